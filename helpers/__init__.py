@@ -1,0 +1,26 @@
+"""Helpers for serving NVIDIA Nemotron 3.5 Lightning with vLLM.
+
+One module per job (see the README's "Layout"):
+
+- ``recipes``   resolve the registry in ``cookbook/`` into a :class:`~helpers.recipes.ServeConfig`
+- ``standin``   build the tiny Nemotron-H stand-in model the CPU build of vLLM can serve
+- ``server``    start / wait for / stop ``vllm serve`` as a managed subprocess
+- ``client``    chat, reasoning on/off, reasoning budget, streaming, tool loop (``openai`` SDK)
+- ``bench``     ``vllm bench serve`` sweeps loaded into pandas
+- ``plots``     matplotlib figures of benchmark results
+- ``errors``    the exception types every module raises, each naming its fix
+
+Modules are imported lazily so ``import helpers`` stays fast and never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["recipes", "standin", "server", "client", "bench", "plots", "errors", "paths"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
