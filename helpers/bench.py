@@ -1,0 +1,731 @@
+"""Benchmark a running vLLM server with vLLM's own load generator and load the results.
+
+One *point* is one run of ``vllm bench serve`` (random dataset, chat endpoint, a fixed
+``--max-concurrency``) that writes one JSON file (``--save-result``). A *sweep* is a list
+of points at rising concurrency, loaded into a :class:`pandas.DataFrame`.
+
+The load generator is vLLM's, never a hand-rolled loop: :func:`run_point` calls
+``vllm.benchmarks.serve.add_cli_args`` + ``main`` (the code behind ``vllm bench serve``;
+the CPU build's ``vllm`` console script is broken, see ``docs/CONVENTIONS.md``). It runs
+in-process, in a worker thread, because
+
+- importing ``vllm.benchmarks.serve`` takes ~10 s on the CPU box; a subprocess per point
+  would pay that each time, in-process pays it once per kernel;
+- a worker thread gets its own event loop, so ``asyncio.run`` inside ``main`` works from
+  a Jupyter cell (whose thread already runs a loop);
+- the benchmark's side effects on the caller are undone: its console output goes to a log
+  file next to the JSON, ``gc.freeze()`` is reverted and the global ``random`` / numpy
+  seeds are restored.
+
+JSON keys and Prometheus metric names are vLLM's (``vllm/benchmarks/serve.py``,
+``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; see DESIGN.md).
+Column names in the DataFrame keep those terms: ``ttft`` (time to first token), ``tpot``
+(time per output token after the first), ``itl`` (inter-token latency), ``e2el``
+(end-to-end latency per request), all in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import math
+import random
+import re
+import threading
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.errors import CookbookError
+from helpers.paths import out_dir as _out_dir
+
+__all__ = [
+    "BenchError",
+    "SpecDecodeCounters",
+    "acceptance_from_counters",
+    "default_num_prompts",
+    "load_results",
+    "parse_prometheus",
+    "point_seed",
+    "run_point",
+    "scrape_metrics",
+    "server_root",
+    "spec_decode_counters",
+    "sweep",
+]
+
+#: Chat endpoint and backend that ``vllm bench serve`` uses to talk to ``/v1/chat/completions``.
+CHAT_ENDPOINT = "/v1/chat/completions"
+CHAT_BACKEND = "openai-chat"
+
+#: Prometheus counters of speculative decoding (``vllm/v1/spec_decode/metrics.py``).
+SPEC_DECODE_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DECODE_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_DECODE_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
+#: Prefix-cache counters (``vllm/v1/metrics/loggers.py``), used to show points do not share a cache.
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+
+_LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+_LATENCY_STATS = ("mean", "median", "p99")
+
+#: Column order of :func:`load_results`; optional columns appear only when some point has them.
+COLUMNS = [
+    "label",
+    "concurrency",
+    "num_prompts",
+    "input_len",
+    "output_len",
+    "gpu_count",
+    "completed",
+    "failed",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "output_throughput_per_gpu",
+    "tokens_per_s_per_user",
+    "request_goodput",
+    *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "prefix_cache_hit_rate",
+    "path",
+]
+_OPTIONAL_COLUMNS = {
+    "request_goodput",
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "prefix_cache_hit_rate",
+}
+
+
+class BenchError(CookbookError, RuntimeError):
+    """A benchmark point could not run or produced no successful request.
+
+    Attributes:
+        log_path: the point's captured ``vllm bench serve`` console output, when there is one.
+    """
+
+    def __init__(self, message: str, log_path: Path | None = None):
+        super().__init__(message)
+        self.log_path = log_path
+
+
+# --------------------------------------------------------------------------- /metrics
+
+
+@dataclass(frozen=True)
+class SpecDecodeCounters:
+    """Speculative-decoding counters summed over engines, as read from one ``/metrics`` scrape.
+
+    All three are cumulative since server start (Prometheus counters), in drafts / tokens.
+    """
+
+    num_drafts: float
+    num_draft_tokens: float
+    num_accepted_tokens: float
+
+
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum each sample of Prometheus text exposition over its label sets.
+
+    Args:
+        text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
+
+    Returns:
+        ``{sample name: value summed over all label sets}``, e.g.
+        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. Comment lines are skipped;
+        histogram samples keep their ``_bucket`` / ``_sum`` / ``_count`` names (buckets
+        summed over ``le`` are meaningless and should not be read).
+    """
+    totals: dict[str, float] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _NAME_RE.match(line)
+        if not m:
+            continue
+        name, rest = m.group(0), line[m.end() :]
+        if rest.startswith("{"):
+            # Skip the label set; label values are quoted and may hold spaces or braces.
+            i, in_quotes, escaped = 1, False, False
+            while i < len(rest):
+                c = rest[i]
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    in_quotes = not in_quotes
+                elif c == "}" and not in_quotes:
+                    break
+                i += 1
+            rest = rest[i + 1 :]
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
+    """Read the three speculative-decoding counters from a ``/metrics`` scrape.
+
+    Args:
+        metrics: ``/metrics`` text, or the dict :func:`parse_prometheus` made of it.
+
+    Returns:
+        The counters, or ``None`` when the server exposes none of them (speculative
+        decoding off).
+    """
+    values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
+    names = (SPEC_DECODE_DRAFTS, SPEC_DECODE_DRAFT_TOKENS, SPEC_DECODE_ACCEPTED_TOKENS)
+    if not any(n in values for n in names):
+        return None
+    return SpecDecodeCounters(*(float(values.get(n, 0.0)) for n in names))
+
+
+def acceptance_from_counters(
+    before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
+) -> dict[str, float] | None:
+    """Acceptance rate and length over the requests served between two scrapes.
+
+    Same definitions as ``vllm bench serve`` (``vllm/benchmarks/serve.py``):
+    acceptance rate = accepted / draft tokens × 100 (percent); acceptance length =
+    1 + accepted / drafts (tokens emitted per target-model forward pass, the ``1`` being
+    the target's own token).
+
+    Args:
+        before, after: counters scraped before and after the point.
+
+    Returns:
+        ``{"spec_decode_acceptance_rate": %, "spec_decode_acceptance_length": tokens,
+        "spec_decode_num_drafts": n, "spec_decode_draft_tokens": n,
+        "spec_decode_accepted_tokens": n}``, or ``None`` when either scrape lacks the
+        counters or no token was drafted in between.
+    """
+    if before is None or after is None:
+        return None
+    drafts = after.num_drafts - before.num_drafts
+    draft_tokens = after.num_draft_tokens - before.num_draft_tokens
+    accepted = after.num_accepted_tokens - before.num_accepted_tokens
+    if drafts <= 0 or draft_tokens <= 0:
+        return None
+    return {
+        "spec_decode_acceptance_rate": accepted / draft_tokens * 100.0,
+        "spec_decode_acceptance_length": 1.0 + accepted / drafts,
+        "spec_decode_num_drafts": int(drafts),
+        "spec_decode_draft_tokens": int(draft_tokens),
+        "spec_decode_accepted_tokens": int(accepted),
+    }
+
+
+def server_root(base_url: str) -> str:
+    """The server root for ``/metrics``, ``/health`` and ``vllm bench serve --base-url``.
+
+    Args:
+        base_url: ``http://host:port`` or the OpenAI base ``http://host:port/v1``.
+    """
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
+    """``GET <server root>/metrics`` and return the Prometheus text.
+
+    Args:
+        base_url: server root or ``.../v1`` (the ``/v1`` is dropped: ``/metrics`` sits at
+            the root).
+        timeout: seconds.
+
+    Raises:
+        BenchError: the server did not answer.
+    """
+    url = server_root(base_url) + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError) as e:
+        raise BenchError(
+            f"Could not read {url} ({e}). Is the server running? Start it with "
+            "helpers.server.VLLMServer(...).start() and pass its base_url."
+        ) from e
+
+
+def _served_models(root: str, timeout: float = 10.0) -> list[str]:
+    url = root + "/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            body = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise BenchError(
+            f"The server at {root} did not answer {url} ({e}). Start it first "
+            "(helpers.server.VLLMServer(...).start()) and pass its base_url."
+        ) from e
+    return [m.get("id") for m in body.get("data", [])]
+
+
+# --------------------------------------------------------------------------- one point
+
+
+def point_seed(seed: int, label: str, concurrency: int, input_len: int, output_len: int) -> int:
+    """A random-dataset seed of its own for one point.
+
+    vLLM's random dataset builds prompt ``i`` from ``(offset_i + i + arange(len)) % vocab``
+    with offsets drawn from ``numpy.random.default_rng(seed)``, so two points with the same
+    seed send the same token prefixes and the second would be served from the first's
+    prefix cache. Hashing the point's identity into the seed keeps points apart.
+
+    Returns:
+        an int in ``[0, 2**31)``, stable across runs and Python versions (CRC-32).
+    """
+    key = f"{seed}|{label}|{concurrency}|{input_len}|{output_len}".encode()
+    return zlib.crc32(key) & 0x7FFFFFFF
+
+
+def default_num_prompts(concurrency: int, floor: int = 16) -> int:
+    """Prompts per point when the caller gives none: ``max(4 × concurrency, floor)``.
+
+    At 4× the concurrency the server spends most of the run at full concurrency (the
+    ramp-up and drain at the ends are a small share); the floor keeps low-concurrency
+    points from resting on a handful of requests.
+    """
+    return max(4 * int(concurrency), int(floor))
+
+
+_BENCH_LOCK = threading.Lock()
+
+
+def _run_bench_main(argv: list[str], log_path: Path) -> dict[str, Any]:
+    """Parse ``argv`` with vLLM's bench parser and run ``main`` in a worker thread."""
+    import numpy as np
+
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+
+    outcome: dict[str, Any] = {}
+    buf = io.StringIO()
+
+    def target() -> None:
+        try:
+            outcome["result"] = main(args)
+        except BaseException as e:  # re-raised in the caller's thread
+            outcome["error"] = e
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        with _BENCH_LOCK, contextlib.redirect_stdout(buf):
+            worker = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
+            worker.start()
+            worker.join()
+    finally:
+        gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
+    if "error" in outcome:
+        e = outcome["error"]
+        raise BenchError(
+            f"vllm bench serve failed: {type(e).__name__}: {e}. Check the arguments and "
+            f"the server; its console output is in {log_path}.",
+            log_path=log_path,
+        ) from e
+    return outcome["result"]
+
+
+def run_point(
+    base_url: str,
+    model: str,
+    tokenizer: str | Path,
+    *,
+    concurrency: int,
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    out_dir: str | Path,
+    seed: int,
+    num_warmups: int,
+    goodput: Mapping[str, float] | None = None,
+    extra_args: Sequence[str] = (),
+    label: str = "default",
+    gpu_count: int = 1,
+    prefix_len: int = 0,
+) -> Path:
+    """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
+
+    Equivalent command line (vLLM docs, "vllm bench serve")::
+
+        vllm bench serve --backend openai-chat --endpoint /v1/chat/completions \\
+          --base-url ROOT --model MODEL --tokenizer TOKENIZER \\
+          --dataset-name random --random-input-len IN --random-output-len OUT \\
+          --max-concurrency C --num-prompts N --num-warmups W --seed SEED \\
+          --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \\
+          --save-result --result-dir OUT_DIR --result-filename FILE --disable-tqdm ...
+
+    With the random dataset vLLM sets ``ignore_eos`` so every request generates exactly
+    ``output_len`` tokens. The warm-up requests (``--num-warmups``) repeat the point's
+    first prompt and are not counted; request rate is unbounded (``inf``), so
+    ``--max-concurrency`` alone sets the load.
+
+    Args:
+        base_url: server root ``http://host:port`` or ``http://host:port/v1``.
+        model: the served model name (``/v1/models`` id); also sent as ``model``.
+        tokenizer: local tokenizer folder (or hub id when online) matching the server's,
+            used to build prompts of exactly ``input_len`` tokens.
+        concurrency: ``--max-concurrency``, requests in flight at once.
+        num_prompts: measured requests.
+        input_len, output_len: tokens per request (random part of the prompt; the chat
+            template adds a few more, reported in ``total_input_tokens``).
+        out_dir: folder for ``<label>-c<concurrency>.json`` and its ``.log``.
+        seed: ``--seed`` of the random dataset, used as is (see :func:`point_seed`).
+        num_warmups: un-measured warm-up requests sent first.
+        goodput: SLOs in ms, e.g. ``{"ttft": 500, "tpot": 50}`` (keys ``ttft``, ``tpot``,
+            ``e2el``); adds ``request_goodput`` (req/s meeting all SLOs) to the JSON.
+        extra_args: more ``vllm bench serve`` flags, e.g. ``["--temperature", "0"]``.
+        label: run label stored in the JSON (``--label``) and used in the file name.
+        gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
+        prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
+            of the point (0: none).
+
+    Returns:
+        Path of the JSON written by ``--save-result``.
+
+    Raises:
+        BenchError: the server does not answer or does not serve ``model``; vLLM's
+            benchmark raised; or every request failed (message quotes vLLM's errors).
+    """
+    root = server_root(base_url)
+    served = _served_models(root)
+    if model not in served:
+        raise BenchError(
+            f"The server at {root} serves {served}, not {model!r}. Pass one of those as "
+            "model (the --served-model-name of the server)."
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{_safe(label)}-c{int(concurrency)}"
+    json_path, log_path = out / f"{stem}.json", out / f"{stem}.log"
+
+    argv = [
+        "--backend", CHAT_BACKEND,
+        "--endpoint", CHAT_ENDPOINT,
+        "--base-url", root,
+        "--model", model,
+        "--served-model-name", model,
+        "--tokenizer", str(tokenizer),
+        "--dataset-name", "random",
+        "--random-input-len", str(int(input_len)),
+        "--random-output-len", str(int(output_len)),
+        "--random-prefix-len", str(int(prefix_len)),
+        "--ignore-eos",
+        "--max-concurrency", str(int(concurrency)),
+        "--num-prompts", str(int(num_prompts)),
+        "--num-warmups", str(int(num_warmups)),
+        "--seed", str(int(seed)),
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,90,99",
+        "--label", label,
+        "--save-result",
+        "--result-dir", str(out),
+        "--result-filename", json_path.name,
+        "--disable-tqdm",
+        "--metadata",
+        f"gpu_count={int(gpu_count)}",
+        f"input_len={int(input_len)}",
+        f"output_len={int(output_len)}",
+        f"prefix_len={int(prefix_len)}",
+    ]  # fmt: skip
+    if goodput:
+        argv += ["--goodput", *(f"{k}:{float(v):g}" for k, v in goodput.items())]
+    argv += [str(a) for a in extra_args]
+
+    result = _run_bench_main(argv, log_path)
+    if not json_path.exists():
+        raise BenchError(
+            f"vllm bench serve finished but wrote no {json_path}. See {log_path}.",
+            log_path=log_path,
+        )
+    if not result.get("completed"):
+        errors = [ln for ln in log_path.read_text().splitlines() if ln.startswith("Error ")]
+        raise BenchError(
+            f"All {num_prompts} requests of point {stem} failed against {root}: "
+            f"{'; '.join(errors[:3]) or 'no error text'}. Check the server log (the "
+            f"request may exceed --max-model-len: input_len + output_len = "
+            f"{input_len + output_len}); full output in {log_path}.",
+            log_path=log_path,
+        )
+    return json_path
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", label).strip("_") or "run"
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
+    if scenario is None:
+        return default
+    if isinstance(scenario, Mapping):
+        return scenario.get(key, default)
+    return getattr(scenario, key, default)
+
+
+def sweep(
+    base_url: str,
+    model: str,
+    tokenizer: str | Path,
+    concurrencies: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    *,
+    scenario: Mapping[str, Any] | Any | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    out_dir: str | Path | None = None,
+    label: str = "default",
+    gpu_count: int = 1,
+    slo: Mapping[str, float] | None = None,
+    seed: int = 0,
+    num_warmups: int | None = None,
+    extra_args: Sequence[str] = (),
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
+
+    Around each point it scrapes ``<root>/metrics``; when vLLM's JSON lacks the
+    speculative-decoding keys (e.g. an older ``vllm bench serve``) but the counters moved,
+    it writes ``spec_decode_acceptance_rate`` / ``_length`` computed from the counter
+    deltas (:func:`acceptance_from_counters`) into the JSON with
+    ``"spec_decode_source": "metrics_scrape"``. It also stores the prefix-cache hit rate of
+    the point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
+    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts.
+
+    Args:
+        base_url: server root or ``.../v1``.
+        model: served model name.
+        tokenizer: local tokenizer folder matching the server's.
+        concurrencies: ``--max-concurrency`` per point, run in this order.
+        scenario: a mapping or object with ``input_len``, ``output_len`` and optionally
+            ``prefix_len``, ``num_prompts``, ``name`` (e.g. an entry of the cookbook's
+            benchmark scenarios). Explicit keyword arguments win over it.
+        input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
+            nor ``scenario`` give them).
+        prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
+        num_prompts: requests per point; default :func:`default_num_prompts` (4 ×
+            concurrency, at least 16).
+        out_dir: default ``helpers.paths.out_dir("bench", label)``.
+        label: configuration name (one line per label in the plots).
+        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu``.
+        slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
+        seed: base seed; each point gets :func:`point_seed` of it.
+        num_warmups: warm-up requests per point; default ``min(concurrency, 8)``.
+        extra_args: more ``vllm bench serve`` flags for every point.
+        progress: show a tqdm bar across points.
+
+    Returns:
+        The DataFrame of :func:`load_results`, one row per point, in run order.
+
+    Raises:
+        BenchError: see :func:`run_point`; points finished before the failure stay on
+            disk (``load_results(out_dir)`` reads them).
+    """
+    from tqdm.auto import tqdm
+
+    in_len = input_len or _scenario_value(scenario, "input_len", 1024)
+    out_len = output_len or _scenario_value(scenario, "output_len", 128)
+    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
+    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
+    folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label))
+    root = server_root(base_url)
+
+    paths: list[Path] = []
+    bar = tqdm(list(concurrencies), desc=f"bench {label}", unit="point", disable=not progress)
+    for c in bar:
+        bar.set_postfix(concurrency=c)
+        before = parse_prometheus(scrape_metrics(root))
+        path = run_point(
+            root,
+            model,
+            tokenizer,
+            concurrency=c,
+            num_prompts=int(n_fixed or default_num_prompts(c)),
+            input_len=int(in_len),
+            output_len=int(out_len),
+            prefix_len=int(pre_len or 0),
+            out_dir=folder,
+            seed=point_seed(seed, label, c, int(in_len), int(out_len)),
+            num_warmups=min(int(c), 8) if num_warmups is None else int(num_warmups),
+            goodput=slo,
+            extra_args=extra_args,
+            label=label,
+            gpu_count=gpu_count,
+        )
+        after = parse_prometheus(scrape_metrics(root))
+        _annotate_from_metrics(path, before, after)
+        paths.append(path)
+    return load_results(paths)
+
+
+def _annotate_from_metrics(path: Path, before: Mapping[str, float], after: Mapping[str, float]) -> None:
+    """Add scrape-derived numbers to a point's JSON (never overwriting vLLM's own keys)."""
+    data = json.loads(path.read_text())
+    changed = False
+    if data.get("spec_decode_acceptance_length") is None:
+        acc = acceptance_from_counters(spec_decode_counters(before), spec_decode_counters(after))
+        if acc:
+            data.update(acc)
+            data["spec_decode_source"] = "metrics_scrape"
+            changed = True
+    queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
+    if queries > 0:
+        hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
+        data["cookbook_prefix_cache_hit_rate"] = hits / queries
+        changed = True
+    if changed:
+        path.write_text(json.dumps(data))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
+    items = [paths_or_dir] if isinstance(paths_or_dir, (str, Path)) else list(paths_or_dir)
+    found: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found += sorted(
+                q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json")
+            )
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise BenchError(f"No benchmark result at {p}. Pass a JSON file or a folder of them.")
+    return found
+
+
+def _num(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    gpu_count = _num(data.get("gpu_count")) or 1.0
+    output_throughput = _num(data.get("output_throughput"))
+    mean_tpot = _num(data.get("mean_tpot_ms"))
+    row: dict[str, Any] = {
+        "label": data.get("label") or path.parent.name,
+        "concurrency": data.get("max_concurrency"),
+        "num_prompts": data.get("num_prompts"),
+        "input_len": _num(data.get("input_len")),
+        "output_len": _num(data.get("output_len")),
+        "gpu_count": int(gpu_count),
+        "completed": data.get("completed"),
+        "failed": data.get("failed"),
+        "duration_s": _num(data.get("duration")),
+        "request_throughput": _num(data.get("request_throughput")),
+        "output_throughput": output_throughput,
+        "total_token_throughput": _num(data.get("total_token_throughput")),
+        "output_throughput_per_gpu": (
+            output_throughput / gpu_count if output_throughput is not None else None
+        ),
+        "tokens_per_s_per_user": 1000.0 / mean_tpot if mean_tpot else None,
+        "request_goodput": _num(data.get("request_goodput")),
+        "spec_decode_acceptance_rate": _num(data.get("spec_decode_acceptance_rate")),
+        "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
+        "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
+        "path": str(path),
+    }
+    for metric in _LATENCY_METRICS:
+        for stat in _LATENCY_STATS:
+            key = f"{stat}_{metric}_ms"
+            row[key] = _num(data.get(key))
+    return row
+
+
+def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Load ``vllm bench serve --save-result`` JSON files into one row per point.
+
+    Args:
+        paths_or_dir: a JSON file, a folder (searched recursively for ``*.json``), or a
+            list of either.
+
+    Returns:
+        DataFrame sorted by ``label`` then ``concurrency``, with columns (units):
+
+        - ``label``, ``concurrency`` (``max_concurrency``), ``num_prompts``,
+          ``input_len`` / ``output_len`` (tokens, from the cookbook's ``--metadata``),
+          ``gpu_count``;
+        - ``completed``, ``failed`` (requests), ``duration_s`` (s);
+        - ``request_throughput`` (req/s), ``output_throughput`` and
+          ``total_token_throughput`` (tokens/s, whole server);
+        - ``output_throughput_per_gpu`` = output_throughput / gpu_count (tokens/s/GPU);
+        - ``tokens_per_s_per_user`` = 1000 / ``mean_tpot_ms``: the decode speed one user
+          sees while tokens stream (TPOT excludes the first token, so queueing and prefill
+          do not enter it; they are in ``ttft``);
+        - ``request_goodput`` (req/s meeting the SLOs; only when SLOs were given);
+        - ``{mean,median,p99}_{ttft,tpot,itl,e2el}_ms`` (ms);
+        - ``spec_decode_acceptance_rate`` (%) and ``spec_decode_acceptance_length``
+          (tokens per target forward pass), only when speculative decoding ran;
+        - ``prefix_cache_hit_rate`` (0–1, from :func:`sweep`'s scrapes, when measured);
+        - ``path`` (the JSON file).
+
+        Optional columns that no point has are left out.
+
+    Raises:
+        BenchError: a path does not exist, a file is not a benchmark result, or nothing
+            was found.
+    """
+    rows = []
+    for path in _json_paths(paths_or_dir):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:
+            raise BenchError(f"{path} is not JSON ({e}); remove it or rerun the point.") from e
+        if not isinstance(data, dict) or "completed" not in data:
+            raise BenchError(
+                f"{path} is not a vllm bench serve result (no 'completed' key). Keep only "
+                "--save-result JSON files in the folder, or pass the files explicitly."
+            )
+        rows.append(_row(data, path))
+    if not rows:
+        raise BenchError(
+            f"No benchmark JSON found in {paths_or_dir}. Run helpers.bench.sweep(...) first."
+        )
+    df = pd.DataFrame(rows)
+    keep = [c for c in COLUMNS if c not in _OPTIONAL_COLUMNS or df[c].notna().any()]
+    df = df[keep]
+    for col in ("concurrency", "num_prompts", "completed", "failed"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    return df.sort_values(["label", "concurrency"], kind="stable").reset_index(drop=True)
