@@ -428,8 +428,15 @@ def resolve(
     if v.get("stand_in_only") and not t.get("stand_in"):
         raise RecipeError(f"Variant {variant!r} is the CPU stand-in only; use target 'cpu'.")
     speculative = speculative or t.get("speculative", "none")
-    _choose("speculative mode", speculative, t.get("speculative_modes") or reg["speculative"])
+    _choose("speculative mode", speculative, reg["speculative"])
     s = reg["speculative"][speculative]
+    allowed = s.get("variants")
+    if allowed and variant not in allowed:
+        raise RecipeError(
+            f"{s['label']} drafts are published for {', '.join(allowed)} only, not {variant}: "
+            f"use variant={allowed[0]!r}, or speculative='mtp' (built into every checkpoint)."
+        )
+    _choose("speculative mode", speculative, t.get("speculative_modes") or reg["speculative"])
     features = tuple(t.get("features", reg["default_features"]) if features is None else features)
     for f in features:
         _choose("feature", f, reg["features"])
@@ -446,20 +453,12 @@ def resolve(
         ov = (v.get("hardware_overrides") or {}).get(key) or {}
         _merge_args(args, ov.get("args"))
         docker_image = ov.get("docker_image", docker_image)
-        if "docker_image" in ov and t.get("vllm_version") != "nightly":
-            pass
     for f in features:
         _merge_args(args, reg["features"][f].get("args"))
         env.update(reg["features"][f].get("env") or {})
 
     drafters: list[Drafter] = []
     if speculative != "none":
-        allowed = s.get("variants")
-        if allowed and variant not in allowed:
-            raise RecipeError(
-                f"{s['label']} drafts are published for {', '.join(allowed)} only, not {variant}: "
-                f"use variant={allowed[0]!r}, or speculative='mtp' (built into every checkpoint)."
-            )
         spec = dict(s["config"])
         for key in overrides:
             spec = _merge_dict(spec, ((s.get("hardware_overrides") or {}).get(key) or {}).get("config"))

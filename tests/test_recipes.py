@@ -1,0 +1,235 @@
+"""The recipe registry resolves, obeys the seeds' rules, renders, and passes vLLM's parser."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+from helpers import recipes
+from helpers.errors import FlagError, RecipeError
+
+# Every deployment target the seeds name (issue 3), by registry key.
+SEED_TARGETS = {
+    "h100": "1x H100 NVFP4 throughput (recipe hopper override, launch post)",
+    "h100-bf16": "1x H100 BF16 (launch post command)",
+    "h200": "1x H200 (recipe recommended command)",
+    "h100-baseten-throughput": "Baseten H100 throughput preset",
+    "a100": "A100 / Ampere W4A16",
+    "l40s": "L40S",
+    "rtx-pro-6000": "RTX PRO 6000",
+    "rtx-50xx": "GeForce RTX 50xx",
+    "dgx-spark": "DGX Spark GB10",
+    "dgx-station-gb300": "DGX Station GB300",
+    "jetson": "Jetson",
+    "b200": "B200 / GB200",
+    "b300": "B300 / GB300",
+    "h100x8-bf16": "8x H100 BF16 TP+EP+MTP",
+}
+
+
+def _argv_pairs(cfg):
+    return dict(recipes._pairs(cfg.cli_flags()))
+
+
+def _all_combinations():
+    reg = recipes.load_registry()
+    for name, t in reg["targets"].items():
+        variants = t.get("variants") or [v for v in reg["variants"] if v != "standin"]
+        for variant in variants:
+            for mode in t.get("speculative_modes") or reg["speculative"]:
+                yield name, variant, mode
+
+
+def _resolve_or_rule(target, variant, mode):
+    """Resolve, or return the RecipeError a seed rule raises for this combination."""
+    try:
+        cfg = recipes.resolve(target, variant, mode)
+    except RecipeError as exc:
+        return None, exc
+    if cfg.stand_in:
+        cfg = cfg.with_model("/tmp/standin-model")
+    return cfg, None
+
+
+def test_every_seed_target_is_in_the_registry():
+    assert set(SEED_TARGETS) <= set(recipes.list_targets())
+    assert "cpu" in recipes.list_targets()
+
+
+@pytest.mark.parametrize("target", sorted(SEED_TARGETS))
+def test_seed_target_resolves_and_renders_three_ways(target):
+    cfg = recipes.resolve(target)
+    shell = cfg.shell_command()
+    assert f"vllm serve {cfg.model}" in shell
+    docker = cfg.docker_command()
+    assert cfg.docker_image in docker and "--gpus all" in docker
+    truss = yaml.safe_load(cfg.truss_config())
+    assert truss["base_image"]["image"] == cfg.docker_image
+    assert truss["weights"][0]["source"].startswith(f"hf://{cfg.model}")
+    # The rendered shell command round-trips to the same argv.
+    cmd_line = shell.splitlines()[len(cfg.env) :]
+    assert shlex.split(" ".join(cmd_line).replace("\\\n", " ").replace(" \\ ", " "))[:3] == [
+        "vllm",
+        "serve",
+        cfg.model,
+    ]
+    rows = cfg.reference_table()
+    assert {r["flag"] for r in rows} >= {"--served-model-name"}
+    assert all(r["why"] for r in rows if not r["flag"].startswith("env "))
+
+
+@pytest.mark.parametrize("target,variant,mode", list(_all_combinations()))
+def test_every_combination_is_accepted_by_vllm_parser_or_refused_by_a_rule(target, variant, mode):
+    cfg, rule = _resolve_or_rule(target, variant, mode)
+    if rule is not None:
+        # A refusal must name the fix.
+        assert "use" in str(rule) or "add" in str(rule) or "remove" in str(rule) or "set" in str(rule)
+        return
+    cfg.validate()
+    json_args = [v for f, v in _argv_pairs(cfg).items() if f == "--speculative-config"]
+    for value in json_args:
+        assert json.loads(value)["method"] == mode
+
+
+def test_h200_matches_the_recipe_recommended_command():
+    """Seed 001's recommended_command argv, flag for flag (plus our pinned revision/name)."""
+    recipe_argv = [
+        "--mamba-backend", "flashinfer", "--mamba-cache-mode", "align", "--enable-prefix-caching",
+        "--kv-cache-dtype", "fp8", "--tensor-parallel-size", "1", "--quantization", "modelopt_fp4",
+        "--moe-backend", "humming", "--linear-backend", "humming", "--mamba-ssu-algorithm",
+        "horizontal", "--async-scheduling", "--max-num-seqs", "256", "--max-num-batched-tokens",
+        "32768", "--reasoning-parser", "nemotron_v3", "--enable-auto-tool-choice",
+        "--tool-call-parser", "qwen3_coder", "--mamba-ssm-cache-dtype", "float16",
+        "--enable-mamba-cache-stochastic-rounding", "--mamba-cache-philox-rounds", "5",
+    ]  # fmt: skip
+    cfg = recipes.resolve("h200")
+    ours = _argv_pairs(cfg)
+    theirs = dict(recipes._pairs(recipe_argv))
+    assert {k: ours[k] for k in theirs} == theirs
+    assert set(ours) - set(theirs) == {"--served-model-name", "--revision"}
+    assert cfg.model == "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
+    assert cfg.docker_image == "vllm/vllm-openai:v0.28.0"
+
+
+def test_baseten_preset_pins_verifier_and_drafter_revisions():
+    cfg = recipes.resolve("h100-baseten-throughput")
+    spec = cfg.speculative_config
+    assert spec == {
+        "method": "dflash",
+        "model": "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4-DFlash",
+        "num_speculative_tokens": 3,
+        "revision": "7fc1f1ff4b82b917efbd0710df0872c2bb89caa5",
+    }
+    assert cfg.revision == "0dcd680e5585c791728c83342b311d0a0026dbeb"
+    pairs = _argv_pairs(cfg)
+    assert pairs["--max-num-seqs"] == "512" and pairs["--max-model-len"] == "1048576"
+    assert cfg.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    truss = yaml.safe_load(cfg.truss_config())
+    assert [w["source"].split("@")[1] for w in truss["weights"]] == [
+        "0dcd680e5585c791728c83342b311d0a0026dbeb",
+        "7fc1f1ff4b82b917efbd0710df0872c2bb89caa5",
+    ]
+    assert "/models/nemotron-3.5-lightning-dflash" in truss["docker_server"]["start_command"]
+
+
+def test_overrides_layer_in_order():
+    # hopper override replaces the variant's marlin MoE backend with humming
+    assert recipes.resolve("h100").args["--moe-backend"] == "humming"
+    assert recipes.resolve("l40s").args["--moe-backend"] == "marlin"
+    # DSpark on Spark drafts 7 tokens (recipe hardware override)
+    assert recipes.resolve("dgx-spark").speculative_config["num_speculative_tokens"] == 7
+    # MTP on Blackwell uses the triton MoE backend for the draft (recipe override)
+    assert recipes.resolve("b200", speculative="mtp").speculative_config["moe_backend"] == "triton"
+    # BF16 adds the fast tokenizer env and its pip extra
+    bf16 = recipes.resolve("h100-bf16")
+    assert bf16.env["VLLM_USE_FASTOKENS"] == "1" and bf16.pip_extras == ["fastokens>=0.2.0"]
+    # extra args override and remove
+    cfg = recipes.resolve("h100", extra_args={"--max-num-seqs": 64, "--async-scheduling": None})
+    assert cfg.args["--max-num-seqs"] == 64 and "--async-scheduling" not in cfg.args
+
+
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        (dict(target="h100-bf16", variant="bf16", speculative="dflash"), "published for nvfp4"),
+        (dict(target="h100", variant="bf16", speculative="dspark"), "use variant='nvfp4'"),
+        (
+            dict(target="h100x8-bf16", variant="nvfp4", extra_args={"--enable-expert-parallel": None}),
+            "add --enable-expert-parallel",
+        ),
+        (dict(target="l40s", variant="bf16"), "Valid variants: nvfp4"),
+        (dict(target="rtx-50xx", variant="bf16"), "Valid variants: nvfp4"),
+        (dict(target="b200", extra_args={"--quantization": "modelopt_fp4"}), "on Blackwell remove it"),
+        (dict(target="h100", speculative="nonsense"), "Unknown speculative mode 'nonsense'. Valid speculative modes: none, mtp"),
+        (dict(target="h1000"), "Valid targets: h100"),
+        (dict(target="h100", features=["turbo"]), "Valid features: reasoning"),
+        (dict(target="h100", variant="standin"), "Valid variants"),
+    ],
+)
+def test_rules_refuse_with_the_fix(kwargs, words):
+    with pytest.raises(RecipeError) as err:
+        recipes.resolve(**kwargs)
+    assert words in str(err.value)
+
+
+def test_bf16_memory_minimum_per_replica():
+    reg = recipes.load_registry()
+    reg["targets"]["small"] = dict(reg["targets"]["l40s"], variants=["bf16", "nvfp4"])
+    with pytest.raises(RecipeError, match=r"needs at least 72 GB .* has 48 GB: use the NVFP4 variant"):
+        recipes.resolve("small", "bf16", registry=reg)
+    # two L40S in tensor parallel hold one BF16 replica
+    cfg = recipes.resolve("small", "bf16", extra_args={"--tensor-parallel-size": 2}, registry=reg)
+    assert cfg.gpu_count == 2
+
+
+def test_dspark_draft_tokens_below_block_size_is_refused():
+    reg = recipes.load_registry()
+    reg["targets"]["h100"]["speculative_overrides"] = {"dspark": {"config": {"num_speculative_tokens": 2}}}
+    with pytest.raises(RecipeError, match="at least 3"):
+        recipes.resolve("h100", speculative="dspark", registry=reg)
+
+
+def test_misspelled_flag_is_reported_by_name_before_launch():
+    cfg = recipes.resolve("h100", extra_args={"--mamba-ssu-algorythm": "horizontal"})
+    with pytest.raises(FlagError) as err:
+        cfg.validate()
+    assert err.value.flags == ["--mamba-ssu-algorythm"]
+    assert "--mamba-ssu-algorythm" in str(err.value) and "0.28.0" in str(err.value)
+
+
+def test_bad_choice_and_bad_speculative_key_are_reported():
+    with pytest.raises(FlagError) as err:
+        recipes.resolve("h100", extra_args={"--moe-backend": "hummingbird"}).validate()
+    assert err.value.flags == ["--moe-backend"] and "hummingbird" in str(err.value)
+    bad_spec = {"--speculative-config": {"method": "mtp", "num_speculative_tokenz": 3}}
+    with pytest.raises(FlagError, match="num_speculative_tokenz"):
+        recipes.resolve("h100", extra_args=bad_spec).validate()
+
+
+def test_every_registry_flag_has_a_why():
+    reasons = recipes.flag_reasons()
+    reg = recipes.load_registry()
+    flags = set(reg["model"]["base_args"])
+    for v in reg["variants"].values():
+        flags |= set(v.get("args") or {})
+        for ov in (v.get("hardware_overrides") or {}).values():
+            flags |= set(ov.get("args") or {})
+    for f in reg["features"].values():
+        flags |= set(f.get("args") or {})
+    for t in reg["targets"].values():
+        flags |= set(t.get("args") or {})
+    assert flags - set(reasons) == set()
+
+
+def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram(tmp_path):
+    real = recipes.resolve("h100", speculative="dspark")
+    sim = recipes.standin_config(real, tmp_path)
+    assert sim.target == "cpu" and sim.model == str(tmp_path) and sim.revision is None
+    pairs = _argv_pairs(sim)
+    assert pairs["--reasoning-parser"] == "nemotron_v3" and pairs["--tool-call-parser"] == "qwen3_coder"
+    assert sim.speculative_config["method"] == "ngram"
+    assert "--mamba-backend" not in pairs  # GPU-only base args do not reach the CPU build
+    sim.validate()
