@@ -1,0 +1,33 @@
+# Two commands do everything on a fresh machine (Python 3.10+ with venv):
+#   make quickstart   build the env, run the quickstart notebook end to end on the CPU stand-in
+#   make test         build the env, run the test suite (unit + real vLLM server + notebooks)
+# Outputs land in out/ (ignored by git).
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.cookbook-stamp
+
+.PHONY: setup quickstart test notebooks lint clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-cpu.txt pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-cpu.txt
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+quickstart: setup
+	$(BIN)/python -m helpers.notebooks run notebooks/quickstart_cpu_standin.ipynb
+
+notebooks: setup
+	$(BIN)/python -m helpers.notebooks build
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf out

@@ -1,0 +1,250 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # {{ title }}
+#
+# {{ intro }}
+#
+# **Target:** {{ t.label }} · **default variant:** {{ t.variant }} · **default speculative
+# decoding:** {{ t.speculative }} · **pinned vLLM:** {{ t.vllm_version }}
+# {%- if t.docker_image %} (`{{ t.docker_image }}`){% endif %}
+# · **source:** {{ t.source }}
+# {% for note in t.notes %}
+# > {{ note }}
+# {%- endfor %}
+#
+# Every cell below calls the tested `helpers` package; the flags, model ids and pinned
+# revisions come from the registry in `cookbook/recipe.yaml`. Run it top to bottom.
+#
+# **Stand-in mode** (`stand_in = True`): no GPU needed. The notebook still resolves,
+# renders and validates this target's real command with the installed vLLM's own argument
+# parser, then launches the CPU build of vLLM with a tiny Nemotron-H model trained locally on
+# this cookbook's demo prompts. Everything after launch (client, parsers, tool loop, reasoning
+# budget, benchmark, plots) is the same code talking to a real vLLM server. Only the numbers
+# and the quality of the text differ.
+
+# %% tags=["parameters"]
+target = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
+variant = None  # None = the target's default ({{ t.variant }}); or one of {{ t.variants }}
+speculative = None  # None = the target's default ({{ t.speculative }}); or one of {{ t.speculative_modes }}
+stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
+install = True  # pip-install the cookbook's helpers first (%pip)
+server_url = None  # attach to an already running vLLM server instead of launching one
+max_tokens = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
+bench_concurrencies = None  # None = [1, 2, 4] on the stand-in, [1, 16, 64, 256] on a GPU
+bench_input_len = None  # tokens per prompt; None = 64 on the stand-in, 1024 on a GPU
+bench_output_len = None  # tokens per answer; None = 32 on the stand-in, 256 on a GPU
+
+# %% [markdown]
+# ## 1. Install the cookbook's helpers
+#
+# `%pip` installs into this kernel's environment. The vLLM build is a separate step (3),
+# because the right build depends on the machine.
+
+# %%
+if install:
+    %pip install -q -e ..
+
+# %%
+import pandas as pd
+from IPython.display import Image, display
+
+from helpers import bench, client, hardware, install as vllm_install, plots, recipes, server, standin, weights
+
+cfg = recipes.resolve(target, variant, speculative)
+print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, features={list(cfg.features)}")
+
+# %% [markdown]
+# ## 2. Check the machine
+#
+# Which GPUs are here, which registry targets they match, whether this configuration fits,
+# and whether another process still holds GPU memory. On a machine without a GPU it says so
+# and points to stand-in mode.
+
+# %%
+machine = hardware.check_machine(cfg, stand_in=stand_in)
+
+# %% [markdown]
+# ## 3. The right vLLM
+#
+# The target pins vLLM {{ t.vllm_version }}. This compares it with what is installed and prints
+# the install command (pass `run=True` to run it). In stand-in mode it checks the CPU build.
+
+# %%
+vllm_install.ensure_vllm(cfg, stand_in=stand_in)
+
+# %% [markdown]
+# ## 4. The serve command, and why each flag is there
+#
+# The command below is what you would type on the target. It is parsed by the installed
+# vLLM's own `vllm serve` argument parser before anything launches, so a misspelled or removed
+# flag fails here, by name, not five minutes into a model load.
+
+# %%
+print(cfg.shell_command())
+cfg.validate()
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame(cfg.reference_table()))
+
+# %% [markdown]
+# The same configuration as a `docker run` command and as a Baseten truss `config.yaml`:
+
+# %%
+if cfg.docker_image:
+    print(cfg.docker_command())
+    print(cfg.truss_config())
+
+# %% [markdown]
+# ## 5. Weights (downloaded before launch, never inside the readiness wait)
+#
+# The checkpoint{% if t.speculative in ("dflash", "dspark") %} and the {{ t.speculative }} drafter{% endif %} are
+# downloaded at their pinned revisions with `huggingface_hub`. The server then loads local
+# files, so its readiness timeout never includes a download. In stand-in mode this builds (or
+# reuses) the tiny model instead.
+
+# %%
+if stand_in:
+    print(standin.standin_summary())
+    serve_cfg = recipes.standin_config(cfg, standin.build_standin_model())
+else:
+    serve_cfg = weights.download(cfg)
+print("serving:", serve_cfg.model)
+
+# %% [markdown]
+# ## 6. Launch the server
+#
+# `launch_server` starts vLLM in its own process group with its log in a file, waits for
+# `/health` while watching the process (a crash raises at once with the log tail and a
+# diagnosis), and shows start-up progress from the log.
+
+# %%
+if server_url:
+    srv = server.attach_server(server_url)
+else:
+    srv = server.launch_server(serve_cfg)
+llm = client.make_client(srv.base_url)
+model = serve_cfg.served_model_name
+print("base_url:", srv.base_url)
+
+# %% [markdown]
+# ## 7. Reasoning on and off
+#
+# Reasoning is on by default and comes back separately from the answer, in
+# `message.reasoning`. Reasoning tokens count against `max_tokens`: if the answer comes back
+# empty, the helper warns and names the fixes.
+
+# %%
+demo = standin.load_demo()
+on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, max_tokens=max_tokens, temperature=0)
+client.show(on)
+
+# %%
+off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, max_tokens=max_tokens, temperature=0)
+client.show(off)
+
+# %% [markdown]
+# **Expected:** with thinking on, a non-empty reasoning block and then the answer; with
+# thinking off, the answer only.
+#
+# ## 8. A reasoning budget
+#
+# `thinking_token_budget` caps reasoning on the server (needs `--reasoning-parser`): vLLM
+# ends the think block once the budget is spent and the model goes on to answer.
+
+# %%
+budget = demo["budget"]["thinking_token_budget"]
+capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, max_tokens=max_tokens, temperature=0)
+client.show(capped)
+print("reasoning tokens ≈", len(capped.reasoning.split()), "words; budget", budget, "tokens")
+
+# %% [markdown]
+# ## 9. Streaming
+#
+# Reasoning and answer arrive as separate event kinds, so a UI can show them apart.
+
+# %%
+streamed = client.print_stream(
+    client.stream_chat(llm, model, demo["streaming"]["prompt"], max_tokens=max_tokens, temperature=0)
+)
+
+# %% [markdown]
+# ## 10. Tool calling
+#
+# The model calls `get_weather`, the Python function below runs, its result goes back as a
+# `tool` message, and the model answers from it. Launched with `--enable-auto-tool-choice
+# --tool-call-parser qwen3_coder`, the server returns parsed `tool_calls`.
+
+# %%
+def get_weather(city: str) -> dict:
+    """Get the current weather in a city (a local stand-in for a real weather API)."""
+    return demo["weather"]["results"].get(city, {"city": city, "temperature_c": 20, "condition": "unknown"})
+
+
+def get_time(city: str) -> dict:
+    """Get the current local time in a city."""
+    return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
+
+
+tools = {"get_weather": get_weather, "get_time": get_time}
+loop = client.run_tool_loop(
+    llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"],
+    max_tokens=max_tokens, temperature=0,
+)
+client.show(loop)
+
+# %% [markdown]
+# Two lookups in one turn come back as two parallel tool calls:
+
+# %%
+pair = demo["parallel"]["pairs"][0]
+parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], max_tokens=max_tokens, temperature=0)
+client.show(parallel)
+
+# %% [markdown]
+# ## 11. Benchmark: throughput against per-user speed
+#
+# `vllm bench serve` (vLLM's own load generator) runs one point per concurrency, each with
+# warm-up requests and its own random seed, and saves one JSON per point. The table has
+# throughput, TTFT / TPOT / ITL / end-to-end latency percentiles and failures.
+
+# %%
+concurrencies = bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256])
+results = bench.sweep(
+    srv.base_url, model, serve_cfg.model, concurrencies,
+    input_len=bench_input_len or (64 if stand_in else 1024),
+    output_len=bench_output_len or (32 if stand_in else 256),
+    label=f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else ""),
+    gpu_count=max(serve_cfg.gpu_count, 1),
+)
+display(results[[
+    "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
+    "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
+]])
+
+# %%
+from helpers.paths import out_dir
+
+figs = out_dir("plots")
+tag = f"{target}{'-standin' if stand_in else ''}"
+version = recipes.installed_vllm_version()
+plots.pareto(results, target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant,
+             vllm_version=version, path=figs / f"{tag}-pareto.png")
+plots.latency_vs_concurrency(results, target=cfg.label, variant=cfg.variant, vllm_version=version,
+                             path=figs / f"{tag}-latency.png")
+display(Image(filename=str(figs / f"{tag}-pareto.png")))
+
+# %% [markdown]
+# ## 12. Stop the server
+#
+# `stop()` ends the whole process group (API server and engine core), then checks that no
+# process is left and the port is free. A GPU is never left held by a dead server.
+
+# %%
+srv.stop()
+print("stopped; running:", srv.is_running())
