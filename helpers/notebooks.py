@@ -26,6 +26,7 @@ from .errors import CookbookError
 from .paths import COOKBOOK_DIR, REPO_ROOT, out_dir
 
 TEMPLATE = COOKBOOK_DIR / "notebook_template.py"
+TOPICS_DIR = COOKBOOK_DIR / "topics"  # topic notebooks: plain jupytext scripts, one per notebook
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 QUICKSTART = "quickstart_cpu_standin"
 
@@ -105,19 +106,38 @@ def render(spec: NotebookSpec, registry: dict | None = None):
     except jinja2.TemplateError as exc:
         raise CookbookError(f"{TEMPLATE} does not render for {spec.target}: {exc}; fix the template.") from exc
     nb = jupytext.reads(text, fmt="py:percent")
+    return _finalize(nb, spec.stem, "cookbook/notebook_template.py", spec.target)
+
+
+def _finalize(nb, stem: str, generated_from: str, target: str | None):
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
-        "cookbook": {"generated_from": "cookbook/notebook_template.py", "target": spec.target},
+        "cookbook": {"generated_from": generated_from, "target": target},
     }
     for i, cell in enumerate(nb.cells):
-        cell.id = f"{spec.stem[:40]}-{i:02d}"
+        cell.id = f"{stem[:40]}-{i:02d}"
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
         tags = cell.metadata.get("tags")
         cell.metadata = {"tags": tags} if tags else {}
     return nb
+
+
+def render_topic(path: Path):
+    """Render a topic notebook from its jupytext script in ``cookbook/topics/``."""
+    import jupytext
+
+    nb = jupytext.reads(path.read_text(), fmt="py:percent")
+    return _finalize(nb, path.stem, f"cookbook/topics/{path.name}", None)
+
+
+def _all_rendered():
+    for spec in notebook_specs():
+        yield spec.stem, render(spec)
+    for path in sorted(TOPICS_DIR.glob("*.py")):
+        yield path.stem, render_topic(path)
 
 
 def _dumps(nb) -> str:
@@ -133,9 +153,11 @@ def build(check: bool = False) -> list[Path]:
         The stale notebook paths (``check=True``) or the written paths.
     """
     paths = []
-    for spec in notebook_specs():
-        path = NOTEBOOK_DIR / f"{spec.stem}.ipynb"
-        text = _dumps(render(spec))
+    known = set()
+    for stem, nb in _all_rendered():
+        path = NOTEBOOK_DIR / f"{stem}.ipynb"
+        known.add(path.name)
+        text = _dumps(nb)
         if check:
             if not path.exists() or path.read_text() != text:
                 paths.append(path)
@@ -143,7 +165,6 @@ def build(check: bool = False) -> list[Path]:
             NOTEBOOK_DIR.mkdir(exist_ok=True)
             path.write_text(text)
             paths.append(path)
-    known = {f"{s.stem}.ipynb" for s in notebook_specs()}
     extra = [p for p in NOTEBOOK_DIR.glob("*.ipynb") if p.name not in known and _is_generated(p)]
     if check:
         paths += extra
