@@ -1,0 +1,95 @@
+"""Notebooks: generated from one template, committed clean, and executed with papermill."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import notebooks, recipes
+from helpers.paths import REPO_ROOT
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def test_committed_notebooks_match_the_template():
+    stale = notebooks.build(check=True)
+    assert stale == [], f"run `python -m helpers.notebooks build`: {stale}"
+
+
+def test_one_notebook_per_gpu_target_plus_quickstart():
+    names = {p.stem for p in NOTEBOOKS}
+    for target in recipes.list_targets():
+        if target != "cpu":
+            assert target.replace("-", "_") in names
+    assert notebooks.QUICKSTART in names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_hygiene(path):
+    cells = _cells(path)
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
+    assert sum("parameters" in c.get("metadata", {}).get("tags", []) for c in cells) == 1
+    source = "\n".join("".join(c["source"]) for c in code)
+    assert "%pip install" in source
+    assert not re.search(r"^\s*!.*&\s*$", source, re.M), "no background shell commands"
+    # thin cells: the logic lives in helpers
+    assert max(len("".join(c["source"]).splitlines()) for c in code) <= 25
+
+
+def _vllm_pids(port: int | None = None) -> set[int]:
+    """PIDs of vLLM API servers (on ``port`` if given) and engine cores on this machine."""
+    found = set()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if port is not None:
+            if "vllm" in cmd and f"--port {port}" in cmd:
+                found.add(p.pid)
+        elif "EngineCore" in cmd or "vllm.entrypoints" in cmd:
+            found.add(p.pid)
+    return found
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_quickstart_runs_end_to_end(tmp_path, monkeypatch):
+    """The main job: a real CPU vLLM server launched, used, benchmarked, plotted, stopped."""
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    before = _vllm_pids()
+    executed = notebooks.run_notebook(
+        REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb", {"install": False}
+    )
+    out = tmp_path / "out"
+    assert executed.exists()
+    bench_jsons = list((out / "bench").rglob("*.json"))
+    assert len(bench_jsons) >= 3
+    for p in bench_jsons:
+        data = json.loads(p.read_text())
+        if "completed" in data:
+            assert data["completed"] > 0 and data.get("failed", 0) == 0
+    pngs = list((out / "plots").glob("*.png"))
+    assert pngs and all(p.stat().st_size > 1000 for p in pngs)
+    text = executed.read_text()
+    assert "base_url: http://127.0.0.1:" in text
+    port = int(re.search(r"base_url: http://127\.0\.0\.1:(\d+)", text).group(1))
+    assert _port_free(port)
+    assert not _vllm_pids(port)
+    assert _vllm_pids() <= before, "the notebook's server left processes behind"
