@@ -375,7 +375,11 @@ def _finish(
         )
 
     # 2. Tool-call markup the server did not parse.
-    if check_tool_markup and not result.tool_calls and any(m in result.content for m in TOOL_MARKUP):
+    if (
+        check_tool_markup
+        and not result.tool_calls
+        and any(m in result.content for m in TOOL_MARKUP)
+    ):
         err = ResponseError(
             "The model wrote tool-call markup (<tool_call>/<function=...>) in `content` but "
             "the server returned no `tool_calls`: its tool parser is not configured. Restart "
@@ -446,7 +450,9 @@ def parse_response(
     message = _get(choice, "message")
     tool_calls = [
         ToolCall.from_raw(
-            _get(tc, "id"), _get(_get(tc, "function"), "name"), _get(_get(tc, "function"), "arguments")
+            _get(tc, "id"),
+            _get(_get(tc, "function"), "name"),
+            _get(_get(tc, "function"), "arguments"),
         )
         for tc in (_get(message, "tool_calls") or [])
     ]
@@ -549,9 +555,15 @@ def chat(
         **extra,
     )
     if reasoning_budget is not None and budget_method == "two_pass" and thinking:
-        return _chat_two_pass(client, model, messages_or_prompt, max_tokens, reasoning_budget, common)
+        return _chat_two_pass(
+            client, model, messages_or_prompt, max_tokens, reasoning_budget, common
+        )
     kwargs = build_request(
-        model, messages_or_prompt, max_tokens=max_tokens, reasoning_budget=reasoning_budget, **common
+        model,
+        messages_or_prompt,
+        max_tokens=max_tokens,
+        reasoning_budget=reasoning_budget,
+        **common,
     )
     return parse_response(
         _create(client, kwargs),
@@ -680,12 +692,18 @@ class _Assembler:
                 self.finish_reason = _get(choice, "finish_reason")
         return events
 
-    def result(self, *, thinking: bool, force_nonempty_content: bool, max_tokens: int | None) -> ChatResult:
+    def result(
+        self, *, thinking: bool, force_nonempty_content: bool, max_tokens: int | None
+    ) -> ChatResult:
         reasoning, content = "".join(self.reasoning), "".join(self.content)
         # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
         # force_nonempty_content) repeats it as content in the last delta; the
         # non-streamed reply has it only in content. Match that shape.
-        if (force_nonempty_content or not thinking) and reasoning and content.strip() == reasoning.strip():
+        if (
+            (force_nonempty_content or not thinking)
+            and reasoning
+            and content.strip() == reasoning.strip()
+        ):
             reasoning = ""
         result = ChatResult(
             reasoning=reasoning,
@@ -710,16 +728,27 @@ class ChatStream:
     """Iterate for :class:`StreamEvent` s as they arrive; afterwards ``.result`` holds the
     assembled :class:`ChatResult` (same shape as :func:`chat`'s)."""
 
-    def __init__(self, chunks: Iterable[Any], *, thinking: bool, force_nonempty_content: bool, max_tokens: int | None):
+    def __init__(
+        self,
+        chunks: Iterable[Any],
+        *,
+        thinking: bool,
+        force_nonempty_content: bool,
+        max_tokens: int | None,
+    ):
         self._chunks = chunks
-        self._opts = dict(thinking=thinking, force_nonempty_content=force_nonempty_content, max_tokens=max_tokens)
+        self._opts = dict(
+            thinking=thinking, force_nonempty_content=force_nonempty_content, max_tokens=max_tokens
+        )
         self._assembler = _Assembler()
         self._result: ChatResult | None = None
         self._started = False
 
     def __iter__(self) -> Iterator[StreamEvent]:
         if self._started:
-            raise RuntimeError("A ChatStream can be iterated once; read .result or call stream_chat again.")
+            raise RuntimeError(
+                "A ChatStream can be iterated once; read .result or call stream_chat again."
+            )
         self._started = True
         for chunk in self._chunks:
             yield from self._assembler.feed(chunk)
@@ -803,7 +832,10 @@ def collect_stream(
     if isinstance(stream, ChatStream):
         return stream.result
     return ChatStream(
-        stream, thinking=thinking, force_nonempty_content=force_nonempty_content, max_tokens=max_tokens
+        stream,
+        thinking=thinking,
+        force_nonempty_content=force_nonempty_content,
+        max_tokens=max_tokens,
     ).result
 
 
@@ -830,7 +862,14 @@ def print_stream(stream: ChatStream, file: Any = None) -> ChatResult:
 
 # ─── tool loop ────────────────────────────────────────────────────────────────────────
 
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+_JSON_TYPES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
 
 
 def tool_schema(fn: Callable[..., Any], description: str | None = None) -> dict[str, Any]:
@@ -978,7 +1017,9 @@ def _show_turn(r: ChatResult, out: Any) -> None:
     if r.tool_calls:
         print("── tool calls ──", file=out)
         for tc in r.tool_calls:
-            print(f"{tc.name}({json.dumps(tc.arguments, ensure_ascii=False)})  id={tc.id}", file=out)
+            print(
+                f"{tc.name}({json.dumps(tc.arguments, ensure_ascii=False)})  id={tc.id}", file=out
+            )
     print(
         f"── finish_reason={r.finish_reason} · prompt {r.usage.prompt_tokens} · "
         f"completion {r.usage.completion_tokens} tokens ──",
@@ -1002,6 +1043,8 @@ def show(result: ChatResult | ToolLoopResult, file: Any = None) -> None:
             for _ in turn.tool_calls:
                 run = next(runs, None)
                 if run is not None:
-                    print(f"── tool {run.call.name} returned ──\n{run.message['content']}", file=out)
+                    print(
+                        f"── tool {run.call.name} returned ──\n{run.message['content']}", file=out
+                    )
         return
     _show_turn(result, out)
