@@ -270,7 +270,11 @@ def build_all_fixtures() -> dict[str, Any]:
 
 def write_fixtures() -> None:
     for name, obj in build_all_fixtures().items():
-        (DATA / f"{name}.json").write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
+        if isinstance(obj, list):  # a stream: one chunk per line
+            text = "[\n" + ",\n".join(json.dumps(c, ensure_ascii=False) for c in obj) + "\n]"
+        else:
+            text = json.dumps(obj, indent=1, ensure_ascii=False)
+        (DATA / f"{name}.json").write_text(text + "\n")
         print("wrote", DATA / f"{name}.json")
 
 
