@@ -393,11 +393,14 @@ def _finish(
     #    content set, no </think> ever seen" is the same situation.
     if thinking and result.finish_reason == "length" and not result.tool_calls:
         no_answer = not result.content.strip()
+        # When the server counts reasoning tokens, "all of them were reasoning" confirms it.
+        counted = result.usage.reasoning_tokens
         moved = (
             force_nonempty_content
             and not result.reasoning
             and not result.reasoning_parser_missing
             and bool(result.content.strip())
+            and (counted is None or counted >= result.usage.completion_tokens)
         )
         if no_answer or moved:
             result.truncated_in_reasoning = True
@@ -789,6 +792,8 @@ def stream_chat(
     ``.result`` (or :func:`collect_stream`) gives the assembled :class:`ChatResult`,
     whose checks and warnings run when the stream ends. Arguments as :func:`chat`
     (the budget is the server's ``thinking_token_budget``; there is no two-pass stream).
+    On a server without ``--reasoning-parser`` the reasoning streams as ``"content"``
+    events; ``.result`` splits it at ``</think>`` as :func:`chat` does.
 
     Raises:
         ResponseError: see :func:`chat` (raised when the stream ends).
@@ -852,7 +857,7 @@ def print_stream(stream: ChatStream, file: Any = None) -> ChatResult:
             print(("\n" if kind_now else "") + f"── {label} ──", file=out, flush=True)
             kind_now = kind
         if kind == "tool_call":
-            text = (f"\n[{data.index}] {data.name}(" if data.name else "") + data.arguments
+            text = (f"\n[{data.index}] {data.name} " if data.name else "") + data.arguments
         else:
             text = data
         print(text, end="", file=out, flush=True)
@@ -994,7 +999,18 @@ def run_tool_loop(
                     "max_tokens if the reply was cut off (finish_reason="
                     f"{result.finish_reason!r})."
                 )
-            output = tools[call.name](**call.arguments)
+            fn = tools[call.name]
+            try:
+                inspect.signature(fn).bind(**call.arguments)
+            except TypeError as e:
+                raise ResponseError(
+                    f"The model called {call.name}({call.raw_arguments}), which does not fit "
+                    f"the function's signature ({e}). Make the tool schema's parameters match "
+                    "the function (helpers.client.tool_schema(fn) builds them from it)."
+                ) from e
+            except ValueError:  # no signature (some builtins): just call it
+                pass
+            output = fn(**call.arguments)
             reply = {"role": "tool", "tool_call_id": call.id, "content": _tool_output_text(output)}
             messages.append(reply)
             runs.append(ToolRun(call, output, reply))

@@ -742,6 +742,18 @@ def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
         )
 
 
+def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
+    rec.queue("tool_calls_parallel")
+
+    def weather_city_only(city: str) -> str:
+        return "sunny"
+
+    with pytest.raises(ResponseError, match="does not fit the function's signature"):
+        hc.run_tool_loop(
+            client, MODEL, "q", {"get_weather": weather_city_only, "get_time": get_time}, TOOLS
+        )
+
+
 def test_tool_loop_gives_up_after_max_rounds(rec, client):
     rec.queue("tool_calls_parallel", "tool_calls_parallel")
     with pytest.raises(ResponseError, match="max_rounds=2"):
