@@ -740,7 +740,9 @@ class VLLMServer:
             raise CookbookError("No port yet: set config.port or call start() first.")
         return self._launch_argv()
 
-    def _env(self) -> dict[str, str]:
+    def environment(self) -> dict[str, str]:
+        """The environment the server process gets: ``os.environ``, the cache folders
+        (see ``cache_dir``), ``PYTHONUNBUFFERED=1``, then ``config.env`` on top."""
         env = dict(os.environ)
         cfg_env = {k: str(v) for k, v in (getattr(self.config, "env", None) or {}).items()}
         cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
@@ -798,7 +800,9 @@ class VLLMServer:
         self._report_leftovers()
         if self.port is None:
             self.port = free_port(self.host)
-        elif not port_is_free(self.port, self.host):
+        elif not port_is_free(self.port, self.host) or any(
+            r.port == self.port for r in find_leftovers(include_owned=True)
+        ):
             msg = (
                 f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop "
                 "that server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked."
@@ -821,7 +825,7 @@ class VLLMServer:
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
-            env=self._env(),
+            env=self.environment(),
             start_new_session=True,
         )
         _LIVE.add(self)
@@ -887,14 +891,21 @@ class VLLMServer:
                     elapsed,
                     kill=True,
                 )
-            if self.phase != said_phase or elapsed - last_said >= HEARTBEAT_S:
+            if self.phase != said_phase:
                 self._say(self.phase or "launching", elapsed)
                 said_phase, last_said = self.phase, elapsed
+            elif elapsed - last_said >= HEARTBEAT_S:
+                self._say(f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed)
+                last_said = elapsed
             time.sleep(self.poll_interval)
 
     def _fail(self, what: str, elapsed: float, kill: bool = False) -> None:
         # End what is left of the group (an engine core can outlive a dead API server).
-        self._terminate(verbose=False)
+        left = self._terminate(verbose=False)
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
         time.sleep(0.2)
         tail = self.log_tail(40)
         full = _read_tail(self.log_path, 2000)
