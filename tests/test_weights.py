@@ -1,0 +1,504 @@
+"""helpers.weights on real huggingface_hub code, without the network.
+
+- A cache written in the hub's on-disk layout (models--org--name/blobs, snapshots/<commit>,
+  refs/main) serves the offline path.
+- A local HTTP server on 127.0.0.1 answers like the hub (model info, tree listing, file
+  resolve; 401/403/404 with the hub's ``X-Error-Code: GatedRepo`` / ``RepoNotFound`` /
+  ``RevisionNotFound`` headers), so the hub's own ``hf_raise_for_status`` raises the real
+  error classes and ``snapshot_download`` really downloads. ``HF_ENDPOINT`` points at it.
+- Every outgoing connection other than loopback fails the test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from huggingface_hub import constants as hf_constants
+from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+from helpers import recipes, weights
+from helpers.errors import CookbookError
+from helpers.weights import DiskSpaceError, HubAccessError, WeightsError
+
+DATA = Path(__file__).parent / "data" / "hub"
+REG = recipes.load_registry()
+NVFP4 = REG["variants"]["nvfp4"]
+BF16 = REG["variants"]["bf16"]
+DFLASH = REG["speculative"]["dflash"]["drafter"]
+
+
+# ---- no network ------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch, tmp_path):
+    """Only loopback connections; hub state isolated from the user's (token, cache, agent registry)."""
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if self.family == socket.AF_UNIX or host in ("127.0.0.1", "::1", "localhost"):
+            return real_connect(self, address)
+        raise AssertionError(f"test tried to reach the network: {address!r}")
+
+    real_getaddrinfo = socket.getaddrinfo
+
+    def guarded_dns(host, *a, **k):
+        if host not in ("127.0.0.1", "::1", "localhost", None):
+            raise AssertionError(f"test tried to resolve a network host: {host!r}")
+        return real_getaddrinfo(host, *a, **k)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_dns)
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                "HF_HUB_CACHE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    # The hub fetches an "agent harness" registry on its first request: answer it from memory.
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.setattr(_detect_agent, "_registry", {"standardEnvVars": [], "harnesses": {}})
+
+
+# ---- a hub on disk ---------------------------------------------------------------------
+
+
+def write_cached_repo(cache: Path, repo: str, commit: str, files: dict[str, bytes], *, ref: str | None = "main"):
+    """Write ``files`` into ``cache`` the way ``snapshot_download`` stores them."""
+    folder = cache / ("models--" + repo.replace("/", "--"))
+    (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    snap = folder / "snapshots" / commit
+    for name, body in files.items():
+        blob = hashlib.sha256(body).hexdigest()
+        (folder / "blobs" / blob).write_bytes(body)
+        target = snap / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        rel = os.path.relpath(folder / "blobs" / blob, target.parent)
+        target.symlink_to(rel)
+    if ref:
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / ref).write_text(commit)
+    return snap
+
+
+def checkpoint_files(n_shards: int = 2, *, drop: int | None = None) -> dict[str, bytes]:
+    shards = [f"model-{i + 1:05d}-of-{n_shards:05d}.safetensors" for i in range(n_shards)]
+    files = {
+        "config.json": b'{"architectures": ["NemotronHForCausalLM"]}',
+        "model.safetensors.index.json": json.dumps({"weight_map": {f"w{i}": s for i, s in enumerate(shards)}}).encode(),
+        "tokenizer.json": b"{}",
+        "chat_template.jinja": b"{{ messages }}",
+        **{s: f"shard {s}".encode() * 10 for s in shards},
+    }
+    if drop is not None:
+        files.pop(shards[drop])
+    return files
+
+
+def drafter_files() -> dict[str, bytes]:
+    return {"config.json": b'{"architectures": ["DFlashDraftModel"]}', "model.safetensors": b"draft" * 10}
+
+
+# ---- a hub on 127.0.0.1 ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Repo:
+    commit: str
+    files: dict[str, bytes]
+    gated: bool = False
+    accepted_tokens: tuple[str, ...] = ()
+    info: dict | None = None  # a recorded model_info answer to serve instead
+
+
+def _sha1(b: bytes) -> str:
+    return hashlib.sha1(b).hexdigest()
+
+
+class FakeHub:
+    """Answers the hub endpoints ``model_info``, ``snapshot_download`` and ``hf_hub_download`` use."""
+
+    def __init__(self):
+        self.repos: dict[str, Repo] = {}
+        self.requests: list[tuple[str, str]] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_HEAD(self):
+                hub.handle(self, head=True)
+
+            def do_GET(self):
+                hub.handle(self, head=False)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def add(self, repo: str, files: dict[str, bytes], commit: str | None = None, **kw) -> Repo:
+        r = Repo(commit or _sha1(repo.encode()), files, **kw)
+        self.repos[repo] = r
+        return r
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- responses --
+    def _send(self, h, status, body=b"", headers=None, head=False):
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+    def _error(self, h, status, code, message, head):
+        body = json.dumps({"error": message}).encode()
+        headers = {"Content-Type": "application/json", "X-Error-Message": message}
+        if code:
+            headers["X-Error-Code"] = code
+        self._send(h, status, body, headers, head)
+
+    def handle(self, h, head):
+        path = unquote(urlsplit(h.path).path)
+        self.requests.append((h.command, path))
+        auth = h.headers.get("authorization") or ""
+        token = auth.removeprefix("Bearer ").strip() or None
+        m = (
+            re.match(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)", path)
+            or re.match(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$", path)
+            or re.match(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$", path)
+        )
+        if not m:
+            return self._error(h, 404, None, "Not Found", head)
+        if token == "hf_invalid":
+            return self._error(h, 401, None, "Invalid credentials in Authorization header", head)
+        name = m.group("repo")
+        repo = self.repos.get(name)
+        if repo is None:
+            # The hub answers 401 without a token and 404 with one (private or missing).
+            return self._error(h, 404 if token else 401, "RepoNotFound", "Repository not found", head)
+        if repo.gated and token not in repo.accepted_tokens:
+            if token:
+                msg = (f"Access to model {name} is restricted and you are not in the authorized list. "
+                       f"Visit {self.url}/{name} to ask for access.")
+                return self._error(h, 403, "GatedRepo", msg, head)
+            msg = (f"Access to model {name} is restricted. You must have access to it and be "
+                   "authenticated to access it. Please log in.")
+            return self._error(h, 401, "GatedRepo", msg, head)
+        rev = m.group("rev")
+        if rev not in (None, "main", repo.commit):
+            return self._error(h, 404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+        headers = {"X-Repo-Commit": repo.commit}
+        if "/tree/" in path:
+            listing = [self._entry(n, b) | {"type": "file", "path": n} for n, b in sorted(repo.files.items())]
+            return self._send(h, 200, json.dumps(listing).encode(), {**headers, "Content-Type": "application/json"}, head)
+        if path.startswith("/api/models/"):
+            info = repo.info or {
+                "_id": "0" * 24, "id": name, "modelId": name, "sha": repo.commit, "private": False,
+                "gated": "manual" if repo.gated else False, "disabled": False, "tags": [],
+                "siblings": [{"rfilename": n, "size": len(b), "blobId": _sha1(b),
+                              **({"lfs": self._lfs(b)} if n.endswith(".safetensors") else {})}
+                             for n, b in sorted(repo.files.items())],
+            }
+            return self._send(h, 200, json.dumps(info).encode(), {**headers, "Content-Type": "application/json"}, head)
+        fname = m.group("file")
+        if fname not in repo.files:
+            return self._error(h, 404, "EntryNotFound", "Entry not found", head)
+        body = repo.files[fname]
+        etag = hashlib.sha256(body).hexdigest() if fname.endswith(".safetensors") else _sha1(body)
+        return self._send(h, 200, body, {**headers, "ETag": f'"{etag}"'}, head)
+
+    @staticmethod
+    def _lfs(b: bytes) -> dict:
+        return {"size": len(b), "sha256": hashlib.sha256(b).hexdigest(), "pointerSize": 134}
+
+    def _entry(self, n: str, b: bytes) -> dict:
+        e = {"oid": _sha1(b), "size": len(b)}
+        if n.endswith(".safetensors"):
+            e["lfs"] = {"oid": hashlib.sha256(b).hexdigest(), "size": len(b), "pointerSize": 134}
+        return e
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    h = FakeHub()
+    # Read by helpers.weights at call time and passed to the hub as `endpoint=`, the way a
+    # notebook that sets os.environ["HF_ENDPOINT"] after importing huggingface_hub works.
+    monkeypatch.setenv("HF_ENDPOINT", h.url)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def cache(tmp_path) -> Path:
+    return tmp_path / "hub-cache"
+
+
+def hub_requests(h: FakeHub) -> list[tuple[str, str]]:
+    return [r for r in h.requests if not r[1].startswith("/api/agent-harnesses")]
+
+
+# ---- offline: the cache on disk --------------------------------------------------------
+
+
+def test_offline_cached_checkpoint_and_drafter(cache, capsys):
+    model_snap = write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files())
+    draft_snap = write_cached_repo(cache, DFLASH["repo"], DFLASH["revision"], drafter_files())
+    cfg = recipes.resolve("h100", speculative="dflash")
+    result = weights.fetch(cfg, cache_dir=cache, local_files_only=True)
+    served = result.config
+    assert served.model == str(model_snap)
+    assert served.speculative_config["model"] == str(draft_snap)
+    assert "revision" not in served.speculative_config
+    assert served.revision is None and "--revision" not in served.cli_flags()
+    assert served.env["HF_HUB_OFFLINE"] == "1"  # the server never asks the hub
+    assert [s.from_cache for s in result.snapshots] == [True, True]
+    assert all(s.commit == s.revision for s in result.snapshots)
+    out = capsys.readouterr().out
+    assert "cached" in out and str(model_snap) in out
+    assert cfg.model == NVFP4["model_id"]  # the input config is unchanged
+
+
+def test_hf_hub_offline_env_uses_the_cache(cache, monkeypatch):
+    snap = write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files())
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert weights.download(recipes.resolve("h200"), cache_dir=cache).model == str(snap)
+
+
+def test_cache_first_needs_no_hub(cache, monkeypatch):
+    # Hub unreachable (nothing listens there) and not offline: a cached pin is still served.
+    snap = write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files())
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True).model == str(snap)
+
+
+def test_hf_hub_cache_env_is_read_at_call_time(cache, monkeypatch):
+    snap = write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files())
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    assert weights.download(recipes.resolve("h100"), local_files_only=True, quiet=True).model == str(snap)
+
+
+def test_unpinned_bf16_from_cache_prints_commit_to_pin(cache, capsys):
+    commit = "1234567890abcdef1234567890abcdef12345678"
+    snap = write_cached_repo(cache, BF16["model_id"], commit, checkpoint_files())
+    cfg = recipes.resolve("h100-bf16")
+    assert cfg.revision is None
+    result = weights.fetch(cfg, cache_dir=cache, local_files_only=True)
+    assert result.config.model == str(snap) and result.model.commit == commit
+    out = capsys.readouterr().out
+    assert commit in out and "pin it in cookbook/recipe.yaml" in out
+
+
+def test_offline_and_not_cached_names_the_fix(cache):
+    with pytest.raises(WeightsError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, local_files_only=True)
+    msg = str(exc.value)
+    assert NVFP4["model_id"] in msg and "once with network access" in msg and "cache_dir=" in msg
+    assert isinstance(exc.value, CookbookError)
+
+
+def test_partial_snapshot_is_not_used_offline(cache):
+    write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files(drop=1))
+    with pytest.raises(WeightsError, match="network access"):
+        weights.download(recipes.resolve("h100"), cache_dir=cache, local_files_only=True)
+
+
+def test_local_model_path_is_left_alone(tmp_path):
+    cfg = recipes.resolve("h100").with_model(tmp_path)
+    out = weights.download(cfg, cache_dir=tmp_path / "c", local_files_only=True, quiet=True)
+    assert out.model == str(tmp_path)
+
+
+def test_stand_in_builds_the_tiny_model(monkeypatch, tmp_path):
+    from helpers import standin
+
+    built = tmp_path / "standin-model"
+    built.mkdir()
+    calls = []
+    monkeypatch.setattr(standin, "build_standin_model", lambda *a, **k: calls.append(1) or built)
+    out = weights.download(recipes.resolve("cpu"), quiet=True)
+    assert out.model == str(built) and calls == [1]
+
+
+# ---- online: the fake hub --------------------------------------------------------------
+
+
+def test_download_pinned_checkpoint_and_drafter_then_reuse(hub, cache, capsys):
+    files = {**checkpoint_files(), "README.md": b"# card", "figure.png": b"\x89PNG", "extra.bin": b"x" * 50}
+    hub.add(NVFP4["model_id"], files, commit=NVFP4["revision"])
+    hub.add(DFLASH["repo"], {**drafter_files(), "notes.txt": b"not in allow_patterns"}, commit=DFLASH["revision"])
+    cfg = recipes.resolve("h100", speculative="dflash")
+
+    result = weights.fetch(cfg, cache_dir=cache)
+    model, drafter = result.snapshots
+    assert not model.from_cache and model.commit == NVFP4["revision"]
+    snap = Path(model.path)
+    assert snap == cache / ("models--" + NVFP4["model_id"].replace("/", "--")) / "snapshots" / NVFP4["revision"]
+    assert (snap / "config.json").read_bytes() == files["config.json"]
+    assert (snap / "README.md").exists()  # *.md is in allow_patterns
+    assert not (snap / "figure.png").exists() and not (snap / "extra.bin").exists()
+    assert not (Path(drafter.path) / "notes.txt").exists()
+    expected = sum(len(b) for n, b in files.items() if n not in ("figure.png", "extra.bin"))
+    assert model.size_bytes == expected == model.downloaded_bytes
+    assert result.config.speculative_config["model"] == drafter.path
+    assert any(p.startswith(f"/{NVFP4['model_id']}/resolve/") for _, p in hub_requests(hub))
+
+    # A re-run is served from the cache without a single hub request.
+    hub.requests.clear()
+    again = weights.fetch(cfg, cache_dir=cache, quiet=True)
+    assert hub_requests(hub) == []
+    assert [s.path for s in again.snapshots] == [model.path, drafter.path]
+    assert all(s.from_cache for s in again.snapshots)
+
+
+def test_download_unpinned_resolves_and_prints_commit(hub, cache, capsys):
+    commit = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
+    hub.add(BF16["model_id"], checkpoint_files(), commit=commit)
+    served = weights.download(recipes.resolve("h100-bf16"), cache_dir=cache)
+    assert Path(served.model).name == commit
+    out = capsys.readouterr().out
+    assert f"resolved to {commit}" in out and "pin it" in out
+    refs = cache / ("models--" + BF16["model_id"].replace("/", "--")) / "refs" / "main"
+    assert refs.read_text() == commit
+    # Offline afterwards: refs/main leads to the same snapshot.
+    assert weights.download(recipes.resolve("h100-bf16"), cache_dir=cache, local_files_only=True,
+                            quiet=True).model == served.model
+
+
+def test_partial_snapshot_is_completed_online(hub, cache):
+    write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files(drop=1))
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"])
+    result = weights.fetch(recipes.resolve("h100"), cache_dir=cache, quiet=True)
+    (snap,) = result.snapshots
+    assert not snap.from_cache
+    assert 0 < snap.downloaded_bytes < snap.size_bytes  # only the missing shard was counted
+    assert len(list(Path(snap.path).glob("*.safetensors"))) == 2
+
+
+def _fix_names_licence_and_token(msg: str):
+    assert "accept the licence" in msg and "HF_TOKEN" in msg
+    assert msg.count(". ") == 0 or msg.rstrip(".").count(". ") == 0  # one sentence
+
+
+def test_gated_without_token(hub, cache):
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"], gated=True)
+    with pytest.raises(HubAccessError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, token=False, quiet=True)
+    assert isinstance(exc.value.__cause__, GatedRepoError)
+    assert exc.value.__cause__.response.status_code == 401
+    _fix_names_licence_and_token(str(exc.value))
+    assert f"{hub.url}/{NVFP4['model_id']}" in str(exc.value)  # the model page to visit
+
+
+def test_gated_licence_not_accepted(hub, cache, monkeypatch):
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"], gated=True,
+            accepted_tokens=("hf_accepted",))
+    monkeypatch.setenv("HF_TOKEN", "hf_someone_else")
+    with pytest.raises(HubAccessError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True)
+    assert isinstance(exc.value.__cause__, GatedRepoError)
+    assert exc.value.__cause__.response.status_code == 403
+    _fix_names_licence_and_token(str(exc.value))
+    # With the token of the account that accepted the licence, it downloads.
+    monkeypatch.setenv("HF_TOKEN", "hf_accepted")
+    assert Path(weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True).model).is_dir()
+
+
+def test_repo_not_found_or_private(hub, cache):
+    with pytest.raises(HubAccessError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, token=False, quiet=True)
+    cause = exc.value.__cause__
+    assert isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError)
+    _fix_names_licence_and_token(str(exc.value))
+    assert "check the repo id" in str(exc.value)
+
+
+def test_invalid_token_401(hub, cache):
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"])
+    with pytest.raises(HubAccessError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, token="hf_invalid", quiet=True)
+    cause = exc.value.__cause__
+    assert isinstance(cause, HfHubHTTPError) and not isinstance(cause, RepositoryNotFoundError)
+    assert cause.response.status_code == 401
+    _fix_names_licence_and_token(str(exc.value))
+
+
+def test_unknown_pinned_revision(hub, cache):
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit="f" * 40)
+    with pytest.raises(WeightsError, match="fix the pinned revision in cookbook/recipe.yaml"):
+        weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True)
+
+
+def test_hub_unreachable_and_not_cached(cache, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(WeightsError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True)
+    assert "Cannot reach the hub" in str(exc.value) and "HF_HUB_OFFLINE=1" in str(exc.value)
+
+
+# ---- disk space ------------------------------------------------------------------------
+
+
+def recorded_info() -> dict:
+    return json.loads((DATA / "model_info_nvfp4.json").read_text())
+
+
+def test_repo_size_filters_by_allow_patterns():
+    from huggingface_hub.hf_api import ModelInfo
+
+    info = ModelInfo(**recorded_info())
+    files = weights.matching_files(info, NVFP4["allow_patterns"])
+    assert "accuracy_chart.png" not in files and ".gitattributes" not in files
+    assert "nemo/model_config.yaml" not in files
+    assert "modeling_nemotron_h.py" in files and "chat_template.jinja" in files
+    assert len([f for f in files if f.endswith(".safetensors")]) == 4
+    assert weights.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804  # ~ the recipe's 18 GB
+    assert weights.repo_size(info, None) > weights.repo_size(info, NVFP4["allow_patterns"])
+
+
+def test_disk_space_refusal_before_downloading(hub, cache):
+    info = recorded_info()
+    free = weights.free_bytes(cache)
+    # One shard larger than this disk's free space, as the hub would report it.
+    shard = next(s for s in info["siblings"] if s["rfilename"].endswith("00001-of-00004.safetensors"))
+    shard["size"] = shard["lfs"]["size"] = free + 50 * 10**9
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"], info=info)
+    with pytest.raises(DiskSpaceError) as exc:
+        weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True)
+    msg = str(exc.value)
+    assert re.search(r"free \d+\.\d GB there, or choose another cache dir", msg), msg
+    assert "cache_dir=" in msg and "HF_HUB_CACHE" in msg
+    assert exc.value.need_bytes > free
+    # Nothing was fetched: only the model_info call reached the hub.
+    assert all("/resolve/" not in p for _, p in hub_requests(hub))
+    assert not (cache / ("models--" + NVFP4["model_id"].replace("/", "--")) / "blobs").exists()
+
+
+def test_disk_space_counts_model_and_drafter_together(hub, cache):
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"])
+    hub.add(DFLASH["repo"], drafter_files(), commit=DFLASH["revision"])
+    free_gb = weights.free_bytes(cache) / 1e9
+    with pytest.raises(DiskSpaceError) as exc:
+        # Headroom chosen so the two tiny repos just do not fit.
+        weights.download(recipes.resolve("h100", speculative="dflash"), cache_dir=cache,
+                         headroom_gb=free_gb, quiet=True)
+    assert NVFP4["model_id"] in str(exc.value) and DFLASH["repo"] in str(exc.value)
