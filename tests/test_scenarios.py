@@ -1,0 +1,99 @@
+"""Benchmark scenarios: the seeds' shapes, their stand-in scaling, and how bench.sweep reads them."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from helpers import bench, recipes, scenarios
+from helpers.errors import RecipeError
+
+
+def test_the_seeds_shapes_are_there():
+    s = scenarios.load_scenarios()
+    # vendor note 003: --random-input-len 32000 --random-output-len 2000 --max-concurrency 256 --num-prompts 1024
+    v = s["vendor-32k-in"]
+    assert (v.input_len, v.output_len, v.concurrencies, v.num_prompts) == (32000, 2000, (256,), 1024)
+    assert "003" in v.source
+    # recipe 001: SPEED-Bench 8K in / 256 out, concurrency 1 (DGX Spark measurement)
+    sb = s["speed-bench-8k"]
+    assert (sb.input_len, sb.output_len, sb.concurrencies) == (8192, 256, (1,))
+    assert sb.reference["decode_tokens_per_s"] == 93.3 and sb.reference["target"] == "dgx-spark"
+    # launch post 002: 32K prefix, then 10 rounds of 2K in / 10K out
+    a = s["agentic"]
+    assert (a.prefix_len, a.input_len, a.output_len, a.prompts_per_concurrency) == (32768, 2048, 10240, 10)
+    assert "002" in a.source
+    assert "chat" in s
+
+
+def test_bench_args_are_vllm_bench_serve_flags():
+    a = scenarios.scenario("agentic")
+    args = a.bench_args(4)
+    assert args[args.index("--random-prefix-len") + 1] == "32768"
+    assert args[args.index("--num-prompts") + 1] == "40"  # 10 rounds x 4 in flight
+    # vLLM's own bench parser accepts them
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    ns = parser.parse_args(["--model", "m", *args])
+    assert (ns.random_prefix_len, ns.random_input_len, ns.random_output_len, ns.max_concurrency) == (32768, 2048, 10240, 4)
+    assert a.bench_command().startswith("vllm bench serve --backend openai-chat")
+
+
+@pytest.mark.parametrize("name", scenarios.list_scenarios())
+def test_standin_keeps_the_shape_and_fits(name):
+    full = scenarios.scenario(name)
+    small = scenarios.scenario(name, stand_in=True)
+    st = scenarios.standin_settings()
+    cpu = recipes.resolve("cpu")
+    # within the stand-in server's context (and the budget that keeps a point to seconds)
+    assert small.total_len <= st["token_budget"] + 3
+    assert small.total_len + st["chat_template_tokens"] <= int(cpu.args["--max-model-len"]) == st["max_model_len"]
+    # ratios kept (rounding and the 8-token floor aside)
+    for part in ("input_len", "output_len", "prefix_len"):
+        want = getattr(full, part) * small.scale
+        got = getattr(small, part)
+        assert got == 0 if want == 0 else abs(got - want) <= max(1, 0.05 * want) or got == st["min_tokens"]
+    # concurrency capped at the stand-in's --max-num-seqs, prompts per concurrency kept (>= 4x)
+    assert max(small.concurrencies) <= int(cpu.args["--max-num-seqs"])
+    for c in small.concurrencies:
+        assert small.num_prompts_for(c) >= 2 * c
+    if full.num_prompts:
+        ratio = full.num_prompts / max(full.concurrencies)
+        assert small.num_prompts >= ratio * max(small.concurrencies)
+    assert small.stand_in and 0 < small.scale <= 1
+
+
+def test_unknown_scenario_names_the_valid_ones():
+    with pytest.raises(RecipeError, match="chat"):
+        scenarios.scenario("nope")
+
+
+def test_sweep_reads_every_field_of_a_scenario():
+    """bench.sweep takes a Scenario as is: the attributes it reads exist on Scenario."""
+    src = inspect.getsource(bench.sweep)
+    s = scenarios.scenario("agentic", stand_in=True)
+    for key in ("input_len", "output_len", "prefix_len", "num_prompts", "prompts_per_concurrency"):
+        assert f'"{key}"' in src
+        assert hasattr(s, key)
+    assert bench._scenario_value(s, "prefix_len") == s.prefix_len
+    assert bench._scenario_value(s.as_dict(), "prompts_per_concurrency") == s.prompts_per_concurrency
+
+
+def test_scaling_refuses_what_the_standin_cannot_serve():
+    s = scenarios.scenario("agentic")
+    with pytest.raises(RecipeError, match="token_budget"):
+        scenarios.scale_for_standin(s, {"token_budget": 4000, "max_model_len": 2048, "chat_template_tokens": 16})
+
+
+def test_scenarios_fit_the_h100_plan():
+    """Every GPU-size scenario at its largest concurrency fits 1x H100 NVFP4 (planner)."""
+    from helpers import planner
+
+    cfg = recipes.resolve("h100")
+    for s in scenarios.load_scenarios().values():
+        p = planner.plan(cfg, context_len=s.total_len + 64)
+        assert p.seqs_at_context >= min(max(s.concurrencies), 256), (s.name, p.summary())
