@@ -1,0 +1,557 @@
+"""Weightless architecture mode: serve the model's exact shape with random weights.
+
+Nemotron 3.5 Lightning is a ~31.6B-parameter hybrid (23 Mamba-2 + 23 MoE + 6 attention
+layers). Its checkpoints are 18 GB (NVFP4) and 60 GB (BF16). Before downloading either, a
+user can size and benchmark a box with the *architecture alone*: this module writes a
+``config.json`` with the real checkpoint's shape, a small tokenizer and a chat template
+into one folder, and :func:`arch_config` points a resolved
+:class:`~helpers.recipes.ServeConfig` at it with ``--load-format dummy`` (vLLM then fills
+every weight with random values from the config alone; DESIGN.md "Facts from vLLM").
+
+What it measures (real):
+    * GPU memory: weights (same tensor shapes and dtypes as the checkpoint, NVFP4 packing
+      included), KV cache for the 6 attention layers, Mamba state for the 23 Mamba
+      layers, activations, CUDA graphs: so the KV-cache size vLLM reports
+      ("GPU KV cache size: N tokens") and the concurrency it allows are the real ones.
+    * Speed: prefill and decode run the same kernels on the same shapes (Mamba-2 scan,
+      attention, ReLU² MoE with 128 experts / top-6, W4A16 Marlin MoE for NVFP4), so
+      throughput, TTFT, TPOT and start-up time (torch.compile, Triton warm-up, CUDA
+      graphs) are what the real checkpoint gets with the same flags.
+
+What it does not measure:
+    * Text: the output is noise (random weights, and the tokenizer here knows no
+      language). Reasoning/tool parsing "works" only in the sense that it runs.
+    * Speculative decoding: acceptance depends on the trained model and drafter; with
+      random weights acceptance is meaningless (near zero), so MTP / DFlash / DSpark
+      speed-ups cannot be judged here.
+    * Quality, accuracy, anything about what the model says. Routing is random too: with
+      random router weights the experts are picked roughly uniformly, which is close to a
+      trained model's balanced routing but not identical to it.
+    * Weight loading from disk (nothing is read): start-up is a little faster than with the
+      checkpoint (the 18-60 GB read is skipped).
+
+The tokenizer: a word-level ``tokenizers`` model whose vocabulary has exactly
+``vocab_size`` (131072) entries: the special / marker tokens the parsers look up
+(``<|im_start|>``, ``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few
+role words, then ``w<id>`` for every other id. Every id the model can sample decodes, and
+any id sequence decodes to text that re-encodes to the same ids, so
+``vllm bench serve --dataset-name random`` builds prompts of exactly ``--random-input-len``
+tokens. It is not the real tokenizer: a prompt of N characters is not N real tokens.
+
+Numbers: the registry's ``model.architecture`` (cookbook/recipe.yaml, DESIGN.md) plus the
+public ``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (the shape 3.5
+Lightning shares): ``intermediate_size`` / ``moe_intermediate_size`` 1856,
+``moe_shared_expert_intermediate_size`` 3712, ``routed_scaling_factor`` 2.5,
+``n_group`` / ``topk_group`` 1, ``norm_topk_prob`` true, ``chunk_size`` 128,
+``max_position_embeddings`` 262144, untied embeddings.
+
+Public API: :func:`build_arch_model`, :func:`arch_config`, :func:`arch_hf_config`,
+:func:`param_counts`, :func:`weight_bytes`, :func:`kv_cache_bytes_per_token`,
+:func:`mamba_state_bytes_per_sequence`, :func:`arch_metadata`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from helpers.errors import CookbookError
+from helpers.paths import out_dir
+
+__all__ = [
+    "ARCH_VERSION",
+    "VARIANTS",
+    "ArchModeError",
+    "arch_config",
+    "arch_hf_config",
+    "arch_metadata",
+    "build_arch_model",
+    "kv_cache_bytes_per_token",
+    "mamba_state_bytes_per_sequence",
+    "nvfp4_quantization_config",
+    "param_counts",
+    "weight_bytes",
+]
+
+#: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
+ARCH_VERSION = 1
+#: Checkpoint flavours this module can imitate.
+VARIANTS = ("bf16", "nvfp4")
+METADATA_FILE = "cookbook_arch.json"
+
+
+class ArchModeError(CookbookError, ValueError):
+    """An architecture folder is missing, of another variant, or a variant is unknown."""
+
+
+# --------------------------------------------------------------------------------------
+# config.json
+# --------------------------------------------------------------------------------------
+
+# Public config.json of nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (transformers 4.55
+# export), minus the registry's architecture numbers, which are filled in from
+# cookbook/recipe.yaml by arch_hf_config() so there is one source for them.
+_BASE_CONFIG: dict[str, Any] = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "chunk_size": 128,
+    "eos_token_id": 2,
+    "expand": 2,
+    "hidden_dropout": 0.0,
+    "initializer_range": 0.02,
+    "intermediate_size": 1856,
+    "layer_norm_epsilon": 1e-05,
+    "mamba_hidden_act": "silu",
+    "mamba_proj_bias": False,
+    "mamba_ssm_cache_dtype": "float32",
+    "max_position_embeddings": 262144,
+    "mlp_bias": False,
+    "mlp_hidden_act": "relu2",
+    "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712,
+    "n_group": 1,
+    "norm_eps": 1e-05,
+    "norm_topk_prob": True,
+    "num_logits_to_keep": 1,
+    "pad_token_id": 0,
+    "partial_rotary_factor": 1.0,
+    "rescale_prenorm_residual": True,
+    "residual_in_fp32": False,
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "time_step_floor": 0.0001,
+    "time_step_max": 0.1,
+    "time_step_min": 0.001,
+    "topk_group": 1,
+    "torch_dtype": "bfloat16",
+    # The checkpoint's export version; transformers 5 also reads it to skip its Mistral
+    # tokenizer-regex warning for local folders.
+    "transformers_version": "4.55.4",
+    "use_bias": False,
+    "use_cache": True,
+    "use_conv_bias": True,
+    "use_mamba_kernels": True,
+}
+
+# Registry key (cookbook/recipe.yaml model.architecture) -> config.json key (same names).
+_ARCH_KEYS = (
+    "hybrid_override_pattern",
+    "num_hidden_layers",
+    "hidden_size",
+    "vocab_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "mamba_num_heads",
+    "mamba_head_dim",
+    "ssm_state_size",
+    "n_groups",
+    "conv_kernel",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "n_shared_experts",
+)
+
+
+def _registry_architecture() -> dict[str, Any]:
+    from helpers.recipes import load_registry
+
+    arch = (load_registry().get("model") or {}).get("architecture")
+    if not arch:
+        raise ArchModeError(
+            "cookbook/recipe.yaml has no model.architecture block: restore it (DESIGN.md "
+            "'Architecture numbers')."
+        )
+    return arch
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ArchModeError(f"Unknown variant {variant!r}. Valid variants: {', '.join(VARIANTS)}.")
+
+
+def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ModelOpt NVFP4 ``quantization_config`` block of the NVFP4 checkpoint's shape.
+
+    W4A16 NVFP4 (4-bit E2M1 weights in blocks of 16 with an FP8-E4M3 scale per block and
+    an FP32 global scale; 16-bit activations) on the routed and the shared experts of
+    every MoE layer; everything else (embeddings, Mamba mixers, attention, routers,
+    ``lm_head``) stays BF16; FP8 KV cache. Source: the model overview's PTQ recipe
+    ("W4A16 applied to routed and shared experts") and the registry's precision note.
+
+    The block uses the keys vLLM's ModelOpt parser reads from ``config.json``
+    (``vllm/model_executor/layers/quantization/modelopt.py``,
+    ``ModelOptQuantConfigBase.from_config``): ``quant_method: modelopt``,
+    ``quant_algo: W4A16_NVFP4`` (selects ``ModelOptNvFp4Config``, i.e.
+    ``--quantization modelopt_fp4``, Marlin FP4 kernels on Hopper), ``group_size``,
+    ``kv_cache_scheme`` (8-bit float = FP8 KV) and ``ignore`` (ModelOpt wildcards over the
+    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``).
+
+    Args:
+        config: the BF16 ``config.json`` mapping (for the layer pattern).
+    """
+    pattern = config["hybrid_override_pattern"]
+    ignore = ["lm_head", "backbone.embeddings"]
+    for i, kind in enumerate(pattern):
+        if kind in "M*-":  # Mamba, attention and dense-MLP mixers stay BF16
+            ignore.append(f"backbone.layers.{i}.mixer*")
+        elif kind == "E":  # the router stays BF16; experts and shared experts are W4A16
+            ignore.append(f"backbone.layers.{i}.mixer.gate*")
+    return {
+        "quant_method": "modelopt",
+        "quant_algo": "W4A16_NVFP4",
+        "group_size": 16,
+        "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+        "ignore": ignore,
+        "producer": {"name": "helpers.archmode", "version": str(ARCH_VERSION)},
+    }
+
+
+def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
+    """The ``config.json`` mapping :func:`build_arch_model` writes.
+
+    Args:
+        variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
+
+    Raises:
+        ArchModeError: unknown variant, or the registry's pattern does not match its
+            ``num_hidden_layers``.
+    """
+    _check_variant(variant)
+    arch = _registry_architecture()
+    cfg = copy.deepcopy(_BASE_CONFIG)
+    for key in _ARCH_KEYS:
+        if key not in arch:
+            raise ArchModeError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")
+        cfg[key] = arch[key]
+    if len(cfg["hybrid_override_pattern"]) != int(cfg["num_hidden_layers"]):
+        raise ArchModeError(
+            f"model.architecture.hybrid_override_pattern has {len(cfg['hybrid_override_pattern'])} "
+            f"layers but num_hidden_layers is {cfg['num_hidden_layers']}: fix cookbook/recipe.yaml."
+        )
+    if variant == "nvfp4":
+        cfg["quantization_config"] = nvfp4_quantization_config(cfg)
+    return dict(sorted(cfg.items()))
+
+
+# --------------------------------------------------------------------------------------
+# sizes computed from the config
+# --------------------------------------------------------------------------------------
+
+
+def _layer_kinds(config: Mapping[str, Any]) -> dict[str, int]:
+    pattern = config["hybrid_override_pattern"]
+    return {k: pattern.count(c) for k, c in (("mamba", "M"), ("moe", "E"), ("attention", "*"), ("mlp", "-"))}
+
+
+def param_counts(config: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Parameters of a Nemotron-H config, by part, as vLLM/transformers build the model.
+
+    Per layer (H = hidden_size): Mamba-2 ``in_proj`` H x (2·d_inner + 2·groups·state +
+    heads), ``conv1d`` (d_inner + 2·groups·state) x (kernel + 1 bias), ``A``/``D``/
+    ``dt_bias`` (heads each), gated RMSNorm d_inner, ``out_proj`` d_inner x H; attention
+    ``q/k/v/o``; MoE router H x E (+ E correction bias), E routed experts of
+    ``up`` + ``down`` (ReLU², not gated: 2 x H x moe_intermediate) and the shared expert
+    (2 x H x shared_intermediate); one RMSNorm (H) per layer, the final norm, embeddings
+    and untied ``lm_head`` (vocab x H each).
+
+    Args:
+        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
+
+    Returns:
+        ``{"total", "active", "active_without_embeddings", "embeddings", "lm_head",
+        "mamba", "attention", "moe_routed", "moe_shared", "moe_router", "mlp", "norms"}``
+        in parameters. ``active`` counts, per token, everything except the routed experts
+        that are not picked (``num_experts_per_tok`` of ``n_routed_experts``).
+    """
+    c = dict(config or arch_hf_config())
+    h, v = int(c["hidden_size"]), int(c["vocab_size"])
+    kinds = _layer_kinds(c)
+    d_inner = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"])
+    gs = int(c["n_groups"]) * int(c["ssm_state_size"])
+    heads = int(c["mamba_num_heads"])
+    conv_dim = d_inner + 2 * gs
+    mamba = (
+        h * (2 * d_inner + 2 * gs + heads)  # in_proj: z, x, B, C, dt
+        + conv_dim * (int(c["conv_kernel"]) + 1)  # conv1d weight + bias
+        + 3 * heads  # A, D, dt_bias
+        + d_inner  # gated RMSNorm
+        + d_inner * h  # out_proj
+    )
+    q = int(c["num_attention_heads"]) * int(c["head_dim"])
+    kv = int(c["num_key_value_heads"]) * int(c["head_dim"])
+    attention = h * q + 2 * h * kv + q * h
+    e = int(c["n_routed_experts"])
+    expert = 2 * h * int(c["moe_intermediate_size"])
+    shared = int(c.get("n_shared_experts") or 0) * 2 * h * int(c["moe_shared_expert_intermediate_size"])
+    router = h * e + e
+    mlp = 2 * h * int(c["intermediate_size"])
+    n_layers = sum(kinds.values())
+    parts = {
+        "embeddings": v * h,
+        "lm_head": 0 if c.get("tie_word_embeddings") else v * h,
+        "mamba": kinds["mamba"] * mamba,
+        "attention": kinds["attention"] * attention,
+        "moe_routed": kinds["moe"] * e * expert,
+        "moe_shared": kinds["moe"] * shared,
+        "moe_router": kinds["moe"] * router,
+        "mlp": kinds["mlp"] * mlp,
+        "norms": (n_layers + 1) * h,
+    }
+    total = sum(parts.values())
+    inactive = kinds["moe"] * (e - int(c["num_experts_per_tok"])) * expert
+    active = total - inactive
+    return {
+        "total": total,
+        "active": active,
+        "active_without_embeddings": active - parts["embeddings"],
+        **parts,
+    }
+
+
+def weight_bytes(config: Mapping[str, Any] | None = None) -> int:
+    """Bytes of weights on the GPU for a config (BF16, or NVFP4 W4A16 experts when the
+    config has :func:`nvfp4_quantization_config`).
+
+    NVFP4 experts cost 0.5 byte per weight plus one FP8 scale per ``group_size`` weights
+    (and a few FP32 global scales, ignored); everything else 2 bytes (BF16). Marlin's
+    repacking keeps the size. The result is a planning number: vLLM's "Model loading took
+    X GiB" on the GPU is the measurement.
+    """
+    c = dict(config or arch_hf_config())
+    p = param_counts(c)
+    q = c.get("quantization_config") or {}
+    if str(q.get("quant_algo", "")).upper() in ("W4A16_NVFP4", "NVFP4"):
+        group = int(q.get("group_size") or 16)
+        quantized = p["moe_routed"] + p["moe_shared"]
+        return int(quantized * (0.5 + 1.0 / group) + (p["total"] - quantized) * 2)
+    return int(p["total"] * 2)
+
+
+_DTYPE_BYTES = {
+    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "auto": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float32": 4, "fp32": 4,
+}  # fmt: skip
+
+
+def _dtype_bytes(dtype: str) -> int:
+    try:
+        return _DTYPE_BYTES[str(dtype).lower()]
+    except KeyError as exc:
+        raise ArchModeError(f"Unknown dtype {dtype!r}; use one of {sorted(_DTYPE_BYTES)}.") from exc
+
+
+def kv_cache_bytes_per_token(config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16") -> int:
+    """KV-cache bytes one token takes over all attention layers.
+
+    = attention layers x 2 (K and V) x KV heads x head_dim x dtype bytes; for this
+    model 6 x 2 x 2 x 128 = 3072 values: 6 KiB in BF16 (``--kv-cache-dtype auto``),
+    3 KiB in FP8 (``--kv-cache-dtype fp8``).
+    """
+    c = dict(config or arch_hf_config())
+    per = 2 * int(c["num_key_value_heads"]) * int(c["head_dim"])
+    return _layer_kinds(c)["attention"] * per * _dtype_bytes(kv_cache_dtype)
+
+
+def mamba_state_bytes_per_sequence(
+    config: Mapping[str, Any] | None = None,
+    ssm_cache_dtype: str = "float32",
+    conv_dtype: str = "bf16",
+) -> int:
+    """Mamba state bytes one running sequence holds, whatever its length.
+
+    Per Mamba layer: the SSM state heads x head_dim x state (64 x 64 x 128 = 512 Ki
+    values; FP32 by default, FP16 with ``--mamba-ssm-cache-dtype float16``) plus the
+    convolution state (kernel - 1) x (d_inner + 2·groups·state) values in the model dtype.
+    About 46 MiB per sequence in FP32 for 23 layers, 23 MiB in FP16. vLLM allocates it in
+    blocks shared with the KV cache (and keeps extra copies with prefix caching).
+    """
+    c = dict(config or arch_hf_config())
+    d_inner = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"])
+    ssm = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"]) * int(c["ssm_state_size"])
+    conv = (int(c["conv_kernel"]) - 1) * (d_inner + 2 * int(c["n_groups"]) * int(c["ssm_state_size"]))
+    per_layer = ssm * _dtype_bytes(ssm_cache_dtype) + conv * _dtype_bytes(conv_dtype)
+    return _layer_kinds(c)["mamba"] * per_layer
+
+
+# --------------------------------------------------------------------------------------
+# tokenizer
+# --------------------------------------------------------------------------------------
+
+#: Special and marker tokens, in id order. ``<|im_end|>`` ends a turn (EOS of the chat
+#: template); ``<think>``/``</think>`` and ``<tool_call>``/``</tool_call>`` are looked up
+#: by vLLM's ``nemotron_v3`` / ``qwen3_coder`` parsers (``vllm/parser/qwen3.py``).
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+MARKER_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+_WORDS = ["system", "user", "assistant", "tool"]
+
+# ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
+# assistant header when thinking is on, `<think></think>` when off. Tools are not listed
+# (the model is noise); content parts of type text are concatenated.
+CHAT_TEMPLATE = (
+    "{%- set enable_thinking = enable_thinking if enable_thinking is defined else true -%}"
+    "{%- for m in messages -%}"
+    "{{- '<|im_start|>' + m['role'] + '\\n' -}}"
+    "{%- if m['content'] is string -%}{{- m['content'] -}}"
+    "{%- elif m['content'] -%}{%- for p in m['content'] -%}"
+    "{%- if p['type'] == 'text' -%}{{- p['text'] -}}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking -%}{{- '<think>\\n' -}}{%- else -%}{{- '<think></think>' -}}{%- endif -%}"
+    "{%- endif -%}"
+)
+
+
+def _tokenizer_vocab(vocab_size: int) -> dict[str, int]:
+    fixed = SPECIAL_TOKENS + MARKER_TOKENS + _WORDS
+    vocab = {tok: i for i, tok in enumerate(fixed)}
+    for i in range(len(fixed), vocab_size):
+        vocab[f"w{i}"] = i
+    return vocab
+
+
+def _write_tokenizer(dest: Path, vocab_size: int, max_len: int) -> None:
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab=_tokenizer_vocab(vocab_size), unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # No decoder: tokens are joined with single spaces, which WhitespaceSplit undoes, so
+    # decode -> encode gives the same ids back (vLLM's random dataset relies on it).
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKER_TOKENS])
+    tok.save(str(dest / "tokenizer.json"))
+    tok_cfg = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "<|im_end|>",
+        "unk_token": "<unk>",
+        "pad_token": "<unk>",
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": int(max_len),
+        "chat_template": CHAT_TEMPLATE,
+    }
+    (dest / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
+    special_map = {"bos_token": "<s>", "eos_token": "<|im_end|>", "unk_token": "<unk>", "pad_token": "<unk>"}
+    (dest / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------------------
+# build / metadata / ServeConfig
+# --------------------------------------------------------------------------------------
+
+
+def arch_metadata(path: str | Path) -> dict[str, Any] | None:
+    """The ``cookbook_arch.json`` of an architecture folder, or None if it is not one."""
+    f = Path(path) / METADATA_FILE
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build_arch_model(variant: str = "bf16", out: str | Path | None = None, *, force: bool = False) -> Path:
+    """Write a weightless Nemotron 3.5 Lightning folder vLLM serves with ``--load-format dummy``.
+
+    Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
+    ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` (the
+    131072-entry word-level tokenizer described in the module docstring, ~2.5 MB) and
+    ``cookbook_arch.json`` (what this is). No weights: about 1 s to build, no download.
+
+    Args:
+        variant: ``"bf16"`` (the BF16 checkpoint's shape) or ``"nvfp4"`` (adds the
+            ModelOpt W4A16 NVFP4 ``quantization_config``; serve it with the NVFP4 recipe
+            flags, e.g. ``--quantization modelopt_fp4 --moe-backend marlin``).
+        out: destination folder; default ``out/arch/nemotron-3.5-lightning-<variant>``.
+        force: rewrite even when the folder already holds this version and variant.
+
+    Returns:
+        The folder (pass it to :func:`arch_config`).
+
+    Raises:
+        ArchModeError: unknown variant, or the registry's architecture is incomplete.
+    """
+    _check_variant(variant)
+    dest = Path(out) if out is not None else out_dir("arch", f"nemotron-3.5-lightning-{variant}")
+    dest.mkdir(parents=True, exist_ok=True)
+    config = arch_hf_config(variant)
+    meta = arch_metadata(dest)
+    if (
+        not force
+        and meta
+        and meta.get("version") == ARCH_VERSION
+        and meta.get("variant") == variant
+        and (dest / "tokenizer.json").exists()
+        and json.loads((dest / "config.json").read_text()) == config
+    ):
+        return dest
+    (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    generation = {
+        "bos_token_id": SPECIAL_TOKENS.index("<s>"),
+        "eos_token_id": [SPECIAL_TOKENS.index("</s>"), SPECIAL_TOKENS.index("<|im_end|>")],
+        "pad_token_id": SPECIAL_TOKENS.index("<unk>"),
+    }
+    (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
+    _write_tokenizer(dest, int(config["vocab_size"]), int(config["max_position_embeddings"]))
+    counts = param_counts(config)
+    meta = {
+        "version": ARCH_VERSION,
+        "variant": variant,
+        "what": "Weightless Nemotron 3.5 Lightning architecture for vLLM --load-format dummy "
+        "(helpers.archmode). Speed and memory are real; the text is noise.",
+        "params_total": counts["total"],
+        "params_active": counts["active"],
+        "weight_bytes": weight_bytes(config),
+    }
+    (dest / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return dest
+
+
+def arch_config(cfg: Any, path: str | Path, *, tokenizer: str | Path | None = None) -> Any:
+    """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
+
+    Sets the model to ``path`` (no hub revision) and adds ``--load-format dummy``. The
+    tokenizer is read from the same folder; pass ``tokenizer`` to use another one
+    (``--tokenizer``). Every other flag and environment variable of ``cfg`` is kept, so
+    the server runs the target's real command on the real shapes.
+
+    Args:
+        cfg: a :class:`helpers.recipes.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
+        path: a folder from :func:`build_arch_model`.
+        tokenizer: optional tokenizer folder or hub id.
+
+    Raises:
+        ArchModeError: ``path`` is not an architecture folder, or its variant does not
+            match ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization
+            flags must meet a quantized config, and BF16 flags an unquantized one).
+    """
+    path = Path(path)
+    meta = arch_metadata(path)
+    if meta is None or not (path / "config.json").exists():
+        raise ArchModeError(
+            f"{path} is not an architecture folder (no {METADATA_FILE} / config.json): build "
+            "one with helpers.archmode.build_arch_model(variant)."
+        )
+    variant = getattr(cfg, "variant", None)
+    if variant in VARIANTS and meta.get("variant") != variant:
+        raise ArchModeError(
+            f"The config is for variant {variant!r} but {path} was built for "
+            f"{meta.get('variant')!r}: use build_arch_model({variant!r})."
+        )
+    extra: dict[str, Any] = {"--load-format": "dummy"}
+    if tokenizer is not None:
+        extra["--tokenizer"] = str(tokenizer)
+    return cfg.with_model(path).with_args(extra)
+
