@@ -772,3 +772,79 @@ def plan_targets(
             }
         )
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------
+# The server's own figures
+# --------------------------------------------------------------------------------------
+
+_LOG_PATTERNS = {
+    # vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity
+    "capacity": r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+    # vllm/platforms/interface.py _align_hybrid_block_size
+    "padding": r"Padding mamba page size by ([\d.]+)%",
+    "block_size": r"Setting attention block size to (\d+) tokens",
+    # vllm/v1/worker/gpu_worker.py (GPU) / cpu_worker.py (CPU)
+    "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
+    "cpu_explicit_gib": r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
+    "dtype": r"Initializing a V1 LLM engine .*? dtype=torch\.(\w+)",
+}
+
+
+def server_log_figures(log: str | Path) -> dict[str, Any]:
+    """The memory figures a vLLM server logs at start-up (a log path or its text).
+
+    Returns:
+        Whichever were found: ``kv_cache_tokens`` and ``max_model_len`` (tokens) and
+        ``max_concurrency`` (requests) from "KV cache size: N tokens, Maximum concurrency for
+        X tokens per request: Yx"; ``mamba_padding_pct`` ("Padding mamba page size by P%");
+        ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
+        ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
+        ``dtype`` (the model dtype vLLM chose). Pass ``kv_budget_gb=figures["kv_budget_gib"]``
+        to :func:`plan` to re-plan with the measured budget.
+    """
+    import re
+
+    if isinstance(log, Path):
+        text = log.read_text(errors="replace")
+    elif "\n" not in log and len(log) < 4096 and Path(log).is_file():
+        text = Path(log).read_text(errors="replace")
+    else:
+        text = log
+    out: dict[str, Any] = {}
+    m = re.findall(_LOG_PATTERNS["capacity"], text)
+    if m:
+        tokens, mml, conc = m[-1]
+        out.update(kv_cache_tokens=int(tokens.replace(",", "")), max_model_len=int(mml.replace(",", "")),
+                   max_concurrency=float(conc))  # fmt: skip
+    for key, name, conv in (
+        ("padding", "mamba_padding_pct", float),
+        ("block_size", "block_size", int),
+        ("available_gib", "kv_budget_gib", float),
+        ("cpu_explicit_gib", "kv_budget_gib", float),
+        ("dtype", "dtype", str),
+    ):
+        found = re.findall(_LOG_PATTERNS[key], text)
+        if found:
+            out[name] = conv(found[-1])
+    return out
+
+
+def compare_with_server(p: Plan, log: str | Path):
+    """A DataFrame of the plan's figures next to the server log's, with the relative difference.
+
+    Rows: KV cache size (tokens), maximum concurrency at max_model_len, Mamba page padding (%).
+    """
+    import pandas as pd
+
+    f = server_log_figures(log)
+    rows = []
+    for name, planned, key in (
+        ("KV cache size [tokens]", p.kv_cache_tokens, "kv_cache_tokens"),
+        (f"max concurrency at {p.max_model_len} tokens", round(p.max_concurrency(), 2), "max_concurrency"),
+        ("Mamba page padding [%]", round(p.mamba_padding_pct, 2), "mamba_padding_pct"),
+    ):
+        served = f.get(key)
+        diff = None if served in (None, 0) else round(100.0 * (planned - served) / served, 2)
+        rows.append({"figure": name, "planner": planned, "server log": served, "diff_pct": diff})
+    return pd.DataFrame(rows)
