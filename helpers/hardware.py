@@ -255,11 +255,18 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
         records, procs = [], []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            memory = None  # NotSupported on unified memory (GB10, Thor)
             try:
-                m = pynvml.nvmlDeviceGetMemoryInfo(h)
-                memory = {"total": m.total, "used": m.used}
-            except pynvml.NVMLError:  # NotSupported on unified memory (GB10, Thor)
-                memory = None
+                # v2 reports driver-reserved memory apart from "used", as nvidia-smi does
+                # (v1's "used" includes ~0.6 GiB reserved on an idle H200).
+                m = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+                memory = {"total": m.total, "used": m.used, "reserved": m.reserved}
+            except (pynvml.NVMLError, AttributeError, TypeError):
+                try:
+                    m = pynvml.nvmlDeviceGetMemoryInfo(h)
+                    memory = {"total": m.total, "used": m.used}
+                except pynvml.NVMLError:
+                    pass
             try:
                 cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
             except pynvml.NVMLError:

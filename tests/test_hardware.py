@@ -4,6 +4,7 @@ stand-in mode. Fixtures: tests/data/hardware/*.csv (nvidia-smi's exact CSV forma
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -74,6 +75,19 @@ def test_nvml_shaped_records_parse_like_nvidia_smi():
     assert hardware.gpus_from_records(nvml) == smi("h200")
     unified = [{"index": 0, "name": "NVIDIA GB10", "memory": None, "cuda_compute_capability": (12, 1)}]
     assert hardware.gpus_from_records(unified) == smi("gb10")
+
+
+def test_recorded_nvml_records_equal_recorded_nvidia_smi():
+    # Both recorded on the same real H200.
+    records = json.loads((DATA / "h200_nvml.json").read_text())
+    assert hardware.gpus_from_records(records) == smi("h200")
+
+
+def test_recorded_busy_h200_is_refused_naming_the_pid():
+    procs = hardware.parse_compute_apps((DATA / "h200_busy_apps.csv").read_text())
+    with pytest.raises(HardwareError) as exc:
+        check("h200", "h200_busy", processes=procs)
+    assert "pids: 522" in str(exc.value) and "below 0.31" in str(exc.value)
 
 
 def test_parse_compute_apps():
