@@ -187,6 +187,9 @@ def latency_vs_concurrency(
                 )
         if log_x:
             ax.set_xscale("log", base=2)
+            ticks = sorted({int(c) for c in df["concurrency"].dropna()})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
         ax.set_xlabel("Concurrency [requests in flight]")
         ax.set_ylabel(f"{metric.upper()} [ms]")
         ax.set_title(f"{LATENCY_NAMES[metric]} ({metric.upper()})")
@@ -233,14 +236,16 @@ def acceptance_length(
     width = 0.8 / max(len(concs), 1)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(modes) * max(1, len(concs)) ** 0.5), 4.5))
     for j, c in enumerate(concs):
-        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(modes))]
-        bars = ax.bar(xs, table[c].values, width=width, label=f"c={int(c)}")
+        pairs = [
+            (i - 0.4 + width * (j + 0.5), v) for i, v in enumerate(table[c].values) if pd.notna(v)
+        ]  # a mode not measured at this concurrency gets no bar
+        bars = ax.bar([x for x, _ in pairs], [v for _, v in pairs], width=width, label=f"c={int(c)}")
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(range(len(modes)), [str(m) for m in modes])
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xlabel("Speculative mode")
     ax.set_ylabel("Acceptance length [tokens per target step]")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(1.0, float(table.max().max())) * 1.15)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(title="concurrency", fontsize=8)
+    ax.legend(title="concurrency", fontsize=8, loc="lower right")
     return _finish(fig, title, target, variant, vllm_version, path)

@@ -1,0 +1,225 @@
+"""helpers.bench: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
+
+Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench.run_point`` against
+vLLM 0.32.0 CPU servers, per-request lists trimmed):
+
+- ``standin-c1.json``, ``standin-c2.json``: a tiny Nemotron-H stand-in, random dataset,
+  32 in / 16 out tokens, 8 prompts, concurrency 1 and 2, goodput SLOs ttft:200 tpot:50.
+- ``ngram-c2.json``: a tiny Llama (the CPU build cannot run speculative decoding on a
+  Mamba hybrid) with ``--speculative-config {"method": "ngram", "num_speculative_tokens": 3,
+  ...}``, greedy, no warm-up, so vLLM's own spec-decode numbers cover exactly the requests
+  between the two scrapes below.
+- ``metrics_before.prom`` / ``metrics_after.prom``: ``GET /metrics`` of that server right
+  before and after the ``ngram-c2`` point (cut to the spec-decode, prefix-cache, token and
+  one histogram family, comments kept).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import bench
+from helpers.errors import CookbookError
+
+DATA = Path(__file__).parent / "data" / "bench"
+
+
+# ---------------------------------------------------------------- load_results
+
+
+def test_load_results_reads_recorded_folder():
+    df = bench.load_results(DATA)
+    assert list(df["label"]) == ["ngram", "standin", "standin"]
+    assert list(df["concurrency"]) == [2, 1, 2]
+    assert (df["failed"] == 0).all() and (df["completed"] == 8).all()
+    for col in ("request_throughput", "output_throughput", "total_token_throughput"):
+        assert (df[col] > 0).all(), col
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "p99"):
+            assert f"{stat}_{metric}_ms" in df.columns
+
+
+def test_load_results_derived_columns_match_the_json():
+    path = DATA / "standin-c2.json"
+    raw = json.loads(path.read_text())
+    row = bench.load_results(path).iloc[0]
+    assert row["label"] == "standin" and row["concurrency"] == raw["max_concurrency"] == 2
+    assert row["input_len"] == 32 and row["output_len"] == 16 and row["gpu_count"] == 1
+    assert row["output_throughput"] == pytest.approx(raw["output_throughput"])
+    assert row["output_throughput_per_gpu"] == pytest.approx(raw["output_throughput"] / 1)
+    # tokens/s per user is defined as 1000 / mean TPOT (ms)
+    assert row["tokens_per_s_per_user"] == pytest.approx(1000.0 / raw["mean_tpot_ms"])
+    assert row["request_goodput"] == pytest.approx(raw["request_goodput"])
+    assert row["p99_ttft_ms"] == pytest.approx(raw["p99_ttft_ms"])
+    assert row["path"] == str(path)
+
+
+def test_load_results_per_gpu_divides_by_gpu_count(tmp_path):
+    raw = json.loads((DATA / "standin-c1.json").read_text())
+    raw["gpu_count"] = "4"  # --metadata values arrive as strings
+    (tmp_path / "p.json").write_text(json.dumps(raw))
+    row = bench.load_results(tmp_path).iloc[0]
+    assert row["gpu_count"] == 4
+    assert row["output_throughput_per_gpu"] == pytest.approx(raw["output_throughput"] / 4)
+
+
+def test_load_results_spec_decode_and_optional_columns():
+    spec = bench.load_results(DATA / "ngram-c2.json")
+    assert spec.loc[0, "spec_decode_acceptance_length"] > 1.0
+    assert 0 < spec.loc[0, "spec_decode_acceptance_rate"] <= 100
+    assert "request_goodput" not in spec.columns  # no SLOs on that run
+    plain = bench.load_results([DATA / "standin-c1.json", DATA / "standin-c2.json"])
+    assert "spec_decode_acceptance_length" not in plain.columns
+    assert "request_goodput" in plain.columns
+
+
+def test_load_results_errors_name_the_fix(tmp_path):
+    with pytest.raises(bench.BenchError, match="Run helpers.bench.sweep"):
+        bench.load_results(tmp_path)
+    with pytest.raises(bench.BenchError, match="No benchmark result"):
+        bench.load_results(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text('{"hello": 1}')
+    with pytest.raises(bench.BenchError, match="not a vllm bench serve result"):
+        bench.load_results(tmp_path)
+    assert issubclass(bench.BenchError, CookbookError)
+
+
+# ---------------------------------------------------------------- /metrics
+
+
+def test_parse_prometheus_sums_label_sets_and_skips_created():
+    text = (DATA / "metrics_after.prom").read_text()
+    values = bench.parse_prometheus(text)
+    assert values["vllm:spec_decode_num_drafts_total"] == 411.0
+    assert values["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 367 + 289 + 234
+    assert "vllm:spec_decode_num_drafts_created" in values  # own name, never mixed in
+    assert values["python_gc_objects_collected_total"] == 15965 + 2714 + 591
+
+
+def test_parse_prometheus_label_values_with_spaces_and_braces():
+    text = 'm{a="x y}",b="q\\"z"} 2.5\nm{a="k"} 1.5 1700000000000\n# HELP m x\nn 3\nbad line\n'
+    assert bench.parse_prometheus(text) == {"m": 4.0, "n": 3.0}
+
+
+def test_acceptance_from_recorded_metrics_matches_vllm_bench():
+    """Counter deltas around a point give the acceptance that vLLM's benchmark reported."""
+    before = bench.spec_decode_counters((DATA / "metrics_before.prom").read_text())
+    after = bench.spec_decode_counters((DATA / "metrics_after.prom").read_text())
+    acc = bench.acceptance_from_counters(before, after)
+    reported = json.loads((DATA / "ngram-c2.json").read_text())
+    assert acc["spec_decode_num_drafts"] == reported["spec_decode_num_drafts"] == 121
+    assert acc["spec_decode_accepted_tokens"] == reported["spec_decode_accepted_tokens"]
+    assert acc["spec_decode_acceptance_length"] == pytest.approx(
+        reported["spec_decode_acceptance_length"]
+    )
+    assert acc["spec_decode_acceptance_rate"] == pytest.approx(reported["spec_decode_acceptance_rate"])
+    # acceptance length = 1 + accepted / drafts
+    assert acc["spec_decode_acceptance_length"] == pytest.approx(1 + 263 / 121)
+
+
+def test_acceptance_none_without_spec_decode_or_drafts():
+    assert bench.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
+    same = bench.SpecDecodeCounters(10, 30, 20)
+    assert bench.acceptance_from_counters(same, same) is None
+    assert bench.acceptance_from_counters(None, same) is None
+
+
+def test_annotate_fills_missing_spec_decode_from_scrapes(tmp_path):
+    """The fallback for a benchmark JSON without spec-decode keys (e.g. an older client)."""
+    raw = json.loads((DATA / "ngram-c2.json").read_text())
+    expected = raw["spec_decode_acceptance_length"]
+    for key in [k for k in raw if k.startswith("spec_decode")]:
+        del raw[key]
+    path = tmp_path / "old-client.json"
+    path.write_text(json.dumps(raw))
+    before = bench.parse_prometheus((DATA / "metrics_before.prom").read_text())
+    after = bench.parse_prometheus((DATA / "metrics_after.prom").read_text())
+    bench._annotate_from_metrics(path, before, after)
+    data = json.loads(path.read_text())
+    assert data["spec_decode_source"] == "metrics_scrape"
+    assert data["spec_decode_acceptance_length"] == pytest.approx(expected)
+    assert data["cookbook_prefix_cache_hit_rate"] == 0.0
+    row = bench.load_results(path).iloc[0]
+    assert row["spec_decode_acceptance_length"] == pytest.approx(expected)
+    assert row["prefix_cache_hit_rate"] == 0.0
+
+
+def test_annotate_keeps_vllm_numbers(tmp_path):
+    path = tmp_path / "p.json"
+    shutil.copy(DATA / "ngram-c2.json", path)
+    fake_after = {bench.SPEC_DECODE_DRAFTS: 1e9, bench.SPEC_DECODE_DRAFT_TOKENS: 3e9,
+                  bench.SPEC_DECODE_ACCEPTED_TOKENS: 1e9}  # fmt: skip
+    bench._annotate_from_metrics(path, {}, fake_after)
+    assert json.loads(path.read_text()) == json.loads((DATA / "ngram-c2.json").read_text())
+
+
+# ---------------------------------------------------------------- small pure helpers
+
+
+def test_server_root_and_seeds():
+    assert bench.server_root("http://h:1/v1/") == "http://h:1"
+    assert bench.server_root("http://h:1") == "http://h:1"
+    seeds = {bench.point_seed(0, "a", c, 128, 64) for c in (1, 2, 4, 8)}
+    seeds.add(bench.point_seed(0, "b", 1, 128, 64))
+    seeds.add(bench.point_seed(0, "a", 1, 256, 64))
+    assert len(seeds) == 6  # every point its own dataset seed
+    assert bench.point_seed(3, "a", 1, 1, 1) == bench.point_seed(3, "a", 1, 1, 1)
+    assert bench.default_num_prompts(1) == 16
+    assert bench.default_num_prompts(64) == 256 > 2 * 64
+
+
+def test_unreachable_server_raises_bench_error():
+    from helpers.server import free_port
+
+    port = free_port()
+    with pytest.raises(bench.BenchError, match="Start it"):
+        bench.scrape_metrics(f"http://127.0.0.1:{port}/v1", timeout=2)
+
+
+# ---------------------------------------------------------------- live
+
+
+@pytest.mark.server
+def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
+    model = standin_server.models()[0]
+    df = bench.sweep(
+        standin_server.base_url,
+        model,
+        standin_model,
+        [1, 2],
+        input_len=24,
+        output_len=8,
+        num_prompts=4,
+        out_dir=tmp_path,
+        label="live",
+        slo={"ttft": 60000, "tpot": 60000},
+        progress=False,
+    )
+    jsons = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert jsons == ["live-c1.json", "live-c2.json"]  # one JSON per point
+    assert list(df["concurrency"]) == [1, 2]
+    assert (df["completed"] > 0).all() and (df["failed"] == 0).all()
+    for col in ("request_throughput", "output_throughput", "total_token_throughput",
+                "output_throughput_per_gpu", "request_goodput"):  # fmt: skip
+        assert (df[col] > 0).all(), col
+    assert df["mean_ttft_ms"].notna().all() and df["p99_e2el_ms"].notna().all()
+    if "prefix_cache_hit_rate" in df:  # points do not share prompts
+        assert (df["prefix_cache_hit_rate"].fillna(0) < 0.5).all()
+    again = bench.load_results(tmp_path)
+    pd.testing.assert_frame_equal(again, df)
+    assert not math.isnan(df.loc[0, "duration_s"])
+
+
+@pytest.mark.server
+def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path):
+    with pytest.raises(bench.BenchError, match="not 'no-such-model'"):
+        bench.run_point(
+            standin_server.base_url, "no-such-model", standin_model, concurrency=1,
+            num_prompts=1, input_len=8, output_len=4, out_dir=tmp_path, seed=0, num_warmups=0,
+        )  # fmt: skip
