@@ -8,6 +8,11 @@ One module per job (see the README's "Layout"):
 - ``client``    chat, reasoning on/off, reasoning budget, streaming, tool loop (``openai`` SDK)
 - ``bench``     ``vllm bench serve`` sweeps loaded into pandas
 - ``plots``     matplotlib figures of benchmark results
+- ``diagnose``  turn a failed server log into one sentence naming the fix
+- ``weights``   download checkpoints and drafters at pinned revisions (``huggingface_hub``)
+- ``install``   detect the installed vLLM and render / run the target's install command
+- ``hardware``  read the GPUs (NVML / nvidia-smi), match targets, refuse what cannot run
+- ``notebooks`` generate the notebooks from one template; execute them with papermill
 - ``errors``    the exception types every module raises, each naming its fix
 
 Modules are imported lazily so ``import helpers`` stays fast and never imports vLLM.
@@ -17,7 +22,10 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["recipes", "standin", "server", "client", "bench", "plots", "errors", "paths"]
+__all__ = [
+    "recipes", "standin", "server", "diagnose", "client", "bench", "plots", "errors", "paths",
+    "weights", "install", "hardware", "notebooks", "planner", "scenarios", "archmode",
+]
 
 
 def __getattr__(name: str):
