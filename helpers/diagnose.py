@@ -277,7 +277,9 @@ def _invalid_choice(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     installed = _installed_vllm() or "unknown"
     _, pinned = _target_bits(config)
     extra = (
-        f"; the target pins vLLM {pinned}, which may accept it" if pinned and pinned != installed else ""
+        f"; the target pins vLLM {pinned}, which may accept it"
+        if pinned and pinned != installed
+        else ""
     )
     return Diagnosis(
         "invalid_choice",
@@ -377,7 +379,9 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     ),
     CatalogueEntry(
         "invalid_choice",
-        (r"error: argument (--[\w-]+)(?:/[-\w]+)*: invalid choice: '([^']*)' \(choose from (.+)\)",),
+        (
+            r"error: argument (--[\w-]+)(?:/[-\w]+)*: invalid choice: '([^']*)' \(choose from (.+)\)",
+        ),
         _invalid_choice,
         "argparse via vllm/utils/argparse_utils.py",
     ),
@@ -426,7 +430,9 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     ),
     CatalogueEntry(
         "port_in_use",
-        (r"OSError: \[Errno 98\] (?:error while attempting to bind on address .*: )?[Aa]ddress already in use",),
+        (
+            r"OSError: \[Errno 98\] (?:error while attempting to bind on address .*: )?[Aa]ddress already in use",
+        ),
         _api_port_in_use,
         "vllm/entrypoints/launchers/launcher.py (create_server_socket: sock.bind)",
     ),

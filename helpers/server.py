@@ -44,6 +44,7 @@ import atexit
 import contextlib
 import dataclasses
 import datetime as _dt
+import http.client
 import importlib.metadata
 import importlib.util
 import json
@@ -55,8 +56,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
@@ -197,10 +196,16 @@ _PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Resolved architecture:", "reading the model config"),
         (r"Initializing a V1 LLM engine", "starting the engine core"),
         (r"Starting to load model", "loading weights"),
-        (r"Loading (?:safetensors )?checkpoint shards:\s+\d+% Completed \| (\d+/\d+)", "loading weights ({} shards)"),
+        (
+            r"Loading (?:safetensors )?checkpoint shards:\s+\d+% Completed \| (\d+/\d+)",
+            "loading weights ({} shards)",
+        ),
         (r"Loading weights took ([\d.]+) seconds", "weights loaded in {} s"),
         (r"Model loading took ([\d.]+ GiB)", "weights loaded ({})"),
-        (r"Dynamo bytecode transform time|Compiling a graph for|Warming up model for the compilation", "compiling (torch.compile)"),
+        (
+            r"Dynamo bytecode transform time|Compiling a graph for|Warming up model for the compilation",
+            "compiling (torch.compile)",
+        ),
         (r"torch\.compile took ([\d.]+) s", "compiled in {} s"),
         (r"Memory profiling takes|Initial profiling/warmup run", "profiling memory"),
         (r"Available KV cache memory: ([-\d.]+ GiB)", "allocating the KV cache ({} free)"),
@@ -208,8 +213,14 @@ _PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Capturing CUDA graphs[^:]*:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", "capturing CUDA graphs ({})"),
         (r"Capturing CUDA graphs", "capturing CUDA graphs"),
         (r"Graph capturing finished in (\d+) secs", "CUDA graphs captured in {} s"),
-        (r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", "engine ready (init took {} s)"),
-        (r"Starting vLLM (?:API )?server on|Waiting for application startup", "starting the HTTP server"),
+        (
+            r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+            "engine ready (init took {} s)",
+        ),
+        (
+            r"Starting vLLM (?:API )?server on|Waiting for application startup",
+            "starting the HTTP server",
+        ),
         (r"Application startup complete", "ready"),
     )
 )
@@ -305,7 +316,9 @@ def _same_process(pid: int | None, create_time: float | None) -> psutil.Process 
 _OURS = re.compile(r"vllm|VLLM|multiprocessing", re.IGNORECASE)
 
 
-def _group_processes(pid: int, pgid: int, since: float, pid_created: float | None) -> list[psutil.Process]:
+def _group_processes(
+    pid: int, pgid: int, since: float, pid_created: float | None
+) -> list[psutil.Process]:
     """Live processes of one launch: ``pid`` and its descendants, plus the members of
     process group ``pgid`` created after ``since`` that look like vLLM (API server, engine
     core, workers, multiprocessing helpers) - those survive as orphans if ``pid`` dies."""
@@ -525,7 +538,9 @@ def end_leftovers(
                     "as their owner (`kill -9 PID`) or check for an uninterruptible GPU driver call."
                 )
             if verbose:
-                print(f"ended leftover {rec.pid} (port {rec.port}, {len(procs)} processes); log {rec.log}")
+                print(
+                    f"ended leftover {rec.pid} (port {rec.port}, {len(procs)} processes); log {rec.log}"
+                )
         rec.remove()
         ended.append(rec)
     return ended
@@ -681,22 +696,35 @@ class VLLMServer:
 
     def models(self) -> list[str]:
         """Model ids the server serves (``GET /v1/models``), e.g. ``["nemotron-3.5-lightning"]``."""
-        data = json.loads(self._get("/v1/models", timeout=10))
+        status, body = self._get("/v1/models", timeout=10)
+        if status != 200:
+            raise CookbookError(
+                f"{self.url}/v1/models answered HTTP {status}: {body[:200]}; check the server log."
+            )
+        data = json.loads(body)
         return [m["id"] for m in data.get("data", [])]
 
-    def _get(self, path: str, timeout: float = 2.0) -> str:
-        # No proxies: a localhost health check must not go through $http_proxy.
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(self.url + path, timeout=timeout) as resp:
-            return resp.read().decode()
+    def _get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
+        """``GET path`` -> (status, body). Straight to the server, never through
+        ``$http_proxy``; HTTP/1.1 keep-alive, closed by us, so the TIME_WAIT socket lands on
+        our side rather than on the server's port."""
+        scheme = getattr(self, "_scheme", "http")
+        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = cls(_connect_host(self.host).strip("[]"), self.port, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode("utf-8", errors="replace")
+        finally:
+            conn.close()
 
     def healthy(self) -> bool:
         """``GET /health`` answers 200 now."""
+        if self.port is None:
+            return False
         try:
-            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-            with opener.open(self.url + "/health", timeout=2.0) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError, ValueError):
+            return self._get("/health")[0] == 200
+        except (OSError, http.client.HTTPException):
             return False
 
     def is_running(self) -> bool:
@@ -732,7 +760,15 @@ class VLLMServer:
                 f"vLLM is not installed in {sys.executable}: install the target's pinned "
                 f"version ({getattr(self.config, 'pip', None) or 'pip install vllm'})."
             )
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), *flags, *where]
+        return [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            *flags,
+            *where,
+        ]
 
     def command(self) -> list[str]:
         """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
@@ -794,7 +830,9 @@ class VLLMServer:
             CookbookError: attached server, no model in the config, vLLM not installed.
         """
         if not self.owned:
-            raise CookbookError("This handle is attached to a server it does not own; it cannot start one.")
+            raise CookbookError(
+                "This handle is attached to a server it does not own; it cannot start one."
+            )
         if self._proc is not None and self._proc.poll() is None:
             return self
         self._report_leftovers()
@@ -844,7 +882,10 @@ class VLLMServer:
         )
         self._record.save()
         if self._verbose:
-            print(f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}", flush=True)
+            print(
+                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}",
+                flush=True,
+            )
         if wait:
             self.wait_ready()
         return self
@@ -895,7 +936,9 @@ class VLLMServer:
                 self._say(self.phase or "launching", elapsed)
                 said_phase, last_said = self.phase, elapsed
             elif elapsed - last_said >= HEARTBEAT_S:
-                self._say(f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed)
+                self._say(
+                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed
+                )
                 last_said = elapsed
             time.sleep(self.poll_interval)
 
@@ -916,7 +959,9 @@ class VLLMServer:
             parts.append(f"Diagnosis: {diag.message}")
         elif err:
             parts.append(f"Last error: {err}")
-            parts.append("No known failure matched (helpers.diagnose); the log tail below has the details.")
+            parts.append(
+                "No known failure matched (helpers.diagnose); the log tail below has the details."
+            )
         parts.append(f"Log: {self.log_path}")
         parts.append("--- last log lines ---\n" + tail)
         raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
@@ -973,7 +1018,10 @@ class VLLMServer:
         _LIVE.discard(self)
         self.stop_seconds = time.monotonic() - t0
         if verbose:
-            print(f"[vllm] stopped pid {self._proc.pid} in {self.stop_seconds:.1f} s; port {self.port} is free", flush=True)
+            print(
+                f"[vllm] stopped pid {self._proc.pid} in {self.stop_seconds:.1f} s; port {self.port} is free",
+                flush=True,
+            )
 
     # ---- context manager -----------------------------------------------------------
     def __enter__(self) -> VLLMServer:
@@ -986,7 +1034,13 @@ class VLLMServer:
 
     def __repr__(self) -> str:
         state = (
-            "attached" if not self.owned else "running" if self.is_running() else "stopped" if self._proc else "new"
+            "attached"
+            if not self.owned
+            else "running"
+            if self.is_running()
+            else "stopped"
+            if self._proc
+            else "new"
         )
         where = f"{_connect_host(self.host)}:{self.port}" if self.port else "no port yet"
         return f"<VLLMServer {state} {where} log={self.log_path}>"
