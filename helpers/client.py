@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -331,8 +332,13 @@ def _reasoning_of(message: Any) -> str:
 
 
 def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
+    """Record ``text`` on the result and warn, pointing at the first caller outside this
+    module (the notebook cell or test), however deep the helper chain was."""
     result.warnings.append(text)
-    warnings.warn(text, category, stacklevel=3)
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level)
 
 
 def _finish(
@@ -847,22 +853,28 @@ def collect_stream(
 def print_stream(stream: ChatStream, file: Any = None) -> ChatResult:
     """Print a stream live, labelling where reasoning, answer and tool calls start;
     return the assembled :class:`ChatResult`."""
-    import sys
-
     out = file or sys.stdout
     kind_now = None
+    calls_started = 0
     for kind, data in stream:
         if kind != kind_now:
             label = {"reasoning": "reasoning", "content": "answer", "tool_call": "tool calls"}[kind]
             print(("\n" if kind_now else "") + f"── {label} ──", file=out, flush=True)
             kind_now = kind
         if kind == "tool_call":
-            text = (f"\n[{data.index}] {data.name} " if data.name else "") + data.arguments
+            text = data.arguments
+            if data.name:  # the first piece of a call
+                text = ("\n" if calls_started else "") + f"[{data.index}] {data.name} " + text
+                calls_started += 1
         else:
             text = data
         print(text, end="", file=out, flush=True)
     print(file=out, flush=True)
-    return stream.result
+    result = stream.result
+    print(f"── finish_reason={result.finish_reason} ──", file=out, flush=True)
+    for w in result.warnings:
+        print(f"!! {w}", file=out, flush=True)
+    return result
 
 
 # ─── tool loop ────────────────────────────────────────────────────────────────────────
@@ -1048,8 +1060,6 @@ def _show_turn(r: ChatResult, out: Any) -> None:
 def show(result: ChatResult | ToolLoopResult, file: Any = None) -> None:
     """Print a :class:`ChatResult` (reasoning, answer, tool calls, usage, warnings) or a
     :class:`ToolLoopResult` (each turn and each tool reply), clearly labelled."""
-    import sys
-
     out = file or sys.stdout
     if isinstance(result, ToolLoopResult):
         runs = iter(result.tool_runs)

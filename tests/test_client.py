@@ -470,6 +470,7 @@ def test_length_exhausted_in_reasoning_warns_with_fixes(rec, client):
         assert fix in text
     assert r.truncated_in_reasoning and r.content == "" and r.reasoning
     assert r.finish_reason == "length" and r.warnings == [text]
+    assert caught[0].filename == __file__  # points at the caller, not into helpers
 
 
 def test_length_exhausted_with_force_nonempty_content_is_flagged(rec, client):
@@ -658,6 +659,17 @@ def test_print_stream_labels_parts(rec, client, capsys):
     out = capsys.readouterr().out
     assert out.index("── reasoning ──") < out.index("── answer ──")
     assert "The capital of France is Paris." in out and r.finish_reason == "stop"
+    assert out.rstrip().endswith("── finish_reason=stop ──")
+
+
+def test_print_stream_tool_calls(rec, client, capsys):
+    rec.queue("stream_tool_calls_parallel")
+    hc.print_stream(hc.stream_chat(client, MODEL, "q", tools=TOOLS))
+    out = capsys.readouterr().out
+    assert (
+        '── tool calls ──\n[0] get_weather {"city": "Santa Clara", "days": 2}\n[1] get_time {"city": "Tokyo"}'
+        in out
+    )
 
 
 # ─── tool loop ────────────────────────────────────────────────────────────────────────
@@ -807,3 +819,183 @@ def test_recorded_fixtures_match_vllm():
         assert obj == load(name), (
             f"{name}.json differs from vLLM's output: rerun `python tests/test_client.py --write-fixtures`"
         )
+
+
+# ─── against the real vLLM CPU server (stand-in model) ────────────────────────────────
+#
+# Structure, not text: the stand-in is a tiny model trained on cookbook/demo.yaml, so
+# these use its demo prompts with greedy decoding, and check fields, flags and types.
+
+LIVE_MAX_TOKENS = 256
+
+
+@pytest.fixture(scope="module")
+def live(standin_server):
+    """(client, model name, demo data) for the session's stand-in server."""
+    from helpers.standin import load_demo
+
+    return (
+        hc.make_client(standin_server.base_url, timeout=120),
+        standin_server.models()[0],
+        load_demo(),
+    )
+
+
+def _live_tools(demo: dict[str, Any]) -> dict[str, Any]:
+    def get_weather(city: str) -> dict:
+        return demo["weather"]["results"].get(
+            city, {"city": city, "temperature_c": 20, "condition": "unknown"}
+        )
+
+    def get_time(city: str) -> dict:
+        return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
+
+    return {"get_weather": get_weather, "get_time": get_time}
+
+
+@pytest.mark.server
+def test_live_chat_thinking_on_and_off(live):
+    client, model, demo = live
+    prompt = demo["reasoning"]["prompt"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hc.ReasoningParserMissingWarning)
+        on = hc.chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
+        off = hc.chat(
+            client, model, prompt, thinking=False, max_tokens=LIVE_MAX_TOKENS, temperature=0
+        )
+    assert on.reasoning.strip() and on.content.strip() and on.finish_reason == "stop"
+    assert on.usage.reasoning_tokens and 0 < on.usage.reasoning_tokens < on.usage.completion_tokens
+    assert not on.reasoning_parser_missing and not on.truncated_in_reasoning
+    assert off.reasoning == "" and off.content.strip() and off.finish_reason == "stop"
+    assert off.usage.completion_tokens < on.usage.completion_tokens
+
+
+@pytest.mark.server
+def test_live_force_nonempty_content_is_accepted(live):
+    client, model, demo = live
+    r = hc.chat(
+        client,
+        model,
+        demo["reasoning"]["prompt"],
+        max_tokens=LIVE_MAX_TOKENS,
+        temperature=0,
+        force_nonempty_content=True,
+    )
+    assert r.content.strip() and r.finish_reason == "stop"
+
+
+@pytest.mark.server
+def test_live_reasoning_budget_caps_reasoning(live):
+    client, model, demo = live
+    prompt = demo["budget"]["prompt"]
+    free = hc.chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    # A budget below what the model thinks unbudgeted (the stand-in's BPE packs its
+    # reasoning into few tokens, so demo.yaml's budget may not bite).
+    budget = min(demo["budget"]["thinking_token_budget"], max(2, free.usage.reasoning_tokens // 2))
+    capped = hc.chat(
+        client, model, prompt, reasoning_budget=budget, max_tokens=LIVE_MAX_TOKENS, temperature=0
+    )
+    assert capped.content.strip() and capped.finish_reason == "stop"
+    assert capped.usage.reasoning_tokens is not None
+    assert capped.usage.reasoning_tokens <= budget < free.usage.reasoning_tokens
+    assert len(capped.reasoning) < len(free.reasoning)
+
+
+@pytest.mark.server
+def test_live_two_pass_budget(live):
+    client, model, demo = live
+    budget = demo["budget"]["thinking_token_budget"]
+    r = hc.chat(
+        client,
+        model,
+        demo["budget"]["prompt"],
+        reasoning_budget=budget,
+        budget_method="two_pass",
+        max_tokens=LIVE_MAX_TOKENS,
+        temperature=0,
+    )
+    assert r.reasoning.strip() and r.content.strip()
+    assert isinstance(r.raw, list) and len(r.raw) == 2  # the reasoning was cut: two passes
+    assert "</think>" not in r.content and not r.truncated_in_reasoning
+
+
+@pytest.mark.server
+def test_live_length_exhausted_in_reasoning_warns(live):
+    client, model, demo = live
+    with pytest.warns(hc.ReasoningTruncatedWarning, match="raise max_tokens"):
+        r = hc.chat(client, model, demo["reasoning"]["prompt"], max_tokens=4, temperature=0)
+    assert r.truncated_in_reasoning and r.finish_reason == "length" and r.content == ""
+    assert r.reasoning.strip()
+
+
+@pytest.mark.server
+def test_live_stream_matches_chat(live):
+    client, model, demo = live
+    prompt = demo["streaming"]["prompt"]
+    plain = hc.chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    stream = hc.stream_chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    kinds = [kind for kind, _ in stream]
+    streamed = stream.result
+    assert kinds[0] == "reasoning" and "content" in kinds
+    assert kinds.index("content") > max(i for i, k in enumerate(kinds) if k == "reasoning")
+    assert streamed.reasoning.strip() and streamed.content.strip()
+    # Greedy decoding: the streamed turn is the same turn.
+    assert (streamed.reasoning, streamed.content, streamed.finish_reason) == (
+        plain.reasoning,
+        plain.content,
+        plain.finish_reason,
+    )
+    assert streamed.usage.completion_tokens == plain.usage.completion_tokens
+
+
+@pytest.mark.server
+def test_live_tool_loop(live):
+    client, model, demo = live
+    loop = hc.run_tool_loop(
+        client,
+        model,
+        demo["weather"]["prompt"].format(city="Santa Clara"),
+        _live_tools(demo),
+        demo["tools"],
+        max_tokens=LIVE_MAX_TOKENS,
+        temperature=0,
+    )
+    assert loop.tool_runs, "the model made no tool call"
+    for run in loop.tool_runs:
+        assert run.call.name in ("get_weather", "get_time") and isinstance(run.call.arguments, dict)
+        assert isinstance(run.call.arguments.get("city"), str) and run.call.id
+    assert loop.turns[0].finish_reason == "tool_calls"
+    assert loop.final.content.strip() and not loop.final.tool_calls
+    assert [m["role"] for m in loop.messages][:2] == ["user", "assistant"] and loop.messages[-1][
+        "role"
+    ] == "assistant"
+
+
+@pytest.mark.server
+def test_live_parallel_tool_calls_streamed_and_not(live):
+    client, model, demo = live
+    prompt = demo["parallel"]["pairs"][0]["prompt"]
+    plain = hc.chat(
+        client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0
+    )
+    stream = hc.stream_chat(
+        client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0
+    )
+    deltas = [d for kind, d in stream if kind == "tool_call"]
+    streamed = stream.result
+    assert len(plain.tool_calls) == 2 and plain.finish_reason == "tool_calls"
+    assert all(isinstance(tc.arguments, dict) and tc.arguments for tc in plain.tool_calls)
+    assert {d.index for d in deltas} == {0, 1}
+    assert [(tc.name, tc.arguments) for tc in streamed.tool_calls] == [
+        (tc.name, tc.arguments) for tc in plain.tool_calls
+    ]
+    loop = hc.run_tool_loop(
+        client,
+        model,
+        prompt,
+        _live_tools(demo),
+        demo["tools"],
+        max_tokens=LIVE_MAX_TOKENS,
+        temperature=0,
+    )
+    assert len(loop.tool_runs) >= 2 and loop.final.content.strip()
