@@ -94,6 +94,26 @@ def _names(procs) -> list[str]:
     return out
 
 
+def _safe_pgid(p: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(p.pid)
+    except OSError:
+        return None
+
+
+def _group_left(pgid: int) -> list[psutil.Process]:
+    """Live members of process group ``pgid``. Zombies do not count: they hold no memory
+    or port, and PID 1 reaps the engine core's children after their parents exit."""
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if _safe_pgid(p) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+        except psutil.Error:
+            pass
+    return left
+
+
 # ---------------------------------------------------------------------------------------
 # no server needed
 # ---------------------------------------------------------------------------------------
@@ -274,7 +294,7 @@ def test_context_manager_leaves_no_process_and_frees_the_port(standin_config):
         assert not port_is_free(port)
     assert _gone(procs), f"left behind: {_names(procs)}"
     assert record.processes() == []
-    assert [p for p in psutil.process_iter() if _safe_pgid(p) == record.pgid] == []
+    assert _group_left(record.pgid) == []
     # Free for the next server: vLLM binds with SO_REUSEADDR, as port_is_free does. (A plain
     # bind can still fail for ~60 s: connections the server closed sit in TIME_WAIT.)
     assert port_is_free(port) and server_mod.port_holder(port) is None
@@ -285,13 +305,6 @@ def test_context_manager_leaves_no_process_and_frees_the_port(standin_config):
     )
     assert srv.stop_seconds < srv.grace_period  # SIGTERM was enough
     srv.stop()  # idempotent
-
-
-def _safe_pgid(p: psutil.Process) -> int | None:
-    try:
-        return os.getpgid(p.pid)
-    except OSError:
-        return None
 
 
 @pytest.mark.server
@@ -313,6 +326,24 @@ def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
     assert not srv.is_running() and port_is_free(srv.port)
     assert srv.pid not in [r.pid for r in find_leftovers(include_owned=True)]
     assert took < 120, f"a dead server must be reported at once, took {took:.0f} s"
+
+
+@pytest.mark.server
+def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config):
+    seen: list[tuple[str, float]] = []
+    srv = VLLMServer(
+        standin_config, startup_timeout=20, progress=lambda ph, t: seen.append((ph, t))
+    )
+    with pytest.raises(ServerStartError) as ei:
+        srv.start()
+    msg = str(ei.value)
+    assert "did not answer /health within 20 s" in msg
+    assert f"it was '{srv.phase}' since" in msg and "raise startup_timeout" in msg
+    assert seen and seen[0][0] == "launching"  # the progress callback saw the phases
+    assert srv.phase in [ph for ph, _ in seen]
+    assert not srv.is_running()
+    assert _group_left(srv.pid) == []
+    assert srv.pid not in [r.pid for r in find_leftovers(include_owned=True)]
 
 
 _CHILD = textwrap.dedent(
@@ -391,12 +422,12 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
         assert find_leftovers(include_owned=True) == []
         assert not Path(left.path).exists()
         assert port_is_free(port)
-        ours = [
+        assert _group_left(left.pgid) == []
+        assert not [
             p
             for p in psutil.process_iter(["cmdline"])
-            if f"--port {port}" in " ".join(p.info["cmdline"] or []) or _safe_pgid(p) == left.pgid
+            if f"--port {port}" in " ".join(p.info["cmdline"] or [])
         ]
-        assert ours == []
     finally:
         if child.poll() is None:
             child.kill()
