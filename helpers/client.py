@@ -347,7 +347,7 @@ def _finish(
     thinking: bool,
     force_nonempty_content: bool,
     max_tokens: int | None,
-    check_tool_markup: bool = True,
+    tools_requested: bool = True,
 ) -> ChatResult:
     """The checks shared by streamed and non-streamed turns (see the module docstring)."""
     content = result.content
@@ -368,6 +368,29 @@ def _finish(
             f"`{REASONING_PARSER_FLAGS}` so the server does this (and so "
             "`thinking_token_budget` works).",
         )
+    elif (
+        thinking
+        and not result.reasoning
+        and not force_nonempty_content
+        and result.finish_reason == "length"
+        and content.strip()
+        and not result.tool_calls
+        and result.usage.reasoning_tokens is None
+        and not content.lstrip().startswith(THINK_START)
+    ):
+        # Cut at max_tokens before any </think>, and no reasoning_tokens in usage (vLLM
+        # reports them only with a reasoning parser): the template opened <think> in the
+        # prompt, so this text is unfinished reasoning.
+        result.reasoning, result.content = content.strip(), ""
+        result.reasoning_parser_missing = True
+        _warn(
+            result,
+            ReasoningParserMissingWarning,
+            "The server runs without a reasoning parser (usage has no reasoning_tokens) and "
+            "the reply was cut at max_tokens before </think>: the text in `content` is "
+            "unfinished reasoning, moved to `reasoning` by the helper. Restart vLLM with "
+            f"`{REASONING_PARSER_FLAGS}`.",
+        )
     elif not result.reasoning and content.lstrip().startswith(THINK_START):
         # An opened, never-closed think block: all of it is reasoning.
         result.reasoning = content.lstrip()[len(THINK_START) :].strip()
@@ -380,16 +403,14 @@ def _finish(
             f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
         )
 
-    # 2. Tool-call markup the server did not parse.
-    if (
-        check_tool_markup
-        and not result.tool_calls
-        and any(m in result.content for m in TOOL_MARKUP)
-    ):
+    # 2. Tool-call markup the server did not parse (only an error when tools were offered:
+    #    with tool_choice="none" or no tools, vLLM does not parse calls by design).
+    if tools_requested and not result.tool_calls and any(m in result.content for m in TOOL_MARKUP):
         err = ResponseError(
             "The model wrote tool-call markup (<tool_call>/<function=...>) in `content` but "
-            "the server returned no `tool_calls`: its tool parser is not configured. Restart "
-            f"vLLM with `{TOOL_PARSER_FLAGS}`."
+            "the server returned no `tool_calls`: its tool parser is not configured for "
+            f"Nemotron. Restart vLLM with `{TOOL_PARSER_FLAGS}` (another parser, e.g. "
+            "hermes, leaves this XML format in content)."
         )
         err.result = result  # type: ignore[attr-defined]
         raise err
@@ -434,12 +455,15 @@ def parse_response(
     thinking: bool = True,
     force_nonempty_content: bool = False,
     max_tokens: int | None = None,
+    tools_requested: bool = True,
 ) -> ChatResult:
     """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
 
     Args:
         thinking, force_nonempty_content, max_tokens: what the request asked for; they
             decide the truncation check and its message.
+        tools_requested: the request offered tools (and not ``tool_choice="none"``);
+            only then is unparsed tool-call markup an error.
 
     Raises:
         ResponseError: tool-call markup in ``content`` with no ``tool_calls`` (the server
@@ -478,6 +502,7 @@ def parse_response(
         thinking=thinking,
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
+        tools_requested=tools_requested,
     )
 
 
@@ -485,7 +510,8 @@ def parse_response(
 
 
 def _create(client: Any, kwargs: dict[str, Any]) -> Any:
-    """``client.chat.completions.create`` with vLLM's budget error turned into a fix."""
+    """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
+    :class:`ResponseError` s naming the flags."""
     import openai
 
     try:
@@ -497,6 +523,12 @@ def _create(client: Any, kwargs: dict[str, Any]) -> Any:
                 "The server rejected `thinking_token_budget`: it was launched without a "
                 f"reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`, or call "
                 "with budget_method='two_pass'. Server said: " + text
+            ) from e
+        if "tool choice requires" in text or "requires --tool-call-parser" in text:
+            # vllm/renderers/online_renderer.py: tools sent to a server without a parser.
+            raise ResponseError(
+                "The server refused the tools: it was launched without tool calling. "
+                f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
             ) from e
         raise
 
@@ -579,6 +611,7 @@ def chat(
         thinking=thinking,
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
+        tools_requested=bool(tools) and tool_choice != "none",
     )
 
 
@@ -591,8 +624,11 @@ def _chat_two_pass(
     common: dict[str, Any],
 ) -> ChatResult:
     """Client-side reasoning budget for servers without ``thinking_token_budget``."""
-    build_request(model, messages_or_prompt, max_tokens=max_tokens, reasoning_budget=budget)
+    build_request(
+        model, messages_or_prompt, max_tokens=max_tokens, reasoning_budget=budget
+    )  # checks
     messages = as_messages(messages_or_prompt)
+    tools_requested = bool(common.get("tools")) and common.get("tool_choice") != "none"
     with warnings.catch_warnings():
         # Running out at the budget is the point of pass 1; don't warn about it.
         warnings.simplefilter("ignore", ReasoningTruncatedWarning)
@@ -600,6 +636,7 @@ def _chat_two_pass(
             _create(client, build_request(model, messages, max_tokens=budget, **common)),
             thinking=True,
             max_tokens=budget,
+            tools_requested=tools_requested,
         )
     if first.finish_reason != "length" or first.tool_calls or first.content.strip():
         # Reasoning ended inside the budget (answer possibly cut at the budget: then the
@@ -617,7 +654,10 @@ def _chat_two_pass(
         **{**common, "extra_body": extra_body},
     )
     second = parse_response(
-        _create(client, second_kwargs), thinking=False, max_tokens=second_kwargs["max_tokens"]
+        _create(client, second_kwargs),
+        thinking=False,
+        max_tokens=second_kwargs["max_tokens"],
+        tools_requested=tools_requested,
     )
     return ChatResult(
         reasoning=first.reasoning,
@@ -702,7 +742,12 @@ class _Assembler:
         return events
 
     def result(
-        self, *, thinking: bool, force_nonempty_content: bool, max_tokens: int | None
+        self,
+        *,
+        thinking: bool,
+        force_nonempty_content: bool,
+        max_tokens: int | None,
+        tools_requested: bool,
     ) -> ChatResult:
         reasoning, content = "".join(self.reasoning), "".join(self.content)
         # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
@@ -730,6 +775,7 @@ class _Assembler:
             thinking=thinking,
             force_nonempty_content=force_nonempty_content,
             max_tokens=max_tokens,
+            tools_requested=tools_requested,
         )
 
 
@@ -744,10 +790,14 @@ class ChatStream:
         thinking: bool,
         force_nonempty_content: bool,
         max_tokens: int | None,
+        tools_requested: bool = True,
     ):
         self._chunks = chunks
         self._opts = dict(
-            thinking=thinking, force_nonempty_content=force_nonempty_content, max_tokens=max_tokens
+            thinking=thinking,
+            force_nonempty_content=force_nonempty_content,
+            max_tokens=max_tokens,
+            tools_requested=tools_requested,
         )
         self._assembler = _Assembler()
         self._result: ChatResult | None = None
@@ -823,6 +873,7 @@ def stream_chat(
         thinking=thinking,
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
+        tools_requested=bool(tools) and tool_choice != "none",
     )
 
 
@@ -832,13 +883,14 @@ def collect_stream(
     thinking: bool = True,
     force_nonempty_content: bool = False,
     max_tokens: int | None = None,
+    tools_requested: bool = True,
 ) -> ChatResult:
     """Reassemble a stream into a :class:`ChatResult`.
 
     Args:
         stream: a :class:`ChatStream` (its own settings are used), or any iterable of
-            ``ChatCompletionChunk`` objects / chunk dicts (then pass the request's
-            ``thinking`` / ``force_nonempty_content`` / ``max_tokens``).
+            ``ChatCompletionChunk`` objects / chunk dicts (then pass what the request
+            asked for, as in :func:`parse_response`).
     """
     if isinstance(stream, ChatStream):
         return stream.result
@@ -847,6 +899,7 @@ def collect_stream(
         thinking=thinking,
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
+        tools_requested=tools_requested,
     ).result
 
 

@@ -78,6 +78,7 @@ def build_fixture(spec: dict[str, Any]) -> Any:
     """
     from vllm.entrypoints.generate.base.protocol import DeltaMessage, ToolCall
     from vllm.entrypoints.openai.chat_completion.protocol import (
+        ChatCompletionNamedToolChoiceParam,
         ChatCompletionRequest,
         ChatCompletionResponse,
         ChatCompletionResponseChoice,
@@ -103,6 +104,7 @@ def build_fixture(spec: dict[str, Any]) -> Any:
         messages=[{"role": "user", "content": "…"}],
         tools=req_spec.get("tools"),
         chat_template_kwargs=req_spec["chat_template_kwargs"],
+        **({"tool_choice": req_spec["tool_choice"]} if "tool_choice" in req_spec else {}),
     )
     auto_tools = bool(server.get("enable_auto_tool_choice"))
     parser_cls = ParserManager.get_parser(
@@ -157,16 +159,31 @@ def build_fixture(spec: dict[str, Any]) -> Any:
             )
         else:
             reasoning, content, tool_calls = None, text, []
-        tool_parser_on = auto_tools and parser_cls is not None and parser_cls.tool_parser_cls
-        if tool_parser_on and tool_calls:
+        # The branches of OpenAIServingChat.chat_completion_full_generator.
+        tool_parser_cls = parser_cls.tool_parser_cls if parser_cls is not None else None
+        named = isinstance(request.tool_choice, ChatCompletionNamedToolChoiceParam)
+        required = request.tool_choice == "required"
+        auto_called = False
+        if (not auto_tools or not tool_parser_cls) and not named and not required:
+            message = ChatMessage(role="assistant", reasoning=reasoning, content=content)
+        elif named or required:
+            message = ChatMessage(
+                role="assistant",
+                reasoning=reasoning,
+                content=content or "",
+                tool_calls=[ToolCall(id=tc.id, function=tc) for tc in (tool_calls or [])],
+            )
+        elif not request.tool_choice or request.tool_choice == "none":
+            message = ChatMessage(role="assistant", reasoning=reasoning, content=content)
+        else:  # tools, tool_choice auto, auto tools on, a tool parser
+            auto_called = bool(tool_calls)
             message = ChatMessage(
                 role="assistant",
                 reasoning=reasoning,
                 content=content,
-                tool_calls=[ToolCall(id=tc.id, function=tc) for tc in tool_calls],
+                tool_calls=[ToolCall(id=tc.id, function=tc) for tc in (tool_calls or [])],
             )
-        else:
-            message = ChatMessage(role="assistant", reasoning=reasoning, content=content)
+        tools_finish = auto_called or (required and finish == "stop")
         response = ChatCompletionResponse(
             id=rid,
             created=created,
@@ -176,7 +193,7 @@ def build_fixture(spec: dict[str, Any]) -> Any:
                     index=0,
                     message=message,
                     logprobs=None,
-                    finish_reason="tool_calls" if (tool_parser_on and tool_calls) else finish,
+                    finish_reason="tool_calls" if tools_finish else finish,
                     stop_reason=None,
                     token_ids=None,
                     routed_experts=None,
@@ -525,14 +542,49 @@ def test_think_tags_in_content_variants(content, reasoning, answer):
     assert (r.reasoning, r.content) == (reasoning, answer)
 
 
-def test_tool_markup_without_tool_parser_raises(rec, client):
-    rec.queue("no_tool_parser")
+def test_cut_before_think_end_without_parser_is_reasoning():
+    # As a server without --reasoning-parser answers with max_tokens=3 (measured on the
+    # stand-in): no </think> yet, no completion_tokens_details in usage.
+    resp = {
+        "choices": [
+            {"message": {"role": "assistant", "content": "The user "}, "finish_reason": "length"}
+        ],
+        "usage": {"prompt_tokens": 19, "completion_tokens": 3, "total_tokens": 22},
+    }
+    with pytest.warns(hc.ReasoningParserMissingWarning), pytest.warns(hc.ReasoningTruncatedWarning):
+        r = hc.parse_response(resp, max_tokens=3)
+    assert (r.reasoning, r.content) == ("The user", "")
+    assert r.reasoning_parser_missing and r.truncated_in_reasoning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        off = hc.parse_response(resp, thinking=False)  # thinking off: it is the answer
+    assert off.content == "The user " and not off.truncated_in_reasoning
+
+
+def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
+    rec.queue("wrong_tool_parser")
     with pytest.raises(
         ResponseError, match="--enable-auto-tool-choice --tool-call-parser qwen3_coder"
     ) as ei:
         hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
     assert "<tool_call>" in ei.value.result.content
     assert rec.bodies[0]["tools"] == TOOLS
+
+
+def test_tool_markup_without_tools_offered_is_left_in_content(rec, client):
+    rec.queue("wrong_tool_parser", "wrong_tool_parser")
+    r = hc.chat(client, MODEL, "q")  # no tools: vLLM parses no calls, by design
+    assert "<tool_call>" in r.content and r.tool_calls == []
+    r = hc.chat(client, MODEL, "q", tools=TOOLS, tool_choice="none")
+    assert "<tool_call>" in r.content and rec.bodies[1]["tool_choice"] == "none"
+
+
+def test_tools_refused_by_a_server_without_tool_calling_names_flags(rec, client):
+    rec.queue("error_auto_tool_choice_without_parser", status=400)
+    with pytest.raises(
+        ResponseError, match="--enable-auto-tool-choice --tool-call-parser qwen3_coder"
+    ):
+        hc.chat(client, MODEL, "q", tools=TOOLS)
 
 
 def test_parallel_tool_calls_are_parsed(rec, client):
