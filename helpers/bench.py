@@ -56,6 +56,7 @@ __all__ = [
     "compare",
     "default_num_prompts",
     "higher_is_better",
+    "winner",
     "load_results",
     "parse_prometheus",
     "point_seed",
@@ -102,6 +103,7 @@ COLUMNS = [
     "total_token_throughput",
     "output_throughput_per_gpu",
     "tokens_per_s_per_user",
+    "e2e_tokens_per_s_per_user",
     "request_goodput",
     *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
     "spec_decode_acceptance_rate",
@@ -278,6 +280,14 @@ def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
             f"Could not read {url} ({e}). Is the server running? Start it with "
             "helpers.server.VLLMServer(...).start() and pass its base_url."
         ) from e
+
+
+def _healthy(root: str, timeout: float = 5.0) -> bool:
+    try:
+        with urllib.request.urlopen(root + "/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def _served_models(root: str, timeout: float = 10.0) -> list[str]:
@@ -479,11 +489,21 @@ def run_point(
         )
     if not result.get("completed"):
         errors = [ln for ln in log_path.read_text().splitlines() if ln.startswith("Error ")]
+        if not _healthy(root):
+            cause = (
+                "the server no longer answers /health: its engine died during the point "
+                "(read the server log, e.g. VLLMServer.log_tail(), for the traceback)"
+            )
+        else:
+            cause = (
+                "check the server log; a request may exceed --max-model-len (prefix_len + "
+                f"input_len + output_len = {prefix_len + input_len + output_len} tokens plus "
+                "the chat template)"
+            )
         raise BenchError(
             f"All {num_prompts} requests of point {stem} failed against {root}: "
-            f"{'; '.join(errors[:3]) or 'no error text'}. Check the server log (the "
-            f"request may exceed --max-model-len: input_len + output_len = "
-            f"{input_len + output_len}); full output in {log_path}.",
+            f"{'; '.join(errors[:3]) or 'no error text'}. Cause: {cause}. Full benchmark "
+            f"output in {log_path}.",
             log_path=log_path,
         )
     return json_path
@@ -523,6 +543,7 @@ def sweep(
     num_warmups: int | None = None,
     extra_args: Sequence[str] = (),
     progress: bool = True,
+    seed_label: str | None = None,
 ) -> pd.DataFrame:
     """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
 
@@ -556,6 +577,9 @@ def sweep(
         num_warmups: warm-up requests per point; default ``min(concurrency, 8)``.
         extra_args: more ``vllm bench serve`` flags for every point.
         progress: show a tqdm bar across points.
+        seed_label: the name hashed into each point's seed instead of ``label``; give
+            several configurations (on separate servers) the same ``seed_label`` to send
+            them the same prompts.
 
     Returns:
         The DataFrame of :func:`load_results`, one row per point, in run order.
@@ -589,7 +613,7 @@ def sweep(
             output_len=int(out_len),
             prefix_len=int(pre_len or 0),
             out_dir=folder,
-            seed=point_seed(seed, label, c, int(in_len), int(out_len)),
+            seed=point_seed(seed, seed_label or label, c, int(in_len), int(out_len)),
             num_warmups=min(int(c), 8) if num_warmups is None else int(num_warmups),
             goodput=slo,
             extra_args=extra_args,
@@ -653,6 +677,9 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
     gpu_count = _num(data.get("gpu_count")) or 1.0
     output_throughput = _num(data.get("output_throughput"))
     mean_tpot = _num(data.get("mean_tpot_ms"))
+    mean_e2el = _num(data.get("mean_e2el_ms"))
+    total_output = _num(data.get("total_output_tokens"))
+    completed = _num(data.get("completed"))
     row: dict[str, Any] = {
         "label": data.get("label") or path.parent.name,
         "concurrency": data.get("max_concurrency"),
@@ -670,6 +697,11 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
             output_throughput / gpu_count if output_throughput is not None else None
         ),
         "tokens_per_s_per_user": 1000.0 / mean_tpot if mean_tpot else None,
+        "e2e_tokens_per_s_per_user": (
+            total_output / completed / (mean_e2el / 1000.0)
+            if total_output and completed and mean_e2el
+            else None
+        ),
         "request_goodput": _num(data.get("request_goodput")),
         "spec_decode_acceptance_rate": _num(data.get("spec_decode_acceptance_rate")),
         "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
@@ -702,7 +734,12 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
         - ``output_throughput_per_gpu`` = output_throughput / gpu_count (tokens/s/GPU);
         - ``tokens_per_s_per_user`` = 1000 / ``mean_tpot_ms``: the decode speed one user
           sees while tokens stream (TPOT excludes the first token, so queueing and prefill
-          do not enter it; they are in ``ttft``);
+          do not enter it; they are in ``ttft``). The usual x axis of throughput /
+          interactivity Pareto charts. Needs a server that streams token by token: a
+          starved CPU server flushes many tokens per chunk and TPOT collapses toward 0;
+        - ``e2e_tokens_per_s_per_user`` = mean output tokens per request / mean
+          ``e2el`` (s): the whole-response speed including TTFT; robust to chunked
+          streaming (use it as ``pareto(x=...)`` on the CPU stand-in);
         - ``request_goodput`` (req/s meeting the SLOs; only when SLOs were given);
         - ``{mean,median,p99}_{ttft,tpot,itl,e2el}_ms`` (ms);
         - ``spec_decode_acceptance_rate`` (%) and ``spec_decode_acceptance_length``
@@ -762,6 +799,7 @@ def repeat_point(
     num_warmups: int | None = None,
     extra_args: Sequence[str] = (),
     progress: bool = True,
+    seed_label: str | None = None,
 ) -> pd.DataFrame:
     """Run the same point ``repeats`` times to measure its run-to-run spread.
 
@@ -791,6 +829,7 @@ def repeat_point(
             scenario=scenario, input_len=input_len, output_len=output_len, prefix_len=prefix_len,
             num_prompts=num_prompts, out_dir=folder / f"rep{r}", label=label, gpu_count=gpu_count,
             seed=int(seed) + r, num_warmups=num_warmups, extra_args=extra_args, progress=progress,
+            seed_label=seed_label,
         )  # fmt: skip
         frames.append(df.assign(repeat=r))
     return pd.concat(frames, ignore_index=True)
@@ -959,3 +998,17 @@ def rank(
             verdict = "within noise of best" if c.winner is None else c.verdict
         rows.append({by: name, "concurrency": int(concurrency), metric: float(value), "vs_best_pct": round(delta, 1), "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def winner(ranking: pd.DataFrame, by: str = "label") -> str:
+    """One line from a :func:`rank` table: the best configuration, or the tie when the
+    runners-up are within the run-to-run noise."""
+    if ranking.empty:
+        raise BenchError("Empty ranking: run rank() on results with at least one configuration.")
+    best = str(ranking.iloc[0][by])
+    tied = [str(r[by]) for _, r in ranking.iloc[1:].iterrows() if r["verdict"] == "within noise of best"]
+    if tied:
+        return f"no clear winner: {', '.join([best, *tied])} are within the noise of each other"
+    if len(ranking) > 1:
+        return f"{best} — {ranking.iloc[1]['verdict']}"
+    return best

@@ -1,0 +1,137 @@
+"""Speculative-decoding comparison: measurement hygiene helpers, and the notebook run end to end
+on the CPU stand-in (none vs n-gram on real vLLM servers)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import bench, notebooks
+from helpers.paths import REPO_ROOT
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
+
+
+# ------------------------------------------------------------------------------ noise helpers
+
+
+def test_spread_and_compare_call_small_differences_noise():
+    runs = pd.DataFrame({"output_throughput": [100.0, 104.0, 98.0]})
+    s = bench.spread(runs)
+    assert (s.n, s.min, s.max) == (3, 98.0, 104.0)
+    assert s.noise_pct == pytest.approx(600 / (302 / 3))  # (104 - 98) / mean x 100 = 5.96 %
+    small = bench.compare(100.0, 103.0, noise=s, names=("none", "ngram"))
+    assert small.winner is None and "noise, not a win" in small.verdict
+    big = bench.compare(100.0, 120.0, noise=s, names=("none", "ngram"))
+    assert big.winner == "ngram" and "beats none by 20.0%" in big.verdict
+    # latency: lower is better
+    tpot = bench.compare(10.0, 8.0, metric="median_tpot_ms", noise=5.0, names=("none", "dspark"))
+    assert tpot.winner == "dspark"
+    unknown = bench.compare(1.0, 2.0)
+    assert unknown.winner == "B" and "noise unknown" in unknown.verdict
+    with pytest.raises(bench.BenchError):
+        bench.spread(pd.DataFrame({"output_throughput": [1.0]}))
+
+
+def test_rank_and_winner():
+    df = pd.DataFrame(
+        {
+            "label": ["none", "none", "ngram", "ngram", "mtp", "mtp"],
+            "concurrency": [1, 8, 1, 8, 1, 8],
+            "tokens_per_s_per_user": [50.0, 30.0, 80.0, 20.0, 78.0, 25.0],
+            "output_throughput_per_gpu": [50.0, 240.0, 80.0, 160.0, 78.0, 200.0],
+        }
+    )
+    lat = bench.rank(df, "tokens_per_s_per_user", concurrency=1, noise=5.0)
+    assert list(lat["label"]) == ["ngram", "mtp", "none"]
+    assert lat.iloc[1]["verdict"] == "within noise of best"
+    assert bench.winner(lat).startswith("no clear winner: ngram, mtp")
+    thr = bench.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
+    assert thr.iloc[0]["label"] == "none" and thr.iloc[0]["concurrency"] == 8
+    assert bench.winner(thr).startswith("none — none beats mtp by")
+
+
+def test_every_point_warms_up_runs_long_and_has_its_own_seed():
+    """bench.sweep's defaults: warm-up min(c, 8) >= 1, prompts >= 4 x c (>= 16), seeds per point."""
+    for c in (1, 2, 4, 64, 256):
+        assert bench.default_num_prompts(c) >= max(2 * c, 16)
+    seeds = {bench.point_seed(0, "x", c, 128, 32) for c in (1, 2, 4, 8)}
+    assert len(seeds) == 4
+    assert bench.point_seed(0, "x", 4, 128, 32) != bench.point_seed(1, "x", 4, 128, 32)
+    import inspect
+
+    src = inspect.getsource(bench.sweep)
+    assert "num_warmups=min(int(c), 8)" in src
+
+
+# ------------------------------------------------------------------------------ the notebook
+
+
+def _bench_argv(log: Path) -> dict[str, str]:
+    """The ``vllm bench serve`` flags recorded on the first line of a point's log."""
+    head = log.read_text().splitlines()[0]
+    argv = shlex.split(head)[3:]
+    return {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
+    """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts."""
+    out = tmp_path / "out"
+    out.mkdir()
+    # reuse the cached stand-in model (built once per checkout); everything else goes to tmp
+    models = REPO_ROOT / "out" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (out / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
+
+    executed = notebooks.run_notebook(NOTEBOOK, {"install": False, "stand_in": True})
+    text = executed.read_text()
+
+    root = out / "bench" / "speculative-h100-standin"
+    points = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in root.rglob("*.json")}
+    assert points, f"no bench JSON under {root}"
+    none = {k: v for k, v in points.items() if k.startswith("none/")}
+    ngram = {k: v for k, v in points.items() if k.startswith("ngram/")}
+    assert none and ngram
+    for data in points.values():
+        assert data["completed"] > 0 and data.get("failed", 0) == 0
+    # the real server's speculative-decoding counters: n-gram drafted and some drafts were accepted
+    for name, data in ngram.items():
+        assert data["spec_decode_acceptance_length"] > 1.0, name
+        assert data["spec_decode_acceptance_rate"] > 0.0, name
+    for data in none.values():
+        assert data.get("spec_decode_acceptance_length") is None
+    assert re.search(r"acceptance length: \{'ngram \(for dspark\)': 1\.\d+", text)
+
+    # hygiene, from the recorded command lines: warm-up, >= 2x concurrency prompts, seeds
+    seeds: dict[tuple[str, str], str] = {}
+    for log in root.rglob("*.log"):
+        a = _bench_argv(log)
+        mode = log.relative_to(root).parts[0]
+        c = int(a["--max-concurrency"])
+        assert int(a["--num-warmups"]) >= 1
+        assert int(a["--num-prompts"]) >= 2 * c
+        assert a["--temperature"] in ("0.0", "0")
+        seeds[mode, str(log.relative_to(root / mode))] = a["--seed"]
+    sweep_seeds = {k: v for k, v in seeds.items() if "/" not in k[1]}
+    # the same prompts for both modes at a concurrency, a different seed per concurrency
+    assert {v for (m, f), v in sweep_seeds.items() if m == "none"} == {v for (m, f), v in sweep_seeds.items() if m == "ngram"}
+    assert len({v for (m, f), v in sweep_seeds.items() if m == "none"}) == len([1 for (m, f) in sweep_seeds if m == "none"])
+    # repeats: fresh seeds, none of them a sweep point's
+    repeat_seeds = [v for (m, f), v in seeds.items() if m == "none" and "/" in f]
+    assert len(repeat_seeds) >= 2 * 3 and len(set(repeat_seeds)) == len(repeat_seeds)
+    assert not set(repeat_seeds) & set(sweep_seeds.values())
+
+    # plots, verdicts next to the seeds' guidance, servers stopped
+    pngs = sorted(p.name for p in (out / "plots").glob("speculative-h100-standin-*.png"))
+    assert pngs == ["speculative-h100-standin-acceptance.png", "speculative-h100-standin-pareto.png"]
+    assert "no speculative decoding (recipe guide, overview)" in text and "measured here" in text
+    assert re.search(r"(noise, not a win|within noise|beats)", text)
+    assert text.count("[vllm] stopped pid") == 2
