@@ -22,10 +22,14 @@ launched with appropriate parsers"), and what this module does when it was not:
   ``thinking_token_budget`` request field. Without it the reasoning arrives inside
   ``content``, ended by a lone ``</think>``: :func:`chat` splits it and warns
   (:class:`ReasoningParserMissingWarning`).
+  The same split applies to a reply cut at ``max_tokens`` before ``</think>`` (then
+  all of ``content`` is unfinished reasoning; vLLM omits ``reasoning_tokens`` from
+  ``usage`` without a reasoning parser, which is how the helper tells).
 - ``--enable-auto-tool-choice --tool-call-parser qwen3_coder`` turns the model's
   ``<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...`` markup into
-  ``message.tool_calls``. Without it the markup stays in ``content``: :func:`chat` raises
-  :class:`~helpers.errors.ResponseError` naming the flags.
+  ``message.tool_calls``. Without any tool parser vLLM 0.32 refuses requests that offer
+  tools (HTTP 400); with another parser (e.g. ``hermes``) the markup stays in
+  ``content``. Both raise :class:`~helpers.errors.ResponseError` naming the flags.
 
 Facts from vLLM 0.32's source that shape this module (``vllm/parser/nemotron_v3.py``,
 ``vllm/parser/qwen3.py``, ``vllm/entrypoints/openai/chat_completion/serving.py``):
@@ -559,7 +563,8 @@ def chat(
         max_tokens: cap on reasoning + answer tokens (seed 004 uses 16000).
         reasoning_budget: cap on reasoning tokens (see ``budget_method``).
         budget_method: ``"server"`` sends ``thinking_token_budget`` (vLLM >= 0.32 with
-            ``--reasoning-parser``: the server ends the think block itself).
+            ``--reasoning-parser``: the server forces ``</think>`` itself; on the CPU
+            stand-in a budget of N gave N-1 reasoning tokens, the forced end taking one).
             ``"two_pass"`` is for older servers, which ignore that field: a first request
             reasons with ``max_tokens=reasoning_budget``; if it was cut off, a second
             request continues an assistant message holding the closed think block
