@@ -99,13 +99,23 @@ REPLACEMENTS = {
     ("--mamba-backend", "flashinfer"): None,
 }
 
-#: Engine-config errors -> flags to drop (vllm/config/mamba.py, vllm/config/vllm.py).
+SR_FLAGS = ["--enable-mamba-cache-stochastic-rounding", "--mamba-cache-philox-rounds"]
+#: Engine-config / start-up errors -> flags to drop (vllm/config/mamba.py, and the Triton
+#: ptxas error the SR kernel hits on sm_90: `cvt.rs` is Blackwell-only).
 PROBE_RULES = [
-    (
-        re.compile(r"Stochastic rounding for Mamba cache"),
-        ["--enable-mamba-cache-stochastic-rounding", "--mamba-cache-philox-rounds"],
-    ),
+    (re.compile(r"Stochastic rounding for Mamba cache"), SR_FLAGS),
+    (re.compile(r"Feature '\.rs' not supported on \.target 'sm_9"), SR_FLAGS),
 ]
+#: Seen on this machine (2026-11-29, first BF16 start with the SR flags): vLLM 0.26.0 does
+#: not refuse them on Hopper (MambaConfig's check runs before arg_utils sets the flag), the
+#: start dies 167 s in, at memory profiling, when Triton compiles the SSM-update kernel.
+SR_HOPPER_ERROR = (
+    "ptxas /tmp/....ptx: error: Feature '.rs' not supported on .target 'sm_90a' ... ptxas fatal: "
+    "Ptx assembly aborted due to errors (Triton selective-state-update kernel with stochastic "
+    "rounding; EngineCore failed at determine_available_memory, 167 s after launch). vLLM's own "
+    "rule (vllm/config/mamba.py): stochastic rounding with the triton Mamba backend needs "
+    "compute capability 10.0; otherwise --mamba-backend flashinfer (not in the bundle)."
+)
 
 #: Rough seconds one point takes at 1024/256 on the H200 (reference rates, warm-ups, 4 x c prompts).
 POINT_SECONDS = {1: 25, 16: 20, 64: 25, 256: 80}
@@ -331,7 +341,16 @@ def adapt(cfg):
         if cfg.env.get(var) not in (None, "0") and not have(mod):
             changes.append({"flag": f"env {var}", "value": cfg.env[var], "now": None, "stage": "kernels", "error": module_error(mod)})
             cfg = _drop_env(cfg, var)
-    for _ in range(4):  # 3. vLLM's engine config on this GPU
+    if (
+        cfg.args.get("--enable-mamba-cache-stochastic-rounding")
+        and str(cfg.args.get("--mamba-backend", "triton")).lower() != "flashinfer"
+        and (cfg.gpu or {}).get("arch") != "blackwell"
+    ):  # 3. a platform rule 0.26.0 states but does not enforce (seen failing here)
+        for f in SR_FLAGS:
+            if f in cfg.args:
+                changes.append({"flag": f, "value": cfg.args[f], "now": None, "stage": "kernels (sm_90)", "error": SR_HOPPER_ERROR})
+                cfg = cfg.with_args({f: None})
+    for _ in range(4):  # 4. vLLM's engine config on this GPU
         err = engine_probe(cfg)
         if not err:
             break
@@ -464,6 +483,16 @@ def main() -> int:
     ap.add_argument("--deadline", type=float, default=570.0, help="seconds this script may take")
     ap.add_argument("--out", default=os.environ.get("OUT") or "out/h200-run")
     ap.add_argument("--dry-run", action="store_true", help="flag check + adaptation only (CPU)")
+    ap.add_argument(
+        "--profile", choices=("recipe", "reference"), default="recipe",
+        help="recipe: the h200 target's features (parsers, FP16 SSM cache); reference: no "
+        "features, as the hand run (isolates the recipe flags' cost at high concurrency)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--endpoint", choices=("chat", "completions"), default="chat",
+        help="chat: helpers.bench's /v1/chat/completions; completions: /v1/completions "
+        "(vllm bench serve's default backend, as the hand run)",
+    )  # fmt: skip
     a = ap.parse_args()
 
     out = Path(a.out)
@@ -488,7 +517,10 @@ def main() -> int:
 
     path = archmode.build_arch_model(a.variant)
     summary["arch"] = {"path": str(path), **(archmode.arch_metadata(path) or {})}
-    base = recipes.resolve("h200", a.variant, extra_args=REFERENCE_ARGS)
+    features = () if a.profile == "reference" else None
+    base = recipes.resolve("h200", a.variant, features=features, extra_args=REFERENCE_ARGS)
+    summary.update(profile=a.profile, endpoint=a.endpoint)
+    bench_extra = ["--backend", "openai", "--endpoint", "/v1/completions"] if a.endpoint == "completions" else []
     summary["recipe_command"] = base.shell_command()
     cfg, changes = adapt(archmode.arch_config(base, path))
     summary["adaptations"] = changes
@@ -508,9 +540,6 @@ def main() -> int:
         for pattern, flags in PROBE_RULES:
             if pattern.search(text):
                 retry.update({f: None for f in flags if f in cfg.args})
-        for flag in ("--mamba-cache-mode", "--async-scheduling", "--mamba-ssm-cache-dtype"):
-            if flag in cfg.args and flag.lstrip("-").replace("-", "_") in text:
-                retry[flag] = None
         if not retry:
             _package(out, [srv.log_path], work)
             return 1
@@ -529,7 +558,7 @@ def main() -> int:
     say(f"chat: {summary['chat'].get('ok')} {summary['chat'].get('usage')}")
 
     concs = [int(c) for c in a.concurrency.split(",") if c]
-    label = f"h200-{a.variant}-arch"
+    label = f"h200-{a.variant}-arch" + ("" if a.profile == "recipe" else "-refflags") + ("" if a.endpoint == "chat" else "-completions")
     bench_dir = work / "bench"
     done = []
     try:
@@ -544,7 +573,7 @@ def main() -> int:
             bench.sweep(
                 srv.base_url, cfg.served_model_name, str(path), [c],
                 input_len=a.input_len, output_len=a.output_len, out_dir=bench_dir,
-                label=label, gpu_count=1, progress=False,
+                label=label, gpu_count=1, progress=False, extra_args=bench_extra,
             )  # fmt: skip
             done.append(c)
             say(f"point c={c} took {time.monotonic() - t:.0f} s")
@@ -589,7 +618,7 @@ def main() -> int:
                         bench.sweep(
                             srv2.base_url, cfg.served_model_name, str(path), [c],
                             input_len=a.input_len, output_len=a.output_len, out_dir=work / "bench-warm",
-                            label=f"{label}-restart", gpu_count=1, progress=False, seed=1,
+                            label=f"{label}-restart", gpu_count=1, progress=False, seed=1, extra_args=bench_extra,
                         )  # fmt: skip
                     summary["warm_table"] = table(bench.load_results(work / "bench-warm"))
                 except Exception:  # noqa: BLE001
