@@ -1,14 +1,14 @@
 """helpers.bench: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
 
-Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench.run_point`` against
-vLLM 0.32.0 CPU servers, per-request lists trimmed):
+Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench`` against the
+stand-in served by vLLM 0.32.0 CPU through ``helpers.server.VLLMServer`` with the ``cpu``
+target plus ``--no-enable-prefix-caching``; per-request lists trimmed):
 
-- ``standin-c1.json``, ``standin-c2.json``: a tiny Nemotron-H stand-in, random dataset,
-  32 in / 16 out tokens, 8 prompts, concurrency 1 and 2, goodput SLOs ttft:200 tpot:50.
-- ``ngram-c2.json``: a tiny Llama (the CPU build cannot run speculative decoding on a
-  Mamba hybrid) with ``--speculative-config {"method": "ngram", "num_speculative_tokens": 3,
-  ...}``, greedy, no warm-up, so vLLM's own spec-decode numbers cover exactly the requests
-  between the two scrapes below.
+- ``standin-c1.json``, ``standin-c2.json``: ``sweep([1, 2])``, random dataset, 32 in / 16 out
+  tokens, 8 prompts, goodput SLOs ttft:200 tpot:50.
+- ``ngram-c2.json``: the ``ngram`` speculative mode, greedy (``--temperature 0``), no
+  warm-up, so vLLM's own spec-decode numbers cover exactly the requests between the two
+  scrapes below (an earlier point ran first, so the "before" counters are not zero).
 - ``metrics_before.prom`` / ``metrics_after.prom``: ``GET /metrics`` of that server right
   before and after the ``ngram-c2`` point (cut to the spec-decode, prefix-cache, token and
   one histogram family, comments kept).
@@ -55,6 +55,10 @@ def test_load_results_derived_columns_match_the_json():
     assert row["output_throughput_per_gpu"] == pytest.approx(raw["output_throughput"] / 1)
     # tokens/s per user is defined as 1000 / mean TPOT (ms)
     assert row["tokens_per_s_per_user"] == pytest.approx(1000.0 / raw["mean_tpot_ms"])
+    # ... and the whole-response variant as mean output tokens / mean E2EL (s)
+    assert row["e2e_tokens_per_s_per_user"] == pytest.approx(
+        raw["total_output_tokens"] / raw["completed"] / (raw["mean_e2el_ms"] / 1000)
+    )
     assert row["request_goodput"] == pytest.approx(raw["request_goodput"])
     assert row["p99_ttft_ms"] == pytest.approx(raw["p99_ttft_ms"])
     assert row["path"] == str(path)
@@ -96,10 +100,11 @@ def test_load_results_errors_name_the_fix(tmp_path):
 def test_parse_prometheus_sums_label_sets_and_skips_created():
     text = (DATA / "metrics_after.prom").read_text()
     values = bench.parse_prometheus(text)
-    assert values["vllm:spec_decode_num_drafts_total"] == 411.0
-    assert values["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 367 + 289 + 234
+    assert values["vllm:spec_decode_num_drafts_total"] == 16.0
+    assert values["vllm:spec_decode_num_draft_tokens_total"] == 47.0
+    assert values["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 3 + 0 + 0
     assert "vllm:spec_decode_num_drafts_created" in values  # own name, never mixed in
-    assert values["python_gc_objects_collected_total"] == 15965 + 2714 + 591
+    assert values["python_gc_objects_collected_total"] == 14889 + 3624 + 527
 
 
 def test_parse_prometheus_label_values_with_spaces_and_braces():
@@ -113,14 +118,16 @@ def test_acceptance_from_recorded_metrics_matches_vllm_bench():
     after = bench.spec_decode_counters((DATA / "metrics_after.prom").read_text())
     acc = bench.acceptance_from_counters(before, after)
     reported = json.loads((DATA / "ngram-c2.json").read_text())
-    assert acc["spec_decode_num_drafts"] == reported["spec_decode_num_drafts"] == 121
+    assert before.num_drafts > 0  # deltas, not totals
+    assert acc["spec_decode_num_drafts"] == reported["spec_decode_num_drafts"] == 14
     assert acc["spec_decode_accepted_tokens"] == reported["spec_decode_accepted_tokens"]
     assert acc["spec_decode_acceptance_length"] == pytest.approx(
         reported["spec_decode_acceptance_length"]
     )
     assert acc["spec_decode_acceptance_rate"] == pytest.approx(reported["spec_decode_acceptance_rate"])
     # acceptance length = 1 + accepted / drafts
-    assert acc["spec_decode_acceptance_length"] == pytest.approx(1 + 263 / 121)
+    assert acc["spec_decode_acceptance_length"] == pytest.approx(1 + 3 / 14)
+    assert acc["spec_decode_acceptance_rate"] == pytest.approx(3 / 41 * 100)
 
 
 def test_acceptance_none_without_spec_decode_or_drafts():
@@ -144,10 +151,18 @@ def test_annotate_fills_missing_spec_decode_from_scrapes(tmp_path):
     data = json.loads(path.read_text())
     assert data["spec_decode_source"] == "metrics_scrape"
     assert data["spec_decode_acceptance_length"] == pytest.approx(expected)
-    assert data["cookbook_prefix_cache_hit_rate"] == 0.0
+    assert "cookbook_prefix_cache_hit_rate" not in data  # prefix caching was off: no queries
     row = bench.load_results(path).iloc[0]
     assert row["spec_decode_acceptance_length"] == pytest.approx(expected)
-    assert row["prefix_cache_hit_rate"] == 0.0
+
+
+def test_annotate_prefix_cache_hit_rate(tmp_path):
+    path = tmp_path / "p.json"
+    shutil.copy(DATA / "standin-c1.json", path)
+    before = {bench.PREFIX_CACHE_QUERIES: 100.0, bench.PREFIX_CACHE_HITS: 10.0}
+    after = {bench.PREFIX_CACHE_QUERIES: 300.0, bench.PREFIX_CACHE_HITS: 60.0}
+    bench._annotate_from_metrics(path, before, after)
+    assert bench.load_results(path).loc[0, "prefix_cache_hit_rate"] == pytest.approx(50 / 200)
 
 
 def test_annotate_keeps_vllm_numbers(tmp_path):
