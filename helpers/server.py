@@ -265,6 +265,27 @@ class _LogFollower:
         return [p for p in parts if p.strip()]
 
 
+def _condense(text: str) -> str:
+    """Fold argparse's ``usage:`` block (hundreds of flags) into one line."""
+    out: list[str] = []
+    folded = 0
+    for line in text.splitlines():
+        if folded and line[:1].isspace():
+            folded += 1
+            continue
+        if folded:
+            out[-1] += f" [... {folded} lines of usage]"
+            folded = 0
+        if line.startswith("usage: "):
+            out.append(line[:100])
+            folded = 1
+            continue
+        out.append(line)
+    if folded:
+        out[-1] += f" [... {folded} lines of usage]"
+    return "\n".join(out)
+
+
 def _read_tail(path: Path | None, n: int) -> str:
     if path is None or not Path(path).exists():
         return ""
@@ -812,7 +833,7 @@ class VLLMServer:
     def _verbose(self) -> bool:
         return self.progress is True
 
-    def _say(self, phase: str, elapsed: float, force: bool = False) -> None:
+    def _say(self, phase: str, elapsed: float) -> None:
         if callable(self.progress):
             self.progress(phase, elapsed)
         elif self.progress:
@@ -917,7 +938,15 @@ class VLLMServer:
             elapsed = time.monotonic() - t0
             rc = self._proc.poll()
             if rc is not None:
-                self._fail(f"vLLM exited with code {rc} during start-up", elapsed)
+                how = f"with code {rc}"
+                if rc < 0:
+                    sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else -rc
+                    how = f"killed by {sig}" + (
+                        " (from outside: often the kernel's out-of-memory killer, see `dmesg`)"
+                        if rc == -signal.SIGKILL
+                        else ""
+                    )
+                self._fail(f"vLLM exited {how} during start-up", elapsed)
             if self.healthy():
                 self.startup_seconds = elapsed
                 self.phase = "ready"
@@ -930,7 +959,6 @@ class VLLMServer:
                     "If the start is just slow (first download, cold compile), raise "
                     "startup_timeout; otherwise read the log",
                     elapsed,
-                    kill=True,
                 )
             if self.phase != said_phase:
                 self._say(self.phase or "launching", elapsed)
@@ -942,16 +970,18 @@ class VLLMServer:
                 last_said = elapsed
             time.sleep(self.poll_interval)
 
-    def _fail(self, what: str, elapsed: float, kill: bool = False) -> None:
+    def _fail(self, what: str, elapsed: float) -> None:
         # End what is left of the group (an engine core can outlive a dead API server).
-        left = self._terminate(verbose=False)
+        # A server that never came up serves nothing: a short grace, then SIGKILL (during
+        # early init vLLM's API server can sit on SIGTERM for the whole grace period).
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
         if not left and self._record is not None:
             self._record.remove()
         self._stopped = True
         _LIVE.discard(self)
         time.sleep(0.2)
-        tail = self.log_tail(40)
         full = _read_tail(self.log_path, 2000)
+        tail = "\n".join(_condense(full).splitlines()[-40:])
         diag = diagnose(full, self.config)
         err = None if diag else last_error_line(full)
         parts = [f"{what} (phase: {self.phase}, {elapsed:.0f} s after launch)."]
@@ -967,12 +997,13 @@ class VLLMServer:
         raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
 
     # ---- stop ----------------------------------------------------------------------
-    def _terminate(self, verbose: bool) -> list[psutil.Process]:
+    def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:
         rec = self._record
         procs: list[psutil.Process] = []
         if rec is not None:
             procs = rec.processes()
-        left = _end_processes(rec.pgid if rec else None, procs, self.grace_period, popen=self._proc)
+        grace = self.grace_period if grace_period is None else grace_period
+        left = _end_processes(rec.pgid if rec else None, procs, grace, popen=self._proc)
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
@@ -996,7 +1027,7 @@ class VLLMServer:
             return
         verbose = self._verbose if verbose is None else verbose
         t0 = time.monotonic()
-        left = self._terminate(verbose)
+        left = self._terminate()
         rec = self._record
         if rec is not None:
             left += [p for p in rec.processes() if p.pid not in {q.pid for q in left}]
