@@ -93,3 +93,50 @@ def test_quickstart_runs_end_to_end(tmp_path, monkeypatch):
     assert _port_free(port)
     assert not _vllm_pids(port)
     assert _vllm_pids() <= before, "the notebook's server left processes behind"
+
+
+def _cell_sources(path: Path, marker: str) -> list[str]:
+    return ["".join(c["source"]) for c in _cells(path) if marker in "".join(c["source"])]
+
+
+TARGET_NOTEBOOKS = [
+    p for p in NOTEBOOKS if json.loads(p.read_text())["metadata"].get("cookbook", {}).get("target")
+    and p.stem != notebooks.QUICKSTART
+]
+
+
+def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
+    """The launch/stop code each target notebook runs is the quickstart's, which CI executes."""
+    quick = REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb"
+    for marker in ("server.launch_server(serve_cfg)", "srv.stop()"):
+        expected = _cell_sources(quick, marker)
+        assert len(expected) == 1
+        for path in TARGET_NOTEBOOKS:
+            assert _cell_sources(path, marker) == expected, path.name
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+@pytest.mark.parametrize("path", TARGET_NOTEBOOKS, ids=lambda p: p.stem)
+def test_target_notebook_runs_in_stand_in_mode(path, standin_server, tmp_path):
+    """Each target notebook: real command rendered + validated, then the story on the stand-in.
+
+    To keep the suite inside CI's budget the notebooks attach to the session's stand-in
+    server (``server_url``); launch and stop run in the quickstart, from identical cells.
+    """
+    executed = notebooks.run_notebook(
+        path,
+        {
+            "stand_in": True,
+            "install": False,
+            "server_url": standin_server.url,
+            "bench_concurrencies": [1, 2],
+            "bench_input_len": 32,
+            "bench_output_len": 16,
+        },
+        output=tmp_path / path.name,
+    )
+    text = executed.read_text()
+    cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
+    assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
+    assert standin_server.is_running()
