@@ -201,7 +201,7 @@ class Recipe:
     vocab_size: int = 2048
     max_position_embeddings: int = 4096
     seed: int = 0
-    threads: int = 2
+    threads: int = 1
     steps: int = 400
     batch_size: int = 16
     lr: float = 3e-3
@@ -367,10 +367,14 @@ def render_chat(
 class Sample:
     """One training sequence: ``prompt`` (no loss) then ``target`` (loss) pieces.
 
-    ``pieces`` is a list of ``(text, trained)``; the prompt is the first piece.
+    ``pieces`` is a list of ``(text, trained)``; the prompt is the first piece. With
+    ``cut_reasoning`` the sample stands for one sequence per token position ``k`` of that
+    reasoning: prompt, its first ``k`` tokens, ``</think>`` (no loss), then the rest.
     """
 
     pieces: list[tuple[str, bool]]
+    cut_reasoning: str | None = None
+    two_pass: bool = False
 
 
 def _tool_call_text(calls: list[tuple[str, str]]) -> str:
@@ -478,24 +482,22 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
                     history = [user, _assistant_msg(calls, reasoning if keep else None), *results]
                     add(history, tools, thinking, _answer_reasoning_for(demo, calls), _answer_for(demo, calls))
 
-    # Thinking budget: vLLM forces `</think>` mid-reasoning; the model must then answer.
-    b = demo["budget"]
+    # Thinking budget: vLLM forces `</think>` after N reasoning tokens (vllm/v1/sample/
+    # thinking_budget_state.py); the two-pass client budget closes the think block in the
+    # prompt instead. Either way the model must answer after a `</think>` it did not
+    # choose. `_encode_samples` expands these into one sequence per cut token position.
     item = demo["reasoning"]
-    forced = []
-    for prompt in [item["prompt"], *item.get("variants", [])]:
-        forced.append((prompt, item))
-    forced.append((demo["streaming"]["prompt"], demo["streaming"]))
+    forced = [(p, item) for p in [item["prompt"], *item.get("variants", [])]]
+    forced += [(p, demo["streaming"]) for p in [demo["streaming"]["prompt"], *demo["streaming"].get("variants", [])]]
     for prompt, it in forced:
-        words = it["reasoning"].split(" ")
-        for cut in (1, 2, 3, 5, 8, 12, 20):
-            if cut >= len(words):
-                continue
-            partial = " ".join(words[:cut])
-            head = render_chat([{"role": "user", "content": prompt}], enable_thinking=True)
-            samples.append(
-                Sample([(head + partial + "</think>", False), ("\n" + it["answer"] + "<|im_end|>", True)])
+        head = render_chat([{"role": "user", "content": prompt}], enable_thinking=True)
+        samples.append(
+            Sample(
+                [(head, False), ("\n" + it["answer"] + "<|im_end|>", True)],
+                cut_reasoning=it["reasoning"],
+                two_pass=prompt == demo["budget"]["prompt"],
             )
-    del b
+        )
     return samples
 
 
@@ -545,10 +547,19 @@ def _torch_settings(threads: int) -> Iterator[None]:
 
 
 def _train_tokenizer(samples: list[Sample], recipe: Recipe):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    # Words (a space and what follows up to the next space) are the largest tokens, so
+    # reasoning and answers take one token per word or more (a thinking budget of 8
+    # tokens cuts real text), while markup without spaces (tool schemas, tool-call XML)
+    # compresses to a few tokens and keeps sequences short enough to train in minutes.
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r" ?[^ ]+| +"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=recipe.vocab_size,
@@ -625,16 +636,36 @@ def _make_config(recipe: Recipe, tok):
 
 
 def _encode_samples(tok, samples: list[Sample]) -> list[tuple[list[int], list[int]]]:
+    """Token ids and labels (-100 = no loss) for each training sequence."""
+    end_think = tok.token_to_id("</think>")
     out = []
     for s in samples:
         ids: list[int] = []
         labels: list[int] = []
-        for text, trained in s.pieces:
+        for i, (text, trained) in enumerate(s.pieces):
             piece = tok.encode(text, add_special_tokens=False).ids
+            if i == 1 and s.cut_reasoning is not None:
+                head, head_labels = list(ids), list(labels)
             ids.extend(piece)
             labels.extend(piece if trained else [-100] * len(piece))
-        # predict token t+1 from t: labels are shifted inside the model's loss
-        out.append((ids, labels))
+        if s.cut_reasoning is None:
+            out.append((ids, labels))
+            continue
+        tail = ids[len(head) :]
+        tail_labels = labels[len(head) :]
+        reasoning = tok.encode(s.cut_reasoning, add_special_tokens=False).ids
+        head_text = s.pieces[0][0]
+        for k in range(0, len(reasoning)):
+            # Server-side budget: the generated tokens, then a forced `</think>`.
+            seq = head + reasoning[:k] + [end_think] + tail
+            lab = head_labels + [-100] * (k + 1) + tail_labels
+            out.append((seq, lab))
+            if s.two_pass and k > 0:
+                # Two-pass client budget (helpers.client): the cut reasoning goes back as
+                # text, `<think>\n{reasoning}\n</think>`, and is tokenized afresh.
+                text = head_text + tok.decode(reasoning[:k]).rstrip() + "\n</think>"
+                pre = tok.encode(text, add_special_tokens=False).ids
+                out.append((pre + tail, [-100] * len(pre) + tail_labels))
     return out
 
 
@@ -676,12 +707,16 @@ def _train(model, data: list[tuple[list[int], list[int]]], recipe: Recipe, log=N
             labels[i, : len(lab)] = torch.tensor(lab)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        out = model(input_ids=input_ids, labels=labels, use_cache=False)
+        hidden = model.model(input_ids=input_ids, use_cache=False).last_hidden_state
+        target = labels[:, 1:]
+        keep = target != -100
+        logits = model.lm_head(hidden[:, :-1][keep])  # logits only where there is a loss
+        loss = torch.nn.functional.cross_entropy(logits.float(), target[keep])
         opt.zero_grad(set_to_none=True)
-        out.loss.backward()
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        last = float(out.loss)
+        last = float(loss.detach())
         if log and (step % 25 == 0 or step == recipe.steps - 1):
             log(f"step {step:4d}  loss {last:.4f}  {time.perf_counter() - t0:6.1f}s")
     return {"final_loss": last, "train_seconds": time.perf_counter() - t0}
@@ -736,7 +771,13 @@ def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=No
     return meta
 
 
-def build_standin_model(force: bool = False, out: Path | None = None, *, verbose: bool = False) -> Path:
+def build_standin_model(
+    force: bool = False,
+    out: Path | None = None,
+    *,
+    recipe: Recipe | None = None,
+    verbose: bool = False,
+) -> Path:
     """Build (or reuse) the stand-in checkpoint and return its folder.
 
     The folder holds ``config.json``, ``model.safetensors``, ``generation_config.json``,
@@ -752,6 +793,8 @@ def build_standin_model(force: bool = False, out: Path | None = None, *, verbose
         force: rebuild even when a cached copy with the same hash exists.
         out: parent folder for the cache (default ``helpers.paths.out_dir("models")``);
             the model lands in ``<out>/standin-<hash>``.
+        recipe: training recipe (default :data:`RECIPE`); e.g.
+            ``dataclasses.replace(RECIPE, seed=1)`` to check robustness across seeds.
         verbose: print training progress.
 
     The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION`, the chat template
@@ -764,7 +807,8 @@ def build_standin_model(force: bool = False, out: Path | None = None, *, verbose
         CookbookError: demo.yaml is missing or malformed, or the build failed.
     """
     demo = load_demo()
-    digest = standin_hash(demo)
+    recipe = recipe or RECIPE
+    digest = standin_hash(demo, recipe)
     parent = Path(out) if out is not None else out_dir("models")
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / f"standin-{digest}"
@@ -781,7 +825,7 @@ def build_standin_model(force: bool = False, out: Path | None = None, *, verbose
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             try:
-                _build(tmp, copy.deepcopy(demo), RECIPE, digest, log=log)
+                _build(tmp, copy.deepcopy(demo), recipe, digest, log=log)
             except CookbookError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
