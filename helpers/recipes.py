@@ -516,6 +516,8 @@ def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:
         (``memory_gb`` x tensor-parallel size) [recipe].
       * ``--quantization modelopt_fp4`` only where NVFP4 is not auto-detected (Ampere, Ada,
         Hopper); on Blackwell it must go [vendor note].
+      * FP16 Mamba-cache stochastic rounding needs Blackwell or ``--mamba-backend
+        flashinfer`` [vllm/config/mamba.py; measured failing on an H200 otherwise].
       * DSpark ``num_speculative_tokens`` >= the drafter's block size [vLLM
         ``config/speculative.py`` reads ``block_size`` from the drafter].
 
@@ -544,6 +546,16 @@ def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:
         raise RecipeError(
             "--quantization modelopt_fp4 is only for GPUs where NVFP4 is not auto-detected "
             "(Hopper, Ampere, Ada); on Blackwell remove it (extra_args={'--quantization': None})."
+        )
+    if (
+        cfg.args.get("--enable-mamba-cache-stochastic-rounding")
+        and arch not in ("blackwell", "cpu")
+        and cfg.args.get("--mamba-backend") != "flashinfer"
+    ):
+        raise RecipeError(
+            "Stochastic rounding of the FP16 Mamba cache needs a Blackwell GPU or "
+            "--mamba-backend flashinfer (vllm/config/mamba.py; on an H200 the Triton kernel fails "
+            "in ptxas): keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature."
         )
     spec = cfg.speculative_config
     if spec and spec.get("method") == "dspark":

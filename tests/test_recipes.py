@@ -163,6 +163,10 @@ def test_overrides_layer_in_order():
         (dict(target="l40s", variant="bf16"), "Valid variants: nvfp4"),
         (dict(target="rtx-50xx", variant="bf16"), "Valid variants: nvfp4"),
         (dict(target="b200", extra_args={"--quantization": "modelopt_fp4"}), "on Blackwell remove it"),
+        (
+            dict(target="h200", extra_args={"--mamba-backend": None}),
+            "keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature",
+        ),
         (dict(target="h100", speculative="nonsense"), "Unknown speculative mode 'nonsense'. Valid speculative modes: none, mtp"),
         (dict(target="h1000"), "Valid targets: h100"),
         (dict(target="h100", features=["turbo"]), "Valid features: reasoning"),
