@@ -582,7 +582,7 @@ def sweep(
             them the same prompts.
 
     Returns:
-        The DataFrame of :func:`load_results`, one row per point, in run order.
+        The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.
 
     Raises:
         BenchError: see :func:`run_point`; points finished before the failure stay on
