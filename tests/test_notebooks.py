@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from helpers import notebooks, recipes
+from helpers import notebooks, recipes, server
 from helpers.paths import REPO_ROOT, out_dir
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
@@ -61,12 +60,8 @@ def _vllm_pids(port: int | None = None) -> set[int]:
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    # SO_REUSEADDR like vLLM itself, so TIME_WAIT sockets of closed connections do not count
+    return server.port_is_free(port)
 
 
 @pytest.mark.notebook
