@@ -189,7 +189,9 @@ def test_recorded_server_log_of_a_small_nemotron_h():
         "mamba_ssm_cache_dtype": "float32", "max_position_embeddings": 4096,
     }  # fmt: skip
     arch = planner.Architecture.from_hf_config(cfg_json)
-    p = planner.plan(recipes.resolve("cpu"), architecture=arch)
+    # that server ran with prefix caching on (vLLM's default: Mamba cache "align" mode)
+    recorded = recipes.resolve("cpu", extra_args={"--no-enable-prefix-caching": None})
+    p = planner.plan(recorded, architecture=arch)
     # attention: 2 x 1 x 64 x 2 B = 256 B/token; Mamba: conv 3 x (128 + 32) x 2 B = 960 B,
     # SSM 4 x 32 x 16 x 4 B = 8192 B -> 9152 B; block 128 (CPU), page 128 x 256 = 32768 B
     assert (p.kv_bytes_per_token_per_layer, p.mamba_state_bytes_per_layer, p.page_bytes) == (256, 9152, 32768)
