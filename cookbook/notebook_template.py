@@ -173,7 +173,7 @@ client.show(off)
 budget = demo["budget"]["thinking_token_budget"]
 capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, max_tokens=max_tokens, temperature=0)
 client.show(capped)
-print("reasoning tokens ≈", len(capped.reasoning.split()), "words; budget", budget, "tokens")
+print(f"thinking_token_budget={budget}: reasoning was cut at the budget, then the model answered")
 
 # %% [markdown]
 # ## 10. Streaming
@@ -242,8 +242,10 @@ results = bench.sweep(
     label=f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else ""),
     gpu_count=max(serve_cfg.gpu_count, 1),
 )
+# On 2 shared CPU cores tokens arrive in bursts, so per-user speed there is output tokens / end-to-end time.
+per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 display(results[[
-    "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
+    "concurrency", "completed", "failed", "output_throughput", per_user,
     "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
 ]])
 
@@ -253,8 +255,6 @@ from helpers.paths import out_dir
 figs = out_dir("plots")
 tag = f"{target}{'-standin' if stand_in else ''}"
 version = recipes.installed_vllm_version()
-# On 2 shared CPU cores tokens arrive in bursts, so per-user speed there is output tokens / end-to-end time.
-per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 plots.pareto(results, x=per_user, target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant,
              vllm_version=version, path=figs / f"{tag}-pareto.png")
 plots.latency_vs_concurrency(results, target=cfg.label, variant=cfg.variant, vllm_version=version,
