@@ -34,6 +34,7 @@ target = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
 variant = None  # None = the target's default ({{ t.variant }}); or one of {{ t.variants }}
 speculative = None  # None = the target's default ({{ t.speculative }}); or one of {{ t.speculative_modes }}
 stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
+weightless = False  # True (GPU): the exact architecture with random weights, no download (sizing)
 install = True  # pip-install the cookbook's helpers first (%pip)
 server_url = None  # attach to an already running vLLM server instead of launching one
 max_tokens = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
@@ -55,7 +56,7 @@ if install:
 import pandas as pd
 from IPython.display import Image, display
 
-from helpers import bench, client, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
+from helpers import archmode, bench, client, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
 
 cfg = recipes.resolve(target, variant, speculative)
 print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, features={list(cfg.features)}")
@@ -120,10 +121,19 @@ planner.plan(cfg)
 # files, so its readiness timeout never includes a download. In stand-in mode this builds (or
 # reuses) the tiny model instead.
 
+#
+# **Weightless mode** (`weightless = True`, on the GPU): serve the checkpoint's exact
+# architecture (52 layers, 128 experts, vocabulary 131072, the NVFP4 quantization layout) with
+# `--load-format dummy` and random weights, to size and benchmark a box before downloading
+# 18-60 GB. Speed and memory are real; the text is noise, and speculative-decoding acceptance
+# and answer quality cannot be judged.
+
 # %%
 if stand_in:
     print(standin.standin_summary())
     serve_cfg = recipes.standin_config(cfg, standin.build_standin_model())
+elif weightless:
+    serve_cfg = archmode.arch_config(cfg, archmode.build_arch_model(cfg.variant))
 else:
     serve_cfg = weights.download(cfg)
 print("serving:", serve_cfg.model)
