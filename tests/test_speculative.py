@@ -79,14 +79,14 @@ def _bench_argv(log: Path) -> dict[str, str]:
     return {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
 
 
-@pytest.mark.notebook
-@pytest.mark.server
 def _real_out_notebooks() -> Path:
     path = REPO_ROOT / "out" / "notebooks"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
+@pytest.mark.notebook
+@pytest.mark.server
 def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
     """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts."""
     out = tmp_path / "out"
