@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -46,15 +47,12 @@ def test_notebook_hygiene(path):
     assert max(len("".join(c["source"]).splitlines()) for c in code) <= 25
 
 
-def _vllm_pids(port: int | None = None) -> set[int]:
-    """PIDs of vLLM API servers (on ``port`` if given) and engine cores on this machine."""
+def _vllm_pids(port: int) -> set[int]:
+    """PIDs of vLLM API servers listening on ``port`` on this machine."""
     found = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if port is not None:
-            if "vllm" in cmd and f"--port {port}" in cmd:
-                found.add(p.pid)
-        elif "EngineCore" in cmd or "vllm.entrypoints" in cmd:
+        if "vllm" in cmd and f"--port {port}" in cmd:
             found.add(p.pid)
     return found
 
@@ -73,7 +71,6 @@ def test_quickstart_runs_end_to_end():
     written by this run are checked.
     """
     started = time.time()
-    before = _vllm_pids()
     executed = notebooks.run_notebook(
         REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb", {"install": False}
     )
@@ -92,7 +89,16 @@ def test_quickstart_runs_end_to_end():
     port = int(re.search(r"base_url: http://127\.0\.0\.1:(\d+)", text).group(1))
     assert _port_free(port)
     assert not _vllm_pids(port)
-    assert _vllm_pids() <= before, "the notebook's server left processes behind"
+    # the server ran in its own session: no process of that process group may be left
+    pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
+    left = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    assert not left, f"the notebook's server left processes behind: {left}"
 
 
 def _cell_sources(path: Path, marker: str) -> list[str]:
