@@ -31,16 +31,16 @@
 
 # %% tags=["parameters"]
 target = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
-variant = None  # None = the target's default ({{ t.variant }}); or one of {{ t.variants }}
-speculative = None  # None = the target's default ({{ t.speculative }}); or one of {{ t.speculative_modes }}
+variant = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
+speculative = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
 stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
 weightless = False  # True (GPU): the exact architecture with random weights, no download (sizing)
 install = True  # pip-install the cookbook's helpers first (%pip)
 server_url = None  # attach to an already running vLLM server instead of launching one
 max_tokens = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
-bench_concurrencies = None  # None = [1, 2, 4] on the stand-in, [1, 16, 64, 256] on a GPU
-bench_input_len = None  # tokens per prompt; None = 64 on the stand-in, 1024 on a GPU
-bench_output_len = None  # tokens per answer; None = 32 on the stand-in, 256 on a GPU
+bench_concurrencies = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
+bench_input_len = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
+bench_output_len = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
 
 # %% [markdown]
 # ## 1. Install the cookbook's helpers

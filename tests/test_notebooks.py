@@ -145,3 +145,13 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
     cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_parameter_is_visible_to_papermill(path):
+    """`papermill --help-notebook` lists every parameter (a comment it cannot parse hides one)."""
+    import papermill
+
+    cell = next(c for c in _cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
+    names = re.findall(r"^(\w+)\s*=", "".join(cell["source"]), re.M)
+    assert list(papermill.inspect_notebook(str(path))) == names

@@ -37,11 +37,11 @@
 target = "h100"  # a key of cookbook/recipe.yaml `targets`
 stand_in = True  # True: CPU stand-in, none vs n-gram; False: the target's GPU, its modes
 install = True  # pip-install the cookbook's helpers first (%pip)
-modes = None  # None = every mode of the target (stand-in: none + dspark, served as n-gram)
+modes = None  # None means every mode of the target (stand-in: none and dspark served as n-gram)
 scenario_name = "agentic"  # a key of cookbook/scenarios.yaml (scaled down on the stand-in)
-concurrencies = None  # None = the concurrencies of the scenario
+concurrencies = None  # None means the concurrencies of the scenario
 repeats = 3  # runs of one point, to measure run-to-run noise
-temperature = 0.0  # sampling temperature of every benchmark request (0 = greedy)
+temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
 
 # %%
 if install:
