@@ -9,11 +9,12 @@ message text taken from the source named in each test.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from helpers import recipes
 from helpers.diagnose import CATALOGUE, Diagnosis, diagnose, last_error_line
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -21,20 +22,6 @@ LOGS = Path(__file__).parent / "data" / "logs"
 
 def _log(name: str) -> str:
     return (LOGS / f"{name}.log").read_text()
-
-
-@dataclass
-class FakeConfig:
-    """The ServeConfig shape diagnose reads (target, pinned version, port, flags)."""
-
-    target: str = "b200"
-    vllm_version: str = "0.33.0"
-    model: str = "nvidia/NVIDIA-Nemotron-3.5-Lightning-BF16"
-    port: int | None = None
-    flags: list[str] = field(default_factory=list)
-
-    def cli_flags(self) -> list[str]:
-        return list(self.flags)
 
 
 def _one_sentence(d: Diagnosis) -> None:
@@ -71,7 +58,8 @@ def test_out_of_memory_while_profiling_names_the_memory_flags():
 
 def test_no_cache_memory_names_gpu_memory_utilization():
     # vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory
-    d = diagnose(_log("no_cache_memory"), FakeConfig(flags=["--gpu-memory-utilization", "0.8"]))
+    rtx_pro = recipes.resolve("rtx-pro-6000")  # its recipe sets --gpu-memory-utilization 0.8
+    d = diagnose(_log("no_cache_memory"), rtx_pro)
     assert d.name == "no_cache_memory"
     assert "raise --gpu-memory-utilization (now 0.8)" in d.fix
     assert "--max-model-len" in d.fix
@@ -114,7 +102,7 @@ def test_api_port_in_use_names_the_port():
 
 
 def test_api_port_in_use_prefers_the_config_port():
-    d = diagnose(_log("port_in_use"), FakeConfig(port=8123))
+    d = diagnose(_log("port_in_use"), recipes.resolve("h100", port=8123))
     assert "API port 8123" in d.cause
 
 
@@ -129,7 +117,8 @@ def test_internal_port_in_use_names_the_port_and_vllm_port():
 
 def test_unrecognized_argument_names_flag_and_both_versions():
     # argparse via vllm/utils/argparse_utils.py (recorded log)
-    d = diagnose(_log("unrecognized_arguments"), FakeConfig(target="b200", vllm_version="0.33.0"))
+    pinned = dataclasses.replace(recipes.resolve("b200"), vllm_version="0.33.0")
+    d = diagnose(_log("unrecognized_arguments"), pinned)
     assert d.name == "unrecognized_arguments"
     assert "--bogus-flag" in d.cause
     assert "vLLM 0.32.0" in d.cause  # the installed CPU build

