@@ -117,7 +117,12 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
         assert data["spec_decode_acceptance_rate"] > 0.0, name
     for data in none.values():
         assert data.get("spec_decode_acceptance_length") is None
-    assert re.search(r"acceptance length: \{'ngram \(for dspark\)': 1\.\d+", text)
+    # the notebook prints the mean acceptance length per mode; it lies within the measured points
+    printed = re.search(r"acceptance length: \{'ngram \(for dspark\)': (\d+\.\d+)", text)
+    assert printed, "the notebook did not print the n-gram acceptance length"
+    lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
+    assert 1.0 < float(printed.group(1))
+    assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3
 
     # hygiene, from the recorded command lines: warm-up, >= 2x concurrency prompts, seeds
     seeds: dict[tuple[str, str], str] = {}

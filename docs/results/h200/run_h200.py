@@ -482,6 +482,10 @@ def main() -> int:
     ap.add_argument("--warm-restart", action="store_true")
     ap.add_argument("--deadline", type=float, default=570.0, help="seconds this script may take")
     ap.add_argument("--out", default=os.environ.get("OUT") or "out/h200-run")
+    ap.add_argument(
+        "--reserve", type=float, default=150.0,
+        help="seconds kept for the benchmark points when setting the start-up timeout",
+    )  # fmt: skip
     ap.add_argument("--dry-run", action="store_true", help="flag check + adaptation only (CPU)")
     ap.add_argument(
         "--profile", choices=("recipe", "reference"), default="recipe",
@@ -532,7 +536,7 @@ def main() -> int:
     if a.dry_run:
         return 0
 
-    srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - 150))
+    srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - a.reserve))
     if not ok:
         # one retry with the flags the log names (engine config / kernels) dropped
         text = Path(srv.log_path).read_text(errors="replace") if srv.log_path else ""
@@ -546,7 +550,7 @@ def main() -> int:
         summary["adaptations"].append({"flag": list(retry), "stage": "start-up failure", "error": summary["cold_start"]["error"][-1500:]})
         cfg = cfg.with_args(retry)
         summary["serve_command"] = cfg.shell_command()
-        srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - 120))
+        srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - min(120.0, a.reserve)))
         if not ok:
             _package(out, [srv.log_path], work)
             return 1
