@@ -322,11 +322,53 @@ def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    want, got = int(m.group("want")), int(m.group("got"))
+    return Diagnosis(
+        "humming_non_gated_moe",
+        f"this vLLM's Humming MoE kernel sized each expert's up-projection for a gated MLP "
+        f"({want} rows, gate + up) but Nemotron's experts are non-gated relu² ({got} rows); "
+        "vLLM 0.27.0 fixed it (vllm-project/vllm#49096), 0.26.0 has the bug",
+        "serve with --moe-backend marlin on this vLLM, or install vLLM 0.27.0 or newer "
+        "(the h100/h200 targets pin 0.28.0: helpers.install)",
+        _line_of(m, text),
+    )
+
+
+def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    sm = m.group(1)
+    return Diagnosis(
+        "stochastic_rounding_sm90",
+        f"Triton's Mamba SSM-update kernel with stochastic rounding needs the cvt.rs "
+        f"instruction, which sm_{sm} lacks (Blackwell, compute capability 10.0, has it)",
+        "add --mamba-backend flashinfer (the recipe's Hopper choice, needs flashinfer-python) "
+        "or drop --enable-mamba-cache-stochastic-rounding and --mamba-cache-philox-rounds",
+        _line_of(m, text),
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # the catalogue
 # ---------------------------------------------------------------------------------------
 
 CATALOGUE: tuple[CatalogueEntry, ...] = (
+    CatalogueEntry(
+        "humming_non_gated_moe",
+        (
+            r"weight shape mismatched: attr\['shape'\]=\(\d+, (?P<want>\d+), \d+\), "
+            r"tensor\.shape=torch\.Size\(\[\d+, (?P<got>\d+), \d+\]\)",
+        ),
+        _humming_non_gated,
+        "humming/schema/base.py (validate_tensors) via vLLM 0.26.0 "
+        "quantization/utils/humming_utils.py; recorded on an H200 (docs/results/h200.md)",
+    ),
+    CatalogueEntry(
+        "stochastic_rounding_sm90",
+        (r"Feature '\.rs' not supported on \.target 'sm_(\d+)a?'",),
+        _stochastic_rounding_sm90,
+        "ptxas via Triton; vllm/config/mamba.py (stochastic rounding needs compute capability "
+        "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
+    ),
     CatalogueEntry(
         "mamba_cache_blocks",
         (r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)",),

@@ -204,3 +204,27 @@ def test_every_catalogue_entry_has_a_log_here():
 def test_last_error_line_skips_the_generic_wrappers(name, expected):
     line = last_error_line(_log(name))
     assert line.startswith(expected)
+
+
+def test_humming_moe_on_non_gated_experts_names_marlin_and_the_fixed_vllm():
+    # recorded on the H200 (vLLM 0.26.0 + humming-kernels 0.1.10, NVFP4 arch, 2026-11-29):
+    # docs/results/h200/nvfp4-hopper-kernels/server-humming-moe.log
+    d = diagnose(_log("humming_non_gated_moe"))
+    assert d.name == "humming_non_gated_moe"
+    assert "3712" in d.cause and "1856" in d.cause  # the log's own numbers: 2 x 1856 expected
+    assert "--moe-backend marlin" in d.fix and "0.27.0" in d.fix
+    assert "weight shape mismatched" in d.evidence
+    _one_sentence(d)
+
+
+def test_stochastic_rounding_on_hopper_names_the_flashinfer_mamba_backend():
+    # ptxas line as the H200 printed it (docs/results/h200/summary-bf16.json, adaptations);
+    # the surrounding lines are in vLLM's log format
+    d = diagnose(_log("stochastic_rounding_sm90"))
+    assert d.name == "stochastic_rounding_sm90"
+    assert "sm_90" in d.cause
+    assert "--mamba-backend flashinfer" in d.fix
+    assert "--enable-mamba-cache-stochastic-rounding" in d.fix
+    _one_sentence(d)
+    # a clean start gets no diagnosis
+    assert diagnose(_log("startup_cpu")) is None

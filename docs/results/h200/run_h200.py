@@ -458,7 +458,10 @@ def start(cfg, summary, key, timeout):
     try:
         srv.start()
     except Exception as e:  # noqa: BLE001
-        summary[key] = {"ok": False, "error": f"{type(e).__name__}: {e}"[-4000:], "log": str(srv.log_path)}
+        msg = f"{type(e).__name__}: {e}"
+        if len(msg) > 4000:  # keep the diagnosis at the head and the log's last lines
+            msg = msg[:1200] + "\n[...]\n" + msg[-2800:]
+        summary[key] = {"ok": False, "error": msg, "log": str(srv.log_path)}
         summary.save()
         return srv, False
     summary[key] = {
