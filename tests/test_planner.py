@@ -57,13 +57,15 @@ def test_h100_nvfp4_byte_counts_by_hand():
     # blocks = 53,687,091,200 // 6,537,216 = 8212
     assert p.num_blocks == 53_687_091_200 // 6_537_216 == 8212
 
-    # a request of L tokens: ceil(L / 2128) attention blocks + 4 Mamba groups x 3 blocks (align mode)
-    assert p.mamba_cache_mode == "align" and p.mamba_blocks_per_group == 3
-    assert p.blocks_per_request(262_144) == math.ceil(262_144 / 2128) + 4 * 3 == 124 + 12
-    # max_model_len 262,144 (the checkpoint default): 8212 / 136 = 60.38 requests; 15.8M tokens
+    # a request of L tokens: ceil(L / 2128) attention blocks + 4 Mamba groups x 2 blocks (align
+    # mode on the target's pinned vLLM 0.28.0; 3 from vLLM 0.32.0)
+    assert p.vllm_version == "0.28.0"
+    assert p.mamba_cache_mode == "align" and p.mamba_blocks_per_group == 2
+    assert p.blocks_per_request(262_144) == math.ceil(262_144 / 2128) + 4 * 2 == 124 + 8
+    # max_model_len 262,144 (the checkpoint default): 8212 / 132 = 62.21 requests; 16.3M tokens
     assert p.max_model_len == 262_144
-    assert round(p.max_concurrency(), 2) == round(8212 / 136, 2) == 60.38
-    assert p.kv_cache_tokens == int(8212 / 136 * 262_144)
+    assert round(p.max_concurrency(), 2) == round(8212 / 132, 2) == 62.21
+    assert p.kv_cache_tokens == int(8212 / 132 * 262_144)
 
 
 def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
@@ -71,16 +73,16 @@ def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
     cfg = recipes.resolve("h100")
     assert int(cfg.args["--max-num-seqs"]) == 256
     p = planner.plan(cfg, max_model_len=34_048)
-    # ceil(34048 / 2128) = 16 attention blocks + 12 Mamba blocks = 28 -> 8212 // 28 = 293 >= 256
-    assert p.blocks_per_request(34_048) == 16 + 12
-    assert p.seqs_at_context == 8212 // 28 == 293
+    # ceil(34048 / 2128) = 16 attention blocks + 8 Mamba blocks = 24 -> 8212 // 24 = 342 >= 256
+    assert p.blocks_per_request(34_048) == 16 + 8
+    assert p.seqs_at_context == 8212 // 24 == 342
     assert p.fits and p.status == "fits" and not p.reasons
-    # at the default 262,144-token context it starts, but only 60 full-length sequences fit at once
+    # at the default 262,144-token context it starts, but only 62 full-length sequences fit at once
     d = planner.plan(cfg)
-    assert d.starts and not d.fits and d.seqs_at_context == 60
+    assert d.starts and not d.fits and d.seqs_at_context == 62
     assert "--max-num-seqs" in d.reasons[0]
-    # and 256 sequences at once fit up to (8212 // 256 - 12) x 2128 = 20 x 2128 = 42,560 tokens each
-    assert d.max_len_for() == (8212 // 256 - 12) * 2128 == 42_560
+    # and 256 sequences at once fit up to (8212 // 256 - 8) x 2128 = 24 x 2128 = 51,072 tokens each
+    assert d.max_len_for() == (8212 // 256 - 8) * 2128 == 51_072
 
 
 def test_bf16_on_one_h100_leaves_little_room():
@@ -92,8 +94,8 @@ def test_bf16_on_one_h100_leaves_little_room():
     assert (p.block_size, p.page_bytes) == (1072, 1072 * 1024)
     # budget 80 x 0.9 - 60 - 4 = 8 GiB -> 8 GiB // (6 x 1,097,728) = 1304 blocks
     assert p.kv_budget_bytes == 8 * GiB and p.num_blocks == 8 * GiB // (6 * 1_097_728) == 1304
-    # 1304 / (ceil(262144 / 1072) + 12) = 1304 / 257 = 5.07 full-length requests
-    assert round(p.max_concurrency(), 2) == round(1304 / 257, 2)
+    # 1304 / (ceil(262144 / 1072) + 8) = 1304 / 253 = 5.15 full-length requests
+    assert round(p.max_concurrency(), 2) == round(1304 / 253, 2) == 5.15
     # 256 sequences: even their Mamba state (256 x 12 blocks > 1304) does not fit
     assert p.max_len_for(256) == 0 and p.status == "partial"
     assert "Mamba state" in p.reasons[0]
@@ -113,8 +115,8 @@ def test_fp32_ssm_cache_doubles_the_state_and_tp_splits_it():
     assert p.mamba_ssm_bytes_per_layer == 8 * 64 * 128 * 4 == 262_144
     # block = 16 x ceil(271360 / 8192) = 16 x 34 = 544 tokens
     assert p.block_size == 544
-    # align mode: 3 + 3 speculative blocks per Mamba group
-    assert p.mamba_blocks_per_group == 6
+    # align mode on the pinned 0.28.0: 2 + 3 speculative blocks per Mamba group
+    assert p.mamba_blocks_per_group == 5
     # weights split over 8 GPUs: 60 / 8 = 7.5 GiB each
     assert p.weights_gib == 7.5
 
@@ -204,6 +206,61 @@ def test_recorded_server_log_of_a_small_nemotron_h():
     }  # fmt: skip
     table = planner.compare_with_server(p, LOG)
     assert (table["diff_pct"].abs() < 0.01).all(), table
+
+
+#: vLLM 0.26.0 on the H200 (docs/results/h200.md, "Memory"): the figures its logs gave, in its
+#: own line format (vllm/v1/core/kv_cache_utils.py 0.26.0 logs "GPU KV cache size" and
+#: "Maximum concurrency" on two lines; vllm/platforms/interface.py; vllm/v1/worker/gpu_worker.py).
+H200_LOGS = {
+    "bf16": """\
+(EngineCore pid=1349) INFO 11-29 20:23:58 [interface.py:905] Setting attention block size to 1072 tokens to ensure that attention page size is >= mamba page size.
+(EngineCore pid=1349) INFO 11-29 20:23:58 [interface.py:929] Padding mamba page size by 1.13% to ensure that mamba page size and attention page size are exactly equal.
+(EngineCore pid=1349) INFO 11-29 20:24:40 [gpu_worker.py:436] Available KV cache memory: 66.79 GiB
+(EngineCore pid=1349) INFO 11-29 20:24:40 [kv_cache_utils.py:2177] GPU KV cache size: 5,574,656 tokens
+(EngineCore pid=1349) INFO 11-29 20:24:40 [kv_cache_utils.py:2178] Maximum concurrency for 8,192 tokens per request: 680.50x
+""",
+    "nvfp4": """\
+(EngineCore pid=2131) INFO 11-29 20:28:47 [interface.py:905] Setting attention block size to 2128 tokens to ensure that attention page size is >= mamba page size.
+(EngineCore pid=2131) INFO 11-29 20:28:47 [interface.py:929] Padding mamba page size by 0.38% to ensure that mamba page size and attention page size are exactly equal.
+(EngineCore pid=2131) INFO 11-29 20:29:31 [gpu_worker.py:436] Available KV cache memory: 106.45 GiB
+(EngineCore pid=2131) INFO 11-29 20:29:31 [kv_cache_utils.py:2177] GPU KV cache size: 11,935,061 tokens
+(EngineCore pid=2131) INFO 11-29 20:29:31 [kv_cache_utils.py:2178] Maximum concurrency for 8,192 tokens per request: 1456.92x
+""",
+}
+
+
+@pytest.mark.parametrize("variant", ["bf16", "nvfp4"])
+def test_planner_matches_the_h200_servers_kv_capacity(variant):
+    """The full-size architecture on vLLM 0.26.0 (H200, h200 recipe + the reference settings):
+    with the server's measured KV budget the planner gives its KV tokens within 0.01 %;
+    0.26.0 holds 2 Mamba blocks per group per request in align mode, 0.32.0 holds 3."""
+    from helpers import archmode
+
+    figures = planner.server_log_figures(H200_LOGS[variant])
+    assert set(figures) >= {"kv_cache_tokens", "max_concurrency", "max_model_len", "kv_budget_gib"}
+    cfg = recipes.resolve("h200", variant, extra_args={
+        "--max-model-len": 8192, "--max-num-seqs": 256, "--max-num-batched-tokens": 16384,
+        "--enable-prefix-caching": True,
+    })  # fmt: skip
+    arch = planner.Architecture.from_hf_config(archmode.arch_hf_config(variant))
+    p = planner.plan(cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.26.0")
+    assert p.mamba_blocks_per_group == 2 and p.vllm_version == "0.26.0"
+    assert p.block_size == figures["block_size"]
+    table = planner.compare_with_server(p, H200_LOGS[variant])
+    # the log rounds the budget to 0.01 GiB: 0.005 % at most
+    assert (table["diff_pct"].abs() <= 0.01).all(), table
+    # the version is what moved it: with 0.32.0's three blocks the plan is 25 % short
+    p32 = planner.plan(cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.32.0")
+    assert p32.mamba_blocks_per_group == 3
+    assert p32.kv_cache_tokens < 0.8 * figures["kv_cache_tokens"]
+
+
+def test_align_mamba_blocks_by_vllm_version():
+    assert [planner.align_mamba_blocks(v) for v in ("0.26.0", "0.28.0", "0.31.9", "0.32.0", "0.32.0+cpu", "1.0.0")] == [2, 2, 2, 3, 3, 3]
+    assert planner.align_mamba_blocks(None) == planner.align_mamba_blocks("nightly") == 3
+    # the plan takes the target's pinned vLLM when none is given
+    assert planner.plan(recipes.resolve("h100")).vllm_version == recipes.resolve("h100").vllm_version
+    assert planner.plan(recipes.resolve("h100"), vllm_version="0.32.0").mamba_blocks_per_group == 3
 
 
 @pytest.mark.server

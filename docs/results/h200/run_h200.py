@@ -445,7 +445,10 @@ def plan_vs_server(cfg, log_path) -> list | str:
     try:
         from helpers import planner
 
-        p = planner.plan(cfg)
+        from helpers.recipes import installed_vllm_version
+
+        # the serving vLLM (0.26.0 here), not the target's pin: it sets the Mamba blocks per request
+        p = planner.plan(cfg, vllm_version=installed_vllm_version())
         return planner.compare_with_server(p, Path(log_path)).to_dict(orient="records")
     except Exception as e:  # noqa: BLE001
         return f"{type(e).__name__}: {e}"
