@@ -352,6 +352,9 @@ class Plan:
     notes: list[str] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)
     status: str = "fits"
+    #: the server captures full CUDA graphs for decode (GPU, no --enforce-eager): then every
+    #: running sequence needs one pool block for its Mamba state (vllm/config/compilation.py)
+    full_cudagraphs: bool = False
 
     # ---- derived quantities ------------------------------------------------------------
     @property
@@ -510,6 +513,21 @@ class Plan:
 def _arg(cfg, flag: str, default=None):
     value = cfg.args.get(flag, default)
     return default if value is None else value
+
+
+def _eager(cfg) -> bool:
+    """No full decode CUDA graphs: ``--enforce-eager``, or a ``--compilation-config`` whose
+    ``cudagraph_mode`` is NONE or PIECEWISE."""
+    if cfg.args.get("--enforce-eager"):
+        return True
+    comp = cfg.args.get("--compilation-config") or cfg.args.get("-cc")
+    if isinstance(comp, str):
+        try:
+            comp = json.loads(comp)
+        except ValueError:
+            return False
+    mode = str((comp or {}).get("cudagraph_mode", "")).upper() if isinstance(comp, dict) else ""
+    return mode in ("NONE", "PIECEWISE")
 
 
 def plan(
@@ -713,6 +731,7 @@ def plan(
         vllm_version=version or "newest",
         num_blocks=int(num_blocks),
         notes=notes,
+        full_cudagraphs=device == "gpu" and not _eager(cfg),
     )
     _judge(p)
     return p
@@ -734,6 +753,14 @@ def _judge(p: Plan) -> None:
             f"one request of --max-model-len {p.max_model_len:,} tokens needs "
             f"{p.bytes_per_request(p.max_model_len) / GiB:.2f} GiB but the KV budget is "
             f"{p.kv_budget_gib:.2f} GiB (vLLM refuses to start): set --max-model-len {longest} or less."
+        )
+    elif p.full_cudagraphs and p.max_num_seqs > p.num_blocks:
+        p.status = "no-start"
+        reasons.append(
+            f"--max-num-seqs {p.max_num_seqs} exceeds the {p.num_blocks} cache blocks the KV budget "
+            "holds; with full CUDA graphs each decoding sequence needs one for its Mamba state, so "
+            f"vLLM refuses to start (vllm/config/compilation.py): lower --max-num-seqs to {p.num_blocks} "
+            "or less, raise --gpu-memory-utilization, or add --enforce-eager."
         )
     elif p.seqs_at_context < p.max_num_seqs:
         p.status = "partial"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -280,3 +281,27 @@ def test_planner_matches_the_standin_servers_kv_capacity(standin_server):
     print("\n" + table.to_string(index=False))
     assert (table["diff_pct"].dropna().abs() <= 10).all(), table
     assert abs(p.kv_cache_tokens - figures["kv_cache_tokens"]) <= 0.10 * figures["kv_cache_tokens"]
+
+
+def test_more_seqs_than_cache_blocks_is_refused_before_launch_as_vllm_would():
+    """vLLM (vllm/config/compilation.py) refuses to capture full decode CUDA graphs for a Mamba
+    model when --max-num-seqs exceeds the pool's blocks: the planner says so before launch,
+    with the same number the diagnosis of tests/data/logs/mamba_cache_blocks.log gives after."""
+    from helpers.diagnose import diagnose
+
+    cfg = recipes.resolve("h100")
+    per_block = planner.plan(cfg).bytes_per_block  # 6 pages of 1,089,536 B
+    budget = (180 * per_block + 1024) / GiB  # room for exactly 180 blocks
+    p = planner.plan(cfg, kv_budget_gb=budget, max_model_len=4096)
+    assert p.num_blocks == 180 and p.max_num_seqs == 256 and p.full_cudagraphs
+    assert not p.starts and p.status == "no-start"
+    assert "lower --max-num-seqs to 180" in p.reasons[0]
+    with pytest.raises(RecipeError, match="--max-num-seqs"):
+        p.raise_if_unfit()
+    after = diagnose((Path(__file__).parent / "data" / "logs" / "mamba_cache_blocks.log").read_text())
+    assert "lower --max-num-seqs to 180" in after.fix
+    # without full CUDA graphs there is no such limit: the extra sequences only queue
+    eager = planner.plan(recipes.resolve("h100", extra_args={"--enforce-eager": True}), kv_budget_gb=budget, max_model_len=4096)
+    assert not eager.full_cudagraphs and eager.starts and eager.status == "partial"
+    # nor on the CPU build
+    assert not planner.plan(recipes.resolve("cpu")).full_cudagraphs
