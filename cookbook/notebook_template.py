@@ -133,7 +133,8 @@ if stand_in:
     print(standin.standin_summary())
     serve_cfg = recipes.standin_config(cfg, standin.build_standin_model())
 elif weightless:
-    serve_cfg = archmode.arch_config(cfg, archmode.build_arch_model(cfg.variant))
+    # the architecture folder is local; download() fetches only a separate drafter (DFlash, DSpark)
+    serve_cfg = weights.download(archmode.arch_config(cfg, archmode.build_arch_model(cfg.variant), allow_hub_drafter=True))
 else:
     serve_cfg = weights.download(cfg)
 print("serving:", serve_cfg.model)
@@ -153,6 +154,16 @@ else:
 llm = client.make_client(srv.base_url)
 model = serve_cfg.served_model_name
 print("base_url:", srv.base_url)
+
+# %% [markdown]
+# What this server can do depends on the features its command carries: the reasoning budget
+# needs `--reasoning-parser`, tool calling needs `--enable-auto-tool-choice --tool-call-parser`.
+# Cells that need a missing feature say so instead of failing.
+
+# %%
+has_reasoning_parser = "reasoning" in serve_cfg.features
+has_tool_calling = "tool_calling" in serve_cfg.features
+print(f"reasoning parser: {has_reasoning_parser}, tool calling: {has_tool_calling}")
 
 # %% [markdown]
 # ## 8. Reasoning on and off
@@ -181,9 +192,13 @@ client.show(off)
 
 # %%
 budget = demo["budget"]["thinking_token_budget"]
-capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, max_tokens=max_tokens, temperature=0)
-client.show(capped)
-print(f"thinking_token_budget={budget}: reasoning was cut at the budget, then the model answered")
+if has_reasoning_parser:
+    capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, max_tokens=max_tokens, temperature=0)
+    client.show(capped)
+    print(client.budget_report(capped, budget))
+else:
+    print(f"skipped: {cfg.label} serves without --reasoning-parser, which thinking_token_budget needs "
+          "(add the 'reasoning' feature: recipes.resolve(target, features=[..., 'reasoning']))")
 
 # %% [markdown]
 # ## 10. Streaming
@@ -214,19 +229,24 @@ def get_time(city: str) -> dict:
 
 
 tools = {"get_weather": get_weather, "get_time": get_time}
-loop = client.run_tool_loop(
-    llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"],
-    max_tokens=max_tokens, temperature=0,
-)
-client.show(loop)
+if has_tool_calling:
+    loop = client.run_tool_loop(
+        llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"],
+        max_tokens=max_tokens, temperature=0,
+    )
+    client.show(loop)
+else:
+    print(f"skipped: {cfg.label} serves without --enable-auto-tool-choice --tool-call-parser "
+          "(add the 'tool_calling' feature: recipes.resolve(target, features=[..., 'tool_calling']))")
 
 # %% [markdown]
 # Two lookups in one turn come back as two parallel tool calls:
 
 # %%
 pair = demo["parallel"]["pairs"][0]
-parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], max_tokens=max_tokens, temperature=0)
-client.show(parallel)
+if has_tool_calling:
+    parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], max_tokens=max_tokens, temperature=0)
+    client.show(parallel)
 
 # %% [markdown]
 # ## 12. Benchmark: throughput against per-user speed

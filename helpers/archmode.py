@@ -53,6 +53,7 @@ Public API: :func:`build_arch_model`, :func:`arch_config`, :func:`arch_hf_config
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -519,23 +520,37 @@ def build_arch_model(variant: str = "bf16", out: str | Path | None = None, *, fo
     return dest
 
 
-def arch_config(cfg: Any, path: str | Path, *, tokenizer: str | Path | None = None) -> Any:
+def arch_config(
+    cfg: Any,
+    path: str | Path,
+    *,
+    tokenizer: str | Path | None = None,
+    allow_hub_drafter: bool = False,
+) -> Any:
     """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
 
     Sets the model to ``path`` (no hub revision) and adds ``--load-format dummy``. The
     tokenizer is read from the same folder; pass ``tokenizer`` to use another one
     (``--tokenizer``). Every other flag and environment variable of ``cfg`` is kept, so
-    the server runs the target's real command on the real shapes.
+    the server runs the target's real command on the real shapes. With everything local,
+    the server's environment gets ``HF_HUB_OFFLINE=1``: nothing is fetched inside the
+    readiness wait.
 
     Args:
         cfg: a :class:`helpers.recipes.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
         path: a folder from :func:`build_arch_model`.
         tokenizer: optional tokenizer folder or hub id.
+        allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
+            DSpark) instead of refusing it; pass the result to
+            :func:`helpers.weights.download`, which then fetches only the drafter (the model
+            is already local) and returns a config serving local folders.
 
     Raises:
-        ArchModeError: ``path`` is not an architecture folder, or its variant does not
-            match ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization
-            flags must meet a quantized config, and BF16 flags an unquantized one).
+        ArchModeError: ``path`` is not an architecture folder; its variant does not match
+            ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization flags
+            must meet a quantized config, and BF16 flags an unquantized one); or the
+            speculative mode's draft model is a hub id (vLLM would download it during
+            start-up) and ``allow_hub_drafter`` is False.
     """
     path = Path(path)
     meta = arch_metadata(path)
@@ -550,8 +565,23 @@ def arch_config(cfg: Any, path: str | Path, *, tokenizer: str | Path | None = No
             f"The config is for variant {variant!r} but {path} was built for "
             f"{meta.get('variant')!r}: use build_arch_model({variant!r})."
         )
+    spec = getattr(cfg, "speculative_config", None) or {}
+    drafter = spec.get("model")
+    hub_drafter = bool(drafter) and not Path(str(drafter)).is_dir()
+    if hub_drafter and not allow_hub_drafter:
+        raise ArchModeError(
+            f"Speculative mode {cfg.speculative!r} drafts with {drafter}, a hub repository that vLLM "
+            "would download inside the readiness wait. Fetch it first: "
+            "serve_cfg = weights.download(archmode.arch_config(cfg, path, allow_hub_drafter=True)) "
+            "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
+            "layers are part of the architecture)."
+        )
     extra: dict[str, Any] = {"--load-format": "dummy"}
     if tokenizer is not None:
         extra["--tokenizer"] = str(tokenizer)
-    return cfg.with_model(path).with_args(extra)
+    out = cfg.with_model(path).with_args(extra)
+    local_tokenizer = tokenizer is None or Path(str(tokenizer)).is_dir()
+    if local_tokenizer and not hub_drafter:
+        out = out.with_args(None, HF_HUB_OFFLINE="1")
+    return out
 

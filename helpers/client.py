@@ -1132,3 +1132,34 @@ def show(result: ChatResult | ToolLoopResult, file: Any = None) -> None:
                     )
         return
     _show_turn(result, out)
+
+
+def budget_report(result: ChatResult, budget: int) -> str:
+    """One line saying whether a ``thinking_token_budget`` request behaved as it should.
+
+    Args:
+        result: the reply to a request sent with ``reasoning_budget=budget``.
+        budget: the ``thinking_token_budget`` it was sent with (tokens).
+
+    Returns:
+        ``"... N reasoning tokens (budget B), then an answer of M characters"`` when the
+        reasoning stayed within the budget (vLLM may let one token through: the forced
+        ``</think>``) and an answer followed; otherwise a line starting with ``"UNEXPECTED"``
+        that says which part failed. The token count comes from
+        ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
+        ``--reasoning-parser``).
+    """
+    n = result.usage.reasoning_tokens
+    problems = []
+    if n is None:
+        problems.append("the server reported no reasoning_tokens (is --reasoning-parser set?)")
+    elif n > budget + 1:
+        problems.append(f"{n} reasoning tokens exceed the budget of {budget}")
+    if not result.content.strip():
+        problems.append(f"no answer followed the reasoning (finish_reason={result.finish_reason!r})")
+    if problems:
+        return f"UNEXPECTED thinking_token_budget={budget}: " + "; ".join(problems)
+    return (
+        f"thinking_token_budget={budget}: {n} reasoning tokens (budget {budget}), then an answer "
+        f"of {len(result.content.strip())} characters"
+    )

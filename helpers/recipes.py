@@ -293,7 +293,8 @@ class ServeConfig:
     def validate(self) -> None:
         """Parse the flags with the installed vLLM's own ``vllm serve`` argument parser.
 
-        Also checks ``--speculative-config`` keys against vLLM's ``SpeculativeConfig``.
+        Also checks ``--speculative-config`` keys and ``method`` against vLLM's
+        ``SpeculativeConfig``.
 
         Raises:
             FlagError: names every rejected flag, the installed vLLM version and the
@@ -516,10 +517,17 @@ def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:
         (``memory_gb`` x tensor-parallel size) [recipe].
       * ``--quantization modelopt_fp4`` only where NVFP4 is not auto-detected (Ampere, Ada,
         Hopper); on Blackwell it must go [vendor note].
+      * ``--quantization modelopt*`` (ModelOpt checkpoints) only on the NVFP4 variant: the
+        BF16 checkpoint is not ModelOpt-quantized [recipe: ``modelopt_fp4`` appears only in
+        the NVFP4 variant's overrides].
       * FP16 Mamba-cache stochastic rounding needs Blackwell or ``--mamba-backend
         flashinfer`` [vllm/config/mamba.py; measured failing on an H200 otherwise].
       * DSpark ``num_speculative_tokens`` >= the drafter's block size [vLLM
         ``config/speculative.py`` reads ``block_size`` from the drafter].
+
+    Args:
+        cfg: a resolved config (possibly changed afterwards with ``with_args``).
+        registry: an already loaded registry; default: load ``cookbook/recipe.yaml``.
 
     Raises:
         RecipeError: naming the fix.
@@ -542,7 +550,14 @@ def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:
                 f"{cfg.gpu.get('name')} x{tp} has {replica_gb:g} GB: use the NVFP4 variant, or a "
                 f"larger --tensor-parallel-size."
             )
-    if cfg.args.get("--quantization") == "modelopt_fp4" and arch == "blackwell":
+    quant = cfg.args.get("--quantization")
+    if isinstance(quant, str) and quant.startswith("modelopt") and cfg.variant != "nvfp4":
+        raise RecipeError(
+            f"--quantization {quant} is for the ModelOpt NVFP4 checkpoint, but variant "
+            f"{cfg.variant!r} ({variant['label']}) is not ModelOpt-quantized: drop the flag "
+            f"(extra_args={{'--quantization': None}}), or use variant='nvfp4'."
+        )
+    if quant == "modelopt_fp4" and arch == "blackwell":
         raise RecipeError(
             "--quantization modelopt_fp4 is only for GPUs where NVFP4 is not auto-detected "
             "(Hopper, Ampere, Ada); on Blackwell remove it (extra_args={'--quantization': None})."
@@ -623,9 +638,13 @@ def installed_vllm_version() -> str | None:
 def validate_argv(argv: list[str], *, target_version: str | None = None) -> None:
     """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser.
 
+    Besides the parser itself, ``--speculative-config`` keys are checked against vLLM's
+    ``SpeculativeConfig`` fields and its ``method`` against :func:`speculative_methods`.
+
     Raises:
         FlagError: with ``.flags`` the rejected flag names; the message gives the installed
-            vLLM version and ``target_version`` so a flag newer than the install is clear.
+            vLLM version and ``target_version`` so a flag newer than the install is clear
+            (and, for a bad speculative method, the method and the valid ones).
     """
     parser = _serve_parser()
     import argparse
@@ -655,6 +674,14 @@ def validate_argv(argv: list[str], *, target_version: str | None = None) -> None
                 if bad:
                     rejected.append("--speculative-config")
                     reasons.append(f"unknown speculative-config keys: {', '.join(bad)}")
+                method = spec.get("method") if isinstance(spec, Mapping) else None
+                valid_methods = speculative_methods()
+                if method is not None and valid_methods and method not in valid_methods:
+                    rejected.append("--speculative-config")
+                    reasons.append(
+                        f"unknown speculative-config method {method!r}; "
+                        f"valid methods: {', '.join(valid_methods)}"
+                    )
     if rejected:
         installed = installed_vllm_version()
         detail = f" ({'; '.join(reasons)})" if reasons else ""
@@ -677,3 +704,43 @@ def _unknown_spec_keys(spec: Any) -> list[str]:
         SpeculativeConfig, "model_fields", {}
     )
     return [k for k in spec if k not in fields]
+
+
+def _literal_strings(annotation: Any) -> list[str]:
+    """The string values of a ``Literal`` annotation, looking through ``Optional``/``Union``."""
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        out: list[str] = []
+        for arg in typing.get_args(annotation):
+            out += _literal_strings(arg) if typing.get_origin(arg) is not None else [arg]
+        return [a for a in out if isinstance(a, str)]
+    if origin is not None:  # Union / Optional / X | None
+        return [v for arg in typing.get_args(annotation) for v in _literal_strings(arg)]
+    return []
+
+
+@functools.lru_cache(maxsize=1)
+def speculative_methods() -> tuple[str, ...]:
+    """The ``method`` names the installed vLLM's ``SpeculativeConfig`` accepts, in its order.
+
+    Read from the annotation of ``SpeculativeConfig.method`` (the ``SpeculativeMethod``
+    Literal in ``vllm/config/speculative.py``), so the list follows the installed vLLM.
+
+    Returns:
+        The names, or an empty tuple when vLLM is not installed or the annotation is not a
+        Literal (then methods are not checked).
+    """
+    import typing
+
+    try:
+        from vllm.config import SpeculativeConfig
+    except ImportError:  # pragma: no cover
+        return ()
+    try:
+        annotation = typing.get_type_hints(SpeculativeConfig)["method"]
+    except Exception:  # pragma: no cover - unresolvable forward references
+        field = (getattr(SpeculativeConfig, "__dataclass_fields__", None) or {}).get("method")
+        annotation = getattr(field, "type", None)
+    return tuple(dict.fromkeys(_literal_strings(annotation)))

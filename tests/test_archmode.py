@@ -181,12 +181,14 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     assert cfg.model == str(bf16_dir) and cfg.revision is None
     assert cfg.args["--load-format"] == "dummy"
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
-    assert cfg.env == base.env
+    # everything is local: the server may not ask the hub during start-up
+    assert cfg.env == {**base.env, "HF_HUB_OFFLINE": "1"}
     flags = cfg.cli_flags()
     assert flags[flags.index("--load-format") + 1] == "dummy"
     assert "--revision" not in flags and "--tokenizer" not in flags
     with_tok = archmode.arch_config(base, bf16_dir, tokenizer="some/tokenizer")
     assert with_tok.args["--tokenizer"] == "some/tokenizer"
+    assert "HF_HUB_OFFLINE" not in with_tok.env  # a hub tokenizer must be fetchable
 
     nv = archmode.arch_config(resolve("h200", "nvfp4"), nvfp4_dir)
     assert nv.args["--quantization"] == "modelopt_fp4"

@@ -1051,3 +1051,20 @@ def test_live_parallel_tool_calls_streamed_and_not(live):
         temperature=0,
     )
     assert len(loop.tool_runs) >= 2 and loop.final.content.strip()
+
+
+def test_budget_report_says_what_happened():
+    """The notebook's budget line comes from the reply, not from a fixed sentence."""
+    from helpers.client import ChatResult, Usage, budget_report
+
+    ok = ChatResult(reasoning="short", content="vLLM serves it.", finish_reason="stop",
+                    usage=Usage(prompt_tokens=20, completion_tokens=30, reasoning_tokens=17))  # fmt: skip
+    assert budget_report(ok, 16) == (
+        "thinking_token_budget=16: 17 reasoning tokens (budget 16), then an answer of 15 characters"
+    )
+    over = ChatResult(reasoning="long", content="x", usage=Usage(reasoning_tokens=40))
+    assert budget_report(over, 16).startswith("UNEXPECTED") and "40 reasoning tokens exceed" in budget_report(over, 16)
+    empty = ChatResult(reasoning="cut", content="", finish_reason="length", usage=Usage(reasoning_tokens=16))
+    assert "no answer followed" in budget_report(empty, 16) and "'length'" in budget_report(empty, 16)
+    unparsed = ChatResult(reasoning="", content="<think>a</think>b", usage=Usage())
+    assert "no reasoning_tokens" in budget_report(unparsed, 16)

@@ -91,14 +91,9 @@ def test_quickstart_runs_end_to_end():
     assert not _vllm_pids(port)
     # the server ran in its own session: no process of that process group may be left
     pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
-    left = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                left.append(p.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
+    left = _group_left(pgid)
     assert not left, f"the notebook's server left processes behind: {left}"
+    _assert_session_outputs(text, reasoning_parser=True, tool_calling=True)
 
 
 def _cell_sources(path: Path, marker: str) -> list[str]:
@@ -129,22 +124,59 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
 
     To keep the suite inside CI's budget the notebooks attach to the session's stand-in
     server (``server_url``); launch and stop run in the quickstart, from identical cells.
+    A target whose stand-in serves other features than the session's server (Baseten's
+    preset has no parsers, Jetson's no tool parser) launches and stops its own, and its
+    notebook must say which steps it skips instead of failing.
     """
-    executed = notebooks.run_notebook(
-        path,
-        {
-            "stand_in": True,
-            "install": False,
-            "server_url": standin_server.url,
-            "bench_concurrencies": [1, 2],
-            "bench_input_len": 32,
-            "bench_output_len": 16,
-        },
-    )
-    text = executed.read_text()
     cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
+    own = recipes.standin_config(cfg, standin_server.config.model)
+    # a target whose stand-in serves other features (e.g. no tool parser) launches its own
+    # server with its own flags, as it would when a user runs it alone
+    attach = set(own.features) == set(standin_server.config.features)
+    params = {
+        "stand_in": True,
+        "install": False,
+        "bench_concurrencies": [1, 2],
+        "bench_input_len": 32,
+        "bench_output_len": 16,
+    }
+    if attach:
+        params["server_url"] = standin_server.url
+    executed = notebooks.run_notebook(path, params)
+    text = executed.read_text()
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
+    _assert_session_outputs(text, reasoning_parser="reasoning" in own.features, tool_calling="tool_calling" in own.features)
+    if not attach:
+        pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
+        assert not _group_left(pgid), f"{path.name}: its own server left processes behind"
+
+
+def _group_left(pgid: int) -> list[int]:
+    left = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return left
+
+
+def _assert_session_outputs(text: str, *, reasoning_parser: bool, tool_calling: bool) -> None:
+    """What an executed notebook printed reads like a real session: reasoning and answer
+    sections, the budget behaving (or a stated skip), the tool's result used, no traceback."""
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "── reasoning" in text and "── answer ──" in text
+    if reasoning_parser:
+        assert re.search(r"thinking_token_budget=\d+: \d+ reasoning tokens \(budget \d+\), then an answer", text), "budget line"
+        assert "UNEXPECTED thinking_token_budget" not in text
+    else:
+        assert "skipped: " in text and "--reasoning-parser" in text
+    if tool_calling:
+        assert "get_weather(" in text and "── tool get_weather returned ──" in text
+    else:
+        assert "skipped: " in text and "--tool-call-parser" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -81,13 +81,39 @@ def test_seed_target_resolves_and_renders_three_ways(target):
     assert all(r["why"] for r in rows if not r["flag"].startswith("env "))
 
 
+# The only (target, variant, speculative mode) combinations the registry offers that a rule
+# refuses, with the rule's words. DFlash and DSpark drafts exist for the NVFP4 checkpoint
+# only (recipe), so every target that allows BF16 and lists those modes refuses that pair.
+_NVFP4_ONLY_DRAFT = "drafts are published for nvfp4 only, not bf16: use variant='nvfp4'"
+EXPECTED_REFUSALS = {
+    ("h100", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("h100", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("h200", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("h200", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("a100", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("a100", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("dgx-station-gb300", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("dgx-station-gb300", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("b200", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("b200", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("b300", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("b300", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+}
+
+
+def test_expected_refusals_are_combinations_the_registry_offers():
+    assert set(EXPECTED_REFUSALS) <= set(_all_combinations())
+
+
 @pytest.mark.parametrize("target,variant,mode", list(_all_combinations()))
 def test_every_combination_is_accepted_by_vllm_parser_or_refused_by_a_rule(target, variant, mode):
     cfg, rule = _resolve_or_rule(target, variant, mode)
-    if rule is not None:
-        # A refusal must name the fix.
-        assert "use" in str(rule) or "add" in str(rule) or "remove" in str(rule) or "set" in str(rule)
+    expected = EXPECTED_REFUSALS.get((target, variant, mode))
+    if expected is not None:
+        assert rule is not None, f"{target}/{variant}/{mode} should be refused: {expected}"
+        assert expected in str(rule)
         return
+    assert rule is None, f"{target}/{variant}/{mode} is a valid combination but was refused: {rule}"
     cfg.validate()
     json_args = [v for f, v in _argv_pairs(cfg).items() if f == "--speculative-config"]
     for value in json_args:
@@ -164,6 +190,14 @@ def test_overrides_layer_in_order():
         (dict(target="rtx-50xx", variant="bf16"), "Valid variants: nvfp4"),
         (dict(target="b200", extra_args={"--quantization": "modelopt_fp4"}), "on Blackwell remove it"),
         (
+            dict(target="h100-bf16", extra_args={"--quantization": "modelopt_fp4"}),
+            "drop the flag (extra_args={'--quantization': None}), or use variant='nvfp4'",
+        ),
+        (
+            dict(target="h100x8-bf16", extra_args={"--quantization": "modelopt"}),
+            "--quantization modelopt is for the ModelOpt NVFP4 checkpoint, but variant 'bf16'",
+        ),
+        (
             dict(target="h200", extra_args={"--mamba-backend": None}),
             "keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature",
         ),
@@ -237,3 +271,84 @@ def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram(tmp_path):
     assert sim.speculative_config["method"] == "ngram"
     assert "--mamba-backend" not in pairs  # GPU-only base args do not reach the CPU build
     sim.validate()
+
+
+def test_nvfp4_only_flags_stay_off_the_bf16_checkpoint():
+    """a100's W4A16 flags belong to the NVFP4 checkpoint (overview's Ampere command)."""
+    nvfp4 = _argv_pairs(recipes.resolve("a100", "nvfp4"))
+    assert nvfp4["--quantization"] == "modelopt_fp4"
+    assert nvfp4["--moe-backend"] == "humming" and nvfp4["--linear-backend"] == "humming"
+    bf16 = recipes.resolve("a100", "bf16")
+    assert bf16.model == "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16"
+    assert "--quantization" not in bf16.args and "--linear-backend" not in bf16.args
+    # the BF16 variant's FlashInfer CUTLASS MoE needs SM90+: on the A100 (SM80) vLLM's default
+    assert "--moe-backend" not in bf16.args
+    assert recipes.resolve("h100", "bf16").args["--moe-backend"] == "flashinfer_cutlass"
+    for target, variant, mode in _all_combinations():
+        cfg, rule = _resolve_or_rule(target, variant, mode)
+        if rule is None and variant != "nvfp4":
+            quant = str(cfg.args.get("--quantization", ""))
+            assert not quant.startswith("modelopt"), (target, variant, mode, quant)
+
+
+def test_modelopt_quantization_on_bf16_is_refused_by_check_rules():
+    cfg = recipes.resolve("a100", "bf16").with_args({"--quantization": "modelopt_fp4"})
+    with pytest.raises(RecipeError, match=r"drop the flag .*or use variant='nvfp4'"):
+        recipes.check_rules(cfg)
+    recipes.check_rules(recipes.resolve("a100", "nvfp4"))  # the NVFP4 checkpoint keeps it
+
+
+def test_misspelled_speculative_method_is_reported_with_the_valid_ones():
+    bad_spec = {"--speculative-config": {"method": "dsprak", "num_speculative_tokens": 3}}
+    with pytest.raises(FlagError) as err:
+        recipes.resolve("h100", extra_args=bad_spec).validate()
+    assert err.value.flags == ["--speculative-config"]
+    msg = str(err.value)
+    assert "'dsprak'" in msg
+    valid = recipes.speculative_methods()
+    assert {"mtp", "dflash", "dspark", "ngram"} <= set(valid)
+    assert f"valid methods: {', '.join(valid)}" in msg
+    # every method the registry uses is one the installed vLLM knows
+    for mode in recipes.load_registry()["speculative"].values():
+        if "config" in mode:
+            assert mode["config"]["method"] in valid
+
+
+def _serve_flags(tokens: list[str], cfg) -> list[str]:
+    """``[MODEL, *flags]`` out of a rendered command: after ``serve``, else after the image."""
+    start = tokens.index("serve") + 1 if "serve" in tokens else tokens.index(cfg.docker_image) + 1
+    return tokens[start:]
+
+
+def _split_rendered(text: str) -> list[str]:
+    # A shell drops backslash-newline (line continuation) before splitting words.
+    return shlex.split(text.replace("\\\n", " "))
+
+
+def _without_host_port(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--host", "--port"):
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+@pytest.mark.parametrize("target", recipes.list_targets())
+def test_every_rendered_command_is_accepted_by_vllm_parser(target):
+    cfg = recipes.resolve(target)
+    if cfg.stand_in:
+        cfg = cfg.with_model("/tmp/standin-model")
+    rendered = {"shell": cfg.shell_command()}
+    if cfg.docker_image:
+        rendered["docker"] = cfg.docker_command()
+        rendered["truss"] = yaml.safe_load(cfg.truss_config())["docker_server"]["start_command"]
+    for name, text in rendered.items():
+        argv = _serve_flags(_split_rendered(text), cfg)
+        recipes.validate_argv(argv, target_version=cfg.vllm_version)
+        if name == "truss":  # weights are served from their mounts
+            assert argv[0] == f"/models/{cfg.served_model_name}", name
+        else:  # the rendering carries exactly the config's flags
+            assert _without_host_port(argv) == [cfg.model, *cfg.cli_flags()], name

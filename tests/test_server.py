@@ -317,7 +317,8 @@ def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
 
 
 @pytest.mark.server
-def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config):
+def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config, monkeypatch):
+    monkeypatch.setattr(server_mod, "HEARTBEAT_S", 4.0)  # a long phase is re-announced
     seen: list[tuple[str, float]] = []
     srv = VLLMServer(
         standin_config, startup_timeout=20, progress=lambda ph, t: seen.append((ph, t))
@@ -329,6 +330,7 @@ def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config):
     assert f"it was '{srv.phase}' since" in msg and "raise startup_timeout" in msg
     assert seen and seen[0][0] == "launching"  # the progress callback saw the phases
     assert srv.phase in [ph for ph, _ in seen]
+    assert any(ph.startswith("still ") and "s in this phase" in ph for ph, _ in seen), seen
     assert not srv.is_running()
     assert _group_left(srv.pid) == []
     assert srv.pid not in [r.pid for r in find_leftovers(include_owned=True)]
@@ -404,13 +406,20 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
                 nxt.start()
         assert nxt.pid is None
 
-        ended = end_leftovers(leftovers)
-        assert [r.pid for r in ended] == [pid]
-        assert _gone(procs), f"left behind: {_names(procs)}"
+        # A start with cleanup_leftovers=True ends it first, then launches on the freed port.
+        again = VLLMServer(standin_config.with_port(port), progress=False, cleanup_leftovers=True)
+        try:
+            again.start(wait=False)
+            assert again.pid is not None and again.pid != pid and again.port == port
+            assert _gone(procs), f"left behind: {_names(procs)}"
+            assert not Path(left.path).exists()
+            assert _group_left(left.pgid) == []
+            assert [r.pid for r in find_leftovers(include_owned=True)] == [again.pid]
+        finally:
+            again.stop()
         assert find_leftovers(include_owned=True) == []
-        assert not Path(left.path).exists()
         assert port_is_free(port)
-        assert _group_left(left.pgid) == []
+        assert _group_left(again.pid) == []
         assert not [
             p
             for p in psutil.process_iter(["cmdline"])
@@ -423,3 +432,25 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
         if info is not None:  # never leave the server behind, even when an assert failed
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(info["pid"], signal.SIGKILL)
+
+
+@pytest.mark.server
+def test_an_api_server_killed_from_outside_leaves_no_engine_behind(standin_config):
+    """SIGKILL the API server (as the OOM killer would): its engine core must not keep the
+    memory; stop() ends what is left of the group and frees the port."""
+    srv = VLLMServer(standin_config, progress=False)
+    srv.start()
+    pgid, port = srv.pid, srv.port
+    try:
+        assert "VLLM::EngineCore" in _names([psutil.Process(p) for p in _group_left(pgid)])
+        os.kill(srv.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while srv.is_running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not srv.is_running()
+    finally:
+        srv.stop()
+    assert _group_left(pgid) == []
+    assert port_is_free(port)
+    assert find_leftovers(include_owned=True) == []
+

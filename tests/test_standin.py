@@ -171,9 +171,11 @@ def check_budget(client) -> None:
     msg = r.choices[0].message
     assert _reasoning(msg), "budget: expected some reasoning before the cut"
     assert len(_reasoning(msg)) < len(_reasoning(full.choices[0].message)), "budget: reasoning was not cut"
+    # a server with --reasoning-parser reports the reasoning token count
+    # (vllm/entrypoints/openai/chat_completion/serving.py: _include_reasoning_tokens_details)
     details = r.usage.completion_tokens_details
-    if details is not None and details.reasoning_tokens is not None:
-        assert details.reasoning_tokens <= budget + 1, details
+    assert details is not None and details.reasoning_tokens is not None, r.usage
+    assert 0 < details.reasoning_tokens <= budget + 1, details
     assert "vLLM" in (msg.content or ""), f"budget: expected an answer after the forced </think>, got {msg.content!r}"
     assert r.choices[0].finish_reason == "stop"
 
