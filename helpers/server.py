@@ -624,6 +624,10 @@ class VLLMServer:
             callable gets ``(phase, seconds_since_launch)``.
         launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"``
             (``python -m vllm.entrypoints.openai.api_server``).
+        validate_flags: before launching, parse the flags with the installed vLLM's own
+            argument parser (``config.validate()``, when the config has one and vLLM is
+            importable here): a misspelled flag fails by name at once, with no process
+            started. False launches as is (vLLM's own parser then fails the start).
 
     The constructor does no work; :meth:`start` (or ``with``) launches.
     """
@@ -640,6 +644,7 @@ class VLLMServer:
         progress: bool | ProgressFn = True,
         launcher: str = "auto",
         poll_interval: float = 0.5,
+        validate_flags: bool = True,
     ):
         if launcher not in ("auto", "cli", "module"):
             raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
@@ -654,6 +659,7 @@ class VLLMServer:
         self.progress = progress
         self.launcher = launcher
         self.poll_interval = poll_interval
+        self.validate_flags = validate_flags
         self.owned = True
         self.phase: str | None = None
         self.startup_seconds: float | None = None  #: launch -> /health 200
@@ -845,6 +851,8 @@ class VLLMServer:
         Returns:
             self (so ``srv = VLLMServer(cfg).start()`` works).
         Raises:
+            FlagError: a flag the installed vLLM does not accept (``validate_flags``), named,
+                before anything is launched.
             ServerStartError: the port is taken (names the holder), the process exited during
                 start-up, or ``startup_timeout`` passed (names the phase); the message carries
                 the log tail and, when the log matches :mod:`helpers.diagnose`, the fix.
@@ -856,6 +864,9 @@ class VLLMServer:
             )
         if self._proc is not None and self._proc.poll() is None:
             return self
+        validate = getattr(self.config, "validate", None)
+        if self.validate_flags and callable(validate) and importlib.util.find_spec("vllm") is not None:
+            validate()
         self._report_leftovers()
         if self.port is None:
             self.port = free_port(self.host)
@@ -936,6 +947,9 @@ class VLLMServer:
                         phase_since = time.monotonic() - t0
                     self.phase = ph
             elapsed = time.monotonic() - t0
+            if self.phase != said_phase:  # announced before any failure names it
+                self._say(self.phase or "launching", elapsed)
+                said_phase, last_said = self.phase, elapsed
             rc = self._proc.poll()
             if rc is not None:
                 how = f"with code {rc}"
@@ -960,10 +974,7 @@ class VLLMServer:
                     "startup_timeout; otherwise read the log",
                     elapsed,
                 )
-            if self.phase != said_phase:
-                self._say(self.phase or "launching", elapsed)
-                said_phase, last_said = self.phase, elapsed
-            elif elapsed - last_said >= HEARTBEAT_S:
+            if elapsed - last_said >= HEARTBEAT_S:
                 self._say(
                     f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed
                 )

@@ -167,8 +167,9 @@ def _assert_session_outputs(text: str, *, reasoning_parser: bool, tool_calling: 
     """What an executed notebook printed reads like a real session: reasoning and answer
     sections, the budget behaving (or a stated skip), the tool's result used, no traceback."""
     assert "Traceback" not in text and '"output_type": "error"' not in text
-    assert "── reasoning" in text and "── answer ──" in text
+    assert "── answer ──" in text
     if reasoning_parser:
+        assert "── reasoning" in text
         assert re.search(r"thinking_token_budget=\d+: \d+ reasoning tokens \(budget \d+\), then an answer", text), "budget line"
         assert "UNEXPECTED thinking_token_budget" not in text
     else:

@@ -262,15 +262,20 @@ def test_every_registry_flag_has_a_why():
     assert flags - set(reasons) == set()
 
 
-def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram(tmp_path):
+def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram_on_request(tmp_path):
     real = recipes.resolve("h100", speculative="dspark")
     sim = recipes.standin_config(real, tmp_path)
     assert sim.target == "cpu" and sim.model == str(tmp_path) and sim.revision is None
     pairs = _argv_pairs(sim)
     assert pairs["--reasoning-parser"] == "nemotron_v3" and pairs["--tool-call-parser"] == "qwen3_coder"
-    assert sim.speculative_config["method"] == "ngram"
     assert "--mamba-backend" not in pairs  # GPU-only base args do not reach the CPU build
+    # no drafting by default: on the CPU build n-gram drafting is not lossless with Mamba-2
+    assert sim.speculative == "none" and sim.speculative_config is None
     sim.validate()
+    drafted = recipes.standin_config(real, tmp_path, drafting=True)
+    assert drafted.speculative_config["method"] == "ngram"
+    drafted.validate()
+    assert recipes.standin_config(recipes.resolve("h100"), tmp_path, drafting=True).speculative_config is None
 
 
 def test_nvfp4_only_flags_stay_off_the_bf16_checkpoint():

@@ -27,7 +27,7 @@ import pytest
 
 from helpers import recipes
 from helpers import server as server_mod
-from helpers.errors import CookbookError, ServerStartError
+from helpers.errors import CookbookError, FlagError, ServerStartError
 from helpers.paths import REPO_ROOT
 from helpers.server import (
     LeftoverServerWarning,
@@ -296,9 +296,19 @@ def test_context_manager_leaves_no_process_and_frees_the_port(standin_config):
 
 
 @pytest.mark.server
-def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
+def test_a_bad_flag_is_refused_by_name_before_anything_launches(standin_config):
     cfg = standin_config.with_args({"--bogus-flag": "1"})
     srv = VLLMServer(cfg, progress=False)
+    with pytest.raises(FlagError, match="--bogus-flag") as ei:
+        srv.start()
+    assert ei.value.flags == ["--bogus-flag"]
+    assert srv.pid is None and srv.log_path is None  # no process, no log
+
+
+def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
+    # validate_flags=False: vLLM's own parser in the server process meets the flag
+    cfg = standin_config.with_args({"--bogus-flag": "1"})
+    srv = VLLMServer(cfg, progress=False, validate_flags=False)
     t0 = time.monotonic()
     with pytest.raises(ServerStartError) as ei:
         srv.start()
@@ -442,7 +452,7 @@ def test_an_api_server_killed_from_outside_leaves_no_engine_behind(standin_confi
     srv.start()
     pgid, port = srv.pid, srv.port
     try:
-        assert "VLLM::EngineCore" in _names([psutil.Process(p) for p in _group_left(pgid)])
+        assert "VLLM::EngineCore" in _names(_group_left(pgid))
         os.kill(srv.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while srv.is_running() and time.monotonic() < deadline:
