@@ -462,5 +462,6 @@ def test_an_api_server_killed_from_outside_leaves_no_engine_behind(standin_confi
         srv.stop()
     assert _group_left(pgid) == []
     assert port_is_free(port)
-    assert find_leftovers(include_owned=True) == []
+    # its record is gone (the session's stand-in server, if running, keeps its own)
+    assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
 
