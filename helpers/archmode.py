@@ -53,7 +53,6 @@ Public API: :func:`build_arch_model`, :func:`arch_config`, :func:`arch_hf_config
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path

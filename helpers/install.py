@@ -133,7 +133,9 @@ class VersionCheck:
         return not self.ok
 
 
-def _parse(v: str | None) -> Version | None:
+def parse_version(v: str | None) -> Version | None:
+    """``packaging`` Version of ``v`` (e.g. ``"0.28.0"``, ``"0.32.0+cpu"``); None when empty or
+    not a version (``"nightly"``)."""
     try:
         return Version(str(v)) if v else None
     except InvalidVersion:
@@ -174,16 +176,16 @@ def compare_versions(
             f"{installed.describe()} is installed, but this target needs the {build.upper()} "
             f"build ({want_dist} {pin}).",
         )
-    have = _parse(installed.version)
+    have = parse_version(installed.version)
     if have is None:
         return VersionCheck("unparsable", f"Cannot read vLLM's version {installed.version!r}; install {pin}.")
-    minimum = _parse(min_version)
+    minimum = parse_version(min_version)
     if minimum is not None and have.release < minimum.release:
         return VersionCheck(
             "too_old", f"{installed.describe()} is older than the model's minimum {min_version} (target pins {pin})."
         )
     if want == NIGHTLY:
-        after = _parse(stable_after_nightly)
+        after = parse_version(stable_after_nightly)
         if have.is_prerelease or have.is_devrelease or (after is not None and have > after):
             return VersionCheck("ok", f"{installed.describe()} is a nightly/pre-release build, as this target needs.")
         return VersionCheck(
@@ -191,7 +193,7 @@ def compare_versions(
             f"{installed.describe()} is a stable release, but this target needs a vLLM nightly "
             f"(its flags are newer than {stable_after_nightly or 'the last stable release'}).",
         )
-    target = _parse(want)
+    target = parse_version(want)
     if target is not None and have.public == target.public:
         return VersionCheck("ok", f"{installed.describe()} is the version this target pins.")
     return VersionCheck(

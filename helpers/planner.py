@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -162,10 +161,10 @@ def align_mamba_blocks(vllm_version: str | None) -> int:
         the prefill checkpoint). Measured: 2 on vLLM 0.26.0 (H200, "GPU KV cache size"
         exact, docs/results/h200.md), 3 on vLLM 0.32.0 (CPU stand-in, exact).
     """
-    import re
+    from .install import parse_version
 
-    m = re.match(r"\s*v?(\d+)\.(\d+)", str(vllm_version or ""))
-    if m and (int(m.group(1)), int(m.group(2))) < PREFILL_CHECKPOINT_SINCE:
+    v = parse_version(vllm_version)
+    if v is not None and v.release[:2] < PREFILL_CHECKPOINT_SINCE:
         return ALIGN_MAMBA_BLOCKS - 1
     return ALIGN_MAMBA_BLOCKS
 

@@ -34,7 +34,6 @@ from helpers.server import (
     ServerRecord,
     VLLMServer,
     attach_server,
-    end_leftovers,
     find_leftovers,
     free_port,
     port_is_free,
