@@ -52,7 +52,9 @@ __all__ = [
     "Comparison",
     "SpecDecodeCounters",
     "Spread",
+    "StallDetector",
     "acceptance_from_counters",
+    "acceptance_verdict",
     "compare",
     "default_num_prompts",
     "higher_is_better",
@@ -108,6 +110,8 @@ COLUMNS = [
     *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
     "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length",
+    "spec_decode_level",
+    "spec_decode_verdict",
     "prefix_cache_hit_rate",
     "path",
 ]
@@ -115,6 +119,8 @@ _OPTIONAL_COLUMNS = {
     "request_goodput",
     "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length",
+    "spec_decode_level",
+    "spec_decode_verdict",
     "prefix_cache_hit_rate",
 }
 
@@ -146,55 +152,40 @@ class SpecDecodeCounters:
     num_accepted_tokens: float
 
 
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-
 def parse_prometheus(text: str) -> dict[str, float]:
     """Sum each sample of Prometheus text exposition over its label sets.
+
+    Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
+    library's own parser, issue 12), so escaped label values, ``+Inf`` / ``NaN`` and
+    timestamps are handled as Prometheus defines them.
 
     Args:
         text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
 
     Returns:
         ``{sample name: value summed over all label sets}``, e.g.
-        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. Comment lines are skipped;
+        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. NaN samples are skipped;
         histogram samples keep their ``_bucket`` / ``_sum`` / ``_count`` names (buckets
         summed over ``le`` are meaningless and should not be read).
+
+    Raises:
+        BenchError: the text is not Prometheus exposition (names what to check).
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     totals: dict[str, float] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _NAME_RE.match(line)
-        if not m:
-            continue
-        name, rest = m.group(0), line[m.end() :]
-        if rest.startswith("{"):
-            # Skip the label set; label values are quoted and may hold spaces or braces.
-            i, in_quotes, escaped = 1, False, False
-            while i < len(rest):
-                c = rest[i]
-                if escaped:
-                    escaped = False
-                elif c == "\\":
-                    escaped = True
-                elif c == '"':
-                    in_quotes = not in_quotes
-                elif c == "}" and not in_quotes:
-                    break
-                i += 1
-            rest = rest[i + 1 :]
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        totals[name] = totals.get(name, 0.0) + value
+    try:
+        for family in text_string_to_metric_families(text or ""):
+            for sample in family.samples:
+                value = float(sample.value)
+                if math.isnan(value):
+                    continue
+                totals[sample.name] = totals.get(sample.name, 0.0) + value
+    except ValueError as e:
+        raise BenchError(
+            f"The /metrics text is not Prometheus exposition ({e}); check the URL points at a "
+            "vLLM server root (http://host:port), not at another service."
+        ) from e
     return totals
 
 
@@ -241,13 +232,64 @@ def acceptance_from_counters(
     accepted = after.num_accepted_tokens - before.num_accepted_tokens
     if drafts <= 0 or draft_tokens <= 0:
         return None
-    return {
+    out = {
         "spec_decode_acceptance_rate": accepted / draft_tokens * 100.0,
         "spec_decode_acceptance_length": 1.0 + accepted / drafts,
         "spec_decode_num_drafts": int(drafts),
         "spec_decode_draft_tokens": int(draft_tokens),
         "spec_decode_accepted_tokens": int(accepted),
     }
+    out.update(acceptance_verdict(out))
+    return out
+
+
+#: Verdict of a point whose drafts were all rejected (issue 14.5).
+ACCEPTED_NOTHING = "speculative decoding accepted nothing"
+
+
+def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
+    """Judge a point's speculative decoding from its counters or its acceptance figures.
+
+    Args:
+        point: a benchmark JSON / row with ``spec_decode_num_drafts``,
+            ``spec_decode_draft_tokens``, ``spec_decode_accepted_tokens`` (counter deltas) or
+            at least ``spec_decode_acceptance_length`` / ``_rate``.
+
+    Returns:
+        ``{"spec_decode_level": "error", "spec_decode_verdict": "speculative decoding accepted
+        nothing (576 drafts, 4032 draft tokens, 0 accepted): ..."}`` when drafts were made
+        and none accepted; ``"warning"`` with "not paying off: ..." when the mean acceptance
+        length is below :data:`helpers.diagnose.PAYING_OFF_LENGTH`; ``"ok"`` otherwise; ``{}``
+        when the point has no speculative-decoding figures.
+    """
+    from .diagnose import PAYING_OFF_LENGTH
+
+    drafts = _num(point.get("spec_decode_num_drafts"))
+    draft_tokens = _num(point.get("spec_decode_draft_tokens"))
+    accepted = _num(point.get("spec_decode_accepted_tokens"))
+    length = _num(point.get("spec_decode_acceptance_length"))
+    rate = _num(point.get("spec_decode_acceptance_rate"))
+    if drafts is None and length is None and rate is None:
+        return {}
+    counted = drafts is not None and draft_tokens is not None and accepted is not None
+    if (counted and drafts > 0 and accepted == 0) or (not counted and rate == 0.0):
+        what = (
+            f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)" if counted else " (acceptance rate 0%)"
+        )
+        return {
+            "spec_decode_level": "error",
+            "spec_decode_verdict": f"{ACCEPTED_NOTHING}{what}: every draft token was rejected, so the "
+            "drafter only costs time; check the drafter matches the served checkpoint and revision",
+        }
+    if length is not None and length < PAYING_OFF_LENGTH:
+        return {
+            "spec_decode_level": "warning",
+            "spec_decode_verdict": f"not paying off: acceptance length {length:.2f}; check "
+            "num_speculative_tokens against the drafter's block size",
+        }
+    if length is None:
+        return {}
+    return {"spec_decode_level": "ok", "spec_decode_verdict": f"{length:.2f} tokens per target step"}
 
 
 def server_root(base_url: str) -> str:
@@ -344,38 +386,145 @@ def default_num_warmups(concurrency: int, cap: int = 8) -> int:
 
 _BENCH_LOCK = threading.Lock()
 
+#: Seconds a point may sit with requests waiting and none running before it is aborted as
+#: a stalled engine (issue 14.7: "for over a minute"); the client timeout would wait hours.
+STALL_TIMEOUT_S = 60.0
+#: Seconds between the ``/metrics`` scrapes that watch a running point.
+STALL_POLL_S = 2.0
+#: What a stalled point's error and the diagnosis say.
+ENGINE_STALLED = "engine stalled: requests waiting, none running"
+NUM_RUNNING = "vllm:num_requests_running"
+NUM_WAITING = "vllm:num_requests_waiting"
 
-def _run_bench_main(argv: list[str], log_path: Path) -> dict[str, Any]:
-    """Parse ``argv`` with vLLM's bench parser and run ``main`` in a worker thread."""
+
+class StallDetector:
+    """Watches ``(time, running, waiting)`` observations for a stalled engine.
+
+    Stalled: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0 in every
+    observation for ``timeout`` seconds (the API still answers; the engine admits nothing).
+    Any observation with a request running, or none waiting, starts the clock again.
+
+    Args:
+        timeout: seconds (default :data:`STALL_TIMEOUT_S`).
+    """
+
+    def __init__(self, timeout: float = STALL_TIMEOUT_S):
+        self.timeout = float(timeout)
+        self.since: float | None = None
+        self.waiting = 0
+        self.seconds = 0.0
+
+    def observe(self, t: float, running: float, waiting: float) -> bool:
+        """Add one observation (``t`` in seconds); True once the engine counts as stalled."""
+        if running == 0 and waiting > 0:
+            if self.since is None:
+                self.since = float(t)
+            self.waiting = int(waiting)
+            self.seconds = float(t) - self.since
+            return self.seconds >= self.timeout
+        self.since, self.seconds = None, 0.0
+        return False
+
+    def observe_metrics(self, t: float, metrics: str | Mapping[str, float]) -> bool:
+        """:meth:`observe` with the gauges of one ``/metrics`` scrape (text or parsed)."""
+        values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
+        if NUM_RUNNING not in values or NUM_WAITING not in values:
+            return False
+        return self.observe(t, values[NUM_RUNNING], values[NUM_WAITING])
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{ENGINE_STALLED} ({self.waiting} waiting, 0 running for {self.seconds:.0f} s "
+            "while the API answered)"
+        )
+
+
+def _run_bench_main(
+    argv: list[str],
+    log_path: Path,
+    *,
+    root: str | None = None,
+    stall_timeout: float | None = None,
+    poll: float = STALL_POLL_S,
+) -> dict[str, Any]:
+    """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop.
+
+    With ``root`` and ``stall_timeout``, the calling thread scrapes ``<root>/metrics`` every
+    ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
+    (:class:`StallDetector`).
+    """
+    import asyncio
+    import time
+
     import numpy as np
 
-    from vllm.benchmarks.serve import add_cli_args, main
+    import vllm.benchmarks.serve as vbs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser(prog="vllm bench serve")
-    add_cli_args(parser)
+    vbs.add_cli_args(parser)
     args = parser.parse_args(argv)
 
     outcome: dict[str, Any] = {}
     buf = io.StringIO()
+    main_async = getattr(vbs, "main_async", None)  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
 
     def target() -> None:
+        if main_async is None:  # an older bench module: no way to cancel, run as is
+            try:
+                outcome["result"] = vbs.main(args)
+            except BaseException as e:  # re-raised in the caller's thread
+                outcome["error"] = e
+            return
+        loop = asyncio.new_event_loop()
         try:
-            outcome["result"] = main(args)
+            task = loop.create_task(main_async(args))
+            outcome["cancel"] = lambda: loop.call_soon_threadsafe(task.cancel)
+            outcome["result"] = loop.run_until_complete(task)
         except BaseException as e:  # re-raised in the caller's thread
             outcome["error"] = e
+        finally:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
+    detector = StallDetector(stall_timeout) if (root and stall_timeout) else None
+    stalled = False
     py_state, np_state = random.getstate(), np.random.get_state()
     try:
         with _BENCH_LOCK, contextlib.redirect_stdout(buf):
             worker = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
             worker.start()
-            worker.join()
+            while worker.is_alive():
+                worker.join(poll)
+                if detector is None or not worker.is_alive():
+                    continue
+                try:
+                    metrics = scrape_metrics(root, timeout=max(poll, 1.0))
+                except BenchError:
+                    continue  # a dead server ends the point by itself (requests fail)
+                if detector.observe_metrics(time.monotonic(), metrics) and "cancel" in outcome:
+                    stalled = True
+                    outcome["cancel"]()
+                    worker.join()
     finally:
         gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
         random.setstate(py_state)
         np.random.set_state(np_state)
         log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
+    if stalled:
+        raise BenchError(
+            f"{detector.message}: point aborted instead of waiting for the client timeout. "
+            "Read the server log (VLLMServer.log_tail(); helpers.diagnose.diagnose names the "
+            "stall), check helpers.planner.plan for a KV cache or token budget that admits no "
+            f"request, and restart the server. Benchmark output so far: {log_path}.",
+            log_path=log_path,
+        )
     if "error" in outcome:
         e = outcome["error"]
         raise BenchError(
@@ -403,6 +552,7 @@ def run_point(
     label: str = "default",
     gpu_count: int = 1,
     prefix_len: int = 0,
+    stall_timeout: float | None = STALL_TIMEOUT_S,
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
@@ -439,13 +589,17 @@ def run_point(
         gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
         prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
             of the point (0: none).
+        stall_timeout: seconds with requests waiting and none running (``/metrics``,
+            scraped every :data:`STALL_POLL_S` s) after which the point is aborted; None
+            disables the watch.
 
     Returns:
         Path of the JSON written by ``--save-result``.
 
     Raises:
         BenchError: the server does not answer or does not serve ``model``; vLLM's
-            benchmark raised; or every request failed (message quotes vLLM's errors).
+            benchmark raised; every request failed (message quotes vLLM's errors); or the
+            engine stalled ("engine stalled: requests waiting, none running").
     """
     root = server_root(base_url)
     served = _served_models(root)
@@ -492,7 +646,7 @@ def run_point(
         argv += ["--goodput", *(f"{k}:{float(v):g}" for k, v in goodput.items())]
     argv += [str(a) for a in extra_args]
 
-    result = _run_bench_main(argv, log_path)
+    result = _run_bench_main(argv, log_path, root=root, stall_timeout=stall_timeout)
     if not json_path.exists():
         raise BenchError(
             f"vllm bench serve finished but wrote no {json_path}. See {log_path}.",
@@ -555,6 +709,7 @@ def sweep(
     extra_args: Sequence[str] = (),
     progress: bool = True,
     seed_label: str | None = None,
+    stall_timeout: float | None = STALL_TIMEOUT_S,
 ) -> pd.DataFrame:
     """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
 
@@ -592,9 +747,13 @@ def sweep(
         seed_label: the name hashed into each point's seed instead of ``label``; give
             several configurations (on separate servers) the same ``seed_label`` to send
             them the same prompts.
+        stall_timeout: abort a point whose engine has requests waiting and none running
+            for this many seconds (see :func:`run_point`); None disables it.
 
     Returns:
         The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.
+        With speculative decoding, ``spec_decode_level`` / ``spec_decode_verdict`` judge each
+        point (:func:`acceptance_verdict`); an ``error`` verdict is also printed.
 
     Raises:
         BenchError: see :func:`run_point`; points finished before the failure stay on
@@ -631,10 +790,15 @@ def sweep(
             extra_args=extra_args,
             label=label,
             gpu_count=gpu_count,
+            stall_timeout=stall_timeout,
         )
         after = parse_prometheus(scrape_metrics(root))
         _annotate_from_metrics(path, before, after)
         paths.append(path)
+        verdict = acceptance_verdict(json.loads(path.read_text()))
+        if verdict.get("spec_decode_level") == "error":
+            # issue 14.5: said where the sweep runs, and kept on the row (spec_decode_verdict)
+            bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
     return load_results(paths)
 
 
@@ -642,12 +806,14 @@ def _annotate_from_metrics(path: Path, before: Mapping[str, float], after: Mappi
     """Add scrape-derived numbers to a point's JSON (never overwriting vLLM's own keys)."""
     data = json.loads(path.read_text())
     changed = False
-    if data.get("spec_decode_acceptance_length") is None:
-        acc = acceptance_from_counters(spec_decode_counters(before), spec_decode_counters(after))
-        if acc:
-            data.update(acc)
+    acc = acceptance_from_counters(spec_decode_counters(before), spec_decode_counters(after))
+    if acc:
+        if data.get("spec_decode_acceptance_length") is None:
             data["spec_decode_source"] = "metrics_scrape"
-            changed = True
+        for key, value in acc.items():  # the counter deltas and the verdict; vLLM's keys stay
+            if key in ("spec_decode_level", "spec_decode_verdict") or data.get(key) is None:
+                data[key] = value
+        changed = True
     queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
     if queries > 0:
         hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
@@ -720,6 +886,9 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
         "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
         "path": str(path),
     }
+    verdict = acceptance_verdict(data)
+    row["spec_decode_level"] = verdict.get("spec_decode_level")
+    row["spec_decode_verdict"] = verdict.get("spec_decode_verdict")
     for metric in _LATENCY_METRICS:
         for stat in _LATENCY_STATS:
             key = f"{stat}_{metric}_ms"

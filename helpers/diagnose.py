@@ -17,12 +17,27 @@ the generic out-of-memory one).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Diagnosis", "CatalogueEntry", "CATALOGUE", "diagnose", "last_error_line"]
+__all__ = [
+    "CATALOGUE",
+    "CatalogueEntry",
+    "Diagnosis",
+    "ServerFindingWarning",
+    "SpecDecodeStats",
+    "catalogue_frame",
+    "diagnose",
+    "last_error_line",
+    "parse_spec_decode_line",
+    "review",
+    "warn_findings",
+    "spec_decode_stats",
+    "stalled_span",
+]
 
 
 @dataclass(frozen=True)
@@ -34,12 +49,18 @@ class Diagnosis:
         cause: what went wrong, in the log's own numbers.
         fix: what to change, naming the flag / command / variable.
         evidence: the log line that matched (for the reader who wants to check).
+        level: ``"error"`` (the server failed or cannot do its job) or ``"warning"``
+            (it runs, but something is known to be wrong or wasted).
+        checked_releases: the releases whose source this entry's wording was read in
+            (e.g. ``("vllm 0.32.0", "vllm 0.28.0")``), copied from the catalogue entry.
     """
 
     name: str
     cause: str
     fix: str
     evidence: str = ""
+    level: str = "error"
+    checked_releases: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -48,6 +69,20 @@ class Diagnosis:
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def checked(self) -> str:
+        """Where the wording was checked, e.g. ``"wording checked in vllm 0.26.0, 0.28.0"``."""
+        return "wording checked in " + ", ".join(self.checked_releases) if self.checked_releases else ""
+
+    def report(self) -> str:
+        """The sentence, the matched log line and the releases checked, one per line."""
+        lines = [f"{self.level.upper()}: {self.message}"]
+        if self.evidence:
+            lines.append(f"  log: {self.evidence}")
+        if self.checked_releases:
+            lines.append(f"  {self.checked}")
+        return "\n".join(lines)
 
 
 Builder = Callable[["re.Match[str]", str, Any], Diagnosis]
@@ -60,14 +95,19 @@ class CatalogueEntry:
     Attributes:
         name: the :attr:`Diagnosis.name` it produces.
         patterns: regexes (multiline, case-sensitive) tried in order against the log.
-        build: ``build(match, log_text, config) -> Diagnosis``.
+        build: ``build(match, log_text, config) -> Diagnosis`` (or None: the match does
+            not count, e.g. a stall shorter than the threshold; the next pattern is tried).
         source: where the wording comes from (file in vLLM / torch / transformers / hub).
+        checked_releases: releases whose source was read for this entry's wordings,
+            ``"vllm X.Y.Z"`` or ``"<library> X.Y.Z"`` (issue 14.11; a test keeps every entry
+            filled). Wordings from releases not listed may still match, unchecked.
     """
 
     name: str
     patterns: tuple[str, ...]
     build: Builder
     source: str
+    checked_releases: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,7 +187,11 @@ def _mamba_blocks(m: re.Match[str], text: str, config: Any) -> Diagnosis:
 def _kv_too_small(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     max_len = m.group(1)
     est = re.search(r"estimated maximum model length is (\d+)", text)
-    to = f"lower --max-model-len to {est.group(1)}" if est else "lower --max-model-len"
+    fits = m.groupdict().get("fits")
+    if fits:  # pre-V1: "... can be stored in KV cache (N)" is the longest that fits
+        to = f"lower --max-model-len to {fits}"
+    else:
+        to = f"lower --max-model-len to {est.group(1)}" if est else "lower --max-model-len"
     return Diagnosis(
         "kv_cache_too_small",
         f"one sequence of --max-model-len {max_len} tokens needs more KV cache than is left "
@@ -347,9 +391,217 @@ def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagn
     )
 
 
+def _non_default_args(text: str) -> dict[str, Any]:
+    """The ``non-default args: {...}`` dict vLLM logs at start-up (``api_utils.py``), or {}."""
+    import ast
+
+    m = None
+    for m in re.finditer(r"non-default args: (\{.*\})\s*$", text, flags=re.MULTILINE):
+        pass
+    if m is None:
+        return {}
+    try:
+        value = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _spec_settings(text: str, config: Any) -> tuple[int | None, int | None, str | None, int | None, str | None]:
+    """(max_num_batched_tokens, max_num_seqs, method, K, vllm version) from the config or the log."""
+    mnbt = _flag_value(config, "--max-num-batched-tokens")
+    seqs = _flag_value(config, "--max-num-seqs")
+    spec = dict(getattr(config, "speculative_config", None) or {}) if config is not None else {}
+    args = _non_default_args(text)
+    mnbt = mnbt or args.get("max_num_batched_tokens")
+    seqs = seqs or args.get("max_num_seqs")
+    if not spec and isinstance(args.get("speculative_config"), dict):
+        spec = args["speculative_config"]
+    version = getattr(config, "vllm_version", None) if config is not None else None
+    v = re.search(r"Initializing a V1 LLM engine \(v?([\w.+-]+)\)", text) or re.search(
+        r"version (\d+\.\d+\.\d+\S*)", text
+    )
+    if v:
+        version = v.group(1)
+    k = spec.get("num_speculative_tokens")
+    return (
+        int(mnbt) if mnbt else None,
+        int(seqs) if seqs else None,
+        spec.get("method"),
+        int(k) if k else None,
+        version,
+    )
+
+
+def _spec_token_budget(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from .planner import spec_token_budget
+
+    mnbt, seqs, method, k, version = _spec_settings(text, config)
+    gd = m.groupdict()
+    mnbt = mnbt or (int(gd["mnbt"]) if gd.get("mnbt") else None)
+    settings = "--max-num-batched-tokens, --max-num-seqs and num_speculative_tokens"
+    if mnbt and seqs and k:
+        tb = spec_token_budget(mnbt, seqs, method or "", k, version)
+        cause = (
+            f"vLLM left no room to schedule tokens: --max-num-batched-tokens {mnbt} cannot hold "
+            f"--max-num-seqs {seqs} sequences of 1 + {k} speculative tokens plus {tb.slots} "
+            f"{method or 'drafting'} slots each ({tb.needed} tokens)"
+        )
+        fix = tb.fix()
+    else:
+        got = gd.get("scheduled")
+        cause = (
+            "vLLM left no room to schedule tokens: the speculative decoding settings reserve more "
+            f"token slots than --max-num-batched-tokens holds"
+            + (f" (max_num_scheduled_tokens {got})" if got else "")
+        )
+        fix = (
+            "raise --max-num-batched-tokens to at least max_num_seqs x (1 + num_speculative_tokens "
+            "+ drafting slots), or lower --max-num-seqs or num_speculative_tokens "
+            "(helpers.planner.spec_token_budget gives the numbers)"
+        )
+    return Diagnosis("spec_token_budget", f"{cause}; the three settings are {settings}", fix, _line_of(m, text))
+
+
+def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    backend = (m.groupdict().get("backend") or "").strip()
+    why = (m.groupdict().get("why") or "").strip()
+    gpu = (getattr(config, "gpu", None) or {}) if config is not None else {}
+    where = ""
+    if gpu.get("name"):
+        cc = gpu.get("compute_capability")
+        where = f" on {gpu['name']}" + (f" (compute capability {cc})" if cc else "")
+    version = _spec_settings(text, config)[4] or (getattr(config, "vllm_version", None) if config else None)
+    rel = f"vLLM {version}" if version else "this vLLM release"
+    asked = f"the requested --moe-backend {backend.lower()}" if backend else "no NVFP4 MoE kernel"
+    cause = (
+        f"{rel} has {asked if not backend else asked + ' cannot run'} for the NVFP4 MoE layers"
+        f"{where}{f' ({why})' if why else ''}"
+    )
+    if not backend:
+        cause = f"{rel} has no NVFP4 MoE kernel for this GPU{where}{f' ({why})' if why else ''}"
+    notes = []
+    target = getattr(config, "target", None) if config is not None else None
+    for note in (getattr(config, "notes", None) or []) if config is not None else []:
+        if "MoE" in str(note) or "NVFP4" in str(note):
+            notes.append(str(note))
+    see = (
+        f" (cookbook/recipe.yaml, target {target!r}: {notes[0][:160]})" if target and notes
+        else " (the rtx-50xx and rtx-pro-6000 targets' notes in cookbook/recipe.yaml)"
+    )
+    fix = (
+        "pin a backend that has one: --moe-backend marlin (W4A16 Marlin MoE, SM80 and newer), "
+        "or serve the BF16 checkpoint (variant bf16), or install a vLLM release whose NVFP4 MoE "
+        f"kernels cover this GPU{see}"
+    )
+    return Diagnosis("nvfp4_no_moe_backend", cause, fix, _line_of(m, text))
+
+
+def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    hub = re.search(
+        r"Not enough free disk space to download the file\. The expected file size is: "
+        r"(?P<need>[\d.]+) MB\. The target location (?P<dir>.+?) only has (?P<free>[\d.]+) MB free",
+        text,
+    )
+    if hub:
+        need, free, where = float(hub.group("need")), float(hub.group("free")), hub.group("dir")
+        cause = (
+            f"the disk ran out of space during the download: a {need:,.2f} MB file "
+            f"({need / 1000:.2f} GB) into {where}, which has {free:,.2f} MB ({free / 1000:.2f} GB) free"
+        )
+        evidence = _line_of(hub, text)
+    else:
+        where = ""
+        cause = "the disk ran out of space (No space left on device) while writing the weights or caches"
+        evidence = _line_of(m, text)
+    fix = (
+        "free disk space there (hf cache scan / hf cache delete, or delete old snapshots), or point "
+        "HF_HOME / HF_HUB_CACHE at a disk with room for the checkpoint (NVFP4 ~18 GB, BF16 ~60 GB), "
+        "then start again"
+    )
+    return Diagnosis("disk_space", cause, fix, evidence)
+
+
+#: vLLM's periodic stats line (``vllm/v1/metrics/loggers.py`` LoggingStatLogger.log; V0:
+#: ``vllm/engine/metrics.py``), with the time stamp of its log prefix.
+STATS_LINE = re.compile(
+    r"^(?:.*?(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)\b.*?)?"
+    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, "
+    r"Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)?(?: Pending: (?P<pending>\d+) reqs,)?"
+    r"(?: Waiting: (?P<waiting>\d+) reqs)?",
+    re.MULTILINE,
+)
+
+#: Seconds of "Running: 0 reqs, Waiting: N reqs" (N > 0) with no throughput that count as a
+#: stalled engine (issue 14.7: over a minute). vLLM logs the line every
+#: ``VLLM_LOG_STATS_INTERVAL`` seconds (default 10).
+STALL_SECONDS = 60.0
+
+
+def stalled_span(log_text: str, min_seconds: float = STALL_SECONDS) -> tuple[float, int, str] | None:
+    """The last run of stats lines saying "nothing runs, requests wait, no throughput".
+
+    Args:
+        log_text: server log text.
+        min_seconds: how long the run must last (log time stamps, seconds).
+
+    Returns:
+        ``(seconds, waiting requests, last line)`` when the log ends with (or contains) such
+        a run of at least ``min_seconds``, else None.
+    """
+    import datetime as _dt
+
+    best = None
+    start = last = None
+    waiting = 0
+    line = ""
+    for m in STATS_LINE.finditer(log_text or ""):
+        w = int(m.group("waiting") or m.group("pending") or 0)
+        stalled = (
+            int(m.group("running")) == 0 and w > 0 and float(m.group("prompt")) == 0.0
+            and float(m.group("gen")) == 0.0
+        )
+        ts = m.group("ts")
+        t = _dt.datetime.strptime(ts, "%m-%d %H:%M:%S") if ts else None
+        if not stalled or t is None:
+            start = last = None
+            continue
+        if start is None:
+            start = t
+        last, waiting, line = t, w, m.group(0)
+        span = (last - start).total_seconds()
+        if span >= min_seconds:
+            best = (span, waiting, line.strip()[:400])
+    return best
+
+
+def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
+    found = stalled_span(text)
+    if found is None:
+        return None
+    seconds, waiting, line = found
+    return Diagnosis(
+        "engine_stalled",
+        f"engine stalled: requests waiting, none running ({waiting} waiting, 0 running, no "
+        f"prompt or generation throughput for {seconds:.0f} s) while the API still answers",
+        "the scheduler cannot admit them: check that one request fits the KV cache and "
+        "--max-num-batched-tokens (helpers.planner.plan), look for an engine error or a "
+        "speculative-decoding budget warning above, then restart the server",
+        line,
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # the catalogue
 # ---------------------------------------------------------------------------------------
+
+#: vLLM releases whose wheels were unpacked and read for the catalogue's wordings (issue
+#: 14.11): every release the registry pins (0.27.0, 0.27.1, 0.28.0; the CPU stand-in's
+#: 0.32.0), the H200 run's 0.26.0, and 0.8.5 (an older release with the pre-V1 engine that
+#: users still run). ``nightly`` cannot be pinned, so it is not among them.
+REGISTRY_RELEASES = ("vllm 0.26.0", "vllm 0.27.0", "vllm 0.27.1", "vllm 0.28.0", "vllm 0.32.0")
+OLDER_RELEASES = ("vllm 0.8.5",)
 
 CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry(
@@ -361,6 +613,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         _humming_non_gated,
         "humming/schema/base.py (validate_tensors) via vLLM 0.26.0 "
         "quantization/utils/humming_utils.py; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.26.0 (recorded log; the wording is the humming-kernels package's)",),
     ),
     CatalogueEntry(
         "stochastic_rounding_sm90",
@@ -368,12 +621,56 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         _stochastic_rounding_sm90,
         "ptxas via Triton; vllm/config/mamba.py (stochastic rounding needs compute capability "
         "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
+        REGISTRY_RELEASES,
+    ),
+    CatalogueEntry(
+        "spec_token_budget",
+        (
+            r"max_num_scheduled_tokens is set to (?P<scheduled>-?\d+) based on the speculative "
+            r"decoding settings, which does not allow any tokens to be scheduled",
+            r"VllmConfig does not have enough slots to schedule a token and support the "
+            r"speculative decoding settings\. Got max_num_batched_tokens=(?P<mnbt>\d+)",
+            r"VllmConfig received max_num_scheduled_tokens but it does not have enough slots",
+        ),
+        _spec_token_budget,
+        "vllm/config/vllm.py (VllmConfig._set_max_num_scheduled_tokens); "
+        "vllm/config/speculative.py (max_num_new_slots_for_drafting)",
+        REGISTRY_RELEASES,
+    ),
+    CatalogueEntry(
+        "nvfp4_no_moe_backend",
+        (
+            r"No NvFp4 MoE backend supports the deployment configuration",
+            r"NvFp4 MoE backend '(?P<backend>\w+)' does not support the deployment "
+            r"configuration(?: since (?P<why>[^\n]*?))?\.?$",
+        ),
+        _nvfp4_no_moe_backend,
+        "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (select_nvfp4_moe_backend)",
+        REGISTRY_RELEASES,
+    ),
+    CatalogueEntry(
+        "disk_space",
+        (
+            r"Not enough free disk space to download the file",
+            r"No space left on device",
+        ),
+        _disk_space,
+        "huggingface_hub/file_download.py (_check_disk_space, a UserWarning); OSError errno 28",
+        ("huggingface_hub 2.4.0",),
+    ),
+    CatalogueEntry(
+        "engine_stalled",
+        (r"Running: 0 reqs,",),
+        _engine_stalled,
+        "vllm/v1/metrics/loggers.py (LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL s)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
     ),
     CatalogueEntry(
         "mamba_cache_blocks",
         (r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)",),
         _mamba_blocks,
         "vllm/config/compilation.py (CompilationConfig, full decode CUDA graphs for Mamba)",
+        REGISTRY_RELEASES,
     ),
     CatalogueEntry(
         "missing_fastokens",
@@ -383,6 +680,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _fastokens,
         "vllm/tokenizers/fastokens.py (apply_fastokens_patch)",
+        REGISTRY_RELEASES,
     ),
     CatalogueEntry(
         "trust_remote_code",
@@ -395,6 +693,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         _trust_remote_code,
         "transformers/dynamic_module_utils.py (resolve_trust_remote_code); "
         "vllm/transformers_utils/config.py (HFConfigParser)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
     ),
     CatalogueEntry(
         "gated_repo",
@@ -407,12 +706,14 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _gated,
         "huggingface_hub/utils/_http.py (hf_raise_for_status); transformers/utils/hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0"),
     ),
     CatalogueEntry(
         "unrecognized_arguments",
         (r"error: unrecognized arguments: (.+)$",),
         _unrecognized,
         "argparse via vllm/utils/argparse_utils.py (FlexibleArgumentParser.error)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
     ),
     CatalogueEntry(
         "invalid_choice",
@@ -421,18 +722,28 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _invalid_choice,
         "argparse via vllm/utils/argparse_utils.py",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
     ),
     CatalogueEntry(
         "kv_cache_too_small",
-        (r"To serve at least one request with the model's max seq len \((\d+)\)",),
+        (
+            # V1, 0.26.0-0.32.0; 0.8.5's V1 wrote "models's"
+            r"To serve at least one request with the models?'s max seq len \((\d+)\)",
+            # pre-V1 engine (vllm/worker/worker.py, 0.8.5 and older)
+            r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that "
+            r"can be stored in KV cache \((?P<fits>\d+)\)",
+        ),
         _kv_too_small,
-        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory)",
+        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory); pre-V1 "
+        "vllm/worker/worker.py (raise_if_cache_size_invalid)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
     ),
     CatalogueEntry(
         "no_cache_memory",
         (r"No available memory for the cache blocks",),
         _no_cache_memory,
         "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
     ),
     CatalogueEntry(
         "memory_in_use",
@@ -444,6 +755,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _device_memory_taken,
         "vllm/v1/worker/utils.py (request_memory); vllm/v1/worker/cpu_worker.py (CPUWorker)",
+        REGISTRY_RELEASES,
     ),
     CatalogueEntry(
         "out_of_memory",
@@ -454,6 +766,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _cuda_oom,
         "torch c10/cuda/CUDACachingAllocator.cpp (OutOfMemoryError text)",
+        ("torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",),
     ),
     CatalogueEntry(
         "internal_port_in_use",
@@ -464,6 +777,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _internal_port_in_use,
         "torch c10d TCPStore (socket.cpp); vllm/config/parallel.py; pyzmq",
+        ("pyzmq 27.3.0 (ZMQError)", "torch 2.13.0 (DistNetworkError)"),
     ),
     CatalogueEntry(
         "port_in_use",
@@ -472,6 +786,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ),
         _api_port_in_use,
         "vllm/entrypoints/launchers/launcher.py (create_server_socket: sock.bind)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
     ),
 )
 
@@ -495,7 +810,9 @@ def diagnose(log_text: str, config: Any = None) -> Diagnosis | None:
         for pattern in entry.patterns:
             m = re.search(pattern, log_text, flags=re.MULTILINE)
             if m:
-                return entry.build(m, log_text, config)
+                d = entry.build(m, log_text, config)
+                if d is not None:
+                    return dataclasses.replace(d, checked_releases=entry.checked_releases)
     return None
 
 
@@ -517,3 +834,253 @@ def last_error_line(log_text: str) -> str | None:
     specific = [line for line in lines if not any(g in line for g in generic)]
     pick = specific or lines
     return pick[-1][:400] if pick else None
+
+
+# ---------------------------------------------------------------------------------------
+# after launch: what a running server's log says is wrong (warnings, not start failures)
+# ---------------------------------------------------------------------------------------
+
+#: Mean acceptance length below which speculative decoding is judged "not paying off":
+#: fewer than half a token gained per target-model step. An assumption of this cookbook
+#: (drafting costs a drafter pass and a wider verification step), not a vLLM number.
+PAYING_OFF_LENGTH = 1.5
+
+_SPEC_LINE = re.compile(r"^.*(?:SpecDecoding metrics|Speculative metrics): .*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SpecDecodeStats:
+    """One periodic speculative-decoding log line of a vLLM server, parsed.
+
+    Wordings (all handled, fields found by name so their order does not matter):
+    vLLM 0.26.0-0.32.0 ``vllm/v1/spec_decode/metrics.py``: "SpecDecoding metrics: Mean
+    acceptance length: 1.31, Accepted throughput: 13.40 tokens/s, Drafted throughput: 302.37
+    tokens/s, Accepted: N tokens, Drafted: N tokens, Per-position acceptance rate: 0.181, ...,
+    Avg Draft acceptance rate: 4.4%" (releases between 0.8.5 and 0.26.0 wrote it without the
+    Accepted / Drafted counts); 0.8.5's V1: "SpecDecoding metrics: Draft acceptance rate: 4.4%,
+    Mean acceptance length: 1.31, Accepted: ..., Drafted: ..., Per-position acceptance rate:
+    ..."; the pre-V1 engine (``vllm/engine/metrics.py``): "Speculative metrics: Draft
+    acceptance rate: 0.044, System efficiency: ..., Number of accepted tokens: N, Number of
+    draft tokens: N, ...".
+
+    Attributes:
+        mean_acceptance_length: tokens per target step (1 + accepted / drafts); None in
+            the pre-V1 wording.
+        per_position: acceptance rate of draft position 1, 2, ... (0-1).
+        draft_acceptance_rate_pct: accepted / drafted draft tokens, percent.
+        accepted_tokens, drafted_tokens: counts over the logging interval, when logged.
+        accepted_throughput, drafted_throughput: tokens/s, when logged.
+        line: the log line.
+    """
+
+    mean_acceptance_length: float | None
+    per_position: tuple[float, ...]
+    draft_acceptance_rate_pct: float | None
+    accepted_tokens: int | None = None
+    drafted_tokens: int | None = None
+    accepted_throughput: float | None = None
+    drafted_throughput: float | None = None
+    line: str = ""
+
+    @property
+    def accepted_nothing(self) -> bool:
+        if self.drafted_tokens:
+            return self.accepted_tokens == 0
+        return self.draft_acceptance_rate_pct == 0.0 and (self.mean_acceptance_length in (None, 1.0))
+
+    @property
+    def level(self) -> str:
+        """``"error"`` (nothing accepted), ``"warning"`` (not paying off) or ``"ok"``."""
+        if self.accepted_nothing:
+            return "error"
+        if self.mean_acceptance_length is not None and self.mean_acceptance_length < PAYING_OFF_LENGTH:
+            return "warning"
+        return "ok"
+
+    @property
+    def dead_positions(self) -> tuple[int, ...]:
+        """1-based draft positions whose logged acceptance rate is 0.000."""
+        return tuple(i + 1 for i, r in enumerate(self.per_position) if r == 0.0)
+
+    @property
+    def verdict(self) -> str:
+        if self.level == "error":
+            return (
+                "speculative decoding accepted nothing: every draft token was rejected; check the "
+                "drafter matches the served checkpoint and revision, and its method"
+            )
+        if self.level == "warning":
+            dead = self.dead_positions
+            tail = f"; draft positions {dead[0]}-{dead[-1]} accepted nothing" if dead else ""
+            k = len(self.per_position)
+            return (
+                f"not paying off: check num_speculative_tokens against the drafter's block size "
+                f"(mean acceptance length {self.mean_acceptance_length:.2f} with {k} draft "
+                f"positions, {self.draft_acceptance_rate_pct:.1f}% of draft tokens accepted{tail})"
+            )
+        return f"paying off: {self.mean_acceptance_length:.2f} tokens per target-model step"
+
+
+def _num(pattern: str, line: str, conv=float):
+    m = re.search(pattern, line)
+    return conv(m.group(1)) if m else None
+
+
+def parse_spec_decode_line(line: str) -> SpecDecodeStats | None:
+    """Parse one speculative-decoding metrics line (any wording in :class:`SpecDecodeStats`).
+
+    Returns:
+        The parsed line, or None when ``line`` is not one.
+    """
+    if not re.search(r"(?:SpecDecoding metrics|Speculative metrics): ", line or ""):
+        return None
+    pos = re.search(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)", line)
+    per_position = tuple(float(x) for x in pos.group(1).split(",") if x.strip()) if pos else ()
+    rate = _num(r"Draft acceptance rate: ([\d.]+)%", line)
+    if rate is None:
+        frac = _num(r"Draft acceptance rate: ([\d.]+),", line)  # pre-V1: a fraction
+        rate = None if frac is None else frac * 100.0
+    accepted = _num(r"\bAccepted: (\d+) tokens", line, int)
+    if accepted is None:
+        accepted = _num(r"Number of accepted tokens: (\d+)", line, int)
+    drafted = _num(r"\bDrafted: (\d+) tokens", line, int)
+    if drafted is None:
+        drafted = _num(r"Number of draft tokens: (\d+)", line, int)
+    return SpecDecodeStats(
+        mean_acceptance_length=_num(r"Mean acceptance length: ([\d.]+)", line),
+        per_position=per_position,
+        draft_acceptance_rate_pct=rate,
+        accepted_tokens=accepted,
+        drafted_tokens=drafted,
+        accepted_throughput=_num(r"Accepted throughput: ([\d.]+) tokens/s", line),
+        drafted_throughput=_num(r"Drafted throughput: ([\d.]+) tokens/s", line),
+        line=line.strip()[:600],
+    )
+
+
+def spec_decode_stats(log_text: str) -> list[SpecDecodeStats]:
+    """Every speculative-decoding metrics line of a server log, parsed, oldest first."""
+    out = []
+    for m in _SPEC_LINE.finditer(log_text or ""):
+        s = parse_spec_decode_line(m.group(0))
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def _is_nemotron_h(text: str, config: Any) -> bool:
+    model = str(getattr(config, "model", "") or "") if config is not None else ""
+    return bool(
+        re.search(r"Resolved architecture: NemotronH", text) or re.search(r"nemotron", model, re.I)
+    )
+
+
+def _compute_capability(config: Any) -> str | None:
+    gpu = (getattr(config, "gpu", None) or {}) if config is not None else {}
+    cc = gpu.get("compute_capability")
+    return str(cc) if cc else None
+
+
+#: Backends known to give fluent but wrong output with Nemotron-H NVFP4 on compute
+#: capability 10.x (public report, 2026; the fix is pinning flashinfer_cutlass). The
+#: chosen backend is logged by select_nvfp4_moe_backend (vllm 0.26.0-0.32.0, read).
+KNOWN_BAD_NVFP4_MOE = {"FLASHINFER_TRTLLM": "flashinfer_cutlass"}
+
+
+def review(log_text: str, config: Any = None) -> list[Diagnosis]:
+    """Findings on a *running* server's log: what works but is known to be wrong or wasted.
+
+    Checks (each a :class:`Diagnosis` with ``level``):
+
+    - ``nvfp4_moe_backend`` (warning): the start-up line "Using 'FLASHINFER_TRTLLM' NvFp4 MoE
+      backend out of potential backends: [...]" with a Nemotron-H checkpoint on compute
+      capability 10.x (or an unknown GPU): a public report of fluent but wrong output; the
+      fix is ``--moe-backend flashinfer_cutlass`` (accepted by vLLM 0.28.0 and 0.32.0's
+      parsers, ``MoEBackend`` in ``vllm/config/kernel.py``).
+    - ``spec_decode`` (error when nothing was accepted, warning when not paying off): the
+      last "SpecDecoding metrics" line (:func:`parse_spec_decode_line`).
+    - ``engine_stalled`` (error): stats lines with requests waiting and none running for
+      :data:`STALL_SECONDS` (:func:`stalled_span`).
+
+    Args:
+        log_text: the server log.
+        config: the ServeConfig (GPU compute capability, model) when known.
+
+    Returns:
+        The findings, most severe first; empty when nothing is wrong.
+    """
+    found: list[Diagnosis] = []
+    text = log_text or ""
+    for m in re.finditer(r"Using '(?P<backend>\w+)' NvFp4 MoE backend out of potential backends", text):
+        backend = m.group("backend")
+        cc = _compute_capability(config)
+        if backend in KNOWN_BAD_NVFP4_MOE and (cc is None or cc.startswith("10")) and _is_nemotron_h(text, config):
+            fix = KNOWN_BAD_NVFP4_MOE[backend]
+            found.append(
+                Diagnosis(
+                    "nvfp4_moe_backend",
+                    f"vLLM chose the {backend} NvFp4 MoE backend"
+                    + (f" on compute capability {cc}" if cc else "")
+                    + ", which gives fluent but wrong output with Nemotron-H NVFP4 checkpoints "
+                    "(public report)",
+                    f"restart with --moe-backend {fix} (pinned for the b200 / b300 targets in "
+                    "cookbook/recipe.yaml) and check answers before benchmarking",
+                    _line_of(m, text),
+                    level="warning",
+                    checked_releases=REGISTRY_RELEASES,
+                )
+            )
+            break
+    stats = spec_decode_stats(text)
+    if stats and stats[-1].level != "ok":
+        last = stats[-1]
+        found.append(
+            Diagnosis(
+                "spec_decode",
+                last.verdict.split(": ", 1)[0] if last.level == "error" else "speculative decoding is "
+                + last.verdict.split(" (", 1)[0].split(":", 1)[0],
+                last.verdict.split(": ", 1)[1] if ": " in last.verdict else last.verdict,
+                last.line,
+                level=last.level,
+                checked_releases=REGISTRY_RELEASES + OLDER_RELEASES,
+            )
+        )
+    stall = re.search(r"Running: 0 reqs,", text)
+    if stall:
+        d = _engine_stalled(stall, text, config)
+        if d is not None:
+            found.append(dataclasses.replace(d, checked_releases=REGISTRY_RELEASES + OLDER_RELEASES))
+    return sorted(found, key=lambda d: d.level != "error")
+
+
+def catalogue_frame():
+    """The catalogue as a DataFrame: ``name``, ``source``, ``checked_releases`` (issue 14.11)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [{"name": e.name, "source": e.source, "checked_releases": ", ".join(e.checked_releases)} for e in CATALOGUE]
+    )
+
+
+class ServerFindingWarning(UserWarning):
+    """A running server's log shows a known problem (:func:`review`); the message names the fix."""
+
+
+def warn_findings(log_text: str, config: Any = None) -> list[Diagnosis]:
+    """:func:`review` the log and issue one :class:`ServerFindingWarning` per finding.
+
+    ``helpers.server.VLLMServer`` calls it once the server is ready. Never raises: a
+    review that fails is no finding.
+
+    Returns:
+        The findings warned about.
+    """
+    import warnings
+
+    try:
+        found = review(log_text, config)
+    except Exception:  # noqa: BLE001 - a finding must never break a started server
+        return []
+    for d in found:
+        warnings.warn(d.report(), ServerFindingWarning, stacklevel=3)
+    return found

@@ -64,7 +64,7 @@ from typing import Any
 
 import psutil
 
-from helpers.diagnose import Diagnosis, diagnose, last_error_line
+from helpers.diagnose import Diagnosis, diagnose, last_error_line, warn_findings
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir
 
@@ -965,6 +965,7 @@ class VLLMServer:
                 self.startup_seconds = elapsed
                 self.phase = "ready"
                 self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed)
+                warn_findings(self.log_tail(5000), self.config)  # issue 14.9: after launch
                 return self
             if elapsed > timeout:
                 self._fail(

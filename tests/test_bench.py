@@ -28,6 +28,7 @@ from helpers import bench
 from helpers.errors import CookbookError
 
 DATA = Path(__file__).parent / "data" / "bench"
+RUNTIME = Path(__file__).parent / "data" / "runtime"
 
 
 # ---------------------------------------------------------------- load_results
@@ -108,8 +109,14 @@ def test_parse_prometheus_sums_label_sets_and_skips_created():
 
 
 def test_parse_prometheus_label_values_with_spaces_and_braces():
-    text = 'm{a="x y}",b="q\\"z"} 2.5\nm{a="k"} 1.5 1700000000000\n# HELP m x\nn 3\nbad line\n'
+    # parsed by prometheus_client's own text parser (issue 12): escapes, timestamps
+    text = 'm{a="x y}",b="q\\"z"} 2.5\nm{a="k"} 1.5 1700000000000\nn 3\n'
     assert bench.parse_prometheus(text) == {"m": 4.0, "n": 3.0}
+
+
+def test_parse_prometheus_rejects_text_that_is_not_exposition():
+    with pytest.raises(bench.BenchError, match="not Prometheus exposition.*server root"):
+        bench.parse_prometheus("<html>bad line</html>\n")
 
 
 def test_acceptance_from_recorded_metrics_matches_vllm_bench():
@@ -238,3 +245,84 @@ def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path
             standin_server.base_url, "no-such-model", standin_model, concurrency=1,
             num_prompts=1, input_len=8, output_len=4, out_dir=tmp_path, seed=0, num_warmups=0,
         )  # fmt: skip
+
+
+# ---------------------------------------------------------------- issue 14.5: nothing accepted
+
+
+def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_path):
+    """Issue 14.5: +576 drafts, +4032 draft tokens, +0 accepted over a point."""
+    before = bench.SpecDecodeCounters(100, 700, 50)
+    after = bench.SpecDecodeCounters(100 + 576, 700 + 4032, 50 + 0)
+    acc = bench.acceptance_from_counters(before, after)
+    assert acc["spec_decode_acceptance_length"] == 1.0
+    assert acc["spec_decode_level"] == "error"
+    assert acc["spec_decode_verdict"].startswith("speculative decoding accepted nothing")
+    assert "576 drafts, 4032 draft tokens, 0 accepted" in acc["spec_decode_verdict"]
+    # on the row: a point whose JSON has vLLM's own acceptance keys gets the verdict from the
+    # scrapes (the real ngram-c2 point, with its counters replaced by the failing deltas)
+    raw = json.loads((DATA / "ngram-c2.json").read_text())
+    for key in [k for k in raw if k.startswith("spec_decode")]:
+        del raw[key]
+    path = tmp_path / "dflash-c64.json"
+    path.write_text(json.dumps(raw))
+    prom = lambda c: {bench.SPEC_DECODE_DRAFTS: c.num_drafts, bench.SPEC_DECODE_DRAFT_TOKENS: c.num_draft_tokens,  # noqa: E731
+                      bench.SPEC_DECODE_ACCEPTED_TOKENS: c.num_accepted_tokens}  # fmt: skip
+    bench._annotate_from_metrics(path, prom(before), prom(after))
+    row = bench.load_results(path).iloc[0]
+    assert row["spec_decode_level"] == "error"
+    assert row["spec_decode_verdict"].startswith("speculative decoding accepted nothing")
+    assert row["spec_decode_acceptance_length"] == 1.0
+
+
+def test_acceptance_verdict_from_vllm_json_alone():
+    # vLLM's own keys with a 0 % rate and no counters: still an error
+    assert bench.acceptance_verdict({"spec_decode_acceptance_rate": 0.0, "spec_decode_acceptance_length": 1.0})[
+        "spec_decode_level"
+    ] == "error"
+    # the recorded ngram point (length 1.21) is not paying off: a warning naming the block size
+    v = bench.acceptance_verdict(json.loads((DATA / "ngram-c2.json").read_text()))
+    assert v["spec_decode_level"] == "warning"
+    assert "num_speculative_tokens against the drafter's block size" in v["spec_decode_verdict"]
+    assert bench.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"] == "ok"
+    assert bench.acceptance_verdict({"completed": 3}) == {}
+    # a point without speculative decoding has no verdict column
+    assert "spec_decode_verdict" not in bench.load_results(DATA / "standin-c1.json").columns
+
+
+# ---------------------------------------------------------------- issue 14.7: stalled engine
+
+
+def _scrape(running: int, waiting: int) -> str:
+    """A real CPU server's scrape taken mid-sweep (tests/data/runtime/metrics_busy.txt,
+    benchmarks/record_runtime.py) with the two gauges set.
+
+    The recorded scrape has both gauge families with vLLM's labels; only their values change
+    (the stall itself is simulated at the data level).
+    """
+    text = (RUNTIME / "metrics_busy.txt").read_text()
+    assert 'vllm:num_requests_running{' in text and 'vllm:num_requests_waiting{' in text
+    import re as _re
+
+    text = _re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=_re.M)
+    return _re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=_re.M)
+
+
+def test_stall_detector_on_recorded_metrics():
+    d = bench.StallDetector(timeout=60)
+    # busy, then waiting with nothing running for 58 s: not yet
+    assert not d.observe_metrics(0, _scrape(running=2, waiting=1))
+    for t in range(2, 62, 2):
+        stalled = d.observe_metrics(t, _scrape(running=0, waiting=3))
+    assert d.seconds == 58 and not stalled
+    assert d.observe_metrics(62, _scrape(running=0, waiting=3))  # over a minute
+    assert d.message.startswith("engine stalled: requests waiting, none running")
+    assert "3 waiting" in d.message
+    # a running request resets the clock; an idle server (nothing waiting) is not a stall
+    d2 = bench.StallDetector(timeout=60)
+    d2.observe_metrics(0, _scrape(0, 3))
+    d2.observe_metrics(50, _scrape(1, 3))
+    assert not d2.observe_metrics(100, _scrape(0, 3))
+    assert not bench.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
+    # a scrape without the gauges never counts
+    assert not bench.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")

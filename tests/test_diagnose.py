@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import recipes
-from helpers.diagnose import CATALOGUE, Diagnosis, diagnose, last_error_line
+from helpers.diagnose import CATALOGUE, Diagnosis, diagnose, last_error_line, review
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -228,3 +228,227 @@ def test_stochastic_rounding_on_hopper_names_the_flashinfer_mamba_backend():
     _one_sentence(d)
     # a clean start gets no diagnosis
     assert diagnose(_log("startup_cpu")) is None
+
+
+# ---------------------------------------------------------------- issue 14: new kinds
+
+
+def test_spec_token_budget_after_the_fact_names_the_three_settings():
+    # issue 14.6: vLLM 0.26.0's wording (vllm/config/vllm.py _set_max_num_scheduled_tokens);
+    # the settings come from the log's own "non-default args" line
+    d = diagnose(_log("spec_token_budget"))
+    assert d.name == "spec_token_budget"
+    for setting in ("--max-num-batched-tokens", "--max-num-seqs", "num_speculative_tokens"):
+        assert setting in d.message
+    # the numbers follow vLLM 0.26.0's rule: 1 + 16 tokens + 15 drafting slots per sequence
+    assert "raise --max-num-batched-tokens to 8192 or more" in d.fix
+    assert "lower --max-num-seqs to 64 or less" in d.fix
+    assert "-1792" in d.evidence
+    _one_sentence(d)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 0.26.0-0.32.0 (0.28+ drop "or max_num_seqs" at the end)
+        "ValueError: max_num_scheduled_tokens is set to -1792 based on the speculative decoding "
+        "settings, which does not allow any tokens to be scheduled. Increase max_num_batched_tokens "
+        "to accommodate the additional draft token slots, or decrease num_speculative_tokens.",
+        # 0.28.0-0.32.0: max_num_batched_tokens <= drafting slots
+        "ValueError: VllmConfig does not have enough slots to schedule a token and support the "
+        "speculative decoding settings. Got max_num_batched_tokens=16 and scheduled_token_delta=16.",
+        # 0.26.0-0.27.1: an explicit max_num_scheduled_tokens
+        "ValueError: VllmConfig received max_num_scheduled_tokens but it does not have enough slots "
+        "to support the speculative decoding settings. It should be greater by at least 3840, but",
+    ],
+)
+def test_spec_token_budget_every_wording(line):
+    d = diagnose(line)
+    assert d.name == "spec_token_budget"
+    assert "--max-num-batched-tokens" in d.message and "--max-num-seqs" in d.message
+    assert "num_speculative_tokens" in d.message
+
+
+def test_spec_token_budget_with_config_uses_the_targets_vllm():
+    cfg = dataclasses.replace(
+        recipes.resolve("h200", speculative="dflash").with_args(
+            {"--max-num-batched-tokens": 2048, "--max-num-seqs": 256,
+             "--speculative-config": {"method": "dflash", "num_speculative_tokens": 16}}
+        ),
+        vllm_version="0.32.0",
+    )  # fmt: skip
+    line = "ValueError: max_num_scheduled_tokens is set to -1792 based on the speculative decoding settings, which does not allow any tokens to be scheduled."
+    d = diagnose(line, cfg)
+    assert "raise --max-num-batched-tokens to 8448 or more" in d.fix  # 0.32.0: 1 + 16 + 16 per sequence
+    assert "lower --max-num-seqs to 62 or less" in d.fix
+
+
+def test_nvfp4_without_moe_kernel_names_the_alternatives_and_the_target_notes():
+    # issue 14.8: vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (0.26.0-0.32.0)
+    d = diagnose(_log("nvfp4_no_moe_backend"), recipes.resolve("rtx-50xx"))
+    assert d.name == "nvfp4_no_moe_backend"
+    assert "no NVFP4 MoE kernel for this GPU" in d.cause and "RTX 5090" in d.cause
+    assert "vLLM 0.28.0" in d.cause  # the release from the log
+    assert "--moe-backend marlin" in d.fix and "BF16" in d.fix and "release" in d.fix
+    assert "rtx-50xx" in d.fix  # tied to the target's note in cookbook/recipe.yaml
+    _one_sentence(d)
+    # without a config it still points at the notes; an explicitly requested backend too
+    assert "rtx-pro-6000" in diagnose(_log("nvfp4_no_moe_backend")).fix
+    explicit = diagnose(
+        "ValueError: NvFp4 MoE backend 'FLASHINFER_CUTLASS' does not support the deployment "
+        "configuration since kernel does not support current device cuda."
+    )
+    assert explicit.name == "nvfp4_no_moe_backend" and "flashinfer_cutlass" in explicit.cause
+
+
+def test_disk_full_during_download_names_both_figures():
+    # issue 14.10: huggingface_hub 2.4.0 file_download._check_disk_space
+    d = diagnose(_log("disk_space"))
+    assert d.name == "disk_space"
+    assert "4,915.92 MB" in d.cause and "748.94 MB" in d.cause
+    assert "/blobs" in d.cause
+    assert "HF_HOME" in d.fix
+    _one_sentence(d)
+    # the bare OSError (no hub warning before it) is the same kind
+    assert diagnose("OSError: [Errno 28] No space left on device").name == "disk_space"
+
+
+def test_stalled_engine_is_named():
+    # issue 14.7: stats lines (vllm/v1/metrics/loggers.py) with 3 waiting, 0 running for 70 s
+    d = diagnose(_log("engine_stalled"))
+    assert d.name == "engine_stalled"
+    assert d.cause.startswith("engine stalled: requests waiting, none running")
+    assert "70 s" in d.cause
+    # under a minute, or with a request running, it is not a stall
+    lines = _log("engine_stalled").splitlines()
+    assert diagnose("\n".join(lines[:6])) is None  # 40 s
+    assert diagnose(_log("engine_stalled").replace("Running: 0 reqs", "Running: 1 reqs")) is None
+
+
+def test_stalled_engine_pre_v1_wording():
+    # vllm 0.8.5 vllm/engine/metrics.py: "Running: N reqs, Swapped: N reqs, Pending: N reqs"
+    text = "\n".join(
+        f"INFO 11-30 04:2{i}:00 metrics.py:486] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 5 reqs, GPU KV cache "
+        "usage: 0.0%, CPU KV cache usage: 0.0%."
+        for i in range(3)
+    )
+    d = diagnose(text)
+    assert d.name == "engine_stalled" and "5 waiting" in d.cause
+
+
+def test_kv_cache_too_small_older_wordings():
+    # issue 14.11: pre-V1 engine (vllm 0.8.5 vllm/worker/worker.py)
+    v0 = (
+        "ValueError: The model's max seq len (262144) is larger than the maximum number of tokens "
+        "that can be stored in KV cache (98304). Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine."
+    )
+    d = diagnose(v0)
+    assert d.name == "kv_cache_too_small"
+    assert "lower --max-model-len to 98304" in d.fix
+    # vllm 0.8.5's V1 engine wrote "models's"
+    v1_old = (
+        "ValueError: To serve at least one request with the models's max seq len (262144), (12.00 "
+        "GiB KV cache is needed, which is larger than the available KV cache memory (4.21 GiB). "
+        "Based on the available memory, the estimated maximum model length is 92160."
+    )
+    assert "lower --max-model-len to 92160" in diagnose(v1_old).fix
+
+
+def test_every_catalogue_entry_records_the_releases_checked():
+    # issue 14.11: a field on each entry; diagnose() reports it
+    for entry in CATALOGUE:
+        assert entry.checked_releases, f"{entry.name}: no checked_releases"
+        vllm_wordings = [r for r in entry.checked_releases if r.startswith("vllm ")]
+        if len(vllm_wordings) > 1:  # a vLLM wording: every release the registry pins was read
+            for release in ("vllm 0.27.0", "vllm 0.27.1", "vllm 0.28.0", "vllm 0.32.0"):
+                assert release in entry.checked_releases, f"{entry.name} not checked in {release}"
+    d = diagnose(_log("kv_cache_too_small"))
+    assert "vllm 0.8.5" in d.checked_releases and "vllm 0.28.0" in d.checked_releases
+    assert "wording checked in" in d.report()
+    frame = __import__("helpers.diagnose", fromlist=["catalogue_frame"]).catalogue_frame()
+    assert set(frame["name"]) == {e.name for e in CATALOGUE} and frame["checked_releases"].str.len().min() > 0
+
+
+def test_registry_vllm_releases_are_all_checked():
+    # the registry's pinned releases (except nightly) are in the catalogue's checked list
+    from helpers.diagnose import REGISTRY_RELEASES
+
+    reg = recipes.load_registry()
+    pinned = {str(t.get("vllm_version")) for t in reg["targets"].values()} - {"nightly"}
+    assert {f"vllm {v}" for v in pinned} <= set(REGISTRY_RELEASES)
+
+
+# ---------------------------------------------------------------- after launch: review()
+
+SPEC_LINE = (
+    "(APIServer pid=812) INFO 11-30 04:10:12 [metrics.py:121] SpecDecoding metrics: Mean acceptance "
+    "length: 1.31, Accepted throughput: 13.40 tokens/s, Drafted throughput: 302.37 tokens/s, "
+    "Per-position acceptance rate: 0.181, 0.067, 0.039, 0.014, 0.009, 0.000, 0.000, Avg Draft "
+    "acceptance rate: 4.4%"
+)
+
+
+def test_spec_decode_line_parsed_with_verdict():
+    # issue 14.5
+    from helpers.diagnose import parse_spec_decode_line
+
+    s = parse_spec_decode_line(SPEC_LINE)
+    assert s.mean_acceptance_length == 1.31
+    assert s.per_position == (0.181, 0.067, 0.039, 0.014, 0.009, 0.0, 0.0)
+    assert s.draft_acceptance_rate_pct == 4.4
+    assert s.level == "warning"
+    assert s.verdict.startswith("not paying off: check num_speculative_tokens against the drafter's block size")
+    (d,) = review(SPEC_LINE)
+    assert d.name == "spec_decode" and d.level == "warning"
+    assert "not paying off" in d.message and "block size" in d.message
+
+
+@pytest.mark.parametrize(
+    "line, length, rate, accepted",
+    [
+        # vLLM 0.26.0-0.32.0 (vllm/v1/spec_decode/metrics.py): with Accepted / Drafted counts
+        ("SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, "
+         "Drafted throughput: 302.37 tokens/s, Accepted: 0 tokens, Drafted: 4032 tokens, "
+         "Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%", 1.0, 0.0, 0),
+        # vLLM 0.8.5 V1: rate first
+        ("SpecDecoding metrics: Draft acceptance rate: 0.0%, Mean acceptance length: 1.00, "
+         "Accepted: 0 tokens, Drafted: 4032 tokens, Per-position acceptance rate: 0.000, 0.000", 1.0, 0.0, 0),
+        # pre-V1 engine (vllm 0.8.5 vllm/engine/metrics.py): a fraction, named counts
+        ("Speculative metrics: Draft acceptance rate: 0.000, System efficiency: 0.250, Number of "
+         "speculative tokens: 3, Number of accepted tokens: 0, Number of draft tokens: 4032, Number "
+         "of emitted tokens: 1344.", None, 0.0, 0),
+    ],
+)
+def test_spec_decode_accepted_nothing_every_wording(line, length, rate, accepted):
+    from helpers.diagnose import parse_spec_decode_line
+
+    s = parse_spec_decode_line(line)
+    assert s.mean_acceptance_length == length and s.draft_acceptance_rate_pct == rate
+    assert s.accepted_tokens == accepted and s.drafted_tokens == 4032
+    assert s.level == "error" and s.verdict.startswith("speculative decoding accepted nothing")
+    (d,) = review(line)
+    assert d.level == "error" and d.cause == "speculative decoding accepted nothing"
+
+
+def test_flashinfer_trtllm_on_blackwell_with_nemotron_h_warns_with_the_fix():
+    # issue 14.9: select_nvfp4_moe_backend's line (vllm 0.26.0-0.32.0)
+    log = (
+        "(APIServer pid=9) INFO 11-30 04:00:01 [model.py:733] Resolved architecture: NemotronHForCausalLM\n"
+        "(EngineCore pid=90) INFO 11-30 04:00:40 [nvfp4.py:270] Using 'FLASHINFER_TRTLLM' NvFp4 MoE "
+        "backend out of potential backends: ['FLASHINFER_TRTLLM', 'FLASHINFER_CUTEDSL', "
+        "'FLASHINFER_CUTEDSL_BATCHED', 'FLASHINFER_CUTLASS', 'VLLM_CUTLASS', 'MARLIN', 'EMULATION'].\n"
+    )
+    b200 = recipes.resolve("b200")
+    (d,) = review(log, b200)
+    assert d.name == "nvfp4_moe_backend" and d.level == "warning"
+    assert "FLASHINFER_TRTLLM" in d.cause and "compute capability 10.0" in d.cause
+    assert "--moe-backend flashinfer_cutlass" in d.fix
+    # another backend, or a Hopper GPU, is no finding
+    assert review(log.replace("'FLASHINFER_TRTLLM' NvFp4", "'FLASHINFER_CUTLASS' NvFp4"), b200) == []
+    assert review(log, recipes.resolve("h200")) == []
+
+
+def test_review_of_a_clean_log_is_empty():
+    assert review(_log("startup_cpu")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -305,3 +306,73 @@ def test_more_seqs_than_cache_blocks_is_refused_before_launch_as_vllm_would():
     assert not eager.full_cudagraphs and eager.starts and eager.status == "partial"
     # nor on the CPU build
     assert not planner.plan(recipes.resolve("cpu")).full_cudagraphs
+
+
+# ---------------------------------------------------------------- issue 14.6: token budget
+
+
+def _dflash16(target="h200", version="0.32.0"):
+    return dataclasses.replace(
+        recipes.resolve(target, speculative="dflash").with_args(
+            {"--max-num-batched-tokens": 2048, "--max-num-seqs": 256,
+             "--speculative-config": {"method": "dflash", "num_speculative_tokens": 16}}
+        ),
+        vllm_version=version,
+    )  # fmt: skip
+
+
+def test_dflash_token_budget_refused_before_launch_with_both_fixes():
+    """--max-num-batched-tokens 2048, --max-num-seqs 256, DFlash K=16.
+
+    Every decoding sequence schedules 1 + K = 17 tokens (256 x 17 = 4352, the issue's
+    figure); vLLM 0.32.0's scheduler also charges DFlash's K = 16 drafting slots per request
+    (``input_budget -= num_new_tokens + draft_slots``, vllm/v1/core/sched/scheduler.py;
+    ``max_num_new_slots_for_drafting`` = K for dflash), so all 256 decode in one step only
+    from 256 x 33 = 8448 tokens, and 2048 holds 2048 // 33 = 62 sequences.
+    """
+    p = planner.plan(_dflash16())
+    assert p.status == "refused" and not p.fits
+    reason = p.reasons[-1]
+    assert "256 x 17 = 4352" in reason
+    assert "raise --max-num-batched-tokens to 8448 or more" in reason
+    assert "lower --max-num-seqs to 62 or less" in reason
+    with pytest.raises(RecipeError, match="--max-num-batched-tokens to 8448.*--max-num-seqs to 62"):
+        p.raise_if_unfit()
+    assert "REFUSED" in p.summary()
+
+
+def test_dflash_token_budget_on_vllm_0_26_is_the_logged_refusal():
+    """vLLM 0.26.0 lowers max_num_scheduled_tokens by (K - 1) x max_num_seqs up front:
+    2048 - 15 x 256 = -1792, the number of the issue's log line; vLLM refuses to start."""
+    p = planner.plan(_dflash16(version="0.26.0"))
+    assert p.status == "no-start"
+    tb = p.token_budget
+    assert tb.scheduled_tokens == -1792 and tb.vllm_refuses
+    assert "refuses to start" in p.reasons[-1] and "-1792" in p.reasons[-1]
+    assert (tb.needed, tb.seqs_that_fit) == (8192, 64)
+
+
+@pytest.mark.parametrize(
+    "method, k, version, slots",
+    [
+        ("dflash", 16, "0.32.0", 16), ("dflash", 16, "0.28.0", 16), ("dflash", 16, "0.27.1", 15),
+        ("dspark", 7, "0.32.0", 6), ("dspark", 7, "0.26.0", 6), ("mtp", 3, "0.32.0", 0),
+        ("ngram", 3, "0.32.0", 0), ("draft_model", 3, "0.32.0", 1), ("draft_model", 3, "0.27.0", 1),
+        ("dflash", 3, "nightly", 3),
+    ],
+)  # fmt: skip
+def test_drafting_slots_follow_each_release(method, k, version, slots):
+    # vllm/config/speculative.py max_num_new_slots_for_drafting, read in each release's wheel
+    assert planner.drafting_slots(method, k, version) == slots
+
+
+def test_token_budget_that_fits_and_the_registry_targets():
+    ok = planner.spec_token_budget(32768, 512, "dflash", 3, "0.27.0")  # the Baseten preset
+    assert ok.fits and ok.needed == 512 * (1 + 3 + 2)
+    # no registry target is refused for its token budget
+    for name, t in recipes.load_registry()["targets"].items():
+        if t.get("stand_in"):
+            continue
+        for mode in t.get("speculative_modes") or []:
+            p = planner.plan(recipes.resolve(name, speculative=mode))
+            assert p.token_budget is None or p.token_budget.fits, (name, mode, p.reasons)
