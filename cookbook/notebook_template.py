@@ -277,7 +277,7 @@ per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 display(results[[
     "concurrency", "completed", "failed", "output_throughput", per_user,
     "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
-]])
+] + [c for c in ("spec_decode_acceptance_length", "spec_decode_verdict") if c in results]])
 
 # %%
 from helpers.paths import out_dir

@@ -137,13 +137,19 @@ results = pd.concat(results, ignore_index=True)
 # user sees while tokens stream) on a GPU. On the 2-core CPU stand-in tokens arrive in bursts
 # (drafted tokens land together, so TPOT can read near zero), so there per-user speed is
 # output tokens / end-to-end latency. Acceptance length = 1 + accepted / drafts: tokens
-# emitted per target-model step (1.0 = drafting gained nothing).
+# emitted per target-model step (1.0 = drafting gained nothing). `spec_decode_verdict` judges
+# each point: an error when drafts were made and none accepted, a warning when the acceptance
+# length is too low to pay for drafting.
 
 # %%
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
-        "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length"]
+        "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+        "spec_decode_verdict"]
 display(results[[c for c in cols if c in results.columns]])
+errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
+for _, row in errors.iterrows():
+    print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
 
 # %% [markdown]
 # Run-to-run noise: the lowest and highest concurrency repeated with fresh seeds. A
