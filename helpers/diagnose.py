@@ -471,26 +471,25 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
     if gpu.get("name"):
         cc = gpu.get("compute_capability")
         where = f" on {gpu['name']}" + (f" (compute capability {cc})" if cc else "")
-    version = _spec_settings(text, config)[4] or (getattr(config, "vllm_version", None) if config else None)
+    version = _spec_settings(text, config)[4]
     rel = f"vLLM {version}" if version else "this vLLM release"
-    asked = f"the requested --moe-backend {backend.lower()}" if backend else "no NVFP4 MoE kernel"
-    cause = (
-        f"{rel} has {asked if not backend else asked + ' cannot run'} for the NVFP4 MoE layers"
-        f"{where}{f' ({why})' if why else ''}"
-    )
-    if not backend:
-        cause = f"{rel} has no NVFP4 MoE kernel for this GPU{where}{f' ({why})' if why else ''}"
+    because = f" ({why})" if why else ""
+    if backend:
+        cause = f"the requested NVFP4 MoE backend {backend.lower()} cannot run{where} with {rel}{because}"
+    else:
+        cause = f"{rel} has no NVFP4 MoE kernel for this GPU{where}{because}"
     notes = []
     target = getattr(config, "target", None) if config is not None else None
     for note in (getattr(config, "notes", None) or []) if config is not None else []:
         if "MoE" in str(note) or "NVFP4" in str(note):
             notes.append(str(note))
+    first = re.split(r"(?<=\.)\s", notes[0])[0].rstrip(".") if notes else ""
     see = (
-        f" (cookbook/recipe.yaml, target {target!r}: {notes[0][:160]})" if target and notes
+        f" (cookbook/recipe.yaml, target {target!r}: {first})" if target and notes
         else " (the rtx-50xx and rtx-pro-6000 targets' notes in cookbook/recipe.yaml)"
     )
     fix = (
-        "pin a backend that has one: --moe-backend marlin (W4A16 Marlin MoE, SM80 and newer), "
+        "pin a backend that has one: --moe-backend marlin (W4A16 Marlin MoE, what the rtx-50xx and rtx-pro-6000 entries pin), "
         "or serve the BF16 checkpoint (variant bf16), or install a vLLM release whose NVFP4 MoE "
         f"kernels cover this GPU{see}"
     )
@@ -515,7 +514,7 @@ def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         cause = "the disk ran out of space (No space left on device) while writing the weights or caches"
         evidence = _line_of(m, text)
     fix = (
-        "free disk space there (hf cache scan / hf cache delete, or delete old snapshots), or point "
+        "free disk space there (hf cache ls, then hf cache rm / hf cache prune: huggingface_hub 2.4.0's CLI), or point "
         "HF_HOME / HF_HUB_CACHE at a disk with room for the checkpoint (NVFP4 ~18 GB, BF16 ~60 GB), "
         "then start again"
     )
