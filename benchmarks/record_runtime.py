@@ -58,6 +58,12 @@ def main() -> None:
     (OUT / "metrics_busy.txt").write_text(busiest[1])
     log = Path(srv.log_path).read_text(errors="replace")
     (OUT / "server_ngram.log").write_text(log)
+    # no machine paths in the repository: the venv and the checkout become placeholders
+    import sys
+
+    root, venv = str(Path(__file__).resolve().parent.parent), str(Path(sys.prefix))
+    for f in [OUT / "server_ngram.log", *(OUT / "bench").iterdir()]:
+        f.write_text(f.read_text(errors="replace").replace(venv, "<venv>").replace(root, "<repo>"))
     print(json.dumps({"scrapes": len(scrapes), "log": str(srv.log_path)}))
 
 

@@ -810,9 +810,10 @@ def _annotate_from_metrics(path: Path, before: Mapping[str, float], after: Mappi
     if acc:
         if data.get("spec_decode_acceptance_length") is None:
             data["spec_decode_source"] = "metrics_scrape"
-        for key, value in acc.items():  # the counter deltas and the verdict; vLLM's keys stay
-            if key in ("spec_decode_level", "spec_decode_verdict") or data.get(key) is None:
+        for key, value in acc.items():  # the counter deltas; vLLM's own keys stay
+            if data.get(key) is None:
                 data[key] = value
+        data.update(acceptance_verdict(data))  # judged on what the row shows
         changed = True
     queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
     if queries > 0:

@@ -326,3 +326,24 @@ def test_stall_detector_on_recorded_metrics():
     assert not bench.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
     # a scrape without the gauges never counts
     assert not bench.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")
+
+
+def test_recorded_ngram_sweep_point_accepted_nothing():
+    """A real point: the stand-in (vLLM 0.32.0 CPU) with n-gram drafting on random prompts
+    (benchmarks/record_runtime.py) drafted and accepted nothing; the row says so."""
+    idle = bench.spec_decode_counters((RUNTIME / "metrics_idle.txt").read_text())
+    after = bench.spec_decode_counters((RUNTIME / "metrics_after.txt").read_text())
+    acc = bench.acceptance_from_counters(idle, after)
+    assert (acc["spec_decode_num_drafts"], acc["spec_decode_draft_tokens"], acc["spec_decode_accepted_tokens"]) == (48, 136, 0)
+    assert acc["spec_decode_level"] == "error"
+    row = bench.load_results(RUNTIME / "bench" / "ngram-standin-c8.json").iloc[0]
+    assert row["spec_decode_level"] == "error"
+    assert row["spec_decode_verdict"].startswith(
+        "speculative decoding accepted nothing (31 drafts, 86 draft tokens, 0 accepted)"
+    )  # vLLM's own counts for the measured requests (the warm-up drafted the rest)
+
+
+def test_recorded_busy_scrape_has_both_gauges():
+    values = bench.parse_prometheus((RUNTIME / "metrics_busy.txt").read_text())
+    assert values[bench.NUM_RUNNING] == 4.0 and values[bench.NUM_WAITING] == 4.0
+    assert not bench.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled

@@ -484,3 +484,21 @@ def test_flashinfer_cutlass_is_a_moe_backend_the_installed_vllm_accepts():
     # Literal in vllm/config/kernel.py, read in the wheel)
     pytest.importorskip("vllm")
     recipes.resolve("b200").with_args({"--moe-backend": "flashinfer_cutlass"}).validate()
+
+
+def test_recorded_spec_decode_lines_of_the_cpu_server():
+    """vLLM 0.32.0's own lines (tests/data/runtime/server_ngram.log, n-gram drafting on the
+    stand-in): every one parses, accepted nothing, and their Drafted counts add up to the
+    server's vllm:spec_decode_num_draft_tokens_total (136)."""
+    from helpers.diagnose import spec_decode_stats
+
+    log = (LOGS.parent / "runtime" / "server_ngram.log").read_text()
+    stats = spec_decode_stats(log)
+    assert len(stats) == log.count("SpecDecoding metrics:") > 0
+    assert sum(s.drafted_tokens for s in stats) == 136
+    assert all(s.accepted_tokens == 0 and len(s.per_position) == 3 for s in stats)
+    assert {s.level for s in stats} == {"error"}
+    (d,) = review(log)
+    assert d.cause == "speculative decoding accepted nothing" and d.level == "error"
+    # the real stats lines: busy, never a stall
+    assert diagnose(log) is None
