@@ -13,6 +13,16 @@ wording is named next to its pattern, so an upgrade that rewords a message is ea
 find. Entries are tried in catalogue order; the first one that matches wins, so the
 specific entries come before the broad ones (e.g. the Mamba cache-block check before
 the generic out-of-memory one).
+
+Each entry records the releases whose source its wordings were read in
+(``CatalogueEntry.checked_releases``; :func:`catalogue_frame` lists them) and every
+:class:`Diagnosis` carries them (``d.report()`` prints them).
+
+After launch, :func:`review` reads a *running* server's log for what works but is wrong
+or wasted: speculative decoding that accepts nothing or does not pay off (the periodic
+"SpecDecoding metrics" line, every wording since vLLM 0.8.5), an NVFP4 MoE backend known
+to give wrong output, an engine that stalls with requests waiting. ``helpers.server``
+warns about them (:class:`ServerFindingWarning`) once the server is ready.
 """
 
 from __future__ import annotations
@@ -1033,16 +1043,26 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
     stats = spec_decode_stats(text)
     if stats and stats[-1].level != "ok":
         last = stats[-1]
-        found.append(
-            Diagnosis(
-                "spec_decode",
-                last.verdict.split(": ", 1)[0] if last.level == "error" else "speculative decoding is "
-                + last.verdict.split(" (", 1)[0].split(":", 1)[0],
-                last.verdict.split(": ", 1)[1] if ": " in last.verdict else last.verdict,
-                last.line,
-                level=last.level,
-                checked_releases=REGISTRY_RELEASES + OLDER_RELEASES,
+        if last.level == "error":
+            cause = "speculative decoding accepted nothing"
+            fix = (
+                f"all {last.drafted_tokens if last.drafted_tokens is not None else 'the'} draft tokens of "
+                "the last interval were rejected, so drafting only costs time: check the drafter "
+                "matches the served checkpoint and revision, or serve without speculative decoding"
             )
+        else:
+            dead = last.dead_positions
+            cause = (
+                f"speculative decoding is not paying off (mean acceptance length "
+                f"{last.mean_acceptance_length:.2f} over {len(last.per_position)} draft positions, "
+                f"{last.draft_acceptance_rate_pct:.1f}% of draft tokens accepted"
+                + (f"; positions {dead[0]}-{dead[-1]} accepted nothing" if dead else "")
+                + ")"
+            )
+            fix = "check num_speculative_tokens against the drafter's block size"
+        found.append(
+            Diagnosis("spec_decode", cause, fix, last.line, level=last.level,
+                      checked_releases=REGISTRY_RELEASES + OLDER_RELEASES)  # fmt: skip
         )
     stall = re.search(r"Running: 0 reqs,", text)
     if stall:
