@@ -47,6 +47,29 @@ Facts from vLLM 0.32's source that shape this module (``vllm/parser/nemotron_v3.
   schema type stay strings.
 - The first content after ``</think>`` keeps its leading newline (``"\\nParis..."``);
   :attr:`ChatResult.content` keeps the server's text as is, :func:`show` trims it.
+
+Tool-call replies that are not what they look like (issue 14; each sets a flag on the
+:class:`ChatResult`, warns, and makes :func:`run_tool_loop` stop with the transcript
+instead of taking the turn as the answer):
+
+- A complete call at the end of reasoning that never reached ``</think>``: vLLM 0.32's
+  ``nemotron_v3`` parser (the parser engine) ends reasoning at ``<tool_call>``, but a
+  reasoning parser that does not (``deepseek_r1`` in 0.32, the ``nemotron_v3`` reasoning
+  parser of releases before the engine) keeps the call as reasoning and returns no
+  ``tool_calls``. :class:`ToolCallInReasoningWarning`; ``recover_tool_calls=True`` parses
+  it (qwen3_coder format) into a call.
+- Cut by ``max_tokens`` inside a call. Three shapes, all flagged ``truncated_in_tool_call``
+  (:class:`ToolCallTruncatedWarning`, "truncated inside a tool call: raise max_tokens"):
+  ``finish_reason="length"`` with the unfinished markup in ``content`` (a tool parser that
+  leaves it there); vLLM 0.32 not streamed, which parses the fragment into a call and
+  reports ``finish_reason="tool_calls"`` (told by ``completion_tokens`` reaching
+  ``max_tokens``); vLLM 0.32 streamed, ``"length"`` with the call's arguments unfinished
+  or held back by the parser.
+- ``finish_reason="tool_calls"`` with no call (vLLM 0.32 with ``tool_choice="required"``
+  when nothing parses): :class:`ToolCallsMissingWarning`.
+- Arguments are fitted to the tool's JSON schema (:mod:`helpers.toolargs`: jsonschema to
+  find the misfits, pydantic to convert losslessly): ``"140.0"`` or ``140.0`` for an
+  ``integer`` becomes ``140``; ``"140.5"`` stays, with a :class:`ToolArgumentWarning`.
 """
 
 from __future__ import annotations
@@ -801,9 +824,11 @@ def _finish(
         limit = f"max_tokens (unset: the rest of max_model_len={max_model_len})"
 
     # 2a. Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer.
-    cut = _check_tool_truncation(
-        result, max_tokens=max_tokens, max_model_len=max_model_len, tools_requested=tools_requested
-    ) if tools_requested else None
+    cut = None
+    if tools_requested:
+        cut = _check_tool_truncation(
+            result, max_tokens=max_tokens, max_model_len=max_model_len, tools_requested=True
+        )
     if cut:
         result.truncated_in_tool_call = True
         _warn(

@@ -1615,3 +1615,74 @@ def test_unknown_model_names_the_served_ones(rec, client):
     rec.queue("error_model_not_found", status=404)
     with pytest.raises(ResponseError, match=r"does not serve model 'nemotron-typo'; it serves \['nemotron-test'\]"):
         hc.chat(client, "nemotron-typo", "hi", max_tokens=64)
+
+
+# ─── issues 14/15 against the real vLLM CPU stand-in ───────────────────────────────────
+
+
+@pytest.mark.server
+def test_live_default_max_tokens_fits_the_standin(standin_server):
+    """Issue 15.3: `chat(llm, model, "hi")` with no max_tokens on the 2048-token stand-in."""
+    client = hc.make_client(standin_server.base_url, timeout=120)
+    model = standin_server.models()[0]
+    assert hc.server_max_model_len(client, model) == 2048  # cookbook/recipe.yaml, cpu target
+    r = hc.chat(client, model, "hi", temperature=0)
+    assert r.finish_reason in ("stop", "length") and r.usage.completion_tokens > 0
+    s = hc.stream_chat(client, model, "hi", temperature=0).result
+    assert s.usage.completion_tokens > 0
+    with pytest.raises(ResponseError, match="max_model_len is 2048 tokens"):
+        hc.chat(client, model, "hi", max_tokens=16000)
+
+
+@pytest.mark.server
+def test_live_failing_tool_goes_back_to_the_model(live):
+    """Issue 15.6 on the real server: the tool's error is the tool result; nothing is lost."""
+    client, model, demo = live
+
+    def get_weather(city: str) -> dict:
+        raise RuntimeError(f"weather service down for {city}")
+
+    tools = {**_live_tools(demo), "get_weather": get_weather}
+    prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+    try:
+        loop = hc.run_tool_loop(
+            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
+            temperature=0, max_rounds=3,
+        )
+        messages = loop.messages
+    except hc.ToolLoopError as e:  # the model may keep retrying: the transcript is kept
+        messages = e.messages
+    errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith("Error: ")]
+    assert errors and "get_weather raised RuntimeError: weather service down" in errors[0]["content"]
+    with pytest.raises(hc.ToolLoopError, match="get_weather raised RuntimeError") as ei:
+        hc.run_tool_loop(
+            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
+            temperature=0, on_tool_error="raise",
+        )
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
+    assert isinstance(ei.value.__cause__, RuntimeError)
+
+
+@pytest.mark.server
+def test_live_cut_inside_a_tool_call(live):
+    """Issue 14.2 on the real server: max_tokens that ends inside the first tool call."""
+    client, model, demo = live
+    prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+    full = hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    assert full.tool_calls, "the stand-in made no tool call"
+    reasoning = full.usage.reasoning_tokens or 0
+    cut_at = reasoning + max(3, (full.usage.completion_tokens - reasoning) // 2)
+    for r in (
+        hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0),
+        hc.stream_chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0).result,
+    ):
+        assert r.truncated_in_tool_call, (r.finish_reason, r.content, r.tool_calls, r.usage)
+        assert r.tool_calls == [] and not r.content.strip().startswith("<tool_call>")
+        assert any("truncated inside a tool call: raise max_tokens" in w.lower() for w in r.warnings)
+    calls = []
+    with pytest.raises(hc.ToolLoopError, match="(?i)truncated inside a tool call"):
+        hc.run_tool_loop(
+            client, model, prompt, {"get_weather": lambda **kw: calls.append(kw)},
+            demo["tools"], max_tokens=cut_at, temperature=0,
+        )
+    assert calls == []
