@@ -47,19 +47,44 @@ Facts from vLLM 0.32's source that shape this module (``vllm/parser/nemotron_v3.
   schema type stay strings.
 - The first content after ``</think>`` keeps its leading newline (``"\\nParis..."``);
   :attr:`ChatResult.content` keeps the server's text as is, :func:`show` trims it.
+
+Tool-call replies that are not what they look like (issue 14; each sets a flag on the
+:class:`ChatResult`, warns, and makes :func:`run_tool_loop` stop with the transcript
+instead of taking the turn as the answer):
+
+- A complete call at the end of reasoning that never reached ``</think>``: vLLM 0.32's
+  ``nemotron_v3`` parser (the parser engine) ends reasoning at ``<tool_call>``, but a
+  reasoning parser that does not (``deepseek_r1`` in 0.32, the ``nemotron_v3`` reasoning
+  parser of releases before the engine) keeps the call as reasoning and returns no
+  ``tool_calls``. :class:`ToolCallInReasoningWarning`; ``recover_tool_calls=True`` parses
+  it (qwen3_coder format) into a call.
+- Cut by ``max_tokens`` inside a call. Three shapes, all flagged ``truncated_in_tool_call``
+  (:class:`ToolCallTruncatedWarning`, "truncated inside a tool call: raise max_tokens"):
+  ``finish_reason="length"`` with the unfinished markup in ``content`` (a tool parser that
+  leaves it there); vLLM 0.32 not streamed, which parses the fragment into a call and
+  reports ``finish_reason="tool_calls"`` (told by ``completion_tokens`` reaching
+  ``max_tokens``); vLLM 0.32 streamed, ``"length"`` with the call's arguments unfinished
+  or held back by the parser.
+- ``finish_reason="tool_calls"`` with no call (vLLM 0.32 with ``tool_choice="required"``
+  when nothing parses): :class:`ToolCallsMissingWarning`.
+- Arguments are fitted to the tool's JSON schema (:mod:`helpers.toolargs`: jsonschema to
+  find the misfits, pydantic to convert losslessly): ``"140.0"`` or ``140.0`` for an
+  ``integer`` becomes ``140``; ``"140.5"`` stays, with a :class:`ToolArgumentWarning`.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from helpers.errors import ResponseError
+from helpers.errors import CookbookError, ResponseError
 
 # Sampling and length defaults: seed 004 ("Recommended sampling settings are a temperature
 # of 1.0 and top_p of 0.95"; every example uses max_tokens=16000).
@@ -83,6 +108,41 @@ class ReasoningTruncatedWarning(UserWarning):
 
 class ReasoningParserMissingWarning(UserWarning):
     """The server returned reasoning inside ``content``: it runs without a reasoning parser."""
+
+
+class ToolCallInReasoningWarning(UserWarning):
+    """A complete tool call sits at the end of the reasoning (the model never wrote
+    ``</think>``) and the server returned no ``tool_calls``: its reasoning parser kept the
+    call as reasoning. ``recover_tool_calls=True`` turns it into a call."""
+
+
+class ToolCallTruncatedWarning(UserWarning):
+    """``max_tokens`` ran out while the model was writing a tool call: no call is usable."""
+
+
+class ToolCallsMissingWarning(UserWarning):
+    """``finish_reason`` is ``"tool_calls"`` but the reply holds no tool call."""
+
+
+class ToolArgumentWarning(UserWarning):
+    """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
+
+
+class ServerConnectionError(CookbookError, ConnectionError):
+    """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
+    URL, another HTTP server, timeout). The message names the URL and what to do."""
+
+
+class ToolLoopError(ResponseError):
+    """:func:`run_tool_loop` stopped. ``messages``, ``turns`` and ``tool_runs`` hold the
+    conversation so far (the same attributes are set on any other error the loop lets
+    through), so nothing is lost."""
+
+    def __init__(self, message: str, messages=None, turns=None, tool_runs=None):
+        super().__init__(message)
+        self.messages = list(messages or [])
+        self.turns = list(turns or [])
+        self.tool_runs = list(tool_runs or [])
 
 
 # ─── results ──────────────────────────────────────────────────────────────────────────
@@ -182,6 +242,16 @@ class ChatResult:
             reasoning, so there is no real answer (see :class:`ReasoningTruncatedWarning`).
         reasoning_parser_missing: the reasoning was found in ``content`` and split off here
             (see :class:`ReasoningParserMissingWarning`).
+        tool_call_in_reasoning: the reasoning ends with a complete tool call that the
+            server did not return as one (see :class:`ToolCallInReasoningWarning`); when
+            recovered, the call is in ``tool_calls`` and its markup is gone from
+            ``reasoning``.
+        truncated_in_tool_call: ``max_tokens`` ran out inside a tool call; ``tool_calls``
+            is empty and the unfinished markup or arguments are in ``tool_call_fragment``,
+            not in ``content`` (see :class:`ToolCallTruncatedWarning`).
+        tool_call_fragment: see ``truncated_in_tool_call``.
+        tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
+            ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
         warnings: the text of every warning raised while parsing this turn.
     """
 
@@ -193,6 +263,10 @@ class ChatResult:
     raw: Any = None
     truncated_in_reasoning: bool = False
     reasoning_parser_missing: bool = False
+    tool_call_in_reasoning: bool = False
+    truncated_in_tool_call: bool = False
+    tool_call_fragment: str = ""
+    tool_calls_missing: bool = False
     warnings: list[str] = field(default_factory=list)
 
     def to_message(self, include_reasoning: bool = True) -> dict[str, Any]:
@@ -224,20 +298,260 @@ def make_client(base_url: str, api_key: str = "EMPTY", timeout: float = 600, max
             ``"EMPTY"``).
         timeout: seconds per HTTP request; reasoning at 16k tokens on a slow box is long.
         max_retries: SDK retries; 0 so a failing server shows its error at once.
+
+    Raises:
+        TypeError: ``base_url`` is not a string (e.g. a server object: pass
+            ``srv.base_url``).
+        ValueError: ``base_url`` is not an ``http(s)://`` URL.
     """
     import openai
 
-    url = base_url.rstrip("/")
+    if not isinstance(base_url, str):
+        hint = " (pass srv.base_url)" if hasattr(base_url, "base_url") else ""
+        raise TypeError(
+            f"make_client: `base_url` must be a URL string like 'http://127.0.0.1:8000'; got "
+            f"{type(base_url).__name__}{hint}."
+        )
+    if not re.match(r"^https?://[^/\s]+", base_url.strip()):
+        raise ValueError(
+            f"make_client: `base_url`={base_url!r} is not a server URL: pass http://host:port "
+            "(or http://host:port/v1)."
+        )
+    _check_number("make_client", "timeout", timeout, minimum=0, exclusive=True)
+    url = base_url.strip().rstrip("/")
     if not url.endswith("/v1"):
         url += "/v1"
     return openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout, max_retries=max_retries)
 
 
 def as_messages(messages_or_prompt: str | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A prompt string becomes ``[{"role": "user", "content": prompt}]``; a list is copied."""
+    """A prompt string becomes ``[{"role": "user", "content": prompt}]``; a list is copied.
+
+    Raises:
+        TypeError: neither a string nor a list of ``{"role": ..., "content": ...}`` dicts.
+    """
     if isinstance(messages_or_prompt, str):
         return [{"role": "user", "content": messages_or_prompt}]
-    return [dict(m) for m in messages_or_prompt]
+    shape = (
+        "`messages_or_prompt` must be a prompt string or a list of message dicts like "
+        '[{"role": "user", "content": "..."}]'
+    )
+    if isinstance(messages_or_prompt, (Mapping, bytes)) or not isinstance(
+        messages_or_prompt, Iterable
+    ):
+        raise TypeError(f"{shape}; got {type(messages_or_prompt).__name__}.")
+    out = []
+    for i, m in enumerate(messages_or_prompt):
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise TypeError(f"{shape}; item {i} is {m!r:.80}.")
+        out.append(dict(m))
+    return out
+
+
+# ─── argument checks at the boundary (each names the argument and the shape) ─────────
+
+
+def _check_number(
+    fn: str,
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise TypeError(
+            f"{fn}: `{name}` must be {what}{' or None' if optional else ''}; got "
+            f"{type(value).__name__} {value!r:.60}."
+        )
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        raise ValueError(f"{fn}: `{name}`={value!r} must be {bound}.")
+
+
+def _check_client(fn: str, client: Any) -> None:
+    if isinstance(client, str):
+        raise TypeError(
+            f"{fn}: `client` must be an OpenAI client, not the URL string {client!r}: pass "
+            "helpers.client.make_client(url)."
+        )
+    if not hasattr(getattr(client, "chat", None), "completions"):
+        raise TypeError(
+            f"{fn}: `client` must be an openai.OpenAI client (helpers.client.make_client(url) "
+            f"or srv.client()); got {type(client).__name__}."
+        )
+
+
+def _check_chat_args(
+    fn: str,
+    client: Any,
+    model: Any,
+    *,
+    thinking: Any,
+    max_tokens: Any,
+    reasoning_budget: Any,
+    temperature: Any,
+    top_p: Any,
+    tools: Any,
+    recover_tool_calls: Any = False,
+) -> None:
+    _check_client(fn, client)
+    if not isinstance(model, str) or not model:
+        raise TypeError(
+            f"{fn}: `model` must be the served model name (a string, e.g. srv.models()[0]); got "
+            f"{type(model).__name__} {model!r:.60}."
+        )
+    for name, value in (("thinking", thinking), ("recover_tool_calls", recover_tool_calls)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{fn}: `{name}` must be True or False; got {value!r:.60}.")
+    _check_number(fn, "max_tokens", max_tokens, integer=True, minimum=1, optional=True)
+    _check_number(fn, "reasoning_budget", reasoning_budget, integer=True, minimum=0, optional=True)
+    _check_number(fn, "temperature", temperature, minimum=0)
+    _check_number(fn, "top_p", top_p, minimum=0, exclusive=True)
+    if tools is not None:
+        if isinstance(tools, Mapping) or not isinstance(tools, (list, tuple)) or not all(
+            isinstance(t, Mapping) and "function" in t for t in tools
+        ):
+            raise TypeError(
+                f"{fn}: `tools` must be a list of OpenAI function-tool schemas "
+                '([{"type": "function", "function": {...}}], e.g. [tool_schema(fn)]); got '
+                f"{tools!r:.100}. To let the model call Python functions, use "
+                "run_tool_loop(client, model, prompt, {name: function})."
+            )
+
+
+# ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
+
+# Per client object, per base URL: {model id: max_model_len}. A new client (or a server
+# restarted behind a new client) reads it again.
+_LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _client_url(client: Any) -> str:
+    return str(getattr(client, "base_url", "") or "").rstrip("/")
+
+
+def server_max_model_len(client: Any, model: str | None = None) -> int | None:
+    """The server's ``max_model_len`` (tokens, prompt + output) for ``model``.
+
+    vLLM lists it per model in ``GET /v1/models`` (``ModelCard.max_model_len``,
+    ``vllm/entrypoints/openai/models/serving.py``, vLLM 0.32.0). Read once per client and
+    base URL, then cached.
+
+    Args:
+        client: from :func:`make_client`.
+        model: the served model name; ``None`` takes the first model listed.
+
+    Returns:
+        The limit in tokens, or ``None`` when the server does not report one (an
+        OpenAI-compatible server that is not vLLM).
+
+    Raises:
+        ServerConnectionError: nothing answers at the client's URL, or what answers is not
+            an OpenAI-compatible server (the message names the URL and the fix).
+    """
+    _check_client("server_max_model_len", client)
+    try:
+        cached = _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
+    except TypeError:  # a client object that cannot be weakly referenced: no cache
+        cached = {}
+    key = model or ""
+    if key in cached:
+        return cached[key]
+    import openai
+
+    try:
+        listed = list(client.models.list())
+    except openai.APIError as e:
+        raise _translate_api_error(client, e, "GET /v1/models", model) from None
+    limits = {}
+    for m in listed:
+        value = _get(m, "max_model_len")
+        limits[_get(m, "id") or ""] = int(value) if isinstance(value, (int, float)) else None
+    if model is not None and model in limits:
+        cached[key] = limits[model]
+    else:
+        cached[key] = next(iter(limits.values()), None)
+    return cached[key]
+
+
+def _resolve_max_tokens(
+    client: Any, model: str, max_tokens: int | None
+) -> tuple[int | None, int | None]:
+    """``(max_tokens to send, max_model_len or None)``.
+
+    ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
+    the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
+    the end of the context (``max_model_len`` minus the prompt; ``get_max_tokens`` in
+    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value above
+    ``max_model_len`` raises here, before the request (vLLM 0.32 answers it with HTTP 400
+    "max_tokens=... cannot be greater than max_model_len=...").
+    """
+    if max_tokens is None:
+        limit = server_max_model_len(client, model)
+        if limit is None or limit > DEFAULT_MAX_TOKENS:
+            return DEFAULT_MAX_TOKENS, limit
+        return None, limit
+    return max_tokens, None
+
+
+def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
+    return ResponseError(
+        f"max_tokens={asked} does not fit this server: its max_model_len is {limit} tokens "
+        f"(prompt + output). Pass max_tokens below {limit} (or leave max_tokens unset: the "
+        "helper then fits it to the server), or restart vLLM with a larger --max-model-len."
+        + (f" Server said: {said}" if said else "")
+    )
+
+
+def _translate_api_error(client: Any, e: Exception, what: str, model: str | None) -> Exception:
+    """One sentence naming the URL and the fix for HTTP-level failures (the wording of
+    ``helpers.server.VLLMServer.attach``); other errors come back unchanged."""
+    import openai
+
+    url = _client_url(client)
+    root = url[: -len("/v1")] if url.endswith("/v1") else url
+    if isinstance(e, openai.APITimeoutError):
+        return ServerConnectionError(
+            f"The server at {url} did not answer {what} within the client's timeout: it may "
+            "be overloaded or stalled; check its log, or pass a larger timeout to "
+            "make_client(url, timeout=...)."
+        )
+    if isinstance(e, openai.APIConnectionError):
+        return ServerConnectionError(
+            f"No vLLM server answers {url} ({what} failed: {e.__cause__ or e}): start one "
+            "(launch_server(cfg)) or check the URL and that the port is reachable from here."
+        )
+    if isinstance(e, openai.APIStatusError):
+        status = e.status_code
+        body = getattr(e, "body", None)
+        text = str(e)
+        if status == 404 and model and "does not exist" in text:
+            try:
+                served = [m.id for m in client.models.list()]
+            except Exception:
+                served = []
+            return ResponseError(
+                f"The server at {url} does not serve model {model!r}"
+                + (f"; it serves {served}: pass one of them" if served else "")
+                + " (the --served-model-name / --model it was launched with)."
+            )
+        vllm_shaped = isinstance(body, Mapping) and ("message" in body or "error" in body)
+        if status in (404, 405, 501) and not vllm_shaped:
+            return ServerConnectionError(
+                f"The server at {root} answered {what} with HTTP {status}: it is not a vLLM "
+                "OpenAI-compatible server (vLLM answers /health and /v1/models there). Check "
+                "the URL and port, or start vLLM with launch_server(cfg)."
+            )
+    return e
 
 
 def build_request(
@@ -245,7 +559,7 @@ def build_request(
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     *,
     thinking: bool = True,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens: int | None = DEFAULT_MAX_TOKENS,
     reasoning_budget: int | None = None,
     temperature: float = DEFAULT_TEMPERATURE,
     top_p: float = DEFAULT_TOP_P,
@@ -260,7 +574,8 @@ def build_request(
 
     Args:
         thinking: sent as ``extra_body.chat_template_kwargs.enable_thinking`` (seed 004).
-        max_tokens: cap on reasoning + answer tokens together.
+        max_tokens: cap on reasoning + answer tokens together; ``None`` sends none (vLLM
+            then generates up to ``max_model_len`` minus the prompt).
         reasoning_budget: cap on reasoning tokens, sent as the vLLM request field
             ``thinking_token_budget`` (vLLM >= 0.32; the server needs
             ``--reasoning-parser``). Must be below ``max_tokens``.
@@ -280,7 +595,7 @@ def build_request(
     if reasoning_budget is not None:
         if reasoning_budget < 0:
             raise ValueError(f"reasoning_budget={reasoning_budget}: pass a token count >= 0.")
-        if reasoning_budget >= max_tokens:
+        if max_tokens is not None and reasoning_budget >= max_tokens:
             raise ValueError(
                 f"reasoning_budget={reasoning_budget} is not below max_tokens={max_tokens}: "
                 "reasoning tokens count against max_tokens, so leave room for the answer "
@@ -298,10 +613,11 @@ def build_request(
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": as_messages(messages_or_prompt),
-        "max_tokens": max_tokens,
         "temperature": temperature,
         "top_p": top_p,
     }
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
     if tools:
         kwargs["tools"] = tools
     if tool_choice is not None:
@@ -345,6 +661,99 @@ def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
     warnings.warn(text, category, stacklevel=level)
 
 
+# One qwen3_coder call: optional <tool_call> wrapper, <function=NAME> ... </function>, any
+# whitespace between tags (vllm/tool_parsers/qwen3coder_tool_parser.py's format).
+_CALL_RE = re.compile(
+    r"(?:<tool_call>\s*)?<function=([^>]*)>(.*?)</function>\s*(?:</tool_call>)?", re.S
+)
+_PARAM_RE = re.compile(r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
+
+
+def _trailing_tool_calls(text: str) -> tuple[int, list[tuple[str, dict[str, str]]]] | None:
+    """Complete qwen3_coder calls that end ``text`` (only whitespace after and between
+    them): ``(start index of the first, [(name, {param: value})])``, else ``None``.
+    Values are strings, each with one leading and one trailing newline removed, as
+    qwen3_coder does; :mod:`helpers.toolargs` then fits them to the schema."""
+    end = len(text.rstrip())
+    start, calls = None, []
+    for m in reversed(list(_CALL_RE.finditer(text))):
+        if text[m.end() : end].strip():
+            break
+        params = {}
+        for p in _PARAM_RE.finditer(m.group(2)):
+            value = p.group(2)
+            value = value[1:] if value.startswith("\n") else value
+            value = value[:-1] if value.endswith("\n") else value
+            params[p.group(1).strip()] = value
+        calls.insert(0, (m.group(1).strip(), params))
+        start = end = m.start()
+    return (start, calls) if calls else None
+
+
+def _unfinished_tool_call(text: str) -> int | None:
+    """Index where an opened, never-closed tool call starts at the end of ``text``."""
+    i = text.rfind("<tool_call>")
+    if i >= 0 and "</tool_call>" not in text[i:]:
+        j = text.rfind("</function>", i)
+        if j < 0 or text[j:].strip() != "</function>":
+            return i
+    i = text.rfind("<function=")
+    if i >= 0 and "</function>" not in text[i:]:
+        k = text.rfind("<tool_call>", 0, i)
+        return k if k >= 0 and not text[k:i].replace("<tool_call>", "").strip() else i
+    return None
+
+
+def _check_tool_truncation(
+    result: ChatResult,
+    *,
+    max_tokens: int | None,
+    max_model_len: int | None,
+    tools_requested: bool,
+) -> str | None:
+    """Where a reply was cut inside a tool call, move the fragment out of the answer and
+    return a description of it (``None`` when it was not)."""
+    u = result.usage
+    if result.finish_reason == "length":
+        for part in ("content", "reasoning"):
+            text = getattr(result, part)
+            i = _unfinished_tool_call(text)
+            if i is not None:
+                result.tool_call_fragment = text[i:]
+                setattr(result, part, text[:i].rstrip())
+                return f"the unfinished markup {text[i:][:60]!r} was left in `{part}`"
+        if result.tool_calls:  # streamed: the parser sent the call's start
+            result.tool_call_fragment = "\n".join(
+                f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+            )
+            result.tool_calls = []
+            return "the server streamed the start of a call whose arguments never ended"
+        reasoning_ended = u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
+        if tools_requested and not result.content.strip() and reasoning_ended:
+            return (
+                "the reasoning ended but nothing after it arrived: the server's tool parser "
+                "holds back a tool call until it is complete"
+            )
+        return None
+    # vLLM 0.32 reports a cut call as finish_reason="tool_calls" (it parses the fragment:
+    # chat_completion_full_generator). The token count is what gives it away.
+    used_all = (max_tokens is not None and u.completion_tokens >= max_tokens) or (
+        max_tokens is None
+        and max_model_len is not None
+        and u.prompt_tokens + u.completion_tokens >= max_model_len
+    )
+    if result.finish_reason == "tool_calls" and result.tool_calls and used_all:
+        result.tool_call_fragment = "\n".join(
+            f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+        )
+        result.tool_calls = []
+        return (
+            f"all {u.completion_tokens} tokens were used and the server still reported "
+            "finish_reason='tool_calls' (vLLM parses the unfinished call)"
+        )
+    return None
+
+
 def _finish(
     result: ChatResult,
     *,
@@ -352,6 +761,9 @@ def _finish(
     force_nonempty_content: bool,
     max_tokens: int | None,
     tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
 ) -> ChatResult:
     """The checks shared by streamed and non-streamed turns (see the module docstring)."""
     content = result.content
@@ -407,6 +819,80 @@ def _finish(
             f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
         )
 
+    limit = f"max_tokens={max_tokens}" if max_tokens is not None else "max_tokens"
+    if max_tokens is None and max_model_len is not None:
+        limit = f"max_tokens (unset: the rest of max_model_len={max_model_len})"
+
+    # 2a. Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer.
+    cut = None
+    if tools_requested:
+        cut = _check_tool_truncation(
+            result, max_tokens=max_tokens, max_model_len=max_model_len, tools_requested=True
+        )
+    if cut:
+        result.truncated_in_tool_call = True
+        _warn(
+            result,
+            ToolCallTruncatedWarning,
+            f"Truncated inside a tool call: raise max_tokens. The model used all {limit} "
+            f"while writing a tool call ({cut}); no call was returned or run, and the "
+            "fragment is in `tool_call_fragment`, not in `content`.",
+        )
+        return _coerce_calls(result, tool_schemas)
+
+    # 2b. A complete call at the end of unfinished reasoning (no </think>): a reasoning
+    #     parser that does not stop at <tool_call> kept it as reasoning (e.g. deepseek_r1
+    #     in vLLM 0.32; the pre-engine nemotron_v3 reasoning parser).
+    if tools_requested and not result.tool_calls and not result.content.strip():
+        found = _trailing_tool_calls(result.reasoning)
+        if found:
+            start, calls = found
+            result.tool_call_in_reasoning = True
+            names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
+            if recover_tool_calls:
+                result.tool_calls = [
+                    ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
+                    for i, (n, a) in enumerate(calls)
+                ]
+                result.tool_call_fragment = result.reasoning[start:]
+                result.reasoning = result.reasoning[:start].rstrip()
+                _warn(
+                    result,
+                    ToolCallInReasoningWarning,
+                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
+                    "closing </think>, and the server's reasoning parser kept them as "
+                    "reasoning (no tool_calls). Recovered them as tool calls "
+                    "(recover_tool_calls=True). The server-side fix: a reasoning parser "
+                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+                    ">= 0.32).",
+                )
+            else:
+                _warn(
+                    result,
+                    ToolCallInReasoningWarning,
+                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
+                    "closing </think>, and the server's reasoning parser kept them as "
+                    "reasoning, so the reply has no tool_calls and no answer. Pass "
+                    "recover_tool_calls=True to run them, or serve with a reasoning parser "
+                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+                    ">= 0.32).",
+                )
+            return _coerce_calls(result, tool_schemas)
+
+    # 2c. finish_reason "tool_calls" but no call (vLLM 0.32 does this for
+    #     tool_choice="required" when nothing parses): not an answer.
+    if result.finish_reason == "tool_calls" and not result.tool_calls:
+        result.tool_calls_missing = True
+        _warn(
+            result,
+            ToolCallsMissingWarning,
+            "The server reported finish_reason='tool_calls' but the reply holds no tool call, "
+            "so `content` is not a final answer: the model's tool call did not parse. Retry "
+            "the request, check the server's --tool-call-parser (Nemotron: "
+            f"`{TOOL_PARSER_FLAGS}`), or use tool_choice='auto'.",
+        )
+        return result
+
     # 2. Tool-call markup the server did not parse (only an error when tools were offered:
     #    with tool_choice="none" or no tools, vLLM does not parse calls by design).
     if tools_requested and not result.tool_calls and any(m in result.content for m in TOOL_MARKUP):
@@ -441,7 +927,6 @@ def _finish(
                 if moved
                 else "`content` is empty"
             )
-            limit = f"max_tokens={max_tokens}" if max_tokens is not None else "max_tokens"
             _warn(
                 result,
                 ReasoningTruncatedWarning,
@@ -449,6 +934,33 @@ def _finish(
                 f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, "
                 "set reasoning_budget=N (sent as thinking_token_budget, N below max_tokens), "
                 "or pass thinking=False.",
+            )
+    return _coerce_calls(result, tool_schemas)
+
+
+def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> Any:
+    for t in tool_schemas or []:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if isinstance(fn, Mapping) and fn.get("name") == name:
+            return fn.get("parameters")
+    return None
+
+
+def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
+    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.toolargs`)."""
+    from helpers.toolargs import coerce_arguments
+
+    for call in result.tool_calls:
+        params = _schema_parameters(tool_schemas, call.name)
+        if call.error is not None or not params:
+            continue
+        call.arguments, problems = coerce_arguments(call.arguments, params)
+        for p in problems:
+            _warn(
+                result,
+                ToolArgumentWarning,
+                f"Tool {call.name!r}: {p}. The function gets the value as the model wrote it; "
+                "check the tool's schema or the function's handling of it.",
             )
     return result
 
@@ -460,14 +972,23 @@ def parse_response(
     force_nonempty_content: bool = False,
     max_tokens: int | None = None,
     tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
 ) -> ChatResult:
     """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
 
     Args:
         thinking, force_nonempty_content, max_tokens: what the request asked for; they
-            decide the truncation check and its message.
+            decide the truncation checks and their messages.
         tools_requested: the request offered tools (and not ``tool_choice="none"``);
             only then is unparsed tool-call markup an error.
+        tool_schemas: the tools the request offered; each call's arguments are fitted to
+            its schema (:func:`helpers.toolargs.coerce_arguments`).
+        recover_tool_calls: turn complete tool calls found at the end of unfinished
+            reasoning into ``tool_calls`` (see :class:`ToolCallInReasoningWarning`).
+        max_model_len: the server's limit (tokens), when the request sent no
+            ``max_tokens``; used to tell a reply cut at the end of the context.
 
     Raises:
         ResponseError: tool-call markup in ``content`` with no ``tool_calls`` (the server
@@ -475,7 +996,9 @@ def parse_response(
             response with no choices.
 
     Warns:
-        ReasoningTruncatedWarning, ReasoningParserMissingWarning (see their docs).
+        ReasoningTruncatedWarning, ReasoningParserMissingWarning, ToolCallInReasoningWarning,
+        ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
+        docs; each sets a flag on the result too).
     """
     choices = _get(response, "choices") or []
     if not choices:
@@ -507,6 +1030,9 @@ def parse_response(
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
         tools_requested=tools_requested,
+        tool_schemas=tool_schemas,
+        recover_tool_calls=recover_tool_calls,
+        max_model_len=max_model_len,
     )
 
 
@@ -515,13 +1041,25 @@ def parse_response(
 
 def _create(client: Any, kwargs: dict[str, Any]) -> Any:
     """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
-    :class:`ResponseError` s naming the flags."""
+    :class:`ResponseError` s naming the flags, a ``max_tokens`` above the server's
+    ``max_model_len`` into one naming the limit, and connection failures or a non-vLLM
+    server into :class:`ServerConnectionError` naming the URL."""
     import openai
 
     try:
-        return client.chat.completions.create(**kwargs)
+        response = client.chat.completions.create(**kwargs)
     except openai.BadRequestError as e:
         text = str(e)
+        m = re.search(r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text)
+        if m:  # vllm/renderers/params.py (vLLM 0.32.0)
+            raise _max_tokens_error(int(m.group(2)), m.group(1), text) from None
+        m = re.search(r"maximum context length is (\d+) tokens", text)
+        if m:  # the prompt (plus output, older releases) exceeds max_model_len
+            raise ResponseError(
+                f"The request does not fit the server's max_model_len of {m.group(1)} tokens: "
+                "shorten the conversation, lower max_tokens, or restart vLLM with a larger "
+                "--max-model-len. Server said: " + text
+            ) from None
         if "thinking_token_budget" in text:
             raise ResponseError(
                 "The server rejected `thinking_token_budget`: it was launched without a "
@@ -535,6 +1073,19 @@ def _create(client: Any, kwargs: dict[str, Any]) -> Any:
                 f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
             ) from e
         raise
+    except openai.APIError as e:
+        err = _translate_api_error(client, e, "POST /v1/chat/completions", kwargs.get("model"))
+        if err is e:
+            raise
+        raise err from None
+    if isinstance(response, (str, bytes)):  # a 200 that is not JSON: not an OpenAI server
+        raise ServerConnectionError(
+            f"The server at {_client_url(client)} answered POST /v1/chat/completions with "
+            f"something that is not JSON ({str(response)[:80]!r}): it is not a vLLM "
+            "OpenAI-compatible server. Check the URL and port, or start vLLM with "
+            "launch_server(cfg)."
+        )
+    return response
 
 
 def chat(
@@ -543,7 +1094,7 @@ def chat(
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     *,
     thinking: bool = True,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens: int | None = None,
     reasoning_budget: int | None = None,
     budget_method: str = "server",
     temperature: float = DEFAULT_TEMPERATURE,
@@ -551,6 +1102,7 @@ def chat(
     tools: list[dict[str, Any]] | None = None,
     tool_choice: str | dict[str, Any] | None = None,
     force_nonempty_content: bool = False,
+    recover_tool_calls: bool = False,
     **extra: Any,
 ) -> ChatResult:
     """Send one chat request and parse the reply.
@@ -560,7 +1112,10 @@ def chat(
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
         thinking: reasoning on (default, as the model card) or off.
-        max_tokens: cap on reasoning + answer tokens (seed 004 uses 16000).
+        max_tokens: cap on reasoning + answer tokens. ``None`` (default): seed 004's 16000
+            when the server's ``max_model_len`` (read once from ``GET /v1/models``) is
+            larger, else none is sent and vLLM generates up to the end of the context
+            (the CPU stand-in has ``max_model_len`` 2048).
         reasoning_budget: cap on reasoning tokens (see ``budget_method``).
         budget_method: ``"server"`` sends ``thinking_token_budget`` (vLLM >= 0.32 with
             ``--reasoning-parser``: the server forces ``</think>`` itself; on the CPU
@@ -574,23 +1129,46 @@ def chat(
         temperature, top_p: seed 004's recommended 1.0 / 0.95.
         tools, tool_choice: OpenAI function tools (see :func:`tool_schema`).
         force_nonempty_content: seed 004's advice for coding agents.
+        recover_tool_calls: a complete tool call at the end of unfinished reasoning
+            becomes a tool call (off: a :class:`ToolCallInReasoningWarning` only).
         **extra: ``extra_body=`` and other ``chat.completions.create`` arguments.
 
     Returns:
-        A :class:`ChatResult`.
+        A :class:`ChatResult`. Tool-call arguments are fitted to the ``tools`` schemas.
 
     Raises:
+        TypeError / ValueError: an argument of the wrong type or range (the message names
+            it), a bad ``reasoning_budget`` or ``budget_method``.
+        ServerConnectionError: nothing (or no vLLM server) answers at the client's URL.
         ResponseError: unparsed tool-call markup (names the tool-parser flags), a budget
-            the server rejects (names ``--reasoning-parser nemotron_v3``).
-        ValueError: a bad ``reasoning_budget`` or ``budget_method``.
+            the server rejects (names ``--reasoning-parser nemotron_v3``), ``max_tokens``
+            above the server's ``max_model_len`` (names the limit), an unknown model.
         openai.APIError: any other HTTP failure, unchanged.
 
     Warns:
         ReasoningTruncatedWarning: thinking on, ``finish_reason == "length"``, no answer.
         ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
+        ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
+        ToolArgumentWarning: see each class.
     """
+    _check_chat_args(
+        "chat",
+        client,
+        model,
+        thinking=thinking,
+        max_tokens=max_tokens,
+        reasoning_budget=reasoning_budget,
+        temperature=temperature,
+        top_p=top_p,
+        tools=tools,
+        recover_tool_calls=recover_tool_calls,
+    )
     if budget_method not in ("server", "two_pass"):
         raise ValueError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, max_tokens)
+    if max_tokens is None and reasoning_budget is not None and max_model_len is not None:
+        if reasoning_budget >= max_model_len:
+            raise _max_tokens_error(max_model_len, f"(reasoning_budget={reasoning_budget})")
     common = dict(
         thinking=thinking,
         temperature=temperature,
@@ -600,9 +1178,18 @@ def chat(
         force_nonempty_content=force_nonempty_content,
         **extra,
     )
+    checks = dict(
+        tool_schemas=tools, recover_tool_calls=recover_tool_calls, max_model_len=max_model_len
+    )
     if reasoning_budget is not None and budget_method == "two_pass" and thinking:
         return _chat_two_pass(
-            client, model, messages_or_prompt, max_tokens, reasoning_budget, common
+            client,
+            model,
+            messages_or_prompt,
+            max_tokens if max_tokens is not None else max_model_len,
+            reasoning_budget,
+            common,
+            checks,
         )
     kwargs = build_request(
         model,
@@ -617,6 +1204,7 @@ def chat(
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
         tools_requested=bool(tools) and tool_choice != "none",
+        **checks,
     )
 
 
@@ -627,8 +1215,10 @@ def _chat_two_pass(
     max_tokens: int,
     budget: int,
     common: dict[str, Any],
+    checks: dict[str, Any] | None = None,
 ) -> ChatResult:
     """Client-side reasoning budget for servers without ``thinking_token_budget``."""
+    checks = dict(checks or {})
     build_request(
         model, messages_or_prompt, max_tokens=max_tokens, reasoning_budget=budget
     )  # checks
@@ -642,6 +1232,7 @@ def _chat_two_pass(
             thinking=True,
             max_tokens=budget,
             tools_requested=tools_requested,
+            **checks,
         )
     if first.finish_reason != "length" or first.tool_calls or first.content.strip():
         # Reasoning ended inside the budget (answer possibly cut at the budget: then the
@@ -663,6 +1254,7 @@ def _chat_two_pass(
         thinking=False,
         max_tokens=second_kwargs["max_tokens"],
         tools_requested=tools_requested,
+        **checks,
     )
     return ChatResult(
         reasoning=first.reasoning,
@@ -753,6 +1345,7 @@ class _Assembler:
         force_nonempty_content: bool,
         max_tokens: int | None,
         tools_requested: bool,
+        **checks: Any,
     ) -> ChatResult:
         reasoning, content = "".join(self.reasoning), "".join(self.content)
         # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
@@ -781,6 +1374,7 @@ class _Assembler:
             force_nonempty_content=force_nonempty_content,
             max_tokens=max_tokens,
             tools_requested=tools_requested,
+            **checks,
         )
 
 
@@ -796,6 +1390,9 @@ class ChatStream:
         force_nonempty_content: bool,
         max_tokens: int | None,
         tools_requested: bool = True,
+        tool_schemas: list[dict[str, Any]] | None = None,
+        recover_tool_calls: bool = False,
+        max_model_len: int | None = None,
     ):
         self._chunks = chunks
         self._opts = dict(
@@ -803,6 +1400,9 @@ class ChatStream:
             force_nonempty_content=force_nonempty_content,
             max_tokens=max_tokens,
             tools_requested=tools_requested,
+            tool_schemas=tool_schemas,
+            recover_tool_calls=recover_tool_calls,
+            max_model_len=max_model_len,
         )
         self._assembler = _Assembler()
         self._result: ChatResult | None = None
@@ -837,13 +1437,14 @@ def stream_chat(
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     *,
     thinking: bool = True,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens: int | None = None,
     reasoning_budget: int | None = None,
     temperature: float = DEFAULT_TEMPERATURE,
     top_p: float = DEFAULT_TOP_P,
     tools: list[dict[str, Any]] | None = None,
     tool_choice: str | dict[str, Any] | None = None,
     force_nonempty_content: bool = False,
+    recover_tool_calls: bool = False,
     **extra: Any,
 ) -> ChatStream:
     """Streaming :func:`chat`: returns a :class:`ChatStream` of typed events.
@@ -857,8 +1458,22 @@ def stream_chat(
     events; ``.result`` splits it at ``</think>`` as :func:`chat` does.
 
     Raises:
+        TypeError, ValueError, ServerConnectionError: see :func:`chat` (at once).
         ResponseError: see :func:`chat` (raised when the stream ends).
     """
+    _check_chat_args(
+        "stream_chat",
+        client,
+        model,
+        thinking=thinking,
+        max_tokens=max_tokens,
+        reasoning_budget=reasoning_budget,
+        temperature=temperature,
+        top_p=top_p,
+        tools=tools,
+        recover_tool_calls=recover_tool_calls,
+    )
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, max_tokens)
     kwargs = build_request(
         model,
         messages_or_prompt,
@@ -879,6 +1494,9 @@ def stream_chat(
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
         tools_requested=bool(tools) and tool_choice != "none",
+        tool_schemas=tools,
+        recover_tool_calls=recover_tool_calls,
+        max_model_len=max_model_len,
     )
 
 
@@ -889,6 +1507,9 @@ def collect_stream(
     force_nonempty_content: bool = False,
     max_tokens: int | None = None,
     tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
 ) -> ChatResult:
     """Reassemble a stream into a :class:`ChatResult`.
 
@@ -905,6 +1526,9 @@ def collect_stream(
         force_nonempty_content=force_nonempty_content,
         max_tokens=max_tokens,
         tools_requested=tools_requested,
+        tool_schemas=tool_schemas,
+        recover_tool_calls=recover_tool_calls,
+        max_model_len=max_model_len,
     ).result
 
 
@@ -947,14 +1571,28 @@ _JSON_TYPES = {
 }
 
 
-def tool_schema(fn: Callable[..., Any], description: str | None = None) -> dict[str, Any]:
+def tool_schema(
+    fn: Callable[..., Any], description: str | None = None, name: str | None = None
+) -> dict[str, Any]:
     """An OpenAI function-tool schema from a Python function's signature.
 
     Parameter types come from annotations (``str``, ``int``, ``float``, ``bool``,
     ``list``, ``dict``; anything else is left untyped), required = no default; the
     description is the docstring's first line unless given. qwen3_coder converts the
     model's values to these types.
+
+    Args:
+        fn: the function.
+        description: overrides the docstring's first line.
+        name: the tool's name (default ``fn.__name__``); :func:`run_tool_loop` passes the
+            key the function is registered under, so a lambda is not ``<lambda>``.
+
+    Raises:
+        TypeError: ``fn`` is not callable.
     """
+    if not callable(fn):
+        raise TypeError(f"tool_schema: `fn` must be a function; got {type(fn).__name__}.")
+    tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     props: dict[str, Any] = {}
     required: list[str] = []
     hints: dict[str, Any] = {}
@@ -971,11 +1609,11 @@ def tool_schema(fn: Callable[..., Any], description: str | None = None) -> dict[
         props[name] = {"type": t} if t else {}
         if p.default is p.empty:
             required.append(name)
-    doc = (description or (inspect.getdoc(fn) or "").strip().split("\n")[0]) or fn.__name__
+    doc = (description or (inspect.getdoc(fn) or "").strip().split("\n")[0]) or tool_name
     return {
         "type": "function",
         "function": {
-            "name": fn.__name__,
+            "name": tool_name,
             "description": doc,
             "parameters": {"type": "object", "properties": props, "required": required},
         },
@@ -984,11 +1622,14 @@ def tool_schema(fn: Callable[..., Any], description: str | None = None) -> dict[
 
 @dataclass
 class ToolRun:
-    """One executed tool call: the call, what the function returned, the text sent back."""
+    """One tool call handled by :func:`run_tool_loop`: the call, what the function returned
+    (``None`` when it failed), the ``role="tool"`` message sent back, and the error sent
+    back instead of a result (``None`` when the call ran)."""
 
     call: ToolCall
     output: Any
     message: dict[str, Any]
+    error: str | None = None
 
 
 @dataclass
@@ -1016,6 +1657,81 @@ def _tool_output_text(output: Any) -> str:
         return str(output)
 
 
+def _check_tools_mapping(tools: Any) -> None:
+    shape = "a dict {name: function}, e.g. {'get_weather': get_weather}"
+    if isinstance(tools, Mapping):
+        bad = [k for k, f in tools.items() if not isinstance(k, str) or not callable(f)]
+        if bad:
+            raise TypeError(
+                f"run_tool_loop: `tools` must be {shape}; the entries {bad!r} are not "
+                "name -> callable."
+            )
+        return
+    hint = ""
+    if isinstance(tools, (list, tuple)) and tools and all(callable(f) for f in tools):
+        hint = " Wrap the list: {f.__name__: f for f in tools}."
+    elif isinstance(tools, (list, tuple)) and tools and all(isinstance(t, Mapping) for t in tools):
+        hint = " Schemas go in `tool_schemas`; `tools` maps each name to its Python function."
+    raise TypeError(
+        f"run_tool_loop: `tools` must be {shape}; got {type(tools).__name__} "
+        f"{tools!r:.80}.{hint}"
+    )
+
+
+def _attach_transcript(e: BaseException, messages, turns, runs) -> BaseException:
+    """Give an error the conversation so far (``.messages``, ``.turns``, ``.tool_runs``)."""
+    try:
+        e.messages = list(messages)  # type: ignore[attr-defined]
+        e.turns = list(turns)  # type: ignore[attr-defined]
+        e.tool_runs = list(runs)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception type without a __dict__
+        pass
+    return e
+
+
+def _run_call(call: ToolCall, tools: Mapping[str, Callable[..., Any]], finish_reason: Any):
+    """Run one call: ``(output, error text or None, fix for a raised error, cause)``."""
+    fn = tools.get(call.name)
+    if fn is None:
+        return (
+            None,
+            f"no tool named {call.name!r}; the tools are {sorted(tools)}",
+            "Pass a function under that name in `tools`, or remove its schema from "
+            "`tool_schemas`.",
+            None,
+        )
+    if call.error is not None:
+        return (
+            None,
+            f"the arguments for {call.name} cannot be used: {call.error}; raw arguments: "
+            f"{call.raw_arguments!r}",
+            f"Retry, or raise max_tokens if the reply was cut off (finish_reason={finish_reason!r}).",
+            None,
+        )
+    try:
+        inspect.signature(fn).bind(**call.arguments)
+    except TypeError as e:
+        return (
+            None,
+            f"{call.name}({call.raw_arguments}) does not fit the function's signature ({e})",
+            "Make the tool schema's parameters match the function "
+            "(helpers.client.tool_schema(fn) builds them from it).",
+            e,
+        )
+    except ValueError:  # no signature (some builtins): just call it
+        pass
+    try:
+        return fn(**call.arguments), None, "", None
+    except Exception as e:
+        return (
+            None,
+            f"{call.name} raised {type(e).__name__}: {e}",
+            "Fix the tool, or leave on_tool_error='return' so the model gets the error as "
+            "the tool's result.",
+            e,
+        )
+
+
 def run_tool_loop(
     client: Any,
     model: str,
@@ -1024,70 +1740,128 @@ def run_tool_loop(
     tool_schemas: list[dict[str, Any]] | None = None,
     *,
     max_rounds: int = 5,
+    on_tool_error: str = "return",
+    recover_tool_calls: bool = False,
     **chat_kwargs: Any,
 ) -> ToolLoopResult:
     """Let the model call Python functions until it answers.
 
     Each round: :func:`chat` with the tools; every tool call in the reply (several when
-    the model calls in parallel) runs ``tools[name](**arguments)``; each result goes back
-    as ``{"role": "tool", "tool_call_id": id, "content": text}`` (non-strings as JSON);
-    repeat until a reply has no tool calls.
+    the model calls in parallel) runs ``tools[name](**arguments)``, with the arguments
+    fitted to the tool's JSON schema first (``"140.0"`` for an ``integer`` becomes
+    ``140``; :mod:`helpers.toolargs`); each result goes back as ``{"role": "tool",
+    "tool_call_id": id, "content": text}`` (non-strings as JSON); repeat until a reply
+    has no tool calls.
+
+    A call that cannot run (the function raised, a tool name the model invented,
+    arguments that are not a JSON object or do not fit the function) goes back to the
+    model as that tool's result, ``"Error: ..."`` (the usual agent convention, so the
+    model can correct itself), unless ``on_tool_error="raise"``.
 
     Args:
-        tools: ``{name: function}``.
+        tools: ``{name: function}``; the model calls each function by its key.
         tool_schemas: OpenAI function-tool schemas; default :func:`tool_schema` of each
-            function.
-        max_rounds: model turns allowed, the final answer included.
+            function, named after its key.
+        max_rounds: model turns allowed, the final answer included (>= 1).
+        on_tool_error: ``"return"`` (default) or ``"raise"`` (:class:`ToolLoopError`,
+            chained to the tool's exception).
+        recover_tool_calls: run complete tool calls found at the end of unfinished
+            reasoning (see :class:`ToolCallInReasoningWarning`); without it such a turn
+            raises instead of ending the loop silently.
         **chat_kwargs: passed to :func:`chat` (``thinking``, ``max_tokens``...).
 
+    Returns:
+        A :class:`ToolLoopResult`.
+
     Raises:
-        ResponseError: the model called an unknown tool, sent arguments that are not a
-            JSON object, or did not answer within ``max_rounds`` (each message names the
-            fix); also :func:`chat`'s errors. Exceptions of the tool functions propagate.
+        TypeError / ValueError: an argument of the wrong type (the message names it and
+            the shape expected).
+        ToolLoopError: the last turn is not an answer (a tool call left in the reasoning
+            without ``recover_tool_calls``, a reply cut inside a tool call,
+            ``finish_reason="tool_calls"`` with no call), no answer within ``max_rounds``,
+            or a failing call with ``on_tool_error="raise"``.
+        Any error :func:`chat` raises. Every error raised carries the conversation so far
+        as ``.messages``, ``.turns`` and ``.tool_runs``.
     """
-    schemas = tool_schemas if tool_schemas is not None else [tool_schema(f) for f in tools.values()]
+    _check_client("run_tool_loop", client)
+    _check_tools_mapping(tools)
+    if tool_schemas is not None and (
+        isinstance(tool_schemas, Mapping)
+        or not isinstance(tool_schemas, (list, tuple))
+        or not all(isinstance(t, Mapping) and "function" in t for t in tool_schemas)
+    ):
+        raise TypeError(
+            "run_tool_loop: `tool_schemas` must be None or a list of OpenAI function-tool "
+            'schemas [{"type": "function", "function": {...}}]; got '
+            f"{tool_schemas!r:.100}."
+        )
+    _check_number("run_tool_loop", "max_rounds", max_rounds, integer=True, minimum=1)
+    if on_tool_error not in ("return", "raise"):
+        raise ValueError(
+            f"run_tool_loop: `on_tool_error`={on_tool_error!r}: use 'return' (send the error "
+            "to the model as the tool's result) or 'raise'."
+        )
+    schemas = (
+        list(tool_schemas)
+        if tool_schemas is not None
+        else [tool_schema(f, name=k) for k, f in tools.items()]
+    )
     messages = as_messages(messages_or_prompt)
     turns: list[ChatResult] = []
     runs: list[ToolRun] = []
-    for _ in range(max_rounds):
-        result = chat(client, model, messages, tools=schemas, **chat_kwargs)
-        turns.append(result)
-        messages.append(result.to_message())
-        if not result.tool_calls:
-            return ToolLoopResult(messages, result, turns, runs)
-        for call in result.tool_calls:
-            if call.name not in tools:
-                raise ResponseError(
-                    f"The model called tool {call.name!r}, which is not in tools "
-                    f"({sorted(tools)}). Pass a function under that name in `tools`, or "
-                    "remove its schema from `tool_schemas`."
-                )
-            if call.error is not None:
-                raise ResponseError(
-                    f"The model's arguments for tool {call.name!r} cannot be used: "
-                    f"{call.error}; raw arguments: {call.raw_arguments!r}. Retry, or raise "
-                    "max_tokens if the reply was cut off (finish_reason="
-                    f"{result.finish_reason!r})."
-                )
-            fn = tools[call.name]
-            try:
-                inspect.signature(fn).bind(**call.arguments)
-            except TypeError as e:
-                raise ResponseError(
-                    f"The model called {call.name}({call.raw_arguments}), which does not fit "
-                    f"the function's signature ({e}). Make the tool schema's parameters match "
-                    "the function (helpers.client.tool_schema(fn) builds them from it)."
-                ) from e
-            except ValueError:  # no signature (some builtins): just call it
-                pass
-            output = fn(**call.arguments)
-            reply = {"role": "tool", "tool_call_id": call.id, "content": _tool_output_text(output)}
-            messages.append(reply)
-            runs.append(ToolRun(call, output, reply))
-    raise ResponseError(
+
+    def stop(text: str, cause: BaseException | None = None) -> ToolLoopError:
+        err = ToolLoopError(text, messages, turns, runs)
+        err.__cause__ = cause
+        return err
+
+    try:
+        for _ in range(max_rounds):
+            result = chat(
+                client,
+                model,
+                messages,
+                tools=schemas,
+                recover_tool_calls=recover_tool_calls,
+                **chat_kwargs,
+            )
+            turns.append(result)
+            messages.append(result.to_message())
+            if not result.tool_calls:
+                if result.tool_call_in_reasoning:
+                    raise stop(
+                        "The model's last turn has a tool call inside its unfinished "
+                        "reasoning (no </think>), which the server did not return as a tool "
+                        "call, so there is no answer. Pass recover_tool_calls=True to run it."
+                    )
+                if result.truncated_in_tool_call:
+                    raise stop(
+                        "Truncated inside a tool call: raise max_tokens (no call was run; the "
+                        f"fragment: {result.tool_call_fragment[:120]!r})."
+                    )
+                if result.tool_calls_missing:
+                    raise stop(
+                        "The server reported finish_reason='tool_calls' but returned no tool "
+                        "call, so the last turn is not an answer; retry, or check the "
+                        f"server's tool parser (`{TOOL_PARSER_FLAGS}`)."
+                    )
+                return ToolLoopResult(messages, result, turns, runs)
+            for call in result.tool_calls:
+                output, error, fix, cause = _run_call(call, tools, result.finish_reason)
+                if error is not None and on_tool_error == "raise":
+                    raise stop(f"Tool call failed: {error}. {fix}", cause)
+                content = f"Error: {error}" if error is not None else _tool_output_text(output)
+                reply = {"role": "tool", "tool_call_id": call.id, "content": content}
+                messages.append(reply)
+                runs.append(ToolRun(call, output, reply, error))
+    except ToolLoopError:
+        raise
+    except BaseException as e:
+        raise _attach_transcript(e, messages, turns, runs)
+    raise stop(
         f"The model was still calling tools after max_rounds={max_rounds} turns. Raise "
-        "max_rounds, or check the transcript for a tool whose output the model keeps "
-        "retrying."
+        "max_rounds, or check the transcript (this error's .messages) for a tool whose "
+        "output the model keeps retrying."
     )
 
 

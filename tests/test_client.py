@@ -47,10 +47,16 @@ def _pieces(text: str) -> list[str]:
 
 class _VocabFreeTokenizer:
     """The parser only asks the tokenizer for its vocab (to match special tokens by id);
-    an empty vocab makes it match the markup as text, which gives the same events."""
+    an empty vocab makes it match the markup as text, which gives the same events.
+    Parsers that insist on finding ``<think>``/``</think>`` in the vocab (``deepseek_r1``)
+    get the ids an index entry gives as ``server.vocab``; the stream passes no token ids,
+    so they still match by text."""
+
+    def __init__(self, vocab: dict[str, int] | None = None) -> None:
+        self.vocab = dict(vocab or {})
 
     def get_vocab(self) -> dict[str, int]:
-        return {}
+        return dict(self.vocab)
 
 
 def _deterministic_ids(seed: str, obj: Any) -> Any:
@@ -97,6 +103,19 @@ def build_fixture(spec: dict[str, Any]) -> Any:
     if "error" in spec:  # an HTTP error body, e.g. a request the server validates away
         e = spec["error"]
         return ErrorResponse(error=ErrorInfo(**e)).model_dump()
+    if "models" in spec:  # GET /v1/models, as OpenAIServingModels.show_available_models
+        from vllm.entrypoints.serve.engine.protocol import ModelCard, ModelList, ModelPermission
+
+        return ModelList(
+            data=[
+                ModelCard(
+                    **m,
+                    created=1785000000,
+                    permission=[ModelPermission(id="modelperm-0", created=1785000000)],
+                )
+                for m in spec["models"]
+            ]
+        ).model_dump(mode="json")
 
     server, req_spec = spec["server"], spec["request"]
     request = ChatCompletionRequest(
@@ -115,7 +134,7 @@ def build_fixture(spec: dict[str, Any]) -> Any:
 
     def new_parser():
         return parser_cls(
-            _VocabFreeTokenizer(),
+            _VocabFreeTokenizer(server.get("vocab")),
             request.tools,
             chat_template_kwargs=req_spec["chat_template_kwargs"],
         )
@@ -312,14 +331,28 @@ class RecordingServer:
     reply: a dict (JSON, or an error body with its status) or a list of chunk dicts
     (sent as server-sent events ending in ``data: [DONE]``, as vLLM does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: str | None = "models_big") -> None:
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
         self.replies: deque[tuple[int, Any]] = deque()
+        self.models = load(models) if models else None
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep pytest output clean
                 pass
+
+            def do_GET(self):  # GET /v1/models: the recorded model list (max_model_len)
+                outer.gets.append(self.path)
+                if self.path.rstrip("/") != "/v1/models" or outer.models is None:
+                    self.send_error(404)
+                    return
+                data = json.dumps(outer.models).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -792,8 +825,25 @@ def test_tool_loop_builds_schemas_from_functions(rec, client):
 
 def test_tool_loop_unknown_tool_is_a_clear_error(rec, client):
     rec.queue("tool_calls_parallel")
-    with pytest.raises(ResponseError, match="'get_time', which is not in tools"):
-        hc.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather}, TOOLS)
+    with pytest.raises(ResponseError, match="no tool named 'get_time'") as ei:
+        hc.run_tool_loop(
+            client, MODEL, "q", {"get_weather": get_weather}, TOOLS, on_tool_error="raise"
+        )
+    assert "Pass a function under that name in `tools`" in str(ei.value)
+    # The conversation so far travels with the error: the turn and the call that ran.
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool"]
+    assert len(ei.value.turns) == 1 and ei.value.tool_runs[0].output == get_weather("Santa Clara", 2)
+
+
+def test_tool_loop_invented_tool_goes_back_to_the_model(rec, client):
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    loop = hc.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather}, TOOLS)
+    sent = rec.bodies[1]["messages"]
+    assert sent[3]["role"] == "tool" and sent[3]["content"] == (
+        "Error: no tool named 'get_time'; the tools are ['get_weather']"
+    )
+    assert loop.tool_runs[1].error and loop.tool_runs[1].output is None
+    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
 
 
 def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
@@ -802,8 +852,21 @@ def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
     rec.queue(bad)
     with pytest.raises(ResponseError, match="not valid JSON"):
         hc.run_tool_loop(
-            client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
+            client,
+            MODEL,
+            "q",
+            {"get_weather": get_weather, "get_time": get_time},
+            TOOLS,
+            on_tool_error="raise",
         )
+    rec.queue(bad, "tool_final_answer")
+    loop = hc.run_tool_loop(
+        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
+    )
+    assert loop.tool_runs[0].message["content"].startswith(
+        "Error: the arguments for get_weather cannot be used: arguments are not valid JSON"
+    )
+    assert loop.tool_runs[1].message["content"] == "09:30 in Tokyo"
 
 
 def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
@@ -814,7 +877,12 @@ def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
 
     with pytest.raises(ResponseError, match="does not fit the function's signature"):
         hc.run_tool_loop(
-            client, MODEL, "q", {"get_weather": weather_city_only, "get_time": get_time}, TOOLS
+            client,
+            MODEL,
+            "q",
+            {"get_weather": weather_city_only, "get_time": get_time},
+            TOOLS,
+            on_tool_error="raise",
         )
 
 
@@ -1068,3 +1136,553 @@ def test_budget_report_says_what_happened():
     assert "no answer followed" in budget_report(empty, 16) and "'length'" in budget_report(empty, 16)
     unparsed = ChatResult(reasoning="", content="<think>a</think>b", usage=Usage())
     assert "no reasoning_tokens" in budget_report(unparsed, 16)
+
+
+# ─── issue 14: tool calls the server left in the reasoning, cut, or reported wrongly ───
+
+WEATHER_TOOLS = {"get_weather": get_weather, "get_time": get_time}
+IN_REASONING_TAIL = "The user wants the weather in Santa Clara. I will call the tool."
+
+
+def _with_reasoning(text: str) -> dict:
+    """The recorded tool_call_in_reasoning reply with another reasoning text (same shape)."""
+    r = load("tool_call_in_reasoning")
+    r["choices"][0]["message"]["reasoning"] = text
+    return r
+
+
+@pytest.mark.parametrize("name", ["tool_call_in_reasoning", "stream_tool_call_in_reasoning"])
+def test_tool_call_in_reasoning_warns_without_opt_in(rec, client, name):
+    rec.queue(name)
+    call = hc.stream_chat if name.startswith("stream") else hc.chat
+    with pytest.warns(hc.ToolCallInReasoningWarning) as caught:
+        r = call(client, MODEL, "Weather in Santa Clara?", tools=TOOLS)
+        if name.startswith("stream"):
+            r = r.result
+    text = str(caught[0].message)
+    assert 'get_weather({"city": "Santa Clara"})' in text
+    assert "without closing </think>" in text and "recover_tool_calls=True" in text
+    assert r.tool_call_in_reasoning and r.tool_calls == [] and r.content == ""
+    assert r.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("name", ["tool_call_in_reasoning", "stream_tool_call_in_reasoning"])
+def test_tool_call_in_reasoning_recovered_on_opt_in(rec, client, name):
+    rec.queue(name)
+    with pytest.warns(hc.ToolCallInReasoningWarning, match="Recovered"):
+        if name.startswith("stream"):
+            r = hc.stream_chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True).result
+        else:
+            r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
+    assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
+        ("get_weather", {"city": "Santa Clara"})
+    ]
+    assert r.reasoning == IN_REASONING_TAIL and r.tool_call_in_reasoning
+    assert r.tool_calls[0].id and r.to_message()["tool_calls"][0]["function"]["arguments"] == (
+        '{"city": "Santa Clara"}'
+    )
+
+
+def test_tool_call_in_reasoning_compact_two_calls(rec, client):
+    rec.queue("tool_call_in_reasoning_compact")
+    with pytest.warns(hc.ToolCallInReasoningWarning):
+        r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
+    assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
+        ("get_weather", {"city": "Santa Clara", "days": 2}),  # "2" fitted to the integer schema
+        ("get_time", {"city": "Tokyo"}),
+    ]
+    assert r.reasoning == "Both lookups."
+
+
+@pytest.mark.parametrize(
+    "reasoning, calls",
+    [
+        # no <tool_call> wrapper (qwen3_coder parses bare <function=...> blocks too)
+        (
+            "ok\n<function=get_time>\n<parameter=city>\nTokyo\n</parameter>\n</function>",
+            [("get_time", {"city": "Tokyo"})],
+        ),
+        # blank lines and spaces between the tags, trailing whitespace
+        (
+            "ok<tool_call>\n\n  <function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+            "  <parameter=days>\n3\n</parameter>\n</function>\n\n</tool_call>\n\n",
+            [("get_weather", {"city": "Oslo", "days": 3})],
+        ),
+        # a parameter value over several lines keeps its inner newline
+        (
+            "<tool_call><function=get_time><parameter=city>\nNew\nYork\n</parameter></function></tool_call>",
+            [("get_time", {"city": "New\nYork"})],
+        ),
+    ],
+)
+def test_tool_call_in_reasoning_wordings(reasoning, calls):
+    with pytest.warns(hc.ToolCallInReasoningWarning):
+        r = hc.parse_response(_with_reasoning(reasoning), tool_schemas=TOOLS, recover_tool_calls=True)
+    assert [(tc.name, tc.arguments) for tc in r.tool_calls] == calls
+
+
+def test_reasoning_that_goes_on_after_a_tool_call_is_left_alone():
+    text = (
+        "<tool_call><function=get_time><parameter=city>Tokyo</parameter></function></tool_call>"
+        " On second thought, no tool is needed"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hc.ToolCallInReasoningWarning)
+        r = hc.parse_response(_with_reasoning(text), tool_schemas=TOOLS, recover_tool_calls=True)
+    assert r.tool_calls == [] and not r.tool_call_in_reasoning
+
+
+def test_tool_loop_does_not_end_silently_on_a_tool_call_in_reasoning(rec, client):
+    rec.queue("tool_call_in_reasoning")
+    with pytest.warns(hc.ToolCallInReasoningWarning), pytest.raises(
+        hc.ToolLoopError, match="recover_tool_calls=True"
+    ) as ei:
+        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
+    calls = []
+    rec.queue("tool_call_in_reasoning", "tool_final_answer")
+    with pytest.warns(hc.ToolCallInReasoningWarning):
+        loop = hc.run_tool_loop(
+            client,
+            MODEL,
+            "q",
+            {"get_weather": lambda **kw: calls.append(kw) or "sunny", "get_time": get_time},
+            TOOLS,
+            recover_tool_calls=True,
+        )
+    assert calls == [{"city": "Santa Clara"}]
+    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
+    sent = rec.bodies[-1]["messages"]
+    assert sent[1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert sent[2] == {"role": "tool", "tool_call_id": sent[1]["tool_calls"][0]["id"], "content": "sunny"}
+
+
+TRUNCATED = r"(?i)truncated inside a tool call: raise max_tokens"
+
+
+def test_cut_inside_a_tool_call_with_markup_in_content(rec, client):
+    """The issue's shape: finish_reason=length, no tool_calls, content ends '<function=...'."""
+    rec.queue("length_in_tool_call")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=20)
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == 1 and re.match(TRUNCATED, texts[0]) and "max_tokens=20" in texts[0]
+    assert r.truncated_in_tool_call and r.tool_calls == []
+    assert r.content == "" and r.tool_call_fragment == "<tool_call>\n<function=get_wea"
+    assert not r.truncated_in_reasoning
+
+
+def test_cut_inside_a_tool_call_that_vllm_reports_as_a_call(rec, client):
+    """vLLM 0.32 parses the fragment and says finish_reason=tool_calls; all max_tokens used."""
+    resp = load("length_in_tool_call_reported_as_call")
+    assert resp["choices"][0]["finish_reason"] == "tool_calls"  # as the server sends it
+    rec.queue(resp)
+    used = resp["usage"]["completion_tokens"]
+    with pytest.warns(hc.ToolCallTruncatedWarning, match=TRUNCATED):
+        r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=used)
+    assert r.truncated_in_tool_call and r.tool_calls == [] and "get_weather" in r.tool_call_fragment
+    rec.queue(resp)  # the same reply under a larger max_tokens is a call, not a cut
+    r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=used + 100)
+    assert not r.truncated_in_tool_call and r.tool_calls[0].name == "get_weather"
+
+
+@pytest.mark.parametrize("name", ["stream_length_in_tool_call", "stream_length_in_tool_call_name"])
+def test_cut_inside_a_tool_call_streamed(rec, client, name):
+    rec.queue(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = hc.stream_chat(client, MODEL, "q", tools=TOOLS, max_tokens=30).result
+    kinds = [w.category for w in caught]
+    assert kinds == [hc.ToolCallTruncatedWarning], [str(w.message) for w in caught]
+    assert re.match(TRUNCATED, str(caught[0].message))
+    assert r.finish_reason == "length" and r.truncated_in_tool_call and r.tool_calls == []
+    assert r.content.strip() == "" and not r.truncated_in_reasoning
+
+
+def test_tool_loop_runs_nothing_when_cut_inside_a_tool_call(rec, client):
+    rec.queue("length_in_tool_call")
+    ran = []
+    with pytest.warns(hc.ToolCallTruncatedWarning), pytest.raises(hc.ToolLoopError, match=TRUNCATED) as ei:
+        hc.run_tool_loop(
+            client, MODEL, "q", {"get_weather": lambda **kw: ran.append(kw)}, TOOLS, max_tokens=20
+        )
+    assert ran == [] and ei.value.tool_runs == [] and len(ei.value.turns) == 1
+
+
+def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
+    resp = load("tool_calls_finish_without_call")
+    assert resp["choices"][0]["finish_reason"] == "tool_calls"
+    assert not resp["choices"][0]["message"].get("tool_calls")
+    stream = load("stream_tool_calls_finish_without_call")
+    last = [c for c in stream if c.get("choices")][-1]
+    last["choices"][0]["finish_reason"] = "tool_calls"  # the streamed form of the report
+    rec.queue(resp, stream)
+    with pytest.warns(hc.ToolCallsMissingWarning, match="no tool call"):
+        r = hc.chat(client, MODEL, "q", tools=TOOLS, tool_choice="required")
+    with pytest.warns(hc.ToolCallsMissingWarning, match="not a final answer"):
+        s = hc.stream_chat(client, MODEL, "q", tools=TOOLS, tool_choice="required").result
+    for x in (r, s):
+        assert x.tool_calls_missing and x.tool_calls == [] and x.finish_reason == "tool_calls"
+
+
+def test_tool_loop_does_not_take_tool_calls_without_a_call_as_the_answer(rec, client):
+    rec.queue("tool_calls_finish_without_call")
+    with pytest.warns(hc.ToolCallsMissingWarning), pytest.raises(
+        hc.ToolLoopError, match="not an answer"
+    ) as ei:
+        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS, tool_choice="required")
+    assert ei.value.turns[0].content.strip() == "It is sunny."
+
+
+# ─── issue 14.4: arguments fitted to the tool's JSON schema ─────────────────────────────
+
+SEARCH_TOOLS = json.loads((DATA / "index.json").read_text())["integer_as_float"]["request"]["tools"]
+
+
+def _as_string_limit(name: str, value: str) -> dict:
+    """The recorded reply as older qwen3_coder releases send it: the value that failed the
+    integer conversion passed through as a string."""
+    r = load(name)
+    r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json.dumps(
+        {"query": "GPUs", "limit": value}
+    )
+    return r
+
+
+@pytest.mark.parametrize(
+    "reply", ["integer_as_float", "stream_integer_as_float", "string_140.0"]
+)
+def test_integer_written_as_a_float_is_coerced_before_the_tool_runs(rec, client, reply):
+    seen = []
+
+    def search(query: str, limit: int) -> str:
+        seen.append(limit)
+        return "ok"
+
+    payload = _as_string_limit("integer_as_float", "140.0") if reply == "string_140.0" else reply
+    rec.queue(payload, "tool_final_answer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hc.ToolArgumentWarning)
+        loop = hc.run_tool_loop(
+            client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False
+        ) if not reply.startswith("stream") else None
+    if reply.startswith("stream"):  # the streamed turn assembles to the same fitted call
+        r = hc.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
+        assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": 140}
+        assert type(r.tool_calls[0].arguments["limit"]) is int
+        return
+    assert seen == [140] and type(seen[0]) is int and len(loop.tool_runs) == 1
+
+
+@pytest.mark.parametrize(
+    "payload, value",
+    [
+        ("integer_as_fraction", 140.5),
+        ("stream_integer_as_fraction", 140.5),
+        ("integer_as_word", "abc"),
+        ("stream_integer_as_word", "abc"),
+        ("string_140.5", "140.5"),
+    ],
+)
+def test_integer_that_cannot_be_coerced_stays_and_warns(rec, client, payload, value):
+    if payload == "string_140.5":
+        payload = _as_string_limit("integer_as_fraction", "140.5")
+    rec.queue(payload)
+    with pytest.warns(hc.ToolArgumentWarning, match=r"limit=.* is not of type 'integer'"):
+        if isinstance(payload, str) and payload.startswith("stream"):
+            r = hc.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
+        else:
+            r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
+    assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": value}  # never dropped
+
+
+def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
+    seen = []
+    rec.queue("integer_as_word", "tool_final_answer")
+    with pytest.warns(hc.ToolArgumentWarning):
+        hc.run_tool_loop(
+            client, MODEL, "q", {"search": lambda query, limit: seen.append(limit) or "ok"}, SEARCH_TOOLS
+        )
+    assert seen == ["abc"]
+
+
+def test_coerce_arguments_against_json_schema():
+    from helpers.toolargs import coerce_arguments
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "limit": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "exact": {"type": "boolean"},
+            "ids": {"type": "array", "items": {"type": "integer"}},
+            "name": {"type": "string"},
+        },
+        "required": ["limit"],
+    }
+    args, problems = coerce_arguments(
+        {"limit": "140.0", "ratio": "0.5", "exact": "true", "ids": '[1, "2.0"]', "name": "x"}, schema
+    )
+    assert args == {"limit": 140, "ratio": 0.5, "exact": True, "ids": [1, 2], "name": "x"}
+    assert problems == []
+    assert coerce_arguments({"limit": 140.0}, schema) == ({"limit": 140}, [])
+    args, problems = coerce_arguments({"limit": "140.5", "name": 7}, schema)
+    assert args == {"limit": "140.5", "name": 7} and len(problems) == 2
+    args, problems = coerce_arguments({}, schema)
+    assert args == {} and "'limit' is a required property" in problems[0]
+
+
+# ─── issue 15.3: max_tokens defaults that fit the server ─────────────────────────────────
+
+
+def test_default_max_tokens_on_a_server_with_a_small_context():
+    server = RecordingServer(models="models_small")  # max_model_len 2048, as the stand-in
+    try:
+        client = hc.make_client(server.base_url, timeout=10)
+        server.queue("thinking_on", "thinking_on", "stream_thinking_on")
+        r = hc.chat(client, MODEL, "hi")
+        hc.chat(client, MODEL, "hi again")
+        hc.stream_chat(client, MODEL, "hi").result
+        assert r.content.strip() == "The capital of France is Paris."
+        # Nothing above 2048 is sent: vLLM then generates up to the end of the context.
+        assert all("max_tokens" not in b for b in server.bodies)
+        assert server.gets == ["/v1/models"]  # read once per client
+        assert hc.server_max_model_len(client, MODEL) == 2048
+    finally:
+        server.close()
+
+
+def test_default_max_tokens_on_a_big_server_is_the_seed_value(rec, client):
+    rec.queue("thinking_on")
+    hc.chat(client, MODEL, "hi")
+    assert rec.bodies[0]["max_tokens"] == 16000 and rec.gets == ["/v1/models"]
+
+
+def test_max_tokens_above_the_servers_limit_names_the_limit(rec, client):
+    rec.queue("error_max_tokens_over_max_model_len", status=400)
+    with pytest.raises(ResponseError, match="max_model_len is 2048 tokens") as ei:
+        hc.chat(client, MODEL, "hi", max_tokens=16000)
+    assert "Pass max_tokens below 2048" in str(ei.value)
+
+
+# ─── issue 15.6: a failing tool does not lose the conversation ───────────────────────────
+
+
+def test_failing_tool_goes_back_to_the_model_by_default(rec, client):
+    def get_weather(city: str, days: int = 1) -> dict:
+        raise ValueError(f"no station near {city}")
+
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    loop = hc.run_tool_loop(
+        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
+    )
+    sent = rec.bodies[1]["messages"]
+    assert sent[2]["content"] == "Error: get_weather raised ValueError: no station near Santa Clara"
+    assert sent[3]["content"] == "09:30 in Tokyo"
+    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
+    assert loop.tool_runs[0].error and loop.tool_runs[0].output is None
+
+
+def test_failing_tool_raises_with_the_transcript_when_asked(rec, client):
+    def get_weather(city: str, days: int = 1) -> dict:
+        raise ValueError("station offline")
+
+    rec.queue("tool_calls_parallel")
+    with pytest.raises(hc.ToolLoopError, match="get_weather raised ValueError: station offline") as ei:
+        hc.run_tool_loop(
+            client,
+            MODEL,
+            "q",
+            {"get_weather": get_weather, "get_time": get_time},
+            TOOLS,
+            on_tool_error="raise",
+        )
+    assert isinstance(ei.value.__cause__, ValueError)
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
+    assert ei.value.turns[0].tool_calls[0].name == "get_weather"
+
+
+def test_server_error_mid_loop_carries_the_transcript(rec, client):
+    import openai
+
+    rec.queue("tool_calls_parallel")  # the second request gets the recording server's 500
+    with pytest.raises(openai.InternalServerError) as ei:
+        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool", "tool"]
+    assert len(ei.value.tool_runs) == 2
+
+
+def test_schema_is_named_after_its_key_not_the_function(rec, client):
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    hc.run_tool_loop(
+        client,
+        MODEL,
+        "q",
+        {"get_weather": lambda city, days=1: "sunny", "get_time": get_time},
+    )
+    assert [t["function"]["name"] for t in rec.bodies[0]["tools"]] == ["get_weather", "get_time"]
+    assert hc.tool_schema(lambda x: x, name="echo")["function"]["name"] == "echo"
+
+
+# ─── issue 15.7: wrong types are named at the boundary ──────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda c: hc.run_tool_loop(c, MODEL, "q", [get_weather]), r"`tools` must be a dict \{name: function\}.*\{f.__name__: f for f in tools\}"),
+        (lambda c: hc.run_tool_loop(c, MODEL, "q", TOOLS), r"`tools` must be a dict.*Schemas go in `tool_schemas`"),
+        (lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS), r"`tool_schemas` must be None or a list"),
+        (lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"), r"`max_rounds` must be an integer"),
+        (lambda c: hc.chat(c, MODEL, "q", max_tokens="100"), r"chat: `max_tokens` must be an integer"),
+        (lambda c: hc.chat(c, MODEL, "q", max_tokens=True), r"`max_tokens` must be an integer"),
+        (lambda c: hc.chat(c, MODEL, "q", thinking="yes"), r"`thinking` must be True or False"),
+        (lambda c: hc.chat(c, MODEL, "q", tools=WEATHER_TOOLS), r"`tools` must be a list of OpenAI function-tool schemas.*run_tool_loop"),
+        (lambda c: hc.chat(c, MODEL, 42), r"`messages_or_prompt` must be a prompt string"),
+        (lambda c: hc.chat(c, MODEL, [{"content": "no role"}]), r"`messages_or_prompt`.*item 0"),
+        (lambda c: hc.chat(c, 7, "q"), r"`model` must be the served model name"),
+        (lambda c: hc.chat("http://127.0.0.1:8000", MODEL, "q"), r"`client` must be an OpenAI client.*make_client"),
+        (lambda c: hc.stream_chat(c, MODEL, "q", temperature="hot"), r"stream_chat: `temperature` must be a number"),
+        (lambda c: hc.make_client(8000), r"make_client: `base_url` must be a URL string"),
+    ],
+)
+def test_wrong_argument_types_name_the_argument(rec, client, call, match):
+    with pytest.raises(TypeError, match=match):
+        call(client)
+    assert rec.requests == []  # nothing was sent
+
+
+def test_value_errors_at_the_boundary(rec, client):
+    with pytest.raises(ValueError, match="`max_tokens`=0 must be >= 1"):
+        hc.chat(client, MODEL, "q", max_tokens=0)
+    with pytest.raises(ValueError, match="on_tool_error"):
+        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, on_tool_error="ignore")
+    with pytest.raises(ValueError, match="is not a server URL"):
+        hc.make_client("localhost:8000")
+    assert rec.requests == []
+
+
+# ─── issue 15.8: no server, or not a vLLM server, at the URL ────────────────────────────
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("max_tokens", [None, 64])
+def test_chat_against_a_closed_port_names_the_url(max_tokens):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    client = hc.make_client(url, timeout=5)
+    with pytest.raises(hc.ServerConnectionError) as ei:
+        hc.chat(client, MODEL, "hi", max_tokens=max_tokens)
+    text = str(ei.value)
+    assert f"No vLLM server answers {url}/v1" in text
+    assert "start one (launch_server(cfg)) or check the URL" in text
+    with pytest.raises(hc.ServerConnectionError, match="No vLLM server answers"):
+        hc.stream_chat(client, MODEL, "hi", max_tokens=64)
+
+
+@pytest.mark.parametrize("max_tokens", [None, 64])
+def test_chat_against_a_http_server_that_is_not_vllm(tmp_path, max_tokens):
+    import functools
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        client = hc.make_client(url, timeout=5)
+        with pytest.raises(hc.ServerConnectionError) as ei:
+            hc.chat(client, MODEL, "hi", max_tokens=max_tokens)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+    text = str(ei.value)
+    status = "404" if max_tokens is None else "501"  # GET /v1/models first when unset
+    assert f"The server at {url} answered" in text and f"HTTP {status}" in text
+    assert "not a vLLM OpenAI-compatible server" in text and "Check the URL and port" in text
+
+
+def test_unknown_model_names_the_served_ones(rec, client):
+    rec.queue("error_model_not_found", status=404)
+    with pytest.raises(ResponseError, match=r"does not serve model 'nemotron-typo'; it serves \['nemotron-test'\]"):
+        hc.chat(client, "nemotron-typo", "hi", max_tokens=64)
+
+
+# ─── issues 14/15 against the real vLLM CPU stand-in ───────────────────────────────────
+
+
+@pytest.mark.server
+def test_live_default_max_tokens_fits_the_standin(standin_server):
+    """Issue 15.3: `chat(llm, model, "hi")` with no max_tokens on the 2048-token stand-in."""
+    client = hc.make_client(standin_server.base_url, timeout=120)
+    model = standin_server.models()[0]
+    assert hc.server_max_model_len(client, model) == 2048  # cookbook/recipe.yaml, cpu target
+    r = hc.chat(client, model, "hi", temperature=0)
+    assert r.finish_reason in ("stop", "length") and r.usage.completion_tokens > 0
+    s = hc.stream_chat(client, model, "hi", temperature=0).result
+    assert s.usage.completion_tokens > 0
+    with pytest.raises(ResponseError, match="max_model_len is 2048 tokens"):
+        hc.chat(client, model, "hi", max_tokens=16000)
+
+
+@pytest.mark.server
+def test_live_failing_tool_goes_back_to_the_model(live):
+    """Issue 15.6 on the real server: the tool's error is the tool result; nothing is lost."""
+    client, model, demo = live
+
+    def get_weather(city: str) -> dict:
+        raise RuntimeError(f"weather service down for {city}")
+
+    tools = {**_live_tools(demo), "get_weather": get_weather}
+    prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+    try:
+        loop = hc.run_tool_loop(
+            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
+            temperature=0, max_rounds=3,
+        )
+        messages = loop.messages
+    except hc.ToolLoopError as e:  # the model may keep retrying: the transcript is kept
+        messages = e.messages
+    errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith("Error: ")]
+    assert errors and "get_weather raised RuntimeError: weather service down" in errors[0]["content"]
+    with pytest.raises(hc.ToolLoopError, match="get_weather raised RuntimeError") as ei:
+        hc.run_tool_loop(
+            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
+            temperature=0, on_tool_error="raise",
+        )
+    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
+    assert isinstance(ei.value.__cause__, RuntimeError)
+
+
+@pytest.mark.server
+def test_live_cut_inside_a_tool_call(live):
+    """Issue 14.2 on the real server: max_tokens that ends inside the first tool call."""
+    client, model, demo = live
+    prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+    full = hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    assert full.tool_calls, "the stand-in made no tool call"
+    reasoning = full.usage.reasoning_tokens or 0
+    cut_at = reasoning + max(3, (full.usage.completion_tokens - reasoning) // 2)
+    for r in (
+        hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0),
+        hc.stream_chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0).result,
+    ):
+        assert r.truncated_in_tool_call, (r.finish_reason, r.content, r.tool_calls, r.usage)
+        assert r.tool_calls == [] and not r.content.strip().startswith("<tool_call>")
+        assert any("truncated inside a tool call: raise max_tokens" in w.lower() for w in r.warnings)
+    calls = []
+    with pytest.raises(hc.ToolLoopError, match="(?i)truncated inside a tool call"):
+        hc.run_tool_loop(
+            client, model, prompt, {"get_weather": lambda **kw: calls.append(kw)},
+            demo["tools"], max_tokens=cut_at, temperature=0,
+        )
+    assert calls == []
