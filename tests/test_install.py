@@ -44,7 +44,7 @@ def plan(target, method="pip", installed=CUDA_028, **kw):
 def test_compare_versions_gpu(installed, want, status):
     check = install.compare_versions(
         installed, want, min_version=REG["model"]["min_vllm_version"], build="cuda",
-        stable_after_nightly=REG["model"]["default_vllm_version"],
+        stable_after_nightly=REG["model"]["seed_vllm_version"],
     )
     assert check.status == status, check.message
     assert check.ok == (status in ("ok", "different"))
