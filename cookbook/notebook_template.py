@@ -120,15 +120,15 @@ if vllm_plan.ran:
 # %% [markdown]
 # ## 4. The serve command, and why each flag is there
 #
-# The command below is what you would type on the target. It is parsed by the installed
-# vLLM's own `vllm serve` argument parser before anything launches, so a misspelled or removed
-# flag fails here, by name, not five minutes into a model load.
+# The command below is what you would type on the target. Its shell, docker and truss forms
+# are checked against the flag table of the vLLM release it will run on ({{ t.vllm_version }}, or
+# the `vllm_version` you chose), generated from that release's own `vllm serve` argument parser
+# (`docs/results/flags/`), so a misspelled or removed flag fails here, by name, not five
+# minutes into a model load. The installed vLLM's parser checks again at launch.
 
 # %%
 print(cfg.shell_command())
-if not stand_in:
-    flagtables.check_config(cfg)  # against the table of vLLM {{ t.vllm_version }} (or the selected release)
-cfg.validate()
+flagtables.check_config(cfg)
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(cfg.reference_table()))
 
