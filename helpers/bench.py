@@ -34,6 +34,7 @@ import math
 import random
 import re
 import threading
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -440,6 +441,32 @@ class StallDetector:
         )
 
 
+def stop_thread(thread: threading.Thread, timeout: float = 30.0) -> bool:
+    """Stop a benchmark worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
+    ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
+
+    ``vllm bench serve`` runs ``asyncio.run(...)`` in the worker; the exception unwinds its
+    event loop, whose ``asyncio.run`` cancels the in-flight request tasks and closes their
+    HTTP connections, so the server stops generating for them.
+
+    Args:
+        timeout: seconds to keep trying (re-raised every 5 s, leaving the loop time to
+            cancel its tasks; the exception is delivered only when the thread runs Python code).
+    Returns:
+        True when the thread has ended.
+    """
+    import ctypes
+
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        if thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
+        thread.join(5.0)
+    return not thread.is_alive()
+
+
 def _run_bench_main(
     argv: list[str],
     log_path: Path,
@@ -500,18 +527,28 @@ def _run_bench_main(
         with _BENCH_LOCK, contextlib.redirect_stdout(buf):
             worker = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
             worker.start()
-            while worker.is_alive():
-                worker.join(poll)
-                if detector is None or not worker.is_alive():
-                    continue
-                try:
-                    metrics = scrape_metrics(root, timeout=max(poll, 1.0))
-                except BenchError:
-                    continue  # a dead server ends the point by itself (requests fail)
-                if detector.observe_metrics(time.monotonic(), metrics) and "cancel" in outcome:
-                    stalled = True
+            try:
+                while worker.is_alive():
+                    worker.join(poll)
+                    if detector is None or not worker.is_alive():
+                        continue
+                    try:
+                        metrics = scrape_metrics(root, timeout=max(poll, 1.0))
+                    except BenchError:
+                        continue  # a dead server ends the point by itself (requests fail)
+                    if detector.observe_metrics(time.monotonic(), metrics) and "cancel" in outcome:
+                        stalled = True
+                        outcome["cancel"]()
+                        worker.join()
+            except KeyboardInterrupt:
+                # Jupyter's stop button (SIGINT) lands in this thread; the benchmark's event
+                # loop runs in the worker. Left alone it would keep loading the server, and
+                # the next point would measure under contention: cancel it, then make sure.
+                if "cancel" in outcome:
                     outcome["cancel"]()
-                    worker.join()
+                    worker.join(10.0)
+                stop_thread(worker)
+                raise
     finally:
         gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
         random.setstate(py_state)

@@ -158,7 +158,7 @@ def compare_versions(
         min_version: the registry's ``model.min_vllm_version`` (``"0.27.1"``).
         build: ``"cuda"`` for GPU targets, ``"cpu"`` for the stand-in.
         stable_after_nightly: for ``"nightly"``: the newest stable release known not to
-            have what the nightly adds (registry ``model.default_vllm_version``); a stable
+            have what the nightly adds (registry ``model.seed_vllm_version``); a stable
             release newer than it counts as good as the nightly.
 
     Rules: a nightly target is satisfied by any pre-/dev release at least ``min_version``
@@ -408,7 +408,7 @@ def install_plan(
             cfg.vllm_version,
             min_version=min_version,
             build="cuda",
-            stable_after_nightly=str(reg["model"].get("default_vllm_version") or "") or None,
+            stable_after_nightly=str(reg["model"].get("seed_vllm_version") or "") or None,
         )
         fixup = False
         if chosen != "docker" and not colab and cfg.docker_image:

@@ -98,10 +98,17 @@ def render(spec: NotebookSpec, registry: dict | None = None):
     t.setdefault("speculative_modes", list(reg["speculative"]))
     t.setdefault("notes", [])
     t.setdefault("docker_image", None)
+    t["seed_vllm_version"] = str(t.get("vllm_version") or reg["model"]["seed_vllm_version"])
+    t["vllm_version"] = recipes.target_vllm_version(spec.target, reg)
+    from .results import measured_reference
+
+    # a measurement is quoted only in the notebook of the target it was taken on
+    measured = None if spec.stand_in else measured_reference(spec.target)
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     try:
         text = env.from_string(TEMPLATE.read_text()).render(
-            target=spec.target, t=t, stand_in=spec.stand_in, title=spec.title, intro=spec.intro
+            target=spec.target, t=t, stand_in=spec.stand_in, title=spec.title, intro=spec.intro,
+            measured=measured,
         )
     except jinja2.TemplateError as exc:
         raise CookbookError(f"{TEMPLATE} does not render for {spec.target}: {exc}; fix the template.") from exc

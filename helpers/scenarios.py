@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +33,32 @@ from .errors import RecipeError
 from .paths import COOKBOOK_DIR
 
 SCENARIOS_PATH = COOKBOOK_DIR / "scenarios.yaml"
+
+
+#: Output tokens/s per user by concurrency, NVFP4 weightless architecture on one H200 through
+#: these helpers (docs/results/h200/summary-nvfp4.json: vLLM 0.26.0, Marlin MoE, 1024 in / 256
+#: out): 272.1, 2,981.7 / 16, 4,680.1 / 64, 5,071.4 / 256. Used only to estimate durations.
+H200_PER_USER_TPS = {1: 272.1, 16: 2981.7 / 16, 64: 4680.1 / 64, 256: 5071.4 / 256}
+#: Prefill tokens/s on one H200: the same run's total throughput at concurrency 256 (25,476
+#: tok/s, four fifths of it prompt tokens), rounded down.
+H200_PREFILL_TPS = 20_000.0
+#: Speed relative to the H200: decode is memory-bound, so the HBM bandwidth ratio (NVIDIA
+#: datasheets: H100 SXM 3.35 TB/s, H200 4.8 TB/s).
+GPU_SPEED = {"h200": 1.0, "h100": 3.35 / 4.8}
+#: A cold server start with the recipe's Hopper kernels: 155-254 s measured on the H200
+#: (../shared/gpu README, vLLM 0.32.0 / 0.28.0 bundles), rounded up to 5 minutes.
+STARTUP_S = 300.0
+
+
+def per_user_tps(concurrency: int) -> float:
+    """:data:`H200_PER_USER_TPS` at ``concurrency``, interpolated log-log (clamped at the ends)."""
+    pts = sorted(H200_PER_USER_TPS.items())
+    c = min(max(float(concurrency), pts[0][0]), pts[-1][0])
+    for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
+        if c0 <= c <= c1:
+            t = (math.log(c) - math.log(c0)) / (math.log(c1) - math.log(c0))
+            return math.exp(math.log(v0) + t * (math.log(v1) - math.log(v0)))
+    return pts[-1][1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +125,30 @@ class Scenario:
         argv = ["vllm", "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
                 "--base-url", base_url, "--model", model, *self.bench_args(concurrency)]
         return shlex.join(argv)
+
+    def expected_seconds(self, gpu: str = "h100", concurrencies: Sequence[int] | None = None,
+                         repeats: int = 0) -> float:
+        """Estimated wall time of one sweep of this scenario on one GPU, without speculative
+        decoding (drafting only shortens it), server start not included.
+
+        Model: per point, ``(warm-ups + prompts) / c`` waves; each wave decodes
+        ``output_len`` tokens at the per-user speed measured at that concurrency and
+        prefills ``c x input_len`` tokens (the shared prefix once per point). Speeds are the
+        NVFP4 H200 reference (:data:`H200_PER_USER_TPS`, :data:`H200_PREFILL_TPS`),
+        interpolated log-log in concurrency, scaled by :data:`GPU_SPEED` (memory bandwidth).
+        ``repeats`` adds that many runs of the lowest and the highest point (the speculative
+        notebook's noise measurement).
+        """
+        factor = GPU_SPEED[gpu.lower()]
+        cs = list(concurrencies or self.concurrencies)
+        total = 0.0
+        for c in cs + [min(cs), max(cs)] * int(repeats):
+            prompts = self.num_prompts_for(c) + min(int(c), 8)
+            waves = math.ceil(prompts / c)
+            decode = self.output_len / (per_user_tps(c) * factor)
+            prefill = c * self.input_len / (H200_PREFILL_TPS * factor)
+            total += waves * (decode + prefill) + self.prefix_len / (H200_PREFILL_TPS * factor)
+        return total
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (what ``bench.sweep(scenario=...)`` also accepts)."""

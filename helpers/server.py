@@ -731,6 +731,61 @@ class VLLMServer:
         data = json.loads(body)
         return [m["id"] for m in data.get("data", [])]
 
+    def served_model(self) -> dict[str, Any]:
+        """The first entry of ``GET /v1/models``: ``id`` (the served model name), ``root``
+        (what vLLM loaded: a hub id or a folder on the server's machine, its tokenizer too)
+        and ``max_model_len`` (tokens), as vLLM's ``ModelCard`` gives them.
+
+        Raises:
+            CookbookError: the server answers no model.
+        """
+        status, body = self._get("/v1/models", timeout=10)
+        data = json.loads(body).get("data", []) if status == 200 else []
+        if not data:
+            raise CookbookError(f"{self.url}/v1/models lists no model (HTTP {status}); check the server.")
+        return dict(data[0])
+
+    def probe_features(self, model: str | None = None, timeout: float = 60.0) -> tuple[str, ...]:
+        """Which of the cookbook's features (``reasoning``, ``tool_calling``) this server
+        runs with, asked from the server itself (for a server we did not launch).
+
+        * ``tool_calling``: a chat request with a tool and ``tool_choice="auto"``; vLLM
+          answers HTTP 400 ("auto" tool choice requires --enable-auto-tool-choice and
+          --tool-call-parser) without those flags (vllm/entrypoints/openai/chat_completion).
+        * ``reasoning``: a 4-token chat request with thinking on; with ``--reasoning-parser``
+          the tokens come back in ``message.reasoning`` (``reasoning_content`` before vLLM
+          0.32), without it in ``content``.
+
+        Each probe generates at most 4 tokens.
+        """
+        model = model or self.served_model()["id"]
+        base = {"model": model, "max_tokens": 4, "temperature": 0,
+                "messages": [{"role": "user", "content": "Hi"}],
+                "chat_template_kwargs": {"enable_thinking": True}}
+        feats: list[str] = []
+        status, body = self._post("/v1/chat/completions", base, timeout)
+        if status == 200:
+            msg = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
+            if msg.get("reasoning") or msg.get("reasoning_content"):
+                feats.append("reasoning")
+        tool = {"type": "function", "function": {"name": "noop", "description": "no-op",
+                                                  "parameters": {"type": "object", "properties": {}}}}
+        status, body = self._post("/v1/chat/completions", {**base, "tools": [tool], "tool_choice": "auto"}, timeout)
+        if status == 200:
+            feats.append("tool_calling")
+        return tuple(feats)
+
+    def _post(self, path: str, payload: dict, timeout: float) -> tuple[int, str]:
+        scheme = getattr(self, "_scheme", "http")
+        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = cls(_connect_host(self.host).strip("[]"), self.port, timeout=timeout)
+        try:
+            conn.request("POST", path, body=json.dumps(payload), headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode("utf-8", errors="replace")
+        finally:
+            conn.close()
+
     def _get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
         """``GET path`` -> (status, body). Straight to the server, never through
         ``$http_proxy``; HTTP/1.1 keep-alive, closed by us, so the TIME_WAIT socket lands on
@@ -919,8 +974,25 @@ class VLLMServer:
                 flush=True,
             )
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except KeyboardInterrupt:
+                # Interrupted mid-wait (Jupyter's stop button is SIGINT): a server that is
+                # still starting must not outlive the cell, or a re-run would start a second one.
+                self._abandon("interrupted during start-up")
+                raise
         return self
+
+    def _abandon(self, why: str) -> None:
+        """End a launch that will not be used (interrupt during start-up); say so."""
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        if self._verbose:
+            print(f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
+                  f"(port {self.port}){'; left: ' + _describe_procs(left) if left else ''}", flush=True)
 
     def wait_ready(self, timeout: float | None = None) -> VLLMServer:
         """Block until ``/health`` is 200 (see :meth:`start`); shows the start-up phase.
@@ -1094,18 +1166,47 @@ class VLLMServer:
 # ---------------------------------------------------------------------------------------
 
 
-def launch_server(config: Any, **kwargs: Any) -> VLLMServer:
+def running_servers() -> list[VLLMServer]:
+    """The servers this Python process launched that are still running (newest last)."""
+    live = [s for s in list(_LIVE) if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None]
+    return sorted(live, key=lambda s: s._launched_at or 0.0)
+
+
+def _same_launch(a: Any, b: Any) -> bool:
+    def key(cfg: Any):
+        flags = [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
+
+    return key(a) == key(b)
+
+
+def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServer:
     """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    Re-running the launch cell never starts a second server beside one this process
+    already runs: a running server of the same command (model, flags, environment) is
+    reused (``reuse=True``); any other server this process launched is stopped first (one
+    GPU, one server). Both cases are printed.
 
     Args:
         config: a :class:`helpers.recipes.ServeConfig` with a model (hub id or local path).
+        reuse: reuse a running server of this process with the same command.
         **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``log_path``,
             ``cleanup_leftovers``, ``progress``, ...).
     Returns:
         The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
     Raises:
         ServerStartError: see :meth:`VLLMServer.start`.
+        KeyboardInterrupt: interrupted during start-up; the server was ended first.
     """
+    for old in running_servers():
+        if reuse and _same_launch(old.config, config) and old.healthy():
+            print(f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
+                  "(same command; srv.stop() first to start afresh)", flush=True)
+            return old
+        print(f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
+              "its command differs, and one GPU runs one server", flush=True)
+        old.stop()
     return VLLMServer(config, **kwargs).start()
 
 

@@ -524,3 +524,35 @@ def download(
         cfg, cache_dir=cache_dir, local_files_only=local_files_only, token=token,
         headroom_gb=headroom_gb, quiet=quiet,
     ).config
+
+
+#: The tokenizer's files in a checkpoint (what ``transformers.AutoTokenizer`` reads).
+TOKENIZER_PATTERNS = ["tokenizer*", "special_tokens_map.json", "*.jinja", "config.json",
+                      "generation_config.json", "vocab*", "merges.txt"]
+
+
+def tokenizer_for(root: str, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
+                  local_files_only: bool | None = None) -> str:
+    """A local folder with the tokenizer of the model a server serves (attach mode).
+
+    Args:
+        root: the ``root`` of the server's ``/v1/models`` entry: a folder (used as is when it
+            exists here, e.g. a server on this machine) or a hub id.
+        revision: hub revision (None: the default branch).
+
+    Returns:
+        The folder: ``root`` itself, or the hub snapshot holding only
+        :data:`TOKENIZER_PATTERNS` (a few MB, never the weights).
+
+    Raises:
+        WeightsError / HubAccessError: the hub id cannot be fetched (offline and not cached,
+            gated, unknown).
+    """
+    if Path(root).is_dir():
+        return str(root)
+    from huggingface_hub import snapshot_download
+
+    cache = resolve_cache_dir(cache_dir)
+    return str(_call(snapshot_download, root, revision, repo_id=root, revision=revision,
+                     allow_patterns=TOKENIZER_PATTERNS, cache_dir=str(cache),
+                     local_files_only=offline_requested(local_files_only)))

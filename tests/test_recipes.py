@@ -131,7 +131,7 @@ def test_h200_matches_the_recipe_recommended_command():
         "--tool-call-parser", "qwen3_coder", "--mamba-ssm-cache-dtype", "float16",
         "--enable-mamba-cache-stochastic-rounding", "--mamba-cache-philox-rounds", "5",
     ]  # fmt: skip
-    cfg = recipes.resolve("h200")
+    cfg = recipes.resolve("h200", vllm_version="0.28.0")  # the recipe's own release and image
     ours = _argv_pairs(cfg)
     theirs = dict(recipes._pairs(recipe_argv))
     assert {k: ours[k] for k in theirs} == theirs
@@ -231,7 +231,7 @@ def test_dspark_draft_tokens_below_block_size_is_refused():
 
 
 def test_misspelled_flag_is_reported_by_name_before_launch():
-    cfg = recipes.resolve("h100", extra_args={"--mamba-ssu-algorythm": "horizontal"})
+    cfg = recipes.resolve("h100", extra_args={"--mamba-ssu-algorythm": "horizontal"}, vllm_version="0.28.0")
     with pytest.raises(FlagError) as err:
         cfg.validate()
     assert err.value.flags == ["--mamba-ssu-algorythm"]

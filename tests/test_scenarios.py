@@ -97,3 +97,26 @@ def test_scenarios_fit_the_h100_plan():
     for s in scenarios.load_scenarios().values():
         p = planner.plan(cfg, context_len=s.total_len + 64)
         assert p.seqs_at_context >= min(max(s.concurrencies), 256), (s.name, p.summary())
+
+
+def test_every_scenario_states_its_expected_duration_and_it_follows_the_model():
+    raw = scenarios._load(str(scenarios.SCENARIOS_PATH))["scenarios"]
+    for name, s in scenarios.load_scenarios().items():
+        stated = raw[name]["expected_minutes_h100"]
+        assert abs(stated - s.expected_seconds("h100") / 60) <= 0.1 * stated + 0.1, name
+
+
+def test_the_speculative_notebooks_default_gpu_run_fits_in_30_minutes_on_one_h100():
+    """Two modes (none and the drafter), the default scenario, 3 repeats of 2 points, cold starts."""
+    s = scenarios.scenario("spec-default")
+    minutes = 2 * (scenarios.STARTUP_S + s.expected_seconds("h100", repeats=3)) / 60
+    assert 10 < minutes < 30
+    # the launch post's agentic shape is hours: not a default
+    assert scenarios.scenario("agentic").expected_seconds("h100") / 60 > 60
+
+
+def test_duration_model_slows_with_concurrency_and_scales_with_the_gpu():
+    assert scenarios.per_user_tps(1) > scenarios.per_user_tps(8) > scenarios.per_user_tps(64) > scenarios.per_user_tps(256)
+    assert round(scenarios.per_user_tps(16), 1) == round(2981.7 / 16, 1)
+    s = scenarios.scenario("chat")
+    assert s.expected_seconds("h100") > s.expected_seconds("h200")

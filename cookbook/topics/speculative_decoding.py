@@ -40,8 +40,8 @@
 target = "h100"  # a key of cookbook/recipe.yaml `targets`
 stand_in = True  # True: CPU stand-in, none vs n-gram; False: the target's GPU, its modes
 install = True  # pip-install the cookbook's helpers first (%pip)
-modes = None  # None means every mode of the target (stand-in: none and dspark served as n-gram)
-scenario_name = "agentic"  # a key of cookbook/scenarios.yaml (scaled down on the stand-in)
+modes = None  # None means none and the target's drafter (DSpark where offered; n-gram on the stand-in); "all" for every mode
+scenario_name = None  # a key of cookbook/scenarios.yaml; None means "spec-default" on a GPU (under 30 min on one H100), "agentic" scaled down on the stand-in
 concurrencies = None  # None means the concurrencies of the scenario
 repeats = 3  # runs of one point, to measure run-to-run noise
 temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
@@ -69,7 +69,9 @@ reg = recipes.load_registry()
 target_modes = reg["targets"][target].get("speculative_modes") or list(reg["speculative"])
 if modes is None:
     drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
-    modes = ["none", drafting] if stand_in else target_modes
+    modes = ["none", drafting]
+elif modes == "all":
+    modes = target_modes
 print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if stand_in else ""))
 planner.plan(cfg)
 
@@ -91,8 +93,13 @@ for note in cfg.notes:
 # warm-up requests before each point, at least 2x the concurrency in requests per point.
 
 # %%
+scenario_name = scenario_name or ("agentic" if stand_in else "spec-default")
 scn = scenarios.scenario(scenario_name, stand_in=stand_in)
 concs = list(concurrencies or scn.concurrencies)
+if not stand_in:  # the estimate of cookbook/scenarios.yaml expected_minutes_h100, for these modes
+    minutes = len(modes) * (scenarios.STARTUP_S + scn.expected_seconds("h100", concs, repeats=repeats)) / 60
+    print(f"expected duration on one H100: about {minutes:.0f} min ({len(modes)} modes x (server start + sweep + "
+          f"{repeats} repeats of 2 points)); each notebook cell may run 30 min")
 bench_flags = ["--temperature", str(temperature)]
 print(scn.label, "—", scn.source)
 print(scn.bench_command(concurrency=max(concs)), *bench_flags)

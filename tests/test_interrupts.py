@@ -1,0 +1,131 @@
+"""Interrupts (Jupyter's stop button sends SIGINT into the kernel), re-run launch cells,
+attach mode: with the real stand-in server, no mocks.
+
+SIGINT is sent to this process from a timer thread, as the kernel gets it; Python raises
+KeyboardInterrupt in the main thread wherever it is (sleeping in the readiness wait, or
+joining the benchmark thread).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.request
+
+import psutil
+import pytest
+
+from helpers import bench, server, weights
+from helpers.server import VLLMServer, find_leftovers
+
+
+def _sigint_when(condition, timeout: float = 300.0, settle: float = 0.0) -> threading.Thread:
+    """SIGINT to this process once ``condition()`` holds (checked every 0.2 s), after ``settle`` s."""
+
+    def run():
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if condition():
+                time.sleep(settle)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.2)
+
+    t = threading.Thread(target=run, name="test-sigint", daemon=True)
+    t.start()
+    return t
+
+
+def _group_left(pgid: int) -> list[int]:
+    left = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return left
+
+
+def _bench_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "vllm-bench-serve" and t.is_alive()]
+
+
+def _running_requests(srv: VLLMServer) -> float:
+    text = urllib.request.urlopen(srv.url + "/metrics", timeout=10).read().decode()
+    return sum(v for k, v in bench.parse_prometheus(text).items() if k.startswith("vllm:num_requests_running"))
+
+
+@pytest.mark.server
+def test_launch_interrupted_mid_wait_leaves_nothing(standin_config):
+    """Stop pressed while the server starts: the launch ends it (no process of its group,
+    no record, port free), and KeyboardInterrupt still reaches the caller."""
+    srv = VLLMServer(standin_config, progress=False)
+    # interrupt once the process exists and has logged its first lines (mid-wait)
+    _sigint_when(lambda: srv.pid is not None and srv.log_path is not None and srv.log_path.exists()
+                 and srv.log_path.stat().st_size > 200, settle=2.0)
+    with pytest.raises(KeyboardInterrupt):
+        srv.start()
+    pgid = srv.pid
+    assert pgid is not None and not srv.healthy()
+    assert _group_left(pgid) == [], "a vLLM process of the interrupted launch is still alive"
+    assert server.port_is_free(srv.port)
+    assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
+    assert srv not in server.running_servers()
+
+
+@pytest.mark.server
+def test_sweep_interrupted_mid_point_leaves_no_benchmark_thread(standin_server):
+    """Stop pressed during a point: the benchmark thread ends, the server stops generating
+    for it (no request left running), and the next sweep measures alone."""
+    assert not _bench_threads()
+    started = threading.Event()
+
+    def in_point():
+        if _bench_threads():
+            started.set()
+        return started.is_set() and _running_requests(standin_server) > 0
+
+    _sigint_when(in_point, settle=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        bench.sweep(standin_server.base_url, standin_server.config.served_model_name, standin_server.config.model,
+                    [2], input_len=32, output_len=256, num_prompts=16, num_warmups=0, label="interrupted",
+                    progress=False)
+    assert started.is_set() and time.monotonic() - t0 < 240
+    assert not _bench_threads(), "the benchmark thread is still alive after the interrupt"
+    deadline = time.monotonic() + 30
+    while _running_requests(standin_server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _running_requests(standin_server) == 0, "the server still generates for the interrupted point"
+    assert standin_server.healthy()
+
+
+@pytest.mark.server
+def test_relaunching_the_same_command_reuses_the_running_server(standin_server, capsys):
+    """Re-running the launch cell returns the server this process already runs (no second one)."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    again = server.launch_server(standin_server.config)
+    assert again is standin_server
+    assert "reusing the server this kernel already runs" in capsys.readouterr().out
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {standin_server.pid}
+
+
+@pytest.mark.server
+def test_attach_mode_reads_name_tokenizer_and_features_from_the_server(standin_server):
+    """Attach mode asks the server: served name and root from /v1/models, features by probing."""
+    srv = server.attach_server(standin_server.base_url)
+    served = srv.served_model()
+    assert served["id"] == standin_server.config.served_model_name
+    assert weights.tokenizer_for(served["root"]) == str(standin_server.config.model)  # local: no download
+    assert set(srv.probe_features()) == set(standin_server.config.features) & {"reasoning", "tool_calling"}
+    srv.stop()  # not ours: a no-op
+    assert standin_server.healthy()
+
+
+@pytest.mark.server
+def test_probing_for_a_model_the_server_does_not_serve_finds_no_features(standin_server):
+    """The probe can say no: requests the server refuses count as no feature."""
+    assert server.attach_server(standin_server.base_url).probe_features("no-such-model") == ()

