@@ -55,7 +55,9 @@ def test_the_client_tests_recordings_are_the_default_releases():
         assert (DATA / f"{name}.json").read_text() == (RELEASES["0.32.0"] / f"{name}.json").read_text(), name
 
 
-@pytest.mark.parametrize("name", [n for n, s in INDEX.items() if "error" not in s])
+@pytest.mark.parametrize(
+    "name", [n for n, s in INDEX.items() if "error" not in s and "request" in s]  # models_*: GET /v1/models
+)
 def test_the_client_reads_each_release_alike(name):
     """Same model text, same server flags: the client gets the same reasoning, answer,
     tool calls and finish reason from 0.28.0's response as from 0.32.0's."""
