@@ -30,17 +30,17 @@
 # and the quality of the text differ.
 
 # %% tags=["parameters"]
-target = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
-variant = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
-speculative = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
-stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
-weightless = False  # True (GPU): the exact architecture with random weights, no download (sizing)
-install = True  # pip-install the cookbook's helpers first (%pip)
-server_url = None  # attach to an already running vLLM server instead of launching one
-max_tokens = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
-bench_concurrencies = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
-bench_input_len = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
-bench_output_len = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
+target: str = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
+variant: "Optional[str]" = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
+speculative: "Optional[str]" = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
+stand_in: bool = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
+weightless: bool = False  # True (GPU): the exact architecture with random weights, no download (sizing)
+install: bool = True  # pip-install the cookbook's helpers first (%pip)
+server_url: "Optional[str]" = None  # attach to an already running vLLM server instead of launching one
+max_tokens: int = 1024  # per chat request: reasoning + answer tokens (reasoning counts too)
+bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
+bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
+bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
 
 # %% [markdown]
 # ## 1. Install the cookbook's helpers
@@ -57,7 +57,9 @@ import pandas as pd
 from IPython.display import Image, display
 
 from helpers import archmode, bench, client, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
+from helpers.notebooks import check_parameters
 
+check_parameters(globals())  # each parameter against the type its parameters cell declares
 cfg = recipes.resolve(target, variant, speculative)
 print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, features={list(cfg.features)}")
 
