@@ -378,8 +378,14 @@ def _run_bench_main(argv: list[str], log_path: Path) -> dict[str, Any]:
         log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
     if "error" in outcome:
         e = outcome["error"]
+        what = str(e)
+        if "Traceback (most recent call last)" in what:  # e.g. "Initial test run failed ... Error: <traceback>"
+            from helpers.diagnose import last_error_line
+
+            head = what.split("Traceback (most recent call last)", 1)[0].strip()
+            what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(
-            f"vllm bench serve failed: {type(e).__name__}: {e}. Check the arguments and "
+            f"vllm bench serve failed: {type(e).__name__}: {what}. Check the arguments and "
             f"the server; its console output is in {log_path}.",
             log_path=log_path,
         ) from e

@@ -39,7 +39,13 @@ def _vllm_processes(port: int | None) -> list[psutil.Process]:
 
 def _assert_nothing_left(srv: server.VLLMServer | None, pids: set[int] = frozenset()) -> None:
     """No process of the test's server is alive and its port binds again."""
-    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    alive = [pid for pid in pids if running(pid)]
     assert not alive, f"processes left running: {alive}"
     if srv is None:
         return
