@@ -28,6 +28,12 @@ What it does for you:
 * **Stop.** SIGTERM to the process group, SIGKILL after ``grace_period``, then a check
   that no process of that group (API server, engine core, workers) is left and the port
   binds again. Idempotent.
+* **Crash.** When the API server dies without ``stop()`` (``kill -9``, the OOM killer),
+  ``is_running()`` / ``repr`` notice it, end the engine core and workers it left behind
+  (they serve nothing and hold memory) and say so (``srv.crash``, ``srv.survivors()``).
+* **Checked before launch.** Flags (vLLM's own parser), impossible values
+  (``recipes.check_values``) and a local checkpoint's integrity
+  (``standin.check_checkpoint``) fail before any process exists.
 * **Leftovers.** Every launch writes a small JSON record under ``out/run/``. A server
   whose recorded owner (the Python process that launched it, e.g. a notebook kernel that
   was restarted) is gone but which still runs is a *leftover*: the next start warns with
