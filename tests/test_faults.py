@@ -127,6 +127,59 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
     _assert_nothing_left(srv, group)
 
 
+_FAKE_API_SERVER = """
+import http.server, subprocess, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+# an 'engine core': a child in the same process group, named like vLLM's
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "vllm-fake-engine-core"])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+class _FakeConfig:
+    model = "fake-model"
+    served_model_name = "fake"
+    host = "127.0.0.1"
+    port = None
+    env: dict = {}
+
+    def cli_flags(self):
+        return []
+
+
+class _FakeServer(server.VLLMServer):
+    """Process mechanics only: an API server process with an engine-core child, no model."""
+
+    def _launch_argv(self):
+        return [os.sys.executable, "-c", _FAKE_API_SERVER, "vllm-fake-api-server", "--port", str(self.port)]
+
+
+def test_killed_api_server_handle_reports_and_ends_its_group_fast():
+    """The same fault as above on a fake process group (seconds, no model): the engine-core
+    child outlives its SIGKILLed parent until the handle notices and ends it."""
+    srv = _FakeServer(_FakeConfig(), progress=False, grace_period=5, startup_timeout=60)
+    srv.start()
+    try:
+        group = {p.pid for p in srv._record.processes()}
+        assert len(group) == 2
+        engine = (group - {srv.pid}).pop()
+        os.kill(srv.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        assert psutil.pid_exists(engine)  # the orphan is still there ...
+        assert srv.is_running() is False  # ... until the handle looks
+        shown = repr(srv)
+        assert f"crashed (the API server pid {srv.pid} exited killed by SIGKILL" in shown
+        assert f"ended the 1 processes it left running: {engine}" in shown
+    finally:
+        srv.stop()
+    _assert_nothing_left(srv, group)
+
+
 # ---------------------------------------------------------------------------------------
 # 15.2 a damaged stand-in is served (real copies of the built stand-in, damaged)
 # ---------------------------------------------------------------------------------------
