@@ -30,24 +30,24 @@
 # and the quality of the text differ.
 
 # %% tags=["parameters"]
-target = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
-variant = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
-speculative = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
-stand_in = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
-weightless = False  # True (GPU): the exact architecture with random weights, no download (sizing)
-install = True  # pip-install the cookbook's helpers first (%pip; skipped when `helpers` already imports)
-vllm_version = None  # None means {{ t.vllm_version }}; the seeds' pin {{ t.seed_vllm_version }} also works (each has its flag table)
-install_vllm = False  # True: step 3 installs the selected vLLM when it is missing (then restart the kernel)
-moe_backend = None  # None keeps the recipe's --moe-backend; e.g. "marlin" to compare MoE kernels
-extra_args = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
-startup_timeout = 1800  # seconds to wait for /health (a cold BF16 start with FlashInfer JIT takes ~510 s)
-server_url = None  # attach to an already running vLLM server instead of launching one
-max_tokens = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
-temperature = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
-top_p = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
-bench_concurrencies = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
-bench_input_len = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
-bench_output_len = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
+target: str = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
+variant: "Optional[str]" = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
+speculative: "Optional[str]" = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
+stand_in: bool = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
+weightless: bool = False  # True (GPU): the exact architecture with random weights, no download (sizing)
+install: bool = True  # pip-install the cookbook's helpers first (%pip; skipped when `helpers` already imports)
+vllm_version: "Optional[str]" = None  # None means {{ t.vllm_version }}; the seeds' pin {{ t.seed_vllm_version }} also works (each has its flag table)
+install_vllm: bool = False  # True: step 3 installs the selected vLLM when it is missing (then restart the kernel)
+moe_backend: "Optional[str]" = None  # None keeps the recipe's --moe-backend; e.g. "marlin" to compare MoE kernels
+extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
+startup_timeout: float = 1800  # seconds to wait for /health (a cold BF16 start with FlashInfer JIT takes ~510 s)
+server_url: "Optional[str]" = None  # attach to an already running vLLM server instead of launching one
+max_tokens: "Optional[int]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
+temperature: "Optional[float]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
+top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
+bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
+bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
+bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
 
 # %% [markdown]
 # ## 1. Install the cookbook's helpers
@@ -69,6 +69,8 @@ import pandas as pd
 from IPython.display import Image, display
 
 from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
+from helpers.notebooks import check_parameters
+check_parameters(globals())  # each parameter against the type its parameters cell declares
 
 overrides = dict(extra_args or {})
 if moe_backend:

@@ -564,8 +564,14 @@ def _run_bench_main(
         )
     if "error" in outcome:
         e = outcome["error"]
+        what = str(e)
+        if "Traceback (most recent call last)" in what:  # e.g. "Initial test run failed ... Error: <traceback>"
+            from helpers.diagnose import last_error_line
+
+            head = what.split("Traceback (most recent call last)", 1)[0].strip()
+            what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(
-            f"vllm bench serve failed: {type(e).__name__}: {e}. Check the arguments and "
+            f"vllm bench serve failed: {type(e).__name__}: {what}. Check the arguments and "
             f"the server; its console output is in {log_path}.",
             log_path=log_path,
         ) from e
@@ -638,6 +644,7 @@ def run_point(
             benchmark raised; every request failed (message quotes vLLM's errors); or the
             engine stalled ("engine stalled: requests waiting, none running").
     """
+    _check_tokenizer(tokenizer)
     root = server_root(base_url)
     served = _served_models(root)
     if model not in served:
@@ -690,7 +697,7 @@ def run_point(
             log_path=log_path,
         )
     if not result.get("completed"):
-        errors = [ln for ln in log_path.read_text().splitlines() if ln.startswith("Error ")]
+        errors = _request_errors(log_path.read_text())
         if not _healthy(root):
             cause = (
                 "the server no longer answers /health: its engine died during the point "
@@ -711,6 +718,34 @@ def run_point(
     return json_path
 
 
+def _request_errors(text: str) -> list[str]:
+    """One line per distinct request error of ``vllm bench serve``'s console output.
+
+    vLLM 0.32.0 prints ``Error {i}: {err.error}`` (vllm/benchmarks/serve.py), and the error
+    of a request that raised is a whole traceback, whose first line says nothing
+    (``Traceback (most recent call last):``); the last exception line of each block
+    (e.g. ``aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected``) is
+    what went wrong.
+    """
+    from helpers.diagnose import last_error_line
+
+    blocks = re.split(r"(?m)^(?=Error \d+: )", text)
+    out: list[str] = []
+    for block in blocks:
+        m = re.match(r"Error (\d+): (.*)", block)
+        if not m:
+            continue
+        body = block[m.end(1) + 2 :].strip()
+        first = body.splitlines()[0] if body else ""
+        line = first
+        if not first or first.startswith("Traceback"):
+            line = last_error_line(body) or (body.splitlines()[-1].strip() if body else "")
+        line = f"Error {m.group(1)}: {line[:300]}"
+        if line.split(": ", 1)[1] not in {o.split(": ", 1)[1] for o in out}:
+            out.append(line)
+    return out
+
+
 def _safe(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", label).strip("_") or "run"
 
@@ -724,6 +759,53 @@ def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
     if isinstance(scenario, Mapping):
         return scenario.get(key, default)
     return getattr(scenario, key, default)
+
+
+def _check_concurrencies(concurrencies: Any) -> list[int]:
+    """``concurrencies`` as a list of positive ints, or a BenchError naming the argument."""
+    example = "e.g. concurrencies=[1, 2, 4]"
+    if isinstance(concurrencies, (str, bytes, Mapping)) or not isinstance(concurrencies, Iterable):
+        raise BenchError(
+            f"concurrencies={concurrencies!r} ({type(concurrencies).__name__}): pass a list of "
+            f"positive ints (requests in flight per point), {example}."
+        )
+    values = list(concurrencies)
+    bad = [c for c in values if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+    if bad or not values:
+        raise BenchError(
+            f"concurrencies={values!r}: every concurrency must be a positive int (requests in "
+            f"flight), not {bad[0]!r} ({type(bad[0]).__name__}), {example}."
+            if bad
+            else f"concurrencies=[] has no points: pass at least one, {example}."
+        )
+    return values
+
+
+def _check_tokenizer(tokenizer: Any) -> None:
+    """A tokenizer that names a local folder must exist; a hub id (``org/name``) is left to
+    the hub. Raises a one-sentence BenchError instead of the hub's repo-id noise."""
+    if not isinstance(tokenizer, (str, Path)) or not str(tokenizer).strip():
+        raise BenchError(
+            f"tokenizer={tokenizer!r}: pass the served model's tokenizer folder (e.g. the "
+            "stand-in folder from helpers.standin.build_standin_model()) or a hub id."
+        )
+    text = str(tokenizer)
+    path = Path(text).expanduser()
+    if path.exists():
+        return
+    looks_local = (
+        isinstance(tokenizer, Path)
+        or path.is_absolute()
+        or text.startswith((".", "~"))
+        or "\\" in text
+        or text.count("/") != 1
+    )
+    if looks_local:
+        raise BenchError(
+            f"The tokenizer folder {text} does not exist: pass the folder the server serves "
+            "(ServeConfig.model, e.g. helpers.standin.build_standin_model() for the stand-in, "
+            "or the snapshot path from helpers.weights.download()), or a hub id (org/name)."
+        )
 
 
 def sweep(
@@ -798,6 +880,8 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
+    concurrencies = _check_concurrencies(concurrencies)
+    _check_tokenizer(tokenizer)
     in_len = input_len or _scenario_value(scenario, "input_len", 1024)
     out_len = output_len or _scenario_value(scenario, "output_len", 128)
     pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)

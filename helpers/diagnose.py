@@ -601,6 +601,48 @@ def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | Non
     )
 
 
+def _damaged_checkpoint(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    model = getattr(config, "model", None) if config is not None else None
+    folder = m.groupdict().get("path") or model or "the model folder"
+    standin = bool(model) and _is_standin(model)
+    fix = (
+        "rebuild with `build_standin_model(force=True)` (helpers.standin)"
+        if standin
+        else "download the checkpoint again (helpers.weights.download(..., force_download=True)); "
+        "helpers.standin.check_checkpoint(folder) finds the damaged file before launch"
+    )
+    what = "a weights file (.safetensors) is truncated or damaged" if "afetensor" in m.group(0) else (
+        f"config.json of {folder} is not valid JSON"
+    )
+    return Diagnosis("damaged_checkpoint", f"the checkpoint is damaged: {what}", fix, _line_of(m, text))
+
+
+def _is_standin(model: Any) -> bool:
+    from pathlib import Path
+
+    try:
+        return (Path(str(model)) / "standin.json").is_file()
+    except OSError:
+        return False
+
+
+def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    asked, key, derived = m.group("asked"), m.group("key"), m.group("derived")
+    try:
+        to = str(int(float(derived)))
+    except ValueError:
+        to = derived
+    return Diagnosis(
+        "max_model_len_too_long",
+        f"--max-model-len {asked} is greater than the model's derived maximum ({key}={derived} "
+        "in its config.json)",
+        f"set --max-model-len {to} or less; only if the model really handles longer positions, "
+        "set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (extra_env; past the trained length RoPE models "
+        "produce NaNs)",
+        _line_of(m, text),
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # the catalogue
 # ---------------------------------------------------------------------------------------
@@ -613,6 +655,28 @@ REGISTRY_RELEASES = ("vllm 0.26.0", "vllm 0.27.0", "vllm 0.27.1", "vllm 0.28.0",
 OLDER_RELEASES = ("vllm 0.8.5",)
 
 CATALOGUE: tuple[CatalogueEntry, ...] = (
+    CatalogueEntry(
+        "damaged_checkpoint",
+        (
+            r"SafetensorError: Error while deserializing header: .*",
+            r"It looks like the config file at '(?P<path>[^']+)' is not a valid JSON file",
+        ),
+        _damaged_checkpoint,
+        "safetensors 0.8.0 (safe_open: 'Error while deserializing header') via vLLM 0.32.0 "
+        "model_loader/weight_utils.py; transformers configuration_utils.py "
+        "(_get_config_dict) via vllm/transformers_utils/config.py",
+        ("vllm 0.32.0", "safetensors 0.8.0", "transformers 5.19.0"),
+    ),
+    CatalogueEntry(
+        "max_model_len_too_long",
+        (
+            r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
+            r"max_model_len \((?P<key>[\w.]+)=(?P<derived>[\d.]+)",
+        ),
+        _max_len_too_long,
+        "vllm/config/model.py (_get_and_verify_max_len), vLLM 0.32.0",
+        ("vllm 0.32.0",),
+    ),
     CatalogueEntry(
         "humming_non_gated_moe",
         (

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from helpers.errors import CookbookError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COOKBOOK_DIR = REPO_ROOT / "cookbook"
 
@@ -19,8 +21,30 @@ def out_dir(*parts: str) -> Path:
 
     Args:
         *parts: sub-folder names, e.g. ``out_dir("bench", "quickstart")``.
+
+    Raises:
+        CookbookError: the folder cannot be created or written (a read-only or wrong
+            ``COOKBOOK_OUT``); one sentence naming the folder and the fix.
     """
-    base = Path(os.environ.get("COOKBOOK_OUT") or REPO_ROOT / "out")
+    env = os.environ.get("COOKBOOK_OUT")
+    base = Path(env).expanduser() if env else REPO_ROOT / "out"
     path = base.joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    problem = None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    else:
+        if not os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:
+            problem = "Read-only file system" if os.statvfs(path).f_flag & os.ST_RDONLY else "Permission denied"
+    if problem:
+        how = (
+            f"COOKBOOK_OUT={env} names it: set COOKBOOK_OUT to a writable folder"
+            if env
+            else "set COOKBOOK_OUT to a writable folder"
+        )
+        raise CookbookError(
+            f"The cookbook cannot write its output folder {path} ({problem}): {how} "
+            "(e.g. `export COOKBOOK_OUT=$HOME/cookbook-out`, or os.environ['COOKBOOK_OUT'] in a notebook)."
+        )
     return path

@@ -767,10 +767,13 @@ def plan(
         that cannot fit. ``plan.raise_if_unfit()`` turns them into a ``RecipeError``.
 
     Raises:
-        RecipeError: an unknown dtype, or a model without attention layers.
+        RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
+            would refuse (``recipes.check_values``: e.g. ``--max-model-len -5``).
     """
     from . import recipes
 
+    given = {f: v for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs)) if v is not None}
+    recipes.check_values(cfg.with_args(given) if given else cfg)  # impossible numbers: an error, not a plan
     reg = registry or recipes.load_registry()
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     if architecture is None:

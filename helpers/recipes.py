@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import functools
 import json
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -73,10 +75,46 @@ def list_targets(registry: dict | None = None) -> list[str]:
     return list((registry or load_registry())["targets"])
 
 
-def _choose(kind: str, name: str, valid: Iterable[str]) -> None:
+def _suggest(name: str, valid: Iterable[str]) -> str:
+    """``" Did you mean 'x'?"`` for the closest of ``valid`` (difflib), or ""."""
+    valid = [str(v) for v in valid]
+    lowered = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    return f" Did you mean {lowered[close[0]]!r}?" if close else ""
+
+
+def _choose(kind: str, name: str, valid: Iterable[str], *, where: str = "") -> str:
+    """The entry of ``valid`` that ``name`` names, matched case-insensitively.
+
+    Raises:
+        RecipeError: no match; names the closest valid name (difflib) and lists them all.
+    """
     valid = list(valid)
-    if name not in valid:
-        raise RecipeError(f"Unknown {kind} {name!r}. Valid {kind}s: {', '.join(valid)}.")
+    if not isinstance(name, str):
+        raise RecipeError(
+            f"The {kind} must be a name (str), got {type(name).__name__} {name!r}. "
+            f"Valid {kind}s{where}: {', '.join(valid)}."
+        )
+    if name in valid:
+        return name
+    folded = [v for v in valid if v.lower() == name.strip().lower()]
+    if folded:
+        return folded[0]
+    raise RecipeError(
+        f"Unknown {kind} {name!r}{where}.{_suggest(name, valid)} Valid {kind}s{where}: {', '.join(valid)}."
+    )
+
+
+def _check_type(name: str, value: Any, expected: type | tuple[type, ...], words: str, example: str) -> None:
+    """Raise a RecipeError naming argument ``name`` when ``value`` is not ``expected``."""
+    if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+        ok = False
+    else:
+        ok = isinstance(value, expected)
+    if not ok:
+        raise RecipeError(
+            f"{name}={value!r} ({type(value).__name__}): {name} must be {words}, e.g. {example}."
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -137,6 +175,9 @@ class ServeConfig:
     label: str = ""
     stand_in: bool = False
     seed_vllm_version: str | None = None
+    #: flags that came from the caller's ``extra_args`` (resolve / with_args), not the
+    #: registry: a rejected one is blamed on extra_args, not on cookbook/recipe.yaml.
+    extra_flags: tuple[str, ...] = ()
 
     # ---- derived -------------------------------------------------------------------
     @property
@@ -272,14 +313,27 @@ class ServeConfig:
         return dataclasses.replace(self, model=str(model), revision=revision)
 
     def with_port(self, port: int | None, host: str | None = None) -> ServeConfig:
-        """A copy listening on ``port`` (None: the server manager picks a free one)."""
+        """A copy listening on ``port`` (None: the server manager picks a free one).
+
+        Raises:
+            RecipeError: ``port`` is not an int in 1..65535 (or None).
+        """
+        _check_port(port)
         return dataclasses.replace(self, port=port, host=host or self.host)
 
     def with_args(self, extra: Mapping[str, Any] | None = None, **env: str) -> ServeConfig:
         """A copy with flags added/overridden (``None`` removes a flag) and env added."""
+        _check_type(
+            "extra", extra, (Mapping, type(None)), "a mapping {flag: value} (None removes a flag)",
+            "with_args({'--max-model-len': 8192})",
+        )
         args = dict(self.args)
         _merge_args(args, extra or {})
-        return dataclasses.replace(self, args=args, env={**self.env, **env})
+        added = tuple(f for f, val in (extra or {}).items() if val is not None)
+        return dataclasses.replace(
+            self, args=args, env={**self.env, **env},
+            extra_flags=tuple(dict.fromkeys((*self.extra_flags, *added))),
+        )
 
     def with_drafter_path(self, path: str | Path) -> ServeConfig:
         """A copy whose speculative config points at a local drafter folder."""
@@ -297,11 +351,21 @@ class ServeConfig:
         Also checks ``--speculative-config`` keys and ``method`` against vLLM's
         ``SpeculativeConfig``.
 
+        Before the parser, :func:`check_values` rejects numbers vLLM would refuse at start-up
+        (negative lengths, a ``--max-model-len`` above the local checkpoint's derived maximum).
+
         Raises:
-            FlagError: names every rejected flag, the installed vLLM version and the
-                target's pinned version (a flag may be newer than the installed vLLM).
+            RecipeError: an impossible number (see :func:`check_values`), naming the bound.
+            FlagError: names every rejected flag and where it came from (the caller's
+                ``extra_args`` or the registry), with a close match; the target's pinned
+                version is named only when it differs from the installed one.
         """
-        validate_argv([self.model or "model", *self.cli_flags()], target_version=self.vllm_version)
+        check_values(self)
+        validate_argv(
+            [self.model or "model", *self.cli_flags()],
+            target_version=self.vllm_version,
+            extra_flags=self.extra_flags,
+        )
 
 
 def _multiline(argv: list[str], first_break: int = 3) -> str:
@@ -387,6 +451,42 @@ def _merge_dict(base: dict, layer: Mapping[str, Any]) -> dict:
     return out
 
 
+def _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host) -> None:
+    """resolve()'s argument checks: each wrong type is named with an example of the right one."""
+    _check_type("variant", variant, (str, type(None)), "a variant name or None", "variant='nvfp4'")
+    _check_type(
+        "speculative", speculative, (str, type(None)), "a speculative mode name or None", "speculative='mtp'"
+    )
+    if features is not None and (isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)):
+        raise RecipeError(
+            f"features={features!r} ({type(features).__name__}): features must be a list of feature "
+            f"names, e.g. features=[{features!r}] or features=['reasoning', 'tool_calling']."
+            if isinstance(features, str)
+            else f"features={features!r} ({type(features).__name__}): features must be a list of "
+            "feature names, e.g. features=['reasoning', 'tool_calling']."
+        )
+    _check_type(
+        "extra_args", extra_args, (Mapping, type(None)), "a mapping {flag: value} (None removes a flag)",
+        "extra_args={'--max-model-len': 8192}",
+    )
+    _check_type(
+        "extra_env", extra_env, (Mapping, type(None)), "a mapping {variable: value}",
+        "extra_env={'VLLM_LOGGING_LEVEL': 'DEBUG'}",
+    )
+    _check_port(port)
+    _check_type("host", host, str, "a host name or IP address (str)", "host='0.0.0.0'")
+
+
+def _check_port(port: Any) -> None:
+    if port is None:
+        return
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise RecipeError(
+            f"port={port!r} ({type(port).__name__}): port must be an int from 1 to 65535, or None "
+            "to let the server manager pick a free one, e.g. port=8000."
+        )
+
+
 def resolve(
     target: str,
     variant: str | None = None,
@@ -425,16 +525,20 @@ def resolve(
         RecipeError: unknown names (the message lists the valid ones) or a broken rule
             (see :func:`check_rules`), each naming the fix.
     """
+    _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host)
     reg = registry or load_registry()
-    _choose("target", target, reg["targets"])
+    target = _choose("target", target, reg["targets"])
     t = reg["targets"][target]
     variant = variant or t["variant"]
-    _choose("variant", variant, t.get("variants") or [v for v in reg["variants"] if v != "standin"])
+    variant = _choose("variant", variant, t.get("variants") or [v for v in reg["variants"] if v != "standin"])
     v = reg["variants"][variant]
     if v.get("stand_in_only") and not t.get("stand_in"):
         raise RecipeError(f"Variant {variant!r} is the CPU stand-in only; use target 'cpu'.")
     speculative = speculative or t.get("speculative", "none")
-    _choose("speculative mode", speculative, reg["speculative"])
+    modes = list(t.get("speculative_modes") or reg["speculative"])
+    if not any(speculative.strip().lower() == m.lower() for m in reg["speculative"]):
+        _choose("speculative mode", speculative, modes)  # unknown anywhere: lists this target's
+    speculative = _choose("speculative mode", speculative, reg["speculative"])
     s = reg["speculative"][speculative]
     allowed = s.get("variants")
     if allowed and variant not in allowed:
@@ -442,10 +546,13 @@ def resolve(
             f"{s['label']} drafts are published for {', '.join(allowed)} only, not {variant}: "
             f"use variant={allowed[0]!r}, or speculative='mtp' (built into every checkpoint)."
         )
-    _choose("speculative mode", speculative, t.get("speculative_modes") or reg["speculative"])
+    if speculative not in modes:
+        raise RecipeError(
+            f"Speculative mode {speculative!r} is not offered for {target}. Valid speculative "
+            f"modes for {target}: {', '.join(modes)}."
+        )
     features = tuple(t.get("features", reg["default_features"]) if features is None else features)
-    for f in features:
-        _choose("feature", f, reg["features"])
+    features = tuple(_choose("feature", f, reg["features"]) for f in features)
     overrides = list(t.get("overrides") or [])
 
     args: dict[str, Any] = {}
@@ -487,6 +594,7 @@ def resolve(
     env.update(extra_env or {})
 
     notes = list(t.get("notes") or [])
+    from_extra = tuple(f for f, val in (extra_args or {}).items() if val is not None)
     cfg = ServeConfig(
         target=target,
         variant=variant,
@@ -511,6 +619,7 @@ def resolve(
         allow_patterns=list(v.get("allow_patterns") or []),
         label=t.get("label", target),
         stand_in=bool(t.get("stand_in")),
+        extra_flags=from_extra,
     )
     check_rules(cfg, reg)
     return cfg
@@ -645,6 +754,126 @@ def standin_config(
 
 
 # --------------------------------------------------------------------------------------
+# Numbers vLLM would refuse at start-up
+# --------------------------------------------------------------------------------------
+
+#: ``flag: (lowest, highest, words)`` from the field constraints of vLLM 0.32.0's config
+#: classes: ``ModelConfig.max_model_len`` Field(ge=-1), -1 = auto-fit (config/model.py);
+#: ``SchedulerConfig.max_num_seqs`` / ``max_num_batched_tokens`` Field(ge=1)
+#: (config/scheduler.py); ``CacheConfig.gpu_memory_utilization`` Field(gt=0, le=1)
+#: (config/cache.py); ``ParallelConfig.tensor_parallel_size`` / ``data_parallel_size``
+#: Field(ge=1) (config/parallel.py).
+VALUE_BOUNDS: dict[str, tuple[float | None, float | None, str]] = {
+    "--max-model-len": (1, None, "a positive number of tokens, or -1 / auto (fit to memory)"),
+    "--max-num-seqs": (1, None, "at least 1 (sequences in one batch)"),
+    "--max-num-batched-tokens": (1, None, "at least 1 (tokens per scheduler step)"),
+    "--gpu-memory-utilization": (1e-9, 1.0, "a fraction above 0 and at most 1"),
+    "--tensor-parallel-size": (1, None, "at least 1 (GPUs)"),
+    "--data-parallel-size": (1, None, "at least 1 (replicas)"),
+}
+_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _number(value: Any) -> float | None:
+    """A flag value as a number, reading vLLM's human-readable ints ("32k", "1K",
+    vllm/utils/argparse_utils.py human_readable_int); None when it is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value).strip()
+    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)([kKmMgGtT])?", text)
+    if not m:
+        return None
+    number = float(m.group(1)) * _SUFFIX.get(m.group(2) or "", 1)
+    return int(number) if number.is_integer() else number
+
+
+def derived_max_model_len(model: str | Path | None) -> tuple[int, str] | None:
+    """The longest ``--max-model-len`` vLLM accepts for a local checkpoint, and its source.
+
+    Follows vLLM 0.32.0: the smallest of ``max_position_embeddings``, ``n_positions``,
+    ``max_seq_len``, ``seq_length``, ``model_max_length``, ``max_target_positions``,
+    ``max_sequence_length``, ``max_seq_length``, ``seq_len`` in ``config.json``
+    (``model_max_length`` wins when set), capped by ``tokenizer_config.json``'s
+    ``model_max_length`` (transformers_utils/model_arch_config_convertor.py
+    ``derive_max_model_len_and_key``; config/model.py ``_get_and_verify_max_len``).
+
+    Returns:
+        ``(tokens, "key in <folder>/config.json")``, or None when the model is not a local
+        folder, its config cannot be read, or RoPE scaling changes the maximum (then vLLM's
+        own check at start-up is the judge).
+    """
+    if not model:
+        return None
+    folder = Path(model).expanduser()
+    try:
+        cfg = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cfg = cfg.get("text_config") or cfg if isinstance(cfg, dict) else {}
+    if cfg.get("rope_scaling") or cfg.get("rope_parameters"):
+        rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+        if isinstance(rope, dict) and rope.get("factor") not in (None, 1, 1.0):
+            return None
+    keys = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+            "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")  # fmt: skip
+    found = [(cfg[k], k) for k in keys if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)]
+    if not found:
+        return None
+    best, key = min(found)
+    if isinstance(cfg.get("model_max_length"), (int, float)):
+        best, key = cfg["model_max_length"], "model_max_length"
+    where = f"{key} in {folder / 'config.json'}"
+    try:
+        tok = json.loads((folder / "tokenizer_config.json").read_text()).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        tok = None
+    if isinstance(tok, (int, float)) and tok < best:
+        best, where = tok, f"model_max_length in {folder / 'tokenizer_config.json'}"
+    return int(best), where
+
+
+def check_values(cfg: ServeConfig) -> None:
+    """Reject flag values that vLLM would refuse only after launch (bounds: :data:`VALUE_BOUNDS`).
+
+    Also, for a local checkpoint folder, ``--max-model-len`` above
+    :func:`derived_max_model_len` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (in
+    ``cfg.env`` or the environment), as vLLM 0.32.0's ``_get_and_verify_max_len`` does.
+
+    Raises:
+        RecipeError: names the flag, the value, the bound and where the flag came from.
+    """
+    for flag, (low, high, words) in VALUE_BOUNDS.items():
+        if flag not in cfg.args:
+            continue
+        raw = cfg.args[flag]
+        value = _number(raw)
+        if flag == "--max-model-len" and (value == -1 or str(raw).strip().lower() == "auto"):
+            continue
+        origin = "from extra_args" if flag in cfg.extra_flags else "from cookbook/recipe.yaml"
+        if value is None:
+            raise RecipeError(f"{flag} {raw!r} ({origin}) is not a number: it must be {words}.")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise RecipeError(
+                f"{flag} {raw} ({origin}) is out of range: it must be {words} (vLLM 0.32.0 config "
+                f"bounds); fix the value{' in the extra_args you passed' if flag in cfg.extra_flags else ''}."
+            )
+    mml = _number(cfg.args.get("--max-model-len"))
+    allow = str(cfg.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")))
+    if mml and mml > 0 and allow.strip().lower() not in ("1", "true"):
+        derived = derived_max_model_len(cfg.model)
+        if derived and mml > derived[0]:
+            raise RecipeError(
+                f"--max-model-len {cfg.args['--max-model-len']} is greater than the model's derived "
+                f"maximum of {derived[0]:,} tokens ({derived[1]}); vLLM 0.32.0 refuses to start "
+                f"(config/model.py _get_and_verify_max_len): set --max-model-len {derived[0]} or less, "
+                "or, only if the model really handles longer positions, set "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (extra_env)."
+            )
+
+
+# --------------------------------------------------------------------------------------
 # Validation with vLLM's own parser
 # --------------------------------------------------------------------------------------
 
@@ -681,7 +910,15 @@ def installed_vllm_version() -> str | None:
     return detect_vllm().version
 
 
-def validate_argv(argv: list[str], *, target_version: str | None = None) -> None:
+def _close_flag(name: str, known: Iterable[str]) -> str | None:
+    """The release's flag closest to a rejected ``name`` (difflib), e.g. --max-model-len."""
+    close = difflib.get_close_matches(name, sorted(k for k in known if k.startswith("--")), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def validate_argv(
+    argv: list[str], *, target_version: str | None = None, extra_flags: Iterable[str] = ()
+) -> None:
     """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser.
 
     Besides the parser itself, ``--speculative-config`` keys are checked against vLLM's
@@ -730,12 +967,30 @@ def validate_argv(argv: list[str], *, target_version: str | None = None) -> None
                     )
     if rejected:
         installed = installed_vllm_version()
+        names = list(dict.fromkeys(rejected))
+        extra = set(extra_flags)
+        described = []
+        for name in names:
+            origin = "from extra_args" if name in extra else "from cookbook/recipe.yaml"
+            close = _close_flag(name, known) if name not in known else None
+            described.append(f"{name} ({origin}{f'; did you mean {close}?' if close else ''})")
         detail = f" ({'; '.join(reasons)})" if reasons else ""
+        where = (
+            "the extra_args you passed"
+            if all(n in extra for n in names)
+            else "cookbook/recipe.yaml"
+            if not any(n in extra for n in names)
+            else "extra_args / cookbook/recipe.yaml"
+        )
+        fix = f"fix the flag's spelling in {where}"
+        if target_version and installed and str(target_version) != str(installed):
+            fix += (
+                f", or install the target's vLLM {target_version} (helpers.install), which may "
+                "know the flag"
+            )
         raise FlagError(
-            f"vLLM {installed} rejects {', '.join(dict.fromkeys(rejected))}{detail}. "
-            f"The target pins vLLM {target_version}: fix the flag's spelling in cookbook/recipe.yaml, "
-            f"or install the target's vLLM version (helpers.install).",
-            flags=list(dict.fromkeys(rejected)),
+            f"vLLM {installed} rejects {', '.join(described)}{detail}: {fix}.",
+            flags=names,
         )
 
 

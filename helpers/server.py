@@ -28,6 +28,12 @@ What it does for you:
 * **Stop.** SIGTERM to the process group, SIGKILL after ``grace_period``, then a check
   that no process of that group (API server, engine core, workers) is left and the port
   binds again. Idempotent.
+* **Crash.** When the API server dies without ``stop()`` (``kill -9``, the OOM killer),
+  ``is_running()`` / ``repr`` notice it, end the engine core and workers it left behind
+  (they serve nothing and hold memory) and say so (``srv.crash``, ``srv.survivors()``).
+* **Checked before launch.** Flags (vLLM's own parser), impossible values
+  (``recipes.check_values``) and a local checkpoint's integrity
+  (``standin.check_checkpoint``) fail before any process exists.
 * **Leftovers.** Every launch writes a small JSON record under ``out/run/``. A server
   whose recorded owner (the Python process that launched it, e.g. a notebook kernel that
   was restarted) is gone but which still runs is a *leftover*: the next start warns with
@@ -586,6 +592,18 @@ def _has_cuda_console_script() -> Path | None:
     return Path(found) if found else None
 
 
+def _exit_words(rc: int) -> str:
+    """``"with code 1"`` / ``"killed by SIGKILL (from outside: ...)"`` for a return code."""
+    if rc >= 0:
+        return f"with code {rc}"
+    sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else -rc
+    return f"killed by {sig}" + (
+        " (from outside: often the kernel's out-of-memory killer, see `dmesg`)"
+        if rc == -signal.SIGKILL
+        else ""
+    )
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
 
@@ -628,6 +646,10 @@ class VLLMServer:
             argument parser (``config.validate()``, when the config has one and vLLM is
             importable here): a misspelled flag fails by name at once, with no process
             started. False launches as is (vLLM's own parser then fails the start).
+        check_model: before launching a local checkpoint folder, check that its
+            ``config.json`` parses and each ``*.safetensors`` is whole (header and size),
+            and, for the stand-in, that every file matches the size and SHA-256 recorded
+            at build (:func:`helpers.standin.check_checkpoint`). False skips the check.
 
     The constructor does no work; :meth:`start` (or ``with``) launches.
     """
@@ -645,6 +667,7 @@ class VLLMServer:
         launcher: str = "auto",
         poll_interval: float = 0.5,
         validate_flags: bool = True,
+        check_model: bool = True,
     ):
         if launcher not in ("auto", "cli", "module"):
             raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
@@ -660,6 +683,7 @@ class VLLMServer:
         self.launcher = launcher
         self.poll_interval = poll_interval
         self.validate_flags = validate_flags
+        self.check_model = check_model
         self.owned = True
         self.phase: str | None = None
         self.startup_seconds: float | None = None  #: launch -> /health 200
@@ -669,6 +693,8 @@ class VLLMServer:
         self._record: ServerRecord | None = None
         self._launched_at: float | None = None
         self._stopped = False
+        #: after the API server died without stop(): what died, how, and what was ended
+        self.crash: str | None = None
 
     # ---- attach --------------------------------------------------------------------
     @classmethod
@@ -810,10 +836,52 @@ class VLLMServer:
             return False
 
     def is_running(self) -> bool:
-        """Owned: the process is alive. Attached: ``/health`` answers 200."""
+        """Owned: the API server process is alive. Attached: ``/health`` answers 200.
+
+        When the owned API server died without :meth:`stop` (killed, crashed), the
+        engine core and workers of its process group outlive it, serve nothing and keep
+        their memory: they are ended here, and :attr:`crash` (also in ``repr``) says what
+        died, how, and which processes were ended (see :meth:`survivors`).
+        """
         if not self.owned:
             return self.healthy()
-        return self._proc is not None and self._proc.poll() is None
+        if self._proc is None:
+            return False
+        if self._proc.poll() is None:
+            return True
+        self._end_after_crash()
+        return False
+
+    def survivors(self) -> list[psutil.Process]:
+        """Live processes of this launch (API server, engine core, workers); [] when none
+        or attached. After a crash of the API server these are what still holds memory."""
+        if not self.owned or self._record is None:
+            return []
+        return self._record.processes()
+
+    def _end_after_crash(self) -> None:
+        """The API server exited without stop(): end the rest of its group, note it in crash."""
+        if self._proc is None or self._stopped or self._proc.poll() is None:
+            return
+        rc = self._proc.returncode
+        others = [p for p in self.survivors() if p.pid != self._proc.pid]
+        names = _describe_procs(others)
+        left = self._terminate(grace_period=min(self.grace_period, 5.0)) if others else []
+        left += [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
+        what = f"the API server pid {self._proc.pid} exited {_exit_words(rc)} without stop()"
+        if left:
+            self.crash = (
+                f"{what}; these processes of its group survive and hold memory: "
+                f"{_describe_procs(left)}; end them with srv.stop() or `kill -9 PID`"
+            )
+            return
+        self.crash = what + (
+            f"; ended the {len(others)} processes it left running: {names}" if others else ""
+        )
+        if self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
 
     def log_tail(self, n: int = 40) -> str:
         """The last ``n`` non-empty lines of the server log ("" before start / attached)."""
@@ -908,6 +976,8 @@ class VLLMServer:
         Raises:
             FlagError: a flag the installed vLLM does not accept (``validate_flags``), named,
                 before anything is launched.
+            RecipeError: a flag value vLLM would refuse (``recipes.check_values``).
+            CookbookError: a damaged local checkpoint (``check_model``), naming the rebuild.
             ServerStartError: the port is taken (names the holder), the process exited during
                 start-up, or ``startup_timeout`` passed (names the phase); the message carries
                 the log tail and, when the log matches :mod:`helpers.diagnose`, the fix.
@@ -922,6 +992,11 @@ class VLLMServer:
         validate = getattr(self.config, "validate", None)
         if self.validate_flags and callable(validate) and importlib.util.find_spec("vllm") is not None:
             validate()
+        model = getattr(self.config, "model", None)
+        if self.check_model and model and Path(str(model)).expanduser().is_dir():
+            from helpers.standin import check_checkpoint
+
+            check_checkpoint(Path(str(model)).expanduser())
         self._report_leftovers()
         if self.port is None:
             self.port = free_port(self.host)
@@ -942,6 +1017,7 @@ class VLLMServer:
         self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
         self._log_fh.write(f"# helpers.server launch: {subprocess.list2cmdline(argv)}\n".encode())
         self._stopped = False
+        self.crash = None
         self.phase = "launching"
         self._launched_at = time.monotonic()
         started = time.time()
@@ -1024,15 +1100,7 @@ class VLLMServer:
                 said_phase, last_said = self.phase, elapsed
             rc = self._proc.poll()
             if rc is not None:
-                how = f"with code {rc}"
-                if rc < 0:
-                    sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else -rc
-                    how = f"killed by {sig}" + (
-                        " (from outside: often the kernel's out-of-memory killer, see `dmesg`)"
-                        if rc == -signal.SIGKILL
-                        else ""
-                    )
-                self._fail(f"vLLM exited {how} during start-up", elapsed)
+                self._fail(f"vLLM exited {_exit_words(rc)} during start-up", elapsed)
             if self.healthy():
                 self.startup_seconds = elapsed
                 self.phase = "ready"
@@ -1153,6 +1221,8 @@ class VLLMServer:
             if not self.owned
             else "running"
             if self.is_running()
+            else f"crashed ({self.crash})"
+            if self.crash
             else "stopped"
             if self._proc
             else "new"

@@ -12,7 +12,7 @@ and greedy decoding, it reasons, answers, calls tools and respects a thinking bu
 those prompts. It knows nothing else.
 
 Public API: :func:`build_standin_model`, :data:`STANDIN`, :func:`standin_summary`,
-:func:`load_demo`, :func:`tool_result`.
+:func:`load_demo`, :func:`tool_result`, :func:`check_checkpoint`.
 The flags that serve it live in the registry (``cookbook/recipe.yaml``, target ``cpu``).
 """
 
@@ -765,8 +765,136 @@ def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=No
         "versions": _versions(),
         **stats,
     }
+    meta["files"] = file_manifest(dest)
     (dest / "standin.json").write_text(json.dumps(meta, indent=2))
     return meta
+
+
+# ---------------------------------------------------------------------------------------
+# is the checkpoint whole? (checked before every reuse and every launch)
+# ---------------------------------------------------------------------------------------
+
+REBUILD = "rebuild with `build_standin_model(force=True)`"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """``{file name: {"size": bytes, "sha256": hex}}`` of a built stand-in's files
+    (``standin.json`` itself excluded); recorded in ``standin.json`` at build."""
+    folder = Path(folder)
+    return {
+        p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != "standin.json"
+    }
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a ``.safetensors`` file is not whole, or None. The format (safetensors docs):
+    8 bytes little-endian header length N, N bytes of JSON header whose ``data_offsets``
+    index the data that follows; the file ends exactly where the last tensor ends."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name} is {size} bytes, too short for a safetensors header"
+            n = int.from_bytes(head, "little")
+            if n > size - 8:
+                return f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        return f"{path.name} has an unreadable header ({type(e).__name__})"
+    ends = [
+        v["data_offsets"][1]
+        for k, v in header.items()
+        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
+    ]
+    want = 8 + n + max(ends, default=0)
+    if size != want:
+        return f"{path.name} is {size:,} bytes but its header describes {want:,} bytes (truncated or padded)"
+    return None
+
+
+def check_checkpoint(folder: str | Path) -> None:
+    """Check that a local checkpoint folder is whole before it is served.
+
+    Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
+    header parses and its size matches the tensors it describes; and, for a stand-in
+    whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
+    recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
+    the headers of other checkpoints.
+
+    Raises:
+        CookbookError: one sentence naming the damaged file and the fix (for the
+            stand-in: rebuild with ``build_standin_model(force=True)``; otherwise download
+            or copy the checkpoint again).
+    """
+    folder = Path(folder)
+    meta_path = folder / "standin.json"
+    is_standin = meta_path.is_file()
+    fix = (
+        REBUILD
+        if is_standin
+        else "download it again (helpers.weights.download(..., force_download=True)) or copy it again"
+    )
+    what = "stand-in model" if is_standin else "checkpoint"
+    problems: list[str] = []
+    config = folder / "config.json"
+    if not config.is_file():
+        problems.append("config.json is missing")
+    else:
+        try:
+            json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            problems.append(f"config.json is not valid JSON ({e})")
+    for st in sorted(folder.glob("*.safetensors")):
+        problem = _safetensors_problem(st)
+        if problem:
+            problems.append(problem)
+    if is_standin and not problems:
+        try:
+            files = json.loads(meta_path.read_text()).get("files") or {}
+        except (OSError, ValueError) as e:
+            problems.append(f"standin.json is not valid JSON ({e})")
+            files = {}
+        for name, rec in files.items():
+            p = folder / name
+            if not p.is_file():
+                problems.append(f"{name} is missing")
+            elif p.stat().st_size != rec.get("size"):
+                problems.append(f"{name} is {p.stat().st_size:,} bytes, the build recorded {rec.get('size'):,}")
+            elif rec.get("sha256") and _sha256(p) != rec["sha256"]:
+                problems.append(f"{name} does not match the SHA-256 recorded at build")
+    if problems:
+        raise CookbookError(f"The {what} at {folder} is damaged ({'; '.join(problems)}): {fix}.")
+
+
+def _adopt_manifest(folder: Path) -> None:
+    """Record the manifest of a stand-in built before manifests existed (after it passed
+    the structural checks), so later damage is caught by size and hash."""
+    meta_path = folder / "standin.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return
+    if meta.get("files"):
+        return
+    meta["files"] = file_manifest(folder)
+    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, meta_path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def build_standin_model(
@@ -798,8 +926,12 @@ def build_standin_model(
     temporary folder and renamed into place, under a file lock, so a crash or a
     concurrent caller never sees a half-written model.
 
+    A cached copy is checked before it is reused (:func:`check_checkpoint`: JSON files
+    parse, safetensors are whole, sizes and SHA-256 match the manifest recorded at build).
+
     Raises:
-        CookbookError: demo.yaml is missing or malformed, or the build failed.
+        CookbookError: demo.yaml is missing or malformed, the build failed, or the cached
+            copy is damaged (the message says to rebuild with ``force=True``).
     """
     demo = load_demo()
     recipe = recipe or RECIPE
@@ -808,6 +940,8 @@ def build_standin_model(
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / f"standin-{digest}"
     if not force and (final / "standin.json").is_file():
+        check_checkpoint(final)
+        _adopt_manifest(final)
         return final
     log = print if verbose else None
     lock_path = parent / f".standin-{digest}.lock"
@@ -815,6 +949,7 @@ def build_standin_model(
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not force and (final / "standin.json").is_file():
+                check_checkpoint(final)
                 return final  # built by a concurrent caller while we waited
             tmp = parent / f".tmp-standin-{digest}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)

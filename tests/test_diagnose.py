@@ -502,3 +502,26 @@ def test_recorded_spec_decode_lines_of_the_cpu_server():
     assert d.cause == "speculative decoding accepted nothing" and d.level == "error"
     # the real stats lines: busy, never a stall
     assert diagnose(log) is None
+
+@pytest.mark.parametrize(
+    "name, evidence",
+    [
+        ("damaged_checkpoint", "Error while deserializing header: incomplete metadata"),
+        ("damaged_config", "is not a valid JSON file"),
+    ],
+)
+def test_damaged_checkpoint_is_named_with_the_rebuild(name, evidence):
+    # wording of vLLM 0.32.0 (safetensors 0.8.0, transformers) on a damaged stand-in copy
+    d = diagnose(_log(name))
+    assert d.name == "damaged_checkpoint" and evidence in d.evidence
+    assert "download the checkpoint again" in d.fix  # no config: not known to be the stand-in
+    _one_sentence(d)
+
+
+def test_derived_max_model_len_is_named_with_the_bound_and_the_env_hint():
+    # the real cause sits above pydantic's generic "1 validation error for ModelConfig"
+    d = diagnose(_log("max_model_len_too_long"))
+    assert d.name == "max_model_len_too_long"
+    assert "--max-model-len 1000000000" in d.cause and "max_position_embeddings=4096.0" in d.cause
+    assert "set --max-model-len 4096 or less" in d.fix and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
+    _one_sentence(d)

@@ -186,5 +186,5 @@ def test_every_parameter_is_visible_to_papermill(path):
     import papermill
 
     cell = next(c for c in _cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
-    names = re.findall(r"^(\w+)\s*=", "".join(cell["source"]), re.M)
+    names = re.findall(r"^(\w+)\s*(?::[^=]*)?=", "".join(cell["source"]), re.M)
     assert list(papermill.inspect_notebook(str(path))) == names

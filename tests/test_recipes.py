@@ -201,7 +201,7 @@ def test_overrides_layer_in_order():
             dict(target="h200", extra_args={"--mamba-backend": None}),
             "keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature",
         ),
-        (dict(target="h100", speculative="nonsense"), "Unknown speculative mode 'nonsense'. Valid speculative modes: none, mtp"),
+        (dict(target="h100", speculative="nonsense"), "Unknown speculative mode 'nonsense'. Did you mean 'none'? Valid speculative modes: none, mtp"),
         (dict(target="h1000"), "Valid targets: h100"),
         (dict(target="h100", features=["turbo"]), "Valid features: reasoning"),
         (dict(target="h100", variant="standin"), "Valid variants"),
