@@ -137,6 +137,15 @@ def render(spec: NotebookSpec, registry: dict | None = None):
     t.setdefault("speculative_modes", list(reg["speculative"]))
     t.setdefault("notes", [])
     t.setdefault("docker_image", None)
+    t.setdefault("colab_runtime", None)
+    if t["colab_runtime"]:
+        from . import planner
+
+        p = planner.plan(recipes.resolve(spec.target, registry=reg), registry=reg)
+        t["planner_verdict"] = (
+            f"{p.status.upper()}: KV budget {p.kv_budget_gib:.2f} GiB after {p.weights_gib:g} GiB of weights; "
+            f"{p.max_num_seqs} sequences fit up to {p.max_len_for():,} tokens each (--max-model-len {p.max_model_len:,})."
+        )
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     try:
         text = env.from_string(TEMPLATE.read_text()).render(

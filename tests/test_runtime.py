@@ -187,3 +187,13 @@ def test_lint_catches(cell, words):
 )
 def test_lint_passes(cell):
     assert notebooks.lint_cells([cell]) == []
+
+
+@pytest.mark.parametrize("target", ["l4", "a100-40gb"])
+def test_colab_target_notebook_carries_the_planners_verdict(target):
+    assert recipes.load_registry()["targets"][target].get("colab_runtime")
+    p = planner.plan(recipes.resolve(target))
+    nb = json.loads((REPO_ROOT / "notebooks" / f"{target.replace('-', '_')}.ipynb").read_text())
+    intro = "".join(nb["cells"][0]["source"])
+    assert f"{p.status.upper()}: KV budget {p.kv_budget_gib:.2f} GiB" in intro
+    assert f"up to {p.max_len_for():,} tokens each" in intro
