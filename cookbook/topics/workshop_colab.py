@@ -44,6 +44,7 @@ bench_output_len = 32  # tokens per benchmark answer
 # %%
 if install:
     %pip install {cookbook_source}
+    print("pip's restart note is generic: a restart is needed only if this kernel already ran the cells below.")
 
 # %% [markdown]
 # ## 2. Which runtime is this, and where does it route?
