@@ -201,7 +201,8 @@ def _dumps(nb) -> str:
 
 def readme_badges(readme: str, registry: dict | None = None) -> str:
     """``readme`` with its badge block (between the colab-badges markers) regenerated: one row
-    per notebook, workshop first, each with its "Open in Colab" badge.
+    per notebook, workshop first, each with its "Open in Colab" badge; any other Colab link in
+    the README is re-pointed at the registry's repository.
 
     Raises:
         CookbookError: the README lacks the markers.
@@ -213,6 +214,9 @@ def readme_badges(readme: str, registry: dict | None = None) -> str:
     rows += [f"| `{s}.ipynb` | {colab_badge(f'notebooks/{s}.ipynb', registry)} |" for s in stems]
     head, rest = readme.split(README_BADGES_START, 1)
     _, tail = rest.split(README_BADGES_END, 1)
+    # badges outside the block (the workshop badge at the top) follow the registry's repository too
+    base = colab_url("", registry)
+    head, tail = (re.sub(r"https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/main/", base, x) for x in (head, tail))
     return head + README_BADGES_START + "\n" + "\n".join(rows) + "\n" + README_BADGES_END + tail
 
 

@@ -197,3 +197,11 @@ def test_colab_target_notebook_carries_the_planners_verdict(target):
     intro = "".join(nb["cells"][0]["source"])
     assert f"{p.status.upper()}: KV budget {p.kv_budget_gib:.2f} GiB" in intro
     assert f"up to {p.max_len_for():,} tokens each" in intro
+
+
+def test_changing_the_repository_repoints_every_readme_badge():
+    readme = (REPO_ROOT / "README.md").read_text()
+    moved = notebooks.readme_badges(readme, {**recipes.load_registry(), "repository": "acme/lightning"})
+    repos = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/blob", moved))
+    assert repos == {"acme/lightning"}
+    assert moved.count("colab-badge.svg") == readme.count("colab-badge.svg")
