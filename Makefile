@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cookbook-stamp
 
-.PHONY: setup quickstart test notebooks lint clean
+.PHONY: setup quickstart test workshop notebooks lint clean
 
 setup: $(STAMP)
 
@@ -29,5 +29,12 @@ notebooks: setup
 test: setup
 	$(BIN)/python -m pytest -q --durations=20
 
+# The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
+workshop: setup
+	$(BIN)/python -m pytest -q -s -m workshop tests/test_workshop.py
+
 clean:
 	rm -rf out
+
+lint: setup
+	$(BIN)/python -m helpers.notebooks lint

@@ -18,6 +18,11 @@
 # {% for note in t.notes %}
 # > {{ note }}
 # {%- endfor %}
+{%- if t.colab_runtime %}
+#
+# **Colab {{ t.colab_runtime }} runtime** (the workshop notebook routes it here). The memory
+# planner's verdict on this entry, at generation: {{ t.planner_verdict }}
+{%- endif %}
 #
 # Every cell below calls the tested `helpers` package; the flags, model ids and pinned
 # revisions come from the registry in `cookbook/recipe.yaml`. Run it top to bottom.

@@ -376,7 +376,9 @@ def match_targets(gpus: Sequence[GPU], registry: dict | None = None) -> list[str
     A target matches when its ``gpu.name`` pattern is found in the first GPU's product name
     (see ``_NAME_PATTERNS``; e.g. "GB300" matches both ``dgx-station-gb300`` and ``b300``),
     its ``gpu.compute_capability`` equals the GPU's (when both are known), and the machine has
-    at least ``gpu.count`` GPUs of that name (8x H100 adds ``h100x8-bf16``). When no name
+    at least ``gpu.count`` GPUs of that name (8x H100 adds ``h100x8-bf16``); of several
+    name matches, those whose ``memory_gb`` exceeds the card are dropped while one fits (a 40 GB
+    A100 matches ``a100-40gb``, not the 80 GB ``a100``). When no name
     matches (an unlisted product such as GH200), targets with the same compute capability
     whose ``memory_gb`` fits the GPU are returned instead.
 
@@ -406,9 +408,14 @@ def match_targets(gpus: Sequence[GPU], registry: dict | None = None) -> list[str
         and cc_ok(t)
         and int(t["gpu"].get("count") or 1) <= same
     ]
+    mem = first.memory_total_gib
+    if len(by_name) > 1 and mem is not None:
+        # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
+        # for; when none fits, keep them all so check_machine refuses with the numbers.
+        fitting = [n for n in by_name if float(targets[n]["gpu"].get("memory_gb") or 0) <= mem * (1 + MEMORY_TOLERANCE)]
+        by_name = fitting or by_name
     if by_name or cc is None:
         return by_name
-    mem = first.memory_total_gib
     return [
         n
         for n, t in targets.items()

@@ -3,6 +3,12 @@
 Everything generated (stand-in models, server logs, executed notebooks, benchmark JSON,
 plots) lands under one ignored folder, ``out/`` at the repository root, or the folder
 named by the ``COOKBOOK_OUT`` environment variable.
+
+Two layouts: a checkout (``helpers/`` next to ``cookbook/``: the registry is read from the
+checkout) and a pip-installed package (``pip install git+https://github.com/...``, as the
+workshop notebook does on Colab), where ``cookbook/`` ships inside the package as
+``helpers/cookbook`` (pyproject ``package-dir``) and outputs default to ``./out`` in the
+current folder, never into site-packages.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from pathlib import Path
 from helpers.errors import CookbookError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-COOKBOOK_DIR = REPO_ROOT / "cookbook"
+#: True in a checkout (or an editable install); False when installed as a package.
+IN_CHECKOUT = (REPO_ROOT / "cookbook" / "recipe.yaml").is_file()
+COOKBOOK_DIR = REPO_ROOT / "cookbook" if IN_CHECKOUT else Path(__file__).resolve().parent / "cookbook"
 
 
 def out_dir(*parts: str) -> Path:
-    """Return ``$COOKBOOK_OUT/<parts>`` (default ``<repo>/out/<parts>``), created if missing.
+    """Return ``$COOKBOOK_OUT/<parts>`` (default ``<repo>/out/<parts>``; ``./out/<parts>`` when
+    installed as a package), created if missing.
 
     Args:
         *parts: sub-folder names, e.g. ``out_dir("bench", "quickstart")``.
@@ -27,7 +36,8 @@ def out_dir(*parts: str) -> Path:
             ``COOKBOOK_OUT``); one sentence naming the folder and the fix.
     """
     env = os.environ.get("COOKBOOK_OUT")
-    base = Path(env).expanduser() if env else REPO_ROOT / "out"
+    default = REPO_ROOT / "out" if IN_CHECKOUT else Path.cwd() / "out"
+    base = Path(env).expanduser() if env else default
     path = base.joinpath(*parts)
     problem = None
     try:

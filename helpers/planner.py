@@ -856,10 +856,15 @@ def plan(
     util = float(_arg(cfg, "--gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
     mem = float(gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0)
     variant = reg["variants"].get(cfg.variant, {})
-    weights = float(variant.get("weights_gb") or 0) / tp
+    # A target may record measured weights and its own reserve (registry `targets.<t>.planner`,
+    # e.g. the L4: 17.2 GiB of W4A16 weights measured on vLLM 0.32.0, ../shared/gpu/README.md).
+    hints = (reg["targets"].get(cfg.target) or {}).get("planner") or {}
+    weights = float(hints.get("weights_gib") or variant.get("weights_gb") or 0) / tp
     drafter = 0.0
     if cfg.speculative in reg["speculative"]:
         drafter = float(((reg["speculative"][cfg.speculative].get("drafter") or {}).get("size_gb")) or 0) / tp
+    if activation_reserve_gb is None:
+        activation_reserve_gb = hints.get("activation_reserve_gb")
     reserve = float(activation_reserve_gb if activation_reserve_gb is not None else (0.0 if device == "cpu" else DEFAULT_ACTIVATION_RESERVE_GB))
     explicit_bytes = _arg(cfg, "--kv-cache-memory-bytes")
     if kv_budget_gb is not None:
