@@ -235,6 +235,8 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         summary["replicas_stop_seconds"] = round(time.monotonic() - t, 1)
         summary.save()
     # ---- (c): DP=2 + EP on both GPUs
+    if dpep is None:
+        return
     left = a.deadline - elapsed()
     if left < 150:
         summary["dp_ep_skipped"] = f"{left:.0f} s left"
@@ -292,9 +294,16 @@ def main() -> int:
         "--reserve-replicas", type=float, default=230.0,
         help="seconds kept after the replicas' start for the two sweeps and DP+EP",
     )  # fmt: skip
+    ap.add_argument(
+        "--rehearse-cpu", action="store_true",
+        help="run steps 3 on this machine with two CPU stand-in replicas (no DP+EP, tiny sweep): "
+        "exercises the fleet, sweep, ratio and plot code before the device run",
+    )  # fmt: skip
     a = ap.parse_args()
+    if a.rehearse_cpu:
+        a.concurrency, a.input_len, a.output_len, a.deadline = "1,2", 32, 8, 1800.0
     a.concurrency = [int(c) for c in a.concurrency.split(",") if c]
-    a.reserve_after = {"single": 150, "replicas": 120}  # keep room for DP+EP's start and sweep
+    a.reserve_after = {} if a.rehearse_cpu else {"single": 150, "replicas": 120}  # room for DP+EP
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -321,6 +330,20 @@ def main() -> int:
         summary["router_argv"] = f"not found: {e}"
         say(str(e))
 
+    if a.rehearse_cpu:
+        from helpers.standin import build_standin_model
+
+        path = build_standin_model()
+        cfg = recipes.resolve("cpu").with_model(path)
+        summary["rehearsal"] = "CPU stand-in replicas; not a measurement"
+        reps = fleet.resolve_deployment("replicas", "cpu", count=2, base=cfg, router=a.router)
+        reps.validate()
+        logs: list = []
+        try:
+            run_layouts(reps, None, path, work, a, summary, logs)
+        finally:
+            finish(out, work, logs, summary)
+        return 0
     path = archmode.build_arch_model("nvfp4")
     summary["arch"] = {"path": str(path), **(archmode.arch_metadata(path) or {})}
     base = recipes.resolve("h200", "nvfp4", extra_args=RUN_ARGS)
@@ -340,26 +363,31 @@ def main() -> int:
     try:
         run_layouts(reps, dpep, path, work, a, summary, logs)
     finally:
-        try:
-            df = bench.load_results(work / "bench")
-            df.to_csv(out / "results.csv", index=False)
-            summary["table"] = ratios(df)
-            summary.save()
-            for r in summary["table"]:
-                say(f"{r['layout']:<34} c={r['concurrency']:<4} {r['output_tok_s']:>9.1f} tok/s  x{r['vs_one_gpu']}  failed={r['failed']}")
-            plot(df, out, summary)
-        except Exception:  # noqa: BLE001
-            summary["results_error"] = traceback.format_exc()[-2000:]
-        with tarfile.open(out / "bench.tar.gz", "w:gz") as tar:
-            if (work / "bench").exists():
-                tar.add(work / "bench", arcname="bench")
-            for log in logs:
-                if log and Path(log).exists():
-                    tar.add(log, arcname=f"logs/{Path(log).name}")
-        summary["total_seconds"] = round(elapsed(), 1)
-        summary.save()
-        say("done")
+        finish(out, work, logs, summary)
     return 0
+
+
+def finish(out: Path, work: Path, logs: list, summary) -> None:
+    """Table, ratios, plots, and the tarball of point JSONs and logs (whatever finished)."""
+    try:
+        df = bench.load_results(work / "bench")
+        df.to_csv(out / "results.csv", index=False)
+        summary["table"] = ratios(df)
+        summary.save()
+        for r in summary["table"]:
+            say(f"{r['layout']:<34} c={r['concurrency']:<4} {r['output_tok_s']:>9.1f} tok/s  x{r['vs_one_gpu']}  failed={r['failed']}")
+        plot(df, out, summary)
+    except Exception:  # noqa: BLE001
+        summary["results_error"] = traceback.format_exc()[-2000:]
+    with tarfile.open(out / "bench.tar.gz", "w:gz") as tar:
+        if (work / "bench").exists():
+            tar.add(work / "bench", arcname="bench")
+        for log in logs:
+            if log and Path(log).exists():
+                tar.add(log, arcname=f"logs/{Path(log).name}")
+    summary["total_seconds"] = round(elapsed(), 1)
+    summary.save()
+    say("done")
 
 
 def plot(df, out: Path, summary) -> None:
