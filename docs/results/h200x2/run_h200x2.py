@@ -400,7 +400,10 @@ def plot(df, out: Path, summary) -> None:
     from helpers import plots
 
     vv = summary["versions"].get("vllm")
-    plots.pareto(df, target="2x H200 (weightless NVFP4 arch)", variant="nvfp4", vllm_version=vv, path=out / "throughput.png")
+    plots.pareto(
+        df, y="output_throughput", title="Output tokens/s (all GPUs of the layout) vs per-user speed",
+        target="2x H200 (weightless NVFP4 arch)", variant="nvfp4", vllm_version=vv, path=out / "throughput.png",
+    )  # fmt: skip
     plots.latency_vs_concurrency(
         df, ("ttft", "tpot"), ("median", "p99"), target="2x H200 (weightless NVFP4 arch)",
         variant="nvfp4", vllm_version=vv, path=out / "latency.png",
