@@ -128,14 +128,15 @@ client.show(reply)
 # %% [markdown]
 # ## 4. One replica against N, the same sweep
 #
-# The same `vllm bench serve` sweep (same prompts: one `seed_label`) straight to replica 0,
-# then through the router. Each replica's `vllm:request_success_total` shows how the router
+# The same `vllm bench serve` sweep straight to replica 0, then through the router. Each
+# sweep gets prompts of its own (same shape, seeds from its label): replica 0 serves both, and
+# repeating the first sweep's prompts would hand the second its prefix cache. Each replica's `vllm:request_success_total` shows how the router
 # split the load.
 
 # %%
 concs = concurrencies or ([1, 2, 4] if stand_in else [16, 64, 256])
 shape = dict(input_len=input_len or (32 if stand_in else 1024), output_len=output_len or (16 if stand_in else 256))
-common = dict(seed_label="scale-out", progress=True, **shape)
+common = dict(progress=True, **shape)
 folder = out_dir("bench", "scale-out-" + ("standin" if stand_in else target))
 gpus = max(run.gpus_per_server, 1)
 one = bench.sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,

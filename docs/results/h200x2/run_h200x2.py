@@ -31,8 +31,8 @@ Everything goes through the helpers (``helpers.recipes`` -> ``helpers.archmode``
 
 Sweep: random dataset, 1024 in / 256 out, concurrency 16, 64, 256, 2 x concurrency prompts
 per point (+ min(c, 8) warm-ups), completions endpoint (``vllm bench serve``'s default
-backend, as the recorded 0.32.0 H200 numbers), the same prompts for every layout
-(``seed_label``). NVLink multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
+backend, as the recorded 0.32.0 H200 numbers). Each layout gets prompts of its own (the same
+shape): replica 0 serves (a) and then (b), and the same prompts would hit its prefix cache. NVLink multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
 ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``).
 
 Output (``--out``, written as each step ends): ``summary.json`` (versions, commands,
@@ -79,7 +79,6 @@ RUN_ARGS = {
 }
 CONCURRENCY = (16, 64, 256)
 PROMPTS_PER_CONCURRENCY = 2
-SEED_LABEL = "h200x2-sweep"
 LABELS = {"single": "1x H200 (one server)", "replicas": "2x H200 replicas + vllm-router", "dp_ep": "2x H200 DP=2 + EP"}
 GPUS = {"single": 1, "replicas": 2, "dp_ep": 2}
 
@@ -112,7 +111,7 @@ def sweep(base_url: str, cfg, path: Path, layout: str, bench_dir: Path, a, summa
                 scenario={"input_len": a.input_len, "output_len": a.output_len,
                           "prompts_per_concurrency": PROMPTS_PER_CONCURRENCY},
                 out_dir=bench_dir, label=LABELS[layout], gpu_count=GPUS[layout], progress=False,
-                seed_label=SEED_LABEL, extra_args=extra,
+                extra_args=extra,
             )  # fmt: skip
         except Exception as e:  # noqa: BLE001 - keep the other points and layouts
             summary.setdefault("bench_errors", []).append({"layout": layout, "concurrency": c, "error": f"{type(e).__name__}: {e}"[:3000]})
@@ -323,7 +322,9 @@ def main() -> int:
         run_args=RUN_ARGS,
         sweep={"concurrency": a.concurrency, "input_len": a.input_len, "output_len": a.output_len,
                "prompts": f"{PROMPTS_PER_CONCURRENCY} x concurrency", "warmups": "min(c, 8)",
-               "endpoint": a.endpoint, "dataset": "random", "same_prompts_for_every_layout": True},
+               "endpoint": a.endpoint, "dataset": "random",
+               "prompt_seeds": "random tokens of the same shape; a seed of their own per layout and point "
+               "(bench.point_seed), so replica 0's prefix cache from (a) gives (b) nothing"},
         single_note="(a) is replica 0 of the replica pair, benchmarked directly (replica 1 idle on GPU 1): "
         "the same server process a lone `vllm serve` on GPU 0 is, without a third cold start.",
         env_every_process=fleet.NO_MULTICAST_ENV,
