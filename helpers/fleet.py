@@ -25,7 +25,6 @@ exception or on Ctrl-C.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -125,7 +124,9 @@ def _router_help(prefix: tuple[str, ...]) -> str:
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise CookbookError(f"`{shlex.join(prefix)} --help` did not run ({e}): reinstall vllm-router.") from e
+        raise CookbookError(
+            f"`{shlex.join(prefix)} --help` did not run ({e}): reinstall vllm-router."
+        ) from e
     if proc.returncode != 0 or "usage:" not in proc.stdout:
         raise CookbookError(
             f"`{shlex.join(prefix)} --help` failed (exit {proc.returncode}): "
@@ -163,7 +164,9 @@ def router_options(router: str | Path | Sequence[str] | None = None) -> dict[str
     return opts
 
 
-def validate_router_argv(argv: Sequence[str], router: str | Path | Sequence[str] | None = None) -> None:
+def validate_router_argv(
+    argv: Sequence[str], router: str | Path | Sequence[str] | None = None
+) -> None:
     """Check router flags (``argv`` without the program) against the installed ``--help``.
 
     Every ``--flag`` must be an option the binary lists; a switch takes no value, a single
@@ -204,7 +207,9 @@ def validate_router_argv(argv: Sequence[str], router: str | Path | Sequence[str]
             problems.append(f"{flag} needs at least one value")
         elif spec.get("choices") and any(v not in spec["choices"] for v in values):
             bad.append(flag)
-            problems.append(f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}")
+            problems.append(
+                f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}"
+            )
         i = j
     if bad:
         raise FlagError(
@@ -256,7 +261,12 @@ class RouterConfig:
                 continue
             argv += [flag] if value is True else [flag, str(value)]
         if self.prometheus_port:
-            argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port)]
+            argv += [
+                "--prometheus-host",
+                "127.0.0.1",
+                "--prometheus-port",
+                str(self.prometheus_port),
+            ]
         return argv
 
     def argv(self, program: Sequence[str] = ("vllm-router",)) -> list[str]:
@@ -270,7 +280,9 @@ class RouterConfig:
 
     def validate(self) -> None:
         """Check the flags with the installed router's ``--help`` (:func:`validate_router_argv`)."""
-        validate_router_argv(["--host", self.host, "--port", str(self.port or 30000), *self.cli_flags()], self.router)
+        validate_router_argv(
+            ["--host", self.host, "--port", str(self.port or 30000), *self.cli_flags()], self.router
+        )
 
 
 class RouterServer(VLLMServer):
@@ -283,7 +295,14 @@ class RouterServer(VLLMServer):
     def _launch_argv(self) -> list[str]:
         cfg: RouterConfig = self.config
         cfg.port = self.port
-        return [*find_router(cfg.router), "--host", self.host, "--port", str(self.port), *cfg.cli_flags()]
+        return [
+            *find_router(cfg.router),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *cfg.cli_flags(),
+        ]
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -347,7 +366,7 @@ def _lines(argv: Sequence[str]) -> str:
         i += 1  # program, subcommand and model stay on the first line
     out = [" ".join(shlex.quote(str(a)) for a in argv[:i])]
     while i < len(argv):
-        item = str(argv[i])
+        str(argv[i])
         j = i + 1
         while j < len(argv) and not str(argv[j]).startswith("--"):
             j += 1
@@ -423,13 +442,18 @@ class Deployment:
                 (f"node {i + 1} (headless)", c) for i, c in enumerate(self.nodes["headless"])
             ]
         else:
-            cfgs = [(f"replica {i}" if self.layout == "replicas" else "server", c) for i, c in enumerate(self.servers)]
+            cfgs = [
+                (f"replica {i}" if self.layout == "replicas" else "server", c)
+                for i, c in enumerate(self.servers)
+            ]
         for what, cfg in cfgs:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
             argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
             blocks.append(f"# {what}\n" + (f"{env} \\\n" if env else "") + _lines(argv) + " &")
         if self.router is not None:
-            blocks.append("# router (waits for the replicas' /health)\n" + self.router.shell_command())
+            blocks.append(
+                "# router (waits for the replicas' /health)\n" + self.router.shell_command()
+            )
         return "\n\n".join(blocks)
 
     def compose(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
@@ -461,7 +485,13 @@ class Deployment:
                 svc["deploy"] = {
                     "resources": {
                         "reservations": {
-                            "devices": [{"driver": "nvidia", "device_ids": gpus.split(","), "capabilities": ["gpu"]}]
+                            "devices": [
+                                {
+                                    "driver": "nvidia",
+                                    "device_ids": gpus.split(","),
+                                    "capabilities": ["gpu"],
+                                }
+                            ]
                         }
                     }
                 }
@@ -469,7 +499,9 @@ class Deployment:
         if self.router is not None:
             r = dataclasses.replace(
                 self.router,
-                worker_urls=[f"http://vllm-{i}:{c.port or 8000}" for i, c in enumerate(self.servers)],
+                worker_urls=[
+                    f"http://vllm-{i}:{c.port or 8000}" for i, c in enumerate(self.servers)
+                ],
                 host="0.0.0.0",
                 port=30000,
                 prometheus_port=None,
@@ -477,9 +509,9 @@ class Deployment:
             services["router"] = {
                 "image": "python:3.12-slim",
                 "command": [
-                    "sh", "-c",
-                    f"pip install -q vllm-router=={ROUTER_VERSION} && exec "
-                    + shlex.join(r.argv()),
+                    "sh",
+                    "-c",
+                    f"pip install -q vllm-router=={ROUTER_VERSION} && exec " + shlex.join(r.argv()),
                 ],  # fmt: skip
                 "ports": ["30000:30000"],
                 "depends_on": {n: {"condition": "service_healthy"} for n in services},
@@ -566,9 +598,19 @@ def resolve_deployment(
             "(nodes=1 on each) and give the router every node's URL."
         )
     if nodes < 1 or n % nodes:
-        raise RecipeError(f"{n} data-parallel ranks do not split over {nodes} nodes: pick a count divisible by nodes.")
+        raise RecipeError(
+            f"{n} data-parallel ranks do not split over {nodes} nodes: pick a count divisible by nodes."
+        )
     if base is None:
-        base = recipes.resolve(target, variant, speculative, features, extra_args=extra_args, extra_env=extra_env, registry=reg)
+        base = recipes.resolve(
+            target,
+            variant,
+            speculative,
+            features,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            registry=reg,
+        )
     else:
         base = base.with_args(extra_args, **dict(extra_env or {}))
     if model is not None:
@@ -588,10 +630,17 @@ def resolve_deployment(
             else:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(i * tp, (i + 1) * tp))
             port = ports[i] if ports else None
-            servers.append(base.with_args(layer, **env).with_port(port if port else (None if base.stand_in else 8000 + i)))
+            servers.append(
+                base.with_args(layer, **env).with_port(
+                    port if port else (None if base.stand_in else 8000 + i)
+                )
+            )
         r = d.get("router") or {}
         router_cfg = RouterConfig(
-            worker_urls=[f"http://{c.host}:{c.port}" if c.port else f"http://127.0.0.1:{8000 + i}" for i, c in enumerate(servers)],
+            worker_urls=[
+                f"http://{c.host}:{c.port}" if c.port else f"http://127.0.0.1:{8000 + i}"
+                for i, c in enumerate(servers)
+            ],
             policy=policy or r.get("policy", "round_robin"),
             args={**(r.get("args") or {}), **dict(router_args or {})},
             env=dict(multi_gpu),
@@ -616,12 +665,16 @@ def resolve_deployment(
             }
             head = one.with_args(common).with_port(8000, host="0.0.0.0")
             headless = [
-                one.with_args({**common, "--headless": True, "--data-parallel-start-rank": k * local})
+                one.with_args(
+                    {**common, "--headless": True, "--data-parallel-start-rank": k * local}
+                )
                 for k in range(1, nodes)
             ]
             nodes_out = {"head": head, "headless": headless}
     else:  # pragma: no cover - registry shape
-        raise RecipeError(f"Deployment {name!r} has unknown layout {layout!r}: use replicas or dp_ep.")
+        raise RecipeError(
+            f"Deployment {name!r} has unknown layout {layout!r}: use replicas or dp_ep."
+        )
     return Deployment(
         name=name,
         layout=layout,
@@ -683,7 +736,11 @@ class Fleet:
         self.startup_timeout = float(startup_timeout)
         self.grace_period = float(grace_period)
         self.progress = progress
-        self.router_binary = router if router is not None else (deployment.router.router if deployment.router else None)
+        self.router_binary = (
+            router
+            if router is not None
+            else (deployment.router.router if deployment.router else None)
+        )
         self.log_dir = Path(log_dir) if log_dir else None
         self.server_kwargs = server_kwargs
         self.cache_dirs = list(cache_dirs) if cache_dirs is not None else None
@@ -748,7 +805,11 @@ class Fleet:
             dataclasses.replace(dep.router, router=self.router_binary).validate()
         try:
             for i, cfg in enumerate(dep.servers):
-                kw = {"startup_timeout": self.startup_timeout, "grace_period": self.grace_period, "progress": self.progress}
+                kw = {
+                    "startup_timeout": self.startup_timeout,
+                    "grace_period": self.grace_period,
+                    "progress": self.progress,
+                }
                 kw.update(self.server_kwargs)
                 if self.cache_dirs is not None:
                     kw["cache_dir"] = self.cache_dirs[i]
@@ -793,7 +854,9 @@ class Fleet:
             cache_dir=None,
         )
         self.router.start()
-        self._say(f"router: pid {self.router.pid}, {self.router.url} -> {', '.join(cfg.worker_urls)}")
+        self._say(
+            f"router: pid {self.router.pid}, {self.router.url} -> {', '.join(cfg.worker_urls)}"
+        )
         self.wait_workers(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
 
     def wait_workers(self, expected: int | None = None, timeout: float = 120.0) -> dict[str, Any]:
@@ -818,8 +881,12 @@ class Fleet:
                     log_tail=self.router.log_tail(30),
                 )
             last = self.router.readiness()
-            if int(last.get("healthy_workers") or 0) >= want and last.get("total_workers") == len(self.servers):
-                self._say(f"router reports {last['healthy_workers']}/{last['total_workers']} workers healthy")
+            if int(last.get("healthy_workers") or 0) >= want and last.get("total_workers") == len(
+                self.servers
+            ):
+                self._say(
+                    f"router reports {last['healthy_workers']}/{last['total_workers']} workers healthy"
+                )
                 return last
             if time.monotonic() - t0 > timeout:
                 try:
@@ -903,4 +970,3 @@ def metric_total(base_url: str, name: str = "vllm:request_success_total") -> flo
     from .bench import parse_prometheus, scrape_metrics
 
     return float(parse_prometheus(scrape_metrics(base_url)).get(name, 0.0))
-

@@ -16,7 +16,8 @@ import time
 import pytest
 import yaml
 
-from helpers import bench, client as hc, fleet, recipes, server
+from helpers import bench, fleet, recipes, server
+from helpers import client as hc
 from helpers.errors import CookbookError, FlagError, RecipeError
 
 # --------------------------------------------------------------------------- registry
@@ -37,7 +38,10 @@ def test_replicas_resolve_one_gpu_group_each_behind_the_router():
 
 def test_replicas_of_a_tensor_parallel_target_take_tp_gpus_each():
     dep = fleet.resolve_deployment("replicas", "h100x8-bf16", count=2)
-    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == ["0,1,2,3,4,5,6,7", "8,9,10,11,12,13,14,15"]
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == [
+        "0,1,2,3,4,5,6,7",
+        "8,9,10,11,12,13,14,15",
+    ]
     assert dep.gpu_count == 16
 
 
@@ -80,7 +84,9 @@ def test_router_rejects_a_bad_policy_and_an_unknown_flag_by_name():
         fleet.resolve_deployment("replicas", "h200", policy="fastest").validate()
     assert e.value.flags == ["--policy"] and "round_robin" in str(e.value)
     with pytest.raises(FlagError) as e:
-        fleet.resolve_deployment("replicas", "h200", router_args={"--health-interval": 2}).validate()
+        fleet.resolve_deployment(
+            "replicas", "h200", router_args={"--health-interval": 2}
+        ).validate()
     assert "--health-interval" in e.value.flags
 
 
@@ -96,7 +102,9 @@ def test_compose_file_has_one_service_per_replica_and_the_router():
     doc = yaml.safe_load(dep.compose())
     svcs = doc["services"]
     assert set(svcs) == {"vllm-0", "vllm-1", "router"}
-    assert svcs["vllm-1"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["1"]
+    assert svcs["vllm-1"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == [
+        "1"
+    ]
     assert svcs["vllm-0"]["environment"]["NCCL_NVLS_ENABLE"] == "0"
     router_cmd = svcs["router"]["command"][-1]
     assert "vllm-router==0.1.17" in router_cmd and "http://vllm-1:8001" in router_cmd
@@ -197,9 +205,11 @@ def test_sweep_through_the_router_uses_both_replicas(cpu_fleet, standin_model, t
     )  # fmt: skip
     after = _served(cpu_fleet)
     row = df.iloc[0]
-    print(f"\nsweep through the router: sent 8, completed {int(row['completed'])}, failed {int(row['failed'])}")
+    print(
+        f"\nsweep through the router: sent 8, completed {int(row['completed'])}, failed {int(row['failed'])}"
+    )
     assert int(row["completed"]) == 8 and int(row["failed"]) == 0
-    grew = [a - b for a, b in zip(after, before)]
+    grew = [a - b for a, b in zip(after, before, strict=False)]
     assert all(g >= 1 for g in grew) and sum(grew) == 8, grew  # round_robin: both replicas served
 
 
@@ -233,7 +243,9 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
     data = json.loads(box["path"].read_text())
     completed, failed = int(data["completed"]), int(data["failed"])
     errors = [e for e in data.get("errors", []) if e]
-    print(f"\nkill one replica mid-sweep: sent {n}, completed {completed}, failed {failed}; errors: {errors[:3]}")
+    print(
+        f"\nkill one replica mid-sweep: sent {n}, completed {completed}, failed {failed}; errors: {errors[:3]}"
+    )
     assert completed + failed == n  # every request accounted for
     assert len(errors) == failed and all(isinstance(e, str) and e.strip() for e in errors)
     # the router takes the dead worker out (health checks every 2 s, 2 failures) ...
@@ -260,6 +272,10 @@ def test_the_fleet_stops_with_nothing_left(cpu_fleet):
     assert all(server.port_is_free(p) for p in ports)
     import psutil
 
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     assert not [r for r in server.find_leftovers(include_owned=True) if r.port in ports]
     cpu_fleet.stop()  # idempotent

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -68,18 +67,26 @@ run_h200 = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_h200)
 # vLLM 0.32.0 (config): --mamba-ssu-algorithm needs --mamba-backend flashinfer; when the
 # flashinfer Mamba backend has to go (kernels missing), the SSU choice goes with it.
-run_h200.PROBE_RULES.append((re.compile(r"Mamba SSU algorithm selection is only supported"), ["--mamba-ssu-algorithm"]))
+run_h200.PROBE_RULES.append(
+    (re.compile(r"Mamba SSU algorithm selection is only supported"), ["--mamba-ssu-algorithm"])
+)
 
 #: Flags layered on the h200 target for this run: a modest context (1024 + 256 tokens are
 #: sent) and CUDA graphs captured for the batch sizes the sweep reaches, instead of vLLM's
 #: ~67 default sizes up to 512 (faster starts; a batch between two sizes pads to the next).
 RUN_ARGS = {
     "--max-model-len": 8192,
-    "--compilation-config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256]},
+    "--compilation-config": {
+        "cudagraph_capture_sizes": [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256]
+    },
 }
 CONCURRENCY = (16, 64, 256)
 PROMPTS_PER_CONCURRENCY = 2
-LABELS = {"single": "1x H200 (one server)", "replicas": "2x H200 replicas + vllm-router", "dp_ep": "2x H200 DP=2 + EP"}
+LABELS = {
+    "single": "1x H200 (one server)",
+    "replicas": "2x H200 replicas + vllm-router",
+    "dp_ep": "2x H200 DP=2 + EP",
+}
 GPUS = {"single": 1, "replicas": 2, "dp_ep": 2}
 
 T0 = time.monotonic()
@@ -95,13 +102,19 @@ def say(msg: str) -> None:
 
 def sweep(base_url: str, cfg, path: Path, layout: str, bench_dir: Path, a, summary) -> list[int]:
     """The same sweep for every layout; points skipped (and recorded) when time runs short."""
-    extra = ["--backend", "openai", "--endpoint", "/v1/completions"] if a.endpoint == "completions" else []
+    extra = (
+        ["--backend", "openai", "--endpoint", "/v1/completions"]
+        if a.endpoint == "completions"
+        else []
+    )
     done = []
     for c in a.concurrency:
         left = a.deadline - elapsed()
         need = {16: 15, 64: 20, 256: 45}.get(c, 45) + (a.reserve_after.get(layout, 0))
         if left < need:
-            summary.setdefault("skipped_points", []).append({"layout": layout, "concurrency": c, "seconds_left": round(left)})
+            summary.setdefault("skipped_points", []).append(
+                {"layout": layout, "concurrency": c, "seconds_left": round(left)}
+            )
             say(f"{layout}: skipping c={c} ({left:.0f} s left)")
             continue
         t = time.monotonic()
@@ -114,7 +127,9 @@ def sweep(base_url: str, cfg, path: Path, layout: str, bench_dir: Path, a, summa
                 extra_args=extra,
             )  # fmt: skip
         except Exception as e:  # noqa: BLE001 - keep the other points and layouts
-            summary.setdefault("bench_errors", []).append({"layout": layout, "concurrency": c, "error": f"{type(e).__name__}: {e}"[:3000]})
+            summary.setdefault("bench_errors", []).append(
+                {"layout": layout, "concurrency": c, "error": f"{type(e).__name__}: {e}"[:3000]}
+            )
             say(f"{layout}: c={c} failed: {e}")
             continue
         done.append(c)
@@ -125,7 +140,10 @@ def sweep(base_url: str, cfg, path: Path, layout: str, bench_dir: Path, a, summa
 def ratios(df) -> list[dict]:
     """Output throughput of each layout relative to one server, per concurrency."""
     rows = []
-    one = {int(r["concurrency"]): float(r["output_throughput"]) for _, r in df[df["label"] == LABELS["single"]].iterrows()}
+    one = {
+        int(r["concurrency"]): float(r["output_throughput"])
+        for _, r in df[df["label"] == LABELS["single"]].iterrows()
+    }
     for _, r in df.iterrows():
         c = int(r["concurrency"])
         rows.append({
@@ -153,8 +171,14 @@ def render(cfg, out: Path, a, summary):
     for name, dep in (("replicas", reps), ("dp_ep", dpep), ("dp_ep_2_nodes", multi)):
         try:
             dep.validate()
-            checks[name] = "ok: every vllm serve line parsed by vLLM " + str(recipes.installed_vllm_version()) + (
-                f"; router line checked against `vllm-router --help` ({' '.join(fleet.find_router(a.router))})" if dep.router else ""
+            checks[name] = (
+                "ok: every vllm serve line parsed by vLLM "
+                + str(recipes.installed_vllm_version())
+                + (
+                    f"; router line checked against `vllm-router --help` ({' '.join(fleet.find_router(a.router))})"
+                    if dep.router
+                    else ""
+                )
             )
         except Exception as e:  # noqa: BLE001
             checks[name] = f"REJECTED: {type(e).__name__}: {e}"
@@ -194,15 +218,27 @@ def counters(dep_fleet) -> list[float | None]:
 def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> None:
     bench_dir = work / "bench"
     # ---- (a) + (b): two replicas, one sweep straight to replica 0, one through the router
-    caches = [out_dir("cache"), out_dir("cache", "replica1")]  # DP+EP reuses replica 0's Triton kernels
+    caches = [
+        out_dir("cache"),
+        out_dir("cache", "replica1"),
+    ]  # DP+EP reuses replica 0's Triton kernels
     check = summary.get("validation", {}).get("replicas", "ok")
-    if not check.startswith("ok"):  # keep (a) and (c): the two servers still run, without the router
+    if not check.startswith(
+        "ok"
+    ):  # keep (a) and (c): the two servers still run, without the router
         summary["router_unusable"] = check
         say(f"router unusable, replicas run without it ({check[:200]})")
         reps = dataclasses.replace(reps, router=None)
     timeout = max(120.0, a.deadline - elapsed() - a.reserve_replicas)
     say(f"replicas: starting 2 servers + router (start-up timeout {timeout:.0f} s)")
-    fl = fleet.Fleet(reps, startup_timeout=timeout, grace_period=20, router=a.router, cache_dirs=caches, log_dir=work / "logs")
+    fl = fleet.Fleet(
+        reps,
+        startup_timeout=timeout,
+        grace_period=20,
+        router=a.router,
+        cache_dirs=caches,
+        log_dir=work / "logs",
+    )
     try:
         fl.start()
         summary["replicas_start"] = {
@@ -215,14 +251,21 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         summary.save()
         say(f"replicas ready in {fl.startup_seconds:.0f} s")
         single_url = fl.servers[0].base_url
-        summary["single_points"] = sweep(single_url, reps.base, path, "single", bench_dir, a, summary)
+        summary["single_points"] = sweep(
+            single_url, reps.base, path, "single", bench_dir, a, summary
+        )
         if fl.router is not None:
             before = counters(fl)
-            summary["replicas_points"] = sweep(fl.base_url, reps.base, path, "replicas", bench_dir, a, summary)
+            summary["replicas_points"] = sweep(
+                fl.base_url, reps.base, path, "replicas", bench_dir, a, summary
+            )
             after = counters(fl)
             summary["replica_request_split"] = {
                 "metric": "vllm:request_success_total (each replica's /metrics) during the router sweep",
-                "per_replica": [None if x is None or y is None else y - x for x, y in zip(before, after)],
+                "per_replica": [
+                    None if x is None or y is None else y - x
+                    for x, y in zip(before, after, strict=False)
+                ],
             }
             summary["router_workers_end"] = fl.router.workers()
             summary.save()
@@ -247,8 +290,16 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         summary["dp_ep_skipped"] = f"{left:.0f} s left"
         say(f"dp_ep: skipped ({left:.0f} s left)")
         return
-    say(f"dp_ep: starting one server with --data-parallel-size 2 --enable-expert-parallel (timeout {left - 75:.0f} s)")
-    fd = fleet.Fleet(dpep, startup_timeout=left - 75, grace_period=20, cache_dirs=[out_dir("cache")], log_dir=work / "logs")
+    say(
+        f"dp_ep: starting one server with --data-parallel-size 2 --enable-expert-parallel (timeout {left - 75:.0f} s)"
+    )
+    fd = fleet.Fleet(
+        dpep,
+        startup_timeout=left - 75,
+        grace_period=20,
+        cache_dirs=[out_dir("cache")],
+        log_dir=work / "logs",
+    )
     try:
         try:
             fd.start()
@@ -260,19 +311,35 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
                 raise
             summary["dp_ep_first_error"] = f"{type(e).__name__}: {e}"[-3000:]
             summary.setdefault("adaptations", []).append(
-                {"flag": "--moe-backend", "value": moe, "now": "marlin", "stage": "dp_ep start-up failure", "error": str(e)[-1500:]}
+                {
+                    "flag": "--moe-backend",
+                    "value": moe,
+                    "now": "marlin",
+                    "stage": "dp_ep start-up failure",
+                    "error": str(e)[-1500:],
+                }
             )
             say(f"dp_ep failed with --moe-backend {moe}; retrying with marlin ({left:.0f} s left)")
-            dpep = dataclasses.replace(dpep, servers=[dpep.servers[0].with_args({"--moe-backend": "marlin"})])
+            dpep = dataclasses.replace(
+                dpep, servers=[dpep.servers[0].with_args({"--moe-backend": "marlin"})]
+            )
             summary["commands"]["dp_ep_retry"] = dpep.shell_commands()
-            fd = fleet.Fleet(dpep, startup_timeout=left - 75, grace_period=20, cache_dirs=[out_dir("cache")], log_dir=work / "logs")
+            fd = fleet.Fleet(
+                dpep,
+                startup_timeout=left - 75,
+                grace_period=20,
+                cache_dirs=[out_dir("cache")],
+                log_dir=work / "logs",
+            )
             fd.start()
         summary["dp_ep_start"] = {"ok": True, "startup_seconds": round(fd.startup_seconds, 1)}
         summary["log_figures_dp_ep"] = run_h200.log_figures(fd.servers[0].log_path)
         summary.save()
         say(f"dp_ep ready in {fd.startup_seconds:.0f} s")
         a.reserve_after = {}
-        summary["dp_ep_points"] = sweep(fd.base_url, dpep.base, path, "dp_ep", bench_dir, a, summary)
+        summary["dp_ep_points"] = sweep(
+            fd.base_url, dpep.base, path, "dp_ep", bench_dir, a, summary
+        )
     except Exception as e:  # noqa: BLE001
         summary["dp_ep_error"] = f"{type(e).__name__}: {e}"[-4000:]
         say(f"dp_ep failed: {str(e)[:400]}")
@@ -288,8 +355,16 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT") or "out/h200x2-run")
-    ap.add_argument("--router", default=None, help="vllm-router executable (default: PATH, then python -m vllm_router.launch_router)")
-    ap.add_argument("--dry-run", action="store_true", help="render and validate every command, launch nothing (CPU)")
+    ap.add_argument(
+        "--router",
+        default=None,
+        help="vllm-router executable (default: PATH, then python -m vllm_router.launch_router)",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="render and validate every command, launch nothing (CPU)",
+    )
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
     ap.add_argument("--input-len", type=int, default=1024)
     ap.add_argument("--output-len", type=int, default=256)
@@ -360,7 +435,9 @@ def main() -> int:
     summary["serve_command"] = cfg.shell_command()
     summary.save()
     for c in changes:
-        say(f"adapted: {c.get('flag')} {c.get('value')!r} -> {c.get('now')!r} ({c['stage']}: {str(c['error'])[:160]})")
+        say(
+            f"adapted: {c.get('flag')} {c.get('value')!r} -> {c.get('now')!r} ({c['stage']}: {str(c['error'])[:160]})"
+        )
     reps, dpep, checks = render(cfg, out, a, summary)
     if a.dry_run:
         say("dry run: rendered and validated, nothing launched")
@@ -382,7 +459,9 @@ def finish(out: Path, work: Path, logs: list, summary) -> None:
         summary["table"] = ratios(df)
         summary.save()
         for r in summary["table"]:
-            say(f"{r['layout']:<34} c={r['concurrency']:<4} {r['output_tok_s']:>9.1f} tok/s  x{r['vs_one_gpu']}  failed={r['failed']}")
+            say(
+                f"{r['layout']:<34} c={r['concurrency']:<4} {r['output_tok_s']:>9.1f} tok/s  x{r['vs_one_gpu']}  failed={r['failed']}"
+            )
         plot(df, out, summary)
     except Exception:  # noqa: BLE001
         summary["results_error"] = traceback.format_exc()[-2000:]
