@@ -279,3 +279,31 @@ def test_the_fleet_stops_with_nothing_left(cpu_fleet):
     ]
     assert not [r for r in server.find_leftovers(include_owned=True) if r.port in ports]
     cpu_fleet.stop()  # idempotent
+
+
+def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path):
+    """The 2x H200 device script's --dry-run on this CPU machine: every command rendered and
+    checked (vLLM's parser, the router's --help), nothing launched."""
+    import subprocess
+    import sys
+
+    from helpers.paths import REPO_ROOT
+
+    script = REPO_ROOT / "docs" / "results" / "h200x2" / "run_h200x2.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--dry-run", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["validation"]) == {"replicas", "dp_ep", "dp_ep_2_nodes"}
+    assert all(v.startswith("ok") for v in summary["validation"].values()), summary["validation"]
+    commands = (tmp_path / "commands.sh").read_text()
+    assert "vllm-router" in commands and "--policy round_robin" in commands
+    assert "--data-parallel-size 2" in commands and "--enable-expert-parallel" in commands
+    assert "--headless" in commands and "--load-format dummy" in commands
+    for var in fleet.NO_MULTICAST_ENV:
+        assert commands.count(f"{var}=") >= 4  # one server, two replicas, DP+EP, ...
+    compose = yaml.safe_load((tmp_path / "compose-replicas.yaml").read_text())
+    assert set(compose["services"]) == {"vllm-0", "vllm-1", "router"}
+    assert "[h200x2" in proc.stdout and "nothing launched" in proc.stdout
