@@ -709,6 +709,8 @@ class Fleet:
         cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
             default: every server shares ``out/cache``. Separate folders keep two cold starts
             of the same config from writing one cache at the same time.
+        keep_ports: launch on the deployment's ports (the rendered 8000, 8001, ...); default:
+            each server picks a free port and the router is given those.
         server_kwargs: more :class:`helpers.server.VLLMServer` options for the servers.
 
     Use as a context manager (everything stops on exit, on an exception or Ctrl-C), or
@@ -725,6 +727,7 @@ class Fleet:
         router: Any = None,
         log_dir: str | Path | None = None,
         cache_dirs: Sequence[Any] | None = None,
+        keep_ports: bool = False,
         **server_kwargs: Any,
     ):
         if deployment.nodes:
@@ -744,6 +747,7 @@ class Fleet:
         self.log_dir = Path(log_dir) if log_dir else None
         self.server_kwargs = server_kwargs
         self.cache_dirs = list(cache_dirs) if cache_dirs is not None else None
+        self.keep_ports = keep_ports
         self.servers: list[VLLMServer] = []
         self.router: RouterServer | None = None
         self.startup_seconds: float | None = None
@@ -814,6 +818,8 @@ class Fleet:
                 if self.cache_dirs is not None:
                     kw["cache_dir"] = self.cache_dirs[i]
                 stem = f"replica{i}" if dep.layout == "replicas" else "dp-ep"
+                if not self.keep_ports:  # the rendered 8000, 8001, ... may be taken here
+                    cfg = cfg.with_port(None)
                 srv = VLLMServer(cfg, log_path=self._log_path(stem), **kw)
                 self.servers.append(srv)
                 srv.start(wait=False)
