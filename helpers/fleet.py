@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import http.client
 import importlib.util
 import json
 import os
@@ -271,8 +272,7 @@ class RouterConfig:
 
     def argv(self, program: Sequence[str] = ("vllm-router",)) -> list[str]:
         """``[program..., --host H --port P, *flags]``."""
-        host = self.host if self.host != "127.0.0.1" or self.port else self.host
-        return [*program, "--host", host, "--port", str(self.port or 30000), *self.cli_flags()]
+        return [*program, "--host", self.host, "--port", str(self.port or 30000), *self.cli_flags()]
 
     def shell_command(self) -> str:
         """The router command for a terminal (one flag per line)."""
@@ -313,7 +313,7 @@ class RouterServer(VLLMServer):
         """``GET /readiness``: ``{"status", "healthy_workers", "total_workers"}`` (any status code)."""
         try:
             status, body = self._get("/readiness", timeout=timeout)
-        except OSError as e:
+        except (OSError, http.client.HTTPException) as e:
             return {"status": f"no answer ({e})", "healthy_workers": 0, "total_workers": None}
         try:
             data = json.loads(body)

@@ -307,3 +307,55 @@ def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path):
     compose = yaml.safe_load((tmp_path / "compose-replicas.yaml").read_text())
     assert set(compose["services"]) == {"vllm-0", "vllm-1", "router"}
     assert "[h200x2" in proc.stdout and "nothing launched" in proc.stdout
+
+
+def test_router_process_mechanics_with_fake_workers():
+    """vllm-router under the server manager, in front of two model-free HTTP workers: it waits
+    for /readiness, takes a dead worker out within seconds (the registry's health-check
+    flags), and stops with nothing left."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from helpers.paths import REPO_ROOT
+
+    ports = [server.free_port(), server.free_port()]
+    fakes = [
+        subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/data/fake_worker.py"), str(p)])
+        for p in ports
+    ]
+    fl = None
+    try:
+        for p in ports:
+            t0 = time.monotonic()
+            while not server.VLLMServer.attach(f"http://127.0.0.1:{p}", check=False).healthy():
+                assert time.monotonic() - t0 < 30
+                time.sleep(0.1)
+        dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+        fl = fleet.Fleet(dep, progress=False)
+        fl.servers = [server.VLLMServer.attach(f"http://127.0.0.1:{p}") for p in ports]
+        fl._start_router(time.monotonic())
+        assert fl.router.readiness()["healthy_workers"] == 2
+        assert fl.router.models() == ["fake"]  # the OpenAI surface is proxied
+        fakes[1].kill()
+        fakes[1].wait()
+        t0 = time.monotonic()
+        while len(fl.healthy_workers()) > 1 and time.monotonic() - t0 < 30:
+            time.sleep(0.2)
+        assert fl.healthy_workers() == [f"http://127.0.0.1:{ports[0]}"]
+        took = time.monotonic() - t0
+        assert took < 15, f"the router took {took:.0f} s to drop a dead worker"
+        router_pid, router_port = fl.router.pid, fl.router.port
+        fl.stop()
+        assert fl.processes() == [] and server.port_is_free(router_port)
+        assert (
+            not psutil.pid_exists(router_pid)
+            or psutil.Process(router_pid).status() == psutil.STATUS_ZOMBIE
+        )
+    finally:
+        if fl is not None:
+            fl.stop(check=False)
+        for f in fakes:
+            f.kill()
+            f.wait()
