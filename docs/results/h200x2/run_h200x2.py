@@ -473,7 +473,46 @@ def finish(out: Path, work: Path, logs: list, summary) -> None:
                 tar.add(log, arcname=f"logs/{Path(log).name}")
     summary["total_seconds"] = round(elapsed(), 1)
     summary.save()
+    try:
+        (out / "results.md").write_text(results_page(summary))
+    except Exception:  # noqa: BLE001
+        summary["results_page_error"] = traceback.format_exc()[-1500:]
+        summary.save()
     say("done")
+
+
+def results_page(summary) -> str:
+    """A markdown table of the measured layouts (throughput, ratio to one GPU, latency) and
+    the layout with the highest throughput at each concurrency."""
+    rows = summary.get("table") or []
+    lines = [
+        "| concurrency | layout | output tok/s | vs 1 GPU | mean TTFT ms | mean TPOT ms | failed |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["concurrency"], r["layout"])):
+        ratio = "" if r["vs_one_gpu"] is None else f"{r['vs_one_gpu']:.2f}x"
+        lines.append(
+            f"| {r['concurrency']} | {r['layout']} | {r['output_tok_s']:,.0f} | {ratio} | "
+            f"{r['mean_ttft_ms']:,.0f} | {r['mean_tpot_ms']:.2f} | {r['failed']} |"
+        )
+    best: dict = {}
+    for r in rows:
+        if (
+            r["concurrency"] not in best
+            or r["output_tok_s"] > best[r["concurrency"]]["output_tok_s"]
+        ):
+            best[r["concurrency"]] = r
+    lines.append("")
+    for c, r in sorted(best.items()):
+        lines.append(f"- c={c}: highest throughput {r['layout']} ({r['output_tok_s']:,.0f} tok/s)")
+    split = (summary.get("replica_request_split") or {}).get("per_replica")
+    if split:
+        lines.append(f"- requests per replica during the router sweep: {split}")
+    starts = {
+        k: (summary.get(k) or {}).get("startup_seconds") for k in ("replicas_start", "dp_ep_start")
+    }
+    lines.append(f"- start-up seconds: {starts}; total run {summary.get('total_seconds')} s")
+    return "\n".join(lines) + "\n"
 
 
 def plot(df, out: Path, summary) -> None:
