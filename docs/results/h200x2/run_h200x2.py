@@ -291,11 +291,11 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         say(f"dp_ep: skipped ({left:.0f} s left)")
         return
     say(
-        f"dp_ep: starting one server with --data-parallel-size 2 --enable-expert-parallel (timeout {left - 75:.0f} s)"
+        f"dp_ep: starting one server with --data-parallel-size 2 --enable-expert-parallel (timeout {left - 60:.0f} s)"
     )
     fd = fleet.Fleet(
         dpep,
-        startup_timeout=left - 75,
+        startup_timeout=left - 60,
         grace_period=20,
         cache_dirs=[out_dir("cache")],
         log_dir=work / "logs",
@@ -326,7 +326,7 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
             summary["commands"]["dp_ep_retry"] = dpep.shell_commands()
             fd = fleet.Fleet(
                 dpep,
-                startup_timeout=left - 75,
+                startup_timeout=left - 60,
                 grace_period=20,
                 cache_dirs=[out_dir("cache")],
                 log_dir=work / "logs",
