@@ -556,7 +556,9 @@ def resolve_deployment(
     on GPUs ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
     (``--data-parallel-size-local N/nodes``, ``--data-parallel-start-rank``,
     ``--data-parallel-address``, ``--data-parallel-rpc-port``; vLLM docs "Data Parallel
-    Deployment").
+    Deployment"). Flag names as vLLM 0.32.0 defines them: the ``--data-parallel-*`` and
+    ``--enable-expert-parallel`` flags in ``vllm/engine/arg_utils.py``, ``--headless`` in
+    ``vllm/entrypoints/launchers/cli_args.py``; ``validate()`` parses them with that parser.
 
     Args:
         name: ``"replicas"`` or ``"dp_ep"``.
