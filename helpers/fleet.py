@@ -25,6 +25,7 @@ exception or on Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import http.client
@@ -846,11 +847,35 @@ class Fleet:
         return self
 
     def _start_router(self, t0: float) -> None:
-        dep = self.deployment
+        self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
+
+    def start_router(
+        self, router: RouterConfig | None = None, *, timeout: float = 120.0
+    ) -> RouterServer:
+        """Start the router in front of the running servers and wait for ``/readiness``.
+
+        :meth:`start` calls it; call it yourself to put a router in front of servers started
+        without one (e.g. benchmark one replica alone first, then the router).
+
+        Args:
+            router: the router config (default: the deployment's); its ``worker_urls`` are
+                replaced by the running servers' URLs, its Prometheus port by a free one.
+            timeout: seconds for every worker to be counted healthy.
+        Raises:
+            CookbookError: no router config, or the servers are not running.
+            FlagError: a router flag the installed binary rejects.
+            ServerStartError: the router failed to start or to see its workers; the router
+                (only) is stopped again.
+        """
+        cfg = router or self.deployment.router
+        if cfg is None:
+            raise CookbookError("This deployment has no router: resolve the 'replicas' deployment.")
+        if not self.servers or not all(s.is_running() for s in self.servers):
+            raise CookbookError("The servers are not running: call start() first.")
         cfg = dataclasses.replace(
-            dep.router,
+            cfg,
             worker_urls=[s.url for s in self.servers],
-            router=self.router_binary,
+            router=self.router_binary if self.router_binary is not None else cfg.router,
             prometheus_port=free_port(),
         )
         self.router = RouterServer(
@@ -861,11 +886,18 @@ class Fleet:
             progress=False,
             cache_dir=None,
         )
-        self.router.start()
-        self._say(
-            f"router: pid {self.router.pid}, {self.router.url} -> {', '.join(cfg.worker_urls)}"
-        )
-        self.wait_workers(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
+        try:
+            self.router.start()
+            self._say(
+                f"router: pid {self.router.pid}, {self.router.url} -> {', '.join(cfg.worker_urls)}"
+            )
+            self.wait_workers(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.router.stop(verbose=False)
+            self.router = None
+            raise
+        return self.router
 
     def wait_workers(self, expected: int | None = None, timeout: float = 120.0) -> dict[str, Any]:
         """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers healthy.

@@ -349,7 +349,7 @@ def test_router_process_mechanics_with_fake_workers():
         dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
         fl = fleet.Fleet(dep, progress=False)
         fl.servers = [server.VLLMServer.attach(f"http://127.0.0.1:{p}") for p in ports]
-        fl._start_router(time.monotonic())
+        fl.start_router(timeout=60)
         assert fl.router.readiness()["healthy_workers"] == 2
         assert fl.router.models() == ["fake"]  # the OpenAI surface is proxied
         fakes[1].kill()

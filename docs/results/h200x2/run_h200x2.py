@@ -21,10 +21,11 @@ Everything goes through the helpers (``helpers.recipes`` -> ``helpers.archmode``
    config; every ``vllm serve`` line parsed by this vLLM's parser, the router line by the
    router's ``--help``. The commands, the compose files and the checks go to ``--out``.
    ``--dry-run`` stops here.
-3. Two replicas (GPU 0, GPU 1; ``CUDA_VISIBLE_DEVICES`` each) start in parallel, then the
-   router. (a) one server on one GPU: the sweep straight to replica 0 (the same process a
-   lone ``vllm serve`` on GPU 0 is; replica 1 idles on its own GPU), saving one cold start.
-   (b) the same sweep through the router. Both replicas' ``vllm:request_success_total`` are
+3. Two replicas (GPU 0, GPU 1; ``CUDA_VISIBLE_DEVICES`` each) start in parallel. (a) one
+   server on one GPU: the sweep straight to replica 0 (the same process a lone ``vllm
+   serve`` on GPU 0 is; replica 1 idles on its own GPU), saving one cold start. Then the
+   router starts in front of both (``Fleet.start_router``; a router that fails costs (b)
+   only). (b) the same sweep through the router. Both replicas' ``vllm:request_success_total`` are
    read before and after (b). Stop.
 4. (c) One server with ``--data-parallel-size 2 --enable-expert-parallel`` on both GPUs,
    the same sweep, stop.
@@ -223,37 +224,51 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         out_dir("cache", "replica1"),
     ]  # DP+EP reuses replica 0's Triton kernels
     check = summary.get("validation", {}).get("replicas", "ok")
-    if not check.startswith(
-        "ok"
-    ):  # keep (a) and (c): the two servers still run, without the router
+    router_ok = check.startswith("ok")
+    if not router_ok:  # keep (a) and (c): the two servers still run, without the router
         summary["router_unusable"] = check
         say(f"router unusable, replicas run without it ({check[:200]})")
-        reps = dataclasses.replace(reps, router=None)
     timeout = max(120.0, a.deadline - elapsed() - a.reserve_replicas)
-    say(f"replicas: starting 2 servers + router (start-up timeout {timeout:.0f} s)")
+    say(f"replicas: starting 2 servers (start-up timeout {timeout:.0f} s); the router after (a)")
+    # the servers first, without the router: (a) measures replica 0 alone; a router that
+    # fails to start then costs (b) only
     fl = fleet.Fleet(
-        reps,
+        dataclasses.replace(reps, router=None),
         startup_timeout=timeout,
         grace_period=20,
         router=a.router,
         cache_dirs=caches,
         log_dir=work / "logs",
     )
+    router_log = None
     try:
         fl.start()
         summary["replicas_start"] = {
             "ok": True,
             "startup_seconds": round(fl.startup_seconds, 1),
             "servers": [round(s.startup_seconds or 0, 1) for s in fl.servers],
-            "router_readiness": fl.router.readiness() if fl.router else None,
         }
         summary["log_figures_replica0"] = run_h200.log_figures(fl.servers[0].log_path)
         summary.save()
         say(f"replicas ready in {fl.startup_seconds:.0f} s")
-        single_url = fl.servers[0].base_url
         summary["single_points"] = sweep(
-            single_url, reps.base, path, "single", bench_dir, a, summary
+            fl.servers[0].base_url, reps.base, path, "single", bench_dir, a, summary
         )
+        if router_ok:
+            t = time.monotonic()
+            try:
+                fl.start_router(reps.router, timeout=60)
+                router_log = fl.router.log_path
+                summary["router_start"] = {
+                    "ok": True,
+                    "seconds": round(time.monotonic() - t, 1),
+                    "readiness": fl.router.readiness(),
+                    "command": fl.router.command(),
+                }
+                say(f"router ready in {time.monotonic() - t:.0f} s: {fl.base_url}")
+            except Exception as e:  # noqa: BLE001 - keep (c)
+                summary["router_error"] = f"{type(e).__name__}: {e}"[-3000:]
+                say(f"router failed: {str(e)[:400]}")
         if fl.router is not None:
             before = counters(fl)
             summary["replicas_points"] = sweep(
@@ -274,7 +289,7 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
         say(f"replicas failed: {str(e)[:400]}")
     finally:
         t = time.monotonic()
-        with_logs = [s.log_path for s in fl.servers] + ([fl.router.log_path] if fl.router else [])
+        with_logs = [s.log_path for s in fl.servers] + [router_log]
         try:
             fl.stop()
         except Exception as e:  # noqa: BLE001
