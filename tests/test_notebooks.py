@@ -203,7 +203,7 @@ def test_scale_out_notebook_runs_on_cpu_replicas():
     )
     text = executed.read_text()
     assert "Traceback" not in text and '"output_type": "error"' not in text
-    assert "--data-parallel-size 2" in text and "--headless" in text and "vllm-router" in text
+    assert "--data-parallel-size 4" in text and "--headless" in text and "vllm-router" in text
     assert "processes left: []" in text
     split = re.search(r"requests served per replica during the router sweep: \[([\d., ]+)\]", text)
     assert split and all(float(x) > 0 for x in split.group(1).split(","))  # both replicas served
