@@ -188,3 +188,26 @@ def test_every_parameter_is_visible_to_papermill(path):
     cell = next(c for c in _cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
     names = re.findall(r"^(\w+)\s*(?::[^=]*)?=", "".join(cell["source"]), re.M)
     assert list(papermill.inspect_notebook(str(path))) == names
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_scale_out_notebook_runs_on_cpu_replicas():
+    """The scale-out story on two CPU stand-in replicas behind the real vllm-router: GPU
+    layouts rendered and validated, one fleet launched, a chat and two tiny sweeps through
+    it, the plot written, everything stopped."""
+    started = time.time()
+    executed = notebooks.run_notebook(
+        REPO_ROOT / "notebooks" / "scale_out.ipynb",
+        {"install": False, "concurrencies": [1, 2], "input_len": 16, "output_len": 8},
+    )
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "--data-parallel-size 4" in text and "--headless" in text and "vllm-router" in text
+    assert "processes left: []" in text
+    split = re.search(r"requests served per replica during the router sweep: \[([\d., ]+)\]", text)
+    assert split and all(float(x) > 0 for x in split.group(1).split(","))  # both replicas served
+    png = out_dir("plots") / "scale-out-standin.png"
+    assert png.exists() and png.stat().st_mtime >= started
+    ports = [int(p) for p in re.findall(r"\[vllm\] launched pid \d+ on port (\d+)", text)]
+    assert len(ports) == 2 and all(_port_free(p) and not _vllm_pids(p) for p in ports)

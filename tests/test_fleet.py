@@ -1,0 +1,374 @@
+"""Replicas behind vllm-router and DP+EP: registry, renderings, validation, and a real fleet.
+
+Unit tests (no server) resolve and render the deployments and check them with vLLM 0.32.0's
+parser and the installed ``vllm-router --help``. The ``server`` tests share ONE fleet (two
+CPU stand-in replicas, each on its own core, behind vllm-router) and run in file order:
+chat and tools through the router, a sweep through the router, one replica killed during a
+sweep, and the stop (last).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import yaml
+
+from helpers import bench, fleet, recipes, server
+from helpers import client as hc
+from helpers.errors import CookbookError, FlagError, RecipeError
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_replicas_resolve_one_gpu_group_each_behind_the_router():
+    dep = fleet.resolve_deployment("replicas", "h200", count=2)
+    assert dep.layout == "replicas" and dep.count == 2 and dep.gpu_count == 2
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == ["0", "1"]
+    for s in dep.servers:  # the target's flags, unchanged, plus NVLink multicast off
+        assert s.args == recipes.resolve("h200").args
+        assert {k: s.env[k] for k in fleet.NO_MULTICAST_ENV} == fleet.NO_MULTICAST_ENV
+    reg = recipes.load_registry()["deployments"]["replicas"]["router"]
+    assert dep.router.policy == reg["policy"]
+    assert dep.router.worker_urls == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
+    assert "--health-check-interval-secs" in dep.router.cli_flags()
+
+
+def test_replicas_of_a_tensor_parallel_target_take_tp_gpus_each():
+    dep = fleet.resolve_deployment("replicas", "h100x8-bf16", count=2)
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == [
+        "0,1,2,3,4,5,6,7",
+        "8,9,10,11,12,13,14,15",
+    ]
+    assert dep.gpu_count == 16
+
+
+def test_dp_ep_single_node_and_multi_node_commands():
+    one = fleet.resolve_deployment("dp_ep", "h200", count=2)
+    (srv,) = one.servers
+    assert srv.args["--data-parallel-size"] == 2 and srv.args["--enable-expert-parallel"] is True
+    assert srv.env["CUDA_VISIBLE_DEVICES"] == "0,1" and one.router is None
+    multi = fleet.resolve_deployment("dp_ep", "h200", count=8, nodes=2, head_address="10.0.0.1")
+    head, (worker,) = multi.nodes["head"], multi.nodes["headless"]
+    for cfg in (head, worker):
+        assert cfg.args["--data-parallel-size"] == 8 and cfg.args["--data-parallel-size-local"] == 4
+        assert cfg.args["--data-parallel-address"] == "10.0.0.1"
+        assert cfg.args["--data-parallel-rpc-port"] == 13345
+    assert "--headless" not in head.args and worker.args["--headless"] is True
+    assert worker.args["--data-parallel-start-rank"] == 4
+    text = multi.shell_commands()
+    assert text.count("--headless") == 1 and "--data-parallel-start-rank 4" in text
+
+
+def test_every_rendered_line_is_valid_for_vllm_and_the_router():
+    for dep in (
+        fleet.resolve_deployment("replicas", "h200", count=2),
+        fleet.resolve_deployment("replicas", "h100", count=4, policy="cache_aware"),
+        fleet.resolve_deployment("dp_ep", "h200", count=2),
+        fleet.resolve_deployment("dp_ep", "h200", count=4, nodes=2),
+    ):
+        dep.validate()
+        assert all(argv[:2] == ["vllm", "serve"] for argv in dep.serve_lines())
+
+
+def test_router_help_is_read_from_the_installed_binary():
+    opts = fleet.router_options()
+    assert {"round_robin", "cache_aware", "power_of_two"} <= set(opts["--policy"]["choices"])
+    assert opts["--worker-urls"]["takes"] == "many" and opts["--mini-lb"]["takes"] == "none"
+
+
+def test_router_rejects_a_bad_policy_and_an_unknown_flag_by_name():
+    with pytest.raises(FlagError) as e:
+        fleet.resolve_deployment("replicas", "h200", policy="fastest").validate()
+    assert e.value.flags == ["--policy"] and "round_robin" in str(e.value)
+    with pytest.raises(FlagError) as e:
+        fleet.resolve_deployment(
+            "replicas", "h200", router_args={"--health-interval": 2}
+        ).validate()
+    assert "--health-interval" in e.value.flags
+
+
+def test_a_bad_serve_flag_is_named_before_anything_runs():
+    dep = fleet.resolve_deployment("dp_ep", "h200", extra_args={"--data-paralel-size-local": 1})
+    with pytest.raises(FlagError) as e:
+        dep.validate()
+    assert "--data-paralel-size-local" in e.value.flags
+
+
+def test_compose_file_has_one_service_per_replica_and_the_router():
+    dep = fleet.resolve_deployment("replicas", "h200", count=2)
+    doc = yaml.safe_load(dep.compose())
+    svcs = doc["services"]
+    assert set(svcs) == {"vllm-0", "vllm-1", "router"}
+    assert svcs["vllm-1"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == [
+        "1"
+    ]
+    assert svcs["vllm-0"]["environment"]["NCCL_NVLS_ENABLE"] == "0"
+    router_cmd = svcs["router"]["command"][-1]
+    assert "vllm-router==0.1.17" in router_cmd and "http://vllm-1:8001" in router_cmd
+    assert set(svcs["router"]["depends_on"]) == {"vllm-0", "vllm-1"}
+    dp = yaml.safe_load(fleet.resolve_deployment("dp_ep", "h200", count=2).compose())["services"]
+    assert list(dp) == ["vllm"] and "--data-parallel-size" in dp["vllm"]["command"]
+
+
+def test_bad_requests_name_the_fix():
+    with pytest.raises(RecipeError, match="Valid deployments: replicas, dp_ep"):
+        fleet.resolve_deployment("swarm", "h200")
+    with pytest.raises(RecipeError, match="one replica per node"):
+        fleet.resolve_deployment("replicas", "h200", nodes=2)
+    with pytest.raises(RecipeError, match="divisible"):
+        fleet.resolve_deployment("dp_ep", "h200", count=3, nodes=2)
+    with pytest.raises(RecipeError, match="fewer replicas"):
+        fleet.resolve_deployment("replicas", "cpu", count=3, cpu_cores=[0, 1])
+    with pytest.raises(CookbookError, match="one command per node"):
+        fleet.Fleet(fleet.resolve_deployment("dp_ep", "h200", count=4, nodes=2))
+
+
+def test_cpu_replicas_get_their_own_cores():
+    assert fleet.cpu_core_groups(2, [0, 1]) == ["0", "1"]
+    assert fleet.cpu_core_groups(2, [0, 1, 2, 3, 4]) == ["0,1", "2,3"]
+    dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+    assert [s.env["VLLM_CPU_OMP_THREADS_BIND"] for s in dep.servers] == ["0", "1"]
+    assert all("CUDA_VISIBLE_DEVICES" not in s.env and s.port is None for s in dep.servers)
+
+
+def test_router_not_found_names_the_install():
+    with pytest.raises(CookbookError, match="vllm-router==0.1.17"):
+        fleet.find_router("/nonexistent/vllm-router")
+
+
+# --------------------------------------------------------------------------- a real fleet
+
+
+@pytest.fixture(scope="module")
+def cpu_fleet(standin_model):
+    """Two CPU stand-in replicas (one core each) behind vllm-router, for this module."""
+    dep = fleet.resolve_deployment("replicas", "cpu", count=2, model=standin_model)
+    fl = fleet.Fleet(dep, startup_timeout=900)
+    fl.start()
+    print(f"\ncpu_fleet: ready in {fl.startup_seconds:.0f} s at {fl.base_url}")
+    try:
+        yield fl
+    finally:
+        fl.stop(check=False)
+
+
+def _served(fl) -> list[float]:
+    return [fleet.metric_total(s.url) for s in fl.servers]
+
+
+def _served_after(fl, total: float, timeout: float = 10.0) -> list[float]:
+    """Each replica's finished-request counter, once their sum reaches ``total`` (the
+    counters move when the engine finishes a request, a moment after the reply)."""
+    t0 = time.monotonic()
+    while sum(now := _served(fl)) < total and time.monotonic() - t0 < timeout:
+        time.sleep(0.2)
+    return now
+
+
+@pytest.mark.server
+def test_router_reports_every_worker_healthy(cpu_fleet):
+    ready = cpu_fleet.router.readiness()
+    assert ready["healthy_workers"] == ready["total_workers"] == 2
+    assert sorted(cpu_fleet.healthy_workers()) == sorted(s.url for s in cpu_fleet.servers)
+    assert cpu_fleet.router.models() == [cpu_fleet.served_model_name]
+
+
+@pytest.mark.server
+def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
+    from helpers.standin import load_demo
+
+    demo = load_demo()
+    client, model = hc.make_client(cpu_fleet.base_url, timeout=120), cpu_fleet.served_model_name
+    before = _served(cpu_fleet)
+    r = hc.chat(client, model, demo["reasoning"]["prompt"], max_tokens=256, temperature=0)
+    assert r.reasoning.strip() and r.content.strip() and r.finish_reason == "stop"
+
+    def get_weather(city: str) -> dict:
+        return demo["weather"]["results"].get(city, {"city": city, "temperature_c": 20})
+
+    def get_time(city: str) -> dict:
+        return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
+
+    loop = hc.run_tool_loop(
+        client, model, demo["weather"]["prompt"].format(city="Santa Clara"),
+        {"get_weather": get_weather, "get_time": get_time}, demo["tools"],
+        max_tokens=256, temperature=0,
+    )  # fmt: skip
+    assert loop.tool_runs and loop.turns[0].finish_reason == "tool_calls"
+    assert all(isinstance(run.call.arguments, dict) and run.call.id for run in loop.tool_runs)
+    assert loop.final.content.strip() and not loop.final.tool_calls
+    expected = 1 + len(loop.turns)  # the chat, then one request per tool-loop turn
+    after = _served_after(cpu_fleet, sum(before) + expected)
+    assert sum(after) - sum(before) == expected  # every request reached a replica, once
+
+
+@pytest.mark.server
+def test_sweep_through_the_router_uses_both_replicas(cpu_fleet, standin_model, tmp_path):
+    before = _served(cpu_fleet)
+    df = bench.sweep(
+        cpu_fleet.base_url, cpu_fleet.served_model_name, standin_model, [2],
+        input_len=32, output_len=8, num_prompts=8, num_warmups=0, out_dir=tmp_path,
+        label="2 replicas + router", gpu_count=2, progress=False,
+    )  # fmt: skip
+    after = _served_after(cpu_fleet, sum(before) + 8)
+    row = df.iloc[0]
+    print(
+        f"\nsweep through the router: sent 8, completed {int(row['completed'])}, failed {int(row['failed'])}"
+    )
+    assert int(row["completed"]) == 8 and int(row["failed"]) == 0
+    grew = [a - b for a, b in zip(after, before, strict=False)]
+    assert all(g >= 4 for g in grew) and sum(grew) == 8, grew  # round_robin: both replicas
+
+
+@pytest.mark.server
+def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standin_model, tmp_path):
+    n = 24
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["path"] = bench.run_point(
+                cpu_fleet.base_url, cpu_fleet.served_model_name, standin_model,
+                concurrency=2, num_prompts=n, input_len=32, output_len=24, out_dir=tmp_path,
+                seed=7, num_warmups=0, label="kill-one", gpu_count=2,
+                extra_args=["--save-detailed"],
+            )  # fmt: skip
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box["error"] = e
+
+    base = sum(_served(cpu_fleet))
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 300
+    while sum(_served(cpu_fleet)) - base < 4 and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker.is_alive(), "the sweep ended before a replica could be killed: raise n"
+    dead = cpu_fleet.servers[1].url
+    cpu_fleet.kill_replica(1)
+    worker.join(timeout=600)
+    assert not worker.is_alive() and "error" not in box, box.get("error")
+    data = json.loads(box["path"].read_text())
+    completed, failed = int(data["completed"]), int(data["failed"])
+    errors = [e for e in data.get("errors", []) if e]
+    print(
+        f"\nkill one replica mid-sweep: sent {n}, completed {completed}, failed {failed}; errors: {errors[:3]}"
+    )
+    assert completed + failed == n  # every request accounted for
+    assert len(errors) == failed and all(isinstance(e, str) and e.strip() for e in errors)
+    # the router takes the dead worker out (health checks every 2 s, 2 failures) ...
+    t0 = time.monotonic()
+    while dead in cpu_fleet.healthy_workers() and time.monotonic() - t0 < 60:
+        time.sleep(0.5)
+    assert cpu_fleet.healthy_workers() == [cpu_fleet.servers[0].url]
+    assert cpu_fleet.router.readiness()["healthy_workers"] == 1
+    # ... and sends everything to the live one
+    before = fleet.metric_total(cpu_fleet.servers[0].url)
+    client = hc.make_client(cpu_fleet.base_url, timeout=120)
+    for _ in range(4):
+        r = hc.chat(client, cpu_fleet.served_model_name, "Hi", max_tokens=4, temperature=0)
+        assert r.finish_reason in ("stop", "length")
+    t0 = time.monotonic()
+    while fleet.metric_total(cpu_fleet.servers[0].url) - before < 4 and time.monotonic() - t0 < 10:
+        time.sleep(0.2)
+    assert fleet.metric_total(cpu_fleet.servers[0].url) - before == 4
+
+
+@pytest.mark.server
+def test_the_fleet_stops_with_nothing_left(cpu_fleet):
+    ports = [s.port for s in cpu_fleet.servers] + [cpu_fleet.router.port]
+    pids = [s.pid for s in cpu_fleet.servers] + [cpu_fleet.router.pid]
+    cpu_fleet.stop()
+    assert cpu_fleet.processes() == []
+    assert all(server.port_is_free(p) for p in ports)
+    import psutil
+
+    assert not [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
+    assert not [r for r in server.find_leftovers(include_owned=True) if r.port in ports]
+    cpu_fleet.stop()  # idempotent
+
+
+def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path):
+    """The 2x H200 device script's --dry-run on this CPU machine: every command rendered and
+    checked (vLLM's parser, the router's --help), nothing launched."""
+    import subprocess
+    import sys
+
+    from helpers.paths import REPO_ROOT
+
+    script = REPO_ROOT / "docs" / "results" / "h200x2" / "run_h200x2.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--dry-run", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["validation"]) == {"replicas", "dp_ep", "dp_ep_2_nodes"}
+    assert all(v.startswith("ok") for v in summary["validation"].values()), summary["validation"]
+    commands = (tmp_path / "commands.sh").read_text()
+    assert "vllm-router" in commands and "--policy round_robin" in commands
+    assert "--data-parallel-size 2" in commands and "--enable-expert-parallel" in commands
+    assert "--headless" in commands and "--load-format dummy" in commands
+    for var in fleet.NO_MULTICAST_ENV:
+        assert commands.count(f"{var}=") >= 4  # one server, two replicas, DP+EP, ...
+    compose = yaml.safe_load((tmp_path / "compose-replicas.yaml").read_text())
+    assert set(compose["services"]) == {"vllm-0", "vllm-1", "router"}
+    assert "[h200x2" in proc.stdout and "nothing launched" in proc.stdout
+
+
+def test_router_process_mechanics_with_fake_workers():
+    """vllm-router under the server manager, in front of two model-free HTTP workers: it waits
+    for /readiness, takes a dead worker out within seconds (the registry's health-check
+    flags), and stops with nothing left."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from helpers.paths import REPO_ROOT
+
+    ports = [server.free_port(), server.free_port()]
+    fakes = [
+        subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/data/fake_worker.py"), str(p)])
+        for p in ports
+    ]
+    fl = None
+    try:
+        for p in ports:
+            t0 = time.monotonic()
+            while not server.VLLMServer.attach(f"http://127.0.0.1:{p}", check=False).healthy():
+                assert time.monotonic() - t0 < 30
+                time.sleep(0.1)
+        dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+        fl = fleet.Fleet(dep, progress=False)
+        fl.servers = [server.VLLMServer.attach(f"http://127.0.0.1:{p}") for p in ports]
+        fl.start_router(timeout=60)
+        assert fl.router.readiness()["healthy_workers"] == 2
+        assert fl.router.models() == ["fake"]  # the OpenAI surface is proxied
+        fakes[1].kill()
+        fakes[1].wait()
+        t0 = time.monotonic()
+        while len(fl.healthy_workers()) > 1 and time.monotonic() - t0 < 30:
+            time.sleep(0.2)
+        assert fl.healthy_workers() == [f"http://127.0.0.1:{ports[0]}"]
+        took = time.monotonic() - t0
+        assert took < 15, f"the router took {took:.0f} s to drop a dead worker"
+        router_pid, router_port = fl.router.pid, fl.router.port
+        fl.stop()
+        assert fl.processes() == [] and server.port_is_free(router_port)
+        assert (
+            not psutil.pid_exists(router_pid)
+            or psutil.Process(router_pid).status() == psutil.STATUS_ZOMBIE
+        )
+    finally:
+        if fl is not None:
+            fl.stop(check=False)
+        for f in fakes:
+            f.kill()
+            f.wait()
