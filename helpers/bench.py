@@ -588,7 +588,7 @@ def sweep(
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
             (``min(concurrency, 8)``).
         extra_args: more ``vllm bench serve`` flags for every point.
-        progress: show a tqdm bar across points.
+        progress: show a tqdm bar across points (text, on stderr; it ends at "N/N done").
         seed_label: the name hashed into each point's seed instead of ``label``; give
             several configurations (on separate servers) the same ``seed_label`` to send
             them the same prompts.
@@ -600,42 +600,78 @@ def sweep(
         BenchError: see :func:`run_point`; points finished before the failure stay on
             disk (``load_results(out_dir)`` reads them).
     """
-    from tqdm.auto import tqdm
+    # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
+    from tqdm.std import tqdm
 
-    in_len = input_len or _scenario_value(scenario, "input_len", 1024)
-    out_len = output_len or _scenario_value(scenario, "output_len", 128)
-    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
-    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
-    per_c = _scenario_value(scenario, "prompts_per_concurrency")
-    folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label))
+    points = sweep_points(
+        concurrencies, scenario=scenario, input_len=input_len, output_len=output_len,
+        prefix_len=prefix_len, num_prompts=num_prompts, label=label, seed=seed,
+        num_warmups=num_warmups, seed_label=seed_label,
+    )  # fmt: skip
+    folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
+    existed = folder.exists()  # run_point creates it with the first point
     root = server_root(base_url)
 
     paths: list[Path] = []
-    bar = tqdm(list(concurrencies), desc=f"bench {label}", unit="point", disable=not progress)
-    for c in bar:
-        bar.set_postfix(concurrency=c)
-        before = parse_prometheus(scrape_metrics(root))
-        path = run_point(
-            root,
-            model,
-            tokenizer,
-            concurrency=c,
-            num_prompts=int(n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))),
-            input_len=int(in_len),
-            output_len=int(out_len),
-            prefix_len=int(pre_len or 0),
-            out_dir=folder,
-            seed=point_seed(seed, seed_label or label, c, int(in_len), int(out_len)),
-            num_warmups=default_num_warmups(c) if num_warmups is None else int(num_warmups),
-            goodput=slo,
-            extra_args=extra_args,
-            label=label,
-            gpu_count=gpu_count,
-        )
-        after = parse_prometheus(scrape_metrics(root))
-        _annotate_from_metrics(path, before, after)
-        paths.append(path)
+    bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
+    try:
+        for point in bar:
+            bar.set_postfix(concurrency=point["concurrency"])
+            before = parse_prometheus(scrape_metrics(root))
+            path = run_point(
+                root, model, tokenizer, **point, out_dir=folder, goodput=slo,
+                extra_args=extra_args, label=label, gpu_count=gpu_count,
+            )  # fmt: skip
+            after = parse_prometheus(scrape_metrics(root))
+            _annotate_from_metrics(path, before, after)
+            paths.append(path)
+        bar.set_postfix_str("done")  # the saved bar shows the final state, not the last point's
+    finally:
+        bar.close()
+        if not existed and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
     return load_results(paths)
+
+
+def sweep_points(
+    concurrencies: Sequence[int],
+    *,
+    scenario: Mapping[str, Any] | Any | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    label: str = "default",
+    seed: int = 0,
+    num_warmups: int | None = None,
+    seed_label: str | None = None,
+) -> list[dict[str, int]]:
+    """The :func:`run_point` arguments of each point of :func:`sweep` (a pure function).
+
+    Arguments as :func:`sweep`; explicit ones win over ``scenario``'s ``input_len``,
+    ``output_len``, ``prefix_len``, ``num_prompts`` and ``prompts_per_concurrency``.
+
+    Returns:
+        One dict per concurrency, in order: ``concurrency``, ``num_prompts``,
+        ``input_len`` / ``output_len`` / ``prefix_len`` (tokens), ``seed``, ``num_warmups``.
+    """
+    in_len = int(input_len or _scenario_value(scenario, "input_len", 1024))
+    out_len = int(output_len or _scenario_value(scenario, "output_len", 128))
+    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
+    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
+    per_c = _scenario_value(scenario, "prompts_per_concurrency")
+    return [
+        {
+            "concurrency": int(c),
+            "num_prompts": int(n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))),
+            "input_len": in_len,
+            "output_len": out_len,
+            "prefix_len": int(pre_len or 0),
+            "seed": point_seed(seed, seed_label or label, c, in_len, out_len),
+            "num_warmups": default_num_warmups(c) if num_warmups is None else int(num_warmups),
+        }
+        for c in concurrencies
+    ]
 
 
 def _annotate_from_metrics(path: Path, before: Mapping[str, float], after: Mapping[str, float]) -> None:
