@@ -18,7 +18,7 @@ in-process, in a worker thread, because
   seeds are restored.
 
 JSON keys and Prometheus metric names are vLLM's (``vllm/benchmarks/serve.py``,
-``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; see DESIGN.md).
+``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; see docs/DESIGN.md).
 Column names in the DataFrame keep those terms: ``ttft`` (time to first token), ``tpot``
 (time per output token after the first), ``itl`` (inter-token latency), ``e2el``
 (end-to-end latency per request), all in milliseconds.

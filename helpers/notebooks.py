@@ -271,6 +271,12 @@ def _engine():
     return "cookbook"
 
 
+def _kernel_config():
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}})
+
+
 def _rel(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
@@ -346,6 +352,9 @@ def run_notebook(
                 log_output=False,
                 stdout_file=_ServerLines(report),
                 cookbook_progress=report,
+                # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
+                # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
+                config=_kernel_config(),
             )
     except papermill.PapermillExecutionError as exc:
         running.replace(failed)

@@ -4,7 +4,7 @@ The cookbook's notebooks run on a GPU with the real Nemotron 3.5 Lightning. In C
 laptops they run "as a stand-in": same client code, same vLLM parsers, but the server is
 the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM``
 checkpoint (Mamba-2, attention and MLP layers; no MoE, because the CPU backend has no
-kernel for Nemotron-H's non-gated ReLU² experts, see DESIGN.md) with a byte-level BPE
+kernel for Nemotron-H's non-gated ReLU² experts, see docs/DESIGN.md) with a byte-level BPE
 tokenizer and a Nemotron-3-style chat template. It is trained for about two minutes on
 the demo conversations in ``cookbook/demo.yaml`` so that, served with
 ``--reasoning-parser nemotron_v3 --enable-auto-tool-choice --tool-call-parser qwen3_coder``

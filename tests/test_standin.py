@@ -234,8 +234,8 @@ def test_config_is_nemotron_h(built):
     assert cfg["architectures"] == ["NemotronHForCausalLM"]
     assert cfg["model_type"] == "nemotron_h"
     assert cfg["hybrid_override_pattern"] == standin.RECIPE.pattern
-    assert "E" not in standin.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (DESIGN.md)
-    assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (DESIGN.md)
+    assert "E" not in standin.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (docs/DESIGN.md)
+    assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (docs/DESIGN.md)
     assert standin_summary_mentions_params()
 
 
