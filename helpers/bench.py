@@ -601,7 +601,7 @@ def sweep(
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
             (``min(concurrency, 8)``).
         extra_args: more ``vllm bench serve`` flags for every point.
-        progress: show a tqdm bar across points (text, on stderr; it ends at "N/N done").
+        progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
         seed_label: the name hashed into each point's seed instead of ``label``; give
             several configurations (on separate servers) the same ``seed_label`` to send
             them the same prompts.
@@ -638,7 +638,6 @@ def sweep(
             after = parse_prometheus(scrape_metrics(root))
             _annotate_from_metrics(path, before, after)
             paths.append(path)
-        bar.set_postfix_str("done")  # the saved bar shows the final state, not the last point's
     finally:
         bar.close()
         if not existed and folder.is_dir() and not any(folder.iterdir()):

@@ -212,10 +212,10 @@ class _Progress:
     def cell_start(self, cell) -> None:
         if cell.get("cell_type") != "markdown":
             return
-        first = "".join(cell.get("source", "")).lstrip().splitlines()[:1]
-        if first and first[0].startswith("## "):
-            self.step, self.step_t0 = first[0][3:].strip(), time.monotonic()
-            self.say(self.step)
+        for line in "".join(cell.get("source", "")).splitlines():
+            if line.startswith("## "):
+                self.step, self.step_t0 = line[3:].strip(), time.monotonic()
+                self.say(self.step)
 
     def _beat(self) -> None:
         while not self._done.wait(min(1.0, self.heartbeat / 4)):
