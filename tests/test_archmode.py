@@ -41,7 +41,7 @@ def test_config_has_the_registry_shape(variant):
     assert pattern == "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
     assert (pattern.count("M"), pattern.count("E"), pattern.count("*")) == (23, 23, 6)
     assert len(pattern) == cfg["num_hidden_layers"] == 52
-    # DESIGN.md numbers, spelled out so a registry edit cannot silently move them
+    # docs/DESIGN.md numbers, spelled out so a registry edit cannot silently move them
     assert (cfg["hidden_size"], cfg["vocab_size"]) == (2688, 131072)
     assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]) == (32, 2, 128)
     assert (cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["ssm_state_size"]) == (64, 64, 128)

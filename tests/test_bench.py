@@ -231,8 +231,13 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
                 "output_throughput_per_gpu", "request_goodput"):  # fmt: skip
         assert (df[col] > 0).all(), col
     assert df["mean_ttft_ms"].notna().all() and df["p99_e2el_ms"].notna().all()
-    if "prefix_cache_hit_rate" in df:  # points do not share prompts
-        assert (df["prefix_cache_hit_rate"].fillna(0) < 0.5).all()
+    # The CPU target serves without prefix caching (its Mamba "align" cache mode fails on the
+    # CPU build, cookbook/recipe.yaml): the server counts no prefix-cache queries, so no hit
+    # rate is recorded (a reading from a server that does cache: test_annotate_prefix_cache_hit_rate).
+    # (load_results leaves out a column no point measured.)
+    assert "--no-enable-prefix-caching" in standin_server.config.cli_flags()
+    assert "prefix_cache_hit_rate" not in df.columns
+    assert not any("cookbook_prefix_cache_hit_rate" in json.loads(p.read_text()) for p in tmp_path.glob("*.json"))
     again = bench.load_results(tmp_path)
     pd.testing.assert_frame_equal(again, df)
     assert not math.isnan(df.loc[0, "duration_s"])

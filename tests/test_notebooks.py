@@ -11,8 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import notebooks, recipes, server
+from helpers import bench, notebooks, recipes, server
+from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
+
+from conftest import serves_features
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
@@ -64,16 +67,16 @@ def _port_free(port: int) -> bool:
 
 @pytest.mark.notebook
 @pytest.mark.server
-def test_quickstart_runs_end_to_end():
+def test_quickstart_runs_end_to_end(capsys):
     """The main job: a real CPU vLLM server launched, used, benchmarked, plotted, stopped.
 
-    Outputs go to the usual ignored folder (``out/``), like ``make quickstart``; only files
-    written by this run are checked.
+    The one notebook run that launches its own server (the others attach to the session's).
+    Run as ``make quickstart`` runs it (default parameters, so ``install = True``: the
+    helpers are importable, so nothing is pip-installed). Outputs go to the usual ignored
+    folder (``out/``); only files written by this run are checked.
     """
     started = time.time()
-    executed = notebooks.run_notebook(
-        REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb", {"install": False}
-    )
+    executed = notebooks.run_notebook(REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb")
     out = out_dir()
     assert executed.exists() and executed.parent == out / "notebooks"
     fresh = [p for p in out.rglob("*") if p.is_file() and p.stat().st_mtime >= started]
@@ -94,6 +97,63 @@ def test_quickstart_runs_end_to_end():
     left = _group_left(pgid)
     assert not left, f"the notebook's server left processes behind: {left}"
     _assert_session_outputs(text, reasoning_parser=True, tool_calling=True)
+    _assert_clean_outputs(executed, stand_in=True)
+    # the terminal saw each section as it started, the server's phases, and the copy's path
+    said = capsys.readouterr().out
+    assert re.search(r"\[\s*\d+ s\] 7\. Launch the server", said)
+    assert re.search(r"\[\s*\d+ s\]   \[vllm\s+\d+s\] ready: ", said)
+    assert f"-> {executed}" in said or f"-> {executed.relative_to(Path.cwd())}" in said
+
+
+def _outputs(path: Path) -> list[tuple[dict, dict]]:
+    return [(c, o) for c in _cells(path) if c["cell_type"] == "code" for o in c.get("outputs", [])]
+
+
+def _assert_clean_outputs(executed: Path, *, stand_in: bool) -> None:
+    """What a reader of an executed notebook must not see: object reprs, a figure twice,
+    pip output, a stand-in number that is no measurement, a progress bar left mid-way."""
+    text_outputs = []
+    for cell, o in _outputs(executed):
+        plain = "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
+        text_outputs.append(plain)
+        assert not re.match(r"^\w+\(\w+=", plain), f"object repr shown: {plain[:120]}"
+    joined = "\n".join(text_outputs)
+    assert "InstallPlan(" not in joined
+    assert "Obtaining file:" not in joined and "Successfully installed" not in joined  # no %pip run
+    assert "Triton is installed, but doesn't include CPU backend" not in joined
+    assert "than expected after decoding and re-encoding" not in joined
+    # each figure once: one image per saved PNG of the cell that made them
+    for cell in _cells(executed):
+        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        saved = re.findall(r"plots: (.*)", "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])))
+        if images or saved:
+            pngs = saved[0].split() if saved else []
+            assert len(images) == len(pngs), (len(images), pngs)
+            assert len({i["data"]["image/png"] for i in images}) == len(images), "a figure shown twice"
+            for png in pngs:
+                title = _png_title(Path(png))
+                assert ("(CPU stand-in)" in title) == stand_in, title
+    # the benchmark bar saved at its final state (a text bar: its last update per bar)
+    bars: dict[str, str] = {}
+    for t in text_outputs:
+        for seg in re.split(r"[\r\n]", t):
+            m = re.match(r"(bench [^:]+): ", seg)
+            if m:
+                bars[m.group(1)] = seg
+    assert bars, "no benchmark progress bar in the executed copy"
+    for bar in bars.values():
+        m = re.search(r"(\d+)/(\d+)", bar)
+        assert m and m.group(1) == m.group(2) and "100%" in bar, bar
+    if stand_in:  # TPOT on 2 CPU cores is no measurement: the table says so
+        assert bench.NOT_MEASURED_ON_STANDIN in joined
+
+
+def _png_title(path: Path) -> str:
+    """The title a saved plot carries in its PNG metadata (helpers.plots writes it)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.text.get("Title", "")
 
 
 def _cell_sources(path: Path, marker: str) -> list[str]:
@@ -122,34 +182,44 @@ def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
 def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
     """Each target notebook: real command rendered + validated, then the story on the stand-in.
 
-    To keep the suite inside CI's budget the notebooks attach to the session's stand-in
-    server (``server_url``); launch and stop run in the quickstart, from identical cells.
-    A target whose stand-in serves other features than the session's server (Baseten's
-    preset has no parsers, Jetson's no tool parser) launches and stops its own, and its
-    notebook must say which steps it skips instead of failing.
+    To keep the suite inside CI's budget every target notebook attaches to the session's
+    stand-in server (``server_url``); launch and stop run in the quickstart, from identical
+    cells (test_target_notebooks_share_the_quickstarts_launch_and_stop_cells). The session
+    server serves every stand-in feature, and a notebook decides what to run from its own
+    config's features: a target whose stand-in serves fewer (Baseten's preset has no
+    parsers, Jetson's no tool parser) must say which steps it skips instead of failing.
     """
     cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
     own = recipes.standin_config(cfg, standin_server.config.model)
-    # a target whose stand-in serves other features (e.g. no tool parser) launches its own
-    # server with its own flags, as it would when a user runs it alone
-    attach = set(own.features) == set(standin_server.config.features)
+    assert serves_features(standin_server, own), f"{path.stem} uses a feature the session server lacks"
     params = {
         "stand_in": True,
         "install": False,
+        "server_url": standin_server.url,
         "bench_concurrencies": [1, 2],
         "bench_input_len": 32,
         "bench_output_len": 16,
     }
-    if attach:
-        params["server_url"] = standin_server.url
-    executed = notebooks.run_notebook(path, params)
+    executed = notebooks.run_notebook(path, params, progress=False)
     text = executed.read_text()
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
     _assert_session_outputs(text, reasoning_parser="reasoning" in own.features, tool_calling="tool_calling" in own.features)
-    if not attach:
-        pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
-        assert not _group_left(pgid), f"{path.name}: its own server left processes behind"
+
+
+def test_the_launch_of_reduced_feature_stand_ins_is_validated():
+    """The stand-in commands of targets with fewer features (their notebooks attach to the
+    session server in CI) still parse with the installed vLLM's own parser."""
+    model = str(REPO_ROOT / "out" / "models" / "standin")
+    reduced = []
+    for target in recipes.list_targets():
+        if target == "cpu":
+            continue
+        own = recipes.standin_config(recipes.resolve(target), model)
+        if set(own.features) != set(recipes.resolve("cpu").features):
+            reduced.append(target)
+            own.validate()
+    assert reduced, "no target serves fewer features on the stand-in"
 
 
 def _group_left(pgid: int) -> list[int]:
@@ -211,3 +281,69 @@ def test_scale_out_notebook_runs_on_cpu_replicas():
     assert png.exists() and png.stat().st_mtime >= started
     ports = [int(p) for p in re.findall(r"\[vllm\] launched pid \d+ on port (\d+)", text)]
     assert len(ports) == 2 and all(_port_free(p) and not _vllm_pids(p) for p in ports)
+
+
+# ------------------------------------------------------------------ the runner (a tiny notebook)
+
+
+def _tiny_notebook(path: Path) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("fail = False\nnap = 0.0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_markdown_cell("## 1. First step\n\nprose"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(nap)\nprint('[vllm    1s] ready: fake')"),
+        nbformat.v4.new_markdown_cell("## 2. Second step"),
+        nbformat.v4.new_code_cell("assert not fail, 'asked to fail'\nprint('second ok')"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.write_text(nbformat.writes(nb))
+    return path
+
+
+@pytest.mark.notebook
+def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(notebooks, "HEARTBEAT_S", 1.0)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "cli-out"))
+    _tiny_notebook(tmp_path / "tiny.ipynb")
+    dest = tmp_path / "out" / "tiny.ipynb"
+    assert notebooks.main(["run", "tiny.ipynb", "-p", "nap", "2.5"]) == 0
+    assert (tmp_path / "cli-out" / "notebooks" / "tiny.ipynb").is_file()
+    said = capsys.readouterr().out
+    lines = said.splitlines()
+    assert re.match(r"\[\s*\d+ s\] running tiny\.ipynb -> ", lines[0]), lines[0]
+    assert any(re.match(r"\[\s*\d+ s\] 1\. First step$", ln) for ln in lines), said
+    assert any(re.match(r"\[\s*\d+ s\]   \[vllm    1s\] ready: fake$", ln) for ln in lines), said
+    assert any("... still in '1. First step'" in ln for ln in lines), said  # the heartbeat
+    assert re.search(r"done: executed tiny\.ipynb in \d+ s -> ", lines[-1]), lines[-1]
+
+    good = notebooks.run_notebook("tiny.ipynb", output=dest, progress=False)
+    assert good == dest and "second ok" in dest.read_text()
+    before = dest.read_text()
+    with pytest.raises(CookbookError, match=r"failed in cell .*asked to fail.*tiny\.failed\.ipynb.*last good run stays at"):
+        notebooks.run_notebook("tiny.ipynb", {"fail": True}, output=dest, progress=False)
+    assert dest.read_text() == before  # the last good copy is kept
+    assert "asked to fail" in (tmp_path / "out" / "tiny.failed.ipynb").read_text()
+    assert not list((tmp_path / "out").glob(".*running*"))  # no temporary copy left
+
+
+def test_a_missing_notebook_lists_the_notebooks(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    assert notebooks.resolve_notebook("h100.ipynb") == REPO_ROOT / "notebooks" / "h100.ipynb"  # from here
+    monkeypatch.chdir(REPO_ROOT)
+    with pytest.raises(CookbookError) as ei:
+        notebooks.resolve_notebook("notebooks/h10.ipynb")
+    msg = str(ei.value)
+    assert "No notebook at notebooks/h10.ipynb" in msg and "notebooks/h100.ipynb" in msg
+    assert "build" not in msg
+    assert notebooks.main(["run", "nope.ipynb"]) == 1
+    assert "notebooks/quickstart_cpu_standin.ipynb" in capsys.readouterr().err
+
+
+def test_parameter_values_are_read_as_json_then_python_literals():
+    parse = notebooks._parse_value
+    assert parse("true") is True and parse("True") is True and parse("None") is None
+    assert parse("[1, 2]") == [1, 2] and parse("3") == 3 and parse("0.5") == 0.5
+    assert parse("h100") == "h100" and parse('"3"') == "3"

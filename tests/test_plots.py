@@ -47,6 +47,10 @@ def test_pareto_axes_lines_annotations_and_png(df, tmp_path):
     title = fig._suptitle.get_text()
     assert "Throughput" in title and "cpu · standin · vLLM 0.32.0" in title
     _png_ok(out)
+    from PIL import Image
+
+    with Image.open(out) as im:  # the PNG says what it measured, in its metadata too
+        assert "cpu · standin · vLLM 0.32.0" in im.text["Title"] and "Throughput" in im.text["Title"]
 
 
 def test_pareto_other_x_column_labels_its_unit(df):

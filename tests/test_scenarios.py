@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 
 import pytest
 
@@ -73,14 +72,25 @@ def test_unknown_scenario_names_the_valid_ones():
 
 
 def test_sweep_reads_every_field_of_a_scenario():
-    """bench.sweep takes a Scenario as is: the attributes it reads exist on Scenario."""
-    src = inspect.getsource(bench.sweep)
+    """bench.sweep takes a Scenario as is: each point gets the scenario's lengths, prefix
+    and prompt count (sweep_points is what sweep runs), and explicit arguments win."""
     s = scenarios.scenario("agentic", stand_in=True)
-    for key in ("input_len", "output_len", "prefix_len", "num_prompts", "prompts_per_concurrency"):
-        assert f'"{key}"' in src
-        assert hasattr(s, key)
-    assert bench._scenario_value(s, "prefix_len") == s.prefix_len
-    assert bench._scenario_value(s.as_dict(), "prompts_per_concurrency") == s.prompts_per_concurrency
+    points = bench.sweep_points(s.concurrencies, scenario=s, label="x")
+    assert [p["concurrency"] for p in points] == list(s.concurrencies)
+    for p in points:
+        assert (p["input_len"], p["output_len"], p["prefix_len"]) == (s.input_len, s.output_len, s.prefix_len)
+        c = p["concurrency"]
+        expected = s.num_prompts or (s.prompts_per_concurrency * c if s.prompts_per_concurrency else bench.default_num_prompts(c))
+        assert p["num_prompts"] == expected
+    # the same points from the scenario's dict form
+    assert bench.sweep_points(s.concurrencies, scenario=s.as_dict(), label="x") == points
+    # explicit arguments win over the scenario
+    mine = bench.sweep_points([2], scenario=s, input_len=7, output_len=5, prefix_len=0, num_prompts=9, label="x")
+    assert {k: mine[0][k] for k in ("input_len", "output_len", "prefix_len", "num_prompts")} == {
+        "input_len": 7, "output_len": 5, "prefix_len": 0, "num_prompts": 9}
+    per_c = bench.sweep_points([1, 3], scenario={"input_len": 8, "output_len": 4, "prompts_per_concurrency": 5})
+    assert [p["num_prompts"] for p in per_c] == [5, 15]
+    assert [p["prefix_len"] for p in per_c] == [0, 0]
 
 
 def test_scaling_refuses_what_the_standin_cannot_serve():

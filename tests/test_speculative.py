@@ -82,6 +82,9 @@ def _real_out_notebooks() -> Path:
     return path
 
 
+CONCURRENCIES, REPEATS = [1, 2], 2
+
+
 @pytest.mark.notebook
 @pytest.mark.server
 def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
@@ -94,9 +97,12 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
     (out / "models").symlink_to(models, target_is_directory=True)
     monkeypatch.setenv("COOKBOOK_OUT", str(out))
 
-    # the executed copy lands with the others in the repo's ignored out/notebooks/
+    # Sized to prove the pipeline in CI (both modes served in turn, a sweep, repeats for the
+    # noise, plots, verdicts): two concurrencies and two repeats instead of the stand-in
+    # scenario's three and three. The executed copy lands in the repo's ignored out/notebooks/.
     executed = notebooks.run_notebook(
-        NOTEBOOK, {"install": False, "stand_in": True}, output=_real_out_notebooks() / NOTEBOOK.name
+        NOTEBOOK, {"install": False, "stand_in": True, "concurrencies": CONCURRENCIES, "repeats": REPEATS},
+        output=_real_out_notebooks() / NOTEBOOK.name, progress=False,
     )
     text = executed.read_text()
 
@@ -137,7 +143,7 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
     assert len({v for (m, f), v in sweep_seeds.items() if m == "none"}) == len([1 for (m, f) in sweep_seeds if m == "none"])
     # repeats: fresh seeds, none of them a sweep point's
     repeat_seeds = [v for (m, f), v in seeds.items() if m == "none" and "/" in f]
-    assert len(repeat_seeds) >= 2 * 3 and len(set(repeat_seeds)) == len(repeat_seeds)
+    assert len(repeat_seeds) == len(CONCURRENCIES) * REPEATS and len(set(repeat_seeds)) == len(repeat_seeds)
     assert not set(repeat_seeds) & set(sweep_seeds.values())
 
     # plots, verdicts next to the seeds' guidance, servers stopped

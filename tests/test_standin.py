@@ -234,8 +234,8 @@ def test_config_is_nemotron_h(built):
     assert cfg["architectures"] == ["NemotronHForCausalLM"]
     assert cfg["model_type"] == "nemotron_h"
     assert cfg["hybrid_override_pattern"] == standin.RECIPE.pattern
-    assert "E" not in standin.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (DESIGN.md)
-    assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (DESIGN.md)
+    assert "E" not in standin.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (docs/DESIGN.md)
+    assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (docs/DESIGN.md)
     assert standin_summary_mentions_params()
 
 
@@ -331,21 +331,20 @@ def test_marker_tokens_are_single_tokens(tokenizer):
 # vllm/model_executor/layers/mamba/mamba_mixer2.py, varlen_states[last_chunk_indices_p])
 # when prefix caching is on (Mamba cache mode "align") and a prompt crosses a 128-token
 # cache block: the CPU chunk scan returns no intermediate states. The tool-result turns
-# here are longer than that, so they need `--no-enable-prefix-caching`.
+# here are longer than that, so the cpu target serves with `--no-enable-prefix-caching`.
 NO_PREFIX_CACHING = "--no-enable-prefix-caching"
 
 
-@pytest.fixture(scope="module")
-def client(request, standin_config):
-    if NO_PREFIX_CACHING in standin_config.cli_flags():
-        yield request.getfixturevalue("standin_server").client()
-        return
-    # The registry's cpu target does not disable prefix caching yet: run our own server
-    # rather than crash the shared one.
-    from helpers.server import VLLMServer
+def test_the_cpu_target_serves_without_prefix_caching():
+    from helpers.recipes import resolve
 
-    with VLLMServer(standin_config.with_args({NO_PREFIX_CACHING: True})) as srv:
-        yield srv.client()
+    flags = resolve("cpu").with_model("/models/standin").cli_flags()
+    assert NO_PREFIX_CACHING in flags and "--enable-prefix-caching" not in flags
+
+
+@pytest.fixture(scope="module")
+def client(standin_server):
+    return standin_server.client()
 
 
 @pytest.mark.server

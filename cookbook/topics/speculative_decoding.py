@@ -47,7 +47,9 @@ repeats = 3  # runs of one point, to measure run-to-run noise
 temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
 
 # %%
-if install:
+import importlib.util
+
+if install and importlib.util.find_spec("helpers") is None:  # only when missing
     %pip install -q -e ..
 
 # %% [markdown]
@@ -125,7 +127,7 @@ for mode in modes:
     else:
         serve_cfg = weights.download(mode_cfg)
     name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
-    folder = out_dir("bench", f"speculative-{tag}", name.split()[0])
+    folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
     srv = server.launch_server(serve_cfg)
     try:
@@ -153,7 +155,7 @@ per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
         "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
         "spec_decode_verdict"]
-display(results[[c for c in cols if c in results.columns]])
+display(bench.results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():
     print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")

@@ -1,0 +1,89 @@
+"""The test suite's wall time per group: unit, server, notebook (what the README quotes).
+
+Runs pytest once, in this process, with a small plugin that adds up each test's setup, call
+and teardown time into its group (a session fixture such as ``standin_server`` counts where
+it is first set up):
+
+- ``notebook``: tests marked ``@pytest.mark.notebook`` (papermill runs);
+- ``server``: other tests marked ``@pytest.mark.server`` (a real vLLM CPU server);
+- ``unit``: the rest (no real server; the fake server process included).
+
+Usage (from the repository root; extra arguments go to pytest)::
+
+    .venv/bin/python benchmarks/suite_time.py                  # the whole suite
+    .venv/bin/python benchmarks/suite_time.py -m "not notebook" # a part of it
+    .venv/bin/python benchmarks/suite_time.py --durations=10
+
+Prints one line per group (tests, passed, failed/skipped, seconds), the sum, and the wall
+time of the whole run (which includes collection). Exit status: pytest's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+GROUPS = ("unit", "server", "notebook")
+
+
+def group_of(item) -> str:
+    """``notebook`` > ``server`` > ``unit``, from the test's markers."""
+    names = {m.name for m in item.iter_markers()}
+    if "notebook" in names:
+        return "notebook"
+    if "server" in names:
+        return "server"
+    return "unit"
+
+
+class SuiteTimer:
+    """pytest plugin: seconds and outcomes per group."""
+
+    def __init__(self) -> None:
+        self.group: dict[str, str] = {}
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            self.group[item.nodeid] = group_of(item)
+
+    def pytest_runtest_logreport(self, report):
+        g = self.group.get(report.nodeid, "unit")
+        self.seconds[g] += report.duration
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.outcomes[g][report.outcome] += 1
+
+    def table(self, wall: float) -> str:
+        lines = [f"{'group':<10}{'tests':>7}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}"]
+        total = 0.0
+        for g in GROUPS:
+            o = self.outcomes[g]
+            n = sum(o.values())
+            total += self.seconds[g]
+            lines.append(f"{g:<10}{n:>7}{o['passed']:>8}{o['failed']:>8}{o['skipped']:>9}{self.seconds[g]:>10.0f}")
+        lines.append(f"{'sum':<42}{total:>10.0f}")
+        lines.append(f"{'wall':<42}{wall:>10.0f}  ({wall / 60:.1f} min, collection included)")
+        return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    root = Path(__file__).resolve().parent.parent
+    timer = SuiteTimer()
+    t0 = time.monotonic()
+    os.chdir(root)  # pyproject.toml's testpaths and markers
+    rc = pytest.main(["-q", *args], plugins=[timer])
+    wall = time.monotonic() - t0
+    print("\nsuite time per group (benchmarks/suite_time.py)")
+    print(timer.table(wall))
+    return int(rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

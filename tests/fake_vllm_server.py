@@ -1,0 +1,107 @@
+"""A fake vLLM server process: process mechanics without a model (standard library only).
+
+``helpers.server`` lifecycle logic that does not depend on a model (start-up timeout,
+heartbeat, phase names, process-group ending, server records, an owner or API server killed
+with SIGKILL) is tested against this script instead of a real vLLM start (about 50 s on 2
+cores each). It behaves like ``python -m vllm.entrypoints.openai.api_server`` where the
+lifecycle code looks:
+
+- prints start-up lines in vLLM 0.32.0's wording (copied from the recorded CPU start in
+  ``tests/data/logs/startup_cpu.log``), so :func:`helpers.server.startup_phase` reads them;
+- forks an engine-like child whose process title is ``VLLM::EngineCore`` (``setproctitle``,
+  as vLLM's ``vllm/utils/system_utils.py`` does) and which, like a real engine core whose
+  API server died, does NOT exit when its parent dies: only ending the process group ends it;
+- serves ``GET /health`` (200) and ``GET /v1/models`` on ``--host`` / ``--port`` once ready.
+
+Options: ``--never-ready`` stays in the weight-loading phase forever (a shard progress line
+that never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving. Any other flag
+(every vLLM flag the config carries) is accepted and ignored.
+
+One real-vLLM lifecycle test stays in ``tests/test_server.py`` (context manager: SIGTERM
+ends the real API server and engine core, the port is freed), and the quickstart notebook
+launches and stops a real server of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def _log(who: str, pid: int, text: str) -> None:
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    print(f"({who} pid={pid}) INFO {stamp} {text}", flush=True)
+
+
+def _engine_core() -> None:
+    """The child: named like vLLM's engine core, ignores its parent's death, sleeps."""
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle("VLLM::EngineCore")
+    except ImportError:  # pragma: no cover - vLLM depends on setproctitle
+        pass
+    _log("EngineCore", os.getpid(), "[core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: fake")
+    while True:
+        time.sleep(3600)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    model = "fake"
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path == "/health":
+            body, status = b"", 200
+        elif self.path == "/v1/models":
+            body, status = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode(), 200
+        else:
+            body, status = b'{"detail": "Not Found"}', 404
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # keep the log to vLLM-like lines
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="fake")
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--never-ready", action="store_true")
+    parser.add_argument("--ready-after", type=float, default=0.5)
+    args, _ = parser.parse_known_args(argv)
+    me = os.getpid()
+    _log("APIServer", me, f"[api_utils.py:286] non-default args: {{'host': {args.host!r}, 'port': {args.port}, 'model': {args.model!r}}}")
+    if os.fork() == 0:  # the engine core: same process group, as in vLLM
+        _engine_core()
+    _log("Worker", me, f"[cpu_model_runner.py:68] Starting to load model {args.model}...")
+    if args.never_ready:
+        while True:  # a weight load stuck on its first shard: the same progress line again
+            print("Loading safetensors checkpoint shards:   0% Completed | 0/10 [00:00<?, ?it/s]", flush=True)
+            time.sleep(0.5)
+    time.sleep(args.ready_after)
+    _log("Worker", me, "[default_loader.py:501] Loading weights took 0.01 seconds")
+    _log("EngineCore", me, "[kv_cache_utils.py:2327] CPU KV cache size: 1,024 tokens, Maximum concurrency for 2,048 tokens per request: 0.50x")
+    _log("EngineCore", me, "[core.py:402] init engine (profile, create kv cache, warmup model) took 0.01 s")
+    _Handler.model = args.served_model_name or args.model
+    httpd = http.server.ThreadingHTTPServer((args.host, args.port), _Handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    _log("APIServer", me, f"[entry.py:140] Starting vLLM server on http://{args.host}:{args.port}")
+    print("INFO:     Application startup complete.", flush=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
