@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -520,6 +522,10 @@ def build_arch_model(variant: str = "bf16", out: str | Path | None = None, *, fo
     return dest
 
 
+#: The BF16 recipe's fast-tokenizer switch (recipe variants.bf16 env; vllm/tokenizers/fastokens.py).
+FAST_TOKENIZER_ENV = "VLLM_USE_FASTOKENS"
+
+
 def arch_config(
     cfg: Any,
     path: str | Path,
@@ -583,6 +589,18 @@ def arch_config(
     local_tokenizer = tokenizer is None or Path(str(tokenizer)).is_dir()
     if local_tokenizer and not hub_drafter:
         out = out.with_args(None, HF_HUB_OFFLINE="1")
+    if tokenizer is None and FAST_TOKENIZER_ENV in out.env:
+        # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE
+        # models only: "pre-tokenizer error: unsupported pre-tokenizer type:
+        # WhitespaceSplit", vLLM 0.32.0's start-up on an H200, docs/results/h200.md). The
+        # fast tokenizer speeds up tokenization only, so the served path stays the recipe's.
+        env = {k: v for k, v in out.env.items() if k != FAST_TOKENIZER_ENV}
+        out = dataclasses.replace(out, env=env)
+        warnings.warn(
+            f"weightless mode: {FAST_TOKENIZER_ENV} dropped (fastokens cannot load the "
+            "architecture folder's word-level tokenizer; tokenization speed only)",
+            stacklevel=2,
+        )
     return out
 
 

@@ -177,12 +177,14 @@ def test_transformers_reads_config_and_tokenizer(bf16_dir):
 
 def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     base = resolve("h200", "bf16")
-    cfg = archmode.arch_config(base, bf16_dir)
+    with pytest.warns(UserWarning, match="VLLM_USE_FASTOKENS"):
+        cfg = archmode.arch_config(base, bf16_dir)
     assert cfg.model == str(bf16_dir) and cfg.revision is None
     assert cfg.args["--load-format"] == "dummy"
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
     # everything is local: the server may not ask the hub during start-up
-    assert cfg.env == {**base.env, "HF_HUB_OFFLINE": "1"}
+    # every variable kept but the fast tokenizer (it cannot load the folder's tokenizer)
+    assert cfg.env == {**{k: v for k, v in base.env.items() if k != archmode.FAST_TOKENIZER_ENV}, "HF_HUB_OFFLINE": "1"}
     flags = cfg.cli_flags()
     assert flags[flags.index("--load-format") + 1] == "dummy"
     assert "--revision" not in flags and "--tokenizer" not in flags
@@ -233,3 +235,20 @@ def test_vllm_parses_config_quantization_and_random_prompts(bf16_dir, nvfp4_dir)
 
     # the served command parses with the installed vLLM (the CPU build's parser)
     archmode.arch_config(resolve("h200", "bf16"), bf16_dir).validate()
+
+
+def test_weightless_bf16_drops_the_fast_tokenizer_that_cannot_load_its_tokenizer(tmp_path):
+    """On the H200 (vLLM 0.32.0) the BF16 weightless start died with fastokens' "unsupported
+    pre-tokenizer type: WhitespaceSplit": the architecture folder's word-level tokenizer is
+    not one fastokens loads. arch_config drops VLLM_USE_FASTOKENS for it, and says so."""
+    from helpers import archmode, recipes
+
+    path = archmode.build_arch_model("bf16", tmp_path)
+    cfg = recipes.resolve("h200", "bf16")
+    assert cfg.env.get(archmode.FAST_TOKENIZER_ENV) == "1"  # the recipe's BF16 setting
+    with pytest.warns(UserWarning, match="VLLM_USE_FASTOKENS dropped"):
+        served = archmode.arch_config(cfg, path)
+    assert archmode.FAST_TOKENIZER_ENV not in served.env
+    fastokens = pytest.importorskip("fastokens")  # the real library, where installed
+    with pytest.raises(ValueError, match="unsupported"):
+        fastokens.Tokenizer.from_file(str(path / "tokenizer.json"))
