@@ -338,6 +338,18 @@ def _invalid_choice(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    what = m.group(0).split("unsupported ", 1)[-1]
+    return Diagnosis(
+        "fastokens_unsupported_tokenizer",
+        f"VLLM_USE_FASTOKENS=1 is set but fastokens cannot load this model's tokenizer "
+        f"(unsupported {what}; fastokens 0.3.5 loads BPE tokenizers only)",
+        "unset VLLM_USE_FASTOKENS (it only speeds up tokenization); in weightless mode "
+        "helpers.archmode.arch_config drops it for the architecture folder's tokenizer",
+        _line_of(m, text),
+    )
+
+
 def _fastokens(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis(
         "missing_fastokens",
@@ -744,6 +756,17 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         _mamba_blocks,
         "vllm/config/compilation.py (CompilationConfig, full decode CUDA graphs for Mamba)",
         REGISTRY_RELEASES,
+    ),
+    CatalogueEntry(
+        "fastokens_unsupported_tokenizer",
+        (
+            r"pre-tokenizer error: unsupported pre-tokenizer type: \w+",
+            r"model error: unsupported model type: \w+",
+        ),
+        _fastokens_unsupported,
+        "fastokens 0.3.5 (Tokenizer.from_file's errors, checked here on CPU) raised inside "
+        "vLLM 0.32.0's VllmConfig; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.32.0 (recorded log)", "fastokens 0.3.5"),
     ),
     CatalogueEntry(
         "missing_fastokens",

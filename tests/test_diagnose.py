@@ -525,3 +525,12 @@ def test_derived_max_model_len_is_named_with_the_bound_and_the_env_hint():
     assert "--max-model-len 1000000000" in d.cause and "max_position_embeddings=4096.0" in d.cause
     assert "set --max-model-len 4096 or less" in d.fix and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
     _one_sentence(d)
+
+
+def test_fastokens_that_cannot_load_the_tokenizer_is_named():
+    """Recorded on the H200 (vLLM 0.32.0, BF16 recipe in weightless mode): fastokens refused
+    the architecture folder's word-level tokenizer inside VllmConfig's validation."""
+    d = diagnose(_log("fastokens_unsupported_tokenizer"))
+    assert d.name == "fastokens_unsupported_tokenizer"
+    assert "WhitespaceSplit" in d.message and "unset VLLM_USE_FASTOKENS" in d.fix
+    assert "fastokens 0.3.5" in " ".join(d.checked_releases)
