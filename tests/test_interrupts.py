@@ -16,6 +16,7 @@ import urllib.request
 
 import psutil
 import pytest
+from proctools import group_left
 
 from helpers import bench, server, weights
 from helpers.server import VLLMServer, find_leftovers
@@ -38,15 +39,7 @@ def _sigint_when(condition, timeout: float = 300.0, settle: float = 0.0) -> thre
     return t
 
 
-def _group_left(pgid: int) -> list[int]:
-    left = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                left.append(p.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return left
+_group_left = group_left  # tests/proctools.py
 
 
 def _bench_threads() -> list[threading.Thread]:

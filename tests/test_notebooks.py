@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from proctools import group_left
 
 from helpers import bench, notebooks, recipes, server
 from helpers.errors import CookbookError
@@ -222,15 +223,7 @@ def test_the_launch_of_reduced_feature_stand_ins_is_validated():
     assert reduced, "no target serves fewer features on the stand-in"
 
 
-def _group_left(pgid: int) -> list[int]:
-    left = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                left.append(p.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return left
+_group_left = group_left  # tests/proctools.py
 
 
 def _assert_session_outputs(text: str, *, reasoning_parser: bool, tool_calling: bool) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from proctools import group_left
 
 from helpers import notebooks, server
 from helpers.paths import REPO_ROOT, out_dir
@@ -42,15 +43,7 @@ def _copy_worktree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def _group_left(pgid: int) -> list[int]:
-    left = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                left.append(p.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return left
+_group_left = group_left  # tests/proctools.py
 
 
 def _venv_dists(python: Path) -> dict[str, str]:
