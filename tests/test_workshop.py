@@ -48,7 +48,11 @@ _group_left = group_left  # tests/proctools.py
 
 def _venv_dists(python: Path) -> dict[str, str]:
     code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
-    return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout)
+    # cwd: the venv itself, not this checkout, whose *.egg-info (left by `pip install -e .`)
+    # would be listed as installed (python -c puts the current folder on sys.path)
+    return json.loads(subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True, cwd=python.parent.parent,
+    ).stdout)
 
 
 @pytest.mark.workshop
