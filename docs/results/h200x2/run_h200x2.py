@@ -308,13 +308,17 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
     say(
         f"dp_ep: starting one server with --data-parallel-size 2 --enable-expert-parallel (timeout {left - 60:.0f} s)"
     )
-    fd = fleet.Fleet(
-        dpep,
-        startup_timeout=left - 60,
-        grace_period=20,
-        cache_dirs=[out_dir("cache")],
-        log_dir=work / "logs",
-    )
+
+    def dp_ep_fleet(spec: fleet.Deployment, seconds_left: float) -> fleet.Fleet:
+        return fleet.Fleet(
+            spec,
+            startup_timeout=seconds_left - 60,
+            grace_period=20,
+            cache_dirs=[out_dir("cache")],
+            log_dir=work / "logs",
+        )
+
+    fd = dp_ep_fleet(dpep, left)
     try:
         try:
             fd.start()
@@ -339,13 +343,7 @@ def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> N
                 dpep, servers=[dpep.servers[0].with_args({"--moe-backend": "marlin"})]
             )
             summary["commands"]["dp_ep_retry"] = dpep.shell_commands()
-            fd = fleet.Fleet(
-                dpep,
-                startup_timeout=left - 60,
-                grace_period=20,
-                cache_dirs=[out_dir("cache")],
-                log_dir=work / "logs",
-            )
+            fd = dp_ep_fleet(dpep, left)
             fd.start()
         summary["dp_ep_start"] = {"ok": True, "startup_seconds": round(fd.startup_seconds, 1)}
         summary["log_figures_dp_ep"] = run_h200.log_figures(fd.servers[0].log_path)
