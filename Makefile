@@ -26,10 +26,13 @@ quickstart: setup
 notebooks: setup
 	$(BIN)/python -m helpers.notebooks build
 
-# The suite (unit + real vLLM CPU server + notebooks). The workshop notebook's bare-kernel run
-# (several minutes of pip installs) is its own step: `make workshop`; CI runs both (.ci/run).
+# The suite (unit + real vLLM CPU server + notebooks), in two pytest-xdist workers: the tests of
+# the session's stand-in server in one, the rest spread over both (tests/conftest.py groups them).
+# The workshop notebook's bare-kernel run (several minutes of pip installs) is its own step:
+# `make workshop`; CI runs both (.ci/run).
 test: setup
-	$(BIN)/python benchmarks/suite_time.py --durations=20 -m "not workshop"
+	$(BIN)/python -m helpers.standin
+	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop"
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
 workshop: setup

@@ -31,12 +31,12 @@ import pytest
 GROUPS = ("unit", "server", "notebook")
 
 
-def group_of(item) -> str:
-    """``notebook`` > ``server`` > ``unit``, from the test's markers."""
-    names = {m.name for m in item.iter_markers()}
-    if "notebook" in names:
+def group_of(keywords) -> str:
+    """``notebook`` > ``server`` > ``unit``, from a test's keywords (its markers are among
+    them; a report carries them too, also from a ``pytest-xdist`` worker)."""
+    if "notebook" in keywords:
         return "notebook"
-    if "server" in names:
+    if "server" in keywords:
         return "server"
     return "unit"
 
@@ -49,12 +49,8 @@ class SuiteTimer:
         self.seconds: dict[str, float] = defaultdict(float)
         self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
-    def pytest_collection_modifyitems(self, items):
-        for item in items:
-            self.group[item.nodeid] = group_of(item)
-
     def pytest_runtest_logreport(self, report):
-        g = self.group.get(report.nodeid, "unit")
+        g = self.group.setdefault(report.nodeid, group_of(report.keywords))
         self.seconds[g] += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[g][report.outcome] += 1

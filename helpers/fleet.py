@@ -754,6 +754,7 @@ class Fleet:
         self.servers: list[VLLMServer] = []
         self.router: RouterServer | None = None
         self.startup_seconds: float | None = None
+        self.attached = False  # attach_fleet(): processes of someone else's, never stopped here
 
     # ---- addresses -----------------------------------------------------------------
     @property
@@ -970,7 +971,9 @@ class Fleet:
                 proc.stop(verbose=False)
             except Exception as e:  # noqa: BLE001 - stop the rest, then report
                 errors.append(str(e))
-        if self.servers or self.router:
+        if self.attached:
+            self._say("attached fleet: left running (stop it where it was launched)")
+        elif self.servers or self.router:
             self._say("stopped: router and servers ended")
         if errors and check:
             raise CookbookError("Some fleet processes did not stop: " + " | ".join(errors))
@@ -992,6 +995,32 @@ class Fleet:
 
     def __repr__(self) -> str:
         return f"<Fleet {self.deployment.name} x{self.deployment.count} servers={self.servers} router={self.router}>"
+
+
+def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> Fleet:
+    """A handle on a fleet that already runs behind a router at ``url`` (``http://host:port``,
+    ``/v1`` allowed): the router and the workers its ``GET /workers`` lists, each attached
+    (:meth:`helpers.server.VLLMServer.attach`), so :meth:`Fleet.stop` leaves them running.
+
+    Args:
+        url: the router of a fleet you started (e.g. another notebook's, or a test's).
+        deployment: the deployment it runs (labels, the served model name).
+        progress: print ``[fleet]`` lines.
+
+    Raises:
+        CookbookError: nothing answers ``url``'s ``/health``, the router lists no worker, or
+            a worker does not answer its own ``/health``.
+    """
+    root = re.sub(r"/v1/?$", "", url.strip())
+    fl = Fleet(deployment, progress=progress)
+    fl.attached = True
+    fl.router = RouterServer.attach(root)
+    workers = fl.router.workers()
+    if not workers:
+        raise CookbookError(f"The router at {root} lists no worker: add replicas to it, or launch a fleet.")
+    fl.servers = [VLLMServer.attach(w["url"]) for w in workers]
+    fl._say(f"attached: router {root}, {len(fl.servers)} workers (left running on stop)")
+    return fl
 
 
 def launch_fleet(deployment: Deployment, **kwargs: Any) -> Fleet:

@@ -435,7 +435,7 @@ def _engine():
 
     class CookbookEngine(NBClientEngine):
         @classmethod
-        def execute_managed_notebook(cls, nb_man, kernel_name, cookbook_progress=None, **kwargs):
+        def execute_managed_notebook(cls, nb_man, kernel_name, cookbook_progress=None, km=None, **kwargs):
             if cookbook_progress is not None:
                 start = nb_man.cell_start
 
@@ -444,7 +444,23 @@ def _engine():
                     return start(cell, cell_index, **kw)
 
                 nb_man.cell_start = cell_start
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+            if km is None:
+                return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+            # A kernel of the caller's (SharedKernel): nbclient neither starts nor shuts it
+            # down (``owns_km`` is False); its per-run client channels are closed here.
+            from papermill.clientwrap import PapermillNotebookClient
+            from papermill.engines import logger, remove_args
+
+            kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
+            timeout = kwargs.pop("execution_timeout", None)
+            startup = kwargs.pop("start_timeout", 60)
+            client = PapermillNotebookClient(nb_man, km=km, timeout=timeout, startup_timeout=startup,
+                                             kernel_name=kernel_name, log=logger, **kwargs)
+            try:
+                return client.execute()
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
 
     papermill_engines.register("cookbook", CookbookEngine)
     return "cookbook"
@@ -454,6 +470,76 @@ def _kernel_config():
     from traitlets.config import Config
 
     return Config({"KernelManager": {"transport": "ipc"}})
+
+
+class SharedKernel:
+    """One Jupyter kernel that several :func:`run_notebook` calls execute in, one after
+    another, so the imports every notebook repeats (``helpers``, pandas, matplotlib, and
+    vLLM's benchmark module: about 15 s of CPU on 2 cores each) are paid once.
+
+    Before each notebook the kernel's namespace is emptied (IPython's ``%reset -f``), every
+    figure closed, and the working folder set to the notebook's: each notebook still sees
+    none of the previous one's variables. What stays is ``sys.modules`` (and module-level
+    caches of the imported packages). A user's run (``python -m helpers.notebooks run``,
+    ``make quickstart``) always gets a fresh kernel; the test suite shares one between
+    notebooks that attach to the same server.
+
+    Use as a context manager; the kernel process is shut down (and waited for) on exit::
+
+        with notebooks.SharedKernel() as kernel:
+            for nb in paths:
+                notebooks.run_notebook(nb, params, kernel=kernel)
+    """
+
+    def __init__(self, kernel_name: str = "python3"):
+        self.kernel_name = kernel_name
+        self.km = None
+        self.runs = 0
+
+    def __enter__(self) -> "SharedKernel":
+        import tempfile
+
+        from jupyter_client.manager import KernelManager
+
+        # IPC sockets at an absolute path: each run executes from its notebook's folder
+        # (papermill's cwd), the kernel's default socket path is relative to where it started
+        self._sockets = tempfile.TemporaryDirectory(prefix="cookbook-kernel-")
+        self.km = KernelManager(kernel_name=self.kernel_name, config=_kernel_config(),
+                                ip=str(Path(self._sockets.name) / "kernel"))
+        self.km.start_kernel(cwd=str(NOTEBOOK_DIR))
+        return self
+
+    def reset(self, cwd: Path) -> None:
+        """Empty the namespace, close figures, ``chdir`` to ``cwd``; blocks until done.
+
+        Raises:
+            CookbookError: the kernel died or did not answer within 60 s.
+        """
+        if self.km is None or not self.km.is_alive():
+            raise CookbookError("the shared kernel is not running: use it inside `with SharedKernel() as k:`")
+        kc = self.km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            code = ("%reset -f\nimport os as _os, sys as _sys\n"
+                    f"_os.chdir({str(cwd)!r})\n"
+                    "if 'matplotlib.pyplot' in _sys.modules: _sys.modules['matplotlib.pyplot'].close('all')\n"
+                    "del _os, _sys")
+            reply = kc.execute_interactive(code, timeout=60, store_history=False, output_hook=lambda msg: None)
+            if reply["content"]["status"] != "ok":
+                raise CookbookError(f"resetting the shared kernel failed: {reply['content'].get('evalue')}")
+        except TimeoutError as exc:
+            raise CookbookError("the shared kernel did not answer within 60 s") from exc
+        finally:
+            kc.stop_channels()
+        self.runs += 1
+
+    def __exit__(self, *exc) -> None:
+        if self.km is not None and self.km.has_kernel:
+            self.km.shutdown_kernel(now=True)
+        self.km = None
+        if getattr(self, "_sockets", None) is not None:
+            self._sockets.cleanup()
 
 
 def _rel(path: Path) -> str:
@@ -485,6 +571,7 @@ def run_notebook(
     output: str | Path | None = None,
     timeout: float = 1800,
     progress: bool = True,
+    kernel: SharedKernel | None = None,
 ) -> Path:
     """Execute ``notebook`` with papermill; the executed copy lands in ``out/notebooks/``.
 
@@ -499,6 +586,8 @@ def run_notebook(
         timeout: seconds per cell.
         progress: print a line per section (with the elapsed time), the server's start-up
             phases, and a line at least every 30 s while a step runs.
+        kernel: run in this already started :class:`SharedKernel` (reset first) instead of
+            a fresh kernel; the test suite's way to pay the imports once.
 
     Returns:
         The executed notebook's path.
@@ -517,6 +606,10 @@ def run_notebook(
     report = _Progress(src.name, out=sys.stdout if progress else io.StringIO())
     report.say(f"running {_rel(src)} -> {_rel(dest)}")
     start = time.monotonic()
+    engine_kwargs = {}
+    if kernel is not None:
+        kernel.reset(src.parent)
+        engine_kwargs["km"] = kernel.km
     try:
         with report:
             papermill.execute_notebook(
@@ -534,6 +627,7 @@ def run_notebook(
                 # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
                 # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
                 config=_kernel_config(),
+                **engine_kwargs,
             )
     except papermill.PapermillExecutionError as exc:
         running.replace(failed)

@@ -35,7 +35,19 @@ VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
 FAKE_SERVER = Path(__file__).parent / "fake_vllm_server.py"
 
 
+#: Session-long servers, and the group (``pytest-xdist --dist loadgroup``) of the tests that
+#: use one: a group runs in one worker, so each is started once per run (``make test`` runs
+#: two workers: the stand-in server's tests in one, everything else spread over both).
+SHARED_SERVERS = {"standin_server": "standin_server", "shared_kernel": "standin_server", "cpu_fleet": "cpu_fleet"}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        groups = {g for name, g in SHARED_SERVERS.items() if name in getattr(item, "fixturenames", ())}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid} uses two shared servers ({sorted(groups)}): one per test")
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
     if VLLM_IMPORTABLE:
         return
     skip = pytest.mark.skip(
@@ -75,6 +87,17 @@ def standin_server(standin_config):
     finally:
         srv.stop()
         print(f"\nstandin_server: stopped in {srv.stop_seconds or 0:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def shared_kernel():
+    """One Jupyter kernel for the notebooks that attach to ``standin_server``
+    (:class:`helpers.notebooks.SharedKernel`: namespace emptied before each notebook, imports
+    paid once); shut down at the end of the session."""
+    from helpers.notebooks import SharedKernel
+
+    with SharedKernel() as kernel:
+        yield kernel
 
 
 def serves_features(server, config) -> bool:

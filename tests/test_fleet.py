@@ -3,22 +3,24 @@
 Unit tests (no server) resolve and render the deployments and check them with vLLM 0.32.0's
 parser and the installed ``vllm-router --help``. The ``server`` tests share ONE fleet (two
 CPU stand-in replicas, each on its own core, behind vllm-router) and run in file order:
-chat and tools through the router, a sweep through the router, one replica killed during a
-sweep, and the stop (last).
+chat and tools through the router, a sweep through the router, the scale-out notebook
+attached to it, one replica killed during a sweep, and the stop (last).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
 import pytest
 import yaml
 
-from helpers import bench, fleet, recipes, server
+from helpers import bench, fleet, notebooks, recipes, server
 from helpers import client as hc
 from helpers.errors import CookbookError, FlagError, RecipeError
+from helpers.paths import REPO_ROOT
 
 # --------------------------------------------------------------------------- registry
 
@@ -221,6 +223,39 @@ def test_sweep_through_the_router_uses_both_replicas(cpu_fleet, standin_model, t
     assert int(row["completed"]) == 8 and int(row["failed"]) == 0
     grew = [a - b for a, b in zip(after, before, strict=False)]
     assert all(g >= 4 for g in grew) and sum(grew) == 8, grew  # round_robin: both replicas
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_scale_out_notebook_runs_on_the_cpu_replicas(cpu_fleet, tmp_path, monkeypatch):
+    """The scale-out story on this module's two CPU stand-in replicas behind the real
+    vllm-router (``fleet_url``: attached, so the notebook's stop leaves them to the fixture,
+    whose own launch and stop the tests here check): GPU layouts rendered and validated, a
+    chat and two tiny sweeps through it, the plot written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "models").symlink_to(REPO_ROOT / "out" / "models", target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
+    before = _served(cpu_fleet)
+    executed = notebooks.run_notebook(
+        REPO_ROOT / "notebooks" / "scale_out.ipynb",
+        {"install": False, "concurrencies": [1, 2], "input_len": 16, "output_len": 8,
+         "fleet_url": cpu_fleet.url},
+        output=out / "notebooks" / "scale_out.ipynb", progress=False,
+    )  # fmt: skip
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "--data-parallel-size 4" in text and "--headless" in text and "vllm-router" in text
+    assert f"attached: router {cpu_fleet.url}, 2 workers" in text
+    split = re.search(r"requests served per replica during the router sweep: \[([\d., ]+)\]", text)
+    assert split and all(float(x) > 0 for x in split.group(1).split(","))  # both replicas served
+    png = out / "plots" / "scale-out-standin.png"
+    assert png.exists() and png.stat().st_size > 1000
+    # the notebook's stop cell left the fixture's fleet running, and it served the sweeps
+    assert "attached fleet: left running" in text and "processes left: []" in text
+    assert "[vllm] launched pid" not in text
+    assert cpu_fleet.router.readiness()["healthy_workers"] == 2
+    assert sum(_served(cpu_fleet)) > sum(before)
 
 
 @pytest.mark.server

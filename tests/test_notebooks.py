@@ -68,17 +68,24 @@ def _port_free(port: int) -> bool:
 
 @pytest.mark.notebook
 @pytest.mark.server
-def test_quickstart_runs_end_to_end(capsys):
+def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     """The main job: a real CPU vLLM server launched, used, benchmarked, plotted, stopped.
 
     The one notebook run that launches its own server (the others attach to the session's).
     Run as ``make quickstart`` runs it (default parameters, so ``install = True``: the
-    helpers are importable, so nothing is pip-installed). Outputs go to the usual ignored
-    folder (``out/``); only files written by this run are checked.
+    helpers are importable, so nothing is pip-installed), with ``out/`` in a folder of its
+    own (``COOKBOOK_OUT``; the cached stand-in model linked in): the h100 target notebook,
+    which may run at the same time in the other test worker, writes the same file names.
     """
+    out = tmp_path / "out"
+    out.mkdir()
+    models = REPO_ROOT / "out" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (out / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
     started = time.time()
     executed = notebooks.run_notebook(REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb")
-    out = out_dir()
+    assert out_dir() == out
     assert executed.exists() and executed.parent == out / "notebooks"
     fresh = [p for p in out.rglob("*") if p.is_file() and p.stat().st_mtime >= started]
     bench_jsons = [p for p in fresh if p.suffix == ".json" and "bench" in p.parts]
@@ -180,7 +187,7 @@ def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
 @pytest.mark.notebook
 @pytest.mark.server
 @pytest.mark.parametrize("path", TARGET_NOTEBOOKS, ids=lambda p: p.stem)
-def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
+def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kernel):
     """Each target notebook: real command rendered + validated, then the story on the stand-in.
 
     To keep the suite inside CI's budget every target notebook attaches to the session's
@@ -189,6 +196,8 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
     server serves every stand-in feature, and a notebook decides what to run from its own
     config's features: a target whose stand-in serves fewer (Baseten's preset has no
     parsers, Jetson's no tool parser) must say which steps it skips instead of failing.
+    They run one after another in one kernel (``shared_kernel``: each notebook starts from an
+    empty namespace; vLLM's benchmark module and the helpers are imported once).
     """
     cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
     own = recipes.standin_config(cfg, standin_server.config.model)
@@ -201,7 +210,7 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server):
         "bench_input_len": 32,
         "bench_output_len": 16,
     }
-    executed = notebooks.run_notebook(path, params, progress=False)
+    executed = notebooks.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
@@ -253,29 +262,6 @@ def test_every_parameter_is_visible_to_papermill(path):
     assert list(papermill.inspect_notebook(str(path))) == names
 
 
-@pytest.mark.notebook
-@pytest.mark.server
-def test_scale_out_notebook_runs_on_cpu_replicas():
-    """The scale-out story on two CPU stand-in replicas behind the real vllm-router: GPU
-    layouts rendered and validated, one fleet launched, a chat and two tiny sweeps through
-    it, the plot written, everything stopped."""
-    started = time.time()
-    executed = notebooks.run_notebook(
-        REPO_ROOT / "notebooks" / "scale_out.ipynb",
-        {"install": False, "concurrencies": [1, 2], "input_len": 16, "output_len": 8},
-    )
-    text = executed.read_text()
-    assert "Traceback" not in text and '"output_type": "error"' not in text
-    assert "--data-parallel-size 4" in text and "--headless" in text and "vllm-router" in text
-    assert "processes left: []" in text
-    split = re.search(r"requests served per replica during the router sweep: \[([\d., ]+)\]", text)
-    assert split and all(float(x) > 0 for x in split.group(1).split(","))  # both replicas served
-    png = out_dir("plots") / "scale-out-standin.png"
-    assert png.exists() and png.stat().st_mtime >= started
-    ports = [int(p) for p in re.findall(r"\[vllm\] launched pid \d+ on port (\d+)", text)]
-    assert len(ports) == 2 and all(_port_free(p) and not _vllm_pids(p) for p in ports)
-
-
 # ------------------------------------------------------------------ the runner (a tiny notebook)
 
 
@@ -293,6 +279,40 @@ def _tiny_notebook(path: Path) -> Path:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path.write_text(nbformat.writes(nb))
     return path
+
+
+@pytest.mark.notebook
+def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
+    """Notebooks run one after another in one SharedKernel see none of each other's
+    variables, run in their own folder, and the kernel process ends with the block."""
+    import nbformat
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    for folder in (first, second):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [
+            nbformat.v4.new_code_cell("value = 0", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(
+                "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value"
+            ),
+        ]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        (folder / "nb.ipynb").write_text(nbformat.writes(nb))
+    texts = []
+    with notebooks.SharedKernel() as kernel:
+        pid = kernel.km.provisioner.process.pid
+        for i, folder in enumerate((first, second, first)):
+            out = notebooks.run_notebook(folder / "nb.ipynb", {"value": i}, output=tmp_path / f"out{i}.ipynb",
+                                         progress=False, kernel=kernel)
+            texts.append(out.read_text())
+        assert kernel.runs == 3 and psutil.pid_exists(pid)
+    for text, folder in zip(texts, (first, second, first)):
+        assert f"cwd: {folder}" in text
+        assert "left over: False" in text
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(CookbookError, match="not running"):
+        kernel.reset(first)
 
 
 @pytest.mark.notebook

@@ -273,9 +273,11 @@ def test_attach_to_a_running_server_never_stops_it(standin_server):
         attached.start()
 
 
-@pytest.mark.server
-def test_context_manager_leaves_no_process_and_frees_the_port(standin_config):
-    with VLLMServer(standin_config) as srv:
+def test_context_manager_leaves_no_process_and_frees_the_port(fake_vllm):
+    """``with VLLMServer(...)``: the whole process group (API server + engine-like child) ends
+    on exit and the port is free. Against the fake server (process mechanics, no model); the
+    real vLLM's launch-use-stop with the same checks is the quickstart notebook's test."""
+    with fake_vllm() as srv:
         assert srv.healthy()
         port, record = srv.port, srv._record
         procs = record.processes()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import bench, notebooks
+from helpers import bench, notebooks, recipes
 from helpers.paths import REPO_ROOT
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
@@ -82,13 +82,21 @@ def _real_out_notebooks() -> Path:
     return path
 
 
-CONCURRENCIES, REPEATS = [1, 2], 2
+#: Sized to prove the pipeline in CI: one concurrency (2: the stand-in batches two requests),
+#: two repeats of it for the noise; the stand-in scenario itself has three and three.
+CONCURRENCIES, REPEATS = [2], 2
 
 
 @pytest.mark.notebook
 @pytest.mark.server
-def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
-    """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts."""
+def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_server):
+    """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts.
+
+    The "none" mode's stand-in launch is exactly the session server's (the ``cpu`` target,
+    reasoning + tool parsers, no drafting, no prefix caching), so the notebook attaches to it
+    (``servers``) and launches (and stops) only the n-gram server."""
+    h100_none = recipes.standin_config(recipes.resolve("h100"), standin_server.config.model, drafting=True)
+    assert h100_none.cli_flags() == standin_server.config.cli_flags(), "the session server is not the none-mode launch"
     out = tmp_path / "out"
     out.mkdir()
     # reuse the cached stand-in model (built once per checkout); everything else goes to tmp
@@ -101,7 +109,8 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
     # noise, plots, verdicts): two concurrencies and two repeats instead of the stand-in
     # scenario's three and three. The executed copy lands in the repo's ignored out/notebooks/.
     executed = notebooks.run_notebook(
-        NOTEBOOK, {"install": False, "stand_in": True, "concurrencies": CONCURRENCIES, "repeats": REPEATS},
+        NOTEBOOK, {"install": False, "stand_in": True, "concurrencies": CONCURRENCIES, "repeats": REPEATS,
+                   "servers": {"none": standin_server.url}},
         output=_real_out_notebooks() / NOTEBOOK.name, progress=False,
     )
     text = executed.read_text()
@@ -151,4 +160,5 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch):
     assert pngs == ["speculative-h100-standin-acceptance.png", "speculative-h100-standin-pareto.png"]
     assert "no speculative decoding (recipe guide, overview)" in text and "measured here" in text
     assert re.search(r"(noise, not a win|within noise|beats)", text)
-    assert text.count("[vllm] stopped pid") == 2
+    assert text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1  # n-gram's only
+    assert standin_server.is_running()  # the attached none-mode server was left alone

@@ -44,6 +44,7 @@ install = True  # pip-install the cookbook's helpers first (%pip)
 concurrencies = None  # None means 1 2 4 on the stand-in and 16 64 256 on a GPU
 input_len = None  # tokens per prompt; None means 32 on the stand-in and 1024 on a GPU
 output_len = None  # tokens per answer; None means 16 on the stand-in and 256 on a GPU
+fleet_url = None  # the router URL of a fleet of this deployment you already run: attached, left running; None launches one
 
 # %%
 if install:
@@ -109,7 +110,7 @@ else:
     run = fleet.resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
 for i, s in enumerate(run.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
-replica_fleet = fleet.launch_fleet(run)
+replica_fleet = fleet.attach_fleet(fleet_url, run) if fleet_url else fleet.launch_fleet(run)
 print("router:", replica_fleet.base_url, replica_fleet.router.readiness())
 display(replica_fleet.router.workers())
 

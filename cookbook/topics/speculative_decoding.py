@@ -45,6 +45,7 @@ scenario_name = None  # a key of cookbook/scenarios.yaml; None means "spec-defau
 concurrencies = None  # None means the concurrencies of the scenario
 repeats = 3  # runs of one point, to measure run-to-run noise
 temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
+servers = None  # {mode: base URL} of servers you already run for a mode: used, never launched or stopped here; None launches every mode
 
 # %%
 import importlib.util
@@ -129,7 +130,8 @@ for mode in modes:
     name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
     folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
-    srv = server.launch_server(serve_cfg)
+    attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
+    srv = server.attach_server(attached, serve_cfg) if attached else server.launch_server(serve_cfg)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
         results.append(bench.sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
