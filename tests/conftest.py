@@ -41,6 +41,7 @@ FAKE_SERVER = Path(__file__).parent / "fake_vllm_server.py"
 SHARED_SERVERS = {"standin_server": "standin_server", "shared_kernel": "standin_server", "cpu_fleet": "cpu_fleet"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         groups = {g for name, g in SHARED_SERVERS.items() if name in getattr(item, "fixturenames", ())}

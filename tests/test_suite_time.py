@@ -42,3 +42,37 @@ def test_the_table_adds_setup_call_and_teardown_per_group():
     assert rows["server"] == ["1", "1", "0", "0", "63"]
     assert rows["notebook"] == ["1", "0", "1", "0", "30"]
     assert table[-1].split()[:2] == ["wall", "100"] and "1.7 min" in table[-1]
+
+
+def test_each_shared_server_group_runs_in_one_worker(tmp_path):
+    """``make test``'s distribution (``-n 2 --dist loadgroup``) with tests/conftest.py's hook:
+    the tests of one shared server land in one worker, so it starts once. (pytest 9.2 with
+    pytest-xdist 3.8 silently drops the groups: pytest-dev/pytest-xdist#1386.)"""
+    import re
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text(
+        "import importlib.util, os, sys, pytest\n"
+        f"_spec = importlib.util.spec_from_file_location('cookbook_conftest', {str(REPO_ROOT / 'tests' / 'conftest.py')!r})\n"
+        "_real = sys.modules['cookbook_conftest'] = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(_real)\n"
+        "pytest_collection_modifyitems = _real.pytest_collection_modifyitems\n"
+        "@pytest.fixture(scope='session')\ndef standin_server():\n    return os.environ['PYTEST_XDIST_WORKER']\n"
+        "@pytest.fixture(scope='session')\ndef cpu_fleet():\n    return os.environ['PYTEST_XDIST_WORKER']\n"
+    )
+    (tmp_path / "test_groups.py").write_text(
+        "import pytest, time\n"
+        "@pytest.mark.parametrize('i', range(6))\ndef test_on_the_server(standin_server, i):\n    time.sleep(0.05)\n"
+        "@pytest.mark.parametrize('i', range(4))\ndef test_on_the_fleet(i, cpu_fleet):\n    time.sleep(0.05)\n"
+        "@pytest.mark.parametrize('i', range(6))\ndef test_alone(i):\n    time.sleep(0.05)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ran = re.findall(r"\[(gw\d)\].*PASSED \S+::(test_\w+)\[\d+\](@\w+)?", proc.stdout)
+    assert len(ran) == 16, proc.stdout[-2000:]
+    workers = {name: {w for w, n, _ in ran if n == name} for name in ("test_on_the_server", "test_on_the_fleet")}
+    assert all(len(w) == 1 for w in workers.values()), workers
+    assert {g for _, n, g in ran if n == "test_on_the_server"} == {"@standin_server"}
