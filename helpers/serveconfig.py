@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .errors import RecipeError
+from .flagcheck import check_values, validate_argv
 from .registry import flag_reasons
 
 # Flags the server manager owns; the registry never sets them.
@@ -297,8 +298,6 @@ class ServeConfig:
                 ``extra_args`` or the registry), with a close match; the target's pinned
                 version is named only when it differs from the installed one.
         """
-        from .flagcheck import check_values, validate_argv
-
         check_values(self)
         validate_argv(
             [self.model or "model", *self.cli_flags()],
