@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RecipeError
-from .registry import Registry, as_registry
+from .registry import Registry
+from .registry_load import as_registry
 
 GiB = 1 << 30
 

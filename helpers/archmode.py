@@ -66,7 +66,7 @@ from .architecture import Architecture
 from .archtokenizer import MARKER_TOKENS, SPECIAL_TOKENS, write_tokenizer  # noqa: F401 - archmode API
 from .errors import CookbookError, RecipeError
 from .paths import out_dir
-from .registry import shared_registry
+from .registry_load import shared_registry
 
 __all__ = [
     "ARCH_VERSION",

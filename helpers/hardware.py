@@ -33,7 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import CookbookError
-from .registry import Registry, Target, Variant, as_registry
+from .registry import Registry, Target, Variant
+from .registry_load import as_registry
 from .serveconfig import ServeConfig
 
 NVIDIA_SMI_QUERY = [

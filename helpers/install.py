@@ -37,7 +37,8 @@ from typing import Any
 
 from .errors import CookbookError
 from .recipes import ServeConfig, resolve
-from .registry import Registry, as_registry
+from .registry import Registry
+from .registry_load import as_registry
 from .versions import (  # noqa: F401 - the install API names them (tests, workshop)
     CPU_DIST,
     CUDA_DIST,

@@ -69,7 +69,8 @@ from .architecture import DTYPE_BYTES, Architecture, GiB, _cdiv, dtype_bytes  # 
 from .errors import RecipeError
 from .flagcheck import check_values
 from .memoryplan import Plan, compare_with_server, judge, server_log_figures  # noqa: F401 - planner API
-from .registry import Registry, as_registry
+from .registry import Registry
+from .registry_load import as_registry
 from .tokenbudget import (  # noqa: F401 - planner API (planner.spec_token_budget, ...)
     DRAFT_SLOTS_PER_REQUEST_SINCE,
     PARALLEL_DRAFTING_METHODS,

@@ -5,8 +5,9 @@ turns (target, variant, speculative mode, features) into one ``ServeConfig``: th
 ordered ``vllm serve`` flags, the environment, the served model name and port, and checks the
 seeds' rules before anything launches.
 
-Where the rest lives: the registry's schema and loading in :mod:`helpers.registry` (typed
-models; a misspelled key is an error naming the file and key), the config and its renderings
+Where the rest lives: the registry's schema in :mod:`helpers.registry` (typed models; a
+misspelled key is an error naming the file and key) and its loading in
+:mod:`helpers.registry_load`, the config and its renderings
 (shell, ``docker run``, Baseten truss) in :mod:`helpers.serveconfig`, the flag checks with
 vLLM's own parser in :mod:`helpers.flagcheck`. Their public names are importable from here
 too, as the notebooks call them (``recipes.load_registry``, ``recipes.ServeConfig``,
@@ -31,10 +32,10 @@ from .flagcheck import (  # noqa: F401 - re-exported: recipes.check_values etc.
     speculative_methods,
     validate_argv,
 )
-from .registry import (  # noqa: F401 - re-exported
+from .registry import Registry
+from .registry_load import (  # noqa: F401 - re-exported
     FLAGS_PATH,
     REGISTRY_PATH,
-    Registry,
     as_registry,
     flag_reasons,
     load_registry,

@@ -35,7 +35,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from .hardware import GPU, MIN_COMPUTE_CAPABILITY, detect_gpus, match_targets
-from .registry import Registry, as_registry
+from .registry import Registry
+from .registry_load import as_registry
 from .versions import is_colab
 
 #: (runtime key, label, pattern on the driver's product name). Checked in order; the A100

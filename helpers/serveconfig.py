@@ -20,7 +20,7 @@ import yaml
 
 from .errors import RecipeError
 from .flagcheck import check_values, validate_argv
-from .registry import flag_reasons
+from .registry_load import flag_reasons
 
 # Flags the server manager owns; the registry never sets them.
 _MANAGED_FLAGS = ("--host", "--port", "--model")

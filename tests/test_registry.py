@@ -1,4 +1,4 @@
-"""The registry's schema (helpers.registry): typed, unknown keys and values refused with the fix.
+"""The registry's schema (helpers.registry, helpers.registry_load): typed, unknown keys and values refused with the fix.
 
 Also: the helpers' import graph has no cycle through the registry / recipes / planner /
 install modules (issue 12).
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import recipes, registry
+from helpers import recipes, registry, registry_load
 from helpers.errors import RecipeError, RegistryError
 from helpers.paths import REPO_ROOT
 
@@ -89,7 +89,7 @@ def test_names_the_registry_defines_are_checked_against_it():
     data["targets"]["h100"]["features"] = ["reasoning", "tool_caling"]
     data["targets"]["h100"]["speculative_modes"] = ["none", "dspark", "eagle"]
     with pytest.raises(RegistryError) as err:
-        registry.parse_registry(data, source="cookbook/recipe.yaml")
+        registry_load.parse_registry(data, source="cookbook/recipe.yaml")
     msg = str(err.value)
     assert msg.startswith("cookbook/recipe.yaml: 2 problem(s)")
     assert "targets.h100.features: unknown feature 'tool_caling' (did you mean 'tool_calling'?); allowed: reasoning, tool_calling, fast_ssm_cache, long_context" in msg
@@ -102,7 +102,7 @@ def test_wrong_types_are_refused_with_the_key_path():
     data["features"]["long_context"]["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = 1
     data["targets"]["l4"]["args"]["--max-num-seqs"] = [4]
     with pytest.raises(RegistryError) as err:
-        registry.parse_registry(data)
+        registry_load.parse_registry(data)
     problems = err.value.problems
     assert any(p.startswith("model.default_vllm_version: Input should be a valid string") for p in problems)
     assert any(p.startswith("features.long_context.env.VLLM_ALLOW_LONG_MAX_MODEL_LEN:") for p in problems)
@@ -132,7 +132,7 @@ def test_flags_file_keys_must_be_flags(tmp_path):
     path = tmp_path / "flags.yaml"
     path.write_text('--max-num-seqs: "batch ceiling"\nmax-model-len: "no dashes"\n')
     with pytest.raises(RegistryError, match=r"(?s)flags.yaml: 1 problem.*max-model-len: String should match pattern"):
-        registry.read_flag_reasons(path)
+        registry_load.read_flag_reasons(path)
 
 
 # ---------------------------------------------------------------------- import graph
@@ -140,7 +140,7 @@ def test_flags_file_keys_must_be_flags(tmp_path):
 HELPERS = REPO_ROOT / "helpers"
 #: the modules issue 12 restructured here; no import cycle may run through them
 RESTRUCTURED = {
-    "registry", "recipes", "serveconfig", "flagcheck", "versions", "install",
+    "registry", "registry_load", "recipes", "serveconfig", "flagcheck", "versions", "install",
     "planner", "architecture", "memoryplan", "tokenbudget", "archmode", "archtokenizer",
 }  # fmt: skip
 
