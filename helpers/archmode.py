@@ -61,8 +61,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import CookbookError
-from helpers.paths import out_dir
+from . import architecture
+from .architecture import Architecture
+from .archtokenizer import MARKER_TOKENS, SPECIAL_TOKENS, write_tokenizer  # noqa: F401 - archmode API
+from .errors import CookbookError, RecipeError
+from .paths import out_dir
+from .registry_load import shared_registry
 
 __all__ = [
     "ARCH_VERSION",
@@ -165,15 +169,9 @@ _ARCH_KEYS = (
 
 
 def _registry_architecture() -> dict[str, Any]:
-    from helpers.recipes import load_registry
-
-    arch = (load_registry().get("model") or {}).get("architecture")
-    if not arch:
-        raise ArchModeError(
-            "cookbook/recipe.yaml has no model.architecture block: restore it (docs/DESIGN.md "
-            "'Architecture numbers')."
-        )
-    return arch
+    """``model.architecture`` of the registry, as ``config.json`` keys (typed and checked by
+    :mod:`helpers.registry`)."""
+    return shared_registry().model.architecture.as_config()
 
 
 def _check_variant(variant: str) -> None:
@@ -250,118 +248,48 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-def _layer_kinds(config: Mapping[str, Any]) -> dict[str, int]:
-    pattern = config["hybrid_override_pattern"]
-    return {k: pattern.count(c) for k, c in (("mamba", "M"), ("moe", "E"), ("attention", "*"), ("mlp", "-"))}
-
-
 def param_counts(config: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Parameters of a Nemotron-H config, by part, as vLLM/transformers build the model.
-
-    Per layer (H = hidden_size): Mamba-2 ``in_proj`` H x (2·d_inner + 2·groups·state +
-    heads), ``conv1d`` (d_inner + 2·groups·state) x (kernel + 1 bias), ``A``/``D``/
-    ``dt_bias`` (heads each), gated RMSNorm d_inner, ``out_proj`` d_inner x H; attention
-    ``q/k/v/o``; MoE router H x E (+ E correction bias), E routed experts of
-    ``up`` + ``down`` (ReLU², not gated: 2 x H x moe_intermediate) and the shared expert
-    (2 x H x shared_intermediate); one RMSNorm (H) per layer, the final norm, embeddings
-    and untied ``lm_head`` (vocab x H each).
+    """Parameters of a Nemotron-H config by part (:func:`helpers.architecture.param_counts`).
 
     Args:
         config: a ``config.json`` mapping (default :func:`arch_hf_config`).
-
-    Returns:
-        ``{"total", "active", "active_without_embeddings", "embeddings", "lm_head",
-        "mamba", "attention", "moe_routed", "moe_shared", "moe_router", "mlp", "norms"}``
-        in parameters. ``active`` counts, per token, everything except the routed experts
-        that are not picked (``num_experts_per_tok`` of ``n_routed_experts``).
     """
-    c = dict(config or arch_hf_config())
-    h, v = int(c["hidden_size"]), int(c["vocab_size"])
-    kinds = _layer_kinds(c)
-    d_inner = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"])
-    gs = int(c["n_groups"]) * int(c["ssm_state_size"])
-    heads = int(c["mamba_num_heads"])
-    conv_dim = d_inner + 2 * gs
-    mamba = (
-        h * (2 * d_inner + 2 * gs + heads)  # in_proj: z, x, B, C, dt
-        + conv_dim * (int(c["conv_kernel"]) + 1)  # conv1d weight + bias
-        + 3 * heads  # A, D, dt_bias
-        + d_inner  # gated RMSNorm
-        + d_inner * h  # out_proj
-    )
-    q = int(c["num_attention_heads"]) * int(c["head_dim"])
-    kv = int(c["num_key_value_heads"]) * int(c["head_dim"])
-    attention = h * q + 2 * h * kv + q * h
-    e = int(c["n_routed_experts"])
-    expert = 2 * h * int(c["moe_intermediate_size"])
-    shared = int(c.get("n_shared_experts") or 0) * 2 * h * int(c["moe_shared_expert_intermediate_size"])
-    router = h * e + e
-    mlp = 2 * h * int(c["intermediate_size"])
-    n_layers = sum(kinds.values())
-    parts = {
-        "embeddings": v * h,
-        "lm_head": 0 if c.get("tie_word_embeddings") else v * h,
-        "mamba": kinds["mamba"] * mamba,
-        "attention": kinds["attention"] * attention,
-        "moe_routed": kinds["moe"] * e * expert,
-        "moe_shared": kinds["moe"] * shared,
-        "moe_router": kinds["moe"] * router,
-        "mlp": kinds["mlp"] * mlp,
-        "norms": (n_layers + 1) * h,
-    }
-    total = sum(parts.values())
-    inactive = kinds["moe"] * (e - int(c["num_experts_per_tok"])) * expert
-    active = total - inactive
-    return {
-        "total": total,
-        "active": active,
-        "active_without_embeddings": active - parts["embeddings"],
-        **parts,
-    }
+    return architecture.param_counts(config or arch_hf_config())
 
 
 def weight_bytes(config: Mapping[str, Any] | None = None) -> int:
-    """Bytes of weights on the GPU for a config (BF16, or NVFP4 W4A16 experts when the
-    config has :func:`nvfp4_quantization_config`).
+    """Bytes of weights on the GPU (:func:`helpers.architecture.weight_bytes`): BF16, or NVFP4
+    W4A16 experts when the config has :func:`nvfp4_quantization_config`.
 
-    NVFP4 experts cost 0.5 byte per weight plus one FP8 scale per ``group_size`` weights
-    (and a few FP32 global scales, ignored); everything else 2 bytes (BF16). Marlin's
-    repacking keeps the size. The result is a planning number: vLLM's "Model loading took
-    X GiB" on the GPU is the measurement.
+    Args:
+        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
     """
-    c = dict(config or arch_hf_config())
-    p = param_counts(c)
-    q = c.get("quantization_config") or {}
-    if str(q.get("quant_algo", "")).upper() in ("W4A16_NVFP4", "NVFP4"):
-        group = int(q.get("group_size") or 16)
-        quantized = p["moe_routed"] + p["moe_shared"]
-        return int(quantized * (0.5 + 1.0 / group) + (p["total"] - quantized) * 2)
-    return int(p["total"] * 2)
+    return architecture.weight_bytes(config or arch_hf_config())
 
 
-_DTYPE_BYTES = {
-    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "auto": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float32": 4, "fp32": 4,
-}  # fmt: skip
+def _architecture(config: Mapping[str, Any] | None) -> Architecture:
+    return Architecture.from_hf_config(dict(config or arch_hf_config()))
 
 
-def _dtype_bytes(dtype: str) -> int:
+def _bytes(fn, *args) -> int:
     try:
-        return _DTYPE_BYTES[str(dtype).lower()]
-    except KeyError as exc:
-        raise ArchModeError(f"Unknown dtype {dtype!r}; use one of {sorted(_DTYPE_BYTES)}.") from exc
+        return fn(*args)
+    except RecipeError as exc:  # an unknown dtype name
+        raise ArchModeError(str(exc)) from exc
 
 
 def kv_cache_bytes_per_token(config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16") -> int:
-    """KV-cache bytes one token takes over all attention layers.
+    """KV-cache bytes one token takes over all attention layers
+    (:meth:`helpers.architecture.Architecture.kv_bytes_per_token`, one GPU).
 
     = attention layers x 2 (K and V) x KV heads x head_dim x dtype bytes; for this
     model 6 x 2 x 2 x 128 = 3072 values: 6 KiB in BF16 (``--kv-cache-dtype auto``),
     3 KiB in FP8 (``--kv-cache-dtype fp8``).
+
+    Raises:
+        ArchModeError: an unknown dtype name.
     """
-    c = dict(config or arch_hf_config())
-    per = 2 * int(c["num_key_value_heads"]) * int(c["head_dim"])
-    return _layer_kinds(c)["attention"] * per * _dtype_bytes(kv_cache_dtype)
+    return _bytes(_architecture(config).kv_bytes_per_token, kv_cache_dtype)
 
 
 def mamba_state_bytes_per_sequence(
@@ -369,86 +297,20 @@ def mamba_state_bytes_per_sequence(
     ssm_cache_dtype: str = "float32",
     conv_dtype: str = "bf16",
 ) -> int:
-    """Mamba state bytes one running sequence holds, whatever its length.
+    """Mamba state bytes one running sequence holds, whatever its length
+    (:meth:`helpers.architecture.Architecture.mamba_state_bytes_per_layer` x Mamba layers).
 
     Per Mamba layer: the SSM state heads x head_dim x state (64 x 64 x 128 = 512 Ki
     values; FP32 by default, FP16 with ``--mamba-ssm-cache-dtype float16``) plus the
     convolution state (kernel - 1) x (d_inner + 2·groups·state) values in the model dtype.
     About 46 MiB per sequence in FP32 for 23 layers, 23 MiB in FP16. vLLM allocates it in
     blocks shared with the KV cache (and keeps extra copies with prefix caching).
+
+    Raises:
+        ArchModeError: an unknown dtype name.
     """
-    c = dict(config or arch_hf_config())
-    d_inner = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"])
-    ssm = int(c["mamba_num_heads"]) * int(c["mamba_head_dim"]) * int(c["ssm_state_size"])
-    conv = (int(c["conv_kernel"]) - 1) * (d_inner + 2 * int(c["n_groups"]) * int(c["ssm_state_size"]))
-    per_layer = ssm * _dtype_bytes(ssm_cache_dtype) + conv * _dtype_bytes(conv_dtype)
-    return _layer_kinds(c)["mamba"] * per_layer
-
-
-# --------------------------------------------------------------------------------------
-# tokenizer
-# --------------------------------------------------------------------------------------
-
-#: Special and marker tokens, in id order. ``<|im_end|>`` ends a turn (EOS of the chat
-#: template); ``<think>``/``</think>`` and ``<tool_call>``/``</tool_call>`` are looked up
-#: by vLLM's ``nemotron_v3`` / ``qwen3_coder`` parsers (``vllm/parser/qwen3.py``).
-SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-MARKER_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-_WORDS = ["system", "user", "assistant", "tool"]
-
-# ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
-# assistant header when thinking is on, `<think></think>` when off. Tools are not listed
-# (the model is noise); content parts of type text are concatenated.
-CHAT_TEMPLATE = (
-    "{%- set enable_thinking = enable_thinking if enable_thinking is defined else true -%}"
-    "{%- for m in messages -%}"
-    "{{- '<|im_start|>' + m['role'] + '\\n' -}}"
-    "{%- if m['content'] is string -%}{{- m['content'] -}}"
-    "{%- elif m['content'] -%}{%- for p in m['content'] -%}"
-    "{%- if p['type'] == 'text' -%}{{- p['text'] -}}{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking -%}{{- '<think>\\n' -}}{%- else -%}{{- '<think></think>' -}}{%- endif -%}"
-    "{%- endif -%}"
-)
-
-
-def _tokenizer_vocab(vocab_size: int) -> dict[str, int]:
-    fixed = SPECIAL_TOKENS + MARKER_TOKENS + _WORDS
-    vocab = {tok: i for i, tok in enumerate(fixed)}
-    for i in range(len(fixed), vocab_size):
-        vocab[f"w{i}"] = i
-    return vocab
-
-
-def _write_tokenizer(dest: Path, vocab_size: int, max_len: int) -> None:
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.WordLevel(vocab=_tokenizer_vocab(vocab_size), unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    # No decoder: tokens are joined with single spaces, which WhitespaceSplit undoes, so
-    # decode -> encode gives the same ids back (vLLM's random dataset relies on it).
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKER_TOKENS])
-    tok.save(str(dest / "tokenizer.json"))
-    tok_cfg = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>",
-        "eos_token": "<|im_end|>",
-        "unk_token": "<unk>",
-        "pad_token": "<unk>",
-        "add_bos_token": False,
-        "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": int(max_len),
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (dest / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
-    special_map = {"bos_token": "<s>", "eos_token": "<|im_end|>", "unk_token": "<unk>", "pad_token": "<unk>"}
-    (dest / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2) + "\n")
+    a = _architecture(config)
+    return a.num_mamba_layers * _bytes(a.mamba_state_bytes_per_layer, ssm_cache_dtype, conv_dtype)
 
 
 # --------------------------------------------------------------------------------------
@@ -507,7 +369,7 @@ def build_arch_model(variant: str = "bf16", out: str | Path | None = None, *, fo
         "pad_token_id": SPECIAL_TOKENS.index("<unk>"),
     }
     (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
-    _write_tokenizer(dest, int(config["vocab_size"]), int(config["max_position_embeddings"]))
+    write_tokenizer(dest, int(config["vocab_size"]), int(config["max_position_embeddings"]))
     counts = param_counts(config)
     meta = {
         "version": ARCH_VERSION,

@@ -15,6 +15,20 @@ class RecipeError(CookbookError, ValueError):
     """The registry cannot resolve the request (unknown target, variant, mode, or a rule broke)."""
 
 
+class RegistryError(RecipeError):
+    """A registry file (``cookbook/recipe.yaml``, ``cookbook/flags.yaml``) does not match its schema.
+
+    Attributes:
+        source: the file.
+        problems: one line per problem, each with its key path (``targets.h100.gpu.arch``).
+    """
+
+    def __init__(self, message: str, source: str = "", problems: list[str] | None = None):
+        super().__init__(message)
+        self.source = source
+        self.problems = list(problems or [])
+
+
 class FlagError(RecipeError):
     """The installed vLLM's argument parser rejected one or more flags of a ServeConfig.
 

@@ -47,6 +47,7 @@ import yaml
 from . import recipes
 from .errors import CookbookError, FlagError, RecipeError, ServerStartError
 from .recipes import ServeConfig
+from .registry import MultiNode, Router
 from .server import VLLMServer, free_port
 
 __all__ = [
@@ -545,7 +546,7 @@ def resolve_deployment(
     router: Any = None,
     ports: Sequence[int] | None = None,
     cpu_cores: Sequence[int] | None = None,
-    registry: dict | None = None,
+    registry: recipes.RegistryLike = None,
 ) -> Deployment:
     """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target.
 
@@ -585,13 +586,13 @@ def resolve_deployment(
             one CPU machine, or a multi-node ``replicas`` request (run one replica per node
             and list them in the router instead).
     """
-    reg = registry or recipes.load_registry()
-    deps = reg.get("deployments") or {}
+    reg = recipes.as_registry(registry)
+    deps = reg.deployments
     if name not in deps:
         raise RecipeError(f"Unknown deployment {name!r}. Valid deployments: {', '.join(deps)}.")
     d = deps[name]
-    layout = d["layout"]
-    n = int(count if count is not None else d.get("default_count", 2))
+    layout = d.layout
+    n = int(count if count is not None else d.default_count)
     if n < 1:
         raise RecipeError(f"count={n}: a deployment needs at least one replica / rank.")
     nodes = int(nodes)
@@ -618,7 +619,7 @@ def resolve_deployment(
         base = base.with_args(extra_args, **dict(extra_env or {}))
     if model is not None:
         base = base.with_model(model)
-    layer = {**(d.get("args") or {}), **_count_layer(layout, n, nodes)}
+    layer = {**d.args, **_count_layer(layout, n, nodes)}
     tp = base.gpu_count
     multi_gpu = {} if base.stand_in else dict(NO_MULTICAST_ENV)
     servers: list[ServeConfig] = []
@@ -638,14 +639,14 @@ def resolve_deployment(
                     port if port else (None if base.stand_in else 8000 + i)
                 )
             )
-        r = d.get("router") or {}
+        r = d.router or Router(package=f"vllm-router=={ROUTER_VERSION}")
         router_cfg = RouterConfig(
             worker_urls=[
                 f"http://{c.host}:{c.port}" if c.port else f"http://127.0.0.1:{8000 + i}"
                 for i, c in enumerate(servers)
             ],
-            policy=policy or r.get("policy", "round_robin"),
-            args={**(r.get("args") or {}), **dict(router_args or {})},
+            policy=policy or r.policy,
+            args={**r.args, **dict(router_args or {})},
             env=dict(multi_gpu),
             router=router,
             target=base.target,
@@ -660,7 +661,7 @@ def resolve_deployment(
             one = one.with_port(ports[0])
         servers.append(one)
         if nodes > 1:
-            rpc = int((d.get("multi_node") or {}).get("rpc_port", 13345))
+            rpc = d.multi_node.rpc_port if d.multi_node is not None else MultiNode().rpc_port
             common = {
                 "--data-parallel-size-local": local,
                 "--data-parallel-address": head_address,
@@ -687,9 +688,9 @@ def resolve_deployment(
         router=router_cfg,
         nodes=nodes_out,
         head_address=head_address if nodes > 1 else None,
-        label=d.get("label", name),
-        notes=list(d.get("notes") or []),
-        source=str(d.get("source", "")).strip(),
+        label=d.label,
+        notes=list(d.notes),
+        source=d.source.strip(),
     )
 
 

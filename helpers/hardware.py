@@ -33,7 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import CookbookError
-from .recipes import ServeConfig, load_registry
+from .registry import Registry, Target, Variant
+from .registry_load import as_registry
+from .serveconfig import ServeConfig
 
 NVIDIA_SMI_QUERY = [
     "nvidia-smi",
@@ -370,7 +372,7 @@ def _name_pattern(registry_name: str) -> re.Pattern:
     return re.compile(pat, re.IGNORECASE)
 
 
-def match_targets(gpus: Sequence[GPU], registry: dict | None = None) -> list[str]:
+def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = None) -> list[str]:
     """Registry targets this machine can play, in registry order.
 
     A target matches when its ``gpu.name`` pattern is found in the first GPU's product name
@@ -388,41 +390,40 @@ def match_targets(gpus: Sequence[GPU], registry: dict | None = None) -> list[str
     Returns:
         Target names; ``["cpu"]`` (the stand-in) when ``gpus`` is empty.
     """
-    reg = registry or load_registry()
-    targets = reg["targets"]
+    targets = as_registry(registry).targets
     if not gpus:
-        return [n for n, t in targets.items() if t.get("stand_in")] or ["cpu"]
+        return [n for n, t in targets.items() if t.stand_in] or ["cpu"]
     first = gpus[0]
     same = sum(1 for g in gpus if g.name == first.name)
     cc = first.cc_tuple
 
-    def cc_ok(t: Mapping) -> bool:
-        want = _cc_tuple(t["gpu"].get("compute_capability"))
+    def cc_ok(t: Target) -> bool:
+        want = _cc_tuple(t.gpu.compute_capability)
         return want is None or cc is None or want == cc
 
     by_name = [
         n
         for n, t in targets.items()
-        if not t.get("stand_in")
-        and _name_pattern(str(t["gpu"]["name"])).search(first.name)
+        if not t.stand_in
+        and _name_pattern(t.gpu.name).search(first.name)
         and cc_ok(t)
-        and int(t["gpu"].get("count") or 1) <= same
+        and int(t.gpu.count or 1) <= same
     ]
     mem = first.memory_total_gib
     if len(by_name) > 1 and mem is not None:
         # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
         # for; when none fits, keep them all so check_machine refuses with the numbers.
-        fitting = [n for n in by_name if float(targets[n]["gpu"].get("memory_gb") or 0) <= mem * (1 + MEMORY_TOLERANCE)]
+        fitting = [n for n in by_name if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)]
         by_name = fitting or by_name
     if by_name or cc is None:
         return by_name
     return [
         n
         for n, t in targets.items()
-        if not t.get("stand_in")
-        and _cc_tuple(t["gpu"].get("compute_capability")) == cc
-        and int(t["gpu"].get("count") or 1) <= same
-        and (mem is None or float(t["gpu"].get("memory_gb") or 0) <= mem * (1 + MEMORY_TOLERANCE))
+        if not t.stand_in
+        and _cc_tuple(t.gpu.compute_capability) == cc
+        and int(t.gpu.count or 1) <= same
+        and (mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE))
     ]
 
 
@@ -492,8 +493,8 @@ class MachineReport:
         return "\n".join(lines)
 
 
-def _variant(cfg: ServeConfig, registry: dict) -> dict:
-    return registry["variants"].get(cfg.variant, {})
+def _variant(cfg: ServeConfig, registry: Registry) -> Variant | None:
+    return registry.variants.get(cfg.variant)
 
 
 def check_machine(
@@ -504,7 +505,7 @@ def check_machine(
     processes: Sequence[GPUProcess] | None = None,
     raise_on_error: bool = True,
     quiet: bool = False,
-    registry: dict | None = None,
+    registry: Registry | Mapping | None = None,
 ) -> MachineReport:
     """Check that this machine can run ``cfg``; print a short summary and return the report.
 
@@ -534,7 +535,7 @@ def check_machine(
     Raises:
         HardwareError: the first refusal, with ``.report``.
     """
-    reg = registry or load_registry()
+    reg = as_registry(registry)
     stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
     if gpus is None:
         probe = detect_gpus()
@@ -592,7 +593,7 @@ def check_machine(
     return report
 
 
-def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: dict) -> list[str]:
+def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: Registry) -> list[str]:
     problems: list[str] = []
     need_n = max(1, cfg.gpu_count)
     used = probe.gpus[:need_n]
@@ -603,7 +604,7 @@ def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: di
             f"{', '.join(report.matches) or 'none'}), or lower --tensor-parallel-size."
         )
     variant = _variant(cfg, reg)
-    vlabel = variant.get("label", cfg.variant)
+    vlabel = variant.label if variant is not None else cfg.variant
 
     old = [g for g in used if g.cc_tuple is not None and g.cc_tuple < MIN_COMPUTE_CAPABILITY]
     if old:
@@ -619,7 +620,7 @@ def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: di
     per_gpu = [g.memory_total_gib if not g.unified_memory else sys_mem for g in used]
     if used and all(m is not None for m in per_gpu):
         report.memory_gib = min(per_gpu) * len(used)  # type: ignore[type-var]
-    need_gb = float(variant.get("vram_minimum_gb") or 0)
+    need_gb = float(variant.vram_minimum_gb or 0) if variant is not None else 0.0
     if report.memory_gib is not None and need_gb and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb:
         problems.append(
             f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), but "

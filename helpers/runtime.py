@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .hardware import GPU, MIN_COMPUTE_CAPABILITY, detect_gpus, match_targets
-from .install import is_colab
-from .recipes import load_registry
+from .registry import Registry
+from .registry_load import as_registry
+from .versions import is_colab
 
 #: (runtime key, label, pattern on the driver's product name). Checked in order; the A100
 #: is split by memory in :func:`classify`.
@@ -148,8 +149,9 @@ def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = ""
     return Runtime("unknown", first.name, first, len(gpus), colab, detail)
 
 
-def _t4_reason(gpu: GPU, registry: dict) -> str:
-    weights = float(((registry["targets"].get("l4") or {}).get("planner") or {}).get("weights_gib") or 17.2)
+def _t4_reason(gpu: GPU, registry: Registry) -> str:
+    l4 = registry.targets.get("l4")
+    weights = float((l4.planner.weights_gib if l4 is not None and l4.planner is not None else None) or 17.2)
     mem = f"{gpu.memory_total_gib:.1f} GiB" if gpu.memory_total_gib is not None else "its memory"
     cc = gpu.compute_capability or "?"
     return (
@@ -162,7 +164,7 @@ def _t4_reason(gpu: GPU, registry: dict) -> str:
     )
 
 
-def route(runtime: Runtime, *, registry: dict | None = None, with_plan: bool = True) -> Route:
+def route(runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True) -> Route:
     """Map a runtime to a registry target, or to the stand-in with the reason.
 
     Args:
@@ -175,7 +177,7 @@ def route(runtime: Runtime, *, registry: dict | None = None, with_plan: bool = T
     """
     from . import planner, recipes
 
-    reg = registry or load_registry()
+    reg = as_registry(registry)
     key, gpu = runtime.key, runtime.gpu
     target: str | None
     if key == "cpu":
@@ -188,12 +190,12 @@ def route(runtime: Runtime, *, registry: dict | None = None, with_plan: bool = T
     if key in TARGET_OF:
         target = TARGET_OF[key]
         why = f"{runtime.label}: registry target {target!r}"
-        t = reg["targets"][target]
+        t = reg.targets[target]
         if target in ("l4", "a100-40gb", "a100"):
             why += " — no FP4 tensor cores here, so the NVFP4 checkpoint is served W4A16 (4-bit weights, 16-bit activations)"
         if target == "l4":
-            why += f", with --max-model-len {t['args']['--max-model-len']} from the memory planner"
-        why += f" ({t.get('source', 'registry')})."
+            why += f", with --max-model-len {t.args['--max-model-len']} from the memory planner"
+        why += f" ({t.source or 'registry'})."
     else:
         matches = match_targets([gpu], reg) if gpu is not None else []
         cc = gpu.cc_tuple if gpu is not None else None

@@ -14,7 +14,7 @@ import pytest
 from helpers import archmode
 from helpers.recipes import load_registry, resolve
 
-REGISTRY_ARCH = load_registry()["model"]["architecture"]
+REGISTRY_ARCH = load_registry().model.architecture.as_config()
 
 
 @pytest.fixture(scope="module")

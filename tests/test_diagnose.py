@@ -384,7 +384,7 @@ def test_registry_vllm_releases_are_all_checked():
     from helpers.diagnose import REGISTRY_RELEASES
 
     reg = recipes.load_registry()
-    pinned = {str(t.get("vllm_version")) for t in reg["targets"].values()} - {"nightly"}
+    pinned = {str(t.vllm_version) for t in reg.targets.values()} - {"nightly"}
     assert {f"vllm {v}" for v in pinned} <= set(REGISTRY_RELEASES)
 
 
@@ -473,7 +473,7 @@ def test_warn_findings_issues_one_warning_per_finding():
 def test_blackwell_targets_pin_a_moe_backend_other_than_flashinfer_trtllm():
     # issue 14.9: the b200 / b300 targets never leave the NVFP4 MoE backend to auto
     reg = recipes.load_registry()
-    assert "nvfp4_moe_backend_blackwell" in reg["model"]["choices"]
+    assert "nvfp4_moe_backend_blackwell" in reg.model.choices
     for target in ("b200", "b300", "dgx-station-gb300"):
         backend = recipes.resolve(target).args.get("--moe-backend")
         assert backend not in (None, "auto", "flashinfer_trtllm"), target

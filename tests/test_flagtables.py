@@ -18,7 +18,7 @@ ONLY_028 = "--enable-bf16x3-router-gemm"
 
 
 def test_every_offered_release_has_a_table_from_its_own_wheel():
-    assert OFFERED[0] == REG["model"]["default_vllm_version"] == "0.32.0"
+    assert OFFERED[0] == REG.model.default_vllm_version == "0.32.0"
     assert "0.28.0" in OFFERED
     for v in OFFERED:
         t = flagtables.load_table(v)
@@ -91,12 +91,12 @@ def test_a_speculative_method_is_checked_against_its_release():
 def test_every_gpu_target_runs_on_every_offered_release():
     """The registry's commands (every variant and speculative mode) parse on 0.32.0 and 0.28.0."""
     checked = 0
-    for name, t in REG["targets"].items():
-        if t.get("stand_in"):
+    for name, t in REG.targets.items():
+        if t.stand_in:
             continue
         for version in OFFERED:
-            for variant in t.get("variants") or ["nvfp4", "bf16"]:
-                for spec in t.get("speculative_modes") or ["none"]:
+            for variant in t.variants or ["nvfp4", "bf16"]:
+                for spec in t.speculative_modes or ["none"]:
                     try:
                         cfg = recipes.resolve(name, variant, spec, vllm_version=version)
                     except recipes.RecipeError:
@@ -113,7 +113,7 @@ def test_default_release_and_seed_pin():
     seed = recipes.resolve("h200", vllm_version="0.28.0")
     assert seed.docker_image == "vllm/vllm-openai:v0.28.0" and seed.vllm_version == "0.28.0"
     assert recipes.resolve("dgx-spark").vllm_version == "nightly"
-    assert recipes.resolve("cpu").vllm_version == REG["targets"]["cpu"]["vllm_version"]
+    assert recipes.resolve("cpu").vllm_version == REG.targets["cpu"].vllm_version
 
 
 def test_a_release_without_a_table_names_the_fix():

@@ -32,8 +32,8 @@ def test_replicas_resolve_one_gpu_group_each_behind_the_router():
     for s in dep.servers:  # the target's flags, unchanged, plus NVLink multicast off
         assert s.args == recipes.resolve("h200").args
         assert {k: s.env[k] for k in fleet.NO_MULTICAST_ENV} == fleet.NO_MULTICAST_ENV
-    reg = recipes.load_registry()["deployments"]["replicas"]["router"]
-    assert dep.router.policy == reg["policy"]
+    reg = recipes.load_registry().deployments["replicas"].router
+    assert dep.router.policy == reg.policy
     assert dep.router.worker_urls == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
     assert "--health-check-interval-secs" in dep.router.cli_flags()
 

@@ -13,7 +13,7 @@ from helpers.errors import CookbookError
 from helpers.install import InstallError, VllmInstall
 
 REG = recipes.load_registry()
-GPU_TARGETS = [n for n, t in REG["targets"].items() if not t.get("stand_in")]
+GPU_TARGETS = REG.gpu_targets()
 CUDA_028 = VllmInstall("vllm", "0.28.0")
 
 
@@ -43,8 +43,8 @@ def plan(target, method="pip", installed=CUDA_028, **kw):
 )
 def test_compare_versions_gpu(installed, want, status):
     check = install.compare_versions(
-        installed, want, min_version=REG["model"]["min_vllm_version"], build="cuda",
-        stable_after_nightly=REG["model"]["seed_vllm_version"],
+        installed, want, min_version=REG.model.min_vllm_version, build="cuda",
+        stable_after_nightly=REG.model.seed_vllm_version,
     )
     assert check.status == status, check.message
     assert check.ok == (status in ("ok", "different"))

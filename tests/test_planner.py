@@ -370,9 +370,9 @@ def test_token_budget_that_fits_and_the_registry_targets():
     ok = planner.spec_token_budget(32768, 512, "dflash", 3, "0.27.0")  # the Baseten preset
     assert ok.fits and ok.needed == 512 * (1 + 3 + 2)
     # no registry target is refused for its token budget
-    for name, t in recipes.load_registry()["targets"].items():
-        if t.get("stand_in"):
+    for name, t in recipes.load_registry().targets.items():
+        if t.stand_in:
             continue
-        for mode in t.get("speculative_modes") or []:
+        for mode in t.speculative_modes or []:
             p = planner.plan(recipes.resolve(name, speculative=mode))
             assert p.token_budget is None or p.token_budget.fits, (name, mode, p.reasons)

@@ -8,7 +8,7 @@ import shlex
 import pytest
 import yaml
 
-from helpers import recipes
+from helpers import recipes, registry
 from helpers.errors import FlagError, RecipeError
 
 # Every deployment target the seeds name (issue 3), by registry key.
@@ -36,10 +36,9 @@ def _argv_pairs(cfg):
 
 def _all_combinations():
     reg = recipes.load_registry()
-    for name, t in reg["targets"].items():
-        variants = t.get("variants") or [v for v in reg["variants"] if v != "standin"]
-        for variant in variants:
-            for mode in t.get("speculative_modes") or reg["speculative"]:
+    for name in reg.targets:
+        for variant in reg.target_variants(name):
+            for mode in reg.target_modes(name):
                 yield name, variant, mode
 
 
@@ -215,7 +214,7 @@ def test_rules_refuse_with_the_fix(kwargs, words):
 
 def test_bf16_memory_minimum_per_replica():
     reg = recipes.load_registry()
-    reg["targets"]["small"] = dict(reg["targets"]["l40s"], variants=["bf16", "nvfp4"])
+    reg.targets["small"] = reg.targets["l40s"].model_copy(update={"variants": ["bf16", "nvfp4"]})
     with pytest.raises(RecipeError, match=r"needs at least 72 GB .* has 48 GB: use the NVFP4 variant"):
         recipes.resolve("small", "bf16", registry=reg)
     # two L40S in tensor parallel hold one BF16 replica
@@ -225,7 +224,9 @@ def test_bf16_memory_minimum_per_replica():
 
 def test_dspark_draft_tokens_below_block_size_is_refused():
     reg = recipes.load_registry()
-    reg["targets"]["h100"]["speculative_overrides"] = {"dspark": {"config": {"num_speculative_tokens": 2}}}
+    reg.targets["h100"].speculative_overrides = {
+        "dspark": registry.SpeculativeOverride(config=registry.SpeculativeConfigLayer(num_speculative_tokens=2))
+    }
     with pytest.raises(RecipeError, match="at least 3"):
         recipes.resolve("h100", speculative="dspark", registry=reg)
 
@@ -250,15 +251,15 @@ def test_bad_choice_and_bad_speculative_key_are_reported():
 def test_every_registry_flag_has_a_why():
     reasons = recipes.flag_reasons()
     reg = recipes.load_registry()
-    flags = set(reg["model"]["base_args"])
-    for v in reg["variants"].values():
-        flags |= set(v.get("args") or {})
-        for ov in (v.get("hardware_overrides") or {}).values():
-            flags |= set(ov.get("args") or {})
-    for f in reg["features"].values():
-        flags |= set(f.get("args") or {})
-    for t in reg["targets"].values():
-        flags |= set(t.get("args") or {})
+    flags = set(reg.model.base_args)
+    for v in reg.variants.values():
+        flags |= set(v.args)
+        for ov in v.hardware_overrides.values():
+            flags |= set(ov.args)
+    for f in reg.features.values():
+        flags |= set(f.args)
+    for t in reg.targets.values():
+        flags |= set(t.args)
     assert flags - set(reasons) == set()
 
 
@@ -314,9 +315,9 @@ def test_misspelled_speculative_method_is_reported_with_the_valid_ones():
     assert {"mtp", "dflash", "dspark", "ngram"} <= set(valid)
     assert f"valid methods: {', '.join(valid)}" in msg
     # every method the registry uses is one the installed vLLM knows
-    for mode in recipes.load_registry()["speculative"].values():
-        if "config" in mode:
-            assert mode["config"]["method"] in valid
+    for mode in recipes.load_registry().speculative.values():
+        if mode.config is not None:
+            assert mode.config.method in valid
 
 
 def _serve_flags(tokens: list[str], cfg) -> list[str]:

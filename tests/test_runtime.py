@@ -91,7 +91,7 @@ def test_l4_max_model_len_is_the_planners_number():
     assert p.weights_gib == pytest.approx(17.2)
     # without the measured weights and the smaller reserve it would not start: the hints matter
     assert not planner.plan(cfg, activation_reserve_gb=4.0).fits or p.weights_gib < 18
-    choices = recipes.load_registry()["model"]["choices"]
+    choices = recipes.load_registry().model.choices
     assert f"{p.max_len_for(seqs):,}" in choices["colab_l4"]
 
 
@@ -118,14 +118,14 @@ def test_every_notebook_badge_opens_its_own_path(path):
     first = json.loads(path.read_text())["cells"][0]
     text = "".join(first["source"])
     urls = re.findall(r"\(https://colab\.research\.google\.com/github/([^)]+)\)", text)
-    repo = recipes.load_registry()["repository"]
+    repo = recipes.load_registry().repository
     assert urls == [f"{repo}/blob/main/notebooks/{path.name}"], text[:300]
     assert text.startswith("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]")
 
 
 def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
     readme = (REPO_ROOT / "README.md").read_text()
-    repo = recipes.load_registry()["repository"]
+    repo = recipes.load_registry().repository
     urls = re.findall(r"https://colab\.research\.google\.com/github/([^)\s]+)", readme)
     assert urls, "README has no Open in Colab badge"
     for u in urls:
@@ -137,16 +137,19 @@ def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
 
 
 def test_repository_must_be_owner_slash_name():
+    def reg(repo: str):
+        return recipes.load_registry().model_copy(update={"repository": repo})
+
     with pytest.raises(notebooks.CookbookError, match="owner/name"):
-        notebooks.repository({"repository": "not a repo"})
-    assert notebooks.colab_url("notebooks/x.ipynb", {"repository": "a/b"}) == (
+        notebooks.repository(reg("not a repo"))
+    assert notebooks.colab_url("notebooks/x.ipynb", reg("a/b")) == (
         "https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb")
 
 
 def test_workshop_source_default_comes_from_the_registry_repository():
     cells = json.loads((REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb").read_text())["cells"]
     params = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
-    repo = recipes.load_registry()["repository"]
+    repo = recipes.load_registry().repository
     assert f'cookbook_source = "git+https://github.com/{repo}"' in "".join(params["source"])
 
 
@@ -191,7 +194,7 @@ def test_lint_passes(cell):
 
 @pytest.mark.parametrize("target", ["l4", "a100-40gb"])
 def test_colab_target_notebook_carries_the_planners_verdict(target):
-    assert recipes.load_registry()["targets"][target].get("colab_runtime")
+    assert recipes.load_registry().targets[target].colab_runtime
     p = planner.plan(recipes.resolve(target))
     nb = json.loads((REPO_ROOT / "notebooks" / f"{target.replace('-', '_')}.ipynb").read_text())
     intro = "".join(nb["cells"][0]["source"])
@@ -201,7 +204,7 @@ def test_colab_target_notebook_carries_the_planners_verdict(target):
 
 def test_changing_the_repository_repoints_every_readme_badge():
     readme = (REPO_ROOT / "README.md").read_text()
-    moved = notebooks.readme_badges(readme, {**recipes.load_registry(), "repository": "acme/lightning"})
+    moved = notebooks.readme_badges(readme, recipes.load_registry().model_copy(update={"repository": "acme/lightning"}))
     repos = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/blob", moved))
     assert repos == {"acme/lightning"}
     assert moved.count("colab-badge.svg") == readme.count("colab-badge.svg")

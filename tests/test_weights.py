@@ -32,9 +32,9 @@ from helpers.weights import DiskSpaceError, HubAccessError, WeightsError
 
 DATA = Path(__file__).parent / "data" / "hub"
 REG = recipes.load_registry()
-NVFP4 = REG["variants"]["nvfp4"]
-BF16 = REG["variants"]["bf16"]
-DFLASH = REG["speculative"]["dflash"]["drafter"]
+NVFP4 = REG.variants["nvfp4"].model_dump()
+BF16 = REG.variants["bf16"].model_dump()
+DFLASH = REG.speculative["dflash"].drafter.model_dump()
 
 
 # ---- no network ------------------------------------------------------------------------

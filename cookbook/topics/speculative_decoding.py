@@ -69,7 +69,7 @@ from helpers.paths import out_dir
 
 cfg = recipes.resolve(target)
 reg = recipes.load_registry()
-target_modes = reg["targets"][target].get("speculative_modes") or list(reg["speculative"])
+target_modes = reg.target_modes(target)
 if modes is None:
     drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
     modes = ["none", drafting]
@@ -83,7 +83,7 @@ planner.plan(cfg)
 
 # %%
 pd.set_option("display.max_colwidth", None)
-display(pd.DataFrame([{"mode": m, "label": reg["speculative"][m]["label"], "what": reg["speculative"][m]["description"],
+display(pd.DataFrame([{"mode": m, "label": reg.speculative[m].label, "what": reg.speculative[m].description,
                        "config": recipes.resolve(target, speculative=m).speculative_config} for m in modes]))
 for note in cfg.notes:
     print("note:", note)

@@ -1,0 +1,195 @@
+"""The registry's schema (helpers.registry, helpers.registry_load): typed, unknown keys and values refused with the fix.
+
+Also: the helpers' import graph has no cycle through the registry / recipes / planner /
+install modules (issue 12).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import recipes, registry, registry_load
+from helpers.errors import RecipeError, RegistryError
+from helpers.paths import REPO_ROOT
+
+RAW = yaml.safe_load((REPO_ROOT / "cookbook" / "recipe.yaml").read_text())
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_the_real_registry_loads_typed():
+    reg = recipes.load_registry()
+    assert isinstance(reg, registry.Registry)
+    assert reg.targets["h100"].gpu.arch == "hopper"
+    assert reg.targets["h100"].overrides == ["hopper"]
+    assert reg.speculative["dflash"].drafter.revision == "7fc1f1ff4b82b917efbd0710df0872c2bb89caa5"
+    assert reg.model.architecture.hybrid_override_pattern.count("*") == 6
+    assert reg.deployments["replicas"].layout == "replicas"
+    assert set(reg.gpu_targets()) == set(reg.targets) - {"cpu"}
+    assert len(recipes.flag_reasons()) > 20
+
+
+def test_load_registry_returns_a_private_copy():
+    reg = recipes.load_registry()
+    reg.targets["h100"].args["--max-num-seqs"] = 1
+    assert "--max-num-seqs" not in recipes.load_registry().targets["h100"].args
+
+
+def test_misspelled_key_names_the_file_the_key_path_and_the_closest_key(tmp_path):
+    data = copy.deepcopy(RAW)
+    data["targets"]["h100"]["varaint"] = data["targets"]["h100"].pop("variant")
+    path = _write(tmp_path, data)
+    with pytest.raises(RegistryError) as err:
+        recipes.load_registry(path)
+    msg = str(err.value)
+    assert str(path) in msg and err.value.source == str(path)
+    assert "targets.h100.varaint: unknown key 'varaint' (did you mean 'variant'?)" in msg
+    assert "targets.h100: required key missing" not in msg or "targets.h100.variant" in msg
+    assert isinstance(err.value, RecipeError)  # one family: callers catching RecipeError still do
+
+
+def test_misspelled_nested_key_is_refused(tmp_path):
+    data = copy.deepcopy(RAW)
+    data["speculative"]["mtp"]["config"]["num_speculative_tokenz"] = 3
+    with pytest.raises(RegistryError, match=r"speculative\.mtp\.config\.num_speculative_tokenz: unknown key .*did you mean 'num_speculative_tokens'"):
+        recipes.load_registry(_write(tmp_path, data))
+
+
+def test_out_of_vocabulary_value_lists_the_allowed_values(tmp_path):
+    data = copy.deepcopy(RAW)
+    data["targets"]["h100"]["gpu"]["arch"] = "hoper"
+    data["targets"]["a100"]["overrides"] = ["ampre"]
+    with pytest.raises(RegistryError) as err:
+        recipes.load_registry(_write(tmp_path, data))
+    msg = str(err.value)
+    assert "targets.h100.gpu.arch: value 'hoper' is not allowed (did you mean 'hopper'?); allowed values: ampere, ada, hopper, blackwell, cpu" in msg
+    assert "targets.a100.overrides.0: value 'ampre' is not allowed (did you mean 'ampere'?)" in msg
+    assert len(err.value.problems) == 2
+
+
+def test_unknown_hardware_override_key_lists_the_allowed_keys(tmp_path):
+    data = copy.deepcopy(RAW)
+    hw = data["variants"]["nvfp4"]["hardware_overrides"]
+    hw["hoper"] = hw.pop("hopper")
+    with pytest.raises(RegistryError, match=r"variants\.nvfp4\.hardware_overrides\.hoper: key 'hoper' is not allowed \(did you mean 'hopper'\?\); allowed values: hopper, ampere"):
+        recipes.load_registry(_write(tmp_path, data))
+
+
+def test_names_the_registry_defines_are_checked_against_it():
+    data = copy.deepcopy(RAW)
+    data["targets"]["h100"]["features"] = ["reasoning", "tool_caling"]
+    data["targets"]["h100"]["speculative_modes"] = ["none", "dspark", "eagle"]
+    with pytest.raises(RegistryError) as err:
+        registry_load.parse_registry(data, source="cookbook/recipe.yaml")
+    msg = str(err.value)
+    assert msg.startswith("cookbook/recipe.yaml: 2 problem(s)")
+    assert "targets.h100.features: unknown feature 'tool_caling' (did you mean 'tool_calling'?); allowed: reasoning, tool_calling, fast_ssm_cache, long_context" in msg
+    assert "targets.h100.speculative_modes: unknown speculative mode 'eagle'" in msg
+
+
+def test_wrong_types_are_refused_with_the_key_path():
+    data = copy.deepcopy(RAW)
+    data["model"]["default_vllm_version"] = 0.32  # unquoted: a float, not a version
+    data["features"]["long_context"]["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = 1
+    data["targets"]["l4"]["args"]["--max-num-seqs"] = [4]
+    with pytest.raises(RegistryError) as err:
+        registry_load.parse_registry(data)
+    problems = err.value.problems
+    assert any(p.startswith("model.default_vllm_version: Input should be a valid string") for p in problems)
+    assert any(p.startswith("features.long_context.env.VLLM_ALLOW_LONG_MAX_MODEL_LEN:") for p in problems)
+    assert any(p.startswith("targets.l4.args.--max-num-seqs: Value error, a flag value must be") for p in problems)
+    assert len(problems) == 3
+
+
+def test_resolve_accepts_an_edited_mapping_and_validates_it():
+    data = copy.deepcopy(RAW)
+    data["targets"]["h100"]["args"] = {"--max-num-seqs": 64}
+    assert recipes.resolve("h100", registry=data).args["--max-num-seqs"] == 64
+    data["targets"]["h100"]["arg"] = {}
+    with pytest.raises(RegistryError, match=r"targets\.h100\.arg: unknown key 'arg' \(did you mean 'args'\?\)"):
+        recipes.resolve("h100", registry=data)
+
+
+def test_missing_file_and_bad_yaml_name_the_file(tmp_path):
+    with pytest.raises(RegistryError, match="not found"):
+        recipes.load_registry(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("targets: [unclosed\n")
+    with pytest.raises(RegistryError, match="bad.yaml is not valid YAML"):
+        recipes.load_registry(bad)
+
+
+def test_flags_file_keys_must_be_flags(tmp_path):
+    path = tmp_path / "flags.yaml"
+    path.write_text('--max-num-seqs: "batch ceiling"\nmax-model-len: "no dashes"\n')
+    with pytest.raises(RegistryError, match=r"(?s)flags.yaml: 1 problem.*max-model-len: String should match pattern"):
+        registry_load.read_flag_reasons(path)
+
+
+# ---------------------------------------------------------------------- import graph
+
+HELPERS = REPO_ROOT / "helpers"
+#: the modules issue 12 restructured here; no import cycle may run through them
+RESTRUCTURED = {
+    "registry", "registry_load", "recipes", "serveconfig", "flagcheck", "versions", "install",
+    "planner", "architecture", "memoryplan", "tokenbudget", "archmode", "archtokenizer",
+}  # fmt: skip
+
+
+def _imports(path: Path) -> set[str]:
+    """helpers modules ``path`` imports at run time: at module level or inside functions
+    (``if TYPE_CHECKING:`` blocks are for the type checker only)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = []
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                out.add(node.module.split(".")[0])
+            elif node.level == 1:
+                out |= {a.name for a in node.names}
+            elif node.module and node.module.startswith("helpers"):
+                parts = node.module.split(".")
+                out |= {parts[1]} if len(parts) > 1 else {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("helpers.")}
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles, state, stack = [], {}, []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                cycles.append(stack[stack.index(m):] + [m])
+            elif m in graph and not state.get(m):
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if not state.get(n):
+            visit(n)
+    return cycles
+
+
+def test_no_import_cycle_through_the_registry_planner_and_install_modules():
+    modules = {p.stem for p in HELPERS.glob("*.py")}
+    graph = {m: _imports(HELPERS / f"{m}.py") & modules - {m} for m in modules}
+    assert _cycles({"a": {"b"}, "b": {"a"}})  # the checker finds a cycle
+    ours = [c for c in _cycles(graph) if set(c) & RESTRUCTURED]
+    assert not ours, ours
