@@ -42,6 +42,16 @@ def _sigint_when(condition, timeout: float = 300.0, settle: float = 0.0) -> thre
 _group_left = group_left  # tests/proctools.py
 
 
+@pytest.fixture(autouse=True)
+def _sigint_raises_keyboardinterrupt():
+    """SIGINT as a terminal or a Jupyter kernel delivers it (``KeyboardInterrupt``): a
+    pytest-xdist worker ignores SIGINT (its controller owns Ctrl-C), so these tests put
+    Python's default handler back while they run."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def _bench_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "vllm-bench-serve" and t.is_alive()]
 
