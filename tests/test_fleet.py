@@ -4,18 +4,22 @@ Unit tests (no server) resolve and render the deployments and check them with vL
 parser and the installed ``vllm-router --help``. The ``server`` tests share ONE fleet (two
 CPU stand-in replicas, each on its own core, behind vllm-router) and run in file order:
 chat and tools through the router, a sweep through the router, the scale-out notebook
-attached to it, one replica killed during a sweep, and the stop (last).
+attached to it, one replica stopped during a sweep through the router, the other's API
+server SIGKILLed during a sweep straight at it (issue 15.1), and the stop (last).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 import time
 
 import pytest
 import yaml
+from proctools import assert_nothing_left
 
 from helpers import bench, fleet, notebooks, recipes, server
 from helpers import client as hc
@@ -309,6 +313,70 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
     while fleet.metric_total(cpu_fleet.servers[0].url) - before < 4 and time.monotonic() - t0 < 10:
         time.sleep(0.2)
     assert fleet.metric_total(cpu_fleet.servers[0].url) - before == 4
+
+
+@pytest.mark.server
+def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real_error(
+    cpu_fleet, standin_model, tmp_path
+):
+    """Issue 15.1 on a real vLLM: the API server SIGKILLed from outside while a sweep runs
+    straight at it. The sweep quotes each request's real error, and the handle says
+    "crashed" and ends the engine core the kill orphaned. The server is replica 0 of this
+    module's fleet (replica 1 died in the test above; the router has no live worker after
+    this), which saves a start of its own."""
+    srv = cpu_fleet.servers[0]
+    assert srv.is_running(), "replica 0 must still serve (the test above kills replica 1)"
+    group: set[int] = set()
+    try:
+        outcome: dict = {}
+
+        def run() -> None:
+            try:
+                bench.sweep(
+                    srv.base_url, cpu_fleet.served_model_name, standin_model, [2],
+                    input_len=32, output_len=600, num_prompts=16, num_warmups=2,
+                    out_dir=tmp_path, progress=False,
+                )  # fmt: skip
+            except Exception as e:  # noqa: BLE001 - inspected below
+                outcome["error"] = e
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        # Kill once the warm-up requests are in flight (2 running at once: the ready
+        # check before them runs alone), so every measured request meets a dead server.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            running = bench.parse_prometheus(bench.scrape_metrics(srv.url)).get("vllm:num_requests_running", 0)
+            if running >= 2:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the warm-up requests never ran")
+        group = {p.pid for p in srv.survivors()}
+        assert len(group) >= 2, "expected the API server and its engine core"
+        os.kill(srv.pid, signal.SIGKILL)
+        worker.join(timeout=300)
+        assert not worker.is_alive()
+
+        err = outcome.get("error")
+        assert isinstance(err, bench.BenchError), outcome
+        text = str(err)
+        assert "Traceback (most recent call last)" not in text
+        # the real error of each failed request: an aiohttp exception line, e.g.
+        # "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host ..."
+        assert "Error 0: " in text and "aiohttp" in text and "Error:" in text.split("Error 0: ", 1)[1]
+        assert "no longer answers /health" in text
+
+        # The handle tells the truth: the API server is dead, its engine core was ended.
+        assert srv.is_running() is False
+        shown = repr(srv)
+        assert "crashed" in shown and f"pid {srv.pid}" in shown and "SIGKILL" in shown
+        others = group - {srv.pid}
+        assert all(str(pid) in shown for pid in others), shown
+        assert srv.crash and "ended the" in srv.crash
+    finally:
+        srv.stop()
+    assert_nothing_left(srv, group)
 
 
 @pytest.mark.server
