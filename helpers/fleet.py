@@ -1007,6 +1007,6 @@ def stop_fleet(fleet: Fleet) -> None:
 def metric_total(base_url: str, name: str = "vllm:request_success_total") -> float:
     """Sum of a Prometheus counter over its labels at ``<root>/metrics`` (e.g. one replica's
     finished requests; ``vllm:request_success_total`` is labelled by finish reason)."""
-    from .bench import parse_prometheus, scrape_metrics
+    from .metrics import parse_prometheus, scrape_metrics
 
     return float(parse_prometheus(scrape_metrics(base_url)).get(name, 0.0))
