@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from helpers import vllm_log
 from helpers.errors import BenchError
 from helpers.metrics import (
     STALL_POLL_S,
@@ -45,6 +46,7 @@ from helpers.metrics import (
     scrape_metrics,
     server_root,
 )
+from helpers.vllm_log import last_error_line
 
 #: Chat endpoint and backend that ``vllm bench serve`` uses to talk to ``/v1/chat/completions``.
 CHAT_ENDPOINT = "/v1/chat/completions"
@@ -190,8 +192,6 @@ def _run_bench_main(
         e = outcome["error"]
         what = str(e)
         if "Traceback (most recent call last)" in what:  # e.g. "Initial test run failed ... Error: <traceback>"
-            from helpers.diagnose import last_error_line
-
             head = what.split("Traceback (most recent call last)", 1)[0].strip()
             what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(
@@ -351,12 +351,10 @@ def _request_errors(text: str) -> list[str]:
     (e.g. ``aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected``) is
     what went wrong.
     """
-    from helpers.diagnose import last_error_line
-
-    blocks = re.split(r"(?m)^(?=Error \d+: )", text)
+    blocks = re.split(vllm_log.BENCH_ERROR_START, text)
     out: list[str] = []
     for block in blocks:
-        m = re.match(r"Error (\d+): (.*)", block)
+        m = re.match(vllm_log.BENCH_ERROR, block)
         if not m:
             continue
         body = block[m.end(1) + 2 :].strip()

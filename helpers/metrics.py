@@ -172,10 +172,10 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
         ``{"spec_decode_level": "error", "spec_decode_verdict": "speculative decoding accepted
         nothing (576 drafts, 4032 draft tokens, 0 accepted): ..."}`` when drafts were made
         and none accepted; ``"warning"`` with "not paying off: ..." when the mean acceptance
-        length is below :data:`helpers.diagnose.PAYING_OFF_LENGTH`; ``"ok"`` otherwise; ``{}``
+        length is below :data:`helpers.review.PAYING_OFF_LENGTH`; ``"ok"`` otherwise; ``{}``
         when the point has no speculative-decoding figures.
     """
-    from helpers.diagnose import PAYING_OFF_LENGTH
+    from helpers.review import PAYING_OFF_LENGTH
 
     drafts = _num(point.get("spec_decode_num_drafts"))
     draft_tokens = _num(point.get("spec_decode_draft_tokens"))

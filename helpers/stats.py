@@ -15,6 +15,7 @@ import pandas as pd
 from helpers.errors import BenchError
 
 
+@dataclass(frozen=True)
 class Spread:
     """Run-to-run spread of one metric over repeats of one point.
 
