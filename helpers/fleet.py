@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import http.client
 import importlib.util
 import json
 import os
@@ -314,7 +313,7 @@ class RouterServer(VLLMServer):
         """``GET /readiness``: ``{"status", "healthy_workers", "total_workers"}`` (any status code)."""
         try:
             status, body = self._get("/readiness", timeout=timeout)
-        except (OSError, http.client.HTTPException) as e:
+        except OSError as e:
             return {"status": f"no answer ({e})", "healthy_workers": 0, "total_workers": None}
         try:
             data = json.loads(body)
