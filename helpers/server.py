@@ -292,7 +292,7 @@ class VLLMServer:
 
     def client(self, **kwargs):
         """An ``openai.OpenAI`` client for this server (kwargs: ``helpers.client.make_client``)."""
-        from helpers.client import make_client
+        from helpers.chat import make_client
 
         return make_client(self.base_url, **kwargs)
 

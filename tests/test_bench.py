@@ -275,6 +275,23 @@ def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     assert bench._scenario("chat", srv.config).name == "chat"
 
 
+def test_http_to_the_server_ignores_proxy_settings(fake_vllm, monkeypatch):
+    """One HTTP stack (helpers.httpio, httpx with trust_env=False): a proxy in the
+    environment that cannot reach the server does not turn it into "no answer"."""
+    from helpers import httpio, metrics
+
+    srv = fake_vllm().start()
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens on the discard port
+    for var in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    assert httpio.get(srv.url + "/health", timeout=5)[0] == 200
+    assert srv.healthy() and metrics._healthy(srv.url)
+    assert metrics._served_models(srv.url) == ["fake-model"]
+    with pytest.raises(ConnectionError, match="GET http://127.0.0.1:9/health failed"):
+        httpio.get("http://127.0.0.1:9/health", timeout=2)
+
+
 def test_sweep_names_what_a_url_or_an_object_lacks():
     with pytest.raises(bench.BenchError, match="pass model and tokenizer too"):
         bench.sweep("http://127.0.0.1:9/v1", concurrencies=[1])
