@@ -14,10 +14,19 @@ Transport failures (refused, reset, timeout, DNS) are raised as :class:`Connecti
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 from typing import Any
 
 import httpx
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """One default SSL context for every call: building one per client (what httpx does by
+    default) costs ~65 ms of CPU, holding the GIL, on the CPU box; measured here."""
+    return ssl.create_default_context()
 
 
 def request(method: str, url: str, *, timeout: float, json_body: Any = None) -> tuple[int, str]:
@@ -34,7 +43,7 @@ def request(method: str, url: str, *, timeout: float, json_body: Any = None) -> 
             message names the URL and the cause.
     """
     try:
-        with httpx.Client(trust_env=False, timeout=timeout) as client:
+        with httpx.Client(trust_env=False, timeout=timeout, verify=_ssl_context()) as client:
             if json_body is None:
                 resp = client.request(method, url)
             else:
