@@ -4,16 +4,24 @@ One module per job (see the README's "Layout"):
 
 - ``recipes``   resolve the registry in ``cookbook/`` into a :class:`~helpers.recipes.ServeConfig`
 - ``standin``   build the tiny Nemotron-H stand-in model the CPU build of vLLM can serve
-- ``server``    start / wait for / stop ``vllm serve`` as a managed subprocess
-- ``client``    chat, reasoning on/off, reasoning budget, streaming, tool loop (``openai`` SDK)
-- ``bench``     ``vllm bench serve`` sweeps loaded into pandas
+- ``server``    start / wait for / stop ``vllm serve`` as a managed subprocess (:class:`VLLMServer`)
+- ``processes`` ports, process groups and the records of launched servers (leftovers)
+- ``vllm_log``  every regex over vLLM's log wording, each with the releases it was checked in
+- ``diagnose``  turn a failed server log into one sentence naming the fix (the catalogue);
+  ``failures`` the sentences; ``review`` what a running server's log says is wrong
+- ``client``    the chat API's front: ``chat``, ``stream_chat``, ``run_tool_loop``, ``show``;
+  built from ``responses`` (result types), ``parsing`` (reply -> result, checks),
+  ``request`` (request bodies), ``chat``, ``streaming``, ``tools`` and ``display``
+- ``bench``     ``vllm bench serve`` sweeps of a server, loaded into pandas; built from
+  ``loadgen`` (one point), ``metrics`` (Prometheus ``/metrics``), ``results`` (points ->
+  DataFrame, sidecar annotations, committed references) and ``stats`` (spread, compare, rank)
+- ``httpio``    the one HTTP stack (``httpx``, proxies off) for vLLM's own endpoints
 - ``plots``     matplotlib figures of benchmark results
-- ``diagnose``  turn a failed server log into one sentence naming the fix
 - ``weights``   download checkpoints and drafters at pinned revisions (``huggingface_hub``)
 - ``install``   detect the installed vLLM and render / run the target's install command
 - ``hardware``  read the GPUs (NVML / nvidia-smi), match targets, refuse what cannot run
 - ``notebooks`` generate the notebooks from one template; execute them with papermill
-- ``errors``    the exception types every module raises, each naming its fix
+- ``errors``    every exception type the helpers raise, each naming its fix
 
 Modules are imported lazily so ``import helpers`` stays fast and never imports vLLM.
 """
@@ -31,6 +39,8 @@ logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
 __all__ = [
     "recipes", "standin", "server", "diagnose", "client", "bench", "plots", "errors", "paths",
     "weights", "install", "hardware", "notebooks", "planner", "scenarios", "archmode",
+    "processes", "vllm_log", "failures", "review", "responses", "parsing", "request", "chat",
+    "streaming", "tools", "display", "loadgen", "metrics", "results", "stats", "httpio",
 ]
 
 

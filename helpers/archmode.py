@@ -64,7 +64,7 @@ from typing import Any
 from . import architecture
 from .architecture import Architecture
 from .archtokenizer import MARKER_TOKENS, SPECIAL_TOKENS, write_tokenizer  # noqa: F401 - archmode API
-from .errors import CookbookError, RecipeError
+from .errors import ArchModeError, CookbookError, RecipeError
 from .paths import out_dir
 from .registry_load import shared_registry
 
@@ -88,10 +88,6 @@ ARCH_VERSION = 1
 #: Checkpoint flavours this module can imitate.
 VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"
-
-
-class ArchModeError(CookbookError, ValueError):
-    """An architecture folder is missing, of another variant, or a variant is unknown."""
 
 
 # --------------------------------------------------------------------------------------

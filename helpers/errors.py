@@ -1,4 +1,4 @@
-"""Exception types raised by the helpers. Each message names the fix.
+"""Exception types raised by the helpers, all of them, in one place. Each message names the fix.
 
 Callers (notebooks, tests) catch these by type; nothing in ``helpers`` lets a deep
 traceback from vLLM, argparse or the hub reach the user without a sentence on what to do.
@@ -57,3 +57,84 @@ class ServerStartError(CookbookError, RuntimeError):
 
 class ResponseError(CookbookError, RuntimeError):
     """A model response cannot be used as asked (e.g. tool-call markup the server did not parse)."""
+
+
+class ServerConnectionError(CookbookError, ConnectionError):
+    """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
+    URL, another HTTP server, timeout). The message names the URL and what to do."""
+
+
+class ToolLoopError(ResponseError):
+    """:func:`helpers.client.run_tool_loop` stopped. ``messages``, ``turns`` and
+    ``tool_runs`` hold the conversation so far (the same attributes are set on any other
+    error the loop lets through), so nothing is lost."""
+
+    def __init__(self, message: str, messages=None, turns=None, tool_runs=None):
+        super().__init__(message)
+        self.messages = list(messages or [])
+        self.turns = list(turns or [])
+        self.tool_runs = list(tool_runs or [])
+
+
+class BenchError(CookbookError, RuntimeError):
+    """A benchmark point could not run or produced no successful request.
+
+    Attributes:
+        log_path: the point's captured ``vllm bench serve`` console output, when there is one.
+    """
+
+    def __init__(self, message: str, log_path=None):
+        super().__init__(message)
+        self.log_path = log_path
+
+
+class PlotError(CookbookError, ValueError):
+    """The DataFrame lacks what a plot needs (a column, or any speculative-decoding row)."""
+
+
+class HardwareError(CookbookError, RuntimeError):
+    """The GPUs here cannot run the requested configuration (or there are none).
+
+    Attributes:
+        report: the :class:`helpers.hardware.MachineReport` that led to the refusal.
+    """
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class InstallError(CookbookError, RuntimeError):
+    """An install command failed, or the requested install method is unavailable here."""
+
+
+class ArchModeError(CookbookError, ValueError):
+    """An architecture folder is missing, of another variant, or a variant is unknown."""
+
+
+class WeightsError(CookbookError, RuntimeError):
+    """A checkpoint or drafter could not be made available locally."""
+
+
+class HubAccessError(WeightsError, PermissionError):
+    """The hub refused access (gated licence not accepted, missing or invalid token, private)."""
+
+
+class DiskSpaceError(WeightsError, OSError):
+    """The download does not fit in the free space of the cache folder.
+
+    Attributes:
+        need_bytes, free_bytes, cache_dir.
+    """
+
+    def __init__(self, message: str, need_bytes: int = 0, free_bytes: int = 0, cache_dir: str = ""):
+        super().__init__(message)
+        self.need_bytes, self.free_bytes, self.cache_dir = need_bytes, free_bytes, cache_dir
+
+
+class RestartNeeded(CookbookError, RuntimeError):
+    """The install replaced a package this kernel already imported: restart, then run again."""
+
+
+class GpuRuntime(CookbookError, RuntimeError):
+    """The workshop (a CPU rehearsal) was opened on a GPU runtime that serves the real model."""

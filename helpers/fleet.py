@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import http.client
 import importlib.util
 import json
 import os
@@ -315,7 +314,7 @@ class RouterServer(VLLMServer):
         """``GET /readiness``: ``{"status", "healthy_workers", "total_workers"}`` (any status code)."""
         try:
             status, body = self._get("/readiness", timeout=timeout)
-        except (OSError, http.client.HTTPException) as e:
+        except OSError as e:
             return {"status": f"no answer ({e})", "healthy_workers": 0, "total_workers": None}
         try:
             data = json.loads(body)
@@ -1037,6 +1036,6 @@ def stop_fleet(fleet: Fleet) -> None:
 def metric_total(base_url: str, name: str = "vllm:request_success_total") -> float:
     """Sum of a Prometheus counter over its labels at ``<root>/metrics`` (e.g. one replica's
     finished requests; ``vllm:request_success_total`` is labelled by finish reason)."""
-    from .bench import parse_prometheus, scrape_metrics
+    from .metrics import parse_prometheus, scrape_metrics
 
     return float(parse_prometheus(scrape_metrics(base_url)).get(name, 0.0))

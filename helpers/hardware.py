@@ -32,7 +32,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import CookbookError
+from .errors import HardwareError
 from .registry import Registry, Target, Variant
 from .registry_load import as_registry
 from .serveconfig import ServeConfig
@@ -66,18 +66,6 @@ _NAME_PATTERNS: dict[str, str] = {
     "B300": r"\bG?B300\b",  # b300 target: "B300 / GB300"
     "Thor": r"\bThor\b",  # Jetson AGX Thor reports "NVIDIA Thor"
 }
-
-
-class HardwareError(CookbookError, RuntimeError):
-    """The GPUs here cannot run the requested configuration (or there are none).
-
-    Attributes:
-        report: the :class:`MachineReport` that led to the refusal.
-    """
-
-    def __init__(self, message: str, report: MachineReport | None = None):
-        super().__init__(message)
-        self.report = report
 
 
 # --------------------------------------------------------------------------------------

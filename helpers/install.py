@@ -35,7 +35,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import CookbookError
+from .errors import InstallError
 from .recipes import ServeConfig, resolve
 from .registry import Registry
 from .registry_load import as_registry
@@ -57,10 +57,6 @@ NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the late
 STANDIN_FIXUP_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 STANDIN_TARGET = "cpu"
 METHODS = ("auto", "uv", "pip", "docker", "colab")
-
-
-class InstallError(CookbookError, RuntimeError):
-    """An install command failed, or the requested install method is unavailable here."""
 
 
 # --------------------------------------------------------------------------------------

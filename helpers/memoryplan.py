@@ -17,6 +17,7 @@ from typing import Any
 from .architecture import Architecture, GiB, _cdiv, dtype_bytes
 from .errors import RecipeError
 from .tokenbudget import TokenBudget
+from .vllm_log import SERVER_FIGURES
 
 
 @dataclasses.dataclass
@@ -288,20 +289,8 @@ def judge(p: Plan) -> None:
 # The server's own figures
 # --------------------------------------------------------------------------------------
 
-_LOG_PATTERNS = {
-    # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
-    # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
-    # size: N tokens" then "Maximum concurrency for X tokens per request: Yx")
-    "kv_tokens": r"KV cache size: ([\d,]+) tokens",
-    "concurrency": r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
-    # vllm/platforms/interface.py _align_hybrid_block_size
-    "padding": r"Padding mamba page size by ([\d.]+)%",
-    "block_size": r"Setting attention block size to (\d+) tokens",
-    # vllm/v1/worker/gpu_worker.py (GPU) / cpu_worker.py (CPU)
-    "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
-    "cpu_explicit_gib": r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
-    "dtype": r"Initializing a V1 LLM engine .*? dtype=torch\.(\w+)",
-}
+# The wordings (and the releases they were checked in) live in helpers.vllm_log.
+_LOG_PATTERNS = SERVER_FIGURES
 
 
 def server_log_figures(log: str | Path) -> dict[str, Any]:

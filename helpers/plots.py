@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from helpers.errors import CookbookError  # noqa: E402
+from helpers.errors import PlotError  # noqa: E402
 
 __all__ = ["PlotError", "acceptance_length", "latency_vs_concurrency", "pareto", "subtitle"]
 
@@ -51,10 +51,6 @@ AXIS_LABELS = {
     "request_goodput": "Requests/s meeting the SLOs [req/s]",
 }
 PERCENTILE_NAMES = {"mean": "mean", "median": "median", "p50": "p50", "p90": "p90", "p99": "p99"}
-
-
-class PlotError(CookbookError, ValueError):
-    """The DataFrame lacks what a plot needs (a column, or any speculative-decoding row)."""
 
 
 def subtitle(

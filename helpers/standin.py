@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import fcntl
 import hashlib
 import json
 import math
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import filelock
 import yaml
 
 from helpers.errors import CookbookError
@@ -959,32 +959,28 @@ def build_standin_model(
         return final
     log = print if verbose else None
     lock_path = parent / f".standin-{digest}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.FileLock(lock_path):  # one build per digest across processes
+        if not force and (final / "standin.json").is_file():
+            check_checkpoint(final)
+            return final  # built by a concurrent caller while we waited
+        tmp = parent / f".tmp-standin-{digest}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         try:
-            if not force and (final / "standin.json").is_file():
-                check_checkpoint(final)
-                return final  # built by a concurrent caller while we waited
-            tmp = parent / f".tmp-standin-{digest}-{os.getpid()}"
+            _build(tmp, copy.deepcopy(demo), recipe, digest, log=log, progress=progress)
+        except CookbookError:
             shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            try:
-                _build(tmp, copy.deepcopy(demo), recipe, digest, log=log, progress=progress)
-            except CookbookError:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            except Exception as e:  # noqa: BLE001 - wrap with a fix-naming message
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise CookbookError(
-                    f"building the stand-in model failed ({type(e).__name__}: {e}); check that "
-                    "the .venv has torch, transformers and tokenizers (`make setup`) and that "
-                    "cookbook/demo.yaml is valid."
-                ) from e
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(tmp, final)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            raise
+        except Exception as e:  # noqa: BLE001 - wrap with a fix-naming message
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CookbookError(
+                f"building the stand-in model failed ({type(e).__name__}: {e}); check that "
+                "the .venv has torch, transformers and tokenizers (`make setup`) and that "
+                "cookbook/demo.yaml is valid."
+            ) from e
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(tmp, final)
     return final
 
 

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import CookbookError
+from .errors import CookbookError, DiskSpaceError, HubAccessError, WeightsError
 from .recipes import ServeConfig
 
 # Space to keep free beyond the download itself (GB): the hub writes each file to
@@ -49,26 +49,6 @@ from .recipes import ServeConfig
 # breaks everything else.
 HEADROOM_GB = 1.0
 GB = 1e9
-
-
-class WeightsError(CookbookError, RuntimeError):
-    """A checkpoint or drafter could not be made available locally."""
-
-
-class HubAccessError(WeightsError, PermissionError):
-    """The hub refused access (gated licence not accepted, missing or invalid token, private)."""
-
-
-class DiskSpaceError(WeightsError, OSError):
-    """The download does not fit in the free space of the cache folder.
-
-    Attributes:
-        need_bytes, free_bytes, cache_dir.
-    """
-
-    def __init__(self, message: str, need_bytes: int = 0, free_bytes: int = 0, cache_dir: str = ""):
-        super().__init__(message)
-        self.need_bytes, self.free_bytes, self.cache_dir = need_bytes, free_bytes, cache_dir
 
 
 # --------------------------------------------------------------------------------------

@@ -29,20 +29,12 @@ import importlib.metadata as md
 import sys
 import time
 
-from .errors import CookbookError
+from .errors import GpuRuntime, RestartNeeded
 from .install import STANDIN_FIXUP_PACKAGES, detect_vllm, install_plan, is_colab, run_plan
 from .recipes import resolve
 
 #: The PyTorch CPU wheel index (pytorch.org "Get started": ``--index-url .../whl/cpu``).
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-
-
-class RestartNeeded(CookbookError, RuntimeError):
-    """The install replaced a package this kernel already imported: restart, then run again."""
-
-
-class GpuRuntime(CookbookError, RuntimeError):
-    """The workshop (a CPU rehearsal) was opened on a GPU runtime that serves the real model."""
 
 
 def _dist_version(name: str) -> str | None:

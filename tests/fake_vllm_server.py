@@ -54,12 +54,13 @@ def _engine_core() -> None:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     model = "fake"
+    root = "fake"  # vLLM's ModelCard.root: what --model loaded
 
     def do_GET(self):  # noqa: N802 - http.server's name
         if self.path == "/health":
             body, status = b"", 200
         elif self.path == "/v1/models":
-            body, status = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode(), 200
+            body, status = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "root": self.root}]}).encode(), 200
         else:
             body, status = b'{"detail": "Not Found"}', 404
         self.send_response(status)
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     _log("EngineCore", me, "[kv_cache_utils.py:2327] CPU KV cache size: 1,024 tokens, Maximum concurrency for 2,048 tokens per request: 0.50x")
     _log("EngineCore", me, "[core.py:402] init engine (profile, create kv cache, warmup model) took 0.01 s")
     _Handler.model = args.served_model_name or args.model
+    _Handler.root = args.model
     httpd = http.server.ThreadingHTTPServer((args.host, args.port), _Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _log("APIServer", me, f"[entry.py:140] Starting vLLM server on http://{args.host}:{args.port}")

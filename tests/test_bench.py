@@ -154,11 +154,16 @@ def test_annotate_fills_missing_spec_decode_from_scrapes(tmp_path):
     path.write_text(json.dumps(raw))
     before = bench.parse_prometheus((DATA / "metrics_before.prom").read_text())
     after = bench.parse_prometheus((DATA / "metrics_after.prom").read_text())
-    bench._annotate_from_metrics(path, before, after)
-    data = json.loads(path.read_text())
+    written = path.read_text()
+    bench.annotate_point(path, before, after)
+    assert path.read_text() == written  # vLLM's JSON is not rewritten: a sidecar holds the rest
+    data = bench.read_point(path)
     assert data["spec_decode_source"] == "metrics_scrape"
     assert data["spec_decode_acceptance_length"] == pytest.approx(expected)
     assert "cookbook_prefix_cache_hit_rate" not in data  # prefix caching was off: no queries
+    side = json.loads(bench.sidecar_path(path).read_text())
+    assert side["spec_decode_source"] == "metrics_scrape"
+    assert bench.sidecar_path(path).name == "old-client.json.annotations"
     row = bench.load_results(path).iloc[0]
     assert row["spec_decode_acceptance_length"] == pytest.approx(expected)
 
@@ -168,8 +173,11 @@ def test_annotate_prefix_cache_hit_rate(tmp_path):
     shutil.copy(DATA / "standin-c1.json", path)
     before = {bench.PREFIX_CACHE_QUERIES: 100.0, bench.PREFIX_CACHE_HITS: 10.0}
     after = {bench.PREFIX_CACHE_QUERIES: 300.0, bench.PREFIX_CACHE_HITS: 60.0}
-    bench._annotate_from_metrics(path, before, after)
+    bench.annotate_point(path, before, after)
+    assert json.loads(path.read_text()) == json.loads((DATA / "standin-c1.json").read_text())
     assert bench.load_results(path).loc[0, "prefix_cache_hit_rate"] == pytest.approx(50 / 200)
+    # a folder load finds the point, reads its sidecar, and does not take the sidecar for a point
+    assert list(bench.load_results(tmp_path)["prefix_cache_hit_rate"]) == [pytest.approx(50 / 200)]
 
 
 def test_annotate_keeps_vllm_numbers(tmp_path):
@@ -177,8 +185,13 @@ def test_annotate_keeps_vllm_numbers(tmp_path):
     shutil.copy(DATA / "ngram-c2.json", path)
     fake_after = {bench.SPEC_DECODE_DRAFTS: 1e9, bench.SPEC_DECODE_DRAFT_TOKENS: 3e9,
                   bench.SPEC_DECODE_ACCEPTED_TOKENS: 1e9}  # fmt: skip
-    bench._annotate_from_metrics(path, {}, fake_after)
+    notes = bench.annotate_point(path, {}, fake_after)
     assert json.loads(path.read_text()) == json.loads((DATA / "ngram-c2.json").read_text())
+    # vLLM's own figures win on the row: the sidecar holds only what vLLM's JSON lacks
+    assert not {k for k in notes if k in json.loads(path.read_text())} - {"spec_decode_level", "spec_decode_verdict"}
+    raw = json.loads(path.read_text())
+    row = bench.load_results(path).iloc[0]
+    assert row["spec_decode_acceptance_length"] == pytest.approx(raw["spec_decode_acceptance_length"])
 
 
 # ---------------------------------------------------------------- small pure helpers
@@ -243,6 +256,60 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
     assert not math.isnan(df.loc[0, "duration_s"])
 
 
+def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
+    """Issue 12: ``sweep(srv)`` reads the model, tokenizer and GPUs from the server itself."""
+    from helpers import server
+
+    srv = fake_vllm().start()
+    # the launched handle: its config names the served model, the model folder and the GPUs
+    root, model, tokenizer, gpus, cfg = bench._measured(srv, None, None, None)
+    assert (root, model, tokenizer, gpus) == (srv.url, "fake-model", "fake-model", 1)
+    assert cfg is srv.config
+    # an attached server has no config: GET /v1/models gives the id and what vLLM loaded
+    attached = server.attach_server(srv.base_url)
+    assert bench._measured(attached, None, None, None)[1:4] == ("fake-model", "fake-model", 1)
+    # explicit arguments win; the URL form keeps working as before
+    assert bench._measured(srv, "m", str(tmp_path), 4)[1:4] == ("m", str(tmp_path), 4)
+    assert bench._measured(srv.base_url, "m", "t", None)[:4] == (srv.url, "m", "t", 1)
+    # a scenario name resolves through helpers.scenarios
+    assert bench._scenario("chat", srv.config).name == "chat"
+
+
+def test_http_to_the_server_ignores_proxy_settings(fake_vllm, monkeypatch):
+    """One HTTP stack (helpers.httpio, httpx with trust_env=False): a proxy in the
+    environment that cannot reach the server does not turn it into "no answer"."""
+    from helpers import httpio, metrics
+
+    srv = fake_vllm().start()
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens on the discard port
+    for var in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    assert httpio.get(srv.url + "/health", timeout=5)[0] == 200
+    assert srv.healthy() and metrics._healthy(srv.url)
+    assert metrics._served_models(srv.url) == ["fake-model"]
+    with pytest.raises(ConnectionError, match="GET http://127.0.0.1:9/health failed"):
+        httpio.get("http://127.0.0.1:9/health", timeout=2)
+
+
+def test_sweep_names_what_a_url_or_an_object_lacks():
+    with pytest.raises(bench.BenchError, match="pass model and tokenizer too"):
+        bench.sweep("http://127.0.0.1:9/v1", concurrencies=[1])
+    with pytest.raises(bench.BenchError, match="has no .base_url"):
+        bench.sweep(object(), concurrencies=[1])
+    with pytest.raises(bench.BenchError, match="concurrency=None"):
+        bench.repeat_point("http://127.0.0.1:9", "m", "t")
+
+
+@pytest.mark.server
+def test_sweep_of_the_server_object(standin_server, standin_model, tmp_path):
+    """``sweep(srv)``: the same point as the URL form, with nothing but the server."""
+    df = bench.sweep(standin_server, concurrencies=[1], input_len=16, output_len=4, num_prompts=2,
+                     num_warmups=0, out_dir=tmp_path, label="object", progress=False)  # fmt: skip
+    assert list(df["concurrency"]) == [1] and int(df.loc[0, "completed"]) == 2
+    assert df.loc[0, "gpu_count"] == 1  # the stand-in config's 0 GPUs count as 1
+
+
 @pytest.mark.server
 def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path):
     with pytest.raises(bench.BenchError, match="not 'no-such-model'"):
@@ -273,7 +340,7 @@ def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_pat
     path.write_text(json.dumps(raw))
     prom = lambda c: {bench.SPEC_DECODE_DRAFTS: c.num_drafts, bench.SPEC_DECODE_DRAFT_TOKENS: c.num_draft_tokens,  # noqa: E731
                       bench.SPEC_DECODE_ACCEPTED_TOKENS: c.num_accepted_tokens}  # fmt: skip
-    bench._annotate_from_metrics(path, prom(before), prom(after))
+    bench.annotate_point(path, prom(before), prom(after))
     row = bench.load_results(path).iloc[0]
     assert row["spec_decode_level"] == "error"
     assert row["spec_decode_verdict"].startswith("speculative decoding accepted nothing")
