@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+from conftest import serves_features
 from proctools import group_left
 
 from helpers import bench, notebooks, recipes, server
 from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
-
-from conftest import serves_features
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 

@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from proctools import group_left
 
