@@ -31,6 +31,8 @@ notebooks: setup
 # The workshop notebook's bare-kernel run (several minutes of pip installs) is its own step:
 # `make workshop`; CI runs both (.ci/run).
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m helpers.standin
 	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop"
 
@@ -42,4 +44,6 @@ clean:
 	rm -rf out
 
 lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m helpers.notebooks lint

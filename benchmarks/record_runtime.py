@@ -25,7 +25,11 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     model = standin.build_standin_model()
     # the log's stats and SpecDecoding lines every second (vllm/envs.py VLLM_LOG_STATS_INTERVAL)
-    cfg = recipes.resolve("cpu", speculative="ngram").with_model(model).with_args(VLLM_LOG_STATS_INTERVAL="1")
+    cfg = (
+        recipes.resolve("cpu", speculative="ngram")
+        .with_model(model)
+        .with_args(VLLM_LOG_STATS_INTERVAL="1")
+    )
     srv = server.VLLMServer(cfg)
     srv.start()
     scrapes: list[tuple[float, str]] = []
@@ -43,8 +47,18 @@ def main() -> None:
     try:
         idle = bench.scrape_metrics(srv.base_url)
         t.start()
-        bench.sweep(srv.base_url, cfg.served_model_name, cfg.model, [8], input_len=64, output_len=48,
-                    num_prompts=16, out_dir=OUT / "bench", label="ngram-standin", progress=False)
+        bench.sweep(
+            srv.base_url,
+            cfg.served_model_name,
+            cfg.model,
+            [8],
+            input_len=64,
+            output_len=48,
+            num_prompts=16,
+            out_dir=OUT / "bench",
+            label="ngram-standin",
+            progress=False,
+        )
         time.sleep(2)
         stop.set()
         t.join()
@@ -54,7 +68,9 @@ def main() -> None:
         srv.stop()
     (OUT / "metrics_idle.txt").write_text(idle)
     (OUT / "metrics_after.txt").write_text(after)
-    busiest = max(scrapes, key=lambda s: bench.parse_prometheus(s[1]).get("vllm:num_requests_waiting", 0))
+    busiest = max(
+        scrapes, key=lambda s: bench.parse_prometheus(s[1]).get("vllm:num_requests_waiting", 0)
+    )
     (OUT / "metrics_busy.txt").write_text(busiest[1])
     log = Path(srv.log_path).read_text(errors="replace")
     (OUT / "server_ngram.log").write_text(log)

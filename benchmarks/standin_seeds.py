@@ -37,7 +37,9 @@ from helpers.server import VLLMServer  # noqa: E402
 
 def _behaviour_module():
     """tests/test_standin.py, whose checks are plain functions of an ``openai`` client."""
-    spec = importlib.util.spec_from_file_location("standin_checks", REPO / "tests" / "test_standin.py")
+    spec = importlib.util.spec_from_file_location(
+        "standin_checks", REPO / "tests" / "test_standin.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -85,11 +87,15 @@ def main() -> int:
 
     import pandas as pd
 
-    table = pd.DataFrame(rows)[["seed", "passed", "total", "train_seconds", "final_loss", "server_ready_seconds"]]
+    table = pd.DataFrame(rows)[
+        ["seed", "passed", "total", "train_seconds", "final_loss", "server_ready_seconds"]
+    ]
     table.to_csv(out / "results.csv", index=False)
     passed, total = int(table["passed"].sum()), int(table["total"].sum())
     print(table.to_string(index=False))
-    print(f"pass rate: {passed}/{total} = {100 * passed / total:.1f} % over seeds {a.seeds}; results in {out}")
+    print(
+        f"pass rate: {passed}/{total} = {100 * passed / total:.1f} % over seeds {a.seeds}; results in {out}"
+    )
     return 0 if passed == total else 1
 
 

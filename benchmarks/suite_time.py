@@ -56,13 +56,17 @@ class SuiteTimer:
             self.outcomes[g][report.outcome] += 1
 
     def table(self, wall: float) -> str:
-        lines = [f"{'group':<10}{'tests':>7}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}"]
+        lines = [
+            f"{'group':<10}{'tests':>7}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}"
+        ]
         total = 0.0
         for g in GROUPS:
             o = self.outcomes[g]
             n = sum(o.values())
             total += self.seconds[g]
-            lines.append(f"{g:<10}{n:>7}{o['passed']:>8}{o['failed']:>8}{o['skipped']:>9}{self.seconds[g]:>10.0f}")
+            lines.append(
+                f"{g:<10}{n:>7}{o['passed']:>8}{o['failed']:>8}{o['skipped']:>9}{self.seconds[g]:>10.0f}"
+            )
         lines.append(f"{'sum':<42}{total:>10.0f}")
         lines.append(f"{'wall':<42}{wall:>10.0f}  ({wall / 60:.1f} min, collection included)")
         return "\n".join(lines)

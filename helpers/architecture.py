@@ -58,7 +58,9 @@ def dtype_bytes(name: str) -> int:
     """
     key = str(name).lower().replace("torch.", "")
     if key not in DTYPE_BYTES:
-        raise RecipeError(f"Unknown dtype {name!r} for the memory planner; use one of {sorted(DTYPE_BYTES)}.")
+        raise RecipeError(
+            f"Unknown dtype {name!r} for the memory planner; use one of {sorted(DTYPE_BYTES)}."
+        )
     return DTYPE_BYTES[key]
 
 
@@ -162,14 +164,14 @@ class Architecture:
             try:
                 config = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
-                raise RecipeError(f"Cannot read {path} ({exc}); pass a model folder with a config.json.") from exc
+                raise RecipeError(
+                    f"Cannot read {path} ({exc}); pass a model folder with a config.json."
+                ) from exc
             src = str(path)
         c = config
         pattern = c.get("hybrid_override_pattern")
         if not pattern and isinstance(c.get("layers_block_type"), list):
-            pattern = "".join(
-                _LAYER_TYPES.get(t, "?") for t in c["layers_block_type"]
-            )
+            pattern = "".join(_LAYER_TYPES.get(t, "?") for t in c["layers_block_type"])
         if not pattern:
             raise RecipeError(f"{src} has no hybrid_override_pattern: not a Nemotron-H config.")
         num_heads = int(c.get("num_attention_heads") or 1)
@@ -197,7 +199,10 @@ class Architecture:
     def mamba_conv_elements(self, tp: int = 1, num_spec: int = 0) -> int:
         """Conv state elements per layer: (kernel - 1 + spec) x (intermediate + 2 x groups x state) / TP."""
         extra = 0 if self.n_groups % tp == 0 else tp - self.n_groups
-        conv_dim = self.mamba_num_heads * self.mamba_head_dim + 2 * (self.n_groups + extra) * self.ssm_state_size
+        conv_dim = (
+            self.mamba_num_heads * self.mamba_head_dim
+            + 2 * (self.n_groups + extra) * self.ssm_state_size
+        )
         return (conv_dim // tp) * (self.conv_kernel - 1 + num_spec)
 
     def mamba_ssm_elements(self, tp: int = 1) -> int:
@@ -211,16 +216,17 @@ class Architecture:
 
     def kv_bytes_per_token(self, kv_cache_dtype: str = "auto", tp: int = 1) -> int:
         """KV-cache bytes one token takes over all attention layers (per GPU)."""
-        return self.num_attention_layers * self.kv_bytes_per_token_per_layer(self.cache_dtype_bytes(kv_cache_dtype), tp)
+        return self.num_attention_layers * self.kv_bytes_per_token_per_layer(
+            self.cache_dtype_bytes(kv_cache_dtype), tp
+        )
 
     def mamba_state_bytes_per_layer(
         self, ssm_dtype: str = "float32", conv_dtype: str = "auto", tp: int = 1, num_spec: int = 0
     ) -> int:
         """Conv state + SSM state of one Mamba layer for one sequence (per GPU, unpadded)."""
-        return (
-            self.mamba_conv_elements(tp, num_spec) * self.cache_dtype_bytes(conv_dtype)
-            + self.mamba_ssm_elements(tp) * self.cache_dtype_bytes(ssm_dtype)
-        )
+        return self.mamba_conv_elements(tp, num_spec) * self.cache_dtype_bytes(
+            conv_dtype
+        ) + self.mamba_ssm_elements(tp) * self.cache_dtype_bytes(ssm_dtype)
 
 
 # --------------------------------------------------------------------------------------
@@ -230,7 +236,10 @@ class Architecture:
 
 def _layer_kinds(config: Mapping[str, Any]) -> dict[str, int]:
     pattern = config["hybrid_override_pattern"]
-    return {k: pattern.count(c) for k, c in (("mamba", "M"), ("moe", "E"), ("attention", "*"), ("mlp", "-"))}
+    return {
+        k: pattern.count(c)
+        for k, c in (("mamba", "M"), ("moe", "E"), ("attention", "*"), ("mlp", "-"))
+    }
 
 
 def param_counts(config: Mapping[str, Any]) -> dict[str, int]:
@@ -273,7 +282,9 @@ def param_counts(config: Mapping[str, Any]) -> dict[str, int]:
     attention = h * q + 2 * h * kv + q * h
     e = int(c["n_routed_experts"])
     expert = 2 * h * int(c["moe_intermediate_size"])
-    shared = int(c.get("n_shared_experts") or 0) * 2 * h * int(c["moe_shared_expert_intermediate_size"])
+    shared = (
+        int(c.get("n_shared_experts") or 0) * 2 * h * int(c["moe_shared_expert_intermediate_size"])
+    )
     router = h * e + e
     mlp = 2 * h * int(c["intermediate_size"])
     n_layers = sum(kinds.values())

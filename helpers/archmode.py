@@ -274,7 +274,9 @@ def _bytes(fn, *args) -> int:
         raise ArchModeError(str(exc)) from exc
 
 
-def kv_cache_bytes_per_token(config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16") -> int:
+def kv_cache_bytes_per_token(
+    config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16"
+) -> int:
     """KV-cache bytes one token takes over all attention layers
     (:meth:`helpers.architecture.Architecture.kv_bytes_per_token`, one GPU).
 
@@ -323,7 +325,9 @@ def arch_metadata(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def build_arch_model(variant: str = "bf16", out: str | Path | None = None, *, force: bool = False) -> Path:
+def build_arch_model(
+    variant: str = "bf16", out: str | Path | None = None, *, force: bool = False
+) -> Path:
     """Write a weightless Nemotron 3.5 Lightning folder vLLM serves with ``--load-format dummy``.
 
     Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
@@ -462,7 +466,6 @@ def arch_config(
     return out
 
 
-
 #: What a chat cell may raise when the model's text is noise (weightless mode): the tool
 #: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
 #: a tool function called with nonsense values, a parsed value of the wrong type.
@@ -486,6 +489,8 @@ def noise_tolerant(weightless: bool, what: str):
     try:
         yield
     except NOISE_ERRORS as exc:
-        print(f"weightless mode: the {what} did not complete because the text is noise "
-              f"(random weights): {type(exc).__name__}: {str(exc)[:300]}. The request, the server's "
-              "parsers and this cell's code ran; with the real checkpoint this would be an error.")
+        print(
+            f"weightless mode: the {what} did not complete because the text is noise "
+            f"(random weights): {type(exc).__name__}: {str(exc)[:300]}. The request, the server's "
+            "parsers and this cell's code ran; with the real checkpoint this would be an error."
+        )

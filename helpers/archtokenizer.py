@@ -16,7 +16,14 @@ from pathlib import Path
 #: template); ``<think>``/``</think>`` and ``<tool_call>``/``</tool_call>`` are looked up
 #: by vLLM's ``nemotron_v3`` / ``qwen3_coder`` parsers (``vllm/parser/qwen3.py``).
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-MARKER_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+MARKER_TOKENS = [
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 _WORDS = ["system", "user", "assistant", "tool"]
 
 # ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
@@ -70,5 +77,10 @@ def write_tokenizer(dest: Path, vocab_size: int, max_len: int) -> None:
         "chat_template": CHAT_TEMPLATE,
     }
     (dest / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
-    special_map = {"bos_token": "<s>", "eos_token": "<|im_end|>", "unk_token": "<unk>", "pad_token": "<unk>"}
+    special_map = {
+        "bos_token": "<s>",
+        "eos_token": "<|im_end|>",
+        "unk_token": "<unk>",
+        "pad_token": "<unk>",
+    }
     (dest / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2) + "\n")

@@ -424,7 +424,9 @@ def sweep_points(
     return [
         {
             "concurrency": int(c),
-            "num_prompts": int(n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))),
+            "num_prompts": int(
+                n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))
+            ),
             "input_len": in_len,
             "output_len": out_len,
             "prefix_len": int(pre_len or 0),
@@ -433,7 +435,6 @@ def sweep_points(
         }
         for c in concurrencies
     ]
-
 
 
 def repeat_point(
@@ -496,4 +497,3 @@ def repeat_point(
         )  # fmt: skip
         frames.append(df.assign(repeat=r))
     return pd.concat(frames, ignore_index=True)
-

@@ -75,7 +75,6 @@ def make_client(base_url: str, api_key: str = "EMPTY", timeout: float = 600, max
     return openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout, max_retries=max_retries)
 
 
-
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
 # Per client object, per base URL: {model id: max_model_len}. A new client (or a server
@@ -215,7 +214,9 @@ def _create(client: Any, kwargs: dict[str, Any]) -> Any:
         response = client.chat.completions.create(**kwargs)
     except openai.BadRequestError as e:
         text = str(e)
-        m = re.search(r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text)
+        m = re.search(
+            r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
+        )
         if m:  # vllm/renderers/params.py (vLLM 0.32.0)
             raise _max_tokens_error(int(m.group(2)), m.group(1), text) from None
         m = re.search(r"maximum context length is (\d+) tokens", text)

@@ -63,7 +63,10 @@ from helpers.failures import (
 )
 from helpers.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES, last_error_line
 
-__all__ = [
+# Names after "OLDER_RELEASES"/"REGISTRY_RELEASES" below that this module does not define
+# are served lazily from helpers.review (module __getattr__): importing it here would bring the
+# cycle back.
+__all__ = [  # noqa: F822 - lazy re-exports, see __getattr__
     "CATALOGUE",
     "CatalogueEntry",
     "Diagnosis",
@@ -167,15 +170,24 @@ def catalogue_frame():
     import pandas as pd
 
     return pd.DataFrame(
-        [{"name": e.name, "source": e.source, "checked_releases": ", ".join(e.checked_releases)} for e in CATALOGUE]
+        [
+            {"name": e.name, "source": e.source, "checked_releases": ", ".join(e.checked_releases)}
+            for e in CATALOGUE
+        ]
     )
 
 
 # After launch (helpers.review), importable from here as before; lazily, because
 # helpers.review builds on this module.
 _REVIEW_NAMES = {
-    "KNOWN_BAD_NVFP4_MOE", "PAYING_OFF_LENGTH", "ServerFindingWarning", "SpecDecodeStats",
-    "parse_spec_decode_line", "review", "spec_decode_stats", "warn_findings",
+    "KNOWN_BAD_NVFP4_MOE",
+    "PAYING_OFF_LENGTH",
+    "ServerFindingWarning",
+    "SpecDecodeStats",
+    "parse_spec_decode_line",
+    "review",
+    "spec_decode_stats",
+    "warn_findings",
 }
 _LOG_NAMES = {"STALL_SECONDS", "STATS_LINE", "stalled_span"}
 

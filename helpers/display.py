@@ -41,7 +41,6 @@ def print_stream(stream: ChatStream, file: Any = None) -> ChatResult:
     return result
 
 
-
 def _show_turn(r: ChatResult, out: Any) -> None:
     if r.reasoning:
         n = f" ({r.usage.reasoning_tokens} tokens)" if r.usage.reasoning_tokens is not None else ""
@@ -104,7 +103,9 @@ def budget_report(result: ChatResult, budget: int) -> str:
     elif n > budget + 1:
         problems.append(f"{n} reasoning tokens exceed the budget of {budget}")
     if not result.content.strip():
-        problems.append(f"no answer followed the reasoning (finish_reason={result.finish_reason!r})")
+        problems.append(
+            f"no answer followed the reasoning (finish_reason={result.finish_reason!r})"
+        )
     if problems:
         return f"UNEXPECTED thinking_token_budget={budget}: " + "; ".join(problems)
     return (

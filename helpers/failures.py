@@ -55,7 +55,11 @@ class Diagnosis:
     @property
     def checked(self) -> str:
         """Where the wording was checked, e.g. ``"wording checked in vllm 0.26.0, 0.28.0"``."""
-        return "wording checked in " + ", ".join(self.checked_releases) if self.checked_releases else ""
+        return (
+            "wording checked in " + ", ".join(self.checked_releases)
+            if self.checked_releases
+            else ""
+        )
 
     def report(self) -> str:
         """The sentence, the matched log line and the releases checked, one per line."""
@@ -127,8 +131,6 @@ def _port_owner(port: int | None) -> str:
         return describe_port(port)
     except Exception:  # noqa: BLE001 - the diagnosis still stands without the owner
         return ""
-
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -366,9 +368,8 @@ def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagn
 
 def _non_default_args(text: str) -> dict[str, Any]:
     """The ``non-default args: {...}`` dict vLLM logs at start-up (``api_utils.py``), or {}."""
-    m = None
-    for m in re.finditer(vllm_log.NON_DEFAULT_ARGS, text, flags=re.MULTILINE):
-        pass
+    found = list(re.finditer(vllm_log.NON_DEFAULT_ARGS, text, flags=re.MULTILINE))
+    m = found[-1] if found else None  # the last start-up in the log
     if m is None:
         return {}
     try:
@@ -378,7 +379,9 @@ def _non_default_args(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _spec_settings(text: str, config: Any) -> tuple[int | None, int | None, str | None, int | None, str | None]:
+def _spec_settings(
+    text: str, config: Any
+) -> tuple[int | None, int | None, str | None, int | None, str | None]:
     """(max_num_batched_tokens, max_num_seqs, method, K, vllm version) from the config or the log."""
     mnbt = _flag_value(config, "--max-num-batched-tokens")
     seqs = _flag_value(config, "--max-num-seqs")
@@ -429,7 +432,9 @@ def _spec_token_budget(m: re.Match[str], text: str, config: Any) -> Diagnosis:
             "+ drafting slots), or lower --max-num-seqs or num_speculative_tokens "
             "(helpers.planner.spec_token_budget gives the numbers)"
         )
-    return Diagnosis("spec_token_budget", f"{cause}; the three settings are {settings}", fix, _line_of(m, text))
+    return Diagnosis(
+        "spec_token_budget", f"{cause}; the three settings are {settings}", fix, _line_of(m, text)
+    )
 
 
 def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis:
@@ -454,7 +459,8 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
             notes.append(str(note))
     first = re.split(r"(?<=\.)\s", notes[0])[0].rstrip(".") if notes else ""
     see = (
-        f" (cookbook/recipe.yaml, target {target!r}: {first})" if target and notes
+        f" (cookbook/recipe.yaml, target {target!r}: {first})"
+        if target and notes
         else " (the rtx-50xx and rtx-pro-6000 targets' notes in cookbook/recipe.yaml)"
     )
     fix = (
@@ -486,8 +492,6 @@ def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis("disk_space", cause, fix, evidence)
 
 
-
-
 def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
     found = stalled_span(text)
     if found is None:
@@ -514,10 +518,14 @@ def _damaged_checkpoint(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         else "download the checkpoint again (helpers.weights.download(..., force_download=True)); "
         "helpers.standin.check_checkpoint(folder) finds the damaged file before launch"
     )
-    what = "a weights file (.safetensors) is truncated or damaged" if "afetensor" in m.group(0) else (
-        f"config.json of {folder} is not valid JSON"
+    what = (
+        "a weights file (.safetensors) is truncated or damaged"
+        if "afetensor" in m.group(0)
+        else (f"config.json of {folder} is not valid JSON")
     )
-    return Diagnosis("damaged_checkpoint", f"the checkpoint is damaged: {what}", fix, _line_of(m, text))
+    return Diagnosis(
+        "damaged_checkpoint", f"the checkpoint is damaged: {what}", fix, _line_of(m, text)
+    )
 
 
 def _is_standin(model: Any) -> bool:
@@ -542,4 +550,3 @@ def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "produce NaNs)",
         _line_of(m, text),
     )
-

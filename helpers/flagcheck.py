@@ -41,7 +41,16 @@ VALUE_BOUNDS: dict[str, tuple[float | None, float | None, str]] = {
     "--tensor-parallel-size": (1, None, "at least 1 (GPUs)"),
     "--data-parallel-size": (1, None, "at least 1 (replicas)"),
 }
-_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SUFFIX = {
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "K": 2**10,
+    "M": 2**20,
+    "G": 2**30,
+    "T": 2**40,
+}
 
 
 def _number(value: Any) -> float | None:
@@ -88,7 +97,11 @@ def derived_max_model_len(model: str | Path | None) -> tuple[int, str] | None:
             return None
     keys = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
             "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")  # fmt: skip
-    found = [(cfg[k], k) for k in keys if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)]
+    found = [
+        (cfg[k], k)
+        for k in keys
+        if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool)
+    ]
     if not found:
         return None
     best, key = min(found)
@@ -130,7 +143,11 @@ def check_values(cfg: ServeConfig) -> None:
                 f"bounds); fix the value{' in the extra_args you passed' if flag in cfg.extra_flags else ''}."
             )
     mml = _number(cfg.args.get("--max-model-len"))
-    allow = str(cfg.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")))
+    allow = str(
+        cfg.env.get(
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")
+        )
+    )
     if mml and mml > 0 and allow.strip().lower() not in ("1", "true"):
         derived = derived_max_model_len(cfg.model)
         if derived and mml > derived[0]:
@@ -175,7 +192,9 @@ def _serve_parser():
 
 def _close_flag(name: str, known: Iterable[str]) -> str | None:
     """The release's flag closest to a rejected ``name`` (difflib), e.g. --max-model-len."""
-    close = difflib.get_close_matches(name, sorted(k for k in known if k.startswith("--")), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(
+        name, sorted(k for k in known if k.startswith("--")), n=1, cutoff=0.75
+    )
     return close[0] if close else None
 
 

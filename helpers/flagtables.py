@@ -85,7 +85,9 @@ def _value_text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
-def check_argv(argv: Sequence[str], version: str, *, table: Mapping[str, Any] | None = None) -> list[str]:
+def check_argv(
+    argv: Sequence[str], version: str, *, table: Mapping[str, Any] | None = None
+) -> list[str]:
     """Problems of ``[*flags]`` (``--flag value`` items, no program or model) on vLLM ``version``.
 
     Checks: the option exists in the release; a value is given exactly when it takes one;
@@ -112,19 +114,30 @@ def check_argv(argv: Sequence[str], version: str, *, table: Mapping[str, Any] | 
             problems.append(f"{base} does not exist in vLLM {version}")
             continue
         value = inline if eq else None
-        if opt["takes_value"] and value is None and i < len(items) and not items[i].startswith("--"):
+        if (
+            opt["takes_value"]
+            and value is None
+            and i < len(items)
+            and not items[i].startswith("--")
+        ):
             value = items[i]
             i += 1
         if dot:
-            if base == "--speculative-config" and sub not in tab.get("speculative_config_keys", [sub]):
-                problems.append(f"{base}.{sub}: vLLM {version}'s SpeculativeConfig has no field {sub!r}")
+            if base == "--speculative-config" and sub not in tab.get(
+                "speculative_config_keys", [sub]
+            ):
+                problems.append(
+                    f"{base}.{sub}: vLLM {version}'s SpeculativeConfig has no field {sub!r}"
+                )
             continue
         if opt["takes_value"] and value is None and opt.get("nargs") not in ("?", "*"):
             problems.append(f"{base} needs a value on vLLM {version}")
             continue
         choices = opt.get("choices")
         if choices and value is not None and value not in choices:
-            problems.append(f"{base} {value}: vLLM {version} accepts {', '.join(map(str, choices))}")
+            problems.append(
+                f"{base} {value}: vLLM {version} accepts {', '.join(map(str, choices))}"
+            )
         if base == "--speculative-config" and value:
             try:
                 spec = json.loads(value)
@@ -134,16 +147,20 @@ def check_argv(argv: Sequence[str], version: str, *, table: Mapping[str, Any] | 
             keys = tab.get("speculative_config_keys") or []
             bad = [k for k in spec if keys and k not in keys]
             if bad:
-                problems.append(f"{base}: vLLM {version}'s SpeculativeConfig has no {', '.join(bad)}")
+                problems.append(
+                    f"{base}: vLLM {version}'s SpeculativeConfig has no {', '.join(bad)}"
+                )
             methods = tab.get("speculative_methods") or []
             if spec.get("method") and methods and spec["method"] not in methods:
-                problems.append(f"{base} method {spec['method']!r} does not exist in vLLM {version}")
+                problems.append(
+                    f"{base} method {spec['method']!r} does not exist in vLLM {version}"
+                )
     return problems
 
 
 def _after_model(argv: Sequence[str], model: str) -> list[str]:
     argv = list(argv)
-    return argv[argv.index(model) + 1:] if model in argv else argv
+    return argv[argv.index(model) + 1 :] if model in argv else argv
 
 
 def rendered_commands(cfg: Any) -> dict[str, list[str]]:
@@ -181,10 +198,15 @@ def check_config(cfg: Any, *, quiet: bool = False) -> dict[str, list[str]]:
     version = str(cfg.vllm_version)
     if version == "nightly":
         if not quiet:
-            print("flag table: none for a nightly; the installed vLLM's parser checks the flags at launch")
+            print(
+                "flag table: none for a nightly; the installed vLLM's parser checks the flags at launch"
+            )
         return {}
     table = load_table(version)
-    found = {name: check_argv(argv, version, table=table) for name, argv in rendered_commands(cfg).items()}
+    found = {
+        name: check_argv(argv, version, table=table)
+        for name, argv in rendered_commands(cfg).items()
+    }
     bad = {p for probs in found.values() for p in probs}
     if bad:
         flags = sorted({p.split()[0].split(".")[0].split(":")[0] for p in bad})
@@ -203,7 +225,7 @@ def check_config(cfg: Any, *, quiet: bool = False) -> dict[str, list[str]]:
 
 # --------------------------------------------------------------------------- generating
 
-_DUMP = r'''
+_DUMP = r"""
 import json, sys, typing
 try:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
@@ -241,14 +263,25 @@ except Exception:
 json.dump({"vllm_module_file": vllm.__file__, "vllm_version": vllm.__version__, "parser": where,
            "options": dict(sorted(options.items())), "speculative_config_keys": sorted(fields),
            "speculative_methods": list(dict.fromkeys(flat(ann)))}, open(sys.argv[1], "w"))
-'''
+"""
 
 
 def _unpack_python(wheel: Path, dest: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         for info in z.infolist():
             name = info.filename
-            if name.endswith((".py", ".json", ".jinja", "METADATA", "RECORD", "entry_points.txt", "top_level.txt", "WHEEL")) or name.endswith(".dist-info/"):
+            if name.endswith(
+                (
+                    ".py",
+                    ".json",
+                    ".jinja",
+                    "METADATA",
+                    "RECORD",
+                    "entry_points.txt",
+                    "top_level.txt",
+                    "WHEEL",
+                )
+            ) or name.endswith(".dist-info/"):
                 z.extract(info, dest)
 
 
@@ -276,14 +309,25 @@ def generate(wheel: str | Path, *, out: Path | None = None, python: str | None =
         # need a platform. Option strings and choices are static, not per platform.
         env = {**os.environ, "PYTHONPATH": tmp, "VLLM_TARGET_DEVICE": "cpu"}
         dump = Path(tmp) / "_table.json"
-        proc = subprocess.run([python or sys.executable, "-c", _DUMP, str(dump)], capture_output=True,
-                              text=True, env=env, cwd=tmp, timeout=600)
+        proc = subprocess.run(
+            [python or sys.executable, "-c", _DUMP, str(dump)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
+            timeout=600,
+        )
         if proc.returncode != 0:
-            raise FlagError(f"vLLM {version}'s parser did not import from {wheel.name}: "
-                            f"{proc.stderr.strip().splitlines()[-5:]}", flags=[])
+            raise FlagError(
+                f"vLLM {version}'s parser did not import from {wheel.name}: "
+                f"{proc.stderr.strip().splitlines()[-5:]}",
+                flags=[],
+            )
         data = json.loads(dump.read_text())
         if not data["vllm_module_file"].startswith(tmp):
-            raise FlagError(f"The child imported {data['vllm_module_file']}, not the wheel's vLLM.", flags=[])
+            raise FlagError(
+                f"The child imported {data['vllm_module_file']}, not the wheel's vLLM.", flags=[]
+            )
     data.pop("vllm_module_file")
     doc = {
         "vllm_version": version,
@@ -291,7 +335,7 @@ def generate(wheel: str | Path, *, out: Path | None = None, python: str | None =
             "from": wheel.name,
             "sha256": sha,
             "how": f"{data.pop('parser')}(FlexibleArgumentParser(prog='vllm serve'))._actions, imported from "
-                   "the wheel's own Python files; SpeculativeConfig fields and its `method` Literal",
+            "the wheel's own Python files; SpeculativeConfig fields and its `method` Literal",
             "by": "python -m helpers.flagtables generate WHEEL",
             "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
         },

@@ -1017,7 +1017,9 @@ def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> 
     fl.router = RouterServer.attach(root)
     workers = fl.router.workers()
     if not workers:
-        raise CookbookError(f"The router at {root} lists no worker: add replicas to it, or launch a fleet.")
+        raise CookbookError(
+            f"The router at {root} lists no worker: add replicas to it, or launch a fleet."
+        )
     fl.servers = [VLLMServer.attach(w["url"]) for w in workers]
     fl._say(f"attached: router {root}, {len(fl.servers)} workers (left running on stop)")
     return fl

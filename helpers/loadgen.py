@@ -108,7 +108,9 @@ def _run_bench_main(
 
     outcome: dict[str, Any] = {}
     buf = io.StringIO()
-    main_async = getattr(vbs, "main_async", None)  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+    main_async = getattr(
+        vbs, "main_async", None
+    )  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
 
     def target() -> None:
         if main_async is None:  # an older bench module: no way to cancel, run as is
@@ -190,7 +192,9 @@ def _run_bench_main(
     if "error" in outcome:
         e = outcome["error"]
         what = str(e)
-        if "Traceback (most recent call last)" in what:  # e.g. "Initial test run failed ... Error: <traceback>"
+        if (
+            "Traceback (most recent call last)" in what
+        ):  # e.g. "Initial test run failed ... Error: <traceback>"
             head = what.split("Traceback (most recent call last)", 1)[0].strip()
             what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(

@@ -98,7 +98,11 @@ class Plan:
     @property
     def mamba_padding_pct(self) -> float:
         """How much vLLM pads each Mamba page to match the attention page (percent)."""
-        return 100.0 * (self.page_bytes - self.mamba_state_bytes_per_layer) / self.mamba_state_bytes_per_layer
+        return (
+            100.0
+            * (self.page_bytes - self.mamba_state_bytes_per_layer)
+            / self.mamba_state_bytes_per_layer
+        )
 
     @property
     def bytes_per_block(self) -> int:
@@ -157,23 +161,100 @@ class Plan:
     def rows(self) -> list[dict[str, Any]]:
         """``[{"quantity", "value", "unit", "how"}]``: the plan, one number per row."""
         a = self.arch
-        kvb = dtype_bytes(self.kv_cache_dtype if self.kv_cache_dtype != "auto" else self.model_dtype)
+        kvb = dtype_bytes(
+            self.kv_cache_dtype if self.kv_cache_dtype != "auto" else self.model_dtype
+        )
         return [
-            {"quantity": "layers (attention / Mamba / MoE / MLP)", "value": f"{a.num_attention_layers} / {a.num_mamba_layers} / {a.num_moe_layers} / {a.num_mlp_layers}", "unit": "layers", "how": f"hybrid pattern ({a.source})"},
-            {"quantity": "KV bytes per token per attention layer", "value": self.kv_bytes_per_token_per_layer, "unit": "B", "how": f"2 x {max(1, a.num_kv_heads // self.tensor_parallel)} KV heads x {a.head_dim} x {kvb} B ({self.kv_cache_dtype})"},
-            {"quantity": "KV bytes per token (all attention layers)", "value": self.kv_bytes_per_token, "unit": "B", "how": f"x {a.num_attention_layers} layers"},
-            {"quantity": "Mamba conv state per layer", "value": self.mamba_conv_bytes_per_layer, "unit": "B", "how": f"{a.mamba_conv_elements(self.tensor_parallel, self.num_speculative_tokens)} elements x {dtype_bytes(self.conv_dtype)} B ({self.conv_dtype})"},
-            {"quantity": "Mamba SSM state per layer", "value": self.mamba_ssm_bytes_per_layer, "unit": "B", "how": f"{a.mamba_ssm_elements(self.tensor_parallel)} elements x {dtype_bytes(self.ssm_dtype)} B ({self.ssm_dtype})"},
-            {"quantity": "Mamba state per sequence", "value": round(self.mamba_state_bytes_per_seq / 2**20, 2), "unit": "MiB", "how": f"x {a.num_mamba_layers} Mamba layers"},
-            {"quantity": "attention block size (page-aligned)", "value": self.block_size, "unit": "tokens", "how": f"raised so one attention page >= one Mamba state (Mamba page padded {self.mamba_padding_pct:.2f}%)"},
-            {"quantity": "page", "value": self.page_bytes, "unit": "B", "how": "block size x KV bytes per token per layer"},
-            {"quantity": "KV cache budget", "value": round(self.kv_budget_gib, 2), "unit": "GiB", "how": self.budget_source},
-            {"quantity": "pool blocks", "value": self.num_blocks, "unit": "blocks", "how": f"budget // ({self.group_size} layers x page); groups: {self.attention_groups} attention + {self.mamba_groups} Mamba"},
-            {"quantity": "Mamba pool bytes per sequence", "value": round(self.mamba_bytes_per_seq_allocated / 2**20, 2), "unit": "MiB", "how": f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks ({self.mamba_cache_mode} mode on vLLM {self.vllm_version}, {self.num_speculative_tokens} spec tokens)"},
-            {"quantity": "KV cache size (vLLM log)", "value": self.kv_cache_tokens, "unit": "tokens", "how": f"max concurrency x max_model_len {self.max_model_len}"},
-            {"quantity": f"max concurrency at {self.max_model_len} tokens (vLLM log)", "value": round(self.max_concurrency(), 2), "unit": "requests", "how": "pool blocks / blocks per request"},
-            {"quantity": f"sequences that fit at {self.context_len} tokens", "value": self.seqs_at_context, "unit": "sequences", "how": f"--max-num-seqs is {self.max_num_seqs}"},
-            {"quantity": f"longest sequence for {self.max_num_seqs} at once", "value": self.max_len_for(), "unit": "tokens", "how": "budget shared by --max-num-seqs sequences"},
+            {
+                "quantity": "layers (attention / Mamba / MoE / MLP)",
+                "value": f"{a.num_attention_layers} / {a.num_mamba_layers} / {a.num_moe_layers} / {a.num_mlp_layers}",
+                "unit": "layers",
+                "how": f"hybrid pattern ({a.source})",
+            },
+            {
+                "quantity": "KV bytes per token per attention layer",
+                "value": self.kv_bytes_per_token_per_layer,
+                "unit": "B",
+                "how": f"2 x {max(1, a.num_kv_heads // self.tensor_parallel)} KV heads x {a.head_dim} x {kvb} B ({self.kv_cache_dtype})",
+            },
+            {
+                "quantity": "KV bytes per token (all attention layers)",
+                "value": self.kv_bytes_per_token,
+                "unit": "B",
+                "how": f"x {a.num_attention_layers} layers",
+            },
+            {
+                "quantity": "Mamba conv state per layer",
+                "value": self.mamba_conv_bytes_per_layer,
+                "unit": "B",
+                "how": f"{a.mamba_conv_elements(self.tensor_parallel, self.num_speculative_tokens)} elements x {dtype_bytes(self.conv_dtype)} B ({self.conv_dtype})",
+            },
+            {
+                "quantity": "Mamba SSM state per layer",
+                "value": self.mamba_ssm_bytes_per_layer,
+                "unit": "B",
+                "how": f"{a.mamba_ssm_elements(self.tensor_parallel)} elements x {dtype_bytes(self.ssm_dtype)} B ({self.ssm_dtype})",
+            },
+            {
+                "quantity": "Mamba state per sequence",
+                "value": round(self.mamba_state_bytes_per_seq / 2**20, 2),
+                "unit": "MiB",
+                "how": f"x {a.num_mamba_layers} Mamba layers",
+            },
+            {
+                "quantity": "attention block size (page-aligned)",
+                "value": self.block_size,
+                "unit": "tokens",
+                "how": f"raised so one attention page >= one Mamba state (Mamba page padded {self.mamba_padding_pct:.2f}%)",
+            },
+            {
+                "quantity": "page",
+                "value": self.page_bytes,
+                "unit": "B",
+                "how": "block size x KV bytes per token per layer",
+            },
+            {
+                "quantity": "KV cache budget",
+                "value": round(self.kv_budget_gib, 2),
+                "unit": "GiB",
+                "how": self.budget_source,
+            },
+            {
+                "quantity": "pool blocks",
+                "value": self.num_blocks,
+                "unit": "blocks",
+                "how": f"budget // ({self.group_size} layers x page); groups: {self.attention_groups} attention + {self.mamba_groups} Mamba",
+            },
+            {
+                "quantity": "Mamba pool bytes per sequence",
+                "value": round(self.mamba_bytes_per_seq_allocated / 2**20, 2),
+                "unit": "MiB",
+                "how": f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks ({self.mamba_cache_mode} mode on vLLM {self.vllm_version}, {self.num_speculative_tokens} spec tokens)",
+            },
+            {
+                "quantity": "KV cache size (vLLM log)",
+                "value": self.kv_cache_tokens,
+                "unit": "tokens",
+                "how": f"max concurrency x max_model_len {self.max_model_len}",
+            },
+            {
+                "quantity": f"max concurrency at {self.max_model_len} tokens (vLLM log)",
+                "value": round(self.max_concurrency(), 2),
+                "unit": "requests",
+                "how": "pool blocks / blocks per request",
+            },
+            {
+                "quantity": f"sequences that fit at {self.context_len} tokens",
+                "value": self.seqs_at_context,
+                "unit": "sequences",
+                "how": f"--max-num-seqs is {self.max_num_seqs}",
+            },
+            {
+                "quantity": f"longest sequence for {self.max_num_seqs} at once",
+                "value": self.max_len_for(),
+                "unit": "tokens",
+                "how": "budget shared by --max-num-seqs sequences",
+            },
         ]
 
     def to_frame(self):
@@ -214,7 +295,9 @@ class Plan:
         """Raise :class:`~helpers.errors.RecipeError` when the server cannot start or its
         speculative token budget is refused (or, with ``allow_partial=False``, when not every
         sequence fits at once)."""
-        if self.status in ("no-start", "refused") or (self.status == "partial" and not allow_partial):
+        if self.status in ("no-start", "refused") or (
+            self.status == "partial" and not allow_partial
+        ):
             raise RecipeError(f"{self.label}: " + " ".join(self.reasons))
         return self
 
@@ -224,10 +307,7 @@ class Plan:
     def _repr_html_(self) -> str:
         import html
 
-        return (
-            f"<pre>{html.escape(self.summary())}</pre>"
-            + self.to_frame().to_html(index=False)
-        )
+        return f"<pre>{html.escape(self.summary())}</pre>" + self.to_frame().to_html(index=False)
 
 
 def judge(p: Plan) -> None:
@@ -344,7 +424,11 @@ def compare_with_server(p: Plan, log: str | Path):
     rows = []
     for name, planned, key in (
         ("KV cache size [tokens]", p.kv_cache_tokens, "kv_cache_tokens"),
-        (f"max concurrency at {p.max_model_len} tokens", round(p.max_concurrency(), 2), "max_concurrency"),
+        (
+            f"max concurrency at {p.max_model_len} tokens",
+            round(p.max_concurrency(), 2),
+            "max_concurrency",
+        ),
         ("Mamba page padding [%]", round(p.mamba_padding_pct, 2), "mamba_padding_pct"),
     ):
         served = f.get(key)

@@ -187,7 +187,9 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
     counted = drafts is not None and draft_tokens is not None and accepted is not None
     if (counted and drafts > 0 and accepted == 0) or (not counted and rate == 0.0):
         what = (
-            f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)" if counted else " (acceptance rate 0%)"
+            f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)"
+            if counted
+            else " (acceptance rate 0%)"
         )
         return {
             "spec_decode_level": "error",
@@ -202,7 +204,11 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
         }
     if length is None:
         return {}
-    return {"spec_decode_level": "ok", "spec_decode_verdict": f"{length:.2f} tokens per target step"}
+    return {
+        "spec_decode_level": "ok",
+        "spec_decode_verdict": f"{length:.2f} tokens per target step",
+    }
+
 
 def server_root(base_url: str) -> str:
     """The server root for ``/metrics``, ``/health`` and ``vllm bench serve --base-url``.

@@ -77,7 +77,16 @@ from helpers.responses import (
 # that called them, however deep the helper chain was.
 _CHAT_MODULES = frozenset(
     str(Path(__file__).with_name(f"{name}.py"))
-    for name in ("client", "chat", "request", "parsing", "responses", "streaming", "tools", "display")
+    for name in (
+        "client",
+        "chat",
+        "request",
+        "parsing",
+        "responses",
+        "streaming",
+        "tools",
+        "display",
+    )
 )
 
 
@@ -158,7 +167,9 @@ def _check_tool_truncation(
             )
             result.tool_calls = []
             return "the server streamed the start of a call whose arguments never ended"
-        reasoning_ended = u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
+        reasoning_ended = (
+            u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
+        )
         if tools_requested and not result.content.strip() and reasoning_ended:
             return (
                 "the reasoning ended but nothing after it arrived: the server's tool parser "

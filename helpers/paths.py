@@ -21,7 +21,9 @@ from helpers.errors import CookbookError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: True in a checkout (or an editable install); False when installed as a package.
 IN_CHECKOUT = (REPO_ROOT / "cookbook" / "recipe.yaml").is_file()
-COOKBOOK_DIR = REPO_ROOT / "cookbook" if IN_CHECKOUT else Path(__file__).resolve().parent / "cookbook"
+COOKBOOK_DIR = (
+    REPO_ROOT / "cookbook" if IN_CHECKOUT else Path(__file__).resolve().parent / "cookbook"
+)
 
 
 def out_dir(*parts: str) -> Path:
@@ -46,7 +48,11 @@ def out_dir(*parts: str) -> Path:
         problem = exc.strerror or str(exc)
     else:
         if not os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:
-            problem = "Read-only file system" if os.statvfs(path).f_flag & os.ST_RDONLY else "Permission denied"
+            problem = (
+                "Read-only file system"
+                if os.statvfs(path).f_flag & os.ST_RDONLY
+                else "Permission denied"
+            )
     if problem:
         how = (
             f"COOKBOOK_OUT={env} names it: set COOKBOOK_OUT to a writable folder"

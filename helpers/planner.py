@@ -213,13 +213,19 @@ def plan(
         RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
             would refuse (``recipes.check_values``: e.g. ``--max-model-len -5``).
     """
-    given = {f: v for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs)) if v is not None}
+    given = {
+        f: v
+        for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
+        if v is not None
+    }
     check_values(cfg.with_args(given) if given else cfg)  # impossible numbers: an error, not a plan
     reg = as_registry(registry)
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg, reg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
-        raise RecipeError("The planner models hybrid Mamba + attention models; this pattern lacks one of them.")
+        raise RecipeError(
+            "The planner models hybrid Mamba + attention models; this pattern lacks one of them."
+        )
     notes: list[str] = []
     shape = _shape(cfg, a, device, reg, max_model_len, max_num_seqs, context_len)
     dtypes = _dtypes(cfg, a, device, notes)
@@ -231,7 +237,17 @@ def plan(
     group_size, attn_groups, mamba_groups = _layer_groups(a)
     budget = _budget(cfg, device, reg, shape.tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
     num_blocks = max(budget.bytes, 0) // (group_size * pages.page)
-    _approximation_notes(cfg, a, device, budget, kv_budget_gb, num_spec, group_size, attn_groups + mamba_groups, notes)
+    _approximation_notes(
+        cfg,
+        a,
+        device,
+        budget,
+        kv_budget_gb,
+        num_spec,
+        group_size,
+        attn_groups + mamba_groups,
+        notes,
+    )
 
     p = Plan(
         label=cfg.label or cfg.target,
@@ -294,10 +310,17 @@ class _Shape(NamedTuple):
     context_len: int
 
 
-def _shape(cfg, a: Architecture, device: str, reg: Registry, max_model_len, max_num_seqs, context_len) -> _Shape:
+def _shape(
+    cfg, a: Architecture, device: str, reg: Registry, max_model_len, max_num_seqs, context_len
+) -> _Shape:
     """Tensor parallel size, tokens per request, sequences at once, the workload's length."""
     tp = int(_arg(cfg, "--tensor-parallel-size", 1) or 1)
-    mml = int(max_model_len or _arg(cfg, "--max-model-len", 0) or a.max_position_embeddings or reg.model.context_length_default)
+    mml = int(
+        max_model_len
+        or _arg(cfg, "--max-model-len", 0)
+        or a.max_position_embeddings
+        or reg.model.context_length_default
+    )
     gpu = cfg.gpu or {}
     seqs = int(
         max_num_seqs
@@ -363,7 +386,9 @@ class _Pages(NamedTuple):
 
 def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
     """Per-layer bytes and the page-aligned attention block (``_align_hybrid_block_size``)."""
-    kv_tok_layer = a.kv_bytes_per_token_per_layer(dtype_bytes(dtypes.model if dtypes.kv == "auto" else dtypes.kv), tp)
+    kv_tok_layer = a.kv_bytes_per_token_per_layer(
+        dtype_bytes(dtypes.model if dtypes.kv == "auto" else dtypes.kv), tp
+    )
     conv_b = a.mamba_conv_elements(tp, num_spec) * dtype_bytes(dtypes.conv)
     ssm_b = a.mamba_ssm_elements(tp) * dtype_bytes(dtypes.ssm)
     user_block = int(_arg(cfg, "--block-size", 0) or 0)
@@ -394,27 +419,38 @@ class _Budget(NamedTuple):
     how: str
 
 
-def _budget(cfg, device: str, reg: Registry, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb) -> _Budget:
+def _budget(
+    cfg, device: str, reg: Registry, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
+) -> _Budget:
     """The KV-cache budget per GPU, and where it came from.
 
     Raises:
         RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.
     """
     util = float(_arg(cfg, "--gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
-    mem = float(gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0)
+    mem = float(
+        gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0
+    )
     variant = reg.variants.get(cfg.variant)
     # A target may record measured weights and its own reserve (registry `targets.<t>.planner`,
     # e.g. the L4: 17.2 GiB of W4A16 weights measured on vLLM 0.32.0, ../shared/gpu/README.md).
     target = reg.targets.get(cfg.target)
     hints = target.planner if target is not None and target.planner is not None else None
-    weights = float((hints.weights_gib if hints else None) or (variant.weights_gb if variant else 0) or 0) / tp
+    weights = (
+        float((hints.weights_gib if hints else None) or (variant.weights_gb if variant else 0) or 0)
+        / tp
+    )
     drafter = 0.0
     mode = reg.speculative.get(cfg.speculative)
     if mode is not None and mode.drafter is not None:
         drafter = float(mode.drafter.size_gb or 0) / tp
     if activation_reserve_gb is None and hints is not None:
         activation_reserve_gb = hints.activation_reserve_gb
-    reserve = float(activation_reserve_gb if activation_reserve_gb is not None else (0.0 if device == "cpu" else DEFAULT_ACTIVATION_RESERVE_GB))
+    reserve = float(
+        activation_reserve_gb
+        if activation_reserve_gb is not None
+        else (0.0 if device == "cpu" else DEFAULT_ACTIVATION_RESERVE_GB)
+    )
     explicit_bytes = _arg(cfg, "--kv-cache-memory-bytes")
     if kv_budget_gb is not None:
         budget, how = int(float(kv_budget_gb) * GiB), "given (kv_budget_gb)"
@@ -434,19 +470,25 @@ def _budget(cfg, device: str, reg: Registry, tp: int, gpu_memory_gb, activation_
     return _Budget(mem, util, weights, drafter, reserve, budget, how)
 
 
-def _approximation_notes(cfg, a, device, budget, kv_budget_gb, num_spec, group_size, groups, notes) -> None:
+def _approximation_notes(
+    cfg, a, device, budget, kv_budget_gb, num_spec, group_size, groups, notes
+) -> None:
     """Say what the plan assumes rather than measures (see the module docstring)."""
     if device == "gpu" and kv_budget_gb is None:
         notes.append(
             f"activation reserve {budget.reserve_gib:g} GiB is assumed, not measured: vLLM profiles it at start-up; "
             "plan again with kv_budget_gb=<'Available KV cache memory' from the server log>"
         )
-        notes.append("GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)")
+        notes.append(
+            "GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)"
+        )
     if num_spec and cfg.speculative in ("mtp", "dflash", "dspark"):
         notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
     layers = a.num_attention_layers + a.num_mamba_layers
     if group_size * groups > layers:
-        notes.append(f"vLLM pads the layer groups with {group_size * groups - layers} empty layer(s): counted")
+        notes.append(
+            f"vLLM pads the layer groups with {group_size * groups - layers} empty layer(s): counted"
+        )
 
 
 def _parse_bytes(value: Any) -> int:

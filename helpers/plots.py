@@ -87,8 +87,13 @@ def _finish(
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # the title travels in the PNG's metadata too: a saved plot says what it measured
-        fig.savefig(path, format="png", dpi=120, bbox_inches="tight",
-                    metadata={"Title": " · ".join(t for t in (title, sub) if t)})
+        fig.savefig(
+            path,
+            format="png",
+            dpi=120,
+            bbox_inches="tight",
+            metadata={"Title": " · ".join(t for t in (title, sub) if t)},
+        )
     return fig
 
 
@@ -182,7 +187,7 @@ def latency_vs_concurrency(
     )
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.5), squeeze=False)
     styles = ["-", "--", ":", "-."]
-    for ax, metric in zip(axes[0], metrics):
+    for ax, metric in zip(axes[0], metrics, strict=True):
         for i, (name, group) in enumerate(df.groupby(by, sort=True)):
             g = group.sort_values("concurrency")
             color = f"C{i % 10}"
@@ -249,7 +254,9 @@ def acceptance_length(
         pairs = [
             (i - 0.4 + width * (j + 0.5), v) for i, v in enumerate(table[c].values) if pd.notna(v)
         ]  # a mode not measured at this concurrency gets no bar
-        bars = ax.bar([x for x, _ in pairs], [v for _, v in pairs], width=width, label=f"c={int(c)}")
+        bars = ax.bar(
+            [x for x, _ in pairs], [v for _, v in pairs], width=width, label=f"c={int(c)}"
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(range(len(modes)), [str(m) for m in modes])
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")

@@ -102,9 +102,15 @@ def _check_resolve_types(variant, speculative, features, extra_args, extra_env, 
     """resolve()'s argument checks: each wrong type is named with an example of the right one."""
     _check_type("variant", variant, (str, type(None)), "a variant name or None", "variant='nvfp4'")
     _check_type(
-        "speculative", speculative, (str, type(None)), "a speculative mode name or None", "speculative='mtp'"
+        "speculative",
+        speculative,
+        (str, type(None)),
+        "a speculative mode name or None",
+        "speculative='mtp'",
     )
-    if features is not None and (isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)):
+    if features is not None and (
+        isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)
+    ):
         raise RecipeError(
             f"features={features!r} ({type(features).__name__}): features must be a list of feature "
             f"names, e.g. features=[{features!r}] or features=['reasoning', 'tool_calling']."
@@ -113,11 +119,17 @@ def _check_resolve_types(variant, speculative, features, extra_args, extra_env, 
             "feature names, e.g. features=['reasoning', 'tool_calling']."
         )
     _check_type(
-        "extra_args", extra_args, (Mapping, type(None)), "a mapping {flag: value} (None removes a flag)",
+        "extra_args",
+        extra_args,
+        (Mapping, type(None)),
+        "a mapping {flag: value} (None removes a flag)",
         "extra_args={'--max-model-len': 8192}",
     )
     _check_type(
-        "extra_env", extra_env, (Mapping, type(None)), "a mapping {variable: value}",
+        "extra_env",
+        extra_env,
+        (Mapping, type(None)),
+        "a mapping {variable: value}",
         "extra_env={'VLLM_LOGGING_LEVEL': 'DEBUG'}",
     )
     _check_port(port)
@@ -187,7 +199,11 @@ def resolve(
             f"Speculative mode {speculative!r} is not offered for {target}. Valid speculative "
             f"modes for {target}: {', '.join(modes)}."
         )
-    features = tuple((t.features if t.features is not None else reg.default_features) if features is None else features)
+    features = tuple(
+        (t.features if t.features is not None else reg.default_features)
+        if features is None
+        else features
+    )
     features = tuple(_choose("feature", f, reg.features) for f in features)
     version = str(vllm_version or target_vllm_version(target, reg))
     args, env, docker_image = _layer_flags(reg, target, variant, features, version)
@@ -262,7 +278,9 @@ def _layer_flags(
     return args, env, docker_image
 
 
-def _speculative_layer(reg: Registry, target: str, speculative: str) -> tuple[dict[str, Any] | None, list[Drafter]]:
+def _speculative_layer(
+    reg: Registry, target: str, speculative: str
+) -> tuple[dict[str, Any] | None, list[Drafter]]:
     """The ``--speculative-config`` mapping (mode config -> its hardware overrides -> the
     target's speculative overrides; the drafter's repo and revision), and the drafters."""
     s, t = reg.speculative[speculative], reg.targets[target]
@@ -387,7 +405,11 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
 
 
 def standin_config(
-    cfg: ServeConfig, model_path: str | Path, *, drafting: bool = False, registry: RegistryLike = None
+    cfg: ServeConfig,
+    model_path: str | Path,
+    *,
+    drafting: bool = False,
+    registry: RegistryLike = None,
 ) -> ServeConfig:
     """The CPU stand-in config that plays ``cfg`` on this machine.
 
@@ -407,4 +429,6 @@ def standin_config(
     """
     feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
     spec = "ngram" if drafting and cfg.speculative != "none" else "none"
-    return resolve("cpu", speculative=spec, features=feats, registry=registry).with_model(model_path)
+    return resolve("cpu", speculative=spec, features=feats, registry=registry).with_model(
+        model_path
+    )

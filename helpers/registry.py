@@ -45,6 +45,7 @@ GpuArch = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
 #: ``deployments.<d>.layout`` (helpers.fleet): N replicas behind a router, or one DP+EP server.
 Layout = Literal["replicas", "dp_ep"]
 
+
 def _flag_value(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str, dict)):
         return value
@@ -345,23 +346,39 @@ class Registry(_Model):
             valid = list(valid)
             for name in names or ():
                 if name not in valid:
-                    errors.append(f"{path}: unknown {kind} {name!r}{_closest(name, valid)}; allowed: {', '.join(valid)}")
+                    errors.append(
+                        f"{path}: unknown {kind} {name!r}{_closest(name, valid)}; allowed: {', '.join(valid)}"
+                    )
 
         check("default_features", self.default_features, "feature", self.features)
         for name, mode in self.speculative.items():
             check(f"speculative.{name}.variants", mode.variants, "variant", self.variants)
             if mode.config is not None and not mode.config.method:
-                errors.append(f"speculative.{name}.config: no 'method' (vLLM's SpeculativeConfig.method)")
+                errors.append(
+                    f"speculative.{name}.config: no 'method' (vLLM's SpeculativeConfig.method)"
+                )
         for name, t in self.targets.items():
             where = f"targets.{name}"
             check(f"{where}.variant", [t.variant], "variant", self.variants)
             check(f"{where}.variants", t.variants, "variant", self.variants)
             check(f"{where}.speculative", [t.speculative], "speculative mode", self.speculative)
-            check(f"{where}.speculative_modes", t.speculative_modes, "speculative mode", self.speculative)
+            check(
+                f"{where}.speculative_modes",
+                t.speculative_modes,
+                "speculative mode",
+                self.speculative,
+            )
             check(f"{where}.features", t.features, "feature", self.features)
-            check(f"{where}.speculative_overrides", t.speculative_overrides, "speculative mode", self.speculative)
+            check(
+                f"{where}.speculative_overrides",
+                t.speculative_overrides,
+                "speculative mode",
+                self.speculative,
+            )
             if t.variants and t.variant not in t.variants:
-                errors.append(f"{where}.variant: {t.variant!r} is not in its own variants list ({', '.join(t.variants)})")
+                errors.append(
+                    f"{where}.variant: {t.variant!r} is not in its own variants list ({', '.join(t.variants)})"
+                )
             if t.speculative_modes and t.speculative not in t.speculative_modes:
                 errors.append(
                     f"{where}.speculative: {t.speculative!r} is not in its own speculative_modes "

@@ -50,7 +50,9 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
                 elif typing.get_origin(t) in (dict, list):
                     nxt.append(typing.get_args(t)[-1])
         current = nxt
-    models = [t for tp in current for t in _unwrap(tp) if isinstance(t, type) and issubclass(t, BaseModel)]
+    models = [
+        t for tp in current for t in _unwrap(tp) if isinstance(t, type) and issubclass(t, BaseModel)
+    ]
     return models[0] if models else None
 
 
@@ -135,9 +137,13 @@ def _read_yaml(path: Path) -> Any:
         with open(path, encoding="utf-8") as fh:
             return yaml.safe_load(fh)
     except FileNotFoundError as exc:
-        raise RegistryError(f"{path} not found: run from a checkout of the cookbook.", source=str(path)) from exc
+        raise RegistryError(
+            f"{path} not found: run from a checkout of the cookbook.", source=str(path)
+        ) from exc
     except yaml.YAMLError as exc:
-        raise RegistryError(f"{path} is not valid YAML ({exc}); fix the file.", source=str(path)) from exc
+        raise RegistryError(
+            f"{path} is not valid YAML ({exc}); fix the file.", source=str(path)
+        ) from exc
 
 
 def read_registry(path: str | Path) -> Registry:
@@ -161,7 +167,10 @@ def read_flag_reasons(path: str | Path) -> dict[str, str]:
     try:
         return dict(FlagReasons.model_validate(_read_yaml(path)).root)
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'][:-1] if e['loc'][-1:] == ('[key]',) else e['loc']))}: {e['msg']}" for e in exc.errors()]
+        lines = [
+            f"{'.'.join(map(str, e['loc'][:-1] if e['loc'][-1:] == ('[key]',) else e['loc']))}: {e['msg']}"
+            for e in exc.errors()
+        ]
         raise _fail(str(path), lines) from None
 
 

@@ -109,8 +109,10 @@ def _check_chat_args(
     _check_number(fn, "temperature", temperature, minimum=0)
     _check_number(fn, "top_p", top_p, minimum=0, exclusive=True)
     if tools is not None:
-        if isinstance(tools, Mapping) or not isinstance(tools, (list, tuple)) or not all(
-            isinstance(t, Mapping) and "function" in t for t in tools
+        if (
+            isinstance(tools, Mapping)
+            or not isinstance(tools, (list, tuple))
+            or not all(isinstance(t, Mapping) and "function" in t for t in tools)
         ):
             raise TypeError(
                 f"{fn}: `tools` must be a list of OpenAI function-tool schemas "
@@ -194,4 +196,3 @@ def build_request(
     kwargs.update(create_kwargs)
     kwargs["extra_body"] = body
     return kwargs
-

@@ -228,4 +228,3 @@ def _get(obj: Any, name: str) -> Any:
 def _reasoning_of(message: Any) -> str:
     """``reasoning`` (vLLM >= 0.10), else ``reasoning_content`` (older vLLM)."""
     return _get(message, "reasoning") or _get(message, "reasoning_content") or ""
-

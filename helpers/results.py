@@ -148,7 +148,9 @@ def read_point(path: str | Path) -> dict[str, Any]:
         try:
             notes = json.loads(side.read_text())
         except ValueError as e:
-            raise BenchError(f"{side} is not JSON ({e}); delete it (the point stays usable).") from e
+            raise BenchError(
+                f"{side} is not JSON ({e}); delete it (the point stays usable)."
+            ) from e
         data.update(notes)  # annotate_point never writes a key vLLM's JSON has
     return data
 
@@ -163,7 +165,9 @@ def _standin_unmeasurable(column: str) -> bool:
     return "_tpot_" in column or "_itl_" in column or column == "tokens_per_s_per_user"
 
 
-def results_table(results: pd.DataFrame, columns: Sequence[str], *, stand_in: bool = False) -> pd.DataFrame:
+def results_table(
+    results: pd.DataFrame, columns: Sequence[str], *, stand_in: bool = False
+) -> pd.DataFrame:
     """The ``columns`` of a results DataFrame (those present), for display.
 
     On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
@@ -187,15 +191,12 @@ def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found += sorted(
-                q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json")
-            )
+            found += sorted(q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json"))
         elif p.is_file():
             found.append(p)
         else:
             raise BenchError(f"No benchmark result at {p}. Pass a JSON file or a folder of them.")
     return found
-
 
 
 def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -331,8 +332,10 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     runs = summaries(target, results_dir)
     if not runs:
         return None
-    lines = [f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)), "
-             f"the weightless architecture on {runs[0]['versions'].get('gpu', target).split(',')[0]}:"]
+    lines = [
+        f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)), "
+        f"the weightless architecture on {runs[0]['versions'].get('gpu', target).split(',')[0]}:"
+    ]
     for run in runs:
         table = sorted(run.get("table") or [], key=lambda r: r["concurrency"])
         if not table:
@@ -350,5 +353,7 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
         for a in run.get("adaptations") or []:
             now = "dropped" if a.get("now") is None else f"replaced by `{a['now']}`"
             why = str(a.get("error", "")).split(" ... ")[0].split(". The target")[0]
-            lines.append(f"  - adapted: `{a['flag']} {a['value']}` {now} ({a.get('stage')}: {why[:160]})")
+            lines.append(
+                f"  - adapted: `{a['flag']} {a['value']}` {now} ({a.get('stage')}: {why[:160]})"
+            )
     return "\n".join(lines)

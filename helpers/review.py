@@ -63,14 +63,19 @@ class SpecDecodeStats:
     def accepted_nothing(self) -> bool:
         if self.drafted_tokens:
             return self.accepted_tokens == 0
-        return self.draft_acceptance_rate_pct == 0.0 and (self.mean_acceptance_length in (None, 1.0))
+        return self.draft_acceptance_rate_pct == 0.0 and (
+            self.mean_acceptance_length in (None, 1.0)
+        )
 
     @property
     def level(self) -> str:
         """``"error"`` (nothing accepted), ``"warning"`` (not paying off) or ``"ok"``."""
         if self.accepted_nothing:
             return "error"
-        if self.mean_acceptance_length is not None and self.mean_acceptance_length < PAYING_OFF_LENGTH:
+        if (
+            self.mean_acceptance_length is not None
+            and self.mean_acceptance_length < PAYING_OFF_LENGTH
+        ):
             return "warning"
         return "ok"
 
@@ -148,9 +153,7 @@ def spec_decode_stats(log_text: str) -> list[SpecDecodeStats]:
 
 def _is_nemotron_h(text: str, config: Any) -> bool:
     model = str(getattr(config, "model", "") or "") if config is not None else ""
-    return bool(
-        re.search(vllm_log.NEMOTRON_H_ARCH, text) or re.search(r"nemotron", model, re.I)
-    )
+    return bool(re.search(vllm_log.NEMOTRON_H_ARCH, text) or re.search(r"nemotron", model, re.I))
 
 
 def _compute_capability(config: Any) -> str | None:
@@ -194,7 +197,11 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
     for m in re.finditer(vllm_log.NVFP4_MOE_CHOSEN, text):
         backend = m.group("backend")
         cc = _compute_capability(config)
-        if backend in KNOWN_BAD_NVFP4_MOE and (cc is None or cc.startswith("10")) and _is_nemotron_h(text, config):
+        if (
+            backend in KNOWN_BAD_NVFP4_MOE
+            and (cc is None or cc.startswith("10"))
+            and _is_nemotron_h(text, config)
+        ):
             fix = KNOWN_BAD_NVFP4_MOE[backend]
             found.append(
                 Diagnosis(
@@ -232,14 +239,22 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
             )
             fix = "check num_speculative_tokens against the drafter's block size"
         found.append(
-            Diagnosis("spec_decode", cause, fix, last.line, level=last.level,
-                      checked_releases=REGISTRY_RELEASES + OLDER_RELEASES)  # fmt: skip
+            Diagnosis(
+                "spec_decode",
+                cause,
+                fix,
+                last.line,
+                level=last.level,
+                checked_releases=REGISTRY_RELEASES + OLDER_RELEASES,
+            )  # fmt: skip
         )
     stall = re.search(vllm_log.NOTHING_RUNNING, text)
     if stall:
         d = _engine_stalled(stall, text, config)
         if d is not None:
-            found.append(dataclasses.replace(d, checked_releases=REGISTRY_RELEASES + OLDER_RELEASES))
+            found.append(
+                dataclasses.replace(d, checked_releases=REGISTRY_RELEASES + OLDER_RELEASES)
+            )
     return sorted(found, key=lambda d: d.level != "error")
 
 

@@ -113,9 +113,17 @@ class Route:
     def summary(self) -> str:
         head = f"Runtime: {self.runtime.describe()}"
         if self.stand_in:
-            lines = [head, f"Route: the CPU stand-in (target {self.target!r}).", f"Why: {self.reason}"]
+            lines = [
+                head,
+                f"Route: the CPU stand-in (target {self.target!r}).",
+                f"Why: {self.reason}",
+            ]
         else:
-            lines = [head, f"Route: registry target {self.target!r} (Nemotron 3.5 Lightning).", f"Why: {self.reason}"]
+            lines = [
+                head,
+                f"Route: registry target {self.target!r} (Nemotron 3.5 Lightning).",
+                f"Why: {self.reason}",
+            ]
         if self.plan is not None:
             lines.append(self.plan.summary())
         return "\n".join(lines)
@@ -143,15 +151,24 @@ def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = ""
     for key, label, pattern in RUNTIMES:
         if re.search(pattern, first.name, re.IGNORECASE):
             if key == "a100":
-                big = first.memory_total_gib is not None and first.memory_total_gib >= A100_80GB_MIN_GIB
-                key, label = ("a100-80gb", "A100 80 GB (Ampere)") if big else ("a100-40gb", "A100 40 GB (Ampere)")
+                big = (
+                    first.memory_total_gib is not None
+                    and first.memory_total_gib >= A100_80GB_MIN_GIB
+                )
+                key, label = (
+                    ("a100-80gb", "A100 80 GB (Ampere)")
+                    if big
+                    else ("a100-40gb", "A100 40 GB (Ampere)")
+                )
             return Runtime(key, label, first, len(gpus), colab, detail)
     return Runtime("unknown", first.name, first, len(gpus), colab, detail)
 
 
 def _t4_reason(gpu: GPU, registry: Registry) -> str:
     l4 = registry.targets.get("l4")
-    weights = float((l4.planner.weights_gib if l4 is not None and l4.planner is not None else None) or 17.2)
+    weights = float(
+        (l4.planner.weights_gib if l4 is not None and l4.planner is not None else None) or 17.2
+    )
     mem = f"{gpu.memory_total_gib:.1f} GiB" if gpu.memory_total_gib is not None else "its memory"
     cc = gpu.compute_capability or "?"
     return (
@@ -164,7 +181,9 @@ def _t4_reason(gpu: GPU, registry: Registry) -> str:
     )
 
 
-def route(runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True) -> Route:
+def route(
+    runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True
+) -> Route:
     """Map a runtime to a registry target, or to the stand-in with the reason.
 
     Args:
@@ -181,10 +200,14 @@ def route(runtime: Runtime, *, registry: Registry | Mapping | None = None, with_
     key, gpu = runtime.key, runtime.gpu
     target: str | None
     if key == "cpu":
-        return Route(runtime, STANDIN_TARGET, True,
-                     "No NVIDIA GPU in this runtime: vLLM's CPU build serves the tiny stand-in model "
-                     "(same flags, parsers and client code; the numbers are a CPU's). On Colab, "
-                     "Runtime > Change runtime type > L4 or A100 serves the real model.")
+        return Route(
+            runtime,
+            STANDIN_TARGET,
+            True,
+            "No NVIDIA GPU in this runtime: vLLM's CPU build serves the tiny stand-in model "
+            "(same flags, parsers and client code; the numbers are a CPU's). On Colab, "
+            "Runtime > Change runtime type > L4 or A100 serves the real model.",
+        )
     if key == "t4":
         return Route(runtime, STANDIN_TARGET, True, _t4_reason(gpu, reg))
     if key in TARGET_OF:
@@ -201,18 +224,31 @@ def route(runtime: Runtime, *, registry: Registry | Mapping | None = None, with_
         cc = gpu.cc_tuple if gpu is not None else None
         if not matches or (cc is not None and cc < MIN_COMPUTE_CAPABILITY):
             too_old = cc is not None and cc < MIN_COMPUTE_CAPABILITY
-            return Route(runtime, STANDIN_TARGET, True,
-                         f"No registry target for {gpu.name if gpu else 'this GPU'}"
-                         + (f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
-                            "W4A16 / NVFP4 kernels need)" if too_old else "")
-                         + ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
-                         "open the notebook of the closest target.")
+            return Route(
+                runtime,
+                STANDIN_TARGET,
+                True,
+                f"No registry target for {gpu.name if gpu else 'this GPU'}"
+                + (
+                    f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
+                    "W4A16 / NVFP4 kernels need)"
+                    if too_old
+                    else ""
+                )
+                + ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
+                "open the notebook of the closest target.",
+            )
         target = matches[0]
         why = f"{gpu.name} matches registry target {target!r} by name / compute capability (hardware.match_targets)."
     plan = planner.plan(recipes.resolve(target, registry=reg), registry=reg) if with_plan else None
     if plan is not None and not plan.starts:
-        return Route(runtime, STANDIN_TARGET, True,
-                     f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}", plan)
+        return Route(
+            runtime,
+            STANDIN_TARGET,
+            True,
+            f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}",
+            plan,
+        )
     return Route(runtime, target, False, why, plan)
 
 

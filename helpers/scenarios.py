@@ -54,7 +54,7 @@ def per_user_tps(concurrency: int) -> float:
     """:data:`H200_PER_USER_TPS` at ``concurrency``, interpolated log-log (clamped at the ends)."""
     pts = sorted(H200_PER_USER_TPS.items())
     c = min(max(float(concurrency), pts[0][0]), pts[-1][0])
-    for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
+    for (c0, v0), (c1, v1) in zip(pts, pts[1:], strict=False):
         if c0 <= c <= c1:
             t = (math.log(c) - math.log(c0)) / (math.log(c1) - math.log(c0))
             return math.exp(math.log(v0) + t * (math.log(v1) - math.log(v0)))
@@ -119,15 +119,32 @@ class Scenario:
             "--num-prompts", str(self.num_prompts_for(c)),
         ]  # fmt: skip
 
-    def bench_command(self, model: str = "nemotron-3.5-lightning", concurrency: int | None = None,
-                      base_url: str = "http://127.0.0.1:8000") -> str:
+    def bench_command(
+        self,
+        model: str = "nemotron-3.5-lightning",
+        concurrency: int | None = None,
+        base_url: str = "http://127.0.0.1:8000",
+    ) -> str:
         """A ``vllm bench serve`` command line for a terminal (one point)."""
-        argv = ["vllm", "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                "--base-url", base_url, "--model", model, *self.bench_args(concurrency)]
+        argv = [
+            "vllm",
+            "bench",
+            "serve",
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            base_url,
+            "--model",
+            model,
+            *self.bench_args(concurrency),
+        ]
         return shlex.join(argv)
 
-    def expected_seconds(self, gpu: str = "h100", concurrencies: Sequence[int] | None = None,
-                         repeats: int = 0) -> float:
+    def expected_seconds(
+        self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
+    ) -> float:
         """Estimated wall time of one sweep of this scenario on one GPU, without speculative
         decoding (drafting only shortens it), server start not included.
 
@@ -163,7 +180,9 @@ def _load(path: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     except FileNotFoundError as exc:
-        raise RecipeError(f"Scenario file {path} not found: run from a checkout of the cookbook.") from exc
+        raise RecipeError(
+            f"Scenario file {path} not found: run from a checkout of the cookbook."
+        ) from exc
     except yaml.YAMLError as exc:
         raise RecipeError(f"Scenario file {path} is not valid YAML ({exc}); fix it.") from exc
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), dict):
@@ -192,7 +211,9 @@ def _from_entry(name: str, e: Mapping[str, Any]) -> Scenario:
             "input_len and output_len, and optional prefix_len, concurrencies, num_prompts, rounds."
         ) from exc
     if min(s.input_len, s.output_len) < 1 or s.prefix_len < 0 or min(s.concurrencies) < 1:
-        raise RecipeError(f"Scenario {name!r}: token counts and concurrencies must be positive; fix cookbook/scenarios.yaml.")
+        raise RecipeError(
+            f"Scenario {name!r}: token counts and concurrencies must be positive; fix cookbook/scenarios.yaml."
+        )
     return s
 
 
@@ -275,7 +296,9 @@ def scenario(name: str, stand_in: bool = False, *, path: str | Path | None = Non
     """
     all_ = load_scenarios(path)
     if name not in all_:
-        raise RecipeError(f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml).")
+        raise RecipeError(
+            f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
+        )
     s = all_[name]
     return scale_for_standin(s, standin_settings(path)) if stand_in else s
 

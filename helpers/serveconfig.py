@@ -26,9 +26,13 @@ from .registry_load import flag_reasons
 _MANAGED_FLAGS = ("--host", "--port", "--model")
 
 
-def _check_type(name: str, value: Any, expected: type | tuple[type, ...], words: str, example: str) -> None:
+def _check_type(
+    name: str, value: Any, expected: type | tuple[type, ...], words: str, example: str
+) -> None:
     """Raise a RecipeError naming argument ``name`` when ``value`` is not ``expected``."""
-    if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+    if isinstance(value, bool) and bool not in (
+        expected if isinstance(expected, tuple) else (expected,)
+    ):
         ok = False
     else:
         ok = isinstance(value, expected)
@@ -51,7 +55,9 @@ def _check_port(port: Any) -> None:
 def _merge_args(args: dict, layer: Mapping[str, Any]) -> None:
     for flag, value in (layer or {}).items():
         if not str(flag).startswith("--"):
-            raise RecipeError(f"Registry flag {flag!r} must start with '--'; fix cookbook/recipe.yaml.")
+            raise RecipeError(
+                f"Registry flag {flag!r} must start with '--'; fix cookbook/recipe.yaml."
+            )
         if flag in _MANAGED_FLAGS:
             raise RecipeError(f"{flag} is set by the server manager, not the registry; remove it.")
         if value is None:
@@ -173,7 +179,9 @@ class ServeConfig:
             *(f"-e {shlex.quote(f'{k}={v}')}" for k, v in self.env.items()),
             "-e HF_TOKEN",
         ]
-        tail = _multiline([self.docker_image, self.model or "<model>", *self.cli_flags()], first_break=2)
+        tail = _multiline(
+            [self.docker_image, self.model or "<model>", *self.cli_flags()], first_break=2
+        )
         return " \\\n  ".join([*head, tail])
 
     def truss_config(self) -> str:
@@ -202,7 +210,9 @@ class ServeConfig:
                 "repo_id": self.model,
                 "example_model_input": {
                     "model": self.served_model_name,
-                    "messages": [{"role": "user", "content": "Reply with exactly: deployment healthy"}],
+                    "messages": [
+                        {"role": "user", "content": "Reply with exactly: deployment healthy"}
+                    ],
                     "max_tokens": 32,
                     "temperature": 0,
                 },
@@ -262,14 +272,19 @@ class ServeConfig:
     def with_args(self, extra: Mapping[str, Any] | None = None, **env: str) -> ServeConfig:
         """A copy with flags added/overridden (``None`` removes a flag) and env added."""
         _check_type(
-            "extra", extra, (Mapping, type(None)), "a mapping {flag: value} (None removes a flag)",
+            "extra",
+            extra,
+            (Mapping, type(None)),
+            "a mapping {flag: value} (None removes a flag)",
             "with_args({'--max-model-len': 8192})",
         )
         args = dict(self.args)
         _merge_args(args, extra or {})
         added = tuple(f for f, val in (extra or {}).items() if val is not None)
         return dataclasses.replace(
-            self, args=args, env={**self.env, **env},
+            self,
+            args=args,
+            env={**self.env, **env},
             extra_flags=tuple(dict.fromkeys((*self.extra_flags, *added))),
         )
 
@@ -277,7 +292,9 @@ class ServeConfig:
         """A copy whose speculative config points at a local drafter folder."""
         spec = self.speculative_config
         if spec is None or "model" not in spec:
-            raise RecipeError(f"Speculative mode {self.speculative!r} has no draft model to replace.")
+            raise RecipeError(
+                f"Speculative mode {self.speculative!r} has no draft model to replace."
+            )
         spec["model"] = str(path)
         spec.pop("revision", None)
         return self.with_args({"--speculative-config": spec})

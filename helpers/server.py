@@ -151,7 +151,6 @@ def _has_cuda_console_script() -> Path | None:
     return Path(found) if found else None
 
 
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
 
@@ -316,7 +315,9 @@ class VLLMServer:
         status, body = self._get("/v1/models", timeout=10)
         data = json.loads(body).get("data", []) if status == 200 else []
         if not data:
-            raise CookbookError(f"{self.url}/v1/models lists no model (HTTP {status}); check the server.")
+            raise CookbookError(
+                f"{self.url}/v1/models lists no model (HTTP {status}); check the server."
+            )
         return dict(data[0])
 
     def probe_features(self, model: str | None = None, timeout: float = 60.0) -> tuple[str, ...]:
@@ -333,18 +334,30 @@ class VLLMServer:
         Each probe generates at most 4 tokens.
         """
         model = model or self.served_model()["id"]
-        base = {"model": model, "max_tokens": 4, "temperature": 0,
-                "messages": [{"role": "user", "content": "Hi"}],
-                "chat_template_kwargs": {"enable_thinking": True}}
+        base = {
+            "model": model,
+            "max_tokens": 4,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "chat_template_kwargs": {"enable_thinking": True},
+        }
         feats: list[str] = []
         status, body = self._post("/v1/chat/completions", base, timeout)
         if status == 200:
             msg = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
             if msg.get("reasoning") or msg.get("reasoning_content"):
                 feats.append("reasoning")
-        tool = {"type": "function", "function": {"name": "noop", "description": "no-op",
-                                                  "parameters": {"type": "object", "properties": {}}}}
-        status, body = self._post("/v1/chat/completions", {**base, "tools": [tool], "tool_choice": "auto"}, timeout)
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "noop",
+                "description": "no-op",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        status, body = self._post(
+            "/v1/chat/completions", {**base, "tools": [tool], "tool_choice": "auto"}, timeout
+        )
         if status == 200:
             feats.append("tool_calling")
         return tuple(feats)
@@ -527,7 +540,11 @@ class VLLMServer:
         if self._proc is not None and self._proc.poll() is None:
             return self
         validate = getattr(self.config, "validate", None)
-        if self.validate_flags and callable(validate) and importlib.util.find_spec("vllm") is not None:
+        if (
+            self.validate_flags
+            and callable(validate)
+            and importlib.util.find_spec("vllm") is not None
+        ):
             validate()
         model = getattr(self.config, "model", None)
         if self.check_model and model and Path(str(model)).expanduser().is_dir():
@@ -604,8 +621,11 @@ class VLLMServer:
         self._stopped = True
         _LIVE.discard(self)
         if self._verbose:
-            print(f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
-                  f"(port {self.port}){'; left: ' + describe_procs(left) if left else ''}", flush=True)
+            print(
+                f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
+                f"(port {self.port}){'; left: ' + describe_procs(left) if left else ''}",
+                flush=True,
+            )
 
     def wait_ready(self, timeout: float | None = None) -> VLLMServer:
         """Block until ``/health`` is 200 (see :meth:`start`); shows the start-up phase.
@@ -775,13 +795,19 @@ class VLLMServer:
 
 def running_servers() -> list[VLLMServer]:
     """The servers this Python process launched that are still running (newest last)."""
-    live = [s for s in list(_LIVE) if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None]
+    live = [
+        s
+        for s in list(_LIVE)
+        if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None
+    ]
     return sorted(live, key=lambda s: s._launched_at or 0.0)
 
 
 def _same_launch(a: Any, b: Any) -> bool:
     def key(cfg: Any):
-        flags = [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        flags = (
+            [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        )
         return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
 
     return key(a) == key(b)
@@ -808,11 +834,17 @@ def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServ
     """
     for old in running_servers():
         if reuse and _same_launch(old.config, config) and old.healthy():
-            print(f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
-                  "(same command; srv.stop() first to start afresh)", flush=True)
+            print(
+                f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
+                "(same command; srv.stop() first to start afresh)",
+                flush=True,
+            )
             return old
-        print(f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
-              "its command differs, and one GPU runs one server", flush=True)
+        print(
+            f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
+            "its command differs, and one GPU runs one server",
+            flush=True,
+        )
         old.stop()
     return VLLMServer(config, **kwargs).start()
 

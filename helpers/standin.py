@@ -276,7 +276,9 @@ def load_demo(path: Path | None = None) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as e:
-        raise CookbookError(f"{path} is missing; restore it from git (`git checkout {path}`).") from e
+        raise CookbookError(
+            f"{path} is missing; restore it from git (`git checkout {path}`)."
+        ) from e
     if not isinstance(data, dict):
         raise CookbookError(f"{path} must be a YAML mapping; restore it from git.")
     return data
@@ -293,8 +295,7 @@ def tool_result(demo: dict[str, Any], name: str, city: str) -> str:
         return json.dumps(demo[table]["results"][city])
     except (KeyError, TypeError) as e:
         raise CookbookError(
-            f"cookbook/demo.yaml has no {name} result for {city!r}; add it under "
-            f"{table}.results."
+            f"cookbook/demo.yaml has no {name} result for {city!r}; add it under {table}.results."
         ) from e
 
 
@@ -313,7 +314,9 @@ def _jinja_env():
     )
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+        return json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
 
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -434,38 +437,66 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
         for prompt in [item["prompt"], *item.get("variants", [])]:
             for tools in toolsets:
                 for thinking in (True, False):
-                    add([{"role": "user", "content": prompt}], tools, thinking, item["reasoning"], item["answer"])
+                    add(
+                        [{"role": "user", "content": prompt}],
+                        tools,
+                        thinking,
+                        item["reasoning"],
+                        item["answer"],
+                    )
     for item in demo.get("extras", []):
         for tools in (None, all_tools):
             for thinking in (True, False):
-                add([{"role": "user", "content": item["prompt"]}], tools, thinking, item["reasoning"], item["answer"])
+                add(
+                    [{"role": "user", "content": item["prompt"]}],
+                    tools,
+                    thinking,
+                    item["reasoning"],
+                    item["answer"],
+                )
     fb = demo["fallback"]
     for prompt in fb["prompts"]:
         for thinking in (True, False):
-            add([{"role": "user", "content": prompt}], None, thinking, fb["reasoning"], fb["answer"])
+            add(
+                [{"role": "user", "content": prompt}], None, thinking, fb["reasoning"], fb["answer"]
+            )
 
     # Tool conversations: call, then answer from the tool result.
     w = demo["weather"]
     convs: list[tuple[str, list[tuple[str, str]], str]] = []
     for city in w["results"]:
         for tmpl in [w["prompt"], *w.get("variants", [])]:
-            convs.append((tmpl.format(city=city), [("get_weather", city)], w["reasoning"].format(city=city)))
+            convs.append(
+                (tmpl.format(city=city), [("get_weather", city)], w["reasoning"].format(city=city))
+            )
     for pair in demo["parallel"]["pairs"]:
-        convs.append((pair["prompt"], [tuple(c) for c in pair["calls"]], demo["parallel"]["reasoning"]))
+        convs.append(
+            (pair["prompt"], [tuple(c) for c in pair["calls"]], demo["parallel"]["reasoning"])
+        )
     for prompt, calls, reasoning in convs:
         needs_time = any(name == "get_time" for name, _ in calls)
-        for tools in ([all_tools] if needs_time else [all_tools[:1], all_tools]):
+        for tools in [all_tools] if needs_time else [all_tools[:1], all_tools]:
             for thinking in (True, False):
                 user = {"role": "user", "content": prompt}
                 add([user], tools, thinking, reasoning, _tool_call_text(calls))
                 results = [
-                    {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_result(demo, n, c)}
+                    {
+                        "role": "tool",
+                        "tool_call_id": f"call_{i}",
+                        "content": tool_result(demo, n, c),
+                    }
                     for i, (n, c) in enumerate(calls)
                 ]
                 # The client may or may not send the call's reasoning back.
-                for keep in ((True, False) if thinking else (False,)):
+                for keep in (True, False) if thinking else (False,):
                     history = [user, _assistant_msg(calls, reasoning if keep else None), *results]
-                    add(history, tools, thinking, _answer_reasoning_for(demo, calls), _answer_for(demo, calls))
+                    add(
+                        history,
+                        tools,
+                        thinking,
+                        _answer_reasoning_for(demo, calls),
+                        _answer_for(demo, calls),
+                    )
 
     # Thinking budget: vLLM forces `</think>` after N reasoning tokens (vllm/v1/sample/
     # thinking_budget_state.py); the two-pass client budget closes the think block in the
@@ -473,7 +504,10 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
     # choose. `_encode_samples` expands these into one sequence per cut token position.
     item = demo["reasoning"]
     forced = [(p, item) for p in [item["prompt"], *item.get("variants", [])]]
-    forced += [(p, demo["streaming"]) for p in [demo["streaming"]["prompt"], *demo["streaming"].get("variants", [])]]
+    forced += [
+        (p, demo["streaming"])
+        for p in [demo["streaming"]["prompt"], *demo["streaming"].get("variants", [])]
+    ]
     for prompt, it in forced:
         head = render_chat([{"role": "user", "content": prompt}], enable_thinking=True)
         samples.append(
@@ -665,7 +699,10 @@ def _train(
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": recipe.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
         lr=recipe.lr,
         betas=(0.9, 0.95),
     )
@@ -686,7 +723,10 @@ def _train(
             epoch: list[list[int]] = []
             for start in range(0, len(perm), pool):
                 chunk = sorted(perm[start : start + pool], key=lambda i: (len(data[i][0]), i))
-                epoch += [chunk[j : j + recipe.batch_size] for j in range(0, len(chunk), recipe.batch_size)]
+                epoch += [
+                    chunk[j : j + recipe.batch_size]
+                    for j in range(0, len(chunk), recipe.batch_size)
+                ]
             rng.shuffle(epoch)
             yield from epoch
 
@@ -727,7 +767,9 @@ def _train(
     return {"final_loss": last, "train_seconds": time.perf_counter() - t0}
 
 
-def _build(dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=None, progress: bool = False) -> dict[str, Any]:
+def _build(
+    dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=None, progress: bool = False
+) -> dict[str, Any]:
     import torch
     from transformers import GenerationConfig, NemotronHForCausalLM
 
@@ -819,7 +861,9 @@ def _safetensors_problem(path: Path) -> str | None:
                 return f"{path.name} is {size} bytes, too short for a safetensors header"
             n = int.from_bytes(head, "little")
             if n > size - 8:
-                return f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
+                return (
+                    f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
+                )
             header = json.loads(fh.read(n))
     except (OSError, ValueError, UnicodeDecodeError) as e:
         return f"{path.name} has an unreadable header ({type(e).__name__})"
@@ -881,7 +925,9 @@ def check_checkpoint(folder: str | Path) -> None:
             if not p.is_file():
                 problems.append(f"{name} is missing")
             elif p.stat().st_size != rec.get("size"):
-                problems.append(f"{name} is {p.stat().st_size:,} bytes, the build recorded {rec.get('size'):,}")
+                problems.append(
+                    f"{name} is {p.stat().st_size:,} bytes, the build recorded {rec.get('size'):,}"
+                )
             elif rec.get("sha256") and _sha256(p) != rec["sha256"]:
                 problems.append(f"{name} does not match the SHA-256 recorded at build")
     if problems:

@@ -51,7 +51,9 @@ def spread(df: pd.DataFrame, metric: str = "output_throughput") -> Spread:
         raise BenchError(f"No column {metric!r}; pass one of {list(df.columns)}.")
     values = pd.to_numeric(df[metric], errors="coerce").dropna()
     if len(values) < 2:
-        raise BenchError(f"{metric!r} has {len(values)} value(s); a spread needs 2 or more (repeat_point).")
+        raise BenchError(
+            f"{metric!r} has {len(values)} value(s); a spread needs 2 or more (repeat_point)."
+        )
     return Spread(metric, int(len(values)), float(values.mean()), float(values.std(ddof=1)),
                   float(values.min()), float(values.max()))  # fmt: skip
 
@@ -108,7 +110,11 @@ def compare(
         spreads.append(noise)
     elif isinstance(noise, Sequence) and not isinstance(noise, str):
         spreads += list(noise)
-    noise_pct = max([s.noise_pct for s in spreads] + ([float(noise)] if isinstance(noise, (int, float)) else []), default=None)
+    noise_pct = max(
+        [s.noise_pct for s in spreads]
+        + ([float(noise)] if isinstance(noise, (int, float)) else []),
+        default=None,
+    )
 
     def _value(v) -> float:
         if isinstance(v, Spread):
@@ -127,9 +133,15 @@ def compare(
                           f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is noise, not a win "
                           f"(run-to-run spread {noise_pct:.1f}%)")  # fmt: skip
     if a == b:
-        return Comparison(metric, n_a, n_b, a, b, 0.0, noise_pct or 0.0, None, f"{n_a} and {n_b} tie on {metric}")
+        return Comparison(
+            metric, n_a, n_b, a, b, 0.0, noise_pct or 0.0, None, f"{n_a} and {n_b} tie on {metric}"
+        )
     winner, loser = (n_b, n_a) if better_b else (n_a, n_b)
-    note = f"noise ±{noise_pct / 2:.1f}%" if noise_pct is not None else "noise unknown: measure it with repeat_point"
+    note = (
+        f"noise ±{noise_pct / 2:.1f}%"
+        if noise_pct is not None
+        else "noise unknown: measure it with repeat_point"
+    )
     return Comparison(metric, n_a, n_b, a, b, delta, noise_pct if noise_pct is not None else float("nan"), winner,
                       f"{winner} beats {loser} by {abs(delta):.1f}% on {metric} ({note})")  # fmt: skip
 
@@ -158,9 +170,13 @@ def rank(
     if by not in df.columns or metric not in df.columns:
         raise BenchError(f"rank() needs columns {by!r} and {metric!r}; pass load_results() output.")
     if concurrency is None:
-        common = set.intersection(*(set(g["concurrency"].dropna().astype(int)) for _, g in df.groupby(by)))
+        common = set.intersection(
+            *(set(g["concurrency"].dropna().astype(int)) for _, g in df.groupby(by))
+        )
         if not common:
-            raise BenchError("The configurations share no concurrency; pass concurrency= explicitly.")
+            raise BenchError(
+                "The configurations share no concurrency; pass concurrency= explicitly."
+            )
         concurrency = max(common)
     at = df[df["concurrency"] == int(concurrency)]
     means = at.groupby(by)[metric].mean().dropna()
@@ -173,10 +189,20 @@ def rank(
         if name == best_name:
             verdict, delta = "best", 0.0
         else:
-            c = compare(best, float(value), metric=metric, noise=noise, names=(str(best_name), str(name)))
+            c = compare(
+                best, float(value), metric=metric, noise=noise, names=(str(best_name), str(name))
+            )
             delta = c.delta_pct
             verdict = "within noise of best" if c.winner is None else c.verdict
-        rows.append({by: name, "concurrency": int(concurrency), metric: float(value), "vs_best_pct": round(delta, 1), "verdict": verdict})
+        rows.append(
+            {
+                by: name,
+                "concurrency": int(concurrency),
+                metric: float(value),
+                "vs_best_pct": round(delta, 1),
+                "verdict": verdict,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -186,10 +212,11 @@ def winner(ranking: pd.DataFrame, by: str = "label") -> str:
     if ranking.empty:
         raise BenchError("Empty ranking: run rank() on results with at least one configuration.")
     best = str(ranking.iloc[0][by])
-    tied = [str(r[by]) for _, r in ranking.iloc[1:].iterrows() if r["verdict"] == "within noise of best"]
+    tied = [
+        str(r[by]) for _, r in ranking.iloc[1:].iterrows() if r["verdict"] == "within noise of best"
+    ]
     if tied:
         return f"no clear winner: {', '.join([best, *tied])} are within the noise of each other"
     if len(ranking) > 1:
         return f"{best} — {ranking.iloc[1]['verdict']}"
     return best
-

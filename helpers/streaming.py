@@ -229,6 +229,7 @@ def stream_chat(
         max_model_len=max_model_len,
     )
 
+
 def collect_stream(
     stream: ChatStream | Iterable[Any],
     *,

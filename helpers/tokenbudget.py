@@ -35,8 +35,13 @@ DRAFT_SLOTS_PER_REQUEST_SINCE = (0, 28)
 PARALLEL_DRAFTING_METHODS = ("dflash", "dspark")
 
 
-def drafting_slots(method: str | None, num_speculative_tokens: int, vllm_version: str | None = None,
-                   *, parallel_drafting: bool | None = None) -> int:
+def drafting_slots(
+    method: str | None,
+    num_speculative_tokens: int,
+    vllm_version: str | None = None,
+    *,
+    parallel_drafting: bool | None = None,
+) -> int:
     """Extra token slots one decoding request takes for drafting (vLLM's
     ``SpeculativeConfig.max_num_new_slots_for_drafting``).
 
@@ -54,7 +59,9 @@ def drafting_slots(method: str | None, num_speculative_tokens: int, vllm_version
     """
     k = int(num_speculative_tokens or 0)
     m = (method or "").lower()
-    parallel = m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
+    parallel = (
+        m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
+    )
     v = parse_version(vllm_version)
     if v is not None and v.release[:2] < DRAFT_SLOTS_PER_REQUEST_SINCE:
         return (k - 1 if parallel else 0) + (1 if m == "draft_model" else 0)
@@ -186,7 +193,9 @@ def spec_token_budget(
     )  # fmt: skip
 
 
-def config_token_budget(cfg, vllm_version: str | None = None, max_num_seqs: int | None = None) -> TokenBudget | None:
+def config_token_budget(
+    cfg, vllm_version: str | None = None, max_num_seqs: int | None = None
+) -> TokenBudget | None:
     """:func:`spec_token_budget` of a ServeConfig (None without drafting or without an
     explicit ``--max-num-batched-tokens``)."""
     spec = getattr(cfg, "speculative_config", None) or {}
@@ -196,4 +205,6 @@ def config_token_budget(cfg, vllm_version: str | None = None, max_num_seqs: int 
     if not k or not mnbt or not seqs:
         return None
     version = vllm_version or getattr(cfg, "vllm_version", None)
-    return spec_token_budget(int(mnbt), int(seqs), str(spec.get("method") or cfg.speculative), k, version)
+    return spec_token_budget(
+        int(mnbt), int(seqs), str(spec.get("method") or cfg.speculative), k, version
+    )

@@ -126,11 +126,17 @@ def coerce_arguments(
             path = list(err.absolute_path)
             if err.validator != "type" or tuple(path) in unfixable or not path:
                 continue
-            wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+            wanted = (
+                err.validator_value
+                if isinstance(err.validator_value, list)
+                else [err.validator_value]
+            )
             ok, new = _convert(err.instance, wanted)
             # A container parsed from a JSON string is kept even if its items still
             # need fixing (the next pass does that); a scalar only if it now fits.
-            fits = ok and (isinstance(new, (list, dict)) or not any(cls(err.schema).iter_errors(new)))
+            fits = ok and (
+                isinstance(new, (list, dict)) or not any(cls(err.schema).iter_errors(new))
+            )
             if fits:
                 _set_at(args, path, new)
                 changed = True

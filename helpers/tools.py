@@ -128,8 +128,7 @@ def _check_tools_mapping(tools: Any) -> None:
     elif isinstance(tools, (list, tuple)) and tools and all(isinstance(t, Mapping) for t in tools):
         hint = " Schemas go in `tool_schemas`; `tools` maps each name to its Python function."
     raise TypeError(
-        f"run_tool_loop: `tools` must be {shape}; got {type(tools).__name__} "
-        f"{tools!r:.80}.{hint}"
+        f"run_tool_loop: `tools` must be {shape}; got {type(tools).__name__} {tools!r:.80}.{hint}"
     )
 
 
@@ -151,8 +150,7 @@ def _run_call(call: ToolCall, tools: Mapping[str, Callable[..., Any]], finish_re
         return (
             None,
             f"no tool named {call.name!r}; the tools are {sorted(tools)}",
-            "Pass a function under that name in `tools`, or remove its schema from "
-            "`tool_schemas`.",
+            "Pass a function under that name in `tools`, or remove its schema from `tool_schemas`.",
             None,
         )
     if call.error is not None:
@@ -312,10 +310,9 @@ def run_tool_loop(
     except ToolLoopError:
         raise
     except BaseException as e:
-        raise _attach_transcript(e, messages, turns, runs)
+        raise _attach_transcript(e, messages, turns, runs)  # noqa: B904 - the same exception, re-raised with the transcript
     raise stop(
         f"The model was still calling tools after max_rounds={max_rounds} turns. Raise "
         "max_rounds, or check the transcript (this error's .messages) for a tool whose "
         "output the model keeps retrying."
     )
-

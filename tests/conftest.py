@@ -38,15 +38,23 @@ FAKE_SERVER = Path(__file__).parent / "fake_vllm_server.py"
 #: Session-long servers, and the group (``pytest-xdist --dist loadgroup``) of the tests that
 #: use one: a group runs in one worker, so each is started once per run (``make test`` runs
 #: two workers: the stand-in server's tests in one, everything else spread over both).
-SHARED_SERVERS = {"standin_server": "standin_server", "shared_kernel": "standin_server", "cpu_fleet": "cpu_fleet"}
+SHARED_SERVERS = {
+    "standin_server": "standin_server",
+    "shared_kernel": "standin_server",
+    "cpu_fleet": "cpu_fleet",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        groups = {g for name, g in SHARED_SERVERS.items() if name in getattr(item, "fixturenames", ())}
+        groups = {
+            g for name, g in SHARED_SERVERS.items() if name in getattr(item, "fixturenames", ())
+        }
         if len(groups) > 1:
-            raise pytest.UsageError(f"{item.nodeid} uses two shared servers ({sorted(groups)}): one per test")
+            raise pytest.UsageError(
+                f"{item.nodeid} uses two shared servers ({sorted(groups)}): one per test"
+            )
         if groups:
             item.add_marker(pytest.mark.xdist_group(groups.pop()))
     if VLLM_IMPORTABLE:

@@ -47,7 +47,11 @@ def _engine_core() -> None:
         setproctitle.setproctitle("VLLM::EngineCore")
     except ImportError:  # pragma: no cover - vLLM depends on setproctitle
         pass
-    _log("EngineCore", os.getpid(), "[core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: fake")
+    _log(
+        "EngineCore",
+        os.getpid(),
+        "[core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: fake",
+    )
     while True:
         time.sleep(3600)
 
@@ -60,7 +64,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/health":
             body, status = b"", 200
         elif self.path == "/v1/models":
-            body, status = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "root": self.root}]}).encode(), 200
+            body, status = (
+                json.dumps(
+                    {
+                        "object": "list",
+                        "data": [{"id": self.model, "object": "model", "root": self.root}],
+                    }
+                ).encode(),
+                200,
+            )
         else:
             body, status = b'{"detail": "Not Found"}', 404
         self.send_response(status)
@@ -82,18 +94,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-after", type=float, default=0.5)
     args, _ = parser.parse_known_args(argv)
     me = os.getpid()
-    _log("APIServer", me, f"[api_utils.py:286] non-default args: {{'host': {args.host!r}, 'port': {args.port}, 'model': {args.model!r}}}")
+    _log(
+        "APIServer",
+        me,
+        f"[api_utils.py:286] non-default args: {{'host': {args.host!r}, 'port': {args.port}, 'model': {args.model!r}}}",
+    )
     if os.fork() == 0:  # the engine core: same process group, as in vLLM
         _engine_core()
     _log("Worker", me, f"[cpu_model_runner.py:68] Starting to load model {args.model}...")
     if args.never_ready:
         while True:  # a weight load stuck on its first shard: the same progress line again
-            print("Loading safetensors checkpoint shards:   0% Completed | 0/10 [00:00<?, ?it/s]", flush=True)
+            print(
+                "Loading safetensors checkpoint shards:   0% Completed | 0/10 [00:00<?, ?it/s]",
+                flush=True,
+            )
             time.sleep(0.5)
     time.sleep(args.ready_after)
     _log("Worker", me, "[default_loader.py:501] Loading weights took 0.01 seconds")
-    _log("EngineCore", me, "[kv_cache_utils.py:2327] CPU KV cache size: 1,024 tokens, Maximum concurrency for 2,048 tokens per request: 0.50x")
-    _log("EngineCore", me, "[core.py:402] init engine (profile, create kv cache, warmup model) took 0.01 s")
+    _log(
+        "EngineCore",
+        me,
+        "[kv_cache_utils.py:2327] CPU KV cache size: 1,024 tokens, Maximum concurrency for 2,048 tokens per request: 0.50x",
+    )
+    _log(
+        "EngineCore",
+        me,
+        "[core.py:402] init engine (profile, create kv cache, warmup model) took 0.01 s",
+    )
     _Handler.model = args.served_model_name or args.model
     _Handler.root = args.model
     httpd = http.server.ThreadingHTTPServer((args.host, args.port), _Handler)

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "responses"
 
-_CHILD = r'''
+_CHILD = r"""
 import importlib, json, sys, types
 from pathlib import Path
 out = Path(sys.argv[1]); repo = sys.argv[2]
@@ -64,7 +64,7 @@ for name, obj in tc.build_all_fixtures().items():
     (out / f"{name}.json").write_text(text + "\n")
 (out / "VERSION").write_text(vllm.__version__ + "\n")
 print("wrote", out)
-'''
+"""
 
 
 def build(wheel: str | Path) -> Path:
@@ -78,7 +78,9 @@ def build(wheel: str | Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
         _unpack_python(wheel, Path(tmp))
         env = {**os.environ, "PYTHONPATH": tmp, "VLLM_TARGET_DEVICE": "cpu"}
-        subprocess.run([sys.executable, "-c", _CHILD, str(out), str(REPO), tmp], check=True, env=env, cwd=tmp)
+        subprocess.run(
+            [sys.executable, "-c", _CHILD, str(out), str(REPO), tmp], check=True, env=env, cwd=tmp
+        )
     return out
 
 

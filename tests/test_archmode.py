@@ -46,7 +46,11 @@ def test_config_has_the_registry_shape(variant):
     assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]) == (32, 2, 128)
     assert (cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["ssm_state_size"]) == (64, 64, 128)
     assert (cfg["n_groups"], cfg["conv_kernel"]) == (8, 4)
-    assert (cfg["n_routed_experts"], cfg["num_experts_per_tok"], cfg["n_shared_experts"]) == (128, 6, 1)
+    assert (cfg["n_routed_experts"], cfg["num_experts_per_tok"], cfg["n_shared_experts"]) == (
+        128,
+        6,
+        1,
+    )
     assert cfg["mlp_hidden_act"] == "relu2"
     # public Nemotron-3-Nano-30B-A3B config.json values
     assert cfg["moe_intermediate_size"] == 1856
@@ -131,7 +135,12 @@ def test_nvfp4_block_quantizes_exactly_the_experts():
 
 def test_folder_files_and_metadata(bf16_dir):
     names = {p.name for p in bf16_dir.iterdir()}
-    assert {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"} <= names
+    assert {
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    } <= names
     assert not any(n.endswith((".safetensors", ".bin")) for n in names)
     meta = archmode.arch_metadata(bf16_dir)
     assert meta["variant"] == "bf16" and meta["version"] == archmode.ARCH_VERSION
@@ -149,7 +158,11 @@ def test_transformers_reads_config_and_tokenizer(bf16_dir):
     assert cfg.num_hidden_layers == 52
     assert cfg.hybrid_override_pattern == REGISTRY_ARCH["hybrid_override_pattern"]
     assert (cfg.n_groups, cfg.conv_kernel, cfg.mamba_num_heads) == (8, 4, 64)
-    assert (cfg.moe_intermediate_size, cfg.n_routed_experts, cfg.num_experts_per_tok) == (1856, 128, 6)
+    assert (cfg.moe_intermediate_size, cfg.n_routed_experts, cfg.num_experts_per_tok) == (
+        1856,
+        128,
+        6,
+    )
 
     tok = transformers.AutoTokenizer.from_pretrained(bf16_dir)
     assert tok.vocab_size == len(tok) == 131072
@@ -184,7 +197,10 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
     # everything is local: the server may not ask the hub during start-up
     # every variable kept but the fast tokenizer (it cannot load the folder's tokenizer)
-    assert cfg.env == {**{k: v for k, v in base.env.items() if k != archmode.FAST_TOKENIZER_ENV}, "HF_HUB_OFFLINE": "1"}
+    assert cfg.env == {
+        **{k: v for k, v in base.env.items() if k != archmode.FAST_TOKENIZER_ENV},
+        "HF_HUB_OFFLINE": "1",
+    }
     flags = cfg.cli_flags()
     assert flags[flags.index("--load-format") + 1] == "dummy"
     assert "--revision" not in flags and "--tokenizer" not in flags

@@ -131,7 +131,9 @@ def test_acceptance_from_recorded_metrics_matches_vllm_bench():
     assert acc["spec_decode_acceptance_length"] == pytest.approx(
         reported["spec_decode_acceptance_length"]
     )
-    assert acc["spec_decode_acceptance_rate"] == pytest.approx(reported["spec_decode_acceptance_rate"])
+    assert acc["spec_decode_acceptance_rate"] == pytest.approx(
+        reported["spec_decode_acceptance_rate"]
+    )
     # acceptance length = 1 + accepted / drafts
     assert acc["spec_decode_acceptance_length"] == pytest.approx(1 + 3 / 14)
     assert acc["spec_decode_acceptance_rate"] == pytest.approx(3 / 41 * 100)
@@ -188,10 +190,15 @@ def test_annotate_keeps_vllm_numbers(tmp_path):
     notes = bench.annotate_point(path, {}, fake_after)
     assert json.loads(path.read_text()) == json.loads((DATA / "ngram-c2.json").read_text())
     # vLLM's own figures win on the row: the sidecar holds only what vLLM's JSON lacks
-    assert not {k for k in notes if k in json.loads(path.read_text())} - {"spec_decode_level", "spec_decode_verdict"}
+    assert not {k for k in notes if k in json.loads(path.read_text())} - {
+        "spec_decode_level",
+        "spec_decode_verdict",
+    }
     raw = json.loads(path.read_text())
     row = bench.load_results(path).iloc[0]
-    assert row["spec_decode_acceptance_length"] == pytest.approx(raw["spec_decode_acceptance_length"])
+    assert row["spec_decode_acceptance_length"] == pytest.approx(
+        raw["spec_decode_acceptance_length"]
+    )
 
 
 # ---------------------------------------------------------------- small pure helpers
@@ -250,7 +257,10 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
     # (load_results leaves out a column no point measured.)
     assert "--no-enable-prefix-caching" in standin_server.config.cli_flags()
     assert "prefix_cache_hit_rate" not in df.columns
-    assert not any("cookbook_prefix_cache_hit_rate" in json.loads(p.read_text()) for p in tmp_path.glob("*.json"))
+    assert not any(
+        "cookbook_prefix_cache_hit_rate" in json.loads(p.read_text())
+        for p in tmp_path.glob("*.json")
+    )
     again = bench.load_results(tmp_path)
     pd.testing.assert_frame_equal(again, df)
     assert not math.isnan(df.loc[0, "duration_s"])
@@ -349,14 +359,20 @@ def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_pat
 
 def test_acceptance_verdict_from_vllm_json_alone():
     # vLLM's own keys with a 0 % rate and no counters: still an error
-    assert bench.acceptance_verdict({"spec_decode_acceptance_rate": 0.0, "spec_decode_acceptance_length": 1.0})[
-        "spec_decode_level"
-    ] == "error"
+    assert (
+        bench.acceptance_verdict(
+            {"spec_decode_acceptance_rate": 0.0, "spec_decode_acceptance_length": 1.0}
+        )["spec_decode_level"]
+        == "error"
+    )
     # the recorded ngram point (length 1.21) is not paying off: a warning naming the block size
     v = bench.acceptance_verdict(json.loads((DATA / "ngram-c2.json").read_text()))
     assert v["spec_decode_level"] == "warning"
     assert "num_speculative_tokens against the drafter's block size" in v["spec_decode_verdict"]
-    assert bench.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"] == "ok"
+    assert (
+        bench.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"]
+        == "ok"
+    )
     assert bench.acceptance_verdict({"completed": 3}) == {}
     # a point without speculative decoding has no verdict column
     assert "spec_decode_verdict" not in bench.load_results(DATA / "standin-c1.json").columns
@@ -373,11 +389,15 @@ def _scrape(running: int, waiting: int) -> str:
     (the stall itself is simulated at the data level).
     """
     text = (RUNTIME / "metrics_busy.txt").read_text()
-    assert 'vllm:num_requests_running{' in text and 'vllm:num_requests_waiting{' in text
+    assert "vllm:num_requests_running{" in text and "vllm:num_requests_waiting{" in text
     import re as _re
 
-    text = _re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=_re.M)
-    return _re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=_re.M)
+    text = _re.sub(
+        r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=_re.M
+    )
+    return _re.sub(
+        r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=_re.M
+    )
 
 
 def test_stall_detector_on_recorded_metrics():
@@ -406,7 +426,11 @@ def test_recorded_ngram_sweep_point_accepted_nothing():
     idle = bench.spec_decode_counters((RUNTIME / "metrics_idle.txt").read_text())
     after = bench.spec_decode_counters((RUNTIME / "metrics_after.txt").read_text())
     acc = bench.acceptance_from_counters(idle, after)
-    assert (acc["spec_decode_num_drafts"], acc["spec_decode_draft_tokens"], acc["spec_decode_accepted_tokens"]) == (48, 136, 0)
+    assert (
+        acc["spec_decode_num_drafts"],
+        acc["spec_decode_draft_tokens"],
+        acc["spec_decode_accepted_tokens"],
+    ) == (48, 136, 0)
     assert acc["spec_decode_level"] == "error"
     row = bench.load_results(RUNTIME / "bench" / "ngram-standin-c8.json").iloc[0]
     assert row["spec_decode_level"] == "error"

@@ -832,7 +832,9 @@ def test_tool_loop_unknown_tool_is_a_clear_error(rec, client):
     assert "Pass a function under that name in `tools`" in str(ei.value)
     # The conversation so far travels with the error: the turn and the call that ran.
     assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool"]
-    assert len(ei.value.turns) == 1 and ei.value.tool_runs[0].output == get_weather("Santa Clara", 2)
+    assert len(ei.value.turns) == 1 and ei.value.tool_runs[0].output == get_weather(
+        "Santa Clara", 2
+    )
 
 
 def test_tool_loop_invented_tool_goes_back_to_the_model(rec, client):
@@ -863,8 +865,12 @@ def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
     loop = hc.run_tool_loop(
         client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
     )
-    assert loop.tool_runs[0].message["content"].startswith(
-        "Error: the arguments for get_weather cannot be used: arguments are not valid JSON"
+    assert (
+        loop.tool_runs[0]
+        .message["content"]
+        .startswith(
+            "Error: the arguments for get_weather cannot be used: arguments are not valid JSON"
+        )
     )
     assert loop.tool_runs[1].message["content"] == "09:30 in Tokyo"
 
@@ -1131,9 +1137,15 @@ def test_budget_report_says_what_happened():
         "thinking_token_budget=16: 17 reasoning tokens (budget 16), then an answer of 15 characters"
     )
     over = ChatResult(reasoning="long", content="x", usage=Usage(reasoning_tokens=40))
-    assert budget_report(over, 16).startswith("UNEXPECTED") and "40 reasoning tokens exceed" in budget_report(over, 16)
-    empty = ChatResult(reasoning="cut", content="", finish_reason="length", usage=Usage(reasoning_tokens=16))
-    assert "no answer followed" in budget_report(empty, 16) and "'length'" in budget_report(empty, 16)
+    assert budget_report(over, 16).startswith(
+        "UNEXPECTED"
+    ) and "40 reasoning tokens exceed" in budget_report(over, 16)
+    empty = ChatResult(
+        reasoning="cut", content="", finish_reason="length", usage=Usage(reasoning_tokens=16)
+    )
+    assert "no answer followed" in budget_report(empty, 16) and "'length'" in budget_report(
+        empty, 16
+    )
     unparsed = ChatResult(reasoning="", content="<think>a</think>b", usage=Usage())
     assert "no reasoning_tokens" in budget_report(unparsed, 16)
 
@@ -1217,7 +1229,9 @@ def test_tool_call_in_reasoning_compact_two_calls(rec, client):
 )
 def test_tool_call_in_reasoning_wordings(reasoning, calls):
     with pytest.warns(hc.ToolCallInReasoningWarning):
-        r = hc.parse_response(_with_reasoning(reasoning), tool_schemas=TOOLS, recover_tool_calls=True)
+        r = hc.parse_response(
+            _with_reasoning(reasoning), tool_schemas=TOOLS, recover_tool_calls=True
+        )
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == calls
 
 
@@ -1234,9 +1248,10 @@ def test_reasoning_that_goes_on_after_a_tool_call_is_left_alone():
 
 def test_tool_loop_does_not_end_silently_on_a_tool_call_in_reasoning(rec, client):
     rec.queue("tool_call_in_reasoning")
-    with pytest.warns(hc.ToolCallInReasoningWarning), pytest.raises(
-        hc.ToolLoopError, match="recover_tool_calls=True"
-    ) as ei:
+    with (
+        pytest.warns(hc.ToolCallInReasoningWarning),
+        pytest.raises(hc.ToolLoopError, match="recover_tool_calls=True") as ei,
+    ):
         hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
     assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
     calls = []
@@ -1254,7 +1269,11 @@ def test_tool_loop_does_not_end_silently_on_a_tool_call_in_reasoning(rec, client
     assert loop.final.content.strip().startswith("Santa Clara will be sunny")
     sent = rec.bodies[-1]["messages"]
     assert sent[1]["tool_calls"][0]["function"]["name"] == "get_weather"
-    assert sent[2] == {"role": "tool", "tool_call_id": sent[1]["tool_calls"][0]["id"], "content": "sunny"}
+    assert sent[2] == {
+        "role": "tool",
+        "tool_call_id": sent[1]["tool_calls"][0]["id"],
+        "content": "sunny",
+    }
 
 
 TRUNCATED = r"(?i)truncated inside a tool call: raise max_tokens"
@@ -1303,7 +1322,10 @@ def test_cut_inside_a_tool_call_streamed(rec, client, name):
 def test_tool_loop_runs_nothing_when_cut_inside_a_tool_call(rec, client):
     rec.queue("length_in_tool_call")
     ran = []
-    with pytest.warns(hc.ToolCallTruncatedWarning), pytest.raises(hc.ToolLoopError, match=TRUNCATED) as ei:
+    with (
+        pytest.warns(hc.ToolCallTruncatedWarning),
+        pytest.raises(hc.ToolLoopError, match=TRUNCATED) as ei,
+    ):
         hc.run_tool_loop(
             client, MODEL, "q", {"get_weather": lambda **kw: ran.append(kw)}, TOOLS, max_tokens=20
         )
@@ -1328,9 +1350,10 @@ def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
 
 def test_tool_loop_does_not_take_tool_calls_without_a_call_as_the_answer(rec, client):
     rec.queue("tool_calls_finish_without_call")
-    with pytest.warns(hc.ToolCallsMissingWarning), pytest.raises(
-        hc.ToolLoopError, match="not an answer"
-    ) as ei:
+    with (
+        pytest.warns(hc.ToolCallsMissingWarning),
+        pytest.raises(hc.ToolLoopError, match="not an answer") as ei,
+    ):
         hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS, tool_choice="required")
     assert ei.value.turns[0].content.strip() == "It is sunny."
 
@@ -1350,9 +1373,7 @@ def _as_string_limit(name: str, value: str) -> dict:
     return r
 
 
-@pytest.mark.parametrize(
-    "reply", ["integer_as_float", "stream_integer_as_float", "string_140.0"]
-)
+@pytest.mark.parametrize("reply", ["integer_as_float", "stream_integer_as_float", "string_140.0"])
 def test_integer_written_as_a_float_is_coerced_before_the_tool_runs(rec, client, reply):
     seen = []
 
@@ -1364,9 +1385,11 @@ def test_integer_written_as_a_float_is_coerced_before_the_tool_runs(rec, client,
     rec.queue(payload, "tool_final_answer")
     with warnings.catch_warnings():
         warnings.simplefilter("error", hc.ToolArgumentWarning)
-        loop = hc.run_tool_loop(
-            client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False
-        ) if not reply.startswith("stream") else None
+        loop = (
+            hc.run_tool_loop(client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False)
+            if not reply.startswith("stream")
+            else None
+        )
     if reply.startswith("stream"):  # the streamed turn assembles to the same fitted call
         r = hc.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
         assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": 140}
@@ -1402,7 +1425,11 @@ def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
     rec.queue("integer_as_word", "tool_final_answer")
     with pytest.warns(hc.ToolArgumentWarning):
         hc.run_tool_loop(
-            client, MODEL, "q", {"search": lambda query, limit: seen.append(limit) or "ok"}, SEARCH_TOOLS
+            client,
+            MODEL,
+            "q",
+            {"search": lambda query, limit: seen.append(limit) or "ok"},
+            SEARCH_TOOLS,
         )
     assert seen == ["abc"]
 
@@ -1422,7 +1449,8 @@ def test_coerce_arguments_against_json_schema():
         "required": ["limit"],
     }
     args, problems = coerce_arguments(
-        {"limit": "140.0", "ratio": "0.5", "exact": "true", "ids": '[1, "2.0"]', "name": "x"}, schema
+        {"limit": "140.0", "ratio": "0.5", "exact": "true", "ids": '[1, "2.0"]', "name": "x"},
+        schema,
     )
     assert args == {"limit": 140, "ratio": 0.5, "exact": True, "ids": [1, 2], "name": "x"}
     assert problems == []
@@ -1443,7 +1471,7 @@ def test_default_max_tokens_on_a_server_with_a_small_context():
         server.queue("thinking_on", "thinking_on", "stream_thinking_on")
         r = hc.chat(client, MODEL, "hi")
         hc.chat(client, MODEL, "hi again")
-        hc.stream_chat(client, MODEL, "hi").result
+        _ = hc.stream_chat(client, MODEL, "hi").result  # the property runs the stream
         assert r.content.strip() == "The capital of France is Paris."
         # Nothing above 2048 is sent: vLLM then generates up to the end of the context.
         assert all("max_tokens" not in b for b in server.bodies)
@@ -1489,7 +1517,9 @@ def test_failing_tool_raises_with_the_transcript_when_asked(rec, client):
         raise ValueError("station offline")
 
     rec.queue("tool_calls_parallel")
-    with pytest.raises(hc.ToolLoopError, match="get_weather raised ValueError: station offline") as ei:
+    with pytest.raises(
+        hc.ToolLoopError, match="get_weather raised ValueError: station offline"
+    ) as ei:
         hc.run_tool_loop(
             client,
             MODEL,
@@ -1531,19 +1561,43 @@ def test_schema_is_named_after_its_key_not_the_function(rec, client):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda c: hc.run_tool_loop(c, MODEL, "q", [get_weather]), r"`tools` must be a dict \{name: function\}.*\{f.__name__: f for f in tools\}"),
-        (lambda c: hc.run_tool_loop(c, MODEL, "q", TOOLS), r"`tools` must be a dict.*Schemas go in `tool_schemas`"),
-        (lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS), r"`tool_schemas` must be None or a list"),
-        (lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"), r"`max_rounds` must be an integer"),
-        (lambda c: hc.chat(c, MODEL, "q", max_tokens="100"), r"chat: `max_tokens` must be an integer"),
+        (
+            lambda c: hc.run_tool_loop(c, MODEL, "q", [get_weather]),
+            r"`tools` must be a dict \{name: function\}.*\{f.__name__: f for f in tools\}",
+        ),
+        (
+            lambda c: hc.run_tool_loop(c, MODEL, "q", TOOLS),
+            r"`tools` must be a dict.*Schemas go in `tool_schemas`",
+        ),
+        (
+            lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS),
+            r"`tool_schemas` must be None or a list",
+        ),
+        (
+            lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"),
+            r"`max_rounds` must be an integer",
+        ),
+        (
+            lambda c: hc.chat(c, MODEL, "q", max_tokens="100"),
+            r"chat: `max_tokens` must be an integer",
+        ),
         (lambda c: hc.chat(c, MODEL, "q", max_tokens=True), r"`max_tokens` must be an integer"),
         (lambda c: hc.chat(c, MODEL, "q", thinking="yes"), r"`thinking` must be True or False"),
-        (lambda c: hc.chat(c, MODEL, "q", tools=WEATHER_TOOLS), r"`tools` must be a list of OpenAI function-tool schemas.*run_tool_loop"),
+        (
+            lambda c: hc.chat(c, MODEL, "q", tools=WEATHER_TOOLS),
+            r"`tools` must be a list of OpenAI function-tool schemas.*run_tool_loop",
+        ),
         (lambda c: hc.chat(c, MODEL, 42), r"`messages_or_prompt` must be a prompt string"),
         (lambda c: hc.chat(c, MODEL, [{"content": "no role"}]), r"`messages_or_prompt`.*item 0"),
         (lambda c: hc.chat(c, 7, "q"), r"`model` must be the served model name"),
-        (lambda c: hc.chat("http://127.0.0.1:8000", MODEL, "q"), r"`client` must be an OpenAI client.*make_client"),
-        (lambda c: hc.stream_chat(c, MODEL, "q", temperature="hot"), r"stream_chat: `temperature` must be a number"),
+        (
+            lambda c: hc.chat("http://127.0.0.1:8000", MODEL, "q"),
+            r"`client` must be an OpenAI client.*make_client",
+        ),
+        (
+            lambda c: hc.stream_chat(c, MODEL, "q", temperature="hot"),
+            r"stream_chat: `temperature` must be a number",
+        ),
         (lambda c: hc.make_client(8000), r"make_client: `base_url` must be a URL string"),
     ],
 )
@@ -1613,7 +1667,9 @@ def test_chat_against_a_http_server_that_is_not_vllm(tmp_path, max_tokens):
 
 def test_unknown_model_names_the_served_ones(rec, client):
     rec.queue("error_model_not_found", status=404)
-    with pytest.raises(ResponseError, match=r"does not serve model 'nemotron-typo'; it serves \['nemotron-test'\]"):
+    with pytest.raises(
+        ResponseError, match=r"does not serve model 'nemotron-typo'; it serves \['nemotron-test'\]"
+    ):
         hc.chat(client, "nemotron-typo", "hi", max_tokens=64)
 
 
@@ -1646,18 +1702,32 @@ def test_live_failing_tool_goes_back_to_the_model(live):
     prompt = demo["weather"]["prompt"].format(city="Santa Clara")
     try:
         loop = hc.run_tool_loop(
-            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
-            temperature=0, max_rounds=3,
+            client,
+            model,
+            prompt,
+            tools,
+            demo["tools"],
+            max_tokens=LIVE_MAX_TOKENS,
+            temperature=0,
+            max_rounds=3,
         )
         messages = loop.messages
     except hc.ToolLoopError as e:  # the model may keep retrying: the transcript is kept
         messages = e.messages
     errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith("Error: ")]
-    assert errors and "get_weather raised RuntimeError: weather service down" in errors[0]["content"]
+    assert (
+        errors and "get_weather raised RuntimeError: weather service down" in errors[0]["content"]
+    )
     with pytest.raises(hc.ToolLoopError, match="get_weather raised RuntimeError") as ei:
         hc.run_tool_loop(
-            client, model, prompt, tools, demo["tools"], max_tokens=LIVE_MAX_TOKENS,
-            temperature=0, on_tool_error="raise",
+            client,
+            model,
+            prompt,
+            tools,
+            demo["tools"],
+            max_tokens=LIVE_MAX_TOKENS,
+            temperature=0,
+            on_tool_error="raise",
         )
     assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
     assert isinstance(ei.value.__cause__, RuntimeError)
@@ -1668,21 +1738,32 @@ def test_live_cut_inside_a_tool_call(live):
     """Issue 14.2 on the real server: max_tokens that ends inside the first tool call."""
     client, model, demo = live
     prompt = demo["weather"]["prompt"].format(city="Santa Clara")
-    full = hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    full = hc.chat(
+        client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0
+    )
     assert full.tool_calls, "the stand-in made no tool call"
     reasoning = full.usage.reasoning_tokens or 0
     cut_at = reasoning + max(3, (full.usage.completion_tokens - reasoning) // 2)
     for r in (
         hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0),
-        hc.stream_chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0).result,
+        hc.stream_chat(
+            client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0
+        ).result,
     ):
         assert r.truncated_in_tool_call, (r.finish_reason, r.content, r.tool_calls, r.usage)
         assert r.tool_calls == [] and not r.content.strip().startswith("<tool_call>")
-        assert any("truncated inside a tool call: raise max_tokens" in w.lower() for w in r.warnings)
+        assert any(
+            "truncated inside a tool call: raise max_tokens" in w.lower() for w in r.warnings
+        )
     calls = []
     with pytest.raises(hc.ToolLoopError, match="(?i)truncated inside a tool call"):
         hc.run_tool_loop(
-            client, model, prompt, {"get_weather": lambda **kw: calls.append(kw)},
-            demo["tools"], max_tokens=cut_at, temperature=0,
+            client,
+            model,
+            prompt,
+            {"get_weather": lambda **kw: calls.append(kw)},
+            demo["tools"],
+            max_tokens=cut_at,
+            temperature=0,
         )
     assert calls == []

@@ -25,6 +25,7 @@ def review(*args, **kwargs):
 
     return _review(*args, **kwargs)
 
+
 LOGS = Path(__file__).parent / "data" / "logs"
 
 
@@ -287,7 +288,9 @@ def test_spec_token_budget_with_config_uses_the_targets_vllm():
     )  # fmt: skip
     line = "ValueError: max_num_scheduled_tokens is set to -1792 based on the speculative decoding settings, which does not allow any tokens to be scheduled."
     d = diagnose(line, cfg)
-    assert "raise --max-num-batched-tokens to 8448 or more" in d.fix  # 0.32.0: 1 + 16 + 16 per sequence
+    assert (
+        "raise --max-num-batched-tokens to 8448 or more" in d.fix
+    )  # 0.32.0: 1 + 16 + 16 per sequence
     assert "lower --max-num-seqs to 62 or less" in d.fix
 
 
@@ -376,7 +379,10 @@ def test_every_catalogue_entry_records_the_releases_checked():
     assert "vllm 0.8.5" in d.checked_releases and "vllm 0.28.0" in d.checked_releases
     assert "wording checked in" in d.report()
     frame = __import__("helpers.diagnose", fromlist=["catalogue_frame"]).catalogue_frame()
-    assert set(frame["name"]) == {e.name for e in CATALOGUE} and frame["checked_releases"].str.len().min() > 0
+    assert (
+        set(frame["name"]) == {e.name for e in CATALOGUE}
+        and frame["checked_releases"].str.len().min() > 0
+    )
 
 
 def test_registry_vllm_releases_are_all_checked():
@@ -407,7 +413,9 @@ def test_spec_decode_line_parsed_with_verdict():
     assert s.per_position == (0.181, 0.067, 0.039, 0.014, 0.009, 0.0, 0.0)
     assert s.draft_acceptance_rate_pct == 4.4
     assert s.level == "warning"
-    assert s.verdict.startswith("not paying off: check num_speculative_tokens against the drafter's block size")
+    assert s.verdict.startswith(
+        "not paying off: check num_speculative_tokens against the drafter's block size"
+    )
     (d,) = review(SPEC_LINE)
     assert d.name == "spec_decode" and d.level == "warning"
     assert "not paying off" in d.message and "block size" in d.message
@@ -417,16 +425,31 @@ def test_spec_decode_line_parsed_with_verdict():
     "line, length, rate, accepted",
     [
         # vLLM 0.26.0-0.32.0 (vllm/v1/spec_decode/metrics.py): with Accepted / Drafted counts
-        ("SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, "
-         "Drafted throughput: 302.37 tokens/s, Accepted: 0 tokens, Drafted: 4032 tokens, "
-         "Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%", 1.0, 0.0, 0),
+        (
+            "SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, "
+            "Drafted throughput: 302.37 tokens/s, Accepted: 0 tokens, Drafted: 4032 tokens, "
+            "Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%",
+            1.0,
+            0.0,
+            0,
+        ),
         # vLLM 0.8.5 V1: rate first
-        ("SpecDecoding metrics: Draft acceptance rate: 0.0%, Mean acceptance length: 1.00, "
-         "Accepted: 0 tokens, Drafted: 4032 tokens, Per-position acceptance rate: 0.000, 0.000", 1.0, 0.0, 0),
+        (
+            "SpecDecoding metrics: Draft acceptance rate: 0.0%, Mean acceptance length: 1.00, "
+            "Accepted: 0 tokens, Drafted: 4032 tokens, Per-position acceptance rate: 0.000, 0.000",
+            1.0,
+            0.0,
+            0,
+        ),
         # pre-V1 engine (vllm 0.8.5 vllm/engine/metrics.py): a fraction, named counts
-        ("Speculative metrics: Draft acceptance rate: 0.000, System efficiency: 0.250, Number of "
-         "speculative tokens: 3, Number of accepted tokens: 0, Number of draft tokens: 4032, Number "
-         "of emitted tokens: 1344.", None, 0.0, 0),
+        (
+            "Speculative metrics: Draft acceptance rate: 0.000, System efficiency: 0.250, Number of "
+            "speculative tokens: 3, Number of accepted tokens: 0, Number of draft tokens: 4032, Number "
+            "of emitted tokens: 1344.",
+            None,
+            0.0,
+            0,
+        ),
     ],
 )
 def test_spec_decode_accepted_nothing_every_wording(line, length, rate, accepted):
@@ -454,7 +477,9 @@ def test_flashinfer_trtllm_on_blackwell_with_nemotron_h_warns_with_the_fix():
     assert "FLASHINFER_TRTLLM" in d.cause and "compute capability 10.0" in d.cause
     assert "--moe-backend flashinfer_cutlass" in d.fix
     # another backend, or a Hopper GPU, is no finding
-    assert review(log.replace("'FLASHINFER_TRTLLM' NvFp4", "'FLASHINFER_CUTLASS' NvFp4"), b200) == []
+    assert (
+        review(log.replace("'FLASHINFER_TRTLLM' NvFp4", "'FLASHINFER_CUTLASS' NvFp4"), b200) == []
+    )
     assert review(log, recipes.resolve("h200")) == []
 
 
@@ -503,6 +528,7 @@ def test_recorded_spec_decode_lines_of_the_cpu_server():
     # the real stats lines: busy, never a stall
     assert diagnose(log) is None
 
+
 @pytest.mark.parametrize(
     "name, evidence",
     [
@@ -523,7 +549,9 @@ def test_derived_max_model_len_is_named_with_the_bound_and_the_env_hint():
     d = diagnose(_log("max_model_len_too_long"))
     assert d.name == "max_model_len_too_long"
     assert "--max-model-len 1000000000" in d.cause and "max_position_embeddings=4096.0" in d.cause
-    assert "set --max-model-len 4096 or less" in d.fix and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
+    assert (
+        "set --max-model-len 4096 or less" in d.fix and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
+    )
     _one_sentence(d)
 
 

@@ -69,7 +69,14 @@ class _FakeServer(server.VLLMServer):
     """Process mechanics only: an API server process with an engine-core child, no model."""
 
     def _launch_argv(self):
-        return [os.sys.executable, "-c", _FAKE_API_SERVER, "vllm-fake-api-server", "--port", str(self.port)]
+        return [
+            os.sys.executable,
+            "-c",
+            _FAKE_API_SERVER,
+            "vllm-fake-api-server",
+            "--port",
+            str(self.port),
+        ]
 
 
 def test_killed_api_server_handle_reports_and_ends_its_group_fast():
@@ -120,12 +127,20 @@ def _damaged_copy(standin_model: Path, tmp_path: Path, damage: str) -> Path:
 def test_damaged_standin_is_refused_before_serving(standin_model, standin_config, tmp_path, damage):
     from helpers.standin import build_standin_model, check_checkpoint
 
-    assert json.loads((Path(standin_model) / "standin.json").read_text())["files"]["model.safetensors"]["sha256"]
+    assert json.loads((Path(standin_model) / "standin.json").read_text())["files"][
+        "model.safetensors"
+    ]["sha256"]
     check_checkpoint(standin_model)  # the shared one is whole
     copy = _damaged_copy(Path(standin_model), tmp_path, damage)
-    expected = {"truncated_safetensors": "model.safetensors", "broken_config": "config.json", "flipped_byte": "SHA-256"}[damage]
+    expected = {
+        "truncated_safetensors": "model.safetensors",
+        "broken_config": "config.json",
+        "flipped_byte": "SHA-256",
+    }[damage]
     # reuse of the cache
-    with pytest.raises(CookbookError, match=r"rebuild with `build_standin_model\(force=True\)`") as err:
+    with pytest.raises(
+        CookbookError, match=r"rebuild with `build_standin_model\(force=True\)`"
+    ) as err:
         build_standin_model(out=tmp_path)
     assert expected in str(err.value) and str(copy) in str(err.value)
     # serving it
@@ -137,10 +152,14 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
 
 @pytest.mark.server
 @pytest.mark.parametrize("damage", ["truncated_safetensors", "broken_config"])
-def test_damaged_checkpoint_launched_anyway_is_diagnosed(standin_model, standin_config, tmp_path, damage):
+def test_damaged_checkpoint_launched_anyway_is_diagnosed(
+    standin_model, standin_config, tmp_path, damage
+):
     """With the pre-launch check off, vLLM 0.32.0 itself fails; the catalogue names it."""
     copy = _damaged_copy(Path(standin_model), tmp_path, damage)
-    srv = server.VLLMServer(standin_config.with_model(copy), progress=False, check_model=False, startup_timeout=300)
+    srv = server.VLLMServer(
+        standin_config.with_model(copy), progress=False, check_model=False, startup_timeout=300
+    )
     with pytest.raises(ServerStartError) as err:
         srv.start()
     assert err.value.diagnosis is not None, str(err.value)
@@ -184,13 +203,17 @@ def test_numbers_vllm_accepts_still_pass(standin_config):
 
 
 def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(standin_config):
-    limit = json.loads((Path(standin_config.model) / "config.json").read_text())["max_position_embeddings"]
+    limit = json.loads((Path(standin_config.model) / "config.json").read_text())[
+        "max_position_embeddings"
+    ]
     assert recipes.derived_max_model_len(standin_config.model)[0] == limit
     cfg = standin_config.with_args({"--max-model-len": 1_000_000_000})
     with pytest.raises(RecipeError) as err:
         cfg.validate()
     text = str(err.value)
-    assert f"set --max-model-len {limit} or less" in text and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text
+    assert (
+        f"set --max-model-len {limit} or less" in text and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text
+    )
     assert "max_position_embeddings" in text
     srv = server.VLLMServer(cfg, progress=False)
     with pytest.raises(RecipeError):
@@ -205,14 +228,19 @@ def test_derived_length_failure_in_the_log_is_diagnosed(standin_config):
     """Launched without the pre-launch checks, vLLM 0.32.0 refuses; the diagnosis names the
     derived maximum and the VLLM_ALLOW_LONG_MAX_MODEL_LEN hint (not the generic
     pydantic ValidationError line at the end of the log)."""
-    limit = json.loads((Path(standin_config.model) / "config.json").read_text())["max_position_embeddings"]
+    limit = json.loads((Path(standin_config.model) / "config.json").read_text())[
+        "max_position_embeddings"
+    ]
     cfg = standin_config.with_args({"--max-model-len": 1_000_000_000})
     srv = server.VLLMServer(cfg, progress=False, validate_flags=False, startup_timeout=300)
     with pytest.raises(ServerStartError) as err:
         srv.start()
     d = err.value.diagnosis
     assert d is not None and d.name == "max_model_len_too_long", str(err.value)
-    assert f"set --max-model-len {limit} or less" in d.fix and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
+    assert (
+        f"set --max-model-len {limit} or less" in d.fix
+        and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
+    )
     _assert_nothing_left(srv)
 
 
@@ -225,7 +253,9 @@ def test_misspelled_flag_in_extra_args_is_blamed_on_extra_args_with_a_close_matc
     pytest.importorskip("vllm")
     installed = recipes.installed_vllm_version()
     assert standin_config.vllm_version == installed  # the cpu target pins the installed release
-    cfg = recipes.resolve("cpu", extra_args={"--max-modle-len": 4096}).with_model(standin_config.model)
+    cfg = recipes.resolve("cpu", extra_args={"--max-modle-len": 4096}).with_model(
+        standin_config.model
+    )
     with pytest.raises(FlagError) as err:
         cfg.validate()
     text = str(err.value)
@@ -257,8 +287,14 @@ def test_registry_flag_is_blamed_on_the_registry_and_a_version_gap_is_named():
         (dict(target="h100", variant="nvfp"), "Did you mean 'nvfp4'?"),
         (dict(target="h100", speculative="dflsh"), "Did you mean 'dflash'?"),
         (dict(target="h100", features=["reasonig"]), "Did you mean 'reasoning'?"),
-        (dict(target="h100", speculative="ngram"), "'ngram' is not offered for h100. Valid speculative modes for h100: none, mtp, dflash, dspark."),
-        (dict(target="cpu", speculative="mtp"), "'mtp' is not offered for cpu. Valid speculative modes for cpu: none, ngram."),
+        (
+            dict(target="h100", speculative="ngram"),
+            "'ngram' is not offered for h100. Valid speculative modes for h100: none, mtp, dflash, dspark.",
+        ),
+        (
+            dict(target="cpu", speculative="mtp"),
+            "'mtp' is not offered for cpu. Valid speculative modes for cpu: none, ngram.",
+        ),
     ],
 )
 def test_names_get_a_close_match_and_a_targets_own_modes(kwargs, expected):
@@ -275,7 +311,12 @@ def test_unknown_mode_lists_only_the_targets_modes():
 
 def test_names_match_case_insensitively():
     cfg = recipes.resolve("H100", variant="NVFP4", speculative="MTP", features=["Reasoning"])
-    assert (cfg.target, cfg.variant, cfg.speculative, cfg.features) == ("h100", "nvfp4", "mtp", ("reasoning",))
+    assert (cfg.target, cfg.variant, cfg.speculative, cfg.features) == (
+        "h100",
+        "nvfp4",
+        "mtp",
+        ("reasoning",),
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,8 +329,14 @@ def test_names_match_case_insensitively():
     [
         (dict(port="abc"), "port='abc' (str): port must be an int from 1 to 65535"),
         (dict(port=True), "port=True (bool)"),
-        (dict(features="reasoning"), "features='reasoning' (str): features must be a list of feature names, e.g. features=['reasoning']"),
-        (dict(extra_args=["--max-model-len", "4096"]), "extra_args=['--max-model-len', '4096'] (list): extra_args must be a mapping"),
+        (
+            dict(features="reasoning"),
+            "features='reasoning' (str): features must be a list of feature names, e.g. features=['reasoning']",
+        ),
+        (
+            dict(extra_args=["--max-model-len", "4096"]),
+            "extra_args=['--max-model-len', '4096'] (list): extra_args must be a mapping",
+        ),
         (dict(extra_env="X=1"), "extra_env='X=1' (str)"),
         (dict(variant=5), "variant=5 (int)"),
     ],
@@ -320,7 +367,14 @@ def test_with_args_and_with_port_name_the_argument():
 def test_sweep_names_bad_concurrencies_before_any_request(concurrencies, named, tmp_path):
     port = server.free_port()  # nothing listens: the check must come first
     with pytest.raises(bench.BenchError) as err:
-        bench.sweep(f"http://127.0.0.1:{port}", "m", tmp_path, concurrencies, out_dir=tmp_path, progress=False)
+        bench.sweep(
+            f"http://127.0.0.1:{port}",
+            "m",
+            tmp_path,
+            concurrencies,
+            out_dir=tmp_path,
+            progress=False,
+        )
     assert named in str(err.value) and "concurrencies" in str(err.value)
 
 
@@ -332,7 +386,14 @@ def test_check_parameters_reads_the_declared_types():
         "n": 3, "xs": None, "flag": True, "name": "a", "t": 1,
     }  # fmt: skip
     check_parameters(ns)
-    for key, bad in (("n", "3"), ("n", True), ("xs", "abc"), ("xs", [1, "2"]), ("flag", "yes"), ("name", 1)):
+    for key, bad in (
+        ("n", "3"),
+        ("n", True),
+        ("xs", "abc"),
+        ("xs", [1, "2"]),
+        ("flag", "yes"),
+        ("name", 1),
+    ):
         with pytest.raises(CookbookError, match=rf"{key} = .* but the parameters cell declares"):
             check_parameters({**ns, key: bad})
 
@@ -351,9 +412,18 @@ def test_notebook_parameter_of_the_wrong_type_fails_at_once():
             timeout=120,
         )
     text = str(err.value)
-    assert "bench_concurrencies = 'abc' (str), but the parameters cell declares Optional[list[int]]" in text
-    first_code = [c for c in json.loads(Path("notebooks/quickstart_cpu_standin.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
-    imports = next(i for i, c in enumerate(first_code) if "check_parameters(globals())" in "".join(c["source"]))
+    assert (
+        "bench_concurrencies = 'abc' (str), but the parameters cell declares Optional[list[int]]"
+        in text
+    )
+    first_code = [
+        c
+        for c in json.loads(Path("notebooks/quickstart_cpu_standin.ipynb").read_text())["cells"]
+        if c["cell_type"] == "code"
+    ]
+    imports = next(
+        i for i, c in enumerate(first_code) if "check_parameters(globals())" in "".join(c["source"])
+    )
     # papermill adds the injected-parameters cell; the failure is at the import cell
     assert f"in cell {imports + 2}" in text, text
     assert time.monotonic() - t0 < 120
@@ -366,7 +436,9 @@ def test_notebook_parameter_of_the_wrong_type_fails_at_once():
 
 def _read_only_mount(path: Path) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True
+    )
     return r.returncode == 0
 
 
@@ -402,7 +474,9 @@ def test_unwritable_cookbook_out_is_one_sentence_with_the_fix(kind, tmp_path, mo
 def test_missing_tokenizer_folder_is_one_sentence(tokenizer, tmp_path):
     port = server.free_port()
     with pytest.raises(bench.BenchError) as err:
-        bench.sweep(f"http://127.0.0.1:{port}", "m", tokenizer, [1], out_dir=tmp_path, progress=False)
+        bench.sweep(
+            f"http://127.0.0.1:{port}", "m", tokenizer, [1], out_dir=tmp_path, progress=False
+        )
     text = str(err.value)
     assert "\n" not in text and "Repo id" not in text
     assert f"The tokenizer folder {tokenizer} does not exist" in text

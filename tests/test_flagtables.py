@@ -23,10 +23,15 @@ def test_every_offered_release_has_a_table_from_its_own_wheel():
     for v in OFFERED:
         t = flagtables.load_table(v)
         assert t["vllm_version"] == v == t["imported_version"]
-        assert t["generated"]["from"].startswith(f"vllm-{v}-") and t["generated"]["from"].endswith(".whl")
+        assert t["generated"]["from"].startswith(f"vllm-{v}-") and t["generated"]["from"].endswith(
+            ".whl"
+        )
         assert len(t["generated"]["sha256"]) == 64
         assert len(t["options"]) > 300 and "--moe-backend" in t["options"]
-        assert "dspark" in t["speculative_methods"] and "num_speculative_tokens" in t["speculative_config_keys"]
+        assert (
+            "dspark" in t["speculative_methods"]
+            and "num_speculative_tokens" in t["speculative_config_keys"]
+        )
 
 
 def test_the_032_table_is_the_parser_ci_runs():
@@ -73,7 +78,10 @@ def test_a_choice_only_in_028_fails_on_032():
     """Values are checked too: 0.28.0's --mamba-cache-mode has `all`, 0.32.0's does not."""
     assert "all" in flagtables.load_table("0.28.0")["options"]["--mamba-cache-mode"]["choices"]
     assert "all" not in flagtables.load_table("0.32.0")["options"]["--mamba-cache-mode"]["choices"]
-    flagtables.check_config(recipes.resolve("h200", vllm_version="0.28.0", extra_args={"--mamba-cache-mode": "all"}), quiet=True)
+    flagtables.check_config(
+        recipes.resolve("h200", vllm_version="0.28.0", extra_args={"--mamba-cache-mode": "all"}),
+        quiet=True,
+    )
     cfg = recipes.resolve("h200", vllm_version="0.32.0", extra_args={"--mamba-cache-mode": "all"})
     with pytest.raises(FlagError, match="--mamba-cache-mode all: vLLM 0.32.0 accepts"):
         flagtables.check_config(cfg, quiet=True)
@@ -83,7 +91,9 @@ def test_a_speculative_method_is_checked_against_its_release():
     cfg = recipes.resolve("h200", speculative="mtp", vllm_version="0.28.0")
     assert flagtables.check_config(cfg, quiet=True)
     spec = dict(cfg.speculative_config, method="not_a_method")
-    bad = recipes.resolve("h200", speculative="mtp", vllm_version="0.28.0", extra_args={"--speculative-config": spec})
+    bad = recipes.resolve(
+        "h200", speculative="mtp", vllm_version="0.28.0", extra_args={"--speculative-config": spec}
+    )
     with pytest.raises(FlagError, match="method 'not_a_method' does not exist in vLLM 0.28.0"):
         flagtables.check_config(bad, quiet=True)
 
@@ -127,4 +137,6 @@ def test_the_026_check_lives_with_the_results():
 
     assert not (REPO_ROOT / "cookbook" / "flag_check_vllm_0.26.0.yaml").exists()
     assert (flagtables.FLAGS_DIR / "flag_check_vllm_0.26.0.yaml").exists()
-    assert all(json.loads(p.read_text())["vllm_version"] for p in flagtables.FLAGS_DIR.glob("vllm-*.json"))
+    assert all(
+        json.loads(p.read_text())["vllm_version"] for p in flagtables.FLAGS_DIR.glob("vllm-*.json")
+    )

@@ -346,7 +346,9 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
         # check before them runs alone), so every measured request meets a dead server.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            running = bench.parse_prometheus(bench.scrape_metrics(srv.url)).get("vllm:num_requests_running", 0)
+            running = bench.parse_prometheus(bench.scrape_metrics(srv.url)).get(
+                "vllm:num_requests_running", 0
+            )
             if running >= 2:
                 break
             time.sleep(0.1)
@@ -364,7 +366,9 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
         assert "Traceback (most recent call last)" not in text
         # the real error of each failed request: an aiohttp exception line, e.g.
         # "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host ..."
-        assert "Error 0: " in text and "aiohttp" in text and "Error:" in text.split("Error 0: ", 1)[1]
+        assert (
+            "Error 0: " in text and "aiohttp" in text and "Error:" in text.split("Error 0: ", 1)[1]
+        )
         assert "no longer answers /health" in text
 
         # The handle tells the truth: the API server is dead, its engine core was ended.

@@ -72,11 +72,17 @@ def test_nvml_shaped_records_parse_like_nvidia_smi():
     # What helpers.hardware._read_nvml builds from pynvml: bytes name, memory in bytes,
     # compute capability as a (major, minor) tuple, memory None where NVML says NotSupported.
     nvml = [
-        {"index": 0, "name": b"NVIDIA H200", "memory": {"total": 143771 * 2**20, "used": 0},
-         "cuda_compute_capability": (9, 0)},
+        {
+            "index": 0,
+            "name": b"NVIDIA H200",
+            "memory": {"total": 143771 * 2**20, "used": 0},
+            "cuda_compute_capability": (9, 0),
+        },
     ]
     assert hardware.gpus_from_records(nvml) == smi("h200")
-    unified = [{"index": 0, "name": "NVIDIA GB10", "memory": None, "cuda_compute_capability": (12, 1)}]
+    unified = [
+        {"index": 0, "name": "NVIDIA GB10", "memory": None, "cuda_compute_capability": (12, 1)}
+    ]
     assert hardware.gpus_from_records(unified) == smi("gb10")
 
 
@@ -123,11 +129,18 @@ def test_no_gpu_maps_to_stand_in():
 
 def test_unlisted_gpu_falls_back_to_compute_capability():
     gh200 = hardware.gpus_from_records(
-        [{"name": "NVIDIA GH200 480GB", "memory": {"total": 97871 * 2**20, "used": 0},
-          "cuda_compute_capability": (9, 0)}]
+        [
+            {
+                "name": "NVIDIA GH200 480GB",
+                "memory": {"total": 97871 * 2**20, "used": 0},
+                "cuda_compute_capability": (9, 0),
+            }
+        ]
     )
     got = hardware.match_targets(gh200)
-    assert "h100" in got and "h200" not in got  # 96 GB: H100-sized targets fit, H200's 141 GB do not
+    assert (
+        "h100" in got and "h200" not in got
+    )  # 96 GB: H100-sized targets fit, H200's 141 GB do not
 
 
 def test_turing_matches_nothing():
@@ -137,7 +150,9 @@ def test_turing_matches_nothing():
 # ---- detection -------------------------------------------------------------------------
 
 
-def _fake_smi(tmp_path: Path, gpu_csv: Path | None, apps_csv: Path | None = None, fail: str = "") -> str:
+def _fake_smi(
+    tmp_path: Path, gpu_csv: Path | None, apps_csv: Path | None = None, fail: str = ""
+) -> str:
     """An executable named nvidia-smi that prints recorded output for the two queries."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -147,9 +162,9 @@ def _fake_smi(tmp_path: Path, gpu_csv: Path | None, apps_csv: Path | None = None
     else:
         body = (
             'case "$1" in\n'
-            f'  --query-gpu=name,memory.total,compute_cap,memory.used) cat {gpu_csv} ;;\n'
-            f'  --query-compute-apps=*) cat {apps_csv or "/dev/null"} ;;\n'
-            '  *) exit 2 ;;\n'
+            f"  --query-gpu=name,memory.total,compute_cap,memory.used) cat {gpu_csv} ;;\n"
+            f"  --query-compute-apps=*) cat {apps_csv or '/dev/null'} ;;\n"
+            "  *) exit 2 ;;\n"
             "esac"
         )
     script.write_text(f"#!/bin/sh\n{body}\n")
@@ -201,10 +216,21 @@ def check(target, fixture, **kw):
 
 @pytest.mark.parametrize(
     "target,fixture",
-    [("h100", "h100"), ("h200", "h200"), ("a100", "a100"), ("l40s", "l40s"),
-     ("rtx-pro-6000", "rtx_pro_6000"), ("rtx-50xx", "rtx_5090"), ("dgx-spark", "gb10"),
-     ("dgx-station-gb300", "gb300"), ("b300", "gb300"), ("b200", "b200"), ("jetson", "jetson_thor"),
-     ("h100x8-bf16", "h100x8"), ("h100-bf16", "h100")],
+    [
+        ("h100", "h100"),
+        ("h200", "h200"),
+        ("a100", "a100"),
+        ("l40s", "l40s"),
+        ("rtx-pro-6000", "rtx_pro_6000"),
+        ("rtx-50xx", "rtx_5090"),
+        ("dgx-spark", "gb10"),
+        ("dgx-station-gb300", "gb300"),
+        ("b300", "gb300"),
+        ("b200", "b200"),
+        ("jetson", "jetson_thor"),
+        ("h100x8-bf16", "h100x8"),
+        ("h100-bf16", "h100"),
+    ],
 )
 def test_check_machine_accepts_its_own_target(target, fixture, capsys):
     report = check(target, fixture)
@@ -257,7 +283,9 @@ def test_refuses_when_other_process_holds_memory():
     with pytest.raises(HardwareError) as exc:
         check("h100", "h100_busy", processes=procs)
     msg = str(exc.value)
-    assert "12345" in msg and "stop those processes" in msg and "lower --gpu-memory-utilization" in msg
+    assert (
+        "12345" in msg and "stop those processes" in msg and "lower --gpu-memory-utilization" in msg
+    )
     assert exc.value.report.held_gib == pytest.approx(40962 / 1024)
 
 

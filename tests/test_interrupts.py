@@ -58,7 +58,11 @@ def _bench_threads() -> list[threading.Thread]:
 
 def _running_requests(srv: VLLMServer) -> float:
     text = urllib.request.urlopen(srv.url + "/metrics", timeout=10).read().decode()
-    return sum(v for k, v in bench.parse_prometheus(text).items() if k.startswith("vllm:num_requests_running"))
+    return sum(
+        v
+        for k, v in bench.parse_prometheus(text).items()
+        if k.startswith("vllm:num_requests_running")
+    )
 
 
 @pytest.mark.server
@@ -67,8 +71,15 @@ def test_launch_interrupted_mid_wait_leaves_nothing(standin_config):
     no record, port free), and KeyboardInterrupt still reaches the caller."""
     srv = VLLMServer(standin_config, progress=False)
     # interrupt once the process exists and has logged its first lines (mid-wait)
-    _sigint_when(lambda: srv.pid is not None and srv.log_path is not None and srv.log_path.exists()
-                 and srv.log_path.stat().st_size > 200, settle=2.0)
+    _sigint_when(
+        lambda: (
+            srv.pid is not None
+            and srv.log_path is not None
+            and srv.log_path.exists()
+            and srv.log_path.stat().st_size > 200
+        ),
+        settle=2.0,
+    )
     with pytest.raises(KeyboardInterrupt):
         srv.start()
     pgid = srv.pid
@@ -94,15 +105,26 @@ def test_sweep_interrupted_mid_point_leaves_no_benchmark_thread(standin_server):
     _sigint_when(in_point, settle=1.0)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        bench.sweep(standin_server.base_url, standin_server.config.served_model_name, standin_server.config.model,
-                    [2], input_len=32, output_len=256, num_prompts=16, num_warmups=0, label="interrupted",
-                    progress=False)
+        bench.sweep(
+            standin_server.base_url,
+            standin_server.config.served_model_name,
+            standin_server.config.model,
+            [2],
+            input_len=32,
+            output_len=256,
+            num_prompts=16,
+            num_warmups=0,
+            label="interrupted",
+            progress=False,
+        )
     assert started.is_set() and time.monotonic() - t0 < 240
     assert not _bench_threads(), "the benchmark thread is still alive after the interrupt"
     deadline = time.monotonic() + 30
     while _running_requests(standin_server) > 0 and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _running_requests(standin_server) == 0, "the server still generates for the interrupted point"
+    assert _running_requests(standin_server) == 0, (
+        "the server still generates for the interrupted point"
+    )
     assert standin_server.healthy()
 
 
@@ -113,7 +135,9 @@ def test_relaunching_the_same_command_reuses_the_running_server(standin_server, 
     again = server.launch_server(standin_server.config)
     assert again is standin_server
     assert "reusing the server this kernel already runs" in capsys.readouterr().out
-    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {standin_server.pid}
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {
+        standin_server.pid
+    }
 
 
 @pytest.mark.server
@@ -122,8 +146,13 @@ def test_attach_mode_reads_name_tokenizer_and_features_from_the_server(standin_s
     srv = server.attach_server(standin_server.base_url)
     served = srv.served_model()
     assert served["id"] == standin_server.config.served_model_name
-    assert weights.tokenizer_for(served["root"]) == str(standin_server.config.model)  # local: no download
-    assert set(srv.probe_features()) == set(standin_server.config.features) & {"reasoning", "tool_calling"}
+    assert weights.tokenizer_for(served["root"]) == str(
+        standin_server.config.model
+    )  # local: no download
+    assert set(srv.probe_features()) == set(standin_server.config.features) & {
+        "reasoning",
+        "tool_calling",
+    }
     srv.stop()  # not ours: a no-op
     assert standin_server.healthy()
 

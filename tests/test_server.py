@@ -389,7 +389,9 @@ def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypat
     assert "Loading safetensors checkpoint shards" in msg  # the last log line travels along
     assert seen and seen[0][0] == "launching"  # the progress callback saw the phases
     assert srv.phase in [ph for ph, _ in seen]
-    assert any(ph.startswith("still loading weights") and "s in this phase" in ph for ph, _ in seen), seen
+    assert any(
+        ph.startswith("still loading weights") and "s in this phase" in ph for ph, _ in seen
+    ), seen
     assert not srv.is_running()
     assert not _live_pid(_engine_pid(srv.log_path))  # the engine child ended with the group
     assert _group_left(srv.pid) == []

@@ -73,7 +73,11 @@ def _bench_argv(log: Path) -> dict[str, str]:
     """The ``vllm bench serve`` flags recorded on the first line of a point's log."""
     head = log.read_text().splitlines()[0]
     argv = shlex.split(head)[3:]
-    return {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
+    return {
+        a: argv[i + 1]
+        for i, a in enumerate(argv[:-1])
+        if a.startswith("--") and not argv[i + 1].startswith("--")
+    }
 
 
 def _real_out_notebooks() -> Path:
@@ -95,8 +99,12 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     The "none" mode's stand-in launch is exactly the session server's (the ``cpu`` target,
     reasoning + tool parsers, no drafting, no prefix caching), so the notebook attaches to it
     (``servers``) and launches (and stops) only the n-gram server."""
-    h100_none = recipes.standin_config(recipes.resolve("h100"), standin_server.config.model, drafting=True)
-    assert h100_none.cli_flags() == standin_server.config.cli_flags(), "the session server is not the none-mode launch"
+    h100_none = recipes.standin_config(
+        recipes.resolve("h100"), standin_server.config.model, drafting=True
+    )
+    assert h100_none.cli_flags() == standin_server.config.cli_flags(), (
+        "the session server is not the none-mode launch"
+    )
     out = tmp_path / "out"
     out.mkdir()
     # reuse the cached stand-in model (built once per checkout); everything else goes to tmp
@@ -109,9 +117,16 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     # noise, plots, verdicts): two concurrencies and two repeats instead of the stand-in
     # scenario's three and three. The executed copy lands in the repo's ignored out/notebooks/.
     executed = notebooks.run_notebook(
-        NOTEBOOK, {"install": False, "stand_in": True, "concurrencies": CONCURRENCIES, "repeats": REPEATS,
-                   "servers": {"none": standin_server.url}},
-        output=_real_out_notebooks() / NOTEBOOK.name, progress=False,
+        NOTEBOOK,
+        {
+            "install": False,
+            "stand_in": True,
+            "concurrencies": CONCURRENCIES,
+            "repeats": REPEATS,
+            "servers": {"none": standin_server.url},
+        },
+        output=_real_out_notebooks() / NOTEBOOK.name,
+        progress=False,
     )
     text = executed.read_text()
 
@@ -148,17 +163,28 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
         seeds[mode, str(log.relative_to(root / mode))] = a["--seed"]
     sweep_seeds = {k: v for k, v in seeds.items() if "/" not in k[1]}
     # the same prompts for both modes at a concurrency, a different seed per concurrency
-    assert {v for (m, f), v in sweep_seeds.items() if m == "none"} == {v for (m, f), v in sweep_seeds.items() if m == "ngram"}
-    assert len({v for (m, f), v in sweep_seeds.items() if m == "none"}) == len([1 for (m, f) in sweep_seeds if m == "none"])
+    assert {v for (m, f), v in sweep_seeds.items() if m == "none"} == {
+        v for (m, f), v in sweep_seeds.items() if m == "ngram"
+    }
+    assert len({v for (m, f), v in sweep_seeds.items() if m == "none"}) == len(
+        [1 for (m, f) in sweep_seeds if m == "none"]
+    )
     # repeats: fresh seeds, none of them a sweep point's
     repeat_seeds = [v for (m, f), v in seeds.items() if m == "none" and "/" in f]
-    assert len(repeat_seeds) == len(CONCURRENCIES) * REPEATS and len(set(repeat_seeds)) == len(repeat_seeds)
+    assert len(repeat_seeds) == len(CONCURRENCIES) * REPEATS and len(set(repeat_seeds)) == len(
+        repeat_seeds
+    )
     assert not set(repeat_seeds) & set(sweep_seeds.values())
 
     # plots, verdicts next to the seeds' guidance, servers stopped
     pngs = sorted(p.name for p in (out / "plots").glob("speculative-h100-standin-*.png"))
-    assert pngs == ["speculative-h100-standin-acceptance.png", "speculative-h100-standin-pareto.png"]
+    assert pngs == [
+        "speculative-h100-standin-acceptance.png",
+        "speculative-h100-standin-pareto.png",
+    ]
     assert "no speculative decoding (recipe guide, overview)" in text and "measured here" in text
     assert re.search(r"(noise, not a win|within noise|beats)", text)
-    assert text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1  # n-gram's only
+    assert (
+        text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
+    )  # n-gram's only
     assert standin_server.is_running()  # the attached none-mode server was left alone

@@ -51,7 +51,9 @@ def _chat(client, messages, *, thinking=True, tools=None, **extra_body):
 
 
 def _reasoning(msg) -> str:
-    return (getattr(msg, "reasoning", None) or getattr(msg, "reasoning_content", None) or "").strip()
+    return (
+        getattr(msg, "reasoning", None) or getattr(msg, "reasoning_content", None) or ""
+    ).strip()
 
 
 def check_reasoning_on(client) -> None:
@@ -109,7 +111,13 @@ def _tool_results(r):
     out = []
     for c in msg.tool_calls:
         city = json.loads(c.function.arguments)["city"]
-        out.append({"role": "tool", "tool_call_id": c.id, "content": standin.tool_result(DEMO, c.function.name, city)})
+        out.append(
+            {
+                "role": "tool",
+                "tool_call_id": c.id,
+                "content": standin.tool_result(DEMO, c.function.name, city),
+            }
+        )
     return out
 
 
@@ -119,7 +127,11 @@ def _assistant_turn(r, include_reasoning=True):
         "role": "assistant",
         "content": msg.content,
         "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
             for c in msg.tool_calls
         ],
     }
@@ -141,7 +153,9 @@ def check_weather(client, city: str, *, thinking: bool = True, tools=TOOLS) -> N
     final = _chat(client, history, thinking=thinking, tools=tools)
     msg = final.choices[0].message
     expected = DEMO["weather"]["results"][city]
-    assert not msg.tool_calls, f"{city}: expected an answer after the tool result, got {msg.tool_calls}"
+    assert not msg.tool_calls, (
+        f"{city}: expected an answer after the tool result, got {msg.tool_calls}"
+    )
     assert f"{expected['temperature_c']}°C" in (msg.content or ""), (
         f"{city}: the answer should use the tool's temperature, got {msg.content!r}"
     )
@@ -166,17 +180,23 @@ def check_budget(client) -> None:
     budget = DEMO["budget"]["thinking_token_budget"]
     full = _chat(client, [{"role": "user", "content": DEMO["budget"]["prompt"]}])
     r = _chat(
-        client, [{"role": "user", "content": DEMO["budget"]["prompt"]}], thinking_token_budget=budget
+        client,
+        [{"role": "user", "content": DEMO["budget"]["prompt"]}],
+        thinking_token_budget=budget,
     )
     msg = r.choices[0].message
     assert _reasoning(msg), "budget: expected some reasoning before the cut"
-    assert len(_reasoning(msg)) < len(_reasoning(full.choices[0].message)), "budget: reasoning was not cut"
+    assert len(_reasoning(msg)) < len(_reasoning(full.choices[0].message)), (
+        "budget: reasoning was not cut"
+    )
     # a server with --reasoning-parser reports the reasoning token count
     # (vllm/entrypoints/openai/chat_completion/serving.py: _include_reasoning_tokens_details)
     details = r.usage.completion_tokens_details
     assert details is not None and details.reasoning_tokens is not None, r.usage
     assert 0 < details.reasoning_tokens <= budget + 1, details
-    assert "vLLM" in (msg.content or ""), f"budget: expected an answer after the forced </think>, got {msg.content!r}"
+    assert "vLLM" in (msg.content or ""), (
+        f"budget: expected an answer after the forced </think>, got {msg.content!r}"
+    )
     assert r.choices[0].finish_reason == "stop"
 
 
@@ -222,7 +242,13 @@ def test_build_is_cached(built):
     again = build_standin_model()
     assert again == built
     assert time.perf_counter() - t0 < 5, "second call should reuse the cached folder"
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+    ):
         assert (built / name).is_file(), name
     meta = standin.standin_metadata(built)
     assert meta["hash"] == standin_hash()
@@ -270,9 +296,15 @@ def tokenizer(built):
 def test_template_thinking_on_off(tokenizer):
     msgs = [{"role": "user", "content": "Hi"}]
     on = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    default = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True)
+    default = tokenizer.apply_chat_template(
+        msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True
+    )
     off = tokenizer.apply_chat_template(
-        msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False, force_nonempty_content=True
+        msgs,
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+        force_nonempty_content=True,
     )
     assert on == default
     assert on.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n")
@@ -287,8 +319,16 @@ def test_template_tools_and_history(tokenizer):
         "content": None,
         "reasoning": "Two lookups.",
         "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}},
-            {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+            {
+                "id": "a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Tokyo"}},
+            },
+            {
+                "id": "b",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+            },
         ],
     }
     results = [
@@ -296,7 +336,9 @@ def test_template_tools_and_history(tokenizer):
         {"role": "tool", "tool_call_id": "b", "content": '{"t": 2}'},
     ]
     msgs = [user, call, *results]
-    text = tokenizer.apply_chat_template(msgs, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        msgs, tools=TOOLS, tokenize=False, add_generation_prompt=True
+    )
     assert text == render_chat(msgs, tools=TOOLS)
     assert "<tools>\n<function>\n<name>get_weather</name>" in text
     assert "<name>get_time</name>" in text
@@ -312,8 +354,14 @@ def test_template_tools_and_history(tokenizer):
         "</tool_response><|im_end|>\n"
     ) in text
     # earlier turns' reasoning is dropped (truncate_history_thinking defaults to true)
-    later = [*msgs, {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks"}]
-    text2 = tokenizer.apply_chat_template(later, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    later = [
+        *msgs,
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    text2 = tokenizer.apply_chat_template(
+        later, tools=TOOLS, tokenize=False, add_generation_prompt=True
+    )
     assert "Two lookups." not in text2 and "<think></think><tool_call>" in text2
 
 

@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 from helpers.paths import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location("suite_time", REPO_ROOT / "benchmarks" / "suite_time.py")
+_spec = importlib.util.spec_from_file_location(
+    "suite_time", REPO_ROOT / "benchmarks" / "suite_time.py"
+)
 suite_time = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(suite_time)
 
@@ -15,7 +17,9 @@ _spec.loader.exec_module(suite_time)
 def _report(nodeid, when, outcome, duration, *markers):
     # a TestReport's keywords: the test's name, its module, and its markers' names
     keywords = {nodeid.split("::")[-1]: 1, "tests": 1, **{m: 1 for m in markers}}
-    return SimpleNamespace(nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords)
+    return SimpleNamespace(
+        nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords
+    )
 
 
 def test_groups_come_from_the_reports_markers():
@@ -73,6 +77,9 @@ def test_each_shared_server_group_runs_in_one_worker(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:]
     ran = re.findall(r"\[(gw\d)\].*PASSED \S+::(test_\w+)\[\d+\](@\w+)?", proc.stdout)
     assert len(ran) == 16, proc.stdout[-2000:]
-    workers = {name: {w for w, n, _ in ran if n == name} for name in ("test_on_the_server", "test_on_the_fleet")}
+    workers = {
+        name: {w for w, n, _ in ran if n == name}
+        for name in ("test_on_the_server", "test_on_the_fleet")
+    }
     assert all(len(w) == 1 for w in workers.values()), workers
     assert {g for _, n, g in ran if n == "test_on_the_server"} == {"@standin_server"}

@@ -60,8 +60,14 @@ def no_network(monkeypatch, tmp_path):
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     monkeypatch.setattr(socket, "getaddrinfo", guarded_dns)
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                "HF_HUB_CACHE", "HF_ENDPOINT"):
+    for var in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_HUB_CACHE",
+        "HF_ENDPOINT",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -76,7 +82,9 @@ def no_network(monkeypatch, tmp_path):
 # ---- a hub on disk ---------------------------------------------------------------------
 
 
-def write_cached_repo(cache: Path, repo: str, commit: str, files: dict[str, bytes], *, ref: str | None = "main"):
+def write_cached_repo(
+    cache: Path, repo: str, commit: str, files: dict[str, bytes], *, ref: str | None = "main"
+):
     """Write ``files`` into ``cache`` the way ``snapshot_download`` stores them."""
     folder = cache / ("models--" + repo.replace("/", "--"))
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
@@ -98,7 +106,9 @@ def checkpoint_files(n_shards: int = 2, *, drop: int | None = None) -> dict[str,
     shards = [f"model-{i + 1:05d}-of-{n_shards:05d}.safetensors" for i in range(n_shards)]
     files = {
         "config.json": b'{"architectures": ["NemotronHForCausalLM"]}',
-        "model.safetensors.index.json": json.dumps({"weight_map": {f"w{i}": s for i, s in enumerate(shards)}}).encode(),
+        "model.safetensors.index.json": json.dumps(
+            {"weight_map": {f"w{i}": s for i, s in enumerate(shards)}}
+        ).encode(),
         "tokenizer.json": b"{}",
         "chat_template.jinja": b"{{ messages }}",
         **{s: f"shard {s}".encode() * 10 for s in shards},
@@ -109,7 +119,10 @@ def checkpoint_files(n_shards: int = 2, *, drop: int | None = None) -> dict[str,
 
 
 def drafter_files() -> dict[str, bytes]:
-    return {"config.json": b'{"architectures": ["DFlashDraftModel"]}', "model.safetensors": b"draft" * 10}
+    return {
+        "config.json": b'{"architectures": ["DFlashDraftModel"]}',
+        "model.safetensors": b"draft" * 10,
+    }
 
 
 # ---- a hub on 127.0.0.1 ----------------------------------------------------------------
@@ -148,7 +161,9 @@ class FakeHub:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def add(self, repo: str, files: dict[str, bytes], commit: str | None = None, **kw) -> Repo:
@@ -195,31 +210,64 @@ class FakeHub:
         repo = self.repos.get(name)
         if repo is None:
             # The hub answers 401 without a token and 404 with one (private or missing).
-            return self._error(h, 404 if token else 401, "RepoNotFound", "Repository not found", head)
+            return self._error(
+                h, 404 if token else 401, "RepoNotFound", "Repository not found", head
+            )
         if repo.gated and token not in repo.accepted_tokens:
             if token:
-                msg = (f"Access to model {name} is restricted and you are not in the authorized list. "
-                       f"Visit {self.url}/{name} to ask for access.")
+                msg = (
+                    f"Access to model {name} is restricted and you are not in the authorized list. "
+                    f"Visit {self.url}/{name} to ask for access."
+                )
                 return self._error(h, 403, "GatedRepo", msg, head)
-            msg = (f"Access to model {name} is restricted. You must have access to it and be "
-                   "authenticated to access it. Please log in.")
+            msg = (
+                f"Access to model {name} is restricted. You must have access to it and be "
+                "authenticated to access it. Please log in."
+            )
             return self._error(h, 401, "GatedRepo", msg, head)
         rev = m.group("rev")
         if rev not in (None, "main", repo.commit):
             return self._error(h, 404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
         headers = {"X-Repo-Commit": repo.commit}
         if "/tree/" in path:
-            listing = [self._entry(n, b) | {"type": "file", "path": n} for n, b in sorted(repo.files.items())]
-            return self._send(h, 200, json.dumps(listing).encode(), {**headers, "Content-Type": "application/json"}, head)
+            listing = [
+                self._entry(n, b) | {"type": "file", "path": n}
+                for n, b in sorted(repo.files.items())
+            ]
+            return self._send(
+                h,
+                200,
+                json.dumps(listing).encode(),
+                {**headers, "Content-Type": "application/json"},
+                head,
+            )
         if path.startswith("/api/models/"):
             info = repo.info or {
-                "_id": "0" * 24, "id": name, "modelId": name, "sha": repo.commit, "private": False,
-                "gated": "manual" if repo.gated else False, "disabled": False, "tags": [],
-                "siblings": [{"rfilename": n, "size": len(b), "blobId": _sha1(b),
-                              **({"lfs": self._lfs(b)} if n.endswith(".safetensors") else {})}
-                             for n, b in sorted(repo.files.items())],
+                "_id": "0" * 24,
+                "id": name,
+                "modelId": name,
+                "sha": repo.commit,
+                "private": False,
+                "gated": "manual" if repo.gated else False,
+                "disabled": False,
+                "tags": [],
+                "siblings": [
+                    {
+                        "rfilename": n,
+                        "size": len(b),
+                        "blobId": _sha1(b),
+                        **({"lfs": self._lfs(b)} if n.endswith(".safetensors") else {}),
+                    }
+                    for n, b in sorted(repo.files.items())
+                ],
             }
-            return self._send(h, 200, json.dumps(info).encode(), {**headers, "Content-Type": "application/json"}, head)
+            return self._send(
+                h,
+                200,
+                json.dumps(info).encode(),
+                {**headers, "Content-Type": "application/json"},
+                head,
+            )
         fname = m.group("file")
         if fname not in repo.files:
             return self._error(h, 404, "EntryNotFound", "Entry not found", head)
@@ -294,7 +342,9 @@ def test_cache_first_needs_no_hub(cache, monkeypatch):
 def test_hf_hub_cache_env_is_read_at_call_time(cache, monkeypatch):
     snap = write_cached_repo(cache, NVFP4["model_id"], NVFP4["revision"], checkpoint_files())
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    assert weights.download(recipes.resolve("h100"), local_files_only=True, quiet=True).model == str(snap)
+    assert weights.download(
+        recipes.resolve("h100"), local_files_only=True, quiet=True
+    ).model == str(snap)
 
 
 def test_unpinned_bf16_from_cache_prints_commit_to_pin(cache, capsys):
@@ -343,16 +393,31 @@ def test_stand_in_builds_the_tiny_model(monkeypatch, tmp_path):
 
 
 def test_download_pinned_checkpoint_and_drafter_then_reuse(hub, cache, capsys):
-    files = {**checkpoint_files(), "README.md": b"# card", "figure.png": b"\x89PNG", "extra.bin": b"x" * 50}
+    files = {
+        **checkpoint_files(),
+        "README.md": b"# card",
+        "figure.png": b"\x89PNG",
+        "extra.bin": b"x" * 50,
+    }
     hub.add(NVFP4["model_id"], files, commit=NVFP4["revision"])
-    hub.add(DFLASH["repo"], {**drafter_files(), "notes.txt": b"not in allow_patterns"}, commit=DFLASH["revision"])
+    hub.add(
+        DFLASH["repo"],
+        {**drafter_files(), "notes.txt": b"not in allow_patterns"},
+        commit=DFLASH["revision"],
+    )
     cfg = recipes.resolve("h100", speculative="dflash")
 
     result = weights.fetch(cfg, cache_dir=cache)
     model, drafter = result.snapshots
     assert not model.from_cache and model.commit == NVFP4["revision"]
     snap = Path(model.path)
-    assert snap == cache / ("models--" + NVFP4["model_id"].replace("/", "--")) / "snapshots" / NVFP4["revision"]
+    assert (
+        snap
+        == cache
+        / ("models--" + NVFP4["model_id"].replace("/", "--"))
+        / "snapshots"
+        / NVFP4["revision"]
+    )
     assert (snap / "config.json").read_bytes() == files["config.json"]
     assert (snap / "README.md").exists()  # *.md is in allow_patterns
     assert not (snap / "figure.png").exists() and not (snap / "extra.bin").exists()
@@ -380,8 +445,12 @@ def test_download_unpinned_resolves_and_prints_commit(hub, cache, capsys):
     refs = cache / ("models--" + BF16["model_id"].replace("/", "--")) / "refs" / "main"
     assert refs.read_text() == commit
     # Offline afterwards: refs/main leads to the same snapshot.
-    assert weights.download(recipes.resolve("h100-bf16"), cache_dir=cache, local_files_only=True,
-                            quiet=True).model == served.model
+    assert (
+        weights.download(
+            recipes.resolve("h100-bf16"), cache_dir=cache, local_files_only=True, quiet=True
+        ).model
+        == served.model
+    )
 
 
 def test_partial_snapshot_is_completed_online(hub, cache):
@@ -410,8 +479,13 @@ def test_gated_without_token(hub, cache):
 
 
 def test_gated_licence_not_accepted(hub, cache, monkeypatch):
-    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"], gated=True,
-            accepted_tokens=("hf_accepted",))
+    hub.add(
+        NVFP4["model_id"],
+        checkpoint_files(),
+        commit=NVFP4["revision"],
+        gated=True,
+        accepted_tokens=("hf_accepted",),
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_someone_else")
     with pytest.raises(HubAccessError) as exc:
         weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True)
@@ -420,7 +494,9 @@ def test_gated_licence_not_accepted(hub, cache, monkeypatch):
     _fix_names_licence_and_token(str(exc.value))
     # With the token of the account that accepted the licence, it downloads.
     monkeypatch.setenv("HF_TOKEN", "hf_accepted")
-    assert Path(weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True).model).is_dir()
+    assert Path(
+        weights.download(recipes.resolve("h100"), cache_dir=cache, quiet=True).model
+    ).is_dir()
 
 
 def test_repo_not_found_or_private(hub, cache):
@@ -471,7 +547,9 @@ def test_repo_size_filters_by_allow_patterns():
     assert "nemo/model_config.yaml" not in files
     assert "modeling_nemotron_h.py" in files and "chat_template.jinja" in files
     assert len([f for f in files if f.endswith(".safetensors")]) == 4
-    assert weights.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804  # ~ the recipe's 18 GB
+    assert (
+        weights.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804
+    )  # ~ the recipe's 18 GB
     assert weights.repo_size(info, None) > weights.repo_size(info, NVFP4["allow_patterns"])
 
 
@@ -479,7 +557,9 @@ def test_disk_space_refusal_before_downloading(hub, cache):
     info = recorded_info()
     free = weights.free_bytes(cache)
     # One shard larger than this disk's free space, as the hub would report it.
-    shard = next(s for s in info["siblings"] if s["rfilename"].endswith("00001-of-00004.safetensors"))
+    shard = next(
+        s for s in info["siblings"] if s["rfilename"].endswith("00001-of-00004.safetensors")
+    )
     shard["size"] = shard["lfs"]["size"] = free + 50 * 10**9
     hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"], info=info)
     with pytest.raises(DiskSpaceError) as exc:
@@ -499,8 +579,12 @@ def test_disk_space_counts_model_and_drafter_together(hub, cache):
     free_gb = weights.free_bytes(cache) / 1e9
     with pytest.raises(DiskSpaceError) as exc:
         # Headroom chosen so the two tiny repos just do not fit.
-        weights.download(recipes.resolve("h100", speculative="dflash"), cache_dir=cache,
-                         headroom_gb=free_gb, quiet=True)
+        weights.download(
+            recipes.resolve("h100", speculative="dflash"),
+            cache_dir=cache,
+            headroom_gb=free_gb,
+            quiet=True,
+        )
     assert NVFP4["model_id"] in str(exc.value) and DFLASH["repo"] in str(exc.value)
 
 
@@ -515,7 +599,11 @@ def test_weightless_mode_fetches_only_the_drafter_before_launch(cache, tmp_path)
     with pytest.raises(archmode.ArchModeError, match="allow_hub_drafter=True"):
         archmode.arch_config(cfg, arch)
     draft_snap = write_cached_repo(cache, DFLASH["repo"], DFLASH["revision"], drafter_files())
-    result = weights.fetch(archmode.arch_config(cfg, arch, allow_hub_drafter=True), cache_dir=cache, local_files_only=True)
+    result = weights.fetch(
+        archmode.arch_config(cfg, arch, allow_hub_drafter=True),
+        cache_dir=cache,
+        local_files_only=True,
+    )
     assert [s.repo for s in result.snapshots] == [DFLASH["repo"]]  # not the 18 GB checkpoint
     served = result.config
     assert served.model == str(arch) and served.args["--load-format"] == "dummy"

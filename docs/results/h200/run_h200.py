@@ -71,7 +71,9 @@ def needed_module(flag: str, value) -> str | None:
     v = str(value).lower()
     if flag == "--mamba-backend" and v == "flashinfer":
         return FLASHINFER
-    if flag in ("--moe-backend", "--linear-backend", "--attention-backend") and v.startswith("flashinfer"):
+    if flag in ("--moe-backend", "--linear-backend", "--attention-backend") and v.startswith(
+        "flashinfer"
+    ):
         return FLASHINFER
     if flag in ("--moe-backend", "--linear-backend") and v == "humming":
         return HUMMING
@@ -144,8 +146,19 @@ class Summary(dict):
 
 
 def versions() -> dict:
-    out = {"python": platform.python_version(), "date_utc": dt.datetime.now(dt.timezone.utc).isoformat()}
-    for name in ("vllm", "torch", "transformers", "triton", "tokenizers", "openai", "compressed-tensors"):
+    out = {
+        "python": platform.python_version(),
+        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+    for name in (
+        "vllm",
+        "torch",
+        "transformers",
+        "triton",
+        "tokenizers",
+        "openai",
+        "compressed-tensors",
+    ):
         try:
             from importlib.metadata import version
 
@@ -184,10 +197,26 @@ def module_error(module: str) -> str:
 def _parse_one(parser, flag: str, value) -> tuple[bool, str, object]:
     import argparse as ap
 
-    argv = ["model", flag] if value is True else ["model", flag, value if isinstance(value, str) else json.dumps(value) if isinstance(value, dict) else str(value)]
+    argv = (
+        ["model", flag]
+        if value is True
+        else [
+            "model",
+            flag,
+            value
+            if isinstance(value, str)
+            else json.dumps(value)
+            if isinstance(value, dict)
+            else str(value),
+        ]
+    )
     known = {s for a in parser._actions for s in a.option_strings}
     if flag not in known:
-        return False, f"unrecognized argument {flag} (not in this vLLM's `vllm serve --help=all`)", None
+        return (
+            False,
+            f"unrecognized argument {flag} (not in this vLLM's `vllm serve --help=all`)",
+            None,
+        )
     try:
         ns, unknown = parser.parse_known_args(argv, namespace=ap.Namespace())
     except Exception as e:  # noqa: BLE001  (recipes._ParseFailure carries argparse's message)
@@ -231,7 +260,10 @@ def flag_check(out: Path) -> dict:
     reg = recipes.load_registry()
     parser = recipes._serve_parser()
     known = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
-    modules = {m: have(m) for m in (FLASHINFER, HUMMING, "fastokens", "compressed_tensors", "fastsafetensors")}
+    modules = {
+        m: have(m)
+        for m in (FLASHINFER, HUMMING, "fastokens", "compressed_tensors", "fastsafetensors")
+    }
     result = {
         "vllm_version": recipes.installed_vllm_version(),
         "how": "each (flag, value) parsed alone with vllm.entrypoints.openai.cli_args.make_arg_parser "
@@ -258,7 +290,9 @@ def flag_check(out: Path) -> dict:
                 for flag, value in cfg.args.items():
                     ok, err, parsed = _parse_one(parser, flag, value)
                     rec = entry["flags"].setdefault(flag, {"values": {}})
-                    vkey = json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+                    vkey = (
+                        json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+                    )
                     vrec = rec["values"].setdefault(vkey, {"accepted": ok, "configs": []})
                     vrec["configs"].append(key)
                     if err:
@@ -275,14 +309,22 @@ def flag_check(out: Path) -> dict:
                 for var, val in cfg.env.items():
                     mod = ENV_MODULES.get(var)
                     if mod:
-                        erec = entry.setdefault("env", {}).setdefault(var, {"value": val, "configs": []})
+                        erec = entry.setdefault("env", {}).setdefault(
+                            var, {"value": val, "configs": []}
+                        )
                         erec["configs"].append(key)
                         erec["needs_module"] = mod
                         erec["module_installed"] = modules.get(mod, have(mod))
         result["targets"][name] = entry
     (out / "flag_check.json").write_text(json.dumps(result, indent=2) + "\n")
     rejected = sorted(
-        {f for t in result["targets"].values() for f, r in t["flags"].items() for v in r["values"].values() if not v["accepted"]}
+        {
+            f
+            for t in result["targets"].values()
+            for f, r in t["flags"].items()
+            for v in r["values"].values()
+            if not v["accepted"]
+        }
     )
     say(f"flag check done: rejected by vLLM {result['vllm_version']}: {rejected or 'none'}")
     return result
@@ -329,17 +371,41 @@ def adapt(cfg):
             break
         except FlagError as e:
             for f in e.flags:
-                changes.append({"flag": f, "value": cfg.args.get(f), "now": None, "stage": "parser", "error": str(e)})
+                changes.append(
+                    {
+                        "flag": f,
+                        "value": cfg.args.get(f),
+                        "now": None,
+                        "stage": "parser",
+                        "error": str(e),
+                    }
+                )
                 cfg = cfg.with_args({f: None})
     for flag, value in list(cfg.args.items()):  # 2. kernels not installed
         mod = needed_module(flag, value)
         if mod and not have(mod):
             new = REPLACEMENTS.get((flag, str(value)))
-            changes.append({"flag": flag, "value": value, "now": new, "stage": "kernels", "error": module_error(mod)})
+            changes.append(
+                {
+                    "flag": flag,
+                    "value": value,
+                    "now": new,
+                    "stage": "kernels",
+                    "error": module_error(mod),
+                }
+            )
             cfg = cfg.with_args({flag: new})
     for var, mod in ENV_MODULES.items():
         if cfg.env.get(var) not in (None, "0") and not have(mod):
-            changes.append({"flag": f"env {var}", "value": cfg.env[var], "now": None, "stage": "kernels", "error": module_error(mod)})
+            changes.append(
+                {
+                    "flag": f"env {var}",
+                    "value": cfg.env[var],
+                    "now": None,
+                    "stage": "kernels",
+                    "error": module_error(mod),
+                }
+            )
             cfg = _drop_env(cfg, var)
     if (
         cfg.args.get("--enable-mamba-cache-stochastic-rounding")
@@ -348,7 +414,15 @@ def adapt(cfg):
     ):  # 3. a platform rule 0.26.0 states but does not enforce (seen failing here)
         for f in SR_FLAGS:
             if f in cfg.args:
-                changes.append({"flag": f, "value": cfg.args[f], "now": None, "stage": "kernels (sm_90)", "error": SR_HOPPER_ERROR})
+                changes.append(
+                    {
+                        "flag": f,
+                        "value": cfg.args[f],
+                        "now": None,
+                        "stage": "kernels (sm_90)",
+                        "error": SR_HOPPER_ERROR,
+                    }
+                )
                 cfg = cfg.with_args({f: None})
     for _ in range(4):  # 4. vLLM's engine config on this GPU
         err = engine_probe(cfg)
@@ -358,11 +432,21 @@ def adapt(cfg):
             if pattern.search(err):
                 for f in flags:
                     if f in cfg.args:
-                        changes.append({"flag": f, "value": cfg.args[f], "now": None, "stage": "engine config", "error": err})
+                        changes.append(
+                            {
+                                "flag": f,
+                                "value": cfg.args[f],
+                                "now": None,
+                                "stage": "engine config",
+                                "error": err,
+                            }
+                        )
                         cfg = cfg.with_args({f: None})
                 break
         else:
-            changes.append({"flag": None, "stage": "engine config", "error": err, "note": "launching anyway"})
+            changes.append(
+                {"flag": None, "stage": "engine config", "error": err, "note": "launching anyway"}
+            )
             break
     return cfg, changes
 
@@ -375,18 +459,30 @@ def chat_once(srv, model: str) -> dict:
 
     t = time.monotonic()
     try:
-        r = client.chat(srv.client(), model, "Reply with exactly: deployment healthy", max_tokens=32, temperature=0.0)
+        r = client.chat(
+            srv.client(),
+            model,
+            "Reply with exactly: deployment healthy",
+            max_tokens=32,
+            temperature=0.0,
+        )
         return {
             "ok": True,
             "seconds": round(time.monotonic() - t, 3),
             "finish_reason": r.finish_reason,
-            "usage": dataclasses.asdict(r.usage) if dataclasses.is_dataclass(r.usage) else str(r.usage),
+            "usage": dataclasses.asdict(r.usage)
+            if dataclasses.is_dataclass(r.usage)
+            else str(r.usage),
             "reasoning_head": (r.reasoning or "")[:120],
             "content_head": (r.content or "")[:120],
             "note": "random weights: the text is noise",
         }
     except Exception as e:  # noqa: BLE001
-        return {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]}
+        return {
+            "ok": False,
+            "error": f"{type(e).__name__}: {e}",
+            "trace": traceback.format_exc()[-1500:],
+        }
 
 
 def table(df) -> list[dict]:
@@ -444,7 +540,6 @@ def log_figures(log_path) -> dict:
 def plan_vs_server(cfg, log_path) -> list | str:
     try:
         from helpers import planner
-
         from helpers.recipes import installed_vllm_version
 
         # the serving vLLM (0.26.0 here), not the target's pin: it sets the Mamba blocks per request
@@ -530,7 +625,11 @@ def main() -> int:
     features = () if a.profile == "reference" else None
     base = recipes.resolve("h200", a.variant, features=features, extra_args=REFERENCE_ARGS)
     summary.update(profile=a.profile, endpoint=a.endpoint)
-    bench_extra = ["--backend", "openai", "--endpoint", "/v1/completions"] if a.endpoint == "completions" else []
+    bench_extra = (
+        ["--backend", "openai", "--endpoint", "/v1/completions"]
+        if a.endpoint == "completions"
+        else []
+    )
     summary["recipe_command"] = base.shell_command()
     cfg, changes = adapt(archmode.arch_config(base, path))
     summary["adaptations"] = changes
@@ -538,11 +637,15 @@ def main() -> int:
     summary["env"] = cfg.env
     summary.save()
     for c in changes:
-        say(f"adapted: {c.get('flag')} {c.get('value')!r} -> {c.get('now')!r} ({c['stage']}: {c['error'][:160]})")
+        say(
+            f"adapted: {c.get('flag')} {c.get('value')!r} -> {c.get('now')!r} ({c['stage']}: {c['error'][:160]})"
+        )
     if a.dry_run:
         return 0
 
-    srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - a.reserve))
+    srv, ok = start(
+        cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - a.reserve)
+    )
     if not ok:
         # one retry with the flags the log names (engine config / kernels) dropped
         text = Path(srv.log_path).read_text(errors="replace") if srv.log_path else ""
@@ -553,10 +656,21 @@ def main() -> int:
         if not retry:
             _package(out, [srv.log_path], work)
             return 1
-        summary["adaptations"].append({"flag": list(retry), "stage": "start-up failure", "error": summary["cold_start"]["error"][-1500:]})
+        summary["adaptations"].append(
+            {
+                "flag": list(retry),
+                "stage": "start-up failure",
+                "error": summary["cold_start"]["error"][-1500:],
+            }
+        )
         cfg = cfg.with_args(retry)
         summary["serve_command"] = cfg.shell_command()
-        srv, ok = start(cfg, summary, "cold_start", timeout=max(60.0, a.deadline - elapsed() - min(120.0, a.reserve)))
+        srv, ok = start(
+            cfg,
+            summary,
+            "cold_start",
+            timeout=max(60.0, a.deadline - elapsed() - min(120.0, a.reserve)),
+        )
         if not ok:
             _package(out, [srv.log_path], work)
             return 1
@@ -568,7 +682,11 @@ def main() -> int:
     say(f"chat: {summary['chat'].get('ok')} {summary['chat'].get('usage')}")
 
     concs = [int(c) for c in a.concurrency.split(",") if c]
-    label = f"h200-{a.variant}-arch" + ("" if a.profile == "recipe" else "-refflags") + ("" if a.endpoint == "chat" else "-completions")
+    label = (
+        f"h200-{a.variant}-arch"
+        + ("" if a.profile == "recipe" else "-refflags")
+        + ("" if a.endpoint == "chat" else "-completions")
+    )
     bench_dir = work / "bench"
     done = []
     try:
@@ -576,7 +694,9 @@ def main() -> int:
             left = a.deadline - elapsed()
             need = POINT_SECONDS.get(c, 60)
             if left < need + 40:
-                summary.setdefault("skipped_points", []).append({"concurrency": c, "seconds_left": round(left)})
+                summary.setdefault("skipped_points", []).append(
+                    {"concurrency": c, "seconds_left": round(left)}
+                )
                 say(f"skipping c={c}: {left:.0f} s left")
                 continue
             t = time.monotonic()
@@ -599,7 +719,13 @@ def main() -> int:
             from helpers import plots
 
             vv = summary["versions"].get("vllm")
-            plots.pareto(df, target="h200 (weightless arch)", variant=a.variant, vllm_version=vv, path=out / "pareto.png")
+            plots.pareto(
+                df,
+                target="h200 (weightless arch)",
+                variant=a.variant,
+                vllm_version=vv,
+                path=out / "pareto.png",
+            )
             plots.latency_vs_concurrency(
                 df, ("ttft", "tpot"), ("median", "p99"), target="h200 (weightless arch)",
                 variant=a.variant, vllm_version=vv, path=out / "latency.png",
