@@ -80,14 +80,17 @@ def test_launch_interrupted_mid_wait_leaves_nothing(standin_config):
         ),
         settle=2.0,
     )
-    with pytest.raises(KeyboardInterrupt):
-        srv.start()
-    pgid = srv.pid
-    assert pgid is not None and not srv.healthy()
-    assert _group_left(pgid) == [], "a vLLM process of the interrupted launch is still alive"
-    assert server.port_is_free(srv.port)
-    assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
-    assert srv not in server.running_servers()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            srv.start()
+        pgid = srv.pid
+        assert pgid is not None and not srv.healthy()
+        assert _group_left(pgid) == [], "a vLLM process of the interrupted launch is still alive"
+        assert server.port_is_free(srv.port)
+        assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
+        assert srv not in server.running_servers()
+    finally:
+        srv.stop(verbose=False)  # a failed check above must not leave the server running
 
 
 @pytest.mark.server
