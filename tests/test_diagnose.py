@@ -562,3 +562,16 @@ def test_fastokens_that_cannot_load_the_tokenizer_is_named():
     assert d.name == "fastokens_unsupported_tokenizer"
     assert "WhitespaceSplit" in d.message and "unset VLLM_USE_FASTOKENS" in d.fix
     assert "fastokens 0.3.5" in " ".join(d.checked_releases)
+
+
+def test_a_truncated_standin_is_named_with_the_standin_rebuild(tmp_path):
+    """The truncated-safetensors start of a stand-in copy (the recorded vLLM 0.32.0 log of
+    tests/test_faults.py's launched-anyway case): with the launch's config, whose model
+    folder is a stand-in (it has standin.json), the fix is the stand-in's rebuild."""
+    copy = tmp_path / "standin-copy"
+    copy.mkdir()
+    (copy / "standin.json").write_text("{}")
+    d = diagnose(_log("damaged_checkpoint"), recipes.resolve("cpu").with_model(str(copy)))
+    assert d.name == "damaged_checkpoint" and "weights file (.safetensors) is truncated" in d.cause
+    assert "build_standin_model(force=True)" in d.fix
+    _one_sentence(d)

