@@ -131,10 +131,11 @@ def _answer_reasoning_for(demo: dict[str, Any], calls: list[tuple[str, str]]) ->
 def build_samples(demo: dict[str, Any]) -> list[Sample]:
     """Turn demo.yaml into training sequences in the served chat format.
 
-    Each conversation is rendered with :data:`~helpers.standin_template.CHAT_TEMPLATE` exactly as vLLM renders a
-    request (generation prompt included), followed by the completion the model must
-    produce: ``reasoning\\n</think>\\nanswer<|im_end|>`` with thinking on, ``answer<|im_end|>``
-    with thinking off, qwen3_coder ``<tool_call>`` blocks for tool calls.
+    Each conversation is rendered with :data:`~helpers.standin_template.CHAT_TEMPLATE`
+    exactly as vLLM renders a request (generation prompt included), followed by the
+    completion the model must produce: ``reasoning\\n</think>\\nanswer<|im_end|>`` with
+    thinking on, ``answer<|im_end|>`` with thinking off, qwen3_coder ``<tool_call>`` blocks
+    for tool calls.
     """
     samples: list[Sample] = []
     all_tools = demo["tools"]
