@@ -3,7 +3,9 @@
 One module per job (see the README's "Layout"):
 
 - ``recipes``   resolve the registry in ``cookbook/`` into a :class:`~helpers.recipes.ServeConfig`
-- ``standin``   build the tiny Nemotron-H stand-in model the CPU build of vLLM can serve
+- ``standin``   build the tiny Nemotron-H stand-in model the CPU build of vLLM can serve;
+  built from ``standin_template`` (tokens, chat template), ``standin_data`` (demo.yaml ->
+  training sequences) and ``standin_train`` (recipe, tokenizer, training loop)
 - ``server``    start / wait for / stop ``vllm serve`` as a managed subprocess (:class:`VLLMServer`)
 - ``processes`` ports, process groups and the records of launched servers (leftovers)
 - ``vllm_log``  every regex over vLLM's log wording, each with the releases it was checked in
@@ -17,10 +19,15 @@ One module per job (see the README's "Layout"):
   DataFrame, sidecar annotations, committed references) and ``stats`` (spread, compare, rank)
 - ``httpio``    the one HTTP stack (``httpx``, proxies off) for vLLM's own endpoints
 - ``plots``     matplotlib figures of benchmark results
-- ``weights``   download checkpoints and drafters at pinned revisions (``huggingface_hub``)
+- ``weights``   download checkpoints and drafters at pinned revisions (``huggingface_hub``);
+  ``hub`` the cache, offline mode, sizes and hub errors
 - ``install``   detect the installed vLLM and render / run the target's install command
-- ``hardware``  read the GPUs (NVML / nvidia-smi), match targets, refuse what cannot run
-- ``notebooks`` generate the notebooks from one template; execute them with papermill
+- ``hardware``  match the GPUs to targets, refuse what cannot run; ``gpuprobe`` reads them
+  (NVML / nvidia-smi)
+- ``notebooks`` generate the notebooks from one template (``notebook_build``); execute them
+  with papermill (``notebook_run``); lint them and check their parameters
+- ``fleet``     N servers behind vLLM's router; built from ``router`` (``vllm-router``) and
+  ``deployment`` (a deployment resolved from the registry and rendered)
 - ``errors``    every exception type the helpers raise, each naming its fix
 
 Modules are imported lazily so ``import helpers`` stays fast and never imports vLLM.

@@ -69,7 +69,7 @@ def test_parse_empty_output_is_no_gpu():
 
 
 def test_nvml_shaped_records_parse_like_nvidia_smi():
-    # What helpers.hardware._read_nvml builds from pynvml: bytes name, memory in bytes,
+    # What helpers.gpuprobe._read_nvml builds from pynvml: bytes name, memory in bytes,
     # compute capability as a (major, minor) tuple, memory None where NVML says NotSupported.
     nvml = [
         {

@@ -12,7 +12,7 @@ import pytest
 from conftest import serves_features
 from proctools import group_left
 
-from helpers import bench, notebooks, recipes, server
+from helpers import bench, notebook_run, notebooks, recipes, server
 from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
 
@@ -346,7 +346,7 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
 
 @pytest.mark.notebook
 def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(notebooks, "HEARTBEAT_S", 1.0)
+    monkeypatch.setattr(notebook_run, "HEARTBEAT_S", 1.0)  # read where the runner uses it
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "cli-out"))
     _tiny_notebook(tmp_path / "tiny.ipynb")

@@ -1,0 +1,325 @@
+"""Execute a notebook with papermill, with progress lines in the terminal.
+
+:func:`run_notebook` runs one notebook into ``out/notebooks/`` (written under a temporary
+name and moved into place only when every cell passed), printing a line per section, the
+server's start-up phases and a heartbeat while a step runs (``_Progress``).
+:class:`SharedKernel` lets several runs share one Jupyter kernel so the imports are paid
+once (the test suite's way).
+
+Public API: :func:`run_notebook`, :func:`resolve_notebook`, :class:`SharedKernel`,
+:data:`HEARTBEAT_S`.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import CookbookError
+from .notebook_build import NOTEBOOK_DIR
+from .paths import out_dir
+
+HEARTBEAT_S = 30.0  # seconds: the longest a notebook run stays silent in the terminal
+
+
+class _Progress:
+    """Terminal progress of a notebook run: one line per section (``## N. heading``) as it
+    starts, with the time since the run began; the notebook's own ``[vllm ...]`` lines
+    (server launch phases, ``helpers.server``); and a line every ``heartbeat`` seconds
+    while a step runs without printing, so a long step never looks like a hang."""
+
+    def __init__(self, name: str, out=None, heartbeat: float | None = None):
+        import threading
+
+        self.name, self.out = name, out or sys.stdout
+        self.heartbeat = HEARTBEAT_S if heartbeat is None else heartbeat
+        self.t0 = self.last = time.monotonic()
+        self.step, self.step_t0 = "start", self.t0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name="notebook-heartbeat")
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            print(f"[{now - self.t0:5.0f} s] {text}", file=self.out, flush=True)
+            self.last = now
+
+    def cell_start(self, cell) -> None:
+        if cell.get("cell_type") != "markdown":
+            return
+        for line in "".join(cell.get("source", "")).splitlines():
+            if line.startswith("## "):
+                self.step, self.step_t0 = line[3:].strip(), time.monotonic()
+                self.say(self.step)
+
+    def _beat(self) -> None:
+        while not self._done.wait(min(1.0, self.heartbeat / 4)):
+            now = time.monotonic()
+            if now - self.last >= self.heartbeat:
+                self.say(f"  ... still in '{self.step}' ({now - self.step_t0:.0f} s)")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
+class _ServerLines:
+    """A file-like sink for the kernel's stdout (papermill ``stdout_file``): forwards the
+    ``[vllm ...]`` lines (server start-up phases and heartbeats) to the terminal."""
+
+    def __init__(self, progress: _Progress):
+        self.progress, self.buf = progress, ""
+
+    def write(self, text: str) -> None:
+        self.buf += text
+        *lines, self.buf = self.buf.split("\n")
+        for line in lines:
+            if line.startswith("[vllm"):
+                self.progress.say("  " + line.strip())
+
+    def flush(self) -> None:
+        pass
+
+
+def _engine():
+    """Papermill's nbclient engine, with a per-cell hook for :class:`_Progress`."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class CookbookEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(
+            cls, nb_man, kernel_name, cookbook_progress=None, km=None, **kwargs
+        ):
+            if cookbook_progress is not None:
+                start = nb_man.cell_start
+
+                def cell_start(cell, cell_index=None, **kw):
+                    cookbook_progress.cell_start(cell)
+                    return start(cell, cell_index, **kw)
+
+                nb_man.cell_start = cell_start
+            if km is None:
+                return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+            # A kernel of the caller's (SharedKernel): nbclient neither starts nor shuts it
+            # down (``owns_km`` is False); its per-run client channels are closed here.
+            from papermill.clientwrap import PapermillNotebookClient
+            from papermill.engines import logger, remove_args
+
+            kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
+            timeout = kwargs.pop("execution_timeout", None)
+            startup = kwargs.pop("start_timeout", 60)
+            client = PapermillNotebookClient(
+                nb_man,
+                km=km,
+                timeout=timeout,
+                startup_timeout=startup,
+                kernel_name=kernel_name,
+                log=logger,
+                **kwargs,
+            )
+            try:
+                return client.execute()
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
+
+    papermill_engines.register("cookbook", CookbookEngine)
+    return "cookbook"
+
+
+def _kernel_config():
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}})
+
+
+class SharedKernel:
+    """One Jupyter kernel that several :func:`run_notebook` calls execute in, one after
+    another, so the imports every notebook repeats (``helpers``, pandas, matplotlib, and
+    vLLM's benchmark module: about 15 s of CPU on 2 cores each) are paid once.
+
+    Before each notebook the kernel's namespace is emptied (IPython's ``%reset -f``), every
+    figure closed, and the working folder set to the notebook's: each notebook still sees
+    none of the previous one's variables. What stays is ``sys.modules`` (and module-level
+    caches of the imported packages). A user's run (``python -m helpers.notebooks run``,
+    ``make quickstart``) always gets a fresh kernel; the test suite shares one between
+    notebooks that attach to the same server.
+
+    Use as a context manager; the kernel process is shut down (and waited for) on exit::
+
+        with notebooks.SharedKernel() as kernel:
+            for nb in paths:
+                notebooks.run_notebook(nb, params, kernel=kernel)
+    """
+
+    def __init__(self, kernel_name: str = "python3"):
+        self.kernel_name = kernel_name
+        self.km = None
+        self.runs = 0
+
+    def __enter__(self) -> SharedKernel:
+        import tempfile
+
+        from jupyter_client.manager import KernelManager
+
+        # IPC sockets at an absolute path: each run executes from its notebook's folder
+        # (papermill's cwd), the kernel's default socket path is relative to where it started
+        self._sockets = tempfile.TemporaryDirectory(prefix="cookbook-kernel-")
+        self.km = KernelManager(
+            kernel_name=self.kernel_name,
+            config=_kernel_config(),
+            ip=str(Path(self._sockets.name) / "kernel"),
+        )
+        self.km.start_kernel(cwd=str(NOTEBOOK_DIR))
+        return self
+
+    def reset(self, cwd: Path) -> None:
+        """Empty the namespace, close figures, ``chdir`` to ``cwd``; blocks until done.
+
+        Raises:
+            CookbookError: the kernel died or did not answer within 60 s.
+        """
+        if self.km is None or not self.km.is_alive():
+            raise CookbookError(
+                "the shared kernel is not running: use it inside `with SharedKernel() as k:`"
+            )
+        kc = self.km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            code = (
+                "%reset -f\nimport os as _os, sys as _sys\n"
+                f"_os.chdir({str(cwd)!r})\n"
+                "if 'matplotlib.pyplot' in _sys.modules: _sys.modules['matplotlib.pyplot'].close('all')\n"
+                "del _os, _sys"
+            )
+            reply = kc.execute_interactive(
+                code, timeout=60, store_history=False, output_hook=lambda msg: None
+            )
+            if reply["content"]["status"] != "ok":
+                raise CookbookError(
+                    f"resetting the shared kernel failed: {reply['content'].get('evalue')}"
+                )
+        except TimeoutError as exc:
+            raise CookbookError("the shared kernel did not answer within 60 s") from exc
+        finally:
+            kc.stop_channels()
+        self.runs += 1
+
+    def __exit__(self, *exc) -> None:
+        if self.km is not None and self.km.has_kernel:
+            self.km.shutdown_kernel(now=True)
+        self.km = None
+        if getattr(self, "_sockets", None) is not None:
+            self._sockets.cleanup()
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def resolve_notebook(notebook: str | Path) -> Path:
+    """The notebook file ``notebook`` names, relative to the current folder (or absolute).
+
+    Raises:
+        CookbookError: no such file; the message lists the cookbook's notebooks.
+    """
+    src = Path(notebook).expanduser()
+    if src.is_file():
+        return src.resolve()
+    known = "\n  ".join(_rel(p) for p in sorted(NOTEBOOK_DIR.glob("*.ipynb")))
+    raise CookbookError(
+        f"No notebook at {src} (from {Path.cwd()}). The cookbook's notebooks:\n  {known}"
+    )
+
+
+def run_notebook(
+    notebook: str | Path,
+    parameters: dict[str, Any] | None = None,
+    *,
+    output: str | Path | None = None,
+    timeout: float = 1800,
+    progress: bool = True,
+    kernel: SharedKernel | None = None,
+) -> Path:
+    """Execute ``notebook`` with papermill; the executed copy lands in ``out/notebooks/``.
+
+    The run writes to a temporary name next to ``output`` and moves it there only when
+    every cell passed: a failed run keeps the last good executed copy, and its own copy
+    (with the traceback) is ``<name>.failed.ipynb``.
+
+    Args:
+        notebook: path to an ``.ipynb``, relative to the current folder or absolute.
+        parameters: injected into the ``parameters`` cell (e.g. ``{"stand_in": True}``).
+        output: where to write the executed notebook; default ``out/notebooks/<name>``.
+        timeout: seconds per cell.
+        progress: print a line per section (with the elapsed time), the server's start-up
+            phases, and a line at least every 30 s while a step runs.
+        kernel: run in this already started :class:`SharedKernel` (reset first) instead of
+            a fresh kernel; the test suite's way to pay the imports once.
+
+    Returns:
+        The executed notebook's path.
+
+    Raises:
+        CookbookError: no such notebook (lists them); a cell failed (names the cell and the
+            executed copy with the error).
+    """
+    import papermill
+
+    src = resolve_notebook(notebook)
+    dest = Path(output) if output else out_dir("notebooks") / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    running = dest.with_name(f".{dest.stem}.running.ipynb")
+    failed = dest.with_name(f"{dest.stem}.failed.ipynb")
+    report = _Progress(src.name, out=sys.stdout if progress else io.StringIO())
+    report.say(f"running {_rel(src)} -> {_rel(dest)}")
+    start = time.monotonic()
+    engine_kwargs = {}
+    if kernel is not None:
+        kernel.reset(src.parent)
+        engine_kwargs["km"] = kernel.km
+    try:
+        with report:
+            papermill.execute_notebook(
+                str(src),
+                str(running),
+                parameters=parameters or {},
+                cwd=str(src.parent),
+                kernel_name="python3",
+                engine_name=_engine(),
+                execution_timeout=timeout,
+                progress_bar=False,
+                log_output=False,
+                stdout_file=_ServerLines(report),
+                cookbook_progress=report,
+                # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
+                # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
+                config=_kernel_config(),
+                **engine_kwargs,
+            )
+    except papermill.PapermillExecutionError as exc:
+        running.replace(failed)
+        raise CookbookError(
+            f"{src.name} failed in cell {exc.exec_count} ({exc.ename}: {exc.evalue}); "
+            f"the executed copy with the error is {failed}"
+            + (f"; the last good run stays at {dest}." if dest.exists() else ".")
+        ) from exc
+    except BaseException:
+        running.unlink(missing_ok=True)
+        raise
+    running.replace(dest)
+    failed.unlink(missing_ok=True)
+    report.say(f"done: executed {src.name} in {time.monotonic() - start:.0f} s -> {_rel(dest)}")
+    return dest
