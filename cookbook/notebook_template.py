@@ -73,7 +73,7 @@ elif install:
 import pandas as pd
 from IPython.display import display
 
-from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, recipes, server, standin, weights
+from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, prepare, recipes, server, standin, weights
 from helpers.notebooks import check_parameters
 check_parameters(globals())  # each parameter against the type its parameters cell declares
 
@@ -178,14 +178,11 @@ planner.plan(cfg)
 if server_url:
     serve_cfg = cfg  # attach mode: nothing to download; the tokenizer comes with the server (step 7)
     print("attach mode: no download")
-elif stand_in:
-    print(standin.standin_summary())
-    serve_cfg = recipes.standin_config(cfg, standin.build_standin_model())
-elif weightless:
-    # the architecture folder is local; download() fetches only a separate drafter (DFlash, DSpark)
-    serve_cfg = weights.download(archmode.arch_config(cfg, archmode.build_arch_model(cfg.variant), allow_hub_drafter=True))
 else:
-    serve_cfg = weights.download(cfg)
+    if stand_in:
+        print(standin.standin_summary())
+    # "download", "weightless" (only a separate DFlash / DSpark drafter is fetched) or "stand_in"
+    serve_cfg = prepare.prepare(cfg, prepare.mode_of(stand_in=stand_in, weightless=weightless))
 print("serving:", serve_cfg.model)
 
 # %% [markdown]

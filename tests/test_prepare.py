@@ -1,0 +1,44 @@
+"""helpers.prepare: one verb for the config a notebook serves (download / weightless / stand-in)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import prepare, recipes
+from helpers.errors import CookbookError
+
+
+def test_the_notebook_parameters_pick_the_mode():
+    assert prepare.mode_of() == "download"
+    assert prepare.mode_of(weightless=True) == "weightless"
+    assert prepare.mode_of(stand_in=True, weightless=True) == "stand_in"
+    assert set(prepare.MODES) == {"download", "weightless", "stand_in"}
+
+
+def test_an_unknown_mode_names_the_three():
+    with pytest.raises(CookbookError, match="download, weightless, stand_in"):
+        prepare.prepare(recipes.resolve("h100"), "dummy")
+
+
+def test_stand_in_serves_the_local_stand_in_with_the_targets_parsers(standin_model):
+    cfg = recipes.resolve("h100")
+    served = prepare.prepare(cfg, "stand_in")
+    assert served == recipes.standin_config(cfg, standin_model)
+    assert Path(served.model, "standin.json").is_file() and served.target == "cpu"
+
+
+def test_weightless_serves_the_architecture_with_dummy_weights_and_downloads_nothing(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a download attempt would fail loudly
+    cfg = recipes.resolve("h200")  # NVFP4, no separate drafter
+    served = prepare.prepare(cfg, "weightless")
+    folder = Path(served.model)
+    assert folder.is_dir() and folder.is_relative_to(tmp_path)
+    assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 52
+    argv = served.cli_flags()
+    assert argv[argv.index("--load-format") + 1] == "dummy"
