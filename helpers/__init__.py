@@ -19,6 +19,7 @@ One module per job (see the README's "Layout"):
   DataFrame, sidecar annotations, committed references) and ``stats`` (spread, compare, rank)
 - ``httpio``    the one HTTP stack (``httpx``, proxies off) for vLLM's own endpoints
 - ``plots``     matplotlib figures of benchmark results
+- ``prepare``   ``prepare(cfg, mode)``: what is served: downloaded, weightless or the stand-in
 - ``weights``   download checkpoints and drafters at pinned revisions (``huggingface_hub``);
   ``hub`` the cache, offline mode, sizes and hub errors
 - ``install``   detect the installed vLLM and render / run the target's install command
