@@ -73,8 +73,9 @@ elif install:
 import pandas as pd
 from IPython.display import display
 
-from helpers import archmode, bench, client, flagtables, hardware, install as vllm_install, planner, plots, prepare, recipes, server, standin, weights
+from helpers import bench, client, flagtables, hardware, install as vllm_install, planner, plots, prepare, recipes, server, standin, weights
 from helpers.notebooks import check_parameters
+from helpers.weightless import noise_tolerant  # weightless mode: a cell that cannot finish on noise text says so
 check_parameters(globals())  # each parameter against the type its parameters cell declares
 
 overrides = dict(extra_args or {})
@@ -85,10 +86,9 @@ print(f"{cfg.label}: variant={cfg.variant}, speculative={cfg.speculative}, featu
       f"vLLM {cfg.vllm_version}" + (f", overrides {overrides}" if overrides else ""))
 
 # Sampling: on a GPU the seeds' settings (temperature 1.0, top_p 0.95: seed 004; 16000
-# tokens, room for long reasoning: seeds 001/004). The stand-in decodes greedily: a tiny
-# model trained on a few demo prompts only reproduces them at temperature 0, so the cells'
-# expected output is stable. Weightless mode's text is noise, so 256 tokens per chat are
-# enough and the time goes to the benchmark.
+# tokens, room for long reasoning: seeds 001/004). The stand-in decodes greedily: a tiny model
+# trained on a few demo prompts only reproduces them at temperature 0 (stable cell output).
+# Weightless mode's text is noise: 256 tokens per chat, the time goes to the benchmark.
 sampling = {
     "max_tokens": max_tokens or (1024 if stand_in else 256 if weightless else 16000),
     "temperature": (0.0 if stand_in else 1.0) if temperature is None else temperature,
@@ -230,12 +230,12 @@ print(f"reasoning parser: {has_reasoning_parser}, tool calling: {has_tool_callin
 
 # %%
 demo = standin.load_demo()
-with archmode.noise_tolerant(weightless, "reasoning-on chat"):
+with noise_tolerant(weightless, "reasoning-on chat"):
     on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, **sampling)
     client.show(on)
 
 # %%
-with archmode.noise_tolerant(weightless, "reasoning-off chat"):
+with noise_tolerant(weightless, "reasoning-off chat"):
     off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, **sampling)
     client.show(off)
 
@@ -251,7 +251,7 @@ with archmode.noise_tolerant(weightless, "reasoning-off chat"):
 # %%
 budget = demo["budget"]["thinking_token_budget"]
 if has_reasoning_parser:
-    with archmode.noise_tolerant(weightless, "reasoning-budget chat"):
+    with noise_tolerant(weightless, "reasoning-budget chat"):
         capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, **sampling)
         client.show(capped)
         print(client.budget_report(capped, budget))
@@ -265,7 +265,7 @@ else:
 # Reasoning and answer arrive as separate event kinds, so a UI can show them apart.
 
 # %%
-with archmode.noise_tolerant(weightless, "streamed chat"):
+with noise_tolerant(weightless, "streamed chat"):
     streamed = client.print_stream(client.stream_chat(llm, model, demo["streaming"]["prompt"], **sampling))
 
 # %% [markdown]
@@ -288,7 +288,7 @@ def get_time(city: str) -> dict:
 
 tools = {"get_weather": get_weather, "get_time": get_time}
 if has_tool_calling:
-    with archmode.noise_tolerant(weightless, "tool loop"):
+    with noise_tolerant(weightless, "tool loop"):
         loop = client.run_tool_loop(
             llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"], **sampling
         )
@@ -303,7 +303,7 @@ else:
 # %%
 pair = demo["parallel"]["pairs"][0]
 if has_tool_calling:
-    with archmode.noise_tolerant(weightless, "parallel tool loop"):
+    with noise_tolerant(weightless, "parallel tool loop"):
         parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], **sampling)
         client.show(parallel)
 

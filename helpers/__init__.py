@@ -60,7 +60,7 @@ __all__ = [
     "notebooks",
     "planner",
     "scenarios",
-    "archmode",
+    "weightless",
     "processes",
     "vllm_log",
     "failures",

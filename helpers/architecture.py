@@ -2,7 +2,7 @@
 
 One place for the byte arithmetic of the architecture, used by the memory planner
 (:mod:`helpers.planner`, per GPU, with tensor parallelism and speculative tokens) and the
-weightless mode (:mod:`helpers.archmode`, the whole model on one GPU). Sources are named at
+weightless mode (:mod:`helpers.weightless`, the whole model on one GPU). Sources are named at
 each formula: vLLM's ``FullAttentionSpec.page_size_bytes`` (KV), ``MambaStateShapeCalculator
 .mamba2_state_shape`` (Mamba), ``STR_DTYPE_TO_TORCH_DTYPE`` (dtype sizes); parameter
 counts follow vLLM's / transformers' Nemotron-H modules.
@@ -254,7 +254,7 @@ def param_counts(config: Mapping[str, Any]) -> dict[str, int]:
     and untied ``lm_head`` (vocab x H each).
 
     Args:
-        config: a ``config.json`` mapping (:func:`helpers.archmode.arch_hf_config` writes
+        config: a ``config.json`` mapping (:func:`helpers.weightless.arch_hf_config` writes
             the real model's).
 
     Returns:
@@ -312,7 +312,7 @@ def param_counts(config: Mapping[str, Any]) -> dict[str, int]:
 
 def weight_bytes(config: Mapping[str, Any]) -> int:
     """Bytes of weights on the GPU for a config (BF16, or NVFP4 W4A16 experts when the
-    config has :func:`helpers.archmode.nvfp4_quantization_config`).
+    config has :func:`helpers.weightless.nvfp4_quantization_config`).
 
     NVFP4 experts cost 0.5 byte per weight plus one FP8 scale per ``group_size`` weights
     (and a few FP32 global scales, ignored); everything else 2 bytes (BF16). Marlin's

@@ -257,7 +257,7 @@ def resolve_deployment(
         head_address: the head node's address written into multi-node commands.
         model: serve this folder instead of the hub id (stand-in, architecture folder).
         base: an already resolved (and possibly adapted) single-server config to use
-            instead of resolving ``target`` (e.g. ``archmode.arch_config(...)``).
+            instead of resolving ``target`` (e.g. ``weightless.arch_config(...)``).
         extra_args, extra_env: layered on every server last.
         router_args: router flags layered on the registry's.
         router: the router binary (:func:`find_router`).

@@ -108,7 +108,7 @@ class InstallError(CookbookError, RuntimeError):
     """An install command failed, or the requested install method is unavailable here."""
 
 
-class ArchModeError(CookbookError, ValueError):
+class WeightlessError(CookbookError, ValueError):
     """An architecture folder is missing, of another variant, or a variant is unknown."""
 
 

@@ -298,7 +298,7 @@ def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosi
         f"VLLM_USE_FASTOKENS=1 is set but fastokens cannot load this model's tokenizer "
         f"(unsupported {what}; fastokens 0.3.5 loads BPE tokenizers only)",
         "unset VLLM_USE_FASTOKENS (it only speeds up tokenization); in weightless mode "
-        "helpers.archmode.arch_config drops it for the architecture folder's tokenizer",
+        "helpers.weightless.arch_config drops it for the architecture folder's tokenizer",
         _line_of(m, text),
     )
 

@@ -6,7 +6,7 @@ launch it becomes the config that is actually served, in one of three modes:
 - ``"download"``: the checkpoint (and a separate DFlash / DSpark drafter) fetched at their
   pinned revisions (:func:`helpers.weights.download`); the server then loads local files.
 - ``"weightless"``: the checkpoint's exact architecture with random weights and
-  ``--load-format dummy`` (:mod:`helpers.archmode`: real shapes, kernels, speed and memory;
+  ``--load-format dummy`` (:mod:`helpers.weightless`: real shapes, kernels, speed and memory;
   noise text), for sizing a GPU box before downloading 18-60 GB. Only a separate drafter is
   downloaded.
 - ``"stand_in"``: the tiny CPU stand-in that plays ``cfg`` on a machine without a GPU
@@ -46,7 +46,7 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
 
     Raises:
         CookbookError: an unknown mode (names the three); whatever the mode's own step
-            raises (e.g. ``HubAccessError`` for a gated download, ``ArchModeError``).
+            raises (e.g. ``HubAccessError`` for a gated download, ``WeightlessError``).
     """
     if mode not in MODES:
         raise CookbookError(
@@ -61,7 +61,7 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
     from .weights import download
 
     if mode == "weightless":
-        from .archmode import arch_config, build_arch_model
+        from .weightless import arch_config, build_arch_model
 
         # the architecture folder is local: download() fetches only a separate drafter
         return download(

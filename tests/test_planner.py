@@ -256,7 +256,7 @@ def test_planner_matches_the_h200_servers_kv_capacity(variant):
     """The full-size architecture on vLLM 0.26.0 (H200, h200 recipe + the reference settings):
     with the server's measured KV budget the planner gives its KV tokens within 0.01 %;
     0.26.0 holds 2 Mamba blocks per group per request in align mode, 0.32.0 holds 3."""
-    from helpers import archmode
+    from helpers import weightless
 
     figures = planner.server_log_figures(H200_LOGS[variant])
     assert set(figures) >= {"kv_cache_tokens", "max_concurrency", "max_model_len", "kv_budget_gib"}
@@ -264,7 +264,7 @@ def test_planner_matches_the_h200_servers_kv_capacity(variant):
         "--max-model-len": 8192, "--max-num-seqs": 256, "--max-num-batched-tokens": 16384,
         "--enable-prefix-caching": True,
     })  # fmt: skip
-    arch = planner.Architecture.from_hf_config(archmode.arch_hf_config(variant))
+    arch = planner.Architecture.from_hf_config(weightless.arch_hf_config(variant))
     p = planner.plan(
         cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.26.0"
     )

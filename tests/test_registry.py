@@ -165,7 +165,7 @@ HELPERS = REPO_ROOT / "helpers"
 #: the modules issue 12 restructured here; no import cycle may run through them
 RESTRUCTURED = {
     "registry", "registry_load", "recipes", "serveconfig", "flagcheck", "versions", "install",
-    "planner", "architecture", "memoryplan", "tokenbudget", "archmode", "archtokenizer",
+    "planner", "architecture", "memoryplan", "tokenbudget", "weightless", "weightless_tokenizer",
 }  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import archmode, results
+from helpers import results, weightless
 from helpers.errors import ResponseError
 from helpers.paths import REPO_ROOT
 
@@ -50,14 +50,14 @@ def test_the_reference_paragraph_is_rendered_from_the_summary_json():
 
 
 def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
-    with archmode.noise_tolerant(True, "tool loop"):
+    with weightless.noise_tolerant(True, "tool loop"):
         raise ResponseError("The model called tool 'x!y', which is not in tools")
     out = capsys.readouterr().out
     assert "weightless mode: the tool loop did not complete because the text is noise" in out
     assert "ResponseError" in out
-    with pytest.raises(ResponseError), archmode.noise_tolerant(False, "tool loop"):
+    with pytest.raises(ResponseError), weightless.noise_tolerant(False, "tool loop"):
         raise ResponseError("real weights: an error")
-    with pytest.raises(KeyboardInterrupt), archmode.noise_tolerant(True, "tool loop"):
+    with pytest.raises(KeyboardInterrupt), weightless.noise_tolerant(True, "tool loop"):
         raise KeyboardInterrupt
 
 

@@ -591,16 +591,16 @@ def test_disk_space_counts_model_and_drafter_together(hub, cache):
 def test_weightless_mode_fetches_only_the_drafter_before_launch(cache, tmp_path):
     """Weightless (``--load-format dummy``) with DFlash: the architecture folder is local, so
     weights.download fetches only the drafter; the server then needs no hub at all."""
-    from helpers import archmode
+    from helpers import weightless
 
-    arch = archmode.build_arch_model("nvfp4", tmp_path / "arch")
+    arch = weightless.build_arch_model("nvfp4", tmp_path / "arch")
     cfg = recipes.resolve("h100", speculative="dflash")
     # a hub drafter is refused by default: vLLM would download it inside the readiness wait
-    with pytest.raises(archmode.ArchModeError, match="allow_hub_drafter=True"):
-        archmode.arch_config(cfg, arch)
+    with pytest.raises(weightless.WeightlessError, match="allow_hub_drafter=True"):
+        weightless.arch_config(cfg, arch)
     draft_snap = write_cached_repo(cache, DFLASH["repo"], DFLASH["revision"], drafter_files())
     result = weights.fetch(
-        archmode.arch_config(cfg, arch, allow_hub_drafter=True),
+        weightless.arch_config(cfg, arch, allow_hub_drafter=True),
         cache_dir=cache,
         local_files_only=True,
     )
@@ -610,4 +610,4 @@ def test_weightless_mode_fetches_only_the_drafter_before_launch(cache, tmp_path)
     assert served.speculative_config["model"] == str(draft_snap)
     assert served.env["HF_HUB_OFFLINE"] == "1"
     # without a separate drafter, the weightless config is offline as it stands
-    assert archmode.arch_config(recipes.resolve("h100"), arch).env["HF_HUB_OFFLINE"] == "1"
+    assert weightless.arch_config(recipes.resolve("h100"), arch).env["HF_HUB_OFFLINE"] == "1"

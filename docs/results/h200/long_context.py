@@ -1,6 +1,6 @@
 """Long-context point on one H200: TTFT and prefill throughput at 8K / 128K / 512K / 1M tokens.
 
-Serves the weightless architecture (``helpers.archmode``) with the h200 target's recipe flags
+Serves the weightless architecture (``helpers.weightless``) with the h200 target's recipe flags
 plus the ``long_context`` feature (``--max-model-len 1048576`` and
 ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``, recipe ``features.long_context``), then sends, per
 length, ``--prompts`` requests one at a time (``vllm bench serve`` through
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from helpers import archmode, bench, planner, recipes, server  # noqa: E402
+from helpers import bench, planner, recipes, server, weightless  # noqa: E402
 
 LENGTHS = (8192, 131072, 524288, 1048576)
 OUTPUT_TOKENS = 16
@@ -70,8 +70,8 @@ def main() -> int:
         extra_args=extra or None,
         vllm_version=recipes.installed_vllm_version(),
     )
-    arch = archmode.build_arch_model(a.variant)
-    serve_cfg = archmode.arch_config(cfg, arch)
+    arch = weightless.build_arch_model(a.variant)
+    serve_cfg = weightless.arch_config(cfg, arch)
     max_len = int(serve_cfg.args["--max-model-len"])
     summary: dict = {
         "what": "TTFT and prefill throughput vs prompt length, weightless architecture, one H200",

@@ -12,11 +12,11 @@ Steps (each writes into ``--out`` as it finishes, so a run cut short still retur
    variants and speculative modes) parsed one by one with this vLLM's own ``vllm serve``
    parser; speculative-config keys and methods checked against ``SpeculativeConfig``; the
    Python modules the flags' kernels need looked up. -> ``flag_check.json``.
-2. ``helpers.archmode.build_arch_model(variant)``: config.json + tokenizer, no weights.
+2. ``helpers.weightless.build_arch_model(variant)``: config.json + tokenizer, no weights.
 3. ``recipes.resolve("h200", variant, extra_args=REFERENCE_ARGS)`` adapted to the machine:
    flags the parser rejects, flags whose kernels are not installed, and flags vLLM's engine
    config refuses on this GPU are dropped (each with the error), then
-   ``archmode.arch_config`` adds ``--load-format dummy``.
+   ``weightless.arch_config`` adds ``--load-format dummy``.
 4. ``helpers.server.VLLMServer`` starts it (compile and Triton caches under ``out/cache``),
    one chat request through ``helpers.client.chat``, ``helpers.bench.sweep`` (random
    dataset, chat endpoint, 1024 in / 256 out, warm-ups), ``helpers.plots``, stop.
@@ -48,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from helpers import archmode, bench, recipes  # noqa: E402
+from helpers import bench, recipes, weightless  # noqa: E402
 from helpers.errors import FlagError  # noqa: E402
 
 #: The reference hand run's settings (../shared/gpu/README.md "Measured on the machine").
@@ -575,7 +575,7 @@ def start(cfg, summary, key, timeout):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--variant", choices=archmode.VARIANTS, default="bf16")
+    ap.add_argument("--variant", choices=weightless.VARIANTS, default="bf16")
     ap.add_argument("--concurrency", default="1,16,64,256")
     ap.add_argument("--input-len", type=int, default=1024)
     ap.add_argument("--output-len", type=int, default=256)
@@ -620,8 +620,8 @@ def main() -> int:
             say(f"flag check failed: {e}")
         summary.save()
 
-    path = archmode.build_arch_model(a.variant)
-    summary["arch"] = {"path": str(path), **(archmode.arch_metadata(path) or {})}
+    path = weightless.build_arch_model(a.variant)
+    summary["arch"] = {"path": str(path), **(weightless.arch_metadata(path) or {})}
     features = () if a.profile == "reference" else None
     base = recipes.resolve("h200", a.variant, features=features, extra_args=REFERENCE_ARGS)
     summary.update(profile=a.profile, endpoint=a.endpoint)
@@ -631,7 +631,7 @@ def main() -> int:
         else []
     )
     summary["recipe_command"] = base.shell_command()
-    cfg, changes = adapt(archmode.arch_config(base, path))
+    cfg, changes = adapt(weightless.arch_config(base, path))
     summary["adaptations"] = changes
     summary["serve_command"] = cfg.shell_command()
     summary["env"] = cfg.env

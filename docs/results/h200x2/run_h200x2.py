@@ -9,10 +9,10 @@ script; ``HF_HUB_OFFLINE=1``) and the vllm-router 0.1.17 wheel installed with
     python3 docs/results/h200x2/run_h200x2.py --out "$OUT"
     python3 docs/results/h200x2/run_h200x2.py --dry-run --out out/h200x2-dry   # CPU: render + validate
 
-Everything goes through the helpers (``helpers.recipes`` -> ``helpers.archmode`` ->
+Everything goes through the helpers (``helpers.recipes`` -> ``helpers.weightless`` ->
 ``helpers.fleet`` -> ``helpers.server`` -> ``helpers.bench`` -> ``helpers.plots``):
 
-1. The weightless NVFP4 architecture (``archmode.build_arch_model("nvfp4")``, ``--load-format
+1. The weightless NVFP4 architecture (``weightless.build_arch_model("nvfp4")``, ``--load-format
    dummy``) with the ``h200`` target's NVFP4 flags as the registry resolves them, plus
    ``--max-model-len 8192`` and a short CUDA-graph capture list (faster starts, stated in the
    summary); what this vLLM/bundle cannot run is dropped by the H200 script's ``adapt`` (each
@@ -60,7 +60,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from helpers import archmode, bench, fleet, recipes  # noqa: E402
+from helpers import bench, fleet, recipes, weightless  # noqa: E402
 from helpers.paths import out_dir  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("run_h200", REPO / "docs/results/h200/run_h200.py")
@@ -439,11 +439,11 @@ def main() -> int:
         finally:
             finish(out, work, logs, summary)
         return 0
-    path = archmode.build_arch_model("nvfp4")
-    summary["arch"] = {"path": str(path), **(archmode.arch_metadata(path) or {})}
+    path = weightless.build_arch_model("nvfp4")
+    summary["arch"] = {"path": str(path), **(weightless.arch_metadata(path) or {})}
     base = recipes.resolve("h200", "nvfp4", extra_args=RUN_ARGS)
     summary["recipe_command"] = base.shell_command()
-    cfg, changes = run_h200.adapt(archmode.arch_config(base, path))
+    cfg, changes = run_h200.adapt(weightless.arch_config(base, path))
     summary["adaptations"] = changes
     summary["serve_command"] = cfg.shell_command()
     summary.save()

@@ -1,6 +1,6 @@
 """The weightless mode's tokenizer: a word-level vocabulary of exactly ``vocab_size`` ids.
 
-:func:`helpers.archmode.build_arch_model` writes it next to the architecture's
+:func:`helpers.weightless.build_arch_model` writes it next to the architecture's
 ``config.json``: the special / marker tokens the parsers look up (``<|im_start|>``,
 ``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few role words, then
 ``w<id>`` for every other id, so every id decodes and decoded text re-encodes to the same ids

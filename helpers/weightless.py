@@ -63,15 +63,15 @@ from typing import Any
 
 from . import architecture
 from .architecture import Architecture
-from .archtokenizer import MARKER_TOKENS, SPECIAL_TOKENS, write_tokenizer  # noqa: F401 - archmode API
-from .errors import ArchModeError, CookbookError, RecipeError
+from .errors import CookbookError, RecipeError, WeightlessError
 from .paths import out_dir
 from .registry_load import shared_registry
+from .weightless_tokenizer import MARKER_TOKENS, SPECIAL_TOKENS, write_tokenizer  # noqa: F401 - weightless API
 
 __all__ = [
     "ARCH_VERSION",
     "VARIANTS",
-    "ArchModeError",
+    "WeightlessError",
     "arch_config",
     "arch_hf_config",
     "arch_metadata",
@@ -172,7 +172,9 @@ def _registry_architecture() -> dict[str, Any]:
 
 def _check_variant(variant: str) -> None:
     if variant not in VARIANTS:
-        raise ArchModeError(f"Unknown variant {variant!r}. Valid variants: {', '.join(VARIANTS)}.")
+        raise WeightlessError(
+            f"Unknown variant {variant!r}. Valid variants: {', '.join(VARIANTS)}."
+        )
 
 
 def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,7 +210,7 @@ def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
         "group_size": 16,
         "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
         "ignore": ignore,
-        "producer": {"name": "helpers.archmode", "version": str(ARCH_VERSION)},
+        "producer": {"name": "helpers.weightless", "version": str(ARCH_VERSION)},
     }
 
 
@@ -219,7 +221,7 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
         variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
 
     Raises:
-        ArchModeError: unknown variant, or the registry's pattern does not match its
+        WeightlessError: unknown variant, or the registry's pattern does not match its
             ``num_hidden_layers``.
     """
     _check_variant(variant)
@@ -227,10 +229,10 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
     cfg = copy.deepcopy(_BASE_CONFIG)
     for key in _ARCH_KEYS:
         if key not in arch:
-            raise ArchModeError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")
+            raise WeightlessError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")
         cfg[key] = arch[key]
     if len(cfg["hybrid_override_pattern"]) != int(cfg["num_hidden_layers"]):
-        raise ArchModeError(
+        raise WeightlessError(
             f"model.architecture.hybrid_override_pattern has {len(cfg['hybrid_override_pattern'])} "
             f"layers but num_hidden_layers is {cfg['num_hidden_layers']}: fix cookbook/recipe.yaml."
         )
@@ -271,7 +273,7 @@ def _bytes(fn, *args) -> int:
     try:
         return fn(*args)
     except RecipeError as exc:  # an unknown dtype name
-        raise ArchModeError(str(exc)) from exc
+        raise WeightlessError(str(exc)) from exc
 
 
 def kv_cache_bytes_per_token(
@@ -285,7 +287,7 @@ def kv_cache_bytes_per_token(
     3 KiB in FP8 (``--kv-cache-dtype fp8``).
 
     Raises:
-        ArchModeError: an unknown dtype name.
+        WeightlessError: an unknown dtype name.
     """
     return _bytes(_architecture(config).kv_bytes_per_token, kv_cache_dtype)
 
@@ -305,7 +307,7 @@ def mamba_state_bytes_per_sequence(
     blocks shared with the KV cache (and keeps extra copies with prefix caching).
 
     Raises:
-        ArchModeError: an unknown dtype name.
+        WeightlessError: an unknown dtype name.
     """
     a = _architecture(config)
     return a.num_mamba_layers * _bytes(a.mamba_state_bytes_per_layer, ssm_cache_dtype, conv_dtype)
@@ -346,7 +348,7 @@ def build_arch_model(
         The folder (pass it to :func:`arch_config`).
 
     Raises:
-        ArchModeError: unknown variant, or the registry's architecture is incomplete.
+        WeightlessError: unknown variant, or the registry's architecture is incomplete.
     """
     _check_variant(variant)
     dest = Path(out) if out is not None else out_dir("arch", f"nemotron-3.5-lightning-{variant}")
@@ -375,7 +377,7 @@ def build_arch_model(
         "version": ARCH_VERSION,
         "variant": variant,
         "what": "Weightless Nemotron 3.5 Lightning architecture for vLLM --load-format dummy "
-        "(helpers.archmode). Speed and memory are real; the text is noise.",
+        "(helpers.weightless). Speed and memory are real; the text is noise.",
         "params_total": counts["total"],
         "params_active": counts["active"],
         "weight_bytes": weight_bytes(config),
@@ -414,7 +416,7 @@ def arch_config(
             is already local) and returns a config serving local folders.
 
     Raises:
-        ArchModeError: ``path`` is not an architecture folder; its variant does not match
+        WeightlessError: ``path`` is not an architecture folder; its variant does not match
             ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization flags
             must meet a quantized config, and BF16 flags an unquantized one); or the
             speculative mode's draft model is a hub id (vLLM would download it during
@@ -423,13 +425,13 @@ def arch_config(
     path = Path(path)
     meta = arch_metadata(path)
     if meta is None or not (path / "config.json").exists():
-        raise ArchModeError(
+        raise WeightlessError(
             f"{path} is not an architecture folder (no {METADATA_FILE} / config.json): build "
-            "one with helpers.archmode.build_arch_model(variant)."
+            "one with helpers.weightless.build_arch_model(variant)."
         )
     variant = getattr(cfg, "variant", None)
     if variant in VARIANTS and meta.get("variant") != variant:
-        raise ArchModeError(
+        raise WeightlessError(
             f"The config is for variant {variant!r} but {path} was built for "
             f"{meta.get('variant')!r}: use build_arch_model({variant!r})."
         )
@@ -437,10 +439,10 @@ def arch_config(
     drafter = spec.get("model")
     hub_drafter = bool(drafter) and not Path(str(drafter)).is_dir()
     if hub_drafter and not allow_hub_drafter:
-        raise ArchModeError(
+        raise WeightlessError(
             f"Speculative mode {cfg.speculative!r} drafts with {drafter}, a hub repository that vLLM "
             "would download inside the readiness wait. Fetch it first: "
-            "serve_cfg = weights.download(archmode.arch_config(cfg, path, allow_hub_drafter=True)) "
+            "serve_cfg = weights.download(weightless.arch_config(cfg, path, allow_hub_drafter=True)) "
             "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
             "layers are part of the architecture)."
         )
@@ -480,7 +482,7 @@ def noise_tolerant(weightless: bool, what: str):
 
     Example::
 
-        with archmode.noise_tolerant(weightless, "tool loop"):
+        with weightless.noise_tolerant(weightless, "tool loop"):
             client.show(client.run_tool_loop(...))
     """
     if not weightless:

@@ -1,4 +1,4 @@
-"""Weightless architecture mode (helpers.archmode): config shape, sizes, tokenizer, vLLM parsing.
+"""Weightless architecture mode (helpers.weightless): config shape, sizes, tokenizer, vLLM parsing.
 
 All on CPU. The transformers checks take a few seconds; the vLLM checks import vLLM
 (~30 s on a 2-core box, shared with the other tests that import its parser).
@@ -11,7 +11,7 @@ from fnmatch import fnmatch
 
 import pytest
 
-from helpers import archmode
+from helpers import weightless
 from helpers.recipes import load_registry, resolve
 
 REGISTRY_ARCH = load_registry().model.architecture.as_config()
@@ -19,20 +19,20 @@ REGISTRY_ARCH = load_registry().model.architecture.as_config()
 
 @pytest.fixture(scope="module")
 def bf16_dir(tmp_path_factory):
-    return archmode.build_arch_model("bf16", tmp_path_factory.mktemp("arch") / "bf16")
+    return weightless.build_arch_model("bf16", tmp_path_factory.mktemp("arch") / "bf16")
 
 
 @pytest.fixture(scope="module")
 def nvfp4_dir(tmp_path_factory):
-    return archmode.build_arch_model("nvfp4", tmp_path_factory.mktemp("arch") / "nvfp4")
+    return weightless.build_arch_model("nvfp4", tmp_path_factory.mktemp("arch") / "nvfp4")
 
 
 # ------------------------------------------------------------------------------- config
 
 
-@pytest.mark.parametrize("variant", archmode.VARIANTS)
+@pytest.mark.parametrize("variant", weightless.VARIANTS)
 def test_config_has_the_registry_shape(variant):
-    cfg = archmode.arch_hf_config(variant)
+    cfg = weightless.arch_hf_config(variant)
     for key, value in REGISTRY_ARCH.items():
         assert cfg[key] == value, key
     assert cfg["architectures"] == ["NemotronHForCausalLM"]
@@ -62,12 +62,12 @@ def test_config_has_the_registry_shape(variant):
 
 
 def test_unknown_variant_names_the_valid_ones():
-    with pytest.raises(archmode.ArchModeError, match="bf16, nvfp4"):
-        archmode.arch_hf_config("fp8")
+    with pytest.raises(weightless.WeightlessError, match="bf16, nvfp4"):
+        weightless.arch_hf_config("fp8")
 
 
 def test_parameter_counts_are_30b_total_3b_active():
-    p = archmode.param_counts()
+    p = weightless.param_counts()
     # Nemotron 3 Nano 30B-A3B: 31.6B total, 3.2B active (3.6B with embeddings)
     assert 31.0e9 < p["total"] < 32.0e9
     assert 3.4e9 < p["active"] < 3.8e9
@@ -77,21 +77,21 @@ def test_parameter_counts_are_30b_total_3b_active():
 
 
 def test_weight_bytes_match_the_checkpoint_sizes():
-    bf16 = archmode.weight_bytes(archmode.arch_hf_config("bf16"))
-    nvfp4 = archmode.weight_bytes(archmode.arch_hf_config("nvfp4"))
+    bf16 = weightless.weight_bytes(weightless.arch_hf_config("bf16"))
+    nvfp4 = weightless.weight_bytes(weightless.arch_hf_config("nvfp4"))
     assert 60e9 < bf16 < 66e9  # registry: BF16 weights ~60 GB
     assert 17e9 < nvfp4 < 22e9  # registry: NVFP4 ~18 GB
 
 
 def test_cache_sizes_per_token_and_sequence():
-    assert archmode.kv_cache_bytes_per_token(kv_cache_dtype="bf16") == 6 * 2 * 2 * 128 * 2
-    assert archmode.kv_cache_bytes_per_token(kv_cache_dtype="fp8") == 6 * 2 * 2 * 128
-    fp32 = archmode.mamba_state_bytes_per_sequence(ssm_cache_dtype="float32")
-    fp16 = archmode.mamba_state_bytes_per_sequence(ssm_cache_dtype="float16")
+    assert weightless.kv_cache_bytes_per_token(kv_cache_dtype="bf16") == 6 * 2 * 2 * 128 * 2
+    assert weightless.kv_cache_bytes_per_token(kv_cache_dtype="fp8") == 6 * 2 * 2 * 128
+    fp32 = weightless.mamba_state_bytes_per_sequence(ssm_cache_dtype="float32")
+    fp16 = weightless.mamba_state_bytes_per_sequence(ssm_cache_dtype="float16")
     assert fp32 == 23 * (64 * 64 * 128 * 4 + 3 * (4096 + 2 * 8 * 128) * 2)
     assert fp16 < fp32 / 1.9
-    with pytest.raises(archmode.ArchModeError):
-        archmode.kv_cache_bytes_per_token(kv_cache_dtype="int3")
+    with pytest.raises(weightless.WeightlessError):
+        weightless.kv_cache_bytes_per_token(kv_cache_dtype="int3")
 
 
 # ------------------------------------------------------------------- NVFP4 quantization
@@ -108,7 +108,7 @@ def _excluded(prefix: str, ignore: list[str]) -> bool:
 
 
 def test_nvfp4_block_quantizes_exactly_the_experts():
-    cfg = archmode.arch_hf_config("nvfp4")
+    cfg = weightless.arch_hf_config("nvfp4")
     q = cfg["quantization_config"]
     assert q["quant_method"] == "modelopt"
     assert q["quant_algo"] == "W4A16_NVFP4"
@@ -142,12 +142,12 @@ def test_folder_files_and_metadata(bf16_dir):
         "tokenizer_config.json",
     } <= names
     assert not any(n.endswith((".safetensors", ".bin")) for n in names)
-    meta = archmode.arch_metadata(bf16_dir)
-    assert meta["variant"] == "bf16" and meta["version"] == archmode.ARCH_VERSION
-    assert json.loads((bf16_dir / "config.json").read_text()) == archmode.arch_hf_config("bf16")
+    meta = weightless.arch_metadata(bf16_dir)
+    assert meta["variant"] == "bf16" and meta["version"] == weightless.ARCH_VERSION
+    assert json.loads((bf16_dir / "config.json").read_text()) == weightless.arch_hf_config("bf16")
     # a second build with nothing changed keeps the folder as it is
     stamp = (bf16_dir / "tokenizer.json").stat().st_mtime_ns
-    assert archmode.build_arch_model("bf16", bf16_dir) == bf16_dir
+    assert weightless.build_arch_model("bf16", bf16_dir) == bf16_dir
     assert (bf16_dir / "tokenizer.json").stat().st_mtime_ns == stamp
 
 
@@ -191,29 +191,29 @@ def test_transformers_reads_config_and_tokenizer(bf16_dir):
 def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     base = resolve("h200", "bf16")
     with pytest.warns(UserWarning, match="VLLM_USE_FASTOKENS"):
-        cfg = archmode.arch_config(base, bf16_dir)
+        cfg = weightless.arch_config(base, bf16_dir)
     assert cfg.model == str(bf16_dir) and cfg.revision is None
     assert cfg.args["--load-format"] == "dummy"
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
     # everything is local: the server may not ask the hub during start-up
     # every variable kept but the fast tokenizer (it cannot load the folder's tokenizer)
     assert cfg.env == {
-        **{k: v for k, v in base.env.items() if k != archmode.FAST_TOKENIZER_ENV},
+        **{k: v for k, v in base.env.items() if k != weightless.FAST_TOKENIZER_ENV},
         "HF_HUB_OFFLINE": "1",
     }
     flags = cfg.cli_flags()
     assert flags[flags.index("--load-format") + 1] == "dummy"
     assert "--revision" not in flags and "--tokenizer" not in flags
-    with_tok = archmode.arch_config(base, bf16_dir, tokenizer="some/tokenizer")
+    with_tok = weightless.arch_config(base, bf16_dir, tokenizer="some/tokenizer")
     assert with_tok.args["--tokenizer"] == "some/tokenizer"
     assert "HF_HUB_OFFLINE" not in with_tok.env  # a hub tokenizer must be fetchable
 
-    nv = archmode.arch_config(resolve("h200", "nvfp4"), nvfp4_dir)
+    nv = weightless.arch_config(resolve("h200", "nvfp4"), nvfp4_dir)
     assert nv.args["--quantization"] == "modelopt_fp4"
-    with pytest.raises(archmode.ArchModeError, match="build_arch_model"):
-        archmode.arch_config(resolve("h200", "nvfp4"), bf16_dir)
-    with pytest.raises(archmode.ArchModeError, match="not an architecture folder"):
-        archmode.arch_config(base, bf16_dir.parent)
+    with pytest.raises(weightless.WeightlessError, match="build_arch_model"):
+        weightless.arch_config(resolve("h200", "nvfp4"), bf16_dir)
+    with pytest.raises(weightless.WeightlessError, match="not an architecture folder"):
+        weightless.arch_config(base, bf16_dir.parent)
 
 
 # ----------------------------------------------------------------- vLLM's own parsing
@@ -250,21 +250,21 @@ def test_vllm_parses_config_quantization_and_random_prompts(bf16_dir, nvfp4_dir)
     assert all(len(tok.encode(r.prompt, add_special_tokens=False)) == 1024 for r in reqs)
 
     # the served command parses with the installed vLLM (the CPU build's parser)
-    archmode.arch_config(resolve("h200", "bf16"), bf16_dir).validate()
+    weightless.arch_config(resolve("h200", "bf16"), bf16_dir).validate()
 
 
 def test_weightless_bf16_drops_the_fast_tokenizer_that_cannot_load_its_tokenizer(tmp_path):
     """On the H200 (vLLM 0.32.0) the BF16 weightless start died with fastokens' "unsupported
     pre-tokenizer type: WhitespaceSplit": the architecture folder's word-level tokenizer is
     not one fastokens loads. arch_config drops VLLM_USE_FASTOKENS for it, and says so."""
-    from helpers import archmode, recipes
+    from helpers import recipes, weightless
 
-    path = archmode.build_arch_model("bf16", tmp_path)
+    path = weightless.build_arch_model("bf16", tmp_path)
     cfg = recipes.resolve("h200", "bf16")
-    assert cfg.env.get(archmode.FAST_TOKENIZER_ENV) == "1"  # the recipe's BF16 setting
+    assert cfg.env.get(weightless.FAST_TOKENIZER_ENV) == "1"  # the recipe's BF16 setting
     with pytest.warns(UserWarning, match="VLLM_USE_FASTOKENS dropped"):
-        served = archmode.arch_config(cfg, path)
-    assert archmode.FAST_TOKENIZER_ENV not in served.env
+        served = weightless.arch_config(cfg, path)
+    assert weightless.FAST_TOKENIZER_ENV not in served.env
     fastokens = pytest.importorskip("fastokens")  # the real library, where installed
     with pytest.raises(ValueError, match="unsupported"):
         fastokens.Tokenizer.from_file(str(path / "tokenizer.json"))
