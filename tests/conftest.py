@@ -45,28 +45,8 @@ SHARED_SERVERS = {
 }
 
 
-def _module_priority(items) -> dict:
-    """Long work first, so neither xdist worker idles at the end of the run: the module of
-    the speculative-decoding notebook (the longest test), then the modules with a real
-    server or a notebook, then the rest. Whole modules move, in their own order, so a
-    module-scoped fixture (``cpu_fleet``) still starts once in a run without xdist."""
-    prio: dict = {}
-    for item in items:
-        mod = item.nodeid.split("::", 1)[0]
-        if item.name == "test_speculative_notebook_on_the_standin":
-            rank = 0
-        elif item.get_closest_marker("server") or item.get_closest_marker("notebook"):
-            rank = 1
-        else:
-            rank = 2
-        prio[mod] = min(prio.get(mod, 2), rank)
-    return prio
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    prio = _module_priority(items)
-    items.sort(key=lambda item: prio[item.nodeid.split("::", 1)[0]])  # stable: file order kept
     for item in items:
         groups = {
             g for name, g in SHARED_SERVERS.items() if name in getattr(item, "fixturenames", ())
