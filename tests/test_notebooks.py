@@ -215,8 +215,8 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         "bench_concurrencies": [
             2
         ],  # one point: the sweep, its table and plots (the quickstart runs three)
-        "bench_input_len": 32,
-        "bench_output_len": 16,
+        "bench_input_len": 16,
+        "bench_output_len": 8,
     }
     executed = notebooks.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
