@@ -2,7 +2,7 @@
 error naming the fix, with nothing lost and nothing left running.
 
 One test (or parametrized test) per case of the issue; after each, no vLLM process of the
-test is left and its port is free (:func:`_assert_nothing_left`). The cases that need a
+test is left and its port is free (:func:`proctools.assert_nothing_left`). The cases that need a
 running server start their own stand-in (they kill or break it), under the shared lock.
 """
 
@@ -18,18 +18,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from proctools import assert_nothing_left, vllm_processes
+from proctools import assert_nothing_left
 
 from helpers import bench, planner, recipes, server
 from helpers.errors import CookbookError, FlagError, RecipeError, ServerStartError
 
-_vllm_processes = vllm_processes  # tests/proctools.py
-_assert_nothing_left = assert_nothing_left
-
 
 def _never_launched(srv: server.VLLMServer) -> None:
     assert srv.pid is None and srv.log_path is None, "a process was launched"
-    _assert_nothing_left(srv)
+    assert_nothing_left(srv)
 
 
 # ---------------------------------------------------------------------------------------
@@ -97,7 +94,7 @@ def test_killed_api_server_handle_reports_and_ends_its_group_fast():
         assert f"ended the 1 processes it left running: {engine}" in shown
     finally:
         srv.stop()
-    _assert_nothing_left(srv, group)
+    assert_nothing_left(srv, group)
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,7 +169,7 @@ def test_damaged_checkpoint_launched_anyway_is_diagnosed(
     assert err.value.diagnosis.name == "damaged_checkpoint"
     assert "build_standin_model(force=True)" in err.value.diagnosis.fix
     assert "No known failure matched" not in str(err.value)
-    _assert_nothing_left(srv)
+    assert_nothing_left(srv)
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,7 +244,7 @@ def test_derived_length_failure_in_the_log_is_diagnosed(standin_config):
         f"set --max-model-len {limit} or less" in d.fix
         and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
     )
-    _assert_nothing_left(srv)
+    assert_nothing_left(srv)
 
 
 # ---------------------------------------------------------------------------------------

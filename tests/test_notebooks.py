@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import serves_features
-from proctools import group_left
+from proctools import group_left, vllm_processes
 
 from helpers import bench, notebook_run, notebooks, recipes, server
 from helpers.errors import CookbookError
@@ -47,16 +47,6 @@ def test_notebook_hygiene(path):
     assert not re.search(r"^\s*!.*&\s*$", source, re.M), "no background shell commands"
     # thin cells: the logic lives in helpers
     assert max(len("".join(c["source"]).splitlines()) for c in code) <= 25
-
-
-def _vllm_pids(port: int) -> set[int]:
-    """PIDs of vLLM API servers listening on ``port`` on this machine."""
-    found = set()
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "vllm" in cmd and f"--port {port}" in cmd:
-            found.add(p.pid)
-    return found
 
 
 def _port_free(port: int) -> bool:
@@ -97,7 +87,7 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     text = executed.read_text()
     port = int(re.search(r"base_url: http://127\.0\.0\.1:(\d+)", text).group(1))
     assert _port_free(port)
-    assert not _vllm_pids(port)
+    assert not vllm_processes(port)
     # the server ran in its own session: no process of that process group may be left
     pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
     left = _group_left(pgid)
