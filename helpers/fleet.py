@@ -132,7 +132,13 @@ class Fleet:
         self.servers: list[VLLMServer] = []
         self.router: RouterServer | None = None
         self.startup_seconds: float | None = None
-        self.attached = False  # attach_fleet(): processes of someone else's, never stopped here
+
+    @property
+    def attached(self) -> bool:
+        """True for :func:`attach_fleet`'s handle: every process is someone else's (none
+        owned here), so :meth:`stop` leaves them running."""
+        procs = ([self.router] if self.router else []) + self.servers
+        return bool(procs) and not any(p.owned for p in procs)
 
     # ---- addresses -----------------------------------------------------------------
     @property
@@ -391,7 +397,6 @@ def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> 
     """
     root = re.sub(r"/v1/?$", "", url.strip())
     fl = Fleet(deployment, progress=progress)
-    fl.attached = True
     fl.router = RouterServer.attach(root)
     workers = fl.router.workers()
     if not workers:
