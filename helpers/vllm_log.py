@@ -78,7 +78,9 @@ class Wording:
 # model"), model_loader/weight_utils.py (shard progress), default_loader.py ("Loading
 # weights took"), compilation/backends.py + monitor.py (torch.compile), utils/mem_utils.py
 # (profiling), gpu_worker.py ("Available KV cache memory"), kv_cache_utils.py (KV cache
-# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server).
+# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server); FlashInfer
+# 0.7.0.post1's flashinfer/jit/core.py ("flashinfer.jit: Building JIT module"; the build of
+# fused_moe_90 took ~29 min on 32 cores in docs/results/h200.md, the one live sign of it).
 PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), template)
     for p, template in (
@@ -98,6 +100,10 @@ PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         ),
         (r"torch\.compile took ([\d.]+) s", "compiled in {} s"),
         (r"Memory profiling takes|Initial profiling/warmup run", "profiling memory"),
+        (
+            r"flashinfer\.jit: Building JIT module (\S+?);",
+            "building FlashInfer kernels ({}; first start only, up to ~30 min)",
+        ),
         (r"Available KV cache memory: ([-\d.]+ GiB)", "allocating the KV cache ({} free)"),
         (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", "allocating the KV cache ({} tokens)"),
         (r"Capturing CUDA graphs[^:]*:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", "capturing CUDA graphs ({})"),

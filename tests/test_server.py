@@ -139,6 +139,20 @@ def test_gpu_phase_lines():
     assert startup_phase("(APIServer pid=1) INFO 11-29 [api_server.py:1] hello") is None
 
 
+def test_flashinfer_jit_build_is_its_own_phase_in_the_recorded_h200_bf16_start():
+    # The H200 BF16 start on vLLM 0.32.0 whose FlashInfer fused_moe_90 build ran 13 min with
+    # "compiled in 13.21 s" as its last phase (docs/results/h200.md): a user saw a hang.
+    log = (
+        Path(__file__).resolve().parents[1]
+        / "docs/results/h200/vllm-0.32.0/bf16-jit-stopped/server-log-excerpt.log"
+    )
+    phases = [p for p in map(startup_phase, log.read_text().splitlines()) if p]
+    jit = "building FlashInfer kernels (fused_moe_90; first start only, up to ~30 min)"
+    assert jit in phases
+    assert phases.index(jit) > phases.index("compiled in 13.21 s")
+    assert server_mod._phase_kind(jit) == "building FlashInfer kernels"
+
+
 def test_constructor_does_no_work(tmp_path, monkeypatch):
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
     srv = VLLMServer(_cpu_config())

@@ -4,7 +4,7 @@ if [ ! -f /tmp/wheels/.done ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/wheels .whl/*.whl && touch /tmp/wheels/.done
 fi
-. /tmp/stack-env.sh
+. "${STACK_ENV:-/tmp/stack-env.sh}"
 export PYTHONPATH="$PYTHONPATH:/tmp/wheels:$(pwd)" PATH="/tmp/wheels/bin:$PATH"
 # NVLink multicast stays off on these machines (device KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
