@@ -14,13 +14,16 @@ prefix-cache hit rate) goes into a sidecar next to it, ``<point>.json.annotation
 notebook's own target. :func:`measured_reference` renders the "measured reference"
 paragraph of a target from the committed summary JSON files that
 ``docs/results/<target>/run_<target>.py`` wrote (``docs/results/h200/summary-<variant>.json``),
-listing every flag the run adapted away from the recipe and why. Targets without such
-files get None (no paragraph).
+listing every flag the run adapted away from the recipe and why, and then the target
+notebook's own sweeps executed on the GPU (:func:`notebook_runs`: the point JSONs under
+``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/``). Targets without such files
+get None (no paragraph).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -321,6 +324,77 @@ def summaries(target: str, results_dir: Path | None = None) -> list[dict]:
     return out
 
 
+#: Where an executed target notebook's sweep is committed: ``vllm-<release>/<variant>-<moe kernel>``
+#: under ``docs/results/<target>/`` (e.g. ``vllm-0.32.0/nvfp4-humming``).
+_NOTEBOOK_RUN = re.compile(r"^vllm-(\d+\.\d+\.\d+)/(nvfp4|bf16)-([a-z_]+)$")
+
+
+def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
+    """The target notebook's own sweeps executed on the GPU and committed under
+    ``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/`` (one
+    ``vllm bench serve --save-result`` JSON per concurrency).
+
+    Returns one dict per run, the default vLLM release first (then newest first), variant
+    and kernel in name order: ``release``, ``variant``, ``moe_backend``, ``folder`` (repo
+    path), ``date`` (``YYYY-MM-DD``), ``input_len`` / ``output_len`` (tokens) and ``points``
+    (a DataFrame from :func:`load_results`: ``concurrency``, ``output_throughput`` tok/s,
+    ``median_ttft_ms``, ``mean_tpot_ms``, ...). An empty list when there are none.
+    """
+    from helpers.registry_load import load_registry
+
+    root = Path(results_dir or RESULTS_DIR) / target
+    default = str(load_registry().model.default_vllm_version)
+    runs = []
+    for folder in sorted(root.glob("vllm-*/*/")):
+        m = _NOTEBOOK_RUN.match(folder.relative_to(root).as_posix())
+        files = sorted(folder.glob("*-c*.json"))
+        if not m or not files:
+            continue
+        points = load_results(files)
+        date = json.loads(files[0].read_text()).get("date", "")
+        runs.append(
+            {
+                "release": m.group(1),
+                "variant": m.group(2),
+                "moe_backend": m.group(3),
+                "folder": f"docs/results/{target}/{folder.relative_to(root).as_posix()}",
+                "date": f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) >= 8 else "",
+                "input_len": points["input_len"].dropna().iloc[0] if "input_len" in points else None,
+                "output_len": points["output_len"].dropna().iloc[0] if "output_len" in points else None,
+                "points": points.sort_values("concurrency").reset_index(drop=True),
+            }
+        )
+    rel = lambda r: tuple(int(x) for x in r["release"].split("."))  # noqa: E731
+    runs.sort(key=lambda r: (r["variant"], r["moe_backend"]))
+    runs.sort(key=rel, reverse=True)
+    runs.sort(key=lambda r: r["release"] != default)
+    return runs
+
+
+def _notebook_lines(target: str, results_dir: Path | None) -> list[str]:
+    """The measured-reference lines for :func:`notebook_runs` (empty when there are none)."""
+    runs = notebook_runs(target, results_dir)
+    if not runs:
+        return []
+    first = runs[0]
+    cs = " / ".join(str(c) for c in first["points"]["concurrency"])
+    lines = [
+        f"- This notebook itself, executed by papermill on the GPU ({first['date']}; weightless, "
+        f"the recipe's command with the kernel named; {first['input_len']:.0f} in / "
+        f"{first['output_len']:.0f} out, chat endpoint, one run per point), output tok/s at "
+        f"concurrency {cs}:"
+    ]
+    for r in runs:
+        p = r["points"]
+        tok = " / ".join(_fmt(v) for v in p["output_throughput"])
+        ttft = " / ".join(_fmt(v) for v in p["median_ttft_ms"])
+        lines.append(
+            f"  - vLLM {r['release']}, {r['variant'].upper()}, {r['moe_backend']} MoE: {tok} "
+            f"(median TTFT {ttft} ms); source `{r['folder']}/`."
+        )
+    return lines
+
+
 def measured_reference(target: str, results_dir: Path | None = None) -> str | None:
     """The "measured reference" paragraph for ``target`` (markdown lines without the
     leading ``# ``), or None when nothing was measured on that target.
@@ -330,8 +404,11 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     became, why), all read from the summary JSON.
     """
     runs = summaries(target, results_dir)
-    if not runs:
+    notebook = _notebook_lines(target, results_dir)
+    if not runs and not notebook:
         return None
+    if not runs:
+        return "\n".join([f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)):", *notebook])
     lines = [
         f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)), "
         f"the weightless architecture on {runs[0]['versions'].get('gpu', target).split(',')[0]}:"
@@ -356,4 +433,4 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
             lines.append(
                 f"  - adapted: `{a['flag']} {a['value']}` {now} ({a.get('stage')}: {why[:160]})"
             )
-    return "\n".join(lines)
+    return "\n".join(lines + notebook)

@@ -309,7 +309,13 @@ def test_nvfp4_only_flags_stay_off_the_bf16_checkpoint():
     assert "--quantization" not in bf16.args and "--linear-backend" not in bf16.args
     # the BF16 variant's FlashInfer CUTLASS MoE needs SM90+: on the A100 (SM80) vLLM's default
     assert "--moe-backend" not in bf16.args
-    assert recipes.resolve("h100", "bf16").args["--moe-backend"] == "flashinfer_cutlass"
+    # Hopper: Triton, vLLM's own SM90 choice (model.choices.bf16_moe_backend_hopper); the
+    # recipe's flashinfer_cutlass on Blackwell; a target's own seed flags win over both
+    assert recipes.resolve("h100", "bf16").args["--moe-backend"] == "triton"
+    assert recipes.resolve("h200", "bf16").args["--moe-backend"] == "triton"
+    assert recipes.resolve("b200", "bf16").args["--moe-backend"] == "flashinfer_cutlass"
+    assert recipes.resolve("h100-bf16").args["--moe-backend"] == "humming"  # launch post
+    assert recipes.resolve("h100x8-bf16").args["--moe-backend"] == "flashinfer_cutlass"  # vendor
     for target, variant, mode in _all_combinations():
         cfg, rule = _resolve_or_rule(target, variant, mode)
         if rule is None and variant != "nvfp4":

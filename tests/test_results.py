@@ -49,6 +49,40 @@ def test_the_reference_paragraph_is_rendered_from_the_summary_json():
     assert results.measured_reference("h100") is None
 
 
+def test_the_notebooks_own_gpu_sweeps_are_in_the_reference_paragraph():
+    """The h200 notebook's sweeps executed on the H200 (docs/results/h200/vllm-<release>/
+    <variant>-<kernel>/) are quoted in the h200 notebook, default release first."""
+    runs = results.notebook_runs("h200")
+    got = [(r["release"], r["variant"], r["moe_backend"]) for r in runs]
+    assert got[0][0] == "0.32.0" and ("0.28.0", "nvfp4", "humming") in got
+    assert ("0.32.0", "bf16", "triton") in got and ("0.32.0", "nvfp4", "marlin") in got
+    # failed / stopped attempts and the long-context data are not sweeps of the notebook
+    assert not any("jit" in r["folder"] or "failed" in r["folder"] for r in runs)
+    assert all(r["moe_backend"] != "context" for r in runs)
+    text = _text("h200")
+    for r in runs:
+        tok = " / ".join(f"{v:,.0f}" for v in r["points"]["output_throughput"])
+        assert tok in text and r["folder"] in text, r["folder"]
+    assert list(runs[0]["points"]["concurrency"]) == [1, 16, 64, 256]
+    assert results.notebook_runs("h100") == []
+
+
+def test_notebook_runs_read_only_release_variant_kernel_folders(tmp_path):
+    src = REPO_ROOT / "docs/results/h200/vllm-0.28.0/nvfp4-humming/h200-nvfp4-none-c1.json"
+    for sub in ("vllm-0.30.1/bf16-triton", "vllm-0.32.0/nvfp4-marlin", "vllm-0.32.0/long-context",
+                "vllm-0.32.0/bf16-jit-stopped", "other/nvfp4-marlin"):  # fmt: skip
+        (tmp_path / "t" / sub).mkdir(parents=True)
+        (tmp_path / "t" / sub / src.name).write_bytes(src.read_bytes())
+    runs = results.notebook_runs("t", tmp_path)
+    assert [(r["release"], r["variant"], r["moe_backend"]) for r in runs] == [
+        ("0.32.0", "nvfp4", "marlin"),  # the registry's default release first
+        ("0.30.1", "bf16", "triton"),
+    ]
+    assert runs[0]["date"] == "2026-11-30" and runs[0]["input_len"] == 1024
+    text = results.measured_reference("t", tmp_path)
+    assert text.startswith("**Measured reference**") and "vLLM 0.30.1, BF16, triton MoE: 250" in text
+
+
 def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
     with weightless.noise_tolerant(True, "tool loop"):
         raise ResponseError("The model called tool 'x!y', which is not in tools")
