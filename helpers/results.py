@@ -329,6 +329,12 @@ def summaries(target: str, results_dir: Path | None = None) -> list[dict]:
 _NOTEBOOK_RUN = re.compile(r"^vllm-(\d+\.\d+\.\d+)/(nvfp4|bf16)-([a-z_]+)$")
 
 
+def _first(points: pd.DataFrame, column: str) -> Any:
+    """The first non-null value of ``column`` (None when the column is absent or empty)."""
+    values = points[column].dropna() if column in points else ()
+    return values.iloc[0] if len(values) else None
+
+
 def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
     """The target notebook's own sweeps executed on the GPU and committed under
     ``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/`` (one
@@ -359,8 +365,8 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
                 "moe_backend": m.group(3),
                 "folder": f"docs/results/{target}/{folder.relative_to(root).as_posix()}",
                 "date": f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) >= 8 else "",
-                "input_len": points["input_len"].dropna().iloc[0] if "input_len" in points else None,
-                "output_len": points["output_len"].dropna().iloc[0] if "output_len" in points else None,
+                "input_len": _first(points, "input_len"),
+                "output_len": _first(points, "output_len"),
                 "points": points.sort_values("concurrency").reset_index(drop=True),
             }
         )
@@ -408,7 +414,12 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     if not runs and not notebook:
         return None
     if not runs:
-        return "\n".join([f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)):", *notebook])
+        return "\n".join(
+            [
+                f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)):",
+                *notebook,
+            ]
+        )
     lines = [
         f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)), "
         f"the weightless architecture on {runs[0]['versions'].get('gpu', target).split(',')[0]}:"

@@ -80,7 +80,9 @@ def test_notebook_runs_read_only_release_variant_kernel_folders(tmp_path):
     ]
     assert runs[0]["date"] == "2026-11-30" and runs[0]["input_len"] == 1024
     text = results.measured_reference("t", tmp_path)
-    assert text.startswith("**Measured reference**") and "vLLM 0.30.1, BF16, triton MoE: 250" in text
+    assert (
+        text.startswith("**Measured reference**") and "vLLM 0.30.1, BF16, triton MoE: 250" in text
+    )
 
 
 def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
