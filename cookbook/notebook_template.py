@@ -45,7 +45,7 @@ vllm_version: "Optional[str]" = None  # None means {{ t.vllm_version }}; the see
 install_vllm: bool = False  # True: step 3 installs the selected vLLM when it is missing (then restart the kernel)
 moe_backend: "Optional[str]" = None  # None keeps the recipe's --moe-backend; e.g. "marlin" to compare MoE kernels
 extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
-startup_timeout: float = 1800  # seconds to wait for /health (cold on an H200: 190-260 s; BF16 with moe_backend="flashinfer_cutlass" first builds FlashInfer kernels: ~510 s on vLLM 0.28.0, ~30 min on 0.32.0)
+startup_timeout: float = 1800  # seconds to wait for /health (cold on an H200: 190-260 s; BF16 on FlashInfer's CUTLASS MoE first builds its kernels: ~510 s on vLLM 0.28.0, ~30 min on 0.32.0)
 server_url: "Optional[str]" = None  # attach to an already running vLLM server instead of launching one
 max_tokens: "Optional[int]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
 temperature: "Optional[float]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
