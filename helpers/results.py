@@ -346,10 +346,10 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
     (a DataFrame from :func:`load_results`: ``concurrency``, ``output_throughput`` tok/s,
     ``median_ttft_ms``, ``mean_tpot_ms``, ...). An empty list when there are none.
     """
-    from helpers.registry_load import load_registry
+    from helpers.registry_load import shared_registry
 
     root = Path(results_dir or RESULTS_DIR) / target
-    default = str(load_registry().model.default_vllm_version)
+    default = str(shared_registry().model.default_vllm_version)
     runs = []
     for folder in sorted(root.glob("vllm-*/*/")):
         m = _NOTEBOOK_RUN.match(folder.relative_to(root).as_posix())
@@ -370,10 +370,14 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
                 "points": points.sort_values("concurrency").reset_index(drop=True),
             }
         )
-    rel = lambda r: tuple(int(x) for x in r["release"].split("."))  # noqa: E731
-    runs.sort(key=lambda r: (r["variant"], r["moe_backend"]))
-    runs.sort(key=rel, reverse=True)
-    runs.sort(key=lambda r: r["release"] != default)
+    runs.sort(
+        key=lambda r: (
+            r["release"] != default,
+            [-int(x) for x in r["release"].split(".")],  # newest release first
+            r["variant"],
+            r["moe_backend"],
+        )
+    )
     return runs
 
 
@@ -413,17 +417,11 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     notebook = _notebook_lines(target, results_dir)
     if not runs and not notebook:
         return None
-    if not runs:
-        return "\n".join(
-            [
-                f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)):",
-                *notebook,
-            ]
-        )
-    lines = [
-        f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md)), "
-        f"the weightless architecture on {runs[0]['versions'].get('gpu', target).split(',')[0]}:"
-    ]
+    head = f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md))"
+    if runs:
+        gpu = runs[0]["versions"].get("gpu", target).split(",")[0]
+        head += f", the weightless architecture on {gpu}"
+    lines = [head + ":"]
     for run in runs:
         table = sorted(run.get("table") or [], key=lambda r: r["concurrency"])
         if not table:

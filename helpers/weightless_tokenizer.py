@@ -12,18 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-#: Special and marker tokens, in id order. ``<|im_end|>`` ends a turn (EOS of the chat
-#: template); ``<think>``/``</think>`` and ``<tool_call>``/``</tool_call>`` are looked up
-#: by vLLM's ``nemotron_v3`` / ``qwen3_coder`` parsers (``vllm/parser/qwen3.py``).
-SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-MARKER_TOKENS = [
-    "<think>",
-    "</think>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-]
+# Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers).
+# ``<|im_end|>`` ends a turn (EOS of the chat template); ``<think>``/``</think>`` and
+# ``<tool_call>``/``</tool_call>`` are looked up by vLLM's ``nemotron_v3`` / ``qwen3_coder``
+# parsers (``vllm/parser/qwen3.py``).
+from .standin_template import MARKER_TOKENS, SPECIAL_TOKENS
+
+__all__ = ["CHAT_TEMPLATE", "MARKER_TOKENS", "SPECIAL_TOKENS", "write_tokenizer"]
 _WORDS = ["system", "user", "assistant", "tool"]
 
 # ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
