@@ -419,7 +419,6 @@ def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path, mon
     rc = module.main()
     out = capsys.readouterr()
     assert rc == 0, out.out[-3000:] + out.err[-3000:]
-    proc = out
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["validation"]) == {"replicas", "dp_ep", "dp_ep_2_nodes"}
     assert all(v.startswith("ok") for v in summary["validation"].values()), summary["validation"]
@@ -431,7 +430,7 @@ def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path, mon
         assert commands.count(f"{var}=") >= 4  # one server, two replicas, DP+EP, ...
     compose = yaml.safe_load((tmp_path / "compose-replicas.yaml").read_text())
     assert set(compose["services"]) == {"vllm-0", "vllm-1", "router"}
-    assert "[h200x2" in proc.out and "nothing launched" in proc.out
+    assert "[h200x2" in out.out and "nothing launched" in out.out
 
 
 def test_router_process_mechanics_with_fake_workers():

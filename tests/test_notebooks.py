@@ -202,9 +202,8 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         "stand_in": True,
         "install": False,
         "server_url": standin_server.url,
-        "bench_concurrencies": [
-            2
-        ],  # one point: the sweep, its table and plots (the quickstart runs three)
+        # one point: the sweep, its table and plots (the quickstart runs three)
+        "bench_concurrencies": [2],
         "bench_input_len": 16,
         "bench_output_len": 8,
     }
