@@ -160,24 +160,26 @@ def fake_argv(srv) -> list[str]:
             "--host", srv.host, "--port", str(srv.port)]  # fmt: skip
 
 
-def make_fake_server(*flags: str, port: int | None = None, **kwargs):
-    """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py``."""
+def make_fake_server(*flags: str, port: int | None = None, model: str | None = None, **kwargs):
+    """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py`` (``model``: the
+    ``--model`` it names, default ``fake-model``)."""
     from helpers.server import VLLMServer
 
-    srv = VLLMServer(FakeConfig(port=port, flags=list(flags)), cache_dir=None, **kwargs)
+    cfg = FakeConfig(port=port, flags=list(flags), **({"model": model} if model else {}))
+    srv = VLLMServer(cfg, cache_dir=None, **kwargs)
     srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real
     return srv
 
 
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
-    """Factory ``fake_vllm(*flags, port=None, **VLLMServer options)``; records and logs go
+    """Factory ``fake_vllm(*flags, port=None, model=None, **VLLMServer options)``; records and logs go
     to this test's own ``out/`` (``COOKBOOK_OUT``); every server it made is stopped after."""
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     made = []
 
-    def factory(*flags: str, port: int | None = None, **kwargs):
-        srv = make_fake_server(*flags, port=port, **kwargs)
+    def factory(*flags: str, port: int | None = None, model: str | None = None, **kwargs):
+        srv = make_fake_server(*flags, port=port, model=model, **kwargs)
         made.append(srv)
         return srv
 

@@ -14,12 +14,15 @@ lifecycle code looks:
 - serves ``GET /health`` (200) and ``GET /v1/models`` on ``--host`` / ``--port`` once ready.
 
 Options: ``--never-ready`` stays in the weight-loading phase forever (a shard progress line
-that never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving. Any other flag
-(every vLLM flag the config carries) is accepted and ignored.
+that never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving;
+``--replay LOG`` prints a start-failure log recorded from a real vLLM launch
+(``tests/record_logs.py``: its ``#`` header lines left out) and exits with the code its
+header names, as vLLM did (no engine child: those failures end the API server before it
+spawns one). Any other flag (every vLLM flag the config carries) is accepted and ignored.
 
-One real-vLLM lifecycle test stays in ``tests/test_server.py`` (context manager: SIGTERM
-ends the real API server and engine core, the port is freed), and the quickstart notebook
-launches and stops a real server of its own.
+Real vLLM lifecycles stay in the suite: the session stand-in server (started, used, stopped
+and checked), the quickstart notebook's own launch and stop, the speculative notebook's
+n-gram server, and the two fleet replicas (one killed mid-sweep).
 """
 
 from __future__ import annotations
@@ -84,6 +87,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _replay(path: str) -> int:
+    """Print a recorded log's lines (not its ``#`` header) and return its exit code."""
+    code = 1
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("# exit code: "):
+                code = int(line.split(":", 1)[1])
+            elif not line.startswith("#"):
+                sys.stdout.write(line)
+    sys.stdout.flush()
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="fake")
@@ -92,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--never-ready", action="store_true")
     parser.add_argument("--ready-after", type=float, default=0.5)
+    parser.add_argument("--replay", default=None)
     args, _ = parser.parse_known_args(argv)
+    if args.replay:
+        return _replay(args.replay)
     me = os.getpid()
     _log(
         "APIServer",

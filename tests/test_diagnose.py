@@ -1,8 +1,9 @@
 """helpers.diagnose: every catalogue entry against a log excerpt in vLLM's real format.
 
 Logs under tests/data/logs/. Recorded from vLLM 0.32.0 (CPU build) on this project's
-machine: port_in_use, unrecognized_arguments, invalid_choice, missing_fastokens,
-trust_remote_code, cpu_memory_in_use, startup_cpu. The GPU-only failures are written in
+machine: port_in_use, invalid_choice, missing_fastokens, trust_remote_code,
+cpu_memory_in_use, startup_cpu; unrecognized_arguments, max_model_len_too_long and
+damaged_config by ``tests/record_logs.py`` (which re-records them with the installed vLLM). The GPU-only failures are written in
 the same line format ("(Proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:line] message") with the
 message text taken from the source named in each test.
 """

