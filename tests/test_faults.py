@@ -24,7 +24,6 @@ from proctools import assert_nothing_left
 from helpers import bench, planner, recipes, server
 from helpers.errors import CookbookError, FlagError, RecipeError, ServerStartError
 
-
 LOGS = Path(__file__).parent / "data" / "logs"
 
 
