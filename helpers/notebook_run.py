@@ -13,8 +13,10 @@ Public API: :func:`run_notebook`, :func:`resolve_notebook`, :class:`SharedKernel
 from __future__ import annotations
 
 import io
+import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -141,14 +143,20 @@ def _kernel_config():
     return Config({"KernelManager": {"transport": "ipc"}})
 
 
+#: Environment variables a :class:`SharedKernel` takes from its caller before each notebook:
+#: where the run writes its outputs (:func:`helpers.paths.out_dir`).
+FOLLOWED_ENV = ("COOKBOOK_OUT",)
+
+
 class SharedKernel:
     """One Jupyter kernel that several :func:`run_notebook` calls execute in, one after
     another, so the imports every notebook repeats (``helpers``, pandas, matplotlib, and
     vLLM's benchmark module: about 15 s of CPU on 2 cores each) are paid once.
 
     Before each notebook the kernel's namespace is emptied (IPython's ``%reset -f``), every
-    figure closed, and the working folder set to the notebook's: each notebook still sees
-    none of the previous one's variables. What stays is ``sys.modules`` (and module-level
+    figure closed, the working folder set to the notebook's and the variables of
+    :data:`FOLLOWED_ENV` set to the caller's values at that moment (as a fresh kernel would
+    inherit them): each notebook still sees none of the previous one's variables. What stays is ``sys.modules`` (and module-level
     caches of the imported packages). A user's run (``python -m helpers.notebooks run``,
     ``make quickstart``) always gets a fresh kernel; the test suite shares one between
     notebooks that attach to the same server.
@@ -181,8 +189,9 @@ class SharedKernel:
         self.km.start_kernel(cwd=str(NOTEBOOK_DIR))
         return self
 
-    def reset(self, cwd: Path) -> None:
-        """Empty the namespace, close figures, ``chdir`` to ``cwd``; blocks until done.
+    def reset(self, cwd: Path, env: Mapping[str, str | None] | None = None) -> None:
+        """Empty the namespace, close figures, ``chdir`` to ``cwd``, set ``env`` in the
+        kernel's ``os.environ`` (None unsets a variable); blocks until done.
 
         Raises:
             CookbookError: the kernel died or did not answer within 60 s.
@@ -195,10 +204,16 @@ class SharedKernel:
         kc.start_channels()
         try:
             kc.wait_for_ready(timeout=60)
+            setenv = "".join(
+                f"_os.environ[{k!r}] = {v!r}\n"
+                if v is not None
+                else f"_os.environ.pop({k!r}, None)\n"
+                for k, v in (env or {}).items()
+            )
             code = (
                 "%reset -f\nimport os as _os, sys as _sys\n"
-                f"_os.chdir({str(cwd)!r})\n"
-                "if 'matplotlib.pyplot' in _sys.modules: _sys.modules['matplotlib.pyplot'].close('all')\n"
+                f"_os.chdir({str(cwd)!r})\n" + setenv + "if 'matplotlib.pyplot' in _sys.modules: "
+                "_sys.modules['matplotlib.pyplot'].close('all')\n"
                 "del _os, _sys"
             )
             reply = kc.execute_interactive(
@@ -288,7 +303,7 @@ def run_notebook(
     start = time.monotonic()
     engine_kwargs = {}
     if kernel is not None:
-        kernel.reset(src.parent)
+        kernel.reset(src.parent, {k: os.environ.get(k) for k in FOLLOWED_ENV})
         engine_kwargs["km"] = kernel.km
     try:
         with report:

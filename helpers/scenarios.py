@@ -106,6 +106,23 @@ class Scenario:
             return int(self.prompts_per_concurrency) * int(concurrency)
         return max(4 * int(concurrency), int(floor))
 
+    def with_num_prompts(self, num_prompts: int | None) -> Scenario:
+        """This scenario with ``num_prompts`` requests at every point (a quicker or a longer
+        look at the same shape); None returns it unchanged.
+
+        Raises:
+            ValueError: ``num_prompts`` is not a whole number of at least 1.
+        """
+        if num_prompts is None:
+            return self
+        if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
+            raise ValueError(
+                f"num_prompts={num_prompts!r}: pass a whole number of requests per point "
+                "(at least 1; 2 x the concurrency or more keeps every slot busy), or None for "
+                f"the scenario's own ({self.name!r})"
+            )
+        return dataclasses.replace(self, num_prompts=num_prompts, prompts_per_concurrency=None)
+
     def bench_args(self, concurrency: int | None = None) -> list[str]:
         """The dataset and load flags of ``vllm bench serve`` for one point."""
         c = int(concurrency or self.concurrencies[0])

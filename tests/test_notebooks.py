@@ -291,9 +291,10 @@ def _tiny_notebook(path: Path) -> Path:
 
 
 @pytest.mark.notebook
-def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
+def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path, monkeypatch):
     """Notebooks run one after another in one SharedKernel see none of each other's
-    variables, run in their own folder, and the kernel process ends with the block."""
+    variables, run in their own folder, write where the caller's COOKBOOK_OUT says at that
+    moment (set, changed, unset), and the kernel process ends with the block."""
     import nbformat
 
     first, second = tmp_path / "a", tmp_path / "b"
@@ -303,7 +304,8 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
         nb.cells = [
             nbformat.v4.new_code_cell("value = 0", metadata={"tags": ["parameters"]}),
             nbformat.v4.new_code_cell(
-                "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value"
+                "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value\n"
+                "print('out:', os.environ.get('COOKBOOK_OUT'))"
             ),
         ]
         nb.metadata["kernelspec"] = {
@@ -316,6 +318,10 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
     with notebooks.SharedKernel() as kernel:
         pid = kernel.km.provisioner.process.pid
         for i, folder in enumerate((first, second, first)):
+            if i < 2:
+                monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / f"o{i}"))
+            else:
+                monkeypatch.delenv("COOKBOOK_OUT")
             out = notebooks.run_notebook(
                 folder / "nb.ipynb",
                 {"value": i},
@@ -325,9 +331,11 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path):
             )
             texts.append(out.read_text())
         assert kernel.runs == 3 and psutil.pid_exists(pid)
-    for text, folder in zip(texts, (first, second, first), strict=True):
+    outs = (tmp_path / "o0", tmp_path / "o1", None)
+    for text, folder, want in zip(texts, (first, second, first), outs, strict=True):
         assert f"cwd: {folder}" in text
         assert "left over: False" in text
+        assert f"out: {want}" in text
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(CookbookError, match="not running"):
         kernel.reset(first)

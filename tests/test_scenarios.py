@@ -175,3 +175,20 @@ def test_duration_model_slows_with_concurrency_and_scales_with_the_gpu():
     assert round(scenarios.per_user_tps(16), 1) == round(2981.7 / 16, 1)
     s = scenarios.scenario("chat")
     assert s.expected_seconds("h100") > s.expected_seconds("h200")
+
+
+def test_num_prompts_overrides_every_point_and_bad_values_name_the_fix():
+    agentic = scenarios.scenario("agentic", stand_in=True)
+    assert agentic.with_num_prompts(None) is agentic
+    four = agentic.with_num_prompts(4)
+    assert [four.num_prompts_for(c) for c in (1, 2, 4)] == [4, 4, 4]
+    assert "--num-prompts 4" in four.bench_command(concurrency=2)
+    assert (four.input_len, four.output_len, four.prefix_len) == (
+        agentic.input_len,
+        agentic.output_len,
+        agentic.prefix_len,
+    )
+    assert agentic.num_prompts_for(1) != 4  # the original is unchanged
+    for bad in (0, -3, 2.5, "4", True):
+        with pytest.raises(ValueError, match="whole number of requests per point"):
+            agentic.with_num_prompts(bad)

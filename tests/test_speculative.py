@@ -86,19 +86,21 @@ def _real_out_notebooks() -> Path:
     return path
 
 
-#: Sized to prove the pipeline in CI: one concurrency (1: ten prompts a point), two repeats of
-#: it for the noise; the stand-in scenario itself has three concurrencies and three repeats.
-CONCURRENCIES, REPEATS = [1], 2
+#: Sized to prove the pipeline in CI: one concurrency (1), four prompts a point (the stand-in
+#: scenario's ten at concurrency 1 took ~10 s a point, six points), two repeats of it for the
+#: noise; the stand-in scenario itself has three concurrencies and three repeats.
+CONCURRENCIES, REPEATS, NUM_PROMPTS = [1], 2, 4
 
 
 @pytest.mark.notebook
 @pytest.mark.server
-def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_server):
+def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_server, shared_kernel):
     """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts.
 
     The "none" mode's stand-in launch is exactly the session server's (the ``cpu`` target,
     reasoning + tool parsers, no drafting, no prefix caching), so the notebook attaches to it
-    (``servers``) and launches (and stops) only the n-gram server."""
+    (``servers``) and launches (and stops) only the n-gram server. It runs in the kernel the
+    target notebooks share (``shared_kernel``: vLLM's benchmark module imported once)."""
     h100_none = recipes.standin_config(
         recipes.resolve("h100"), standin_server.config.model, drafting=True
     )
@@ -114,8 +116,8 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     monkeypatch.setenv("COOKBOOK_OUT", str(out))
 
     # Sized to prove the pipeline in CI (both modes served in turn, a sweep, repeats for the
-    # noise, plots, verdicts): two concurrencies and two repeats instead of the stand-in
-    # scenario's three and three. The executed copy lands in the repo's ignored out/notebooks/.
+    # noise, plots, verdicts): CONCURRENCIES, REPEATS, NUM_PROMPTS above. The executed copy
+    # lands in the repo's ignored out/notebooks/.
     executed = notebooks.run_notebook(
         NOTEBOOK,
         {
@@ -123,10 +125,12 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
             "stand_in": True,
             "concurrencies": CONCURRENCIES,
             "repeats": REPEATS,
+            "num_prompts": NUM_PROMPTS,
             "servers": {"none": standin_server.url},
         },
         output=_real_out_notebooks() / NOTEBOOK.name,
         progress=False,
+        kernel=shared_kernel,
     )
     text = executed.read_text()
 
@@ -158,7 +162,7 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
         mode = log.relative_to(root).parts[0]
         c = int(a["--max-concurrency"])
         assert int(a["--num-warmups"]) >= 1
-        assert int(a["--num-prompts"]) >= 2 * c
+        assert int(a["--num-prompts"]) == NUM_PROMPTS >= 2 * c  # the parameter reached vLLM
         assert a["--temperature"] in ("0.0", "0")
         seeds[mode, str(log.relative_to(root / mode))] = a["--seed"]
     sweep_seeds = {k: v for k, v in seeds.items() if "/" not in k[1]}

@@ -44,6 +44,7 @@ modes = None  # None means none and the target's drafter (DSpark where offered; 
 scenario_name = None  # a key of cookbook/scenarios.yaml; None means "spec-default" on a GPU (under 30 min on one H100), "agentic" scaled down on the stand-in
 concurrencies = None  # None means the concurrencies of the scenario
 repeats = 3  # runs of one point, to measure run-to-run noise
+num_prompts = None  # requests per point; None means the scenario's (fewer gives a quicker, noisier look)
 temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
 servers = None  # {mode: base URL} of servers you already run for a mode: used, never launched or stopped here; None launches every mode
 
@@ -97,7 +98,7 @@ for note in cfg.notes:
 
 # %%
 scenario_name = scenario_name or ("agentic" if stand_in else "spec-default")
-scn = scenarios.scenario(scenario_name, stand_in=stand_in)
+scn = scenarios.scenario(scenario_name, stand_in=stand_in).with_num_prompts(num_prompts)
 concs = list(concurrencies or scn.concurrencies)
 if not stand_in:  # the estimate of cookbook/scenarios.yaml expected_minutes_h100, for these modes
     minutes = len(modes) * (scenarios.STARTUP_S + scn.expected_seconds("h100", concs, repeats=repeats)) / 60
