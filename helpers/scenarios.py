@@ -111,12 +111,12 @@ class Scenario:
         look at the same shape); None returns it unchanged.
 
         Raises:
-            ValueError: ``num_prompts`` is not a whole number of at least 1.
+            RecipeError: ``num_prompts`` is not a whole number of at least 1.
         """
         if num_prompts is None:
             return self
         if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
-            raise ValueError(
+            raise RecipeError(
                 f"num_prompts={num_prompts!r}: pass a whole number of requests per point "
                 "(at least 1; 2 x the concurrency or more keeps every slot busy), or None for "
                 f"the scenario's own ({self.name!r})"

@@ -190,5 +190,5 @@ def test_num_prompts_overrides_every_point_and_bad_values_name_the_fix():
     )
     assert agentic.num_prompts_for(1) != 4  # the original is unchanged
     for bad in (0, -3, 2.5, "4", True):
-        with pytest.raises(ValueError, match="whole number of requests per point"):
+        with pytest.raises(RecipeError, match="whole number of requests per point"):
             agentic.with_num_prompts(bad)
