@@ -157,9 +157,9 @@ class SharedKernel:
     figure closed, the working folder set to the notebook's and the variables of
     :data:`FOLLOWED_ENV` set to the caller's values at that moment (as a fresh kernel would
     inherit them): each notebook still sees none of the previous one's variables. What
-    stays is ``sys.modules`` (and module-level caches of the imported packages). A user's run (``python -m helpers.notebooks run``,
-    ``make quickstart``) always gets a fresh kernel; the test suite shares one between
-    notebooks that attach to the same server.
+    stays is ``sys.modules`` (and module-level caches of the imported packages). A user's
+    run (``python -m helpers.notebooks run``, ``make quickstart``) always gets a fresh
+    kernel; the test suite shares one between notebooks that attach to the same server.
 
     Use as a context manager; the kernel process is shut down (and waited for) on exit::
 
