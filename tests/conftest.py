@@ -160,13 +160,12 @@ def fake_argv(srv) -> list[str]:
             "--host", srv.host, "--port", str(srv.port)]  # fmt: skip
 
 
-def make_fake_server(*flags: str, port: int | None = None, model: str | None = None, **kwargs):
+def make_fake_server(*flags: str, port: int | None = None, model: str = FakeConfig.model, **kwargs):
     """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py`` (``model``: the
-    ``--model`` it names, default ``fake-model``)."""
+    ``--model`` it names)."""
     from helpers.server import VLLMServer
 
-    cfg = FakeConfig(port=port, flags=list(flags), **({"model": model} if model else {}))
-    srv = VLLMServer(cfg, cache_dir=None, **kwargs)
+    srv = VLLMServer(FakeConfig(model, port=port, flags=list(flags)), cache_dir=None, **kwargs)
     srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real
     return srv
 
@@ -178,8 +177,8 @@ def fake_vllm(tmp_path, monkeypatch):
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     made = []
 
-    def factory(*flags: str, port: int | None = None, model: str | None = None, **kwargs):
-        srv = make_fake_server(*flags, port=port, model=model, **kwargs)
+    def factory(*flags: str, **kwargs):
+        srv = make_fake_server(*flags, **kwargs)
         made.append(srv)
         return srv
 

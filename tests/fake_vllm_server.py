@@ -1,4 +1,5 @@
-"""A fake vLLM server process: process mechanics without a model (standard library only).
+"""A fake vLLM server process: process mechanics without a model (standard library, plus
+the recorded-log header reader of ``tests/record_logs.py``).
 
 ``helpers.server`` lifecycle logic that does not depend on a model (start-up timeout,
 heartbeat, phase names, process-group ending, server records, an owner or API server killed
@@ -35,6 +36,9 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
+
+from record_logs import exit_code  # this folder is on sys.path: the script runs from it
 
 
 def _log(who: str, pid: int, text: str) -> None:
@@ -88,16 +92,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 def _replay(path: str) -> int:
-    """Print a recorded log's lines (not its ``#`` header) and return its exit code."""
-    code = 1
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.startswith("# exit code: "):
-                code = int(line.split(":", 1)[1])
-            elif not line.startswith("#"):
-                sys.stdout.write(line)
+    """Print a recorded log's lines (not its ``#`` header) and return the exit code its
+    header names (1 when it names none)."""
+    text = Path(path).read_text(encoding="utf-8")
+    sys.stdout.write("".join(x for x in text.splitlines(keepends=True) if not x.startswith("#")))
     sys.stdout.flush()
-    return code
+    code = exit_code(text)
+    return 1 if code is None else code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,29 +40,50 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "data" / "logs"
 
-#: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage the copy)
+#: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage to a copy)
 FAILURES = {
     "unrecognized_arguments": (
         "--bogus-flag 1 on the stand-in (validate_flags=False)",
         {"--bogus-flag": "1"},
         {"validate_flags": False},
-        False,
+        None,
     ),
     "max_model_len_too_long": (
         "--max-model-len 1000000000 on the stand-in (validate_flags=False)",
         {"--max-model-len": 1_000_000_000},
         {"validate_flags": False},
-        False,
+        None,
     ),
     "damaged_config": (
         "config.json of a stand-in copy cut short (check_model=False)",
         {},
         {"check_model": False},
-        True,
+        "broken_config",
     ),
 }
 
 _EXIT = re.compile(r"^# exit code: (-?\d+)$", re.M)
+
+
+def damaged_copy(standin_model: Path, tmp_path: Path, damage: str) -> Path:
+    """A copy of the stand-in folder under ``tmp_path``, damaged: ``truncated_safetensors``
+    (the weights cut to half), ``broken_config`` (config.json's last 40 characters cut) or
+    ``flipped_byte`` (one byte of the weights flipped: same size, header intact)."""
+    copy = tmp_path / Path(standin_model).name
+    shutil.copytree(standin_model, copy)
+    if damage == "truncated_safetensors":
+        st = copy / "model.safetensors"
+        with open(st, "r+b") as fh:
+            fh.truncate(st.stat().st_size // 2)
+    elif damage == "broken_config":
+        cfg = copy / "config.json"
+        cfg.write_text(cfg.read_text()[:-40])
+    elif damage == "flipped_byte":  # same size, header intact: only the recorded hash sees it
+        st = copy / "model.safetensors"
+        data = bytearray(st.read_bytes())
+        data[-10] ^= 0xFF
+        st.write_bytes(bytes(data))
+    return copy
 
 
 def exit_code(text: str) -> int | None:
@@ -101,11 +122,7 @@ def record(name: str) -> Path:
         tmp = Path(td)
         model = Path(build_standin_model())
         if damage:
-            copy = tmp / model.name
-            shutil.copytree(model, copy)
-            cfg_file = copy / "config.json"
-            cfg_file.write_text(cfg_file.read_text()[:-40])
-            model = copy
+            model = damaged_copy(model, tmp, damage)
         cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -105,24 +104,6 @@ def test_killed_api_server_handle_reports_and_ends_its_group_fast():
 # ---------------------------------------------------------------------------------------
 
 
-def _damaged_copy(standin_model: Path, tmp_path: Path, damage: str) -> Path:
-    copy = tmp_path / Path(standin_model).name
-    shutil.copytree(standin_model, copy)
-    if damage == "truncated_safetensors":
-        st = copy / "model.safetensors"
-        with open(st, "r+b") as fh:
-            fh.truncate(st.stat().st_size // 2)
-    elif damage == "broken_config":
-        cfg = copy / "config.json"
-        cfg.write_text(cfg.read_text()[:-40])
-    elif damage == "flipped_byte":  # same size, header intact: only the recorded hash sees it
-        st = copy / "model.safetensors"
-        data = bytearray(st.read_bytes())
-        data[-10] ^= 0xFF
-        st.write_bytes(bytes(data))
-    return copy
-
-
 @pytest.mark.parametrize("damage", ["truncated_safetensors", "broken_config", "flipped_byte"])
 def test_damaged_standin_is_refused_before_serving(standin_model, standin_config, tmp_path, damage):
     from helpers.standin import build_standin_model, check_checkpoint
@@ -131,7 +112,7 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
         "model.safetensors"
     ]["sha256"]
     check_checkpoint(standin_model)  # the shared one is whole
-    copy = _damaged_copy(Path(standin_model), tmp_path, damage)
+    copy = record_logs.damaged_copy(Path(standin_model), tmp_path, damage)
     expected = {
         "truncated_safetensors": "model.safetensors",
         "broken_config": "config.json",
@@ -151,15 +132,19 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
 
 
 @pytest.mark.parametrize(
-    "log, diagnosis, fix",
+    "log, diagnosis, fixes",
     [
-        ("damaged_config", "damaged_checkpoint", "build_standin_model(force=True)"),
+        ("damaged_config", "damaged_checkpoint", ["build_standin_model(force=True)"]),
         # the stand-in's derived maximum, from the log, not pydantic's generic last line
-        ("max_model_len_too_long", "max_model_len_too_long", "set --max-model-len {limit} or less"),
+        (
+            "max_model_len_too_long",
+            "max_model_len_too_long",
+            ["set --max-model-len {limit} or less", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"],
+        ),
     ],
 )
 def test_a_launch_the_checks_would_have_refused_fails_with_its_diagnosis(
-    fake_vllm, standin_model, log, diagnosis, fix
+    fake_vllm, standin_model, log, diagnosis, fixes
 ):
     """With a pre-launch check off (``check_model=False``, ``validate_flags=False``), vLLM
     itself fails in the API server; the error names the failure and its fix, nothing is left.
@@ -172,17 +157,16 @@ def test_a_launch_the_checks_would_have_refused_fails_with_its_diagnosis(
     (test_damaged_checkpoint_is_named_with_the_rebuild)."""
     recorded = LOGS / f"{log}.log"
     config = json.loads((Path(standin_model) / "config.json").read_text())
-    fix = fix.format(limit=config["max_position_embeddings"])
+    fixes = [f.format(limit=config["max_position_embeddings"]) for f in fixes]
     srv = fake_vllm("--replay", str(recorded), model=str(standin_model), progress=False)
     with pytest.raises(ServerStartError) as err:
         srv.start()
     d = err.value.diagnosis
     assert d is not None and d.name == diagnosis, str(err.value)
-    assert fix in d.fix and f"Diagnosis: {d.message}" in str(err.value)
+    assert all(f in d.fix for f in fixes), d.fix
+    assert f"Diagnosis: {d.message}" in str(err.value)
     assert f"exited with code {record_logs.exit_code(recorded.read_text())}" in str(err.value)
     assert "No known failure matched" not in str(err.value)
-    if diagnosis == "max_model_len_too_long":
-        assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in d.fix
     assert_nothing_left(srv)
 
 
