@@ -21,10 +21,10 @@ $(STAMP): requirements.txt requirements-cpu.txt pyproject.toml
 	touch $(STAMP)
 
 quickstart: setup
-	$(BIN)/python -m helpers.notebooks run notebooks/quickstart_cpu_standin.ipynb
+	$(BIN)/python -m tools.notebooks run notebooks/quickstart_cpu_standin.ipynb
 
 notebooks: setup
-	$(BIN)/python -m helpers.notebooks build
+	$(BIN)/python -m tools.notebooks build
 
 # The suite (unit + real vLLM CPU server + notebooks), in two pytest-xdist workers: the tests of
 # the session's stand-in server in one, the rest spread over both (tests/conftest.py groups them).
@@ -33,7 +33,7 @@ notebooks: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m helpers.standin
+	$(BIN)/python -m helpers.standin.build
 	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop"
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
@@ -46,4 +46,4 @@ clean:
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m helpers.notebooks lint
+	$(BIN)/python -m tools.notebooks lint

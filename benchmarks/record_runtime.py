@@ -16,7 +16,12 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import bench, recipes, server, standin
+from helpers import errors
+from helpers.bench import metrics
+from helpers.bench import sweep as bench
+from helpers.config import resolve as recipes
+from helpers.server import vllm_server as server
+from helpers.standin import build as standin
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "runtime"
 
@@ -38,14 +43,14 @@ def main() -> None:
     def watch() -> None:
         while not stop.is_set():
             try:
-                scrapes.append((time.time(), bench.scrape_metrics(srv.base_url, timeout=5)))
-            except bench.BenchError:
+                scrapes.append((time.time(), metrics.scrape_metrics(srv.base_url, timeout=5)))
+            except errors.BenchError:
                 pass
             stop.wait(0.5)
 
     t = threading.Thread(target=watch, daemon=True)
     try:
-        idle = bench.scrape_metrics(srv.base_url)
+        idle = metrics.scrape_metrics(srv.base_url)
         t.start()
         bench.sweep(
             srv.base_url,
@@ -62,14 +67,14 @@ def main() -> None:
         time.sleep(2)
         stop.set()
         t.join()
-        after = bench.scrape_metrics(srv.base_url)
+        after = metrics.scrape_metrics(srv.base_url)
     finally:
         stop.set()
         srv.stop()
     (OUT / "metrics_idle.txt").write_text(idle)
     (OUT / "metrics_after.txt").write_text(after)
     busiest = max(
-        scrapes, key=lambda s: bench.parse_prometheus(s[1]).get("vllm:num_requests_waiting", 0)
+        scrapes, key=lambda s: metrics.parse_prometheus(s[1]).get("vllm:num_requests_waiting", 0)
     )
     (OUT / "metrics_busy.txt").write_text(busiest[1])
     log = Path(srv.log_path).read_text(errors="replace")

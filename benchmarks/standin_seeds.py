@@ -1,9 +1,9 @@
 """How robust is the CPU stand-in's training? Build it with several seeds and check each one's
 behaviours through a real vLLM server.
 
-For each seed: ``helpers.standin.build_standin_model(recipe=replace(RECIPE, seed=s))``
+For each seed: ``helpers.standin.build.build_standin_model(recipe=replace(RECIPE, seed=s))``
 (about 2 minutes on 2 cores, cached under ``out/models``), serve it with the registry's
-``cpu`` target through ``helpers.server.VLLMServer`` (the CPU build of vLLM with the
+``cpu`` target through ``helpers.server.vllm_server.VLLMServer`` (the CPU build of vLLM with the
 ``nemotron_v3`` reasoning parser and the ``qwen3_coder`` tool parser), run every behaviour
 check of ``tests/test_standin.py`` (reasoning on / off, streaming, the reasoning budget, one
 weather call per demo city, parallel calls; greedy decoding, values checked, not text), stop.
@@ -30,9 +30,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from helpers import client, recipes, standin  # noqa: E402
-from helpers.paths import out_dir  # noqa: E402
-from helpers.server import VLLMServer  # noqa: E402
+from helpers.config import resolve as recipes
+from helpers.paths import out_dir
+from helpers.server import endpoint as client
+from helpers.server.vllm_server import VLLMServer
+from helpers.standin import build as standin
+from helpers.standin import train
 
 
 def _behaviour_module():
@@ -47,7 +50,7 @@ def _behaviour_module():
 
 def run_seed(seed: int, checks) -> dict:
     """Build, serve and check one seed; returns a result row (seconds, pass/fail by check)."""
-    recipe = dataclasses.replace(standin.RECIPE, seed=seed)
+    recipe = dataclasses.replace(train.RECIPE, seed=seed)
     t0 = time.monotonic()
     path = standin.build_standin_model(recipe=recipe)
     build_s = time.monotonic() - t0

@@ -73,9 +73,27 @@ elif install:
 import pandas as pd
 from IPython.display import display
 
-from helpers import bench, client, flagtables, hardware, install as vllm_install, planner, plots, prepare, recipes, server, standin, weights
-from helpers.notebooks import check_parameters
-from helpers.weightless import noise_tolerant  # weightless mode: a cell that cannot finish on noise text says so
+from helpers.bench import sweep as bench
+from helpers.bench import results as results_mod
+from helpers.chat import display as client
+from helpers.server import endpoint
+from helpers.chat import completions
+from helpers.chat import stream
+from helpers.chat import tools as tools_mod
+from helpers.config import flagtable as flagtables
+from helpers.machine import hardware
+from helpers.machine import install as vllm_install
+from helpers.memory import planner
+from helpers.bench import plots
+from helpers.weights import prepare
+from helpers.config import resolve as recipes
+from helpers.config import versions
+from helpers.server import vllm_server as server
+from helpers.standin import build as standin
+from helpers.standin import data
+from helpers.weights import download as weights
+from helpers.config.parameters import check_parameters
+from helpers.weights.weightless import noise_tolerant  # weightless mode: a cell that cannot finish on noise text says so
 check_parameters(globals())  # each parameter against the type its parameters cell declares
 
 overrides = dict(extra_args or {})
@@ -207,7 +225,7 @@ if server_url:
 else:
     srv = server.launch_server(serve_cfg, startup_timeout=startup_timeout)
     model, tokenizer, features = serve_cfg.served_model_name, serve_cfg.model, serve_cfg.features
-llm = client.make_client(srv.base_url)
+llm = endpoint.make_client(srv.base_url)
 print("base_url:", srv.base_url, "model:", model)
 
 # %% [markdown]
@@ -229,14 +247,14 @@ print(f"reasoning parser: {has_reasoning_parser}, tool calling: {has_tool_callin
 # that cannot complete on noise says so instead of failing.
 
 # %%
-demo = standin.load_demo()
+demo = data.load_demo()
 with noise_tolerant(weightless, "reasoning-on chat"):
-    on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, **sampling)
+    on = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, **sampling)
     client.show(on)
 
 # %%
 with noise_tolerant(weightless, "reasoning-off chat"):
-    off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, **sampling)
+    off = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, **sampling)
     client.show(off)
 
 # %% [markdown]
@@ -252,7 +270,7 @@ with noise_tolerant(weightless, "reasoning-off chat"):
 budget = demo["budget"]["thinking_token_budget"]
 if has_reasoning_parser:
     with noise_tolerant(weightless, "reasoning-budget chat"):
-        capped = client.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, **sampling)
+        capped = completions.chat(llm, model, demo["budget"]["prompt"], reasoning_budget=budget, **sampling)
         client.show(capped)
         print(client.budget_report(capped, budget))
 else:
@@ -266,7 +284,7 @@ else:
 
 # %%
 with noise_tolerant(weightless, "streamed chat"):
-    streamed = client.print_stream(client.stream_chat(llm, model, demo["streaming"]["prompt"], **sampling))
+    streamed = client.print_stream(stream.stream_chat(llm, model, demo["streaming"]["prompt"], **sampling))
 
 # %% [markdown]
 # ## 11. Tool calling
@@ -289,7 +307,7 @@ def get_time(city: str) -> dict:
 tools = {"get_weather": get_weather, "get_time": get_time}
 if has_tool_calling:
     with noise_tolerant(weightless, "tool loop"):
-        loop = client.run_tool_loop(
+        loop = tools_mod.run_tool_loop(
             llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), tools, demo["tools"], **sampling
         )
         client.show(loop)
@@ -304,7 +322,7 @@ else:
 pair = demo["parallel"]["pairs"][0]
 if has_tool_calling:
     with noise_tolerant(weightless, "parallel tool loop"):
-        parallel = client.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], **sampling)
+        parallel = tools_mod.run_tool_loop(llm, model, pair["prompt"], tools, demo["tools"], **sampling)
         client.show(parallel)
 
 # %% [markdown]
@@ -333,7 +351,7 @@ results = bench.sweep(
 # On 2 shared CPU cores tokens arrive in bursts, so per-user speed there is output tokens / end-to-end time.
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 # Per-token timings (TPOT) are not measurable there: the table says so instead of showing ~0 ms.
-display(bench.results_table(results, [
+display(results_mod.results_table(results, [
     "concurrency", "completed", "failed", "output_throughput", per_user,
     "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
 ] + [c for c in ("spec_decode_acceptance_length", "spec_decode_verdict") if c in results], stand_in=stand_in))
@@ -343,7 +361,7 @@ from helpers.paths import out_dir
 
 figs = out_dir("plots")
 tag = f"{target}{'-standin' if stand_in else ''}"
-version = recipes.installed_vllm_version() if not server_url else f"{cfg.vllm_version} (attached; not checked)"
+version = versions.installed_vllm_version() if not server_url else f"{cfg.vllm_version} (attached; not checked)"
 shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "")
 plots.pareto(results, x=per_user, target=shown_as, variant=cfg.variant,
              vllm_version=version, path=figs / f"{tag}-pareto.png")

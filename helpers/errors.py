@@ -6,6 +6,8 @@ traceback from vLLM, argparse or the hub reach the user without a sentence on wh
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CookbookError(Exception):
     """Base class: every error the helpers raise on purpose."""
@@ -46,7 +48,7 @@ class ServerStartError(CookbookError, RuntimeError):
 
     Attributes:
         log_tail: the last lines of the server log.
-        diagnosis: a :class:`helpers.diagnose.Diagnosis` when the log matched a known failure.
+        diagnosis: a :class:`helpers.server.failures.Diagnosis` when the log matched a known failure.
     """
 
     def __init__(self, message: str, log_tail: str = "", diagnosis=None):
@@ -65,7 +67,7 @@ class ServerConnectionError(CookbookError, ConnectionError):
 
 
 class ToolLoopError(ResponseError):
-    """:func:`helpers.client.run_tool_loop` stopped. ``messages``, ``turns`` and
+    """:func:`helpers.chat.tools.run_tool_loop` stopped. ``messages``, ``turns`` and
     ``tool_runs`` hold the conversation so far (the same attributes are set on any other
     error the loop lets through), so nothing is lost."""
 
@@ -96,7 +98,7 @@ class HardwareError(CookbookError, RuntimeError):
     """The GPUs here cannot run the requested configuration (or there are none).
 
     Attributes:
-        report: the :class:`helpers.hardware.MachineReport` that led to the refusal.
+        report: the :class:`helpers.machine.hardware.MachineReport` that led to the refusal.
     """
 
     def __init__(self, message: str, report=None):
@@ -138,3 +140,27 @@ class RestartNeeded(CookbookError, RuntimeError):
 
 class GpuRuntime(CookbookError, RuntimeError):
     """The workshop (a CPU rehearsal) was opened on a GPU runtime that serves the real model."""
+
+
+def check_number(
+    fn: str,
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise TypeError(
+            f"{fn}: `{name}` must be {what}{' or None' if optional else ''}; got "
+            f"{type(value).__name__} {value!r:.60}."
+        )
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        raise ValueError(f"{fn}: `{name}`={value!r} must be {bound}.")

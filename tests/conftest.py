@@ -11,7 +11,7 @@ Which server a test uses (CI has 2 cores; a real start costs about 50 s):
 - ``standin_config`` (session scope): that server's ServeConfig (port None), for a test whose
   behaviour depends on the launch itself (its own flags, its own stop). Start your own server
   only then; mark the test ``@pytest.mark.server``.
-- ``fake_vllm`` (factory): a :class:`helpers.server.VLLMServer` that launches
+- ``fake_vllm`` (factory): a :class:`helpers.server.vllm_server.VLLMServer` that launches
   ``tests/fake_vllm_server.py`` instead of vLLM: vLLM-style phase lines, ``/health``, an
   engine-like child named ``VLLM::EngineCore`` in the same process group. For process
   mechanics that need no model (timeouts, heartbeat, process-group ending, records,
@@ -87,7 +87,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def standin_model():
     """Folder of the tiny Nemotron-H stand-in (built once, then cached under out/models)."""
-    from helpers.standin import build_standin_model
+    from helpers.standin.build import build_standin_model
 
     return build_standin_model()
 
@@ -95,7 +95,7 @@ def standin_model():
 @pytest.fixture(scope="session")
 def standin_config(standin_model):
     """The ``cpu`` target's ServeConfig, serving the stand-in (port None: picked at start)."""
-    from helpers.recipes import resolve
+    from helpers.config.resolve import resolve
 
     return resolve("cpu").with_model(standin_model)
 
@@ -103,7 +103,7 @@ def standin_config(standin_model):
 @pytest.fixture(scope="session")
 def standin_server(standin_config):
     """One running vLLM CPU server for the session; stopped (and checked) at the end."""
-    from helpers.server import VLLMServer
+    from helpers.server.vllm_server import VLLMServer
 
     srv = VLLMServer(standin_config)
     srv.start()
@@ -118,9 +118,9 @@ def standin_server(standin_config):
 @pytest.fixture(scope="session")
 def shared_kernel():
     """One Jupyter kernel for the notebooks that attach to ``standin_server``
-    (:class:`helpers.notebooks.SharedKernel`: namespace emptied before each notebook, imports
+    (:class:`shared_kernel.SharedKernel`: namespace emptied before each notebook, imports
     paid once); shut down at the end of the session."""
-    from helpers.notebooks import SharedKernel
+    from shared_kernel import SharedKernel
 
     with SharedKernel() as kernel:
         yield kernel
@@ -139,7 +139,7 @@ def serves_features(server, config) -> bool:
 
 @dataclass
 class FakeConfig:
-    """The duck-typed config :class:`helpers.server.VLLMServer` takes (no ``validate``:
+    """The duck-typed config :class:`helpers.server.vllm_server.VLLMServer` takes (no ``validate``:
     nothing imports vLLM). ``flags`` go to the fake server, e.g. ``["--never-ready"]``."""
 
     model: str = "fake-model"
@@ -163,7 +163,7 @@ def fake_argv(srv) -> list[str]:
 def make_fake_server(*flags: str, port: int | None = None, model: str = FakeConfig.model, **kwargs):
     """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py`` (``model``: the
     ``--model`` it names)."""
-    from helpers.server import VLLMServer
+    from helpers.server.vllm_server import VLLMServer
 
     srv = VLLMServer(FakeConfig(model, port=port, flags=list(flags)), cache_dir=None, **kwargs)
     srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real

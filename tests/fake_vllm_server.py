@@ -1,14 +1,14 @@
 """A fake vLLM server process: process mechanics without a model (standard library, plus
 the recorded-log header reader of ``tests/record_logs.py``).
 
-``helpers.server`` lifecycle logic that does not depend on a model (start-up timeout,
+``helpers.server.vllm_server`` lifecycle logic that does not depend on a model (start-up timeout,
 heartbeat, phase names, process-group ending, server records, an owner or API server killed
 with SIGKILL) is tested against this script instead of a real vLLM start (about 50 s on 2
 cores each). It behaves like ``python -m vllm.entrypoints.openai.api_server`` where the
 lifecycle code looks:
 
 - prints start-up lines in vLLM 0.32.0's wording (copied from the recorded CPU start in
-  ``tests/data/logs/startup_cpu.log``), so :func:`helpers.server.startup_phase` reads them;
+  ``tests/data/logs/startup_cpu.log``), so :func:`helpers.server.vllm_log.startup_phase` reads them;
 - forks an engine-like child whose process title is ``VLLM::EngineCore`` (``setproctitle``,
   as vLLM's ``vllm/utils/system_utils.py`` does) and which, like a real engine core whose
   API server died, does NOT exit when its parent dies: only ending the process group ends it;

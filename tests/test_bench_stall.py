@@ -1,11 +1,11 @@
-"""helpers.bench aborts a point whose engine stalls behind a healthy API (issue 14.7).
+"""helpers.bench.sweep aborts a point whose engine stalls behind a healthy API (issue 14.7).
 
 A real stalled vLLM engine cannot be produced on demand on this machine, so the server
 side is a small fake (process mechanics only): it answers ``/health`` and ``/v1/models``,
 never answers a chat request, and serves a real CPU server's ``/metrics`` scrape
 (``tests/data/runtime/metrics_busy.txt``, recorded by ``benchmarks/record_runtime.py``)
 with the gauges at 0 running, 3 waiting. The client is the real one: ``vllm bench serve``
-(``vllm.benchmarks.serve.main_async``) through :func:`helpers.bench.run_point`.
+(``vllm.benchmarks.serve.main_async``) through :func:`helpers.bench.point.run_point`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import bench
+from helpers import errors as bench
+from helpers.bench import point
 
 RUNTIME = Path(__file__).parent / "data" / "runtime"
 vllm_bench = pytest.importorskip("vllm.benchmarks.serve")
@@ -99,7 +100,7 @@ def test_stalled_engine_aborts_the_point(stalled_server, tiny_tokenizer, tmp_pat
     url, chats = stalled_server
     t0 = time.monotonic()
     with pytest.raises(bench.BenchError) as err:
-        bench.run_point(
+        point.run_point(
             url, "m", tiny_tokenizer, concurrency=2, num_prompts=4, input_len=8, output_len=4,
             out_dir=tmp_path, seed=0, num_warmups=0, stall_timeout=3.0,
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Tests of ``helpers.client``.
+"""Tests of ``helpers.chat``.
 
 Unit layer: a real ``openai.OpenAI`` client talks HTTP to a tiny recording server on
 127.0.0.1 (:class:`RecordingServer`), which stores each request body and answers with a
@@ -29,8 +29,14 @@ from typing import Any
 
 import pytest
 
-from helpers import client as hc
+from helpers import errors as errors_mod
+from helpers.chat import completions as hc
+from helpers.chat import display, parse, types
+from helpers.chat import request as request_mod
+from helpers.chat import stream as stream_mod
+from helpers.chat import tools as tools_mod
 from helpers.errors import ResponseError
+from helpers.server import endpoint
 
 DATA = Path(__file__).parent / "data" / "responses"
 MODEL = "nemotron-test"
@@ -409,13 +415,13 @@ def rec():
 
 @pytest.fixture
 def client(rec):
-    return hc.make_client(rec.base_url, timeout=10)
+    return endpoint.make_client(rec.base_url, timeout=10)
 
 
 TOOLS = json.loads((DATA / "index.json").read_text())["tool_calls_parallel"]["request"]["tools"]
 
 
-def _shape(r: hc.ChatResult) -> tuple:
+def _shape(r: types.ChatResult) -> tuple:
     return (
         r.reasoning,
         r.content,
@@ -431,9 +437,9 @@ def _shape(r: hc.ChatResult) -> tuple:
 
 
 def test_make_client_adds_v1(rec):
-    assert str(hc.make_client(rec.base_url).base_url).rstrip("/").endswith("/v1")
+    assert str(endpoint.make_client(rec.base_url).base_url).rstrip("/").endswith("/v1")
     assert (
-        str(hc.make_client(rec.base_url + "/v1/").base_url)
+        str(endpoint.make_client(rec.base_url + "/v1/").base_url)
         .rstrip("/")
         .endswith(f":{rec.httpd.server_address[1]}/v1")
     )
@@ -513,7 +519,7 @@ def test_user_extra_body_is_merged(rec, client):
 
 def test_length_exhausted_in_reasoning_warns_with_fixes(rec, client):
     rec.queue("length_in_reasoning")
-    with pytest.warns(hc.ReasoningTruncatedWarning) as caught:
+    with pytest.warns(types.ReasoningTruncatedWarning) as caught:
         r = hc.chat(client, MODEL, "Prove there are infinitely many primes", max_tokens=22)
     text = str(caught[0].message)
     for fix in ("raise max_tokens", "reasoning_budget", "thinking=False", "max_tokens=22"):
@@ -525,7 +531,7 @@ def test_length_exhausted_in_reasoning_warns_with_fixes(rec, client):
 
 def test_length_exhausted_with_force_nonempty_content_is_flagged(rec, client):
     rec.queue("length_in_reasoning_force_nonempty")
-    with pytest.warns(hc.ReasoningTruncatedWarning, match="unfinished reasoning"):
+    with pytest.warns(types.ReasoningTruncatedWarning, match="unfinished reasoning"):
         r = hc.chat(client, MODEL, "Prove it", max_tokens=22, force_nonempty_content=True)
     # vLLM moved the reasoning into content; the flag says it is not an answer.
     assert (
@@ -545,7 +551,7 @@ def test_length_with_thinking_off_does_not_warn(rec, client):
 
 def test_lone_think_end_is_split_and_warns_about_parser(rec, client):
     rec.queue("no_reasoning_parser")
-    with pytest.warns(hc.ReasoningParserMissingWarning, match="--reasoning-parser nemotron_v3"):
+    with pytest.warns(types.ReasoningParserMissingWarning, match="--reasoning-parser nemotron_v3"):
         r = hc.chat(client, MODEL, "What is the capital of France?")
     assert (
         r.reasoning
@@ -570,8 +576,8 @@ def test_think_tags_in_content_variants(content, reasoning, answer):
     resp = {
         "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
     }
-    with pytest.warns(hc.ReasoningParserMissingWarning):
-        r = hc.parse_response(resp)
+    with pytest.warns(types.ReasoningParserMissingWarning):
+        r = parse.parse_response(resp)
     assert (r.reasoning, r.content) == (reasoning, answer)
 
 
@@ -584,13 +590,16 @@ def test_cut_before_think_end_without_parser_is_reasoning():
         ],
         "usage": {"prompt_tokens": 19, "completion_tokens": 3, "total_tokens": 22},
     }
-    with pytest.warns(hc.ReasoningParserMissingWarning), pytest.warns(hc.ReasoningTruncatedWarning):
-        r = hc.parse_response(resp, max_tokens=3)
+    with (
+        pytest.warns(types.ReasoningParserMissingWarning),
+        pytest.warns(types.ReasoningTruncatedWarning),
+    ):
+        r = parse.parse_response(resp, max_tokens=3)
     assert (r.reasoning, r.content) == ("The user", "")
     assert r.reasoning_parser_missing and r.truncated_in_reasoning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        off = hc.parse_response(resp, thinking=False)  # thinking off: it is the answer
+        off = parse.parse_response(resp, thinking=False)  # thinking off: it is the answer
     assert off.content == "The user " and not off.truncated_in_reasoning
 
 
@@ -644,7 +653,7 @@ def test_budget_rejected_by_server_names_reasoning_parser(rec, client):
 
 def test_budget_must_leave_room_for_the_answer():
     with pytest.raises(ValueError, match="below max_tokens"):
-        hc.build_request(MODEL, "hi", max_tokens=100, reasoning_budget=100)
+        request_mod.build_request(MODEL, "hi", max_tokens=100, reasoning_budget=100)
 
 
 def test_two_pass_budget_for_older_servers(rec, client):
@@ -708,9 +717,9 @@ def test_stream_reassembles_to_the_non_stream_shape(rec, client, stream_name, pl
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         plain = hc.chat(client, MODEL, "q", **kwargs)
-        stream = hc.stream_chat(client, MODEL, "q", **kwargs)
+        stream = stream_mod.stream_chat(client, MODEL, "q", **kwargs)
         events = list(stream)
-        streamed = hc.collect_stream(stream)
+        streamed = stream_mod.collect_stream(stream)
     assert _shape(streamed) == _shape(plain)
     assert streamed.warnings == plain.warnings
     body = rec.bodies[1]
@@ -730,7 +739,7 @@ def test_stream_reassembles_to_the_non_stream_shape(rec, client, stream_name, pl
 
 
 def test_collect_stream_accepts_raw_chunk_dicts():
-    r = hc.collect_stream(load("stream_thinking_on"))
+    r = stream_mod.collect_stream(load("stream_thinking_on"))
     assert (
         r.reasoning.startswith("The user asks")
         and r.content.strip() == "The capital of France is Paris."
@@ -740,7 +749,7 @@ def test_collect_stream_accepts_raw_chunk_dicts():
 
 def test_print_stream_labels_parts(rec, client, capsys):
     rec.queue("stream_thinking_on")
-    r = hc.print_stream(hc.stream_chat(client, MODEL, "q"))
+    r = display.print_stream(stream_mod.stream_chat(client, MODEL, "q"))
     out = capsys.readouterr().out
     assert out.index("── reasoning ──") < out.index("── answer ──")
     assert "The capital of France is Paris." in out and r.finish_reason == "stop"
@@ -749,7 +758,7 @@ def test_print_stream_labels_parts(rec, client, capsys):
 
 def test_print_stream_tool_calls(rec, client, capsys):
     rec.queue("stream_tool_calls_parallel")
-    hc.print_stream(hc.stream_chat(client, MODEL, "q", tools=TOOLS))
+    display.print_stream(stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS))
     out = capsys.readouterr().out
     assert (
         '── tool calls ──\n[0] get_weather {"city": "Santa Clara", "days": 2}\n[1] get_time {"city": "Tokyo"}'
@@ -771,7 +780,7 @@ def get_time(city: str) -> str:
 
 
 def test_tool_schema_from_signature():
-    s = hc.tool_schema(get_weather)
+    s = tools_mod.tool_schema(get_weather)
     assert s == TOOLS[0]
 
 
@@ -787,7 +796,7 @@ def test_tool_loop_runs_two_parallel_calls(rec, client):
         calls.append(("get_time", kw))
         return get_time(**kw)
 
-    loop = hc.run_tool_loop(
+    loop = tools_mod.run_tool_loop(
         client,
         MODEL,
         "Weather in Santa Clara for 2 days, and the time in Tokyo?",
@@ -815,7 +824,9 @@ def test_tool_loop_runs_two_parallel_calls(rec, client):
 
 def test_tool_loop_builds_schemas_from_functions(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = hc.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time})
+    loop = tools_mod.run_tool_loop(
+        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}
+    )
     assert rec.bodies[0]["tools"] == TOOLS
     assert [run.output for run in loop.tool_runs] == [
         get_weather("Santa Clara", 2),
@@ -826,7 +837,7 @@ def test_tool_loop_builds_schemas_from_functions(rec, client):
 def test_tool_loop_unknown_tool_is_a_clear_error(rec, client):
     rec.queue("tool_calls_parallel")
     with pytest.raises(ResponseError, match="no tool named 'get_time'") as ei:
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client, MODEL, "q", {"get_weather": get_weather}, TOOLS, on_tool_error="raise"
         )
     assert "Pass a function under that name in `tools`" in str(ei.value)
@@ -839,7 +850,7 @@ def test_tool_loop_unknown_tool_is_a_clear_error(rec, client):
 
 def test_tool_loop_invented_tool_goes_back_to_the_model(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = hc.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather}, TOOLS)
+    loop = tools_mod.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather}, TOOLS)
     sent = rec.bodies[1]["messages"]
     assert sent[3]["role"] == "tool" and sent[3]["content"] == (
         "Error: no tool named 'get_time'; the tools are ['get_weather']"
@@ -853,7 +864,7 @@ def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
     bad["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": "Santa'
     rec.queue(bad)
     with pytest.raises(ResponseError, match="not valid JSON"):
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -862,7 +873,7 @@ def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
             on_tool_error="raise",
         )
     rec.queue(bad, "tool_final_answer")
-    loop = hc.run_tool_loop(
+    loop = tools_mod.run_tool_loop(
         client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
     )
     assert (
@@ -882,7 +893,7 @@ def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
         return "sunny"
 
     with pytest.raises(ResponseError, match="does not fit the function's signature"):
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -895,7 +906,7 @@ def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
 def test_tool_loop_gives_up_after_max_rounds(rec, client):
     rec.queue("tool_calls_parallel", "tool_calls_parallel")
     with pytest.raises(ResponseError, match="max_rounds=2"):
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -909,8 +920,8 @@ def test_tool_loop_gives_up_after_max_rounds(rec, client):
 
 
 def test_show_labels_reasoning_and_answer(capsys):
-    r = hc.parse_response(load("thinking_on"))
-    hc.show(r)
+    r = parse.parse_response(load("thinking_on"))
+    display.show(r)
     out = capsys.readouterr().out
     assert "── reasoning (" in out and "── answer ──\nThe capital of France is Paris." in out
     assert "finish_reason=stop" in out
@@ -918,8 +929,8 @@ def test_show_labels_reasoning_and_answer(capsys):
 
 def test_show_tool_loop(rec, client, capsys):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    hc.show(
-        hc.run_tool_loop(
+    display.show(
+        tools_mod.run_tool_loop(
             client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
         )
     )
@@ -958,10 +969,10 @@ LIVE_MAX_TOKENS = 256
 @pytest.fixture(scope="module")
 def live(standin_server):
     """(client, model name, demo data) for the session's stand-in server."""
-    from helpers.standin import load_demo
+    from helpers.standin.data import load_demo
 
     return (
-        hc.make_client(standin_server.base_url, timeout=120),
+        endpoint.make_client(standin_server.base_url, timeout=120),
         standin_server.models()[0],
         load_demo(),
     )
@@ -984,7 +995,7 @@ def test_live_chat_thinking_on_and_off(live):
     client, model, demo = live
     prompt = demo["reasoning"]["prompt"]
     with warnings.catch_warnings():
-        warnings.simplefilter("error", hc.ReasoningParserMissingWarning)
+        warnings.simplefilter("error", types.ReasoningParserMissingWarning)
         on = hc.chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
         off = hc.chat(
             client, model, prompt, thinking=False, max_tokens=LIVE_MAX_TOKENS, temperature=0
@@ -1048,7 +1059,7 @@ def test_live_two_pass_budget(live):
 @pytest.mark.server
 def test_live_length_exhausted_in_reasoning_warns(live):
     client, model, demo = live
-    with pytest.warns(hc.ReasoningTruncatedWarning, match="raise max_tokens"):
+    with pytest.warns(types.ReasoningTruncatedWarning, match="raise max_tokens"):
         r = hc.chat(client, model, demo["reasoning"]["prompt"], max_tokens=4, temperature=0)
     assert r.truncated_in_reasoning and r.finish_reason == "length" and r.content == ""
     assert r.reasoning.strip()
@@ -1059,7 +1070,9 @@ def test_live_stream_matches_chat(live):
     client, model, demo = live
     prompt = demo["streaming"]["prompt"]
     plain = hc.chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
-    stream = hc.stream_chat(client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0)
+    stream = stream_mod.stream_chat(
+        client, model, prompt, max_tokens=LIVE_MAX_TOKENS, temperature=0
+    )
     kinds = [kind for kind, _ in stream]
     streamed = stream.result
     assert kinds[0] == "reasoning" and "content" in kinds
@@ -1077,7 +1090,7 @@ def test_live_stream_matches_chat(live):
 @pytest.mark.server
 def test_live_tool_loop(live):
     client, model, demo = live
-    loop = hc.run_tool_loop(
+    loop = tools_mod.run_tool_loop(
         client,
         model,
         demo["weather"]["prompt"].format(city="Santa Clara"),
@@ -1104,7 +1117,7 @@ def test_live_parallel_tool_calls_streamed_and_not(live):
     plain = hc.chat(
         client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0
     )
-    stream = hc.stream_chat(
+    stream = stream_mod.stream_chat(
         client, model, prompt, tools=demo["tools"], max_tokens=LIVE_MAX_TOKENS, temperature=0
     )
     deltas = [d for kind, d in stream if kind == "tool_call"]
@@ -1115,7 +1128,7 @@ def test_live_parallel_tool_calls_streamed_and_not(live):
     assert [(tc.name, tc.arguments) for tc in streamed.tool_calls] == [
         (tc.name, tc.arguments) for tc in plain.tool_calls
     ]
-    loop = hc.run_tool_loop(
+    loop = tools_mod.run_tool_loop(
         client,
         model,
         prompt,
@@ -1129,7 +1142,8 @@ def test_live_parallel_tool_calls_streamed_and_not(live):
 
 def test_budget_report_says_what_happened():
     """The notebook's budget line comes from the reply, not from a fixed sentence."""
-    from helpers.client import ChatResult, Usage, budget_report
+    from helpers.chat.display import budget_report
+    from helpers.chat.types import ChatResult, Usage
 
     ok = ChatResult(reasoning="short", content="vLLM serves it.", finish_reason="stop",
                     usage=Usage(prompt_tokens=20, completion_tokens=30, reasoning_tokens=17))  # fmt: skip
@@ -1166,8 +1180,8 @@ def _with_reasoning(text: str) -> dict:
 @pytest.mark.parametrize("name", ["tool_call_in_reasoning", "stream_tool_call_in_reasoning"])
 def test_tool_call_in_reasoning_warns_without_opt_in(rec, client, name):
     rec.queue(name)
-    call = hc.stream_chat if name.startswith("stream") else hc.chat
-    with pytest.warns(hc.ToolCallInReasoningWarning) as caught:
+    call = stream_mod.stream_chat if name.startswith("stream") else hc.chat
+    with pytest.warns(types.ToolCallInReasoningWarning) as caught:
         r = call(client, MODEL, "Weather in Santa Clara?", tools=TOOLS)
         if name.startswith("stream"):
             r = r.result
@@ -1181,9 +1195,11 @@ def test_tool_call_in_reasoning_warns_without_opt_in(rec, client, name):
 @pytest.mark.parametrize("name", ["tool_call_in_reasoning", "stream_tool_call_in_reasoning"])
 def test_tool_call_in_reasoning_recovered_on_opt_in(rec, client, name):
     rec.queue(name)
-    with pytest.warns(hc.ToolCallInReasoningWarning, match="Recovered"):
+    with pytest.warns(types.ToolCallInReasoningWarning, match="Recovered"):
         if name.startswith("stream"):
-            r = hc.stream_chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True).result
+            r = stream_mod.stream_chat(
+                client, MODEL, "q", tools=TOOLS, recover_tool_calls=True
+            ).result
         else:
             r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
@@ -1197,7 +1213,7 @@ def test_tool_call_in_reasoning_recovered_on_opt_in(rec, client, name):
 
 def test_tool_call_in_reasoning_compact_two_calls(rec, client):
     rec.queue("tool_call_in_reasoning_compact")
-    with pytest.warns(hc.ToolCallInReasoningWarning):
+    with pytest.warns(types.ToolCallInReasoningWarning):
         r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
         ("get_weather", {"city": "Santa Clara", "days": 2}),  # "2" fitted to the integer schema
@@ -1228,8 +1244,8 @@ def test_tool_call_in_reasoning_compact_two_calls(rec, client):
     ],
 )
 def test_tool_call_in_reasoning_wordings(reasoning, calls):
-    with pytest.warns(hc.ToolCallInReasoningWarning):
-        r = hc.parse_response(
+    with pytest.warns(types.ToolCallInReasoningWarning):
+        r = parse.parse_response(
             _with_reasoning(reasoning), tool_schemas=TOOLS, recover_tool_calls=True
         )
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == calls
@@ -1241,23 +1257,23 @@ def test_reasoning_that_goes_on_after_a_tool_call_is_left_alone():
         " On second thought, no tool is needed"
     )
     with warnings.catch_warnings():
-        warnings.simplefilter("error", hc.ToolCallInReasoningWarning)
-        r = hc.parse_response(_with_reasoning(text), tool_schemas=TOOLS, recover_tool_calls=True)
+        warnings.simplefilter("error", types.ToolCallInReasoningWarning)
+        r = parse.parse_response(_with_reasoning(text), tool_schemas=TOOLS, recover_tool_calls=True)
     assert r.tool_calls == [] and not r.tool_call_in_reasoning
 
 
 def test_tool_loop_does_not_end_silently_on_a_tool_call_in_reasoning(rec, client):
     rec.queue("tool_call_in_reasoning")
     with (
-        pytest.warns(hc.ToolCallInReasoningWarning),
-        pytest.raises(hc.ToolLoopError, match="recover_tool_calls=True") as ei,
+        pytest.warns(types.ToolCallInReasoningWarning),
+        pytest.raises(errors_mod.ToolLoopError, match="recover_tool_calls=True") as ei,
     ):
-        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
+        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
     assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
     calls = []
     rec.queue("tool_call_in_reasoning", "tool_final_answer")
-    with pytest.warns(hc.ToolCallInReasoningWarning):
-        loop = hc.run_tool_loop(
+    with pytest.warns(types.ToolCallInReasoningWarning):
+        loop = tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -1298,7 +1314,7 @@ def test_cut_inside_a_tool_call_that_vllm_reports_as_a_call(rec, client):
     assert resp["choices"][0]["finish_reason"] == "tool_calls"  # as the server sends it
     rec.queue(resp)
     used = resp["usage"]["completion_tokens"]
-    with pytest.warns(hc.ToolCallTruncatedWarning, match=TRUNCATED):
+    with pytest.warns(types.ToolCallTruncatedWarning, match=TRUNCATED):
         r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=used)
     assert r.truncated_in_tool_call and r.tool_calls == [] and "get_weather" in r.tool_call_fragment
     rec.queue(resp)  # the same reply under a larger max_tokens is a call, not a cut
@@ -1311,9 +1327,9 @@ def test_cut_inside_a_tool_call_streamed(rec, client, name):
     rec.queue(name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = hc.stream_chat(client, MODEL, "q", tools=TOOLS, max_tokens=30).result
+        r = stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS, max_tokens=30).result
     kinds = [w.category for w in caught]
-    assert kinds == [hc.ToolCallTruncatedWarning], [str(w.message) for w in caught]
+    assert kinds == [types.ToolCallTruncatedWarning], [str(w.message) for w in caught]
     assert re.match(TRUNCATED, str(caught[0].message))
     assert r.finish_reason == "length" and r.truncated_in_tool_call and r.tool_calls == []
     assert r.content.strip() == "" and not r.truncated_in_reasoning
@@ -1323,10 +1339,10 @@ def test_tool_loop_runs_nothing_when_cut_inside_a_tool_call(rec, client):
     rec.queue("length_in_tool_call")
     ran = []
     with (
-        pytest.warns(hc.ToolCallTruncatedWarning),
-        pytest.raises(hc.ToolLoopError, match=TRUNCATED) as ei,
+        pytest.warns(types.ToolCallTruncatedWarning),
+        pytest.raises(errors_mod.ToolLoopError, match=TRUNCATED) as ei,
     ):
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client, MODEL, "q", {"get_weather": lambda **kw: ran.append(kw)}, TOOLS, max_tokens=20
         )
     assert ran == [] and ei.value.tool_runs == [] and len(ei.value.turns) == 1
@@ -1340,10 +1356,10 @@ def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
     last = [c for c in stream if c.get("choices")][-1]
     last["choices"][0]["finish_reason"] = "tool_calls"  # the streamed form of the report
     rec.queue(resp, stream)
-    with pytest.warns(hc.ToolCallsMissingWarning, match="no tool call"):
+    with pytest.warns(types.ToolCallsMissingWarning, match="no tool call"):
         r = hc.chat(client, MODEL, "q", tools=TOOLS, tool_choice="required")
-    with pytest.warns(hc.ToolCallsMissingWarning, match="not a final answer"):
-        s = hc.stream_chat(client, MODEL, "q", tools=TOOLS, tool_choice="required").result
+    with pytest.warns(types.ToolCallsMissingWarning, match="not a final answer"):
+        s = stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS, tool_choice="required").result
     for x in (r, s):
         assert x.tool_calls_missing and x.tool_calls == [] and x.finish_reason == "tool_calls"
 
@@ -1351,10 +1367,10 @@ def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
 def test_tool_loop_does_not_take_tool_calls_without_a_call_as_the_answer(rec, client):
     rec.queue("tool_calls_finish_without_call")
     with (
-        pytest.warns(hc.ToolCallsMissingWarning),
-        pytest.raises(hc.ToolLoopError, match="not an answer") as ei,
+        pytest.warns(types.ToolCallsMissingWarning),
+        pytest.raises(errors_mod.ToolLoopError, match="not an answer") as ei,
     ):
-        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS, tool_choice="required")
+        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS, tool_choice="required")
     assert ei.value.turns[0].content.strip() == "It is sunny."
 
 
@@ -1384,14 +1400,16 @@ def test_integer_written_as_a_float_is_coerced_before_the_tool_runs(rec, client,
     payload = _as_string_limit("integer_as_float", "140.0") if reply == "string_140.0" else reply
     rec.queue(payload, "tool_final_answer")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", hc.ToolArgumentWarning)
+        warnings.simplefilter("error", types.ToolArgumentWarning)
         loop = (
-            hc.run_tool_loop(client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False)
+            tools_mod.run_tool_loop(
+                client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False
+            )
             if not reply.startswith("stream")
             else None
         )
     if reply.startswith("stream"):  # the streamed turn assembles to the same fitted call
-        r = hc.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
+        r = stream_mod.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
         assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": 140}
         assert type(r.tool_calls[0].arguments["limit"]) is int
         return
@@ -1412,9 +1430,9 @@ def test_integer_that_cannot_be_coerced_stays_and_warns(rec, client, payload, va
     if payload == "string_140.5":
         payload = _as_string_limit("integer_as_fraction", "140.5")
     rec.queue(payload)
-    with pytest.warns(hc.ToolArgumentWarning, match=r"limit=.* is not of type 'integer'"):
+    with pytest.warns(types.ToolArgumentWarning, match=r"limit=.* is not of type 'integer'"):
         if isinstance(payload, str) and payload.startswith("stream"):
-            r = hc.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
+            r = stream_mod.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
         else:
             r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
     assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": value}  # never dropped
@@ -1423,8 +1441,8 @@ def test_integer_that_cannot_be_coerced_stays_and_warns(rec, client, payload, va
 def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
     seen = []
     rec.queue("integer_as_word", "tool_final_answer")
-    with pytest.warns(hc.ToolArgumentWarning):
-        hc.run_tool_loop(
+    with pytest.warns(types.ToolArgumentWarning):
+        tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -1435,7 +1453,7 @@ def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
 
 
 def test_coerce_arguments_against_json_schema():
-    from helpers.toolargs import coerce_arguments
+    from helpers.chat.toolargs import coerce_arguments
 
     schema = {
         "type": "object",
@@ -1467,11 +1485,11 @@ def test_coerce_arguments_against_json_schema():
 def test_default_max_tokens_on_a_server_with_a_small_context():
     server = RecordingServer(models="models_small")  # max_model_len 2048, as the stand-in
     try:
-        client = hc.make_client(server.base_url, timeout=10)
+        client = endpoint.make_client(server.base_url, timeout=10)
         server.queue("thinking_on", "thinking_on", "stream_thinking_on")
         r = hc.chat(client, MODEL, "hi")
         hc.chat(client, MODEL, "hi again")
-        _ = hc.stream_chat(client, MODEL, "hi").result  # the property runs the stream
+        _ = stream_mod.stream_chat(client, MODEL, "hi").result  # the property runs the stream
         assert r.content.strip() == "The capital of France is Paris."
         # Nothing above 2048 is sent: vLLM then generates up to the end of the context.
         assert all("max_tokens" not in b for b in server.bodies)
@@ -1502,7 +1520,7 @@ def test_failing_tool_goes_back_to_the_model_by_default(rec, client):
         raise ValueError(f"no station near {city}")
 
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = hc.run_tool_loop(
+    loop = tools_mod.run_tool_loop(
         client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
     )
     sent = rec.bodies[1]["messages"]
@@ -1518,9 +1536,9 @@ def test_failing_tool_raises_with_the_transcript_when_asked(rec, client):
 
     rec.queue("tool_calls_parallel")
     with pytest.raises(
-        hc.ToolLoopError, match="get_weather raised ValueError: station offline"
+        errors_mod.ToolLoopError, match="get_weather raised ValueError: station offline"
     ) as ei:
-        hc.run_tool_loop(
+        tools_mod.run_tool_loop(
             client,
             MODEL,
             "q",
@@ -1538,21 +1556,21 @@ def test_server_error_mid_loop_carries_the_transcript(rec, client):
 
     rec.queue("tool_calls_parallel")  # the second request gets the recording server's 500
     with pytest.raises(openai.InternalServerError) as ei:
-        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
+        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
     assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool", "tool"]
     assert len(ei.value.tool_runs) == 2
 
 
 def test_schema_is_named_after_its_key_not_the_function(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    hc.run_tool_loop(
+    tools_mod.run_tool_loop(
         client,
         MODEL,
         "q",
         {"get_weather": lambda city, days=1: "sunny", "get_time": get_time},
     )
     assert [t["function"]["name"] for t in rec.bodies[0]["tools"]] == ["get_weather", "get_time"]
-    assert hc.tool_schema(lambda x: x, name="echo")["function"]["name"] == "echo"
+    assert tools_mod.tool_schema(lambda x: x, name="echo")["function"]["name"] == "echo"
 
 
 # ─── issue 15.7: wrong types are named at the boundary ──────────────────────────────────
@@ -1562,19 +1580,19 @@ def test_schema_is_named_after_its_key_not_the_function(rec, client):
     "call, match",
     [
         (
-            lambda c: hc.run_tool_loop(c, MODEL, "q", [get_weather]),
+            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", [get_weather]),
             r"`tools` must be a dict \{name: function\}.*\{f.__name__: f for f in tools\}",
         ),
         (
-            lambda c: hc.run_tool_loop(c, MODEL, "q", TOOLS),
+            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", TOOLS),
             r"`tools` must be a dict.*Schemas go in `tool_schemas`",
         ),
         (
-            lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS),
+            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS),
             r"`tool_schemas` must be None or a list",
         ),
         (
-            lambda c: hc.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"),
+            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"),
             r"`max_rounds` must be an integer",
         ),
         (
@@ -1595,10 +1613,10 @@ def test_schema_is_named_after_its_key_not_the_function(rec, client):
             r"`client` must be an OpenAI client.*make_client",
         ),
         (
-            lambda c: hc.stream_chat(c, MODEL, "q", temperature="hot"),
+            lambda c: stream_mod.stream_chat(c, MODEL, "q", temperature="hot"),
             r"stream_chat: `temperature` must be a number",
         ),
-        (lambda c: hc.make_client(8000), r"make_client: `base_url` must be a URL string"),
+        (lambda c: endpoint.make_client(8000), r"make_client: `base_url` must be a URL string"),
     ],
 )
 def test_wrong_argument_types_name_the_argument(rec, client, call, match):
@@ -1611,9 +1629,9 @@ def test_value_errors_at_the_boundary(rec, client):
     with pytest.raises(ValueError, match="`max_tokens`=0 must be >= 1"):
         hc.chat(client, MODEL, "q", max_tokens=0)
     with pytest.raises(ValueError, match="on_tool_error"):
-        hc.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, on_tool_error="ignore")
+        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, on_tool_error="ignore")
     with pytest.raises(ValueError, match="is not a server URL"):
-        hc.make_client("localhost:8000")
+        endpoint.make_client("localhost:8000")
     assert rec.requests == []
 
 
@@ -1631,14 +1649,14 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("max_tokens", [None, 64])
 def test_chat_against_a_closed_port_names_the_url(max_tokens):
     url = f"http://127.0.0.1:{_closed_port()}"
-    client = hc.make_client(url, timeout=5)
-    with pytest.raises(hc.ServerConnectionError) as ei:
+    client = endpoint.make_client(url, timeout=5)
+    with pytest.raises(errors_mod.ServerConnectionError) as ei:
         hc.chat(client, MODEL, "hi", max_tokens=max_tokens)
     text = str(ei.value)
     assert f"No vLLM server answers {url}/v1" in text
     assert "start one (launch_server(cfg)) or check the URL" in text
-    with pytest.raises(hc.ServerConnectionError, match="No vLLM server answers"):
-        hc.stream_chat(client, MODEL, "hi", max_tokens=64)
+    with pytest.raises(errors_mod.ServerConnectionError, match="No vLLM server answers"):
+        stream_mod.stream_chat(client, MODEL, "hi", max_tokens=64)
 
 
 @pytest.mark.parametrize("max_tokens", [None, 64])
@@ -1652,8 +1670,8 @@ def test_chat_against_a_http_server_that_is_not_vllm(tmp_path, max_tokens):
     thread.start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
-        client = hc.make_client(url, timeout=5)
-        with pytest.raises(hc.ServerConnectionError) as ei:
+        client = endpoint.make_client(url, timeout=5)
+        with pytest.raises(errors_mod.ServerConnectionError) as ei:
             hc.chat(client, MODEL, "hi", max_tokens=max_tokens)
     finally:
         httpd.shutdown()
@@ -1679,12 +1697,12 @@ def test_unknown_model_names_the_served_ones(rec, client):
 @pytest.mark.server
 def test_live_default_max_tokens_fits_the_standin(standin_server):
     """Issue 15.3: `chat(llm, model, "hi")` with no max_tokens on the 2048-token stand-in."""
-    client = hc.make_client(standin_server.base_url, timeout=120)
+    client = endpoint.make_client(standin_server.base_url, timeout=120)
     model = standin_server.models()[0]
     assert hc.server_max_model_len(client, model) == 2048  # cookbook/recipe.yaml, cpu target
     r = hc.chat(client, model, "hi", temperature=0)
     assert r.finish_reason in ("stop", "length") and r.usage.completion_tokens > 0
-    s = hc.stream_chat(client, model, "hi", temperature=0).result
+    s = stream_mod.stream_chat(client, model, "hi", temperature=0).result
     assert s.usage.completion_tokens > 0
     with pytest.raises(ResponseError, match="max_model_len is 2048 tokens"):
         hc.chat(client, model, "hi", max_tokens=16000)
@@ -1701,7 +1719,7 @@ def test_live_failing_tool_goes_back_to_the_model(live):
     tools = {**_live_tools(demo), "get_weather": get_weather}
     prompt = demo["weather"]["prompt"].format(city="Santa Clara")
     try:
-        loop = hc.run_tool_loop(
+        loop = tools_mod.run_tool_loop(
             client,
             model,
             prompt,
@@ -1712,14 +1730,14 @@ def test_live_failing_tool_goes_back_to_the_model(live):
             max_rounds=3,
         )
         messages = loop.messages
-    except hc.ToolLoopError as e:  # the model may keep retrying: the transcript is kept
+    except errors_mod.ToolLoopError as e:  # the model may keep retrying: the transcript is kept
         messages = e.messages
     errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith("Error: ")]
     assert (
         errors and "get_weather raised RuntimeError: weather service down" in errors[0]["content"]
     )
-    with pytest.raises(hc.ToolLoopError, match="get_weather raised RuntimeError") as ei:
-        hc.run_tool_loop(
+    with pytest.raises(errors_mod.ToolLoopError, match="get_weather raised RuntimeError") as ei:
+        tools_mod.run_tool_loop(
             client,
             model,
             prompt,
@@ -1746,7 +1764,7 @@ def test_live_cut_inside_a_tool_call(live):
     cut_at = reasoning + max(3, (full.usage.completion_tokens - reasoning) // 2)
     for r in (
         hc.chat(client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0),
-        hc.stream_chat(
+        stream_mod.stream_chat(
             client, model, prompt, tools=demo["tools"], max_tokens=cut_at, temperature=0
         ).result,
     ):
@@ -1756,8 +1774,8 @@ def test_live_cut_inside_a_tool_call(live):
             "truncated inside a tool call: raise max_tokens" in w.lower() for w in r.warnings
         )
     calls = []
-    with pytest.raises(hc.ToolLoopError, match="(?i)truncated inside a tool call"):
-        hc.run_tool_loop(
+    with pytest.raises(errors_mod.ToolLoopError, match="(?i)truncated inside a tool call"):
+        tools_mod.run_tool_loop(
             client,
             model,
             prompt,

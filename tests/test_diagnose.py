@@ -1,4 +1,4 @@
-"""helpers.diagnose: every catalogue entry against a log excerpt in vLLM's real format.
+"""helpers.server.diagnose: every catalogue entry against a log excerpt in vLLM's real format.
 
 Logs under tests/data/logs/. Recorded from vLLM 0.32.0 (CPU build) on this project's
 machine: port_in_use, invalid_choice, missing_fastokens, trust_remote_code,
@@ -15,14 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import recipes
-from helpers.diagnose import CATALOGUE, Diagnosis, diagnose, last_error_line
+from helpers.config import load
+from helpers.config import resolve as recipes
+from helpers.server.diagnose import CATALOGUE, diagnose
+from helpers.server.failures import Diagnosis
+from helpers.server.vllm_log import last_error_line
 
 
 def review(*args, **kwargs):
-    """helpers.diagnose.review, imported when a test calls it (so each test fails on its own
+    """helpers.server.diagnose.review, imported when a test calls it (so each test fails on its own
     where the function is missing)."""
-    from helpers.diagnose import review as _review
+    from helpers.server.review import review as _review
 
     return _review(*args, **kwargs)
 
@@ -379,7 +382,7 @@ def test_every_catalogue_entry_records_the_releases_checked():
     d = diagnose(_log("kv_cache_too_small"))
     assert "vllm 0.8.5" in d.checked_releases and "vllm 0.28.0" in d.checked_releases
     assert "wording checked in" in d.report()
-    frame = __import__("helpers.diagnose", fromlist=["catalogue_frame"]).catalogue_frame()
+    frame = __import__("helpers.server.diagnose", fromlist=["catalogue_frame"]).catalogue_frame()
     assert (
         set(frame["name"]) == {e.name for e in CATALOGUE}
         and frame["checked_releases"].str.len().min() > 0
@@ -388,9 +391,9 @@ def test_every_catalogue_entry_records_the_releases_checked():
 
 def test_registry_vllm_releases_are_all_checked():
     # the registry's pinned releases (except nightly) are in the catalogue's checked list
-    from helpers.diagnose import REGISTRY_RELEASES
+    from helpers.server.vllm_log import REGISTRY_RELEASES
 
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     pinned = {str(t.vllm_version) for t in reg.targets.values()} - {"nightly"}
     assert {f"vllm {v}" for v in pinned} <= set(REGISTRY_RELEASES)
 
@@ -407,7 +410,7 @@ SPEC_LINE = (
 
 def test_spec_decode_line_parsed_with_verdict():
     # issue 14.5
-    from helpers.diagnose import parse_spec_decode_line
+    from helpers.server.review import parse_spec_decode_line
 
     s = parse_spec_decode_line(SPEC_LINE)
     assert s.mean_acceptance_length == 1.31
@@ -454,7 +457,7 @@ def test_spec_decode_line_parsed_with_verdict():
     ],
 )
 def test_spec_decode_accepted_nothing_every_wording(line, length, rate, accepted):
-    from helpers.diagnose import parse_spec_decode_line
+    from helpers.server.review import parse_spec_decode_line
 
     s = parse_spec_decode_line(line)
     assert s.mean_acceptance_length == length and s.draft_acceptance_rate_pct == rate
@@ -489,7 +492,7 @@ def test_review_of_a_clean_log_is_empty():
 
 
 def test_warn_findings_issues_one_warning_per_finding():
-    from helpers.diagnose import ServerFindingWarning, warn_findings
+    from helpers.server.review import ServerFindingWarning, warn_findings
 
     with pytest.warns(ServerFindingWarning, match="not paying off"):
         found = warn_findings(SPEC_LINE)
@@ -498,7 +501,7 @@ def test_warn_findings_issues_one_warning_per_finding():
 
 def test_blackwell_targets_pin_a_moe_backend_other_than_flashinfer_trtllm():
     # issue 14.9: the b200 / b300 targets never leave the NVFP4 MoE backend to auto
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     assert "nvfp4_moe_backend_blackwell" in reg.model.choices
     for target in ("b200", "b300", "dgx-station-gb300"):
         backend = recipes.resolve(target).args.get("--moe-backend")
@@ -516,7 +519,7 @@ def test_recorded_spec_decode_lines_of_the_cpu_server():
     """vLLM 0.32.0's own lines (tests/data/runtime/server_ngram.log, n-gram drafting on the
     stand-in): every one parses, accepted nothing, and their Drafted counts add up to the
     server's vllm:spec_decode_num_draft_tokens_total (136)."""
-    from helpers.diagnose import spec_decode_stats
+    from helpers.server.review import spec_decode_stats
 
     log = (LOGS.parent / "runtime" / "server_ngram.log").read_text()
     stats = spec_decode_stats(log)

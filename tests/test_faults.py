@@ -20,8 +20,14 @@ import pytest
 import record_logs
 from proctools import assert_nothing_left
 
-from helpers import bench, planner, recipes, server
+from helpers import errors
+from helpers.bench import sweep as bench
+from helpers.config import flagcheck, versions
+from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, FlagError, RecipeError, ServerStartError
+from helpers.memory import planner
+from helpers.server import processes
+from helpers.server import vllm_server as server
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -106,7 +112,7 @@ def test_killed_api_server_handle_reports_and_ends_its_group_fast():
 
 @pytest.mark.parametrize("damage", ["truncated_safetensors", "broken_config", "flipped_byte"])
 def test_damaged_standin_is_refused_before_serving(standin_model, standin_config, tmp_path, damage):
-    from helpers.standin import build_standin_model, check_checkpoint
+    from helpers.standin.build import build_standin_model, check_checkpoint
 
     assert json.loads((Path(standin_model) / "standin.json").read_text())["files"][
         "model.safetensors"
@@ -173,7 +179,7 @@ def test_a_launch_the_checks_would_have_refused_fails_with_its_diagnosis(
 def test_replayed_start_failures_were_recorded_with_the_installed_vllm():
     """The logs the fake server replays name the installed release and an exit code: after a
     vLLM upgrade this fails until ``tests/record_logs.py`` has recorded them again."""
-    installed = recipes.installed_vllm_version()
+    installed = versions.installed_vllm_version()
     for name in record_logs.FAILURES:
         text = (LOGS / f"{name}.log").read_text()
         head = text.splitlines()[0]
@@ -214,14 +220,14 @@ def test_impossible_numbers_are_refused_before_launch(standin_config, flag, valu
 
 def test_numbers_vllm_accepts_still_pass(standin_config):
     for value in (-1, "auto", 1024, "1k"):
-        recipes.check_values(standin_config.with_args({"--max-model-len": value}))
+        flagcheck.check_values(standin_config.with_args({"--max-model-len": value}))
 
 
 def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(standin_config):
     limit = json.loads((Path(standin_config.model) / "config.json").read_text())[
         "max_position_embeddings"
     ]
-    assert recipes.derived_max_model_len(standin_config.model)[0] == limit
+    assert flagcheck.derived_max_model_len(standin_config.model)[0] == limit
     cfg = standin_config.with_args({"--max-model-len": 1_000_000_000})
     with pytest.raises(RecipeError) as err:
         cfg.validate()
@@ -235,7 +241,7 @@ def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(
         srv.start()
     _never_launched(srv)
     # the user who knows better can still ask for it
-    recipes.check_values(cfg.with_args(None, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"))
+    flagcheck.check_values(cfg.with_args(None, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -245,7 +251,7 @@ def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(
 
 def test_misspelled_flag_in_extra_args_is_blamed_on_extra_args_with_a_close_match(standin_config):
     pytest.importorskip("vllm")
-    installed = recipes.installed_vllm_version()
+    installed = versions.installed_vllm_version()
     assert standin_config.vllm_version == installed  # the cpu target pins the installed release
     cfg = recipes.resolve("cpu", extra_args={"--max-modle-len": 4096}).with_model(
         standin_config.model
@@ -265,13 +271,13 @@ def test_misspelled_flag_in_extra_args_is_blamed_on_extra_args_with_a_close_matc
 
 def test_registry_flag_is_blamed_on_the_registry_and_a_version_gap_is_named():
     pytest.importorskip("vllm")
-    installed = recipes.installed_vllm_version()
+    installed = versions.installed_vllm_version()
     with pytest.raises(FlagError) as err:
-        recipes.validate_argv(["m", "--max-num-seq", "4"], target_version=installed)
+        flagcheck.validate_argv(["m", "--max-num-seq", "4"], target_version=installed)
     assert "from cookbook/recipe.yaml; did you mean --max-num-seqs?" in str(err.value)
     assert "install" not in str(err.value)
     with pytest.raises(FlagError, match=r"install the target's vLLM 0\.28\.0"):
-        recipes.validate_argv(["m", "--max-num-seq", "4"], target_version="0.28.0")
+        flagcheck.validate_argv(["m", "--max-num-seq", "4"], target_version="0.28.0")
 
 
 @pytest.mark.parametrize(
@@ -359,8 +365,8 @@ def test_with_args_and_with_port_name_the_argument():
     ],
 )
 def test_sweep_names_bad_concurrencies_before_any_request(concurrencies, named, tmp_path):
-    port = server.free_port()  # nothing listens: the check must come first
-    with pytest.raises(bench.BenchError) as err:
+    port = processes.free_port()  # nothing listens: the check must come first
+    with pytest.raises(errors.BenchError) as err:
         bench.sweep(
             f"http://127.0.0.1:{port}",
             "m",
@@ -373,7 +379,7 @@ def test_sweep_names_bad_concurrencies_before_any_request(concurrencies, named, 
 
 
 def test_check_parameters_reads_the_declared_types():
-    from helpers.notebooks import check_parameters
+    from helpers.config.parameters import check_parameters
 
     ns = {
         "__annotations__": {"n": int, "xs": "Optional[list[int]]", "flag": bool, "name": "Optional[str]", "t": float},
@@ -396,7 +402,7 @@ def test_check_parameters_reads_the_declared_types():
 def test_notebook_parameter_of_the_wrong_type_fails_at_once():
     """`-p bench_concurrencies abc` fails in the first cell that can import the helpers,
     naming the parameter and its declared type, not 80 s later in the benchmark cell."""
-    from helpers import notebooks
+    from tools import notebook_run as notebooks
 
     t0 = time.monotonic()
     with pytest.raises(CookbookError) as err:
@@ -466,8 +472,8 @@ def test_unwritable_cookbook_out_is_one_sentence_with_the_fix(kind, tmp_path, mo
 
 @pytest.mark.parametrize("tokenizer", ["/no/such/tokenizer", "out/models/no-such/model", "./nope"])
 def test_missing_tokenizer_folder_is_one_sentence(tokenizer, tmp_path):
-    port = server.free_port()
-    with pytest.raises(bench.BenchError) as err:
+    port = processes.free_port()
+    with pytest.raises(errors.BenchError) as err:
         bench.sweep(
             f"http://127.0.0.1:{port}", "m", tokenizer, [1], out_dir=tmp_path, progress=False
         )

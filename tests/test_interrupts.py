@@ -18,8 +18,13 @@ import psutil
 import pytest
 from proctools import group_left
 
-from helpers import bench, server, weights
-from helpers.server import VLLMServer, find_leftovers
+from helpers.bench import metrics
+from helpers.bench import sweep as bench
+from helpers.server import processes
+from helpers.server import vllm_server as server
+from helpers.server.processes import find_leftovers
+from helpers.server.vllm_server import VLLMServer
+from helpers.weights import download as weights
 
 
 def _sigint_when(condition, timeout: float = 300.0, settle: float = 0.0) -> threading.Thread:
@@ -60,7 +65,7 @@ def _running_requests(srv: VLLMServer) -> float:
     text = urllib.request.urlopen(srv.url + "/metrics", timeout=10).read().decode()
     return sum(
         v
-        for k, v in bench.parse_prometheus(text).items()
+        for k, v in metrics.parse_prometheus(text).items()
         if k.startswith("vllm:num_requests_running")
     )
 
@@ -86,7 +91,7 @@ def test_launch_interrupted_mid_wait_leaves_nothing(standin_config):
         pgid = srv.pid
         assert pgid is not None and not srv.healthy()
         assert _group_left(pgid) == [], "a vLLM process of the interrupted launch is still alive"
-        assert server.port_is_free(srv.port)
+        assert processes.port_is_free(srv.port)
         assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
         assert srv not in server.running_servers()
     finally:

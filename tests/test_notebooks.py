@@ -11,10 +11,14 @@ import psutil
 import pytest
 from conftest import serves_features
 from proctools import group_left, vllm_processes
+from shared_kernel import SharedKernel
 
-from helpers import bench, notebook_run, notebooks, recipes, server
+from helpers.bench import results as bench
+from helpers.config import resolve as recipes
 from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
+from helpers.server import processes as server
+from tools import notebook_build, notebook_run, notebooks
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
@@ -24,8 +28,8 @@ def _cells(path: Path) -> list[dict]:
 
 
 def test_committed_notebooks_match_the_template():
-    stale = notebooks.build(check=True)
-    assert stale == [], f"run `python -m helpers.notebooks build`: {stale}"
+    stale = notebook_build.build(check=True)
+    assert stale == [], f"run `python -m tools.notebooks build`: {stale}"
 
 
 def test_one_notebook_per_gpu_target_plus_quickstart():
@@ -33,7 +37,7 @@ def test_one_notebook_per_gpu_target_plus_quickstart():
     for target in recipes.list_targets():
         if target != "cpu":
             assert target.replace("-", "_") in names
-    assert notebooks.QUICKSTART in names
+    assert notebook_build.QUICKSTART in names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -72,7 +76,9 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     (out / "models").symlink_to(models, target_is_directory=True)
     monkeypatch.setenv("COOKBOOK_OUT", str(out))
     started = time.time()
-    executed = notebooks.run_notebook(REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb")
+    executed = notebook_run.run_notebook(
+        REPO_ROOT / "notebooks" / f"{notebook_build.QUICKSTART}.ipynb"
+    )
     assert out_dir() == out
     assert executed.exists() and executed.parent == out / "notebooks"
     fresh = [p for p in out.rglob("*") if p.is_file() and p.stat().st_mtime >= started]
@@ -149,7 +155,7 @@ def _assert_clean_outputs(executed: Path, *, stand_in: bool) -> None:
 
 
 def _png_title(path: Path) -> str:
-    """The title a saved plot carries in its PNG metadata (helpers.plots writes it)."""
+    """The title a saved plot carries in its PNG metadata (helpers.bench.plots writes it)."""
     from PIL import Image
 
     with Image.open(path) as im:
@@ -164,13 +170,13 @@ TARGET_NOTEBOOKS = [
     p
     for p in NOTEBOOKS
     if json.loads(p.read_text())["metadata"].get("cookbook", {}).get("target")
-    and p.stem != notebooks.QUICKSTART
+    and p.stem != notebook_build.QUICKSTART
 ]
 
 
 def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
     """The launch/stop code each target notebook runs is the quickstart's, which CI executes."""
-    quick = REPO_ROOT / "notebooks" / f"{notebooks.QUICKSTART}.ipynb"
+    quick = REPO_ROOT / "notebooks" / f"{notebook_build.QUICKSTART}.ipynb"
     for marker in ("server.launch_server(serve_cfg", "srv.stop()"):
         expected = _cell_sources(quick, marker)
         assert len(expected) == 1
@@ -207,7 +213,7 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         "bench_input_len": 16,
         "bench_output_len": 8,
     }
-    executed = notebooks.run_notebook(path, params, progress=False, kernel=shared_kernel)
+    executed = notebook_run.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
@@ -315,14 +321,14 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path, 
         }
         (folder / "nb.ipynb").write_text(nbformat.writes(nb))
     texts = []
-    with notebooks.SharedKernel() as kernel:
+    with SharedKernel() as kernel:
         pid = kernel.km.provisioner.process.pid
         for i, folder in enumerate((first, second, first)):
             if i < 2:
                 monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / f"o{i}"))
             else:
                 monkeypatch.delenv("COOKBOOK_OUT")
-            out = notebooks.run_notebook(
+            out = notebook_run.run_notebook(
                 folder / "nb.ipynb",
                 {"value": i},
                 output=tmp_path / f"out{i}.ipynb",
@@ -358,14 +364,14 @@ def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch
     assert any("... still in '1. First step'" in ln for ln in lines), said  # the heartbeat
     assert re.search(r"done: executed tiny\.ipynb in \d+ s -> ", lines[-1]), lines[-1]
 
-    good = notebooks.run_notebook("tiny.ipynb", output=dest, progress=False)
+    good = notebook_run.run_notebook("tiny.ipynb", output=dest, progress=False)
     assert good == dest and "second ok" in dest.read_text()
     before = dest.read_text()
     with pytest.raises(
         CookbookError,
         match=r"failed in cell .*asked to fail.*tiny\.failed\.ipynb.*last good run stays at",
     ):
-        notebooks.run_notebook("tiny.ipynb", {"fail": True}, output=dest, progress=False)
+        notebook_run.run_notebook("tiny.ipynb", {"fail": True}, output=dest, progress=False)
     assert dest.read_text() == before  # the last good copy is kept
     assert "asked to fail" in (tmp_path / "out" / "tiny.failed.ipynb").read_text()
     assert not list((tmp_path / "out").glob(".*running*"))  # no temporary copy left
@@ -374,11 +380,11 @@ def test_runner_reports_steps_and_keeps_the_last_good_copy(tmp_path, monkeypatch
 def test_a_missing_notebook_lists_the_notebooks(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(REPO_ROOT / "notebooks")
     assert (
-        notebooks.resolve_notebook("h100.ipynb") == REPO_ROOT / "notebooks" / "h100.ipynb"
+        notebook_run.resolve_notebook("h100.ipynb") == REPO_ROOT / "notebooks" / "h100.ipynb"
     )  # from here
     monkeypatch.chdir(REPO_ROOT)
     with pytest.raises(CookbookError) as ei:
-        notebooks.resolve_notebook("notebooks/h10.ipynb")
+        notebook_run.resolve_notebook("notebooks/h10.ipynb")
     msg = str(ei.value)
     assert "No notebook at notebooks/h10.ipynb" in msg and "notebooks/h100.ipynb" in msg
     assert "build" not in msg

@@ -9,14 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import planner, recipes
+from helpers.config import load
+from helpers.config import resolve as recipes
 from helpers.errors import RecipeError
+from helpers.memory import architecture, planner, tokenbudget
+from helpers.server import plan_check
 
 GiB = 2**30
 
 
 def test_architecture_from_the_registry():
-    a = planner.Architecture.from_registry()
+    a = architecture.Architecture.from_registry()
     # MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME: 52 layers
     assert (a.num_layers, a.num_mamba_layers, a.num_moe_layers, a.num_attention_layers) == (
         52,
@@ -208,7 +211,7 @@ def test_recorded_server_log_of_a_small_nemotron_h():
         "ssm_state_size": 16, "n_groups": 1, "conv_kernel": 4, "torch_dtype": "float32",
         "mamba_ssm_cache_dtype": "float32", "max_position_embeddings": 4096,
     }  # fmt: skip
-    arch = planner.Architecture.from_hf_config(cfg_json)
+    arch = architecture.Architecture.from_hf_config(cfg_json)
     # that server ran with prefix caching on (vLLM's default: Mamba cache "align" mode)
     recorded = recipes.resolve("cpu", extra_args={"--no-enable-prefix-caching": None})
     p = planner.plan(recorded, architecture=arch)
@@ -221,12 +224,12 @@ def test_recorded_server_log_of_a_small_nemotron_h():
     )
     # 1 GiB / 32768 = 32768 blocks; a 2048-token request: 16 + 1 Mamba group x 3 = 19 blocks
     assert p.num_blocks == 32768 and p.blocks_per_request(2048) == 19
-    figures = planner.server_log_figures(LOG)
+    figures = plan_check.server_log_figures(LOG)
     assert figures == {
         "kv_cache_tokens": 3_532_045, "max_model_len": 2048, "max_concurrency": 1724.63,
         "mamba_padding_pct": 258.04, "kv_budget_gib": 1.0, "dtype": "bfloat16",
     }  # fmt: skip
-    table = planner.compare_with_server(p, LOG)
+    table = plan_check.compare_with_server(p, LOG)
     assert (table["diff_pct"].abs() < 0.01).all(), table
 
 
@@ -256,21 +259,21 @@ def test_planner_matches_the_h200_servers_kv_capacity(variant):
     """The full-size architecture on vLLM 0.26.0 (H200, h200 recipe + the reference settings):
     with the server's measured KV budget the planner gives its KV tokens within 0.01 %;
     0.26.0 holds 2 Mamba blocks per group per request in align mode, 0.32.0 holds 3."""
-    from helpers import weightless
+    from helpers.weights import weightless
 
-    figures = planner.server_log_figures(H200_LOGS[variant])
+    figures = plan_check.server_log_figures(H200_LOGS[variant])
     assert set(figures) >= {"kv_cache_tokens", "max_concurrency", "max_model_len", "kv_budget_gib"}
     cfg = recipes.resolve("h200", variant, extra_args={
         "--max-model-len": 8192, "--max-num-seqs": 256, "--max-num-batched-tokens": 16384,
         "--enable-prefix-caching": True,
     })  # fmt: skip
-    arch = planner.Architecture.from_hf_config(weightless.arch_hf_config(variant))
+    arch = architecture.Architecture.from_hf_config(weightless.arch_hf_config(variant))
     p = planner.plan(
         cfg, architecture=arch, kv_budget_gb=figures["kv_budget_gib"], vllm_version="0.26.0"
     )
     assert p.mamba_blocks_per_group == 2 and p.vllm_version == "0.26.0"
     assert p.block_size == figures["block_size"]
-    table = planner.compare_with_server(p, H200_LOGS[variant])
+    table = plan_check.compare_with_server(p, H200_LOGS[variant])
     # the log rounds the budget to 0.01 GiB: 0.005 % at most
     assert (table["diff_pct"].abs() <= 0.01).all(), table
     # the version is what moved it: with 0.32.0's three blocks the plan is 25 % short
@@ -302,12 +305,12 @@ def test_planner_matches_the_standin_servers_kv_capacity(standin_server):
     assert cfg.env.get("VLLM_CPU_KVCACHE_SPACE"), "the cpu target sizes the KV cache explicitly"
     p = planner.plan(cfg)
     assert p.arch.source.endswith("config.json")
-    figures = planner.server_log_figures(standin_server.log_path)
+    figures = plan_check.server_log_figures(standin_server.log_path)
     assert {"kv_cache_tokens", "max_concurrency"} <= set(figures), standin_server.log_tail(60)
     assert figures["max_model_len"] == p.max_model_len == int(cfg.args["--max-model-len"])
     assert figures["dtype"] == p.model_dtype
     assert figures["kv_budget_gib"] == pytest.approx(p.kv_budget_gib)
-    table = planner.compare_with_server(p, standin_server.log_path)
+    table = plan_check.compare_with_server(p, standin_server.log_path)
     print("\n" + table.to_string(index=False))
     assert (table["diff_pct"].dropna().abs() <= 10).all(), table
     assert abs(p.kv_cache_tokens - figures["kv_cache_tokens"]) <= 0.10 * figures["kv_cache_tokens"]
@@ -317,7 +320,7 @@ def test_more_seqs_than_cache_blocks_is_refused_before_launch_as_vllm_would():
     """vLLM (vllm/config/compilation.py) refuses to capture full decode CUDA graphs for a Mamba
     model when --max-num-seqs exceeds the pool's blocks: the planner says so before launch,
     with the same number the diagnosis of tests/data/logs/mamba_cache_blocks.log gives after."""
-    from helpers.diagnose import diagnose
+    from helpers.server.diagnose import diagnose
 
     cfg = recipes.resolve("h100")
     per_block = planner.plan(cfg).bytes_per_block  # 6 pages of 1,089,536 B
@@ -398,14 +401,14 @@ def test_dflash_token_budget_on_vllm_0_26_is_the_logged_refusal():
 )  # fmt: skip
 def test_drafting_slots_follow_each_release(method, k, version, slots):
     # vllm/config/speculative.py max_num_new_slots_for_drafting, read in each release's wheel
-    assert planner.drafting_slots(method, k, version) == slots
+    assert tokenbudget.drafting_slots(method, k, version) == slots
 
 
 def test_token_budget_that_fits_and_the_registry_targets():
-    ok = planner.spec_token_budget(32768, 512, "dflash", 3, "0.27.0")  # the Baseten preset
+    ok = tokenbudget.spec_token_budget(32768, 512, "dflash", 3, "0.27.0")  # the Baseten preset
     assert ok.fits and ok.needed == 512 * (1 + 3 + 2)
     # no registry target is refused for its token budget
-    for name, t in recipes.load_registry().targets.items():
+    for name, t in load.load_registry().targets.items():
         if t.stand_in:
             continue
         for mode in t.speculative_modes or []:

@@ -1,4 +1,4 @@
-"""helpers.plots on the recorded benchmark results in ``tests/data/bench/``."""
+"""helpers.bench.plots on the recorded benchmark results in ``tests/data/bench/``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from helpers import bench, plots
+from helpers import errors
+from helpers.bench import plots
+from helpers.bench import results as bench
 
 DATA = Path(__file__).parent / "data" / "bench"
 
@@ -65,7 +67,7 @@ def test_pareto_other_x_column_labels_its_unit(df):
 def test_pareto_without_subtitle_and_missing_column(df):
     fig = plots.pareto(df)
     assert "\n" not in fig._suptitle.get_text()
-    with pytest.raises(plots.PlotError, match="load_results"):
+    with pytest.raises(errors.PlotError, match="load_results"):
         plots.pareto(df.drop(columns=["tokens_per_s_per_user"]))
 
 
@@ -84,9 +86,9 @@ def test_latency_vs_concurrency_panels_and_lines(df, tmp_path):
 
 
 def test_latency_vs_concurrency_rejects_unknown_metric(df):
-    with pytest.raises(plots.PlotError, match="Unknown latency metric"):
+    with pytest.raises(errors.PlotError, match="Unknown latency metric"):
         plots.latency_vs_concurrency(df, metrics=("ttfb",))
-    with pytest.raises(plots.PlotError, match="needs column"):
+    with pytest.raises(errors.PlotError, match="needs column"):
         plots.latency_vs_concurrency(df, percentiles=("p95",))
 
 
@@ -116,6 +118,6 @@ def test_acceptance_length_groups_concurrencies(df):
 
 
 def test_acceptance_length_without_spec_decode_names_the_fix(df):
-    with pytest.raises(plots.PlotError, match="speculative"):
+    with pytest.raises(errors.PlotError, match="speculative"):
         plots.acceptance_length(df[df["label"] == "standin"].drop(
             columns=["spec_decode_acceptance_length"]))  # fmt: skip

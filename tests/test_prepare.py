@@ -1,4 +1,4 @@
-"""helpers.prepare: one verb for the config a notebook serves (download / weightless / stand-in)."""
+"""helpers.weights.prepare: one verb for the config a notebook serves (download / weightless / stand-in)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import prepare, recipes
+from helpers.config import resolve as recipes
 from helpers.errors import CookbookError
+from helpers.weights import prepare
 
 
 def test_the_notebook_parameters_pick_the_mode():

@@ -8,7 +8,9 @@ import shlex
 import pytest
 import yaml
 
-from helpers import recipes, registry
+from helpers.config import flagcheck, load, serveconfig
+from helpers.config import resolve as recipes
+from helpers.config import schema as registry
 from helpers.errors import FlagError, RecipeError
 
 # Every deployment target the seeds name (issue 3), by registry key.
@@ -31,11 +33,11 @@ SEED_TARGETS = {
 
 
 def _argv_pairs(cfg):
-    return dict(recipes._pairs(cfg.cli_flags()))
+    return dict(serveconfig._pairs(cfg.cli_flags()))
 
 
 def _all_combinations():
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     for name in reg.targets:
         for variant in reg.target_variants(name):
             for mode in reg.target_modes(name):
@@ -132,7 +134,7 @@ def test_h200_matches_the_recipe_recommended_command():
     ]  # fmt: skip
     cfg = recipes.resolve("h200", vllm_version="0.28.0")  # the recipe's own release and image
     ours = _argv_pairs(cfg)
-    theirs = dict(recipes._pairs(recipe_argv))
+    theirs = dict(serveconfig._pairs(recipe_argv))
     assert {k: ours[k] for k in theirs} == theirs
     assert set(ours) - set(theirs) == {"--served-model-name", "--revision"}
     assert cfg.model == "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
@@ -221,7 +223,7 @@ def test_rules_refuse_with_the_fix(kwargs, words):
 
 
 def test_bf16_memory_minimum_per_replica():
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     reg.targets["small"] = reg.targets["l40s"].model_copy(update={"variants": ["bf16", "nvfp4"]})
     with pytest.raises(
         RecipeError, match=r"needs at least 72 GB .* has 48 GB: use the NVFP4 variant"
@@ -233,7 +235,7 @@ def test_bf16_memory_minimum_per_replica():
 
 
 def test_dspark_draft_tokens_below_block_size_is_refused():
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     reg.targets["h100"].speculative_overrides = {
         "dspark": registry.SpeculativeOverride(
             config=registry.SpeculativeConfigLayer(num_speculative_tokens=2)
@@ -263,8 +265,8 @@ def test_bad_choice_and_bad_speculative_key_are_reported():
 
 
 def test_every_registry_flag_has_a_why():
-    reasons = recipes.flag_reasons()
-    reg = recipes.load_registry()
+    reasons = load.flag_reasons()
+    reg = load.load_registry()
     flags = set(reg.model.base_args)
     for v in reg.variants.values():
         flags |= set(v.args)
@@ -337,11 +339,11 @@ def test_misspelled_speculative_method_is_reported_with_the_valid_ones():
     assert err.value.flags == ["--speculative-config"]
     msg = str(err.value)
     assert "'dsprak'" in msg
-    valid = recipes.speculative_methods()
+    valid = flagcheck.speculative_methods()
     assert {"mtp", "dflash", "dspark", "ngram"} <= set(valid)
     assert f"valid methods: {', '.join(valid)}" in msg
     # every method the registry uses is one the installed vLLM knows
-    for mode in recipes.load_registry().speculative.values():
+    for mode in load.load_registry().speculative.values():
         if mode.config is not None:
             assert mode.config.method in valid
 
@@ -379,7 +381,7 @@ def test_every_rendered_command_is_accepted_by_vllm_parser(target):
         rendered["truss"] = yaml.safe_load(cfg.truss_config())["docker_server"]["start_command"]
     for name, text in rendered.items():
         argv = _serve_flags(_split_rendered(text), cfg)
-        recipes.validate_argv(argv, target_version=cfg.vllm_version)
+        flagcheck.validate_argv(argv, target_version=cfg.vllm_version)
         if name == "truss":  # weights are served from their mounts
             assert argv[0] == f"/models/{cfg.served_model_name}", name
         else:  # the rendering carries exactly the config's flags

@@ -1,4 +1,4 @@
-"""The registry's schema (helpers.registry, helpers.registry_load): typed, unknown keys and values refused with the fix.
+"""The registry's schema (helpers.config.schema, helpers.config.load): typed, unknown keys and values refused with the fix.
 
 Also: the helpers' import graph has no cycle through the registry / recipes / planner /
 install modules (issue 12).
@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import recipes, registry, registry_load
+from helpers.config import load
+from helpers.config import load as registry_load
+from helpers.config import resolve as recipes
+from helpers.config import schema as registry
 from helpers.errors import RecipeError, RegistryError
 from helpers.paths import REPO_ROOT
 
@@ -27,7 +30,7 @@ def _write(tmp_path: Path, data: dict) -> Path:
 
 
 def test_the_real_registry_loads_typed():
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     assert isinstance(reg, registry.Registry)
     assert reg.targets["h100"].gpu.arch == "hopper"
     assert reg.targets["h100"].overrides == ["hopper"]
@@ -35,13 +38,13 @@ def test_the_real_registry_loads_typed():
     assert reg.model.architecture.hybrid_override_pattern.count("*") == 6
     assert reg.deployments["replicas"].layout == "replicas"
     assert set(reg.gpu_targets()) == set(reg.targets) - {"cpu"}
-    assert len(recipes.flag_reasons()) > 20
+    assert len(load.flag_reasons()) > 20
 
 
 def test_load_registry_returns_a_private_copy():
-    reg = recipes.load_registry()
+    reg = load.load_registry()
     reg.targets["h100"].args["--max-num-seqs"] = 1
-    assert "--max-num-seqs" not in recipes.load_registry().targets["h100"].args
+    assert "--max-num-seqs" not in load.load_registry().targets["h100"].args
 
 
 def test_misspelled_key_names_the_file_the_key_path_and_the_closest_key(tmp_path):
@@ -49,7 +52,7 @@ def test_misspelled_key_names_the_file_the_key_path_and_the_closest_key(tmp_path
     data["targets"]["h100"]["varaint"] = data["targets"]["h100"].pop("variant")
     path = _write(tmp_path, data)
     with pytest.raises(RegistryError) as err:
-        recipes.load_registry(path)
+        load.load_registry(path)
     msg = str(err.value)
     assert str(path) in msg and err.value.source == str(path)
     assert "targets.h100.varaint: unknown key 'varaint' (did you mean 'variant'?)" in msg
@@ -64,7 +67,7 @@ def test_misspelled_nested_key_is_refused(tmp_path):
         RegistryError,
         match=r"speculative\.mtp\.config\.num_speculative_tokenz: unknown key .*did you mean 'num_speculative_tokens'",
     ):
-        recipes.load_registry(_write(tmp_path, data))
+        load.load_registry(_write(tmp_path, data))
 
 
 def test_out_of_vocabulary_value_lists_the_allowed_values(tmp_path):
@@ -72,7 +75,7 @@ def test_out_of_vocabulary_value_lists_the_allowed_values(tmp_path):
     data["targets"]["h100"]["gpu"]["arch"] = "hoper"
     data["targets"]["a100"]["overrides"] = ["ampre"]
     with pytest.raises(RegistryError) as err:
-        recipes.load_registry(_write(tmp_path, data))
+        load.load_registry(_write(tmp_path, data))
     msg = str(err.value)
     assert (
         "targets.h100.gpu.arch: value 'hoper' is not allowed (did you mean 'hopper'?); allowed values: ampere, ada, hopper, blackwell, cpu"
@@ -90,7 +93,7 @@ def test_unknown_hardware_override_key_lists_the_allowed_keys(tmp_path):
         RegistryError,
         match=r"variants\.nvfp4\.hardware_overrides\.hoper: key 'hoper' is not allowed \(did you mean 'hopper'\?\); allowed values: hopper, ampere",
     ):
-        recipes.load_registry(_write(tmp_path, data))
+        load.load_registry(_write(tmp_path, data))
 
 
 def test_names_the_registry_defines_are_checked_against_it():
@@ -142,11 +145,11 @@ def test_resolve_accepts_an_edited_mapping_and_validates_it():
 
 def test_missing_file_and_bad_yaml_name_the_file(tmp_path):
     with pytest.raises(RegistryError, match="not found"):
-        recipes.load_registry(tmp_path / "nope.yaml")
+        load.load_registry(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("targets: [unclosed\n")
     with pytest.raises(RegistryError, match="bad.yaml is not valid YAML"):
-        recipes.load_registry(bad)
+        load.load_registry(bad)
 
 
 def test_flags_file_keys_must_be_flags(tmp_path):

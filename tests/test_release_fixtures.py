@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import client as hc
-from helpers import recipes
+from helpers import errors
+from helpers.chat import parse as hc
+from helpers.chat import stream as stream_mod
+from helpers.config import resolve as recipes
 
 DATA = Path(__file__).parent / "data" / "responses"
 INDEX = json.loads((DATA / "index.json").read_text())
@@ -40,11 +42,11 @@ def _parse(obj, spec):
         warnings.simplefilter("ignore")  # truncation warnings are the point of some recordings
         try:
             r = (
-                hc.collect_stream(obj, **kw)
+                stream_mod.collect_stream(obj, **kw)
                 if isinstance(obj, list)
                 else hc.parse_response(obj, **kw)
             )
-        except hc.ResponseError as e:  # a recording the client refuses (wrong tool parser)
+        except errors.ResponseError as e:  # a recording the client refuses (wrong tool parser)
             return ("error", str(e).split(":")[0])
     return (r.reasoning, r.content, [(c.name, c.arguments) for c in r.tool_calls], r.finish_reason)
 
@@ -98,4 +100,8 @@ def test_the_older_reasoning_field_name_is_read_too():
         for ch in chunk.get("choices", []):
             if "reasoning" in ch.get("delta", {}):
                 ch["delta"]["reasoning_content"] = ch["delta"].pop("reasoning")
-    assert hc.collect_stream(renamed).reasoning == hc.collect_stream(stream).reasoning != ""
+    assert (
+        stream_mod.collect_stream(renamed).reasoning
+        == stream_mod.collect_stream(stream).reasoning
+        != ""
+    )

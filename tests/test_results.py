@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from helpers import results, weightless
 from helpers.errors import ResponseError
 from helpers.paths import REPO_ROOT
+from helpers.weights import weightless
+from tools import results_pages as results
 
 NB = REPO_ROOT / "notebooks"
 

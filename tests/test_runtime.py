@@ -1,4 +1,4 @@
-"""Runtime naming and routing (helpers.runtime), the Colab targets' planner-derived flags, the
+"""Runtime naming and routing (helpers.machine.runtime), the Colab targets' planner-derived flags, the
 "Open in Colab" badges, and the notebook lint (no background shell, no unbounded wait).
 
 GPU listings: ``tests/data/hardware/`` (its README says which are real recordings; the Colab
@@ -13,19 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from helpers import hardware, notebooks, planner, recipes, runtime
+from helpers import errors
+from helpers.config import load
+from helpers.config import resolve as recipes
+from helpers.machine import gpus, hardware, runtime
+from helpers.machine import runtime as runtime_mod
+from helpers.memory import planner
 from helpers.paths import REPO_ROOT
+from tools import notebook_build, notebooks
 
 DATA = Path(__file__).parent / "data" / "hardware"
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
 
 def smi(name: str):
-    return hardware.parse_nvidia_smi((DATA / f"{name}.csv").read_text())
+    return gpus.parse_nvidia_smi((DATA / f"{name}.csv").read_text())
 
 
 def nvml(name: str):
-    return hardware.gpus_from_records(json.loads((DATA / f"{name}_nvml.json").read_text()))
+    return gpus.gpus_from_records(json.loads((DATA / f"{name}_nvml.json").read_text()))
 
 
 # fixture -> (runtime key, routed target, stand-in?)
@@ -71,11 +77,11 @@ def test_a100_sizes_and_g4_and_cpu():
 
 
 def test_unknown_gpu_uses_the_registry_match_or_says_why_not():
-    gh200 = [hardware.GPU(0, "NVIDIA GH200 480GB", 95.0, "9.0")]
+    gh200 = [gpus.GPU(0, "NVIDIA GH200 480GB", 95.0, "9.0")]
     r = runtime.route(runtime.classify(gh200, colab=False))
     assert runtime.classify(gh200, colab=False).key == "unknown"
     assert not r.stand_in and r.target in hardware.match_targets(gh200)
-    v100 = [hardware.GPU(0, "Tesla V100-SXM2-16GB", 16.0, "7.0")]
+    v100 = [gpus.GPU(0, "Tesla V100-SXM2-16GB", 16.0, "7.0")]
     r = runtime.route(runtime.classify(v100, colab=False))
     assert r.stand_in and "Tesla V100" in r.reason
 
@@ -95,7 +101,7 @@ def test_l4_max_model_len_is_the_planners_number():
     assert p.weights_gib == pytest.approx(17.2)
     # without the measured weights and the smaller reserve it would not start: the hints matter
     assert not planner.plan(cfg, activation_reserve_gb=4.0).fits or p.weights_gib < 18
-    choices = recipes.load_registry().model.choices
+    choices = load.load_registry().model.choices
     assert f"{p.max_len_for(seqs):,}" in choices["colab_l4"]
 
 
@@ -122,7 +128,7 @@ def test_every_notebook_badge_opens_its_own_path(path):
     first = json.loads(path.read_text())["cells"][0]
     text = "".join(first["source"])
     urls = re.findall(r"\(https://colab\.research\.google\.com/github/([^)]+)\)", text)
-    repo = recipes.load_registry().repository
+    repo = load.load_registry().repository
     assert urls == [f"{repo}/blob/main/notebooks/{path.name}"], text[:300]
     assert text.startswith(
         "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
@@ -131,7 +137,7 @@ def test_every_notebook_badge_opens_its_own_path(path):
 
 def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
     readme = (REPO_ROOT / "README.md").read_text()
-    repo = recipes.load_registry().repository
+    repo = load.load_registry().repository
     urls = re.findall(r"https://colab\.research\.google\.com/github/([^)\s]+)", readme)
     assert urls, "README has no Open in Colab badge"
     for u in urls:
@@ -139,26 +145,26 @@ def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
         assert (REPO_ROOT / u.split("/blob/main/", 1)[1]).is_file(), u
     linked = {u.rsplit("/", 1)[1] for u in urls}
     assert linked == {p.name for p in NOTEBOOKS}  # one badge per notebook, none stale
-    assert notebooks.readme_badges(readme) == readme
+    assert notebook_build.readme_badges(readme) == readme
 
 
 def test_repository_must_be_owner_slash_name():
     def reg(repo: str):
-        return recipes.load_registry().model_copy(update={"repository": repo})
+        return load.load_registry().model_copy(update={"repository": repo})
 
-    with pytest.raises(notebooks.CookbookError, match="owner/name"):
-        notebooks.repository(reg("not a repo"))
-    assert notebooks.colab_url("notebooks/x.ipynb", reg("a/b")) == (
+    with pytest.raises(errors.CookbookError, match="owner/name"):
+        runtime_mod.repository(reg("not a repo"))
+    assert runtime_mod.colab_url("notebooks/x.ipynb", reg("a/b")) == (
         "https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb"
     )
 
 
 def test_workshop_source_default_comes_from_the_registry_repository():
-    cells = json.loads((REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb").read_text())[
+    cells = json.loads((REPO_ROOT / "notebooks" / f"{notebook_build.WORKSHOP}.ipynb").read_text())[
         "cells"
     ]
     params = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
-    repo = recipes.load_registry().repository
+    repo = load.load_registry().repository
     assert f'cookbook_source = "git+https://github.com/{repo}"' in "".join(params["source"])
 
 
@@ -209,7 +215,7 @@ def test_lint_passes(cell):
 
 @pytest.mark.parametrize("target", ["l4", "a100-40gb"])
 def test_colab_target_notebook_carries_the_planners_verdict(target):
-    assert recipes.load_registry().targets[target].colab_runtime
+    assert load.load_registry().targets[target].colab_runtime
     p = planner.plan(recipes.resolve(target))
     nb = json.loads((REPO_ROOT / "notebooks" / f"{target.replace('-', '_')}.ipynb").read_text())
     intro = "".join(nb["cells"][0]["source"])
@@ -219,8 +225,8 @@ def test_colab_target_notebook_carries_the_planners_verdict(target):
 
 def test_changing_the_repository_repoints_every_readme_badge():
     readme = (REPO_ROOT / "README.md").read_text()
-    moved = notebooks.readme_badges(
-        readme, recipes.load_registry().model_copy(update={"repository": "acme/lightning"})
+    moved = notebook_build.readme_badges(
+        readme, load.load_registry().model_copy(update={"repository": "acme/lightning"})
     )
     repos = set(re.findall(r"colab\.research\.google\.com/github/([^/]+/[^/]+)/blob", moved))
     assert repos == {"acme/lightning"}

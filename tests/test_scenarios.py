@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import bench, recipes, scenarios
+from helpers.bench import scenarios
+from helpers.bench import sweep as bench
+from helpers.config import resolve as recipes
 from helpers.errors import RecipeError
 
 
@@ -141,7 +143,7 @@ def test_scaling_refuses_what_the_standin_cannot_serve():
 
 def test_scenarios_fit_the_h100_plan():
     """Every GPU-size scenario at its largest concurrency fits 1x H100 NVFP4 (planner)."""
-    from helpers import planner
+    from helpers.memory import planner
 
     cfg = recipes.resolve("h100")
     for s in scenarios.load_scenarios().values():

@@ -1,4 +1,4 @@
-"""helpers.server: a real vLLM CPU server's whole life.
+"""helpers.server.vllm_server: a real vLLM CPU server's whole life.
 
 Fast tests (no server) check the pieces that need no process: phases read from a recorded
 start-up log, the launch command, the port check, the cache environment, leftover records.
@@ -27,20 +27,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import recipes
-from helpers import server as server_mod
+from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, FlagError, ServerStartError
 from helpers.paths import REPO_ROOT
-from helpers.server import (
+from helpers.server import processes
+from helpers.server import vllm_server as server_mod
+from helpers.server.processes import (
     LeftoverServerWarning,
     ServerRecord,
-    VLLMServer,
-    attach_server,
     find_leftovers,
     free_port,
     port_is_free,
-    startup_phase,
 )
+from helpers.server.vllm_log import startup_phase
+from helpers.server.vllm_server import VLLMServer, attach_server
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -302,7 +302,7 @@ def test_context_manager_leaves_no_process_and_frees_the_port(fake_vllm):
     assert _group_left(record.pgid) == []
     # Free for the next server: vLLM binds with SO_REUSEADDR, as port_is_free does. (A plain
     # bind can still fail for ~60 s: connections the server closed sit in TIME_WAIT.)
-    assert port_is_free(port) and server_mod.port_holder(port) is None
+    assert port_is_free(port) and processes.port_holder(port) is None
     assert not Path(record.path).exists()
     assert not srv.is_running()
     print(

@@ -11,8 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import bench, notebooks, recipes
+from helpers import errors
+from helpers.bench import stats
+from helpers.bench import sweep as bench
+from helpers.config import resolve as recipes
 from helpers.paths import REPO_ROOT
+from tools import notebook_run as notebooks
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
 
@@ -22,20 +26,20 @@ NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
 
 def test_spread_and_compare_call_small_differences_noise():
     runs = pd.DataFrame({"output_throughput": [100.0, 104.0, 98.0]})
-    s = bench.spread(runs)
+    s = stats.spread(runs)
     assert (s.n, s.min, s.max) == (3, 98.0, 104.0)
     assert s.noise_pct == pytest.approx(600 / (302 / 3))  # (104 - 98) / mean x 100 = 5.96 %
-    small = bench.compare(100.0, 103.0, noise=s, names=("none", "ngram"))
+    small = stats.compare(100.0, 103.0, noise=s, names=("none", "ngram"))
     assert small.winner is None and "noise, not a win" in small.verdict
-    big = bench.compare(100.0, 120.0, noise=s, names=("none", "ngram"))
+    big = stats.compare(100.0, 120.0, noise=s, names=("none", "ngram"))
     assert big.winner == "ngram" and "beats none by 20.0%" in big.verdict
     # latency: lower is better
-    tpot = bench.compare(10.0, 8.0, metric="median_tpot_ms", noise=5.0, names=("none", "dspark"))
+    tpot = stats.compare(10.0, 8.0, metric="median_tpot_ms", noise=5.0, names=("none", "dspark"))
     assert tpot.winner == "dspark"
-    unknown = bench.compare(1.0, 2.0)
+    unknown = stats.compare(1.0, 2.0)
     assert unknown.winner == "B" and "noise unknown" in unknown.verdict
-    with pytest.raises(bench.BenchError):
-        bench.spread(pd.DataFrame({"output_throughput": [1.0]}))
+    with pytest.raises(errors.BenchError):
+        stats.spread(pd.DataFrame({"output_throughput": [1.0]}))
 
 
 def test_rank_and_winner():
@@ -47,13 +51,13 @@ def test_rank_and_winner():
             "output_throughput_per_gpu": [50.0, 240.0, 80.0, 160.0, 78.0, 200.0],
         }
     )
-    lat = bench.rank(df, "tokens_per_s_per_user", concurrency=1, noise=5.0)
+    lat = stats.rank(df, "tokens_per_s_per_user", concurrency=1, noise=5.0)
     assert list(lat["label"]) == ["ngram", "mtp", "none"]
     assert lat.iloc[1]["verdict"] == "within noise of best"
-    assert bench.winner(lat).startswith("no clear winner: ngram, mtp")
-    thr = bench.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
+    assert stats.winner(lat).startswith("no clear winner: ngram, mtp")
+    thr = stats.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
     assert thr.iloc[0]["label"] == "none" and thr.iloc[0]["concurrency"] == 8
-    assert bench.winner(thr).startswith("none — none beats mtp by")
+    assert stats.winner(thr).startswith("none — none beats mtp by")
 
 
 def test_every_point_warms_up_runs_long_and_has_its_own_seed():

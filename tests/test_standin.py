@@ -16,8 +16,11 @@ import time
 
 import pytest
 
-from helpers import standin
-from helpers.standin import build_standin_model, load_demo, render_chat, standin_hash
+from helpers.standin import build as standin
+from helpers.standin import data, template, train
+from helpers.standin.build import build_standin_model, standin_hash
+from helpers.standin.data import load_demo
+from helpers.standin.template import render_chat
 
 DEMO = load_demo()
 TOOLS = DEMO["tools"]
@@ -115,7 +118,7 @@ def _tool_results(r):
             {
                 "role": "tool",
                 "tool_call_id": c.id,
-                "content": standin.tool_result(DEMO, c.function.name, city),
+                "content": data.tool_result(DEMO, c.function.name, city),
             }
         )
     return out
@@ -259,8 +262,8 @@ def test_config_is_nemotron_h(built):
     cfg = json.loads((built / "config.json").read_text())
     assert cfg["architectures"] == ["NemotronHForCausalLM"]
     assert cfg["model_type"] == "nemotron_h"
-    assert cfg["hybrid_override_pattern"] == standin.RECIPE.pattern
-    assert "E" not in standin.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (docs/DESIGN.md)
+    assert cfg["hybrid_override_pattern"] == train.RECIPE.pattern
+    assert "E" not in train.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (docs/DESIGN.md)
     assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (docs/DESIGN.md)
     assert standin_summary_mentions_params()
 
@@ -283,7 +286,7 @@ def test_hash_follows_training_data():
     assert standin_hash(demo) != base
     import dataclasses
 
-    assert standin_hash(DEMO, dataclasses.replace(standin.RECIPE, seed=1)) != base
+    assert standin_hash(DEMO, dataclasses.replace(train.RECIPE, seed=1)) != base
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +369,7 @@ def test_template_tools_and_history(tokenizer):
 
 
 def test_marker_tokens_are_single_tokens(tokenizer):
-    for t in standin.SPECIAL_TOKENS + standin.MARKER_TOKENS:
+    for t in template.SPECIAL_TOKENS + template.MARKER_TOKENS:
         assert tokenizer.convert_tokens_to_ids(t) is not None
         assert len(tokenizer.encode(t, add_special_tokens=False)) == 1, t
     assert tokenizer.eos_token == "<|im_end|>"
@@ -384,7 +387,7 @@ NO_PREFIX_CACHING = "--no-enable-prefix-caching"
 
 
 def test_the_cpu_target_serves_without_prefix_caching():
-    from helpers.recipes import resolve
+    from helpers.config.resolve import resolve
 
     flags = resolve("cpu").with_model("/models/standin").cli_flags()
     assert NO_PREFIX_CACHING in flags and "--enable-prefix-caching" not in flags

@@ -1,4 +1,4 @@
-"""Weightless architecture mode (helpers.weightless): config shape, sizes, tokenizer, vLLM parsing.
+"""Weightless architecture mode (helpers.weights.weightless): config shape, sizes, tokenizer, vLLM parsing.
 
 All on CPU. The transformers checks take a few seconds; the vLLM checks import vLLM
 (~30 s on a 2-core box, shared with the other tests that import its parser).
@@ -11,8 +11,10 @@ from fnmatch import fnmatch
 
 import pytest
 
-from helpers import weightless
-from helpers.recipes import load_registry, resolve
+from helpers import errors
+from helpers.config.load import load_registry
+from helpers.config.resolve import resolve
+from helpers.weights import weightless
 
 REGISTRY_ARCH = load_registry().model.architecture.as_config()
 
@@ -62,7 +64,7 @@ def test_config_has_the_registry_shape(variant):
 
 
 def test_unknown_variant_names_the_valid_ones():
-    with pytest.raises(weightless.WeightlessError, match="bf16, nvfp4"):
+    with pytest.raises(errors.WeightlessError, match="bf16, nvfp4"):
         weightless.arch_hf_config("fp8")
 
 
@@ -90,7 +92,7 @@ def test_cache_sizes_per_token_and_sequence():
     fp16 = weightless.mamba_state_bytes_per_sequence(ssm_cache_dtype="float16")
     assert fp32 == 23 * (64 * 64 * 128 * 4 + 3 * (4096 + 2 * 8 * 128) * 2)
     assert fp16 < fp32 / 1.9
-    with pytest.raises(weightless.WeightlessError):
+    with pytest.raises(errors.WeightlessError):
         weightless.kv_cache_bytes_per_token(kv_cache_dtype="int3")
 
 
@@ -210,9 +212,9 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
 
     nv = weightless.arch_config(resolve("h200", "nvfp4"), nvfp4_dir)
     assert nv.args["--quantization"] == "modelopt_fp4"
-    with pytest.raises(weightless.WeightlessError, match="build_arch_model"):
+    with pytest.raises(errors.WeightlessError, match="build_arch_model"):
         weightless.arch_config(resolve("h200", "nvfp4"), bf16_dir)
-    with pytest.raises(weightless.WeightlessError, match="not an architecture folder"):
+    with pytest.raises(errors.WeightlessError, match="not an architecture folder"):
         weightless.arch_config(base, bf16_dir.parent)
 
 
@@ -257,7 +259,8 @@ def test_weightless_bf16_drops_the_fast_tokenizer_that_cannot_load_its_tokenizer
     """On the H200 (vLLM 0.32.0) the BF16 weightless start died with fastokens' "unsupported
     pre-tokenizer type: WhitespaceSplit": the architecture folder's word-level tokenizer is
     not one fastokens loads. arch_config drops VLLM_USE_FASTOKENS for it, and says so."""
-    from helpers import recipes, weightless
+    from helpers.config import resolve as recipes
+    from helpers.weights import weightless
 
     path = weightless.build_arch_model("bf16", tmp_path)
     cfg = recipes.resolve("h200", "bf16")

@@ -1,4 +1,4 @@
-"""helpers.weights on real huggingface_hub code, without the network.
+"""helpers.weights.download on real huggingface_hub code, without the network.
 
 - A cache written in the hub's on-disk layout (models--org--name/blobs, snapshots/<commit>,
   refs/main) serves the offline path.
@@ -26,12 +26,14 @@ import pytest
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
-from helpers import recipes, weights
-from helpers.errors import CookbookError
-from helpers.weights import DiskSpaceError, HubAccessError, WeightsError
+from helpers.config import load
+from helpers.config import resolve as recipes
+from helpers.errors import CookbookError, DiskSpaceError, HubAccessError, WeightsError
+from helpers.weights import download as weights
+from helpers.weights import hub as hub_mod
 
 DATA = Path(__file__).parent / "data" / "hub"
-REG = recipes.load_registry()
+REG = load.load_registry()
 NVFP4 = REG.variants["nvfp4"].model_dump()
 BF16 = REG.variants["bf16"].model_dump()
 DFLASH = REG.speculative["dflash"].drafter.model_dump()
@@ -289,7 +291,7 @@ class FakeHub:
 @pytest.fixture
 def hub(monkeypatch):
     h = FakeHub()
-    # Read by helpers.weights at call time and passed to the hub as `endpoint=`, the way a
+    # Read by helpers.weights.download at call time and passed to the hub as `endpoint=`, the way a
     # notebook that sets os.environ["HF_ENDPOINT"] after importing huggingface_hub works.
     monkeypatch.setenv("HF_ENDPOINT", h.url)
     yield h
@@ -379,7 +381,7 @@ def test_local_model_path_is_left_alone(tmp_path):
 
 
 def test_stand_in_builds_the_tiny_model(monkeypatch, tmp_path):
-    from helpers import standin
+    from helpers.standin import build as standin
 
     built = tmp_path / "standin-model"
     built.mkdir()
@@ -542,20 +544,20 @@ def test_repo_size_filters_by_allow_patterns():
     from huggingface_hub.hf_api import ModelInfo
 
     info = ModelInfo(**recorded_info())
-    files = weights.matching_files(info, NVFP4["allow_patterns"])
+    files = hub_mod.matching_files(info, NVFP4["allow_patterns"])
     assert "accuracy_chart.png" not in files and ".gitattributes" not in files
     assert "nemo/model_config.yaml" not in files
     assert "modeling_nemotron_h.py" in files and "chat_template.jinja" in files
     assert len([f for f in files if f.endswith(".safetensors")]) == 4
     assert (
-        weights.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804
+        hub_mod.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804
     )  # ~ the recipe's 18 GB
-    assert weights.repo_size(info, None) > weights.repo_size(info, NVFP4["allow_patterns"])
+    assert hub_mod.repo_size(info, None) > hub_mod.repo_size(info, NVFP4["allow_patterns"])
 
 
 def test_disk_space_refusal_before_downloading(hub, cache):
     info = recorded_info()
-    free = weights.free_bytes(cache)
+    free = hub_mod.free_bytes(cache)
     # One shard larger than this disk's free space, as the hub would report it.
     shard = next(
         s for s in info["siblings"] if s["rfilename"].endswith("00001-of-00004.safetensors")
@@ -576,7 +578,7 @@ def test_disk_space_refusal_before_downloading(hub, cache):
 def test_disk_space_counts_model_and_drafter_together(hub, cache):
     hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"])
     hub.add(DFLASH["repo"], drafter_files(), commit=DFLASH["revision"])
-    free_gb = weights.free_bytes(cache) / 1e9
+    free_gb = hub_mod.free_bytes(cache) / 1e9
     with pytest.raises(DiskSpaceError) as exc:
         # Headroom chosen so the two tiny repos do not fit; 0.5 GB of margin because other
         # processes (the parallel test worker) free disk space between the two readings.
@@ -592,12 +594,13 @@ def test_disk_space_counts_model_and_drafter_together(hub, cache):
 def test_weightless_mode_fetches_only_the_drafter_before_launch(cache, tmp_path):
     """Weightless (``--load-format dummy``) with DFlash: the architecture folder is local, so
     weights.download fetches only the drafter; the server then needs no hub at all."""
-    from helpers import weightless
+    from helpers import errors
+    from helpers.weights import weightless
 
     arch = weightless.build_arch_model("nvfp4", tmp_path / "arch")
     cfg = recipes.resolve("h100", speculative="dflash")
     # a hub drafter is refused by default: vLLM would download it inside the readiness wait
-    with pytest.raises(weightless.WeightlessError, match="allow_hub_drafter=True"):
+    with pytest.raises(errors.WeightlessError, match="allow_hub_drafter=True"):
         weightless.arch_config(cfg, arch)
     draft_snap = write_cached_repo(cache, DFLASH["repo"], DFLASH["revision"], drafter_files())
     result = weights.fetch(

