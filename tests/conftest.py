@@ -1,25 +1,12 @@
 """Shared fixtures: ONE real vLLM CPU server (the stand-in) per test session, and a fake one.
 
 Which server a test uses (CI has 2 cores; a real start costs about 50 s):
-
-- ``standin_server`` (session scope): the ``cpu`` target's stand-in served by the real CPU
-  build of vLLM (``--reasoning-parser`` + ``--enable-auto-tool-choice --tool-call-parser``,
-  no prefix caching). Use it for anything that talks to a server: client calls, benchmark
-  points, notebooks (``server_url``). Never stop it. It serves every feature of the stand-in,
-  so a test (or notebook) whose config uses a subset of those features can use it too:
-  :func:`serves_features` says whether it does.
-- ``standin_config`` (session scope): that server's ServeConfig (port None), for a test whose
-  behaviour depends on the launch itself (its own flags, its own stop). Start your own server
-  only then; mark the test ``@pytest.mark.server``.
-- ``fake_vllm`` (factory): a :class:`helpers.server.vllm_server.VLLMServer` that launches
-  ``tests/fake_vllm_server.py`` instead of vLLM: vLLM-style phase lines, ``/health``, an
-  engine-like child named ``VLLM::EngineCore`` in the same process group. For process
-  mechanics that need no model (timeouts, heartbeat, process-group ending, records,
-  SIGKILL); starts in about a second, so those tests are unit tests (no marker).
-
-Markers: ``server`` (needs a real vLLM CPU server), ``notebook`` (executes a notebook with
-papermill). Both need vLLM: with vLLM not installed, they are skipped with that reason; any
-other import error fails loudly.
+``standin_server`` (session scope, never stop it) for anything that talks to a server;
+``standin_config`` (its ServeConfig, port None) only for a test whose behaviour depends on
+its own launch (mark it ``@pytest.mark.server``); ``fake_vllm`` (a VLLMServer launching
+``tests/fake_vllm_server.py``, about a second) for process mechanics that need no model, so
+those are unit tests. Markers: ``server`` (a real vLLM CPU server), ``notebook`` (papermill).
+Both need vLLM: without it they are skipped with that reason; any other import error fails.
 """
 
 from __future__ import annotations
@@ -102,7 +89,12 @@ def standin_config(standin_model):
 
 @pytest.fixture(scope="session")
 def standin_server(standin_config):
-    """One running vLLM CPU server for the session; stopped (and checked) at the end."""
+    """One running vLLM CPU server for the session; stopped (and checked) at the end.
+
+    The ``cpu`` target's stand-in on the real CPU build of vLLM (``--reasoning-parser`` +
+    ``--enable-auto-tool-choice --tool-call-parser``, no prefix caching): client calls,
+    benchmark points, notebooks (``server_url``). It serves every feature of the stand-in, so
+    a test whose config uses a subset of them can use it too (:func:`serves_features`)."""
     from helpers.server.vllm_server import VLLMServer
 
     srv = VLLMServer(standin_config)
@@ -172,8 +164,11 @@ def make_fake_server(*flags: str, port: int | None = None, model: str = FakeConf
 
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
-    """Factory ``fake_vllm(*flags, port=None, model=None, **VLLMServer options)``; records and logs go
-    to this test's own ``out/`` (``COOKBOOK_OUT``); every server it made is stopped after."""
+    """Factory ``fake_vllm(*flags, port=None, model=None, **VLLMServer options)``; records and
+    logs go to this test's own ``out/`` (``COOKBOOK_OUT``); every server it made is stopped after.
+
+    vLLM-style phase lines, ``/health``, an engine-like child named ``VLLM::EngineCore`` in the
+    same process group: timeouts, heartbeat, process-group ending, records, SIGKILL."""
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     made = []
 

@@ -1,29 +1,15 @@
 """A fake vLLM server process: process mechanics without a model (standard library, plus
 the recorded-log header reader of ``tests/record_logs.py``).
 
-``helpers.server.vllm_server`` lifecycle logic that does not depend on a model (start-up timeout,
+``helpers.server.vllm_server`` lifecycle logic that needs no model (start-up timeout,
 heartbeat, phase names, process-group ending, server records, an owner or API server killed
 with SIGKILL) is tested against this script instead of a real vLLM start (about 50 s on 2
-cores each). It behaves like ``python -m vllm.entrypoints.openai.api_server`` where the
-lifecycle code looks:
-
-- prints start-up lines in vLLM 0.32.0's wording (copied from the recorded CPU start in
-  ``tests/data/logs/startup_cpu.log``), so :func:`helpers.server.vllm_log.startup_phase` reads them;
-- forks an engine-like child whose process title is ``VLLM::EngineCore`` (``setproctitle``,
-  as vLLM's ``vllm/utils/system_utils.py`` does) and which, like a real engine core whose
-  API server died, does NOT exit when its parent dies: only ending the process group ends it;
-- serves ``GET /health`` (200) and ``GET /v1/models`` on ``--host`` / ``--port`` once ready.
-
-Options: ``--never-ready`` stays in the weight-loading phase forever (a shard progress line
-that never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving;
-``--replay LOG`` prints a start-failure log recorded from a real vLLM launch
-(``tests/record_logs.py``: its ``#`` header lines left out) and exits with the code its
-header names, as vLLM did (no engine child: those failures end the API server before it
-spawns one). Any other flag (every vLLM flag the config carries) is accepted and ignored.
-
-Real vLLM lifecycles stay in the suite: the session stand-in server (started, used, stopped
-and checked), the quickstart notebook's own launch and stop, the speculative notebook's
-n-gram server, and the two fleet replicas (one killed mid-sweep).
+cores each). It prints start-up lines in vLLM 0.32.0's wording (from
+``tests/data/logs/startup_cpu.log``), forks a ``VLLM::EngineCore`` child that outlives its
+parent as a real engine core does, and serves ``/health`` and ``/v1/models`` once ready
+(options: :func:`main`). Real vLLM lifecycles stay in the suite: the session stand-in server,
+the quickstart notebook's launch and stop, the speculative notebook's n-gram server, and the
+two fleet replicas (one killed mid-sweep).
 """
 
 from __future__ import annotations
@@ -47,7 +33,9 @@ def _log(who: str, pid: int, text: str) -> None:
 
 
 def _engine_core() -> None:
-    """The child: named like vLLM's engine core, ignores its parent's death, sleeps."""
+    """The child: named like vLLM's engine core (``setproctitle``, as vLLM's
+    ``vllm/utils/system_utils.py`` does), ignores its parent's death, sleeps: like a real
+    engine core whose API server died, only ending the process group ends it."""
     try:
         import setproctitle
 
@@ -102,6 +90,15 @@ def _replay(path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Act like ``python -m vllm.entrypoints.openai.api_server`` where the lifecycle code looks.
+
+    ``--never-ready`` stays in the weight-loading phase forever (a shard progress line that
+    never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving;
+    ``--replay LOG`` prints a start-failure log recorded from a real vLLM launch (its ``#``
+    header lines left out) and exits with the code its header names, as vLLM did (no engine
+    child: those failures end the API server before it spawns one). Any other flag (every
+    vLLM flag the config carries) is accepted and ignored.
+    """
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="fake")
     parser.add_argument("--served-model-name", default=None)

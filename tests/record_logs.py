@@ -1,30 +1,15 @@
 """Record the start-failure logs the suite replays, from real launches of the installed vLLM.
 
-``tests/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its
-recorded exit code, so the start-failure path of :class:`helpers.server.vllm_server.VLLMServer` (dead
-process seen at once, log tail in the error, diagnosis, nothing left, port free) is tested in
-about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
-What vLLM prints comes from here: each failure is launched for real, through
-:class:`helpers.server.vllm_server.VLLMServer` with the pre-launch check that would have stopped it
-turned off (as a user who skips it would), on the built stand-in:
-
-- ``unrecognized_arguments``: ``--bogus-flag 1`` (``validate_flags=False``): vLLM's own
-  argument parser exits with code 2;
-- ``max_model_len_too_long``: ``--max-model-len 1000000000`` (``validate_flags=False``):
-  ModelConfig refuses a length above the derived maximum;
-- ``damaged_config``: a copy of the stand-in with ``config.json`` cut short
-  (``check_model=False``).
-
-Each log is written to ``tests/data/logs/<name>.log``: two header lines (release, what was
-launched, exit code) and the server's log with machine paths replaced by ``<repo>``,
-``<site-packages>``, ``<stdlib>``, ``<python>`` and ``<tmp>``. ``tests/test_diagnose.py`` checks the
-diagnosis of each; ``tests/test_faults.py`` checks each header names the installed release,
-so a vLLM upgrade fails there until this script has been run again.
-
+``tests/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its recorded
+exit code, so the start-failure path of :class:`helpers.server.vllm_server.VLLMServer` is tested
+in about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
+Each failure of :data:`FAILURES` is launched for real on the built stand-in, with the
+pre-launch check that would have stopped it turned off, and written by :func:`record`.
+``tests/test_diagnose.py`` checks each diagnosis; ``tests/test_faults.py`` checks each header
+names the installed release, so a vLLM upgrade fails there until this script runs again.
 Usage, from the repository root (about 1 minute per log on 2 cores)::
 
-    .venv/bin/python tests/record_logs.py                       # all three
-    .venv/bin/python tests/record_logs.py unrecognized_arguments
+    .venv/bin/python tests/record_logs.py [unrecognized_arguments ...]   # default: all three
 """
 
 from __future__ import annotations
@@ -40,7 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "data" / "logs"
 
-#: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage to a copy)
+#: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage to a copy):
+#: vLLM's own argument parser exits with code 2 on ``--bogus-flag``; ModelConfig refuses a
+#: length above the derived maximum; a ``config.json`` cut short fails the model load.
 FAILURES = {
     "unrecognized_arguments": (
         "--bogus-flag 1 on the stand-in (validate_flags=False)",
@@ -107,6 +94,10 @@ def sanitise(text: str, tmp: Path) -> str:
 
 def record(name: str) -> Path:
     """Launch failure ``name`` for real and write its log; returns the file written.
+
+    ``tests/data/logs/<name>.log``: two header lines (release, what was launched, exit code)
+    and the server's log with machine paths replaced (:func:`sanitise`: ``<repo>``,
+    ``<site-packages>``, ``<stdlib>``, ``<python>``, ``<tmp>``).
 
     Raises:
         SystemExit: the launch did not fail, or failed without an exit code.

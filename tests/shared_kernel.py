@@ -15,23 +15,23 @@ from tools.notebook_run import kernel_config
 
 
 class SharedKernel:
-    """One Jupyter kernel that several :func:`run_notebook` calls execute in, one after
-    another, so the imports every notebook repeats (``helpers``, pandas, matplotlib, and
-    vLLM's benchmark module: about 15 s of CPU on 2 cores each) are paid once.
+    """One Jupyter kernel that several :func:`tools.notebook_run.run_notebook` calls execute
+    in, one after another, so the imports every notebook repeats (``helpers``, pandas,
+    matplotlib, and vLLM's benchmark module: about 15 s of CPU on 2 cores each) are paid once.
 
     Before each notebook the kernel's namespace is emptied (IPython's ``%reset -f``), every
     figure closed, the working folder set to the notebook's and the variables of
-    :data:`FOLLOWED_ENV` set to the caller's values at that moment (as a fresh kernel would
-    inherit them): each notebook still sees none of the previous one's variables. What
+    :data:`tools.notebook_run.FOLLOWED_ENV` set to the caller's values at that moment (as a
+    fresh kernel would inherit them): each notebook still sees none of the previous one's variables. What
     stays is ``sys.modules`` (and module-level caches of the imported packages). A user's
     run (``python -m tools.notebooks run``, ``make quickstart``) always gets a fresh
     kernel; the test suite shares one between notebooks that attach to the same server.
 
     Use as a context manager; the kernel process is shut down (and waited for) on exit::
 
-        with notebooks.SharedKernel() as kernel:
+        with SharedKernel() as kernel:
             for nb in paths:
-                notebooks.run_notebook(nb, params, kernel=kernel)
+                notebook_run.run_notebook(nb, params, kernel=kernel)
     """
 
     def __init__(self, kernel_name: str = "python3"):

@@ -220,7 +220,7 @@ def test_impossible_numbers_are_refused_before_launch(standin_config, flag, valu
 
 def test_numbers_vllm_accepts_still_pass(standin_config):
     for value in (-1, "auto", 1024, "1k"):
-        flagcheck.check_values(standin_config.with_args({"--max-model-len": value}))
+        standin_config.with_args({"--max-model-len": value}).check_values()
 
 
 def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(standin_config):
@@ -241,7 +241,7 @@ def test_max_model_len_above_the_models_derived_length_is_refused_before_launch(
         srv.start()
     _never_launched(srv)
     # the user who knows better can still ask for it
-    flagcheck.check_values(cfg.with_args(None, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"))
+    cfg.with_args(None, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1").check_values()
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,12 +1,7 @@
-"""The registry's schema (helpers.config.schema, helpers.config.load): typed, unknown keys and values refused with the fix.
-
-Also: the helpers' import graph has no cycle through the registry / recipes / planner /
-install modules (issue 12).
-"""
+"""The registry's schema (helpers.config.schema, helpers.config.load): typed, unknown keys and values refused with the fix."""
 
 from __future__ import annotations
 
-import ast
 import copy
 from pathlib import Path
 
@@ -160,67 +155,3 @@ def test_flags_file_keys_must_be_flags(tmp_path):
         match=r"(?s)flags.yaml: 1 problem.*max-model-len: String should match pattern",
     ):
         registry_load.read_flag_reasons(path)
-
-
-# ---------------------------------------------------------------------- import graph
-
-HELPERS = REPO_ROOT / "helpers"
-#: the modules issue 12 restructured here; no import cycle may run through them
-RESTRUCTURED = {
-    "registry", "registry_load", "recipes", "serveconfig", "flagcheck", "versions", "install",
-    "planner", "architecture", "memoryplan", "tokenbudget", "weightless", "weightless_tokenizer",
-}  # fmt: skip
-
-
-def _imports(path: Path) -> set[str]:
-    """helpers modules ``path`` imports at run time: at module level or inside functions
-    (``if TYPE_CHECKING:`` blocks are for the type checker only)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            node.body = []
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                out.add(node.module.split(".")[0])
-            elif node.level == 1:
-                out |= {a.name for a in node.names}
-            elif node.module and node.module.startswith("helpers"):
-                parts = node.module.split(".")
-                out |= {parts[1]} if len(parts) > 1 else {a.name for a in node.names}
-        elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("helpers.")}
-    return out
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    cycles, state, stack = [], {}, []
-
-    def visit(n: str) -> None:
-        state[n] = 1
-        stack.append(n)
-        for m in sorted(graph.get(n, ())):
-            if state.get(m) == 1:
-                cycles.append(stack[stack.index(m) :] + [m])
-            elif m in graph and not state.get(m):
-                visit(m)
-        stack.pop()
-        state[n] = 2
-
-    for n in sorted(graph):
-        if not state.get(n):
-            visit(n)
-    return cycles
-
-
-def test_no_import_cycle_in_the_helpers_package():
-    """No helpers module imports (at module level or inside a function) one that imports
-    it back, directly or around a loop (issue 12: server <-> diagnose, install <-> recipes)."""
-    modules = {p.stem for p in HELPERS.glob("*.py")}
-    assert RESTRUCTURED <= modules
-    graph = {m: _imports(HELPERS / f"{m}.py") & modules - {m} for m in modules}
-    assert _cycles({"a": {"b"}, "b": {"a"}})  # the checker finds a cycle
-    assert "diagnose" in graph["server"] and "server" not in graph["diagnose"]
-    cycles = _cycles(graph)
-    assert not cycles, cycles

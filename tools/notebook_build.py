@@ -5,12 +5,9 @@ Every notebook in ``notebooks/`` comes from ``cookbook/notebook_template.py`` (a
 per-target notebooks differ only in data; the topic notebooks are plain jupytext scripts in
 ``cookbook/topics/``. :func:`build` writes them (and the README's "Open in Colab" badge
 block); ``build(check=True)`` lists the committed files that differ from what the template
-produces (``python -m tools.notebooks check``).
-
-Public API: :func:`build`, :func:`render`, :func:`render_topic`, :func:`notebook_specs`,
-:class:`NotebookSpec`, :func:`readme_badges`, :func:`repository`, :func:`colab_url`,
-:func:`colab_badge`, and the paths (:data:`TEMPLATE`, :data:`TOPICS_DIR`,
-:data:`NOTEBOOK_DIR`, :data:`README`).
+produces (``python -m tools.notebooks check``). Also :func:`render`, :func:`render_topic`,
+:func:`notebook_specs`, :func:`readme_badges`, :func:`colab_badge` and the paths
+(:data:`TEMPLATE`, :data:`TOPICS_DIR`, :data:`NOTEBOOK_DIR`, :data:`README`).
 """
 
 from __future__ import annotations

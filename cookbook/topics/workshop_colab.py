@@ -57,10 +57,10 @@ if install:
 import os
 
 os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder))
-from helpers.machine import runtime
-from helpers.machine import workshop
+from helpers.machine.runtime import route_runtime
+from helpers.machine.workshop import install_cpu_vllm
 
-route = runtime.route_runtime()
+route = route_runtime()
 
 # %% [markdown]
 # ## 3. vLLM's CPU build (about 2 minutes)
@@ -74,7 +74,7 @@ route = runtime.route_runtime()
 
 # %%
 if install:
-    workshop.install_cpu_vllm(route, torch_index_url=torch_index_url, rehearse_on_gpu=rehearse_on_gpu)
+    install_cpu_vllm(route, torch_index_url=torch_index_url, rehearse_on_gpu=rehearse_on_gpu)
 
 # %% [markdown]
 # ## 4. The real command, checked by vLLM's own parser
@@ -87,26 +87,15 @@ if install:
 import pandas as pd
 from IPython.display import Image, display
 
-from helpers.bench import sweep as bench
-from helpers.chat import display as client
-from helpers.server import endpoint
-from helpers.chat import completions
-from helpers.chat import tools
-from helpers.memory import planner
-from helpers.bench import plots
-from helpers.config import resolve as recipes
-from helpers.config import versions
-from helpers.server import vllm_server as server
-from helpers.standin import build as standin
-from helpers.standin import data
-from helpers.paths import out_dir
+from helpers.config.resolve import resolve
+from helpers.memory.planner import plan
 
-cfg = recipes.resolve(route.target if not route.stand_in else "l4")
+cfg = resolve(route.target if not route.stand_in else "l4")
 print(cfg.shell_command())
 cfg.validate()
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(cfg.reference_table()))
-print(planner.plan(cfg).summary())
+print(plan(cfg).summary())
 
 # %% [markdown]
 # ## 5. Build the stand-in (about 2 minutes the first time)
@@ -116,8 +105,11 @@ print(planner.plan(cfg).summary())
 # calls tools in Nemotron's format. It is cached under `out_folder`.
 
 # %%
-print(standin.standin_summary())
-serve_cfg = recipes.standin_config(cfg, standin.build_standin_model(verbose=True))
+from helpers.config.resolve import standin_config
+from helpers.standin.build import build_standin_model, standin_summary
+
+print(standin_summary())
+serve_cfg = standin_config(cfg, build_standin_model(verbose=True))
 print("serving:", serve_cfg.model)
 
 # %% [markdown]
@@ -128,23 +120,27 @@ print("serving:", serve_cfg.model)
 # with the log tail if the process dies.
 
 # %%
-srv = server.launch_server(serve_cfg)
-llm = endpoint.make_client(srv.base_url)
-model = serve_cfg.served_model_name
+from helpers.server.vllm_server import launch_server
+
+srv = launch_server(serve_cfg)
+llm, model = srv.client(), srv.model_name
 print("base_url:", srv.base_url)
 
 # %% [markdown]
 # ## 7. Reasoning on and off
 #
 # With thinking on, the reasoning comes back apart from the answer (`message.reasoning`);
-# with it off, only the answer. Reasoning tokens count against `max_tokens`.
+# with it off, only the answer. Reasoning tokens count against `max_tokens`. The stand-in
+# was trained on exactly these prompts (`cookbook/demo.yaml`) and answers little else.
+#
+# **Expected:** a reasoning block and an answer about vLLM, then the answer alone.
 
 # %%
-demo = data.load_demo()
-on = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=True, max_tokens=max_tokens, temperature=0)
-client.show(on)
-off = completions.chat(llm, model, demo["reasoning"]["prompt"], thinking=False, max_tokens=max_tokens, temperature=0)
-client.show(off)
+from helpers.chat.completions import chat
+from helpers.chat.display import show
+
+show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=True, max_tokens=max_tokens, temperature=0))
+show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=False, max_tokens=max_tokens, temperature=0))
 
 # %% [markdown]
 # ## 8. A tool call
@@ -153,21 +149,31 @@ client.show(off)
 # `tool` message, and the model answers from it (`--tool-call-parser qwen3_coder`).
 
 # %%
+from helpers.chat.tools import run_tool_loop
+
+WEATHER = {"Santa Clara": {"city": "Santa Clara", "temperature_c": 22, "condition": "sunny"}}
+
+
 def get_weather(city: str) -> dict:
-    """Get the current weather in a city (a local stand-in for a real weather API)."""
-    return demo["weather"]["results"].get(city, {"city": city, "temperature_c": 20, "condition": "unknown"})
+    """Get the current weather in a city.
+
+    Args:
+        city: City name, e.g. Santa Clara
+    """
+    return WEATHER.get(city, {"city": city, "temperature_c": 20, "condition": "unknown"})
 
 
 def get_time(city: str) -> dict:
-    """Get the current local time in a city."""
-    return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
+    """Get the current local time in a city.
+
+    Args:
+        city: City name, e.g. Tokyo
+    """
+    return {"city": city, "local_time": "12:00"}
 
 
-loop = tools.run_tool_loop(
-    llm, model, demo["weather"]["prompt"].format(city="Santa Clara"), {"get_weather": get_weather, "get_time": get_time},
-    demo["tools"], max_tokens=max_tokens, temperature=0,
-)
-client.show(loop)
+tools = {"get_weather": get_weather, "get_time": get_time}
+show(run_tool_loop(llm, model, "What's the weather in Santa Clara?", tools, max_tokens=max_tokens, temperature=0))
 
 # %% [markdown]
 # ## 9. Benchmark and plot (about 1 minute)
@@ -176,14 +182,16 @@ client.show(loop)
 # per-user speed. On 2 shared CPU cores per-user speed is output tokens / end-to-end time.
 
 # %%
-results = bench.sweep(
-    srv.base_url, model, serve_cfg.model, bench_concurrencies,
-    input_len=bench_input_len, output_len=bench_output_len, label="workshop-standin",
-)
+from helpers.bench.plots import pareto
+from helpers.bench.sweep import sweep
+from helpers.config.versions import installed_vllm_version
+from helpers.paths import out_dir
+
+results = sweep(srv, bench_concurrencies, input_len=bench_input_len, output_len=bench_output_len, label="workshop-standin")
 display(results[["concurrency", "completed", "failed", "output_throughput", "e2e_tokens_per_s_per_user", "median_ttft_ms"]])
 png = out_dir("plots") / "workshop-standin-pareto.png"
-plots.pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in)", variant="standin",
-             vllm_version=versions.installed_vllm_version(), path=png)
+pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in)", variant="standin",
+             vllm_version=installed_vllm_version(), path=png)
 display(Image(filename=str(png)))
 
 # %% [markdown]

@@ -35,7 +35,7 @@ NUM_RUNNING = "vllm:num_requests_running"
 NUM_WAITING = "vllm:num_requests_waiting"
 
 #: Seconds a point may sit with requests waiting and none running before it is aborted as
-#: a stalled engine (issue 14.7: "for over a minute"); the client timeout would wait hours.
+#: a stalled engine (over a minute); the client timeout would wait hours.
 STALL_TIMEOUT_S = 60.0
 #: Seconds between the ``/metrics`` scrapes that watch a running point.
 STALL_POLL_S = 2.0
@@ -69,7 +69,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
     """Sum each sample of Prometheus text exposition over its label sets.
 
     Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
-    library's own parser, issue 12), so escaped label values, ``+Inf`` / ``NaN`` and
+    library's own parser), so escaped label values, ``+Inf`` / ``NaN`` and
     timestamps are handled as Prometheus defines them.
 
     Args:
@@ -156,7 +156,7 @@ def acceptance_from_counters(
     return out
 
 
-#: Verdict of a point whose drafts were all rejected (issue 14.5).
+#: Verdict of a point whose drafts were all rejected.
 ACCEPTED_NOTHING = "speculative decoding accepted nothing"
 
 

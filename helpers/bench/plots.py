@@ -264,3 +264,46 @@ def acceptance_length(
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(title="concurrency", fontsize=8, loc="lower right")
     return _finish(fig, title, target, variant, vllm_version, path)
+
+
+def plot_sweep(
+    results: pd.DataFrame,
+    cfg,
+    *,
+    stand_in: bool = False,
+    attached: bool = False,
+    folder: str | Path | None = None,
+) -> None:
+    """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
+    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png`` and shown once each.
+
+    On the stand-in the x axis is output tokens / end-to-end time per user (tokens arrive in
+    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), and the titles say
+    "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
+    attached to, the release its config names ("not checked").
+
+    Args:
+        results: the DataFrame of :func:`helpers.bench.sweep.sweep`.
+        cfg: the notebook's resolved ``ServeConfig`` (``target``, ``label``, ``variant``).
+        stand_in: the sweep ran on the CPU stand-in.
+        attached: the server runs elsewhere (its vLLM is not this environment's).
+        folder: where the PNGs go; default ``out/plots``.
+
+    Raises:
+        PlotError: a column the plots need is missing (see :func:`pareto`).
+    """
+    from helpers.config.versions import installed_vllm_version
+    from helpers.paths import out_dir
+
+    figs = Path(folder) if folder else out_dir("plots")
+    tag = f"{cfg.target}{'-standin' if stand_in else ''}"
+    version = (
+        f"{cfg.vllm_version} (attached; not checked)" if attached else installed_vllm_version()
+    )
+    shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "")
+    x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+    paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
+    common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}
+    pareto(results, x=x, path=paths[0], **common)
+    latency_vs_concurrency(results, path=paths[1], **common)
+    print("plots:", *paths)

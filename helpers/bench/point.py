@@ -1,24 +1,13 @@
 """Run one benchmark point: vLLM's own load generator (``vllm bench serve``), in-process.
 
-One *point* is one run of ``vllm bench serve`` (random dataset, chat endpoint, a fixed
-``--max-concurrency``) that writes one JSON file (``--save-result``). A *sweep* is a list
-of points at rising concurrency, loaded into a :class:`pandas.DataFrame`.
-
-The load generator is vLLM's, never a hand-rolled loop: :func:`run_point` calls
-``vllm.benchmarks.serve.add_cli_args`` + ``main`` (the code behind ``vllm bench serve``;
-the CPU build's ``vllm`` console script is broken, see ``docs/CONVENTIONS.md``). It runs
-in-process, in a worker thread, because
-
-- importing ``vllm.benchmarks.serve`` takes ~10 s on the CPU box; a subprocess per point
-  would pay that each time, in-process pays it once per kernel;
-- a worker thread gets its own event loop, so ``asyncio.run`` inside ``main`` works from
-  a Jupyter cell (whose thread already runs a loop);
-- the benchmark's side effects on the caller are undone: its console output goes to a log
-  file next to the JSON, ``gc.freeze()`` is reverted and the global ``random`` / numpy
-  seeds are restored.
-
-:func:`helpers.bench.sweep.sweep` runs one point per concurrency and loads them
-(:mod:`helpers.bench.results`).
+One *point* (:func:`run_point`) is one run of ``vllm bench serve`` (random dataset, chat
+endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-result``);
+:func:`helpers.bench.sweep.sweep` runs one per concurrency and loads them
+(:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
+``vllm.benchmarks.serve.add_cli_args`` + ``main``, called in a worker thread of this process
+(``_run_bench_main`` says why), because the CPU build's ``vllm`` console script is broken
+(``docs/CONVENTIONS.md``). A point whose engine stalls behind a healthy API is cancelled
+(:class:`helpers.bench.metrics.StallDetector`).
 """
 
 from __future__ import annotations
@@ -90,6 +79,12 @@ def _run_bench_main(
     poll: float = STALL_POLL_S,
 ) -> dict[str, Any]:
     """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop.
+
+    In-process because importing ``vllm.benchmarks.serve`` takes ~10 s on the CPU box (paid
+    once per kernel, not once per point); in a worker thread because its own event loop lets
+    ``asyncio.run`` inside ``main`` work from a Jupyter cell, whose thread already runs one.
+    The benchmark's side effects are undone: its console output goes to ``log_path``,
+    ``gc.freeze()`` is reverted, the global ``random`` / numpy seeds are restored.
 
     With ``root`` and ``stall_timeout``, the calling thread scrapes ``<root>/metrics`` every
     ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
@@ -250,7 +245,8 @@ def run_point(
         input_len, output_len: tokens per request (random part of the prompt; the chat
             template adds a few more, reported in ``total_input_tokens``).
         out_dir: folder for ``<label>-c<concurrency>.json`` and its ``.log``.
-        seed: ``--seed`` of the random dataset, used as is (see :func:`point_seed`).
+        seed: ``--seed`` of the random dataset, used as is (see
+            :func:`helpers.bench.sweep.point_seed`).
         num_warmups: un-measured warm-up requests sent first.
         goodput: SLOs in ms, e.g. ``{"ttft": 500, "tpot": 50}`` (keys ``ttft``, ``tpot``,
             ``e2el``); adds ``request_goodput`` (req/s meeting all SLOs) to the JSON.

@@ -1,23 +1,14 @@
-"""Benchmark results: the points ``vllm bench serve`` saved, and the measurements committed
-under ``docs/results/`` that a notebook may quote.
+"""Benchmark results: the points ``vllm bench serve`` saved, loaded into pandas.
 
-**Points.** Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file,
-written by vLLM and never rewritten: what the cookbook adds from its ``/metrics`` scrapes
-(speculative-decoding acceptance from counter deltas when vLLM's JSON lacks it, the
-prefix-cache hit rate) goes into a sidecar next to it, ``<point>.json.annotations``
-(:func:`annotate_point`). :func:`load_results` reads both into one DataFrame row per point;
-:func:`results_table` picks columns for display. Column names keep vLLM's terms: ``ttft``
-(time to first token), ``tpot`` (time per output token after the first), ``itl``
-(inter-token latency), ``e2el`` (end-to-end latency per request), all in milliseconds.
-
-**Committed references.** A notebook quotes a measurement only when it was taken on that
-notebook's own target. :func:`measured_reference` renders the "measured reference"
-paragraph of a target from the committed summary JSON files that
-``docs/results/<target>/run_<target>.py`` wrote (``docs/results/h200/summary-<variant>.json``),
-listing every flag the run adapted away from the recipe and why, and then the target
-notebook's own sweeps executed on the GPU (:func:`notebook_runs`: the point JSONs under
-``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/``). Targets without such files
-get None (no paragraph).
+Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file, written by
+vLLM and never rewritten: what the cookbook adds from its ``/metrics`` scrapes (speculative
+acceptance from counter deltas when vLLM's JSON lacks it, the prefix-cache hit rate) goes into
+a sidecar, ``<point>.json.annotations`` (:func:`annotate_point`). :func:`load_results` reads
+both into one DataFrame row per point; :func:`results_table` picks columns for display.
+Column names keep vLLM's terms: ``ttft`` (time to first token), ``tpot`` (time per output
+token after the first), ``itl`` (inter-token latency), ``e2el`` (end-to-end latency per
+request), all in milliseconds. The committed measurements a notebook quotes are read by
+:mod:`tools.results_pages`.
 """
 
 from __future__ import annotations
@@ -166,15 +157,28 @@ def _standin_unmeasurable(column: str) -> bool:
     return "_tpot_" in column or "_itl_" in column or column == "tokens_per_s_per_user"
 
 
+#: The columns a notebook shows of a sweep (:func:`results_table`'s default); the per-user
+#: speed is end-to-end on the stand-in (see :func:`helpers.bench.plots.plot_sweep`).
+TABLE_COLUMNS = (
+    "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
+    "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
+    "spec_decode_acceptance_length", "spec_decode_verdict",
+)  # fmt: skip
+
+
 def results_table(
-    results: pd.DataFrame, columns: Sequence[str], *, stand_in: bool = False
+    results: pd.DataFrame, columns: Sequence[str] | None = None, *, stand_in: bool = False
 ) -> pd.DataFrame:
-    """The ``columns`` of a results DataFrame (those present), for display.
+    """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
+    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), for display.
 
     On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
     ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
     instead of numbers that would read as measurements; end-to-end columns stay.
     """
+    if columns is None:
+        per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+        columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
     table = results[[c for c in columns if c in results.columns]].copy()
     if stand_in:
         for c in table.columns:
@@ -277,7 +281,8 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
         - ``{mean,median,p99}_{ttft,tpot,itl,e2el}_ms`` (ms);
         - ``spec_decode_acceptance_rate`` (%) and ``spec_decode_acceptance_length``
           (tokens per target forward pass), only when speculative decoding ran;
-        - ``prefix_cache_hit_rate`` (0–1, from :func:`sweep`'s scrapes, when measured);
+        - ``prefix_cache_hit_rate`` (0–1, from :func:`helpers.bench.sweep.sweep`'s scrapes,
+          when measured);
         - ``path`` (the JSON file).
 
         Optional columns that no point has are left out.

@@ -1,20 +1,13 @@
 """Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure.
 
 A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``scenario=``
-(``input_len``, ``output_len``, ``prefix_len``, ``num_prompts``,
-``prompts_per_concurrency``, ``name``) plus the concurrencies to sweep and where the
+(token counts, prompts per point, ``name``) plus the concurrencies to sweep and where the
 shape comes from. Every scenario runs on ``vllm bench serve``'s random dataset: a prompt is
 ``prefix_len`` tokens shared by every request of a point (``--random-prefix-len``), then
-``input_len`` tokens of its own; the answer is exactly ``output_len`` tokens
-(``--ignore-eos``).
-
-``scenario(name, stand_in=True)`` scales the shape down for the CPU stand-in (the
-``standin`` section of the YAML): every token count times one factor so that prefix + input +
-output is the stand-in token budget (ratios kept), concurrencies capped at the stand-in's
-``--max-num-seqs``, prompts per concurrency kept.
-
-Public API: :func:`load_scenarios`, :func:`scenario`, :func:`list_scenarios`,
-:func:`scenarios_frame`, :class:`Scenario`.
+``input_len`` tokens of its own; the answer is exactly ``output_len`` tokens (``--ignore-eos``).
+``scenario(name, stand_in=True)`` scales the shape down for the CPU stand-in (the YAML's
+``standin`` section, :func:`scale_for_standin`). Also :func:`load_scenarios`,
+:func:`list_scenarios`, :func:`scenarios_frame`.
 """
 
 from __future__ import annotations
@@ -46,7 +39,7 @@ H200_PREFILL_TPS = 20_000.0
 #: datasheets: H100 SXM 3.35 TB/s, H200 4.8 TB/s).
 GPU_SPEED = {"h200": 1.0, "h100": 3.35 / 4.8}
 #: A cold server start with the recipe's Hopper kernels: 155-254 s measured on the H200
-#: (../shared/gpu README, vLLM 0.32.0 / 0.28.0 bundles), rounded up to 5 minutes.
+#: (docs/results/README.md#cold-starts-on-an-h200; vLLM 0.32.0 / 0.28.0), rounded up to 5 minutes.
 STARTUP_S = 300.0
 
 

@@ -42,7 +42,8 @@ class Spread:
 
 
 def spread(df: pd.DataFrame, metric: str = "output_throughput") -> Spread:
-    """The spread of ``metric`` over the rows of ``df`` (e.g. :func:`repeat_point`'s output).
+    """The spread of ``metric`` over the rows of ``df`` (e.g. the output of
+    :func:`helpers.bench.sweep.repeat_point`).
 
     Raises:
         BenchError: ``metric`` is not a column or has fewer than 2 values.
@@ -157,7 +158,8 @@ def rank(
     """Rank configurations on ``metric`` at one concurrency, each against the best, with noise.
 
     Args:
-        df: :func:`load_results` / :func:`sweep` rows of several configurations (``by``).
+        df: :func:`helpers.bench.results.load_results` / :func:`helpers.bench.sweep.sweep` rows
+            of several configurations (``by``).
         metric: e.g. ``output_throughput_per_gpu`` (throughput) or ``tokens_per_s_per_user``
             / ``median_tpot_ms`` (latency).
         concurrency: the point compared (default: the largest concurrency every configuration has).

@@ -1,19 +1,14 @@
 """Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas.
 
-One *point* is one run of ``vllm bench serve`` (random dataset, chat endpoint, a fixed
-``--max-concurrency``) that writes one JSON file (``--save-result``). A *sweep* is a list
-of points at rising concurrency, loaded into a :class:`pandas.DataFrame`::
+A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one run of
+``vllm bench serve`` (:func:`helpers.bench.point.run_point`), loaded into a
+:class:`pandas.DataFrame` (:func:`helpers.bench.results.load_results`)::
 
     results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
     results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
 
-The benchmark's parts, one module each (their public names are re-exported here, so
-``helpers.bench.sweep.X`` keeps working):
-
-- :mod:`helpers.bench.point`  one point: vLLM's load generator run in-process (:func:`run_point`)
-- :mod:`helpers.bench.metrics`  ``/metrics`` (Prometheus): counters, acceptance, stall watch
-- :mod:`helpers.bench.results`  points -> DataFrame (:func:`load_results`), sidecar annotations
-- :mod:`helpers.bench.stats`    run-to-run spread, :func:`compare`, :func:`rank`, :func:`winner`
+:func:`sweep_points` and :func:`repeat_point` run given points and repeats (spread:
+:mod:`helpers.bench.stats`); ``/metrics`` scrapes around each point: :mod:`helpers.bench.metrics`.
 """
 
 from __future__ import annotations
@@ -81,7 +76,7 @@ def default_num_warmups(concurrency: int, cap: int = 8) -> int:
     Enough to fill the batch once at low concurrency (CUDA graphs and kernels for that batch
     size are then warm) without spending minutes at high concurrency. The H200 reference run
     showed why it matters: BF16 at concurrency 64 without a warm-up gave 4,300 tok/s instead of
-    6,191 (issue 8's reference notes).
+    6,191.
     """
     return max(1, min(int(concurrency), int(cap)))
 
@@ -222,7 +217,7 @@ def sweep(
     Around each point it scrapes ``<root>/metrics``; when vLLM's JSON lacks the
     speculative-decoding keys (e.g. an older ``vllm bench serve``) but the counters moved,
     it writes ``spec_decode_acceptance_rate`` / ``_length`` computed from the counter
-    deltas (:func:`acceptance_from_counters`) with ``"spec_decode_source":
+    deltas (:func:`helpers.bench.metrics.acceptance_from_counters`) with ``"spec_decode_source":
     "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
     vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
     point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
@@ -310,7 +305,7 @@ def sweep(
             paths.append(path)
             verdict = acceptance_verdict(read_point(path))
             if verdict.get("spec_decode_level") == "error":
-                # issue 14.5: said where the sweep runs, and kept on the row (spec_decode_verdict)
+                # nothing accepted: said where the sweep runs, and kept on the row
                 bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
     finally:
         bar.close()
@@ -387,8 +382,9 @@ def repeat_point(
 
     Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and its own
     seed (base ``seed + r``, hashed by :func:`point_seed`, so no repeat is served from another's
-    prefix cache), written to ``<out_dir>/rep<r>/``. Feed the result to :func:`spread`, and the
-    spread to :func:`compare` / :func:`rank`.
+    prefix cache), written to ``<out_dir>/rep<r>/``. Feed the result to
+    :func:`helpers.bench.stats.spread`, and the spread to :func:`helpers.bench.stats.compare` /
+    :func:`helpers.bench.stats.rank`.
 
     Args:
         server, model, tokenizer: as :func:`sweep` (the server object, or its URL with

@@ -1,7 +1,8 @@
 """Send chat requests to a vLLM server through the ``openai`` SDK and parse the replies.
 
-:func:`make_client` builds the SDK client; :func:`chat` sends one request (reasoning on or
-off, a reasoning budget sent to the server or done in two passes, tools) and returns a
+:func:`~helpers.server.endpoint.make_client` builds the SDK client; :func:`chat` sends one
+request (reasoning on or off, a reasoning budget sent to the server or done in two passes,
+tools) and returns a
 :class:`~helpers.chat.types.ChatResult`. HTTP failures come back as one sentence naming the
 URL and the fix (:class:`~helpers.errors.ServerConnectionError`,
 :class:`~helpers.errors.ResponseError`). Streaming is :mod:`helpers.chat.stream`; the tool
@@ -19,10 +20,10 @@ from typing import Any
 from helpers.chat.parse import parse_response
 from helpers.chat.request import (
     DEFAULT_MAX_TOKENS,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
-    _check_chat_args,
+    ChatOptions,
     _check_client,
+    _check_model,
+    _options_from,
     as_messages,
     build_request,
 )
@@ -58,7 +59,7 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     base URL, then cached.
 
     Args:
-        client: from :func:`make_client`.
+        client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name; ``None`` takes the first model listed.
 
     Returns:
@@ -220,53 +221,49 @@ def chat(
     client: Any,
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    options: ChatOptions | None = None,
     *,
-    thinking: bool = True,
-    max_tokens: int | None = None,
-    reasoning_budget: int | None = None,
     budget_method: str = "server",
-    temperature: float = DEFAULT_TEMPERATURE,
-    top_p: float = DEFAULT_TOP_P,
-    tools: list[dict[str, Any]] | None = None,
-    tool_choice: str | dict[str, Any] | None = None,
-    force_nonempty_content: bool = False,
-    recover_tool_calls: bool = False,
-    **extra: Any,
+    **overrides: Any,
 ) -> ChatResult:
     """Send one chat request and parse the reply.
+
+    ``chat(client, model, prompt, opts, thinking=False)``: ``options`` gives the settings
+    and keywords named like its fields override them for this call.
 
     Args:
         client: from :func:`make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        thinking: reasoning on (default, as the model card) or off.
-        max_tokens: cap on reasoning + answer tokens. ``None`` (default): seed 004's 16000
-            when the server's ``max_model_len`` (read once from ``GET /v1/models``) is
-            larger, else none is sent and vLLM generates up to the end of the context
-            (the CPU stand-in has ``max_model_len`` 2048).
-        reasoning_budget: cap on reasoning tokens (see ``budget_method``).
-        budget_method: ``"server"`` sends ``thinking_token_budget`` (vLLM >= 0.32 with
-            ``--reasoning-parser``: the server forces ``</think>`` itself; on the CPU
-            stand-in a budget of N gave N-1 reasoning tokens, the forced end taking one).
-            ``"two_pass"`` is for older servers, which ignore that field: a first request
-            reasons with ``max_tokens=reasoning_budget``; if it was cut off, a second
-            request continues an assistant message holding the closed think block
+        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
+            defaults (reasoning on, temperature 1.0, top_p 0.95: seed 004). Its
+            ``max_tokens=None`` means seed 004's 16000 when the server's ``max_model_len``
+            (read once from ``GET /v1/models``) is larger, else none is sent and vLLM
+            generates up to the end of the context (the CPU stand-in has
+            ``max_model_len`` 2048).
+        budget_method: how ``reasoning_budget`` is applied. ``"server"`` sends
+            ``thinking_token_budget`` (vLLM >= 0.32 with ``--reasoning-parser``: the server
+            forces ``</think>`` itself; on the CPU stand-in a budget of N gave N-1
+            reasoning tokens, the forced end taking one). ``"two_pass"`` is for older
+            servers, which ignore that field: a first request reasons with
+            ``max_tokens=reasoning_budget``; if it was cut off, a second request continues
+            an assistant message holding the closed think block
             (``continue_final_message=True``, ``add_generation_prompt=False``). It relies
             on the chat template rendering a final assistant message's
             ``<think>...</think>`` as given, which Qwen3/Nemotron-style templates do.
-        temperature, top_p: seed 004's recommended 1.0 / 0.95.
-        tools, tool_choice: OpenAI function tools (see :func:`tool_schema`).
-        force_nonempty_content: seed 004's advice for coding agents.
-        recover_tool_calls: a complete tool call at the end of unfinished reasoning
-            becomes a tool call (off: a :class:`ToolCallInReasoningWarning` only).
-        **extra: ``extra_body=`` and other ``chat.completions.create`` arguments.
+        **overrides: :class:`ChatOptions` fields (``thinking``, ``max_tokens``,
+            ``reasoning_budget``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``,
+            ``force_nonempty_content``, ``recover_tool_calls``), which win over
+            ``options``; any other keyword (``extra_body=``, ``seed``, ``stop``...) goes to
+            ``chat.completions.create``, which refuses a name it does not know.
 
     Returns:
         A :class:`ChatResult`. Tool-call arguments are fitted to the ``tools`` schemas.
 
     Raises:
         TypeError / ValueError: an argument of the wrong type or range (the message names
-            it), a bad ``reasoning_budget`` or ``budget_method``.
+            it), a bad ``reasoning_budget`` or ``budget_method``; an unknown keyword
+            (TypeError from the ``openai`` SDK).
         ServerConnectionError: nothing (or no vLLM server) answers at the client's URL.
         ResponseError: unparsed tool-call markup (names the tool-parser flags), a budget
             the server rejects (names ``--reasoning-parser nemotron_v3``), ``max_tokens``
@@ -279,59 +276,46 @@ def chat(
         ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
         ToolArgumentWarning: see each class.
     """
-    _check_chat_args(
-        "chat",
-        client,
-        model,
-        thinking=thinking,
-        max_tokens=max_tokens,
-        reasoning_budget=reasoning_budget,
-        temperature=temperature,
-        top_p=top_p,
-        tools=tools,
-        recover_tool_calls=recover_tool_calls,
-    )
+    _check_client("chat", client)
+    _check_model("chat", model)
+    opts, extra = _options_from("chat", options, overrides)
     if budget_method not in ("server", "two_pass"):
         raise ValueError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, max_tokens)
-    if max_tokens is None and reasoning_budget is not None and max_model_len is not None:
-        if reasoning_budget >= max_model_len:
-            raise _max_tokens_error(max_model_len, f"(reasoning_budget={reasoning_budget})")
-    common = dict(
-        thinking=thinking,
-        temperature=temperature,
-        top_p=top_p,
-        tools=tools,
-        tool_choice=tool_choice,
-        force_nonempty_content=force_nonempty_content,
-        **extra,
-    )
+    budget = opts.reasoning_budget
+    two_pass = budget is not None and budget_method == "two_pass" and opts.thinking
+    if two_pass and budget == 0:
+        raise ValueError(
+            "chat: reasoning_budget=0 with budget_method='two_pass' would make a first "
+            "request with max_tokens=0: pass reasoning_budget >= 1, or thinking=False for "
+            "no reasoning."
+        )
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    if max_tokens is None and budget is not None and max_model_len is not None:
+        if budget >= max_model_len:
+            raise _max_tokens_error(max_model_len, f"(reasoning_budget={budget})")
+    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
+        opts, _ = _options_from("chat", opts, {"max_tokens": max_tokens})
     checks = dict(
-        tool_schemas=tools, recover_tool_calls=recover_tool_calls, max_model_len=max_model_len
+        tool_schemas=opts.tools,
+        recover_tool_calls=opts.recover_tool_calls,
+        max_model_len=max_model_len,
     )
-    if reasoning_budget is not None and budget_method == "two_pass" and thinking:
+    if two_pass:
         return _chat_two_pass(
             client,
             model,
             messages_or_prompt,
+            opts,
             max_tokens if max_tokens is not None else max_model_len,
-            reasoning_budget,
-            common,
+            extra,
             checks,
         )
-    kwargs = build_request(
-        model,
-        messages_or_prompt,
-        max_tokens=max_tokens,
-        reasoning_budget=reasoning_budget,
-        **common,
-    )
     return parse_response(
-        _create(client, kwargs),
-        thinking=thinking,
-        force_nonempty_content=force_nonempty_content,
-        max_tokens=max_tokens,
-        tools_requested=bool(tools) and tool_choice != "none",
+        _create(client, build_request(model, messages_or_prompt, opts, **extra)),
+        thinking=opts.thinking,
+        force_nonempty_content=opts.force_nonempty_content,
+        max_tokens=opts.max_tokens,
+        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
         **checks,
     )
 
@@ -340,23 +324,23 @@ def _chat_two_pass(
     client: Any,
     model: str,
     messages_or_prompt: Any,
+    options: ChatOptions,
     max_tokens: int,
-    budget: int,
-    common: dict[str, Any],
-    checks: dict[str, Any] | None = None,
+    extra: dict[str, Any],
+    checks: dict[str, Any],
 ) -> ChatResult:
-    """Client-side reasoning budget for servers without ``thinking_token_budget``."""
-    checks = dict(checks or {})
-    build_request(
-        model, messages_or_prompt, max_tokens=max_tokens, reasoning_budget=budget
-    )  # checks
+    """Client-side reasoning budget (``options.reasoning_budget``, >= 1) for servers
+    without ``thinking_token_budget``; ``max_tokens`` caps both requests together."""
+    budget = options.reasoning_budget
+    assert budget is not None
     messages = as_messages(messages_or_prompt)
-    tools_requested = bool(common.get("tools")) and common.get("tool_choice") != "none"
+    tools_requested = bool(options.tools) and options.tool_choice != "none"
+    first_opts = options.replace(max_tokens=budget, reasoning_budget=None)
     with warnings.catch_warnings():
         # Running out at the budget is the point of pass 1; don't warn about it.
         warnings.simplefilter("ignore", ReasoningTruncatedWarning)
         first = parse_response(
-            _create(client, build_request(model, messages, max_tokens=budget, **common)),
+            _create(client, build_request(model, messages, first_opts, **extra)),
             thinking=True,
             max_tokens=budget,
             tools_requested=tools_requested,
@@ -369,18 +353,21 @@ def _chat_two_pass(
         first.truncated_in_reasoning = False
         return first
     prefix = f"{THINK_START}\n{first.reasoning.rstrip()}\n{THINK_END}\n\n"
-    extra_body = dict(common.get("extra_body") or {})
+    extra_body = dict(extra.get("extra_body") or {})
     extra_body.update(continue_final_message=True, add_generation_prompt=False)
+    second_opts = options.replace(
+        max_tokens=max(1, max_tokens - first.usage.completion_tokens), reasoning_budget=None
+    )
     second_kwargs = build_request(
         model,
         messages + [{"role": "assistant", "content": prefix}],
-        max_tokens=max(1, max_tokens - first.usage.completion_tokens),
-        **{**common, "extra_body": extra_body},
+        second_opts,
+        **{**extra, "extra_body": extra_body},
     )
     second = parse_response(
         _create(client, second_kwargs),
         thinking=False,
-        max_tokens=second_kwargs["max_tokens"],
+        max_tokens=second_opts.max_tokens,
         tools_requested=tools_requested,
         **checks,
     )

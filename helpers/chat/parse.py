@@ -2,45 +2,13 @@
 :class:`~helpers.chat.types.ChatResult`, with the checks that tell a real answer from a
 truncated, misparsed or misplaced one.
 
-Facts from vLLM 0.32's source that shape this parsing (``vllm/parser/nemotron_v3.py``,
-``vllm/parser/qwen3.py``, ``vllm/entrypoints/openai/chat_completion/serving.py``):
-
-- Reasoning tokens count against ``max_tokens``. A request that runs out while the model
-  is still reasoning ends with ``finish_reason="length"`` and empty content
-  (:class:`ReasoningTruncatedWarning`).
-- With ``enable_thinking=False`` or ``force_nonempty_content=True``, when the answer
-  would be empty the nemotron_v3 parser moves the reasoning into ``content`` (streaming:
-  the last delta repeats the streamed reasoning as content). So with
-  ``force_nonempty_content`` a length-truncated reply has content that is really
-  unfinished reasoning; :class:`ChatResult` flags it the same way.
-- ``qwen3_coder`` converts parameter values to the types in the tool's JSON schema
-  (``"3"`` becomes ``3`` for an ``integer`` parameter); values of parameters without a
-  schema type stay strings.
-- The first content after ``</think>`` keeps its leading newline (``"\\nParis..."``);
-  :attr:`ChatResult.content` keeps the server's text as is, :func:`show` trims it.
-
-Tool-call replies that are not what they look like (issue 14; each sets a flag on the
-:class:`ChatResult`, warns, and makes :func:`run_tool_loop` stop with the transcript
-instead of taking the turn as the answer):
-
-- A complete call at the end of reasoning that never reached ``</think>``: vLLM 0.32's
-  ``nemotron_v3`` parser (the parser engine) ends reasoning at ``<tool_call>``, but a
-  reasoning parser that does not (``deepseek_r1`` in 0.32, the ``nemotron_v3`` reasoning
-  parser of releases before the engine) keeps the call as reasoning and returns no
-  ``tool_calls``. :class:`ToolCallInReasoningWarning`; ``recover_tool_calls=True`` parses
-  it (qwen3_coder format) into a call.
-- Cut by ``max_tokens`` inside a call. Three shapes, all flagged ``truncated_in_tool_call``
-  (:class:`ToolCallTruncatedWarning`, "truncated inside a tool call: raise max_tokens"):
-  ``finish_reason="length"`` with the unfinished markup in ``content`` (a tool parser that
-  leaves it there); vLLM 0.32 not streamed, which parses the fragment into a call and
-  reports ``finish_reason="tool_calls"`` (told by ``completion_tokens`` reaching
-  ``max_tokens``); vLLM 0.32 streamed, ``"length"`` with the call's arguments unfinished
-  or held back by the parser.
-- ``finish_reason="tool_calls"`` with no call (vLLM 0.32 with ``tool_choice="required"``
-  when nothing parses): :class:`ToolCallsMissingWarning`.
-- Arguments are fitted to the tool's JSON schema (:mod:`helpers.chat.toolargs`: jsonschema to
-  find the misfits, pydantic to convert losslessly): ``"140.0"`` or ``140.0`` for an
-  ``integer`` becomes ``140``; ``"140.5"`` stays, with a :class:`ToolArgumentWarning`.
+:func:`parse_response` parses a non-streamed reply; ``_finish`` holds the checks it shares
+with :mod:`helpers.chat.stream`: reasoning cut by ``max_tokens``, reasoning left in ``content``,
+a tool call kept in the reasoning, a reply cut inside a call, ``finish_reason="tool_calls"``
+with no call, and arguments fitted to the tool's schema (:mod:`helpers.chat.toolargs`). Each
+sets a flag on the result and warns (the warnings of :mod:`helpers.chat.types`). The facts
+come from vLLM 0.32's ``vllm/parser/nemotron_v3.py``, ``vllm/parser/qwen3.py`` and
+``vllm/entrypoints/openai/chat_completion/serving.py`` (listed in ``_finish``).
 """
 
 from __future__ import annotations
@@ -197,7 +165,19 @@ def _finish(
     recover_tool_calls: bool = False,
     max_model_len: int | None = None,
 ) -> ChatResult:
-    """The checks shared by streamed and non-streamed turns (see the module docstring)."""
+    """The checks shared by streamed and non-streamed turns.
+
+    What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
+    (cut while reasoning: ``finish_reason="length"``, empty content); with
+    ``enable_thinking=False`` or ``force_nonempty_content=True`` the nemotron_v3 parser moves
+    the reasoning into ``content`` when the answer would be empty; ``qwen3_coder`` converts
+    parameter values to the schema's types (untyped ones stay strings); the first content
+    after ``</think>`` keeps its leading newline (kept; :func:`helpers.chat.display.show`
+    trims it). A reply cut inside a call has three shapes, all flagged
+    ``truncated_in_tool_call``: ``"length"`` with the markup left in ``content``; not
+    streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
+    token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
+    """
     content = result.content
     # 1. Reasoning inside content: server launched without --reasoning-parser.
     if not result.reasoning and THINK_END in content:

@@ -10,7 +10,13 @@ from typing import Any
 
 from helpers.chat.completions import _create, _resolve_max_tokens
 from helpers.chat.parse import _finish
-from helpers.chat.request import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, _check_chat_args, build_request
+from helpers.chat.request import (
+    ChatOptions,
+    _check_client,
+    _check_model,
+    _options_from,
+    build_request,
+)
 from helpers.chat.types import (
     ChatResult,
     StreamEvent,
@@ -110,7 +116,7 @@ class _Assembler:
 
 class ChatStream:
     """Iterate for :class:`StreamEvent` s as they arrive; afterwards ``.result`` holds the
-    assembled :class:`ChatResult` (same shape as :func:`chat`'s)."""
+    assembled :class:`ChatResult` (same shape as :func:`~helpers.chat.completions.chat`'s)."""
 
     def __init__(
         self,
@@ -165,67 +171,40 @@ def stream_chat(
     client: Any,
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
-    *,
-    thinking: bool = True,
-    max_tokens: int | None = None,
-    reasoning_budget: int | None = None,
-    temperature: float = DEFAULT_TEMPERATURE,
-    top_p: float = DEFAULT_TOP_P,
-    tools: list[dict[str, Any]] | None = None,
-    tool_choice: str | dict[str, Any] | None = None,
-    force_nonempty_content: bool = False,
-    recover_tool_calls: bool = False,
-    **extra: Any,
+    options: ChatOptions | None = None,
+    **overrides: Any,
 ) -> ChatStream:
     """Streaming :func:`chat`: returns a :class:`ChatStream` of typed events.
 
     ``for kind, data in stream_chat(...)`` gives ``("reasoning", text)``,
     ``("content", text)`` and ``("tool_call", ToolCallDelta)`` as the server sends them;
     ``.result`` (or :func:`collect_stream`) gives the assembled :class:`ChatResult`,
-    whose checks and warnings run when the stream ends. Arguments as :func:`chat`
-    (the budget is the server's ``thinking_token_budget``; there is no two-pass stream).
-    On a server without ``--reasoning-parser`` the reasoning streams as ``"content"``
-    events; ``.result`` splits it at ``</think>`` as :func:`chat` does.
+    whose checks and warnings run when the stream ends. ``options`` and ``**overrides``
+    as :func:`chat` (a :class:`ChatOptions`, then keywords that override its fields or go
+    to ``chat.completions.create``); the budget is the server's ``thinking_token_budget``
+    (there is no two-pass stream, and no ``budget_method``). On a server without
+    ``--reasoning-parser`` the reasoning streams as ``"content"`` events; ``.result``
+    splits it at ``</think>`` as :func:`chat` does.
 
     Raises:
         TypeError, ValueError, ServerConnectionError: see :func:`chat` (at once).
         ResponseError: see :func:`chat` (raised when the stream ends).
     """
-    _check_chat_args(
-        "stream_chat",
-        client,
-        model,
-        thinking=thinking,
-        max_tokens=max_tokens,
-        reasoning_budget=reasoning_budget,
-        temperature=temperature,
-        top_p=top_p,
-        tools=tools,
-        recover_tool_calls=recover_tool_calls,
-    )
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, max_tokens)
-    kwargs = build_request(
-        model,
-        messages_or_prompt,
-        thinking=thinking,
-        max_tokens=max_tokens,
-        reasoning_budget=reasoning_budget,
-        temperature=temperature,
-        top_p=top_p,
-        tools=tools,
-        tool_choice=tool_choice,
-        force_nonempty_content=force_nonempty_content,
-        stream=True,
-        **extra,
-    )
+    _check_client("stream_chat", client)
+    _check_model("stream_chat", model)
+    opts, extra = _options_from("stream_chat", options, overrides)
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
+        opts, _ = _options_from("stream_chat", opts, {"max_tokens": max_tokens})
+    kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
     return ChatStream(
         _create(client, kwargs),
-        thinking=thinking,
-        force_nonempty_content=force_nonempty_content,
-        max_tokens=max_tokens,
-        tools_requested=bool(tools) and tool_choice != "none",
-        tool_schemas=tools,
-        recover_tool_calls=recover_tool_calls,
+        thinking=opts.thinking,
+        force_nonempty_content=opts.force_nonempty_content,
+        max_tokens=opts.max_tokens,
+        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
+        tool_schemas=opts.tools,
+        recover_tool_calls=opts.recover_tool_calls,
         max_model_len=max_model_len,
     )
 
@@ -246,7 +225,7 @@ def collect_stream(
     Args:
         stream: a :class:`ChatStream` (its own settings are used), or any iterable of
             ``ChatCompletionChunk`` objects / chunk dicts (then pass what the request
-            asked for, as in :func:`parse_response`).
+            asked for, as in :func:`~helpers.chat.parse.parse_response`).
     """
     if isinstance(stream, ChatStream):
         return stream.result

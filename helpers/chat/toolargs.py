@@ -1,24 +1,14 @@
 """Check a tool call's arguments against the tool's JSON schema, and coerce what can be
-coerced without losing anything, before the Python function runs.
+coerced without losing anything, before the Python function runs (:func:`coerce_arguments`).
 
-Why: vLLM's ``qwen3_coder`` tool parser (``vllm/tool_parsers/qwen3coder_tool_parser.py``,
-vLLM 0.32.0) converts each ``<parameter=...>`` value to the schema's type itself, but when
-the conversion fails it logs a warning and passes the *string* through. A model that
-writes ``140.0`` for an ``integer`` parameter therefore arrives as ``{"limit": "140.0"}``,
-and ``range(limit)`` in the tool fails. Here:
-
-- the schema check is `jsonschema <https://python-jsonschema.readthedocs.io>`_ (the
-  validator class the schema's ``$schema`` names, default Draft 2020-12), with one change:
-  ``integer`` does not accept a float such as ``140.0`` (JSON Schema does; Python
-  functions that take an ``int`` do not);
-- each value jsonschema reports as the wrong ``type`` is converted with
-  `pydantic <https://docs.pydantic.dev>`_'s lax-mode validation of the matching Python
-  type (``"140.0"`` and ``140.0`` become ``140``, ``"2.5"`` becomes ``2.5``, ``"true"``
-  becomes ``True``; a string holding a JSON array/object is parsed), and kept only if the
-  converted value then passes the schema;
-- anything else (``"140.5"`` or ``"abc"`` for an integer, a missing required argument,
-  a value outside an ``enum``) stays as it is, with a warning line naming the parameter,
-  the value and what the schema wants. A call is never dropped.
+Why: vLLM 0.32.0's ``qwen3_coder`` tool parser (``vllm/tool_parsers/qwen3coder_tool_parser.py``)
+converts each ``<parameter=...>`` value to the schema's type, but when that fails it logs a
+warning and passes the *string* through: ``140.0`` for an ``integer`` arrives as
+``{"limit": "140.0"}`` and ``range(limit)`` fails. The check is `jsonschema
+<https://python-jsonschema.readthedocs.io>`_ (except that ``integer`` refuses ``140.0``); each
+wrong-typed value goes through `pydantic <https://docs.pydantic.dev>`_'s lax validation and
+is kept only if it then passes (``"140.0"`` -> ``140``); anything else (``"140.5"``, a missing
+argument) stays as it is, with a line naming it. A call is never dropped.
 """
 
 from __future__ import annotations
@@ -94,6 +84,13 @@ def coerce_arguments(
     arguments: Mapping[str, Any], parameters: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], list[str]]:
     """Arguments fitted to a tool's ``parameters`` JSON schema.
+
+    The validator is the class the schema's ``$schema`` names (default Draft 2020-12), with
+    ``integer`` refusing floats such as ``140.0`` (JSON Schema accepts them; a Python function
+    taking an ``int`` does not). Lax coercions: ``"140.0"`` and ``140.0`` -> ``140``, ``"2.5"``
+    -> ``2.5``, ``"true"`` -> ``True``, a string holding a JSON array / object -> parsed.
+    ``"140.5"`` or ``"abc"`` for an integer, a missing required argument or a value outside an
+    ``enum`` stay as they are, with a problem line naming the parameter, value and schema.
 
     Args:
         arguments: the parsed JSON arguments of one call, e.g. ``{"limit": "140.0"}``.

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from helpers.chat.completions import chat
-from helpers.chat.request import _check_client, as_messages
+from helpers.chat.request import ChatOptions, _check_client, _options_from, as_messages
 from helpers.chat.types import TOOL_PARSER_FLAGS, ChatResult, ToolCall
 from helpers.errors import ToolLoopError, check_number
 
@@ -33,8 +34,9 @@ def tool_schema(
 
     Parameter types come from annotations (``str``, ``int``, ``float``, ``bool``,
     ``list``, ``dict``; anything else is left untyped), required = no default; the
-    description is the docstring's first line unless given. qwen3_coder converts the
-    model's values to these types.
+    description is the docstring's first line unless given, and a parameter's description
+    is its line under the docstring's ``Args:`` (Google style, ``city: City name``).
+    qwen3_coder converts the model's values to these types.
 
     Args:
         fn: the function.
@@ -51,6 +53,7 @@ def tool_schema(
     props: dict[str, Any] = {}
     required: list[str] = []
     hints: dict[str, Any] = {}
+    arg_docs = _arg_docs(inspect.getdoc(fn) or "")
     try:
         import typing
 
@@ -62,6 +65,8 @@ def tool_schema(
             continue
         t = _JSON_TYPES.get(hints.get(name, p.annotation))
         props[name] = {"type": t} if t else {}
+        if name in arg_docs:
+            props[name]["description"] = arg_docs[name]
         if p.default is p.empty:
             required.append(name)
     doc = (description or (inspect.getdoc(fn) or "").strip().split("\n")[0]) or tool_name
@@ -73,6 +78,24 @@ def tool_schema(
             "parameters": {"type": "object", "properties": props, "required": required},
         },
     }
+
+
+def _arg_docs(doc: str) -> dict[str, str]:
+    """``{name: description}`` from a Google-style ``Args:`` section (one line each)."""
+    out: dict[str, str] = {}
+    lines = doc.splitlines()
+    if "Args:" not in (line.strip() for line in lines):
+        return out
+    start = [line.strip() for line in lines].index("Args:") + 1
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        m = re.match(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+        elif not line.startswith((" ", "\t")):
+            break
+    return out
 
 
 @dataclass
@@ -191,11 +214,11 @@ def run_tool_loop(
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     tools: Mapping[str, Callable[..., Any]],
     tool_schemas: list[dict[str, Any]] | None = None,
+    options: ChatOptions | None = None,
     *,
     max_rounds: int = 5,
     on_tool_error: str = "return",
-    recover_tool_calls: bool = False,
-    **chat_kwargs: Any,
+    **overrides: Any,
 ) -> ToolLoopResult:
     """Let the model call Python functions until it answers.
 
@@ -218,10 +241,14 @@ def run_tool_loop(
         max_rounds: model turns allowed, the final answer included (>= 1).
         on_tool_error: ``"return"`` (default) or ``"raise"`` (:class:`ToolLoopError`,
             chained to the tool's exception).
-        recover_tool_calls: run complete tool calls found at the end of unfinished
-            reasoning (see :class:`ToolCallInReasoningWarning`); without it such a turn
-            raises instead of ending the loop silently.
-        **chat_kwargs: passed to :func:`chat` (``thinking``, ``max_tokens``...).
+        options: a :class:`~helpers.chat.request.ChatOptions` for every turn (``None``:
+            its defaults); its ``tools`` is replaced by the schemas above. Its
+            ``recover_tool_calls`` runs complete tool calls found at the end of unfinished
+            reasoning (see :class:`~helpers.chat.types.ToolCallInReasoningWarning`);
+            without it such a turn raises instead of ending the loop silently.
+        **overrides: as :func:`chat`'s: ChatOptions fields (``thinking``, ``max_tokens``,
+            ``recover_tool_calls``...) override ``options``; the rest (``budget_method``,
+            ``extra_body``, ``seed``...) go to every :func:`chat` call.
 
     Returns:
         A :class:`ToolLoopResult`.
@@ -254,11 +281,13 @@ def run_tool_loop(
             f"run_tool_loop: `on_tool_error`={on_tool_error!r}: use 'return' (send the error "
             "to the model as the tool's result) or 'raise'."
         )
+    opts, chat_kwargs = _options_from("run_tool_loop", options, overrides)
     schemas = (
         list(tool_schemas)
         if tool_schemas is not None
         else [tool_schema(f, name=k) for k, f in tools.items()]
     )
+    opts = opts.replace(tools=schemas)
     messages = as_messages(messages_or_prompt)
     turns: list[ChatResult] = []
     runs: list[ToolRun] = []
@@ -270,14 +299,7 @@ def run_tool_loop(
 
     try:
         for _ in range(max_rounds):
-            result = chat(
-                client,
-                model,
-                messages,
-                tools=schemas,
-                recover_tool_calls=recover_tool_calls,
-                **chat_kwargs,
-            )
+            result = chat(client, model, messages, opts, **chat_kwargs)
             turns.append(result)
             messages.append(result.to_message())
             if not result.tool_calls:

@@ -3,8 +3,8 @@ reply can raise, and reading fields off the ``openai`` SDK's objects or their JS
 
 :class:`ChatResult` has the same shape for streamed and non-streamed turns (reasoning,
 content, parsed tool calls, finish reason, token usage), so cells and tests read one
-structure. :mod:`helpers.chat.parse` fills it; :mod:`helpers.chat` is the notebook-facing
-front of the whole chat API (see its docstring for what the server must be launched with).
+structure. :mod:`helpers.chat.parse` fills it; :func:`helpers.chat.completions.chat` and
+:func:`helpers.chat.stream.stream_chat` return it.
 """
 
 from __future__ import annotations

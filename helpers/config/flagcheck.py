@@ -1,8 +1,10 @@
 """Flag checks before launch: numbers vLLM would refuse, and vLLM's own ``vllm serve`` parser.
 
-:func:`check_values` is pure (bounds from vLLM 0.32.0's config classes, the checkpoint's
-derived maximum length); :func:`validate_argv` and :func:`speculative_methods` import the
-installed vLLM. :meth:`helpers.config.serveconfig.ServeConfig.validate` runs both.
+:data:`VALUE_BOUNDS` and :func:`derived_max_model_len` are pure (bounds from vLLM 0.32.0's
+config classes, the checkpoint's derived maximum length;
+:meth:`helpers.config.serveconfig.ServeConfig.check_values` applies them);
+:func:`validate_argv` and :func:`speculative_methods` import the installed vLLM.
+:meth:`helpers.config.serveconfig.ServeConfig.validate` runs both.
 """
 
 from __future__ import annotations
@@ -10,18 +12,13 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from helpers.config.versions import installed_vllm_version
-from helpers.errors import FlagError, RecipeError
-
-if TYPE_CHECKING:
-    from helpers.config.serveconfig import ServeConfig
-
+from helpers.errors import FlagError
 
 # --------------------------------------------------------------------------------------
 # Numbers vLLM would refuse at start-up
@@ -115,49 +112,6 @@ def derived_max_model_len(model: str | Path | None) -> tuple[int, str] | None:
     if isinstance(tok, (int, float)) and tok < best:
         best, where = tok, f"model_max_length in {folder / 'tokenizer_config.json'}"
     return int(best), where
-
-
-def check_values(cfg: ServeConfig) -> None:
-    """Reject flag values that vLLM would refuse only after launch (bounds: :data:`VALUE_BOUNDS`).
-
-    Also, for a local checkpoint folder, ``--max-model-len`` above
-    :func:`derived_max_model_len` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (in
-    ``cfg.env`` or the environment), as vLLM 0.32.0's ``_get_and_verify_max_len`` does.
-
-    Raises:
-        RecipeError: names the flag, the value, the bound and where the flag came from.
-    """
-    for flag, (low, high, words) in VALUE_BOUNDS.items():
-        if flag not in cfg.args:
-            continue
-        raw = cfg.args[flag]
-        value = _number(raw)
-        if flag == "--max-model-len" and (value == -1 or str(raw).strip().lower() == "auto"):
-            continue
-        origin = "from extra_args" if flag in cfg.extra_flags else "from cookbook/recipe.yaml"
-        if value is None:
-            raise RecipeError(f"{flag} {raw!r} ({origin}) is not a number: it must be {words}.")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise RecipeError(
-                f"{flag} {raw} ({origin}) is out of range: it must be {words} (vLLM 0.32.0 config "
-                f"bounds); fix the value{' in the extra_args you passed' if flag in cfg.extra_flags else ''}."
-            )
-    mml = _number(cfg.args.get("--max-model-len"))
-    allow = str(
-        cfg.env.get(
-            "VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")
-        )
-    )
-    if mml and mml > 0 and allow.strip().lower() not in ("1", "true"):
-        derived = derived_max_model_len(cfg.model)
-        if derived and mml > derived[0]:
-            raise RecipeError(
-                f"--max-model-len {cfg.args['--max-model-len']} is greater than the model's derived "
-                f"maximum of {derived[0]:,} tokens ({derived[1]}); vLLM 0.32.0 refuses to start "
-                f"(config/model.py _get_and_verify_max_len): set --max-model-len {derived[0]} or less, "
-                "or, only if the model really handles longer positions, set "
-                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (extra_env)."
-            )
 
 
 # --------------------------------------------------------------------------------------

@@ -135,10 +135,11 @@ def _after_model(argv: Sequence[str], model: str) -> list[str]:
 
 def rendered_commands(cfg: Any) -> dict[str, list[str]]:
     """The flags of each rendering of ``cfg``, as argv after the model: ``shell``
-    (:meth:`ServeConfig.shell_command`), ``docker`` (:meth:`~ServeConfig.docker_command`) and
-    ``truss`` (the ``start_command`` of :meth:`~ServeConfig.truss_config`); the last two only
-    when the target has a docker image. Each is parsed back from its text, so what is checked
-    is what a user copies."""
+    (:meth:`~helpers.config.serveconfig.ServeConfig.shell_command`), ``docker``
+    (:meth:`~helpers.config.serveconfig.ServeConfig.docker_command`) and ``truss`` (the
+    ``start_command`` of :meth:`~helpers.config.serveconfig.ServeConfig.truss_config`); the last
+    two only when the target has a docker image. Each is parsed back from its text, so what is
+    checked is what a user copies."""
     out: dict[str, list[str]] = {}
     model = cfg.model or "<model>"
     shell = [ln for ln in cfg.shell_command().splitlines() if not ln.startswith("export ")]
@@ -156,7 +157,7 @@ def check_config(cfg: Any, *, quiet: bool = False) -> dict[str, list[str]]:
     release the target installs or the notebook selected), not the installed vLLM.
 
     A nightly has no table: it is reported and skipped (its flags are checked at launch by
-    the installed parser, :meth:`ServeConfig.validate`).
+    the installed parser, :meth:`helpers.config.serveconfig.ServeConfig.validate`).
 
     Returns:
         ``{rendering: []}`` when every flag exists in that release.

@@ -1,19 +1,13 @@
 """Resolve the recipe registry (``cookbook/recipe.yaml``) into a :class:`ServeConfig`.
 
-The registry is the only place a flag, model id or pinned revision is written. This module
-turns (target, variant, speculative mode, features) into one ``ServeConfig``: the model, the
-ordered ``vllm serve`` flags, the environment, the served model name and port, and checks the
-seeds' rules before anything launches.
-
-Where the rest lives: the registry's schema in :mod:`helpers.config.schema` (typed models; a
-misspelled key is an error naming the file and key) and its loading in
-:mod:`helpers.config.load`, the config and its renderings
-(shell, ``docker run``, Baseten truss) in :mod:`helpers.config.serveconfig`, the flag checks with
-vLLM's own parser in :mod:`helpers.config.flagcheck`. Their public names are importable from here
-too, as the notebooks call them (``recipes.load_registry``, ``recipes.ServeConfig``,
-``recipes.installed_vllm_version``, ...).
-
-Everything here is pure except :meth:`ServeConfig.validate`, which imports vLLM.
+The registry is the only place a flag, model id or pinned revision is written.
+:func:`resolve` turns (target, variant, speculative mode, features) into one
+:class:`~helpers.config.serveconfig.ServeConfig`: the model, the ordered ``vllm serve`` flags,
+the environment, the served model name and port; :func:`check_rules` checks the seeds' rules
+before anything launches; :func:`standin_config` is the CPU stand-in's config. Where the rest
+lives: the schema in :mod:`helpers.config.schema`, loading in :mod:`helpers.config.load`, the
+config and its renderings in :mod:`helpers.config.serveconfig`, the flag checks with vLLM's own
+parser in :mod:`helpers.config.flagcheck`. Everything here is pure (no vLLM import).
 """
 
 from __future__ import annotations
@@ -132,6 +126,7 @@ def resolve(
     host: str = "127.0.0.1",
     registry: RegistryLike = None,
     vllm_version: str | None = None,
+    moe_backend: str | None = None,
 ) -> ServeConfig:
     """Resolve one deployment from the registry.
 
@@ -149,6 +144,8 @@ def resolve(
         vllm_version: the vLLM release that will serve (``"0.32.0"``, ``"0.28.0"``, ...);
             default: :func:`target_vllm_version` (the registry's ``default_vllm_version``,
             0.32.0, for GPU targets; a nightly pin stays nightly). The docker image follows it.
+        moe_backend: a ``--moe-backend`` value to use instead of the recipe's (e.g.
+            ``"marlin"`` to compare MoE kernels); the same as that flag in ``extra_args``.
 
     Returns:
         A :class:`ServeConfig`. For the ``cpu`` stand-in, ``model`` is None until
@@ -159,6 +156,12 @@ def resolve(
             (see :func:`check_rules`), each naming the fix.
     """
     _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host)
+    if moe_backend is not None:
+        if not isinstance(moe_backend, str) or not moe_backend:
+            raise RecipeError(
+                f"moe_backend must be a --moe-backend value such as 'marlin'; got {moe_backend!r}."
+            )
+        extra_args = {**(extra_args or {}), "--moe-backend": moe_backend}
     reg = as_registry(registry)
     target = _choose("target", target, reg.targets)
     t = reg.targets[target]

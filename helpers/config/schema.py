@@ -4,14 +4,11 @@ Every mapping of the registry is a model with ``extra="forbid"``, so a misspelle
 error, not a silently ignored setting. Closed vocabularies are ``Literal`` fields (hardware
 override keys, GPU architectures, deployment layouts, speculative-config keys); names the
 registry defines itself (variants, speculative modes, features) are checked by
-:meth:`Registry.check_references` against the registry's own keys, so each name is written
-once. :mod:`helpers.config.load` turns a validation failure into a
-:class:`~helpers.errors.RegistryError` naming the file, the key path
-(``targets.h100.gpu.arch``), and the allowed values or the closest key.
-
-Reading the files, the error messages and the cache are in :mod:`helpers.config.load`.
-
-Public API: :class:`Registry` and its parts, :class:`FlagReasons`.
+:meth:`Registry.reference_errors` against the registry's own keys, so each name is written
+once. Reading the files is :mod:`helpers.config.load`, which turns a validation failure into
+a :class:`~helpers.errors.RegistryError` naming the file, the key path
+(``targets.h100.gpu.arch``), and the allowed values or the closest key. Public API:
+:class:`Registry` and its parts, :class:`FlagReasons`.
 """
 
 from __future__ import annotations
@@ -119,7 +116,7 @@ class ArchitectureSpec(_Model):
 
 
 class FlagRealityCheck(_Model):
-    """``model.flag_reality_check``: the flags checked on a real GPU (issue 8)."""
+    """``model.flag_reality_check``: the flags checked on a real H200 (vLLM 0.26.0)."""
 
     file: str
     needs_newer_than_0_26_0: list[str] = []

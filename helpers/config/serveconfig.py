@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from helpers.config.flagcheck import check_values, validate_argv
+from helpers.config.flagcheck import VALUE_BOUNDS, _number, derived_max_model_len, validate_argv
 from helpers.config.load import flag_reasons
 from helpers.errors import RecipeError
 
@@ -300,22 +301,64 @@ class ServeConfig:
         return self.with_args({"--speculative-config": spec})
 
     # ---- validation ----------------------------------------------------------------
+    def check_values(self) -> None:
+        """Reject flag values that vLLM would refuse only after launch (bounds: :data:`VALUE_BOUNDS`).
+
+        Also, for a local checkpoint folder, ``--max-model-len`` above
+        :func:`derived_max_model_len` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (in
+        ``self.env`` or the environment), as vLLM 0.32.0's ``_get_and_verify_max_len`` does.
+
+        Raises:
+            RecipeError: names the flag, the value, the bound and where the flag came from.
+        """
+        for flag, (low, high, words) in VALUE_BOUNDS.items():
+            if flag not in self.args:
+                continue
+            raw = self.args[flag]
+            value = _number(raw)
+            if flag == "--max-model-len" and (value == -1 or str(raw).strip().lower() == "auto"):
+                continue
+            origin = "from extra_args" if flag in self.extra_flags else "from cookbook/recipe.yaml"
+            if value is None:
+                raise RecipeError(f"{flag} {raw!r} ({origin}) is not a number: it must be {words}.")
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise RecipeError(
+                    f"{flag} {raw} ({origin}) is out of range: it must be {words} (vLLM 0.32.0 config "
+                    f"bounds); fix the value{' in the extra_args you passed' if flag in self.extra_flags else ''}."
+                )
+        mml = _number(self.args.get("--max-model-len"))
+        allow = str(
+            self.env.get(
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")
+            )
+        )
+        if mml and mml > 0 and allow.strip().lower() not in ("1", "true"):
+            derived = derived_max_model_len(self.model)
+            if derived and mml > derived[0]:
+                raise RecipeError(
+                    f"--max-model-len {self.args['--max-model-len']} is greater than the model's derived "
+                    f"maximum of {derived[0]:,} tokens ({derived[1]}); vLLM 0.32.0 refuses to start "
+                    f"(config/model.py _get_and_verify_max_len): set --max-model-len {derived[0]} or less, "
+                    "or, only if the model really handles longer positions, set "
+                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (extra_env)."
+                )
+
     def validate(self) -> None:
         """Parse the flags with the installed vLLM's own ``vllm serve`` argument parser.
 
         Also checks ``--speculative-config`` keys and ``method`` against vLLM's
         ``SpeculativeConfig``.
 
-        Before the parser, :func:`check_values` rejects numbers vLLM would refuse at start-up
+        Before the parser, :meth:`check_values` rejects numbers vLLM would refuse at start-up
         (negative lengths, a ``--max-model-len`` above the local checkpoint's derived maximum).
 
         Raises:
-            RecipeError: an impossible number (see :func:`check_values`), naming the bound.
+            RecipeError: an impossible number (see :meth:`check_values`), naming the bound.
             FlagError: names every rejected flag and where it came from (the caller's
                 ``extra_args`` or the registry), with a close match; the target's pinned
                 version is named only when it differs from the installed one.
         """
-        check_values(self)
+        self.check_values()
         validate_argv(
             [self.model or "model", *self.cli_flags()],
             target_version=self.vllm_version,

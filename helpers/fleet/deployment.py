@@ -261,7 +261,7 @@ def resolve_deployment(
             instead of resolving ``target`` (e.g. ``weightless.arch_config(...)``).
         extra_args, extra_env: layered on every server last.
         router_args: router flags layered on the registry's.
-        router: the router binary (:func:`find_router`).
+        router: the router binary (:func:`helpers.fleet.router.find_router`).
         ports: fixed ports per replica (default: picked at launch).
         cpu_cores: cores to split between CPU replicas (default: this process's affinity).
         registry: an already loaded registry.

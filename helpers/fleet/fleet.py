@@ -1,36 +1,15 @@
-"""Outgrow one server: N replicas behind vLLM's router, or one data + expert parallel server.
-
-Two layouts, both resolved from the ``deployments`` section of ``cookbook/recipe.yaml`` on top
-of a target (``helpers.config.resolve.resolve`` does the target; the deployment adds its layer):
-
-* ``replicas``: N copies of the target's ``vllm serve`` command, one per GPU group (the
-  target's tensor-parallel size), each its own process, behind ``vllm-router`` (PyPI
-  ``vllm-router==0.1.17``, vLLM's own Rust router) with a chosen policy.
-* ``dp_ep``: one ``vllm serve`` with ``--data-parallel-size N --enable-expert-parallel``
-  over one node's GPUs; for several nodes, a head command and ``--headless`` commands.
+"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router.
 
 Notebook verbs::
 
-    dep = resolve_deployment("replicas", "h200", count=2)   # -> Deployment (pure)
-    print(dep.shell_commands()); print(dep.compose())         # renderings
-    dep.validate()                                             # vLLM's parser + router --help
-    with Fleet(dep) as fleet:                                  # N servers + router, stopped on exit
-        bench.sweep(fleet.base_url, ...)                       # the client and sweep, unchanged
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)   # pure: render, validate
+    with fleet.Fleet(dep) as fl:                # N servers + router, stopped on exit
+        bench.sweep(fl.base_url, ...)           # the client and sweep, unchanged
 
-The fleet launches every server through :class:`helpers.server.vllm_server.VLLMServer` (own process
-group, own log, leftover records) and the router through the same manager, waits until the
-router's ``/readiness`` reports every worker healthy, and ends everything on ``stop()``, on an
-exception or on Ctrl-C.
-
-The fleet lives in one module per job; this module runs it and re-exports the rest, so
-``helpers.fleet.fleet.X`` keeps working:
-
-- :mod:`helpers.fleet.router`      ``vllm-router``: :func:`find_router`, :func:`router_options`,
-  :func:`validate_router_argv`, :class:`RouterConfig`, :class:`RouterServer`
-- :mod:`helpers.fleet.deployment`  :class:`Deployment`, :func:`resolve_deployment`,
-  :func:`cpu_core_groups`, :data:`NO_MULTICAST_ENV`
-- this module                :class:`Fleet`, :func:`launch_fleet`, :func:`attach_fleet`,
-  :func:`stop_fleet`, :func:`metric_total`
+:class:`Fleet` launches each server as a :class:`helpers.server.vllm_server.VLLMServer` and
+the router (:mod:`helpers.fleet.router`) through the same manager, waits until the router's
+``/readiness`` counts every worker healthy, and ends everything on ``stop()``, an exception or
+Ctrl-C; also :func:`launch_fleet`, :func:`attach_fleet`, :func:`stop_fleet`, :func:`metric_total`.
 """
 
 from __future__ import annotations
@@ -59,12 +38,13 @@ class Fleet:
     """The running processes of a :class:`Deployment`: servers (+ router).
 
     Args:
-        deployment: from :func:`resolve_deployment`.
+        deployment: from :func:`helpers.fleet.deployment.resolve_deployment`.
         startup_timeout: seconds for every server to answer ``/health`` (they start in
             parallel), and again for the router to count them healthy.
         grace_period: seconds between SIGTERM and SIGKILL per process on stop.
         progress: print phase lines (``[fleet] ...`` plus each server's own).
-        router: the router binary (:func:`find_router`; default: the deployment's).
+        router: the router binary (:func:`helpers.fleet.router.find_router`; default: the
+            deployment's).
         log_dir: folder for the logs (default ``out/logs/``).
         cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
             default: every server shares ``out/cache``. Separate folders keep two cold starts

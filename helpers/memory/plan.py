@@ -288,6 +288,19 @@ class Plan:
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
+    @property
+    def verdict(self) -> str:
+        """One line a notebook prints before launch: the verdict, then the sequences that fit
+        at once at ``context_len`` (or, when it does not start, the first reason). The whole
+        plan: :meth:`summary`."""
+        head = self.summary().splitlines()[0]
+        if self.status in ("no-start", "refused"):
+            return f"{head}: {self.reasons[0] if self.reasons else ''}".rstrip(": ")
+        return (
+            f"{head}: {self.seqs_at_context} sequences of {self.context_len:,} tokens fit at "
+            f"once (--max-num-seqs {self.max_num_seqs}; KV budget {self.kv_budget_gib:.1f} GiB)"
+        )
+
     def raise_if_unfit(self, *, allow_partial: bool = True) -> Plan:
         """Raise :class:`~helpers.errors.RecipeError` when the server cannot start or its
         speculative token budget is refused (or, with ``allow_partial=False``, when not every
@@ -353,7 +366,7 @@ def judge(p: Plan) -> None:
         p.status = "fits"
     tb = p.token_budget
     if tb is not None and not tb.fits:
-        # issue 14.6: refused before launch, with both fixes
+        # a speculative token budget that does not fit: refused before launch, with both fixes
         reasons.append(tb.reason())
         if tb.vllm_refuses:
             p.status = "no-start"

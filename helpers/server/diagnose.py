@@ -1,30 +1,13 @@
 """Read a vLLM server log and name the fix: a catalogue of known start-up failures.
 
-``helpers.server.vllm_server`` calls :func:`diagnose` on the log whenever a server dies or times out
-during start-up, and puts the result in :class:`helpers.errors.ServerStartError`. A
-notebook can also call it on any log text::
-
-    d = diagnose(open(log).read(), config=cfg)
-    print(d)          # one sentence: what happened and what to change
-
-Each catalogue entry matches wording that vLLM (or torch / transformers /
-huggingface_hub, which vLLM lets through) writes into the log; the wordings live in
-:mod:`helpers.server.vllm_log` (``FAILURES``), each with its source file and the releases read,
-so an upgrade that rewords a message is easy to find; the sentences in
-:mod:`helpers.server.failures`. Entries are tried in catalogue order; the first one that matches wins, so the
-specific entries come before the broad ones (e.g. the Mamba cache-block check before
-the generic out-of-memory one).
-
-Each entry records the releases whose source its wordings were read in
-(``CatalogueEntry.checked_releases``; :func:`catalogue_frame` lists them) and every
-:class:`Diagnosis` carries them (``d.report()`` prints them).
-
-After launch, :func:`helpers.server.review.review` reads a *running* server's log for what works but is wrong
-or wasted: speculative decoding that accepts nothing or does not pay off (the periodic
-"SpecDecoding metrics" line, every wording since vLLM 0.8.5), an NVFP4 MoE backend known
-to give wrong output, an engine that stalls with requests waiting. ``helpers.server.vllm_server``
-warns about them (:class:`ServerFindingWarning`) once the server is ready.
-Its names stay importable from here (``diagnose.review``, ``diagnose.warn_findings``...).
+:class:`helpers.server.vllm_server.VLLMServer` calls :func:`diagnose` on the log whenever a
+server dies or times out during start-up and puts the result in
+:class:`helpers.errors.ServerStartError`; a notebook can call it on any log text
+(``print(diagnose(text, config=cfg))``: one sentence, what happened and what to change).
+:data:`CATALOGUE` is tried in order, specific entries before broad ones; each entry's wording
+is in :data:`helpers.server.vllm_log.FAILURES` with its source file and the releases read
+(:func:`catalogue_frame` lists them), its sentence in :mod:`helpers.server.failures`. What a
+*running* server's log shows wrong is :func:`helpers.server.review.review`.
 """
 
 from __future__ import annotations
@@ -73,8 +56,8 @@ class CatalogueEntry:
             not count, e.g. a stall shorter than the threshold; the next pattern is tried).
         source: where the wording comes from (file in vLLM / torch / transformers / hub).
         checked_releases: releases whose source was read for this entry's wordings,
-            ``"vllm X.Y.Z"`` or ``"<library> X.Y.Z"`` (issue 14.11; a test keeps every entry
-            filled). Wordings from releases not listed may still match, unchecked.
+            ``"vllm X.Y.Z"`` or ``"<library> X.Y.Z"`` (a test keeps every entry filled).
+            Wordings from releases not listed may still match, unchecked.
     """
 
     name: str
@@ -128,7 +111,8 @@ def diagnose(log_text: str, config: Any = None) -> Diagnosis | None:
 
     Returns:
         A :class:`Diagnosis` (``str(d)`` is one sentence naming the fix), or None when no
-        entry matches; :func:`last_error_line` then gives the log's last exception line.
+        entry matches; :func:`helpers.server.vllm_log.last_error_line` then gives the log's
+        last exception line.
     """
     if not log_text:
         return None
@@ -143,7 +127,7 @@ def diagnose(log_text: str, config: Any = None) -> Diagnosis | None:
 
 
 def catalogue_frame():
-    """The catalogue as a DataFrame: ``name``, ``source``, ``checked_releases`` (issue 14.11)."""
+    """The catalogue as a DataFrame: ``name``, ``source``, ``checked_releases``."""
     import pandas as pd
 
     return pd.DataFrame(
@@ -152,7 +136,3 @@ def catalogue_frame():
             for e in CATALOGUE
         ]
     )
-
-
-# After launch (helpers.server.review), importable from here as before; lazily, because
-# helpers.server.review builds on this module.

@@ -18,6 +18,13 @@ from helpers.errors import CookbookError, check_number
 from helpers.server import httpio
 from helpers.server.processes import connect_host
 
+#: The flags behind each feature a notebook step may need (seed 004: "launched with
+#: appropriate parsers"; the registry's `features`).
+_FEATURE_FLAGS = {
+    "reasoning": "--reasoning-parser",
+    "tool_calling": "--enable-auto-tool-choice --tool-call-parser",
+}
+
 
 class ServerEndpoint:
     """A server at ``host``:``port`` (``port`` None until known), spoken to over HTTP.
@@ -115,6 +122,60 @@ class ServerEndpoint:
         if status == 200:
             feats.append("tool_calling")
         return tuple(feats)
+
+    # ---- what is served: from the config we launched, else asked from the server ------
+    @property
+    def model_name(self) -> str:
+        """The served model name requests use: the launched config's ``served_model_name``,
+        or (a server we attached to) the first id of ``GET /v1/models``."""
+        cfg = getattr(self, "config", None)
+        name = getattr(cfg, "served_model_name", None) if cfg is not None else None
+        return name or self._served()["id"]
+
+    @property
+    def tokenizer(self) -> str:
+        """What to load the tokenizer from (a folder or hub id): the launched config's model,
+        or the ``root`` that ``GET /v1/models`` names for a server we attached to."""
+        cfg = getattr(self, "config", None)
+        model = getattr(cfg, "model", None) if cfg is not None else None
+        return str(model) if model else str(self._served()["root"])
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The cookbook features this server runs with (``reasoning``, ``tool_calling``):
+        the launched config's, or :meth:`probe_features` once for a server we attached to."""
+        cfg = getattr(self, "config", None)
+        if cfg is not None and getattr(cfg, "features", None) is not None:
+            return tuple(cfg.features)
+        if getattr(self, "_probed", None) is None:
+            self._probed = self.probe_features(self.model_name)
+        return self._probed
+
+    def serves(self, feature: str, needed_by: str) -> bool:
+        """True when the server runs with ``feature``; else print which flags are missing
+        and what ``needed_by`` (a step's name) therefore skips, and return False.
+
+        Raises:
+            CookbookError: ``feature`` is not ``reasoning`` or ``tool_calling``.
+        """
+        if feature not in _FEATURE_FLAGS:
+            raise CookbookError(
+                f"Unknown feature {feature!r}: pass one of {', '.join(_FEATURE_FLAGS)}."
+            )
+        if feature in self.features:
+            return True
+        cfg = getattr(self, "config", None)
+        who = getattr(cfg, "label", None) or f"the server at {self.url}"
+        print(
+            f"skipped: {who} serves without {_FEATURE_FLAGS[feature]}, which {needed_by} needs "
+            f"(add the {feature!r} feature: resolve(target, features=[..., {feature!r}]))"
+        )
+        return False
+
+    def _served(self) -> dict[str, Any]:
+        if getattr(self, "_served_cache", None) is None:
+            self._served_cache = self.served_model()
+        return self._served_cache
 
     def _post(self, path: str, payload: dict, timeout: float) -> tuple[int, str]:
         """``POST path`` with a JSON body -> (status, body) (:mod:`helpers.server.httpio`)."""

@@ -4,12 +4,10 @@
 never through ``$http_proxy`` / ``$https_proxy`` (``trust_env=False``): a proxy that cannot
 reach ``127.0.0.1`` or a GPU box's private address would turn a running server into "no
 answer". Each call opens one connection and closes it from our side, so the socket's
-TIME_WAIT lands on this process rather than on the server's port (a stopped server's port
-then binds again at once). The chat API goes through the ``openai`` SDK, which is built on
-``httpx`` too.
-
-Transport failures (refused, reset, timeout, DNS) are raised as :class:`ConnectionError`
-(an ``OSError``), chained to the ``httpx`` exception, so callers catch one type.
+TIME_WAIT lands on this process, not on the server's port (which then binds again at once).
+Transport failures (refused, reset, timeout, DNS) are raised as :class:`ConnectionError` (an
+``OSError``) chained to the ``httpx`` exception, so callers catch one type. The chat API goes
+through the ``openai`` SDK (also ``httpx``).
 """
 
 from __future__ import annotations

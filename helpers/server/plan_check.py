@@ -29,7 +29,7 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
         ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
         ``dtype`` (the model dtype vLLM chose). Pass ``kv_budget_gb=figures["kv_budget_gib"]``
-        to :func:`plan` to re-plan with the measured budget.
+        to :func:`helpers.memory.planner.plan` to re-plan with the measured budget.
     """
     if isinstance(log, Path):
         text = log.read_text(errors="replace")

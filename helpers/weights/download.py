@@ -1,37 +1,14 @@
 """Checkpoint and drafter downloads with ``huggingface_hub``, before the server starts.
 
-Notebook verb: :func:`download` (step 5 of every notebook)::
-
-    serve_cfg = weights.download(cfg)     # local snapshot paths; prints a summary
-
-It fetches the variant's checkpoint (``cfg.model`` at ``cfg.revision``, only the files
-matching ``cfg.allow_patterns``) and the speculative mode's drafter(s) (``cfg.drafters``) with
-``snapshot_download`` (the hub's own tqdm progress bars), and returns a config that serves the
-local folders (``cfg.with_model(path)``, ``cfg.with_drafter_path(path)``) with
-``HF_HUB_OFFLINE=1`` in the server's environment, so the server's readiness wait never
-includes a download or a hub request.
-
-Order of work, so a re-run needs no network and a doomed download never starts:
-  1. the cache first (``local_files_only=True``): a complete snapshot at the pinned revision
-     (or the cached ``refs/main`` for an unpinned one) is used as is;
-  2. offline (``local_files_only=True`` or ``HF_HUB_OFFLINE=1``) and not cached: stop, naming
-     the fix;
-  3. for what is missing: ``HfApi().model_info(..., files_metadata=True)``, the sizes of the
-     files matching ``allow_patterns`` minus what is already on disk, compared with the free
-     space of the cache folder (plus :data:`HEADROOM_GB`): stop when it does not fit;
-  4. ``snapshot_download`` at the pinned revision. An unpinned revision (the BF16 variant has
-     none in any seed) resolves to a commit, which is printed so it can be pinned in
-     ``cookbook/recipe.yaml``.
-
-Hub failures become :mod:`helpers.errors` types whose one sentence names the fix: a gated
-or unauthorised repo (``GatedRepoError``, ``RepositoryNotFoundError``, HTTP 401/403) says to
-accept the licence on the model page and set ``HF_TOKEN``.
-
-In stand-in mode (``cfg.stand_in``) nothing is downloaded: the tiny model is built locally by
-``helpers.standin.build.build_standin_model()``.
-
-The hub's cache, offline mode, file sizes and error translation live in :mod:`helpers.weights.hub`;
-its public names are re-exported here, so ``helpers.weights.download.X`` keeps working.
+Notebook verb: ``serve_cfg = weights.download(cfg)`` (:func:`download`; :func:`fetch` also
+returns what was done). It fetches the variant's checkpoint (``cfg.model`` at
+``cfg.revision``, only the files matching ``cfg.allow_patterns``) and the speculative mode's
+drafters with ``snapshot_download``, and returns a config serving the local folders with
+``HF_HUB_OFFLINE=1``, so the server's readiness wait never includes a download. The stand-in
+is built locally instead (:func:`helpers.standin.build.build_standin_model`). Hub failures
+become :mod:`helpers.errors` types whose one sentence names the fix; the hub's cache, offline
+mode, sizes and error translation are in :mod:`helpers.weights.hub`. :func:`tokenizer_for`
+fetches only a checkpoint's tokenizer files.
 """
 
 from __future__ import annotations
@@ -207,6 +184,14 @@ def fetch(
     quiet: bool = False,
 ) -> DownloadResult:
     """Make ``cfg``'s checkpoint and drafters local; return what was done and the new config.
+
+    Order of work, so a re-run needs no network and a doomed download never starts: (1) the
+    cache first: a complete snapshot at the pinned revision (or the cached ``refs/main`` of an
+    unpinned one) is used as is; (2) offline and not cached: stop, naming the fix; (3) the hub's
+    sizes of the missing files (``model_info(..., files_metadata=True)``) against the cache
+    folder's free space plus ``headroom_gb``: stop when they do not fit; (4)
+    ``snapshot_download`` at the pinned revision (its tqdm bars). An unpinned revision resolves
+    to a commit, printed so it can be pinned in ``cookbook/recipe.yaml``.
 
     Args:
         cfg: a resolved :class:`~helpers.config.serveconfig.ServeConfig`.

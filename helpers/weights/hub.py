@@ -5,11 +5,8 @@ notebook's ``os.environ`` change counts); :func:`matching_files` / :func:`repo_s
 ``model_info(..., files_metadata=True)`` answer the way ``snapshot_download`` filters it;
 :func:`free_bytes` is the room on the cache's filesystem; ``_looks_complete`` checks a cached
 snapshot. ``_call`` runs a hub call and turns its errors into :mod:`helpers.errors` types
-whose one sentence names the fix (``_translate``). :mod:`helpers.weights.download` downloads with
-them.
-
-Public API: :func:`resolve_cache_dir`, :func:`offline_requested`, :func:`matching_files`,
-:func:`repo_size`, :func:`free_bytes`.
+whose one sentence names the fix (``_translate``). :mod:`helpers.weights.download` downloads
+with them.
 """
 
 from __future__ import annotations

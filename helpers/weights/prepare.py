@@ -1,18 +1,14 @@
 """One verb for what a notebook serves: ``prepare(cfg, mode)``.
 
 A resolved :class:`helpers.config.serveconfig.ServeConfig` names the real checkpoint. Before a
-launch it becomes the config that is actually served, in one of three modes:
-
-- ``"download"``: the checkpoint (and a separate DFlash / DSpark drafter) fetched at their
-  pinned revisions (:func:`helpers.weights.download.download`); the server then loads local files.
-- ``"weightless"``: the checkpoint's exact architecture with random weights and
-  ``--load-format dummy`` (:mod:`helpers.weights.weightless`: real shapes, kernels, speed and memory;
-  noise text), for sizing a GPU box before downloading 18-60 GB. Only a separate drafter is
-  downloaded.
-- ``"stand_in"``: the tiny CPU stand-in that plays ``cfg`` on a machine without a GPU
-  (:func:`helpers.config.resolve.standin_config` on :func:`helpers.standin.build.build_standin_model`).
-
-The notebooks' ``stand_in`` / ``weightless`` parameters pick the mode (:func:`mode_of`).
+launch it becomes the config actually served, in one of three modes: ``"download"`` (the
+checkpoint and a separate DFlash / DSpark drafter at their pinned revisions,
+:func:`helpers.weights.download.download`); ``"weightless"`` (the exact architecture with
+random weights and ``--load-format dummy``, :mod:`helpers.weights.weightless`: real memory and
+speed, noise text; only a separate drafter is downloaded); ``"stand_in"`` (the tiny CPU
+stand-in, :func:`helpers.config.resolve.standin_config` on
+:func:`helpers.standin.build.build_standin_model`). The notebooks' ``stand_in`` /
+``weightless`` parameters pick the mode (:func:`mode_of`).
 """
 
 from __future__ import annotations
@@ -21,12 +17,15 @@ from typing import Any
 
 from helpers.errors import CookbookError
 
-MODES = ("download", "weightless", "stand_in")
+MODES = ("download", "weightless", "stand_in", "attach")
 
 
-def mode_of(stand_in: bool = False, weightless: bool = False) -> str:
-    """The mode a notebook's parameters ask for: ``stand_in`` first, then ``weightless``,
-    else ``"download"``."""
+def mode_of(stand_in: bool = False, weightless: bool = False, server_url: str | None = None) -> str:
+    """The mode a notebook's parameters ask for: ``"attach"`` when it uses a running server
+    (``server_url``: nothing to prepare), then ``stand_in``, then ``weightless``, else
+    ``"download"``."""
+    if server_url:
+        return "attach"
     return "stand_in" if stand_in else "weightless" if weightless else "download"
 
 
@@ -35,7 +34,8 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
 
     Args:
         cfg: a resolved ``ServeConfig`` of a GPU target (``helpers.config.resolve.resolve``).
-        mode: ``"download"``, ``"weightless"`` or ``"stand_in"`` (see the module docstring).
+        mode: ``"download"``, ``"weightless"``, ``"stand_in"`` (see the module docstring) or
+            ``"attach"`` (a server that runs elsewhere: ``cfg`` is returned as it is).
         **download_kwargs: passed to :func:`helpers.weights.download.download` (``"download"`` and
             ``"weightless"``), e.g. ``force_download=True``.
 
@@ -45,7 +45,7 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
         stand-in (built once, about 2 minutes on 2 CPU cores, then reused from ``out/models``).
 
     Raises:
-        CookbookError: an unknown mode (names the three); whatever the mode's own step
+        CookbookError: an unknown mode (names the four); whatever the mode's own step
             raises (e.g. ``HubAccessError`` for a gated download, ``WeightlessError``).
     """
     if mode not in MODES:
@@ -53,6 +53,9 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
             f"Unknown mode {mode!r}: pass one of {', '.join(MODES)} "
             "(prepare.mode_of(stand_in=..., weightless=...) maps a notebook's parameters)."
         )
+    if mode == "attach":
+        print("attach mode: the server runs elsewhere, nothing to download")
+        return cfg
     if mode == "stand_in":
         from helpers.config.resolve import standin_config
         from helpers.standin.build import build_standin_model

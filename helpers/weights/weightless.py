@@ -1,53 +1,14 @@
 """Weightless architecture mode: serve the model's exact shape with random weights.
 
-Nemotron 3.5 Lightning is a ~31.6B-parameter hybrid (23 Mamba-2 + 23 MoE + 6 attention
-layers). Its checkpoints are 18 GB (NVFP4) and 60 GB (BF16). Before downloading either, a
-user can size and benchmark a box with the *architecture alone*: this module writes a
-``config.json`` with the real checkpoint's shape, a small tokenizer and a chat template
-into one folder, and :func:`arch_config` points a resolved
-:class:`~helpers.config.serveconfig.ServeConfig` at it with ``--load-format dummy`` (vLLM then fills
-every weight with random values from the config alone; docs/DESIGN.md "Facts from vLLM").
-
-What it measures (real):
-    * GPU memory: weights (same tensor shapes and dtypes as the checkpoint, NVFP4 packing
-      included), KV cache for the 6 attention layers, Mamba state for the 23 Mamba
-      layers, activations, CUDA graphs: so the KV-cache size vLLM reports
-      ("GPU KV cache size: N tokens") and the concurrency it allows are the real ones.
-    * Speed: prefill and decode run the same kernels on the same shapes (Mamba-2 scan,
-      attention, ReLU² MoE with 128 experts / top-6, W4A16 Marlin MoE for NVFP4), so
-      throughput, TTFT, TPOT and start-up time (torch.compile, Triton warm-up, CUDA
-      graphs) are what the real checkpoint gets with the same flags.
-
-What it does not measure:
-    * Text: the output is noise (random weights, and the tokenizer here knows no
-      language). Reasoning/tool parsing "works" only in the sense that it runs.
-    * Speculative decoding: acceptance depends on the trained model and drafter; with
-      random weights acceptance is meaningless (near zero), so MTP / DFlash / DSpark
-      speed-ups cannot be judged here.
-    * Quality, accuracy, anything about what the model says. Routing is random too: with
-      random router weights the experts are picked roughly uniformly, which is close to a
-      trained model's balanced routing but not identical to it.
-    * Weight loading from disk (nothing is read): start-up is a little faster than with the
-      checkpoint (the 18-60 GB read is skipped).
-
-The tokenizer: a word-level ``tokenizers`` model whose vocabulary has exactly
-``vocab_size`` (131072) entries: the special / marker tokens the parsers look up
-(``<|im_start|>``, ``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few
-role words, then ``w<id>`` for every other id. Every id the model can sample decodes, and
-any id sequence decodes to text that re-encodes to the same ids, so
-``vllm bench serve --dataset-name random`` builds prompts of exactly ``--random-input-len``
-tokens. It is not the real tokenizer: a prompt of N characters is not N real tokens.
-
-Numbers: the registry's ``model.architecture`` (cookbook/recipe.yaml, docs/DESIGN.md) plus the
-public ``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (the shape 3.5
-Lightning shares): ``intermediate_size`` / ``moe_intermediate_size`` 1856,
-``moe_shared_expert_intermediate_size`` 3712, ``routed_scaling_factor`` 2.5,
-``n_group`` / ``topk_group`` 1, ``norm_topk_prob`` true, ``chunk_size`` 128,
-``max_position_embeddings`` 262144, untied embeddings.
-
-Public API: :func:`build_arch_model`, :func:`arch_config`, :func:`arch_hf_config`,
-:func:`param_counts`, :func:`weight_bytes`, :func:`kv_cache_bytes_per_token`,
-:func:`mamba_state_bytes_per_sequence`, :func:`arch_metadata`.
+Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchmark a box with
+the architecture alone: :func:`build_arch_model` writes the real shape's ``config.json``
+(:func:`arch_hf_config`), a word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`)
+and a chat template into one folder; :func:`arch_config` points a resolved ServeConfig at it
+with ``--load-format dummy`` (vLLM fills every weight with random values). Memory and speed are
+real, the text is noise (what is and is not measured: :func:`arch_config`). The shape comes
+from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the public
+``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). Sizes:
+:func:`param_counts`, :func:`weight_bytes`; chat cells on noise: :func:`noise_tolerant`.
 """
 
 from __future__ import annotations
@@ -320,7 +281,7 @@ def build_arch_model(
 
     Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
     ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` (the
-    131072-entry word-level tokenizer described in the module docstring, ~2.5 MB) and
+    131072-entry word-level tokenizer of :mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
     ``cookbook_arch.json`` (what this is). No weights: about 1 s to build, no download.
 
     Args:
@@ -391,6 +352,13 @@ def arch_config(
     the server runs the target's real command on the real shapes. With everything local,
     the server's environment gets ``HF_HUB_OFFLINE=1``: nothing is fetched inside the
     readiness wait.
+
+    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing included,
+    KV cache, Mamba state, activations, CUDA graphs), hence the KV-cache size and concurrency
+    vLLM reports; and speed (the same kernels on the same shapes: throughput, TTFT, TPOT,
+    start-up compile). Not real: the text (noise; parsers only run), speculative acceptance
+    (near zero with random weights), quality, expert routing (random router weights pick
+    experts about uniformly), the checkpoint read (start-up is a little faster).
 
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
@@ -469,7 +437,7 @@ def noise_tolerant(weightless: bool, what: str):
     Example::
 
         with weightless.noise_tolerant(weightless, "tool loop"):
-            client.show(client.run_tool_loop(...))
+            client.show(tools_mod.run_tool_loop(...))
     """
     if not weightless:
         yield

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One resumable device call of the run that measured the BF16 h200 notebook, the 1M-token
-# long-context point (issue 13) and the 2x H200 layouts (issue 17) on one nvidia-h200-x2
+# long-context point and the 2x H200 layouts (docs/results/h200x2.md) on one nvidia-h200-x2
 # machine, after `stack.sh part 00..03` and `stack.sh assemble 04`. Every call is the same:
 #
 #   bash tools/device/h200_and_h200x2_runs.sh BUDGET_LEFT_S      # carry .whl (first call)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Third device session for issue 13 (one nvidia-h200): the committed h200 notebook, by
+# Third device session of docs/results/h200.md (one nvidia-h200): the committed h200 notebook, by
 # papermill, (1) BF16 on vLLM 0.32.0 with moe_backend="triton" and (2) NVFP4 on the seeds'
 # pin vLLM 0.28.0 (vllm_version="0.28.0"), one after the other on GPU 0. After the 0.32.0
 # stack is unpacked (stack.sh chunk/join 0.32.0), each call is one of:

@@ -1,22 +1,15 @@
 """Long-context point on one H200: TTFT and prefill throughput at 8K / 128K / 512K / 1M tokens.
 
-Serves the weightless architecture (``helpers.weights.weightless``) with the h200 target's recipe flags
-plus the ``long_context`` feature (``--max-model-len 1048576`` and
-``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``, recipe ``features.long_context``), then sends, per
-length, ``--prompts`` requests one at a time (``vllm bench serve`` through
-``helpers.bench.point.run_point``: random prompts of exactly that many tokens, 16 output tokens, no
-warm-up, so no prompt is ever a prefix-cache hit) and reports TTFT and prefill throughput
-(input tokens / TTFT). It also compares the planner's memory figures at 1M with what the
-server logged (``helpers.server.plan_check.compare_with_server``: KV-cache tokens, maximum concurrency
-at max_model_len, Mamba page padding).
-
-Run from the repository root on the machine, with the vLLM bundle on ``PYTHONPATH``::
-
-    python3 tools/device/long_context.py --variant nvfp4 --out "$OUT"
-    python3 tools/device/long_context.py --variant nvfp4 --moe-backend marlin --lengths 8192,131072 --out "$OUT"
-
-Writes ``long_context.json`` (versions, command, per-length rows, planner vs server) and the
-server log into ``--out``; each row is saved as it finishes.
+Serves the weightless architecture (``helpers.weights.weightless``) with the h200 target's
+flags plus the ``long_context`` feature (``--max-model-len 1048576``,
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``), then sends, per length, ``--prompts`` requests one at a
+time (``helpers.bench.point.run_point``: random prompts of exactly that many tokens, 16 output
+tokens, no warm-up, so no prompt is a prefix-cache hit) and reports TTFT and prefill
+throughput (input tokens / TTFT), and the planner's figures at 1M against the server's log
+(``helpers.server.plan_check.compare_with_server``). Run from the repository root with the vLLM
+bundle on ``PYTHONPATH``: ``python3 tools/device/long_context.py --variant nvfp4 --out "$OUT"``
+(also ``--moe-backend``, ``--lengths``). Writes ``long_context.json``, row by row, and the
+server log into ``--out``.
 """
 
 from __future__ import annotations

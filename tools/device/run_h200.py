@@ -6,25 +6,10 @@ repository root, after ``eval "$(sh .gpu/unpack.sh)"``::
     python3 tools/device/run_h200.py --variant bf16 --flag-check --warm-restart --out "$OUT"
     python3 tools/device/run_h200.py --variant nvfp4 --concurrency 1,64 --out "$OUT"
 
-Steps (each writes into ``--out`` as it finishes, so a run cut short still returns what it did):
-
-1. ``--flag-check``: every flag of the Hopper targets in ``cookbook/recipe.yaml`` (all their
-   variants and speculative modes) parsed one by one with this vLLM's own ``vllm serve``
-   parser; speculative-config keys and methods checked against ``SpeculativeConfig``; the
-   Python modules the flags' kernels need looked up. -> ``flag_check.json``.
-2. ``helpers.weights.weightless.build_arch_model(variant)``: config.json + tokenizer, no weights.
-3. ``recipes.resolve("h200", variant, extra_args=REFERENCE_ARGS)`` adapted to the machine:
-   flags the parser rejects, flags whose kernels are not installed, and flags vLLM's engine
-   config refuses on this GPU are dropped (each with the error), then
-   ``weightless.arch_config`` adds ``--load-format dummy``.
-4. ``helpers.server.vllm_server.VLLMServer`` starts it (compile and Triton caches under ``out/cache``),
-   one chat request through ``helpers.chat.completions.chat``, ``helpers.bench.sweep.sweep`` (random
-   dataset, chat endpoint, 1024 in / 256 out, warm-ups), ``helpers.bench.plots``, stop.
-5. ``--warm-restart``: the same config started again (caches warm), two points repeated.
-
-Output: ``summary.json`` (command, versions, adaptations, start-up times, table, log
-figures), ``flag_check.json``, ``pareto.png``, ``latency.png``, ``bench.tar.gz`` (the point
-JSONs and logs, the server logs) and ``server_tail.txt``.
+Steps: :func:`flag_check` (``--flag-check``), then the weightless architecture adapted to the
+machine (:func:`adapt`), served, asked once and swept, then ``--warm-restart`` (:func:`main`).
+Each step writes into ``--out`` as it finishes, so a run cut short still returns what it did.
+``tools/device/run_h200x2.py`` reuses :func:`adapt`, :class:`Summary` and :func:`log_figures`.
 """
 
 from __future__ import annotations
@@ -261,6 +246,10 @@ def _spec_check(spec: dict) -> str:
 
 
 def flag_check(out: Path) -> dict:
+    """Every flag of the Hopper targets in ``cookbook/recipe.yaml`` (all their variants and
+    speculative modes) parsed one by one with this vLLM's own ``vllm serve`` parser;
+    speculative-config keys and methods checked against ``SpeculativeConfig``; the Python
+    modules the flags' kernels need looked up. Written to ``out/flag_check.json``."""
     say("flag check: parsing every Hopper target's flags with this vLLM's parser")
     reg = load.load_registry()
     parser = flagcheck._serve_parser()
@@ -368,7 +357,11 @@ def engine_probe(cfg) -> str:
 
 
 def adapt(cfg):
-    """Drop what this vLLM + bundle cannot run; returns (config, [changes])."""
+    """Drop what this vLLM + bundle cannot run; returns (config, [changes]).
+
+    In order: flags the parser rejects, flags whose kernels are not installed, and flags
+    vLLM's engine config refuses on this GPU (:func:`engine_probe`), each with the error.
+    """
     changes = []
     for _ in range(6):  # 1. the parser
         try:
@@ -580,6 +573,15 @@ def start(cfg, summary, key, timeout):
 
 
 def main() -> int:
+    """``--flag-check``; ``helpers.weights.weightless.build_arch_model(variant)`` (config.json
+    + tokenizer, no weights); ``recipes.resolve("h200", variant, extra_args=REFERENCE_ARGS)``
+    through :func:`adapt` and ``weightless.arch_config`` (``--load-format dummy``); a
+    ``VLLMServer`` (caches under ``out/cache``), one chat request, ``bench.sweep`` (random
+    dataset, chat endpoint, 1024 in / 256 out, warm-ups), plots, stop; ``--warm-restart``: the
+    same config again (caches warm), two points repeated. Output: ``summary.json`` (command,
+    versions, adaptations, start-up times, table, log figures), ``flag_check.json``,
+    ``pareto.png``, ``latency.png``, ``bench.tar.gz`` (point JSONs and logs, server logs) and
+    ``server_tail.txt``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", choices=weightless.VARIANTS, default="bf16")
     ap.add_argument("--concurrency", default="1,16,64,256")

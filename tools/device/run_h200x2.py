@@ -1,46 +1,16 @@
 """Two H200s: one server vs two replicas behind vllm-router vs DP=2 + EP, same sweep.
 
 Run on the offline 2x H200 machine from the repository root, with vLLM 0.32.0's CUDA bundle
-unpacked onto ``PYTHONPATH`` (``python3 -m vllm.entrypoints.cli.main`` is its CLI; no ``vllm``
-script; ``HF_HUB_OFFLINE=1``) and the vllm-router 0.1.17 wheel installed with
-``pip install --no-deps --target DIR`` (``DIR`` on ``PYTHONPATH``, ``DIR/bin`` on ``PATH``, or
-``--router DIR/bin/vllm-router``)::
+unpacked onto ``PYTHONPATH`` (``HF_HUB_OFFLINE=1``) and the vllm-router 0.1.17 wheel installed
+with ``pip install --no-deps --target DIR`` (``DIR`` on ``PYTHONPATH``, ``DIR/bin`` on ``PATH``,
+or ``--router DIR/bin/vllm-router``)::
 
     python3 tools/device/run_h200x2.py --out "$OUT"
     python3 tools/device/run_h200x2.py --dry-run --out out/h200x2-dry   # CPU: render + validate
 
-Everything goes through the helpers (``helpers.config.resolve`` -> ``helpers.weights.weightless`` ->
-``helpers.fleet.fleet`` -> ``helpers.server.vllm_server`` -> ``helpers.bench.sweep`` -> ``helpers.bench.plots``):
-
-1. The weightless NVFP4 architecture (``weightless.build_arch_model("nvfp4")``, ``--load-format
-   dummy``) with the ``h200`` target's NVFP4 flags as the registry resolves them, plus
-   ``--max-model-len 8192`` and a short CUDA-graph capture list (faster starts, stated in the
-   summary); what this vLLM/bundle cannot run is dropped by the H200 script's ``adapt`` (each
-   change recorded).
-2. ``fleet.resolve_deployment("replicas", count=2)`` and ``("dp_ep", count=2)`` on that
-   config; every ``vllm serve`` line parsed by this vLLM's parser, the router line by the
-   router's ``--help``. The commands, the compose files and the checks go to ``--out``.
-   ``--dry-run`` stops here.
-3. Two replicas (GPU 0, GPU 1; ``CUDA_VISIBLE_DEVICES`` each) start in parallel. (a) one
-   server on one GPU: the sweep straight to replica 0 (the same process a lone ``vllm
-   serve`` on GPU 0 is; replica 1 idles on its own GPU), saving one cold start. Then the
-   router starts in front of both (``Fleet.start_router``; a router that fails costs (b)
-   only). (b) the same sweep through the router. Both replicas' ``vllm:request_success_total`` are
-   read before and after (b). Stop.
-4. (c) One server with ``--data-parallel-size 2 --enable-expert-parallel`` on both GPUs,
-   the same sweep, stop.
-
-Sweep: random dataset, 1024 in / 256 out, concurrency 16, 64, 256, 2 x concurrency prompts
-per point (+ min(c, 8) warm-ups), completions endpoint (``vllm bench serve``'s default
-backend, as the recorded 0.32.0 H200 numbers). Each layout gets prompts of its own (the same
-shape): replica 0 serves (a) and then (b), and the same prompts would hit its prefix cache. NVLink multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
-``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``).
-
-Output (``--out``, written as each step ends): ``summary.json`` (versions, commands,
-adaptations, start-up times, per-layout tables, ratios vs one GPU, replica request split),
-``commands.sh``, ``compose-replicas.yaml``, ``compose-dp_ep.yaml``, ``results.csv``,
-``throughput.png``, ``latency.png``, ``bench.tar.gz`` (point JSONs + logs, server and router
-logs).
+The weightless NVFP4 architecture with the ``h200`` target's flags (adapted by
+``tools/device/run_h200.py``'s ``adapt``) is rendered and validated (:func:`render`), then run
+in each layout (:func:`run_layouts`, :func:`sweep`); outputs: :func:`finish`.
 """
 
 from __future__ import annotations
@@ -107,7 +77,13 @@ def say(msg: str) -> None:
 
 
 def sweep(base_url: str, cfg, path: Path, layout: str, bench_dir: Path, a, summary) -> list[int]:
-    """The same sweep for every layout; points skipped (and recorded) when time runs short."""
+    """The same sweep for every layout; points skipped (and recorded) when time runs short.
+
+    Random dataset, 1024 in / 256 out, concurrency 16, 64, 256, 2 x concurrency prompts per
+    point (+ min(c, 8) warm-ups), the completions endpoint (``vllm bench serve``'s default
+    backend, as the recorded 0.32.0 H200 numbers). Each layout gets prompts of its own (same
+    shape): replica 0 serves (a) and then (b), and the same prompts would hit its prefix cache.
+    """
     extra = (
         ["--backend", "openai", "--endpoint", "/v1/completions"]
         if a.endpoint == "completions"
@@ -169,7 +145,14 @@ def ratios(df) -> list[dict]:
 
 
 def render(cfg, out: Path, a, summary):
-    """Resolve both deployments on ``cfg``, validate every line, write the renderings."""
+    """Resolve both deployments on ``cfg``, validate every line, write the renderings.
+
+    ``cfg`` is the weightless NVFP4 architecture (``--load-format dummy``) with the ``h200``
+    target's flags, plus ``--max-model-len 8192`` and a short CUDA-graph capture list (faster
+    starts, stated in the summary). Every ``vllm serve`` line is parsed by this vLLM's parser,
+    the router line by the router's ``--help``; commands, compose files and checks go to
+    ``out``. ``--dry-run`` stops after this.
+    """
     reps = deployment.resolve_deployment("replicas", "h200", count=2, base=cfg, router=a.router)
     dpep = deployment.resolve_deployment("dp_ep", "h200", count=2, base=cfg)
     multi = deployment.resolve_deployment("dp_ep", "h200", count=4, nodes=2, base=cfg)
@@ -222,6 +205,16 @@ def counters(dep_fleet) -> list[float | None]:
 
 
 def run_layouts(reps, dpep, path: Path, work: Path, a, summary, logs: list) -> None:
+    """(a), (b), (c), each recorded in ``summary`` as it ends.
+
+    Two replicas (GPU 0, GPU 1; ``CUDA_VISIBLE_DEVICES`` each) start in parallel. (a) one
+    server on one GPU: the sweep straight to replica 0 (the same process a lone ``vllm serve``
+    on GPU 0 is; replica 1 idles), saving a cold start. Then the router starts in front of both
+    (``Fleet.start_router``; a router that fails costs (b) only); (b) the same sweep through it,
+    both replicas' ``vllm:request_success_total`` read before and after. (c) one server with
+    ``--data-parallel-size 2 --enable-expert-parallel`` on both GPUs, the same sweep. NVLink
+    multicast stays off in every process (``deployment.NO_MULTICAST_ENV``).
+    """
     bench_dir = work / "bench"
     # ---- (a) + (b): two replicas, one sweep straight to replica 0, one through the router
     caches = [
@@ -470,7 +463,13 @@ def main() -> int:
 
 
 def finish(out: Path, work: Path, logs: list, summary) -> None:
-    """Table, ratios, plots, and the tarball of point JSONs and logs (whatever finished)."""
+    """Table, ratios, plots, and the tarball of point JSONs and logs (whatever finished).
+
+    ``out`` gets ``summary.json`` (versions, commands, adaptations, start-up times, per-layout
+    tables, ratios vs one GPU, replica request split; written as each step ends),
+    ``commands.sh``, ``compose-replicas.yaml``, ``compose-dp_ep.yaml``, ``results.csv``,
+    ``throughput.png``, ``latency.png`` and ``bench.tar.gz`` (point JSONs, server and router logs).
+    """
     try:
         df = results.load_results(work / "bench")
         df.to_csv(out / "results.csv", index=False)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Execute notebooks/h200.ipynb with papermill on the offline H200, from the repository root,
-# after the vLLM bundle's export line (../shared/gpu/README.md "Newer vLLM in parts"):
+# after the export line of the offline torch + vLLM bundle (see tools/device/README.md):
 #
 #   line=$(sh .gpu2/0.32.0/assemble.sh /tmp/parts-0.32.0) && eval "$line"
 #   sh tools/device/run_notebook.sh KERNEL_WHEELS_DIR OUT_NAME [papermill -p/-y args...]

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The pinned GPU stack on the offline device machine, step by step (one step per device call).
-# Run from the repository root on the device machine. The vLLM bundle parts come from
-# ../shared/gpu/build-vllm-parts.sh (README there); the kernel/papermill wheels are listed in
-# tools/device/README.md. Files under /tmp stay only while the machine is held.
+# Run from the repository root on the device machine. The vLLM bundle parts are the offline
+# torch + vLLM bundle (see tools/device/README.md, which also lists the kernel/papermill
+# wheels). Files under /tmp stay only while the machine is held.
 #
 # A 60 MiB part travels beside the working tree only while the tree is under 4 MiB. Once it is
 # larger, cut the same bytes into chunks that fit (here, before the session):
