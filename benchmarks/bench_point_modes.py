@@ -179,19 +179,20 @@ def pytest_configure(config):  # this module as a pytest plugin (time_tests)
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--reps", type=int, default=3, help="sweeps per mode (default 3)")
+    p.add_argument("--reps", type=int, default=3, help="sweeps per mode (default 3; 0: none)")
     p.add_argument("--tests", action="store_true", help="also time the bench-heavy tests")
     a = p.parse_args(argv)
-    s = time_sweeps(a.reps)
-    t, c = s["thread"], s["child"]
-    print(f"\n3-point sweep (c={list(CONCURRENCIES)}, {SWEEP}), {a.reps} repetitions each:")
-    print(f"{'':<24}{'thread':>9}{'child':>9}{'child/thread':>14}")
-    print(f"{'first sweep (s)':<24}{t[0]:>9.1f}{c[0]:>9.1f}{c[0] / t[0]:>13.2f}x")
-    mt, mc = statistics.mean(t), statistics.mean(c)
-    print(f"{'mean of all (s)':<24}{mt:>9.1f}{mc:>9.1f}{mc / mt:>13.2f}x")
-    if len(t) > 1:
-        lt, lc = statistics.mean(t[1:]), statistics.mean(c[1:])
-        print(f"{'mean without first (s)':<24}{lt:>9.1f}{lc:>9.1f}{lc / lt:>13.2f}x")
+    if a.reps > 0:
+        s = time_sweeps(a.reps)
+        t, c = s["thread"], s["child"]
+        print(f"\n3-point sweep (c={list(CONCURRENCIES)}, {SWEEP}), {a.reps} repetitions each:")
+        print(f"{'':<24}{'thread':>9}{'child':>9}{'child/thread':>14}")
+        print(f"{'first sweep (s)':<24}{t[0]:>9.1f}{c[0]:>9.1f}{c[0] / t[0]:>13.2f}x")
+        mt, mc = statistics.mean(t), statistics.mean(c)
+        print(f"{'mean of all (s)':<24}{mt:>9.1f}{mc:>9.1f}{mc / mt:>13.2f}x")
+        if len(t) > 1:
+            lt, lc = statistics.mean(t[1:]), statistics.mean(c[1:])
+            print(f"{'mean without first (s)':<24}{lt:>9.1f}{lc:>9.1f}{lc / lt:>13.2f}x")
     if a.tests:
         print()
         tt = time_tests()

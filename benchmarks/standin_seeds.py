@@ -1,20 +1,14 @@
 """How robust is the CPU stand-in's training? Build it with several seeds and check each one's
 behaviours through a real vLLM server.
 
-For each seed: ``helpers.standin.build.build_standin_model(recipe=replace(RECIPE, seed=s))``
-(about 2 minutes on 2 cores, cached under ``out/models``), serve it with the registry's
-``cpu`` target through ``helpers.server.vllm_server.VLLMServer`` (the CPU build of vLLM with the
-``nemotron_v3`` reasoning parser and the ``qwen3_coder`` tool parser), run every behaviour
-check of ``tests/test_standin.py`` (reasoning on / off, streaming, the reasoning budget, one
-weather call per demo city, parallel calls; greedy decoding, values checked, not text), stop.
-
-Usage (from the repository root, after ``make setup``)::
-
-    .venv/bin/python benchmarks/standin_seeds.py --seeds 0 1 2
-
-Prints a table (seed, checks passed / total, failures, build and start seconds) and the
-overall pass rate; writes ``out/bench/standin-seeds/results.json`` and ``results.csv``.
-Exit status 1 when any check failed.
+For each seed (:func:`run_seed`): build the stand-in with that seed (about 2 minutes on 2
+cores, cached under ``out/models``), serve it with the registry's ``cpu`` target through
+``helpers.server.vllm_server.VLLMServer``, run every behaviour check of
+``tests/test_standin.py`` (reasoning on / off, streaming, the budget, tool calls; greedy, values
+checked, not text), stop. Usage, after ``make setup``:
+``.venv/bin/python benchmarks/standin_seeds.py --seeds 0 1 2``. Prints a table (seed, checks
+passed / total, failures, build and start seconds) and the pass rate; writes
+``out/bench/standin-seeds/results.{json,csv}``. Exit status 1 when any check failed.
 """
 
 from __future__ import annotations

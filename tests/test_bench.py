@@ -1,17 +1,8 @@
-"""helpers.bench.sweep: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
+"""helpers.bench: loading recorded ``vllm bench serve`` JSON, /metrics arithmetic, a live sweep.
 
-Recorded fixtures in ``tests/data/bench/`` (real runs of ``helpers.bench.sweep`` against the
-stand-in served by vLLM 0.32.0 CPU through ``helpers.server.vllm_server.VLLMServer`` with the ``cpu``
-target plus ``--no-enable-prefix-caching``; per-request lists trimmed):
-
-- ``standin-c1.json``, ``standin-c2.json``: ``sweep([1, 2])``, random dataset, 32 in / 16 out
-  tokens, 8 prompts, goodput SLOs ttft:200 tpot:50.
-- ``ngram-c2.json``: the ``ngram`` speculative mode, greedy (``--temperature 0``), no
-  warm-up, so vLLM's own spec-decode numbers cover exactly the requests between the two
-  scrapes below (an earlier point ran first, so the "before" counters are not zero).
-- ``metrics_before.prom`` / ``metrics_after.prom``: ``GET /metrics`` of that server right
-  before and after the ``ngram-c2`` point (cut to the spec-decode, prefix-cache, token and
-  one histogram family, comments kept).
+Recorded fixtures in ``tests/data/bench/`` (:data:`DATA`, real runs of
+``helpers.bench.sweep`` against the stand-in on vLLM 0.32.0 CPU); the live tests sweep the
+session's stand-in server.
 """
 
 from __future__ import annotations
@@ -30,6 +21,14 @@ from helpers.bench import point, results
 from helpers.bench import sweep as bench
 from helpers.errors import CookbookError
 
+#: Served through ``helpers.server.vllm_server.VLLMServer`` with the ``cpu`` target plus
+#: ``--no-enable-prefix-caching`` (per-request lists trimmed): ``standin-c1.json`` /
+#: ``standin-c2.json`` (``sweep([1, 2])``, random dataset, 32 in / 16 out tokens, 8 prompts,
+#: goodput SLOs ttft:200 tpot:50); ``ngram-c2.json`` (the ``ngram`` speculative mode, greedy,
+#: no warm-up, so vLLM's spec-decode numbers cover exactly the requests between the two
+#: scrapes; an earlier point ran first, so the "before" counters are not zero);
+#: ``metrics_before.prom`` / ``metrics_after.prom`` (``GET /metrics`` right before and after
+#: the ``ngram-c2`` point, cut to the spec-decode, prefix-cache, token and one histogram family).
 DATA = Path(__file__).parent / "data" / "bench"
 RUNTIME = Path(__file__).parent / "data" / "runtime"
 
@@ -112,7 +111,7 @@ def test_parse_prometheus_sums_label_sets_and_skips_created():
 
 
 def test_parse_prometheus_label_values_with_spaces_and_braces():
-    # parsed by prometheus_client's own text parser (issue 12): escapes, timestamps
+    # parsed by prometheus_client's own text parser: escapes, timestamps
     text = 'm{a="x y}",b="q\\"z"} 2.5\nm{a="k"} 1.5 1700000000000\nn 3\n'
     assert metrics_mod.parse_prometheus(text) == {"m": 4.0, "n": 3.0}
 
@@ -272,7 +271,7 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
 
 
 def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
-    """Issue 12: ``sweep(srv)`` reads the model, tokenizer and GPUs from the server itself."""
+    """``sweep(srv)`` reads the model, tokenizer and GPUs from the server itself."""
     from helpers.server import vllm_server as server
 
     srv = fake_vllm().start()
@@ -335,11 +334,11 @@ def test_run_point_rejects_unknown_model(standin_server, standin_model, tmp_path
         )  # fmt: skip
 
 
-# ---------------------------------------------------------------- issue 14.5: nothing accepted
+# ---------------------------------------------------------------- drafts of which none accepted
 
 
 def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_path):
-    """Issue 14.5: +576 drafts, +4032 draft tokens, +0 accepted over a point."""
+    """+576 drafts, +4032 draft tokens, +0 accepted over a point: an error verdict."""
     before = metrics_mod.SpecDecodeCounters(100, 700, 50)
     after = metrics_mod.SpecDecodeCounters(100 + 576, 700 + 4032, 50 + 0)
     acc = metrics_mod.acceptance_from_counters(before, after)
@@ -384,7 +383,7 @@ def test_acceptance_verdict_from_vllm_json_alone():
     assert "spec_decode_verdict" not in results.load_results(DATA / "standin-c1.json").columns
 
 
-# ---------------------------------------------------------------- issue 14.7: stalled engine
+# ---------------------------------------------------------------- stalled engine
 
 
 def _scrape(running: int, waiting: int) -> str:

@@ -1,4 +1,4 @@
-"""helpers.bench.sweep aborts a point whose engine stalls behind a healthy API (issue 14.7).
+"""helpers.bench.sweep aborts a point whose engine stalls behind a healthy API.
 
 A real stalled vLLM engine cannot be produced on demand on this machine, so the server
 side is a small fake (process mechanics only): it answers ``/health`` and ``/v1/models``,
@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from helpers import errors as bench
@@ -112,4 +113,7 @@ def test_stalled_engine_aborts_the_point(stalled_server, tiny_tokenizer, tmp_pat
     assert took < 60, f"aborted after {took:.0f} s: the watch did not cancel the point"
     # nothing of the benchmark is left running
     assert not [t for t in threading.enumerate() if t.name == "vllm-bench-serve"]
+    # nor a child process (run_point's other mode, benchmarks/bench_point_modes.py)
+    children = psutil.Process().children(recursive=True)
+    assert not [p for p in children if "vllm.benchmarks.serve" in " ".join(p.cmdline())]
     assert err.value.log_path.exists()

@@ -1,17 +1,14 @@
 """Tests of ``helpers.chat``.
 
 Unit layer: a real ``openai.OpenAI`` client talks HTTP to a tiny recording server on
-127.0.0.1 (:class:`RecordingServer`), which stores each request body and answers with a
-recorded vLLM 0.32 response from ``tests/data/responses/``. Those responses are built by
-vLLM's own code: ``index.json`` holds, per fixture, the server's parser flags, the
-request's ``chat_template_kwargs``/tools and the raw model text; :func:`build_fixture`
-runs vLLM's parser (``ParserManager.get_parser``, as ``vllm serve`` composes it) over
-that text and serialises the result with vLLM's protocol classes, the way
+127.0.0.1 (:class:`RecordingServer`) that answers with recorded vLLM 0.32 responses from
+``tests/data/responses/``, built by vLLM's own code: ``index.json`` holds, per fixture, the
+server's parser flags, the request's ``chat_template_kwargs``/tools and the raw model text;
+:func:`build_fixture` runs vLLM's parser over it and serialises the result the way
 ``OpenAIServingChat`` does. ``test_recorded_fixtures_match_vllm`` re-runs it against the
-installed vLLM; ``python tests/test_client.py --write-fixtures`` rewrites the files.
-
-Server layer (``@pytest.mark.server``): the same calls against the real vLLM CPU
-stand-in server from the ``standin_server`` fixture, asserting structure, not text.
+installed vLLM; ``python tests/test_client.py --write-fixtures`` rewrites the files. Server
+layer (``@pytest.mark.server``): the same calls against the session's real vLLM CPU stand-in
+(``standin_server``), asserting structure, not text.
 """
 
 from __future__ import annotations
@@ -613,6 +610,29 @@ def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
     assert rec.bodies[0]["tools"] == TOOLS
 
 
+def test_weightless_options_report_a_reply_that_fails_on_noise_instead_of_raising(
+    rec, client, capsys
+):
+    """ChatOptions.for_run(weightless=True): the same failure prints what failed and gives
+    None (show and budget_report take it); the real model's options still raise."""
+    opts = request_mod.ChatOptions.for_run(stand_in=False, weightless=True)
+    assert (
+        opts.noise_tolerant and not request_mod.ChatOptions.for_run(stand_in=False).noise_tolerant
+    )
+    rec.queue("wrong_tool_parser")
+    r = hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", opts, tools=TOOLS)
+    said = capsys.readouterr().out
+    assert r is None and "weightless mode: the chat did not complete" in said
+    assert "ResponseError" in said and "--tool-call-parser" in said
+    display.show(r)
+    assert capsys.readouterr().out == ""
+    assert "no reply to judge" in display.budget_report(r, 8)
+    rec.queue("wrong_tool_parser")
+    with pytest.raises(ResponseError):
+        hc.chat(client, MODEL, "q", opts.replace(noise_tolerant=False), tools=TOOLS)
+    assert "noise_tolerant" not in rec.bodies[0] and "noise_tolerant" not in str(rec.bodies[0])
+
+
 def test_tool_markup_without_tools_offered_is_left_in_content(rec, client):
     rec.queue("wrong_tool_parser", "wrong_tool_parser")
     r = hc.chat(client, MODEL, "q")  # no tools: vLLM parses no calls, by design
@@ -790,6 +810,29 @@ def get_time(city: str) -> str:
 def test_tool_schema_from_signature():
     s = tools_mod.tool_schema(get_weather)
     assert s == TOOLS[0]
+
+
+def test_tool_schema_reads_parameter_descriptions_from_the_docstring():
+    def lookup(city: str, days: int = 1, units=None) -> dict:
+        """Look up a forecast.
+
+        Args:
+            city: City name, e.g. Santa Clara
+            days (int): how many days ahead
+        Returns:
+            the forecast
+        """
+
+    params = tools_mod.tool_schema(lookup)["function"]["parameters"]
+    assert params["properties"] == {
+        "city": {"type": "string", "description": "City name, e.g. Santa Clara"},
+        "days": {"type": "integer", "description": "how many days ahead"},
+        "units": {},
+    }
+    assert params["required"] == ["city"]
+    assert tools_mod.tool_schema(get_time)["function"]["parameters"]["properties"] == {
+        "city": {"type": "string"}
+    }
 
 
 def test_tool_loop_runs_two_parallel_calls(rec, client):
@@ -1172,7 +1215,7 @@ def test_budget_report_says_what_happened():
     assert "no reasoning_tokens" in budget_report(unparsed, 16)
 
 
-# ─── issue 14: tool calls the server left in the reasoning, cut, or reported wrongly ───
+# ─── tool calls the server left in the reasoning, cut, or reported wrongly ────────────
 
 WEATHER_TOOLS = {"get_weather": get_weather, "get_time": get_time}
 IN_REASONING_TAIL = "The user wants the weather in Santa Clara. I will call the tool."
@@ -1382,7 +1425,7 @@ def test_tool_loop_does_not_take_tool_calls_without_a_call_as_the_answer(rec, cl
     assert ei.value.turns[0].content.strip() == "It is sunny."
 
 
-# ─── issue 14.4: arguments fitted to the tool's JSON schema ─────────────────────────────
+# ─── arguments fitted to the tool's JSON schema ─────────────────────────────────────────
 
 SEARCH_TOOLS = json.loads((DATA / "index.json").read_text())["integer_as_float"]["request"]["tools"]
 
@@ -1487,7 +1530,7 @@ def test_coerce_arguments_against_json_schema():
     assert args == {} and "'limit' is a required property" in problems[0]
 
 
-# ─── issue 15.3: max_tokens defaults that fit the server ─────────────────────────────────
+# ─── max_tokens defaults that fit the server ─────────────────────────────────────────────
 
 
 def test_default_max_tokens_on_a_server_with_a_small_context():
@@ -1520,7 +1563,7 @@ def test_max_tokens_above_the_servers_limit_names_the_limit(rec, client):
     assert "Pass max_tokens below 2048" in str(ei.value)
 
 
-# ─── issue 15.6: a failing tool does not lose the conversation ───────────────────────────
+# ─── a failing tool does not lose the conversation ───────────────────────────────────────
 
 
 def test_failing_tool_goes_back_to_the_model_by_default(rec, client):
@@ -1581,7 +1624,7 @@ def test_schema_is_named_after_its_key_not_the_function(rec, client):
     assert tools_mod.tool_schema(lambda x: x, name="echo")["function"]["name"] == "echo"
 
 
-# ─── issue 15.7: wrong types are named at the boundary ──────────────────────────────────
+# ─── wrong types are named at the boundary ──────────────────────────────────────────────
 
 
 @pytest.mark.parametrize(
@@ -1643,7 +1686,7 @@ def test_value_errors_at_the_boundary(rec, client):
     assert rec.requests == []
 
 
-# ─── issue 15.8: no server, or not a vLLM server, at the URL ────────────────────────────
+# ─── no server, or not a vLLM server, at the URL ────────────────────────────────────────
 
 
 def _closed_port() -> int:
@@ -1966,12 +2009,12 @@ def test_for_run_checks_its_arguments():
         ChatOptions.for_run(stand_in=False, top_p=2)
 
 
-# ─── issues 14/15 against the real vLLM CPU stand-in ───────────────────────────────────
+# ─── tool calls, defaults and failures against the real vLLM CPU stand-in ──────────────
 
 
 @pytest.mark.server
 def test_live_default_max_tokens_fits_the_standin(standin_server):
-    """Issue 15.3: `chat(llm, model, "hi")` with no max_tokens on the 2048-token stand-in."""
+    """`chat(llm, model, "hi")` with no max_tokens fits the 2048-token stand-in."""
     client = endpoint.make_client(standin_server.base_url, timeout=120)
     model = standin_server.models()[0]
     assert hc.server_max_model_len(client, model) == 2048  # cookbook/recipe.yaml, cpu target
@@ -1985,7 +2028,7 @@ def test_live_default_max_tokens_fits_the_standin(standin_server):
 
 @pytest.mark.server
 def test_live_failing_tool_goes_back_to_the_model(live):
-    """Issue 15.6 on the real server: the tool's error is the tool result; nothing is lost."""
+    """A failing tool on the real server: the tool's error is the tool result; nothing is lost."""
     client, model, demo = live
 
     def get_weather(city: str) -> dict:
@@ -2028,7 +2071,7 @@ def test_live_failing_tool_goes_back_to_the_model(live):
 
 @pytest.mark.server
 def test_live_cut_inside_a_tool_call(live):
-    """Issue 14.2 on the real server: max_tokens that ends inside the first tool call."""
+    """A reply cut inside a tool call on the real server: max_tokens ends inside the first call."""
     client, model, demo = live
     prompt = demo["weather"]["prompt"].format(city="Santa Clara")
     full = hc.chat(

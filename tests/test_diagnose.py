@@ -23,8 +23,8 @@ from helpers.server.vllm_log import last_error_line
 
 
 def review(*args, **kwargs):
-    """helpers.server.diagnose.review, imported when a test calls it (so each test fails on its own
-    where the function is missing)."""
+    """helpers.server.review.review, imported when a test calls it (so each test fails on its
+    own where the function is missing)."""
     from helpers.server.review import review as _review
 
     return _review(*args, **kwargs)
@@ -243,11 +243,11 @@ def test_stochastic_rounding_on_hopper_names_the_flashinfer_mamba_backend():
     assert diagnose(_log("startup_cpu")) is None
 
 
-# ---------------------------------------------------------------- issue 14: new kinds
+# ------------------------------------------------ token budget, MoE kernel, stall, older releases
 
 
 def test_spec_token_budget_after_the_fact_names_the_three_settings():
-    # issue 14.6: vLLM 0.26.0's wording (vllm/config/vllm.py _set_max_num_scheduled_tokens);
+    # vLLM 0.26.0's wording (vllm/config/vllm.py _set_max_num_scheduled_tokens);
     # the settings come from the log's own "non-default args" line
     d = diagnose(_log("spec_token_budget"))
     assert d.name == "spec_token_budget"
@@ -299,7 +299,7 @@ def test_spec_token_budget_with_config_uses_the_targets_vllm():
 
 
 def test_nvfp4_without_moe_kernel_names_the_alternatives_and_the_target_notes():
-    # issue 14.8: vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (0.26.0-0.32.0)
+    # vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (0.26.0-0.32.0)
     d = diagnose(_log("nvfp4_no_moe_backend"), recipes.resolve("rtx-50xx"))
     assert d.name == "nvfp4_no_moe_backend"
     assert "no NVFP4 MoE kernel for this GPU" in d.cause and "RTX 5090" in d.cause
@@ -329,7 +329,7 @@ def test_disk_full_during_download_names_both_figures():
 
 
 def test_stalled_engine_is_named():
-    # issue 14.7: stats lines (vllm/v1/metrics/loggers.py) with 3 waiting, 0 running for 70 s
+    # stats lines (vllm/v1/metrics/loggers.py) with 3 waiting, 0 running for 70 s
     d = diagnose(_log("engine_stalled"))
     assert d.name == "engine_stalled"
     assert d.cause.startswith("engine stalled: requests waiting, none running")
@@ -353,7 +353,7 @@ def test_stalled_engine_pre_v1_wording():
 
 
 def test_kv_cache_too_small_older_wordings():
-    # issue 14.11: pre-V1 engine (vllm 0.8.5 vllm/worker/worker.py)
+    # pre-V1 engine (vllm 0.8.5 vllm/worker/worker.py)
     v0 = (
         "ValueError: The model's max seq len (262144) is larger than the maximum number of tokens "
         "that can be stored in KV cache (98304). Try increasing `gpu_memory_utilization` or "
@@ -372,7 +372,7 @@ def test_kv_cache_too_small_older_wordings():
 
 
 def test_every_catalogue_entry_records_the_releases_checked():
-    # issue 14.11: a field on each entry; diagnose() reports it
+    # a field on each entry; diagnose() reports it
     for entry in CATALOGUE:
         assert entry.checked_releases, f"{entry.name}: no checked_releases"
         vllm_wordings = [r for r in entry.checked_releases if r.startswith("vllm ")]
@@ -409,7 +409,7 @@ SPEC_LINE = (
 
 
 def test_spec_decode_line_parsed_with_verdict():
-    # issue 14.5
+    # the periodic SpecDecoding line: acceptance and a verdict on it
     from helpers.server.review import parse_spec_decode_line
 
     s = parse_spec_decode_line(SPEC_LINE)
@@ -468,7 +468,7 @@ def test_spec_decode_accepted_nothing_every_wording(line, length, rate, accepted
 
 
 def test_flashinfer_trtllm_on_blackwell_with_nemotron_h_warns_with_the_fix():
-    # issue 14.9: select_nvfp4_moe_backend's line (vllm 0.26.0-0.32.0)
+    # select_nvfp4_moe_backend's line (vllm 0.26.0-0.32.0)
     log = (
         "(APIServer pid=9) INFO 11-30 04:00:01 [model.py:733] Resolved architecture: NemotronHForCausalLM\n"
         "(EngineCore pid=90) INFO 11-30 04:00:40 [nvfp4.py:270] Using 'FLASHINFER_TRTLLM' NvFp4 MoE "
@@ -500,7 +500,7 @@ def test_warn_findings_issues_one_warning_per_finding():
 
 
 def test_blackwell_targets_pin_a_moe_backend_other_than_flashinfer_trtllm():
-    # issue 14.9: the b200 / b300 targets never leave the NVFP4 MoE backend to auto
+    # the b200 / b300 targets never leave the NVFP4 MoE backend to auto
     reg = load.load_registry()
     assert "nvfp4_moe_backend_blackwell" in reg.model.choices
     for target in ("b200", "b300", "dgx-station-gb300"):

@@ -1,4 +1,4 @@
-"""Bad input and faults, tried as a new user would (issue 15): each answered by a clear
+"""Bad input and faults, tried as a new user would: each answered by a clear
 error naming the fix, with nothing lost and nothing left running.
 
 One test (or parametrized test) per case of the issue; after each, no vLLM process of the

@@ -5,7 +5,7 @@ parser and the installed ``vllm-router --help``. The ``server`` tests share ONE 
 CPU stand-in replicas, each on its own core, behind vllm-router) and run in file order:
 chat and tools through the router, a sweep through the router, the scale-out notebook
 attached to it, one replica stopped during a sweep through the router, the other's API
-server SIGKILLed during a sweep straight at it (issue 15.1), and the stop (last).
+server SIGKILLed during a sweep straight at it, and the stop (last).
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
 def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real_error(
     cpu_fleet, standin_model, tmp_path
 ):
-    """Issue 15.1 on a real vLLM: the API server SIGKILLed from outside while a sweep runs
+    """On a real vLLM: the API server SIGKILLed from outside while a sweep runs
     straight at it. The sweep quotes each request's real error, and the handle says
     "crashed" and ends the engine core the kill orphaned. The server is replica 0 of this
     module's fleet (replica 1 died in the test above; the router has no live worker after

@@ -32,7 +32,7 @@ EXPECTED = {
     "h200": ({"h200"}, {"h100", "h100x8-bf16"}),
     "a100": ({"a100"}, {"h100"}),
     "l40s": ({"l40s"}, {"a100"}),
-    "l4": ({"l4"}, {"l40s"}),  # issue 16: Colab runtimes (hand-written fixtures)
+    "l4": ({"l4"}, {"l40s"}),  # Colab runtimes (hand-written fixtures)
     "a100_40gb": ({"a100-40gb"}, {"a100"}),
     "g4": ({"rtx-pro-6000"}, {"rtx-50xx"}),
     "rtx_pro_6000": ({"rtx-pro-6000"}, {"rtx-50xx"}),

@@ -57,8 +57,24 @@ def _sigint_raises_keyboardinterrupt():
     signal.signal(signal.SIGINT, old)
 
 
-def _bench_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "vllm-bench-serve" and t.is_alive()]
+def _bench_threads() -> list[threading.Thread | psutil.Process]:
+    """The point's benchmark, alive: run_point's worker thread, or a child process running
+    ``vllm.benchmarks.serve`` (the other mode, benchmarks/bench_point_modes.py)."""
+    threads = [t for t in threading.enumerate() if t.name == "vllm-bench-serve" and t.is_alive()]
+    return threads + _bench_children()
+
+
+def _bench_children() -> list[psutil.Process]:
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "vllm.benchmarks.serve" in " ".join(p.cmdline()) and (
+                p.status() != psutil.STATUS_ZOMBIE
+            ):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
 
 
 def _running_requests(srv: VLLMServer) -> float:

@@ -41,7 +41,9 @@ def _source(cell: dict) -> str:
 
 def code_lines(source: str) -> int:
     """Lines of code in a cell: not blank, not only a comment."""
-    return sum(1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return sum(
+        1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#")
+    )
 
 
 def _python(source: str) -> ast.Module:
@@ -144,7 +146,10 @@ def test_the_prompts_written_in_the_cells_are_the_ones_the_stand_in_learned():
         defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         if defs:
             data = [n for n in tree.body if isinstance(n, ast.Assign)]
-            exec(compile(ast.Module(body=data[:1] + defs, type_ignores=[]), "cell", "exec"), namespace)
+            exec(
+                compile(ast.Module(body=data[:1] + defs, type_ignores=[]), "cell", "exec"),
+                namespace,
+            )
     schemas = [tool_schema(namespace[name]) for name in ("get_weather", "get_time")]
     assert schemas == demo["tools"]
     for city in ("Santa Clara", "Tokyo", "Paris"):

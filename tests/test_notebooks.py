@@ -12,6 +12,7 @@ import pytest
 from conftest import serves_features
 from proctools import group_left, vllm_processes
 from shared_kernel import SharedKernel
+from test_notebook_layout import MAX_FIRST_REPLY_INDEX, first_reply_cell
 
 from helpers.bench import results as bench
 from helpers.config import resolve as recipes
@@ -100,9 +101,21 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     assert not left, f"the notebook's server left processes behind: {left}"
     _assert_session_outputs(text, reasoning_parser=True, tool_calling=True)
     _assert_clean_outputs(executed, stand_in=True)
+    # the first reply is printed early (tests/test_notebook_layout.py checks the same cell)
+    first = next(
+        i for i, c in enumerate(_cells(executed))
+        if any("── answer ──" in "".join(o.get("text", "")) for o in c.get("outputs", []))
+    )  # fmt: skip
+    assert first == first_reply_cell(_cells(executed)) and first <= MAX_FIRST_REPLY_INDEX
+    # start-up phases: one line each, a phase updated in place saved as its last state
+    launch = "".join(
+        "".join(o.get("text", "")) for c in _cells(executed) if "launch_server(" in "".join(c["source"])
+        for o in c.get("outputs", [])
+    )  # fmt: skip
+    assert "\r" not in launch and len(re.findall(r"^\[vllm\s+\d+s\] ", launch, re.M)) >= 3
     # the terminal saw each section as it started, the server's phases, and the copy's path
     said = capsys.readouterr().out
-    assert re.search(r"\[\s*\d+ s\] 7\. Launch the server", said)
+    assert re.search(r"\[\s*\d+ s\] 2\. Launch the server", said)
     assert re.search(r"\[\s*\d+ s\]   \[vllm\s+\d+s\] ready: ", said)
     assert f"-> {executed}" in said or f"-> {executed.relative_to(Path.cwd())}" in said
 
@@ -177,7 +190,7 @@ TARGET_NOTEBOOKS = [
 def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
     """The launch/stop code each target notebook runs is the quickstart's, which CI executes."""
     quick = REPO_ROOT / "notebooks" / f"{notebook_build.QUICKSTART}.ipynb"
-    for marker in ("server.launch_server(serve_cfg", "srv.stop()"):
+    for marker in ("srv = launch_server(served", "srv.stop()"):
         expected = _cell_sources(quick, marker)
         assert len(expected) == 1
         for path in TARGET_NOTEBOOKS:

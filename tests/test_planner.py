@@ -346,7 +346,7 @@ def test_more_seqs_than_cache_blocks_is_refused_before_launch_as_vllm_would():
     assert not planner.plan(recipes.resolve("cpu")).full_cudagraphs
 
 
-# ---------------------------------------------------------------- issue 14.6: token budget
+# ---------------------------------------------------------------- speculative token budget
 
 
 def _dflash16(target="h200", version="0.32.0"):

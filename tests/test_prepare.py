@@ -16,12 +16,19 @@ def test_the_notebook_parameters_pick_the_mode():
     assert prepare.mode_of() == "download"
     assert prepare.mode_of(weightless=True) == "weightless"
     assert prepare.mode_of(stand_in=True, weightless=True) == "stand_in"
-    assert set(prepare.MODES) == {"download", "weightless", "stand_in"}
+    assert prepare.mode_of(stand_in=True, server_url="http://127.0.0.1:8000") == "attach"
+    assert set(prepare.MODES) == {"download", "weightless", "stand_in", "attach"}
 
 
-def test_an_unknown_mode_names_the_three():
-    with pytest.raises(CookbookError, match="download, weightless, stand_in"):
+def test_an_unknown_mode_names_the_four():
+    with pytest.raises(CookbookError, match="download, weightless, stand_in, attach"):
         prepare.prepare(recipes.resolve("h100"), "dummy")
+
+
+def test_attach_mode_serves_the_config_as_it_is_and_downloads_nothing(capsys):
+    cfg = recipes.resolve("h100")
+    assert prepare.prepare(cfg, "attach") is cfg
+    assert "nothing to download" in capsys.readouterr().out
 
 
 def test_stand_in_serves_the_local_stand_in_with_the_targets_parsers(standin_model):

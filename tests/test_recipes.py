@@ -13,7 +13,7 @@ from helpers.config import resolve as recipes
 from helpers.config import schema as registry
 from helpers.errors import FlagError, RecipeError
 
-# Every deployment target the seeds name (issue 3), by registry key.
+# Every deployment target the seeds name, by registry key.
 SEED_TARGETS = {
     "h100": "1x H100 NVFP4 throughput (recipe hopper override, launch post)",
     "h100-bf16": "1x H100 BF16 (launch post command)",

@@ -488,7 +488,7 @@ def test_a_server_orphaned_by_a_killed_owner_is_found_and_ended(fake_vllm):
 def test_an_api_server_killed_from_outside_leaves_no_engine_behind(fake_vllm):
     """SIGKILL the API server (as the OOM killer would): its engine child outlives it (the
     fake's engine ignores its parent's death). The handle notices the crash, ends what is
-    left of the group and says so (issue 15.1); stop() after it is a no-op that frees the port."""
+    left of the group and says so; stop() after it is a no-op that frees the port."""
     srv = fake_vllm(progress=False).start()
     pgid, port = srv.pid, srv.port
     engine = psutil.Process(_engine_pid(srv.log_path))

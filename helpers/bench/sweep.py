@@ -229,7 +229,8 @@ def sweep(
             config gives ``model``, ``tokenizer`` and ``gpu_count`` (else ``GET
             /v1/models``). Or its URL string (server root or ``.../v1``), then with
             ``model`` and ``tokenizer``.
-        model: served model name (default: the server's).
+        model: served model name (default: the server's). With a server object, a list
+            here is taken as ``concurrencies`` (``sweep(srv, [1, 16, 64])``).
         tokenizer: local tokenizer folder matching the server's (default: the server
             config's model folder, else the ``root`` ``/v1/models`` lists).
         concurrencies: ``--max-concurrency`` per point, run in this order; default the
@@ -274,6 +275,12 @@ def sweep(
     # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
     from tqdm.std import tqdm
 
+    if (
+        not isinstance(server, (str, bytes))
+        and isinstance(model, (list, tuple))
+        and concurrencies is None
+    ):
+        model, concurrencies = None, model  # sweep(srv, [1, 16, 64]): the server knows its model
     root, model, tokenizer, gpu_count, cfg = _measured(server, model, tokenizer, gpu_count)
     scenario = _scenario(scenario, cfg)
     if concurrencies is None:

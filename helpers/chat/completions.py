@@ -232,7 +232,7 @@ def chat(
     and keywords named like its fields override them for this call.
 
     Args:
-        client: from :func:`make_client`.
+        client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
         options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
@@ -279,6 +279,15 @@ def chat(
     _check_client("chat", client)
     _check_model("chat", model)
     opts, extra = _options_from("chat", options, overrides)
+    if opts.noise_tolerant:  # weightless mode: a failure on noise text is reported, not raised
+        from helpers.weights.weightless import noise_tolerant
+
+        with noise_tolerant(True, "chat"):
+            plain = opts.replace(noise_tolerant=False)
+            return chat(
+                client, model, messages_or_prompt, plain, budget_method=budget_method, **extra
+            )
+        return None
     if budget_method not in ("server", "two_pass"):
         raise ValueError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
     budget = opts.reasoning_budget

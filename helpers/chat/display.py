@@ -62,10 +62,13 @@ def _show_turn(r: ChatResult, out: Any) -> None:
         print(f"!! {w}", file=out)
 
 
-def show(result: ChatResult | ToolLoopResult, file: Any = None) -> None:
+def show(result: ChatResult | ToolLoopResult | None, file: Any = None) -> None:
     """Print a :class:`ChatResult` (reasoning, answer, tool calls, usage, warnings) or a
-    :class:`ToolLoopResult` (each turn and each tool reply), clearly labelled."""
+    :class:`ToolLoopResult` (each turn and each tool reply), clearly labelled. None (a
+    weightless-mode reply that failed on noise text, already reported) prints nothing."""
     out = file or sys.stdout
+    if result is None:
+        return
     if isinstance(result, ToolLoopResult):
         runs = iter(result.tool_runs)
         for i, turn in enumerate(result.turns, 1):
@@ -81,7 +84,7 @@ def show(result: ChatResult | ToolLoopResult, file: Any = None) -> None:
     _show_turn(result, out)
 
 
-def budget_report(result: ChatResult, budget: int) -> str:
+def budget_report(result: ChatResult | None, budget: int) -> str:
     """One line saying whether a ``thinking_token_budget`` request behaved as it should.
 
     Args:
@@ -96,6 +99,8 @@ def budget_report(result: ChatResult, budget: int) -> str:
         ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
         ``--reasoning-parser``).
     """
+    if result is None:
+        return f"thinking_token_budget={budget}: no reply to judge (weightless mode reported why)"
     n = result.usage.reasoning_tokens
     problems = []
     if n is None:

@@ -61,6 +61,9 @@ class ChatOptions:
             seed 004 advises it for coding agents.
         recover_tool_calls: a complete tool call at the end of unfinished reasoning
             becomes a tool call (off: a ``ToolCallInReasoningWarning`` only). Not sent.
+        noise_tolerant: weightless mode (random weights, the text is noise): a ``chat`` or
+            ``run_tool_loop`` that fails on the text prints what failed and returns None
+            instead of raising (:func:`helpers.weights.weightless.noise_tolerant`). Not sent.
 
     Raises:
         TypeError: a field of the wrong type (the message names it and the shape expected).
@@ -78,10 +81,11 @@ class ChatOptions:
     tool_choice: str | dict[str, Any] | None = None
     force_nonempty_content: bool = False
     recover_tool_calls: bool = False
+    noise_tolerant: bool = False
 
     def __post_init__(self) -> None:
         fn = "ChatOptions"
-        for name in ("thinking", "force_nonempty_content", "recover_tool_calls"):
+        for name in ("thinking", "force_nonempty_content", "recover_tool_calls", "noise_tolerant"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise TypeError(f"{fn}: `{name}` must be True or False; got {value!r:.60}.")
@@ -167,7 +171,8 @@ class ChatOptions:
           demo prompts reproduces them only at temperature 0 (stable cell output), and
           its ``max_model_len`` is 2048.
         - Weightless mode on a GPU (random weights, the text is noise): ``max_tokens`` 256,
-          so the time goes to the benchmark; temperature and top_p as on a GPU.
+          so the time goes to the benchmark; temperature and top_p as on a GPU; and
+          ``noise_tolerant``: a reply that fails on noise text says so instead of raising.
 
         Args:
             stand_in: the run serves the CPU stand-in model.
@@ -192,6 +197,7 @@ class ChatOptions:
             if temperature is None
             else temperature,
             top_p=(1.0 if stand_in else DEFAULT_TOP_P) if top_p is None else top_p,
+            noise_tolerant=weightless and not stand_in,
         )
 
 
@@ -299,7 +305,7 @@ def build_request(
             ``extra_body.chat_template_kwargs``, ``reasoning_budget`` in
             ``extra_body.thinking_token_budget``; ``max_tokens`` is sent as it is (``None``
             sends none: ``chat`` fits it to the server before calling this), ``tools`` and
-            ``tool_choice`` when set. ``recover_tool_calls`` is not sent.
+            ``tool_choice`` when set. ``recover_tool_calls`` and ``noise_tolerant`` are not sent.
         stream: adds ``stream=True`` and ``stream_options.include_usage`` (usage arrives in
             a last chunk with no choices).
         extra_body: more vLLM request fields (``top_k``, ``min_p``...); its

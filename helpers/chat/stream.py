@@ -174,21 +174,21 @@ def stream_chat(
     options: ChatOptions | None = None,
     **overrides: Any,
 ) -> ChatStream:
-    """Streaming :func:`chat`: returns a :class:`ChatStream` of typed events.
+    """Streaming :func:`~helpers.chat.completions.chat`: returns a :class:`ChatStream` of typed events.
 
     ``for kind, data in stream_chat(...)`` gives ``("reasoning", text)``,
     ``("content", text)`` and ``("tool_call", ToolCallDelta)`` as the server sends them;
     ``.result`` (or :func:`collect_stream`) gives the assembled :class:`ChatResult`,
     whose checks and warnings run when the stream ends. ``options`` and ``**overrides``
-    as :func:`chat` (a :class:`ChatOptions`, then keywords that override its fields or go
+    as in ``chat`` (a :class:`ChatOptions`, then keywords that override its fields or go
     to ``chat.completions.create``); the budget is the server's ``thinking_token_budget``
     (there is no two-pass stream, and no ``budget_method``). On a server without
     ``--reasoning-parser`` the reasoning streams as ``"content"`` events; ``.result``
-    splits it at ``</think>`` as :func:`chat` does.
+    splits it at ``</think>`` as ``chat`` does.
 
     Raises:
-        TypeError, ValueError, ServerConnectionError: see :func:`chat` (at once).
-        ResponseError: see :func:`chat` (raised when the stream ends).
+        TypeError, ValueError, ServerConnectionError: as ``chat`` (at once).
+        ResponseError: as ``chat`` (raised when the stream ends).
     """
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)

@@ -282,6 +282,16 @@ def run_tool_loop(
             "to the model as the tool's result) or 'raise'."
         )
     opts, chat_kwargs = _options_from("run_tool_loop", options, overrides)
+    if opts.noise_tolerant:  # weightless mode: a failure on noise text is reported, not raised
+        from helpers.weights.weightless import noise_tolerant
+
+        with noise_tolerant(True, "tool loop"):
+            plain = opts.replace(noise_tolerant=False)
+            return run_tool_loop(
+                client, model, messages_or_prompt, tools, tool_schemas, plain,
+                max_rounds=max_rounds, on_tool_error=on_tool_error, **chat_kwargs,
+            )  # fmt: skip
+        return None
     schemas = (
         list(tool_schemas)
         if tool_schemas is not None

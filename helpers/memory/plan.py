@@ -3,8 +3,8 @@
 :func:`helpers.memory.planner.plan` computes it; this module holds the result: derived quantities
 (blocks per request, concurrency vLLM will log, the longest length that fits), the verdict
 (:func:`judge`: fits / partial / no-start / refused, with the numbers and the fix) and the
-notebook renderings (rows, DataFrame, summary, HTML), and the same figures read back from a
-server's start-up log (:func:`server_log_figures`, :func:`compare_with_server`).
+notebook renderings (rows, DataFrame, summary, HTML). Reading the same figures back from a
+server's start-up log is :mod:`helpers.server.plan_check`.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ and what to change.
 Each builder gets the regex match of its catalogue entry (the wordings are in
 :mod:`helpers.server.vllm_log`), the whole log and the config the server ran with, and returns a
 :class:`Diagnosis` (or None: the match does not count). :mod:`helpers.server.diagnose` holds the
-catalogue that pairs each wording with its builder, and tries them in order. This module
-is over the ~500-line target by its 21 builders: one per known failure, each a few lines
-of wording, kept together so a reader sees every sentence the helpers can say.
+catalogue that pairs each wording with its builder, and tries them in order. The 21 builders,
+one per known failure, stay together so a reader sees every sentence the helpers can say.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
 
-Notebook verbs: :func:`launch_server` (start, wait for ``/health`` printing the start-up
-phase; re-running the cell reuses or replaces this kernel's server), :func:`attach_server`
-(a server someone else runs) and :func:`stop_server`. Scripts and tests use
-:class:`VLLMServer` (``with VLLMServer(cfg) as srv:``): the life of one server process
-(launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment in
-:mod:`helpers.server.launch`, the HTTP surface (URLs, ``/health``, ``/v1/models``) in
-:mod:`helpers.server.endpoint`, ports, process groups and launch records in
-:mod:`helpers.server.processes`, the log's wording in :mod:`helpers.server.vllm_log`, failure
-sentences in :mod:`helpers.server.diagnose`.
+Notebook verbs: :func:`launch_server` (start and wait, or reuse / replace this kernel's
+server), :func:`attach_server`, :func:`stop_server`. :class:`VLLMServer` is the life of one
+server process (launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment
+in :mod:`helpers.server.launch`, the HTTP surface in :mod:`helpers.server.endpoint`, process
+groups and launch records in :mod:`helpers.server.processes`, the log's wording in
+:mod:`helpers.server.vllm_log`, failure sentences in :mod:`helpers.server.diagnose`.
 """
 
 from __future__ import annotations
@@ -77,9 +74,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
 
 
-# ---------------------------------------------------------------------------------------
-# the server
-# ---------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------- the server
 
 _LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
 
@@ -95,22 +90,18 @@ class VLLMServer(ServerEndpoint):
     """One vLLM OpenAI-compatible server: launched and owned, or attached.
 
     Args:
-        config: a :class:`helpers.config.serveconfig.ServeConfig` (duck type: ``model``,
-            ``served_model_name``, ``host``, ``port`` (None: pick a free one), ``env``,
-            ``cli_flags()``; optional ``target`` and ``vllm_version`` enrich error messages).
+        config: a :class:`~helpers.config.serveconfig.ServeConfig` (duck type: ``model``, ``host``,
+            ``port`` (None: a free one), ``env``, ``cli_flags()``; ``target``, ``vllm_version``
+            and ``served_model_name`` optional).
         log_path: the log file (default ``out/logs/vllm-<name>-<port>-<time>.log``).
-        startup_timeout: seconds to wait for ``/health`` (default
-            :data:`DEFAULT_STARTUP_TIMEOUT` = 1800: a cold 30 GB BF16 start on a slow disk).
+        startup_timeout: seconds to wait for ``/health`` (:data:`DEFAULT_STARTUP_TIMEOUT`).
         grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
-        cache_dir: folder for ``VLLM_CACHE_ROOT`` (``<dir>/vllm``) and ``TRITON_CACHE_DIR``
-            (``<dir>/triton``), so a second start skips the compile; default ``out/cache``;
-            ``None`` leaves vLLM's defaults. Variables set in ``os.environ`` or ``config.env`` win.
-        cleanup_leftovers: end leftover servers from dead Python processes before starting
-            (default: only warn with :class:`LeftoverServerWarning`).
+        cache_dir: ``VLLM_CACHE_ROOT`` = ``<dir>/vllm``, ``TRITON_CACHE_DIR`` = ``<dir>/triton`` (a
+            second start skips the compile); default ``out/cache``, ``None`` vLLM's own; set wins.
+        cleanup_leftovers: end leftovers (below) before starting (default: warn only).
         progress: True prints phase changes and a line every 30 s; False is silent; a
             callable gets ``(phase, seconds_since_launch)``.
-        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"``
-            (``python -m vllm.entrypoints.openai.api_server``).
+        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"`` (``python -m``).
         validate_flags: parse the flags with the installed vLLM's own parser first
             (``config.validate()``, when the config has one and vLLM is importable here): a
             misspelled flag fails by name with no process started.
@@ -118,9 +109,8 @@ class VLLMServer(ServerEndpoint):
             ``*.safetensors`` is whole, and the stand-in's files match the sizes and SHA-256
             recorded at build (:func:`helpers.standin.build.check_checkpoint`).
 
-    The constructor does no work; :meth:`start` (or ``with``) launches: its own process
-    group, one log under ``out/logs/``, a record under ``out/run/``. A recorded server whose
-    owner (e.g. a restarted notebook kernel) is gone is a *leftover*: the next start warns.
+    The constructor does no work; :meth:`start` (or ``with``) launches: own process group, log
+    under ``out/logs/``, record under ``out/run/`` (a record whose owner is gone: a *leftover*).
     """
 
     def __init__(
@@ -201,10 +191,9 @@ class VLLMServer(ServerEndpoint):
     def is_running(self) -> bool:
         """Owned: the API server process is alive. Attached: ``/health`` answers 200.
 
-        When the owned API server died without :meth:`stop` (killed, crashed), the
-        engine core and workers of its process group outlive it, serve nothing and keep
-        their memory: they are ended here, and :attr:`crash` (also in ``repr``) says what
-        died, how, and which processes were ended (see :meth:`survivors`).
+        When the owned API server died without :meth:`stop`, the engine core and workers of
+        its group outlive it and keep their memory: they are ended here, and :attr:`crash`
+        (also in ``repr``) says what died, how, and what was ended (:meth:`survivors`).
         """
         if not self.owned:
             return self.healthy()
@@ -261,9 +250,8 @@ class VLLMServer(ServerEndpoint):
         return self._launch_argv()
 
     def environment(self) -> dict[str, str]:
-        """The environment the server process gets (:func:`helpers.server.launch.launch_environment`):
-        ``os.environ``, the cache folders (see ``cache_dir``), ``PYTHONUNBUFFERED=1``, then
-        ``config.env`` on top."""
+        """The server process's environment (:func:`helpers.server.launch.launch_environment`):
+        ``os.environ``, the ``cache_dir`` folders, ``PYTHONUNBUFFERED=1``, ``config.env`` on top."""
         cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
         return launch_environment(self.config, cache)
 
@@ -316,14 +304,13 @@ class VLLMServer(ServerEndpoint):
         Returns:
             self (so ``srv = VLLMServer(cfg).start()`` works).
         Raises:
-            FlagError: a flag the installed vLLM does not accept (``validate_flags``), named,
-                before anything is launched.
+            FlagError: a flag the installed vLLM does not accept (``validate_flags``), by name.
             RecipeError: a flag value vLLM would refuse (``ServeConfig.check_values``).
-            CookbookError: a damaged local checkpoint (``check_model``), naming the rebuild.
+            CookbookError: a damaged local checkpoint (``check_model``, naming the rebuild), an
+                attached server, no model in the config, vLLM not installed.
             ServerStartError: the port is taken (names the holder), the process exited during
-                start-up, or ``startup_timeout`` passed (names the phase); the message carries
-                the log tail and, when the log matches :mod:`helpers.server.diagnose`, the fix.
-            CookbookError: attached server, no model in the config, vLLM not installed.
+                start-up, or ``startup_timeout`` passed (names the phase), with the log tail and,
+                when the log matches :mod:`helpers.server.diagnose`, the fix.
         """
         if not self.owned:
             raise CookbookError(
@@ -401,8 +388,7 @@ class VLLMServer(ServerEndpoint):
             try:
                 self.wait_ready()
             except KeyboardInterrupt:
-                # Interrupted mid-wait (Jupyter's stop button is SIGINT): a server that is
-                # still starting must not outlive the cell, or a re-run would start a second one.
+                # Jupyter's stop button (SIGINT): a starting server must not outlive the cell
                 self._abandon("interrupted during start-up")
                 raise
         return self
@@ -423,12 +409,10 @@ class VLLMServer(ServerEndpoint):
             )
 
     def wait_ready(self, timeout: float | None = None) -> VLLMServer:
-        """Block until ``/health`` is 200 (see :meth:`start`); shows the start-up phase.
+        """Block until ``/health`` is 200, showing the start-up phase; raises as :meth:`start`.
 
         Args:
             timeout: seconds from launch (default ``startup_timeout``).
-        Raises:
-            ServerStartError: as :meth:`start`.
         """
         if self._proc is None:
             raise CookbookError("Nothing launched: call start() first.")
@@ -456,7 +440,7 @@ class VLLMServer(ServerEndpoint):
             if self.healthy():
                 self.startup_seconds = elapsed
                 self.phase = "ready"
-                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed)
+                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed, kind="ready")
                 self._end_line()
                 warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
                 return self
@@ -523,9 +507,8 @@ class VLLMServer(ServerEndpoint):
     def stop(self, *, verbose: bool | None = None) -> None:
         """End the server's whole process group and check that nothing is left.
 
-        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch
-        (API server, engine core, workers) must be gone and the port must bind again.
-        Does nothing for an attached server or one that is already stopped.
+        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch must
+        be gone and the port bind again. Nothing for an attached or already stopped server.
 
         Raises:
             CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
@@ -565,7 +548,6 @@ class VLLMServer(ServerEndpoint):
                 flush=True,
             )
 
-    # ---- context manager -----------------------------------------------------------
     def __enter__(self) -> VLLMServer:
         if self.owned:
             self.start()
@@ -590,9 +572,7 @@ class VLLMServer(ServerEndpoint):
         return f"<VLLMServer {state} {where} log={self.log_path}>"
 
 
-# ---------------------------------------------------------------------------------------
-# notebook verbs
-# ---------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------ notebook verbs
 
 
 def running_servers() -> list[VLLMServer]:
@@ -620,21 +600,17 @@ def launch_server(
 ) -> VLLMServer:
     """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
 
-    With ``server_url``, attach to the server already running there instead (nothing is
-    launched, and :meth:`VLLMServer.stop` leaves it running): what it serves
-    (``model_name``, ``tokenizer``, ``features``) is then asked from the server itself.
-
-    Re-running the launch cell never starts a second server beside one this process
-    already runs: a running server of the same command (model, flags, environment) is
-    reused (``reuse=True``); any other server this process launched is stopped first (one
-    GPU, one server). Both cases are printed.
+    With ``server_url``, attach to the server running there instead (nothing is launched,
+    ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
+    the cell never starts a second server: one of this process with the same command (model,
+    flags, environment) is reused (``reuse=True``), any other it launched is stopped first
+    (one GPU, one server). Both cases are printed.
 
     Args:
         config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
         server_url: ``http://host:port`` of a running server to use instead of launching.
         reuse: reuse a running server of this process with the same command.
-        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``log_path``,
-            ``cleanup_leftovers``, ``progress``, ...).
+        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
     Returns:
         The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
     Raises:

@@ -1,6 +1,6 @@
 """The measured H200 reference run: weightless architecture, served and benchmarked through the helpers.
 
-Run on the offline H200 machine (vLLM 0.26.0 bundle, see ../shared/gpu/README.md) from the
+Run on the offline H200 machine (the offline vLLM 0.26.0 bundle, see tools/device/README.md) from the
 repository root, after ``eval "$(sh .gpu/unpack.sh)"``::
 
     python3 tools/device/run_h200.py --variant bf16 --flag-check --warm-restart --out "$OUT"
@@ -41,7 +41,7 @@ from helpers.config import versions as versions_mod
 from helpers.errors import FlagError
 from helpers.weights import weightless
 
-#: The reference hand run's settings (../shared/gpu/README.md "Measured on the machine").
+#: The reference hand run's settings (a hand run on the offline vLLM 0.26.0 bundle, docs/results/h200.md).
 REFERENCE_ARGS = {
     "--max-model-len": 8192,
     "--max-num-seqs": 256,
