@@ -81,6 +81,7 @@ def run_bench_child(argv, log_path, *, root=None, stall_timeout=None, poll=2.0):
     with open(log_path, "w") as log:
         log.write("vllm bench serve " + shlex.join(argv) + "\n\n")
         log.flush()
+        header = log.tell()
         proc = subprocess.Popen(
             [sys.executable, "-c", CHILD_SCRIPT, *argv], stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
@@ -94,7 +95,9 @@ def run_bench_child(argv, log_path, *, root=None, stall_timeout=None, poll=2.0):
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if detector is None:
+            # the watch starts with the child's first output (main() prints its arguments),
+            # after its import of vLLM, as the thread's watch starts after the import
+            if detector is None or Path(log_path).stat().st_size <= header:
                 continue
             try:
                 metrics = scrape_metrics(root, timeout=max(poll, 1.0))

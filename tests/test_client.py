@@ -1997,7 +1997,10 @@ def test_wrong_options_and_unknown_keywords_with_options(rec, client):
 def test_for_run_defaults_and_explicit_values(run, expected):
     opts = ChatOptions.for_run(**run)
     assert (opts.max_tokens, opts.temperature, opts.top_p) == expected
-    assert opts.replace(max_tokens=None, temperature=1.0, top_p=0.95) == ChatOptions()
+    # only weightless mode on a GPU tolerates noise text (the stand-in's text is not noise)
+    assert opts.noise_tolerant == (run.get("weightless", False) and not run["stand_in"])
+    plain = opts.replace(max_tokens=None, temperature=1.0, top_p=0.95, noise_tolerant=False)
+    assert plain == ChatOptions()
 
 
 def test_for_run_checks_its_arguments():

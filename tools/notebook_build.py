@@ -115,7 +115,7 @@ def render(spec: NotebookSpec, registry: RegistryLike = None):
     if t["colab_runtime"]:
         from helpers.memory import planner
 
-        p = planner.plan(recipes.resolve(spec.target, registry=reg), registry=reg)
+        p = planner.plan(recipes.resolve(spec.target, registry=reg))
         t["planner_verdict"] = (
             f"{p.status.upper()}: KV budget {p.kv_budget_gib:.2f} GiB after {p.weights_gib:g} GiB of weights; "
             f"{p.max_num_seqs} sequences fit up to {p.max_len_for():,} tokens each (--max-model-len {p.max_model_len:,})."

@@ -127,6 +127,7 @@ from helpers.server.vllm_server import launch_server
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import prepare
 
+# %%
 model_path = build_standin_model() if stand_in else None
 tag = target + ("-standin" if stand_in else "")
 results, repeated = [], {}

@@ -204,6 +204,7 @@ def resolve(
     env.update(extra_env or {})
 
     from_extra = tuple(f for f, val in (extra_args or {}).items() if val is not None)
+    hints = t.planner
     cfg = ServeConfig(
         target=target,
         variant=variant,
@@ -229,6 +230,12 @@ def resolve(
         label=t.label,
         stand_in=t.stand_in,
         extra_flags=from_extra,
+        architecture=reg.model.architecture,
+        context_length_default=reg.model.context_length_default or None,
+        min_vllm_version=reg.model.min_vllm_version or None,
+        weights_gib=float((hints.weights_gib if hints else None) or v.weights_gb or 0),
+        activation_reserve_gib=hints.activation_reserve_gb if hints else None,
+        drafter_gib=float(s.drafter.size_gb or 0) if s.drafter is not None else 0.0,
     )
     check_rules(cfg, reg)
     return cfg

@@ -120,6 +120,18 @@ class ServeConfig:
     label: str = ""
     stand_in: bool = False
     seed_vllm_version: str | None = None
+    #: Registry facts the planner and the installer need, carried here so that no consumer
+    #: looks the registry up again: the model's ``architecture`` (``model.architecture``),
+    #: its default context (tokens) and minimum vLLM; the weights to hold (GiB: the
+    #: target's measured ``planner.weights_gib``, else the variant's ``weights_gb``), the
+    #: target's measured activation reserve (GiB, None: the planner's default) and the
+    #: drafter's size (GiB, 0 without a separate drafter).
+    architecture: Any = None
+    context_length_default: int | None = None
+    min_vllm_version: str | None = None
+    weights_gib: float = 0.0
+    activation_reserve_gib: float | None = None
+    drafter_gib: float = 0.0
     #: flags that came from the caller's ``extra_args`` (resolve / with_args), not the
     #: registry: a rejected one is blamed on extra_args, not on cookbook/recipe.yaml.
     extra_flags: tuple[str, ...] = ()

@@ -267,7 +267,7 @@ def install_plan(
     colab = is_colab() if colab is None else colab
     installed = installed if installed is not None else detect_vllm()
     stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
-    min_version = reg.model.min_vllm_version or None
+    min_version = cfg.min_vllm_version
     notes: list[str] = []
     alternatives: dict[str, list[str]] = {}
 

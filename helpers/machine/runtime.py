@@ -237,7 +237,7 @@ def route(
             )
         target = matches[0]
         why = f"{gpu.name} matches registry target {target!r} by name / compute capability (hardware.match_targets)."
-    plan = planner.plan(recipes.resolve(target, registry=reg), registry=reg) if with_plan else None
+    plan = planner.plan(recipes.resolve(target, registry=reg)) if with_plan else None
     if plan is not None and not plan.starts:
         return Route(
             runtime,

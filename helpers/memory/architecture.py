@@ -127,7 +127,16 @@ class Architecture:
             RecipeError: the pattern's length is not ``num_hidden_layers``.
         """
         reg = as_registry(registry)
-        a = reg.model.architecture
+        return cls.from_schema(reg.model.architecture, reg.model.context_length_default or None)
+
+    @classmethod
+    def from_schema(cls, a: Any, context_length: int | None = None) -> Architecture:
+        """From a registry ``model.architecture`` entry (as :class:`ServeConfig` carries it),
+        with ``context_length`` (tokens) as ``max_position_embeddings``.
+
+        Raises:
+            RecipeError: the pattern's length is not ``num_hidden_layers``.
+        """
         if len(a.hybrid_override_pattern) != a.num_hidden_layers:
             raise RecipeError(
                 "model.architecture.hybrid_override_pattern has "
@@ -145,7 +154,7 @@ class Architecture:
             n_groups=a.n_groups,
             conv_kernel=a.conv_kernel,
             dtype="bfloat16",
-            max_position_embeddings=reg.model.context_length_default or None,
+            max_position_embeddings=context_length,
             source="cookbook/recipe.yaml model.architecture",
         )
 

@@ -122,7 +122,6 @@ def plan(
     kv_budget_gb: float | None = None,
     gpu_memory_gb: float | None = None,
     architecture: Architecture | None = None,
-    registry: RegistryLike = None,
     vllm_version: str | None = None,
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
@@ -180,15 +179,14 @@ def plan(
     (
         cfg.with_args(given) if given else cfg
     ).check_values()  # impossible numbers: an error, not a plan
-    reg = as_registry(registry)
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
-    a = architecture or _architecture(cfg, reg)
+    a = architecture or _architecture(cfg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
         raise RecipeError(
             "The planner models hybrid Mamba + attention models; this pattern lacks one of them."
         )
     notes: list[str] = []
-    shape = _shape(cfg, a, device, reg, max_model_len, max_num_seqs, context_len)
+    shape = _shape(cfg, a, device, max_model_len, max_num_seqs, context_len)
     dtypes = _dtypes(cfg, a, device, notes)
     spec = cfg.speculative_config or {}
     num_spec = int(spec.get("num_speculative_tokens") or 0)
@@ -196,7 +194,7 @@ def plan(
     mode, mamba_blocks = _mamba_cache_mode(cfg, version, num_spec, notes)
     pages = _pages(cfg, a, device, shape.tp, num_spec, dtypes)
     group_size, attn_groups, mamba_groups = _layer_groups(a)
-    budget = _budget(cfg, device, reg, shape.tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
+    budget = _budget(cfg, device, shape.tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
     num_blocks = max(budget.bytes, 0) // (group_size * pages.page)
     _approximation_notes(
         cfg,
@@ -255,13 +253,13 @@ def plan(
 # ---- the steps of plan() ---------------------------------------------------------------
 
 
-def _architecture(cfg, reg: Registry) -> Architecture:
+def _architecture(cfg) -> Architecture:
     """From ``cfg.model``'s ``config.json`` when it is a local folder (the stand-in, an
-    architecture folder), else the registry's ``model.architecture``."""
+    architecture folder), else the registry's ``model.architecture`` that ``cfg`` carries."""
     model_dir = Path(cfg.model) if cfg.model else None
     if model_dir is not None and (model_dir / "config.json").exists():
         return Architecture.from_hf_config(model_dir)
-    return Architecture.from_registry(reg)
+    return Architecture.from_schema(cfg.architecture, cfg.context_length_default)
 
 
 class _Shape(NamedTuple):
@@ -271,16 +269,14 @@ class _Shape(NamedTuple):
     context_len: int
 
 
-def _shape(
-    cfg, a: Architecture, device: str, reg: Registry, max_model_len, max_num_seqs, context_len
-) -> _Shape:
+def _shape(cfg, a: Architecture, device: str, max_model_len, max_num_seqs, context_len) -> _Shape:
     """Tensor parallel size, tokens per request, sequences at once, the workload's length."""
     tp = int(_arg(cfg, "--tensor-parallel-size", 1) or 1)
     mml = int(
         max_model_len
         or _arg(cfg, "--max-model-len", 0)
         or a.max_position_embeddings
-        or reg.model.context_length_default
+        or cfg.context_length_default
     )
     gpu = cfg.gpu or {}
     seqs = int(
@@ -395,7 +391,7 @@ class _Budget(NamedTuple):
 
 
 def _budget(
-    cfg, device: str, reg: Registry, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
+    cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
 ) -> _Budget:
     """The KV-cache budget per GPU, and where it came from.
 
@@ -412,21 +408,12 @@ def _budget(
     mem = float(
         gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0
     )
-    variant = reg.variants.get(cfg.variant)
     # A target may record measured weights and its own reserve (registry `targets.<t>.planner`,
-    # e.g. the L4: 17.2 GiB of W4A16 weights, docs/results/README.md#nvfp4-weight-size).
-    target = reg.targets.get(cfg.target)
-    hints = target.planner if target is not None and target.planner is not None else None
-    weights = (
-        float((hints.weights_gib if hints else None) or (variant.weights_gb if variant else 0) or 0)
-        / tp
-    )
-    drafter = 0.0
-    mode = reg.speculative.get(cfg.speculative)
-    if mode is not None and mode.drafter is not None:
-        drafter = float(mode.drafter.size_gb or 0) / tp
-    if activation_reserve_gb is None and hints is not None:
-        activation_reserve_gb = hints.activation_reserve_gb
+    # e.g. the L4's W4A16 weights, docs/results/README.md#nvfp4-weight-size): cfg carries them.
+    weights = float(cfg.weights_gib or 0) / tp
+    drafter = float(cfg.drafter_gib or 0) / tp
+    if activation_reserve_gb is None:
+        activation_reserve_gb = cfg.activation_reserve_gib
     reserve = float(
         activation_reserve_gb
         if activation_reserve_gb is not None
@@ -504,7 +491,7 @@ def plan_targets(
     rows = []
     for name in names:
         cfg = recipes.resolve(name, registry=reg)
-        p = plan(cfg, context_len=context_len, registry=reg, **kwargs)
+        p = plan(cfg, context_len=context_len, **kwargs)
         rows.append(
             {
                 "target": name,

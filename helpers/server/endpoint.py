@@ -152,8 +152,9 @@ class ServerEndpoint:
         return self._probed
 
     def serves(self, feature: str, needed_by: str) -> bool:
-        """True when the server runs with ``feature``; else print which flags are missing
-        and what ``needed_by`` (a step's name) therefore skips, and return False.
+        """True when the server runs with ``feature`` (and the config it was launched or
+        attached for, ``intended``, asks for it); else print which flags are missing and what
+        ``needed_by`` (a step's name) therefore skips, and return False.
 
         Raises:
             CookbookError: ``feature`` is not ``reasoning`` or ``tool_calling``.
@@ -162,9 +163,12 @@ class ServerEndpoint:
             raise CookbookError(
                 f"Unknown feature {feature!r}: pass one of {', '.join(_FEATURE_FLAGS)}."
             )
-        if feature in self.features:
+        # the config the notebook resolved (an attached server's `intended`) decides too: a
+        # target whose command lacks the flags skips the step even where a server has them
+        cfg = getattr(self, "intended", None) or getattr(self, "config", None)
+        wanted = cfg is None or getattr(cfg, "features", None) is None or feature in cfg.features
+        if wanted and feature in self.features:
             return True
-        cfg = getattr(self, "config", None)
         who = getattr(cfg, "label", None) or f"the server at {self.url}"
         print(
             f"skipped: {who} serves without {_FEATURE_FLAGS[feature]}, which {needed_by} needs "

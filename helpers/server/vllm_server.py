@@ -144,6 +144,7 @@ class VLLMServer(ServerEndpoint):
         self.validate_flags = validate_flags
         self.check_model = check_model
         self.owned = True
+        self.intended: Any = None  # attached: the config the caller resolved (serves())
         self.phase: str | None = None
         self._open_kind: str | None = None  # the phase line _say left open
         self.startup_seconds: float | None = None  #: launch -> /health 200
@@ -619,6 +620,7 @@ def launch_server(
     """
     if server_url:
         srv = attach_server(server_url)
+        srv.intended = config  # the notebook's own config: serves() skips what it lacks
         srv.progress = True  # say what stop() leaves running
         print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
         return srv

@@ -1,13 +1,14 @@
 """One verb for what a notebook serves: ``prepare(cfg, mode)``.
 
 A resolved :class:`helpers.config.serveconfig.ServeConfig` names the real checkpoint. Before a
-launch it becomes the config actually served, in one of three modes: ``"download"`` (the
+launch it becomes the config actually served, in one of four modes: ``"download"`` (the
 checkpoint and a separate DFlash / DSpark drafter at their pinned revisions,
 :func:`helpers.weights.download.download`); ``"weightless"`` (the exact architecture with
 random weights and ``--load-format dummy``, :mod:`helpers.weights.weightless`: real memory and
 speed, noise text; only a separate drafter is downloaded); ``"stand_in"`` (the tiny CPU
 stand-in, :func:`helpers.config.resolve.standin_config` on
-:func:`helpers.standin.build.build_standin_model`). The notebooks' ``stand_in`` /
+:func:`helpers.standin.build.build_standin_model`); ``"attach"`` (a server that runs
+elsewhere: nothing to prepare). The notebooks' ``server_url`` / ``stand_in`` /
 ``weightless`` parameters pick the mode (:func:`mode_of`).
 """
 
