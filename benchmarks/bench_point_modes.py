@@ -14,8 +14,10 @@ Whichever mode ``run_point`` does not use is defined here, so the choice can be 
 The script starts one CPU stand-in server (``helpers.config.resolve.resolve("cpu")``, the
 ``standin_server`` fixture's config) and times a notebook's 3-point sweep
 (:func:`helpers.bench.sweep.sweep`: concurrency 1, 2, 4; 64 in / 32 out tokens; 16 prompts)
-both ways, repetitions interleaved, in ONE Python process: the first ``thread`` sweep pays
-the in-process import, as a notebook kernel's first sweep does.
+both ways, repetitions interleaved, in ONE Python process, as a notebook kernel runs them:
+the in-process import is paid once (mostly by the launch, whose flag check imports vLLM's
+argument parser: 0.2 s are left for the first ``thread`` sweep; a kernel that attaches to a
+server pays the whole import, printed first, in its first sweep).
 
 Usage (from the repository root, after ``make setup``; nothing else running)::
 
@@ -159,6 +161,14 @@ def time_sweeps(reps: int) -> dict[str, list[float]]:
     return seconds
 
 
+def time_import() -> float:
+    """Seconds a fresh process takes to import ``vllm.benchmarks.serve`` (a child's fixed cost)."""
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import vllm.benchmarks.serve"], check=True,
+                   capture_output=True)  # fmt: skip
+    return time.monotonic() - t0
+
+
 def time_tests() -> dict[str, float]:
     """Wall seconds of the bench-heavy test files, one pytest subprocess per mode."""
     out: dict[str, float] = {}
@@ -171,6 +181,9 @@ def time_tests() -> dict[str, float]:
         out[mode] = time.monotonic() - t0
         tail = rc.stdout.strip().splitlines()[-1] if rc.stdout.strip() else rc.stderr[-300:]
         print(f"tests, {mode:<6}: {out[mode]:6.1f} s  ({tail})")
+        for line in rc.stdout.splitlines():
+            if line.startswith(("FAILED", "ERROR")):
+                print(f"  {line}")
     return out
 
 
@@ -185,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3, help="sweeps per mode (default 3; 0: none)")
     p.add_argument("--tests", action="store_true", help="also time the bench-heavy tests")
     a = p.parse_args(argv)
+    print(f"import vllm.benchmarks.serve in a fresh process: {time_import():.1f} s")
     if a.reps > 0:
         s = time_sweeps(a.reps)
         t, c = s["thread"], s["child"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -137,6 +138,37 @@ def test_gpu_phase_lines():
         == "compiled in 24.87 s"
     )
     assert startup_phase("(APIServer pid=1) INFO 11-29 [api_server.py:1] hello") is None
+
+
+def test_a_phase_that_repeats_updates_its_own_line(capsys):
+    """Start-up progress: one line per phase; "capturing CUDA graphs (n/67)" and the
+    heartbeat of a phase rewrite that line in place (\\r), so an executed notebook, whose
+    streams are saved coalesced, keeps one line per phase instead of one per update."""
+    srv = server_mod.VLLMServer(recipes.resolve("cpu"), progress=True)
+    for phase, t in [
+        ("loading weights (1/2 shards)", 5),
+        ("loading weights (2/2 shards)", 6),
+        *((f"capturing CUDA graphs ({i}/67)", 10 + i) for i in range(1, 68)),
+    ]:
+        srv._say(phase, t)
+    srv._say(
+        "still capturing CUDA graphs (67/67) (40 s in this phase)", 90, kind="capturing CUDA graphs"
+    )
+    srv._say("ready: http://127.0.0.1:1/v1 (91 s)", 91, kind="ready")
+    srv._end_line()
+    out = capsys.readouterr().out
+    lines = out.split("\n")
+    assert len(lines) == 4 and lines[-1] == "", lines  # three phases, each ended once
+    assert lines[0].count("\r") == 1 and lines[0].endswith("loading weights (2/2 shards)")
+    assert lines[1].count("\r") == 67 and lines[1].endswith("(40 s in this phase)")
+    assert lines[2] == "[vllm    91s] ready: http://127.0.0.1:1/v1 (91 s)"
+    # what a coalesced notebook stream keeps: the last state of each line
+    kept = re.sub(r"[^\n]*\r(?=[^\n])", "", out)
+    assert kept.splitlines() == [
+        "[vllm     6s] loading weights (2/2 shards)",
+        "[vllm    90s] still capturing CUDA graphs (67/67) (40 s in this phase)",
+        "[vllm    91s] ready: http://127.0.0.1:1/v1 (91 s)",
+    ]
 
 
 def test_flashinfer_jit_build_is_its_own_phase_in_the_recorded_h200_bf16_start():

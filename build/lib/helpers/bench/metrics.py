@@ -1,0 +1,317 @@
+"""Read a vLLM server's Prometheus ``/metrics``: the counters and gauges the benchmark uses.
+
+Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
+library's own parser). Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
+``vllm/v1/metrics/loggers.py``; see docs/DESIGN.md). From them:
+
+- speculative decoding's acceptance rate and length between two scrapes
+  (:func:`acceptance_from_counters`) and a verdict on it (:func:`acceptance_verdict`);
+- a stalled engine, requests waiting and none running (:class:`StallDetector`).
+
+HTTP goes through :mod:`helpers.server.httpio` (``httpx``, proxies off).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from helpers.errors import BenchError
+from helpers.server import httpio
+
+#: Prometheus counters of speculative decoding (``vllm/v1/spec_decode/metrics.py``).
+SPEC_DECODE_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DECODE_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_DECODE_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
+#: Prefix-cache counters (``vllm/v1/metrics/loggers.py``), used to show points do not share a cache.
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+NUM_RUNNING = "vllm:num_requests_running"
+NUM_WAITING = "vllm:num_requests_waiting"
+
+#: Seconds a point may sit with requests waiting and none running before it is aborted as
+#: a stalled engine (over a minute); the client timeout would wait hours.
+STALL_TIMEOUT_S = 60.0
+#: Seconds between the ``/metrics`` scrapes that watch a running point.
+STALL_POLL_S = 2.0
+#: What a stalled point's error and the diagnosis say.
+ENGINE_STALLED = "engine stalled: requests waiting, none running"
+
+
+def _num(value: Any) -> float | None:
+    """A JSON value as a float, or None when it is missing or not a number."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class SpecDecodeCounters:
+    """Speculative-decoding counters summed over engines, as read from one ``/metrics`` scrape.
+
+    All three are cumulative since server start (Prometheus counters), in drafts / tokens.
+    """
+
+    num_drafts: float
+    num_draft_tokens: float
+    num_accepted_tokens: float
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum each sample of Prometheus text exposition over its label sets.
+
+    Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
+    library's own parser), so escaped label values, ``+Inf`` / ``NaN`` and
+    timestamps are handled as Prometheus defines them.
+
+    Args:
+        text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
+
+    Returns:
+        ``{sample name: value summed over all label sets}``, e.g.
+        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. NaN samples are skipped;
+        histogram samples keep their ``_bucket`` / ``_sum`` / ``_count`` names (buckets
+        summed over ``le`` are meaningless and should not be read).
+
+    Raises:
+        BenchError: the text is not Prometheus exposition (names what to check).
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text or ""):
+            for sample in family.samples:
+                value = float(sample.value)
+                if math.isnan(value):
+                    continue
+                totals[sample.name] = totals.get(sample.name, 0.0) + value
+    except ValueError as e:
+        raise BenchError(
+            f"The /metrics text is not Prometheus exposition ({e}); check the URL points at a "
+            "vLLM server root (http://host:port), not at another service."
+        ) from e
+    return totals
+
+
+def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
+    """Read the three speculative-decoding counters from a ``/metrics`` scrape.
+
+    Args:
+        metrics: ``/metrics`` text, or the dict :func:`parse_prometheus` made of it.
+
+    Returns:
+        The counters, or ``None`` when the server exposes none of them (speculative
+        decoding off).
+    """
+    values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
+    names = (SPEC_DECODE_DRAFTS, SPEC_DECODE_DRAFT_TOKENS, SPEC_DECODE_ACCEPTED_TOKENS)
+    if not any(n in values for n in names):
+        return None
+    return SpecDecodeCounters(*(float(values.get(n, 0.0)) for n in names))
+
+
+def acceptance_from_counters(
+    before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
+) -> dict[str, float] | None:
+    """Acceptance rate and length over the requests served between two scrapes.
+
+    Same definitions as ``vllm bench serve`` (``vllm/benchmarks/serve.py``):
+    acceptance rate = accepted / draft tokens × 100 (percent); acceptance length =
+    1 + accepted / drafts (tokens emitted per target-model forward pass, the ``1`` being
+    the target's own token).
+
+    Args:
+        before, after: counters scraped before and after the point.
+
+    Returns:
+        ``{"spec_decode_acceptance_rate": %, "spec_decode_acceptance_length": tokens,
+        "spec_decode_num_drafts": n, "spec_decode_draft_tokens": n,
+        "spec_decode_accepted_tokens": n}``, or ``None`` when either scrape lacks the
+        counters or no token was drafted in between.
+    """
+    if before is None or after is None:
+        return None
+    drafts = after.num_drafts - before.num_drafts
+    draft_tokens = after.num_draft_tokens - before.num_draft_tokens
+    accepted = after.num_accepted_tokens - before.num_accepted_tokens
+    if drafts <= 0 or draft_tokens <= 0:
+        return None
+    out = {
+        "spec_decode_acceptance_rate": accepted / draft_tokens * 100.0,
+        "spec_decode_acceptance_length": 1.0 + accepted / drafts,
+        "spec_decode_num_drafts": int(drafts),
+        "spec_decode_draft_tokens": int(draft_tokens),
+        "spec_decode_accepted_tokens": int(accepted),
+    }
+    out.update(acceptance_verdict(out))
+    return out
+
+
+#: Verdict of a point whose drafts were all rejected.
+ACCEPTED_NOTHING = "speculative decoding accepted nothing"
+
+
+def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
+    """Judge a point's speculative decoding from its counters or its acceptance figures.
+
+    Args:
+        point: a benchmark JSON / row with ``spec_decode_num_drafts``,
+            ``spec_decode_draft_tokens``, ``spec_decode_accepted_tokens`` (counter deltas) or
+            at least ``spec_decode_acceptance_length`` / ``_rate``.
+
+    Returns:
+        ``{"spec_decode_level": "error", "spec_decode_verdict": "speculative decoding accepted
+        nothing (576 drafts, 4032 draft tokens, 0 accepted): ..."}`` when drafts were made
+        and none accepted; ``"warning"`` with "not paying off: ..." when the mean acceptance
+        length is below :data:`helpers.server.review.PAYING_OFF_LENGTH`; ``"ok"`` otherwise; ``{}``
+        when the point has no speculative-decoding figures.
+    """
+    from helpers.server.review import PAYING_OFF_LENGTH
+
+    drafts = _num(point.get("spec_decode_num_drafts"))
+    draft_tokens = _num(point.get("spec_decode_draft_tokens"))
+    accepted = _num(point.get("spec_decode_accepted_tokens"))
+    length = _num(point.get("spec_decode_acceptance_length"))
+    rate = _num(point.get("spec_decode_acceptance_rate"))
+    if drafts is None and length is None and rate is None:
+        return {}
+    counted = drafts is not None and draft_tokens is not None and accepted is not None
+    if (counted and drafts > 0 and accepted == 0) or (not counted and rate == 0.0):
+        what = (
+            f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)"
+            if counted
+            else " (acceptance rate 0%)"
+        )
+        return {
+            "spec_decode_level": "error",
+            "spec_decode_verdict": f"{ACCEPTED_NOTHING}{what}: every draft token was rejected, so the "
+            "drafter only costs time; check the drafter matches the served checkpoint and revision",
+        }
+    if length is not None and length < PAYING_OFF_LENGTH:
+        return {
+            "spec_decode_level": "warning",
+            "spec_decode_verdict": f"not paying off: acceptance length {length:.2f}; check "
+            "num_speculative_tokens against the drafter's block size",
+        }
+    if length is None:
+        return {}
+    return {
+        "spec_decode_level": "ok",
+        "spec_decode_verdict": f"{length:.2f} tokens per target step",
+    }
+
+
+def server_root(base_url: str) -> str:
+    """The server root for ``/metrics``, ``/health`` and ``vllm bench serve --base-url``.
+
+    Args:
+        base_url: ``http://host:port`` or the OpenAI base ``http://host:port/v1``.
+    """
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
+    """``GET <server root>/metrics`` and return the Prometheus text.
+
+    Args:
+        base_url: server root or ``.../v1`` (the ``/v1`` is dropped: ``/metrics`` sits at
+            the root).
+        timeout: seconds.
+
+    Raises:
+        BenchError: the server did not answer.
+    """
+    url = server_root(base_url) + "/metrics"
+    try:
+        status, body = httpio.get(url, timeout=timeout)
+    except ConnectionError as e:
+        raise BenchError(
+            f"Could not read {url} ({e}). Is the server running? Start it with "
+            "helpers.server.vllm_server.VLLMServer(...).start() and pass its base_url."
+        ) from e
+    if status != 200:
+        raise BenchError(
+            f"Could not read {url} (HTTP {status}). Is the server running? Start it with "
+            "helpers.server.vllm_server.VLLMServer(...).start() and pass its base_url."
+        )
+    return body
+
+
+def _healthy(root: str, timeout: float = 5.0) -> bool:
+    """``GET <root>/health`` answers 200 now."""
+    try:
+        return httpio.get(root + "/health", timeout=timeout)[0] == 200
+    except ConnectionError:
+        return False
+
+
+def _served_models(root: str, timeout: float = 10.0) -> list[str]:
+    """The model ids ``GET <root>/v1/models`` lists."""
+    url = root + "/v1/models"
+    try:
+        status, text = httpio.get(url, timeout=timeout)
+        if status != 200:
+            raise ValueError(f"HTTP {status}")
+        body = json.loads(text)
+    except (ConnectionError, ValueError) as e:
+        raise BenchError(
+            f"The server at {root} did not answer {url} ({e}). Start it first "
+            "(helpers.server.vllm_server.VLLMServer(...).start()) and pass its base_url."
+        ) from e
+    return [m.get("id") for m in body.get("data", [])]
+
+
+# --------------------------------------------------------------------------- stalls
+
+
+class StallDetector:
+    """Watches ``(time, running, waiting)`` observations for a stalled engine.
+
+    Stalled: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0 in every
+    observation for ``timeout`` seconds (the API still answers; the engine admits nothing).
+    Any observation with a request running, or none waiting, starts the clock again.
+
+    Args:
+        timeout: seconds (default :data:`STALL_TIMEOUT_S`).
+    """
+
+    def __init__(self, timeout: float = STALL_TIMEOUT_S):
+        self.timeout = float(timeout)
+        self.since: float | None = None
+        self.waiting = 0
+        self.seconds = 0.0
+
+    def observe(self, t: float, running: float, waiting: float) -> bool:
+        """Add one observation (``t`` in seconds); True once the engine counts as stalled."""
+        if running == 0 and waiting > 0:
+            if self.since is None:
+                self.since = float(t)
+            self.waiting = int(waiting)
+            self.seconds = float(t) - self.since
+            return self.seconds >= self.timeout
+        self.since, self.seconds = None, 0.0
+        return False
+
+    def observe_metrics(self, t: float, metrics: str | Mapping[str, float]) -> bool:
+        """:meth:`observe` with the gauges of one ``/metrics`` scrape (text or parsed)."""
+        values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
+        if NUM_RUNNING not in values or NUM_WAITING not in values:
+            return False
+        return self.observe(t, values[NUM_RUNNING], values[NUM_WAITING])
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{ENGINE_STALLED} ({self.waiting} waiting, 0 running for {self.seconds:.0f} s "
+            "while the API answered)"
+        )

@@ -1,0 +1,309 @@
+"""Matplotlib figures of benchmark results (the DataFrame of :func:`helpers.bench.results.load_results`).
+
+Every function returns the :class:`matplotlib.figure.Figure` and, given ``path``, also
+writes it as PNG. Titles and axis labels carry units; ``target``, ``variant`` and
+``vllm_version``, when passed, become a subtitle so a saved PNG says what it measured.
+
+Without a display (CI, SSH) and outside Jupyter the Agg backend is selected on import;
+in a notebook the inline backend is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+if (
+    "ipykernel" not in sys.modules
+    and not os.environ.get("MPLBACKEND")
+    and not os.environ.get("DISPLAY")
+    and not os.environ.get("WAYLAND_DISPLAY")
+):
+    matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from helpers.errors import PlotError  # noqa: E402
+
+#: Axis wording per latency metric (vLLM's names, ``vllm/benchmarks/serve.py``).
+LATENCY_NAMES = {
+    "ttft": "Time to first token",
+    "tpot": "Time per output token",
+    "itl": "Inter-token latency",
+    "e2el": "End-to-end latency",
+}
+#: Axis labels (with units) of the DataFrame columns a Pareto chart is usually drawn from.
+AXIS_LABELS = {
+    "tokens_per_s_per_user": "Tokens/s per user (1000 / mean TPOT) [tokens/s]",
+    "e2e_tokens_per_s_per_user": "Tokens/s per user (output tokens / mean E2EL) [tokens/s]",
+    "output_throughput_per_gpu": "Output tokens/s per GPU [tokens/s/GPU]",
+    "output_throughput": "Output tokens/s [tokens/s]",
+    "total_token_throughput": "Input + output tokens/s [tokens/s]",
+    "request_throughput": "Requests/s [req/s]",
+    "request_goodput": "Requests/s meeting the SLOs [req/s]",
+}
+PERCENTILE_NAMES = {"mean": "mean", "median": "median", "p50": "p50", "p90": "p90", "p99": "p99"}
+
+
+def subtitle(
+    target: str | None = None, variant: str | None = None, vllm_version: str | None = None
+) -> str:
+    """``"target · variant · vLLM <version>"`` from whichever parts are given ("" if none)."""
+    parts = [p for p in (target, variant) if p]
+    if vllm_version:
+        parts.append(f"vLLM {vllm_version}")
+    return " · ".join(parts)
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise PlotError(
+            f"{what} needs column(s) {missing}; pass the DataFrame from "
+            "helpers.bench.results.load_results() or helpers.bench.sweep.sweep()."
+        )
+
+
+def _finish(
+    fig: Figure,
+    title: str,
+    target: str | None,
+    variant: str | None,
+    vllm_version: str | None,
+    path: str | Path | None,
+) -> Figure:
+    sub = subtitle(target, variant, vllm_version)
+    fig.suptitle(title + (f"\n{sub}" if sub else ""), fontsize=12)
+    fig.tight_layout()
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # the title travels in the PNG's metadata too: a saved plot says what it measured
+        fig.savefig(
+            path,
+            format="png",
+            dpi=120,
+            bbox_inches="tight",
+            metadata={"Title": " · ".join(t for t in (title, sub) if t)},
+        )
+    return fig
+
+
+def pareto(
+    df: pd.DataFrame,
+    *,
+    by: str = "label",
+    x: str = "tokens_per_s_per_user",
+    y: str = "output_throughput_per_gpu",
+    title: str = "Throughput vs. interactivity",
+    target: str | None = None,
+    variant: str | None = None,
+    vllm_version: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Output tokens/s per GPU (y) against tokens/s per user (x), one line per ``by`` value.
+
+    Each point is one concurrency (annotated ``c=N``); moving along a line trades
+    per-user speed for total throughput, and the upper-right envelope across lines is the
+    Pareto front of the configurations.
+
+    Args:
+        df: :func:`helpers.bench.results.load_results` output.
+        by: column naming the configuration (default ``label``).
+        x, y: columns for the axes (defaults as above). On the CPU stand-in, whose
+            starved server streams tokens in bursts (TPOT near 0), pass
+            ``x="e2e_tokens_per_s_per_user"``.
+        title, target, variant, vllm_version: title and subtitle parts.
+        path: PNG to write, optional.
+
+    Raises:
+        PlotError: a needed column is missing.
+    """
+    _require(df, [by, x, y, "concurrency"], "pareto()")
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for name, group in df.groupby(by, sort=True):
+        g = group.sort_values("concurrency")
+        (line,) = ax.plot(g[x], g[y], marker="o", label=str(name))
+        for _, row in g.iterrows():
+            ax.annotate(
+                f"c={int(row['concurrency'])}",
+                (row[x], row[y]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=8,
+                color=line.get_color(),
+            )
+    ax.set_xlabel(AXIS_LABELS.get(x, x))
+    ax.set_ylabel(AXIS_LABELS.get(y, y))
+    ax.grid(True, alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(title=by)
+    return _finish(fig, title, target, variant, vllm_version, path)
+
+
+def latency_vs_concurrency(
+    df: pd.DataFrame,
+    metrics: Sequence[str] = ("ttft", "tpot"),
+    percentiles: Sequence[str] = ("median", "p99"),
+    *,
+    by: str = "label",
+    log_x: bool = True,
+    title: str = "Latency vs. concurrency",
+    target: str | None = None,
+    variant: str | None = None,
+    vllm_version: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """One panel per latency metric: ms against concurrency, a line per (``by``, percentile).
+
+    Args:
+        df: :func:`helpers.bench.results.load_results` output.
+        metrics: any of ``ttft``, ``tpot``, ``itl``, ``e2el``.
+        percentiles: any of ``mean``, ``median``, ``p99`` (columns ``<p>_<metric>_ms``).
+        by: configuration column.
+        log_x: log2 concurrency axis (sweeps usually double the concurrency).
+        title, target, variant, vllm_version: title and subtitle parts.
+        path: PNG to write, optional.
+
+    Raises:
+        PlotError: an unknown metric, or a needed column is missing.
+    """
+    unknown = [m for m in metrics if m not in LATENCY_NAMES]
+    if unknown:
+        raise PlotError(f"Unknown latency metric(s) {unknown}; use {sorted(LATENCY_NAMES)}.")
+    _require(
+        df,
+        [by, "concurrency", *[f"{p}_{m}_ms" for m in metrics for p in percentiles]],
+        "latency_vs_concurrency()",
+    )
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.5), squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for i, (name, group) in enumerate(df.groupby(by, sort=True)):
+            g = group.sort_values("concurrency")
+            color = f"C{i % 10}"
+            for j, pct in enumerate(percentiles):
+                ax.plot(
+                    g["concurrency"],
+                    g[f"{pct}_{metric}_ms"],
+                    marker="o",
+                    linestyle=styles[j % len(styles)],
+                    color=color,
+                    label=f"{name} {PERCENTILE_NAMES.get(pct, pct)}",
+                )
+        if log_x:
+            ax.set_xscale("log", base=2)
+            ticks = sorted({int(c) for c in df["concurrency"].dropna()})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
+        ax.set_xlabel("Concurrency [requests in flight]")
+        ax.set_ylabel(f"{metric.upper()} [ms]")
+        ax.set_title(f"{LATENCY_NAMES[metric]} ({metric.upper()})")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    return _finish(fig, title, target, variant, vllm_version, path)
+
+
+def acceptance_length(
+    df: pd.DataFrame,
+    *,
+    by: str = "label",
+    title: str = "Speculative decoding: acceptance length",
+    target: str | None = None,
+    variant: str | None = None,
+    vllm_version: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Bar chart of mean acceptance length per speculative mode (``by``), bars per concurrency.
+
+    Acceptance length = 1 + accepted / drafts: tokens emitted per target-model forward pass
+    (1.0 = no gain). Rows without speculative decoding are skipped.
+
+    Args:
+        df: :func:`helpers.bench.results.load_results` output.
+        by: column naming the speculative mode (default ``label``).
+        title, target, variant, vllm_version: title and subtitle parts.
+        path: PNG to write, optional.
+
+    Raises:
+        PlotError: no row has ``spec_decode_acceptance_length``.
+    """
+    col = "spec_decode_acceptance_length"
+    if col not in df.columns or df[col].isna().all():
+        raise PlotError(
+            "No speculative-decoding results in the DataFrame: run the sweep against a "
+            "server started with a speculative mode (recipe 'speculative=...')."
+        )
+    _require(df, [by, "concurrency"], "acceptance_length()")
+    data = df[df[col].notna()]
+    table = data.pivot_table(index=by, columns="concurrency", values=col, aggfunc="mean")
+    modes, concs = list(table.index), list(table.columns)
+    width = 0.8 / max(len(concs), 1)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(modes) * max(1, len(concs)) ** 0.5), 4.5))
+    for j, c in enumerate(concs):
+        pairs = [
+            (i - 0.4 + width * (j + 0.5), v) for i, v in enumerate(table[c].values) if pd.notna(v)
+        ]  # a mode not measured at this concurrency gets no bar
+        bars = ax.bar(
+            [x for x, _ in pairs], [v for _, v in pairs], width=width, label=f"c={int(c)}"
+        )
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    ax.set_xticks(range(len(modes)), [str(m) for m in modes])
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("Speculative mode")
+    ax.set_ylabel("Acceptance length [tokens per target step]")
+    ax.set_ylim(0, max(1.0, float(table.max().max())) * 1.15)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(title="concurrency", fontsize=8, loc="lower right")
+    return _finish(fig, title, target, variant, vllm_version, path)
+
+
+def plot_sweep(
+    results: pd.DataFrame,
+    cfg,
+    *,
+    stand_in: bool = False,
+    attached: bool = False,
+    folder: str | Path | None = None,
+) -> None:
+    """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
+    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png`` and shown once each.
+
+    On the stand-in the x axis is output tokens / end-to-end time per user (tokens arrive in
+    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), and the titles say
+    "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
+    attached to, the release its config names ("not checked").
+
+    Args:
+        results: the DataFrame of :func:`helpers.bench.sweep.sweep`.
+        cfg: the notebook's resolved ``ServeConfig`` (``target``, ``label``, ``variant``).
+        stand_in: the sweep ran on the CPU stand-in.
+        attached: the server runs elsewhere (its vLLM is not this environment's).
+        folder: where the PNGs go; default ``out/plots``.
+
+    Raises:
+        PlotError: a column the plots need is missing (see :func:`pareto`).
+    """
+    from helpers.config.versions import installed_vllm_version
+    from helpers.paths import out_dir
+
+    figs = Path(folder) if folder else out_dir("plots")
+    tag = f"{cfg.target}{'-standin' if stand_in else ''}"
+    version = (
+        f"{cfg.vllm_version} (attached; not checked)" if attached else installed_vllm_version()
+    )
+    shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "")
+    x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+    paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
+    common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}
+    pareto(results, x=x, path=paths[0], **common)
+    latency_vs_concurrency(results, path=paths[1], **common)
+    print("plots:", *paths)

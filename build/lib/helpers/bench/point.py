@@ -1,0 +1,398 @@
+"""Run one benchmark point: vLLM's own load generator (``vllm bench serve``), in-process.
+
+One *point* (:func:`run_point`) is one run of ``vllm bench serve`` (random dataset, chat
+endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-result``);
+:func:`helpers.bench.sweep.sweep` runs one per concurrency and loads them
+(:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
+``vllm.benchmarks.serve.add_cli_args`` + ``main``, called in a worker thread of this process
+(``_run_bench_main`` says why), because the CPU build's ``vllm`` console script is broken
+(``docs/CONVENTIONS.md``). A point whose engine stalls behind a healthy API is cancelled
+(:class:`helpers.bench.metrics.StallDetector`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from helpers.bench.metrics import (
+    STALL_POLL_S,
+    STALL_TIMEOUT_S,
+    StallDetector,
+    _healthy,
+    _served_models,
+    scrape_metrics,
+    server_root,
+)
+from helpers.errors import BenchError
+from helpers.server import vllm_log
+from helpers.server.vllm_log import last_error_line
+
+#: Chat endpoint and backend that ``vllm bench serve`` uses to talk to ``/v1/chat/completions``.
+CHAT_ENDPOINT = "/v1/chat/completions"
+CHAT_BACKEND = "openai-chat"
+
+_BENCH_LOCK = threading.Lock()
+
+
+def stop_thread(thread: threading.Thread, timeout: float = 30.0) -> bool:
+    """Stop a benchmark worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
+    ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
+
+    ``vllm bench serve`` runs ``asyncio.run(...)`` in the worker; the exception unwinds its
+    event loop, whose ``asyncio.run`` cancels the in-flight request tasks and closes their
+    HTTP connections, so the server stops generating for them.
+
+    Args:
+        timeout: seconds to keep trying (re-raised every 5 s, leaving the loop time to
+            cancel its tasks; the exception is delivered only when the thread runs Python code).
+    Returns:
+        True when the thread has ended.
+    """
+    import ctypes
+
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        if thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
+        thread.join(5.0)
+    return not thread.is_alive()
+
+
+def _run_bench_main(
+    argv: list[str],
+    log_path: Path,
+    *,
+    root: str | None = None,
+    stall_timeout: float | None = None,
+    poll: float = STALL_POLL_S,
+) -> dict[str, Any]:
+    """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop.
+
+    In-process because importing ``vllm.benchmarks.serve`` takes ~10 s on the CPU box (paid
+    once per kernel, not once per point); in a worker thread because its own event loop lets
+    ``asyncio.run`` inside ``main`` work from a Jupyter cell, whose thread already runs one.
+    The benchmark's side effects are undone: its console output goes to ``log_path``,
+    ``gc.freeze()`` is reverted, the global ``random`` / numpy seeds are restored.
+
+    With ``root`` and ``stall_timeout``, the calling thread scrapes ``<root>/metrics`` every
+    ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
+    (:class:`StallDetector`).
+    """
+    import asyncio
+    import time
+
+    import numpy as np
+    import vllm.benchmarks.serve as vbs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    vbs.add_cli_args(parser)
+    args = parser.parse_args(argv)
+
+    outcome: dict[str, Any] = {}
+    buf = io.StringIO()
+    main_async = getattr(
+        vbs, "main_async", None
+    )  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+
+    def target() -> None:
+        if main_async is None:  # an older bench module: no way to cancel, run as is
+            try:
+                outcome["result"] = vbs.main(args)
+            except BaseException as e:  # re-raised in the caller's thread
+                outcome["error"] = e
+            return
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(main_async(args))
+            outcome["cancel"] = lambda: loop.call_soon_threadsafe(task.cancel)
+            outcome["result"] = loop.run_until_complete(task)
+        except BaseException as e:  # re-raised in the caller's thread
+            outcome["error"] = e
+        finally:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    detector = StallDetector(stall_timeout) if (root and stall_timeout) else None
+    stalled = False
+    # vLLM's benchmark logs through the "vllm.benchmarks" loggers (e.g. the random dataset's
+    # "N more tokens than expected after decoding and re-encoding ... This is expected",
+    # vllm/benchmarks/datasets/datasets.py): those lines go to the point's log with its
+    # console output, not to the caller's stderr.
+    bench_logger = logging.getLogger("vllm.benchmarks")
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    py_state, np_state = random.getstate(), np.random.get_state()
+    propagate = bench_logger.propagate
+    bench_logger.addHandler(handler)
+    bench_logger.propagate = False
+    try:
+        with _BENCH_LOCK, contextlib.redirect_stdout(buf):
+            worker = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(poll)
+                    if detector is None or not worker.is_alive():
+                        continue
+                    try:
+                        metrics = scrape_metrics(root, timeout=max(poll, 1.0))
+                    except BenchError:
+                        continue  # a dead server ends the point by itself (requests fail)
+                    if detector.observe_metrics(time.monotonic(), metrics) and "cancel" in outcome:
+                        stalled = True
+                        outcome["cancel"]()
+                        worker.join()
+            except KeyboardInterrupt:
+                # Jupyter's stop button (SIGINT) lands in this thread; the benchmark's event
+                # loop runs in the worker. Left alone it would keep loading the server, and
+                # the next point would measure under contention: cancel it, then make sure.
+                if "cancel" in outcome:
+                    outcome["cancel"]()
+                    worker.join(10.0)
+                stop_thread(worker)
+                raise
+    finally:
+        bench_logger.removeHandler(handler)
+        bench_logger.propagate = propagate
+        gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
+    if stalled:
+        raise BenchError(
+            f"{detector.message}: point aborted instead of waiting for the client timeout. "
+            "Read the server log (VLLMServer.log_tail(); helpers.server.diagnose.diagnose names the "
+            "stall), check helpers.memory.planner.plan for a KV cache or token budget that admits no "
+            f"request, and restart the server. Benchmark output so far: {log_path}.",
+            log_path=log_path,
+        )
+    if "error" in outcome:
+        e = outcome["error"]
+        what = str(e)
+        if (
+            "Traceback (most recent call last)" in what
+        ):  # e.g. "Initial test run failed ... Error: <traceback>"
+            head = what.split("Traceback (most recent call last)", 1)[0].strip()
+            what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
+        raise BenchError(
+            f"vllm bench serve failed: {type(e).__name__}: {what}. Check the arguments and "
+            f"the server; its console output is in {log_path}.",
+            log_path=log_path,
+        ) from e
+    return outcome["result"]
+
+
+def run_point(
+    base_url: str,
+    model: str,
+    tokenizer: str | Path,
+    *,
+    concurrency: int,
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    out_dir: str | Path,
+    seed: int,
+    num_warmups: int,
+    goodput: Mapping[str, float] | None = None,
+    extra_args: Sequence[str] = (),
+    label: str = "default",
+    gpu_count: int = 1,
+    prefix_len: int = 0,
+    stall_timeout: float | None = STALL_TIMEOUT_S,
+) -> Path:
+    """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
+
+    Equivalent command line (vLLM docs, "vllm bench serve")::
+
+        vllm bench serve --backend openai-chat --endpoint /v1/chat/completions \\
+          --base-url ROOT --model MODEL --tokenizer TOKENIZER \\
+          --dataset-name random --random-input-len IN --random-output-len OUT \\
+          --max-concurrency C --num-prompts N --num-warmups W --seed SEED \\
+          --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \\
+          --save-result --result-dir OUT_DIR --result-filename FILE --disable-tqdm ...
+
+    With the random dataset vLLM sets ``ignore_eos`` so every request generates exactly
+    ``output_len`` tokens. The warm-up requests (``--num-warmups``) repeat the point's
+    first prompt and are not counted; request rate is unbounded (``inf``), so
+    ``--max-concurrency`` alone sets the load.
+
+    Args:
+        base_url: server root ``http://host:port`` or ``http://host:port/v1``.
+        model: the served model name (``/v1/models`` id); also sent as ``model``.
+        tokenizer: local tokenizer folder (or hub id when online) matching the server's,
+            used to build prompts of exactly ``input_len`` tokens.
+        concurrency: ``--max-concurrency``, requests in flight at once.
+        num_prompts: measured requests.
+        input_len, output_len: tokens per request (random part of the prompt; the chat
+            template adds a few more, reported in ``total_input_tokens``).
+        out_dir: folder for ``<label>-c<concurrency>.json`` and its ``.log``.
+        seed: ``--seed`` of the random dataset, used as is (see
+            :func:`helpers.bench.sweep.point_seed`).
+        num_warmups: un-measured warm-up requests sent first.
+        goodput: SLOs in ms, e.g. ``{"ttft": 500, "tpot": 50}`` (keys ``ttft``, ``tpot``,
+            ``e2el``); adds ``request_goodput`` (req/s meeting all SLOs) to the JSON.
+        extra_args: more ``vllm bench serve`` flags, e.g. ``["--temperature", "0"]``.
+        label: run label stored in the JSON (``--label``) and used in the file name.
+        gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
+        prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
+            of the point (0: none).
+        stall_timeout: seconds with requests waiting and none running (``/metrics``,
+            scraped every :data:`STALL_POLL_S` s) after which the point is aborted; None
+            disables the watch.
+
+    Returns:
+        Path of the JSON written by ``--save-result``.
+
+    Raises:
+        BenchError: the server does not answer or does not serve ``model``; vLLM's
+            benchmark raised; every request failed (message quotes vLLM's errors); or the
+            engine stalled ("engine stalled: requests waiting, none running").
+    """
+    _check_tokenizer(tokenizer)
+    root = server_root(base_url)
+    served = _served_models(root)
+    if model not in served:
+        raise BenchError(
+            f"The server at {root} serves {served}, not {model!r}. Pass one of those as "
+            "model (the --served-model-name of the server)."
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{_safe(label)}-c{int(concurrency)}"
+    json_path, log_path = out / f"{stem}.json", out / f"{stem}.log"
+
+    argv = [
+        "--backend", CHAT_BACKEND,
+        "--endpoint", CHAT_ENDPOINT,
+        "--base-url", root,
+        "--model", model,
+        "--served-model-name", model,
+        "--tokenizer", str(tokenizer),
+        "--dataset-name", "random",
+        "--random-input-len", str(int(input_len)),
+        "--random-output-len", str(int(output_len)),
+        "--random-prefix-len", str(int(prefix_len)),
+        "--ignore-eos",
+        "--max-concurrency", str(int(concurrency)),
+        "--num-prompts", str(int(num_prompts)),
+        "--num-warmups", str(int(num_warmups)),
+        "--seed", str(int(seed)),
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,90,99",
+        "--label", label,
+        "--save-result",
+        "--result-dir", str(out),
+        "--result-filename", json_path.name,
+        "--disable-tqdm",
+        "--metadata",
+        f"gpu_count={int(gpu_count)}",
+        f"input_len={int(input_len)}",
+        f"output_len={int(output_len)}",
+        f"prefix_len={int(prefix_len)}",
+    ]  # fmt: skip
+    if goodput:
+        argv += ["--goodput", *(f"{k}:{float(v):g}" for k, v in goodput.items())]
+    argv += [str(a) for a in extra_args]
+
+    result = _run_bench_main(argv, log_path, root=root, stall_timeout=stall_timeout)
+    if not json_path.exists():
+        raise BenchError(
+            f"vllm bench serve finished but wrote no {json_path}. See {log_path}.",
+            log_path=log_path,
+        )
+    if not result.get("completed"):
+        errors = _request_errors(log_path.read_text())
+        if not _healthy(root):
+            cause = (
+                "the server no longer answers /health: its engine died during the point "
+                "(read the server log, e.g. VLLMServer.log_tail(), for the traceback)"
+            )
+        else:
+            cause = (
+                "check the server log; a request may exceed --max-model-len (prefix_len + "
+                f"input_len + output_len = {prefix_len + input_len + output_len} tokens plus "
+                "the chat template)"
+            )
+        raise BenchError(
+            f"All {num_prompts} requests of point {stem} failed against {root}: "
+            f"{'; '.join(errors[:3]) or 'no error text'}. Cause: {cause}. Full benchmark "
+            f"output in {log_path}.",
+            log_path=log_path,
+        )
+    return json_path
+
+
+def _request_errors(text: str) -> list[str]:
+    """One line per distinct request error of ``vllm bench serve``'s console output.
+
+    vLLM 0.32.0 prints ``Error {i}: {err.error}`` (vllm/benchmarks/serve.py), and the error
+    of a request that raised is a whole traceback, whose first line says nothing
+    (``Traceback (most recent call last):``); the last exception line of each block
+    (e.g. ``aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected``) is
+    what went wrong.
+    """
+    blocks = re.split(vllm_log.BENCH_ERROR_START, text)
+    out: list[str] = []
+    for block in blocks:
+        m = re.match(vllm_log.BENCH_ERROR, block)
+        if not m:
+            continue
+        body = block[m.end(1) + 2 :].strip()
+        first = body.splitlines()[0] if body else ""
+        line = first
+        if not first or first.startswith("Traceback"):
+            line = last_error_line(body) or (body.splitlines()[-1].strip() if body else "")
+        line = f"Error {m.group(1)}: {line[:300]}"
+        if line.split(": ", 1)[1] not in {o.split(": ", 1)[1] for o in out}:
+            out.append(line)
+    return out
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", label).strip("_") or "run"
+
+
+def _check_tokenizer(tokenizer: Any) -> None:
+    """A tokenizer that names a local folder must exist; a hub id (``org/name``) is left to
+    the hub. Raises a one-sentence BenchError instead of the hub's repo-id noise."""
+    if not isinstance(tokenizer, (str, Path)) or not str(tokenizer).strip():
+        raise BenchError(
+            f"tokenizer={tokenizer!r}: pass the served model's tokenizer folder (e.g. the "
+            "stand-in folder from helpers.standin.build.build_standin_model()) or a hub id."
+        )
+    text = str(tokenizer)
+    path = Path(text).expanduser()
+    if path.exists():
+        return
+    looks_local = (
+        isinstance(tokenizer, Path)
+        or path.is_absolute()
+        or text.startswith((".", "~"))
+        or "\\" in text
+        or text.count("/") != 1
+    )
+    if looks_local:
+        raise BenchError(
+            f"The tokenizer folder {text} does not exist: pass the folder the server serves "
+            "(ServeConfig.model, e.g. helpers.standin.build.build_standin_model() for the stand-in, "
+            "or the snapshot path from helpers.weights.download.download()), or a hub id (org/name)."
+        )

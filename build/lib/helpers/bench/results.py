@@ -1,0 +1,307 @@
+"""Benchmark results: the points ``vllm bench serve`` saved, loaded into pandas.
+
+Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file, written by
+vLLM and never rewritten: what the cookbook adds from its ``/metrics`` scrapes (speculative
+acceptance from counter deltas when vLLM's JSON lacks it, the prefix-cache hit rate) goes into
+a sidecar, ``<point>.json.annotations`` (:func:`annotate_point`). :func:`load_results` reads
+both into one DataFrame row per point; :func:`results_table` picks columns for display.
+Column names keep vLLM's terms: ``ttft`` (time to first token), ``tpot`` (time per output
+token after the first), ``itl`` (inter-token latency), ``e2el`` (end-to-end latency per
+request), all in milliseconds. The committed measurements a notebook quotes are read by
+:mod:`tools.results_pages`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.bench.metrics import (
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    _num,
+    acceptance_from_counters,
+    acceptance_verdict,
+    spec_decode_counters,
+)
+from helpers.errors import BenchError
+
+_LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+_LATENCY_STATS = ("mean", "median", "p99")
+
+#: Column order of :func:`load_results`; optional columns appear only when some point has them.
+COLUMNS = [
+    "label",
+    "concurrency",
+    "num_prompts",
+    "input_len",
+    "output_len",
+    "gpu_count",
+    "completed",
+    "failed",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "output_throughput_per_gpu",
+    "tokens_per_s_per_user",
+    "e2e_tokens_per_s_per_user",
+    "request_goodput",
+    *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "spec_decode_level",
+    "spec_decode_verdict",
+    "prefix_cache_hit_rate",
+    "path",
+]
+_OPTIONAL_COLUMNS = {
+    "request_goodput",
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "spec_decode_level",
+    "spec_decode_verdict",
+    "prefix_cache_hit_rate",
+}
+
+#: Appended to a point's JSON file name for its sidecar of cookbook annotations.
+SIDECAR_SUFFIX = ".annotations"
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """The annotations sidecar of a point's JSON: ``c4.json`` -> ``c4.json.annotations``."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def annotate_point(
+    path: str | Path, before: Mapping[str, float], after: Mapping[str, float]
+) -> dict[str, Any]:
+    """Write what two ``/metrics`` scrapes around a point add to it into its sidecar.
+
+    vLLM's JSON is left as vLLM wrote it. The sidecar (:func:`sidecar_path`, JSON) gets,
+    when the counters moved: the speculative-decoding figures of
+    :func:`helpers.bench.metrics.acceptance_from_counters` that vLLM's JSON lacks (never one it
+    has), ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length,
+    the :func:`helpers.bench.metrics.acceptance_verdict` of the merged point; and
+    ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was
+    queried. No sidecar is written when there is nothing to add.
+
+    Args:
+        path: the point's ``--save-result`` JSON.
+        before, after: :func:`helpers.bench.metrics.parse_prometheus` of the scrapes.
+
+    Returns:
+        The annotations written (``{}`` when none).
+    """
+    path = Path(path)
+    data = json.loads(path.read_text())
+    notes: dict[str, Any] = {}
+    acc = acceptance_from_counters(spec_decode_counters(before), spec_decode_counters(after))
+    if acc:
+        if data.get("spec_decode_acceptance_length") is None:
+            notes["spec_decode_source"] = "metrics_scrape"
+        for key, value in acc.items():  # the counter deltas; vLLM's own keys stay
+            if data.get(key) is None:
+                notes[key] = value
+        notes.update(acceptance_verdict({**data, **notes}))  # judged on what the row shows
+    queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
+    if queries > 0:
+        hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
+        notes["cookbook_prefix_cache_hit_rate"] = hits / queries
+    if notes:
+        sidecar_path(path).write_text(json.dumps(notes, indent=1))
+    return notes
+
+
+def read_point(path: str | Path) -> dict[str, Any]:
+    """One point: vLLM's JSON with its sidecar's annotations (:func:`annotate_point`) on top.
+
+    Raises:
+        BenchError: the file (or its sidecar) is not JSON, or the file is not a
+            ``vllm bench serve`` result.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as e:
+        raise BenchError(f"{path} is not JSON ({e}); remove it or rerun the point.") from e
+    if not isinstance(data, dict) or "completed" not in data:
+        raise BenchError(
+            f"{path} is not a vllm bench serve result (no 'completed' key). Keep only "
+            "--save-result JSON files in the folder, or pass the files explicitly."
+        )
+    side = sidecar_path(path)
+    if side.is_file():
+        try:
+            notes = json.loads(side.read_text())
+        except ValueError as e:
+            raise BenchError(
+                f"{side} is not JSON ({e}); delete it (the point stays usable)."
+            ) from e
+        data.update(notes)  # annotate_point never writes a key vLLM's JSON has
+    return data
+
+
+NOT_MEASURED_ON_STANDIN = "n/a (CPU stand-in)"
+
+
+def _standin_unmeasurable(column: str) -> bool:
+    """Per-token timing columns: on 2 shared CPU cores tokens arrive in bursts, so TPOT and
+    ITL read near zero (measured on the stand-in: median TPOT 0.0046 ms, p50 ITL 0 ms), and
+    so does the per-user speed derived from TPOT."""
+    return "_tpot_" in column or "_itl_" in column or column == "tokens_per_s_per_user"
+
+
+#: The columns a notebook shows of a sweep (:func:`results_table`'s default); the per-user
+#: speed is end-to-end on the stand-in (see :func:`helpers.bench.plots.plot_sweep`).
+TABLE_COLUMNS = (
+    "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
+    "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
+    "spec_decode_acceptance_length", "spec_decode_verdict",
+)  # fmt: skip
+
+
+def results_table(
+    results: pd.DataFrame, columns: Sequence[str] | None = None, *, stand_in: bool = False
+) -> pd.DataFrame:
+    """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
+    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), for display.
+
+    On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
+    ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
+    instead of numbers that would read as measurements; end-to-end columns stay.
+    """
+    if columns is None:
+        per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+        columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
+    table = results[[c for c in columns if c in results.columns]].copy()
+    if stand_in:
+        for c in table.columns:
+            if _standin_unmeasurable(c):
+                table[c] = NOT_MEASURED_ON_STANDIN
+    return table
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
+    items = [paths_or_dir] if isinstance(paths_or_dir, (str, Path)) else list(paths_or_dir)
+    found: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found += sorted(q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise BenchError(f"No benchmark result at {p}. Pass a JSON file or a folder of them.")
+    return found
+
+
+def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    gpu_count = _num(data.get("gpu_count")) or 1.0
+    output_throughput = _num(data.get("output_throughput"))
+    mean_tpot = _num(data.get("mean_tpot_ms"))
+    mean_e2el = _num(data.get("mean_e2el_ms"))
+    total_output = _num(data.get("total_output_tokens"))
+    completed = _num(data.get("completed"))
+    row: dict[str, Any] = {
+        "label": data.get("label") or path.parent.name,
+        "concurrency": data.get("max_concurrency"),
+        "num_prompts": data.get("num_prompts"),
+        "input_len": _num(data.get("input_len")),
+        "output_len": _num(data.get("output_len")),
+        "gpu_count": int(gpu_count),
+        "completed": data.get("completed"),
+        "failed": data.get("failed"),
+        "duration_s": _num(data.get("duration")),
+        "request_throughput": _num(data.get("request_throughput")),
+        "output_throughput": output_throughput,
+        "total_token_throughput": _num(data.get("total_token_throughput")),
+        "output_throughput_per_gpu": (
+            output_throughput / gpu_count if output_throughput is not None else None
+        ),
+        "tokens_per_s_per_user": 1000.0 / mean_tpot if mean_tpot else None,
+        "e2e_tokens_per_s_per_user": (
+            total_output / completed / (mean_e2el / 1000.0)
+            if total_output and completed and mean_e2el
+            else None
+        ),
+        "request_goodput": _num(data.get("request_goodput")),
+        "spec_decode_acceptance_rate": _num(data.get("spec_decode_acceptance_rate")),
+        "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
+        "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
+        "path": str(path),
+    }
+    verdict = acceptance_verdict(data)
+    row["spec_decode_level"] = verdict.get("spec_decode_level")
+    row["spec_decode_verdict"] = verdict.get("spec_decode_verdict")
+    for metric in _LATENCY_METRICS:
+        for stat in _LATENCY_STATS:
+            key = f"{stat}_{metric}_ms"
+            row[key] = _num(data.get(key))
+    return row
+
+
+def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Load ``vllm bench serve --save-result`` JSON files into one row per point.
+
+    Each file is read with its sidecar of cookbook annotations when it has one
+    (:func:`read_point`).
+
+    Args:
+        paths_or_dir: a JSON file, a folder (searched recursively for ``*.json``), or a
+            list of either.
+
+    Returns:
+        DataFrame sorted by ``label`` then ``concurrency``, with columns (units):
+
+        - ``label``, ``concurrency`` (``max_concurrency``), ``num_prompts``,
+          ``input_len`` / ``output_len`` (tokens, from the cookbook's ``--metadata``),
+          ``gpu_count``;
+        - ``completed``, ``failed`` (requests), ``duration_s`` (s);
+        - ``request_throughput`` (req/s), ``output_throughput`` and
+          ``total_token_throughput`` (tokens/s, whole server);
+        - ``output_throughput_per_gpu`` = output_throughput / gpu_count (tokens/s/GPU);
+        - ``tokens_per_s_per_user`` = 1000 / ``mean_tpot_ms``: the decode speed one user
+          sees while tokens stream (TPOT excludes the first token, so queueing and prefill
+          do not enter it; they are in ``ttft``). The usual x axis of throughput /
+          interactivity Pareto charts. Needs a server that streams token by token: a
+          starved CPU server flushes many tokens per chunk and TPOT collapses toward 0;
+        - ``e2e_tokens_per_s_per_user`` = mean output tokens per request / mean
+          ``e2el`` (s): the whole-response speed including TTFT; robust to chunked
+          streaming (use it as ``pareto(x=...)`` on the CPU stand-in);
+        - ``request_goodput`` (req/s meeting the SLOs; only when SLOs were given);
+        - ``{mean,median,p99}_{ttft,tpot,itl,e2el}_ms`` (ms);
+        - ``spec_decode_acceptance_rate`` (%) and ``spec_decode_acceptance_length``
+          (tokens per target forward pass), only when speculative decoding ran;
+        - ``prefix_cache_hit_rate`` (0–1, from :func:`helpers.bench.sweep.sweep`'s scrapes,
+          when measured);
+        - ``path`` (the JSON file).
+
+        Optional columns that no point has are left out.
+
+    Raises:
+        BenchError: a path does not exist, a file is not a benchmark result, or nothing
+            was found.
+    """
+    rows = [_row(read_point(path), path) for path in _json_paths(paths_or_dir)]
+    if not rows:
+        raise BenchError(
+            f"No benchmark JSON found in {paths_or_dir}. Run helpers.bench.sweep.sweep(...) first."
+        )
+    df = pd.DataFrame(rows)
+    keep = [c for c in COLUMNS if c not in _OPTIONAL_COLUMNS or df[c].notna().any()]
+    df = df[keep]
+    for col in ("concurrency", "num_prompts", "completed", "failed"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    return df.sort_values(["label", "concurrency"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- committed references

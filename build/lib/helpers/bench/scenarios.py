@@ -1,0 +1,334 @@
+"""Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure.
+
+A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``scenario=``
+(token counts, prompts per point, ``name``) plus the concurrencies to sweep and where the
+shape comes from. Every scenario runs on ``vllm bench serve``'s random dataset: a prompt is
+``prefix_len`` tokens shared by every request of a point (``--random-prefix-len``), then
+``input_len`` tokens of its own; the answer is exactly ``output_len`` tokens (``--ignore-eos``).
+``scenario(name, stand_in=True)`` scales the shape down for the CPU stand-in (the YAML's
+``standin`` section, :func:`scale_for_standin`). Also :func:`load_scenarios`,
+:func:`list_scenarios`, :func:`scenarios_frame`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from helpers.errors import RecipeError
+from helpers.paths import COOKBOOK_DIR
+
+SCENARIOS_PATH = COOKBOOK_DIR / "scenarios.yaml"
+
+
+#: Output tokens/s per user by concurrency, NVFP4 weightless architecture on one H200 through
+#: these helpers (docs/results/h200/summary-nvfp4.json: vLLM 0.26.0, Marlin MoE, 1024 in / 256
+#: out): 272.1, 2,981.7 / 16, 4,680.1 / 64, 5,071.4 / 256. Used only to estimate durations.
+H200_PER_USER_TPS = {1: 272.1, 16: 2981.7 / 16, 64: 4680.1 / 64, 256: 5071.4 / 256}
+#: Prefill tokens/s on one H200: the same run's total throughput at concurrency 256 (25,476
+#: tok/s, four fifths of it prompt tokens), rounded down.
+H200_PREFILL_TPS = 20_000.0
+#: Speed relative to the H200: decode is memory-bound, so the HBM bandwidth ratio (NVIDIA
+#: datasheets: H100 SXM 3.35 TB/s, H200 4.8 TB/s).
+GPU_SPEED = {"h200": 1.0, "h100": 3.35 / 4.8}
+#: A cold server start with the recipe's Hopper kernels: 155-254 s measured on the H200
+#: (docs/results/README.md#cold-starts-on-an-h200; vLLM 0.32.0 / 0.28.0), rounded up to 5 minutes.
+STARTUP_S = 300.0
+
+
+def per_user_tps(concurrency: int) -> float:
+    """:data:`H200_PER_USER_TPS` at ``concurrency``, interpolated log-log (clamped at the ends)."""
+    pts = sorted(H200_PER_USER_TPS.items())
+    c = min(max(float(concurrency), pts[0][0]), pts[-1][0])
+    for (c0, v0), (c1, v1) in zip(pts, pts[1:], strict=False):
+        if c0 <= c <= c1:
+            t = (math.log(c) - math.log(c0)) / (math.log(c1) - math.log(c0))
+            return math.exp(math.log(v0) + t * (math.log(v1) - math.log(v0)))
+    return pts[-1][1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """One benchmark shape. Token counts are per request.
+
+    Attributes:
+        name, label, description, source: identity and the seed it comes from.
+        input_len: tokens of each prompt's own part (``--random-input-len``).
+        output_len: tokens generated per request (``--random-output-len``, ``--ignore-eos``).
+        prefix_len: tokens of one prefix shared by every prompt of a point (``--random-prefix-len``).
+        concurrencies: ``--max-concurrency`` values to sweep.
+        num_prompts: fixed prompts per point, or None (see :meth:`num_prompts_for`).
+        prompts_per_concurrency: prompts per point = this x concurrency (e.g. the agentic
+            shape's rounds), or None.
+        reference: a seed's measured numbers for this shape, if any.
+        stand_in: True when scaled down for the CPU stand-in; ``scale`` is the factor applied.
+    """
+
+    name: str
+    label: str
+    description: str
+    source: str
+    input_len: int
+    output_len: int
+    prefix_len: int = 0
+    concurrencies: tuple[int, ...] = (1,)
+    num_prompts: int | None = None
+    prompts_per_concurrency: int | None = None
+    reference: Mapping[str, Any] | None = None
+    stand_in: bool = False
+    scale: float = 1.0
+
+    @property
+    def total_len(self) -> int:
+        """prefix + input + output tokens of one request."""
+        return self.prefix_len + self.input_len + self.output_len
+
+    def num_prompts_for(self, concurrency: int, floor: int = 16) -> int:
+        """Prompts at one point: ``num_prompts`` if fixed, else ``prompts_per_concurrency``
+        x concurrency, else ``max(4 x concurrency, floor)`` (:func:`helpers.bench.sweep.default_num_prompts`)."""
+        if self.num_prompts:
+            return int(self.num_prompts)
+        if self.prompts_per_concurrency:
+            return int(self.prompts_per_concurrency) * int(concurrency)
+        return max(4 * int(concurrency), int(floor))
+
+    def with_num_prompts(self, num_prompts: int | None) -> Scenario:
+        """This scenario with ``num_prompts`` requests at every point (a quicker or a longer
+        look at the same shape); None returns it unchanged.
+
+        Raises:
+            RecipeError: ``num_prompts`` is not a whole number of at least 1.
+        """
+        if num_prompts is None:
+            return self
+        if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
+            raise RecipeError(
+                f"num_prompts={num_prompts!r}: pass a whole number of requests per point "
+                "(at least 1; 2 x the concurrency or more keeps every slot busy), or None for "
+                f"the scenario's own ({self.name!r})"
+            )
+        return dataclasses.replace(self, num_prompts=num_prompts, prompts_per_concurrency=None)
+
+    def bench_args(self, concurrency: int | None = None) -> list[str]:
+        """The dataset and load flags of ``vllm bench serve`` for one point."""
+        c = int(concurrency or self.concurrencies[0])
+        return [
+            "--dataset-name", "random",
+            "--random-input-len", str(self.input_len),
+            "--random-output-len", str(self.output_len),
+            "--random-prefix-len", str(self.prefix_len),
+            "--ignore-eos",
+            "--max-concurrency", str(c),
+            "--num-prompts", str(self.num_prompts_for(c)),
+        ]  # fmt: skip
+
+    def bench_command(
+        self,
+        model: str = "nemotron-3.5-lightning",
+        concurrency: int | None = None,
+        base_url: str = "http://127.0.0.1:8000",
+    ) -> str:
+        """A ``vllm bench serve`` command line for a terminal (one point)."""
+        argv = [
+            "vllm",
+            "bench",
+            "serve",
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            base_url,
+            "--model",
+            model,
+            *self.bench_args(concurrency),
+        ]
+        return shlex.join(argv)
+
+    def expected_seconds(
+        self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
+    ) -> float:
+        """Estimated wall time of one sweep of this scenario on one GPU, without speculative
+        decoding (drafting only shortens it), server start not included.
+
+        Model: per point, ``(warm-ups + prompts) / c`` waves; each wave decodes
+        ``output_len`` tokens at the per-user speed measured at that concurrency and
+        prefills ``c x input_len`` tokens (the shared prefix once per point). Speeds are the
+        NVFP4 H200 reference (:data:`H200_PER_USER_TPS`, :data:`H200_PREFILL_TPS`),
+        interpolated log-log in concurrency, scaled by :data:`GPU_SPEED` (memory bandwidth).
+        ``repeats`` adds that many runs of the lowest and the highest point (the speculative
+        notebook's noise measurement).
+        """
+        factor = GPU_SPEED[gpu.lower()]
+        cs = list(concurrencies or self.concurrencies)
+        total = 0.0
+        for c in cs + [min(cs), max(cs)] * int(repeats):
+            prompts = self.num_prompts_for(c) + min(int(c), 8)
+            waves = math.ceil(prompts / c)
+            decode = self.output_len / (per_user_tps(c) * factor)
+            prefill = c * self.input_len / (H200_PREFILL_TPS * factor)
+            total += waves * (decode + prefill) + self.prefix_len / (H200_PREFILL_TPS * factor)
+        return total
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (what ``bench.sweep(scenario=...)`` also accepts)."""
+        d = dataclasses.asdict(self)
+        d["concurrencies"] = list(self.concurrencies)
+        return d
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError as exc:
+        raise RecipeError(
+            f"Scenario file {path} not found: run from a checkout of the cookbook."
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"Scenario file {path} is not valid YAML ({exc}); fix it.") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), dict):
+        raise RecipeError(f"{path} has no 'scenarios' mapping; see cookbook/scenarios.yaml.")
+    return data
+
+
+def _from_entry(name: str, e: Mapping[str, Any]) -> Scenario:
+    try:
+        s = Scenario(
+            name=name,
+            label=str(e.get("label", name)),
+            description=" ".join(str(e.get("description", "")).split()),
+            source=str(e.get("source", "")),
+            input_len=int(e["input_len"]),
+            output_len=int(e["output_len"]),
+            prefix_len=int(e.get("prefix_len") or 0),
+            concurrencies=tuple(int(c) for c in (e.get("concurrencies") or [1])),
+            num_prompts=int(e["num_prompts"]) if e.get("num_prompts") else None,
+            prompts_per_concurrency=int(e["rounds"]) if e.get("rounds") else None,
+            reference=dict(e["reference"]) if e.get("reference") else None,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecipeError(
+            f"Scenario {name!r} in cookbook/scenarios.yaml is incomplete ({exc!r}): it needs integer "
+            "input_len and output_len, and optional prefix_len, concurrencies, num_prompts, rounds."
+        ) from exc
+    if min(s.input_len, s.output_len) < 1 or s.prefix_len < 0 or min(s.concurrencies) < 1:
+        raise RecipeError(
+            f"Scenario {name!r}: token counts and concurrencies must be positive; fix cookbook/scenarios.yaml."
+        )
+    return s
+
+
+def load_scenarios(path: str | Path | None = None) -> dict[str, Scenario]:
+    """Every scenario of ``cookbook/scenarios.yaml`` at full (GPU) size, by name, in file order.
+
+    Raises:
+        RecipeError: the file is missing, not YAML, or an entry lacks a field.
+    """
+    data = _load(str(Path(path or SCENARIOS_PATH)))
+    return {name: _from_entry(name, e) for name, e in data["scenarios"].items()}
+
+
+def list_scenarios(path: str | Path | None = None) -> list[str]:
+    """Scenario names in file order."""
+    return list(load_scenarios(path))
+
+
+def standin_settings(path: str | Path | None = None) -> dict[str, Any]:
+    """The ``standin`` section: max_model_len, chat_template_tokens, token_budget, ..."""
+    return dict(_load(str(Path(path or SCENARIOS_PATH))).get("standin") or {})
+
+
+def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) -> Scenario:
+    """``s`` shrunk for the CPU stand-in, keeping its prefix : input : output ratios.
+
+    Every token count is multiplied by ``token_budget / (prefix + input + output)`` (never
+    above 1) and rounded, with at least ``min_tokens`` (a zero prefix stays zero);
+    concurrencies are capped at ``max_concurrency`` and de-duplicated; a fixed
+    ``num_prompts`` keeps its ratio to the largest concurrency, at least
+    ``min_prompts_per_concurrency`` x concurrency.
+
+    Raises:
+        RecipeError: the scaled request does not fit the stand-in's ``max_model_len``.
+    """
+    st = dict(settings or standin_settings())
+    budget = int(st.get("token_budget", 384))
+    floor = int(st.get("min_tokens", 8))
+    cap = int(st.get("max_concurrency", 4))
+    per_c_min = int(st.get("min_prompts_per_concurrency", 4))
+    factor = min(1.0, budget / s.total_len)
+
+    def shrink(n: int) -> int:
+        return 0 if n == 0 else max(floor, round(n * factor))
+
+    concs = tuple(dict.fromkeys(min(int(c), cap) for c in s.concurrencies))
+    num_prompts = None
+    if s.num_prompts:
+        ratio = s.num_prompts / max(s.concurrencies)
+        num_prompts = max(round(ratio * max(concs)), per_c_min * max(concs))
+    per_c = max(s.prompts_per_concurrency, per_c_min) if s.prompts_per_concurrency else None
+    small = dataclasses.replace(
+        s,
+        input_len=shrink(s.input_len),
+        output_len=shrink(s.output_len),
+        prefix_len=shrink(s.prefix_len),
+        concurrencies=concs,
+        num_prompts=num_prompts,
+        prompts_per_concurrency=per_c,
+        stand_in=True,
+        scale=factor,
+    )
+    limit = int(st.get("max_model_len", 2048)) - int(st.get("chat_template_tokens", 16))
+    if small.total_len > limit:
+        raise RecipeError(
+            f"Scenario {s.name!r} scaled for the stand-in needs {small.total_len} tokens per request, "
+            f"over the stand-in's --max-model-len {st.get('max_model_len')} minus the chat template: "
+            "lower standin.token_budget in cookbook/scenarios.yaml."
+        )
+    return small
+
+
+def scenario(name: str, stand_in: bool = False, *, path: str | Path | None = None) -> Scenario:
+    """One scenario by name, scaled for the CPU stand-in when ``stand_in=True``.
+
+    Pass it to ``bench.sweep(..., concurrencies=s.concurrencies, scenario=s)``.
+
+    Raises:
+        RecipeError: an unknown name (the message lists the valid ones).
+    """
+    all_ = load_scenarios(path)
+    if name not in all_:
+        raise RecipeError(
+            f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
+        )
+    s = all_[name]
+    return scale_for_standin(s, standin_settings(path)) if stand_in else s
+
+
+def scenarios_frame(stand_in: bool = False, names: Sequence[str] | None = None):
+    """A pandas DataFrame of the scenarios (one row each) for a notebook."""
+    import pandas as pd
+
+    rows = []
+    for n in names or list_scenarios():
+        s = scenario(n, stand_in=stand_in)
+        rows.append(
+            {
+                "scenario": s.name,
+                "prefix_len": s.prefix_len,
+                "input_len": s.input_len,
+                "output_len": s.output_len,
+                "concurrencies": list(s.concurrencies),
+                "prompts/point": ", ".join(str(s.num_prompts_for(c)) for c in s.concurrencies),
+                "source": s.source,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,224 @@
+"""Statistics over repeated benchmark points: run-to-run spread, and comparisons and
+rankings that call a difference inside that spread noise, not a win.
+
+``noise_pct`` is the range over the repeats divided by their mean: a heuristic for the
+noise of three or so runs, not a confidence interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from helpers.errors import BenchError
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Run-to-run spread of one metric over repeats of one point.
+
+    ``noise_pct`` = (max - min) / mean × 100: a difference between configurations smaller
+    than this is not distinguishable from repeating the same configuration.
+    """
+
+    metric: str
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+
+    @property
+    def noise_pct(self) -> float:
+        return 100.0 * (self.max - self.min) / abs(self.mean) if self.mean else float("inf")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.metric}: mean {self.mean:.4g} over {self.n} runs, range {self.min:.4g}–{self.max:.4g}"
+            f" (±{self.noise_pct / 2:.1f}%, spread {self.noise_pct:.1f}%)"
+        )
+
+
+def spread(df: pd.DataFrame, metric: str = "output_throughput") -> Spread:
+    """The spread of ``metric`` over the rows of ``df`` (e.g. the output of
+    :func:`helpers.bench.sweep.repeat_point`).
+
+    Raises:
+        BenchError: ``metric`` is not a column or has fewer than 2 values.
+    """
+    if metric not in df.columns:
+        raise BenchError(f"No column {metric!r}; pass one of {list(df.columns)}.")
+    values = pd.to_numeric(df[metric], errors="coerce").dropna()
+    if len(values) < 2:
+        raise BenchError(
+            f"{metric!r} has {len(values)} value(s); a spread needs 2 or more (repeat_point)."
+        )
+    return Spread(metric, int(len(values)), float(values.mean()), float(values.std(ddof=1)),
+                  float(values.min()), float(values.max()))  # fmt: skip
+
+
+def higher_is_better(metric: str) -> bool:
+    """False for latencies (``*_ms``, ``duration_s``, ``failed``), True for throughputs and the rest."""
+    return not (metric.endswith("_ms") or metric in ("duration_s", "failed"))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict of :func:`compare`: ``winner`` is None when the difference is noise."""
+
+    metric: str
+    a: str
+    b: str
+    value_a: float
+    value_b: float
+    delta_pct: float
+    noise_pct: float
+    winner: str | None
+    verdict: str
+
+    def __str__(self) -> str:
+        return self.verdict
+
+
+def compare(
+    value_a: float | pd.DataFrame | Spread,
+    value_b: float | pd.DataFrame | Spread,
+    *,
+    metric: str = "output_throughput",
+    noise: float | Spread | Sequence[Spread] | None = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> Comparison:
+    """Compare two measurements of ``metric``; a difference inside the noise is no win.
+
+    Args:
+        value_a, value_b: numbers, DataFrames (the mean of ``metric`` over their rows) or
+            :class:`Spread` objects (their mean; their own spread also counts as noise).
+        metric: the column compared; its direction comes from :func:`higher_is_better`.
+        noise: run-to-run spread in percent, or :class:`Spread` (s) from :func:`spread`;
+            the largest applies. Without any (plain numbers, no ``noise``), every non-zero
+            difference counts, and the verdict says the noise is unknown.
+        names: labels for the verdict.
+
+    Returns:
+        A :class:`Comparison`; ``verdict`` reads e.g. ``"B beats A by 12.0% on
+        output_throughput (noise ±3.1%)"`` or ``"A vs B: 1.2% on output_throughput is
+        noise, not a win (run-to-run spread 4.0%)"``.
+    """
+    spreads = [v for v in (value_a, value_b) if isinstance(v, Spread)]
+    if isinstance(noise, Spread):
+        spreads.append(noise)
+    elif isinstance(noise, Sequence) and not isinstance(noise, str):
+        spreads += list(noise)
+    noise_pct = max(
+        [s.noise_pct for s in spreads]
+        + ([float(noise)] if isinstance(noise, (int, float)) else []),
+        default=None,
+    )
+
+    def _value(v) -> float:
+        if isinstance(v, Spread):
+            return v.mean
+        if isinstance(v, pd.DataFrame):
+            return float(pd.to_numeric(v[metric], errors="coerce").mean())
+        return float(v)
+
+    a, b = _value(value_a), _value(value_b)
+    base = abs(a) if a else abs(b) or 1.0
+    delta = 100.0 * (b - a) / base
+    better_b = (b > a) if higher_is_better(metric) else (b < a)
+    n_a, n_b = names
+    if noise_pct is not None and abs(delta) <= noise_pct:
+        return Comparison(metric, n_a, n_b, a, b, delta, noise_pct, None,
+                          f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is noise, not a win "
+                          f"(run-to-run spread {noise_pct:.1f}%)")  # fmt: skip
+    if a == b:
+        return Comparison(
+            metric, n_a, n_b, a, b, 0.0, noise_pct or 0.0, None, f"{n_a} and {n_b} tie on {metric}"
+        )
+    winner, loser = (n_b, n_a) if better_b else (n_a, n_b)
+    note = (
+        f"noise ±{noise_pct / 2:.1f}%"
+        if noise_pct is not None
+        else "noise unknown: measure it with repeat_point"
+    )
+    return Comparison(metric, n_a, n_b, a, b, delta, noise_pct if noise_pct is not None else float("nan"), winner,
+                      f"{winner} beats {loser} by {abs(delta):.1f}% on {metric} ({note})")  # fmt: skip
+
+
+def rank(
+    df: pd.DataFrame,
+    metric: str,
+    *,
+    concurrency: int | None = None,
+    by: str = "label",
+    noise: float | Spread | Sequence[Spread] | None = None,
+) -> pd.DataFrame:
+    """Rank configurations on ``metric`` at one concurrency, each against the best, with noise.
+
+    Args:
+        df: :func:`helpers.bench.results.load_results` / :func:`helpers.bench.sweep.sweep` rows
+            of several configurations (``by``).
+        metric: e.g. ``output_throughput_per_gpu`` (throughput) or ``tokens_per_s_per_user``
+            / ``median_tpot_ms`` (latency).
+        concurrency: the point compared (default: the largest concurrency every configuration has).
+        noise: as :func:`compare`.
+
+    Returns:
+        DataFrame sorted best first: ``by``, ``concurrency``, ``metric``, ``vs_best_pct``,
+        ``verdict`` ("best", "within noise of best", or the :func:`compare` verdict).
+    """
+    if by not in df.columns or metric not in df.columns:
+        raise BenchError(f"rank() needs columns {by!r} and {metric!r}; pass load_results() output.")
+    if concurrency is None:
+        common = set.intersection(
+            *(set(g["concurrency"].dropna().astype(int)) for _, g in df.groupby(by))
+        )
+        if not common:
+            raise BenchError(
+                "The configurations share no concurrency; pass concurrency= explicitly."
+            )
+        concurrency = max(common)
+    at = df[df["concurrency"] == int(concurrency)]
+    means = at.groupby(by)[metric].mean().dropna()
+    if means.empty:
+        raise BenchError(f"No {metric} values at concurrency {concurrency}.")
+    means = means.sort_values(ascending=not higher_is_better(metric))
+    best_name, best = means.index[0], float(means.iloc[0])
+    rows = []
+    for name, value in means.items():
+        if name == best_name:
+            verdict, delta = "best", 0.0
+        else:
+            c = compare(
+                best, float(value), metric=metric, noise=noise, names=(str(best_name), str(name))
+            )
+            delta = c.delta_pct
+            verdict = "within noise of best" if c.winner is None else c.verdict
+        rows.append(
+            {
+                by: name,
+                "concurrency": int(concurrency),
+                metric: float(value),
+                "vs_best_pct": round(delta, 1),
+                "verdict": verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def winner(ranking: pd.DataFrame, by: str = "label") -> str:
+    """One line from a :func:`rank` table: the best configuration, or the tie when the
+    runners-up are within the run-to-run noise."""
+    if ranking.empty:
+        raise BenchError("Empty ranking: run rank() on results with at least one configuration.")
+    best = str(ranking.iloc[0][by])
+    tied = [
+        str(r[by]) for _, r in ranking.iloc[1:].iterrows() if r["verdict"] == "within noise of best"
+    ]
+    if tied:
+        return f"no clear winner: {', '.join([best, *tied])} are within the noise of each other"
+    if len(ranking) > 1:
+        return f"{best} — {ranking.iloc[1]['verdict']}"
+    return best

@@ -1,0 +1,427 @@
+"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas.
+
+A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one run of
+``vllm bench serve`` (:func:`helpers.bench.point.run_point`), loaded into a
+:class:`pandas.DataFrame` (:func:`helpers.bench.results.load_results`)::
+
+    results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
+    results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
+
+:func:`sweep_points` and :func:`repeat_point` run given points and repeats (spread:
+:mod:`helpers.bench.stats`); ``/metrics`` scrapes around each point: :mod:`helpers.bench.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.bench.metrics import (
+    STALL_TIMEOUT_S,
+    acceptance_verdict,
+    parse_prometheus,
+    scrape_metrics,
+    server_root,
+)
+from helpers.bench.point import (
+    _check_tokenizer,
+    _safe,
+    run_point,
+)
+from helpers.bench.results import (
+    annotate_point,
+    load_results,
+    read_point,
+)
+from helpers.errors import BenchError
+from helpers.paths import out_dir as _out_dir
+from helpers.server import httpio
+
+# --------------------------------------------------------------------------- seeds and sizes
+
+
+def point_seed(seed: int, label: str, concurrency: int, input_len: int, output_len: int) -> int:
+    """A random-dataset seed of its own for one point.
+
+    vLLM's random dataset builds prompt ``i`` from ``(offset_i + i + arange(len)) % vocab``
+    with offsets drawn from ``numpy.random.default_rng(seed)``, so two points with the same
+    seed send the same token prefixes and the second would be served from the first's
+    prefix cache. Hashing the point's identity into the seed keeps points apart.
+
+    Returns:
+        an int in ``[0, 2**31)``, stable across runs and Python versions (CRC-32).
+    """
+    key = f"{seed}|{label}|{concurrency}|{input_len}|{output_len}".encode()
+    return zlib.crc32(key) & 0x7FFFFFFF
+
+
+def default_num_prompts(concurrency: int, floor: int = 16) -> int:
+    """Prompts per point when the caller gives none: ``max(4 × concurrency, floor)``.
+
+    At 4× the concurrency the server spends most of the run at full concurrency (the
+    ramp-up and drain at the ends are a small share); the floor keeps low-concurrency
+    points from resting on a handful of requests.
+    """
+    return max(4 * int(concurrency), int(floor))
+
+
+def default_num_warmups(concurrency: int, cap: int = 8) -> int:
+    """Warm-up requests per point when the caller gives none: ``min(concurrency, cap)``, >= 1.
+
+    Enough to fill the batch once at low concurrency (CUDA graphs and kernels for that batch
+    size are then warm) without spending minutes at high concurrency. The H200 reference run
+    showed why it matters: BF16 at concurrency 64 without a warm-up gave 4,300 tok/s instead of
+    6,191.
+    """
+    return max(1, min(int(concurrency), int(cap)))
+
+
+# --------------------------------------------------------------------------- what is measured
+
+
+def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
+    if scenario is None:
+        return default
+    if isinstance(scenario, Mapping):
+        return scenario.get(key, default)
+    return getattr(scenario, key, default)
+
+
+def _served_root_model(root: str) -> tuple[str | None, str | None]:
+    """``(id, root)`` of the first model ``GET <root>/v1/models`` lists: the served name
+    and what vLLM loaded (a folder or hub id, its tokenizer too); Nones when unknown."""
+    try:
+        status, body = httpio.get(root + "/v1/models", timeout=10.0)
+        data = json.loads(body).get("data") or [] if status == 200 else []
+    except (ConnectionError, ValueError, AttributeError):
+        return None, None
+    if not data or not isinstance(data[0], Mapping):
+        return None, None
+    return data[0].get("id"), data[0].get("root")
+
+
+def _measured(
+    server: Any, model: str | None, tokenizer: str | Path | None, gpu_count: int | None
+) -> tuple[str, str, str | Path, int, Any]:
+    """``(root URL, model, tokenizer, gpu_count, config or None)`` of what a sweep measures.
+
+    ``server`` is a URL string (then ``model`` and ``tokenizer`` are required) or an object
+    with ``.base_url`` (a :class:`helpers.server.vllm_server.VLLMServer`, an attached server, a
+    :class:`helpers.fleet.fleet.Fleet`): its ``config`` (when it has one) gives the served model
+    name, the model folder as tokenizer and the GPU count; else ``GET /v1/models`` does.
+    Explicit arguments win.
+    """
+    if isinstance(server, (str, bytes)) or server is None:
+        if isinstance(server, bytes) or not server:
+            raise BenchError(
+                f"sweep: the first argument must be the server (an object with .base_url, e.g. "
+                f"launch_server(cfg)) or its URL string; got {server!r:.80}."
+            )
+        missing = [n for n, v in (("model", model), ("tokenizer", tokenizer)) if v is None]
+        if missing:
+            raise BenchError(
+                f"sweep({server!r}, ...): with a URL, pass {' and '.join(missing)} too "
+                "(the served model name and its tokenizer folder), or pass the server object "
+                "itself (srv), which knows both."
+            )
+        return server_root(server), str(model), tokenizer, int(gpu_count or 1), None
+    base_url = getattr(server, "base_url", None)
+    if not isinstance(base_url, str):
+        raise BenchError(
+            f"sweep: {type(server).__name__} has no .base_url: pass a server "
+            "(helpers.server.vllm_server.launch_server / attach_server, a helpers.fleet.fleet.Fleet) or its URL string."
+        )
+    root = server_root(base_url)
+    cfg = getattr(server, "config", None)
+    if model is None or tokenizer is None:
+        served_id, served_root = None, None
+        if (model is None and getattr(cfg, "served_model_name", None) is None) or (
+            tokenizer is None and not getattr(cfg, "model", None)
+        ):
+            served_id, served_root = _served_root_model(root)
+        model = model or getattr(cfg, "served_model_name", None) or served_id
+        tokenizer = tokenizer or (str(cfg.model) if getattr(cfg, "model", None) else served_root)
+        if model is None or tokenizer is None:
+            raise BenchError(
+                f"sweep: could not tell the served model and its tokenizer from the server at "
+                f"{root} (GET /v1/models lists none): pass model= and tokenizer=."
+            )
+    if gpu_count is None:
+        gpu_count = max(int(getattr(cfg, "gpu_count", 1) or 1), 1)
+    return root, str(model), tokenizer, int(gpu_count), cfg
+
+
+def _scenario(scenario: Any, cfg: Any) -> Any:
+    """A scenario name becomes :func:`helpers.bench.scenarios.scenario` of it, scaled for the
+    CPU stand-in when the server's config serves the stand-in (``cfg.stand_in``)."""
+    if isinstance(scenario, str):
+        from helpers.bench.scenarios import scenario as named
+
+        return named(scenario, stand_in=bool(getattr(cfg, "stand_in", False)))
+    return scenario
+
+
+def _check_concurrencies(concurrencies: Any) -> list[int]:
+    """``concurrencies`` as a list of positive ints, or a BenchError naming the argument."""
+    example = "e.g. concurrencies=[1, 2, 4]"
+    if isinstance(concurrencies, (str, bytes, Mapping)) or not isinstance(concurrencies, Iterable):
+        raise BenchError(
+            f"concurrencies={concurrencies!r} ({type(concurrencies).__name__}): pass a list of "
+            f"positive ints (requests in flight per point), {example}."
+        )
+    values = list(concurrencies)
+    bad = [c for c in values if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+    if bad or not values:
+        raise BenchError(
+            f"concurrencies={values!r}: every concurrency must be a positive int (requests in "
+            f"flight), not {bad[0]!r} ({type(bad[0]).__name__}), {example}."
+            if bad
+            else f"concurrencies=[] has no points: pass at least one, {example}."
+        )
+    return values
+
+
+#: Concurrencies of a sweep when neither the call nor the scenario gives any.
+DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def sweep(
+    server: Any,
+    model: str | None = None,
+    tokenizer: str | Path | None = None,
+    concurrencies: Sequence[int] | None = None,
+    *,
+    scenario: Mapping[str, Any] | Any | str | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    out_dir: str | Path | None = None,
+    label: str = "default",
+    gpu_count: int | None = None,
+    slo: Mapping[str, float] | None = None,
+    seed: int = 0,
+    num_warmups: int | None = None,
+    extra_args: Sequence[str] = (),
+    progress: bool = True,
+    seed_label: str | None = None,
+    stall_timeout: float | None = STALL_TIMEOUT_S,
+) -> pd.DataFrame:
+    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
+
+    Around each point it scrapes ``<root>/metrics``; when vLLM's JSON lacks the
+    speculative-decoding keys (e.g. an older ``vllm bench serve``) but the counters moved,
+    it writes ``spec_decode_acceptance_rate`` / ``_length`` computed from the counter
+    deltas (:func:`helpers.bench.metrics.acceptance_from_counters`) with ``"spec_decode_source":
+    "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
+    vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
+    point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
+    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts.
+
+    Args:
+        server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
+            attached), a :class:`helpers.fleet.fleet.Fleet`, anything with ``.base_url``; its
+            config gives ``model``, ``tokenizer`` and ``gpu_count`` (else ``GET
+            /v1/models``). Or its URL string (server root or ``.../v1``), then with
+            ``model`` and ``tokenizer``.
+        model: served model name (default: the server's). With a server object, a list
+            here is taken as ``concurrencies`` (``sweep(srv, [1, 16, 64])``).
+        tokenizer: local tokenizer folder matching the server's (default: the server
+            config's model folder, else the ``root`` ``/v1/models`` lists).
+        concurrencies: ``--max-concurrency`` per point, run in this order; default the
+            scenario's ``concurrencies``, else :data:`DEFAULT_CONCURRENCIES`.
+        scenario: a mapping or object with ``input_len``, ``output_len`` and optionally
+            ``prefix_len``, ``num_prompts``, ``prompts_per_concurrency``,
+            ``concurrencies``, ``name`` (e.g. ``helpers.bench.scenarios.scenario("chat")``), or a
+            scenario name (scaled for the stand-in when the server's config is the
+            stand-in's). Explicit keyword arguments win over it.
+        input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
+            nor ``scenario`` give them).
+        prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
+        num_prompts: requests per point; default the scenario's ``num_prompts``, else its
+            ``prompts_per_concurrency`` × concurrency, else :func:`default_num_prompts` (4 ×
+            concurrency, at least 16).
+        out_dir: default ``helpers.paths.out_dir("bench", label)``.
+        label: configuration name (one line per label in the plots).
+        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: the
+            server config's ``gpu_count``, at least 1; 1 with a URL).
+        slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
+        seed: base seed; each point gets :func:`point_seed` of it.
+        num_warmups: warm-up requests per point; default :func:`default_num_warmups`
+            (``min(concurrency, 8)``).
+        extra_args: more ``vllm bench serve`` flags for every point.
+        progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
+        seed_label: the name hashed into each point's seed instead of ``label``; give
+            several configurations (on separate servers) the same ``seed_label`` to send
+            them the same prompts.
+        stall_timeout: abort a point whose engine has requests waiting and none running
+            for this many seconds (see :func:`run_point`); None disables it.
+
+    Returns:
+        The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.
+        With speculative decoding, ``spec_decode_level`` / ``spec_decode_verdict`` judge each
+        point (:func:`acceptance_verdict`); an ``error`` verdict is also printed.
+
+    Raises:
+        BenchError: see :func:`run_point`; a URL without ``model`` / ``tokenizer``, or an
+            object without ``.base_url``; points finished before the failure stay on disk
+            (``load_results(out_dir)`` reads them).
+    """
+    # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
+    from tqdm.std import tqdm
+
+    if (
+        not isinstance(server, (str, bytes))
+        and isinstance(model, (list, tuple))
+        and concurrencies is None
+    ):
+        model, concurrencies = None, model  # sweep(srv, [1, 16, 64]): the server knows its model
+    root, model, tokenizer, gpu_count, cfg = _measured(server, model, tokenizer, gpu_count)
+    scenario = _scenario(scenario, cfg)
+    if concurrencies is None:
+        concurrencies = _scenario_value(scenario, "concurrencies") or DEFAULT_CONCURRENCIES
+    concurrencies = _check_concurrencies(concurrencies)
+    _check_tokenizer(tokenizer)
+    points = sweep_points(
+        concurrencies, scenario=scenario, input_len=input_len, output_len=output_len,
+        prefix_len=prefix_len, num_prompts=num_prompts, label=label, seed=seed,
+        num_warmups=num_warmups, seed_label=seed_label,
+    )  # fmt: skip
+    folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
+    existed = folder.exists()  # run_point creates it with the first point
+
+    paths: list[Path] = []
+    bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
+    try:
+        for point in bar:
+            c = point["concurrency"]
+            bar.set_postfix(concurrency=c)
+            before = parse_prometheus(scrape_metrics(root))
+            path = run_point(
+                root, model, tokenizer, **point, out_dir=folder, goodput=slo,
+                extra_args=extra_args, label=label, gpu_count=gpu_count,
+                stall_timeout=stall_timeout,
+            )  # fmt: skip
+            after = parse_prometheus(scrape_metrics(root))
+            annotate_point(path, before, after)
+            paths.append(path)
+            verdict = acceptance_verdict(read_point(path))
+            if verdict.get("spec_decode_level") == "error":
+                # nothing accepted: said where the sweep runs, and kept on the row
+                bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
+    finally:
+        bar.close()
+        if not existed and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
+    return load_results(paths)
+
+
+def sweep_points(
+    concurrencies: Sequence[int],
+    *,
+    scenario: Mapping[str, Any] | Any | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    label: str = "default",
+    seed: int = 0,
+    num_warmups: int | None = None,
+    seed_label: str | None = None,
+) -> list[dict[str, int]]:
+    """The :func:`run_point` arguments of each point of :func:`sweep` (a pure function).
+
+    Arguments as :func:`sweep`; explicit ones win over ``scenario``'s ``input_len``,
+    ``output_len``, ``prefix_len``, ``num_prompts`` and ``prompts_per_concurrency``.
+
+    Returns:
+        One dict per concurrency, in order: ``concurrency``, ``num_prompts``,
+        ``input_len`` / ``output_len`` / ``prefix_len`` (tokens), ``seed``, ``num_warmups``.
+    """
+    in_len = int(input_len or _scenario_value(scenario, "input_len", 1024))
+    out_len = int(output_len or _scenario_value(scenario, "output_len", 128))
+    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
+    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
+    per_c = _scenario_value(scenario, "prompts_per_concurrency")
+    return [
+        {
+            "concurrency": int(c),
+            "num_prompts": int(
+                n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))
+            ),
+            "input_len": in_len,
+            "output_len": out_len,
+            "prefix_len": int(pre_len or 0),
+            "seed": point_seed(seed, seed_label or label, c, in_len, out_len),
+            "num_warmups": default_num_warmups(c) if num_warmups is None else int(num_warmups),
+        }
+        for c in concurrencies
+    ]
+
+
+def repeat_point(
+    server: Any,
+    model: str | None = None,
+    tokenizer: str | Path | None = None,
+    concurrency: int | None = None,
+    repeats: int = 3,
+    *,
+    scenario: Mapping[str, Any] | Any | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    prefix_len: int | None = None,
+    num_prompts: int | None = None,
+    out_dir: str | Path | None = None,
+    label: str = "default",
+    gpu_count: int | None = None,
+    seed: int = 0,
+    num_warmups: int | None = None,
+    extra_args: Sequence[str] = (),
+    progress: bool = True,
+    seed_label: str | None = None,
+) -> pd.DataFrame:
+    """Run the same point ``repeats`` times to measure its run-to-run spread.
+
+    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and its own
+    seed (base ``seed + r``, hashed by :func:`point_seed`, so no repeat is served from another's
+    prefix cache), written to ``<out_dir>/rep<r>/``. Feed the result to
+    :func:`helpers.bench.stats.spread`, and the spread to :func:`helpers.bench.stats.compare` /
+    :func:`helpers.bench.stats.rank`.
+
+    Args:
+        server, model, tokenizer: as :func:`sweep` (the server object, or its URL with
+            the model name and tokenizer).
+        concurrency: ``--max-concurrency`` of the point.
+        repeats: how many runs (at least 2 for a spread; 3 or more is better).
+        Others: as :func:`sweep`.
+
+    Returns:
+        :func:`load_results` rows, one per repeat, with a ``repeat`` column (0-based).
+
+    Raises:
+        BenchError: see :func:`run_point`; ``repeats < 2``; no ``concurrency``.
+    """
+    if concurrency is None or isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        raise BenchError(
+            f"repeat_point: concurrency={concurrency!r}: pass the point's --max-concurrency "
+            "as an int, e.g. repeat_point(srv, concurrency=4)."
+        )
+    if int(repeats) < 2:
+        raise BenchError("repeat_point needs repeats >= 2 to measure a spread; pass repeats=3.")
+    folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
+    frames = []
+    for r in range(int(repeats)):
+        df = sweep(
+            server, model, tokenizer, [int(concurrency)],
+            scenario=scenario, input_len=input_len, output_len=output_len, prefix_len=prefix_len,
+            num_prompts=num_prompts, out_dir=folder / f"rep{r}", label=label, gpu_count=gpu_count,
+            seed=int(seed) + r, num_warmups=num_warmups, extra_args=extra_args, progress=progress,
+            seed_label=seed_label,
+        )  # fmt: skip
+        frames.append(df.assign(repeat=r))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,394 @@
+"""Send chat requests to a vLLM server through the ``openai`` SDK and parse the replies.
+
+:func:`~helpers.server.endpoint.make_client` builds the SDK client; :func:`chat` sends one
+request (reasoning on or off, a reasoning budget sent to the server or done in two passes,
+tools) and returns a
+:class:`~helpers.chat.types.ChatResult`. HTTP failures come back as one sentence naming the
+URL and the fix (:class:`~helpers.errors.ServerConnectionError`,
+:class:`~helpers.errors.ResponseError`). Streaming is :mod:`helpers.chat.stream`; the tool
+loop :mod:`helpers.chat.tools`.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from helpers.chat.parse import parse_response
+from helpers.chat.request import (
+    DEFAULT_MAX_TOKENS,
+    ChatOptions,
+    _check_client,
+    _check_model,
+    _options_from,
+    as_messages,
+    build_request,
+)
+from helpers.chat.types import (
+    REASONING_PARSER_FLAGS,
+    THINK_END,
+    THINK_START,
+    TOOL_PARSER_FLAGS,
+    ChatResult,
+    ReasoningTruncatedWarning,
+    _get,
+)
+from helpers.errors import ResponseError, ServerConnectionError
+
+# ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
+
+# Per client object, per base URL: {model id: max_model_len}. A new client (or a server
+# restarted behind a new client) reads it again.
+_LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _client_url(client: Any) -> str:
+    return str(getattr(client, "base_url", "") or "").rstrip("/")
+
+
+def server_max_model_len(client: Any, model: str | None = None) -> int | None:
+    """The server's ``max_model_len`` (tokens, prompt + output) for ``model``.
+
+    vLLM lists it per model in ``GET /v1/models`` (``ModelCard.max_model_len``,
+    ``vllm/entrypoints/openai/models/serving.py``, vLLM 0.32.0). Read once per client and
+    base URL, then cached.
+
+    Args:
+        client: from :func:`~helpers.server.endpoint.make_client`.
+        model: the served model name; ``None`` takes the first model listed.
+
+    Returns:
+        The limit in tokens, or ``None`` when the server does not report one (an
+        OpenAI-compatible server that is not vLLM).
+
+    Raises:
+        ServerConnectionError: nothing answers at the client's URL, or what answers is not
+            an OpenAI-compatible server (the message names the URL and the fix).
+    """
+    _check_client("server_max_model_len", client)
+    try:
+        cached = _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
+    except TypeError:  # a client object that cannot be weakly referenced: no cache
+        cached = {}
+    key = model or ""
+    if key in cached:
+        return cached[key]
+    import openai
+
+    try:
+        listed = list(client.models.list())
+    except openai.APIError as e:
+        raise _translate_api_error(client, e, "GET /v1/models", model) from None
+    limits = {}
+    for m in listed:
+        value = _get(m, "max_model_len")
+        limits[_get(m, "id") or ""] = int(value) if isinstance(value, (int, float)) else None
+    if model is not None and model in limits:
+        cached[key] = limits[model]
+    else:
+        cached[key] = next(iter(limits.values()), None)
+    return cached[key]
+
+
+def _resolve_max_tokens(
+    client: Any, model: str, max_tokens: int | None
+) -> tuple[int | None, int | None]:
+    """``(max_tokens to send, max_model_len or None)``.
+
+    ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
+    the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
+    the end of the context (``max_model_len`` minus the prompt; ``get_max_tokens`` in
+    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value above
+    ``max_model_len`` raises here, before the request (vLLM 0.32 answers it with HTTP 400
+    "max_tokens=... cannot be greater than max_model_len=...").
+    """
+    if max_tokens is None:
+        limit = server_max_model_len(client, model)
+        if limit is None or limit > DEFAULT_MAX_TOKENS:
+            return DEFAULT_MAX_TOKENS, limit
+        return None, limit
+    return max_tokens, None
+
+
+def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
+    return ResponseError(
+        f"max_tokens={asked} does not fit this server: its max_model_len is {limit} tokens "
+        f"(prompt + output). Pass max_tokens below {limit} (or leave max_tokens unset: the "
+        "helper then fits it to the server), or restart vLLM with a larger --max-model-len."
+        + (f" Server said: {said}" if said else "")
+    )
+
+
+def _translate_api_error(client: Any, e: Exception, what: str, model: str | None) -> Exception:
+    """One sentence naming the URL and the fix for HTTP-level failures (the wording of
+    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged."""
+    import openai
+
+    url = _client_url(client)
+    root = url[: -len("/v1")] if url.endswith("/v1") else url
+    if isinstance(e, openai.APITimeoutError):
+        return ServerConnectionError(
+            f"The server at {url} did not answer {what} within the client's timeout: it may "
+            "be overloaded or stalled; check its log, or pass a larger timeout to "
+            "make_client(url, timeout=...)."
+        )
+    if isinstance(e, openai.APIConnectionError):
+        return ServerConnectionError(
+            f"No vLLM server answers {url} ({what} failed: {e.__cause__ or e}): start one "
+            "(launch_server(cfg)) or check the URL and that the port is reachable from here."
+        )
+    if isinstance(e, openai.APIStatusError):
+        status = e.status_code
+        body = getattr(e, "body", None)
+        text = str(e)
+        if status == 404 and model and "does not exist" in text:
+            try:
+                served = [m.id for m in client.models.list()]
+            except Exception:
+                served = []
+            return ResponseError(
+                f"The server at {url} does not serve model {model!r}"
+                + (f"; it serves {served}: pass one of them" if served else "")
+                + " (the --served-model-name / --model it was launched with)."
+            )
+        vllm_shaped = isinstance(body, Mapping) and ("message" in body or "error" in body)
+        if status in (404, 405, 501) and not vllm_shaped:
+            return ServerConnectionError(
+                f"The server at {root} answered {what} with HTTP {status}: it is not a vLLM "
+                "OpenAI-compatible server (vLLM answers /health and /v1/models there). Check "
+                "the URL and port, or start vLLM with launch_server(cfg)."
+            )
+    return e
+
+
+def _create(client: Any, kwargs: dict[str, Any]) -> Any:
+    """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
+    :class:`ResponseError` s naming the flags, a ``max_tokens`` above the server's
+    ``max_model_len`` into one naming the limit, and connection failures or a non-vLLM
+    server into :class:`ServerConnectionError` naming the URL."""
+    import openai
+
+    try:
+        response = client.chat.completions.create(**kwargs)
+    except openai.BadRequestError as e:
+        text = str(e)
+        m = re.search(
+            r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
+        )
+        if m:  # vllm/renderers/params.py (vLLM 0.32.0)
+            raise _max_tokens_error(int(m.group(2)), m.group(1), text) from None
+        m = re.search(r"maximum context length is (\d+) tokens", text)
+        if m:  # the prompt (plus output, older releases) exceeds max_model_len
+            raise ResponseError(
+                f"The request does not fit the server's max_model_len of {m.group(1)} tokens: "
+                "shorten the conversation, lower max_tokens, or restart vLLM with a larger "
+                "--max-model-len. Server said: " + text
+            ) from None
+        if "thinking_token_budget" in text:
+            raise ResponseError(
+                "The server rejected `thinking_token_budget`: it was launched without a "
+                f"reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`, or call "
+                "with budget_method='two_pass'. Server said: " + text
+            ) from e
+        if "tool choice requires" in text or "requires --tool-call-parser" in text:
+            # vllm/renderers/online_renderer.py: tools sent to a server without a parser.
+            raise ResponseError(
+                "The server refused the tools: it was launched without tool calling. "
+                f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
+            ) from e
+        raise
+    except openai.APIError as e:
+        err = _translate_api_error(client, e, "POST /v1/chat/completions", kwargs.get("model"))
+        if err is e:
+            raise
+        raise err from None
+    if isinstance(response, (str, bytes)):  # a 200 that is not JSON: not an OpenAI server
+        raise ServerConnectionError(
+            f"The server at {_client_url(client)} answered POST /v1/chat/completions with "
+            f"something that is not JSON ({str(response)[:80]!r}): it is not a vLLM "
+            "OpenAI-compatible server. Check the URL and port, or start vLLM with "
+            "launch_server(cfg)."
+        )
+    return response
+
+
+def chat(
+    client: Any,
+    model: str,
+    messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    options: ChatOptions | None = None,
+    *,
+    budget_method: str = "server",
+    **overrides: Any,
+) -> ChatResult:
+    """Send one chat request and parse the reply.
+
+    ``chat(client, model, prompt, opts, thinking=False)``: ``options`` gives the settings
+    and keywords named like its fields override them for this call.
+
+    Args:
+        client: from :func:`~helpers.server.endpoint.make_client`.
+        model: the served model name (the ``--model`` / ``--served-model-name`` value).
+        messages_or_prompt: a user prompt string, or OpenAI-format messages.
+        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
+            defaults (reasoning on, temperature 1.0, top_p 0.95: seed 004). Its
+            ``max_tokens=None`` means seed 004's 16000 when the server's ``max_model_len``
+            (read once from ``GET /v1/models``) is larger, else none is sent and vLLM
+            generates up to the end of the context (the CPU stand-in has
+            ``max_model_len`` 2048).
+        budget_method: how ``reasoning_budget`` is applied. ``"server"`` sends
+            ``thinking_token_budget`` (vLLM >= 0.32 with ``--reasoning-parser``: the server
+            forces ``</think>`` itself; on the CPU stand-in a budget of N gave N-1
+            reasoning tokens, the forced end taking one). ``"two_pass"`` is for older
+            servers, which ignore that field: a first request reasons with
+            ``max_tokens=reasoning_budget``; if it was cut off, a second request continues
+            an assistant message holding the closed think block
+            (``continue_final_message=True``, ``add_generation_prompt=False``). It relies
+            on the chat template rendering a final assistant message's
+            ``<think>...</think>`` as given, which Qwen3/Nemotron-style templates do.
+        **overrides: :class:`ChatOptions` fields (``thinking``, ``max_tokens``,
+            ``reasoning_budget``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``,
+            ``force_nonempty_content``, ``recover_tool_calls``), which win over
+            ``options``; any other keyword (``extra_body=``, ``seed``, ``stop``...) goes to
+            ``chat.completions.create``, which refuses a name it does not know.
+
+    Returns:
+        A :class:`ChatResult`. Tool-call arguments are fitted to the ``tools`` schemas.
+
+    Raises:
+        TypeError / ValueError: an argument of the wrong type or range (the message names
+            it), a bad ``reasoning_budget`` or ``budget_method``; an unknown keyword
+            (TypeError from the ``openai`` SDK).
+        ServerConnectionError: nothing (or no vLLM server) answers at the client's URL.
+        ResponseError: unparsed tool-call markup (names the tool-parser flags), a budget
+            the server rejects (names ``--reasoning-parser nemotron_v3``), ``max_tokens``
+            above the server's ``max_model_len`` (names the limit), an unknown model.
+        openai.APIError: any other HTTP failure, unchanged.
+
+    Warns:
+        ReasoningTruncatedWarning: thinking on, ``finish_reason == "length"``, no answer.
+        ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
+        ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
+        ToolArgumentWarning: see each class.
+    """
+    _check_client("chat", client)
+    _check_model("chat", model)
+    opts, extra = _options_from("chat", options, overrides)
+    if opts.noise_tolerant:  # weightless mode: a failure on noise text is reported, not raised
+        from helpers.weights.weightless import noise_tolerant
+
+        with noise_tolerant(True, "chat"):
+            plain = opts.replace(noise_tolerant=False)
+            return chat(
+                client, model, messages_or_prompt, plain, budget_method=budget_method, **extra
+            )
+        return None
+    if budget_method not in ("server", "two_pass"):
+        raise ValueError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
+    budget = opts.reasoning_budget
+    two_pass = budget is not None and budget_method == "two_pass" and opts.thinking
+    if two_pass and budget == 0:
+        raise ValueError(
+            "chat: reasoning_budget=0 with budget_method='two_pass' would make a first "
+            "request with max_tokens=0: pass reasoning_budget >= 1, or thinking=False for "
+            "no reasoning."
+        )
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    if max_tokens is None and budget is not None and max_model_len is not None:
+        if budget >= max_model_len:
+            raise _max_tokens_error(max_model_len, f"(reasoning_budget={budget})")
+    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
+        opts, _ = _options_from("chat", opts, {"max_tokens": max_tokens})
+    checks = dict(
+        tool_schemas=opts.tools,
+        recover_tool_calls=opts.recover_tool_calls,
+        max_model_len=max_model_len,
+    )
+    if two_pass:
+        return _chat_two_pass(
+            client,
+            model,
+            messages_or_prompt,
+            opts,
+            max_tokens if max_tokens is not None else max_model_len,
+            extra,
+            checks,
+        )
+    return parse_response(
+        _create(client, build_request(model, messages_or_prompt, opts, **extra)),
+        thinking=opts.thinking,
+        force_nonempty_content=opts.force_nonempty_content,
+        max_tokens=opts.max_tokens,
+        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
+        **checks,
+    )
+
+
+def _chat_two_pass(
+    client: Any,
+    model: str,
+    messages_or_prompt: Any,
+    options: ChatOptions,
+    max_tokens: int,
+    extra: dict[str, Any],
+    checks: dict[str, Any],
+) -> ChatResult:
+    """Client-side reasoning budget (``options.reasoning_budget``, >= 1) for servers
+    without ``thinking_token_budget``; ``max_tokens`` caps both requests together."""
+    budget = options.reasoning_budget
+    assert budget is not None
+    messages = as_messages(messages_or_prompt)
+    tools_requested = bool(options.tools) and options.tool_choice != "none"
+    first_opts = options.replace(max_tokens=budget, reasoning_budget=None)
+    with warnings.catch_warnings():
+        # Running out at the budget is the point of pass 1; don't warn about it.
+        warnings.simplefilter("ignore", ReasoningTruncatedWarning)
+        first = parse_response(
+            _create(client, build_request(model, messages, first_opts, **extra)),
+            thinking=True,
+            max_tokens=budget,
+            tools_requested=tools_requested,
+            **checks,
+        )
+    if first.finish_reason != "length" or first.tool_calls or first.content.strip():
+        # Reasoning ended inside the budget (answer possibly cut at the budget: then the
+        # caller sees finish_reason="length" with content, as with any max_tokens).
+        first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
+        first.truncated_in_reasoning = False
+        return first
+    prefix = f"{THINK_START}\n{first.reasoning.rstrip()}\n{THINK_END}\n\n"
+    extra_body = dict(extra.get("extra_body") or {})
+    extra_body.update(continue_final_message=True, add_generation_prompt=False)
+    second_opts = options.replace(
+        max_tokens=max(1, max_tokens - first.usage.completion_tokens), reasoning_budget=None
+    )
+    second_kwargs = build_request(
+        model,
+        messages + [{"role": "assistant", "content": prefix}],
+        second_opts,
+        **{**extra, "extra_body": extra_body},
+    )
+    second = parse_response(
+        _create(client, second_kwargs),
+        thinking=False,
+        max_tokens=second_opts.max_tokens,
+        tools_requested=tools_requested,
+        **checks,
+    )
+    return ChatResult(
+        reasoning=first.reasoning,
+        # The think block is closed in the prompt, so all new text is the answer; a
+        # parser that still counts it as reasoning puts it in `reasoning`.
+        content=second.content or second.reasoning,
+        tool_calls=second.tool_calls,
+        finish_reason=second.finish_reason,
+        usage=first.usage + second.usage,
+        raw=[first.raw, second.raw],
+        reasoning_parser_missing=first.reasoning_parser_missing,
+        warnings=first.warnings + second.warnings,
+    )

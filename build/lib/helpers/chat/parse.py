@@ -1,0 +1,448 @@
+"""Turn a vLLM chat reply (a ``ChatCompletion`` or its stream of chunks) into a
+:class:`~helpers.chat.types.ChatResult`, with the checks that tell a real answer from a
+truncated, misparsed or misplaced one.
+
+:func:`parse_response` parses a non-streamed reply; ``_finish`` holds the checks it shares
+with :mod:`helpers.chat.stream`: reasoning cut by ``max_tokens``, reasoning left in ``content``,
+a tool call kept in the reasoning, a reply cut inside a call, ``finish_reason="tool_calls"``
+with no call, and arguments fitted to the tool's schema (:mod:`helpers.chat.toolargs`). Each
+sets a flag on the result and warns (the warnings of :mod:`helpers.chat.types`). The facts
+come from vLLM 0.32's ``vllm/parser/nemotron_v3.py``, ``vllm/parser/qwen3.py`` and
+``vllm/entrypoints/openai/chat_completion/serving.py`` (listed in ``_finish``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from helpers.chat.types import (
+    REASONING_PARSER_FLAGS,
+    THINK_END,
+    THINK_START,
+    TOOL_MARKUP,
+    TOOL_PARSER_FLAGS,
+    ChatResult,
+    ReasoningParserMissingWarning,
+    ReasoningTruncatedWarning,
+    ToolArgumentWarning,
+    ToolCall,
+    ToolCallInReasoningWarning,
+    ToolCallsMissingWarning,
+    ToolCallTruncatedWarning,
+    Usage,
+    _get,
+    _reasoning_of,
+)
+from helpers.errors import ResponseError
+
+# The chat modules a warning's stack walk skips, so it points at the notebook cell or test
+# that called them, however deep the helper chain was.
+_CHAT_MODULES = frozenset(
+    str(Path(__file__).with_name(f"{name}.py"))
+    for name in ("completions", "request", "parse", "types", "stream", "tools", "display")
+)
+
+
+def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
+    """Record ``text`` on the result and warn, pointing at the first caller outside the
+    chat modules (the notebook cell or test), however deep the helper chain was."""
+    result.warnings.append(text)
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_code.co_filename in _CHAT_MODULES:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level)
+
+
+# One qwen3_coder call: optional <tool_call> wrapper, <function=NAME> ... </function>, any
+# whitespace between tags (vllm/tool_parsers/qwen3coder_tool_parser.py's format).
+_CALL_RE = re.compile(
+    r"(?:<tool_call>\s*)?<function=([^>]*)>(.*?)</function>\s*(?:</tool_call>)?", re.S
+)
+_PARAM_RE = re.compile(r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
+
+
+def _trailing_tool_calls(text: str) -> tuple[int, list[tuple[str, dict[str, str]]]] | None:
+    """Complete qwen3_coder calls that end ``text`` (only whitespace after and between
+    them): ``(start index of the first, [(name, {param: value})])``, else ``None``.
+    Values are strings, each with one leading and one trailing newline removed, as
+    qwen3_coder does; :mod:`helpers.chat.toolargs` then fits them to the schema."""
+    end = len(text.rstrip())
+    start, calls = None, []
+    for m in reversed(list(_CALL_RE.finditer(text))):
+        if text[m.end() : end].strip():
+            break
+        params = {}
+        for p in _PARAM_RE.finditer(m.group(2)):
+            value = p.group(2)
+            value = value[1:] if value.startswith("\n") else value
+            value = value[:-1] if value.endswith("\n") else value
+            params[p.group(1).strip()] = value
+        calls.insert(0, (m.group(1).strip(), params))
+        start = end = m.start()
+    return (start, calls) if calls else None
+
+
+def _unfinished_tool_call(text: str) -> int | None:
+    """Index where an opened, never-closed tool call starts at the end of ``text``."""
+    i = text.rfind("<tool_call>")
+    if i >= 0 and "</tool_call>" not in text[i:]:
+        j = text.rfind("</function>", i)
+        if j < 0 or text[j:].strip() != "</function>":
+            return i
+    i = text.rfind("<function=")
+    if i >= 0 and "</function>" not in text[i:]:
+        k = text.rfind("<tool_call>", 0, i)
+        return k if k >= 0 and not text[k:i].replace("<tool_call>", "").strip() else i
+    return None
+
+
+def _check_tool_truncation(
+    result: ChatResult,
+    *,
+    max_tokens: int | None,
+    max_model_len: int | None,
+    tools_requested: bool,
+) -> str | None:
+    """Where a reply was cut inside a tool call, move the fragment out of the answer and
+    return a description of it (``None`` when it was not)."""
+    u = result.usage
+    if result.finish_reason == "length":
+        for part in ("content", "reasoning"):
+            text = getattr(result, part)
+            i = _unfinished_tool_call(text)
+            if i is not None:
+                result.tool_call_fragment = text[i:]
+                setattr(result, part, text[:i].rstrip())
+                return f"the unfinished markup {text[i:][:60]!r} was left in `{part}`"
+        if result.tool_calls:  # streamed: the parser sent the call's start
+            result.tool_call_fragment = "\n".join(
+                f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+            )
+            result.tool_calls = []
+            return "the server streamed the start of a call whose arguments never ended"
+        reasoning_ended = (
+            u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
+        )
+        if tools_requested and not result.content.strip() and reasoning_ended:
+            return (
+                "the reasoning ended but nothing after it arrived: the server's tool parser "
+                "holds back a tool call until it is complete"
+            )
+        return None
+    # vLLM 0.32 reports a cut call as finish_reason="tool_calls" (it parses the fragment:
+    # chat_completion_full_generator). The token count is what gives it away.
+    used_all = (max_tokens is not None and u.completion_tokens >= max_tokens) or (
+        max_tokens is None
+        and max_model_len is not None
+        and u.prompt_tokens + u.completion_tokens >= max_model_len
+    )
+    if result.finish_reason == "tool_calls" and result.tool_calls and used_all:
+        result.tool_call_fragment = "\n".join(
+            f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+        )
+        result.tool_calls = []
+        return (
+            f"all {u.completion_tokens} tokens were used and the server still reported "
+            "finish_reason='tool_calls' (vLLM parses the unfinished call)"
+        )
+    return None
+
+
+def _finish(
+    result: ChatResult,
+    *,
+    thinking: bool,
+    force_nonempty_content: bool,
+    max_tokens: int | None,
+    tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
+) -> ChatResult:
+    """The checks shared by streamed and non-streamed turns.
+
+    What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
+    (cut while reasoning: ``finish_reason="length"``, empty content); with
+    ``enable_thinking=False`` or ``force_nonempty_content=True`` the nemotron_v3 parser moves
+    the reasoning into ``content`` when the answer would be empty; ``qwen3_coder`` converts
+    parameter values to the schema's types (untyped ones stay strings); the first content
+    after ``</think>`` keeps its leading newline (kept; :func:`helpers.chat.display.show`
+    trims it). A reply cut inside a call has three shapes, all flagged
+    ``truncated_in_tool_call``: ``"length"`` with the markup left in ``content``; not
+    streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
+    token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
+    """
+    content = result.content
+    # 1. Reasoning inside content: server launched without --reasoning-parser.
+    if not result.reasoning and THINK_END in content:
+        before, _, after = content.partition(THINK_END)
+        before = before.strip()
+        if before.startswith(THINK_START):
+            before = before[len(THINK_START) :].strip()
+        result.reasoning, result.content = before, after.lstrip("\n")
+        result.reasoning_parser_missing = True
+        _warn(
+            result,
+            ReasoningParserMissingWarning,
+            "The server returned the model's reasoning inside `content` (ended by a lone "
+            "</think>): it runs without a reasoning parser. The helper split it into "
+            "`reasoning` and `content`; restart vLLM with "
+            f"`{REASONING_PARSER_FLAGS}` so the server does this (and so "
+            "`thinking_token_budget` works).",
+        )
+    elif (
+        thinking
+        and not result.reasoning
+        and not force_nonempty_content
+        and result.finish_reason == "length"
+        and content.strip()
+        and not result.tool_calls
+        and result.usage.reasoning_tokens is None
+        and not content.lstrip().startswith(THINK_START)
+    ):
+        # Cut at max_tokens before any </think>, and no reasoning_tokens in usage (vLLM
+        # reports them only with a reasoning parser): the template opened <think> in the
+        # prompt, so this text is unfinished reasoning.
+        result.reasoning, result.content = content.strip(), ""
+        result.reasoning_parser_missing = True
+        _warn(
+            result,
+            ReasoningParserMissingWarning,
+            "The server runs without a reasoning parser (usage has no reasoning_tokens) and "
+            "the reply was cut at max_tokens before </think>: the text in `content` is "
+            "unfinished reasoning, moved to `reasoning` by the helper. Restart vLLM with "
+            f"`{REASONING_PARSER_FLAGS}`.",
+        )
+    elif not result.reasoning and content.lstrip().startswith(THINK_START):
+        # An opened, never-closed think block: all of it is reasoning.
+        result.reasoning = content.lstrip()[len(THINK_START) :].strip()
+        result.content = ""
+        result.reasoning_parser_missing = True
+        _warn(
+            result,
+            ReasoningParserMissingWarning,
+            "The server returned an unclosed <think> block inside `content`: it runs without "
+            f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
+        )
+
+    limit = f"max_tokens={max_tokens}" if max_tokens is not None else "max_tokens"
+    if max_tokens is None and max_model_len is not None:
+        limit = f"max_tokens (unset: the rest of max_model_len={max_model_len})"
+
+    # 2a. Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer.
+    cut = None
+    if tools_requested:
+        cut = _check_tool_truncation(
+            result, max_tokens=max_tokens, max_model_len=max_model_len, tools_requested=True
+        )
+    if cut:
+        result.truncated_in_tool_call = True
+        _warn(
+            result,
+            ToolCallTruncatedWarning,
+            f"Truncated inside a tool call: raise max_tokens. The model used all {limit} "
+            f"while writing a tool call ({cut}); no call was returned or run, and the "
+            "fragment is in `tool_call_fragment`, not in `content`.",
+        )
+        return _coerce_calls(result, tool_schemas)
+
+    # 2b. A complete call at the end of unfinished reasoning (no </think>): a reasoning
+    #     parser that does not stop at <tool_call> kept it as reasoning (e.g. deepseek_r1
+    #     in vLLM 0.32; the pre-engine nemotron_v3 reasoning parser).
+    if tools_requested and not result.tool_calls and not result.content.strip():
+        found = _trailing_tool_calls(result.reasoning)
+        if found:
+            start, calls = found
+            result.tool_call_in_reasoning = True
+            names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
+            if recover_tool_calls:
+                result.tool_calls = [
+                    ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
+                    for i, (n, a) in enumerate(calls)
+                ]
+                result.tool_call_fragment = result.reasoning[start:]
+                result.reasoning = result.reasoning[:start].rstrip()
+                _warn(
+                    result,
+                    ToolCallInReasoningWarning,
+                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
+                    "closing </think>, and the server's reasoning parser kept them as "
+                    "reasoning (no tool_calls). Recovered them as tool calls "
+                    "(recover_tool_calls=True). The server-side fix: a reasoning parser "
+                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+                    ">= 0.32).",
+                )
+            else:
+                _warn(
+                    result,
+                    ToolCallInReasoningWarning,
+                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
+                    "closing </think>, and the server's reasoning parser kept them as "
+                    "reasoning, so the reply has no tool_calls and no answer. Pass "
+                    "recover_tool_calls=True to run them, or serve with a reasoning parser "
+                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+                    ">= 0.32).",
+                )
+            return _coerce_calls(result, tool_schemas)
+
+    # 2c. finish_reason "tool_calls" but no call (vLLM 0.32 does this for
+    #     tool_choice="required" when nothing parses): not an answer.
+    if result.finish_reason == "tool_calls" and not result.tool_calls:
+        result.tool_calls_missing = True
+        _warn(
+            result,
+            ToolCallsMissingWarning,
+            "The server reported finish_reason='tool_calls' but the reply holds no tool call, "
+            "so `content` is not a final answer: the model's tool call did not parse. Retry "
+            "the request, check the server's --tool-call-parser (Nemotron: "
+            f"`{TOOL_PARSER_FLAGS}`), or use tool_choice='auto'.",
+        )
+        return result
+
+    # 2. Tool-call markup the server did not parse (only an error when tools were offered:
+    #    with tool_choice="none" or no tools, vLLM does not parse calls by design).
+    if tools_requested and not result.tool_calls and any(m in result.content for m in TOOL_MARKUP):
+        err = ResponseError(
+            "The model wrote tool-call markup (<tool_call>/<function=...>) in `content` but "
+            "the server returned no `tool_calls`: its tool parser is not configured for "
+            f"Nemotron. Restart vLLM with `{TOOL_PARSER_FLAGS}` (another parser, e.g. "
+            "hermes, leaves this XML format in content)."
+        )
+        err.result = result  # type: ignore[attr-defined]
+        raise err
+
+    # 3. max_tokens ran out during reasoning. With force_nonempty_content (or thinking
+    #    off) nemotron_v3 moves unfinished reasoning into content, so "reasoning empty,
+    #    content set, no </think> ever seen" is the same situation.
+    if thinking and result.finish_reason == "length" and not result.tool_calls:
+        no_answer = not result.content.strip()
+        # When the server counts reasoning tokens, "all of them were reasoning" confirms it.
+        counted = result.usage.reasoning_tokens
+        moved = (
+            force_nonempty_content
+            and not result.reasoning
+            and not result.reasoning_parser_missing
+            and bool(result.content.strip())
+            and (counted is None or counted >= result.usage.completion_tokens)
+        )
+        if no_answer or moved:
+            result.truncated_in_reasoning = True
+            where = (
+                "`content` holds the unfinished reasoning (the nemotron_v3 parser moves it "
+                "there when force_nonempty_content=True)"
+                if moved
+                else "`content` is empty"
+            )
+            _warn(
+                result,
+                ReasoningTruncatedWarning,
+                f"The model used all {limit} while still reasoning, so there is no answer: "
+                f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, "
+                "set reasoning_budget=N (sent as thinking_token_budget, N below max_tokens), "
+                "or pass thinking=False.",
+            )
+    return _coerce_calls(result, tool_schemas)
+
+
+def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> Any:
+    for t in tool_schemas or []:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if isinstance(fn, Mapping) and fn.get("name") == name:
+            return fn.get("parameters")
+    return None
+
+
+def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
+    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`)."""
+    from helpers.chat.toolargs import coerce_arguments
+
+    for call in result.tool_calls:
+        params = _schema_parameters(tool_schemas, call.name)
+        if call.error is not None or not params:
+            continue
+        call.arguments, problems = coerce_arguments(call.arguments, params)
+        for p in problems:
+            _warn(
+                result,
+                ToolArgumentWarning,
+                f"Tool {call.name!r}: {p}. The function gets the value as the model wrote it; "
+                "check the tool's schema or the function's handling of it.",
+            )
+    return result
+
+
+def parse_response(
+    response: Any,
+    *,
+    thinking: bool = True,
+    force_nonempty_content: bool = False,
+    max_tokens: int | None = None,
+    tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
+) -> ChatResult:
+    """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
+
+    Args:
+        thinking, force_nonempty_content, max_tokens: what the request asked for; they
+            decide the truncation checks and their messages.
+        tools_requested: the request offered tools (and not ``tool_choice="none"``);
+            only then is unparsed tool-call markup an error.
+        tool_schemas: the tools the request offered; each call's arguments are fitted to
+            its schema (:func:`helpers.chat.toolargs.coerce_arguments`).
+        recover_tool_calls: turn complete tool calls found at the end of unfinished
+            reasoning into ``tool_calls`` (see :class:`ToolCallInReasoningWarning`).
+        max_model_len: the server's limit (tokens), when the request sent no
+            ``max_tokens``; used to tell a reply cut at the end of the context.
+
+    Raises:
+        ResponseError: tool-call markup in ``content`` with no ``tool_calls`` (the server
+            lacks ``--enable-auto-tool-choice --tool-call-parser qwen3_coder``), or a
+            response with no choices.
+
+    Warns:
+        ReasoningTruncatedWarning, ReasoningParserMissingWarning, ToolCallInReasoningWarning,
+        ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
+        docs; each sets a flag on the result too).
+    """
+    choices = _get(response, "choices") or []
+    if not choices:
+        raise ResponseError(
+            "The server's response has no choices; check the server log for the error "
+            "(helpers.server.vllm_server keeps it) and retry."
+        )
+    choice = choices[0]
+    message = _get(choice, "message")
+    tool_calls = [
+        ToolCall.from_raw(
+            _get(tc, "id"),
+            _get(_get(tc, "function"), "name"),
+            _get(_get(tc, "function"), "arguments"),
+        )
+        for tc in (_get(message, "tool_calls") or [])
+    ]
+    result = ChatResult(
+        reasoning=_reasoning_of(message),
+        content=_get(message, "content") or "",
+        tool_calls=tool_calls,
+        finish_reason=_get(choice, "finish_reason"),
+        usage=Usage.from_raw(_get(response, "usage")),
+        raw=response,
+    )
+    return _finish(
+        result,
+        thinking=thinking,
+        force_nonempty_content=force_nonempty_content,
+        max_tokens=max_tokens,
+        tools_requested=tools_requested,
+        tool_schemas=tool_schemas,
+        recover_tool_calls=recover_tool_calls,
+        max_model_len=max_model_len,
+    )

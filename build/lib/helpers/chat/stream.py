@@ -1,0 +1,241 @@
+"""Streamed chat: :func:`stream_chat` yields typed events as vLLM sends them and assembles
+the same :class:`~helpers.chat.types.ChatResult` as :func:`helpers.chat.completions.chat`, checked the
+same way (:mod:`helpers.chat.parse`) when the stream ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from helpers.chat.completions import _create, _resolve_max_tokens
+from helpers.chat.parse import _finish
+from helpers.chat.request import (
+    ChatOptions,
+    _check_client,
+    _check_model,
+    _options_from,
+    build_request,
+)
+from helpers.chat.types import (
+    ChatResult,
+    StreamEvent,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    _get,
+    _reasoning_of,
+)
+
+
+class _Assembler:
+    """Accumulates stream chunks into the parts of a :class:`ChatResult`."""
+
+    def __init__(self) -> None:
+        self.reasoning: list[str] = []
+        self.content: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage = Usage()
+        self.chunks: list[Any] = []
+
+    def feed(self, chunk: Any) -> list[StreamEvent]:
+        self.chunks.append(chunk)
+        events: list[StreamEvent] = []
+        if _get(chunk, "usage") is not None:
+            self.usage = Usage.from_raw(_get(chunk, "usage"))
+        for choice in _get(chunk, "choices") or []:
+            if (_get(choice, "index") or 0) != 0:
+                continue  # n > 1: only the first choice is assembled
+            delta = _get(choice, "delta")
+            text = _reasoning_of(delta)
+            if text:
+                self.reasoning.append(text)
+                events.append(StreamEvent("reasoning", text))
+            text = _get(delta, "content")
+            if text:
+                self.content.append(text)
+                events.append(StreamEvent("content", text))
+            for tc in _get(delta, "tool_calls") or []:
+                fn = _get(tc, "function")
+                d = ToolCallDelta(
+                    index=_get(tc, "index") or 0,
+                    id=_get(tc, "id"),
+                    name=_get(fn, "name"),
+                    arguments=_get(fn, "arguments") or "",
+                )
+                slot = self.calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                slot["id"] = slot["id"] or d.id
+                if d.name:
+                    slot["name"] = d.name if not slot["name"] else slot["name"] + d.name
+                slot["arguments"] += d.arguments
+                events.append(StreamEvent("tool_call", d))
+            if _get(choice, "finish_reason"):
+                self.finish_reason = _get(choice, "finish_reason")
+        return events
+
+    def result(
+        self,
+        *,
+        thinking: bool,
+        force_nonempty_content: bool,
+        max_tokens: int | None,
+        tools_requested: bool,
+        **checks: Any,
+    ) -> ChatResult:
+        reasoning, content = "".join(self.reasoning), "".join(self.content)
+        # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
+        # force_nonempty_content) repeats it as content in the last delta; the
+        # non-streamed reply has it only in content. Match that shape.
+        if (
+            (force_nonempty_content or not thinking)
+            and reasoning
+            and content.strip() == reasoning.strip()
+        ):
+            reasoning = ""
+        result = ChatResult(
+            reasoning=reasoning,
+            content=content,
+            tool_calls=[
+                ToolCall.from_raw(s["id"], s["name"], s["arguments"])
+                for _, s in sorted(self.calls.items())
+            ],
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            raw=self.chunks,
+        )
+        return _finish(
+            result,
+            thinking=thinking,
+            force_nonempty_content=force_nonempty_content,
+            max_tokens=max_tokens,
+            tools_requested=tools_requested,
+            **checks,
+        )
+
+
+class ChatStream:
+    """Iterate for :class:`StreamEvent` s as they arrive; afterwards ``.result`` holds the
+    assembled :class:`ChatResult` (same shape as :func:`~helpers.chat.completions.chat`'s)."""
+
+    def __init__(
+        self,
+        chunks: Iterable[Any],
+        *,
+        thinking: bool,
+        force_nonempty_content: bool,
+        max_tokens: int | None,
+        tools_requested: bool = True,
+        tool_schemas: list[dict[str, Any]] | None = None,
+        recover_tool_calls: bool = False,
+        max_model_len: int | None = None,
+    ):
+        self._chunks = chunks
+        self._opts = dict(
+            thinking=thinking,
+            force_nonempty_content=force_nonempty_content,
+            max_tokens=max_tokens,
+            tools_requested=tools_requested,
+            tool_schemas=tool_schemas,
+            recover_tool_calls=recover_tool_calls,
+            max_model_len=max_model_len,
+        )
+        self._assembler = _Assembler()
+        self._result: ChatResult | None = None
+        self._started = False
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        if self._started:
+            raise RuntimeError(
+                "A ChatStream can be iterated once; read .result or call stream_chat again."
+            )
+        self._started = True
+        for chunk in self._chunks:
+            yield from self._assembler.feed(chunk)
+        self._result = self._assembler.result(**self._opts)
+
+    @property
+    def result(self) -> ChatResult:
+        """The assembled turn; drains the stream first if it was not iterated."""
+        if self._result is None:
+            if not self._started:
+                for _ in self:
+                    pass
+            else:
+                raise RuntimeError("The stream was not read to the end; iterate it fully first.")
+        assert self._result is not None
+        return self._result
+
+
+def stream_chat(
+    client: Any,
+    model: str,
+    messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    options: ChatOptions | None = None,
+    **overrides: Any,
+) -> ChatStream:
+    """Streaming :func:`~helpers.chat.completions.chat`: returns a :class:`ChatStream` of typed events.
+
+    ``for kind, data in stream_chat(...)`` gives ``("reasoning", text)``,
+    ``("content", text)`` and ``("tool_call", ToolCallDelta)`` as the server sends them;
+    ``.result`` (or :func:`collect_stream`) gives the assembled :class:`ChatResult`,
+    whose checks and warnings run when the stream ends. ``options`` and ``**overrides``
+    as in ``chat`` (a :class:`ChatOptions`, then keywords that override its fields or go
+    to ``chat.completions.create``); the budget is the server's ``thinking_token_budget``
+    (there is no two-pass stream, and no ``budget_method``). On a server without
+    ``--reasoning-parser`` the reasoning streams as ``"content"`` events; ``.result``
+    splits it at ``</think>`` as ``chat`` does.
+
+    Raises:
+        TypeError, ValueError, ServerConnectionError: as ``chat`` (at once).
+        ResponseError: as ``chat`` (raised when the stream ends).
+    """
+    _check_client("stream_chat", client)
+    _check_model("stream_chat", model)
+    opts, extra = _options_from("stream_chat", options, overrides)
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
+        opts, _ = _options_from("stream_chat", opts, {"max_tokens": max_tokens})
+    kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
+    return ChatStream(
+        _create(client, kwargs),
+        thinking=opts.thinking,
+        force_nonempty_content=opts.force_nonempty_content,
+        max_tokens=opts.max_tokens,
+        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
+        tool_schemas=opts.tools,
+        recover_tool_calls=opts.recover_tool_calls,
+        max_model_len=max_model_len,
+    )
+
+
+def collect_stream(
+    stream: ChatStream | Iterable[Any],
+    *,
+    thinking: bool = True,
+    force_nonempty_content: bool = False,
+    max_tokens: int | None = None,
+    tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
+) -> ChatResult:
+    """Reassemble a stream into a :class:`ChatResult`.
+
+    Args:
+        stream: a :class:`ChatStream` (its own settings are used), or any iterable of
+            ``ChatCompletionChunk`` objects / chunk dicts (then pass what the request
+            asked for, as in :func:`~helpers.chat.parse.parse_response`).
+    """
+    if isinstance(stream, ChatStream):
+        return stream.result
+    return ChatStream(
+        stream,
+        thinking=thinking,
+        force_nonempty_content=force_nonempty_content,
+        max_tokens=max_tokens,
+        tools_requested=tools_requested,
+        tool_schemas=tool_schemas,
+        recover_tool_calls=recover_tool_calls,
+        max_model_len=max_model_len,
+    ).result

@@ -1,0 +1,154 @@
+"""Check a tool call's arguments against the tool's JSON schema, and coerce what can be
+coerced without losing anything, before the Python function runs (:func:`coerce_arguments`).
+
+Why: vLLM 0.32.0's ``qwen3_coder`` tool parser (``vllm/tool_parsers/qwen3coder_tool_parser.py``)
+converts each ``<parameter=...>`` value to the schema's type, but when that fails it logs a
+warning and passes the *string* through: ``140.0`` for an ``integer`` arrives as
+``{"limit": "140.0"}`` and ``range(limit)`` fails. The check is `jsonschema
+<https://python-jsonschema.readthedocs.io>`_ (except that ``integer`` refuses ``140.0``); each
+wrong-typed value goes through `pydantic <https://docs.pydantic.dev>`_'s lax validation and
+is kept only if it then passes (``"140.0"`` -> ``140``); anything else (``"140.5"``, a missing
+argument) stays as it is, with a line naming it. A call is never dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+# JSON-schema type name -> Python type pydantic validates (lax mode) into.
+_PY_TYPES: dict[str, type] = {
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "string": str,
+    "array": list,
+    "object": dict,
+}
+
+
+def _validator_for(schema: Mapping[str, Any]):
+    """The jsonschema validator class for ``schema``, with a strict ``integer`` type."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+    def is_strict_integer(checker, instance) -> bool:
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    checker = base.TYPE_CHECKER.redefine("integer", is_strict_integer)
+    return validators.extend(base, type_checker=checker)
+
+
+def _convert(value: Any, json_types: list[str]) -> tuple[bool, Any]:
+    """Try each JSON type in order with pydantic's lax validation; (ok, converted)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    for t in json_types:
+        py = _PY_TYPES.get(t)
+        if py is None:
+            continue
+        adapter = TypeAdapter(py)
+        try:
+            if py in (list, dict) and isinstance(value, str):
+                return True, adapter.validate_json(value)
+            if py is str and not isinstance(value, str):
+                continue  # never stringify a number or object: that would hide a bug
+            if py is bool and not isinstance(value, (str, bool)):
+                continue  # 1/0 as booleans: leave to the warning, not a silent guess
+            if py in (int, float) and isinstance(value, bool):
+                continue
+            return True, adapter.validate_python(value)
+        except (ValidationError, ValueError, TypeError):
+            continue
+    return False, value
+
+
+def _set_at(root: Any, path: list[Any], value: Any) -> None:
+    node = root
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+def _where(path: list[Any]) -> str:
+    if not path:
+        return "the arguments"
+    head, rest = str(path[0]), "".join(f"[{p!r}]" for p in path[1:])
+    return f"{head}{rest}"
+
+
+def coerce_arguments(
+    arguments: Mapping[str, Any], parameters: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """Arguments fitted to a tool's ``parameters`` JSON schema.
+
+    The validator is the class the schema's ``$schema`` names (default Draft 2020-12), with
+    ``integer`` refusing floats such as ``140.0`` (JSON Schema accepts them; a Python function
+    taking an ``int`` does not). Lax coercions: ``"140.0"`` and ``140.0`` -> ``140``, ``"2.5"``
+    -> ``2.5``, ``"true"`` -> ``True``, a string holding a JSON array / object -> parsed.
+    ``"140.5"`` or ``"abc"`` for an integer, a missing required argument or a value outside an
+    ``enum`` stay as they are, with a problem line naming the parameter, value and schema.
+
+    Args:
+        arguments: the parsed JSON arguments of one call, e.g. ``{"limit": "140.0"}``.
+        parameters: the ``function.parameters`` object of the tool's OpenAI schema
+            (``None`` or ``{}``: nothing to check).
+
+    Returns:
+        ``(arguments, problems)``: a new dict with every lossless coercion applied
+        (``{"limit": 140}``), and one sentence per value that still does not fit the
+        schema (left as it was) or per other schema violation. Coercions made are not
+        problems.
+
+    Raises:
+        jsonschema.SchemaError: ``parameters`` is not a valid JSON schema (the tool's
+            schema needs fixing).
+    """
+    args = copy.deepcopy(dict(arguments))
+    if not parameters:
+        return args, []
+    cls = _validator_for(parameters)
+    cls.check_schema(parameters)
+    validator = cls(parameters)
+    problems: list[str] = []
+    # Each pass fixes the type errors it can; a fixed container may reveal errors inside
+    # it (a JSON-string array whose items need coercing), hence a few passes.
+    unfixable: set[tuple[Any, ...]] = set()
+    for _ in range(5):
+        changed = False
+        for err in validator.iter_errors(args):
+            path = list(err.absolute_path)
+            if err.validator != "type" or tuple(path) in unfixable or not path:
+                continue
+            wanted = (
+                err.validator_value
+                if isinstance(err.validator_value, list)
+                else [err.validator_value]
+            )
+            ok, new = _convert(err.instance, wanted)
+            # A container parsed from a JSON string is kept even if its items still
+            # need fixing (the next pass does that); a scalar only if it now fits.
+            fits = ok and (
+                isinstance(new, (list, dict)) or not any(cls(err.schema).iter_errors(new))
+            )
+            if fits:
+                _set_at(args, path, new)
+                changed = True
+            else:
+                unfixable.add(tuple(path))
+        if not changed:
+            break
+    for err in validator.iter_errors(args):
+        path = list(err.absolute_path)
+        if err.validator == "type":
+            wanted = err.validator_value
+            problems.append(
+                f"{_where(path)}={err.instance!r} is not of type {wanted!r} and cannot be "
+                "converted without changing its value; passed on as it is"
+            )
+        else:
+            problems.append(f"{_where(path)}: {err.message} (schema rule {err.validator!r})")
+    return args, problems

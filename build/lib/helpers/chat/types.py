@@ -1,0 +1,230 @@
+"""What a vLLM chat reply is, as the helpers hand it back: the result types, the warnings a
+reply can raise, and reading fields off the ``openai`` SDK's objects or their JSON dicts.
+
+:class:`ChatResult` has the same shape for streamed and non-streamed turns (reasoning,
+content, parsed tool calls, finish reason, token usage), so cells and tests read one
+structure. :mod:`helpers.chat.parse` fills it; :func:`helpers.chat.completions.chat` and
+:func:`helpers.chat.stream.stream_chat` return it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# Server flags named in error and warning messages (seeds 002/004, vLLM 0.32 parser names).
+REASONING_PARSER_FLAGS = "--reasoning-parser nemotron_v3"
+TOOL_PARSER_FLAGS = "--enable-auto-tool-choice --tool-call-parser qwen3_coder"
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+# Markup of the qwen3_coder tool-call format (vllm/parser/qwen3.py).
+TOOL_MARKUP = ("<tool_call>", "<function=")
+
+
+class ReasoningTruncatedWarning(UserWarning):
+    """``max_tokens`` ran out while the model was still reasoning: there is no answer."""
+
+
+class ReasoningParserMissingWarning(UserWarning):
+    """The server returned reasoning inside ``content``: it runs without a reasoning parser."""
+
+
+class ToolCallInReasoningWarning(UserWarning):
+    """A complete tool call sits at the end of the reasoning (the model never wrote
+    ``</think>``) and the server returned no ``tool_calls``: its reasoning parser kept the
+    call as reasoning. ``recover_tool_calls=True`` turns it into a call."""
+
+
+class ToolCallTruncatedWarning(UserWarning):
+    """``max_tokens`` ran out while the model was writing a tool call: no call is usable."""
+
+
+class ToolCallsMissingWarning(UserWarning):
+    """``finish_reason`` is ``"tool_calls"`` but the reply holds no tool call."""
+
+
+class ToolArgumentWarning(UserWarning):
+    """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
+
+
+# ─── results ──────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class ToolCall:
+    """One tool call the model asked for.
+
+    Attributes:
+        id: the server's call id (``chatcmpl-tool-...``); a ``role="tool"`` reply quotes it.
+        name: function name.
+        arguments: the parsed JSON arguments (``{}`` when they could not be parsed).
+        raw_arguments: the JSON string exactly as the server sent it.
+        error: why ``raw_arguments`` is not a JSON object, or ``None``.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str = ""
+    error: str | None = None
+
+    @classmethod
+    def from_raw(cls, id: str | None, name: str | None, raw_arguments: str | None) -> ToolCall:
+        raw = raw_arguments or ""
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as e:
+            return cls(id or "", name or "", {}, raw, f"arguments are not valid JSON ({e})")
+        if not isinstance(args, dict):
+            return cls(id or "", name or "", {}, raw, "arguments are JSON but not an object")
+        return cls(id or "", name or "", args, raw, None)
+
+    def to_message_dict(self) -> dict[str, Any]:
+        """The OpenAI ``tool_calls`` entry for this call (to send the turn back)."""
+        raw = self.raw_arguments if self.error is None and self.raw_arguments else None
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": raw or json.dumps(self.arguments)},
+        }
+
+
+@dataclass
+class Usage:
+    """Token counts of one response (tokens, not characters).
+
+    ``reasoning_tokens`` comes from ``usage.completion_tokens_details.reasoning_tokens``,
+    which vLLM 0.32 reports only when launched with ``--reasoning-parser``; else ``None``.
+    Reasoning tokens are part of ``completion_tokens``.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def from_raw(cls, usage: Any) -> Usage:
+        if usage is None:
+            return cls()
+        details = _get(usage, "completion_tokens_details")
+        reasoning = _get(details, "reasoning_tokens") if details is not None else None
+        return cls(
+            prompt_tokens=_get(usage, "prompt_tokens") or 0,
+            completion_tokens=_get(usage, "completion_tokens") or 0,
+            reasoning_tokens=reasoning,
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        r = None
+        if self.reasoning_tokens is not None or other.reasoning_tokens is not None:
+            r = (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            r,
+        )
+
+
+@dataclass
+class ChatResult:
+    """One assistant turn, parsed.
+
+    Attributes:
+        reasoning: the model's thinking (``""`` when off or absent).
+        content: the answer, as the server sent it (``""`` when absent).
+        tool_calls: parsed tool calls, in the order the model made them.
+        finish_reason: ``"stop"``, ``"length"`` (hit ``max_tokens``), ``"tool_calls"``...
+        usage: token counts.
+        raw: the SDK response object (a ``ChatCompletion``), or the list of stream chunks.
+        truncated_in_reasoning: ``max_tokens`` ran out before the model finished
+            reasoning, so there is no real answer (see :class:`ReasoningTruncatedWarning`).
+        reasoning_parser_missing: the reasoning was found in ``content`` and split off here
+            (see :class:`ReasoningParserMissingWarning`).
+        tool_call_in_reasoning: the reasoning ends with a complete tool call that the
+            server did not return as one (see :class:`ToolCallInReasoningWarning`); when
+            recovered, the call is in ``tool_calls`` and its markup is gone from
+            ``reasoning``.
+        truncated_in_tool_call: ``max_tokens`` ran out inside a tool call; ``tool_calls``
+            is empty and the unfinished markup or arguments are in ``tool_call_fragment``,
+            not in ``content`` (see :class:`ToolCallTruncatedWarning`).
+        tool_call_fragment: see ``truncated_in_tool_call``.
+        tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
+            ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
+        warnings: the text of every warning raised while parsing this turn.
+    """
+
+    reasoning: str = ""
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    raw: Any = None
+    truncated_in_reasoning: bool = False
+    reasoning_parser_missing: bool = False
+    tool_call_in_reasoning: bool = False
+    truncated_in_tool_call: bool = False
+    tool_call_fragment: str = ""
+    tool_calls_missing: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_message(self, include_reasoning: bool = True) -> dict[str, Any]:
+        """This turn as an assistant message to append to ``messages``.
+
+        vLLM hands ``reasoning`` to the chat template (as ``reasoning`` and
+        ``reasoning_content``; ``vllm/renderers/chat_utils.py``); the Nemotron template
+        decides whether to render it, e.g. for the tool-calling turns of the current
+        question. ``include_reasoning=False`` leaves it out.
+        """
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if include_reasoning and self.reasoning:
+            msg["reasoning"] = self.reasoning
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_message_dict() for tc in self.tool_calls]
+        return msg
+
+
+@dataclass
+class ToolCallDelta:
+    """A piece of a streamed tool call. ``id`` and ``name`` come in the first piece of
+    each call (vLLM 0.32); ``arguments`` are JSON fragments to concatenate by ``index``."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class StreamEvent(NamedTuple):
+    """``(kind, data)``: ``("reasoning", str)``, ``("content", str)`` or
+    ``("tool_call", ToolCallDelta)``."""
+
+    kind: str
+    data: Any
+
+
+# ─── reading SDK objects ──────────────────────────────────────────────────────────────
+
+
+def _get(obj: Any, name: str) -> Any:
+    """Attribute of an SDK object (extra fields included) or key of a dict."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None) or {}
+        value = extra.get(name)
+    return value
+
+
+def _reasoning_of(message: Any) -> str:
+    """``reasoning`` (vLLM >= 0.10), else ``reasoning_content`` (older vLLM)."""
+    return _get(message, "reasoning") or _get(message, "reasoning_content") or ""

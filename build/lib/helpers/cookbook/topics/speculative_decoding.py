@@ -1,0 +1,223 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Speculative decoding for Nemotron 3.5 Lightning: none, MTP, DFlash or DSpark?
+#
+# Nemotron 3.5 Lightning ships three ways to draft tokens for the model to verify in one
+# forward pass: **MTP** (multi-token-prediction heads built into the checkpoint), **DFlash**
+# (a diffusion drafter proposing a whole block) and **DSpark** (hybrid autoregressive +
+# diffusion drafter). Drafting trades compute for fewer sequential steps: it pays at low
+# concurrency, where the GPU has compute to spare, and costs at high concurrency, where that
+# compute already serves other requests.
+#
+# **What the seeds say.** The vLLM recipe: *"DSpark gives the best latency on H100 and DGX
+# Spark; for maximum throughput, serve without speculative decoding"* (on DGX Station it
+# prefers MTP). The model overview: *"1x H100 for max throughput (no speculative decoding for
+# max batching)"*, DSpark *"for DGX Spark and low-concurrency data center deployments"*. The
+# launch post compares the modes on an agentic shape (32K shared prefix, then rounds of 2K in /
+# 10K out), which is this notebook's default scenario.
+#
+# This notebook serves each mode in turn on one target, runs the same benchmark sweep against
+# each (same prompts, same seeds, warm-up first), measures the run-to-run noise by repeating
+# one point, and puts the measured answer next to the seeds' guidance.
+#
+# **Stand-in mode** (`stand_in = True`, what CI runs): no GPU. The CPU build of vLLM has no
+# MTP / DFlash / DSpark, so the drafting mode becomes **n-gram prompt lookup**
+# (`helpers.config.resolve.standin_config`), which runs on the CPU and reports real acceptance counters.
+# The stand-in compares *none* against *n-gram*; its speeds say nothing about a GPU, but the
+# procedure (and the code) is the one you run on the GPU. One more caveat, measured: on the
+# CPU build, n-gram drafting with this Mamba-2 model is not lossless (greedy answers change),
+# so the stand-in's acceptance counters check the pipeline, not a real speed-up. On a GPU,
+# speculative decoding keeps the target model's output distribution.
+
+# %% tags=["parameters"]
+target = "h100"  # a key of cookbook/recipe.yaml `targets`
+stand_in = True  # True: CPU stand-in, none vs n-gram; False: the target's GPU, its modes
+install = True  # pip-install the cookbook's helpers first (%pip)
+modes = None  # None means none and the target's drafter (DSpark where offered; n-gram on the stand-in); "all" for every mode
+scenario_name = None  # a key of cookbook/scenarios.yaml; None means "spec-default" on a GPU (under 30 min on one H100), "agentic" scaled down on the stand-in
+concurrencies = None  # None means the concurrencies of the scenario
+repeats = 3  # runs of one point, to measure run-to-run noise
+num_prompts = None  # requests per point; None means the scenario's (fewer gives a quicker, noisier look)
+temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
+servers = None  # {mode: base URL} of servers you already run for a mode: used, never launched or stopped here; None launches every mode
+
+# %%
+import importlib.util
+
+if install and importlib.util.find_spec("helpers") is None:  # only when missing
+    %pip install -q -e ..
+
+# %% [markdown]
+# ## 1. The target, and whether it fits
+#
+# The memory plan (``helpers.memory.planner``) uses vLLM's own arithmetic: KV bytes per token of the
+# 6 attention layers, Mamba state per sequence of the 23 Mamba layers, the page alignment
+# between the two, and the GPU's budget.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from helpers.bench import scenarios, stats
+from helpers.config.load import load_registry
+from helpers.config.resolve import resolve, standin_config
+from helpers.memory.planner import plan
+
+cfg = resolve(target)
+reg = load_registry()
+target_modes = reg.target_modes(target)
+if modes is None:
+    drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
+    modes = ["none", drafting]
+elif modes == "all":
+    modes = target_modes
+print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if stand_in else ""))
+plan(cfg)
+
+# %% [markdown]
+# ## 2. The modes, in the seeds' words
+
+# %%
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame([{"mode": m, "label": reg.speculative[m].label, "what": reg.speculative[m].description,
+                       "config": resolve(target, speculative=m).speculative_config} for m in modes]))
+for note in cfg.notes:
+    print("note:", note)
+
+# %% [markdown]
+# ## 3. The benchmark scenario
+#
+# The same `vllm bench serve` load for every mode: vLLM's random dataset, `--ignore-eos` so
+# every answer has the same length, one seed per point shared by all modes (the same prompts),
+# warm-up requests before each point, at least 2x the concurrency in requests per point.
+
+# %%
+scenario_name = scenario_name or ("agentic" if stand_in else "spec-default")
+scn = scenarios.scenario(scenario_name, stand_in=stand_in).with_num_prompts(num_prompts)
+concs = list(concurrencies or scn.concurrencies)
+if not stand_in:  # the estimate of cookbook/scenarios.yaml expected_minutes_h100, for these modes
+    minutes = len(modes) * (scenarios.STARTUP_S + scn.expected_seconds("h100", concs, repeats=repeats)) / 60
+    print(f"expected duration on one H100: about {minutes:.0f} min ({len(modes)} modes x (server start + sweep + "
+          f"{repeats} repeats of 2 points)); each notebook cell may run 30 min")
+bench_flags = ["--temperature", str(temperature)]
+print(scn.label, "—", scn.source)
+print(scn.bench_command(concurrency=max(concs)), *bench_flags)
+display(scenarios.scenarios_frame(stand_in=stand_in, names=[scenario_name]))
+
+# %% [markdown]
+# ## 4. Serve each mode in turn and run the same sweep
+#
+# Each server is launched, benchmarked and stopped before the next starts (one GPU, one
+# server). Then the lowest and the highest concurrency are each repeated `repeats` times with
+# fresh seeds: that spread is the noise any difference has to beat. On the stand-in, prefix
+# caching is off for every mode: the CPU build's aligned Mamba cache has no kernel for the
+# state copies speculative decoding needs (the engine fails on the first request).
+
+# %%
+from helpers.bench.sweep import repeat_point, sweep
+from helpers.paths import out_dir
+from helpers.server.vllm_server import launch_server
+from helpers.standin.build import build_standin_model
+from helpers.weights.prepare import prepare
+
+# %%
+model_path = build_standin_model() if stand_in else None
+tag = target + ("-standin" if stand_in else "")
+results, repeated = [], {}
+for mode in modes:
+    mode_cfg = resolve(target, speculative=mode)
+    if stand_in:
+        serve_cfg = standin_config(mode_cfg, model_path, drafting=True).with_args({"--no-enable-prefix-caching": True})
+    else:
+        serve_cfg = prepare(mode_cfg, "download")
+    name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
+    folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
+    common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
+    attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
+    srv = launch_server(serve_cfg, server_url=attached)
+    try:
+        where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
+        results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
+        for c in sorted({min(concs), max(concs)}):
+            repeated[name, c] = repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
+    finally:
+        srv.stop()
+results = pd.concat(results, ignore_index=True)
+
+# %% [markdown]
+# ## 5. Results
+#
+# Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT (tokens/s one
+# user sees while tokens stream) on a GPU. On the 2-core CPU stand-in tokens arrive in bursts
+# (drafted tokens land together, so TPOT can read near zero), so there per-user speed is
+# output tokens / end-to-end latency. Acceptance length = 1 + accepted / drafts: tokens
+# emitted per target-model step (1.0 = drafting gained nothing). `spec_decode_verdict` judges
+# each point: an error when drafts were made and none accepted, a warning when the acceptance
+# length is too low to pay for drafting.
+
+# %%
+from helpers.bench.results import results_table
+
+per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
+        "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+        "spec_decode_verdict"]
+display(results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
+errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
+for _, row in errors.iterrows():
+    print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
+
+# %% [markdown]
+# Run-to-run noise: the lowest and highest concurrency repeated with fresh seeds. A
+# difference between modes smaller than this spread is noise, not a win.
+
+# %%
+noise = [stats.spread(d, "output_throughput_per_gpu") for (m, c), d in repeated.items() if c == max(concs)]
+noise_user = [stats.spread(d, per_user) for (m, c), d in repeated.items() if c == min(concs)]
+for (m, c), d in repeated.items():
+    print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
+
+# %%
+from helpers.bench.plots import acceptance_length, pareto
+from helpers.config.versions import installed_vllm_version
+
+figs = out_dir("plots")
+version = installed_vllm_version()
+subtitle = dict(target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant, vllm_version=version)
+pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
+pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
+acceptance_length(results, path=acceptance_png, **subtitle)
+print("plots:", pareto_png, acceptance_png)
+
+# %% [markdown]
+# ## 6. The measured answer, next to the seeds'
+#
+# Throughput: the highest output tokens/s per GPU at the highest concurrency. Latency: the
+# highest tokens/s per user at concurrency 1 (lowest load). Each mode is compared with the
+# best; a gap inside the run-to-run spread is called noise.
+
+# %%
+throughput = stats.rank(results, "output_throughput_per_gpu", concurrency=max(concs), noise=noise)
+latency = stats.rank(results, per_user, concurrency=min(concs), noise=noise_user)
+display(throughput, latency)
+answer = pd.DataFrame([
+    {"goal": "maximum throughput", "seeds say": "no speculative decoding (recipe guide, overview)", "measured here": stats.winner(throughput)},
+    {"goal": "lowest latency", "seeds say": "DSpark (recipe guide; MTP on DGX Station)", "measured here": stats.winner(latency)},
+])  # fmt: skip
+display(answer)
+print("acceptance length:", results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()
+      if "spec_decode_acceptance_length" in results else "no drafting mode ran")
+
+# %% [markdown]
+# **Reading it.** On a GPU, the answer moves with concurrency: drafting wins at concurrency 1
+# when its acceptance length is well above 1, and loses at high concurrency where the batch
+# already keeps the GPU busy. On the stand-in, the n-gram drafter's acceptance is real but
+# its speed on a 2-core CPU is not a GPU's: the stand-in checks the procedure, not the verdict.
+# Each server was stopped after its sweep; nothing is left running.

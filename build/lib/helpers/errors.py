@@ -1,0 +1,166 @@
+"""Exception types raised by the helpers, all of them, in one place. Each message names the fix.
+
+Callers (notebooks, tests) catch these by type; nothing in ``helpers`` lets a deep
+traceback from vLLM, argparse or the hub reach the user without a sentence on what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CookbookError(Exception):
+    """Base class: every error the helpers raise on purpose."""
+
+
+class RecipeError(CookbookError, ValueError):
+    """The registry cannot resolve the request (unknown target, variant, mode, or a rule broke)."""
+
+
+class RegistryError(RecipeError):
+    """A registry file (``cookbook/recipe.yaml``, ``cookbook/flags.yaml``) does not match its schema.
+
+    Attributes:
+        source: the file.
+        problems: one line per problem, each with its key path (``targets.h100.gpu.arch``).
+    """
+
+    def __init__(self, message: str, source: str = "", problems: list[str] | None = None):
+        super().__init__(message)
+        self.source = source
+        self.problems = list(problems or [])
+
+
+class FlagError(RecipeError):
+    """The installed vLLM's argument parser rejected one or more flags of a ServeConfig.
+
+    Attributes:
+        flags: the rejected flag names, e.g. ``["--mamba-ssu-algorithm"]``.
+    """
+
+    def __init__(self, message: str, flags: list[str] | None = None):
+        super().__init__(message)
+        self.flags = list(flags or [])
+
+
+class ServerStartError(CookbookError, RuntimeError):
+    """``vllm serve`` exited or timed out before ``/health`` answered.
+
+    Attributes:
+        log_tail: the last lines of the server log.
+        diagnosis: a :class:`helpers.server.failures.Diagnosis` when the log matched a known failure.
+    """
+
+    def __init__(self, message: str, log_tail: str = "", diagnosis=None):
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.diagnosis = diagnosis
+
+
+class ResponseError(CookbookError, RuntimeError):
+    """A model response cannot be used as asked (e.g. tool-call markup the server did not parse)."""
+
+
+class ServerConnectionError(CookbookError, ConnectionError):
+    """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
+    URL, another HTTP server, timeout). The message names the URL and what to do."""
+
+
+class ToolLoopError(ResponseError):
+    """:func:`helpers.chat.tools.run_tool_loop` stopped. ``messages``, ``turns`` and
+    ``tool_runs`` hold the conversation so far (the same attributes are set on any other
+    error the loop lets through), so nothing is lost."""
+
+    def __init__(self, message: str, messages=None, turns=None, tool_runs=None):
+        super().__init__(message)
+        self.messages = list(messages or [])
+        self.turns = list(turns or [])
+        self.tool_runs = list(tool_runs or [])
+
+
+class BenchError(CookbookError, RuntimeError):
+    """A benchmark point could not run or produced no successful request.
+
+    Attributes:
+        log_path: the point's captured ``vllm bench serve`` console output, when there is one.
+    """
+
+    def __init__(self, message: str, log_path=None):
+        super().__init__(message)
+        self.log_path = log_path
+
+
+class PlotError(CookbookError, ValueError):
+    """The DataFrame lacks what a plot needs (a column, or any speculative-decoding row)."""
+
+
+class HardwareError(CookbookError, RuntimeError):
+    """The GPUs here cannot run the requested configuration (or there are none).
+
+    Attributes:
+        report: the :class:`helpers.machine.hardware.MachineReport` that led to the refusal.
+    """
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class InstallError(CookbookError, RuntimeError):
+    """An install command failed, or the requested install method is unavailable here."""
+
+
+class WeightlessError(CookbookError, ValueError):
+    """An architecture folder is missing, of another variant, or a variant is unknown."""
+
+
+class WeightsError(CookbookError, RuntimeError):
+    """A checkpoint or drafter could not be made available locally."""
+
+
+class HubAccessError(WeightsError, PermissionError):
+    """The hub refused access (gated licence not accepted, missing or invalid token, private)."""
+
+
+class DiskSpaceError(WeightsError, OSError):
+    """The download does not fit in the free space of the cache folder.
+
+    Attributes:
+        need_bytes, free_bytes, cache_dir.
+    """
+
+    def __init__(self, message: str, need_bytes: int = 0, free_bytes: int = 0, cache_dir: str = ""):
+        super().__init__(message)
+        self.need_bytes, self.free_bytes, self.cache_dir = need_bytes, free_bytes, cache_dir
+
+
+class RestartNeeded(CookbookError, RuntimeError):
+    """The install replaced a package this kernel already imported: restart, then run again."""
+
+
+class GpuRuntime(CookbookError, RuntimeError):
+    """The workshop (a CPU rehearsal) was opened on a GPU runtime that serves the real model."""
+
+
+def check_number(
+    fn: str,
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise TypeError(
+            f"{fn}: `{name}` must be {what}{' or None' if optional else ''}; got "
+            f"{type(value).__name__} {value!r:.60}."
+        )
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        raise ValueError(f"{fn}: `{name}`={value!r} must be {bound}.")

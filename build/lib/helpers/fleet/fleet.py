@@ -1,0 +1,385 @@
+"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router.
+
+Notebook verbs::
+
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)   # pure: render, validate
+    with fleet.Fleet(dep) as fl:                # N servers + router, stopped on exit
+        bench.sweep(fl.base_url, ...)           # the client and sweep, unchanged
+
+:class:`Fleet` launches each server as a :class:`helpers.server.vllm_server.VLLMServer` and
+the router (:mod:`helpers.fleet.router`) through the same manager, waits until the router's
+``/readiness`` counts every worker healthy, and ends everything on ``stop()``, an exception or
+Ctrl-C; also :func:`launch_fleet`, :func:`attach_fleet`, :func:`stop_fleet`, :func:`metric_total`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from helpers.errors import CookbookError, ServerStartError
+from helpers.fleet.deployment import (
+    Deployment,
+)
+from helpers.fleet.router import (
+    RouterConfig,
+    RouterServer,
+)
+from helpers.server.processes import free_port
+from helpers.server.vllm_server import VLLMServer
+
+
+class Fleet:
+    """The running processes of a :class:`Deployment`: servers (+ router).
+
+    Args:
+        deployment: from :func:`helpers.fleet.deployment.resolve_deployment`.
+        startup_timeout: seconds for every server to answer ``/health`` (they start in
+            parallel), and again for the router to count them healthy.
+        grace_period: seconds between SIGTERM and SIGKILL per process on stop.
+        progress: print phase lines (``[fleet] ...`` plus each server's own).
+        router: the router binary (:func:`helpers.fleet.router.find_router`; default: the
+            deployment's).
+        log_dir: folder for the logs (default ``out/logs/``).
+        cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
+            default: every server shares ``out/cache``. Separate folders keep two cold starts
+            of the same config from writing one cache at the same time.
+        keep_ports: launch on the deployment's ports (the rendered 8000, 8001, ...); default:
+            each server picks a free port and the router is given those.
+        server_kwargs: more :class:`helpers.server.vllm_server.VLLMServer` options for the servers.
+
+    Use as a context manager (everything stops on exit, on an exception or Ctrl-C), or
+    call :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        *,
+        startup_timeout: float = 1800.0,
+        grace_period: float = 30.0,
+        progress: bool = True,
+        router: Any = None,
+        log_dir: str | Path | None = None,
+        cache_dirs: Sequence[Any] | None = None,
+        keep_ports: bool = False,
+        **server_kwargs: Any,
+    ):
+        if deployment.nodes:
+            raise CookbookError(
+                "A multi-node DP+EP deployment runs one command per node: start them there "
+                "(deployment.shell_commands()); Fleet runs single-node deployments."
+            )
+        self.deployment = deployment
+        self.startup_timeout = float(startup_timeout)
+        self.grace_period = float(grace_period)
+        self.progress = progress
+        self.router_binary = (
+            router
+            if router is not None
+            else (deployment.router.router if deployment.router else None)
+        )
+        self.log_dir = Path(log_dir) if log_dir else None
+        self.server_kwargs = server_kwargs
+        self.cache_dirs = list(cache_dirs) if cache_dirs is not None else None
+        self.keep_ports = keep_ports
+        self.servers: list[VLLMServer] = []
+        self.router: RouterServer | None = None
+        self.startup_seconds: float | None = None
+
+    @property
+    def attached(self) -> bool:
+        """True for :func:`attach_fleet`'s handle: every process is someone else's (none
+        owned here), so :meth:`stop` leaves them running."""
+        procs = ([self.router] if self.router else []) + self.servers
+        return bool(procs) and not any(p.owned for p in procs)
+
+    # ---- addresses -----------------------------------------------------------------
+    @property
+    def entry(self) -> VLLMServer:
+        """What clients talk to: the router (replicas) or the one server (DP+EP)."""
+        if self.router is not None:
+            return self.router
+        if not self.servers:
+            raise CookbookError("The fleet is not running: call start() first.")
+        return self.servers[0]
+
+    @property
+    def url(self) -> str:
+        """Root of the entry point (``http://host:port``)."""
+        return self.entry.url
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI base of the entry point (``http://host:port/v1``): pass to the client / sweep."""
+        return self.entry.base_url
+
+    def client(self, **kwargs):
+        """An ``openai.OpenAI`` client for the entry point."""
+        return self.entry.client(**kwargs)
+
+    @property
+    def served_model_name(self) -> str:
+        return self.deployment.base.served_model_name
+
+    def _say(self, msg: str) -> None:
+        if self.progress:
+            print(f"[fleet] {msg}", flush=True)
+
+    def _log_path(self, stem: str) -> Path | None:
+        if self.log_dir is None:
+            return None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return self.log_dir / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+
+    # ---- start ---------------------------------------------------------------------
+    def start(self) -> Fleet:
+        """Launch every server (in parallel), wait for their ``/health``, then the router
+        and its ``/readiness`` with every worker healthy.
+
+        Raises:
+            FlagError: a flag rejected by vLLM's parser or the router's ``--help`` (nothing
+                launched).
+            ServerStartError: a server or the router failed to start (everything already
+                launched is stopped first; the message names which one and carries its log).
+        """
+        dep = self.deployment
+        t0 = time.monotonic()
+        for cfg in dep.servers:  # every line checked before the first process exists
+            cfg.validate()
+        if dep.router is not None:
+            dataclasses.replace(dep.router, router=self.router_binary).validate()
+        try:
+            for i, cfg in enumerate(dep.servers):
+                kw = {
+                    "startup_timeout": self.startup_timeout,
+                    "grace_period": self.grace_period,
+                    "progress": self.progress,
+                }
+                kw.update(self.server_kwargs)
+                if self.cache_dirs is not None:
+                    kw["cache_dir"] = self.cache_dirs[i]
+                stem = f"replica{i}" if dep.layout == "replicas" else "dp-ep"
+                if not self.keep_ports:  # the rendered 8000, 8001, ... may be taken here
+                    cfg = cfg.with_port(None)
+                srv = VLLMServer(cfg, log_path=self._log_path(stem), **kw)
+                self.servers.append(srv)
+                srv.start(wait=False)
+                self._say(f"{stem}: pid {srv.pid}, port {srv.port}, log {srv.log_path}")
+            for i, srv in enumerate(self.servers):
+                left = max(1.0, self.startup_timeout - (time.monotonic() - t0))
+                try:
+                    srv.wait_ready(timeout=left)
+                except ServerStartError as e:
+                    raise ServerStartError(
+                        f"Server {i} of the {dep.label} deployment failed to start. {e}",
+                        log_tail=e.log_tail,
+                        diagnosis=e.diagnosis,
+                    ) from e
+            if dep.router is not None:
+                self._start_router(t0)
+        except BaseException:
+            self.stop(check=False)
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        self._say(f"ready in {self.startup_seconds:.0f} s: {self.base_url}")
+        return self
+
+    def _start_router(self, t0: float) -> None:
+        self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
+
+    def start_router(
+        self, router: RouterConfig | None = None, *, timeout: float = 120.0
+    ) -> RouterServer:
+        """Start the router in front of the running servers and wait for ``/readiness``.
+
+        :meth:`start` calls it; call it yourself to put a router in front of servers started
+        without one (e.g. benchmark one replica alone first, then the router).
+
+        Args:
+            router: the router config (default: the deployment's); its ``worker_urls`` are
+                replaced by the running servers' URLs, its Prometheus port by a free one.
+            timeout: seconds for every worker to be counted healthy.
+        Raises:
+            CookbookError: no router config, or the servers are not running.
+            FlagError: a router flag the installed binary rejects.
+            ServerStartError: the router failed to start or to see its workers; the router
+                (only) is stopped again.
+        """
+        cfg = router or self.deployment.router
+        if cfg is None:
+            raise CookbookError("This deployment has no router: resolve the 'replicas' deployment.")
+        if not self.servers or not all(s.is_running() for s in self.servers):
+            raise CookbookError("The servers are not running: call start() first.")
+        cfg = dataclasses.replace(
+            cfg,
+            worker_urls=[s.url for s in self.servers],
+            router=self.router_binary if self.router_binary is not None else cfg.router,
+            prometheus_port=free_port(),
+        )
+        self.router = RouterServer(
+            cfg,
+            log_path=self._log_path("router"),
+            startup_timeout=60.0,
+            grace_period=min(self.grace_period, 10.0),
+            progress=False,
+            cache_dir=None,
+        )
+        try:
+            self.router.start()
+            self._say(
+                f"router: pid {self.router.pid}, {self.router.url} -> {', '.join(cfg.worker_urls)}"
+            )
+            self.wait_workers(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.router.stop(verbose=False)
+            self.router = None
+            raise
+        return self.router
+
+    def wait_workers(self, expected: int | None = None, timeout: float = 120.0) -> dict[str, Any]:
+        """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers healthy.
+
+        Returns:
+            the last ``/readiness`` answer.
+        Raises:
+            ServerStartError: the router exited, or ``timeout`` seconds passed (names the
+                workers ``/workers`` reports unhealthy and the router log tail).
+        """
+        if self.router is None:
+            raise CookbookError("This deployment has no router.")
+        want = len(self.servers) if expected is None else int(expected)
+        t0 = time.monotonic()
+        last: dict[str, Any] = {}
+        while True:
+            if not self.router.is_running():
+                raise ServerStartError(
+                    f"vllm-router exited while waiting for its workers. Log: {self.router.log_path}\n"
+                    + self.router.log_tail(30),
+                    log_tail=self.router.log_tail(30),
+                )
+            last = self.router.readiness()
+            if int(last.get("healthy_workers") or 0) >= want and last.get("total_workers") == len(
+                self.servers
+            ):
+                self._say(
+                    f"router reports {last['healthy_workers']}/{last['total_workers']} workers healthy"
+                )
+                return last
+            if time.monotonic() - t0 > timeout:
+                try:
+                    sick = [w["url"] for w in self.router.workers() if not w.get("is_healthy")]
+                except Exception:  # noqa: BLE001
+                    sick = ["(no /workers answer)"]
+                raise ServerStartError(
+                    f"vllm-router counted {last.get('healthy_workers')} of {want} workers healthy "
+                    f"after {timeout:.0f} s (unhealthy: {sick}); check those servers' logs and "
+                    f"the router log {self.router.log_path}.",
+                    log_tail=self.router.log_tail(30),
+                )
+            time.sleep(0.5)
+
+    def healthy_workers(self) -> list[str]:
+        """URLs the router currently marks healthy (``GET /workers``)."""
+        if self.router is None:
+            return [s.url for s in self.servers if s.healthy()]
+        return [w["url"] for w in self.router.workers() if w.get("is_healthy")]
+
+    def kill_replica(self, index: int) -> None:
+        """Stop replica ``index`` (its whole process group) while the rest keep serving.
+
+        For failure drills: the router notices through its health checks (the registry
+        sets them every 2 s, unhealthy after 2 failures).
+        """
+        self.servers[index].stop()
+        self._say(f"replica {index} stopped")
+
+    # ---- stop ----------------------------------------------------------------------
+    def stop(self, *, check: bool = True) -> None:
+        """Stop the router first (no new requests), then every server; idempotent.
+
+        Raises:
+            CookbookError: ``check`` and a process survived (names them); every process is
+                still signalled before the error is raised.
+        """
+        errors: list[str] = []
+        for proc in ([self.router] if self.router else []) + list(reversed(self.servers)):
+            try:
+                proc.stop(verbose=False)
+            except Exception as e:  # noqa: BLE001 - stop the rest, then report
+                errors.append(str(e))
+        if self.attached:
+            self._say("attached fleet: left running (stop it where it was launched)")
+        elif self.servers or self.router:
+            self._say("stopped: router and servers ended")
+        if errors and check:
+            raise CookbookError("Some fleet processes did not stop: " + " | ".join(errors))
+
+    def processes(self) -> list[int]:
+        """PIDs still alive of every process the fleet launched (empty after :meth:`stop`)."""
+        pids = []
+        for proc in ([self.router] if self.router else []) + self.servers:
+            rec = proc._record
+            if rec is not None:
+                pids += [p.pid for p in rec.processes()]
+        return pids
+
+    def __enter__(self) -> Fleet:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop(check=exc[0] is None)
+
+    def __repr__(self) -> str:
+        return f"<Fleet {self.deployment.name} x{self.deployment.count} servers={self.servers} router={self.router}>"
+
+
+def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> Fleet:
+    """A handle on a fleet that already runs behind a router at ``url`` (``http://host:port``,
+    ``/v1`` allowed): the router and the workers its ``GET /workers`` lists, each attached
+    (:meth:`helpers.server.vllm_server.VLLMServer.attach`), so :meth:`Fleet.stop` leaves them running.
+
+    Args:
+        url: the router of a fleet you started (e.g. another notebook's, or a test's).
+        deployment: the deployment it runs (labels, the served model name).
+        progress: print ``[fleet]`` lines.
+
+    Raises:
+        CookbookError: nothing answers ``url``'s ``/health``, the router lists no worker, or
+            a worker does not answer its own ``/health``.
+    """
+    root = re.sub(r"/v1/?$", "", url.strip())
+    fl = Fleet(deployment, progress=progress)
+    fl.router = RouterServer.attach(root)
+    workers = fl.router.workers()
+    if not workers:
+        raise CookbookError(
+            f"The router at {root} lists no worker: add replicas to it, or launch a fleet."
+        )
+    fl.servers = [VLLMServer.attach(w["url"]) for w in workers]
+    fl._say(f"attached: router {root}, {len(fl.servers)} workers (left running on stop)")
+    return fl
+
+
+def launch_fleet(deployment: Deployment, **kwargs: Any) -> Fleet:
+    """Start a :class:`Fleet` for ``deployment`` and wait until it serves (one notebook line)."""
+    return Fleet(deployment, **kwargs).start()
+
+
+def stop_fleet(fleet: Fleet) -> None:
+    """Stop the router and every server of ``fleet`` (see :meth:`Fleet.stop`)."""
+    fleet.stop()
+
+
+def metric_total(base_url: str, name: str = "vllm:request_success_total") -> float:
+    """Sum of a Prometheus counter over its labels at ``<root>/metrics`` (e.g. one replica's
+    finished requests; ``vllm:request_success_total`` is labelled by finish reason)."""
+    from helpers.bench.metrics import parse_prometheus, scrape_metrics
+
+    return float(parse_prometheus(scrape_metrics(base_url)).get(name, 0.0))

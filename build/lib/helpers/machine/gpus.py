@@ -1,0 +1,322 @@
+"""Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
+
+:func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
+when NVML is missing or fails, parses ``nvidia-smi --query-gpu=name,memory.total,compute_cap,
+memory.used --format=csv,noheader,nounits`` (:func:`parse_nvidia_smi`). Both give NVML-shaped
+records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
+output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
+framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so
+their capacity is :func:`system_memory_gib` and their memory held by others the per-process
+sum of ``nvidia-smi --query-compute-apps`` (:func:`parse_compute_apps`). What the GPUs can run
+is :mod:`helpers.machine.hardware`'s job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+NVIDIA_SMI_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=name,memory.total,compute_cap,memory.used",
+    "--format=csv,noheader,nounits",
+]
+NVIDIA_SMI_APPS_QUERY = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,process_name,used_memory",
+    "--format=csv,noheader,nounits",
+]
+
+
+# --------------------------------------------------------------------------------------
+# GPU records
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class GPU:
+    """One GPU as the driver reports it.
+
+    Attributes:
+        index: NVML / nvidia-smi index.
+        name: the driver's product name, e.g. ``"NVIDIA H100 80GB HBM3"``.
+        memory_total_gib, memory_used_gib: framebuffer size and use in GiB; None on
+            unified-memory devices (GB10, Thor) where the driver reports ``[N/A]``.
+        compute_capability: ``"9.0"`` style, or None when unknown.
+    """
+
+    index: int
+    name: str
+    memory_total_gib: float | None
+    compute_capability: str | None
+    memory_used_gib: float | None = None
+
+    @property
+    def unified_memory(self) -> bool:
+        """True when the driver reports no framebuffer (shares system memory)."""
+        return self.memory_total_gib is None
+
+    @property
+    def cc_tuple(self) -> tuple[int, int] | None:
+        return _cc_tuple(self.compute_capability)
+
+    def describe(self) -> str:
+        mem = "unified memory" if self.unified_memory else f"{self.memory_total_gib:.1f} GiB"
+        return f"{self.name} ({mem}, compute capability {self.compute_capability or '?'})"
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUProcess:
+    """A process holding GPU memory (``nvidia-smi --query-compute-apps`` / NVML)."""
+
+    pid: int
+    name: str
+    used_gib: float | None
+
+
+def _cc_tuple(cc: Any) -> tuple[int, int] | None:
+    if cc is None:
+        return None
+    if isinstance(cc, (tuple, list)) and len(cc) == 2:
+        return int(cc[0]), int(cc[1])
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(cc))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _na(value: Any) -> bool:
+    return value is None or str(value).strip().strip("[]").lower() in ("n/a", "not supported", "")
+
+
+def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
+    """Turn NVML-shaped records into :class:`GPU` objects.
+
+    Args:
+        records: one mapping per GPU, shaped like NVML's answers:
+            ``{"index": 0, "name": b"NVIDIA H200" | "NVIDIA H200",
+            "memory": {"total": bytes, "used": bytes} | None,
+            "cuda_compute_capability": (9, 0) | "9.0" | None}``.
+            ``memory`` is None where NVML raises ``NotSupported`` (unified memory).
+            :func:`parse_nvidia_smi` produces the same shape from nvidia-smi's CSV.
+    """
+    gpus = []
+    for i, rec in enumerate(records):
+        name = rec.get("name")
+        if isinstance(name, bytes):
+            name = name.decode("utf-8", "replace")
+        mem = rec.get("memory")
+        total = used = None
+        if mem is not None:
+            t = mem.get("total") if isinstance(mem, Mapping) else getattr(mem, "total", None)
+            u = mem.get("used") if isinstance(mem, Mapping) else getattr(mem, "used", None)
+            total = None if t is None else float(t) / 2**30
+            used = None if u is None else float(u) / 2**30
+        cc = _cc_tuple(rec.get("cuda_compute_capability"))
+        gpus.append(
+            GPU(
+                index=int(rec.get("index", i)),
+                name=str(name or "unknown GPU").strip(),
+                memory_total_gib=total,
+                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                memory_used_gib=used,
+            )
+        )
+    return gpus
+
+
+def nvidia_smi_records(text: str) -> list[dict[str, Any]]:
+    """Parse ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
+    --format=csv,noheader,nounits`` output (MiB) into NVML-shaped records (bytes).
+
+    ``[N/A]`` / ``[Not Supported]`` memory fields (unified-memory devices) become ``memory: None``.
+    """
+    records = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 4:
+            continue
+        # Names never contain commas today; keep it robust if one ever does.
+        name = ",".join(fields[: len(fields) - 3]).strip()
+        total, cc, used = fields[-3:]
+        memory = None
+        if not _na(total):
+            memory = {
+                "total": float(total) * 2**20,
+                "used": None if _na(used) else float(used) * 2**20,
+            }
+        records.append(
+            {
+                "index": len(records),
+                "name": name,
+                "memory": memory,
+                "cuda_compute_capability": None if _na(cc) else cc,
+            }
+        )
+    return records
+
+
+def parse_nvidia_smi(text: str) -> list[GPU]:
+    """GPUs from ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
+    --format=csv,noheader,nounits`` output (see :data:`NVIDIA_SMI_QUERY`)."""
+    return gpus_from_records(nvidia_smi_records(text))
+
+
+def parse_compute_apps(text: str) -> list[GPUProcess]:
+    """Parse ``nvidia-smi --query-compute-apps=pid,process_name,used_memory
+    --format=csv,noheader,nounits`` output (MiB)."""
+    procs = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or not fields[0].isdigit():
+            continue
+        used = None if _na(fields[-1]) else float(fields[-1]) / 1024
+        procs.append(GPUProcess(int(fields[0]), ",".join(fields[1:-1]), used))
+    return procs
+
+
+# --------------------------------------------------------------------------------------
+# Reading the machine
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Probe:
+    """What :func:`detect_gpus` found and how.
+
+    Attributes:
+        gpus: the GPUs (after ``CUDA_VISIBLE_DEVICES`` when it lists indices).
+        processes: processes holding GPU memory (may be empty when unknown).
+        source: ``"nvml"``, ``"nvidia-smi"`` or None (no GPU found).
+        detail: why nothing was found (``"nvidia-smi not found"`` ...), or "".
+    """
+
+    gpus: list[GPU]
+    processes: list[GPUProcess]
+    source: str | None
+    detail: str = ""
+
+
+def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    try:
+        records, procs = [], []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            memory = None  # NotSupported on unified memory (GB10, Thor)
+            try:
+                # v2 reports driver-reserved memory apart from "used", as nvidia-smi does
+                # (v1's "used" includes ~0.6 GiB reserved on an idle H200).
+                m = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+                memory = {"total": m.total, "used": m.used, "reserved": m.reserved}
+            except (pynvml.NVMLError, AttributeError, TypeError):
+                try:
+                    m = pynvml.nvmlDeviceGetMemoryInfo(h)
+                    memory = {"total": m.total, "used": m.used}
+                except pynvml.NVMLError:
+                    pass
+            try:
+                cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            except pynvml.NVMLError:
+                cc = None
+            records.append(
+                {
+                    "index": i,
+                    "name": pynvml.nvmlDeviceGetName(h),
+                    "memory": memory,
+                    "cuda_compute_capability": cc,
+                }
+            )
+            try:
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                    used = getattr(p, "usedGpuMemory", None)
+                    try:
+                        pname = pynvml.nvmlSystemGetProcessName(p.pid)
+                        pname = pname.decode() if isinstance(pname, bytes) else str(pname)
+                    except pynvml.NVMLError:
+                        pname = ""
+                    procs.append(
+                        GPUProcess(int(p.pid), pname, None if used is None else used / 2**30)
+                    )
+            except pynvml.NVMLError:
+                pass
+        return records, procs
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # pragma: no cover
+            pass
+
+
+def _run_smi(argv: list[str], timeout: float = 20) -> tuple[int, str]:
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return 127, "nvidia-smi not found"
+    try:
+        out = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, f"nvidia-smi failed: {exc}"
+    return out.returncode, out.stdout if out.returncode == 0 else (out.stdout + out.stderr).strip()
+
+
+def _visible(gpus: list[GPU]) -> list[GPU]:
+    """Apply ``CUDA_VISIBLE_DEVICES`` when it lists indices (UUIDs / MIG ids are left alone)."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return gpus
+    items = [x.strip() for x in cvd.split(",") if x.strip()]
+    if not items or items == ["-1"]:
+        return [] if cvd.strip() in ("", "-1") else gpus
+    if not all(x.isdigit() for x in items):
+        return gpus
+    by_index = {g.index: g for g in gpus}
+    return [by_index[int(x)] for x in items if int(x) in by_index]
+
+
+def detect_gpus(*, use_nvml: bool = True) -> Probe:
+    """Read this machine's NVIDIA GPUs: NVML first, then ``nvidia-smi``.
+
+    Never raises: a machine without a GPU (or without a driver) gives ``Probe(gpus=[])``
+    with ``detail`` saying why.
+    """
+    detail = ""
+    if use_nvml:
+        try:
+            records, procs = _read_nvml()
+            if records:
+                return Probe(_visible(gpus_from_records(records)), procs, "nvml")
+            detail = "NVML reports no GPU"
+        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded ...
+            detail = f"NVML unavailable ({type(exc).__name__})"
+    rc, text = _run_smi(NVIDIA_SMI_QUERY)
+    if rc != 0:
+        first = text.strip().splitlines()[0] if text.strip() else f"exit code {rc}"
+        return Probe([], [], None, f"{detail}; {first}" if detail else first)
+    gpus = parse_nvidia_smi(text)
+    if not gpus:
+        return Probe([], [], None, "nvidia-smi lists no GPU")
+    rc, apps = _run_smi(NVIDIA_SMI_APPS_QUERY)
+    procs = parse_compute_apps(apps) if rc == 0 else []
+    return Probe(_visible(gpus), procs, "nvidia-smi")
+
+
+def system_memory_gib() -> float | None:
+    """Total system memory in GiB (``/proc/meminfo`` MemTotal), the GPU's on unified memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None

@@ -1,0 +1,380 @@
+"""Which registry targets this machine's GPUs match, and whether a config fits them.
+
+Notebook verb: :func:`check_machine` (step 2 of every notebook). It reads the GPUs
+(:func:`helpers.machine.gpus.detect_gpus`: NVML, then ``nvidia-smi``; unified-memory devices
+read as system memory), prints a short summary (:class:`MachineReport`), warns when the
+notebook's target is not this machine (:func:`match_targets`), and refuses (raises
+:class:`~helpers.errors.HardwareError`) a configuration the GPUs cannot run, before anything is
+installed, downloaded or launched. Memory is in GiB; the registry's ``memory_gb`` /
+``vram_minimum_gb`` are the vendors' "GB" (an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so
+the fit check allows :data:`MEMORY_TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+
+from helpers.config.load import as_registry
+from helpers.config.schema import Registry, Target, Variant
+from helpers.config.serveconfig import ServeConfig
+from helpers.errors import HardwareError
+from helpers.machine.gpus import (
+    GPU,
+    GPUProcess,
+    Probe,
+    _cc_tuple,
+    detect_gpus,
+    system_memory_gib,
+)
+
+# The registry's "GB" vs the GiB a GPU reports: an "80 GB" H100 reports 79.6 GiB.
+MEMORY_TOLERANCE = 0.10
+# Memory another process may hold before the check mentions it (GiB); a fresh driver shows 0.
+HELD_WARN_GIB = 1.0
+# vLLM's default --gpu-memory-utilization (vllm/config/cache.py).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# NVFP4 (Marlin W4A16 / ModelOpt FP4 kernels) and BF16 both need Ampere (sm_80) or newer
+# (vLLM quantization docs: modelopt / marlin supported on compute capability >= 8.0).
+MIN_COMPUTE_CAPABILITY = (8, 0)
+
+# How a registry target's ``gpu.name`` appears in the driver's device name. Default: the
+# name as a whole word. Overrides where one target covers several products.
+_NAME_PATTERNS: dict[str, str] = {
+    "RTX 5090": r"RTX 50[5-9]0\b",  # rtx-50xx: GeForce RTX 5090 / 5080 (/ 5070, too small)
+    "B200": r"\bG?B200\b",  # b200 target: "B200 / GB200"
+    "B300": r"\bG?B300\b",  # b300 target: "B300 / GB300"
+    "Thor": r"\bThor\b",  # Jetson AGX Thor reports "NVIDIA Thor"
+}
+
+
+# --------------------------------------------------------------------------------------
+# Matching GPUs to registry targets
+# --------------------------------------------------------------------------------------
+
+
+def _name_pattern(registry_name: str) -> re.Pattern:
+    pat = _NAME_PATTERNS.get(registry_name) or rf"\b{re.escape(registry_name)}\b"
+    return re.compile(pat, re.IGNORECASE)
+
+
+def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = None) -> list[str]:
+    """Registry targets this machine can play, in registry order.
+
+    A target matches when its ``gpu.name`` pattern is found in the first GPU's product name
+    (see ``_NAME_PATTERNS``; e.g. "GB300" matches both ``dgx-station-gb300`` and ``b300``),
+    its ``gpu.compute_capability`` equals the GPU's (when both are known), and the machine has
+    at least ``gpu.count`` GPUs of that name (8x H100 adds ``h100x8-bf16``); of several
+    name matches, those whose ``memory_gb`` exceeds the card are dropped while one fits (a 40 GB
+    A100 matches ``a100-40gb``, not the 80 GB ``a100``). When no name
+    matches (an unlisted product such as GH200), targets with the same compute capability
+    whose ``memory_gb`` fits the GPU are returned instead.
+
+    Args:
+        gpus: from :func:`detect_gpus` / :func:`helpers.machine.gpus.parse_nvidia_smi`.
+
+    Returns:
+        Target names; ``["cpu"]`` (the stand-in) when ``gpus`` is empty.
+    """
+    targets = as_registry(registry).targets
+    if not gpus:
+        return [n for n, t in targets.items() if t.stand_in] or ["cpu"]
+    first = gpus[0]
+    same = sum(1 for g in gpus if g.name == first.name)
+    cc = first.cc_tuple
+
+    def cc_ok(t: Target) -> bool:
+        want = _cc_tuple(t.gpu.compute_capability)
+        return want is None or cc is None or want == cc
+
+    by_name = [
+        n
+        for n, t in targets.items()
+        if not t.stand_in
+        and _name_pattern(t.gpu.name).search(first.name)
+        and cc_ok(t)
+        and int(t.gpu.count or 1) <= same
+    ]
+    mem = first.memory_total_gib
+    if len(by_name) > 1 and mem is not None:
+        # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
+        # for; when none fits, keep them all so check_machine refuses with the numbers.
+        fitting = [
+            n
+            for n in by_name
+            if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
+        ]
+        by_name = fitting or by_name
+    if by_name or cc is None:
+        return by_name
+    return [
+        n
+        for n, t in targets.items()
+        if not t.stand_in
+        and _cc_tuple(t.gpu.compute_capability) == cc
+        and int(t.gpu.count or 1) <= same
+        and (mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE))
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# check_machine
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class MachineReport:
+    """What :func:`check_machine` found.
+
+    Attributes:
+        target: the notebook's target; matches: targets this machine can play.
+        gpus, processes, source, detail: see :class:`Probe`.
+        memory_gib: capacity of the GPUs one server uses (per GPU x count), GiB.
+        held_gib: memory already held on those GPUs by other processes, GiB.
+        warnings: sentences, each naming what to do. errors: reasons the launch is refused.
+        stand_in: checked for stand-in mode (nothing refused).
+    """
+
+    target: str
+    gpus: list[GPU]
+    matches: list[str]
+    processes: list[GPUProcess] = dataclasses.field(default_factory=list)
+    source: str | None = None
+    detail: str = ""
+    memory_gib: float | None = None
+    held_gib: float | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    errors: list[str] = dataclasses.field(default_factory=list)
+    stand_in: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def target_matches(self) -> bool:
+        return self.target in self.matches
+
+    def summary(self) -> str:
+        lines = []
+        if self.gpus:
+            counts: dict[str, int] = {}
+            for g in self.gpus:
+                counts[g.describe()] = counts.get(g.describe(), 0) + 1
+            gpu_txt = ", ".join(f"{n}x {d}" for d, n in counts.items())
+            lines.append(f"GPUs ({self.source}): {gpu_txt}")
+        else:
+            lines.append(f"GPUs: none found ({self.detail or 'no NVIDIA driver'})")
+        lines.append(f"Matching targets: {', '.join(self.matches) or 'none in the registry'}")
+        if self.held_gib and self.gpus:
+            lines.append(f"GPU memory held by other processes: {self.held_gib:.1f} GiB")
+        for p in self.processes:
+            used = f"{p.used_gib:.1f} GiB" if p.used_gib is not None else "?"
+            lines.append(f"  pid {p.pid} {p.name or ''} {used}".rstrip())
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        lines += [f"REFUSED: {e}" for e in self.errors]
+        if self.ok:
+            if self.stand_in:
+                lines.append("OK for the CPU stand-in.")
+            elif self.warnings:
+                lines.append(f"OK to launch target {self.target!r} (read the warnings above).")
+            else:
+                lines.append(f"OK: this machine can run target {self.target!r}.")
+        return "\n".join(lines)
+
+
+def _variant(cfg: ServeConfig, registry: Registry) -> Variant | None:
+    return registry.variants.get(cfg.variant)
+
+
+def check_machine(
+    cfg: ServeConfig,
+    *,
+    stand_in: bool | None = None,
+    gpus: Sequence[GPU] | None = None,
+    processes: Sequence[GPUProcess] | None = None,
+    raise_on_error: bool = True,
+    quiet: bool = False,
+    registry: Registry | Mapping | None = None,
+    server_url: str | None = None,
+) -> MachineReport | None:
+    """Check that this machine can run ``cfg``; print a short summary and return the report.
+
+    Refuses (raises :class:`HardwareError`, one sentence naming the fix) when:
+      * there is no GPU and ``cfg`` is not the stand-in (fix: ``stand_in=True``);
+      * fewer GPUs than ``cfg.gpu_count`` (``--tensor-parallel-size``);
+      * a GPU's compute capability is below 8.0 (NVFP4 / BF16 kernels need Ampere or newer);
+      * the variant's ``vram_minimum_gb`` (registry; NVFP4 18, BF16 72) exceeds
+        GPU memory x count (within :data:`MEMORY_TOLERANCE`);
+      * NVFP4 on SM12x (GeForce RTX 50xx, RTX PRO 6000, GB10) with a MoE backend other than
+        ``marlin`` (registry rtx-50xx note: the FlashInfer/TRT-LLM FP4 MoE kernels are SM100-only);
+      * other processes hold so much memory that vLLM's own start-up check would fail
+        (free < ``--gpu-memory-utilization`` x total).
+    Warns (in the report and the printout) when the notebook's target does not match these
+    GPUs, and when another process holds more than :data:`HELD_WARN_GIB` GiB.
+
+    Args:
+        cfg: the notebook's resolved config (the real target, also in stand-in mode).
+        stand_in: True in stand-in mode: report the GPUs (or their absence) and what the real
+            target needs, but refuse nothing (the CPU build runs the tiny model). Default:
+            ``cfg.stand_in``.
+        gpus, processes: the machine's GPUs and GPU processes; default: :func:`detect_gpus`.
+        raise_on_error: False returns the report with ``errors`` filled instead of raising.
+        quiet: do not print the summary.
+        registry: an already loaded registry (tests).
+        server_url: the notebook uses a server that runs elsewhere (attach mode): nothing
+            here serves, so nothing is checked (returns None after saying so).
+
+    Raises:
+        HardwareError: the first refusal, with ``.report``.
+    """
+    if server_url:
+        if not quiet:
+            print(
+                f"attach mode: the server at {server_url} runs elsewhere; this machine's GPUs are not checked"
+            )
+        return None
+    reg = as_registry(registry)
+    stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
+    if gpus is None:
+        probe = detect_gpus()
+    else:
+        probe = Probe(list(gpus), list(processes or []), "given", "" if gpus else "no GPU given")
+    if processes is not None:
+        probe.processes = list(processes)
+    report = MachineReport(
+        target=cfg.target,
+        gpus=probe.gpus,
+        matches=match_targets(probe.gpus, reg),
+        processes=probe.processes,
+        source=probe.source,
+        detail=probe.detail,
+        stand_in=stand_in,
+    )
+    problems: list[str] = []
+    warnings = report.warnings
+
+    if not probe.gpus:
+        if not stand_in and not cfg.stand_in:
+            problems.append(
+                f"No NVIDIA GPU found ({probe.detail or 'no driver'}), so {cfg.label} cannot run here: "
+                "run the notebook with stand_in=True to use the CPU stand-in, or open it on a GPU machine."
+            )
+        elif not cfg.stand_in:
+            warnings.append(
+                f"No NVIDIA GPU here: stand-in mode serves the tiny CPU model; the real {cfg.label} "
+                "needs its GPU (set stand_in=False on that machine)."
+            )
+    elif not cfg.stand_in:
+        problems += _gpu_problems(cfg, probe, report, reg)
+        if cfg.target not in report.matches:
+            alt = ", ".join(report.matches) or "none in the registry"
+            warnings.append(
+                f"This notebook is for {cfg.label}, but this machine has {probe.gpus[0].name} "
+                f"(matching targets: {alt}): open the notebook of a matching target, or keep going "
+                "knowing the flags were chosen for other hardware."
+            )
+        if stand_in:
+            warnings.append(
+                "Stand-in mode on a GPU machine: the CPU stand-in is served; set stand_in=False "
+                f"to serve {cfg.label} on these GPUs."
+            )
+
+    if stand_in:
+        # Nothing launches on the GPU: keep the reasons as warnings.
+        warnings += [f"(on the real target) {p}" for p in problems]
+    else:
+        report.errors = problems
+    if not quiet:
+        print(report.summary())
+    if report.errors and raise_on_error:
+        raise HardwareError(report.errors[0], report)
+    return report
+
+
+def _gpu_problems(
+    cfg: ServeConfig, probe: Probe, report: MachineReport, reg: Registry
+) -> list[str]:
+    problems: list[str] = []
+    need_n = max(1, cfg.gpu_count)
+    used = probe.gpus[:need_n]
+    if len(probe.gpus) < need_n:
+        problems.append(
+            f"{cfg.label} uses {need_n} GPUs (--tensor-parallel-size {need_n}) but this machine has "
+            f"{len(probe.gpus)}: pick a target for {len(probe.gpus)} GPU(s) (matching: "
+            f"{', '.join(report.matches) or 'none'}), or lower --tensor-parallel-size."
+        )
+    variant = _variant(cfg, reg)
+    vlabel = variant.label if variant is not None else cfg.variant
+
+    old = [g for g in used if g.cc_tuple is not None and g.cc_tuple < MIN_COMPUTE_CAPABILITY]
+    if old:
+        g = old[0]
+        problems.append(
+            f"{vlabel} kernels need compute capability 8.0 (Ampere) or newer, but {g.name} is "
+            f"{g.compute_capability}: use an Ampere-or-newer GPU (A100, L40S, H100, ...), or "
+            "run the notebook with stand_in=True."
+        )
+
+    # Capacity: per-GPU memory x GPUs one server uses; unified memory = system memory.
+    sys_mem = system_memory_gib() if any(g.unified_memory for g in used) else None
+    per_gpu = [g.memory_total_gib if not g.unified_memory else sys_mem for g in used]
+    if used and all(m is not None for m in per_gpu):
+        report.memory_gib = min(per_gpu) * len(used)  # type: ignore[type-var]
+    need_gb = float(variant.vram_minimum_gb or 0) if variant is not None else 0.0
+    if (
+        report.memory_gib is not None
+        and need_gb
+        and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb
+    ):
+        problems.append(
+            f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), but "
+            f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use the NVFP4 variant "
+            "(18 GB), more GPUs (--tensor-parallel-size), or a larger GPU."
+            if cfg.variant != "nvfp4"
+            else f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), "
+            f"but {len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use a GPU with at "
+            f"least {need_gb:g} GB, or run the notebook with stand_in=True."
+        )
+
+    sm12 = [g for g in used if g.cc_tuple is not None and g.cc_tuple[0] == 12]
+    moe = str(cfg.args.get("--moe-backend") or "auto")
+    if sm12 and cfg.variant == "nvfp4" and moe != "marlin":
+        problems.append(
+            f"On SM12x GPUs ({sm12[0].name}) vLLM's FP4 MoE kernels for --moe-backend {moe} are "
+            "built for SM100 and fail to load: pass extra_args={'--moe-backend': 'marlin'} "
+            "(the rtx-50xx target's setting)."
+        )
+
+    # Memory held by other processes.
+    held = None
+    if any(g.memory_used_gib is not None for g in used):
+        held = sum(g.memory_used_gib or 0.0 for g in used)
+    elif probe.processes and any(p.used_gib is not None for p in probe.processes):
+        held = sum(p.used_gib or 0.0 for p in probe.processes)
+    report.held_gib = held
+    if held is not None and held > HELD_WARN_GIB:
+        pids = ", ".join(str(p.pid) for p in probe.processes) or "see nvidia-smi"
+        util = float(cfg.args.get("--gpu-memory-utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+        worst = max(used, key=lambda g: (g.memory_used_gib or 0) / (g.memory_total_gib or 1))
+        if (
+            worst.memory_total_gib
+            and worst.memory_used_gib is not None
+            and worst.memory_total_gib - worst.memory_used_gib < util * worst.memory_total_gib
+        ):
+            free_frac = (worst.memory_total_gib - worst.memory_used_gib) / worst.memory_total_gib
+            problems.append(
+                f"GPU {worst.index} ({worst.name}) has {worst.memory_used_gib:.1f} of "
+                f"{worst.memory_total_gib:.1f} GiB held by other processes (pids: {pids}), leaving less "
+                f"free than vLLM's --gpu-memory-utilization {util:g} asks for: stop those processes "
+                f"(e.g. a previous server or notebook kernel), or lower --gpu-memory-utilization "
+                f"below {max(free_frac - 0.02, 0.05):.2f}."
+            )
+        else:
+            report.warnings.append(
+                f"{held:.1f} GiB of GPU memory is held by other processes (pids: {pids}): stop them "
+                "before launching if that memory is needed (vLLM claims --gpu-memory-utilization "
+                "of the total)."
+            )
+    return problems

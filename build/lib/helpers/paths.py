@@ -1,0 +1,66 @@
+"""Where the cookbook reads its registry and writes what it generates.
+
+Everything generated (stand-in models, server logs, executed notebooks, benchmark JSON,
+plots) lands under one ignored folder, ``out/`` at the repository root, or the folder
+named by the ``COOKBOOK_OUT`` environment variable.
+
+Two layouts: a checkout (``helpers/`` next to ``cookbook/``: the registry is read from the
+checkout) and a pip-installed package (``pip install git+https://github.com/...``, as the
+workshop notebook does on Colab), where ``cookbook/`` ships inside the package as
+``helpers/cookbook`` (pyproject ``package-dir``) and outputs default to ``./out`` in the
+current folder, never into site-packages.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers.errors import CookbookError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: True in a checkout (or an editable install); False when installed as a package.
+IN_CHECKOUT = (REPO_ROOT / "cookbook" / "recipe.yaml").is_file()
+COOKBOOK_DIR = (
+    REPO_ROOT / "cookbook" if IN_CHECKOUT else Path(__file__).resolve().parent / "cookbook"
+)
+
+
+def out_dir(*parts: str) -> Path:
+    """Return ``$COOKBOOK_OUT/<parts>`` (default ``<repo>/out/<parts>``; ``./out/<parts>`` when
+    installed as a package), created if missing.
+
+    Args:
+        *parts: sub-folder names, e.g. ``out_dir("bench", "quickstart")``.
+
+    Raises:
+        CookbookError: the folder cannot be created or written (a read-only or wrong
+            ``COOKBOOK_OUT``); one sentence naming the folder and the fix.
+    """
+    env = os.environ.get("COOKBOOK_OUT")
+    default = REPO_ROOT / "out" if IN_CHECKOUT else Path.cwd() / "out"
+    base = Path(env).expanduser() if env else default
+    path = base.joinpath(*parts)
+    problem = None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    else:
+        if not os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:
+            problem = (
+                "Read-only file system"
+                if os.statvfs(path).f_flag & os.ST_RDONLY
+                else "Permission denied"
+            )
+    if problem:
+        how = (
+            f"COOKBOOK_OUT={env} names it: set COOKBOOK_OUT to a writable folder"
+            if env
+            else "set COOKBOOK_OUT to a writable folder"
+        )
+        raise CookbookError(
+            f"The cookbook cannot write its output folder {path} ({problem}): {how} "
+            "(e.g. `export COOKBOOK_OUT=$HOME/cookbook-out`, or os.environ['COOKBOOK_OUT'] in a notebook)."
+        )
+    return path

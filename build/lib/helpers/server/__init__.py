@@ -1,0 +1,11 @@
+"""One vLLM server process: launch, wait, stop, read its log, diagnose, review.
+
+- ``vllm_server``  :class:`VLLMServer`, ``launch_server``, ``attach_server``
+- ``launch``       a config's launch argv and environment
+- ``endpoint``     what a server at a URL serves, over HTTP; ``make_client``
+- ``processes``    ports, process groups and the records of every launch
+- ``httpio``       the one HTTP stack (``httpx``) for ``/health``, ``/metrics``, ``/v1/models``
+- ``vllm_log``     every regex over vLLM's log wording, with the releases it was read in
+- ``diagnose``     a failed start's log -> one sentence naming the fix; ``failures`` the sentences
+- ``review``       what a running server's log says is wrong; ``plan_check`` the planner vs the log
+"""

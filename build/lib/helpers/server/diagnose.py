@@ -1,0 +1,138 @@
+"""Read a vLLM server log and name the fix: a catalogue of known start-up failures.
+
+:class:`helpers.server.vllm_server.VLLMServer` calls :func:`diagnose` on the log whenever a
+server dies or times out during start-up and puts the result in
+:class:`helpers.errors.ServerStartError`; a notebook can call it on any log text
+(``print(diagnose(text, config=cfg))``: one sentence, what happened and what to change).
+:data:`CATALOGUE` is tried in order, specific entries before broad ones; each entry's wording
+is in :data:`helpers.server.vllm_log.FAILURES` with its source file and the releases read
+(:func:`catalogue_frame` lists them), its sentence in :mod:`helpers.server.failures`. What a
+*running* server's log shows wrong is :func:`helpers.server.review.review`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from helpers.server import vllm_log
+from helpers.server.failures import (
+    Builder,
+    Diagnosis,
+    _api_port_in_use,
+    _cuda_oom,
+    _damaged_checkpoint,
+    _device_memory_taken,
+    _disk_space,
+    _engine_stalled,
+    _fastokens,
+    _fastokens_unsupported,
+    _gated,
+    _humming_non_gated,
+    _internal_port_in_use,
+    _invalid_choice,
+    _kv_too_small,
+    _mamba_blocks,
+    _max_len_too_long,
+    _no_cache_memory,
+    _nvfp4_no_moe_backend,
+    _spec_token_budget,
+    _stochastic_rounding_sm90,
+    _trust_remote_code,
+    _unrecognized,
+)
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """One known failure: regexes on the log and a function that words the diagnosis.
+
+    Attributes:
+        name: the :attr:`Diagnosis.name` it produces.
+        patterns: regexes (multiline, case-sensitive) tried in order against the log.
+        build: ``build(match, log_text, config) -> Diagnosis`` (or None: the match does
+            not count, e.g. a stall shorter than the threshold; the next pattern is tried).
+        source: where the wording comes from (file in vLLM / torch / transformers / hub).
+        checked_releases: releases whose source was read for this entry's wordings,
+            ``"vllm X.Y.Z"`` or ``"<library> X.Y.Z"`` (a test keeps every entry filled).
+            Wordings from releases not listed may still match, unchecked.
+    """
+
+    name: str
+    patterns: tuple[str, ...]
+    build: Builder
+    source: str
+    checked_releases: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, name: str, build: Builder) -> CatalogueEntry:
+        """The entry for ``name``: its wording from :data:`helpers.server.vllm_log.FAILURES`."""
+        w = vllm_log.FAILURES[name]
+        return cls(name, w.patterns, build, w.source, w.checked)
+
+
+#: The known failures, tried in this order (specific before broad: the Mamba cache-block
+#: check before the generic out-of-memory one); wordings in helpers.server.vllm_log.FAILURES.
+CATALOGUE: tuple[CatalogueEntry, ...] = (
+    CatalogueEntry.of("damaged_checkpoint", _damaged_checkpoint),
+    CatalogueEntry.of("max_model_len_too_long", _max_len_too_long),
+    CatalogueEntry.of("humming_non_gated_moe", _humming_non_gated),
+    CatalogueEntry.of("stochastic_rounding_sm90", _stochastic_rounding_sm90),
+    CatalogueEntry.of("spec_token_budget", _spec_token_budget),
+    CatalogueEntry.of("nvfp4_no_moe_backend", _nvfp4_no_moe_backend),
+    CatalogueEntry.of("disk_space", _disk_space),
+    CatalogueEntry.of("engine_stalled", _engine_stalled),
+    CatalogueEntry.of("mamba_cache_blocks", _mamba_blocks),
+    CatalogueEntry.of("fastokens_unsupported_tokenizer", _fastokens_unsupported),
+    CatalogueEntry.of("missing_fastokens", _fastokens),
+    CatalogueEntry.of("trust_remote_code", _trust_remote_code),
+    CatalogueEntry.of("gated_repo", _gated),
+    CatalogueEntry.of("unrecognized_arguments", _unrecognized),
+    CatalogueEntry.of("invalid_choice", _invalid_choice),
+    CatalogueEntry.of("kv_cache_too_small", _kv_too_small),
+    CatalogueEntry.of("no_cache_memory", _no_cache_memory),
+    CatalogueEntry.of("memory_in_use", _device_memory_taken),
+    CatalogueEntry.of("out_of_memory", _cuda_oom),
+    CatalogueEntry.of("internal_port_in_use", _internal_port_in_use),
+    CatalogueEntry.of("port_in_use", _api_port_in_use),
+)
+
+
+def diagnose(log_text: str, config: Any = None) -> Diagnosis | None:
+    """Match a vLLM server log against :data:`CATALOGUE` and return the first hit.
+
+    Args:
+        log_text: the server log (all of it, or its tail; a few hundred lines suffice).
+        config: the :class:`helpers.config.serveconfig.ServeConfig` the server was started with
+            (optional): adds the target's pinned vLLM version, the port, and current flag
+            values to the sentence.
+
+    Returns:
+        A :class:`Diagnosis` (``str(d)`` is one sentence naming the fix), or None when no
+        entry matches; :func:`helpers.server.vllm_log.last_error_line` then gives the log's
+        last exception line.
+    """
+    if not log_text:
+        return None
+    for entry in CATALOGUE:
+        for pattern in entry.patterns:
+            m = re.search(pattern, log_text, flags=re.MULTILINE)
+            if m:
+                d = entry.build(m, log_text, config)
+                if d is not None:
+                    return dataclasses.replace(d, checked_releases=entry.checked_releases)
+    return None
+
+
+def catalogue_frame():
+    """The catalogue as a DataFrame: ``name``, ``source``, ``checked_releases``."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {"name": e.name, "source": e.source, "checked_releases": ", ".join(e.checked_releases)}
+            for e in CATALOGUE
+        ]
+    )

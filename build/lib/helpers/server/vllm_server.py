@@ -1,0 +1,651 @@
+"""Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
+
+Notebook verbs: :func:`launch_server` (start and wait, or reuse / replace this kernel's
+server), :func:`attach_server`, :func:`stop_server`. :class:`VLLMServer` is the life of one
+server process (launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment
+in :mod:`helpers.server.launch`, the HTTP surface in :mod:`helpers.server.endpoint`, process
+groups and launch records in :mod:`helpers.server.processes`, the log's wording in
+:mod:`helpers.server.vllm_log`, failure sentences in :mod:`helpers.server.diagnose`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import re
+import subprocess
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from helpers.errors import CookbookError, ServerStartError
+from helpers.paths import out_dir
+from helpers.server.diagnose import diagnose
+from helpers.server.endpoint import ServerEndpoint
+from helpers.server.failures import Diagnosis
+from helpers.server.launch import launch_argv, launch_environment
+from helpers.server.processes import (
+    LeftoverServerWarning,
+    ServerRecord,
+    connect_host,
+    create_time,
+    describe_port,
+    describe_procs,
+    end_leftovers,
+    end_processes,
+    exit_words,
+    find_leftovers,
+    free_port,
+    port_is_free,
+)
+from helpers.server.review import warn_findings
+from helpers.server.vllm_log import (
+    LogFollower,
+    condense,
+    last_error_line,
+    phase_kind,
+    read_tail,
+    startup_phase,
+)
+
+#: Seconds to wait for ``/health``: a cold 30 GB BF16 start from a network disk (read,
+#: torch.compile, CUDA graphs) takes 5-15 min; 30 leave room without hiding a real hang.
+DEFAULT_STARTUP_TIMEOUT = 1800.0
+#: Seconds between SIGTERM and SIGKILL on stop: vLLM's own shutdown takes 1-3 s on the CPU
+#: stand-in; GPU workers releasing NCCL and CUDA memory take longer.
+DEFAULT_GRACE_PERIOD = 30.0
+#: Seconds between progress lines while the phase does not change.
+HEARTBEAT_S = 30.0
+_DEFAULT = object()
+
+ProgressFn = Callable[[str, float], None]
+
+#: :func:`helpers.server.vllm_log.phase_kind` under the private name tests/test_server.py uses.
+_phase_kind = phase_kind
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
+
+
+# ---------------------------------------------------------------------------- the server
+
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:  # pragma: no cover - runs at interpreter exit
+    for srv in list(_LIVE):
+        with contextlib.suppress(Exception):
+            srv.stop(verbose=False)
+
+
+class VLLMServer(ServerEndpoint):
+    """One vLLM OpenAI-compatible server: launched and owned, or attached.
+
+    Args:
+        config: a :class:`~helpers.config.serveconfig.ServeConfig` (duck type: ``model``, ``host``,
+            ``port`` (None: a free one), ``env``, ``cli_flags()``; ``target``, ``vllm_version``
+            and ``served_model_name`` optional).
+        log_path: the log file (default ``out/logs/vllm-<name>-<port>-<time>.log``).
+        startup_timeout: seconds to wait for ``/health`` (:data:`DEFAULT_STARTUP_TIMEOUT`).
+        grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
+        cache_dir: ``VLLM_CACHE_ROOT`` = ``<dir>/vllm``, ``TRITON_CACHE_DIR`` = ``<dir>/triton`` (a
+            second start skips the compile); default ``out/cache``, ``None`` vLLM's own; set wins.
+        cleanup_leftovers: end leftovers (below) before starting (default: warn only).
+        progress: True prints phase changes and a line every 30 s; False is silent; a
+            callable gets ``(phase, seconds_since_launch)``.
+        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"`` (``python -m``).
+        validate_flags: parse the flags with the installed vLLM's own parser first
+            (``config.validate()``, when the config has one and vLLM is importable here): a
+            misspelled flag fails by name with no process started.
+        check_model: check a local checkpoint folder first: ``config.json`` parses, each
+            ``*.safetensors`` is whole, and the stand-in's files match the sizes and SHA-256
+            recorded at build (:func:`helpers.standin.build.check_checkpoint`).
+
+    The constructor does no work; :meth:`start` (or ``with``) launches: own process group, log
+    under ``out/logs/``, record under ``out/run/`` (a record whose owner is gone: a *leftover*).
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        *,
+        log_path: str | Path | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        cache_dir: Any = _DEFAULT,
+        cleanup_leftovers: bool = False,
+        progress: bool | ProgressFn = True,
+        launcher: str = "auto",
+        poll_interval: float = 0.5,
+        validate_flags: bool = True,
+        check_model: bool = True,
+    ):
+        if launcher not in ("auto", "cli", "module"):
+            raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
+        self.config = config
+        self.host: str = getattr(config, "host", None) or "127.0.0.1"
+        self.port: int | None = getattr(config, "port", None)
+        self.log_path: Path | None = Path(log_path) if log_path else None
+        self.startup_timeout = float(startup_timeout)
+        self.grace_period = float(grace_period)
+        self.cache_dir = cache_dir
+        self.cleanup_leftovers = cleanup_leftovers
+        self.progress = progress
+        self.launcher = launcher
+        self.poll_interval = poll_interval
+        self.validate_flags = validate_flags
+        self.check_model = check_model
+        self.owned = True
+        self.intended: Any = None  # attached: the config the caller resolved (serves())
+        self.phase: str | None = None
+        self._open_kind: str | None = None  # the phase line _say left open
+        self.startup_seconds: float | None = None  #: launch -> /health 200
+        self.stop_seconds: float | None = None  #: stop() duration
+        self._proc: subprocess.Popen | None = None
+        self._log_fh = None
+        self._record: ServerRecord | None = None
+        self._launched_at: float | None = None
+        self._stopped = False
+        #: after the API server died without stop(): what died, how, and what was ended
+        self.crash: str | None = None
+
+    # ---- attach --------------------------------------------------------------------
+    @classmethod
+    def attach(cls, url: str, config: Any = None, *, check: bool = True) -> VLLMServer:
+        """A handle on a server that is already running; :meth:`stop` leaves it alone.
+
+        Args:
+            url: ``http://host:port`` or ``http://host:port/v1``.
+            config: the config it runs (optional, for error messages).
+            check: require ``/health`` to answer 200 now.
+        Raises:
+            CookbookError: ``check`` and the server does not answer (names the URL).
+        """
+        m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(?::(\d+))?", url.strip())
+        if not m:
+            raise CookbookError(f"{url!r} is not a server URL: pass http://host:port (or .../v1).")
+        srv = cls(config, progress=False)
+        srv.owned = False
+        srv._scheme = m.group(1)
+        srv.host = m.group(2)
+        srv.port = int(m.group(3)) if m.group(3) else (443 if m.group(1) == "https" else 80)
+        if check and not srv.healthy():
+            raise CookbookError(
+                f"No vLLM server answers {srv.url}/health: start one (launch_server(cfg)) or "
+                "check the URL and that the port is reachable from here."
+            )
+        return srv
+
+    # ---- url, base_url, client, models, healthy...: helpers.server.endpoint.ServerEndpoint
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        """Owned: the API server process is alive. Attached: ``/health`` answers 200.
+
+        When the owned API server died without :meth:`stop`, the engine core and workers of
+        its group outlive it and keep their memory: they are ended here, and :attr:`crash`
+        (also in ``repr``) says what died, how, and what was ended (:meth:`survivors`).
+        """
+        if not self.owned:
+            return self.healthy()
+        if self._proc is None:
+            return False
+        if self._proc.poll() is None:
+            return True
+        self._end_after_crash()
+        return False
+
+    def survivors(self) -> list[psutil.Process]:
+        """Live processes of this launch (API server, engine core, workers); [] when none
+        or attached. After a crash of the API server these are what still holds memory."""
+        if not self.owned or self._record is None:
+            return []
+        return self._record.processes()
+
+    def _end_after_crash(self) -> None:
+        """The API server exited without stop(): end the rest of its group, note it in crash."""
+        if self._proc is None or self._stopped or self._proc.poll() is None:
+            return
+        rc = self._proc.returncode
+        others = [p for p in self.survivors() if p.pid != self._proc.pid]
+        names = describe_procs(others)
+        left = self._terminate(grace_period=min(self.grace_period, 5.0)) if others else []
+        left += [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
+        what = f"the API server pid {self._proc.pid} exited {exit_words(rc)} without stop()"
+        if left:
+            self.crash = (
+                f"{what}; these processes of its group survive and hold memory: "
+                f"{describe_procs(left)}; end them with srv.stop() or `kill -9 PID`"
+            )
+            return
+        self.crash = what + (
+            f"; ended the {len(others)} processes it left running: {names}" if others else ""
+        )
+        if self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+
+    def log_tail(self, n: int = 40) -> str:
+        """The last ``n`` non-empty lines of the server log ("" before start / attached)."""
+        return read_tail(self.log_path, n)
+
+    # ---- launch --------------------------------------------------------------------
+    def _launch_argv(self) -> list[str]:
+        return launch_argv(self.config, self.host, self.port, self.launcher)
+
+    def command(self) -> list[str]:
+        """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
+        if self.port is None:
+            raise CookbookError("No port yet: set config.port or call start() first.")
+        return self._launch_argv()
+
+    def environment(self) -> dict[str, str]:
+        """The server process's environment (:func:`helpers.server.launch.launch_environment`):
+        ``os.environ``, the ``cache_dir`` folders, ``PYTHONUNBUFFERED=1``, ``config.env`` on top."""
+        cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
+        return launch_environment(self.config, cache)
+
+    def _report_leftovers(self) -> None:
+        leftovers = find_leftovers()
+        if not leftovers:
+            return
+        if self.cleanup_leftovers:
+            end_leftovers(leftovers, verbose=self._verbose)
+            return
+        names = "\n  ".join(str(r) for r in leftovers)
+        warnings.warn(
+            f"{len(leftovers)} vLLM server(s) from an earlier Python process are still running "
+            f"and hold memory:\n  {names}\nEnd them with helpers.server.processes.end_leftovers() or "
+            "start with cleanup_leftovers=True.",
+            LeftoverServerWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def _verbose(self) -> bool:
+        return self.progress is True
+
+    def _say(self, phase: str, elapsed: float, kind: str | None = None) -> None:
+        """Show a start-up phase: a new line when its kind changes, else the same line
+        updated in place (``\\r``: "capturing CUDA graphs (n/51)" is one updating line)."""
+        if callable(self.progress):
+            self.progress(phase, elapsed)
+            return
+        if not self.progress:
+            return
+        kind = kind or phase_kind(phase)
+        text = f"[vllm {elapsed:5.0f}s] {phase}"
+        if self._open_kind is not None and kind == self._open_kind:
+            print("\r" + text, end="", flush=True)
+        else:
+            self._end_line()
+            print(text, end="", flush=True)
+        self._open_kind = kind
+
+    def _end_line(self) -> None:
+        """End the phase line :meth:`_say` left open (before any other output)."""
+        if self._open_kind is not None:
+            print(flush=True)
+            self._open_kind = None
+
+    def start(self, *, wait: bool = True) -> VLLMServer:
+        """Launch the server and (``wait=True``) block until ``/health`` answers 200.
+
+        Returns:
+            self (so ``srv = VLLMServer(cfg).start()`` works).
+        Raises:
+            FlagError: a flag the installed vLLM does not accept (``validate_flags``), by name.
+            RecipeError: a flag value vLLM would refuse (``ServeConfig.check_values``).
+            CookbookError: a damaged local checkpoint (``check_model``, naming the rebuild), an
+                attached server, no model in the config, vLLM not installed.
+            ServerStartError: the port is taken (names the holder), the process exited during
+                start-up, or ``startup_timeout`` passed (names the phase), with the log tail and,
+                when the log matches :mod:`helpers.server.diagnose`, the fix.
+        """
+        if not self.owned:
+            raise CookbookError(
+                "This handle is attached to a server it does not own; it cannot start one."
+            )
+        if self._proc is not None and self._proc.poll() is None:
+            return self
+        validate = getattr(self.config, "validate", None)
+        if (
+            self.validate_flags
+            and callable(validate)
+            and importlib.util.find_spec("vllm") is not None
+        ):
+            validate()
+        model = getattr(self.config, "model", None)
+        if self.check_model and model and Path(str(model)).expanduser().is_dir():
+            from helpers.standin.build import check_checkpoint
+
+            check_checkpoint(Path(str(model)).expanduser())
+        self._report_leftovers()
+        if self.port is None:
+            self.port = free_port(self.host)
+        elif not port_is_free(self.port, self.host) or any(
+            r.port == self.port for r in find_leftovers(include_owned=True)
+        ):
+            msg = (
+                f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop "
+                "that server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked."
+            )
+            raise ServerStartError(msg, log_tail="", diagnosis=Diagnosis("port_in_use", msg, ""))
+        argv = self._launch_argv()
+        if self.log_path is None:
+            name = _slug(getattr(self.config, "served_model_name", "") or "server")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
+        self._log_fh.write(
+            f"# helpers.server.vllm_server launch: {subprocess.list2cmdline(argv)}\n".encode()
+        )
+        self._stopped = False
+        self.crash = None
+        self.phase = "launching"
+        self._launched_at = time.monotonic()
+        started = time.time()
+        self._proc = subprocess.Popen(
+            argv,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
+            env=self.environment(),
+            start_new_session=True,
+        )
+        _LIVE.add(self)
+        me = psutil.Process()
+        self._record = ServerRecord(
+            pid=self._proc.pid,
+            pgid=self._proc.pid,
+            port=self.port,
+            host=self.host,
+            log=str(self.log_path),
+            started=started,
+            cmdline=argv,
+            owner_pid=me.pid,
+            owner_created=me.create_time(),
+            pid_created=create_time(self._proc.pid),
+        )
+        self._record.save()
+        if self._verbose:
+            print(
+                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}",
+                flush=True,
+            )
+        if wait:
+            try:
+                self.wait_ready()
+            except KeyboardInterrupt:
+                # Jupyter's stop button (SIGINT): a starting server must not outlive the cell
+                self._abandon("interrupted during start-up")
+                raise
+        return self
+
+    def _abandon(self, why: str) -> None:
+        """End a launch that will not be used (interrupt during start-up); say so."""
+        self._end_line()
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        if self._verbose:
+            print(
+                f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
+                f"(port {self.port}){'; left: ' + describe_procs(left) if left else ''}",
+                flush=True,
+            )
+
+    def wait_ready(self, timeout: float | None = None) -> VLLMServer:
+        """Block until ``/health`` is 200, showing the start-up phase; raises as :meth:`start`.
+
+        Args:
+            timeout: seconds from launch (default ``startup_timeout``).
+        """
+        if self._proc is None:
+            raise CookbookError("Nothing launched: call start() first.")
+        timeout = self.startup_timeout if timeout is None else timeout
+        follower = LogFollower(self.log_path)
+        t0 = self._launched_at or time.monotonic()
+        last_said, said_phase, last_line = 0.0, None, ""
+        phase_since = 0.0
+        while True:
+            for line in follower.new_lines():
+                if not line.startswith("# helpers.server.vllm_server"):
+                    last_line = line
+                ph = startup_phase(line)
+                if ph:
+                    if phase_kind(ph) != phase_kind(self.phase):
+                        phase_since = time.monotonic() - t0
+                    self.phase = ph
+            elapsed = time.monotonic() - t0
+            if self.phase != said_phase:  # announced before any failure names it
+                self._say(self.phase or "launching", elapsed)
+                said_phase, last_said = self.phase, elapsed
+            rc = self._proc.poll()
+            if rc is not None:
+                self._fail(f"vLLM exited {exit_words(rc)} during start-up", elapsed)
+            if self.healthy():
+                self.startup_seconds = elapsed
+                self.phase = "ready"
+                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed, kind="ready")
+                self._end_line()
+                warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
+                return self
+            if elapsed > timeout:
+                self._fail(
+                    f"vLLM did not answer /health within {timeout:.0f} s; it was "
+                    f"'{self.phase}' since {phase_since:.0f} s (last log line: {last_line[:200]!r}). "
+                    "If the start is just slow (first download, cold compile), raise "
+                    "startup_timeout; otherwise read the log",
+                    elapsed,
+                )
+            if elapsed - last_said >= HEARTBEAT_S:
+                self._say(
+                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)",
+                    elapsed,
+                    kind=phase_kind(self.phase),
+                )
+                last_said = elapsed
+            time.sleep(self.poll_interval)
+
+    def _fail(self, what: str, elapsed: float) -> None:
+        # End what is left of the group (an engine core can outlive a dead API server): a
+        # short grace, then SIGKILL (in early init vLLM can sit on SIGTERM for the whole grace).
+        self._end_line()
+        left = self._terminate(grace_period=min(self.grace_period, 5.0))
+        if not left and self._record is not None:
+            self._record.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        time.sleep(0.2)
+        full = read_tail(self.log_path, 2000)
+        tail = "\n".join(condense(full).splitlines()[-40:])
+        diag = diagnose(full, self.config)
+        err = None if diag else last_error_line(full)
+        parts = [f"{what} (phase: {self.phase}, {elapsed:.0f} s after launch)."]
+        if diag:
+            parts.append(f"Diagnosis: {diag.message}")
+        elif err:
+            parts.append(f"Last error: {err}")
+            parts.append(
+                "No known failure matched (helpers.server.diagnose); the log tail below has the details."
+            )
+        parts.append(f"Log: {self.log_path}")
+        parts.append("--- last log lines ---\n" + tail)
+        raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
+
+    # ---- stop ----------------------------------------------------------------------
+    def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:
+        rec = self._record
+        procs: list[psutil.Process] = []
+        if rec is not None:
+            procs = rec.processes()
+        grace = self.grace_period if grace_period is None else grace_period
+        left = end_processes(rec.pgid if rec else None, procs, grace, popen=self._proc)
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        if self._log_fh is not None:
+            with contextlib.suppress(OSError):
+                self._log_fh.close()
+            self._log_fh = None
+        return left
+
+    def stop(self, *, verbose: bool | None = None) -> None:
+        """End the server's whole process group and check that nothing is left.
+
+        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch must
+        be gone and the port bind again. Nothing for an attached or already stopped server.
+
+        Raises:
+            CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
+        """
+        verbose = self._verbose if verbose is None else verbose
+        if not self.owned:
+            if verbose:
+                print(f"[vllm] left the server at {self.url} running: this process attached to it")
+            return
+        if self._proc is None or self._stopped:
+            return
+        t0 = time.monotonic()
+        left = self._terminate()
+        rec = self._record
+        if rec is not None:
+            left += [p for p in rec.processes() if p.pid not in {q.pid for q in left}]
+        if left:
+            raise CookbookError(
+                f"vLLM processes survived SIGKILL: {describe_procs(left)}; end them by pid "
+                "(`kill -9 PID`); a process stuck in the GPU driver needs `nvidia-smi` to check."
+            )
+        deadline = time.monotonic() + 10
+        while not port_is_free(self.port, self.host) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not port_is_free(self.port, self.host):
+            raise CookbookError(
+                f"Port {self.port} is still taken after the server stopped{describe_port(self.port)}."
+            )
+        if rec is not None:
+            rec.remove()
+        self._stopped = True
+        _LIVE.discard(self)
+        self.stop_seconds = time.monotonic() - t0
+        if verbose:
+            print(
+                f"[vllm] stopped pid {self._proc.pid} in {self.stop_seconds:.1f} s; port {self.port} is free",
+                flush=True,
+            )
+
+    def __enter__(self) -> VLLMServer:
+        if self.owned:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = (
+            "attached"
+            if not self.owned
+            else "running"
+            if self.is_running()
+            else f"crashed ({self.crash})"
+            if self.crash
+            else "stopped"
+            if self._proc
+            else "new"
+        )
+        where = f"{connect_host(self.host)}:{self.port}" if self.port else "no port yet"
+        return f"<VLLMServer {state} {where} log={self.log_path}>"
+
+
+# ------------------------------------------------------------------------ notebook verbs
+
+
+def running_servers() -> list[VLLMServer]:
+    """The servers this Python process launched that are still running (newest last)."""
+    live = [
+        s
+        for s in list(_LIVE)
+        if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None
+    ]
+    return sorted(live, key=lambda s: s._launched_at or 0.0)
+
+
+def _same_launch(a: Any, b: Any) -> bool:
+    def key(cfg: Any):
+        flags = (
+            [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        )
+        return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
+
+    return key(a) == key(b)
+
+
+def launch_server(
+    config: Any, *, server_url: str | None = None, reuse: bool = True, **kwargs: Any
+) -> VLLMServer:
+    """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    With ``server_url``, attach to the server running there instead (nothing is launched,
+    ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
+    the cell never starts a second server: one of this process with the same command (model,
+    flags, environment) is reused (``reuse=True``), any other it launched is stopped first
+    (one GPU, one server). Both cases are printed.
+
+    Args:
+        config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
+        server_url: ``http://host:port`` of a running server to use instead of launching.
+        reuse: reuse a running server of this process with the same command.
+        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
+    Returns:
+        The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
+    Raises:
+        ServerStartError: see :meth:`VLLMServer.start`.
+        KeyboardInterrupt: interrupted during start-up; the server was ended first.
+    """
+    if server_url:
+        srv = attach_server(server_url)
+        srv.intended = config  # the notebook's own config: serves() skips what it lacks
+        srv.progress = True  # say what stop() leaves running
+        print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
+        return srv
+    for old in running_servers():
+        if reuse and _same_launch(old.config, config) and old.healthy():
+            print(
+                f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
+                "(same command; srv.stop() first to start afresh)",
+                flush=True,
+            )
+            return old
+        print(
+            f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
+            "its command differs, and one GPU runs one server",
+            flush=True,
+        )
+        old.stop()
+    return VLLMServer(config, **kwargs).start()
+
+
+def attach_server(base_url: str, config: Any = None) -> VLLMServer:
+    """Use a server that is already running at ``base_url`` (it is never stopped by us)."""
+    return VLLMServer.attach(base_url, config)
+
+
+def stop_server(server: VLLMServer) -> None:
+    """Stop ``server`` if this process launched it (see :meth:`VLLMServer.stop`)."""
+    server.stop()

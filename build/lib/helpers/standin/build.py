@@ -1,0 +1,412 @@
+"""A tiny, locally trained Nemotron-H checkpoint that the CPU build of vLLM can serve.
+
+In CI and on laptops the notebooks run "as a stand-in": same client code, same vLLM parsers,
+the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM`` (Mamba-2,
+attention and MLP layers; no MoE: the CPU backend has no kernel for non-gated ReLU² experts,
+docs/DESIGN.md), trained for about two minutes on ``cookbook/demo.yaml`` so that, served with
+the registry's ``cpu`` target flags and greedy decoding, it reasons, answers, calls tools and
+respects a thinking budget on those prompts; it knows nothing else. This module builds,
+caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.build``),
+:func:`check_checkpoint`, :data:`STANDIN`, :func:`standin_summary`. Its parts:
+:mod:`helpers.standin.template`, :mod:`helpers.standin.data`, :mod:`helpers.standin.train`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from helpers.errors import CookbookError
+from helpers.paths import out_dir
+from helpers.standin.data import build_samples, load_demo
+from helpers.standin.template import CHAT_TEMPLATE, MARKER_TOKENS, SPECIAL_TOKENS
+from helpers.standin.train import (
+    RECIPE,
+    RECIPE_VERSION,
+    Recipe,
+    _encode_samples,
+    _make_config,
+    _make_hf_tokenizer,
+    _torch_settings,
+    _train,
+    _train_tokenizer,
+    _versions,
+)
+
+
+@dataclass(frozen=True)
+class StandinInfo:
+    """What the stand-in is, for notebooks (filled from :data:`RECIPE` and demo.yaml)."""
+
+    architecture: str
+    layer_pattern: str
+    hidden_size: int
+    vocab_size: int
+    parameters: int
+    trained_on: str
+    knows: str
+
+
+def _count_params(r: Recipe) -> int:
+    h = r.hidden_size
+    n = 2 * r.vocab_size * h + h  # embeddings, lm_head, final norm
+    for kind in r.pattern:
+        n += h  # layer norm
+        if kind == "M":
+            inner = r.mamba_num_heads * r.mamba_head_dim
+            conv_dim = inner + 2 * r.n_groups * r.ssm_state_size
+            n += h * (inner + conv_dim + r.mamba_num_heads)  # in_proj
+            n += conv_dim * r.conv_kernel + conv_dim  # conv1d weight + bias
+            n += 3 * r.mamba_num_heads + inner  # dt_bias, A_log, D, gated norm
+            n += inner * h  # out_proj
+        elif kind == "*":
+            q = r.num_attention_heads * r.head_dim
+            kv = r.num_key_value_heads * r.head_dim
+            n += h * q + 2 * h * kv + q * h
+        elif kind == "-":
+            n += 2 * h * r.intermediate_size
+    return n
+
+
+STANDIN = StandinInfo(
+    architecture="NemotronHForCausalLM",
+    layer_pattern=RECIPE.pattern,
+    hidden_size=RECIPE.hidden_size,
+    vocab_size=RECIPE.vocab_size,
+    parameters=_count_params(RECIPE),
+    trained_on=(
+        "the scripted conversations in cookbook/demo.yaml (reasoning on and off, "
+        "streaming, get_weather/get_time tool calls and their results, parallel calls, "
+        "answers after a forced end of thinking), with small rephrasings"
+    ),
+    knows="only the cookbook's demo prompts; anything else gets a canned refusal or noise",
+)
+
+
+def standin_summary() -> str:
+    """One paragraph for a notebook saying plainly what the stand-in model is."""
+    s = STANDIN
+    return (
+        f"This run uses a stand-in, not Nemotron 3.5 Lightning: a {s.parameters / 1e6:.2f}M-parameter "
+        f"{s.architecture} (layer pattern '{s.layer_pattern}': Mamba-2, attention, MLP; "
+        f"hidden size {s.hidden_size}, {s.vocab_size}-token byte-level BPE vocabulary) built and "
+        f"trained locally in about two minutes on CPU. It was trained only on {s.trained_on}, "
+        "using the real Nemotron 3 chat format, so vLLM's nemotron_v3 reasoning parser and "
+        "qwen3_coder tool parser work on its output exactly as on the real model. It knows "
+        "only the demo prompts: its answers show the mechanics (reasoning vs content, tool "
+        "calls, budgets, streaming, benchmarks), not the real model's quality or speed."
+    )
+
+
+def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) -> str:
+    """Cache key: sha256 (first 12 hex digits) of demo data, recipe, template and versions."""
+    demo = load_demo() if demo is None else demo
+    payload = {
+        "recipe_version": RECIPE_VERSION,
+        "recipe": dataclasses.asdict(recipe),
+        "demo": demo,
+        "template": CHAT_TEMPLATE,
+        "special": SPECIAL_TOKENS + MARKER_TOKENS,
+        "versions": _versions(),
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _build(
+    dest: Path, demo: dict[str, Any], recipe: Recipe, digest: str, log=None, progress: bool = False
+) -> dict[str, Any]:
+    import torch
+    from transformers import GenerationConfig, NemotronHForCausalLM
+
+    t0 = time.perf_counter()
+    samples = build_samples(demo)
+    tok = _train_tokenizer(samples, recipe)
+    if tok.get_vocab_size() > recipe.vocab_size:
+        raise CookbookError(
+            f"stand-in tokenizer has {tok.get_vocab_size()} tokens, more than the model's "
+            f"{recipe.vocab_size}; raise Recipe.vocab_size in helpers/standin/train.py."
+        )
+    hf_tok = _make_hf_tokenizer(tok)
+    config = _make_config(recipe, tok)
+    data = _encode_samples(tok, samples)
+    with _torch_settings(recipe.threads):
+        torch.manual_seed(recipe.seed)
+        model = NemotronHForCausalLM(config).float()
+        stats = _train(model, data, recipe, log=log, progress=progress) if recipe.steps > 0 else {}
+        model.eval()
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=[config.eos_token_id, tok.token_to_id("</s>")],
+        pad_token_id=config.pad_token_id,
+    )
+    # Saved in bfloat16: the CPU build of vLLM serves float32 checkpoints in bfloat16
+    # anyway ("Downcasting torch.float32 to torch.bfloat16"), so this is what runs.
+    model.to(torch.bfloat16)
+    model.config.dtype = "bfloat16"
+    model.save_pretrained(dest, safe_serialization=True)
+    hf_tok.save_pretrained(dest)
+    (dest / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    # vLLM reads `hybrid_override_pattern` through NemotronHConfig's property; write it too
+    # so older readers of config.json see the familiar Nemotron-H key.
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["hybrid_override_pattern"] = recipe.pattern
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
+    meta = {
+        "hash": digest,
+        "recipe_version": RECIPE_VERSION,
+        "recipe": dataclasses.asdict(recipe),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "samples": len(samples),
+        "tokens": sum(len(ids) for ids, _ in data),
+        "max_len": max(len(ids) for ids, _ in data),
+        "build_seconds": time.perf_counter() - t0,
+        "versions": _versions(),
+        **stats,
+    }
+    meta["files"] = file_manifest(dest)
+    (dest / "standin.json").write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+# ---------------------------------------------------------------------------------------
+# is the checkpoint whole? (checked before every reuse and every launch)
+# ---------------------------------------------------------------------------------------
+
+REBUILD = "rebuild with `build_standin_model(force=True)`"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """``{file name: {"size": bytes, "sha256": hex}}`` of a built stand-in's files
+    (``standin.json`` itself excluded); recorded in ``standin.json`` at build."""
+    folder = Path(folder)
+    return {
+        p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != "standin.json"
+    }
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a ``.safetensors`` file is not whole, or None. The format (safetensors docs):
+    8 bytes little-endian header length N, N bytes of JSON header whose ``data_offsets``
+    index the data that follows; the file ends exactly where the last tensor ends."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name} is {size} bytes, too short for a safetensors header"
+            n = int.from_bytes(head, "little")
+            if n > size - 8:
+                return (
+                    f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
+                )
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        return f"{path.name} has an unreadable header ({type(e).__name__})"
+    ends = [
+        v["data_offsets"][1]
+        for k, v in header.items()
+        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
+    ]
+    want = 8 + n + max(ends, default=0)
+    if size != want:
+        return f"{path.name} is {size:,} bytes but its header describes {want:,} bytes (truncated or padded)"
+    return None
+
+
+def check_checkpoint(folder: str | Path) -> None:
+    """Check that a local checkpoint folder is whole before it is served.
+
+    Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
+    header parses and its size matches the tensors it describes; and, for a stand-in
+    whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
+    recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
+    the headers of other checkpoints.
+
+    Raises:
+        CookbookError: one sentence naming the damaged file and the fix (for the
+            stand-in: rebuild with ``build_standin_model(force=True)``; otherwise download
+            or copy the checkpoint again).
+    """
+    folder = Path(folder)
+    meta_path = folder / "standin.json"
+    is_standin = meta_path.is_file()
+    fix = (
+        REBUILD
+        if is_standin
+        else "download it again (helpers.weights.download.download(..., force_download=True)) or copy it again"
+    )
+    what = "stand-in model" if is_standin else "checkpoint"
+    problems: list[str] = []
+    config = folder / "config.json"
+    if not config.is_file():
+        problems.append("config.json is missing")
+    else:
+        try:
+            json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            problems.append(f"config.json is not valid JSON ({e})")
+    for st in sorted(folder.glob("*.safetensors")):
+        problem = _safetensors_problem(st)
+        if problem:
+            problems.append(problem)
+    if is_standin and not problems:
+        try:
+            files = json.loads(meta_path.read_text()).get("files") or {}
+        except (OSError, ValueError) as e:
+            problems.append(f"standin.json is not valid JSON ({e})")
+            files = {}
+        for name, rec in files.items():
+            p = folder / name
+            if not p.is_file():
+                problems.append(f"{name} is missing")
+            elif p.stat().st_size != rec.get("size"):
+                problems.append(
+                    f"{name} is {p.stat().st_size:,} bytes, the build recorded {rec.get('size'):,}"
+                )
+            elif rec.get("sha256") and _sha256(p) != rec["sha256"]:
+                problems.append(f"{name} does not match the SHA-256 recorded at build")
+    if problems:
+        raise CookbookError(f"The {what} at {folder} is damaged ({'; '.join(problems)}): {fix}.")
+
+
+def _adopt_manifest(folder: Path) -> None:
+    """Record the manifest of a stand-in built before manifests existed (after it passed
+    the structural checks), so later damage is caught by size and hash."""
+    meta_path = folder / "standin.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return
+    if meta.get("files"):
+        return
+    meta["files"] = file_manifest(folder)
+    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, meta_path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def build_standin_model(
+    force: bool = False,
+    out: Path | None = None,
+    *,
+    recipe: Recipe | None = None,
+    verbose: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Build (or reuse) the stand-in checkpoint and return its folder.
+
+    The folder holds ``config.json``, ``model.safetensors``, ``generation_config.json``,
+    ``tokenizer.json`` / ``tokenizer_config.json`` (with ``chat_template``),
+    ``chat_template.jinja`` and ``standin.json`` (build metadata: hash, parameter count,
+    training seconds, final loss). Serve it with the registry's ``cpu`` target, e.g.
+    ``helpers.server.vllm_server.VLLMServer(helpers.config.resolve.resolve("cpu").with_model(path))``.
+
+    Args:
+        force: rebuild even when a cached copy with the same hash exists.
+        out: parent folder for the cache (default ``helpers.paths.out_dir("models")``);
+            the model lands in ``<out>/standin-<hash>``.
+        recipe: training recipe (default :data:`RECIPE`); e.g.
+            ``dataclasses.replace(RECIPE, seed=1)`` to check robustness across seeds.
+        verbose: print training progress (a line every 25 steps).
+        progress: show a tqdm bar over the training steps (text, on stderr) when a build
+            runs (about 2 minutes); a cached model prints nothing.
+
+    The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION`, the chat template
+    and the torch/transformers/tokenizers versions; a build takes about 2 minutes on 2
+    CPU cores and is deterministic (fixed seed and thread count). It is written to a
+    temporary folder and renamed into place, under a file lock, so a crash or a
+    concurrent caller never sees a half-written model.
+
+    A cached copy is checked before it is reused (:func:`check_checkpoint`: JSON files
+    parse, safetensors are whole, sizes and SHA-256 match the manifest recorded at build).
+
+    Raises:
+        CookbookError: demo.yaml is missing or malformed, the build failed, or the cached
+            copy is damaged (the message says to rebuild with ``force=True``).
+    """
+    demo = load_demo()
+    recipe = recipe or RECIPE
+    digest = standin_hash(demo, recipe)
+    parent = Path(out) if out is not None else out_dir("models")
+    parent.mkdir(parents=True, exist_ok=True)
+    final = parent / f"standin-{digest}"
+    if not force and (final / "standin.json").is_file():
+        check_checkpoint(final)
+        _adopt_manifest(final)
+        return final
+    log = print if verbose else None
+    lock_path = parent / f".standin-{digest}.lock"
+    with filelock.FileLock(lock_path):  # one build per digest across processes
+        if not force and (final / "standin.json").is_file():
+            check_checkpoint(final)
+            return final  # built by a concurrent caller while we waited
+        tmp = parent / f".tmp-standin-{digest}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            _build(tmp, copy.deepcopy(demo), recipe, digest, log=log, progress=progress)
+        except CookbookError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        except Exception as e:  # noqa: BLE001 - wrap with a fix-naming message
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CookbookError(
+                f"building the stand-in model failed ({type(e).__name__}: {e}); check that "
+                "the .venv has torch, transformers and tokenizers (`make setup`) and that "
+                "cookbook/demo.yaml is valid."
+            ) from e
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    return final
+
+
+def standin_metadata(path: Path) -> dict[str, Any]:
+    """Return the build metadata (``standin.json``) of a built stand-in folder."""
+    return json.loads((Path(path) / "standin.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.standin.build [--force]``: build (or reuse) the stand-in model and print
+    its folder. ``make test`` runs it before the suite, so the first test does not wait for
+    the build (about 2 minutes on 2 CPU cores; a cached copy is checked and reused)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m helpers.standin.build", description=main.__doc__)
+    ap.add_argument("--force", action="store_true", help="rebuild even when a cached copy exists")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    path = build_standin_model(force=args.force)
+    print(f"stand-in model: {path} ({time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The stand-in's training data: ``cookbook/demo.yaml`` and the sequences made from it.
+
+``cookbook/demo.yaml`` holds the demo prompts, the tool schemas and the fake tool results
+the notebooks and the stand-in share (:func:`load_demo`, :func:`tool_result`).
+:func:`build_samples` turns it into training sequences in the served chat format
+(:mod:`helpers.standin.template`); :mod:`helpers.standin.train` tokenizes and trains on
+them.
+
+Public API: :data:`DEMO_PATH`, :func:`load_demo`, :func:`tool_result`, :class:`Sample`,
+:func:`build_samples`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from helpers.errors import CookbookError
+from helpers.paths import COOKBOOK_DIR
+from helpers.standin.template import render_chat
+
+DEMO_PATH = COOKBOOK_DIR / "demo.yaml"
+
+# --------------------------------------------------------------------------- demo data
+
+
+def load_demo(path: Path | None = None) -> dict[str, Any]:
+    """Return ``cookbook/demo.yaml`` (the demo prompts, tool schemas and fake tool results).
+
+    Raises:
+        CookbookError: the file is missing or not a YAML mapping.
+    """
+    path = Path(path or DEMO_PATH)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as e:
+        raise CookbookError(
+            f"{path} is missing; restore it from git (`git checkout {path}`)."
+        ) from e
+    if not isinstance(data, dict):
+        raise CookbookError(f"{path} must be a YAML mapping; restore it from git.")
+    return data
+
+
+def tool_result(demo: dict[str, Any], name: str, city: str) -> str:
+    """Content of the tool message for ``name(city=city)``: ``json.dumps`` of demo.yaml's result.
+
+    Raises:
+        CookbookError: demo.yaml has no result for that tool and city.
+    """
+    table = {"get_weather": "weather", "get_time": "time"}.get(name)
+    try:
+        return json.dumps(demo[table]["results"][city])
+    except (KeyError, TypeError) as e:
+        raise CookbookError(
+            f"cookbook/demo.yaml has no {name} result for {city!r}; add it under {table}.results."
+        ) from e
+
+
+# --------------------------------------------------------------------- training data
+
+
+@dataclass
+class Sample:
+    """One training sequence: ``prompt`` (no loss) then ``target`` (loss) pieces.
+
+    ``pieces`` is a list of ``(text, trained)``; the prompt is the first piece. With
+    ``cut_reasoning`` the sample stands for one sequence per token position ``k`` of that
+    reasoning: prompt, its first ``k`` tokens, ``</think>`` (no loss), then the rest.
+    """
+
+    pieces: list[tuple[str, bool]]
+    cut_reasoning: str | None = None
+    two_pass: bool = False
+
+
+def _tool_call_text(calls: list[tuple[str, str]]) -> str:
+    return "\n".join(
+        f"<tool_call>\n<function={name}>\n<parameter=city>\n{city}\n</parameter>\n</function>\n</tool_call>"
+        for name, city in calls
+    )
+
+
+def _assistant_msg(calls: list[tuple[str, str]], reasoning: str | None) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": {"city": city}},
+            }
+            for i, (name, city) in enumerate(calls)
+        ],
+    }
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    return msg
+
+
+def _completion(reasoning: str, body: str, thinking: bool) -> str:
+    end = "<|im_end|>"
+    if thinking:
+        return f"{reasoning}\n</think>\n{body}{end}"
+    return f"{body}{end}"
+
+
+def _answer_for(demo: dict[str, Any], calls: list[tuple[str, str]]) -> str:
+    w = demo["weather"]
+    parts = []
+    for name, city in calls:
+        if name == "get_weather":
+            parts.append(w["answer"].format(**demo["weather"]["results"][city]))
+        else:
+            t = demo["time"]["results"][city]
+            parts.append(f"The local time in {city} is {t['local_time']}.")
+    return " ".join(parts)
+
+
+def _answer_reasoning_for(demo: dict[str, Any], calls: list[tuple[str, str]]) -> str:
+    if len(calls) == 1 and calls[0][0] == "get_weather":
+        return demo["weather"]["answer_reasoning"].format(**demo["weather"]["results"][calls[0][1]])
+    return demo["parallel"]["answer_reasoning"]
+
+
+def build_samples(demo: dict[str, Any]) -> list[Sample]:
+    """Turn demo.yaml into training sequences in the served chat format.
+
+    Each conversation is rendered with :data:`~helpers.standin.template.CHAT_TEMPLATE`
+    exactly as vLLM renders a request (generation prompt included), followed by the
+    completion the model must produce: ``reasoning\\n</think>\\nanswer<|im_end|>`` with
+    thinking on, ``answer<|im_end|>`` with thinking off, qwen3_coder ``<tool_call>`` blocks
+    for tool calls.
+    """
+    samples: list[Sample] = []
+    all_tools = demo["tools"]
+    toolsets: list[list[dict[str, Any]] | None] = [None, all_tools[:1], all_tools]
+
+    def add(messages, tools, thinking, reasoning, body):
+        prompt = render_chat(messages, tools=tools, enable_thinking=thinking)
+        samples.append(Sample([(prompt, False), (_completion(reasoning, body, thinking), True)]))
+
+    # Plain questions, thinking on and off, with and without tools in the request.
+    plain = [demo["reasoning"], demo["streaming"]]
+    for item in plain:
+        for prompt in [item["prompt"], *item.get("variants", [])]:
+            for tools in toolsets:
+                for thinking in (True, False):
+                    add(
+                        [{"role": "user", "content": prompt}],
+                        tools,
+                        thinking,
+                        item["reasoning"],
+                        item["answer"],
+                    )
+    for item in demo.get("extras", []):
+        for tools in (None, all_tools):
+            for thinking in (True, False):
+                add(
+                    [{"role": "user", "content": item["prompt"]}],
+                    tools,
+                    thinking,
+                    item["reasoning"],
+                    item["answer"],
+                )
+    fb = demo["fallback"]
+    for prompt in fb["prompts"]:
+        for thinking in (True, False):
+            add(
+                [{"role": "user", "content": prompt}], None, thinking, fb["reasoning"], fb["answer"]
+            )
+
+    # Tool conversations: call, then answer from the tool result.
+    w = demo["weather"]
+    convs: list[tuple[str, list[tuple[str, str]], str]] = []
+    for city in w["results"]:
+        for tmpl in [w["prompt"], *w.get("variants", [])]:
+            convs.append(
+                (tmpl.format(city=city), [("get_weather", city)], w["reasoning"].format(city=city))
+            )
+    for pair in demo["parallel"]["pairs"]:
+        convs.append(
+            (pair["prompt"], [tuple(c) for c in pair["calls"]], demo["parallel"]["reasoning"])
+        )
+    for prompt, calls, reasoning in convs:
+        needs_time = any(name == "get_time" for name, _ in calls)
+        for tools in [all_tools] if needs_time else [all_tools[:1], all_tools]:
+            for thinking in (True, False):
+                user = {"role": "user", "content": prompt}
+                add([user], tools, thinking, reasoning, _tool_call_text(calls))
+                results = [
+                    {
+                        "role": "tool",
+                        "tool_call_id": f"call_{i}",
+                        "content": tool_result(demo, n, c),
+                    }
+                    for i, (n, c) in enumerate(calls)
+                ]
+                # The client may or may not send the call's reasoning back.
+                for keep in (True, False) if thinking else (False,):
+                    history = [user, _assistant_msg(calls, reasoning if keep else None), *results]
+                    add(
+                        history,
+                        tools,
+                        thinking,
+                        _answer_reasoning_for(demo, calls),
+                        _answer_for(demo, calls),
+                    )
+
+    # Thinking budget: vLLM forces `</think>` after N reasoning tokens (vllm/v1/sample/
+    # thinking_budget_state.py); the two-pass client budget closes the think block in the
+    # prompt instead. Either way the model must answer after a `</think>` it did not
+    # choose. `_encode_samples` expands these into one sequence per cut token position.
+    item = demo["reasoning"]
+    forced = [(p, item) for p in [item["prompt"], *item.get("variants", [])]]
+    forced += [
+        (p, demo["streaming"])
+        for p in [demo["streaming"]["prompt"], *demo["streaming"].get("variants", [])]
+    ]
+    for prompt, it in forced:
+        head = render_chat([{"role": "user", "content": prompt}], enable_thinking=True)
+        samples.append(
+            Sample(
+                [(head, False), ("\n" + it["answer"] + "<|im_end|>", True)],
+                cut_reasoning=it["reasoning"],
+                two_pass=prompt == demo["budget"]["prompt"],
+            )
+        )
+    return samples

@@ -1,0 +1,452 @@
+"""Weightless architecture mode: serve the model's exact shape with random weights.
+
+Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchmark a box with
+the architecture alone: :func:`build_arch_model` writes the real shape's ``config.json``
+(:func:`arch_hf_config`), a word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`)
+and a chat template into one folder; :func:`arch_config` points a resolved ServeConfig at it
+with ``--load-format dummy`` (vLLM fills every weight with random values). Memory and speed are
+real, the text is noise (what is and is not measured: :func:`arch_config`). The shape comes
+from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the public
+``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). Sizes:
+:func:`param_counts`, :func:`weight_bytes`; chat cells on noise: :func:`noise_tolerant`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from helpers.config.load import shared_registry
+from helpers.errors import CookbookError, RecipeError, WeightlessError
+from helpers.memory import architecture
+from helpers.memory.architecture import Architecture
+from helpers.paths import out_dir
+from helpers.standin.template import SPECIAL_TOKENS
+from helpers.weights.weightless_tokenizer import write_tokenizer
+
+#: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
+ARCH_VERSION = 1
+#: Checkpoint flavours this module can imitate.
+VARIANTS = ("bf16", "nvfp4")
+METADATA_FILE = "cookbook_arch.json"
+
+
+# --------------------------------------------------------------------------------------
+# config.json
+# --------------------------------------------------------------------------------------
+
+# Public config.json of nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (transformers 4.55
+# export), minus the registry's architecture numbers, which are filled in from
+# cookbook/recipe.yaml by arch_hf_config() so there is one source for them.
+_BASE_CONFIG: dict[str, Any] = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "chunk_size": 128,
+    "eos_token_id": 2,
+    "expand": 2,
+    "hidden_dropout": 0.0,
+    "initializer_range": 0.02,
+    "intermediate_size": 1856,
+    "layer_norm_epsilon": 1e-05,
+    "mamba_hidden_act": "silu",
+    "mamba_proj_bias": False,
+    "mamba_ssm_cache_dtype": "float32",
+    "max_position_embeddings": 262144,
+    "mlp_bias": False,
+    "mlp_hidden_act": "relu2",
+    "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712,
+    "n_group": 1,
+    "norm_eps": 1e-05,
+    "norm_topk_prob": True,
+    "num_logits_to_keep": 1,
+    "pad_token_id": 0,
+    "partial_rotary_factor": 1.0,
+    "rescale_prenorm_residual": True,
+    "residual_in_fp32": False,
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "time_step_floor": 0.0001,
+    "time_step_max": 0.1,
+    "time_step_min": 0.001,
+    "topk_group": 1,
+    "torch_dtype": "bfloat16",
+    # The checkpoint's export version; transformers 5 also reads it to skip its Mistral
+    # tokenizer-regex warning for local folders.
+    "transformers_version": "4.55.4",
+    "use_bias": False,
+    "use_cache": True,
+    "use_conv_bias": True,
+    "use_mamba_kernels": True,
+}
+
+# Registry key (cookbook/recipe.yaml model.architecture) -> config.json key (same names).
+_ARCH_KEYS = (
+    "hybrid_override_pattern",
+    "num_hidden_layers",
+    "hidden_size",
+    "vocab_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "mamba_num_heads",
+    "mamba_head_dim",
+    "ssm_state_size",
+    "n_groups",
+    "conv_kernel",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "n_shared_experts",
+)
+
+
+def _registry_architecture() -> dict[str, Any]:
+    """``model.architecture`` of the registry, as ``config.json`` keys (typed and checked by
+    :mod:`helpers.config.schema`)."""
+    return shared_registry().model.architecture.as_config()
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise WeightlessError(
+            f"Unknown variant {variant!r}. Valid variants: {', '.join(VARIANTS)}."
+        )
+
+
+def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ModelOpt NVFP4 ``quantization_config`` block of the NVFP4 checkpoint's shape.
+
+    W4A16 NVFP4 (4-bit E2M1 weights in blocks of 16 with an FP8-E4M3 scale per block and
+    an FP32 global scale; 16-bit activations) on the routed and the shared experts of
+    every MoE layer; everything else (embeddings, Mamba mixers, attention, routers,
+    ``lm_head``) stays BF16; FP8 KV cache. Source: the model overview's PTQ recipe
+    ("W4A16 applied to routed and shared experts") and the registry's precision note.
+
+    The block uses the keys vLLM's ModelOpt parser reads from ``config.json``
+    (``vllm/model_executor/layers/quantization/modelopt.py``,
+    ``ModelOptQuantConfigBase.from_config``): ``quant_method: modelopt``,
+    ``quant_algo: W4A16_NVFP4`` (selects ``ModelOptNvFp4Config``, i.e.
+    ``--quantization modelopt_fp4``, Marlin FP4 kernels on Hopper), ``group_size``,
+    ``kv_cache_scheme`` (8-bit float = FP8 KV) and ``ignore`` (ModelOpt wildcards over the
+    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``).
+
+    Args:
+        config: the BF16 ``config.json`` mapping (for the layer pattern).
+    """
+    pattern = config["hybrid_override_pattern"]
+    ignore = ["lm_head", "backbone.embeddings"]
+    for i, kind in enumerate(pattern):
+        if kind in "M*-":  # Mamba, attention and dense-MLP mixers stay BF16
+            ignore.append(f"backbone.layers.{i}.mixer*")
+        elif kind == "E":  # the router stays BF16; experts and shared experts are W4A16
+            ignore.append(f"backbone.layers.{i}.mixer.gate*")
+    return {
+        "quant_method": "modelopt",
+        "quant_algo": "W4A16_NVFP4",
+        "group_size": 16,
+        "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+        "ignore": ignore,
+        "producer": {"name": "helpers.weights.weightless", "version": str(ARCH_VERSION)},
+    }
+
+
+def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
+    """The ``config.json`` mapping :func:`build_arch_model` writes.
+
+    Args:
+        variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
+
+    Raises:
+        WeightlessError: unknown variant, or the registry's pattern does not match its
+            ``num_hidden_layers``.
+    """
+    _check_variant(variant)
+    arch = _registry_architecture()
+    cfg = copy.deepcopy(_BASE_CONFIG)
+    for key in _ARCH_KEYS:
+        if key not in arch:
+            raise WeightlessError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")
+        cfg[key] = arch[key]
+    if len(cfg["hybrid_override_pattern"]) != int(cfg["num_hidden_layers"]):
+        raise WeightlessError(
+            f"model.architecture.hybrid_override_pattern has {len(cfg['hybrid_override_pattern'])} "
+            f"layers but num_hidden_layers is {cfg['num_hidden_layers']}: fix cookbook/recipe.yaml."
+        )
+    if variant == "nvfp4":
+        cfg["quantization_config"] = nvfp4_quantization_config(cfg)
+    return dict(sorted(cfg.items()))
+
+
+# --------------------------------------------------------------------------------------
+# sizes computed from the config
+# --------------------------------------------------------------------------------------
+
+
+def param_counts(config: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Parameters of a Nemotron-H config by part (:func:`helpers.memory.architecture.param_counts`).
+
+    Args:
+        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
+    """
+    return architecture.param_counts(config or arch_hf_config())
+
+
+def weight_bytes(config: Mapping[str, Any] | None = None) -> int:
+    """Bytes of weights on the GPU (:func:`helpers.memory.architecture.weight_bytes`): BF16, or NVFP4
+    W4A16 experts when the config has :func:`nvfp4_quantization_config`.
+
+    Args:
+        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
+    """
+    return architecture.weight_bytes(config or arch_hf_config())
+
+
+def _architecture(config: Mapping[str, Any] | None) -> Architecture:
+    return Architecture.from_hf_config(dict(config or arch_hf_config()))
+
+
+def _bytes(fn, *args) -> int:
+    try:
+        return fn(*args)
+    except RecipeError as exc:  # an unknown dtype name
+        raise WeightlessError(str(exc)) from exc
+
+
+def kv_cache_bytes_per_token(
+    config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16"
+) -> int:
+    """KV-cache bytes one token takes over all attention layers
+    (:meth:`helpers.memory.architecture.Architecture.kv_bytes_per_token`, one GPU).
+
+    = attention layers x 2 (K and V) x KV heads x head_dim x dtype bytes; for this
+    model 6 x 2 x 2 x 128 = 3072 values: 6 KiB in BF16 (``--kv-cache-dtype auto``),
+    3 KiB in FP8 (``--kv-cache-dtype fp8``).
+
+    Raises:
+        WeightlessError: an unknown dtype name.
+    """
+    return _bytes(_architecture(config).kv_bytes_per_token, kv_cache_dtype)
+
+
+def mamba_state_bytes_per_sequence(
+    config: Mapping[str, Any] | None = None,
+    ssm_cache_dtype: str = "float32",
+    conv_dtype: str = "bf16",
+) -> int:
+    """Mamba state bytes one running sequence holds, whatever its length
+    (:meth:`helpers.memory.architecture.Architecture.mamba_state_bytes_per_layer` x Mamba layers).
+
+    Per Mamba layer: the SSM state heads x head_dim x state (64 x 64 x 128 = 512 Ki
+    values; FP32 by default, FP16 with ``--mamba-ssm-cache-dtype float16``) plus the
+    convolution state (kernel - 1) x (d_inner + 2·groups·state) values in the model dtype.
+    About 46 MiB per sequence in FP32 for 23 layers, 23 MiB in FP16. vLLM allocates it in
+    blocks shared with the KV cache (and keeps extra copies with prefix caching).
+
+    Raises:
+        WeightlessError: an unknown dtype name.
+    """
+    a = _architecture(config)
+    return a.num_mamba_layers * _bytes(a.mamba_state_bytes_per_layer, ssm_cache_dtype, conv_dtype)
+
+
+# --------------------------------------------------------------------------------------
+# build / metadata / ServeConfig
+# --------------------------------------------------------------------------------------
+
+
+def arch_metadata(path: str | Path) -> dict[str, Any] | None:
+    """The ``cookbook_arch.json`` of an architecture folder, or None if it is not one."""
+    f = Path(path) / METADATA_FILE
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build_arch_model(
+    variant: str = "bf16", out: str | Path | None = None, *, force: bool = False
+) -> Path:
+    """Write a weightless Nemotron 3.5 Lightning folder vLLM serves with ``--load-format dummy``.
+
+    Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
+    ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` (the
+    131072-entry word-level tokenizer of :mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
+    ``cookbook_arch.json`` (what this is). No weights: about 1 s to build, no download.
+
+    Args:
+        variant: ``"bf16"`` (the BF16 checkpoint's shape) or ``"nvfp4"`` (adds the
+            ModelOpt W4A16 NVFP4 ``quantization_config``; serve it with the NVFP4 recipe
+            flags, e.g. ``--quantization modelopt_fp4 --moe-backend marlin``).
+        out: destination folder; default ``out/arch/nemotron-3.5-lightning-<variant>``.
+        force: rewrite even when the folder already holds this version and variant.
+
+    Returns:
+        The folder (pass it to :func:`arch_config`).
+
+    Raises:
+        WeightlessError: unknown variant, or the registry's architecture is incomplete.
+    """
+    _check_variant(variant)
+    dest = Path(out) if out is not None else out_dir("arch", f"nemotron-3.5-lightning-{variant}")
+    dest.mkdir(parents=True, exist_ok=True)
+    config = arch_hf_config(variant)
+    meta = arch_metadata(dest)
+    if (
+        not force
+        and meta
+        and meta.get("version") == ARCH_VERSION
+        and meta.get("variant") == variant
+        and (dest / "tokenizer.json").exists()
+        and json.loads((dest / "config.json").read_text()) == config
+    ):
+        return dest
+    (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    generation = {
+        "bos_token_id": SPECIAL_TOKENS.index("<s>"),
+        "eos_token_id": [SPECIAL_TOKENS.index("</s>"), SPECIAL_TOKENS.index("<|im_end|>")],
+        "pad_token_id": SPECIAL_TOKENS.index("<unk>"),
+    }
+    (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
+    write_tokenizer(dest, int(config["vocab_size"]), int(config["max_position_embeddings"]))
+    counts = param_counts(config)
+    meta = {
+        "version": ARCH_VERSION,
+        "variant": variant,
+        "what": "Weightless Nemotron 3.5 Lightning architecture for vLLM --load-format dummy "
+        "(helpers.weights.weightless). Speed and memory are real; the text is noise.",
+        "params_total": counts["total"],
+        "params_active": counts["active"],
+        "weight_bytes": weight_bytes(config),
+    }
+    (dest / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return dest
+
+
+#: The BF16 recipe's fast-tokenizer switch (recipe variants.bf16 env; vllm/tokenizers/fastokens.py).
+FAST_TOKENIZER_ENV = "VLLM_USE_FASTOKENS"
+
+
+def arch_config(
+    cfg: Any,
+    path: str | Path,
+    *,
+    tokenizer: str | Path | None = None,
+    allow_hub_drafter: bool = False,
+) -> Any:
+    """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
+
+    Sets the model to ``path`` (no hub revision) and adds ``--load-format dummy``. The
+    tokenizer is read from the same folder; pass ``tokenizer`` to use another one
+    (``--tokenizer``). Every other flag and environment variable of ``cfg`` is kept, so
+    the server runs the target's real command on the real shapes. With everything local,
+    the server's environment gets ``HF_HUB_OFFLINE=1``: nothing is fetched inside the
+    readiness wait.
+
+    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing included,
+    KV cache, Mamba state, activations, CUDA graphs), hence the KV-cache size and concurrency
+    vLLM reports; and speed (the same kernels on the same shapes: throughput, TTFT, TPOT,
+    start-up compile). Not real: the text (noise; parsers only run), speculative acceptance
+    (near zero with random weights), quality, expert routing (random router weights pick
+    experts about uniformly), the checkpoint read (start-up is a little faster).
+
+    Args:
+        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
+        path: a folder from :func:`build_arch_model`.
+        tokenizer: optional tokenizer folder or hub id.
+        allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
+            DSpark) instead of refusing it; pass the result to
+            :func:`helpers.weights.download.download`, which then fetches only the drafter (the model
+            is already local) and returns a config serving local folders.
+
+    Raises:
+        WeightlessError: ``path`` is not an architecture folder; its variant does not match
+            ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization flags
+            must meet a quantized config, and BF16 flags an unquantized one); or the
+            speculative mode's draft model is a hub id (vLLM would download it during
+            start-up) and ``allow_hub_drafter`` is False.
+    """
+    path = Path(path)
+    meta = arch_metadata(path)
+    if meta is None or not (path / "config.json").exists():
+        raise WeightlessError(
+            f"{path} is not an architecture folder (no {METADATA_FILE} / config.json): build "
+            "one with helpers.weights.weightless.build_arch_model(variant)."
+        )
+    variant = getattr(cfg, "variant", None)
+    if variant in VARIANTS and meta.get("variant") != variant:
+        raise WeightlessError(
+            f"The config is for variant {variant!r} but {path} was built for "
+            f"{meta.get('variant')!r}: use build_arch_model({variant!r})."
+        )
+    spec = getattr(cfg, "speculative_config", None) or {}
+    drafter = spec.get("model")
+    hub_drafter = bool(drafter) and not Path(str(drafter)).is_dir()
+    if hub_drafter and not allow_hub_drafter:
+        raise WeightlessError(
+            f"Speculative mode {cfg.speculative!r} drafts with {drafter}, a hub repository that vLLM "
+            "would download inside the readiness wait. Fetch it first: "
+            "serve_cfg = weights.download(weightless.arch_config(cfg, path, allow_hub_drafter=True)) "
+            "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
+            "layers are part of the architecture)."
+        )
+    extra: dict[str, Any] = {"--load-format": "dummy"}
+    if tokenizer is not None:
+        extra["--tokenizer"] = str(tokenizer)
+    out = cfg.with_model(path).with_args(extra)
+    local_tokenizer = tokenizer is None or Path(str(tokenizer)).is_dir()
+    if local_tokenizer and not hub_drafter:
+        out = out.with_args(None, HF_HUB_OFFLINE="1")
+    if tokenizer is None and FAST_TOKENIZER_ENV in out.env:
+        # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE
+        # models only: "pre-tokenizer error: unsupported pre-tokenizer type:
+        # WhitespaceSplit", vLLM 0.32.0's start-up on an H200, docs/results/h200.md). The
+        # fast tokenizer speeds up tokenization only, so the served path stays the recipe's.
+        env = {k: v for k, v in out.env.items() if k != FAST_TOKENIZER_ENV}
+        out = dataclasses.replace(out, env=env)
+        warnings.warn(
+            f"weightless mode: {FAST_TOKENIZER_ENV} dropped (fastokens cannot load the "
+            "architecture folder's word-level tokenizer; tokenization speed only)",
+            stacklevel=2,
+        )
+    return out
+
+
+#: What a chat cell may raise when the model's text is noise (weightless mode): the tool
+#: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
+#: a tool function called with nonsense values, a parsed value of the wrong type.
+NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
+
+
+@contextlib.contextmanager
+def noise_tolerant(weightless: bool, what: str):
+    """Run a chat / tool cell; in weightless mode report, instead of raising, what failed
+    because the text is noise (random weights: a tool call may not parse, an answer may be
+    empty). With real weights (``weightless=False``) errors propagate unchanged.
+
+    Example::
+
+        with weightless.noise_tolerant(weightless, "tool loop"):
+            client.show(tools_mod.run_tool_loop(...))
+    """
+    if not weightless:
+        yield
+        return
+    try:
+        yield
+    except NOISE_ERRORS as exc:
+        print(
+            f"weightless mode: the {what} did not complete because the text is noise "
+            f"(random weights): {type(exc).__name__}: {str(exc)[:300]}. The request, the server's "
+            "parsers and this cell's code ran; with the real checkpoint this would be an error."
+        )
