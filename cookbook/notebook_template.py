@@ -108,7 +108,7 @@ print(plan(cfg).verdict)
 # ({% if stand_in %}about 40 s on 2 CPU cores{% else %}a few minutes on a GPU: weights, compile, CUDA graphs{% endif %}).
 
 # %%
-from helpers.server.vllm_server import launch_server
+from helpers.server.launch import launch_server
 from helpers.weights.prepare import mode_of, prepare
 
 served = prepare(cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=server_url))

@@ -272,7 +272,7 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
 
 def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     """``sweep(srv)`` reads the model, tokenizer and GPUs from the server itself."""
-    from helpers.server import vllm_server as server
+    from helpers.server import launch
 
     srv = fake_vllm().start()
     # the launched handle: its config names the served model, the model folder and the GPUs
@@ -280,7 +280,7 @@ def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     assert (root, model, tokenizer, gpus) == (srv.url, "fake-model", "fake-model", 1)
     assert cfg is srv.config
     # an attached server has no config: GET /v1/models gives the id and what vLLM loaded
-    attached = server.attach_server(srv.base_url)
+    attached = launch.attach_server(srv.base_url)
     assert bench._measured(attached, None, None, None)[1:4] == ("fake-model", "fake-model", 1)
     # explicit arguments win; the URL form keeps working as before
     assert bench._measured(srv, "m", str(tmp_path), 4)[1:4] == ("m", str(tmp_path), 4)

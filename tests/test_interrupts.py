@@ -20,8 +20,7 @@ from proctools import group_left
 
 from helpers.bench import metrics
 from helpers.bench import sweep as bench
-from helpers.server import processes
-from helpers.server import vllm_server as server
+from helpers.server import launch, processes
 from helpers.server.processes import find_leftovers
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights import download as weights
@@ -109,7 +108,7 @@ def test_launch_interrupted_mid_wait_leaves_nothing(standin_config):
         assert _group_left(pgid) == [], "a vLLM process of the interrupted launch is still alive"
         assert processes.port_is_free(srv.port)
         assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
-        assert srv not in server.running_servers()
+        assert srv not in launch.running_servers()
     finally:
         srv.stop(verbose=False)  # a failed check above must not leave the server running
 
@@ -156,7 +155,7 @@ def test_sweep_interrupted_mid_point_leaves_no_benchmark_thread(standin_server):
 def test_relaunching_the_same_command_reuses_the_running_server(standin_server, capsys):
     """Re-running the launch cell returns the server this process already runs (no second one)."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    again = server.launch_server(standin_server.config)
+    again = launch.launch_server(standin_server.config)
     assert again is standin_server
     assert "reusing the server this kernel already runs" in capsys.readouterr().out
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {
@@ -167,7 +166,7 @@ def test_relaunching_the_same_command_reuses_the_running_server(standin_server, 
 @pytest.mark.server
 def test_attach_mode_reads_name_tokenizer_and_features_from_the_server(standin_server):
     """Attach mode asks the server: served name and root from /v1/models, features by probing."""
-    srv = server.attach_server(standin_server.base_url)
+    srv = launch.attach_server(standin_server.base_url)
     served = srv.served_model()
     assert served["id"] == standin_server.config.served_model_name
     assert weights.tokenizer_for(served["root"]) == str(
@@ -184,4 +183,4 @@ def test_attach_mode_reads_name_tokenizer_and_features_from_the_server(standin_s
 @pytest.mark.server
 def test_probing_for_a_model_the_server_does_not_serve_finds_no_features(standin_server):
     """The probe can say no: requests the server refuses count as no feature."""
-    assert server.attach_server(standin_server.base_url).probe_features("no-such-model") == ()
+    assert launch.attach_server(standin_server.base_url).probe_features("no-such-model") == ()

@@ -33,6 +33,7 @@ from helpers.errors import CookbookError, FlagError, ServerStartError
 from helpers.paths import REPO_ROOT
 from helpers.server import processes
 from helpers.server import vllm_server as server_mod
+from helpers.server.launch import attach_server, stop_server
 from helpers.server.processes import (
     LeftoverServerWarning,
     ServerRecord,
@@ -41,7 +42,7 @@ from helpers.server.processes import (
     port_is_free,
 )
 from helpers.server.vllm_log import startup_phase
-from helpers.server.vllm_server import VLLMServer, attach_server
+from helpers.server.vllm_server import VLLMServer
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -311,7 +312,7 @@ def test_attach_to_a_running_server_never_stops_it(standin_server):
     assert attached.base_url == standin_server.base_url
     assert attached.models() == standin_server.models()
     attached.stop()
-    server_mod.stop_server(attached)
+    stop_server(attached)
     with attached:
         pass
     assert attached.is_running() and standin_server.healthy()
@@ -423,6 +424,35 @@ def test_the_fake_server_is_a_vllm_lookalike(fake_vllm):
     assert "VLLM::EngineCore" in _names(_group_left(srv.pid))
     srv.stop()
     assert _group_left(srv.pid) == [] and port_is_free(srv.port)
+
+
+def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vllm, monkeypatch):
+    """Between picking a free port and vLLM binding it another process can take it (two
+    test workers, two notebooks): its /health 200 must not make the start look ready."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    try:
+        # the port was free when it was picked; the stranger took it after
+        monkeypatch.setattr(server_mod, "port_is_free", lambda *a, **k: True)
+        srv = fake_vllm("--never-ready", port=stranger.server_address[1], startup_timeout=30)
+        with pytest.raises(ServerStartError, match="another process answers /health on port") as ei:
+            srv.start()
+        assert f"pid {os.getpid()}" in str(ei.value)  # the stranger is named
+        assert not srv.is_running() and _group_left(srv.pid) == []
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
 
 
 def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypatch):

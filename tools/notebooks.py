@@ -82,7 +82,7 @@ def lint_cells(cells: list[str]) -> list[str]:
     * a ``!cmd &`` line, or a ``%%bash`` / ``%%sh`` / ``%%script`` / ``%%system`` cell with a
       line ending in ``&``: a background process nothing will stop (ipykernel refuses ``!cmd &``
       outside Colab: "Background processes not supported"); start servers with
-      ``helpers.server.vllm_server.launch_server`` instead;
+      ``helpers.server.launch.launch_server`` instead;
     * a shell ``while`` loop without ``timeout`` in such a cell;
     * a Python ``while`` loop that waits (``while True`` or a ``sleep`` in it) and reads no clock
       and no deadline / timeout name: a wait that can hang the notebook forever.

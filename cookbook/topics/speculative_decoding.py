@@ -123,7 +123,7 @@ display(scenarios.scenarios_frame(stand_in=stand_in, names=[scenario_name]))
 # %%
 from helpers.bench.sweep import repeat_point, sweep
 from helpers.paths import out_dir
-from helpers.server.vllm_server import launch_server
+from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import prepare
 

@@ -120,7 +120,7 @@ print("serving:", serve_cfg.model)
 # with the log tail if the process dies.
 
 # %%
-from helpers.server.vllm_server import launch_server
+from helpers.server.launch import launch_server
 
 srv = launch_server(serve_cfg)
 llm, model = srv.client(), srv.model_name

@@ -134,7 +134,7 @@ def _measured(
     if not isinstance(base_url, str):
         raise BenchError(
             f"sweep: {type(server).__name__} has no .base_url: pass a server "
-            "(helpers.server.vllm_server.launch_server / attach_server, a helpers.fleet.fleet.Fleet) or its URL string."
+            "(helpers.server.launch.launch_server / attach_server, a helpers.fleet.fleet.Fleet) or its URL string."
         )
     root = server_root(base_url)
     cfg = getattr(server, "config", None)

@@ -1,7 +1,8 @@
 """One vLLM server process: launch, wait, stop, read its log, diagnose, review.
 
-- ``vllm_server``  :class:`VLLMServer`, ``launch_server``, ``attach_server``
-- ``launch``       a config's launch argv and environment
+- ``launch``       the notebook verbs: ``launch_server``, ``attach_server``, ``stop_server``
+- ``vllm_server``  :class:`VLLMServer`: one process's launch, wait, crash and stop
+- ``command``      a config's launch argv and environment
 - ``endpoint``     what a server at a URL serves, over HTTP; ``make_client``
 - ``processes``    ports, process groups and the records of every launch
 - ``httpio``       the one HTTP stack (``httpx``) for ``/health``, ``/metrics``, ``/v1/models``

