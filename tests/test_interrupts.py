@@ -135,7 +135,9 @@ def test_sweep_interrupted_mid_point_leaves_no_benchmark_thread(standin_server):
             [2],
             input_len=32,
             output_len=256,
-            num_prompts=16,
+            # long enough (~25 s on 2 cores) that the interrupt always lands mid-point, even
+            # when a loaded machine answers /metrics slowly; interrupted, it costs ~2 s
+            num_prompts=64,
             num_warmups=0,
             label="interrupted",
             progress=False,

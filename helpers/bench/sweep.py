@@ -23,6 +23,7 @@ import pandas as pd
 
 from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
+    _healthy,
     acceptance_verdict,
     parse_prometheus,
     scrape_metrics,
@@ -30,6 +31,7 @@ from helpers.bench.metrics import (
 )
 from helpers.bench.point import (
     _check_tokenizer,
+    _request_errors,
     _safe,
     run_point,
 )
@@ -307,7 +309,7 @@ def sweep(
                 extra_args=extra_args, label=label, gpu_count=gpu_count,
                 stall_timeout=stall_timeout,
             )  # fmt: skip
-            after = parse_prometheus(scrape_metrics(root))
+            after = _metrics_after(root, path, c)
             annotate_point(path, before, after)
             paths.append(path)
             verdict = acceptance_verdict(read_point(path))
@@ -319,6 +321,28 @@ def sweep(
         if not existed and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
     return load_results(paths)
+
+
+def _metrics_after(root: str, path: Path, concurrency: int) -> dict[str, float]:
+    """``/metrics`` after a point; a server that died during it (some requests completed,
+    the rest failed) is named with the point's own request errors, not as a failed scrape.
+
+    Raises:
+        BenchError: the server no longer answers (quotes ``vllm bench serve``'s errors).
+    """
+    try:
+        return parse_prometheus(scrape_metrics(root))
+    except BenchError:
+        if _healthy(root):
+            raise
+        log = path.with_suffix(".log")
+        errors = _request_errors(log.read_text(errors="replace")) if log.is_file() else []
+        raise BenchError(
+            f"The server at {root} no longer answers /health: it died during the point at "
+            f"concurrency {concurrency} ({'; '.join(errors[:3]) or 'no request error text'}). "
+            f"Read the server log (VLLMServer.log_tail()); the point's own output is {log}.",
+            log_path=log,
+        ) from None
 
 
 def sweep_points(
