@@ -317,7 +317,7 @@ def test_nvfp4_without_moe_kernel_names_the_alternatives_and_the_target_notes():
 
 
 def test_disk_full_during_download_names_both_figures():
-    # issue 14.10: huggingface_hub 2.4.0 file_download._check_disk_space
+    # a full disk: huggingface_hub 2.4.0 file_download._check_disk_space
     d = diagnose(_log("disk_space"))
     assert d.name == "disk_space"
     assert "4,915.92 MB" in d.cause and "748.94 MB" in d.cause
