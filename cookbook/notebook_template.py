@@ -65,13 +65,15 @@ bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on 
 #
 # `%pip` installs the helpers into this kernel (skipped when they already import, so this
 # works offline). Then `resolve` turns the registry entry into the exact `vllm serve`
-# command, `check_machine` compares it with the GPUs here, `ensure_vllm` with the installed
+# command, `check_config` checks every flag against the flag table of the vLLM release it
+# will run on (a misspelled or removed flag fails here, by name, before any download),
+# `check_machine` compares it with the GPUs here, `ensure_vllm` with the installed
 # vLLM (`install_vllm = True` installs it; then restart the kernel), and the memory planner
 # says whether it fits, before anything is downloaded.
 #
-# **Expected:** the serve command, the GPUs found (none on a CPU box: stand-in mode), the
-# installed vLLM against the pin, and one line of memory plan. The appendix explains each
-# flag.
+# **Expected:** the serve command and "flags checked", the GPUs found (none on a CPU box:
+# stand-in mode), the installed vLLM against the pin, and one line of memory plan. The
+# appendix explains each flag.
 
 # %%
 import importlib.util
@@ -80,6 +82,7 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
     %pip install -q -e ..
 
 # %%
+from helpers.config.flagtable import check_config
 from helpers.config.parameters import check_parameters
 from helpers.config.resolve import resolve
 from helpers.machine.hardware import check_machine
@@ -89,6 +92,7 @@ from helpers.memory.planner import plan
 check_parameters(globals())  # each parameter against the type its cell declares
 cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
 print(cfg.shell_command())
+check_config(cfg)  # every flag against the flag table of the release it will run on
 check_machine(cfg, stand_in=stand_in, server_url=server_url)
 ensure_vllm(cfg, run=install_vllm, stand_in=stand_in)
 print(plan(cfg).verdict)
@@ -105,7 +109,9 @@ print(plan(cfg).verdict)
 # Re-running the cell reuses the server; `server_url` attaches to one that runs elsewhere.
 #
 # **Expected:** one line per start-up phase, then `ready: http://127.0.0.1:PORT/v1`
-# ({% if stand_in %}about 40 s on 2 CPU cores{% else %}a few minutes on a GPU: weights, compile, CUDA graphs{% endif %}).
+# ({% if stand_in %}about 40 s on 2 CPU cores; the first run trains the stand-in first, about
+# 2 minutes, with a progress bar{% else %}a few minutes on a GPU: weights, compile, CUDA graphs;
+# the first run downloads the checkpoint first{% endif %}).
 
 # %%
 from helpers.server.launch import launch_server
@@ -236,8 +242,8 @@ if srv.serves("tool_calling", needed_by="parallel tool calls"):
 #
 # `vllm bench serve` (vLLM's own load generator) runs one point per concurrency, each with
 # warm-up requests and its own random seed, and saves one JSON per point. The table has
-# throughput, TTFT / TPOT / ITL / end-to-end latency percentiles and failures; the plots
-# show the trade-off.
+# output tokens/s, per-user tokens/s, TTFT and TPOT (median and p99, ms) and failures; the
+# plots show the trade-off (every percentile is in the saved JSON).
 #
 # **Expected:** a progress bar that ends at 100 %, a table with one row per concurrency and
 # no failures, and two plots.{% if stand_in %} On 2 CPU cores per-token timings are no
@@ -260,7 +266,8 @@ from helpers.bench.sweep import sweep
 results = sweep(srv, bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256]),
                 input_len=bench_input_len or (64 if stand_in else 1024),
                 output_len=bench_output_len or (32 if stand_in else 256),
-                label=f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else ""))
+                label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
+                + ("-standin" if stand_in else ""))
 display(results_table(results, stand_in=stand_in))
 plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
 
@@ -278,17 +285,13 @@ srv.stop()
 # %% [markdown]
 # ## Appendix: the same deployment in other forms
 #
-# **The flags, and why each is there.** The command is checked against the flag table of
+# **The flags, and why each is there.** Step 1 checked the command against the flag table of
 # the vLLM release it will run on ({{ t.vllm_version }}, or your `vllm_version`), generated
-# from that release's own `vllm serve` parser (`docs/results/flags/`): a misspelled or
-# removed flag fails here by name, not five minutes into a model load.
+# from that release's own `vllm serve` parser (`docs/results/flags/`).
 
 # %%
 import pandas as pd
 
-from helpers.config.flagtable import check_config
-
-check_config(cfg)
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(cfg.reference_table()))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -358,6 +359,30 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path, 
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(CookbookError, match="not running"):
         kernel.reset(first)
+
+
+@pytest.mark.notebook
+def test_the_runners_command_line_takes_parameters(tmp_path):
+    """The README's command, as a user types it: ``python -m tools.notebooks run NB -p ...``
+    (its own process, so the module runs as ``__main__``)."""
+    import subprocess
+    import sys
+
+    _tiny_notebook(tmp_path / "tiny.ipynb")
+    env = {**os.environ, "COOKBOOK_OUT": str(tmp_path / "out")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    run = subprocess.run(
+        [sys.executable, "-m", "tools.notebooks", "run", "tiny.ipynb", "-p", "nap", "0.1",
+         "-p", "fail", "False"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "second ok" in (tmp_path / "out" / "notebooks" / "tiny.ipynb").read_text()
+    bad = subprocess.run(
+        [sys.executable, "-m", "tools.notebooks", "run", "tiny.ipynb", "-p", "fail", "true"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "asked to fail" in bad.stderr, bad.stdout + bad.stderr
 
 
 @pytest.mark.notebook

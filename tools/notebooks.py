@@ -181,10 +181,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _parse_value(text: str) -> Any:
     """A ``-p NAME VALUE`` value: JSON (``3``, ``1.5``, ``true``, ``null``, ``[1, 2]``,
     ``"text"``), Python's ``True`` / ``False`` / ``None``, otherwise the string itself."""
@@ -192,3 +188,7 @@ def _parse_value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,16 +34,22 @@ def _type_ok(value: Any, annotation: str) -> bool:
 
 
 def _example(name: str, annotation: str) -> str:
+    """How to pass a right value: the cookbook's runner (``python -m tools.notebooks run``,
+    ``make quickstart``) and papermill both take ``-p NAME VALUE``; a list needs papermill's
+    ``-y``."""
     text = annotation.replace(" ", "")
     if "list[int]" in text:
-        return f"papermill -y '{name}: [1, 2, 4]' (or parameters={{{name!r}: [1, 2, 4]}})"
+        return (
+            f"-p {name} '[1, 2, 4]' (python -m tools.notebooks run; papermill: -y "
+            f"'{name}: [1, 2, 4]'; Python: parameters={{{name!r}: [1, 2, 4]}})"
+        )
     if re.search(r"\bint\b", text):
-        return f"papermill -p {name} 64"
+        return f"-p {name} 64"
     if re.search(r"\bfloat\b", text):
-        return f"papermill -p {name} 0.5"
+        return f"-p {name} 0.5"
     if "bool" in text:
-        return f"papermill -p {name} True"
-    return f"papermill -p {name} VALUE"
+        return f"-p {name} True"
+    return f"-p {name} VALUE"
 
 
 def check_parameters(namespace: dict[str, Any]) -> None:

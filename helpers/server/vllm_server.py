@@ -181,8 +181,9 @@ class VLLMServer(ServerEndpoint):
         srv.port = int(m.group(3)) if m.group(3) else (443 if m.group(1) == "https" else 80)
         if check and not srv.healthy():
             raise CookbookError(
-                f"No vLLM server answers {srv.url}/health: start one (launch_server(cfg)) or "
-                "check the URL and that the port is reachable from here."
+                f"No vLLM server answers {srv.url}/health: check the URL and that the port is "
+                "reachable from here, or start one (in a notebook: server_url = None launches "
+                "its own; in code: launch_server(cfg))."
             )
         return srv
 
