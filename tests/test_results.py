@@ -118,3 +118,33 @@ def test_gpu_notebook_parameters_for_the_gpu_path():
     ):
         assert params[name]["default"] == default, name
     assert "0.32.0" in params["vllm_version"]["help"] and "0.28.0" in params["vllm_version"]["help"]
+
+
+def test_the_results_table_shows_the_default_columns_rounded_and_says_what_the_standin_cannot_measure():
+    import pandas as pd
+
+    from helpers.bench.results import NOT_MEASURED_ON_STANDIN, results_table
+
+    df = pd.DataFrame(
+        {
+            "concurrency": [1, 2],
+            "completed": [16, 16],
+            "failed": [0, 0],
+            "output_throughput": [387.821898, 676.02811],
+            "tokens_per_s_per_user": [512.3456, 300.0],
+            "e2e_tokens_per_s_per_user": [388.5766, 338.7765],
+            "median_ttft_ms": [66.41, 13.34],
+            "median_tpot_ms": [1.9, 2.8],
+            "label": ["x", "x"],
+        }
+    )
+    gpu = results_table(df)
+    assert list(gpu.columns) == [
+        "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
+        "median_ttft_ms", "median_tpot_ms",
+    ]  # fmt: skip
+    assert gpu["output_throughput"].tolist() == [387.8, 676.0]
+    cpu = results_table(df, stand_in=True)
+    assert "e2e_tokens_per_s_per_user" in cpu.columns and "tokens_per_s_per_user" not in cpu.columns
+    assert set(cpu["median_tpot_ms"]) == {NOT_MEASURED_ON_STANDIN}
+    assert df["output_throughput"].iloc[0] == 387.821898  # the DataFrame is not changed

@@ -278,8 +278,9 @@ def plot_sweep(
     saved as ``<folder>/<target>[-standin]-{pareto,latency}.png`` and shown once each.
 
     On the stand-in the x axis is output tokens / end-to-end time per user (tokens arrive in
-    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), and the titles say
-    "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
+    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), the y axis the
+    whole server's output tokens/s, the latency panels TTFT and end-to-end latency (not TPOT),
+    and the titles say "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
     attached to, the release its config names ("not checked").
 
     Args:
@@ -304,6 +305,9 @@ def plot_sweep(
     x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
     paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
     common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}
-    pareto(results, x=x, path=paths[0], **common)
-    latency_vs_concurrency(results, path=paths[1], **common)
+    # on a CPU: no GPU to divide by, and no per-token timing worth a line (see above)
+    y = "output_throughput" if stand_in else "output_throughput_per_gpu"
+    pareto(results, x=x, y=y, path=paths[0], **common)
+    metrics = ("ttft", "e2el") if stand_in else ("ttft", "tpot")
+    latency_vs_concurrency(results, metrics, path=paths[1], **common)
     print("plots:", *paths)

@@ -170,7 +170,8 @@ def results_table(
     results: pd.DataFrame, columns: Sequence[str] | None = None, *, stand_in: bool = False
 ) -> pd.DataFrame:
     """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
-    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), for display.
+    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), rounded to
+    one decimal for display (tokens/s, ms).
 
     On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
     ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
@@ -179,7 +180,8 @@ def results_table(
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
-    table = results[[c for c in columns if c in results.columns]].copy()
+    # one decimal for reading (tokens/s, ms); the DataFrame and the JSON keep full precision
+    table = results[[c for c in columns if c in results.columns]].copy().round(1)
     if stand_in:
         for c in table.columns:
             if _standin_unmeasurable(c):
