@@ -53,6 +53,13 @@ CHAT_BACKEND = "openai-chat"
 
 _BENCH_LOCK = threading.Lock()
 
+#: What a point says when the server stopped answering during it (run_point, and
+#: helpers.bench.sweep when some requests had completed before it died).
+SERVER_DIED = (
+    "the server no longer answers /health: its engine died during the point "
+    "(read the server log, e.g. VLLMServer.log_tail(), for the traceback)"
+)
+
 
 def stop_thread(thread: threading.Thread, timeout: float = 30.0) -> bool:
     """Stop a benchmark worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
@@ -333,10 +340,7 @@ def run_point(
     if not result.get("completed"):
         errors = _request_errors(log_path.read_text())
         if not _healthy(root):
-            cause = (
-                "the server no longer answers /health: its engine died during the point "
-                "(read the server log, e.g. VLLMServer.log_tail(), for the traceback)"
-            )
+            cause = SERVER_DIED
         else:
             cause = (
                 "check the server log; a request may exceed --max-model-len (prefix_len + "

@@ -30,6 +30,7 @@ from helpers.bench.metrics import (
     server_root,
 )
 from helpers.bench.point import (
+    SERVER_DIED,
     _check_tokenizer,
     _request_errors,
     _safe,
@@ -338,9 +339,9 @@ def _metrics_after(root: str, path: Path, concurrency: int) -> dict[str, float]:
         log = path.with_suffix(".log")
         errors = _request_errors(log.read_text(errors="replace")) if log.is_file() else []
         raise BenchError(
-            f"The server at {root} no longer answers /health: it died during the point at "
-            f"concurrency {concurrency} ({'; '.join(errors[:3]) or 'no request error text'}). "
-            f"Read the server log (VLLMServer.log_tail()); the point's own output is {log}.",
+            f"The point at concurrency {concurrency} against {root} ended with the server "
+            f"gone ({'; '.join(errors[:3]) or 'no request error text'}). Cause: {SERVER_DIED}. "
+            f"Full benchmark output in {log}.",
             log_path=log,
         ) from None
 

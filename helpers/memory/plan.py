@@ -16,6 +16,14 @@ from helpers.errors import RecipeError
 from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.tokenbudget import TokenBudget
 
+#: How :meth:`Plan.summary` and :attr:`Plan.verdict` word each ``status``.
+_VERDICT_WORDS = {
+    "fits": "FITS",
+    "partial": "STARTS, BUT NOT ALL SEQUENCES FIT AT ONCE",
+    "no-start": "DOES NOT FIT",
+    "refused": "REFUSED: THE SPECULATIVE TOKEN BUDGET IS TOO SMALL",
+}
+
 
 @dataclasses.dataclass
 class Plan:
@@ -260,16 +268,13 @@ class Plan:
 
         return pd.DataFrame(self.rows())
 
+    def _headline(self) -> str:
+        return f"Memory plan: {self.label} — {_VERDICT_WORDS[self.status]}"
+
     def summary(self) -> str:
         """A few lines for a notebook: verdict first, then the numbers behind it."""
-        verdict = {
-            "fits": "FITS",
-            "partial": "STARTS, BUT NOT ALL SEQUENCES FIT AT ONCE",
-            "no-start": "DOES NOT FIT",
-            "refused": "REFUSED: THE SPECULATIVE TOKEN BUDGET IS TOO SMALL",
-        }[self.status]
         lines = [
-            f"Memory plan: {self.label} — {verdict}",
+            self._headline(),
             f"  per GPU: {self.gpu_memory_gib:g} GiB x {self.gpu_memory_utilization:g} utilization"
             f" - weights {self.weights_gib:g} - drafter {self.drafter_gib:g}"
             f" - reserve {self.activation_reserve_gib:g} = KV budget {self.kv_budget_gib:.2f} GiB"
@@ -293,7 +298,7 @@ class Plan:
         """One line a notebook prints before launch: the verdict, then the sequences that fit
         at once at ``context_len`` (or, when it does not start, the first reason). The whole
         plan: :meth:`summary`."""
-        head = self.summary().splitlines()[0]
+        head = self._headline()
         if self.status in ("no-start", "refused"):
             return f"{head}: {self.reasons[0] if self.reasons else ''}".rstrip(": ")
         return (

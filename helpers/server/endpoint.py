@@ -36,6 +36,8 @@ class ServerEndpoint:
     host: str = "127.0.0.1"
     port: int | None = None
     _scheme: str = "http"
+    _served_cache: dict[str, Any] | None = None  # GET /v1/models' first entry, asked once
+    _probed: tuple[str, ...] | None = None  # probe_features(), asked once
 
     @property
     def url(self) -> str:
@@ -133,21 +135,13 @@ class ServerEndpoint:
         return name or self._served()["id"]
 
     @property
-    def tokenizer(self) -> str:
-        """What to load the tokenizer from (a folder or hub id): the launched config's model,
-        or the ``root`` that ``GET /v1/models`` names for a server we attached to."""
-        cfg = getattr(self, "config", None)
-        model = getattr(cfg, "model", None) if cfg is not None else None
-        return str(model) if model else str(self._served()["root"])
-
-    @property
     def features(self) -> tuple[str, ...]:
         """The cookbook features this server runs with (``reasoning``, ``tool_calling``):
         the launched config's, or :meth:`probe_features` once for a server we attached to."""
         cfg = getattr(self, "config", None)
         if cfg is not None and getattr(cfg, "features", None) is not None:
             return tuple(cfg.features)
-        if getattr(self, "_probed", None) is None:
+        if self._probed is None:
             self._probed = self.probe_features(self.model_name)
         return self._probed
 
@@ -177,7 +171,7 @@ class ServerEndpoint:
         return False
 
     def _served(self) -> dict[str, Any]:
-        if getattr(self, "_served_cache", None) is None:
+        if self._served_cache is None:
             self._served_cache = self.served_model()
         return self._served_cache
 

@@ -14,9 +14,6 @@ from typing import Any
 from helpers.memory.plan import Plan
 from helpers.server.vllm_log import SERVER_FIGURES
 
-# The wordings (and the releases they were checked in) live in helpers.server.vllm_log.
-_LOG_PATTERNS = SERVER_FIGURES
-
 
 def server_log_figures(log: str | Path) -> dict[str, Any]:
     """The memory figures a vLLM server logs at start-up (a log path or its text).
@@ -38,10 +35,10 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
     else:
         text = log
     out: dict[str, Any] = {}
-    tokens = re.findall(_LOG_PATTERNS["kv_tokens"], text)
+    tokens = re.findall(SERVER_FIGURES["kv_tokens"], text)
     if tokens:
         out["kv_cache_tokens"] = int(tokens[-1].replace(",", ""))
-    conc = re.findall(_LOG_PATTERNS["concurrency"], text)
+    conc = re.findall(SERVER_FIGURES["concurrency"], text)
     if conc:
         mml, x = conc[-1]
         out.update(max_model_len=int(mml.replace(",", "")), max_concurrency=float(x))
@@ -52,7 +49,7 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         ("cpu_explicit_gib", "kv_budget_gib", float),
         ("dtype", "dtype", str),
     ):
-        found = re.findall(_LOG_PATTERNS[key], text)
+        found = re.findall(SERVER_FIGURES[key], text)
         if found:
             out[name] = conv(found[-1])
     return out
