@@ -95,6 +95,18 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     return cached[key]
 
 
+def _fit_to_server(
+    fn: str, client: Any, model: str, opts: ChatOptions
+) -> tuple[ChatOptions, int | None]:
+    """``opts`` with ``max_tokens`` fitted to the server (:func:`_resolve_max_tokens`) and
+    checked again (a budget must stay below the fitted cap), and the server's
+    ``max_model_len`` (tokens; None when it does not say). ``chat`` and ``stream_chat``."""
+    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    if max_tokens != opts.max_tokens:
+        opts, _ = _options_from(fn, opts, {"max_tokens": max_tokens})
+    return opts, max_model_len
+
+
 def _resolve_max_tokens(
     client: Any, model: str, max_tokens: int | None
 ) -> tuple[int | None, int | None]:
@@ -298,12 +310,11 @@ def chat(
             "request with max_tokens=0: pass reasoning_budget >= 1, or thinking=False for "
             "no reasoning."
         )
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
+    opts, max_model_len = _fit_to_server("chat", client, model, opts)
+    max_tokens = opts.max_tokens
     if max_tokens is None and budget is not None and max_model_len is not None:
         if budget >= max_model_len:
             raise _max_tokens_error(max_model_len, f"(reasoning_budget={budget})")
-    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
-        opts, _ = _options_from("chat", opts, {"max_tokens": max_tokens})
     checks = dict(
         tool_schemas=opts.tools,
         recover_tool_calls=opts.recover_tool_calls,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from helpers.chat.completions import _create, _resolve_max_tokens
+from helpers.chat.completions import _create, _fit_to_server
 from helpers.chat.parse import _finish
 from helpers.chat.request import (
     ChatOptions,
@@ -193,9 +193,7 @@ def stream_chat(
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)
     opts, extra = _options_from("stream_chat", options, overrides)
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
-    if max_tokens != opts.max_tokens:  # fitted to the server: check the budget against it
-        opts, _ = _options_from("stream_chat", opts, {"max_tokens": max_tokens})
+    opts, max_model_len = _fit_to_server("stream_chat", client, model, opts)
     kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
     return ChatStream(
         _create(client, kwargs),
