@@ -84,10 +84,10 @@ def _arg_docs(doc: str) -> dict[str, str]:
     """``{name: description}`` from a Google-style ``Args:`` section (one line each)."""
     out: dict[str, str] = {}
     lines = doc.splitlines()
-    if "Args:" not in (line.strip() for line in lines):
+    stripped = [line.strip() for line in lines]
+    if "Args:" not in stripped:
         return out
-    start = [line.strip() for line in lines].index("Args:") + 1
-    for line in lines[start:]:
+    for line in lines[stripped.index("Args:") + 1 :]:
         if not line.strip():
             break
         m = re.match(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$", line)
