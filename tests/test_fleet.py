@@ -354,7 +354,7 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
             try:
                 bench.sweep(
                     srv.base_url, cpu_fleet.served_model_name, standin_model, [2],
-                    input_len=32, output_len=600, num_prompts=16, num_warmups=2,
+                    input_len=32, output_len=1800, num_prompts=16, num_warmups=2,
                     out_dir=tmp_path, progress=False,
                 )  # fmt: skip
             except Exception as e:  # noqa: BLE001 - inspected below
@@ -364,8 +364,10 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
         worker.start()
         # Kill once the warm-up requests are in flight (2 running at once: the ready
         # check before them runs alone), so every measured request meets a dead server.
+        # 1800 tokens each (the stand-in's max_model_len is 2048): a request runs for
+        # seconds, longer than the running-requests gauge lags on two loaded cores.
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and worker.is_alive():
             running = metrics.parse_prometheus(metrics.scrape_metrics(srv.url)).get(
                 "vllm:num_requests_running", 0
             )
@@ -373,7 +375,8 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
                 break
             time.sleep(0.1)
         else:
-            pytest.fail("the warm-up requests never ran")
+            pytest.fail(f"the warm-up requests never ran (the sweep: {outcome or 'still running'})")
+        assert worker.is_alive(), f"the sweep ended before the kill: {outcome or 'no error'}"
         group = {p.pid for p in srv.survivors()}
         assert len(group) >= 2, "expected the API server and its engine core"
         os.kill(srv.pid, signal.SIGKILL)
