@@ -360,18 +360,22 @@ def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real
             except Exception as e:  # noqa: BLE001 - inspected below
                 outcome["error"] = e
 
+        def generated() -> float:
+            return metrics.parse_prometheus(metrics.scrape_metrics(srv.url)).get(
+                "vllm:generation_tokens_total", 0
+            )
+
+        base = generated()
         worker = threading.Thread(target=run, daemon=True)
         worker.start()
-        # Kill once the warm-up requests are in flight (2 running at once: the ready
-        # check before them runs alone), so every measured request meets a dead server.
-        # 1800 tokens each (the stand-in's max_model_len is 2048): a request runs for
-        # seconds, longer than the running-requests gauge lags on two loaded cores.
+        # Kill once the warm-up requests generate, so the measured requests meet a dead
+        # server. A counter, not the running-requests gauge: on two loaded cores the gauge
+        # can miss every moment two requests run, a count that has grown stays grown.
+        # 1800 tokens each (the stand-in's max_model_len is 2048): the point lasts long
+        # enough for the kill to land in it.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and worker.is_alive():
-            running = metrics.parse_prometheus(metrics.scrape_metrics(srv.url)).get(
-                "vllm:num_requests_running", 0
-            )
-            if running >= 2:
+            if generated() > base:
                 break
             time.sleep(0.1)
         else:
