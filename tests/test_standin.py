@@ -1,7 +1,9 @@
-"""The CPU stand-in model: build cache, chat template, and its behaviour on a real server.
+"""The CPU stand-in model: build cache, the shipped copy, training, chat template, and its
+behaviour on a real server.
 
-Unit tests build the model once (about 2-3 minutes on 2 cores, then cached under
-``out/models``). ``server`` tests talk to the session's ``standin_server`` (the CPU build
+Unit tests take the copy shipped with the package (hash-checked, cached under ``out/models``);
+one test trains a short recipe from scratch, so CI proves training works without paying the
+full two minutes. ``server`` tests talk to the session's ``standin_server`` (the CPU build
 of vLLM with ``--reasoning-parser nemotron_v3 --enable-auto-tool-choice
 --tool-call-parser qwen3_coder``) through the ``openai`` SDK with greedy decoding, and
 check values (tool names, arguments, non-empty fields, numbers from tool results), not
@@ -16,6 +18,7 @@ import time
 
 import pytest
 
+from helpers.errors import CookbookError
 from helpers.standin import build as standin
 from helpers.standin import data, template, train
 from helpers.standin.build import build_standin_model, standin_hash
@@ -287,6 +290,84 @@ def test_hash_follows_training_data():
     import dataclasses
 
     assert standin_hash(DEMO, dataclasses.replace(train.RECIPE, seed=1)) != base
+
+
+def test_shipped_standin_matches_the_training_inputs():
+    assert standin.shipped_hash() == standin_hash(), (
+        "helpers/standin/shipped was trained on other inputs than cookbook/demo.yaml, the recipe "
+        "and the chat template give now: run `python -m helpers.standin.build --ship` and commit "
+        "helpers/standin/shipped"
+    )
+    meta = standin.standin_metadata(standin.SHIPPED)
+    assert set(meta["files"]) == {
+        p.name for p in standin.SHIPPED.iterdir() if p.is_file() and p.name != "standin.json"
+    }
+    standin.check_checkpoint(standin.SHIPPED)
+
+
+def test_first_build_copies_the_shipped_stand_in_and_trains_nothing(tmp_path, monkeypatch):
+    def no_training(*a, **k):
+        raise AssertionError("trained although the shipped copy matches")
+
+    monkeypatch.setattr(standin, "_build", no_training)
+    t0 = time.perf_counter()
+    path = build_standin_model(out=tmp_path)
+    assert time.perf_counter() - t0 < 5
+    assert path == tmp_path / f"standin-{standin_hash()}"
+    assert standin.file_manifest(path) == standin.standin_metadata(standin.SHIPPED)["files"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [path.name]
+
+
+@pytest.mark.parametrize("damage", ["flipped_byte", "missing_file", "no_manifest"])
+def test_damaged_shipped_stand_in_is_refused_with_the_rebuild_command(
+    tmp_path, monkeypatch, damage
+):
+    import shutil
+
+    shipped = tmp_path / "shipped"
+    shutil.copytree(standin.SHIPPED, shipped)
+    if damage == "flipped_byte":
+        blob = bytearray((shipped / "model.safetensors").read_bytes())
+        blob[-10] ^= 0xFF  # a weight, not the header: only the SHA-256 can tell
+        (shipped / "model.safetensors").write_bytes(bytes(blob))
+        expected = "model.safetensors does not match the SHA-256"
+    elif damage == "missing_file":
+        (shipped / "tokenizer.json").unlink()
+        expected = "tokenizer.json is missing"
+    else:
+        meta = json.loads((shipped / "standin.json").read_text())
+        del meta["files"]
+        (shipped / "standin.json").write_text(json.dumps(meta))
+        expected = "no file manifest"
+    monkeypatch.setattr(standin, "SHIPPED", shipped)
+    cache = tmp_path / "models"
+    with pytest.raises(CookbookError) as err:
+        build_standin_model(out=cache)
+    msg = str(err.value)
+    assert expected in msg and str(shipped) in msg
+    assert (
+        "build_standin_model(force=True)" in msg
+        and "python -m helpers.standin.build --force" in msg
+    )
+    assert not list(cache.glob("standin-*")), "nothing damaged may land in the cache"
+
+
+def test_training_from_scratch_lowers_the_loss_and_writes_a_checked_checkpoint(tmp_path):
+    """The training code path itself (CI proves it works without the full 300 steps:
+    the full recipe is what benchmarks/standin_seeds.py trains and serves per seed)."""
+    import dataclasses
+
+    recipe = dataclasses.replace(train.RECIPE, steps=30, warmup=5)
+    path = build_standin_model(out=tmp_path, recipe=recipe, progress=False)
+    meta = standin.standin_metadata(path)
+    assert meta["hash"] == standin_hash(recipe=recipe) != standin.shipped_hash()
+    assert meta["final_loss"] < meta["first_loss"] / 2, meta
+    assert meta["parameters"] == standin.STANDIN.parameters
+    standin.check_checkpoint(path)
+    # force=True retrains even over a good cached copy
+    again = build_standin_model(out=tmp_path, recipe=recipe, progress=False, force=True)
+    assert again == path
+    assert standin.standin_metadata(again)["train_seconds"] != meta["train_seconds"]
 
 
 @pytest.fixture(scope="module")

@@ -101,8 +101,8 @@ def standin_summary() -> str:
     return (
         f"This run uses a stand-in, not Nemotron 3.5 Lightning: a {s.parameters / 1e6:.2f}M-parameter "
         f"{s.architecture} (layer pattern '{s.layer_pattern}': Mamba-2, attention, MLP; "
-        f"hidden size {s.hidden_size}, {s.vocab_size}-token byte-level BPE vocabulary) built and "
-        f"trained locally in about two minutes on CPU. It was trained only on {s.trained_on}, "
+        f"hidden size {s.hidden_size}, {s.vocab_size}-token byte-level BPE vocabulary) trained "
+        f"in about two minutes on CPU (the package ships the trained copy). It was trained only on {s.trained_on}, "
         "using the real Nemotron 3 chat format, so vLLM's nemotron_v3 reasoning parser and "
         "qwen3_coder tool parser work on its output exactly as on the real model. It knows "
         "only the demo prompts: its answers show the mechanics (reasoning vs content, tool "
@@ -111,7 +111,14 @@ def standin_summary() -> str:
 
 
 def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) -> str:
-    """Cache key: sha256 (first 12 hex digits) of demo data, recipe, template and versions."""
+    """Cache key: sha256 (first 12 hex digits) of the training inputs: demo data, recipe,
+    :data:`RECIPE_VERSION`, chat template and special tokens.
+
+    The torch / transformers / tokenizers versions are recorded in ``standin.json`` but are
+    not part of the key: the checkpoint is a safetensors file, a ``config.json`` and a
+    ``tokenizer.json``, formats that do not change with those releases, so the copy shipped
+    with the package (:data:`SHIPPED`) serves under any release ``requirements-cpu.txt``
+    admits. Reads no library (cheap: it runs before every reuse)."""
     demo = load_demo() if demo is None else demo
     payload = {
         "recipe_version": RECIPE_VERSION,
@@ -119,7 +126,6 @@ def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) ->
         "demo": demo,
         "template": CHAT_TEMPLATE,
         "special": SPECIAL_TOKENS + MARKER_TOKENS,
-        "versions": _versions(),
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -236,7 +242,7 @@ def _safetensors_problem(path: Path) -> str | None:
     return None
 
 
-def check_checkpoint(folder: str | Path) -> None:
+def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     """Check that a local checkpoint folder is whole before it is served.
 
     Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
@@ -244,6 +250,10 @@ def check_checkpoint(folder: str | Path) -> None:
     whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
     recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
     the headers of other checkpoints.
+
+    Args:
+        folder: the checkpoint folder.
+        fix: the remedy the error names, replacing the default one below.
 
     Raises:
         CookbookError: one sentence naming the damaged file and the fix (for the
@@ -253,7 +263,7 @@ def check_checkpoint(folder: str | Path) -> None:
     folder = Path(folder)
     meta_path = folder / "standin.json"
     is_standin = meta_path.is_file()
-    fix = (
+    fix = fix or (
         REBUILD
         if is_standin
         else "download it again (helpers.weights.download.download(..., force_download=True)) or copy it again"
@@ -312,6 +322,74 @@ def _adopt_manifest(folder: Path) -> None:
             tmp.unlink()
 
 
+#: The trained stand-in shipped with the package (package data, about 1.8 MB): the files of
+#: one :func:`build_standin_model` run and its ``standin.json`` (hash of the training inputs,
+#: the versions it was trained with, the SHA-256 of every file). A first run copies it into
+#: the cache instead of training (about 2 minutes on 2 cores); ``python -m
+#: helpers.standin.build --ship`` retrains and replaces it (maintainers, after changing
+#: ``cookbook/demo.yaml``, the recipe or the chat template: a test fails until they do).
+SHIPPED = Path(__file__).resolve().parent / "shipped"
+
+RESTORE = (
+    "restore the shipped copy (`git checkout -- helpers/standin/shipped`, or reinstall the "
+    "package) or rebuild with `build_standin_model(force=True)` "
+    "(`python -m helpers.standin.build --force`)"
+)
+
+
+def shipped_hash(folder: Path = SHIPPED) -> str | None:
+    """The training-input hash the shipped stand-in was built from (``standin.json``'s
+    ``hash``), or None when the package carries no shipped copy or its record is unreadable."""
+    try:
+        return json.loads((Path(folder) / "standin.json").read_text())["hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _install_shipped(src: Path, final: Path, digest: str) -> Path:
+    """Copy the shipped stand-in ``src`` (hash-checked first) into the cache folder ``final``.
+
+    Raises:
+        CookbookError: a shipped file is missing, truncated or differs from the SHA-256 its
+            manifest records; the message names the file and :data:`RESTORE`.
+    """
+    check_checkpoint(src, fix=RESTORE)
+    if not json.loads((src / "standin.json").read_text()).get("files"):
+        raise CookbookError(
+            f"The stand-in model at {src} is damaged (standin.json has no file manifest): {RESTORE}."
+        )
+    tmp = final.parent / f".tmp-standin-{digest}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(src, tmp)
+        check_checkpoint(tmp)  # the copy, as it will be served
+    except (OSError, CookbookError):
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    return final
+
+
+def ship_standin_model(dest: Path = SHIPPED, *, progress: bool = True) -> Path:
+    """Retrain the stand-in (``force=True``) and replace the shipped copy ``dest`` with it.
+
+    For maintainers after a change to the training inputs (``cookbook/demo.yaml``,
+    :data:`RECIPE`, the chat template); commit ``helpers/standin/shipped`` afterwards.
+    Returns ``dest``. About 2 minutes on 2 CPU cores.
+    """
+    built = build_standin_model(force=True, progress=progress, use_shipped=False)
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(built, tmp)
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.rename(tmp, dest)
+    return dest
+
+
 def build_standin_model(
     force: bool = False,
     out: Path | None = None,
@@ -319,6 +397,7 @@ def build_standin_model(
     recipe: Recipe | None = None,
     verbose: bool = False,
     progress: bool = True,
+    use_shipped: bool = True,
 ) -> Path:
     """Build (or reuse) the stand-in checkpoint and return its folder.
 
@@ -337,6 +416,10 @@ def build_standin_model(
         verbose: print training progress (a line every 25 steps).
         progress: show a tqdm bar over the training steps (text, on stderr) when a build
             runs (about 2 minutes); a cached model prints nothing.
+        use_shipped: when no cached copy exists, take the copy shipped with the package
+            (:data:`SHIPPED`) if it was built from the same training inputs (same hash),
+            after checking every file against its SHA-256; a few milliseconds instead of
+            training. ``force=True`` never takes it: it always retrains.
 
     The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION`, the chat template
     and the torch/transformers/tokenizers versions; a build takes about 2 minutes on 2
@@ -348,8 +431,9 @@ def build_standin_model(
     parse, safetensors are whole, sizes and SHA-256 match the manifest recorded at build).
 
     Raises:
-        CookbookError: demo.yaml is missing or malformed, the build failed, or the cached
-            copy is damaged (the message says to rebuild with ``force=True``).
+        CookbookError: demo.yaml is missing or malformed, the build failed, the cached
+            copy is damaged (the message says to rebuild with ``force=True``), or the
+            shipped copy is damaged (the message says how to restore it or rebuild).
     """
     demo = load_demo()
     recipe = recipe or RECIPE
@@ -367,6 +451,15 @@ def build_standin_model(
         if not force and (final / "standin.json").is_file():
             check_checkpoint(final)
             return final  # built by a concurrent caller while we waited
+        if not force and use_shipped and recipe == RECIPE and shipped_hash() == digest:
+            return _install_shipped(SHIPPED, final, digest)
+        if not force and use_shipped and recipe == RECIPE and shipped_hash() is not None:
+            print(
+                f"The stand-in shipped with the package was trained on other inputs (hash "
+                f"{shipped_hash()}, these are {digest}): training one (about 2 minutes). "
+                "Maintainers: `python -m helpers.standin.build --ship` replaces the shipped copy.",
+                file=sys.stderr,
+            )
         tmp = parent / f".tmp-standin-{digest}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -394,15 +487,27 @@ def standin_metadata(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.standin.build [--force]``: build (or reuse) the stand-in model and print
-    its folder. ``make test`` runs it before the suite, so the first test does not wait for
-    the build (about 2 minutes on 2 CPU cores; a cached copy is checked and reused)."""
+    """``python -m helpers.standin.build [--force | --ship]``: build (or reuse) the stand-in model
+    and print its folder. ``make test`` runs it before the suite: a cached copy is checked and
+    reused, else the shipped copy is checked and copied (milliseconds), else it trains (about
+    2 minutes on 2 CPU cores)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m helpers.standin.build", description=main.__doc__)
-    ap.add_argument("--force", action="store_true", help="rebuild even when a cached copy exists")
+    ap.add_argument(
+        "--force", action="store_true", help="retrain even when a cached or shipped copy exists"
+    )
+    ap.add_argument(
+        "--ship",
+        action="store_true",
+        help="retrain and replace the copy shipped with the package (helpers/standin/shipped)",
+    )
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    if args.ship:
+        path = ship_standin_model()
+        print(f"shipped stand-in: {path} ({time.monotonic() - t0:.0f} s); commit it")
+        return 0
     path = build_standin_model(force=args.force)
     print(f"stand-in model: {path} ({time.monotonic() - t0:.0f} s)")
     return 0

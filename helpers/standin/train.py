@@ -265,7 +265,7 @@ def _train(
 
     stream = batches()
     model.train()
-    last = float("nan")
+    last = first = float("nan")
     t0 = time.perf_counter()
     from tqdm.std import tqdm  # the text bar: an executed notebook saves its final state
 
@@ -290,6 +290,8 @@ def _train(
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         last = float(loss.detach())
+        if step == 0:
+            first = last
         bar.update(1)
         if step % 25 == 0:
             bar.set_postfix(loss=f"{last:.3f}")
@@ -297,4 +299,4 @@ def _train(
             log(f"step {step:4d}  loss {last:.4f}  {time.perf_counter() - t0:6.1f}s")
     bar.set_postfix(loss=f"{last:.3f}")
     bar.close()
-    return {"final_loss": last, "train_seconds": time.perf_counter() - t0}
+    return {"first_loss": first, "final_loss": last, "train_seconds": time.perf_counter() - t0}
