@@ -7,17 +7,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cookbook-stamp
+# uv installs (falling back to pip when uv cannot be installed); INSTALLER=pip uses pip only
+INSTALLER ?= auto
 
-.PHONY: setup quickstart test workshop notebooks lint clean
+.PHONY: setup quickstart test workshop notebooks lint clean first-run
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-cpu.txt pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-cpu.txt
-	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
-	$(BIN)/python -m pip install -q --no-deps -e .
+# tools/setup_venv.py: venv, installer, where torch 2.13.0+cpu comes from (pip's own sources,
+# else PyTorch's CPU index), requirements, the mismatched torch companions removed, this package
+$(STAMP): requirements.txt requirements-cpu.txt pyproject.toml tools/setup_venv.py helpers/machine/sources.py
+	$(PY) tools/setup_venv.py --venv $(VENV) --installer $(INSTALLER)
 	touch $(STAMP)
 
 quickstart: setup
@@ -43,6 +43,10 @@ workshop: setup
 
 clean:
 	rm -rf out
+
+# Times a fresh clone's `make quickstart` phase by phase (set-up, stand-in, server, first reply)
+first-run:
+	$(PY) tools/first_run.py
 
 lint: setup
 	$(BIN)/ruff check .

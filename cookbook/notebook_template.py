@@ -109,8 +109,8 @@ print(plan(cfg).verdict)
 # Re-running the cell reuses the server; `server_url` attaches to one that runs elsewhere.
 #
 # **Expected:** one line per start-up phase, then `ready: http://127.0.0.1:PORT/v1`
-# ({% if stand_in %}about 40 s on 2 CPU cores; the first run trains the stand-in first, about
-# 2 minutes, with a progress bar{% else %}a few minutes on a GPU: weights, compile, CUDA graphs;
+# ({% if stand_in %}about 15-25 s on 2 CPU cores; the stand-in ships trained with the cookbook and
+# is hash-checked, then copied, in well under a second{% else %}a few minutes on a GPU: weights, compile, CUDA graphs;
 # the first run downloads the checkpoint first{% endif %}).
 
 # %%

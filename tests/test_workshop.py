@@ -3,17 +3,16 @@ it; the notebook's own cells install the cookbook (from a copy of this working t
 would from the repository) and vLLM's CPU build, then serve, chat, call a tool, benchmark,
 plot and stop. Papermill (the runner side) runs from the test's environment.
 
-Select it with ``pytest -m workshop``. It installs about 3.5 GB into a temporary venv; pip
-resolves ``torch==2.13.0+cpu`` exactly as ``make setup`` does (pip's configuration here:
-``--find-links`` / cache). The stand-in model already built under ``out/models`` is copied
-into the notebook's output folder to save its 2-minute training (``WORKSHOP_FRESH=1`` trains
-it again, as an attendee's first run does).
+Select it with ``pytest -m workshop``. It installs about 3.5 GB into a temporary venv, with
+uv, from the sources pip is configured with here, exactly as ``make setup`` does
+(``helpers.machine.sources``). The stand-in comes from the copy the installed package ships
+(nothing is trained and nothing is copied from this checkout's ``out/``), as on an
+attendee's first run.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -100,10 +99,6 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     # the kernel must import the pip-installed cookbook, not this checkout
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv("COOKBOOK_OUT", raising=False)
-    models = REPO_ROOT / "out" / "models"
-    if models.is_dir() and not os.environ.get("WORKSHOP_FRESH"):
-        shutil.copytree(models, out / "models")
-
     executed = out_dir("notebooks") / "workshop_colab-bare.ipynb"
     setup_s = time.monotonic() - started
     papermill.execute_notebook(
@@ -140,6 +135,11 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     assert "Route: the CPU stand-in" in text and "No NVIDIA GPU in this runtime" in text
     assert "replaced by 2.13.0+cpu" in text or "torch: not installed -> 2.13.0+cpu" in text
     assert "No restart needed" in text
+    assert "torch source: torch==2.13.0+cpu: found by pip's own sources" in text
+    assert re.search(r"Installed in \d+ s with uv", text), "the install did not use uv"
+    assert "training the stand-in" not in text, "the shipped stand-in was not used"
+    shipped = json.loads((site / "helpers" / "standin" / "shipped" / "standin.json").read_text())
+    assert (out / "models" / f"standin-{shipped['hash']}" / "model.safetensors").is_file()
     assert (
         "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
         and "--max-model-len 131072" in text

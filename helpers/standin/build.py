@@ -421,9 +421,8 @@ def build_standin_model(
             after checking every file against its SHA-256; a few milliseconds instead of
             training. ``force=True`` never takes it: it always retrains.
 
-    The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION`, the chat template
-    and the torch/transformers/tokenizers versions; a build takes about 2 minutes on 2
-    CPU cores and is deterministic (fixed seed and thread count). It is written to a
+    The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION` and the chat template
+    (:func:`standin_hash`); a build takes about 2 minutes on 2 CPU cores and is deterministic (fixed seed and thread count). It is written to a
     temporary folder and renamed into place, under a file lock, so a crash or a
     concurrent caller never sees a half-written model.
 

