@@ -30,7 +30,7 @@ import filelock
 
 from helpers.errors import CookbookError
 from helpers.paths import out_dir
-from helpers.standin.data import build_samples, load_demo
+from helpers.standin.data import accuracy_items, build_samples, load_demo
 from helpers.standin.template import CHAT_TEMPLATE, MARKER_TOKENS, SPECIAL_TOKENS
 from helpers.standin.train import (
     RECIPE,
@@ -112,7 +112,7 @@ def standin_summary() -> str:
 
 def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) -> str:
     """Cache key: sha256 (first 12 hex digits) of the training inputs: demo data, recipe,
-    :data:`RECIPE_VERSION`, chat template and special tokens.
+    :data:`RECIPE_VERSION`, chat template, special tokens and the item-set items it learns.
 
     The torch / transformers / tokenizers versions are recorded in ``standin.json`` but are
     not part of the key: the checkpoint is a safetensors file, a ``config.json`` and a
@@ -126,6 +126,7 @@ def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) ->
         "demo": demo,
         "template": CHAT_TEMPLATE,
         "special": SPECIAL_TOKENS + MARKER_TOKENS,
+        "accuracy_items": accuracy_items(demo),
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

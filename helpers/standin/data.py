@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from helpers.config.evalsets import items_by_id
 from helpers.errors import CookbookError
 from helpers.paths import COOKBOOK_DIR
 from helpers.standin.template import render_chat
@@ -128,6 +129,13 @@ def _answer_reasoning_for(demo: dict[str, Any], calls: list[tuple[str, str]]) ->
     return demo["parallel"]["answer_reasoning"]
 
 
+def accuracy_items(demo: dict[str, Any]) -> list[dict[str, Any]]:
+    """The item-set items the stand-in is trained on (demo.yaml ``accuracy.trained``), whole:
+    their text is part of the stand-in's cache key (:func:`helpers.standin.build.standin_hash`)."""
+    acc = demo.get("accuracy") or {}
+    return items_by_id(list(acc.get("trained", [])))
+
+
 def build_samples(demo: dict[str, Any]) -> list[Sample]:
     """Turn demo.yaml into training sequences in the served chat format.
 
@@ -211,6 +219,21 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
                         _answer_reasoning_for(demo, calls),
                         _answer_for(demo, calls),
                     )
+
+    # Answer quality: a few items of the shipped item set, asked as the accuracy step asks
+    # them (demo.yaml `accuracy.prompt`), answered with their target; the held-out items are
+    # never seen, so the step's score on the stand-in follows what it learned.
+    acc = demo.get("accuracy")
+    if acc:
+        for it in accuracy_items(demo):
+            for thinking in (True, False):
+                add(
+                    [{"role": "user", "content": acc["prompt"].format(question=it["question"])}],
+                    None,
+                    thinking,
+                    acc["reasoning"],
+                    acc["answer"].format(target=it["target"]),
+                )
 
     # Thinking budget: vLLM forces `</think>` after N reasoning tokens (vllm/v1/sample/
     # thinking_budget_state.py); the two-pass client budget closes the think block in the

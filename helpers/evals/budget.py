@@ -1,0 +1,98 @@
+"""The reasoning-budget curve: accuracy and tokens spent against ``thinking_token_budget``.
+
+:func:`budget_curve` scores the same items at each budget (reasoning off, caps, no cap) on
+one running server; :func:`plot_budget_curve` draws accuracy (with its Wilson interval)
+against mean tokens generated per item. The budget is the server-side cap (vLLM's
+``thinking_token_budget``, enforced with ``--reasoning-parser``); where drafting leaves it
+unenforced (vllm #39573 / #54906), pass the two-pass budget of :mod:`helpers.chat` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.chat.request import ChatOptions
+from helpers.evals.accuracy import AccuracyResult, evaluate
+from helpers.paths import out_dir
+
+
+def budget_curve(
+    server,
+    items: list[dict] | int | None,
+    budgets: Sequence[str | int | None] = ("off", 256, 1024, None),
+    *,
+    options: ChatOptions | None = None,
+    label: str = "budget",
+    concurrency: int = 4,
+) -> tuple[pd.DataFrame, list[AccuracyResult]]:
+    """Score ``items`` at each budget; one row per budget: ``budget``, ``accuracy``, ``low``,
+    ``high`` (95 % Wilson, fractions), ``mean_tokens`` (generated per item, reasoning
+    included), ``seconds``. Also returns the runs.
+
+    Raises:
+        ValueError: a budget that is not ``"off"``, None or an int >= 0.
+        helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
+    """
+    base = options or ChatOptions()
+    rows, runs = [], []
+    for b in budgets:
+        if b == "off":
+            opts = base.replace(thinking=False, reasoning_budget=None)
+        elif b is None:
+            opts = base.replace(thinking=True, reasoning_budget=None)
+        elif isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+            opts = base.replace(thinking=True, reasoning_budget=b)
+        else:
+            raise ValueError(f"budget {b!r}: use 'off', None (no cap) or a token count >= 0")
+        name = "off" if b == "off" else ("no cap" if b is None else str(b))
+        run = evaluate(
+            server,
+            items,
+            options=opts,
+            label=f"{label}-{name.replace(' ', '')}",
+            concurrency=concurrency,
+        )
+        runs.append(run)
+        rows.append(
+            {
+                "budget": name,
+                "accuracy": run.accuracy.value,
+                "low": run.accuracy.low,
+                "high": run.accuracy.high,
+                "mean_tokens": run.mean_tokens,
+                "seconds": run.seconds,
+            }
+        )
+    return pd.DataFrame(rows), runs
+
+
+def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None) -> Path:
+    """Accuracy (with its interval) against mean tokens per item, one point per budget;
+    saved as PNG (default ``out/plots/<title slug>-budget.png``); returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x = curve["mean_tokens"].fillna(0)
+    y = curve["accuracy"]
+    ax.errorbar(
+        x, y, yerr=[y - curve["low"], curve["high"] - y], fmt="o-", capsize=4, label="accuracy"
+    )
+    for xi, yi, name in zip(x, y, curve["budget"], strict=True):
+        ax.annotate(str(name), (xi, yi), textcoords="offset points", xytext=(6, 6))
+    ax.set_xlabel("mean tokens generated per item (reasoning + answer)")
+    ax.set_ylabel("accuracy (95 % Wilson interval)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    path = path or out_dir("plots") / f"{title.lower().replace(' ', '-')[:60]}-budget.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
