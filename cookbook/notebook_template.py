@@ -59,6 +59,10 @@ top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 o
 bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
 bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
+eval_items: "Optional[int]" = None  # accuracy step: GSM8K items scored; None means 200 on a GPU and the stand-in's 16; 0 skips it
+eval_budgets: "Optional[list]" = None  # the budget curve's thinking_token_budget values ("off", a token count, None = no cap); None means off / 1024 / no cap on a GPU (50 items) and off / 8 / no cap on the stand-in; [] skips it
+compare_variant: "Optional[str]" = None  # step 12: score this variant (e.g. "bf16") on the same items after this one, paired; None skips it
+compare_extra_args: "Optional[dict]" = None  # step 12: or the same variant with these serve flags changed, e.g. {"--moe-backend": "marlin"}
 
 # %% [markdown]
 # ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
@@ -272,7 +276,41 @@ display(results_table(results, stand_in=stand_in))
 plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
 
 # %% [markdown]
-# ## 10. Stop the server
+# ## 10. Answer quality: accuracy with an interval, and the reasoning-budget curve
+#
+# Speed is half the question; the other half is whether the answers are right with these
+# flags (a 4-bit checkpoint, a MoE kernel, FP16 Mamba state, drafting, a reasoning budget).
+# lm-eval's `local-chat-completions` sends GSM8K items shipped with the cookbook
+# (`cookbook/evals/`, 200 of the test split, MIT licence) to this server, scores the last
+# number of each answer's `content` (the reasoning is apart), and reports the accuracy with
+# its 95 % Wilson interval beside a published reference. The same items are then scored at
+# several `thinking_token_budget` values: accuracy against the tokens each budget spends.
+{%- if stand_in %}
+# On the stand-in the items are 8 it was trained on and 8 it never saw: the score follows what
+# it learned, which shows the scorer reads the model, not the real model's quality.
+{%- else %}
+# With `weightless = True` the answers are noise: the step shows the pipeline, not accuracy.
+{%- endif %}
+#
+# **Expected:** an accuracy line with its interval (the per-item table saved under `out/evals/`),
+# the reference with its source, a table with one row per budget, and the budget plot.
+
+# %%
+from IPython.display import Image
+
+from helpers.evals.accuracy import accuracy_step, default_items
+from helpers.evals.budget import budget_curve, plot_budget_curve
+
+run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else "")
+accuracy = accuracy_step(srv, stand_in=stand_in, weightless=weightless, items=eval_items, options=opts, label=run_label)
+budgets = eval_budgets if eval_budgets is not None else (["off", 8, None] if stand_in else ["off", 1024, None])
+if accuracy is not None and budgets:
+    curve, _ = budget_curve(srv, default_items(stand_in, None if stand_in else 50), budgets, options=opts, label=f"{run_label}-budget")
+    display(curve)
+    display(Image(str(plot_budget_curve(curve, f"{cfg.label} reasoning budget"))))
+
+# %% [markdown]
+# ## 11. Stop the server
 #
 # `stop()` ends the whole process group (API server and engine core), then checks that no
 # process is left and the port is free. A server this notebook attached to is left running.
@@ -281,6 +319,35 @@ plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
 
 # %%
 srv.stop()
+
+# %% [markdown]
+# ## 12. Another configuration on the same items, paired (optional)
+#
+# What does the 4-bit checkpoint cost on your workload, or a MoE kernel, or FP16 Mamba state?
+# Set `compare_variant` (e.g. `"bf16"`) or `compare_extra_args` (e.g.
+# `{"--moe-backend": "marlin"}`): the other configuration is served on this machine once the
+# first has stopped, scored on the same items, and the pair is tested: the accuracy
+# difference with a paired bootstrap interval and McNemar's exact test on the items the two
+# disagree on. A 200-item difference of a few points is within noise; the interval says so.
+#
+# **Expected:** with neither set, one line saying the step is skipped; otherwise both
+# accuracies, the difference with its interval and McNemar's p-value.
+
+# %%
+from helpers.evals.accuracy import evaluate
+from helpers.evals.compare import compare
+
+if accuracy is None or not (compare_variant or compare_extra_args):
+    print("Step 12 skipped: set compare_variant or compare_extra_args (and keep eval_items above 0).")
+else:
+    other_cfg = resolve(target, compare_variant or cfg.variant, speculative, moe_backend=moe_backend, vllm_version=vllm_version,
+                        extra_args={**(extra_args or {}), **(compare_extra_args or {})})
+    other = launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)), startup_timeout=startup_timeout)
+    try:
+        b = evaluate(other, default_items(stand_in, eval_items), options=opts, label=f"{run_label}-vs-{compare_variant or 'flags'}")
+    finally:
+        other.stop()
+    print(compare(accuracy, b).summary())
 
 # %% [markdown]
 # ## Appendix: the same deployment in other forms

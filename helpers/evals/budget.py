@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from helpers.chat.request import ChatOptions
-from helpers.evals.accuracy import AccuracyResult, evaluate
+from helpers.evals.accuracy import AccuracyResult, evaluate_runs
 from helpers.paths import out_dir
 
 
@@ -37,7 +37,7 @@ def budget_curve(
         helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
     """
     base = options or ChatOptions()
-    rows, runs = [], []
+    plan = []
     for b in budgets:
         if b == "off":
             opts = base.replace(thinking=False, reasoning_budget=None)
@@ -48,24 +48,24 @@ def budget_curve(
         else:
             raise ValueError(f"budget {b!r}: use 'off', None (no cap) or a token count >= 0")
         name = "off" if b == "off" else ("no cap" if b is None else str(b))
-        run = evaluate(
-            server,
-            items,
-            options=opts,
-            label=f"{label}-{name.replace(' ', '')}",
-            concurrency=concurrency,
-        )
-        runs.append(run)
-        rows.append(
-            {
-                "budget": name,
-                "accuracy": run.accuracy.value,
-                "low": run.accuracy.low,
-                "high": run.accuracy.high,
-                "mean_tokens": run.mean_tokens,
-                "seconds": run.seconds,
-            }
-        )
+        plan.append((name, opts))
+    runs = evaluate_runs(
+        server,
+        [(f"{label}-{name.replace(' ', '')}", opts) for name, opts in plan],
+        items,
+        concurrency=concurrency,
+    )
+    rows = [
+        {
+            "budget": name,
+            "accuracy": run.accuracy.value,
+            "low": run.accuracy.low,
+            "high": run.accuracy.high,
+            "mean_tokens": run.mean_tokens,
+            "seconds": run.seconds,
+        }
+        for (name, _), run in zip(plan, runs, strict=True)
+    ]
     return pd.DataFrame(rows), runs
 
 

@@ -17,6 +17,13 @@ import pandas as pd
 from helpers.chat.request import ChatOptions
 from helpers.server.endpoint import make_client
 
+#: Prompts the lossless check sends (the demo's own: the stand-in answers them; any model can).
+LOSSLESS_PROMPTS = [
+    "Briefly explain: what is vLLM?",
+    "Explain speculative decoding in two sentences.",
+    "What is vLLM?",
+]
+
 
 def greedy_tokens(
     server, prompts: Sequence[str], *, max_tokens: int = 64, thinking: bool = True
@@ -72,13 +79,19 @@ class Match:
     prompts: int
     per_prompt: pd.DataFrame
 
+    @property
+    def lossless(self) -> bool:
+        """Every output token-for-token identical."""
+        return self.identical == self.prompts
+
     def summary(self, label: str = "drafting") -> str:
-        """One line for a notebook."""
+        """One line for a notebook: the verdict, the agreeing share, the first divergence."""
         firsts = [int(x) for x in self.per_prompt["first_divergence"].dropna()]
         where = f"; first divergence at token {min(firsts)}" if firsts else ""
+        verdict = "lossless" if self.lossless else "NOT lossless"
         return (
-            f"{label} vs no drafting, greedy: {self.rate:.1%} of token positions agree, "
-            f"{self.identical}/{self.prompts} outputs identical{where}"
+            f"{label} vs no drafting, greedy: {verdict}: {self.rate:.1%} of token positions "
+            f"agree, {self.identical}/{self.prompts} outputs identical{where}"
         )
 
 

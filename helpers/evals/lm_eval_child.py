@@ -1,0 +1,71 @@
+"""``python -m helpers.evals.lm_eval_child SPEC``: the lm-eval process of
+:func:`helpers.evals.accuracy.evaluate_runs` (imports lm-eval once for all its runs).
+
+SPEC (JSON): ``base_url``, ``model``, ``concurrency``, ``runs: [{"task", "folder"}]``; each
+run's task YAML is in ``<folder>/task/``. For each run, in order: the server's
+``vllm:generation_tokens_total`` before and after, ``lm_eval.simple_evaluate`` with
+``local-chat-completions`` (only this run's task indexed: ``include_defaults=False`` saves
+about 4 s of indexing lm-eval's own tasks), then ``<folder>/done.json``. Exit status 1 on
+the first run that fails (its traceback on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+
+def _tokens(base_url: str) -> float | None:
+    from helpers.bench.metrics import parse_prometheus, scrape_metrics
+
+    try:
+        return parse_prometheus(scrape_metrics(base_url)).get("vllm:generation_tokens_total")
+    except Exception:  # noqa: BLE001 - a server without /metrics: tokens unknown
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    for name in ("lm-eval", "lm_eval", "datasets"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    base = spec["base_url"]
+    for run in spec["runs"]:
+        folder = Path(run["folder"])
+        before = _tokens(base)
+        t0 = time.monotonic()
+        results = simple_evaluate(
+            model="local-chat-completions",
+            model_args={
+                "model": spec["model"],
+                "base_url": f"{base}/chat/completions",
+                "num_concurrent": spec["concurrency"],
+                "max_retries": 1,
+                "tokenized_requests": False,
+                "timeout": 3600,
+            },
+            tasks=[run["task"]],
+            task_manager=TaskManager(include_defaults=False, include_path=str(folder / "task")),
+            apply_chat_template=True,
+            log_samples=True,
+            bootstrap_iters=0,
+            verbosity="ERROR",
+        )
+        seconds = time.monotonic() - t0
+        done = {
+            "samples": results["samples"][run["task"]],
+            "seconds": seconds,
+            "tokens_before": before,
+            "tokens_after": _tokens(base),
+        }
+        (folder / "done.json").write_text(json.dumps(done, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
