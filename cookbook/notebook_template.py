@@ -60,7 +60,7 @@ bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; No
 bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
 eval_items: "Optional[int]" = None  # accuracy step: GSM8K items scored; None means 200 on a GPU and the stand-in's 16; 0 skips it
-eval_budgets: "Optional[list]" = None  # the budget curve's thinking_token_budget values ("off", a token count, None = no cap); None means off / 1024 / no cap on a GPU (50 items) and off / 8 / no cap on the stand-in; [] skips it
+eval_budgets: "Optional[list]" = None  # the budget curve: thinking_token_budget values, each "off", a token count or None for no cap; None means off / 1024 / no cap on a GPU (50 items), off / 8 / no cap on the stand-in; an empty list skips it
 compare_variant: "Optional[str]" = None  # step 12: score this variant (e.g. "bf16") on the same items after this one, paired; None skips it
 compare_extra_args: "Optional[dict]" = None  # step 12: or the same variant with these serve flags changed, e.g. {"--moe-backend": "marlin"}
 
@@ -307,7 +307,9 @@ budgets = eval_budgets if eval_budgets is not None else (["off", 8, None] if sta
 if accuracy is not None and budgets:
     curve, _ = budget_curve(srv, default_items(stand_in, None if stand_in else 50), budgets, options=opts, label=f"{run_label}-budget")
     display(curve)
-    display(Image(str(plot_budget_curve(curve, f"{cfg.label} reasoning budget"))))
+    budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + (" (CPU stand-in)" if stand_in else ""))
+    print("plots:", budget_png)
+    display(Image(str(budget_png)))
 
 # %% [markdown]
 # ## 11. Stop the server

@@ -93,6 +93,6 @@ def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None)
     path = path or out_dir("plots") / f"{title.lower().replace(' ', '-')[:60]}-budget.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata={"Title": title})  # the title travels with the PNG
     plt.close(fig)
     return path

@@ -97,10 +97,10 @@ def compare_configs(
 
     Args:
         configs: ``{label: what}``, two entries in order A, B; each ``what`` is a
-            :class:`~helpers.config.serveconfig.ServeConfig` (served here in turn through
-            :func:`helpers.server.launch.launch_server` and stopped before the next: one GPU
-            holds one at a time) or a ``server_url`` string (a server that runs elsewhere,
-            attached, left running).
+            :class:`~helpers.config.serveconfig.ServeConfig` (served here in turn by a
+            :class:`~helpers.server.vllm_server.VLLMServer` of its own and stopped before the
+            next; servers you already run are left alone, so on one GPU stop yours first) or
+            a ``server_url`` string (a server that runs elsewhere, attached, left running).
         items: as :func:`~helpers.evals.accuracy.evaluate` (the same list for both).
         options: request settings for both (thinking, budget, sampling).
         concurrency: requests in flight.
@@ -110,7 +110,8 @@ def compare_configs(
         EvalError: not exactly two configurations; whatever a launch or a run raises (the
             server started for it is stopped first).
     """
-    from helpers.server.launch import attach_server, launch_server
+    from helpers.server.launch import attach_server
+    from helpers.server.vllm_server import VLLMServer
 
     if len(configs) != 2:
         raise EvalError(
@@ -125,7 +126,7 @@ def compare_configs(
             srv = attach_server(what)
             runs.append(evaluate(srv, items, options=options, label=label, concurrency=concurrency))
             continue
-        srv = launch_server(what, reuse=False, startup_timeout=startup_timeout)
+        srv = VLLMServer(what, startup_timeout=startup_timeout).start()
         try:
             runs.append(evaluate(srv, items, options=options, label=label, concurrency=concurrency))
         finally:

@@ -1,0 +1,143 @@
+"""Answer quality (helpers.evals): the statistics, and the accuracy step against the real
+stand-in server through lm-eval.
+
+The stand-in was trained on 8 GSM8K items of the shipped set and never saw 8 others
+(cookbook/demo.yaml ``accuracy``): scored through lm-eval's ``local-chat-completions``, the
+first must come out right and the second wrong, which shows the scorer reads the model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.chat.request import ChatOptions
+from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
+from helpers.errors import CookbookError
+from helpers.evals import stats
+from helpers.evals.accuracy import EvalError, default_items, evaluate, evaluate_runs
+from helpers.evals.compare import compare, compare_configs
+from helpers.evals.lossless import match
+from helpers.server import processes
+from helpers.standin.data import load_demo
+
+ACC = load_demo()["accuracy"]
+GREEDY = ChatOptions(temperature=0.0, top_p=1.0, max_tokens=256)
+
+
+# ------------------------------------------------------------------ statistics, no server
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    p = stats.wilson(8, 8)
+    assert (
+        p.value == 1.0 and p.high == pytest.approx(1.0) and p.low == pytest.approx(0.6756, abs=1e-3)
+    )
+    q = stats.wilson(50, 100)
+    assert (q.low, q.high) == pytest.approx((0.4038, 0.5962), abs=1e-3)
+    assert "50.0% (50/100; 95 % Wilson interval 40.4%-59.6%)" == str(q)
+    with pytest.raises(ValueError, match="at least one item"):
+        stats.wilson(0, 0)
+
+
+def test_mcnemar_counts_only_the_items_the_two_disagree_on():
+    a = [True] * 5 + [False] * 5 + [True] * 10
+    b = [False] * 5 + [False] * 5 + [True] * 10
+    t = stats.mcnemar(a, b)
+    assert (t.only_a, t.only_b) == (5, 0) and t.p_value == pytest.approx(0.0625)
+    same = stats.mcnemar(a, a)
+    assert (same.only_a, same.only_b, same.p_value) == (0, 0, 1.0)
+    with pytest.raises(ValueError, match="same items"):
+        stats.mcnemar([True], [True, False])
+
+
+def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
+    a = [True, False] * 50
+    b = [True, True] * 50
+    d = stats.paired_bootstrap(a, b)
+    assert d.difference == pytest.approx(0.5)
+    assert d.low < 0.5 < d.high and d == stats.paired_bootstrap(a, b)
+    zero = stats.paired_bootstrap(a, a)
+    assert (zero.difference, zero.low, zero.high) == (0.0, 0.0, 0.0)
+
+
+def test_greedy_match_finds_the_first_divergence():
+    same = match([[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 5]])
+    assert same.lossless and same.rate == 1.0 and "lossless: 100.0%" in same.summary("x")
+    m = match([[1, 2, 3, 4], [7, 8]], [[1, 2, 9, 4], [7, 8, 9]])
+    assert not m.lossless and m.identical == 0
+    assert list(m.per_prompt["first_divergence"]) == [2, 2]  # a changed token; a longer output
+    assert m.rate == pytest.approx(5 / 6) and "NOT lossless" in m.summary("ngram")
+    with pytest.raises(ValueError, match="same prompts"):
+        match([[1]], [])
+
+
+def test_the_shipped_item_set_and_the_stand_ins_items():
+    items = load_items()
+    assert len(items) == 200 and len({i["id"] for i in items}) == 200
+    assert all(
+        i["answer"].rstrip().endswith(f"#### {i['target']}") or "," in i["answer"] for i in items
+    )
+    assert "MIT" in ITEM_SETS["gsm8k"].source
+    assert not set(ACC["trained"]) & set(ACC["held_out"])
+    assert [i["id"] for i in default_items(stand_in=True)] == ACC["trained"] + ACC["held_out"]
+    assert len(default_items(stand_in=False)) == 200 and len(default_items(False, 5)) == 5
+    with pytest.raises(CookbookError, match="no item gsm8k-test-99999"):
+        items_by_id(["gsm8k-test-99999"])
+    with pytest.raises(CookbookError, match="Unknown item set 'mmlu'"):
+        load_items("mmlu")
+
+
+# --------------------------------------------------------------- the real stand-in server
+
+
+@pytest.mark.server
+def test_accuracy_follows_what_the_stand_in_learned(standin_server):
+    trained, held = evaluate_runs(
+        standin_server,
+        [("ci-trained", GREEDY), ("ci-held-out", GREEDY.replace(thinking=False))],
+        items_by_id(ACC["trained"] + ACC["held_out"]),
+    )
+    for run in (trained, held):
+        t = run.items
+        assert len(t) == 16 and run.generated_tokens and run.generated_tokens > 0
+        on_trained = t[t["id"].isin(ACC["trained"])]["correct"].sum()
+        on_held = t[t["id"].isin(ACC["held_out"])]["correct"].sum()
+        assert on_trained >= 7, t  # learned (reasoning on and off)
+        assert on_held <= 1, t  # never seen
+        assert run.accuracy.low < run.accuracy.value < run.accuracy.high
+        saved = json.loads((run.path / "result.json").read_text())
+        assert saved["n"] == 16 and saved["wilson_95"] == [run.accuracy.low, run.accuracy.high]
+        assert (run.path / "items.csv").is_file()
+    assert trained.settings["thinking"] and not held.settings["thinking"]
+
+
+@pytest.mark.server
+def test_paired_comparison_of_two_stand_in_configurations(standin_server, standin_config):
+    """The shared server (attached by URL) against the same model served here in float32
+    (launched, scored, stopped): same items, paired."""
+    items = items_by_id(ACC["trained"] + ACC["held_out"])
+    fp32 = standin_config.with_args({"--dtype": "float32"})
+    before = {r.pid for r in processes.find_leftovers(include_owned=True)}
+    c = compare_configs({"bf16": standin_server.url, "fp32": fp32}, items, options=GREEDY)
+    assert list(c.a.items["id"]) == list(c.b.items["id"]) == [i["id"] for i in items]
+    assert c.test.only_a + c.test.only_b == int(
+        (c.a.items["correct"] != c.b.items["correct"]).sum()
+    )
+    assert c.difference.low <= c.difference.difference <= c.difference.high
+    assert "McNemar exact p = " in c.summary() and "bf16" in c.summary() and "fp32" in c.summary()
+    assert set(c.table().columns) >= {"id", "bf16 right", "fp32 right"}
+    assert {r.pid for r in processes.find_leftovers(include_owned=True)} <= before  # fp32 stopped
+    assert standin_server.is_running()
+    with pytest.raises(EvalError, match="different items"):
+        compare(c.a, evaluate(standin_server, items[:3], options=GREEDY, label="ci-three"))
+
+
+def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):
+    class Gone:
+        base_url, model_name = "http://127.0.0.1:9/v1", "m"
+
+    with pytest.raises(EvalError, match=r"could not score http://127\.0\.0\.1:9/v1") as err:
+        evaluate(Gone(), 1, options=GREEDY, label="ci-unreachable", progress=False)
+    assert "lm_eval.log" in str(err.value)
