@@ -59,10 +59,7 @@ top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 o
 bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
 bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
-eval_items: "Optional[int]" = None  # accuracy step: GSM8K items scored; None means 200 on a GPU and the stand-in's 16; 0 skips it
-eval_budgets: "Optional[list]" = None  # the budget curve: thinking_token_budget values, each "off", a token count or None for no cap; None means off / 1024 / no cap on a GPU (50 items), off / 8 / no cap on the stand-in; an empty list skips it
-compare_variant: "Optional[str]" = None  # step 12: score this variant (e.g. "bf16") on the same items after this one, paired; None skips it
-compare_extra_args: "Optional[dict]" = None  # step 12: or the same variant with these serve flags changed, e.g. {"--moe-backend": "marlin"}
+quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (the stand-in's 16), budgets off / 1024 / no cap (stand-in: off / 8 / no cap), no comparison; {"items": 0} skips them
 
 # %% [markdown]
 # ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
@@ -302,8 +299,9 @@ from helpers.evals.accuracy import accuracy_step, default_items
 from helpers.evals.budget import budget_curve, plot_budget_curve
 
 run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else "")
-accuracy = accuracy_step(srv, stand_in=stand_in, weightless=weightless, items=eval_items, options=opts, label=run_label)
-budgets = eval_budgets if eval_budgets is not None else (["off", 8, None] if stand_in else ["off", 1024, None])
+quality = quality or {}
+accuracy = accuracy_step(srv, stand_in=stand_in, weightless=weightless, items=quality.get("items"), options=opts, label=run_label)
+budgets = quality.get("budgets", ["off", 8, None] if stand_in else ["off", 1024, None])
 if accuracy is not None and budgets:
     curve, _ = budget_curve(srv, default_items(stand_in, None if stand_in else 50), budgets, options=opts, label=f"{run_label}-budget")
     display(curve)
@@ -326,8 +324,8 @@ srv.stop()
 # ## 12. Another configuration on the same items, paired (optional)
 #
 # What does the 4-bit checkpoint cost on your workload, or a MoE kernel, or FP16 Mamba state?
-# Set `compare_variant` (e.g. `"bf16"`) or `compare_extra_args` (e.g.
-# `{"--moe-backend": "marlin"}`): the other configuration is served on this machine once the
+# Set `quality = {"compare": {"variant": "bf16"}}` or `{"compare": {"extra_args":
+# {"--moe-backend": "marlin"}}}`: the other configuration is served on this machine once the
 # first has stopped, scored on the same items, and the pair is tested: the accuracy
 # difference with a paired bootstrap interval and McNemar's exact test on the items the two
 # disagree on. A 200-item difference of a few points is within noise; the interval says so.
@@ -339,16 +337,17 @@ srv.stop()
 from helpers.evals.accuracy import evaluate
 from helpers.evals.compare import compare
 
-if accuracy is None or not (compare_variant or compare_extra_args):
-    print("Step 12 skipped: set compare_variant or compare_extra_args (and keep eval_items above 0).")
+other = quality.get("compare") or {}
+if accuracy is None or not other:
+    print('Step 12 skipped: set quality = {"compare": {"variant": ...}} or {"compare": {"extra_args": {...}}}.')
 else:
-    other_cfg = resolve(target, compare_variant or cfg.variant, speculative, moe_backend=moe_backend, vllm_version=vllm_version,
-                        extra_args={**(extra_args or {}), **(compare_extra_args or {})})
-    other = launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)), startup_timeout=startup_timeout)
+    other_cfg = resolve(target, other.get("variant", cfg.variant), speculative, moe_backend=moe_backend, vllm_version=vllm_version,
+                        extra_args={**(extra_args or {}), **other.get("extra_args", {})})
+    other_srv = launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)), startup_timeout=startup_timeout)
     try:
-        b = evaluate(other, default_items(stand_in, eval_items), options=opts, label=f"{run_label}-vs-{compare_variant or 'flags'}")
+        b = evaluate(other_srv, default_items(stand_in, quality.get("items")), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
     finally:
-        other.stop()
+        other_srv.stop()
     print(compare(accuracy, b).summary())
 
 # %% [markdown]

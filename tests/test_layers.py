@@ -17,7 +17,18 @@ from helpers.paths import REPO_ROOT
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-STEPS = ["config", "machine", "memory", "weights", "standin", "server", "chat", "bench", "fleet"]
+STEPS = [
+    "config",
+    "machine",
+    "memory",
+    "weights",
+    "standin",
+    "server",
+    "chat",
+    "bench",
+    "fleet",
+    "evals",
+]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

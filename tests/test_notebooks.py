@@ -239,7 +239,7 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
     # the quickstart and in one target notebook; the others skip it to keep CI's budget
     full_accuracy = path.stem == ACCURACY_NOTEBOOK
     if not full_accuracy:
-        params["eval_items"] = 0
+        params["quality"] = {"items": 0}
     executed = notebook_run.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
     if full_accuracy:
@@ -247,7 +247,7 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         assert "items the stand-in was never shown: 0.0% (0/8" in text
         assert "Published reference: vLLM's CI floor" in text and "no cap" in text
     else:
-        assert "Accuracy step skipped (eval_items = 0)." in text
+        assert "Accuracy step skipped (quality items = 0)." in text
     assert "Step 12 skipped" in text
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()

@@ -413,7 +413,7 @@ def accuracy_step(
         The :class:`AccuracyResult`, or None when ``items == 0``.
     """
     if items == 0:
-        print("Accuracy step skipped (eval_items = 0).")
+        print("Accuracy step skipped (quality items = 0).")
         return None
     chosen = default_items(stand_in, items)
     n = len(chosen)
