@@ -295,15 +295,14 @@ plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
 # %%
 from IPython.display import Image
 
-from helpers.evals.accuracy import accuracy_step, default_items
-from helpers.evals.budget import budget_curve, plot_budget_curve
+from helpers.evals.budget import plot_budget_curve
+from helpers.evals.step import quality_step
 
 run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else "")
 quality = quality or {}
-accuracy = accuracy_step(srv, stand_in=stand_in, weightless=weightless, items=quality.get("items"), options=opts, label=run_label)
-budgets = quality.get("budgets", ["off", 8, None] if stand_in else ["off", 1024, None])
-if accuracy is not None and budgets:
-    curve, _ = budget_curve(srv, default_items(stand_in, None if stand_in else 50), budgets, options=opts, label=f"{run_label}-budget")
+accuracy, curve = quality_step(srv, stand_in=stand_in, weightless=weightless, items=quality.get("items"),
+                               budgets=quality.get("budgets"), options=opts, label=run_label)
+if curve is not None:
     display(curve)
     budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + (" (CPU stand-in)" if stand_in else ""))
     print("plots:", budget_png)
@@ -334,7 +333,7 @@ srv.stop()
 # accuracies, the difference with its interval and McNemar's p-value.
 
 # %%
-from helpers.evals.accuracy import evaluate
+from helpers.evals.accuracy import default_items, evaluate
 from helpers.evals.compare import compare
 
 other = quality.get("compare") or {}

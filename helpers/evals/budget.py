@@ -19,24 +19,13 @@ from helpers.evals.accuracy import AccuracyResult, evaluate_runs
 from helpers.paths import out_dir
 
 
-def budget_curve(
-    server,
-    items: list[dict] | int | None,
-    budgets: Sequence[str | int | None] = ("off", 256, 1024, None),
-    *,
-    options: ChatOptions | None = None,
-    label: str = "budget",
-    concurrency: int = 4,
-) -> tuple[pd.DataFrame, list[AccuracyResult]]:
-    """Score ``items`` at each budget; one row per budget: ``budget``, ``accuracy``, ``low``,
-    ``high`` (95 % Wilson, fractions), ``mean_tokens`` (generated per item, reasoning
-    included), ``seconds``. Also returns the runs.
+def _budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
+    """``[(name, options)]`` for budgets ``"off"`` (reasoning off), an int (the cap in
+    tokens) or None (reasoning on, no cap).
 
     Raises:
-        ValueError: a budget that is not ``"off"``, None or an int >= 0.
-        helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
+        ValueError: any other value.
     """
-    base = options or ChatOptions()
     plan = []
     for b in budgets:
         if b == "off":
@@ -47,26 +36,52 @@ def budget_curve(
             opts = base.replace(thinking=True, reasoning_budget=b)
         else:
             raise ValueError(f"budget {b!r}: use 'off', None (no cap) or a token count >= 0")
-        name = "off" if b == "off" else ("no cap" if b is None else str(b))
-        plan.append((name, opts))
+        plan.append(("off" if b == "off" else ("no cap" if b is None else str(b)), opts))
+    return plan
+
+
+def curve_table(plan: list[tuple[str, ChatOptions]], runs: list[AccuracyResult]) -> pd.DataFrame:
+    """One row per budget: ``budget``, ``accuracy``, ``low``, ``high`` (95 % Wilson,
+    fractions), ``mean_tokens`` (generated per item, reasoning included), ``seconds``."""
+    return pd.DataFrame(
+        [
+            {
+                "budget": name,
+                "accuracy": run.accuracy.value,
+                "low": run.accuracy.low,
+                "high": run.accuracy.high,
+                "mean_tokens": run.mean_tokens,
+                "seconds": run.seconds,
+            }
+            for (name, _), run in zip(plan, runs, strict=True)
+        ]
+    )
+
+
+def budget_curve(
+    server,
+    items: list[dict] | int | None,
+    budgets: Sequence[str | int | None] = ("off", 256, 1024, None),
+    *,
+    options: ChatOptions | None = None,
+    label: str = "budget",
+    concurrency: int = 4,
+) -> tuple[pd.DataFrame, list[AccuracyResult]]:
+    """Score ``items`` at each budget, in one lm-eval process; returns the table of
+    :func:`curve_table` and the runs.
+
+    Raises:
+        ValueError: a budget that is not ``"off"``, None or an int >= 0.
+        helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
+    """
+    plan = _budget_plan(budgets, options or ChatOptions())
     runs = evaluate_runs(
         server,
         [(f"{label}-{name.replace(' ', '')}", opts) for name, opts in plan],
         items,
         concurrency=concurrency,
     )
-    rows = [
-        {
-            "budget": name,
-            "accuracy": run.accuracy.value,
-            "low": run.accuracy.low,
-            "high": run.accuracy.high,
-            "mean_tokens": run.mean_tokens,
-            "seconds": run.seconds,
-        }
-        for (name, _), run in zip(plan, runs, strict=True)
-    ]
-    return pd.DataFrame(rows), runs
+    return curve_table(plan, runs), runs
 
 
 def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None) -> Path:

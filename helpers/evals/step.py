@@ -1,0 +1,121 @@
+"""The notebooks' answer-quality step: accuracy with its interval, then the budget curve.
+
+Notebook verb: :func:`quality_step`. It scores the run's items once, then the same or a
+smaller list at each reasoning budget; where the two lists are the same (the stand-in) the
+accuracy run is the budget curve's "no cap" point and everything runs in one lm-eval process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from helpers.chat.request import ChatOptions
+from helpers.config.evalsets import ITEM_SETS
+from helpers.evals.accuracy import (
+    REFERENCES,
+    AccuracyResult,
+    default_items,
+    evaluate_runs,
+)
+from helpers.evals.budget import _budget_plan, curve_table
+from helpers.evals.stats import wilson
+from helpers.standin.data import load_demo
+
+#: Items the budget curve scores on a GPU (the first of the accuracy step's list).
+GPU_BUDGET_ITEMS = 50
+
+
+def quality_step(
+    server,
+    *,
+    stand_in: bool,
+    weightless: bool = False,
+    items: int | None = None,
+    budgets: Sequence[str | int | None] | None = None,
+    options: ChatOptions | None = None,
+    label: str = "accuracy",
+    concurrency: int | None = None,
+) -> tuple[AccuracyResult | None, pd.DataFrame | None]:
+    """Score the run, print the accuracy with its interval, the published reference with its
+    source and what the figure means on this run; then the budget curve.
+
+    Args:
+        server: the running server (``base_url``, ``model_name``).
+        stand_in / weightless: the run's mode (what the figure can mean).
+        items: how many items (None: 200 on a GPU, the stand-in's 16; 0 skips the step).
+        budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count,
+            None for no cap); None: off / 1024 / no cap on a GPU (on its first 50 items),
+            off / 8 / no cap on the stand-in; empty: no curve.
+        options: the run's request settings; ``max_tokens`` per item.
+        label: names the runs' folders ``out/evals/<label>*/``.
+        concurrency: requests in flight (None: 4 on the stand-in, 32 on a GPU).
+
+    Returns:
+        ``(accuracy, curve)``: the :class:`AccuracyResult` and the curve's table
+        (:func:`helpers.evals.budget.curve_table`), each None when skipped.
+    """
+    if items == 0:
+        print("Accuracy step skipped (quality items = 0).")
+        return None, None
+    opts = options or ChatOptions()
+    chosen = default_items(stand_in, items)
+    budgets = list(
+        budgets if budgets is not None else (["off", 8, None] if stand_in else ["off", 1024, None])
+    )
+    plan = _budget_plan(budgets, opts)
+    curve_items = chosen if stand_in else chosen[:GPU_BUDGET_ITEMS]
+    concurrency = concurrency or (4 if stand_in else 32)
+    print(
+        f"Scoring {len(chosen)} items of {ITEM_SETS['gsm8k'].source} through lm-eval ...",
+        flush=True,
+    )
+
+    def same(o: ChatOptions) -> bool:
+        return (o.thinking, o.reasoning_budget) == (opts.thinking, opts.reasoning_budget)
+
+    shared = curve_items == chosen
+    extra = [(name, o) for name, o in plan if not (shared and same(o))]
+    runs = [(label, opts)] + (
+        [(f"{label}-budget-{n.replace(' ', '')}", o) for n, o in extra] if shared else []
+    )
+    results = evaluate_runs(server, runs, chosen, concurrency=concurrency)
+    result = results[0]
+    print(result.summary())
+    print(f"Per-item table: {result.path / 'items.csv'}")
+    if stand_in:
+        acc = load_demo()["accuracy"]
+        t = result.items
+        for group in ("trained", "held_out"):
+            part = t[t["id"].isin(acc[group])]
+            if len(part):
+                seen = "trained on" if group == "trained" else "never shown"
+                print(
+                    f"  items the stand-in was {seen}: {wilson(int(part['correct'].sum()), len(part))}"
+                )
+        print(
+            "The stand-in knows only the items it was trained on: the score shows the scorer reads "
+            "the model's answers, not the real model's quality."
+        )
+    elif weightless:
+        print(
+            "Weightless run (random weights): the answers are noise, so this figure is too. It shows "
+            "the pipeline works; real accuracy needs the downloaded checkpoint."
+        )
+    print(f"Published reference: {REFERENCES['gsm8k']}")
+    if not plan:
+        return result, None
+    if shared:
+        by_name = dict(zip([n for n, _ in extra], results[1:], strict=True))
+        curve_runs = [result if same(o) else by_name[n] for n, o in plan]
+    else:
+        curve_runs = evaluate_runs(
+            server,
+            [(f"{label}-budget-{n.replace(' ', '')}", o) for n, o in plan],
+            curve_items,
+            concurrency=concurrency,
+        )
+    curve = curve_table(plan, curve_runs)
+    print(f"Reasoning-budget curve on {len(curve_items)} items (one run per budget):")
+    return result, curve
