@@ -342,11 +342,9 @@ if accuracy is None or not other:
 else:
     other_cfg = resolve(target, other.get("variant", cfg.variant), speculative, moe_backend=moe_backend, vllm_version=vllm_version,
                         extra_args={**(extra_args or {}), **other.get("extra_args", {})})
-    other_srv = launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)), startup_timeout=startup_timeout)
-    try:
-        b = evaluate(other_srv, default_items(stand_in, quality.get("items")), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
-    finally:
-        other_srv.stop()
+    with launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)),
+                       startup_timeout=startup_timeout) as second:  # stopped when the block ends
+        b = evaluate(second, default_items(stand_in, quality.get("items")), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
     print(compare(accuracy, b).summary())
 
 # %% [markdown]

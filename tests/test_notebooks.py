@@ -238,7 +238,9 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
     # the accuracy step (lm-eval over the stand-in's 16 items, then the budget curve) runs in
     # the quickstart and in one target notebook; the others skip it to keep CI's budget
     full_accuracy = path.stem == ACCURACY_NOTEBOOK
-    if not full_accuracy:
+    if full_accuracy:  # and step 12: the same stand-in in float32, served, scored, paired
+        params["quality"] = {"compare": {"extra_args": {"--dtype": "float32"}}}
+    else:
         params["quality"] = {"items": 0}
     executed = notebook_run.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
@@ -246,9 +248,11 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         assert "items the stand-in was trained on: 100.0% (8/8" in text, "accuracy step"
         assert "items the stand-in was never shown: 0.0% (0/8" in text
         assert "Published reference: vLLM's CI floor" in text and "no cap" in text
+        assert "McNemar exact p = " in text and "-vs-flags" in text, "step 12 did not compare"
+        assert '"Step 12 skipped' not in text  # an output line (the source has print('Step 12 ...)
     else:
         assert "Accuracy step skipped (quality items = 0)." in text
-    assert "Step 12 skipped" in text
+        assert '"Step 12 skipped' in text
     assert f"vllm serve {cfg.model}" in text  # the real target's command was shown
     assert standin_server.is_running()
     _assert_session_outputs(
