@@ -191,7 +191,9 @@ def test_setup_script_refuses_before_installing_when_torch_cannot_be_found(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert (
-        "make setup failed: torch==2.13.0+cpu" in proc.stderr and "TORCH_INDEX_URL" in proc.stderr
+        "set-up failed (tools/setup_venv.py, what `make setup` runs): torch==2.13.0+cpu"
+        in proc.stderr
+        and "TORCH_INDEX_URL" in proc.stderr
     )
     assert "setup: torch source ..." in proc.stdout and "setup: requirements" not in proc.stdout
     assert not (venv / ".cookbook-setup.json").exists()

@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         s.phase("torch companions", s.remove_companions)
         s.phase("cookbook", s.install_cookbook)
     except (SetupError, SourceError) as e:
-        print(f"\nmake setup failed: {e}", file=sys.stderr)
+        print(
+            f"\nset-up failed (tools/setup_venv.py, what `make setup` runs): {e}", file=sys.stderr
+        )
         if args.installer != "pip" and not isinstance(e, SourceError):
             print("pip is the fallback: `make setup INSTALLER=pip`.", file=sys.stderr)
         return 1

@@ -68,7 +68,7 @@ def quality_step(
     curve_items = chosen if stand_in else chosen[:GPU_BUDGET_ITEMS]
     concurrency = concurrency or (4 if stand_in else 32)
     print(
-        f"Scoring {len(chosen)} items of {ITEM_SETS['gsm8k'].source} through lm-eval ...",
+        f"Scoring {len(chosen)} items through lm-eval; the item set: {ITEM_SETS['gsm8k'].source} ...",
         flush=True,
     )
 

@@ -504,11 +504,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    if args.ship:
-        path = ship_standin_model()
-        print(f"shipped stand-in: {path} ({time.monotonic() - t0:.0f} s); commit it")
-        return 0
-    path = build_standin_model(force=args.force)
+    try:
+        if args.ship:
+            path = ship_standin_model()
+            print(f"shipped stand-in: {path} ({time.monotonic() - t0:.0f} s); commit it")
+            return 0
+        path = build_standin_model(force=args.force)
+    except CookbookError as e:  # one message naming the fix, not a traceback
+        print(f"stand-in model: {e}", file=sys.stderr)
+        return 1
     print(f"stand-in model: {path} ({time.monotonic() - t0:.0f} s)")
     return 0
 
