@@ -38,16 +38,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from helpers.machine.sources import (  # noqa: E402 - after the path set-up above
+    TORCH_COMPANIONS,
     UV_REQUIREMENT,
     SourceError,
     TorchSource,
+    install_argv,
     pip_sources,
     torch_source,
+    uninstall_argv,
 )
 
 REQUIREMENTS = ("requirements.txt", "requirements-cpu.txt")
-#: Installed by vLLM's CPU build from PyPI, built for another torch (docs/DESIGN.md).
-COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 
 
 class SetupError(RuntimeError):
@@ -143,41 +144,43 @@ class Setup:
         self.torch = got
         return "; ".join(got.probes)
 
+    def _install(self, args: list, *, uv: bool) -> list[str]:
+        """The install command for ``args`` into the venv, with uv or pip, given the torch
+        source's sources (pip: only those beyond its own configuration)."""
+        return install_argv(
+            str(self.python),
+            [str(a) for a in args],
+            uv=self.uv if uv else None,
+            sources=self.torch.sources,
+            pip_base=self.sources,
+        )
+
     def install_requirements(self) -> str:
         reqs = [a for r in REQUIREMENTS for a in ("-r", REPO / r)]
         if self.uv:
             # --compile-bytecode: uv writes no .pyc (pip does), and where PYTHONDONTWRITEBYTECODE
             # is set (this workplace's machines) none is ever written: every start of vLLM's three
             # processes then compiles its imports from source (vLLM's import 11 s instead of 7 s)
-            argv = [*self.uv, "pip", "install", "--compile-bytecode", "--python", self.python]
             try:
-                self.run([*argv, *self.torch.sources.uv_args(), *reqs], "uv pip install")
+                self.run(self._install(["--compile-bytecode", *reqs], uv=True), "uv pip install")
                 return "uv"
             except SetupError as e:
                 if self.choice == "uv":
                     raise
                 print(f"setup: {e}; retrying once with pip", flush=True)
-        extra = self.torch.sources.pip_args(self.sources)
-        self.run([self.python, "-m", "pip", "install", *extra, *reqs], "pip install")
+        self.run(self._install(reqs, uv=False), "pip install")
         return "pip"
 
     def remove_companions(self) -> str:
-        if self.uv:
-            argv = [*self.uv, "pip", "uninstall", "--python", self.python, *COMPANIONS]
-        else:
-            argv = [self.python, "-m", "pip", "uninstall", "-q", "-y", *COMPANIONS]
-        proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False)
-        return "removed " + ", ".join(COMPANIONS) if proc.returncode == 0 else "none installed"
+        argv = uninstall_argv(str(self.python), TORCH_COMPANIONS, uv=self.uv)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return (
+            "removed " + ", ".join(TORCH_COMPANIONS) if proc.returncode == 0 else "none installed"
+        )
 
     def install_cookbook(self) -> str:
-        if self.uv:
-            argv = [*self.uv, "pip", "install", "--python", self.python, "--no-deps", "-e", "."]
-            self.run([*argv, *self.torch.sources.uv_args()], "installing the cookbook", quiet=True)
-        else:
-            self.run(
-                [self.python, "-m", "pip", "install", "-q", "--no-deps", "-e", "."],
-                "installing the cookbook",
-            )
+        argv = self._install(["-q", "--no-deps", "-e", "."], uv=bool(self.uv))
+        self.run(argv, "installing the cookbook", quiet=bool(self.uv))
         return "nemotron-lightning-cookbook (editable)"
 
 

@@ -367,11 +367,6 @@ def _run_lm_eval(
     return [json.loads((r.folder / "done.json").read_text()) for r in runs]
 
 
-def evaluate_ids(server, ids: list[str], **kwargs) -> AccuracyResult:
-    """:func:`evaluate` on the items with these ids (e.g. demo.yaml's ``accuracy.trained``)."""
-    return evaluate(server, items_by_id(ids, kwargs.get("item_set", "gsm8k")), **kwargs)
-
-
 #: Items the accuracy step scores by default (the issue's GPU default: about 200).
 GPU_ITEMS = 200
 

@@ -19,7 +19,7 @@ from helpers.evals.accuracy import AccuracyResult, evaluate_runs
 from helpers.paths import out_dir
 
 
-def _budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
+def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
     """``[(name, options)]`` for budgets ``"off"`` (reasoning off), an int (the cap in
     tokens) or None (reasoning on, no cap).
 
@@ -74,7 +74,7 @@ def budget_curve(
         ValueError: a budget that is not ``"off"``, None or an int >= 0.
         helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
     """
-    plan = _budget_plan(budgets, options or ChatOptions())
+    plan = budget_plan(budgets, options or ChatOptions())
     runs = evaluate_runs(
         server,
         [(f"{label}-{name.replace(' ', '')}", opts) for name, opts in plan],

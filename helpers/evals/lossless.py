@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from helpers.chat.request import ChatOptions
 from helpers.server.endpoint import make_client
 
 #: Prompts the lossless check sends (the demo's own: the stand-in answers them; any model can).
@@ -38,18 +37,17 @@ def greedy_tokens(
     from helpers.errors import CookbookError
 
     client = make_client(server.base_url)
-    opts = ChatOptions(thinking=thinking, max_tokens=max_tokens, temperature=0.0, top_p=1.0)
     out: list[list[int]] = []
     for p in prompts:
         resp = client.chat.completions.create(
             model=server.model_name,
             messages=[{"role": "user", "content": p}],
-            max_tokens=opts.max_tokens,
+            max_tokens=max_tokens,
             temperature=0.0,
             top_p=1.0,
             extra_body={
                 "return_token_ids": True,
-                "chat_template_kwargs": {"enable_thinking": opts.thinking},
+                "chat_template_kwargs": {"enable_thinking": thinking},
             },
         )
         ids = (resp.choices[0].model_extra or {}).get("token_ids")

@@ -19,7 +19,7 @@ from helpers.evals.accuracy import (
     default_items,
     evaluate_runs,
 )
-from helpers.evals.budget import _budget_plan, curve_table
+from helpers.evals.budget import budget_plan, curve_table
 from helpers.evals.stats import wilson
 from helpers.standin.data import load_demo
 
@@ -64,7 +64,7 @@ def quality_step(
     budgets = list(
         budgets if budgets is not None else (["off", 8, None] if stand_in else ["off", 1024, None])
     )
-    plan = _budget_plan(budgets, opts)
+    plan = budget_plan(budgets, opts)
     curve_items = chosen if stand_in else chosen[:GPU_BUDGET_ITEMS]
     concurrency = concurrency or (4 if stand_in else 32)
     print(

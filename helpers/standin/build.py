@@ -451,12 +451,13 @@ def build_standin_model(
         if not force and (final / "standin.json").is_file():
             check_checkpoint(final)
             return final  # built by a concurrent caller while we waited
-        if not force and use_shipped and recipe == RECIPE and shipped_hash() == digest:
+        shipped = shipped_hash() if not force and use_shipped and recipe == RECIPE else None
+        if shipped == digest:
             return _install_shipped(SHIPPED, final, digest)
-        if not force and use_shipped and recipe == RECIPE and shipped_hash() is not None:
+        if shipped is not None:
             print(
                 f"The stand-in shipped with the package was trained on other inputs (hash "
-                f"{shipped_hash()}, these are {digest}): training one (about 2 minutes). "
+                f"{shipped}, these are {digest}): training one (about 2 minutes). "
                 "Maintainers: `python -m helpers.standin.build --ship` replaces the shipped copy.",
                 file=sys.stderr,
             )
