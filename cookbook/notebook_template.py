@@ -160,17 +160,22 @@ show(chat(llm, model, "Briefly explain: what is vLLM?", opts, thinking=False))
 #
 # `reasoning_budget` sends vLLM's `thinking_token_budget` request field (it needs
 # `--reasoning-parser`): vLLM ends the think block once the budget is spent and the model
-# goes on to answer.
+# goes on to answer. A server that drafts (speculative decoding) may not apply it
+# (vllm-project/vllm #39573, #54906), so there `budget_method_for` picks the client-side
+# two-pass budget: a first request reasons up to the budget, a second continues from the
+# closed think block.
 #
 # **Expected:** at most 8 reasoning tokens, then an answer; the report line says so.
 
 # %%
 from helpers.chat.display import budget_report
+from helpers.chat.drafting import budget_method_for
 
 if srv.serves("reasoning", needed_by="thinking_token_budget"):
-    capped = chat(llm, model, "Briefly explain: what is vLLM?", opts, reasoning_budget=8)
+    method = budget_method_for(llm)  # "two_pass" where the server drafts, else "server"
+    capped = chat(llm, model, "Briefly explain: what is vLLM?", opts, reasoning_budget=8, budget_method=method)
     show(capped)
-    print(budget_report(capped, 8))
+    print(f"budget applied by: {method};", budget_report(capped, 8, drafting=served.speculative != "none"))
 
 # %% [markdown]
 # ## 6. Streaming

@@ -370,12 +370,23 @@ def test_acceptance_verdict_from_vllm_json_alone():
         )["spec_decode_level"]
         == "error"
     )
-    # the recorded ngram point (length 1.21) is not paying off: a warning naming the block size
+    # the recorded ngram point (length 1.21, random prompts with --ignore-eos): a lower bound,
+    # never "not paying off" on that evidence
     v = metrics_mod.acceptance_verdict(json.loads((DATA / "ngram-c2.json").read_text()))
+    assert v["spec_decode_level"] == "lower bound"
+    assert "1.21 tokens per target step on random prompts" in v["spec_decode_verdict"]
+    assert "not paying off" not in v["spec_decode_verdict"]
+    assert "measure_acceptance" in v["spec_decode_verdict"]
+    # the same figure measured on real prompts is judged: a warning naming the block size
+    real = {**json.loads((DATA / "ngram-c2.json").read_text()), "dataset": "real:gsm8k"}
+    v = metrics_mod.acceptance_verdict(real)
     assert v["spec_decode_level"] == "warning"
+    assert v["spec_decode_verdict"].startswith("not paying off: acceptance length 1.21 on real")
     assert "num_speculative_tokens against the drafter's block size" in v["spec_decode_verdict"]
     assert (
-        metrics_mod.acceptance_verdict({"spec_decode_acceptance_length": 2.6})["spec_decode_level"]
+        metrics_mod.acceptance_verdict(
+            {"spec_decode_acceptance_length": 2.6, "dataset": "real:gsm8k"}
+        )["spec_decode_level"]
         == "ok"
     )
     assert metrics_mod.acceptance_verdict({"completed": 3}) == {}

@@ -339,6 +339,9 @@ class RecordingServer:
         self.gets: list[str] = []
         self.replies: deque[tuple[int, Any]] = deque()
         self.models = load(models) if models else None
+        # GET /metrics and /version texts (None: 404, as a server that is not vLLM answers)
+        self.metrics: str | None = None
+        self.version: str | None = None
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -347,12 +350,17 @@ class RecordingServer:
 
             def do_GET(self):  # GET /v1/models: the recorded model list (max_model_len)
                 outer.gets.append(self.path)
-                if self.path.rstrip("/") != "/v1/models" or outer.models is None:
+                path = self.path.rstrip("/")
+                extra = {"/metrics": outer.metrics, "/version": outer.version}
+                if path in extra and extra[path] is not None:
+                    data, kind = extra[path].encode(), "text/plain"
+                elif path != "/v1/models" or outer.models is None:
                     self.send_error(404)
                     return
-                data = json.dumps(outer.models).encode()
+                else:
+                    data, kind = json.dumps(outer.models).encode(), "application/json"
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -1087,6 +1095,57 @@ def test_live_reasoning_budget_caps_reasoning(live):
     assert capped.usage.reasoning_tokens is not None
     assert capped.usage.reasoning_tokens <= budget < free.usage.reasoning_tokens
     assert len(capped.reasoning) < len(free.reasoning)
+
+
+def test_a_server_budget_asked_of_a_drafting_server_warns_and_names_two_pass(rec, client):
+    """A server that exports vLLM's speculative-decoding counters drafts (the recorded
+    /metrics of the n-gram stand-in server): a server budget warns, and budget_method_for
+    picks the two-pass budget; without them (or without /metrics) it stays quiet."""
+    from helpers.chat import drafting
+
+    rec.metrics = (DATA.parent / "bench" / "metrics_after.prom").read_text()
+    rec.version = json.dumps({"version": "0.32.0"})
+    assert drafting.server_facts(client) == {
+        "url": rec.base_url,
+        "version": "0.32.0",
+        "drafting": True,
+    }
+    assert drafting.budget_method_for(client) == "two_pass"
+    rec.replies.append((200, load("thinking_on")))
+    with pytest.warns(drafting.ReasoningBudgetUnenforcedWarning, match=r"#39573, #54906.*two_pass"):
+        hc.chat(client, "m", "hi", reasoning_budget=8)
+    assert rec.requests[-1]["body"]["thinking_token_budget"] == 8  # still sent, as asked
+    # the two-pass budget does not warn (it does not rely on the server)
+    rec.replies.append((200, load("thinking_on")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", drafting.ReasoningBudgetUnenforcedWarning)
+        hc.chat(client, "m", "hi", reasoning_budget=8, budget_method="two_pass", max_tokens=64)
+    # a report of an overrun on a drafting server names the cause
+    over = types.ChatResult(reasoning="long", content="x", usage=types.Usage(reasoning_tokens=40))
+    line = display.budget_report(over, 8, drafting=True)
+    assert line.startswith("UNEXPECTED") and "#39573, #54906" in line and "two_pass" in line
+    assert "#39573" not in display.budget_report(over, 8)
+
+
+def test_a_server_without_metrics_is_not_taken_for_a_drafting_one(rec, client):
+    from helpers.chat import drafting
+
+    assert drafting.server_facts(client)["drafting"] is None  # /metrics answers 404
+    assert drafting.budget_method_for(client) == "server"
+    rec.replies.append((200, load("thinking_on")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", drafting.ReasoningBudgetUnenforcedWarning)
+        hc.chat(client, "m", "hi", reasoning_budget=8)
+
+
+@pytest.mark.server
+def test_live_server_without_drafting_keeps_the_server_budget(live):
+    from helpers.chat import drafting
+
+    client, model, _ = live
+    facts = drafting.server_facts(client)
+    assert facts["drafting"] is False and facts["version"] == "0.32.0"
+    assert drafting.budget_method_for(client) == "server"
 
 
 @pytest.mark.server

@@ -15,6 +15,7 @@ from helpers import errors
 from helpers.bench import stats
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
+from helpers.config.evalsets import load_items
 from helpers.paths import REPO_ROOT
 from tools import notebook_run as notebooks
 
@@ -171,6 +172,32 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     rate, identical = float(verdict.group(2)), int(verdict.group(3))
     assert (verdict.group(1) == "lossless") == (identical == 3)
     assert 0.0 <= rate <= 100.0 and (rate == 100.0) == (identical == 3)
+
+    # the sweep's acceptance is labelled a lower bound (random prompts), never "not paying off"
+    assert "tokens per target step on random prompts (a lower bound" in text
+    # acceptance on real prompts: vLLM's custom dataset over the shipped GSM8K questions, at
+    # temperature 0, answers ending freely (no --ignore-eos), counted by the server
+    real_root = out / "bench" / "speculative-h100-standin-acceptance"
+    real_logs = list(real_root.glob("ngram.log"))
+    assert real_logs, f"no real-prompt acceptance run under {real_root}"
+    real_argv = _bench_argv(real_logs[0])
+    assert real_argv["--dataset-name"] == "custom" and real_argv["--temperature"] in ("0", "0.0")
+    assert "--ignore-eos" not in real_logs[0].read_text().splitlines()[0]
+    prompts = (real_root / "ngram-prompts.jsonl").read_text().splitlines()
+    first = load_items("gsm8k")[0]["question"]
+    assert (
+        len(prompts) == 4 and first in json.loads(prompts[0])["prompt"]
+    )  # the shipped items, in order
+    real = json.loads((real_root / "ngram.json").read_text())
+    assert real["completed"] == 4 and real["dataset"] == "real:gsm8k"
+    assert "acceptance on real prompts (temperature 0, no --ignore-eos)" in text
+    assert re.search(r"ngram\s+real:gsm8k\s+4", text)
+    # the server budget while drafting: a server budget warned, and the reply was judged
+    assert "ReasoningBudgetUnenforcedWarning" in text
+    budget = re.search(
+        r"ngram \(for dspark\): (UNEXPECTED )?thinking_token_budget=8: (\d+) reasoning", text
+    )
+    assert budget, "the notebook did not report the server budget while drafting"
 
     # hygiene, from the recorded command lines: warm-up, >= 2x concurrency prompts, seeds
     seeds: dict[tuple[str, str], str] = {}

@@ -271,3 +271,21 @@ def test_weightless_bf16_drops_the_fast_tokenizer_that_cannot_load_its_tokenizer
     fastokens = pytest.importorskip("fastokens")  # the real library, where installed
     with pytest.raises(ValueError, match="unsupported"):
         fastokens.Tokenizer.from_file(str(path / "tokenizer.json"))
+
+
+def test_config_carries_the_mtp_block_vllm_turns_into_its_draft_model(nvfp4_dir):
+    """vLLM 0.32.0's own speculative-config override makes the MTP draft model of the folder's
+    config: the weightless architecture can serve ``speculative="mtp"`` (the checkpoint's own
+    heads) on a GPU."""
+    from transformers import AutoConfig
+    from vllm.config.speculative import SpeculativeConfig
+
+    hf = AutoConfig.from_pretrained(nvfp4_dir)
+    assert hf.num_nextn_predict_layers == 1 and hf.mtp_hybrid_override_pattern == "*E"
+    draft = SpeculativeConfig.hf_config_override(hf)
+    assert draft.model_type == "nemotron_h_mtp"
+    assert draft.architectures == ["NemotronHMTPModel"]
+    assert draft.n_predict == 1
+    # the MTP layers stay BF16 in the NVFP4 shape (the training recipe's keep_mtp_spec_in_bf16)
+    quant = json.loads((nvfp4_dir / "config.json").read_text())["quantization_config"]
+    assert "mtp" in quant["ignore"]

@@ -287,6 +287,8 @@ def chat(
         ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
         ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
         ToolArgumentWarning: see each class.
+        helpers.chat.drafting.ReasoningBudgetUnenforcedWarning: a server budget asked of a
+            server that drafts (vLLM may ignore it there; ``budget_method="two_pass"`` holds).
     """
     _check_client("chat", client)
     _check_model("chat", model)
@@ -310,6 +312,10 @@ def chat(
             "request with max_tokens=0: pass reasoning_budget >= 1, or thinking=False for "
             "no reasoning."
         )
+    if budget is not None and opts.thinking and not two_pass:
+        from helpers.chat.drafting import warn_if_unenforced
+
+        warn_if_unenforced(client)  # a drafting server may ignore thinking_token_budget
     opts, max_model_len = _fit_to_server("chat", client, model, opts)
     max_tokens = opts.max_tokens
     if max_tokens is None and budget is not None and max_model_len is not None:

@@ -84,19 +84,23 @@ def show(result: ChatResult | ToolLoopResult | None, file: Any = None) -> None:
     _show_turn(result, out)
 
 
-def budget_report(result: ChatResult | None, budget: int) -> str:
+def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = False) -> str:
     """One line saying whether a ``thinking_token_budget`` request behaved as it should.
 
     Args:
         result: the reply to a request sent with ``reasoning_budget=budget``.
         budget: the ``thinking_token_budget`` it was sent with (tokens).
+        drafting: the server runs speculative decoding (a ServeConfig's ``speculative`` is
+            not ``"none"``, or :func:`helpers.chat.drafting.server_facts`): a budget overrun
+            is then put down to vLLM not applying the budget while drafting
+            (vllm-project/vllm #39573, #54906) and the line names the two-pass budget.
 
     Returns:
         ``"... N reasoning tokens (budget B), then an answer of M characters"`` when the
         reasoning stayed within the budget (vLLM may let one token through: the forced
         ``</think>``) and an answer followed; otherwise a line starting with ``"UNEXPECTED"``
-        that says which part failed. The token count comes from
-        ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
+        that says which part failed, and why where the cause is known. The token count comes
+        from ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
         ``--reasoning-parser``).
     """
     if result is None:
@@ -107,6 +111,12 @@ def budget_report(result: ChatResult | None, budget: int) -> str:
         problems.append("the server reported no reasoning_tokens (is --reasoning-parser set?)")
     elif n > budget + 1:
         problems.append(f"{n} reasoning tokens exceed the budget of {budget}")
+        if drafting:
+            problems.append(
+                "cause: the server drafts (speculative decoding) and vLLM does not apply "
+                "thinking_token_budget on that path (vllm-project/vllm #39573, #54906); use "
+                "chat(..., budget_method='two_pass')"
+            )
     if not result.content.strip():
         problems.append(
             f"no answer followed the reasoning (finish_reason={result.finish_reason!r})"

@@ -31,7 +31,8 @@ from helpers.standin.template import SPECIAL_TOKENS
 from helpers.weights.weightless_tokenizer import write_tokenizer
 
 #: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
-ARCH_VERSION = 1
+#: 2: the MTP block (:data:`MTP_CONFIG`) added, so ``speculative="mtp"`` serves weightless.
+ARCH_VERSION = 2
 #: Checkpoint flavours this module can imitate.
 VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"
@@ -91,6 +92,26 @@ _BASE_CONFIG: dict[str, Any] = {
     "use_mamba_kernels": True,
 }
 
+# The multi-token-prediction (MTP) block. The Nemotron 3 Nano export above has none, so vLLM
+# could not build MTP drafting on it. Source: NVIDIA-NeMo Megatron-Bridge's Lightning recipe
+# (``_apply_nemotron_3_5_lightning_defaults``, for the public checkpoint
+# nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16 @ b3caaabed026): ``mtp_num_layers = 2``,
+# ``mtp_hybrid_override_pattern = "*E"`` (one attention layer, then one MoE layer),
+# ``mtp_use_repeated_layer = True`` (one set of MTP weights applied at depth 1 and 2) and
+# ``keep_mtp_spec_in_bf16 = True``. In the Hugging Face config a repeated block is one layer
+# set: ``num_nextn_predict_layers = 1``, the only count vLLM 0.32.0 builds
+# (``vllm/model_executor/models/nemotron_h_mtp.py``: "Only one MTP layer is supported for
+# NemotronH-MTP"; it reads ``num_nextn_predict_layers`` and ``mtp_hybrid_override_pattern``,
+# and ``mtp_n_routed_experts`` only for ``nemotron_h_puzzle`` configs, so the MTP MoE layer
+# has the main model's 128 experts). vLLM 0.32.0's ``vllm/config/speculative.py`` turns a
+# ``nemotron_h`` config with ``num_nextn_predict_layers > 0`` into the ``nemotron_h_mtp``
+# draft model when ``--speculative-config '{"method": "mtp", ...}'`` asks for it; served
+# without drafting, the keys are ignored.
+MTP_CONFIG: dict[str, Any] = {
+    "num_nextn_predict_layers": 1,
+    "mtp_hybrid_override_pattern": "*E",
+}
+
 # Registry key (cookbook/recipe.yaml model.architecture) -> config.json key (same names).
 _ARCH_KEYS = (
     "hybrid_override_pattern",
@@ -139,13 +160,16 @@ def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
     ``quant_algo: W4A16_NVFP4`` (selects ``ModelOptNvFp4Config``, i.e.
     ``--quantization modelopt_fp4``, Marlin FP4 kernels on Hopper), ``group_size``,
     ``kv_cache_scheme`` (8-bit float = FP8 KV) and ``ignore`` (ModelOpt wildcards over the
-    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``).
+    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``). The MTP
+    layers (vLLM module prefix ``mtp.``) stay BF16, as the training recipe keeps them
+    (``keep_mtp_spec_in_bf16``, :data:`MTP_CONFIG`); vLLM 0.32.0's ``is_layer_excluded`` also
+    matches an ``ignore`` entry as a substring of the prefix, so ``"mtp"`` covers them all.
 
     Args:
         config: the BF16 ``config.json`` mapping (for the layer pattern).
     """
     pattern = config["hybrid_override_pattern"]
-    ignore = ["lm_head", "backbone.embeddings"]
+    ignore = ["lm_head", "backbone.embeddings", "mtp"]
     for i, kind in enumerate(pattern):
         if kind in "M*-":  # Mamba, attention and dense-MLP mixers stay BF16
             ignore.append(f"backbone.layers.{i}.mixer*")
@@ -164,6 +188,9 @@ def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
     """The ``config.json`` mapping :func:`build_arch_model` writes.
 
+    The registry's shape, the public Nemotron 3 Nano keys, and the MTP block
+    (:data:`MTP_CONFIG`).
+
     Args:
         variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
 
@@ -174,6 +201,7 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
     _check_variant(variant)
     arch = _registry_architecture()
     cfg = copy.deepcopy(_BASE_CONFIG)
+    cfg.update(MTP_CONFIG)
     for key in _ARCH_KEYS:
         if key not in arch:
             raise WeightlessError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")

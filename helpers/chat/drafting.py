@@ -1,0 +1,109 @@
+"""Does a server enforce ``thinking_token_budget`` while it drafts (speculative decoding)?
+
+Public reports say it may not: vllm-project/vllm #39573 (vLLM 0.19, MTP: "Thinking token
+budget not enforced with MTP speculative decoding") and #54906 (vLLM 0.28.1rc1.dev130, open:
+with Model Runner V2 and MTP the budget of 1 gave 32 reasoning tokens; V1 passed). In the code
+of the releases the cookbook offers, both runners reach the budget on the drafting path (V1:
+``RejectionSampler.apply_logits_processors`` in ``vllm/v1/sample/rejection_sampler.py`` calls
+``thinking_budget_state_holder.apply_to_logits(..., spec_token_ids=...)``; V2:
+``RejectionSampler._verify`` in ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py`` runs
+``Sampler.apply_sampling_params`` and so ``ThinkingBudgetState``, in 0.28.0 and 0.32.0), yet
+#54906 shows the V2 path failing at run time with that code in place. vLLM 0.32.0 picks V2 on
+a GPU for MTP, DFlash and DSpark (``VllmConfig.use_v2_model_runner``; DSpark is V2-only).
+
+So the helpers do not trust the server's budget while it drafts: :func:`warn_if_unenforced`
+warns, :func:`budget_method_for` picks the client-side two-pass budget (it holds on every
+release), and the notebooks *measure* the server budget on the drafting server
+(:func:`helpers.chat.display.budget_report`).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any
+
+#: The reports of the budget ignored while drafting.
+REPORTS = "vllm-project/vllm #39573, #54906"
+#: A counter vLLM registers only when the server runs speculative decoding
+#: (``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingProm``, vLLM 0.32.0).
+DRAFTING_METRIC = "vllm:spec_decode_num_drafts"
+
+
+class ReasoningBudgetUnenforcedWarning(UserWarning):
+    """A server budget (``thinking_token_budget``) was asked of a server that drafts, where
+    vLLM may not enforce it (:data:`REPORTS`)."""
+
+
+_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _root(client: Any) -> str:
+    url = str(getattr(client, "base_url", "") or "").rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
+    """``{"version": "0.32.0" or None, "drafting": True / False / None}`` of the client's server.
+
+    Read once per client and cached: ``GET /version`` (vLLM's ``{"version": ...}``) and
+    ``GET /metrics`` (drafting when :data:`DRAFTING_METRIC` is exported). A server that does
+    not answer either gives ``None`` for that fact (an OpenAI-compatible server that is not
+    vLLM); nothing raises.
+
+    Args:
+        client: an ``openai.OpenAI`` client (``base_url`` ``http://host:port/v1``).
+        timeout: seconds per request.
+    """
+    try:
+        cached = _FACTS.get(client)
+    except TypeError:  # not weakly referenceable: no cache
+        cached = None
+    if cached is not None and cached.get("url") == _root(client):
+        return cached
+    import httpx
+
+    root = _root(client)
+    facts: dict[str, Any] = {"url": root, "version": None, "drafting": None}
+    try:
+        r = httpx.get(f"{root}/version", timeout=timeout)
+        if r.status_code == 200:
+            facts["version"] = str(r.json().get("version") or "") or None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    try:
+        r = httpx.get(f"{root}/metrics", timeout=timeout)
+        if r.status_code == 200:
+            facts["drafting"] = DRAFTING_METRIC in r.text
+    except httpx.HTTPError:
+        pass
+    try:
+        _FACTS[client] = facts
+    except TypeError:
+        pass
+    return facts
+
+
+def budget_method_for(client: Any) -> str:
+    """``"server"`` or ``"two_pass"``: how :func:`helpers.chat.completions.chat` should apply a
+    reasoning budget on this client's server: two passes when the server drafts (the server
+    budget may be ignored there: :data:`REPORTS`), the server's budget otherwise."""
+    return "two_pass" if server_facts(client)["drafting"] else "server"
+
+
+def warn_if_unenforced(client: Any) -> bool:
+    """Warn (:class:`ReasoningBudgetUnenforcedWarning`) when a server budget is asked of a
+    server that drafts; return whether it warned."""
+    facts = server_facts(client)
+    if not facts["drafting"]:
+        return False
+    release = facts["version"] or "an unknown release"
+    warnings.warn(
+        f"This server drafts (speculative decoding; vLLM {release}), and vLLM may not apply "
+        f"thinking_token_budget while drafting ({REPORTS}: the budget was ignored with MTP), so "
+        "the reasoning may run past the budget. Use chat(..., budget_method='two_pass') "
+        "(helpers.chat.drafting.budget_method_for(client) picks it), or serve without drafting.",
+        ReasoningBudgetUnenforcedWarning,
+        stacklevel=3,
+    )
+    return True
