@@ -8,7 +8,8 @@
 #   bash tools/device/jobs.sh collect NAME...               # $OUT/NAME.tar.gz per job
 #
 # Inside a CMD, `nb RUN GPU PAPERMILL_ARGS...` executes notebooks/h200.ipynb with papermill on
-# GPU (CUDA_VISIBLE_DEVICES), stand_in=False weightless=True, outputs under /tmp/runs/RUN.
+# GPU (CUDA_VISIBLE_DEVICES), stand_in=False weightless=True, outputs under /tmp/runs/RUN;
+# `nbx NOTEBOOK RUN GPU ...` does the same for another notebook.
 set -u
 RUNS=/tmp/runs
 nb() {
@@ -23,7 +24,22 @@ nb() {
     echo $rc > "$RUNS/$run/rc"
     echo "$(date -u +%T) end $run rc=$rc"
 }
-export -f nb
+# `nbx NOTEBOOK RUN GPU PAPERMILL_ARGS...`: any notebook of notebooks/ (name without .ipynb),
+# stand_in=False weightless=True install=False, outputs under /tmp/runs/RUN (e.g. the
+# speculative-decoding notebook: nbx speculative_decoding spec 0 -p target h200 -y "modes: [none, mtp]").
+nbx() {
+    local book=$1 run=$2 gpu=$3; shift 3
+    mkdir -p "$RUNS/$run"
+    echo "$(date -u +%T) start $run ($book) on GPU $gpu: $*"
+    CUDA_VISIBLE_DEVICES=$gpu COOKBOOK_OUT="$RUNS/$run/out" python3 -m papermill \
+        "notebooks/$book.ipynb" "$RUNS/$run/$run.ipynb" -k python3 --cwd notebooks --log-output \
+        --execution-timeout 3000 -p stand_in False -p weightless True -p install False "$@" \
+        > "$RUNS/$run/papermill.log" 2>&1
+    local rc=$?
+    echo $rc > "$RUNS/$run/rc"
+    echo "$(date -u +%T) end $run rc=$rc"
+}
+export -f nb nbx
 export RUNS
 case "$1" in
 chain)
