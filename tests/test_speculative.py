@@ -236,3 +236,15 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
         text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
     )  # n-gram's only
     assert standin_server.is_running()  # the attached none-mode server was left alone
+
+
+def test_repeats_below_two_are_refused_before_any_server_starts():
+    """The notebook checks ``repeats`` in its first code step: a value that cannot measure a
+    spread fails there, not after a GPU server start of minutes (seen on the H200: the first
+    run with repeats=1 failed only after the 261 s start of the first mode)."""
+    assert bench.check_repeats(2) == 2
+    for bad in (1, 0, True, 2.5, "3"):
+        with pytest.raises(errors.BenchError, match="repeats=.*2 or more"):
+            bench.check_repeats(bad)
+    source = NOTEBOOK.read_text()
+    assert source.index("check_repeats(repeats)") < source.index("launch_server(")

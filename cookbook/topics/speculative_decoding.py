@@ -76,6 +76,7 @@ import pandas as pd
 from IPython.display import display
 
 from helpers.bench import scenarios, stats
+from helpers.bench.sweep import check_repeats
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve, standin_config
 from helpers.memory.planner import plan
@@ -88,6 +89,7 @@ if modes is None:
     modes = ["none", drafting]
 elif modes == "all":
     modes = target_modes
+check_repeats(repeats)  # before any server starts: a GPU start takes minutes
 print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if stand_in else ""))
 plan(cfg)
 

@@ -389,6 +389,23 @@ def sweep_points(
     ]
 
 
+def check_repeats(repeats: Any) -> int:
+    """``repeats`` as an int, checked: runs of one point that measure the run-to-run spread.
+
+    Call it before a server starts (a GPU start takes minutes), as the speculative-decoding
+    notebook does; :func:`repeat_point` calls it too.
+
+    Raises:
+        BenchError: not an int, or below 2 (one run has no spread).
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
+        raise BenchError(
+            f"repeats={repeats!r}: pass an int of 2 or more (repeat_point needs two runs to "
+            "measure a spread; 3 is the notebooks' default)."
+        )
+    return repeats
+
+
 def repeat_point(
     server: Any,
     model: str | None = None,
@@ -436,8 +453,7 @@ def repeat_point(
             f"repeat_point: concurrency={concurrency!r}: pass the point's --max-concurrency "
             "as an int, e.g. repeat_point(srv, concurrency=4)."
         )
-    if int(repeats) < 2:
-        raise BenchError("repeat_point needs repeats >= 2 to measure a spread; pass repeats=3.")
+    check_repeats(repeats)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
     frames = []
     for r in range(int(repeats)):
