@@ -230,6 +230,17 @@ def test_humming_moe_on_non_gated_experts_names_marlin_and_the_fixed_vllm():
     _one_sentence(d)
 
 
+def test_drafting_with_the_hopper_ssu_algorithm_names_the_simple_one():
+    # the H200's own start-up log (vLLM 0.32.0, weightless NVFP4, MTP, the recipe's
+    # --mamba-ssu-algorithm horizontal): FlashInfer's multi-token SSU refused it at graph capture
+    d = diagnose(_log("ssu_mtp_sm90"))
+    assert d.name == "ssu_mtp_sm90"
+    assert "SM100+" in d.cause and "simple" in d.cause
+    assert "drop --mamba-ssu-algorithm" in d.fix and "--mamba-ssu-algorithm simple" in d.fix
+    assert "requires SM100+ (Blackwell)" in d.evidence
+    _one_sentence(d)
+
+
 def test_stochastic_rounding_on_hopper_names_the_flashinfer_mamba_backend():
     # ptxas line as the H200 printed it (docs/results/h200/summary-bf16.json, adaptations);
     # the surrounding lines are in vLLM's log format

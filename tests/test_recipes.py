@@ -386,3 +386,19 @@ def test_every_rendered_command_is_accepted_by_vllm_parser(target):
             assert argv[0] == f"/models/{cfg.served_model_name}", name
         else:  # the rendering carries exactly the config's flags
             assert _without_host_port(argv) == [cfg.model, *cfg.cli_flags()], name
+
+
+@pytest.mark.parametrize("target", ["h100", "h200"])
+def test_drafting_on_hopper_leaves_the_ssu_algorithm_to_flashinfer(target):
+    """The Hopper recipe's --mamba-ssu-algorithm horizontal is for one token per step; drafting
+    verifies several, and FlashInfer's multi-token kernel has horizontal only on SM100+ (the
+    H200 start-up that failed: tests/data/logs/ssu_mtp_sm90.log). Drafting modes drop the flag
+    (FlashInfer's auto picks simple); no drafting keeps the recipe's."""
+    assert recipes.resolve(target).args["--mamba-ssu-algorithm"] == "horizontal"
+    for mode in ("mtp", "dflash", "dspark"):
+        cfg = recipes.resolve(target, speculative=mode)
+        assert "--mamba-ssu-algorithm" not in cfg.cli_flags(), mode
+        assert cfg.args["--mamba-backend"] == "flashinfer"
+    # an explicit choice still wins (extra_args are layered last)
+    cfg = recipes.resolve(target, speculative="mtp", extra_args={"--mamba-ssu-algorithm": "simple"})
+    assert cfg.args["--mamba-ssu-algorithm"] == "simple"

@@ -200,6 +200,10 @@ def resolve(
 
     _merge_args(args, t.args)
     env.update(t.env)
+    if speculative != "none":  # what a drafting mode needs on this hardware wins over the target's
+        for key in t.overrides:
+            if key in s.hardware_overrides:
+                _merge_args(args, s.hardware_overrides[key].args)
     _merge_args(args, extra_args)
     env.update(extra_env or {})
 

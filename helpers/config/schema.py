@@ -197,9 +197,13 @@ class SpeculativeConfigLayer(_Model):
 
 
 class SpeculativeOverride(_Model):
-    """A ``hardware_overrides`` / ``speculative_overrides`` layer of a speculative mode."""
+    """A ``hardware_overrides`` / ``speculative_overrides`` layer of a speculative mode:
+    ``config`` merges into ``--speculative-config``; ``args`` (hardware overrides) are server
+    flags the mode needs on that hardware, layered after the target's own (``None`` removes
+    a flag)."""
 
     config: SpeculativeConfigLayer = SpeculativeConfigLayer()
+    args: Args = {}
 
 
 class DrafterSpec(_Model):

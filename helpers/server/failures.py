@@ -365,6 +365,19 @@ def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagn
     )
 
 
+def _ssu_mtp_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    return Diagnosis(
+        "ssu_mtp_sm90",
+        "speculative decoding runs FlashInfer's multi-token Mamba state update, whose horizontal "
+        "and vertical algorithms exist only for SM100+ (Blackwell); on this GPU only 'simple' "
+        "does (--mamba-ssu-algorithm horizontal is the Hopper choice without drafting)",
+        "drop --mamba-ssu-algorithm (FlashInfer's auto picks simple here) or pass "
+        "--mamba-ssu-algorithm simple while drafting; the registry does both for Hopper targets "
+        "(speculative.<mode>.hardware_overrides.hopper in cookbook/recipe.yaml)",
+        _line_of(m, text),
+    )
+
+
 def _non_default_args(text: str) -> dict[str, Any]:
     """The ``non-default args: {...}`` dict vLLM logs at start-up (``api_utils.py``), or {}."""
     found = list(re.finditer(vllm_log.NON_DEFAULT_ARGS, text, flags=re.MULTILINE))

@@ -257,6 +257,13 @@ FAILURES: dict[str, Wording] = {
         "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
         REGISTRY_RELEASES,
     ),
+    "ssu_mtp_sm90": Wording(
+        (r"vertical/horizontal MTP algorithm requires SM100\+ \(Blackwell\)",),
+        "flashinfer-python 0.7.0.post1 include/flashinfer/mamba/invoke_selective_state_update_mtp.cuh "
+        "(the multi-token SSU kernel behind speculative decoding: only 'simple' below SM100; 'auto' "
+        "picks it); recorded on an H200, vLLM 0.32.0, MTP with --mamba-ssu-algorithm horizontal",
+        ("vllm 0.32.0 (recorded log; the wording is flashinfer-python's)",),
+    ),
     "spec_token_budget": Wording(
         (
             r"max_num_scheduled_tokens is set to (?P<scheduled>-?\d+) based on the speculative "
