@@ -104,7 +104,8 @@ REGISTRY_SOURCES = {
 }
 
 
-def _module_file(root: Path, module: str) -> Path | None:
+def module_file(root: Path, module: str) -> Path | None:
+    """The file of ``module`` under ``root`` (``a/b.py`` or ``a/b/__init__.py``), or None."""
     base = root.joinpath(*module.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
@@ -141,17 +142,17 @@ def find_parser_module(root: str | Path) -> str:
         FlagError: no module of the release defines ``make_arg_parser``.
     """
     root = Path(root)
-    serve = _module_file(root, "vllm.entrypoints.cli.serve")
+    serve = module_file(root, "vllm.entrypoints.cli.serve")
     if serve is not None:
         tree = ast.parse(serve.read_text(encoding="utf-8", errors="replace"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if any(a.name == "make_arg_parser" for a in node.names) and _defines(
-                    _module_file(root, node.module), "make_arg_parser"
+                    module_file(root, node.module), "make_arg_parser"
                 ):
                     return node.module
     for module in SERVE_PARSER_MODULES:
-        if _defines(_module_file(root, module), "make_arg_parser"):
+        if _defines(module_file(root, module), "make_arg_parser"):
             return module
     for path in sorted((root / "vllm" / "entrypoints").rglob("*.py")):
         if "run_batch" not in path.name and _defines(path, "make_arg_parser"):
