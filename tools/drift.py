@@ -596,8 +596,11 @@ def diagnoses_gone_silent(states: Iterable[WordingState]) -> list[str]:
         if not gone:
             continue
         still = [s for s in ss if s.old and s.new]
+        said = "; ".join(
+            '"' + "…".join(literal_alternatives(s.pattern)[0])[:90] + '"' for s in gone
+        )
         out.append(
-            f"{name}: {len(gone)} of its {len(ss)} wordings no longer occur"
+            f"{name}: {len(gone)} of its {len(ss)} wordings no longer occur ({said})"
             + ("" if still else " (none of its vLLM wordings is left: the diagnosis goes silent)")
         )
     return out
@@ -911,6 +914,15 @@ class Report:
             lines.append(
                 f"- `{key}`{mark}: added {_codes(ch['added'])}; removed {_codes(ch['removed'])}"
             )
+        named = [
+            u.flag
+            for u in self.flag_uses
+            if u.new
+            and (u.new.get("choices") or u.flag in (self.new.table.get("registries") or {}))
+            and u.flag not in self.names
+        ]
+        if named:
+            lines.append(f"- Unchanged names of the flags the registry sets: {_codes(named)}")
         lines += ["", "## 4. Log wordings the helpers read (helpers/server/vllm_log.py)", ""]
         if self.wordings is None:
             lines.append("Not checked: `--tables` reads no source.")
