@@ -843,6 +843,8 @@ class Report:
         return out
 
     def markdown(self, command: str = "") -> str:
+        """The report as a Markdown page (verdict, then sections 1-5); ``command`` is the
+        command line it names as its source (default ``python -m tools.drift NEW``)."""
         o, n = self.old.version, self.new.version
         lines = [
             f"# vLLM {o} → {n}: what changes for this cookbook",
@@ -1011,6 +1013,7 @@ def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO
 
 
 def main(argv: Iterable[str] | None = None) -> int:
+    """``python -m tools.drift``: 0 nothing breaks, 1 something does, 2 bad input."""
     ap = argparse.ArgumentParser(
         prog="python -m tools.drift",
         description="What a vLLM release changes for this cookbook (Markdown on stdout).",
