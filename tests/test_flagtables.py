@@ -22,7 +22,7 @@ ONLY_028 = "--enable-bf16x3-router-gemm"
 
 def test_every_offered_release_has_a_table_from_its_own_wheel():
     assert OFFERED[0] == REG.model.default_vllm_version == "0.32.0"
-    assert "0.28.0" in OFFERED
+    assert {"0.28.0", "0.33.0"} <= set(OFFERED)
     for v in OFFERED:
         t = flagtable.load_table(v)
         assert t["vllm_version"] == v == t["imported_version"]
@@ -35,6 +35,11 @@ def test_every_offered_release_has_a_table_from_its_own_wheel():
             "dspark" in t["speculative_methods"]
             and "num_speculative_tokens" in t["speculative_config_keys"]
         )
+        # the names the registry's --reasoning-parser / --tool-call-parser look up
+        assert "nemotron_v3" in t["registries"]["--reasoning-parser"]
+        assert "qwen3_coder" in t["registries"]["--tool-call-parser"]
+        assert "FLASHINFER" in t["registries"]["--mamba-backend"]
+        assert "vllm.benchmarks.serve" in t["modules"]
 
 
 def test_the_032_table_is_the_parser_ci_runs():
@@ -101,8 +106,39 @@ def test_a_speculative_method_is_checked_against_its_release():
         flagtable.check_config(bad, quiet=True)
 
 
+def test_flags_and_names_only_in_033_fail_on_032():
+    """0.33.0 adds --reasoning-effort-map and the musespark1x reasoning parser: a command that
+    uses them runs on 0.33.0 only, and says so by name on 0.32.0."""
+    for extra, bad in (
+        ({"--reasoning-effort-map": '{"low": 64}'}, "--reasoning-effort-map"),
+        ({"--reasoning-parser": "musespark1x"}, "--reasoning-parser"),
+    ):
+        flagtable.check_config(
+            recipes.resolve("h200", vllm_version="0.33.0", extra_args=extra), quiet=True
+        )
+        with pytest.raises(FlagError) as err:
+            flagtable.check_config(
+                recipes.resolve("h200", vllm_version="0.32.0", extra_args=extra), quiet=True
+            )
+        assert err.value.flags == [bad] and "vLLM 0.32.0" in str(err.value)
+
+
+def test_033_accepts_the_old_negative_switch_spelling():
+    """0.33.0 spells --no-enable-prefix-caching --disable-prefix-caching and keeps the old
+    string registered but hidden (EnableDisableAction, vllm/utils/argparse_utils.py): the
+    table holds it, marked hidden, so the cpu target's flag checks on 0.33.0."""
+    t = flagtable.load_table("0.33.0")
+    assert t["options"]["--no-enable-prefix-caching"]["hidden"] is True
+    assert t["options"]["--disable-prefix-caching"]["dest"] == "enable_prefix_caching"
+    assert flagtable.check_argv(["--no-enable-prefix-caching"], "0.33.0") == []
+    assert "--disable-prefix-caching" not in flagtable.load_table("0.32.0")["options"]
+
+
 def test_every_gpu_target_runs_on_every_offered_release():
-    """The registry's commands (every variant and speculative mode) parse on 0.32.0 and 0.28.0."""
+    """The registry's commands (every variant and speculative mode) parse on every offered
+    release's table (0.32.0, 0.33.0, 0.28.0): a flag, a choice or a parser name one of them
+    lacks fails here by name."""
+    assert {"0.28.0", "0.32.0", "0.33.0"} <= set(OFFERED)
     checked = 0
     for name, t in REG.targets.items():
         if t.stand_in:
@@ -143,3 +179,12 @@ def test_the_026_check_lives_with_the_results():
     assert all(
         json.loads(p.read_text())["vllm_version"] for p in flagtable.FLAGS_DIR.glob("vllm-*.json")
     )
+
+
+def test_an_installed_release_with_the_parser_elsewhere_names_the_drift_check(monkeypatch):
+    """The installed vLLM (0.32.0) is asked for make_arg_parser in the listed modules; a
+    release that moved it again gets one sentence, not an ImportError."""
+    assert flagcheck.serve_parser_factory().__module__ == "vllm.entrypoints.launchers.cli_args"
+    monkeypatch.setattr(flagcheck, "SERVE_PARSER_MODULES", ("vllm.entrypoints.nowhere.cli_args",))
+    with pytest.raises(FlagError, match="python -m tools.drift VERSION"):
+        flagcheck.serve_parser_factory()

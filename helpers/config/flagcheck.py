@@ -123,6 +123,48 @@ class _ParseFailure(Exception):
     pass
 
 
+#: Where ``make_arg_parser`` (the ``vllm serve`` parser) lives, newest release first, each
+#: read in that release's wheel (``vllm/entrypoints/cli/serve.py`` imports it from there):
+#: ``vllm/entrypoints/common/cli_args.py`` in 0.33.0, ``vllm/entrypoints/launchers/cli_args.py``
+#: in 0.32.0, ``vllm/entrypoints/openai/cli_args.py`` in 0.28.0 and older.
+SERVE_PARSER_MODULES = (
+    "vllm.entrypoints.common.cli_args",
+    "vllm.entrypoints.launchers.cli_args",
+    "vllm.entrypoints.openai.cli_args",
+)
+
+
+def serve_parser_factory():
+    """The installed vLLM's ``make_arg_parser``, from the first of :data:`SERVE_PARSER_MODULES`
+    that has it.
+
+    Raises:
+        FlagError: vLLM is not installed, or none of those modules defines it (a release
+            that moved it again: the message names the modules tried and the drift check).
+    """
+    import importlib
+
+    tried = []
+    for name in SERVE_PARSER_MODULES:
+        try:
+            return importlib.import_module(name).make_arg_parser
+        except ModuleNotFoundError as exc:
+            if exc.name == "vllm":
+                raise FlagError(
+                    "vLLM is not installed, so flags cannot be checked: install it (see "
+                    "helpers.machine.install)."
+                ) from exc
+            tried.append(name)
+        except AttributeError:
+            tried.append(name)
+    raise FlagError(
+        f"The installed vLLM {installed_vllm_version()} has no `vllm serve` parser where this "
+        f"cookbook looks ({', '.join(tried)}): it is newer than the cookbook knows. Install an "
+        "offered release (helpers.machine.install), or run `python -m tools.drift VERSION` in "
+        "the cookbook's checkout to see what moved."
+    )
+
+
 @functools.lru_cache(maxsize=1)
 def _serve_parser():
     try:
@@ -131,10 +173,7 @@ def _serve_parser():
         raise FlagError(
             "vLLM is not installed, so flags cannot be checked: install it (see helpers.machine.install)."
         ) from exc
-    try:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    except ImportError:  # older vLLM
-        from vllm.entrypoints.openai.cli_args import make_arg_parser
+    make_arg_parser = serve_parser_factory()
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
     def _error(message):

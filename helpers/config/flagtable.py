@@ -55,14 +55,43 @@ def _value_text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
+#: Flags whose value vLLM looks up by name in a registry, not through argparse ``choices``
+#: (the table's ``registries``, :data:`tools.flagtables.REGISTRY_SOURCES`); True: an enum
+#: matched by ``value.upper()`` (vllm/config/attention.py, vllm/config/mamba.py in 0.28.0,
+#: 0.32.0 and 0.33.0).
+REGISTRY_FLAGS = {
+    "--reasoning-parser": False,
+    "--tool-call-parser": False,
+    "--mamba-backend": True,
+    "--attention-backend": True,
+}
+#: ``--speculative-config`` keys whose value is one of a flag's names (the drafter's own
+#: kernels: ``SpeculativeConfig.moe_backend`` / ``attention_backend``).
+_SPEC_KEY_FLAGS = {"moe_backend": "--moe-backend", "attention_backend": "--attention-backend"}
+
+
+def _registry_problem(tab: Mapping[str, Any], flag: str, value: Any, version: str) -> str | None:
+    """The sentence for a name ``flag`` looks up that release's registry lacks, else None
+    (also when the table records no registry for ``flag``: tables before 2026-12-01)."""
+    names = (tab.get("registries") or {}).get(flag)
+    if not names or value is None or flag not in REGISTRY_FLAGS:
+        return None
+    text = str(value)
+    if (text.upper() if REGISTRY_FLAGS[flag] else text) in names:
+        return None
+    return f"{flag} {text}: vLLM {version} has no such name (it has {', '.join(names)})"
+
+
 def check_argv(
     argv: Sequence[str], version: str, *, table: Mapping[str, Any] | None = None
 ) -> list[str]:
     """Problems of ``[*flags]`` (``--flag value`` items, no program or model) on vLLM ``version``.
 
     Checks: the option exists in the release; a value is given exactly when it takes one;
-    the value is one of its ``choices`` (when it has them); ``--speculative-config`` keys
-    and ``method`` (JSON value, or ``--speculative-config.key value``) exist in the release.
+    the value is one of its ``choices`` (when it has them) or of its registry
+    (:data:`REGISTRY_FLAGS`: reasoning and tool parsers, Mamba and attention backends);
+    ``--speculative-config`` keys, ``method``, ``moe_backend`` and ``attention_backend``
+    (JSON value, or ``--speculative-config.key value``) exist in the release.
 
     Returns:
         One sentence per problem ([] when the release accepts every flag).
@@ -108,6 +137,9 @@ def check_argv(
             problems.append(
                 f"{base} {value}: vLLM {version} accepts {', '.join(map(str, choices))}"
             )
+        bad_name = _registry_problem(tab, base, value, version)
+        if bad_name:
+            problems.append(bad_name)
         if base == "--speculative-config" and value:
             try:
                 spec = json.loads(value)
@@ -125,6 +157,17 @@ def check_argv(
                 problems.append(
                     f"{base} method {spec['method']!r} does not exist in vLLM {version}"
                 )
+            for key, flag in _SPEC_KEY_FLAGS.items():
+                if spec.get(key) is None:
+                    continue
+                known = (opts.get(flag) or {}).get("choices")
+                if known and str(spec[key]) not in known:
+                    problems.append(
+                        f"{base} {key} {spec[key]!r}: vLLM {version} accepts {', '.join(known)}"
+                    )
+                bad_name = _registry_problem(tab, flag, str(spec[key]), version)
+                if bad_name:
+                    problems.append(f"{base} {key}: {bad_name}")
     return problems
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from packaging.version import InvalidVersion, Version
@@ -84,6 +85,8 @@ class VersionCheck:
     Attributes:
         status: ``"ok"`` (the pinned version, or a nightly where one is wanted),
             ``"different"`` (not the pin, but at least the registry minimum: probably works),
+            ``"newer"`` (a stable release newer than every one the cookbook offers: it may
+            work, but none of the cookbook's per-release checks was made for it),
             ``"missing"``, ``"too_old"`` (below the minimum), ``"wrong_build"`` (CPU build
             for a GPU target or the reverse), ``"not_nightly"`` (a stable release older
             than what the nightly target needs), ``"unparsable"``.
@@ -95,7 +98,7 @@ class VersionCheck:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("ok", "different")
+        return self.status in ("ok", "different", "newer")
 
     @property
     def needs_install(self) -> bool:
@@ -118,6 +121,7 @@ def compare_versions(
     min_version: str | None = None,
     build: str = "cuda",
     stable_after_nightly: str | None = None,
+    offered: Sequence[str] = (),
 ) -> VersionCheck:
     """Compare an installed vLLM with a target's pin.
 
@@ -129,6 +133,8 @@ def compare_versions(
         stable_after_nightly: for ``"nightly"``: the newest stable release known not to
             have what the nightly adds (registry ``model.seed_vllm_version``); a stable
             release newer than it counts as good as the nightly.
+        offered: the releases the cookbook offers (registry ``model.offered_vllm_versions``;
+            the stand-in: its CPU pin); a stable release newer than all of them is ``newer``.
 
     Rules: a nightly target is satisfied by any pre-/dev release at least ``min_version``
     (nightly wheels are versioned ``0.28.1rc1.dev130+g…``) or a stable release newer than
@@ -173,6 +179,14 @@ def compare_versions(
     target = parse_version(want)
     if target is not None and have.public == target.public:
         return VersionCheck("ok", f"{installed.describe()} is the version this target pins.")
+    known = [v for v in (parse_version(o) for o in offered) if v is not None]
+    if known and not (have.is_prerelease or have.is_devrelease) and have > max(known):
+        return VersionCheck(
+            "newer",
+            f"{installed.describe()} is newer than every "
+            + ("CPU build this cookbook runs" if build == "cpu" else "release this cookbook offers")
+            + f" ({', '.join(map(str, offered))}); the notebook selected {want}.",
+        )
     return VersionCheck(
         "different",
         f"{installed.describe()} is not the pinned {want} but meets the model's minimum "

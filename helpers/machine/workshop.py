@@ -197,6 +197,8 @@ def install_cpu_vllm(
     want_torch = "2.13.0+cpu"
     fixup = [p for p in TORCH_COMPANIONS if _dist_version(p)]
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
+    if plan.check.status in ("newer", "different"):  # what the cookbook checked for it
+        print("\n".join([plan.check.message, *plan.notes]))
     if not plan.check.needs_install and not fixup and _dist_version("torch") == want_torch:
         print(
             f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."

