@@ -141,3 +141,27 @@ def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):
     with pytest.raises(EvalError, match=r"could not score http://127\.0\.0\.1:9/v1") as err:
         evaluate(Gone(), 1, options=GREEDY, label="ci-unreachable", progress=False)
     assert "lm_eval.log" in str(err.value)
+
+
+@pytest.mark.server
+def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server):
+    """The two-pass budget behind lm-eval (what the curve uses where the server drafts): each
+    item's request became a first pass capped at the budget and, when cut, a second from the
+    closed think block; lm-eval still scored the final content, so the trained answers stay
+    right. Compared with the server's own budget on the same items."""
+    from helpers.evals.budget import budget_curve
+
+    items = items_by_id(ACC["trained"][:3])
+    curve, runs = budget_curve(
+        standin_server, items, [4], options=GREEDY, label="ci-two-pass", budget_method="two_pass"
+    )
+    assert list(curve["budget_method"]) == ["two_pass"]
+    assert runs[0].settings["budget_method"] == "two_pass"
+    assert runs[0].items["correct"].sum() >= 2, runs[0].items  # the answers survive the cut
+    assert runs[0].generated_tokens and runs[0].generated_tokens > 0  # counted at the server
+    server_curve, _ = budget_curve(
+        standin_server, items, [4], options=GREEDY, label="ci-server", budget_method="auto"
+    )
+    assert list(server_curve["budget_method"]) == ["server"]  # this server does not draft
+    with pytest.raises(EvalError, match="budget_method='nope'"):
+        evaluate_runs(standin_server, [("x", GREEDY)], items, budget_method="nope")

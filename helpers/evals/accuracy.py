@@ -155,9 +155,12 @@ class _Run:
     folder: Path
     task: str
     settings: dict[str, Any]
+    two_pass: bool = False
 
 
-def _prepare(label: str, items: list[dict], opts: ChatOptions, item_set: str) -> _Run:
+def _prepare(
+    label: str, items: list[dict], opts: ChatOptions, item_set: str, budget_method: str = "server"
+) -> _Run:
     """Write the run's items and its lm-eval task under ``out/evals/<label>/``."""
     prompt = load_demo()["accuracy"]["prompt"]
     folder = out_dir("evals", label)
@@ -190,7 +193,10 @@ def _prepare(label: str, items: list[dict], opts: ChatOptions, item_set: str) ->
         "items": len(items),
         "item_set": ITEM_SETS[item_set].source,
     }
-    return _Run(label, folder, task, settings)
+    two_pass = budget_method == "two_pass" and opts.reasoning_budget is not None and opts.thinking
+    if opts.reasoning_budget is not None:
+        settings["budget_method"] = "two_pass" if two_pass else "server"
+    return _Run(label, folder, task, settings, two_pass)
 
 
 def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
@@ -246,6 +252,7 @@ def evaluate_runs(
     item_set: str = "gsm8k",
     concurrency: int = 4,
     progress: bool = True,
+    budget_method: str = "server",
 ) -> list[AccuracyResult]:
     """Score several request settings on the same items, one after another, in one lm-eval
     process (lm-eval is imported once for all of them).
@@ -254,17 +261,23 @@ def evaluate_runs(
         server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
         runs: ``[(label, options)]``: each label names a folder ``out/evals/<label>/``.
         items, item_set, concurrency, progress: as :func:`evaluate`.
+        budget_method: how a run's ``reasoning_budget`` is applied: ``"server"`` (vLLM's
+            ``thinking_token_budget``) or ``"two_pass"`` (lm-eval's requests go through
+            :func:`helpers.evals.two_pass.two_pass_endpoint`: the client's two-pass budget,
+            for a server that drafts; :func:`helpers.chat.drafting.budget_method_for`).
 
     Raises:
-        EvalError: as :func:`evaluate`.
+        EvalError: as :func:`evaluate`; an unknown ``budget_method``.
     """
+    if budget_method not in ("server", "two_pass"):
+        raise EvalError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
     if importlib.util.find_spec("lm_eval") is None:
         raise EvalError(
             "The accuracy step needs lm-eval: pip install 'lm-eval[api]==0.4.13' "
             "(requirements.txt has it)."
         )
     items = _resolve_items(items, item_set)
-    prepared = [_prepare(label, items, opts, item_set) for label, opts in runs]
+    prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
     base = server.base_url.rstrip("/")
     done = _run_lm_eval(base, server.model_name, prepared, concurrency, progress)
     return [_result(run, item_set, d) for run, d in zip(prepared, done, strict=True)]
@@ -327,7 +340,7 @@ def _run_lm_eval(
         "base_url": base,
         "model": model,
         "concurrency": concurrency,
-        "runs": [{"task": r.task, "folder": str(r.folder)} for r in runs],
+        "runs": [{"task": r.task, "folder": str(r.folder), "two_pass": r.two_pass} for r in runs],
     }
     (work / "spec.json").write_text(json.dumps(spec, indent=2))
     for r in runs:

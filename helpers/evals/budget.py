@@ -3,8 +3,9 @@
 :func:`budget_curve` scores the same items at each budget (reasoning off, caps, no cap) on
 one running server; :func:`plot_budget_curve` draws accuracy (with its Wilson interval)
 against mean tokens generated per item. The budget is the server-side cap (vLLM's
-``thinking_token_budget``, enforced with ``--reasoning-parser``); where drafting leaves it
-unenforced (vllm #39573 / #54906), pass the two-pass budget of :mod:`helpers.chat` instead.
+``thinking_token_budget``, enforced with ``--reasoning-parser``); where the server drafts, which
+may leave it unenforced (vllm #39573 / #54906), the curve uses the client's two-pass budget
+(``budget_method="auto"``, :mod:`helpers.evals.two_pass`).
 """
 
 from __future__ import annotations
@@ -66,22 +67,37 @@ def budget_curve(
     options: ChatOptions | None = None,
     label: str = "budget",
     concurrency: int = 4,
+    budget_method: str = "auto",
 ) -> tuple[pd.DataFrame, list[AccuracyResult]]:
     """Score ``items`` at each budget, in one lm-eval process; returns the table of
-    :func:`curve_table` and the runs.
+    :func:`curve_table` (with a ``budget_method`` column) and the runs.
+
+    Args:
+        budget_method: ``"server"`` (vLLM's ``thinking_token_budget``), ``"two_pass"`` (the
+            client's two passes, :mod:`helpers.evals.two_pass`) or ``"auto"``: two passes where
+            the server drafts, whose budget vLLM may not enforce
+            (:func:`helpers.chat.drafting.budget_method_for`).
 
     Raises:
         ValueError: a budget that is not ``"off"``, None or an int >= 0.
         helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
     """
     plan = budget_plan(budgets, options or ChatOptions())
+    if budget_method == "auto":
+        from helpers.chat.drafting import budget_method_for
+        from helpers.server.endpoint import make_client
+
+        budget_method = budget_method_for(make_client(server.base_url))
     runs = evaluate_runs(
         server,
         [(f"{label}-{name.replace(' ', '')}", opts) for name, opts in plan],
         items,
         concurrency=concurrency,
+        budget_method=budget_method,
     )
-    return curve_table(plan, runs), runs
+    table = curve_table(plan, runs)
+    table["budget_method"] = [r.settings.get("budget_method", "") for r in runs]
+    return table, runs
 
 
 def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None) -> Path:

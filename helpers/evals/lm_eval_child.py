@@ -1,8 +1,10 @@
 """``python -m helpers.evals.lm_eval_child SPEC``: the lm-eval process of
 :func:`helpers.evals.accuracy.evaluate_runs` (imports lm-eval once for all its runs).
 
-SPEC (JSON): ``base_url``, ``model``, ``concurrency``, ``runs: [{"task", "folder"}]``; each
-run's task YAML is in ``<folder>/task/``. For each run, in order: the server's
+SPEC (JSON): ``base_url``, ``model``, ``concurrency``, ``runs: [{"task", "folder",
+"two_pass"}]``; each run's task YAML is in ``<folder>/task/``; a ``two_pass`` run sends its
+requests through :func:`helpers.evals.two_pass.two_pass_endpoint` (the reasoning budget applied
+by the client). For each run, in order: the server's
 ``vllm:generation_tokens_total`` before and after, ``lm_eval.simple_evaluate`` with
 ``local-chat-completions`` (only this run's task indexed: ``include_defaults=False`` saves
 about 4 s of indexing lm-eval's own tasks), then ``<folder>/done.json``. Exit status 1 on
@@ -11,6 +13,7 @@ the first run that fails (its traceback on stderr).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -32,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    from helpers.evals.two_pass import two_pass_endpoint
+
     for name in ("lm-eval", "lm_eval", "datasets"):
         logging.getLogger(name).setLevel(logging.ERROR)
     base = spec["base_url"]
@@ -39,23 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(run["folder"])
         before = _tokens(base)
         t0 = time.monotonic()
-        results = simple_evaluate(
-            model="local-chat-completions",
-            model_args={
-                "model": spec["model"],
-                "base_url": f"{base}/chat/completions",
-                "num_concurrent": spec["concurrency"],
-                "max_retries": 1,
-                "tokenized_requests": False,
-                "timeout": 3600,
-            },
-            tasks=[run["task"]],
-            task_manager=TaskManager(include_defaults=False, include_path=str(folder / "task")),
-            apply_chat_template=True,
-            log_samples=True,
-            bootstrap_iters=0,
-            verbosity="ERROR",
-        )
+        with contextlib.ExitStack() as stack:
+            url = base
+            if run.get("two_pass"):  # the budget applied by the client in two passes
+                url = stack.enter_context(two_pass_endpoint(base, spec["model"]))
+            results = _evaluate(simple_evaluate, TaskManager, spec, run, folder, url)
         seconds = time.monotonic() - t0
         done = {
             "samples": results["samples"][run["task"]],
@@ -65,6 +58,26 @@ def main(argv: list[str] | None = None) -> int:
         }
         (folder / "done.json").write_text(json.dumps(done, default=str))
     return 0
+
+
+def _evaluate(simple_evaluate, TaskManager, spec, run, folder, url):  # noqa: N803 - lm-eval's names
+    return simple_evaluate(
+        model="local-chat-completions",
+        model_args={
+            "model": spec["model"],
+            "base_url": f"{url}/chat/completions",
+            "num_concurrent": spec["concurrency"],
+            "max_retries": 1,
+            "tokenized_requests": False,
+            "timeout": 3600,
+        },
+        tasks=[run["task"]],
+        task_manager=TaskManager(include_defaults=False, include_path=str(folder / "task")),
+        apply_chat_template=True,
+        log_samples=True,
+        bootstrap_iters=0,
+        verbosity="ERROR",
+    )
 
 
 if __name__ == "__main__":

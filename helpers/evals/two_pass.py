@@ -1,0 +1,108 @@
+"""The two-pass reasoning budget behind lm-eval: a local chat endpoint that answers each request
+with :func:`helpers.chat.completions.chat` (``budget_method="two_pass"``).
+
+lm-eval's ``local-chat-completions`` sends one request per item, so a budget it sends as
+``thinking_token_budget`` is the server's to enforce. Where the server drafts, vLLM may not
+enforce it (vllm-project/vllm #39573, #54906; :mod:`helpers.chat.drafting`). Then the accuracy
+step points lm-eval at this endpoint instead: each request becomes a first pass that reasons
+up to the budget and, when it was cut, a second that continues from the closed think block;
+lm-eval still does the scoring (its filters and metric), on the ``content`` of the final pass.
+The endpoint runs in the lm-eval child (:mod:`helpers.evals.lm_eval_child`), on 127.0.0.1, for
+the run only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+def _answer(client: Any, model: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The chat-completion JSON of one lm-eval request, through the two-pass client."""
+    from helpers.chat.completions import chat
+    from helpers.chat.request import ChatOptions
+
+    kwargs = body.get("chat_template_kwargs") or {}
+    thinking = bool(kwargs.get("enable_thinking", True))
+    budget = body.get("thinking_token_budget")
+    opts = ChatOptions(
+        thinking=thinking,
+        reasoning_budget=budget if thinking else None,
+        max_tokens=body.get("max_tokens"),
+        temperature=float(body.get("temperature", 1.0)),
+        top_p=float(body.get("top_p", 1.0)),
+    )
+    extra: dict[str, Any] = {}
+    stop = [s for s in (body.get("stop") or []) if s]
+    if stop:
+        extra["stop"] = stop
+    if body.get("seed") is not None:
+        extra["seed"] = body["seed"]
+    r = chat(client, model, body["messages"], opts, budget_method="two_pass", **extra)
+    return {
+        "id": f"two-pass-{time.time_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": r.content, "reasoning": r.reasoning},
+                "finish_reason": r.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": r.usage.prompt_tokens,
+            "completion_tokens": r.usage.completion_tokens,
+        },
+    }
+
+
+@contextlib.contextmanager
+def two_pass_endpoint(base_url: str, model: str) -> Iterator[str]:
+    """A local ``POST /chat/completions`` that applies the two-pass budget against ``base_url``.
+
+    Args:
+        base_url: the vLLM server's OpenAI base (``http://host:port/v1``).
+        model: the served model name.
+
+    Yields:
+        The endpoint's base URL (``http://127.0.0.1:PORT``): lm-eval's ``base_url`` is it plus
+        ``/chat/completions``. A request that fails answers HTTP 502 with the error's text
+        (lm-eval then reports it); the server thread ends when the block does.
+    """
+    from helpers.server.endpoint import make_client
+
+    client = make_client(base_url, timeout=3600)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # lm-eval's own log is the record
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                status, payload = 200, _answer(client, model, body)
+            except Exception as e:  # noqa: BLE001 - reported to lm-eval, which names it
+                status, payload = 502, {"error": {"message": f"{type(e).__name__}: {e}"[:2000]}}
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.1,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
