@@ -14,6 +14,7 @@ come from vLLM 0.32's ``vllm/parser/nemotron_v3.py``, ``vllm/parser/qwen3.py`` a
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 import warnings
@@ -40,6 +41,8 @@ from helpers.chat.types import (
     _reasoning_of,
 )
 from helpers.errors import ResponseError
+
+_log = logging.getLogger("helpers.chat")
 
 # The chat modules a warning's stack walk skips, so it points at the notebook cell or test
 # that called them, however deep the helper chain was.
@@ -359,14 +362,25 @@ def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> 
 
 
 def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
-    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`)."""
-    from helpers.chat.toolargs import coerce_arguments
+    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`):
+    optional arguments written empty left out (one info line per call, also in
+    ``result.notes``), then the lossless coercions."""
+    from helpers.chat.toolargs import coerce_arguments, drop_empty_optionals
 
     for call in result.tool_calls:
         params = _schema_parameters(tool_schemas, call.name)
         if call.error is not None or not params:
             continue
+        call.arguments, dropped, empty_required = drop_empty_optionals(call.arguments, params)
+        if dropped:
+            note = (
+                f"Tool {call.name!r}: left out {', '.join(dropped)}, written empty for optional "
+                "parameters (qwen3_coder has no null), so the function's defaults apply."
+            )
+            result.notes.append(note)
+            _log.info(note)
         call.arguments, problems = coerce_arguments(call.arguments, params)
+        problems = empty_required + problems
         for p in problems:
             _warn(
                 result,

@@ -158,6 +158,9 @@ class ChatResult:
         tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
             ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
         warnings: the text of every warning raised while parsing this turn.
+        notes: info lines about what parsing changed and why (e.g. optional tool arguments
+            written empty and left out, :func:`helpers.chat.toolargs.drop_empty_optionals`);
+            also logged to the ``helpers.chat`` logger at INFO.
     """
 
     reasoning: str = ""
@@ -173,6 +176,7 @@ class ChatResult:
     tool_call_fragment: str = ""
     tool_calls_missing: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_message(self, include_reasoning: bool = True) -> dict[str, Any]:
         """This turn as an assistant message to append to ``messages``.
