@@ -56,6 +56,12 @@ def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
     """Record ``text`` on the result and warn, pointing at the first caller outside the
     chat modules (the notebook cell or test), however deep the helper chain was."""
     result.warnings.append(text)
+    warn_from_caller(category, text)
+
+
+def warn_from_caller(category: type[Warning], text: str) -> None:
+    """``warnings.warn(text, category)`` pointing at the first caller outside the chat
+    modules (the notebook cell or test), however deep the helper chain was."""
     level, frame = 1, sys._getframe(0)
     while frame.f_back is not None and frame.f_code.co_filename in _CHAT_MODULES:
         frame, level = frame.f_back, level + 1

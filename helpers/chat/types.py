@@ -50,6 +50,13 @@ class ToolArgumentWarning(UserWarning):
     """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
 
 
+class ServerLimitUnknownWarning(UserWarning):
+    """``GET /v1/models`` answered an HTTP error, so the server's ``max_model_len`` is unknown:
+    the request is sent with the default ``max_tokens`` unchecked (warned once per client).
+    vllm-router answers it from its first registered worker without a health check, so one
+    replica down gives HTTP 500 there while chats still route (vllm-project/router#135)."""
+
+
 # ─── results ──────────────────────────────────────────────────────────────────────────
 
 

@@ -120,8 +120,33 @@ class Fleet:
         return self.entry.base_url
 
     def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for the entry point."""
-        return self.entry.client(**kwargs)
+        """An ``openai.OpenAI`` client for the entry point, told the deployment's
+        ``max_model_len`` (:attr:`max_model_len`) so ``chat()`` / ``stream_chat()`` need not
+        ask the router's ``GET /v1/models``, which vllm-router answers from its first worker
+        without a health check (HTTP 500 while that replica is down, vllm-project/router#135)."""
+        from helpers.chat.completions import remember_max_model_len
+
+        client = self.entry.client(**kwargs)
+        if self.max_model_len:
+            remember_max_model_len(client, self.max_model_len, self.served_model_name)
+        return client
+
+    @property
+    def max_model_len(self) -> int | None:
+        """Tokens per sequence the servers were launched with: their ``--max-model-len``, else
+        what vLLM derives from a local checkpoint's ``config.json``
+        (:func:`helpers.config.flagcheck.derived_max_model_len`); None when neither says."""
+        from helpers.config.flagcheck import derived_max_model_len
+
+        cfg = self.deployment.servers[0] if self.deployment.servers else self.deployment.base
+        value = cfg.args.get("--max-model-len")
+        if value not in (None, False, True):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+        derived = derived_max_model_len(cfg.model)
+        return derived[0] if derived else None
 
     @property
     def served_model_name(self) -> str:
