@@ -179,8 +179,9 @@ def test_gated_repo_names_the_licence_page_and_hf_token():
     _one_sentence(d)
 
 
-def test_gated_repo_from_401_without_token():
-    # huggingface_hub/utils/_http.py: 401 on a gated repo reads as RepositoryNotFoundError
+def test_repository_not_found_text_is_not_a_gated_repo():
+    # huggingface_hub 2.4.0 utils/_http.py: RepositoryNotFoundError always carries "If you are
+    # trying to access a private or gated repo"; that sentence is no evidence of a gated repo
     text = (
         "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-x)\n\n"
         "Repository Not Found for url: https://huggingface.co/api/models/nvidia/NVIDIA-Nemotron-3.5-"
@@ -189,8 +190,52 @@ def test_gated_repo_from_401_without_token():
         "authenticated and your token has the required permissions.\n"
     )
     d = diagnose(text)
-    assert d.name == "gated_repo"
-    assert "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4" in d.fix
+    assert d.name == "hub_repo_not_found" and "accept the licence" not in d.message
+    assert "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4" in d.cause  # the id it asked for
+    assert "closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in d.fix
+
+
+@pytest.mark.parametrize(
+    "log, name, cause, fix",
+    [
+        # a misspelled id without a token: 401 RepoNotFound
+        ("hub_repo_not_found", "hub_repo_not_found",
+         "no repo nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4 that this request may see (HTTP 401, "
+         "no token sent), and it is not an id the registry names",
+         "the closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+        # a misspelled id with a token: 404 RepoNotFound
+        ("hub_repo_not_found_with_token", "hub_repo_not_found",
+         "no repo nvidia/Nemotron-3.5-Lightning-30B-A3B-NVFP4 that this request may see (HTTP 404)",
+         "the closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+        # an invalid or expired token: 401 "Invalid credentials in Authorization header"
+        ("hub_invalid_token", "hub_token_invalid",
+         "refused the token sent for nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4 (HTTP 401",
+         "create a read token at https://huggingface.co/settings/tokens and set HF_TOKEN"),
+        # a gated repo, licence not accepted: 403 GatedRepo
+        ("hub_gated", "gated_repo", "gated repo",
+         "accept the licence at https://huggingface.co/nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+    ],
+    ids=["typo-no-token", "typo-with-token", "invalid-token", "gated"],
+)  # fmt: skip
+def test_server_download_failures_tell_missing_from_bad_token_from_gated(log, name, cause, fix):
+    """vLLM 0.32.0's own download traceback (tests/record_logs.py against tests/fake_hub.py,
+    which answers with the hub's status codes and headers): the real huggingface_hub 2.4.0 and
+    transformers 5.19.0 messages, each named for what it is."""
+    text = _log(log)
+    d = diagnose(text)
+    assert d.name == name
+    assert cause in d.cause and fix in d.fix
+    if name != "gated_repo":
+        assert "accept the licence" not in d.message and "private or gated repo" not in d.message
+    _one_sentence(d)
+    # the registry's own id, missing (private or removed), reads differently from a typo
+    if log == "hub_repo_not_found":
+        own = text.replace(
+            "NVIDIA-Nemotron-3.5-Lightning-NVFP4", "NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
+        )
+        d = diagnose(own)
+        assert d.name == "hub_repo_not_found" and "missing or private" in d.cause
+        assert "set HF_TOKEN" in d.fix and "exists" in d.fix
 
 
 def test_a_clean_start_has_no_diagnosis():

@@ -4,7 +4,7 @@ and what to change.
 Each builder gets the regex match of its catalogue entry (the wordings are in
 :mod:`helpers.server.vllm_log`), the whole log and the config the server ran with, and returns a
 :class:`Diagnosis` (or None: the match does not count). :mod:`helpers.server.diagnose` holds the
-catalogue that pairs each wording with its builder, and tries them in order. The 21 builders,
+catalogue that pairs each wording with its builder, and tries them in order. The builders,
 one per known failure, stay together so a reader sees every sentence the helpers can say.
 """
 
@@ -338,6 +338,41 @@ def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         f"accept the licence at {where} and set HF_TOKEN (or run `hf auth login`) before starting",
         _line_of(m, text),
     )
+
+
+def _hub_token_invalid(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.weights.hub import TOKENS_PAGE
+
+    repo = _hub_repo(m, text, config)
+    return Diagnosis(
+        "hub_token_invalid",
+        f"the hub refused the token sent for {repo or 'the model'} (HTTP 401: an invalid or "
+        "expired token; not a missing or gated repo)",
+        f"create a read token at {TOKENS_PAGE} and set HF_TOKEN to it (or `hf auth login`) "
+        "before starting, or unset HF_TOKEN if the repo is public",
+        _line_of(m, text),
+    )
+
+
+def _hub_repo(m: re.Match[str], text: str, config: Any) -> str | None:
+    """The repo id of a hub error: the match's own, a hub URL near it, else the config's model."""
+    repo = m.groupdict().get("repo")
+    if repo:
+        return repo.rstrip(".")
+    window = text[max(0, m.start() - 3000) : m.end() + 3000]
+    for url in re.finditer(vllm_log.HUB_REPO_URL, window):
+        if url.group(1).split("/")[0] not in ("docs", "api", "settings", "datasets", "spaces"):
+            return url.group(1).rstrip(".")
+    return getattr(config, "model", None) if config is not None else None
+
+
+def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.weights.hub import missing_repo_words
+
+    repo = _hub_repo(m, text, config)
+    status = re.search(vllm_log.HUB_STATUS, text[max(0, m.start() - 3000) : m.end() + 3000])
+    cause, fix = missing_repo_words(repo, int(status.group(1)) if status else None)
+    return Diagnosis("hub_repo_not_found", cause, fix, _line_of(m, text))
 
 
 def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:

@@ -324,16 +324,39 @@ FAILURES: dict[str, Wording] = {
         "vllm/transformers_utils/config.py (HFConfigParser)",
         REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
     ),
+    "hub_token_invalid": Wording(
+        (
+            r"Invalid credentials in Authorization header",
+            r"Invalid username or password\.",
+        ),
+        "the hub's X-Error-Message on a 401 for a bad token, which huggingface_hub 2.4.0's "
+        "utils/_http.py (hf_raise_for_status) raises as HfHubHTTPError (not RepositoryNotFound); "
+        "recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+    # Gated wording only: RepositoryNotFoundError's text always carries "If you are trying to
+    # access a private or gated repo", which is not evidence of a gated repo (hub_repo_not_found).
     "gated_repo": Wording(
         (
             r"GatedRepoError",
             r"Cannot access gated repo for url",
             r"You are trying to access a gated repo",
             r"is a gated repository\. Make sure to request access",
-            r"If you are trying to access a private or gated repo",
         ),
         "huggingface_hub/utils/_http.py (hf_raise_for_status); transformers/utils/hub.py",
-        ("huggingface_hub 2.4.0", "transformers 5.19.0"),
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+    "hub_repo_not_found": Wording(
+        (
+            r"Repository Not Found for url: \S*?huggingface\.co/(?:api/models/)?(?P<repo>[\w.-]+/[\w.-]+?)(?:/resolve/|/revision/|/tree/|\.?$)",
+            r"RepositoryNotFoundError",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder and is not a valid model identifier",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder or a valid repository name",
+        ),
+        "huggingface_hub 2.4.0 utils/_http.py (hf_raise_for_status: RepositoryNotFoundError, 401 "
+        "without a token or 404 with one); transformers 5.19.0 utils/hub.py (cached_files' "
+        "OSError); recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
     ),
     "unrecognized_arguments": Wording(
         (r"error: unrecognized arguments: (.+)$",),
@@ -416,6 +439,8 @@ LOAD_FINISHED = r"Model loading took|Loading weights took"
 ENGINE_VERSION = (r"Initializing a V1 LLM engine \(v?([\w.+-]+)\)", r"version (\d+\.\d+\.\d+\S*)")
 #: Hub URLs in a gated-repo error (huggingface_hub 2.4.0 utils/_http.py).
 HUB_REPO_URL = r"huggingface\.co/(?:api/models/)?([\w-]+/[\w.-]+)"
+#: The status huggingface_hub 2.4.0 puts first in its error text ("401 Client Error.").
+HUB_STATUS = r"(\d{3}) Client Error\."
 #: huggingface_hub 2.4.0 file_download.py (_check_disk_space).
 HUB_DISK_SPACE = (
     r"Not enough free disk space to download the file\. The expected file size is: "
