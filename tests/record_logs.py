@@ -51,6 +51,16 @@ FAILURES = {
         {"check_model": False},
         "broken_config",
     ),
+    # vLLM 0.32.0 loads a saved AOT artifact before compiling (compilation/decorators.py,
+    # _try_load_aot_compiled_fn): a damaged one is recompiled with a warning, or raises with
+    # VLLM_FORCE_AOT_LOAD=1, the way an artifact of another GPU, kernel or release crashes.
+    "compile_cache_damaged": (
+        "the stand-in compiled once (no --enforce-eager) into its own VLLM_CACHE_ROOT, the saved "
+        "AOT artifact cut to half, then started again with VLLM_FORCE_AOT_LOAD=1",
+        {"--enforce-eager": None},
+        {},
+        "compile_cache",
+    ),
 }
 
 #: name -> (what was launched, repo id served, HF_TOKEN (None: no token), how the fake hub
@@ -113,6 +123,23 @@ def damaged_copy(standin_model: Path, tmp_path: Path, damage: str) -> Path:
     return copy
 
 
+def damaged_compile_cache(cfg, cache: Path):
+    """Start ``cfg`` once with ``VLLM_CACHE_ROOT=<cache>/vllm`` (it compiles and saves its AOT
+    artifact), stop it, cut the artifact to half; returns ``cfg`` with that cache root and
+    ``VLLM_FORCE_AOT_LOAD=1`` for the start that fails."""
+    from helpers.server.vllm_server import VLLMServer
+
+    root = cache / "vllm"
+    cfg = cfg.with_args({}, VLLM_CACHE_ROOT=str(root), TRITON_CACHE_DIR=str(cache / "triton"))
+    srv = VLLMServer(cfg, progress=False, startup_timeout=600)
+    srv.start()
+    srv.stop()
+    (artifact,) = root.glob("torch_compile_cache/torch_aot_compile/*/rank_0_0/model")
+    with open(artifact, "r+b") as fh:
+        fh.truncate(artifact.stat().st_size // 2)
+    return cfg.with_args({}, VLLM_FORCE_AOT_LOAD="1")
+
+
 def exit_code(text: str) -> int | None:
     """The exit code a recorded log's header names (``# exit code: N``), or None."""
     m = _EXIT.search(text)
@@ -173,9 +200,11 @@ def record(name: str) -> Path:
         else:
             what, extra, options, damage = FAILURES[name]
             model = Path(build_standin_model())
-            if damage:
+            if damage and damage != "compile_cache":
                 model = damaged_copy(model, tmp, damage)
             cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
+            if damage == "compile_cache":
+                cfg = damaged_compile_cache(cfg, tmp / "cache")
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
         try:
             srv.start()

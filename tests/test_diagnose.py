@@ -624,3 +624,78 @@ def test_a_truncated_standin_is_named_with_the_standin_rebuild(tmp_path):
     assert d.name == "damaged_checkpoint" and "weights file (.safetensors) is truncated" in d.cause
     assert "build_standin_model(force=True)" in d.fix
     _one_sentence(d)
+
+
+# ------------------------------------------------------------------ a damaged or foreign compile cache
+
+_AOT_DIR = (
+    "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache/torch_aot_compile/3f2a/rank_0_0"
+)
+
+
+def test_damaged_compile_cache_names_the_folder_this_launch_used():
+    """Recorded with vLLM 0.32.0 on the stand-in (tests/record_logs.py): compiled once into its
+    own VLLM_CACHE_ROOT, the saved AOT artifact cut to half, started with VLLM_FORCE_AOT_LOAD=1:
+    decorators.py's load-failure warning, then the engine died on the unpickling error."""
+    text = _log("compile_cache_damaged")
+    assert "UnpicklingError: pickle data was truncated" in text
+    d = diagnose(text)
+    assert d.name == "compile_cache" and "pickle data was truncated" in d.cause
+    folder = "<tmp>/cache/vllm/torch_compile_cache"  # the launch's root, not vLLM's ~/.cache/vllm
+    assert f"mv {folder} {folder}.bad" in d.fix and "VLLM_DISABLE_COMPILE_CACHE=1" in d.fix
+    assert "this launch's VLLM_CACHE_ROOT is <tmp>/cache/vllm" in d.fix
+    _one_sentence(d)
+    # the same warning on a start that recompiled and came up is no failure
+    healed = text[: text.index("Compiling model again")] + text.splitlines()[50] + "\n"
+    assert diagnose(healed) is None
+
+
+def test_failed_compile_of_a_corrupted_artifact_names_the_helpers_cache_root():
+    # vllm/compilation/compiler_interface.py (InductorAdaptor.compile), vLLM 0.32.0; the first
+    # line is the header helpers.server.vllm_server writes for each launch
+    text = (
+        "# helpers.server.vllm_server cache: VLLM_CACHE_ROOT=/data/out/cache/vllm-0.32.0-sm90/vllm "
+        "TRITON_CACHE_DIR=/data/out/cache/vllm-0.32.0-sm90/triton\n"
+        "(EngineCore pid=90) ERROR 12-01 10:00:00 [core.py:1510] RuntimeError: vLLM failed to "
+        "compile the model. The most likely reason for this is that a previous compilation failed, "
+        "leading to a corrupted compilation artifact. We recommend trying to remove "
+        "~/.cache/vllm/torch_compile_cache and try again to see the real issue. \n"
+    )
+    d = diagnose(text)
+    assert d.name == "compile_cache" and "damaged artifact" in d.cause
+    folder = "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache"
+    assert f"move {folder} aside" in d.fix and "VLLM_DISABLE_COMPILE_CACHE=1" in d.fix
+    assert "vLLM's own message names ~/.cache/vllm/torch_compile_cache" in d.fix
+    # without the header or a config, vLLM's default root, and no contradiction to point out
+    d = diagnose(text.split("\n", 1)[1])
+    assert "move ~/.cache/vllm/torch_compile_cache aside" in d.fix and "own message" not in d.fix
+
+
+def test_a_loaded_aot_artifact_that_crashes_in_the_graph_is_the_cache():
+    # decorators.py (vLLM 0.32.0): "Directly load AOT compilation from path %s", then the
+    # loaded function runs in __call__ ("output = self.aot_compiled_fn(self, *args, **kwargs)");
+    # an artifact built for another GPU fails in its kernels
+    load = (
+        "(EngineCore pid=90) INFO 12-01 10:00:00 [decorators.py:320] [backbone] Directly load AOT "
+        f"compilation from path {_AOT_DIR}/model\n"
+    )
+    crash = (
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510] Traceback (most recent call last):\n"
+        '(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510]   File "/venv/vllm/compilation/'
+        'decorators.py", line 595, in __call__\n'
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510]     output = self.aot_compiled_fn"
+        "(self, *args, **kwargs)\n"
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510] torch.AcceleratorError: CUDA "
+        "error: no kernel image is available for execution on the device\n"
+    )
+    d = diagnose(load + crash)
+    assert d.name == "compile_cache" and f"{_AOT_DIR}/model" in d.cause
+    assert "another GPU, kernel build or vLLM release" in d.cause
+    assert "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache" in d.fix
+    # a warm start that loads its artifacts is no failure; a known failure after a load is that
+    assert (
+        diagnose(load + "(APIServer pid=9) INFO [launcher.py:46] Application startup complete.\n")
+        is None
+    )
+    kv = _log("kv_cache_too_small")
+    assert diagnose(load + kv).name == "kv_cache_too_small"

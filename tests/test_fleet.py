@@ -592,3 +592,30 @@ def test_chat_through_a_router_whose_first_worker_is_down_warns_once_and_is_answ
         fake.kill()
         fake.wait()
     assert processes.port_is_free(fl.router.port)
+
+
+def test_replicas_started_together_get_their_own_compile_cache(monkeypatch, tmp_path):
+    """Two replicas starting at once never share one VLLM_CACHE_ROOT: each gets
+    out/cache/<release>-<GPUs>/replica<i> (GPUs as NVML answers on an H200, recorded in
+    tests/data/hardware/h200_nvml.json); a single DP+EP server keeps the keyed folder itself."""
+    from helpers.config.versions import installed_vllm_version
+    from helpers.machine import gpus as gpus_mod
+
+    records = json.loads((REPO_ROOT / "tests/data/hardware/h200_nvml.json").read_text())
+    monkeypatch.setattr(gpus_mod, "_read_nvml", lambda: (records, []))
+    for var in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    keyed = tmp_path / "out" / "cache" / f"vllm-{installed_vllm_version()}-sm90"
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
+    fl = fleet.Fleet(dep, progress=False)
+    roots = [
+        server.VLLMServer(cfg, **fl.server_options(i)).environment()["VLLM_CACHE_ROOT"]
+        for i, cfg in enumerate(dep.servers)
+    ]
+    assert roots == [str(keyed / "replica0" / "vllm"), str(keyed / "replica1" / "vllm")]
+    one = fleet.Fleet(deployment.resolve_deployment("dp_ep", "h200", count=2), progress=False)
+    assert "cache_dir" not in one.server_options(0)  # VLLMServer's own keyed default
+    assert server.VLLMServer(one.deployment.servers[0]).environment()["VLLM_CACHE_ROOT"] == str(
+        keyed / "vllm"
+    )

@@ -22,6 +22,7 @@ from helpers.server.failures import (
     Builder,
     Diagnosis,
     _api_port_in_use,
+    _compile_cache,
     _cuda_oom,
     _damaged_checkpoint,
     _device_memory_taken,
@@ -99,6 +100,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry.of("no_cache_memory", _no_cache_memory),
     CatalogueEntry.of("memory_in_use", _device_memory_taken),
     CatalogueEntry.of("out_of_memory", _cuda_oom),
+    CatalogueEntry.of("compile_cache", _compile_cache),
     CatalogueEntry.of("internal_port_in_use", _internal_port_in_use),
     CatalogueEntry.of("port_in_use", _api_port_in_use),
 )

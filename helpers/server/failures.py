@@ -584,3 +584,62 @@ def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "produce NaNs)",
         _line_of(m, text),
     )
+
+
+def cache_root_of(text: str, config: Any = None) -> str:
+    """The ``VLLM_CACHE_ROOT`` a launch really used: the helpers' log header, else the root of
+    an artifact path vLLM logged (``.../torch_compile_cache/...``), else the config's
+    ``VLLM_CACHE_ROOT``, else vLLM's default ``~/.cache/vllm`` (a log of another process says
+    nothing of this one's environment)."""
+    m = re.search(vllm_log.CACHE_HEADER, text or "", flags=re.MULTILINE)
+    if m:
+        return m.group(1)
+    for pattern in vllm_log.CACHE_PATHS:
+        m = re.search(pattern, text or "")
+        if m and "/torch_compile_cache" in m.group(1):
+            return m.group(1).split("/torch_compile_cache", 1)[0]
+    env = (getattr(config, "env", None) or {}) if config is not None else {}
+    return str(env.get("VLLM_CACHE_ROOT") or vllm_log.VLLM_DEFAULT_CACHE_ROOT)
+
+
+def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
+    loaded = "Directly load" in m.group(0) or "load failure" in m.group(0)
+    after = text[m.end() :]
+    if loaded:
+        # a cache load alone is the normal warm start: it counts only when the start then
+        # died in a traceback through the loaded artifact (or a GPU error of a foreign kernel)
+        tb = after.find("Traceback (most recent call last)")
+        if tb < 0 or not re.search(vllm_log.CACHE_CRASH, after[tb:]):
+            return None
+    root = cache_root_of(text, config)
+    folder = f"{root.rstrip('/')}/torch_compile_cache"
+    path = m.groupdict().get("path")
+    if "load failure" in m.group(0):
+        why = (m.groupdict().get("why") or "").strip().rstrip(".")
+        cause = (
+            f"the saved compile artifact {path} could not be loaded"
+            + (f" ({why})" if why else "")
+            + " and the start failed on it: the compile cache is damaged"
+        )
+    elif loaded:
+        cause = (
+            f"the start loaded a saved compile artifact ({path or 'from the cache'}) and crashed "
+            "running it: an artifact from another GPU, kernel build or vLLM release, or a damaged one"
+        )
+    else:
+        cause = (
+            "vLLM failed to load or compile the model from its compile cache: an earlier "
+            "compile failed or was cut short and left a damaged artifact"
+        )
+    advice = (
+        f" (vLLM's own message names {vllm_log.VLLM_DEFAULT_CACHE_ROOT}/torch_compile_cache; "
+        f"this launch's VLLM_CACHE_ROOT is {root})"
+        if root != vllm_log.VLLM_DEFAULT_CACHE_ROOT
+        else ""
+    )
+    fix = (
+        f"move {folder} aside (mv {folder} {folder}.bad) and start again, or start once with "
+        "VLLM_DISABLE_COMPILE_CACHE=1 (extra_env) to compile without the cache and see any real "
+        f"error{advice}"
+    )
+    return Diagnosis("compile_cache", cause, fix, _line_of(m, text))

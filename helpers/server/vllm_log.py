@@ -408,6 +408,23 @@ FAILURES: dict[str, Wording] = {
             "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
         ),
     ),
+    # After the specific failures: a start that loaded a compile-cache artifact and then died
+    # with something above (out of memory, a bad flag) is that failure, not the cache.
+    "compile_cache": Wording(
+        (
+            r"vLLM failed to compile the model\. The most likely reason for this is that a "
+            r"previous compilation failed, leading to a corrupted compilation artifact",
+            r"Inductor cache lookup failed\. Please remove the cache directory and try again",
+            r"Compiling model again due to a load failure from (?P<path>\S+), reason: (?P<why>.*)$",
+            r"Directly load AOT compilation from path (?P<path>\S+)",
+            r"Directly load the compiled graph\(s\) for compile range",
+        ),
+        "vllm/compilation/compiler_interface.py (InductorAdaptor.compile / load), "
+        "vllm/compilation/decorators.py (_try_load_aot_compiled_fn, the AOT load path), "
+        "vllm/compilation/backends.py (load from the cache); vLLM 0.32.0, recorded on the "
+        "stand-in with a damaged AOT artifact (tests/record_logs.py)",
+        ("vllm 0.32.0",),
+    ),
     "internal_port_in_use": Wording(
         (
             r"failed to listen on any local network address\. port: (?P<port>\d+).*EADDRINUSE",
@@ -446,6 +463,28 @@ HUB_DISK_SPACE = (
     r"Not enough free disk space to download the file\. The expected file size is: "
     r"(?P<need>[\d.]+) MB\. The target location (?P<dir>.+?) only has (?P<free>[\d.]+) MB free"
 )
+#: Where a launch's compile cache lives: the helpers' own log header
+#: (helpers.server.vllm_server), then vLLM 0.32.0's lines naming artifact paths
+#: (compilation/backends.py "Using cache directory", decorators.py "saved AOT compiled
+#: function to"), all under VLLM_CACHE_ROOT/torch_compile_cache.
+CACHE_HEADER = r"^# helpers\.server\.vllm_server cache: .*?VLLM_CACHE_ROOT=(\S+)"
+CACHE_PATHS = (
+    r"Directly load AOT compilation from path (\S+)",
+    r"Compiling model again due to a load failure from (\S+),",
+    r"Using cache directory: (\S+) for vLLM's torch\.compile",
+    r"saved AOT compiled function to (\S+)",
+)
+#: A traceback after a cache load that runs through the loaded artifact (decorators.py:
+#: ``output = self.aot_compiled_fn(self, *args, **kwargs)``; loader frames; Inductor's
+#: generated code under the cache root), or a GPU error of a kernel built elsewhere.
+CACHE_CRASH = (
+    r"self\.aot_compiled_fn\(|_try_load_aot_compiled_fn|load_compiled_function|"
+    r"torch_compile_cache/|inductor_cache/|no kernel image is available for execution|"
+    r"CUDA error: (?:an illegal memory access|invalid device function|misaligned address)|"
+    r"undefined symbol"
+)
+#: Compile-cache root vLLM uses when VLLM_CACHE_ROOT is unset (vllm/envs.py, 0.32.0).
+VLLM_DEFAULT_CACHE_ROOT = "~/.cache/vllm"
 #: config/model.py (vLLM 0.32.0): the architecture vLLM resolved.
 NEMOTRON_H_ARCH = r"Resolved architecture: NemotronH"
 
