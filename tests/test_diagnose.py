@@ -699,3 +699,54 @@ def test_a_loaded_aot_artifact_that_crashes_in_the_graph_is_the_cache():
     )
     kv = _log("kv_cache_too_small")
     assert diagnose(load + kv).name == "kv_cache_too_small"
+
+
+# ------------------------------------------------------------ no CUDA compiler; CUDA 12 driver, CUDA 13 wheel
+
+
+def test_flashinfer_without_nvcc_names_the_pinned_kernels_a_toolkit_and_the_sampler_switch():
+    # flashinfer 0.7.0.post1 flashinfer/jit/cpp_ext.py get_cuda_path (its text produced by that
+    # function from the wheel), reached from vLLM 0.32.0's sampler at the first sampled request
+    d = diagnose(_log("flashinfer_no_nvcc"))
+    assert d.name == "flashinfer_no_nvcc" and "the top-k/top-p sampler" in d.cause
+    assert "Could not find nvcc and default cuda_home='/usr/local/cuda'" in d.evidence
+    assert (
+        "flashinfer-cubin==0.7.0.post1" in d.fix
+    )  # vLLM 0.32.0 pins flashinfer-python 0.7.0.post1
+    assert (
+        "flashinfer-jit-cache==0.7.0.post1+cu130" in d.fix and "https://flashinfer.ai/whl" in d.fix
+    )
+    assert "CUDA_HOME" in d.fix and "VLLM_USE_FLASHINFER_SAMPLER=0" in d.fix
+    _one_sentence(d)
+    # the Mamba backend's build (0.28.0's pin): no sampler switch offered, that release's kernels
+    mamba = (
+        _log("flashinfer_no_nvcc")
+        .replace("v0.32.0", "v0.28.0")
+        .replace(
+            "vllm/v1/sample/ops/topk_topp_sampler.py", "vllm/model_executor/layers/mamba/ops/ssu.py"
+        )
+        .replace("flashinfer/sampling.py", "flashinfer/mamba/selective_state_update.py")
+    )
+    d = diagnose(mamba)
+    assert "Mamba backend" in d.cause and "VLLM_USE_FLASHINFER_SAMPLER" not in d.fix
+    assert "flashinfer-cubin==0.6.16.post3" in d.fix
+
+
+@pytest.mark.parametrize(
+    "log, cause",
+    [
+        # the dynamic loader on the 0.32.0 wheel's vllm/_C_stable_libtorch.abi3.so (produced here)
+        ("cuda_runtime_missing", "need the CUDA 13 runtime (libcudart.so.13)"),
+        # torch 2.13.0 c10/cuda/CUDAFunctions.cpp: NVML's 12080 is CUDA 12.8
+        ("driver_too_old", "the NVIDIA driver supports CUDA 12.8 (torch: found version 12080)"),
+    ],
+)
+def test_cuda_13_wheel_on_a_cuda_12_driver_names_the_cu129_build_or_a_new_driver(log, cause):
+    d = diagnose(_log(log), recipes.resolve("h100"))
+    assert d.name == "cuda_version_mismatch" and cause in d.cause
+    assert (
+        "pip install vllm==0.32.0+cu129 --extra-index-url https://wheels.vllm.ai/0.32.0/cu129 "
+        "--extra-index-url https://download.pytorch.org/whl/cu129" in d.fix
+    )
+    assert "update the NVIDIA driver to 580 or newer" in d.fix
+    _one_sentence(d)

@@ -643,3 +643,88 @@ def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None
         f"error{advice}"
     )
     return Diagnosis("compile_cache", cause, fix, _line_of(m, text))
+
+
+def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.machine import install
+
+    before = text[max(0, m.start() - 8000) : m.start()]
+    tb = before.rfind("Traceback (most recent call last)")
+    trace = before[tb:] if tb >= 0 else ""  # the frames of this error only
+    caller = next(
+        (what for what, pattern in vllm_log.FLASHINFER_CALLERS if re.search(pattern, trace)),
+        None,
+    )
+    version = _spec_settings(text, config)[4] or _installed_vllm()
+    pin = _dist("flashinfer-python") or install.FLASHINFER_PINS.get(str(version))
+    cuda = (
+        install.CUDA12_VARIANT
+        if "+cu12" in str(_installed_vllm())
+        else install.DEFAULT_CUDA_VARIANT
+    )
+    where = f"{caller} " if caller else ""
+    cause = (
+        f"FlashInfer tried to compile a kernel for {where}at its first use and found no CUDA "
+        f"compiler (no nvcc on PATH, no {m.group('home')}): a pip/uv install has no CUDA toolkit"
+    )
+    if pin:
+        kernels = (
+            f"install FlashInfer's prebuilt kernels pinned to flashinfer-python {pin}: pip install "
+            f"--no-deps --index-url {install.FLASHINFER_INDEX} flashinfer-cubin=={pin} and pip install "
+            f"--index-url {install.FLASHINFER_INDEX}/{cuda} flashinfer-jit-cache=={pin}+{cuda} "
+            "(helpers.machine.install plans them)"
+        )
+    else:
+        kernels = (
+            "install FlashInfer's prebuilt kernels for the installed flashinfer-python "
+            "(`vllm download-kernels`, or flashinfer-cubin / flashinfer-jit-cache of the same version)"
+        )
+    fix = f"{kernels}; or install a CUDA toolkit with nvcc and set CUDA_HOME to it"
+    if caller is None or "sampler" in caller:
+        fix += "; or, for the sampler alone, set VLLM_USE_FLASHINFER_SAMPLER=0 (vLLM's own sampler)"
+    return Diagnosis("flashinfer_no_nvcc", cause, fix, _line_of(m, text))
+
+
+def _dist(name: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.machine import install
+    from helpers.machine.gpus import cuda_from_nvml
+
+    version = (
+        getattr(config, "vllm_version", None) if config is not None else None
+    ) or _installed_vllm()
+    gd = m.groupdict()
+    if gd.get("found"):
+        major, minor = cuda_from_nvml(int(gd["found"]))
+        cause = (
+            f"the NVIDIA driver supports CUDA {major}.{minor} (torch: found version {gd['found']}) "
+            "but this torch is a CUDA 13 build (PyPI's vLLM wheel and its torch 2.13.0 are built "
+            "for CUDA 13)"
+        )
+    else:
+        want = gd.get("want")
+        cause = (
+            f"vLLM's compiled kernels need the CUDA {want} runtime (libcudart.so.{want}) and this "
+            f"environment has none: PyPI's vLLM wheel is built for CUDA {want}, the torch or "
+            "system here for another CUDA (e.g. uv --torch-backend auto on a CUDA 12 driver)"
+        )
+    if version and version != "nightly":
+        build = f"reinstall vLLM's +cu129 build with its torch ({install.cu129_install_command(version)})"
+    else:
+        build = (
+            "reinstall vLLM's +cu129 build (the nightly's cu129 index) with PyTorch's cu129 torch"
+        )
+    fix = (
+        f"{build}, which runs on any CUDA 12 driver (helpers.machine.install.ensure_vllm picks it "
+        f"from the driver's CUDA version), or update the NVIDIA driver to {install.CUDA13_DRIVER} "
+        "or newer (CUDA 13) and keep the default wheel"
+    )
+    return Diagnosis("cuda_version_mismatch", cause, fix, _line_of(m, text))

@@ -408,6 +408,23 @@ FAILURES: dict[str, Wording] = {
             "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
         ),
     ),
+    "flashinfer_no_nvcc": Wording(
+        (r"Could not find nvcc and default cuda_home='(?P<home>[^']*)' doesn't exist",),
+        "flashinfer/jit/cpp_ext.py (get_cuda_path), flashinfer-python 0.7.0.post1 (vLLM 0.32.0's "
+        "pin) and 0.6.16.post3 (0.27.0-0.28.0's), read in their wheels; the sampler path "
+        "vllm/v1/sample/ops/topk_topp_sampler.py (flashinfer_sample), vLLM 0.32.0",
+        ("flashinfer 0.7.0.post1", "flashinfer 0.6.16.post3", "vllm 0.32.0"),
+    ),
+    "cuda_version_mismatch": Wording(
+        (
+            r"libcudart\.so\.(?P<want>\d+): cannot open shared object file",
+            r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)",
+        ),
+        "the dynamic loader on vllm/_C_stable_libtorch.abi3.so (vLLM 0.32.0's wheel NEEDs "
+        "libcudart.so.13; imported by vllm/platforms/cuda.py), message produced here from that "
+        "wheel; torch 2.13.0 c10/cuda/CUDAFunctions.cpp (read in libc10_cuda.so of its wheel)",
+        ("vllm 0.32.0", "torch 2.13.0"),
+    ),
     # After the specific failures: a start that loaded a compile-cache artifact and then died
     # with something above (out of memory, a bad flag) is that failure, not the cache.
     "compile_cache": Wording(
@@ -482,6 +499,23 @@ CACHE_CRASH = (
     r"torch_compile_cache/|inductor_cache/|no kernel image is available for execution|"
     r"CUDA error: (?:an illegal memory access|invalid device function|misaligned address)|"
     r"undefined symbol"
+)
+#: Where a FlashInfer JIT build started, from the traceback frames (vLLM 0.32.0 sampler,
+#: Mamba, MoE, attention; flashinfer 0.7.0.post1 module names).
+FLASHINFER_CALLERS = (
+    ("the top-k/top-p sampler", r"topk_topp_sampler\.py|flashinfer/sampling\.py"),
+    (
+        "the Mamba backend (--mamba-backend flashinfer)",
+        r"flashinfer/mamba/|selective_state_update|mamba",
+    ),
+    (
+        "the MoE backend (flashinfer_cutlass / flashinfer_trtllm)",
+        r"flashinfer/fused_moe/|fused_moe",
+    ),
+    (
+        "the attention backend (FLASHINFER)",
+        r"flashinfer/(?:prefill|decode|attention)|flashinfer\.py",
+    ),
 )
 #: Compile-cache root vLLM uses when VLLM_CACHE_ROOT is unset (vllm/envs.py, 0.32.0).
 VLLM_DEFAULT_CACHE_ROOT = "~/.cache/vllm"
