@@ -1577,6 +1577,7 @@ def test_required_argument_written_empty_stays_and_warns(rec, client):
     ):
         r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
     assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": ""} and r.notes == []
+    assert len(r.warnings) == 1  # one line for the argument, not a second for its type
 
 
 def test_drop_empty_optionals_keeps_plain_strings_and_listed_enum_values():

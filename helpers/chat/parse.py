@@ -386,7 +386,8 @@ def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None)
             result.notes.append(note)
             _log.info(note)
         call.arguments, problems = coerce_arguments(call.arguments, params)
-        problems = empty_required + problems
+        said = tuple(f"{p.split('=', 1)[0]}=" for p in empty_required)  # one line per argument
+        problems = empty_required + [p for p in problems if not p.startswith(said or ("\0",))]
         for p in problems:
             _warn(
                 result,

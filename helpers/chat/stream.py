@@ -189,6 +189,10 @@ def stream_chat(
     Raises:
         TypeError, ValueError, ServerConnectionError: as ``chat`` (at once).
         ResponseError: as ``chat`` (raised when the stream ends).
+
+    Warns:
+        ServerLimitUnknownWarning: as ``chat`` (``GET /v1/models`` failed: the request is sent,
+            fitted if the server names a smaller ``max_model_len``).
     """
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)
