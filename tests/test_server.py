@@ -244,9 +244,12 @@ def test_caches_default_to_out_cache_unless_set(tmp_path, monkeypatch):
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
     monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    from helpers.server.command import compile_cache_key
+
     env = VLLMServer(_cpu_config()).environment()
-    assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "cache" / "vllm")
-    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
+    keyed = tmp_path / "cache" / compile_cache_key()  # vllm-<release>-cpu on this machine
+    assert env["VLLM_CACHE_ROOT"] == str(keyed / "vllm")
+    assert env["TRITON_CACHE_DIR"] == str(keyed / "triton")
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/mine")
     env = VLLMServer(_cpu_config(), cache_dir=tmp_path / "c").environment()
@@ -590,3 +593,55 @@ def test_an_api_server_killed_from_outside_leaves_no_engine_behind(fake_vllm):
     assert _group_left(pgid) == []
     assert port_is_free(port)
     assert pgid not in [r.pid for r in find_leftovers(include_owned=True)]
+
+
+# ------------------------------------------------------------ the compile cache: one per release and GPU
+
+HARDWARE = Path(__file__).parent / "data" / "hardware"
+
+
+@pytest.fixture
+def nvml_h100(monkeypatch, tmp_path):
+    """NVML answering as on an H100 (tests/data/hardware/h100_nvml.json, what
+    helpers.machine.gpus._read_nvml records), no cache variables set, outputs under tmp."""
+    from helpers.machine import gpus as gpus_mod
+
+    records = json.loads((HARDWARE / "h100_nvml.json").read_text())
+    monkeypatch.setattr(gpus_mod, "_read_nvml", lambda: (records, []))
+    for var in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    return tmp_path / "out" / "cache"
+
+
+def test_compile_cache_folder_is_keyed_by_vllm_release_and_gpu(nvml_h100):
+    from helpers.config.versions import installed_vllm_version
+    from helpers.machine.gpus import GPU
+    from helpers.server.command import compile_cache_key
+
+    release = installed_vllm_version()
+    env = VLLMServer(recipes.resolve("h100")).environment()
+    assert env["VLLM_CACHE_ROOT"] == str(nvml_h100 / f"vllm-{release}-sm90" / "vllm")
+    assert env["TRITON_CACHE_DIR"] == str(nvml_h100 / f"vllm-{release}-sm90" / "triton")
+    # another release or GPU reads and writes another folder
+    a100, h100 = GPU(0, "A100", 80.0, "8.0"), GPU(1, "H100", 80.0, "9.0")
+    assert compile_cache_key("0.28.0", [h100, a100]) == "vllm-0.28.0-sm80+sm90"
+    assert compile_cache_key("0.32.0", []) == "vllm-0.32.0-cpu"
+    # a folder the caller chose, or a variable already set, wins
+    assert VLLMServer(recipes.resolve("h100"), cache_dir=nvml_h100 / "mine").environment()[
+        "VLLM_CACHE_ROOT"
+    ] == str(nvml_h100 / "mine" / "vllm")
+
+
+def test_a_launch_logs_its_cache_folder_and_the_diagnosis_names_it(fake_vllm):
+    """The header helpers.server.vllm_server writes names the VLLM_CACHE_ROOT the process got;
+    the compile-cache diagnosis of the replayed vLLM 0.32.0 log moves that folder aside."""
+    root = os.environ["VLLM_CACHE_ROOT"]  # tests/conftest.py's; the fake server inherits it
+    srv = fake_vllm("--replay", str(LOGS / "compile_cache_damaged.log"), progress=False)
+    with pytest.raises(ServerStartError) as err:
+        srv.start()
+    header = srv.log_path.read_text().splitlines()[1]
+    assert header.startswith("# helpers.server.vllm_server cache: VLLM_CACHE_ROOT=" + root)
+    d = err.value.diagnosis
+    assert d is not None and d.name == "compile_cache"
+    assert f"mv {root}/torch_compile_cache {root}/torch_compile_cache.bad" in d.fix

@@ -11,18 +11,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
 import re
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
+from fake_hub import FakeHub
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
@@ -128,164 +125,6 @@ def drafter_files() -> dict[str, bytes]:
 
 
 # ---- a hub on 127.0.0.1 ----------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Repo:
-    commit: str
-    files: dict[str, bytes]
-    gated: bool = False
-    accepted_tokens: tuple[str, ...] = ()
-    info: dict | None = None  # a recorded model_info answer to serve instead
-
-
-def _sha1(b: bytes) -> str:
-    return hashlib.sha1(b).hexdigest()
-
-
-class FakeHub:
-    """Answers the hub endpoints ``model_info``, ``snapshot_download`` and ``hf_hub_download`` use."""
-
-    def __init__(self):
-        self.repos: dict[str, Repo] = {}
-        self.requests: list[tuple[str, str]] = []
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_HEAD(self):
-                hub.handle(self, head=True)
-
-            def do_GET(self):
-                hub.handle(self, head=False)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def add(self, repo: str, files: dict[str, bytes], commit: str | None = None, **kw) -> Repo:
-        r = Repo(commit or _sha1(repo.encode()), files, **kw)
-        self.repos[repo] = r
-        return r
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-    # -- responses --
-    def _send(self, h, status, body=b"", headers=None, head=False):
-        h.send_response(status)
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        if not head:
-            h.wfile.write(body)
-
-    def _error(self, h, status, code, message, head):
-        body = json.dumps({"error": message}).encode()
-        headers = {"Content-Type": "application/json", "X-Error-Message": message}
-        if code:
-            headers["X-Error-Code"] = code
-        self._send(h, status, body, headers, head)
-
-    def handle(self, h, head):
-        path = unquote(urlsplit(h.path).path)
-        self.requests.append((h.command, path))
-        auth = h.headers.get("authorization") or ""
-        token = auth.removeprefix("Bearer ").strip() or None
-        m = (
-            re.match(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)", path)
-            or re.match(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$", path)
-            or re.match(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$", path)
-        )
-        if not m:
-            return self._error(h, 404, None, "Not Found", head)
-        if token == "hf_invalid":
-            return self._error(h, 401, None, "Invalid credentials in Authorization header", head)
-        name = m.group("repo")
-        repo = self.repos.get(name)
-        if repo is None:
-            # The hub answers 401 without a token and 404 with one (private or missing).
-            return self._error(
-                h, 404 if token else 401, "RepoNotFound", "Repository not found", head
-            )
-        if repo.gated and token not in repo.accepted_tokens:
-            if token:
-                msg = (
-                    f"Access to model {name} is restricted and you are not in the authorized list. "
-                    f"Visit {self.url}/{name} to ask for access."
-                )
-                return self._error(h, 403, "GatedRepo", msg, head)
-            msg = (
-                f"Access to model {name} is restricted. You must have access to it and be "
-                "authenticated to access it. Please log in."
-            )
-            return self._error(h, 401, "GatedRepo", msg, head)
-        rev = m.group("rev")
-        if rev not in (None, "main", repo.commit):
-            return self._error(h, 404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
-        headers = {"X-Repo-Commit": repo.commit}
-        if "/tree/" in path:
-            listing = [
-                self._entry(n, b) | {"type": "file", "path": n}
-                for n, b in sorted(repo.files.items())
-            ]
-            return self._send(
-                h,
-                200,
-                json.dumps(listing).encode(),
-                {**headers, "Content-Type": "application/json"},
-                head,
-            )
-        if path.startswith("/api/models/"):
-            info = repo.info or {
-                "_id": "0" * 24,
-                "id": name,
-                "modelId": name,
-                "sha": repo.commit,
-                "private": False,
-                "gated": "manual" if repo.gated else False,
-                "disabled": False,
-                "tags": [],
-                "siblings": [
-                    {
-                        "rfilename": n,
-                        "size": len(b),
-                        "blobId": _sha1(b),
-                        **({"lfs": self._lfs(b)} if n.endswith(".safetensors") else {}),
-                    }
-                    for n, b in sorted(repo.files.items())
-                ],
-            }
-            return self._send(
-                h,
-                200,
-                json.dumps(info).encode(),
-                {**headers, "Content-Type": "application/json"},
-                head,
-            )
-        fname = m.group("file")
-        if fname not in repo.files:
-            return self._error(h, 404, "EntryNotFound", "Entry not found", head)
-        body = repo.files[fname]
-        etag = hashlib.sha256(body).hexdigest() if fname.endswith(".safetensors") else _sha1(body)
-        return self._send(h, 200, body, {**headers, "ETag": f'"{etag}"'}, head)
-
-    @staticmethod
-    def _lfs(b: bytes) -> dict:
-        return {"size": len(b), "sha256": hashlib.sha256(b).hexdigest(), "pointerSize": 134}
-
-    def _entry(self, n: str, b: bytes) -> dict:
-        e = {"oid": _sha1(b), "size": len(b)}
-        if n.endswith(".safetensors"):
-            e["lfs"] = {"oid": hashlib.sha256(b).hexdigest(), "size": len(b), "pointerSize": 134}
-        return e
 
 
 @pytest.fixture
@@ -501,13 +340,28 @@ def test_gated_licence_not_accepted(hub, cache, monkeypatch):
     ).is_dir()
 
 
-def test_repo_not_found_or_private(hub, cache):
+def test_repo_not_found_or_private_is_not_called_gated(hub, cache):
+    # the registry's id, absent from the hub: RepositoryNotFoundError (401, no token), whose
+    # text always carries the hub's "private or gated repo" sentence; it is not a gated repo
     with pytest.raises(HubAccessError) as exc:
         weights.download(recipes.resolve("h100"), cache_dir=cache, token=False, quiet=True)
     cause = exc.value.__cause__
     assert isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError)
-    _fix_names_licence_and_token(str(exc.value))
-    assert "check the repo id" in str(exc.value)
+    assert "private or gated repo" in str(cause)
+    msg = str(exc.value)
+    assert "missing or private" in msg and "not gated" in msg and "accept the licence" not in msg
+    assert f"https://huggingface.co/{NVFP4['model_id']} exists" in msg and "HF_TOKEN" in msg
+
+
+def test_misspelled_repo_id_names_the_closest_registry_id(hub, cache):
+    typo = "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4"  # no "-30B-A3B"
+    cfg = recipes.resolve("h100").with_model(typo)
+    with pytest.raises(HubAccessError) as exc:
+        weights.download(cfg, cache_dir=cache, token="hf_valid", quiet=True)
+    assert exc.value.__cause__.response.status_code == 404  # with a token: 404
+    msg = str(exc.value)
+    assert "not an id the registry names" in msg and "accept the licence" not in msg
+    assert f"the closest it names is {NVFP4['model_id']}" in msg
 
 
 def test_invalid_token_401(hub, cache):
@@ -517,7 +371,9 @@ def test_invalid_token_401(hub, cache):
     cause = exc.value.__cause__
     assert isinstance(cause, HfHubHTTPError) and not isinstance(cause, RepositoryNotFoundError)
     assert cause.response.status_code == 401
-    _fix_names_licence_and_token(str(exc.value))
+    msg = str(exc.value)
+    assert "invalid or expired" in msg and "https://huggingface.co/settings/tokens" in msg
+    assert "HF_TOKEN" in msg and "accept the licence" not in msg
 
 
 def test_unknown_pinned_revision(hub, cache):

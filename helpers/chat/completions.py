@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from helpers.chat.parse import parse_response
+from helpers.chat.parse import parse_response, warn_from_caller
 from helpers.chat.request import (
     DEFAULT_MAX_TOKENS,
     ChatOptions,
@@ -34,6 +34,7 @@ from helpers.chat.types import (
     TOOL_PARSER_FLAGS,
     ChatResult,
     ReasoningTruncatedWarning,
+    ServerLimitUnknownWarning,
     _get,
 )
 from helpers.errors import ResponseError, ServerConnectionError
@@ -51,30 +52,60 @@ def _client_url(client: Any) -> str:
     return str(getattr(client, "base_url", "") or "").rstrip("/")
 
 
+def _limits_of(client: Any) -> dict[str, int | None]:
+    """This client's cache for its current base URL (a new dict when it cannot be cached)."""
+    try:
+        return _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
+    except TypeError:  # a client object that cannot be weakly referenced: no cache
+        return {}
+
+
+def remember_max_model_len(client: Any, max_model_len: int, model: str | None = None) -> None:
+    """Tell the helpers this client's server limit, so :func:`chat` / :func:`stream_chat` do
+    not ask ``GET /v1/models`` for it (e.g. a :class:`helpers.fleet.fleet.Fleet` knows it from
+    its deployment; behind vllm-router that probe fails while a replica is down).
+
+    Args:
+        client: from :func:`~helpers.server.endpoint.make_client` (or ``Fleet.client()``).
+        max_model_len: the served ``--max-model-len`` in tokens (prompt + output), >= 1.
+        model: the served model name it holds for; ``None``: the client's default model.
+
+    Raises:
+        ValueError: ``max_model_len`` is not a positive integer.
+    """
+    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
+        raise ValueError(
+            f"remember_max_model_len: `max_model_len` must be a positive number of tokens; got "
+            f"{max_model_len!r}."
+        )
+    cached = _limits_of(client)
+    cached[model or ""] = max_model_len
+    cached.setdefault("", max_model_len)
+
+
 def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     """The server's ``max_model_len`` (tokens, prompt + output) for ``model``.
 
     vLLM lists it per model in ``GET /v1/models`` (``ModelCard.max_model_len``,
     ``vllm/entrypoints/openai/models/serving.py``, vLLM 0.32.0). Read once per client and
-    base URL, then cached.
+    base URL, then cached (:func:`remember_max_model_len` sets it without asking).
 
     Args:
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name; ``None`` takes the first model listed.
 
     Returns:
-        The limit in tokens, or ``None`` when the server does not report one (an
-        OpenAI-compatible server that is not vLLM).
+        The limit in tokens, or ``None`` when it is unknown: the server does not report one
+        (an OpenAI-compatible server that is not vLLM), or the probe answered an HTTP error
+        (then :class:`~helpers.chat.types.ServerLimitUnknownWarning`, once per client).
 
     Raises:
-        ServerConnectionError: nothing answers at the client's URL, or what answers is not
-            an OpenAI-compatible server (the message names the URL and the fix).
+        ServerConnectionError: nothing answers at the client's URL, it did not answer within
+            the client's timeout, or what answers is not an OpenAI-compatible server (the
+            message names the URL and the fix).
     """
     _check_client("server_max_model_len", client)
-    try:
-        cached = _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
-    except TypeError:  # a client object that cannot be weakly referenced: no cache
-        cached = {}
+    cached = _limits_of(client)
     key = model or ""
     if key in cached:
         return cached[key]
@@ -82,6 +113,24 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
 
     try:
         listed = list(client.models.list())
+    except openai.APIStatusError as e:
+        err = _translate_api_error(client, e, "GET /v1/models", model)
+        if err is not e:  # not a vLLM server at all (a 404 page): the chat cannot work either
+            raise err from None
+        # An HTTP error from something that serves the API (vllm-router with its first worker
+        # down answers 500 "Request failed: error sending request for url (.../v1/models)"):
+        # the limit is unknown, the chat itself may still be served.
+        cached[key] = None
+        warn_from_caller(
+            ServerLimitUnknownWarning,
+            f"GET /v1/models at {_client_url(client)} answered HTTP {e.status_code} "
+            f"({_short(e)}), so the server's max_model_len is unknown: requests are sent with "
+            f"max_tokens={DEFAULT_MAX_TOKENS} (the default) unchecked, and fitted if the server "
+            "names a smaller limit. Behind vllm-router this is a worker that is down "
+            "(vllm-project/router#135); pass max_tokens=..., or take the client from "
+            "Fleet.client(), which knows the limit.",
+        )
+        return None
     except openai.APIError as e:
         raise _translate_api_error(client, e, "GET /v1/models", model) from None
     limits = {}
@@ -93,6 +142,26 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     else:
         cached[key] = next(iter(limits.values()), None)
     return cached[key]
+
+
+def _short(e: Exception) -> str:
+    """The error's own words: a JSON body's ``message``, else the response text."""
+    body = getattr(e, "body", None)
+    text = body.get("message") if isinstance(body, Mapping) else None
+    if not text:
+        try:
+            text = e.response.text  # type: ignore[attr-defined] # vllm-router answers plain text
+        except Exception:  # noqa: BLE001 - the status alone still says enough
+            text = None
+    return " ".join(str(text or e).split())[:160]
+
+
+class _LimitNamed(Exception):
+    """The server refused the default ``max_tokens`` and named its ``max_model_len``."""
+
+    def __init__(self, limit: int):
+        super().__init__(limit)
+        self.limit = limit
 
 
 def _fit_to_server(
@@ -178,11 +247,13 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
     return e
 
 
-def _create(client: Any, kwargs: dict[str, Any]) -> Any:
+def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> Any:
     """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
     :class:`ResponseError` s naming the flags, a ``max_tokens`` above the server's
-    ``max_model_len`` into one naming the limit, and connection failures or a non-vLLM
-    server into :class:`ServerConnectionError` naming the URL."""
+    ``max_model_len`` into one naming the limit (``unchecked``: the default was sent
+    without a known limit, so :class:`_LimitNamed` instead, for the caller to fit and send
+    again), and connection failures or a non-vLLM server into
+    :class:`ServerConnectionError` naming the URL."""
     import openai
 
     try:
@@ -192,6 +263,8 @@ def _create(client: Any, kwargs: dict[str, Any]) -> Any:
         m = re.search(
             r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
         )
+        if m and unchecked:
+            raise _LimitNamed(int(m.group(2))) from None
         if m:  # vllm/renderers/params.py (vLLM 0.32.0)
             raise _max_tokens_error(int(m.group(2)), m.group(1), text) from None
         m = re.search(r"maximum context length is (\d+) tokens", text)
@@ -283,6 +356,10 @@ def chat(
         openai.APIError: any other HTTP failure, unchanged.
 
     Warns:
+        ServerLimitUnknownWarning: ``GET /v1/models`` answered an HTTP error (vllm-router
+            with a worker down): the request is sent with the default ``max_tokens``; once
+            per client. When the server then names a smaller ``max_model_len`` the request
+            is sent again, fitted to it.
         ReasoningTruncatedWarning: thinking on, ``finish_reason == "length"``, no answer.
         ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
         ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
@@ -316,7 +393,11 @@ def chat(
         from helpers.chat.drafting import warn_if_unenforced
 
         warn_if_unenforced(client)  # a drafting server may ignore thinking_token_budget
+    asked = opts.max_tokens
     opts, max_model_len = _fit_to_server("chat", client, model, opts)
+    # The default sent without a known limit (GET /v1/models failed or said nothing): if the
+    # server names a smaller max_model_len, remember it and send again, fitted.
+    unchecked = asked is None and max_model_len is None
     max_tokens = opts.max_tokens
     if max_tokens is None and budget is not None and max_model_len is not None:
         if budget >= max_model_len:
@@ -326,24 +407,35 @@ def chat(
         recover_tool_calls=opts.recover_tool_calls,
         max_model_len=max_model_len,
     )
-    if two_pass:
-        return _chat_two_pass(
-            client,
-            model,
-            messages_or_prompt,
-            opts,
-            max_tokens if max_tokens is not None else max_model_len,
-            extra,
-            checks,
+    try:
+        if two_pass:
+            return _chat_two_pass(
+                client,
+                model,
+                messages_or_prompt,
+                opts,
+                max_tokens if max_tokens is not None else max_model_len,
+                extra,
+                checks,
+                unchecked=unchecked,
+            )
+        return parse_response(
+            _create(
+                client,
+                build_request(model, messages_or_prompt, opts, **extra),
+                unchecked=unchecked,
+            ),
+            thinking=opts.thinking,
+            force_nonempty_content=opts.force_nonempty_content,
+            max_tokens=opts.max_tokens,
+            tools_requested=bool(opts.tools) and opts.tool_choice != "none",
+            **checks,
         )
-    return parse_response(
-        _create(client, build_request(model, messages_or_prompt, opts, **extra)),
-        thinking=opts.thinking,
-        force_nonempty_content=opts.force_nonempty_content,
-        max_tokens=opts.max_tokens,
-        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
-        **checks,
-    )
+    except _LimitNamed as e:
+        remember_max_model_len(client, e.limit, model)
+        return chat(
+            client, model, messages_or_prompt, options, budget_method=budget_method, **overrides
+        )
 
 
 def _chat_two_pass(
@@ -354,6 +446,8 @@ def _chat_two_pass(
     max_tokens: int,
     extra: dict[str, Any],
     checks: dict[str, Any],
+    *,
+    unchecked: bool = False,
 ) -> ChatResult:
     """Client-side reasoning budget (``options.reasoning_budget``, >= 1) for servers
     without ``thinking_token_budget``; ``max_tokens`` caps both requests together."""
@@ -366,7 +460,9 @@ def _chat_two_pass(
         # Running out at the budget is the point of pass 1; don't warn about it.
         warnings.simplefilter("ignore", ReasoningTruncatedWarning)
         first = parse_response(
-            _create(client, build_request(model, messages, first_opts, **extra)),
+            _create(
+                client, build_request(model, messages, first_opts, **extra), unchecked=unchecked
+            ),
             thinking=True,
             max_tokens=budget,
             tools_requested=tools_requested,
@@ -391,7 +487,7 @@ def _chat_two_pass(
         **{**extra, "extra_body": extra_body},
     )
     second = parse_response(
-        _create(client, second_kwargs),
+        _create(client, second_kwargs, unchecked=unchecked),
         thinking=False,
         max_tokens=second_opts.max_tokens,
         tools_requested=tools_requested,

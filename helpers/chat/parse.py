@@ -14,6 +14,7 @@ come from vLLM 0.32's ``vllm/parser/nemotron_v3.py``, ``vllm/parser/qwen3.py`` a
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 import warnings
@@ -41,6 +42,8 @@ from helpers.chat.types import (
 )
 from helpers.errors import ResponseError
 
+_log = logging.getLogger("helpers.chat")
+
 # The chat modules a warning's stack walk skips, so it points at the notebook cell or test
 # that called them, however deep the helper chain was.
 _CHAT_MODULES = frozenset(
@@ -53,6 +56,12 @@ def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
     """Record ``text`` on the result and warn, pointing at the first caller outside the
     chat modules (the notebook cell or test), however deep the helper chain was."""
     result.warnings.append(text)
+    warn_from_caller(category, text)
+
+
+def warn_from_caller(category: type[Warning], text: str) -> None:
+    """``warnings.warn(text, category)`` pointing at the first caller outside the chat
+    modules (the notebook cell or test), however deep the helper chain was."""
     level, frame = 1, sys._getframe(0)
     while frame.f_back is not None and frame.f_code.co_filename in _CHAT_MODULES:
         frame, level = frame.f_back, level + 1
@@ -359,14 +368,26 @@ def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> 
 
 
 def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
-    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`)."""
-    from helpers.chat.toolargs import coerce_arguments
+    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`):
+    optional arguments written empty left out (one info line per call, also in
+    ``result.notes``), then the lossless coercions."""
+    from helpers.chat.toolargs import coerce_arguments, drop_empty_optionals
 
     for call in result.tool_calls:
         params = _schema_parameters(tool_schemas, call.name)
         if call.error is not None or not params:
             continue
+        call.arguments, dropped, empty_required = drop_empty_optionals(call.arguments, params)
+        if dropped:
+            note = (
+                f"Tool {call.name!r}: left out {', '.join(dropped)}, written empty for optional "
+                "parameters (qwen3_coder has no null), so the function's defaults apply."
+            )
+            result.notes.append(note)
+            _log.info(note)
         call.arguments, problems = coerce_arguments(call.arguments, params)
+        said = tuple(f"{p.split('=', 1)[0]}=" for p in empty_required)  # one line per argument
+        problems = empty_required + [p for p in problems if not p.startswith(said or ("\0",))]
         for p in problems:
             _warn(
                 result,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from helpers.chat.completions import _create, _fit_to_server
+from helpers.chat.completions import _create, _fit_to_server, _LimitNamed, remember_max_model_len
 from helpers.chat.parse import _finish
 from helpers.chat.request import (
     ChatOptions,
@@ -189,14 +189,24 @@ def stream_chat(
     Raises:
         TypeError, ValueError, ServerConnectionError: as ``chat`` (at once).
         ResponseError: as ``chat`` (raised when the stream ends).
+
+    Warns:
+        ServerLimitUnknownWarning: as ``chat`` (``GET /v1/models`` failed: the request is sent,
+            fitted if the server names a smaller ``max_model_len``).
     """
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)
     opts, extra = _options_from("stream_chat", options, overrides)
+    asked = opts.max_tokens
     opts, max_model_len = _fit_to_server("stream_chat", client, model, opts)
     kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
+    try:  # the default sent without a known limit: fitted once the server names it
+        response = _create(client, kwargs, unchecked=asked is None and max_model_len is None)
+    except _LimitNamed as e:
+        remember_max_model_len(client, e.limit, model)
+        return stream_chat(client, model, messages_or_prompt, options, **overrides)
     return ChatStream(
-        _create(client, kwargs),
+        response,
         thinking=opts.thinking,
         force_nonempty_content=opts.force_nonempty_content,
         max_tokens=opts.max_tokens,

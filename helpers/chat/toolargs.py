@@ -9,6 +9,13 @@ warning and passes the *string* through: ``140.0`` for an ``integer`` arrives as
 wrong-typed value goes through `pydantic <https://docs.pydantic.dev>`_'s lax validation and
 is kept only if it then passes (``"140.0"`` -> ``140``); anything else (``"140.5"``, a missing
 argument) stays as it is, with a line naming it. A call is never dropped.
+
+Optional arguments written empty (:func:`drop_empty_optionals`): the qwen3_coder format has no
+null, so for an optional argument it cannot fill a model writes an empty parameter, ``null`` or
+``None``; vLLM 0.32.0's parser passes them on as ``""``, JSON null (``coerce_to_schema_type`` in
+``vllm/tool_parsers/utils.py`` ends in ``json.loads``, which reads ``null``) and ``"None"``, and
+the function would get them instead of its default (``range("")`` fails). They are left out
+when the parameter is optional and not a plain string, so the Python default applies.
 """
 
 from __future__ import annotations
@@ -26,6 +33,68 @@ _PY_TYPES: dict[str, type] = {
     "array": list,
     "object": dict,
 }
+
+
+#: What a model writes for "no value" in the qwen3_coder format (compared stripped, lower case).
+EMPTY_WORDS = ("", "null", "none")
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in EMPTY_WORDS)
+
+
+def _types_of(schema: Mapping[str, Any]) -> list[str]:
+    t = schema.get("type")
+    return [t] if isinstance(t, str) else [x for x in (t or []) if isinstance(x, str)]
+
+
+def _keeps_empty(schema: Mapping[str, Any], value: Any) -> bool:
+    """A plain string (``{"type": "string"}``, no ``enum``) takes any text, ``"null"`` and ``""``
+    included; an ``enum`` that lists the value takes it."""
+    if "enum" in schema:
+        return value in (schema.get("enum") or [])
+    return _types_of(schema) == ["string"]
+
+
+def drop_empty_optionals(
+    arguments: Mapping[str, Any], parameters: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Arguments without the optional ones the model wrote empty, so the function's defaults apply.
+
+    An argument counts as written empty when it is JSON null, ``""``, ``"null"`` or ``"None"``
+    (any case, blanks around). It is left out when its parameter is not in ``required`` and is
+    not a plain string (``{"type": "string"}`` without ``enum``: there ``"null"`` or ``""`` may be
+    meant, so it stays) and not an ``enum`` that lists the value. A required argument written
+    empty stays (the function gets it) with a problem line; parameters the schema does not list
+    are left to the signature check.
+
+    Args:
+        arguments: the parsed JSON arguments of one call, e.g. ``{"query": "GPUs", "limit": ""}``.
+        parameters: the ``function.parameters`` object of the tool's OpenAI schema (``None`` or
+            ``{}``: nothing is dropped).
+
+    Returns:
+        ``(arguments, dropped, problems)``: a new dict without the dropped arguments
+        (``{"query": "GPUs"}``), ``["limit=''", ...]`` for each one left out, and one sentence
+        per required argument written empty.
+    """
+    args = dict(arguments)
+    props = (parameters or {}).get("properties") or {}
+    required = set((parameters or {}).get("required") or [])
+    dropped: list[str] = []
+    problems: list[str] = []
+    for key, value in list(args.items()):
+        schema = props.get(key)
+        if not isinstance(schema, Mapping) or not _is_empty(value) or _keeps_empty(schema, value):
+            continue
+        if key in required:
+            problems.append(
+                f"{key}={value!r} is required but was written empty; passed on as it is"
+            )
+            continue
+        del args[key]
+        dropped.append(f"{key}={value!r}")
+    return args, dropped, problems
 
 
 def _validator_for(schema: Mapping[str, Any]):

@@ -50,6 +50,13 @@ class ToolArgumentWarning(UserWarning):
     """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
 
 
+class ServerLimitUnknownWarning(UserWarning):
+    """``GET /v1/models`` answered an HTTP error, so the server's ``max_model_len`` is unknown:
+    the request is sent with the default ``max_tokens`` unchecked (warned once per client).
+    vllm-router answers it from its first registered worker without a health check, so one
+    replica down gives HTTP 500 there while chats still route (vllm-project/router#135)."""
+
+
 # ─── results ──────────────────────────────────────────────────────────────────────────
 
 
@@ -158,6 +165,9 @@ class ChatResult:
         tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
             ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
         warnings: the text of every warning raised while parsing this turn.
+        notes: info lines about what parsing changed and why (e.g. optional tool arguments
+            written empty and left out, :func:`helpers.chat.toolargs.drop_empty_optionals`);
+            also logged to the ``helpers.chat`` logger at INFO.
     """
 
     reasoning: str = ""
@@ -173,6 +183,7 @@ class ChatResult:
     tool_call_fragment: str = ""
     tool_calls_missing: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_message(self, include_reasoning: bool = True) -> dict[str, Any]:
         """This turn as an assistant message to append to ``messages``.

@@ -47,8 +47,10 @@ class Fleet:
             deployment's).
         log_dir: folder for the logs (default ``out/logs/``).
         cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
-            default: every server shares ``out/cache``. Separate folders keep two cold starts
-            of the same config from writing one cache at the same time.
+            default: replica ``i`` of several gets ``out/cache/<release>-<GPUs>/replica<i>``
+            (:func:`helpers.server.command.compile_cache_key`), so replicas started together
+            never write (or load half-written) artifacts in one cache root; each keeps its
+            own warm cache for the next start. A ``VLLM_CACHE_ROOT`` already set wins.
         keep_ports: launch on the deployment's ports (the rendered 8000, 8001, ...); default:
             each server picks a free port and the router is given those.
         server_kwargs: more :class:`helpers.server.vllm_server.VLLMServer` options for the servers.
@@ -120,8 +122,33 @@ class Fleet:
         return self.entry.base_url
 
     def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for the entry point."""
-        return self.entry.client(**kwargs)
+        """An ``openai.OpenAI`` client for the entry point, told the deployment's
+        ``max_model_len`` (:attr:`max_model_len`) so ``chat()`` / ``stream_chat()`` need not
+        ask the router's ``GET /v1/models``, which vllm-router answers from its first worker
+        without a health check (HTTP 500 while that replica is down, vllm-project/router#135)."""
+        from helpers.chat.completions import remember_max_model_len
+
+        client = self.entry.client(**kwargs)
+        if self.max_model_len:
+            remember_max_model_len(client, self.max_model_len, self.served_model_name)
+        return client
+
+    @property
+    def max_model_len(self) -> int | None:
+        """Tokens per sequence the servers were launched with: their ``--max-model-len``, else
+        what vLLM derives from a local checkpoint's ``config.json``
+        (:func:`helpers.config.flagcheck.derived_max_model_len`); None when neither says."""
+        from helpers.config.flagcheck import derived_max_model_len
+
+        cfg = self.deployment.servers[0] if self.deployment.servers else self.deployment.base
+        value = cfg.args.get("--max-model-len")
+        if value not in (None, False, True):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+        derived = derived_max_model_len(cfg.model)
+        return derived[0] if derived else None
 
     @property
     def served_model_name(self) -> str:
@@ -156,14 +183,7 @@ class Fleet:
             dataclasses.replace(dep.router, router=self.router_binary).validate()
         try:
             for i, cfg in enumerate(dep.servers):
-                kw = {
-                    "startup_timeout": self.startup_timeout,
-                    "grace_period": self.grace_period,
-                    "progress": self.progress,
-                }
-                kw.update(self.server_kwargs)
-                if self.cache_dirs is not None:
-                    kw["cache_dir"] = self.cache_dirs[i]
+                kw = self.server_options(i)
                 stem = f"replica{i}" if dep.layout == "replicas" else "dp-ep"
                 if not self.keep_ports:  # the rendered 8000, 8001, ... may be taken here
                     cfg = cfg.with_port(None)
@@ -189,6 +209,23 @@ class Fleet:
         self.startup_seconds = time.monotonic() - t0
         self._say(f"ready in {self.startup_seconds:.0f} s: {self.base_url}")
         return self
+
+    def server_options(self, index: int) -> dict[str, Any]:
+        """The :class:`~helpers.server.vllm_server.VLLMServer` options server ``index`` is
+        started with: the fleet's timeouts and progress, ``server_kwargs``, and its cache folder
+        (``cache_dirs[index]``, else ``out/cache/<release>-<GPUs>/replica<index>`` when the
+        deployment runs several servers: :func:`replica_cache_root`)."""
+        kw: dict[str, Any] = {
+            "startup_timeout": self.startup_timeout,
+            "grace_period": self.grace_period,
+            "progress": self.progress,
+        }
+        kw.update(self.server_kwargs)
+        if self.cache_dirs is not None:
+            kw["cache_dir"] = self.cache_dirs[index]
+        elif len(self.deployment.servers) > 1 and "cache_dir" not in self.server_kwargs:
+            kw["cache_dir"] = replica_cache_root() / f"replica{index}"
+        return kw
 
     def _start_router(self, t0: float) -> None:
         self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
@@ -338,6 +375,15 @@ class Fleet:
 
     def __repr__(self) -> str:
         return f"<Fleet {self.deployment.name} x{self.deployment.count} servers={self.servers} router={self.router}>"
+
+
+def replica_cache_root() -> Path:
+    """``out/cache/<release>-<GPUs>``: the folder whose ``replica<i>`` subfolders hold each
+    replica's compile and Triton caches (:func:`helpers.server.command.compile_cache_key`)."""
+    from helpers.paths import out_dir
+    from helpers.server.command import compile_cache_key
+
+    return out_dir("cache") / compile_cache_key()
 
 
 def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> Fleet:

@@ -307,6 +307,70 @@ def detect_gpus(*, use_nvml: bool = True) -> Probe:
     return Probe(_visible(gpus), procs, "nvidia-smi")
 
 
+@dataclasses.dataclass(frozen=True)
+class DriverInfo:
+    """This machine's NVIDIA driver.
+
+    Attributes:
+        version: the driver's version, e.g. ``"570.124.06"`` (None when unknown).
+        cuda: the newest CUDA it supports, e.g. ``(12, 8)`` (NVML ``nvmlSystemGetCudaDriverVersion``
+            12080; ``nvidia-smi``'s "CUDA Version: 12.8"), None when unknown.
+        source: ``"nvml"`` or ``"nvidia-smi"``.
+    """
+
+    version: str | None
+    cuda: tuple[int, int] | None
+    source: str
+
+    def describe(self) -> str:
+        cuda = f"CUDA {self.cuda[0]}.{self.cuda[1]}" if self.cuda else "CUDA ?"
+        return f"driver {self.version or '?'} ({cuda}, {self.source})"
+
+
+def cuda_from_nvml(value: int) -> tuple[int, int]:
+    """NVML's CUDA driver version integer as ``(major, minor)``: 12080 -> (12, 8), 13000 ->
+    (13, 0) (NVML's ``NVML_CUDA_DRIVER_VERSION_MAJOR(v) = v / 1000``, ``MINOR = (v % 1000) / 10``)."""
+    return int(value) // 1000, (int(value) % 1000) // 10
+
+
+def parse_smi_driver(text: str) -> tuple[str | None, tuple[int, int] | None]:
+    """``(driver version, (major, minor))`` from ``nvidia-smi``'s header line
+    ``| NVIDIA-SMI 570.124.06   Driver Version: 570.124.06   CUDA Version: 12.8 |``."""
+    version = re.search(r"Driver Version:\s*([\d.]+)", text or "")
+    cuda = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", text or "")
+    return (
+        version.group(1) if version else None,
+        (int(cuda.group(1)), int(cuda.group(2))) if cuda else None,
+    )
+
+
+def driver_info() -> DriverInfo | None:
+    """Read the NVIDIA driver: NVML (``nvmlSystemGetDriverVersion``,
+    ``nvmlSystemGetCudaDriverVersion``), else ``nvidia-smi``'s header. Never raises; None when
+    neither answers (no driver)."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            version = version.decode() if isinstance(version, bytes) else str(version)
+            cuda = cuda_from_nvml(pynvml.nvmlSystemGetCudaDriverVersion())
+        finally:
+            try:
+                pynvml.nvmlShutdown()
+            except Exception:  # pragma: no cover
+                pass
+        return DriverInfo(version, cuda, "nvml")
+    except Exception:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded ...
+        pass
+    rc, text = _run_smi(["nvidia-smi"])
+    if rc != 0:
+        return None
+    version, cuda = parse_smi_driver(text)
+    return DriverInfo(version, cuda, "nvidia-smi") if version or cuda else None
+
+
 def system_memory_gib() -> float | None:
     """Total system memory in GiB (``/proc/meminfo`` MemTotal), the GPU's on unified memory."""
     try:

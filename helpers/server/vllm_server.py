@@ -27,7 +27,7 @@ import psutil
 
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir
-from helpers.server.command import launch_argv, launch_environment
+from helpers.server.command import CACHE_VARS, compile_cache_key, launch_argv, launch_environment
 from helpers.server.diagnose import diagnose
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
@@ -99,7 +99,10 @@ class VLLMServer(ServerEndpoint):
         startup_timeout: seconds to wait for ``/health`` (:data:`DEFAULT_STARTUP_TIMEOUT`).
         grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
         cache_dir: ``VLLM_CACHE_ROOT`` = ``<dir>/vllm``, ``TRITON_CACHE_DIR`` = ``<dir>/triton`` (a
-            second start skips the compile); default ``out/cache``, ``None`` vLLM's own; set wins.
+            second start skips the compile); default ``out/cache/<release>-<GPUs>``
+            (:func:`helpers.server.command.compile_cache_key`, e.g. ``out/cache/vllm-0.32.0-sm90``:
+            no artifact of another release or GPU is loaded), ``None`` vLLM's own; a
+            ``VLLM_CACHE_ROOT`` / ``TRITON_CACHE_DIR`` already set wins.
         cleanup_leftovers: end leftovers (below) before starting (default: warn only).
         progress: True prints phase changes and a line every 30 s; False is silent; a
             callable gets ``(phase, seconds_since_launch)``.
@@ -256,7 +259,9 @@ class VLLMServer(ServerEndpoint):
     def environment(self) -> dict[str, str]:
         """The server process's environment (:func:`helpers.server.command.launch_environment`):
         ``os.environ``, the ``cache_dir`` folders, ``PYTHONUNBUFFERED=1``, ``config.env`` on top."""
-        cache = out_dir("cache") if self.cache_dir is _DEFAULT else self.cache_dir
+        cache = (
+            out_dir("cache") / compile_cache_key() if self.cache_dir is _DEFAULT else self.cache_dir
+        )
         return launch_environment(self.config, cache)
 
     def _report_leftovers(self) -> None:
@@ -351,9 +356,18 @@ class VLLMServer(ServerEndpoint):
             stamp = time.strftime("%Y%m%d-%H%M%S")
             self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = self.environment()
         self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
         self._log_fh.write(
             f"# helpers.server.vllm_server launch: {subprocess.list2cmdline(argv)}\n".encode()
+        )
+        # the folders this launch really uses (a diagnosis of its compile cache names them)
+        self._log_fh.write(
+            (
+                "# helpers.server.vllm_server cache: "
+                + (" ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults")
+                + "\n"
+            ).encode()
         )
         self._stopped = False
         self.crash = None
@@ -365,7 +379,7 @@ class VLLMServer(ServerEndpoint):
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
-            env=self.environment(),
+            env=env,
             start_new_session=True,
         )
         _LIVE.add(self)

@@ -122,6 +122,61 @@ def _looks_complete(folder: Path, allow_patterns: Sequence[str] | None) -> bool:
 # Hub errors -> one sentence naming the fix
 # --------------------------------------------------------------------------------------
 
+#: The hub's token page (huggingface_hub's docs, "User access tokens").
+TOKENS_PAGE = "https://huggingface.co/settings/tokens"
+
+
+def registry_repos(registry: Any = None) -> list[str]:
+    """Every hub repo the registry names: each variant's ``model_id`` and each drafter's ``repo``."""
+    from helpers.config.load import as_registry
+
+    reg = as_registry(registry)
+    ids = [v.model_id for v in reg.variants.values() if v.model_id]
+    ids += [m.drafter.repo for m in reg.speculative.values() if m.drafter and m.drafter.repo]
+    return list(dict.fromkeys(ids))
+
+
+def missing_repo_words(repo: str | None, status: int | None) -> tuple[str, str]:
+    """``(cause, fix)`` for the hub's "Repository Not Found" (huggingface_hub's
+    ``RepositoryNotFoundError``), which is not a gated repo: the hub answers 401 without a token
+    and 404 with one, alike for a missing repo and a private one the token cannot see (a gated
+    repo gets ``GatedRepoError`` instead; huggingface_hub 2.4.0 ``utils/_http.py``
+    ``hf_raise_for_status``). The id is checked against the registry (:func:`registry_repos`):
+    not one of its ids means a misspelled or foreign id, and the closest registry id is named.
+
+    Args:
+        repo: the repo id (``owner/name``), or None when unknown.
+        status: the HTTP status (401: no token was sent, 404: one was), or None.
+    """
+    import difflib
+
+    what = repo or "the model"
+    asked = f" (HTTP {status}{', no token sent' if status == 401 else ''})" if status else ""
+    try:
+        known = registry_repos()
+    except Exception:  # noqa: BLE001 - a broken registry must not hide the hub's error
+        known = []
+    if repo and known and repo not in known:
+        close = difflib.get_close_matches(repo, known, n=1, cutoff=0.5)
+        hint = (
+            f"; the closest it names is {close[0]}" if close else f"; it names {', '.join(known)}"
+        )
+        return (
+            f"the hub has no repo {what} that this request may see{asked}, and it is not an id "
+            "the registry names: a misspelled or foreign model id, not a gated repo",
+            f"fix the model id (cookbook/recipe.yaml, or the model you passed){hint}",
+        )
+    token = (
+        "set HF_TOKEN (or `hf auth login`) to a read token of an account that can see it"
+        if status != 404
+        else "check that HF_TOKEN belongs to an account that can see it"
+    )
+    return (
+        f"the hub has no repo {what} that this request may see{asked}: it is missing or private "
+        "(the hub answers the same for both), not gated",
+        f"check that https://huggingface.co/{what} exists (renamed or removed?) and {token}",
+    )
+
 
 def _translate(exc: BaseException, repo: str, revision: str | None) -> CookbookError | None:
     from huggingface_hub.errors import (
@@ -148,14 +203,17 @@ def _translate(exc: BaseException, repo: str, revision: str | None) -> CookbookE
             "(a commit hash from the model page's 'Files and versions' history)."
         )
     if isinstance(exc, RepositoryNotFoundError):
+        cause, fix = missing_repo_words(repo, status)
+        return HubAccessError(f"{cause[0].upper()}{cause[1:]}: {fix}.")
+    if isinstance(exc, HfHubHTTPError) and status == 401:
         return HubAccessError(
-            f"The hub did not grant access to {repo} (HTTP {status}: gated, private or misspelled): "
-            f"{licence}; if it persists, check the repo id in cookbook/recipe.yaml."
+            f"The hub refused the token for {repo} (HTTP 401: invalid or expired): create a read "
+            f"token at {TOKENS_PAGE} and set HF_TOKEN to it (or pass token=...), or unset HF_TOKEN "
+            "if the repo is public."
         )
-    if isinstance(exc, HfHubHTTPError) and status in (401, 403):
+    if isinstance(exc, HfHubHTTPError) and status == 403:
         return HubAccessError(
-            f"The hub refused the token for {repo} (HTTP {status}: invalid, expired or without read "
-            f"access): {licence}."
+            f"The hub refused the token for {repo} (HTTP 403: without read access): {licence}."
         )
     if isinstance(exc, (OfflineModeIsEnabled, LocalEntryNotFoundError)) or _is_connection_error(
         exc
