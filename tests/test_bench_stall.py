@@ -1,11 +1,13 @@
-"""helpers.bench.sweep aborts a point whose engine stalls behind a healthy API.
+"""helpers.bench.sweep aborts a point whose engine stalls or hangs behind a healthy API.
 
-A real stalled vLLM engine cannot be produced on demand on this machine, so the server
-side is a small fake (process mechanics only): it answers ``/health`` and ``/v1/models``,
-never answers a chat request, and serves a real CPU server's ``/metrics`` scrape
-(``tests/data/runtime/metrics_busy.txt``, recorded by ``benchmarks/record_runtime.py``)
-with the gauges at 0 running, 3 waiting. The client is the real one: ``vllm bench serve``
-(``vllm.benchmarks.serve.main_async``) through :func:`helpers.bench.point.run_point`.
+A real stalled or hung vLLM engine cannot be produced on demand on this machine, so the
+server side is a small fake (process mechanics only): it answers ``/health`` and
+``/v1/models``, never answers a chat request, and serves a real CPU server's ``/metrics``
+scrape (``tests/data/runtime/metrics_busy.txt``, recorded by ``benchmarks/record_runtime.py``)
+with the gauges at 0 running, 3 waiting (stalled), or 3 running, 0 waiting and token
+counters that never move (hung: a deadlocked kernel). The client is the real one:
+``vllm bench serve`` (``vllm.benchmarks.serve.main_async``) through
+:func:`helpers.bench.point.run_point`.
 """
 
 from __future__ import annotations
@@ -27,16 +29,36 @@ RUNTIME = Path(__file__).parent / "data" / "runtime"
 vllm_bench = pytest.importorskip("vllm.benchmarks.serve")
 
 
-def _stalled_metrics() -> str:
+def _gauges(running: int, waiting: int) -> str:
+    """The recorded busy scrape with the two request gauges set (the counters as recorded)."""
     text = (RUNTIME / "metrics_busy.txt").read_text()
-    text = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", r"\1 0.0", text, flags=re.M)
-    return re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", r"\1 3.0", text, flags=re.M)
+    text = re.sub(
+        r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=re.M
+    )
+    return re.sub(
+        r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=re.M
+    )
+
+
+def _stalled_metrics() -> str:
+    return _gauges(running=0, waiting=3)
 
 
 @pytest.fixture
 def stalled_server():
+    yield from _fake_engine(_stalled_metrics())
+
+
+@pytest.fixture
+def hung_server():
+    # 3 requests "running", none waiting, prompt / generation counters frozen at the
+    # recorded 324 / 73 tokens: what a deadlocked kernel shows
+    yield from _fake_engine(_gauges(running=3, waiting=0))
+
+
+def _fake_engine(metrics_text: str):
     release = threading.Event()
-    metrics = _stalled_metrics().encode()
+    metrics = metrics_text.encode()
     chats = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -116,4 +138,24 @@ def test_stalled_engine_aborts_the_point(stalled_server, tiny_tokenizer, tmp_pat
     # nor a child process (run_point's other mode, benchmarks/bench_point_modes.py)
     children = psutil.Process().children(recursive=True)
     assert not [p for p in children if "vllm.benchmarks.serve" in " ".join(p.cmdline())]
+    assert err.value.log_path.exists()
+
+
+def test_hung_engine_with_requests_running_aborts_the_point(hung_server, tiny_tokenizer, tmp_path):
+    """Requests run but no prompt or generation token is counted for the stall timeout: the
+    point is cancelled with "engine hung with N requests running (no tokens for T s)"."""
+    url, chats = hung_server
+    t0 = time.monotonic()
+    with pytest.raises(bench.BenchError) as err:
+        point.run_point(
+            url, "m", tiny_tokenizer, concurrency=2, num_prompts=4, input_len=8, output_len=4,
+            out_dir=tmp_path, seed=0, num_warmups=0, stall_timeout=3.0,
+        )  # fmt: skip
+    took = time.monotonic() - t0
+    msg = str(err.value)
+    assert re.match(r"engine hung with 3 requests running \(no tokens for \d+ s", msg), msg
+    assert "point aborted" in msg and "restart the server" in msg
+    assert chats, "the benchmark's request reached the server"
+    assert took < 60, f"aborted after {took:.0f} s: the watch did not cancel the point"
+    assert not [t for t in threading.enumerate() if t.name == "vllm-bench-serve"]
     assert err.value.log_path.exists()
