@@ -30,6 +30,10 @@ SPEC_DECODE_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 #: Prefix-cache counters (``vllm/v1/metrics/loggers.py``), used to show points do not share a cache.
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+#: The cache configuration as labels of one gauge (``CacheConfig.metrics_info()``,
+#: ``vllm/v1/metrics/loggers.py`` ``log_metrics_info("cache_config", ...)``, vLLM 0.32.0): its
+#: ``block_size`` (after the hybrid alignment), ``enable_prefix_caching``, ``mamba_cache_mode``.
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 NUM_RUNNING = "vllm:num_requests_running"
@@ -103,6 +107,29 @@ def parse_prometheus(text: str) -> dict[str, float]:
             "vLLM server root (http://host:port), not at another service."
         ) from e
     return totals
+
+
+def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
+    """The labels of an ``*_info`` gauge in a ``/metrics`` scrape (its first sample).
+
+    Args:
+        text: the body of ``GET /metrics``.
+        name: the sample name, default :data:`CACHE_CONFIG_INFO`.
+
+    Returns:
+        ``{label: value}`` as the server wrote them (strings: ``"True"``, ``"2128"``,
+        ``"None"``); ``{}`` when the scrape has no such sample.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        for family in text_string_to_metric_families(text or ""):
+            for sample in family.samples:
+                if sample.name == name:
+                    return dict(sample.labels)
+    except ValueError:
+        return {}
+    return {}
 
 
 def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
@@ -337,7 +364,7 @@ class StallDetector:
             if self._hung_since is None or tokens != self._tokens:
                 self._hung_since, self._tokens = float(t), float(tokens)
             hung_for = float(t) - self._hung_since
-            if hung_for >= self.timeout:
+            if hung_for >= self.timeout and hung_for > 0:  # two scrapes at least: no move
                 self.kind, self.running, self.waiting = "hung", int(running), int(waiting)
                 self.seconds = hung_for
                 return True

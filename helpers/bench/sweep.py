@@ -25,6 +25,7 @@ from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
     acceptance_verdict,
+    info_labels,
     parse_prometheus,
     scrape_metrics,
     server_root,
@@ -224,7 +225,10 @@ def sweep(
     "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
     vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
     point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
-    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts.
+    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts. A
+    point whose prompts share a prefix (``prefix_len`` > 0) but hit nothing gets
+    ``cookbook_prefix_cache_warning`` saying why (:func:`helpers.bench.results.prefix_cache_warning`:
+    prefix caching off, or a prefix shorter than one KV block), printed once per sweep.
 
     Args:
         server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
@@ -299,24 +303,33 @@ def sweep(
     existed = folder.exists()  # run_point creates it with the first point
 
     paths: list[Path] = []
+    cache_config: dict[str, str] | None = None
+    warned: set[str] = set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     try:
         for point in bar:
             c = point["concurrency"]
             bar.set_postfix(concurrency=c)
-            before = parse_prometheus(scrape_metrics(root))
+            text = scrape_metrics(root)
+            before = parse_prometheus(text)
+            if cache_config is None:
+                cache_config = info_labels(text)  # block size, prefix caching: per server
             path = run_point(
                 root, model, tokenizer, **point, out_dir=folder, goodput=slo,
                 extra_args=extra_args, label=label, gpu_count=gpu_count,
                 stall_timeout=stall_timeout,
             )  # fmt: skip
             after = _metrics_after(root, path, c)
-            annotate_point(path, before, after)
+            notes = annotate_point(path, before, after, cache_config)
             paths.append(path)
             verdict = acceptance_verdict(read_point(path))
             if verdict.get("spec_decode_level") == "error":
                 # nothing accepted: said where the sweep runs, and kept on the row
                 bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
+            warning = notes.get("cookbook_prefix_cache_warning")
+            if warning and warning not in warned:  # once per sweep; every row keeps it
+                warned.add(warning)
+                bar.write(f"WARNING {label} concurrency {c}: {warning}")
     finally:
         bar.close()
         if not existed and folder.is_dir() and not any(folder.iterdir()):
