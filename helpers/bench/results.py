@@ -58,6 +58,9 @@ COLUMNS = [
     "spec_decode_verdict",
     "prefix_cache_hit_rate",
     "prefix_cache_warning",
+    "replicas",
+    "replicas_serving",
+    "replica_warning",
     "path",
 ]
 _OPTIONAL_COLUMNS = {
@@ -68,6 +71,9 @@ _OPTIONAL_COLUMNS = {
     "spec_decode_verdict",
     "prefix_cache_hit_rate",
     "prefix_cache_warning",
+    "replicas",
+    "replicas_serving",
+    "replica_warning",
 }
 
 #: Appended to a point's JSON file name for its sidecar of cookbook annotations.
@@ -139,6 +145,7 @@ def annotate_point(
     before: Mapping[str, float],
     after: Mapping[str, float],
     cache_config: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write what two ``/metrics`` scrapes around a point add to it into its sidecar.
 
@@ -157,6 +164,8 @@ def annotate_point(
         before, after: :func:`helpers.bench.metrics.parse_prometheus` of the scrapes.
         cache_config: the server's ``vllm:cache_config_info`` labels
             (:func:`helpers.bench.metrics.info_labels`), for the warning's cause.
+        extra: more ``cookbook_*`` notes to store (e.g. a fleet's replicas serving during
+            the point, from :func:`helpers.bench.sweep.sweep`).
 
     Returns:
         The annotations written (``{}`` when none).
@@ -183,6 +192,7 @@ def annotate_point(
     )
     if warning:
         notes["cookbook_prefix_cache_warning"] = warning
+    notes.update({k: v for k, v in (extra or {}).items() if k not in data})
     if notes:
         sidecar_path(path).write_text(json.dumps(notes, indent=1))
     return notes
@@ -268,7 +278,13 @@ def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json"))
+            found += sorted(
+                q
+                for q in p.rglob("*.json")
+                if not q.name.endswith(".pytorch.json")
+                # a sweep's private stage (.partial-*) and other hidden entries are not results
+                and not any(part.startswith(".") for part in q.relative_to(p).parts)
+            )
         elif p.is_file():
             found.append(p)
         else:
@@ -310,6 +326,9 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
         "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
         "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
         "prefix_cache_warning": data.get("cookbook_prefix_cache_warning"),
+        "replicas": data.get("cookbook_replicas"),
+        "replicas_serving": data.get("cookbook_replicas_serving"),
+        "replica_warning": data.get("cookbook_replica_warning"),
         "path": str(path),
     }
     verdict = acceptance_verdict(data)
@@ -358,6 +377,8 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
           when measured);
         - ``prefix_cache_warning``: why a point whose prompts share a prefix got no hit
           (:func:`prefix_cache_warning`), when that happened;
+        - ``replicas``, ``replicas_serving``, ``replica_warning``: through a fleet, its
+          replicas and those serving during the point (a dead one is named);
         - ``path`` (the JSON file).
 
         Optional columns that no point has are left out.
