@@ -151,3 +151,16 @@ def test_ctrl_c_mid_benchmark_ends_in_one_line_with_one_runs_points(standin_serv
     assert json.loads((folder / "intr-c1.json").read_text())["label"] == "intr"
     assert not [p for p in folder.iterdir() if p.name.startswith(".partial")]
     assert standin_server.healthy()
+
+
+def test_a_relative_cookbook_out_is_pinned_to_one_absolute_folder(tmp_path, monkeypatch):
+    from helpers.paths import out_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COOKBOOK_OUT", "rel")
+    first = out_dir("x")
+    assert first == tmp_path / "rel" / "x"
+    assert os.environ["COOKBOOK_OUT"] == str(tmp_path / "rel")  # children inherit the same
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a kernel's chdir into the notebook's folder
+    assert out_dir("x") == first
