@@ -56,10 +56,40 @@ def hung_server():
     yield from _fake_engine(_gauges(running=3, waiting=0))
 
 
-def _fake_engine(metrics_text: str):
+@pytest.fixture
+def hangs_after_three():
+    # answers the first point (its initial test request and 2 prompts), then hangs; its
+    # /metrics follow: the requests in flight run, and the answered ones' tokens are counted
+    yield from _fake_engine(None, answer_first=3)
+
+
+#: A streamed chat answer in the OpenAI SSE shape ``vllm bench serve`` reads (4 tokens).
+SSE_ANSWER = (
+    "".join(f'data: {{"choices": [{{"delta": {{"content": "t{i} "}}}}]}}\n\n' for i in range(4))
+    + 'data: {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 4}}\n\n'
+    + "data: [DONE]\n\n"
+).encode()
+
+
+def _fake_engine(metrics_text: str | None, answer_first: int = 0):
+    """A server that answers ``answer_first`` chats, then holds every other one. Its
+    ``/metrics``: ``metrics_text`` as given, or (None) the recorded scrape with the requests
+    in flight as running and 4 generated tokens counted per answered request."""
     release = threading.Event()
-    metrics = metrics_text.encode()
     chats = []
+    in_flight = []
+
+    def metrics() -> bytes:
+        if metrics_text is not None:
+            return metrics_text.encode()
+        answered = min(len(chats), answer_first)
+        text = _gauges(running=len(in_flight), waiting=0)
+        return re.sub(
+            r"^(vllm:generation_tokens_total\{[^}]*\}) \S+$",
+            rf"\g<1> {73 + 4 * answered}.0",
+            text,
+            flags=re.M,
+        ).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):  # quiet
@@ -74,7 +104,7 @@ def _fake_engine(metrics_text: str):
 
         def do_GET(self):
             if self.path == "/metrics":
-                self._send(200, metrics, "text/plain; version=0.0.4")
+                self._send(200, metrics(), "text/plain; version=0.0.4")
             elif self.path == "/health":
                 self._send(200, b"")
             elif self.path == "/v1/models":
@@ -85,6 +115,10 @@ def _fake_engine(metrics_text: str):
         def do_POST(self):  # the engine never schedules it: the request just waits
             chats.append(self.path)
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if len(chats) <= answer_first:  # until then, an engine that answers
+                self._send(200, SSE_ANSWER, "text/event-stream")
+                return
+            in_flight.append(self.path)
             release.wait(120)
             try:
                 self._send(503, b"{}")
@@ -159,3 +193,29 @@ def test_hung_engine_with_requests_running_aborts_the_point(hung_server, tiny_to
     assert took < 60, f"aborted after {took:.0f} s: the watch did not cancel the point"
     assert not [t for t in threading.enumerate() if t.name == "vllm-bench-serve"]
     assert err.value.log_path.exists()
+
+
+def test_a_sweep_whose_engine_hangs_keeps_the_points_that_finished(
+    hangs_after_three, tiny_tokenizer, tmp_path
+):
+    """The first point is answered, the second hangs: the sweep cancels it, and the first
+    point stays, on disk (in place of an earlier run's) and on the error's ``.results``."""
+    from helpers.bench import sweep as sweeps
+
+    url, chats = hangs_after_three
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "default-c4.json").write_text("{}")  # an earlier run of the label
+    with pytest.raises(bench.BenchError) as err:
+        sweeps.sweep(
+            url, "m", tiny_tokenizer, [1, 2], input_len=8, output_len=4, num_prompts=2,
+            num_warmups=0, out_dir=folder, stall_timeout=3.0, progress=False,
+        )  # fmt: skip
+    msg = str(err.value)
+    assert msg.startswith("engine hung with 1 requests running (no tokens for "), msg
+    assert f"The 1 point(s) finished before it are kept in {folder}" in msg
+    kept = err.value.results
+    assert list(kept["concurrency"]) == [1] and int(kept["completed"].iloc[0]) == 2
+    assert sorted(p.name for p in folder.glob("*.json")) == ["default-c1.json"]
+    assert err.value.log_path == folder / "default-c2.failed.log" and err.value.log_path.exists()
+    assert not [p for p in folder.iterdir() if p.name.startswith(".partial")]
