@@ -28,7 +28,9 @@ COOKBOOK_DIR = (
 
 def out_dir(*parts: str) -> Path:
     """Return ``$COOKBOOK_OUT/<parts>`` (default ``<repo>/out/<parts>``; ``./out/<parts>`` when
-    installed as a package), created if missing.
+    installed as a package), created if missing. A relative ``COOKBOOK_OUT`` is resolved
+    against the current folder on first use and written back to ``os.environ`` as an absolute
+    path, so this process, a later ``chdir`` and every child process share one folder.
 
     Args:
         *parts: sub-folder names, e.g. ``out_dir("bench", "quickstart")``.
@@ -38,6 +40,12 @@ def out_dir(*parts: str) -> Path:
             ``COOKBOOK_OUT``); one sentence naming the folder and the fix.
     """
     env = os.environ.get("COOKBOOK_OUT")
+    if env and not Path(env).expanduser().is_absolute():
+        # resolved once, against the folder this process runs in, and pinned: a later chdir
+        # (a notebook kernel runs in the notebook's folder) or a child process (a server, a
+        # kernel) then finds the same one folder, not a second relative to where it runs
+        env = str((Path.cwd() / Path(env).expanduser()).resolve())
+        os.environ["COOKBOOK_OUT"] = env
     default = REPO_ROOT / "out" if IN_CHECKOUT else Path.cwd() / "out"
     base = Path(env).expanduser() if env else default
     path = base.joinpath(*parts)

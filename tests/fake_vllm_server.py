@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     never moves, no HTTP server); ``--ready-after S`` seconds of start-up before serving;
     ``--replay LOG`` prints a start-failure log recorded from a real vLLM launch (its ``#``
     header lines left out) and exits with the code its header names, as vLLM did (no engine
-    child: those failures end the API server before it spawns one). Any other flag (every
-    vLLM flag the config carries) is accepted and ignored.
+    child: those failures end the API server before it spawns one); ``--exit-after S`` exits
+    with code 3 after S seconds of start-up (its engine child left running);
+    ``--ignore-sigterm`` ignores SIGTERM until ready. Any other flag (every vLLM flag the
+    config carries) is accepted and ignored.
     """
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="fake")
@@ -107,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--never-ready", action="store_true")
     parser.add_argument("--ready-after", type=float, default=0.5)
     parser.add_argument("--replay", default=None)
+    parser.add_argument("--exit-after", type=float, default=None)
+    parser.add_argument("--ignore-sigterm", action="store_true")
     args, _ = parser.parse_known_args(argv)
+    if args.ignore_sigterm:  # a start-up that sits on SIGTERM (vLLM in early init can)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.replay:
         return _replay(args.replay)
     me = os.getpid()
@@ -126,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             time.sleep(0.5)
+    if args.exit_after is not None:  # dies during start-up, as a failing vLLM does
+        time.sleep(args.exit_after)
+        print("RuntimeError: fake start-up failure (--exit-after)", flush=True)
+        sys.exit(3)
     time.sleep(args.ready_after)
     _log("Worker", me, "[default_loader.py:501] Loading weights took 0.01 seconds")
     _log(

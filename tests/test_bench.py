@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -434,6 +435,37 @@ def test_stall_detector_on_recorded_metrics():
     assert not metrics_mod.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
     # a scrape without the gauges never counts
     assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")
+
+
+def _counters(text: str, prompt: float, generation: float) -> str:
+    text = re.sub(r"^(vllm:prompt_tokens_total\{[^}]*\}) \S+$", rf"\1 {prompt}", text, flags=re.M)
+    return re.sub(
+        r"^(vllm:generation_tokens_total\{[^}]*\}) \S+$", rf"\1 {generation}", text, flags=re.M
+    )
+
+
+def test_stall_detector_names_a_hung_engine_from_recorded_metrics():
+    """Requests running while the token counters stand still for the timeout: hung. Tokens
+    that move, or nothing running, start the clock again."""
+    d = metrics_mod.StallDetector(timeout=60)
+    busy = _scrape(running=3, waiting=0)
+    assert "vllm:prompt_tokens_total{" in busy and "vllm:generation_tokens_total{" in busy
+    # generating: the counters move every scrape, never hung
+    for t in range(0, 200, 2):
+        assert not d.observe_metrics(t, _counters(busy, 324, 73 + t))
+    # then nothing moves: hung once a minute has passed with no token
+    frozen = _counters(busy, 324, 400)
+    hung = [d.observe_metrics(t, frozen) for t in range(200, 264, 2)]
+    assert not any(hung[:30]) and hung[-1], hung
+    assert d.kind == "hung"
+    assert d.message.startswith("engine hung with 3 requests running (no tokens for 6")
+    # a prompt finishing its prefill counts as progress; an idle server is no hang
+    d2 = metrics_mod.StallDetector(timeout=60)
+    d2.observe_metrics(0, frozen)
+    d2.observe_metrics(50, _counters(busy, 500, 400))
+    assert not d2.observe_metrics(100, _counters(busy, 500, 400))
+    idle = _counters(_scrape(running=0, waiting=0), 500, 400)
+    assert not metrics_mod.StallDetector(timeout=1).observe_metrics(100, idle)
 
 
 def test_recorded_ngram_sweep_point_accepted_nothing():

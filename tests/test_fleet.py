@@ -336,6 +336,29 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
 
 
 @pytest.mark.server
+def test_sweep_of_a_fleet_counts_its_gpus_and_reports_a_dead_replica(cpu_fleet, tmp_path, capsys):
+    """``bench.sweep(fleet)``: the GPU count comes from the deployment (2 replicas x 1, a CPU
+    replica counting as one), and a replica that is down (killed in the test above) is
+    reported on the row and printed, not hidden behind the fleet's label."""
+    if cpu_fleet.servers[1].is_running():  # run alone: kill it here
+        cpu_fleet.kill_replica(1)
+    df = bench.sweep(
+        cpu_fleet, [2], input_len=16, output_len=4, num_prompts=4, num_warmups=0,
+        out_dir=tmp_path, label="fleet", progress=True,
+    )  # fmt: skip
+    row = df.iloc[0]
+    assert row["gpu_count"] == cpu_fleet.gpu_count == 2
+    assert row["output_throughput_per_gpu"] == pytest.approx(row["output_throughput"] / 2)
+    assert (row["replicas"], row["replicas_serving"]) == (2, 1)
+    assert row["replica_warning"].startswith(
+        "1 of 2 replicas were not serving during this point (replica 1: stopped)"
+    ), row["replica_warning"]
+    assert "it measured 1 replica(s), not 2" in row["replica_warning"]
+    printed = capsys.readouterr()
+    assert f"WARNING fleet concurrency 2: {row['replica_warning']}" in printed.out + printed.err
+
+
+@pytest.mark.server
 def test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real_error(
     cpu_fleet, standin_model, tmp_path
 ):

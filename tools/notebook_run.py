@@ -6,15 +6,26 @@ server's start-up phases and a heartbeat while a step runs (``_Progress``). Give
 (the test suite's ``tests/shared_kernel.py``), several runs share it, so the imports are paid
 once; :data:`FOLLOWED_ENV` is what such a kernel takes from its caller. Also
 :func:`resolve_notebook`, :data:`HEARTBEAT_S`.
+
+Runs started at the same moment (two terminals, a CI matrix) stay apart: each fresh kernel
+gets its IPC sockets and connection file in a private temporary folder (jupyter_client's
+default is ``kernel-ipc-N`` relative to the notebook's folder, where two runs pick the same
+N), its own running copy (``.<name>.running-<pid>-<id>.ipynb``), and one absolute output
+folder (a relative ``COOKBOOK_OUT`` is resolved against the runner's folder before the
+kernel, which runs in the notebook's folder, inherits it). A benchmark sweep keeps its
+points private until it ends (:func:`helpers.bench.sweep.sweep`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +101,43 @@ class _ServerLines:
         pass
 
 
+class NotebookInterrupted(CookbookError):
+    """Ctrl-C stopped a notebook run (the running cell was interrupted, as Jupyter's stop
+    button does); :func:`tools.notebooks.main` prints it as one line and exits 130."""
+
+
+@contextlib.contextmanager
+def _forward_interrupts(client, report: _Progress):
+    """While a notebook runs, the first Ctrl-C interrupts the kernel's running cell (SIGINT to
+    the kernel, Jupyter's stop button: the cell's own clean-up runs, a benchmark cancels its
+    point) instead of tearing the runner down mid-cell; a second one stops the runner at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = {"n": 0}
+
+    def handler(signum, frame):
+        pressed["n"] += 1
+        proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
+        if pressed["n"] > 1 or proc is None:
+            raise KeyboardInterrupt
+        report.say("Ctrl-C: interrupting the running cell (press it again to stop at once)")
+        with contextlib.suppress(OSError):
+            proc.send_signal(signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _engine():
-    """Papermill's nbclient engine, with a per-cell hook for :class:`_Progress`."""
+    """Papermill's nbclient engine, with a per-cell hook for :class:`_Progress` and Ctrl-C
+    forwarded to the kernel (:func:`_forward_interrupts`)."""
     from papermill.engines import NBClientEngine, papermill_engines
 
     class CookbookEngine(NBClientEngine):
@@ -107,10 +153,9 @@ def _engine():
                     return start(cell, cell_index, **kw)
 
                 nb_man.cell_start = cell_start
-            if km is None:
-                return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-            # A kernel of the caller's (tests/shared_kernel.py): nbclient neither starts nor
-            # shuts it down (``owns_km`` is False); its per-run client channels are closed here.
+            # The client papermill's NBClientEngine would make; with a kernel of the caller's
+            # (tests/shared_kernel.py) nbclient neither starts nor shuts it down (``owns_km``
+            # is False) and its per-run client channels are closed here.
             from papermill.clientwrap import PapermillNotebookClient
             from papermill.engines import logger, remove_args
 
@@ -127,9 +172,10 @@ def _engine():
                 **kwargs,
             )
             try:
-                return client.execute()
+                with _forward_interrupts(client, cookbook_progress or _Progress("", io.StringIO())):
+                    return client.execute()
             finally:
-                if client.kc is not None:
+                if km is not None and client.kc is not None:
                     client.kc.stop_channels()
 
     papermill_engines.register("cookbook", CookbookEngine)
@@ -189,13 +235,18 @@ def run_notebook(
     Raises:
         CookbookError: no such notebook (lists them); a cell failed (names the cell and the
             executed copy with the error).
+        NotebookInterrupted: Ctrl-C interrupted the running cell (the first Ctrl-C goes to
+            the kernel as Jupyter's stop button does; a second stops the run at once, as
+            KeyboardInterrupt).
     """
     import papermill
 
     src = resolve_notebook(notebook)
-    dest = Path(output) if output else out_dir("notebooks") / src.name
+    _pin_output_folder()
+    dest = Path(output).resolve() if output else out_dir("notebooks") / src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
-    running = dest.with_name(f".{dest.stem}.running.ipynb")
+    # this run's own copy: another run of the same notebook may be writing its own next to it
+    running = dest.with_name(f".{dest.stem}.running-{os.getpid()}-{uuid.uuid4().hex[:8]}.ipynb")
     failed = dest.with_name(f"{dest.stem}.failed.ipynb")
     report = _Progress(src.name, out=sys.stdout if progress else io.StringIO())
     report.say(f"running {_rel(src)} -> {_rel(dest)}")
@@ -204,6 +255,7 @@ def run_notebook(
     if kernel is not None:
         kernel.reset(src.parent, {k: os.environ.get(k) for k in FOLLOWED_ENV})
         engine_kwargs["km"] = kernel.km
+    sockets = tempfile.TemporaryDirectory(prefix="cookbook-nb-") if kernel is None else None
     try:
         with report:
             papermill.execute_notebook(
@@ -219,8 +271,9 @@ def run_notebook(
                 stdout_file=_ServerLines(report),
                 cookbook_progress=report,
                 # kernel and runner on one machine: IPC sockets, not TCP (the kernel warns
-                # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py)
-                config=kernel_config(),
+                # about unencrypted TCP on start, jupyter's ipykernel/kernelapp.py), in this
+                # run's own folder
+                config=kernel_config(Path(sockets.name) if sockets else None),
                 # a line updated in place (\r: the server's phase lines, progress bars) is
                 # saved as its last state, as the notebook showed it
                 coalesce_streams=True,
@@ -228,6 +281,11 @@ def run_notebook(
             )
     except papermill.PapermillExecutionError as exc:
         running.replace(failed)
+        if exc.ename == "KeyboardInterrupt":
+            raise NotebookInterrupted(
+                f"interrupted: {src.name} stopped in cell {exc.exec_count} (Ctrl-C); the "
+                f"executed copy up to there is {failed}"
+            ) from None
         raise CookbookError(
             f"{src.name} failed in cell {exc.exec_count} ({exc.ename}: {exc.evalue}); "
             f"the executed copy with the error is {failed}"
@@ -236,16 +294,35 @@ def run_notebook(
     except BaseException:
         running.unlink(missing_ok=True)
         raise
+    finally:
+        if sockets is not None:
+            sockets.cleanup()
     running.replace(dest)
     failed.unlink(missing_ok=True)
     report.say(f"done: executed {src.name} in {time.monotonic() - start:.0f} s -> {_rel(dest)}")
     return dest
 
 
-def kernel_config():
+def kernel_config(folder: Path | None = None):
+    """The kernel manager's settings: IPC transport; with ``folder``, its sockets
+    (``<folder>/kernel-ipc-N``) and connection file there, at absolute paths private to one
+    run (jupyter_client's ``KernelManager.ip`` is the socket path prefix under IPC)."""
     from traitlets.config import Config
 
-    return Config({"KernelManager": {"transport": "ipc"}})
+    km: dict[str, Any] = {"transport": "ipc"}
+    if folder is not None:
+        km["ip"] = str(Path(folder).resolve() / "kernel-ipc")
+        km["connection_file"] = str(Path(folder).resolve() / "kernel.json")
+    return Config({"KernelManager": km})
+
+
+def _pin_output_folder() -> None:
+    """A relative ``COOKBOOK_OUT`` becomes absolute (against this process's folder) before the
+    kernel inherits it: the kernel runs in the notebook's folder, where the same relative path
+    would name another folder (:func:`helpers.paths.out_dir` does the same in-process)."""
+    value = os.environ.get("COOKBOOK_OUT")
+    if value and not Path(value).expanduser().is_absolute():
+        os.environ["COOKBOOK_OUT"] = str((Path.cwd() / Path(value).expanduser()).resolve())
 
 
 #: Environment variables a shared kernel (tests/shared_kernel.py) takes from its caller before

@@ -28,7 +28,7 @@ from tools.notebook_build import (
     NOTEBOOK_DIR,
     build,
 )
-from tools.notebook_run import run_notebook
+from tools.notebook_run import NotebookInterrupted, run_notebook
 
 # --------------------------------------------------------------------------------------
 # Static checks: no background shell command, no wait without a deadline
@@ -175,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     try:
         run_notebook(args.notebook, {k: _parse_value(v) for k, v in args.parameter})
+    except NotebookInterrupted as exc:
+        print(str(exc), file=sys.stderr)  # one line: Ctrl-C is an answer, not a crash
+        return 130
+    except KeyboardInterrupt:
+        print(f"interrupted: {args.notebook} stopped at once (Ctrl-C twice)", file=sys.stderr)
+        return 130
     except CookbookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

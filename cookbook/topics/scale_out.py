@@ -141,7 +141,9 @@ show(chat(llm, run.base.served_model_name, "Briefly explain: what is vLLM?", max
 # The same `vllm bench serve` sweep straight to replica 0, then through the router. Each
 # sweep gets prompts of its own (same shape, seeds from its label): replica 0 serves both, and
 # repeating the first sweep's prompts would hand the second its prefix cache. Each replica's `vllm:request_success_total` shows how the router
-# split the load.
+# split the load. Given the fleet itself, the sweep counts the deployment's GPUs (replicas x
+# GPUs each) for per-GPU throughput and records on every row how many replicas served it (a
+# dead one is named, not hidden behind the label).
 
 # %%
 from helpers.bench.sweep import sweep
@@ -154,8 +156,9 @@ gpus = max(run.gpus_per_server, 1)
 one = sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,
                   label="1 replica", gpu_count=gpus, out_dir=folder, **common)
 before = [fleet.metric_total(s.url) for s in replica_fleet.servers]
-many = sweep(replica_fleet.base_url, run.base.served_model_name, model_path, concs,
-                   label=f"{count} replicas + router", gpu_count=gpus * count, out_dir=folder, **common)
+many = sweep(replica_fleet, concs, label=f"{count} replicas + router", out_dir=folder, **common)
+print(f"GPUs counted for per-GPU throughput: {int(many['gpu_count'].iloc[0])} (the deployment's)",
+      "; replicas serving:", list(many["replicas_serving"]))
 split = [fleet.metric_total(s.url) - b for s, b in zip(replica_fleet.servers, before)]
 print("requests served per replica during the router sweep:", split)
 

@@ -39,11 +39,27 @@ bench_output_len = 32  # tokens per benchmark answer
 #
 # `%pip` installs into this kernel's environment: the tested `helpers` package and its
 # registry (`cookbook/recipe.yaml`), straight from the repository. Colab's preinstalled
-# packages that already satisfy it are left as they are.
+# packages that already satisfy it are left as they are. Until the cookbook has a public
+# repository, `cookbook_source` names the placeholder `OWNER/...`: set it to your copy (a git
+# URL or a local path). A failed install stops the notebook here, saying what to set.
 
 # %%
 if install:
+    if "github.com/OWNER/" in cookbook_source:
+        raise RuntimeError(
+            f"cookbook_source is the placeholder {cookbook_source!r}: the cookbook has no public "
+            "repository yet. Set cookbook_source in the parameters cell to your copy, a git URL "
+            "pip can reach (git+https://github.com/<owner>/<repo>) or a local path, or set "
+            "install = False when it is already installed."
+        )
     %pip install {cookbook_source}
+    if _exit_code != 0:  # set by %pip: the installer's exit status
+        raise RuntimeError(
+            f"pip could not install the cookbook from {cookbook_source!r} (exit status "
+            f"{_exit_code}; its output is above). Set cookbook_source in the parameters cell to a "
+            "git URL pip can reach (git+https://github.com/<owner>/<repo>) or a local path, "
+            "then run the notebook again."
+        )
     print("pip's restart note is generic: a restart is needed only if this kernel already ran the cells below.")
 
 # %% [markdown]

@@ -6,7 +6,8 @@ library's own parser). Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py
 
 - speculative decoding's acceptance rate and length between two scrapes
   (:func:`acceptance_from_counters`) and a verdict on it (:func:`acceptance_verdict`);
-- a stalled engine, requests waiting and none running (:class:`StallDetector`).
+- a stalled engine, requests waiting and none running, or a hung one, requests running and
+  no token produced (:class:`StallDetector`).
 
 HTTP goes through :mod:`helpers.server.httpio` (``httpx``, proxies off).
 """
@@ -29,6 +30,10 @@ SPEC_DECODE_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 #: Prefix-cache counters (``vllm/v1/metrics/loggers.py``), used to show points do not share a cache.
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+#: The cache configuration as labels of one gauge (``CacheConfig.metrics_info()``,
+#: ``vllm/v1/metrics/loggers.py`` ``log_metrics_info("cache_config", ...)``, vLLM 0.32.0): its
+#: ``block_size`` (after the hybrid alignment), ``enable_prefix_caching``, ``mamba_cache_mode``.
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 NUM_RUNNING = "vllm:num_requests_running"
@@ -41,6 +46,8 @@ STALL_TIMEOUT_S = 60.0
 STALL_POLL_S = 2.0
 #: What a stalled point's error and the diagnosis say.
 ENGINE_STALLED = "engine stalled: requests waiting, none running"
+#: What a hung point's error says (requests running, no token counted).
+ENGINE_HUNG = "engine hung"
 
 
 def _num(value: Any) -> float | None:
@@ -100,6 +107,29 @@ def parse_prometheus(text: str) -> dict[str, float]:
             "vLLM server root (http://host:port), not at another service."
         ) from e
     return totals
+
+
+def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
+    """The labels of an ``*_info`` gauge in a ``/metrics`` scrape (its first sample).
+
+    Args:
+        text: the body of ``GET /metrics``.
+        name: the sample name, default :data:`CACHE_CONFIG_INFO`.
+
+    Returns:
+        ``{label: value}`` as the server wrote them (strings: ``"True"``, ``"2128"``,
+        ``"None"``); ``{}`` when the scrape has no such sample.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        for family in text_string_to_metric_families(text or ""):
+            for sample in family.samples:
+                if sample.name == name:
+                    return dict(sample.labels)
+    except ValueError:
+        return {}
+    return {}
 
 
 def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
@@ -291,42 +321,94 @@ def _served_models(root: str, timeout: float = 10.0) -> list[str]:
 
 
 class StallDetector:
-    """Watches ``(time, running, waiting)`` observations for a stalled engine.
+    """Watches ``/metrics`` observations for an engine that stopped making progress.
 
-    Stalled: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0 in every
-    observation for ``timeout`` seconds (the API still answers; the engine admits nothing).
-    Any observation with a request running, or none waiting, starts the clock again.
+    Two kinds, each for ``timeout`` seconds of observations while the API still answers:
+
+    - *stalled*: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0
+      (the scheduler admits nothing);
+    - *hung*: ``vllm:num_requests_running`` > 0 and neither ``vllm:prompt_tokens_total``
+      nor ``vllm:generation_tokens_total`` moved (a deadlocked kernel leaves requests
+      "running" with no token produced; ``vllm bench serve`` has no per-request timeout
+      below aiohttp's 6 hours). vLLM 0.32.0 counts a prompt's tokens when its prefill ends
+      (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``), so one prefill
+      longer than ``timeout`` reads as a hang: keep ``timeout`` above the longest prefill.
+
+    An observation that breaks the pattern (a request admitted, a token counted, nothing
+    running) starts that kind's clock again.
 
     Args:
         timeout: seconds (default :data:`STALL_TIMEOUT_S`).
+
+    Attributes:
+        kind: ``"stalled"`` or ``"hung"`` once :meth:`observe` returned True, else None.
+        waiting, running: requests waiting / running in the last observation of that kind.
+        seconds: how long the pattern has lasted.
     """
 
     def __init__(self, timeout: float = STALL_TIMEOUT_S):
         self.timeout = float(timeout)
         self.since: float | None = None
         self.waiting = 0
+        self.running = 0
         self.seconds = 0.0
+        self.kind: str | None = None
+        self._hung_since: float | None = None
+        self._tokens: float | None = None
 
-    def observe(self, t: float, running: float, waiting: float) -> bool:
-        """Add one observation (``t`` in seconds); True once the engine counts as stalled."""
+    def observe(
+        self, t: float, running: float, waiting: float, tokens: float | None = None
+    ) -> bool:
+        """Add one observation; True once the engine counts as stalled or hung.
+
+        Args:
+            t: seconds (any monotonic clock).
+            running, waiting: the two request gauges.
+            tokens: prompt + generation tokens counted so far (None: unknown; no hang check).
+        """
         if running == 0 and waiting > 0:
             if self.since is None:
                 self.since = float(t)
-            self.waiting = int(waiting)
+            self.waiting, self.running = int(waiting), 0
             self.seconds = float(t) - self.since
-            return self.seconds >= self.timeout
-        self.since, self.seconds = None, 0.0
+            if self.seconds >= self.timeout:
+                self.kind = "stalled"
+                return True
+        else:
+            self.since = None
+        if running > 0 and tokens is not None:
+            if self._hung_since is None or tokens != self._tokens:
+                self._hung_since, self._tokens = float(t), float(tokens)
+            hung_for = float(t) - self._hung_since
+            if hung_for >= self.timeout and hung_for > 0:  # two scrapes at least: no move
+                self.kind, self.running, self.waiting = "hung", int(running), int(waiting)
+                self.seconds = hung_for
+                return True
+        else:
+            self._hung_since = self._tokens = None
+        if self.since is None:
+            self.seconds = 0.0
         return False
 
     def observe_metrics(self, t: float, metrics: str | Mapping[str, float]) -> bool:
-        """:meth:`observe` with the gauges of one ``/metrics`` scrape (text or parsed)."""
+        """:meth:`observe` with the gauges and token counters of one ``/metrics`` scrape
+        (text or parsed)."""
         values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
         if NUM_RUNNING not in values or NUM_WAITING not in values:
             return False
-        return self.observe(t, values[NUM_RUNNING], values[NUM_WAITING])
+        counters = [values[k] for k in (PROMPT_TOKENS, GENERATION_TOKENS) if k in values]
+        tokens = sum(counters) if counters else None
+        return self.observe(t, values[NUM_RUNNING], values[NUM_WAITING], tokens)
 
     @property
     def message(self) -> str:
+        """One sentence on what was seen, e.g. "engine hung with 3 requests running (no
+        tokens for 61 s; 0 waiting) while the API answered"."""
+        if self.kind == "hung":
+            return (
+                f"{ENGINE_HUNG} with {self.running} requests running (no tokens for "
+                f"{self.seconds:.0f} s; {self.waiting} waiting) while the API answered"
+            )
         return (
             f"{ENGINE_STALLED} ({self.waiting} waiting, 0 running for {self.seconds:.0f} s "
             "while the API answered)"

@@ -6,7 +6,8 @@ endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-res
 (:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
 ``vllm.benchmarks.serve.add_cli_args`` + ``main``, called in a worker thread of this process
 (``_run_bench_main`` says why), because the CPU build's ``vllm`` console script is broken
-(``docs/CONVENTIONS.md``). A point whose engine stalls behind a healthy API is cancelled
+(``docs/CONVENTIONS.md``). A point whose engine stalls (requests wait, none runs) or hangs
+(requests run, no token is counted) behind a healthy API is cancelled
 (:class:`helpers.bench.metrics.StallDetector`).
 
 Thread, not a child process per point (``python -c`` calling ``add_cli_args`` + ``main``;
@@ -195,11 +196,23 @@ def _run_bench_main(
         np.random.set_state(np_state)
         log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
     if stalled:
+        if detector.kind == "hung":
+            advice = (
+                "A kernel that deadlocks leaves requests running with no token produced (vllm "
+                "bench serve would wait for aiohttp's 6-hour timeout): read the server log "
+                "(VLLMServer.log_tail()) for the last kernel or backend it ran, restart the "
+                "server, and if it hangs again switch that backend (the target's notes in "
+                "cookbook/recipe.yaml)"
+            )
+        else:
+            advice = (
+                "Read the server log (VLLMServer.log_tail(); helpers.server.diagnose.diagnose "
+                "names the stall), check helpers.memory.planner.plan for a KV cache or token "
+                "budget that admits no request, and restart the server"
+            )
         raise BenchError(
             f"{detector.message}: point aborted instead of waiting for the client timeout. "
-            "Read the server log (VLLMServer.log_tail(); helpers.server.diagnose.diagnose names the "
-            "stall), check helpers.memory.planner.plan for a KV cache or token budget that admits no "
-            f"request, and restart the server. Benchmark output so far: {log_path}.",
+            f"{advice}. Benchmark output so far: {log_path}.",
             log_path=log_path,
         )
     if "error" in outcome:
@@ -273,9 +286,10 @@ def run_point(
         gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
         prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
             of the point (0: none).
-        stall_timeout: seconds with requests waiting and none running (``/metrics``,
-            scraped every :data:`STALL_POLL_S` s) after which the point is aborted; None
-            disables the watch.
+        stall_timeout: seconds with requests waiting and none running, or requests running
+            and no prompt or generation token counted (``/metrics``, scraped every
+            :data:`STALL_POLL_S` s; :class:`helpers.bench.metrics.StallDetector`), after which
+            the point is aborted; None disables the watch.
 
     Returns:
         Path of the JSON written by ``--save-result``.
@@ -283,7 +297,8 @@ def run_point(
     Raises:
         BenchError: the server does not answer or does not serve ``model``; vLLM's
             benchmark raised; every request failed (message quotes vLLM's errors); or the
-            engine stalled ("engine stalled: requests waiting, none running").
+            engine stalled ("engine stalled: requests waiting, none running") or hung ("engine
+            hung with N requests running (no tokens for T s; ...)").
     """
     _check_tokenizer(tokenizer)
     root = server_root(base_url)

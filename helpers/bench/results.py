@@ -57,6 +57,10 @@ COLUMNS = [
     "spec_decode_level",
     "spec_decode_verdict",
     "prefix_cache_hit_rate",
+    "prefix_cache_warning",
+    "replicas",
+    "replicas_serving",
+    "replica_warning",
     "path",
 ]
 _OPTIONAL_COLUMNS = {
@@ -66,6 +70,10 @@ _OPTIONAL_COLUMNS = {
     "spec_decode_level",
     "spec_decode_verdict",
     "prefix_cache_hit_rate",
+    "prefix_cache_warning",
+    "replicas",
+    "replicas_serving",
+    "replica_warning",
 }
 
 #: Appended to a point's JSON file name for its sidecar of cookbook annotations.
@@ -78,8 +86,66 @@ def sidecar_path(path: str | Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
+def prefix_cache_warning(
+    prefix_len: int, queries: float, hits: float, cache_config: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a point whose prompts share a prefix got no prefix-cache hit, or None.
+
+    vLLM's prefix cache reuses whole KV blocks only (``vllm/v1/core/kv_cache_utils.py``: a
+    block's hash covers its tokens and every block before it), and for a hybrid Mamba model
+    vLLM 0.32.0 enlarges the attention block until its page holds a Mamba state
+    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``: 2,128 tokens for
+    the NVFP4 checkpoint on the H200, 1,072 for BF16; ``helpers.memory.planner.plan``'s
+    ``block_size``): a shared prefix shorter than one block never fills a block, so it never
+    hits.
+
+    Args:
+        prefix_len: tokens every prompt of the point shares (``--random-prefix-len``).
+        queries, hits: prefix-cache tokens queried and hit during the point
+            (``vllm:prefix_cache_queries_total`` / ``..._hits_total`` deltas).
+        cache_config: the labels of ``vllm:cache_config_info``
+            (:func:`helpers.bench.metrics.info_labels`): ``enable_prefix_caching``,
+            ``block_size``; None or ``{}`` when the scrape had none.
+
+    Returns:
+        One sentence naming the cause and the fix when ``prefix_len > 0`` and nothing hit;
+        None otherwise.
+    """
+    if not prefix_len or prefix_len <= 0 or hits > 0:
+        return None
+    info = dict(cache_config or {})
+    shared = f"the prompts share a {int(prefix_len):,}-token prefix but no prefix-cache block hit"
+    if info.get("enable_prefix_caching") == "False" or (not info and queries <= 0):
+        return (
+            f"{shared}: the server runs without prefix caching (--no-enable-prefix-caching, "
+            "or a build that turns it off), so every prompt is prefilled in full; serve with "
+            "--enable-prefix-caching to measure a cached prefix"
+        )
+    try:
+        block = int(info.get("block_size", ""))
+    except ValueError:
+        block = 0
+    if block and prefix_len < block:
+        return (
+            f"{shared}: it is shorter than one KV block ({block:,} tokens: a hybrid Mamba "
+            "model's attention block is enlarged to hold one Mamba state page), and prefix "
+            "caching reuses whole blocks only, so a prefix under one block never hits; share "
+            f"at least {block:,} tokens (prefix_len), or read this hit rate as expected"
+        )
+    return (
+        f"{shared} although prefix caching is on"
+        + (f" (block {block:,} tokens)" if block else "")
+        + ": check that the prompts really start with the same tokens (the chat template "
+        "comes first) and that max_model_len is above the block size"
+    )
+
+
 def annotate_point(
-    path: str | Path, before: Mapping[str, float], after: Mapping[str, float]
+    path: str | Path,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    cache_config: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write what two ``/metrics`` scrapes around a point add to it into its sidecar.
 
@@ -89,11 +155,17 @@ def annotate_point(
     has), ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length,
     the :func:`helpers.bench.metrics.acceptance_verdict` of the merged point; and
     ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was
-    queried. No sidecar is written when there is nothing to add.
+    queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`) when the
+    point's prompts share a prefix (its ``prefix_len`` metadata) and nothing hit. No sidecar
+    is written when there is nothing to add.
 
     Args:
         path: the point's ``--save-result`` JSON.
         before, after: :func:`helpers.bench.metrics.parse_prometheus` of the scrapes.
+        cache_config: the server's ``vllm:cache_config_info`` labels
+            (:func:`helpers.bench.metrics.info_labels`), for the warning's cause.
+        extra: more ``cookbook_*`` notes to store (e.g. a fleet's replicas serving during
+            the point, from :func:`helpers.bench.sweep.sweep`).
 
     Returns:
         The annotations written (``{}`` when none).
@@ -113,6 +185,14 @@ def annotate_point(
     if queries > 0:
         hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
         notes["cookbook_prefix_cache_hit_rate"] = hits / queries
+    else:
+        hits = 0.0
+    warning = prefix_cache_warning(
+        int(_num(data.get("prefix_len")) or 0), queries, hits, cache_config
+    )
+    if warning:
+        notes["cookbook_prefix_cache_warning"] = warning
+    notes.update({k: v for k, v in (extra or {}).items() if k not in data})
     if notes:
         sidecar_path(path).write_text(json.dumps(notes, indent=1))
     return notes
@@ -198,7 +278,13 @@ def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*.json") if not q.name.endswith(".pytorch.json"))
+            found += sorted(
+                q
+                for q in p.rglob("*.json")
+                if not q.name.endswith(".pytorch.json")
+                # a sweep's private stage (.partial-*) and other hidden entries are not results
+                and not any(part.startswith(".") for part in q.relative_to(p).parts)
+            )
         elif p.is_file():
             found.append(p)
         else:
@@ -239,6 +325,10 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
         "spec_decode_acceptance_rate": _num(data.get("spec_decode_acceptance_rate")),
         "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
         "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
+        "prefix_cache_warning": data.get("cookbook_prefix_cache_warning"),
+        "replicas": data.get("cookbook_replicas"),
+        "replicas_serving": data.get("cookbook_replicas_serving"),
+        "replica_warning": data.get("cookbook_replica_warning"),
         "path": str(path),
     }
     verdict = acceptance_verdict(data)
@@ -285,6 +375,10 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
           (tokens per target forward pass), only when speculative decoding ran;
         - ``prefix_cache_hit_rate`` (0–1, from :func:`helpers.bench.sweep.sweep`'s scrapes,
           when measured);
+        - ``prefix_cache_warning``: why a point whose prompts share a prefix got no hit
+          (:func:`prefix_cache_warning`), when that happened;
+        - ``replicas``, ``replicas_serving``, ``replica_warning``: through a fleet, its
+          replicas and those serving during the point (a dead one is named);
         - ``path`` (the JSON file).
 
         Optional columns that no point has are left out.

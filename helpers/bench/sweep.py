@@ -14,6 +14,11 @@ A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one ru
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import uuid
+import warnings
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +30,7 @@ from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
     acceptance_verdict,
+    info_labels,
     parse_prometheus,
     scrape_metrics,
     server_root,
@@ -155,7 +161,13 @@ def _measured(
                 f"{root} (GET /v1/models lists none): pass model= and tokenizer=."
             )
     if gpu_count is None:
-        gpu_count = max(int(getattr(cfg, "gpu_count", 1) or 1), 1)
+        # a fleet knows its deployment's GPUs (replicas x GPUs each); one server its config's
+        deployed = getattr(server, "gpu_count", None)
+        gpu_count = (
+            deployed
+            if isinstance(deployed, int) and not isinstance(deployed, bool) and deployed > 0
+            else max(int(getattr(cfg, "gpu_count", 1) or 1), 1)
+        )
     return root, str(model), tokenizer, int(gpu_count), cfg
 
 
@@ -224,7 +236,10 @@ def sweep(
     "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
     vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
     point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
-    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts.
+    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts. A
+    point whose prompts share a prefix (``prefix_len`` > 0) but hit nothing gets
+    ``cookbook_prefix_cache_warning`` saying why (:func:`helpers.bench.results.prefix_cache_warning`:
+    prefix caching off, or a prefix shorter than one KV block), printed once per sweep.
 
     Args:
         server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
@@ -251,8 +266,9 @@ def sweep(
             concurrency, at least 16).
         out_dir: default ``helpers.paths.out_dir("bench", label)``.
         label: configuration name (one line per label in the plots).
-        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: the
-            server config's ``gpu_count``, at least 1; 1 with a URL).
+        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: a
+            fleet's ``gpu_count``, its deployment's replicas x GPUs each; else the server
+            config's ``gpu_count``, at least 1; 1 with a URL).
         slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
         seed: base seed; each point gets :func:`point_seed` of it.
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
@@ -265,15 +281,25 @@ def sweep(
         stall_timeout: abort a point whose engine has requests waiting and none running
             for this many seconds (see :func:`run_point`); None disables it.
 
+    A concurrency above :data:`OVERSUBSCRIPTION` x what the server runs at once (its
+    config's ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a
+    printed :class:`ConcurrencyCappedWarning`. Through a fleet (an object with
+    ``replica_states()``), each point records its replicas and those serving
+    (``replicas`` / ``replicas_serving`` / ``replica_warning`` columns, the warning printed).
+    The points are written to a private folder inside ``out_dir`` and replace the label's
+    earlier points there only when the sweep ends, so a folder never mixes two runs.
+
     Returns:
         The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.
         With speculative decoding, ``spec_decode_level`` / ``spec_decode_verdict`` judge each
         point (:func:`acceptance_verdict`); an ``error`` verdict is also printed.
 
     Raises:
-        BenchError: see :func:`run_point`; a URL without ``model`` / ``tokenizer``, or an
-            object without ``.base_url``; points finished before the failure stay on disk
-            (``load_results(out_dir)`` reads them).
+        BenchError: see :func:`run_point` and :func:`sweep_points`; a URL without ``model``
+            / ``tokenizer``, or an object without ``.base_url``. The points finished before
+            a failure or an interrupt replace the label's earlier points in ``out_dir`` and,
+            on a BenchError, are its ``.results`` (the failed point's log is kept as
+            ``<label>-c<N>.failed.log``).
     """
     # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
     from tqdm.std import tqdm
@@ -295,33 +321,204 @@ def sweep(
         prefix_len=prefix_len, num_prompts=num_prompts, label=label, seed=seed,
         num_warmups=num_warmups, seed_label=seed_label,
     )  # fmt: skip
+    points = _bound_concurrency(points, server, cfg, label)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
-    existed = folder.exists()  # run_point creates it with the first point
+    existed = folder.exists()
+    # this run's points stay private until it ends (another run of the same label, in another
+    # notebook or terminal, may be writing beside it): then they replace the label's earlier
+    # points in one step, so the folder never mixes two runs
+    stage = folder / f".partial-{_safe(label)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    stage.mkdir(parents=True)
 
     paths: list[Path] = []
+    cache_config: dict[str, str] | None = None
+    warned: set[str] = set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
+
+    def say(level: str, c: int, text: str) -> None:
+        if text not in warned:  # once per sweep; every row keeps it
+            warned.add(text)
+            bar.write(f"{level} {label} concurrency {c}: {text}")
+
     try:
         for point in bar:
             c = point["concurrency"]
             bar.set_postfix(concurrency=c)
-            before = parse_prometheus(scrape_metrics(root))
+            replicas_before = _replica_states(server)
+            text = scrape_metrics(root)
+            before = parse_prometheus(text)
+            if cache_config is None:
+                cache_config = info_labels(text)  # block size, prefix caching: per server
             path = run_point(
-                root, model, tokenizer, **point, out_dir=folder, goodput=slo,
+                root, model, tokenizer, **point, out_dir=stage, goodput=slo,
                 extra_args=extra_args, label=label, gpu_count=gpu_count,
                 stall_timeout=stall_timeout,
             )  # fmt: skip
             after = _metrics_after(root, path, c)
-            annotate_point(path, before, after)
+            extra = _replica_notes(replicas_before, _replica_states(server))
+            notes = annotate_point(path, before, after, cache_config, extra=extra)
             paths.append(path)
             verdict = acceptance_verdict(read_point(path))
             if verdict.get("spec_decode_level") == "error":
                 # nothing accepted: said where the sweep runs, and kept on the row
                 bar.write(f"ERROR {label} concurrency {c}: {verdict['spec_decode_verdict']}")
-    finally:
+            for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
+                if notes.get(key):
+                    say("WARNING", c, notes[key])
+    except BaseException as e:
         bar.close()
-        if not existed and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
-    return load_results(paths)
+        try:
+            _keep_failed_log(e, stage, folder)
+            kept = _publish(stage, folder, label, paths) if paths else []
+            if isinstance(e, BenchError) and kept:
+                # what finished before the failure is kept: on disk and on the error
+                e.results = load_results(kept)  # type: ignore[attr-defined]
+                e.args = (
+                    f"{e} The {len(kept)} point(s) finished before it are kept in {folder} "
+                    "(this error's .results, or helpers.bench.results.load_results(folder)).",
+                )
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+            if not existed and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
+        raise
+    bar.close()
+    try:
+        df = load_results(paths)
+        final = _publish(stage, folder, label, paths)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    df["path"] = df["path"].map(dict(zip(map(str, paths), map(str, final), strict=True)))
+    return df
+
+
+#: How far above what the server runs at once (``--max-num-seqs``, summed over replicas) a
+#: point's concurrency may go: beyond that the extra requests only wait in the queue, and a
+#: point of ``4 x concurrency`` prompts takes hours (10,000 against 4 did). A cookbook choice.
+OVERSUBSCRIPTION = 4
+
+
+def _max_num_seqs(server: Any, cfg: Any) -> tuple[int, str] | None:
+    """``(sequences the server runs at once, where that figure comes from)``, or None."""
+    if cfg is None or not hasattr(cfg, "args"):
+        return None
+    seqs = cfg.args.get("--max-num-seqs")
+    if seqs:
+        where = f"--max-num-seqs {int(seqs)}"
+    else:
+        from helpers.memory.planner import default_max_num_seqs
+
+        device = "cpu" if getattr(cfg, "stand_in", False) else "gpu"
+        gpu = getattr(cfg, "gpu", None) or {}
+        seqs = default_max_num_seqs(
+            device, float(gpu.get("memory_gb") or 0), str(gpu.get("name", ""))
+        )
+        where = f"vLLM's default --max-num-seqs {seqs}"
+    replicas = int(getattr(getattr(server, "deployment", None), "count", 0) or 0)
+    if replicas > 1 and getattr(getattr(server, "deployment", None), "layout", "") == "replicas":
+        return int(seqs) * replicas, f"{where} x {replicas} replicas"
+    return int(seqs), where
+
+
+def _bound_concurrency(points: list[dict[str, int]], server: Any, cfg: Any, label: str):
+    """Cap each point's concurrency at :data:`OVERSUBSCRIPTION` x what the server runs at once
+    (when its config says), merging points that end up equal; say so."""
+    known = _max_num_seqs(server, cfg)
+    if known is None:
+        return points
+    seqs, where = known
+    cap = OVERSUBSCRIPTION * seqs
+    over = [p["concurrency"] for p in points if p["concurrency"] > cap]
+    if not over:
+        return points
+    msg = (
+        f"sweep {label!r}: concurrency {', '.join(map(str, over))} is far above what the server "
+        f"runs at once ({where}): capped at {cap} ({OVERSUBSCRIPTION} x that); beyond it the "
+        "requests only wait in the queue and a point takes hours. Raise --max-num-seqs to "
+        "measure more in flight."
+    )
+    print(msg, flush=True)
+    warnings.warn(msg, ConcurrencyCappedWarning, stacklevel=3)
+    out: list[dict[str, int]] = []
+    for p in points:
+        if p["concurrency"] > cap:
+            p = {
+                **p,
+                "concurrency": cap,
+                "num_prompts": min(p["num_prompts"], default_num_prompts(cap)),
+            }
+        if all(q["concurrency"] != p["concurrency"] for q in out):
+            out.append(p)
+    return out
+
+
+class ConcurrencyCappedWarning(UserWarning):
+    """A sweep capped a concurrency far above what the server runs at once."""
+
+
+def _replica_states(server: Any) -> list[tuple[int, bool, str]] | None:
+    """``[(replica, serving, why not)]`` of a fleet (its ``replica_states()``), else None."""
+    states = getattr(server, "replica_states", None)
+    if not callable(states):
+        return None
+    try:
+        return list(states())
+    except Exception:  # noqa: BLE001 - a failed look is no finding
+        return None
+
+
+def _replica_notes(before, after) -> dict[str, Any]:
+    """The sidecar notes on a fleet's replicas around one point (``{}`` without a fleet)."""
+    if before is None and after is None:
+        return {}
+    states = after if after is not None else before
+    serving_before = {i for i, ok, _ in (before or states) if ok}
+    down = [(i, why) for i, ok, why in states if not ok or i not in serving_before]
+    notes: dict[str, Any] = {
+        "cookbook_replicas": len(states),
+        "cookbook_replicas_serving": len(states) - len(down),
+    }
+    if down:
+        what = "; ".join(f"replica {i}: {why or 'not serving'}" for i, why in down)
+        notes["cookbook_replica_warning"] = (
+            f"{len(down)} of {len(states)} replicas were not serving during this point ({what}): "
+            f"it measured {len(states) - len(down)} replica(s), not {len(states)}"
+        )
+    return notes
+
+
+def _publish(stage: Path, folder: Path, label: str, paths: list[Path]) -> list[Path]:
+    """Move this run's points from ``stage`` into ``folder``, replacing the label's earlier
+    points there (JSON, sidecar, log) in one step under a lock; returns the new paths."""
+    import hashlib
+    import tempfile
+
+    from filelock import FileLock
+
+    prefix = re.compile(rf"^{re.escape(_safe(label))}-c\d+\.(json|json\.annotations|log)$")
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
+    with FileLock(str(Path(tempfile.gettempdir()) / f"cookbook-bench-{key}.lock")):
+        for old in folder.iterdir():
+            if old.is_file() and prefix.match(old.name):
+                old.unlink()
+        for src in stage.iterdir():
+            if src.is_file():
+                os.replace(src, folder / src.name)
+    return [folder / p.name for p in paths]
+
+
+def _keep_failed_log(e: BaseException, stage: Path, folder: Path) -> None:
+    """The failed point's console log (the error's ``log_path``, in the private stage) moves
+    to ``folder`` as ``<point>.failed.log``, and the error names it there."""
+    log = getattr(e, "log_path", None)
+    if log is None or not Path(log).is_file() or Path(log).parent != stage:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / (Path(log).stem + ".failed.log")
+    os.replace(log, kept)
+    e.log_path = kept  # type: ignore[attr-defined]
+    e.args = tuple(str(a).replace(str(log), str(kept)) for a in e.args)
 
 
 def _metrics_after(root: str, path: Path, concurrency: int) -> dict[str, float]:
@@ -346,6 +543,24 @@ def _metrics_after(root: str, path: Path, concurrency: int) -> dict[str, float]:
         ) from None
 
 
+def _tokens(name: str, given: Any, default: Any, minimum: int) -> int:
+    """``given`` (else ``default``) as an int of at least ``minimum``; a BenchError naming the
+    argument and the limit otherwise (a 0 is refused, never replaced by the default)."""
+    value = given if given is not None else default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or int(value) != value
+        or value < minimum
+    ):
+        what = "tokens" if name.endswith("_len") else "requests"
+        raise BenchError(
+            f"{name}={value!r}: must be a whole number of {what}, at least {minimum} "
+            f"(e.g. {name}={'1024' if name == 'input_len' else '128' if name == 'output_len' else '16' if name == 'num_prompts' else '0'})."
+        )
+    return int(value)
+
+
 def sweep_points(
     concurrencies: Sequence[int],
     *,
@@ -367,11 +582,19 @@ def sweep_points(
     Returns:
         One dict per concurrency, in order: ``concurrency``, ``num_prompts``,
         ``input_len`` / ``output_len`` / ``prefix_len`` (tokens), ``seed``, ``num_warmups``.
+
+    Raises:
+        BenchError: ``input_len`` / ``output_len`` / ``num_prompts`` below 1, ``prefix_len``
+            below 0, or not whole numbers (``input_len=0`` is refused, not taken as "default").
     """
-    in_len = int(input_len or _scenario_value(scenario, "input_len", 1024))
-    out_len = int(output_len or _scenario_value(scenario, "output_len", 128))
-    pre_len = prefix_len if prefix_len is not None else _scenario_value(scenario, "prefix_len", 0)
-    n_fixed = num_prompts or _scenario_value(scenario, "num_prompts")
+    in_len = _tokens("input_len", input_len, _scenario_value(scenario, "input_len", 1024), 1)
+    out_len = _tokens("output_len", output_len, _scenario_value(scenario, "output_len", 128), 1)
+    pre_len = _tokens("prefix_len", prefix_len, _scenario_value(scenario, "prefix_len", 0), 0)
+    n_fixed = (
+        _tokens("num_prompts", num_prompts, None, 1)
+        if num_prompts is not None
+        else _scenario_value(scenario, "num_prompts")
+    )
     per_c = _scenario_value(scenario, "prompts_per_concurrency")
     return [
         {

@@ -80,6 +80,8 @@ def show(result: ChatResult | ToolLoopResult | None, file: Any = None) -> None:
                     print(
                         f"── tool {run.call.name} returned ──\n{run.message['content']}", file=out
                     )
+        if result.warning:
+            print(f"!! {result.warning}", file=out)
         return
     _show_turn(result, out)
 

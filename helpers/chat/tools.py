@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,10 @@ class ToolRun:
     error: str | None = None
 
 
+class ToolCallsFailedWarning(UserWarning):
+    """Every tool call of a :func:`run_tool_loop` failed: its answer rests on no tool result."""
+
+
 @dataclass
 class ToolLoopResult:
     """Attributes:
@@ -118,12 +123,37 @@ class ToolLoopResult:
     final: the last :class:`ChatResult` (the answer).
     turns: every model turn in order (the last one is ``final``).
     tool_runs: every executed call in order.
+
+    :attr:`failed_runs`, :attr:`all_calls_failed` and :attr:`warning` say when the calls
+    failed: an answer after every call failed rests on error messages, not on tool output.
     """
 
     messages: list[dict[str, Any]]
     final: ChatResult
     turns: list[ChatResult]
     tool_runs: list[ToolRun]
+
+    @property
+    def failed_runs(self) -> list[ToolRun]:
+        """The calls that could not run (their ``error`` went back to the model)."""
+        return [r for r in self.tool_runs if r.error is not None]
+
+    @property
+    def all_calls_failed(self) -> bool:
+        """True when the model called tools and not one call ran."""
+        return bool(self.tool_runs) and len(self.failed_runs) == len(self.tool_runs)
+
+    @property
+    def warning(self) -> str | None:
+        """``"every tool call failed (2 of 2): ..."`` naming each error, or None."""
+        if not self.all_calls_failed:
+            return None
+        errors = "; ".join(dict.fromkeys(f"{r.call.name}: {r.error}" for r in self.tool_runs))
+        return (
+            f"every tool call failed ({len(self.tool_runs)} of {len(self.tool_runs)}): {errors}. "
+            "The answer rests on those error messages, not on any tool's output: fix the tools "
+            "(or their schemas) and run the loop again, or pass on_tool_error='raise'"
+        )
 
 
 def _tool_output_text(output: Any) -> str:
@@ -251,7 +281,9 @@ def run_tool_loop(
             ``extra_body``, ``seed``...) go to every :func:`chat` call.
 
     Returns:
-        A :class:`ToolLoopResult`.
+        A :class:`ToolLoopResult`. When every call failed, its ``all_calls_failed`` is True,
+        its ``warning`` says so (naming the errors; :func:`helpers.chat.display.show` prints
+        it) and a :class:`ToolCallsFailedWarning` is issued.
 
     Raises:
         TypeError / ValueError: an argument of the wrong type (the message names it and
@@ -330,7 +362,10 @@ def run_tool_loop(
                         "call, so the last turn is not an answer; retry, or check the "
                         f"server's tool parser (`{TOOL_PARSER_FLAGS}`)."
                     )
-                return ToolLoopResult(messages, result, turns, runs)
+                done = ToolLoopResult(messages, result, turns, runs)
+                if done.warning:
+                    warnings.warn(done.warning, ToolCallsFailedWarning, stacklevel=2)
+                return done
             for call in result.tool_calls:
                 output, error, fix, cause = _run_call(call, tools, result.finish_reason)
                 if error is not None and on_tool_error == "raise":

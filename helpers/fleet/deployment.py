@@ -207,6 +207,53 @@ class Deployment:
         return yaml.safe_dump({"services": services}, sort_keys=False, width=100)
 
 
+#: GPUs one node of a single-node deployment may span: replicas and DP ranks are placed on
+#: GPUs ``0 .. count x tp - 1`` of one machine, and the largest single machines hold 16
+#: (HGX-2-class boards; two replicas of the 8-GPU h100x8 target). A count beyond it cannot be
+#: placed: a typo (10000), not a deployment.
+MAX_GPUS_PER_NODE = 16
+
+
+def _check_count(count: Any) -> int:
+    """``count`` as a positive int, or a RecipeError naming the value (2.5, "2", True...)."""
+    if isinstance(count, bool) or not isinstance(count, (int, float)) or int(count) != count:
+        raise RecipeError(
+            f"count={count!r}: the number of replicas / data-parallel ranks must be a whole "
+            "number, e.g. count=2."
+        )
+    n = int(count)
+    if n < 1:
+        raise RecipeError(f"count={n}: a deployment needs at least one replica / rank.")
+    return n
+
+
+def _check_ports(ports: Sequence[Any] | None, layout: str, n: int) -> list[int] | None:
+    """Fixed ports: one per replica (one for the DP+EP server), each 1-65535, no repeats."""
+    if ports is None:
+        return None
+    if isinstance(ports, (str, bytes)) or not isinstance(ports, Sequence):
+        raise RecipeError(f"ports={ports!r}: pass a list of port numbers, e.g. ports=[8000, 8001].")
+    values = list(ports)
+    want = n if layout == "replicas" else 1
+    if len(values) != want:
+        raise RecipeError(
+            f"ports={values!r}: the {layout} deployment with count={n} needs exactly {want} "
+            f"port{'s' if want != 1 else ''} "
+            f"({'one per replica' if layout == 'replicas' else 'the one server'}), got {len(values)}."
+        )
+    bad = [
+        v for v in values if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535
+    ]
+    if bad:
+        raise RecipeError(f"ports={values!r}: {bad[0]!r} is not a TCP port (1-65535).")
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise RecipeError(
+            f"ports={values!r}: port {dup[0]} is given twice; each replica needs its own port."
+        )
+    return values
+
+
 def _count_layer(layout: str, count: int, nodes: int) -> dict[str, Any]:
     if layout == "dp_ep":
         return {"--data-parallel-size": count}
@@ -267,10 +314,13 @@ def resolve_deployment(
         registry: an already loaded registry.
 
     Raises:
-        RecipeError: unknown deployment (lists the valid ones), a count below 1, ``count``
-            not divisible by ``nodes``, more replicas than the target's GPUs can hold on
-            one CPU machine, or a multi-node ``replicas`` request (run one replica per node
-            and list them in the router instead).
+        RecipeError: unknown deployment (lists the valid ones), a count that is not a whole
+            number of at least 1 (``2.5``), more GPUs per node than
+            :data:`MAX_GPUS_PER_NODE` (``count=10000``), more CPU replicas than cores,
+            ``ports`` not one per replica (or one for DP+EP), repeated or not TCP ports,
+            ``count`` not divisible by ``nodes``, or a multi-node ``replicas`` request (run
+            one replica per node and list them in the router instead). All before anything
+            is resolved or started.
     """
     reg = load.as_registry(registry)
     deps = reg.deployments
@@ -278,10 +328,10 @@ def resolve_deployment(
         raise RecipeError(f"Unknown deployment {name!r}. Valid deployments: {', '.join(deps)}.")
     d = deps[name]
     layout = d.layout
-    n = int(count if count is not None else d.default_count)
-    if n < 1:
-        raise RecipeError(f"count={n}: a deployment needs at least one replica / rank.")
-    nodes = int(nodes)
+    n = _check_count(count if count is not None else d.default_count)
+    ports = _check_ports(ports, layout, n)
+    if isinstance(nodes, bool) or not isinstance(nodes, int):
+        raise RecipeError(f"nodes={nodes!r}: pass a whole number of nodes, e.g. nodes=2.")
     if layout == "replicas" and nodes != 1:
         raise RecipeError(
             "Replicas are independent servers: for several nodes, run one replica per node "
@@ -307,6 +357,14 @@ def resolve_deployment(
         base = base.with_model(model)
     layer = {**d.args, **_count_layer(layout, n, nodes)}
     tp = base.gpu_count
+    if not base.stand_in and (n // nodes) * max(tp, 1) > MAX_GPUS_PER_NODE:
+        raise RecipeError(
+            f"count={n}: {n // nodes} {'replicas' if layout == 'replicas' else 'ranks'} x {max(tp, 1)} "
+            f"GPU(s) each is {(n // nodes) * max(tp, 1)} GPUs on one node, above the "
+            f"{MAX_GPUS_PER_NODE} one node holds: use count <= {MAX_GPUS_PER_NODE // max(tp, 1)}"
+            + (" per node (dp_ep: nodes=...)" if layout == "dp_ep" else " (or one fleet per node)")
+            + "."
+        )
     multi_gpu = {} if base.stand_in else dict(NO_MULTICAST_ENV)
     servers: list[ServeConfig] = []
     nodes_out = None

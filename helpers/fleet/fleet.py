@@ -4,20 +4,27 @@ Notebook verbs::
 
     dep = deployment.resolve_deployment("replicas", "h200", count=2)   # pure: render, validate
     with fleet.Fleet(dep) as fl:                # N servers + router, stopped on exit
-        bench.sweep(fl.base_url, ...)           # the client and sweep, unchanged
+        bench.sweep(fl, ...)                    # the client and sweep, unchanged
 
 :class:`Fleet` launches each server as a :class:`helpers.server.vllm_server.VLLMServer` and
-the router (:mod:`helpers.fleet.router`) through the same manager, waits until the router's
-``/readiness`` counts every worker healthy, and ends everything on ``stop()``, an exception or
-Ctrl-C; also :func:`launch_fleet`, :func:`attach_fleet`, :func:`stop_fleet`, :func:`metric_total`.
+the router (:mod:`helpers.fleet.router`) through the same manager, waits on every server at
+once and then until the router's ``/readiness`` counts every worker healthy, and ends
+everything on ``stop()``, an exception or Ctrl-C (all processes together, with progress; a
+second Ctrl-C kills at once, still ending all of them). Started twice it stays one fleet:
+a running fleet returns itself, a stopped one starts clean; :func:`launch_fleet` reuses or
+stops what this kernel already serves (a fleet or one server, with a message). Also
+:func:`attach_fleet`, :func:`stop_fleet`, :func:`running_fleets`, :func:`metric_total`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import signal
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +37,11 @@ from helpers.fleet.router import (
     RouterConfig,
     RouterServer,
 )
-from helpers.server.processes import free_port
+from helpers.server.processes import deferred_interrupts, free_port
 from helpers.server.vllm_server import VLLMServer
+
+#: The fleets this Python process started and has not stopped (one kernel, one deployment).
+_FLEETS: weakref.WeakSet[Fleet] = weakref.WeakSet()
 
 
 class Fleet:
@@ -93,6 +103,7 @@ class Fleet:
         self.servers: list[VLLMServer] = []
         self.router: RouterServer | None = None
         self.startup_seconds: float | None = None
+        self._names: dict[int, str] = {}  # id(process handle) -> "replica0" / "router"
 
     @property
     def attached(self) -> bool:
@@ -154,6 +165,63 @@ class Fleet:
     def served_model_name(self) -> str:
         return self.deployment.base.served_model_name
 
+    @property
+    def config(self):
+        """One server's :class:`~helpers.config.serveconfig.ServeConfig` (the deployment's
+        base): its served model name, model folder (the tokenizer) and ``--max-num-seqs``."""
+        return self.deployment.base
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs the deployment holds: replicas x GPUs each (at least 1 per replica: a CPU
+        stand-in replica counts as one), for per-GPU throughput (:func:`helpers.bench.sweep.sweep`)."""
+        return max(self.deployment.gpus_per_server, 1) * self.deployment.count
+
+    def is_running(self) -> bool:
+        """Every server (and the router) this fleet launched is running."""
+        procs = ([self.router] if self.router else []) + self.servers
+        return bool(self.servers) and all(p.is_running() for p in procs)
+
+    def replica_states(self) -> list[tuple[int, bool, str]]:
+        """``[(index, serving, why not)]`` per server: serving = running and ``/health`` 200.
+
+        A replica stopped (:meth:`kill_replica`) or crashed says so (its ``crash`` text)."""
+        out = []
+        for i, srv in enumerate(self.servers):
+            if srv.owned and not srv.is_running():
+                why = srv.crash or ("stopped" if srv._stopped else "not running")
+                out.append((i, False, why))
+            elif not srv.healthy():
+                out.append((i, False, f"{srv.url}/health does not answer 200"))
+            else:
+                out.append((i, True, ""))
+        return out
+
+    def describe(self) -> str:
+        """``"2 replicas + router (replicas x h200): ports 8001, 8002 -> router 30001"``."""
+        dep = self.deployment
+        what = (
+            f"{dep.count} replicas + router" if dep.layout == "replicas" else f"DP+EP x{dep.count}"
+        )
+        ports = ", ".join(str(s.port) for s in self.servers)
+        tail = f" -> router {self.router.port}" if self.router is not None else ""
+        return f"{what} ({dep.name} on {dep.base.target}): ports {ports}{tail}"
+
+    def _same_deployment(self, other: Deployment) -> bool:
+        def key(dep: Deployment):
+            servers = [
+                (str(c.model), [str(f) for f in c.with_port(None).cli_flags()], dict(c.env))
+                for c in dep.servers
+            ]
+            router = (
+                (dep.router.policy, dict(dep.router.args), dict(dep.router.env))
+                if dep.router
+                else None
+            )
+            return (dep.name, dep.layout, dep.count, servers, router)
+
+        return key(self.deployment) == key(other)
+
     def _say(self, msg: str) -> None:
         if self.progress:
             print(f"[fleet] {msg}", flush=True)
@@ -165,42 +233,70 @@ class Fleet:
         return self.log_dir / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}.log"
 
     # ---- start ---------------------------------------------------------------------
+    def _progress_for(self, name: str):
+        """Each server's start-up phases as whole lines prefixed by its name (the servers
+        start together: one updating line each would overwrite the others)."""
+        if self.progress is not True:
+            return self.progress
+        said: dict[str, str] = {}
+
+        def show(phase: str, elapsed: float) -> None:
+            if said.get("phase") != phase:
+                said["phase"] = phase
+                print(f"[fleet] {name} [{elapsed:5.0f}s] {phase}", flush=True)
+
+        return show
+
     def start(self) -> Fleet:
-        """Launch every server (in parallel), wait for their ``/health``, then the router
-        and its ``/readiness`` with every worker healthy.
+        """Launch every server (in parallel), wait for all their ``/health`` together, then
+        the router and its ``/readiness`` with every worker healthy.
+
+        Started again while it runs, it returns itself (saying so); a fleet that was stopped,
+        or one of whose processes ended, is stopped fully and starts clean.
 
         Raises:
             FlagError: a flag rejected by vLLM's parser or the router's ``--help`` (nothing
                 launched).
+            CookbookError: an attached fleet (it belongs to whoever launched it).
             ServerStartError: a server or the router failed to start (everything already
-                launched is stopped first; the message names which one and carries its log).
+                launched is stopped first; the message names which one and carries its log);
+                a server that dies is reported at once, whichever it is.
+            KeyboardInterrupt: interrupted; every process launched so far was ended first.
         """
+        if self.attached:
+            raise CookbookError(
+                "This fleet is attached (attach_fleet): its processes belong to whoever "
+                "launched them; it cannot start them."
+            )
+        if self.is_running():
+            self._say(
+                f"already running: {self.describe()} ({self.base_url}); stop() first to start afresh"
+            )
+            return self
+        if self.servers or self.router:
+            self._say("starting afresh: a process of the earlier start has ended")
+            self.stop(check=False)
+        self.servers, self.router, self._names = [], None, {}
         dep = self.deployment
         t0 = time.monotonic()
         for cfg in dep.servers:  # every line checked before the first process exists
             cfg.validate()
         if dep.router is not None:
             dataclasses.replace(dep.router, router=self.router_binary).validate()
+        _FLEETS.add(self)
         try:
             for i, cfg in enumerate(dep.servers):
-                kw = self.server_options(i)
                 stem = f"replica{i}" if dep.layout == "replicas" else "dp-ep"
+                kw = self.server_options(i, stem)
                 if not self.keep_ports:  # the rendered 8000, 8001, ... may be taken here
                     cfg = cfg.with_port(None)
                 srv = VLLMServer(cfg, log_path=self._log_path(stem), **kw)
-                self.servers.append(srv)
+                srv.part_of = self
+                self._names[id(srv)] = stem
+                self.servers.append(srv)  # known to the fleet before its process exists
                 srv.start(wait=False)
                 self._say(f"{stem}: pid {srv.pid}, port {srv.port}, log {srv.log_path}")
-            for i, srv in enumerate(self.servers):
-                left = max(1.0, self.startup_timeout - (time.monotonic() - t0))
-                try:
-                    srv.wait_ready(timeout=left)
-                except ServerStartError as e:
-                    raise ServerStartError(
-                        f"Server {i} of the {dep.label} deployment failed to start. {e}",
-                        log_tail=e.log_tail,
-                        diagnosis=e.diagnosis,
-                    ) from e
+            self._wait_all(t0)
             if dep.router is not None:
                 self._start_router(t0)
         except BaseException:
@@ -210,7 +306,7 @@ class Fleet:
         self._say(f"ready in {self.startup_seconds:.0f} s: {self.base_url}")
         return self
 
-    def server_options(self, index: int) -> dict[str, Any]:
+    def server_options(self, index: int, stem: str | None = None) -> dict[str, Any]:
         """The :class:`~helpers.server.vllm_server.VLLMServer` options server ``index`` is
         started with: the fleet's timeouts and progress, ``server_kwargs``, and its cache folder
         (``cache_dirs[index]``, else ``out/cache/<release>-<GPUs>/replica<index>`` when the
@@ -218,7 +314,7 @@ class Fleet:
         kw: dict[str, Any] = {
             "startup_timeout": self.startup_timeout,
             "grace_period": self.grace_period,
-            "progress": self.progress,
+            "progress": self._progress_for(stem) if stem is not None else self.progress,
         }
         kw.update(self.server_kwargs)
         if self.cache_dirs is not None:
@@ -226,6 +322,26 @@ class Fleet:
         elif len(self.deployment.servers) > 1 and "cache_dir" not in self.server_kwargs:
             kw["cache_dir"] = replica_cache_root() / f"replica{index}"
         return kw
+
+    def _wait_all(self, t0: float) -> None:
+        """Wait on every server at once (:meth:`VLLMServer.readiness`): the first failure, of
+        whichever server, ends the wait."""
+        left = max(1.0, self.startup_timeout - (time.monotonic() - t0))
+        pending = {i: srv.readiness(timeout=left) for i, srv in enumerate(self.servers)}
+        while pending:
+            for i, look in list(pending.items()):
+                try:
+                    ready = next(look)
+                except ServerStartError as e:
+                    raise ServerStartError(
+                        f"Server {i} of the {self.deployment.label} deployment failed to start. {e}",
+                        log_tail=e.log_tail,
+                        diagnosis=e.diagnosis,
+                    ) from e
+                if ready:
+                    del pending[i]
+            if pending:
+                time.sleep(0.5)
 
     def _start_router(self, t0: float) -> None:
         self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
@@ -267,6 +383,8 @@ class Fleet:
             progress=False,
             cache_dir=None,
         )
+        self.router.part_of = self
+        self._names[id(self.router)] = "router"
         try:
             self.router.start()
             self._say(
@@ -338,25 +456,72 @@ class Fleet:
         self._say(f"replica {index} stopped")
 
     # ---- stop ----------------------------------------------------------------------
+    def _name(self, proc: VLLMServer) -> str:
+        return self._names.get(id(proc), f"pid {proc.pid}")
+
     def stop(self, *, check: bool = True) -> None:
         """Stop the router first (no new requests), then every server; idempotent.
+
+        Every process gets SIGTERM at once and the fleet waits for them together (each one
+        named as it ends), SIGKILL for what is left after ``grace_period``. A Ctrl-C while it
+        waits kills everything at once; either way no process of the fleet is left, then the
+        KeyboardInterrupt goes on.
 
         Raises:
             CookbookError: ``check`` and a process survived (names them); every process is
                 still signalled before the error is raised.
         """
-        errors: list[str] = []
-        for proc in ([self.router] if self.router else []) + list(reversed(self.servers)):
+        procs = ([self.router] if self.router else []) + list(reversed(self.servers))
+        live = [p for p in procs if p.owned and p._proc is not None and not p._stopped]
+        interrupted = False
+        if live:
+            self._say(
+                f"stopping {', '.join(self._name(p) for p in live)} (SIGTERM, SIGKILL after "
+                f"{self.grace_period:.0f} s; Ctrl-C kills at once)"
+            )
             try:
-                proc.stop(verbose=False)
-            except Exception as e:  # noqa: BLE001 - stop the rest, then report
-                errors.append(str(e))
+                self._end_together(live)
+            except KeyboardInterrupt:
+                interrupted = True
+                self._say("Ctrl-C: killing every process of the fleet now")
+        errors: list[str] = []
+        with deferred_interrupts():  # the last kills and checks run to the end
+            if interrupted:
+                for p in live:
+                    _signal_group(p, signal.SIGKILL)
+            for proc in procs:
+                try:
+                    proc.stop(verbose=False)
+                except Exception as e:  # noqa: BLE001 - stop the rest, then report
+                    errors.append(str(e))
+        _FLEETS.discard(self)
         if self.attached:
             self._say("attached fleet: left running (stop it where it was launched)")
-        elif self.servers or self.router:
+        elif (self.servers or self.router) and not errors:
             self._say("stopped: router and servers ended")
+        if interrupted:
+            raise KeyboardInterrupt
         if errors and check:
             raise CookbookError("Some fleet processes did not stop: " + " | ".join(errors))
+
+    def _end_together(self, live: list[VLLMServer]) -> None:
+        """SIGTERM every live process group at once; wait for all of them (up to
+        ``grace_period``), naming each as it ends; SIGKILL the rest."""
+        t0 = time.monotonic()
+        for p in live:
+            _signal_group(p, signal.SIGTERM)
+        waiting = list(live)
+        while waiting and time.monotonic() - t0 < self.grace_period:
+            for p in list(waiting):
+                rec = p._record
+                if rec is None or not rec.processes():
+                    waiting.remove(p)
+                    self._say(f"{self._name(p)} ended ({time.monotonic() - t0:.1f} s)")
+            if waiting:
+                time.sleep(0.2)
+        for p in waiting:
+            self._say(f"{self._name(p)}: still running after {self.grace_period:.0f} s: SIGKILL")
+            _signal_group(p, signal.SIGKILL)
 
     def processes(self) -> list[int]:
         """PIDs still alive of every process the fleet launched (empty after :meth:`stop`)."""
@@ -413,8 +578,62 @@ def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> 
     return fl
 
 
-def launch_fleet(deployment: Deployment, **kwargs: Any) -> Fleet:
-    """Start a :class:`Fleet` for ``deployment`` and wait until it serves (one notebook line)."""
+def _signal_group(proc: VLLMServer, sig: int) -> None:
+    """``sig`` to every process of one launch (its process group and recorded processes)."""
+    rec = proc._record
+    if rec is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(rec.pgid, sig)
+    for q in rec.processes():
+        with contextlib.suppress(Exception):
+            q.send_signal(sig)
+
+
+def running_fleets() -> list[Fleet]:
+    """The fleets this Python process launched and has not stopped."""
+    return [f for f in list(_FLEETS) if not f.attached and (f.servers or f.router)]
+
+
+def launch_fleet(deployment: Deployment, *, reuse: bool = True, **kwargs: Any) -> Fleet:
+    """Start a :class:`Fleet` for ``deployment`` and wait until it serves (one notebook line).
+
+    Re-running the cell never starts a second deployment beside the first (on the same
+    GPUs): a fleet this kernel runs for the same deployment is reused (``reuse=True``),
+    any other fleet, and a single server this kernel launched
+    (:func:`helpers.server.launch.launch_server`), is stopped first. Each case is printed.
+
+    Args:
+        deployment: from :func:`helpers.fleet.deployment.resolve_deployment`.
+        reuse: reuse a running fleet of this kernel with the same deployment.
+        **kwargs: :class:`Fleet` options.
+    Raises:
+        as :meth:`Fleet.start`.
+    """
+    from helpers.server.launch import running_servers
+
+    for old in running_fleets():
+        if reuse and old.is_running() and old._same_deployment(deployment):
+            print(
+                f"[fleet] reusing the fleet this kernel already runs: {old.describe()} "
+                f"({old.base_url}; same deployment; stop() it first to start afresh)",
+                flush=True,
+            )
+            return old
+        print(
+            f"[fleet] stopping the fleet this kernel started earlier ({old.describe()}): its "
+            "deployment differs, and one kernel serves one deployment on these GPUs",
+            flush=True,
+        )
+        old.stop(check=False)
+    for srv in running_servers():
+        if srv.part_of is None:
+            print(
+                f"[fleet] stopping the server this kernel started (pid {srv.pid}, port "
+                f"{srv.port}): the fleet takes the GPUs",
+                flush=True,
+            )
+            srv.stop()
     return Fleet(deployment, **kwargs).start()
 
 

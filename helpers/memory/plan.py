@@ -83,6 +83,8 @@ class Plan:
     #: the speculative token budget (:class:`TokenBudget`; None without drafting or without
     #: an explicit --max-num-batched-tokens)
     token_budget: TokenBudget | None = None
+    #: prefix caching is on (vLLM's default; ``--no-enable-prefix-caching`` turns it off)
+    prefix_caching: bool = True
 
     # ---- derived quantities ------------------------------------------------------------
     @property
@@ -267,6 +269,52 @@ class Plan:
         import pandas as pd
 
         return pd.DataFrame(self.rows())
+
+    def prefix_cache_note(self, shared_prefix: int | None = None) -> str | None:
+        """What prefix caching can reuse of a workload's shared prefix, or None.
+
+        vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens (a block's hash
+        covers its tokens and every block before it; in Mamba ``align`` mode the Mamba state
+        is saved only at block boundaries), and for this hybrid model the attention block is
+        enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
+        ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for the NVFP4 checkpoint
+        on the H200). So a shared prefix shorter than one block never hits, a longer one hits
+        its whole blocks only, and with ``max_model_len`` below the block size nothing hits.
+
+        Args:
+            shared_prefix: tokens every request of the workload shares (a scenario's
+                ``prefix_len``); None or 0: only the ``max_model_len`` check.
+
+        Returns:
+            One sentence, or None when prefix caching is off, or the prefix is whole blocks
+            and ``max_model_len`` is at least one block (nothing to note).
+        """
+        if not self.prefix_caching:
+            return None
+        block = self.block_size
+        if self.max_model_len < block:
+            return (
+                f"prefix caching never hits here: --max-model-len {self.max_model_len:,} is "
+                f"below the {block:,}-token block (the attention block enlarged to one Mamba "
+                "page), and prefix caching reuses whole blocks only"
+            )
+        if not shared_prefix or shared_prefix <= 0:
+            return None
+        if shared_prefix < block:
+            return (
+                f"the workload's {shared_prefix:,}-token shared prefix is shorter than one "
+                f"{block:,}-token block (the attention block enlarged to one Mamba page), and "
+                "prefix caching reuses whole blocks only: it never hits; expect a 0 % prefix "
+                "cache hit rate"
+            )
+        whole = shared_prefix // block * block
+        if whole < shared_prefix:
+            return (
+                f"of the workload's {shared_prefix:,}-token shared prefix, prefix caching can "
+                f"reuse {whole:,} tokens ({whole // block} whole blocks of {block:,}); the "
+                f"last {shared_prefix - whole:,} are prefilled for every request"
+            )
+        return None
 
     def _headline(self) -> str:
         return f"Memory plan: {self.label} — {_VERDICT_WORDS[self.status]}"

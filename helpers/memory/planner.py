@@ -123,6 +123,7 @@ def plan(
     gpu_memory_gb: float | None = None,
     architecture: Architecture | None = None,
     vllm_version: str | None = None,
+    shared_prefix: int | None = None,
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
 
@@ -162,6 +163,9 @@ def plan(
         vllm_version: the vLLM that will serve (it changes the Mamba blocks per request in
             align mode, :func:`align_mamba_blocks`); default the target's pinned
             ``cfg.vllm_version``.
+        shared_prefix: tokens every request of the workload shares (a scenario's
+            ``prefix_len``, :mod:`helpers.bench.scenarios`): the plan notes what prefix
+            caching can reuse of it (:meth:`Plan.prefix_cache_note`: nothing below one block).
 
     Returns:
         A :class:`Plan`; ``plan.fits`` / ``plan.status`` / ``plan.reasons`` flag configurations
@@ -245,7 +249,11 @@ def plan(
         notes=notes,
         full_cudagraphs=device == "gpu" and not _eager(cfg),
         token_budget=config_token_budget(cfg, version or None, shape.max_num_seqs),
+        prefix_caching=not cfg.args.get("--no-enable-prefix-caching"),
     )
+    prefix_note = p.prefix_cache_note(shared_prefix)
+    if prefix_note:
+        p.notes.append(prefix_note)
     judge(p)
     return p
 

@@ -2,7 +2,8 @@
 
 ``launch_server(cfg)`` starts a :class:`~helpers.server.vllm_server.VLLMServer` and waits
 for it, reusing the server this process already runs for the same command and stopping
-one launched for another (one GPU, one server); with ``server_url`` it attaches instead.
+one launched for another (one GPU, one server), or a fleet this process runs (as a whole,
+with a message: one kernel serves one deployment); with ``server_url`` it attaches instead.
 ``running_servers()`` lists what this process launched and has not stopped.
 """
 
@@ -42,7 +43,8 @@ def launch_server(
     ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
     the cell never starts a second server: one of this process with the same command (model,
     flags, environment) is reused (``reuse=True``), any other it launched is stopped first
-    (one GPU, one server). Both cases are printed.
+    (one GPU, one server), and so is a fleet this process runs
+    (:func:`helpers.fleet.fleet.launch_fleet`), as a whole. Every case is printed.
 
     Args:
         config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
@@ -61,7 +63,17 @@ def launch_server(
         srv.progress = True  # say what stop() leaves running
         print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
         return srv
-    for old in running_servers():
+    running = running_servers()
+    fleets = {id(s.part_of): s.part_of for s in running if s.part_of is not None}
+    for fleet in fleets.values():  # a fleet is stopped whole, and said so, never replica by replica
+        what = fleet.describe() if callable(getattr(fleet, "describe", None)) else repr(fleet)
+        print(
+            f"[vllm] stopping the fleet this kernel started ({what}): one kernel serves one "
+            "deployment, and this server needs its GPUs (launch_fleet again to go back)",
+            flush=True,
+        )
+        fleet.stop(check=False)
+    for old in [s for s in running if s.part_of is None]:
         if reuse and _same_launch(old.config, config) and old.healthy():
             print(
                 f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "

@@ -1,8 +1,10 @@
 """The memory planner against the server's own start-up log: the same figures, read back.
 
 :func:`server_log_figures` reads what vLLM logs at start-up (KV cache tokens, maximum
-concurrency, Mamba padding, block size, KV budget); :func:`compare_with_server` puts a
-:class:`~helpers.memory.plan.Plan` beside them, so a plan is checked by the server it planned.
+concurrency, Mamba padding, block size, KV budget, weights, the CUDA-graph memory estimate);
+:func:`compare_with_server` puts a :class:`~helpers.memory.plan.Plan` beside them, so a plan
+is checked by the server it planned, and :func:`kv_shortfall` says how much of a smaller KV
+budget vLLM's CUDA-graph estimate explains.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.memory.plan import Plan
-from helpers.server.vllm_log import SERVER_FIGURES
+from helpers.server.vllm_log import CUDAGRAPH_ESTIMATE_ENV, SERVER_FIGURES
 
 
 def server_log_figures(log: str | Path) -> dict[str, Any]:
@@ -25,8 +27,18 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         ``mamba_padding_pct`` ("Padding mamba page size by P%");
         ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
         ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
-        ``dtype`` (the model dtype vLLM chose). Pass ``kv_budget_gb=figures["kv_budget_gib"]``
-        to :func:`helpers.memory.planner.plan` to re-plan with the measured budget.
+        ``dtype`` (the model dtype vLLM chose); ``weights_gib`` ("Model loading took N GiB
+        memory", GPU). Since vLLM 0.21 the KV budget is what is left after an *estimate* of
+        CUDA-graph memory (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, vllm/envs.py): the
+        estimate ``cudagraph_estimate_gib`` ("Estimated CUDA graph memory: N GiB total", the
+        V1 model runner; else the "(estimated)" figure of "CUDA graph pool memory: A GiB
+        (actual), E GiB (estimated)", which also gives ``cudagraph_actual_gib``), and from
+        "The current --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=V
+        without CUDA graph memory profiling ... increase --gpu-memory-utilization to S":
+        ``gpu_memory_utilization`` (U), ``utilization_without_estimate`` (V),
+        ``suggested_utilization`` (S); ``cudagraph_estimate`` is True there, False when the
+        log says the estimate is off. Pass ``kv_budget_gb=figures["kv_budget_gib"]`` to
+        :func:`helpers.memory.planner.plan` to re-plan with the measured budget.
     """
     if isinstance(log, Path):
         text = log.read_text(errors="replace")
@@ -52,19 +64,126 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         found = re.findall(SERVER_FIGURES[key], text)
         if found:
             out[name] = conv(found[-1])
+    weights = re.findall(SERVER_FIGURES["weights_gib"], text)
+    if weights:
+        out["weights_gib"] = float(weights[-1])
+    pool = re.findall(SERVER_FIGURES["cudagraph_pool_gib"], text)
+    if pool:
+        out["cudagraph_actual_gib"] = float(pool[-1][0])
+    estimate = re.findall(SERVER_FIGURES["cudagraph_estimate_gib"], text)
+    if estimate:
+        out["cudagraph_estimate_gib"] = float(estimate[-1])
+    elif pool:
+        out["cudagraph_estimate_gib"] = float(pool[-1][1])
+    util = re.findall(SERVER_FIGURES["cudagraph_utilization"], text)
+    if util:
+        u, v, sug = (float(x) for x in util[-1])
+        out.update(
+            cudagraph_estimate=True,
+            gpu_memory_utilization=u,
+            utilization_without_estimate=v,
+            suggested_utilization=sug,
+        )
+    elif re.search(SERVER_FIGURES["cudagraph_profiling_off"], text):
+        out["cudagraph_estimate"] = False
     return out
+
+
+#: Relative KV-budget shortfall (server below plan) that :func:`kv_shortfall` explains.
+SHORTFALL_TOLERANCE = 0.01
+
+
+def kv_shortfall(p: Plan, log: str | Path | dict[str, Any]) -> str | None:
+    """Why the server's KV budget is below the plan's, as far as its log says; or None.
+
+    vLLM >= 0.21 reserves an estimate of CUDA-graph memory, scaled over the capture sizes,
+    before it sizes the KV cache (``determine_available_memory``,
+    ``vllm/v1/worker/gpu_worker.py``, vLLM 0.32.0), and logs the utilisation that would give
+    the old KV cache size. This sentence names that estimate's share of the shortfall, the
+    two ways back (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``, the estimate off: vLLM
+    warns the graphs may then not fit; or the utilisation vLLM suggests) and, when the log
+    has it, what the weights took beyond the plan's figure.
+
+    Args:
+        p: the plan of the configuration the server ran.
+        log: the server log (path or text), or its :func:`server_log_figures`.
+
+    Returns:
+        One sentence when the log's KV budget is more than :data:`SHORTFALL_TOLERANCE` below
+        the plan's, else None (no budget in the log, or no shortfall).
+    """
+    f = log if isinstance(log, dict) else server_log_figures(log)
+    served = f.get("kv_budget_gib")
+    planned = p.kv_budget_gib
+    if served is None or planned <= 0 or served >= planned * (1 - SHORTFALL_TOLERANCE):
+        return None
+    short = planned - served
+    parts = [
+        f"the server's KV cache budget is {served:.2f} GiB, {short:.2f} GiB "
+        f"({100 * short / planned:.0f} %) below the plan's {planned:.2f} GiB"
+    ]
+    estimate = f.get("cudagraph_estimate_gib")
+    if estimate:
+        share = min(estimate, short)
+        suggested = f.get("suggested_utilization")
+        way_back = f"set {CUDAGRAPH_ESTIMATE_ENV}=0 (vLLM then warns the graphs may not fit)"
+        if suggested:
+            way_back += (
+                f", or raise --gpu-memory-utilization from {f.get('gpu_memory_utilization', 0):g} "
+                f"to {suggested:g} (vLLM's own suggestion) to keep the KV cache as without it"
+            )
+        parts.append(
+            f"{share:.2f} GiB of it is vLLM's CUDA-graph memory estimate, reserved before the "
+            f"KV cache is sized (default since vLLM 0.21; measured after capture: "
+            f"{f['cudagraph_actual_gib']:.2f} GiB)"
+            if "cudagraph_actual_gib" in f
+            else f"{share:.2f} GiB of it is vLLM's CUDA-graph memory estimate, reserved before "
+            "the KV cache is sized (default since vLLM 0.21)"
+        )
+        parts.append(f"to get it back, {way_back}")
+    elif f.get("cudagraph_estimate") is False:
+        parts.append(f"the CUDA-graph estimate was off ({CUDAGRAPH_ESTIMATE_ENV}=0): not the cause")
+    weights = f.get("weights_gib")
+    if weights is not None and p.device == "gpu":
+        extra = weights - p.weights_gib
+        if extra > 0.05 * max(p.weights_gib, 1e-9):
+            parts.append(
+                f"the weights took {weights:.2f} GiB against the plan's {p.weights_gib:g} GiB "
+                f"({extra:.2f} GiB more: record it as the target's weights_gib in "
+                "cookbook/recipe.yaml)"
+            )
+    rest = short - (min(estimate, short) if estimate else 0.0)
+    if weights is not None and p.device == "gpu":
+        rest -= max(weights - p.weights_gib, 0.0)
+    if rest > 0.05:
+        parts.append(
+            f"the remaining {rest:.2f} GiB is vLLM's profiled activation peak and non-torch "
+            f"memory above the plan's {p.activation_reserve_gib:g} GiB reserve (plan again with "
+            "kv_budget_gb= the log's 'Available KV cache memory')"
+        )
+    return "; ".join(parts)
 
 
 def compare_with_server(p: Plan, log: str | Path):
     """A DataFrame of the plan's figures next to the server log's, with the relative difference.
 
-    Rows: KV cache size (tokens), maximum concurrency at max_model_len, Mamba page padding (%).
+    Rows: KV cache budget (GiB, when the log names it), KV cache size (tokens), maximum
+    concurrency at max_model_len, Mamba page padding (%). When the server's budget is below
+    the plan's, ``attrs["shortfall"]`` (and the ``note`` column of the budget row) holds
+    :func:`kv_shortfall`'s sentence: how much of it vLLM's CUDA-graph estimate explains and
+    how to get it back.
     """
     import pandas as pd
 
     f = server_log_figures(log)
     rows = []
+    budget = (
+        [("KV cache budget [GiB]", round(p.kv_budget_gib, 2), "kv_budget_gib")]
+        if "kv_budget_gib" in f
+        else []
+    )
     for name, planned, key in (
+        *budget,
         ("KV cache size [tokens]", p.kv_cache_tokens, "kv_cache_tokens"),
         (
             f"max concurrency at {p.max_model_len} tokens",
@@ -76,4 +195,9 @@ def compare_with_server(p: Plan, log: str | Path):
         served = f.get(key)
         diff = None if served in (None, 0) else round(100.0 * (planned - served) / served, 2)
         rows.append({"figure": name, "planner": planned, "server log": served, "diff_pct": diff})
-    return pd.DataFrame(rows)
+    shortfall = kv_shortfall(p, f)
+    for row in rows:
+        row["note"] = shortfall if row["figure"].startswith("KV cache budget") and shortfall else ""
+    table = pd.DataFrame(rows)
+    table.attrs["shortfall"] = shortfall
+    return table

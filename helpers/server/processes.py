@@ -20,6 +20,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -224,6 +225,36 @@ def end_processes(
         if left:
             _, left = psutil.wait_procs(left, timeout=10)
     return [p for p in left if _alive(p)]
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold Ctrl-C (SIGINT) back for a few lines that must run together, then deliver it.
+
+    Launching a server and saving its record (:class:`ServerRecord`) are one step: an
+    interrupt between them would leave a process nothing knows about. Inside the block a
+    SIGINT is noted, not raised; on leaving, the handler that was in place gets it (Python's
+    default raises KeyboardInterrupt there). Outside the main thread (where no signal
+    handler runs) the block does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # pragma: no cover - no signals here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if held:
+            if callable(old):
+                old(signal.SIGINT, None)
+            elif old == signal.SIG_DFL:
+                raise KeyboardInterrupt
 
 
 @dataclasses.dataclass

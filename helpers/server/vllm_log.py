@@ -620,8 +620,9 @@ NOTHING_RUNNING = r"Running: 0 reqs,"
 # start-up memory figures (helpers.server.plan_check.server_log_figures)
 # ---------------------------------------------------------------------------------------
 
-#: Checked in vLLM 0.26.0 (recorded H200 logs) and 0.32.0 (source and the stand-in's log).
-SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.32.0")
+#: Checked in vLLM 0.26.0 (recorded H200 logs), 0.28.0 (recorded H200 logs: the CUDA-graph
+#: lines) and 0.32.0 (source, recorded H200 logs and the stand-in's log).
+SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.28.0", "vllm 0.32.0")
 SERVER_FIGURES = {
     # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
     # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
@@ -635,7 +636,28 @@ SERVER_FIGURES = {
     "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
     "cpu_explicit_gib": r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
     "dtype": r"Initializing a V1 LLM engine .*? dtype=torch\.(\w+)",
+    # the CUDA-graph memory estimate reserved before the KV cache is sized (vLLM >= 0.21):
+    # vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (the V1 runner; recorded by
+    # vLLM 0.28.0 on the H200), the V2 runner (vllm/v1/worker/gpu/, vLLM 0.32.0's default on
+    # the H200) logs no such line, only the pool line after capture (gpu_worker.py)
+    "cudagraph_estimate_gib": r"Estimated CUDA graph memory: ([\d.]+) GiB total",
+    "cudagraph_pool_gib": r"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)",
+    # vllm/v1/worker/gpu_worker.py (determine_available_memory), vLLM 0.28.0 and 0.32.0
+    "cudagraph_utilization": (
+        r"CUDA graph memory profiling is enabled \(default since v[\d.]+\)\. The current "
+        r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+) "
+        r"without CUDA graph memory profiling\. To maintain the same effective KV cache size as "
+        r"before, increase --gpu-memory-utilization to ([\d.]+)\."
+    ),
+    "cudagraph_profiling_off": (
+        r"CUDA graph memory profiling is disabled \(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0\)"
+    ),
+    # vllm/v1/worker/gpu_model_runner.py and vllm/v1/worker/gpu/model_runner.py (load_model)
+    "weights_gib": r"Model loading took ([\d.]+) GiB memory",
 }
+#: The environment variable that turns the CUDA-graph estimate off (vllm/envs.py, vLLM 0.32.0;
+#: default "1" since vLLM 0.21.0).
+CUDAGRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 
 
 # ---------------------------------------------------------------------------------------

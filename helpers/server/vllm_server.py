@@ -36,6 +36,7 @@ from helpers.server.processes import (
     ServerRecord,
     connect_host,
     create_time,
+    deferred_interrupts,
     describe_port,
     describe_procs,
     end_leftovers,
@@ -161,6 +162,9 @@ class VLLMServer(ServerEndpoint):
         self._stopped = False
         #: after the API server died without stop(): what died, how, and what was ended
         self.crash: str | None = None
+        #: the fleet (helpers.fleet.fleet.Fleet) this server is part of, when one launched it:
+        #: launch_server stops or reuses that fleet as a whole, never one replica of it
+        self.part_of: Any = None
 
     # ---- attach --------------------------------------------------------------------
     @classmethod
@@ -374,29 +378,32 @@ class VLLMServer(ServerEndpoint):
         self.phase = "launching"
         self._launched_at = time.monotonic()
         started = time.time()
-        self._proc = subprocess.Popen(
-            argv,
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
-            env=env,
-            start_new_session=True,
-        )
-        _LIVE.add(self)
         me = psutil.Process()
-        self._record = ServerRecord(
-            pid=self._proc.pid,
-            pgid=self._proc.pid,
-            port=self.port,
-            host=self.host,
-            log=str(self.log_path),
-            started=started,
-            cmdline=argv,
-            owner_pid=me.pid,
-            owner_created=me.create_time(),
-            pid_created=create_time(self._proc.pid),
-        )
-        self._record.save()
+        # the process and its record come into being together: a Ctrl-C between them would
+        # leave a server that neither this handle nor the leftover records know about
+        with deferred_interrupts():
+            self._proc = subprocess.Popen(
+                argv,
+                stdout=self._log_fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,  # a prompt (e.g. trust_remote_code) must fail, not hang
+                env=env,
+                start_new_session=True,
+            )
+            _LIVE.add(self)
+            self._record = ServerRecord(
+                pid=self._proc.pid,
+                pgid=self._proc.pid,
+                port=self.port,
+                host=self.host,
+                log=str(self.log_path),
+                started=started,
+                cmdline=argv,
+                owner_pid=me.pid,
+                owner_created=me.create_time(),
+                pid_created=create_time(self._proc.pid),
+            )
+            self._record.save()
         if self._verbose:
             print(
                 f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}",
@@ -431,6 +438,25 @@ class VLLMServer(ServerEndpoint):
 
         Args:
             timeout: seconds from launch (default ``startup_timeout``).
+        """
+        for ready in self.readiness(timeout):
+            if ready:
+                return self
+            time.sleep(self.poll_interval)
+        return self  # pragma: no cover - readiness() ends by returning True or raising
+
+    def readiness(self, timeout: float | None = None):
+        """The readiness wait one look at a time: a generator that, each time it is advanced,
+        reads the new log lines, shows the phase, and yields False (not ready yet) or True
+        (``/health`` answered 200; it then ends). Several servers started together are
+        waited on together this way (:class:`helpers.fleet.fleet.Fleet`): a failure of any is
+        seen at its next look, not after another server is ready.
+
+        Args:
+            timeout: seconds from launch (default ``startup_timeout``).
+
+        Raises:
+            ServerStartError: as :meth:`start` (exited, another process on the port, timeout).
         """
         if self._proc is None:
             raise CookbookError("Nothing launched: call start() first.")
@@ -469,7 +495,8 @@ class VLLMServer(ServerEndpoint):
                 self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed, kind="ready")
                 self._end_line()
                 warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
-                return self
+                yield True
+                return
             if elapsed > timeout:
                 self._fail(
                     f"vLLM did not answer /health within {timeout:.0f} s; it was "
@@ -485,7 +512,7 @@ class VLLMServer(ServerEndpoint):
                     kind=phase_kind(self.phase),
                 )
                 last_said = elapsed
-            time.sleep(self.poll_interval)
+            yield False
 
     def _stranger_on_port(self) -> str | None:
         """Who listens on our port when it is not our process group (None: ours, or unseen)."""

@@ -1,0 +1,55 @@
+"""A tool loop in which every call failed returns a result that says so.
+
+The model's turns are recorded replies of the real stand-in server (``tests/data/responses``,
+replayed by ``tests/test_client.py``'s local recording server): two parallel tool calls, then
+an answer. The tools raise, so the answer rests on nothing but error messages.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+from test_client import MODEL, TOOLS, client, get_time, get_weather, rec  # noqa: F401 - fixtures
+
+from helpers.chat import tools as tools_mod
+from helpers.chat.display import show
+
+
+def _broken(**kw):
+    raise ConnectionError("weather service unreachable")
+
+
+def test_every_call_failed_is_said_on_the_result(rec, client):  # noqa: F811 - fixtures
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop = tools_mod.run_tool_loop(
+            client, MODEL, "q", {"get_weather": _broken, "get_time": _broken}, TOOLS
+        )
+    assert loop.final.content.strip()  # the model answered anyway
+    assert loop.all_calls_failed and len(loop.failed_runs) == len(loop.tool_runs) == 2
+    assert loop.warning.startswith(
+        "every tool call failed (2 of 2): get_weather: get_weather raised ConnectionError: weather service unreachable"
+    )
+    assert "not on any tool's output" in loop.warning
+    assert [
+        w.category for w in caught if issubclass(w.category, tools_mod.ToolCallsFailedWarning)
+    ] == [tools_mod.ToolCallsFailedWarning]
+    out = io.StringIO()
+    show(loop, file=out)
+    assert f"!! {loop.warning}" in out.getvalue()
+
+
+def test_one_call_that_ran_is_no_such_warning(rec, client):  # noqa: F811 - fixtures
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tools_mod.ToolCallsFailedWarning)
+        loop = tools_mod.run_tool_loop(
+            client, MODEL, "q", {"get_weather": get_weather, "get_time": _broken}, TOOLS
+        )
+    assert len(loop.failed_runs) == 1 and not loop.all_calls_failed and loop.warning is None
+    rec.queue("tool_final_answer")  # no tool call at all: nothing failed
+    assert (
+        tools_mod.run_tool_loop(client, MODEL, "q", {"get_time": get_time}, TOOLS).warning is None
+    )
