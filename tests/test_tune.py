@@ -14,6 +14,7 @@ import pytest
 from conftest import make_fake_server
 from proctools import group_left
 from test_notebooks import _assert_clean_outputs
+from test_speculative import _real_out_notebooks
 
 from helpers.bench import slo as slos
 from helpers.bench import sweep as bench_sweep
@@ -309,7 +310,7 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     started = time.time()
     executed = notebook_run.run_notebook(
         NOTEBOOK, {"install": False, "num_prompts": 8, "servers": {"recipe": standin_server.url}},
-        output=out / "notebooks" / NOTEBOOK.name, progress=False, kernel=shared_kernel,
+        output=_real_out_notebooks() / NOTEBOOK.name, progress=False, kernel=shared_kernel,
     )  # fmt: skip
     print(f"\ntuning notebook: {time.time() - started:.0f} s")
     text = executed.read_text()

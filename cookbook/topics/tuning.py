@@ -41,7 +41,7 @@ stand_in = True  # True: the CPU stand-in plays each candidate; False: the targe
 install = True  # pip-install the cookbook's helpers first (%pip)
 weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
 workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
-slo = None  # e.g. {"tpot_ms": 20, "ttft_ms": 2000} (p50 TPOT, p99 TTFT); None means that on a GPU, p99 TTFT <= 2 s and p99 E2EL <= 5 s on the stand-in
+slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
 candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.bench.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
 concurrencies = None  # None means the workload's

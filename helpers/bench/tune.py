@@ -388,11 +388,15 @@ def _say(progress: bool, text: str) -> None:
         print(f"[tune] {text}", flush=True)
 
 
-def _check_record(path: Path, want: Mapping[str, Any], what: str, folder: Path) -> None:
-    """Compare a saved record with what this run would write; raise on a difference."""
+def _check_record(
+    path: Path, want: Mapping[str, Any], what: str, folder: Path, write: bool = True
+) -> None:
+    """Compare a saved record with what this run would write (writing it when there is none
+    and ``write``); raise on a difference."""
     have = _read_json(path)
     if have is None:
-        _write_json(path, dict(want))
+        if write:
+            _write_json(path, dict(want))
         return
     diff = sorted(k for k in want if have.get(k) != want[k])
     if diff:
@@ -496,10 +500,19 @@ def tune(
     installed = installed_vllm_version()
     skipped: dict[str, dict[str, Any]] = {}
     for i, cand in enumerate(cands, 1):
-        if only is not None and cand.name not in only:
-            continue
         head = f"{i}/{len(cands)} {cand.name!r}"
         cdir = folder / cand.name
+        # what is saved must have been measured for this command and these workloads
+        record = {"name": cand.name, "command": cand.config.shell_command()}
+        measuring = only is None or cand.name in only
+        _check_record(cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring)
+        for w in loads:
+            shape = {"input_len": w.input_len, "output_len": w.output_len,
+                     "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
+            _check_record(cdir / w.name / "workload.json", shape, f"workload {w.name!r}",
+                          cdir / w.name, measuring)  # fmt: skip
+        if not measuring:
+            continue
         fails_path = cdir / "failures.json"
         failures = _read_json(fails_path) or []
         started = [f for f in failures if f.get("stage") in ("prepare", "validate", "start")]
@@ -537,15 +550,7 @@ def tune(
             _write_json(fails_path, failures)
             _say(progress, f"{head}: could not prepare it: {exc}")
             continue
-        record = {"name": cand.name, "command": cand.config.shell_command()}
-        _check_record(cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir)
         record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
-        for w in loads:
-            shape = {"input_len": w.input_len, "output_len": w.output_len,
-                     "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
-            _check_record(
-                cdir / w.name / "workload.json", shape, f"workload {w.name!r}", cdir / w.name
-            )
         n_points = sum(len(v) for v in todo.values())
         if url:
             _say(progress, f"{head}: measuring {n_points} point(s) on the server at {url}")
