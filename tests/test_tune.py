@@ -48,12 +48,16 @@ def test_the_slo_filter_reads_each_bound_at_its_percentile():
     assert slo.describe() == "p99 TTFT <= 2,000 ms, p50 TPOT <= 20 ms"
     assert slo.goodput_args() == {"ttft": 2000.0, "tpot": 20.0}  # vLLM's --goodput, per request
     assert slo.meets({"p99_ttft_ms": 1999.0, "p50_tpot_ms": 20.0})
-    assert slo.violations({"p99_ttft_ms": 2561.0, "p50_tpot_ms": 9.0}) == ["p99 TTFT 2,561 ms > 2,000 ms"]
+    assert slo.violations({"p99_ttft_ms": 2561.0, "p50_tpot_ms": 9.0}) == [
+        "p99 TTFT 2,561 ms > 2,000 ms"
+    ]
     # the percentile is the SLO's: a p90 bound reads p90, not p99; a missing figure is a miss
     p90 = slos.SLO(ttft_ms=500, ttft_percentile="p90")
     assert p90.meets({"p90_ttft_ms": 400.0, "p99_ttft_ms": 900.0})
     assert p90.violations({"p99_ttft_ms": 100.0}) == ["p90 TTFT not measured"]
-    df = slos.with_slo(pd.DataFrame([_point("a", 1, 200, 150, 4), _point("a", 256, 5000, 3600, 36)]), slo)
+    df = slos.with_slo(
+        pd.DataFrame([_point("a", 1, 200, 150, 4), _point("a", 256, 5000, 3600, 36)]), slo
+    )
     assert list(df["meets_slo"]) == [True, False]
     assert df["slo_violations"][1] == "p99 TTFT 3,600 ms > 2,000 ms; p50 TPOT 36 ms > 20 ms"
 
@@ -119,7 +123,11 @@ def test_each_configurations_frontier_drops_dominated_points():
         _point("b", 1, 250, 90, 3.5),
     ])  # fmt: skip
     front = slos.pareto_front(pts)
-    assert sorted(zip(front["candidate"], front["concurrency"], strict=True)) == [("a", 1), ("a", 16), ("b", 1)]
+    assert sorted(zip(front["candidate"], front["concurrency"], strict=True)) == [
+        ("a", 1),
+        ("a", 16),
+        ("b", 1),
+    ]
     across = slos.pareto_front(pts, by=None)  # b's c1 beats a's c1 on both axes
     assert sorted(across["concurrency"]) == [1, 16] and set(across["candidate"]) == {"a", "b"}
 
@@ -198,7 +206,9 @@ def _measured(result: tuning.TuneResult) -> list[tuple[str, int]]:
 
 
 @pytest.mark.server
-def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(standin_server, tmp_path, monkeypatch):
+def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(
+    standin_server, tmp_path, monkeypatch
+):
     """An interrupt after the first point leaves that point saved and the session server
     running; the second run measures only the missing point, the third nothing at all."""
     base = resolve("h200")
@@ -224,7 +234,13 @@ def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(standin_server, tm
     stamp = first.stat().st_mtime_ns
 
     calls.clear()
-    monkeypatch.setattr(bench_sweep, "run_point", lambda *a, concurrency, **k: calls.append(concurrency) or real(*a, concurrency=concurrency, **k))
+    monkeypatch.setattr(
+        bench_sweep,
+        "run_point",
+        lambda *a, concurrency, **k: (
+            calls.append(concurrency) or real(*a, concurrency=concurrency, **k)
+        ),
+    )
     result = tuning.tune(base, TINY, **common)
     assert calls == [2], "the saved point ran again"
     assert first.stat().st_mtime_ns == stamp
@@ -235,7 +251,9 @@ def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(standin_server, tm
     assert calls == [] and _measured(again) == _measured(result)
     # vLLM's goodput came with each point (--goodput from the SLO), and a price
     pts = again.points
-    assert pts["good_fraction"].between(0, 1).all() and pts["cost_per_m_output_tokens_usd"].gt(0).all()
+    assert (
+        pts["good_fraction"].between(0, 1).all() and pts["cost_per_m_output_tokens_usd"].gt(0).all()
+    )
     log = first.with_suffix(".log").read_text().splitlines()[0]
     assert "--goodput ttft:5000 e2el:20000" in log
     # the saved form reads back as the committed results do
@@ -247,7 +265,9 @@ def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(standin_server, tm
 
 
 @pytest.mark.server
-def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(standin_server, standin_model, tmp_path):
+def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(
+    standin_server, standin_model, tmp_path
+):
     """Two candidates fail: one in vLLM's own start-up (the server replays what vLLM 0.32.0
     printed for --max-model-len above the model's: tests/record_logs.py), one refused by vLLM's
     parser before any process exists (a misspelled flag). Both are recorded with what to fix and
@@ -273,24 +293,38 @@ def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(stand
     result = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, **common)
     status = result.candidates.set_index("candidate")
     assert status.loc["recipe", "status"] == "ok" and _measured(result) == [("recipe", 1)]
-    assert status.loc["too-long", "status"] == "failed" and status.loc["misspelled", "status"] == "failed"
+    assert (
+        status.loc["too-long", "status"] == "failed"
+        and status.loc["misspelled", "status"] == "failed"
+    )
     too_long = result.failures["too-long"][0]
-    assert too_long["stage"] == "start" and too_long["diagnosis"]["name"] == "max_model_len_too_long"
+    assert (
+        too_long["stage"] == "start" and too_long["diagnosis"]["name"] == "max_model_len_too_long"
+    )
     assert "--max-model-len" in status.loc["too-long", "reason"]
     assert result.failures["misspelled"][0]["stage"] == "validate"
-    assert "--max-num-seq" in status.loc["misspelled", "reason"] and "--max-num-seqs" in status.loc["misspelled", "reason"]
+    assert (
+        "--max-num-seq" in status.loc["misspelled", "reason"]
+        and "--max-num-seqs" in status.loc["misspelled", "reason"]
+    )
     fake = launched[0]
     assert fake.pid and not group_left(fake.pid), "the failed start left processes behind"
     assert launched[1].pid is None  # refused before a process existed
     assert json.loads((tmp_path / "too-long" / "failures.json").read_text())[0]["stage"] == "start"
     assert standin_server.is_running()
     doc = json.loads((tmp_path / "tune.json").read_text())
-    assert {c["name"]: c["status"] for c in doc["candidates"]} == {"recipe": "ok", "too-long": "failed", "misspelled": "failed"}
+    assert {c["name"]: c["status"] for c in doc["candidates"]} == {
+        "recipe": "ok",
+        "too-long": "failed",
+        "misspelled": "failed",
+    }
 
     launched.clear()
     again = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, **common)
     assert launched == [] and set(again.candidates["status"]) == {"ok", "failed"}
-    tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, retry_failed=True, **common)
+    tuning.tune(
+        resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, retry_failed=True, **common
+    )
     assert len(launched) == 2 and not group_left(launched[0].pid)
 
 
@@ -333,3 +367,80 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     assert "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
     assert "per million output tokens" in text
     _assert_clean_outputs(executed, stand_in=True)
+
+
+# ------------------------------------------------------------------------------ committed results
+
+
+def test_the_seeded_results_are_the_committed_sweeps_converted():
+    """docs/results/h200/tune/seed-*.json is what tools/seed_tune_results.py makes of the
+    committed point JSONs, each point naming its source file, release and command."""
+    from tools import seed_tune_results
+
+    assert seed_tune_results.main(["--check"]) == 0, "run python -m tools.seed_tune_results"
+    rows = tuning.load_tune_rows(REPO_ROOT / "docs" / "results" / "h200" / "tune")
+    assert len({(c, v) for c, v in zip(rows["candidate"], rows["vllm_version"], strict=True)}) >= 6
+    for row in rows.to_dict("records"):
+        source = json.loads((REPO_ROOT / row["source"]).read_text())
+        assert source["output_throughput"] == row["output_throughput"]
+        assert source["max_concurrency"] == row["concurrency"]
+        assert row["command"].startswith(("vllm serve", "export")) and row["vllm_version"]
+    recipe = rows[rows["recipe"]]
+    assert set(recipe["vllm_version"]) == {"0.32.0"} and set(recipe["candidate"]) == {
+        "nvfp4-humming"
+    }
+
+
+def _copy_results(tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "results"
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    return root
+
+
+def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
+    """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
+    the measured best changes; a workload gets a row once it has points."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = _copy_results(tmp_path)
+    before = recommendation_markdown("h200", root)
+    latency = next(ln for ln in before.splitlines() if ln.startswith("| latency"))
+    assert "**measured best** | BF16, triton MoE | 0.28.0 | 1 |" in latency
+    assert "recipe's command (reference) | NVFP4, humming MoE | 0.32.0" in before
+    assert "| long prompt: 8K in / 256 out" in before and "not measured yet" in before
+
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    marlin["points"][0]["tokens_per_s_per_user"] = 400.0  # c=1: now clearly the fastest
+    long = dict(marlin["points"][2], workload="tune-8k", input_len=8192.0, concurrency=64)
+    marlin["points"].append(long)  # one 8K point meeting the SLO
+    path.write_text(json.dumps(doc))
+    after = recommendation_markdown("h200", root)
+    latency = next(ln for ln in after.splitlines() if ln.startswith("| latency"))
+    assert (
+        "**measured best** | NVFP4, marlin MoE | 0.32.0 | 1 |" in latency and "| 400 |" in latency
+    )
+    assert 'latency: the measured best is this notebook with `moe_backend = "marlin"`' in after
+    long_row = next(ln for ln in after.splitlines() if ln.startswith("| long prompt"))
+    assert "**measured best** | NVFP4, marlin MoE | 0.32.0 | 64 |" in long_row
+    # an H100 notebook quotes the H200 data with its caveat; a target with no data gets none
+    assert "not on this H100" in recommendation_markdown("h100", root)
+    assert recommendation_markdown("a100", root) is None
+    assert recommendation_markdown("h200", tmp_path / "nothing") is None
+
+
+def test_the_rendered_table_is_in_the_hopper_notebooks():
+    from tools.tune_pages import recommendation_markdown
+
+    for stem, target in (("h200", "h200"), ("h100", "h100")):
+        text = "".join(
+            "".join(c["source"])
+            for c in json.loads((REPO_ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+        )
+        first = recommendation_markdown(target).splitlines()[0]
+        assert first in text, stem
+    a100 = (REPO_ROOT / "notebooks" / "a100.ipynb").read_text()
+    assert "Measured best per workload" not in a100

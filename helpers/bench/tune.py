@@ -120,6 +120,8 @@ class Candidate:
             on the CPU build).
         note: one line for the tables (why this candidate).
         recipe: True for the target's own command.
+        spec: the registry choices and flags it was drawn with (``variant``, ``moe_backend``,
+            ``vllm_version``, ``extra_args``...): the target notebook's parameters that serve it.
     """
 
     name: str
@@ -128,6 +130,7 @@ class Candidate:
     standin_args: dict[str, Any] | None = None
     note: str = ""
     recipe: bool = False
+    spec: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def served(self, mode: str) -> Any:
         """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`).
@@ -196,8 +199,15 @@ def candidate(
         )  # fmt: skip
     else:
         cfg = base.with_args(extra) if extra else base
+    chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
+              "vllm_version": vllm_version, "extra_args": extra or None}  # fmt: skip
     return Candidate(
-        name, cfg, extra, dict(standin_args) if standin_args is not None else None, note
+        name,
+        cfg,
+        extra,
+        dict(standin_args) if standin_args is not None else None,
+        note,
+        spec={k: v for k, v in chosen.items() if v is not None},
     )
 
 
@@ -657,8 +667,15 @@ def _point_rows(path: Path) -> dict[str, Any]:
     return keep
 
 
-def _points_frame(paths: list[Path]) -> pd.DataFrame:
-    df = load_results(paths)
+def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
+    percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
+    ``total_output_tokens`` and ``request_goodput``.
+
+    Raises:
+        BenchError: as :func:`load_results`.
+    """
+    df = load_results(list(paths))
     extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
     for col in extra.columns:
         df[col] = extra[col]
@@ -692,7 +709,7 @@ def collect(
             paths = [p for p in paths if point_done(p)]
             if not paths:
                 continue
-            df = _points_frame(paths)
+            df = points_frame(paths)
             df.insert(0, "workload", w.name)
             df.insert(0, "candidate", cand.name)
             df["recipe"] = cand.recipe
@@ -725,6 +742,7 @@ def collect(
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
         gpu_hour_usd=gpu_hour_usd, stand_in=stand_in,
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
+        specs={c.name: c.spec for c in cands},
     )  # fmt: skip
 
 
@@ -832,6 +850,7 @@ class TuneResult:
     gpu_hour_usd: float | None = None
     stand_in: bool = False
     failures: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    specs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def per_user_column(self) -> str:
@@ -983,10 +1002,11 @@ class TuneResult:
         )  # fmt: skip
 
     # ---- the saved form ---------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """The :data:`SCHEMA` document: ``measured_on``, ``slo``, ``workloads``, and per
-        candidate its command, status, failures and points (the row columns of
-        :data:`ROW_COLUMNS`)."""
+    def to_dict(self, applies_to: Sequence[str] = ()) -> dict[str, Any]:
+        """The :data:`SCHEMA` document: ``measured_on``, ``applies_to`` (more targets whose
+        notebooks may quote it, e.g. an H100 for H200 results: same kernels), ``slo``,
+        ``workloads``, and per candidate its command, what it changes against the recipe,
+        status, failures and points (the row columns of :data:`ROW_COLUMNS`)."""
         from helpers.machine.gpus import detect_gpus
 
         gpus = [] if self.stand_in else detect_gpus().gpus
@@ -1003,7 +1023,8 @@ class TuneResult:
                 "name": name, "recipe": name == RECIPE, "status": row["status"],
                 "variant": cfg.variant, "speculative": cfg.speculative,
                 "moe_backend": cfg.args.get("--moe-backend"), "vllm_version": cfg.vllm_version,
-                "command": cfg.shell_command(), "note": row["note"],
+                "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
+                "spec": self.specs.get(name, {}),
                 "failures": self.failures.get(name, []),
                 "points": [_saved_row(p) for p in pts.to_dict("records")],
             })  # fmt: skip
@@ -1016,6 +1037,7 @@ class TuneResult:
                 else (gpus[0].name if gpus else self.target.gpu.get("name")),
                 "stand_in": self.stand_in,
             },
+            "applies_to": list(applies_to),
             "slo": self.slo.model_dump(exclude_none=True),
             "workloads": [
                 {
@@ -1030,10 +1052,10 @@ class TuneResult:
             "candidates": cands,
         }
 
-    def save(self, path: str | Path | None = None) -> Path:
+    def save(self, path: str | Path | None = None, applies_to: Sequence[str] = ()) -> Path:
         """Write :meth:`to_dict` as JSON (default ``<folder>/tune.json``); return the path."""
         path = Path(path) if path else self.folder / "tune.json"
-        _write_json(path, self.to_dict())
+        _write_json(path, self.to_dict(applies_to))
         return path
 
 
@@ -1081,8 +1103,11 @@ def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                     **point, "candidate": cand["name"], "recipe": bool(cand.get("recipe")),
                     "variant": cand.get("variant"), "moe_backend": cand.get("moe_backend"),
                     "vllm_version": point.get("vllm_version") or cand.get("vllm_version"),
-                    "command": cand.get("command"), "note": cand.get("note", ""),
-                    "measured_on": where.get("gpu"), "file": f.name,
+                    "command": cand.get("command"), "changes": cand.get("changes", ""),
+                    "spec": cand.get("spec") or {},
+                    "note": cand.get("note", ""), "measured_on": where.get("gpu"),
+                    "target": where.get("target"), "applies_to": list(doc.get("applies_to") or []),
+                    "file": f.name,
                 })  # fmt: skip
     if not files:
         raise BenchError(f"No tuning result under {paths}: run helpers.bench.tune.tune(...) first.")
