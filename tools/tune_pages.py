@@ -53,7 +53,7 @@ GOALS = (
 
 def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """Every committed tuning point that applies to ``target`` (measured on it, or listed in its
-    file's ``applies_to``), or None when there is none."""
+    file's ``applies_to``; never a CPU stand-in rehearsal), or None when there is none."""
     root = Path(results_dir or RESULTS_DIR)
     files = sorted(root.glob("*/tune/*.json"))
     if not files:
@@ -65,7 +65,9 @@ def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
         t == target or target in (a or [])
         for t, a in zip(rows["target"], rows["applies_to"], strict=True)
     ]
-    rows = rows[applies]
+    rows = rows[
+        pd.Series(applies, index=rows.index) & ~rows["stand_in"].astype(bool)
+    ]  # no CPU rehearsal
     return rows.reset_index(drop=True) if not rows.empty else None
 
 

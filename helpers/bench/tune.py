@@ -972,6 +972,9 @@ class TuneResult:
                 lines.append(str(rec))
                 continue
             near = self.closest(w.name)
+            if near is None:
+                lines.append(f"{w.name}: nothing measured yet (see the candidates' status).")
+                continue
             lines.append(
                 f"{w.name}: no point meets {self.slo.describe()}"
                 + (
@@ -1106,6 +1109,7 @@ def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                     "command": cand.get("command"), "changes": cand.get("changes", ""),
                     "spec": cand.get("spec") or {},
                     "note": cand.get("note", ""), "measured_on": where.get("gpu"),
+                    "stand_in": bool(where.get("stand_in")),
                     "target": where.get("target"), "applies_to": list(doc.get("applies_to") or []),
                     "file": f.name,
                 })  # fmt: skip
