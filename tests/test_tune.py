@@ -343,7 +343,7 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     monkeypatch.setenv("COOKBOOK_OUT", str(out))
     started = time.time()
     executed = notebook_run.run_notebook(
-        NOTEBOOK, {"install": False, "num_prompts": 8, "servers": {"recipe": standin_server.url}},
+        NOTEBOOK, {"install": False, "num_prompts": 4, "servers": {"recipe": standin_server.url}},
         output=_real_out_notebooks() / NOTEBOOK.name, progress=False, kernel=shared_kernel,
     )  # fmt: skip
     print(f"\ntuning notebook: {time.time() - started:.0f} s")
@@ -426,6 +426,12 @@ def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     assert 'latency: the measured best is this notebook with `moe_backend = "marlin"`' in after
     long_row = next(ln for ln in after.splitlines() if ln.startswith("| long prompt"))
     assert "**measured best** | NVFP4, marlin MoE | 0.32.0 | 64 |" in long_row
+    # a CPU rehearsal's tune.json in the folder never becomes a GPU figure
+    fake = json.loads(path.read_text())
+    fake["measured_on"] = {"target": "h200", "gpu": "CPU stand-in", "stand_in": True}
+    fake["candidates"][0]["points"][0]["tokens_per_s_per_user"] = 9999.0
+    (root / "h200" / "tune" / "rehearsal.json").write_text(json.dumps(fake))
+    assert "9,999" not in recommendation_markdown("h200", root)
     # an H100 notebook quotes the H200 data with its caveat; a target with no data gets none
     assert "not on this H100" in recommendation_markdown("h100", root)
     assert recommendation_markdown("a100", root) is None
@@ -444,3 +450,39 @@ def test_the_rendered_table_is_in_the_hopper_notebooks():
         assert first in text, stem
     a100 = (REPO_ROOT / "notebooks" / "a100.ipynb").read_text()
     assert "Measured best per workload" not in a100
+
+
+def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
+    """tools/device/tune_h200.py: NVFP4 x {Humming, Marlin} and BF16 x Triton at 256 and 64
+    sequences; its dry run checks each command (and the c1 decode candidates) against the flag
+    table of its release and the installed vLLM's parser."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    base = resolve("h200")
+    cands = tuning.make_candidates(base, tune_h200.specs(tune_h200.GRID))
+    grid = {
+        (
+            c.config.variant,
+            c.config.args.get("--moe-backend"),
+            int(c.config.args.get("--max-num-seqs") or 0),
+        )
+        for c in cands
+    }
+    assert grid == {
+        (v, k, n)
+        for v, k in (("nvfp4", "humming"), ("nvfp4", "marlin"), ("bf16", "triton"))
+        for n in (256, 64)
+    }
+    assert tune_h200.main(["--dry-run", "--c1", "--releases", "0.28.0"]) == 0
+    said = capsys.readouterr().out
+    assert said.count("flags ok") == len(cands) + 2 + len(tune_h200.C1_CANDIDATES)
+    assert (
+        '--compilation-config {"cudagraph_mode":"FULL_DECODE_ONLY"}' in said
+        and "--no-async-scheduling" in said
+    )

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.bench.tune import SCHEMA, _saved_row, points_frame
+from helpers.bench.tune_results import SCHEMA, _saved_row, points_frame
 from helpers.paths import REPO_ROOT
 
 H200 = REPO_ROOT / "docs" / "results" / "h200"

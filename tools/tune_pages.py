@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.bench import slo as slos
-from helpers.bench.tune import load_tune_rows
+from helpers.bench.tune_results import load_tune_rows
 from helpers.paths import REPO_ROOT
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"

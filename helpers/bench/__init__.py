@@ -8,5 +8,6 @@
 - ``scenarios``  the request shapes of ``cookbook/scenarios.yaml``
 - ``plots``      matplotlib figures of the results
 - ``slo``        an SLO over points: the filter, vLLM's goodput, cost per million tokens, the choice
-- ``tune``       the tuning step: candidates served and swept in turn, resumable; the recommendation
+- ``tune``       the tuning step: candidates served and swept in turn, resumable
+- ``tune_results`` a tuning run's saved form, its result and recommendation, ``tune.json``
 """
