@@ -135,6 +135,9 @@ print("saved:", result.folder / "tune.json")
 # **Expected:** one plot per workload, a line per measured candidate.
 
 # %%
+import matplotlib.pyplot as plt
+from IPython.display import Image
+
 from helpers.paths import out_dir as out_folder
 
 pngs = []
@@ -142,8 +145,10 @@ for w in loads:
     if result.points.empty or w.name not in set(result.points["workload"]):
         continue
     pngs.append(out_folder("plots") / f"tune-{cfg.target}{'-standin' if stand_in else ''}-{w.name}.png")
-    result.plot(pngs[-1], workload=w.name)  # shown below, once each
+    plt.close(result.plot(pngs[-1], workload=w.name))  # shown once each, from its PNG
 print("plots:", *pngs)
+for png in pngs:
+    display(Image(str(png)))
 
 # %% [markdown]
 # ## 5. Every point against the SLO: goodput and cost
