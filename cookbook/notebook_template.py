@@ -263,6 +263,12 @@ if srv.serves("tool_calling", needed_by="parallel tool calls"):
 # {{ line }}
 {%- endfor %}
 {%- endif %}
+{%- if recommended %}
+#
+{%- for line in recommended.splitlines() %}
+#{{ " " + line if line else "" }}
+{%- endfor %}
+{%- endif %}
 
 # %%
 from IPython.display import display

@@ -112,6 +112,10 @@ def render(spec: NotebookSpec, registry: RegistryLike = None):
 
     # a measurement is quoted only in the notebook of the target it was taken on
     measured = None if spec.stand_in else measured_reference(spec.target)
+    from tools.tune_pages import recommendation_markdown
+
+    # the measured best per workload, from the committed tuning results that apply to the target
+    recommended = None if spec.stand_in else recommendation_markdown(spec.target, registry=reg)
     if t["colab_runtime"]:
         from helpers.memory import planner
 
@@ -129,6 +133,7 @@ def render(spec: NotebookSpec, registry: RegistryLike = None):
             title=spec.title,
             intro=spec.intro,
             measured=measured,
+            recommended=recommended,
         )
     except jinja2.TemplateError as exc:
         raise CookbookError(

@@ -266,6 +266,62 @@ def acceptance_length(
     return _finish(fig, title, target, variant, vllm_version, path)
 
 
+def tune_frontier(
+    df: pd.DataFrame,
+    *,
+    recommended: tuple[str, int] | None = None,
+    by: str = "candidate",
+    x: str = "tokens_per_s_per_user",
+    y: str = "output_throughput_per_gpu",
+    title: str = "Tuning: throughput vs. interactivity",
+    target: str | None = None,
+    vllm_version: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Each candidate's frontier of a tuning run: ``y`` against ``x``, a line per ``by`` value,
+    points that meet the SLO filled, points that miss it hollow, the recommended one starred.
+
+    Args:
+        df: :attr:`helpers.bench.tune.TuneResult.points` of one workload (columns ``by``,
+            ``x``, ``y``, ``concurrency``, ``meets_slo``).
+        recommended: ``(candidate, concurrency)`` of the chosen point, or None.
+        by, x, y: the configuration column and the axes (per-user speed, throughput per GPU;
+            on the stand-in ``e2e_tokens_per_s_per_user`` and ``output_throughput``).
+        title, target, vllm_version: title and subtitle parts.
+        path: PNG to write, optional.
+
+    Raises:
+        PlotError: a needed column is missing, or no point to draw.
+    """
+    _require(df, [by, x, y, "concurrency", "meets_slo"], "tune_frontier()")
+    if df.empty:
+        raise PlotError("tune_frontier(): no measured point to draw (every candidate failed?).")
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for name, group in df.groupby(by, sort=True):
+        g = group.sort_values("concurrency")
+        (line,) = ax.plot(g[x], g[y], label=str(name))
+        color = line.get_color()
+        met = g["meets_slo"].astype(bool)
+        ax.scatter(g[x][met], g[y][met], color=color, zorder=3)
+        ax.scatter(g[x][~met], g[y][~met], facecolors="white", edgecolors=color, zorder=3)
+        for _, row in g.iterrows():
+            ax.annotate(f"c={int(row['concurrency'])}", (row[x], row[y]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=8, color=color)  # fmt: skip
+    if recommended is not None:
+        pick = df[(df[by] == recommended[0]) & (df["concurrency"] == recommended[1])]
+        if not pick.empty:
+            ax.scatter(pick[x], pick[y], marker="*", s=320, color="gold", edgecolors="black",
+                       zorder=4, label=f"recommended: {recommended[0]}, c={recommended[1]}")  # fmt: skip
+    ax.scatter([], [], facecolors="white", edgecolors="grey", label="misses the SLO")
+    ax.set_xlabel(AXIS_LABELS.get(x, x))
+    ax.set_ylabel(AXIS_LABELS.get(y, y))
+    ax.grid(True, alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(title=by, fontsize=8)
+    return _finish(fig, title, target, None, vllm_version, path)
+
+
 def plot_sweep(
     results: pd.DataFrame,
     cfg,

@@ -103,12 +103,11 @@ def budget_curve(
 def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None) -> Path:
     """Accuracy (with its interval) against mean tokens per item, one point per budget;
     saved as PNG (default ``out/plots/<title slug>-budget.png``); returns the path."""
-    import matplotlib
+    # a Figure of its own, not pyplot: the kernel's backend (inline plots) stays as it is
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     x = curve["mean_tokens"].fillna(0)
     y = curve["accuracy"]
     ax.errorbar(
@@ -125,5 +124,4 @@ def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120, metadata={"Title": title})  # the title travels with the PNG
-    plt.close(fig)
     return path

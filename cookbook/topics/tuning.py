@@ -1,0 +1,198 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tuning Nemotron 3.5 Lightning: the best configuration for your workload, by measurement
+#
+# The registry renders the seeds' commands, but the cookbook's own H200 sweeps show they are
+# not the best for every workload (`docs/results/h200/tune/`: on vLLM 0.32.0 Marlin MoE beats
+# the recipe's Humming for one user, BF16 beats NVFP4 on Hopper where its weights fit). Which
+# flags are best for *your* traffic, and what does a million tokens cost with them? This
+# notebook answers by measuring: it serves each candidate configuration in turn, runs the same
+# `vllm bench serve` sweep against each, keeps the points that meet your service-level
+# objective (SLO), and recommends the one that serves the most within it, with its exact
+# command and its price.
+#
+# - **Candidates** come from the registry around the target's command (MoE kernel, variant,
+#   speculative mode, vLLM release) or add flags (`--max-num-seqs`, `--max-num-batched-tokens`,
+#   `--compilation-config`, `--async-scheduling`, ...). The target's own command is always
+#   measured too, as `recipe`: the reference.
+# - **The SLO** is a statement about each point, e.g. p50 TPOT <= 20 ms and p99 TTFT <= 2 s.
+#   vLLM's own `--goodput` counts the requests that met every bound; the choice is the point
+#   with the most of that goodput per GPU among the points that meet the SLO.
+# - **Nothing is left behind:** each server is stopped before the next starts; a candidate
+#   that cannot start is recorded with the server's diagnosis and skipped. Every point is
+#   saved as it finishes: run the cell again after an interrupt and it resumes.
+#
+# **Stand-in mode** (`stand_in = True`, what CI runs): a tiny model on vLLM's CPU build. It
+# compares `--max-num-seqs 2` with the stand-in's 4, and shows a candidate this environment
+# cannot run (another vLLM release) being skipped. The speeds say nothing about a GPU; the
+# procedure and the code are the ones a GPU run uses. On 2 CPU cores tokens arrive in bursts,
+# so TPOT is no measurement there: the stand-in's SLO bounds TTFT and end-to-end latency.
+
+# %% tags=["parameters"]
+target = "h200"  # a key of cookbook/recipe.yaml `targets`: its command is the `recipe` candidate
+stand_in = True  # True: the CPU stand-in plays each candidate; False: the target's GPU
+install = True  # pip-install the cookbook's helpers first (%pip)
+weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
+workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
+slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
+candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.bench.tune.default_candidates
+gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
+concurrencies = None  # None means the workload's
+num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
+servers = None  # {candidate name: base URL} of servers you already run: measured there, never launched or stopped
+out_dir = None  # None means out/tune/<target>[-standin]; the same folder resumes an interrupted run
+retry_failed = False  # True: launch again a candidate whose start failed in an earlier run
+
+# %%
+import importlib.util
+
+if install and importlib.util.find_spec("helpers") is None:  # only when missing
+    %pip install -q -e ..
+
+# %% [markdown]
+# ## 1. The target and the candidates
+#
+# `resolve` gives the target's command (the `recipe` candidate). Each candidate is the same
+# command with other registry choices or other flags; `changes` says what differs from the
+# recipe. Every flag is checked by vLLM's own parser before its server is launched.
+#
+# **Expected:** the recipe's command, then one row per candidate with what it changes.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from helpers.bench import tune as tuning
+from helpers.config.resolve import resolve
+
+pd.set_option("display.max_colwidth", 120)
+cfg = resolve(target)
+print(cfg.shell_command())
+specs = tuning.default_candidates(cfg, stand_in=stand_in) if candidates is None else candidates
+cands = tuning.make_candidates(cfg, specs)
+display(pd.DataFrame([{"candidate": c.name, "changes": tuning.changes(c.config, cfg) or "(the recipe's command)",
+                       "vLLM": c.config.vllm_version, "why": c.note} for c in cands]))
+
+# %% [markdown]
+# ## 2. The workload and the SLO
+#
+# The workload is `vllm bench serve`'s random dataset at fixed lengths (`--ignore-eos`: every
+# answer has `output_len` tokens), one point per concurrency, the same prompts for every
+# candidate (one seed per point, shared). The SLO's bounds also go to vLLM as `--goodput`.
+#
+# **Expected:** the workload's lengths and concurrencies, and the SLO in words.
+
+# %%
+from helpers.bench.slo import SLO
+
+if workload is None:
+    workload = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [2, 4]} if stand_in else "tune-1k"
+if slo is None and stand_in:  # TPOT is no measurement on 2 CPU cores: bound TTFT and E2EL
+    slo = {"ttft_ms": 2000, "e2el_ms": 5000}
+slo = SLO.coerce(slo)
+loads = tuning.workloads(workload, stand_in=stand_in)
+display(pd.DataFrame([{"workload": w.name, "input_len": w.input_len, "output_len": w.output_len,
+                       "concurrencies": list(concurrencies or w.concurrencies)} for w in loads]))
+print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v in slo.goodput_args().items()))
+
+# %% [markdown]
+# ## 3. Serve each candidate in turn, and sweep it
+#
+# For each candidate: prepare what is served (the stand-in, the weightless architecture, or
+# the downloaded checkpoint), launch it, sweep, stop it. One line per step, the server's
+# start-up phases and a progress bar per sweep. A server of this kernel that holds the GPU
+# must be stopped first (one GPU, one server). Interrupted? Run the cell again: saved points
+# are skipped, and a candidate with nothing left to measure is not launched.
+#
+# **Expected:** per candidate `launching`, its phases, a bar to 100 % and `stopped`; a
+# candidate that cannot run says why and is skipped. Then one row per candidate: `ok`,
+# `failed` (with the diagnosis) or `skipped`.
+
+# %%
+from helpers.weights.prepare import mode_of
+
+result = tuning.tune(cfg, workload, slo, specs, mode=mode_of(stand_in=stand_in, weightless=weightless),
+                     concurrencies=concurrencies, num_prompts=num_prompts, gpu_hour_usd=gpu_hour_usd,
+                     out_dir=out_dir, servers=servers, retry_failed=retry_failed)
+display(result.candidates[["candidate", "status", "points", "of", "reason", "changes"]])
+print("saved:", result.folder / "tune.json")
+
+# %% [markdown]
+# ## 4. Each configuration's frontier
+#
+# Throughput per GPU against the speed one user sees: each line is one candidate, each point
+# one concurrency. Filled points meet the SLO, hollow ones miss it; the star is the
+# recommendation. Per-user speed is 1000 / mean TPOT on a GPU; on the stand-in, output tokens
+# over end-to-end latency (and the y axis is the whole CPU server's output tokens/s).
+#
+# **Expected:** one plot per workload, a line per measured candidate.
+
+# %%
+import matplotlib.pyplot as plt
+from IPython.display import Image
+
+from helpers.paths import out_dir as out_folder
+
+pngs = []
+for w in loads:
+    if result.points.empty or w.name not in set(result.points["workload"]):
+        continue
+    pngs.append(out_folder("plots") / f"tune-{cfg.target}{'-standin' if stand_in else ''}-{w.name}.png")
+    plt.close(result.plot(pngs[-1], workload=w.name))  # shown once each, from its PNG
+print("plots:", *pngs)
+for png in pngs:
+    display(Image(str(png)))
+
+# %% [markdown]
+# ## 5. Every point against the SLO: goodput and cost
+#
+# `meets_slo` checks the point's own percentiles; `good_fraction` is vLLM's share of requests
+# within every bound; goodput is that share of the output tokens, per GPU. The cost per
+# million output tokens is `gpu_hour_usd` x GPUs / (output tokens/s x 3600) x 10^6 at the
+# point's throughput: the GPU time only.
+#
+# **Expected:** one row per candidate and concurrency; the misses say which bound and by how much.
+
+# %%
+from helpers.bench.results import results_table
+
+cols = ["candidate", "workload", "concurrency", "output_throughput_per_gpu", result.per_user_column, "p99_ttft_ms",
+        "p50_tpot_ms", "p99_e2el_ms", "meets_slo", "slo_violations", "good_fraction", "goodput_tok_s_per_gpu",
+        "cost_per_m_output_tokens_usd"]
+if not result.points.empty:
+    display(results_table(result.points, cols, stand_in=stand_in))
+
+# %% [markdown]
+# ## 6. The recommendation, its command and its price
+#
+# Per workload: the point with the most goodput per GPU among those that meet the SLO, next
+# to the recipe's best point under the same SLO (the ratio is what tuning bought), then the
+# recommended candidate's exact command for the target, as a shell command and as
+# `docker run`. When nothing meets the SLO, the closest point is named instead.
+#
+# **Expected:** a table with a `recommended` and a `recipe` row per workload, one summary line
+# per workload, and the command.
+
+# %%
+display(result.recommendation_table())
+print(result.summary())
+best = result.recommended()
+if best is not None:
+    print(f"\nrecommended for {best.workload} ({'played by the CPU stand-in' if stand_in else cfg.label}):\n")
+    print(best.shell_command)
+    if best.docker_command:
+        print("\n" + best.docker_command)
+
+# %% [markdown]
+# **Reading it.** The recommendation holds for this workload, this SLO and this machine; a
+# difference under about 5 % between two candidates is within one run's noise (one run per
+# point). The committed H200 results the Hopper notebooks quote are this step's output
+# (`docs/results/h200/tune/`, produced by `tools/device/tune_h200.py`). Every server was
+# stopped after its sweep; nothing is left running.

@@ -1,0 +1,329 @@
+"""Service-level objectives over benchmark points: the filter, vLLM's goodput, the price, the
+frontier and the choice. Pure functions over the rows of a sweep (or of committed results).
+
+An :class:`SLO` states per-point latency bounds as a reader writes them: "p50 TPOT <= 20 ms,
+p99 TTFT <= 2 s" is ``SLO(tpot_ms=20, ttft_ms=2000)`` (percentiles default to p50 for TPOT and
+p99 for TTFT and end-to-end latency). Two figures come from it, on purpose different:
+
+- **meets the SLO** (:func:`with_slo`): the point's own percentiles, read from vLLM's saved
+  JSON (``p50_tpot_ms``, ``p99_ttft_ms``, ...; ``vllm bench serve --metric-percentiles
+  50,90,99``), are within the bounds. This is the statement a user makes about their service.
+- **goodput** (:func:`with_goodput`): vLLM's own ``request_goodput`` (``--goodput
+  ttft:2000 tpot:20``), the requests per second *each of which* met every bound (vLLM 0.32.0
+  ``vllm/benchmarks/serve.py`` ``calculate_metrics``: a request counts when its TTFT, its
+  TPOT = (latency - TTFT) / (output tokens - 1), and its latency are each at or under the
+  bound). Turned into output tokens/s per GPU here, it is what a configuration serves within
+  the SLO. :meth:`SLO.goodput_args` gives vLLM's argument.
+
+:func:`choose` picks, among the points that meet the SLO, the one with the most goodput per
+GPU (output tokens/s per GPU where a point was measured without ``--goodput``);
+:func:`cost_per_million` prices a point from a GPU-hour price.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from helpers.errors import BenchError
+
+Percentile = Literal["mean", "p50", "p90", "p99"]
+#: The metrics an SLO can bound, and the name vLLM's ``--goodput`` gives each
+#: (``check_goodput_args`` in vLLM 0.32.0 ``vllm/benchmarks/serve.py``: ttft, tpot, e2el).
+METRICS = ("ttft", "tpot", "e2el")
+_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2EL"}
+
+
+class SLO(BaseModel):
+    """Latency bounds a point must meet, in milliseconds, each at a percentile.
+
+    Attributes:
+        ttft_ms: bound on time to first token (ms), at ``ttft_percentile`` (default p99).
+        tpot_ms: bound on time per output token after the first (ms), at ``tpot_percentile``
+            (default p50).
+        e2el_ms: bound on a request's end-to-end latency (ms), at ``e2el_percentile``
+            (default p99).
+
+    At least one bound is set. Percentiles are ``"mean"``, ``"p50"``, ``"p90"`` or ``"p99"``
+    (the ones :func:`helpers.bench.point.run_point` asks vLLM for).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2el_ms: float | None = Field(default=None, gt=0)
+    ttft_percentile: Percentile = "p99"
+    tpot_percentile: Percentile = "p50"
+    e2el_percentile: Percentile = "p99"
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> SLO:
+        if not self.bounds():
+            raise ValueError("set at least one of ttft_ms, tpot_ms, e2el_ms")
+        return self
+
+    # ---- readings ---------------------------------------------------------------------
+    def bounds(self) -> dict[str, tuple[str, float]]:
+        """``{metric: (percentile, bound ms)}`` for each metric with a bound."""
+        out = {}
+        for m in METRICS:
+            bound = getattr(self, f"{m}_ms")
+            if bound is not None:
+                out[m] = (getattr(self, f"{m}_percentile"), float(bound))
+        return out
+
+    def goodput_args(self) -> dict[str, float]:
+        """vLLM's ``--goodput`` as a mapping (``{"ttft": 2000.0, "tpot": 20.0}``): each bound
+        applied to every request (vLLM's goodput is per request; the percentile is this
+        class's, not vLLM's)."""
+        return {m: bound for m, (_, bound) in self.bounds().items()}
+
+    def describe(self) -> str:
+        """``"p50 TPOT <= 20 ms, p99 TTFT <= 2,000 ms"``."""
+        return ", ".join(f"{p} {_WORDS[m]} <= {b:,.0f} ms" for m, (p, b) in self.bounds().items())
+
+    def violations(self, point: Mapping[str, Any]) -> list[str]:
+        """What ``point`` (a row: ``p99_ttft_ms``, ``p50_tpot_ms``, ``mean_e2el_ms``, ...)
+        misses, one phrase per bound (``"p99 TTFT 2,561 ms > 2,000 ms"``); a figure the row
+        lacks counts as missed (``"p99 TTFT not measured"``). Empty: the point meets the SLO."""
+        out = []
+        for m, (p, bound) in self.bounds().items():
+            value = _number(point.get(_column(m, p)))
+            if value is None:
+                out.append(f"{p} {_WORDS[m]} not measured")
+            elif value > bound:
+                out.append(f"{p} {_WORDS[m]} {value:,.0f} ms > {bound:,.0f} ms")
+        return out
+
+    def meets(self, point: Mapping[str, Any]) -> bool:
+        """True when ``point`` is within every bound (:meth:`violations` is empty)."""
+        return not self.violations(point)
+
+    @classmethod
+    def coerce(cls, value: Any, default: SLO | None = None) -> SLO:
+        """An SLO from an SLO, a mapping of its fields (``{"tpot_ms": 20, "ttft_ms": 2000}``),
+        or None (``default``, else :data:`DEFAULT_SLO`).
+
+        Raises:
+            BenchError: unknown keys, a bound that is not a positive number, an unknown
+                percentile, or no bound at all; the message names the fields.
+        """
+        if value is None:
+            return default or DEFAULT_SLO
+        if isinstance(value, SLO):
+            return value
+        if not isinstance(value, Mapping):
+            raise BenchError(
+                f"slo={value!r} ({type(value).__name__}): pass a mapping such as "
+                '{"tpot_ms": 20, "ttft_ms": 2000} or an SLO(...), or None for the default '
+                f"({DEFAULT_SLO.describe()})."
+            )
+        try:
+            return cls(**dict(value))
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise BenchError(
+                f"slo={dict(value)!r} is not an SLO ({_first_error(exc)}): use the keys "
+                "ttft_ms / tpot_ms / e2el_ms (positive milliseconds) and optionally "
+                "ttft_percentile / tpot_percentile / e2el_percentile (mean, p50, p90, p99), "
+                'e.g. {"tpot_ms": 20, "ttft_ms": 2000}.'
+            ) from None
+
+
+#: The issue's example SLO (p50 TPOT <= 20 ms, p99 TTFT <= 2 s): an interactive chat service
+#: where a user reads faster than 50 tokens/s would be wasted and waits at most 2 s to start.
+DEFAULT_SLO = SLO(tpot_ms=20.0, ttft_ms=2000.0)
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e.get("loc", ())) or "slo"
+        return f"{where}: {e.get('msg')}"
+    return str(exc)
+
+
+def _column(metric: str, percentile: str) -> str:
+    return f"{percentile}_{metric}_ms"
+
+
+def _series(df: pd.DataFrame, column: str) -> pd.Series:
+    """``df[column]`` as floats (NaN where not a number; all NaN when the column is absent)."""
+    if column not in df:
+        return pd.Series(float("nan"), index=df.index, dtype=float)
+    return pd.to_numeric(df[column], errors="coerce").astype(float)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def with_slo(points: pd.DataFrame, slo: SLO) -> pd.DataFrame:
+    """``points`` with ``meets_slo`` (bool) and ``slo_violations`` (``"; "``-joined phrases of
+    :meth:`SLO.violations`, ``""`` when met). A copy; rows keep their order."""
+    out = points.copy()
+    misses = [slo.violations(row) for row in out.to_dict("records")]
+    out["meets_slo"] = [not m for m in misses]
+    out["slo_violations"] = ["; ".join(m) for m in misses]
+    return out
+
+
+def with_goodput(points: pd.DataFrame) -> pd.DataFrame:
+    """``points`` with vLLM's goodput in output tokens (a copy).
+
+    Added columns: ``good_fraction`` = ``request_goodput / request_throughput`` (the share of
+    requests within every bound, 0-1), ``goodput_tok_s`` = ``good_fraction x
+    output_throughput`` (tokens/s of the requests that met the SLO; with ``--ignore-eos`` every
+    request has the same output length), ``goodput_tok_s_per_gpu`` = that / ``gpu_count``.
+    NaN where the point was measured without ``--goodput`` (``request_goodput`` empty).
+    """
+    out = points.copy()
+    good, rate = _series(out, "request_goodput"), _series(out, "request_throughput")
+    tput = _series(out, "output_throughput")
+    gpus = _series(out, "gpu_count").fillna(1).clip(lower=1)
+    frac = (good / rate).where(rate > 0)
+    out["good_fraction"] = frac
+    out["goodput_tok_s"] = frac * tput
+    out["goodput_tok_s_per_gpu"] = frac * tput / gpus
+    return out
+
+
+def cost_per_million(
+    output_tok_s: float | None, gpu_hour_usd: float | None, gpu_count: int | float = 1
+) -> float | None:
+    """US dollars per million output tokens at ``output_tok_s`` (the whole server's output
+    tokens/s) on ``gpu_count`` GPUs at ``gpu_hour_usd`` each per hour:
+    ``gpu_hour_usd x gpu_count / (output_tok_s x 3600) x 1e6``. None when either is unknown or
+    the throughput is not positive. Prices the GPU time only (no idle time, no egress).
+
+    Raises:
+        BenchError: a negative price or GPU count.
+    """
+    if gpu_hour_usd is None or output_tok_s is None:
+        return None
+    price, gpus, tput = float(gpu_hour_usd), max(float(gpu_count or 1), 1.0), float(output_tok_s)
+    if price < 0 or float(gpu_count or 1) < 0:
+        raise BenchError(
+            f"gpu_hour_usd={gpu_hour_usd!r}, gpu_count={gpu_count!r}: a price per GPU hour (USD) "
+            "and a GPU count cannot be negative, e.g. gpu_hour_usd=3.5."
+        )
+    if math.isnan(tput) or tput <= 0:
+        return None
+    return price * gpus / (tput * 3600.0) * 1e6
+
+
+def with_cost(points: pd.DataFrame, gpu_hour_usd: float | None) -> pd.DataFrame:
+    """``points`` with ``cost_per_m_output_tokens_usd`` (:func:`cost_per_million` of each row's
+    ``output_throughput`` and ``gpu_count``) and ``cost_per_m_good_tokens_usd`` (the same over
+    ``goodput_tok_s``, when the row has it). A copy."""
+    out = points.copy()
+    gpus = _series(out, "gpu_count").fillna(1)
+    for column, source in (
+        ("cost_per_m_output_tokens_usd", "output_throughput"),
+        ("cost_per_m_good_tokens_usd", "goodput_tok_s"),
+    ):
+        out[column] = [
+            cost_per_million(_number(t), gpu_hour_usd, g)
+            for t, g in zip(_series(out, source), gpus, strict=True)
+        ]
+    return out
+
+
+def pareto_front(
+    points: pd.DataFrame,
+    x: str = "tokens_per_s_per_user",
+    y: str = "output_throughput_per_gpu",
+    by: str | None = "candidate",
+) -> pd.DataFrame:
+    """The points no other point of the same ``by`` group beats on both ``x`` and ``y``
+    (higher is better on both): each configuration's frontier of throughput against per-user
+    speed. ``by=None`` takes all points together (the frontier across configurations).
+
+    Returns:
+        The frontier rows (a copy), sorted by group then ``x``; rows lacking ``x`` or ``y``
+        are left out.
+    """
+    keep = []
+    data = points.dropna(subset=[x, y])
+    groups = data.groupby(by, sort=True) if by else [(None, data)]
+    for _, g in groups:
+        xs, ys = g[x].astype(float), g[y].astype(float)
+        for idx in g.index:
+            dominated = (
+                (xs >= xs[idx]) & (ys >= ys[idx]) & ((xs > xs[idx]) | (ys > ys[idx]))
+            ).any()
+            if not dominated:
+                keep.append(idx)
+    front = data.loc[keep]
+    return front.sort_values([by, x] if by else [x], kind="stable").copy()
+
+
+#: What :func:`choose` maximises: goodput per GPU (vLLM's, where measured), output throughput
+#: per GPU, or the per-user speed (a latency workload).
+OBJECTIVES = ("goodput", "throughput", "per_user")
+
+
+def choose(
+    points: pd.DataFrame,
+    slo: SLO | None = None,
+    objective: str = "goodput",
+    *,
+    per_user: str = "tokens_per_s_per_user",
+) -> dict[str, Any] | None:
+    """The best point among those that meet ``slo`` (all points when ``slo`` is None).
+
+    Args:
+        points: rows with ``output_throughput_per_gpu``, the SLO's percentile columns and,
+            for ``"goodput"``, ``goodput_tok_s_per_gpu`` (:func:`with_goodput`).
+        slo: the bounds a point must meet.
+        objective: ``"goodput"`` (most goodput tokens/s per GPU; a row measured without
+            ``--goodput`` counts its output tokens/s per GPU, so committed results taken
+            before the tuning step still rank), ``"throughput"`` (most output tokens/s per
+            GPU) or ``"per_user"`` (fastest for one user: the ``per_user`` column).
+        per_user: the per-user speed column (``e2e_tokens_per_s_per_user`` on the stand-in).
+
+    Returns:
+        The chosen row as a dict (ties broken by output tokens/s per GPU, then by lower
+        concurrency), or None when no point meets the SLO.
+
+    Raises:
+        BenchError: an unknown objective, or a column the objective needs is missing.
+    """
+    if objective not in OBJECTIVES:
+        raise BenchError(f"objective={objective!r}: use one of {', '.join(OBJECTIVES)}.")
+    data = points if slo is None else points[[slo.meets(r) for r in points.to_dict("records")]]
+    if data.empty:
+        return None
+    tput = _series(data, "output_throughput_per_gpu")
+    if objective == "goodput":
+        score = _series(data, "goodput_tok_s_per_gpu").fillna(tput)
+    elif objective == "throughput":
+        score = tput
+    else:
+        if per_user not in data:
+            raise BenchError(f"choose(objective='per_user'): no column {per_user!r} in the points.")
+        score = _series(data, per_user)
+    if score.isna().all():
+        raise BenchError(
+            f"choose(objective={objective!r}): no point has the figure it ranks by "
+            "(output_throughput_per_gpu / goodput / the per-user speed)."
+        )
+    ranked = data.assign(_score=score, _tput=tput).sort_values(
+        ["_score", "_tput", "concurrency"], ascending=[False, False, True], kind="stable"
+    )
+    best = ranked.iloc[0].to_dict()
+    best.pop("_score"), best.pop("_tput")
+    best["objective"] = objective
+    best["score"] = float(ranked.iloc[0]["_score"])
+    return best

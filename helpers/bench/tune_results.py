@@ -1,0 +1,530 @@
+"""The saved form of a tuning run and what is read from it: where each point lives, the
+result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
+candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
+:func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.bench.tune`
+runs the candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.bench import slo as slos
+from helpers.bench.point import _safe
+from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_point
+from helpers.bench.scenarios import Scenario
+from helpers.errors import BenchError
+
+#: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
+SCHEMA = "cookbook-tune/1"
+#: The name of the candidate that serves the target's own command.
+RECIPE = "recipe"
+#: Latency columns kept per point: vLLM's ``{mean,median,p50,p90,p99}_{ttft,tpot,itl,e2el}_ms``.
+PERCENTILE_COLUMNS = tuple(
+    f"{stat}_{m}_ms"
+    for m in ("ttft", "tpot", "itl", "e2el")
+    for stat in ("mean", "median", "p50", "p90", "p99")
+)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def point_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
+    """Where :func:`tune` keeps one point: ``<folder>/<name>/<workload>/<name>-c<N>.json``."""
+    return folder / name / workload.name / f"{_safe(name)}-c{int(concurrency)}.json"
+
+
+def point_done(path: Path) -> bool:
+    """A saved point counts as done when vLLM's JSON reads and completed at least one request."""
+    if not path.is_file():
+        return False
+    try:
+        return bool(read_point(path).get("completed"))
+    except BenchError:
+        return False
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _point_rows(path: Path) -> dict[str, Any]:
+    """The percentile figures of one saved point that :func:`load_results` leaves out."""
+    data = read_point(path)
+    keep = {k: data.get(k) for k in PERCENTILE_COLUMNS}
+    keep.update(
+        {
+            k: data.get(k)
+            for k in ("date", "endpoint_type", "total_output_tokens", "request_goodput")
+        }
+    )
+    return keep
+
+
+def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
+    percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
+    ``total_output_tokens`` and ``request_goodput``.
+
+    Raises:
+        BenchError: as :func:`load_results`.
+    """
+    df = load_results(list(paths))
+    extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
+    for col in extra.columns:
+        df[col] = extra[col]
+    return df
+
+
+def collect(
+    folder: str | Path,
+    target: Any,
+    cands: Sequence[Any],
+    loads: Sequence[Scenario],
+    bounds: slos.SLO,
+    *,
+    gpu_hour_usd: float | None = None,
+    stand_in: bool = False,
+    skipped: Mapping[str, Mapping[str, Any]] | None = None,
+) -> TuneResult:
+    """What ``folder`` holds for these candidates (:class:`helpers.bench.tune.Candidate`) and workloads, as a :class:`TuneResult`
+    (no server is touched): the saved points at the workloads' concurrencies, each
+    candidate's failures, the SLO check, goodput and cost columns."""
+    folder = Path(folder)
+    frames, rows = [], []
+    for cand in cands:
+        saved = _read_json(folder / cand.name / "candidate.json") or {}
+        failures = list(_read_json(folder / cand.name / "failures.json") or [])
+        if skipped and cand.name in skipped:
+            failures.append(dict(skipped[cand.name]))
+        n = 0
+        for w in loads:
+            paths = [point_path(folder, cand.name, w, c) for c in w.concurrencies]
+            paths = [p for p in paths if point_done(p)]
+            if not paths:
+                continue
+            df = points_frame(paths)
+            df.insert(0, "workload", w.name)
+            df.insert(0, "candidate", cand.name)
+            df["recipe"] = cand.recipe
+            df["vllm_version"] = saved.get("vllm_version") or cand.config.vllm_version
+            frames.append(df)
+            n += len(df)
+        last = failures[-1] if failures else None
+        expected = sum(len(w.concurrencies) for w in loads)
+        if n == expected:
+            status = "ok"
+        elif n:
+            status = "partial"
+        elif last:
+            status = "skipped" if last.get("stage") == "release" else "failed"
+        else:
+            status = "not run"
+        rows.append({
+            "candidate": cand.name, "status": status, "points": n, "of": expected,
+            "stage": last.get("stage") if last else None,
+            "reason": _reason(last) if last else "",
+            "note": cand.note, "vllm_version": cand.config.vllm_version,
+            "changes": changes(cand.config, target),
+            "command": cand.config.shell_command(),
+        })  # fmt: skip
+    points = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not points.empty:
+        points = slos.with_cost(slos.with_goodput(slos.with_slo(points, bounds)), gpu_hour_usd)
+    return TuneResult(
+        points=points, candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
+        configs={c.name: c.config for c in cands}, folder=folder, target=target,
+        gpu_hour_usd=gpu_hour_usd, stand_in=stand_in,
+        failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
+        specs={c.name: c.spec for c in cands},
+    )  # fmt: skip
+
+
+def _reason(failure: Mapping[str, Any]) -> str:
+    diag = failure.get("diagnosis")
+    where = f" (c={failure['concurrency']})" if failure.get("concurrency") is not None else ""
+    text = f"{diag['cause']}: {diag['fix']}" if diag else failure.get("message", "")
+    return f"{failure.get('stage')}{where}: {text}"
+
+
+@dataclasses.dataclass
+class Recommendation:
+    """The chosen point of one workload, with the command that serves it.
+
+    Attributes:
+        workload, candidate, concurrency: where it was measured.
+        output_throughput_per_gpu: output tokens/s per GPU at that point.
+        per_user: tokens/s one user sees (1000 / mean TPOT; end-to-end on the stand-in).
+        goodput_tok_s_per_gpu: vLLM's goodput as output tokens/s per GPU (None without).
+        good_fraction: share of requests within every bound (0-1, None without goodput).
+        cost_per_m_tokens_usd: US dollars per million output tokens at that point (None
+            without a price).
+        vs_recipe: goodput (else throughput) per GPU over the recipe's best point under the
+            same SLO (None when the recipe has none).
+        shell_command, docker_command: the target's command for the candidate.
+        slo: the SLO it meets, in words.
+    """
+
+    workload: str
+    candidate: str
+    concurrency: int
+    output_throughput_per_gpu: float
+    per_user: float | None
+    goodput_tok_s_per_gpu: float | None
+    good_fraction: float | None
+    cost_per_m_tokens_usd: float | None
+    vs_recipe: float | None
+    shell_command: str
+    docker_command: str | None
+    slo: str
+
+    def __str__(self) -> str:
+        cost = (
+            f", ${self.cost_per_m_tokens_usd:,.3f} per million output tokens"
+            if self.cost_per_m_tokens_usd is not None
+            else ""
+        )
+        ratio = f", {self.vs_recipe:.2f}x the recipe's" if self.vs_recipe is not None else ""
+        good = (
+            f", goodput {self.goodput_tok_s_per_gpu:,.0f} tok/s/GPU"
+            if self.goodput_tok_s_per_gpu is not None
+            else ""
+        )
+        return (
+            f"{self.workload}: {self.candidate} at concurrency {self.concurrency}: "
+            f"{self.output_throughput_per_gpu:,.0f} output tok/s/GPU{good}{ratio}{cost} ({self.slo})"
+        )
+
+
+def _num(value: Any) -> float | None:
+    return slos._number(value)
+
+
+def changes(cfg: Any, base: Any) -> str:
+    """What ``cfg`` changes against ``base`` (the recipe), in command words:
+    ``"variant bf16; --moe-backend triton; --max-num-seqs 64"``; ``""`` when nothing."""
+    from helpers.config.serveconfig import _flag_argv
+
+    out = []
+    for attr in ("variant", "speculative", "vllm_version"):
+        if getattr(cfg, attr, None) != getattr(base, attr, None):
+            out.append(f"{attr.replace('_', ' ')} {getattr(cfg, attr)}")
+    for flag in dict.fromkeys([*base.args, *cfg.args]):
+        if flag not in cfg.args:
+            out.append(f"no {flag}")
+        elif base.args.get(flag) != cfg.args[flag]:
+            out.append(" ".join(_flag_argv(flag, cfg.args[flag])))
+    return "; ".join(out)
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """What a tuning run measured (:func:`tune`, :func:`collect`).
+
+    Attributes:
+        points: one row per candidate x workload x concurrency: :func:`load_results`'s columns
+            (``output_throughput_per_gpu``, ``tokens_per_s_per_user``, ...), vLLM's percentiles
+            (``p50_tpot_ms``, ``p99_ttft_ms``, ...), ``candidate``, ``workload``, ``recipe``,
+            ``vllm_version``, and :mod:`helpers.bench.slo`'s ``meets_slo``,
+            ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
+            ``cost_per_m_output_tokens_usd``.
+        candidates: one row per candidate: ``status`` (ok / partial / failed / not run),
+            ``points``, ``reason`` (the diagnosis of a failure), ``command``.
+        failures: every recorded failure per candidate (stage, message, diagnosis, log).
+        slo, workloads, configs, folder, target, gpu_hour_usd, stand_in: what it ran with.
+    """
+
+    points: pd.DataFrame
+    candidates: pd.DataFrame
+    slo: slos.SLO
+    workloads: list[Scenario]
+    configs: dict[str, Any]
+    folder: Path
+    target: Any
+    gpu_hour_usd: float | None = None
+    stand_in: bool = False
+    failures: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    specs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def per_user_column(self) -> str:
+        """``tokens_per_s_per_user`` (1000 / mean TPOT); on the stand-in, whose 2 busy cores
+        stream tokens in bursts, ``e2e_tokens_per_s_per_user``."""
+        return "e2e_tokens_per_s_per_user" if self.stand_in else "tokens_per_s_per_user"
+
+    def _workload(self, workload: str | None) -> str:
+        names = [w.name for w in self.workloads]
+        if workload is None:
+            return names[0]
+        if workload not in names:
+            raise BenchError(f"workload {workload!r} was not measured here; measured: {names}.")
+        return workload
+
+    def _of(self, workload: str) -> pd.DataFrame:
+        if self.points.empty:
+            return self.points
+        return self.points[self.points["workload"] == workload]
+
+    def frontier(self, workload: str | None = None) -> pd.DataFrame:
+        """Each configuration's frontier at ``workload`` (default: the first): the points no
+        other point of the same candidate beats on both throughput per GPU and per-user speed
+        (:func:`helpers.bench.slo.pareto_front`), with ``meets_slo``."""
+        pts = self._of(self._workload(workload))
+        if pts.empty:
+            return pts
+        return slos.pareto_front(pts, x=self.per_user_column, y="output_throughput_per_gpu")
+
+    def recommended(
+        self, workload: str | None = None, objective: str = "goodput"
+    ) -> Recommendation | None:
+        """The best point under the SLO at ``workload`` (:func:`helpers.bench.slo.choose`), or
+        None when no point meets it (:meth:`closest` says which came nearest)."""
+        name = self._workload(workload)
+        pts = self._of(name)
+        if pts.empty:
+            return None
+        best = slos.choose(pts, self.slo, objective, per_user=self.per_user_column)
+        if best is None:
+            return None
+        recipe = (
+            slos.choose(pts[pts["recipe"]], self.slo, objective, per_user=self.per_user_column)
+            if pts["recipe"].any()
+            else None
+        )
+        cfg = self.configs[best["candidate"]]
+        return Recommendation(
+            workload=name, candidate=best["candidate"], concurrency=int(best["concurrency"]),
+            output_throughput_per_gpu=float(best["output_throughput_per_gpu"]),
+            per_user=_num(best.get(self.per_user_column)),
+            goodput_tok_s_per_gpu=_num(best.get("goodput_tok_s_per_gpu")),
+            good_fraction=_num(best.get("good_fraction")),
+            cost_per_m_tokens_usd=_num(best.get("cost_per_m_output_tokens_usd")),
+            vs_recipe=(best["score"] / recipe["score"]) if recipe and recipe["score"] else None,
+            shell_command=cfg.shell_command(),
+            docker_command=cfg.docker_command() if getattr(cfg, "docker_image", None) else None,
+            slo=self.slo.describe(),
+        )  # fmt: skip
+
+    def closest(self, workload: str | None = None) -> dict[str, Any] | None:
+        """The point that missed the SLO by the least (the fewest bounds missed, then the
+        highest throughput), for the message when nothing meets it; None without points."""
+        pts = self._of(self._workload(workload))
+        if pts.empty:
+            return None
+        ranked = pts.assign(
+            _n=[len(slos.SLO.violations(self.slo, r)) for r in pts.to_dict("records")]
+        )
+        row = ranked.sort_values(["_n", "output_throughput_per_gpu"], ascending=[True, False]).iloc[
+            0
+        ]
+        return row.drop(labels=["_n"]).to_dict()
+
+    def recommendation_table(self) -> pd.DataFrame:
+        """Per workload, the recommended point and the recipe's best under the same SLO: one
+        row each (``role``: recommended / recipe), with throughput per GPU, per-user speed,
+        goodput, the share of good requests, the cost per million output tokens and the
+        candidate's changes against the recipe (``changes``). A workload where nothing meets
+        the SLO gets one row saying so."""
+        rows = []
+        for w in self.workloads:
+            pts = self._of(w.name)
+            rec = self.recommended(w.name)
+            picks = []
+            if rec is not None:
+                picks.append(("recommended", rec.candidate, rec.concurrency))
+            if not pts.empty and pts["recipe"].any():
+                r = slos.choose(pts[pts["recipe"]], self.slo, per_user=self.per_user_column)
+                if r is not None:
+                    picks.append(("recipe", r["candidate"], int(r["concurrency"])))
+            if not picks:
+                near = self.closest(w.name)
+                rows.append({"workload": w.name, "role": "none meets the SLO",
+                             "candidate": near["candidate"] if near else None,
+                             "concurrency": near["concurrency"] if near else None,
+                             "misses": near["slo_violations"] if near else "no point measured"})  # fmt: skip
+                continue
+            for role, cand, conc in picks:
+                row = pts[(pts["candidate"] == cand) & (pts["concurrency"] == conc)].iloc[0]
+                rows.append({
+                    "workload": w.name, "role": role, "candidate": cand, "concurrency": conc,
+                    "output_tok_s_per_gpu": row["output_throughput_per_gpu"],
+                    "per_user_tok_s": row.get(self.per_user_column),
+                    "goodput_tok_s_per_gpu": row.get("goodput_tok_s_per_gpu"),
+                    "good_requests": row.get("good_fraction"),
+                    "p99_ttft_ms": row.get("p99_ttft_ms"),
+                    "p50_tpot_ms": NOT_MEASURED_ON_STANDIN if self.stand_in else row.get("p50_tpot_ms"),
+                    "usd_per_m_output_tokens": row.get("cost_per_m_output_tokens_usd"),
+                    "changes": changes(self.configs[cand], self.target) or "(the recipe's command)",
+                })  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        """One line per workload: the recommendation (:class:`Recommendation`), or why none."""
+        lines = []
+        for w in self.workloads:
+            rec = self.recommended(w.name)
+            if rec is not None:
+                lines.append(str(rec))
+                continue
+            near = self.closest(w.name)
+            if near is None:
+                lines.append(f"{w.name}: nothing measured yet (see the candidates' status).")
+                continue
+            lines.append(
+                f"{w.name}: no point meets {self.slo.describe()}"
+                + (
+                    f"; closest: {near['candidate']} at c={near['concurrency']} ({near['slo_violations']})"
+                    if near
+                    else ""
+                )
+                + ". Relax the SLO, or add candidates (a smaller --max-num-seqs, another kernel)."
+            )
+        return "\n".join(lines)
+
+    def plot(self, path: str | Path | None = None, workload: str | None = None):
+        """The frontier plot of ``workload`` (:func:`helpers.bench.plots.tune_frontier`)."""
+        from helpers.bench.plots import tune_frontier
+
+        name = self._workload(workload)
+        rec = self.recommended(name)
+        pts = self._of(name)
+        versions = sorted({str(v) for v in pts.get("vllm_version", []) if v})
+        return tune_frontier(
+            pts, recommended=(rec.candidate, rec.concurrency) if rec else None,
+            vllm_version=", ".join(versions) or None,
+            x=self.per_user_column,
+            y="output_throughput" if self.stand_in else "output_throughput_per_gpu",
+            title=f"Tuning: {name} ({self.slo.describe()})",
+            target=getattr(self.target, "label", None) + (" (CPU stand-in)" if self.stand_in else ""),
+            path=path,
+        )  # fmt: skip
+
+    # ---- the saved form ---------------------------------------------------------------
+    def to_dict(self, applies_to: Sequence[str] = ()) -> dict[str, Any]:
+        """The :data:`SCHEMA` document: ``measured_on``, ``applies_to`` (more targets whose
+        notebooks may quote it, e.g. an H100 for H200 results: same kernels), ``slo``,
+        ``workloads``, and per candidate its command, what it changes against the recipe,
+        status, failures and points (the row columns of :data:`ROW_COLUMNS`)."""
+        from helpers.machine.gpus import detect_gpus
+
+        gpus = [] if self.stand_in else detect_gpus().gpus
+        cands = []
+        for row in self.candidates.to_dict("records"):
+            name = row["candidate"]
+            cfg = self.configs[name]
+            pts = (
+                self.points[self.points["candidate"] == name]
+                if not self.points.empty
+                else self.points
+            )
+            cands.append({
+                "name": name, "recipe": name == RECIPE, "status": row["status"],
+                "variant": cfg.variant, "speculative": cfg.speculative,
+                "moe_backend": cfg.args.get("--moe-backend"), "vllm_version": cfg.vllm_version,
+                "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
+                "spec": self.specs.get(name, {}),
+                "failures": self.failures.get(name, []),
+                "points": [_saved_row(p) for p in pts.to_dict("records")],
+            })  # fmt: skip
+        return {
+            "schema": SCHEMA,
+            "measured_on": {
+                "target": self.target.target,
+                "gpu": "CPU stand-in"
+                if self.stand_in
+                else (gpus[0].name if gpus else self.target.gpu.get("name")),
+                "stand_in": self.stand_in,
+            },
+            "applies_to": list(applies_to),
+            "slo": self.slo.model_dump(exclude_none=True),
+            "workloads": [
+                {
+                    "name": w.name,
+                    "input_len": w.input_len,
+                    "output_len": w.output_len,
+                    "prefix_len": w.prefix_len,
+                    "concurrencies": list(w.concurrencies),
+                }
+                for w in self.workloads
+            ],  # fmt: skip
+            "candidates": cands,
+        }
+
+    def save(self, path: str | Path | None = None, applies_to: Sequence[str] = ()) -> Path:
+        """Write :meth:`to_dict` as JSON (default ``<folder>/tune.json``); return the path."""
+        path = Path(path) if path else self.folder / "tune.json"
+        _write_json(path, self.to_dict(applies_to))
+        return path
+
+
+#: The per-point fields the saved form keeps (units as in :func:`load_results`).
+ROW_COLUMNS = (
+    "workload", "concurrency", "input_len", "output_len", "num_prompts", "gpu_count",
+    "completed", "failed", "duration_s", "request_throughput", "request_goodput",
+    "output_throughput", "output_throughput_per_gpu", "tokens_per_s_per_user",
+    "e2e_tokens_per_s_per_user", *PERCENTILE_COLUMNS, "vllm_version", "endpoint_type", "date",
+    "source",
+)  # fmt: skip
+
+
+def _saved_row(point: Mapping[str, Any]) -> dict[str, Any]:
+    row = {k: point.get(k) for k in ROW_COLUMNS if k != "source"}
+    row["source"] = point.get("source") or point.get("path")
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+
+
+def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """The points of saved tuning results (``tune.json`` files, or a folder of them, e.g.
+    ``docs/results/h200/tune/``) as one flat DataFrame: the point's fields
+    (:data:`ROW_COLUMNS`) plus the candidate's ``candidate``, ``recipe``, ``variant``,
+    ``moe_backend``, ``command`` and ``measured_on`` / ``file`` (where it came from).
+
+    Raises:
+        BenchError: a file that is not JSON or not of :data:`SCHEMA`; no file found.
+    """
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    files: list[Path] = []
+    for item in items:
+        p = Path(item)
+        files += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    rows = []
+    for f in files:
+        doc = _read_json(f)
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise BenchError(
+                f"{f} is not a tuning result (schema {SCHEMA!r}); remove it or regenerate it."
+            )
+        where = doc.get("measured_on") or {}
+        for cand in doc.get("candidates") or []:
+            for point in cand.get("points") or []:
+                rows.append({
+                    **point, "candidate": cand["name"], "recipe": bool(cand.get("recipe")),
+                    "variant": cand.get("variant"), "moe_backend": cand.get("moe_backend"),
+                    "vllm_version": point.get("vllm_version") or cand.get("vllm_version"),
+                    "command": cand.get("command"), "changes": cand.get("changes", ""),
+                    "spec": cand.get("spec") or {},
+                    "note": cand.get("note", ""), "measured_on": where.get("gpu"),
+                    "stand_in": bool(where.get("stand_in")),
+                    "target": where.get("target"), "applies_to": list(doc.get("applies_to") or []),
+                    "file": f.name,
+                })  # fmt: skip
+    if not files:
+        raise BenchError(f"No tuning result under {paths}: run helpers.bench.tune.tune(...) first.")
+    return pd.DataFrame(rows)

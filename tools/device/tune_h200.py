@@ -1,0 +1,244 @@
+"""The tuning step on one H200: the issue's grid, weightless, resumable across device sessions.
+
+Grid (``helpers.bench.tune``, target ``h200``, weightless architecture: real kernels and shapes,
+random weights, ``--load-format dummy``): NVFP4 x {Humming (the recipe), Marlin} and BF16 x
+Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 / 256 on the
+``tune-1k`` (1024 in / 256 out) and ``tune-8k`` (8192 in / 256 out) workloads of
+``cookbook/scenarios.yaml``, with vLLM's ``--goodput`` from the SLO (p50 TPOT <= 20 ms, p99 TTFT
+<= 2 s). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
+``tune-1k``); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
+(they run only in an environment with it; the same ``--out`` merges both).
+
+Output (``--out DIR``): ``DIR/grid/`` and ``DIR/c1/``, each a tuning folder (points, failures,
+``tune.json`` with ``applies_to: [h100]``, plots). Commit the ``tune.json`` files under
+``docs/results/h200/tune/`` (``grid-vllm-<release>.json``, ``c1-vllm-<release>.json``): the
+h100 / h200 notebooks render from them at the next build.
+
+Each candidate is one server start (about 3-4 minutes cold) plus its points; the script
+starts a candidate only when its estimate fits ``--budget-s`` (device seconds left), and a run
+resumes from ``DIR``: carry the folder back into the next session and call it again.
+
+Usage, on the device after ``. tools/device/env.sh`` (or through ``h200_tune.sh``)::
+
+    python3 tools/device/tune_h200.py --out /tmp/runs/tune/out --budget-s 1500 [--c1]
+    python3 tools/device/tune_h200.py --dry-run [--c1]      # the plan, every command checked
+    python3 tools/device/tune_h200.py --stand-in --out /tmp/tune-rehearsal   # CPU rehearsal
+
+``--stand-in`` runs the same control flow on the CPU stand-in with tiny settings: 16 in / 8
+out at concurrency 1 and 2, ``--max-num-seqs`` 64 / 256 played as 2 / 4, the GPU-only flags
+(MoE kernel, compilation and Mamba settings) not played.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from helpers.bench import scenarios
+from helpers.bench import tune as tuning
+from helpers.config.flagtable import check_config
+from helpers.config.resolve import resolve
+from helpers.config.versions import installed_vllm_version
+
+#: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
+GRID = [
+    ("nvfp4-humming-64", {"extra_args": {"--max-num-seqs": 64}}),
+    ("nvfp4-marlin-256", {"moe_backend": "marlin"}),
+    ("nvfp4-marlin-64", {"moe_backend": "marlin", "extra_args": {"--max-num-seqs": 64}}),
+    ("bf16-triton-256", {"variant": "bf16", "extra_args": {"--max-num-seqs": 256}}),
+    ("bf16-triton-64", {"variant": "bf16", "extra_args": {"--max-num-seqs": 64}}),
+]
+#: What vLLM 0.32.0 offers against per-step overhead at concurrency 1, each on top of NVFP4 with
+#: Marlin MoE (the fastest c1 kernel measured, docs/results/h200/tune/). Flag spellings read in
+#: 0.32.0's source (vllm/engine/arg_utils.py, vllm/config/compilation.py, vllm/config/vllm.py,
+#: vllm/config/mamba.py, vllm/config/scheduler.py):
+#: - ``--compilation-config '{"cudagraph_mode": ...}'``: NONE, PIECEWISE, FULL,
+#:   FULL_DECODE_ONLY, FULL_AND_PIECEWISE (CUDAGraphMode; FULL_AND_PIECEWISE is -O2's default).
+#: - ``--max-cudagraph-capture-size N`` / ``--cudagraph-capture-sizes N ...`` (sizes captured;
+#:   default [1, 2, 4] + range(8, 256, 8) + ... up to 512).
+#: - ``--performance-mode interactivity``: CUDA graphs for every batch size 1..32 and
+#:   latency-oriented kernels (``balanced`` default, ``throughput``).
+#: - ``--async-scheduling`` / ``--no-async-scheduling`` (default: on where compatible;
+#:   SchedulerConfig.async_scheduling None -> enabled in VllmConfig).
+#: - ``--mamba-ssu-algorithm auto|simple|vertical|horizontal`` (FlashInfer Mamba backend only;
+#:   the recipe's Hopper override says horizontal).
+#: - ``--stream-interval N``: tokens buffered per streamed chunk (host work per token).
+#: - ``--optimization-level 3`` is "currently the same as -O2" in 0.32.0: not a candidate.
+C1_CANDIDATES = [
+    ("c1-marlin", {}),
+    ("c1-cg-full", {"extra_args": {"--compilation-config": {"cudagraph_mode": "FULL"}}}),
+    ("c1-cg-full-decode", {"extra_args": {"--compilation-config": {"cudagraph_mode": "FULL_DECODE_ONLY"}}}),
+    ("c1-cg-piecewise", {"extra_args": {"--compilation-config": {"cudagraph_mode": "PIECEWISE"}}}),
+    ("c1-interactivity", {"extra_args": {"--performance-mode": "interactivity"}}),
+    ("c1-capture-8", {"extra_args": {"--max-cudagraph-capture-size": 8}}),
+    ("c1-no-async", {"extra_args": {"--async-scheduling": None, "--no-async-scheduling": True}}),
+    ("c1-ssu-simple", {"extra_args": {"--mamba-ssu-algorithm": "simple"}}),
+    ("c1-ssu-vertical", {"extra_args": {"--mamba-ssu-algorithm": "vertical"}}),
+    ("c1-stream-4", {"extra_args": {"--stream-interval": 4}}),
+]  # fmt: skip
+SLO = {"tpot_ms": 20, "ttft_ms": 2000}
+#: On the stand-in TPOT is no measurement (2 CPU cores stream in bursts): TTFT and E2EL instead.
+STANDIN_SLO = {"ttft_ms": 2000, "e2el_ms": 5000}
+APPLIES_TO = ["h100"]
+
+
+def _standin_args(spec: dict) -> dict:
+    """What the CPU stand-in plays of a candidate: its --max-num-seqs, 64 / 256 as 2 / 4."""
+    seqs = (spec.get("extra_args") or {}).get("--max-num-seqs")
+    return {"--max-num-seqs": 2 if seqs == 64 else 4} if seqs else {}
+
+
+def specs(
+    names_specs: list[tuple[str, dict]], *, base_moe: str | None = None, releases=(), stand_in=False
+):
+    out = []
+    for name, spec in names_specs:
+        s = {"name": name, **spec}
+        if base_moe:
+            s.setdefault("moe_backend", base_moe)
+        if stand_in:
+            s["standin_args"] = _standin_args(spec)
+        out.append(s)
+    for release in releases:
+        out.append(
+            {
+                "name": f"recipe-v{release}",
+                "vllm_version": release,
+                **({"standin_args": {}} if stand_in else {}),
+            }
+        )
+        out.append({"name": f"bf16-triton-256-v{release}", "variant": "bf16", "vllm_version": release,
+                    "extra_args": {"--max-num-seqs": 256}, **({"standin_args": {}} if stand_in else {})})  # fmt: skip
+    return out
+
+
+def estimate_s(loads, concurrencies=None) -> float:
+    """One candidate by helpers.bench.scenarios' H200 model: a 300 s cold start plus its sweeps
+    at 20K prefill tok/s. An upper bound: cold starts measured 155-250 s, prefill 34-39K tok/s
+    at 8K-131K tokens (docs/results/README.md#cold-starts-on-an-h200, long_context.json)."""
+    sweep = sum(w.expected_seconds("h200", concurrencies or w.concurrencies) for w in loads)
+    return scenarios.STARTUP_S + sweep
+
+
+#: Device seconds a candidate is budgeted at before it starts (``--candidate-s``): a grid
+#: candidate (cold start, tune-1k and tune-8k) and a c1 candidate (cold start, one point). Set
+#: from the measured figures above (a start near 200 s, the h200 notebook's 1K sweep near
+#: 150 s, the 8K sweep's prefill near 150 s), not from the model's upper bound.
+CANDIDATE_S = {"grid": 600.0, "c1": 260.0}
+
+
+def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) -> tuning.TuneResult:
+    """Tune one candidate at a time, each only when its estimate fits the budget left."""
+    start = time.monotonic()
+    mode = "stand_in" if args.stand_in else "weightless"
+    slo = STANDIN_SLO if args.stand_in else SLO
+    common = dict(mode=mode, concurrencies=concurrencies, gpu_hour_usd=args.gpu_hour_usd,
+                  out_dir=folder, retry_failed=args.retry_failed, progress=True)  # fmt: skip
+    names = [tuning.RECIPE if name == "grid" else None] + [s["name"] for s in cand_specs]
+    for cand in [n for n in names if n]:
+        if args.only and cand not in args.only:
+            continue
+        left = args.budget_s - (time.monotonic() - T0)
+        need = (
+            args.candidate_s
+            if args.candidate_s is not None
+            else (0.0 if args.stand_in else CANDIDATE_S[name])
+        )
+        if args.budget_s and need > left:
+            print(f"[{name}] {cand}: about {need:.0f} s, {left:.0f} s of budget left: not started "
+                  "(run again with the same --out to resume)", flush=True)  # fmt: skip
+            continue
+        tuning.tune(
+            base, loads, slo, cand_specs, only=[cand], include_recipe=name == "grid", **common
+        )
+    result = tuning.tune(
+        base, loads, slo, cand_specs, only=[], include_recipe=name == "grid", **common
+    )
+    result.save(applies_to=APPLIES_TO)
+    for w in loads:
+        if not result.points.empty and w.name in set(result.points["workload"]):
+            result.plot(folder / f"{w.name}.png", workload=w.name)
+    print(f"[{name}] {time.monotonic() - start:.0f} s\n{result.summary()}", flush=True)
+    print(
+        result.candidates[["candidate", "status", "points", "of", "reason"]].to_string(), flush=True
+    )
+    return result
+
+
+def dry_run(base, grid, c1) -> None:
+    """Print each candidate's command and check it against its release's flag table (and the
+    installed vLLM's parser where it is that release)."""
+    installed = installed_vllm_version()
+    for part, cand_specs, include in (("grid", grid, True), ("c1", c1, False)):
+        for c in tuning.make_candidates(base, cand_specs, include_recipe=include):
+            check_config(c.config, quiet=True)
+            parsed = tuning._same_release(c.config.vllm_version, installed)
+            if parsed:
+                c.config.validate()
+            print(f"[{part}] {c.name}: {tuning.changes(c.config, base) or '(the recipe)'}; flags ok "
+                  f"(table {c.config.vllm_version}{', parser ' + str(installed) if parsed else ''})")  # fmt: skip
+
+
+def main(argv=None) -> int:
+    global T0
+    T0 = time.monotonic()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=REPO / "out" / "tune-h200")
+    p.add_argument("--budget-s", type=float, default=0, help="device seconds left (0: no limit)")
+    p.add_argument("--c1", action="store_true", help="also the concurrency-1 decode candidates")
+    p.add_argument("--no-grid", action="store_true", help="skip the grid (e.g. --c1 only)")
+    p.add_argument("--releases", nargs="*", default=[], help="more vLLM releases, e.g. 0.28.0")
+    p.add_argument("--only", nargs="*", default=None, help="candidate names to run now")
+    p.add_argument(
+        "--candidate-s",
+        type=float,
+        default=None,
+        help="seconds budgeted per candidate (default: 600 grid, 260 c1)",
+    )
+    p.add_argument("--gpu-hour-usd", type=float, default=3.5, help="example price per GPU hour")
+    p.add_argument("--retry-failed", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
+    p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")
+    args = p.parse_args(argv)
+    base = resolve("h200")
+    grid = specs(GRID, releases=args.releases, stand_in=args.stand_in)
+    c1 = specs(C1_CANDIDATES, base_moe="marlin", stand_in=args.stand_in)
+    if args.stand_in:
+        tiny = {"input_len": 16, "output_len": 8, "concurrencies": [1, 2], "num_prompts": 4}
+        loads = [{"name": "tune-1k", **tiny}, {"name": "tune-8k", **tiny, "input_len": 64}]
+        c1 = c1[:2]  # the stand-in plays none of the GPU flags: two prove the part's flow
+    else:
+        loads = ["tune-1k", "tune-8k"]
+    loads = tuning.workloads(loads)
+    if args.dry_run:
+        dry_run(base, grid, c1)
+        n_grid, n_c1 = len(grid) + 1, len(c1) if args.c1 else 0
+        bound = n_grid * estimate_s(loads) + n_c1 * estimate_s(loads[:1], [1])
+        budgeted = n_grid * CANDIDATE_S["grid"] + n_c1 * CANDIDATE_S["c1"]
+        print(f"{n_grid} grid + {n_c1} c1 candidates: about {budgeted / 60:.0f} min of device time "
+              f"as budgeted per candidate, at most {bound / 60:.0f} min by the scenario model")  # fmt: skip
+        return 0
+    print(
+        f"vLLM {installed_vllm_version()}; out: {args.out}; budget: {args.budget_s or 'none'} s",
+        flush=True,
+    )
+    if not args.no_grid:
+        run_part("grid", base, grid, loads, args.out / "grid", args)
+    if args.c1:
+        run_part("c1", base, c1, loads[:1], args.out / "c1", args, concurrencies=[1])
+    (args.out / "done.json").write_text(
+        json.dumps({"seconds": round(time.monotonic() - T0)}) + "\n"
+    )
+    return 0
+
+
+T0 = 0.0
+
+if __name__ == "__main__":
+    sys.exit(main())
