@@ -192,8 +192,7 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     assert real["completed"] == 4 and real["dataset"] == "real:gsm8k"
     assert "acceptance on real prompts (temperature 0, no --ignore-eos)" in text
     assert re.search(r"ngram\s+real:gsm8k\s+4", text)
-    # the server budget while drafting: a server budget warned, and the reply was judged
-    assert "ReasoningBudgetUnenforcedWarning" in text
+    # the server budget while drafting: asked on purpose of the n-gram server, the reply judged
     budget = re.search(
         r"ngram \(for dspark\): (UNEXPECTED )?thinking_token_budget=8: (\d+) reasoning", text
     )

@@ -19,6 +19,7 @@ from test_speculative import _real_out_notebooks
 from helpers.bench import slo as slos
 from helpers.bench import sweep as bench_sweep
 from helpers.bench import tune as tuning
+from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
 from helpers.errors import BenchError, RecipeError
 from helpers.paths import REPO_ROOT
@@ -29,6 +30,13 @@ LOGS = REPO_ROOT / "tests" / "data" / "logs"
 NOTEBOOK = REPO_ROOT / "notebooks" / "tuning.ipynb"
 #: A workload the stand-in serves in a second or two a point.
 TINY = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [1, 2]}
+
+#: The release the stand-in's default grid offers beside the target's (skipped here: not installed).
+OTHER_RELEASE = next(
+    str(v)
+    for v in load_registry().model.offered_vllm_versions
+    if str(v) != resolve("h200").vllm_version
+)
 
 
 def _point(candidate, c, tput, ttft, tpot, *, goodput=None, rate=1.0, recipe=False, gpus=1):
@@ -182,7 +190,8 @@ def test_the_default_grids():
     h200 = tuning.default_candidates(resolve("h200"))
     assert [s["name"] for s in h200] == ["marlin", "bf16", "max-num-seqs-64"]
     stand = tuning.default_candidates(resolve("h200"), stand_in=True)
-    assert [s["name"] for s in stand] == ["max-num-seqs-2", "vllm-0.28.0"]
+    other = OTHER_RELEASE  # the first offered release that is not the target's (registry order)
+    assert [s["name"] for s in stand] == ["max-num-seqs-2", f"vllm-{other}"]
     l4 = [s["name"] for s in tuning.default_candidates(resolve("l4"))]
     assert "bf16" not in l4  # 60 GB of BF16 weights do not fit an L4 (resolve's rule)
 
@@ -351,14 +360,14 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "'recipe': measuring 2 point(s) on the server at" in text
     assert "'max-num-seqs-2': launching, then 2 point(s)" in text
-    assert "'vllm-0.28.0': skipped, needs vLLM 0.28.0" in text
+    assert f"'vllm-{OTHER_RELEASE}': skipped, needs vLLM {OTHER_RELEASE}" in text
     assert text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
     pid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
     assert not group_left(pid)
     assert standin_server.is_running()  # attached, left alone
     doc = json.loads((out / "tune" / "h200-standin" / "tune.json").read_text())
     status = {c["name"]: c["status"] for c in doc["candidates"]}
-    assert status == {"recipe": "ok", "max-num-seqs-2": "ok", "vllm-0.28.0": "skipped"}
+    assert status == {"recipe": "ok", "max-num-seqs-2": "ok", f"vllm-{OTHER_RELEASE}": "skipped"}
     # the recommendation line agrees with the saved points
     line = re.search(r"tiny: (recipe|max-num-seqs-2) at concurrency (\d)", text)
     assert line, "no recommendation printed"

@@ -138,19 +138,13 @@ from helpers.paths import out_dir
 from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import prepare
-from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
-from helpers.bench.acceptance import measure_acceptance
-from helpers.chat.completions import chat
-from helpers.chat.request import ChatOptions
-from helpers.server.endpoint import make_client
+from helpers.evals.speculative import mode_checks
 
 # %%
 model_path = build_standin_model() if stand_in else None
-greedy = {}  # mode -> greedy token ids of LOSSLESS_PROMPTS (step 7)
-real_acceptance, budget_checks = [], {}  # step 5: acceptance on real prompts; step 8: the server budget while drafting
 n_real = acceptance_prompts if acceptance_prompts is not None else (4 if stand_in else 32)
 tag = target + ("-standin" if stand_in else "")
-results, repeated = [], {}
+results, repeated, checks = [], {}, {}  # checks: greedy outputs (step 7), real-prompt acceptance (5), the budget (8)
 for mode in modes:
     mode_cfg = resolve(target, speculative=mode)
     if stand_in:
@@ -164,14 +158,8 @@ for mode in modes:
     srv = launch_server(serve_cfg, server_url=attached)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
-        greedy[name] = greedy_tokens(srv, LOSSLESS_PROMPTS, max_tokens=64)
-        if serve_cfg.speculative != "none" and n_real:  # acceptance on real text, at temperature 0, answers ending freely
-            real_acceptance.append(measure_acceptance(srv, num_prompts=n_real, output_len=128 if stand_in else 256,
-                                                      label=name.split()[0], out_dir=out_dir("bench") / f"speculative-{tag}-acceptance"))
-            llm = make_client(srv.base_url)  # step 8: does the server's own budget hold while it drafts?
-            budget_checks[name] = chat(llm, serve_cfg.served_model_name, "Briefly explain: what is vLLM?",
-                                       ChatOptions.for_run(stand_in=stand_in, weightless=weightless, max_tokens=256, temperature=0.0),
-                                       reasoning_budget=8)
+        checks[name] = mode_checks(srv, stand_in=stand_in, weightless=weightless, real_prompts=n_real,
+                                   label=name.split()[0], out_dir=out_dir("bench") / f"speculative-{tag}-acceptance")
         results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
         for c in sorted({min(concs), max(concs)}):
             repeated[name, c] = repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
@@ -206,6 +194,7 @@ display(results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():
     print(f"ERROR {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
+real_acceptance = [c.acceptance for c in checks.values() if c.acceptance]
 if real_acceptance:
     print("acceptance on real prompts (temperature 0, no --ignore-eos):")
     display(pd.DataFrame(real_acceptance)[["label", "dataset", "completed", "mean_output_tokens", "spec_decode_acceptance_length",
@@ -277,6 +266,7 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # %%
 from helpers.evals.lossless import match
 
+greedy = {name: c.greedy for name, c in checks.items()}
 reference = greedy.get("none")
 for name, tokens in greedy.items():
     if name != "none" and reference is not None:
@@ -303,8 +293,10 @@ if reference is None:
 
 # %%
 from helpers.chat.display import budget_report
+from helpers.evals.speculative import CHECK_BUDGET
 
+budget_checks = {name: c.budget for name, c in checks.items() if c.drafting}
 for name, result in budget_checks.items():
-    print(f"{name}:", budget_report(result, 8, drafting=True))
+    print(f"{name}:", budget_report(result, CHECK_BUDGET, drafting=True))
 if not budget_checks:
     print("no drafting mode ran: nothing to check")

@@ -226,6 +226,7 @@ def sweep(
     progress: bool = True,
     seed_label: str | None = None,
     stall_timeout: float | None = STALL_TIMEOUT_S,
+    keep_other_points: bool = False,
 ) -> pd.DataFrame:
     """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
 
@@ -280,6 +281,9 @@ def sweep(
             them the same prompts.
         stall_timeout: abort a point whose engine has requests waiting and none running
             for this many seconds (see :func:`run_point`); None disables it.
+        keep_other_points: replace only the points this sweep measured (same label and
+            concurrency) and keep the label's other points in ``out_dir``: for a caller that
+            resumes a sweep point by point (:func:`helpers.bench.tune.tune`).
 
     A concurrency above :data:`OVERSUBSCRIPTION` x what the server runs at once (its
     config's ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a
@@ -369,7 +373,7 @@ def sweep(
         bar.close()
         try:
             _keep_failed_log(e, stage, folder)
-            kept = _publish(stage, folder, label, paths) if paths else []
+            kept = _publish(stage, folder, label, paths, keep_other_points) if paths else []
             if isinstance(e, BenchError) and kept:
                 # what finished before the failure is kept: on disk and on the error
                 e.results = load_results(kept)  # type: ignore[attr-defined]
@@ -385,7 +389,7 @@ def sweep(
     bar.close()
     try:
         df = load_results(paths)
-        final = _publish(stage, folder, label, paths)
+        final = _publish(stage, folder, label, paths, keep_other_points)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     df["path"] = df["path"].map(dict(zip(map(str, paths), map(str, final), strict=True)))
@@ -487,9 +491,12 @@ def _replica_notes(before, after) -> dict[str, Any]:
     return notes
 
 
-def _publish(stage: Path, folder: Path, label: str, paths: list[Path]) -> list[Path]:
+def _publish(
+    stage: Path, folder: Path, label: str, paths: list[Path], keep_other_points: bool = False
+) -> list[Path]:
     """Move this run's points from ``stage`` into ``folder``, replacing the label's earlier
-    points there (JSON, sidecar, log) in one step under a lock; returns the new paths."""
+    points there (JSON, sidecar, log; with ``keep_other_points`` only those of the
+    concurrencies this run measured) in one step under a lock; returns the new paths."""
     import hashlib
     import tempfile
 
@@ -499,9 +506,11 @@ def _publish(stage: Path, folder: Path, label: str, paths: list[Path]) -> list[P
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
     with FileLock(str(Path(tempfile.gettempdir()) / f"cookbook-bench-{key}.lock")):
+        measured = {src.name for src in stage.iterdir() if src.is_file()}
         for old in folder.iterdir():
             if old.is_file() and prefix.match(old.name):
-                old.unlink()
+                if not keep_other_points or old.name in measured:
+                    old.unlink()
         for src in stage.iterdir():
             if src.is_file():
                 os.replace(src, folder / src.name)

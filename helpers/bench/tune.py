@@ -605,6 +605,7 @@ def _measure(
         try:
             sweep(
                 srv, remaining, scenario=w, out_dir=folder / name / w.name, label=name,
+                keep_other_points=True,
                 gpu_count=gpus, slo=bounds.goodput_args(), seed_label=w.name,
                 extra_args=bench_args, progress=progress,
             )  # fmt: skip

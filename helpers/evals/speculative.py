@@ -1,0 +1,90 @@
+"""The per-mode checks of the speculative-decoding notebook, on one running server.
+
+:func:`mode_checks` gathers what the notebook compares across modes, besides the speed sweep:
+greedy token ids of :data:`helpers.evals.lossless.LOSSLESS_PROMPTS` (the lossless check), and,
+for a drafting server, acceptance on real prompts (:func:`helpers.bench.acceptance.measure_acceptance`)
+and one reply to a server-side reasoning budget (does vLLM apply ``thinking_token_budget`` while
+it drafts? vllm-project/vllm #39573, #54906).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helpers.bench.acceptance import measure_acceptance
+from helpers.chat.completions import chat
+from helpers.chat.drafting import ReasoningBudgetUnenforcedWarning
+from helpers.chat.request import ChatOptions
+from helpers.chat.types import ChatResult
+from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
+from helpers.server.endpoint import make_client
+
+#: The reasoning budget the budget check asks for (tokens).
+CHECK_BUDGET = 8
+
+
+@dataclass
+class ModeChecks:
+    """What :func:`mode_checks` measured on one mode's server.
+
+    Attributes:
+        greedy: token ids per lossless prompt (greedy, 64 tokens at most each).
+        drafting: the server runs speculative decoding.
+        acceptance: :func:`~helpers.bench.acceptance.measure_acceptance`'s row (drafting only).
+        budget: the reply to a request with a server budget of :data:`CHECK_BUDGET` reasoning
+            tokens (drafting only; None on weightless noise that could not be parsed).
+    """
+
+    greedy: list[list[int]]
+    drafting: bool = False
+    acceptance: dict[str, Any] | None = None
+    budget: ChatResult | None = None
+
+
+def mode_checks(
+    srv: Any,
+    *,
+    stand_in: bool,
+    weightless: bool = False,
+    real_prompts: int = 32,
+    label: str = "mode",
+    out_dir: str | Path | None = None,
+) -> ModeChecks:
+    """Greedy outputs for the lossless check, and for a drafting server its acceptance on
+    ``real_prompts`` real prompts (0 skips it) and one server-budget reply.
+
+    Args:
+        srv: a running server with ``base_url`` and ``config`` (its ``speculative`` says
+            whether it drafts).
+        stand_in, weightless: the run's mode (answer lengths: 128 tokens on the stand-in, 256
+            on a GPU; weightless noise is reported, not raised).
+        real_prompts: requests of the acceptance run.
+        label: the acceptance run's name.
+        out_dir: the acceptance run's folder.
+
+    Raises:
+        BenchError, ResponseError: as :func:`measure_acceptance` and :func:`chat`.
+    """
+    cfg = srv.config
+    drafting = getattr(cfg, "speculative", "none") != "none"
+    out = ModeChecks(greedy_tokens(srv, LOSSLESS_PROMPTS, max_tokens=64), drafting)
+    if not drafting:
+        return out
+    if real_prompts:
+        out.acceptance = measure_acceptance(
+            srv, num_prompts=real_prompts, output_len=128 if stand_in else 256, label=label,
+            out_dir=out_dir,
+        )  # fmt: skip
+    opts = ChatOptions.for_run(
+        stand_in=stand_in, weightless=weightless, max_tokens=256, temperature=0.0
+    )
+    with warnings.catch_warnings():  # asked on purpose: the check measures what it warns of
+        warnings.simplefilter("ignore", ReasoningBudgetUnenforcedWarning)
+        out.budget = chat(
+            make_client(srv.base_url), cfg.served_model_name, "Briefly explain: what is vLLM?",
+            opts, reasoning_budget=CHECK_BUDGET,
+        )  # fmt: skip
+    return out
