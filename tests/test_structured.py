@@ -180,6 +180,10 @@ def test_drafting_server_warns_with_the_reports(rec, client):
     assert "vLLM 0.32.0" in text and all(n in text for n in ("#44012", "#47027", "#48863"))
     assert w[0].filename == __file__  # points at the caller, not the helper
     assert isinstance(r.value, Capital)  # still validated
+    rec.queue("structured_compact_thinking_on")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # thinking off: no reasoning boundary, no warning
+        structured.structured_chat(client, tc.MODEL, PROMPT, Capital, thinking=False)
 
 
 def test_bad_arguments_name_the_fix(client):

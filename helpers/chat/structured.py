@@ -43,8 +43,8 @@ What goes wrong is named (all :class:`~helpers.errors.StructuredOutputError`):
   :class:`~helpers.errors.StructuredOutputInvalidError`, carrying the text;
 - the reasoning used the whole ``max_tokens`` (``finish_reason == "length"``, empty
   ``content``): :class:`~helpers.errors.StructuredAnswerMissingError`;
-- the server drafts (speculative decoding), where public reports show constrained decoding
-  broken: :class:`StructuredOutputDraftingWarning` (:data:`DRAFTING_REPORTS`).
+- reasoning on and the server drafts (speculative decoding), a combination public reports
+  show broken: :class:`StructuredOutputDraftingWarning` (:data:`DRAFTING_REPORTS`).
 """
 
 from __future__ import annotations
@@ -64,25 +64,34 @@ from helpers.errors import (
     StructuredOutputInvalidError,
 )
 
-#: Public reports of constrained decoding breaking on a server that drafts, or with a
-#: reasoning parser (read on the vLLM tracker; see :class:`StructuredOutputDraftingWarning`).
+#: Reports of constrained decoding breaking with drafting + a reasoning parser (vLLM tracker).
 DRAFTING_REPORTS = "vllm-project/vllm #34650, #44012, #47027, #48863"
 
 
 class StructuredOutputDraftingWarning(UserWarning):
-    """A JSON-schema answer was asked of a server that drafts (speculative decoding).
+    """A JSON-schema answer with reasoning on was asked of a server that drafts.
 
-    Which combination breaks (vllm-project/vllm tracker): speculative decoding (MTP, EAGLE,
-    draft models) + a reasoning parser + structured outputs. When the reasoning end
-    (``</think>``) lands inside a step's drafted tokens, the tokens drafted after it were not
-    checked against the grammar, so the answer may be invalid JSON or ignore the schema
-    (#34650, structured output running unconstrained with delta-sensitive reasoning parsers;
-    PR #44297, merged in June 2026, constrained the bitmask at that boundary and #44993 advanced
-    the grammar across it, and PR #48516 names the doubled ``{{`` of #48228 as the same
-    boundary bug). #44012 is the Responses API's ``text.format`` json_schema escaping into the
-    unconstrained reasoning channel when a reasoning parser is on; #47027 and #48863 report
-    the drafting + structured-output combination on later releases. Without drafting, or
-    with ``thinking=False`` (no reasoning boundary to cross), the combination is not affected.
+    The combination that breaks: speculative decoding (MTP, EAGLE, a draft model, DFlash)
+    + a reasoning parser + structured outputs + a request that reasons. vLLM applies the
+    grammar only after the reasoning ends; when ``</think>`` lands inside one step's drafted
+    tokens, the drafts after it must be masked and checked against the grammar, and on
+    several releases they were not: #34650 (structured output under speculative decoding
+    running unconstrained with delta-sensitive reasoning parsers; fixes #44297, merged June
+    2026, masks the rest of the window, #44993 advances the grammar across the boundary,
+    and #48516 names the doubled ``{{`` of #48228 as the same boundary bug). #44012 is the
+    Responses API's ``text.format`` json_schema escaping into the unconstrained reasoning
+    channel when a reasoning parser is on. #47027 and #48863 are cited by the cookbook's
+    issue for the same combination; their threads were not in the tracker copy searched.
+
+    In the code of the releases the cookbook offers: 0.28.0 masks the rest of a window after
+    a mid-window reasoning end but only "tolerates rejection" of those drafts
+    (``StructuredOutputManager.grammar_bitmask``, ``vllm/v1/structured_output/__init__.py``);
+    0.32.0 and 0.33.0 validate them (``validate_tokens``: the longest grammar-valid prefix of
+    the drafts, from ``_get_constraint_bounds``). Neither is measured on a drafting GPU
+    server here, so the helper warns on every drafting server and still validates the
+    answer. With ``thinking=False`` the template closes the think block in the prompt, the
+    grammar applies from the first token (``_CONSTRAINED_FROM_START``) and there is no
+    boundary to cross: no warning.
     """
 
 
@@ -169,34 +178,31 @@ def _check_schema(fn: str, schema: Any) -> None:
 
 
 def warn_if_drafting(client: Any, thinking: bool) -> bool:
-    """Warn (:class:`StructuredOutputDraftingWarning`) when the client's server drafts;
-    return whether it warned. The server's facts come from
+    """Warn (:class:`StructuredOutputDraftingWarning`) when a reasoning request goes to a
+    server that drafts; return whether it warned. The server's facts come from
     :func:`helpers.chat.drafting.server_facts` (``/metrics``, ``/version``; cached).
 
     Args:
         client: an ``openai.OpenAI`` client of the server.
-        thinking: whether the request reasons (the reported break is at the reasoning end;
-            the warning says so either way).
+        thinking: whether the request reasons; ``False`` never warns (no reasoning
+            boundary inside the drafts).
     """
     from helpers.chat.drafting import server_facts
 
+    if not thinking:
+        return False
     facts = server_facts(client)
     if not facts["drafting"]:
         return False
     release = facts["version"] or "an unknown release"
-    where = (
-        "the reasoning end (</think>) can land inside drafted tokens, which then skip the grammar"
-        if thinking
-        else "thinking is off here, which avoids the reported reasoning-boundary break, but "
-        "drafting + structured outputs has other reports"
-    )
     warn_from_caller(
         StructuredOutputDraftingWarning,
         f"This server drafts (speculative decoding; vLLM {release}) and constrained decoding "
-        f"is reported broken with drafting and a reasoning parser ({DRAFTING_REPORTS}): "
-        f"{where}. The answer is still validated here (StructuredOutputInvalidError if it "
-        "breaks); for a guaranteed schema, serve without --speculative-config or pass "
-        "thinking=False.",
+        "with a reasoning parser is reported broken there when the reasoning end (</think>) "
+        f"lands inside drafted tokens ({DRAFTING_REPORTS}): the answer may ignore the schema "
+        "or be invalid JSON. It is still validated here (StructuredOutputInvalidError if it "
+        "breaks); to avoid the combination pass thinking=False, or serve without "
+        "--speculative-config.",
     )
     return True
 
@@ -253,7 +259,8 @@ def structured_chat(
         ServerConnectionError, ResponseError: as ``chat``.
 
     Warns:
-        StructuredOutputDraftingWarning: the server drafts (:data:`DRAFTING_REPORTS`).
+        StructuredOutputDraftingWarning: reasoning on and the server drafts
+            (:data:`DRAFTING_REPORTS`).
         ReasoningTruncatedWarning: as ``chat`` (before the missing-answer error).
     """
     import openai
