@@ -151,6 +151,16 @@ def test_invalid_json_in_content_raises_with_the_text(rec, client):
     assert e.value.finish_reason == "length" and e.value.reasoning
 
 
+def test_weightless_mode_reports_the_failure_instead_of_raising(rec, client, capsys):
+    rec.queue("structured_whitespace_runaway")
+    r = structured.structured_chat(
+        client, tc.MODEL, PROMPT, Capital, compact=False, max_tokens=200, noise_tolerant=True
+    )
+    said = capsys.readouterr().out
+    assert r is None and "weightless mode: the schema answer did not complete" in said
+    assert "StructuredOutputInvalidError" in said and "noise_tolerant" not in str(rec.bodies[0])
+
+
 def test_json_that_does_not_fit_the_schema_raises_with_pydantic_errors(rec, client):
     rec.queue("structured_compact_thinking_on")  # {"city":"Paris","sure":false}
     with pytest.raises(StructuredOutputInvalidError, match="not a valid Population") as e:

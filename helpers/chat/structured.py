@@ -218,7 +218,7 @@ def structured_chat(
     compact: bool = True,
     on_event: Callable[[StreamEvent], None] | None = None,
     **overrides: Any,
-) -> StructuredResult:
+) -> StructuredResult | None:
     """Ask for an answer constrained to ``schema`` and return it validated.
 
     Args:
@@ -243,6 +243,9 @@ def structured_chat(
 
     Returns:
         A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
+        ``None`` in weightless mode (``noise_tolerant=True``) when the answer failed on
+        noise text: what failed is printed instead of raised
+        (:func:`helpers.weights.weightless.noise_tolerant`).
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class, ``tools`` or
@@ -280,6 +283,23 @@ def structured_chat(
             "structured outputs with a named tool_choice). Run the tools first "
             "(run_tool_loop), then ask for the schema answer."
         )
+    if overrides.get("noise_tolerant", opts.noise_tolerant):  # weightless: report, not raise
+        from helpers.weights.weightless import noise_tolerant
+
+        overrides["noise_tolerant"] = False
+        with noise_tolerant(True, "schema answer"):
+            return structured_chat(
+                client,
+                model,
+                messages_or_prompt,
+                schema,
+                opts,
+                stream=stream,
+                compact=compact,
+                on_event=on_event,
+                **overrides,
+            )
+        return None
     thinking = bool(overrides.get("thinking", opts.thinking))
     warn_if_drafting(client, thinking)
     if compact:
