@@ -6,10 +6,14 @@ reasoning, text and tool calls, read into ``ChatResult``.
 
 from __future__ import annotations
 
+from typing import Literal
+
+import pydantic
 import pytest
 import test_client as tc
 
-from helpers.chat import apis
+from helpers.chat import apis, structured
+from helpers.errors import StructuredOutputInvalidError
 from helpers.server import endpoint
 
 PROMPT = "What is the capital of Japan?"  # cookbook/demo.yaml `extras`
@@ -69,6 +73,26 @@ def test_live_tool_call_is_read_from_each_api(live, api):
 def test_live_max_tokens_in_reasoning_reads_as_length(live, api):
     r = _call(live, api, PROMPT, max_tokens=5)
     assert r.finish_reason == "length" and r.content == "" and r.reasoning
+
+
+class Capital(pydantic.BaseModel):
+    city: Literal["Tokyo", "Paris", "Other"]
+    sure: bool
+
+
+@pytest.mark.server
+def test_live_schema_answer_on_each_api(live):
+    # Responses takes vLLM's structured_outputs: the compact grammar validates.
+    r = _call(live, "responses", PROMPT, max_tokens=128, schema=Capital)
+    assert isinstance(structured.validate_answer(r, Capital), Capital)
+    assert r.reasoning and "{" not in r.reasoning and r.finish_reason == "stop"
+    # Messages only has output_config.format (any whitespace): the stand-in runs on newlines
+    # to max_tokens, and the helper names it instead of returning a broken object.
+    m = _call(live, "messages", PROMPT, max_tokens=64, schema=Capital)
+    assert m.finish_reason == "length" and m.content.startswith("{\n")
+    assert m.raw.content[0].type == "thinking"  # reasoning still apart, unconstrained
+    with pytest.raises(StructuredOutputInvalidError, match="not valid JSON .cut off"):
+        structured.validate_answer(m, Capital)
 
 
 def _kinds(raw, api):

@@ -97,6 +97,9 @@ def responses_chat(
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     options: ChatOptions | None = None,
+    *,
+    schema: type | None = None,
+    compact: bool = True,
     **overrides: Any,
 ) -> ChatResult:
     """One turn on the Responses API (``client.responses.create``), read into a ChatResult.
@@ -110,6 +113,14 @@ def responses_chat(
             (as ``max_output_tokens``, tokens; ``None`` sends none: the server's limit),
             ``temperature``, ``top_p``, ``tools`` (converted by :func:`responses_tools`),
             ``tool_choice`` (strings only). Other ChatOptions fields are not sent.
+        schema: a pydantic model class to constrain the answer to (validate it with
+            :func:`helpers.chat.structured.validate_answer`). ``compact=True`` sends the
+            whitespace-free grammar as ``structured_outputs`` (``ResponsesRequest`` has the
+            field in vLLM 0.32.0), ``False`` the API's ``text.format`` json_schema. On the
+            stand-in both kept the reasoning apart and constrained only the message; the
+            ``text.format`` answer ran on newlines to ``max_output_tokens``
+            (:mod:`helpers.chat.structured` says why).
+        compact: see ``schema``.
 
     Returns:
         A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from the reasoning items,
@@ -142,6 +153,14 @@ def responses_chat(
         kwargs["tool_choice"] = opts.tool_choice
     extra_body = dict(extra.pop("extra_body", None) or {})
     extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
+    if schema is not None:
+        from helpers.chat.structured import compact_grammar_for, response_format_for
+
+        if compact:
+            extra_body["structured_outputs"] = {"grammar": compact_grammar_for(schema)}
+        else:
+            fmt = response_format_for(schema)["json_schema"]
+            kwargs["text"] = {"format": {"type": "json_schema", **fmt}}
     kwargs["extra_body"] = extra_body
     kwargs.update(extra)
     try:
@@ -254,6 +273,8 @@ def messages_chat(
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     options: ChatOptions | None = None,
+    *,
+    schema: type | None = None,
     **overrides: Any,
 ) -> ChatResult:
     """One turn on the Anthropic Messages API (``client.messages.create``), as a ChatResult.
@@ -269,6 +290,13 @@ def messages_chat(
             ``temperature`` and ``top_p`` (in the body: the SDK's typed call lacks them),
             ``tools`` (:func:`messages_tools`), ``tool_choice``
             (``"auto"``, ``"required"`` -> ``any``, ``"none"``).
+        schema: a pydantic model class to constrain the answer to, sent as
+            ``output_config={"format": {"type": "json_schema", "schema": ...}}``, which vLLM
+            0.32.0 maps to ``response_format`` (``_handle_output_config``). There is no
+            compact mode: ``AnthropicMessagesRequest`` has no ``structured_outputs`` field and
+            a ``structured_outputs`` in the body is silently ignored (measured on the
+            stand-in: unconstrained text, HTTP 200). Validate with
+            :func:`helpers.chat.structured.validate_answer`.
 
     Returns:
         A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from ``thinking`` blocks,
@@ -304,6 +332,11 @@ def messages_chat(
     )
     if system:
         kwargs["system"] = system
+    if schema is not None:
+        from helpers.chat.structured import response_format_for
+
+        fmt = response_format_for(schema)["json_schema"]["schema"]
+        kwargs["output_config"] = {"format": {"type": "json_schema", "schema": fmt}}
     if opts.tools:
         kwargs["tools"] = messages_tools(opts.tools)
     choice = opts.tool_choice
