@@ -201,6 +201,8 @@ def test_bad_arguments_name_the_fix(client):
         structured.structured_chat(client, tc.MODEL, PROMPT, {"type": "object"})
     with pytest.raises(TypeError, match="not `response_format`"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, response_format={})
+    with pytest.raises(TypeError, match="structured_chat: `options` must be"):
+        structured.structured_chat(client, tc.MODEL, PROMPT, Capital, {"thinking": False})
     with pytest.raises(TypeError, match="needs stream=True"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, on_event=print)
     assert issubclass(StructuredOutputInvalidError, StructuredOutputError)

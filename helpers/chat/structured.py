@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers.chat.parse import warn_from_caller
-from helpers.chat.request import ChatOptions
+from helpers.chat.request import ChatOptions, _options_from
 from helpers.chat.types import ChatResult, StreamEvent
 from helpers.errors import (
     SchemaNotEnforcedError,
@@ -276,14 +276,15 @@ def structured_chat(
         )
     if on_event is not None and not stream:
         raise TypeError("structured_chat: `on_event` needs stream=True.")
-    opts = options or ChatOptions()
-    if overrides.get("tools", opts.tools):
+    merged, _ = _options_from("structured_chat", options, overrides)  # checks the arguments
+    opts = options if options is not None else ChatOptions()
+    if merged.tools:
         raise TypeError(
             "structured_chat: `tools` are not sent with a schema answer (vLLM 0.32 refuses "
             "structured outputs with a named tool_choice). Run the tools first "
             "(run_tool_loop), then ask for the schema answer."
         )
-    if overrides.get("noise_tolerant", opts.noise_tolerant):  # weightless: report, not raise
+    if merged.noise_tolerant:  # weightless: report, not raise
         from helpers.weights.weightless import noise_tolerant
 
         overrides["noise_tolerant"] = False
@@ -300,8 +301,7 @@ def structured_chat(
                 **overrides,
             )
         return None
-    thinking = bool(overrides.get("thinking", opts.thinking))
-    warn_if_drafting(client, thinking)
+    warn_if_drafting(client, merged.thinking)
     if compact:
         extra_body = dict(overrides.pop("extra_body", None) or {})
         extra_body["structured_outputs"] = {"grammar": compact_grammar_for(schema)}
