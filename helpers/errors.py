@@ -61,6 +61,47 @@ class ResponseError(CookbookError, RuntimeError):
     """A model response cannot be used as asked (e.g. tool-call markup the server did not parse)."""
 
 
+class StructuredOutputError(ResponseError):
+    """A JSON-schema answer (:func:`helpers.chat.structured.structured_chat`) is not usable.
+
+    Attributes:
+        text: the reply's ``content`` exactly as the server sent it (``""`` when none).
+        reasoning: the reply's reasoning (``""`` when none).
+        finish_reason: the reply's ``finish_reason`` (``None`` when there was no reply).
+        errors: pydantic's validation errors (``[]`` unless the JSON did not validate).
+        server_message: the server's own error text (``""`` unless it refused the request).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        text: str = "",
+        reasoning: str = "",
+        finish_reason: str | None = None,
+        errors: list | None = None,
+        server_message: str = "",
+    ):
+        super().__init__(message)
+        self.text = text
+        self.reasoning = reasoning
+        self.finish_reason = finish_reason
+        self.errors = list(errors or [])
+        self.server_message = server_message
+
+
+class SchemaNotEnforcedError(StructuredOutputError):
+    """The server refused to constrain decoding to the schema (HTTP 400: a schema no
+    structured-output backend compiles, or a feature combination vLLM rejects)."""
+
+
+class StructuredOutputInvalidError(StructuredOutputError):
+    """The reply's ``content`` is not JSON, or JSON that does not validate (``.text``)."""
+
+
+class StructuredAnswerMissingError(StructuredOutputError):
+    """``max_tokens`` ran out while the model was still reasoning: no constrained answer."""
+
+
 class ServerConnectionError(CookbookError, ConnectionError):
     """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
     URL, another HTTP server, timeout). The message names the URL and what to do."""

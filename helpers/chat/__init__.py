@@ -2,6 +2,8 @@
 
 - ``completions``  ``chat()``: one request, parsed into a :class:`ChatResult`
 - ``stream``       ``stream_chat()``: typed events as they arrive
+- ``structured``   ``structured_chat()``: a JSON-schema answer, validated with pydantic
+- ``apis``         ``responses_chat()`` / ``messages_chat()``: the same turn on /v1/responses, /v1/messages
 - ``tools``        ``tool_schema`` and ``run_tool_loop``; ``toolargs`` checks and coerces arguments
 - ``display``      ``show``, ``print_stream``, ``budget_report``
 - ``types``        the result types and the warnings a reply can raise

@@ -48,7 +48,17 @@ _log = logging.getLogger("helpers.chat")
 # that called them, however deep the helper chain was.
 _CHAT_MODULES = frozenset(
     str(Path(__file__).with_name(f"{name}.py"))
-    for name in ("completions", "request", "parse", "types", "stream", "tools", "display")
+    for name in (
+        "completions",
+        "request",
+        "parse",
+        "types",
+        "stream",
+        "tools",
+        "display",
+        "structured",
+        "apis",
+    )
 )
 
 

@@ -1,0 +1,404 @@
+"""The same chat turn on vLLM's other two APIs: OpenAI Responses and Anthropic Messages.
+
+Coding agents and agent SDKs speak ``POST /v1/responses`` (the ``openai`` SDK's
+``client.responses.create``) or ``POST /v1/messages`` (the ``anthropic`` SDK); vLLM 0.32.0
+serves both next to chat completions. :func:`responses_chat` and :func:`messages_chat`
+send one turn on each, from the same :class:`~helpers.chat.request.ChatOptions`, and read
+the reply into the :class:`~helpers.chat.types.ChatResult` that
+:func:`~helpers.chat.completions.chat` returns (``raw`` holds the SDK's own object).
+
+What each returns with ``--reasoning-parser nemotron_v3 --tool-call-parser qwen3_coder``
+(vLLM 0.32.0 source; measured on the CPU stand-in, ``tests/test_apis.py``):
+
+- Responses (``vllm/entrypoints/openai/responses/serving.py``
+  ``_make_response_output_items``): the server's parser splits the text into a
+  ``{"type": "reasoning", "content": [{"type": "reasoning_text", ...}]}`` item, a
+  ``{"type": "message", "content": [{"type": "output_text", ...}]}`` item and one
+  ``{"type": "function_call", "call_id", "name", "arguments"}`` item per tool call;
+  ``usage.output_tokens_details.reasoning_tokens`` counts the reasoning; running out of
+  ``max_output_tokens`` gives ``status="incomplete"``. Thinking on or off is the request's
+  ``chat_template_kwargs.enable_thinking`` (a vLLM extension field, sent in ``extra_body``;
+  ``ResponsesRequest.build_chat_params`` also derives it from ``reasoning.effort``).
+- Messages (``vllm/entrypoints/anthropic/serving.py``): the request is converted to a chat
+  completion (same parsers), and the reply's reasoning comes back as a ``thinking`` block
+  (with a random ``signature``), the answer as a ``text`` block, each tool call as a
+  ``tool_use`` block with ``input`` already JSON-decoded; ``stop_reason`` is ``end_turn``,
+  ``max_tokens`` or ``tool_use``. ``usage`` has no reasoning count. ``max_tokens`` is
+  required by the API. Thinking on or off: ``chat_template_kwargs`` (vLLM accepts it on
+  ``AnthropicMessagesRequest``); ``thinking={"type": "disabled"}`` would instead send
+  ``reasoning_effort`` (``_handle_thinking``), which the Nemotron template does not read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
+from helpers.chat.types import ChatResult, ToolCall, Usage, _get
+from helpers.errors import ResponseError, ServerConnectionError
+
+# ─── tools in each API's shape ────────────────────────────────────────────────────────
+
+
+def _functions(tools: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    return [t["function"] for t in tools or []]
+
+
+def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Chat-completions function tools (``[{"type": "function", "function": {...}}]``, as
+    :func:`~helpers.chat.tools.tool_schema` builds them) in the Responses API's flat shape
+    ``{"type": "function", "name", "description", "parameters"}``."""
+    return [
+        {
+            "type": "function",
+            "name": f["name"],
+            "description": f.get("description") or "",
+            "parameters": f.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for f in _functions(tools)
+    ]
+
+
+def messages_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The same tools in the Anthropic Messages shape ``{"name", "description",
+    "input_schema"}``."""
+    return [
+        {
+            "name": f["name"],
+            "description": f.get("description") or "",
+            "input_schema": f.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for f in _functions(tools)
+    ]
+
+
+def _messages_of(fn: str, messages_or_prompt: Any) -> list[dict[str, Any]]:
+    if isinstance(messages_or_prompt, str):
+        return [{"role": "user", "content": messages_or_prompt}]
+    messages = [dict(m) for m in messages_or_prompt]
+    for m in messages:
+        if m.get("role") not in ("system", "user", "assistant") or not isinstance(
+            m.get("content"), str
+        ):
+            raise TypeError(
+                f"{fn}: each message must be {{'role': 'system'|'user'|'assistant', 'content': "
+                f"str}}; got {m!r:.100}. Tool turns differ per API: continue those with chat()."
+            )
+    return messages
+
+
+# ─── Responses API ────────────────────────────────────────────────────────────────────
+
+
+def responses_chat(
+    client: Any,
+    model: str,
+    messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    options: ChatOptions | None = None,
+    *,
+    schema: type | None = None,
+    compact: bool = True,
+    **overrides: Any,
+) -> ChatResult:
+    """One turn on the Responses API (``client.responses.create``), read into a ChatResult.
+
+    Args:
+        client: an ``openai.OpenAI`` client (:func:`~helpers.server.endpoint.make_client`).
+        model: the served model name.
+        messages_or_prompt: a prompt string, or ``{"role", "content": str}`` messages.
+        options: :class:`~helpers.chat.request.ChatOptions`; keywords override its fields.
+            Sent: ``thinking`` (``chat_template_kwargs.enable_thinking``), ``max_tokens``
+            (as ``max_output_tokens``, tokens; ``None`` sends none: the server's limit),
+            ``temperature``, ``top_p``, ``tools`` (converted by :func:`responses_tools`),
+            ``tool_choice`` (strings only). Other ChatOptions fields are not sent.
+        schema: a pydantic model class to constrain the answer to (validate it with
+            :func:`helpers.chat.structured.validate_answer`). ``compact=True`` sends the
+            whitespace-free grammar as ``structured_outputs`` (``ResponsesRequest`` has the
+            field in vLLM 0.32.0), ``False`` the API's ``text.format`` json_schema. On the
+            stand-in both kept the reasoning apart and constrained only the message; the
+            ``text.format`` answer ran on newlines to ``max_output_tokens``
+            (:mod:`helpers.chat.structured` says why).
+        compact: see ``schema``.
+
+    Returns:
+        A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from the reasoning items,
+        ``content`` from the ``output_text`` parts, ``tool_calls`` from the
+        ``function_call`` items (``id`` is the ``call_id``), ``finish_reason`` ``"length"``
+        (``status="incomplete"`` for ``max_output_tokens``), ``"tool_calls"`` or
+        ``"stop"``, ``usage`` (reasoning tokens included), ``raw`` the SDK ``Response``.
+
+    Raises:
+        TypeError / ValueError: a bad argument (the message names it).
+        ServerConnectionError: nothing answers at the client's URL.
+        ResponseError: the server refused the request (HTTP 4xx; its words quoted).
+    """
+    import openai
+
+    _check_client("responses_chat", client)
+    _check_model("responses_chat", model)
+    opts, extra = _options_from("responses_chat", options, overrides)
+    kwargs: dict[str, Any] = dict(
+        model=model,
+        input=_messages_of("responses_chat", messages_or_prompt),
+        temperature=opts.temperature,
+        top_p=opts.top_p,
+    )
+    if opts.max_tokens is not None:
+        kwargs["max_output_tokens"] = opts.max_tokens
+    if opts.tools:
+        kwargs["tools"] = responses_tools(opts.tools)
+    if isinstance(opts.tool_choice, str):
+        kwargs["tool_choice"] = opts.tool_choice
+    extra_body = dict(extra.pop("extra_body", None) or {})
+    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
+    if schema is not None:
+        from helpers.chat.structured import compact_grammar_for, response_format_for
+
+        if compact:
+            extra_body["structured_outputs"] = {"grammar": compact_grammar_for(schema)}
+        else:
+            fmt = response_format_for(schema)["json_schema"]
+            kwargs["text"] = {"format": {"type": "json_schema", **fmt}}
+    kwargs["extra_body"] = extra_body
+    kwargs.update(extra)
+    try:
+        response = client.responses.create(**kwargs)
+    except openai.APIConnectionError as e:
+        raise ServerConnectionError(
+            f"No vLLM server answers {client.base_url} (POST /v1/responses failed: "
+            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
+        ) from None
+    except openai.APIStatusError as e:
+        raise ResponseError(
+            f"The server refused POST /v1/responses (HTTP {e.status_code}): {_words(e)}"
+        ) from None
+    return parse_responses_reply(response)
+
+
+def parse_responses_reply(response: Any) -> ChatResult:
+    """A Responses API ``Response`` (SDK object or its JSON dict) as a ChatResult."""
+    reasoning: list[str] = []
+    content: list[str] = []
+    calls: list[ToolCall] = []
+    for item in _get(response, "output") or []:
+        kind = _get(item, "type")
+        if kind == "reasoning":
+            parts = _get(item, "content") or _get(item, "summary") or []
+            reasoning.extend(_get(p, "text") or "" for p in parts)
+        elif kind == "message":
+            for part in _get(item, "content") or []:
+                if _get(part, "type") == "output_text":
+                    content.append(_get(part, "text") or "")
+        elif kind == "function_call":
+            calls.append(
+                ToolCall.from_raw(
+                    _get(item, "call_id") or _get(item, "id"),
+                    _get(item, "name"),
+                    _get(item, "arguments"),
+                )
+            )
+    status = _get(response, "status")
+    if status == "incomplete":
+        why = _get(_get(response, "incomplete_details"), "reason")
+        finish = "length" if why in (None, "max_output_tokens") else str(why)
+    else:
+        finish = "tool_calls" if calls else "stop"
+    usage = _get(response, "usage")
+    details = _get(usage, "output_tokens_details")
+    return ChatResult(
+        reasoning="".join(reasoning),
+        content="".join(content),
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=Usage(
+            prompt_tokens=_get(usage, "input_tokens") or 0,
+            completion_tokens=_get(usage, "output_tokens") or 0,
+            reasoning_tokens=_get(details, "reasoning_tokens"),
+        ),
+        raw=response,
+    )
+
+
+# ─── Anthropic Messages API ───────────────────────────────────────────────────────────
+
+
+def make_anthropic_client(
+    base_url: str, api_key: str = "EMPTY", timeout: float = 600, max_retries: int = 0
+):
+    """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``.
+
+    Args:
+        base_url: ``http://host:port`` or ``http://host:port/v1`` (the SDK adds ``/v1``
+            itself, so a trailing ``/v1`` is dropped).
+        api_key: any key unless vLLM was launched with ``--api-key``.
+        timeout: seconds per request.
+        max_retries: SDK retries; 0 so a failing server shows its error at once.
+
+    Raises:
+        TypeError: ``base_url`` is not a string.
+        CookbookError (ResponseError): the ``anthropic`` package is not installed
+            (``pip install -r requirements.txt``).
+    """
+    if not isinstance(base_url, str):
+        raise TypeError(
+            f"make_anthropic_client: `base_url` must be a URL string like "
+            f"'http://127.0.0.1:8000'; got {type(base_url).__name__} (pass srv.base_url)."
+        )
+    try:
+        import anthropic
+    except ImportError:
+        raise ResponseError(
+            "The anthropic SDK is not installed: `pip install -r requirements.txt` (it pins "
+            "anthropic)."
+        ) from None
+    root = base_url.strip().rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    return anthropic.Anthropic(
+        base_url=root, api_key=api_key, timeout=timeout, max_retries=max_retries
+    )
+
+
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
+
+
+def messages_chat(
+    client: Any,
+    model: str,
+    messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    options: ChatOptions | None = None,
+    *,
+    schema: type | None = None,
+    **overrides: Any,
+) -> ChatResult:
+    """One turn on the Anthropic Messages API (``client.messages.create``), as a ChatResult.
+
+    Args:
+        client: from :func:`make_anthropic_client`.
+        model: the served model name.
+        messages_or_prompt: a prompt string, or ``{"role", "content": str}`` messages (a
+            ``system`` message becomes the top-level ``system``).
+        options: :class:`~helpers.chat.request.ChatOptions`; keywords override its fields.
+            ``max_tokens`` (tokens) is required here: the Messages API has no default.
+            Sent as well: ``thinking`` (``chat_template_kwargs.enable_thinking``),
+            ``temperature`` and ``top_p`` (in the body: the SDK's typed call lacks them),
+            ``tools`` (:func:`messages_tools`), ``tool_choice``
+            (``"auto"``, ``"required"`` -> ``any``, ``"none"``).
+        schema: a pydantic model class to constrain the answer to, sent as
+            ``output_config={"format": {"type": "json_schema", "schema": ...}}``, which vLLM
+            0.32.0 maps to ``response_format`` (``_handle_output_config``). There is no
+            compact mode: ``AnthropicMessagesRequest`` has no ``structured_outputs`` field and
+            a ``structured_outputs`` in the body is silently ignored (measured on the
+            stand-in: unconstrained text, HTTP 200). Validate with
+            :func:`helpers.chat.structured.validate_answer`.
+
+    Returns:
+        A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from ``thinking`` blocks,
+        ``content`` from ``text`` blocks, ``tool_calls`` from ``tool_use`` blocks,
+        ``finish_reason`` ``"stop"`` / ``"length"`` / ``"tool_calls"`` (from
+        ``stop_reason``), ``usage`` (no reasoning count: the API has none), ``raw`` the
+        SDK ``Message``.
+
+    Raises:
+        TypeError / ValueError: a bad argument, or no ``max_tokens``.
+        ServerConnectionError: nothing answers at the client's URL.
+        ResponseError: the server refused the request (HTTP 4xx; its words quoted).
+    """
+    import anthropic
+
+    _check_model("messages_chat", model)
+    if not hasattr(getattr(client, "messages", None), "create"):
+        raise TypeError(
+            "messages_chat: `client` must be an anthropic.Anthropic client: "
+            f"make_anthropic_client(url); got {type(client).__name__}."
+        )
+    opts, extra = _options_from("messages_chat", options, overrides)
+    if opts.max_tokens is None:
+        raise ValueError(
+            "messages_chat: the Messages API requires max_tokens (tokens): pass max_tokens=..."
+        )
+    messages = _messages_of("messages_chat", messages_or_prompt)
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    kwargs: dict[str, Any] = dict(
+        model=model,
+        max_tokens=opts.max_tokens,
+        messages=[m for m in messages if m["role"] != "system"],
+    )
+    if system:
+        kwargs["system"] = system
+    if schema is not None:
+        from helpers.chat.structured import response_format_for
+
+        fmt = response_format_for(schema)["json_schema"]["schema"]
+        kwargs["output_config"] = {"format": {"type": "json_schema", "schema": fmt}}
+    if opts.tools:
+        kwargs["tools"] = messages_tools(opts.tools)
+    choice = opts.tool_choice
+    if isinstance(choice, str):
+        kwargs["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
+    extra_body = dict(extra.pop("extra_body", None) or {})
+    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
+    # anthropic 2.15's typed Messages.create has no temperature / top_p; vLLM 0.32.0's
+    # AnthropicMessagesRequest still reads both, so they go in the body.
+    extra_body.setdefault("temperature", opts.temperature)
+    extra_body.setdefault("top_p", opts.top_p)
+    kwargs["extra_body"] = extra_body
+    kwargs.update(extra)
+    try:
+        message = client.messages.create(**kwargs)
+    except anthropic.APIConnectionError as e:
+        raise ServerConnectionError(
+            f"No vLLM server answers {client.base_url} (POST /v1/messages failed: "
+            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
+        ) from None
+    except anthropic.APIStatusError as e:
+        raise ResponseError(
+            f"The server refused POST /v1/messages (HTTP {e.status_code}): {_words(e)}"
+        ) from None
+    return parse_messages_reply(message)
+
+
+def parse_messages_reply(message: Any) -> ChatResult:
+    """An Anthropic ``Message`` (SDK object or its JSON dict) as a ChatResult."""
+    reasoning: list[str] = []
+    content: list[str] = []
+    calls: list[ToolCall] = []
+    for block in _get(message, "content") or []:
+        kind = _get(block, "type")
+        if kind == "thinking":
+            reasoning.append(_get(block, "thinking") or "")
+        elif kind == "text":
+            content.append(_get(block, "text") or "")
+        elif kind == "tool_use":
+            args = _get(block, "input")
+            raw = json.dumps(args) if args is not None else ""
+            calls.append(ToolCall.from_raw(_get(block, "id"), _get(block, "name"), raw))
+    stop = _get(message, "stop_reason")
+    usage = _get(message, "usage")
+    return ChatResult(
+        reasoning="".join(reasoning),
+        content="".join(content),
+        tool_calls=calls,
+        finish_reason=_STOP.get(stop, stop),
+        usage=Usage(
+            prompt_tokens=_get(usage, "input_tokens") or 0,
+            completion_tokens=_get(usage, "output_tokens") or 0,
+        ),
+        raw=message,
+    )
+
+
+def _words(e: Exception) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        text = err.get("message") if isinstance(err, Mapping) else body.get("message")
+    else:
+        text = None
+    return " ".join(str(text or e).split())[:300]

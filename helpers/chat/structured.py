@@ -1,0 +1,399 @@
+"""JSON-schema answers: vLLM's constrained decoding, validated with pydantic.
+
+:func:`structured_chat` constrains the answer to a pydantic model's JSON schema and validates
+the reply's ``content`` (the reasoning stays apart, in ``reasoning``) into an instance of that
+model. Two ways to send the schema (vLLM 0.32.0 source):
+
+- ``compact=True`` (default): the schema compiled client-side by ``xgrammar`` into a grammar
+  with no optional whitespace (``Grammar.from_json_schema(..., any_whitespace=False,
+  separators=(",", ":"))``), sent as vLLM's ``structured_outputs={"grammar": ...}`` in
+  ``extra_body``. Why: xgrammar's JSON grammar otherwise allows unbounded whitespace
+  between tokens, and vLLM 0.32.0 turns it off only server-wide
+  (``--structured-outputs-config.disable_any_whitespace``; the xgrammar backend reads the
+  server config, ``vllm/v1/structured_output/backend_xgrammar.py``, and ignores the
+  request's ``structured_outputs.disable_any_whitespace``). Measured on the CPU stand-in,
+  greedy: ``response_format`` gave ``"{"`` then newlines to ``max_tokens``
+  (``finish_reason="length"``, reasoning on and off; ``tests/data/responses/
+  structured_whitespace_runaway.json``), the compact grammar a valid object in 17 tokens
+  (thinking off). A weak or untrained model (the stand-in, random weights) needs this; a
+  trained model writes the JSON either way.
+- ``compact=False``: the OpenAI ``response_format={"type": "json_schema", "json_schema":
+  {"name", "schema", "strict"}}``, which ``ChatCompletionRequest`` turns into the same
+  ``StructuredOutputsParams(json=schema)`` as ``structured_outputs={"json": ...}``
+  (``structured_outputs_from_response_format``, ``vllm/entrypoints/generate/base/protocol.py``):
+  the field every SDK and agent harness sends.
+
+Not ``guided_json``: it is gone in 0.32.0 (``_REMOVED_GUIDED_FIELDS`` in
+``vllm/entrypoints/serve/engine/protocol.py``): accepted as an unknown extra field and
+ignored, so a request using it gets HTTP 200 with *unconstrained* output and only a log
+warning on the server (vllm-project/vllm #53975).
+
+With a reasoning parser (``--reasoning-parser nemotron_v3``) vLLM applies the grammar only
+after the reasoning ends (``StructuredOutputsConfig.enable_in_reasoning`` is ``False`` by
+default, ``vllm/config/structured_outputs.py``): the model reasons freely, writes
+``</think>``, then the answer is constrained. So a reasoning that runs to ``max_tokens``
+leaves no answer at all (:class:`~helpers.errors.StructuredAnswerMissingError`).
+
+What goes wrong is named (all :class:`~helpers.errors.StructuredOutputError`):
+
+- the server refuses to enforce the schema (HTTP 400: a schema no backend compiles, or a
+  combination vLLM rejects, e.g. ``structured_outputs`` with a named ``tool_choice``):
+  :class:`~helpers.errors.SchemaNotEnforcedError`, with the server's words;
+- ``content`` is not JSON, or JSON that does not validate:
+  :class:`~helpers.errors.StructuredOutputInvalidError`, carrying the text;
+- the reasoning used the whole ``max_tokens`` (``finish_reason == "length"``, empty
+  ``content``): :class:`~helpers.errors.StructuredAnswerMissingError`;
+- reasoning on and the server drafts (speculative decoding), a combination public reports
+  show broken: :class:`StructuredOutputDraftingWarning` (:data:`DRAFTING_REPORTS`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from helpers.chat.parse import warn_from_caller
+from helpers.chat.request import ChatOptions, _options_from
+from helpers.chat.types import ChatResult, StreamEvent
+from helpers.errors import (
+    SchemaNotEnforcedError,
+    StructuredAnswerMissingError,
+    StructuredOutputError,
+    StructuredOutputInvalidError,
+)
+
+#: Reports of constrained decoding breaking with drafting + a reasoning parser (vLLM tracker).
+DRAFTING_REPORTS = "vllm-project/vllm #34650, #44012, #47027, #48863"
+
+
+class StructuredOutputDraftingWarning(UserWarning):
+    """A JSON-schema answer with reasoning on was asked of a server that drafts.
+
+    The combination that breaks: speculative decoding (MTP, EAGLE, a draft model, DFlash)
+    + a reasoning parser + structured outputs + a request that reasons. vLLM applies the
+    grammar only after the reasoning ends; when ``</think>`` lands inside one step's drafted
+    tokens, the drafts after it must be masked and checked against the grammar, and on
+    several releases they were not: #34650 (structured output under speculative decoding
+    running unconstrained with delta-sensitive reasoning parsers; fixes #44297, merged June
+    2026, masks the rest of the window, #44993 advances the grammar across the boundary,
+    and #48516 names the doubled ``{{`` of #48228 as the same boundary bug). #44012 is the
+    Responses API's ``text.format`` json_schema escaping into the unconstrained reasoning
+    channel when a reasoning parser is on. #47027 and #48863 are cited by the cookbook's
+    issue for the same combination; their threads were not in the tracker copy searched.
+
+    In the code of the releases the cookbook offers: 0.28.0 masks the rest of a window after
+    a mid-window reasoning end but only "tolerates rejection" of those drafts
+    (``StructuredOutputManager.grammar_bitmask``, ``vllm/v1/structured_output/__init__.py``);
+    0.32.0 and 0.33.0 validate them (``validate_tokens``: the longest grammar-valid prefix of
+    the drafts, from ``_get_constraint_bounds``). Neither is measured on a drafting GPU
+    server here, so the helper warns on every drafting server and still validates the
+    answer. With ``thinking=False`` the template closes the think block in the prompt, the
+    grammar applies from the first token (``_CONSTRAINED_FROM_START``) and there is no
+    boundary to cross: no warning.
+    """
+
+
+@dataclass
+class StructuredResult:
+    """A validated JSON-schema answer.
+
+    Attributes:
+        value: the pydantic model instance validated from ``chat.content``.
+        chat: the turn as :class:`~helpers.chat.types.ChatResult` (reasoning apart from the
+            JSON ``content``, finish reason, token usage, the raw reply).
+        events: the stream's :class:`~helpers.chat.types.StreamEvent` s when streamed
+            (``[]`` otherwise).
+    """
+
+    value: Any
+    chat: ChatResult
+    events: list[StreamEvent]
+
+
+def response_format_for(schema: type, *, strict: bool = True) -> dict[str, Any]:
+    """The OpenAI ``response_format`` dict for a pydantic model class.
+
+    Args:
+        schema: a ``pydantic.BaseModel`` subclass; its ``model_json_schema()`` is sent.
+        strict: sent as ``json_schema.strict`` (vLLM enforces the schema either way).
+
+    Raises:
+        TypeError: ``schema`` is not a pydantic model class.
+    """
+    _check_schema("response_format_for", schema)
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema.__name__,
+            "schema": schema.model_json_schema(),
+            "strict": strict,
+        },
+    }
+
+
+def compact_grammar_for(schema: type) -> str:
+    """The schema as an xgrammar EBNF grammar with no optional whitespace (compact JSON:
+    ``{"a":1,"b":"x"}``), for vLLM's ``structured_outputs={"grammar": ...}``.
+
+    Args:
+        schema: a ``pydantic.BaseModel`` subclass.
+
+    Raises:
+        TypeError: ``schema`` is not a pydantic model class.
+        StructuredOutputError: ``xgrammar`` is not installed here (it comes with vLLM;
+            ``pip install xgrammar``, or pass ``compact=False``), or it cannot compile the
+            schema (the message quotes it).
+    """
+    _check_schema("compact_grammar_for", schema)
+    try:
+        import xgrammar
+    except ImportError:
+        raise StructuredOutputError(
+            "compact=True compiles the schema with xgrammar, which is not installed here: "
+            "`pip install xgrammar` (vLLM installs it), or pass compact=False to send "
+            "response_format instead."
+        ) from None
+    try:
+        grammar = xgrammar.Grammar.from_json_schema(
+            json.dumps(schema.model_json_schema()), any_whitespace=False, separators=(",", ":")
+        )
+    except Exception as e:  # noqa: BLE001 - xgrammar raises RuntimeError/ValueError by case
+        raise StructuredOutputError(
+            f"xgrammar cannot compile the schema of {schema.__name__}: {e}. Simplify the "
+            "schema, or pass compact=False to let the server's backend try it."
+        ) from None
+    return str(grammar)
+
+
+def _check_schema(fn: str, schema: Any) -> None:
+    import pydantic
+
+    if not (isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)):
+        raise TypeError(
+            f"{fn}: `schema` must be a pydantic model class (class Answer(pydantic.BaseModel): "
+            f"...); got {schema!r:.80}."
+        )
+
+
+def warn_if_drafting(client: Any, thinking: bool) -> bool:
+    """Warn (:class:`StructuredOutputDraftingWarning`) when a reasoning request goes to a
+    server that drafts; return whether it warned. The server's facts come from
+    :func:`helpers.chat.drafting.server_facts` (``/metrics``, ``/version``; cached).
+
+    Args:
+        client: an ``openai.OpenAI`` client of the server.
+        thinking: whether the request reasons; ``False`` never warns (no reasoning
+            boundary inside the drafts).
+    """
+    from helpers.chat.drafting import server_facts
+
+    if not thinking:
+        return False
+    facts = server_facts(client)
+    if not facts["drafting"]:
+        return False
+    release = facts["version"] or "an unknown release"
+    warn_from_caller(
+        StructuredOutputDraftingWarning,
+        f"This server drafts (speculative decoding; vLLM {release}) and constrained decoding "
+        "with a reasoning parser is reported broken there when the reasoning end (</think>) "
+        f"lands inside drafted tokens ({DRAFTING_REPORTS}): the answer may ignore the schema "
+        "or be invalid JSON. It is still validated here (StructuredOutputInvalidError if it "
+        "breaks); to avoid the combination pass thinking=False, or serve without "
+        "--speculative-config.",
+    )
+    return True
+
+
+def structured_chat(
+    client: Any,
+    model: str,
+    messages_or_prompt: str | Iterable[Mapping[str, Any]],
+    schema: type,
+    options: ChatOptions | None = None,
+    *,
+    stream: bool = False,
+    compact: bool = True,
+    on_event: Callable[[StreamEvent], None] | None = None,
+    **overrides: Any,
+) -> StructuredResult | None:
+    """Ask for an answer constrained to ``schema`` and return it validated.
+
+    Args:
+        client: from :func:`~helpers.server.endpoint.make_client`.
+        model: the served model name.
+        messages_or_prompt: a user prompt string, or OpenAI-format messages.
+        schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent as
+            ``response_format`` (:func:`response_format_for`) and ``content`` is validated
+            with ``schema.model_validate_json``.
+        options: a :class:`~helpers.chat.request.ChatOptions` (``thinking`` on or off,
+            ``max_tokens`` in tokens, sampling); keywords override its fields as in
+            :func:`~helpers.chat.completions.chat`. ``tools`` are refused: a schema answer
+            is the final answer.
+        stream: stream the turn (:func:`~helpers.chat.stream.stream_chat`); the JSON is
+            validated once the stream ends.
+        compact: ``True`` sends :func:`compact_grammar_for` (no optional whitespace: needs
+            ``xgrammar`` here); ``False`` sends the OpenAI ``response_format``
+            (:func:`response_format_for`). See the module notes for why.
+        on_event: called with each :class:`~helpers.chat.types.StreamEvent` as it arrives
+            (``stream=True`` only), e.g. to print the JSON as it is written.
+        **overrides: as in ``chat`` (``thinking=False``, ``max_tokens=...``, ``seed=...``).
+
+    Returns:
+        A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
+        ``None`` in weightless mode (``noise_tolerant=True``) when the answer failed on
+        noise text: what failed is printed instead of raised
+        (:func:`helpers.weights.weightless.noise_tolerant`).
+
+    Raises:
+        TypeError: ``schema`` is not a pydantic model class, ``tools`` or
+            ``response_format`` given (the helper sets it), ``on_event`` without ``stream``.
+        StructuredOutputError: ``compact=True`` without ``xgrammar``, or xgrammar cannot
+            compile the schema.
+        SchemaNotEnforcedError: the server answered HTTP 400 to the schema (the message
+            quotes it: a schema no structured-output backend compiles, a combination vLLM
+            rejects).
+        StructuredAnswerMissingError: ``finish_reason == "length"`` with no ``content``:
+            the reasoning used all of ``max_tokens`` before the constrained answer began.
+        StructuredOutputInvalidError: ``content`` is not JSON or does not validate against
+            ``schema`` (``.text`` holds it; ``.errors`` pydantic's errors).
+        ServerConnectionError, ResponseError: as ``chat``.
+
+    Warns:
+        StructuredOutputDraftingWarning: reasoning on and the server drafts
+            (:data:`DRAFTING_REPORTS`).
+        ReasoningTruncatedWarning: as ``chat`` (before the missing-answer error).
+    """
+    import openai
+
+    _check_schema("structured_chat", schema)
+    if "response_format" in overrides:
+        raise TypeError(
+            "structured_chat: pass the answer's shape as `schema` (a pydantic model class), "
+            "not `response_format`: the helper builds it."
+        )
+    if on_event is not None and not stream:
+        raise TypeError("structured_chat: `on_event` needs stream=True.")
+    merged, _ = _options_from("structured_chat", options, overrides)  # checks the arguments
+    opts = options if options is not None else ChatOptions()
+    if merged.tools:
+        raise TypeError(
+            "structured_chat: `tools` are not sent with a schema answer (vLLM 0.32 refuses "
+            "structured outputs with a named tool_choice). Run the tools first "
+            "(run_tool_loop), then ask for the schema answer."
+        )
+    if merged.noise_tolerant:  # weightless: report, not raise
+        from helpers.weights.weightless import noise_tolerant
+
+        overrides["noise_tolerant"] = False
+        with noise_tolerant(True, "schema answer"):
+            return structured_chat(
+                client,
+                model,
+                messages_or_prompt,
+                schema,
+                opts,
+                stream=stream,
+                compact=compact,
+                on_event=on_event,
+                **overrides,
+            )
+        return None
+    warn_if_drafting(client, merged.thinking)
+    if compact:
+        extra_body = dict(overrides.pop("extra_body", None) or {})
+        extra_body["structured_outputs"] = {"grammar": compact_grammar_for(schema)}
+        overrides["extra_body"] = extra_body
+    else:
+        overrides["response_format"] = response_format_for(schema)
+    events: list[StreamEvent] = []
+    try:
+        if stream:
+            from helpers.chat.stream import stream_chat
+
+            chat_stream = stream_chat(client, model, messages_or_prompt, opts, **overrides)
+            for event in chat_stream:
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+            result = chat_stream.result
+        else:
+            from helpers.chat.completions import chat
+
+            result = chat(client, model, messages_or_prompt, opts, **overrides)
+    except openai.BadRequestError as e:
+        raise SchemaNotEnforcedError(
+            f"The server refused to enforce the schema {schema.__name__} (HTTP 400): "
+            f"{_server_words(e)} Simplify the schema (drop features the backend lacks), or "
+            "send it without tools / structured_outputs alongside.",
+            server_message=_server_words(e),
+        ) from None
+    return StructuredResult(value=validate_answer(result, schema), chat=result, events=events)
+
+
+def _server_words(e: Exception) -> str:
+    body = getattr(e, "body", None)
+    text = body.get("message") if isinstance(body, Mapping) else None
+    return " ".join(str(text or e).split())
+
+
+def validate_answer(result: ChatResult, schema: type) -> Any:
+    """``schema`` validated from ``result.content`` (the reasoning is not read).
+
+    Args:
+        result: a turn from ``chat`` / ``stream_chat`` (or :func:`structured_chat`'s ``.chat``).
+        schema: a ``pydantic.BaseModel`` subclass.
+
+    Raises:
+        StructuredAnswerMissingError: ``finish_reason == "length"`` and ``content`` is empty.
+        StructuredOutputInvalidError: ``content`` is not JSON, or does not validate.
+    """
+    import pydantic
+
+    _check_schema("validate_answer", schema)
+    text = result.content or ""
+    if not text.strip():
+        if result.finish_reason == "length":
+            raise StructuredAnswerMissingError(
+                f"No answer: max_tokens ran out after {result.usage.completion_tokens} tokens "
+                f"while the model was still reasoning ({len(result.reasoning)} characters of "
+                "reasoning, empty content), and vLLM constrains only the answer after the "
+                "reasoning ends. Raise max_tokens, set a reasoning_budget, or pass "
+                "thinking=False.",
+                text=text,
+                reasoning=result.reasoning,
+                finish_reason=result.finish_reason,
+            )
+        raise StructuredOutputInvalidError(
+            f"The reply's content is empty (finish_reason={result.finish_reason!r}): no "
+            f"{schema.__name__} to validate.",
+            text=text,
+            reasoning=result.reasoning,
+            finish_reason=result.finish_reason,
+        )
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        cut = " (cut off at max_tokens)" if result.finish_reason == "length" else ""
+        raise StructuredOutputInvalidError(
+            f"The reply's content is not valid JSON{cut}: {e}. Text: {text[:200]!r}. Was the "
+            "schema enforced? (a server without structured outputs, a drafting server, or "
+            "max_tokens too small for the object).",
+            text=text,
+            reasoning=result.reasoning,
+            finish_reason=result.finish_reason,
+        ) from None
+    try:
+        return schema.model_validate_json(text)
+    except pydantic.ValidationError as e:
+        raise StructuredOutputInvalidError(
+            f"The reply's content is JSON but not a valid {schema.__name__}: "
+            f"{e.error_count()} error(s), first: {e.errors()[0]['msg']} at "
+            f"{'.'.join(str(p) for p in e.errors()[0]['loc']) or '(root)'}. Text: {text[:200]!r}.",
+            text=text,
+            reasoning=result.reasoning,
+            finish_reason=result.finish_reason,
+            errors=e.errors(),
+        ) from None
