@@ -12,7 +12,7 @@ from helpers.config import load, versions
 from helpers.config import resolve as recipes
 from helpers.config.versions import VllmInstall
 from helpers.errors import CookbookError, InstallError
-from helpers.machine import install
+from helpers.machine import gpu_wheels, install
 
 REG = load.load_registry()
 GPU_TARGETS = REG.gpu_targets()
@@ -333,10 +333,10 @@ def test_targets_that_run_flashinfer_get_its_kernels_pinned_to_their_vllm(target
     the plan adds flashinfer-cubin and flashinfer-jit-cache pinned to the flashinfer-python its
     vLLM release requires, from FlashInfer's own index (not on PyPI)."""
     cfg = recipes.resolve(target)
-    uses = install.flashinfer_uses(cfg)
+    uses = gpu_wheels.flashinfer_uses(cfg)
     assert "--mamba-backend flashinfer" in uses and "the top-k/top-p sampler" in uses
     p = plan(target, "pip", driver=None)
-    pin = install.FLASHINFER_PINS.get(cfg.vllm_version)
+    pin = gpu_wheels.FLASHINFER_PINS.get(cfg.vllm_version)
     if pin is None:  # the nightly: no recorded pin, vLLM's own command instead
         assert cfg.vllm_version == "nightly" and not any("flashinfer" in c for c in p.commands)
         assert any("vllm download-kernels" in n for n in p.notes)
@@ -351,21 +351,21 @@ def test_targets_that_run_flashinfer_get_its_kernels_pinned_to_their_vllm(target
 
 def test_flashinfer_pins_follow_each_offered_release():
     # vLLM 0.32.0 requires flashinfer-python==0.7.0.post1, 0.28.0 ==0.6.16.post3 (their wheels)
-    assert install.flashinfer_kernel_specs("0.32.0") == (
+    assert gpu_wheels.flashinfer_kernel_specs("0.32.0") == (
         "flashinfer-cubin==0.7.0.post1",
         "flashinfer-jit-cache==0.7.0.post1+cu130",
     )
     assert (
-        install.flashinfer_kernel_specs("0.28.0", "cu129")[1]
+        gpu_wheels.flashinfer_kernel_specs("0.28.0", "cu129")[1]
         == "flashinfer-jit-cache==0.6.16.post3+cu129"
     )
     for release in REG.model.offered_vllm_versions:
-        assert release in install.FLASHINFER_PINS
-    assert install.flashinfer_kernel_specs("0.32.0", "cu118") is None  # no jit-cache there
+        assert release in gpu_wheels.FLASHINFER_PINS
+    assert gpu_wheels.flashinfer_kernel_specs("0.32.0", "cu118") is None  # no jit-cache there
     # the stand-in runs no FlashInfer; a sampler switched off is not counted
-    assert install.flashinfer_uses(recipes.resolve("cpu")) == []
+    assert gpu_wheels.flashinfer_uses(recipes.resolve("cpu")) == []
     off = recipes.resolve("h100").with_args({}, VLLM_USE_FLASHINFER_SAMPLER="0")
-    assert "the top-k/top-p sampler" not in install.flashinfer_uses(off)
+    assert "the top-k/top-p sampler" not in gpu_wheels.flashinfer_uses(off)
 
 
 # ---- CUDA 12 drivers: the +cu129 build ----------------------------------------------------------

@@ -659,7 +659,7 @@ def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None
 
 
 def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    from helpers.machine import install
+    from helpers.machine import gpu_wheels
 
     before = text[max(0, m.start() - 8000) : m.start()]
     tb = before.rfind("Traceback (most recent call last)")
@@ -669,11 +669,11 @@ def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         None,
     )
     version = _spec_settings(text, config)[4] or _installed_vllm()
-    pin = _dist("flashinfer-python") or install.FLASHINFER_PINS.get(str(version))
+    pin = _dist("flashinfer-python") or gpu_wheels.FLASHINFER_PINS.get(str(version))
     cuda = (
-        install.CUDA12_VARIANT
+        gpu_wheels.CUDA12_VARIANT
         if "+cu12" in str(_installed_vllm())
-        else install.DEFAULT_CUDA_VARIANT
+        else gpu_wheels.DEFAULT_CUDA_VARIANT
     )
     where = f"{caller} " if caller else ""
     cause = (
@@ -683,8 +683,8 @@ def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     if pin:
         kernels = (
             f"install FlashInfer's prebuilt kernels pinned to flashinfer-python {pin}: pip install "
-            f"--no-deps --index-url {install.FLASHINFER_INDEX} flashinfer-cubin=={pin} and pip install "
-            f"--index-url {install.FLASHINFER_INDEX}/{cuda} flashinfer-jit-cache=={pin}+{cuda} "
+            f"--no-deps --index-url {gpu_wheels.FLASHINFER_INDEX} flashinfer-cubin=={pin} and pip install "
+            f"--index-url {gpu_wheels.FLASHINFER_INDEX}/{cuda} flashinfer-jit-cache=={pin}+{cuda} "
             "(helpers.machine.install plans them)"
         )
     else:
@@ -708,7 +708,7 @@ def _dist(name: str) -> str | None:
 
 
 def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    from helpers.machine import install
+    from helpers.machine import gpu_wheels, install
     from helpers.machine.gpus import cuda_from_nvml
 
     version = (
@@ -737,7 +737,7 @@ def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosi
         )
     fix = (
         f"{build}, which runs on any CUDA 12 driver (helpers.machine.install.ensure_vllm picks it "
-        f"from the driver's CUDA version), or update the NVIDIA driver to {install.CUDA13_DRIVER} "
+        f"from the driver's CUDA version), or update the NVIDIA driver to {gpu_wheels.CUDA13_DRIVER} "
         "or newer (CUDA 13) and keep the default wheel"
     )
     return Diagnosis("cuda_version_mismatch", cause, fix, _line_of(m, text))
