@@ -52,6 +52,7 @@ NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the late
 STANDIN_TARGET = "cpu"
 METHODS = ("auto", "uv", "pip", "docker", "colab")
 
+
 def cu129_install_command(vllm_version: str) -> str:
     """The pip command for vLLM ``vllm_version``'s +cu129 build and its torch (a CUDA 12 driver)."""
     text, _ = _vllm_commands(vllm_version, CUDA12_VARIANT, uv=False, colab=False)
