@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 
+from helpers.bench import sizing
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.errors import BenchError, RecipeError
@@ -49,7 +50,7 @@ def test_a_concurrency_far_above_max_num_seqs_is_capped_with_a_message(capsys):
     points = bench.sweep_points([1, 16, 64, 10000], input_len=64, output_len=16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        bounded = bench._bound_concurrency(points, _Server(cfg), cfg, "l4")
+        bounded = sizing._bound_concurrency(points, _Server(cfg), cfg, "l4")
     assert [p["concurrency"] for p in bounded] == [1, 16]
     assert bounded[1]["num_prompts"] == bench.default_num_prompts(16)
     msg = capsys.readouterr().out
@@ -57,16 +58,16 @@ def test_a_concurrency_far_above_max_num_seqs_is_capped_with_a_message(capsys):
         "concurrency 64, 10000 is far above what the server runs at once (--max-num-seqs 4)" in msg
     )
     assert "capped at 16 (4 x that)" in msg and "Raise --max-num-seqs" in msg
-    assert [w.category for w in caught] == [bench.ConcurrencyCappedWarning]
+    assert [w.category for w in caught] == [sizing.ConcurrencyCappedWarning]
     # a fleet runs max-num-seqs on each replica
     dep = deployment.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
-    capped = bench._bound_concurrency(
+    capped = sizing._bound_concurrency(
         bench.sweep_points([64], input_len=8, output_len=8), _Server(dep.base, dep), dep.base, "f"
     )
     assert [p["concurrency"] for p in capped] == [32]  # 4 x (--max-num-seqs 4 x 2 replicas)
     # within the bound, or a server whose limit is unknown (a URL): untouched
-    assert bench._bound_concurrency(points[:2], _Server(cfg), cfg, "l4") == points[:2]
-    assert bench._bound_concurrency(points, "http://h:1", None, "url") == points
+    assert sizing._bound_concurrency(points[:2], _Server(cfg), cfg, "l4") == points[:2]
+    assert sizing._bound_concurrency(points, "http://h:1", None, "url") == points
 
 
 @pytest.mark.parametrize(

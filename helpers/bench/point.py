@@ -277,7 +277,7 @@ def run_point(
             template adds a few more, reported in ``total_input_tokens``).
         out_dir: folder for ``<label>-c<concurrency>.json`` and its ``.log``.
         seed: ``--seed`` of the random dataset, used as is (see
-            :func:`helpers.bench.sweep.point_seed`).
+            :func:`helpers.bench.sizing.point_seed`).
         num_warmups: un-measured warm-up requests sent first.
         goodput: SLOs in ms, e.g. ``{"ttft": 500, "tpot": 50}`` (keys ``ttft``, ``tpot``,
             ``e2el``); adds ``request_goodput`` (req/s meeting all SLOs) to the JSON.

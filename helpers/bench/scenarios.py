@@ -92,7 +92,7 @@ class Scenario:
 
     def num_prompts_for(self, concurrency: int, floor: int = 16) -> int:
         """Prompts at one point: ``num_prompts`` if fixed, else ``prompts_per_concurrency``
-        x concurrency, else ``max(4 x concurrency, floor)`` (:func:`helpers.bench.sweep.default_num_prompts`)."""
+        x concurrency, else ``max(4 x concurrency, floor)`` (:func:`helpers.bench.sizing.default_num_prompts`)."""
         if self.num_prompts:
             return int(self.num_prompts)
         if self.prompts_per_concurrency:

@@ -47,7 +47,7 @@ fit this cookbook's needs:
   scrapes and a stall watch;
 - between runs it resets the prefix cache over ``/reset_prefix_cache``, which needs
   ``VLLM_SERVER_DEV_MODE=1`` on the served command; here every point has a seed of its own, so
-  no point is served from another's prefix cache (:func:`~helpers.bench.sweep.point_seed`);
+  no point is served from another's prefix cache (:func:`~helpers.bench.sizing.point_seed`);
 - its Pareto plot takes tokens per user as throughput / concurrency; the cookbook's is 1000 /
   mean TPOT (what a user sees while tokens stream; :func:`helpers.bench.results.load_results`).
 
