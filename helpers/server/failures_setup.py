@@ -1,0 +1,298 @@
+"""The sentences for start-up failures that come from what the machine and the downloads set
+up: hub access and disk space, a damaged checkpoint, the compile cache, CUDA and FlashInfer
+installs, kernels a GPU generation lacks. Same contract as :mod:`helpers.server.failures` (a
+builder gets the match, the log and the config, and returns a
+:class:`~helpers.server.failures.Diagnosis`); :mod:`helpers.server.diagnose` pairs each with its
+wording.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from helpers.server import vllm_log
+from helpers.server.failures import (
+    Diagnosis,
+    _installed_vllm,
+    _is_standin,
+    _line_of,
+    _spec_settings,
+)
+
+
+def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    repo = None
+    window = text[max(0, m.start() - 3000) : m.end() + 3000]
+    for url in re.finditer(vllm_log.HUB_REPO_URL, window):
+        if url.group(1).split("/")[0] not in ("docs", "api", "settings", "datasets", "spaces"):
+            repo = url.group(1).rstrip(".")
+            break
+    if repo is None and config is not None and getattr(config, "model", None):
+        repo = config.model
+    where = f"https://huggingface.co/{repo}" if repo else "the model page on huggingface.co"
+    return Diagnosis(
+        "gated_repo",
+        f"the hub refused the download of {repo or 'the model'} (gated repo: licence not accepted "
+        "or no token)",
+        f"accept the licence at {where} and set HF_TOKEN (or run `hf auth login`) before starting",
+        _line_of(m, text),
+    )
+
+
+def _hub_token_invalid(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.weights.hub import TOKENS_PAGE
+
+    repo = _hub_repo(m, text, config)
+    return Diagnosis(
+        "hub_token_invalid",
+        f"the hub refused the token sent for {repo or 'the model'} (HTTP 401: an invalid or "
+        "expired token; not a missing or gated repo)",
+        f"create a read token at {TOKENS_PAGE} and set HF_TOKEN to it (or `hf auth login`) "
+        "before starting, or unset HF_TOKEN if the repo is public",
+        _line_of(m, text),
+    )
+
+
+def _hub_repo(m: re.Match[str], text: str, config: Any) -> str | None:
+    """The repo id of a hub error: the match's own, a hub URL near it, else the config's model."""
+    repo = m.groupdict().get("repo")
+    if repo:
+        return repo.rstrip(".")
+    window = text[max(0, m.start() - 3000) : m.end() + 3000]
+    for url in re.finditer(vllm_log.HUB_REPO_URL, window):
+        if url.group(1).split("/")[0] not in ("docs", "api", "settings", "datasets", "spaces"):
+            return url.group(1).rstrip(".")
+    return getattr(config, "model", None) if config is not None else None
+
+
+def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.weights.hub import missing_repo_words
+
+    repo = _hub_repo(m, text, config)
+    status = re.search(vllm_log.HUB_STATUS, text[max(0, m.start() - 3000) : m.end() + 3000])
+    cause, fix = missing_repo_words(repo, int(status.group(1)) if status else None)
+    return Diagnosis("hub_repo_not_found", cause, fix, _line_of(m, text))
+
+
+def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    want, got = int(m.group("want")), int(m.group("got"))
+    return Diagnosis(
+        "humming_non_gated_moe",
+        f"this vLLM's Humming MoE kernel sized each expert's up-projection for a gated MLP "
+        f"({want} rows, gate + up) but Nemotron's experts are non-gated relu² ({got} rows); "
+        "vLLM 0.27.0 fixed it (vllm-project/vllm#49096), 0.26.0 has the bug",
+        "serve with --moe-backend marlin on this vLLM, or install vLLM 0.27.0 or newer "
+        "(the h100/h200 targets pin 0.28.0: helpers.machine.install)",
+        _line_of(m, text),
+    )
+
+
+def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    sm = m.group(1)
+    return Diagnosis(
+        "stochastic_rounding_sm90",
+        f"Triton's Mamba SSM-update kernel with stochastic rounding needs the cvt.rs "
+        f"instruction, which sm_{sm} lacks (Blackwell, compute capability 10.0, has it)",
+        "add --mamba-backend flashinfer (the recipe's Hopper choice, needs flashinfer-python) "
+        "or drop --enable-mamba-cache-stochastic-rounding and --mamba-cache-philox-rounds",
+        _line_of(m, text),
+    )
+
+
+def _ssu_mtp_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    return Diagnosis(
+        "ssu_mtp_sm90",
+        "speculative decoding runs FlashInfer's multi-token Mamba state update, whose horizontal "
+        "and vertical algorithms exist only for SM100+ (Blackwell); on this GPU only 'simple' "
+        "does (--mamba-ssu-algorithm horizontal is the Hopper choice without drafting)",
+        "drop --mamba-ssu-algorithm (FlashInfer's auto picks simple here) or pass "
+        "--mamba-ssu-algorithm simple while drafting; the registry does both for Hopper targets "
+        "(speculative.<mode>.hardware_overrides.hopper in cookbook/recipe.yaml)",
+        _line_of(m, text),
+    )
+
+
+def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    hub = re.search(vllm_log.HUB_DISK_SPACE, text)
+    if hub:
+        need, free, where = float(hub.group("need")), float(hub.group("free")), hub.group("dir")
+        cause = (
+            f"the disk ran out of space during the download: a {need:,.2f} MB file "
+            f"({need / 1000:.2f} GB) into {where}, which has {free:,.2f} MB ({free / 1000:.2f} GB) free"
+        )
+        evidence = _line_of(hub, text)
+    else:
+        where = ""
+        cause = "the disk ran out of space (No space left on device) while writing the weights or caches"
+        evidence = _line_of(m, text)
+    fix = (
+        "free disk space there (hf cache ls, then hf cache rm / hf cache prune: huggingface_hub 2.4.0's CLI), or point "
+        "HF_HOME / HF_HUB_CACHE at a disk with room for the checkpoint (NVFP4 ~18 GB, BF16 ~60 GB), "
+        "then start again"
+    )
+    return Diagnosis("disk_space", cause, fix, evidence)
+
+
+def _damaged_checkpoint(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    model = getattr(config, "model", None) if config is not None else None
+    folder = m.groupdict().get("path") or model or "the model folder"
+    standin = bool(model) and _is_standin(model)
+    fix = (
+        "rebuild with `build_standin_model(force=True)` (helpers.standin.build)"
+        if standin
+        else "download the checkpoint again (helpers.weights.download.download(..., force_download=True)); "
+        "helpers.standin.build.check_checkpoint(folder) finds the damaged file before launch"
+    )
+    what = (
+        "a weights file (.safetensors) is truncated or damaged"
+        if "afetensor" in m.group(0)
+        else (f"config.json of {folder} is not valid JSON")
+    )
+    return Diagnosis(
+        "damaged_checkpoint", f"the checkpoint is damaged: {what}", fix, _line_of(m, text)
+    )
+
+
+def cache_root_of(text: str, config: Any = None) -> str:
+    """The ``VLLM_CACHE_ROOT`` a launch really used: the helpers' log header, else the root of
+    an artifact path vLLM logged (``.../torch_compile_cache/...``), else the config's
+    ``VLLM_CACHE_ROOT``, else vLLM's default ``~/.cache/vllm`` (a log of another process says
+    nothing of this one's environment)."""
+    m = re.search(vllm_log.CACHE_HEADER, text or "", flags=re.MULTILINE)
+    if m:
+        return m.group(1)
+    for pattern in vllm_log.CACHE_PATHS:
+        m = re.search(pattern, text or "")
+        if m and "/torch_compile_cache" in m.group(1):
+            return m.group(1).split("/torch_compile_cache", 1)[0]
+    env = (getattr(config, "env", None) or {}) if config is not None else {}
+    return str(env.get("VLLM_CACHE_ROOT") or vllm_log.VLLM_DEFAULT_CACHE_ROOT)
+
+
+def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
+    loaded = "Directly load" in m.group(0) or "load failure" in m.group(0)
+    after = text[m.end() :]
+    if loaded:
+        # a cache load alone is the normal warm start: it counts only when the start then
+        # died in a traceback through the loaded artifact (or a GPU error of a foreign kernel)
+        tb = after.find("Traceback (most recent call last)")
+        if tb < 0 or not re.search(vllm_log.CACHE_CRASH, after[tb:]):
+            return None
+    root = cache_root_of(text, config)
+    folder = f"{root.rstrip('/')}/torch_compile_cache"
+    path = m.groupdict().get("path")
+    if "load failure" in m.group(0):
+        why = (m.groupdict().get("why") or "").strip().rstrip(".")
+        cause = (
+            f"the saved compile artifact {path} could not be loaded"
+            + (f" ({why})" if why else "")
+            + " and the start failed on it: the compile cache is damaged"
+        )
+    elif loaded:
+        cause = (
+            f"the start loaded a saved compile artifact ({path or 'from the cache'}) and crashed "
+            "running it: an artifact from another GPU, kernel build or vLLM release, or a damaged one"
+        )
+    else:
+        cause = (
+            "vLLM failed to load or compile the model from its compile cache: an earlier "
+            "compile failed or was cut short and left a damaged artifact"
+        )
+    advice = (
+        f" (vLLM's own message names {vllm_log.VLLM_DEFAULT_CACHE_ROOT}/torch_compile_cache; "
+        f"this launch's VLLM_CACHE_ROOT is {root})"
+        if root != vllm_log.VLLM_DEFAULT_CACHE_ROOT
+        else ""
+    )
+    fix = (
+        f"move {folder} aside (mv {folder} {folder}.bad) and start again, or start once with "
+        "VLLM_DISABLE_COMPILE_CACHE=1 (extra_env) to compile without the cache and see any real "
+        f"error{advice}"
+    )
+    return Diagnosis("compile_cache", cause, fix, _line_of(m, text))
+
+
+def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.machine import gpu_wheels
+
+    before = text[max(0, m.start() - 8000) : m.start()]
+    tb = before.rfind("Traceback (most recent call last)")
+    trace = before[tb:] if tb >= 0 else ""  # the frames of this error only
+    caller = next(
+        (what for what, pattern in vllm_log.FLASHINFER_CALLERS if re.search(pattern, trace)),
+        None,
+    )
+    version = _spec_settings(text, config)[4] or _installed_vllm()
+    pin = _dist("flashinfer-python") or gpu_wheels.FLASHINFER_PINS.get(str(version))
+    cuda = (
+        gpu_wheels.CUDA12_VARIANT
+        if "+cu12" in str(_installed_vllm())
+        else gpu_wheels.DEFAULT_CUDA_VARIANT
+    )
+    where = f"{caller} " if caller else ""
+    cause = (
+        f"FlashInfer tried to compile a kernel for {where}at its first use and found no CUDA "
+        f"compiler (no nvcc on PATH, no {m.group('home')}): a pip/uv install has no CUDA toolkit"
+    )
+    if pin:
+        kernels = (
+            f"install FlashInfer's prebuilt kernels pinned to flashinfer-python {pin}: pip install "
+            f"--no-deps --index-url {gpu_wheels.FLASHINFER_INDEX} flashinfer-cubin=={pin} and pip install "
+            f"--index-url {gpu_wheels.FLASHINFER_INDEX}/{cuda} flashinfer-jit-cache=={pin}+{cuda} "
+            "(helpers.machine.install plans them)"
+        )
+    else:
+        kernels = (
+            "install FlashInfer's prebuilt kernels for the installed flashinfer-python "
+            "(`vllm download-kernels`, or flashinfer-cubin / flashinfer-jit-cache of the same version)"
+        )
+    fix = f"{kernels}; or install a CUDA toolkit with nvcc and set CUDA_HOME to it"
+    if caller is None or "sampler" in caller:
+        fix += "; or, for the sampler alone, set VLLM_USE_FLASHINFER_SAMPLER=0 (vLLM's own sampler)"
+    return Diagnosis("flashinfer_no_nvcc", cause, fix, _line_of(m, text))
+
+
+def _dist(name: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    from helpers.machine import gpu_wheels, install
+    from helpers.machine.gpus import cuda_from_nvml
+
+    version = (
+        getattr(config, "vllm_version", None) if config is not None else None
+    ) or _installed_vllm()
+    gd = m.groupdict()
+    if gd.get("found"):
+        major, minor = cuda_from_nvml(int(gd["found"]))
+        cause = (
+            f"the NVIDIA driver supports CUDA {major}.{minor} (torch: found version {gd['found']}) "
+            "but this torch is a CUDA 13 build (PyPI's vLLM wheel and its torch 2.13.0 are built "
+            "for CUDA 13)"
+        )
+    else:
+        want = gd.get("want")
+        cause = (
+            f"vLLM's compiled kernels need the CUDA {want} runtime (libcudart.so.{want}) and this "
+            f"environment has none: PyPI's vLLM wheel is built for CUDA {want}, the torch or "
+            "system here for another CUDA (e.g. uv --torch-backend auto on a CUDA 12 driver)"
+        )
+    if version and version != "nightly":
+        build = f"reinstall vLLM's +cu129 build with its torch ({install.cu129_install_command(version)})"
+    else:
+        build = (
+            "reinstall vLLM's +cu129 build (the nightly's cu129 index) with PyTorch's cu129 torch"
+        )
+    fix = (
+        f"{build}, which runs on any CUDA 12 driver (helpers.machine.install.ensure_vllm picks it "
+        f"from the driver's CUDA version), or update the NVIDIA driver to {gpu_wheels.CUDA13_DRIVER} "
+        "or newer (CUDA 13) and keep the default wheel"
+    )
+    return Diagnosis("cuda_version_mismatch", cause, fix, _line_of(m, text))
