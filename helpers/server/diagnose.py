@@ -5,7 +5,7 @@ server dies or times out during start-up and puts the result in
 :class:`helpers.errors.ServerStartError`; a notebook can call it on any log text
 (``print(diagnose(text, config=cfg))``: one sentence, what happened and what to change).
 :data:`CATALOGUE` is tried in order, specific entries before broad ones; each entry's wording
-is in :data:`helpers.server.vllm_log.FAILURES` with its source file and the releases read
+is in :data:`helpers.server.failure_wordings.FAILURES` with its source file and the releases read
 (:func:`catalogue_frame` lists them), its sentence in :mod:`helpers.server.failures`. What a
 *running* server's log shows wrong is :func:`helpers.server.review.review`.
 """
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.server import vllm_log
+from helpers.server import failure_wordings
 from helpers.server.failures import (
     Builder,
     Diagnosis,
@@ -76,13 +76,13 @@ class CatalogueEntry:
 
     @classmethod
     def of(cls, name: str, build: Builder) -> CatalogueEntry:
-        """The entry for ``name``: its wording from :data:`helpers.server.vllm_log.FAILURES`."""
-        w = vllm_log.FAILURES[name]
+        """The entry for ``name``: its wording from :data:`helpers.server.failure_wordings.FAILURES`."""
+        w = failure_wordings.FAILURES[name]
         return cls(name, w.patterns, build, w.source, w.checked)
 
 
 #: The known failures, tried in this order (specific before broad: the Mamba cache-block
-#: check before the generic out-of-memory one); wordings in helpers.server.vllm_log.FAILURES.
+#: check before the generic out-of-memory one); wordings in helpers.server.failure_wordings.FAILURES.
 CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry.of("damaged_checkpoint", _damaged_checkpoint),
     CatalogueEntry.of("max_model_len_too_long", _max_len_too_long),
