@@ -34,11 +34,10 @@ from helpers.bench.metrics import (
     spec_decode_counters,
 )
 from helpers.bench.point import (
-    CHAT_BACKEND,
-    CHAT_ENDPOINT,
     _check_tokenizer,
     _run_bench_main,
     _safe,
+    chat_target_args,
 )
 from helpers.bench.results import read_point
 from helpers.config.evalsets import load_items
@@ -143,12 +142,7 @@ def measure_acceptance(
     json_path, log_path = folder / f"{stem}.json", folder / f"{stem}.log"
     dataset = f"{REAL_DATASET}:{item_set}"
     argv = [
-        "--backend", CHAT_BACKEND,
-        "--endpoint", CHAT_ENDPOINT,
-        "--base-url", root,
-        "--model", model,
-        "--served-model-name", model,
-        "--tokenizer", str(tokenizer),
+        *chat_target_args(root, model, tokenizer),
         "--dataset-name", "custom",
         "--dataset-path", str(data),
         "--custom-output-len", str(int(output_len)),

@@ -231,6 +231,21 @@ def _run_bench_main(
     return outcome["result"]
 
 
+def chat_target_args(root: str, model: str, tokenizer: str | Path) -> list[str]:
+    """The ``vllm bench serve`` flags that aim it at a server's chat endpoint: backend,
+    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too) and the
+    ``tokenizer`` folder. Shared by :func:`run_point` and
+    :func:`helpers.bench.acceptance.measure_acceptance`."""
+    return [
+        "--backend", CHAT_BACKEND,
+        "--endpoint", CHAT_ENDPOINT,
+        "--base-url", root,
+        "--model", model,
+        "--served-model-name", model,
+        "--tokenizer", str(tokenizer),
+    ]  # fmt: skip
+
+
 def run_point(
     base_url: str,
     model: str,
@@ -314,12 +329,7 @@ def run_point(
     json_path, log_path = out / f"{stem}.json", out / f"{stem}.log"
 
     argv = [
-        "--backend", CHAT_BACKEND,
-        "--endpoint", CHAT_ENDPOINT,
-        "--base-url", root,
-        "--model", model,
-        "--served-model-name", model,
-        "--tokenizer", str(tokenizer),
+        *chat_target_args(root, model, tokenizer),
         "--dataset-name", "random",
         "--random-input-len", str(int(input_len)),
         "--random-output-len", str(int(output_len)),
