@@ -22,6 +22,7 @@ from typing import Any
 
 from helpers.errors import BenchError
 from helpers.server import httpio
+from helpers.server.endpoint import server_root  # noqa: F401 - the bench's name for it
 
 #: Prometheus counters of speculative decoding (``vllm/v1/spec_decode/metrics.py``).
 SPEC_DECODE_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -254,16 +255,6 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
         "spec_decode_level": "ok",
         "spec_decode_verdict": f"{length:.2f} tokens per target step",
     }
-
-
-def server_root(base_url: str) -> str:
-    """The server root for ``/metrics``, ``/health`` and ``vllm bench serve --base-url``.
-
-    Args:
-        base_url: ``http://host:port`` or the OpenAI base ``http://host:port/v1``.
-    """
-    url = base_url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
 from helpers.chat.types import ChatResult, ToolCall, Usage, _get
 from helpers.errors import ResponseError, ServerConnectionError
+from helpers.server.endpoint import server_root
 
 # ─── tools in each API's shape ────────────────────────────────────────────────────────
 
@@ -253,8 +254,7 @@ def make_anthropic_client(
             "The anthropic SDK is not installed: `pip install -r requirements.txt` (it pins "
             "anthropic)."
         ) from None
-    root = base_url.strip().rstrip("/")
-    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    root = server_root(base_url.strip())
     return anthropic.Anthropic(
         base_url=root, api_key=api_key, timeout=timeout, max_retries=max_retries
     )

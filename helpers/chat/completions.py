@@ -38,6 +38,7 @@ from helpers.chat.types import (
     _get,
 )
 from helpers.errors import ResponseError, ServerConnectionError
+from helpers.server.endpoint import server_root
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
@@ -211,7 +212,7 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
     import openai
 
     url = _client_url(client)
-    root = url[: -len("/v1")] if url.endswith("/v1") else url
+    root = server_root(url)
     if isinstance(e, openai.APITimeoutError):
         return ServerConnectionError(
             f"The server at {url} did not answer {what} within the client's timeout: it may "

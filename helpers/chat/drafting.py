@@ -23,6 +23,8 @@ import warnings
 import weakref
 from typing import Any
 
+from helpers.server.endpoint import server_root
+
 #: The reports of the budget ignored while drafting.
 REPORTS = "vllm-project/vllm #39573, #54906"
 #: A counter vLLM registers only when the server runs speculative decoding
@@ -39,8 +41,7 @@ _FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _root(client: Any) -> str:
-    url = str(getattr(client, "base_url", "") or "").rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return server_root(str(getattr(client, "base_url", "") or ""))
 
 
 def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:

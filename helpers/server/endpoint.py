@@ -199,6 +199,16 @@ class ServerEndpoint:
             return False
 
 
+def server_root(base_url: str) -> str:
+    """The server root for ``/metrics``, ``/health``, ``/version`` and ``vllm bench serve --base-url``.
+
+    Args:
+        base_url: ``http://host:port`` or the OpenAI base ``http://host:port/v1``.
+    """
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 def make_client(base_url: str, api_key: str = "EMPTY", timeout: float = 600, max_retries: int = 0):
     """An ``openai.OpenAI`` client for a vLLM server.
 
