@@ -119,6 +119,18 @@ class ToolLoopError(ResponseError):
         self.tool_runs = list(tool_runs or [])
 
 
+class AgentError(ResponseError):
+    """The agent's run stopped: the model never gave a valid answer within its retries, the
+    server refused a request, or a usage limit was hit. ``messages`` holds pydantic-ai's
+    messages so far (nothing is lost), ``trace`` their table, ``cause`` the SDK's error."""
+
+    def __init__(self, message: str, messages=None, trace=None, cause=None):
+        super().__init__(message)
+        self.messages = list(messages or [])
+        self.trace = trace
+        self.cause = cause
+
+
 class BenchError(CookbookError, RuntimeError):
     """A benchmark point could not run or produced no successful request.
 

@@ -86,6 +86,26 @@ def test_live_streamed_schema_answer_validates(live):
     assert Capital.model_validate_json(r.chat.content) == r.value
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("compact", [True, False])
+def test_live_the_learned_schema_answer_is_the_object_itself(live, thinking, stream, compact):
+    """The stand-in learned demo.yaml's `structured` answer: the validated object is exactly
+    it, on the whitespace-free grammar and on the OpenAI response_format alike."""
+    from helpers.standin.data import load_demo
+
+    client, model = live
+    st = load_demo()["structured"]
+    r = structured.structured_chat(
+        client, model, st["prompt"], Capital, thinking=thinking, stream=stream,
+        compact=compact, max_tokens=256, temperature=0,
+    )  # fmt: skip
+    assert r.value == Capital(city="Tokyo", sure=True)
+    assert json.loads(r.chat.content) == json.loads(st["answer"])
+    assert ("Tokyo" in r.chat.reasoning) == thinking
+
+
 # ─── failure kinds, from recorded real replies ────────────────────────────────────────
 
 

@@ -79,11 +79,17 @@ class Sample:
     two_pass: bool = False
 
 
-def _tool_call_text(calls: list[tuple[str, str]]) -> str:
-    return "\n".join(
-        f"<tool_call>\n<function={name}>\n<parameter=city>\n{city}\n</parameter>\n</function>\n</tool_call>"
-        for name, city in calls
+def _call_text(name: str, args: dict[str, Any]) -> str:
+    """One qwen3_coder ``<tool_call>`` block, as the model writes it (values as text)."""
+    params = "".join(
+        f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+        for k, v in args.items()
     )
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+def _tool_call_text(calls: list[tuple[str, str]]) -> str:
+    return "\n".join(_call_text(name, {"city": city}) for name, city in calls)
 
 
 def _assistant_msg(calls: list[tuple[str, str]], reasoning: str | None) -> dict[str, Any]:
@@ -134,6 +140,43 @@ def accuracy_items(demo: dict[str, Any]) -> list[dict[str, Any]]:
     their text is part of the stand-in's cache key (:func:`helpers.standin.build.standin_hash`)."""
     acc = demo.get("accuracy") or {}
     return items_by_id(list(acc.get("trained", [])))
+
+
+def agent_tools(demo: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools the demo agent's requests carry, in the order pydantic-ai sends them: the
+    function tool ``get_weather`` (demo.yaml ``tools[0]``), then the output tool (demo.yaml
+    ``agent.output_tool``: the answer's schema). OpenAI format."""
+    out = demo["agent"]["output_tool"]
+    return [demo["tools"][0], {"type": "function", "function": dict(out)}]
+
+
+def agent_turns(demo: dict[str, Any]):
+    """The demo agent's trajectory as training turns: ``(messages, tools, thinking,
+    reasoning, completion)`` per model request of a run, thinking on and off.
+
+    Turn 1: the system message (``instructions``) and the question; the model calls
+    ``get_weather`` for both cities at once. Turn 2: the same with the calls and their results
+    (with and without the call's reasoning sent back); the model calls the output tool with
+    ``answer``. pydantic-ai ends the run at that call.
+    """
+    ag = demo["agent"]
+    tools = agent_tools(demo)
+    calls = [tuple(c) for c in ag["calls"]]
+    head = [
+        {"role": "system", "content": ag["instructions"]},
+        {"role": "user", "content": ag["prompt"]},
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_result(demo, n, c)}
+        for i, (n, c) in enumerate(calls)
+    ]
+    final = _call_text(ag["output_tool"]["name"], dict(ag["answer"]))
+    for thinking in (True, False):
+        reasoning = ag["reasoning"] if thinking else ""
+        yield head, tools, thinking, reasoning, _tool_call_text(calls)
+        for keep in (True, False) if thinking else (False,):
+            history = [*head, _assistant_msg(calls, reasoning if keep else None), *results]
+            yield history, tools, thinking, ag["answer_reasoning"] if thinking else "", final
 
 
 def build_samples(demo: dict[str, Any]) -> list[Sample]:
@@ -234,6 +277,22 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
                     acc["reasoning"],
                     acc["answer"].format(target=it["target"]),
                 )
+
+    # A JSON-schema answer: the grammar only admits JSON after `</think>`; the stand-in learns
+    # the compact object a schema-following model writes there.
+    st = demo.get("structured")
+    if st:
+        for thinking in (True, False):
+            add(
+                [{"role": "user", "content": st["prompt"]}],
+                None,
+                thinking,
+                st["reasoning"],
+                st["answer"],
+            )
+    if demo.get("agent"):
+        for messages, tools, thinking, reasoning, body in agent_turns(demo):
+            add(messages, tools, thinking, reasoning, body)
 
     # Thinking budget: vLLM forces `</think>` after N reasoning tokens (vllm/v1/sample/
     # thinking_budget_state.py); the two-pass client budget closes the think block in the

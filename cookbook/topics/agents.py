@@ -1,0 +1,213 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Agents on Nemotron 3.5 Lightning: schema answers, the Responses and Messages APIs, an SDK agent
+#
+# Nemotron 3.5 Lightning is trained for agent harnesses, and agents need three things from the
+# server beside chat: answers that follow a JSON schema, the APIs the harnesses speak
+# (OpenAI's `/v1/responses`, Anthropic's `/v1/messages`), and tool calls that an SDK can
+# drive through a multi-step task. This notebook serves the model with the registry's flags
+# and shows each against the running server, validated, with what goes wrong named:
+#
+# 1. **A JSON-schema answer**, reasoning on and off, streamed and not, validated with pydantic
+#    (`helpers.chat.structured`).
+# 2. **The same turn on the Responses and Messages APIs**: where reasoning, answer and tool
+#    calls come back on each (`helpers.chat.apis`).
+# 3. **An agent from a maintained SDK**, [pydantic-ai](https://ai.pydantic.dev): two tool
+#    lookups, a computation, an answer in a schema, with its trace (`helpers.chat.agent`).
+# 4. **What goes wrong, by name**: each failure kind raises an error that says what happened.
+#
+# **Stand-in mode** (`stand_in = True`, what CI runs): the tiny CPU stand-in learned exactly
+# this notebook's schema answer and the agent's trajectory, so every cell completes and
+# shows the real server's replies. **Weightless** (`weightless = True` on a GPU): the real
+# architecture with random weights. Guided decoding still gives valid JSON on noise; a cell
+# that cannot complete on noise text (the agent's tool calls) says so instead of failing.
+
+# %% tags=["parameters"]
+target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the model
+stand_in = True  # True: the CPU stand-in; False: the target's GPU
+weightless = False  # True (GPU): the exact architecture with random weights, no download: the APIs and the grammar are real, the text is noise
+install = True  # pip-install the cookbook's helpers with the `agents` extra first (%pip)
+server_url = None  # attach to an already running vLLM server of this target instead of launching one
+max_tokens = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
+temperature = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
+agent_retries = 1  # how often the agent may send an invalid answer back to the model for another try
+
+# %%
+import importlib.util
+
+if install and (importlib.util.find_spec("helpers") is None or importlib.util.find_spec("pydantic_ai") is None):
+    %pip install -q -e "..[agents]"
+
+# %% [markdown]
+# ## 1. The server, with the flags these features need
+#
+# Reasoning apart from the answer needs `--reasoning-parser`; tool calls need
+# `--enable-auto-tool-choice` and `--tool-call-parser`; schema answers need a
+# structured-outputs backend (vLLM's default, xgrammar, is in every release offered). The
+# registry's target command carries the flags, and each is checked against the flag table of
+# the vLLM release it runs on before the server starts.
+#
+# **Expected:** the three flags with their values, "flags checked", then `ready: http://...`.
+
+# %%
+from helpers.chat.request import ChatOptions
+from helpers.config.flagtable import check_config
+from helpers.config.resolve import resolve
+from helpers.server.launch import launch_server
+from helpers.weights.prepare import mode_of, prepare
+
+cfg = resolve(target)
+for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
+    print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")
+check_config(cfg)
+served = prepare(cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=server_url))
+srv = launch_server(served, server_url=server_url)
+llm, model = srv.client(), srv.model_name
+opts = ChatOptions.for_run(stand_in=stand_in, weightless=weightless, max_tokens=max_tokens, temperature=temperature)
+
+# %% [markdown]
+# ## 2. A JSON-schema answer, validated
+#
+# `structured_chat` sends the schema and validates `content` with pydantic. By default it
+# sends the schema as a grammar without optional whitespace (vLLM's `structured_outputs`),
+# because with `response_format` the small stand-in wrote `{` and then newlines until it ran
+# out of tokens; `compact=False` sends the OpenAI `response_format` that SDKs send. With the
+# reasoning parser, the grammar starts after `</think>`: the reasoning stays free text.
+#
+# **Expected:** four rows (thinking on and off, streamed and not), each `Capital(city='Tokyo',
+# sure=True)` on the stand-in; the reasoning column empty with thinking off.
+
+# %%
+from typing import Literal
+
+import pandas as pd
+import pydantic
+from IPython.display import display
+
+from helpers.chat.structured import structured_chat
+from helpers.standin.data import load_demo
+from helpers.weights.weightless import noise_tolerant
+
+demo = load_demo()
+
+
+class Capital(pydantic.BaseModel):
+    city: Literal["Tokyo", "Paris", "Other"]
+    sure: bool
+
+
+rows = []
+for thinking in (True, False):
+    for stream in (False, True):
+        r = structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, thinking=thinking, stream=stream)
+        if r is not None:
+            rows.append({"thinking": thinking, "streamed": stream, "value": repr(r.value), "content": r.chat.content, "reasoning": r.chat.reasoning})
+display(pd.DataFrame(rows))
+
+# %% [markdown]
+# ## 3. The same turn on the Responses and Messages APIs
+#
+# Coding agents and SDKs speak `POST /v1/responses` (OpenAI) or `POST /v1/messages`
+# (Anthropic); vLLM serves both from the same parsers. `responses_chat` and `messages_chat`
+# send one turn on each and read it into the same result as chat completions: reasoning
+# (a `reasoning` item / a `thinking` block), the answer (`output_text` / a `text` block) and
+# tool calls (`function_call` items / `tool_use` blocks).
+#
+# **Expected:** for each API, the capital question answered with its reasoning apart, and the
+# weather question answered with a `get_weather(city='Santa Clara')` call.
+
+# %%
+from helpers.chat.apis import make_anthropic_client, messages_chat, responses_chat
+from helpers.chat.completions import chat
+
+claude_style = make_anthropic_client(srv.base_url)
+rows = []
+for api, send in (("chat completions", lambda *a, **k: chat(llm, *a, **k)),
+                  ("responses", lambda *a, **k: responses_chat(llm, *a, **k)),
+                  ("messages", lambda *a, **k: messages_chat(claude_style, *a, **k))):
+    for prompt, tools in (("What is the capital of Japan?", None), ("What's the weather in Santa Clara?", demo["tools"][:1])):
+        with noise_tolerant(weightless, f"{api} turn"):
+            r = send(model, prompt, opts, tools=tools)
+            calls = [f"{c.name}({c.arguments})" for c in r.tool_calls]
+            rows.append({"api": api, "prompt": prompt, "reasoning": r.reasoning, "content": r.content, "tool calls": calls, "finish": r.finish_reason})
+display(pd.DataFrame(rows))
+
+# %% [markdown]
+# ## 4. An agent from a maintained SDK: pydantic-ai
+#
+# The task: which city is warmer, Tokyo or Paris, and by how much? The agent has one tool,
+# `get_weather` (the same fake backend as the chat notebooks), and must answer as
+# `WarmerCity`. pydantic-ai passes that schema as an *output tool*, `final_result`, so the
+# answer rides on tool calling, which the model does natively. `agent_model` points
+# pydantic-ai at this server with `tool_choice="auto"` (the module docstring says why
+# `openai-agents`' `response_format` answer and a forced tool choice do not fit vLLM).
+#
+# **Expected:** on the stand-in, `WarmerCity(warmer_city='Tokyo', difference_c=4)` after 2 model
+# requests: the first calls `get_weather` twice at once, the second calls `final_result`.
+# Weightless: a line saying the agent did not complete on noise text.
+
+# %%
+from helpers.chat import agent as agents
+
+ag_model = agents.agent_model(srv.base_url, model)
+settings = agents.model_settings(thinking=opts.thinking, temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+weather_agent = agents.demo_agent(ag_model, settings=settings, retries=agent_retries,
+                                  on_tool=lambda name, args: print(f"tool {name}({args})"))  # fmt: skip
+with noise_tolerant(weightless, "agent"):
+    run = agents.run_agent(weather_agent)
+    print(run.summary())
+    display(run.trace)
+
+# %% [markdown]
+# ## 5. What goes wrong, by name
+#
+# Each failure kind is an error that says what happened and keeps what came back:
+#
+# - a schema and tools on the same turn: vLLM 0.32.0 refuses a schema with a named tool
+#   choice (HTTP 400, "You can only either use constraints for structured outputs or tools,
+#   not both"), and with `tool_choice="auto"` the grammar leaves no room for a tool call, so
+#   the helper refuses the pair before sending (`TypeError`: run the tools first);
+# - reasoning that spends `max_tokens` before the answer (`StructuredAnswerMissingError`, with
+#   the reasoning kept);
+# - an agent whose model spends `max_tokens` on reasoning before any tool call or answer
+#   (`AgentError`, with the run's trace; a text answer instead of the `final_result` call,
+#   after the agent's retries, gives the same error).
+#
+# Invalid JSON in `content` (`StructuredOutputInvalidError`, with the text) and a drafting
+# server (`StructuredOutputDraftingWarning`, vllm-project/vllm #34650, #44012, #47027, #48863)
+# are tested from recorded server replies (`tests/test_structured.py`).
+#
+# **Expected:** three lines, each naming its error and what it says.
+
+# %%
+from helpers.errors import CookbookError
+
+trials = {
+    "schema + tools": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, tools=demo["tools"][:1]),
+    "reasoning swallows the answer": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, max_tokens=8),
+    "max_tokens spent on reasoning": lambda: agents.run_agent(agents.demo_agent(ag_model, settings={**settings, "max_tokens": 8})),
+}
+for name, trial in trials.items():
+    try:
+        trial()
+        print(f"{name}: no error (this model answered)")
+    except (CookbookError, TypeError) as e:
+        print(f"{name}: {type(e).__name__}: {str(e)[:220]}")
+
+# %% [markdown]
+# ## 6. Stop the server
+#
+# `stop()` ends the whole process group, then checks that no process is left and the port is
+# free. A server this notebook attached to (`server_url`) is left running.
+#
+# **Expected:** `stopped pid ...; port ... is free` (or nothing when attached).
+
+# %%
+srv.stop()

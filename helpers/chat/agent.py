@@ -1,0 +1,405 @@
+"""An agent from a maintained SDK, pydantic-ai, driving the served model through its tools.
+
+The cookbook's own tool loop (:func:`helpers.chat.tools.run_tool_loop`) shows the mechanics;
+users build agents with an SDK. This module points pydantic-ai (``pydantic-ai-slim[openai]``
+2.68.0, the ``agents`` extra) at a vLLM server and runs the demo task of
+``cookbook/demo.yaml`` ``agent``: look up the weather in two cities with a tool, compute the
+difference, answer in a schema (:class:`WarmerCity`). :func:`agent_model` makes the model
+object, :func:`demo_agent` the agent, :func:`run_agent` runs it (in a notebook too) and
+returns an :class:`AgentRun` whose ``trace`` is one row per part of every request and
+response.
+
+Why pydantic-ai: its default structured answer is an *output tool* (``final_result``, the
+schema as the tool's parameters), so the schema rides on tool calling, which the served
+model does natively (qwen3_coder blocks, read by ``--tool-call-parser``). The other choices
+do not fit vLLM 0.32.0 (``vllm/entrypoints/openai/chat_completion/protocol.py``):
+
+- ``openai-agents``' ``output_type`` sends ``response_format`` on every turn; vLLM then
+  constrains the whole answer to the schema, so no tool call can ever be made
+  (``check_structured_outputs_count`` only refuses a *named* ``tool_choice`` with it).
+- pydantic-ai's own default for an unknown model on vLLM is ``tool_choice="required"``
+  (``pydantic_ai/providers/vllm.py``: ``supports_forced_tool_choice``); vLLM then replaces the
+  model's own tool-call format with a JSON array its grammar forces. :func:`agent_model`
+  turns that off (``tool_choice="auto"``): the model calls tools as it was trained to, and
+  pydantic-ai asks again if it answers in text instead.
+
+pydantic-ai sends each turn's reasoning back in the assistant message's ``reasoning`` field
+(vLLM returns it there), which the chat template renders for the turns after the question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pydantic
+
+from helpers.errors import AgentError, CookbookError
+from helpers.server.endpoint import server_root
+from helpers.standin.data import load_demo, tool_result
+
+#: What ``pip`` needs for this module (the ``agents`` extra of the package).
+AGENTS_REQUIREMENT = "pydantic-ai-slim[openai]==2.68.0"
+
+
+class WarmerCity(pydantic.BaseModel):
+    """The warmer of two cities and by how many degrees: the agent's final answer."""
+
+    # pydantic-ai sends this docstring as the output tool's description and the fields as its
+    # parameters: cookbook/demo.yaml `agent.output_tool` holds what the model sees (the
+    # stand-in is trained on it; tests/test_agent.py checks the two agree).
+
+    warmer_city: str = pydantic.Field(description="The warmer of the two cities")
+    difference_c: int = pydantic.Field(description="How much warmer it is, in degrees Celsius")
+
+
+@dataclasses.dataclass
+class AgentRun:
+    """One finished agent run.
+
+    Attributes:
+        output: the validated answer (an instance of the agent's ``output_type``).
+        trace: pandas DataFrame, one row per message part: ``request`` (1-based model
+            request), ``side`` (``model`` / ``agent``), ``part`` (``reasoning``, ``text``,
+            ``tool call``, ``tool result``, ``retry``, ``system``, ``user``), ``tool``,
+            ``content`` (text, or the call's JSON arguments).
+        requests: model requests the run made (an int).
+        input_tokens / output_tokens: summed over those requests (tokens).
+        seconds: wall time of the run (seconds).
+        messages: pydantic-ai's ``all_messages()``, to continue the conversation.
+    """
+
+    output: Any
+    trace: Any
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    seconds: float
+    messages: list[Any]
+
+    def summary(self) -> str:
+        """One line: the answer, the requests, the tokens and the time."""
+        return (
+            f"answer {self.output!r} after {self.requests} model request(s), "
+            f"{self.input_tokens} prompt + {self.output_tokens} completion tokens, "
+            f"{self.seconds:.1f} s"
+        )
+
+
+def _import_sdk():
+    try:
+        import pydantic_ai  # noqa: F401
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.profiles import merge_profile
+        from pydantic_ai.profiles.openai import OpenAIModelProfile
+        from pydantic_ai.providers.vllm import VLLMProvider
+    except ImportError as e:
+        raise CookbookError(
+            f"helpers.chat.agent needs pydantic-ai: pip install '{AGENTS_REQUIREMENT}' "
+            f"(or the cookbook's extra: pip install -e '.[agents]'). ({e})"
+        ) from e
+    return OpenAIChatModel, VLLMProvider, OpenAIModelProfile, merge_profile
+
+
+def agent_model(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str = "EMPTY",
+    timeout: float = 120.0,
+    forced_tool_choice: bool = False,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
+) -> Any:
+    """pydantic-ai's chat-completions model for ``model`` served at ``base_url``.
+
+    Args:
+        base_url: the server's URL, with or without ``/v1`` (``http://127.0.0.1:8000``).
+        model: the served model name (``--served-model-name``; ``server.models()[0]``).
+        api_key: the server's ``--api-key`` (any string when it has none).
+        timeout: seconds per HTTP request.
+        forced_tool_choice: False (default) sends ``tool_choice="auto"`` on every turn, so the
+            model writes its own tool calls; True lets pydantic-ai send ``"required"`` when
+            only tools may answer, which on vLLM 0.32.0 makes the grammar write a JSON array
+            instead (module docstring).
+        on_request: called with each request's JSON body before it is sent (what the SDK
+            sends: messages, tools, tool_choice), e.g. to show or record it.
+
+    Returns:
+        ``pydantic_ai.models.openai.OpenAIChatModel`` (through ``VLLMProvider``).
+
+    Raises:
+        CookbookError: pydantic-ai is not installed (the message gives the pip line).
+    """
+    OpenAIChatModel, VLLMProvider, OpenAIModelProfile, merge_profile = _import_sdk()
+    import httpx2
+
+    hooks = {}
+    if on_request is not None:
+
+        async def hook(request):
+            if request.content:
+                on_request(json.loads(request.content))
+
+        hooks["request"] = [hook]
+    # No kept-alive connections: each run_agent call runs on its own event loop, and a pooled
+    # connection of an earlier (closed) loop would fail the next run ("Event loop is closed").
+    http = httpx2.AsyncClient(
+        timeout=timeout, event_hooks=hooks, limits=httpx2.Limits(max_keepalive_connections=0)
+    )
+    provider = VLLMProvider(
+        base_url=f"{server_root(base_url)}/v1", api_key=api_key, http_client=http
+    )
+    profile = merge_profile(
+        VLLMProvider.model_profile(model),
+        OpenAIModelProfile(supports_forced_tool_choice=forced_tool_choice),
+    )
+    return OpenAIChatModel(model, provider=provider, profile=profile)
+
+
+def model_settings(
+    *,
+    thinking: bool = True,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = 1024,
+) -> dict[str, Any]:
+    """pydantic-ai ``ModelSettings`` for the served model: sampling, ``max_tokens`` (tokens per
+    model request) and thinking on or off (``chat_template_kwargs.enable_thinking`` in the
+    request body, the Nemotron template's switch, as :func:`helpers.chat.completions.chat`
+    sends it). ``None`` leaves a field to the server's defaults (the checkpoint's
+    ``generation_config.json``)."""
+    s: dict[str, Any] = {"extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}}}
+    for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
+        if v is not None:
+            s[k] = v
+    return s
+
+
+def demo_agent(
+    model: Any,
+    *,
+    demo: dict[str, Any] | None = None,
+    retries: int = 1,
+    settings: dict[str, Any] | None = None,
+    on_tool: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Any:
+    """The demo agent: instructions and tool from ``cookbook/demo.yaml`` ``agent``, answer
+    :class:`WarmerCity`.
+
+    Its one tool, ``get_weather(city)``, answers from demo.yaml's ``weather.results`` (the same
+    fake backend the chat notebooks use), or says it knows no such city, which the model reads
+    and can act on.
+
+    Args:
+        model: :func:`agent_model`'s result (or any pydantic-ai model).
+        demo: demo.yaml's content (default: loaded).
+        retries: how often the agent may send the model's invalid answer or failed tool call
+            back for another try (pydantic-ai's ``retries``, tools and output alike).
+        settings: :func:`model_settings` (default: thinking on, server sampling).
+        on_tool: called as ``on_tool(name, arguments)`` before each tool runs (progress).
+
+    Raises:
+        CookbookError: pydantic-ai is not installed.
+    """
+    _import_sdk()
+    from pydantic_ai import Agent
+    from pydantic_ai.output import ToolOutput
+
+    demo = demo or load_demo()
+    ag = demo["agent"]
+    weather = demo["tools"][0]["function"]
+    agent = Agent(
+        model,
+        output_type=ToolOutput(WarmerCity, name=ag["output_tool"]["name"]),
+        instructions=ag["instructions"],
+        retries=retries,
+        model_settings=settings or model_settings(),
+    )
+
+    def get_weather(city: str) -> str:
+        if on_tool is not None:
+            on_tool("get_weather", {"city": city})
+        try:
+            return tool_result(demo, "get_weather", city)
+        except CookbookError:
+            return f'{{"error": "no weather known for {city}"}}'
+
+    get_weather.__doc__ = (
+        f"{weather['description']}\n\nArgs:\n"
+        f"    city: {weather['parameters']['properties']['city']['description']}\n"
+    )
+    agent.tool_plain(get_weather)
+    return agent
+
+
+def trace_table(messages: Sequence[Any]):
+    """pydantic-ai messages as a DataFrame, one row per part (columns: :class:`AgentRun`).
+    The instructions (sent as the system message of every request) appear once, first."""
+    import pandas as pd
+
+    readers = {
+        "thinking": ("reasoning", lambda p: p.content),
+        "text": ("text", lambda p: p.content),
+        "tool-call": ("tool call", lambda p: p.args_as_json_str()),
+        "tool-return": ("tool result", lambda p: p.model_response_str()),
+        "retry-prompt": ("retry", lambda p: p.model_response()),
+        "retry-feedback": ("retry", lambda p: p.model_response()),
+        "system-prompt": ("system", lambda p: p.content),
+        "user-prompt": (
+            "user",
+            lambda p: p.content if isinstance(p.content, str) else str(p.content),
+        ),
+    }
+    rows: list[dict[str, Any]] = []
+    responses = 0
+    for m in messages:
+        is_response = getattr(m, "kind", "") == "response"
+        responses += is_response
+        request = responses if is_response else responses + 1
+        side = "model" if is_response else "agent"
+        if not is_response and responses == 0 and getattr(m, "instructions", None):
+            rows.append(
+                {
+                    "request": 1,
+                    "side": side,
+                    "part": "system",
+                    "tool": None,
+                    "content": m.instructions,
+                }
+            )
+        for p in getattr(m, "parts", []):
+            kind = getattr(p, "part_kind", type(p).__name__)
+            part, read = readers.get(kind, (kind, str))
+            rows.append(
+                {"request": request, "side": side, "part": part,
+                 "tool": getattr(p, "tool_name", None), "content": read(p)}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=["request", "side", "part", "tool", "content"])
+
+
+def _run_in_own_loop(coro_fn: Callable[[], Any]) -> Any:
+    """Run ``coro_fn()`` to its end: here when no event loop runs in this thread, else (a
+    notebook) in a worker thread with its own loop, cancelled and joined on an interrupt,
+    so no thread is left behind."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_fn())
+    box: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+
+    def work():
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(coro_fn())
+        box["task"] = task
+        try:
+            box["value"] = loop.run_until_complete(task)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    t = threading.Thread(target=work, name="helpers-agent-run", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except KeyboardInterrupt:
+        if "task" in box and not loop.is_closed():
+            loop.call_soon_threadsafe(box["task"].cancel)
+        t.join(30)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_agent(
+    agent: Any, prompt: str | None = None, *, demo: dict[str, Any] | None = None
+) -> AgentRun:
+    """Run ``agent`` on ``prompt`` (default: demo.yaml ``agent.prompt``) to its answer.
+
+    Works in a script and in a notebook (where an event loop already runs).
+
+    Returns:
+        :class:`AgentRun`.
+
+    Raises:
+        AgentError: the run stopped (no valid answer within the retries, a refused request,
+            a usage limit); the message says what the model last did and what to change;
+            ``messages`` and ``trace`` hold the run so far.
+        CookbookError: pydantic-ai is not installed.
+    """
+    _import_sdk()
+    from pydantic_ai import capture_run_messages
+    from pydantic_ai.exceptions import AgentRunError
+
+    if prompt is None:
+        prompt = (demo or load_demo())["agent"]["prompt"]
+    t0 = time.perf_counter()
+
+    async def go():
+        with capture_run_messages() as captured:
+            try:
+                return await agent.run(prompt), captured
+            except AgentRunError as e:
+                e.__cookbook_messages__ = list(captured)
+                raise
+
+    try:
+        result, _ = _run_in_own_loop(go)
+    except AgentRunError as e:
+        messages = getattr(e, "__cookbook_messages__", [])
+        trace = trace_table(messages)
+        raise AgentError(_explain(e, trace), messages=messages, trace=trace, cause=e) from e
+    usage = result.usage
+    messages = result.all_messages()
+    return AgentRun(
+        output=result.output,
+        trace=trace_table(messages),
+        requests=usage.requests,
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        seconds=time.perf_counter() - t0,
+        messages=messages,
+    )
+
+
+def _explain(e: Exception, trace) -> str:
+    """The stopped run in words: the SDK's error, what the model last said, what to try."""
+    from pydantic_ai.exceptions import (
+        ModelAPIError,
+        OutputTokenLimitExceeded,
+        UnexpectedModelBehavior,
+        UsageLimitExceeded,
+    )
+
+    said = trace[trace["side"] == "model"].tail(2)
+    last = "; ".join(f"{r.part}: {str(r.content)[:160]!r}" for r in said.itertuples()) or "nothing"
+    if isinstance(e, ModelAPIError):
+        return (
+            f"the server refused the agent's request ({type(e).__name__}: {e}). Check that the "
+            "server runs with --enable-auto-tool-choice and a --tool-call-parser (the registry's "
+            "target flags), and that the model name is the served one."
+        )
+    if isinstance(e, UsageLimitExceeded):
+        return f"the agent hit a usage limit ({e}); raise it in agent.run(usage_limits=...)."
+    if isinstance(e, OutputTokenLimitExceeded):
+        return (
+            f"the model ran out of max_tokens before it answered ({e}). It last gave {last}. A "
+            "reasoning model spends max_tokens on thinking first: raise max_tokens in "
+            "model_settings, or turn thinking off."
+        )
+    if isinstance(e, UnexpectedModelBehavior):
+        return (
+            f"the model gave no valid answer within the agent's retries ({e}). The model last "
+            f"gave {last}. A text answer instead of the final_result call needs more retries "
+            "or clearer instructions."
+        )
+    return f"the agent's run stopped: {type(e).__name__}: {e}. The model last gave {last}."
