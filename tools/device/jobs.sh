@@ -6,6 +6,9 @@
 #   bash tools/device/jobs.sh chain NAME 'CMD1' 'CMD2' ...  # start: CMDs one after another
 #   bash tools/device/jobs.sh wait SECONDS NAME...          # until all end, or SECONDS pass
 #   bash tools/device/jobs.sh collect NAME...               # $OUT/NAME.tar.gz per job
+#   bash tools/device/jobs.sh until OFFSET NAME             # wait until /tmp/t0 + OFFSET s
+#        (t0: `date +%s > /tmp/t0` in a session's first call); exits 9 at once when the job
+#        NAME was never started, so a batch's later calls cost seconds after a failed start
 #
 # Inside a CMD, `nb RUN GPU PAPERMILL_ARGS...` executes notebooks/h200.ipynb with papermill on
 # GPU (CUDA_VISIBLE_DEVICES), stand_in=False weightless=True, outputs under /tmp/runs/RUN;
@@ -57,6 +60,12 @@ wait)
     done
     for n in "$@"; do echo "== $n: $( [ -f $RUNS/$n/done ] && echo done || echo running)"; tail -5 "$RUNS/$n/log"; done
     nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv ;;
+until)
+    offset=$2; name=$3
+    [ -f /tmp/t0 ] && [ -d "$RUNS/$name" ] || { echo "no job $name on this machine (or no /tmp/t0): nothing to wait for"; exit 9; }
+    secs=$(( $(cat /tmp/t0) + offset - $(date +%s) )); [ $secs -gt 0 ] || secs=1
+    echo "t0+$(( $(date +%s) - $(cat /tmp/t0) )) s: waiting up to $secs s for $name"
+    exec bash "$0" wait "$secs" "$name" ;;
 collect)
     shift
     for n in "$@"; do
