@@ -186,6 +186,16 @@ def _no_agent_thread_left(wait_s: float = 2.0) -> bool:
     return False
 
 
+def test_no_server_at_the_url_says_so_and_how_to_start_one():
+    agent = agents.demo_agent(
+        agents.agent_model("http://127.0.0.1:9", "m", timeout=5),
+        settings=agents.model_settings(temperature=0, max_tokens=16),
+    )
+    with pytest.raises(AgentError, match="no server answered the agent") as e:
+        agents.run_agent(agent)
+    assert "launch_server" in str(e.value) and "agent_model" in str(e.value)
+
+
 def test_without_pydantic_ai_the_error_gives_the_pip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     with pytest.raises(CookbookError, match=r"pip install 'pydantic-ai-slim\[openai\]==2.68.0'"):

@@ -375,6 +375,7 @@ def _explain(e: Exception, trace) -> str:
     """The stopped run in words: the SDK's error, what the model last said, what to try."""
     from pydantic_ai.exceptions import (
         ModelAPIError,
+        ModelConnectionError,
         OutputTokenLimitExceeded,
         UnexpectedModelBehavior,
         UsageLimitExceeded,
@@ -382,6 +383,11 @@ def _explain(e: Exception, trace) -> str:
 
     said = trace[trace["side"] == "model"].tail(2)
     last = "; ".join(f"{r.part}: {str(r.content)[:160]!r}" for r in said.itertuples()) or "nothing"
+    if isinstance(e, ModelConnectionError):
+        return (
+            f"no server answered the agent ({type(e).__name__}: {e}): start it "
+            "(helpers.server.launch.launch_server) or check the URL given to agent_model."
+        )
     if isinstance(e, ModelAPIError):
         return (
             f"the server refused the agent's request ({type(e).__name__}: {e}). Check that the "
