@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import threading
 import time
@@ -194,6 +195,30 @@ def test_no_server_at_the_url_says_so_and_how_to_start_one():
     with pytest.raises(AgentError, match="no server answered the agent") as e:
         agents.run_agent(agent)
     assert "launch_server" in str(e.value) and "agent_model" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: agents.agent_model("", "m"), TypeError, "`base_url` must be a non-empty string"),
+        (lambda: agents.agent_model("http://h:1", None), TypeError, "srv.model_name"),
+        (lambda: agents.agent_model("http://h:1", "m", timeout=0), ValueError, "`timeout`=0"),
+        (lambda: agents.model_settings(thinking="yes"), TypeError, "True or False"),
+        (lambda: agents.model_settings(max_tokens=0), ValueError, "`max_tokens`=0 must be >= 1"),
+        (lambda: agents.model_settings(temperature=-1), ValueError, "`temperature`=-1"),
+        (lambda: agents.demo_agent(None, retries="2"), TypeError, "`retries` must be an integer"),
+        (lambda: agents.run_agent("not an agent", "hi"), TypeError, "demo_agent's result"),
+    ],
+)
+def test_bad_arguments_are_named_before_anything_is_sent(call, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        call()
+
+
+def test_an_empty_prompt_is_refused_with_what_to_pass():
+    agent = agents.demo_agent(agents.agent_model("http://127.0.0.1:9", "m"))
+    with pytest.raises(TypeError, match="`prompt` must be a non-empty string"):
+        agents.run_agent(agent, "  ")
 
 
 def test_without_pydantic_ai_the_error_gives_the_pip_line(monkeypatch):

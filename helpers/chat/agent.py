@@ -39,7 +39,7 @@ from typing import Any
 
 import pydantic
 
-from helpers.errors import AgentError, CookbookError
+from helpers.errors import AgentError, CookbookError, check_number
 from helpers.server.endpoint import server_root
 from helpers.standin.data import load_demo, tool_result
 
@@ -134,7 +134,11 @@ def agent_model(
 
     Raises:
         CookbookError: pydantic-ai is not installed (the message gives the pip line).
+        TypeError, ValueError: an empty ``base_url`` or ``model``, a ``timeout`` not above 0.
     """
+    _check_text("agent_model", "base_url", base_url, "the server's URL, e.g. srv.base_url")
+    _check_text("agent_model", "model", model, "the served model name, e.g. srv.model_name")
+    check_number("agent_model", "timeout", timeout, minimum=0, exclusive=True)
     OpenAIChatModel, VLLMProvider, OpenAIModelProfile, merge_profile = _import_sdk()
     import httpx2
 
@@ -172,7 +176,17 @@ def model_settings(
     model request) and thinking on or off (``chat_template_kwargs.enable_thinking`` in the
     request body, the Nemotron template's switch, as :func:`helpers.chat.completions.chat`
     sends it). ``None`` leaves a field to the server's defaults (the checkpoint's
-    ``generation_config.json``)."""
+    ``generation_config.json``).
+
+    Raises:
+        TypeError, ValueError: ``thinking`` not a bool; ``temperature`` below 0, ``top_p`` not
+            above 0, ``max_tokens`` not an int of 1 or more.
+    """
+    if not isinstance(thinking, bool):
+        raise TypeError(f"model_settings: `thinking` must be True or False; got {thinking!r:.60}.")
+    check_number("model_settings", "temperature", temperature, minimum=0, optional=True)
+    check_number("model_settings", "top_p", top_p, minimum=0, exclusive=True, optional=True)
+    check_number("model_settings", "max_tokens", max_tokens, integer=True, minimum=1, optional=True)
     s: dict[str, Any] = {"extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}}}
     for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
         if v is not None:
@@ -205,7 +219,9 @@ def demo_agent(
 
     Raises:
         CookbookError: pydantic-ai is not installed.
+        TypeError, ValueError: ``retries`` not an int of 0 or more.
     """
+    check_number("demo_agent", "retries", retries, integer=True, minimum=0)
     _import_sdk()
     from pydantic_ai import Agent
     from pydantic_ai.output import ToolOutput
@@ -282,6 +298,11 @@ def trace_table(messages: Sequence[Any]):
     return pd.DataFrame(rows, columns=["request", "side", "part", "tool", "content"])
 
 
+def _check_text(fn: str, name: str, value: Any, what: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{fn}: `{name}` must be a non-empty string ({what}); got {value!r:.60}.")
+
+
 def _run_in_own_loop(coro_fn: Callable[[], Any]) -> Any:
     """Run ``coro_fn()`` to its end: here when no event loop runs in this thread, else (a
     notebook) in a worker thread with its own loop, cancelled and joined on an interrupt,
@@ -335,6 +356,7 @@ def run_agent(
             a usage limit); the message says what the model last did and what to change;
             ``messages`` and ``trace`` hold the run so far.
         CookbookError: pydantic-ai is not installed.
+        TypeError: ``prompt`` not a non-empty string, ``agent`` not a pydantic-ai Agent.
     """
     _import_sdk()
     from pydantic_ai import capture_run_messages
@@ -342,6 +364,12 @@ def run_agent(
 
     if prompt is None:
         prompt = (demo or load_demo())["agent"]["prompt"]
+    _check_text("run_agent", "prompt", prompt, "the task for the agent, as text")
+    if not hasattr(agent, "run") or not hasattr(agent, "iter"):
+        raise TypeError(
+            f"run_agent: `agent` must be a pydantic-ai Agent (demo_agent's result); got "
+            f"{type(agent).__name__}."
+        )
     t0 = time.perf_counter()
 
     async def go():
