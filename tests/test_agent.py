@@ -48,6 +48,7 @@ def test_the_agent_looks_up_both_cities_and_answers_in_the_schema(standin_server
     assert run.requests == 2 and len(requests) == 2
     assert sorted(tools_run) == [("get_weather", "Paris"), ("get_weather", "Tokyo")]
     t = run.trace
+    assert set(t["request"]) == {1, 2}  # the output tool's return belongs to the last request
     calls = t[t["part"] == "tool call"]
     assert list(calls["request"]) == [1, 1, 2]
     assert list(calls["tool"]) == ["get_weather", "get_weather", "final_result"]
@@ -122,8 +123,66 @@ def test_a_refused_request_names_the_server_and_the_flags(standin_server):
     agent = _demo_agent(standin_server.base_url, "no-such-model")
     with pytest.raises(AgentError, match="the server refused the agent's request") as e:
         agents.run_agent(agent)
-    assert "--tool-call-parser" in str(e.value) and "served one" in str(e.value)
+    assert "use the served model name (srv.model_name" in str(e.value)
     assert "404" in str(e.value) or "does not exist" in str(e.value)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    ("settings", "hint"),
+    [
+        ({"max_tokens": 10**9}, "lower max_tokens in model_settings"),
+        ({"max_tokens": 64, "extra_body": {"top_k": "many"}}, "fix the request parameter"),
+    ],
+)
+def test_a_refused_parameter_names_the_parameter_not_the_tool_flags(standin_server, settings, hint):
+    m = agents.agent_model(standin_server.base_url, standin_server.models()[0])
+    agent = agents.demo_agent(m, settings={**agents.model_settings(temperature=0), **settings})
+    with pytest.raises(AgentError, match="the server refused the agent's request") as e:
+        agents.run_agent(agent)
+    assert hint in str(e.value) and "--enable-auto-tool-choice" not in str(e.value)
+
+
+@pytest.mark.server
+def test_a_tool_the_model_cannot_call_stops_with_the_tool_named(standin_server):
+    """Your own agent on the stand-in (which learned only the demo trajectory): its calls of
+    `add` fail validation until the retries are spent; the error names the tool and the fix."""
+    import pydantic
+    from pydantic_ai import Agent
+    from pydantic_ai.output import ToolOutput
+
+    class Sum(pydantic.BaseModel):
+        total: int
+
+    m = agents.agent_model(standin_server.base_url, standin_server.models()[0])
+    agent = Agent(
+        m,
+        output_type=ToolOutput(Sum),
+        retries=1,
+        model_settings=agents.model_settings(temperature=0, max_tokens=128),
+    )
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    with pytest.raises(AgentError, match="no valid answer within the agent's retries") as e:
+        agents.run_agent(agent, "What is 2 plus 3?")
+    msg = str(e.value)
+    assert "check the tool's parameters" in msg or "calling the output tool" in msg
+    assert "tool call" in msg  # the model's last words, with the tool it called
+
+
+@pytest.mark.server
+def test_a_second_run_continues_the_first_runs_conversation(standin_server):
+    from pydantic_ai.usage import UsageLimits
+
+    agent = _demo_agent(standin_server.base_url, standin_server.models()[0])
+    first = agents.run_agent(agent)
+    with pytest.raises(AgentError, match="raise it with run_agent"):
+        agents.run_agent(agent, "And Berlin?", message_history=first.messages,
+                         usage_limits=UsageLimits(request_limit=0))  # fmt: skip
 
 
 @pytest.mark.server
@@ -208,6 +267,14 @@ def test_no_server_at_the_url_says_so_and_how_to_start_one():
         (lambda: agents.model_settings(temperature=-1), ValueError, "`temperature`=-1"),
         (lambda: agents.demo_agent(None, retries="2"), TypeError, "`retries` must be an integer"),
         (lambda: agents.run_agent("not an agent", "hi"), TypeError, "demo_agent's result"),
+        (lambda: agents.agent_model("127.0.0.1:8000", "m"), ValueError, "http://host:port"),
+        (
+            lambda: agents.agent_model("http://h:1/v1/chat/completions", "m"),
+            ValueError,
+            "with no endpoint path",
+        ),
+        (lambda: agents.model_settings(top_p=2), ValueError, "`top_p`=2 must be in (0, 1]"),
+        (lambda: agents.demo_agent("http://127.0.0.1:8000"), TypeError, "agents.agent_model("),
     ],
 )
 def test_bad_arguments_are_named_before_anything_is_sent(call, error, words):

@@ -13,15 +13,16 @@
 # server beside chat: answers that follow a JSON schema, the APIs the harnesses speak
 # (OpenAI's `/v1/responses`, Anthropic's `/v1/messages`), and tool calls that an SDK can
 # drive through a multi-step task. This notebook serves the model with the registry's flags
-# and shows each against the running server, validated, with what goes wrong named:
+# and shows each against the running server, validated, with what goes wrong named (step 1
+# launches the server, step 6 stops it):
 #
-# 1. **A JSON-schema answer**, reasoning on and off, streamed and not, validated with pydantic
+# 2. **A JSON-schema answer**, reasoning on and off, streamed and not, validated with pydantic
 #    (`helpers.chat.structured`).
-# 2. **The same turn on the Responses and Messages APIs**: where reasoning, answer and tool
+# 3. **The same turn on the Responses and Messages APIs**: where reasoning, answer and tool
 #    calls come back on each (`helpers.chat.apis`).
-# 3. **An agent from a maintained SDK**, [pydantic-ai](https://ai.pydantic.dev): two tool
+# 4. **An agent from a maintained SDK**, [pydantic-ai](https://ai.pydantic.dev): two tool
 #    lookups, a computation, an answer in a schema, with its trace (`helpers.chat.agent`).
-# 4. **What goes wrong, by name**: each failure kind raises an error that says what happened.
+# 5. **What goes wrong, by name**: each failure kind raises an error that says what happened.
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): the tiny CPU stand-in learned exactly
 # this notebook's schema answer and the agent's trajectory, so every cell completes and
@@ -187,6 +188,8 @@ with noise_tolerant(weightless, "agent"):
 # **Expected:** three lines, each naming its error and what it says.
 
 # %%
+import warnings
+
 from helpers.errors import CookbookError
 
 trials = {
@@ -196,10 +199,12 @@ trials = {
 }
 for name, trial in trials.items():
     try:
-        answered = trial()  # None: weightless mode reported a failure on noise text above
+        with warnings.catch_warnings():  # the error below says it all; no warning beside it
+            warnings.simplefilter("ignore")
+            answered = trial()  # None: weightless mode reported a failure on noise text above
         print(f"{name}: " + ("no error (this model answered)" if answered is not None else "reported above"))
     except (CookbookError, TypeError) as e:
-        print(f"{name}: {type(e).__name__}: {str(e)[:220]}")
+        print(f"{name}: {type(e).__name__}: {str(e)[:420]}")
 
 # %% [markdown]
 # ## 6. Stop the server

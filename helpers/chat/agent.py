@@ -137,6 +137,7 @@ def agent_model(
         TypeError, ValueError: an empty ``base_url`` or ``model``, a ``timeout`` not above 0.
     """
     _check_text("agent_model", "base_url", base_url, "the server's URL, e.g. srv.base_url")
+    _check_url(base_url)
     _check_text("agent_model", "model", model, "the served model name, e.g. srv.model_name")
     check_number("agent_model", "timeout", timeout, minimum=0, exclusive=True)
     OpenAIChatModel, VLLMProvider, OpenAIModelProfile, merge_profile = _import_sdk()
@@ -186,6 +187,10 @@ def model_settings(
         raise TypeError(f"model_settings: `thinking` must be True or False; got {thinking!r:.60}.")
     check_number("model_settings", "temperature", temperature, minimum=0, optional=True)
     check_number("model_settings", "top_p", top_p, minimum=0, exclusive=True, optional=True)
+    if top_p is not None and top_p > 1:
+        raise ValueError(
+            f"model_settings: `top_p`={top_p!r} must be in (0, 1] (1 keeps every token)."
+        )
     check_number("model_settings", "max_tokens", max_tokens, integer=True, minimum=1, optional=True)
     s: dict[str, Any] = {"extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}}}
     for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
@@ -219,11 +224,19 @@ def demo_agent(
 
     Raises:
         CookbookError: pydantic-ai is not installed.
-        TypeError, ValueError: ``retries`` not an int of 0 or more.
+        TypeError, ValueError: ``model`` not a pydantic-ai model; ``retries`` not an int of 0
+            or more.
     """
     check_number("demo_agent", "retries", retries, integer=True, minimum=0)
     _import_sdk()
     from pydantic_ai import Agent
+    from pydantic_ai.models import Model
+
+    if not isinstance(model, Model):
+        raise TypeError(
+            f"demo_agent: `model` must be a pydantic-ai model: agents.agent_model(srv.base_url, "
+            f"srv.model_name); got {type(model).__name__} {model!r:.60}."
+        )
     from pydantic_ai.output import ToolOutput
 
     demo = demo or load_demo()
@@ -295,7 +308,22 @@ def trace_table(messages: Sequence[Any]):
                 {"request": request, "side": side, "part": part,
                  "tool": getattr(p, "tool_name", None), "content": read(p)}
             )  # fmt: skip
+    for row in rows:  # the output tool's return, after the last response: no request of its own
+        if row["part"] == "tool result" and row["request"] > responses >= 1:
+            row["request"] = responses
     return pd.DataFrame(rows, columns=["request", "side", "part", "tool", "content"])
+
+
+def _check_url(base_url: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url.strip())
+    path = parts.path.rstrip("/")
+    if parts.scheme not in ("http", "https") or not parts.netloc or path not in ("", "/v1"):
+        raise ValueError(
+            f"agent_model: `base_url`={base_url!r}: give the server's root, "
+            "http://host:port or http://host:port/v1 (e.g. srv.base_url), with no endpoint path."
+        )
 
 
 def _check_text(fn: str, name: str, value: Any, what: str) -> None:
@@ -342,19 +370,36 @@ def _run_in_own_loop(coro_fn: Callable[[], Any]) -> Any:
 
 
 def run_agent(
-    agent: Any, prompt: str | None = None, *, demo: dict[str, Any] | None = None
+    agent: Any,
+    prompt: str | None = None,
+    *,
+    demo: dict[str, Any] | None = None,
+    message_history: Sequence[Any] | None = None,
+    usage_limits: Any = None,
+    deps: Any = None,
 ) -> AgentRun:
     """Run ``agent`` on ``prompt`` (default: demo.yaml ``agent.prompt``) to its answer.
 
     Works in a script and in a notebook (where an event loop already runs).
+
+    Args:
+        agent: a pydantic-ai ``Agent`` (:func:`demo_agent`, or your own on :func:`agent_model`).
+        prompt: the task as text; default demo.yaml ``agent.prompt``.
+        demo: demo.yaml's content (for the default prompt).
+        message_history: an earlier run's ``AgentRun.messages``, to continue that conversation.
+        usage_limits: ``pydantic_ai.usage.UsageLimits`` (e.g. ``request_limit``), passed on.
+        deps: the agent's dependencies (``RunContext.deps``), passed on.
 
     Returns:
         :class:`AgentRun`.
 
     Raises:
         AgentError: the run stopped (no valid answer within the retries, a refused request,
-            a usage limit); the message says what the model last did and what to change;
-            ``messages`` and ``trace`` hold the run so far.
+            a usage limit); the message says what to change and what the model last did;
+            ``messages`` and ``trace`` hold the run so far. An exception raised by your own
+            tool or callback ends the run unchanged (raise ``pydantic_ai.ModelRetry`` in a
+            tool to ask the model again instead).
+        CookbookError: pydantic-ai refused the agent's set-up (its ``UserError``).
         CookbookError: pydantic-ai is not installed.
         TypeError: ``prompt`` not a non-empty string, ``agent`` not a pydantic-ai Agent.
     """
@@ -375,13 +420,22 @@ def run_agent(
     async def go():
         with capture_run_messages() as captured:
             try:
-                return await agent.run(prompt), captured
+                kwargs = {"message_history": list(message_history) if message_history else None}
+                if usage_limits is not None:
+                    kwargs["usage_limits"] = usage_limits
+                if deps is not None:
+                    kwargs["deps"] = deps
+                return await agent.run(prompt, **kwargs), captured
             except AgentRunError as e:
                 e.__cookbook_messages__ = list(captured)
                 raise
 
+    from pydantic_ai.exceptions import UserError
+
     try:
         result, _ = _run_in_own_loop(go)
+    except UserError as e:
+        raise CookbookError(f"run_agent: pydantic-ai refused the agent as set up: {e}") from e
     except AgentRunError as e:
         messages = getattr(e, "__cookbook_messages__", [])
         trace = trace_table(messages)
@@ -399,41 +453,78 @@ def run_agent(
     )
 
 
+def _refusal_hint(e: Any) -> str:
+    """What to change for a request the server refused, read from its status and words."""
+    status = getattr(e, "status_code", None)
+    words = f"{getattr(e, 'body', '')} {e}".lower()
+    if "enable-auto-tool-choice" in words or "tool-call-parser" in words:
+        return (
+            "serve with --enable-auto-tool-choice and a --tool-call-parser (the registry's "
+            "target flags carry them)"
+        )
+    if status == 404 and "does not exist" in words:
+        return "use the served model name (srv.model_name, or GET /v1/models)"
+    if status == 404:
+        return "give agent_model the server's root URL (http://host:port, or .../v1), no more path"
+    if "max_model_len" in words or "max_tokens" in words:
+        return "lower max_tokens in model_settings (prompt + max_tokens must fit max_model_len)"
+    if status == 400:
+        return "fix the request parameter the server names (model_settings, or the tools)"
+    return "read the server's words below and its log (srv.log_path)"
+
+
 def _explain(e: Exception, trace) -> str:
-    """The stopped run in words: the SDK's error, what the model last said, what to try."""
+    """The stopped run in words: what to change first, then the SDK's error and what the
+    model last said."""
     from pydantic_ai.exceptions import (
         ModelAPIError,
         ModelConnectionError,
+        ModelTimeoutError,
         OutputTokenLimitExceeded,
         UnexpectedModelBehavior,
         UsageLimitExceeded,
     )
 
     said = trace[trace["side"] == "model"].tail(2)
-    last = "; ".join(f"{r.part}: {str(r.content)[:160]!r}" for r in said.itertuples()) or "nothing"
+    last = (
+        "; ".join(
+            f"{r.part}{f' {r.tool}' if isinstance(r.tool, str) else ''}: {str(r.content)[:160]!r}"
+            for r in said.itertuples()
+        )
+        or "nothing"
+    )
+    sdk = f"({type(e).__name__}: {e})"
+    if isinstance(e, ModelTimeoutError):
+        return (
+            f"no reply within agent_model's timeout: raise agent_model(timeout=...) in seconds, "
+            f"or check the server's load {sdk}."
+        )
     if isinstance(e, ModelConnectionError):
         return (
-            f"no server answered the agent ({type(e).__name__}: {e}): start it "
-            "(helpers.server.launch.launch_server) or check the URL given to agent_model."
+            "no server answered the agent: start it (helpers.server.launch.launch_server) or "
+            f"check the URL given to agent_model {sdk}."
         )
     if isinstance(e, ModelAPIError):
-        return (
-            f"the server refused the agent's request ({type(e).__name__}: {e}). Check that the "
-            "server runs with --enable-auto-tool-choice and a --tool-call-parser (the registry's "
-            "target flags), and that the model name is the served one."
-        )
+        return f"the server refused the agent's request: {_refusal_hint(e)} {sdk}."
     if isinstance(e, UsageLimitExceeded):
-        return f"the agent hit a usage limit ({e}); raise it in agent.run(usage_limits=...)."
+        return f"the agent hit a usage limit: raise it with run_agent(..., usage_limits=...) {sdk}."
     if isinstance(e, OutputTokenLimitExceeded):
         return (
-            f"the model ran out of max_tokens before it answered ({e}). It last gave {last}. A "
-            "reasoning model spends max_tokens on thinking first: raise max_tokens in "
-            "model_settings, or turn thinking off."
+            "the model ran out of max_tokens before it answered: a reasoning model spends "
+            "max_tokens on thinking first, so raise max_tokens in model_settings, or turn "
+            f"thinking off. It last gave {last} {sdk}."
         )
     if isinstance(e, UnexpectedModelBehavior):
+        tool_retries = str(e).startswith("Tool ")
+        fix = (
+            "its calls of that tool kept failing validation or raising ModelRetry: check the "
+            "tool's parameters and description, or give it more retries"
+            if tool_retries
+            else "it answered in text or with an invalid answer instead of calling the output "
+            "tool: give more retries (demo_agent(retries=...)) or clearer instructions"
+        )
         return (
-            f"the model gave no valid answer within the agent's retries ({e}). The model last "
-            f"gave {last}. A text answer instead of the final_result call needs more retries "
-            "or clearer instructions."
+            f"the model gave no valid answer within the agent's retries: {fix}. It last gave "
+            f"{last} {sdk}."
         )
     return f"the agent's run stopped: {type(e).__name__}: {e}. The model last gave {last}."
