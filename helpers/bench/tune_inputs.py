@@ -12,23 +12,7 @@ from typing import Any
 from helpers.bench.point import _safe
 from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
-from helpers.bench.tune_results import (  # noqa: F401 - the tuning step's names, in one place
-    PERCENTILE_COLUMNS,
-    RECIPE,
-    ROW_COLUMNS,
-    SCHEMA,
-    Recommendation,
-    TuneResult,
-    _read_json,
-    _saved_row,
-    _write_json,
-    changes,
-    collect,
-    load_tune_rows,
-    point_done,
-    point_path,
-    points_frame,
-)
+from helpers.bench.tune_results import RECIPE
 from helpers.errors import BenchError, RecipeError
 from helpers.weights.prepare import prepare
 
