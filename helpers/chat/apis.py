@@ -164,17 +164,7 @@ def responses_chat(
             kwargs["text"] = {"format": {"type": "json_schema", **fmt}}
     kwargs["extra_body"] = extra_body
     kwargs.update(extra)
-    try:
-        response = client.responses.create(**kwargs)
-    except openai.APIConnectionError as e:
-        raise ServerConnectionError(
-            f"No vLLM server answers {client.base_url} (POST /v1/responses failed: "
-            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
-        ) from None
-    except openai.APIStatusError as e:
-        raise ResponseError(
-            f"The server refused POST /v1/responses (HTTP {e.status_code}): {_words(e)}"
-        ) from None
+    response = _send(openai, client, client.responses.create, "/v1/responses", kwargs)
     return parse_responses_reply(response)
 
 
@@ -350,17 +340,7 @@ def messages_chat(
     extra_body.setdefault("top_p", opts.top_p)
     kwargs["extra_body"] = extra_body
     kwargs.update(extra)
-    try:
-        message = client.messages.create(**kwargs)
-    except anthropic.APIConnectionError as e:
-        raise ServerConnectionError(
-            f"No vLLM server answers {client.base_url} (POST /v1/messages failed: "
-            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
-        ) from None
-    except anthropic.APIStatusError as e:
-        raise ResponseError(
-            f"The server refused POST /v1/messages (HTTP {e.status_code}): {_words(e)}"
-        ) from None
+    message = _send(anthropic, client, client.messages.create, "/v1/messages", kwargs)
     return parse_messages_reply(message)
 
 
@@ -392,6 +372,27 @@ def parse_messages_reply(message: Any) -> ChatResult:
         ),
         raw=message,
     )
+
+
+def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any]) -> Any:
+    """``create(**kwargs)``, with the SDK's (``openai`` or ``anthropic``: the same two error
+    classes) connection and status errors said as the cookbook's errors.
+
+    Raises:
+        ServerConnectionError: nothing answers ``client.base_url``.
+        ResponseError: the server refused ``POST path`` (its status and words).
+    """
+    try:
+        return create(**kwargs)
+    except sdk.APIConnectionError as e:
+        raise ServerConnectionError(
+            f"No vLLM server answers {client.base_url} (POST {path} failed: "
+            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
+        ) from None
+    except sdk.APIStatusError as e:
+        raise ResponseError(
+            f"The server refused POST {path} (HTTP {e.status_code}): {_words(e)}"
+        ) from None
 
 
 def _words(e: Exception) -> str:
