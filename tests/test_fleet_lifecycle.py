@@ -19,6 +19,7 @@ from conftest import FAKE_SERVER
 
 from helpers.errors import ServerStartError
 from helpers.fleet import deployment, fleet
+from helpers.fleet import launch as fleet_launch
 from helpers.server import launch, processes
 from helpers.server.vllm_server import VLLMServer
 
@@ -97,9 +98,9 @@ def test_a_fleet_started_twice_is_one_fleet_and_a_stopped_one_starts_clean(fakes
 def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, capsys):
     from conftest import FakeConfig
 
-    fl = fleet.launch_fleet(_dep(), startup_timeout=120, grace_period=5)
+    fl = fleet_launch.launch_fleet(_dep(), startup_timeout=120, grace_period=5)
     fakes.append(fl)
-    assert fleet.launch_fleet(_dep(), startup_timeout=120) is fl  # the cell run again
+    assert fleet_launch.launch_fleet(_dep(), startup_timeout=120) is fl  # the cell run again
     assert "[fleet] reusing the fleet this kernel already runs" in capsys.readouterr().out
     # one server while the fleet runs: the fleet is stopped as a whole, and said so
     srv = launch.launch_server(FakeConfig(), startup_timeout=60, progress=False)
@@ -109,7 +110,7 @@ def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, ca
     _nothing_left(fl)
     assert srv.is_running() and fleet.running_fleets() == []
     # and a fleet after that server: the server is stopped, with a message
-    fl2 = fleet.launch_fleet(_dep(), startup_timeout=120, grace_period=5)
+    fl2 = fleet_launch.launch_fleet(_dep(), startup_timeout=120, grace_period=5)
     fakes.append(fl2)
     assert "[fleet] stopping the server this kernel started" in capsys.readouterr().out
     assert not srv.is_running() and fl2.is_running()

@@ -104,6 +104,7 @@ print(two_nodes.shell_commands())
 
 # %%
 from helpers.config.resolve import resolve
+from helpers.fleet.launch import attach_fleet, launch_fleet
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import prepare
 
@@ -116,7 +117,7 @@ else:
     run = resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
 for i, s in enumerate(run.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
-replica_fleet = fleet.attach_fleet(fleet_url, run) if fleet_url else fleet.launch_fleet(run)
+replica_fleet = attach_fleet(fleet_url, run) if fleet_url else launch_fleet(run)
 print("router:", replica_fleet.base_url, replica_fleet.router.readiness())
 display(replica_fleet.router.workers())
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from helpers.errors import ServerStartError
 from helpers.server import failure_wordings
 from helpers.server.failures import (
     Builder,
@@ -51,6 +53,7 @@ from helpers.server.failures_setup import (
     _ssu_mtp_sm90,
     _stochastic_rounding_sm90,
 )
+from helpers.server.vllm_log import condense, last_error_line, read_tail
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,29 @@ def diagnose(log_text: str, config: Any = None) -> Diagnosis | None:
                 if d is not None:
                     return dataclasses.replace(d, checked_releases=entry.checked_releases)
     return None
+
+
+def start_failure(
+    what: str, phase: str | None, elapsed: float, log_path: Path | None, config: Any = None
+) -> ServerStartError:
+    """The error of a start-up that failed: ``what`` happened in ``phase`` after ``elapsed``
+    seconds, the :func:`diagnose` sentence of the log (else its last error line), the log's
+    path and its last 40 lines (condensed). Returned for the caller to raise."""
+    full = read_tail(log_path, 2000)
+    tail = "\n".join(condense(full).splitlines()[-40:])
+    diag = diagnose(full, config)
+    err = None if diag else last_error_line(full)
+    parts = [f"{what} (phase: {phase}, {elapsed:.0f} s after launch)."]
+    if diag:
+        parts.append(f"Diagnosis: {diag.message}")
+    elif err:
+        parts.append(f"Last error: {err}")
+        parts.append(
+            "No known failure matched (helpers.server.diagnose); the log tail below has the details."
+        )
+    parts.append(f"Log: {log_path}")
+    parts.append("--- last log lines ---\n" + tail)
+    return ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
 
 
 def catalogue_frame():

@@ -44,7 +44,7 @@ def launch_server(
     the cell never starts a second server: one of this process with the same command (model,
     flags, environment) is reused (``reuse=True``), any other it launched is stopped first
     (one GPU, one server), and so is a fleet this process runs
-    (:func:`helpers.fleet.fleet.launch_fleet`), as a whole. Every case is printed.
+    (:func:`helpers.fleet.launch.launch_fleet`), as a whole. Every case is printed.
 
     Args:
         config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -404,6 +405,26 @@ def end_leftovers(
         rec.remove()
         ended.append(rec)
     return ended
+
+
+def handle_leftovers(cleanup: bool, *, verbose: bool = True, stacklevel: int = 3) -> None:
+    """Before a launch: end the servers an earlier Python process left running
+    (``cleanup=True``, :func:`end_leftovers`), or warn with each of them
+    (:class:`LeftoverServerWarning`, naming how to end them). Nothing when there are none."""
+    leftovers = find_leftovers()
+    if not leftovers:
+        return
+    if cleanup:
+        end_leftovers(leftovers, verbose=verbose)
+        return
+    names = "\n  ".join(str(r) for r in leftovers)
+    warnings.warn(
+        f"{len(leftovers)} vLLM server(s) from an earlier Python process are still running "
+        f"and hold memory:\n  {names}\nEnd them with helpers.server.processes.end_leftovers() or "
+        "start with cleanup_leftovers=True.",
+        LeftoverServerWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def exit_words(rc: int) -> str:

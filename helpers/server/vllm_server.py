@@ -1,10 +1,11 @@
 """Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
 
-Notebook verbs: :func:`launch_server` (start and wait, or reuse / replace this kernel's
-server), :func:`attach_server`, :func:`stop_server`. :class:`VLLMServer` is the life of one
-server process (launch, wait, fail, stop, crash, leftovers). Its parts: argv and environment
+:class:`VLLMServer` is the life of one server process (launch, wait, fail, stop, crash,
+leftovers); the notebook verbs that use it (:func:`~helpers.server.launch.launch_server`,
+``attach_server``, ``stop_server``) are in :mod:`helpers.server.launch`. Its parts: argv and environment
 in :mod:`helpers.server.command`, the HTTP surface in :mod:`helpers.server.endpoint`, process
-groups and launch records in :mod:`helpers.server.processes`, the log's wording in
+groups and launch records in :mod:`helpers.server.processes`, the start-up's console line in
+:mod:`helpers.server.phase_line`, the log's wording in
 :mod:`helpers.server.vllm_log`, failure sentences in :mod:`helpers.server.diagnose`.
 """
 
@@ -17,7 +18,6 @@ import os
 import re
 import subprocess
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -28,30 +28,28 @@ import psutil
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir
 from helpers.server.command import CACHE_VARS, compile_cache_key, launch_argv, launch_environment
-from helpers.server.diagnose import diagnose
+from helpers.server.diagnose import start_failure
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
+from helpers.server.phase_line import PhaseLine
 from helpers.server.processes import (
-    LeftoverServerWarning,
     ServerRecord,
     connect_host,
     create_time,
     deferred_interrupts,
     describe_port,
     describe_procs,
-    end_leftovers,
     end_processes,
     exit_words,
     find_leftovers,
     free_port,
+    handle_leftovers,
     port_holder,
     port_is_free,
 )
 from helpers.server.review import warn_findings
 from helpers.server.vllm_log import (
     LogFollower,
-    condense,
-    last_error_line,
     phase_kind,
     read_tail,
     startup_phase,
@@ -152,7 +150,7 @@ class VLLMServer(ServerEndpoint):
         self.owned = True
         self.intended: Any = None  # attached: the config the caller resolved (serves())
         self.phase: str | None = None
-        self._open_kind: str | None = None  # the phase line _say left open
+        self._line = PhaseLine()  # the start-up's phase line on the console
         self.startup_seconds: float | None = None  #: launch -> /health 200
         self.stop_seconds: float | None = None  #: stop() duration
         self._proc: subprocess.Popen | None = None
@@ -268,48 +266,17 @@ class VLLMServer(ServerEndpoint):
         )
         return launch_environment(self.config, cache)
 
-    def _report_leftovers(self) -> None:
-        leftovers = find_leftovers()
-        if not leftovers:
-            return
-        if self.cleanup_leftovers:
-            end_leftovers(leftovers, verbose=self._verbose)
-            return
-        names = "\n  ".join(str(r) for r in leftovers)
-        warnings.warn(
-            f"{len(leftovers)} vLLM server(s) from an earlier Python process are still running "
-            f"and hold memory:\n  {names}\nEnd them with helpers.server.processes.end_leftovers() or "
-            "start with cleanup_leftovers=True.",
-            LeftoverServerWarning,
-            stacklevel=3,
-        )
-
     @property
     def _verbose(self) -> bool:
         return self.progress is True
 
     def _say(self, phase: str, elapsed: float, kind: str | None = None) -> None:
-        """Show a start-up phase: a new line when its kind changes, else the same line
-        updated in place (``\\r``: "capturing CUDA graphs (n/51)" is one updating line)."""
-        if callable(self.progress):
-            self.progress(phase, elapsed)
-            return
-        if not self.progress:
-            return
-        kind = kind or phase_kind(phase)
-        text = f"[vllm {elapsed:5.0f}s] {phase}"
-        if self._open_kind is not None and kind == self._open_kind:
-            print("\r" + text, end="", flush=True)
-        else:
-            self._end_line()
-            print(text, end="", flush=True)
-        self._open_kind = kind
+        """Show a start-up phase (:class:`helpers.server.phase_line.PhaseLine`)."""
+        self._line.say(self.progress, phase, elapsed, kind)
 
     def _end_line(self) -> None:
         """End the phase line :meth:`_say` left open (before any other output)."""
-        if self._open_kind is not None:
-            print(flush=True)
-            self._open_kind = None
+        self._line.end()
 
     def start(self, *, wait: bool = True) -> VLLMServer:
         """Launch the server and (``wait=True``) block until ``/health`` answers 200.
@@ -343,7 +310,7 @@ class VLLMServer(ServerEndpoint):
             from helpers.standin.build import check_checkpoint
 
             check_checkpoint(Path(str(model)).expanduser())
-        self._report_leftovers()
+        handle_leftovers(self.cleanup_leftovers, verbose=self._verbose)  # warns at start's caller
         if self.port is None:
             self.port = free_port(self.host)
         elif not port_is_free(self.port, self.host) or any(
@@ -418,14 +385,22 @@ class VLLMServer(ServerEndpoint):
                 raise
         return self
 
-    def _abandon(self, why: str) -> None:
-        """End a launch that will not be used (interrupt during start-up); say so."""
+    def _release(self) -> list[psutil.Process]:
+        """End what is left of a launch that will not serve (a failed or interrupted start;
+        an engine core can outlive a dead API server): a short grace, then SIGKILL (in early
+        init vLLM can sit on SIGTERM for the whole grace). Returns the processes that survived;
+        the launch record goes only when none did."""
         self._end_line()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         if not left and self._record is not None:
             self._record.remove()
         self._stopped = True
         _LIVE.discard(self)
+        return left
+
+    def _abandon(self, why: str) -> None:
+        """End a launch that will not be used (interrupt during start-up); say so."""
+        left = self._release()
         if self._verbose:
             print(
                 f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
@@ -527,30 +502,9 @@ class VLLMServer(ServerEndpoint):
         return f"pid {holder[0]}: {holder[1][:120]}"
 
     def _fail(self, what: str, elapsed: float) -> None:
-        # End what is left of the group (an engine core can outlive a dead API server): a
-        # short grace, then SIGKILL (in early init vLLM can sit on SIGTERM for the whole grace).
-        self._end_line()
-        left = self._terminate(grace_period=min(self.grace_period, 5.0))
-        if not left and self._record is not None:
-            self._record.remove()
-        self._stopped = True
-        _LIVE.discard(self)
+        self._release()
         time.sleep(0.2)
-        full = read_tail(self.log_path, 2000)
-        tail = "\n".join(condense(full).splitlines()[-40:])
-        diag = diagnose(full, self.config)
-        err = None if diag else last_error_line(full)
-        parts = [f"{what} (phase: {self.phase}, {elapsed:.0f} s after launch)."]
-        if diag:
-            parts.append(f"Diagnosis: {diag.message}")
-        elif err:
-            parts.append(f"Last error: {err}")
-            parts.append(
-                "No known failure matched (helpers.server.diagnose); the log tail below has the details."
-            )
-        parts.append(f"Log: {self.log_path}")
-        parts.append("--- last log lines ---\n" + tail)
-        raise ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
+        raise start_failure(what, self.phase, elapsed, self.log_path, self.config)
 
     # ---- stop ----------------------------------------------------------------------
     def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:
@@ -635,6 +589,3 @@ class VLLMServer(ServerEndpoint):
         )
         where = f"{connect_host(self.host)}:{self.port}" if self.port else "no port yet"
         return f"<VLLMServer {state} {where} log={self.log_path}>"
-
-
-# ------------------------------------------------------------------------ notebook verbs

@@ -1,0 +1,49 @@
+"""The start-up progress of one server on the console: one line per kind of phase.
+
+A new line starts when the kind of phase changes; within one kind the line is rewritten in
+place (``\\r``), so "capturing CUDA graphs (n/51)" is one updating line. Used by
+:class:`helpers.server.vllm_server.VLLMServer` while it waits for ``/health``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from helpers.server.vllm_log import phase_kind
+
+
+class PhaseLine:
+    """The open console line of a start-up and the kind of phase it shows."""
+
+    def __init__(self) -> None:
+        self.open_kind: str | None = None
+
+    def say(
+        self,
+        progress: bool | Callable[[str, float], None],
+        phase: str,
+        elapsed: float,
+        kind: str | None = None,
+    ) -> None:
+        """Show ``phase`` at ``elapsed`` seconds: to ``progress`` when it is a callable, printed
+        when it is True, nowhere when False. ``kind`` defaults to the phase's kind
+        (:func:`helpers.server.vllm_log.phase_kind`)."""
+        if callable(progress):
+            progress(phase, elapsed)
+            return
+        if not progress:
+            return
+        kind = kind or phase_kind(phase)
+        text = f"[vllm {elapsed:5.0f}s] {phase}"
+        if self.open_kind is not None and kind == self.open_kind:
+            print("\r" + text, end="", flush=True)
+        else:
+            self.end()
+            print(text, end="", flush=True)
+        self.open_kind = kind
+
+    def end(self) -> None:
+        """End the line :meth:`say` left open (before any other output)."""
+        if self.open_kind is not None:
+            print(flush=True)
+            self.open_kind = None
