@@ -56,7 +56,7 @@ server_url: "Optional[str]" = None  # attach to an already running vLLM server i
 max_tokens: "Optional[int]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
 temperature: "Optional[float]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
 top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
-bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU
+bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU; [] skips the benchmark
 bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
 quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (the stand-in's 16), budgets off / 1024 / no cap (stand-in: off / 8 / no cap), no comparison; {"items": 0} skips them
@@ -277,13 +277,16 @@ from helpers.bench.plots import plot_sweep
 from helpers.bench.results import results_table
 from helpers.bench.sweep import sweep
 
-results = sweep(srv, bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256]),
-                input_len=bench_input_len or (64 if stand_in else 1024),
-                output_len=bench_output_len or (32 if stand_in else 256),
-                label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
-                + ("-standin" if stand_in else ""))
-display(results_table(results, stand_in=stand_in))
-plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
+if bench_concurrencies == []:
+    print('Step 9 skipped (bench_concurrencies = []).')
+else:
+    results = sweep(srv, bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256]),
+                    input_len=bench_input_len or (64 if stand_in else 1024),
+                    output_len=bench_output_len or (32 if stand_in else 256),
+                    label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
+                    + ("-standin" if stand_in else ""))
+    display(results_table(results, stand_in=stand_in))
+    plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
 
 # %% [markdown]
 # ## 10. Answer quality: accuracy with an interval, and the reasoning-budget curve

@@ -1267,8 +1267,9 @@ def test_budget_report_says_what_happened():
     empty = ChatResult(
         reasoning="cut", content="", finish_reason="length", usage=Usage(reasoning_tokens=16)
     )
-    assert "no answer followed" in budget_report(empty, 16) and "'length'" in budget_report(
-        empty, 16
+    assert budget_report(empty, 16) == (
+        "UNEXPECTED thinking_token_budget=16: 16 reasoning tokens (budget 16), but no answer "
+        "followed the reasoning (finish_reason='length')"
     )
     unparsed = ChatResult(reasoning="", content="<think>a</think>b", usage=Usage())
     assert "no reasoning_tokens" in budget_report(unparsed, 16)

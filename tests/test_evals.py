@@ -114,24 +114,28 @@ def test_accuracy_follows_what_the_stand_in_learned(standin_server):
 
 
 @pytest.mark.server
-def test_paired_comparison_of_two_stand_in_configurations(standin_server, standin_config):
-    """The shared server (attached by URL) against the same model served here in float32
-    (launched, scored, stopped): same items, paired."""
+def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
+    """compare_configs over two ``server_url`` entries (attached, scored in turn, left running):
+    same items in the same order, the pair counted from the per-item tables. Serving a
+    ServeConfig in turn for the comparison (launched, scored, stopped) runs in the h200
+    notebook's step 12 in CI (tests/test_notebooks.py), so no second server starts here."""
     items = items_by_id(ACC["trained"] + ACC["held_out"])
-    fp32 = standin_config.with_args({"--dtype": "float32"})
     before = {r.pid for r in processes.find_leftovers(include_owned=True)}
-    c = compare_configs({"bf16": standin_server.url, "fp32": fp32}, items, options=GREEDY)
+    url = standin_server.url
+    c = compare_configs({"first": url, "again": url}, items, options=GREEDY)
     assert list(c.a.items["id"]) == list(c.b.items["id"]) == [i["id"] for i in items]
-    assert c.test.only_a + c.test.only_b == int(
-        (c.a.items["correct"] != c.b.items["correct"]).sum()
-    )
+    disagree = int((c.a.items["correct"] != c.b.items["correct"]).sum())
+    assert c.test.only_a + c.test.only_b == disagree
     assert c.difference.low <= c.difference.difference <= c.difference.high
-    assert "McNemar exact p = " in c.summary() and "bf16" in c.summary() and "fp32" in c.summary()
-    assert set(c.table().columns) >= {"id", "bf16 right", "fp32 right"}
-    assert {r.pid for r in processes.find_leftovers(include_owned=True)} <= before  # fp32 stopped
+    assert c.a.accuracy.value >= 7 / 16 and c.b.accuracy.value >= 7 / 16  # the trained half
+    assert "McNemar exact p = " in c.summary() and "first" in c.summary() and "again" in c.summary()
+    assert set(c.table().columns) >= {"id", "first right", "again right"}
+    assert {r.pid for r in processes.find_leftovers(include_owned=True)} <= before
     assert standin_server.is_running()
     with pytest.raises(EvalError, match="different items"):
         compare(c.a, evaluate(standin_server, items[:3], options=GREEDY, label="ci-three"))
+    with pytest.raises(EvalError, match="takes two configurations"):
+        compare_configs({"only": url}, items)
 
 
 def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):

@@ -101,7 +101,9 @@ def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = Fa
         ``"... N reasoning tokens (budget B), then an answer of M characters"`` when the
         reasoning stayed within the budget (vLLM may let one token through: the forced
         ``</think>``) and an answer followed; otherwise a line starting with ``"UNEXPECTED"``
-        that says which part failed, and why where the cause is known. The token count comes
+        that says which part failed, and why where the cause is known. Whenever the server
+        reported the count, the line gives it right after the budget (``"...=B: N reasoning
+        tokens ..."``), so a reply that never answered still shows whether the budget held. The token count comes
         from ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
         ``--reasoning-parser``).
     """
@@ -120,8 +122,13 @@ def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = Fa
                 "chat(..., budget_method='two_pass')"
             )
     if not result.content.strip():
+        held = (
+            f"{n} reasoning tokens (budget {budget}), but "
+            if n is not None and not problems
+            else ""
+        )
         problems.append(
-            f"no answer followed the reasoning (finish_reason={result.finish_reason!r})"
+            f"{held}no answer followed the reasoning (finish_reason={result.finish_reason!r})"
         )
     if problems:
         return f"UNEXPECTED thinking_token_budget={budget}: " + "; ".join(problems)
