@@ -324,3 +324,57 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
     assert "max_tokens spent on reasoning: AgentError: the model ran out of max_tokens" in text
     assert standin_server.is_running()  # attached, left alone
     _assert_clean_outputs(executed, stand_in=True, benchmarks=False)
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(tmp_path, monkeypatch):
+    """The weightless GPU run rehearsed on CPU: the stand-in's architecture untrained (random
+    weights, so the text is noise) served by the real vLLM CPU build, and the notebook run as
+    on a GPU with ``weightless = True``, attached. Every cell completes; the thinking-off
+    schema answers are still valid objects (the grammar holds on noise text); what cannot
+    complete on noise (reasoning that never closes, the agent) says so by name. Greedy
+    (``temperature = 0``) so that the noise is the same on every run."""
+    import dataclasses
+
+    from helpers.config.resolve import resolve
+    from helpers.server.vllm_server import VLLMServer
+    from helpers.standin.build import build_standin_model
+    from helpers.standin.train import RECIPE
+
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    untrained = build_standin_model(
+        out=tmp_path / "models", recipe=dataclasses.replace(RECIPE, steps=0), progress=False
+    )
+    meta = json.loads((untrained / "standin.json").read_text())
+    assert meta["recipe"]["steps"] == 0  # built without a training step: random weights
+    book = REPO_ROOT / "notebooks" / "agents.ipynb"
+    with VLLMServer(resolve("cpu").with_model(untrained)) as srv:
+        executed = notebook_run.run_notebook(
+            book,
+            {"install": False, "stand_in": False, "weightless": True, "server_url": srv.url,
+             "temperature": 0.0, "max_tokens": 64},
+            output=_real_out_notebooks() / "agents-noise.ipynb", progress=False,
+        )  # fmt: skip
+        assert srv.is_running()  # attached, left alone
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "attach mode: the server runs elsewhere" in text
+    # guided decoding on noise: both thinking-off answers parse into the schema
+    valid = re.search(r"schema answers validated with pydantic: thinking off (\d) of 2, thinking on (\d) of 2", text)  # fmt: skip
+    assert valid and valid.group(1) == "2", "the grammar did not hold on noise text"
+    assert (
+        len(re.findall(r"Capital\(city='(?:Tokyo|Paris|Other)', sure=(?:True|False)\)", text)) >= 2
+    )
+    # the thinking-on answers that did not come are reported, not raised
+    missing = 2 - int(valid.group(2))
+    reported = text.count("weightless mode: the schema answer did not complete because the text is noise")  # fmt: skip
+    assert reported >= missing
+    assert "thinking=False. The request" in text or missing == 0  # one full stop, not two
+    for api in ("chat completions", "responses", "messages"):
+        assert api in text
+    assert (
+        "weightless mode: the agent did not complete because the text is noise" in text
+        or "answer WarmerCity(" in text
+    )
+    assert "schema + tools: TypeError: structured_chat: `tools` are not sent" in text

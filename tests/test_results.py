@@ -92,6 +92,9 @@ def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
     out = capsys.readouterr().out
     assert "weightless mode: the tool loop did not complete because the text is noise" in out
     assert "ResponseError" in out
+    with weightless.noise_tolerant(True, "schema answer"):
+        raise ResponseError("No answer: raise max_tokens.")
+    assert "raise max_tokens. The request, the server's parsers" in capsys.readouterr().out
     with pytest.raises(ResponseError), weightless.noise_tolerant(False, "tool loop"):
         raise ResponseError("real weights: an error")
     with pytest.raises(KeyboardInterrupt), weightless.noise_tolerant(True, "tool loop"):

@@ -475,6 +475,6 @@ def noise_tolerant(weightless: bool, what: str):
     except NOISE_ERRORS as exc:
         print(
             f"weightless mode: the {what} did not complete because the text is noise "
-            f"(random weights): {type(exc).__name__}: {str(exc)[:300]}. The request, the server's "
+            f"(random weights): {type(exc).__name__}: {str(exc)[:300].rstrip('.')}. The request, the server's "
             "parsers and this cell's code ran; with the real checkpoint this would be an error."
         )
