@@ -314,6 +314,7 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "--tool-call-parser: qwen3_coder" in text and ": MISSING" not in text
     assert text.count("Capital(city='Tokyo', sure=True)") >= 4  # thinking on/off x streamed or not
+    assert "schema answers validated with pydantic: thinking off 2 of 2, thinking on 2 of 2" in text
     for api in ("chat completions", "responses", "messages"):
         assert api in text
     assert text.count("get_weather(") >= 3  # one weather call per API

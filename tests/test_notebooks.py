@@ -52,7 +52,7 @@ def test_notebook_hygiene(path):
     assert "%pip install" in source
     assert not re.search(r"^\s*!.*&\s*$", source, re.M), "no background shell commands"
     # thin cells: the logic lives in helpers
-    assert max(len("".join(c["source"]).splitlines()) for c in code) <= 25
+    assert max(len("".join(c["source"]).splitlines()) for c in code) <= notebooks.MAX_CELL_LINES
 
 
 def _port_free(port: int) -> bool:

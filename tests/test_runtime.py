@@ -191,6 +191,7 @@ def test_notebook_has_no_background_shell_or_unbounded_wait(path):
             "from time import sleep\nwhile 1:\n    sleep(1)\n    if ready(): break\n",
             "without a deadline",
         ),
+        ("".join(f"x{i} = {i}\n" for i in range(26)), "26 lines (at most 25): move the logic"),
     ],
 )
 def test_lint_catches(cell, words):
@@ -207,6 +208,7 @@ def test_lint_catches(cell, words):
         "import time\ndeadline = time.monotonic() + 60\nwhile True:\n    if time.monotonic() > deadline: break\n    time.sleep(1)\n",
         "while queue:\n    queue.pop()\n",
         "srv = server.launch_server(cfg)  # waits for /health with a deadline",
+        "".join(f"x{i} = {i}\n" for i in range(25)),
     ],
 )
 def test_lint_passes(cell):

@@ -76,9 +76,14 @@ def _waits(loop: ast.While) -> bool:
     )
 
 
+#: The most lines a notebook code cell may have: cells stay thin, the logic lives in helpers.
+MAX_CELL_LINES = 25
+
+
 def lint_cells(cells: list[str]) -> list[str]:
     """Problems in notebook code cells (sources), one sentence each naming the fix:
 
+    * a cell of more than :data:`MAX_CELL_LINES` lines: the logic belongs in ``helpers``;
     * a ``!cmd &`` line, or a ``%%bash`` / ``%%sh`` / ``%%script`` / ``%%system`` cell with a
       line ending in ``&``: a background process nothing will stop (ipykernel refuses ``!cmd &``
       outside Colab: "Background processes not supported"); start servers with
@@ -90,6 +95,11 @@ def lint_cells(cells: list[str]) -> list[str]:
     problems = []
     for i, src in enumerate(cells):
         where = f"code cell {i}"
+        if len(src.splitlines()) > MAX_CELL_LINES:
+            problems.append(
+                f"{where}: {len(src.splitlines())} lines (at most {MAX_CELL_LINES}): move the "
+                "logic into helpers and call it from the cell."
+            )
         if _SHELL_CELL.search(src):
             body = src.split("\n", 1)[1] if "\n" in src else ""
             if re.search(r"&\s*(#.*)?$", body, re.M) and not re.search(r"&&\s*(#.*)?$", body, re.M):

@@ -97,7 +97,6 @@ from IPython.display import display
 
 from helpers.chat.structured import structured_chat
 from helpers.standin.data import load_demo
-from helpers.weights.weightless import noise_tolerant
 
 demo = load_demo()
 
@@ -114,8 +113,7 @@ for thinking in (True, False):
         if r is not None:
             rows.append({"thinking": thinking, "streamed": stream, "value": repr(r.value), "content": r.chat.content, "reasoning": r.chat.reasoning})
 display(pd.DataFrame(rows))
-valid = {t: sum(row["thinking"] == t for row in rows) for t in (False, True)}
-print(f"schema answers validated with pydantic: thinking off {valid[False]} of 2, thinking on {valid[True]} of 2")
+print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t else 'off'} {sum(r['thinking'] == t for r in rows)} of 2" for t in (False, True)))
 
 # %% [markdown]
 # ## 3. The same turn on the Responses and Messages APIs
@@ -132,6 +130,7 @@ print(f"schema answers validated with pydantic: thinking off {valid[False]} of 2
 # %%
 from helpers.chat.apis import make_anthropic_client, messages_chat, responses_chat
 from helpers.chat.completions import chat
+from helpers.weights.weightless import noise_tolerant
 
 claude_style = make_anthropic_client(srv.base_url)
 rows = []
