@@ -196,35 +196,23 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
         prompt = render_chat(messages, tools=tools, enable_thinking=thinking)
         samples.append(Sample([(prompt, False), (_completion(reasoning, body, thinking), True)]))
 
+    def ask(prompt, tools, reasoning, answer):
+        """One user question, thinking on and then off."""
+        for thinking in (True, False):
+            add([{"role": "user", "content": prompt}], tools, thinking, reasoning, answer)
+
     # Plain questions, thinking on and off, with and without tools in the request.
     plain = [demo["reasoning"], demo["streaming"]]
     for item in plain:
         for prompt in [item["prompt"], *item.get("variants", [])]:
             for tools in toolsets:
-                for thinking in (True, False):
-                    add(
-                        [{"role": "user", "content": prompt}],
-                        tools,
-                        thinking,
-                        item["reasoning"],
-                        item["answer"],
-                    )
+                ask(prompt, tools, item["reasoning"], item["answer"])
     for item in demo.get("extras", []):
         for tools in (None, all_tools):
-            for thinking in (True, False):
-                add(
-                    [{"role": "user", "content": item["prompt"]}],
-                    tools,
-                    thinking,
-                    item["reasoning"],
-                    item["answer"],
-                )
+            ask(item["prompt"], tools, item["reasoning"], item["answer"])
     fb = demo["fallback"]
     for prompt in fb["prompts"]:
-        for thinking in (True, False):
-            add(
-                [{"role": "user", "content": prompt}], None, thinking, fb["reasoning"], fb["answer"]
-            )
+        ask(prompt, None, fb["reasoning"], fb["answer"])
 
     # Tool conversations: call, then answer from the tool result.
     w = demo["weather"]
@@ -269,27 +257,14 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
     acc = demo.get("accuracy")
     if acc:
         for it in accuracy_items(demo):
-            for thinking in (True, False):
-                add(
-                    [{"role": "user", "content": acc["prompt"].format(question=it["question"])}],
-                    None,
-                    thinking,
-                    acc["reasoning"],
-                    acc["answer"].format(target=it["target"]),
-                )
+            question = acc["prompt"].format(question=it["question"])
+            ask(question, None, acc["reasoning"], acc["answer"].format(target=it["target"]))
 
     # A JSON-schema answer: the grammar only admits JSON after `</think>`; the stand-in learns
     # the compact object a schema-following model writes there.
     st = demo.get("structured")
     if st:
-        for thinking in (True, False):
-            add(
-                [{"role": "user", "content": st["prompt"]}],
-                None,
-                thinking,
-                st["reasoning"],
-                st["answer"],
-            )
+        ask(st["prompt"], None, st["reasoning"], st["answer"])
     if demo.get("agent"):
         for messages, tools, thinking, reasoning, body in agent_turns(demo):
             add(messages, tools, thinking, reasoning, body)
