@@ -45,6 +45,7 @@ from helpers.bench.metrics import (
     server_root,
 )
 from helpers.errors import BenchError
+from helpers.loop_thread import run_on_own_loop
 from helpers.server import vllm_log
 from helpers.server.vllm_log import last_error_line
 
@@ -109,7 +110,6 @@ def _run_bench_main(
     ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
     (:class:`StallDetector`).
     """
-    import asyncio
     import time
 
     import numpy as np
@@ -133,21 +133,7 @@ def _run_bench_main(
             except BaseException as e:  # re-raised in the caller's thread
                 outcome["error"] = e
             return
-        loop = asyncio.new_event_loop()
-        try:
-            task = loop.create_task(main_async(args))
-            outcome["cancel"] = lambda: loop.call_soon_threadsafe(task.cancel)
-            outcome["result"] = loop.run_until_complete(task)
-        except BaseException as e:  # re-raised in the caller's thread
-            outcome["error"] = e
-        finally:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+        run_on_own_loop(lambda: main_async(args), outcome)
 
     detector = StallDetector(stall_timeout) if (root and stall_timeout) else None
     stalled = False

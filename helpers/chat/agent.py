@@ -40,6 +40,7 @@ from typing import Any
 import pydantic
 
 from helpers.errors import AgentError, CookbookError, check_number
+from helpers.loop_thread import run_on_own_loop
 from helpers.server.endpoint import server_root
 from helpers.standin.data import load_demo, tool_result
 
@@ -340,33 +341,21 @@ def _run_in_own_loop(coro_fn: Callable[[], Any]) -> Any:
     except RuntimeError:
         return asyncio.run(coro_fn())
     box: dict[str, Any] = {}
-    loop = asyncio.new_event_loop()
-
-    def work():
-        asyncio.set_event_loop(loop)
-        task = loop.create_task(coro_fn())
-        box["task"] = task
-        try:
-            box["value"] = loop.run_until_complete(task)
-        except BaseException as e:  # re-raised in the caller's thread
-            box["error"] = e
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    t = threading.Thread(target=work, name="helpers-agent-run", daemon=True)
+    t = threading.Thread(
+        target=run_on_own_loop, args=(coro_fn, box), name="helpers-agent-run", daemon=True
+    )
     t.start()
     try:
         while t.is_alive():
             t.join(0.1)
     except KeyboardInterrupt:
-        if "task" in box and not loop.is_closed():
-            loop.call_soon_threadsafe(box["task"].cancel)
+        if "cancel" in box:
+            box["cancel"]()
         t.join(30)
         raise
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return box["result"]
 
 
 def run_agent(

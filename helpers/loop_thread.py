@@ -1,0 +1,45 @@
+"""A coroutine run to its end on an event loop of its own, as a worker thread's target.
+
+A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be called
+there; the benchmark point (:func:`helpers.bench.point.run_point`) and the SDK agent
+(:func:`helpers.chat.agent.run_agent`) each run their coroutine in a daemon worker thread on a
+loop of its own, cancel it from the caller's thread (a stall, Ctrl-C), and read its result or
+error back there. This module is that thread target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+def run_on_own_loop(make_coro: Callable[[], Awaitable[Any]], outcome: dict[str, Any]) -> None:
+    """Run ``make_coro()`` to its end on a new event loop in the calling (worker) thread.
+
+    Args:
+        make_coro: called once, in this thread, to make the coroutine.
+        outcome: filled in for the caller's thread: ``"cancel"`` (a callable that cancels the
+            task from any thread; a no-op once the loop is closed) as soon as the task exists,
+            then ``"result"`` (the coroutine's value) or ``"error"`` (whatever it raised,
+            ``BaseException`` included, to re-raise in the caller's thread).
+
+    Tasks the coroutine left running are cancelled and awaited, async generators shut down
+    and the loop closed before this returns, so the thread ends with nothing pending.
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        task = loop.create_task(make_coro())
+        outcome["cancel"] = lambda: loop.is_closed() or loop.call_soon_threadsafe(task.cancel)
+        outcome["result"] = loop.run_until_complete(task)
+    except BaseException as e:  # re-raised in the caller's thread
+        outcome["error"] = e
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
