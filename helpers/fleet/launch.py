@@ -8,13 +8,13 @@ handle on a fleet that runs elsewhere (left running on stop).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from helpers.errors import CookbookError
 from helpers.fleet.deployment import Deployment
 from helpers.fleet.fleet import Fleet, running_fleets
 from helpers.fleet.router import RouterServer
+from helpers.server.endpoint import server_root
 from helpers.server.vllm_server import VLLMServer
 
 
@@ -32,7 +32,7 @@ def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> 
         CookbookError: nothing answers ``url``'s ``/health``, the router lists no worker, or
             a worker does not answer its own ``/health``.
     """
-    root = re.sub(r"/v1/?$", "", url.strip())
+    root = server_root(url.strip())
     fl = Fleet(deployment, progress=progress)
     fl.router = RouterServer.attach(root)
     workers = fl.router.workers()
