@@ -95,9 +95,10 @@ def lint_cells(cells: list[str]) -> list[str]:
     problems = []
     for i, src in enumerate(cells):
         where = f"code cell {i}"
-        if len(src.splitlines()) > MAX_CELL_LINES:
+        lines = len(src.splitlines())
+        if lines > MAX_CELL_LINES:
             problems.append(
-                f"{where}: {len(src.splitlines())} lines (at most {MAX_CELL_LINES}): move the "
+                f"{where}: {lines} lines (at most {MAX_CELL_LINES}): move the "
                 "logic into helpers and call it from the cell."
             )
         if _SHELL_CELL.search(src):

@@ -388,13 +388,13 @@ def run_agent(
             ``messages`` and ``trace`` hold the run so far. An exception raised by your own
             tool or callback ends the run unchanged (raise ``pydantic_ai.ModelRetry`` in a
             tool to ask the model again instead).
-        CookbookError: pydantic-ai refused the agent's set-up (its ``UserError``).
-        CookbookError: pydantic-ai is not installed.
+        CookbookError: pydantic-ai refused the agent's set-up (its ``UserError``), or
+            pydantic-ai is not installed.
         TypeError: ``prompt`` not a non-empty string, ``agent`` not a pydantic-ai Agent.
     """
     _import_sdk()
     from pydantic_ai import capture_run_messages
-    from pydantic_ai.exceptions import AgentRunError
+    from pydantic_ai.exceptions import AgentRunError, UserError
 
     if prompt is None:
         prompt = (demo or load_demo())["agent"]["prompt"]
@@ -418,8 +418,6 @@ def run_agent(
             except AgentRunError as e:
                 e.__cookbook_messages__ = list(captured)
                 raise
-
-    from pydantic_ai.exceptions import UserError
 
     try:
         result, _ = _run_in_own_loop(go)

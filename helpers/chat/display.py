@@ -103,9 +103,9 @@ def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = Fa
         ``</think>``) and an answer followed; otherwise a line starting with ``"UNEXPECTED"``
         that says which part failed, and why where the cause is known. Whenever the server
         reported the count, the line gives it right after the budget (``"...=B: N reasoning
-        tokens ..."``), so a reply that never answered still shows whether the budget held. The token count comes
-        from ``usage.completion_tokens_details.reasoning_tokens`` (set when the server runs a
-        ``--reasoning-parser``).
+        tokens ..."``), so a reply that never answered still shows whether the budget held.
+        The token count comes from ``usage.completion_tokens_details.reasoning_tokens`` (set
+        when the server runs a ``--reasoning-parser``).
     """
     if result is None:
         return f"thinking_token_budget={budget}: no reply to judge (weightless mode reported why)"
