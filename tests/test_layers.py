@@ -30,14 +30,20 @@ STEPS = [
     "evals",
 ]
 
+#: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.
+TOP_LEVEL_MODULES = sorted(
+    p.stem for p in (REPO_ROOT / "helpers").glob("*.py") if p.stem != "__init__"
+)
+
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    """A copy of the package's shape (every step, ``errors``, ``paths``, ``tools``) plus ``files``."""
+    """A copy of the package's shape (every step, the package's own top-level modules such as
+    ``errors`` and ``paths``, ``tools``) plus ``files``."""
     root = tmp_path / "src"
     for pkg in ["helpers", *(f"helpers/{s}" for s in STEPS), "tools"]:
         (root / pkg).mkdir(parents=True, exist_ok=True)
         (root / pkg / "__init__.py").write_text("")
-    for mod in ("errors", "paths"):
+    for mod in TOP_LEVEL_MODULES:
         (root / "helpers" / f"{mod}.py").write_text("")
     for rel, text in files.items():
         (root / rel).write_text(text)
