@@ -59,13 +59,15 @@ top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 o
 bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU; [] skips the benchmark
 bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
 bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
-quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (the stand-in's 16), budgets off / 1024 / no cap (stand-in: off / 8 / no cap), no comparison; {"items": 0} skips them
+quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (weightless 50, the stand-in's 16), budgets off / 1024 / no cap (weightless: off / 64 / no cap; stand-in: off / 8 / no cap; a cap stays below max_tokens), no comparison; {"items": 0} skips them
 
 # %% [markdown]
 # ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
 #
-# `%pip` installs the helpers into this kernel (skipped when they already import, so this
-# works offline). Then `resolve` turns the registry entry into the exact `vllm serve`
+# `%pip` installs the helpers into this kernel with their `notebook` extra, the libraries
+# later steps import (lm-eval and scipy for answer quality); skipped when the helpers already
+# import, so this works offline. `check_libraries` then imports each library a later step
+# needs and names the one missing, before anything is downloaded or launched. Then `resolve` turns the registry entry into the exact `vllm serve`
 # command, `check_config` checks every flag against the flag table of the vLLM release it
 # will run on (a misspelled or removed flag fails here, by name, before any download),
 # `check_machine` compares it with the GPUs here, `ensure_vllm` with the installed
@@ -82,7 +84,7 @@ quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [..
 import importlib.util
 
 if install and importlib.util.find_spec("helpers") is None:  # only when missing
-    %pip install -q -e ..
+    %pip install -q -e "..[notebook]"
 
 # %%
 from helpers.config.flagtable import check_config
@@ -90,9 +92,11 @@ from helpers.config.parameters import check_parameters
 from helpers.config.resolve import resolve
 from helpers.machine.hardware import check_machine
 from helpers.machine.install import ensure_vllm
+from helpers.machine.libraries import check_libraries
 from helpers.memory.planner import plan
 
 check_parameters(globals())  # each parameter against the type its cell declares
+check_libraries(*([] if (quality or {}).get("items") == 0 else ["lm_eval", "scipy"]))  # steps 10 and 12
 cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
 print(cfg.shell_command())
 check_config(cfg)  # every flag against the flag table of the release it will run on
@@ -276,13 +280,15 @@ from IPython.display import display
 from helpers.bench.plots import plot_sweep
 from helpers.bench.results import results_table
 from helpers.bench.sweep import sweep
+from helpers.config.run import mode_from, run_defaults
 
+run = run_defaults(mode_from(stand_in, weightless))  # this mode's sizes (helpers/config/run.py)
 if bench_concurrencies == []:
     print('Step 9 skipped (bench_concurrencies = []).')
 else:
-    results = sweep(srv, bench_concurrencies or ([1, 2, 4] if stand_in else [1, 16, 64, 256]),
-                    input_len=bench_input_len or (64 if stand_in else 1024),
-                    output_len=bench_output_len or (32 if stand_in else 256),
+    results = sweep(srv, bench_concurrencies or list(run.bench_concurrencies),
+                    input_len=bench_input_len or run.bench_input_len,
+                    output_len=bench_output_len or run.bench_output_len,
                     label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
                     + ("-standin" if stand_in else ""))
     display(results_table(results, stand_in=stand_in))
@@ -349,7 +355,7 @@ srv.stop()
 # accuracies, the difference with its interval and McNemar's p-value.
 
 # %%
-from helpers.evals.accuracy import default_items, evaluate
+from helpers.evals.accuracy import evaluate
 from helpers.evals.compare import compare
 
 other = quality.get("compare") or {}
@@ -360,7 +366,7 @@ else:
                         extra_args={**(extra_args or {}), **other.get("extra_args", {})})
     with launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)),
                        startup_timeout=startup_timeout) as second:  # stopped when the block ends
-        b = evaluate(second, default_items(stand_in, quality.get("items")), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
+        b = evaluate(second, accuracy.scored_items(), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
     print(compare(accuracy, b).summary())
 
 # %% [markdown]

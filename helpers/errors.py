@@ -107,6 +107,12 @@ class ServerConnectionError(CookbookError, ConnectionError):
     URL, another HTTP server, timeout). The message names the URL and what to do."""
 
 
+class ServerRequestError(CookbookError, RuntimeError):
+    """The server failed a request (HTTP 5xx). The message has the server's words, the cause
+    when its log names a known one, and the log's last error lines
+    (:func:`helpers.server.request_failure.describe_server_error`)."""
+
+
 class ToolLoopError(ResponseError):
     """:func:`helpers.chat.tools.run_tool_loop` stopped. ``messages``, ``turns`` and
     ``tool_runs`` hold the conversation so far (the same attributes are set on any other

@@ -30,6 +30,7 @@ SHARED_SERVERS = {
     "standin_server": "standin_server",
     "shared_kernel": "standin_server",
     "cpu_fleet": "cpu_fleet",
+    "noise_server": "noise_server",
 }
 
 
@@ -105,6 +106,27 @@ def standin_server(standin_config):
     finally:
         srv.stop()
         print(f"\nstandin_server: stopped in {srv.stop_seconds or 0:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def noise_server(tmp_path_factory):
+    """The GPU's weightless mode on the CPU, for the session (:mod:`noise_model`): the
+    stand-in's architecture untrained, with the weightless tokenizer, on the real vLLM CPU
+    build (the ``cpu`` target's flags). Notebooks attach to it with ``stand_in = False,
+    weightless = True`` to run the GPU's defaults; never stop it."""
+    from noise_model import build_noise_model
+
+    from helpers.config.resolve import resolve
+    from helpers.server.vllm_server import VLLMServer
+
+    folder = build_noise_model(tmp_path_factory.mktemp("noise-model"))
+    srv = VLLMServer(resolve("cpu").with_model(folder))
+    srv.start()
+    print(f"\nnoise_server: ready in {srv.startup_seconds:.0f} s at {srv.base_url}")
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 @pytest.fixture(scope="session")

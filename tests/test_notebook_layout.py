@@ -23,7 +23,9 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 FIRST_REPLY_NOTEBOOKS = ["quickstart_cpu_standin", "h100"]
 MAX_FIRST_REPLY_INDEX = 12
 MAX_CODE_LINES_BEFORE = (
-    41  # the parameters cell counts, one line each (22 since the accuracy step's `quality`)
+    # the parameters cell counts, one line each (22 since the accuracy step's `quality`); 43
+    # since step 1 checks the later steps' libraries before the launch (import + call)
+    43
 )
 TEMPLATE_NOTEBOOKS = sorted(
     p

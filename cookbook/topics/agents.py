@@ -34,7 +34,7 @@
 target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the model
 stand_in = True  # True: the CPU stand-in; False: the target's GPU
 weightless = False  # True (GPU): the exact architecture with random weights, no download: the APIs and the grammar are real, the text is noise
-install = True  # pip-install the cookbook's helpers with the `agents` extra first (%pip)
+install = True  # pip-install the cookbook's helpers with the `notebook` extra first (%pip): pydantic-ai, anthropic, lm-eval
 server_url = None  # attach to an already running vLLM server of this target instead of launching one
 max_tokens = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
 temperature = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
@@ -44,7 +44,7 @@ agent_retries = 1  # how often the agent may send an invalid answer back to the 
 import importlib.util
 
 if install and (importlib.util.find_spec("helpers") is None or importlib.util.find_spec("pydantic_ai") is None):
-    %pip install -q -e "..[agents]"
+    %pip install -q -e "..[notebook]"
 
 # %% [markdown]
 # ## 1. The server, with the flags these features need
@@ -61,9 +61,11 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 from helpers.chat.request import ChatOptions
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
+from helpers.machine.libraries import check_libraries
 from helpers.server.launch import launch_server
 from helpers.weights.prepare import mode_of, prepare
 
+check_libraries("pydantic_ai", "anthropic")  # the agent and Messages sections, before the launch
 cfg = resolve(target)
 for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
     print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")

@@ -37,8 +37,9 @@ from typing import Any
 
 from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
 from helpers.chat.types import ChatResult, ToolCall, Usage, _get
-from helpers.errors import ResponseError, ServerConnectionError
+from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
+from helpers.server.request_failure import describe_server_error, error_words
 
 # ─── tools in each API's shape ────────────────────────────────────────────────────────
 
@@ -390,16 +391,12 @@ def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any])
             f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
         ) from None
     except sdk.APIStatusError as e:
+        if e.status_code >= 500:
+            raise ServerRequestError(
+                describe_server_error(
+                    str(client.base_url), f"POST {path}", e.status_code, error_words(e)
+                )
+            ) from None
         raise ResponseError(
-            f"The server refused POST {path} (HTTP {e.status_code}): {_words(e)}"
+            f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
         ) from None
-
-
-def _words(e: Exception) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, Mapping):
-        err = body.get("error")
-        text = err.get("message") if isinstance(err, Mapping) else body.get("message")
-    else:
-        text = None
-    return " ".join(str(text or e).split())[:300]

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from helpers.config.run import GPU_MAX_TOKENS, GPU_TEMPERATURE, GPU_TOP_P, mode_from, run_defaults
 from helpers.errors import check_number
 
-# Sampling and length defaults: seed 004 ("Recommended sampling settings are a temperature
-# of 1.0 and top_p of 0.95"; every example uses max_tokens=16000).
-DEFAULT_MAX_TOKENS = 16000
-DEFAULT_TEMPERATURE = 1.0
-DEFAULT_TOP_P = 0.95
+# Sampling and length defaults: seed 004 (helpers.config.run, where every mode's are).
+DEFAULT_MAX_TOKENS = GPU_MAX_TOKENS
+DEFAULT_TEMPERATURE = GPU_TEMPERATURE
+DEFAULT_TOP_P = GPU_TOP_P
 
 # The string values of `tool_choice` vLLM 0.32 accepts (besides a named function).
 _TOOL_CHOICES = ("none", "auto", "required")
@@ -190,14 +190,12 @@ class ChatOptions:
                 raise TypeError(
                     f"ChatOptions.for_run: `{name}` must be True or False; got {flag!r:.60}."
                 )
-        default_max_tokens = 1024 if stand_in else 256 if weightless else DEFAULT_MAX_TOKENS
+        d = run_defaults(mode_from(stand_in, weightless))
         return cls(
-            max_tokens=default_max_tokens if max_tokens is None else max_tokens,
-            temperature=(0.0 if stand_in else DEFAULT_TEMPERATURE)
-            if temperature is None
-            else temperature,
-            top_p=(1.0 if stand_in else DEFAULT_TOP_P) if top_p is None else top_p,
-            noise_tolerant=weightless and not stand_in,
+            max_tokens=d.max_tokens if max_tokens is None else max_tokens,
+            temperature=d.temperature if temperature is None else temperature,
+            top_p=d.top_p if top_p is None else top_p,
+            noise_tolerant=d.noise,
         )
 
 

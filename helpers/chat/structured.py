@@ -63,6 +63,7 @@ from helpers.errors import (
     StructuredOutputError,
     StructuredOutputInvalidError,
 )
+from helpers.server.request_failure import error_words
 
 #: Reports of constrained decoding breaking with drafting + a reasoning parser (vLLM tracker).
 DRAFTING_REPORTS = "vllm-project/vllm #34650, #44012, #47027, #48863"
@@ -326,17 +327,11 @@ def structured_chat(
     except openai.BadRequestError as e:
         raise SchemaNotEnforcedError(
             f"The server refused to enforce the schema {schema.__name__} (HTTP 400): "
-            f"{_server_words(e)} Simplify the schema (drop features the backend lacks), or "
+            f"{error_words(e)} Simplify the schema (drop features the backend lacks), or "
             "send it without tools / structured_outputs alongside.",
-            server_message=_server_words(e),
+            server_message=error_words(e),
         ) from None
     return StructuredResult(value=validate_answer(result, schema), chat=result, events=events)
-
-
-def _server_words(e: Exception) -> str:
-    body = getattr(e, "body", None)
-    text = body.get("message") if isinstance(body, Mapping) else None
-    return " ".join(str(text or e).split())
 
 
 def validate_answer(result: ChatResult, schema: type) -> Any:

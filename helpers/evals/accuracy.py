@@ -89,6 +89,11 @@ class AccuracyResult:
         n = len(self.items)
         return self.generated_tokens / n if self.generated_tokens is not None and n else None
 
+    def scored_items(self) -> list[dict]:
+        """The items this run scored, in its order (score another configuration on exactly
+        these to pair the two: :func:`helpers.evals.compare.compare`)."""
+        return items_by_id([str(i) for i in self.items["id"]], self.item_set)
+
     def correct(self) -> list[bool]:
         """Per-item correctness, in item order (for the paired tests)."""
         return [bool(x) for x in self.items["correct"]]

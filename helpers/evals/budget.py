@@ -25,7 +25,7 @@ def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
     tokens) or None (reasoning on, no cap).
 
     Raises:
-        ValueError: any other value.
+        ValueError: any other value, or a cap at or above ``base.max_tokens``.
     """
     plan = []
     for b in budgets:
@@ -34,6 +34,12 @@ def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
         elif b is None:
             opts = base.replace(thinking=True, reasoning_budget=None)
         elif isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+            if base.max_tokens is not None and b >= base.max_tokens:
+                raise ValueError(
+                    f"budget {b} is not below max_tokens={base.max_tokens}: the reasoning cap "
+                    "must leave room for the answer. Lower the budget (quality={'budgets': "
+                    f"['off', {max(base.max_tokens // 4, 1)}, None]}}) or raise max_tokens."
+                )
             opts = base.replace(thinking=True, reasoning_budget=b)
         else:
             raise ValueError(f"budget {b!r}: use 'off', None (no cap) or a token count >= 0")

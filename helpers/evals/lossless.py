@@ -70,31 +70,50 @@ class Match:
         prompts: prompts compared.
         per_prompt: one row per prompt: ``compared`` positions, ``agree``, ``first_divergence``
             (the first differing position, or None), and both lengths.
+        accepted: draft tokens the target accepted while ``other`` was generated (the
+            server's ``vllm:spec_decode_num_accepted_tokens_total`` before and after), or
+            None when not measured.
     """
 
     rate: float
     identical: int
     prompts: int
     per_prompt: pd.DataFrame
+    accepted: int | None = None
 
     @property
     def lossless(self) -> bool:
         """Every output token-for-token identical."""
         return self.identical == self.prompts
 
+    @property
+    def vacuous(self) -> bool:
+        """No drafted token was accepted: the drafter changed nothing, so identical outputs
+        prove nothing (vLLM's own CPU test, ``tests/v1/e2e/test_cpu_spec_decode.py`` in
+        0.32.0, fails such a run)."""
+        return self.accepted == 0
+
     def summary(self, label: str = "drafting") -> str:
         """One line for a notebook: the verdict, the agreeing share, the first divergence."""
         firsts = [int(x) for x in self.per_prompt["first_divergence"].dropna()]
         where = f"; first divergence at token {min(firsts)}" if firsts else ""
         verdict = "lossless" if self.lossless else "NOT lossless"
+        if self.vacuous:
+            verdict = "proves nothing (no drafted token was accepted, so drafting changed nothing)"
         return (
             f"{label} vs no drafting, greedy: {verdict}: {self.rate:.1%} of token positions "
             f"agree, {self.identical}/{self.prompts} outputs identical{where}"
         )
 
 
-def match(reference: Sequence[Sequence[int]], other: Sequence[Sequence[int]]) -> Match:
+def match(
+    reference: Sequence[Sequence[int]], other: Sequence[Sequence[int]], accepted: int | None = None
+) -> Match:
     """Compare ``other`` against ``reference`` prompt by prompt.
+
+    Args:
+        reference, other: token ids per prompt (greedy), the same prompts in the same order.
+        accepted: draft tokens accepted while ``other`` was generated (:attr:`Match.accepted`).
 
     Raises:
         ValueError: the two runs cover a different number of prompts.
@@ -124,4 +143,6 @@ def match(reference: Sequence[Sequence[int]], other: Sequence[Sequence[int]]) ->
         compared_all += n
     table = pd.DataFrame(rows)
     identical = int(table["first_divergence"].isna().sum())
-    return Match(agree_all / compared_all if compared_all else 1.0, identical, len(rows), table)
+    return Match(
+        agree_all / compared_all if compared_all else 1.0, identical, len(rows), table, accepted
+    )

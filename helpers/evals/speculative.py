@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bench.acceptance import measure_acceptance
+from helpers.bench.metrics import scrape_metrics, spec_decode_counters
 from helpers.chat.completions import chat
 from helpers.chat.drafting import ReasoningBudgetUnenforcedWarning
 from helpers.chat.request import ChatOptions
@@ -33,6 +34,8 @@ class ModeChecks:
     Attributes:
         greedy: token ids per lossless prompt (greedy, 64 tokens at most each).
         drafting: the server runs speculative decoding.
+        greedy_accepted: draft tokens accepted during the greedy requests (the server's
+            counter before and after; drafting only, None when it has no such counter).
         acceptance: :func:`~helpers.bench.acceptance.measure_acceptance`'s row (drafting only).
         budget: the reply to a request with a server budget of :data:`CHECK_BUDGET` reasoning
             tokens (drafting only; None on weightless noise that could not be parsed).
@@ -40,8 +43,18 @@ class ModeChecks:
 
     greedy: list[list[int]]
     drafting: bool = False
+    greedy_accepted: int | None = None
     acceptance: dict[str, Any] | None = None
     budget: ChatResult | None = None
+
+
+def _accepted(base_url: str) -> float | None:
+    """The server's accepted-draft-token counter, or None (no drafting counters, no metrics)."""
+    try:
+        counters = spec_decode_counters(scrape_metrics(base_url))
+    except Exception:  # noqa: BLE001 - a server without /metrics: not measured
+        return None
+    return counters.num_accepted_tokens if counters is not None else None
 
 
 def mode_checks(
@@ -70,9 +83,13 @@ def mode_checks(
     """
     cfg = srv.config
     drafting = getattr(cfg, "speculative", "none") != "none"
+    before = _accepted(srv.base_url) if drafting else None
     out = ModeChecks(greedy_tokens(srv, LOSSLESS_PROMPTS, max_tokens=64), drafting)
     if not drafting:
         return out
+    after = _accepted(srv.base_url)
+    if before is not None and after is not None:
+        out.greedy_accepted = int(after - before)
     if real_prompts:
         out.acceptance = measure_acceptance(
             srv, num_prompts=real_prompts, output_len=128 if stand_in else 256, label=label,

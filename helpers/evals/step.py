@@ -13,6 +13,7 @@ import pandas as pd
 
 from helpers.chat.request import ChatOptions
 from helpers.config.evalsets import ITEM_SETS
+from helpers.config.run import mode_from, run_defaults
 from helpers.evals.accuracy import (
     REFERENCES,
     AccuracyResult,
@@ -22,9 +23,6 @@ from helpers.evals.accuracy import (
 from helpers.evals.budget import budget_plan, curve_table
 from helpers.evals.stats import wilson
 from helpers.standin.data import load_demo
-
-#: Items the budget curve scores on a GPU (the first of the accuracy step's list).
-GPU_BUDGET_ITEMS = 50
 
 
 def quality_step(
@@ -44,13 +42,21 @@ def quality_step(
     Args:
         server: the running server (``base_url``, ``model_name``).
         stand_in / weightless: the run's mode (what the figure can mean).
-        items: how many items (None: 200 on a GPU, the stand-in's 16; 0 skips the step).
-        budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count,
-            None for no cap); None: off / 1024 / no cap on a GPU (on its first 50 items),
-            off / 8 / no cap on the stand-in; empty: no curve.
+        items: how many items (None: the mode's, :func:`helpers.config.run.run_defaults`:
+            200 on a GPU, 50 weightless, the stand-in's 16; 0 skips the step).
+        budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count
+            below ``max_tokens``, None for no cap); None: the mode's (off / 1024 / no cap on
+            a GPU, on its first 50 items; off / 64 / no cap weightless; off / 8 / no cap on
+            the stand-in; a cap above a quarter of ``options.max_tokens`` is lowered to
+            it); empty: no curve.
         options: the run's request settings; ``max_tokens`` per item.
         label: names the runs' folders ``out/evals/<label>*/``.
         concurrency: requests in flight (None: 4 on the stand-in, 32 on a GPU).
+
+    Raises:
+        ValueError: a budget that is not ``"off"``, None or a token count below
+            ``options.max_tokens`` (the message names both and the fix), before anything
+            is sent.
 
     Returns:
         ``(accuracy, curve)``: the :class:`AccuracyResult` and the curve's table
@@ -60,13 +66,12 @@ def quality_step(
         print("Accuracy step skipped (quality items = 0).")
         return None, None
     opts = options or ChatOptions()
-    chosen = default_items(stand_in, items)
-    budgets = list(
-        budgets if budgets is not None else (["off", 8, None] if stand_in else ["off", 1024, None])
-    )
+    d = run_defaults(mode_from(stand_in, weightless), opts.max_tokens)
+    chosen = default_items(stand_in, items if items is not None or stand_in else d.eval_items)
+    budgets = list(budgets if budgets is not None else d.budgets)
     plan = budget_plan(budgets, opts)
-    curve_items = chosen if stand_in else chosen[:GPU_BUDGET_ITEMS]
-    concurrency = concurrency or (4 if stand_in else 32)
+    curve_items = chosen[: d.budget_items]
+    concurrency = concurrency or d.eval_concurrency
     print(
         f"Scoring {len(chosen)} items through lm-eval; the item set: {ITEM_SETS['gsm8k'].source} ...",
         flush=True,

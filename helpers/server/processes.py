@@ -340,7 +340,8 @@ class ServerRecord:
         )
 
 
-def _records() -> list[ServerRecord]:
+def server_records() -> list[ServerRecord]:
+    """Every launch record under ``out/run/`` (running or not), oldest file name first."""
     recs = []
     for path in sorted(_run_dir().glob("vllm-*.json")):
         rec = ServerRecord.load(path)
@@ -362,7 +363,7 @@ def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:
         :class:`ServerRecord` list; ``str(rec)`` names pid, port, processes and log.
     """
     out = []
-    for rec in _records():
+    for rec in server_records():
         if not rec.alive:
             rec.remove()
             continue

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from helpers.config.load import shared_registry
-from helpers.errors import CookbookError, RecipeError, WeightlessError
+from helpers.errors import (
+    CookbookError,
+    RecipeError,
+    ServerConnectionError,
+    ServerRequestError,
+    WeightlessError,
+)
 from helpers.memory import architecture
 from helpers.memory.architecture import Architecture
 from helpers.paths import out_dir
@@ -32,7 +38,8 @@ from helpers.weights.weightless_tokenizer import write_tokenizer
 
 #: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
 #: 2: the MTP block (:data:`MTP_CONFIG`) added, so ``speculative="mtp"`` serves weightless.
-ARCH_VERSION = 2
+#: 3: the tokenizer spells every printable ASCII character, so guided decoding can follow a grammar.
+ARCH_VERSION = 3
 #: Checkpoint flavours this module can imitate.
 VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"
@@ -472,6 +479,8 @@ def noise_tolerant(weightless: bool, what: str):
         return
     try:
         yield
+    except (ServerRequestError, ServerConnectionError):
+        raise  # the server failed or is gone: not noise, whatever the weights
     except NOISE_ERRORS as exc:
         print(
             f"weightless mode: the {what} did not complete because the text is noise "

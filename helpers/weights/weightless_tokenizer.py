@@ -2,9 +2,20 @@
 
 :func:`helpers.weights.weightless.build_arch_model` writes it next to the architecture's
 ``config.json``: the special / marker tokens the parsers look up (``<|im_start|>``,
-``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few role words, then
-``w<id>`` for every other id, so every id decodes and decoded text re-encodes to the same ids
-(``vllm bench serve --dataset-name random`` relies on it). Not the real tokenizer.
+``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few role words, the 94
+printable ASCII characters one token each, then ``w<id>`` for every other id, so every id
+decodes and decoded text re-encodes to the same ids (``vllm bench serve --dataset-name random``
+relies on it). Not the real tokenizer.
+
+Why the characters: guided decoding (``response_format`` with a JSON schema, forced tool
+calls) builds its grammar's token mask from this vocabulary (xgrammar reads it as a raw
+vocabulary: no decoder). Without a token that spells ``{``, the mask at the first answer
+token allows nothing, vLLM 0.32.0's scheduler logs ``grammar rejected tokens [0] ...
+Terminating request`` and the API answers HTTP 500 (seen on an H200 with
+``notebooks/agents.ipynb``, 2026-12-01, and reproduced on the CPU build). With them the grammar
+can always be followed. The decoded text joins tokens with single spaces (no decoder), so a
+schema answer from random weights reads ``{ " c i t y " : ...}`` and fails validation: noise,
+as every weightless answer is.
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ from pathlib import Path
 from helpers.standin.template import MARKER_TOKENS, SPECIAL_TOKENS
 
 _WORDS = ["system", "user", "assistant", "tool"]
+#: One token per printable ASCII character (``!`` to ``~``): what a grammar needs to spell JSON.
+CHAR_TOKENS = [chr(c) for c in range(0x21, 0x7F)]
 
 # ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
 # assistant header when thinking is on, `<think></think>` when off. Tools are not listed
@@ -41,7 +54,11 @@ CHAT_TEMPLATE = (
 
 
 def _tokenizer_vocab(vocab_size: int) -> dict[str, int]:
-    fixed = SPECIAL_TOKENS + MARKER_TOKENS + _WORDS
+    fixed = SPECIAL_TOKENS + MARKER_TOKENS + _WORDS + CHAR_TOKENS
+    if len(fixed) > vocab_size:
+        raise ValueError(
+            f"a vocabulary of {vocab_size} ids cannot hold the {len(fixed)} fixed tokens"
+        )
     vocab = {tok: i for i, tok in enumerate(fixed)}
     for i in range(len(fixed), vocab_size):
         vocab[f"w{i}"] = i
