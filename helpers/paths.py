@@ -14,6 +14,7 @@ current folder, never into site-packages.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from helpers.errors import CookbookError
@@ -72,3 +73,9 @@ def out_dir(*parts: str) -> Path:
             "(e.g. `export COOKBOOK_OUT=$HOME/cookbook-out`, or os.environ['COOKBOOK_OUT'] in a notebook)."
         )
     return path
+
+
+def slug(text: str, default: str = "out") -> str:
+    """``text`` as a file-name part: runs of anything but letters, digits, ``_``, ``.`` and
+    ``-`` become one ``-``; at most 60 characters; ``default`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60].strip("-") or default

@@ -9,6 +9,7 @@ first must come out right and the second wrong, which shows the scorer reads the
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -120,7 +121,15 @@ def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
     ServeConfig in turn for the comparison (launched, scored, stopped) runs in the h200
     notebook's step 12 in CI (tests/test_notebooks.py), so no second server starts here."""
     items = items_by_id(ACC["trained"] + ACC["held_out"])
-    before = {r.pid for r in processes.find_leftovers(include_owned=True)}
+
+    def ours():  # servers this process launched (another worker's may start meanwhile)
+        return {
+            r.pid
+            for r in processes.find_leftovers(include_owned=True)
+            if r.owner_pid == os.getpid()
+        }
+
+    before = ours()
     url = standin_server.url
     c = compare_configs({"first": url, "again": url}, items, options=GREEDY)
     assert list(c.a.items["id"]) == list(c.b.items["id"]) == [i["id"] for i in items]
@@ -130,7 +139,7 @@ def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
     assert c.a.accuracy.value >= 7 / 16 and c.b.accuracy.value >= 7 / 16  # the trained half
     assert "McNemar exact p = " in c.summary() and "first" in c.summary() and "again" in c.summary()
     assert set(c.table().columns) >= {"id", "first right", "again right"}
-    assert {r.pid for r in processes.find_leftovers(include_owned=True)} <= before
+    assert ours() <= before
     assert standin_server.is_running()
     with pytest.raises(EvalError, match="different items"):
         compare(c.a, evaluate(standin_server, items[:3], options=GREEDY, label="ci-three"))

@@ -27,8 +27,11 @@
 # **Stand-in mode** (`stand_in = True`, what CI runs): the tiny CPU stand-in learned exactly
 # this notebook's schema answer and the agent's trajectory, so every cell completes and
 # shows the real server's replies. **Weightless** (`weightless = True` on a GPU): the real
-# architecture with random weights. Guided decoding still gives valid JSON on noise; a cell
-# that cannot complete on noise text (the agent's tool calls) says so instead of failing.
+# architecture with random weights. Guided decoding still follows the schema on noise, but
+# the weightless tokenizer joins its tokens with spaces, so the answer does not validate; a
+# cell that cannot complete on noise text (that answer, the agent's tool calls) says so
+# instead of failing. A request the server fails (HTTP 5xx) is no noise: it raises
+# `ServerRequestError` with the server's words and its log's error lines.
 
 # %% tags=["parameters"]
 target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the model
@@ -36,6 +39,7 @@ stand_in = True  # True: the CPU stand-in; False: the target's GPU
 weightless = False  # True (GPU): the exact architecture with random weights, no download: the APIs and the grammar are real, the text is noise
 install = True  # pip-install the cookbook's helpers with the `notebook` extra first (%pip): pydantic-ai, anthropic, lm-eval
 server_url = None  # attach to an already running vLLM server of this target instead of launching one
+extra_args = None  # more serve flags, e.g. {"--log-error-stack": True} (vLLM then logs the stack of a request that fails with HTTP 500)
 max_tokens = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
 temperature = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
 agent_retries = 1  # how often the agent may send an invalid answer back to the model for another try
@@ -66,7 +70,7 @@ from helpers.server.launch import launch_server
 from helpers.weights.prepare import mode_of, prepare
 
 check_libraries("pydantic_ai", "anthropic")  # the agent and Messages sections, before the launch
-cfg = resolve(target)
+cfg = resolve(target, extra_args=extra_args)
 for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
     print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")
 check_config(cfg)

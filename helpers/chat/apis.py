@@ -393,9 +393,7 @@ def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any])
     except sdk.APIStatusError as e:
         if e.status_code >= 500:
             raise ServerRequestError(
-                describe_server_error(
-                    str(client.base_url), f"POST {path}", e.status_code, error_words(e)
-                )
+                describe_server_error(str(client.base_url), f"POST {path}", e.status_code, e)
             ) from None
         raise ResponseError(
             f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"

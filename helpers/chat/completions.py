@@ -39,7 +39,7 @@ from helpers.chat.types import (
 )
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import describe_server_error, error_words
+from helpers.server.request_failure import describe_server_error
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
@@ -240,8 +240,8 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
                 + " (the --served-model-name / --model it was launched with)."
             )
         vllm_shaped = isinstance(body, Mapping) and ("message" in body or "error" in body)
-        if status >= 500 and status != 501:
-            return ServerRequestError(describe_server_error(url, what, status, error_words(e)))
+        if status >= 500 and status != 501 and what.startswith("POST"):
+            return ServerRequestError(describe_server_error(url, what, status, e))
         if status in (404, 405, 501) and not vllm_shaped:
             return ServerConnectionError(
                 f"The server at {root} answered {what} with HTTP {status}: it is not a vLLM "

@@ -17,7 +17,7 @@ import pandas as pd
 
 from helpers.chat.request import ChatOptions
 from helpers.evals.accuracy import AccuracyResult, evaluate_runs
-from helpers.paths import out_dir
+from helpers.paths import out_dir, slug
 
 
 def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
@@ -126,7 +126,7 @@ def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None)
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    path = path or out_dir("plots") / f"{title.lower().replace(' ', '-')[:60]}-budget.png"
+    path = path or out_dir("plots") / f"{slug(title.lower(), 'accuracy')}-budget.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120, metadata={"Title": title})  # the title travels with the PNG

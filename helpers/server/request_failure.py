@@ -69,7 +69,10 @@ KNOWN: tuple[RequestFailure, ...] = (
     ),
 )
 
-_ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|Traceback|Error: ")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours vLLM's logger writes on a terminal
+#: A log line that reports an error: vLLM's ERROR / CRITICAL level (vllm/logger.py's format),
+#: a traceback, or a ``SomeError: ...`` line of one (not a WARNING that names an error).
+_ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|^\s*(?:[\w.]+\.)?[A-Z]\w*Error: ")
 
 
 def error_words(e: Exception) -> str:
@@ -100,18 +103,47 @@ def log_of(base_url: str) -> Path | None:
     return None
 
 
-def describe_server_error(base_url: str, what: str, status: int, said: str) -> str:
+def _server_message(error: Exception) -> tuple[str, str | None]:
+    """``(message, error type)`` from vLLM's error body (``{"error": {"message", "type"}}``)
+    in an SDK status error; the message is ``""`` when the body carries none."""
+    body = getattr(error, "body", None)
+    err = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(err, Mapping):
+        return " ".join(str(body or "").split())[:300], None
+    kind = err.get("type")
+    return " ".join(str(err.get("message") or "").split())[:300], kind if isinstance(
+        kind, str
+    ) else None
+
+
+def describe_server_error(base_url: str, what: str, status: int, error: Exception) -> str:
     """One message for a request the server failed: ``what`` got HTTP ``status`` with the
-    server's words ``said``, then the cause (a known one from the log, :data:`KNOWN`), the
-    log's last error lines, and where the log is.
+    server's words, then the cause (a known one from the log, :data:`KNOWN`), the log's last
+    error lines, and where the log is.
+
+    A 500 whose body has an empty message is an exception raised without one (a bare
+    ``assert``, say): vLLM 0.32.0's handler (``entrypoints/serve/exception_handling/
+    handlers/exception.py``) puts ``str(exc)`` in the body and logs the request only with
+    ``--log-error-stack``, so the message says to restart with it to see the stack.
 
     Args:
         base_url: the server's URL (``http://host:port[/v1]``).
         what: the request, e.g. ``"POST /v1/chat/completions"``.
         status: the HTTP status (5xx).
-        said: the server's own words (the error body's message).
+        error: the SDK's status error (``openai`` or ``anthropic``), for the body.
     """
-    head = f"The server at {base_url} failed {what} (HTTP {status}): {said or 'no message'}."
+    said, kind = _server_message(error)
+    if said:
+        head = f"The server at {base_url} failed {what} (HTTP {status}): {said.rstrip('.')}."
+    else:
+        head = (
+            f"The server at {base_url} failed {what} (HTTP {status}"
+            + (f", {kind}" if kind else "")
+            + ") with an empty message: an exception without words inside vLLM (a bare "
+            "assert, say). vLLM writes its stack only with --log-error-stack: restart the "
+            'server with it (extra_args={"--log-error-stack": True}) and send the request '
+            "again to see where it fails."
+        )
     log = log_of(base_url)
     if log is None:
         return (
@@ -119,7 +151,7 @@ def describe_server_error(base_url: str, what: str, status: int, said: str) -> s
             "reply): read its last ERROR lines."
         )
     tail = read_tail(log, TAIL_LINES)
-    errors = [line for line in tail.splitlines() if _ERROR.search(line)][-6:]
+    errors = [_ANSI.sub("", line) for line in tail.splitlines() if _ERROR.search(line)][-6:]
     known = next((k for k in KNOWN if k.wording.search(tail)), None)
     parts = [head]
     if known is not None:

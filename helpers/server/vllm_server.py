@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from helpers.errors import CookbookError, ServerStartError
-from helpers.paths import out_dir
+from helpers.paths import out_dir, slug
 from helpers.server.command import CACHE_VARS, compile_cache_key, launch_argv, launch_environment
 from helpers.server.diagnose import start_failure
 from helpers.server.endpoint import ServerEndpoint
@@ -72,7 +72,7 @@ _phase_kind = phase_kind
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "server"
+    return slug(text, "server")
 
 
 # ---------------------------------------------------------------------------- the server
