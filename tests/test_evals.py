@@ -120,7 +120,7 @@ def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
     same items in the same order, the pair counted from the per-item tables. Serving a
     ServeConfig in turn for the comparison (launched, scored, stopped) runs in the h200
     notebook's step 12 in CI (tests/test_notebooks.py), so no second server starts here."""
-    items = items_by_id(ACC["trained"] + ACC["held_out"])
+    items = items_by_id(ACC["trained"][:4] + ACC["held_out"][:4])  # half of each: CI's time
 
     def ours():  # servers this process launched (another worker's may start meanwhile)
         return {
@@ -136,7 +136,7 @@ def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
     disagree = int((c.a.items["correct"] != c.b.items["correct"]).sum())
     assert c.test.only_a + c.test.only_b == disagree
     assert c.difference.low <= c.difference.difference <= c.difference.high
-    assert c.a.accuracy.value >= 7 / 16 and c.b.accuracy.value >= 7 / 16  # the trained half
+    assert c.a.accuracy.value >= 3 / 8 and c.b.accuracy.value >= 3 / 8  # the trained half
     assert "McNemar exact p = " in c.summary() and "first" in c.summary() and "again" in c.summary()
     assert set(c.table().columns) >= {"id", "first right", "again right"}
     assert ours() <= before

@@ -34,21 +34,21 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
     """notebooks/h200.ipynb (the target template; the other target notebooks differ only in
     registry data: test_committed_notebooks_match_the_template) with the weightless GPU
     defaults. What the CPU cannot carry is cut, and only that: the benchmark runs one point
-    (concurrency 1, 64 in / 32 out) instead of 1 / 16 / 64 / 256 at 1024 / 256, the accuracy
-    step 8 items instead of 50, and each reply 64 tokens instead of 256 (a noise token costs
+    (concurrency 1, 32 in / 16 out) instead of 1 / 16 / 64 / 256 at 1024 / 256, the accuracy
+    step 6 items instead of 50, and each reply 32 tokens instead of 256 (a noise token costs
     25-80 ms here). The sampling (1.0 / 0.95), the eval's concurrency (32) and the rule that
-    sizes the budget curve from ``max_tokens`` (off / 64 / no cap at 256, off / 16 / no cap
-    at 64: a budget of 1024 against either failed step 10 on an H200) stay the GPU's."""
+    sizes the budget curve from ``max_tokens`` (off / 64 / no cap at 256, off / 8 / no cap at
+    32: a budget of 1024 against either failed step 10 on an H200) stay the GPU's."""
     gpu = run_defaults("weightless")
     assert (gpu.max_tokens, gpu.temperature, gpu.budgets) == (256, 1.0, ("off", 64, None))
-    assert run_defaults("weightless", max_tokens=64).budgets == ("off", 16, None)
+    assert run_defaults("weightless", max_tokens=32).budgets == ("off", 8, None)
     book = REPO_ROOT / "notebooks" / "h200.ipynb"
     started = time.time()
     executed = notebook_run.run_notebook(
         book,
         {"install": False, "stand_in": False, "weightless": True, "server_url": noise_server.url,
-         "max_tokens": 64, "bench_concurrencies": [1], "bench_input_len": 64,
-         "bench_output_len": 32, "quality": {"items": 8}},
+         "max_tokens": 32, "bench_concurrencies": [1], "bench_input_len": 32,
+         "bench_output_len": 16, "quality": {"items": 6}},
         output=_real_out_notebooks() / "h200-weightless-noise.ipynb", progress=False,
     )  # fmt: skip
     print(f"\nh200 notebook, weightless defaults on noise: {time.time() - started:.0f} s")
@@ -56,10 +56,10 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "libraries for the later steps: lm_eval, scipy import" in text  # step 1
     assert "attach mode: the server runs elsewhere" in text
-    assert "Scoring 8 items through lm-eval" in text  # step 10 ran with the GPU's budgets
+    assert "Scoring 6 items through lm-eval" in text  # step 10 ran with the GPU's budgets
     assert "Weightless run (random weights): the answers are noise" in text
-    assert "Reasoning-budget curve on 8 items" in text
-    for budget in ("off", "16", "no cap"):
+    assert "Reasoning-budget curve on 6 items" in text
+    for budget in ("off", "8", "no cap"):
         assert re.search(rf"\\n\s*\d+\s+{budget}\s", text) or f">{budget}<" in text, budget
     assert '"Step 12 skipped' in text
     assert noise_server.is_running()  # attached, left alone
@@ -82,7 +82,7 @@ def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(noise
     assert noise_server.is_running()  # attached, left alone
     text = executed.read_text()
     assert "Traceback" not in text and '"output_type": "error"' not in text
-    assert "HTTP 500" not in text and "ServerRequestError" not in text
+    assert "ServerRequestError" not in text and "failed POST" not in text  # no request failed
     assert "libraries for the later steps: pydantic_ai, anthropic import" in text
     valid = re.search(
         r"schema answers validated with pydantic: thinking off (\d) of 2, thinking on (\d) of 2", text

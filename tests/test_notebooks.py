@@ -210,7 +210,7 @@ ACCURACY_NOTEBOOK = "h200"
 #: The target notebooks whose CI run executes the benchmark step (one point, its table and
 #: plots); the others skip it (``bench_concurrencies = []``) to keep CI's budget: the step's
 #: cell is the same in every notebook (the template's) and the quickstart runs it in full.
-SWEEP_NOTEBOOKS = {"h200", "h100", "jetson"}
+SWEEP_NOTEBOOKS = {"h100", "jetson"}  # and h200 in GPU mode (tests/test_gpu_defaults.py)
 
 
 @pytest.mark.notebook
