@@ -26,7 +26,14 @@ GPU_BUDGET = 1024
 #: The stand-in's capped point: it reasons in tens of tokens (``cookbook/demo.yaml``).
 STANDIN_BUDGET = 8
 
-MODES = ("download", "weightless", "stand_in")
+#: Per mode: max_tokens, temperature, top_p, benchmark concurrencies, input and output
+#: tokens, eval items, budget-curve items, the curve's nominal cap, eval concurrency, noise.
+_TABLE = {
+    "download": (GPU_MAX_TOKENS, GPU_TEMPERATURE, GPU_TOP_P, (1, 16, 64, 256), 1024, 256, 200, 50, GPU_BUDGET, 32, False),
+    "weightless": (256, GPU_TEMPERATURE, GPU_TOP_P, (1, 16, 64, 256), 1024, 256, 50, 50, GPU_BUDGET, 32, True),
+    "stand_in": (1024, 0.0, 1.0, (1, 2, 4), 64, 32, 16, 16, STANDIN_BUDGET, 4, False),
+}  # fmt: skip
+MODES = tuple(_TABLE)
 
 
 @dataclass(frozen=True)
@@ -62,27 +69,20 @@ class RunDefaults:
     eval_concurrency: int
     noise: bool
 
-    @property
-    def stand_in(self) -> bool:
-        return self.mode == "stand_in"
-
-    @property
-    def weightless(self) -> bool:
-        return self.mode == "weightless"
-
 
 def budget_points(nominal: int, max_tokens: int) -> tuple[str | int | None, ...]:
     """The budget curve's points for a run of ``max_tokens``: reasoning off, capped, no cap.
 
     The cap is ``nominal`` tokens, or a quarter of ``max_tokens`` when that is smaller, so
     that it stays below ``max_tokens`` with room for the answer (``ChatOptions`` refuses a
-    budget at or above ``max_tokens``).
+    budget at or above ``max_tokens``); below 4 ``max_tokens`` there is no capped point.
 
     Args:
         nominal: the cap the mode wants (tokens).
         max_tokens: the run's ``max_tokens`` (tokens, >= 1).
     """
-    return ("off", min(nominal, max(max_tokens // 4, 1)), None)
+    cap = min(nominal, max_tokens // 4)
+    return ("off", cap, None) if cap >= 1 else ("off", None)  # under 4 tokens: no room for a cap
 
 
 def run_defaults(mode: str, max_tokens: int | None = None) -> RunDefaults:
@@ -106,22 +106,11 @@ def run_defaults(mode: str, max_tokens: int | None = None) -> RunDefaults:
         raise ValueError(f"run_defaults: mode {mode!r} is not one of {', '.join(MODES)}.")
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"run_defaults: max_tokens={max_tokens} must be >= 1.")
-    if mode == "stand_in":
-        tokens = max_tokens or 1024
-        return RunDefaults(
-            mode, 1024, 0.0, 1.0, (1, 2, 4), 64, 32, 16, 16,
-            budget_points(STANDIN_BUDGET, tokens), 4, noise=False,
-        )  # fmt: skip
-    if mode == "weightless":
-        tokens = max_tokens or 256
-        return RunDefaults(
-            mode, 256, GPU_TEMPERATURE, GPU_TOP_P, (1, 16, 64, 256), 1024, 256, 50, 50,
-            budget_points(GPU_BUDGET, tokens), 32, noise=True,
-        )  # fmt: skip
-    tokens = max_tokens or GPU_MAX_TOKENS
+    (tokens, temperature, top_p, concurrencies, input_len, output_len, items, budget_items,
+     nominal, eval_concurrency, noise) = _TABLE[mode]  # fmt: skip
     return RunDefaults(
-        mode, GPU_MAX_TOKENS, GPU_TEMPERATURE, GPU_TOP_P, (1, 16, 64, 256), 1024, 256, 200, 50,
-        budget_points(GPU_BUDGET, tokens), 32, noise=False,
+        mode, tokens, temperature, top_p, concurrencies, input_len, output_len, items,
+        budget_items, budget_points(nominal, max_tokens or tokens), eval_concurrency, noise,
     )  # fmt: skip
 
 

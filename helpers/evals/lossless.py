@@ -88,9 +88,9 @@ class Match:
 
     @property
     def vacuous(self) -> bool:
-        """No drafted token was accepted: the drafter changed nothing, so identical outputs
-        prove nothing (vLLM's own CPU test, ``tests/v1/e2e/test_cpu_spec_decode.py`` in
-        0.32.0, fails such a run)."""
+        """No drafted token was accepted during the compared requests, so the comparison
+        proves nothing either way (vLLM's own CPU test, ``tests/v1/e2e/test_cpu_spec_decode.py``
+        in 0.32.0, fails such a run)."""
         return self.accepted == 0
 
     def summary(self, label: str = "drafting") -> str:

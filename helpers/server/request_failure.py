@@ -75,16 +75,25 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours vLLM's logger writes on a t
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|^\s*(?:[\w.]+\.)?[A-Z]\w*Error: ")
 
 
+def _server_message(error: Exception) -> tuple[str, str | None]:
+    """``(message, error type)`` from vLLM's error body (``{"error": {"message", "type"}}``)
+    in an SDK status error; the message is ``""`` when the body carries none."""
+    body = getattr(error, "body", None)
+    err = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(err, Mapping):  # not vLLM's shape (a text body, none)
+        return " ".join(str(body or "").split())[:300], None
+    kind = err.get("type")
+    return " ".join(str(err.get("message") or "").split())[:300], kind if isinstance(
+        kind, str
+    ) else None
+
+
 def error_words(e: Exception) -> str:
     """The server's own words from an SDK status error (``openai`` or ``anthropic``): the
     body's ``error.message`` or ``message`` (vLLM's error shape), else the error's text, on
     one line (at most 300 characters)."""
-    body = getattr(e, "body", None)
-    text = None
-    if isinstance(body, Mapping):
-        err = body.get("error")
-        text = err.get("message") if isinstance(err, Mapping) else body.get("message")
-    return " ".join(str(text or e).split())[:300]
+    said, _ = _server_message(e)
+    return said or " ".join(str(e).split())[:300]
 
 
 def log_of(base_url: str) -> Path | None:
@@ -101,19 +110,6 @@ def log_of(base_url: str) -> Path | None:
         if rec.port == parsed.port and rec.alive:
             return Path(rec.log)
     return None
-
-
-def _server_message(error: Exception) -> tuple[str, str | None]:
-    """``(message, error type)`` from vLLM's error body (``{"error": {"message", "type"}}``)
-    in an SDK status error; the message is ``""`` when the body carries none."""
-    body = getattr(error, "body", None)
-    err = body.get("error", body) if isinstance(body, Mapping) else None
-    if not isinstance(err, Mapping):
-        return " ".join(str(body or "").split())[:300], None
-    kind = err.get("type")
-    return " ".join(str(err.get("message") or "").split())[:300], kind if isinstance(
-        kind, str
-    ) else None
 
 
 def describe_server_error(base_url: str, what: str, status: int, error: Exception) -> str:
