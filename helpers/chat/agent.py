@@ -41,11 +41,13 @@ import pydantic
 
 from helpers.errors import AgentError, CookbookError, check_number
 from helpers.loop_thread import run_on_own_loop
+from helpers.machine.libraries import LIBRARIES
 from helpers.server.endpoint import server_root
 from helpers.standin.data import load_demo, tool_result
 
-#: What ``pip`` needs for this module (the ``agents`` extra of the package).
-AGENTS_REQUIREMENT = "pydantic-ai-slim[openai]==2.68.0"
+#: What ``pip`` needs for this module (the ``agents`` extra of the package): the one pin of
+#: the libraries a step needs, :data:`helpers.machine.libraries.LIBRARIES`.
+AGENTS_REQUIREMENT = LIBRARIES["pydantic_ai"].requirement
 
 
 class WarmerCity(pydantic.BaseModel):

@@ -35,6 +35,7 @@ from helpers.chat.request import ChatOptions
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
 from helpers.errors import CookbookError
 from helpers.evals.stats import Proportion, wilson
+from helpers.machine.libraries import LIBRARIES
 from helpers.paths import out_dir
 from helpers.standin.data import load_demo
 
@@ -278,8 +279,8 @@ def evaluate_runs(
         raise EvalError(f"budget_method={budget_method!r}: use 'server' or 'two_pass'.")
     if importlib.util.find_spec("lm_eval") is None:
         raise EvalError(
-            "The accuracy step needs lm-eval: pip install 'lm-eval[api]==0.4.13' "
-            "(requirements.txt has it)."
+            f"The accuracy step needs lm-eval: pip install '{LIBRARIES['lm_eval'].requirement}' "
+            "(the cookbook's notebook extra and requirements.txt have it)."
         )
     items = _resolve_items(items, item_set)
     prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
