@@ -15,7 +15,6 @@ from helpers.errors import InstallError
 from helpers.machine.libraries import LIBRARIES, check_libraries, missing_modules
 
 REPO = Path(__file__).resolve().parents[1]
-KIT = REPO / "tools" / "device" / "notebook-kernel-requirements.txt"
 
 
 def _imports(tree: ast.AST) -> set[str]:
@@ -126,45 +125,6 @@ def test_the_notebook_extra_and_requirements_carry_every_library():
     for name, lib in LIBRARIES.items():
         assert lib.requirement in notebook, f"{name}: {lib.requirement} not in the notebook extra"
         assert lib.requirement in requirements, f"{name}: {lib.requirement} not in requirements.txt"
-
-
-def _kit() -> dict[str, str]:
-    pins = {}
-    for line in KIT.read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
-    return pins
-
-
-def test_the_device_kit_carries_every_library_a_step_imports():
-    kit = _kit()
-    for lib in LIBRARIES.values():
-        m = re.match(r"([\w.-]+)(?:\[[^\]]*\])?(==|>=)([\w.]+)", lib.requirement)
-        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
-        if name == "scipy":  # on the H200 image already (tools/device/README.md)
-            continue
-        assert name in kit, f"the device kit lacks {name} ({lib.requirement})"
-        if m.group(2) == "==":
-            assert kit[name] == m.group(3), f"the kit pins {name}=={kit[name]}, not {m.group(3)}"
-
-
-def test_the_device_kit_carries_what_lm_eval_needs_beyond_the_machine():
-    """lm-eval 0.4.13's own requirements (its wheel's METADATA, read here from the installed
-    distribution) are each in the kit, on the H200 image, or in the vLLM bundle."""
-    from importlib.metadata import requires
-
-    on_machine = {  # the H200 image's packages and the bundle's (tools/device/README.md)
-        "numpy", "jinja2", "sacrebleu", "scikit-learn", "tqdm", "typing-extensions", "dill",
-        "requests", "aiohttp", "tenacity", "tiktoken",
-    }  # fmt: skip
-    kit = _kit()
-    for req in requires("lm-eval") or []:
-        if "extra ==" in req and 'extra == "api"' not in req:
-            continue
-        name = re.sub(r"[-_.]+", "-", re.match(r"[\w.-]+", req).group(0)).lower()
-        assert name in kit or name in on_machine, f"lm-eval needs {name}: not in the kit"
 
 
 def test_check_libraries_names_the_missing_one_and_the_fix(monkeypatch):

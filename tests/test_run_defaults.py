@@ -58,3 +58,19 @@ def test_a_budget_at_max_tokens_is_refused_by_name_with_the_fix():
         budget_plan(["off", 256, None], ChatOptions(max_tokens=256))
     with pytest.raises(ValueError, match="is not one of download, weightless, stand_in"):
         run_defaults("gpu")
+
+
+def test_a_sweep_on_dummy_weights_knows_it_from_the_served_command(tmp_path):
+    """The sweep says "expected on dummy weights" instead of ERROR for a drafter that accepts
+    nothing when the server serves ``--load-format dummy`` (seen as ERROR lines on an H200,
+    2026-12-02); a real checkpoint or an attached URL keeps the ERROR."""
+    from types import SimpleNamespace
+
+    from helpers.bench.sweep import serves_dummy_weights
+    from helpers.config.resolve import resolve
+    from helpers.weights.weightless import arch_config, build_arch_model
+
+    weightless = arch_config(resolve("h200"), build_arch_model("nvfp4", tmp_path / "arch"))
+    assert serves_dummy_weights(SimpleNamespace(config=weightless))
+    assert not serves_dummy_weights(SimpleNamespace(config=resolve("h200")))
+    assert not serves_dummy_weights(SimpleNamespace(base_url="http://10.0.0.9:8000"))

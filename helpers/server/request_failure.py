@@ -10,6 +10,7 @@ last error lines and names the cause; for any other server it says where to look
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,10 @@ from helpers.server.vllm_log import Wording, read_tail
 
 #: Lines of the log's tail read for the request's error lines.
 TAIL_LINES = 400
+#: Seconds to wait for the log to stop growing before it is read: the launcher's reader
+#: thread copies the server's output into the log, so the lines vLLM writes while it answers
+#: the failed request can land a moment after the reply (seen on an H200, 2026-12-02).
+LOG_SETTLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,31 @@ class RequestFailure:
     wording: Wording
     cause: str
 
+    def said(self, match: re.Match[str]) -> str:
+        """The cause, with the wording's named groups (e.g. ``{module}``) filled in."""
+        return self.cause.format(**{k: v or "?" for k, v in match.groupdict().items()})
+
 
 #: Known causes, tried in order; each wording checked in vLLM 0.32.0's source.
 KNOWN: tuple[RequestFailure, ...] = (
+    RequestFailure(
+        Wording(
+            (
+                r"failed due to ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+                r"^\S*\s*(?:\S+\s+){0,4}ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+            ),
+            "vllm/v1/engine/async_llm.py (generate: 'Request ... failed due to ...' with "
+            "--enable-log-requests) and the stack --log-error-stack writes "
+            "(entrypoints/serve/exception_handling/handlers/vllm_error.py)",
+            ("vllm 0.32.0",),
+        ),
+        "vLLM's Python environment lacks the module '{module}', which vLLM imports to serve this "
+        "request (vLLM 0.32.0 imports every structured-output backend when it checks a schema "
+        "request: lmformatenforcer, outlines_core, llguidance, xgrammar). The module is in "
+        "vLLM's own requirements, so `pip install vllm==<release>` brings it; an environment "
+        "assembled by hand (an offline bundle, a trimmed image) can miss it. Install the "
+        "package that provides it, then restart the server.",
+    ),
     RequestFailure(
         Wording(
             (r"grammar rejected tokens \[[^\]]*\] for request \S+\. Terminating request",),
@@ -73,6 +100,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours vLLM's logger writes on a t
 #: A log line that reports an error: vLLM's ERROR / CRITICAL level (vllm/logger.py's format),
 #: a traceback, or a ``SomeError: ...`` line of one (not a WARNING that names an error).
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|^\s*(?:[\w.]+\.)?[A-Z]\w*Error: ")
+
+
+#: The lines of an error that say what it is: an exception line of a traceback, or vLLM's
+#: one-line account of a failed request (``--enable-log-requests``).
+_SUMMARY = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit): |failed due to |Unexpected: ")
 
 
 def _server_message(error: Exception) -> tuple[str, str | None]:
@@ -117,10 +149,14 @@ def describe_server_error(base_url: str, what: str, status: int, error: Exceptio
     server's words, then the cause (a known one from the log, :data:`KNOWN`), the log's last
     error lines, and where the log is.
 
-    A 500 whose body has an empty message is an exception raised without one (a bare
-    ``assert``, say): vLLM 0.32.0's handler (``entrypoints/serve/exception_handling/
-    handlers/exception.py``) puts ``str(exc)`` in the body and logs the request only with
-    ``--log-error-stack``, so the message says to restart with it to see the stack.
+    A 500 whose body has an empty message is an exception raised without words: in vLLM
+    0.32.0 most often ``EngineGenerateError()``, which ``AsyncLLM.generate``
+    (``vllm/v1/engine/async_llm.py``) raises for any unexpected error while it adds or runs
+    the request, logging the cause only with ``--enable-log-requests`` ("Request ... failed
+    due to ...") and its stack only with ``--log-error-stack``
+    (``entrypoints/serve/exception_handling/handlers/vllm_error.py``). When the log names no
+    known cause and the server ran without those flags, the message says to restart with them
+    (the log's first line, the launcher's command, tells).
 
     Args:
         base_url: the server's URL (``http://host:port[/v1]``).
@@ -129,32 +165,76 @@ def describe_server_error(base_url: str, what: str, status: int, error: Exceptio
         error: the SDK's status error (``openai`` or ``anthropic``), for the body.
     """
     said, kind = _server_message(error)
+    return describe_with_log(base_url, what, status, said, kind, log_of(base_url))
+
+
+#: The serve flags that make vLLM 0.32.0 log why a request failed: the stack
+#: (``--log-error-stack``) and one line naming the exception (``--enable-log-requests``).
+DIAGNOSTIC_FLAGS = ("--log-error-stack", "--enable-log-requests")
+
+
+def _settled_tail(log: Path, settle_s: float = LOG_SETTLE_S) -> str:
+    """The log's last :data:`TAIL_LINES` lines once it has stopped growing for 0.2 s (at most
+    ``settle_s`` seconds of waiting)."""
+    deadline = time.monotonic() + settle_s
+    size = -1
+    while time.monotonic() < deadline:
+        now = log.stat().st_size if log.exists() else 0
+        if now == size:
+            break
+        size = now
+        time.sleep(0.2)
+    return read_tail(log, TAIL_LINES)
+
+
+def describe_with_log(
+    base_url: str, what: str, status: int, said: str, kind: str | None, log: Path | None
+) -> str:
+    """:func:`describe_server_error` once the body is read: ``said`` (the body's message,
+    ``""`` when empty) and ``kind`` (its error type), with ``log`` the server's log file
+    (None when this machine did not launch it)."""
+    head = f"The server at {base_url} failed {what} (HTTP {status}"
     if said:
-        head = f"The server at {base_url} failed {what} (HTTP {status}): {said.rstrip('.')}."
+        head += f"): {said.rstrip('.')}."
     else:
-        head = (
-            f"The server at {base_url} failed {what} (HTTP {status}"
-            + (f", {kind}" if kind else "")
-            + ") with an empty message: an exception without words inside vLLM (a bare "
-            "assert, say). vLLM writes its stack only with --log-error-stack: restart the "
-            'server with it (extra_args={"--log-error-stack": True}) and send the request '
-            "again to see where it fails."
+        head += (f", {kind}" if kind else "") + (
+            ") with an empty message: an exception without words inside vLLM (a bare "
+            "assert, say, or vLLM's own EngineGenerateError, which keeps the cause in the log)."
         )
-    log = log_of(base_url)
     if log is None:
-        return (
-            head + " The reason is in the server's log (vLLM writes it there, not in the "
-            "reply): read its last ERROR lines."
+        return head + (
+            " The reason is in the server's log (vLLM writes it there, not in the reply): read "
+            "its last ERROR lines; a server started with --log-error-stack --enable-log-requests "
+            "writes the exception there."
         )
-    tail = read_tail(log, TAIL_LINES)
-    errors = [_ANSI.sub("", line) for line in tail.splitlines() if _ERROR.search(line)][-6:]
-    known = next((k for k in KNOWN if k.wording.search(tail)), None)
+    tail = _ANSI.sub("", _settled_tail(log))
+    errors = [line for line in tail.splitlines() if _ERROR.search(line)]
+    # a traceback's frames say less than its exception lines ("ModuleNotFoundError: ...")
+    errors = ([line for line in errors if _SUMMARY.search(line)] or errors)[-6:]
+    found = next(((k, m) for k in KNOWN if (m := k.wording.search(tail))), None)
     parts = [head]
-    if known is not None:
-        parts.append(f"Cause: {known.cause}")
+    if found is not None:
+        parts.append(f"Cause: {found[0].said(found[1])}")
     if errors:
         parts.append("The log's last error lines:\n  " + "\n  ".join(e[:300] for e in errors))
     else:
         parts.append("The log has no error line for it.")
+    missing = [f for f in DIAGNOSTIC_FLAGS if f not in _launch_line(log)]
+    if found is None and missing:
+        flags = ", ".join(f'"{f}": True' for f in missing)
+        parts.append(
+            f"vLLM writes why a request failed only with {' and '.join(missing)}: restart the "
+            f"server with extra_args={{{flags}}} and send the request again."
+        )
     parts.append(f"Log: {log}")
     return "\n".join(parts)
+
+
+def _launch_line(log: Path) -> str:
+    """The log's first line: the command the launcher ran (``# helpers.server.vllm_server
+    launch: ...``), or ``""``."""
+    try:
+        with log.open(errors="replace") as f:
+            return f.readline()
+    except OSError:
+        return ""
