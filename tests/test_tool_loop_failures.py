@@ -53,3 +53,29 @@ def test_one_call_that_ran_is_no_such_warning(rec, client):  # noqa: F811 - fixt
     assert (
         tools_mod.run_tool_loop(client, MODEL, "q", {"get_time": get_time}, TOOLS).warning is None
     )
+
+
+def test_a_forced_tool_choice_answered_with_text_is_never_the_loops_answer(rec, client):  # noqa: F811 - fixtures
+    """vllm #54808: with qwen3_coder a forced ``tool_choice`` can come back as prose with
+    ``finish_reason="stop"`` (replayed: the stand-in's recorded prose answer, as the reply to
+    a request that forced a call). ``chat`` marks and warns; the loop refuses it as an answer."""
+    import pytest
+
+    from helpers.chat.completions import chat
+    from helpers.chat.types import ForcedToolCallIgnoredWarning
+
+    rec.queue("tool_final_answer")
+    with pytest.warns(ForcedToolCallIgnoredWarning, match=r"tool_choice='required'.*#54808"):
+        r = chat(client, MODEL, "q", tools=TOOLS, tool_choice="required")
+    assert r.forced_call_ignored and not r.tool_calls and r.finish_reason == "stop"
+    rec.queue("tool_final_answer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ForcedToolCallIgnoredWarning)
+        with pytest.raises(tools_mod.ToolLoopError, match="neither a call nor the loop's answer"):
+            tools_mod.run_tool_loop(
+                client, MODEL, "q", {"get_weather": get_weather}, TOOLS, tool_choice="required"
+            )
+    rec.queue("tool_final_answer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ForcedToolCallIgnoredWarning)
+        assert not chat(client, MODEL, "q", tools=TOOLS, tool_choice="auto").forced_call_ignored

@@ -194,5 +194,18 @@ def measure_acceptance(
         "spec_decode_accepted_tokens": counted.get("spec_decode_accepted_tokens"),
         "path": str(json_path),
     }
-    row.update(acceptance_verdict(row))
+    # a run that drafted nothing (no draft between the two scrapes, no figures in vLLM's
+    # JSON) gets a verdict too, so every row has the same columns (a notebook's table failed
+    # with KeyError 'spec_decode_verdict' on a loaded CI machine)
+    row.update(
+        acceptance_verdict(row)
+        or {"spec_decode_level": "warning", "spec_decode_verdict": DRAFTED_NOTHING}
+    )
     return row
+
+
+#: The verdict of an acceptance run during which the server drafted nothing.
+DRAFTED_NOTHING = (
+    "drafted nothing during these requests (the speculative-decoding counters did not move): "
+    "no acceptance to report; check that the server runs --speculative-config"
+)

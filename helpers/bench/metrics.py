@@ -110,6 +110,30 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return totals
 
 
+#: vLLM's counter of finished requests by ``finished_reason`` (``stop``, ``length``, ``abort``,
+#: ...; ``vllm/v1/metrics/loggers.py``, vLLM 0.32.0).
+REQUEST_SUCCESS = "vllm:request_success_total"
+
+
+def labeled_total(text: str, name: str, **labels: str) -> float | None:
+    """The sum of ``name``'s samples whose labels include ``labels`` in a ``/metrics`` scrape,
+    e.g. ``labeled_total(text, REQUEST_SUCCESS, finished_reason="length")``: requests that
+    ended at ``max_tokens``. None when the scrape has no such sample (or is not Prometheus)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = None
+    try:
+        for family in text_string_to_metric_families(text or ""):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    total = (total or 0.0) + float(sample.value)
+    except ValueError:
+        return None
+    return total
+
+
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
     """The labels of an ``*_info`` gauge in a ``/metrics`` scrape (its first sample).
 

@@ -121,7 +121,10 @@ def responses_chat(
             field in vLLM 0.32.0), ``False`` the API's ``text.format`` json_schema. On the
             stand-in both kept the reasoning apart and constrained only the message; the
             ``text.format`` answer ran on newlines to ``max_output_tokens``
-            (:mod:`helpers.chat.structured` says why).
+            (:mod:`helpers.chat.structured` says why). Before vLLM's PR #44084 (issue
+            #44012) ``text.format`` was not constrained at all with a reasoning parser; the
+            ``structured_outputs`` field is, in every release offered. A schema with forced
+            tools (``tool_choice="required"``) is refused before sending (vllm #32006).
         compact: see ``schema``.
 
     Returns:
@@ -141,6 +144,8 @@ def responses_chat(
     _check_client("responses_chat", client)
     _check_model("responses_chat", model)
     opts, extra = _options_from("responses_chat", options, overrides)
+    _refuse_schema_with_forced_tools("responses_chat", schema, opts)
+    _refuse_stream("responses_chat", extra)
     kwargs: dict[str, Any] = dict(
         model=model,
         input=_messages_of("responses_chat", messages_or_prompt),
@@ -167,6 +172,31 @@ def responses_chat(
     kwargs.update(extra)
     response = _send(openai, client, client.responses.create, "/v1/responses", kwargs)
     return parse_responses_reply(response)
+
+
+def _refuse_stream(fn: str, extra: Mapping[str, Any]) -> None:
+    """``stream=True`` is refused by name: the SDK would return an event stream that the
+    reply parser reads as an empty "successful" turn (content '', 0 tokens) while the server
+    generates the whole answer."""
+    if extra.get("stream"):
+        raise TypeError(
+            f"{fn}: stream=True is not supported here (the reply would read as empty while the "
+            "server generates the whole answer). Send without stream, or stream on chat "
+            "completions with helpers.chat.stream.stream_chat."
+        )
+
+
+def _refuse_schema_with_forced_tools(fn: str, schema: Any, opts: Any) -> None:
+    """A schema answer with forced tools (``tool_choice="required"`` or a named tool) is
+    refused before sending: vLLM has crashed on that pair (vllm-project/vllm #32006) and
+    refuses a schema with a named tool choice in 0.32.0 (``check_structured_outputs_count``)."""
+    forced = opts.tool_choice == "required" or isinstance(opts.tool_choice, Mapping)
+    if schema is not None and opts.tools and forced:
+        raise TypeError(
+            f"{fn}: a `schema` answer with tool_choice={opts.tool_choice!r} is not sent: vLLM "
+            "has crashed on structured outputs with forced tools (vllm-project/vllm #32006). "
+            "Run the tools first (tool_choice='auto'), then ask for the schema answer."
+        )
 
 
 def parse_responses_reply(response: Any) -> ChatResult:
@@ -310,6 +340,8 @@ def messages_chat(
             f"make_anthropic_client(url); got {type(client).__name__}."
         )
     opts, extra = _options_from("messages_chat", options, overrides)
+    _refuse_schema_with_forced_tools("messages_chat", schema, opts)
+    _refuse_stream("messages_chat", extra)
     if opts.max_tokens is None:
         raise ValueError(
             "messages_chat: the Messages API requires max_tokens (tokens): pass max_tokens=..."

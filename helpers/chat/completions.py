@@ -33,6 +33,7 @@ from helpers.chat.types import (
     THINK_START,
     TOOL_PARSER_FLAGS,
     ChatResult,
+    ForcedToolCallIgnoredWarning,
     ReasoningTruncatedWarning,
     ServerLimitUnknownWarning,
     _get,
@@ -251,6 +252,46 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
     return e
 
 
+def explain_bad_request(text: str) -> str | None:
+    """The cookbook's sentence (cause and fix, then the server's words) for a known HTTP 400
+    of vLLM 0.32.0, from the text of the reply; None for any other. Shared by :func:`chat`
+    and the accuracy step (:func:`helpers.evals.accuracy.evaluate`), so both give the same fix.
+
+    Known: ``max_tokens=N cannot be greater than max_model_len=M`` (``vllm/renderers/
+    params.py``), "maximum context length is N tokens" (the prompt does not fit),
+    ``thinking_token_budget is set but reasoning_config is not configured``
+    (``vllm/v1/engine/input_processor.py``; NeMo-RL PR #4220 met it) and tools sent to a
+    server without a tool parser (``vllm/renderers/online_renderer.py``).
+
+    Args:
+        text: the error's text (the SDK's message or the JSON body as text).
+    """
+    m = re.search(
+        r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
+    )
+    if m:
+        return str(_max_tokens_error(int(m.group(2)), m.group(1), text))
+    m = re.search(r"maximum context length is (\d+) tokens", text)
+    if m:  # the prompt (plus output, older releases) exceeds max_model_len
+        return (
+            f"The request does not fit the server's max_model_len of {m.group(1)} tokens: "
+            "shorten the conversation, lower max_tokens, or restart vLLM with a larger "
+            "--max-model-len. Server said: " + text
+        )
+    if "thinking_token_budget" in text:
+        return (
+            "The server rejected `thinking_token_budget`: it was launched without a reasoning "
+            f"parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`, or call with "
+            "budget_method='two_pass'. Server said: " + text
+        )
+    if "tool choice requires" in text or "requires --tool-call-parser" in text:
+        return (
+            "The server refused the tools: it was launched without tool calling. "
+            f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
+        )
+    return None
+
+
 def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> Any:
     """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
     :class:`ResponseError` s naming the flags, a ``max_tokens`` above the server's
@@ -269,27 +310,9 @@ def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> 
         )
         if m and unchecked:
             raise _LimitNamed(int(m.group(2))) from None
-        if m:  # vllm/renderers/params.py (vLLM 0.32.0)
-            raise _max_tokens_error(int(m.group(2)), m.group(1), text) from None
-        m = re.search(r"maximum context length is (\d+) tokens", text)
-        if m:  # the prompt (plus output, older releases) exceeds max_model_len
-            raise ResponseError(
-                f"The request does not fit the server's max_model_len of {m.group(1)} tokens: "
-                "shorten the conversation, lower max_tokens, or restart vLLM with a larger "
-                "--max-model-len. Server said: " + text
-            ) from None
-        if "thinking_token_budget" in text:
-            raise ResponseError(
-                "The server rejected `thinking_token_budget`: it was launched without a "
-                f"reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`, or call "
-                "with budget_method='two_pass'. Server said: " + text
-            ) from e
-        if "tool choice requires" in text or "requires --tool-call-parser" in text:
-            # vllm/renderers/online_renderer.py: tools sent to a server without a parser.
-            raise ResponseError(
-                "The server refused the tools: it was launched without tool calling. "
-                f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
-            ) from e
+        said = explain_bad_request(text)
+        if said:
+            raise ResponseError(said) from None
         raise
     except openai.APIError as e:
         err = _translate_api_error(client, e, "POST /v1/chat/completions", kwargs.get("model"))
@@ -423,23 +446,49 @@ def chat(
                 checks,
                 unchecked=unchecked,
             )
-        return parse_response(
-            _create(
-                client,
-                build_request(model, messages_or_prompt, opts, **extra),
-                unchecked=unchecked,
+        return check_forced_call(
+            parse_response(
+                _create(
+                    client,
+                    build_request(model, messages_or_prompt, opts, **extra),
+                    unchecked=unchecked,
+                ),
+                thinking=opts.thinking,
+                force_nonempty_content=opts.force_nonempty_content,
+                max_tokens=opts.max_tokens,
+                tools_requested=bool(opts.tools) and opts.tool_choice != "none",
+                **checks,
             ),
-            thinking=opts.thinking,
-            force_nonempty_content=opts.force_nonempty_content,
-            max_tokens=opts.max_tokens,
-            tools_requested=bool(opts.tools) and opts.tool_choice != "none",
-            **checks,
+            opts,
         )
     except _LimitNamed as e:
         remember_max_model_len(client, e.limit, model)
         return chat(
             client, model, messages_or_prompt, options, budget_method=budget_method, **overrides
         )
+
+
+def check_forced_call(result: ChatResult, opts: ChatOptions) -> ChatResult:
+    """``result``, marked ``forced_call_ignored`` (with a
+    :class:`~helpers.chat.types.ForcedToolCallIgnoredWarning`) when ``opts`` forced a tool
+    call (``tool_choice="required"`` or a named tool) and the reply holds none: vLLM with
+    ``qwen3_coder`` has answered a forced choice with text and ``finish_reason="stop"``
+    (vllm-project/vllm #54808; PRs #35936, #44447; #49712)."""
+    forced = opts.tool_choice == "required" or isinstance(opts.tool_choice, Mapping)
+    if forced and opts.tools and not result.tool_calls and not result.tool_calls_missing:
+        result.forced_call_ignored = True
+        from helpers.chat.parse import _warn
+
+        _warn(
+            result,
+            ForcedToolCallIgnoredWarning,
+            f"The request forced a tool call (tool_choice={opts.tool_choice!r}) but the server "
+            f"answered with text (finish_reason={result.finish_reason!r}) and no call: vLLM "
+            "with the qwen3_coder parser has ignored forced tool choices (vllm-project/vllm "
+            "#54808). The text is not the call that was asked for; use tool_choice='auto' (the "
+            "model calls tools as it was trained to), or retry.",
+        )
+    return result
 
 
 def _chat_two_pass(

@@ -59,6 +59,7 @@ from helpers.chat.request import ChatOptions, _options_from
 from helpers.chat.types import ChatResult, StreamEvent
 from helpers.errors import (
     SchemaNotEnforcedError,
+    StructuredAnswerInReasoningError,
     StructuredAnswerMissingError,
     StructuredOutputError,
     StructuredOutputInvalidError,
@@ -218,6 +219,7 @@ def structured_chat(
     stream: bool = False,
     compact: bool = True,
     on_event: Callable[[StreamEvent], None] | None = None,
+    from_reasoning: bool = False,
     **overrides: Any,
 ) -> StructuredResult | None:
     """Ask for an answer constrained to ``schema`` and return it validated.
@@ -240,6 +242,9 @@ def structured_chat(
             (:func:`response_format_for`). See the module notes for why.
         on_event: called with each :class:`~helpers.chat.types.StreamEvent` as it arrives
             (``stream=True`` only), e.g. to print the JSON as it is written.
+        from_reasoning: when ``content`` is empty and the JSON came back in ``reasoning``,
+            validate it from there (with a warning) instead of raising
+            :class:`~helpers.errors.StructuredAnswerInReasoningError` (:func:`validate_answer`).
         **overrides: as in ``chat`` (``thinking=False``, ``max_tokens=...``, ``seed=...``).
 
     Returns:
@@ -299,6 +304,7 @@ def structured_chat(
                 stream=stream,
                 compact=compact,
                 on_event=on_event,
+                from_reasoning=from_reasoning,
                 **overrides,
             )
         return None
@@ -331,17 +337,73 @@ def structured_chat(
             "send it without tools / structured_outputs alongside.",
             server_message=error_words(e),
         ) from None
-    return StructuredResult(value=validate_answer(result, schema), chat=result, events=events)
+    value = validate_answer(result, schema, from_reasoning=from_reasoning)
+    if merged.thinking and not (result.reasoning or "").strip():
+        warn_unreasoned(result, schema)
+    return StructuredResult(value=value, chat=result, events=events)
 
 
-def validate_answer(result: ChatResult, schema: type) -> Any:
-    """``schema`` validated from ``result.content`` (the reasoning is not read).
+class StructuredAnswerNotReasonedWarning(UserWarning):
+    """A schema answer asked with thinking on came back without reasoning."""
+
+
+def warn_unreasoned(result: ChatResult, schema: type) -> None:
+    """Warn :class:`StructuredAnswerNotReasonedWarning` for a valid schema answer asked with
+    thinking on that has no reasoning. A server without ``--reasoning-parser`` reports no
+    ``reasoning_tokens`` (``usage.completion_tokens_details`` is null in vLLM 0.32.0) and
+    applies the grammar from the first token, so the model never reasons and nothing says so
+    (vllm-project/vllm #47027); with the parser, 0 reasoning tokens means the model skipped it."""
+    if result.usage.reasoning_tokens is None:
+        why = (
+            "the server reports no reasoning tokens, so it runs without a reasoning parser (or "
+            "is not known to run one): vLLM then applies the schema's grammar from the first "
+            "token and the model cannot reason (vllm-project/vllm #47027). Serve with "
+            "--reasoning-parser nemotron_v3 for reasoning before the answer, or ask with "
+            "thinking=False to say it"
+        )
+    else:
+        why = "the model wrote no reasoning before the answer (0 reasoning tokens)"
+    warn_from_caller(
+        StructuredAnswerNotReasonedWarning,
+        f"The {schema.__name__} answer is valid but the model did not reason, though "
+        f"thinking was on: {why}.",
+    )
+
+
+def json_in(text: str) -> str | None:
+    """The last JSON object in ``text`` (a ``{...}`` that ``json`` decodes whole), or None."""
+    decoder = json.JSONDecoder()
+    for start in range(len(text) - 1, -1, -1):
+        if text[start] != "{":
+            continue
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return text[start:end]
+    return None
+
+
+class StructuredAnswerRecoveredWarning(UserWarning):
+    """A schema answer was validated from ``reasoning`` (``from_reasoning=True``): the server
+    put it there, with ``content`` empty."""
+
+
+def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = False) -> Any:
+    """``schema`` validated from ``result.content``; the reasoning is read only when
+    ``content`` is empty and holds a JSON object (the answer put in the wrong field).
 
     Args:
         result: a turn from ``chat`` / ``stream_chat`` (or :func:`structured_chat`'s ``.chat``).
         schema: a ``pydantic.BaseModel`` subclass.
+        from_reasoning: validate a JSON object found in ``reasoning`` when ``content`` is empty
+            (warns :class:`StructuredAnswerRecoveredWarning`) instead of raising
+            :class:`~helpers.errors.StructuredAnswerInReasoningError`.
 
     Raises:
+        StructuredAnswerInReasoningError: ``content`` empty, a JSON object in ``reasoning``
+            (vllm-project/vllm #19222), ``from_reasoning`` False.
         StructuredAnswerMissingError: ``finish_reason == "length"`` and ``content`` is empty.
         StructuredOutputInvalidError: ``content`` is not JSON, or does not validate.
     """
@@ -349,6 +411,27 @@ def validate_answer(result: ChatResult, schema: type) -> Any:
 
     _check_schema("validate_answer", schema)
     text = result.content or ""
+    found = json_in(result.reasoning or "") if not text.strip() else None
+    if found is not None and result.finish_reason != "length":
+        if not from_reasoning:
+            raise StructuredAnswerInReasoningError(
+                f"The {schema.__name__} answer came back in `reasoning`, with `content` empty: "
+                "the reasoning parser put the JSON there (the model never closed its reasoning "
+                "with </think>, e.g. a grammar applied inside the reasoning: "
+                "--structured-outputs-config enable_in_reasoning, vllm-project/vllm #19222). "
+                "Fix: ask with thinking=False, serve without enable_in_reasoning, or pass "
+                "from_reasoning=True to validate it from `reasoning`. "
+                f"Found: {found[:200]!r}.",
+                text=text,
+                reasoning=result.reasoning,
+                finish_reason=result.finish_reason,
+            )
+        warn_from_caller(
+            StructuredAnswerRecoveredWarning,
+            f"The {schema.__name__} answer was in `reasoning` (content empty): validated from "
+            "there, as from_reasoning=True asked.",
+        )
+        text = found
     if not text.strip():
         if result.finish_reason == "length":
             raise StructuredAnswerMissingError(

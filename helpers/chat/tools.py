@@ -356,6 +356,13 @@ def run_tool_loop(
                         "Truncated inside a tool call: raise max_tokens (no call was run; the "
                         f"fragment: {result.tool_call_fragment[:120]!r})."
                     )
+                if result.forced_call_ignored:
+                    raise stop(
+                        f"The request forced a tool call (tool_choice={opts.tool_choice!r}) and "
+                        "the server answered with text instead (vllm-project/vllm #54808), so "
+                        "the last turn is neither a call nor the loop's answer; use "
+                        "tool_choice='auto'."
+                    )
                 if result.tool_calls_missing:
                     raise stop(
                         "The server reported finish_reason='tool_calls' but returned no tool "

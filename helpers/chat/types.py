@@ -46,6 +46,10 @@ class ToolCallsMissingWarning(UserWarning):
     """``finish_reason`` is ``"tool_calls"`` but the reply holds no tool call."""
 
 
+class ForcedToolCallIgnoredWarning(UserWarning):
+    """The request forced a tool call and the reply holds none (text instead)."""
+
+
 class ToolArgumentWarning(UserWarning):
     """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
 
@@ -164,6 +168,9 @@ class ChatResult:
         tool_call_fragment: see ``truncated_in_tool_call``.
         tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
             ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
+        forced_call_ignored: the request forced a tool call (``tool_choice="required"`` or a
+            named tool) and the reply has none: ``content`` is not the call that was asked
+            for (see :class:`ForcedToolCallIgnoredWarning`).
         warnings: the text of every warning raised while parsing this turn.
         notes: info lines about what parsing changed and why (e.g. optional tool arguments
             written empty and left out, :func:`helpers.chat.toolargs.drop_empty_optionals`);
@@ -182,6 +189,7 @@ class ChatResult:
     truncated_in_tool_call: bool = False
     tool_call_fragment: str = ""
     tool_calls_missing: bool = False
+    forced_call_ignored: bool = False
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,10 @@ class AccuracyResult:
         seconds: wall time of the run.
         settings: the request settings sent (thinking, budget, max_tokens, sampling).
         path: the folder the per-item table (``items.csv``) and ``result.json`` went to.
+        length_finished: requests the server ended at ``max_tokens`` during the run (its
+            ``vllm:request_success_total{finished_reason="length"}`` counter); None when the
+            server has no metrics or the run sent two requests per item (the two-pass budget
+            ends its first pass by length on purpose).
     """
 
     label: str
@@ -83,6 +88,7 @@ class AccuracyResult:
     seconds: float
     settings: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    length_finished: float | None = None
 
     @property
     def mean_tokens(self) -> float | None:
@@ -99,12 +105,42 @@ class AccuracyResult:
         """Per-item correctness, in item order (for the paired tests)."""
         return [bool(x) for x in self.items["correct"]]
 
+    def unanswered(self) -> list[str]:
+        """Ids of the items whose reply had no answer text: lm-eval scores a reply with
+        ``content: null`` (reasoning that used every token, lm-eval #3244, #3044) as an empty
+        answer, an ordinary wrong one; these are them, in item order."""
+        return [str(i) for i, r in zip(self.items["id"], self.items["response"], strict=True)
+                if not str(r if isinstance(r, str) else "").strip()]  # fmt: skip
+
     def summary(self) -> str:
-        """One line: the accuracy with its interval, tokens per item, seconds."""
+        """The accuracy with its interval, tokens per item, seconds; then, when items got no
+        answer, how many of N, their ids, why and the fixes (the accuracy stays lm-eval's)."""
         tok = f", {self.mean_tokens:.0f} tokens per item" if self.mean_tokens is not None else ""
-        return (
+        line = (
             f"{self.label}: {self.item_set} accuracy {self.accuracy}{tok}, "
             f"{self.seconds:.0f} s ({'one run' if self.settings.get('temperature', 0) else 'greedy'})"
+        )
+        empty = self.unanswered()
+        if not empty:
+            return line
+        max_tokens = self.settings.get("max_tokens")
+        ids = ", ".join(empty[:10]) + (f" and {len(empty) - 10} more" if len(empty) > 10 else "")
+        if self.length_finished:
+            why = (
+                f"the server ended {self.length_finished:.0f} request(s) at max_tokens={max_tokens} "
+                "(reasoning counts against max_tokens), so those replies had no answer text"
+            )
+        else:
+            why = "those replies had no answer text (content empty or null)"
+        fixes = (
+            "raise max_tokens, set a reasoning budget (reasoning_budget=N below max_tokens), "
+            "or turn thinking off"
+            if self.settings.get("thinking")
+            else "raise max_tokens"
+        )
+        return (
+            f"{line}\n  {len(empty)} of {len(self.items)} items got no answer (ids {ids}): {why}. "
+            f"They count as wrong in the accuracy above. Fix: {fixes}."
         )
 
 
@@ -221,6 +257,8 @@ def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
     table = pd.DataFrame(rows)
     k = int(table["correct"].sum())
     before, after = done.get("tokens_before"), done.get("tokens_after")
+    ended = [done.get("length_before"), done.get("length_after")]
+    length = ended[1] - (ended[0] or 0.0) if ended[1] is not None and not run.two_pass else None
     result = AccuracyResult(
         label=run.label,
         item_set=item_set,
@@ -230,6 +268,7 @@ def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
         seconds=done["seconds"],
         settings=run.settings,
         path=run.folder,
+        length_finished=length,
     )
     table.to_csv(run.folder / "items.csv", index=False)
     (run.folder / "result.json").write_text(
@@ -242,12 +281,81 @@ def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
                 "wilson_95": [result.accuracy.low, result.accuracy.high],
                 "generated_tokens": result.generated_tokens,
                 "seconds": result.seconds,
+                "unanswered": result.unanswered(),
+                "length_finished": length,
                 "settings": run.settings,
             },
             indent=2,
         )
     )
     return result
+
+
+def _served_max_model_len(base: str) -> int | None:
+    """The server's ``max_model_len`` (tokens) from ``GET {base}/models``; None when it does
+    not say (another OpenAI-compatible server) or does not answer (lm-eval then names that)."""
+    import httpx
+
+    try:
+        data = httpx.get(f"{base}/models", timeout=10).json().get("data") or []
+        value = data[0].get("max_model_len") if data else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _fit_max_tokens(label: str, opts: ChatOptions, limit: int | None) -> ChatOptions:
+    """``opts`` with ``max_tokens`` fitted to the server's ``max_model_len`` (said in one
+    line): vLLM 0.32.0 refuses ``max_tokens`` above ``max_model_len`` with HTTP 400
+    (``vllm/renderers/params.py``) and gives each reply what its prompt leaves of the rest
+    (``get_max_tokens``, ``vllm/entrypoints/serve/utils/api_utils.py``).
+
+    Raises:
+        EvalError: a reasoning budget that the fitted ``max_tokens`` cannot hold (names both).
+    """
+    asked = opts.max_tokens or 16000
+    if limit is None or asked <= limit:
+        return opts
+    if opts.reasoning_budget is not None and opts.reasoning_budget >= limit:
+        raise EvalError(
+            f"{label}: reasoning_budget={opts.reasoning_budget} does not fit the server's "
+            f"max_model_len={limit} (prompt + reasoning + answer): lower the budget below "
+            f"{limit}, or restart vLLM with a larger --max-model-len."
+        )
+    print(
+        f"{label}: max_tokens={asked} is above the server's max_model_len={limit}: each item "
+        f"is sent with max_tokens={limit} (vLLM gives a reply what its prompt leaves of it)."
+    )
+    return opts.replace(max_tokens=limit)
+
+
+#: lm-eval 0.4.13 logs the body of a failed request before it retries and raises a bare
+#: "Bad Request" (``lm_eval/models/api_models.py``): ``model_call`` (one request at a time)
+#: as "API request failed with error message: BODY. Retrying...", ``amodel_call`` (concurrent)
+#: as "API request failed! Status code: N, Response text: BODY. Retrying...".
+_FAILED_REQUEST = re.compile(
+    r"API request failed(?: with error message: |! Status code: (?P<status>\d+), Response text: )"
+    r"(?P<body>.*?)\. Retrying"
+)
+
+
+def _server_words(tail: str) -> tuple[int | None, str] | None:
+    """``(HTTP status or None, vLLM's message)`` of the last request lm-eval logged as
+    failed, or None. The status comes from lm-eval's line, else from vLLM's body (``code``)."""
+    found = list(_FAILED_REQUEST.finditer(tail))
+    if not found:
+        return None
+    status, body = found[-1].group("status"), found[-1].group("body")
+    message: object = body
+    try:
+        err = json.loads(body)
+        err = err.get("error", err) if isinstance(err, dict) else err
+        if isinstance(err, dict):
+            message = err.get("message", body)
+            status = status or err.get("code")
+    except ValueError:
+        pass
+    return (int(status) if status else None), " ".join(str(message).split())[:500]
 
 
 def evaluate_runs(
@@ -283,8 +391,10 @@ def evaluate_runs(
             "(the cookbook's notebook extra and requirements.txt have it)."
         )
     items = _resolve_items(items, item_set)
-    prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
     base = server.base_url.rstrip("/")
+    limit = _served_max_model_len(base)
+    runs = [(label, _fit_max_tokens(label, opts, limit)) for label, opts in runs]
+    prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
     done = _run_lm_eval(base, server.model_name, prepared, concurrency, progress)
     return [_result(run, item_set, d) for run, d in zip(prepared, done, strict=True)]
 
@@ -335,7 +445,8 @@ def _run_lm_eval(
     base: str, model: str, runs: list[_Run], concurrency: int, progress: bool
 ) -> list[dict[str, Any]]:
     """Score ``runs`` in one child process (:mod:`helpers.evals.lm_eval_child`) and return,
-    per run, ``{"samples", "seconds", "tokens_before", "tokens_after"}``.
+    per run, ``{"samples", "seconds", "tokens_before", "tokens_after", "length_before",
+    "length_after"}``.
 
     A child, not ``lm_eval.simple_evaluate`` here: lm-eval's API client runs its own
     ``asyncio.run()``, which a Jupyter kernel's running loop refuses, and a child ends with
@@ -377,6 +488,16 @@ def _run_lm_eval(
             raise
     missing = [r for r in runs if not (r.folder / "done.json").is_file()]
     if rc != 0 or missing:
+        said = _server_words(tail.decode(errors="replace"))
+        if said is not None:
+            from helpers.chat.completions import explain_bad_request
+
+            status, message = said
+            raise EvalError(
+                f"lm-eval's requests to {base} failed with HTTP {status or '4xx/5xx'}: "
+                + (explain_bad_request(message) or f"the server said: {message}")
+                + f" (lm-eval's whole output: {log})"
+            )
         text = tail.decode(errors="replace").strip().splitlines()
         raise EvalError(
             f"lm-eval could not score {base} (exit {rc}): {' | '.join(text[-6:])[:800]}. Check "

@@ -5,7 +5,8 @@ SPEC (JSON): ``base_url``, ``model``, ``concurrency``, ``runs: [{"task", "folder
 "two_pass"}]``; each run's task YAML is in ``<folder>/task/``; a ``two_pass`` run sends its
 requests through :func:`helpers.evals.two_pass.two_pass_endpoint` (the reasoning budget applied
 by the client). For each run, in order: the server's
-``vllm:generation_tokens_total`` before and after, ``lm_eval.simple_evaluate`` with
+``vllm:generation_tokens_total`` and its requests ended by length
+(``vllm:request_success_total{finished_reason="length"}``) before and after, ``lm_eval.simple_evaluate`` with
 ``local-chat-completions`` (only this run's task indexed: ``include_defaults=False`` saves
 about 4 s of indexing lm-eval's own tasks), then ``<folder>/done.json``. Exit status 1 on
 the first run that fails (its traceback on stderr).
@@ -21,13 +22,24 @@ import time
 from pathlib import Path
 
 
-def _tokens(base_url: str) -> float | None:
-    from helpers.bench.metrics import parse_prometheus, scrape_metrics
+def _counters(base_url: str) -> dict[str, float | None]:
+    """The server's generated tokens and its requests ended by length, from ``/metrics``
+    (None each when the server has none)."""
+    from helpers.bench.metrics import (
+        REQUEST_SUCCESS,
+        labeled_total,
+        parse_prometheus,
+        scrape_metrics,
+    )
 
     try:
-        return parse_prometheus(scrape_metrics(base_url)).get("vllm:generation_tokens_total")
-    except Exception:  # noqa: BLE001 - a server without /metrics: tokens unknown
-        return None
+        text = scrape_metrics(base_url)
+        return {
+            "tokens": parse_prometheus(text).get("vllm:generation_tokens_total"),
+            "length": labeled_total(text, REQUEST_SUCCESS, finished_reason="length"),
+        }
+    except Exception:  # noqa: BLE001 - a server without /metrics: both unknown
+        return {"tokens": None, "length": None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +51,15 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in ("lm-eval", "lm_eval", "datasets"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # but a failed request's body (lm_eval/models/api_models.py logs it as a warning before
+    # it raises aiohttp's bare "Bad Request"): the parent quotes the server's words from it
+    api = logging.getLogger("lm_eval.models.api_models")
+    api.setLevel(logging.WARNING)
+    api.addFilter(lambda record: "API request failed" in record.getMessage())
     base = spec["base_url"]
     for run in spec["runs"]:
         folder = Path(run["folder"])
-        before = _tokens(base)
+        before = _counters(base)
         t0 = time.monotonic()
         with contextlib.ExitStack() as stack:
             url = base
@@ -50,11 +67,14 @@ def main(argv: list[str] | None = None) -> int:
                 url = stack.enter_context(two_pass_endpoint(base, spec["model"]))
             results = _evaluate(simple_evaluate, TaskManager, spec, run, folder, url)
         seconds = time.monotonic() - t0
+        after = _counters(base)
         done = {
             "samples": results["samples"][run["task"]],
             "seconds": seconds,
-            "tokens_before": before,
-            "tokens_after": _tokens(base),
+            "tokens_before": before["tokens"],
+            "tokens_after": after["tokens"],
+            "length_before": before["length"],
+            "length_after": after["length"],
         }
         (folder / "done.json").write_text(json.dumps(done, default=str))
     return 0
