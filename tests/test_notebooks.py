@@ -213,9 +213,63 @@ ACCURACY_NOTEBOOK = "h200"
 SWEEP_NOTEBOOKS = {"h100", "jetson"}  # and h200 in GPU mode (tests/test_gpu_defaults.py)
 
 
+def _code_cells(path: Path) -> list[str]:
+    """A notebook's code cells; of its parameters cell, the parameters and their defaults
+    without the ``target`` line and without the comments (which name the target's registry
+    defaults: its variant, its drafter)."""
+    out = []
+    for c in _cells(path):
+        if c["cell_type"] != "code":
+            continue
+        src = "".join(c["source"])
+        if "parameters" in c["metadata"].get("tags", []):
+            lines = (line.split("  #")[0].rstrip() for line in src.splitlines())
+            src = "\n".join(line for line in lines if not line.startswith("target"))
+        out.append(src)
+    return out
+
+
+def _behaviour(path: Path) -> tuple:
+    """What a target notebook's cells branch on, from its registry entry: the stand-in's
+    features, the drafting method, the variant and the GPU count."""
+    cfg = recipes.resolve(json.loads(path.read_text())["metadata"]["cookbook"]["target"])
+    own = recipes.standin_config(cfg, "standin")
+    return tuple(sorted(own.features)), cfg.speculative, cfg.variant, cfg.gpu_count
+
+
+#: One target notebook per behaviour (:func:`_behaviour`) runs on the stand-in in CI: the
+#: accuracy and sweep notebooks first, then the first of each other behaviour. The others
+#: differ from one of these only in the registry data their ``target`` names
+#: (test_target_notebooks_differ_only_in_their_target); the registry itself is checked for
+#: every target without a notebook run (tests/test_recipes.py, tests/test_registry.py).
+STANDIN_RUNS: list[Path] = []
+for _path in sorted(
+    TARGET_NOTEBOOKS, key=lambda p: (p.stem not in {ACCURACY_NOTEBOOK, *SWEEP_NOTEBOOKS}, p.stem)
+):
+    if _path.stem in {ACCURACY_NOTEBOOK, *SWEEP_NOTEBOOKS} or _behaviour(_path) not in {
+        _behaviour(q) for q in STANDIN_RUNS
+    }:
+        STANDIN_RUNS.append(_path)
+
+
+def test_target_notebooks_differ_only_in_their_target():
+    """Every target notebook has the same code cells as every other (the template's), its
+    parameters cell apart from the ``target`` line included: what one run on the stand-in
+    shows for a behaviour holds for each notebook of that behaviour."""
+    reference = _code_cells(TARGET_NOTEBOOKS[0])
+    for path in TARGET_NOTEBOOKS[1:]:
+        assert _code_cells(path) == reference, (
+            f"{path.name} differs from {TARGET_NOTEBOOKS[0].name}"
+        )
+    behaviours = {_behaviour(p) for p in TARGET_NOTEBOOKS}
+    assert {_behaviour(p) for p in STANDIN_RUNS} == behaviours and len(STANDIN_RUNS) < len(
+        TARGET_NOTEBOOKS
+    )
+
+
 @pytest.mark.notebook
 @pytest.mark.server
-@pytest.mark.parametrize("path", TARGET_NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", STANDIN_RUNS, ids=lambda p: p.stem)
 def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kernel):
     """Each target notebook: real command rendered + validated, then the story on the stand-in.
 
