@@ -525,3 +525,45 @@ def test_parameter_values_are_read_as_json_then_python_literals():
     assert parse("true") is True and parse("True") is True and parse("None") is None
     assert parse("[1, 2]") == [1, 2] and parse("3") == 3 and parse("0.5") == 0.5
     assert parse("h100") == "h100" and parse('"3"') == "3"
+
+
+@pytest.mark.notebook
+def test_a_misspelled_quality_key_stops_step_1_before_any_launch(tmp_path):
+    """The breaker's finding: ``quality = {"compare": {"varient": "bf16"}}`` was ignored (the
+    same configuration served twice, "+0.0 %, McNemar p = 1"). Step 1 now names the key with
+    "did you mean", before anything is downloaded or launched."""
+    from helpers.errors import CookbookError
+
+    with pytest.raises(CookbookError, match="step 1|cell"):
+        notebook_run.run_notebook(
+            REPO_ROOT / "notebooks" / "h200.ipynb",
+            {"stand_in": True, "install": False, "quality": {"compare": {"varient": "bf16"}}},
+            output=tmp_path / "h200.ipynb", progress=False,
+        )  # fmt: skip
+    failed = (tmp_path / "h200.failed.ipynb").read_text()
+    assert "has no key 'varient' (did you mean 'variant'?)" in failed
+    assert "[vllm] launched" not in failed and "nothing to download" not in failed
+
+
+@pytest.mark.parametrize(
+    "quality, said",
+    [
+        ({"item": 4}, "quality has no key 'item' (did you mean 'items'?)"),
+        ({"items": -3}, "quality['items']=-3 must be a whole number"),
+        ({"items": 2.5}, "quality['items']=2.5 must be a whole number"),
+        ({"budgets": [1.5]}, "each budget is 'off', None (no cap) or a whole number"),
+        ({"compare": {"variant": "fp8"}}, "is not a variant of this target: use one of"),
+        ({"compare": {"variant": "nvfp4"}}, "serves the same command as the run"),
+        ({"compare": {"extra_args": "--dtype float32"}}, "must be a dict of serve flags"),
+    ],
+)  # fmt: skip
+def test_each_quality_problem_is_named(quality, said):
+    from helpers.errors import CookbookError
+    from helpers.config.parameters import check_quality
+
+    with pytest.raises(CookbookError) as err:
+        check_quality(quality, "h200", "nvfp4")
+    assert said in str(err.value)
+    check_quality(
+        {"items": 4, "budgets": ["off", 8, None], "compare": {"variant": "bf16"}}, "h200", "nvfp4"
+    )

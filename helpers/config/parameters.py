@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from helpers.config.load import shared_registry
 from helpers.errors import CookbookError
 
 
@@ -64,9 +65,13 @@ def check_parameters(namespace: dict[str, Any]) -> None:
 
     Args:
         namespace: the notebook's globals (``globals()``).
+    A notebook with a ``quality`` parameter (the target notebooks: steps 10 and 12) also
+    gets it checked key by key (:func:`check_quality`), so a misspelled key fails here, before
+    anything is downloaded or launched, instead of being ignored.
+
     Raises:
         CookbookError: one line per parameter of the wrong type, with the expected type
-            and how to pass it.
+            and how to pass it; the first problem of ``quality``.
     """
     declared = namespace.get("__annotations__") or {}
     bad = []
@@ -86,6 +91,11 @@ def check_parameters(namespace: dict[str, Any]) -> None:
             )
     if bad:
         raise CookbookError("Notebook parameter of the wrong type: " + "; ".join(bad) + ".")
+    if "quality" in declared and isinstance(namespace.get("target"), str):
+        target = namespace["target"]
+        targets = shared_registry().targets
+        default = targets[target].variant if target in targets else None
+        check_quality(namespace.get("quality"), target, namespace.get("variant") or default)
 
 
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
@@ -95,3 +105,99 @@ _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
     "None": (type(None),),
 }
+
+#: The keys of a notebook's ``quality`` parameter (steps 10 and 12) and of its ``compare``.
+QUALITY_KEYS = ("items", "budgets", "compare")
+COMPARE_KEYS = ("variant", "extra_args")
+
+
+def _unknown(where: str, key: Any, known: tuple[str, ...]) -> CookbookError:
+    import difflib
+
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return CookbookError(
+        f"{where} has no key {key!r}{hint}: the keys are {', '.join(known)}. A misspelled key "
+        "would be ignored and the step would run with its defaults."
+    )
+
+
+def check_quality(quality: Any, target: str, variant: str | None = None) -> None:
+    """Check a notebook's ``quality`` parameter in step 1, before any download or launch.
+
+    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``:
+    every key known (a misspelling is named with "did you mean"), ``items`` a whole number
+    >= 0, each budget ``"off"``, None or a whole number of tokens >= 0, ``compare``'s
+    ``variant`` one of ``variants`` and ``extra_args`` a mapping; a comparison that serves the
+    same command as the run (same variant, no extra flags) is refused.
+
+    Args:
+        quality: the parameter's value (None: the defaults).
+        target: the notebook's target (its variants: cookbook/recipe.yaml).
+        variant: the run's own variant, for the identical-comparison check.
+
+    Raises:
+        CookbookError: the first problem, by name, with the fix.
+    """
+    if quality is None:
+        return
+    variants = tuple(shared_registry().target_variants(target))
+    if not isinstance(quality, dict):
+        raise CookbookError(
+            f"quality={quality!r} must be a dict such as {{'items': 50}} or None (the defaults)."
+        )
+    for key in quality:
+        if key not in QUALITY_KEYS:
+            raise _unknown("quality", key, QUALITY_KEYS)
+    items = quality.get("items")
+    if items is not None and (isinstance(items, bool) or not isinstance(items, int) or items < 0):
+        raise CookbookError(
+            f"quality['items']={items!r} must be a whole number of items >= 0 (0 skips steps 10 "
+            "and 12), e.g. {'items': 50}."
+        )
+    budgets = quality.get("budgets")
+    if budgets is not None:
+        if not isinstance(budgets, (list, tuple)):
+            raise CookbookError(
+                f"quality['budgets']={budgets!r} must be a list such as ['off', 64, None]."
+            )
+        for b in budgets:
+            ok = (
+                b is None
+                or b == "off"
+                or (isinstance(b, int) and not isinstance(b, bool) and b >= 0)
+            )
+            if not ok:
+                raise CookbookError(
+                    f"quality['budgets'] holds {b!r}: each budget is 'off', None (no cap) or a "
+                    "whole number of reasoning tokens >= 0."
+                )
+    compare = quality.get("compare")
+    if compare is None:
+        return
+    if not isinstance(compare, dict) or not compare:
+        raise CookbookError(
+            f"quality['compare']={compare!r} must be a dict: {{'variant': 'bf16'}} or "
+            "{'extra_args': {'--flag': value}}."
+        )
+    for key in compare:
+        if key not in COMPARE_KEYS:
+            raise _unknown("quality['compare']", key, COMPARE_KEYS)
+    other = compare.get("variant")
+    if other is not None and other not in variants:
+        raise CookbookError(
+            f"quality['compare']['variant']={other!r} is not a variant of this target: use one "
+            f"of {', '.join(variants)}."
+        )
+    extra = compare.get("extra_args")
+    if extra is not None and not isinstance(extra, dict):
+        raise CookbookError(
+            f"quality['compare']['extra_args']={extra!r} must be a dict of serve flags, e.g. "
+            "{'--kv-cache-dtype': 'auto'}."
+        )
+    if (other is None or other == variant) and not extra:
+        raise CookbookError(
+            "quality['compare'] serves the same command as the run (same variant, no extra "
+            "flags): the comparison would measure one configuration twice. Name another variant "
+            "or add extra_args."
+        )
