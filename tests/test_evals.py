@@ -208,6 +208,8 @@ def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):
     with pytest.raises(EvalError, match=r"could not score http://127\.0\.0\.1:9/v1") as err:
         evaluate(Gone(), 1, options=GREEDY, label="ci-unreachable", progress=False)
     assert "lm_eval.log" in str(err.value)
+    # a server that stops answering is said so, not as aiohttp's "Session is closed"
+    assert "the server does not answer (connection refused" in str(err.value)
 
 
 @pytest.mark.server

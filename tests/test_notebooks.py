@@ -558,8 +558,8 @@ def test_a_misspelled_quality_key_stops_step_1_before_any_launch(tmp_path):
     ],
 )  # fmt: skip
 def test_each_quality_problem_is_named(quality, said):
-    from helpers.errors import CookbookError
     from helpers.config.parameters import check_quality
+    from helpers.errors import CookbookError
 
     with pytest.raises(CookbookError) as err:
         check_quality(quality, "h200", "nvfp4")

@@ -441,6 +441,18 @@ def evaluate(
     )[0]
 
 
+def _answers(base: str) -> bool:
+    """True when something answers HTTP at ``base``'s server root (``/health``)."""
+    import httpx
+
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        httpx.get(f"{root}/health", timeout=5)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
 def _run_lm_eval(
     base: str, model: str, runs: list[_Run], concurrency: int, progress: bool
 ) -> list[dict[str, Any]]:
@@ -499,6 +511,13 @@ def _run_lm_eval(
                 + f" (lm-eval's whole output: {log})"
             )
         text = tail.decode(errors="replace").strip().splitlines()
+        if not _answers(base):  # aiohttp then says "Session is closed" or "Cannot connect"
+            raise EvalError(
+                f"lm-eval could not score {base}: the server does not answer (connection "
+                "refused: its process ended or was stopped during the run, or it was never "
+                "there). Start it again (launch_server) and run the step again; lm-eval's last "
+                f"words: {' | '.join(text[-2:])[:300]} (whole output: {log})."
+            )
         raise EvalError(
             f"lm-eval could not score {base} (exit {rc}): {' | '.join(text[-6:])[:800]}. Check "
             "that the server answers (helpers.server.endpoint.make_client(base_url).models.list()); "
