@@ -272,3 +272,32 @@ def test_a_schema_answer_from_a_server_without_a_reasoning_parser_warns_it_did_n
         structured.structured_chat(
             client, tc.MODEL, PROMPT, Capital, max_tokens=256, thinking=False
         )
+
+
+class _Opaque:
+    """A type pydantic validates by isinstance and cannot write a JSON schema for."""
+
+
+class Unrenderable(pydantic.BaseModel, arbitrary_types_allowed=True):
+    thing: _Opaque
+
+
+class NotDefined(pydantic.BaseModel):
+    x: UndefinedName  # noqa: F821 - the point: never defined
+
+
+@pytest.mark.parametrize("schema, reason", [
+    (Unrenderable, "Cannot generate a JsonSchema for core_schema.IsInstanceSchema"),
+    (NotDefined, "`NotDefined` is not fully defined"),
+])  # fmt: skip
+@pytest.mark.parametrize("compact", [True, False])
+def test_a_schema_pydantic_cannot_write_is_named_in_both_modes(
+    rec, client, schema, reason, compact
+):
+    """The breaker's finding: such a schema was blamed on xgrammar (compact) or surfaced as
+    pydantic's bare error deep inside (``compact=False``); now one StructuredOutputError with
+    pydantic's reason, before anything is sent."""
+    with pytest.raises(StructuredOutputError, match="pydantic cannot write a JSON schema") as e:
+        structured.structured_chat(client, tc.MODEL, PROMPT, schema, compact=compact)
+    assert reason in str(e.value) and "xgrammar" not in str(e.value)
+    assert rec.requests == []

@@ -114,6 +114,28 @@ class StructuredResult:
     events: list[StreamEvent]
 
 
+def json_schema_of(schema: type) -> dict[str, Any]:
+    """``schema.model_json_schema()``, or one :class:`~helpers.errors.StructuredOutputError`
+    naming pydantic's reason when pydantic cannot write it (a field type with no JSON schema,
+    a model not fully defined): before anything is compiled or sent, in both modes.
+
+    Raises:
+        StructuredOutputError: pydantic cannot render the schema (its words, the fix).
+    """
+    import pydantic
+
+    try:
+        return schema.model_json_schema()
+    except (pydantic.PydanticUserError, KeyError, TypeError, ValueError) as e:
+        reason = str(e).split("\n")[0]
+        raise StructuredOutputError(
+            f"pydantic cannot write a JSON schema for {schema.__name__}: {reason or type(e).__name__}. "
+            "Fix the model (every field a type pydantic renders as JSON schema, every "
+            "annotation defined), then send it again; no backend can enforce a schema pydantic "
+            "cannot write."
+        ) from None
+
+
 def response_format_for(schema: type, *, strict: bool = True) -> dict[str, Any]:
     """The OpenAI ``response_format`` dict for a pydantic model class.
 
@@ -123,13 +145,14 @@ def response_format_for(schema: type, *, strict: bool = True) -> dict[str, Any]:
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class.
+        StructuredOutputError: pydantic cannot write its JSON schema (:func:`json_schema_of`).
     """
     _check_schema("response_format_for", schema)
     return {
         "type": "json_schema",
         "json_schema": {
             "name": schema.__name__,
-            "schema": schema.model_json_schema(),
+            "schema": json_schema_of(schema),
             "strict": strict,
         },
     }
@@ -157,9 +180,10 @@ def compact_grammar_for(schema: type) -> str:
             "`pip install xgrammar` (vLLM installs it), or pass compact=False to send "
             "response_format instead."
         ) from None
+    rendered = json.dumps(json_schema_of(schema))  # pydantic's own failure, not xgrammar's
     try:
         grammar = xgrammar.Grammar.from_json_schema(
-            json.dumps(schema.model_json_schema()), any_whitespace=False, separators=(",", ":")
+            rendered, any_whitespace=False, separators=(",", ":")
         )
     except Exception as e:  # noqa: BLE001 - xgrammar raises RuntimeError/ValueError by case
         raise StructuredOutputError(
