@@ -76,6 +76,27 @@ def test_greedy_match_finds_the_first_divergence():
         match([[1]], [])
 
 
+def test_a_first_difference_within_each_runs_top_5_is_a_tie_as_in_vllms_own_test():
+    """vLLM's CPU spec-decode test: at the first differing token each run's token must be
+    among the other's top-5; then the runs match. Without top-5 nothing can be a tie."""
+    from helpers.evals.lossless import GreedyOutput
+
+    top = [frozenset({1, 5}), frozenset({2, 9}), frozenset({3})]
+    ref, tied = GreedyOutput([1, 2, 3], top), GreedyOutput([1, 9, 7], top)
+    m = match([ref], [tied])
+    assert m.lossless and m.ties == 1 and m.identical == 0 and bool(m.per_prompt["tie"][0])
+    assert "lossless" in m.summary(
+        "ngram"
+    ) and "1 part first at a tie (top-5, vLLM's rule)" in m.summary("ngram")
+    beyond = GreedyOutput([1, 8, 3], top)  # 8 is not in the reference's top-5 at position 1
+    assert not match([ref], [beyond]).lossless
+    assert not match([[1, 2, 3]], [[1, 9, 7]]).lossless  # no top-5 known: no tie
+    vacuous = match([ref], [beyond], accepted=0)
+    said = vacuous.summary("ngram")
+    assert said.startswith("ngram vs no drafting, greedy: proves nothing")
+    assert "yet 1 of 1 outputs part beyond a tie: the drafting path changed the outputs" in said
+
+
 def test_the_shipped_item_set_and_the_stand_ins_items():
     items = load_items()
     assert len(items) == 200 and len({i["id"] for i in items}) == 200

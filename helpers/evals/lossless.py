@@ -2,9 +2,18 @@
 
 Greedy decoding with a correct verifier is lossless: a drafted token is kept only where the
 target model would have produced it. :func:`greedy_tokens` asks a server for the generated
-token ids of each prompt (temperature 0, vLLM's ``return_token_ids``); :func:`match` compares
-two such lists prompt by prompt: the share of positions that agree (up to the shorter output)
-and the first position where they part.
+token ids of each prompt (temperature 0, vLLM's ``return_token_ids``) and each position's
+top-5 token ids (``logprobs``, ``return_tokens_as_token_ids``); :func:`match` compares two
+runs prompt by prompt: the share of positions that agree (up to the shorter output) and the
+first position where they part.
+
+The verdict is vLLM's own rule (its CPU test ``tests/v1/e2e/test_cpu_spec_decode.py``, vLLM
+0.32.0): two greedy runs match when they are identical, or when at the first token where they
+differ each run's token is among the other's top-5 (a tie: two near-equal logits that batch
+shapes and kernels may order either way; after it the texts may part legitimately); and a
+run during which no drafted token was accepted proves nothing (:attr:`Match.vacuous`). A
+rejection method that is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is
+never called lossless.
 """
 
 from __future__ import annotations
@@ -24,11 +33,37 @@ LOSSLESS_PROMPTS = [
 ]
 
 
+#: The tie tolerance of vLLM's CPU spec-decode test: the top-k of each position compared.
+TIE_TOP_K = 5
+
+
+class GreedyOutput(list):
+    """The token ids of one greedy output (a ``list[int]``), with ``top``: per position, the
+    ids of the top :data:`TIE_TOP_K` tokens (empty sets when not asked)."""
+
+    top: list[frozenset[int]]
+
+    def __init__(self, ids=(), top=None):
+        super().__init__(ids)
+        self.top = list(top) if top is not None else [frozenset() for _ in self]
+
+
+def _token_id(token: str) -> int | None:
+    """``"token_id:123"`` (vLLM's ``return_tokens_as_token_ids``) as 123."""
+    return int(token.split(":", 1)[1]) if token.startswith("token_id:") else None
+
+
 def greedy_tokens(
-    server, prompts: Sequence[str], *, max_tokens: int = 64, thinking: bool = True
-) -> list[list[int]]:
+    server,
+    prompts: Sequence[str],
+    *,
+    max_tokens: int = 64,
+    thinking: bool = True,
+    top_logprobs: int = TIE_TOP_K,
+) -> list[GreedyOutput]:
     """Token ids each prompt generates greedily on ``server`` (one request per prompt, in
-    order; ``temperature=0``; ``max_tokens`` tokens at most, reasoning included).
+    order; ``temperature=0``; ``max_tokens`` tokens at most, reasoning included), each with the
+    ids of its ``top_logprobs`` most likely tokens per position (0: none asked).
 
     Raises:
         helpers.errors.CookbookError: the server does not return token ids (vLLM before
@@ -37,7 +72,8 @@ def greedy_tokens(
     from helpers.errors import CookbookError
 
     client = make_client(server.base_url)
-    out: list[list[int]] = []
+    out: list[GreedyOutput] = []
+    asked = {"logprobs": True, "top_logprobs": top_logprobs} if top_logprobs else {}
     for p in prompts:
         resp = client.chat.completions.create(
             model=server.model_name,
@@ -45,18 +81,24 @@ def greedy_tokens(
             max_tokens=max_tokens,
             temperature=0.0,
             top_p=1.0,
+            **asked,
             extra_body={
                 "return_token_ids": True,
+                "return_tokens_as_token_ids": bool(top_logprobs),
                 "chat_template_kwargs": {"enable_thinking": thinking},
             },
         )
-        ids = (resp.choices[0].model_extra or {}).get("token_ids")
+        choice = resp.choices[0]
+        ids = (choice.model_extra or {}).get("token_ids")
         if ids is None:
             raise CookbookError(
                 "The server returned no token_ids: greedy matching needs vLLM's "
                 "`return_token_ids` request field (vLLM 0.11 or later)."
             )
-        out.append(list(ids))
+        content = (choice.logprobs.content or []) if top_logprobs and choice.logprobs else []
+        top = [frozenset(i for t in pos.top_logprobs if (i := _token_id(t.token)) is not None)
+               for pos in content]  # fmt: skip
+        out.append(GreedyOutput(ids, top if len(top) == len(ids) else None))
     return out
 
 
@@ -73,6 +115,8 @@ class Match:
         accepted: draft tokens the target accepted while ``other`` was generated (the
             server's ``vllm:spec_decode_num_accepted_tokens_total`` before and after), or
             None when not measured.
+        ties: prompts whose outputs first differ at a tie (``per_prompt``'s ``tie``): each
+            run's token is among the other's top-5 there (both runs' top-5 known).
     """
 
     rate: float
@@ -80,11 +124,13 @@ class Match:
     prompts: int
     per_prompt: pd.DataFrame
     accepted: int | None = None
+    ties: int = 0
 
     @property
     def lossless(self) -> bool:
-        """Every output token-for-token identical."""
-        return self.identical == self.prompts
+        """vLLM's rule: every output identical, or parting first at a tie (each run's token
+        among the other's top-5 there)."""
+        return self.identical + self.ties == self.prompts
 
     @property
     def vacuous(self) -> bool:
@@ -100,9 +146,18 @@ class Match:
         verdict = "lossless" if self.lossless else "NOT lossless"
         if self.vacuous:
             verdict = "proves nothing (no drafted token was accepted during these requests)"
+            beyond = self.prompts - self.identical - self.ties
+            if beyond:  # nothing kept, yet the outputs differ: the drafting path changed them
+                verdict += (
+                    f", yet {beyond} of {self.prompts} outputs part beyond a tie: the drafting "
+                    "path changed the outputs without keeping a drafted token"
+                )
+        ties = (
+            f", {self.ties} part first at a tie (top-{TIE_TOP_K}, vLLM's rule)" if self.ties else ""
+        )
         return (
             f"{label} vs no drafting, greedy: {verdict}: {self.rate:.1%} of token positions "
-            f"agree, {self.identical}/{self.prompts} outputs identical{where}"
+            f"agree, {self.identical}/{self.prompts} outputs identical{ties}{where}"
         )
 
 
@@ -127,6 +182,7 @@ def match(
         n = min(len(r), len(o))
         agree = sum(1 for a, b in zip(r[:n], o[:n], strict=True) if a == b)
         first = next((j for j in range(n) if r[j] != o[j]), None)
+        tie = first is not None and _tie(r, o, first)
         if first is None and len(r) != len(o):
             first = n
         rows.append(
@@ -135,6 +191,7 @@ def match(
                 "compared": n,
                 "agree": agree,
                 "first_divergence": first,
+                "tie": tie,
                 "reference_len": len(r),
                 "other_len": len(o),
             }
@@ -143,6 +200,16 @@ def match(
         compared_all += n
     table = pd.DataFrame(rows)
     identical = int(table["first_divergence"].isna().sum())
+    ties = int(table["tie"].sum()) if len(table) else 0
     return Match(
-        agree_all / compared_all if compared_all else 1.0, identical, len(rows), table, accepted
-    )
+        agree_all / compared_all if compared_all else 1.0, identical, len(rows), table, accepted,
+        ties,
+    )  # fmt: skip
+
+
+def _tie(r: Sequence[int], o: Sequence[int], j: int) -> bool:
+    """vLLM's tie at position ``j``: each run's token among the other's top-5 there."""
+    rt, ot = getattr(r, "top", None), getattr(o, "top", None)
+    if not rt or not ot or j >= len(rt) or j >= len(ot):
+        return False  # top-5 unknown: no tie can be shown
+    return r[j] in ot[j] and o[j] in rt[j]
