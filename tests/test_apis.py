@@ -71,8 +71,14 @@ def test_live_tool_call_is_read_from_each_api(live, api):
 @pytest.mark.server
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_live_max_tokens_in_reasoning_reads_as_length(live, api):
-    r = _call(live, api, PROMPT, max_tokens=5)
+    """And says so, as chat() does (the breaker's finding: no truncation warning here)."""
+    from helpers.chat.types import ReasoningTruncatedWarning
+
+    field = "max_output_tokens" if api == "responses" else "max_tokens"
+    with pytest.warns(ReasoningTruncatedWarning, match=f"used all {field}=5 while still reasoning"):
+        r = _call(live, api, PROMPT, max_tokens=5)
     assert r.finish_reason == "length" and r.content == "" and r.reasoning
+    assert r.warnings and f"raise {field}" in r.warnings[0]
 
 
 class Capital(pydantic.BaseModel):

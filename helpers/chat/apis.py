@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
-from helpers.chat.types import ChatResult, ToolCall, Usage, _get
+from helpers.chat.types import ChatResult, ReasoningTruncatedWarning, ToolCall, Usage, _get
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
 from helpers.server.request_failure import describe_server_error, error_words
@@ -171,7 +171,9 @@ def responses_chat(
     kwargs["extra_body"] = extra_body
     kwargs.update(extra)
     response = _send(openai, client, client.responses.create, "/v1/responses", kwargs)
-    return parse_responses_reply(response)
+    return warn_if_reasoning_cut(
+        parse_responses_reply(response), opts.max_tokens, "max_output_tokens"
+    )
 
 
 def _refuse_stream(fn: str, extra: Mapping[str, Any]) -> None:
@@ -197,6 +199,29 @@ def _refuse_schema_with_forced_tools(fn: str, schema: Any, opts: Any) -> None:
             "has crashed on structured outputs with forced tools (vllm-project/vllm #32006). "
             "Run the tools first (tool_choice='auto'), then ask for the schema answer."
         )
+
+
+def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str) -> ChatResult:
+    """``result``, with a :class:`~helpers.chat.types.ReasoningTruncatedWarning` (recorded on
+    ``result.warnings`` too) when the reply ended at the token limit with no answer and no tool
+    call: the reasoning used every token, as ``chat()`` says for chat completions.
+
+    Args:
+        result: the parsed reply; max_tokens: what the request sent (None: the server's
+            limit); field: the API's name for it (``max_output_tokens`` / ``max_tokens``).
+    """
+    if result.finish_reason == "length" and not result.content.strip() and not result.tool_calls:
+        from helpers.chat.parse import _warn
+
+        limit = f"{field}={max_tokens}" if max_tokens is not None else "the server's token limit"
+        _warn(
+            result,
+            ReasoningTruncatedWarning,
+            f"The model used all {limit} while still reasoning, so there is no answer "
+            f"({len(result.reasoning)} characters of reasoning, no text). Reasoning tokens count "
+            f"against {field}. Fix: raise {field}, or pass thinking=False.",
+        )
+    return result
 
 
 def parse_responses_reply(response: Any) -> ChatResult:
@@ -374,7 +399,7 @@ def messages_chat(
     kwargs["extra_body"] = extra_body
     kwargs.update(extra)
     message = _send(anthropic, client, client.messages.create, "/v1/messages", kwargs)
-    return parse_messages_reply(message)
+    return warn_if_reasoning_cut(parse_messages_reply(message), opts.max_tokens, "max_tokens")
 
 
 def parse_messages_reply(message: Any) -> ChatResult:
