@@ -192,8 +192,7 @@ def _refuse_schema_with_forced_tools(fn: str, schema: Any, opts: Any) -> None:
     """A schema answer with forced tools (``tool_choice="required"`` or a named tool) is
     refused before sending: vLLM has crashed on that pair (vllm-project/vllm #32006) and
     refuses a schema with a named tool choice in 0.32.0 (``check_structured_outputs_count``)."""
-    forced = opts.tool_choice == "required" or isinstance(opts.tool_choice, Mapping)
-    if schema is not None and opts.tools and forced:
+    if schema is not None and opts.forces_tool_call:
         raise TypeError(
             f"{fn}: a `schema` answer with tool_choice={opts.tool_choice!r} is not sent: vLLM "
             "has crashed on structured outputs with forced tools (vllm-project/vllm #32006). "

@@ -474,8 +474,7 @@ def check_forced_call(result: ChatResult, opts: ChatOptions) -> ChatResult:
     call (``tool_choice="required"`` or a named tool) and the reply holds none: vLLM with
     ``qwen3_coder`` has answered a forced choice with text and ``finish_reason="stop"``
     (vllm-project/vllm #54808; PRs #35936, #44447; #49712)."""
-    forced = opts.tool_choice == "required" or isinstance(opts.tool_choice, Mapping)
-    if forced and opts.tools and not result.tool_calls and not result.tool_calls_missing:
+    if opts.forces_tool_call and not result.tool_calls and not result.tool_calls_missing:
         result.forced_call_ignored = True
         from helpers.chat.parse import _warn
 

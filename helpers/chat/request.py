@@ -131,6 +131,14 @@ class ChatOptions:
                 "max_tokens or lower the budget)."
             )
 
+    @property
+    def forces_tool_call(self) -> bool:
+        """The request forces a tool call: tools offered with ``tool_choice="required"`` or a
+        named tool."""
+        return bool(self.tools) and (
+            self.tool_choice == "required" or isinstance(self.tool_choice, Mapping)
+        )
+
     def replace(self, **changes: Any) -> ChatOptions:
         """A copy with ``changes`` applied, checked as a new one is:
         ``opts.replace(thinking=False, max_tokens=256)``.

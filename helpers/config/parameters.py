@@ -63,11 +63,12 @@ def check_parameters(namespace: dict[str, Any]) -> None:
     ``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``Optional[X]`` and
     ``X | Y`` (bool is not accepted as int).
 
-    Args:
-        namespace: the notebook's globals (``globals()``).
     A notebook with a ``quality`` parameter (the target notebooks: steps 10 and 12) also
     gets it checked key by key (:func:`check_quality`), so a misspelled key fails here, before
     anything is downloaded or launched, instead of being ignored.
+
+    Args:
+        namespace: the notebook's globals (``globals()``).
 
     Raises:
         CookbookError: one line per parameter of the wrong type, with the expected type

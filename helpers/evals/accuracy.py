@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.chat.request import ChatOptions
+from helpers.chat.request import DEFAULT_MAX_TOKENS, ChatOptions
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
 from helpers.errors import CookbookError
 from helpers.evals.stats import Proportion, wilson
@@ -212,7 +212,7 @@ def _prepare(
     body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": opts.thinking}}
     if opts.reasoning_budget is not None:
         body["thinking_token_budget"] = opts.reasoning_budget
-    max_tokens = opts.max_tokens or 16000
+    max_tokens = opts.max_tokens or DEFAULT_MAX_TOKENS
     gen = {
         "until": [],
         "max_gen_toks": max_tokens,
@@ -313,7 +313,7 @@ def _fit_max_tokens(label: str, opts: ChatOptions, limit: int | None) -> ChatOpt
     Raises:
         EvalError: a reasoning budget that the fitted ``max_tokens`` cannot hold (names both).
     """
-    asked = opts.max_tokens or 16000
+    asked = opts.max_tokens or DEFAULT_MAX_TOKENS
     if limit is None or asked <= limit:
         return opts
     if opts.reasoning_budget is not None and opts.reasoning_budget >= limit:
@@ -445,9 +445,10 @@ def _answers(base: str) -> bool:
     """True when something answers HTTP at ``base``'s server root (``/health``)."""
     import httpx
 
-    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    from helpers.server.endpoint import server_root
+
     try:
-        httpx.get(f"{root}/health", timeout=5)
+        httpx.get(f"{server_root(base)}/health", timeout=5)
     except httpx.HTTPError:
         return False
     return True
