@@ -97,6 +97,42 @@ def test_a_first_difference_within_each_runs_top_5_is_a_tie_as_in_vllms_own_test
     assert "yet 1 of 1 outputs part beyond a tie: the drafting path changed the outputs" in said
 
 
+def test_a_reply_vllm_cannot_write_for_a_nan_logprob_is_asked_again_without_logprobs(monkeypatch):
+    """vLLM 0.32.0 clamps a -inf logprob to -9999 but not NaN, and refuses the reply with HTTP
+    400 (its ErrorResponse for a ValueError; the message CI's stand-in run got with n-gram
+    drafting). The prompt is asked again without logprobs: its ids kept, its top-5 unknown, so
+    a difference there is never a tie."""
+    import json
+
+    import httpx
+    import openai
+
+    from helpers.evals import lossless
+
+    asked = []
+
+    def vllm(request):
+        body = json.loads(request.content)
+        asked.append(body.get("top_logprobs"))
+        if body.get("logprobs"):
+            error = {"message": lossless.NAN_LOGPROB_ERROR, "type": "BadRequestError",
+                     "param": None, "code": 400}  # fmt: skip
+            return httpx.Response(400, json={"error": error})
+        choice = {"index": 0, "finish_reason": "length", "token_ids": [4, 5, 6],
+                  "message": {"role": "assistant", "content": "abc"}}  # fmt: skip
+        return httpx.Response(200, json={"id": "c", "object": "chat.completion", "created": 0,
+                                         "model": "m", "choices": [choice]})  # fmt: skip
+
+    client = openai.OpenAI(base_url="http://vllm/v1", api_key="x",
+                           http_client=httpx.Client(transport=httpx.MockTransport(vllm)))  # fmt: skip
+    monkeypatch.setattr(lossless, "make_client", lambda url: client)
+    server = type("S", (), {"base_url": "http://vllm", "model_name": "m"})()
+    with pytest.warns(lossless.TopLogprobsUnreadableWarning, match="prompt 0: .*NaN logprob"):
+        (out,) = lossless.greedy_tokens(server, ["hi"])
+    assert asked == [5, None] and out == [4, 5, 6] and out.top == [frozenset()] * 3
+    assert not lossless.match([out], [lossless.GreedyOutput([4, 9, 6], out.top)]).lossless
+
+
 def test_the_shipped_item_set_and_the_stand_ins_items():
     items = load_items()
     assert len(items) == 200 and len({i["id"] for i in items}) == 200

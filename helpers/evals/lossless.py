@@ -18,6 +18,7 @@ never called lossless.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,35 @@ def _token_id(token: str) -> int | None:
     return int(token.split(":", 1)[1]) if token.startswith("token_id:") else None
 
 
+#: vLLM's error when a logprob it returns is NaN: it clamps -inf to -9999 but not NaN
+#: (``max(logprob, -9999.0)`` in ``entrypoints/openai/chat_completion/serving.py``, 0.32.0),
+#: and the JSON encoder refuses the reply with HTTP 400.
+NAN_LOGPROB_ERROR = "Out of range float values are not JSON compliant"
+
+
+class TopLogprobsUnreadableWarning(UserWarning):
+    """The server could not write a prompt's top-5 logprobs as JSON (a NaN logprob); that
+    prompt was asked again without them, so a difference there cannot be shown to be a tie."""
+
+
+def _greedy_reply(client, server, prompt: str, max_tokens: int, thinking: bool, top: int):
+    """One greedy chat completion (``top`` top-logprobs per position, 0: none asked)."""
+    asked = {"logprobs": True, "top_logprobs": top} if top else {}
+    return client.chat.completions.create(
+        model=server.model_name,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        top_p=1.0,
+        **asked,
+        extra_body={
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": bool(top),
+            "chat_template_kwargs": {"enable_thinking": thinking},
+        },
+    )
+
+
 def greedy_tokens(
     server,
     prompts: Sequence[str],
@@ -65,29 +95,38 @@ def greedy_tokens(
     order; ``temperature=0``; ``max_tokens`` tokens at most, reasoning included), each with the
     ids of its ``top_logprobs`` most likely tokens per position (0: none asked).
 
+    A reply vLLM cannot write because a logprob is NaN (HTTP 400, :data:`NAN_LOGPROB_ERROR`;
+    seen on the CPU stand-in with n-gram drafting) is asked again without logprobs, with a
+    :class:`TopLogprobsUnreadableWarning`: that output's top-5 is unknown, so a difference
+    there counts as real, never as a tie.
+
     Raises:
         helpers.errors.CookbookError: the server does not return token ids (vLLM before
             ``return_token_ids``), naming the release needed.
+        openai.BadRequestError: any other refusal, as the server worded it.
     """
+    import openai
+
     from helpers.errors import CookbookError
 
     client = make_client(server.base_url)
     out: list[GreedyOutput] = []
-    asked = {"logprobs": True, "top_logprobs": top_logprobs} if top_logprobs else {}
-    for p in prompts:
-        resp = client.chat.completions.create(
-            model=server.model_name,
-            messages=[{"role": "user", "content": p}],
-            max_tokens=max_tokens,
-            temperature=0.0,
-            top_p=1.0,
-            **asked,
-            extra_body={
-                "return_token_ids": True,
-                "return_tokens_as_token_ids": bool(top_logprobs),
-                "chat_template_kwargs": {"enable_thinking": thinking},
-            },
-        )
+    for n, p in enumerate(prompts):
+        top_k = top_logprobs
+        try:
+            resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
+        except openai.BadRequestError as e:
+            if not top_k or NAN_LOGPROB_ERROR not in str(e):
+                raise
+            warnings.warn(
+                f"prompt {n}: the server could not write its top-{top_k} logprobs as JSON (a "
+                "NaN logprob; vLLM clamps -inf but not NaN); asked again without them, so a "
+                "difference in this output cannot be shown to be a tie",
+                TopLogprobsUnreadableWarning,
+                stacklevel=2,
+            )
+            top_k = 0
+            resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
         choice = resp.choices[0]
         ids = (choice.model_extra or {}).get("token_ids")
         if ids is None:
@@ -95,7 +134,7 @@ def greedy_tokens(
                 "The server returned no token_ids: greedy matching needs vLLM's "
                 "`return_token_ids` request field (vLLM 0.11 or later)."
             )
-        content = (choice.logprobs.content or []) if top_logprobs and choice.logprobs else []
+        content = (choice.logprobs.content or []) if top_k and choice.logprobs else []
         top = [frozenset(i for t in pos.top_logprobs if (i := _token_id(t.token)) is not None)
                for pos in content]  # fmt: skip
         out.append(GreedyOutput(ids, top if len(top) == len(ids) else None))
