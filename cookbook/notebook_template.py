@@ -94,20 +94,22 @@ from helpers.machine.hardware import check_machine
 from helpers.machine.install import ensure_vllm
 from helpers.machine.libraries import check_libraries
 from helpers.memory.planner import plan
+from helpers.weights.prepare import fetch, prepare
 
 check_parameters(globals())  # each parameter against the type its cell declares
 check_libraries(*([] if (quality or {}).get("items") == 0 else ["lm_eval", "scipy"]))  # steps 10 and 12
 cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
 print(cfg.shell_command())
 check_config(cfg)  # every flag against the flag table of the release it will run on
-check_machine(cfg, stand_in=stand_in, server_url=server_url)
-ensure_vllm(cfg, run=install_vllm, stand_in=stand_in)
+run = prepare(cfg, globals())  # the mode, from the parameters above: stand_in, weightless, server_url, max_tokens
+check_machine(run)
+ensure_vllm(run, install=install_vllm)
 print(plan(cfg).verdict)
 
 # %% [markdown]
 # ## 2. Launch the server
 #
-# `prepare` gets what is served: the checkpoint{% if t.speculative in ("dflash", "dspark") %} and the {{ t.speculative }} drafter{% endif %} at
+# `fetch` gets what the run serves: the checkpoint{% if t.speculative in ("dflash", "dspark") %} and the {{ t.speculative }} drafter{% endif %} at
 # their pinned revisions (downloaded before the launch, never inside the readiness wait),
 # the stand-in, or, with `weightless = True`, the exact architecture with random weights
 # (`--load-format dummy`: real speed and memory, noise text). `launch_server` starts vLLM
@@ -122,10 +124,8 @@ print(plan(cfg).verdict)
 
 # %%
 from helpers.server.launch import launch_server
-from helpers.weights.prepare import mode_of, prepare
 
-served = prepare(cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=server_url))
-srv = launch_server(served, server_url=server_url, startup_timeout=startup_timeout)
+srv = launch_server(fetch(run), startup_timeout=startup_timeout)  # srv.run: the mode and its defaults
 llm, model = srv.client(), srv.model_name
 print("base_url:", srv.base_url, "model:", model)
 
@@ -146,7 +146,7 @@ from helpers.chat.completions import chat
 from helpers.chat.display import show
 from helpers.chat.request import ChatOptions
 
-opts = ChatOptions.for_run(stand_in=stand_in, weightless=weightless, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+opts = ChatOptions.for_run(srv, temperature=temperature, top_p=top_p)
 reply = chat(llm, model, "Briefly explain: what is vLLM?", opts)
 show(reply)
 
@@ -181,7 +181,7 @@ if srv.serves("reasoning", needed_by="thinking_token_budget"):
     method = budget_method_for(llm)  # "two_pass" where the server drafts, else "server"
     capped = chat(llm, model, "Briefly explain: what is vLLM?", opts, reasoning_budget=8, budget_method=method)
     show(capped)
-    print(f"budget applied by: {method};", budget_report(capped, 8, drafting=served.speculative != "none"))
+    print(f"budget applied by: {method};", budget_report(capped, 8, drafting=srv.run.config.speculative != "none"))
 
 # %% [markdown]
 # ## 6. Streaming
@@ -280,19 +280,18 @@ from IPython.display import display
 from helpers.bench.plots import plot_sweep
 from helpers.bench.results import results_table
 from helpers.bench.sweep import sweep
-from helpers.config.run import mode_from, run_defaults
 
-run = run_defaults(mode_from(stand_in, weightless))  # this mode's sizes (helpers/config/run.py)
+sizes = srv.run.defaults  # this mode's sizes (helpers/config/run.py)
 if bench_concurrencies == []:
     print('Step 9 skipped (bench_concurrencies = []).')
 else:
-    results = sweep(srv, bench_concurrencies or list(run.bench_concurrencies),
-                    input_len=bench_input_len or run.bench_input_len,
-                    output_len=bench_output_len or run.bench_output_len,
+    results = sweep(srv, bench_concurrencies or list(sizes.bench_concurrencies),
+                    input_len=bench_input_len or sizes.bench_input_len,
+                    output_len=bench_output_len or sizes.bench_output_len,
                     label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
-                    + ("-standin" if stand_in else ""))
-    display(results_table(results, stand_in=stand_in))
-    plot_sweep(results, cfg, stand_in=stand_in, attached=bool(server_url))
+                    + srv.run.tag)
+    display(results_table(results, run=srv))
+    plot_sweep(results, cfg, run=srv)
 
 # %% [markdown]
 # ## 10. Answer quality: accuracy with an interval, and the reasoning-budget curve
@@ -320,13 +319,12 @@ from IPython.display import Image
 from helpers.evals.budget import plot_budget_curve
 from helpers.evals.step import quality_step
 
-run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + ("-standin" if stand_in else "")
+run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
 quality = quality or {}
-accuracy, curve = quality_step(srv, stand_in=stand_in, weightless=weightless, items=quality.get("items"),
-                               budgets=quality.get("budgets"), options=opts, label=run_label)
+accuracy, curve = quality_step(srv, items=quality.get("items"), budgets=quality.get("budgets"), options=opts, label=run_label)
 if curve is not None:
     display(curve)
-    budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + (" (CPU stand-in)" if stand_in else ""))
+    budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + srv.run.shown_as)
     print("plots:", budget_png)
     display(Image(str(budget_png)))
 
@@ -364,8 +362,7 @@ if accuracy is None or not other:
 else:
     other_cfg = resolve(target, other.get("variant", cfg.variant), speculative, moe_backend=moe_backend, vllm_version=vllm_version,
                         extra_args={**(extra_args or {}), **other.get("extra_args", {})})
-    with launch_server(prepare(other_cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=None)),
-                       startup_timeout=startup_timeout) as second:  # stopped when the block ends
+    with launch_server(fetch(run.for_target(other_cfg)), startup_timeout=startup_timeout) as second:  # stopped when the block ends
         b = evaluate(second, accuracy.scored_items(), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
     print(compare(accuracy, b).summary())
 

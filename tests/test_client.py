@@ -621,11 +621,13 @@ def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
 def test_weightless_options_report_a_reply_that_fails_on_noise_instead_of_raising(
     rec, client, capsys
 ):
-    """ChatOptions.for_run(weightless=True): the same failure prints what failed and gives
+    """ChatOptions.for_run of a weightless run: the same failure prints what failed and gives
     None (show and budget_report take it); the real model's options still raise."""
-    opts = request_mod.ChatOptions.for_run(stand_in=False, weightless=True)
+    from helpers.config.run import Run
+
+    opts = request_mod.ChatOptions.for_run(Run("weightless"))
     assert (
-        opts.noise_tolerant and not request_mod.ChatOptions.for_run(stand_in=False).noise_tolerant
+        opts.noise_tolerant and not request_mod.ChatOptions.for_run(Run("download")).noise_tolerant
     )
     rec.queue("wrong_tool_parser")
     r = hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", opts, tools=TOOLS)
@@ -1028,7 +1030,7 @@ LIVE_MAX_TOKENS = 256
 @pytest.fixture(scope="module")
 def live(standin_server):
     """(client, model name, demo data) for the session's stand-in server."""
-    from helpers.standin.data import load_demo
+    from helpers.config.demo import load_demo
 
     return (
         endpoint.make_client(standin_server.base_url, timeout=120),
@@ -2156,21 +2158,34 @@ def test_wrong_options_and_unknown_keywords_with_options(rec, client):
     ],
 )
 def test_for_run_defaults_and_explicit_values(run, expected):
-    opts = ChatOptions.for_run(**run)
+    """The run (prepare's, from a notebook's parameters) picks the defaults; its max_tokens
+    and the sampling values given to for_run win."""
+    from helpers.weights.prepare import RUN_PARAMETERS, prepare
+
+    the_run = prepare(None, **{k: v for k, v in run.items() if k in RUN_PARAMETERS})
+    sampling = {k: v for k, v in run.items() if k in ("temperature", "top_p")}
+    opts = ChatOptions.for_run(the_run, **sampling)
     assert (opts.max_tokens, opts.temperature, opts.top_p) == expected
     # only weightless mode on a GPU tolerates noise text (the stand-in's text is not noise)
     assert opts.noise_tolerant == (run.get("weightless", False) and not run["stand_in"])
     plain = opts.replace(max_tokens=None, temperature=1.0, top_p=0.95, noise_tolerant=False)
     assert plain == ChatOptions()
+    # a server handle carries its run: for_run reads it there
+    srv = type("Srv", (), {"base_url": "http://127.0.0.1:1", "run": the_run})()
+    assert ChatOptions.for_run(srv, **sampling) == opts
 
 
 def test_for_run_checks_its_arguments():
-    with pytest.raises(TypeError, match="ChatOptions.for_run: `stand_in` must be True or False"):
-        ChatOptions.for_run(stand_in="yes")
-    with pytest.raises(TypeError, match="stand_in"):
-        ChatOptions.for_run()  # type: ignore[call-arg]
+    from helpers.weights.prepare import prepare
+
+    with pytest.raises(TypeError, match="prepare: `stand_in` must be True or False"):
+        prepare(None, stand_in="yes")
+    with pytest.raises(TypeError, match="prepare: standin is not a run parameter"):
+        prepare(None, standin=True)
+    with pytest.raises(TypeError, match="run_of: pass the server"):
+        ChatOptions.for_run(None)
     with pytest.raises(ValueError, match=r"`top_p`=2 must be <= 1"):
-        ChatOptions.for_run(stand_in=False, top_p=2)
+        ChatOptions.for_run(prepare(None), top_p=2)
 
 
 # ─── tool calls, defaults and failures against the real vLLM CPU stand-in ──────────────

@@ -16,6 +16,7 @@ import os
 import pytest
 
 from helpers.chat.request import ChatOptions
+from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
 from helpers.errors import CookbookError
 from helpers.evals import stats
@@ -23,7 +24,6 @@ from helpers.evals.accuracy import EvalError, default_items, evaluate, evaluate_
 from helpers.evals.compare import compare, compare_configs
 from helpers.evals.lossless import match
 from helpers.server import processes
-from helpers.standin.data import load_demo
 
 ACC = load_demo()["accuracy"]
 GREEDY = ChatOptions(temperature=0.0, top_p=1.0, max_tokens=256)
@@ -141,8 +141,10 @@ def test_the_shipped_item_set_and_the_stand_ins_items():
     )
     assert "MIT" in ITEM_SETS["gsm8k"].source
     assert not set(ACC["trained"]) & set(ACC["held_out"])
-    assert [i["id"] for i in default_items(stand_in=True)] == ACC["trained"] + ACC["held_out"]
-    assert len(default_items(stand_in=False)) == 200 and len(default_items(False, 5)) == 5
+    from helpers.config.run import Run
+
+    assert [i["id"] for i in default_items(Run("stand_in"))] == ACC["trained"] + ACC["held_out"]
+    assert len(default_items(Run("download"))) == 200 and len(default_items(Run(), 5)) == 5
     with pytest.raises(CookbookError, match="no item gsm8k-test-99999"):
         items_by_id(["gsm8k-test-99999"])
     with pytest.raises(CookbookError, match="Unknown item set 'mmlu'"):

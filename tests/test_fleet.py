@@ -199,7 +199,7 @@ def test_router_reports_every_worker_healthy(cpu_fleet):
 
 @pytest.mark.server
 def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
-    from helpers.standin.data import load_demo
+    from helpers.config.demo import load_demo
 
     demo = load_demo()
     client, model = (
@@ -590,7 +590,7 @@ def test_chat_through_a_router_whose_first_worker_is_down_warns_once_and_is_answ
         with pytest.raises(Exception, match="500") as probe:
             plain.models.list()
         assert "error sending request for url" in probe.value.response.text
-        from helpers.standin.data import load_demo
+        from helpers.config.demo import load_demo
 
         model, prompt = standin_server.models()[0], load_demo()["reasoning"]["prompt"]
         with pytest.warns(ServerLimitUnknownWarning) as said:

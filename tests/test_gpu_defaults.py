@@ -23,7 +23,7 @@ from test_speculative import _real_out_notebooks
 
 from helpers.chat.request import ChatOptions
 from helpers.chat.structured import structured_chat
-from helpers.config.run import run_defaults
+from helpers.config.run import Run, run_defaults
 from helpers.errors import ServerRequestError
 from helpers.paths import REPO_ROOT
 from tools import notebook_run
@@ -125,7 +125,7 @@ def test_a_server_500_is_the_helpers_error_with_the_servers_words_and_its_log(no
     never the SDK's traceback; weightless mode does not pass it off as noise."""
     client = noise_server.client()
     for opts in (ChatOptions(max_tokens=32, temperature=0.0, thinking=False),
-                 ChatOptions.for_run(stand_in=False, weightless=True, max_tokens=32).replace(thinking=False)):  # fmt: skip
+                 ChatOptions.for_run(Run("weightless"), max_tokens=32).replace(thinking=False)):  # fmt: skip
         with pytest.raises(ServerRequestError) as e:
             structured_chat(client, noise_server.model_name, "Say café.", Accent, opts)
         said = str(e.value)

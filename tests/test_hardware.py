@@ -13,6 +13,7 @@ import pytest
 
 from helpers.config import load
 from helpers.config import resolve as recipes
+from helpers.config.run import Run
 from helpers.errors import CookbookError, HardwareError
 from helpers.machine import gpus as gpus_mod
 from helpers.machine import hardware
@@ -212,9 +213,10 @@ def test_detect_on_this_machine_never_raises():
 # ---- check_machine ---------------------------------------------------------------------
 
 
-def check(target, fixture, **kw):
+def check(target, fixture, *, stand_in=False, **kw):
     cfg = kw.pop("cfg", None) or recipes.resolve(target)
-    return hardware.check_machine(cfg, gpus=smi(fixture), processes=kw.pop("processes", []), **kw)
+    run = Run("stand_in", target=cfg) if stand_in else cfg
+    return hardware.check_machine(run, gpus=smi(fixture), processes=kw.pop("processes", []), **kw)
 
 
 @pytest.mark.parametrize(
@@ -305,7 +307,7 @@ def test_no_gpu_refuses_and_points_to_stand_in():
 
 
 def test_no_gpu_in_stand_in_mode_reports_and_continues(capsys):
-    report = hardware.check_machine(recipes.resolve("h100"), gpus=[], stand_in=True)
+    report = hardware.check_machine(Run("stand_in", target=recipes.resolve("h100")), gpus=[])
     assert report.ok and report.matches == ["cpu"]
     assert any("stand-in" in w for w in report.warnings)
     assert "OK for the CPU stand-in" in capsys.readouterr().out
@@ -328,5 +330,5 @@ def test_raise_on_error_false_returns_errors():
 
 def test_check_machine_on_this_machine_in_stand_in_mode():
     # What the notebooks run in CI: never raises in stand-in mode.
-    report = hardware.check_machine(recipes.resolve("h100"), stand_in=True, quiet=True)
+    report = hardware.check_machine(Run("stand_in", target=recipes.resolve("h100")), quiet=True)
     assert report.ok

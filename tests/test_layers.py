@@ -28,6 +28,7 @@ STEPS = [
     "bench",
     "fleet",
     "evals",
+    "tune",
 ]
 
 #: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.
@@ -99,13 +100,23 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
             },
             "no import cycle",
         ),
+        ({"helpers/chat/a.py": "import helpers.weights\n"}, "import neither weights nor standin"),
+        ({"helpers/evals/a.py": "import helpers.standin\n"}, "import neither weights nor standin"),
         ({"helpers/bench/plot.py": "import tools\n"}, "never imports the project's tooling"),
         (
             {"helpers/bench/plot.py": "import shared_kernel\n"},
             "never imports the project's tooling",
         ),
     ],
-    ids=["config-imports-server", "chat-imports-bench", "cycle-in-chat", "tools", "tests-module"],
+    ids=[
+        "config-imports-server",
+        "chat-imports-bench",
+        "cycle-in-chat",
+        "chat-imports-weights",
+        "evals-imports-standin",
+        "tools",
+        "tests-module",
+    ],  # fmt: skip
 )
 def test_a_contract_is_broken_by_an_import_against_it(tmp_path, files, names):
     if "shared_kernel" in str(files):

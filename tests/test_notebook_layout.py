@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from helpers.chat.tools import tool_schema
+from helpers.config.demo import load_demo, tool_result
 from helpers.paths import REPO_ROOT
-from helpers.standin.data import load_demo, tool_result
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 #: The notebooks a GPU reader opens first, and how soon they reach the model's reply.

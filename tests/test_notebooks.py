@@ -198,7 +198,7 @@ TARGET_NOTEBOOKS = [
 def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
     """The launch/stop code each target notebook runs is the quickstart's, which CI executes."""
     quick = REPO_ROOT / "notebooks" / f"{notebook_build.QUICKSTART}.ipynb"
-    for marker in ("srv = launch_server(served", "srv.stop()"):
+    for marker in ("srv = launch_server(fetch(run)", "srv.stop()"):
         expected = _cell_sources(quick, marker)
         assert len(expected) == 1
         for path in TARGET_NOTEBOOKS:

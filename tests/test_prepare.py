@@ -1,4 +1,5 @@
-"""helpers.weights.prepare: one verb for the config a notebook serves (download / weightless / stand-in)."""
+"""helpers.weights.prepare: the run a notebook's parameters ask for, and the config it serves
+(download / weightless / stand-in / attach)."""
 
 from __future__ import annotations
 
@@ -13,27 +14,33 @@ from helpers.weights import prepare
 
 
 def test_the_notebook_parameters_pick_the_mode():
-    assert prepare.mode_of() == "download"
-    assert prepare.mode_of(weightless=True) == "weightless"
-    assert prepare.mode_of(stand_in=True, weightless=True) == "stand_in"
-    assert prepare.mode_of(stand_in=True, server_url="http://127.0.0.1:8000") == "attach"
+    cfg = recipes.resolve("h100")
+    assert prepare.prepare(cfg).mode == "download"
+    assert prepare.prepare(cfg, weightless=True).mode == "weightless"
+    assert prepare.prepare(cfg, stand_in=True, weightless=True).mode == "stand_in"
+    assert prepare.prepare(cfg, stand_in=True, server_url="http://127.0.0.1:8000").mode == "attach"
     assert set(prepare.MODES) == {"download", "weightless", "stand_in", "attach"}
 
 
 def test_an_unknown_mode_names_the_four():
     with pytest.raises(CookbookError, match="download, weightless, stand_in, attach"):
-        prepare.prepare(recipes.resolve("h100"), "dummy")
+        prepare.served_config(recipes.resolve("h100"), "dummy")
+    with pytest.raises(TypeError, match="fetch: pass the run prepare"):
+        prepare.fetch(recipes.resolve("h100"))
 
 
 def test_attach_mode_serves_the_config_as_it_is_and_downloads_nothing(capsys):
     cfg = recipes.resolve("h100")
-    assert prepare.prepare(cfg, "attach") is cfg
+    run = prepare.fetch(prepare.prepare(cfg, server_url="http://127.0.0.1:8000"))
+    assert run.served is cfg and run.attached
     assert "nothing to download" in capsys.readouterr().out
 
 
 def test_stand_in_serves_the_local_stand_in_with_the_targets_parsers(standin_model):
     cfg = recipes.resolve("h100")
-    served = prepare.prepare(cfg, "stand_in")
+    run = prepare.fetch(prepare.prepare(cfg, stand_in=True))
+    served = run.served
+    assert run.target is cfg and run.stand_in
     assert served == recipes.standin_config(cfg, standin_model)
     assert Path(served.model, "standin.json").is_file() and served.target == "cpu"
 
@@ -44,7 +51,7 @@ def test_weightless_serves_the_architecture_with_dummy_weights_and_downloads_not
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a download attempt would fail loudly
     cfg = recipes.resolve("h200")  # NVFP4, no separate drafter
-    served = prepare.prepare(cfg, "weightless")
+    served = prepare.fetch(prepare.prepare(cfg, weightless=True)).served
     folder = Path(served.model)
     assert folder.is_dir() and folder.is_relative_to(tmp_path)
     assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 52

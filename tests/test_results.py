@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from helpers.chat import noise
+from helpers.config.run import Run
 from helpers.errors import ResponseError
 from helpers.paths import REPO_ROOT
-from helpers.weights import weightless
 from tools import results_pages as results
 
 NB = REPO_ROOT / "notebooks"
@@ -87,17 +88,17 @@ def test_notebook_runs_read_only_release_variant_kernel_folders(tmp_path):
 
 
 def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
-    with weightless.noise_tolerant(True, "tool loop"):
+    with noise.noise_tolerant(True, "tool loop"):
         raise ResponseError("The model called tool 'x!y', which is not in tools")
     out = capsys.readouterr().out
     assert "weightless mode: the tool loop did not complete because the text is noise" in out
     assert "ResponseError" in out
-    with weightless.noise_tolerant(True, "schema answer"):
+    with noise.noise_tolerant(True, "schema answer"):
         raise ResponseError("No answer: raise max_tokens.")
     assert "raise max_tokens. The request, the server's parsers" in capsys.readouterr().out
-    with pytest.raises(ResponseError), weightless.noise_tolerant(False, "tool loop"):
+    with pytest.raises(ResponseError), noise.noise_tolerant(False, "tool loop"):
         raise ResponseError("real weights: an error")
-    with pytest.raises(KeyboardInterrupt), weightless.noise_tolerant(True, "tool loop"):
+    with pytest.raises(KeyboardInterrupt), noise.noise_tolerant(True, "tool loop"):
         raise KeyboardInterrupt
 
 
@@ -147,7 +148,7 @@ def test_the_results_table_shows_the_default_columns_rounded_and_says_what_the_s
         "median_ttft_ms", "median_tpot_ms",
     ]  # fmt: skip
     assert gpu["output_throughput"].tolist() == [387.8, 676.0]
-    cpu = results_table(df, stand_in=True)
+    cpu = results_table(df, run=Run("stand_in"))
     assert "e2e_tokens_per_s_per_user" in cpu.columns and "tokens_per_s_per_user" not in cpu.columns
     assert set(cpu["median_tpot_ms"]) == {NOT_MEASURED_ON_STANDIN}
     assert df["output_throughput"].iloc[0] == 387.821898  # the DataFrame is not changed

@@ -1,12 +1,13 @@
 """Each mode's defaults in one table (helpers.config.run): consistent with each other, and
-what the notebooks and ChatOptions read."""
+what the notebooks and ChatOptions read; the run object that carries the mode from the
+notebook's parameters to every step, and the rule that nothing else takes the mode flags."""
 
 from __future__ import annotations
 
 import pytest
 
 from helpers.chat.request import ChatOptions
-from helpers.config.run import MODES, mode_from, run_defaults
+from helpers.config.run import MODES, Run, run_defaults, run_of
 from helpers.evals.budget import budget_plan
 
 
@@ -46,9 +47,142 @@ def test_the_modes_defaults_are_the_seeds_and_the_notebooks():
         (1, 2, 4),
     )
     assert weightless.noise and not gpu.noise and not standin.noise
-    opts = ChatOptions.for_run(stand_in=False, weightless=True)
+    opts = ChatOptions.for_run(Run("weightless"))
     assert (opts.max_tokens, opts.temperature, opts.noise_tolerant) == (256, 1.0, True)
-    assert mode_from(True, True) == "stand_in" and mode_from(False, True) == "weightless"
+
+
+def test_prepare_reads_the_notebooks_parameters_into_one_run():
+    """The stand-in wins over weightless; server_url attaches; a notebook's globals() is read
+    (other names ignored), keywords win; the run carries the defaults every step reads."""
+    from helpers.config.resolve import resolve
+    from helpers.weights.prepare import prepare
+
+    cfg = resolve("h100")
+    assert prepare(cfg).mode == "download" and prepare(cfg).target is cfg
+    both = prepare(cfg, {"stand_in": True, "weightless": True, "target": "h100"})
+    assert (both.mode, both.stand_in, both.weightless, both.tag) == (
+        "stand_in",
+        True,
+        False,
+        "-standin",
+    )
+    attached = prepare(cfg, {"weightless": True}, server_url="http://10.0.0.5:8000")
+    assert (attached.mode, attached.weights, attached.attached) == ("attach", "weightless", True)
+    assert attached.defaults == run_defaults("weightless") and attached.noise
+    sized = prepare(cfg, {"max_tokens": 64})
+    assert (
+        sized.defaults.budgets == ("off", 16, None) and ChatOptions.for_run(sized).max_tokens == 64
+    )
+    other = sized.for_target(resolve("h100-bf16"))
+    assert (other.weights, other.max_tokens, other.served, other.server_url) == (
+        "download",
+        64,
+        None,
+        None,
+    )
+    assert "random weights" in prepare(cfg, weightless=True).describe()
+    with pytest.raises(ValueError, match="max_tokens=0 must be a whole number >= 1"):
+        prepare(cfg, max_tokens=0)
+
+
+def test_a_server_without_a_prepared_run_gets_one_from_what_it_serves():
+    """A server launched from a plain config (tests, tools) still has srv.run: the stand-in
+    from the config's own flag, weightless from --load-format dummy, else the checkpoint."""
+    from types import SimpleNamespace
+
+    from helpers.config.resolve import resolve
+    from helpers.server.vllm_server import VLLMServer
+
+    assert run_of(resolve("cpu")).stand_in
+    assert run_of(resolve("h100").with_args({"--load-format": "dummy"})).weightless
+    assert run_of(VLLMServer(resolve("h100"))).weights == "download"
+    assert run_of(SimpleNamespace(base_url="http://x", config=None)).weights == "download"
+    given = Run("stand_in")
+    assert run_of(SimpleNamespace(base_url="http://x", run=given)) is given
+    with pytest.raises(TypeError, match="pass the server"):
+        run_of(None)
+
+
+def test_launch_server_refuses_a_run_with_nothing_fetched():
+    from helpers.config.resolve import resolve
+    from helpers.errors import CookbookError
+    from helpers.server.launch import launch_server
+    from helpers.weights.prepare import prepare
+
+    with pytest.raises(CookbookError, match=r"run = fetch\(run\)"):
+        launch_server(prepare(resolve("h100")))
+
+
+def _public_functions():
+    """(module, qualified name, parameter names) of every public function and method of
+    ``helpers`` (a class's methods when the class is public)."""
+    import ast
+
+    from helpers.paths import REPO_ROOT
+
+    for path in sorted((REPO_ROOT / "helpers").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        scopes = [("", tree)] + [
+            (n.name + ".", n) for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")
+        ]  # fmt: skip
+        for prefix, scope in scopes:
+            for node in scope.body:
+                if isinstance(
+                    node, (ast.FunctionDef, ast.AsyncFunctionDef)
+                ) and not node.name.startswith("_"):
+                    a = node.args
+                    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                    yield module, prefix + node.name, names
+
+
+def test_no_public_signature_but_prepare_takes_the_mode_flags():
+    """The mode travels as one run object (srv.run), not as stand_in= / weightless= flags."""
+    seen = list(_public_functions())
+    assert any(name == "ChatOptions.for_run" for _, name, _ in seen)  # methods are scanned
+    takers = [
+        f"{m}.{name}" for m, name, params in seen
+        if {"stand_in", "weightless"} & set(params) and f"{m}.{name}" != "helpers.weights.prepare.prepare"
+    ]  # fmt: skip
+    assert takers == [], f"these take the mode flags; read the run instead (run_of): {takers}"
+
+
+def _names_outside_attributes(source: str) -> set[str]:
+    """The names a code cell uses, attribute names (``run.stand_in``) left out."""
+    import io
+    import tokenize
+
+    out, prev = set(), None
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+        if tok.type == tokenize.NAME and not (
+            prev and prev.type == tokenize.OP and prev.string == "."
+        ):
+            out.add(tok.string)
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT):
+            prev = tok
+    return out
+
+
+def test_no_notebook_cell_but_the_parameters_cell_names_the_mode_flags():
+    """Every committed notebook: the parameters cell declares stand_in / weightless; after it,
+    prepare(cfg, globals()) reads them and every other cell reads the run."""
+    import nbformat
+
+    from helpers.paths import REPO_ROOT
+
+    offenders = []
+    for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+                continue
+            named = {"stand_in", "weightless"} & _names_outside_attributes(cell.source)
+            if named:
+                offenders.append(f"{path.name} cell {i}: {sorted(named)}")
+    assert offenders == []
+    assert _names_outside_attributes("x = run.stand_in\n%pip install y\n") == {"x", "run"}
+    assert "stand_in" in _names_outside_attributes("if stand_in:\n    pass\n")
 
 
 def test_a_budget_at_max_tokens_is_refused_by_name_with_the_fix():

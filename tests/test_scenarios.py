@@ -7,6 +7,7 @@ import pytest
 from helpers.bench import scenarios
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
+from helpers.config.run import Run
 from helpers.errors import RecipeError
 
 
@@ -61,7 +62,7 @@ def test_bench_args_are_vllm_bench_serve_flags():
 @pytest.mark.parametrize("name", scenarios.list_scenarios())
 def test_standin_keeps_the_shape_and_fits(name):
     full = scenarios.scenario(name)
-    small = scenarios.scenario(name, stand_in=True)
+    small = scenarios.scenario(name, Run("stand_in"))
     st = scenarios.standin_settings()
     cpu = recipes.resolve("cpu")
     # within the stand-in server's context (and the budget that keeps a point to seconds)
@@ -98,7 +99,7 @@ def test_unknown_scenario_names_the_valid_ones():
 def test_sweep_reads_every_field_of_a_scenario():
     """bench.sweep takes a Scenario as is: each point gets the scenario's lengths, prefix
     and prompt count (sweep_points is what sweep runs), and explicit arguments win."""
-    s = scenarios.scenario("agentic", stand_in=True)
+    s = scenarios.scenario("agentic", Run("stand_in"))
     points = bench.sweep_points(s.concurrencies, scenario=s, label="x")
     assert [p["concurrency"] for p in points] == list(s.concurrencies)
     for p in points:
@@ -180,7 +181,7 @@ def test_duration_model_slows_with_concurrency_and_scales_with_the_gpu():
 
 
 def test_num_prompts_overrides_every_point_and_bad_values_name_the_fix():
-    agentic = scenarios.scenario("agentic", stand_in=True)
+    agentic = scenarios.scenario("agentic", Run("stand_in"))
     assert agentic.with_num_prompts(None) is agentic
     four = agentic.with_num_prompts(4)
     assert [four.num_prompts_for(c) for c in (1, 2, 4)] == [4, 4, 4]

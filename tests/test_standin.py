@@ -18,11 +18,11 @@ import time
 
 import pytest
 
+from helpers.config.demo import load_demo
 from helpers.errors import CookbookError
 from helpers.standin import build as standin
 from helpers.standin import data, template, train
 from helpers.standin.build import build_standin_model, standin_hash
-from helpers.standin.data import load_demo
 from helpers.standin.template import render_chat
 
 DEMO = load_demo()

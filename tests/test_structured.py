@@ -97,7 +97,7 @@ def test_live_streamed_schema_answer_validates(live):
 def test_live_the_learned_schema_answer_is_the_object_itself(live, thinking, stream, compact):
     """The stand-in learned demo.yaml's `structured` answer: the validated object is exactly
     it, on the whitespace-free grammar and on the OpenAI response_format alike."""
-    from helpers.standin.data import load_demo
+    from helpers.config.demo import load_demo
 
     client, model = live
     st = load_demo()["structured"]

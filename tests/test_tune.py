@@ -16,14 +16,15 @@ from proctools import group_left
 from test_notebooks import _assert_clean_outputs
 from test_speculative import _real_out_notebooks
 
-from helpers.bench import slo as slos
 from helpers.bench import sweep as bench_sweep
-from helpers.bench import tune as tuning
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
+from helpers.config.run import Run
 from helpers.errors import BenchError, RecipeError
 from helpers.paths import REPO_ROOT
 from helpers.server.vllm_server import VLLMServer
+from helpers.tune import slo as slos
+from helpers.tune import tune as tuning
 from tools import notebook_run
 
 LOGS = REPO_ROOT / "tests" / "data" / "logs"
@@ -189,7 +190,7 @@ def test_a_candidate_the_registry_refuses_names_the_rule():
 def test_the_default_grids():
     h200 = tuning.default_candidates(resolve("h200"))
     assert [s["name"] for s in h200] == ["marlin", "bf16", "max-num-seqs-64"]
-    stand = tuning.default_candidates(resolve("h200"), stand_in=True)
+    stand = tuning.default_candidates(resolve("h200"), run=Run("stand_in"))
     other = OTHER_RELEASE  # the first offered release that is not the target's (registry order)
     assert [s["name"] for s in stand] == ["max-num-seqs-2", f"vllm-{other}"]
     l4 = [s["name"] for s in tuning.default_candidates(resolve("l4"))]
@@ -200,7 +201,9 @@ def test_workloads_take_names_shapes_and_lists():
     w = tuning.workloads(["tune-1k", {"input_len": 64, "output_len": 8}])
     assert (w[0].input_len, w[0].output_len, w[0].concurrencies) == (1024, 256, (1, 16, 64, 256))
     assert w[1].name == "64in-8out" and w[1].concurrencies == (1,)
-    assert tuning.workloads("tune-1k", stand_in=True)[0].stand_in  # a name is scaled for the CPU
+    assert tuning.workloads("tune-1k", run=Run("stand_in"))[
+        0
+    ].stand_in  # a name is scaled for the CPU
     with pytest.raises(BenchError, match="Unknown scenario"):
         tuning.workloads("chatty")
     with pytest.raises(BenchError, match="each with a name of its own"):

@@ -54,7 +54,8 @@ from helpers.config import resolve as recipes
 from helpers.config.versions import detect_vllm, parse_version
 from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
-from helpers.server import failure_wordings, vllm_log
+from helpers.server import diagnose as failure_catalogue
+from helpers.server import vllm_log
 from tools import flagtables
 
 try:  # Python 3.11+: the regex parser moved under re
@@ -527,11 +528,11 @@ class SourceText:
 
 def catalogue_wordings() -> Iterator[tuple[str, str, str]]:
     """Every regex :mod:`helpers.server.vllm_log` runs over vLLM's output:
-    ``(kind, name, pattern)``; kind ``"diagnosis"`` (:data:`~helpers.server.failure_wordings.FAILURES`,
+    ``(kind, name, pattern)``; kind ``"diagnosis"`` (:data:`~helpers.server.diagnose.FAILURES`,
     the catalogue of :mod:`helpers.server.diagnose`), ``"phase"``
     (:data:`~helpers.server.vllm_log.PHASES`) or ``"reading"`` (every other upper-case regex
     constant: figures, stats and speculative-decoding lines, ``vllm bench serve`` errors)."""
-    for name, wording in failure_wordings.FAILURES.items():
+    for name, wording in failure_catalogue.FAILURES.items():
         for pattern in wording.patterns:
             yield "diagnosis", name, pattern
     for regex, phase in vllm_log.PHASES:

@@ -1,9 +1,9 @@
 """The "measured best" table of a Hopper notebook, rendered from committed tuning results.
 
-The tuning step (:mod:`helpers.bench.tune`) saves ``tune.json`` files; the ones committed under
+The tuning step (:mod:`helpers.tune.tune`) saves ``tune.json`` files; the ones committed under
 ``docs/results/<gpu>/tune/`` (measured there, or converted from earlier sweeps by
 :mod:`tools.seed_tune_results`) are read here and, per workload goal (:data:`GOALS`), the best
-measured configuration is picked by the tuning step's own rule (:func:`helpers.bench.slo.choose`)
+measured configuration is picked by the tuning step's own rule (:func:`helpers.tune.slo.choose`)
 and set next to the recipe's command, the reference row. Only releases the registry offers
 (``model.offered_vllm_versions``: a user can install them) are ranked. A target shows the table
 when a result was measured on it or lists it in ``applies_to``. Used when the notebooks are built
@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.bench import slo as slos
-from helpers.bench.tune_results import load_tune_rows
 from helpers.paths import REPO_ROOT
+from helpers.tune import slo as slos
+from helpers.tune.results import load_tune_rows
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: One run per point: a gap under this between two configurations is noise

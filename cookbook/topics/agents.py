@@ -67,17 +67,17 @@ from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
 from helpers.server.launch import launch_server
-from helpers.weights.prepare import mode_of, prepare
+from helpers.weights.prepare import fetch, prepare
 
 check_libraries("pydantic_ai", "anthropic")  # the agent and Messages sections, before the launch
 cfg = resolve(target, extra_args=extra_args)
 for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
     print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")
 check_config(cfg)
-served = prepare(cfg, mode_of(stand_in=stand_in, weightless=weightless, server_url=server_url))
-srv = launch_server(served, server_url=server_url)
+run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless, server_url, max_tokens
+srv = launch_server(fetch(run))  # srv.run: the mode and its defaults
 llm, model = srv.client(), srv.model_name
-opts = ChatOptions.for_run(stand_in=stand_in, weightless=weightless, max_tokens=max_tokens, temperature=temperature)
+opts = ChatOptions.for_run(srv, temperature=temperature)
 
 # %% [markdown]
 # ## 2. A JSON-schema answer, validated
@@ -102,7 +102,7 @@ import pydantic
 from IPython.display import display
 
 from helpers.chat.structured import structured_chat
-from helpers.standin.data import load_demo
+from helpers.config.demo import load_demo
 
 demo = load_demo()
 
@@ -136,7 +136,7 @@ print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t
 # %%
 from helpers.chat.apis import make_anthropic_client, messages_chat, responses_chat
 from helpers.chat.completions import chat
-from helpers.weights.weightless import noise_tolerant
+from helpers.chat.noise import noise_tolerant
 
 claude_style = make_anthropic_client(srv.base_url)
 rows = []
@@ -144,7 +144,7 @@ for api, send in (("chat completions", lambda *a, **k: chat(llm, *a, **k)),
                   ("responses", lambda *a, **k: responses_chat(llm, *a, **k)),
                   ("messages", lambda *a, **k: messages_chat(claude_style, *a, **k))):
     for prompt, tools in (("What is the capital of Japan?", None), ("What's the weather in Santa Clara?", demo["tools"][:1])):
-        with noise_tolerant(weightless, f"{api} turn"):
+        with noise_tolerant(srv.run.noise, f"{api} turn"):
             r = send(model, prompt, opts, tools=tools)
             calls = [f"{c.name}({c.arguments})" for c in r.tool_calls]
             rows.append({"api": api, "prompt": prompt, "reasoning": r.reasoning, "content": r.content, "tool calls": calls, "finish": r.finish_reason})
@@ -171,10 +171,10 @@ ag_model = agents.agent_model(srv.base_url, model)
 settings = agents.model_settings(thinking=opts.thinking, temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
 weather_agent = agents.demo_agent(ag_model, settings=settings, retries=agent_retries,
                                   on_tool=lambda name, args: print(f"tool {name}({args})"))  # fmt: skip
-with noise_tolerant(weightless, "agent"):
-    run = agents.run_agent(weather_agent)
-    print(run.summary())
-    display(run.trace)
+with noise_tolerant(srv.run.noise, "agent"):
+    agent_run = agents.run_agent(weather_agent)
+    print(agent_run.summary())
+    display(agent_run.trace)
 
 # %% [markdown]
 # ## 5. What goes wrong, by name

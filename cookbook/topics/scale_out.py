@@ -106,18 +106,19 @@ print(two_nodes.shell_commands())
 from helpers.config.resolve import resolve
 from helpers.fleet.launch import attach_fleet, launch_fleet
 from helpers.standin.build import build_standin_model
-from helpers.weights.prepare import prepare
+from helpers.weights.prepare import fetch, prepare
 
-if stand_in:
+run = prepare(resolve(target), globals())  # the mode, from the parameters: stand_in
+if run.stand_in:
     model_path = build_standin_model()
-    run = resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
+    layout = resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)
 else:
-    serve_cfg = prepare(resolve(target), "download")
+    serve_cfg = fetch(run).served
     model_path = serve_cfg.model
-    run = resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
-for i, s in enumerate(run.servers):
+    layout = resolve_deployment("replicas", target, count=count, policy=policy, base=serve_cfg)
+for i, s in enumerate(layout.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
-replica_fleet = attach_fleet(fleet_url, run) if fleet_url else launch_fleet(run)
+replica_fleet = attach_fleet(fleet_url, layout) if fleet_url else launch_fleet(layout)
 print("router:", replica_fleet.base_url, replica_fleet.router.readiness())
 display(replica_fleet.router.workers())
 
@@ -134,7 +135,7 @@ from helpers.chat.completions import chat
 from helpers.chat.display import show
 
 llm = replica_fleet.client(timeout=120)
-show(chat(llm, run.base.served_model_name, "Briefly explain: what is vLLM?", max_tokens=256, temperature=0))
+show(chat(llm, layout.base.served_model_name, "Briefly explain: what is vLLM?", max_tokens=256, temperature=0))
 
 # %% [markdown]
 # ## 4. One replica against N, the same sweep
@@ -149,12 +150,12 @@ show(chat(llm, run.base.served_model_name, "Briefly explain: what is vLLM?", max
 # %%
 from helpers.bench.sweep import sweep
 
-concs = concurrencies or ([1, 2, 4] if stand_in else [16, 64, 256])
-shape = dict(input_len=input_len or (32 if stand_in else 1024), output_len=output_len or (16 if stand_in else 256))
+concs = concurrencies or ([1, 2, 4] if run.stand_in else [16, 64, 256])
+shape = dict(input_len=input_len or (32 if run.stand_in else 1024), output_len=output_len or (16 if run.stand_in else 256))
 common = dict(progress=True, **shape)
-folder = out_dir("bench", "scale-out-" + ("standin" if stand_in else target))
-gpus = max(run.gpus_per_server, 1)
-one = sweep(replica_fleet.servers[0].base_url, run.base.served_model_name, model_path, concs,
+folder = out_dir("bench", "scale-out-" + ("standin" if run.stand_in else target))
+gpus = max(layout.gpus_per_server, 1)
+one = sweep(replica_fleet.servers[0].base_url, layout.base.served_model_name, model_path, concs,
                   label="1 replica", gpu_count=gpus, out_dir=folder, **common)
 before = [fleet.metric_total(s.url) for s in replica_fleet.servers]
 many = sweep(replica_fleet, concs, label=f"{count} replicas + router", out_dir=folder, **common)
@@ -175,10 +176,10 @@ import pandas as pd
 from helpers.bench.plots import pareto
 
 results = pd.concat([one, many], ignore_index=True)
-per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
-png = out_dir("plots") / f"scale-out-{'standin' if stand_in else target}.png"
+per_user = "e2e_tokens_per_s_per_user" if run.stand_in else "tokens_per_s_per_user"
+png = out_dir("plots") / f"scale-out-{'standin' if run.stand_in else target}.png"
 pareto(results, x=per_user, y="output_throughput", title=f"1 replica vs {count} replicas behind vllm-router",
-             target=run.base.label, variant=run.base.variant, vllm_version=installed_vllm_version(), path=png)
+             target=layout.base.label, variant=layout.base.variant, vllm_version=installed_vllm_version(), path=png)
 ratio = many.set_index("concurrency")["output_throughput"] / one.set_index("concurrency")["output_throughput"]
 display(pd.DataFrame({"1 replica tok/s": one.set_index("concurrency")["output_throughput"].round(1),
                       f"{count} replicas tok/s": many.set_index("concurrency")["output_throughput"].round(1),
@@ -201,9 +202,9 @@ print("processes left:", replica_fleet.processes())
 # more memory for KV cache, but every MoE layer waits for all ranks.
 
 # %%
-if run_dp_ep and not stand_in:
+if run_dp_ep and not run.stand_in:
     with fleet.Fleet(resolve_deployment("dp_ep", target, count=count, base=serve_cfg)) as dp_fleet:
-        dp = sweep(dp_fleet.base_url, run.base.served_model_name, model_path, concs,
+        dp = sweep(dp_fleet.base_url, layout.base.served_model_name, model_path, concs,
                          label=f"DP={count} + EP", gpu_count=gpus * count, out_dir=folder, **common)
     results = pd.concat([results, dp], ignore_index=True)
     pareto(results, x=per_user, y="output_throughput", title="Replicas vs DP+EP", path=png.with_name(png.stem + "-dp-ep.png"))

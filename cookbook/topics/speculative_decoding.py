@@ -80,8 +80,10 @@ from helpers.bench.sweep import check_repeats
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve, standin_config
 from helpers.memory.planner import plan
+from helpers.weights.prepare import fetch, prepare
 
 cfg = resolve(target)
+run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
 reg = load_registry()
 target_modes = reg.target_modes(target)
 if modes is None:
@@ -90,7 +92,7 @@ if modes is None:
 elif modes == "all":
     modes = target_modes
 check_repeats(repeats)  # before any server starts: a GPU start takes minutes
-print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if stand_in else ""))
+print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if run.stand_in else ""))
 plan(cfg)
 
 # %% [markdown]
@@ -111,17 +113,17 @@ for note in cfg.notes:
 # warm-up requests before each point, at least 2x the concurrency in requests per point.
 
 # %%
-scenario_name = scenario_name or ("agentic" if stand_in else "spec-default")
-scn = scenarios.scenario(scenario_name, stand_in=stand_in).with_num_prompts(num_prompts)
+scenario_name = scenario_name or ("agentic" if run.stand_in else "spec-default")
+scn = scenarios.scenario(scenario_name, run).with_num_prompts(num_prompts)
 concs = list(concurrencies or scn.concurrencies)
-if not stand_in:  # the estimate of cookbook/scenarios.yaml expected_minutes_h100, for these modes
+if not run.stand_in:  # the estimate of cookbook/scenarios.yaml expected_minutes_h100, for these modes
     minutes = len(modes) * (scenarios.STARTUP_S + scn.expected_seconds("h100", concs, repeats=repeats)) / 60
     print(f"expected duration on one H100: about {minutes:.0f} min ({len(modes)} modes x (server start + sweep + "
           f"{repeats} repeats of 2 points)); each notebook cell may run 30 min")
 bench_flags = ["--temperature", str(temperature)]
 print(scn.label, "—", scn.source)
 print(scn.bench_command(concurrency=max(concs)), *bench_flags)
-display(scenarios.scenarios_frame(stand_in=stand_in, names=[scenario_name]))
+display(scenarios.scenarios_frame(run, names=[scenario_name]))
 
 # %% [markdown]
 # ## 4. Serve each mode in turn and run the same sweep
@@ -137,28 +139,26 @@ from helpers.bench.sweep import repeat_point, sweep
 from helpers.paths import out_dir
 from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
-from helpers.weights.prepare import prepare
 from helpers.evals.speculative import mode_checks
 
 # %%
-model_path = build_standin_model() if stand_in else None
-n_real = acceptance_prompts if acceptance_prompts is not None else (4 if stand_in else 32)
-tag = target + ("-standin" if stand_in else "")
+model_path = build_standin_model() if run.stand_in else None
+n_real = acceptance_prompts if acceptance_prompts is not None else (4 if run.stand_in else 32)
+tag = target + run.tag
 results, repeated, checks = [], {}, {}  # checks: greedy outputs (step 7), real-prompt acceptance (5), the budget (8)
 for mode in modes:
-    mode_cfg = resolve(target, speculative=mode)
-    if stand_in:
-        serve_cfg = standin_config(mode_cfg, model_path, drafting=True).with_args({"--no-enable-prefix-caching": True})
-    else:
-        serve_cfg = prepare(mode_cfg, "weightless" if weightless else "download")
+    mode_run = run.for_target(resolve(target, speculative=mode))
+    mode_run = mode_run.serving(standin_config(mode_run.target, model_path, drafting=True).with_args(
+        {"--no-enable-prefix-caching": True})) if run.stand_in else fetch(mode_run)
+    serve_cfg = mode_run.served
     name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
     folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
     attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
-    srv = launch_server(serve_cfg, server_url=attached)
+    srv = launch_server(mode_run, server_url=attached)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
-        checks[name] = mode_checks(srv, stand_in=stand_in, weightless=weightless, real_prompts=n_real,
+        checks[name] = mode_checks(srv, real_prompts=n_real,
                                    label=name.split()[0], out_dir=out_dir("bench") / f"speculative-{tag}-acceptance")
         results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
         for c in sorted({min(concs), max(concs)}):
@@ -186,14 +186,14 @@ results = pd.concat(results, ignore_index=True)
 # %%
 from helpers.bench.results import results_table
 
-per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
+per_user = "e2e_tokens_per_s_per_user" if run.stand_in else "tokens_per_s_per_user"
 cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gpu", per_user,
         "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
         "spec_decode_verdict"]
-display(results_table(results, cols, stand_in=stand_in))  # TPOT: not measurable on the stand-in
+display(results_table(results, cols, run=run))  # TPOT: not measurable on the stand-in
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():  # on random weights a drafter predicts nothing the target keeps
-    said = "expected on dummy weights (random weights: nothing to predict)" if weightless else "ERROR"
+    said = "expected on dummy weights (random weights: nothing to predict)" if run.weightless else "ERROR"
     print(f"{said} {row['label']} at concurrency {row['concurrency']}: {row['spec_decode_verdict']}")
 real_acceptance = [c.acceptance for c in checks.values() if c.acceptance]
 if real_acceptance:
@@ -217,7 +217,7 @@ from helpers.config.versions import installed_vllm_version
 
 figs = out_dir("plots")
 version = installed_vllm_version()
-subtitle = dict(target=cfg.label + (" (CPU stand-in)" if stand_in else ""), variant=cfg.variant, vllm_version=version)
+subtitle = dict(target=cfg.label + run.shown_as, variant=cfg.variant, vllm_version=version)
 pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
 pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
 acceptance_length(results, path=acceptance_png, **subtitle)
@@ -277,7 +277,7 @@ reference = greedy.get("none")
 for name, tokens in greedy.items():
     if name != "none" and reference is not None:
         m = match(reference, tokens, accepted=checks[name].greedy_accepted)
-        print(m.summary(name) + (" (expected on dummy weights)" if weightless and m.vacuous else ""))
+        print(m.summary(name) + (" (expected on dummy weights)" if run.weightless and m.vacuous else ""))
         display(m.per_prompt)
 if reference is None:
     print("no 'none' mode ran: nothing to compare against")

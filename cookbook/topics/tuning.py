@@ -42,7 +42,7 @@ install = True  # pip-install the cookbook's helpers first (%pip)
 weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
 workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
 slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
-candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.bench.tune.default_candidates
+candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.tune.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
 concurrencies = None  # None means the workload's
 num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
@@ -69,13 +69,16 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers.bench import tune as tuning
+from helpers.tune import tune as tuning
 from helpers.config.resolve import resolve
+from helpers.weights.prepare import prepare
 
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
+run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
+print(run.describe())
 print(cfg.shell_command())
-specs = tuning.default_candidates(cfg, stand_in=stand_in) if candidates is None else candidates
+specs = tuning.default_candidates(cfg, run=run) if candidates is None else candidates
 cands = tuning.make_candidates(cfg, specs)
 display(pd.DataFrame([{"candidate": c.name, "changes": tuning.changes(c.config, cfg) or "(the recipe's command)",
                        "vLLM": c.config.vllm_version, "why": c.note} for c in cands]))
@@ -90,14 +93,14 @@ display(pd.DataFrame([{"candidate": c.name, "changes": tuning.changes(c.config, 
 # **Expected:** the workload's lengths and concurrencies, and the SLO in words.
 
 # %%
-from helpers.bench.slo import SLO
+from helpers.tune.slo import SLO
 
 if workload is None:
-    workload = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [2, 4]} if stand_in else "tune-1k"
-if slo is None and stand_in:  # TPOT is no measurement on 2 CPU cores: bound TTFT and E2EL
+    workload = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [2, 4]} if run.stand_in else "tune-1k"
+if slo is None and run.stand_in:  # TPOT is no measurement on 2 CPU cores: bound TTFT and E2EL
     slo = {"ttft_ms": 2000, "e2el_ms": 5000}
 slo = SLO.coerce(slo)
-loads = tuning.workloads(workload, stand_in=stand_in)
+loads = tuning.workloads(workload, run=run)
 display(pd.DataFrame([{"workload": w.name, "input_len": w.input_len, "output_len": w.output_len,
                        "concurrencies": list(concurrencies or w.concurrencies)} for w in loads]))
 print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v in slo.goodput_args().items()))
@@ -116,9 +119,7 @@ print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v
 # `failed` (with the diagnosis) or `skipped`.
 
 # %%
-from helpers.weights.prepare import mode_of
-
-result = tuning.tune(cfg, workload, slo, specs, mode=mode_of(stand_in=stand_in, weightless=weightless),
+result = tuning.tune(cfg, workload, slo, specs, mode=run,
                      concurrencies=concurrencies, num_prompts=num_prompts, gpu_hour_usd=gpu_hour_usd,
                      out_dir=out_dir, servers=servers, retry_failed=retry_failed)
 display(result.candidates[["candidate", "status", "points", "of", "reason", "changes"]])
@@ -144,7 +145,7 @@ pngs = []
 for w in loads:
     if result.points.empty or w.name not in set(result.points["workload"]):
         continue
-    pngs.append(out_folder("plots") / f"tune-{cfg.target}{'-standin' if stand_in else ''}-{w.name}.png")
+    pngs.append(out_folder("plots") / f"tune-{cfg.target}{run.tag}-{w.name}.png")
     plt.close(result.plot(pngs[-1], workload=w.name))  # shown once each, from its PNG
 print("plots:", *pngs)
 for png in pngs:
@@ -167,7 +168,7 @@ cols = ["candidate", "workload", "concurrency", "output_throughput_per_gpu", res
         "p50_tpot_ms", "p99_e2el_ms", "meets_slo", "slo_violations", "good_fraction", "goodput_tok_s_per_gpu",
         "cost_per_m_output_tokens_usd"]
 if not result.points.empty:
-    display(results_table(result.points, cols, stand_in=stand_in))
+    display(results_table(result.points, cols, run=run))
 
 # %% [markdown]
 # ## 6. The recommendation, its command and its price
@@ -185,7 +186,7 @@ display(result.recommendation_table())
 print(result.summary())
 best = result.recommended()
 if best is not None:
-    print(f"\nrecommended for {best.workload} ({'played by the CPU stand-in' if stand_in else cfg.label}):\n")
+    print(f"\nrecommended for {best.workload} ({'played by the CPU stand-in' if run.stand_in else cfg.label}):\n")
     print(best.shell_command)
     if best.docker_command:
         print("\n" + best.docker_command)

@@ -40,10 +40,10 @@ from helpers.bench.point import (
     chat_target_args,
 )
 from helpers.bench.results import read_point
+from helpers.config.demo import load_demo
 from helpers.config.evalsets import load_items
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
-from helpers.standin.data import load_demo
 
 #: The ``dataset`` metadata value of points measured on real prompts (prefix; the item set follows).
 REAL_DATASET = "real"

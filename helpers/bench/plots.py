@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -282,7 +283,7 @@ def tune_frontier(
     points that meet the SLO filled, points that miss it hollow, the recommended one starred.
 
     Args:
-        df: :attr:`helpers.bench.tune.TuneResult.points` of one workload (columns ``by``,
+        df: :attr:`helpers.tune.tune.TuneResult.points` of one workload (columns ``by``,
             ``x``, ``y``, ``concurrency``, ``meets_slo``).
         recommended: ``(candidate, concurrency)`` of the chosen point, or None.
         by, x, y: the configuration column and the axes (per-user speed, throughput per GPU;
@@ -326,8 +327,7 @@ def plot_sweep(
     results: pd.DataFrame,
     cfg,
     *,
-    stand_in: bool = False,
-    attached: bool = False,
+    run: Any = None,
     folder: str | Path | None = None,
 ) -> None:
     """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
@@ -342,16 +342,20 @@ def plot_sweep(
     Args:
         results: the DataFrame of :func:`helpers.bench.sweep.sweep`.
         cfg: the notebook's resolved ``ServeConfig`` (``target``, ``label``, ``variant``).
-        stand_in: the sweep ran on the CPU stand-in.
-        attached: the server runs elsewhere (its vLLM is not this environment's).
+        run: the server the sweep measured, its ``srv.run`` or a
+            :class:`helpers.config.run.Run` (the stand-in's axes; attached: its vLLM is not
+            this environment's); None: a GPU server launched here.
         folder: where the PNGs go; default ``out/plots``.
 
     Raises:
         PlotError: a column the plots need is missing (see :func:`pareto`).
     """
+    from helpers.config.run import run_of
     from helpers.config.versions import installed_vllm_version
     from helpers.paths import out_dir
 
+    r = run_of(run) if run is not None else None
+    stand_in, attached = bool(r and r.stand_in), bool(r and r.attached)
     figs = Path(folder) if folder else out_dir("plots")
     tag = f"{cfg.target}{'-standin' if stand_in else ''}"
     version = (

@@ -28,6 +28,7 @@ from helpers.bench.metrics import (
     acceptance_verdict,
     spec_decode_counters,
 )
+from helpers.config.run import run_of
 from helpers.errors import BenchError
 
 _LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -247,16 +248,18 @@ TABLE_COLUMNS = (
 
 
 def results_table(
-    results: pd.DataFrame, columns: Sequence[str] | None = None, *, stand_in: bool = False
+    results: pd.DataFrame, columns: Sequence[str] | None = None, *, run: Any = None
 ) -> pd.DataFrame:
     """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
     with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), rounded to
     one decimal for display (tokens/s, ms).
 
-    On the stand-in (``stand_in=True``), per-token timing columns (TPOT, ITL, and
+    On the stand-in (``run``, a server, its ``srv.run`` or a
+    :class:`helpers.config.run.Run`, serves it; None: a GPU), per-token timing columns (TPOT, ITL, and
     ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
     instead of numbers that would read as measurements; end-to-end columns stay.
     """
+    stand_in = run is not None and run_of(run).stand_in
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]

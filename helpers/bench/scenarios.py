@@ -5,7 +5,7 @@ A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``sc
 shape comes from. Every scenario runs on ``vllm bench serve``'s random dataset: a prompt is
 ``prefix_len`` tokens shared by every request of a point (``--random-prefix-len``), then
 ``input_len`` tokens of its own; the answer is exactly ``output_len`` tokens (``--ignore-eos``).
-``scenario(name, stand_in=True)`` scales the shape down for the CPU stand-in (the YAML's
+``scenario(name, srv)`` scales the shape down for the CPU stand-in (the YAML's
 ``standin`` section, :func:`scale_for_standin`). Also :func:`load_scenarios`,
 :func:`list_scenarios`, :func:`scenarios_frame`.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from helpers.config.run import run_of
 from helpers.errors import RecipeError
 from helpers.paths import COOKBOOK_DIR
 
@@ -296,8 +297,9 @@ def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) ->
     return small
 
 
-def scenario(name: str, stand_in: bool = False, *, path: str | Path | None = None) -> Scenario:
-    """One scenario by name, scaled for the CPU stand-in when ``stand_in=True``.
+def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> Scenario:
+    """One scenario by name, scaled for the CPU stand-in when ``run`` (a server, its
+    ``srv.run`` or a :class:`helpers.config.run.Run`; None: as written) serves the stand-in.
 
     Pass it to ``bench.sweep(..., concurrencies=s.concurrencies, scenario=s)``.
 
@@ -310,16 +312,18 @@ def scenario(name: str, stand_in: bool = False, *, path: str | Path | None = Non
             f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
         )
     s = all_[name]
+    stand_in = run is not None and run_of(run).stand_in
     return scale_for_standin(s, standin_settings(path)) if stand_in else s
 
 
-def scenarios_frame(stand_in: bool = False, names: Sequence[str] | None = None):
-    """A pandas DataFrame of the scenarios (one row each) for a notebook."""
+def scenarios_frame(run: Any = None, names: Sequence[str] | None = None):
+    """A pandas DataFrame of the scenarios (one row each) for a notebook, scaled for ``run``
+    as :func:`scenario` does."""
     import pandas as pd
 
     rows = []
     for n in names or list_scenarios():
-        s = scenario(n, stand_in=stand_in)
+        s = scenario(n, run)
         rows.append(
             {
                 "scenario": s.name,

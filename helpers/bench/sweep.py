@@ -144,7 +144,7 @@ def _scenario(scenario: Any, cfg: Any) -> Any:
     if isinstance(scenario, str):
         from helpers.bench.scenarios import scenario as named
 
-        return named(scenario, stand_in=bool(getattr(cfg, "stand_in", False)))
+        return named(scenario, cfg)
     return scenario
 
 
@@ -250,7 +250,7 @@ def sweep(
             for this many seconds (see :func:`run_point`); None disables it.
         keep_other_points: replace only the points this sweep measured (same label and
             concurrency) and keep the label's other points in ``out_dir``: for a caller that
-            resumes a sweep point by point (:func:`helpers.bench.tune.tune`).
+            resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
 
     A concurrency above :data:`OVERSUBSCRIPTION` x what the server runs at once (its
     config's ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a

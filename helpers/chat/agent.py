@@ -39,11 +39,11 @@ from typing import Any
 
 import pydantic
 
+from helpers.config.demo import load_demo, tool_result
 from helpers.errors import AgentError, CookbookError, check_number
 from helpers.loop_thread import run_on_own_loop
 from helpers.machine.libraries import LIBRARIES
 from helpers.server.endpoint import server_root
-from helpers.standin.data import load_demo, tool_result
 
 #: What ``pip`` needs for this module (the ``agents`` extra of the package): the one pin of
 #: the libraries a step needs, :data:`helpers.machine.libraries.LIBRARIES`.

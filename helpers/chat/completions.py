@@ -398,7 +398,7 @@ def chat(
     _check_model("chat", model)
     opts, extra = _options_from("chat", options, overrides)
     if opts.noise_tolerant:  # weightless mode: a failure on noise text is reported, not raised
-        from helpers.weights.weightless import noise_tolerant
+        from helpers.chat.noise import noise_tolerant
 
         with noise_tolerant(True, "chat"):
             plain = opts.replace(noise_tolerant=False)

@@ -19,6 +19,7 @@ import re
 import sys
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,32 +174,32 @@ def _check_tool_truncation(
     return None
 
 
-def _finish(
-    result: ChatResult,
-    *,
-    thinking: bool,
-    force_nonempty_content: bool,
-    max_tokens: int | None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
-    """The checks shared by streamed and non-streamed turns.
+@dataclass(frozen=True)
+class _Turn:
+    """What a turn's checks read besides the result: the request and the server's limit."""
 
-    What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
-    (cut while reasoning: ``finish_reason="length"``, empty content); with
-    ``enable_thinking=False`` or ``force_nonempty_content=True`` the nemotron_v3 parser moves
-    the reasoning into ``content`` when the answer would be empty; ``qwen3_coder`` converts
-    parameter values to the schema's types (untyped ones stay strings); the first content
-    after ``</think>`` keeps its leading newline (kept; :func:`helpers.chat.display.show`
-    trims it). A reply cut inside a call has three shapes, all flagged
-    ``truncated_in_tool_call``: ``"length"`` with the markup left in ``content``; not
-    streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
-    token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
-    """
+    thinking: bool
+    force_nonempty_content: bool
+    max_tokens: int | None
+    tools_requested: bool
+    tool_schemas: list[dict[str, Any]] | None
+    recover_tool_calls: bool
+    max_model_len: int | None
+
+    @property
+    def limit(self) -> str:
+        """The limit a cut reply ran into, as the warnings word it."""
+        if self.max_tokens is not None:
+            return f"max_tokens={self.max_tokens}"
+        if self.max_model_len is not None:
+            return f"max_tokens (unset: the rest of max_model_len={self.max_model_len})"
+        return "max_tokens"
+
+
+def _reasoning_left_in_content(result: ChatResult, turn: _Turn) -> bool:
+    """Reasoning inside ``content``: the server runs without ``--reasoning-parser``. Split
+    it into ``reasoning`` and ``content`` and say so; the other checks still run."""
     content = result.content
-    # 1. Reasoning inside content: server launched without --reasoning-parser.
     if not result.reasoning and THINK_END in content:
         before, _, after = content.partition(THINK_END)
         before = before.strip()
@@ -216,9 +217,9 @@ def _finish(
             "`thinking_token_budget` works).",
         )
     elif (
-        thinking
+        turn.thinking
         and not result.reasoning
-        and not force_nonempty_content
+        and not turn.force_nonempty_content
         and result.finish_reason == "length"
         and content.strip()
         and not result.tool_calls
@@ -249,84 +250,102 @@ def _finish(
             "The server returned an unclosed <think> block inside `content`: it runs without "
             f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
         )
+    return False
 
-    limit = f"max_tokens={max_tokens}" if max_tokens is not None else "max_tokens"
-    if max_tokens is None and max_model_len is not None:
-        limit = f"max_tokens (unset: the rest of max_model_len={max_model_len})"
 
-    # 2a. Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer.
-    cut = None
-    if tools_requested:
-        cut = _check_tool_truncation(
-            result, max_tokens=max_tokens, max_model_len=max_model_len, tools_requested=True
-        )
-    if cut:
-        result.truncated_in_tool_call = True
+def _cut_inside_tool_call(result: ChatResult, turn: _Turn) -> bool:
+    """Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer."""
+    if not turn.tools_requested:
+        return False
+    cut = _check_tool_truncation(
+        result, max_tokens=turn.max_tokens, max_model_len=turn.max_model_len, tools_requested=True
+    )
+    if not cut:
+        return False
+    result.truncated_in_tool_call = True
+    _warn(
+        result,
+        ToolCallTruncatedWarning,
+        f"Truncated inside a tool call: raise max_tokens. The model used all {turn.limit} "
+        f"while writing a tool call ({cut}); no call was returned or run, and the "
+        "fragment is in `tool_call_fragment`, not in `content`.",
+    )
+    return True
+
+
+def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
+    """A complete call at the end of unfinished reasoning (no ``</think>``): a reasoning
+    parser that does not stop at ``<tool_call>`` kept it as reasoning (e.g. deepseek_r1 in
+    vLLM 0.32; the pre-engine nemotron_v3 reasoning parser). Recovered when asked."""
+    if not turn.tools_requested or result.tool_calls or result.content.strip():
+        return False
+    found = _trailing_tool_calls(result.reasoning)
+    if not found:
+        return False
+    start, calls = found
+    result.tool_call_in_reasoning = True
+    names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
+    if turn.recover_tool_calls:
+        result.tool_calls = [
+            ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
+            for i, (n, a) in enumerate(calls)
+        ]
+        result.tool_call_fragment = result.reasoning[start:]
+        result.reasoning = result.reasoning[:start].rstrip()
         _warn(
             result,
-            ToolCallTruncatedWarning,
-            f"Truncated inside a tool call: raise max_tokens. The model used all {limit} "
-            f"while writing a tool call ({cut}); no call was returned or run, and the "
-            "fragment is in `tool_call_fragment`, not in `content`.",
+            ToolCallInReasoningWarning,
+            f"The model wrote tool call(s) {names} at the end of its reasoning without "
+            "closing </think>, and the server's reasoning parser kept them as "
+            "reasoning (no tool_calls). Recovered them as tool calls "
+            "(recover_tool_calls=True). The server-side fix: a reasoning parser "
+            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+            ">= 0.32).",
         )
-        return _coerce_calls(result, tool_schemas)
-
-    # 2b. A complete call at the end of unfinished reasoning (no </think>): a reasoning
-    #     parser that does not stop at <tool_call> kept it as reasoning (e.g. deepseek_r1
-    #     in vLLM 0.32; the pre-engine nemotron_v3 reasoning parser).
-    if tools_requested and not result.tool_calls and not result.content.strip():
-        found = _trailing_tool_calls(result.reasoning)
-        if found:
-            start, calls = found
-            result.tool_call_in_reasoning = True
-            names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
-            if recover_tool_calls:
-                result.tool_calls = [
-                    ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
-                    for i, (n, a) in enumerate(calls)
-                ]
-                result.tool_call_fragment = result.reasoning[start:]
-                result.reasoning = result.reasoning[:start].rstrip()
-                _warn(
-                    result,
-                    ToolCallInReasoningWarning,
-                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
-                    "closing </think>, and the server's reasoning parser kept them as "
-                    "reasoning (no tool_calls). Recovered them as tool calls "
-                    "(recover_tool_calls=True). The server-side fix: a reasoning parser "
-                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-                    ">= 0.32).",
-                )
-            else:
-                _warn(
-                    result,
-                    ToolCallInReasoningWarning,
-                    f"The model wrote tool call(s) {names} at the end of its reasoning without "
-                    "closing </think>, and the server's reasoning parser kept them as "
-                    "reasoning, so the reply has no tool_calls and no answer. Pass "
-                    "recover_tool_calls=True to run them, or serve with a reasoning parser "
-                    f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-                    ">= 0.32).",
-                )
-            return _coerce_calls(result, tool_schemas)
-
-    # 2c. finish_reason "tool_calls" but no call (vLLM 0.32 does this for
-    #     tool_choice="required" when nothing parses): not an answer.
-    if result.finish_reason == "tool_calls" and not result.tool_calls:
-        result.tool_calls_missing = True
+    else:
         _warn(
             result,
-            ToolCallsMissingWarning,
-            "The server reported finish_reason='tool_calls' but the reply holds no tool call, "
-            "so `content` is not a final answer: the model's tool call did not parse. Retry "
-            "the request, check the server's --tool-call-parser (Nemotron: "
-            f"`{TOOL_PARSER_FLAGS}`), or use tool_choice='auto'.",
+            ToolCallInReasoningWarning,
+            f"The model wrote tool call(s) {names} at the end of its reasoning without "
+            "closing </think>, and the server's reasoning parser kept them as "
+            "reasoning, so the reply has no tool_calls and no answer. Pass "
+            "recover_tool_calls=True to run them, or serve with a reasoning parser "
+            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
+            ">= 0.32).",
         )
-        return result
+    return True
 
-    # 2. Tool-call markup the server did not parse (only an error when tools were offered:
-    #    with tool_choice="none" or no tools, vLLM does not parse calls by design).
-    if tools_requested and not result.tool_calls and any(m in result.content for m in TOOL_MARKUP):
+
+def _tool_calls_missing(result: ChatResult, turn: _Turn) -> bool:
+    """``finish_reason="tool_calls"`` but no call (vLLM 0.32 does this for
+    ``tool_choice="required"`` when nothing parses): not an answer."""
+    if result.finish_reason != "tool_calls" or result.tool_calls:
+        return False
+    result.tool_calls_missing = True
+    _warn(
+        result,
+        ToolCallsMissingWarning,
+        "The server reported finish_reason='tool_calls' but the reply holds no tool call, "
+        "so `content` is not a final answer: the model's tool call did not parse. Retry "
+        "the request, check the server's --tool-call-parser (Nemotron: "
+        f"`{TOOL_PARSER_FLAGS}`), or use tool_choice='auto'.",
+    )
+    return True
+
+
+def _unparsed_tool_markup(result: ChatResult, turn: _Turn) -> bool:
+    """Tool-call markup the server did not parse: its tool parser is not Nemotron's. Only an
+    error when tools were offered (with tool_choice="none" or no tools, vLLM does not parse
+    calls by design).
+
+    Raises:
+        ResponseError: naming the parser flags; ``err.result`` holds the reply.
+    """
+    if (
+        turn.tools_requested
+        and not result.tool_calls
+        and any(m in result.content for m in TOOL_MARKUP)
+    ):
         err = ResponseError(
             "The model wrote tool-call markup (<tool_call>/<function=...>) in `content` but "
             "the server returned no `tool_calls`: its tool parser is not configured for "
@@ -335,37 +354,85 @@ def _finish(
         )
         err.result = result  # type: ignore[attr-defined]
         raise err
+    return False
 
-    # 3. max_tokens ran out during reasoning. With force_nonempty_content (or thinking
-    #    off) nemotron_v3 moves unfinished reasoning into content, so "reasoning empty,
-    #    content set, no </think> ever seen" is the same situation.
-    if thinking and result.finish_reason == "length" and not result.tool_calls:
-        no_answer = not result.content.strip()
-        # When the server counts reasoning tokens, "all of them were reasoning" confirms it.
-        counted = result.usage.reasoning_tokens
-        moved = (
-            force_nonempty_content
-            and not result.reasoning
-            and not result.reasoning_parser_missing
-            and bool(result.content.strip())
-            and (counted is None or counted >= result.usage.completion_tokens)
+
+def _cut_while_reasoning(result: ChatResult, turn: _Turn) -> bool:
+    """max_tokens ran out during reasoning. With force_nonempty_content (or thinking off)
+    nemotron_v3 moves unfinished reasoning into content, so "reasoning empty, content set,
+    no ``</think>`` ever seen" is the same situation."""
+    if not (turn.thinking and result.finish_reason == "length" and not result.tool_calls):
+        return False
+    no_answer = not result.content.strip()
+    # When the server counts reasoning tokens, "all of them were reasoning" confirms it.
+    counted = result.usage.reasoning_tokens
+    moved = (
+        turn.force_nonempty_content
+        and not result.reasoning
+        and not result.reasoning_parser_missing
+        and bool(result.content.strip())
+        and (counted is None or counted >= result.usage.completion_tokens)
+    )
+    if no_answer or moved:
+        result.truncated_in_reasoning = True
+        where = (
+            "`content` holds the unfinished reasoning (the nemotron_v3 parser moves it "
+            "there when force_nonempty_content=True)"
+            if moved
+            else "`content` is empty"
         )
-        if no_answer or moved:
-            result.truncated_in_reasoning = True
-            where = (
-                "`content` holds the unfinished reasoning (the nemotron_v3 parser moves it "
-                "there when force_nonempty_content=True)"
-                if moved
-                else "`content` is empty"
-            )
-            _warn(
-                result,
-                ReasoningTruncatedWarning,
-                f"The model used all {limit} while still reasoning, so there is no answer: "
-                f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, "
-                "set reasoning_budget=N (sent as thinking_token_budget, N below max_tokens), "
-                "or pass thinking=False.",
-            )
+        _warn(
+            result,
+            ReasoningTruncatedWarning,
+            f"The model used all {turn.limit} while still reasoning, so there is no answer: "
+            f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, "
+            "set reasoning_budget=N (sent as thinking_token_budget, N below max_tokens), "
+            "or pass thinking=False.",
+        )
+    return True
+
+
+#: The checks of a finished turn, in the order they run; the first that returns True ends
+#: them (what it found is the turn's outcome). Each is one named function above.
+FINISH_CHECKS = (
+    _reasoning_left_in_content,
+    _cut_inside_tool_call,
+    _tool_call_in_reasoning,
+    _tool_calls_missing,
+    _unparsed_tool_markup,
+    _cut_while_reasoning,
+)
+
+
+def _finish(
+    result: ChatResult,
+    *,
+    thinking: bool,
+    force_nonempty_content: bool,
+    max_tokens: int | None,
+    tools_requested: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
+) -> ChatResult:
+    """The checks shared by streamed and non-streamed turns.
+
+    What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
+    (cut while reasoning: ``finish_reason="length"``, empty content); with
+    ``enable_thinking=False`` or ``force_nonempty_content=True`` the nemotron_v3 parser moves
+    the reasoning into ``content`` when the answer would be empty; ``qwen3_coder`` converts
+    parameter values to the schema's types (untyped ones stay strings); the first content
+    after ``</think>`` keeps its leading newline (kept; :func:`helpers.chat.display.show`
+    trims it). A reply cut inside a call has three shapes, all flagged
+    ``truncated_in_tool_call``: ``"length"`` with the markup left in ``content``; not
+    streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
+    token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
+    """
+    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
+                 recover_tool_calls, max_model_len)  # fmt: skip
+    for check in FINISH_CHECKS:
+        if check(result, turn):
+            break
     return _coerce_calls(result, tool_schemas)
 
 

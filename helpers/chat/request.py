@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.config.run import GPU_MAX_TOKENS, GPU_TEMPERATURE, GPU_TOP_P, mode_from, run_defaults
+from helpers.config.run import GPU_MAX_TOKENS, GPU_TEMPERATURE, GPU_TOP_P, run_of
 from helpers.errors import check_number
 
 # Sampling and length defaults: seed 004 (helpers.config.run, where every mode's are).
@@ -160,9 +160,8 @@ class ChatOptions:
     @classmethod
     def for_run(
         cls,
+        run: Any,
         *,
-        stand_in: bool,
-        weightless: bool = False,
         max_tokens: int | None = None,
         temperature: float | None = None,
         top_p: float | None = None,
@@ -174,31 +173,27 @@ class ChatOptions:
           examples of seeds 001 and 002 use them too). ``max_tokens`` 16000: every example
           in seed 004; seed 001 warns that reasoning tokens count toward ``max_tokens``, so
           long reasoning needs the room.
-        - The CPU stand-in (``stand_in=True``, even when weightless too) decodes greedily:
-          temperature 0.0, top_p 1.0, ``max_tokens`` 1024. A tiny model trained on a few
-          demo prompts reproduces them only at temperature 0 (stable cell output), and
-          its ``max_model_len`` is 2048.
+        - The CPU stand-in decodes greedily: temperature 0.0, top_p 1.0, ``max_tokens`` 1024.
+          A tiny model trained on a few demo prompts reproduces them only at temperature 0
+          (stable cell output), and its ``max_model_len`` is 2048.
         - Weightless mode on a GPU (random weights, the text is noise): ``max_tokens`` 256,
           so the time goes to the benchmark; temperature and top_p as on a GPU; and
           ``noise_tolerant``: a reply that fails on noise text says so instead of raising.
 
         Args:
-            stand_in: the run serves the CPU stand-in model.
-            weightless: the run serves the real architecture with random weights.
+            run: the server (``srv``: its ``srv.run``), or a :class:`helpers.config.run.Run`
+                (:func:`helpers.config.run.run_of`); its ``max_tokens`` is the default here.
             max_tokens, temperature, top_p: explicit values (e.g. notebook parameters),
                 checked as in the class.
 
         Raises:
-            TypeError: ``stand_in`` or ``weightless`` is not True/False; a value of the
-                wrong type (see the class).
+            TypeError: ``run`` is None; a value of the wrong type (see the class).
             ValueError: a value out of range (see the class).
         """
-        for name, flag in (("stand_in", stand_in), ("weightless", weightless)):
-            if not isinstance(flag, bool):
-                raise TypeError(
-                    f"ChatOptions.for_run: `{name}` must be True or False; got {flag!r:.60}."
-                )
-        d = run_defaults(mode_from(stand_in, weightless))
+        r = run_of(run)
+        d = r.defaults
+        if max_tokens is None:
+            max_tokens = r.max_tokens
         return cls(
             max_tokens=d.max_tokens if max_tokens is None else max_tokens,
             temperature=d.temperature if temperature is None else temperature,

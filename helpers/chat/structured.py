@@ -315,7 +315,7 @@ def structured_chat(
             "(run_tool_loop), then ask for the schema answer."
         )
     if merged.noise_tolerant:  # weightless: report, not raise
-        from helpers.weights.weightless import noise_tolerant
+        from helpers.chat.noise import noise_tolerant
 
         overrides["noise_tolerant"] = False
         with noise_tolerant(True, "schema answer"):

@@ -315,7 +315,7 @@ def run_tool_loop(
         )
     opts, chat_kwargs = _options_from("run_tool_loop", options, overrides)
     if opts.noise_tolerant:  # weightless mode: a failure on noise text is reported, not raised
-        from helpers.weights.weightless import noise_tolerant
+        from helpers.chat.noise import noise_tolerant
 
         with noise_tolerant(True, "tool loop"):
             plain = opts.replace(noise_tolerant=False)

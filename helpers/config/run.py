@@ -13,7 +13,9 @@ failed the h200 notebook's step 10 on an H200, weightless, 2026-12-01). The chat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: Seed 004: "Recommended sampling settings are a temperature of 1.0 and top_p of 0.95";
 #: every example uses max_tokens=16000.
@@ -114,7 +116,145 @@ def run_defaults(mode: str, max_tokens: int | None = None) -> RunDefaults:
     )  # fmt: skip
 
 
-def mode_from(stand_in: bool, weightless: bool) -> str:
-    """The mode of a notebook's ``stand_in`` / ``weightless`` parameters (the stand-in wins:
-    it is random-free and CPU-sized even when ``weightless`` is also set)."""
-    return "stand_in" if stand_in else "weightless" if weightless else "download"
+#: What a run serves (:attr:`Run.weights`): the checkpoint, random weights, the CPU stand-in.
+WEIGHTS = MODES
+
+
+@dataclass(frozen=True)
+class Run:
+    """One notebook run: what it serves, where the server runs, and every default that follows.
+
+    :func:`helpers.weights.prepare.prepare` makes it from a notebook's parameters (the one
+    place the ``stand_in`` / ``weightless`` flags are read), :func:`helpers.weights.prepare.fetch`
+    adds the config actually served, and :func:`helpers.server.launch.launch_server` keeps it
+    on the server handle (``srv.run``); the chat options, the benchmark, the evals and the
+    tuning step read it from there (:func:`run_of`).
+
+    Attributes:
+        weights: ``"download"`` (a GPU, the real checkpoint), ``"weightless"`` (a GPU, the
+            exact architecture with random weights: real speed and memory, noise text) or
+            ``"stand_in"`` (the tiny CPU stand-in).
+        server_url: a server that runs elsewhere, attached to instead of launched (it keeps
+            the mode of the weights it serves: ``weights`` still says which).
+        max_tokens: the notebook's explicit ``max_tokens`` (tokens; None: the mode's).
+        target: the resolved GPU target (a ``ServeConfig``) the notebook names.
+        served: the config actually served, once fetched (None before
+            :func:`helpers.weights.prepare.fetch`).
+    """
+
+    weights: str = "download"
+    server_url: str | None = None
+    max_tokens: int | None = None
+    target: Any = None
+    served: Any = None
+
+    def __post_init__(self) -> None:
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"Run: weights={self.weights!r} is not one of {', '.join(WEIGHTS)}.")
+        if self.max_tokens is not None and (
+            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+            or self.max_tokens < 1
+        ):  # fmt: skip
+            raise ValueError(f"Run: max_tokens={self.max_tokens!r} must be a whole number >= 1.")
+
+    @property
+    def mode(self) -> str:
+        """``"attach"`` when the server runs elsewhere, else :attr:`weights`."""
+        return "attach" if self.server_url else self.weights
+
+    @property
+    def stand_in(self) -> bool:
+        """The CPU stand-in is served."""
+        return self.weights == "stand_in"
+
+    @property
+    def weightless(self) -> bool:
+        """Random weights on a GPU (noise text)."""
+        return self.weights == "weightless"
+
+    @property
+    def attached(self) -> bool:
+        """The server runs elsewhere (nothing launched, nothing stopped)."""
+        return bool(self.server_url)
+
+    @property
+    def defaults(self) -> RunDefaults:
+        """This mode's sizes and sampling (:func:`run_defaults`, budgets sized by
+        :attr:`max_tokens` when given)."""
+        return run_defaults(self.weights, self.max_tokens)
+
+    @property
+    def noise(self) -> bool:
+        """The text is noise by construction (random weights)."""
+        return self.defaults.noise
+
+    @property
+    def tag(self) -> str:
+        """What output names add for this mode: ``"-standin"`` on the stand-in, else ``""``."""
+        return "-standin" if self.stand_in else ""
+
+    @property
+    def shown_as(self) -> str:
+        """What a plot's or table's title adds: ``" (CPU stand-in)"``, ``" (weightless)"``
+        or ``""``."""
+        return {"stand_in": " (CPU stand-in)", "weightless": " (weightless)"}.get(self.weights, "")
+
+    @property
+    def config(self) -> Any:
+        """The config served when fetched, else the target."""
+        return self.served if self.served is not None else self.target
+
+    def for_target(self, target: Any) -> Run:
+        """The same mode for another target (e.g. a comparison's second config): not
+        fetched, launched here (no ``server_url``), ``max_tokens`` kept."""
+        return Run(self.weights, None, self.max_tokens, target, None)
+
+    def serving(self, config: Any) -> Run:
+        """This run serving ``config`` (a config built by hand, e.g. the stand-in with a
+        drafting mode's flags) instead of what :func:`~helpers.weights.prepare.fetch` gets."""
+        return Run(self.weights, self.server_url, self.max_tokens, self.target, config)
+
+    def describe(self) -> str:
+        """One line: the mode and what its output means."""
+        said = {
+            "download": "the real checkpoint on a GPU",
+            "weightless": "the exact architecture with random weights on a GPU (real speed "
+            "and memory; the text is noise)",
+            "stand_in": "the tiny CPU stand-in (the pipeline, not the model)",
+        }[self.weights]
+        where = f", attached to {self.server_url}" if self.server_url else ""
+        return f"run: {self.weights}{where}: {said}"
+
+    @classmethod
+    def of_config(cls, config: Any, server_url: str | None = None) -> Run:
+        """The run a ``ServeConfig`` serves by itself (a server launched without
+        :func:`~helpers.weights.prepare.prepare`): the stand-in when ``config.stand_in``,
+        weightless when its args load dummy weights (``--load-format dummy``), else the
+        checkpoint; ``config`` None (an attached server of unknown config): the checkpoint."""
+        args = getattr(config, "args", None)
+        if getattr(config, "stand_in", False):
+            weights = "stand_in"
+        elif isinstance(args, Mapping) and args.get("--load-format") == "dummy":
+            weights = "weightless"
+        else:
+            weights = "download"
+        return cls(weights, server_url or None, None, config, config)
+
+
+def run_of(source: Any) -> Run:
+    """The :class:`Run` of ``source``: a ``Run`` itself, a server handle's (``srv.run``, or
+    derived from its ``config``), or a ``ServeConfig``'s (:meth:`Run.of_config`).
+
+    Raises:
+        TypeError: ``source`` is None (pass the server, e.g. ``srv``).
+    """
+    if isinstance(source, Run):
+        return source
+    if source is None:
+        raise TypeError("run_of: pass the server (srv), its run (srv.run) or its config; got None.")
+    run = getattr(source, "run", None)
+    if isinstance(run, Run):
+        return run
+    if hasattr(source, "base_url") or hasattr(source, "replicas"):  # a server or a fleet
+        return Run.of_config(getattr(source, "config", None))
+    return Run.of_config(source)

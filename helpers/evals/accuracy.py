@@ -33,12 +33,13 @@ from typing import Any
 import pandas as pd
 
 from helpers.chat.request import DEFAULT_MAX_TOKENS, ChatOptions
+from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
+from helpers.config.run import run_of
 from helpers.errors import CookbookError
 from helpers.evals.stats import Proportion, wilson
 from helpers.machine.libraries import LIBRARIES
 from helpers.paths import out_dir
-from helpers.standin.data import load_demo
 
 #: Published figures a notebook prints beside its own (source named; none is for Lightning on
 #: this exact task: they say what a healthy model of the family scores).
@@ -531,11 +532,12 @@ def _run_lm_eval(
 GPU_ITEMS = 200
 
 
-def default_items(stand_in: bool, n: int | None = None, item_set: str = "gsm8k") -> list[dict]:
-    """The items a notebook's accuracy step scores: on the stand-in, the items it was trained
-    on then the held-out ones (demo.yaml ``accuracy``: 8 + 8); elsewhere the first ``n`` of
-    the set (None: :data:`GPU_ITEMS`). ``n`` also caps the stand-in's list."""
-    if stand_in:
+def default_items(run: Any, n: int | None = None, item_set: str = "gsm8k") -> list[dict]:
+    """The items a notebook's accuracy step scores for ``run`` (a server, its ``srv.run`` or a
+    :class:`helpers.config.run.Run`): on the stand-in, the items it was trained on then the
+    held-out ones (demo.yaml ``accuracy``: 8 + 8); elsewhere the first ``n`` of the set
+    (None: :data:`GPU_ITEMS`). ``n`` also caps the stand-in's list."""
+    if run_of(run).stand_in:
         acc = load_demo()["accuracy"]
         chosen = items_by_id([*acc["trained"], *acc["held_out"]], item_set)
         return chosen if n is None else chosen[:n]

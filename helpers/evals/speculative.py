@@ -20,6 +20,7 @@ from helpers.chat.completions import chat
 from helpers.chat.drafting import ReasoningBudgetUnenforcedWarning
 from helpers.chat.request import ChatOptions
 from helpers.chat.types import ChatResult
+from helpers.config.run import run_of
 from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
 from helpers.server.endpoint import make_client
 
@@ -60,8 +61,6 @@ def _accepted(base_url: str) -> float | None:
 def mode_checks(
     srv: Any,
     *,
-    stand_in: bool,
-    weightless: bool = False,
     real_prompts: int = 32,
     label: str = "mode",
     out_dir: str | Path | None = None,
@@ -71,9 +70,8 @@ def mode_checks(
 
     Args:
         srv: a running server with ``base_url`` and ``config`` (its ``speculative`` says
-            whether it drafts).
-        stand_in, weightless: the run's mode (answer lengths: 128 tokens on the stand-in, 256
-            on a GPU; weightless noise is reported, not raised).
+            whether it drafts) and ``run`` (answer lengths: 128 tokens on the stand-in, 256 on
+            a GPU; weightless noise is reported, not raised).
         real_prompts: requests of the acceptance run.
         label: the acceptance run's name.
         out_dir: the acceptance run's folder.
@@ -92,12 +90,10 @@ def mode_checks(
         out.greedy_accepted = int(after - before)
     if real_prompts:
         out.acceptance = measure_acceptance(
-            srv, num_prompts=real_prompts, output_len=128 if stand_in else 256, label=label,
+            srv, num_prompts=real_prompts, output_len=128 if run_of(srv).stand_in else 256, label=label,
             out_dir=out_dir,
         )  # fmt: skip
-    opts = ChatOptions.for_run(
-        stand_in=stand_in, weightless=weightless, max_tokens=256, temperature=0.0
-    )
+    opts = ChatOptions.for_run(srv, max_tokens=256, temperature=0.0)
     with warnings.catch_warnings():  # asked on purpose: the check measures what it warns of
         warnings.simplefilter("ignore", ReasoningBudgetUnenforcedWarning)
         out.budget = chat(

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from helpers.chat.request import ChatOptions
+from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS
-from helpers.config.run import mode_from, run_defaults
+from helpers.config.run import run_defaults, run_of
 from helpers.evals.accuracy import (
     REFERENCES,
     AccuracyResult,
@@ -22,14 +23,11 @@ from helpers.evals.accuracy import (
 )
 from helpers.evals.budget import budget_plan, curve_table
 from helpers.evals.stats import wilson
-from helpers.standin.data import load_demo
 
 
 def quality_step(
     server,
     *,
-    stand_in: bool,
-    weightless: bool = False,
     items: int | None = None,
     budgets: Sequence[str | int | None] | None = None,
     options: ChatOptions | None = None,
@@ -40,8 +38,8 @@ def quality_step(
     source and what the figure means on this run; then the budget curve.
 
     Args:
-        server: the running server (``base_url``, ``model_name``).
-        stand_in / weightless: the run's mode (what the figure can mean).
+        server: the running server (``base_url``, ``model_name``; its ``srv.run`` says the
+            mode: what the figure can mean, the default sizes).
         items: how many items (None: the mode's, :func:`helpers.config.run.run_defaults`:
             200 on a GPU, 50 weightless, the stand-in's 16; 0 skips the step).
         budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count
@@ -66,8 +64,9 @@ def quality_step(
         print("Accuracy step skipped (quality items = 0).")
         return None, None
     opts = options or ChatOptions()
-    d = run_defaults(mode_from(stand_in, weightless), opts.max_tokens)
-    chosen = default_items(stand_in, items if items is not None or stand_in else d.eval_items)
+    run = run_of(server)
+    d = run_defaults(run.weights, opts.max_tokens)
+    chosen = default_items(run, items if items is not None or run.stand_in else d.eval_items)
     budgets = list(budgets if budgets is not None else d.budgets)
     plan = budget_plan(budgets, opts)
     curve_items = chosen[: d.budget_items]
@@ -89,7 +88,7 @@ def quality_step(
     result = results[0]
     print(result.summary())
     print(f"Per-item table: {result.path / 'items.csv'}")
-    if stand_in:
+    if run.stand_in:
         acc = load_demo()["accuracy"]
         t = result.items
         for group in ("trained", "held_out"):
@@ -103,7 +102,7 @@ def quality_step(
             "The stand-in knows only the items it was trained on: the score shows the scorer reads "
             "the model's answers, not the real model's quality."
         )
-    elif weightless:
+    elif run.weightless:
         print(
             "Weightless run (random weights): the answers are noise, so this figure is too. It shows "
             "the pipeline works; real accuracy needs the downloaded checkpoint."

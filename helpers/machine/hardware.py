@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from helpers.config.load import as_registry
+from helpers.config.run import run_of
 from helpers.config.schema import Registry, Target, Variant
 from helpers.config.serveconfig import ServeConfig
 from helpers.errors import HardwareError
@@ -189,20 +191,18 @@ def _variant(cfg: ServeConfig, registry: Registry) -> Variant | None:
 
 
 def check_machine(
-    cfg: ServeConfig,
+    run: Any,
     *,
-    stand_in: bool | None = None,
     gpus: Sequence[GPU] | None = None,
     processes: Sequence[GPUProcess] | None = None,
     raise_on_error: bool = True,
     quiet: bool = False,
     registry: Registry | Mapping | None = None,
-    server_url: str | None = None,
 ) -> MachineReport | None:
-    """Check that this machine can run ``cfg``; print a short summary and return the report.
+    """Check that this machine can run ``run``'s target; print a short summary and return the report.
 
     Refuses (raises :class:`HardwareError`, one sentence naming the fix) when:
-      * there is no GPU and ``cfg`` is not the stand-in (fix: ``stand_in=True``);
+      * there is no GPU and the run does not serve the stand-in (fix: ``stand_in=True``);
       * fewer GPUs than ``cfg.gpu_count`` (``--tensor-parallel-size``);
       * a GPU's compute capability is below 8.0 (NVFP4 / BF16 kernels need Ampere or newer);
       * the variant's ``vram_minimum_gb`` (registry; NVFP4 18, BF16 72) exceeds
@@ -215,20 +215,22 @@ def check_machine(
     GPUs, and when another process holds more than :data:`HELD_WARN_GIB` GiB.
 
     Args:
-        cfg: the notebook's resolved config (the real target, also in stand-in mode).
-        stand_in: True in stand-in mode: report the GPUs (or their absence) and what the real
-            target needs, but refuse nothing (the CPU build runs the tiny model). Default:
-            ``cfg.stand_in``.
+        run: the notebook's :class:`helpers.config.run.Run` (:func:`helpers.weights.prepare.prepare`:
+            its target is the real one, also in stand-in mode), or a resolved ``ServeConfig``.
+            Serving the stand-in: report the GPUs (or their absence) and what the real target
+            needs, but refuse nothing (the CPU build runs the tiny model). Attached (its
+            ``server_url``): nothing here serves, so nothing is checked (returns None after
+            saying so).
         gpus, processes: the machine's GPUs and GPU processes; default: :func:`detect_gpus`.
         raise_on_error: False returns the report with ``errors`` filled instead of raising.
         quiet: do not print the summary.
         registry: an already loaded registry (tests).
-        server_url: the notebook uses a server that runs elsewhere (attach mode): nothing
-            here serves, so nothing is checked (returns None after saying so).
 
     Raises:
         HardwareError: the first refusal, with ``.report``.
     """
+    r = run_of(run)
+    cfg, stand_in, server_url = r.target, r.stand_in, r.server_url
     if server_url:
         if not quiet:
             print(
@@ -236,7 +238,6 @@ def check_machine(
             )
         return None
     reg = as_registry(registry)
-    stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
     if gpus is None:
         probe = detect_gpus()
     else:

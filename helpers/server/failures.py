@@ -1,10 +1,11 @@
 """The sentence for each known start-up failure: what happened, in the log's own numbers,
 and what to change.
 
-Each builder gets the regex match of its catalogue entry (the wordings are in
-:mod:`helpers.server.vllm_log`), the whole log and the config the server ran with, and returns a
-:class:`Diagnosis` (or None: the match does not count). :mod:`helpers.server.diagnose` holds the
-catalogue that pairs each wording with its builder, and tries them in order. The builders,
+Each known failure is declared once, above its builder (:func:`failure`: its name, its place in
+the try-order, the log wording it matches with that wording's source and the releases read).
+The builder gets the regex match, the whole log and the config the server ran with, and
+returns a :class:`Diagnosis` (or None: the match does not count); :mod:`helpers.server.diagnose`
+tries the kinds by order. The builders,
 one per known failure; those about what the machine and the downloads set up are in
 :mod:`helpers.server.failures_setup`.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.server import vllm_log
-from helpers.server.vllm_log import stalled_span
+from helpers.server.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES, Wording, stalled_span
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,64 @@ class Diagnosis:
 
 #: ``build(match, log_text, config) -> Diagnosis | None``: the sentence of one known failure.
 Builder = Callable[["re.Match[str]", str, Any], "Diagnosis | None"]
+
+
+@dataclass(frozen=True)
+class FailureKind:
+    """One known start-up failure, declared once, above its builder (:func:`failure`): what
+    vLLM writes, where that wording comes from, the sentence, and its place in the try-order.
+
+    Attributes:
+        name: the :attr:`Diagnosis.name` it produces.
+        order: its place among the kinds (lower first: specific before broad, e.g. the Mamba
+            cache-block check before the generic out-of-memory one).
+        wording: the regexes on the log (multiline, case-sensitive, tried in order), their
+            source file and the releases read for them (``python -m tools.drift`` checks them
+            against a new release).
+        build: ``build(match, log_text, config) -> Diagnosis`` (or None: the match does not
+            count, e.g. a stall shorter than the threshold; the next pattern is tried).
+    """
+
+    name: str
+    order: int
+    wording: vllm_log.Wording
+    build: Builder
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        return self.wording.patterns
+
+    @property
+    def source(self) -> str:
+        return self.wording.source
+
+    @property
+    def checked_releases(self) -> tuple[str, ...]:
+        """Releases whose source was read for the wording (``"vllm X.Y.Z"`` or
+        ``"<library> X.Y.Z"``; a test keeps every kind filled)."""
+        return self.wording.checked
+
+
+#: Every declared kind by name (:func:`failure` adds them; :mod:`helpers.server.diagnose`
+#: tries them by ``order``).
+KINDS: dict[str, FailureKind] = {}
+
+
+def failure(name: str, order: int, wording: vllm_log.Wording) -> Callable[[Builder], Builder]:
+    """Declare the builder below as the known failure ``name``, tried at ``order``, on
+    ``wording``.
+
+    Raises:
+        ValueError: a second kind of that name or that order (the try-order must be total).
+    """
+
+    def register(build: Builder) -> Builder:
+        if name in KINDS or any(k.order == order for k in KINDS.values()):
+            raise ValueError(f"failure {name!r} (order {order}): the name or order is taken")
+        KINDS[name] = FailureKind(name, order, wording, build)
+        return build
+
+    return register
 
 
 # ---------------------------------------------------------------------------------------
@@ -138,6 +197,15 @@ def _port_owner(port: int | None) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+@failure(
+    "mamba_cache_blocks",
+    120,
+    Wording(
+        (r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)",),
+        "vllm/config/compilation.py (CompilationConfig, full decode CUDA graphs for Mamba)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _mamba_blocks(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     seqs, blocks = int(m.group(1)), int(m.group(2))
     return Diagnosis(
@@ -149,6 +217,22 @@ def _mamba_blocks(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "kv_cache_too_small",
+    210,
+    Wording(
+        (
+            # V1, 0.26.0-0.32.0; 0.8.5's V1 wrote "models's"
+            r"To serve at least one request with the models?'s max seq len \((\d+)\)",
+            # pre-V1 engine (vllm/worker/worker.py, 0.8.5 and older)
+            r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that "
+            r"can be stored in KV cache \((?P<fits>\d+)\)",
+        ),
+        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory); pre-V1 "
+        "vllm/worker/worker.py (raise_if_cache_size_invalid)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+)
 def _kv_too_small(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     max_len = m.group(1)
     est = re.search(vllm_log.ESTIMATED_MAX_LEN, text)
@@ -166,6 +250,15 @@ def _kv_too_small(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "no_cache_memory",
+    220,
+    Wording(
+        (r"No available memory for the cache blocks",),
+        "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+)
 def _no_cache_memory(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     util = _flag_value(config, "--gpu-memory-utilization")
     now = f" (now {util})" if util else ""
@@ -179,6 +272,21 @@ def _no_cache_memory(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "out_of_memory",
+    240,
+    Wording(
+        (
+            r"torch\.OutOfMemoryError",
+            r"CUDA out of memory",
+            r"torch\.cuda\.OutOfMemoryError",
+        ),
+        "torch c10/cuda/CUDACachingAllocator.cpp (OutOfMemoryError text)",
+        (
+            "torch 2.13.0 (torch.OutOfMemoryError; the CUDA message text is in libc10_cuda, not in the CPU wheel)",
+        ),
+    ),
+)
 def _cuda_oom(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     phase = "while profiling or capturing CUDA graphs"
     if re.search(vllm_log.LOAD_STARTED, text) and not re.search(vllm_log.LOAD_FINISHED, text):
@@ -196,6 +304,20 @@ def _cuda_oom(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis("out_of_memory", f"the GPU ran out of memory {phase}", fix, _line_of(m, text))
 
 
+@failure(
+    "memory_in_use",
+    230,
+    Wording(
+        (
+            r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup "
+            r"is less than desired GPU memory utilization \((?P<util>[\d.]+)",
+            r"Available memory on node \d+ \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup "
+            r"is less than desired CPU memory utilization \((?P<util>[\d.]+)",
+        ),
+        "vllm/v1/worker/utils.py (request_memory); vllm/v1/worker/cpu_worker.py (CPUWorker)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _device_memory_taken(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     free, total, util = m.group("free"), m.group("total"), m.group("util")
     cpu = "CPU memory utilization" in m.group(0)
@@ -224,6 +346,17 @@ def _device_memory_taken(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "port_in_use",
+    270,
+    Wording(
+        (
+            r"OSError: \[Errno 98\] (?:error while attempting to bind on address .*: )?[Aa]ddress already in use",
+        ),
+        "vllm/entrypoints/launchers/launcher.py (create_server_socket: sock.bind)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+)
 def _api_port_in_use(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     port = _api_port(text, config)
     which = f"API port {port}" if port else "the API port"
@@ -236,6 +369,19 @@ def _api_port_in_use(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "internal_port_in_use",
+    260,
+    Wording(
+        (
+            r"failed to listen on any local network address\. port: (?P<port>\d+).*EADDRINUSE",
+            r"DistNetworkError.*EADDRINUSE",
+            r"ZMQError: Address already in use \(addr='[^']*:(?P<port>\d+)'\)",
+        ),
+        "torch c10d TCPStore (socket.cpp); vllm/config/parallel.py; pyzmq",
+        ("pyzmq 27.3.0 (ZMQError)", "torch 2.13.0 (DistNetworkError)"),
+    ),
+)
 def _internal_port_in_use(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     port = m.group("port") if "port" in m.groupdict() else None
     which = f"internal port {port}" if port else "an internal port"
@@ -249,6 +395,15 @@ def _internal_port_in_use(m: re.Match[str], text: str, config: Any) -> Diagnosis
     )
 
 
+@failure(
+    "unrecognized_arguments",
+    190,
+    Wording(
+        (r"error: unrecognized arguments: (.+)$",),
+        "argparse via vllm/utils/argparse_utils.py (FlexibleArgumentParser.error)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
+    ),
+)
 def _unrecognized(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     flags = m.group(1).split()
     names = [f for f in flags if f.startswith("-")] or flags
@@ -274,6 +429,17 @@ def _unrecognized(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "invalid_choice",
+    200,
+    Wording(
+        (
+            r"error: argument (--[\w-]+)(?:/[-\w]+)*: invalid choice: '([^']*)' \(choose from (.+)\)",
+        ),
+        "argparse via vllm/utils/argparse_utils.py",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("python 3.11 argparse",),
+    ),
+)
 def _invalid_choice(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     flag, value, choices = m.group(1), m.group(2), m.group(3)
     installed = _installed_vllm() or "unknown"
@@ -291,6 +457,19 @@ def _invalid_choice(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "fastokens_unsupported_tokenizer",
+    130,
+    Wording(
+        (
+            r"pre-tokenizer error: unsupported pre-tokenizer type: \w+",
+            r"model error: unsupported model type: \w+",
+        ),
+        "fastokens 0.3.5 (Tokenizer.from_file's errors, checked here on CPU) raised inside "
+        "vLLM 0.32.0's VllmConfig; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.32.0 (recorded log)", "fastokens 0.3.5"),
+    ),
+)
 def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     what = m.group(0).split("unsupported ", 1)[-1]
     return Diagnosis(
@@ -303,6 +482,18 @@ def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosi
     )
 
 
+@failure(
+    "missing_fastokens",
+    140,
+    Wording(
+        (
+            r"The 'fastokens' package \(>= [\d.]+\) is required when VLLM_USE_FASTOKENS=1",
+            r"fastokens >= [\d.]+ is required when VLLM_USE_FASTOKENS=1",
+        ),
+        "vllm/tokenizers/fastokens.py (apply_fastokens_patch)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _fastokens(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis(
         "missing_fastokens",
@@ -313,6 +504,21 @@ def _fastokens(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "trust_remote_code",
+    150,
+    Wording(
+        (
+            r"contains custom code which must be executed to correctly load the model",
+            r"references custom code contained in .* which must be executed",
+            r"requires you to execute the configuration file",
+            r"`--trust-remote-code` flag in the CLI",
+        ),
+        "transformers/dynamic_module_utils.py (resolve_trust_remote_code); "
+        "vllm/transformers_utils/config.py (HFConfigParser)",
+        REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
+    ),
+)
 def _trust_remote_code(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis(
         "trust_remote_code",
@@ -361,6 +567,22 @@ def _spec_settings(
     )
 
 
+@failure(
+    "spec_token_budget",
+    60,
+    Wording(
+        (
+            r"max_num_scheduled_tokens is set to (?P<scheduled>-?\d+) based on the speculative "
+            r"decoding settings, which does not allow any tokens to be scheduled",
+            r"VllmConfig does not have enough slots to schedule a token and support the "
+            r"speculative decoding settings\. Got max_num_batched_tokens=(?P<mnbt>\d+)",
+            r"VllmConfig received max_num_scheduled_tokens but it does not have enough slots",
+        ),
+        "vllm/config/vllm.py (VllmConfig._set_max_num_scheduled_tokens); "
+        "vllm/config/speculative.py (max_num_new_slots_for_drafting)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _spec_token_budget(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     from helpers.memory.tokenbudget import spec_token_budget
 
@@ -393,6 +615,19 @@ def _spec_token_budget(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "nvfp4_no_moe_backend",
+    70,
+    Wording(
+        (
+            r"No NvFp4 MoE backend supports the deployment configuration",
+            r"NvFp4 MoE backend '(?P<backend>\w+)' does not support the deployment "
+            r"configuration(?: since (?P<why>[^\n]*?))?\.?$",
+        ),
+        "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py (select_nvfp4_moe_backend)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     backend = (m.groupdict().get("backend") or "").strip()
     why = (m.groupdict().get("why") or "").strip()
@@ -427,6 +662,15 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
     return Diagnosis("nvfp4_no_moe_backend", cause, fix, _line_of(m, text))
 
 
+@failure(
+    "engine_stalled",
+    110,
+    Wording(
+        (r"Running: 0 reqs,",),
+        "vllm/v1/metrics/loggers.py (LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL s)",
+        REGISTRY_RELEASES + OLDER_RELEASES,
+    ),
+)
 def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
     found = stalled_span(text)
     if found is None:
@@ -450,6 +694,18 @@ def _is_standin(model: Any) -> bool:
         return False
 
 
+@failure(
+    "max_model_len_too_long",
+    20,
+    Wording(
+        (
+            r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
+            r"max_model_len \((?P<key>[\w.]+)=(?P<derived>[\d.]+)",
+        ),
+        "vllm/config/model.py (_get_and_verify_max_len), vLLM 0.32.0",
+        ("vllm 0.32.0",),
+    ),
+)
 def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     asked, key, derived = m.group("asked"), m.group("key"), m.group("derived")
     try:

@@ -2,8 +2,8 @@
 up: hub access and disk space, a damaged checkpoint, the compile cache, CUDA and FlashInfer
 installs, kernels a GPU generation lacks. Same contract as :mod:`helpers.server.failures` (a
 builder gets the match, the log and the config, and returns a
-:class:`~helpers.server.failures.Diagnosis`); :mod:`helpers.server.diagnose` pairs each with its
-wording.
+:class:`~helpers.server.failures.Diagnosis`), each declared above its builder with
+:func:`~helpers.server.failures.failure`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,25 @@ from helpers.server.failures import (
     _is_standin,
     _line_of,
     _spec_settings,
+    failure,
 )
+from helpers.server.vllm_log import REGISTRY_RELEASES, Wording
 
 
+@failure(
+    "gated_repo",
+    170,
+    Wording(
+        (
+            r"GatedRepoError",
+            r"Cannot access gated repo for url",
+            r"You are trying to access a gated repo",
+            r"is a gated repository\. Make sure to request access",
+        ),
+        "huggingface_hub/utils/_http.py (hf_raise_for_status); transformers/utils/hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+)
 def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     repo = None
     window = text[max(0, m.start() - 3000) : m.end() + 3000]
@@ -40,6 +56,20 @@ def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "hub_token_invalid",
+    160,
+    Wording(
+        (
+            r"Invalid credentials in Authorization header",
+            r"Invalid username or password\.",
+        ),
+        "the hub's X-Error-Message on a 401 for a bad token, which huggingface_hub 2.4.0's "
+        "utils/_http.py (hf_raise_for_status) raises as HfHubHTTPError (not RepositoryNotFound); "
+        "recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+)
 def _hub_token_invalid(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     from helpers.weights.hub import TOKENS_PAGE
 
@@ -66,6 +96,22 @@ def _hub_repo(m: re.Match[str], text: str, config: Any) -> str | None:
     return getattr(config, "model", None) if config is not None else None
 
 
+@failure(
+    "hub_repo_not_found",
+    180,
+    Wording(
+        (
+            r"Repository Not Found for url: \S*?huggingface\.co/(?:api/models/)?(?P<repo>[\w.-]+/[\w.-]+?)(?:/resolve/|/revision/|/tree/|\.?$)",
+            r"RepositoryNotFoundError",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder and is not a valid model identifier",
+            r"(?P<repo>[\w.-]+/[\w.-]+) is not a local folder or a valid repository name",
+        ),
+        "huggingface_hub 2.4.0 utils/_http.py (hf_raise_for_status: RepositoryNotFoundError, 401 "
+        "without a token or 404 with one); transformers 5.19.0 utils/hub.py (cached_files' "
+        "OSError); recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
+    ),
+)
 def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     from helpers.weights.hub import missing_repo_words
 
@@ -75,6 +121,19 @@ def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis("hub_repo_not_found", cause, fix, _line_of(m, text))
 
 
+@failure(
+    "humming_non_gated_moe",
+    30,
+    Wording(
+        (
+            r"weight shape mismatched: attr\['shape'\]=\(\d+, (?P<want>\d+), \d+\), "
+            r"tensor\.shape=torch\.Size\(\[\d+, (?P<got>\d+), \d+\]\)",
+        ),
+        "humming/schema/base.py (validate_tensors) via vLLM 0.26.0 "
+        "quantization/utils/humming_utils.py; recorded on an H200 (docs/results/h200.md)",
+        ("vllm 0.26.0 (recorded log; the wording is the humming-kernels package's)",),
+    ),
+)
 def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     want, got = int(m.group("want")), int(m.group("got"))
     return Diagnosis(
@@ -88,6 +147,16 @@ def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "stochastic_rounding_sm90",
+    40,
+    Wording(
+        (r"Feature '\.rs' not supported on \.target 'sm_(\d+)a?'",),
+        "ptxas via Triton; vllm/config/mamba.py (stochastic rounding needs compute capability "
+        "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
+        REGISTRY_RELEASES,
+    ),
+)
 def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     sm = m.group(1)
     return Diagnosis(
@@ -100,6 +169,17 @@ def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagn
     )
 
 
+@failure(
+    "ssu_mtp_sm90",
+    50,
+    Wording(
+        (r"vertical/horizontal MTP algorithm requires SM100\+ \(Blackwell\)",),
+        "flashinfer-python 0.7.0.post1 include/flashinfer/mamba/invoke_selective_state_update_mtp.cuh "
+        "(the multi-token SSU kernel behind speculative decoding: only 'simple' below SM100; 'auto' "
+        "picks it); recorded on an H200, vLLM 0.32.0, MTP with --mamba-ssu-algorithm horizontal",
+        ("vllm 0.32.0 (recorded log; the wording is flashinfer-python's)",),
+    ),
+)
 def _ssu_mtp_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis(
         "ssu_mtp_sm90",
@@ -113,6 +193,18 @@ def _ssu_mtp_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
+@failure(
+    "disk_space",
+    80,
+    Wording(
+        (
+            r"Not enough free disk space to download the file",
+            r"No space left on device",
+        ),
+        "huggingface_hub/file_download.py (_check_disk_space, a UserWarning); OSError errno 28",
+        ("huggingface_hub 2.4.0",),
+    ),
+)
 def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     hub = re.search(vllm_log.HUB_DISK_SPACE, text)
     if hub:
@@ -134,6 +226,20 @@ def _disk_space(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis("disk_space", cause, fix, evidence)
 
 
+@failure(
+    "damaged_checkpoint",
+    10,
+    Wording(
+        (
+            r"SafetensorError: Error while deserializing header: .*",
+            r"It looks like the config file at '(?P<path>[^']+)' is not a valid JSON file",
+        ),
+        "safetensors 0.8.0 (safe_open: 'Error while deserializing header') via vLLM 0.32.0 "
+        "model_loader/weight_utils.py; transformers configuration_utils.py "
+        "(_get_config_dict) via vllm/transformers_utils/config.py",
+        ("vllm 0.32.0", "safetensors 0.8.0", "transformers 5.19.0"),
+    ),
+)
 def _damaged_checkpoint(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     model = getattr(config, "model", None) if config is not None else None
     folder = m.groupdict().get("path") or model or "the model folder"
@@ -170,6 +276,25 @@ def cache_root_of(text: str, config: Any = None) -> str:
     return str(env.get("VLLM_CACHE_ROOT") or vllm_log.VLLM_DEFAULT_CACHE_ROOT)
 
 
+@failure(
+    "compile_cache",
+    250,
+    Wording(
+        (
+            r"vLLM failed to compile the model\. The most likely reason for this is that a "
+            r"previous compilation failed, leading to a corrupted compilation artifact",
+            r"Inductor cache lookup failed\. Please remove the cache directory and try again",
+            r"Compiling model again due to a load failure from (?P<path>\S+), reason: (?P<why>.*)$",
+            r"Directly load AOT compilation from path (?P<path>\S+)",
+            r"Directly load the compiled graph\(s\) for compile range",
+        ),
+        "vllm/compilation/compiler_interface.py (InductorAdaptor.compile / load), "
+        "vllm/compilation/decorators.py (_try_load_aot_compiled_fn, the AOT load path), "
+        "vllm/compilation/backends.py (load from the cache); vLLM 0.32.0, recorded on the "
+        "stand-in with a damaged AOT artifact (tests/record_logs.py)",
+        ("vllm 0.32.0",),
+    ),
+)
 def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
     loaded = "Directly load" in m.group(0) or "load failure" in m.group(0)
     after = text[m.end() :]
@@ -213,6 +338,17 @@ def _compile_cache(m: re.Match[str], text: str, config: Any) -> Diagnosis | None
     return Diagnosis("compile_cache", cause, fix, _line_of(m, text))
 
 
+@failure(
+    "flashinfer_no_nvcc",
+    90,
+    Wording(
+        (r"Could not find nvcc and default cuda_home='(?P<home>[^']*)' doesn't exist",),
+        "flashinfer/jit/cpp_ext.py (get_cuda_path), flashinfer-python 0.7.0.post1 (vLLM 0.32.0's "
+        "pin) and 0.6.16.post3 (0.27.0-0.28.0's), read in their wheels; the sampler path "
+        "vllm/v1/sample/ops/topk_topp_sampler.py (flashinfer_sample), vLLM 0.32.0",
+        ("flashinfer 0.7.0.post1", "flashinfer 0.6.16.post3", "vllm 0.32.0"),
+    ),
+)
 def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     from helpers.machine import gpu_wheels
 
@@ -262,6 +398,20 @@ def _dist(name: str) -> str | None:
         return None
 
 
+@failure(
+    "cuda_version_mismatch",
+    100,
+    Wording(
+        (
+            r"libcudart\.so\.(?P<want>\d+): cannot open shared object file",
+            r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)",
+        ),
+        "the dynamic loader on vllm/_C_stable_libtorch.abi3.so (vLLM 0.32.0's wheel NEEDs "
+        "libcudart.so.13; imported by vllm/platforms/cuda.py), message produced here from that "
+        "wheel; torch 2.13.0 c10/cuda/CUDAFunctions.cpp (read in libc10_cuda.so of its wheel)",
+        ("vllm 0.32.0", "torch 2.13.0"),
+    ),
+)
 def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     from helpers.machine import gpu_wheels, install
     from helpers.machine.gpus import cuda_from_nvml

@@ -1,16 +1,20 @@
 """The notebook verbs for one server: ``launch_server``, ``attach_server``, ``stop_server``.
 
-``launch_server(cfg)`` starts a :class:`~helpers.server.vllm_server.VLLMServer` and waits
+``launch_server(run)`` (or a config) starts a :class:`~helpers.server.vllm_server.VLLMServer` and waits
 for it, reusing the server this process already runs for the same command and stopping
 one launched for another (one GPU, one server), or a fleet this process runs (as a whole,
 with a message: one kernel serves one deployment); with ``server_url`` it attaches instead.
+The handle keeps the run (``srv.run``: the mode and its defaults, :class:`helpers.config.run.Run`).
 ``running_servers()`` lists what this process launched and has not stopped.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from helpers.config.run import Run
+from helpers.errors import CookbookError
 from helpers.server.vllm_server import _LIVE, VLLMServer
 
 
@@ -47,8 +51,12 @@ def launch_server(
     (:func:`helpers.fleet.launch.launch_fleet`), as a whole. Every case is printed.
 
     Args:
-        config: a :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path).
-        server_url: ``http://host:port`` of a running server to use instead of launching.
+        config: the run :func:`helpers.weights.prepare.fetch` returned (its served config, its
+            ``server_url``; kept as ``srv.run``), or a
+            :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path;
+            ``srv.run`` is then derived from it, :meth:`helpers.config.run.Run.of_config`).
+        server_url: ``http://host:port`` of a running server to use instead of launching
+            (default: the run's).
         reuse: reuse a running server of this process with the same command.
         **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
     Returns:
@@ -56,7 +64,26 @@ def launch_server(
     Raises:
         ServerStartError: see :meth:`VLLMServer.start`.
         KeyboardInterrupt: interrupted during start-up; the server was ended first.
+        CookbookError: a run that was not fetched (names :func:`~helpers.weights.prepare.fetch`).
     """
+    if isinstance(config, Run):
+        run = config
+        if run.served is None and not run.attached:
+            raise CookbookError(
+                "launch_server: this run has nothing to serve yet: run = fetch(run) gets the "
+                "checkpoint, the weightless architecture or the stand-in first."
+            )
+        server_url = server_url or run.server_url
+        config = run.config
+    else:
+        run = Run.of_config(config, server_url)
+    srv = _launch(config, server_url=server_url, reuse=reuse, **kwargs)
+    srv.run = replace(run, server_url=server_url or None)
+    return srv
+
+
+def _launch(config: Any, *, server_url: str | None, reuse: bool, **kwargs: Any) -> VLLMServer:
+    """:func:`launch_server` on a config: attach, reuse, or start."""
     if server_url:
         srv = attach_server(server_url)
         srv.intended = config  # the notebook's own config: serves() skips what it lacks

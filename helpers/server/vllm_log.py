@@ -221,7 +221,7 @@ def last_error_line(log_text: str) -> str | None:
 # known failures (helpers.server.diagnose's catalogue), in catalogue order
 # ---------------------------------------------------------------------------------------
 
-#: The wordings of the known failures are :data:`helpers.server.failure_wordings.FAILURES`;
+#: The wordings of the known failures are :data:`helpers.server.diagnose.FAILURES`;
 #: the regexes their builders read besides them follow.
 
 # Wordings the catalogue's sentences read more numbers from.

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from helpers.config.run import Run
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir, slug
 from helpers.server.command import CACHE_VARS, compile_cache_key, launch_argv, launch_environment
@@ -135,6 +136,8 @@ class VLLMServer(ServerEndpoint):
         if launcher not in ("auto", "cli", "module"):
             raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
         self.config = config
+        #: the run this server serves (its mode and defaults; launch_server sets the notebook's)
+        self.run: Run = Run.of_config(config)
         self.host: str = getattr(config, "host", None) or "127.0.0.1"
         self.port: int | None = getattr(config, "port", None)
         self.log_path: Path | None = Path(log_path) if log_path else None

@@ -1,36 +1,102 @@
-"""One verb for what a notebook serves: ``prepare(cfg, mode)``.
+"""A notebook run in two verbs: ``prepare`` (the mode, from the notebook's parameters) and
+``fetch`` (what is served).
 
-A resolved :class:`helpers.config.serveconfig.ServeConfig` names the real checkpoint. Before a
-launch it becomes the config actually served, in one of four modes: ``"download"`` (the
-checkpoint and a separate DFlash / DSpark drafter at their pinned revisions,
-:func:`helpers.weights.download.download`); ``"weightless"`` (the exact architecture with
-random weights and ``--load-format dummy``, :mod:`helpers.weights.weightless`: real memory and
-speed, noise text; only a separate drafter is downloaded); ``"stand_in"`` (the tiny CPU
-stand-in, :func:`helpers.config.resolve.standin_config` on
+:func:`prepare` is the one function that reads a notebook's ``stand_in`` / ``weightless`` /
+``server_url`` parameters: it returns a :class:`helpers.config.run.Run` that carries the mode
+and everything that follows from it (sampling, ``max_tokens``, benchmark and eval sizes). The
+machine check and the install read it; :func:`fetch` then gets the config actually served, in
+one of four modes (:func:`served_config`): ``"download"`` (the checkpoint and a separate
+DFlash / DSpark drafter at their pinned revisions, :func:`helpers.weights.download.download`);
+``"weightless"`` (the exact architecture with random weights and ``--load-format dummy``,
+:mod:`helpers.weights.weightless`: real memory and speed, noise text; only a separate drafter
+is downloaded); ``"stand_in"`` (the tiny CPU stand-in,
+:func:`helpers.config.resolve.standin_config` on
 :func:`helpers.standin.build.build_standin_model`); ``"attach"`` (a server that runs
-elsewhere: nothing to prepare). The notebooks' ``server_url`` / ``stand_in`` /
-``weightless`` parameters pick the mode (:func:`mode_of`).
+elsewhere: nothing to prepare). :func:`helpers.server.launch.launch_server` keeps the run on
+the server handle (``srv.run``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
+from helpers.config.run import Run
 from helpers.errors import CookbookError
 
 MODES = ("download", "weightless", "stand_in", "attach")
 
 
-def mode_of(stand_in: bool = False, weightless: bool = False, server_url: str | None = None) -> str:
-    """The mode a notebook's parameters ask for: ``"attach"`` when it uses a running server
-    (``server_url``: nothing to prepare), then ``stand_in``, then ``weightless``, else
-    ``"download"``."""
-    if server_url:
-        return "attach"
-    return "stand_in" if stand_in else "weightless" if weightless else "download"
+#: The notebook parameters :func:`prepare` reads (their defaults: a GPU, launched here).
+RUN_PARAMETERS = {"stand_in": False, "weightless": False, "server_url": None, "max_tokens": None}
 
 
-def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
+def prepare(cfg: Any, parameters: Mapping[str, Any] | None = None, **given: Any) -> Run:
+    """The run a notebook's parameters ask for: nothing is downloaded or launched yet.
+
+    A notebook passes its parameters (``prepare(cfg, globals())``), so that no cell after the
+    parameters cell names the mode flags; code passes them as keywords (which win).
+
+    Args:
+        cfg: the resolved GPU target (``helpers.config.resolve.resolve``).
+        parameters: a mapping holding some of :data:`RUN_PARAMETERS` (others are ignored).
+        **given: the same parameters as keywords (below).
+
+    Keyword Args:
+        stand_in: serve the tiny CPU stand-in instead (wins over ``weightless``: it is
+            random-free and CPU-sized).
+        weightless: serve the exact architecture with random weights (a GPU, no download).
+        server_url: use the server running there (``"attach"``: nothing to fetch; the flags
+            above still say what it serves).
+        max_tokens: the notebook's explicit ``max_tokens`` (tokens), None for the mode's.
+
+    Returns:
+        A :class:`~helpers.config.run.Run`; :func:`fetch` gets what it serves.
+
+    Raises:
+        TypeError: ``stand_in`` or ``weightless`` is not True/False; a keyword that is not
+            one of :data:`RUN_PARAMETERS`.
+        ValueError: ``max_tokens`` is not a whole number >= 1.
+    """
+    unknown = sorted(set(given) - set(RUN_PARAMETERS))
+    if unknown:
+        raise TypeError(
+            f"prepare: {', '.join(unknown)} is not a run parameter; pass "
+            f"{', '.join(RUN_PARAMETERS)}."
+        )
+    values = {k: (parameters or {}).get(k, v) for k, v in RUN_PARAMETERS.items()} | given
+    stand_in, weightless = values["stand_in"], values["weightless"]
+    server_url, max_tokens = values["server_url"], values["max_tokens"]
+    for name, flag in (("stand_in", stand_in), ("weightless", weightless)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"prepare: `{name}` must be True or False; got {flag!r:.60}.")
+    weights = "stand_in" if stand_in else "weightless" if weightless else "download"
+    return Run(weights, server_url or None, max_tokens, cfg)
+
+
+def fetch(run: Run, **download_kwargs: Any) -> Run:
+    """``run`` with the config it serves (:func:`served_config` in its mode): the download,
+    the weightless architecture folder or the stand-in; attached, the target as it is.
+
+    Args:
+        run: :func:`prepare`'s run.
+        **download_kwargs: passed to :func:`helpers.weights.download.download`, e.g.
+            ``force_download=True``.
+
+    Raises:
+        TypeError: ``run`` is not a Run (names :func:`prepare`).
+        CookbookError: whatever the mode's own step raises (``HubAccessError``, ...).
+    """
+    if not isinstance(run, Run):
+        raise TypeError(
+            f"fetch: pass the run prepare() returned (run = prepare(cfg, ...)); got "
+            f"{type(run).__name__}."
+        )
+    return dataclasses.replace(run, served=served_config(run.target, run.mode, **download_kwargs))
+
+
+def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
     """The config to serve for ``cfg`` in ``mode`` (one of :data:`MODES`).
 
     Args:
@@ -53,7 +119,7 @@ def prepare(cfg: Any, mode: str = "download", **download_kwargs: Any) -> Any:
     if mode not in MODES:
         raise CookbookError(
             f"Unknown mode {mode!r}: pass one of {', '.join(MODES)} "
-            "(prepare.mode_of(stand_in=..., weightless=...) maps a notebook's parameters)."
+            "(prepare(cfg, stand_in=..., weightless=...) maps a notebook's parameters)."
         )
     if mode == "attach":
         print("attach mode: the server runs elsewhere, nothing to download")

@@ -13,7 +13,6 @@ from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the publi
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import json
@@ -24,10 +23,7 @@ from typing import Any
 
 from helpers.config.load import shared_registry
 from helpers.errors import (
-    CookbookError,
     RecipeError,
-    ServerConnectionError,
-    ServerRequestError,
     WeightlessError,
 )
 from helpers.memory import architecture
@@ -455,35 +451,3 @@ def arch_config(
             stacklevel=2,
         )
     return out
-
-
-#: What a chat cell may raise when the model's text is noise (weightless mode): the tool
-#: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
-#: a tool function called with nonsense values, a parsed value of the wrong type.
-NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
-
-
-@contextlib.contextmanager
-def noise_tolerant(weightless: bool, what: str):
-    """Run a chat / tool cell; in weightless mode report, instead of raising, what failed
-    because the text is noise (random weights: a tool call may not parse, an answer may be
-    empty). With real weights (``weightless=False``) errors propagate unchanged.
-
-    Example::
-
-        with weightless.noise_tolerant(weightless, "tool loop"):
-            client.show(tools_mod.run_tool_loop(...))
-    """
-    if not weightless:
-        yield
-        return
-    try:
-        yield
-    except (ServerRequestError, ServerConnectionError):
-        raise  # the server failed or is gone: not noise, whatever the weights
-    except NOISE_ERRORS as exc:
-        print(
-            f"weightless mode: the {what} did not complete because the text is noise "
-            f"(random weights): {type(exc).__name__}: {str(exc)[:300].rstrip('.')}. The request, the server's "
-            "parsers and this cell's code ran; with the real checkpoint this would be an error."
-        )

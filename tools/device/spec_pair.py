@@ -42,12 +42,12 @@ def main() -> int:
     from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
     from helpers.server.endpoint import make_client
     from helpers.server.vllm_server import VLLMServer
-    from helpers.weights.prepare import prepare
+    from helpers.weights.prepare import served_config
 
     share = {"--gpu-memory-utilization": str(args.memory_share)}
     servers = {}
     for mode in ("none", "mtp"):
-        cfg = prepare(resolve(args.target, speculative=mode), "weightless").with_args(share)
+        cfg = served_config(resolve(args.target, speculative=mode), "weightless").with_args(share)
         servers[mode] = VLLMServer(cfg, startup_timeout=900)
     result: dict = {"target": args.target, "memory_share": args.memory_share}
     try:
@@ -75,7 +75,7 @@ def main() -> int:
             out_dir=args.out / "acceptance",
         )
         llm = make_client(mtp.base_url)
-        opts = ChatOptions.for_run(stand_in=False, weightless=True, max_tokens=256, temperature=0.0)
+        opts = ChatOptions.for_run(mtp, max_tokens=256, temperature=0.0)
         budget = {}
         for method in ("server", "two_pass"):
             with warnings.catch_warnings(record=True) as caught:

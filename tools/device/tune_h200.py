@@ -1,6 +1,6 @@
 """The tuning step on one H200: the issue's grid, weightless, resumable across device sessions.
 
-Grid (``helpers.bench.tune``, target ``h200``, weightless architecture: real kernels and shapes,
+Grid (``helpers.tune.tune``, target ``h200``, weightless architecture: real kernels and shapes,
 random weights, ``--load-format dummy``): NVFP4 x {Humming (the recipe), Marlin} and BF16 x
 Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 / 256 on the
 ``tune-1k`` (1024 in / 256 out) and ``tune-8k`` (8192 in / 256 out) workloads of
@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from helpers.bench import scenarios
-from helpers.bench import tune as tuning
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
+from helpers.tune import tune as tuning
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
 GRID = [

@@ -1,5 +1,5 @@
 """The tuning step's inputs: candidate configurations (:func:`candidate`, :func:`make_candidates`,
-:func:`default_candidates`) and workloads (:func:`workloads`). :func:`helpers.bench.tune.tune`
+:func:`default_candidates`) and workloads (:func:`workloads`). :func:`helpers.tune.tune.tune`
 measures them; its module re-exports these names.
 """
 
@@ -12,9 +12,10 @@ from typing import Any
 from helpers.bench.point import _safe
 from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
-from helpers.bench.tune_results import RECIPE
+from helpers.config.run import run_of
 from helpers.errors import BenchError, RecipeError
-from helpers.weights.prepare import prepare
+from helpers.tune.results import RECIPE
+from helpers.weights.prepare import served_config
 
 #: Spec keys :func:`candidate` takes (a candidate given as a mapping).
 SPEC_KEYS = (
@@ -57,7 +58,7 @@ class Candidate:
         (:func:`helpers.config.resolve.standin_config`), plus ``standin_args`` when given, else
         ``extra_args``: the scheduler flags (``--max-num-seqs``...) mean the same there.
         """
-        cfg = prepare(self.config, mode)
+        cfg = served_config(self.config, mode)
         if mode == "stand_in":
             args = self.extra_args if self.standin_args is None else self.standin_args
             if args:
@@ -170,8 +171,9 @@ def make_candidates(
     return out
 
 
-def default_candidates(base: Any, *, stand_in: bool = False) -> list[dict[str, Any]]:
-    """A small default grid around ``base`` (specs for :func:`candidates`).
+def default_candidates(base: Any, *, run: Any = None) -> list[dict[str, Any]]:
+    """A small default grid around ``base`` (specs for :func:`candidates`) for ``run`` (a
+    :class:`helpers.config.run.Run` or a server; None: a GPU).
 
     On a GPU: Marlin MoE (when the recipe's NVFP4 uses another kernel), the BF16 variant (when
     the target offers it and its weights fit), and ``--max-num-seqs 64`` (a smaller batch:
@@ -183,7 +185,7 @@ def default_candidates(base: Any, *, stand_in: bool = False) -> list[dict[str, A
     from helpers.config.load import shared_registry
 
     reg = shared_registry()
-    if stand_in:
+    if run is not None and run_of(run).stand_in:
         specs: list[dict[str, Any]] = [
             {"name": "max-num-seqs-2", "extra_args": {"--max-num-seqs": 2},
              "note": "half the batch of the stand-in's recipe (4)"},
@@ -215,12 +217,12 @@ def default_candidates(base: Any, *, stand_in: bool = False) -> list[dict[str, A
 # --------------------------------------------------------------------------- workloads
 
 
-def workloads(workload: Any, *, stand_in: bool = False) -> list[Scenario]:
+def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
     """``workload`` as a list of :class:`~helpers.bench.scenarios.Scenario`.
 
     Args:
         workload: a scenario name of ``cookbook/scenarios.yaml`` (scaled for the stand-in when
-            ``stand_in``), a Scenario, a mapping (``input_len``, ``output_len``, optional
+            ``run``, a :class:`helpers.config.run.Run` or a server, serves it), a Scenario, a mapping (``input_len``, ``output_len``, optional
             ``prefix_len``, ``concurrencies``, ``num_prompts``, ``rounds``, ``name``; token
             counts as given, never scaled), or a list of these (names unique).
 
@@ -234,7 +236,7 @@ def workloads(workload: Any, *, stand_in: bool = False) -> list[Scenario]:
             if isinstance(item, Scenario):
                 out.append(item)
             elif isinstance(item, str):
-                out.append(named_scenario(item, stand_in=stand_in))
+                out.append(named_scenario(item, run))
             elif isinstance(item, Mapping):
                 fields = dict(item)
                 name = str(

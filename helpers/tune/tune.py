@@ -3,7 +3,7 @@ workload and an SLO, price it. Results are saved point by point, so a run resume
 
 ::
 
-    from helpers.bench.tune import tune
+    from helpers.tune.tune import tune
     base = resolve("h200")
     result = tune(base, "tune-1k", {"tpot_ms": 20, "ttft_ms": 2000},
                   [{"name": "marlin", "moe_backend": "marlin"},
@@ -25,7 +25,7 @@ download, weightless or the CPU stand-in), launches it with
 ``vllm bench serve``, in-process) at each workload's concurrencies with vLLM's ``--goodput`` set
 from the SLO, and stops the server in a ``finally`` (a failure, an interrupt: nothing is left
 running). A candidate that cannot start is recorded with the server's diagnosis and skipped; a
-point that fails is recorded and the others still run. :mod:`helpers.bench.slo` then adds the SLO
+point that fails is recorded and the others still run. :mod:`helpers.tune.slo` then adds the SLO
 check, vLLM's goodput per GPU and the cost per million output tokens, and picks the point.
 
 **Why not ``vllm bench sweep serve``.** vLLM 0.32.0 ships a serve-parameter x bench-parameter
@@ -61,7 +61,7 @@ fit this cookbook's needs:
 
 A point whose JSON exists and completed requests is done: a second run skips it, and a candidate
 with nothing left to measure is not launched. ``tune.json`` is the format the committed results
-under ``docs/results/<target>/tune/`` use (:func:`helpers.bench.tune_results.load_tune_rows` reads both).
+under ``docs/results/<target>/tune/`` use (:func:`helpers.tune.results.load_tune_rows` reads both).
 """
 
 from __future__ import annotations
@@ -73,9 +73,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.bench import slo as slos
 from helpers.bench.scenarios import Scenario
-from helpers.bench.tune_inputs import (  # noqa: F401 - the tuning step's names, in one place
+from helpers.config.run import Run
+from helpers.config.versions import installed_vllm_version, parse_version
+from helpers.errors import BenchError, CookbookError, ServerStartError
+from helpers.paths import out_dir as _out_dir
+from helpers.server import httpio
+from helpers.server.vllm_server import VLLMServer
+from helpers.tune import slo as slos
+from helpers.tune.inputs import (  # noqa: F401 - the tuning step's names, in one place
     SPEC_KEYS,
     Candidate,
     candidate,
@@ -83,7 +89,7 @@ from helpers.bench.tune_inputs import (  # noqa: F401 - the tuning step's names,
     make_candidates,
     workloads,
 )
-from helpers.bench.tune_results import (  # noqa: F401 - the tuning step's names, in one place
+from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
     PERCENTILE_COLUMNS,
     RECIPE,
     ROW_COLUMNS,
@@ -100,11 +106,6 @@ from helpers.bench.tune_results import (  # noqa: F401 - the tuning step's names
     point_path,
     points_frame,
 )
-from helpers.config.versions import installed_vllm_version, parse_version
-from helpers.errors import BenchError, CookbookError, ServerStartError
-from helpers.paths import out_dir as _out_dir
-from helpers.server import httpio
-from helpers.server.vllm_server import VLLMServer
 from helpers.weights.prepare import MODES
 
 
@@ -183,13 +184,14 @@ def tune(
             (``resolve("h200")``); it is the ``"recipe"`` candidate.
         workload: a scenario name, a Scenario, a mapping of lengths, or a list of them
             (:func:`workloads`; names are scaled for the stand-in in ``mode="stand_in"``).
-        slo: the bounds (:class:`helpers.bench.slo.SLO` or a mapping; None:
-            :data:`helpers.bench.slo.DEFAULT_SLO`, p50 TPOT <= 20 ms, p99 TTFT <= 2 s). Its
+        slo: the bounds (:class:`helpers.tune.slo.SLO` or a mapping; None:
+            :data:`helpers.tune.slo.DEFAULT_SLO`, p50 TPOT <= 20 ms, p99 TTFT <= 2 s). Its
             bounds go to vLLM as ``--goodput`` (so ``request_goodput`` is vLLM's own).
         candidates: more candidates (:func:`make_candidates`: :class:`Candidate` objects or
             spec mappings), after ``"recipe"``.
-        mode: what is served (:func:`helpers.weights.prepare.prepare`): ``"download"``,
-            ``"weightless"`` (real shapes and kernels, random weights) or ``"stand_in"``.
+        mode: what is served (:func:`helpers.weights.prepare.served_config`): ``"download"``,
+            ``"weightless"`` (real shapes and kernels, random weights) or ``"stand_in"``, or
+            the notebook's :class:`helpers.config.run.Run` (its ``weights``).
         concurrencies: ``--max-concurrency`` values for every workload (default: each
             workload's own).
         num_prompts: requests per point for every workload (default: the workload's rule).
@@ -218,15 +220,18 @@ def tune(
         KeyboardInterrupt: the server of the candidate in progress was stopped first; the points
             finished stay saved, and the next call resumes after them.
     """
+    if isinstance(mode, Run):
+        mode = mode.weights
     if mode not in MODES or mode == "attach":
         raise BenchError(
             f"mode={mode!r}: pass 'download', 'weightless' or 'stand_in' (what each candidate "
             "serves); servers={name: url} measures servers that already run."
         )
     stand_in = mode == "stand_in"
+    run = Run(mode, target=target)
     bounds = slos.SLO.coerce(slo)
     cands = make_candidates(target, candidates, include_recipe=include_recipe)
-    loads = workloads(workload, stand_in=stand_in)
+    loads = workloads(workload, run=run)
     if num_prompts is not None:
         loads = [w.with_num_prompts(num_prompts) for w in loads]
     if concurrencies is not None:
@@ -335,7 +340,7 @@ def tune(
                 _write_json(fails_path, failures)
             srv.stop()
     result = collect(folder, target, cands, loads, bounds, gpu_hour_usd=gpu_hour_usd,
-                     stand_in=stand_in, skipped=skipped)  # fmt: skip
+                     run=run, skipped=skipped)  # fmt: skip
     result.save()
     return result
 

@@ -1,7 +1,7 @@
 """The saved form of a tuning run and what is read from it: where each point lives, the
 result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
 candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
-:func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.bench.tune`
+:func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.tune.tune`
 runs the candidates.
 """
 
@@ -15,11 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.bench import slo as slos
 from helpers.bench.point import _safe
 from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_point
 from helpers.bench.scenarios import Scenario
+from helpers.config.run import run_of
 from helpers.errors import BenchError
+from helpers.tune import slo as slos
 
 #: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
 SCHEMA = "cookbook-tune/1"
@@ -101,12 +102,13 @@ def collect(
     bounds: slos.SLO,
     *,
     gpu_hour_usd: float | None = None,
-    stand_in: bool = False,
+    run: Any = None,
     skipped: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> TuneResult:
-    """What ``folder`` holds for these candidates (:class:`helpers.bench.tune.Candidate`) and workloads, as a :class:`TuneResult`
+    """What ``folder`` holds for these candidates (:class:`helpers.tune.tune.Candidate`) and workloads, as a :class:`TuneResult`
     (no server is touched): the saved points at the workloads' concurrencies, each
-    candidate's failures, the SLO check, goodput and cost columns."""
+    candidate's failures, the SLO check, goodput and cost columns; ``run`` (a
+    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them."""
     folder = Path(folder)
     frames, rows = [], []
     for cand in cands:
@@ -151,7 +153,7 @@ def collect(
     return TuneResult(
         points=points, candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
-        gpu_hour_usd=gpu_hour_usd, stand_in=stand_in,
+        gpu_hour_usd=gpu_hour_usd, stand_in=run is not None and run_of(run).stand_in,
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip
@@ -242,7 +244,7 @@ class TuneResult:
         points: one row per candidate x workload x concurrency: :func:`load_results`'s columns
             (``output_throughput_per_gpu``, ``tokens_per_s_per_user``, ...), vLLM's percentiles
             (``p50_tpot_ms``, ``p99_ttft_ms``, ...), ``candidate``, ``workload``, ``recipe``,
-            ``vllm_version``, and :mod:`helpers.bench.slo`'s ``meets_slo``,
+            ``vllm_version``, and :mod:`helpers.tune.slo`'s ``meets_slo``,
             ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
             ``cost_per_m_output_tokens_usd``.
         candidates: one row per candidate: ``status`` (ok / partial / failed / not run),
@@ -285,7 +287,7 @@ class TuneResult:
     def frontier(self, workload: str | None = None) -> pd.DataFrame:
         """Each configuration's frontier at ``workload`` (default: the first): the points no
         other point of the same candidate beats on both throughput per GPU and per-user speed
-        (:func:`helpers.bench.slo.pareto_front`), with ``meets_slo``."""
+        (:func:`helpers.tune.slo.pareto_front`), with ``meets_slo``."""
         pts = self._of(self._workload(workload))
         if pts.empty:
             return pts
@@ -294,7 +296,7 @@ class TuneResult:
     def recommended(
         self, workload: str | None = None, objective: str = "goodput"
     ) -> Recommendation | None:
-        """The best point under the SLO at ``workload`` (:func:`helpers.bench.slo.choose`), or
+        """The best point under the SLO at ``workload`` (:func:`helpers.tune.slo.choose`), or
         None when no point meets it (:meth:`closest` says which came nearest)."""
         name = self._workload(workload)
         pts = self._of(name)
@@ -526,5 +528,5 @@ def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                     "file": f.name,
                 })  # fmt: skip
     if not files:
-        raise BenchError(f"No tuning result under {paths}: run helpers.bench.tune.tune(...) first.")
+        raise BenchError(f"No tuning result under {paths}: run helpers.tune.tune.tune(...) first.")
     return pd.DataFrame(rows)

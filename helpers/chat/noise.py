@@ -1,0 +1,43 @@
+"""Chat cells on noise text (weightless mode): report what failed instead of raising.
+
+With random weights (:attr:`helpers.config.run.Run.noise`) a tool call may not parse and an
+answer may be empty; the request, the server's parsers and the cell's code still ran. A
+server that failed (HTTP 5xx) or is gone is no noise: it raises whatever the weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from helpers.errors import CookbookError, ServerConnectionError, ServerRequestError
+
+#: What a chat cell may raise when the model's text is noise (weightless mode): the tool
+#: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
+#: a tool function called with nonsense values, a parsed value of the wrong type.
+NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
+
+
+@contextlib.contextmanager
+def noise_tolerant(noise: bool, what: str):
+    """Run a chat / tool cell; when the text is noise (``noise``: weightless mode, random
+    weights: a tool call may not parse, an answer may be empty) report what failed instead of
+    raising. With real weights (``noise=False``) errors propagate unchanged.
+
+    Example::
+
+        with noise_tolerant(srv.run.noise, "tool loop"):
+            client.show(tools_mod.run_tool_loop(...))
+    """
+    if not noise:
+        yield
+        return
+    try:
+        yield
+    except (ServerRequestError, ServerConnectionError):
+        raise  # the server failed or is gone: not noise, whatever the weights
+    except NOISE_ERRORS as exc:
+        print(
+            f"weightless mode: the {what} did not complete because the text is noise "
+            f"(random weights): {type(exc).__name__}: {str(exc)[:300].rstrip('.')}. The request, the server's "
+            "parsers and this cell's code ran; with the real checkpoint this would be an error."
+        )
