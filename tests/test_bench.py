@@ -504,3 +504,24 @@ def test_an_acceptance_run_that_drafted_nothing_still_has_a_verdict(standin_serv
     row = measure_acceptance(standin_server, num_prompts=2, output_len=8, out_dir=tmp_path)
     assert row["completed"] == 2
     assert row["spec_decode_level"] == "warning" and row["spec_decode_verdict"] == DRAFTED_NOTHING
+
+
+def test_publishing_points_leaves_no_lock_file_in_the_temp_folder(tmp_path, monkeypatch):
+    """The publish lock lives in the results folder it guards; the system's temp folder gets
+    nothing (one empty lock file per results folder piled up there)."""
+    from helpers.bench import staging
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    stage, folder = tmp_path / ".partial-x", tmp_path / "bench"
+    stage.mkdir()
+    (stage / "run-c1.json").write_text("{}")
+    (folder / "old").mkdir(parents=True)
+    (folder / "run-c1.json").write_text('{"old": true}')
+    assert staging.publish(stage, folder, "run", [stage / "run-c1.json"]) == [
+        folder / "run-c1.json"
+    ]
+    assert json.loads((folder / "run-c1.json").read_text()) == {}
+    assert list(temp.iterdir()) == []
+    assert sorted(p.name for p in folder.iterdir()) == [staging.PUBLISH_LOCK, "old", "run-c1.json"]

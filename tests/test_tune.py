@@ -339,6 +339,73 @@ def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(
     )
     assert len(launched) == 2 and not group_left(launched[0].pid)
 
+    # the misspelled flag corrected under the same name: nothing was measured for the refused
+    # command, so its record is replaced and the candidate measured (here on the running
+    # stand-in, attached), not refused as "measured for that, not this"
+    fixed = [{"name": "misspelled", "standin_args": {"--max-num-seqs": 2}}]
+    servers = {"recipe": standin_server.url, "misspelled": standin_server.url}
+    result = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, fixed,
+                         **{**common, "servers": servers})  # fmt: skip
+    assert result.candidates.set_index("candidate").loc["misspelled", "status"] == "ok", (
+        result.failures
+    )
+    assert result.failures["misspelled"] == []
+
+
+def test_points_measured_apart_are_named_beside_the_ratio(tmp_path):
+    """A resumed run compares the recipe measured under load with a candidate measured later on
+    idle cores: the summary says when and where each was measured and how to re-measure; points
+    measured together on one host and release say nothing more. The points are vLLM's own JSON
+    (a stand-in point, its date and throughput changed)."""
+    from helpers.tune.results import collect
+
+    base = json.loads((REPO_ROOT / "tests" / "data" / "bench" / "standin-c1.json").read_text())
+    cands = tuning.make_candidates(
+        resolve("h200"), [{"name": "fast", "extra_args": {"--max-num-seqs": 64}}]
+    )
+    load = tuning.workloads({**TINY, "concurrencies": [1]})
+
+    def write(name, date, speed, host):
+        (tmp_path / name / "tiny").mkdir(parents=True, exist_ok=True)
+        point = {**base, "date": date, "output_throughput": speed, "label": name}
+        (tmp_path / name / "tiny" / f"{name}-c1.json").write_text(json.dumps(point))
+        (tmp_path / name / "candidate.json").write_text(json.dumps(
+            {"name": name, "vllm_version": "0.32.0", "host": host}))  # fmt: skip
+
+    bounds = slos.SLO.coerce({"ttft_ms": 60_000, "e2el_ms": 60_000})
+    write("recipe", "20261201-090000", 100.0, "box-a")
+    write("fast", "20261201-093000", 150.0, "box-a")
+    together = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in"))
+    assert "fast at concurrency 1" in together.summary() and "note:" not in together.summary()
+    shown = together.candidates.set_index("candidate")
+    assert (
+        shown.loc["fast", "measured"] == "2026-12-01 09:30" and shown.loc["fast", "host"] == "box-a"
+    )
+    write("fast", "20261201-150000", 150.0, "box-b")
+    apart = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in")).summary()
+    assert "note: fast and the recipe were measured 6.0 h apart (fast: 2026-12-01 15:00" in apart
+    assert "on another host (fast: box-b; the recipe: box-a)" in apart
+    assert "tune(..., remeasure=['recipe'])" in apart
+    with pytest.raises(BenchError, match=r"remeasure name \['recpe'\]"):
+        tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
+                    remeasure=["recpe"], progress=False)  # fmt: skip
+
+
+def test_two_tuning_runs_on_one_out_dir_at_once_are_refused(tmp_path):
+    """The second run would serve its candidates beside the first's and write the same points:
+    it stops before anything is launched, naming the folder and the fix."""
+    from filelock import FileLock
+
+    held = FileLock(str(tmp_path / ".tune.lock"))
+    held.acquire()
+    try:
+        with pytest.raises(BenchError, match=r"Another tuning run is using .*pass another out_dir"):
+            tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
+                        include_recipe=True, progress=False)  # fmt: skip
+    finally:
+        held.release()
+    assert not (tmp_path / "recipe").exists()
+
 
 # ------------------------------------------------------------------------------ the notebook
 
@@ -378,6 +445,12 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     assert len(pts) == 4 and pts["completed"].gt(0).all()
     assert "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
     assert "per million output tokens" in text
+    if "x the recipe's" in text:  # one run per point: the ratio says it has no spread
+        assert "x the recipe's (one run each: no spread measured)" in text
+    nb = json.loads(text)
+    table = next(c for c in nb["cells"] if "recommendation_table()" in "".join(c["source"]))
+    shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in table["outputs"])
+    assert "recommended" in shown and not re.search(r"\d\.\d{4,}", shown), shown
     _assert_clean_outputs(executed, stand_in=True)
 
 

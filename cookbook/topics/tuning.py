@@ -122,7 +122,7 @@ print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v
 result = tuning.tune(cfg, workload, slo, specs, mode=run,
                      concurrencies=concurrencies, num_prompts=num_prompts, gpu_hour_usd=gpu_hour_usd,
                      out_dir=out_dir, servers=servers, retry_failed=retry_failed)
-display(result.candidates[["candidate", "status", "points", "of", "reason", "changes"]])
+display(result.candidates[["candidate", "status", "points", "of", "measured", "host", "reason", "changes"]])
 print("saved:", result.folder / "tune.json")
 
 # %% [markdown]

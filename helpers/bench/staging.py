@@ -1,5 +1,5 @@
 """A sweep's private folder: its points are written to a stage inside ``out_dir`` and published
-in one step under a lock (:func:`publish`), so a folder never mixes two runs; a failed point's
+in one step under a lock in that folder (:func:`publish`), so a folder never mixes two runs; a failed point's
 log is kept beside the published ones (:func:`keep_failed_log`).
 """
 
@@ -13,6 +13,9 @@ from helpers.bench.point import (
     _safe,
 )
 
+#: The lock file :func:`publish` holds in a results folder while it moves points in.
+PUBLISH_LOCK = ".publish.lock"
+
 
 def publish(
     stage: Path, folder: Path, label: str, paths: list[Path], keep_other_points: bool = False
@@ -20,15 +23,13 @@ def publish(
     """Move this run's points from ``stage`` into ``folder``, replacing the label's earlier
     points there (JSON, sidecar, log; with ``keep_other_points`` only those of the
     concurrencies this run measured) in one step under a lock; returns the new paths."""
-    import hashlib
-    import tempfile
-
     from filelock import FileLock
 
     prefix = re.compile(rf"^{re.escape(_safe(label))}-c\d+\.(json|json\.annotations|log)$")
     folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
-    with FileLock(str(Path(tempfile.gettempdir()) / f"cookbook-bench-{key}.lock")):
+    # the lock lives in the folder it guards (one small PUBLISH_LOCK file there), not in the
+    # system's temp folder, where one empty file per results folder piled up
+    with FileLock(str(folder / PUBLISH_LOCK)):
         measured = {src.name for src in stage.iterdir() if src.is_file()}
         for old in folder.iterdir():
             if old.is_file() and prefix.match(old.name):

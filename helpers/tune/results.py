@@ -22,6 +22,20 @@ from helpers.config.run import run_of
 from helpers.errors import BenchError
 from helpers.tune import slo as slos
 
+#: Points of two candidates measured further apart than this (seconds) may not compare: the
+#: machine's load changes (a resumed run measured the recipe under load and a candidate on
+#: idle cores: "17.74x the recipe's", the same speed measured side by side).
+MEASURED_APART_S = 3600
+#: The format of the ``date`` vLLM's ``bench serve`` writes into each point's JSON.
+VLLM_DATE = "%Y%m%d-%H%M%S"
+
+#: Decimals of :meth:`TuneResult.recommendation_table`'s columns, for reading (tok/s and ms to
+#: 0.1, the share of good requests to 0.01, dollars to 0.001); ``tune.json`` keeps full precision.
+TABLE_DECIMALS = {
+    "output_tok_s_per_gpu": 1, "per_user_tok_s": 1, "goodput_tok_s_per_gpu": 1,
+    "good_requests": 2, "p99_ttft_ms": 1, "p50_tpot_ms": 1, "usd_per_m_output_tokens": 3,
+}  # fmt: skip
+
 #: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
 SCHEMA = "cookbook-tune/1"
 #: The name of the candidate that serves the target's own command.
@@ -116,7 +130,7 @@ def collect(
         failures = list(_read_json(folder / cand.name / "failures.json") or [])
         if skipped and cand.name in skipped:
             failures.append(dict(skipped[cand.name]))
-        n = 0
+        n, dates = 0, []
         for w in loads:
             paths = [point_path(folder, cand.name, w, c) for c in w.concurrencies]
             paths = [p for p in paths if point_done(p)]
@@ -127,8 +141,13 @@ def collect(
             df.insert(0, "candidate", cand.name)
             df["recipe"] = cand.recipe
             df["vllm_version"] = saved.get("vllm_version") or cand.config.vllm_version
+            df["host"] = saved.get("host")
             frames.append(df)
             n += len(df)
+            if "date" in df:
+                dates += list(
+                    pd.to_datetime(df["date"], format=VLLM_DATE, errors="coerce").dropna()
+                )
         last = failures[-1] if failures else None
         expected = sum(len(w.concurrencies) for w in loads)
         if n == expected:
@@ -141,6 +160,8 @@ def collect(
             status = "not run"
         rows.append({
             "candidate": cand.name, "status": status, "points": n, "of": expected,
+            "measured": f"{min(dates):%Y-%m-%d %H:%M}" if dates else None,
+            "host": saved.get("host"),
             "stage": last.get("stage") if last else None,
             "reason": _reason(last) if last else "",
             "note": cand.note, "vllm_version": cand.config.vllm_version,
@@ -203,7 +224,11 @@ class Recommendation:
             if self.cost_per_m_tokens_usd is not None
             else ""
         )
-        ratio = f", {self.vs_recipe:.2f}x the recipe's" if self.vs_recipe is not None else ""
+        ratio = (
+            f", {self.vs_recipe:.2f}x the recipe's (one run each: no spread measured)"
+            if self.vs_recipe is not None
+            else ""
+        )
         good = (
             f", goodput {self.goodput_tok_s_per_gpu:,.0f} tok/s/GPU"
             if self.goodput_tok_s_per_gpu is not None
@@ -375,7 +400,7 @@ class TuneResult:
                     "usd_per_m_output_tokens": row.get("cost_per_m_output_tokens_usd"),
                     "changes": changes(self.configs[cand], self.target) or "(the recipe's command)",
                 })  # fmt: skip
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows).round(TABLE_DECIMALS)
 
     def summary(self) -> str:
         """One line per workload: the recommendation (:class:`Recommendation`), or why none."""
@@ -384,6 +409,7 @@ class TuneResult:
             rec = self.recommended(w.name)
             if rec is not None:
                 lines.append(str(rec))
+                lines += self.measured_apart(w.name, rec.candidate)
                 continue
             near = self.closest(w.name)
             if near is None:
@@ -399,6 +425,40 @@ class TuneResult:
                 + ". Relax the SLO, or add candidates (a smaller --max-num-seqs, another kernel)."
             )
         return "\n".join(lines)
+
+    def measured_apart(self, workload: str, candidate: str) -> list[str]:
+        """Why ``candidate``'s points at ``workload`` may not compare with the recipe's: they
+        were measured more than :data:`MEASURED_APART_S` apart (vLLM's ``date`` of each
+        point), on another host, or on another vLLM release (a resumed run mixes them). One
+        line, with the fix, or none.
+        """
+        pts = self._of(workload)
+        if pts.empty or candidate == RECIPE or not pts["recipe"].any():
+            return []
+        mine, ref = pts[pts["candidate"] == candidate], pts[pts["recipe"]]
+        reasons = []
+        when = {n: pd.to_datetime(p["date"], format=VLLM_DATE, errors="coerce").dropna()
+                for n, p in (("mine", mine), ("ref", ref))} if "date" in pts else {}  # fmt: skip
+        if when and len(when["mine"]) and len(when["ref"]):
+            gap = abs((when["mine"].median() - when["ref"].median()).total_seconds())
+            if gap > MEASURED_APART_S:
+                reasons.append(
+                    f"measured {gap / 3600:.1f} h apart ({candidate}: "
+                    f"{when['mine'].min():%Y-%m-%d %H:%M}; the recipe: {when['ref'].min():%Y-%m-%d %H:%M})"
+                )
+        for col, what in (("host", "host"), ("vllm_version", "vLLM release")):
+            a = set(mine[col].dropna()) if col in pts else set()
+            b = set(ref[col].dropna()) if col in pts else set()
+            if a and b and a != b:
+                reasons.append(f"on another {what} ({candidate}: {', '.join(map(str, a))}; "
+                               f"the recipe: {', '.join(map(str, b))})")  # fmt: skip
+        if not reasons:
+            return []
+        return [
+            f"  note: {candidate} and the recipe were {'; '.join(reasons)}: load and machine "
+            "differ between them, so the ratio may be theirs, not the flags'. Re-measure the "
+            "recipe beside it: tune(..., remeasure=['recipe'])."
+        ]
 
     def plot(self, path: str | Path | None = None, workload: str | None = None):
         """The frontier plot of ``workload`` (:func:`helpers.bench.plots.tune_frontier`)."""

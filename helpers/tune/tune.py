@@ -66,6 +66,7 @@ under ``docs/results/<target>/tune/`` use (:func:`helpers.tune.results.load_tune
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -136,17 +137,64 @@ def _say(progress: bool, text: str) -> None:
         print(f"[tune] {text}", flush=True)
 
 
+@contextlib.contextmanager
+def _only_run_on(folder: Path):
+    """Hold ``folder`` for one tuning run (a lock file in it, ``filelock``): a second run on
+    the same folder would launch its servers beside this one's and write the same points.
+
+    Raises:
+        BenchError: another run holds it (names the folder and the fix).
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(folder / ".tune.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise BenchError(
+            f"Another tuning run is using {folder}: two runs on one out_dir would serve their "
+            "candidates side by side and write the same points. Wait for it to finish, or pass "
+            "another out_dir."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _host_of(url: str | None) -> str:
+    """The machine a candidate is measured on: this one (launched here, or attached on its
+    loopback), else the attached server's host name."""
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(url).hostname if url else None
+    return socket.gethostname() if host in (None, "127.0.0.1", "localhost", "::1") else host
+
+
+def _measured(folder: Path) -> bool:
+    """``folder`` holds at least one finished point (a ``*-c<N>.json`` that completed requests)."""
+    return any(point_done(p) for p in folder.rglob("*-c*.json"))
+
+
 def _check_record(
     path: Path, want: Mapping[str, Any], what: str, folder: Path, write: bool = True
 ) -> None:
     """Compare a saved record with what this run would write (writing it when there is none
-    and ``write``); raise on a difference."""
+    and ``write``); raise on a difference when points were measured for the saved one, and
+    replace it (with its failures) when none were, e.g. a candidate refused for a misspelled
+    flag and corrected under the same name."""
     have = _read_json(path)
     if have is None:
         if write:
             _write_json(path, dict(want))
         return
     diff = sorted(k for k in want if have.get(k) != want[k])
+    if diff and not _measured(folder):
+        if write:
+            (folder / "failures.json").unlink(missing_ok=True)
+            _write_json(path, dict(want))
+        return
     if diff:
         raise BenchError(
             f"{path} holds {what} with other {', '.join(diff)} (saved: "
@@ -172,6 +220,7 @@ def tune(
     include_recipe: bool = True,
     retry_failed: bool = False,
     only: Sequence[str] | None = None,
+    remeasure: Sequence[str] = (),
     progress: bool = True,
     startup_timeout: float | None = None,
     bench_args: Sequence[str] = (),
@@ -205,6 +254,9 @@ def tune(
         retry_failed: launch again a candidate whose start failed before (default: report the
             recorded failure and skip it), and rerun failed points.
         only: measure only these candidate names now (the others' saved points still count).
+        remeasure: candidate names whose saved points are deleted and measured again now,
+            e.g. ``["recipe"]`` beside a candidate measured later (the summary names the pair
+            when points were measured apart: :meth:`TuneResult.measured_apart`).
         progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
         startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
         bench_args: more ``vllm bench serve`` flags for every point.
@@ -240,108 +292,120 @@ def tune(
         cs = tuple(_check_concurrencies(concurrencies))
         loads = [dataclasses.replace(w, concurrencies=cs) for w in loads]
     servers = dict(servers or {})
-    unknown = sorted((set(servers) | set(only or ())) - {c.name for c in cands})
+    unknown = sorted((set(servers) | set(only or ()) | set(remeasure)) - {c.name for c in cands})
     if unknown:
         raise BenchError(
-            f"servers / only name {unknown}, which are not candidates of this run: "
+            f"servers / only / remeasure name {unknown}, which are not candidates of this run: "
             f"{[c.name for c in cands]}."
         )
     tag = f"{target.target}{'-standin' if stand_in else ''}"
     folder = Path(out_dir) if out_dir is not None else _out_dir("tune", tag)
     folder.mkdir(parents=True, exist_ok=True)
-    installed = installed_vllm_version()
-    skipped: dict[str, dict[str, Any]] = {}
-    for i, cand in enumerate(cands, 1):
-        head = f"{i}/{len(cands)} {cand.name!r}"
-        cdir = folder / cand.name
-        # what is saved must have been measured for this command and these workloads
-        record = {"name": cand.name, "command": cand.config.shell_command()}
-        measuring = only is None or cand.name in only
-        _check_record(cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring)
-        for w in loads:
-            shape = {"input_len": w.input_len, "output_len": w.output_len,
-                     "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
-            _check_record(cdir / w.name / "workload.json", shape, f"workload {w.name!r}",
-                          cdir / w.name, measuring)  # fmt: skip
-        if not measuring:
-            continue
-        fails_path = cdir / "failures.json"
-        failures = _read_json(fails_path) or []
-        started = [f for f in failures if f.get("stage") in ("prepare", "validate", "start")]
-        if started and not retry_failed:
-            _say(progress, f"{head}: skipped, its start failed before ({started[-1]['message'][:160]}); "
-                 "retry_failed=True launches it again")  # fmt: skip
-            continue
-        if retry_failed:
-            failures = []
-        failed_points = {(f.get("workload"), f.get("concurrency")) for f in failures}
-        todo = {
-            w.name: [
-                c for c in w.concurrencies
-                if not point_done(point_path(folder, cand.name, w, c))
-                and (w.name, c) not in failed_points
-            ]
-            for w in loads
-        }  # fmt: skip
-        if not any(todo.values()):
-            _say(progress, f"{head}: every point saved, nothing to run")
-            continue
-        url = servers.get(cand.name)
-        if url is None and not _same_release(cand.config.vllm_version, installed):
-            reason = (
-                f"needs vLLM {cand.config.vllm_version}, this environment has {installed}: run it "
-                "where that release is installed (same out_dir: the results merge)"
+    with _only_run_on(folder):
+        installed = installed_vllm_version()
+        skipped: dict[str, dict[str, Any]] = {}
+        for i, cand in enumerate(cands, 1):
+            head = f"{i}/{len(cands)} {cand.name!r}"
+            cdir = folder / cand.name
+            # what is saved must have been measured for this command and these workloads
+            record = {"name": cand.name, "command": cand.config.shell_command()}
+            if stand_in and cand.standin_args is not None:  # what the stand-in serves differs
+                record["standin_args"] = {k: v for k, v in cand.standin_args.items()}
+            measuring = only is None or cand.name in only
+            _check_record(
+                cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring
             )
-            skipped[cand.name] = {"stage": "release", "message": reason}
-            _say(progress, f"{head}: skipped, {reason}")
-            continue
-        try:
-            served = cand.served("stand_in" if stand_in else ("attach" if url else mode))
-        except CookbookError as exc:
-            failures.append(_failure("prepare", exc))
-            _write_json(fails_path, failures)
-            _say(progress, f"{head}: could not prepare it: {exc}")
-            continue
-        record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
-        n_points = sum(len(v) for v in todo.values())
-        if url:
-            _say(progress, f"{head}: measuring {n_points} point(s) on the server at {url}")
-            srv = VLLMServer.attach(url)
-        else:
-            _say(progress, f"{head}: launching, then {n_points} point(s)")
-            srv = (
-                server_factory(served)
-                if server_factory is not None
-                else VLLMServer(served, progress=progress, **(
-                    {"startup_timeout": startup_timeout} if startup_timeout else {}))
-            )  # fmt: skip
-        try:
-            if not url:
-                try:
-                    srv.start()
-                except ServerStartError as exc:
-                    failures.append(_failure("start", exc))
-                    _say(progress, f"{head}: did not start: {failures[-1]['message'][:400]}")
-                    continue
-                except CookbookError as exc:  # refused before a process existed (flags, values)
-                    failures.append(_failure("validate", exc))
-                    _say(progress, f"{head}: refused before launch: {exc}")
-                    continue
-            version = installed if not url else _served_version(srv)
-            _write_json(cdir / "candidate.json", {**record, "vllm_version": version})
-            gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
             for w in loads:
-                _measure(srv, cand.name, w, todo[w.name], folder, bounds, gpus, bench_args,
-                         progress, failures)  # fmt: skip
-                if failures and failures[-1].get("stage") == "crash":
-                    break
-        finally:
-            if failures or fails_path.exists():
+                shape = {"input_len": w.input_len, "output_len": w.output_len,
+                         "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
+                _check_record(cdir / w.name / "workload.json", shape, f"workload {w.name!r}",
+                              cdir / w.name, measuring)  # fmt: skip
+            if not measuring:
+                continue
+            if cand.name in remeasure:
+                for w in loads:
+                    for c in w.concurrencies:
+                        point_path(folder, cand.name, w, c).unlink(missing_ok=True)
+            fails_path = cdir / "failures.json"
+            failures = _read_json(fails_path) or []
+            started = [f for f in failures if f.get("stage") in ("prepare", "validate", "start")]
+            if started and not retry_failed:
+                _say(progress, f"{head}: skipped, its start failed before ({started[-1]['message'][:160]}); "
+                     "retry_failed=True launches it again")  # fmt: skip
+                continue
+            if retry_failed:
+                failures = []
+            failed_points = {(f.get("workload"), f.get("concurrency")) for f in failures}
+            todo = {
+                w.name: [
+                    c for c in w.concurrencies
+                    if not point_done(point_path(folder, cand.name, w, c))
+                    and (w.name, c) not in failed_points
+                ]
+                for w in loads
+            }  # fmt: skip
+            if not any(todo.values()):
+                _say(progress, f"{head}: every point saved, nothing to run")
+                continue
+            url = servers.get(cand.name)
+            if url is None and not _same_release(cand.config.vllm_version, installed):
+                reason = (
+                    f"needs vLLM {cand.config.vllm_version}, this environment has {installed}: run it "
+                    "where that release is installed (same out_dir: the results merge)"
+                )
+                skipped[cand.name] = {"stage": "release", "message": reason}
+                _say(progress, f"{head}: skipped, {reason}")
+                continue
+            try:
+                served = cand.served("stand_in" if stand_in else ("attach" if url else mode))
+            except CookbookError as exc:
+                failures.append(_failure("prepare", exc))
                 _write_json(fails_path, failures)
-            srv.stop()
-    result = collect(folder, target, cands, loads, bounds, gpu_hour_usd=gpu_hour_usd,
-                     run=run, skipped=skipped)  # fmt: skip
-    result.save()
+                _say(progress, f"{head}: could not prepare it: {exc}")
+                continue
+            record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
+            n_points = sum(len(v) for v in todo.values())
+            if url:
+                _say(progress, f"{head}: measuring {n_points} point(s) on the server at {url}")
+                srv = VLLMServer.attach(url)
+            else:
+                _say(progress, f"{head}: launching, then {n_points} point(s)")
+                srv = (
+                    server_factory(served)
+                    if server_factory is not None
+                    else VLLMServer(served, progress=progress, **(
+                        {"startup_timeout": startup_timeout} if startup_timeout else {}))
+                )  # fmt: skip
+            try:
+                if not url:
+                    try:
+                        srv.start()
+                    except ServerStartError as exc:
+                        failures.append(_failure("start", exc))
+                        _say(progress, f"{head}: did not start: {failures[-1]['message'][:400]}")
+                        continue
+                    except CookbookError as exc:  # refused before a process existed (flags, values)
+                        failures.append(_failure("validate", exc))
+                        _say(progress, f"{head}: refused before launch: {exc}")
+                        continue
+                version = installed if not url else _served_version(srv)
+                _write_json(
+                    cdir / "candidate.json",
+                    {**record, "vllm_version": version, "host": _host_of(url)},
+                )
+                gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
+                for w in loads:
+                    _measure(srv, cand.name, w, todo[w.name], folder, bounds, gpus, bench_args,
+                             progress, failures)  # fmt: skip
+                    if failures and failures[-1].get("stage") == "crash":
+                        break
+            finally:
+                if failures or fails_path.exists():
+                    _write_json(fails_path, failures)
+                srv.stop()
+        result = collect(folder, target, cands, loads, bounds, gpu_hour_usd=gpu_hour_usd,
+                         run=run, skipped=skipped)  # fmt: skip
+        result.save()
     return result
 
 
