@@ -293,3 +293,28 @@ def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server):
     assert list(server_curve["budget_method"]) == ["server"]  # this server does not draft
     with pytest.raises(EvalError, match="budget_method='nope'"):
         evaluate_runs(standin_server, [("x", GREEDY)], items, budget_method="nope")
+
+
+def test_a_real_checkpoint_wholly_below_the_familys_floor_is_named_with_the_paired_check():
+    """A collapsed checkpoint (vllm #36094, #33560) scores far below vLLM's CI floor for the
+    family: the step says so, with the causes and the paired comparison to run; a score whose
+    interval reaches the floor, the stand-in and random weights say nothing."""
+    import pandas as pd
+
+    from helpers.config.run import Run
+    from helpers.evals.accuracy import AccuracyResult
+    from helpers.evals.stats import wilson
+    from helpers.evals.step import below_the_floor
+
+    def scored(k, n=200):
+        return AccuracyResult("nvfp4", "gsm8k", wilson(k, n), pd.DataFrame(), None, 1.0)
+
+    said = below_the_floor(scored(20), Run("download"))
+    assert said.startswith(
+        "WARNING: 10.0% (20/200; 95 % Wilson interval 6.6%-14.9%) lies wholly below 69%"
+    )
+    assert "--moe-backend" in said and '{"compare": {"variant": "bf16"}}' in said
+    assert below_the_floor(scored(130), Run("download")) is None  # 65 %: its interval reaches 69 %
+    assert below_the_floor(scored(180), Run("download")) is None
+    assert below_the_floor(scored(0, 16), Run("stand_in")) is None
+    assert below_the_floor(scored(0, 50), Run("weightless")) is None

@@ -8,6 +8,7 @@ accuracy run is the budget curve's "no cap" point and everything runs in one lm-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -16,6 +17,7 @@ from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS
 from helpers.config.run import run_defaults, run_of
 from helpers.evals.accuracy import (
+    REFERENCE_FLOORS,
     REFERENCES,
     AccuracyResult,
     default_items,
@@ -23,6 +25,31 @@ from helpers.evals.accuracy import (
 )
 from helpers.evals.budget import budget_plan, curve_table
 from helpers.evals.stats import wilson
+
+
+def below_the_floor(result: AccuracyResult, run: Any) -> str | None:
+    """A warning when a real checkpoint's whole interval lies below the family's published
+    floor (:data:`~helpers.evals.accuracy.REFERENCE_FLOORS`): the sign of a checkpoint that
+    collapsed (vllm-project/vllm #36094, #33560) rather than of noise, with the usual causes
+    and the paired comparison that tells. None on the stand-in or random weights (their score
+    means nothing here), above the floor, or for a set without one.
+
+    Args:
+        result: the accuracy run (its ``item_set`` and Wilson interval).
+        run: the server or its run (:func:`helpers.config.run.run_of`).
+    """
+    floor = REFERENCE_FLOORS.get(result.item_set)
+    if floor is None or run_of(run).weights != "download" or result.accuracy.high >= floor:
+        return None
+    return (
+        f"WARNING: {result.accuracy} lies wholly below {floor:.0%}, the floor vLLM's CI holds this "
+        "model family to on GSM8K (other settings: 5-shot completions), so this is more than "
+        "noise: the checkpoint may be broken on this stack. Usual causes: the MoE or linear kernel "
+        "(--moe-backend), the KV cache dtype (--kv-cache-dtype), the Mamba state dtype "
+        "(--mamba-ssm-cache-dtype). Score the BF16 checkpoint on the same items, paired: "
+        'quality = {"compare": {"variant": "bf16"}} (step 12), or {"compare": {"extra_args": '
+        '{"--moe-backend": "marlin"}}} for the kernel.'
+    )
 
 
 def quality_step(
@@ -108,6 +135,9 @@ def quality_step(
             "the pipeline works; real accuracy needs the downloaded checkpoint."
         )
     print(f"Published reference: {REFERENCES['gsm8k']}")
+    below = below_the_floor(result, run)
+    if below:
+        print(below)
     if not plan:
         return result, None
     if shared:
