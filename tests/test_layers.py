@@ -29,6 +29,7 @@ STEPS = [
     "fleet",
     "evals",
     "tune",
+    "verify",
 ]
 
 #: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.

@@ -184,9 +184,29 @@ ratio = many.set_index("concurrency")["output_throughput"] / one.set_index("conc
 display(pd.DataFrame({"1 replica tok/s": one.set_index("concurrency")["output_throughput"].round(1),
                       f"{count} replicas tok/s": many.set_index("concurrency")["output_throughput"].round(1),
                       "ratio": ratio.round(2), "failed": many.set_index("concurrency")["failed"]}))
+print("one run per point: the ratio carries no spread (repeat the sweeps to measure it)")
 
 # %% [markdown]
-# ## 6. Stop the replicas and the router
+# ## 6. Check the deployment as its clients see it
+#
+# `python -m helpers.verify URL` runs the checks the notebooks make of their own server against
+# any endpoint: the model and its `max_model_len`, reasoning apart from the answer with thinking
+# on and none with it off, a parsed tool call, streamed and non-streamed greedy answers equal, a
+# schema answer, the reasoning budget, `/metrics`. Each failure names the flag to fix. Here it
+# runs through the router, as a client of the deployment would.
+#
+# **Expected:** one line per check, then how many passed. Through `vllm-router`, `metrics` may
+# fail: the router answers `/metrics` with its own counters, not vLLM's (each replica's are on
+# its own port).
+
+# %%
+from helpers.verify import verify
+
+for check in verify(replica_fleet.base_url, layout.base.served_model_name):
+    print(check.line())
+
+# %% [markdown]
+# ## 7. Stop the replicas and the router
 #
 # The router stops first (no new requests), then each replica's whole process group.
 
@@ -195,7 +215,7 @@ replica_fleet.stop()
 print("processes left:", replica_fleet.processes())
 
 # %% [markdown]
-# ## 7. DP+EP on the same GPUs (GPU only)
+# ## 8. DP+EP on the same GPUs (GPU only)
 #
 # One server over all `count` GPUs, the same sweep. Compare its line with the replicas' in
 # the results: replicas need no traffic between GPUs; DP+EP holds each expert once, leaving

@@ -1,0 +1,250 @@
+"""Check that any OpenAI-compatible endpoint serves this model the way the notebooks need it.
+
+``python -m helpers.verify URL`` (or :func:`verify` in a notebook) runs, against a server it did
+not start (a deployment behind a router, a cluster service, a colleague's box), the checks the
+notebooks make of their own server, and prints one line per check with the fix when it fails:
+
+- ``model``: ``/v1/models`` lists a model and vLLM's ``max_model_len`` for it;
+- ``reasoning on`` / ``reasoning off``: with thinking the reasoning comes back apart from the
+  answer (``--reasoning-parser nemotron_v3``), without it none does;
+- ``tool call``: a weather question comes back as a parsed ``get_weather`` call
+  (``--enable-auto-tool-choice --tool-call-parser qwen3_coder``);
+- ``stream``: a streamed greedy answer equals the non-streamed one;
+- ``schema``: a JSON-schema answer validates (structured outputs);
+- ``budget``: ``thinking_token_budget`` caps the reasoning;
+- ``metrics``: ``/metrics`` answers with vLLM's counters.
+
+The prompts are the cookbook's demo prompts (``cookbook/demo.yaml``): the CPU stand-in was
+trained on them, and the real model answers them. Greedy decoding, thinking off except where a
+check needs it, ``max_tokens`` 256 per request. The words of each failure are the helpers' own
+(the same diagnoses :func:`helpers.chat.completions.chat` gives).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Literal
+
+import pydantic
+
+from helpers.bench.metrics import scrape_metrics
+from helpers.chat.completions import chat, server_max_model_len
+from helpers.chat.display import budget_report
+from helpers.chat.request import ChatOptions
+from helpers.chat.stream import stream_chat
+from helpers.chat.structured import structured_chat
+from helpers.chat.types import REASONING_PARSER_FLAGS, TOOL_PARSER_FLAGS
+from helpers.config.demo import load_demo
+from helpers.errors import CookbookError
+from helpers.server.endpoint import make_client
+
+#: Tokens per request: room for the stand-in's answers and a real model's short ones.
+VERIFY_MAX_TOKENS = 256
+
+
+class Capital(pydantic.BaseModel):
+    """The schema check's answer (the agents notebook's)."""
+
+    city: Literal["Tokyo", "Paris", "Other"]
+    sure: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One check's outcome: ``ok`` True (passed), False (failed: ``fix`` says what to change)
+    or None (not run: an earlier failure makes it meaningless)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """``PASS  name: detail``, ``FAIL  name: detail; fix: ...`` or ``SKIP  name: why``."""
+        mark = {True: "PASS", False: "FAIL", None: "SKIP"}[self.ok]
+        detail = self.detail.rstrip(".") if self.fix else self.detail
+        return f"{mark}  {self.name}: {detail}" + (f"; fix: {self.fix}" if self.fix else "")
+
+
+def _said(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]
+
+
+def _run(name: str, fn) -> Check:
+    """``fn() -> Check``, a raised error a failed check in the helpers' words."""
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = fn()
+    except (CookbookError, ValueError) as exc:
+        return Check(name, False, _said(exc), _fix_in(str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the SDK's errors: named, never a traceback
+        return Check(name, False, f"{type(exc).__name__}: {_said(exc)}", _fix_in(str(exc)))
+    if out.ok and seen:  # passed, yet the helpers warned: say what
+        return dataclasses.replace(
+            out, ok=False, detail=_said(seen[0].message), fix=_fix_in(str(seen[0].message))
+        )
+    return out
+
+
+def _fix_in(text: str) -> str:
+    """The flags a failure's words point at (the helpers name them in their sentences)."""
+    if "reasoning parser" in text or "reasoning_config" in text or "reasoning-parser" in text:
+        return f"serve with {REASONING_PARSER_FLAGS}"
+    if "tool" in text and ("parser" in text or "auto-tool-choice" in text or "auto" in text):
+        return f"serve with {TOOL_PARSER_FLAGS}"
+    return ""
+
+
+def verify(
+    base_url: str,
+    model: str | None = None,
+    *,
+    max_tokens: int = VERIFY_MAX_TOKENS,
+    timeout: float = 120,
+) -> list[Check]:
+    """Run every check against the server at ``base_url`` (``http://host:port``).
+
+    Args:
+        base_url: the server's root or ``.../v1``.
+        model: the served model name (None: the first ``/v1/models`` lists).
+        max_tokens: tokens per request (reasoning included).
+        timeout: seconds per request.
+
+    Returns:
+        One :class:`Check` per check, in the order of the module docstring; when ``model``
+        fails, the others are skipped.
+
+    Raises:
+        ValueError / TypeError: ``base_url`` is not an ``http(s)://`` URL string.
+    """
+    client = make_client(base_url, timeout=timeout)
+    demo = load_demo()
+    found: dict[str, Any] = {}
+
+    def served() -> Check:
+        names = [m.id for m in client.models.list().data]
+        if not names:
+            return Check("model", False, "/v1/models lists no model", "start vLLM with the model")
+        found["model"] = model or names[0]
+        if found["model"] not in names:
+            return Check(
+                "model", False, f"{model!r} is not served (served: {names})", f"pass one of {names}"
+            )
+        limit = server_max_model_len(client, found["model"])
+        if limit is None:
+            return Check(
+                "model",
+                False,
+                f"{found['model']}: /v1/models gives no max_model_len",
+                "this is not a vLLM server, or not one the helpers know",
+            )
+        return Check("model", True, f"{found['model']}, max_model_len {limit:,} tokens")
+
+    checks = [_run("model", served)]
+    if not checks[0].ok:
+        later = (
+            "reasoning on",
+            "reasoning off",
+            "tool call",
+            "stream",
+            "schema",
+            "budget",
+            "metrics",
+        )
+        return checks + [Check(n, None, "the model check failed") for n in later]
+    name = found["model"]
+    greedy = ChatOptions(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
+
+    def reasoning_on() -> Check:
+        r = chat(client, name, demo["reasoning"]["prompt"], greedy)
+        if not r.reasoning:
+            return Check(
+                "reasoning on",
+                False,
+                "no reasoning came back apart from the answer",
+                f"serve with {REASONING_PARSER_FLAGS}",
+            )
+        return Check(
+            "reasoning on",
+            True,
+            f"{len(r.reasoning)} characters of reasoning, then {len(r.content)} of answer",
+        )
+
+    def reasoning_off() -> Check:
+        r = chat(client, name, demo["reasoning"]["prompt"], greedy, thinking=False)
+        if r.reasoning:
+            return Check(
+                "reasoning off",
+                False,
+                "reasoning came back with thinking off",
+                "the chat template must honour enable_thinking=False",
+            )
+        return Check(
+            "reasoning off", True, f"an answer of {len(r.content)} characters, no reasoning"
+        )
+
+    def tool_call() -> Check:
+        prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+        r = chat(client, name, prompt, greedy, tools=demo["tools"][:1], thinking=False)
+        calls = [c for c in r.tool_calls if c.name == "get_weather"]
+        if not calls:
+            return Check(
+                "tool call",
+                False,
+                f"no get_weather call parsed (finish_reason {r.finish_reason!r})",
+                f"serve with {TOOL_PARSER_FLAGS}",
+            )
+        return Check("tool call", True, f"get_weather({calls[0].arguments})")
+
+    def streamed() -> Check:
+        prompt = demo["streaming"]["prompt"]
+        whole = chat(client, name, prompt, greedy, thinking=False, max_tokens=64)
+        parts = stream_chat(client, name, prompt, greedy, thinking=False, max_tokens=64).result
+        if (whole.content, whole.reasoning) != (parts.content, parts.reasoning):
+            return Check(
+                "stream",
+                False,
+                "the streamed greedy answer differs from the non-streamed one",
+                "compare the two with the same seed; a router or proxy may rewrite streams",
+            )
+        return Check(
+            "stream",
+            True,
+            f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters)",
+        )
+
+    def schema() -> Check:
+        got = structured_chat(
+            client, name, demo["structured"]["prompt"], Capital, greedy, thinking=False
+        )
+        return Check("schema", True, f"{got.value!r}")
+
+    def budget() -> Check:
+        n = int(demo["budget"]["thinking_token_budget"])
+        r = chat(client, name, demo["budget"]["prompt"], greedy, reasoning_budget=n)
+        said = budget_report(r, n)
+        if said.startswith("UNEXPECTED"):
+            return Check("budget", False, said, _fix_in(said) or "see the line above")
+        return Check("budget", True, said)
+
+    def metrics() -> Check:
+        text = scrape_metrics(base_url)
+        if "vllm:" not in text:
+            return Check(
+                "metrics",
+                False,
+                "/metrics answers without vLLM's counters",
+                "expose vLLM's /metrics (a router in front may hide it)",
+            )
+        return Check(
+            "metrics",
+            True,
+            f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples",
+        )
+
+    for check_name, fn in (("reasoning on", reasoning_on), ("reasoning off", reasoning_off), ("tool call", tool_call),
+                           ("stream", streamed), ("schema", schema), ("budget", budget), ("metrics", metrics)):  # fmt: skip
+        checks.append(_run(check_name, fn))
+    return checks
