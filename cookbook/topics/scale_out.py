@@ -195,9 +195,9 @@ print("one run per point: the ratio carries no spread (repeat the sweeps to meas
 # schema answer, the reasoning budget, `/metrics`. Each failure names the flag to fix. Here it
 # runs through the router, as a client of the deployment would.
 #
-# **Expected:** one line per check, then how many passed. Through `vllm-router`, `metrics` may
-# fail: the router answers `/metrics` with its own counters, not vLLM's (each replica's are on
-# its own port).
+# **Expected:** one line per check, eight `PASS` lines on the stand-in replicas (measured here:
+# `vllm-router` 0.1.17 answers `/metrics` with a replica's vLLM counters). A `FAIL` line names
+# the flag the replicas' command lacks.
 
 # %%
 from helpers.verify import verify
