@@ -4,12 +4,14 @@ A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be
 there; the benchmark point (:func:`helpers.bench.point.run_point`) and the SDK agent
 (:func:`helpers.chat.agent.run_agent`) each run their coroutine in a daemon worker thread on a
 loop of its own, cancel it from the caller's thread (a stall, Ctrl-C), and read its result or
-error back there. This module is that thread target.
+error back there. This module is that thread target, and :func:`stop_thread`, which ends a
+worker that will not finish (a point past its deadline, a tool past its timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,3 +45,34 @@ def run_on_own_loop(make_coro: Callable[[], Awaitable[Any]], outcome: dict[str, 
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+def stop_thread(thread: threading.Thread, timeout: float = 30.0, every: float = 5.0) -> bool:
+    """Stop a worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
+    ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
+
+    The benchmark point's worker runs ``asyncio.run(...)`` (``vllm bench serve``): the
+    exception unwinds its event loop, whose ``asyncio.run`` cancels the in-flight request
+    tasks and closes their HTTP connections, so the server stops generating for them. A tool
+    the tool loop timed out (:func:`helpers.chat.tools.run_tool_loop`'s ``tool_timeout``) is
+    stopped the same way.
+
+    Args:
+        timeout: seconds to keep trying (re-raised every ``every`` seconds, leaving a loop
+            time to cancel its tasks; the exception is delivered only when the thread runs
+            Python code, not while it blocks in C).
+        every: seconds between two tries.
+    Returns:
+        True when the thread has ended.
+    """
+    import ctypes
+    import time
+
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        if thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
+        thread.join(min(every, max(deadline - time.monotonic(), 0.0)))
+    return not thread.is_alive()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import warnings
 
+import pytest
 from chat_replay import MODEL, TOOLS, get_time, get_weather
 
 from helpers.chat import tools as tools_mod
@@ -79,3 +80,39 @@ def test_a_forced_tool_choice_answered_with_text_is_never_the_loops_answer(rec, 
     with warnings.catch_warnings():
         warnings.simplefilter("error", ForcedToolCallIgnoredWarning)
         assert not chat(client, MODEL, "q", tools=TOOLS, tool_choice="auto").forced_call_ignored
+
+
+def test_a_tool_that_hangs_is_stopped_at_tool_timeout_and_the_model_is_told(rec, client):
+    """A hanging tool never ended the loop before; with ``tool_timeout`` it is stopped (its
+    thread ends) and its call fails like one that raised, the error going back to the model."""
+    import threading
+    import time
+
+    def hangs(city: str, days: int = 1) -> dict:
+        while True:  # a tool stuck waiting, in Python code
+            time.sleep(0.01)
+
+    rec.queue("tool_calls_parallel", "tool_final_answer")
+    started = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tools_mod.ToolCallsFailedWarning)
+        loop = tools_mod.run_tool_loop(
+            client,
+            MODEL,
+            "q",
+            {"get_weather": hangs, "get_time": get_time},
+            TOOLS,
+            tool_timeout=0.3,
+        )
+    assert time.monotonic() - started < 10
+    failed = loop.failed_runs
+    assert len(failed) == 1 and failed[0].call.name == "get_weather"
+    assert (
+        "get_weather it did not return within tool_timeout=0.3 s; it was stopped" in failed[0].error
+    )
+    sent = [m for m in rec.bodies[1]["messages"] if m["role"] == "tool"]
+    assert any("did not return within tool_timeout=0.3 s" in m["content"] for m in sent)
+    assert loop.final.content.strip()
+    assert not [t for t in threading.enumerate() if t.name.startswith("tool-")]
+    with pytest.raises(ValueError, match="tool_timeout"):
+        tools_mod.run_tool_loop(client, MODEL, "q", {"get_time": get_time}, TOOLS, tool_timeout=0)

@@ -45,7 +45,7 @@ from helpers.bench.metrics import (
     server_root,
 )
 from helpers.errors import BenchError
-from helpers.loop_thread import run_on_own_loop
+from helpers.loop_thread import run_on_own_loop, stop_thread
 from helpers.server import vllm_log
 from helpers.server.vllm_log import last_error_line
 
@@ -61,32 +61,6 @@ SERVER_DIED = (
     "the server no longer answers /health: its engine died during the point "
     "(read the server log, e.g. VLLMServer.log_tail(), for the traceback)"
 )
-
-
-def stop_thread(thread: threading.Thread, timeout: float = 30.0) -> bool:
-    """Stop a benchmark worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
-    ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
-
-    ``vllm bench serve`` runs ``asyncio.run(...)`` in the worker; the exception unwinds its
-    event loop, whose ``asyncio.run`` cancels the in-flight request tasks and closes their
-    HTTP connections, so the server stops generating for them.
-
-    Args:
-        timeout: seconds to keep trying (re-raised every 5 s, leaving the loop time to
-            cancel its tasks; the exception is delivered only when the thread runs Python code).
-    Returns:
-        True when the thread has ended.
-    """
-    import ctypes
-
-    deadline = time.monotonic() + timeout
-    while thread.is_alive() and time.monotonic() < deadline:
-        if thread.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
-            )
-        thread.join(5.0)
-    return not thread.is_alive()
 
 
 def _run_bench_main(
@@ -110,7 +84,6 @@ def _run_bench_main(
     ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
     (:class:`StallDetector`).
     """
-    import time
 
     import numpy as np
     import vllm.benchmarks.serve as vbs

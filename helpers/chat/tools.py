@@ -196,8 +196,60 @@ def _attach_transcript(e: BaseException, messages, turns, runs) -> BaseException
     return e
 
 
-def _run_call(call: ToolCall, tools: Mapping[str, Callable[..., Any]], finish_reason: Any):
-    """Run one call: ``(output, error text or None, fix for a raised error, cause)``."""
+class _ToolTimeout(TimeoutError):
+    """A call that outran ``tool_timeout`` (not a TimeoutError the tool raised itself)."""
+
+
+def _call_within(fn: Callable[..., Any], arguments: Mapping[str, Any], timeout: float | None):
+    """``fn(**arguments)``; with ``timeout`` (seconds) in a worker thread that is stopped
+    (:func:`helpers.loop_thread.stop_thread`) when it has not returned by then.
+
+    Raises:
+        _ToolTimeout: it had not returned (says whether the thread could be stopped).
+        Whatever ``fn`` raised.
+    """
+    if timeout is None:
+        return fn(**arguments)
+    import threading
+
+    from helpers.loop_thread import stop_thread
+
+    outcome: dict[str, Any] = {}
+
+    def target():
+        try:
+            outcome["result"] = fn(**arguments)
+        except BaseException as e:  # noqa: BLE001 - handed back to the loop's thread
+            outcome["error"] = e
+
+    worker = threading.Thread(
+        target=target, name=f"tool-{getattr(fn, '__name__', 'call')}", daemon=True
+    )
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        ended = stop_thread(worker, timeout=5.0, every=0.5)
+        raise _ToolTimeout(
+            f"it did not return within tool_timeout={timeout:g} s; "
+            + (
+                "it was stopped"
+                if ended
+                else "it is still running in the background (it blocks outside Python code)"
+            )
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
+def _run_call(
+    call: ToolCall,
+    tools: Mapping[str, Callable[..., Any]],
+    finish_reason: Any,
+    timeout: float | None = None,
+):
+    """Run one call (within ``timeout`` seconds when given): ``(output, error text or None, fix
+    for a raised error, cause)``."""
     fn = tools.get(call.name)
     if fn is None:
         return (
@@ -227,7 +279,14 @@ def _run_call(call: ToolCall, tools: Mapping[str, Callable[..., Any]], finish_re
     except ValueError:  # no signature (some builtins): just call it
         pass
     try:
-        return fn(**call.arguments), None, "", None
+        return _call_within(fn, call.arguments, timeout), None, "", None
+    except _ToolTimeout as e:
+        return (
+            None,
+            f"{call.name} {e}",
+            "Make the tool return sooner (its own timeout on what it waits for), or raise tool_timeout.",
+            e,
+        )
     except Exception as e:
         return (
             None,
@@ -248,6 +307,7 @@ def run_tool_loop(
     *,
     max_rounds: int = 5,
     on_tool_error: str = "return",
+    tool_timeout: float | None = None,
     **overrides: Any,
 ) -> ToolLoopResult:
     """Let the model call Python functions until it answers.
@@ -271,6 +331,10 @@ def run_tool_loop(
         max_rounds: model turns allowed, the final answer included (>= 1).
         on_tool_error: ``"return"`` (default) or ``"raise"`` (:class:`ToolLoopError`,
             chained to the tool's exception).
+        tool_timeout: seconds a call may take (None: no limit). A tool still running then is
+            stopped (``KeyboardInterrupt`` raised in its thread) and the call fails like one
+            that raised: "get_weather did not return within tool_timeout=5 s; it was stopped"
+            goes back to the model (or raises, with ``on_tool_error="raise"``).
         options: a :class:`~helpers.chat.request.ChatOptions` for every turn (``None``:
             its defaults); its ``tools`` is replaced by the schemas above. Its
             ``recover_tool_calls`` runs complete tool calls found at the end of unfinished
@@ -308,6 +372,9 @@ def run_tool_loop(
             f"{tool_schemas!r:.100}."
         )
     check_number("run_tool_loop", "max_rounds", max_rounds, integer=True, minimum=1)
+    check_number(
+        "run_tool_loop", "tool_timeout", tool_timeout, minimum=0, exclusive=True, optional=True
+    )
     if on_tool_error not in ("return", "raise"):
         raise ValueError(
             f"run_tool_loop: `on_tool_error`={on_tool_error!r}: use 'return' (send the error "
@@ -321,7 +388,8 @@ def run_tool_loop(
             plain = opts.replace(noise_tolerant=False)
             return run_tool_loop(
                 client, model, messages_or_prompt, tools, tool_schemas, plain,
-                max_rounds=max_rounds, on_tool_error=on_tool_error, **chat_kwargs,
+                max_rounds=max_rounds, on_tool_error=on_tool_error, tool_timeout=tool_timeout,
+                **chat_kwargs,
             )  # fmt: skip
         return None
     schemas = (
@@ -374,7 +442,9 @@ def run_tool_loop(
                     warnings.warn(done.warning, ToolCallsFailedWarning, stacklevel=2)
                 return done
             for call in result.tool_calls:
-                output, error, fix, cause = _run_call(call, tools, result.finish_reason)
+                output, error, fix, cause = _run_call(
+                    call, tools, result.finish_reason, tool_timeout
+                )
                 if error is not None and on_tool_error == "raise":
                     raise stop(f"Tool call failed: {error}. {fix}", cause)
                 content = f"Error: {error}" if error is not None else _tool_output_text(output)
