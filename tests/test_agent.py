@@ -98,6 +98,15 @@ def test_the_output_tool_in_demo_yaml_is_what_pydantic_ai_sends(standin_server):
     weather = DEMO["tools"][0]["function"]
     assert sent["get_weather"]["description"] == weather["description"]
     assert sent["get_weather"]["parameters"]["properties"] == weather["parameters"]["properties"]
+    # no "strict": vLLM then leaves the arguments to the model, and an answer out of the
+    # schema's bounds reaches pydantic's validation (strict_tools=True puts it back)
+    assert not [name for name, fn in sent.items() if fn.get("strict")]
+    strict = []
+    model = agents.agent_model(standin_server.base_url, standin_server.models()[0],
+                               strict_tools=True, on_request=strict.append)  # fmt: skip
+    settings = agents.model_settings(thinking=True, temperature=0, max_tokens=256)
+    agents.run_agent(agents.demo_agent(model, settings=settings))
+    assert all(t["function"].get("strict") is True for t in strict[0]["tools"])
 
 
 @pytest.mark.server

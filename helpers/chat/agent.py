@@ -116,6 +116,7 @@ def agent_model(
     api_key: str = "EMPTY",
     timeout: float = 120.0,
     forced_tool_choice: bool = False,
+    strict_tools: bool = False,
     on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
     """pydantic-ai's chat-completions model for ``model`` served at ``base_url``.
@@ -129,6 +130,12 @@ def agent_model(
             model writes its own tool calls; True lets pydantic-ai send ``"required"`` when
             only tools may answer, which on vLLM 0.32.0 makes the grammar write a JSON array
             instead (module docstring).
+        strict_tools: False (default) sends the tools without ``"strict": true`` (pydantic-ai's
+            vLLM profile sends it on every tool), so vLLM does not constrain the arguments with
+            a grammar and an answer out of its schema's bounds reaches pydantic's validation,
+            which sends it back for another try: with strict tools vLLM 0.32.0 bent an answer
+            into range (``difference_c: int = Field(ge=100)`` came back 444 while the
+            reasoning said 4). True: the grammar keeps every call valid, right or not.
         on_request: called with each request's JSON body before it is sent (what the SDK
             sends: messages, tools, tool_choice), e.g. to show or record it.
 
@@ -164,7 +171,10 @@ def agent_model(
     )
     profile = merge_profile(
         VLLMProvider.model_profile(model),
-        OpenAIModelProfile(supports_forced_tool_choice=forced_tool_choice),
+        OpenAIModelProfile(
+            supports_forced_tool_choice=forced_tool_choice,
+            openai_supports_strict_tool_definition=strict_tools,
+        ),
     )
     return OpenAIChatModel(model, provider=provider, profile=profile)
 
