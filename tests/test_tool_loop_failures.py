@@ -21,7 +21,7 @@ def _broken(**kw):
     raise ConnectionError("weather service unreachable")
 
 
-def test_every_call_failed_is_said_on_the_result(rec, client):  # noqa: F811 - fixtures
+def test_every_call_failed_is_said_on_the_result(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -42,7 +42,7 @@ def test_every_call_failed_is_said_on_the_result(rec, client):  # noqa: F811 - f
     assert f"!! {loop.warning}" in out.getvalue()
 
 
-def test_one_call_that_ran_is_no_such_warning(rec, client):  # noqa: F811 - fixtures
+def test_one_call_that_ran_is_no_such_warning(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
     with warnings.catch_warnings():
         warnings.simplefilter("error", tools_mod.ToolCallsFailedWarning)
@@ -56,7 +56,7 @@ def test_one_call_that_ran_is_no_such_warning(rec, client):  # noqa: F811 - fixt
     )
 
 
-def test_a_forced_tool_choice_answered_with_text_is_never_the_loops_answer(rec, client):  # noqa: F811 - fixtures
+def test_a_forced_tool_choice_answered_with_text_is_never_the_loops_answer(rec, client):
     """vllm #54808: with qwen3_coder a forced ``tool_choice`` can come back as prose with
     ``finish_reason="stop"`` (replayed: the stand-in's recorded prose answer, as the reply to
     a request that forced a call). ``chat`` marks and warns; the loop refuses it as an answer."""
