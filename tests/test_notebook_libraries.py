@@ -150,3 +150,16 @@ def test_check_libraries_names_the_missing_one_and_the_fix(monkeypatch):
     assert missing_modules(["json", "no_such_module_here"]) == {
         "no_such_module_here": "ModuleNotFoundError: No module named 'no_such_module_here'"
     }
+
+
+def test_the_notebook_extra_is_the_evals_and_agents_extras_together():
+    """Each optional part has its extra (``evals``, ``agents``, ``fleet``); the notebooks'
+    install cell takes ``notebook``, which must stay their union (markers aside)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def names(reqs):
+        return {r.split(";")[0].strip() for r in reqs}
+
+    assert names(extra["notebook"]) == names(extra["evals"]) | names(extra["agents"])
+    assert {"fleet", "evals", "agents", "standin"} <= set(extra)
