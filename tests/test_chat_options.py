@@ -355,7 +355,10 @@ def test_for_run_checks_its_arguments():
         prepare(None, stand_in="yes")
     with pytest.raises(TypeError, match="prepare: standin is not a run parameter"):
         prepare(None, standin=True)
-    with pytest.raises(TypeError, match="run_of: pass the server"):
-        ChatOptions.for_run(None)
+    for wrong in (None, "h100", 42, {}):  # nothing silently means "a GPU"
+        with pytest.raises(
+            TypeError, match=r"ChatOptions.for_run: pass the server \(srv = launch_server"
+        ):
+            ChatOptions.for_run(wrong)
     with pytest.raises(ValueError, match=r"`top_p`=2 must be <= 1"):
         ChatOptions.for_run(prepare(None), top_p=2)

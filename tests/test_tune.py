@@ -385,7 +385,13 @@ def test_points_measured_apart_are_named_beside_the_ratio(tmp_path):
     apart = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in")).summary()
     assert "note: fast and the recipe were measured 6.0 h apart (fast: 2026-12-01 15:00" in apart
     assert "on another host (fast: box-b; the recipe: box-a)" in apart
-    assert "tune(..., remeasure=['recipe'])" in apart
+    assert (
+        "Re-measure the older beside the other, on one host: tune(..., remeasure=['recipe'])"
+        in apart
+    )
+    write("fast", "20261130-090000", 150.0, "box-a")  # now the candidate is the older one
+    older = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in")).summary()
+    assert "measured 24.0 h apart" in older and "remeasure=['fast']" in older
     with pytest.raises(BenchError, match=r"remeasure name \['recpe'\]"):
         tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
                     remeasure=["recpe"], progress=False)  # fmt: skip

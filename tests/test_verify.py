@@ -105,7 +105,8 @@ def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
     run = _verify(f"http://127.0.0.1:{port}")
     assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
     lines = _lines(run.stdout)
-    assert lines["model"].startswith("FAIL  model: APIConnectionError")
+    assert lines["model"].startswith(f"FAIL  model: nothing answers at http://127.0.0.1:{port}/v1")
+    assert "fix: start the server, or check the host, the port" in lines["model"]
     assert all(lines[n].startswith("SKIP") for n in CHECKS[1:])
     bad = _verify("localhost:8000")
     assert bad.returncode == 2 and "is not a server URL: pass http://host:port" in bad.stderr

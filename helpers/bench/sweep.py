@@ -143,8 +143,9 @@ def _scenario(scenario: Any, cfg: Any) -> Any:
     CPU stand-in when the server's config serves the stand-in (``cfg.stand_in``)."""
     if isinstance(scenario, str):
         from helpers.bench.scenarios import scenario as named
+        from helpers.config.run import Run
 
-        return named(scenario, cfg)
+        return named(scenario, Run("stand_in") if getattr(cfg, "stand_in", False) else None)
     return scenario
 
 

@@ -190,7 +190,7 @@ class ChatOptions:
             TypeError: ``run`` is None; a value of the wrong type (see the class).
             ValueError: a value out of range (see the class).
         """
-        r = run_of(run)
+        r = run_of(run, "ChatOptions.for_run")
         d = r.defaults
         if max_tokens is None:
             max_tokens = r.max_tokens

@@ -241,20 +241,27 @@ class Run:
         return cls(weights, server_url or None, None, config, config)
 
 
-def run_of(source: Any) -> Run:
+def run_of(source: Any, caller: str = "run_of") -> Run:
     """The :class:`Run` of ``source``: a ``Run`` itself, a server handle's (``srv.run``, or
     derived from its ``config``), or a ``ServeConfig``'s (:meth:`Run.of_config`).
 
+    Args:
+        source: the server (``srv``), a fleet, ``srv.run``, or a ``ServeConfig``.
+        caller: the function the user called, for the error message.
+
     Raises:
-        TypeError: ``source`` is None (pass the server, e.g. ``srv``).
+        TypeError: anything else (None, a target name, a number): names what to pass.
     """
     if isinstance(source, Run):
         return source
-    if source is None:
-        raise TypeError("run_of: pass the server (srv), its run (srv.run) or its config; got None.")
     run = getattr(source, "run", None)
     if isinstance(run, Run):
         return run
     if hasattr(source, "base_url") or hasattr(source, "replicas"):  # a server or a fleet
         return Run.of_config(getattr(source, "config", None))
-    return Run.of_config(source)
+    if callable(getattr(source, "cli_flags", None)):  # a ServeConfig
+        return Run.of_config(source)
+    raise TypeError(
+        f"{caller}: pass the server (srv = launch_server(...)), its run (srv.run, or the run "
+        f"prepare() returned) or a ServeConfig; got {type(source).__name__} {source!r:.60}."
+    )

@@ -436,11 +436,12 @@ class TuneResult:
         if pts.empty or candidate == RECIPE or not pts["recipe"].any():
             return []
         mine, ref = pts[pts["candidate"] == candidate], pts[pts["recipe"]]
-        reasons = []
+        reasons, older = [], RECIPE
         when = {n: pd.to_datetime(p["date"], format=VLLM_DATE, errors="coerce").dropna()
                 for n, p in (("mine", mine), ("ref", ref))} if "date" in pts else {}  # fmt: skip
         if when and len(when["mine"]) and len(when["ref"]):
-            gap = abs((when["mine"].median() - when["ref"].median()).total_seconds())
+            delta = (when["mine"].median() - when["ref"].median()).total_seconds()
+            gap, older = abs(delta), (RECIPE if delta > 0 else candidate)
             if gap > MEASURED_APART_S:
                 reasons.append(
                     f"measured {gap / 3600:.1f} h apart ({candidate}: "
@@ -457,7 +458,7 @@ class TuneResult:
         return [
             f"  note: {candidate} and the recipe were {'; '.join(reasons)}: load and machine "
             "differ between them, so the ratio may be theirs, not the flags'. Re-measure the "
-            "recipe beside it: tune(..., remeasure=['recipe'])."
+            f"older beside the other, on one host: tune(..., remeasure=[{older!r}])."
         ]
 
     def plot(self, path: str | Path | None = None, workload: str | None = None):

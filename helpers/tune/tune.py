@@ -254,9 +254,11 @@ def tune(
         retry_failed: launch again a candidate whose start failed before (default: report the
             recorded failure and skip it), and rerun failed points.
         only: measure only these candidate names now (the others' saved points still count).
-        remeasure: candidate names whose saved points are deleted and measured again now,
-            e.g. ``["recipe"]`` beside a candidate measured later (the summary names the pair
-            when points were measured apart: :meth:`TuneResult.measured_apart`).
+        remeasure: candidate names whose saved points are deleted and measured again now
+            (measured even when ``only`` leaves them out), e.g. ``["recipe"]`` beside a
+            candidate measured later: the summary names a pair measured more than
+            :data:`~helpers.tune.results.MEASURED_APART_S` (an hour) apart, on another host or
+            release, and which of the two to re-measure (:meth:`TuneResult.measured_apart`).
         progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
         startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
         bench_args: more ``vllm bench serve`` flags for every point.
@@ -311,7 +313,7 @@ def tune(
             record = {"name": cand.name, "command": cand.config.shell_command()}
             if stand_in and cand.standin_args is not None:  # what the stand-in serves differs
                 record["standin_args"] = {k: v for k, v in cand.standin_args.items()}
-            measuring = only is None or cand.name in only
+            measuring = only is None or cand.name in only or cand.name in remeasure
             _check_record(
                 cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring
             )

@@ -124,7 +124,16 @@ def verify(
     found: dict[str, Any] = {}
 
     def served() -> Check:
-        names = [m.id for m in client.models.list().data]
+        import openai
+
+        try:
+            names = [m.id for m in client.models.list().data]
+        except openai.APIConnectionError:
+            return Check("model", False, f"nothing answers at {client.base_url}",
+                         "start the server, or check the host, the port and that it is reachable from here")  # fmt: skip
+        except openai.NotFoundError:
+            return Check("model", False, f"{client.base_url}models is not found (HTTP 404)",
+                         "pass the server's root URL, http://host:port (or .../v1)")  # fmt: skip
         if not names:
             return Check("model", False, "/v1/models lists no model", "start vLLM with the model")
         found["model"] = model or names[0]
