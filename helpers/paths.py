@@ -77,5 +77,12 @@ def out_dir(*parts: str) -> Path:
 
 def slug(text: str, default: str = "out") -> str:
     """``text`` as a file-name part: runs of anything but letters, digits, ``_``, ``.`` and
-    ``-`` become one ``-``; at most 60 characters; ``default`` when nothing is left."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60].strip("-") or default
+    ``-`` become one ``-``; at most 60 characters, a longer one cut to 51 and ended with 8 hex
+    digits of its SHA-1, so two texts that differ only past the cut get two names (two plot
+    titles that differ in their last words wrote one file); ``default`` when nothing is left."""
+    import hashlib
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+    if len(name) > 60:
+        name = name[:51].strip("-") + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return name or default

@@ -318,3 +318,28 @@ def test_a_real_checkpoint_wholly_below_the_familys_floor_is_named_with_the_pair
     assert below_the_floor(scored(180), Run("download")) is None
     assert below_the_floor(scored(0, 16), Run("stand_in")) is None
     assert below_the_floor(scored(0, 50), Run("weightless")) is None
+
+
+def test_budget_plots_of_runs_whose_titles_differ_only_at_the_end_get_their_own_files(
+    tmp_path, monkeypatch
+):
+    """The stand-in's and the weightless run's budget plots were one file (their titles differ
+    past the 60 characters a file name kept), so two notebooks running at once overwrote each
+    other's figure (CI, 2026-12-02: the weightless notebook read back the stand-in's title)."""
+    import pandas as pd
+    from PIL import Image
+
+    from helpers.evals.budget import plot_budget_curve
+    from helpers.paths import slug
+
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    base = "1x H200 141GB (recipe's recommended command): accuracy against reasoning budget"
+    titles = [base, base + " (CPU stand-in)", base + " (weightless)"]
+    curve = pd.DataFrame({"budget": ["off", "no cap"], "accuracy": [0.5, 0.75], "low": [0.3, 0.5],
+                          "high": [0.7, 0.9], "mean_tokens": [10.0, 40.0]})  # fmt: skip
+    paths = [plot_budget_curve(curve, t) for t in titles]
+    assert len(set(paths)) == 3 and all(len(p.stem) <= 67 for p in paths)
+    for path, title in zip(paths, titles, strict=True):
+        with Image.open(path) as im:
+            assert im.text.get("Title") == title  # each file keeps its own figure
+    assert slug("h200 nvfp4") == "h200-nvfp4" and slug("") == "out"  # short names as before
