@@ -28,7 +28,7 @@ from helpers.bench.metrics import (
     acceptance_verdict,
     spec_decode_counters,
 )
-from helpers.config.run import run_of
+from helpers.config.run import serves_standin
 from helpers.errors import BenchError
 
 _LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -259,7 +259,7 @@ def results_table(
     ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
     instead of numbers that would read as measurements; end-to-end columns stay.
     """
-    stand_in = run is not None and run_of(run).stand_in
+    stand_in = serves_standin(run)
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]

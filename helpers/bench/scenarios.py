@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from helpers.config.run import run_of
+from helpers.config.run import serves_standin
 from helpers.errors import RecipeError
 from helpers.paths import COOKBOOK_DIR
 
@@ -312,7 +312,7 @@ def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> S
             f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
         )
     s = all_[name]
-    stand_in = run is not None and run_of(run).stand_in
+    stand_in = serves_standin(run)
     return scale_for_standin(s, standin_settings(path)) if stand_in else s
 
 

@@ -241,6 +241,12 @@ class Run:
         return cls(weights, server_url or None, None, config, config)
 
 
+def serves_standin(source: Any) -> bool:
+    """True when ``source`` (as :func:`run_of` takes it; None: a GPU run) serves the CPU
+    stand-in: the tables, plots, scenarios and tuning grids that shrink or relabel for it."""
+    return source is not None and run_of(source).stand_in
+
+
 def run_of(source: Any, caller: str = "run_of") -> Run:
     """The :class:`Run` of ``source``: a ``Run`` itself, a server handle's (``srv.run``, or
     derived from its ``config``), or a ``ServeConfig``'s (:meth:`Run.of_config`).

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import ServerStartError
-from helpers.server import failures_setup  # noqa: F401 - declares the set-up failure kinds
+from helpers.server import failures_engine, failures_setup  # noqa: F401 - declare the kinds
 from helpers.server.failures import KINDS, Diagnosis, FailureKind
 from helpers.server.vllm_log import Wording, condense, last_error_line, read_tail
 

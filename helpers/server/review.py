@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers.server import vllm_log
-from helpers.server.failures import Diagnosis, _engine_stalled, _line_of
+from helpers.server.failures import Diagnosis, _line_of
+from helpers.server.failures_engine import _engine_stalled
 from helpers.server.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES
 
 #: Mean acceptance length below which speculative decoding is judged "not paying off":

@@ -12,7 +12,7 @@ from typing import Any
 from helpers.bench.point import _safe
 from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
-from helpers.config.run import run_of
+from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
 from helpers.tune.results import RECIPE
 from helpers.weights.prepare import served_config
@@ -185,7 +185,7 @@ def default_candidates(base: Any, *, run: Any = None) -> list[dict[str, Any]]:
     from helpers.config.load import shared_registry
 
     reg = shared_registry()
-    if run is not None and run_of(run).stand_in:
+    if serves_standin(run):
         specs: list[dict[str, Any]] = [
             {"name": "max-num-seqs-2", "extra_args": {"--max-num-seqs": 2},
              "note": "half the batch of the stand-in's recipe (4)"},

@@ -18,7 +18,7 @@ import pandas as pd
 from helpers.bench.point import _safe
 from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_point
 from helpers.bench.scenarios import Scenario
-from helpers.config.run import run_of
+from helpers.config.run import serves_standin
 from helpers.errors import BenchError
 from helpers.tune import slo as slos
 
@@ -174,7 +174,7 @@ def collect(
     return TuneResult(
         points=points, candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
-        gpu_hour_usd=gpu_hour_usd, stand_in=run is not None and run_of(run).stand_in,
+        gpu_hour_usd=gpu_hour_usd, stand_in=serves_standin(run),
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip

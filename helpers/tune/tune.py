@@ -281,8 +281,8 @@ def tune(
             f"mode={mode!r}: pass 'download', 'weightless' or 'stand_in' (what each candidate "
             "serves); servers={name: url} measures servers that already run."
         )
-    stand_in = mode == "stand_in"
     run = Run(mode, target=target)
+    stand_in = run.stand_in
     bounds = slos.SLO.coerce(slo)
     cands = make_candidates(target, candidates, include_recipe=include_recipe)
     loads = workloads(workload, run=run)

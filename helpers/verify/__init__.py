@@ -39,6 +39,18 @@ from helpers.config.demo import load_demo
 from helpers.errors import CookbookError
 from helpers.server.endpoint import make_client
 
+#: The checks, in the order they run (each is described in the module docstring).
+CHECKS = (
+    "model",
+    "reasoning on",
+    "reasoning off",
+    "tool call",
+    "stream",
+    "schema",
+    "budget",
+    "metrics",
+)
+
 #: Tokens per request: room for the stand-in's answers and a real model's short ones.
 VERIFY_MAX_TOKENS = 256
 
@@ -113,7 +125,7 @@ def verify(
         timeout: seconds per request.
 
     Returns:
-        One :class:`Check` per check, in the order of the module docstring; when ``model``
+        One :class:`Check` per name of :data:`CHECKS`, in that order; when ``model``
         fails, the others are skipped.
 
     Raises:
@@ -153,16 +165,7 @@ def verify(
 
     checks = [_run("model", served)]
     if not checks[0].ok:
-        later = (
-            "reasoning on",
-            "reasoning off",
-            "tool call",
-            "stream",
-            "schema",
-            "budget",
-            "metrics",
-        )
-        return checks + [Check(n, None, "the model check failed") for n in later]
+        return checks + [Check(n, None, "the model check failed") for n in CHECKS[1:]]
     name = found["model"]
     greedy = ChatOptions(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
 
@@ -253,7 +256,6 @@ def verify(
             f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples",
         )
 
-    for check_name, fn in (("reasoning on", reasoning_on), ("reasoning off", reasoning_off), ("tool call", tool_call),
-                           ("stream", streamed), ("schema", schema), ("budget", budget), ("metrics", metrics)):  # fmt: skip
-        checks.append(_run(check_name, fn))
+    later = (reasoning_on, reasoning_off, tool_call, streamed, schema, budget, metrics)
+    checks += [_run(n, fn) for n, fn in zip(CHECKS[1:], later, strict=True)]
     return checks
