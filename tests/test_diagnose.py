@@ -712,6 +712,45 @@ def test_a_loaded_aot_artifact_that_crashes_in_the_graph_is_the_cache():
     assert diagnose(load + kv).name == "kv_cache_too_small"
 
 
+def test_a_loaded_aot_artifact_that_fails_inductors_input_check_is_the_cache():
+    # An artifact compiled for other inputs, loaded and run: torch 2.13.0's Inductor runtime
+    # (torch/_inductor/output_code.py line 763 calls the compiled graph through
+    # utils.py align_inputs_from_check_idxs.run, line 3832, whose copy_misaligned_inputs asserts
+    # at line 3876: "Expected tensors only, but got: {type(_inp)}"), reached from vLLM 0.32.0's
+    # decorators.py line 703 (output = self.aot_compiled_fn(...)). Frame lines as in those wheels;
+    # the user-reported shape of this crash (ls1intum/edutelligence #579).
+    pre = "(EngineCore pid=90) ERROR 12-01 10:00:02 [core.py:1510] "
+    load = (
+        "(EngineCore pid=90) INFO 12-01 10:00:00 [decorators.py:320] [backbone] Directly load AOT "
+        f"compilation from path {_AOT_DIR}/model\n"
+    )
+    inductor = [
+        '  File "/venv/torch/_inductor/output_code.py", line 763, in __call__',
+        "    return self.current_callable(inputs)",
+        '  File "/venv/torch/_inductor/utils.py", line 3832, in run',
+        "    old_tensors, new_tensors = copy_misaligned_inputs(",
+        '  File "/venv/torch/_inductor/utils.py", line 3876, in copy_misaligned_inputs',
+        "    assert isinstance(_inp, torch.Tensor), (",
+        "AssertionError: Expected tensors only, but got: <class 'int'>",
+    ]
+    vllm_frames = [
+        '  File "/venv/vllm/compilation/decorators.py", line 703, in __call__',
+        "    output = self.aot_compiled_fn(self, *args, **kwargs)",
+    ]
+    whole = ["Traceback (most recent call last):", *vllm_frames, *inductor]
+    d = diagnose(load + "".join(pre + line + "\n" for line in whole))
+    assert d.name == "compile_cache" and f"{_AOT_DIR}/model" in d.cause
+    assert "/data/out/cache/vllm-0.32.0-sm90/vllm/torch_compile_cache" in d.fix
+    # the worker's short traceback keeps only the innermost frames: Inductor's runtime alone
+    short = ["Traceback (most recent call last):", *inductor]
+    d = diagnose(load + "".join(pre + line + "\n" for line in short))
+    assert d is not None and d.name == "compile_cache"
+    assert "VLLM_DISABLE_COMPILE_CACHE=1" in d.fix
+    # the same assertion with no saved artifact loaded first is not the cache
+    other = diagnose("".join(pre + line + "\n" for line in short))
+    assert other is None or other.name != "compile_cache"
+
+
 # ------------------------------------------------------------ no CUDA compiler; CUDA 12 driver, CUDA 13 wheel
 
 

@@ -257,9 +257,13 @@ CACHE_PATHS = (
 )
 #: A traceback after a cache load that runs through the loaded artifact (decorators.py:
 #: ``output = self.aot_compiled_fn(self, *args, **kwargs)``; loader frames; Inductor's
-#: generated code under the cache root), or a GPU error of a kernel built elsewhere.
+#: generated code under the cache root; Inductor's runtime wrappers that check a loaded
+#: graph's inputs, torch 2.13.0 ``torch/_inductor/utils.py`` ``copy_misaligned_inputs``:
+#: "Expected tensors only, but got: <class 'int'>" when an artifact compiled for other inputs
+#: is run), or a GPU error of a kernel built elsewhere.
 CACHE_CRASH = (
     r"self\.aot_compiled_fn\(|_try_load_aot_compiled_fn|load_compiled_function|"
+    r"copy_misaligned_inputs|align_inputs_from_check_idxs|Expected tensors only, but got|"
     r"torch_compile_cache/|inductor_cache/|no kernel image is available for execution|"
     r"CUDA error: (?:an illegal memory access|invalid device function|misaligned address)|"
     r"undefined symbol"
