@@ -30,11 +30,6 @@ from helpers.weights.hub import (
     offline_requested,
     resolve_cache_dir,
 )
-from helpers.weights.watchdog import (
-    DOWNLOAD_STALL_TIMEOUT_S,
-    warn_old_hf_xet,
-    watched_snapshot_download,
-)
 
 # Space to keep free beyond the download itself (GB): the hub writes each file to
 # ``blobs/<etag>.incomplete`` and renames it, so no file is stored twice, but a full disk
@@ -187,7 +182,6 @@ def fetch(
     headroom_gb: float = HEADROOM_GB,
     max_workers: int = 8,
     quiet: bool = False,
-    stall_timeout: float | None = DOWNLOAD_STALL_TIMEOUT_S,
 ) -> DownloadResult:
     """Make ``cfg``'s checkpoint and drafters local; return what was done and the new config.
 
@@ -196,11 +190,10 @@ def fetch(
     unpinned one) is used as is; (2) offline and not cached: stop, naming the fix; (3) the hub's
     sizes of the missing files (``model_info(..., files_metadata=True)``) against the cache
     folder's free space plus ``headroom_gb``: stop when they do not fit; (4)
-    ``snapshot_download`` at the pinned revision (its tqdm bars), watched: a download with no
-    byte landing in the cache for ``stall_timeout`` seconds is ended with the bytes done and
-    the fix (:func:`helpers.weights.watchdog.watched_snapshot_download`; an ``hf_xet`` older
-    than 1.5.2 is warned about first). An unpinned revision resolves to a commit, printed so it
-    can be pinned in ``cookbook/recipe.yaml``.
+    ``snapshot_download`` at the pinned revision (its tqdm bars; the package requires
+    ``hf_xet>=1.5.2``, the release that fixed Xet downloads stalling with no error). An
+    unpinned revision resolves to a commit, printed so it can be pinned in
+    ``cookbook/recipe.yaml``.
 
     Args:
         cfg: a resolved :class:`~helpers.config.serveconfig.ServeConfig`.
@@ -210,8 +203,6 @@ def fetch(
         headroom_gb: free space (GB) to leave beyond the download.
         max_workers: parallel file downloads (``snapshot_download``).
         quiet: print nothing (the hub's progress bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
-        stall_timeout: seconds without download progress before it is ended
-            (:data:`helpers.weights.watchdog.DOWNLOAD_STALL_TIMEOUT_S`, 300); None: no watch.
 
     Returns:
         :class:`DownloadResult`; ``.config`` serves the local folders with ``HF_HUB_OFFLINE=1``.
@@ -219,8 +210,7 @@ def fetch(
     Raises:
         HubAccessError: gated / unauthorised / private repo (accept the licence, set HF_TOKEN).
         DiskSpaceError: the missing files do not fit (free N GB, or another cache_dir).
-        WeightsError: offline and not cached, hub unreachable, unknown revision, or a download
-            that stalled (names the bytes done and ``HF_HUB_DISABLE_XET=1`` / the hf_xet upgrade).
+        WeightsError: offline and not cached, hub unreachable, or unknown revision.
     """
     if cfg.stand_in:
         from helpers.standin import build as standin  # lazy: building the stand-in imports torch
@@ -291,21 +281,21 @@ def fetch(
                 cache_dir=str(cache),
             )
 
-        # 4. Download at the pinned revision (the hub's progress bars), watched for stalls.
-        advice = warn_old_hf_xet()
-        if advice and not quiet:
-            print(f"WARNING: {advice}")
+        # 4. Download at the pinned revision (the hub's progress bars).
+        from huggingface_hub import snapshot_download
+
         for item, _commit, size, todo in plans:
             if not quiet:
                 print(
                     f"{item.role}: {item.repo}@{item.revision or 'main'}: {_human(todo)} to fetch"
                 )
-            path = watched_snapshot_download(
+            path = _call(
+                snapshot_download,
                 item.repo,
-                item.revision,  # unpinned: the hub resolves it and writes refs/main
-                cache_dir=cache,
-                expected_bytes=todo,
-                stall_timeout=stall_timeout,
+                item.revision,
+                item.repo,
+                revision=item.revision,  # unpinned: the hub resolves it and writes refs/main
+                cache_dir=str(cache),
                 allow_patterns=item.allow_patterns or None,
                 token=token,
                 endpoint=_endpoint(),
@@ -341,7 +331,6 @@ def download(
     token: str | bool | None = None,
     headroom_gb: float = HEADROOM_GB,
     quiet: bool = False,
-    stall_timeout: float | None = DOWNLOAD_STALL_TIMEOUT_S,
 ) -> ServeConfig:
     """Download (or reuse from the cache) ``cfg``'s checkpoint and drafters; return the config
     that serves the local folders. See :func:`fetch` for arguments, order of work and errors.
@@ -359,7 +348,6 @@ def download(
         token=token,
         headroom_gb=headroom_gb,
         quiet=quiet,
-        stall_timeout=stall_timeout,
     ).config
 
 
