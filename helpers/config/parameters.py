@@ -8,30 +8,33 @@ in the first code cell, naming the parameter, the value and an example of the ri
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import TypeAdapter, ValidationError
 
 from helpers.config.load import shared_registry
 from helpers.errors import CookbookError
 
+#: The names a parameters cell's annotation strings may use (evaluated with no builtins).
+_NAMES = {"Optional": Optional, "List": list, "list": list, "dict": dict, "None": None}
+_NAMES.update({t.__name__: t for t in (str, int, float, bool)})
 
-def _type_ok(value: Any, annotation: str) -> bool:
-    """Does ``value`` fit ``annotation`` (``int``, ``Optional[list[int]]``, ``str | None``...)?"""
-    text = annotation.replace(" ", "")
-    m = re.fullmatch(r"Optional\[(.+)\]", text)
-    if m:
-        return value is None or _type_ok(value, m.group(1))
-    if "|" in text:
-        return any(_type_ok(value, part) for part in text.split("|"))
-    m = re.fullmatch(r"(?:list|List)\[(.+)\]", text)
-    if m:
-        return isinstance(value, (list, tuple)) and all(_type_ok(v, m.group(1)) for v in value)
-    if text in ("list", "List"):
-        return isinstance(value, (list, tuple))
-    if text in _SIMPLE_TYPES:
-        if isinstance(value, bool) and text in ("int", "float"):
-            return False
-        return isinstance(value, _SIMPLE_TYPES[text])
-    return True  # an annotation this checker does not read: accept
+
+def _type_error(value: Any, annotation: Any) -> str | None:
+    """Why ``value`` does not fit ``annotation`` (a type, or a string such as
+    ``"Optional[list[int]]"`` or ``"str | None"``), in pydantic's strict-mode words (no
+    conversion: bool is not an int, ``"3"`` is not an int, an int is a float); None when it
+    fits or when the annotation names anything outside :data:`_NAMES` (not checked).
+    """
+    try:
+        if isinstance(annotation, str):
+            annotation = eval(annotation, {"__builtins__": {}}, _NAMES)  # noqa: S307
+        TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as e:
+        return "; ".join(err["msg"] for err in e.errors(include_url=False))
+    except Exception:  # noqa: BLE001 - an annotation this checker does not read: accept
+        return None
+    return None
 
 
 def _example(name: str, annotation: str) -> str:
@@ -59,9 +62,9 @@ def check_parameters(namespace: dict[str, Any]) -> None:
     Called in a notebook right after the parameters (and papermill's injected values) are
     set, so a wrong type fails at once, naming the parameter, instead of many cells later.
     The declarations are the parameters cell's annotations (``name: "Optional[list[int]]"
-    = None``), which papermill also shows in ``--help-notebook``; the checker reads
-    ``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``Optional[X]`` and
-    ``X | Y`` (bool is not accepted as int).
+    = None``), which papermill also shows in ``--help-notebook``; pydantic's strict mode
+    checks each value against its annotation (``str``, ``int``, ``float``, ``bool``,
+    ``None``, ``list[X]``, ``dict``, ``Optional[X]``, ``X | Y``; bool is not accepted as int).
 
     A notebook with a ``quality`` parameter (the target notebooks: steps 10 and 12) also
     gets it checked key by key (:func:`check_quality`), so a misspelled key fails here, before
@@ -85,10 +88,11 @@ def check_parameters(namespace: dict[str, Any]) -> None:
             else getattr(annotation, "__name__", str(annotation))
         )
         value = namespace[name]
-        if not _type_ok(value, ann):
+        why = _type_error(value, annotation)
+        if why:
             bad.append(
                 f"{name} = {value!r} ({type(value).__name__}), but the parameters cell declares "
-                f"{ann}: pass e.g. {_example(name, ann)}"
+                f"{ann} ({why}): pass e.g. {_example(name, ann)}"
             )
     if bad:
         raise CookbookError("Notebook parameter of the wrong type: " + "; ".join(bad) + ".")
@@ -98,14 +102,6 @@ def check_parameters(namespace: dict[str, Any]) -> None:
         default = targets[target].variant if target in targets else None
         check_quality(namespace.get("quality"), target, namespace.get("variant") or default)
 
-
-_SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "float": (int, float),
-    "bool": (bool,),
-    "None": (type(None),),
-}
 
 #: The keys of a notebook's ``quality`` parameter (steps 10 and 12) and of its ``compare``.
 QUALITY_KEYS = ("items", "budgets", "compare")
