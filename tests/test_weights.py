@@ -396,7 +396,7 @@ def recorded_info() -> dict:
     return json.loads((DATA / "model_info_nvfp4.json").read_text())
 
 
-def test_repo_size_filters_by_allow_patterns():
+def test_sizes_filtered_by_allow_patterns():
     from huggingface_hub.hf_api import ModelInfo
 
     info = ModelInfo(**recorded_info())
@@ -405,10 +405,8 @@ def test_repo_size_filters_by_allow_patterns():
     assert "nemo/model_config.yaml" not in files
     assert "modeling_nemotron_h.py" in files and "chat_template.jinja" in files
     assert len([f for f in files if f.endswith(".safetensors")]) == 4
-    assert (
-        hub_mod.repo_size(info, NVFP4["allow_patterns"]) == 18_621_773_804
-    )  # ~ the recipe's 18 GB
-    assert hub_mod.repo_size(info, None) > hub_mod.repo_size(info, NVFP4["allow_patterns"])
+    assert sum(files.values()) == 18_621_773_804  # ~ the recipe's 18 GB
+    assert sum(hub_mod.matching_files(info, None).values()) > sum(files.values())
 
 
 def test_disk_space_refusal_before_downloading(hub, cache):

@@ -48,8 +48,6 @@ TARGET_OF: dict[str, str | None] = {
 }
 #: An A100 at or above this many GiB is the 80 GB part (the 40 GB one reports 40960 MiB).
 A100_80GB_MIN_GIB = 60.0
-#: Compute capability with FP4 tensor cores (Blackwell, sm_100 / sm_120).
-FP4_COMPUTE_CAPABILITY = (10, 0)
 STANDIN_TARGET = "cpu"
 
 

@@ -1,7 +1,7 @@
 """The Hugging Face hub, the parts a download needs: cache, offline mode, sizes, errors.
 
 :func:`resolve_cache_dir` and :func:`offline_requested` read the hub's settings now (so a
-notebook's ``os.environ`` change counts); :func:`matching_files` / :func:`repo_size` size a
+notebook's ``os.environ`` change counts); :func:`matching_files` sizes a
 ``model_info(..., files_metadata=True)`` answer the way ``snapshot_download`` filters it;
 :func:`free_bytes` is the room on the cache's filesystem; ``_looks_complete`` checks a cached
 snapshot. ``_call`` runs a hub call and turns its errors into :mod:`helpers.errors` types
@@ -73,11 +73,6 @@ def matching_files(info: Any, allow_patterns: Sequence[str] | None) -> dict[str,
         filter_repo_objects(sizes, allow_patterns=list(allow_patterns) if allow_patterns else None)
     )
     return {k: v for k, v in sizes.items() if k in keep}
-
-
-def repo_size(info: Any, allow_patterns: Sequence[str] | None) -> int:
-    """Bytes ``snapshot_download(allow_patterns=...)`` would fetch for a fresh cache."""
-    return sum(matching_files(info, allow_patterns).values())
 
 
 def free_bytes(path: str | os.PathLike) -> int:
