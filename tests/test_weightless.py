@@ -86,14 +86,18 @@ def test_weight_bytes_match_the_checkpoint_sizes():
 
 
 def test_cache_sizes_per_token_and_sequence():
-    assert weightless.kv_cache_bytes_per_token(kv_cache_dtype="bf16") == 6 * 2 * 2 * 128 * 2
-    assert weightless.kv_cache_bytes_per_token(kv_cache_dtype="fp8") == 6 * 2 * 2 * 128
-    fp32 = weightless.mamba_state_bytes_per_sequence(ssm_cache_dtype="float32")
-    fp16 = weightless.mamba_state_bytes_per_sequence(ssm_cache_dtype="float16")
+    """The weightless shape's cache sizes, by the memory planner's own arithmetic."""
+    from helpers.memory.architecture import Architecture
+
+    arch = Architecture.from_hf_config(weightless.arch_hf_config())
+    assert arch.kv_bytes_per_token("bf16") == 6 * 2 * 2 * 128 * 2
+    assert arch.kv_bytes_per_token("fp8") == 6 * 2 * 2 * 128
+    fp32 = arch.num_mamba_layers * arch.mamba_state_bytes_per_layer("float32", "bf16")
+    fp16 = arch.num_mamba_layers * arch.mamba_state_bytes_per_layer("float16", "bf16")
     assert fp32 == 23 * (64 * 64 * 128 * 4 + 3 * (4096 + 2 * 8 * 128) * 2)
     assert fp16 < fp32 / 1.9
-    with pytest.raises(errors.WeightlessError):
-        weightless.kv_cache_bytes_per_token(kv_cache_dtype="int3")
+    with pytest.raises(errors.RecipeError):
+        arch.kv_bytes_per_token("int3")
 
 
 # ------------------------------------------------------------------- NVFP4 quantization

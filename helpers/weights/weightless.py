@@ -23,11 +23,9 @@ from typing import Any
 
 from helpers.config.load import shared_registry
 from helpers.errors import (
-    RecipeError,
     WeightlessError,
 )
 from helpers.memory import architecture
-from helpers.memory.architecture import Architecture
 from helpers.paths import out_dir
 from helpers.standin.template import SPECIAL_TOKENS
 from helpers.weights.weightless_tokenizer import write_tokenizer
@@ -241,54 +239,6 @@ def weight_bytes(config: Mapping[str, Any] | None = None) -> int:
         config: a ``config.json`` mapping (default :func:`arch_hf_config`).
     """
     return architecture.weight_bytes(config or arch_hf_config())
-
-
-def _architecture(config: Mapping[str, Any] | None) -> Architecture:
-    return Architecture.from_hf_config(dict(config or arch_hf_config()))
-
-
-def _bytes(fn, *args) -> int:
-    try:
-        return fn(*args)
-    except RecipeError as exc:  # an unknown dtype name
-        raise WeightlessError(str(exc)) from exc
-
-
-def kv_cache_bytes_per_token(
-    config: Mapping[str, Any] | None = None, kv_cache_dtype: str = "bf16"
-) -> int:
-    """KV-cache bytes one token takes over all attention layers
-    (:meth:`helpers.memory.architecture.Architecture.kv_bytes_per_token`, one GPU).
-
-    = attention layers x 2 (K and V) x KV heads x head_dim x dtype bytes; for this
-    model 6 x 2 x 2 x 128 = 3072 values: 6 KiB in BF16 (``--kv-cache-dtype auto``),
-    3 KiB in FP8 (``--kv-cache-dtype fp8``).
-
-    Raises:
-        WeightlessError: an unknown dtype name.
-    """
-    return _bytes(_architecture(config).kv_bytes_per_token, kv_cache_dtype)
-
-
-def mamba_state_bytes_per_sequence(
-    config: Mapping[str, Any] | None = None,
-    ssm_cache_dtype: str = "float32",
-    conv_dtype: str = "bf16",
-) -> int:
-    """Mamba state bytes one running sequence holds, whatever its length
-    (:meth:`helpers.memory.architecture.Architecture.mamba_state_bytes_per_layer` x Mamba layers).
-
-    Per Mamba layer: the SSM state heads x head_dim x state (64 x 64 x 128 = 512 Ki
-    values; FP32 by default, FP16 with ``--mamba-ssm-cache-dtype float16``) plus the
-    convolution state (kernel - 1) x (d_inner + 2·groups·state) values in the model dtype.
-    About 46 MiB per sequence in FP32 for 23 layers, 23 MiB in FP16. vLLM allocates it in
-    blocks shared with the KV cache (and keeps extra copies with prefix caching).
-
-    Raises:
-        WeightlessError: an unknown dtype name.
-    """
-    a = _architecture(config)
-    return a.num_mamba_layers * _bytes(a.mamba_state_bytes_per_layer, ssm_cache_dtype, conv_dtype)
 
 
 # --------------------------------------------------------------------------------------
