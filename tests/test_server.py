@@ -41,7 +41,7 @@ from helpers.server.processes import (
     free_port,
     port_is_free,
 )
-from helpers.server.vllm_log import startup_phase
+from helpers.server.vllm_log import phase_kind, startup_phase
 from helpers.server.vllm_server import VLLMServer
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -116,7 +116,7 @@ def test_startup_phases_from_a_recorded_cpu_start():
         ph = startup_phase(line)
         if ph and (not phases or phases[-1] != ph):
             phases.append(ph)
-    kinds = [server_mod._phase_kind(p) for p in phases]
+    kinds = [phase_kind(p) for p in phases]
     order = ["loading weights", "compiling", "profiling memory", "allocating the KV cache", "ready"]
     firsts = [kinds.index(next(k for k in kinds if k.startswith(o))) for o in order]
     assert firsts == sorted(firsts), phases

@@ -68,9 +68,6 @@ _DEFAULT = object()
 
 ProgressFn = Callable[[str, float], None]
 
-#: :func:`helpers.server.vllm_log.phase_kind` under the private name tests/test_server.py uses.
-_phase_kind = phase_kind
-
 
 def _slug(text: str) -> str:
     return slug(text, "server")
