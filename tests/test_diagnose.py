@@ -438,11 +438,6 @@ def test_every_catalogue_entry_records_the_releases_checked():
     d = diagnose(_log("kv_cache_too_small"))
     assert "vllm 0.8.5" in d.checked_releases and "vllm 0.28.0" in d.checked_releases
     assert "wording checked in" in d.report()
-    frame = __import__("helpers.server.diagnose", fromlist=["catalogue_frame"]).catalogue_frame()
-    assert (
-        set(frame["name"]) == {e.name for e in CATALOGUE}
-        and frame["checked_releases"].str.len().min() > 0
-    )
 
 
 def test_registry_vllm_releases_are_all_checked():

@@ -421,12 +421,11 @@ def run_agent(
     async def go():
         with capture_run_messages() as captured:
             try:
-                kwargs = {"message_history": list(message_history) if message_history else None}
-                if usage_limits is not None:
-                    kwargs["usage_limits"] = usage_limits
-                if deps is not None:
-                    kwargs["deps"] = deps
-                return await agent.run(prompt, **kwargs), captured
+                history = list(message_history) if message_history else None
+                run = agent.run(
+                    prompt, message_history=history, usage_limits=usage_limits, deps=deps
+                )
+                return await run, captured
             except AgentRunError as e:
                 e.__cookbook_messages__ = list(captured)
                 raise

@@ -15,9 +15,10 @@ import re
 import warnings
 import weakref
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from helpers.chat.parse import parse_response, warn_from_caller
+from helpers.chat.parse import _parse_reply, _Turn, warn_from_caller
 from helpers.chat.request import (
     DEFAULT_MAX_TOKENS,
     ChatOptions,
@@ -429,11 +430,7 @@ def chat(
     if max_tokens is None and budget is not None and max_model_len is not None:
         if budget >= max_model_len:
             raise _max_tokens_error(max_model_len, f"(reasoning_budget={budget})")
-    checks = dict(
-        tool_schemas=opts.tools,
-        recover_tool_calls=opts.recover_tool_calls,
-        max_model_len=max_model_len,
-    )
+    turn = _Turn.of(opts, max_model_len)
     try:
         if two_pass:
             return _chat_two_pass(
@@ -443,23 +440,12 @@ def chat(
                 opts,
                 max_tokens if max_tokens is not None else max_model_len,
                 extra,
-                checks,
+                turn,
                 unchecked=unchecked,
             )
+        kwargs = build_request(model, messages_or_prompt, opts, **extra)
         return check_forced_call(
-            parse_response(
-                _create(
-                    client,
-                    build_request(model, messages_or_prompt, opts, **extra),
-                    unchecked=unchecked,
-                ),
-                thinking=opts.thinking,
-                force_nonempty_content=opts.force_nonempty_content,
-                max_tokens=opts.max_tokens,
-                tools_requested=bool(opts.tools) and opts.tool_choice != "none",
-                **checks,
-            ),
-            opts,
+            _parse_reply(_create(client, kwargs, unchecked=unchecked), turn), opts
         )
     except _LimitNamed as e:
         remember_max_model_len(client, e.limit, model)
@@ -497,28 +483,25 @@ def _chat_two_pass(
     options: ChatOptions,
     max_tokens: int,
     extra: dict[str, Any],
-    checks: dict[str, Any],
+    turn: _Turn,
     *,
     unchecked: bool = False,
 ) -> ChatResult:
     """Client-side reasoning budget (``options.reasoning_budget``, >= 1) for servers
-    without ``thinking_token_budget``; ``max_tokens`` caps both requests together."""
+    without ``thinking_token_budget``; ``max_tokens`` caps both requests together; ``turn``
+    as the request asked (each pass is checked as what it is)."""
     budget = options.reasoning_budget
     assert budget is not None
     messages = as_messages(messages_or_prompt)
-    tools_requested = bool(options.tools) and options.tool_choice != "none"
     first_opts = options.replace(max_tokens=budget, reasoning_budget=None)
     with warnings.catch_warnings():
         # Running out at the budget is the point of pass 1; don't warn about it.
         warnings.simplefilter("ignore", ReasoningTruncatedWarning)
-        first = parse_response(
+        first = _parse_reply(
             _create(
                 client, build_request(model, messages, first_opts, **extra), unchecked=unchecked
             ),
-            thinking=True,
-            max_tokens=budget,
-            tools_requested=tools_requested,
-            **checks,
+            replace(turn, thinking=True, force_nonempty_content=False, max_tokens=budget),
         )
     if first.finish_reason != "length" or first.tool_calls or first.content.strip():
         # Reasoning ended inside the budget (answer possibly cut at the budget: then the
@@ -538,12 +521,11 @@ def _chat_two_pass(
         second_opts,
         **{**extra, "extra_body": extra_body},
     )
-    second = parse_response(
+    second = _parse_reply(
         _create(client, second_kwargs, unchecked=unchecked),
-        thinking=False,
-        max_tokens=second_opts.max_tokens,
-        tools_requested=tools_requested,
-        **checks,
+        replace(
+            turn, thinking=False, force_nonempty_content=False, max_tokens=second_opts.max_tokens
+        ),
     )
     return ChatResult(
         reasoning=first.reasoning,

@@ -123,14 +123,10 @@ def _unfinished_tool_call(text: str) -> int | None:
 
 
 def _check_tool_truncation(
-    result: ChatResult,
-    *,
-    max_tokens: int | None,
-    max_model_len: int | None,
-    tools_requested: bool,
+    result: ChatResult, max_tokens: int | None, max_model_len: int | None
 ) -> str | None:
-    """Where a reply was cut inside a tool call, move the fragment out of the answer and
-    return a description of it (``None`` when it was not)."""
+    """Where a reply that offered tools was cut inside a tool call, move the fragment out of
+    the answer and return a description of it (``None`` when it was not)."""
     u = result.usage
     if result.finish_reason == "length":
         for part in ("content", "reasoning"):
@@ -149,7 +145,7 @@ def _check_tool_truncation(
         reasoning_ended = (
             u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
         )
-        if tools_requested and not result.content.strip() and reasoning_ended:
+        if not result.content.strip() and reasoning_ended:
             return (
                 "the reasoning ended but nothing after it arrived: the server's tool parser "
                 "holds back a tool call until it is complete"
@@ -176,15 +172,24 @@ def _check_tool_truncation(
 
 @dataclass(frozen=True)
 class _Turn:
-    """What a turn's checks read besides the result: the request and the server's limit."""
+    """What a turn's checks read besides the result: what the request asked for (the
+    arguments of :func:`parse_response`) and the server's limit."""
 
-    thinking: bool
-    force_nonempty_content: bool
-    max_tokens: int | None
-    tools_requested: bool
-    tool_schemas: list[dict[str, Any]] | None
-    recover_tool_calls: bool
-    max_model_len: int | None
+    thinking: bool = True
+    force_nonempty_content: bool = False
+    max_tokens: int | None = None
+    tools_requested: bool = True
+    tool_schemas: list[dict[str, Any]] | None = None
+    recover_tool_calls: bool = False
+    max_model_len: int | None = None
+
+    @classmethod
+    def of(cls, opts: Any, max_model_len: int | None) -> _Turn:
+        """The turn a :class:`~helpers.chat.request.ChatOptions` asks for (tools count as
+        requested when offered and ``tool_choice`` is not ``"none"``)."""
+        tools_requested = bool(opts.tools) and opts.tool_choice != "none"
+        return cls(opts.thinking, opts.force_nonempty_content, opts.max_tokens, tools_requested,
+                   opts.tools, opts.recover_tool_calls, max_model_len)  # fmt: skip
 
     @property
     def limit(self) -> str:
@@ -257,9 +262,7 @@ def _cut_inside_tool_call(result: ChatResult, turn: _Turn) -> bool:
     """Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer."""
     if not turn.tools_requested:
         return False
-    cut = _check_tool_truncation(
-        result, max_tokens=turn.max_tokens, max_model_len=turn.max_model_len, tools_requested=True
-    )
+    cut = _check_tool_truncation(result, turn.max_tokens, turn.max_model_len)
     if not cut:
         return False
     result.truncated_in_tool_call = True
@@ -404,17 +407,7 @@ FINISH_CHECKS = (
 )
 
 
-def _finish(
-    result: ChatResult,
-    *,
-    thinking: bool,
-    force_nonempty_content: bool,
-    max_tokens: int | None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
+def _finish(result: ChatResult, turn: _Turn) -> ChatResult:
     """The checks shared by streamed and non-streamed turns.
 
     What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
@@ -428,12 +421,10 @@ def _finish(
     streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
     token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
     """
-    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
-                 recover_tool_calls, max_model_len)  # fmt: skip
     for check in FINISH_CHECKS:
         if check(result, turn):
             break
-    return _coerce_calls(result, tool_schemas)
+    return _coerce_calls(result, turn.tool_schemas)
 
 
 def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> Any:
@@ -510,6 +501,13 @@ def parse_response(
         ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
         docs; each sets a flag on the result too).
     """
+    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
+                 recover_tool_calls, max_model_len)  # fmt: skip
+    return _parse_reply(response, turn)
+
+
+def _parse_reply(response: Any, turn: _Turn) -> ChatResult:
+    """:func:`parse_response` for a turn already described."""
     choices = _get(response, "choices") or []
     if not choices:
         raise ResponseError(
@@ -534,13 +532,4 @@ def parse_response(
         usage=Usage.from_raw(_get(response, "usage")),
         raw=response,
     )
-    return _finish(
-        result,
-        thinking=thinking,
-        force_nonempty_content=force_nonempty_content,
-        max_tokens=max_tokens,
-        tools_requested=tools_requested,
-        tool_schemas=tool_schemas,
-        recover_tool_calls=recover_tool_calls,
-        max_model_len=max_model_len,
-    )
+    return _finish(result, turn)

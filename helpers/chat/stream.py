@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from helpers.chat.completions import _create, _fit_to_server, _LimitNamed, remember_max_model_len
-from helpers.chat.parse import _finish
+from helpers.chat.parse import _finish, _Turn
 from helpers.chat.request import (
     ChatOptions,
     _check_client,
@@ -74,21 +74,13 @@ class _Assembler:
                 self.finish_reason = _get(choice, "finish_reason")
         return events
 
-    def result(
-        self,
-        *,
-        thinking: bool,
-        force_nonempty_content: bool,
-        max_tokens: int | None,
-        tools_requested: bool,
-        **checks: Any,
-    ) -> ChatResult:
+    def result(self, turn: _Turn) -> ChatResult:
         reasoning, content = "".join(self.reasoning), "".join(self.content)
         # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
         # force_nonempty_content) repeats it as content in the last delta; the
         # non-streamed reply has it only in content. Match that shape.
         if (
-            (force_nonempty_content or not thinking)
+            (turn.force_nonempty_content or not turn.thinking)
             and reasoning
             and content.strip() == reasoning.strip()
         ):
@@ -104,42 +96,16 @@ class _Assembler:
             usage=self.usage,
             raw=self.chunks,
         )
-        return _finish(
-            result,
-            thinking=thinking,
-            force_nonempty_content=force_nonempty_content,
-            max_tokens=max_tokens,
-            tools_requested=tools_requested,
-            **checks,
-        )
+        return _finish(result, turn)
 
 
 class ChatStream:
     """Iterate for :class:`StreamEvent` s as they arrive; afterwards ``.result`` holds the
     assembled :class:`ChatResult` (same shape as :func:`~helpers.chat.completions.chat`'s)."""
 
-    def __init__(
-        self,
-        chunks: Iterable[Any],
-        *,
-        thinking: bool,
-        force_nonempty_content: bool,
-        max_tokens: int | None,
-        tools_requested: bool = True,
-        tool_schemas: list[dict[str, Any]] | None = None,
-        recover_tool_calls: bool = False,
-        max_model_len: int | None = None,
-    ):
+    def __init__(self, chunks: Iterable[Any], turn: _Turn):
         self._chunks = chunks
-        self._opts = dict(
-            thinking=thinking,
-            force_nonempty_content=force_nonempty_content,
-            max_tokens=max_tokens,
-            tools_requested=tools_requested,
-            tool_schemas=tool_schemas,
-            recover_tool_calls=recover_tool_calls,
-            max_model_len=max_model_len,
-        )
+        self._turn = turn
         self._assembler = _Assembler()
         self._result: ChatResult | None = None
         self._started = False
@@ -152,7 +118,7 @@ class ChatStream:
         self._started = True
         for chunk in self._chunks:
             yield from self._assembler.feed(chunk)
-        self._result = self._assembler.result(**self._opts)
+        self._result = self._assembler.result(self._turn)
 
     @property
     def result(self) -> ChatResult:
@@ -205,16 +171,7 @@ def stream_chat(
     except _LimitNamed as e:
         remember_max_model_len(client, e.limit, model)
         return stream_chat(client, model, messages_or_prompt, options, **overrides)
-    return ChatStream(
-        response,
-        thinking=opts.thinking,
-        force_nonempty_content=opts.force_nonempty_content,
-        max_tokens=opts.max_tokens,
-        tools_requested=bool(opts.tools) and opts.tool_choice != "none",
-        tool_schemas=opts.tools,
-        recover_tool_calls=opts.recover_tool_calls,
-        max_model_len=max_model_len,
-    )
+    return ChatStream(response, _Turn.of(opts, max_model_len))
 
 
 def collect_stream(
@@ -237,13 +194,6 @@ def collect_stream(
     """
     if isinstance(stream, ChatStream):
         return stream.result
-    return ChatStream(
-        stream,
-        thinking=thinking,
-        force_nonempty_content=force_nonempty_content,
-        max_tokens=max_tokens,
-        tools_requested=tools_requested,
-        tool_schemas=tool_schemas,
-        recover_tool_calls=recover_tool_calls,
-        max_model_len=max_model_len,
-    ).result
+    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
+                 recover_tool_calls, max_model_len)  # fmt: skip
+    return ChatStream(stream, turn).result

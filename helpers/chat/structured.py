@@ -456,6 +456,7 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
             "there, as from_reasoning=True asked.",
         )
         text = found
+    reply = dict(text=text, reasoning=result.reasoning, finish_reason=result.finish_reason)
     if not text.strip():
         if result.finish_reason == "length":
             raise StructuredAnswerMissingError(
@@ -464,16 +465,12 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
                 "reasoning, empty content), and vLLM constrains only the answer after the "
                 "reasoning ends. Raise max_tokens, set a reasoning_budget, or pass "
                 "thinking=False.",
-                text=text,
-                reasoning=result.reasoning,
-                finish_reason=result.finish_reason,
+                **reply,
             )
         raise StructuredOutputInvalidError(
             f"The reply's content is empty (finish_reason={result.finish_reason!r}): no "
             f"{schema.__name__} to validate.",
-            text=text,
-            reasoning=result.reasoning,
-            finish_reason=result.finish_reason,
+            **reply,
         )
     try:
         json.loads(text)
@@ -483,9 +480,7 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
             f"The reply's content is not valid JSON{cut}: {e}. Text: {text[:200]!r}. Was the "
             "schema enforced? (a server without structured outputs, a drafting server, or "
             "max_tokens too small for the object).",
-            text=text,
-            reasoning=result.reasoning,
-            finish_reason=result.finish_reason,
+            **reply,
         ) from None
     try:
         return schema.model_validate_json(text)
@@ -494,8 +489,6 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
             f"The reply's content is JSON but not a valid {schema.__name__}: "
             f"{e.error_count()} error(s), first: {e.errors()[0]['msg']} at "
             f"{'.'.join(str(p) for p in e.errors()[0]['loc']) or '(root)'}. Text: {text[:200]!r}.",
-            text=text,
-            reasoning=result.reasoning,
-            finish_reason=result.finish_reason,
+            **reply,
             errors=e.errors(),
         ) from None

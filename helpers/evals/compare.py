@@ -1,22 +1,17 @@
 """Two configurations on the same items, paired: what the 4-bit checkpoint (or a kernel, a
 Mamba-state dtype, a budget) costs on the user's own box.
 
-Notebook verbs: :func:`compare` (two :class:`~helpers.evals.accuracy.AccuracyResult` already
-scored) and :func:`compare_configs` (serves each configuration in turn on this machine, or
-uses a running server per ``server_url``, scores both, stops what it started).
+Notebook verb: :func:`compare` (two :class:`~helpers.evals.accuracy.AccuracyResult` already
+scored on the same items; the notebook's step 12 serves the second configuration).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
-from helpers.chat.request import ChatOptions
-from helpers.config.evalsets import load_items
-from helpers.evals.accuracy import AccuracyResult, EvalError, evaluate
+from helpers.evals.accuracy import AccuracyResult, EvalError
 from helpers.evals.stats import McNemar, PairedDifference, mcnemar, paired_bootstrap
 
 
@@ -83,52 +78,3 @@ def compare(a: AccuracyResult, b: AccuracyResult) -> Comparison:
     return Comparison(
         a, b, mcnemar(a.correct(), b.correct()), paired_bootstrap(a.correct(), b.correct())
     )
-
-
-def compare_configs(
-    configs: Mapping[str, Any],
-    items: list[dict] | int | None = None,
-    *,
-    options: ChatOptions | None = None,
-    concurrency: int = 4,
-    startup_timeout: float = 1800,
-) -> Comparison:
-    """Score two configurations on the same items, one after the other, and pair them.
-
-    Args:
-        configs: ``{label: what}``, two entries in order A, B; each ``what`` is a
-            :class:`~helpers.config.serveconfig.ServeConfig` (served here in turn by a
-            :class:`~helpers.server.vllm_server.VLLMServer` of its own and stopped before the
-            next; servers you already run are left alone, so on one GPU stop yours first) or
-            a ``server_url`` string (a server that runs elsewhere, attached, left running).
-        items: as :func:`~helpers.evals.accuracy.evaluate` (the same list for both).
-        options: request settings for both (thinking, budget, sampling).
-        concurrency: requests in flight.
-        startup_timeout: seconds to wait for each server's ``/health``.
-
-    Raises:
-        EvalError: not exactly two configurations; whatever a launch or a run raises (the
-            server started for it is stopped first).
-    """
-    from helpers.server.launch import attach_server
-    from helpers.server.vllm_server import VLLMServer
-
-    if len(configs) != 2:
-        raise EvalError(
-            f"compare_configs takes two configurations, got {len(configs)}: {list(configs)}."
-        )
-    if items is None or isinstance(items, int):
-        every = load_items()
-        items = every if items is None else every[: max(0, items)]
-    runs: list[AccuracyResult] = []
-    for label, what in configs.items():
-        if isinstance(what, str):
-            srv = attach_server(what)
-            runs.append(evaluate(srv, items, options=options, label=label, concurrency=concurrency))
-            continue
-        srv = VLLMServer(what, startup_timeout=startup_timeout).start()
-        try:
-            runs.append(evaluate(srv, items, options=options, label=label, concurrency=concurrency))
-        finally:
-            srv.stop()
-    return compare(runs[0], runs[1])

@@ -150,37 +150,12 @@ def _pip_cmds(
 ) -> tuple[str, list[str]]:
     """One install command: display text and argv for this interpreter."""
     head = ["-U"] if upgrade else []
-    words = [*head, *map(_q, specs), *extra]
-    if colab:
-        return "%pip install " + " ".join(words), [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            *head,
-            *specs,
-            *extra,
-        ]
-    if uv:
-        return "uv pip install " + " ".join(words), [
-            "uv",
-            "pip",
-            "install",
-            "--python",
-            sys.executable,
-            *head,
-            *specs,
-            *extra,
-        ]
-    return "pip install " + " ".join(words), [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        *head,
-        *specs,
-        *extra,
-    ]
+    if uv and not colab:
+        shown, argv = "uv pip install", ["uv", "pip", "install", "--python", sys.executable]
+    else:
+        shown = "%pip install" if colab else "pip install"
+        argv = [sys.executable, "-m", "pip", "install"]
+    return " ".join([shown, *head, *map(_q, specs), *extra]), [*argv, *head, *specs, *extra]
 
 
 def _gpu_commands(

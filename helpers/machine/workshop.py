@@ -19,9 +19,11 @@ import subprocess
 import sys
 import time
 
+from packaging.utils import canonicalize_name
+
 from helpers.config.resolve import resolve
 from helpers.config.run import Run
-from helpers.config.versions import detect_vllm
+from helpers.config.versions import _dist_version, detect_vllm
 from helpers.errors import GpuRuntime, InstallError, RestartNeeded
 from helpers.machine.install import install_plan, run_plan
 from helpers.machine.sources import (
@@ -35,33 +37,22 @@ from helpers.machine.sources import (
     uninstall_argv,
 )
 
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return None
-
-
 #: The kernel's own machinery: loaded before any cell runs and never used by the notebook's
-#: code, so a newer copy on disk does not make the running kernel wrong.
+#: code, so a newer copy on disk does not make the running kernel wrong (names as
+#: ``packaging.utils.canonicalize_name`` writes them: ``jupyter_client`` is ``jupyter-client``).
 KERNEL_DISTRIBUTIONS = frozenset(
     {
         "ipykernel",
         "ipython",
         "jupyter-client",
-        "jupyter_client",
         "jupyter-core",
-        "jupyter_core",
         "traitlets",
         "pyzmq",
         "tornado",
         "comm",
         "debugpy",
         "prompt-toolkit",
-        "prompt_toolkit",
         "pygments",
-        "Pygments",
         "jedi",
         "parso",
         "decorator",
@@ -69,22 +60,16 @@ KERNEL_DISTRIBUTIONS = frozenset(
         "ptyprocess",
         "wcwidth",
         "matplotlib-inline",
-        "matplotlib_inline",
         "nest-asyncio",
-        "nest_asyncio",
         "stack-data",
-        "stack_data",
         "executing",
         "asttokens",
         "pure-eval",
-        "pure_eval",
         "platformdirs",
         "setuptools",
         "pip",
         "ipython-pygments-lexers",
-        "ipython_pygments_lexers",
         "google-colab",
-        "google_colab",
     }
 )
 
@@ -98,7 +83,7 @@ def imported_distributions() -> dict[str, str | None]:
         if "." in mod or mod.startswith("_"):
             continue
         for dist in owners.get(mod, []):
-            if dist not in KERNEL_DISTRIBUTIONS:
+            if canonicalize_name(dist) not in KERNEL_DISTRIBUTIONS:
                 dists[dist] = _dist_version(dist)
     return dists
 

@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from helpers.config.load import as_registry
-from helpers.config.schema import Registry
 from helpers.errors import RecipeError
 
 GiB = 1 << 30
@@ -114,20 +112,6 @@ class Architecture:
     @property
     def num_mlp_layers(self) -> int:
         return self.pattern.count("-")
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.pattern)
-
-    @classmethod
-    def from_registry(cls, registry: Registry | Mapping[str, Any] | None = None) -> Architecture:
-        """``model.architecture`` of ``cookbook/recipe.yaml`` (the real model; bf16).
-
-        Raises:
-            RecipeError: the pattern's length is not ``num_hidden_layers``.
-        """
-        reg = as_registry(registry)
-        return cls.from_schema(reg.model.architecture, reg.model.context_length_default or None)
 
     @classmethod
     def from_schema(cls, a: Any, context_length: int | None = None) -> Architecture:

@@ -5,7 +5,7 @@ cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state
 (a convolution window and an SSM state); the 23 MoE layers keep nothing. :func:`plan`
 reproduces vLLM's own arithmetic for such a model in named steps (each names the vLLM source
 it follows), so a notebook can say, before any download, how many sequences fit at which
-context on the target GPU; :func:`plan_targets` does it for every target. The byte model is
+context on the target GPU. The byte model is
 :class:`helpers.memory.architecture.Architecture`, the result :class:`helpers.memory.plan.Plan`,
 the speculative token budget :mod:`helpers.memory.tokenbudget`; the comparison with a
 server's log is :mod:`helpers.server.plan_check`.
@@ -14,21 +14,14 @@ server's log is :mod:`helpers.server.plan_check`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from helpers.config.load import as_registry
-from helpers.config.schema import Registry
 from helpers.config.versions import parse_version
 from helpers.errors import RecipeError
 from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.plan import Plan, judge
-from helpers.memory.tokenbudget import (
-    config_token_budget,
-)
-
-RegistryLike = Registry | Mapping[str, Any] | None
+from helpers.memory.tokenbudget import config_token_budget
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 #: Assumed GiB for vLLM's profiled activation peak + CUDA graphs + non-torch memory per GPU
@@ -473,47 +466,3 @@ def _parse_bytes(value: Any) -> int:
     if text and text[-1] in mult:
         return int(float(text[:-1]) * mult[text[-1]])
     return int(float(text))
-
-
-def plan_targets(
-    targets: Iterable[str] | None = None,
-    *,
-    context_len: int | None = None,
-    registry: RegistryLike = None,
-    **kwargs: Any,
-):
-    """One row per registry target (default: every GPU target): budget, KV, concurrency, verdict.
-
-    Returns:
-        pandas DataFrame with columns ``target``, ``variant``, ``speculative``,
-        ``kv_budget_gib``, ``kv_bytes_per_token``, ``mamba_mib_per_seq``, ``block_size``,
-        ``max_model_len``, ``max_concurrency`` (at max_model_len), ``max_num_seqs``,
-        ``seqs_that_fit`` (at ``context_len``), ``status``.
-    """
-    import pandas as pd
-
-    from helpers.config import resolve as recipes
-
-    reg = as_registry(registry)
-    names = list(targets) if targets is not None else reg.gpu_targets()
-    rows = []
-    for name in names:
-        cfg = recipes.resolve(name, registry=reg)
-        p = plan(cfg, context_len=context_len, **kwargs)
-        rows.append(
-            {
-                "target": name,
-                "variant": cfg.variant,
-                "speculative": cfg.speculative,
-                "kv_budget_gib": round(p.kv_budget_gib, 2),
-                "kv_bytes_per_token": p.kv_bytes_per_token,
-                "mamba_mib_per_seq": round(p.mamba_state_bytes_per_seq / 2**20, 2),
-                "block_size": p.block_size,
-                "max_model_len": p.max_model_len,
-                "max_concurrency": round(p.max_concurrency(), 2),
-                "max_num_seqs": p.max_num_seqs,
-                "seqs_that_fit": p.seqs_at_context,
-                "status": p.status,
-            }
-        )
-    return pd.DataFrame(rows)

@@ -6,8 +6,8 @@ server dies or times out during start-up and puts the result in
 (``print(diagnose(text, config=cfg))``: one sentence, what happened and what to change).
 :data:`CATALOGUE` is tried in order, specific kinds before broad ones; each kind is declared
 once, above the function that words its sentence (:func:`helpers.server.failures.failure`:
-its name, its place in the order, its log wording with the source file and the releases read;
-:func:`catalogue_frame` lists them). What a *running* server's log shows wrong is
+its name, its place in the order, its log wording with the source file and the releases read).
+What a *running* server's log shows wrong is
 :func:`helpers.server.review.review`.
 """
 
@@ -80,15 +80,3 @@ def start_failure(
     parts.append(f"Log: {log_path}")
     parts.append("--- last log lines ---\n" + tail)
     return ServerStartError("\n".join(parts), log_tail=tail, diagnosis=diag)
-
-
-def catalogue_frame():
-    """The catalogue as a DataFrame: ``name``, ``source``, ``checked_releases``."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        [
-            {"name": e.name, "source": e.source, "checked_releases": ", ".join(e.checked_releases)}
-            for e in CATALOGUE
-        ]
-    )

@@ -2,7 +2,8 @@
 happened, in the log's own numbers, and what to change), :class:`FailureKind` and
 :func:`failure` (each kind declared once, above its builder: its name, its place in the
 try-order, the log wording it matches with that wording's source and the releases read), and
-the helpers the builders share.
+the helpers the builders share. A kind whose sentence needs only the match's groups is
+declared with :func:`fixed_failure`, without a builder of its own.
 
 The builders themselves, one per kind: those about the engine's own start (memory, ports,
 flags, tokenizer, speculative decoding, kernels, a stall) in :mod:`helpers.server.failures_engine`,
@@ -131,6 +132,23 @@ def failure(name: str, order: int, wording: vllm_log.Wording) -> Callable[[Build
         return build
 
     return register
+
+
+def fixed_failure(name: str, order: int, wording: vllm_log.Wording, cause: str, fix: str) -> None:
+    """Declare the known failure ``name`` whose sentence needs nothing but the match:
+    ``cause`` and ``fix`` are :meth:`str.format` templates over its groups (``{0}`` the first,
+    ``{want}`` a named one); the evidence is the matched line.
+
+    Raises:
+        ValueError: as :func:`failure`.
+    """
+
+    def build(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+        groups, named = m.groups(), m.groupdict()
+        said = cause.format(*groups, **named), fix.format(*groups, **named)
+        return Diagnosis(name, *said, _line_of(m, text))
+
+    failure(name, order, wording)(build)
 
 
 # ---------------------------------------------------------------------------------------

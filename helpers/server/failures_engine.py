@@ -2,7 +2,9 @@
 memory, CUDA out of memory and memory other processes hold, ports in use, flags vLLM's parser
 refuses, tokenizer set-up, the speculative token budget, NVFP4 without a MoE kernel, a stalled
 engine and a ``max_model_len`` above the model's. Each builder is declared with
-:func:`~helpers.server.failures.failure` (same contract as :mod:`helpers.server.failures_setup`);
+:func:`~helpers.server.failures.failure` (or, where the sentence needs only the match,
+:func:`~helpers.server.failures.fixed_failure`; same contract as
+:mod:`helpers.server.failures_setup`);
 :mod:`helpers.server.diagnose` tries them by order.
 """
 
@@ -22,11 +24,11 @@ from helpers.server.failures import (
     _spec_settings,
     _target_bits,
     failure,
+    fixed_failure,
 )
 from helpers.server.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES, Wording, stalled_span
 
-
-@failure(
+fixed_failure(
     "mamba_cache_blocks",
     120,
     Wording(
@@ -34,16 +36,10 @@ from helpers.server.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES, Wording, 
         "vllm/config/compilation.py (CompilationConfig, full decode CUDA graphs for Mamba)",
         REGISTRY_RELEASES,
     ),
+    "max_num_seqs ({0}) exceeds the {1} Mamba cache blocks that fit in memory (each running "
+    "sequence needs one for the full CUDA graphs)",
+    "lower --max-num-seqs to {1} or less, or raise --gpu-memory-utilization",
 )
-def _mamba_blocks(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    seqs, blocks = int(m.group(1)), int(m.group(2))
-    return Diagnosis(
-        "mamba_cache_blocks",
-        f"max_num_seqs ({seqs}) exceeds the {blocks} Mamba cache blocks that fit in memory "
-        "(each running sequence needs one for the full CUDA graphs)",
-        f"lower --max-num-seqs to {blocks} or less, or raise --gpu-memory-utilization",
-        _line_of(m, text),
-    )
 
 
 @failure(
@@ -311,7 +307,7 @@ def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosi
     )
 
 
-@failure(
+fixed_failure(
     "missing_fastokens",
     140,
     Wording(
@@ -322,18 +318,13 @@ def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosi
         "vllm/tokenizers/fastokens.py (apply_fastokens_patch)",
         REGISTRY_RELEASES,
     ),
+    "VLLM_USE_FASTOKENS=1 is set (the BF16 recipe's fast tokenizer) but the fastokens "
+    "package (>= 0.2.0) is not installed",
+    'install it with pip install "fastokens>=0.2.0" (or unset VLLM_USE_FASTOKENS)',
 )
-def _fastokens(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    return Diagnosis(
-        "missing_fastokens",
-        "VLLM_USE_FASTOKENS=1 is set (the BF16 recipe's fast tokenizer) but the fastokens "
-        "package (>= 0.2.0) is not installed",
-        'install it with pip install "fastokens>=0.2.0" (or unset VLLM_USE_FASTOKENS)',
-        _line_of(m, text),
-    )
 
 
-@failure(
+fixed_failure(
     "trust_remote_code",
     150,
     Wording(
@@ -347,14 +338,9 @@ def _fastokens(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "vllm/transformers_utils/config.py (HFConfigParser)",
         REGISTRY_RELEASES + OLDER_RELEASES + ("transformers 5.19.0",),
     ),
+    "the checkpoint ships custom model code that vLLM will not run by default",
+    "add --trust-remote-code to the serve flags (the recipe's trust_remote_code feature)",
 )
-def _trust_remote_code(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    return Diagnosis(
-        "trust_remote_code",
-        "the checkpoint ships custom model code that vLLM will not run by default",
-        "add --trust-remote-code to the serve flags (the recipe's trust_remote_code feature)",
-        _line_of(m, text),
-    )
 
 
 @failure(

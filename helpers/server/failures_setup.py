@@ -3,7 +3,8 @@ up: hub access and disk space, a damaged checkpoint, the compile cache, CUDA and
 installs, kernels a GPU generation lacks. Same contract as :mod:`helpers.server.failures` (a
 builder gets the match, the log and the config, and returns a
 :class:`~helpers.server.failures.Diagnosis`), each declared above its builder with
-:func:`~helpers.server.failures.failure`.
+:func:`~helpers.server.failures.failure`, or with
+:func:`~helpers.server.failures.fixed_failure` where the sentence needs only the match.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from helpers.config.versions import _dist_version
 from helpers.server import vllm_log
 from helpers.server.failures import (
     Diagnosis,
@@ -19,6 +21,7 @@ from helpers.server.failures import (
     _line_of,
     _spec_settings,
     failure,
+    fixed_failure,
 )
 from helpers.server.vllm_log import REGISTRY_RELEASES, Wording
 
@@ -38,14 +41,7 @@ from helpers.server.vllm_log import REGISTRY_RELEASES, Wording
     ),
 )
 def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    repo = None
-    window = text[max(0, m.start() - 3000) : m.end() + 3000]
-    for url in re.finditer(vllm_log.HUB_REPO_URL, window):
-        if url.group(1).split("/")[0] not in ("docs", "api", "settings", "datasets", "spaces"):
-            repo = url.group(1).rstrip(".")
-            break
-    if repo is None and config is not None and getattr(config, "model", None):
-        repo = config.model
+    repo = _hub_repo(m, text, config)
     where = f"https://huggingface.co/{repo}" if repo else "the model page on huggingface.co"
     return Diagnosis(
         "gated_repo",
@@ -121,7 +117,7 @@ def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     return Diagnosis("hub_repo_not_found", cause, fix, _line_of(m, text))
 
 
-@failure(
+fixed_failure(
     "humming_non_gated_moe",
     30,
     Wording(
@@ -133,21 +129,15 @@ def _hub_repo_not_found(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "quantization/utils/humming_utils.py; recorded on an H200 (docs/results/h200.md)",
         ("vllm 0.26.0 (recorded log; the wording is the humming-kernels package's)",),
     ),
+    "this vLLM's Humming MoE kernel sized each expert's up-projection for a gated MLP "
+    "({want} rows, gate + up) but Nemotron's experts are non-gated relu² ({got} rows); "
+    "vLLM 0.27.0 fixed it (vllm-project/vllm#49096), 0.26.0 has the bug",
+    "serve with --moe-backend marlin on this vLLM, or install vLLM 0.27.0 or newer "
+    "(the h100/h200 targets pin 0.28.0: helpers.machine.install)",
 )
-def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    want, got = int(m.group("want")), int(m.group("got"))
-    return Diagnosis(
-        "humming_non_gated_moe",
-        f"this vLLM's Humming MoE kernel sized each expert's up-projection for a gated MLP "
-        f"({want} rows, gate + up) but Nemotron's experts are non-gated relu² ({got} rows); "
-        "vLLM 0.27.0 fixed it (vllm-project/vllm#49096), 0.26.0 has the bug",
-        "serve with --moe-backend marlin on this vLLM, or install vLLM 0.27.0 or newer "
-        "(the h100/h200 targets pin 0.28.0: helpers.machine.install)",
-        _line_of(m, text),
-    )
 
 
-@failure(
+fixed_failure(
     "stochastic_rounding_sm90",
     40,
     Wording(
@@ -156,20 +146,14 @@ def _humming_non_gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "10.0 or the flashinfer Mamba backend); seen on an H200 (docs/results/h200.md)",
         REGISTRY_RELEASES,
     ),
+    "Triton's Mamba SSM-update kernel with stochastic rounding needs the cvt.rs "
+    "instruction, which sm_{0} lacks (Blackwell, compute capability 10.0, has it)",
+    "add --mamba-backend flashinfer (the recipe's Hopper choice, needs flashinfer-python) "
+    "or drop --enable-mamba-cache-stochastic-rounding and --mamba-cache-philox-rounds",
 )
-def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    sm = m.group(1)
-    return Diagnosis(
-        "stochastic_rounding_sm90",
-        f"Triton's Mamba SSM-update kernel with stochastic rounding needs the cvt.rs "
-        f"instruction, which sm_{sm} lacks (Blackwell, compute capability 10.0, has it)",
-        "add --mamba-backend flashinfer (the recipe's Hopper choice, needs flashinfer-python) "
-        "or drop --enable-mamba-cache-stochastic-rounding and --mamba-cache-philox-rounds",
-        _line_of(m, text),
-    )
 
 
-@failure(
+fixed_failure(
     "ssu_mtp_sm90",
     50,
     Wording(
@@ -179,18 +163,13 @@ def _stochastic_rounding_sm90(m: re.Match[str], text: str, config: Any) -> Diagn
         "picks it); recorded on an H200, vLLM 0.32.0, MTP with --mamba-ssu-algorithm horizontal",
         ("vllm 0.32.0 (recorded log; the wording is flashinfer-python's)",),
     ),
+    "speculative decoding runs FlashInfer's multi-token Mamba state update, whose horizontal "
+    "and vertical algorithms exist only for SM100+ (Blackwell); on this GPU only 'simple' "
+    "does (--mamba-ssu-algorithm horizontal is the Hopper choice without drafting)",
+    "drop --mamba-ssu-algorithm (FlashInfer's auto picks simple here) or pass "
+    "--mamba-ssu-algorithm simple while drafting; the registry does both for Hopper targets "
+    "(speculative.<mode>.hardware_overrides.hopper in cookbook/recipe.yaml)",
 )
-def _ssu_mtp_sm90(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    return Diagnosis(
-        "ssu_mtp_sm90",
-        "speculative decoding runs FlashInfer's multi-token Mamba state update, whose horizontal "
-        "and vertical algorithms exist only for SM100+ (Blackwell); on this GPU only 'simple' "
-        "does (--mamba-ssu-algorithm horizontal is the Hopper choice without drafting)",
-        "drop --mamba-ssu-algorithm (FlashInfer's auto picks simple here) or pass "
-        "--mamba-ssu-algorithm simple while drafting; the registry does both for Hopper targets "
-        "(speculative.<mode>.hardware_overrides.hopper in cookbook/recipe.yaml)",
-        _line_of(m, text),
-    )
 
 
 @failure(
@@ -360,7 +339,7 @@ def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         None,
     )
     version = _spec_settings(text, config)[4] or _installed_vllm()
-    pin = _dist("flashinfer-python") or gpu_wheels.FLASHINFER_PINS.get(str(version))
+    pin = _dist_version("flashinfer-python") or gpu_wheels.FLASHINFER_PINS.get(str(version))
     cuda = (
         gpu_wheels.CUDA12_VARIANT
         if "+cu12" in str(_installed_vllm())
@@ -387,15 +366,6 @@ def _flashinfer_no_nvcc(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     if caller is None or "sampler" in caller:
         fix += "; or, for the sampler alone, set VLLM_USE_FLASHINFER_SAMPLER=0 (vLLM's own sampler)"
     return Diagnosis("flashinfer_no_nvcc", cause, fix, _line_of(m, text))
-
-
-def _dist(name: str) -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 @failure(

@@ -13,7 +13,6 @@ through the ``openai`` SDK (also ``httpx``).
 from __future__ import annotations
 
 import functools
-import json
 import ssl
 from typing import Any
 
@@ -45,15 +44,7 @@ def request(method: str, url: str, *, timeout: float, json_body: Any = None) -> 
     """
     try:
         with httpx.Client(trust_env=False, timeout=timeout, verify=_ssl_context()) as client:
-            if json_body is None:
-                resp = client.request(method, url)
-            else:
-                resp = client.request(
-                    method,
-                    url,
-                    content=json.dumps(json_body),
-                    headers={"Content-Type": "application/json"},
-                )
+            resp = client.request(method, url, json=json_body)
             return resp.status_code, resp.content.decode("utf-8", errors="replace")
     except httpx.HTTPError as e:
         raise ConnectionError(f"{method} {url} failed: {type(e).__name__}: {e}") from e

@@ -367,6 +367,11 @@ def _install_shipped(src: Path, final: Path, digest: str) -> Path:
     except (OSError, CookbookError):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return _put(tmp, final)
+
+
+def _put(tmp: Path, final: Path) -> Path:
+    """Move the finished folder ``tmp`` to ``final`` (what was there goes); returns ``final``."""
     if final.exists():
         shutil.rmtree(final)
     os.rename(tmp, final)
@@ -385,10 +390,7 @@ def ship_standin_model(dest: Path = SHIPPED, *, progress: bool = True) -> Path:
     tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(built, tmp)
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.rename(tmp, dest)
-    return dest
+    return _put(tmp, dest)
 
 
 def build_standin_model(
@@ -476,10 +478,7 @@ def build_standin_model(
                 "the .venv has torch, transformers and tokenizers (`make setup`) and that "
                 "cookbook/demo.yaml is valid."
             ) from e
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-    return final
+        return _put(tmp, final)
 
 
 def standin_metadata(path: Path) -> dict[str, Any]:
