@@ -2,13 +2,15 @@
 result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
 candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
 :func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.tune.tune`
-runs the candidates.
+runs the candidates. Longer than 500 lines: the saved form and its reading (paths, the
+collected frames, the summary's words) change together.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_po
 from helpers.bench.scenarios import Scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError
+from helpers.tune import noise
 from helpers.tune import slo as slos
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the
@@ -35,6 +38,8 @@ TABLE_DECIMALS = {
     "output_tok_s_per_gpu": 1, "per_user_tok_s": 1, "goodput_tok_s_per_gpu": 1,
     "good_requests": 2, "p99_ttft_ms": 1, "p50_tpot_ms": 1, "usd_per_m_output_tokens": 3,
 }  # fmt: skip
+#: The folder of a workload that holds the SLO limit's bisection probes (one run each).
+SEARCH = "search"
 
 #: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
 SCHEMA = "cookbook-tune/1"
@@ -62,9 +67,37 @@ def _write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def point_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
-    """Where :func:`tune` keeps one point: ``<folder>/<name>/<workload>/<name>-c<N>.json``."""
-    return folder / name / workload.name / f"{_safe(name)}-c{int(concurrency)}.json"
+def point_path(
+    folder: Path, name: str, workload: Scenario, concurrency: int, repeat: int = 0
+) -> Path:
+    """Where :func:`tune` keeps one run of a point: ``<folder>/<name>/<workload>/<name>-c<N>.json``
+    for repeat 0 (the form of single-run folders), ``<name>-r<k>-c<N>.json`` for repeat ``k``
+    (the sweep's file name of the label ``<name>-r<k>``)."""
+    label = _safe(name) if not repeat else f"{_safe(name)}-r{int(repeat)}"
+    return folder / name / workload.name / f"{label}-c{int(concurrency)}.json"
+
+
+def search_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
+    """Where :func:`tune` keeps one probe of the SLO limit's bisection:
+    ``<folder>/<name>/<workload>/search/<name>-c<N>.json``."""
+    return folder / name / workload.name / SEARCH / f"{_safe(name)}-c{int(concurrency)}.json"
+
+
+def point_runs(folder: Path, name: str, workload: Scenario, concurrency: int) -> list[Path]:
+    """The saved, completed runs of one point (:func:`point_path` of each repeat), repeat 0 first."""
+    base = point_path(folder, name, workload, concurrency)
+    pat = re.compile(rf"^{re.escape(_safe(name))}-r(\d+)-c{int(concurrency)}\.json$")
+    more = sorted(
+        (int(m.group(1)), f)
+        for f in (base.parent.iterdir() if base.parent.is_dir() else ())
+        if (m := pat.match(f.name))
+    )
+    return [f for f in [base, *(f for _, f in more)] if point_done(f)]
+
+
+def _repeat_of(path: str | Path) -> int:
+    m = re.search(r"-r(\d+)-c\d+\.json$", str(path))
+    return int(m.group(1)) if m else 0
 
 
 def point_done(path: Path) -> bool:
@@ -75,6 +108,47 @@ def point_done(path: Path) -> bool:
         return bool(read_point(path).get("completed"))
     except BenchError:
         return False
+
+
+# --------------------------------------------------------------------------- what to run next
+
+
+def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.DataFrame:
+    paths = [p for c in w.concurrencies if point_done(p := point_path(folder, name, w, c))]
+    return slos.with_goodput(points_frame(paths)) if paths else pd.DataFrame()
+
+
+def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> list[int]:
+    """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
+    concurrency measured (concurrency 1 in the shipped workloads: the latency end) and the
+    candidate's best point under the SLO (:func:`helpers.tune.slo.choose`, most goodput per
+    GPU), both read from the first runs (repeat 0) so the choice is the same on resume. Empty
+    before any first run is saved."""
+    pts = _first_runs(folder, name, w, bounds)
+    if pts.empty:
+        return []
+    out = {int(pts["concurrency"].min())}
+    best = slos.choose(pts, bounds)
+    if best is not None:
+        out.add(int(best["concurrency"]))
+    return sorted(out)
+
+
+def search_meets(
+    folder: Path, name: str, w: Scenario, bounds: slos.SLO, failed: Iterable[int] = ()
+) -> tuple[dict[int, bool], int]:
+    """``({concurrency: meets the SLO}, probes run)`` of candidate ``name`` at ``w``: its first
+    runs at the grid's concurrencies and its bisection probes (a probe in ``failed``, which
+    completed nothing, counts as a miss). :func:`helpers.tune.slo.next_probe` reads it."""
+    pts = _first_runs(folder, name, w, bounds)
+    meets = {int(r["concurrency"]): bounds.meets(r) for r in pts.to_dict("records")}
+    probes = sorted((folder / name / w.name / SEARCH).glob(f"{_safe(name)}-c*.json"))
+    probes = [p for p in probes if point_done(p)]
+    for r in points_frame(probes).to_dict("records") if probes else []:
+        meets[int(r["concurrency"])] = bounds.meets(r)
+    for c in failed:
+        meets.setdefault(int(c), False)
+    return meets, len(probes) + len(set(failed))
 
 
 # --------------------------------------------------------------------------- results
@@ -118,13 +192,20 @@ def collect(
     gpu_hour_usd: float | None = None,
     run: Any = None,
     skipped: Mapping[str, Mapping[str, Any]] | None = None,
+    repeats: int = 1,
+    api_prices: Any = None,
 ) -> TuneResult:
     """What ``folder`` holds for these candidates (:class:`helpers.tune.tune.Candidate`) and workloads, as a :class:`TuneResult`
-    (no server is touched): the saved points at the workloads' concurrencies, each
-    candidate's failures, the SLO check, goodput and cost columns; ``run`` (a
-    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them."""
+    (no server is touched): every saved run of the points at the workloads' concurrencies
+    (``runs``), the points as medians over their repeats with their spread (``points``,
+    :func:`helpers.tune.noise.aggregate`), the SLO limits (``limits``), each candidate's
+    failures, the SLO check, goodput and cost columns; ``run`` (a
+    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them;
+    ``repeats`` is what the run asked for; ``api_prices`` (:meth:`helpers.tune.slo.APIPrice.coerce`)
+    the API prices the cost is set beside. A point meets the SLO when the median over its
+    repeats of each bounded percentile does."""
     folder = Path(folder)
-    frames, rows = [], []
+    frames, rows, limits = [], [], []
     for cand in cands:
         saved = _read_json(folder / cand.name / "candidate.json") or {}
         failures = list(_read_json(folder / cand.name / "failures.json") or [])
@@ -132,18 +213,19 @@ def collect(
             failures.append(dict(skipped[cand.name]))
         n, dates = 0, []
         for w in loads:
-            paths = [point_path(folder, cand.name, w, c) for c in w.concurrencies]
-            paths = [p for p in paths if point_done(p)]
+            paths = [p for c in w.concurrencies for p in point_runs(folder, cand.name, w, c)]
+            limits.append(_limit(folder, cand.name, w, bounds, gpu_hour_usd))
             if not paths:
                 continue
             df = points_frame(paths)
+            df.insert(0, "repeat", [_repeat_of(p) for p in df["path"]])
             df.insert(0, "workload", w.name)
             df.insert(0, "candidate", cand.name)
             df["recipe"] = cand.recipe
             df["vllm_version"] = saved.get("vllm_version") or cand.config.vllm_version
             df["host"] = saved.get("host")
             frames.append(df)
-            n += len(df)
+            n += int((df["repeat"] == 0).sum())
             if "date" in df:
                 dates += list(
                     pd.to_datetime(df["date"], format=VLLM_DATE, errors="coerce").dropna()
@@ -168,16 +250,54 @@ def collect(
             "changes": changes(cand.config, target),
             "command": cand.config.shell_command(),
         })  # fmt: skip
-    points = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if not points.empty:
-        points = slos.with_cost(slos.with_goodput(slos.with_slo(points, bounds)), gpu_hour_usd)
+    runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    points = runs
+    if not runs.empty:
+        runs = slos.with_cost(slos.with_goodput(slos.with_slo(runs, bounds)), gpu_hour_usd)
+        runs["score"] = slos.scores(runs)
+        points = noise.aggregate(runs)
+        # the SLO check and the price of the median point (not the median of the verdicts)
+        points = slos.with_cost(slos.with_slo(points, bounds), gpu_hour_usd)
     return TuneResult(
-        points=points, candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
+        points=points, runs=runs, limits=pd.DataFrame(limits), repeats=int(repeats),
+        api_prices=slos.APIPrice.coerce(api_prices),
+        candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
         gpu_hour_usd=gpu_hour_usd, stand_in=serves_standin(run),
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip
+
+
+def _limit(
+    folder: Path, name: str, w: Scenario, bounds: slos.SLO, gpu_hour_usd: float | None
+) -> dict[str, Any]:
+    """One row of :attr:`TuneResult.limits`: the highest concurrency known to meet the SLO
+    (``limit``), the lowest known to miss it (``misses_at``), the probes the bisection ran,
+    and the goodput, throughput and cost at the limit (its first run, or its probe)."""
+    failed = _failed_probes(folder, name, w)
+    meets, probes = search_meets(folder, name, w, bounds, failed)
+    low, high = slos.slo_limit(meets)
+    row: dict[str, Any] = {"candidate": name, "workload": w.name, "limit": low,
+                           "misses_at": high, "probes": probes,
+                           "found": low is not None and high is not None and high - low <= 1}  # fmt: skip
+    if low is not None:
+        at = search_path(folder, name, w, low)
+        path = at if point_done(at) else point_path(folder, name, w, low)
+        if point_done(path):
+            pt = slos.with_goodput(points_frame([path])).iloc[0]
+            row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
+            row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
+            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
+                _num(pt.get("output_throughput")), gpu_hour_usd, _num(pt.get("gpu_count")) or 1
+            )
+    return row
+
+
+def _failed_probes(folder: Path, name: str, w: Scenario) -> list[int]:
+    fails = _read_json(folder / name / "failures.json") or []
+    return [int(f["concurrency"]) for f in fails
+            if f.get("search") and f.get("workload") == w.name and f.get("concurrency")]  # fmt: skip
 
 
 def _reason(failure: Mapping[str, Any]) -> str:
@@ -200,9 +320,18 @@ class Recommendation:
         cost_per_m_tokens_usd: US dollars per million output tokens at that point (None
             without a price).
         vs_recipe: goodput (else throughput) per GPU over the recipe's best point under the
-            same SLO (None when the recipe has none).
+            same SLO, medians over the repeats (None when the recipe has none).
         shell_command, docker_command: the target's command for the candidate.
         slo: the SLO it meets, in words.
+        repeats: runs of the point (the figures above are their medians).
+        spread: ``{metric: (min, max)}`` over the runs, for :data:`helpers.tune.noise.SPREAD_METRICS`.
+        verdict: the tie rule's words against the recipe (:func:`helpers.tune.noise.verdict`),
+            None for the recipe itself or without a recipe point.
+        tied_with: the candidate whose margin was within the noise (the recipe stays), or None.
+        slo_limit: the candidate's :attr:`TuneResult.limits` row at this workload, or None.
+        api: per API price (:data:`helpers.tune.slo.API_PRICES`): ``provider``, the API's
+            ``usd_per_m_output`` for this workload (input tokens included) and
+            ``break_even_utilization`` (:func:`helpers.tune.slo.break_even_utilization`).
     """
 
     workload: str
@@ -217,6 +346,18 @@ class Recommendation:
     shell_command: str
     docker_command: str | None
     slo: str
+    repeats: int = 1
+    spread: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    verdict: str | None = None
+    tied_with: str | None = None
+    slo_limit: dict[str, Any] | None = None
+    api: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def _figure(self, value: float, metric: str) -> str:
+        lo_hi = self.spread.get(metric)
+        if self.repeats < 2 or lo_hi is None:
+            return f"{value:,.0f}"
+        return f"{value:,.0f} (median of {self.repeats}, {lo_hi[0]:,.0f}-{lo_hi[1]:,.0f})"
 
     def __str__(self) -> str:
         cost = (
@@ -224,24 +365,71 @@ class Recommendation:
             if self.cost_per_m_tokens_usd is not None
             else ""
         )
-        ratio = (
-            f", {self.vs_recipe:.2f}x the recipe's (one run each: no spread measured)"
-            if self.vs_recipe is not None
-            else ""
-        )
+        if self.tied_with:
+            ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
+        elif self.verdict:
+            ratio = f", {self.verdict}"
+        else:
+            ratio = ""
         good = (
-            f", goodput {self.goodput_tok_s_per_gpu:,.0f} tok/s/GPU"
+            f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
             if self.goodput_tok_s_per_gpu is not None
             else ""
         )
+        runs = "" if self.repeats > 1 else " (one run)"
+        tput = self._figure(self.output_throughput_per_gpu, "output_throughput_per_gpu")
         return (
-            f"{self.workload}: {self.candidate} at concurrency {self.concurrency}: "
-            f"{self.output_throughput_per_gpu:,.0f} output tok/s/GPU{good}{ratio}{cost} ({self.slo})"
+            f"{self.workload}: {self.candidate} at concurrency {self.concurrency}{runs}: "
+            f"{tput} output tok/s/GPU{good}{cost}{ratio} ({self.slo})"
         )
+
+    def lines(self) -> list[str]:
+        """:meth:`__str__`, then the SLO limit and the cost against each API price."""
+        out = [str(self)]
+        lim = self.slo_limit
+        if lim is not None:
+            out.append("  " + limit_words(lim))
+        for a in self.api:
+            u = a["break_even_utilization"]
+            if u is None:
+                continue
+            even = (
+                f"self-hosting breaks even at {u:.0%} GPU utilization"
+                if u <= 1
+                else f"the API is cheaper even at 100 % utilization (break-even would need {u:.0%})"
+            )
+            out.append(
+                f"  vs {a['provider']}'s API (${a['usd_per_m_output']:.3f} per million output "
+                f"tokens of this workload, its input tokens included; {a['price']}): {even}"
+            )
+        return out
 
 
 def _num(value: Any) -> float | None:
     return slos._number(value)
+
+
+def limit_words(lim: Mapping[str, Any]) -> str:
+    """One :attr:`TuneResult.limits` row in words: the highest concurrency that meets the SLO,
+    how it was found, and the goodput there."""
+    who, low, high, probes = (
+        lim["candidate"],
+        lim.get("limit"),
+        lim.get("misses_at"),
+        lim.get("probes") or 0,
+    )
+    how = f"bisection, {probes} extra point(s), one run each" if probes else "the grid's points"
+    if low is None or low != low:
+        return f"SLO limit ({who}): no measured concurrency meets the SLO (misses from {high})"
+    low = int(low)
+    good = lim.get("goodput_tok_s_per_gpu")
+    at = f"; goodput {good:,.0f} tok/s/GPU there" if good is not None and good == good else ""
+    if high is None or high != high:
+        return (f"SLO limit ({who}): every measured concurrency meets it, up to {low}: the "
+                f"limit is {low} or more ({how}){at}")  # fmt: skip
+    state = "found" if lim.get("found") else f"between {low} and {int(high)}"
+    return (f"SLO limit ({who}): concurrency {low} meets it, {int(high)} misses ({state}; "
+            f"{how}){at}")  # fmt: skip
 
 
 def changes(cfg: Any, base: Any) -> str:
@@ -272,6 +460,13 @@ class TuneResult:
             ``vllm_version``, and :mod:`helpers.tune.slo`'s ``meets_slo``,
             ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
             ``cost_per_m_output_tokens_usd``.
+            One row per point: the median over its repeats (``repeats``: how many), with
+            ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`.
+        runs: the same columns, one row per run (``repeat``, 0-based): what the medians are of.
+        limits: per candidate and workload, the SLO limit (:func:`_limit`: ``limit``,
+            ``misses_at``, ``probes``, ``found``, goodput there).
+        repeats: the runs the call asked for at each decision point.
+        api_prices: the API prices the cost is set beside (:class:`helpers.tune.slo.APIPrice`).
         candidates: one row per candidate: ``status`` (ok / partial / failed / not run),
             ``points``, ``reason`` (the diagnosis of a failure), ``command``.
         failures: every recorded failure per candidate (stage, message, diagnosis, log).
@@ -289,6 +484,10 @@ class TuneResult:
     stand_in: bool = False
     failures: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     specs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    runs: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    limits: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    repeats: int = 1
+    api_prices: tuple[Any, ...] = ()
 
     @property
     def per_user_column(self) -> str:
@@ -318,11 +517,21 @@ class TuneResult:
             return pts
         return slos.pareto_front(pts, x=self.per_user_column, y="output_throughput_per_gpu")
 
+    def _run_scores(self, point: Mapping[str, Any], objective: str) -> list[float]:
+        """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
+        runs = self.runs if not self.runs.empty else self.points
+        mine = runs[(runs["candidate"] == point["candidate"]) & (runs["workload"] == point["workload"])
+                    & (runs["concurrency"] == point["concurrency"])]  # fmt: skip
+        return [v for v in slos.scores(mine, objective, per_user=self.per_user_column) if v == v]
+
     def recommended(
         self, workload: str | None = None, objective: str = "goodput"
     ) -> Recommendation | None:
-        """The best point under the SLO at ``workload`` (:func:`helpers.tune.slo.choose`), or
-        None when no point meets it (:meth:`closest` says which came nearest)."""
+        """The recommendation at ``workload``: the best point under the SLO by the median over
+        its repeats (:func:`helpers.tune.slo.choose`), when it beats the recipe's best point
+        beyond the noise (:func:`helpers.tune.noise.verdict`); else the recipe's point, with
+        the tie named (``tied_with``). None when no point meets the SLO (:meth:`closest`
+        says which came nearest)."""
         name = self._workload(workload)
         pts = self._of(name)
         if pts.empty:
@@ -335,7 +544,24 @@ class TuneResult:
             if pts["recipe"].any()
             else None
         )
+        words, tied = None, None
+        if recipe is not None and best["candidate"] != recipe["candidate"]:
+            v = noise.verdict(
+                self._run_scores(best, objective), self._run_scores(recipe, objective)
+            )
+            words = v.text
+            if v.tie:
+                best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]
+        tput = _num(best.get("output_throughput"))
+        gpus = _num(best.get("gpu_count")) or 1
+        lim = self.limits
+        lim = (
+            lim[(lim["candidate"] == best["candidate"]) & (lim["workload"] == name)]
+            if not lim.empty
+            else lim
+        )
+        w = next(x for x in self.workloads if x.name == name)
         return Recommendation(
             workload=name, candidate=best["candidate"], concurrency=int(best["concurrency"]),
             output_throughput_per_gpu=float(best["output_throughput_per_gpu"]),
@@ -347,6 +573,16 @@ class TuneResult:
             shell_command=cfg.shell_command(),
             docker_command=cfg.docker_command() if getattr(cfg, "docker_image", None) else None,
             slo=self.slo.describe(),
+            repeats=int(best.get("repeats") or 1),
+            spread={m: (float(best[f"{m}_min"]), float(best[f"{m}_max"]))
+                    for m in noise.SPREAD_METRICS if _num(best.get(f"{m}_min")) is not None},
+            verdict=words, tied_with=tied,
+            slo_limit=lim.iloc[0].to_dict() if not lim.empty else None,
+            api=[{"provider": a.provider, "price": a.describe(),
+                  "usd_per_m_output": a.per_m_output(w.input_len, w.output_len),
+                  "break_even_utilization": slos.break_even_utilization(
+                      tput, self.gpu_hour_usd, a.per_m_output(w.input_len, w.output_len), gpus)}
+                 for a in self.api_prices],
         )  # fmt: skip
 
     def closest(self, workload: str | None = None) -> dict[str, Any] | None:
@@ -364,11 +600,13 @@ class TuneResult:
         return row.drop(labels=["_n"]).to_dict()
 
     def recommendation_table(self) -> pd.DataFrame:
-        """Per workload, the recommended point and the recipe's best under the same SLO: one
-        row each (``role``: recommended / recipe), with throughput per GPU, per-user speed,
-        goodput, the share of good requests, the cost per million output tokens and the
-        candidate's changes against the recipe (``changes``). A workload where nothing meets
-        the SLO gets one row saying so."""
+        """Per workload, the recommended point, the recipe's best under the same SLO and, on a
+        tie, the candidate within the noise: one row each (``role``: recommended / recipe /
+        tie (within noise)), with throughput per GPU, per-user speed, goodput, the share of
+        good requests, p99 TTFT, p50 TPOT (medians over ``runs``; ``*_range``: min-max over
+        them, ``"one run"`` without repeats), the cost per million output tokens, the tie
+        rule's ``verdict`` and the candidate's changes against the recipe (``changes``). A
+        workload where nothing meets the SLO gets one row saying so."""
         rows = []
         for w in self.workloads:
             pts = self._of(w.name)
@@ -380,6 +618,10 @@ class TuneResult:
                 r = slos.choose(pts[pts["recipe"]], self.slo, per_user=self.per_user_column)
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
+            if rec is not None and rec.tied_with:
+                t = slos.choose(pts[pts["candidate"] == rec.tied_with], self.slo,
+                                per_user=self.per_user_column)  # fmt: skip
+                picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
             if not picks:
                 near = self.closest(w.name)
                 rows.append({"workload": w.name, "role": "none meets the SLO",
@@ -389,15 +631,29 @@ class TuneResult:
                 continue
             for role, cand, conc in picks:
                 row = pts[(pts["candidate"] == cand) & (pts["concurrency"] == conc)].iloc[0]
+                n = int(row.get("repeats") or 1)
+
+                def spread(m: str, digits: int = 0, row=row, n=n) -> str:
+                    lo, hi = _num(row.get(f"{m}_min")), _num(row.get(f"{m}_max"))
+                    if lo is None or hi is None:
+                        return ""
+                    return f"{lo:,.{digits}f}-{hi:,.{digits}f}" if n > 1 else "one run"
+
+                tpot_na = self.stand_in
                 rows.append({
                     "workload": w.name, "role": role, "candidate": cand, "concurrency": conc,
+                    "runs": n,
                     "output_tok_s_per_gpu": row["output_throughput_per_gpu"],
+                    "output_tok_s_range": spread("output_throughput_per_gpu"),
                     "per_user_tok_s": row.get(self.per_user_column),
                     "goodput_tok_s_per_gpu": row.get("goodput_tok_s_per_gpu"),
+                    "goodput_range": spread("goodput_tok_s_per_gpu"),
                     "good_requests": row.get("good_fraction"),
                     "p99_ttft_ms": row.get("p99_ttft_ms"),
-                    "p50_tpot_ms": NOT_MEASURED_ON_STANDIN if self.stand_in else row.get("p50_tpot_ms"),
+                    "p50_tpot_ms": NOT_MEASURED_ON_STANDIN if tpot_na else row.get("p50_tpot_ms"),
+                    "p50_tpot_range": NOT_MEASURED_ON_STANDIN if tpot_na else spread("p50_tpot_ms", 1),
                     "usd_per_m_output_tokens": row.get("cost_per_m_output_tokens_usd"),
+                    "verdict": (rec.verdict or "") if rec is not None and role != "recipe" else "",
                     "changes": changes(self.configs[cand], self.target) or "(the recipe's command)",
                 })  # fmt: skip
         return pd.DataFrame(rows).round(TABLE_DECIMALS)
@@ -408,8 +664,8 @@ class TuneResult:
         for w in self.workloads:
             rec = self.recommended(w.name)
             if rec is not None:
-                lines.append(str(rec))
-                lines += self.measured_apart(w.name, rec.candidate)
+                lines += rec.lines()
+                lines += self.measured_apart(w.name, rec.tied_with or rec.candidate)
                 continue
             near = self.closest(w.name)
             if near is None:
@@ -492,10 +748,11 @@ class TuneResult:
         for row in self.candidates.to_dict("records"):
             name = row["candidate"]
             cfg = self.configs[name]
-            pts = (
-                self.points[self.points["candidate"] == name]
-                if not self.points.empty
-                else self.points
+            pts = self.runs[self.runs["candidate"] == name] if not self.runs.empty else self.runs
+            lim = (
+                self.limits[self.limits["candidate"] == name]
+                if not self.limits.empty
+                else self.limits
             )
             cands.append({
                 "name": name, "recipe": name == RECIPE, "status": row["status"],
@@ -504,7 +761,9 @@ class TuneResult:
                 "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
                 "spec": self.specs.get(name, {}),
                 "failures": self.failures.get(name, []),
-                "points": [_saved_row(p) for p in pts.to_dict("records")],
+                "points": [{**_saved_row(p), "repeat": int(p.get("repeat") or 0)}
+                           for p in pts.to_dict("records")],
+                "slo_limits": [_saved_row(r, tuple(r)) for r in lim.to_dict("records")],
             })  # fmt: skip
         return {
             "schema": SCHEMA,
@@ -547,9 +806,10 @@ ROW_COLUMNS = (
 )  # fmt: skip
 
 
-def _saved_row(point: Mapping[str, Any]) -> dict[str, Any]:
-    row = {k: point.get(k) for k in ROW_COLUMNS if k != "source"}
-    row["source"] = point.get("source") or point.get("path")
+def _saved_row(point: Mapping[str, Any], columns: Sequence[str] = ROW_COLUMNS) -> dict[str, Any]:
+    row = {k: point.get(k) for k in columns if k != "source"}
+    if "source" in columns:
+        row["source"] = point.get("source") or point.get("path")
     return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
 
 
