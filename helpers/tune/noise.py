@@ -40,7 +40,7 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFr
     ``score`` when the rows have it).
 
     Args:
-        runs: point rows (:func:`helpers.tune.results.points_frame`), several per point when
+        runs: point rows (:func:`helpers.tune.points.points_frame`), several per point when
             repeated (a ``repeat`` column, 0-based, is optional and left out of the result).
         keys: the columns that name a point.
 

@@ -2,28 +2,34 @@
 result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
 candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
 :func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.tune.tune`
-runs the candidates. Longer than 500 lines: the saved form and its reading (paths, the
-collected frames, the summary's words) change together.
+runs the candidates; :mod:`helpers.tune.points` says where each run is saved. Longer than 500
+lines: the result, its tables and its summary's words change together.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from helpers.bench.point import _safe
-from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_point
+from helpers.bench.results import NOT_MEASURED_ON_STANDIN
 from helpers.bench.scenarios import Scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError
 from helpers.tune import noise
 from helpers.tune import slo as slos
+from helpers.tune.points import (
+    PERCENTILE_COLUMNS,
+    _read_json,
+    _repeat_of,
+    _write_json,
+    limit,
+    point_runs,
+    points_frame,
+)
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the
 #: machine's load changes (a resumed run measured the recipe under load and a candidate on
@@ -38,148 +44,14 @@ TABLE_DECIMALS = {
     "output_tok_s_per_gpu": 1, "per_user_tok_s": 1, "goodput_tok_s_per_gpu": 1,
     "good_requests": 2, "p99_ttft_ms": 1, "p50_tpot_ms": 1, "usd_per_m_output_tokens": 3,
 }  # fmt: skip
-#: The folder of a workload that holds the SLO limit's bisection probes (one run each).
-SEARCH = "search"
 
 #: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
 SCHEMA = "cookbook-tune/1"
 #: The name of the candidate that serves the target's own command.
 RECIPE = "recipe"
-#: Latency columns kept per point: vLLM's ``{mean,median,p50,p90,p99}_{ttft,tpot,itl,e2el}_ms``.
-PERCENTILE_COLUMNS = tuple(
-    f"{stat}_{m}_ms"
-    for m in ("ttft", "tpot", "itl", "e2el")
-    for stat in ("mean", "median", "p50", "p90", "p99")
-)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
-def point_path(
-    folder: Path, name: str, workload: Scenario, concurrency: int, repeat: int = 0
-) -> Path:
-    """Where :func:`tune` keeps one run of a point: ``<folder>/<name>/<workload>/<name>-c<N>.json``
-    for repeat 0 (the form of single-run folders), ``<name>-r<k>-c<N>.json`` for repeat ``k``
-    (the sweep's file name of the label ``<name>-r<k>``)."""
-    label = _safe(name) if not repeat else f"{_safe(name)}-r{int(repeat)}"
-    return folder / name / workload.name / f"{label}-c{int(concurrency)}.json"
-
-
-def search_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
-    """Where :func:`tune` keeps one probe of the SLO limit's bisection:
-    ``<folder>/<name>/<workload>/search/<name>-c<N>.json``."""
-    return folder / name / workload.name / SEARCH / f"{_safe(name)}-c{int(concurrency)}.json"
-
-
-def point_runs(folder: Path, name: str, workload: Scenario, concurrency: int) -> list[Path]:
-    """The saved, completed runs of one point (:func:`point_path` of each repeat), repeat 0 first."""
-    base = point_path(folder, name, workload, concurrency)
-    pat = re.compile(rf"^{re.escape(_safe(name))}-r(\d+)-c{int(concurrency)}\.json$")
-    more = sorted(
-        (int(m.group(1)), f)
-        for f in (base.parent.iterdir() if base.parent.is_dir() else ())
-        if (m := pat.match(f.name))
-    )
-    return [f for f in [base, *(f for _, f in more)] if point_done(f)]
-
-
-def _repeat_of(path: str | Path) -> int:
-    m = re.search(r"-r(\d+)-c\d+\.json$", str(path))
-    return int(m.group(1)) if m else 0
-
-
-def point_done(path: Path) -> bool:
-    """A saved point counts as done when vLLM's JSON reads and completed at least one request."""
-    if not path.is_file():
-        return False
-    try:
-        return bool(read_point(path).get("completed"))
-    except BenchError:
-        return False
-
-
-# --------------------------------------------------------------------------- what to run next
-
-
-def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.DataFrame:
-    paths = [p for c in w.concurrencies if point_done(p := point_path(folder, name, w, c))]
-    return slos.with_goodput(points_frame(paths)) if paths else pd.DataFrame()
-
-
-def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> list[int]:
-    """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
-    concurrency measured (concurrency 1 in the shipped workloads: the latency end) and the
-    candidate's best point under the SLO (:func:`helpers.tune.slo.choose`, most goodput per
-    GPU), both read from the first runs (repeat 0) so the choice is the same on resume. Empty
-    before any first run is saved."""
-    pts = _first_runs(folder, name, w, bounds)
-    if pts.empty:
-        return []
-    out = {int(pts["concurrency"].min())}
-    best = slos.choose(pts, bounds)
-    if best is not None:
-        out.add(int(best["concurrency"]))
-    return sorted(out)
-
-
-def search_meets(
-    folder: Path, name: str, w: Scenario, bounds: slos.SLO, failed: Iterable[int] = ()
-) -> tuple[dict[int, bool], int]:
-    """``({concurrency: meets the SLO}, probes run)`` of candidate ``name`` at ``w``: its first
-    runs at the grid's concurrencies and its bisection probes (a probe in ``failed``, which
-    completed nothing, counts as a miss). :func:`helpers.tune.slo.next_probe` reads it."""
-    pts = _first_runs(folder, name, w, bounds)
-    meets = {int(r["concurrency"]): bounds.meets(r) for r in pts.to_dict("records")}
-    probes = sorted((folder / name / w.name / SEARCH).glob(f"{_safe(name)}-c*.json"))
-    probes = [p for p in probes if point_done(p)]
-    for r in points_frame(probes).to_dict("records") if probes else []:
-        meets[int(r["concurrency"])] = bounds.meets(r)
-    for c in failed:
-        meets.setdefault(int(c), False)
-    return meets, len(probes) + len(set(failed))
 
 
 # --------------------------------------------------------------------------- results
-
-
-def _point_rows(path: Path) -> dict[str, Any]:
-    """The percentile figures of one saved point that :func:`load_results` leaves out."""
-    data = read_point(path)
-    keep = {k: data.get(k) for k in PERCENTILE_COLUMNS}
-    keep.update(
-        {
-            k: data.get(k)
-            for k in ("date", "endpoint_type", "total_output_tokens", "request_goodput")
-        }
-    )
-    return keep
-
-
-def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
-    percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
-    ``total_output_tokens`` and ``request_goodput``.
-
-    Raises:
-        BenchError: as :func:`load_results`.
-    """
-    df = load_results(list(paths))
-    extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
-    for col in extra.columns:
-        df[col] = extra[col]
-    return df
 
 
 def collect(
@@ -214,7 +86,7 @@ def collect(
         n, dates = 0, []
         for w in loads:
             paths = [p for c in w.concurrencies for p in point_runs(folder, cand.name, w, c)]
-            limits.append(_limit(folder, cand.name, w, bounds, gpu_hour_usd))
+            limits.append(limit(folder, cand.name, w, bounds, gpu_hour_usd))
             if not paths:
                 continue
             df = points_frame(paths)
@@ -259,7 +131,10 @@ def collect(
         # the SLO check and the price of the median point (not the median of the verdicts)
         points = slos.with_cost(slos.with_slo(points, bounds), gpu_hour_usd)
     return TuneResult(
-        points=points, runs=runs, limits=pd.DataFrame(limits), repeats=int(repeats),
+        points=points, runs=runs, repeats=int(repeats),
+        limits=pd.DataFrame(limits).astype({"limit": "Int64", "misses_at": "Int64"})
+        if limits
+        else pd.DataFrame(),
         api_prices=slos.APIPrice.coerce(api_prices),
         candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
@@ -267,37 +142,6 @@ def collect(
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip
-
-
-def _limit(
-    folder: Path, name: str, w: Scenario, bounds: slos.SLO, gpu_hour_usd: float | None
-) -> dict[str, Any]:
-    """One row of :attr:`TuneResult.limits`: the highest concurrency known to meet the SLO
-    (``limit``), the lowest known to miss it (``misses_at``), the probes the bisection ran,
-    and the goodput, throughput and cost at the limit (its first run, or its probe)."""
-    failed = _failed_probes(folder, name, w)
-    meets, probes = search_meets(folder, name, w, bounds, failed)
-    low, high = slos.slo_limit(meets)
-    row: dict[str, Any] = {"candidate": name, "workload": w.name, "limit": low,
-                           "misses_at": high, "probes": probes,
-                           "found": low is not None and high is not None and high - low <= 1}  # fmt: skip
-    if low is not None:
-        at = search_path(folder, name, w, low)
-        path = at if point_done(at) else point_path(folder, name, w, low)
-        if point_done(path):
-            pt = slos.with_goodput(points_frame([path])).iloc[0]
-            row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
-            row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
-            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
-                _num(pt.get("output_throughput")), gpu_hour_usd, _num(pt.get("gpu_count")) or 1
-            )
-    return row
-
-
-def _failed_probes(folder: Path, name: str, w: Scenario) -> list[int]:
-    fails = _read_json(folder / name / "failures.json") or []
-    return [int(f["concurrency"]) for f in fails
-            if f.get("search") and f.get("workload") == w.name and f.get("concurrency")]  # fmt: skip
 
 
 def _reason(failure: Mapping[str, Any]) -> str:
@@ -412,23 +256,17 @@ def _num(value: Any) -> float | None:
 def limit_words(lim: Mapping[str, Any]) -> str:
     """One :attr:`TuneResult.limits` row in words: the highest concurrency that meets the SLO,
     how it was found, and the goodput there."""
-    who, low, high, probes = (
-        lim["candidate"],
-        lim.get("limit"),
-        lim.get("misses_at"),
-        lim.get("probes") or 0,
-    )
+    who, probes = lim["candidate"], int(_num(lim.get("probes")) or 0)
+    low, high, good = (_num(lim.get(k)) for k in ("limit", "misses_at", "goodput_tok_s_per_gpu"))
     how = f"bisection, {probes} extra point(s), one run each" if probes else "the grid's points"
-    if low is None or low != low:
-        return f"SLO limit ({who}): no measured concurrency meets the SLO (misses from {high})"
-    low = int(low)
-    good = lim.get("goodput_tok_s_per_gpu")
-    at = f"; goodput {good:,.0f} tok/s/GPU there" if good is not None and good == good else ""
-    if high is None or high != high:
-        return (f"SLO limit ({who}): every measured concurrency meets it, up to {low}: the "
-                f"limit is {low} or more ({how}){at}")  # fmt: skip
-    state = "found" if lim.get("found") else f"between {low} and {int(high)}"
-    return (f"SLO limit ({who}): concurrency {low} meets it, {int(high)} misses ({state}; "
+    if low is None:
+        return f"SLO limit ({who}): no measured concurrency meets the SLO (misses from {high:.0f})"
+    at = f"; goodput {good:,.0f} tok/s/GPU there" if good is not None else ""
+    if high is None:
+        return (f"SLO limit ({who}): every measured concurrency meets it, up to {low:.0f}: the "
+                f"limit is {low:.0f} or more ({how}){at}")  # fmt: skip
+    state = "found" if high - low <= 1 else f"between {low:.0f} and {high:.0f}"
+    return (f"SLO limit ({who}): concurrency {low:.0f} meets it, {high:.0f} misses ({state}; "
             f"{how}){at}")  # fmt: skip
 
 
@@ -463,7 +301,7 @@ class TuneResult:
             One row per point: the median over its repeats (``repeats``: how many), with
             ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`.
         runs: the same columns, one row per run (``repeat``, 0-based): what the medians are of.
-        limits: per candidate and workload, the SLO limit (:func:`_limit`: ``limit``,
+        limits: per candidate and workload, the SLO limit (:func:`helpers.tune.points.limit`: ``limit``,
             ``misses_at``, ``probes``, ``found``, goodput there).
         repeats: the runs the call asked for at each decision point.
         api_prices: the API prices the cost is set beside (:class:`helpers.tune.slo.APIPrice`).

@@ -67,7 +67,7 @@ one run per point.
 
 **Repeats, and the rule they serve.** While a candidate's server is up, :func:`tune` runs, per
 workload: (1) every concurrency once (repeat 0); (2) its *decision points*
-(:func:`helpers.tune.results.decision_concurrencies`: the lowest concurrency and its best point
+(:func:`helpers.tune.points.decision_concurrencies`: the lowest concurrency and its best point
 under the SLO, read from repeat 0) ``repeats - 1`` more times, repeat ``k`` with seed ``k``
 (:func:`helpers.bench.sizing.point_seed`: other prompts, nothing served from the prefix cache
 of another run); (3) up to ``slo_search`` bisection probes of its SLO limit
@@ -107,27 +107,29 @@ from helpers.tune.inputs import (  # noqa: F401 - the tuning step's names, in on
     make_candidates,
     workloads,
 )
-from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
+from helpers.tune.points import (  # noqa: F401 - the tuning step's names, in one place
     PERCENTILE_COLUMNS,
-    RECIPE,
-    ROW_COLUMNS,
-    SCHEMA,
     SEARCH,
-    Recommendation,
-    TuneResult,
     _read_json,
-    _saved_row,
     _write_json,
-    changes,
-    collect,
     decision_concurrencies,
-    load_tune_rows,
     point_done,
     point_path,
     point_runs,
     points_frame,
     search_meets,
     search_path,
+)
+from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
+    RECIPE,
+    ROW_COLUMNS,
+    SCHEMA,
+    Recommendation,
+    TuneResult,
+    _saved_row,
+    changes,
+    collect,
+    load_tune_rows,
 )
 from helpers.weights.prepare import MODES
 
