@@ -235,7 +235,7 @@ def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(
 
     common = dict(mode="stand_in", servers={"recipe": standin_server.url}, out_dir=tmp_path,
                   num_prompts=4, slo={"ttft_ms": 5000, "e2el_ms": 20000}, gpu_hour_usd=1.0,
-                  progress=False)  # fmt: skip
+                  progress=False, repeats=1)  # fmt: skip
     monkeypatch.setattr(bench_sweep, "run_point", interrupted)
     with pytest.raises(KeyboardInterrupt):
         tuning.tune(base, TINY, **common)
@@ -448,15 +448,22 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     line = re.search(r"tiny: (recipe|max-num-seqs-2) at concurrency (\d)", text)
     assert line, "no recommendation printed"
     pts = tuning.load_tune_rows(out / "tune" / "h200-standin" / "tune.json")
-    assert len(pts) == 4 and pts["completed"].gt(0).all()
+    assert len(pts[pts["repeat"] == 0]) == 4 and pts["completed"].gt(0).all()
     assert "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
     assert "per million output tokens" in text
-    if "x the recipe's" in text:  # one run per point: the ratio says it has no spread
-        assert "x the recipe's (one run each: no spread measured)" in text
+    # two runs of each decision point (the stand-in's default): a ratio is a win beyond the
+    # spread or a tie, never a bare "faster"
+    assert "; repeats: 2 runs of each decision point" in text
+    for ratio in re.findall(r"(?:tie \(within noise\): )?\d\.\d\dx the recipe's[^\"<]*", text):
+        assert "median (2 runs each; worst run above" in ratio or "tie (within noise)" in ratio, (
+            ratio
+        )
+    assert "SLO limit (" in text and "s API ($" in text and "utilization" in text
     nb = json.loads(text)
     table = next(c for c in nb["cells"] if "recommendation_table()" in "".join(c["source"]))
     shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in table["outputs"])
     assert "recommended" in shown and not re.search(r"\d\.\d{4,}", shown), shown
+    assert "runs" in shown and "output_tok_s_range" in shown
     _assert_clean_outputs(executed, stand_in=True)
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.paths import REPO_ROOT
-from helpers.tune.results import SCHEMA, _saved_row, points_frame
+from helpers.tune.points import points_frame
+from helpers.tune.results import SCHEMA, _saved_row
 
 H200 = REPO_ROOT / "docs" / "results" / "h200"
 OUT = H200 / "tune"

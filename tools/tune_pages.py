@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.paths import REPO_ROOT
+from helpers.tune import noise
 from helpers.tune import slo as slos
 from helpers.tune.results import load_tune_rows
 
@@ -68,7 +69,11 @@ def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
     rows = rows[
         pd.Series(applies, index=rows.index) & ~rows["stand_in"].astype(bool)
     ]  # no CPU rehearsal
-    return rows.reset_index(drop=True) if not rows.empty else None
+    if rows.empty:
+        return None
+    # a repeated point is the median of its runs (never its luckiest run), with its spread
+    keys = ("file", "candidate", "vllm_version", "workload", "concurrency")
+    return noise.aggregate(rows, keys).reset_index(drop=True)
 
 
 def _label(row: dict[str, Any]) -> str:

@@ -25,6 +25,13 @@
 # - **The SLO** is a statement about each point, e.g. p50 TPOT <= 20 ms and p99 TTFT <= 2 s.
 #   vLLM's own `--goodput` counts the requests that met every bound; the choice is the point
 #   with the most of that goodput per GPU among the points that meet the SLO.
+# - **Repeats, and a win only beyond the noise:** one H200 measured the same command 34 % apart
+#   on two days. Each candidate's decision points (its lowest concurrency and its best point
+#   under the SLO) run `repeats` times, each run with prompts of its own (its own seed); the
+#   tables show the median and the range. A candidate replaces the recipe only when its worst
+#   run beats the recipe's best; otherwise it is a **tie (within noise)** and the recipe stays.
+# - **The SLO limit:** the highest concurrency that still meets the SLO, bisected between the
+#   grid's highest passing and lowest failing concurrency (`slo_search` extra points at most).
 # - **Nothing is left behind:** each server is stopped before the next starts; a candidate
 #   that cannot start is recorded with the server's diagnosis and skipped. Every point is
 #   saved as it finishes: run the cell again after an interrupt and it resumes.
@@ -44,6 +51,9 @@ workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "o
 slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
 candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.tune.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
+api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means helpers.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
+repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default), 2 on the stand-in; 1 measures no spread
+slo_search = 2  # extra points per candidate and workload that bisect its SLO limit (0: only the grid)
 concurrencies = None  # None means the workload's
 num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
 servers = None  # {candidate name: base URL} of servers you already run: measured there, never launched or stopped
@@ -110,7 +120,8 @@ print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v
 #
 # For each candidate: prepare what is served (the stand-in, the weightless architecture, or
 # the downloaded checkpoint), launch it, sweep, stop it. One line per step, the server's
-# start-up phases and a progress bar per sweep. A server of this kernel that holds the GPU
+# start-up phases, a progress bar per sweep, and a line per repeat and per bisection probe
+# (`run 2 of 3 at concurrency 1, 64`, `SLO limit search at concurrency 160`). A server of this kernel that holds the GPU
 # must be stopped first (one GPU, one server). Interrupted? Run the cell again: saved points
 # are skipped, and a candidate with nothing left to measure is not launched.
 #
@@ -121,7 +132,8 @@ print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v
 # %%
 result = tuning.tune(cfg, workload, slo, specs, mode=run,
                      concurrencies=concurrencies, num_prompts=num_prompts, gpu_hour_usd=gpu_hour_usd,
-                     out_dir=out_dir, servers=servers, retry_failed=retry_failed)
+                     out_dir=out_dir, servers=servers, retry_failed=retry_failed,
+                     repeats=repeats, slo_search=slo_search, api_prices=api_prices)
 display(result.candidates[["candidate", "status", "points", "of", "measured", "host", "reason", "changes"]])
 print("saved:", result.folder / "tune.json")
 
@@ -159,12 +171,16 @@ for png in pngs:
 # million output tokens is `gpu_hour_usd` x GPUs / (output tokens/s x 3600) x 10^6 at the
 # point's throughput: the GPU time only.
 #
+# Each row is the median over the point's runs (`repeats`), with the range of the throughput
+# beside it; a point with one run has no range.
+#
 # **Expected:** one row per candidate and concurrency; the misses say which bound and by how much.
 
 # %%
 from helpers.bench.results import results_table
 
-cols = ["candidate", "workload", "concurrency", "output_throughput_per_gpu", result.per_user_column, "p99_ttft_ms",
+cols = ["candidate", "workload", "concurrency", "repeats", "output_throughput_per_gpu",
+        "output_throughput_per_gpu_min", "output_throughput_per_gpu_max", result.per_user_column, "p99_ttft_ms",
         "p50_tpot_ms", "p99_e2el_ms", "meets_slo", "slo_violations", "good_fraction", "goodput_tok_s_per_gpu",
         "cost_per_m_output_tokens_usd"]
 if not result.points.empty:
@@ -173,16 +189,25 @@ if not result.points.empty:
 # %% [markdown]
 # ## 6. The recommendation, its command and its price
 #
-# Per workload: the point with the most goodput per GPU among those that meet the SLO, next
-# to the recipe's best point under the same SLO (the ratio is what tuning bought), then the
-# recommended candidate's exact command for the target, as a shell command and as
-# `docker run`. When nothing meets the SLO, the closest point is named instead.
+# Per workload: the point with the most goodput per GPU (median over its runs) among those
+# that meet the SLO, next to the recipe's best point under the same SLO. It replaces the recipe
+# only beyond the noise: its worst run above the recipe's best (with one run each, more than
+# 5 % ahead, and the line says it was one run); otherwise the row says `tie (within noise)` and
+# the recipe stays. Then the SLO limit (the highest concurrency that meets it, bisected), the
+# cost per million output tokens beside the hosted API's price for this workload, and the GPU
+# utilization at which self-hosting breaks even; then the recommended candidate's exact
+# command for the target, as a shell command and as `docker run`. When nothing meets the SLO,
+# the closest point is named instead.
 #
-# **Expected:** a table with a `recommended` and a `recipe` row per workload, one summary line
-# per workload, and the command.
+# **Expected:** a table with a `recommended` and a `recipe` row per workload (and a
+# `tie (within noise)` row on a tie), each with its runs and ranges; the SLO limits; one
+# summary block per workload, and the command.
 
 # %%
 display(result.recommendation_table())
+if not result.limits.empty:  # the SLO limit of each candidate: tok/s to 0.1, dollars to 0.001
+    display(result.limits.round({"goodput_tok_s_per_gpu": 1, "output_throughput_per_gpu": 1,
+                                 "cost_per_m_output_tokens_usd": 3}))
 print(result.summary())
 best = result.recommended()
 if best is not None:
@@ -192,8 +217,9 @@ if best is not None:
         print("\n" + best.docker_command)
 
 # %% [markdown]
-# **Reading it.** The recommendation holds for this workload, this SLO and this machine; a
-# difference under about 5 % between two candidates is within one run's noise (one run per
-# point). The committed H200 results the Hopper notebooks quote are this step's output
+# **Reading it.** The recommendation holds for this workload, this SLO and this machine. A
+# margin inside the spread of the runs is a tie, not a win; with `repeats = 1` no spread is
+# measured and the text says one run. The break-even utilization compares GPU time only (no
+# idle, staff or egress) with the API's list price on its date. The committed H200 results the Hopper notebooks quote are this step's output
 # (`docs/results/h200/tune/`, produced by `tools/device/tune_h200.py`). Every server was
 # stopped after its sweep; nothing is left running.

@@ -2,25 +2,34 @@
 result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
 candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
 :func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.tune.tune`
-runs the candidates.
+runs the candidates; :mod:`helpers.tune.points` says where each run is saved. Longer than 500
+lines: the result, its tables and its summary's words change together.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from helpers.bench.point import _safe
-from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results, read_point
+from helpers.bench.results import NOT_MEASURED_ON_STANDIN
 from helpers.bench.scenarios import Scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError
+from helpers.tune import noise
 from helpers.tune import slo as slos
+from helpers.tune.points import (
+    PERCENTILE_COLUMNS,
+    _read_json,
+    _repeat_of,
+    _write_json,
+    limit,
+    point_runs,
+    points_frame,
+)
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the
 #: machine's load changes (a resumed run measured the recipe under load and a candidate on
@@ -40,72 +49,9 @@ TABLE_DECIMALS = {
 SCHEMA = "cookbook-tune/1"
 #: The name of the candidate that serves the target's own command.
 RECIPE = "recipe"
-#: Latency columns kept per point: vLLM's ``{mean,median,p50,p90,p99}_{ttft,tpot,itl,e2el}_ms``.
-PERCENTILE_COLUMNS = tuple(
-    f"{stat}_{m}_ms"
-    for m in ("ttft", "tpot", "itl", "e2el")
-    for stat in ("mean", "median", "p50", "p90", "p99")
-)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
-def point_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
-    """Where :func:`tune` keeps one point: ``<folder>/<name>/<workload>/<name>-c<N>.json``."""
-    return folder / name / workload.name / f"{_safe(name)}-c{int(concurrency)}.json"
-
-
-def point_done(path: Path) -> bool:
-    """A saved point counts as done when vLLM's JSON reads and completed at least one request."""
-    if not path.is_file():
-        return False
-    try:
-        return bool(read_point(path).get("completed"))
-    except BenchError:
-        return False
 
 
 # --------------------------------------------------------------------------- results
-
-
-def _point_rows(path: Path) -> dict[str, Any]:
-    """The percentile figures of one saved point that :func:`load_results` leaves out."""
-    data = read_point(path)
-    keep = {k: data.get(k) for k in PERCENTILE_COLUMNS}
-    keep.update(
-        {
-            k: data.get(k)
-            for k in ("date", "endpoint_type", "total_output_tokens", "request_goodput")
-        }
-    )
-    return keep
-
-
-def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
-    percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
-    ``total_output_tokens`` and ``request_goodput``.
-
-    Raises:
-        BenchError: as :func:`load_results`.
-    """
-    df = load_results(list(paths))
-    extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
-    for col in extra.columns:
-        df[col] = extra[col]
-    return df
 
 
 def collect(
@@ -118,13 +64,20 @@ def collect(
     gpu_hour_usd: float | None = None,
     run: Any = None,
     skipped: Mapping[str, Mapping[str, Any]] | None = None,
+    repeats: int = 1,
+    api_prices: Any = None,
 ) -> TuneResult:
     """What ``folder`` holds for these candidates (:class:`helpers.tune.tune.Candidate`) and workloads, as a :class:`TuneResult`
-    (no server is touched): the saved points at the workloads' concurrencies, each
-    candidate's failures, the SLO check, goodput and cost columns; ``run`` (a
-    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them."""
+    (no server is touched): every saved run of the points at the workloads' concurrencies
+    (``runs``), the points as medians over their repeats with their spread (``points``,
+    :func:`helpers.tune.noise.aggregate`), the SLO limits (``limits``), each candidate's
+    failures, the SLO check, goodput and cost columns; ``run`` (a
+    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them;
+    ``repeats`` is what the run asked for; ``api_prices`` (:meth:`helpers.tune.slo.APIPrice.coerce`)
+    the API prices the cost is set beside. A point meets the SLO when the median over its
+    repeats of each bounded percentile does."""
     folder = Path(folder)
-    frames, rows = [], []
+    frames, rows, limits = [], [], []
     for cand in cands:
         saved = _read_json(folder / cand.name / "candidate.json") or {}
         failures = list(_read_json(folder / cand.name / "failures.json") or [])
@@ -132,18 +85,19 @@ def collect(
             failures.append(dict(skipped[cand.name]))
         n, dates = 0, []
         for w in loads:
-            paths = [point_path(folder, cand.name, w, c) for c in w.concurrencies]
-            paths = [p for p in paths if point_done(p)]
+            paths = [p for c in w.concurrencies for p in point_runs(folder, cand.name, w, c)]
+            limits.append(limit(folder, cand.name, w, bounds, gpu_hour_usd))
             if not paths:
                 continue
             df = points_frame(paths)
+            df.insert(0, "repeat", [_repeat_of(p) for p in df["path"]])
             df.insert(0, "workload", w.name)
             df.insert(0, "candidate", cand.name)
             df["recipe"] = cand.recipe
             df["vllm_version"] = saved.get("vllm_version") or cand.config.vllm_version
             df["host"] = saved.get("host")
             frames.append(df)
-            n += len(df)
+            n += int((df["repeat"] == 0).sum())
             if "date" in df:
                 dates += list(
                     pd.to_datetime(df["date"], format=VLLM_DATE, errors="coerce").dropna()
@@ -168,11 +122,21 @@ def collect(
             "changes": changes(cand.config, target),
             "command": cand.config.shell_command(),
         })  # fmt: skip
-    points = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if not points.empty:
-        points = slos.with_cost(slos.with_goodput(slos.with_slo(points, bounds)), gpu_hour_usd)
+    runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    points = runs
+    if not runs.empty:
+        runs = slos.with_cost(slos.with_goodput(slos.with_slo(runs, bounds)), gpu_hour_usd)
+        runs["score"] = slos.scores(runs)
+        points = noise.aggregate(runs)
+        # the SLO check and the price of the median point (not the median of the verdicts)
+        points = slos.with_cost(slos.with_slo(points, bounds), gpu_hour_usd)
     return TuneResult(
-        points=points, candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
+        points=points, runs=runs, repeats=int(repeats),
+        limits=pd.DataFrame(limits).astype({"limit": "Int64", "misses_at": "Int64"})
+        if limits
+        else pd.DataFrame(),
+        api_prices=slos.APIPrice.coerce(api_prices),
+        candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
         gpu_hour_usd=gpu_hour_usd, stand_in=serves_standin(run),
         failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
@@ -200,9 +164,18 @@ class Recommendation:
         cost_per_m_tokens_usd: US dollars per million output tokens at that point (None
             without a price).
         vs_recipe: goodput (else throughput) per GPU over the recipe's best point under the
-            same SLO (None when the recipe has none).
+            same SLO, medians over the repeats (None when the recipe has none).
         shell_command, docker_command: the target's command for the candidate.
         slo: the SLO it meets, in words.
+        repeats: runs of the point (the figures above are their medians).
+        spread: ``{metric: (min, max)}`` over the runs, for :data:`helpers.tune.noise.SPREAD_METRICS`.
+        verdict: the tie rule's words against the recipe (:func:`helpers.tune.noise.verdict`),
+            None for the recipe itself or without a recipe point.
+        tied_with: the candidate whose margin was within the noise (the recipe stays), or None.
+        slo_limit: the candidate's :attr:`TuneResult.limits` row at this workload, or None.
+        api: per API price (:data:`helpers.tune.slo.API_PRICES`): ``provider``, the API's
+            ``usd_per_m_output`` for this workload (input tokens included) and
+            ``break_even_utilization`` (:func:`helpers.tune.slo.break_even_utilization`).
     """
 
     workload: str
@@ -217,6 +190,18 @@ class Recommendation:
     shell_command: str
     docker_command: str | None
     slo: str
+    repeats: int = 1
+    spread: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    verdict: str | None = None
+    tied_with: str | None = None
+    slo_limit: dict[str, Any] | None = None
+    api: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def _figure(self, value: float, metric: str) -> str:
+        lo_hi = self.spread.get(metric)
+        if self.repeats < 2 or lo_hi is None:
+            return f"{value:,.0f}"
+        return f"{value:,.0f} (median of {self.repeats}, {lo_hi[0]:,.0f}-{lo_hi[1]:,.0f})"
 
     def __str__(self) -> str:
         cost = (
@@ -224,24 +209,65 @@ class Recommendation:
             if self.cost_per_m_tokens_usd is not None
             else ""
         )
-        ratio = (
-            f", {self.vs_recipe:.2f}x the recipe's (one run each: no spread measured)"
-            if self.vs_recipe is not None
-            else ""
-        )
+        if self.tied_with:
+            ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
+        elif self.verdict:
+            ratio = f", {self.verdict}"
+        else:
+            ratio = ""
         good = (
-            f", goodput {self.goodput_tok_s_per_gpu:,.0f} tok/s/GPU"
+            f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
             if self.goodput_tok_s_per_gpu is not None
             else ""
         )
+        runs = "" if self.repeats > 1 else " (one run)"
+        tput = self._figure(self.output_throughput_per_gpu, "output_throughput_per_gpu")
         return (
-            f"{self.workload}: {self.candidate} at concurrency {self.concurrency}: "
-            f"{self.output_throughput_per_gpu:,.0f} output tok/s/GPU{good}{ratio}{cost} ({self.slo})"
+            f"{self.workload}: {self.candidate} at concurrency {self.concurrency}{runs}: "
+            f"{tput} output tok/s/GPU{good}{cost}{ratio} ({self.slo})"
         )
+
+    def lines(self) -> list[str]:
+        """:meth:`__str__`, then the SLO limit and the cost against each API price."""
+        out = [str(self)]
+        lim = self.slo_limit
+        if lim is not None:
+            out.append("  " + limit_words(lim))
+        for a in self.api:
+            u = a["break_even_utilization"]
+            if u is None:
+                continue
+            even = (
+                f"self-hosting breaks even at {u:.0%} GPU utilization"
+                if u <= 1
+                else f"the API is cheaper even at 100 % utilization (break-even would need {u:.0%})"
+            )
+            out.append(
+                f"  vs {a['provider']}'s API (${a['usd_per_m_output']:.3f} per million output "
+                f"tokens of this workload, its input tokens included; {a['price']}): {even}"
+            )
+        return out
 
 
 def _num(value: Any) -> float | None:
     return slos._number(value)
+
+
+def limit_words(lim: Mapping[str, Any]) -> str:
+    """One :attr:`TuneResult.limits` row in words: the highest concurrency that meets the SLO,
+    how it was found, and the goodput there."""
+    who, probes = lim["candidate"], int(_num(lim.get("probes")) or 0)
+    low, high, good = (_num(lim.get(k)) for k in ("limit", "misses_at", "goodput_tok_s_per_gpu"))
+    how = f"bisection, {probes} extra point(s), one run each" if probes else "the grid's points"
+    if low is None:
+        return f"SLO limit ({who}): no measured concurrency meets the SLO (misses from {high:.0f})"
+    at = f"; goodput {good:,.0f} tok/s/GPU there" if good is not None else ""
+    if high is None:
+        return (f"SLO limit ({who}): every measured concurrency meets it, up to {low:.0f}: the "
+                f"limit is {low:.0f} or more ({how}){at}")  # fmt: skip
+    state = "found" if high - low <= 1 else f"between {low:.0f} and {high:.0f}"
+    return (f"SLO limit ({who}): concurrency {low:.0f} meets it, {high:.0f} misses ({state}; "
+            f"{how}){at}")  # fmt: skip
 
 
 def changes(cfg: Any, base: Any) -> str:
@@ -272,6 +298,13 @@ class TuneResult:
             ``vllm_version``, and :mod:`helpers.tune.slo`'s ``meets_slo``,
             ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
             ``cost_per_m_output_tokens_usd``.
+            One row per point: the median over its repeats (``repeats``: how many), with
+            ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`.
+        runs: the same columns, one row per run (``repeat``, 0-based): what the medians are of.
+        limits: per candidate and workload, the SLO limit (:func:`helpers.tune.points.limit`: ``limit``,
+            ``misses_at``, ``probes``, ``found``, goodput there).
+        repeats: the runs the call asked for at each decision point.
+        api_prices: the API prices the cost is set beside (:class:`helpers.tune.slo.APIPrice`).
         candidates: one row per candidate: ``status`` (ok / partial / failed / not run),
             ``points``, ``reason`` (the diagnosis of a failure), ``command``.
         failures: every recorded failure per candidate (stage, message, diagnosis, log).
@@ -289,6 +322,10 @@ class TuneResult:
     stand_in: bool = False
     failures: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     specs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    runs: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    limits: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    repeats: int = 1
+    api_prices: tuple[Any, ...] = ()
 
     @property
     def per_user_column(self) -> str:
@@ -318,11 +355,21 @@ class TuneResult:
             return pts
         return slos.pareto_front(pts, x=self.per_user_column, y="output_throughput_per_gpu")
 
+    def _run_scores(self, point: Mapping[str, Any], objective: str) -> list[float]:
+        """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
+        runs = self.runs if not self.runs.empty else self.points
+        mine = runs[(runs["candidate"] == point["candidate"]) & (runs["workload"] == point["workload"])
+                    & (runs["concurrency"] == point["concurrency"])]  # fmt: skip
+        return [v for v in slos.scores(mine, objective, per_user=self.per_user_column) if v == v]
+
     def recommended(
         self, workload: str | None = None, objective: str = "goodput"
     ) -> Recommendation | None:
-        """The best point under the SLO at ``workload`` (:func:`helpers.tune.slo.choose`), or
-        None when no point meets it (:meth:`closest` says which came nearest)."""
+        """The recommendation at ``workload``: the best point under the SLO by the median over
+        its repeats (:func:`helpers.tune.slo.choose`), when it beats the recipe's best point
+        beyond the noise (:func:`helpers.tune.noise.verdict`); else the recipe's point, with
+        the tie named (``tied_with``). None when no point meets the SLO (:meth:`closest`
+        says which came nearest)."""
         name = self._workload(workload)
         pts = self._of(name)
         if pts.empty:
@@ -335,7 +382,24 @@ class TuneResult:
             if pts["recipe"].any()
             else None
         )
+        words, tied = None, None
+        if recipe is not None and best["candidate"] != recipe["candidate"]:
+            v = noise.verdict(
+                self._run_scores(best, objective), self._run_scores(recipe, objective)
+            )
+            words = v.text
+            if v.tie:
+                best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]
+        tput = _num(best.get("output_throughput"))
+        gpus = _num(best.get("gpu_count")) or 1
+        lim = self.limits
+        lim = (
+            lim[(lim["candidate"] == best["candidate"]) & (lim["workload"] == name)]
+            if not lim.empty
+            else lim
+        )
+        w = next(x for x in self.workloads if x.name == name)
         return Recommendation(
             workload=name, candidate=best["candidate"], concurrency=int(best["concurrency"]),
             output_throughput_per_gpu=float(best["output_throughput_per_gpu"]),
@@ -347,6 +411,16 @@ class TuneResult:
             shell_command=cfg.shell_command(),
             docker_command=cfg.docker_command() if getattr(cfg, "docker_image", None) else None,
             slo=self.slo.describe(),
+            repeats=int(best.get("repeats") or 1),
+            spread={m: (float(best[f"{m}_min"]), float(best[f"{m}_max"]))
+                    for m in noise.SPREAD_METRICS if _num(best.get(f"{m}_min")) is not None},
+            verdict=words, tied_with=tied,
+            slo_limit=lim.iloc[0].to_dict() if not lim.empty else None,
+            api=[{"provider": a.provider, "price": a.describe(),
+                  "usd_per_m_output": a.per_m_output(w.input_len, w.output_len),
+                  "break_even_utilization": slos.break_even_utilization(
+                      tput, self.gpu_hour_usd, a.per_m_output(w.input_len, w.output_len), gpus)}
+                 for a in self.api_prices],
         )  # fmt: skip
 
     def closest(self, workload: str | None = None) -> dict[str, Any] | None:
@@ -364,11 +438,13 @@ class TuneResult:
         return row.drop(labels=["_n"]).to_dict()
 
     def recommendation_table(self) -> pd.DataFrame:
-        """Per workload, the recommended point and the recipe's best under the same SLO: one
-        row each (``role``: recommended / recipe), with throughput per GPU, per-user speed,
-        goodput, the share of good requests, the cost per million output tokens and the
-        candidate's changes against the recipe (``changes``). A workload where nothing meets
-        the SLO gets one row saying so."""
+        """Per workload, the recommended point, the recipe's best under the same SLO and, on a
+        tie, the candidate within the noise: one row each (``role``: recommended / recipe /
+        tie (within noise)), with throughput per GPU, per-user speed, goodput, the share of
+        good requests, p99 TTFT, p50 TPOT (medians over ``runs``; ``*_range``: min-max over
+        them, ``"one run"`` without repeats), the cost per million output tokens, the tie
+        rule's ``verdict`` and the candidate's changes against the recipe (``changes``). A
+        workload where nothing meets the SLO gets one row saying so."""
         rows = []
         for w in self.workloads:
             pts = self._of(w.name)
@@ -380,6 +456,10 @@ class TuneResult:
                 r = slos.choose(pts[pts["recipe"]], self.slo, per_user=self.per_user_column)
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
+            if rec is not None and rec.tied_with:
+                t = slos.choose(pts[pts["candidate"] == rec.tied_with], self.slo,
+                                per_user=self.per_user_column)  # fmt: skip
+                picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
             if not picks:
                 near = self.closest(w.name)
                 rows.append({"workload": w.name, "role": "none meets the SLO",
@@ -389,15 +469,29 @@ class TuneResult:
                 continue
             for role, cand, conc in picks:
                 row = pts[(pts["candidate"] == cand) & (pts["concurrency"] == conc)].iloc[0]
+                n = int(row.get("repeats") or 1)
+
+                def spread(m: str, digits: int = 0, row=row, n=n) -> str:
+                    lo, hi = _num(row.get(f"{m}_min")), _num(row.get(f"{m}_max"))
+                    if lo is None or hi is None:
+                        return ""
+                    return f"{lo:,.{digits}f}-{hi:,.{digits}f}" if n > 1 else "one run"
+
+                tpot_na = self.stand_in
                 rows.append({
                     "workload": w.name, "role": role, "candidate": cand, "concurrency": conc,
+                    "runs": n,
                     "output_tok_s_per_gpu": row["output_throughput_per_gpu"],
+                    "output_tok_s_range": spread("output_throughput_per_gpu"),
                     "per_user_tok_s": row.get(self.per_user_column),
                     "goodput_tok_s_per_gpu": row.get("goodput_tok_s_per_gpu"),
+                    "goodput_range": spread("goodput_tok_s_per_gpu"),
                     "good_requests": row.get("good_fraction"),
                     "p99_ttft_ms": row.get("p99_ttft_ms"),
-                    "p50_tpot_ms": NOT_MEASURED_ON_STANDIN if self.stand_in else row.get("p50_tpot_ms"),
+                    "p50_tpot_ms": NOT_MEASURED_ON_STANDIN if tpot_na else row.get("p50_tpot_ms"),
+                    "p50_tpot_range": NOT_MEASURED_ON_STANDIN if tpot_na else spread("p50_tpot_ms", 1),
                     "usd_per_m_output_tokens": row.get("cost_per_m_output_tokens_usd"),
+                    "verdict": (rec.verdict or "") if rec is not None and role != "recipe" else "",
                     "changes": changes(self.configs[cand], self.target) or "(the recipe's command)",
                 })  # fmt: skip
         return pd.DataFrame(rows).round(TABLE_DECIMALS)
@@ -408,8 +502,8 @@ class TuneResult:
         for w in self.workloads:
             rec = self.recommended(w.name)
             if rec is not None:
-                lines.append(str(rec))
-                lines += self.measured_apart(w.name, rec.candidate)
+                lines += rec.lines()
+                lines += self.measured_apart(w.name, rec.tied_with or rec.candidate)
                 continue
             near = self.closest(w.name)
             if near is None:
@@ -492,10 +586,11 @@ class TuneResult:
         for row in self.candidates.to_dict("records"):
             name = row["candidate"]
             cfg = self.configs[name]
-            pts = (
-                self.points[self.points["candidate"] == name]
-                if not self.points.empty
-                else self.points
+            pts = self.runs[self.runs["candidate"] == name] if not self.runs.empty else self.runs
+            lim = (
+                self.limits[self.limits["candidate"] == name]
+                if not self.limits.empty
+                else self.limits
             )
             cands.append({
                 "name": name, "recipe": name == RECIPE, "status": row["status"],
@@ -504,7 +599,9 @@ class TuneResult:
                 "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
                 "spec": self.specs.get(name, {}),
                 "failures": self.failures.get(name, []),
-                "points": [_saved_row(p) for p in pts.to_dict("records")],
+                "points": [{**_saved_row(p), "repeat": int(p.get("repeat") or 0)}
+                           for p in pts.to_dict("records")],
+                "slo_limits": [_saved_row(r, tuple(r)) for r in lim.to_dict("records")],
             })  # fmt: skip
         return {
             "schema": SCHEMA,
@@ -547,9 +644,10 @@ ROW_COLUMNS = (
 )  # fmt: skip
 
 
-def _saved_row(point: Mapping[str, Any]) -> dict[str, Any]:
-    row = {k: point.get(k) for k in ROW_COLUMNS if k != "source"}
-    row["source"] = point.get("source") or point.get("path")
+def _saved_row(point: Mapping[str, Any], columns: Sequence[str] = ROW_COLUMNS) -> dict[str, Any]:
+    row = {k: point.get(k) for k in columns if k != "source"}
+    if "source" in columns:
+        row["source"] = point.get("source") or point.get("path")
     return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
 
 

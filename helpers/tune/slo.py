@@ -274,6 +274,29 @@ def pareto_front(
 OBJECTIVES = ("goodput", "throughput", "per_user")
 
 
+def scores(
+    points: pd.DataFrame, objective: str = "goodput", *, per_user: str = "tokens_per_s_per_user"
+) -> pd.Series:
+    """The figure :func:`choose` ranks each row by (higher is better), as floats: goodput per GPU
+    (output tokens/s per GPU where a row has no goodput), output tokens/s per GPU, or the
+    ``per_user`` column. Applied to each repeat of a point, it gives the values the tie rule
+    compares (:func:`helpers.tune.noise.verdict`).
+
+    Raises:
+        BenchError: an unknown objective; ``"per_user"`` without its column.
+    """
+    if objective not in OBJECTIVES:
+        raise BenchError(f"objective={objective!r}: use one of {', '.join(OBJECTIVES)}.")
+    tput = _series(points, "output_throughput_per_gpu")
+    if objective == "goodput":
+        return _series(points, "goodput_tok_s_per_gpu").fillna(tput)
+    if objective == "throughput":
+        return tput
+    if per_user not in points:
+        raise BenchError(f"choose(objective='per_user'): no column {per_user!r} in the points.")
+    return _series(points, per_user)
+
+
 def choose(
     points: pd.DataFrame,
     slo: SLO | None = None,
@@ -306,14 +329,7 @@ def choose(
     if data.empty:
         return None
     tput = _series(data, "output_throughput_per_gpu")
-    if objective == "goodput":
-        score = _series(data, "goodput_tok_s_per_gpu").fillna(tput)
-    elif objective == "throughput":
-        score = tput
-    else:
-        if per_user not in data:
-            raise BenchError(f"choose(objective='per_user'): no column {per_user!r} in the points.")
-        score = _series(data, per_user)
+    score = scores(data, objective, per_user=per_user)
     if score.isna().all():
         raise BenchError(
             f"choose(objective={objective!r}): no point has the figure it ranks by "
@@ -327,3 +343,143 @@ def choose(
     best["objective"] = objective
     best["score"] = float(ranked.iloc[0]["_score"])
     return best
+
+
+# --------------------------------------------------------------------------- the SLO limit
+
+
+def slo_limit(meets: Mapping[int, bool]) -> tuple[int | None, int | None]:
+    """The highest concurrency known to meet the SLO and the lowest known to miss it, from
+    measured points ``{concurrency: meets the SLO}``.
+
+    ``high`` is the lowest concurrency that misses; ``low`` the highest that meets below it (so
+    a point that passes above a failing one, e.g. a noisy run, does not move the limit up).
+
+    Returns:
+        ``(low, high)``: ``low`` None when nothing meets the SLO at or below ``high``; ``high``
+        None when every measured point meets it (the limit is at or above ``low``).
+    """
+    fails = sorted(int(c) for c, ok in meets.items() if not ok)
+    high = fails[0] if fails else None
+    passes = [int(c) for c, ok in meets.items() if ok and (high is None or int(c) < high)]
+    return (max(passes) if passes else None), high
+
+
+def next_probe(meets: Mapping[int, bool]) -> int | None:
+    """The next concurrency of the bisection for the SLO limit: the midpoint (rounded down)
+    of :func:`slo_limit`'s ``(low, high)``, or None when there is nothing to search (no point
+    meets the SLO, every point meets it, or ``high - low <= 1``: the limit is found).
+
+    Each probe halves the gap, so ``k`` probes bound the limit to ``(high - low) / 2**k``
+    (between 64 and 256, two probes leave a gap of 48 requests).
+    """
+    low, high = slo_limit(meets)
+    if low is None or high is None or high - low <= 1:
+        return None
+    return (low + high) // 2
+
+
+# --------------------------------------------------------------------------- the API's price
+
+
+class APIPrice(BaseModel):
+    """A published per-token price of this model behind a hosted API.
+
+    Attributes:
+        provider: who sells it (``"Vercel"``).
+        input_usd_per_m, output_usd_per_m: US dollars per million input / output tokens.
+        source: where the price was read (a page or a note).
+        date: when it was read (a price changes: quote the date with it).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: str
+    input_usd_per_m: float = Field(ge=0)
+    output_usd_per_m: float = Field(gt=0)
+    source: str
+    date: str
+
+    def per_m_output(self, input_len: float = 0, output_len: float = 1) -> float:
+        """US dollars the API charges per million output tokens of a workload of
+        ``input_len`` tokens in and ``output_len`` out per request, its input tokens included
+        (a self-hosted GPU reads the prompts in the same GPU time it prices):
+        ``output_usd_per_m + input_usd_per_m x input_len / output_len``."""
+        return self.output_usd_per_m + self.input_usd_per_m * float(input_len) / max(
+            float(output_len), 1.0
+        )
+
+    def describe(self) -> str:
+        """``"Vercel: $0.04 in / $0.12 out per million tokens (read late 2026)"``."""
+        return (
+            f"{self.provider}: ${self.input_usd_per_m:g} in / ${self.output_usd_per_m:g} out "
+            f"per million tokens (read {self.date})"
+        )
+
+    @classmethod
+    def coerce(cls, value: Any) -> tuple[APIPrice, ...]:
+        """API prices from None (:data:`API_PRICES`), an :class:`APIPrice`, a mapping of its
+        fields, or a list of them.
+
+        Raises:
+            BenchError: a field missing or of the wrong kind; the message names the fields.
+        """
+        if value is None:
+            return API_PRICES
+        items = [value] if isinstance(value, (APIPrice, Mapping)) else list(value)
+        out = []
+        for item in items:
+            try:
+                out.append(item if isinstance(item, APIPrice) else cls(**dict(item)))
+            except (ValidationError, TypeError, ValueError) as exc:
+                raise BenchError(
+                    f"api_prices={item!r} is not an API price ({_first_error(exc)}): pass "
+                    '{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, '
+                    '"source": "...", "date": "2026-11"} or a list of them (None: the defaults).'
+                ) from None
+        return tuple(out)
+
+
+#: Published prices of Nemotron 3.5 Lightning (30B-A3B) behind hosted APIs, as read in late
+#: 2026; pass your own (``tune(..., api_prices=...)``): a price is only as good as its date.
+API_PRICES = (
+    APIPrice(provider="Vercel", input_usd_per_m=0.04, output_usd_per_m=0.12,
+             source="Vercel, its published per-token price of the model", date="late 2026"),
+    APIPrice(provider="W&B", input_usd_per_m=0.07, output_usd_per_m=0.20,
+             source="W&B Inference, its published per-token price of the model",
+             date="late 2026"),
+)  # fmt: skip
+
+
+def break_even_utilization(
+    output_tok_s: float | None,
+    gpu_hour_usd: float | None,
+    api_usd_per_m_output: float,
+    gpu_count: int | float = 1,
+) -> float | None:
+    """The share of hours a self-hosted server must run at ``output_tok_s`` for its GPU time to
+    cost what the API charges for the same tokens: ``u`` in ``gpu_hour_usd x gpu_count /
+    (u x output_tok_s x 3600) = api_usd_per_m_output / 1e6``, i.e. :func:`cost_per_million`
+    at full use over the API's price. Below ``u`` the API is cheaper; above it, self-hosting.
+    A value above 1 means the API is cheaper even at 100 % use (the caller words it so);
+    the figure is returned unclamped so the reader sees by how much.
+
+    Args:
+        output_tok_s: the whole server's output tokens/s at the chosen point.
+        gpu_hour_usd: US dollars per GPU hour; gpu_count: GPUs behind the server.
+        api_usd_per_m_output: the API's US dollars per million output tokens
+            (:meth:`APIPrice.per_m_output`).
+
+    Returns:
+        ``u`` (0.25 = 25 % of the hours), or None without a price or a positive throughput.
+
+    Raises:
+        BenchError: a negative GPU price or count, or an API price that is not positive.
+    """
+    if not api_usd_per_m_output or api_usd_per_m_output <= 0:
+        raise BenchError(
+            f"api_usd_per_m_output={api_usd_per_m_output!r}: an API price per million output "
+            "tokens must be positive, e.g. 0.12."
+        )
+    full = cost_per_million(output_tok_s, gpu_hour_usd, gpu_count)
+    return None if full is None else full / float(api_usd_per_m_output)

@@ -56,11 +56,27 @@ fit this cookbook's needs:
     <candidate>/candidate.json              the command served (checked on resume)
     <candidate>/failures.json               start or point failures, with the diagnosis
     <candidate>/<workload>/workload.json    the request shape and the --goodput bounds
-    <candidate>/<workload>/<candidate>-c<N>.json   one vllm bench serve point (+ .log)
+    <candidate>/<workload>/<candidate>-c<N>.json   one vllm bench serve point (+ .log): repeat 0
+    <candidate>/<workload>/<candidate>-r<k>-c<N>.json   repeat k of a decision point
+    <candidate>/<workload>/search/<candidate>-c<N>.json   a probe of the SLO limit's bisection
     tune.json                               the whole result (:data:`SCHEMA`)
 
 A point whose JSON exists and completed requests is done: a second run skips it, and a candidate
-with nothing left to measure is not launched. ``tune.json`` is the format the committed results
+with nothing left to measure is not launched. A folder of single runs (before repeats) reads as
+one run per point.
+
+**Repeats, and the rule they serve.** While a candidate's server is up, :func:`tune` runs, per
+workload: (1) every concurrency once (repeat 0); (2) its *decision points*
+(:func:`helpers.tune.points.decision_concurrencies`: the lowest concurrency and its best point
+under the SLO, read from repeat 0) ``repeats - 1`` more times, repeat ``k`` with seed ``k``
+(:func:`helpers.bench.sizing.point_seed`: other prompts, nothing served from the prefix cache
+of another run); (3) up to ``slo_search`` bisection probes of its SLO limit
+(:func:`helpers.tune.slo.next_probe`, between its highest passing and lowest failing
+concurrency). So a candidate costs at most ``len(concurrencies) + 2 x (repeats - 1) +
+slo_search`` points per workload and one server start. The recommendation is taken on the
+medians over the repeats, and a candidate replaces the recipe only beyond the noise
+(:func:`helpers.tune.noise.verdict`: its worst run above the recipe's best); otherwise the
+summary says "tie (within noise)" and the recipe stays. ``tune.json`` is the format the committed results
 under ``docs/results/<target>/tune/`` use (:func:`helpers.tune.results.load_tune_rows` reads both).
 """
 
@@ -69,6 +85,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -90,22 +107,29 @@ from helpers.tune.inputs import (  # noqa: F401 - the tuning step's names, in on
     make_candidates,
     workloads,
 )
-from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
+from helpers.tune.points import (  # noqa: F401 - the tuning step's names, in one place
     PERCENTILE_COLUMNS,
+    SEARCH,
+    _read_json,
+    _write_json,
+    decision_concurrencies,
+    point_done,
+    point_path,
+    point_runs,
+    points_frame,
+    search_meets,
+    search_path,
+)
+from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
     RECIPE,
     ROW_COLUMNS,
     SCHEMA,
     Recommendation,
     TuneResult,
-    _read_json,
     _saved_row,
-    _write_json,
     changes,
     collect,
     load_tune_rows,
-    point_done,
-    point_path,
-    points_frame,
 )
 from helpers.weights.prepare import MODES
 
@@ -225,6 +249,9 @@ def tune(
     startup_timeout: float | None = None,
     bench_args: Sequence[str] = (),
     server_factory: Callable[[Any], Any] | None = None,
+    repeats: int | None = None,
+    slo_search: int = 2,
+    api_prices: Any = None,
 ) -> TuneResult:
     """Measure each candidate at each workload's concurrencies; return what was measured.
 
@@ -264,12 +291,23 @@ def tune(
         bench_args: more ``vllm bench serve`` flags for every point.
         server_factory: ``config -> VLLMServer`` (not started) instead of
             ``VLLMServer(config, ...)``; a seam for process tests.
+        repeats: runs of each candidate's decision points (the lowest concurrency and its
+            best under the SLO), each with its own seed; 1 runs every point once and the
+            summary says so. Default 3 on a GPU (vLLM's ``vllm bench sweep serve --num-runs``
+            default, 0.32.0 ``vllm/benchmarks/sweep/serve.py``), 2 on the stand-in (two runs
+            give a spread and keep CI short).
+        slo_search: at most this many extra points per candidate and workload, bisecting
+            between its highest concurrency that meets the SLO and the lowest that misses
+            (:func:`helpers.tune.slo.next_probe`); 0: only the grid. One run each.
+        api_prices: the hosted API's prices the cost is set beside
+            (:meth:`helpers.tune.slo.APIPrice.coerce`; None: :data:`helpers.tune.slo.API_PRICES`).
 
     Returns:
         A :class:`TuneResult`; ``tune.json`` in the folder holds the same (:data:`SCHEMA`).
 
     Raises:
-        BenchError: bad arguments (named), or a saved record of this folder that was measured
+        BenchError: bad arguments (named: ``repeats`` below 1, ``slo_search`` below 0, an API
+            price without its fields), or a saved record of this folder that was measured
             for another command or workload (resume would mix them).
         KeyboardInterrupt: the server of the candidate in progress was stopped first; the points
             finished stay saved, and the next call resumes after them.
@@ -283,6 +321,18 @@ def tune(
         )
     run = Run(mode, target=target)
     stand_in = run.stand_in
+    reps = (2 if stand_in else 3) if repeats is None else repeats
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise BenchError(
+            f"repeats={repeats!r}: pass an int of 1 or more (runs of each decision point; 3 is "
+            "vLLM's sweep default, 1 measures no spread), or None for the default."
+        )
+    if isinstance(slo_search, bool) or not isinstance(slo_search, int) or slo_search < 0:
+        raise BenchError(
+            f"slo_search={slo_search!r}: pass an int of 0 or more (extra points of the SLO "
+            "limit's bisection per candidate and workload; 0 measures only the grid)."
+        )
+    prices = slos.APIPrice.coerce(api_prices)
     bounds = slos.SLO.coerce(slo)
     cands = make_candidates(target, candidates, include_recipe=include_recipe)
     loads = workloads(workload, run=run)
@@ -327,7 +377,9 @@ def tune(
             if cand.name in remeasure:
                 for w in loads:
                     for c in w.concurrencies:
-                        point_path(folder, cand.name, w, c).unlink(missing_ok=True)
+                        for path in point_runs(folder, cand.name, w, c):
+                            path.unlink(missing_ok=True)
+                    shutil.rmtree(cdir / w.name / SEARCH, ignore_errors=True)
             fails_path = cdir / "failures.json"
             failures = _read_json(fails_path) or []
             started = [f for f in failures if f.get("stage") in ("prepare", "validate", "start")]
@@ -337,16 +389,9 @@ def tune(
                 continue
             if retry_failed:
                 failures = []
-            failed_points = {(f.get("workload"), f.get("concurrency")) for f in failures}
-            todo = {
-                w.name: [
-                    c for c in w.concurrencies
-                    if not point_done(point_path(folder, cand.name, w, c))
-                    and (w.name, c) not in failed_points
-                ]
-                for w in loads
-            }  # fmt: skip
-            if not any(todo.values()):
+            steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
+                     for w in loads}  # fmt: skip
+            if not any(steps.values()):
                 _say(progress, f"{head}: every point saved, nothing to run")
                 continue
             url = servers.get(cand.name)
@@ -366,12 +411,17 @@ def tune(
                 _say(progress, f"{head}: could not prepare it: {exc}")
                 continue
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
-            n_points = sum(len(v) for v in todo.values())
+            n_points = sum(len(s[2]) for s in steps.values() if s and s[0] == "first")
+            then = (
+                f"; repeats: {reps} runs of each decision point" if reps > 1 else "; one run each"
+            )
             if url:
-                _say(progress, f"{head}: measuring {n_points} point(s) on the server at {url}")
+                _say(
+                    progress, f"{head}: measuring {n_points} point(s) on the server at {url}{then}"
+                )
                 srv = VLLMServer.attach(url)
             else:
-                _say(progress, f"{head}: launching, then {n_points} point(s)")
+                _say(progress, f"{head}: launching, then {n_points} point(s){then}")
                 srv = (
                     server_factory(served)
                     if server_factory is not None
@@ -397,8 +447,8 @@ def tune(
                 )
                 gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
                 for w in loads:
-                    _measure(srv, cand.name, w, todo[w.name], folder, bounds, gpus, bench_args,
-                             progress, failures)  # fmt: skip
+                    _run_steps(srv, cand.name, head, w, folder, bounds, gpus, bench_args,
+                               progress, failures, reps, slo_search)  # fmt: skip
                     if failures and failures[-1].get("stage") == "crash":
                         break
             finally:
@@ -406,7 +456,7 @@ def tune(
                     _write_json(fails_path, failures)
                 srv.stop()
         result = collect(folder, target, cands, loads, bounds, gpu_hour_usd=gpu_hour_usd,
-                         run=run, skipped=skipped)  # fmt: skip
+                         run=run, skipped=skipped, repeats=reps, api_prices=prices)  # fmt: skip
         result.save()
     return result
 
@@ -420,6 +470,82 @@ def _served_version(srv: Any) -> str | None:
         return None
 
 
+def _failed(failures: Sequence[Mapping[str, Any]], w: Scenario) -> set[tuple[int, int, bool]]:
+    """``{(concurrency, repeat, is a search probe)}`` of the failed points of workload ``w``."""
+    return {(int(f["concurrency"]), int(f.get("repeat") or 0), bool(f.get("search")))
+            for f in failures if f.get("workload") == w.name and f.get("concurrency") is not None}  # fmt: skip
+
+
+def _next_step(
+    folder: Path,
+    name: str,
+    w: Scenario,
+    bounds: slos.SLO,
+    repeats: int,
+    slo_search: int,
+    failures: Sequence[Mapping[str, Any]],
+) -> tuple[str, int, list[int]] | None:
+    """What candidate ``name`` still has to measure at workload ``w``, one step at a time, from
+    what is saved (so a run resumes anywhere): ``("first", 0, concurrencies)`` (repeat 0 of the
+    grid), then ``("repeat", k, decision concurrencies)`` for k in 1..repeats-1, then
+    ``("search", 0, [concurrency])`` (the next bisection probe, while fewer than
+    ``slo_search`` ran); None when nothing is left. A failed point is not proposed again."""
+    failed = _failed(failures, w)
+    first = [c for c in w.concurrencies
+             if not point_done(point_path(folder, name, w, c)) and (c, 0, False) not in failed]  # fmt: skip
+    if first:
+        return "first", 0, first
+    decision = decision_concurrencies(folder, name, w, bounds)
+    for r in range(1, repeats):
+        todo = [c for c in decision
+                if not point_done(point_path(folder, name, w, c, r)) and (c, r, False) not in failed]  # fmt: skip
+        if todo:
+            return "repeat", r, todo
+    if slo_search:
+        meets, probes = search_meets(folder, name, w, bounds, [c for c, _, s in failed if s])
+        nxt = slos.next_probe(meets)
+        if nxt is not None and probes < slo_search:
+            return "search", 0, [nxt]
+    return None
+
+
+def _run_steps(
+    srv: Any,
+    name: str,
+    head: str,
+    w: Scenario,
+    folder: Path,
+    bounds: slos.SLO,
+    gpus: int,
+    bench_args: Sequence[str],
+    progress: bool,
+    failures: list[dict[str, Any]],
+    repeats: int,
+    slo_search: int,
+) -> None:
+    """Run :func:`_next_step` after step on ``srv`` until nothing is left (or the server died,
+    or a step would repeat itself: a point the sweep saved under another concurrency)."""
+    tried: set[tuple[str, int, tuple[int, ...]]] = set()
+    while (step := _next_step(folder, name, w, bounds, repeats, slo_search, failures)) is not None:
+        kind, r, cs = step
+        if (kind, r, tuple(cs)) in tried:
+            _say(progress, f"{head} {w.name}: {kind} c={cs} was not saved as asked; going on")
+            return
+        tried.add((kind, r, tuple(cs)))
+        if kind == "repeat":
+            _say(progress, f"{head} {w.name}: run {r + 1} of {repeats} at concurrency "
+                 f"{', '.join(map(str, cs))} (seed {r}: other prompts)")  # fmt: skip
+        elif kind == "search":
+            meets, _ = search_meets(folder, name, w, bounds)
+            low, high = slos.slo_limit(meets)
+            _say(progress, f"{head} {w.name}: SLO limit search at concurrency {cs[0]} "
+                 f"(meets at {low}, misses at {high})")  # fmt: skip
+        _measure(srv, name, w, cs, folder, bounds, gpus, bench_args, progress, failures,
+                 repeat=r, search=kind == "search")  # fmt: skip
+        if failures and failures[-1].get("stage") == "crash":
+            return
+
+
 def _measure(
     srv: Any,
     name: str,
@@ -431,25 +557,33 @@ def _measure(
     bench_args: Sequence[str],
     progress: bool,
     failures: list[dict[str, Any]],
+    repeat: int = 0,
+    search: bool = False,
 ) -> None:
-    """Run the points ``todo`` of one workload on ``srv``; record a failed point and go on with
-    the next while the server lives (a dead server ends the candidate: a ``crash`` record)."""
+    """Run the points ``todo`` of one workload on ``srv`` (repeat ``repeat``: label
+    ``<name>-r<k>``, seed ``k``; or the SLO search's probes, in ``search/``); record a failed
+    point and go on with the next while the server lives (a dead server ends the candidate:
+    a ``crash`` record)."""
     from helpers.bench.sweep import sweep
+
+    def path(c: int) -> Path:
+        return search_path(folder, name, w, c) if search else point_path(folder, name, w, c, repeat)
 
     remaining = list(todo)
     while remaining:
         try:
             sweep(
-                srv, remaining, scenario=w, out_dir=folder / name / w.name, label=name,
-                keep_other_points=True,
-                gpu_count=gpus, slo=bounds.goodput_args(), seed_label=w.name,
+                srv, remaining, scenario=w, out_dir=path(remaining[0]).parent,
+                label=name if not repeat else f"{name}-r{repeat}", keep_other_points=True,
+                gpu_count=gpus, slo=bounds.goodput_args(), seed=repeat, seed_label=w.name,
                 extra_args=bench_args, progress=progress,
             )  # fmt: skip
             return
         except BenchError as exc:
-            done = [c for c in remaining if point_done(point_path(folder, name, w, c))]
+            done = [c for c in remaining if point_done(path(c))]
             failed = next(c for c in remaining if c not in done)
-            failures.append(_failure("bench", exc, workload=w.name, concurrency=failed))
+            where = {"repeat": repeat} if repeat else ({"search": True} if search else {})
+            failures.append(_failure("bench", exc, workload=w.name, concurrency=failed, **where))
             _say(progress, f"{name!r} {w.name} c={failed}: {failures[-1]['message'][:300]}")
             remaining = [c for c in remaining if c not in done and c != failed]
             if not srv.is_running():

@@ -5,7 +5,11 @@ random weights, ``--load-format dummy``): NVFP4 x {Humming (the recipe), Marlin}
 Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 / 256 on the
 ``tune-1k`` (1024 in / 256 out) and ``tune-8k`` (8192 in / 256 out) workloads of
 ``cookbook/scenarios.yaml``, with vLLM's ``--goodput`` from the SLO (p50 TPOT <= 20 ms, p99 TTFT
-<= 2 s). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
+<= 2 s). Each candidate's decision points (concurrency 1 and its best under the SLO) run
+``--repeats`` times (default 3, vLLM's ``vllm bench sweep --num-runs`` default), each with its
+own seed, and its SLO limit is bisected with at most ``--slo-search`` extra points per workload
+(default 2): a candidate replaces the recipe only when its worst run beats the recipe's best
+(``helpers.tune.noise.verdict``). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
 ``tune-1k``); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
 (they run only in an environment with it; the same ``--out`` merges both).
 
@@ -129,8 +133,10 @@ def estimate_s(loads, concurrencies=None) -> float:
 #: Device seconds a candidate is budgeted at before it starts (``--candidate-s``): a grid
 #: candidate (cold start, tune-1k and tune-8k) and a c1 candidate (cold start, one point). Set
 #: from the measured figures above (a start near 200 s, the h200 notebook's 1K sweep near
-#: 150 s, the 8K sweep's prefill near 150 s), not from the model's upper bound.
-CANDIDATE_S = {"grid": 600.0, "c1": 260.0}
+#: 150 s, the 8K sweep's prefill near 150 s), not from the model's upper bound; with 3 repeats
+#: of two decision points and 2 bisection probes, about 150 s more per workload (c1: two more
+#: runs of its one point, about 60 s).
+CANDIDATE_S = {"grid": 900.0, "c1": 320.0}
 
 
 def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) -> tuning.TuneResult:
@@ -139,7 +145,8 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
     mode = "stand_in" if args.stand_in else "weightless"
     slo = STANDIN_SLO if args.stand_in else SLO
     common = dict(mode=mode, concurrencies=concurrencies, gpu_hour_usd=args.gpu_hour_usd,
-                  out_dir=folder, retry_failed=args.retry_failed, progress=True)  # fmt: skip
+                  out_dir=folder, retry_failed=args.retry_failed, progress=True,
+                  repeats=args.repeats, slo_search=args.slo_search)  # fmt: skip
     names = [tuning.RECIPE if name == "grid" else None] + [s["name"] for s in cand_specs]
     for cand in [n for n in names if n]:
         if args.only and cand not in args.only:
@@ -202,6 +209,10 @@ def main(argv=None) -> int:
         help="seconds budgeted per candidate (default: 600 grid, 260 c1)",
     )
     p.add_argument("--gpu-hour-usd", type=float, default=3.5, help="example price per GPU hour")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each decision point")
+    p.add_argument(
+        "--slo-search", type=int, default=2, help="bisection points of the SLO limit (0: none)"
+    )
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
     p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")

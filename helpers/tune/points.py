@@ -1,0 +1,190 @@
+"""Where each run of a tuning point lives, and what :func:`helpers.tune.tune.tune` measures
+next from what is saved: the paths of the runs of a point (:func:`point_path`, repeat ``k`` as
+``<name>-r<k>-c<N>.json``) and of the SLO limit's probes (:func:`search_path`), the saved points
+as rows (:func:`points_frame`), each candidate's decision points (:func:`decision_concurrencies`)
+and its SLO limit (:func:`search_meets`, :func:`limit`). Reads files only; no server is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.bench.point import _safe
+from helpers.bench.results import load_results, read_point
+from helpers.bench.scenarios import Scenario
+from helpers.errors import BenchError
+from helpers.tune import slo as slos
+
+#: The folder of a workload that holds the SLO limit's bisection probes (one run each).
+SEARCH = "search"
+#: Latency columns kept per point: vLLM's ``{mean,median,p50,p90,p99}_{ttft,tpot,itl,e2el}_ms``.
+PERCENTILE_COLUMNS = tuple(
+    f"{stat}_{m}_ms"
+    for m in ("ttft", "tpot", "itl", "e2el")
+    for stat in ("mean", "median", "p50", "p90", "p99")
+)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def point_path(
+    folder: Path, name: str, workload: Scenario, concurrency: int, repeat: int = 0
+) -> Path:
+    """Where :func:`tune` keeps one run of a point: ``<folder>/<name>/<workload>/<name>-c<N>.json``
+    for repeat 0 (the form of single-run folders), ``<name>-r<k>-c<N>.json`` for repeat ``k``
+    (the sweep's file name of the label ``<name>-r<k>``)."""
+    label = _safe(name) if not repeat else f"{_safe(name)}-r{int(repeat)}"
+    return folder / name / workload.name / f"{label}-c{int(concurrency)}.json"
+
+
+def search_path(folder: Path, name: str, workload: Scenario, concurrency: int) -> Path:
+    """Where :func:`tune` keeps one probe of the SLO limit's bisection:
+    ``<folder>/<name>/<workload>/search/<name>-c<N>.json``."""
+    return folder / name / workload.name / SEARCH / f"{_safe(name)}-c{int(concurrency)}.json"
+
+
+def point_runs(folder: Path, name: str, workload: Scenario, concurrency: int) -> list[Path]:
+    """The saved, completed runs of one point (:func:`point_path` of each repeat), repeat 0 first."""
+    base = point_path(folder, name, workload, concurrency)
+    pat = re.compile(rf"^{re.escape(_safe(name))}-r(\d+)-c{int(concurrency)}\.json$")
+    more = sorted(
+        (int(m.group(1)), f)
+        for f in (base.parent.iterdir() if base.parent.is_dir() else ())
+        if (m := pat.match(f.name))
+    )
+    return [f for f in [base, *(f for _, f in more)] if point_done(f)]
+
+
+def _repeat_of(path: str | Path) -> int:
+    m = re.search(r"-r(\d+)-c\d+\.json$", str(path))
+    return int(m.group(1)) if m else 0
+
+
+def point_done(path: Path) -> bool:
+    """A saved point counts as done when vLLM's JSON reads and completed at least one request."""
+    if not path.is_file():
+        return False
+    try:
+        return bool(read_point(path).get("completed"))
+    except BenchError:
+        return False
+
+
+# --------------------------------------------------------------------------- what to run next
+
+
+def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.DataFrame:
+    paths = [p for c in w.concurrencies if point_done(p := point_path(folder, name, w, c))]
+    return slos.with_goodput(points_frame(paths)) if paths else pd.DataFrame()
+
+
+def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> list[int]:
+    """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
+    concurrency measured (concurrency 1 in the shipped workloads: the latency end) and the
+    candidate's best point under the SLO (:func:`helpers.tune.slo.choose`, most goodput per
+    GPU), both read from the first runs (repeat 0) so the choice is the same on resume. Empty
+    before any first run is saved."""
+    pts = _first_runs(folder, name, w, bounds)
+    if pts.empty:
+        return []
+    out = {int(pts["concurrency"].min())}
+    best = slos.choose(pts, bounds)
+    if best is not None:
+        out.add(int(best["concurrency"]))
+    return sorted(out)
+
+
+def search_meets(
+    folder: Path, name: str, w: Scenario, bounds: slos.SLO, failed: Iterable[int] = ()
+) -> tuple[dict[int, bool], int]:
+    """``({concurrency: meets the SLO}, probes run)`` of candidate ``name`` at ``w``: its first
+    runs at the grid's concurrencies and its bisection probes (a probe in ``failed``, which
+    completed nothing, counts as a miss). :func:`helpers.tune.slo.next_probe` reads it."""
+    pts = _first_runs(folder, name, w, bounds)
+    meets = {int(r["concurrency"]): bounds.meets(r) for r in pts.to_dict("records")}
+    probes = sorted((folder / name / w.name / SEARCH).glob(f"{_safe(name)}-c*.json"))
+    probes = [p for p in probes if point_done(p)]
+    for r in points_frame(probes).to_dict("records") if probes else []:
+        meets[int(r["concurrency"])] = bounds.meets(r)
+    for c in failed:
+        meets.setdefault(int(c), False)
+    return meets, len(probes) + len(set(failed))
+
+
+def _point_rows(path: Path) -> dict[str, Any]:
+    """The percentile figures of one saved point that :func:`load_results` leaves out."""
+    data = read_point(path)
+    keep = {k: data.get(k) for k in PERCENTILE_COLUMNS}
+    keep.update(
+        {
+            k: data.get(k)
+            for k in ("date", "endpoint_type", "total_output_tokens", "request_goodput")
+        }
+    )
+    return keep
+
+
+def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
+    percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
+    ``total_output_tokens`` and ``request_goodput``.
+
+    Raises:
+        BenchError: as :func:`load_results`.
+    """
+    df = load_results(list(paths))
+    extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
+    for col in extra.columns:
+        df[col] = extra[col]
+    return df
+
+
+def limit(
+    folder: Path, name: str, w: Scenario, bounds: slos.SLO, gpu_hour_usd: float | None
+) -> dict[str, Any]:
+    """One row of :attr:`TuneResult.limits`: the highest concurrency known to meet the SLO
+    (``limit``), the lowest known to miss it (``misses_at``), the probes the bisection ran,
+    and the goodput, throughput and cost at the limit (its first run, or its probe)."""
+    failed = _failed_probes(folder, name, w)
+    meets, probes = search_meets(folder, name, w, bounds, failed)
+    low, high = slos.slo_limit(meets)
+    row: dict[str, Any] = {"candidate": name, "workload": w.name, "limit": low,
+                           "misses_at": high, "probes": probes,
+                           "found": low is not None and high is not None and high - low <= 1}  # fmt: skip
+    if low is not None:
+        at = search_path(folder, name, w, low)
+        path = at if point_done(at) else point_path(folder, name, w, low)
+        if point_done(path):
+            pt = slos.with_goodput(points_frame([path])).iloc[0]
+            row["goodput_tok_s_per_gpu"] = slos._number(pt.get("goodput_tok_s_per_gpu"))
+            row["output_throughput_per_gpu"] = slos._number(pt.get("output_throughput_per_gpu"))
+            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
+                slos._number(pt.get("output_throughput")),
+                gpu_hour_usd,
+                slos._number(pt.get("gpu_count")) or 1,
+            )
+    return row
+
+
+def _failed_probes(folder: Path, name: str, w: Scenario) -> list[int]:
+    fails = _read_json(folder / name / "failures.json") or []
+    return [int(f["concurrency"]) for f in fails
+            if f.get("search") and f.get("workload") == w.name and f.get("concurrency")]  # fmt: skip

@@ -1,0 +1,346 @@
+"""Recommendations that survive their noise: repeats with their own seeds, the median and spread
+of each point, the tie rule, the SLO limit's bisection, the cost against the API's price. The
+pure parts on constructed and recorded point records; the run itself on the real CPU server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from helpers.config.resolve import resolve
+from helpers.config.run import Run
+from helpers.errors import BenchError
+from helpers.paths import REPO_ROOT
+from helpers.tune import noise
+from helpers.tune import slo as slos
+from helpers.tune import tune as tuning
+from helpers.tune.results import collect
+
+#: vLLM's own JSON of one stand-in point: the constructed folders below are copies of it.
+POINT = json.loads((REPO_ROOT / "tests" / "data" / "bench" / "standin-c1.json").read_text())
+TINY = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [1, 2]}
+#: Bounds every recorded point below meets unless its E2EL is raised past 1 s.
+BOUNDS = slos.SLO.coerce({"ttft_ms": 60_000, "e2el_ms": 1_000})
+
+
+# ------------------------------------------------------------------------------ the tie rule
+
+
+def test_a_candidate_wins_only_when_its_worst_run_beats_the_recipes_best():
+    won = noise.verdict([5300, 5250, 5400], [4800, 5100, 4900])
+    assert won.beats and won.runs == (3, 3) and won.ratio == pytest.approx(5300 / 4900)
+    assert won.text.startswith("1.08x the recipe's median (3 runs each; worst run above")
+    # a higher median with overlapping ranges is a tie: the recipe stays
+    tie = noise.verdict([5300, 5050, 5400], [4800, 5100, 4900])
+    assert tie.tie and tie.text.startswith("tie (within noise): 1.08x the recipe's median")
+    assert "5,050-5,400 vs the recipe's 4,800-5,100" in tie.text
+    # one run each: no spread; under the 5 % a single run cannot tell apart it is a tie
+    assert noise.verdict([103], [100]).tie
+    one = noise.verdict([120], [100])
+    assert one.beats and one.text == "1.20x the recipe's (one run each: no spread measured)"
+    assert "2 run(s) vs 1" in noise.verdict([120, 125], [100]).text  # a run of each is not enough
+    assert noise.verdict([120, float("nan")], [100]).runs == (1, 1)
+    with pytest.raises(BenchError, match="at least one measured value"):
+        noise.verdict([], [100])
+
+
+def test_each_point_is_the_median_of_its_repeats_with_its_spread():
+    runs = pd.DataFrame(
+        [
+            {"candidate": "a", "workload": "w", "concurrency": 1, "repeat": r, "date": d,
+             "output_throughput_per_gpu": t, "p50_tpot_ms": tp, "recipe": False}
+            for r, (t, tp, d) in enumerate([(100, 5.0, "x"), (130, 4.0, "y"), (110, 4.5, "z")])
+        ]
+        + [{"candidate": "a", "workload": "w", "concurrency": 4, "repeat": 0, "date": "q",
+            "output_throughput_per_gpu": 300, "p50_tpot_ms": 6.0, "recipe": False}]
+    )  # fmt: skip
+    pts = noise.aggregate(runs).set_index("concurrency")
+    assert pts.loc[1, "output_throughput_per_gpu"] == 110 and pts.loc[1, "repeats"] == 3
+    assert (
+        pts.loc[1, "output_throughput_per_gpu_min"],
+        pts.loc[1, "output_throughput_per_gpu_max"],
+    ) == (100, 130)
+    assert pts.loc[1, "p50_tpot_ms"] == 4.5 and pts.loc[1, "date"] == "x"  # repeat 0's text
+    assert pts.loc[4, "repeats"] == 1 and pts.loc[4, "p50_tpot_ms_max"] == 6.0
+    assert "repeat" not in pts.columns and pts["recipe"].dtype == bool
+
+
+# ------------------------------------------------------------------------------ the SLO limit
+
+
+def test_the_slo_limit_is_bisected_between_the_highest_pass_and_the_lowest_miss():
+    grid = {1: True, 16: True, 64: False, 256: False}
+    assert slos.slo_limit(grid) == (16, 64) and slos.next_probe(grid) == 40
+    assert slos.next_probe({**grid, 40: True}) == 52
+    assert slos.next_probe({**grid, 40: False}) == 28
+    assert (
+        slos.next_probe({**grid, 40: True, 52: True, 58: True, 61: True, 62: True, 63: True})
+        is None
+    )
+    # a pass above a miss (a noisy run) does not move the limit up
+    assert slos.slo_limit({1: True, 16: False, 64: True}) == (1, 16)
+    # nothing to search: every point meets it, or none does
+    assert (
+        slos.slo_limit({1: True, 2: True}) == (2, None)
+        and slos.next_probe({1: True, 2: True}) is None
+    )
+    assert slos.slo_limit({1: False, 2: False}) == (None, 1) and slos.next_probe({1: False}) is None
+
+
+# ------------------------------------------------------------------------------ the API price
+
+
+def test_the_break_even_utilization_against_the_apis_price():
+    vercel, wandb = slos.API_PRICES
+    assert (vercel.input_usd_per_m, vercel.output_usd_per_m) == (0.04, 0.12)
+    assert (wandb.input_usd_per_m, wandb.output_usd_per_m) == (0.07, 0.20)
+    assert vercel.date and vercel.source and "Vercel: $0.04 in / $0.12 out" in vercel.describe()
+    # 1,024 in / 256 out per request: the API also bills the 4 input tokens of each output token
+    assert vercel.per_m_output(1024, 256) == pytest.approx(0.12 + 0.04 * 4)
+    # 10,000 tok/s at $3.60 an hour: $0.10 per M at full use; the API's $0.28 -> 36 % of the hours
+    u = slos.break_even_utilization(10_000, 3.6, vercel.per_m_output(1024, 256))
+    assert u == pytest.approx(0.1 / 0.28)
+    # 1,000 tok/s: $1.00 per M at full use, 8.3x the API's $0.12: never cheaper (unclamped)
+    assert slos.break_even_utilization(1000, 3.6, 0.12) == pytest.approx(1.0 / 0.12)
+    assert slos.break_even_utilization(1000, None, 0.12) is None
+    with pytest.raises(BenchError, match="must be positive"):
+        slos.break_even_utilization(1000, 3.6, 0)
+    with pytest.raises(BenchError, match="input_usd_per_m"):
+        slos.APIPrice.coerce({"provider": "x", "output_usd_per_m": 0.1})
+    own = slos.APIPrice.coerce([{"provider": "Mine", "input_usd_per_m": 0, "output_usd_per_m": 1,
+                                 "source": "a quote", "date": "2026-12"}])  # fmt: skip
+    assert own[0].provider == "Mine" and slos.APIPrice.coerce(None) == slos.API_PRICES
+
+
+# ------------------------------------------------------------------------------ recorded points
+
+
+def _write(folder, name, c, speed, *, repeat=0, e2el=50.0, search=False):
+    """vLLM's JSON of one run of a point (the recorded stand-in point, its speed changed)."""
+    label = name if not repeat else f"{name}-r{repeat}"
+    where = folder / name / "tiny" / ("search" if search else "")
+    where.mkdir(parents=True, exist_ok=True)
+    point = {**POINT, "label": label, "max_concurrency": c, "output_throughput": speed,
+             "p99_e2el_ms": e2el, "request_goodput": POINT["request_throughput"]}  # fmt: skip
+    (where / f"{label}-c{c}.json").write_text(json.dumps(point))
+
+
+def _result(folder, cands, **kw):
+    load = tuning.workloads(TINY)
+    return collect(folder, resolve("h200"), cands, load, BOUNDS, run=Run("stand_in"),
+                   gpu_hour_usd=3.6, **kw)  # fmt: skip
+
+
+@pytest.fixture
+def cands():
+    return tuning.make_candidates(
+        resolve("h200"), [{"name": "fast", "extra_args": {"--max-num-seqs": 64}}]
+    )
+
+
+def test_a_margin_inside_the_spread_is_a_tie_and_the_recipe_stays(tmp_path, cands):
+    """Three runs each at c2 (the decision point): a candidate 4 % ahead by the median but
+    with overlapping ranges is a tie; 30 % ahead with its worst run above the recipe's best, it
+    is recommended. The tables carry the median, the range and the runs."""
+    for c in (1, 2):
+        for r, (mine, ref) in enumerate(((195, 200), (208, 210), (215, 190))):
+            _write(tmp_path, "recipe", c, ref * c / 2, repeat=r)
+            _write(tmp_path, "fast", c, mine * c / 2, repeat=r)
+    tied = _result(tmp_path, cands, repeats=3)
+    rec = tied.recommended()
+    assert (rec.candidate, rec.tied_with, rec.repeats, rec.concurrency) == ("recipe", "fast", 3, 2)
+    summary = tied.summary()
+    assert summary.startswith(
+        "tiny: recipe at concurrency 2: 200 (median of 3, 190-210) output tok/s/GPU"
+    )
+    assert "fast: tie (within noise): 1.04x the recipe's median, ranges overlap" in summary
+    assert "so the recipe stays" in summary
+    table = tied.recommendation_table().set_index("role")
+    assert table.loc["recommended", "candidate"] == "recipe"
+    assert table.loc["tie (within noise)", "candidate"] == "fast"
+    assert table.loc["recommended", "output_tok_s_range"] == "190-210"
+    assert table.loc["recommended", "runs"] == 3 and "goodput_range" in table
+    # the runs are kept one by one, with their repeat, in tune.json
+    doc = tied.to_dict()
+    recipe_pts = next(c for c in doc["candidates"] if c["name"] == "recipe")["points"]
+    assert sorted((p["concurrency"], p["repeat"]) for p in recipe_pts) == [
+        (c, r) for c in (1, 2) for r in range(3)
+    ]
+    for r, mine in enumerate((260, 273, 250)):  # now clearly faster: worst 250 > best 210
+        _write(tmp_path, "fast", 2, mine, repeat=r)
+    won = _result(tmp_path, cands, repeats=3)
+    assert won.recommended().candidate == "fast" and won.recommended().tied_with is None
+    assert (
+        "1.30x the recipe's median (3 runs each; worst run above the recipe's best: 250-273"
+        in won.summary()
+    )
+
+
+def test_a_single_run_folder_reads_as_one_run_and_claims_nothing_within_five_percent(
+    tmp_path, cands
+):
+    """A folder written before repeats (one <name>-c<N>.json per point) still reads; its
+    figures say one run, and a 3 % margin is a tie, a 20 % one a win said to be one run."""
+    for c in (1, 2):
+        _write(tmp_path, "recipe", c, 100.0 * c)
+        _write(tmp_path, "fast", c, 103.0 * c)
+    one = _result(tmp_path, cands)
+    assert set(one.points["repeats"]) == {1}
+    rec = one.recommended()
+    assert rec.candidate == "recipe" and rec.tied_with == "fast"
+    assert "recipe at concurrency 2 (one run): 200 output tok/s/GPU" in one.summary()
+    assert "one run each: no spread measured, under the 5%" in one.summary()
+    assert (
+        one.recommendation_table().set_index("role").loc["recommended", "output_tok_s_range"]
+        == "one run"
+    )
+    _write(tmp_path, "fast", 2, 240.0)
+    assert (
+        "1.20x the recipe's (one run each: no spread measured)"
+        in _result(tmp_path, cands).summary()
+    )
+
+
+def test_the_cost_is_set_beside_the_apis_price_with_the_break_even(tmp_path, cands):
+    for c in (1, 2):
+        _write(tmp_path, "recipe", c, 100.0 * c)
+    lines = _result(tmp_path, cands[:1]).summary().splitlines()
+    # 200 tok/s at $3.60 an hour: $5.00 per M; the API bills $0.12 + $0.04 x 2 = $0.20 per M here
+    assert "$5.000 per million output tokens" in lines[0]
+    vercel = next(ln for ln in lines if "Vercel's API" in ln)
+    assert "$0.200 per million output tokens of this workload, its input tokens included" in vercel
+    assert "the API is cheaper even at 100 % utilization (break-even would need 2500%)" in vercel
+    _write(tmp_path, "recipe", 2, 20_000.0)  # $0.05 per M at full use
+    lines = _result(tmp_path, cands[:1]).summary().splitlines()
+    assert "self-hosting breaks even at 25% GPU utilization" in next(
+        ln for ln in lines if "Vercel" in ln
+    )
+
+
+def test_the_next_step_repeats_the_decision_points_then_bisects_the_slo_limit(tmp_path):
+    """What tune() measures next, read from the saved files (so it resumes anywhere): the
+    grid once, then the decision points (the lowest concurrency and the best under the SLO)
+    again per repeat, then bisection probes while fewer than slo_search ran. The limit is a
+    field of the result and a line of the summary."""
+    w = tuning.workloads({**TINY, "concurrencies": [1, 4, 16]})[0]
+
+    def step(failures=()):
+        return tuning._next_step(tmp_path, "recipe", w, BOUNDS, 3, 2, list(failures))
+
+    assert step() == ("first", 0, [1, 4, 16])
+    _write(tmp_path, "recipe", 1, 100.0)
+    _write(tmp_path, "recipe", 4, 400.0)
+    _write(tmp_path, "recipe", 16, 900.0, e2el=5000.0)  # misses the 1 s E2EL bound
+    assert tuning.decision_concurrencies(tmp_path, "recipe", w, BOUNDS) == [1, 4]
+    assert step() == ("repeat", 1, [1, 4])
+    _write(tmp_path, "recipe", 1, 100.0, repeat=1)
+    assert step() == ("repeat", 1, [4])
+    failed = [{"workload": "tiny", "concurrency": 4, "repeat": 1}]
+    assert step(failures=failed) == ("repeat", 2, [1, 4])  # a failed run is not proposed again
+    for r in (1, 2):
+        for c in (1, 4):
+            _write(tmp_path, "recipe", c, 100.0 * c, repeat=r)
+    assert step() == ("search", 0, [10])  # between 4 (meets) and 16 (misses)
+    _write(tmp_path, "recipe", 10, 800.0, search=True)
+    assert step() == ("search", 0, [13])
+    assert step(failures=[{"workload": "tiny", "concurrency": 13, "search": True}]) is None  # 2 ran
+    _write(tmp_path, "recipe", 13, 850.0, e2el=2000.0, search=True)
+    assert step() is None  # slo_search=2 probes ran
+    cands = tuning.make_candidates(resolve("h200"), [])
+    result = collect(tmp_path, resolve("h200"), cands, [w], BOUNDS, run=Run("stand_in"), repeats=3)
+    lim = result.limits.set_index("candidate").loc["recipe"]
+    assert (lim["limit"], lim["misses_at"], lim["probes"]) == (10, 13, 2)
+    assert lim["output_throughput_per_gpu"] == 800.0  # the probe's own run
+    assert "SLO limit (recipe): concurrency 10 meets it, 13 misses (between 10 and 13; bisection, " \
+           "2 extra point(s), one run each); goodput" in result.summary()  # fmt: skip
+    # the probes never enter the grid's points, nor the choice
+    assert sorted(set(result.points["concurrency"])) == [1, 4, 16]
+
+
+def test_bad_repeats_and_search_are_refused_before_anything_runs(tmp_path):
+    for kw, named in (({"repeats": 0}, "repeats=0"), ({"repeats": 2.5}, "repeats=2.5"),
+                      ({"slo_search": -1}, "slo_search=-1"),
+                      ({"api_prices": [{"provider": "x"}]}, "not an API price")):  # fmt: skip
+        with pytest.raises(BenchError, match=re.escape(named)):
+            tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
+                        progress=False, **kw)  # fmt: skip
+    assert not (tmp_path / "recipe").exists()
+
+
+# ------------------------------------------------------------------------------ real server
+
+
+@pytest.mark.server
+def test_repeats_on_the_standin_run_with_their_own_seeds_and_resume(standin_server, tmp_path):
+    """The recipe and a copy of it, both on the session's stand-in server, two runs each of the
+    decision points: the second run has other prompts (its own seed), the tables carry the
+    median and range of two runs, the verdict agrees with the rule on the measured runs, and
+    a second call measures nothing."""
+    same = [{"name": "same", "standin_args": {}}]
+    common = dict(mode="stand_in", servers={"recipe": standin_server.url, "same": standin_server.url},
+                  out_dir=tmp_path, num_prompts=4, slo={"ttft_ms": 60_000, "e2el_ms": 60_000},
+                  gpu_hour_usd=1.0, progress=False, repeats=2)  # fmt: skip
+    result = tuning.tune(resolve("h200"), TINY, candidates=same, **common)
+    w = tuning.workloads(TINY)[0]
+    n_runs = 0
+    for name in ("recipe", "same"):
+        decision = tuning.decision_concurrencies(tmp_path, name, w, result.slo)
+        assert 1 in decision  # the lowest concurrency, and the best under the SLO
+        runs = [len(tuning.point_runs(tmp_path, name, w, c)) for c in (1, 2)]
+        assert runs == [2 if c in decision else 1 for c in (1, 2)], runs  # only those repeat
+        n_runs += sum(runs)
+    seeds = {
+        re.search(r"--seed (\d+)", p.with_suffix(".log").read_text()).group(1)
+        for p in tuning.point_runs(tmp_path, "recipe", w, 1)
+    }
+    assert len(seeds) == 2, "the two runs sent the same prompts"
+    assert len(result.runs) == n_runs and set(result.points["repeats"]) <= {1, 2}
+    rec = result.recommended()
+    best = slos.choose(result.points, result.slo)
+    ref = slos.choose(result.points[result.points["recipe"]], result.slo)
+    if best["candidate"] == "same":  # the rule decides, on the runs measured here
+        v = noise.verdict(result._run_scores(best, "goodput"), result._run_scores(ref, "goodput"))
+        assert (rec.candidate, rec.tied_with) == (("same", None) if v.beats else ("recipe", "same"))
+        assert v.text in result.summary()
+    else:
+        assert rec.candidate == "recipe" and rec.verdict is None
+    table = result.recommendation_table()
+    assert (
+        set(table["runs"]) == {2}
+        and table["output_tok_s_range"].str.fullmatch(r"[\d,]+-[\d,]+").all()
+    )
+    assert "SLO limit (" in result.summary()  # every point met the SLO: the limit is "or more"
+    saved = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*-c*.json")}
+    again = tuning.tune(resolve("h200"), TINY, candidates=same, **common)
+    assert len(again.runs) == n_runs
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*-c*.json")} == saved
+
+
+def test_committed_repeats_render_as_their_median_never_the_luckiest_run(tmp_path):
+    """A tuning result with repeats, committed beside the seeds, reaches the Hopper notebooks'
+    table as one row per point: the median of its runs, with how many."""
+    import shutil
+
+    from tools.tune_pages import recommendation_markdown, tune_rows
+
+    root = tmp_path / "results"
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    first = marlin["points"][0]
+    speed = first["tokens_per_s_per_user"]
+    marlin["points"] += [
+        {**first, "repeat": 1, "tokens_per_s_per_user": 9999.0},  # one lucky run
+        {**first, "repeat": 2, "tokens_per_s_per_user": speed},
+    ]
+    path.write_text(json.dumps(doc))
+    rows = tune_rows("h200", root)
+    mine = rows[(rows["candidate"] == "nvfp4-marlin") & (rows["file"] == path.name)
+                & (rows["workload"] == first["workload"]) & (rows["concurrency"] == first["concurrency"])]  # fmt: skip
+    assert len(mine) == 1 and mine.iloc[0]["repeats"] == 3
+    assert mine.iloc[0]["tokens_per_s_per_user"] == pytest.approx(speed)
+    assert "9,999" not in recommendation_markdown("h200", root)
