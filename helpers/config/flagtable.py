@@ -51,10 +51,6 @@ def load_table(version: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def _value_text(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-
-
 #: Flags whose value vLLM looks up by name in a registry, not through argparse ``choices``
 #: (the table's ``registries``, :data:`tools.flagtables.REGISTRY_SOURCES`); True: an enum
 #: matched by ``value.upper()`` (vllm/config/attention.py, vllm/config/mamba.py in 0.28.0,
