@@ -29,7 +29,7 @@ from helpers.chat import tools
 from helpers.config import load
 from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, FlagError, RecipeError
-from helpers.fleet import deployment, fleet, router
+from helpers.fleet import deployment, fleet, render, router
 from helpers.paths import REPO_ROOT
 from helpers.server import endpoint, processes
 from helpers.server import vllm_server as server
@@ -118,7 +118,7 @@ def test_a_bad_serve_flag_is_named_before_anything_runs():
 
 def test_compose_file_has_one_service_per_replica_and_the_router():
     dep = deployment.resolve_deployment("replicas", "h200", count=2)
-    doc = yaml.safe_load(dep.compose())
+    doc = yaml.safe_load(render.compose(dep))
     svcs = doc["services"]
     assert set(svcs) == {"vllm-0", "vllm-1", "router"}
     assert svcs["vllm-1"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == [
@@ -126,9 +126,9 @@ def test_compose_file_has_one_service_per_replica_and_the_router():
     ]
     assert svcs["vllm-0"]["environment"]["NCCL_NVLS_ENABLE"] == "0"
     router_cmd = svcs["router"]["command"][-1]
-    assert "vllm-router==0.1.17" in router_cmd and "http://vllm-1:8001" in router_cmd
+    assert "vllm-router==0.1.17" in router_cmd and "http://vllm-1:8000" in router_cmd
     assert set(svcs["router"]["depends_on"]) == {"vllm-0", "vllm-1"}
-    dp = yaml.safe_load(deployment.resolve_deployment("dp_ep", "h200", count=2).compose())[
+    dp = yaml.safe_load(render.compose(deployment.resolve_deployment("dp_ep", "h200", count=2)))[
         "services"
     ]
     assert list(dp) == ["vllm"] and "--data-parallel-size" in dp["vllm"]["command"]

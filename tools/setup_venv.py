@@ -19,7 +19,9 @@ Phases, each timed and printed (and saved to ``<venv>/.cookbook-setup.json``, wh
    ``auto`` retries once with pip and says so.
 5. ``torch companions``: torchvision / torchaudio / torchcodec removed (PyPI's builds do not
    match torch 2.13.0+cpu and break transformers imports, docs/DESIGN.md).
-6. ``cookbook``: this package, editable, without dependencies.
+6. ``cookbook``: this package, editable, without dependencies; then ``requirements-schemas.txt``
+   (the engines' published schemas the renderings are checked against), also without
+   dependencies: the tests read those packages' files and never import them.
 
 Exit status 1 with one message (no traceback) when a phase fails.
 """
@@ -181,7 +183,9 @@ class Setup:
     def install_cookbook(self) -> str:
         argv = self._install(["-q", "--no-deps", "-e", "."], uv=bool(self.uv))
         self.run(argv, "installing the cookbook", quiet=bool(self.uv))
-        return "nemotron-lightning-cookbook (editable)"
+        schemas = ["-q", "--no-deps", "-r", REPO / "requirements-schemas.txt"]
+        self.run(self._install(schemas, uv=bool(self.uv)), "installing the schemas", quiet=True)
+        return "nemotron-lightning-cookbook (editable), requirements-schemas.txt (no deps)"
 
 
 def main(argv: list[str] | None = None) -> int:

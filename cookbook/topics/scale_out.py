@@ -26,9 +26,10 @@
 #   together.
 #
 # This notebook resolves both layouts from the registry, renders and validates their commands
-# (shell, docker compose, the multi-node head/headless form), launches replicas plus the
-# router, talks to the model through the router, runs the same sweep against one replica and
-# against the router, plots one replica against N on the same axes, and stops everything.
+# (shell, docker compose, KServe, production-stack, the multi-node head/headless form),
+# launches replicas plus the router, talks to the model through the router, runs the same sweep
+# against one replica and against the router, plots one replica against N on the same axes,
+# and stops everything.
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): two CPU stand-in replicas, each pinned
 # to its own cores, behind the real `vllm-router`. The GPU commands are still rendered and
@@ -81,8 +82,23 @@ print(replicas.shell_commands())
 # installs the pinned `vllm-router`, and waits for every replica's health check):
 
 # %%
-print(replicas.compose())
-print(dp_ep.compose())
+from helpers.fleet import render
+
+print(render.compose(replicas))
+print(render.compose(dp_ep))
+
+# %% [markdown]
+# On Kubernetes, the same command as a KServe `LLMInferenceService` (built on llm-d's scheduler:
+# this is the llm-d path too) and as vLLM production-stack Helm values. Every rendering carries
+# the same engine flags byte for byte; `render.check` reads each back into the argv its engine
+# runs and checks it against the release's flag table (`docs/scale-out.md`: what each engine
+# supports for this hybrid model).
+
+# %%
+print(render.kserve(replicas.base, count))
+print(render.production_stack(replicas.base, count))
+render.check(replicas.base, count)
+print(f"compose, KServe, production-stack: every flag exists in vLLM {replicas.base.vllm_version}")
 
 # %% [markdown]
 # Across nodes, DP+EP runs one command per node: the head serves the API, the others run

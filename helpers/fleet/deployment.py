@@ -3,7 +3,7 @@
 A :class:`Deployment` is resolved from the ``deployments`` section of
 ``cookbook/recipe.yaml`` on top of a target (:func:`resolve_deployment`; the target's own
 layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the commands
-(:meth:`Deployment.shell_commands`, :meth:`Deployment.compose`) and checks them
+(:meth:`Deployment.shell_commands`; compose and cluster files: :mod:`helpers.fleet.render`) and checks them
 (:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
 :class:`helpers.fleet.fleet.Fleet`'s job.
 
@@ -19,8 +19,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from helpers.config import flagcheck, load
 from helpers.config import resolve as recipes
@@ -143,68 +141,6 @@ class Deployment:
                 "# router (waits for the replicas' /health)\n" + self.router.shell_command()
             )
         return "\n\n".join(blocks)
-
-    def compose(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
-        """A docker compose file: one service per replica (or the DP+EP server) + the router.
-
-        GPU replicas get their GPUs through ``deploy.resources.reservations.devices``; the
-        router runs from a Python image that installs the pinned ``vllm-router``.
-        """
-        services: dict[str, Any] = {}
-        cfgs = [self.nodes["head"]] if self.nodes else self.servers
-        for i, cfg in enumerate(cfgs):
-            name = f"vllm-{i}" if self.layout == "replicas" else "vllm"
-            env = {k: v for k, v in cfg.env.items() if k != "CUDA_VISIBLE_DEVICES"}
-            svc: dict[str, Any] = {
-                "image": cfg.docker_image or self.base.docker_image or "vllm/vllm-openai",
-                "ipc": "host",
-                "command": [str(a) for a in cfg.serve_argv()[2:]],
-                "environment": {**env, "HF_TOKEN": "${HF_TOKEN:-}"},
-                "volumes": [f"{hf_cache}:/root/.cache/huggingface"],
-                "ports": [f"{8000 + i}:{cfg.port or 8000}"],
-                "healthcheck": {
-                    "test": ["CMD", "curl", "-fs", f"http://localhost:{cfg.port or 8000}/health"],
-                    "interval": "10s",
-                    "retries": 180,
-                },
-            }
-            gpus = cfg.env.get("CUDA_VISIBLE_DEVICES")
-            if gpus:
-                svc["deploy"] = {
-                    "resources": {
-                        "reservations": {
-                            "devices": [
-                                {
-                                    "driver": "nvidia",
-                                    "device_ids": gpus.split(","),
-                                    "capabilities": ["gpu"],
-                                }
-                            ]
-                        }
-                    }
-                }
-            services[name] = svc
-        if self.router is not None:
-            r = dataclasses.replace(
-                self.router,
-                worker_urls=[
-                    f"http://vllm-{i}:{c.port or 8000}" for i, c in enumerate(self.servers)
-                ],
-                host="0.0.0.0",
-                port=30000,
-                prometheus_port=None,
-            )
-            services["router"] = {
-                "image": "python:3.12-slim",
-                "command": [
-                    "sh",
-                    "-c",
-                    f"pip install -q vllm-router=={ROUTER_VERSION} && exec " + shlex.join(r.argv()),
-                ],  # fmt: skip
-                "ports": ["30000:30000"],
-                "depends_on": {n: {"condition": "service_healthy"} for n in services},
-            }
-        return yaml.safe_dump({"services": services}, sort_keys=False, width=100)
 
 
 #: GPUs one node of a single-node deployment may span: replicas and DP ranks are placed on

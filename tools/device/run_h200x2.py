@@ -35,6 +35,7 @@ from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config import versions
 from helpers.fleet import deployment, fleet, router
+from helpers.fleet import render as renderings
 from helpers.paths import out_dir
 from helpers.weights import weightless
 
@@ -175,8 +176,8 @@ def render(cfg, out: Path, a, summary):
         "# one server on GPU 0\n" + single_config(cfg).shell_command() + "\n\n"
         + reps.shell_commands() + "\n\n" + dpep.shell_commands() + "\n\n" + multi.shell_commands() + "\n"
     )  # fmt: skip
-    (out / "compose-replicas.yaml").write_text(reps.compose())
-    (out / "compose-dp_ep.yaml").write_text(dpep.compose())
+    (out / "compose-replicas.yaml").write_text(renderings.compose(reps))
+    (out / "compose-dp_ep.yaml").write_text(renderings.compose(dpep))
     summary["validation"] = checks
     summary["commands"] = {
         "single": single_config(cfg).shell_command(),

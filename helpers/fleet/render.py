@@ -1,0 +1,344 @@
+"""One command, rendered for the engines users scale out on, and read back for the flag check.
+
+From one :class:`~helpers.config.serveconfig.ServeConfig` (a target's recipe command or a
+tuned one) and a replica count:
+
+- :func:`compose`: docker compose, N replicas behind ``vllm-router`` (or the DP+EP server);
+- :func:`kserve`: a KServe ``LLMInferenceService`` (serving.kserve.io/v1alpha2), which runs
+  on llm-d's scheduler: this is also the llm-d rendering;
+- :func:`production_stack`: the vLLM production-stack Helm chart's ``values.yaml``.
+
+Each carries the same engine flags, byte for byte (:func:`engine_flags`: the command's flags
+without the weights' name and revision, which each engine writes in a field of its own), the
+GPU count, host memory, model id, pinned revision and the speculative drafter (inside
+``--speculative-config``). :func:`served_argvs` reads a rendering back into the argv each engine
+runs, and :func:`check` checks those against the release's flag table
+(:func:`helpers.config.flagtable.check_argv`). The rendered files are checked against each
+engine's published schema in ``tests/test_renderings.py`` (compose, KServe); the production-stack
+chart publishes its schema only on GitHub, so its values are checked by the keys this module
+writes, not against that schema.
+
+Public API: :func:`engine_flags`, :func:`compose`, :func:`kserve`, :func:`production_stack`,
+:func:`served_argvs`, :func:`check`, :data:`ENGINES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from typing import Any
+
+import yaml
+
+from helpers.config import flagtable
+from helpers.config.serveconfig import ServeConfig
+from helpers.errors import FlagError, RecipeError
+from helpers.fleet.deployment import Deployment, resolve_deployment
+from helpers.fleet.router import ROUTER_VERSION
+
+#: The renderings :func:`check` reads back.
+ENGINES = ("compose", "kserve", "production-stack")
+#: Flags that name the weights; KServe and production-stack take them from fields of their own.
+_WEIGHT_FLAGS = ("--served-model-name", "--revision")
+#: Where a served ``vllm serve`` listens inside a container (each engine's default port).
+PORT = 8000
+
+
+def engine_flags(cfg: ServeConfig) -> list[str]:
+    """``cfg``'s flags without ``--served-model-name`` / ``--revision`` (and their values):
+    the part of the command every rendering carries byte for byte."""
+    argv, out, i = cfg.cli_flags(), [], 0
+    while i < len(argv):
+        if argv[i] in _WEIGHT_FLAGS:
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def _host_memory_gib(cfg: ServeConfig) -> int:
+    """Host memory to request (GiB): the checkpoint and drafter, which vLLM reads through the
+    page cache while it loads (``ServeConfig.weights_gib`` + ``drafter_gib``), rounded up."""
+    return max(1, math.ceil(cfg.weights_gib + cfg.drafter_gib))
+
+
+def _cpus(cfg: ServeConfig) -> int:
+    """CPU cores to request: vLLM's API server and engine core processes, and one worker
+    process per GPU (vLLM 0.32.0's process layout, ``vllm/v1/engine/core.py``)."""
+    return 2 + cfg.gpu_count
+
+
+def _gpu_target(cfg: ServeConfig) -> None:
+    if cfg.stand_in or not cfg.docker_image or not cfg.model:
+        raise RecipeError(
+            f"Target {cfg.target!r} has no GPU image or hub model to render for a cluster: pick a "
+            "GPU target (the stand-in runs on this machine only)."
+        )
+
+
+def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str = "~/.cache/huggingface") -> str:  # fmt: skip
+    """A docker compose file: one service per replica (or the DP+EP server) + the router.
+
+    Every replica runs the same command (port :data:`PORT` inside its container, host port
+    ``8000 + i``); GPU replicas reserve their GPUs and host memory through
+    ``deploy.resources.reservations`` (Compose Specification, as docker-compose 1.29.2 ships
+    it in ``compose/config/compose_spec.json``); the router runs from a Python image that
+    installs the pinned ``vllm-router`` and waits for every replica's health check. The image's
+    entrypoint is ``vllm serve`` (``vllm/vllm-openai``), so ``command`` starts at the model.
+
+    Args:
+        dep: a resolved deployment, or one config (then ``replicas`` copies of it behind the
+            router: ``resolve_deployment("replicas", ..., base=dep)``).
+        replicas: replicas when ``dep`` is a config.
+        hf_cache: the host's Hugging Face cache, mounted into every replica.
+
+    Raises:
+        RecipeError: as :func:`helpers.fleet.deployment.resolve_deployment` (a bad count).
+    """
+    if isinstance(dep, ServeConfig):
+        dep = resolve_deployment("replicas", dep.target, base=dep, count=replicas)
+    services: dict[str, Any] = {}
+    cfgs = [dep.nodes["head"]] if dep.nodes else dep.servers
+    for i, cfg in enumerate(cfgs):
+        name = f"vllm-{i}" if dep.layout == "replicas" else "vllm"
+        env = {k: v for k, v in cfg.env.items() if k != "CUDA_VISIBLE_DEVICES"}
+        svc: dict[str, Any] = {
+            "image": cfg.docker_image or dep.base.docker_image or "vllm/vllm-openai",
+            "ipc": "host",
+            "command": cfg.with_port(PORT, host="0.0.0.0").serve_argv()[2:],
+            "environment": {**env, "HF_TOKEN": "${HF_TOKEN:-}"},
+            "volumes": [f"{hf_cache}:/root/.cache/huggingface"],
+            "ports": [f"{8000 + i}:{PORT}"],
+            "healthcheck": {
+                "test": ["CMD", "curl", "-fs", f"http://localhost:{PORT}/health"],
+                "interval": "10s",
+                "retries": 180,
+            },
+        }
+        gpus = cfg.env.get("CUDA_VISIBLE_DEVICES")
+        if gpus:
+            devices = [{"driver": "nvidia", "device_ids": gpus.split(","), "capabilities": ["gpu"]}]
+            svc["deploy"] = {
+                "resources": {
+                    "reservations": {"memory": f"{_host_memory_gib(cfg)}g", "devices": devices}
+                }
+            }
+        services[name] = svc
+    if dep.router is not None:
+        r = dataclasses.replace(
+            dep.router,
+            worker_urls=[f"http://vllm-{i}:{PORT}" for i in range(len(dep.servers))],
+            host="0.0.0.0",
+            port=30000,
+            prometheus_port=None,
+        )
+        services["router"] = {
+            "image": "python:3.12-slim",
+            "command": [
+                "sh",
+                "-c",
+                f"pip install -q vllm-router=={ROUTER_VERSION} && exec " + shlex.join(r.argv()),
+            ],  # fmt: skip
+            "ports": ["30000:30000"],
+            "depends_on": {n: {"condition": "service_healthy"} for n in services},
+        }
+    return yaml.safe_dump({"services": services}, sort_keys=False, width=100)
+
+
+def _k8s_name(cfg: ServeConfig) -> str:
+    return "-".join(p for p in (cfg.served_model_name, cfg.target) if p).lower().replace(".", "-")
+
+
+def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") -> str:
+    """A KServe ``LLMInferenceService`` (``serving.kserve.io/v1alpha2``) serving ``cfg``.
+
+    KServe's ``LLMInferenceService`` is built on llm-d (its router's scheduler is llm-d's
+    endpoint picker; vLLM docs "KServe"), so this is the llm-d rendering too. Field names
+    from KServe's Go types (``pkg/apis/serving/v1alpha2/llm_inference_service_types.go``,
+    main branch of August 2026, before v0.21.0): ``spec.model.uri`` / ``name``,
+    ``spec.replicas``, ``spec.template`` (a ``corev1.PodSpec``), ``spec.router.route`` /
+    ``gateway`` / ``scheduler``. The storage initializer downloads ``hf://MODEL:REVISION``
+    (kserve-storage 0.21.0: ``hf://owner/model[:revision]``) to ``/mnt/models``; KServe's
+    ``kserve-config-llm-template`` preset runs ``vllm serve /mnt/models --served-model-name
+    NAME --port 8000 ... $@`` with the container's ``args`` as ``$@``, so ``args`` is
+    :func:`engine_flags`. ``spec.parallelism`` stays unset: the preset would add a second
+    ``--tensor-parallel-size`` to the one in the flags; the GPU count is the container's
+    ``nvidia.com/gpu`` limit.
+
+    Args:
+        cfg: one server's config (a GPU target).
+        replicas: pods, each one copy of the server (``spec.replicas``).
+        hf_secret: the Kubernetes Secret holding the Hugging Face token (key ``token``).
+
+    Raises:
+        RecipeError: ``cfg`` is the CPU stand-in (no image, no hub model).
+    """
+    _gpu_target(cfg)
+    env = [{"name": k, "value": str(v)} for k, v in cfg.env.items()]
+    env.append(
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": "token", "optional": True}},
+        }
+    )
+    gpus = str(cfg.gpu_count)
+    main = {
+        "name": "main",
+        "image": cfg.docker_image,
+        "args": engine_flags(cfg),
+        "env": env,
+        "resources": {
+            "limits": {"nvidia.com/gpu": gpus},
+            "requests": {
+                "nvidia.com/gpu": gpus,
+                "cpu": str(_cpus(cfg)),
+                "memory": f"{_host_memory_gib(cfg)}Gi",
+            },
+        },
+    }
+    uri = f"hf://{cfg.model}" + (f":{cfg.revision}" if cfg.revision else "")
+    doc = {
+        "apiVersion": "serving.kserve.io/v1alpha2",
+        "kind": "LLMInferenceService",
+        "metadata": {"name": _k8s_name(cfg)},
+        "spec": {
+            "model": {"uri": uri, "name": cfg.served_model_name},
+            "replicas": replicas,
+            "template": {"containers": [main]},
+            "router": {"route": {}, "gateway": {}, "scheduler": {}},
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+#: The prefix-caching switch the production-stack chart always writes (``vllmConfig``).
+_PREFIX = {"--enable-prefix-caching": True, "--no-enable-prefix-caching": False}
+
+
+def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") -> str:
+    """The vLLM production-stack Helm chart's ``values.yaml`` serving ``cfg``.
+
+    Keys as the chart ``vllm-stack`` 0.1.12 documents them (``helm/README.md``,
+    ``helm/values.yaml``): ``servingEngineSpec.modelSpec[]`` with ``name``, ``repository`` /
+    ``tag`` (the image), ``modelURL``, ``modelRevision``, ``replicaCount``, ``requestCPU`` /
+    ``requestMemory`` / ``requestGPU``, ``hf_token`` (a Secret reference), ``env`` and
+    ``vllmConfig``. Its template runs ``vllm serve MODEL_URL --host 0.0.0.0 --port 8000``,
+    then ``vllmConfig``'s switches, ``vllmConfig.extraArgs`` verbatim, then ``--revision``
+    (``helm/templates/deployment-vllm-multi.yaml``), so ``extraArgs`` is
+    ``--served-model-name NAME`` + :func:`engine_flags`. The template always writes one of
+    ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` from
+    ``vllmConfig.enablePrefixCaching``: it is set to the command's own choice (vLLM takes the
+    repeated switch). NOT checked against a published schema: the chart's
+    ``values.schema.json`` is on GitHub only (CI reaches PyPI alone, and copies of it are not
+    committed here); ``tests/test_renderings.py`` checks the keys listed here.
+
+    Args:
+        cfg: one server's config (a GPU target).
+        replicas: ``replicaCount``.
+        hf_secret: the Kubernetes Secret holding the Hugging Face token (key ``token``).
+
+    Raises:
+        RecipeError: ``cfg`` is the CPU stand-in, or its command sets neither prefix-caching
+            switch (the chart would choose one for it).
+    """
+    _gpu_target(cfg)
+    choice = [_PREFIX[f] for f in _PREFIX if cfg.args.get(f)]
+    if len(choice) != 1:
+        raise RecipeError(
+            f"The {cfg.target} command sets {'both' if choice else 'neither'} of "
+            "--enable-prefix-caching / --no-enable-prefix-caching; the production-stack chart "
+            "always passes one, so set exactly one (extra_args)."
+        )
+    image, _, tag = cfg.docker_image.rpartition(":")
+    spec: dict[str, Any] = {
+        "name": _k8s_name(cfg),
+        "repository": image,
+        "tag": tag,
+        "modelURL": cfg.model,
+        "replicaCount": replicas,
+        "requestCPU": _cpus(cfg),
+        "requestMemory": f"{_host_memory_gib(cfg)}Gi",
+        "requestGPU": cfg.gpu_count,
+        "vllmConfig": {
+            "enablePrefixCaching": choice[0],
+            "extraArgs": ["--served-model-name", cfg.served_model_name, *engine_flags(cfg)],
+        },
+        "hf_token": {"secretName": hf_secret, "secretKey": "token"},
+        "env": [{"name": k, "value": str(v)} for k, v in cfg.env.items()],
+    }
+    if cfg.revision:
+        spec["modelRevision"] = cfg.revision
+    return yaml.safe_dump({"servingEngineSpec": {"modelSpec": [spec]}}, sort_keys=False, width=100)
+
+
+def served_argvs(engine: str, text: str) -> list[list[str]]:
+    """The ``vllm serve`` argv (after ``vllm serve``) each server of a rendering runs, read
+    back from the rendered text as the engine builds it (see each renderer's docstring).
+
+    Args:
+        engine: one of :data:`ENGINES`.
+        text: what :func:`compose`, :func:`kserve` or :func:`production_stack` returned.
+
+    Raises:
+        RecipeError: an unknown engine (names the valid ones).
+    """
+    doc = yaml.safe_load(text)
+    if engine == "compose":
+        svcs = doc["services"]
+        return [[str(a) for a in s["command"]] for n, s in svcs.items() if n != "router"]
+    if engine == "kserve":
+        spec = doc["spec"]
+        argv = ["/mnt/models", "--served-model-name", spec["model"]["name"], "--port", str(PORT)]
+        return [argv + list(spec["template"]["containers"][0]["args"])]
+    if engine == "production-stack":
+        out = []
+        for m in doc["servingEngineSpec"]["modelSpec"]:
+            vc = m.get("vllmConfig", {})
+            argv = [m["modelURL"], "--host", "0.0.0.0", "--port", str(PORT)]
+            argv.append("--enable-prefix-caching" if vc.get("enablePrefixCaching") else "--no-enable-prefix-caching")  # fmt: skip
+            argv += [str(a) for a in vc.get("extraArgs", [])]
+            if m.get("modelRevision"):
+                argv += ["--revision", m["modelRevision"]]
+            out.append(argv)
+        return out
+    raise RecipeError(f"Unknown engine {engine!r}: one of {', '.join(ENGINES)}.")
+
+
+def check(cfg: ServeConfig, replicas: int = 2) -> dict[str, list[list[str]]]:
+    """Render ``cfg`` for every engine, read each back and check every argv against the flag
+    table of ``cfg.vllm_version`` (:func:`helpers.config.flagtable.check_argv`).
+
+    Returns:
+        ``{engine: [argv, ...]}`` as :func:`served_argvs` read them (a nightly has no table:
+        the argvs are returned unchecked).
+
+    Raises:
+        FlagError: an argv uses a flag or value the release lacks; names the engine and flags.
+        RecipeError: as the renderers.
+    """
+    texts = {
+        "compose": compose(cfg, replicas),
+        "kserve": kserve(cfg, replicas),
+        "production-stack": production_stack(cfg, replicas),
+    }
+    found = {e: served_argvs(e, t) for e, t in texts.items()}
+    if cfg.vllm_version == "nightly":
+        return found
+    table = flagtable.load_table(cfg.vllm_version)
+    bad = {
+        f"{engine}: {p}"
+        for engine, argvs in found.items()
+        for argv in argvs
+        for p in flagtable.check_argv(argv[1:], cfg.vllm_version, table=table)
+    }
+    if bad:
+        flags = sorted({p.split(": ", 1)[1].split()[0].split(".")[0].split(":")[0] for p in bad})
+        raise FlagError(
+            f"The {cfg.target} renderings do not run on vLLM {cfg.vllm_version} (its flag table): "
+            + "; ".join(sorted(bad))
+            + ". Fix the flag in cookbook/recipe.yaml / extra_args, or select a release that has it.",
+            flags=flags,
+        )
+    return found
