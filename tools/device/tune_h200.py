@@ -206,7 +206,7 @@ def main(argv=None) -> int:
         "--candidate-s",
         type=float,
         default=None,
-        help="seconds budgeted per candidate (default: 600 grid, 260 c1)",
+        help="seconds budgeted per candidate (default: CANDIDATE_S, 900 grid, 320 c1)",
     )
     p.add_argument("--gpu-hour-usd", type=float, default=3.5, help="example price per GPU hour")
     p.add_argument("--repeats", type=int, default=3, help="runs of each decision point")
