@@ -183,7 +183,7 @@ def test_flashinfer_jit_build_is_its_own_phase_in_the_recorded_h200_bf16_start()
     jit = "building FlashInfer kernels (fused_moe_90; first start only, up to ~30 min)"
     assert jit in phases
     assert phases.index(jit) > phases.index("compiled in 13.21 s")
-    assert server_mod._phase_kind(jit) == "building FlashInfer kernels"
+    assert phase_kind(jit) == "building FlashInfer kernels"
 
 
 def test_constructor_does_no_work(tmp_path, monkeypatch):
