@@ -64,18 +64,9 @@ COLUMNS = [
     "replica_warning",
     "path",
 ]
-_OPTIONAL_COLUMNS = {
-    "request_goodput",
-    "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length",
-    "spec_decode_level",
-    "spec_decode_verdict",
-    "prefix_cache_hit_rate",
-    "prefix_cache_warning",
-    "replicas",
-    "replicas_serving",
-    "replica_warning",
-}
+#: Columns left out when no point has them: the goodput (measured with an SLO only) and every
+#: column after the latencies but ``path``.
+_OPTIONAL_COLUMNS = {"request_goodput", *COLUMNS[COLUMNS.index("spec_decode_acceptance_rate") : -1]}
 
 #: Appended to a point's JSON file name for its sidecar of cookbook annotations.
 SIDECAR_SUFFIX = ".annotations"
