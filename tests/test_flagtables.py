@@ -59,15 +59,17 @@ def test_the_two_releases_differ_in_the_flags_the_tests_use():
 def test_a_flag_only_in_032_fails_the_028_command(version):
     """Acceptance: a rendered GPU command with a flag its release lacks fails, by name."""
     cfg = recipes.resolve("h200", vllm_version=version, extra_args={ONLY_032: 64})
-    renderings = flagtable.rendered_commands(cfg)
-    assert set(renderings) == {"shell", "docker", "truss"}
-    assert all(ONLY_032 in argv for argv in renderings.values())
+    texts = flagtable.renderings(cfg)
+    assert set(texts) == {"shell", "docker", "truss"}
+    argvs = {r: flagtable.served_argvs(r, t) for r, t in texts.items()}
+    assert all(ONLY_032 in a for runs in argvs.values() for a in runs)
     if version == "0.32.0":
-        assert flagtable.check_config(cfg, quiet=True) == {"shell": [], "docker": [], "truss": []}
+        assert flagtable.check_config(cfg, quiet=True) == argvs
     else:
         with pytest.raises(FlagError) as err:
             flagtable.check_config(cfg, quiet=True)
         assert err.value.flags == [ONLY_032] and "vLLM 0.28.0" in str(err.value)
+        assert f"{ONLY_032} does not exist in vLLM 0.28.0 (shell, docker, truss)" in str(err.value)
         assert "vllm_version" in str(err.value)  # names the fix
 
 

@@ -203,10 +203,13 @@ def test_every_target_renders_valid_files_with_the_same_engine_flags(target):
     assert kserve_problems(docs["kserve"]) == []
     assert production_stack_problems(docs["production-stack"]) == []
 
-    flags = render.engine_flags(cfg)
-    argvs = render.check(cfg, 2)  # raises FlagError on a flag the release lacks
-    assert set(argvs) == set(render.ENGINES) and len(argvs["compose"]) == 2
+    flags = cfg.cli_flags(weights=False)
+    argvs = flagtable.check_config(cfg, render.renderings(cfg, 2), quiet=True)  # or FlagError
+    assert tuple(argvs) == flagtable.RENDERINGS and len(argvs["compose"]) == 2
+    assert argvs["shell"] == argvs["compose"][:1] == argvs["compose"][1:]
     for engine, runs in argvs.items():
+        if engine == "truss":  # serves its mounted weights and drafter (tests/test_recipes.py)
+            continue
         for argv in runs:
             assert _contains(argv, flags), engine  # byte for byte, in order
             assert argv.count("--served-model-name") == 1, engine
@@ -235,25 +238,29 @@ def test_every_target_renders_valid_files_with_the_same_engine_flags(target):
 def test_a_corrupt_flag_fails_the_check_naming_it_in_every_engine():
     cfg = recipes.resolve("h200", extra_args={"--max-num-seq": 64})
     with pytest.raises(FlagError) as err:
-        render.check(cfg)
+        flagtable.check_config(cfg, render.renderings(cfg))
     assert err.value.flags == ["--max-num-seq"]
-    for engine in render.ENGINES:
-        assert f"{engine}: --max-num-seq does not exist in vLLM 0.32.0" in str(err.value)
-    # what is checked is what the file says: corrupt the rendered text itself
+    every = ", ".join(flagtable.RENDERINGS)
+    assert f"--max-num-seq does not exist in vLLM 0.32.0 ({every})" in str(err.value)
+    # what is checked is what the file says: corrupt one rendered text itself
     ok = recipes.resolve("h200")
-    for engine, fn in (("compose", render.compose), ("kserve", render.kserve),
-                       ("production-stack", render.production_stack)):  # fmt: skip
-        text = fn(ok).replace("--max-num-batched-tokens", "--max-num-batched-tokenz")
-        problems = [p for a in render.served_argvs(engine, text) for p in flagtable.check_argv(a[1:], "0.32.0")]  # fmt: skip
-        assert problems and all(
-            p.startswith("--max-num-batched-tokenz does not exist") for p in problems
-        )
+    for engine, text in render.renderings(ok).items():
+        texts = render.renderings(ok)
+        texts[engine] = text.replace("--max-num-batched-tokens", "--max-num-batched-tokenz")
+        with pytest.raises(FlagError) as err:
+            flagtable.check_config(ok, texts, quiet=True)
+        assert err.value.flags == ["--max-num-batched-tokenz"]
+        assert f"--max-num-batched-tokenz does not exist in vLLM 0.32.0 ({engine})." in str(err.value)  # fmt: skip
+    with pytest.raises(FlagError, match="Unknown rendering 'helm': one of shell, docker"):
+        flagtable.served_argvs("helm", "")
 
 
 def test_a_value_the_release_lacks_fails_by_name():
     cfg = recipes.resolve("h200", extra_args={"--tool-call-parser": "qwen9_coder"})
-    with pytest.raises(FlagError, match="kserve: --tool-call-parser qwen9_coder") as err:
-        render.check(cfg)
+    with pytest.raises(
+        FlagError, match=r"--tool-call-parser qwen9_coder: .*\(shell, .*kserve"
+    ) as err:
+        flagtable.check_config(cfg, render.renderings(cfg))
     assert err.value.flags == ["--tool-call-parser"]
 
 

@@ -313,7 +313,8 @@ def registry_flags(
     count = 0
     for label, cfg in configs:
         count += 1
-        for rendering, argv in flagtable.rendered_commands(cfg).items():
+        for rendering, text in flagtable.renderings(cfg).items():
+            argv = flagtable.served_argvs(rendering, text)[0][1:]
             problems = flagtable.check_argv(argv, new.version, table=new.table)
             if problems:
                 failures.setdefault(label, [])

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.bench.metrics import _num
 from helpers.paths import REPO_ROOT
 from helpers.tune import noise
 from helpers.tune import slo as slos
@@ -122,7 +123,7 @@ def _parameters(spec: dict[str, Any]) -> str:
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
-    v = slos._number(value)
+    v = _num(value)
     return "" if v is None else f"{v:,.{digits}f}"
 
 

@@ -90,15 +90,18 @@ print(render.compose(dp_ep))
 # %% [markdown]
 # On Kubernetes, the same command as a KServe `LLMInferenceService` (built on llm-d's scheduler:
 # this is the llm-d path too) and as vLLM production-stack Helm values. Every rendering carries
-# the same engine flags byte for byte; `render.check` reads each back into the argv its engine
-# runs and checks it against the release's flag table (`docs/scale-out.md`: what each engine
-# supports for this hybrid model).
+# the same engine flags byte for byte; `check_config` reads each of the six renderings (shell,
+# docker, truss, compose, KServe, production-stack) back into the argv its engine runs and
+# checks it against the release's flag table (`docs/scale-out.md`: what each engine supports
+# for this hybrid model).
 
 # %%
-print(render.kserve(replicas.base, count))
-print(render.production_stack(replicas.base, count))
-render.check(replicas.base, count)
-print(f"compose, KServe, production-stack: every flag exists in vLLM {replicas.base.vllm_version}")
+from helpers.config.flagtable import check_config
+
+texts = render.renderings(replicas.base, count)
+check_config(replicas.base, texts)  # all six against the release's flag table, or FlagError
+print(texts["kserve"])
+print(texts["production-stack"])
 
 # %% [markdown]
 # Across nodes, DP+EP runs one command per node: the head serves the API, the others run

@@ -52,13 +52,12 @@ ENGINE_HUNG = "engine hung"
 
 
 def _num(value: Any) -> float | None:
-    """A JSON value as a float, or None when it is missing or not a number."""
-    if value is None or value == "":
-        return None
+    """A JSON value (or a table cell) as a float, or None when it is missing, NaN or not a number."""
     try:
-        return float(value)
+        f = float(value)
     except (TypeError, ValueError):
         return None
+    return None if math.isnan(f) else f
 
 
 @dataclass(frozen=True)

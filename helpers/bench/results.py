@@ -64,18 +64,9 @@ COLUMNS = [
     "replica_warning",
     "path",
 ]
-_OPTIONAL_COLUMNS = {
-    "request_goodput",
-    "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length",
-    "spec_decode_level",
-    "spec_decode_verdict",
-    "prefix_cache_hit_rate",
-    "prefix_cache_warning",
-    "replicas",
-    "replicas_serving",
-    "replica_warning",
-}
+#: Columns left out when no point has them: the goodput (measured with an SLO only) and every
+#: column after the latencies but ``path``.
+_OPTIONAL_COLUMNS = {"request_goodput", *COLUMNS[COLUMNS.index("spec_decode_acceptance_rate") : -1]}
 
 #: Appended to a point's JSON file name for its sidecar of cookbook annotations.
 SIDECAR_SUFFIX = ".annotations"
@@ -295,7 +286,7 @@ def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+def _row(data: Mapping[str, Any], path: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
     gpu_count = _num(data.get("gpu_count")) or 1.0
     output_throughput = _num(data.get("output_throughput"))
     mean_tpot = _num(data.get("mean_tpot_ms"))
@@ -341,10 +332,13 @@ def _row(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
         for stat in _LATENCY_STATS:
             key = f"{stat}_{metric}_ms"
             row[key] = _num(data.get(key))
+    row.update({k: data.get(k) for k in extra})
     return row
 
 
-def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+def load_results(
+    paths_or_dir: str | Path | Iterable[str | Path], extra: Sequence[str] = ()
+) -> pd.DataFrame:
     """Load ``vllm bench serve --save-result`` JSON files into one row per point.
 
     Each file is read with its sidecar of cookbook annotations when it has one
@@ -353,6 +347,8 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
     Args:
         paths_or_dir: a JSON file, a folder (searched recursively for ``*.json``), or a
             list of either.
+        extra: more keys of vLLM's JSON, kept as they are (``p90_ttft_ms``, ``date``), even
+            when no point has them: in their place among the columns below, else after them.
 
     Returns:
         DataFrame sorted by ``label`` then ``concurrency``, with columns (units):
@@ -390,14 +386,14 @@ def load_results(paths_or_dir: str | Path | Iterable[str | Path]) -> pd.DataFram
         BenchError: a path does not exist, a file is not a benchmark result, or nothing
             was found.
     """
-    rows = [_row(read_point(path), path) for path in _json_paths(paths_or_dir)]
+    rows = [_row(read_point(path), path, extra) for path in _json_paths(paths_or_dir)]
     if not rows:
         raise BenchError(
             f"No benchmark JSON found in {paths_or_dir}. Run helpers.bench.sweep.sweep(...) first."
         )
     df = pd.DataFrame(rows)
-    keep = [c for c in COLUMNS if c not in _OPTIONAL_COLUMNS or df[c].notna().any()]
-    df = df[keep]
+    keep = [c for c in COLUMNS if c not in _OPTIONAL_COLUMNS or c in extra or df[c].notna().any()]
+    df = df[keep + [k for k in extra if k not in COLUMNS]]
     for col in ("concurrency", "num_prompts", "completed", "failed"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df.sort_values(["label", "concurrency"], kind="stable").reset_index(drop=True)

@@ -1,8 +1,9 @@
 """The committed flag table of each vLLM release the registry offers, and checks against it.
 
-A rendered command (shell, docker, truss) runs on the release its target installs
-(``ServeConfig.vllm_version``), not on the vLLM installed where the notebook runs, so each
-command is checked against ``docs/results/flags/vllm-<version>.json``: every option string
+A rendered command (shell, docker, truss, compose, KServe, production-stack) runs on the
+release its target installs (``ServeConfig.vllm_version``), not on the vLLM installed where
+the notebook runs, so each command is read back from its text (:func:`served_argvs`) and
+checked (:func:`check_config`) against ``docs/results/flags/vllm-<version>.json``: every option string
 of that release's ``vllm serve`` parser, read from its own wheel (``python -m
 tools.flagtables generate WHEEL``). A misspelled or removed flag fails by name here.
 """
@@ -167,63 +168,130 @@ def check_argv(
     return problems
 
 
-def _after_model(argv: Sequence[str], model: str) -> list[str]:
-    argv = list(argv)
-    return argv[argv.index(model) + 1 :] if model in argv else argv
+#: The renderings :func:`served_argvs` reads: the three of
+#: :class:`~helpers.config.serveconfig.ServeConfig` (``shell_command``, ``docker_command``,
+#: ``truss_config``), then the cluster files of :mod:`helpers.fleet.render` (``compose``,
+#: ``kserve``, ``production_stack``).
+RENDERINGS = ("shell", "docker", "truss", "compose", "kserve", "production-stack")
+#: Where a served ``vllm serve`` listens inside a container (each engine's default port).
+PORT = 8000
 
 
-def rendered_commands(cfg: Any) -> dict[str, list[str]]:
-    """The flags of each rendering of ``cfg``, as argv after the model: ``shell``
-    (:meth:`~helpers.config.serveconfig.ServeConfig.shell_command`), ``docker``
-    (:meth:`~helpers.config.serveconfig.ServeConfig.docker_command`) and ``truss`` (the
-    ``start_command`` of :meth:`~helpers.config.serveconfig.ServeConfig.truss_config`); the last
-    two only when the target has a docker image. Each is parsed back from its text, so what is
-    checked is what a user copies."""
-    out: dict[str, list[str]] = {}
-    model = cfg.model or "<model>"
-    shell = [ln for ln in cfg.shell_command().splitlines() if not ln.startswith("export ")]
-    out["shell"] = _after_model(shlex.split("\n".join(shell).replace("\\\n", " ")), model)
+def renderings(cfg: Any) -> dict[str, str]:
+    """``{"shell": text, "docker": text, "truss": text}``: the texts of ``cfg``'s own renderings
+    (``docker`` and ``truss`` only when the target has a docker image); add the cluster files
+    (:func:`helpers.fleet.render.renderings`) to check all of :data:`RENDERINGS`."""
+    out = {"shell": cfg.shell_command()}
     if cfg.docker_image:
-        out["docker"] = _after_model(shlex.split(cfg.docker_command().replace("\\\n", " ")), model)
-        start = yaml.safe_load(cfg.truss_config())["docker_server"]["start_command"]
-        argv = shlex.split(start)
-        out["truss"] = argv[3:] if argv[:2] == ["vllm", "serve"] else argv
+        out.update(docker=cfg.docker_command(), truss=cfg.truss_config())
     return out
 
 
-def check_config(cfg: Any, *, quiet: bool = False) -> dict[str, list[str]]:
-    """Check every rendering of ``cfg`` against the flag table of ``cfg.vllm_version`` (the
-    release the target installs or the notebook selected), not the installed vLLM.
+def _split(text: str) -> list[str]:
+    """Shell words of a multi-line command (``\\`` line continuations)."""
+    return shlex.split(text.replace("\\\n", " "))
 
-    A nightly has no table: it is reported and skipped (its flags are checked at launch by
-    the installed parser, :meth:`helpers.config.serveconfig.ServeConfig.validate`).
+
+def served_argvs(rendering: str, text: str) -> list[list[str]]:
+    """The ``vllm serve`` argv (after ``vllm serve``: the model, then the flags) each server of a
+    rendering runs, read back from the rendered text as its engine builds it, so what is checked
+    is what a user copies.
+
+    - ``shell``: the command after the ``export`` lines; ``docker``: the words after the image
+      (every option ``docker_command`` writes before it takes a value: ``--gpus all``, ``-p``,
+      ``-v``, ``-e``; ``--ipc=host`` inline); ``truss``: ``docker_server.start_command``.
+    - ``compose``: each service's ``command`` but the router's (the image's entrypoint is
+      ``vllm serve``); ``kserve``: KServe's ``kserve-config-llm-template`` preset,
+      ``vllm serve /mnt/models --served-model-name NAME --port 8000`` + the container's
+      ``args``; ``production-stack``: the chart's template, ``vllm serve MODEL_URL --host
+      0.0.0.0 --port 8000``, the prefix-caching switch, ``vllmConfig.extraArgs``, then
+      ``--revision`` (see each renderer in :mod:`helpers.fleet.render`).
+
+    Args:
+        rendering: one of :data:`RENDERINGS`.
+        text: that rendering's text (:func:`renderings`, :func:`helpers.fleet.render.renderings`).
+
+    Raises:
+        FlagError: an unknown rendering (names the valid ones).
+    """
+    if rendering == "shell":
+        lines = [ln for ln in text.splitlines() if not ln.startswith("export ")]
+        return [_split("\n".join(lines))[2:]]
+    if rendering == "docker":
+        argv, i = _split(text), 2  # after "docker run"
+        while argv[i].startswith("-"):
+            i += 1 if "=" in argv[i] else 2
+        return [argv[i + 1 :]]
+    doc = yaml.safe_load(text)
+    if rendering == "truss":
+        return [shlex.split(doc["docker_server"]["start_command"])[2:]]
+    if rendering == "compose":
+        svcs = doc["services"]
+        return [[str(a) for a in s["command"]] for n, s in svcs.items() if n != "router"]
+    if rendering == "kserve":
+        spec = doc["spec"]
+        argv = ["/mnt/models", "--served-model-name", spec["model"]["name"], "--port", str(PORT)]
+        return [argv + list(spec["template"]["containers"][0]["args"])]
+    if rendering == "production-stack":
+        out = []
+        for m in doc["servingEngineSpec"]["modelSpec"]:
+            vc = m.get("vllmConfig", {})
+            argv = [m["modelURL"], "--host", "0.0.0.0", "--port", str(PORT)]
+            argv.append("--enable-prefix-caching" if vc.get("enablePrefixCaching") else "--no-enable-prefix-caching")  # fmt: skip
+            argv += [str(a) for a in vc.get("extraArgs", [])]
+            if m.get("modelRevision"):
+                argv += ["--revision", m["modelRevision"]]
+            out.append(argv)
+        return out
+    raise FlagError(f"Unknown rendering {rendering!r}: one of {', '.join(RENDERINGS)}.", flags=[])
+
+
+def check_config(
+    cfg: Any, texts: Mapping[str, str] | None = None, *, quiet: bool = False
+) -> dict[str, list[list[str]]]:
+    """Read every rendering of ``cfg`` back (:func:`served_argvs`) and check each argv against
+    the flag table of ``cfg.vllm_version`` (the release the target installs or the notebook
+    selected), not the installed vLLM.
+
+    A nightly has no table: it is reported and its argvs returned unchecked (its flags are
+    checked at launch by the installed parser,
+    :meth:`helpers.config.serveconfig.ServeConfig.validate`).
+
+    Args:
+        cfg: the :class:`~helpers.config.serveconfig.ServeConfig` rendered.
+        texts: ``{rendering: text}`` (keys of :data:`RENDERINGS`); None: :func:`renderings`
+            (shell, docker, truss).
+        quiet: no "flags checked" line.
 
     Returns:
-        ``{rendering: []}`` when every flag exists in that release.
+        ``{rendering: [argv, ...]}`` as :func:`served_argvs` read them.
 
     Raises:
         FlagError: a rendering uses a flag (or value) the release does not have; ``.flags``
-            names them; the message names the release and the fix.
+            names them; the message names each problem with the renderings that have it, the
+            release and the fix.
     """
     version = str(cfg.vllm_version)
+    texts = renderings(cfg) if texts is None else texts
+    found = {r: served_argvs(r, t) for r, t in texts.items()}
     if version == "nightly":
         if not quiet:
             print(
                 "flag table: none for a nightly; the installed vLLM's parser checks the flags at launch"
             )
-        return {}
+        return found
     table = load_table(version)
-    found = {
-        name: check_argv(argv, version, table=table)
-        for name, argv in rendered_commands(cfg).items()
-    }
-    bad = {p for probs in found.values() for p in probs}
-    if bad:
-        flags = sorted({p.split()[0].split(".")[0].split(":")[0] for p in bad})
+    where: dict[str, list[str]] = {}
+    for r, argvs in found.items():
+        problems = [p for argv in argvs for p in check_argv(argv[1:], version, table=table)]
+        for p in dict.fromkeys(problems):
+            where.setdefault(p, []).append(r)
+    if where:
+        flags = sorted({p.split()[0].split(".")[0].split(":")[0] for p in where})
         raise FlagError(
             f"The {cfg.target} command does not run on vLLM {version} (its flag table, "
             f"docs/results/flags/vllm-{version}.json): "
-            + "; ".join(sorted(bad))
+            + "; ".join(f"{p} ({', '.join(rs)})" for p, rs in sorted(where.items()))
             + ". Select a release that has them (vllm_version=...), or change the flag in "
             "cookbook/recipe.yaml / extra_args.",
             flags=flags,

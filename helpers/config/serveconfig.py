@@ -8,12 +8,11 @@ renderings, the flag reference table, copies with another model / port / flags, 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,14 +149,16 @@ class ServeConfig:
         value = self.args.get("--speculative-config")
         return dict(value) if isinstance(value, Mapping) else None
 
-    def cli_flags(self) -> list[str]:
+    def cli_flags(self, *, weights: bool = True) -> list[str]:
         """Flags after the model, as argv items, without ``--host``/``--port``/``--model``.
 
         ``--served-model-name`` comes first; ``--revision`` follows when the model is a hub id
-        with a pinned revision.
+        with a pinned revision. ``weights=False``: without those two, the part every rendering
+        carries byte for byte (KServe and production-stack name the weights in fields of their
+        own, :mod:`helpers.fleet.render`).
         """
-        argv = ["--served-model-name", self.served_model_name]
-        if self.revision and self.model and not Path(self.model).exists():
+        argv = ["--served-model-name", self.served_model_name] if weights else []
+        if weights and self.revision and self.model and not Path(self.model).exists():
             argv += ["--revision", self.revision]
         for flag, value in self.args.items():
             argv += _flag_argv(flag, value)
@@ -175,7 +176,7 @@ class ServeConfig:
     def shell_command(self) -> str:
         """The ``vllm serve`` command for a terminal, one flag per line, env exported first."""
         lines = [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
-        lines.append(_multiline(self.serve_argv()))
+        lines.append(command_lines(self.serve_argv()))
         return "\n".join(lines)
 
     def docker_command(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
@@ -192,9 +193,7 @@ class ServeConfig:
             *(f"-e {shlex.quote(f'{k}={v}')}" for k, v in self.env.items()),
             "-e HF_TOKEN",
         ]
-        tail = _multiline(
-            [self.docker_image, self.model or "<model>", *self.cli_flags()], first_break=2
-        )
+        tail = command_lines([self.docker_image, self.model or "<model>", *self.cli_flags()])
         return " \\\n  ".join([*head, tail])
 
     def truss_config(self) -> str:
@@ -205,17 +204,10 @@ class ServeConfig:
         """
         mount = f"/models/{self.served_model_name}"
         weights = [_truss_weight(self.model, self.revision, mount, self.allow_patterns)]
-        cfg = copy.deepcopy(self)
-        cfg.model, cfg.revision = mount, None
-        spec = cfg.speculative_config
+        cfg = self.with_model(mount).with_port(8000, host="0.0.0.0")
         for d in self.drafters:
-            d_mount = f"{mount}-{d.mode}"
-            weights.append(_truss_weight(d.repo, d.revision, d_mount, d.allow_patterns))
-            if spec is not None:
-                spec["model"] = d_mount
-                spec.pop("revision", None)
-                cfg.args["--speculative-config"] = spec
-        argv = cfg.serve_argv(with_host_port=False) + ["--host", "0.0.0.0", "--port", "8000"]
+            weights.append(_truss_weight(d.repo, d.revision, f"{mount}-{d.mode}", d.allow_patterns))
+            cfg = cfg.with_drafter_path(f"{mount}-{d.mode}")
         doc = {
             "model_name": f"{self.served_model_name} ({self.target})",
             "model_metadata": {
@@ -234,7 +226,7 @@ class ServeConfig:
             "weights": weights,
             "secrets": {"hf_access_token": None},
             "docker_server": {
-                "start_command": shlex.join(argv),
+                "start_command": shlex.join(cfg.serve_argv()),
                 "readiness_endpoint": "/health",
                 "liveness_endpoint": "/health",
                 "predict_endpoint": "/v1/chat/completions",
@@ -378,20 +370,14 @@ class ServeConfig:
         )
 
 
-def _multiline(argv: list[str], first_break: int = 3) -> str:
-    head = shlex.join(argv[:first_break])
-    rest = argv[first_break:]
-    lines = [head]
-    i = 0
-    while i < len(rest):
-        item = rest[i]
-        if item.startswith("-") and i + 1 < len(rest) and not rest[i + 1].startswith("--"):
-            lines.append(f"{shlex.quote(item)} {shlex.quote(rest[i + 1])}")
-            i += 2
-        else:
-            lines.append(shlex.quote(item))
-            i += 1
-    return " \\\n  ".join(lines)
+def command_lines(argv: Sequence[str]) -> str:
+    """``argv`` for a terminal: the program (with its subcommand and model, or the docker image
+    and model) on the first line, then each ``--flag`` with its values on a line of its own,
+    joined by `` \\`` continuations."""
+    items = [str(a) for a in argv]
+    starts = [0] + [i for i, a in enumerate(items) if i and a.startswith("--")]
+    ends = [*starts[1:], len(items)]
+    return " \\\n  ".join(shlex.join(items[a:b]) for a, b in zip(starts, ends, strict=True))
 
 
 def _truss_weight(repo, revision, mount, patterns) -> dict:

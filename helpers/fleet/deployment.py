@@ -23,9 +23,9 @@ from typing import Any
 from helpers.config import flagcheck, load
 from helpers.config import resolve as recipes
 from helpers.config.schema import MultiNode, Router
-from helpers.config.serveconfig import ServeConfig
+from helpers.config.serveconfig import ServeConfig, command_lines
 from helpers.errors import RecipeError
-from helpers.fleet.router import ROUTER_VERSION, RouterConfig, _lines
+from helpers.fleet.router import ROUTER_VERSION, RouterConfig
 
 #: Environment that keeps NVLink multicast (NVLS / symmetric memory) off in every process of
 #: a multi-GPU deployment; the lent H200 machines need it (device README "KINDS.md").
@@ -135,7 +135,9 @@ class Deployment:
         for what, cfg in cfgs:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
             argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
-            blocks.append(f"# {what}\n" + (f"{env} \\\n" if env else "") + _lines(argv) + " &")
+            blocks.append(
+                f"# {what}\n" + (f"{env} \\\n" if env else "") + command_lines(argv) + " &"
+            )
         if self.router is not None:
             blocks.append(
                 "# router (waits for the replicas' /health)\n" + self.router.shell_command()

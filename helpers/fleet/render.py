@@ -8,18 +8,18 @@ tuned one) and a replica count:
   on llm-d's scheduler: this is also the llm-d rendering;
 - :func:`production_stack`: the vLLM production-stack Helm chart's ``values.yaml``.
 
-Each carries the same engine flags, byte for byte (:func:`engine_flags`: the command's flags
-without the weights' name and revision, which each engine writes in a field of its own), the
-GPU count, host memory, model id, pinned revision and the speculative drafter (inside
-``--speculative-config``). :func:`served_argvs` reads a rendering back into the argv each engine
-runs, and :func:`check` checks those against the release's flag table
-(:func:`helpers.config.flagtable.check_argv`). The rendered files are checked against each
+Each carries the same engine flags, byte for byte (``cfg.cli_flags(weights=False)``: the
+command's flags without the weights' name and revision, which each engine writes in a field of
+its own), the GPU count, host memory, model id, pinned revision and the speculative drafter
+(inside ``--speculative-config``). :func:`renderings` returns them with the config's own shell,
+docker and truss renderings, for :func:`helpers.config.flagtable.check_config`, which reads each
+back into the argv its engine runs (:func:`helpers.config.flagtable.served_argvs`) and checks it
+against the release's flag table. The rendered files are checked against each
 engine's published schema in ``tests/test_renderings.py`` (compose, KServe); the production-stack
 chart publishes its schema only on GitHub, so its values are checked by the keys this module
 writes, not against that schema.
 
-Public API: :func:`engine_flags`, :func:`compose`, :func:`kserve`, :func:`production_stack`,
-:func:`served_argvs`, :func:`check`, :data:`ENGINES`.
+Public API: :func:`compose`, :func:`kserve`, :func:`production_stack`, :func:`renderings`.
 """
 
 from __future__ import annotations
@@ -33,29 +33,12 @@ import yaml
 
 from helpers.config import flagtable
 from helpers.config.serveconfig import ServeConfig
-from helpers.errors import FlagError, RecipeError
+from helpers.errors import RecipeError
 from helpers.fleet.deployment import Deployment, resolve_deployment
 from helpers.fleet.router import ROUTER_VERSION
 
-#: The renderings :func:`check` reads back.
-ENGINES = ("compose", "kserve", "production-stack")
-#: Flags that name the weights; KServe and production-stack take them from fields of their own.
-_WEIGHT_FLAGS = ("--served-model-name", "--revision")
 #: Where a served ``vllm serve`` listens inside a container (each engine's default port).
-PORT = 8000
-
-
-def engine_flags(cfg: ServeConfig) -> list[str]:
-    """``cfg``'s flags without ``--served-model-name`` / ``--revision`` (and their values):
-    the part of the command every rendering carries byte for byte."""
-    argv, out, i = cfg.cli_flags(), [], 0
-    while i < len(argv):
-        if argv[i] in _WEIGHT_FLAGS:
-            i += 2
-            continue
-        out.append(argv[i])
-        i += 1
-    return out
+PORT = flagtable.PORT
 
 
 def _host_memory_gib(cfg: ServeConfig) -> int:
@@ -163,7 +146,7 @@ def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") 
     (kserve-storage 0.21.0: ``hf://owner/model[:revision]``) to ``/mnt/models``; KServe's
     ``kserve-config-llm-template`` preset runs ``vllm serve /mnt/models --served-model-name
     NAME --port 8000 ... $@`` with the container's ``args`` as ``$@``, so ``args`` is
-    :func:`engine_flags`. ``spec.parallelism`` stays unset: the preset would add a second
+    ``cfg.cli_flags(weights=False)``. ``spec.parallelism`` stays unset: the preset would add a second
     ``--tensor-parallel-size`` to the one in the flags; the GPU count is the container's
     ``nvidia.com/gpu`` limit.
 
@@ -187,7 +170,7 @@ def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") 
     main = {
         "name": "main",
         "image": cfg.docker_image,
-        "args": engine_flags(cfg),
+        "args": cfg.cli_flags(weights=False),
         "env": env,
         "resources": {
             "limits": {"nvidia.com/gpu": gpus},
@@ -227,7 +210,7 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
     ``vllmConfig``. Its template runs ``vllm serve MODEL_URL --host 0.0.0.0 --port 8000``,
     then ``vllmConfig``'s switches, ``vllmConfig.extraArgs`` verbatim, then ``--revision``
     (``helm/templates/deployment-vllm-multi.yaml``), so ``extraArgs`` is
-    ``--served-model-name NAME`` + :func:`engine_flags`. The template always writes one of
+    ``--served-model-name NAME`` + ``cfg.cli_flags(weights=False)``. The template always writes one of
     ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` from
     ``vllmConfig.enablePrefixCaching``: it is set to the command's own choice (vLLM takes the
     repeated switch). NOT checked against a published schema: the chart's
@@ -263,7 +246,11 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
         "requestGPU": cfg.gpu_count,
         "vllmConfig": {
             "enablePrefixCaching": choice[0],
-            "extraArgs": ["--served-model-name", cfg.served_model_name, *engine_flags(cfg)],
+            "extraArgs": [
+                "--served-model-name",
+                cfg.served_model_name,
+                *cfg.cli_flags(weights=False),
+            ],
         },
         "hf_token": {"secretName": hf_secret, "secretKey": "token"},
         "env": [{"name": k, "value": str(v)} for k, v in cfg.env.items()],
@@ -273,72 +260,19 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
     return yaml.safe_dump({"servingEngineSpec": {"modelSpec": [spec]}}, sort_keys=False, width=100)
 
 
-def served_argvs(engine: str, text: str) -> list[list[str]]:
-    """The ``vllm serve`` argv (after ``vllm serve``) each server of a rendering runs, read
-    back from the rendered text as the engine builds it (see each renderer's docstring).
-
-    Args:
-        engine: one of :data:`ENGINES`.
-        text: what :func:`compose`, :func:`kserve` or :func:`production_stack` returned.
-
-    Raises:
-        RecipeError: an unknown engine (names the valid ones).
-    """
-    doc = yaml.safe_load(text)
-    if engine == "compose":
-        svcs = doc["services"]
-        return [[str(a) for a in s["command"]] for n, s in svcs.items() if n != "router"]
-    if engine == "kserve":
-        spec = doc["spec"]
-        argv = ["/mnt/models", "--served-model-name", spec["model"]["name"], "--port", str(PORT)]
-        return [argv + list(spec["template"]["containers"][0]["args"])]
-    if engine == "production-stack":
-        out = []
-        for m in doc["servingEngineSpec"]["modelSpec"]:
-            vc = m.get("vllmConfig", {})
-            argv = [m["modelURL"], "--host", "0.0.0.0", "--port", str(PORT)]
-            argv.append("--enable-prefix-caching" if vc.get("enablePrefixCaching") else "--no-enable-prefix-caching")  # fmt: skip
-            argv += [str(a) for a in vc.get("extraArgs", [])]
-            if m.get("modelRevision"):
-                argv += ["--revision", m["modelRevision"]]
-            out.append(argv)
-        return out
-    raise RecipeError(f"Unknown engine {engine!r}: one of {', '.join(ENGINES)}.")
-
-
-def check(cfg: ServeConfig, replicas: int = 2) -> dict[str, list[list[str]]]:
-    """Render ``cfg`` for every engine, read each back and check every argv against the flag
-    table of ``cfg.vllm_version`` (:func:`helpers.config.flagtable.check_argv`).
-
-    Returns:
-        ``{engine: [argv, ...]}`` as :func:`served_argvs` read them (a nightly has no table:
-        the argvs are returned unchecked).
+def renderings(cfg: ServeConfig, replicas: int = 2) -> dict[str, str]:
+    """All six renderings of ``cfg``, ``{rendering: text}`` in the order of
+    :data:`helpers.config.flagtable.RENDERINGS`: its own three
+    (:func:`helpers.config.flagtable.renderings`), then :func:`compose`, :func:`kserve` and
+    :func:`production_stack` with ``replicas`` copies; for
+    :func:`helpers.config.flagtable.check_config`.
 
     Raises:
-        FlagError: an argv uses a flag or value the release lacks; names the engine and flags.
-        RecipeError: as the renderers.
+        RecipeError: as the renderers (the stand-in has no cluster rendering).
     """
-    texts = {
+    return {
+        **flagtable.renderings(cfg),
         "compose": compose(cfg, replicas),
         "kserve": kserve(cfg, replicas),
         "production-stack": production_stack(cfg, replicas),
     }
-    found = {e: served_argvs(e, t) for e, t in texts.items()}
-    if cfg.vllm_version == "nightly":
-        return found
-    table = flagtable.load_table(cfg.vllm_version)
-    bad = {
-        f"{engine}: {p}"
-        for engine, argvs in found.items()
-        for argv in argvs
-        for p in flagtable.check_argv(argv[1:], cfg.vllm_version, table=table)
-    }
-    if bad:
-        flags = sorted({p.split(": ", 1)[1].split()[0].split(".")[0].split(":")[0] for p in bad})
-        raise FlagError(
-            f"The {cfg.target} renderings do not run on vLLM {cfg.vllm_version} (its flag table): "
-            + "; ".join(sorted(bad))
-            + ". Fix the flag in cookbook/recipe.yaml / extra_args, or select a release that has it.",
-            flags=flags,
-        )
-    return found

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from helpers.config.serveconfig import command_lines
 from helpers.errors import CookbookError, FlagError, RecipeError
 from helpers.server.vllm_server import VLLMServer
 
@@ -228,7 +229,7 @@ class RouterConfig:
 
     def shell_command(self) -> str:
         """The router command for a terminal (one flag per line)."""
-        return _lines(self.argv())
+        return command_lines(self.argv())
 
     def validate(self) -> None:
         """Check the flags with the installed router's ``--help`` (:func:`validate_router_argv`)."""
@@ -281,18 +282,3 @@ class RouterServer(VLLMServer):
         if status != 200:
             raise CookbookError(f"{self.url}/workers answered HTTP {status}: {body[:200]}")
         return list(json.loads(body).get("workers", []))
-
-
-def _lines(argv: Sequence[str]) -> str:
-    i = 1
-    while i < len(argv) and not str(argv[i]).startswith("--"):
-        i += 1  # program, subcommand and model stay on the first line
-    out = [" ".join(shlex.quote(str(a)) for a in argv[:i])]
-    while i < len(argv):
-        str(argv[i])
-        j = i + 1
-        while j < len(argv) and not str(argv[j]).startswith("--"):
-            j += 1
-        out.append(" ".join(shlex.quote(str(a)) for a in argv[i:j]))
-        i = j
-    return " \\\n  ".join(out)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.bench.metrics import _num
 from helpers.bench.point import _safe
 from helpers.bench.results import load_results, read_point
 from helpers.bench.scenarios import Scenario
@@ -129,19 +130,6 @@ def search_meets(
     return meets, len(probes) + len(set(failed))
 
 
-def _point_rows(path: Path) -> dict[str, Any]:
-    """The percentile figures of one saved point that :func:`load_results` leaves out."""
-    data = read_point(path)
-    keep = {k: data.get(k) for k in PERCENTILE_COLUMNS}
-    keep.update(
-        {
-            k: data.get(k)
-            for k in ("date", "endpoint_type", "total_output_tokens", "request_goodput")
-        }
-    )
-    return keep
-
-
 def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
     """Saved ``vllm bench serve`` points as rows: :func:`load_results`'s columns plus vLLM's
     percentiles (:data:`PERCENTILE_COLUMNS`), ``date``, ``endpoint_type``,
@@ -150,11 +138,8 @@ def points_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
     Raises:
         BenchError: as :func:`load_results`.
     """
-    df = load_results(list(paths))
-    extra = pd.DataFrame([_point_rows(Path(p)) for p in df["path"]], index=df.index)
-    for col in extra.columns:
-        df[col] = extra[col]
-    return df
+    extra = ("date", "endpoint_type", "total_output_tokens", "request_goodput")
+    return load_results(list(paths), extra=(*PERCENTILE_COLUMNS, *extra))
 
 
 def limit(
@@ -174,12 +159,12 @@ def limit(
         path = at if point_done(at) else point_path(folder, name, w, low)
         if point_done(path):
             pt = slos.with_goodput(points_frame([path])).iloc[0]
-            row["goodput_tok_s_per_gpu"] = slos._number(pt.get("goodput_tok_s_per_gpu"))
-            row["output_throughput_per_gpu"] = slos._number(pt.get("output_throughput_per_gpu"))
+            row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
+            row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
             row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
-                slos._number(pt.get("output_throughput")),
+                _num(pt.get("output_throughput")),
                 gpu_hour_usd,
-                slos._number(pt.get("gpu_count")) or 1,
+                _num(pt.get("gpu_count")) or 1,
             )
     return row
 

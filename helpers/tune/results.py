@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.bench.metrics import _num
 from helpers.bench.results import NOT_MEASURED_ON_STANDIN
 from helpers.bench.scenarios import Scenario
 from helpers.config.run import serves_standin
@@ -77,12 +78,14 @@ def collect(
     the API prices the cost is set beside. A point meets the SLO when the median over its
     repeats of each bounded percentile does."""
     folder = Path(folder)
-    frames, rows, limits = [], [], []
+    frames, rows, limits, recorded = [], [], [], {}
     for cand in cands:
         saved = _read_json(folder / cand.name / "candidate.json") or {}
-        failures = list(_read_json(folder / cand.name / "failures.json") or [])
-        if skipped and cand.name in skipped:
-            failures.append(dict(skipped[cand.name]))
+        recorded[cand.name] = _read_json(folder / cand.name / "failures.json") or []
+        failures = [
+            *recorded[cand.name],
+            *([dict(skipped[cand.name])] if cand.name in (skipped or {}) else []),
+        ]
         n, dates = 0, []
         for w in loads:
             paths = [p for c in w.concurrencies for p in point_runs(folder, cand.name, w, c)]
@@ -139,9 +142,14 @@ def collect(
         candidates=pd.DataFrame(rows), slo=bounds, workloads=list(loads),
         configs={c.name: c.config for c in cands}, folder=folder, target=target,
         gpu_hour_usd=gpu_hour_usd, stand_in=serves_standin(run),
-        failures={c.name: _read_json(folder / c.name / "failures.json") or [] for c in cands},
+        failures=recorded,
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip
+
+
+def _where(df: pd.DataFrame, **eq: Any) -> pd.DataFrame:
+    """The rows of ``df`` whose columns ``eq`` names hold its values (``df`` itself when empty)."""
+    return df if df.empty else df[(df[list(eq)] == pd.Series(eq)).all(axis=1)]
 
 
 def _reason(failure: Mapping[str, Any]) -> str:
@@ -249,10 +257,6 @@ class Recommendation:
         return out
 
 
-def _num(value: Any) -> float | None:
-    return slos._number(value)
-
-
 def limit_words(lim: Mapping[str, Any]) -> str:
     """One :attr:`TuneResult.limits` row in words: the highest concurrency that meets the SLO,
     how it was found, and the goodput there."""
@@ -342,9 +346,7 @@ class TuneResult:
         return workload
 
     def _of(self, workload: str) -> pd.DataFrame:
-        if self.points.empty:
-            return self.points
-        return self.points[self.points["workload"] == workload]
+        return _where(self.points, workload=workload)
 
     def frontier(self, workload: str | None = None) -> pd.DataFrame:
         """Each configuration's frontier at ``workload`` (default: the first): the points no
@@ -358,8 +360,7 @@ class TuneResult:
     def _run_scores(self, point: Mapping[str, Any], objective: str) -> list[float]:
         """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
         runs = self.runs if not self.runs.empty else self.points
-        mine = runs[(runs["candidate"] == point["candidate"]) & (runs["workload"] == point["workload"])
-                    & (runs["concurrency"] == point["concurrency"])]  # fmt: skip
+        mine = _where(runs, **{k: point[k] for k in noise.POINT_KEYS})
         return [v for v in slos.scores(mine, objective, per_user=self.per_user_column) if v == v]
 
     def recommended(
@@ -393,12 +394,7 @@ class TuneResult:
         cfg = self.configs[best["candidate"]]
         tput = _num(best.get("output_throughput"))
         gpus = _num(best.get("gpu_count")) or 1
-        lim = self.limits
-        lim = (
-            lim[(lim["candidate"] == best["candidate"]) & (lim["workload"] == name)]
-            if not lim.empty
-            else lim
-        )
+        lim = _where(self.limits, candidate=best["candidate"], workload=name)
         w = next(x for x in self.workloads if x.name == name)
         return Recommendation(
             workload=name, candidate=best["candidate"], concurrency=int(best["concurrency"]),
@@ -429,13 +425,9 @@ class TuneResult:
         pts = self._of(self._workload(workload))
         if pts.empty:
             return None
-        ranked = pts.assign(
-            _n=[len(slos.SLO.violations(self.slo, r)) for r in pts.to_dict("records")]
-        )
-        row = ranked.sort_values(["_n", "output_throughput_per_gpu"], ascending=[True, False]).iloc[
-            0
-        ]
-        return row.drop(labels=["_n"]).to_dict()
+        ranked = pts.assign(_n=[len(self.slo.violations(r)) for r in pts.to_dict("records")])
+        ranked = ranked.sort_values(["_n", "output_throughput_per_gpu"], ascending=[True, False])
+        return ranked.iloc[0].drop(labels=["_n"]).to_dict()
 
     def recommendation_table(self) -> pd.DataFrame:
         """Per workload, the recommended point, the recipe's best under the same SLO and, on a
@@ -457,7 +449,7 @@ class TuneResult:
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
             if rec is not None and rec.tied_with:
-                t = slos.choose(pts[pts["candidate"] == rec.tied_with], self.slo,
+                t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo,
                                 per_user=self.per_user_column)  # fmt: skip
                 picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
             if not picks:
@@ -468,7 +460,7 @@ class TuneResult:
                              "misses": near["slo_violations"] if near else "no point measured"})  # fmt: skip
                 continue
             for role, cand, conc in picks:
-                row = pts[(pts["candidate"] == cand) & (pts["concurrency"] == conc)].iloc[0]
+                row = _where(pts, candidate=cand, concurrency=conc).iloc[0]
                 n = int(row.get("repeats") or 1)
 
                 def spread(m: str, digits: int = 0, row=row, n=n) -> str:
@@ -510,13 +502,9 @@ class TuneResult:
                 lines.append(f"{w.name}: nothing measured yet (see the candidates' status).")
                 continue
             lines.append(
-                f"{w.name}: no point meets {self.slo.describe()}"
-                + (
-                    f"; closest: {near['candidate']} at c={near['concurrency']} ({near['slo_violations']})"
-                    if near
-                    else ""
-                )
-                + ". Relax the SLO, or add candidates (a smaller --max-num-seqs, another kernel)."
+                f"{w.name}: no point meets {self.slo.describe()}; closest: {near['candidate']} at "
+                f"c={near['concurrency']} ({near['slo_violations']}). Relax the SLO, or add "
+                "candidates (a smaller --max-num-seqs, another kernel)."
             )
         return "\n".join(lines)
 
@@ -529,7 +517,7 @@ class TuneResult:
         pts = self._of(workload)
         if pts.empty or candidate == RECIPE or not pts["recipe"].any():
             return []
-        mine, ref = pts[pts["candidate"] == candidate], pts[pts["recipe"]]
+        mine, ref = _where(pts, candidate=candidate), pts[pts["recipe"]]
         reasons, older = [], RECIPE
         when = {n: pd.to_datetime(p["date"], format=VLLM_DATE, errors="coerce").dropna()
                 for n, p in (("mine", mine), ("ref", ref))} if "date" in pts else {}  # fmt: skip
@@ -586,12 +574,7 @@ class TuneResult:
         for row in self.candidates.to_dict("records"):
             name = row["candidate"]
             cfg = self.configs[name]
-            pts = self.runs[self.runs["candidate"] == name] if not self.runs.empty else self.runs
-            lim = (
-                self.limits[self.limits["candidate"] == name]
-                if not self.limits.empty
-                else self.limits
-            )
+            pts, lim = _where(self.runs, candidate=name), _where(self.limits, candidate=name)
             cands.append({
                 "name": name, "recipe": name == RECIPE, "status": row["status"],
                 "variant": cfg.variant, "speculative": cfg.speculative,
@@ -616,10 +599,7 @@ class TuneResult:
             "slo": self.slo.model_dump(exclude_none=True),
             "workloads": [
                 {
-                    "name": w.name,
-                    "input_len": w.input_len,
-                    "output_len": w.output_len,
-                    "prefix_len": w.prefix_len,
+                    **{k: getattr(w, k) for k in ("name", "input_len", "output_len", "prefix_len")},
                     "concurrencies": list(w.concurrencies),
                 }
                 for w in self.workloads

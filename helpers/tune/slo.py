@@ -29,6 +29,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from helpers.bench.metrics import _num
 from helpers.errors import BenchError
 
 Percentile = Literal["mean", "p50", "p90", "p99"]
@@ -93,7 +94,7 @@ class SLO(BaseModel):
         lacks counts as missed (``"p99 TTFT not measured"``). Empty: the point meets the SLO."""
         out = []
         for m, (p, bound) in self.bounds().items():
-            value = _number(point.get(_column(m, p)))
+            value = _num(point.get(_column(m, p)))
             if value is None:
                 out.append(f"{p} {_WORDS[m]} not measured")
             elif value > bound:
@@ -156,14 +157,6 @@ def _series(df: pd.DataFrame, column: str) -> pd.Series:
     if column not in df:
         return pd.Series(float("nan"), index=df.index, dtype=float)
     return pd.to_numeric(df[column], errors="coerce").astype(float)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 # --------------------------------------------------------------------------- columns
@@ -234,7 +227,7 @@ def with_cost(points: pd.DataFrame, gpu_hour_usd: float | None) -> pd.DataFrame:
         ("cost_per_m_good_tokens_usd", "goodput_tok_s"),
     ):
         out[column] = [
-            cost_per_million(_number(t), gpu_hour_usd, g)
+            cost_per_million(_num(t), gpu_hour_usd, g)
             for t, g in zip(_series(out, source), gpus, strict=True)
         ]
     return out

@@ -524,71 +524,54 @@ def _run_steps(
     slo_search: int,
 ) -> None:
     """Run :func:`_next_step` after step on ``srv`` until nothing is left (or the server died,
-    or a step would repeat itself: a point the sweep saved under another concurrency)."""
+    or a step would repeat itself: a point the sweep saved under another concurrency). Each
+    step's points are one sweep (repeat ``k``: label ``<name>-r<k>``, seed ``k``; the SLO
+    search's probes in ``search/``); a failed point is recorded and the others go on while the
+    server lives (a dead server ends the candidate: a ``crash`` record)."""
+    from helpers.bench.sweep import sweep
+
     tried: set[tuple[str, int, tuple[int, ...]]] = set()
     while (step := _next_step(folder, name, w, bounds, repeats, slo_search, failures)) is not None:
-        kind, r, cs = step
-        if (kind, r, tuple(cs)) in tried:
-            _say(progress, f"{head} {w.name}: {kind} c={cs} was not saved as asked; going on")
+        kind, r, remaining = step
+        if (kind, r, tuple(remaining)) in tried:
+            _say(
+                progress, f"{head} {w.name}: {kind} c={remaining} was not saved as asked; going on"
+            )
             return
-        tried.add((kind, r, tuple(cs)))
+        tried.add((kind, r, tuple(remaining)))
         if kind == "repeat":
             _say(progress, f"{head} {w.name}: run {r + 1} of {repeats} at concurrency "
-                 f"{', '.join(map(str, cs))} (seed {r}: other prompts)")  # fmt: skip
+                 f"{', '.join(map(str, remaining))} (seed {r}: other prompts)")  # fmt: skip
         elif kind == "search":
             meets, _ = search_meets(folder, name, w, bounds)
             low, high = slos.slo_limit(meets)
-            _say(progress, f"{head} {w.name}: SLO limit search at concurrency {cs[0]} "
+            _say(progress, f"{head} {w.name}: SLO limit search at concurrency {remaining[0]} "
                  f"(meets at {low}, misses at {high})")  # fmt: skip
-        _measure(srv, name, w, cs, folder, bounds, gpus, bench_args, progress, failures,
-                 repeat=r, search=kind == "search")  # fmt: skip
-        if failures and failures[-1].get("stage") == "crash":
-            return
 
+        def path(c: int, kind=kind, r=r) -> Path:
+            return search_path(folder, name, w, c) if kind == "search" else point_path(folder, name, w, c, r)  # fmt: skip
 
-def _measure(
-    srv: Any,
-    name: str,
-    w: Scenario,
-    todo: list[int],
-    folder: Path,
-    bounds: slos.SLO,
-    gpus: int,
-    bench_args: Sequence[str],
-    progress: bool,
-    failures: list[dict[str, Any]],
-    repeat: int = 0,
-    search: bool = False,
-) -> None:
-    """Run the points ``todo`` of one workload on ``srv`` (repeat ``repeat``: label
-    ``<name>-r<k>``, seed ``k``; or the SLO search's probes, in ``search/``); record a failed
-    point and go on with the next while the server lives (a dead server ends the candidate:
-    a ``crash`` record)."""
-    from helpers.bench.sweep import sweep
-
-    def path(c: int) -> Path:
-        return search_path(folder, name, w, c) if search else point_path(folder, name, w, c, repeat)
-
-    remaining = list(todo)
-    while remaining:
-        try:
-            sweep(
-                srv, remaining, scenario=w, out_dir=path(remaining[0]).parent,
-                label=name if not repeat else f"{name}-r{repeat}", keep_other_points=True,
-                gpu_count=gpus, slo=bounds.goodput_args(), seed=repeat, seed_label=w.name,
-                extra_args=bench_args, progress=progress,
-            )  # fmt: skip
-            return
-        except BenchError as exc:
-            done = [c for c in remaining if point_done(path(c))]
-            failed = next(c for c in remaining if c not in done)
-            where = {"repeat": repeat} if repeat else ({"search": True} if search else {})
-            failures.append(_failure("bench", exc, workload=w.name, concurrency=failed, **where))
-            _say(progress, f"{name!r} {w.name} c={failed}: {failures[-1]['message'][:300]}")
-            remaining = [c for c in remaining if c not in done and c != failed]
-            if not srv.is_running():
-                failures.append(
-                    {"stage": "crash", "message": f"the server ended during {w.name} c={failed}",
-                     "crash": getattr(srv, "crash", None), "workload": w.name}
+        while remaining:
+            try:
+                sweep(
+                    srv, remaining, scenario=w, out_dir=path(remaining[0]).parent,
+                    label=name if not r else f"{name}-r{r}", keep_other_points=True,
+                    gpu_count=gpus, slo=bounds.goodput_args(), seed=r, seed_label=w.name,
+                    extra_args=bench_args, progress=progress,
                 )  # fmt: skip
-                return
+                break
+            except BenchError as exc:
+                done = [c for c in remaining if point_done(path(c))]
+                failed = next(c for c in remaining if c not in done)
+                where = {"repeat": r} if r else ({"search": True} if kind == "search" else {})
+                failures.append(
+                    _failure("bench", exc, workload=w.name, concurrency=failed, **where)
+                )
+                _say(progress, f"{name!r} {w.name} c={failed}: {failures[-1]['message'][:300]}")
+                remaining = [c for c in remaining if c not in done and c != failed]
+                if not srv.is_running():
+                    failures.append(
+                        {"stage": "crash", "message": f"the server ended during {w.name} c={failed}",
+                         "crash": getattr(srv, "crash", None), "workload": w.name}
+                    )  # fmt: skip
+                    return
