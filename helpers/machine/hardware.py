@@ -12,6 +12,7 @@ the fit check allows :data:`MEMORY_TOLERANCE`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from helpers.config.load import as_registry
 from helpers.config.run import run_of
-from helpers.config.schema import Registry, Target, Variant
+from helpers.config.schema import Registry, Target
 from helpers.config.serveconfig import ServeConfig
 from helpers.errors import HardwareError
 from helpers.machine.gpus import (
@@ -161,9 +162,7 @@ class MachineReport:
     def summary(self) -> str:
         lines = []
         if self.gpus:
-            counts: dict[str, int] = {}
-            for g in self.gpus:
-                counts[g.describe()] = counts.get(g.describe(), 0) + 1
+            counts = collections.Counter(g.describe() for g in self.gpus)
             gpu_txt = ", ".join(f"{n}x {d}" for d, n in counts.items())
             lines.append(f"GPUs ({self.source}): {gpu_txt}")
         else:
@@ -184,10 +183,6 @@ class MachineReport:
             else:
                 lines.append(f"OK: this machine can run target {self.target!r}.")
         return "\n".join(lines)
-
-
-def _variant(cfg: ServeConfig, registry: Registry) -> Variant | None:
-    return registry.variants.get(cfg.variant)
 
 
 def check_machine(
@@ -306,7 +301,7 @@ def _gpu_problems(
             f"{len(probe.gpus)}: pick a target for {len(probe.gpus)} GPU(s) (matching: "
             f"{', '.join(report.matches) or 'none'}), or lower --tensor-parallel-size."
         )
-    variant = _variant(cfg, reg)
+    variant = reg.variants.get(cfg.variant)
     vlabel = variant.label if variant is not None else cfg.variant
 
     old = [g for g in used if g.cc_tuple is not None and g.cc_tuple < MIN_COMPUTE_CAPABILITY]
