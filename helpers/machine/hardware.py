@@ -31,13 +31,12 @@ from helpers.machine.gpus import (
     detect_gpus,
     system_memory_gib,
 )
+from helpers.memory.planner import DEFAULT_GPU_MEMORY_UTILIZATION
 
 # The registry's "GB" vs the GiB a GPU reports: an "80 GB" H100 reports 79.6 GiB.
 MEMORY_TOLERANCE = 0.10
 # Memory another process may hold before the check mentions it (GiB); a fresh driver shows 0.
 HELD_WARN_GIB = 1.0
-# vLLM's default --gpu-memory-utilization (vllm/config/cache.py).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # NVFP4 (Marlin W4A16 / ModelOpt FP4 kernels) and BF16 both need Ampere (sm_80) or newer
 # (vLLM quantization docs: modelopt / marlin supported on compute capability >= 8.0).
 MIN_COMPUTE_CAPABILITY = (8, 0)
