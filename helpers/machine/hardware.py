@@ -84,40 +84,25 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
         return [n for n, t in targets.items() if t.stand_in] or ["cpu"]
     first = gpus[0]
     same = sum(1 for g in gpus if g.name == first.name)
-    cc = first.cc_tuple
+    cc, mem = first.cc_tuple, first.memory_total_gib
+    # GPU targets of no more GPUs than this machine has of the first one's product
+    enough = {n: t for n, t in targets.items() if not t.stand_in and int(t.gpu.count or 1) <= same}
 
     def cc_ok(t: Target) -> bool:
         want = _cc_tuple(t.gpu.compute_capability)
         return want is None or cc is None or want == cc
 
-    by_name = [
-        n
-        for n, t in targets.items()
-        if not t.stand_in
-        and _name_pattern(t.gpu.name).search(first.name)
-        and cc_ok(t)
-        and int(t.gpu.count or 1) <= same
-    ]
-    mem = first.memory_total_gib
-    if len(by_name) > 1 and mem is not None:
-        # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
-        # for; when none fits, keep them all so check_machine refuses with the numbers.
-        fitting = [
-            n
-            for n in by_name
-            if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
-        ]
-        by_name = fitting or by_name
+    def fits(t: Target) -> bool:
+        return mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
+
+    by_name = [n for n, t in enough.items() if _name_pattern(t.gpu.name).search(first.name)]
+    by_name = [n for n in by_name if cc_ok(enough[n])]
+    # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
+    # for; when none fits, keep them all so check_machine refuses with the numbers.
+    by_name = [n for n in by_name if fits(enough[n])] or by_name
     if by_name or cc is None:
         return by_name
-    return [
-        n
-        for n, t in targets.items()
-        if not t.stand_in
-        and _cc_tuple(t.gpu.compute_capability) == cc
-        and int(t.gpu.count or 1) <= same
-        and (mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE))
-    ]
+    return [n for n, t in enough.items() if _cc_tuple(t.gpu.compute_capability) == cc and fits(t)]
 
 
 # --------------------------------------------------------------------------------------
