@@ -111,13 +111,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
         name = rec.get("name")
         if isinstance(name, bytes):
             name = name.decode("utf-8", "replace")
-        mem = rec.get("memory")
-        total = used = None
-        if mem is not None:
-            t = mem.get("total") if isinstance(mem, Mapping) else getattr(mem, "total", None)
-            u = mem.get("used") if isinstance(mem, Mapping) else getattr(mem, "used", None)
-            total = None if t is None else float(t) / 2**30
-            used = None if u is None else float(u) / 2**30
+        mem = rec.get("memory") or {}  # None: NotSupported (unified memory)
+        total, used = (
+            None if mem.get(k) is None else float(mem[k]) / 2**30 for k in ("total", "used")
+        )
         cc = _cc_tuple(rec.get("cuda_compute_capability"))
         gpus.append(
             GPU(
