@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,14 +54,11 @@ def tool_schema(
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     props: dict[str, Any] = {}
     required: list[str] = []
-    hints: dict[str, Any] = {}
     arg_docs = _arg_docs(inspect.getdoc(fn) or "")
     try:
-        import typing
-
         hints = typing.get_type_hints(fn)
-    except Exception:
-        pass
+    except Exception:  # annotations that do not resolve: the raw ones below
+        hints = {}
     for name, p in inspect.signature(fn).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
