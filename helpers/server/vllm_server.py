@@ -320,17 +320,10 @@ class VLLMServer(ServerEndpoint):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = self.environment()
         self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
-        self._log_fh.write(
-            f"# helpers.server.vllm_server launch: {subprocess.list2cmdline(argv)}\n".encode()
-        )
-        # the folders this launch really uses (a diagnosis of its compile cache names them)
-        self._log_fh.write(
-            (
-                "# helpers.server.vllm_server cache: "
-                + (" ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults")
-                + "\n"
-            ).encode()
-        )
+        # its command, and the folders it really uses (a diagnosis of its compile cache names them)
+        cache = " ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults"
+        for what, text in (("launch", subprocess.list2cmdline(argv)), ("cache", cache)):
+            self._log_fh.write(f"# helpers.server.vllm_server {what}: {text}\n".encode())
         self._stopped = False
         self.crash = None
         self.phase = "launching"
