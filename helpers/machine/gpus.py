@@ -136,10 +136,8 @@ def nvidia_smi_records(text: str) -> list[dict[str, Any]]:
     """
     records = []
     for line in text.splitlines():
-        if not line.strip():
-            continue
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 4:
+        if len(fields) < 4:  # a blank or short line
             continue
         # Names never contain commas today; keep it robust if one ever does.
         name = ",".join(fields[: len(fields) - 3]).strip()

@@ -338,12 +338,8 @@ class ServerRecord:
 
 def server_records() -> list[ServerRecord]:
     """Every launch record under ``out/run/`` (running or not), oldest file name first."""
-    recs = []
-    for path in sorted(out_dir("run").glob("vllm-*.json")):
-        rec = ServerRecord.load(path)
-        if rec is not None:
-            recs.append(rec)
-    return recs
+    recs = [ServerRecord.load(path) for path in sorted(out_dir("run").glob("vllm-*.json"))]
+    return [rec for rec in recs if rec is not None]  # None: unreadable
 
 
 def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:
