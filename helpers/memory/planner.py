@@ -170,9 +170,7 @@ def plan(
         for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
         if v is not None
     }
-    (
-        cfg.with_args(given) if given else cfg
-    ).check_values()  # impossible numbers: an error, not a plan
+    cfg.with_args(given).check_values()  # impossible numbers: an error, not a plan
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
