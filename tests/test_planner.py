@@ -154,6 +154,10 @@ def test_kv_cache_dtype_and_ssm_dtype_change_the_numbers():
     assert low.kv_budget_bytes == fp8.kv_budget_bytes - 6 * GiB
     given = planner.plan(base, kv_budget_gb=20)
     assert given.kv_budget_bytes == 20 * GiB and given.budget_source.startswith("given")
+    # --kv-cache-memory-bytes read as vLLM reads it (human_readable_int: K/M/G binary, k/m/g decimal)
+    for value, size in (("20G", 20 * GiB), ("20g", 20 * 10**9), (str(3 * GiB), 3 * GiB)):
+        flag = planner.plan(base.with_args({"--kv-cache-memory-bytes": value}))
+        assert flag.kv_budget_bytes == size and flag.budget_source == "--kv-cache-memory-bytes"
 
 
 def test_dflash_drafter_weights_count():
@@ -185,7 +189,7 @@ def test_summary_and_frame_for_the_notebook():
 
 
 def test_every_gpu_target_plans():
-    for target in (t for t in recipes.list_targets() if t != "cpu"):
+    for target in (t for t in list(load.load_registry().targets) if t != "cpu"):
         p = planner.plan(recipes.resolve(target))
         assert p.kv_budget_gib > 0 and p.status in ("fits", "partial"), target
 

@@ -151,12 +151,15 @@ def test_a_phase_that_repeats_updates_its_own_line(capsys):
         ("loading weights (2/2 shards)", 6),
         *((f"capturing CUDA graphs ({i}/67)", 10 + i) for i in range(1, 68)),
     ]:
-        srv._say(phase, t)
-    srv._say(
-        "still capturing CUDA graphs (67/67) (40 s in this phase)", 90, kind="capturing CUDA graphs"
+        srv._line.say(srv.progress, phase, t)
+    srv._line.say(
+        srv.progress,
+        "still capturing CUDA graphs (67/67) (40 s in this phase)",
+        90,
+        kind="capturing CUDA graphs",
     )
-    srv._say("ready: http://127.0.0.1:1/v1 (91 s)", 91, kind="ready")
-    srv._end_line()
+    srv._line.say(srv.progress, "ready: http://127.0.0.1:1/v1 (91 s)", 91, kind="ready")
+    srv._line.end()
     out = capsys.readouterr().out
     lines = out.split("\n")
     assert len(lines) == 4 and lines[-1] == "", lines  # three phases, each ended once

@@ -14,9 +14,10 @@ import pytest
 from helpers import errors
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
+from helpers.memory import architecture
 from helpers.weights import weightless
 
-REGISTRY_ARCH = load_registry().model.architecture.as_config()
+REGISTRY_ARCH = load_registry().model.architecture.model_dump()
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_unknown_variant_names_the_valid_ones():
 
 
 def test_parameter_counts_are_30b_total_3b_active():
-    p = weightless.param_counts()
+    p = architecture.param_counts(weightless.arch_hf_config())
     # Nemotron 3 Nano 30B-A3B: 31.6B total, 3.2B active (3.6B with embeddings)
     assert 31.0e9 < p["total"] < 32.0e9
     assert 3.4e9 < p["active"] < 3.8e9
@@ -79,8 +80,8 @@ def test_parameter_counts_are_30b_total_3b_active():
 
 
 def test_weight_bytes_match_the_checkpoint_sizes():
-    bf16 = weightless.weight_bytes(weightless.arch_hf_config("bf16"))
-    nvfp4 = weightless.weight_bytes(weightless.arch_hf_config("nvfp4"))
+    bf16 = architecture.weight_bytes(weightless.arch_hf_config("bf16"))
+    nvfp4 = architecture.weight_bytes(weightless.arch_hf_config("nvfp4"))
     assert 60e9 < bf16 < 66e9  # registry: BF16 weights ~60 GB
     assert 17e9 < nvfp4 < 22e9  # registry: NVFP4 ~18 GB
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,14 +54,11 @@ def tool_schema(
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     props: dict[str, Any] = {}
     required: list[str] = []
-    hints: dict[str, Any] = {}
     arg_docs = _arg_docs(inspect.getdoc(fn) or "")
     try:
-        import typing
-
         hints = typing.get_type_hints(fn)
-    except Exception:
-        pass
+    except Exception:  # annotations that do not resolve: the raw ones below
+        hints = {}
     for name, p in inspect.signature(fn).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
@@ -250,27 +248,26 @@ def _run_call(
 ):
     """Run one call (within ``timeout`` seconds when given): ``(output, error text or None, fix
     for a raised error, cause)``."""
+
+    def _failed(error: str, fix: str, cause: BaseException | None = None):
+        return None, error, fix, cause
+
     fn = tools.get(call.name)
     if fn is None:
-        return (
-            None,
+        return _failed(
             f"no tool named {call.name!r}; the tools are {sorted(tools)}",
             "Pass a function under that name in `tools`, or remove its schema from `tool_schemas`.",
-            None,
         )
     if call.error is not None:
-        return (
-            None,
+        return _failed(
             f"the arguments for {call.name} cannot be used: {call.error}; raw arguments: "
             f"{call.raw_arguments!r}",
             f"Retry, or raise max_tokens if the reply was cut off (finish_reason={finish_reason!r}).",
-            None,
         )
     try:
         inspect.signature(fn).bind(**call.arguments)
     except TypeError as e:
-        return (
-            None,
+        return _failed(
             f"{call.name}({call.raw_arguments}) does not fit the function's signature ({e})",
             "Make the tool schema's parameters match the function "
             "(helpers.chat.tools.tool_schema(fn) builds them from it).",
@@ -281,15 +278,13 @@ def _run_call(
     try:
         return _call_within(fn, call.arguments, timeout), None, "", None
     except _ToolTimeout as e:
-        return (
-            None,
+        return _failed(
             f"{call.name} {e}",
             "Make the tool return sooner (its own timeout on what it waits for), or raise tool_timeout.",
             e,
         )
     except Exception as e:
-        return (
-            None,
+        return _failed(
             f"{call.name} raised {type(e).__name__}: {e}",
             "Fix the tool, or leave on_tool_error='return' so the model gets the error as "
             "the tool's result.",

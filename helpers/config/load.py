@@ -12,11 +12,12 @@ only), :func:`as_registry`, :func:`flag_reasons`, :func:`parse_registry`,
 from __future__ import annotations
 
 import functools
+import re
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -56,21 +57,6 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return models[0] if models else None
 
 
-def _literal_values(root: type[BaseModel], loc: tuple) -> list[str]:
-    """Allowed values of the Literal at ``loc`` (dict keys marked ``[key]``)."""
-    parent = _model_at(root, loc[:-1]) if loc else None
-    if parent is None or str(loc[-1]) not in parent.model_fields:
-        return []
-    out: list[str] = []
-    for t in _unwrap(parent.model_fields[str(loc[-1])].annotation):
-        if typing.get_origin(t) in (list, dict):
-            t = typing.get_args(t)[0]  # list items, dict keys
-        for inner in _unwrap(t):
-            if typing.get_origin(inner) is Literal:
-                out += [str(a) for a in typing.get_args(inner)]
-    return out
-
-
 def _describe(root: type[BaseModel], err: Mapping[str, Any]) -> str:
     """One line for one pydantic error: key path, what is wrong, allowed values / closest key."""
     loc = tuple(err["loc"])
@@ -88,9 +74,9 @@ def _describe(root: type[BaseModel], err: Mapping[str, Any]) -> str:
             f"here: {', '.join(allowed)}"
         )
     if kind == "literal_error":
-        # a list item's loc ends in its index; a dict key's in the key itself
-        field_loc = loc[:-1] if (loc and isinstance(loc[-1], int)) or is_key else loc
-        allowed = _literal_values(root, field_loc) or [str(err.get("ctx", {}).get("expected", ""))]
+        # pydantic's own list, in the Literal's order: "'a', 'b' or 'c'" (a lone int: "1")
+        expected = str(err.get("ctx", {}).get("expected", ""))
+        allowed = re.findall(r"'([^']*)'", expected) or [expected]
         what = "key" if is_key else "value"
         return f"{path}: {what} {given!r} is not allowed{_closest(given, allowed)}; allowed values: {', '.join(allowed)}"
     if kind == "missing":

@@ -31,11 +31,6 @@ from helpers.errors import RecipeError
 RegistryLike = Registry | Mapping[str, Any] | None
 
 
-def list_targets(registry: RegistryLike = None) -> list[str]:
-    """Names of every hardware target in the registry, in file order."""
-    return list(as_registry(registry).targets)
-
-
 def _suggest(name: str, valid: Iterable[str]) -> str:
     """``" Did you mean 'x'?"`` for the closest of ``valid`` (difflib), or ""."""
     valid = [str(v) for v in valid]
@@ -89,12 +84,10 @@ def _check_resolve_types(variant, speculative, features, extra_args, extra_env, 
     if features is not None and (
         isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)
     ):
+        wrapped = f"features=[{features!r}] or " if isinstance(features, str) else ""
         raise RecipeError(
-            f"features={features!r} ({type(features).__name__}): features must be a list of feature "
-            f"names, e.g. features=[{features!r}] or features=['reasoning', 'tool_calling']."
-            if isinstance(features, str)
-            else f"features={features!r} ({type(features).__name__}): features must be a list of "
-            "feature names, e.g. features=['reasoning', 'tool_calling']."
+            f"features={features!r} ({type(features).__name__}): features must be a list of "
+            f"feature names, e.g. {wrapped}features=['reasoning', 'tool_calling']."
         )
     _check_type(
         "extra_args",

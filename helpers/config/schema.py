@@ -91,7 +91,8 @@ class _Model(BaseModel):
 class ArchitectureSpec(_Model):
     """``model.architecture``: the Nemotron-H shape (docs/DESIGN.md "Architecture numbers").
 
-    Keys are ``config.json``'s names; :class:`helpers.memory.architecture.Architecture` reads them.
+    Keys are ``config.json``'s names (``model_dump()`` gives them in file order);
+    :class:`helpers.memory.architecture.Architecture` reads them.
     """
 
     hybrid_override_pattern: Annotated[str, StringConstraints(pattern=r"^[ME*-]+$")]
@@ -109,10 +110,6 @@ class ArchitectureSpec(_Model):
     n_routed_experts: StrictInt
     num_experts_per_tok: StrictInt
     n_shared_experts: StrictInt
-
-    def as_config(self) -> dict[str, Any]:
-        """The ``config.json`` keys and values, in file order."""
-        return self.model_dump()
 
 
 class FlagRealityCheck(_Model):

@@ -30,13 +30,8 @@ def _check_type(
     name: str, value: Any, expected: type | tuple[type, ...], words: str, example: str
 ) -> None:
     """Raise a RecipeError naming argument ``name`` when ``value`` is not ``expected``."""
-    if isinstance(value, bool) and bool not in (
-        expected if isinstance(expected, tuple) else (expected,)
-    ):
-        ok = False
-    else:
-        ok = isinstance(value, expected)
-    if not ok:
+    bool_ok = bool in (expected if isinstance(expected, tuple) else (expected,))
+    if not isinstance(value, expected) or (isinstance(value, bool) and not bool_ok):
         raise RecipeError(
             f"{name}={value!r} ({type(value).__name__}): {name} must be {words}, e.g. {example}."
         )

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 
+from helpers.chat.completions import explain_bad_request
 from helpers.chat.request import DEFAULT_MAX_TOKENS, ChatOptions
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
@@ -40,6 +42,7 @@ from helpers.errors import CookbookError
 from helpers.evals.stats import Proportion, wilson
 from helpers.machine.libraries import LIBRARIES
 from helpers.paths import out_dir
+from helpers.server.endpoint import server_root
 
 #: Published figures a notebook prints beside its own (source named; none is for Lightning on
 #: this exact task: they say what a healthy model of the family scores).
@@ -299,8 +302,6 @@ def _result(run: _Run, item_set: str, done: dict[str, Any]) -> AccuracyResult:
 def _served_max_model_len(base: str) -> int | None:
     """The server's ``max_model_len`` (tokens) from ``GET {base}/models``; None when it does
     not say (another OpenAI-compatible server) or does not answer (lm-eval then names that)."""
-    import httpx
-
     try:
         data = httpx.get(f"{base}/models", timeout=10).json().get("data") or []
         value = data[0].get("max_model_len") if data else None
@@ -448,10 +449,6 @@ def evaluate(
 
 def _answers(base: str) -> bool:
     """True when something answers HTTP at ``base``'s server root (``/health``)."""
-    import httpx
-
-    from helpers.server.endpoint import server_root
-
     try:
         httpx.get(f"{server_root(base)}/health", timeout=5)
     except httpx.HTTPError:
@@ -508,8 +505,6 @@ def _run_lm_eval(
     if rc != 0 or missing:
         said = _server_words(tail.decode(errors="replace"))
         if said is not None:
-            from helpers.chat.completions import explain_bad_request
-
             status, message = said
             raise EvalError(
                 f"lm-eval's requests to {base} failed with HTTP {status or '4xx/5xx'}: "

@@ -13,6 +13,7 @@ is :mod:`helpers.machine.hardware`'s job.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -20,6 +21,8 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import psutil
 
 NVIDIA_SMI_QUERY = [
     "nvidia-smi",
@@ -108,13 +111,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
         name = rec.get("name")
         if isinstance(name, bytes):
             name = name.decode("utf-8", "replace")
-        mem = rec.get("memory")
-        total = used = None
-        if mem is not None:
-            t = mem.get("total") if isinstance(mem, Mapping) else getattr(mem, "total", None)
-            u = mem.get("used") if isinstance(mem, Mapping) else getattr(mem, "used", None)
-            total = None if t is None else float(t) / 2**30
-            used = None if u is None else float(u) / 2**30
+        mem = rec.get("memory") or {}  # None: NotSupported (unified memory)
+        total, used = (
+            None if mem.get(k) is None else float(mem[k]) / 2**30 for k in ("total", "used")
+        )
         cc = _cc_tuple(rec.get("cuda_compute_capability"))
         gpus.append(
             GPU(
@@ -136,10 +136,8 @@ def nvidia_smi_records(text: str) -> list[dict[str, Any]]:
     """
     records = []
     for line in text.splitlines():
-        if not line.strip():
-            continue
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 4:
+        if len(fields) < 4:  # a blank or short line
             continue
         # Names never contain commas today; keep it robust if one ever does.
         name = ",".join(fields[: len(fields) - 3]).strip()
@@ -202,11 +200,22 @@ class Probe:
     detail: str = ""
 
 
-def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
-    import pynvml  # nvidia-ml-py
+@contextlib.contextmanager
+def _nvml():
+    """``pynvml`` (nvidia-ml-py) between ``nvmlInit`` and ``nvmlShutdown``; raises what
+    ``import pynvml`` or ``nvmlInit`` raise (no library, no driver)."""
+    import pynvml
 
     pynvml.nvmlInit()
     try:
+        yield pynvml
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
+    with _nvml() as pynvml:
         records, procs = [], []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -217,15 +226,12 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
                 m = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
                 memory = {"total": m.total, "used": m.used, "reserved": m.reserved}
             except (pynvml.NVMLError, AttributeError, TypeError):
-                try:
+                with contextlib.suppress(pynvml.NVMLError):
                     m = pynvml.nvmlDeviceGetMemoryInfo(h)
                     memory = {"total": m.total, "used": m.used}
-                except pynvml.NVMLError:
-                    pass
-            try:
+            cc = None
+            with contextlib.suppress(pynvml.NVMLError):
                 cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            except pynvml.NVMLError:
-                cc = None
             records.append(
                 {
                     "index": i,
@@ -234,25 +240,17 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
                     "cuda_compute_capability": cc,
                 }
             )
-            try:
+            with contextlib.suppress(pynvml.NVMLError):
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
                     used = getattr(p, "usedGpuMemory", None)
-                    try:
+                    pname = ""
+                    with contextlib.suppress(pynvml.NVMLError):
                         pname = pynvml.nvmlSystemGetProcessName(p.pid)
                         pname = pname.decode() if isinstance(pname, bytes) else str(pname)
-                    except pynvml.NVMLError:
-                        pname = ""
                     procs.append(
                         GPUProcess(int(p.pid), pname, None if used is None else used / 2**30)
                     )
-            except pynvml.NVMLError:
-                pass
         return records, procs
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # pragma: no cover
-            pass
 
 
 def _run_smi(argv: list[str], timeout: float = 20) -> tuple[int, str]:
@@ -349,18 +347,10 @@ def driver_info() -> DriverInfo | None:
     ``nvmlSystemGetCudaDriverVersion``), else ``nvidia-smi``'s header. Never raises; None when
     neither answers (no driver)."""
     try:
-        import pynvml  # nvidia-ml-py
-
-        pynvml.nvmlInit()
-        try:
+        with _nvml() as pynvml:
             version = pynvml.nvmlSystemGetDriverVersion()
             version = version.decode() if isinstance(version, bytes) else str(version)
             cuda = cuda_from_nvml(pynvml.nvmlSystemGetCudaDriverVersion())
-        finally:
-            try:
-                pynvml.nvmlShutdown()
-            except Exception:  # pragma: no cover
-                pass
         return DriverInfo(version, cuda, "nvml")
     except Exception:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded ...
         pass
@@ -371,16 +361,7 @@ def driver_info() -> DriverInfo | None:
     return DriverInfo(version, cuda, "nvidia-smi") if version or cuda else None
 
 
-def system_memory_gib() -> float | None:
-    """Total system memory in GiB (``/proc/meminfo`` MemTotal), the GPU's on unified memory."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return None
+def system_memory_gib() -> float:
+    """Total system memory in GiB (``psutil.virtual_memory().total``: ``/proc/meminfo``
+    MemTotal on Linux), the GPU's on unified memory."""
+    return psutil.virtual_memory().total / 2**30

@@ -12,6 +12,7 @@ the fit check allows :data:`MEMORY_TOLERANCE`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from helpers.config.load import as_registry
 from helpers.config.run import run_of
-from helpers.config.schema import Registry, Target, Variant
+from helpers.config.schema import Registry, Target
 from helpers.config.serveconfig import ServeConfig
 from helpers.errors import HardwareError
 from helpers.machine.gpus import (
@@ -30,13 +31,12 @@ from helpers.machine.gpus import (
     detect_gpus,
     system_memory_gib,
 )
+from helpers.memory.planner import DEFAULT_GPU_MEMORY_UTILIZATION
 
 # The registry's "GB" vs the GiB a GPU reports: an "80 GB" H100 reports 79.6 GiB.
 MEMORY_TOLERANCE = 0.10
 # Memory another process may hold before the check mentions it (GiB); a fresh driver shows 0.
 HELD_WARN_GIB = 1.0
-# vLLM's default --gpu-memory-utilization (vllm/config/cache.py).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # NVFP4 (Marlin W4A16 / ModelOpt FP4 kernels) and BF16 both need Ampere (sm_80) or newer
 # (vLLM quantization docs: modelopt / marlin supported on compute capability >= 8.0).
 MIN_COMPUTE_CAPABILITY = (8, 0)
@@ -84,40 +84,25 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
         return [n for n, t in targets.items() if t.stand_in] or ["cpu"]
     first = gpus[0]
     same = sum(1 for g in gpus if g.name == first.name)
-    cc = first.cc_tuple
+    cc, mem = first.cc_tuple, first.memory_total_gib
+    # GPU targets of no more GPUs than this machine has of the first one's product
+    enough = {n: t for n, t in targets.items() if not t.stand_in and int(t.gpu.count or 1) <= same}
 
     def cc_ok(t: Target) -> bool:
         want = _cc_tuple(t.gpu.compute_capability)
         return want is None or cc is None or want == cc
 
-    by_name = [
-        n
-        for n, t in targets.items()
-        if not t.stand_in
-        and _name_pattern(t.gpu.name).search(first.name)
-        and cc_ok(t)
-        and int(t.gpu.count or 1) <= same
-    ]
-    mem = first.memory_total_gib
-    if len(by_name) > 1 and mem is not None:
-        # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
-        # for; when none fits, keep them all so check_machine refuses with the numbers.
-        fitting = [
-            n
-            for n in by_name
-            if float(targets[n].gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
-        ]
-        by_name = fitting or by_name
+    def fits(t: Target) -> bool:
+        return mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE)
+
+    by_name = [n for n, t in enough.items() if _name_pattern(t.gpu.name).search(first.name)]
+    by_name = [n for n in by_name if cc_ok(enough[n])]
+    # One product in several sizes (A100 40 GB / 80 GB): keep the sizes this card has room
+    # for; when none fits, keep them all so check_machine refuses with the numbers.
+    by_name = [n for n in by_name if fits(enough[n])] or by_name
     if by_name or cc is None:
         return by_name
-    return [
-        n
-        for n, t in targets.items()
-        if not t.stand_in
-        and _cc_tuple(t.gpu.compute_capability) == cc
-        and int(t.gpu.count or 1) <= same
-        and (mem is None or float(t.gpu.memory_gb or 0) <= mem * (1 + MEMORY_TOLERANCE))
-    ]
+    return [n for n, t in enough.items() if _cc_tuple(t.gpu.compute_capability) == cc and fits(t)]
 
 
 # --------------------------------------------------------------------------------------
@@ -161,9 +146,7 @@ class MachineReport:
     def summary(self) -> str:
         lines = []
         if self.gpus:
-            counts: dict[str, int] = {}
-            for g in self.gpus:
-                counts[g.describe()] = counts.get(g.describe(), 0) + 1
+            counts = collections.Counter(g.describe() for g in self.gpus)
             gpu_txt = ", ".join(f"{n}x {d}" for d, n in counts.items())
             lines.append(f"GPUs ({self.source}): {gpu_txt}")
         else:
@@ -184,10 +167,6 @@ class MachineReport:
             else:
                 lines.append(f"OK: this machine can run target {self.target!r}.")
         return "\n".join(lines)
-
-
-def _variant(cfg: ServeConfig, registry: Registry) -> Variant | None:
-    return registry.variants.get(cfg.variant)
 
 
 def check_machine(
@@ -306,7 +285,7 @@ def _gpu_problems(
             f"{len(probe.gpus)}: pick a target for {len(probe.gpus)} GPU(s) (matching: "
             f"{', '.join(report.matches) or 'none'}), or lower --tensor-parallel-size."
         )
-    variant = _variant(cfg, reg)
+    variant = reg.variants.get(cfg.variant)
     vlabel = variant.label if variant is not None else cfg.variant
 
     old = [g for g in used if g.cc_tuple is not None and g.cc_tuple < MIN_COMPUTE_CAPABILITY]

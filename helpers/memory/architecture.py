@@ -41,8 +41,6 @@ DTYPE_BYTES = {
     "fp32": 4,
 }
 
-#: Default ``--gpu-memory-utilization`` (``vllm/config/cache.py``).
-
 
 def _cdiv(a: int, b: int) -> int:
     return -(-int(a) // int(b))
@@ -71,8 +69,6 @@ _LAYER_TYPES = {
     "moe": "E",
     "mlp": "-",
 }
-
-#: Mamba blocks one request holds per Mamba group in ``align`` cache mode: the running state,
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,19 +123,10 @@ class Architecture:
                 f"{len(a.hybrid_override_pattern)} layers but num_hidden_layers is {a.num_hidden_layers}: "
                 "fix cookbook/recipe.yaml."
             )
-        return cls(
-            pattern=a.hybrid_override_pattern,
-            hidden_size=a.hidden_size,
-            num_kv_heads=a.num_key_value_heads,
-            head_dim=a.head_dim,
-            mamba_num_heads=a.mamba_num_heads,
-            mamba_head_dim=a.mamba_head_dim,
-            ssm_state_size=a.ssm_state_size,
-            n_groups=a.n_groups,
-            conv_kernel=a.conv_kernel,
-            dtype="bfloat16",
-            max_position_embeddings=context_length,
-            source="cookbook/recipe.yaml model.architecture",
+        # its keys are config.json's (no torch_dtype: bfloat16), read as one
+        config = {**a.model_dump(), "max_position_embeddings": context_length}
+        return dataclasses.replace(
+            cls.from_hf_config(config), source="cookbook/recipe.yaml model.architecture"
         )
 
     @classmethod

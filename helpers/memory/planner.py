@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from helpers.config.flagcheck import _number
 from helpers.config.versions import parse_version
 from helpers.errors import RecipeError
 from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.plan import Plan, judge
-from helpers.memory.tokenbudget import config_token_budget
+from helpers.memory.tokenbudget import _arg, config_token_budget
 
+#: vLLM's default ``--gpu-memory-utilization`` (vllm/config/cache.py).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 #: Assumed GiB for vLLM's profiled activation peak + CUDA graphs + non-torch memory per GPU
 #: (not measured here: read "Available KV cache memory" in the server log and pass
@@ -83,11 +85,6 @@ def align_mamba_blocks(vllm_version: str | None) -> int:
 # --------------------------------------------------------------------------------------
 # plan(): named steps
 # --------------------------------------------------------------------------------------
-
-
-def _arg(cfg, flag: str, default=None):
-    value = cfg.args.get(flag, default)
-    return default if value is None else value
 
 
 def _eager(cfg) -> bool:
@@ -173,9 +170,7 @@ def plan(
         for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
         if v is not None
     }
-    (
-        cfg.with_args(given) if given else cfg
-    ).check_values()  # impossible numbers: an error, not a plan
+    cfg.with_args(given).check_values()  # impossible numbers: an error, not a plan
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
@@ -424,7 +419,7 @@ def _budget(
     if kv_budget_gb is not None:
         budget, how = int(float(kv_budget_gb) * GiB), "given (kv_budget_gb)"
     elif explicit_bytes:
-        budget, how = _parse_bytes(explicit_bytes), "--kv-cache-memory-bytes"
+        budget, how = int(_number(explicit_bytes) or 0), "--kv-cache-memory-bytes"
     elif device == "cpu":
         space = (cfg.env or {}).get("VLLM_CPU_KVCACHE_SPACE")
         if not space:
@@ -458,11 +453,3 @@ def _approximation_notes(
         notes.append(
             f"vLLM pads the layer groups with {group_size * groups - layers} empty layer(s): counted"
         )
-
-
-def _parse_bytes(value: Any) -> int:
-    text = str(value).strip().upper().rstrip("B").rstrip("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    if text and text[-1] in mult:
-        return int(float(text[:-1]) * mult[text[-1]])
-    return int(float(text))

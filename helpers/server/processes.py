@@ -113,10 +113,6 @@ def describe_port(port: int | None) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _run_dir() -> Path:
-    return out_dir("run")
-
-
 def create_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
@@ -297,7 +293,7 @@ class ServerRecord:
             return None
 
     def save(self) -> None:
-        path = Path(self.path) if self.path else _run_dir() / f"vllm-{self.pid}.json"
+        path = Path(self.path) if self.path else out_dir("run") / f"vllm-{self.pid}.json"
         self.path = str(path)
         tmp = path.with_suffix(".tmp")
         data = dataclasses.asdict(self)
@@ -342,12 +338,8 @@ class ServerRecord:
 
 def server_records() -> list[ServerRecord]:
     """Every launch record under ``out/run/`` (running or not), oldest file name first."""
-    recs = []
-    for path in sorted(_run_dir().glob("vllm-*.json")):
-        rec = ServerRecord.load(path)
-        if rec is not None:
-            recs.append(rec)
-    return recs
+    recs = [ServerRecord.load(path) for path in sorted(out_dir("run").glob("vllm-*.json"))]
+    return [rec for rec in recs if rec is not None]  # None: unreadable
 
 
 def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:

@@ -69,10 +69,6 @@ _DEFAULT = object()
 ProgressFn = Callable[[str, float], None]
 
 
-def _slug(text: str) -> str:
-    return slug(text, "server")
-
-
 # ---------------------------------------------------------------------------- the server
 
 _LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
@@ -227,8 +223,11 @@ class VLLMServer(ServerEndpoint):
         rc = self._proc.returncode
         others = [p for p in self.survivors() if p.pid != self._proc.pid]
         names = describe_procs(others)
-        left = self._terminate(grace_period=min(self.grace_period, 5.0)) if others else []
-        left += [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
+        left = (
+            self._terminate(grace_period=min(self.grace_period, 5.0))
+            if others
+            else self.survivors()
+        )
         what = f"the API server pid {self._proc.pid} exited {exit_words(rc)} without stop()"
         if left:
             self.crash = (
@@ -269,14 +268,6 @@ class VLLMServer(ServerEndpoint):
     @property
     def _verbose(self) -> bool:
         return self.progress is True
-
-    def _say(self, phase: str, elapsed: float, kind: str | None = None) -> None:
-        """Show a start-up phase (:class:`helpers.server.phase_line.PhaseLine`)."""
-        self._line.say(self.progress, phase, elapsed, kind)
-
-    def _end_line(self) -> None:
-        """End the phase line :meth:`_say` left open (before any other output)."""
-        self._line.end()
 
     def start(self, *, wait: bool = True) -> VLLMServer:
         """Launch the server and (``wait=True``) block until ``/health`` answers 200.
@@ -323,23 +314,16 @@ class VLLMServer(ServerEndpoint):
             raise ServerStartError(msg, log_tail="", diagnosis=Diagnosis("port_in_use", msg, ""))
         argv = self._launch_argv()
         if self.log_path is None:
-            name = _slug(getattr(self.config, "served_model_name", "") or "server")
+            name = slug(getattr(self.config, "served_model_name", "") or "server", "server")
             stamp = time.strftime("%Y%m%d-%H%M%S")
             self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = self.environment()
         self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
-        self._log_fh.write(
-            f"# helpers.server.vllm_server launch: {subprocess.list2cmdline(argv)}\n".encode()
-        )
-        # the folders this launch really uses (a diagnosis of its compile cache names them)
-        self._log_fh.write(
-            (
-                "# helpers.server.vllm_server cache: "
-                + (" ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults")
-                + "\n"
-            ).encode()
-        )
+        # its command, and the folders it really uses (a diagnosis of its compile cache names them)
+        cache = " ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults"
+        for what, text in (("launch", subprocess.list2cmdline(argv)), ("cache", cache)):
+            self._log_fh.write(f"# helpers.server.vllm_server {what}: {text}\n".encode())
         self._stopped = False
         self.crash = None
         self.phase = "launching"
@@ -390,7 +374,7 @@ class VLLMServer(ServerEndpoint):
         an engine core can outlive a dead API server): a short grace, then SIGKILL (in early
         init vLLM can sit on SIGTERM for the whole grace). Returns the processes that survived;
         the launch record goes only when none did."""
-        self._end_line()
+        self._line.end()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         if not left and self._record is not None:
             self._record.remove()
@@ -451,7 +435,7 @@ class VLLMServer(ServerEndpoint):
                     self.phase = ph
             elapsed = time.monotonic() - t0
             if self.phase != said_phase:  # announced before any failure names it
-                self._say(self.phase or "launching", elapsed)
+                self._line.say(self.progress, self.phase or "launching", elapsed)
                 said_phase, last_said = self.phase, elapsed
             rc = self._proc.poll()
             if rc is not None:
@@ -467,8 +451,13 @@ class VLLMServer(ServerEndpoint):
                     )
                 self.startup_seconds = elapsed
                 self.phase = "ready"
-                self._say(f"ready: {self.base_url} ({elapsed:.0f} s)", elapsed, kind="ready")
-                self._end_line()
+                self._line.say(
+                    self.progress,
+                    f"ready: {self.base_url} ({elapsed:.0f} s)",
+                    elapsed,
+                    kind="ready",
+                )
+                self._line.end()
                 warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
                 yield True
                 return
@@ -481,7 +470,8 @@ class VLLMServer(ServerEndpoint):
                     elapsed,
                 )
             if elapsed - last_said >= HEARTBEAT_S:
-                self._say(
+                self._line.say(
+                    self.progress,
                     f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)",
                     elapsed,
                     kind=phase_kind(self.phase),
@@ -508,12 +498,11 @@ class VLLMServer(ServerEndpoint):
 
     # ---- stop ----------------------------------------------------------------------
     def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:
+        """SIGTERM, then SIGKILL after ``grace_period`` (default :attr:`grace_period`) s, the
+        launch's process group; returns what still lives after it (:meth:`survivors` too)."""
         rec = self._record
-        procs: list[psutil.Process] = []
-        if rec is not None:
-            procs = rec.processes()
         grace = self.grace_period if grace_period is None else grace_period
-        left = end_processes(rec.pgid if rec else None, procs, grace, popen=self._proc)
+        left = end_processes(rec.pgid if rec else None, self.survivors(), grace, popen=self._proc)
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
@@ -521,7 +510,7 @@ class VLLMServer(ServerEndpoint):
             with contextlib.suppress(OSError):
                 self._log_fh.close()
             self._log_fh = None
-        return left
+        return left + [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
 
     def stop(self, *, verbose: bool | None = None) -> None:
         """End the server's whole process group and check that nothing is left.
@@ -542,8 +531,6 @@ class VLLMServer(ServerEndpoint):
         t0 = time.monotonic()
         left = self._terminate()
         rec = self._record
-        if rec is not None:
-            left += [p for p in rec.processes() if p.pid not in {q.pid for q in left}]
         if left:
             raise CookbookError(
                 f"vLLM processes survived SIGKILL: {describe_procs(left)}; end them by pid "

@@ -8,7 +8,8 @@ with ``--load-format dummy`` (vLLM fills every weight with random values). Memor
 real, the text is noise (what is and is not measured: :func:`arch_config`). The shape comes
 from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the public
 ``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). Sizes:
-:func:`param_counts`, :func:`weight_bytes`; chat cells on noise: :func:`noise_tolerant`.
+:func:`helpers.memory.architecture.param_counts` and ``weight_bytes`` of
+:func:`arch_hf_config`; chat cells on noise: :func:`noise_tolerant`.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ _ARCH_KEYS = (
 def _registry_architecture() -> dict[str, Any]:
     """``model.architecture`` of the registry, as ``config.json`` keys (typed and checked by
     :mod:`helpers.config.schema`)."""
-    return shared_registry().model.architecture.as_config()
+    return shared_registry().model.architecture.model_dump()
 
 
 def _check_variant(variant: str) -> None:
@@ -218,30 +219,6 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------
-# sizes computed from the config
-# --------------------------------------------------------------------------------------
-
-
-def param_counts(config: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Parameters of a Nemotron-H config by part (:func:`helpers.memory.architecture.param_counts`).
-
-    Args:
-        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
-    """
-    return architecture.param_counts(config or arch_hf_config())
-
-
-def weight_bytes(config: Mapping[str, Any] | None = None) -> int:
-    """Bytes of weights on the GPU (:func:`helpers.memory.architecture.weight_bytes`): BF16, or NVFP4
-    W4A16 experts when the config has :func:`nvfp4_quantization_config`.
-
-    Args:
-        config: a ``config.json`` mapping (default :func:`arch_hf_config`).
-    """
-    return architecture.weight_bytes(config or arch_hf_config())
-
-
-# --------------------------------------------------------------------------------------
 # build / metadata / ServeConfig
 # --------------------------------------------------------------------------------------
 
@@ -300,7 +277,7 @@ def build_arch_model(
     }
     (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     write_tokenizer(dest, int(config["vocab_size"]), int(config["max_position_embeddings"]))
-    counts = param_counts(config)
+    counts = architecture.param_counts(config)
     meta = {
         "version": ARCH_VERSION,
         "variant": variant,
@@ -308,7 +285,7 @@ def build_arch_model(
         "(helpers.weights.weightless). Speed and memory are real; the text is noise.",
         "params_total": counts["total"],
         "params_active": counts["active"],
-        "weight_bytes": weight_bytes(config),
+        "weight_bytes": architecture.weight_bytes(config),
     }
     (dest / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return dest
