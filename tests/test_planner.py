@@ -158,6 +158,9 @@ def test_kv_cache_dtype_and_ssm_dtype_change_the_numbers():
     for value, size in (("20G", 20 * GiB), ("20g", 20 * 10**9), (str(3 * GiB), 3 * GiB)):
         flag = planner.plan(base.with_args({"--kv-cache-memory-bytes": value}))
         assert flag.kv_budget_bytes == size and flag.budget_source == "--kv-cache-memory-bytes"
+    # a spelling vLLM refuses is refused here too, by name, not planned as a zero budget
+    with pytest.raises(RecipeError, match=r"--kv-cache-memory-bytes '20GiB' is not a size"):
+        planner.plan(base.with_args({"--kv-cache-memory-bytes": "20GiB"}))
 
 
 def test_dflash_drafter_weights_count():

@@ -419,7 +419,14 @@ def _budget(
     if kv_budget_gb is not None:
         budget, how = int(float(kv_budget_gb) * GiB), "given (kv_budget_gb)"
     elif explicit_bytes:
-        budget, how = int(_number(explicit_bytes) or 0), "--kv-cache-memory-bytes"
+        number = _number(explicit_bytes)
+        if number is None or number <= 0:
+            raise RecipeError(
+                f"--kv-cache-memory-bytes {explicit_bytes!r} is not a size vLLM reads: write bytes "
+                "as an int with an optional k/m/g (decimal) or K/M/G (binary) suffix, e.g. 20G "
+                "(vLLM 0.32.0 vllm/utils/argparse_utils.py human_readable_int)."
+            )
+        budget, how = int(number), "--kv-cache-memory-bytes"
     elif device == "cpu":
         space = (cfg.env or {}).get("VLLM_CPU_KVCACHE_SPACE")
         if not space:
