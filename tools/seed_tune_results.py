@@ -33,7 +33,7 @@ from typing import Any
 
 from helpers.paths import REPO_ROOT
 from helpers.tune.points import points_frame
-from helpers.tune.results import SCHEMA, _saved_row
+from helpers.tune.saved import SCHEMA, _saved_row
 
 H200 = REPO_ROOT / "docs" / "results" / "h200"
 OUT = H200 / "tune"

@@ -22,7 +22,7 @@ from helpers.bench.metrics import _num
 from helpers.paths import REPO_ROOT
 from helpers.tune import noise
 from helpers.tune import slo as slos
-from helpers.tune.results import load_tune_rows
+from helpers.tune.saved import load_tune_rows
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: One run per point: a gap under this between two configurations is noise

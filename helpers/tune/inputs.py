@@ -14,7 +14,7 @@ from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
-from helpers.tune.results import RECIPE
+from helpers.tune.saved import RECIPE
 from helpers.weights.prepare import served_config
 
 #: Spec keys :func:`candidate` takes (a candidate given as a mapping).

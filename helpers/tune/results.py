@@ -1,15 +1,15 @@
-"""The saved form of a tuning run and what is read from it: where each point lives, the
-result of a run (:class:`TuneResult`: points with the SLO check, goodput and cost; each
-candidate's status; the recommendation), the ``tune.json`` schema (:data:`SCHEMA`), and
-:func:`load_tune_rows` for committed results. No server is touched here; :mod:`helpers.tune.tune`
-runs the candidates; :mod:`helpers.tune.points` says where each run is saved. Longer than 500
-lines: the result, its tables and its summary's words change together.
+"""The result of a tuning run (:class:`TuneResult`: points with the SLO check, goodput and
+cost; each candidate's status; the recommendation, its tables and its summary), built from a
+run's folder by :func:`collect`. No server is touched here; :mod:`helpers.tune.tune` runs the
+candidates; :mod:`helpers.tune.points` says where each run is saved; :mod:`helpers.tune.saved`
+is the ``tune.json`` form. Longer than 500 lines: the result, its tables and its summary's words
+change together.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from helpers.errors import BenchError
 from helpers.tune import noise
 from helpers.tune import slo as slos
 from helpers.tune.points import (
-    PERCENTILE_COLUMNS,
     _read_json,
     _repeat_of,
     _write_json,
@@ -31,6 +30,7 @@ from helpers.tune.points import (
     point_runs,
     points_frame,
 )
+from helpers.tune.saved import RECIPE, _where, document
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the
 #: machine's load changes (a resumed run measured the recipe under load and a candidate on
@@ -45,11 +45,6 @@ TABLE_DECIMALS = {
     "output_tok_s_per_gpu": 1, "per_user_tok_s": 1, "goodput_tok_s_per_gpu": 1,
     "good_requests": 2, "p99_ttft_ms": 1, "p50_tpot_ms": 1, "usd_per_m_output_tokens": 3,
 }  # fmt: skip
-
-#: ``schema`` of ``tune.json`` and of the committed files under ``docs/results/<target>/tune/``.
-SCHEMA = "cookbook-tune/1"
-#: The name of the candidate that serves the target's own command.
-RECIPE = "recipe"
 
 
 # --------------------------------------------------------------------------- results
@@ -80,7 +75,7 @@ def collect(
     folder = Path(folder)
     frames, rows, limits, recorded = [], [], [], {}
     for cand in cands:
-        saved = _read_json(folder / cand.name / "candidate.json") or {}
+        record = _read_json(folder / cand.name / "candidate.json") or {}
         recorded[cand.name] = _read_json(folder / cand.name / "failures.json") or []
         failures = [
             *recorded[cand.name],
@@ -97,8 +92,8 @@ def collect(
             df.insert(0, "workload", w.name)
             df.insert(0, "candidate", cand.name)
             df["recipe"] = cand.recipe
-            df["vllm_version"] = saved.get("vllm_version") or cand.config.vllm_version
-            df["host"] = saved.get("host")
+            df["vllm_version"] = record.get("vllm_version") or cand.config.vllm_version
+            df["host"] = record.get("host")
             frames.append(df)
             n += int((df["repeat"] == 0).sum())
             if "date" in df:
@@ -118,7 +113,7 @@ def collect(
         rows.append({
             "candidate": cand.name, "status": status, "points": n, "of": expected,
             "measured": f"{min(dates):%Y-%m-%d %H:%M}" if dates else None,
-            "host": saved.get("host"),
+            "host": record.get("host"),
             "stage": last.get("stage") if last else None,
             "reason": _reason(last) if last else "",
             "note": cand.note, "vllm_version": cand.config.vllm_version,
@@ -145,11 +140,6 @@ def collect(
         failures=recorded,
         specs={c.name: c.spec for c in cands},
     )  # fmt: skip
-
-
-def _where(df: pd.DataFrame, **eq: Any) -> pd.DataFrame:
-    """The rows of ``df`` whose columns ``eq`` names hold its values (``df`` itself when empty)."""
-    return df if df.empty else df[(df[list(eq)] == pd.Series(eq)).all(axis=1)]
 
 
 def _reason(failure: Mapping[str, Any]) -> str:
@@ -563,109 +553,11 @@ class TuneResult:
 
     # ---- the saved form ---------------------------------------------------------------
     def to_dict(self, applies_to: Sequence[str] = ()) -> dict[str, Any]:
-        """The :data:`SCHEMA` document: ``measured_on``, ``applies_to`` (more targets whose
-        notebooks may quote it, e.g. an H100 for H200 results: same kernels), ``slo``,
-        ``workloads``, and per candidate its command, what it changes against the recipe,
-        status, failures and points (the row columns of :data:`ROW_COLUMNS`)."""
-        from helpers.machine.gpus import detect_gpus
-
-        gpus = [] if self.stand_in else detect_gpus().gpus
-        cands = []
-        for row in self.candidates.to_dict("records"):
-            name = row["candidate"]
-            cfg = self.configs[name]
-            pts, lim = _where(self.runs, candidate=name), _where(self.limits, candidate=name)
-            cands.append({
-                "name": name, "recipe": name == RECIPE, "status": row["status"],
-                "variant": cfg.variant, "speculative": cfg.speculative,
-                "moe_backend": cfg.args.get("--moe-backend"), "vllm_version": cfg.vllm_version,
-                "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
-                "spec": self.specs.get(name, {}),
-                "failures": self.failures.get(name, []),
-                "points": [{**_saved_row(p), "repeat": int(p.get("repeat") or 0)}
-                           for p in pts.to_dict("records")],
-                "slo_limits": [_saved_row(r, tuple(r)) for r in lim.to_dict("records")],
-            })  # fmt: skip
-        return {
-            "schema": SCHEMA,
-            "measured_on": {
-                "target": self.target.target,
-                "gpu": "CPU stand-in"
-                if self.stand_in
-                else (gpus[0].name if gpus else self.target.gpu.get("name")),
-                "stand_in": self.stand_in,
-            },
-            "applies_to": list(applies_to),
-            "slo": self.slo.model_dump(exclude_none=True),
-            "workloads": [
-                {
-                    **{k: getattr(w, k) for k in ("name", "input_len", "output_len", "prefix_len")},
-                    "concurrencies": list(w.concurrencies),
-                }
-                for w in self.workloads
-            ],  # fmt: skip
-            "candidates": cands,
-        }
+        """The :data:`~helpers.tune.saved.SCHEMA` document (:func:`helpers.tune.saved.document`)."""
+        return document(self, applies_to)
 
     def save(self, path: str | Path | None = None, applies_to: Sequence[str] = ()) -> Path:
         """Write :meth:`to_dict` as JSON (default ``<folder>/tune.json``); return the path."""
         path = Path(path) if path else self.folder / "tune.json"
         _write_json(path, self.to_dict(applies_to))
         return path
-
-
-#: The per-point fields the saved form keeps (units as in :func:`load_results`).
-ROW_COLUMNS = (
-    "workload", "concurrency", "input_len", "output_len", "num_prompts", "gpu_count",
-    "completed", "failed", "duration_s", "request_throughput", "request_goodput",
-    "output_throughput", "output_throughput_per_gpu", "tokens_per_s_per_user",
-    "e2e_tokens_per_s_per_user", *PERCENTILE_COLUMNS, "vllm_version", "endpoint_type", "date",
-    "source",
-)  # fmt: skip
-
-
-def _saved_row(point: Mapping[str, Any], columns: Sequence[str] = ROW_COLUMNS) -> dict[str, Any]:
-    row = {k: point.get(k) for k in columns if k != "source"}
-    if "source" in columns:
-        row["source"] = point.get("source") or point.get("path")
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-
-
-def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """The points of saved tuning results (``tune.json`` files, or a folder of them, e.g.
-    ``docs/results/h200/tune/``) as one flat DataFrame: the point's fields
-    (:data:`ROW_COLUMNS`) plus the candidate's ``candidate``, ``recipe``, ``variant``,
-    ``moe_backend``, ``command`` and ``measured_on`` / ``file`` (where it came from).
-
-    Raises:
-        BenchError: a file that is not JSON or not of :data:`SCHEMA`; no file found.
-    """
-    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    files: list[Path] = []
-    for item in items:
-        p = Path(item)
-        files += sorted(p.glob("*.json")) if p.is_dir() else [p]
-    rows = []
-    for f in files:
-        doc = _read_json(f)
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-            raise BenchError(
-                f"{f} is not a tuning result (schema {SCHEMA!r}); remove it or regenerate it."
-            )
-        where = doc.get("measured_on") or {}
-        for cand in doc.get("candidates") or []:
-            for point in cand.get("points") or []:
-                rows.append({
-                    **point, "candidate": cand["name"], "recipe": bool(cand.get("recipe")),
-                    "variant": cand.get("variant"), "moe_backend": cand.get("moe_backend"),
-                    "vllm_version": point.get("vllm_version") or cand.get("vllm_version"),
-                    "command": cand.get("command"), "changes": cand.get("changes", ""),
-                    "spec": cand.get("spec") or {},
-                    "note": cand.get("note", ""), "measured_on": where.get("gpu"),
-                    "stand_in": bool(where.get("stand_in")),
-                    "target": where.get("target"), "applies_to": list(doc.get("applies_to") or []),
-                    "file": f.name,
-                })  # fmt: skip
-    if not files:
-        raise BenchError(f"No tuning result under {paths}: run helpers.tune.tune.tune(...) first.")
-    return pd.DataFrame(rows)

@@ -121,14 +121,16 @@ from helpers.tune.points import (  # noqa: F401 - the tuning step's names, in on
     search_path,
 )
 from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
+    Recommendation,
+    TuneResult,
+    changes,
+    collect,
+)
+from helpers.tune.saved import (  # noqa: F401 - the tuning step's names, in one place
     RECIPE,
     ROW_COLUMNS,
     SCHEMA,
-    Recommendation,
-    TuneResult,
     _saved_row,
-    changes,
-    collect,
     load_tune_rows,
 )
 from helpers.weights.prepare import MODES
