@@ -338,6 +338,17 @@ class TuneResult:
     def _of(self, workload: str) -> pd.DataFrame:
         return _where(self.points, workload=workload)
 
+    def _decidable(self, workload: str) -> pd.DataFrame:
+        """The points a recommendation may rest on at ``workload``: of each candidate, those
+        run as often as its most repeated point (its decision points, when it was repeated),
+        so a choice by medians never lands on a point of one run beside repeated ones (a
+        median can move a candidate's best to a concurrency its first run did not pick)."""
+        pts = self._of(workload)
+        if pts.empty or "repeats" not in pts:
+            return pts
+        runs = pts["repeats"].fillna(1)
+        return pts[runs >= runs.groupby(pts["candidate"]).transform("max")]
+
     def frontier(self, workload: str | None = None) -> pd.DataFrame:
         """Each configuration's frontier at ``workload`` (default: the first): the points no
         other point of the same candidate beats on both throughput per GPU and per-user speed
@@ -357,12 +368,13 @@ class TuneResult:
         self, workload: str | None = None, objective: str = "goodput"
     ) -> Recommendation | None:
         """The recommendation at ``workload``: the best point under the SLO by the median over
-        its repeats (:func:`helpers.tune.slo.choose`), when it beats the recipe's best point
+        its repeats (:func:`helpers.tune.slo.choose`, among each candidate's most repeated
+        points: :meth:`_decidable`), when it beats the recipe's best point
         beyond the noise (:func:`helpers.tune.noise.verdict`); else the recipe's point, with
         the tie named (``tied_with``). None when no point meets the SLO (:meth:`closest`
         says which came nearest)."""
         name = self._workload(workload)
-        pts = self._of(name)
+        pts = self._decidable(name)
         if pts.empty:
             return None
         best = slos.choose(pts, self.slo, objective, per_user=self.per_user_column)
@@ -429,7 +441,7 @@ class TuneResult:
         workload where nothing meets the SLO gets one row saying so."""
         rows = []
         for w in self.workloads:
-            pts = self._of(w.name)
+            pts = self._decidable(w.name)
             rec = self.recommended(w.name)
             picks = []
             if rec is not None:
