@@ -9,10 +9,17 @@
 #   bash tools/device/h200_tune.sh collect          # $OUT/tune.tar.gz: points, tune.json, plots
 #
 # The job runs `tune_h200.py --out out/tune-h200 --budget-s BUDGET_LEFT_S-120` (a candidate
-# starts only when about 600 s of budget are left for it; 120 s kept for collect). Then commit
-# out/tune-h200/{grid,c1}/tune.json as docs/results/h200/tune/{grid,c1}-vllm-0.32.0.json and
-# rebuild the notebooks. --c1 adds the concurrency-1 decode candidates; --releases 0.28.0 the
-# grid's 256-sequence candidates on 0.28.0 (run in that stack's environment, same --out).
+# starts only when its budget, --candidate-s, is left; 120 s kept for collect). Then commit
+# out/tune-h200/grid as docs/results/h200/tune/grid-0.32.0/ and rebuild the notebooks. --c1
+# adds the concurrency-1 decode candidates; --releases 0.28.0 the grid's 256-sequence
+# candidates on 0.28.0 (run in that stack's environment, same --out).
+#
+# `start` first precompiles the bundle's Python bytecode once per machine (compileall, 16
+# processes) and times `import vllm.entrypoints.openai.api_server` without bytecode and with
+# it ($OUT-bound in /tmp/runs/tune/bytecode.txt): the bundle is packed without __pycache__,
+# so a machine's first server start would otherwise compile every module it imports, in each
+# of its processes. `collect` copies the points measured so far (also while a candidate still
+# runs: a cut-off session keeps them, and the next one resumes) and the compile caches' sizes.
 #
 # DRY=1 rehearses the same calls on any machine with the CPU stand-in (tune_h200.py --stand-in:
 # tiny workloads, a 45 s budget per candidate), so the control flow is tried before a session.
@@ -21,20 +28,40 @@ J="bash tools/device/jobs.sh"
 R=/tmp/runs
 out=${TUNE_OUT:-$PWD/out/tune-h200}
 [ "${DRY:-0}" = 1 ] && { export OUT=${OUT:-/tmp/tune-dry-out}; mkdir -p "$OUT"; }
+secs() { awk -v a="$2" -v b="$EPOCHREALTIME" -v w="$1" 'BEGIN { printf "%s: %.1f s\n", w, b - a }'; }
+precompile() {  # once per machine: the bundle's bytecode, timed before and after
+    local site=${PYTHONPATH%%:*} imp="import vllm.entrypoints.openai.api_server" t
+    [ -d "$site" ] && [ ! -f "$site/.bytecode-done" ] || return 0
+    mkdir -p $R/tune
+    t=$EPOCHREALTIME; PYTHONDONTWRITEBYTECODE=1 python3 -c "$imp" 2>/dev/null
+    secs "import without bytecode" "$t" | tee $R/tune/bytecode.txt
+    t=$EPOCHREALTIME; python3 -m compileall -q -j 16 "$site" > /dev/null 2>&1
+    secs "compileall -j 16" "$t" | tee -a $R/tune/bytecode.txt
+    t=$EPOCHREALTIME; python3 -c "$imp" 2>/dev/null
+    secs "import with bytecode" "$t" | tee -a $R/tune/bytecode.txt
+    touch "$site/.bytecode-done"
+}
+snapshot() {  # what the job measured so far, and the caches a later session could carry
+    mkdir -p $R/tune && rm -rf $R/tune/out && cp -r "$out" $R/tune/out 2>/dev/null
+    cp -r "${COOKBOOK_OUT:-/tmp/cookbook-out}/logs" $R/tune/ 2>/dev/null
+    du -sm ~/.cache/vllm ~/.cache/flashinfer ~/.triton/cache ~/.cache/torch 2>/dev/null \
+        > $R/tune/caches-mib.txt
+    true
+}
 case "${1:?usage: h200_tune.sh start BUDGET_LEFT_S [args] | wait [SECS] | collect}" in
 start)
     budget=${2:?start needs BUDGET_LEFT_S}; shift 2
     if [ "${DRY:-0}" = 1 ]; then
-        py="${PYTHON:-.venv/bin/python} tools/device/tune_h200.py --stand-in --candidate-s 45"
+        py="${PYTHON:-$PWD/.venv/bin/python} tools/device/tune_h200.py --stand-in --candidate-s 45"
     else
         . tools/device/env.sh
+        precompile
         py="python3 tools/device/tune_h200.py"
     fi
-    keep="mkdir -p $R/tune && rm -rf $R/tune/out && cp -r $out $R/tune/out && cp -r \${COOKBOOK_OUT:-out}/logs $R/tune/ 2>/dev/null"
-    $J chain tune "$py --out $out --budget-s $(( budget - 120 )) $*" "$keep" ;;
+    $J chain tune "$py --out $out --budget-s $(( budget - 120 )) $*" ;;
 wait)
     $J wait "${2:-540}" tune ;;
 collect)
-    $J collect tune ;;
+    snapshot; $J collect tune ;;
 esac
 [ "${DRY:-0}" = 1 ] || nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader
