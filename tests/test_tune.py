@@ -505,7 +505,7 @@ def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     root = _copy_results(tmp_path)
     before = recommendation_markdown("h200", root)
     latency = next(ln for ln in before.splitlines() if ln.startswith("| latency"))
-    assert "**measured best** | BF16, triton MoE | 0.28.0 | 1 |" in latency
+    assert "**recommended** | BF16, triton MoE | 0.28.0 | 1 | 1 |" in latency
     assert "recipe's command (reference) | NVFP4, humming MoE | 0.32.0" in before
     assert "| long prompt: 8K in / 256 out" in before and "not measured yet" in before
 
@@ -519,11 +519,12 @@ def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     after = recommendation_markdown("h200", root)
     latency = next(ln for ln in after.splitlines() if ln.startswith("| latency"))
     assert (
-        "**measured best** | NVFP4, marlin MoE | 0.32.0 | 1 |" in latency and "| 400 |" in latency
+        "**recommended** | NVFP4, marlin MoE | 0.32.0 | 1 | 1 |" in latency and "| 400 |" in latency
     )
-    assert 'latency: the measured best is this notebook with `moe_backend = "marlin"`' in after
+    assert 'latency: the recommended row is this notebook with `moe_backend = "marlin"`' in after
+    assert "--moe-backend marlin" in after.split("The recommended command for latency")[1]
     long_row = next(ln for ln in after.splitlines() if ln.startswith("| long prompt"))
-    assert "**measured best** | NVFP4, marlin MoE | 0.32.0 | 64 |" in long_row
+    assert "**recommended** | NVFP4, marlin MoE | 0.32.0 | 64 | 1 |" in long_row
     # a CPU rehearsal's tune.json in the folder never becomes a GPU figure
     fake = json.loads(path.read_text())
     fake["measured_on"] = {"target": "h200", "gpu": "CPU stand-in", "stand_in": True}

@@ -364,3 +364,76 @@ def test_committed_repeats_render_as_their_median_never_the_luckiest_run(tmp_pat
     assert len(mine) == 1 and mine.iloc[0]["repeats"] == 3
     assert mine.iloc[0]["tokens_per_s_per_user"] == pytest.approx(speed)
     assert "9,999" not in recommendation_markdown("h200", root)
+
+
+def _with_repeats(root, name, scale_runs):
+    """Give the c=1 point of candidate ``name`` in the committed 0.32.0 seed file more runs:
+    its per-user speed times each factor of ``scale_runs`` (the first run stays as recorded)."""
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    cand = next(c for c in doc["candidates"] if c["name"] == name)
+    first = next(p for p in cand["points"] if p["workload"] == "tune-1k" and p["concurrency"] == 1)
+    speed = first["tokens_per_s_per_user"]
+    cand["points"] += [
+        {**first, "repeat": k + 1, "tokens_per_s_per_user": speed * f}
+        for k, f in enumerate(scale_runs)
+    ]
+    path.write_text(json.dumps(doc))
+    return speed
+
+
+def _latency_rows(text):
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| latency"))
+    return [lines[i]] + [ln for ln in lines[i + 1 : i + 4] if ln.startswith("| |")]
+
+
+def test_the_rendered_table_keeps_the_recipe_when_a_faster_median_is_within_the_runs_spread(
+    tmp_path,
+):
+    """The Hopper notebooks' table applies the tuning step's rule: a configuration whose
+    median is faster but whose runs overlap the recipe's is a tie, and the recipe's command
+    stays the recommended row; once its worst run beats the recipe's best it is recommended,
+    with the ratio's range over the runs and its exact command."""
+    import shutil
+
+    from tools.tune_pages import recommendation_markdown
+
+    root = tmp_path / "results"
+    (root / "h200").mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    for other in (root / "h200" / "tune").glob("seed-vllm-0.2*.json"):
+        other.unlink()  # the 0.32.0 file alone: the recipe (Humming) against Marlin
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    doc["candidates"] = [c for c in doc["candidates"] if c["name"] != "bf16-triton"]
+    path.write_text(json.dumps(doc))
+    recipe = _with_repeats(root, "nvfp4-humming", [0.97, 1.03])
+    _with_repeats(root, "nvfp4-marlin", [1.0, 1.0])
+    # Marlin's three runs at 1.06x the recipe's median, its worst run under the recipe's best
+    doc = json.loads(path.read_text())
+    runs = [p for c in doc["candidates"] if c["name"] == "nvfp4-marlin" for p in c["points"]
+            if p["workload"] == "tune-1k" and p["concurrency"] == 1]  # fmt: skip
+    for p, f in zip(runs, (1.02, 1.06, 1.10), strict=True):
+        p["tokens_per_s_per_user"] = recipe * f
+    path.write_text(json.dumps(doc))
+    rows = _latency_rows(recommendation_markdown("h200", root))
+    assert (
+        "**recommended: the recipe's command** | NVFP4, humming MoE | 0.32.0 | 1 | 3 |" in rows[0]
+    )
+    tie = next(r for r in rows if "tie (within noise)" in r)
+    assert "NVFP4, marlin MoE" in tie and "| 1.06x |" in tie
+    text = recommendation_markdown("h200", root)
+    assert "the recipe stays" in text and "The recommended command for latency" not in text
+
+    for p, f in zip(runs, (1.04, 1.06, 1.10), strict=True):  # worst run above the recipe's best
+        p["tokens_per_s_per_user"] = recipe * f
+    path.write_text(json.dumps(doc))
+    text = recommendation_markdown("h200", root)
+    rows = _latency_rows(text)
+    assert "**recommended** | NVFP4, marlin MoE | 0.32.0 | 1 | 3 |" in rows[0]
+    assert "| 1.06x (1.01-1.13) |" in rows[0], rows[0]
+    assert "recipe's command (reference) | NVFP4, humming MoE" in rows[1]
+    assert "worst run above the recipe's best" in text
+    block = text.split("The recommended command for latency")[1]
+    assert "the recipe's with --moe-backend marlin" in block and "vllm serve" in block

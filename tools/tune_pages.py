@@ -53,9 +53,10 @@ GOALS = (
 )  # fmt: skip
 
 
-def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
-    """Every committed tuning point that applies to ``target`` (measured on it, or listed in its
-    file's ``applies_to``; never a CPU stand-in rehearsal), or None when there is none."""
+def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
+    """Every committed tuning run that applies to ``target`` (measured on it, or listed in its
+    file's ``applies_to``; never a CPU stand-in rehearsal), one row per run, or None when there
+    is none."""
     root = Path(results_dir or RESULTS_DIR)
     files = sorted(root.glob("*/tune/*.json"))
     if not files:
@@ -70,11 +71,18 @@ def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
     rows = rows[
         pd.Series(applies, index=rows.index) & ~rows["stand_in"].astype(bool)
     ]  # no CPU rehearsal
-    if rows.empty:
-        return None
-    # a repeated point is the median of its runs (never its luckiest run), with its spread
-    keys = ("file", "candidate", "vllm_version", "workload", "concurrency")
-    return noise.aggregate(rows, keys).reset_index(drop=True)
+    return None if rows.empty else rows.reset_index(drop=True)
+
+
+def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
+    """:func:`tune_runs` with one row per point: a repeated point is the median of its runs
+    (never its luckiest run), with ``repeats`` and the spread (``<metric>_min`` / ``_max``)."""
+    runs = tune_runs(target, results_dir)
+    return None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
+
+
+#: What names one point across the committed files.
+POINT = ("file", "candidate", "vllm_version", "workload", "concurrency")
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -82,10 +90,39 @@ def _label(row: dict[str, Any]) -> str:
     return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE"
 
 
-def recommendations(rows: pd.DataFrame, offered: list[str]) -> list[dict[str, Any]]:
-    """Per goal of :data:`GOALS`: ``best`` and ``recipe`` (rows as dicts, or None), the
-    ``runner_up`` (the best other configuration) and ``gap_pct`` to it, ``ratio`` (best over
-    recipe, by the goal's objective)."""
+def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> list[float]:
+    """Each run's score (by ``goal``'s objective) at the point ``row`` names; the point's
+    median alone when the runs are not given."""
+    if runs is None:
+        return [float(row["score"])]
+    mine = runs[[all(r[k] == row[k] for k in POINT) for r in runs.to_dict("records")]]
+    if mine.empty:
+        return [float(row["score"])]
+    return [float(v) for v in slos.scores(slos.with_goodput(mine), goal.objective)]
+
+
+def recommendations(
+    rows: pd.DataFrame, offered: list[str], runs: pd.DataFrame | None = None
+) -> list[dict[str, Any]]:
+    """Per goal of :data:`GOALS`, the tuning step's choice on the committed points.
+
+    A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
+    with repeats, its worst run above the recipe's best; with one run, more than 5 %); else
+    the recipe stays recommended and the faster-by-median one is ``tied``.
+
+    Args:
+        rows: the points (:func:`tune_rows`, medians).
+        offered: the releases the registry offers (others are not ranked).
+        runs: the runs behind them (:func:`tune_runs`), for the verdict; None: one run each.
+
+    Returns:
+        One dict per goal: ``best`` (the recommended row, or None when the workload has no
+        point), ``recipe``, ``tied`` (the faster-by-median row when it did not beat the recipe
+        beyond the noise, else None), ``verdict`` (a :class:`helpers.tune.noise.Verdict`, or
+        None when the best is the recipe), ``ratio`` (recommended over recipe, by the goal's
+        objective), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
+        run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration).
+    """
     rows = slos.with_goodput(rows[rows["vllm_version"].astype(str).isin(offered)])
     out = []
     for goal in GOALS:
@@ -98,6 +135,13 @@ def recommendations(rows: pd.DataFrame, offered: list[str]) -> list[dict[str, An
             if not pts.empty and pts["recipe"].any()
             else None
         )
+        tied, verdict, ratio_range = None, None, None
+        if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
+            a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
+            verdict = noise.verdict(a, b)
+            ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
+            if not verdict.beats:
+                tied, best = best, recipe
         runner, gap = None, None
         if best is not None:
             others = pts[
@@ -108,8 +152,9 @@ def recommendations(rows: pd.DataFrame, offered: list[str]) -> list[dict[str, An
             if runner is not None and best["score"]:
                 gap = 100.0 * (best["score"] - runner["score"]) / best["score"]
         ratio = best["score"] / recipe["score"] if best and recipe and recipe["score"] else None
-        out.append({"goal": goal, "best": best, "recipe": recipe, "runner_up": runner,
-                    "gap_pct": gap, "ratio": ratio})  # fmt: skip
+        out.append({"goal": goal, "best": best, "recipe": recipe, "tied": tied,
+                    "verdict": verdict, "ratio_range": ratio_range, "runner_up": runner, "gap_pct": gap,
+                    "ratio": ratio})  # fmt: skip
     return out
 
 
@@ -127,13 +172,57 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return "" if v is None else f"{v:,.{digits}f}"
 
 
-def _cells(row: dict[str, Any], role: str, ratio: float | None) -> str:
+def _spread(row: dict[str, Any], metric: str, digits: int = 0) -> str:
+    """The median, and its runs' min-max when the point was repeated: ``1,917 (1,880-1,950)``."""
+    text = _fmt(row.get(metric), digits)
+    lo, hi = _num(row.get(f"{metric}_min")), _num(row.get(f"{metric}_max"))
+    if (_num(row.get("repeats")) or 1) > 1 and lo is not None and hi is not None:
+        text += f" ({lo:,.{digits}f}-{hi:,.{digits}f})"
+    return text
+
+
+def _ratio(rec: dict[str, Any]) -> str:
+    """The recommended over the recipe, with the range its runs allow when both were repeated."""
+    v = rec["verdict"]
+    if v is None or rec["tied"] is not None:
+        return "1.00x" if rec["ratio"] is not None else ""
+    text = f"{v.ratio:.2f}x" if v.ratio is not None else ""
+    if min(v.runs) > 1 and rec.get("ratio_range"):
+        lo, hi = rec["ratio_range"]
+        text += f" ({lo:.2f}-{hi:.2f})"
+    return text
+
+
+def _cells(row: dict[str, Any], role: str, ratio: str) -> str:
+    runs = int(_num(row.get("repeats")) or 1)
     return (
-        f" {role} | {_label(row)} | {row['vllm_version']} | {int(row['concurrency'])} | "
-        f"{_fmt(row['output_throughput_per_gpu'])} | {_fmt(row['tokens_per_s_per_user'])} | "
-        f"{_fmt(row.get('p99_ttft_ms'))} | {_fmt(row.get('p50_tpot_ms'), 1)} | "
-        f"{'' if ratio is None else f'{ratio:.2f}x'} | `{row['file']}` |"
+        f" {role} | {_label(row)} | {row['vllm_version']} | {int(row['concurrency'])} | {runs} | "
+        f"{_spread(row, 'output_throughput_per_gpu')} | {_fmt(row['tokens_per_s_per_user'])} | "
+        f"{_fmt(row.get('p99_ttft_ms'))} | {_spread(row, 'p50_tpot_ms', 1)} | {ratio} | "
+        f"`{row['file']}` |"
     )
+
+
+def command_for(target: str, row: dict[str, Any]) -> tuple[str, str]:
+    """The exact ``vllm serve`` command of a committed row on ``target`` (the registry's command
+    with the row's spec applied, as the tuning step built it) and what it changes, in command
+    words: ``"the recipe's with --moe-backend marlin"``, ``"the BF16 variant's command;
+    vllm version 0.28.0"`` (``""`` for the recipe itself)."""
+    from helpers.config.resolve import resolve
+    from helpers.tune.inputs import SPEC_KEYS, candidate
+    from helpers.tune.results import changes
+
+    base = resolve(target)
+    keep = {k: v for k, v in (row.get("spec") or {}).items() if k in SPEC_KEYS[1:-2]}
+    if not keep:
+        return base.shell_command(), ""
+    cfg = candidate(base, str(row["candidate"]), **keep).config
+    if not keep.get("variant"):
+        return cfg.shell_command(), f"the recipe's with {changes(cfg, base)}"
+    # another variant: its own recipe command is the reference, not the NVFP4 one's flags
+    own = candidate(base, "variant", variant=keep["variant"]).config
+    said = [f"the {keep['variant'].upper()} variant's command", changes(cfg, own)]
+    return cfg.shell_command(), "; ".join(w for w in said if w)
 
 
 def recommendation_markdown(
@@ -142,6 +231,10 @@ def recommendation_markdown(
     """The "measured best" paragraph and table for ``target``'s notebook (markdown, no leading
     ``# ``), or None when no committed tuning result applies to it.
 
+    Per workload: the recommended row (a configuration replaces the recipe only beyond the
+    noise, :func:`recommendations`), the recipe's row, the ratio with the range its runs allow,
+    each figure the median of its runs with their min-max, and the exact command.
+
     Args:
         target: a registry target (``"h200"``).
         results_dir: the results root (default ``docs/results``; its ``*/tune/*.json`` are read).
@@ -149,17 +242,27 @@ def recommendation_markdown(
     """
     from helpers.config.load import as_registry
 
-    rows = tune_rows(target, results_dir)
-    if rows is None:
+    runs = tune_runs(target, results_dir)
+    if runs is None:
         return None
+    rows = noise.aggregate(runs, POINT).reset_index(drop=True)
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]
     gpus = sorted({str(g) for g in rows["measured_on"] if g})
     measured_here = bool((rows["target"] == target).any())
+    most = int(rows["repeats"].max())
+    how = (
+        f"one run per point: a gap under {NOISE_PCT:.0f} % is a tie"
+        if most == 1
+        else f"the points a choice rests on run up to {most} times, each with its own seed: "
+        "figures are the median with the runs' min-max in brackets, and a configuration "
+        "replaces the recipe only when its worst run beats the recipe's best, else the row "
+        "says tie (within noise)"
+    )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "
         f"`docs/results/*/tune/`, by `tools/tune_pages.py`; {', '.join(gpus)}, weightless "
-        f"architecture, chat endpoint, one run per point: a gap under {NOISE_PCT:.0f} % is noise; "
+        f"architecture, chat endpoint; {how}; "
         f"vLLM {' and '.join(offered)}, the releases this notebook installs with `vllm_version`)"
         + ("" if measured_here else f". Measured on {' and '.join(sorted(set(rows['target'])))}, not on this "
            f"{reg.targets[target].gpu.name}: the same Hopper kernels, so expect the ranking to hold, not "
@@ -167,38 +270,58 @@ def recommendation_markdown(
         + ". The configuration is the registry's command with the changes the data file records"
           " (`moe_backend`, `variant`, `vllm_version` are this notebook's parameters):",
         "",
-        "| workload | row | configuration | vLLM | c | output tok/s/GPU | tok/s per user | p99 TTFT ms | "
-        "p50 TPOT ms | vs recipe | data |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| workload | row | configuration | vLLM | c | runs | output tok/s/GPU | tok/s per user | "
+        "p99 TTFT ms | p50 TPOT ms | vs recipe | data |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]  # fmt: skip
-    notes = []
-    for rec in recommendations(rows, offered):
-        goal, best, recipe = rec["goal"], rec["best"], rec["recipe"]
+    notes, commands = [], {}
+    for rec in recommendations(rows, offered, runs):
+        goal, best, recipe, tied = rec["goal"], rec["best"], rec["recipe"], rec["tied"]
         head = f"| {goal.name}: {goal.what} |"
         if best is None:
-            lines.append(head + " not measured yet | | | | | | | | | `tools/device/tune_h200.py` |")
+            lines.append(
+                head + " not measured yet | | | | | | | | | | `tools/device/tune_h200.py` |"
+            )
             continue
-        lines.append(head + _cells(best, "**measured best**", rec["ratio"]))
-        if recipe is not None:
-            role = (
+        is_recipe = recipe is not None and all(best[k] == recipe[k] for k in POINT)
+        role = "**recommended: the recipe's command**" if is_recipe else "**recommended**"
+        lines.append(head + _cells(best, role, _ratio(rec)))
+        if recipe is not None and not is_recipe:
+            ref = (
                 "recipe's command (reference)"
                 if measured_here
                 else f"{recipe['target']} recipe's command (reference)"
             )
-            lines.append("| |" + _cells(recipe, role, 1.0))
+            lines.append("| |" + _cells(recipe, ref, "1.00x"))  # fmt: skip
+        if tied is not None:
+            lines.append("| |" + _cells(tied, "tie (within noise)", f"{rec['verdict'].ratio:.2f}x"))
+            notes.append(f"{goal.name}: {_label(tied)} on vLLM {tied['vllm_version']} measured "
+                         f"{rec['verdict'].text}: the recipe stays")  # fmt: skip
+        elif rec["verdict"] is not None:
+            notes.append(
+                f"{goal.name}: {_label(best)} on vLLM {best['vllm_version']}: {rec['verdict'].text}"
+            )
         runner = rec["runner_up"]
-        if runner is not None and rec["gap_pct"] is not None and rec["gap_pct"] < NOISE_PCT:
+        if (tied is None and runner is not None and rec["gap_pct"] is not None
+                and rec["gap_pct"] < NOISE_PCT and most == 1):  # fmt: skip
             notes.append(
                 f"{goal.name}: {_label(best)} on vLLM {best['vllm_version']} and {_label(runner)} on "
                 f"vLLM {runner['vllm_version']} are {rec['gap_pct']:.1f} % apart, within one run's noise"
             )
-        how = _parameters(best.get("spec") or {})
-        if how:
-            notes.append(f"{goal.name}: the measured best is this notebook with {how}")
+        params = _parameters(best.get("spec") or {})
+        if params:
+            notes.append(f"{goal.name}: the recommended row is this notebook with {params}")
+        if not is_recipe:
+            command, change = command_for(target, best)
+            commands.setdefault(command, [change, []])[1].append(goal.name)
     not_ranked = sorted({str(v) for v in rows["vllm_version"]} - set(offered))
     if not_ranked:
         notes.append(
             f"points measured on vLLM {', '.join(not_ranked)} (not offered by the registry) are in the "
             "data but not ranked"
         )
-    return "\n".join(lines + [""] + [f"- {n}." for n in notes])
+    out = lines + [""] + [f"- {n}." for n in notes]
+    for command, (change, goals) in commands.items():
+        out += ["", f"The recommended command for {', '.join(goals)} ({change}):",
+                "", "```sh", command, "```"]  # fmt: skip
+    return "\n".join(out)
