@@ -33,6 +33,8 @@ precompile() {  # once per machine: the bundle's bytecode, timed before and afte
     local site=${PYTHONPATH%%:*} imp="import vllm.entrypoints.openai.api_server" t
     [ -d "$site" ] && [ ! -f "$site/.bytecode-done" ] || return 0
     mkdir -p $R/tune
+    # stack.sh's import check wrote some: start from none, as the bundle arrives
+    find "$site" -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
     t=$EPOCHREALTIME; PYTHONDONTWRITEBYTECODE=1 python3 -c "$imp" 2>/dev/null
     secs "import without bytecode" "$t" | tee $R/tune/bytecode.txt
     t=$EPOCHREALTIME; python3 -m compileall -q -j 16 "$site" > /dev/null 2>&1
