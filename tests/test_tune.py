@@ -497,12 +497,43 @@ def _copy_results(tmp_path: Path) -> Path:
     return root
 
 
+def _seeds_only(tmp_path: Path) -> Path:
+    """The committed single-run seed files without the repeated H200 grid (which, once it has
+    a workload's points, alone decides that workload)."""
+    import shutil
+
+    root = _copy_results(tmp_path)
+    for run in (root / "h200" / "tune").glob("*/tune.json"):
+        shutil.rmtree(run.parent)
+    return root
+
+
+def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_path):
+    """With the H200 grid committed (every candidate on one machine, repeated), a seed file's
+    one-run point from another day, however fast, is no longer ranked against it."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = _copy_results(tmp_path)
+    grid = json.loads(next((root / "h200" / "tune").glob("*/tune.json")).read_text())
+    assert any(c["points"] for c in grid["candidates"]), "the committed grid has points"
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    marlin["points"][0]["tokens_per_s_per_user"] = 9999.0  # c=1, one run, another day
+    path.write_text(json.dumps(doc))
+    text = recommendation_markdown("h200", root)
+    latency = next(ln for ln in text.splitlines() if ln.startswith("| latency"))
+    assert "9,999" not in text and "/tune.json` |" in latency
+    seeds = recommendation_markdown("h200", _seeds_only(tmp_path / "seeds"))
+    assert "| latency" in seeds and "/tune.json" not in seeds
+
+
 def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
     the measured best changes; a workload gets a row once it has points."""
     from tools.tune_pages import recommendation_markdown
 
-    root = _copy_results(tmp_path)
+    root = _seeds_only(tmp_path)
     before = recommendation_markdown("h200", root)
     latency = next(ln for ln in before.splitlines() if ln.startswith("| latency"))
     assert "**recommended** | BF16, triton MoE | 0.28.0 | 1 | 1 |" in latency

@@ -363,7 +363,8 @@ def test_committed_repeats_render_as_their_median_never_the_luckiest_run(tmp_pat
                 & (rows["workload"] == first["workload"]) & (rows["concurrency"] == first["concurrency"])]  # fmt: skip
     assert len(mine) == 1 and mine.iloc[0]["repeats"] == 3
     assert mine.iloc[0]["tokens_per_s_per_user"] == pytest.approx(speed)
-    assert "9,999" not in recommendation_markdown("h200", root)
+    text = recommendation_markdown("h200", root)
+    assert "| 9,999" not in text  # never the figure; at most the top of its runs' range
 
 
 def _with_repeats(root, name, scale_runs):
@@ -403,7 +404,9 @@ def test_the_rendered_table_keeps_the_recipe_when_a_faster_median_is_within_the_
     (root / "h200").mkdir(parents=True)
     shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
     for other in (root / "h200" / "tune").glob("seed-vllm-0.2*.json"):
-        other.unlink()  # the 0.32.0 file alone: the recipe (Humming) against Marlin
+        other.unlink()  # the 0.32.0 seed alone: the recipe (Humming) against Marlin
+    for run in (root / "h200" / "tune").glob("*/tune.json"):
+        shutil.rmtree(run.parent)  # (the committed H200 grid would decide the workload)
     path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
     doc = json.loads(path.read_text())
     doc["candidates"] = [c for c in doc["candidates"] if c["name"] != "bf16-triton"]

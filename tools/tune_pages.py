@@ -12,6 +12,7 @@ when a result was measured on it or lists it in ``applies_to``. Used when the no
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,16 @@ def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
     file's ``applies_to``; never a CPU stand-in rehearsal), one row per run, or None when there
     is none."""
     root = Path(results_dir or RESULTS_DIR)
-    files = sorted(root.glob("*/tune/*.json"))
+    # a converted or single file (tune/<name>.json) or a tuning folder (tune/<run>/tune.json,
+    # with its points and logs beside it, e.g. the H200 grid resumed across device sessions)
+    files = sorted(root.glob("*/tune/*.json")) + sorted(root.glob("*/tune/*/tune.json"))
     if not files:
         return None
-    rows = load_tune_rows(files)
+    rows = pd.concat(
+        [load_tune_rows(f).assign(file=str(f.relative_to(f.parents[1]).as_posix()))
+         if f.name == "tune.json" else load_tune_rows(f) for f in files],
+        ignore_index=True,
+    )  # fmt: skip
     if rows.empty:
         return None
     applies = [
@@ -101,6 +108,17 @@ def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> l
     return [float(v) for v in slos.scores(slos.with_goodput(mine), goal.objective)]
 
 
+def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
+    """The points a goal is decided on: when any file measured this workload with repeats (a
+    tuning run, every candidate on one machine on one day), those files alone; points of
+    single-run files (converted from earlier sweeps, other days) then stay out of the ranking,
+    since one H200 measured the same command 25 % apart on two days (docs/DESIGN.md)."""
+    if pts.empty or "repeats" not in pts:
+        return pts
+    repeated = set(pts.loc[pts["repeats"] > 1, "file"])
+    return pts[pts["file"].isin(repeated)] if repeated else pts
+
+
 def recommendations(
     rows: pd.DataFrame, offered: list[str], runs: pd.DataFrame | None = None
 ) -> list[dict[str, Any]]:
@@ -120,7 +138,8 @@ def recommendations(
         point), ``recipe``, ``tied`` (the faster-by-median row when it did not beat the recipe
         beyond the noise, else None), ``verdict`` (a :class:`helpers.tune.noise.Verdict`, or
         None when the best is the recipe), ``ratio`` (recommended over recipe, by the goal's
-        objective), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
+        objective), ``runner_vs_recipe`` (the runner-up over the recipe when nothing tied:
+        median ratio, lowest, highest, runs of each), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
         run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration).
     """
     rows = slos.with_goodput(rows[rows["vllm_version"].astype(str).isin(offered)])
@@ -129,6 +148,7 @@ def recommendations(
         pts = rows[rows["workload"] == goal.workload]
         if goal.concurrency is not None:
             pts = pts[pts["concurrency"] == goal.concurrency]
+        pts = _decision_points(pts)
         best = slos.choose(pts, goal.slo, goal.objective) if not pts.empty else None
         recipe = (
             slos.choose(pts[pts["recipe"]], goal.slo, goal.objective)
@@ -152,9 +172,15 @@ def recommendations(
             if runner is not None and best["score"]:
                 gap = 100.0 * (best["score"] - runner["score"]) / best["score"]
         ratio = best["score"] / recipe["score"] if best and recipe and recipe["score"] else None
+        runner_vs_recipe = None
+        if runner is not None and recipe is not None and tied is None:
+            a, b = _run_scores(runs, runner, goal), _run_scores(runs, recipe, goal)
+            if min(b) > 0:
+                runner_vs_recipe = (statistics.median(a) / statistics.median(b),
+                                    min(a) / max(b), max(a) / min(b), len(a), len(b))  # fmt: skip
         out.append({"goal": goal, "best": best, "recipe": recipe, "tied": tied,
                     "verdict": verdict, "ratio_range": ratio_range, "runner_up": runner, "gap_pct": gap,
-                    "ratio": ratio})  # fmt: skip
+                    "runner_vs_recipe": runner_vs_recipe, "ratio": ratio})  # fmt: skip
     return out
 
 
@@ -248,7 +274,7 @@ def recommendation_markdown(
     rows = noise.aggregate(runs, POINT).reset_index(drop=True)
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]
-    gpus = sorted({str(g) for g in rows["measured_on"] if g})
+    gpus = sorted({str(g).split(" (")[0] for g in rows["measured_on"] if g})
     measured_here = bool((rows["target"] == target).any())
     most = int(rows["repeats"].max())
     how = (
@@ -301,7 +327,10 @@ def recommendation_markdown(
             notes.append(
                 f"{goal.name}: {_label(best)} on vLLM {best['vllm_version']}: {rec['verdict'].text}"
             )
-        runner = rec["runner_up"]
+        runner, rr = rec["runner_up"], rec["runner_vs_recipe"]
+        if is_recipe and runner is not None and rr is not None:
+            spread = f" ({rr[1]:.2f}-{rr[2]:.2f})" if min(rr[3:]) > 1 else ""
+            lines.append("| |" + _cells(runner, "next best", f"{rr[0]:.2f}x{spread}"))
         if (tied is None and runner is not None and rec["gap_pct"] is not None
                 and rec["gap_pct"] < NOISE_PCT and most == 1):  # fmt: skip
             notes.append(

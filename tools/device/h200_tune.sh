@@ -46,8 +46,9 @@ precompile() {  # once per machine: the bundle's bytecode, timed before and afte
 snapshot() {  # what the job measured so far, and the caches a later session could carry
     mkdir -p $R/tune && rm -rf $R/tune/out && cp -r "$out" $R/tune/out 2>/dev/null
     cp -r "${COOKBOOK_OUT:-/tmp/cookbook-out}/logs" $R/tune/ 2>/dev/null
-    du -sm ~/.cache/vllm ~/.cache/flashinfer ~/.triton/cache ~/.cache/torch 2>/dev/null \
-        > $R/tune/caches-mib.txt
+    # the helpers keep vLLM's and Triton's caches under $COOKBOOK_OUT/cache/<release>-<arch>/
+    du -sm "${COOKBOOK_OUT:-/tmp/cookbook-out}"/cache/*/* ~/.cache/flashinfer ~/.cache/torch \
+        2>/dev/null > $R/tune/caches-mib.txt
     true
 }
 case "${1:?usage: h200_tune.sh start BUDGET_LEFT_S [args] | wait [SECS] | collect}" in
