@@ -13,14 +13,13 @@ import threading
 import time
 
 import pytest
-from test_notebooks import _assert_clean_outputs
-from test_speculative import _real_out_notebooks
 
 from helpers.chat import agent as agents
 from helpers.errors import AgentError, CookbookError
 from helpers.paths import REPO_ROOT
 from helpers.standin.data import agent_turns, load_demo
 from helpers.standin.template import render_chat
+from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
 from tools import notebook_run
 
 DEMO = load_demo()
@@ -316,7 +315,7 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
     started = time.time()
     executed = notebook_run.run_notebook(
         book, {"install": False, "server_url": standin_server.url},
-        output=_real_out_notebooks() / book.name, progress=False, kernel=shared_kernel,
+        output=real_out_notebooks() / book.name, progress=False, kernel=shared_kernel,
     )  # fmt: skip
     print(f"\nagents notebook: {time.time() - started:.0f} s")
     text = executed.read_text()
@@ -333,4 +332,4 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
     assert "reasoning swallows the answer: StructuredAnswerMissingError" in text
     assert "max_tokens spent on reasoning: AgentError: the model ran out of max_tokens" in text
     assert standin_server.is_running()  # attached, left alone
-    _assert_clean_outputs(executed, stand_in=True, benchmarks=False)
+    assert_clean_outputs(executed, stand_in=True, benchmarks=False)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-import chat_replay as tc
 import pydantic
 import pytest
 
 from helpers.chat import apis, structured
 from helpers.errors import StructuredOutputInvalidError
 from helpers.server import endpoint
+from tests.support import chat_replay as tc
 
 PROMPT = "What is the capital of Japan?"  # cookbook/demo.yaml `extras`
 WEATHER = "What's the weather in Santa Clara?"  # cookbook/demo.yaml `weather`

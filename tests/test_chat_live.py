@@ -9,10 +9,6 @@ import warnings
 from typing import Any
 
 import pytest
-from chat_replay import (
-    DATA,
-    load,
-)
 
 from helpers import errors as errors_mod
 from helpers.chat import completions as hc
@@ -21,6 +17,10 @@ from helpers.chat import stream as stream_mod
 from helpers.chat import tools as tools_mod
 from helpers.errors import ResponseError
 from helpers.server import endpoint
+from tests.support.chat_replay import (
+    DATA,
+    load,
+)
 
 # ─── against the real vLLM CPU server (stand-in model) ────────────────────────────────
 #

@@ -8,11 +8,6 @@ import http.server
 import threading
 
 import pytest
-from chat_replay import (
-    MODEL,
-    TOOLS,
-    WEATHER_TOOLS,
-)
 
 from helpers import errors as errors_mod
 from helpers.chat import completions as hc
@@ -21,6 +16,11 @@ from helpers.chat import stream as stream_mod
 from helpers.chat import tools as tools_mod
 from helpers.errors import ResponseError
 from helpers.server import endpoint
+from tests.support.chat_replay import (
+    MODEL,
+    TOOLS,
+    WEATHER_TOOLS,
+)
 
 # ─── no server, or not a vLLM server, at the URL ────────────────────────────────────────
 

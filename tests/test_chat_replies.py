@@ -9,7 +9,15 @@ import json
 import warnings
 
 import pytest
-from chat_replay import (
+
+from helpers.chat import completions as hc
+from helpers.chat import display, parse, types
+from helpers.chat import request as request_mod
+from helpers.chat import stream as stream_mod
+from helpers.chat import tools as tools_mod
+from helpers.errors import ResponseError
+from helpers.server import endpoint
+from tests.support.chat_replay import (
     DATA,
     MODEL,
     TOOLS,
@@ -19,14 +27,6 @@ from chat_replay import (
     get_weather,
     load,
 )
-
-from helpers.chat import completions as hc
-from helpers.chat import display, parse, types
-from helpers.chat import request as request_mod
-from helpers.chat import stream as stream_mod
-from helpers.chat import tools as tools_mod
-from helpers.errors import ResponseError
-from helpers.server import endpoint
 
 # ─── non-streaming ────────────────────────────────────────────────────────────────────
 

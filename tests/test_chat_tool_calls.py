@@ -11,7 +11,15 @@ import re
 import warnings
 
 import pytest
-from chat_replay import (
+
+from helpers import errors as errors_mod
+from helpers.chat import completions as hc
+from helpers.chat import parse, types
+from helpers.chat import stream as stream_mod
+from helpers.chat import tools as tools_mod
+from helpers.errors import ResponseError
+from helpers.server import endpoint
+from tests.support.chat_replay import (
     DATA,
     MODEL,
     TOOLS,
@@ -21,14 +29,6 @@ from chat_replay import (
     get_weather,
     load,
 )
-
-from helpers import errors as errors_mod
-from helpers.chat import completions as hc
-from helpers.chat import parse, types
-from helpers.chat import stream as stream_mod
-from helpers.chat import tools as tools_mod
-from helpers.errors import ResponseError
-from helpers.server import endpoint
 
 # ─── tool calls the server left in the reasoning, cut, or reported wrongly ────────────
 

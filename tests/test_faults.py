@@ -17,8 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import record_logs
-from proctools import assert_nothing_left
 
 from helpers import errors
 from helpers.bench import sweep as bench
@@ -28,6 +26,8 @@ from helpers.errors import CookbookError, FlagError, RecipeError, ServerStartErr
 from helpers.memory import planner
 from helpers.server import processes
 from helpers.server import vllm_server as server
+from tests.support import record_logs
+from tests.support.proctools import assert_nothing_left
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

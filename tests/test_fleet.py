@@ -19,7 +19,6 @@ import time
 
 import pytest
 import yaml
-from proctools import assert_nothing_left
 
 from helpers import errors as errors_mod
 from helpers.bench import metrics, point
@@ -33,6 +32,7 @@ from helpers.fleet import deployment, fleet, render, router
 from helpers.paths import REPO_ROOT
 from helpers.server import endpoint, processes
 from helpers.server import vllm_server as server
+from tests.support.proctools import assert_nothing_left
 from tools import notebook_run as notebooks
 
 # --------------------------------------------------------------------------- registry

@@ -15,13 +15,13 @@ import time
 
 import psutil
 import pytest
-from conftest import FAKE_SERVER
 
 from helpers.errors import ServerStartError
 from helpers.fleet import deployment, fleet
 from helpers.fleet import launch as fleet_launch
 from helpers.server import launch, processes
 from helpers.server.vllm_server import VLLMServer
+from tests.support.fake_vllm import FAKE_SERVER
 
 #: fake-server flags per replica, by the CPU cores the deployment gave it (replica i: core i)
 BEHAVIOUR: dict[str, list[str]] = {}
@@ -96,7 +96,7 @@ def test_a_fleet_started_twice_is_one_fleet_and_a_stopped_one_starts_clean(fakes
 
 
 def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, capsys):
-    from conftest import FakeConfig
+    from tests.support.fake_vllm import FakeConfig
 
     fl = fleet_launch.launch_fleet(_dep(), startup_timeout=120, grace_period=5)
     fakes.append(fl)

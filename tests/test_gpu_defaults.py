@@ -18,14 +18,13 @@ from typing import Literal
 
 import pydantic
 import pytest
-from test_notebooks import _assert_clean_outputs
-from test_speculative import _real_out_notebooks
 
 from helpers.chat.request import ChatOptions
 from helpers.chat.structured import structured_chat
 from helpers.config.run import Run, run_defaults
 from helpers.errors import ServerRequestError
 from helpers.paths import REPO_ROOT
+from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
 from tools import notebook_run
 
 pytestmark = [pytest.mark.notebook, pytest.mark.server]
@@ -59,7 +58,7 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
         {"install": False, "stand_in": False, "weightless": True, "server_url": noise_server.url,
          "max_tokens": 32, "bench_concurrencies": [1], "bench_input_len": 32,
          "bench_output_len": 16, "quality": {"items": 6}},
-        output=_real_out_notebooks() / "h200-weightless-noise.ipynb", progress=False,
+        output=real_out_notebooks() / "h200-weightless-noise.ipynb", progress=False,
     )  # fmt: skip
     print(f"\nh200 notebook, weightless defaults on noise: {time.time() - started:.0f} s")
     text = executed.read_text()
@@ -73,7 +72,7 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
         assert re.search(rf"\\n\s*\d+\s+{budget}\s", text) or f">{budget}<" in text, budget
     assert '"Step 12 skipped' in text
     assert noise_server.is_running()  # attached, left alone
-    _assert_clean_outputs(executed, stand_in=False)
+    assert_clean_outputs(executed, stand_in=False)
 
 
 def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(noise_server):
@@ -87,7 +86,7 @@ def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(noise
         book,
         {"install": False, "stand_in": False, "weightless": True, "server_url": noise_server.url,
          "temperature": 0.0, "max_tokens": 64},
-        output=_real_out_notebooks() / "agents-noise.ipynb", progress=False,
+        output=real_out_notebooks() / "agents-noise.ipynb", progress=False,
     )  # fmt: skip
     assert noise_server.is_running()  # attached, left alone
     text = executed.read_text()

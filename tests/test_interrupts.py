@@ -16,7 +16,6 @@ import urllib.request
 
 import psutil
 import pytest
-from proctools import group_left
 
 from helpers.bench import metrics
 from helpers.bench import sweep as bench
@@ -24,6 +23,7 @@ from helpers.server import launch, processes
 from helpers.server.processes import find_leftovers
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights import download as weights
+from tests.support.proctools import group_left
 
 
 def _sigint_when(condition, timeout: float = 300.0, settle: float = 0.0) -> threading.Thread:

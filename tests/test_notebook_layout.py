@@ -10,18 +10,24 @@ from __future__ import annotations
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from helpers.chat.tools import tool_schema
 from helpers.config.demo import load_demo, tool_result
 from helpers.paths import REPO_ROOT
+from tests.support.notebook_checks import (
+    MAX_FIRST_REPLY_INDEX,
+    calls,
+    cell_python,
+    cell_source,
+    first_reply_cell,
+    notebook_cells,
+)
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 #: The notebooks a GPU reader opens first, and how soon they reach the model's reply.
 FIRST_REPLY_NOTEBOOKS = ["quickstart_cpu_standin", "h100"]
-MAX_FIRST_REPLY_INDEX = 12
 MAX_CODE_LINES_BEFORE = (
     # the parameters cell counts, one line each (22 since the accuracy step's `quality`); 43
     # since step 1 checks the later steps' libraries before the launch (import + call)
@@ -35,44 +41,11 @@ TEMPLATE_NOTEBOOKS = sorted(
 )
 
 
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
 def code_lines(source: str) -> int:
     """Lines of code in a cell: not blank, not only a comment."""
     return sum(
         1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#")
     )
-
-
-def _python(source: str) -> ast.Module:
-    """A code cell as Python (IPython's ``%pip`` lines become ``pass``)."""
-    return ast.parse(re.sub(r"^(\s*)%.*$", r"\1pass", source, flags=re.M))
-
-
-def _calls(tree: ast.AST, *names: str) -> list[ast.Call]:
-    return [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in names
-    ]
-
-
-def first_reply_cell(cells: list[dict]) -> int:
-    """Index of the first code cell that sends a chat request and shows the reply."""
-    for i, cell in enumerate(cells):
-        if cell["cell_type"] == "code":
-            tree = _python(_source(cell))
-            if _calls(tree, "chat", "stream_chat", "run_tool_loop") and _calls(
-                tree, "show", "print_stream"
-            ):
-                return i
-    raise AssertionError("no cell sends a chat request and shows its reply")
 
 
 def test_the_layout_check_counts_lines_and_finds_the_reply_cell():
@@ -82,15 +55,15 @@ def test_the_layout_check_counts_lines_and_finds_the_reply_cell():
         {"cell_type": "code", "source": ["r = chat(llm, m, 'hi')"]},
         {"cell_type": "code", "source": ["show(chat(llm, m, 'hi'))"]},
     ]
-    assert code_lines(_source(cells[0])) == 2
+    assert code_lines(cell_source(cells[0])) == 2
     assert first_reply_cell(cells) == 3
 
 
 @pytest.mark.parametrize("stem", FIRST_REPLY_NOTEBOOKS)
 def test_the_first_model_reply_comes_early(stem):
-    cells = _cells(NOTEBOOKS / f"{stem}.ipynb")
+    cells = notebook_cells(NOTEBOOKS / f"{stem}.ipynb")
     i = first_reply_cell(cells)
-    before = sum(code_lines(_source(c)) for c in cells[:i] if c["cell_type"] == "code")
+    before = sum(code_lines(cell_source(c)) for c in cells[:i] if c["cell_type"] == "code")
     assert i <= MAX_FIRST_REPLY_INDEX, f"{stem}: the first reply is in cell {i}"
     assert before <= MAX_CODE_LINES_BEFORE, f"{stem}: {before} lines of code before the first reply"
 
@@ -98,10 +71,10 @@ def test_the_first_model_reply_comes_early(stem):
 @pytest.mark.parametrize("path", TEMPLATE_NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_step_says_what_to_expect_once(path):
     steps, current = {}, None
-    for cell in _cells(path):
+    for cell in notebook_cells(path):
         if cell["cell_type"] != "markdown":
             continue
-        text = _source(cell)
+        text = cell_source(cell)
         heading = re.search(r"^## (\d+)\. .*$", text, re.M)
         if heading:
             current = heading.group(0)
@@ -113,8 +86,8 @@ def test_every_step_says_what_to_expect_once(path):
 
 
 def _template_code() -> list[ast.Module]:
-    cells = _cells(NOTEBOOKS / "quickstart_cpu_standin.ipynb")
-    return [_python(_source(c)) for c in cells if c["cell_type"] == "code"]
+    cells = notebook_cells(NOTEBOOKS / "quickstart_cpu_standin.ipynb")
+    return [cell_python(cell_source(c)) for c in cells if c["cell_type"] == "code"]
 
 
 def _trained_prompts(demo: dict) -> set[str]:
@@ -135,7 +108,7 @@ def test_the_prompts_written_in_the_cells_are_the_ones_the_stand_in_learned():
     trained = _trained_prompts(demo)
     sent = []
     for tree in _template_code():
-        for call in _calls(tree, "chat", "stream_chat", "run_tool_loop"):
+        for call in calls(tree, "chat", "stream_chat", "run_tool_loop"):
             prompt = call.args[2]
             assert isinstance(prompt, ast.Constant), ast.unparse(call)
             sent.append(prompt.value)

@@ -10,24 +10,31 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import serves_features
-from proctools import group_left, vllm_processes
-from shared_kernel import SharedKernel
-from test_notebook_layout import MAX_FIRST_REPLY_INDEX, first_reply_cell
 
-from helpers.bench import results as bench
 from helpers.config import load
 from helpers.config import resolve as recipes
 from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
 from helpers.server import processes as server
+from tests.support.notebook_checks import (
+    MAX_FIRST_REPLY_INDEX,
+    assert_clean_outputs,
+    first_reply_cell,
+    notebook_cells,
+)
+from tests.support.proctools import group_left, vllm_processes
+from tests.support.shared_kernel import SharedKernel
 from tools import notebook_build, notebook_run, notebooks
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
+def serves_features(server, config) -> bool:
+    """True when ``server`` (launched from a ServeConfig) serves every feature ``config``
+    uses (``reasoning``, ``tool_calling``, ...): a client of ``config`` can attach to it.
+    Code that reads ``config.features`` then skips what its config lacks, as it would on
+    its own server."""
+    return set(config.features) <= set(server.config.features)
 
 
 def test_committed_notebooks_match_the_template():
@@ -45,7 +52,7 @@ def test_one_notebook_per_gpu_target_plus_quickstart():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_hygiene(path):
-    cells = _cells(path)
+    cells = notebook_cells(path)
     code = [c for c in cells if c["cell_type"] == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
     assert sum("parameters" in c.get("metadata", {}).get("tags", []) for c in cells) == 1
@@ -102,20 +109,20 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     left = _group_left(pgid)
     assert not left, f"the notebook's server left processes behind: {left}"
     _assert_session_outputs(text, reasoning_parser=True, tool_calling=True)
-    _assert_clean_outputs(executed, stand_in=True)
+    assert_clean_outputs(executed, stand_in=True)
     # the accuracy step scored the stand-in's trained and held-out items through lm-eval
     assert "items the stand-in was trained on: 100.0% (8/8" in text
     assert "items the stand-in was never shown: 0.0% (0/8" in text
     assert (out / "evals" / "h100-nvfp4-none-standin" / "items.csv").is_file()
     # the first reply is printed early (tests/test_notebook_layout.py checks the same cell)
     first = next(
-        i for i, c in enumerate(_cells(executed))
+        i for i, c in enumerate(notebook_cells(executed))
         if any("── answer ──" in "".join(o.get("text", "")) for o in c.get("outputs", []))
     )  # fmt: skip
-    assert first == first_reply_cell(_cells(executed)) and first <= MAX_FIRST_REPLY_INDEX
+    assert first == first_reply_cell(notebook_cells(executed)) and first <= MAX_FIRST_REPLY_INDEX
     # start-up phases: one line each, a phase updated in place saved as its last state
     launch = "".join(
-        "".join(o.get("text", "")) for c in _cells(executed) if "launch_server(" in "".join(c["source"])
+        "".join(o.get("text", "")) for c in notebook_cells(executed) if "launch_server(" in "".join(c["source"])
         for o in c.get("outputs", [])
     )  # fmt: skip
     assert "\r" not in launch and len(re.findall(r"^\[vllm\s+\d+s\] ", launch, re.M)) >= 3
@@ -126,66 +133,8 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     assert f"-> {executed}" in said or f"-> {executed.relative_to(Path.cwd())}" in said
 
 
-def _outputs(path: Path) -> list[tuple[dict, dict]]:
-    return [(c, o) for c in _cells(path) if c["cell_type"] == "code" for o in c.get("outputs", [])]
-
-
-def _assert_clean_outputs(executed: Path, *, stand_in: bool, benchmarks: bool = True) -> None:
-    """What a reader of an executed notebook must not see: object reprs, a figure twice,
-    pip output, a stand-in number that is no measurement, a progress bar left mid-way.
-    ``benchmarks=False``: a notebook that runs no benchmark (no bar, no TPOT table)."""
-    text_outputs = []
-    for _cell, o in _outputs(executed):
-        plain = "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
-        text_outputs.append(plain)
-        assert not re.match(r"^\w+\(\w+=", plain), f"object repr shown: {plain[:120]}"
-    joined = "\n".join(text_outputs)
-    assert "InstallPlan(" not in joined
-    assert "Obtaining file:" not in joined and "Successfully installed" not in joined  # no %pip run
-    assert "Triton is installed, but doesn't include CPU backend" not in joined
-    assert "than expected after decoding and re-encoding" not in joined
-    # each figure once: one image per saved PNG of the cell that made them
-    for cell in _cells(executed):
-        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-        saved = re.findall(
-            r"plots: (.*)", "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
-        )
-        if images or saved:
-            pngs = saved[0].split() if saved else []
-            assert len(images) == len(pngs), (len(images), pngs)
-            assert len({i["data"]["image/png"] for i in images}) == len(images), (
-                "a figure shown twice"
-            )
-            for png in pngs:
-                title = _png_title(Path(png))
-                assert ("(CPU stand-in)" in title) == stand_in, title
-    if not benchmarks:
-        return
-    # the benchmark bar saved at its final state (a text bar: its last update per bar)
-    bars: dict[str, str] = {}
-    for t in text_outputs:
-        for seg in re.split(r"[\r\n]", t):
-            m = re.match(r"(bench [^:]+): ", seg)
-            if m:
-                bars[m.group(1)] = seg
-    assert bars, "no benchmark progress bar in the executed copy"
-    for bar in bars.values():
-        m = re.search(r"(\d+)/(\d+)", bar)
-        assert m and m.group(1) == m.group(2) and "100%" in bar, bar
-    if stand_in:  # TPOT on 2 CPU cores is no measurement: the table says so
-        assert bench.NOT_MEASURED_ON_STANDIN in joined
-
-
-def _png_title(path: Path) -> str:
-    """The title a saved plot carries in its PNG metadata (helpers.bench.plots writes it)."""
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return im.text.get("Title", "")
-
-
 def _cell_sources(path: Path, marker: str) -> list[str]:
-    return ["".join(c["source"]) for c in _cells(path) if marker in "".join(c["source"])]
+    return ["".join(c["source"]) for c in notebook_cells(path) if marker in "".join(c["source"])]
 
 
 TARGET_NOTEBOOKS = [
@@ -219,7 +168,7 @@ def _code_cells(path: Path) -> list[str]:
     without the ``target`` line and without the comments (which name the target's registry
     defaults: its variant, its drafter)."""
     out = []
-    for c in _cells(path):
+    for c in notebook_cells(path):
         if c["cell_type"] != "code":
             continue
         src = "".join(c["source"])
@@ -371,7 +320,9 @@ def test_every_parameter_is_visible_to_papermill(path):
     """`papermill --help-notebook` lists every parameter (a comment it cannot parse hides one)."""
     import papermill
 
-    cell = next(c for c in _cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
+    cell = next(
+        c for c in notebook_cells(path) if "parameters" in c.get("metadata", {}).get("tags", [])
+    )
     names = re.findall(r"^(\w+)\s*(?::[^=]*)?=", "".join(cell["source"]), re.M)
     assert list(papermill.inspect_notebook(str(path))) == names
 

@@ -514,7 +514,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     sys.path.insert(0, sys.argv[1])
-    from conftest import make_fake_server
+    from tests.support.fake_vllm import make_fake_server
 
     srv = make_fake_server(progress=False).start(wait=False)
     print(json.dumps({"pid": srv.pid, "port": srv.port}), flush=True)

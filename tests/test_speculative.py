@@ -17,6 +17,7 @@ from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config.evalsets import load_items
 from helpers.paths import REPO_ROOT
+from tests.support.notebook_checks import real_out_notebooks
 from tools import notebook_run as notebooks
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
@@ -85,12 +86,6 @@ def _bench_argv(log: Path) -> dict[str, str]:
     }
 
 
-def _real_out_notebooks() -> Path:
-    path = REPO_ROOT / "out" / "notebooks"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 #: Sized to prove the pipeline in CI: one concurrency (1), four prompts a point (the stand-in
 #: scenario's ten at concurrency 1 took ~10 s a point, six points), two repeats of it for the
 #: noise; the stand-in scenario itself has three concurrencies and three repeats.
@@ -133,7 +128,7 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
             "num_prompts": NUM_PROMPTS,
             "servers": {"none": standin_server.url},
         },
-        output=_real_out_notebooks() / NOTEBOOK.name,
+        output=real_out_notebooks() / NOTEBOOK.name,
         progress=False,
         kernel=shared_kernel,
     )

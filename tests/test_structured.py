@@ -13,7 +13,6 @@ import json
 import warnings
 from typing import Literal
 
-import chat_replay as tc
 import pydantic
 import pytest
 
@@ -27,6 +26,7 @@ from helpers.errors import (
     StructuredOutputInvalidError,
 )
 from helpers.server import endpoint
+from tests.support import chat_replay as tc
 
 PROMPT = "What is the capital of Japan?"  # a demo prompt (cookbook/demo.yaml `extras`)
 

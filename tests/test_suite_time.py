@@ -15,28 +15,35 @@ _spec.loader.exec_module(suite_time)
 
 
 def _report(nodeid, when, outcome, duration, *markers):
-    # a TestReport's keywords: the test's name, its module, and its markers' names
-    keywords = {nodeid.split("::")[-1]: 1, "tests": 1, **{m: 1 for m in markers}}
+    # a TestReport's keywords: the test's name, its folders and module, and its markers' names;
+    # its user properties: tests/conftest.py's marker names
+    path, name = nodeid.split("::")
+    keywords = {name: 1, **{part: 1 for part in path.split("/")}, **{m: 1 for m in markers}}
     return SimpleNamespace(
-        nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords
-    )
+        nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords,
+        user_properties=[("markers", sorted(markers))],
+    )  # fmt: skip
 
 
 def test_groups_come_from_the_reports_markers():
     assert suite_time.group_of({"notebook": 1, "server": 1}) == "notebook"
     assert suite_time.group_of({"server": 1}) == "server"
     assert suite_time.group_of({"test_x": 1}) == "unit"
+    # a unit test under tests/server/ has "server" among its keywords (its folder), not its markers
+    report = _report("tests/server/test_x.py::t", "call", "passed", 0.1)
+    assert "server" in report.keywords
+    assert suite_time.group_of(suite_time.markers_of(report)) == "unit"
 
 
 def test_the_table_adds_setup_call_and_teardown_per_group():
     timer = suite_time.SuiteTimer()
     for r in [
-        _report("t.py::a", "setup", "passed", 60.0, "server"),  # a session server's start
-        _report("t.py::a", "call", "passed", 2.0, "server"),
-        _report("t.py::a", "teardown", "passed", 1.0, "server"),
-        _report("t.py::b", "call", "failed", 30.0, "notebook", "server"),
-        _report("t.py::c", "setup", "skipped", 0.0),
-        _report("t.py::d", "call", "passed", 0.5),
+        _report("tests/server/t.py::a", "setup", "passed", 60.0, "server"),  # a session server
+        _report("tests/server/t.py::a", "call", "passed", 2.0, "server"),
+        _report("tests/server/t.py::a", "teardown", "passed", 1.0, "server"),
+        _report("tests/notebooks/t.py::b", "call", "failed", 30.0, "notebook", "server"),
+        _report("tests/server/t.py::c", "setup", "skipped", 0.0),
+        _report("tests/server/t.py::d", "call", "passed", 0.5),
     ]:
         timer.pytest_runtest_logreport(r)
     assert timer.seconds == {"server": 63.0, "notebook": 30.0, "unit": 0.5}

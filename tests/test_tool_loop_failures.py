@@ -11,10 +11,10 @@ import io
 import warnings
 
 import pytest
-from chat_replay import MODEL, TOOLS, get_time, get_weather
 
 from helpers.chat import tools as tools_mod
 from helpers.chat.display import show
+from tests.support.chat_replay import MODEL, TOOLS, get_time, get_weather
 
 
 def _broken(**kw):

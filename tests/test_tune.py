@@ -11,10 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_fake_server
-from proctools import group_left
-from test_notebooks import _assert_clean_outputs
-from test_speculative import _real_out_notebooks
 
 from helpers.bench import sweep as bench_sweep
 from helpers.config.load import load_registry
@@ -25,6 +21,9 @@ from helpers.paths import REPO_ROOT
 from helpers.server.vllm_server import VLLMServer
 from helpers.tune import slo as slos
 from helpers.tune import tune as tuning
+from tests.support.fake_vllm import make_fake_server
+from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
+from tests.support.proctools import group_left
 from tools import notebook_run
 
 LOGS = REPO_ROOT / "tests" / "data" / "logs"
@@ -429,7 +428,7 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     started = time.time()
     executed = notebook_run.run_notebook(
         NOTEBOOK, {"install": False, "num_prompts": 4, "servers": {"recipe": standin_server.url}},
-        output=_real_out_notebooks() / NOTEBOOK.name, progress=False, kernel=shared_kernel,
+        output=real_out_notebooks() / NOTEBOOK.name, progress=False, kernel=shared_kernel,
     )  # fmt: skip
     print(f"\ntuning notebook: {time.time() - started:.0f} s")
     text = executed.read_text()
@@ -464,7 +463,7 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
     shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in table["outputs"])
     assert "recommended" in shown and not re.search(r"\d\.\d{4,}", shown), shown
     assert "runs" in shown and "output_tok_s_range" in shown
-    _assert_clean_outputs(executed, stand_in=True)
+    assert_clean_outputs(executed, stand_in=True)
 
 
 # ------------------------------------------------------------------------------ committed results

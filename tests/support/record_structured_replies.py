@@ -1,11 +1,11 @@
-"""Record the two schema replies ``tests/test_structured.py`` replays, from real launches of the
-installed vLLM on the built stand-in: ``in_reasoning`` (``--structured-outputs-config
+"""Record the two schema replies ``tests/chat/test_structured.py`` replays, from real launches of
+the installed vLLM on the built stand-in: ``in_reasoning`` (``--structured-outputs-config
 '{"enable_in_reasoning": true}'``: the JSON comes back in ``reasoning``) and ``no_parser`` (no
 ``--reasoning-parser``: the grammar applies from the first token). Each: one greedy,
 thinking-on request with the compact grammar of ``Capital``. Usage, from the repository root
 (about a minute each on 2 cores)::
 
-    .venv/bin/python tests/record_structured_replies.py in_reasoning|no_parser
+    .venv/bin/python tests/support/record_structured_replies.py in_reasoning|no_parser
 """
 
 import json
@@ -27,7 +27,7 @@ class Capital(pydantic.BaseModel):
     sure: bool
 
 
-OUT = Path(__file__).resolve().parent / "data" / "responses"
+OUT = Path(__file__).resolve().parents[1] / "data" / "responses"
 which = sys.argv[1]
 extra = {
     "in_reasoning": {"--structured-outputs-config": json.dumps({"enable_in_reasoning": True})},

