@@ -168,24 +168,3 @@ def fake_vllm(tmp_path, monkeypatch):
     yield factory
     for srv in made:
         srv.stop(verbose=False)
-
-
-# ─── the chat tests' recorded-reply layer (tests/support/chat_replay.py) ───────────────────────
-
-
-@pytest.fixture
-def rec():
-    """A recording server on 127.0.0.1 answering with recorded vLLM replies (``rec.queue``)."""
-    from tests.support.chat_replay import RecordingServer
-
-    server = RecordingServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def client(rec):
-    """An ``openai.OpenAI`` client on :func:`rec`."""
-    from helpers.server.endpoint import make_client
-
-    return make_client(rec.base_url, timeout=10)
