@@ -39,7 +39,7 @@ test: setup
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
 workshop: setup
-	$(BIN)/python -m pytest -q -s -m workshop tests/test_workshop.py
+	$(BIN)/python -m pytest -q -s -m workshop tests/notebooks/test_workshop.py
 
 clean:
 	rm -rf out

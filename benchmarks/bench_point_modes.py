@@ -25,9 +25,9 @@ Usage (from the repository root, after ``make setup``; nothing else running)::
     .venv/bin/python benchmarks/bench_point_modes.py             # 3 repetitions each
     .venv/bin/python benchmarks/bench_point_modes.py --reps 5 --tests
 
-``--tests`` also times the bench-heavy tests (``tests/test_bench.py``,
-``tests/test_bench_stall.py``, ``tests/test_interrupts.py``) once per mode, each run a pytest
-subprocess of its own (it starts its own stand-in server, after this script's is stopped).
+``--tests`` also times the bench-heavy tests (``tests/bench/test_bench.py``,
+``tests/bench/test_bench_stall.py``, ``tests/server/test_interrupts.py``) once per mode, each run
+a pytest subprocess of its own (it starts its own stand-in server, after this script's is stopped).
 
 Prints the child's import time, one line per sweep (mode, repetition, seconds), a summary
 (the first sweep, the mean over all repetitions, the child/thread ratio of each) and, with
@@ -53,7 +53,11 @@ from helpers.bench import point  # noqa: E402
 #: The sweep a notebook runs on the CPU stand-in (per point: 16 prompts, 64 in / 32 out).
 CONCURRENCIES = (1, 2, 4)
 SWEEP = {"input_len": 64, "output_len": 32, "num_prompts": 16}
-TEST_FILES = ("tests/test_bench.py", "tests/test_bench_stall.py", "tests/test_interrupts.py")
+TEST_FILES = (
+    "tests/bench/test_bench.py",
+    "tests/bench/test_bench_stall.py",
+    "tests/server/test_interrupts.py",
+)
 MODES = ("thread", "child")
 
 

@@ -4,7 +4,7 @@ behaviours through a real vLLM server.
 For each seed (:func:`run_seed`): build the stand-in with that seed (about 2 minutes on 2
 cores, cached under ``out/models``), serve it with the registry's ``cpu`` target through
 ``helpers.server.vllm_server.VLLMServer``, run every behaviour check of
-``tests/test_standin.py`` (reasoning on / off, streaming, the budget, tool calls; greedy, values
+``tests/standin/test_standin.py`` (reasoning on / off, streaming, the budget, tool calls; greedy, values
 checked, not text), stop. Usage, after ``make setup``:
 ``.venv/bin/python benchmarks/standin_seeds.py --seeds 0 1 2``. Prints a table (seed, checks
 passed / total, failures, build and start seconds) and the pass rate; writes
@@ -33,9 +33,9 @@ from helpers.standin import train
 
 
 def _behaviour_module():
-    """tests/test_standin.py, whose checks are plain functions of an ``openai`` client."""
+    """tests/standin/test_standin.py, whose checks are plain functions of an ``openai`` client."""
     spec = importlib.util.spec_from_file_location(
-        "standin_checks", REPO / "tests" / "test_standin.py"
+        "standin_checks", REPO / "tests" / "standin" / "test_standin.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -24,16 +24,23 @@ import pytest
 GROUPS = ("unit", "server", "notebook")
 
 
-def group_of(keywords) -> str:
-    """``notebook`` > ``server`` > ``unit``, from a test's keywords (its markers are among
-    them; a report carries them too, also from a ``pytest-xdist`` worker): ``notebook`` is
+def group_of(markers) -> str:
+    """``notebook`` > ``server`` > ``unit``, from a test's marker names: ``notebook`` is
     ``@pytest.mark.notebook`` (papermill runs), ``server`` other ``@pytest.mark.server`` tests
     (a real vLLM CPU server), ``unit`` the rest (the fake server process included)."""
-    if "notebook" in keywords:
+    if "notebook" in markers:
         return "notebook"
-    if "server" in keywords:
+    if "server" in markers:
         return "server"
     return "unit"
+
+
+def markers_of(report) -> list[str]:
+    """A report's marker names: the ``markers`` user property ``tests/conftest.py`` gives every
+    test (it travels with the report, also from a ``pytest-xdist`` worker). Not its keywords:
+    they hold the names of its folders too, and every test under ``tests/server/`` would count
+    as a server test. Without the property (another conftest): the keywords."""
+    return dict(getattr(report, "user_properties", ())).get("markers", report.keywords)
 
 
 class SuiteTimer:
@@ -45,7 +52,7 @@ class SuiteTimer:
         self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     def pytest_runtest_logreport(self, report):
-        g = self.group.setdefault(report.nodeid, group_of(report.keywords))
+        g = self.group.setdefault(report.nodeid, group_of(markers_of(report)))
         self.seconds[g] += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[g][report.outcome] += 1

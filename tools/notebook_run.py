@@ -3,7 +3,7 @@
 :func:`run_notebook` runs one notebook into ``out/notebooks/`` (written under a temporary
 name and moved into place only when every cell passed), printing a line per section, the
 server's start-up phases and a heartbeat while a step runs (``_Progress``). Given a kernel
-(the test suite's ``tests/shared_kernel.py``), several runs share it, so the imports are paid
+(the test suite's ``tests/support/shared_kernel.py``), several runs share it, so the imports are paid
 once; :data:`FOLLOWED_ENV` is what such a kernel takes from its caller. Also
 :func:`resolve_notebook`, :data:`HEARTBEAT_S`.
 
@@ -154,7 +154,7 @@ def _engine():
 
                 nb_man.cell_start = cell_start
             # The client papermill's NBClientEngine would make; with a kernel of the caller's
-            # (tests/shared_kernel.py) nbclient neither starts nor shuts it down (``owns_km``
+            # (tests/support/shared_kernel.py) nbclient neither starts nor shuts it down (``owns_km``
             # is False) and its per-run client channels are closed here.
             from papermill.clientwrap import PapermillNotebookClient
             from papermill.engines import logger, remove_args
@@ -227,7 +227,7 @@ def run_notebook(
         progress: print a line per section (with the elapsed time), the server's start-up
             phases, and a line at least every 30 s while a step runs.
         kernel: run in this already started kernel (an object with ``reset(cwd, env)`` and
-            ``km``: the suite's ``tests/shared_kernel.py``) instead of a fresh one.
+            ``km``: the suite's ``tests/support/shared_kernel.py``) instead of a fresh one.
 
     Returns:
         The executed notebook's path.
@@ -325,6 +325,6 @@ def _pin_output_folder() -> None:
         os.environ["COOKBOOK_OUT"] = str((Path.cwd() / Path(value).expanduser()).resolve())
 
 
-#: Environment variables a shared kernel (tests/shared_kernel.py) takes from its caller before
+#: Environment variables a shared kernel (tests/support/shared_kernel.py) takes from its caller before
 #: each notebook: where the run writes its outputs (:func:`helpers.paths.out_dir`).
 FOLLOWED_ENV = ("COOKBOOK_OUT",)

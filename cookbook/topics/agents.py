@@ -193,7 +193,7 @@ with noise_tolerant(srv.run.noise, "agent"):
 #
 # Invalid JSON in `content` (`StructuredOutputInvalidError`, with the text) and a drafting
 # server (`StructuredOutputDraftingWarning`, vllm-project/vllm #34650, #44012, #47027, #48863)
-# are tested from recorded server replies (`tests/test_structured.py`).
+# are tested from recorded server replies (`tests/chat/test_structured.py`).
 #
 # **Expected:** three lines, each naming its error and what it says.
 

@@ -55,7 +55,7 @@ class WarmerCity(pydantic.BaseModel):
 
     # pydantic-ai sends this docstring as the output tool's description and the fields as its
     # parameters: cookbook/demo.yaml `agent.output_tool` holds what the model sees (the
-    # stand-in is trained on it; tests/test_agent.py checks the two agree).
+    # stand-in is trained on it; tests/chat/test_agent.py checks the two agree).
 
     warmer_city: str = pydantic.Field(description="The warmer of the two cities")
     difference_c: int = pydantic.Field(description="How much warmer it is, in degrees Celsius")

@@ -8,7 +8,7 @@ the reply into the :class:`~helpers.chat.types.ChatResult` that
 :func:`~helpers.chat.completions.chat` returns (``raw`` holds the SDK's own object).
 
 What each returns with ``--reasoning-parser nemotron_v3 --tool-call-parser qwen3_coder``
-(vLLM 0.32.0 source; measured on the CPU stand-in, ``tests/test_apis.py``):
+(vLLM 0.32.0 source; measured on the CPU stand-in, ``tests/chat/test_apis.py``):
 
 - Responses (``vllm/entrypoints/openai/responses/serving.py``
   ``_make_response_output_items``): the server's parser splits the text into a

@@ -15,7 +15,7 @@ its own), the GPU count, host memory, model id, pinned revision and the speculat
 docker and truss renderings, for :func:`helpers.config.flagtable.check_config`, which reads each
 back into the argv its engine runs (:func:`helpers.config.flagtable.served_argvs`) and checks it
 against the release's flag table. The rendered files are checked against each
-engine's published schema in ``tests/test_renderings.py`` (compose, KServe); the production-stack
+engine's published schema in ``tests/fleet/test_renderings.py`` (compose, KServe); the production-stack
 chart publishes its schema only on GitHub, so its values are checked by the keys this module
 writes, not against that schema.
 
@@ -215,7 +215,7 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
     ``vllmConfig.enablePrefixCaching``: it is set to the command's own choice (vLLM takes the
     repeated switch). NOT checked against a published schema: the chart's
     ``values.schema.json`` is on GitHub only (CI reaches PyPI alone, and copies of it are not
-    committed here); ``tests/test_renderings.py`` checks the keys listed here.
+    committed here); ``tests/fleet/test_renderings.py`` checks the keys listed here.
 
     Args:
         cfg: one server's config (a GPU target).

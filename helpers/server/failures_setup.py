@@ -62,7 +62,7 @@ def _gated(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         ),
         "the hub's X-Error-Message on a 401 for a bad token, which huggingface_hub 2.4.0's "
         "utils/_http.py (hf_raise_for_status) raises as HfHubHTTPError (not RepositoryNotFound); "
-        "recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        "recorded from vLLM 0.32.0 against tests/support/fake_hub.py",
         ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
     ),
 )
@@ -104,7 +104,7 @@ def _hub_repo(m: re.Match[str], text: str, config: Any) -> str | None:
         ),
         "huggingface_hub 2.4.0 utils/_http.py (hf_raise_for_status: RepositoryNotFoundError, 401 "
         "without a token or 404 with one); transformers 5.19.0 utils/hub.py (cached_files' "
-        "OSError); recorded from vLLM 0.32.0 against tests/fake_hub.py",
+        "OSError); recorded from vLLM 0.32.0 against tests/support/fake_hub.py",
         ("huggingface_hub 2.4.0", "transformers 5.19.0", "vllm 0.32.0 (recorded log)"),
     ),
 )
@@ -270,7 +270,7 @@ def cache_root_of(text: str, config: Any = None) -> str:
         "vllm/compilation/compiler_interface.py (InductorAdaptor.compile / load), "
         "vllm/compilation/decorators.py (_try_load_aot_compiled_fn, the AOT load path), "
         "vllm/compilation/backends.py (load from the cache); vLLM 0.32.0, recorded on the "
-        "stand-in with a damaged AOT artifact (tests/record_logs.py)",
+        "stand-in with a damaged AOT artifact (tests/support/record_logs.py)",
         ("vllm 0.32.0",),
     ),
 )

@@ -1,0 +1,5 @@
+"""The test suite: one folder per ``helpers`` sub-package (``tests/chat/``, ``tests/server/``,
+...), plus ``tests/notebooks/``, ``tests/tools/`` and ``tests/project/``; shared code in
+``tests/support/`` (imported as ``tests.support.<module>``); recorded fixtures in
+``tests/data/``. ``tests/conftest.py`` holds the session's shared servers and their xdist
+groups."""

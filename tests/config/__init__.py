@@ -1,0 +1,1 @@
+"""helpers.config: the registry, recipes, flag tables and each mode's run defaults."""

@@ -1,0 +1,1 @@
+"""helpers.evals: answer quality and its statistics."""

@@ -1,0 +1,1 @@
+"""helpers.fleet: replicas behind vllm-router, DP+EP, and the deployment renderings."""

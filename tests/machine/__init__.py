@@ -1,0 +1,1 @@
+"""helpers.machine: GPUs and hardware checks, installs, runtimes."""

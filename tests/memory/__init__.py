@@ -1,0 +1,1 @@
+"""helpers.memory: the memory planner."""

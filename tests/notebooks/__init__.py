@@ -1,0 +1,1 @@
+"""The notebooks: generated, laid out, executed (papermill), their libraries and installs."""

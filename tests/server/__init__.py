@@ -1,0 +1,1 @@
+"""helpers.server: a vLLM server's life, its failures and their diagnosis."""

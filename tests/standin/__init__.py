@@ -1,0 +1,1 @@
+"""helpers.standin: the CPU stand-in model."""

@@ -1,0 +1,1 @@
+"""The maintainers' tools (tools/, benchmarks/): drift, device kit, results pages, timings."""

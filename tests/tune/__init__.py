@@ -1,0 +1,1 @@
+"""helpers.tune: the tuning step."""

@@ -1,0 +1,1 @@
+"""helpers.verify: checking a served endpoint."""

@@ -1,0 +1,1 @@
+"""helpers.weights: downloads, the weightless mode, preparing a run."""
