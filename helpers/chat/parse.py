@@ -47,20 +47,7 @@ _log = logging.getLogger("helpers.chat")
 
 # The chat modules a warning's stack walk skips, so it points at the notebook cell or test
 # that called them, however deep the helper chain was.
-_CHAT_MODULES = frozenset(
-    str(Path(__file__).with_name(f"{name}.py"))
-    for name in (
-        "completions",
-        "request",
-        "parse",
-        "types",
-        "stream",
-        "tools",
-        "display",
-        "structured",
-        "apis",
-    )
-)
+_CHAT_MODULES = frozenset(str(f) for f in Path(__file__).parent.glob("*.py"))
 
 
 def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
@@ -137,10 +124,7 @@ def _check_tool_truncation(
                 setattr(result, part, text[:i].rstrip())
                 return f"the unfinished markup {text[i:][:60]!r} was left in `{part}`"
         if result.tool_calls:  # streamed: the parser sent the call's start
-            result.tool_call_fragment = "\n".join(
-                f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
-            )
-            result.tool_calls = []
+            _calls_to_fragment(result)
             return "the server streamed the start of a call whose arguments never ended"
         reasoning_ended = (
             u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
@@ -159,15 +143,20 @@ def _check_tool_truncation(
         and u.prompt_tokens + u.completion_tokens >= max_model_len
     )
     if result.finish_reason == "tool_calls" and result.tool_calls and used_all:
-        result.tool_call_fragment = "\n".join(
-            f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
-        )
-        result.tool_calls = []
+        _calls_to_fragment(result)
         return (
             f"all {u.completion_tokens} tokens were used and the server still reported "
             "finish_reason='tool_calls' (vLLM parses the unfinished call)"
         )
     return None
+
+
+def _calls_to_fragment(result: ChatResult) -> None:
+    """Move the (unfinished) parsed calls out of ``tool_calls`` into ``tool_call_fragment``."""
+    result.tool_call_fragment = "\n".join(
+        f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+    )
+    result.tool_calls = []
 
 
 @dataclass(frozen=True)
@@ -288,6 +277,14 @@ def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
     start, calls = found
     result.tool_call_in_reasoning = True
     names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
+    said = (
+        f"The model wrote tool call(s) {names} at the end of its reasoning without closing "
+        "</think>, and the server's reasoning parser kept them as reasoning"
+    )
+    fix = (
+        "a reasoning parser that ends reasoning at <tool_call> "
+        f"(`{REASONING_PARSER_FLAGS}` on vLLM >= 0.32)."
+    )
     if turn.recover_tool_calls:
         result.tool_calls = [
             ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
@@ -295,27 +292,12 @@ def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
         ]
         result.tool_call_fragment = result.reasoning[start:]
         result.reasoning = result.reasoning[:start].rstrip()
-        _warn(
-            result,
-            ToolCallInReasoningWarning,
-            f"The model wrote tool call(s) {names} at the end of its reasoning without "
-            "closing </think>, and the server's reasoning parser kept them as "
-            "reasoning (no tool_calls). Recovered them as tool calls "
-            "(recover_tool_calls=True). The server-side fix: a reasoning parser "
-            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-            ">= 0.32).",
-        )
+        said += " (no tool_calls). Recovered them as tool calls (recover_tool_calls=True). The "
+        said += f"server-side fix: {fix}"
     else:
-        _warn(
-            result,
-            ToolCallInReasoningWarning,
-            f"The model wrote tool call(s) {names} at the end of its reasoning without "
-            "closing </think>, and the server's reasoning parser kept them as "
-            "reasoning, so the reply has no tool_calls and no answer. Pass "
-            "recover_tool_calls=True to run them, or serve with a reasoning parser "
-            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-            ">= 0.32).",
-        )
+        said += ", so the reply has no tool_calls and no answer. Pass recover_tool_calls=True "
+        said += f"to run them, or serve with {fix}"
+    _warn(result, ToolCallInReasoningWarning, said)
     return True
 
 
@@ -466,22 +448,13 @@ def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None)
     return result
 
 
-def parse_response(
-    response: Any,
-    *,
-    thinking: bool = True,
-    force_nonempty_content: bool = False,
-    max_tokens: int | None = None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
+def parse_response(response: Any, **asked: Any) -> ChatResult:
     """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
 
     Args:
-        thinking, force_nonempty_content, max_tokens: what the request asked for; they
-            decide the truncation checks and their messages.
+        **asked: what the request asked for (keywords, each optional):
+        thinking, force_nonempty_content, max_tokens: they decide the truncation checks and
+            their messages (defaults True, False, None).
         tools_requested: the request offered tools (and not ``tool_choice="none"``);
             only then is unparsed tool-call markup an error.
         tool_schemas: the tools the request offered; each call's arguments are fitted to
@@ -501,9 +474,7 @@ def parse_response(
         ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
         docs; each sets a flag on the result too).
     """
-    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
-                 recover_tool_calls, max_model_len)  # fmt: skip
-    return _parse_reply(response, turn)
+    return _parse_reply(response, _Turn(**asked))
 
 
 def _parse_reply(response: Any, turn: _Turn) -> ChatResult:

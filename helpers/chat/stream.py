@@ -174,26 +174,14 @@ def stream_chat(
     return ChatStream(response, _Turn.of(opts, max_model_len))
 
 
-def collect_stream(
-    stream: ChatStream | Iterable[Any],
-    *,
-    thinking: bool = True,
-    force_nonempty_content: bool = False,
-    max_tokens: int | None = None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
+def collect_stream(stream: ChatStream | Iterable[Any], **asked: Any) -> ChatResult:
     """Reassemble a stream into a :class:`ChatResult`.
 
     Args:
         stream: a :class:`ChatStream` (its own settings are used), or any iterable of
             ``ChatCompletionChunk`` objects / chunk dicts (then pass what the request
-            asked for, as in :func:`~helpers.chat.parse.parse_response`).
+            asked for as ``**asked``, the keywords of :func:`~helpers.chat.parse.parse_response`).
     """
     if isinstance(stream, ChatStream):
         return stream.result
-    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
-                 recover_tool_calls, max_model_len)  # fmt: skip
-    return ChatStream(stream, turn).result
+    return ChatStream(stream, _Turn(**asked)).result
