@@ -19,7 +19,6 @@ release), and the notebooks *measure* the server budget on the drafting server
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from typing import Any
 
@@ -92,19 +91,29 @@ def budget_method_for(client: Any) -> str:
     return "two_pass" if server_facts(client)["drafting"] else "server"
 
 
+def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
+    """Warn ``category`` when the client's server drafts: "This server drafts (speculative
+    decoding; vLLM <release>)" then ``risk``, pointing at the first caller outside
+    ``helpers.chat``; return whether it warned."""
+    from helpers.chat.parse import warn_from_caller
+
+    facts = server_facts(client)
+    if facts["drafting"]:
+        release = facts["version"] or "an unknown release"
+        warn_from_caller(
+            category, f"This server drafts (speculative decoding; vLLM {release}){risk}"
+        )
+    return bool(facts["drafting"])
+
+
 def warn_if_unenforced(client: Any) -> bool:
     """Warn (:class:`ReasoningBudgetUnenforcedWarning`) when a server budget is asked of a
     server that drafts; return whether it warned."""
-    facts = server_facts(client)
-    if not facts["drafting"]:
-        return False
-    release = facts["version"] or "an unknown release"
-    warnings.warn(
-        f"This server drafts (speculative decoding; vLLM {release}), and vLLM may not apply "
-        f"thinking_token_budget while drafting ({REPORTS}: the budget was ignored with MTP), so "
-        "the reasoning may run past the budget. Use chat(..., budget_method='two_pass') "
-        "(helpers.chat.drafting.budget_method_for(client) picks it), or serve without drafting.",
+    return warn_if_drafting(
+        client,
         ReasoningBudgetUnenforcedWarning,
-        stacklevel=3,
+        ", and vLLM may not apply thinking_token_budget while drafting "
+        f"({REPORTS}: the budget was ignored with MTP), so the reasoning may run past the budget. "
+        "Use chat(..., budget_method='two_pass') (helpers.chat.drafting.budget_method_for(client) "
+        "picks it), or serve without drafting.",
     )
-    return True

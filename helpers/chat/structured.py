@@ -213,24 +213,17 @@ def warn_if_drafting(client: Any, thinking: bool) -> bool:
         thinking: whether the request reasons; ``False`` never warns (no reasoning
             boundary inside the drafts).
     """
-    from helpers.chat.drafting import server_facts
+    from helpers.chat.drafting import warn_if_drafting as warn
 
-    if not thinking:
-        return False
-    facts = server_facts(client)
-    if not facts["drafting"]:
-        return False
-    release = facts["version"] or "an unknown release"
-    warn_from_caller(
+    return thinking and warn(
+        client,
         StructuredOutputDraftingWarning,
-        f"This server drafts (speculative decoding; vLLM {release}) and constrained decoding "
-        "with a reasoning parser is reported broken there when the reasoning end (</think>) "
-        f"lands inside drafted tokens ({DRAFTING_REPORTS}): the answer may ignore the schema "
-        "or be invalid JSON. It is still validated here (StructuredOutputInvalidError if it "
-        "breaks); to avoid the combination pass thinking=False, or serve without "
-        "--speculative-config.",
+        " and constrained decoding with a reasoning parser is reported broken there when the "
+        f"reasoning end (</think>) lands inside drafted tokens ({DRAFTING_REPORTS}): the answer "
+        "may ignore the schema or be invalid JSON. It is still validated here "
+        "(StructuredOutputInvalidError if it breaks); to avoid the combination pass "
+        "thinking=False, or serve without --speculative-config.",
     )
-    return True
 
 
 def structured_chat(
