@@ -35,11 +35,12 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from helpers.chat.completions import _translate_api_error
 from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
 from helpers.chat.types import ChatResult, ReasoningTruncatedWarning, ToolCall, Usage, _get
-from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
+from helpers.errors import ResponseError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import describe_server_error, error_words
+from helpers.server.request_failure import error_words
 
 # ─── tools in each API's shape ────────────────────────────────────────────────────────
 
@@ -432,25 +433,20 @@ def parse_messages_reply(message: Any) -> ChatResult:
 
 
 def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any]) -> Any:
-    """``create(**kwargs)``, with the SDK's (``openai`` or ``anthropic``: the same two error
-    classes) connection and status errors said as the cookbook's errors.
+    """``create(**kwargs)``, with the SDK's errors (``openai`` or ``anthropic``) said as
+    ``chat()`` says them (:func:`~helpers.chat.completions._translate_api_error`).
 
     Raises:
-        ServerConnectionError: nothing answers ``client.base_url``.
+        ServerConnectionError: nothing (or no vLLM server) answers ``client.base_url``.
+        ServerRequestError: the server failed ``POST path`` (HTTP 5xx).
         ResponseError: the server refused ``POST path`` (its status and words).
     """
     try:
         return create(**kwargs)
-    except sdk.APIConnectionError as e:
-        raise ServerConnectionError(
-            f"No vLLM server answers {client.base_url} (POST {path} failed: "
-            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
-        ) from None
-    except sdk.APIStatusError as e:
-        if e.status_code >= 500:
-            raise ServerRequestError(
-                describe_server_error(str(client.base_url), f"POST {path}", e.status_code, e)
-            ) from None
-        raise ResponseError(
-            f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
-        ) from None
+    except sdk.APIError as e:
+        err = _translate_api_error(client, e, f"POST {path}", kwargs.get("model"), sdk)
+        if err is e and isinstance(e, sdk.APIStatusError):
+            err = ResponseError(
+                f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
+            )
+        raise err from None

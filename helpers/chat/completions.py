@@ -41,7 +41,7 @@ from helpers.chat.types import (
 )
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import describe_server_error
+from helpers.server.request_failure import describe_server_error, error_words
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
@@ -128,7 +128,7 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
         warn_from_caller(
             ServerLimitUnknownWarning,
             f"GET /v1/models at {_client_url(client)} answered HTTP {e.status_code} "
-            f"({_short(e)}), so the server's max_model_len is unknown: requests are sent with "
+            f"({error_words(e)}), so the server's max_model_len is unknown: requests are sent with "
             f"max_tokens={DEFAULT_MAX_TOKENS} (the default) unchecked, and fitted if the server "
             "names a smaller limit. Behind vllm-router this is a worker that is down "
             "(vllm-project/router#135); pass max_tokens=..., or take the client from "
@@ -148,18 +148,6 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     return cached[key]
 
 
-def _short(e: Exception) -> str:
-    """The error's own words: a JSON body's ``message``, else the response text."""
-    body = getattr(e, "body", None)
-    text = body.get("message") if isinstance(body, Mapping) else None
-    if not text:
-        try:
-            text = e.response.text  # type: ignore[attr-defined] # vllm-router answers plain text
-        except Exception:  # noqa: BLE001 - the status alone still says enough
-            text = None
-    return " ".join(str(text or e).split())[:160]
-
-
 class _LimitNamed(Exception):
     """The server refused the default ``max_tokens`` and named its ``max_model_len``."""
 
@@ -171,33 +159,23 @@ class _LimitNamed(Exception):
 def _fit_to_server(
     fn: str, client: Any, model: str, opts: ChatOptions
 ) -> tuple[ChatOptions, int | None]:
-    """``opts`` with ``max_tokens`` fitted to the server (:func:`_resolve_max_tokens`) and
-    checked again (a budget must stay below the fitted cap), and the server's
-    ``max_model_len`` (tokens; None when it does not say). ``chat`` and ``stream_chat``."""
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
-    if max_tokens != opts.max_tokens:
-        opts, _ = _options_from(fn, opts, {"max_tokens": max_tokens})
-    return opts, max_model_len
-
-
-def _resolve_max_tokens(
-    client: Any, model: str, max_tokens: int | None
-) -> tuple[int | None, int | None]:
-    """``(max_tokens to send, max_model_len or None)``.
+    """``opts`` with ``max_tokens`` fitted to the server and checked again (a budget must stay
+    below the fitted cap), and the server's ``max_model_len`` (tokens; None when it does not
+    say or was not asked). ``chat`` and ``stream_chat``.
 
     ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
     the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
     the end of the context (``max_model_len`` minus the prompt; ``get_max_tokens`` in
-    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value above
-    ``max_model_len`` raises here, before the request (vLLM 0.32 answers it with HTTP 400
-    "max_tokens=... cannot be greater than max_model_len=...").
+    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value is sent as
+    it is (vLLM 0.32 answers one above ``max_model_len`` with HTTP 400 "max_tokens=... cannot
+    be greater than max_model_len=...", which :func:`explain_bad_request` words).
     """
-    if max_tokens is None:
-        limit = server_max_model_len(client, model)
-        if limit is None or limit > DEFAULT_MAX_TOKENS:
-            return DEFAULT_MAX_TOKENS, limit
-        return None, limit
-    return max_tokens, None
+    if opts.max_tokens is not None:
+        return opts, None
+    limit = server_max_model_len(client, model)
+    if limit is None or limit > DEFAULT_MAX_TOKENS:
+        opts, _ = _options_from(fn, opts, {"max_tokens": DEFAULT_MAX_TOKENS})
+    return opts, limit
 
 
 def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
@@ -209,25 +187,30 @@ def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
     )
 
 
-def _translate_api_error(client: Any, e: Exception, what: str, model: str | None) -> Exception:
+def _translate_api_error(
+    client: Any, e: Exception, what: str, model: str | None, sdk: Any = None
+) -> Exception:
     """One sentence naming the URL and the fix for HTTP-level failures (the wording of
-    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged."""
+    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged.
+    ``sdk``: the module whose errors ``e`` is (``openai``, the default, or ``anthropic``:
+    the same classes)."""
     import openai
 
+    sdk = sdk or openai
     url = _client_url(client)
     root = server_root(url)
-    if isinstance(e, openai.APITimeoutError):
+    if isinstance(e, sdk.APITimeoutError):
         return ServerConnectionError(
             f"The server at {url} did not answer {what} within the client's timeout: it may "
             "be overloaded or stalled; check its log, or pass a larger timeout to "
             "make_client(url, timeout=...)."
         )
-    if isinstance(e, openai.APIConnectionError):
+    if isinstance(e, sdk.APIConnectionError):
         return ServerConnectionError(
             f"No vLLM server answers {url} ({what} failed: {e.__cause__ or e}): start one "
             "(launch_server(cfg)) or check the URL and that the port is reachable from here."
         )
-    if isinstance(e, openai.APIStatusError):
+    if isinstance(e, sdk.APIStatusError):
         status = e.status_code
         body = getattr(e, "body", None)
         text = str(e)
@@ -253,6 +236,12 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
     return e
 
 
+#: vLLM 0.32.0's 400 for a max_tokens above max_model_len (``vllm/renderers/params.py``).
+_MAX_TOKENS_400 = re.compile(
+    r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)"
+)
+
+
 def explain_bad_request(text: str) -> str | None:
     """The cookbook's sentence (cause and fix, then the server's words) for a known HTTP 400
     of vLLM 0.32.0, from the text of the reply; None for any other. Shared by :func:`chat`
@@ -267,9 +256,7 @@ def explain_bad_request(text: str) -> str | None:
     Args:
         text: the error's text (the SDK's message or the JSON body as text).
     """
-    m = re.search(
-        r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
-    )
+    m = _MAX_TOKENS_400.search(text)
     if m:
         return str(_max_tokens_error(int(m.group(2)), m.group(1), text))
     m = re.search(r"maximum context length is (\d+) tokens", text)
@@ -306,9 +293,7 @@ def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> 
         response = client.chat.completions.create(**kwargs)
     except openai.BadRequestError as e:
         text = str(e)
-        m = re.search(
-            r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
-        )
+        m = _MAX_TOKENS_400.search(text)
         if m and unchecked:
             raise _LimitNamed(int(m.group(2))) from None
         said = explain_bad_request(text)
