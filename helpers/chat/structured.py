@@ -34,17 +34,8 @@ default, ``vllm/config/structured_outputs.py``): the model reasons freely, write
 ``</think>``, then the answer is constrained. So a reasoning that runs to ``max_tokens``
 leaves no answer at all (:class:`~helpers.errors.StructuredAnswerMissingError`).
 
-What goes wrong is named (all :class:`~helpers.errors.StructuredOutputError`):
-
-- the server refuses to enforce the schema (HTTP 400: a schema no backend compiles, or a
-  combination vLLM rejects, e.g. ``structured_outputs`` with a named ``tool_choice``):
-  :class:`~helpers.errors.SchemaNotEnforcedError`, with the server's words;
-- ``content`` is not JSON, or JSON that does not validate:
-  :class:`~helpers.errors.StructuredOutputInvalidError`, carrying the text;
-- the reasoning used the whole ``max_tokens`` (``finish_reason == "length"``, empty
-  ``content``): :class:`~helpers.errors.StructuredAnswerMissingError`;
-- reasoning on and the server drafts (speculative decoding), a combination public reports
-  show broken: :class:`StructuredOutputDraftingWarning` (:data:`DRAFTING_REPORTS`).
+What goes wrong is named (:class:`~helpers.errors.StructuredOutputError` and its kinds):
+see :func:`structured_chat`'s Raises and Warns.
 """
 
 from __future__ import annotations
