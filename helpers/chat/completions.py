@@ -37,7 +37,9 @@ from helpers.chat.types import (
     ForcedToolCallIgnoredWarning,
     ReasoningTruncatedWarning,
     ServerLimitUnknownWarning,
+    _client_url,
     _get,
+    per_client,
 )
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
@@ -50,18 +52,6 @@ from helpers.server.request_failure import describe_server_error, error_words
 _LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def _client_url(client: Any) -> str:
-    return str(getattr(client, "base_url", "") or "").rstrip("/")
-
-
-def _limits_of(client: Any) -> dict[str, int | None]:
-    """This client's cache for its current base URL (a new dict when it cannot be cached)."""
-    try:
-        return _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
-    except TypeError:  # a client object that cannot be weakly referenced: no cache
-        return {}
 
 
 def remember_max_model_len(client: Any, max_model_len: int, model: str | None = None) -> None:
@@ -82,7 +72,7 @@ def remember_max_model_len(client: Any, max_model_len: int, model: str | None = 
             f"remember_max_model_len: `max_model_len` must be a positive number of tokens; got "
             f"{max_model_len!r}."
         )
-    cached = _limits_of(client)
+    cached = per_client(_LIMITS, client)
     cached[model or ""] = max_model_len
     cached.setdefault("", max_model_len)
 
@@ -109,7 +99,7 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
             message names the URL and the fix).
     """
     _check_client("server_max_model_len", client)
-    cached = _limits_of(client)
+    cached = per_client(_LIMITS, client)
     key = model or ""
     if key in cached:
         return cached[key]
