@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from helpers.chat.parse import _parse_reply, _Turn, warn_from_caller
+from helpers.chat.parse import _parse_reply, _Turn, _warn, warn_from_caller
 from helpers.chat.request import (
     DEFAULT_MAX_TOKENS,
     ChatOptions,
@@ -437,8 +437,6 @@ def check_forced_call(result: ChatResult, opts: ChatOptions) -> ChatResult:
     (vllm-project/vllm #54808; PRs #35936, #44447; #49712)."""
     if opts.forces_tool_call and not result.tool_calls and not result.tool_calls_missing:
         result.forced_call_ignored = True
-        from helpers.chat.parse import _warn
-
         _warn(
             result,
             ForcedToolCallIgnoredWarning,

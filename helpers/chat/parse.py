@@ -194,56 +194,50 @@ def _reasoning_left_in_content(result: ChatResult, turn: _Turn) -> bool:
     """Reasoning inside ``content``: the server runs without ``--reasoning-parser``. Split
     it into ``reasoning`` and ``content`` and say so; the other checks still run."""
     content = result.content
-    if not result.reasoning and THINK_END in content:
+    if result.reasoning:
+        return False
+    if THINK_END in content:
         before, _, after = content.partition(THINK_END)
         before = before.strip()
         if before.startswith(THINK_START):
             before = before[len(THINK_START) :].strip()
         result.reasoning, result.content = before, after.lstrip("\n")
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
+        said = (
             "The server returned the model's reasoning inside `content` (ended by a lone "
             "</think>): it runs without a reasoning parser. The helper split it into "
             "`reasoning` and `content`; restart vLLM with "
             f"`{REASONING_PARSER_FLAGS}` so the server does this (and so "
-            "`thinking_token_budget` works).",
+            "`thinking_token_budget` works)."
+        )
+    elif content.lstrip().startswith(THINK_START):
+        # An opened, never-closed think block: all of it is reasoning.
+        result.reasoning, result.content = content.lstrip()[len(THINK_START) :].strip(), ""
+        said = (
+            "The server returned an unclosed <think> block inside `content`: it runs without "
+            f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`."
         )
     elif (
         turn.thinking
-        and not result.reasoning
         and not turn.force_nonempty_content
         and result.finish_reason == "length"
         and content.strip()
         and not result.tool_calls
         and result.usage.reasoning_tokens is None
-        and not content.lstrip().startswith(THINK_START)
     ):
         # Cut at max_tokens before any </think>, and no reasoning_tokens in usage (vLLM
         # reports them only with a reasoning parser): the template opened <think> in the
         # prompt, so this text is unfinished reasoning.
         result.reasoning, result.content = content.strip(), ""
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
+        said = (
             "The server runs without a reasoning parser (usage has no reasoning_tokens) and "
             "the reply was cut at max_tokens before </think>: the text in `content` is "
             "unfinished reasoning, moved to `reasoning` by the helper. Restart vLLM with "
-            f"`{REASONING_PARSER_FLAGS}`.",
+            f"`{REASONING_PARSER_FLAGS}`."
         )
-    elif not result.reasoning and content.lstrip().startswith(THINK_START):
-        # An opened, never-closed think block: all of it is reasoning.
-        result.reasoning = content.lstrip()[len(THINK_START) :].strip()
-        result.content = ""
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
-            "The server returned an unclosed <think> block inside `content`: it runs without "
-            f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
-        )
+    else:
+        return False
+    result.reasoning_parser_missing = True
+    _warn(result, ReasoningParserMissingWarning, said)
     return False
 
 
