@@ -323,12 +323,9 @@ def chat(
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
-            defaults (reasoning on, temperature 1.0, top_p 0.95: seed 004). Its
-            ``max_tokens=None`` means seed 004's 16000 when the server's ``max_model_len``
-            (read once from ``GET /v1/models``) is larger, else none is sent and vLLM
-            generates up to the end of the context (the CPU stand-in has
-            ``max_model_len`` 2048).
+        options: a :class:`ChatOptions` (units, defaults and ranges there; its
+            ``max_tokens=None`` is fitted to the server's ``max_model_len``, read once from
+            ``GET /v1/models``); ``None``: its defaults.
         budget_method: how ``reasoning_budget`` is applied. ``"server"`` sends
             ``thinking_token_budget`` (vLLM >= 0.32 with ``--reasoning-parser``: the server
             forces ``</think>`` itself; on the CPU stand-in a budget of N gave N-1
@@ -339,9 +336,7 @@ def chat(
             (``continue_final_message=True``, ``add_generation_prompt=False``). It relies
             on the chat template rendering a final assistant message's
             ``<think>...</think>`` as given, which Qwen3/Nemotron-style templates do.
-        **overrides: :class:`ChatOptions` fields (``thinking``, ``max_tokens``,
-            ``reasoning_budget``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``,
-            ``force_nonempty_content``, ``recover_tool_calls``), which win over
+        **overrides: :class:`ChatOptions` fields (``thinking=False``...), which win over
             ``options``; any other keyword (``extra_body=``, ``seed``, ``stop``...) goes to
             ``chat.completions.create``, which refuses a name it does not know.
 

@@ -236,9 +236,8 @@ def structured_chat(
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name.
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent as
-            ``response_format`` (:func:`response_format_for`) and ``content`` is validated
-            with ``schema.model_validate_json``.
+        schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent (see
+            ``compact``) and ``content`` is validated with ``schema.model_validate_json``.
         options: a :class:`~helpers.chat.request.ChatOptions` (``thinking`` on or off,
             ``max_tokens`` in tokens, sampling); keywords override its fields as in
             :func:`~helpers.chat.completions.chat`. ``tools`` are refused: a schema answer
@@ -259,7 +258,7 @@ def structured_chat(
         A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
         ``None`` in weightless mode (``noise_tolerant=True``) when the answer failed on
         noise text: what failed is printed instead of raised
-        (:func:`helpers.weights.weightless.noise_tolerant`).
+        (:func:`helpers.chat.noise.noise_tolerant`).
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class, ``tools`` or
