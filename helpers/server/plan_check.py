@@ -60,13 +60,11 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         ("available_gib", "kv_budget_gib", float),
         ("cpu_explicit_gib", "kv_budget_gib", float),
         ("dtype", "dtype", str),
+        ("weights_gib", "weights_gib", float),
     ):
         found = re.findall(SERVER_FIGURES[key], text)
         if found:
             out[name] = conv(found[-1])
-    weights = re.findall(SERVER_FIGURES["weights_gib"], text)
-    if weights:
-        out["weights_gib"] = float(weights[-1])
     pool = re.findall(SERVER_FIGURES["cudagraph_pool_gib"], text)
     if pool:
         out["cudagraph_actual_gib"] = float(pool[-1][0])
