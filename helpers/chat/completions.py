@@ -139,19 +139,18 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
 
 
 class _LimitNamed(Exception):
-    """The server refused the default ``max_tokens`` and named its ``max_model_len``."""
-
-    def __init__(self, limit: int):
-        super().__init__(limit)
-        self.limit = limit
+    """The server refused the default ``max_tokens`` and named its ``max_model_len``, now
+    remembered (:func:`remember_max_model_len`): send again, fitted."""
 
 
 def _fit_to_server(
     fn: str, client: Any, model: str, opts: ChatOptions
-) -> tuple[ChatOptions, int | None]:
+) -> tuple[ChatOptions, int | None, bool]:
     """``opts`` with ``max_tokens`` fitted to the server and checked again (a budget must stay
-    below the fitted cap), and the server's ``max_model_len`` (tokens; None when it does not
-    say or was not asked). ``chat`` and ``stream_chat``.
+    below the fitted cap), the server's ``max_model_len`` (tokens; None when it does not say
+    or was not asked), and whether the default goes out unchecked (no limit known: ``GET
+    /v1/models`` failed or said nothing; a server that names a smaller one in its 400 is
+    remembered and the request sent again, fitted). ``chat`` and ``stream_chat``.
 
     ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
     the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
@@ -161,11 +160,11 @@ def _fit_to_server(
     be greater than max_model_len=...", which :func:`explain_bad_request` words).
     """
     if opts.max_tokens is not None:
-        return opts, None
+        return opts, None, False
     limit = server_max_model_len(client, model)
     if limit is None or limit > DEFAULT_MAX_TOKENS:
         opts, _ = _options_from(fn, opts, {"max_tokens": DEFAULT_MAX_TOKENS})
-    return opts, limit
+    return opts, limit, limit is None
 
 
 def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
@@ -285,7 +284,8 @@ def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> 
         text = str(e)
         m = _MAX_TOKENS_400.search(text)
         if m and unchecked:
-            raise _LimitNamed(int(m.group(2))) from None
+            remember_max_model_len(client, int(m.group(2)), kwargs.get("model"))
+            raise _LimitNamed from None
         said = explain_bad_request(text)
         if said:
             raise ResponseError(said) from None
@@ -391,11 +391,7 @@ def chat(
         from helpers.chat.drafting import warn_if_unenforced
 
         warn_if_unenforced(client)  # a drafting server may ignore thinking_token_budget
-    asked = opts.max_tokens
-    opts, max_model_len = _fit_to_server("chat", client, model, opts)
-    # The default sent without a known limit (GET /v1/models failed or said nothing): if the
-    # server names a smaller max_model_len, remember it and send again, fitted.
-    unchecked = asked is None and max_model_len is None
+    opts, max_model_len, unchecked = _fit_to_server("chat", client, model, opts)
     max_tokens = opts.max_tokens
     if max_tokens is None and budget is not None and max_model_len is not None:
         if budget >= max_model_len:
@@ -417,8 +413,7 @@ def chat(
         return check_forced_call(
             _parse_reply(_create(client, kwargs, unchecked=unchecked), turn), opts
         )
-    except _LimitNamed as e:
-        remember_max_model_len(client, e.limit, model)
+    except _LimitNamed:  # the server named a smaller max_model_len: fitted to it now
         return chat(
             client, model, messages_or_prompt, options, budget_method=budget_method, **overrides
         )

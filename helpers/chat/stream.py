@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from helpers.chat.completions import _create, _fit_to_server, _LimitNamed, remember_max_model_len
+from helpers.chat.completions import _create, _fit_to_server, _LimitNamed
 from helpers.chat.parse import _finish, _Turn
 from helpers.chat.request import (
     ChatOptions,
@@ -163,13 +163,11 @@ def stream_chat(
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)
     opts, extra = _options_from("stream_chat", options, overrides)
-    asked = opts.max_tokens
-    opts, max_model_len = _fit_to_server("stream_chat", client, model, opts)
+    opts, max_model_len, unchecked = _fit_to_server("stream_chat", client, model, opts)
     kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
-    try:  # the default sent without a known limit: fitted once the server names it
-        response = _create(client, kwargs, unchecked=asked is None and max_model_len is None)
-    except _LimitNamed as e:
-        remember_max_model_len(client, e.limit, model)
+    try:
+        response = _create(client, kwargs, unchecked=unchecked)
+    except _LimitNamed:  # the server named a smaller max_model_len: fitted to it now
         return stream_chat(client, model, messages_or_prompt, options, **overrides)
     return ChatStream(response, _Turn.of(opts, max_model_len))
 
