@@ -109,9 +109,7 @@ def _unfinished_tool_call(text: str) -> int | None:
     return None
 
 
-def _check_tool_truncation(
-    result: ChatResult, max_tokens: int | None, max_model_len: int | None
-) -> str | None:
+def _check_tool_truncation(result: ChatResult, turn: _Turn) -> str | None:
     """Where a reply that offered tools was cut inside a tool call, move the fragment out of
     the answer and return a description of it (``None`` when it was not)."""
     u = result.usage
@@ -137,6 +135,7 @@ def _check_tool_truncation(
         return None
     # vLLM 0.32 reports a cut call as finish_reason="tool_calls" (it parses the fragment:
     # chat_completion_full_generator). The token count is what gives it away.
+    max_tokens, max_model_len = turn.max_tokens, turn.max_model_len
     used_all = (max_tokens is not None and u.completion_tokens >= max_tokens) or (
         max_tokens is None
         and max_model_len is not None
@@ -245,7 +244,7 @@ def _cut_inside_tool_call(result: ChatResult, turn: _Turn) -> bool:
     """Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer."""
     if not turn.tools_requested:
         return False
-    cut = _check_tool_truncation(result, turn.max_tokens, turn.max_model_len)
+    cut = _check_tool_truncation(result, turn)
     if not cut:
         return False
     result.truncated_in_tool_call = True
