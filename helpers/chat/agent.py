@@ -292,12 +292,9 @@ def trace_table(messages: Sequence[Any]):
         "retry-prompt": ("retry", lambda p: p.model_response()),
         "retry-feedback": ("retry", lambda p: p.model_response()),
         "system-prompt": ("system", lambda p: p.content),
-        "user-prompt": (
-            "user",
-            lambda p: p.content if isinstance(p.content, str) else str(p.content),
-        ),
+        "user-prompt": ("user", lambda p: str(p.content)),
     }
-    rows: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []  # [request, side, part, tool, content]
     responses = 0
     for m in messages:
         is_response = getattr(m, "kind", "") == "response"
@@ -305,25 +302,14 @@ def trace_table(messages: Sequence[Any]):
         request = responses if is_response else responses + 1
         side = "model" if is_response else "agent"
         if not is_response and responses == 0 and getattr(m, "instructions", None):
-            rows.append(
-                {
-                    "request": 1,
-                    "side": side,
-                    "part": "system",
-                    "tool": None,
-                    "content": m.instructions,
-                }
-            )
+            rows.append([1, side, "system", None, m.instructions])
         for p in getattr(m, "parts", []):
             kind = getattr(p, "part_kind", type(p).__name__)
             part, read = readers.get(kind, (kind, str))
-            rows.append(
-                {"request": request, "side": side, "part": part,
-                 "tool": getattr(p, "tool_name", None), "content": read(p)}
-            )  # fmt: skip
+            rows.append([request, side, part, getattr(p, "tool_name", None), read(p)])
     for row in rows:  # the output tool's return, after the last response: no request of its own
-        if row["part"] == "tool result" and row["request"] > responses >= 1:
-            row["request"] = responses
+        if row[2] == "tool result" and row[0] > responses >= 1:
+            row[0] = responses
     return pd.DataFrame(rows, columns=["request", "side", "part", "tool", "content"])
 
 

@@ -35,11 +35,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from helpers.chat.completions import _translate_api_error
+from helpers.chat.parse import _warn
 from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
 from helpers.chat.types import ChatResult, ReasoningTruncatedWarning, ToolCall, Usage, _get
-from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
+from helpers.errors import ResponseError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import describe_server_error, error_words
+from helpers.server.request_failure import error_words
 
 # ─── tools in each API's shape ────────────────────────────────────────────────────────
 
@@ -142,10 +144,7 @@ def responses_chat(
     import openai
 
     _check_client("responses_chat", client)
-    _check_model("responses_chat", model)
-    opts, extra = _options_from("responses_chat", options, overrides)
-    _refuse_schema_with_forced_tools("responses_chat", schema, opts)
-    _refuse_stream("responses_chat", extra)
+    opts, extra, extra_body = _settings("responses_chat", model, options, overrides, schema)
     kwargs: dict[str, Any] = dict(
         model=model,
         input=_messages_of("responses_chat", messages_or_prompt),
@@ -158,8 +157,6 @@ def responses_chat(
         kwargs["tools"] = responses_tools(opts.tools)
     if isinstance(opts.tool_choice, str):
         kwargs["tool_choice"] = opts.tool_choice
-    extra_body = dict(extra.pop("extra_body", None) or {})
-    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
     if schema is not None:
         from helpers.chat.structured import compact_grammar_for, response_format_for
 
@@ -176,28 +173,35 @@ def responses_chat(
     )
 
 
-def _refuse_stream(fn: str, extra: Mapping[str, Any]) -> None:
-    """``stream=True`` is refused by name: the SDK would return an event stream that the
-    reply parser reads as an empty "successful" turn (content '', 0 tokens) while the server
-    generates the whole answer."""
-    if extra.get("stream"):
-        raise TypeError(
-            f"{fn}: stream=True is not supported here (the reply would read as empty while the "
-            "server generates the whole answer). Send without stream, or stream on chat "
-            "completions with helpers.chat.stream.stream_chat."
-        )
+def _settings(
+    fn: str, model: Any, options: Any, overrides: dict[str, Any], schema: Any
+) -> tuple[ChatOptions, dict[str, Any], dict[str, Any]]:
+    """``(options, the other keywords, extra_body with enable_thinking)`` of one turn, checked.
 
-
-def _refuse_schema_with_forced_tools(fn: str, schema: Any, opts: Any) -> None:
-    """A schema answer with forced tools (``tool_choice="required"`` or a named tool) is
-    refused before sending: vLLM has crashed on that pair (vllm-project/vllm #32006) and
-    refuses a schema with a named tool choice in 0.32.0 (``check_structured_outputs_count``)."""
+    Refused before sending, by name: ``stream=True`` (the SDK would return an event stream
+    that the reply parser reads as an empty "successful" turn, content '' and 0 tokens, while
+    the server generates the whole answer), and a schema answer with forced tools
+    (``tool_choice="required"`` or a named tool: vLLM has crashed on that pair,
+    vllm-project/vllm #32006, and 0.32.0 refuses a schema with a named tool choice,
+    ``check_structured_outputs_count``).
+    """
+    _check_model(fn, model)
+    opts, extra = _options_from(fn, options, overrides)
     if schema is not None and opts.forces_tool_call:
         raise TypeError(
             f"{fn}: a `schema` answer with tool_choice={opts.tool_choice!r} is not sent: vLLM "
             "has crashed on structured outputs with forced tools (vllm-project/vllm #32006). "
             "Run the tools first (tool_choice='auto'), then ask for the schema answer."
         )
+    if extra.get("stream"):
+        raise TypeError(
+            f"{fn}: stream=True is not supported here (the reply would read as empty while the "
+            "server generates the whole answer). Send without stream, or stream on chat "
+            "completions with helpers.chat.stream.stream_chat."
+        )
+    extra_body = dict(extra.pop("extra_body", None) or {})
+    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
+    return opts, extra, extra_body
 
 
 def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str) -> ChatResult:
@@ -210,8 +214,6 @@ def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str
             limit); field: the API's name for it (``max_output_tokens`` / ``max_tokens``).
     """
     if result.finish_reason == "length" and not result.content.strip() and not result.tool_calls:
-        from helpers.chat.parse import _warn
-
         limit = f"{field}={max_tokens}" if max_tokens is not None else "the server's token limit"
         _warn(
             result,
@@ -357,15 +359,12 @@ def messages_chat(
     """
     import anthropic
 
-    _check_model("messages_chat", model)
     if not hasattr(getattr(client, "messages", None), "create"):
         raise TypeError(
             "messages_chat: `client` must be an anthropic.Anthropic client: "
             f"make_anthropic_client(url); got {type(client).__name__}."
         )
-    opts, extra = _options_from("messages_chat", options, overrides)
-    _refuse_schema_with_forced_tools("messages_chat", schema, opts)
-    _refuse_stream("messages_chat", extra)
+    opts, extra, extra_body = _settings("messages_chat", model, options, overrides, schema)
     if opts.max_tokens is None:
         raise ValueError(
             "messages_chat: the Messages API requires max_tokens (tokens): pass max_tokens=..."
@@ -389,8 +388,6 @@ def messages_chat(
     choice = opts.tool_choice
     if isinstance(choice, str):
         kwargs["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
-    extra_body = dict(extra.pop("extra_body", None) or {})
-    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
     # anthropic 2.15's typed Messages.create has no temperature / top_p; vLLM 0.32.0's
     # AnthropicMessagesRequest still reads both, so they go in the body.
     extra_body.setdefault("temperature", opts.temperature)
@@ -432,25 +429,20 @@ def parse_messages_reply(message: Any) -> ChatResult:
 
 
 def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any]) -> Any:
-    """``create(**kwargs)``, with the SDK's (``openai`` or ``anthropic``: the same two error
-    classes) connection and status errors said as the cookbook's errors.
+    """``create(**kwargs)``, with the SDK's errors (``openai`` or ``anthropic``) said as
+    ``chat()`` says them (:func:`~helpers.chat.completions._translate_api_error`).
 
     Raises:
-        ServerConnectionError: nothing answers ``client.base_url``.
+        ServerConnectionError: nothing (or no vLLM server) answers ``client.base_url``.
+        ServerRequestError: the server failed ``POST path`` (HTTP 5xx).
         ResponseError: the server refused ``POST path`` (its status and words).
     """
     try:
         return create(**kwargs)
-    except sdk.APIConnectionError as e:
-        raise ServerConnectionError(
-            f"No vLLM server answers {client.base_url} (POST {path} failed: "
-            f"{e.__cause__ or e}): start one (launch_server(cfg)) or check the URL."
-        ) from None
-    except sdk.APIStatusError as e:
-        if e.status_code >= 500:
-            raise ServerRequestError(
-                describe_server_error(str(client.base_url), f"POST {path}", e.status_code, e)
-            ) from None
-        raise ResponseError(
-            f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
-        ) from None
+    except sdk.APIError as e:
+        err = _translate_api_error(client, e, f"POST {path}", kwargs.get("model"), sdk)
+        if err is e and isinstance(e, sdk.APIStatusError):
+            err = ResponseError(
+                f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
+            )
+        raise err from None

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from helpers.chat.parse import _parse_reply, _Turn, warn_from_caller
+from helpers.chat.parse import _parse_reply, _Turn, _warn, warn_from_caller
 from helpers.chat.request import (
     DEFAULT_MAX_TOKENS,
     ChatOptions,
@@ -37,11 +37,13 @@ from helpers.chat.types import (
     ForcedToolCallIgnoredWarning,
     ReasoningTruncatedWarning,
     ServerLimitUnknownWarning,
+    _client_url,
     _get,
+    per_client,
 )
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import describe_server_error
+from helpers.server.request_failure import describe_server_error, error_words
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
@@ -50,18 +52,6 @@ from helpers.server.request_failure import describe_server_error
 _LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def _client_url(client: Any) -> str:
-    return str(getattr(client, "base_url", "") or "").rstrip("/")
-
-
-def _limits_of(client: Any) -> dict[str, int | None]:
-    """This client's cache for its current base URL (a new dict when it cannot be cached)."""
-    try:
-        return _LIMITS.setdefault(client, {}).setdefault(_client_url(client), {})
-    except TypeError:  # a client object that cannot be weakly referenced: no cache
-        return {}
 
 
 def remember_max_model_len(client: Any, max_model_len: int, model: str | None = None) -> None:
@@ -82,7 +72,7 @@ def remember_max_model_len(client: Any, max_model_len: int, model: str | None = 
             f"remember_max_model_len: `max_model_len` must be a positive number of tokens; got "
             f"{max_model_len!r}."
         )
-    cached = _limits_of(client)
+    cached = per_client(_LIMITS, client)
     cached[model or ""] = max_model_len
     cached.setdefault("", max_model_len)
 
@@ -109,7 +99,7 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
             message names the URL and the fix).
     """
     _check_client("server_max_model_len", client)
-    cached = _limits_of(client)
+    cached = per_client(_LIMITS, client)
     key = model or ""
     if key in cached:
         return cached[key]
@@ -128,7 +118,7 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
         warn_from_caller(
             ServerLimitUnknownWarning,
             f"GET /v1/models at {_client_url(client)} answered HTTP {e.status_code} "
-            f"({_short(e)}), so the server's max_model_len is unknown: requests are sent with "
+            f"({error_words(e)}), so the server's max_model_len is unknown: requests are sent with "
             f"max_tokens={DEFAULT_MAX_TOKENS} (the default) unchecked, and fitted if the server "
             "names a smaller limit. Behind vllm-router this is a worker that is down "
             "(vllm-project/router#135); pass max_tokens=..., or take the client from "
@@ -148,56 +138,33 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
     return cached[key]
 
 
-def _short(e: Exception) -> str:
-    """The error's own words: a JSON body's ``message``, else the response text."""
-    body = getattr(e, "body", None)
-    text = body.get("message") if isinstance(body, Mapping) else None
-    if not text:
-        try:
-            text = e.response.text  # type: ignore[attr-defined] # vllm-router answers plain text
-        except Exception:  # noqa: BLE001 - the status alone still says enough
-            text = None
-    return " ".join(str(text or e).split())[:160]
-
-
 class _LimitNamed(Exception):
-    """The server refused the default ``max_tokens`` and named its ``max_model_len``."""
-
-    def __init__(self, limit: int):
-        super().__init__(limit)
-        self.limit = limit
+    """The server refused the default ``max_tokens`` and named its ``max_model_len``, now
+    remembered (:func:`remember_max_model_len`): send again, fitted."""
 
 
 def _fit_to_server(
     fn: str, client: Any, model: str, opts: ChatOptions
-) -> tuple[ChatOptions, int | None]:
-    """``opts`` with ``max_tokens`` fitted to the server (:func:`_resolve_max_tokens`) and
-    checked again (a budget must stay below the fitted cap), and the server's
-    ``max_model_len`` (tokens; None when it does not say). ``chat`` and ``stream_chat``."""
-    max_tokens, max_model_len = _resolve_max_tokens(client, model, opts.max_tokens)
-    if max_tokens != opts.max_tokens:
-        opts, _ = _options_from(fn, opts, {"max_tokens": max_tokens})
-    return opts, max_model_len
-
-
-def _resolve_max_tokens(
-    client: Any, model: str, max_tokens: int | None
-) -> tuple[int | None, int | None]:
-    """``(max_tokens to send, max_model_len or None)``.
+) -> tuple[ChatOptions, int | None, bool]:
+    """``opts`` with ``max_tokens`` fitted to the server and checked again (a budget must stay
+    below the fitted cap), the server's ``max_model_len`` (tokens; None when it does not say
+    or was not asked), and whether the default goes out unchecked (no limit known: ``GET
+    /v1/models`` failed or said nothing; a server that names a smaller one in its 400 is
+    remembered and the request sent again, fitted). ``chat`` and ``stream_chat``.
 
     ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
     the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
     the end of the context (``max_model_len`` minus the prompt; ``get_max_tokens`` in
-    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value above
-    ``max_model_len`` raises here, before the request (vLLM 0.32 answers it with HTTP 400
-    "max_tokens=... cannot be greater than max_model_len=...").
+    ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value is sent as
+    it is (vLLM 0.32 answers one above ``max_model_len`` with HTTP 400 "max_tokens=... cannot
+    be greater than max_model_len=...", which :func:`explain_bad_request` words).
     """
-    if max_tokens is None:
-        limit = server_max_model_len(client, model)
-        if limit is None or limit > DEFAULT_MAX_TOKENS:
-            return DEFAULT_MAX_TOKENS, limit
-        return None, limit
-    return max_tokens, None
+    if opts.max_tokens is not None:
+        return opts, None, False
+    limit = server_max_model_len(client, model)
+    if limit is None or limit > DEFAULT_MAX_TOKENS:
+        opts, _ = _options_from(fn, opts, {"max_tokens": DEFAULT_MAX_TOKENS})
+    return opts, limit, limit is None
 
 
 def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
@@ -209,25 +176,30 @@ def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
     )
 
 
-def _translate_api_error(client: Any, e: Exception, what: str, model: str | None) -> Exception:
+def _translate_api_error(
+    client: Any, e: Exception, what: str, model: str | None, sdk: Any = None
+) -> Exception:
     """One sentence naming the URL and the fix for HTTP-level failures (the wording of
-    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged."""
+    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged.
+    ``sdk``: the module whose errors ``e`` is (``openai``, the default, or ``anthropic``:
+    the same classes)."""
     import openai
 
+    sdk = sdk or openai
     url = _client_url(client)
     root = server_root(url)
-    if isinstance(e, openai.APITimeoutError):
+    if isinstance(e, sdk.APITimeoutError):
         return ServerConnectionError(
             f"The server at {url} did not answer {what} within the client's timeout: it may "
             "be overloaded or stalled; check its log, or pass a larger timeout to "
             "make_client(url, timeout=...)."
         )
-    if isinstance(e, openai.APIConnectionError):
+    if isinstance(e, sdk.APIConnectionError):
         return ServerConnectionError(
             f"No vLLM server answers {url} ({what} failed: {e.__cause__ or e}): start one "
             "(launch_server(cfg)) or check the URL and that the port is reachable from here."
         )
-    if isinstance(e, openai.APIStatusError):
+    if isinstance(e, sdk.APIStatusError):
         status = e.status_code
         body = getattr(e, "body", None)
         text = str(e)
@@ -253,6 +225,12 @@ def _translate_api_error(client: Any, e: Exception, what: str, model: str | None
     return e
 
 
+#: vLLM 0.32.0's 400 for a max_tokens above max_model_len (``vllm/renderers/params.py``).
+_MAX_TOKENS_400 = re.compile(
+    r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)"
+)
+
+
 def explain_bad_request(text: str) -> str | None:
     """The cookbook's sentence (cause and fix, then the server's words) for a known HTTP 400
     of vLLM 0.32.0, from the text of the reply; None for any other. Shared by :func:`chat`
@@ -267,9 +245,7 @@ def explain_bad_request(text: str) -> str | None:
     Args:
         text: the error's text (the SDK's message or the JSON body as text).
     """
-    m = re.search(
-        r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
-    )
+    m = _MAX_TOKENS_400.search(text)
     if m:
         return str(_max_tokens_error(int(m.group(2)), m.group(1), text))
     m = re.search(r"maximum context length is (\d+) tokens", text)
@@ -306,11 +282,10 @@ def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> 
         response = client.chat.completions.create(**kwargs)
     except openai.BadRequestError as e:
         text = str(e)
-        m = re.search(
-            r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)", text
-        )
+        m = _MAX_TOKENS_400.search(text)
         if m and unchecked:
-            raise _LimitNamed(int(m.group(2))) from None
+            remember_max_model_len(client, int(m.group(2)), kwargs.get("model"))
+            raise _LimitNamed from None
         said = explain_bad_request(text)
         if said:
             raise ResponseError(said) from None
@@ -348,12 +323,9 @@ def chat(
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
-            defaults (reasoning on, temperature 1.0, top_p 0.95: seed 004). Its
-            ``max_tokens=None`` means seed 004's 16000 when the server's ``max_model_len``
-            (read once from ``GET /v1/models``) is larger, else none is sent and vLLM
-            generates up to the end of the context (the CPU stand-in has
-            ``max_model_len`` 2048).
+        options: a :class:`ChatOptions` (units, defaults and ranges there; its
+            ``max_tokens=None`` is fitted to the server's ``max_model_len``, read once from
+            ``GET /v1/models``); ``None``: its defaults.
         budget_method: how ``reasoning_budget`` is applied. ``"server"`` sends
             ``thinking_token_budget`` (vLLM >= 0.32 with ``--reasoning-parser``: the server
             forces ``</think>`` itself; on the CPU stand-in a budget of N gave N-1
@@ -364,9 +336,7 @@ def chat(
             (``continue_final_message=True``, ``add_generation_prompt=False``). It relies
             on the chat template rendering a final assistant message's
             ``<think>...</think>`` as given, which Qwen3/Nemotron-style templates do.
-        **overrides: :class:`ChatOptions` fields (``thinking``, ``max_tokens``,
-            ``reasoning_budget``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``,
-            ``force_nonempty_content``, ``recover_tool_calls``), which win over
+        **overrides: :class:`ChatOptions` fields (``thinking=False``...), which win over
             ``options``; any other keyword (``extra_body=``, ``seed``, ``stop``...) goes to
             ``chat.completions.create``, which refuses a name it does not know.
 
@@ -421,11 +391,7 @@ def chat(
         from helpers.chat.drafting import warn_if_unenforced
 
         warn_if_unenforced(client)  # a drafting server may ignore thinking_token_budget
-    asked = opts.max_tokens
-    opts, max_model_len = _fit_to_server("chat", client, model, opts)
-    # The default sent without a known limit (GET /v1/models failed or said nothing): if the
-    # server names a smaller max_model_len, remember it and send again, fitted.
-    unchecked = asked is None and max_model_len is None
+    opts, max_model_len, unchecked = _fit_to_server("chat", client, model, opts)
     max_tokens = opts.max_tokens
     if max_tokens is None and budget is not None and max_model_len is not None:
         if budget >= max_model_len:
@@ -447,8 +413,7 @@ def chat(
         return check_forced_call(
             _parse_reply(_create(client, kwargs, unchecked=unchecked), turn), opts
         )
-    except _LimitNamed as e:
-        remember_max_model_len(client, e.limit, model)
+    except _LimitNamed:  # the server named a smaller max_model_len: fitted to it now
         return chat(
             client, model, messages_or_prompt, options, budget_method=budget_method, **overrides
         )
@@ -462,8 +427,6 @@ def check_forced_call(result: ChatResult, opts: ChatOptions) -> ChatResult:
     (vllm-project/vllm #54808; PRs #35936, #44447; #49712)."""
     if opts.forces_tool_call and not result.tool_calls and not result.tool_calls_missing:
         result.forced_call_ignored = True
-        from helpers.chat.parse import _warn
-
         _warn(
             result,
             ForcedToolCallIgnoredWarning,

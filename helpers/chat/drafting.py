@@ -19,10 +19,12 @@ release), and the notebooks *measure* the server budget on the drafting server
 
 from __future__ import annotations
 
-import warnings
+import json
 import weakref
 from typing import Any
 
+from helpers.chat.types import _client_url, per_client
+from helpers.server import httpio
 from helpers.server.endpoint import server_root
 
 #: The reports of the budget ignored while drafting.
@@ -40,14 +42,12 @@ class ReasoningBudgetUnenforcedWarning(UserWarning):
 _FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _root(client: Any) -> str:
-    return server_root(str(getattr(client, "base_url", "") or ""))
-
-
 def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
-    """``{"version": "0.32.0" or None, "drafting": True / False / None}`` of the client's server.
+    """``{"url": root, "version": "0.32.0" or None, "drafting": True / False / None}`` of the
+    client's server.
 
-    Read once per client and cached: ``GET /version`` (vLLM's ``{"version": ...}``) and
+    Read once per client and URL (:func:`helpers.chat.types.per_client`), through
+    :mod:`helpers.server.httpio`: ``GET /version`` (vLLM's ``{"version": ...}``) and
     ``GET /metrics`` (drafting when :data:`DRAFTING_METRIC` is exported). A server that does
     not answer either gives ``None`` for that fact (an OpenAI-compatible server that is not
     vLLM); nothing raises.
@@ -56,32 +56,21 @@ def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
         client: an ``openai.OpenAI`` client (``base_url`` ``http://host:port/v1``).
         timeout: seconds per request.
     """
-    try:
-        cached = _FACTS.get(client)
-    except TypeError:  # not weakly referenceable: no cache
-        cached = None
-    if cached is not None and cached.get("url") == _root(client):
-        return cached
-    import httpx
-
-    root = _root(client)
-    facts: dict[str, Any] = {"url": root, "version": None, "drafting": None}
-    try:
-        r = httpx.get(f"{root}/version", timeout=timeout)
-        if r.status_code == 200:
-            facts["version"] = str(r.json().get("version") or "") or None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        pass
-    try:
-        r = httpx.get(f"{root}/metrics", timeout=timeout)
-        if r.status_code == 200:
-            facts["drafting"] = DRAFTING_METRIC in r.text
-    except httpx.HTTPError:
-        pass
-    try:
-        _FACTS[client] = facts
-    except TypeError:
-        pass
+    facts = per_client(_FACTS, client)
+    if facts:
+        return facts
+    root = server_root(_client_url(client))
+    facts.update(url=root, version=None, drafting=None)
+    for path, fact, read in (
+        ("/version", "version", lambda text: str(json.loads(text).get("version") or "") or None),
+        ("/metrics", "drafting", lambda text: DRAFTING_METRIC in text),
+    ):
+        try:
+            status, text = httpio.get(root + path, timeout)
+            if status == 200:
+                facts[fact] = read(text)
+        except (OSError, ValueError, AttributeError):
+            pass
     return facts
 
 
@@ -92,19 +81,29 @@ def budget_method_for(client: Any) -> str:
     return "two_pass" if server_facts(client)["drafting"] else "server"
 
 
+def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
+    """Warn ``category`` when the client's server drafts: "This server drafts (speculative
+    decoding; vLLM <release>)" then ``risk``, pointing at the first caller outside
+    ``helpers.chat``; return whether it warned."""
+    from helpers.chat.parse import warn_from_caller
+
+    facts = server_facts(client)
+    if facts["drafting"]:
+        release = facts["version"] or "an unknown release"
+        warn_from_caller(
+            category, f"This server drafts (speculative decoding; vLLM {release}){risk}"
+        )
+    return bool(facts["drafting"])
+
+
 def warn_if_unenforced(client: Any) -> bool:
     """Warn (:class:`ReasoningBudgetUnenforcedWarning`) when a server budget is asked of a
     server that drafts; return whether it warned."""
-    facts = server_facts(client)
-    if not facts["drafting"]:
-        return False
-    release = facts["version"] or "an unknown release"
-    warnings.warn(
-        f"This server drafts (speculative decoding; vLLM {release}), and vLLM may not apply "
-        f"thinking_token_budget while drafting ({REPORTS}: the budget was ignored with MTP), so "
-        "the reasoning may run past the budget. Use chat(..., budget_method='two_pass') "
-        "(helpers.chat.drafting.budget_method_for(client) picks it), or serve without drafting.",
+    return warn_if_drafting(
+        client,
         ReasoningBudgetUnenforcedWarning,
-        stacklevel=3,
+        ", and vLLM may not apply thinking_token_budget while drafting "
+        f"({REPORTS}: the budget was ignored with MTP), so the reasoning may run past the budget. "
+        "Use chat(..., budget_method='two_pass') (helpers.chat.drafting.budget_method_for(client) "
+        "picks it), or serve without drafting.",
     )
-    return True

@@ -47,20 +47,7 @@ _log = logging.getLogger("helpers.chat")
 
 # The chat modules a warning's stack walk skips, so it points at the notebook cell or test
 # that called them, however deep the helper chain was.
-_CHAT_MODULES = frozenset(
-    str(Path(__file__).with_name(f"{name}.py"))
-    for name in (
-        "completions",
-        "request",
-        "parse",
-        "types",
-        "stream",
-        "tools",
-        "display",
-        "structured",
-        "apis",
-    )
-)
+_CHAT_MODULES = frozenset(str(f) for f in Path(__file__).parent.glob("*.py"))
 
 
 def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
@@ -122,9 +109,7 @@ def _unfinished_tool_call(text: str) -> int | None:
     return None
 
 
-def _check_tool_truncation(
-    result: ChatResult, max_tokens: int | None, max_model_len: int | None
-) -> str | None:
+def _check_tool_truncation(result: ChatResult, turn: _Turn) -> str | None:
     """Where a reply that offered tools was cut inside a tool call, move the fragment out of
     the answer and return a description of it (``None`` when it was not)."""
     u = result.usage
@@ -137,10 +122,7 @@ def _check_tool_truncation(
                 setattr(result, part, text[:i].rstrip())
                 return f"the unfinished markup {text[i:][:60]!r} was left in `{part}`"
         if result.tool_calls:  # streamed: the parser sent the call's start
-            result.tool_call_fragment = "\n".join(
-                f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
-            )
-            result.tool_calls = []
+            _calls_to_fragment(result)
             return "the server streamed the start of a call whose arguments never ended"
         reasoning_ended = (
             u.reasoning_tokens is not None and u.reasoning_tokens < u.completion_tokens
@@ -153,21 +135,27 @@ def _check_tool_truncation(
         return None
     # vLLM 0.32 reports a cut call as finish_reason="tool_calls" (it parses the fragment:
     # chat_completion_full_generator). The token count is what gives it away.
+    max_tokens, max_model_len = turn.max_tokens, turn.max_model_len
     used_all = (max_tokens is not None and u.completion_tokens >= max_tokens) or (
         max_tokens is None
         and max_model_len is not None
         and u.prompt_tokens + u.completion_tokens >= max_model_len
     )
     if result.finish_reason == "tool_calls" and result.tool_calls and used_all:
-        result.tool_call_fragment = "\n".join(
-            f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
-        )
-        result.tool_calls = []
+        _calls_to_fragment(result)
         return (
             f"all {u.completion_tokens} tokens were used and the server still reported "
             "finish_reason='tool_calls' (vLLM parses the unfinished call)"
         )
     return None
+
+
+def _calls_to_fragment(result: ChatResult) -> None:
+    """Move the (unfinished) parsed calls out of ``tool_calls`` into ``tool_call_fragment``."""
+    result.tool_call_fragment = "\n".join(
+        f"{tc.name}({tc.raw_arguments})" for tc in result.tool_calls
+    )
+    result.tool_calls = []
 
 
 @dataclass(frozen=True)
@@ -205,56 +193,50 @@ def _reasoning_left_in_content(result: ChatResult, turn: _Turn) -> bool:
     """Reasoning inside ``content``: the server runs without ``--reasoning-parser``. Split
     it into ``reasoning`` and ``content`` and say so; the other checks still run."""
     content = result.content
-    if not result.reasoning and THINK_END in content:
+    if result.reasoning:
+        return False
+    if THINK_END in content:
         before, _, after = content.partition(THINK_END)
         before = before.strip()
         if before.startswith(THINK_START):
             before = before[len(THINK_START) :].strip()
         result.reasoning, result.content = before, after.lstrip("\n")
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
+        said = (
             "The server returned the model's reasoning inside `content` (ended by a lone "
             "</think>): it runs without a reasoning parser. The helper split it into "
             "`reasoning` and `content`; restart vLLM with "
             f"`{REASONING_PARSER_FLAGS}` so the server does this (and so "
-            "`thinking_token_budget` works).",
+            "`thinking_token_budget` works)."
+        )
+    elif content.lstrip().startswith(THINK_START):
+        # An opened, never-closed think block: all of it is reasoning.
+        result.reasoning, result.content = content.lstrip()[len(THINK_START) :].strip(), ""
+        said = (
+            "The server returned an unclosed <think> block inside `content`: it runs without "
+            f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`."
         )
     elif (
         turn.thinking
-        and not result.reasoning
         and not turn.force_nonempty_content
         and result.finish_reason == "length"
         and content.strip()
         and not result.tool_calls
         and result.usage.reasoning_tokens is None
-        and not content.lstrip().startswith(THINK_START)
     ):
         # Cut at max_tokens before any </think>, and no reasoning_tokens in usage (vLLM
         # reports them only with a reasoning parser): the template opened <think> in the
         # prompt, so this text is unfinished reasoning.
         result.reasoning, result.content = content.strip(), ""
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
+        said = (
             "The server runs without a reasoning parser (usage has no reasoning_tokens) and "
             "the reply was cut at max_tokens before </think>: the text in `content` is "
             "unfinished reasoning, moved to `reasoning` by the helper. Restart vLLM with "
-            f"`{REASONING_PARSER_FLAGS}`.",
+            f"`{REASONING_PARSER_FLAGS}`."
         )
-    elif not result.reasoning and content.lstrip().startswith(THINK_START):
-        # An opened, never-closed think block: all of it is reasoning.
-        result.reasoning = content.lstrip()[len(THINK_START) :].strip()
-        result.content = ""
-        result.reasoning_parser_missing = True
-        _warn(
-            result,
-            ReasoningParserMissingWarning,
-            "The server returned an unclosed <think> block inside `content`: it runs without "
-            f"a reasoning parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`.",
-        )
+    else:
+        return False
+    result.reasoning_parser_missing = True
+    _warn(result, ReasoningParserMissingWarning, said)
     return False
 
 
@@ -262,7 +244,7 @@ def _cut_inside_tool_call(result: ChatResult, turn: _Turn) -> bool:
     """Cut by max_tokens inside a tool call: nothing usable, the fragment is no answer."""
     if not turn.tools_requested:
         return False
-    cut = _check_tool_truncation(result, turn.max_tokens, turn.max_model_len)
+    cut = _check_tool_truncation(result, turn)
     if not cut:
         return False
     result.truncated_in_tool_call = True
@@ -288,6 +270,14 @@ def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
     start, calls = found
     result.tool_call_in_reasoning = True
     names = ", ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in calls)
+    said = (
+        f"The model wrote tool call(s) {names} at the end of its reasoning without closing "
+        "</think>, and the server's reasoning parser kept them as reasoning"
+    )
+    fix = (
+        "a reasoning parser that ends reasoning at <tool_call> "
+        f"(`{REASONING_PARSER_FLAGS}` on vLLM >= 0.32)."
+    )
     if turn.recover_tool_calls:
         result.tool_calls = [
             ToolCall.from_raw(f"chatcmpl-tool-recovered-{i}", n, json.dumps(a))
@@ -295,27 +285,12 @@ def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
         ]
         result.tool_call_fragment = result.reasoning[start:]
         result.reasoning = result.reasoning[:start].rstrip()
-        _warn(
-            result,
-            ToolCallInReasoningWarning,
-            f"The model wrote tool call(s) {names} at the end of its reasoning without "
-            "closing </think>, and the server's reasoning parser kept them as "
-            "reasoning (no tool_calls). Recovered them as tool calls "
-            "(recover_tool_calls=True). The server-side fix: a reasoning parser "
-            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-            ">= 0.32).",
-        )
+        said += " (no tool_calls). Recovered them as tool calls (recover_tool_calls=True). The "
+        said += f"server-side fix: {fix}"
     else:
-        _warn(
-            result,
-            ToolCallInReasoningWarning,
-            f"The model wrote tool call(s) {names} at the end of its reasoning without "
-            "closing </think>, and the server's reasoning parser kept them as "
-            "reasoning, so the reply has no tool_calls and no answer. Pass "
-            "recover_tool_calls=True to run them, or serve with a reasoning parser "
-            f"that ends reasoning at <tool_call> (`{REASONING_PARSER_FLAGS}` on vLLM "
-            ">= 0.32).",
-        )
+        said += ", so the reply has no tool_calls and no answer. Pass recover_tool_calls=True "
+        said += f"to run them, or serve with {fix}"
+    _warn(result, ToolCallInReasoningWarning, said)
     return True
 
 
@@ -466,22 +441,13 @@ def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None)
     return result
 
 
-def parse_response(
-    response: Any,
-    *,
-    thinking: bool = True,
-    force_nonempty_content: bool = False,
-    max_tokens: int | None = None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
+def parse_response(response: Any, **asked: Any) -> ChatResult:
     """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
 
     Args:
-        thinking, force_nonempty_content, max_tokens: what the request asked for; they
-            decide the truncation checks and their messages.
+        **asked: what the request asked for (keywords, each optional):
+        thinking, force_nonempty_content, max_tokens: they decide the truncation checks and
+            their messages (defaults True, False, None).
         tools_requested: the request offered tools (and not ``tool_choice="none"``);
             only then is unparsed tool-call markup an error.
         tool_schemas: the tools the request offered; each call's arguments are fitted to
@@ -501,9 +467,7 @@ def parse_response(
         ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
         docs; each sets a flag on the result too).
     """
-    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
-                 recover_tool_calls, max_model_len)  # fmt: skip
-    return _parse_reply(response, turn)
+    return _parse_reply(response, _Turn(**asked))
 
 
 def _parse_reply(response: Any, turn: _Turn) -> ChatResult:

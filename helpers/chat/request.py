@@ -19,8 +19,6 @@ from helpers.errors import check_number
 
 # Sampling and length defaults: seed 004 (helpers.config.run, where every mode's are).
 DEFAULT_MAX_TOKENS = GPU_MAX_TOKENS
-DEFAULT_TEMPERATURE = GPU_TEMPERATURE
-DEFAULT_TOP_P = GPU_TOP_P
 
 # The string values of `tool_choice` vLLM 0.32 accepts (besides a named function).
 _TOOL_CHOICES = ("none", "auto", "required")
@@ -63,7 +61,7 @@ class ChatOptions:
             becomes a tool call (off: a ``ToolCallInReasoningWarning`` only). Not sent.
         noise_tolerant: weightless mode (random weights, the text is noise): a ``chat`` or
             ``run_tool_loop`` that fails on the text prints what failed and returns None
-            instead of raising (:func:`helpers.weights.weightless.noise_tolerant`). Not sent.
+            instead of raising (:func:`helpers.chat.noise.noise_tolerant`). Not sent.
 
     Raises:
         TypeError: a field of the wrong type (the message names it and the shape expected).
@@ -75,8 +73,8 @@ class ChatOptions:
     thinking: bool = True
     max_tokens: int | None = None
     reasoning_budget: int | None = None
-    temperature: float = DEFAULT_TEMPERATURE
-    top_p: float = DEFAULT_TOP_P
+    temperature: float = GPU_TEMPERATURE
+    top_p: float = GPU_TOP_P
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     force_nonempty_content: bool = False

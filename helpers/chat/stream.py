@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from helpers.chat.completions import _create, _fit_to_server, _LimitNamed, remember_max_model_len
+from helpers.chat.completions import _create, _fit_to_server, _LimitNamed
 from helpers.chat.parse import _finish, _Turn
 from helpers.chat.request import (
     ChatOptions,
@@ -28,77 +28,6 @@ from helpers.chat.types import (
 )
 
 
-class _Assembler:
-    """Accumulates stream chunks into the parts of a :class:`ChatResult`."""
-
-    def __init__(self) -> None:
-        self.reasoning: list[str] = []
-        self.content: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Usage = Usage()
-        self.chunks: list[Any] = []
-
-    def feed(self, chunk: Any) -> list[StreamEvent]:
-        self.chunks.append(chunk)
-        events: list[StreamEvent] = []
-        if _get(chunk, "usage") is not None:
-            self.usage = Usage.from_raw(_get(chunk, "usage"))
-        for choice in _get(chunk, "choices") or []:
-            if (_get(choice, "index") or 0) != 0:
-                continue  # n > 1: only the first choice is assembled
-            delta = _get(choice, "delta")
-            text = _reasoning_of(delta)
-            if text:
-                self.reasoning.append(text)
-                events.append(StreamEvent("reasoning", text))
-            text = _get(delta, "content")
-            if text:
-                self.content.append(text)
-                events.append(StreamEvent("content", text))
-            for tc in _get(delta, "tool_calls") or []:
-                fn = _get(tc, "function")
-                d = ToolCallDelta(
-                    index=_get(tc, "index") or 0,
-                    id=_get(tc, "id"),
-                    name=_get(fn, "name"),
-                    arguments=_get(fn, "arguments") or "",
-                )
-                slot = self.calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
-                slot["id"] = slot["id"] or d.id
-                if d.name:
-                    slot["name"] = d.name if not slot["name"] else slot["name"] + d.name
-                slot["arguments"] += d.arguments
-                events.append(StreamEvent("tool_call", d))
-            if _get(choice, "finish_reason"):
-                self.finish_reason = _get(choice, "finish_reason")
-        return events
-
-    def result(self, turn: _Turn) -> ChatResult:
-        reasoning, content = "".join(self.reasoning), "".join(self.content)
-        # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
-        # force_nonempty_content) repeats it as content in the last delta; the
-        # non-streamed reply has it only in content. Match that shape.
-        if (
-            (turn.force_nonempty_content or not turn.thinking)
-            and reasoning
-            and content.strip() == reasoning.strip()
-        ):
-            reasoning = ""
-        result = ChatResult(
-            reasoning=reasoning,
-            content=content,
-            tool_calls=[
-                ToolCall.from_raw(s["id"], s["name"], s["arguments"])
-                for _, s in sorted(self.calls.items())
-            ],
-            finish_reason=self.finish_reason,
-            usage=self.usage,
-            raw=self.chunks,
-        )
-        return _finish(result, turn)
-
-
 class ChatStream:
     """Iterate for :class:`StreamEvent` s as they arrive; afterwards ``.result`` holds the
     assembled :class:`ChatResult` (same shape as :func:`~helpers.chat.completions.chat`'s)."""
@@ -106,7 +35,6 @@ class ChatStream:
     def __init__(self, chunks: Iterable[Any], turn: _Turn):
         self._chunks = chunks
         self._turn = turn
-        self._assembler = _Assembler()
         self._result: ChatResult | None = None
         self._started = False
 
@@ -116,9 +44,59 @@ class ChatStream:
                 "A ChatStream can be iterated once; read .result or call stream_chat again."
             )
         self._started = True
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        chunks: list[Any] = []
+        finish_reason, usage = None, Usage()
         for chunk in self._chunks:
-            yield from self._assembler.feed(chunk)
-        self._result = self._assembler.result(self._turn)
+            chunks.append(chunk)
+            if _get(chunk, "usage") is not None:
+                usage = Usage.from_raw(_get(chunk, "usage"))
+            for choice in _get(chunk, "choices") or []:
+                if (_get(choice, "index") or 0) != 0:
+                    continue  # n > 1: only the first choice is assembled
+                delta = _get(choice, "delta")
+                for kind, text, parts in (
+                    ("reasoning", _reasoning_of(delta), reasoning),
+                    ("content", _get(delta, "content"), content),
+                ):
+                    if text:
+                        parts.append(text)
+                        yield StreamEvent(kind, text)
+                for tc in _get(delta, "tool_calls") or []:
+                    fn = _get(tc, "function")
+                    d = ToolCallDelta(
+                        index=_get(tc, "index") or 0,
+                        id=_get(tc, "id"),
+                        name=_get(fn, "name"),
+                        arguments=_get(fn, "arguments") or "",
+                    )
+                    slot = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                    slot["id"] = slot["id"] or d.id
+                    slot["name"] += d.name or ""
+                    slot["arguments"] += d.arguments
+                    yield StreamEvent("tool_call", d)
+                finish_reason = _get(choice, "finish_reason") or finish_reason
+        turn = self._turn
+        said, thought = "".join(content), "".join(reasoning)
+        # nemotron_v3 streams unfinished reasoning as reasoning, then (thinking off or
+        # force_nonempty_content) repeats it as content in the last delta; the
+        # non-streamed reply has it only in content. Match that shape.
+        if (turn.force_nonempty_content or not turn.thinking) and said.strip() == thought.strip():
+            thought = ""
+        result = ChatResult(
+            reasoning=thought,
+            content=said,
+            tool_calls=[
+                ToolCall.from_raw(s["id"], s["name"], s["arguments"])
+                for _, s in sorted(calls.items())
+            ],
+            finish_reason=finish_reason,
+            usage=usage,
+            raw=chunks,
+        )
+        self._result = _finish(result, turn)
 
     @property
     def result(self) -> ChatResult:
@@ -163,37 +141,23 @@ def stream_chat(
     _check_client("stream_chat", client)
     _check_model("stream_chat", model)
     opts, extra = _options_from("stream_chat", options, overrides)
-    asked = opts.max_tokens
-    opts, max_model_len = _fit_to_server("stream_chat", client, model, opts)
+    opts, max_model_len, unchecked = _fit_to_server("stream_chat", client, model, opts)
     kwargs = build_request(model, messages_or_prompt, opts, stream=True, **extra)
-    try:  # the default sent without a known limit: fitted once the server names it
-        response = _create(client, kwargs, unchecked=asked is None and max_model_len is None)
-    except _LimitNamed as e:
-        remember_max_model_len(client, e.limit, model)
+    try:
+        response = _create(client, kwargs, unchecked=unchecked)
+    except _LimitNamed:  # the server named a smaller max_model_len: fitted to it now
         return stream_chat(client, model, messages_or_prompt, options, **overrides)
     return ChatStream(response, _Turn.of(opts, max_model_len))
 
 
-def collect_stream(
-    stream: ChatStream | Iterable[Any],
-    *,
-    thinking: bool = True,
-    force_nonempty_content: bool = False,
-    max_tokens: int | None = None,
-    tools_requested: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    recover_tool_calls: bool = False,
-    max_model_len: int | None = None,
-) -> ChatResult:
+def collect_stream(stream: ChatStream | Iterable[Any], **asked: Any) -> ChatResult:
     """Reassemble a stream into a :class:`ChatResult`.
 
     Args:
         stream: a :class:`ChatStream` (its own settings are used), or any iterable of
             ``ChatCompletionChunk`` objects / chunk dicts (then pass what the request
-            asked for, as in :func:`~helpers.chat.parse.parse_response`).
+            asked for as ``**asked``, the keywords of :func:`~helpers.chat.parse.parse_response`).
     """
     if isinstance(stream, ChatStream):
         return stream.result
-    turn = _Turn(thinking, force_nonempty_content, max_tokens, tools_requested, tool_schemas,
-                 recover_tool_calls, max_model_len)  # fmt: skip
-    return ChatStream(stream, turn).result
+    return ChatStream(stream, _Turn(**asked)).result

@@ -34,17 +34,8 @@ default, ``vllm/config/structured_outputs.py``): the model reasons freely, write
 ``</think>``, then the answer is constrained. So a reasoning that runs to ``max_tokens``
 leaves no answer at all (:class:`~helpers.errors.StructuredAnswerMissingError`).
 
-What goes wrong is named (all :class:`~helpers.errors.StructuredOutputError`):
-
-- the server refuses to enforce the schema (HTTP 400: a schema no backend compiles, or a
-  combination vLLM rejects, e.g. ``structured_outputs`` with a named ``tool_choice``):
-  :class:`~helpers.errors.SchemaNotEnforcedError`, with the server's words;
-- ``content`` is not JSON, or JSON that does not validate:
-  :class:`~helpers.errors.StructuredOutputInvalidError`, carrying the text;
-- the reasoning used the whole ``max_tokens`` (``finish_reason == "length"``, empty
-  ``content``): :class:`~helpers.errors.StructuredAnswerMissingError`;
-- reasoning on and the server drafts (speculative decoding), a combination public reports
-  show broken: :class:`StructuredOutputDraftingWarning` (:data:`DRAFTING_REPORTS`).
+What goes wrong is named (:class:`~helpers.errors.StructuredOutputError` and its kinds):
+see :func:`structured_chat`'s Raises and Warns.
 """
 
 from __future__ import annotations
@@ -213,24 +204,17 @@ def warn_if_drafting(client: Any, thinking: bool) -> bool:
         thinking: whether the request reasons; ``False`` never warns (no reasoning
             boundary inside the drafts).
     """
-    from helpers.chat.drafting import server_facts
+    from helpers.chat.drafting import warn_if_drafting as warn
 
-    if not thinking:
-        return False
-    facts = server_facts(client)
-    if not facts["drafting"]:
-        return False
-    release = facts["version"] or "an unknown release"
-    warn_from_caller(
+    return thinking and warn(
+        client,
         StructuredOutputDraftingWarning,
-        f"This server drafts (speculative decoding; vLLM {release}) and constrained decoding "
-        "with a reasoning parser is reported broken there when the reasoning end (</think>) "
-        f"lands inside drafted tokens ({DRAFTING_REPORTS}): the answer may ignore the schema "
-        "or be invalid JSON. It is still validated here (StructuredOutputInvalidError if it "
-        "breaks); to avoid the combination pass thinking=False, or serve without "
-        "--speculative-config.",
+        " and constrained decoding with a reasoning parser is reported broken there when the "
+        f"reasoning end (</think>) lands inside drafted tokens ({DRAFTING_REPORTS}): the answer "
+        "may ignore the schema or be invalid JSON. It is still validated here "
+        "(StructuredOutputInvalidError if it breaks); to avoid the combination pass "
+        "thinking=False, or serve without --speculative-config.",
     )
-    return True
 
 
 def structured_chat(
@@ -252,9 +236,8 @@ def structured_chat(
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name.
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent as
-            ``response_format`` (:func:`response_format_for`) and ``content`` is validated
-            with ``schema.model_validate_json``.
+        schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent (see
+            ``compact``) and ``content`` is validated with ``schema.model_validate_json``.
         options: a :class:`~helpers.chat.request.ChatOptions` (``thinking`` on or off,
             ``max_tokens`` in tokens, sampling); keywords override its fields as in
             :func:`~helpers.chat.completions.chat`. ``tools`` are refused: a schema answer
@@ -275,7 +258,7 @@ def structured_chat(
         A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
         ``None`` in weightless mode (``noise_tolerant=True``) when the answer failed on
         noise text: what failed is printed instead of raised
-        (:func:`helpers.weights.weightless.noise_tolerant`).
+        (:func:`helpers.chat.noise.noise_tolerant`).
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class, ``tools`` or

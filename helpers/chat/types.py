@@ -10,6 +10,7 @@ structure. :mod:`helpers.chat.parse` fills it; :func:`helpers.chat.completions.c
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -247,3 +248,16 @@ def _get(obj: Any, name: str) -> Any:
 def _reasoning_of(message: Any) -> str:
     """``reasoning`` (vLLM >= 0.10), else ``reasoning_content`` (older vLLM)."""
     return _get(message, "reasoning") or _get(message, "reasoning_content") or ""
+
+
+def _client_url(client: Any) -> str:
+    return str(getattr(client, "base_url", "") or "").rstrip("/")
+
+
+def per_client(cache: weakref.WeakKeyDictionary, client: Any) -> dict[str, Any]:
+    """The dict ``cache`` keeps for ``client`` at its current base URL (a new one, not kept,
+    for a client that cannot be weakly referenced). A new client, or a new URL, asks again."""
+    try:
+        return cache.setdefault(client, {}).setdefault(_client_url(client), {})
+    except TypeError:
+        return {}

@@ -53,8 +53,6 @@ class ServerEndpoint:
 
     def client(self, **kwargs):
         """An ``openai.OpenAI`` client for this server (kwargs: ``helpers.server.endpoint.make_client``)."""
-        from helpers.server.endpoint import make_client
-
         return make_client(self.base_url, **kwargs)
 
     def models(self) -> list[str]:
@@ -105,7 +103,8 @@ class ServerEndpoint:
             "chat_template_kwargs": {"enable_thinking": True},
         }
         feats: list[str] = []
-        status, body = self._post("/v1/chat/completions", base, timeout)
+        chat = self.url + "/v1/chat/completions"
+        status, body = httpio.request("POST", chat, timeout=timeout, json_body=base)
         if status == 200:
             msg = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
             if msg.get("reasoning") or msg.get("reasoning_content"):
@@ -118,9 +117,8 @@ class ServerEndpoint:
                 "parameters": {"type": "object", "properties": {}},
             },
         }
-        status, body = self._post(
-            "/v1/chat/completions", {**base, "tools": [tool], "tool_choice": "auto"}, timeout
-        )
+        with_tool = {**base, "tools": [tool], "tool_choice": "auto"}
+        status, body = httpio.request("POST", chat, timeout=timeout, json_body=with_tool)
         if status == 200:
             feats.append("tool_calling")
         return tuple(feats)
@@ -174,10 +172,6 @@ class ServerEndpoint:
         if self._served_cache is None:
             self._served_cache = self.served_model()
         return self._served_cache
-
-    def _post(self, path: str, payload: dict, timeout: float) -> tuple[int, str]:
-        """``POST path`` with a JSON body -> (status, body) (:mod:`helpers.server.httpio`)."""
-        return httpio.post_json(self.url + path, payload, timeout=timeout)
 
     def _get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
         """``GET path`` -> (status, body). Straight to the server, never through

@@ -98,14 +98,6 @@ class FailureKind:
     build: Builder
 
     @property
-    def patterns(self) -> tuple[str, ...]:
-        return self.wording.patterns
-
-    @property
-    def source(self) -> str:
-        return self.wording.source
-
-    @property
     def checked_releases(self) -> tuple[str, ...]:
         """Releases whose source was read for the wording (``"vllm X.Y.Z"`` or
         ``"<library> X.Y.Z"``; a test keeps every kind filled)."""

@@ -282,29 +282,23 @@ def _invalid_choice(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     )
 
 
-@failure(
+fixed_failure(
     "fastokens_unsupported_tokenizer",
     130,
     Wording(
         (
-            r"pre-tokenizer error: unsupported pre-tokenizer type: \w+",
-            r"model error: unsupported model type: \w+",
+            r"pre-tokenizer error: unsupported (?P<what>pre-tokenizer type: \w+)",
+            r"model error: unsupported (?P<what>model type: \w+)",
         ),
         "fastokens 0.3.5 (Tokenizer.from_file's errors, checked here on CPU) raised inside "
         "vLLM 0.32.0's VllmConfig; recorded on an H200 (docs/results/h200.md)",
         ("vllm 0.32.0 (recorded log)", "fastokens 0.3.5"),
     ),
+    "VLLM_USE_FASTOKENS=1 is set but fastokens cannot load this model's tokenizer "
+    "(unsupported {what}; fastokens 0.3.5 loads BPE tokenizers only)",
+    "unset VLLM_USE_FASTOKENS (it only speeds up tokenization); in weightless mode "
+    "helpers.weights.weightless.arch_config drops it for the architecture folder's tokenizer",
 )
-def _fastokens_unsupported(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    what = m.group(0).split("unsupported ", 1)[-1]
-    return Diagnosis(
-        "fastokens_unsupported_tokenizer",
-        f"VLLM_USE_FASTOKENS=1 is set but fastokens cannot load this model's tokenizer "
-        f"(unsupported {what}; fastokens 0.3.5 loads BPE tokenizers only)",
-        "unset VLLM_USE_FASTOKENS (it only speeds up tokenization); in weightless mode "
-        "helpers.weights.weightless.arch_config drops it for the architecture folder's tokenizer",
-        _line_of(m, text),
-    )
 
 
 fixed_failure(

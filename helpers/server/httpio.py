@@ -53,8 +53,3 @@ def request(method: str, url: str, *, timeout: float, json_body: Any = None) -> 
 def get(url: str, timeout: float = 10.0) -> tuple[int, str]:
     """``GET url`` -> ``(status, body)``; see :func:`request`."""
     return request("GET", url, timeout=timeout)
-
-
-def post_json(url: str, payload: Any, timeout: float = 60.0) -> tuple[int, str]:
-    """``POST url`` with a JSON body -> ``(status, body)``; see :func:`request`."""
-    return request("POST", url, timeout=timeout, json_body=payload)

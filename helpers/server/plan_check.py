@@ -60,13 +60,11 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
         ("available_gib", "kv_budget_gib", float),
         ("cpu_explicit_gib", "kv_budget_gib", float),
         ("dtype", "dtype", str),
+        ("weights_gib", "weights_gib", float),
     ):
         found = re.findall(SERVER_FIGURES[key], text)
         if found:
             out[name] = conv(found[-1])
-    weights = re.findall(SERVER_FIGURES["weights_gib"], text)
-    if weights:
-        out["weights_gib"] = float(weights[-1])
     pool = re.findall(SERVER_FIGURES["cudagraph_pool_gib"], text)
     if pool:
         out["cudagraph_actual_gib"] = float(pool[-1][0])
@@ -132,29 +130,23 @@ def kv_shortfall(p: Plan, log: str | Path | dict[str, Any]) -> str | None:
                 f", or raise --gpu-memory-utilization from {f.get('gpu_memory_utilization', 0):g} "
                 f"to {suggested:g} (vLLM's own suggestion) to keep the KV cache as without it"
             )
+        actual = f.get("cudagraph_actual_gib")
+        measured = f"; measured after capture: {actual:.2f} GiB" if actual is not None else ""
         parts.append(
             f"{share:.2f} GiB of it is vLLM's CUDA-graph memory estimate, reserved before the "
-            f"KV cache is sized (default since vLLM 0.21; measured after capture: "
-            f"{f['cudagraph_actual_gib']:.2f} GiB)"
-            if "cudagraph_actual_gib" in f
-            else f"{share:.2f} GiB of it is vLLM's CUDA-graph memory estimate, reserved before "
-            "the KV cache is sized (default since vLLM 0.21)"
+            f"KV cache is sized (default since vLLM 0.21{measured})"
         )
         parts.append(f"to get it back, {way_back}")
     elif f.get("cudagraph_estimate") is False:
         parts.append(f"the CUDA-graph estimate was off ({CUDAGRAPH_ESTIMATE_ENV}=0): not the cause")
     weights = f.get("weights_gib")
-    if weights is not None and p.device == "gpu":
-        extra = weights - p.weights_gib
-        if extra > 0.05 * max(p.weights_gib, 1e-9):
-            parts.append(
-                f"the weights took {weights:.2f} GiB against the plan's {p.weights_gib:g} GiB "
-                f"({extra:.2f} GiB more: record it as the target's weights_gib in "
-                "cookbook/recipe.yaml)"
-            )
-    rest = short - (min(estimate, short) if estimate else 0.0)
-    if weights is not None and p.device == "gpu":
-        rest -= max(weights - p.weights_gib, 0.0)
+    extra = weights - p.weights_gib if weights is not None and p.device == "gpu" else 0.0
+    if extra > 0.05 * max(p.weights_gib, 1e-9):
+        parts.append(
+            f"the weights took {weights:.2f} GiB against the plan's {p.weights_gib:g} GiB "
+            f"({extra:.2f} GiB more: record it as the target's weights_gib in cookbook/recipe.yaml)"
+        )
+    rest = short - (min(estimate, short) if estimate else 0.0) - max(extra, 0.0)
     if rest > 0.05:
         parts.append(
             f"the remaining {rest:.2f} GiB is vLLM's profiled activation peak and non-torch "

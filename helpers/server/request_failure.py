@@ -173,10 +173,10 @@ def describe_server_error(base_url: str, what: str, status: int, error: Exceptio
 DIAGNOSTIC_FLAGS = ("--log-error-stack", "--enable-log-requests")
 
 
-def _settled_tail(log: Path, settle_s: float = LOG_SETTLE_S) -> str:
+def _settled_tail(log: Path) -> str:
     """The log's last :data:`TAIL_LINES` lines once it has stopped growing for 0.2 s (at most
-    ``settle_s`` seconds of waiting)."""
-    deadline = time.monotonic() + settle_s
+    :data:`LOG_SETTLE_S` seconds of waiting)."""
+    deadline = time.monotonic() + LOG_SETTLE_S
     size = -1
     while time.monotonic() < deadline:
         now = log.stat().st_size if log.exists() else 0

@@ -85,23 +85,35 @@ class SpecDecodeStats:
         """1-based draft positions whose logged acceptance rate is 0.000."""
         return tuple(i + 1 for i, r in enumerate(self.per_position) if r == 0.0)
 
+    def finding(self) -> tuple[str, str]:
+        """``(cause, fix)`` of a line that is not ``"ok"``, as :func:`review` words them."""
+        if self.level == "error":
+            drafted = self.drafted_tokens if self.drafted_tokens is not None else "the"
+            return "speculative decoding accepted nothing", (
+                f"all {drafted} draft tokens of the last interval were rejected, so drafting "
+                "only costs time: check the drafter matches the served checkpoint and revision, "
+                "or serve without speculative decoding"
+            )
+        dead = self.dead_positions
+        return (
+            f"speculative decoding is not paying off (mean acceptance length "
+            f"{self.mean_acceptance_length:.2f} over {len(self.per_position)} draft positions, "
+            f"{self.draft_acceptance_rate_pct:.1f}% of draft tokens accepted"
+            + (f"; positions {dead[0]}-{dead[-1]} accepted nothing" if dead else "")
+            + ")"
+        ), "check num_speculative_tokens against the drafter's block size"
+
     @property
     def verdict(self) -> str:
+        """One line: ``"paying off: ..."``, or the finding (the cause, then the fix)."""
+        if self.level == "ok":
+            return f"paying off: {self.mean_acceptance_length:.2f} tokens per target-model step"
+        cause, fix = self.finding()
         if self.level == "error":
-            return (
-                "speculative decoding accepted nothing: every draft token was rejected; check the "
-                "drafter matches the served checkpoint and revision, and its method"
-            )
-        if self.level == "warning":
-            dead = self.dead_positions
-            tail = f"; draft positions {dead[0]}-{dead[-1]} accepted nothing" if dead else ""
-            k = len(self.per_position)
-            return (
-                f"not paying off: check num_speculative_tokens against the drafter's block size "
-                f"(mean acceptance length {self.mean_acceptance_length:.2f} with {k} draft "
-                f"positions, {self.draft_acceptance_rate_pct:.1f}% of draft tokens accepted{tail})"
-            )
-        return f"paying off: {self.mean_acceptance_length:.2f} tokens per target-model step"
+            return f"{cause}: {fix}"
+        return (
+            f"not paying off: {fix}{cause.removeprefix('speculative decoding is not paying off')}"
+        )
 
 
 def _num(pattern: str, line: str, conv=float):
@@ -222,28 +234,10 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
     stats = spec_decode_stats(text)
     if stats and stats[-1].level != "ok":
         last = stats[-1]
-        if last.level == "error":
-            cause = "speculative decoding accepted nothing"
-            fix = (
-                f"all {last.drafted_tokens if last.drafted_tokens is not None else 'the'} draft tokens of "
-                "the last interval were rejected, so drafting only costs time: check the drafter "
-                "matches the served checkpoint and revision, or serve without speculative decoding"
-            )
-        else:
-            dead = last.dead_positions
-            cause = (
-                f"speculative decoding is not paying off (mean acceptance length "
-                f"{last.mean_acceptance_length:.2f} over {len(last.per_position)} draft positions, "
-                f"{last.draft_acceptance_rate_pct:.1f}% of draft tokens accepted"
-                + (f"; positions {dead[0]}-{dead[-1]} accepted nothing" if dead else "")
-                + ")"
-            )
-            fix = "check num_speculative_tokens against the drafter's block size"
         found.append(
             Diagnosis(
                 "spec_decode",
-                cause,
-                fix,
+                *last.finding(),
                 last.line,
                 level=last.level,
                 checked_releases=REGISTRY_RELEASES + OLDER_RELEASES,

@@ -312,18 +312,13 @@ STATS_LINE = re.compile(
 STALL_SECONDS = 60.0
 
 
-def stalled_span(
-    log_text: str, min_seconds: float = STALL_SECONDS
-) -> tuple[float, int, str] | None:
-    """The last run of stats lines saying "nothing runs, requests wait, no throughput".
-
-    Args:
-        log_text: server log text.
-        min_seconds: how long the run must last (log time stamps, seconds).
+def stalled_span(log_text: str) -> tuple[float, int, str] | None:
+    """The last run of stats lines in ``log_text`` saying "nothing runs, requests wait, no
+    throughput".
 
     Returns:
         ``(seconds, waiting requests, last line)`` when the log ends with (or contains) such
-        a run of at least ``min_seconds``, else None.
+        a run of at least :data:`STALL_SECONDS` (log time stamps), else None.
     """
     best = None
     start = last = None
@@ -346,7 +341,7 @@ def stalled_span(
             start = t
         last, waiting, line = t, w, m.group(0)
         span = (last - start).total_seconds()
-        if span >= min_seconds:
+        if span >= STALL_SECONDS:
             best = (span, waiting, line.strip()[:400])
     return best
 

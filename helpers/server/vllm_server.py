@@ -64,6 +64,8 @@ DEFAULT_STARTUP_TIMEOUT = 1800.0
 DEFAULT_GRACE_PERIOD = 30.0
 #: Seconds between progress lines while the phase does not change.
 HEARTBEAT_S = 30.0
+#: Seconds between looks at the log and ``/health`` while waiting for the start.
+POLL_S = 0.5
 _DEFAULT = object()
 
 ProgressFn = Callable[[str, float], None]
@@ -122,7 +124,6 @@ class VLLMServer(ServerEndpoint):
         cleanup_leftovers: bool = False,
         progress: bool | ProgressFn = True,
         launcher: str = "auto",
-        poll_interval: float = 0.5,
         validate_flags: bool = True,
         check_model: bool = True,
     ):
@@ -140,7 +141,6 @@ class VLLMServer(ServerEndpoint):
         self.cleanup_leftovers = cleanup_leftovers
         self.progress = progress
         self.launcher = launcher
-        self.poll_interval = poll_interval
         self.validate_flags = validate_flags
         self.check_model = check_model
         self.owned = True
@@ -238,7 +238,11 @@ class VLLMServer(ServerEndpoint):
         self.crash = what + (
             f"; ended the {len(others)} processes it left running: {names}" if others else ""
         )
-        if self._record is not None:
+        self._done(remove_record=True)
+
+    def _done(self, remove_record: bool) -> None:
+        """The launch is over: not running, not ended at exit; its record goes when asked."""
+        if remove_record and self._record is not None:
             self._record.remove()
         self._stopped = True
         _LIVE.discard(self)
@@ -376,10 +380,7 @@ class VLLMServer(ServerEndpoint):
         the launch record goes only when none did."""
         self._line.end()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
-        if not left and self._record is not None:
-            self._record.remove()
-        self._stopped = True
-        _LIVE.discard(self)
+        self._done(remove_record=not left)
         return left
 
     def _abandon(self, why: str) -> None:
@@ -401,7 +402,7 @@ class VLLMServer(ServerEndpoint):
         for ready in self.readiness(timeout):
             if ready:
                 return self
-            time.sleep(self.poll_interval)
+            time.sleep(POLL_S)
         return self  # pragma: no cover - readiness() ends by returning True or raising
 
     def readiness(self, timeout: float | None = None):
@@ -530,7 +531,6 @@ class VLLMServer(ServerEndpoint):
             return
         t0 = time.monotonic()
         left = self._terminate()
-        rec = self._record
         if left:
             raise CookbookError(
                 f"vLLM processes survived SIGKILL: {describe_procs(left)}; end them by pid "
@@ -543,10 +543,7 @@ class VLLMServer(ServerEndpoint):
             raise CookbookError(
                 f"Port {self.port} is still taken after the server stopped{describe_port(self.port)}."
             )
-        if rec is not None:
-            rec.remove()
-        self._stopped = True
-        _LIVE.discard(self)
+        self._done(remove_record=True)
         self.stop_seconds = time.monotonic() - t0
         if verbose:
             print(

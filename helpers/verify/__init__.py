@@ -79,25 +79,34 @@ class Check:
         return f"{mark}  {self.name}: {detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
+class _Failed(Exception):
+    """A check that failed: its detail (the message) and the ``fix``."""
+
+    def __init__(self, detail: str, fix: str = ""):
+        super().__init__(detail)
+        self.fix = fix
+
+
 def _said(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400]
 
 
 def _run(name: str, fn) -> Check:
-    """``fn() -> Check``, a raised error a failed check in the helpers' words."""
+    """``fn() -> detail`` as a passed check; :class:`_Failed` or any error raised (in the
+    helpers' words), or a warning the helpers issued, as a failed one."""
     try:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            out = fn()
+            detail = fn()
+    except _Failed as f:
+        return Check(name, False, str(f), f.fix)
     except (CookbookError, ValueError) as exc:
         return Check(name, False, _said(exc), _fix_in(str(exc)))
     except Exception as exc:  # noqa: BLE001 - the SDK's errors: named, never a traceback
         return Check(name, False, f"{type(exc).__name__}: {_said(exc)}", _fix_in(str(exc)))
-    if out.ok and seen:  # passed, yet the helpers warned: say what
-        return dataclasses.replace(
-            out, ok=False, detail=_said(seen[0].message), fix=_fix_in(str(seen[0].message))
-        )
-    return out
+    if seen:  # passed, yet the helpers warned: say what
+        return Check(name, False, _said(seen[0].message), _fix_in(str(seen[0].message)))
+    return Check(name, True, detail)
 
 
 def _fix_in(text: str) -> str:
@@ -135,33 +144,29 @@ def verify(
     demo = load_demo()
     found: dict[str, Any] = {}
 
-    def served() -> Check:
+    def served() -> str:
         import openai
 
         try:
             names = [m.id for m in client.models.list().data]
         except openai.APIConnectionError:
-            return Check("model", False, f"nothing answers at {client.base_url}",
-                         "start the server, or check the host, the port and that it is reachable from here")  # fmt: skip
+            raise _Failed(f"nothing answers at {client.base_url}",
+                          "start the server, or check the host, the port and that it is reachable from here") from None  # fmt: skip
         except openai.NotFoundError:
-            return Check("model", False, f"{client.base_url}models is not found (HTTP 404)",
-                         "pass the server's root URL, http://host:port (or .../v1)")  # fmt: skip
+            raise _Failed(f"{client.base_url}models is not found (HTTP 404)",
+                          "pass the server's root URL, http://host:port (or .../v1)") from None  # fmt: skip
         if not names:
-            return Check("model", False, "/v1/models lists no model", "start vLLM with the model")
+            raise _Failed("/v1/models lists no model", "start vLLM with the model")
         found["model"] = model or names[0]
         if found["model"] not in names:
-            return Check(
-                "model", False, f"{model!r} is not served (served: {names})", f"pass one of {names}"
-            )
+            raise _Failed(f"{model!r} is not served (served: {names})", f"pass one of {names}")
         limit = server_max_model_len(client, found["model"])
         if limit is None:
-            return Check(
-                "model",
-                False,
+            raise _Failed(
                 f"{found['model']}: /v1/models gives no max_model_len",
                 "this is not a vLLM server, or not one the helpers know",
             )
-        return Check("model", True, f"{found['model']}, max_model_len {limit:,} tokens")
+        return f"{found['model']}, max_model_len {limit:,} tokens"
 
     checks = [_run("model", served)]
     if not checks[0].ok:
@@ -169,91 +174,68 @@ def verify(
     name = found["model"]
     greedy = ChatOptions(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
 
-    def reasoning_on() -> Check:
+    def reasoning_on() -> str:
         r = chat(client, name, demo["reasoning"]["prompt"], greedy)
         if not r.reasoning:
-            return Check(
-                "reasoning on",
-                False,
+            raise _Failed(
                 "no reasoning came back apart from the answer",
                 f"serve with {REASONING_PARSER_FLAGS}",
             )
-        return Check(
-            "reasoning on",
-            True,
-            f"{len(r.reasoning)} characters of reasoning, then {len(r.content)} of answer",
-        )
+        return f"{len(r.reasoning)} characters of reasoning, then {len(r.content)} of answer"
 
-    def reasoning_off() -> Check:
+    def reasoning_off() -> str:
         r = chat(client, name, demo["reasoning"]["prompt"], greedy, thinking=False)
         if r.reasoning:
-            return Check(
-                "reasoning off",
-                False,
+            raise _Failed(
                 "reasoning came back with thinking off",
                 "the chat template must honour enable_thinking=False",
             )
-        return Check(
-            "reasoning off", True, f"an answer of {len(r.content)} characters, no reasoning"
-        )
+        return f"an answer of {len(r.content)} characters, no reasoning"
 
-    def tool_call() -> Check:
+    def tool_call() -> str:
         prompt = demo["weather"]["prompt"].format(city="Santa Clara")
         r = chat(client, name, prompt, greedy, tools=demo["tools"][:1], thinking=False)
         calls = [c for c in r.tool_calls if c.name == "get_weather"]
         if not calls:
-            return Check(
-                "tool call",
-                False,
+            raise _Failed(
                 f"no get_weather call parsed (finish_reason {r.finish_reason!r})",
                 f"serve with {TOOL_PARSER_FLAGS}",
             )
-        return Check("tool call", True, f"get_weather({calls[0].arguments})")
+        return f"get_weather({calls[0].arguments})"
 
-    def streamed() -> Check:
+    def streamed() -> str:
         prompt = demo["streaming"]["prompt"]
         whole = chat(client, name, prompt, greedy, thinking=False, max_tokens=64)
         parts = stream_chat(client, name, prompt, greedy, thinking=False, max_tokens=64).result
         if (whole.content, whole.reasoning) != (parts.content, parts.reasoning):
-            return Check(
-                "stream",
-                False,
+            raise _Failed(
                 "the streamed greedy answer differs from the non-streamed one",
                 "compare the two with the same seed; a router or proxy may rewrite streams",
             )
-        return Check(
-            "stream",
-            True,
-            f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters)",
-        )
+        return f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters)"
 
-    def schema() -> Check:
-        got = structured_chat(
-            client, name, demo["structured"]["prompt"], Capital, greedy, thinking=False
-        )
-        return Check("schema", True, f"{got.value!r}")
+    def schema() -> str:
+        prompt = demo["structured"]["prompt"]
+        return repr(structured_chat(client, name, prompt, Capital, greedy, thinking=False).value)
 
-    def budget() -> Check:
+    def budget() -> str:
         n = int(demo["budget"]["thinking_token_budget"])
-        r = chat(client, name, demo["budget"]["prompt"], greedy, reasoning_budget=n)
-        said = budget_report(r, n)
+        said = budget_report(
+            chat(client, name, demo["budget"]["prompt"], greedy, reasoning_budget=n), n
+        )
         if said.startswith("UNEXPECTED"):
-            return Check("budget", False, said, _fix_in(said) or "see the line above")
-        return Check("budget", True, said)
+            raise _Failed(said, _fix_in(said) or "see the line above")
+        return said
 
-    def metrics() -> Check:
+    def metrics() -> str:
         text = scrape_metrics(base_url)
         if "vllm:" not in text:
-            return Check(
-                "metrics",
-                False,
+            raise _Failed(
                 "/metrics answers without vLLM's counters",
                 "expose vLLM's /metrics (a router in front may hide it)",
             )
-        return Check(
-            "metrics",
-            True,
-            f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples",
+        return (
+            f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples"
         )
 
     later = (reasoning_on, reasoning_off, tool_call, streamed, schema, budget, metrics)
