@@ -19,7 +19,11 @@
 # it ($OUT-bound in /tmp/runs/tune/bytecode.txt): the bundle is packed without __pycache__,
 # so a machine's first server start would otherwise compile every module it imports, in each
 # of its processes. `collect` copies the points measured so far (also while a candidate still
-# runs: a cut-off session keeps them, and the next one resumes) and the compile caches' sizes.
+# runs: a cut-off session keeps them, and the next one resumes), the compile caches' sizes, and
+# the caches themselves as $OUT/compile-caches.tar.gz when they fit one returned file: copy it to
+# .cache-h200/ (ignored by git); the next session carries that folder in a call of its own
+# (`mkdir -p /tmp/cache-h200 && cp .cache-h200/* /tmp/cache-h200/`), and `start` unpacks it
+# before the first server starts.
 #
 # DRY=1 rehearses the same calls on any machine with the CPU stand-in (tune_h200.py --stand-in:
 # tiny workloads, a 45 s budget per candidate), so the control flow is tried before a session.
@@ -49,7 +53,26 @@ snapshot() {  # what the job measured so far, and the caches a later session cou
     # the helpers keep vLLM's and Triton's caches under $COOKBOOK_OUT/cache/<release>-<arch>/
     du -sm "${COOKBOOK_OUT:-/tmp/cookbook-out}"/cache/*/* ~/.cache/flashinfer ~/.cache/torch \
         2>/dev/null > $R/tune/caches-mib.txt
+    # bring the compile caches back for the next session's machine (carry .cache-h200/), when
+    # they fit one returned file (16 MiB): vLLM's torch.compile and Triton caches with
+    # FlashInfer's JIT kernels, else FlashInfer's alone (the SSU kernel, 28 s of a first start)
+    [ "${DRY:-0}" = 1 ] || [ -z "${OUT:-}" ] && return 0
+    local cache="${COOKBOOK_OUT:-/tmp/cookbook-out}/cache" mib
+    mib=$(du -sm "$cache" 2>/dev/null | cut -f1)
+    rm -f "$OUT/compile-caches.tar.gz"
+    [ "${mib:-0}" -le 200 ] && tar czf "$OUT/compile-caches.tar.gz" -C / "${cache#/}" \
+        root/.cache/flashinfer 2>/dev/null
+    if [ "$(stat -c %s "$OUT/compile-caches.tar.gz" 2>/dev/null || echo 0)" -gt 16000000 ] ||
+        [ ! -f "$OUT/compile-caches.tar.gz" ]; then
+        tar czf "$OUT/compile-caches.tar.gz" -C / root/.cache/flashinfer 2>/dev/null
+    fi
     true
+}
+restore_caches() {  # what an earlier session brought back: its own call copied .cache-h200/
+    local f=/tmp/cache-h200/compile-caches.tar.gz  # to /tmp/cache-h200/ (64 MiB a call)
+    [ -f $f ] || return 0
+    tar xzf $f -C / && echo "compile caches restored:" &&
+        tar tzf $f | awk -F/ 'NF>3 {print "/"$1"/"$2"/"$3"/"$4}' | sort -u
 }
 case "${1:?usage: h200_tune.sh start BUDGET_LEFT_S [args] | wait [SECS] | collect}" in
 start)
@@ -59,6 +82,7 @@ start)
     else
         . tools/device/env.sh
         precompile
+        restore_caches
         py="python3 tools/device/tune_h200.py"
     fi
     $J chain tune "$py --out $out --budget-s $(( budget - 120 )) $*" ;;
