@@ -12,6 +12,7 @@ when a result was measured on it or lists it in ``applies_to``. Used when the no
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,23 @@ GOALS = (
     Goal("long prompt", "tune-8k", "8K in / 256 out: the most output tokens/s per GPU within "
          f"{slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
 )  # fmt: skip
+
+
+def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list[dict[str, Any]]:
+    """The SLO limits the tuning step bisected (``slo_limits`` of each candidate in a tuning
+    folder's ``tune.json``) for ``workload``, from the committed ``files`` (names as in the
+    ``file`` column: ``grid-0.32.0/tune.json``), with the candidate's row label fields."""
+    out = []
+    for path in sorted(Path(results_dir or RESULTS_DIR).glob("*/tune/*/tune.json")):
+        if f"{path.parent.name}/tune.json" not in files:
+            continue
+        for cand in json.loads(path.read_text()).get("candidates") or []:
+            for lim in cand.get("slo_limits") or []:
+                if lim.get("workload") == workload and lim.get("limit") is not None:
+                    out.append({**lim, "variant": cand.get("variant"),
+                                "moe_backend": cand.get("moe_backend"),
+                                "recipe": bool(cand.get("recipe"))})  # fmt: skip
+    return out
 
 
 def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
@@ -343,6 +361,20 @@ def recommendation_markdown(
         if not is_recipe:
             command, change = command_for(target, best)
             commands.setdefault(command, [change, []])[1].append(goal.name)
+    for goal in GOALS:
+        if goal.slo is None:
+            continue
+        decided = set(rows.loc[(rows["workload"] == goal.workload) & (rows["repeats"] > 1), "file"])
+        lims = slo_limits(results_dir, decided, goal.workload)
+        if lims:
+            said = "; ".join(
+                f"{'the recipe' if lim['recipe'] else _label(lim)} meets it at concurrency "
+                f"{lim['limit']}" + (f", misses at {lim['misses_at']}" if lim.get("misses_at") else
+                                     " (the highest probed)")
+                + f" ({_fmt(lim.get('goodput_tok_s_per_gpu'))} goodput tok/s/GPU there)"
+                for lim in sorted(lims, key=lambda x: -(x.get("goodput_tok_s_per_gpu") or 0))
+            )  # fmt: skip
+            notes.append(f"{goal.name}: the SLO limit, bisected (one run per probe): {said}")
     not_ranked = sorted({str(v) for v in rows["vllm_version"]} - set(offered))
     if not_ranked:
         notes.append(

@@ -523,6 +523,8 @@ def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_p
     text = recommendation_markdown("h200", root)
     latency = next(ln for ln in text.splitlines() if ln.startswith("| latency"))
     assert "9,999" not in text and "/tune.json` |" in latency
+    # the bisected SLO limits of the repeated run are said for the goals with an SLO
+    assert "throughput: the SLO limit, bisected" in text and "long prompt: the SLO limit" in text
     seeds = recommendation_markdown("h200", _seeds_only(tmp_path / "seeds"))
     assert "| latency" in seeds and "/tune.json" not in seeds
 
