@@ -13,7 +13,6 @@ caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.b
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -215,32 +214,16 @@ def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _safetensors_problem(path: Path) -> str | None:
-    """Why a ``.safetensors`` file is not whole, or None. The format (safetensors docs):
-    8 bytes little-endian header length N, N bytes of JSON header whose ``data_offsets``
-    index the data that follows; the file ends exactly where the last tensor ends."""
-    size = path.stat().st_size
+    """Why a ``.safetensors`` file is not whole, or None: the safetensors library's own check
+    on opening it (its header parses and the file ends exactly where its last tensor ends,
+    the check vLLM's loader meets as "incomplete metadata, file not fully covered")."""
+    from safetensors import SafetensorError, safe_open
+
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                return f"{path.name} is {size} bytes, too short for a safetensors header"
-            n = int.from_bytes(head, "little")
-            if n > size - 8:
-                return (
-                    f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
-                )
-            header = json.loads(fh.read(n))
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        return f"{path.name} has an unreadable header ({type(e).__name__})"
-    ends = [
-        v["data_offsets"][1]
-        for k, v in header.items()
-        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
-    ]
-    want = 8 + n + max(ends, default=0)
-    if size != want:
-        return f"{path.name} is {size:,} bytes but its header describes {want:,} bytes (truncated or padded)"
-    return None
+        with safe_open(path, framework="numpy"):
+            return None
+    except (SafetensorError, OSError) as e:
+        return f"{path.name} is not a whole safetensors file ({e})"
 
 
 def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
@@ -301,26 +284,6 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
                 problems.append(f"{name} does not match the SHA-256 recorded at build")
     if problems:
         raise CookbookError(f"The {what} at {folder} is damaged ({'; '.join(problems)}): {fix}.")
-
-
-def _adopt_manifest(folder: Path) -> None:
-    """Record the manifest of a stand-in built before manifests existed (after it passed
-    the structural checks), so later damage is caught by size and hash."""
-    meta_path = folder / "standin.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return
-    if meta.get("files"):
-        return
-    meta["files"] = file_manifest(folder)
-    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(meta, indent=2))
-        os.replace(tmp, meta_path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 #: The trained stand-in shipped with the package (package data, about 1.8 MB): the files of
@@ -445,7 +408,6 @@ def build_standin_model(
     final = parent / f"standin-{digest}"
     if not force and (final / "standin.json").is_file():
         check_checkpoint(final)
-        _adopt_manifest(final)
         return final
     log = print if verbose else None
     lock_path = parent / f".standin-{digest}.lock"
