@@ -192,12 +192,6 @@ def _check_ports(ports: Sequence[Any] | None, layout: str, n: int) -> list[int] 
     return values
 
 
-def _count_layer(layout: str, count: int, nodes: int) -> dict[str, Any]:
-    if layout == "dp_ep":
-        return {"--data-parallel-size": count}
-    return {}
-
-
 def resolve_deployment(
     name: str,
     target: str,
@@ -293,7 +287,7 @@ def resolve_deployment(
         base = base.with_args(extra_args, **dict(extra_env or {}))
     if model is not None:
         base = base.with_model(model)
-    layer = {**d.args, **_count_layer(layout, n, nodes)}
+    layer = {**d.args, **({"--data-parallel-size": n} if layout == "dp_ep" else {})}
     tp = base.gpu_count
     if not base.stand_in and (n // nodes) * max(tp, 1) > MAX_GPUS_PER_NODE:
         raise RecipeError(

@@ -66,10 +66,6 @@ class Snapshot:
     downloaded_bytes: int = 0
     from_cache: bool = True
 
-    @property
-    def pinned(self) -> bool:
-        return bool(self.revision) and self.revision == self.commit
-
 
 @dataclasses.dataclass
 class DownloadResult:
@@ -83,10 +79,6 @@ class DownloadResult:
     @property
     def model(self) -> Snapshot | None:
         return next((s for s in self.snapshots if s.role == "model"), None)
-
-    @property
-    def drafters(self) -> list[Snapshot]:
-        return [s for s in self.snapshots if s.role != "model"]
 
     def summary(self) -> str:
         lines = []
