@@ -282,19 +282,16 @@ def _unknown_spec_keys(spec: Any) -> list[str]:
     return [k for k in spec if k not in fields]
 
 
-def _literal_strings(annotation: Any) -> list[str]:
-    """The string values of a ``Literal`` annotation, looking through ``Optional``/``Union``."""
+def _literal_strings(annotation: Any):
+    """The string values of a ``Literal`` annotation, looking through ``Optional``/``Union``
+    and nested ``Literal``s."""
     import typing
 
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        out: list[str] = []
-        for arg in typing.get_args(annotation):
-            out += _literal_strings(arg) if typing.get_origin(arg) is not None else [arg]
-        return [a for a in out if isinstance(a, str)]
-    if origin is not None:  # Union / Optional / X | None
-        return [v for arg in typing.get_args(annotation) for v in _literal_strings(arg)]
-    return []
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, str):
+            yield arg
+        else:
+            yield from _literal_strings(arg)
 
 
 @functools.lru_cache(maxsize=1)

@@ -308,14 +308,14 @@ def _gpu_problems(
         and need_gb
         and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb
     ):
+        fix = (
+            "use the NVFP4 variant (18 GB), more GPUs (--tensor-parallel-size), or a larger GPU"
+            if cfg.variant != "nvfp4"
+            else f"use a GPU with at least {need_gb:g} GB, or run the notebook with stand_in=True"
+        )
         problems.append(
             f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), but "
-            f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use the NVFP4 variant "
-            "(18 GB), more GPUs (--tensor-parallel-size), or a larger GPU."
-            if cfg.variant != "nvfp4"
-            else f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), "
-            f"but {len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use a GPU with at "
-            f"least {need_gb:g} GB, or run the notebook with stand_in=True."
+            f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: {fix}."
         )
 
     sm12 = [g for g in used if g.cc_tuple is not None and g.cc_tuple[0] == 12]

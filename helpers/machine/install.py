@@ -102,19 +102,12 @@ class InstallPlan:
 
     def summary(self) -> str:
         pin = "a nightly" if self.want == NIGHTLY else self.want
+        status = {"ok": "OK", "newer": "NEWER THAN OFFERED"}.get(self.check.status)
+        status = status or ("NOTE" if self.check.ok else "INSTALL NEEDED")
         lines = [
             f"vLLM for {self.label}: wants {pin} (model minimum {self.min_version}); "
             f"installed: {self.installed.describe()}.",
-            (
-                "OK: "
-                if self.check.status == "ok"
-                else "NEWER THAN OFFERED: "
-                if self.check.status == "newer"
-                else "NOTE: "
-                if self.check.ok
-                else "INSTALL NEEDED: "
-            )
-            + self.check.message,
+            f"{status}: {self.check.message}",
         ]
         if self.fixup_needed:
             lines.append(

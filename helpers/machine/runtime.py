@@ -97,19 +97,12 @@ class Route:
     plan: object | None = None
 
     def summary(self) -> str:
-        head = f"Runtime: {self.runtime.describe()}"
-        if self.stand_in:
-            lines = [
-                head,
-                f"Route: the CPU stand-in (target {self.target!r}).",
-                f"Why: {self.reason}",
-            ]
-        else:
-            lines = [
-                head,
-                f"Route: registry target {self.target!r} (Nemotron 3.5 Lightning).",
-                f"Why: {self.reason}",
-            ]
+        where = (
+            f"the CPU stand-in (target {self.target!r})"
+            if self.stand_in
+            else f"registry target {self.target!r} (Nemotron 3.5 Lightning)"
+        )
+        lines = [f"Runtime: {self.runtime.describe()}", f"Route: {where}.", f"Why: {self.reason}"]
         if self.plan is not None:
             lines.append(self.plan.summary())
         return "\n".join(lines)

@@ -182,6 +182,7 @@ def install_cpu_vllm(
     plan = install_plan(Run("stand_in", target=cpu))
     want_torch = "2.13.0+cpu"
     fixup = [p for p in TORCH_COMPANIONS if _dist_version(p)]
+    done = {"installed": False, "seconds": 0.0, "replaced": [], "removed": [], "installer": None}
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
     if plan.check.status in ("newer", "different"):  # what the cookbook checked for it
         print("\n".join([plan.check.message, *plan.notes]))
@@ -189,13 +190,7 @@ def install_cpu_vllm(
         print(
             f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."
         )
-        return {
-            "installed": False,
-            "seconds": 0.0,
-            "replaced": [],
-            "removed": [],
-            "installer": None,
-        }
+        return done
     torch_line = _torch_line(want_torch)
     print(torch_line)
     print(
@@ -249,15 +244,10 @@ def install_cpu_vllm(
         for a in argv
     ]
     plan.commands, plan.argv = shown, argv
+    done.update(removed=fixup, installer="uv" if uv else "pip")
     if not run:
         print("\n".join(plan.commands))
-        return {
-            "installed": False,
-            "seconds": 0.0,
-            "replaced": [],
-            "removed": fixup,
-            "installer": "uv" if uv else "pip",
-        }
+        return done
     before = imported_distributions()
     start = time.monotonic()
     # the installer's own output streams below (uv: Resolved / Prepared / Installed lines;
@@ -279,10 +269,4 @@ def install_cpu_vllm(
         print(msg)
         raise RestartNeeded(msg)
     print("No restart needed: this kernel had not imported any package the install replaced.")
-    return {
-        "installed": True,
-        "seconds": seconds,
-        "replaced": [torch_line],
-        "removed": fixup,
-        "installer": "uv" if uv else "pip",
-    }
+    return {**done, "installed": True, "seconds": seconds, "replaced": [torch_line]}
