@@ -153,11 +153,7 @@ def read_flag_reasons(path: str | Path) -> dict[str, str]:
     try:
         return dict(FlagReasons.model_validate(_read_yaml(path)).root)
     except ValidationError as exc:
-        lines = [
-            f"{'.'.join(map(str, e['loc'][:-1] if e['loc'][-1:] == ('[key]',) else e['loc']))}: {e['msg']}"
-            for e in exc.errors()
-        ]
-        raise _fail(str(path), lines) from None
+        raise _fail(str(path), [_describe(FlagReasons, e) for e in exc.errors()]) from None
 
 
 # --------------------------------------------------------------------------------------

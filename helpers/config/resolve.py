@@ -73,13 +73,14 @@ def _merge_dict(base: dict, layer: Mapping[str, Any]) -> dict:
 
 def _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host) -> None:
     """resolve()'s argument checks: each wrong type is named with an example of the right one."""
-    none = type(None)
-    for name, value, expected, words, example in (
-        ("variant", variant, (str, none), "a variant name or None", "variant='nvfp4'"),
-        ("speculative", speculative, (str, none), "a speculative mode name or None",
-         "speculative='mtp'"),
-    ):  # fmt: skip
-        _check_type(name, value, expected, words, example)
+    _check_type("variant", variant, (str, type(None)), "a variant name or None", "variant='nvfp4'")
+    _check_type(
+        "speculative",
+        speculative,
+        (str, type(None)),
+        "a speculative mode name or None",
+        "speculative='mtp'",
+    )
     if features is not None and (
         isinstance(features, (str, bytes, Mapping)) or not isinstance(features, Iterable)
     ):
@@ -88,13 +89,20 @@ def _check_resolve_types(variant, speculative, features, extra_args, extra_env, 
             f"features={features!r} ({type(features).__name__}): features must be a list of "
             f"feature names, e.g. {wrapped}features=['reasoning', 'tool_calling']."
         )
-    for name, value, expected, words, example in (
-        ("extra_args", extra_args, (Mapping, none), "a mapping {flag: value} (None removes a flag)",
-         "extra_args={'--max-model-len': 8192}"),
-        ("extra_env", extra_env, (Mapping, none), "a mapping {variable: value}",
-         "extra_env={'VLLM_LOGGING_LEVEL': 'DEBUG'}"),
-    ):  # fmt: skip
-        _check_type(name, value, expected, words, example)
+    _check_type(
+        "extra_args",
+        extra_args,
+        (Mapping, type(None)),
+        "a mapping {flag: value} (None removes a flag)",
+        "extra_args={'--max-model-len': 8192}",
+    )
+    _check_type(
+        "extra_env",
+        extra_env,
+        (Mapping, type(None)),
+        "a mapping {variable: value}",
+        "extra_env={'VLLM_LOGGING_LEVEL': 'DEBUG'}",
+    )
     _check_port(port)
     _check_type("host", host, str, "a host name or IP address (str)", "host='0.0.0.0'")
 

@@ -357,22 +357,20 @@ class Registry(_Model):
                 )
         for name, t in self.targets.items():
             where = f"targets.{name}"
-            check(f"{where}.variant", [t.variant], "variant", self.variants)
-            check(f"{where}.variants", t.variants, "variant", self.variants)
-            check(f"{where}.speculative", [t.speculative], "speculative mode", self.speculative)
-            check(
-                f"{where}.speculative_modes",
-                t.speculative_modes,
-                "speculative mode",
-                self.speculative,
-            )
-            check(f"{where}.features", t.features, "feature", self.features)
-            check(
-                f"{where}.speculative_overrides",
-                t.speculative_overrides,
-                "speculative mode",
-                self.speculative,
-            )
+            for key, names, kind, valid in (
+                ("variant", [t.variant], "variant", self.variants),
+                ("variants", t.variants, "variant", self.variants),
+                ("speculative", [t.speculative], "speculative mode", self.speculative),
+                ("speculative_modes", t.speculative_modes, "speculative mode", self.speculative),
+                ("features", t.features, "feature", self.features),
+                (
+                    "speculative_overrides",
+                    t.speculative_overrides,
+                    "speculative mode",
+                    self.speculative,
+                ),
+            ):
+                check(f"{where}.{key}", names, kind, valid)
             if t.variants and t.variant not in t.variants:
                 errors.append(
                     f"{where}.variant: {t.variant!r} is not in its own variants list ({', '.join(t.variants)})"
