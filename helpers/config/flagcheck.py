@@ -38,16 +38,9 @@ VALUE_BOUNDS: dict[str, tuple[float | None, float | None, str]] = {
     "--tensor-parallel-size": (1, None, "at least 1 (GPUs)"),
     "--data-parallel-size": (1, None, "at least 1 (replicas)"),
 }
-_SUFFIX = {
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "K": 2**10,
-    "M": 2**20,
-    "G": 2**30,
-    "T": 2**40,
-}
+#: vLLM's suffixes: lowercase decimal, uppercase binary (``human_readable_int``).
+_SUFFIX = {u: 1000 ** (i + 1) for i, u in enumerate("kmgt")}
+_SUFFIX.update({u: 1024 ** (i + 1) for i, u in enumerate("KMGT")})
 
 
 def _number(value: Any) -> float | None:

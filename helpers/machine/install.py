@@ -47,7 +47,7 @@ from helpers.machine.gpu_wheels import (
     flashinfer_kernel_specs,
     flashinfer_uses,
 )
-from helpers.machine.sources import TORCH_COMPANIONS
+from helpers.machine.sources import TORCH_COMPANIONS, uninstall_argv
 
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
 STANDIN_TARGET = "cpu"
@@ -234,16 +234,10 @@ def _vllm_commands(version: str, cuda: str, *, uv: bool, colab: bool) -> tuple[s
 
 def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], list[list[str]]]:
     spec = cpu_cfg.pip or f"{CPU_DIST}=={cpu_cfg.vllm_version}"
+    shown, argv = _pip_cmds([spec], [], uv=False, colab=colab)
+    remove = uninstall_argv(sys.executable, TORCH_COMPANIONS)
     prefix = "%pip" if colab else "pip"
-    cmds = [
-        f"{prefix} install {spec}",
-        f"{prefix} uninstall -y {' '.join(TORCH_COMPANIONS)}",
-    ]
-    argv = [
-        [sys.executable, "-m", "pip", "install", spec],
-        [sys.executable, "-m", "pip", "uninstall", "-y", *TORCH_COMPANIONS],
-    ]
-    return cmds, argv
+    return [shown, f"{prefix} {shlex.join(remove[3:])}"], [argv, remove]
 
 
 def release_coverage(

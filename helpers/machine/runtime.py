@@ -174,7 +174,7 @@ def route(
     cannot start goes to the stand-in too, with the planner's reasons.
 
     Args:
-        runtime: from :func:`classify` / :func:`detect_runtime`.
+        runtime: from :func:`classify`.
         registry: an already loaded registry (tests).
         with_plan: attach the memory planner's verdict for a routed target.
 
@@ -240,15 +240,11 @@ def route(
     return Route(runtime, target, False, why, plan)
 
 
-def detect_runtime(*, colab: bool | None = None) -> Runtime:
-    """Read this machine's GPUs (NVML, else nvidia-smi) and :func:`classify` them. Never raises."""
-    probe = detect_gpus()
-    return classify(probe.gpus, colab=colab, detail=probe.detail)
-
-
 def route_runtime(*, quiet: bool = False) -> Route:
-    """Detect the runtime, route it, print the summary (notebook verb)."""
-    r = route(detect_runtime())
+    """Read this machine's GPUs (NVML, else nvidia-smi; never raises), :func:`classify` and
+    :func:`route` them, print the summary (notebook verb)."""
+    probe = detect_gpus()
+    r = route(classify(probe.gpus, detail=probe.detail))
     if not quiet:
         print(r.summary())
     return r

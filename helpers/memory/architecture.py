@@ -26,19 +26,9 @@ GiB = 1 << 30
 #: Bytes per element of the dtype names vLLM accepts for the KV / Mamba caches and --dtype
 #: (``STR_DTYPE_TO_TORCH_DTYPE`` in ``vllm/utils/torch_utils.py``).
 DTYPE_BYTES = {
-    "float32": 4,
-    "float": 4,
-    "bfloat16": 2,
-    "bf16": 2,
-    "float16": 2,
-    "half": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp8_inc": 1,
-    "int8": 1,
-    "fp32": 4,
+    **dict.fromkeys(("float32", "float", "fp32"), 4),
+    **dict.fromkeys(("bfloat16", "bf16", "float16", "half", "fp16"), 2),
+    **dict.fromkeys(("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "int8"), 1),
 }
 
 
