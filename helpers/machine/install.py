@@ -47,7 +47,7 @@ from helpers.machine.gpu_wheels import (
     flashinfer_kernel_specs,
     flashinfer_uses,
 )
-from helpers.machine.sources import TORCH_COMPANIONS, uninstall_argv
+from helpers.machine.sources import TORCH_COMPANIONS, install_argv, uninstall_argv
 
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
 STANDIN_TARGET = "cpu"
@@ -134,21 +134,15 @@ def _installed(names: Sequence[str]) -> list[str]:
     return [n for n in names if _dist_version(n)]
 
 
-def _q(arg: str) -> str:
-    return shlex.quote(arg)
-
-
 def _pip_cmds(
     specs: list[str], extra: list[str], *, uv: bool, colab: bool, upgrade: bool = False
 ) -> tuple[str, list[str]]:
     """One install command: display text and argv for this interpreter."""
     head = ["-U"] if upgrade else []
-    if uv and not colab:
-        shown, argv = "uv pip install", ["uv", "pip", "install", "--python", sys.executable]
-    else:
-        shown = "%pip install" if colab else "pip install"
-        argv = [sys.executable, "-m", "pip", "install"]
-    return " ".join([shown, *head, *map(_q, specs), *extra]), [*argv, *head, *specs, *extra]
+    uv = uv and not colab
+    shown = "uv pip install" if uv else "%pip install" if colab else "pip install"
+    argv = install_argv(sys.executable, [*head, *specs, *extra], uv=["uv"] if uv else None)
+    return " ".join([shown, *head, *map(shlex.quote, specs), *extra]), argv
 
 
 def _gpu_commands(
@@ -168,7 +162,7 @@ def _gpu_commands(
             notes.append(
                 f"The image does not bundle {', '.join(cfg.pip_extras)} (vllm-project/vllm#47859): "
                 f"install it inside the container before `vllm serve` "
-                f"(pip install {' '.join(map(_q, cfg.pip_extras))}), or build an image FROM "
+                f"(pip install {' '.join(map(shlex.quote, cfg.pip_extras))}), or build an image FROM "
                 f"{cfg.docker_image} that does."
             )
         return cmds, argv, notes
