@@ -62,8 +62,7 @@ def drafting_slots(
     parallel = (
         m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
     )
-    v = parse_version(vllm_version)
-    if v is not None and v.release[:2] < DRAFT_SLOTS_PER_REQUEST_SINCE:
+    if _before(vllm_version, DRAFT_SLOTS_PER_REQUEST_SINCE):
         return (k - 1 if parallel else 0) + (1 if m == "draft_model" else 0)
     if m == "dflash":
         return k
