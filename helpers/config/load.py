@@ -3,10 +3,6 @@
 The schema is :mod:`helpers.config.schema`; this module reads the YAML, validates it, turns
 pydantic's errors into one :class:`~helpers.errors.RegistryError` (file, key path, allowed
 values or closest key; one line per problem) and caches the result.
-
-Public API: :func:`load_registry` (a private copy), :func:`shared_registry` (cached, read
-only), :func:`as_registry`, :func:`flag_reasons`, :func:`parse_registry`,
-:func:`read_registry`, :func:`read_flag_reasons`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ registry defines itself (variants, speculative modes, features) are checked by
 :meth:`Registry.reference_errors` against the registry's own keys, so each name is written
 once. Reading the files is :mod:`helpers.config.load`, which turns a validation failure into
 a :class:`~helpers.errors.RegistryError` naming the file, the key path
-(``targets.h100.gpu.arch``), and the allowed values or the closest key. Public API:
-:class:`Registry` and its parts, :class:`FlagReasons`.
+(``targets.h100.gpu.arch``), and the allowed values or the closest key.
 """
 
 from __future__ import annotations

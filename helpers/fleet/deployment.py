@@ -6,9 +6,6 @@ layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the
 (:meth:`Deployment.shell_commands`; compose and cluster files: :mod:`helpers.fleet.render`) and checks them
 (:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
 :class:`helpers.fleet.fleet.Fleet`'s job.
-
-Public API: :class:`Deployment`, :func:`resolve_deployment`, :func:`cpu_core_groups`,
-:data:`NO_MULTICAST_ENV`.
 """
 
 from __future__ import annotations

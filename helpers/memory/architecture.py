@@ -6,9 +6,6 @@ weightless mode (:mod:`helpers.weights.weightless`, the whole model on one GPU).
 each formula: vLLM's ``FullAttentionSpec.page_size_bytes`` (KV), ``MambaStateShapeCalculator
 .mamba2_state_shape`` (Mamba), ``STR_DTYPE_TO_TORCH_DTYPE`` (dtype sizes); parameter
 counts follow vLLM's / transformers' Nemotron-H modules.
-
-Public API: :class:`Architecture`, :func:`dtype_bytes`, :data:`DTYPE_BYTES`,
-:func:`param_counts`, :func:`weight_bytes`.
 """
 
 from __future__ import annotations

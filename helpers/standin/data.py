@@ -5,9 +5,6 @@ the notebooks and the stand-in share (:func:`load_demo`, :func:`tool_result`).
 :func:`build_samples` turns it into training sequences in the served chat format
 (:mod:`helpers.standin.template`); :mod:`helpers.standin.train` tokenizes and trains on
 them.
-
-Public API: :data:`DEMO_PATH`, :func:`load_demo`, :func:`tool_result`, :class:`Sample`,
-:func:`build_samples`.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.config.demo import DEMO_PATH, load_demo, tool_result  # noqa: F401 - the trainer's data
+from helpers.config.demo import load_demo, tool_result  # noqa: F401 - the trainer's data
 from helpers.config.evalsets import items_by_id
 from helpers.standin.template import render_chat
 
