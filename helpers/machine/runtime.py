@@ -186,18 +186,18 @@ def route(
 
     reg = as_registry(registry)
     key, gpu = runtime.key, runtime.gpu
-    target: str | None
+
+    def standin(reason: str, plan: object | None = None) -> Route:
+        return Route(runtime, STANDIN_TARGET, True, reason, plan)
+
     if key == "cpu":
-        return Route(
-            runtime,
-            STANDIN_TARGET,
-            True,
+        return standin(
             "No NVIDIA GPU in this runtime: vLLM's CPU build serves the tiny stand-in model "
             "(same flags, parsers and client code; the numbers are a CPU's). On Colab, "
-            "Runtime > Change runtime type > L4 or A100 serves the real model.",
+            "Runtime > Change runtime type > L4 or A100 serves the real model."
         )
     if key == "t4":
-        return Route(runtime, STANDIN_TARGET, True, _t4_reason(gpu, reg))
+        return standin(_t4_reason(gpu, reg))
     if key in TARGET_OF:
         target = TARGET_OF[key]
         why = f"{runtime.label}: registry target {target!r}"
@@ -210,32 +210,23 @@ def route(
     else:
         matches = match_targets([gpu], reg) if gpu is not None else []
         cc = gpu.cc_tuple if gpu is not None else None
-        if not matches or (cc is not None and cc < MIN_COMPUTE_CAPABILITY):
-            too_old = cc is not None and cc < MIN_COMPUTE_CAPABILITY
-            return Route(
-                runtime,
-                STANDIN_TARGET,
-                True,
-                f"No registry target for {gpu.name if gpu else 'this GPU'}"
-                + (
-                    f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
-                    "W4A16 / NVFP4 kernels need)"
-                    if too_old
-                    else ""
-                )
-                + ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
-                "open the notebook of the closest target.",
+        too_old = cc is not None and cc < MIN_COMPUTE_CAPABILITY
+        if not matches or too_old:
+            below = (
+                f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
+                "W4A16 / NVFP4 kernels need)"
+            )
+            return standin(
+                f"No registry target for {gpu.name if gpu else 'this GPU'}{below if too_old else ''}"
+                ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
+                "open the notebook of the closest target."
             )
         target = matches[0]
         why = f"{gpu.name} matches registry target {target!r} by name / compute capability (hardware.match_targets)."
     plan = planner.plan(recipes.resolve(target, registry=reg)) if with_plan else None
     if plan is not None and not plan.starts:
-        return Route(
-            runtime,
-            STANDIN_TARGET,
-            True,
-            f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}",
-            plan,
+        return standin(
+            f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}", plan
         )
     return Route(runtime, target, False, why, plan)
 
