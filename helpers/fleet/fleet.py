@@ -10,10 +10,8 @@ Notebook verbs::
 the router (:mod:`helpers.fleet.router`) through the same manager, waits on every server at
 once and then until the router's ``/readiness`` counts every worker healthy, and ends
 everything on ``stop()``, an exception or Ctrl-C (all processes together, with progress; a
-second Ctrl-C kills at once, still ending all of them). Started twice it stays one fleet:
-a running fleet returns itself, a stopped one starts clean. Also :func:`running_fleets` and
-:func:`metric_total`. The notebook verbs (launch or reuse, attach, stop) are in
-:mod:`helpers.fleet.launch`.
+second Ctrl-C kills at once, still ending all of them). Also :func:`running_fleets` and
+:func:`metric_total`. The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
 """
 
 from __future__ import annotations

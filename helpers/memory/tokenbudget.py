@@ -22,9 +22,8 @@ def _arg(cfg, flag: str, default=None):
 #: First vLLM whose scheduler charges the drafting slots per scheduled request against
 #: ``--max-num-batched-tokens`` (``input_budget -= num_new_tokens + draft_slots`` in
 #: ``vllm/v1/core/sched/scheduler.py``) instead of lowering ``max_num_scheduled_tokens`` by
-#: ``slots x max_num_seqs`` up front (``VllmConfig._set_max_num_scheduled_tokens``). Read in
-#: the 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels: 0.26-0.27 subtract up front, 0.28.0
-#: and 0.32.0 charge per request.
+#: ``slots x max_num_seqs`` up front (``VllmConfig._set_max_num_scheduled_tokens``), as
+#: 0.26-0.27 do.
 DRAFT_SLOTS_PER_REQUEST_SINCE = (0, 28)
 
 #: Methods that draft a whole block in parallel (``parallel_drafting = True`` for
