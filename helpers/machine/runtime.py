@@ -160,9 +160,7 @@ def _t4_reason(gpu: GPU, registry: Registry) -> str:
     )
 
 
-def route(
-    runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True
-) -> Route:
+def route(runtime: Runtime, *, registry: Registry | Mapping | None = None) -> Route:
     """Map a runtime to a registry target, or to the stand-in with the reason.
 
     ``cpu`` (no NVIDIA GPU) and ``t4`` ("Tesla T4", 15 GiB, cc 7.5: the NVFP4 weights do not
@@ -176,7 +174,6 @@ def route(
     Args:
         runtime: from :func:`classify`.
         registry: an already loaded registry (tests).
-        with_plan: attach the memory planner's verdict for a routed target.
 
     Returns:
         A :class:`Route`. Never raises for an unknown GPU: it routes to the stand-in and says why.
@@ -223,8 +220,8 @@ def route(
             )
         target = matches[0]
         why = f"{gpu.name} matches registry target {target!r} by name / compute capability (hardware.match_targets)."
-    plan = planner.plan(recipes.resolve(target, registry=reg)) if with_plan else None
-    if plan is not None and not plan.starts:
+    plan = planner.plan(recipes.resolve(target, registry=reg))
+    if not plan.starts:
         return standin(
             f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}", plan
         )
