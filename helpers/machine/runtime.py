@@ -255,10 +255,10 @@ def repository(registry: RegistryLike = None) -> str:
     return repo
 
 
-def colab_url(path: str, registry: RegistryLike = None, branch: str = "main") -> str:
-    """``https://colab.research.google.com/github/<owner>/<repo>/blob/<branch>/<path>``.
+def colab_url(path: str, registry: RegistryLike = None) -> str:
+    """``https://colab.research.google.com/github/<owner>/<repo>/blob/main/<path>``.
 
     Args:
         path: the notebook's path in the repository, e.g. ``"notebooks/h100.ipynb"``.
     """
-    return f"https://colab.research.google.com/github/{repository(registry)}/blob/{branch}/{path}"
+    return f"https://colab.research.google.com/github/{repository(registry)}/blob/main/{path}"
