@@ -213,24 +213,12 @@ def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """Why a ``.safetensors`` file is not whole, or None: the safetensors library's own check
-    on opening it (its header parses and the file ends exactly where its last tensor ends,
-    the check vLLM's loader meets as "incomplete metadata, file not fully covered")."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(path, framework="numpy"):
-            return None
-    except (SafetensorError, OSError) as e:
-        return f"{path.name} is not a whole safetensors file ({e})"
-
-
 def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     """Check that a local checkpoint folder is whole before it is served.
 
     Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
-    header parses and its size matches the tensors it describes; and, for a stand-in
+    header parses and its size matches the tensors it describes (the safetensors library's
+    own check on opening it, the one vLLM's loader meets); and, for a stand-in
     whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
     recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
     the headers of other checkpoints.
@@ -262,10 +250,14 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
             json.loads(config.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as e:
             problems.append(f"config.json is not valid JSON ({e})")
+    from safetensors import SafetensorError, safe_open
+
     for st in sorted(folder.glob("*.safetensors")):
-        problem = _safetensors_problem(st)
-        if problem:
-            problems.append(problem)
+        try:  # the header parses and the file ends where its last tensor ends
+            with safe_open(st, framework="numpy"):
+                pass
+        except (SafetensorError, OSError) as e:
+            problems.append(f"{st.name} is not a whole safetensors file ({e})")
     if is_standin and not problems:
         try:
             files = json.loads(meta_path.read_text()).get("files") or {}
