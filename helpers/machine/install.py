@@ -309,7 +309,7 @@ def _coverage_notes(
     return notes
 
 
-def _choose_method(method: str, cfg: ServeConfig, colab: bool) -> str:
+def _choose_method(method: str, colab: bool) -> str:
     if method not in METHODS:
         raise InstallError(f"Unknown install method {method!r}: use one of {', '.join(METHODS)}.")
     if colab:
@@ -392,7 +392,7 @@ def install_plan(
         )
         fixup = installed.dist == CPU_DIST and bool(_installed(TORCH_COMPANIONS))
         if not cfg.stand_in:
-            gpu_method = "colab" if colab else ("uv" if shutil.which("uv") else "pip")
+            gpu_method = _choose_method("auto", colab)
             alternatives[f"on the {cfg.label} machine"] = _gpu_commands(cfg, gpu_method)[0]
         if check.needs_install:
             notes.append(
@@ -403,7 +403,7 @@ def install_plan(
             )
         plan_cfg = cpu
     else:
-        chosen = _choose_method(method, cfg, colab)
+        chosen = _choose_method(method, colab)
         if driver == "detect":
             from helpers.machine.gpus import driver_info
 

@@ -23,10 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers).
-# ``<|im_end|>`` ends a turn (EOS of the chat template); ``<think>``/``</think>`` and
-# ``<tool_call>``/``</tool_call>`` are looked up by vLLM's ``nemotron_v3`` / ``qwen3_coder``
-# parsers (``vllm/parser/qwen3.py``).
+# Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers;
+# why each is one token: helpers.standin.template).
 from helpers.standin.template import MARKER_TOKENS, SPECIAL_TOKENS
 
 _WORDS = ["system", "user", "assistant", "tool"]
