@@ -97,13 +97,19 @@ class Deployment:
         """GPUs the whole deployment uses (0 on the CPU stand-in)."""
         return self.gpus_per_server * self.count
 
+    def _labelled(self) -> list[tuple[str, ServeConfig]]:
+        """Every server this deployment runs (multi-node: head + headless), with its label."""
+        if self.nodes:
+            headless = enumerate(self.nodes["headless"], 1)
+            return [("head node", self.nodes["head"])] + [
+                (f"node {i} (headless)", c) for i, c in headless
+            ]
+        one = "replica {}" if self.layout == "replicas" else "server"
+        return [(one.format(i), c) for i, c in enumerate(self.servers)]
+
     def serve_lines(self) -> list[list[str]]:
         """Every ``vllm serve`` argv this deployment runs (multi-node: head + headless)."""
-        if self.nodes:
-            cfgs = [self.nodes["head"], *self.nodes["headless"]]
-        else:
-            cfgs = self.servers
-        return [c.serve_argv() for c in cfgs]
+        return [c.serve_argv() for _, c in self._labelled()]
 
     def validate(self) -> None:
         """Parse every ``vllm serve`` line with the installed vLLM's parser and the router
@@ -120,16 +126,7 @@ class Deployment:
     def shell_commands(self) -> str:
         """Shell commands, one block per process, each with its own environment."""
         blocks = [f"# {self.label}: {self.count} x {self.base.label}"]
-        if self.nodes:
-            cfgs = [("head node", self.nodes["head"])] + [
-                (f"node {i + 1} (headless)", c) for i, c in enumerate(self.nodes["headless"])
-            ]
-        else:
-            cfgs = [
-                (f"replica {i}" if self.layout == "replicas" else "server", c)
-                for i, c in enumerate(self.servers)
-            ]
-        for what, cfg in cfgs:
+        for what, cfg in self._labelled():
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
             argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
             blocks.append(
