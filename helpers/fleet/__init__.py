@@ -1,7 +1,4 @@
 """Outgrow one server: N replicas behind vLLM's router, or one data + expert parallel server.
 
-- ``fleet``       :class:`Fleet`: the running replicas and router
-- ``router``      ``vllm-router``: finding it, its options, :class:`RouterServer`
-- ``deployment``  a :class:`Deployment` resolved from the registry, its shell commands
-- ``render``      compose, KServe LLMInferenceService, production-stack values: one command each
+Its modules, one line each: docs/CONVENTIONS.md, "Where each kind of fact lives".
 """

@@ -6,9 +6,6 @@ layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the
 (:meth:`Deployment.shell_commands`; compose and cluster files: :mod:`helpers.fleet.render`) and checks them
 (:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
 :class:`helpers.fleet.fleet.Fleet`'s job.
-
-Public API: :class:`Deployment`, :func:`resolve_deployment`, :func:`cpu_core_groups`,
-:data:`NO_MULTICAST_ENV`.
 """
 
 from __future__ import annotations
@@ -100,13 +97,19 @@ class Deployment:
         """GPUs the whole deployment uses (0 on the CPU stand-in)."""
         return self.gpus_per_server * self.count
 
+    def _labelled(self) -> list[tuple[str, ServeConfig]]:
+        """Every server this deployment runs (multi-node: head + headless), with its label."""
+        if self.nodes:
+            headless = enumerate(self.nodes["headless"], 1)
+            return [("head node", self.nodes["head"])] + [
+                (f"node {i} (headless)", c) for i, c in headless
+            ]
+        one = "replica {}" if self.layout == "replicas" else "server"
+        return [(one.format(i), c) for i, c in enumerate(self.servers)]
+
     def serve_lines(self) -> list[list[str]]:
         """Every ``vllm serve`` argv this deployment runs (multi-node: head + headless)."""
-        if self.nodes:
-            cfgs = [self.nodes["head"], *self.nodes["headless"]]
-        else:
-            cfgs = self.servers
-        return [c.serve_argv() for c in cfgs]
+        return [c.serve_argv() for _, c in self._labelled()]
 
     def validate(self) -> None:
         """Parse every ``vllm serve`` line with the installed vLLM's parser and the router
@@ -123,16 +126,7 @@ class Deployment:
     def shell_commands(self) -> str:
         """Shell commands, one block per process, each with its own environment."""
         blocks = [f"# {self.label}: {self.count} x {self.base.label}"]
-        if self.nodes:
-            cfgs = [("head node", self.nodes["head"])] + [
-                (f"node {i + 1} (headless)", c) for i, c in enumerate(self.nodes["headless"])
-            ]
-        else:
-            cfgs = [
-                (f"replica {i}" if self.layout == "replicas" else "server", c)
-                for i, c in enumerate(self.servers)
-            ]
-        for what, cfg in cfgs:
+        for what, cfg in self._labelled():
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
             argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
             blocks.append(
@@ -190,12 +184,6 @@ def _check_ports(ports: Sequence[Any] | None, layout: str, n: int) -> list[int] 
             f"ports={values!r}: port {dup[0]} is given twice; each replica needs its own port."
         )
     return values
-
-
-def _count_layer(layout: str, count: int, nodes: int) -> dict[str, Any]:
-    if layout == "dp_ep":
-        return {"--data-parallel-size": count}
-    return {}
 
 
 def resolve_deployment(
@@ -293,7 +281,7 @@ def resolve_deployment(
         base = base.with_args(extra_args, **dict(extra_env or {}))
     if model is not None:
         base = base.with_model(model)
-    layer = {**d.args, **_count_layer(layout, n, nodes)}
+    layer = {**d.args, **({"--data-parallel-size": n} if layout == "dp_ep" else {})}
     tp = base.gpu_count
     if not base.stand_in and (n // nodes) * max(tp, 1) > MAX_GPUS_PER_NODE:
         raise RecipeError(

@@ -10,10 +10,8 @@ Notebook verbs::
 the router (:mod:`helpers.fleet.router`) through the same manager, waits on every server at
 once and then until the router's ``/readiness`` counts every worker healthy, and ends
 everything on ``stop()``, an exception or Ctrl-C (all processes together, with progress; a
-second Ctrl-C kills at once, still ending all of them). Started twice it stays one fleet:
-a running fleet returns itself, a stopped one starts clean. Also :func:`running_fleets` and
-:func:`metric_total`. The notebook verbs (launch or reuse, attach, stop) are in
-:mod:`helpers.fleet.launch`.
+second Ctrl-C kills at once, still ending all of them). Also :func:`running_fleets` and
+:func:`metric_total`. The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
 """
 
 from __future__ import annotations
@@ -29,13 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import CookbookError, ServerStartError
-from helpers.fleet.deployment import (
-    Deployment,
-)
-from helpers.fleet.router import (
-    RouterConfig,
-    RouterServer,
-)
+from helpers.fleet.deployment import Deployment
+from helpers.fleet.router import RouterConfig, RouterServer
 from helpers.server.processes import deferred_interrupts, free_port
 from helpers.server.vllm_server import VLLMServer
 
@@ -297,7 +290,7 @@ class Fleet:
                 self._say(f"{stem}: pid {srv.pid}, port {srv.port}, log {srv.log_path}")
             self._wait_all(t0)
             if dep.router is not None:
-                self._start_router(t0)
+                self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
         except BaseException:
             self.stop(check=False)
             raise
@@ -341,9 +334,6 @@ class Fleet:
                     del pending[i]
             if pending:
                 time.sleep(0.5)
-
-    def _start_router(self, t0: float) -> None:
-        self.start_router(timeout=max(30.0, self.startup_timeout - (time.monotonic() - t0)))
 
     def start_router(
         self, router: RouterConfig | None = None, *, timeout: float = 120.0

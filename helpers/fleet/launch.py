@@ -1,4 +1,4 @@
-"""The notebook verbs for a fleet: ``launch_fleet``, ``attach_fleet``, ``stop_fleet``.
+"""The notebook verbs for a fleet: ``launch_fleet``, ``attach_fleet`` (``Fleet.stop`` stops it).
 
 :func:`launch_fleet` starts a :class:`~helpers.fleet.fleet.Fleet` and waits until it serves,
 reusing or stopping what this kernel already serves (a fleet or one server, with a message),
@@ -85,8 +85,3 @@ def launch_fleet(deployment: Deployment, *, reuse: bool = True, **kwargs: Any) -
             )
             srv.stop()
     return Fleet(deployment, **kwargs).start()
-
-
-def stop_fleet(fleet: Fleet) -> None:
-    """Stop the router and every server of ``fleet`` (see :meth:`Fleet.stop`)."""
-    fleet.stop()

@@ -14,12 +14,8 @@ its own), the GPU count, host memory, model id, pinned revision and the speculat
 (inside ``--speculative-config``). :func:`renderings` returns them with the config's own shell,
 docker and truss renderings, for :func:`helpers.config.flagtable.check_config`, which reads each
 back into the argv its engine runs (:func:`helpers.config.flagtable.served_argvs`) and checks it
-against the release's flag table. The rendered files are checked against each
-engine's published schema in ``tests/fleet/test_renderings.py`` (compose, KServe); the production-stack
-chart publishes its schema only on GitHub, so its values are checked by the keys this module
-writes, not against that schema.
-
-Public API: :func:`compose`, :func:`kserve`, :func:`production_stack`, :func:`renderings`.
+against the release's flag table. ``tests/fleet/test_renderings.py`` checks the compose and
+KServe files against their engines' published schemas (production-stack: :func:`production_stack`).
 """
 
 from __future__ import annotations

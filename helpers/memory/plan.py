@@ -167,102 +167,47 @@ class Plan:
     # ---- presentation ------------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
         """``[{"quantity", "value", "unit", "how"}]``: the plan, one number per row."""
-        a = self.arch
+        a, tp, mml = self.arch, self.tensor_parallel, self.max_model_len
         kvb = dtype_bytes(
             self.kv_cache_dtype if self.kv_cache_dtype != "auto" else self.model_dtype
         )
-        return [
-            {
-                "quantity": "layers (attention / Mamba / MoE / MLP)",
-                "value": f"{a.num_attention_layers} / {a.num_mamba_layers} / {a.num_moe_layers} / {a.num_mlp_layers}",
-                "unit": "layers",
-                "how": f"hybrid pattern ({a.source})",
-            },
-            {
-                "quantity": "KV bytes per token per attention layer",
-                "value": self.kv_bytes_per_token_per_layer,
-                "unit": "B",
-                "how": f"2 x {max(1, a.num_kv_heads // self.tensor_parallel)} KV heads x {a.head_dim} x {kvb} B ({self.kv_cache_dtype})",
-            },
-            {
-                "quantity": "KV bytes per token (all attention layers)",
-                "value": self.kv_bytes_per_token,
-                "unit": "B",
-                "how": f"x {a.num_attention_layers} layers",
-            },
-            {
-                "quantity": "Mamba conv state per layer",
-                "value": self.mamba_conv_bytes_per_layer,
-                "unit": "B",
-                "how": f"{a.mamba_conv_elements(self.tensor_parallel, self.num_speculative_tokens)} elements x {dtype_bytes(self.conv_dtype)} B ({self.conv_dtype})",
-            },
-            {
-                "quantity": "Mamba SSM state per layer",
-                "value": self.mamba_ssm_bytes_per_layer,
-                "unit": "B",
-                "how": f"{a.mamba_ssm_elements(self.tensor_parallel)} elements x {dtype_bytes(self.ssm_dtype)} B ({self.ssm_dtype})",
-            },
-            {
-                "quantity": "Mamba state per sequence",
-                "value": round(self.mamba_state_bytes_per_seq / 2**20, 2),
-                "unit": "MiB",
-                "how": f"x {a.num_mamba_layers} Mamba layers",
-            },
-            {
-                "quantity": "attention block size (page-aligned)",
-                "value": self.block_size,
-                "unit": "tokens",
-                "how": f"raised so one attention page >= one Mamba state (Mamba page padded {self.mamba_padding_pct:.2f}%)",
-            },
-            {
-                "quantity": "page",
-                "value": self.page_bytes,
-                "unit": "B",
-                "how": "block size x KV bytes per token per layer",
-            },
-            {
-                "quantity": "KV cache budget",
-                "value": round(self.kv_budget_gib, 2),
-                "unit": "GiB",
-                "how": self.budget_source,
-            },
-            {
-                "quantity": "pool blocks",
-                "value": self.num_blocks,
-                "unit": "blocks",
-                "how": f"budget // ({self.group_size} layers x page); groups: {self.attention_groups} attention + {self.mamba_groups} Mamba",
-            },
-            {
-                "quantity": "Mamba pool bytes per sequence",
-                "value": round(self.mamba_bytes_per_seq_allocated / 2**20, 2),
-                "unit": "MiB",
-                "how": f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks ({self.mamba_cache_mode} mode on vLLM {self.vllm_version}, {self.num_speculative_tokens} spec tokens)",
-            },
-            {
-                "quantity": "KV cache size (vLLM log)",
-                "value": self.kv_cache_tokens,
-                "unit": "tokens",
-                "how": f"max concurrency x max_model_len {self.max_model_len}",
-            },
-            {
-                "quantity": f"max concurrency at {self.max_model_len} tokens (vLLM log)",
-                "value": round(self.max_concurrency(), 2),
-                "unit": "requests",
-                "how": "pool blocks / blocks per request",
-            },
-            {
-                "quantity": f"sequences that fit at {self.context_len} tokens",
-                "value": self.seqs_at_context,
-                "unit": "sequences",
-                "how": f"--max-num-seqs is {self.max_num_seqs}",
-            },
-            {
-                "quantity": f"longest sequence for {self.max_num_seqs} at once",
-                "value": self.max_len_for(),
-                "unit": "tokens",
-                "how": "budget shared by --max-num-seqs sequences",
-            },
-        ]
+        table = [
+            ("layers (attention / Mamba / MoE / MLP)",
+             f"{a.num_attention_layers} / {a.num_mamba_layers} / {a.num_moe_layers} / {a.num_mlp_layers}",
+             "layers", f"hybrid pattern ({a.source})"),
+            ("KV bytes per token per attention layer", self.kv_bytes_per_token_per_layer, "B",
+             f"2 x {max(1, a.num_kv_heads // tp)} KV heads x {a.head_dim} x {kvb} B ({self.kv_cache_dtype})"),
+            ("KV bytes per token (all attention layers)", self.kv_bytes_per_token, "B",
+             f"x {a.num_attention_layers} layers"),
+            ("Mamba conv state per layer", self.mamba_conv_bytes_per_layer, "B",
+             f"{a.mamba_conv_elements(tp, self.num_speculative_tokens)} elements x "
+             f"{dtype_bytes(self.conv_dtype)} B ({self.conv_dtype})"),
+            ("Mamba SSM state per layer", self.mamba_ssm_bytes_per_layer, "B",
+             f"{a.mamba_ssm_elements(tp)} elements x {dtype_bytes(self.ssm_dtype)} B ({self.ssm_dtype})"),
+            ("Mamba state per sequence", round(self.mamba_state_bytes_per_seq / 2**20, 2), "MiB",
+             f"x {a.num_mamba_layers} Mamba layers"),
+            ("attention block size (page-aligned)", self.block_size, "tokens",
+             "raised so one attention page >= one Mamba state (Mamba page padded "
+             f"{self.mamba_padding_pct:.2f}%)"),
+            ("page", self.page_bytes, "B", "block size x KV bytes per token per layer"),
+            ("KV cache budget", round(self.kv_budget_gib, 2), "GiB", self.budget_source),
+            ("pool blocks", self.num_blocks, "blocks",
+             f"budget // ({self.group_size} layers x page); groups: {self.attention_groups} "
+             f"attention + {self.mamba_groups} Mamba"),
+            ("Mamba pool bytes per sequence", round(self.mamba_bytes_per_seq_allocated / 2**20, 2),
+             "MiB", f"{self.mamba_groups} groups x {self.mamba_blocks_per_group} blocks "
+             f"({self.mamba_cache_mode} mode on vLLM {self.vllm_version}, "
+             f"{self.num_speculative_tokens} spec tokens)"),
+            ("KV cache size (vLLM log)", self.kv_cache_tokens, "tokens",
+             f"max concurrency x max_model_len {mml}"),
+            (f"max concurrency at {mml} tokens (vLLM log)", round(self.max_concurrency(), 2),
+             "requests", "pool blocks / blocks per request"),
+            (f"sequences that fit at {self.context_len} tokens", self.seqs_at_context,
+             "sequences", f"--max-num-seqs is {self.max_num_seqs}"),
+            (f"longest sequence for {self.max_num_seqs} at once", self.max_len_for(), "tokens",
+             "budget shared by --max-num-seqs sequences"),
+        ]  # fmt: skip
+        return [dict(zip(("quantity", "value", "unit", "how"), row, strict=True)) for row in table]
 
     def to_frame(self):
         """The plan as a pandas DataFrame (columns quantity, value, unit, how)."""

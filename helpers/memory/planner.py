@@ -184,61 +184,34 @@ def plan(
     num_spec = int(spec.get("num_speculative_tokens") or 0)
     version = str(vllm_version or getattr(cfg, "vllm_version", "") or "")
     mode, mamba_blocks = _mamba_cache_mode(cfg, version, num_spec, notes)
-    pages = _pages(cfg, a, device, shape.tp, num_spec, dtypes)
+    tp = shape.tensor_parallel
+    pages = _pages(cfg, a, device, tp, num_spec, dtypes)
     group_size, attn_groups, mamba_groups = _layer_groups(a)
-    budget = _budget(cfg, device, shape.tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
-    num_blocks = max(budget.bytes, 0) // (group_size * pages.page)
-    _approximation_notes(
-        cfg,
-        a,
-        device,
-        budget,
-        kv_budget_gb,
-        num_spec,
-        group_size,
-        attn_groups + mamba_groups,
-        notes,
-    )
-
+    budget = _budget(cfg, device, tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
     p = Plan(
         label=cfg.label or cfg.target,
         arch=a,
         device=device,
         gpu_name=str((cfg.gpu or {}).get("name", "")),
-        tensor_parallel=shape.tp,
-        max_model_len=shape.max_model_len,
-        max_num_seqs=shape.max_num_seqs,
-        context_len=shape.context_len,
         num_speculative_tokens=num_spec,
-        kv_cache_dtype=dtypes.kv,
-        model_dtype=dtypes.model,
-        conv_dtype=dtypes.conv,
-        ssm_dtype=dtypes.ssm,
         mamba_cache_mode=mode,
-        gpu_memory_gib=budget.memory_gib,
-        gpu_memory_utilization=budget.utilization,
-        weights_gib=budget.weights_gib,
-        drafter_gib=budget.drafter_gib,
-        activation_reserve_gib=budget.reserve_gib,
-        kv_budget_bytes=budget.bytes,
-        budget_source=budget.how,
-        kv_bytes_per_token_per_layer=pages.kv_per_token_per_layer,
-        kv_bytes_per_token=pages.kv_per_token_per_layer * a.num_attention_layers,
-        mamba_conv_bytes_per_layer=pages.conv,
-        mamba_ssm_bytes_per_layer=pages.ssm,
-        block_size=pages.block,
-        page_bytes=pages.page,
+        kv_bytes_per_token=pages.kv_bytes_per_token_per_layer * a.num_attention_layers,
         group_size=group_size,
         attention_groups=attn_groups,
         mamba_groups=mamba_groups,
         mamba_blocks_per_group=mamba_blocks,
         vllm_version=version or "newest",
-        num_blocks=int(num_blocks),
+        num_blocks=int(max(budget.kv_budget_bytes, 0) // (group_size * pages.page_bytes)),
         notes=notes,
         full_cudagraphs=device == "gpu" and not _eager(cfg),
         token_budget=config_token_budget(cfg, version or None, shape.max_num_seqs),
         prefix_caching=not cfg.args.get("--no-enable-prefix-caching"),
+        **shape._asdict(),
+        **dtypes._asdict(),
+        **pages._asdict(),
+        **budget._asdict(),
     )
+    _approximation_notes(p, cfg, kv_budget_gb)
     prefix_note = p.prefix_cache_note(shared_prefix)
     if prefix_note:
         p.notes.append(prefix_note)
@@ -259,7 +232,7 @@ def _architecture(cfg) -> Architecture:
 
 
 class _Shape(NamedTuple):
-    tp: int
+    tensor_parallel: int
     max_model_len: int
     max_num_seqs: int
     context_len: int
@@ -284,10 +257,10 @@ def _shape(cfg, a: Architecture, device: str, max_model_len, max_num_seqs, conte
 
 
 class _Dtypes(NamedTuple):
-    model: str
-    kv: str
-    conv: str
-    ssm: str
+    model_dtype: str
+    kv_cache_dtype: str
+    conv_dtype: str
+    ssm_dtype: str
 
 
 def _dtypes(cfg, a: Architecture, device: str, notes: list[str]) -> _Dtypes:
@@ -330,11 +303,11 @@ def _mamba_cache_mode(cfg, version: str, num_spec: int, notes: list[str]) -> tup
 
 
 class _Pages(NamedTuple):
-    kv_per_token_per_layer: int
-    conv: int
-    ssm: int
-    block: int
-    page: int
+    kv_bytes_per_token_per_layer: int
+    mamba_conv_bytes_per_layer: int
+    mamba_ssm_bytes_per_layer: int
+    block_size: int
+    page_bytes: int
 
 
 def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
@@ -352,10 +325,13 @@ def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _D
     (align: the kernel's granularity, :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
     """
     kv_tok_layer = a.kv_bytes_per_token_per_layer(
-        dtype_bytes(dtypes.model if dtypes.kv == "auto" else dtypes.kv), tp
+        dtype_bytes(
+            dtypes.model_dtype if dtypes.kv_cache_dtype == "auto" else dtypes.kv_cache_dtype
+        ),
+        tp,
     )
-    conv_b = a.mamba_conv_elements(tp, num_spec) * dtype_bytes(dtypes.conv)
-    ssm_b = a.mamba_ssm_elements(tp) * dtype_bytes(dtypes.ssm)
+    conv_b = a.mamba_conv_elements(tp, num_spec) * dtype_bytes(dtypes.conv_dtype)
+    ssm_b = a.mamba_ssm_elements(tp) * dtype_bytes(dtypes.ssm_dtype)
     user_block = int(_arg(cfg, "--block-size", 0) or 0)
     base_block = user_block or DEFAULT_BLOCK_SIZE[device]
     align = max(KERNEL_BLOCK[device], base_block)
@@ -377,13 +353,13 @@ def _layer_groups(a: Architecture) -> tuple[int, int, int]:
 
 
 class _Budget(NamedTuple):
-    memory_gib: float
-    utilization: float
+    gpu_memory_gib: float
+    gpu_memory_utilization: float
     weights_gib: float
     drafter_gib: float
-    reserve_gib: float
-    bytes: int
-    how: str
+    activation_reserve_gib: float
+    kv_budget_bytes: int
+    budget_source: str
 
 
 def _budget(
@@ -441,22 +417,19 @@ def _budget(
     return _Budget(mem, util, weights, drafter, reserve, budget, how)
 
 
-def _approximation_notes(
-    cfg, a, device, budget, kv_budget_gb, num_spec, group_size, groups, notes
-) -> None:
-    """Say what the plan assumes rather than measures (see :func:`plan`)."""
-    if device == "gpu" and kv_budget_gb is None:
-        notes.append(
-            f"activation reserve {budget.reserve_gib:g} GiB is assumed, not measured: vLLM profiles it at start-up; "
+def _approximation_notes(p: Plan, cfg, kv_budget_gb) -> None:
+    """Say in ``p.notes`` what the plan assumes rather than measures (see :func:`plan`)."""
+    if p.device == "gpu" and kv_budget_gb is None:
+        p.notes.append(
+            f"activation reserve {p.activation_reserve_gib:g} GiB is assumed, not measured: vLLM profiles it at start-up; "
             "plan again with kv_budget_gb=<'Available KV cache memory' from the server log>"
         )
-        notes.append(
+        p.notes.append(
             "GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)"
         )
-    if num_spec and cfg.speculative in ("mtp", "dflash", "dspark"):
-        notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
-    layers = a.num_attention_layers + a.num_mamba_layers
-    if group_size * groups > layers:
-        notes.append(
-            f"vLLM pads the layer groups with {group_size * groups - layers} empty layer(s): counted"
-        )
+    if p.num_speculative_tokens and cfg.speculative in ("mtp", "dflash", "dspark"):
+        p.notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
+    layers = p.arch.num_attention_layers + p.arch.num_mamba_layers
+    padding = p.group_size * (p.attention_groups + p.mamba_groups) - layers
+    if padding > 0:
+        p.notes.append(f"vLLM pads the layer groups with {padding} empty layer(s): counted")

@@ -5,9 +5,6 @@ Rules read in the vLLM 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels
 (``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``); the
 memory planner (:mod:`helpers.memory.planner`) attaches a :class:`TokenBudget` to every plan, and
 :mod:`helpers.server.diagnose` names it when a server refuses to start.
-
-Public API: :func:`drafting_slots`, :class:`TokenBudget`, :func:`spec_token_budget`,
-:func:`config_token_budget`.
 """
 
 from __future__ import annotations
@@ -25,9 +22,8 @@ def _arg(cfg, flag: str, default=None):
 #: First vLLM whose scheduler charges the drafting slots per scheduled request against
 #: ``--max-num-batched-tokens`` (``input_budget -= num_new_tokens + draft_slots`` in
 #: ``vllm/v1/core/sched/scheduler.py``) instead of lowering ``max_num_scheduled_tokens`` by
-#: ``slots x max_num_seqs`` up front (``VllmConfig._set_max_num_scheduled_tokens``). Read in
-#: the 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels: 0.26-0.27 subtract up front, 0.28.0
-#: and 0.32.0 charge per request.
+#: ``slots x max_num_seqs`` up front (``VllmConfig._set_max_num_scheduled_tokens``), as
+#: 0.26-0.27 do.
 DRAFT_SLOTS_PER_REQUEST_SINCE = (0, 28)
 
 #: Methods that draft a whole block in parallel (``parallel_drafting = True`` for
@@ -62,8 +58,7 @@ def drafting_slots(
     parallel = (
         m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
     )
-    v = parse_version(vllm_version)
-    if v is not None and v.release[:2] < DRAFT_SLOTS_PER_REQUEST_SINCE:
+    if _before(vllm_version, DRAFT_SLOTS_PER_REQUEST_SINCE):
         return (k - 1 if parallel else 0) + (1 if m == "draft_model" else 0)
     if m == "dflash":
         return k

@@ -13,7 +13,6 @@ caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.b
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -214,40 +213,12 @@ def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """Why a ``.safetensors`` file is not whole, or None. The format (safetensors docs):
-    8 bytes little-endian header length N, N bytes of JSON header whose ``data_offsets``
-    index the data that follows; the file ends exactly where the last tensor ends."""
-    size = path.stat().st_size
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                return f"{path.name} is {size} bytes, too short for a safetensors header"
-            n = int.from_bytes(head, "little")
-            if n > size - 8:
-                return (
-                    f"{path.name} is {size} bytes but its header alone claims {n} bytes (truncated)"
-                )
-            header = json.loads(fh.read(n))
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        return f"{path.name} has an unreadable header ({type(e).__name__})"
-    ends = [
-        v["data_offsets"][1]
-        for k, v in header.items()
-        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
-    ]
-    want = 8 + n + max(ends, default=0)
-    if size != want:
-        return f"{path.name} is {size:,} bytes but its header describes {want:,} bytes (truncated or padded)"
-    return None
-
-
 def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     """Check that a local checkpoint folder is whole before it is served.
 
     Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
-    header parses and its size matches the tensors it describes; and, for a stand-in
+    header parses and its size matches the tensors it describes (the safetensors library's
+    own check on opening it, the one vLLM's loader meets); and, for a stand-in
     whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
     recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
     the headers of other checkpoints.
@@ -279,10 +250,14 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
             json.loads(config.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as e:
             problems.append(f"config.json is not valid JSON ({e})")
+    from safetensors import SafetensorError, safe_open
+
     for st in sorted(folder.glob("*.safetensors")):
-        problem = _safetensors_problem(st)
-        if problem:
-            problems.append(problem)
+        try:  # the header parses and the file ends where its last tensor ends
+            with safe_open(st, framework="numpy"):
+                pass
+        except (SafetensorError, OSError) as e:
+            problems.append(f"{st.name} is not a whole safetensors file ({e})")
     if is_standin and not problems:
         try:
             files = json.loads(meta_path.read_text()).get("files") or {}
@@ -301,26 +276,6 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
                 problems.append(f"{name} does not match the SHA-256 recorded at build")
     if problems:
         raise CookbookError(f"The {what} at {folder} is damaged ({'; '.join(problems)}): {fix}.")
-
-
-def _adopt_manifest(folder: Path) -> None:
-    """Record the manifest of a stand-in built before manifests existed (after it passed
-    the structural checks), so later damage is caught by size and hash."""
-    meta_path = folder / "standin.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        return
-    if meta.get("files"):
-        return
-    meta["files"] = file_manifest(folder)
-    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(meta, indent=2))
-        os.replace(tmp, meta_path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 #: The trained stand-in shipped with the package (package data, about 1.8 MB): the files of
@@ -424,13 +379,10 @@ def build_standin_model(
             after checking every file against its SHA-256; a few milliseconds instead of
             training. ``force=True`` never takes it: it always retrains.
 
-    The hash covers demo.yaml, :data:`RECIPE`, :data:`RECIPE_VERSION` and the chat template
-    (:func:`standin_hash`); a build takes about 2 minutes on 2 CPU cores and is deterministic (fixed seed and thread count). It is written to a
-    temporary folder and renamed into place, under a file lock, so a crash or a
-    concurrent caller never sees a half-written model.
-
-    A cached copy is checked before it is reused (:func:`check_checkpoint`: JSON files
-    parse, safetensors are whole, sizes and SHA-256 match the manifest recorded at build).
+    The hash is :func:`standin_hash`'s; a build takes about 2 minutes on 2 CPU cores and is
+    deterministic (fixed seed and thread count). It is written to a temporary folder and
+    renamed into place, under a file lock, so a crash or a concurrent caller never sees a
+    half-written model. A cached copy is checked (:func:`check_checkpoint`) before reuse.
 
     Raises:
         CookbookError: demo.yaml is missing or malformed, the build failed, the cached
@@ -445,7 +397,6 @@ def build_standin_model(
     final = parent / f"standin-{digest}"
     if not force and (final / "standin.json").is_file():
         check_checkpoint(final)
-        _adopt_manifest(final)
         return final
     log = print if verbose else None
     lock_path = parent / f".standin-{digest}.lock"

@@ -5,9 +5,6 @@ the notebooks and the stand-in share (:func:`load_demo`, :func:`tool_result`).
 :func:`build_samples` turns it into training sequences in the served chat format
 (:mod:`helpers.standin.template`); :mod:`helpers.standin.train` tokenizes and trains on
 them.
-
-Public API: :data:`DEMO_PATH`, :func:`load_demo`, :func:`tool_result`, :class:`Sample`,
-:func:`build_samples`.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.config.demo import DEMO_PATH, load_demo, tool_result  # noqa: F401 - the trainer's data
+from helpers.config.demo import load_demo, tool_result  # noqa: F401 - the trainer's data
 from helpers.config.evalsets import items_by_id
 from helpers.standin.template import render_chat
 
@@ -124,17 +121,23 @@ def agent_turns(demo: dict[str, Any]):
         {"role": "system", "content": ag["instructions"]},
         {"role": "user", "content": ag["prompt"]},
     ]
+    final = _call_text(ag["output_tool"]["name"], dict(ag["answer"]))
+    yield from _call_turns(demo, head, calls, tools, ag["reasoning"], ag["answer_reasoning"], final)
+
+
+def _call_turns(demo, head, calls, tools, reasoning, answer_reasoning, answer):
+    """One tool-calling exchange as training turns ``(messages, tools, thinking, reasoning,
+    completion)``, thinking on and off: ``head`` -> the calls; ``head``, the calls (with and
+    without their reasoning sent back: clients do both) and their results -> ``answer``."""
     results = [
         {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_result(demo, n, c)}
         for i, (n, c) in enumerate(calls)
     ]
-    final = _call_text(ag["output_tool"]["name"], dict(ag["answer"]))
     for thinking in (True, False):
-        reasoning = ag["reasoning"] if thinking else ""
-        yield head, tools, thinking, reasoning, _tool_call_text(calls)
+        yield head, tools, thinking, reasoning if thinking else "", _tool_call_text(calls)
         for keep in (True, False) if thinking else (False,):
             history = [*head, _assistant_msg(calls, reasoning if keep else None), *results]
-            yield history, tools, thinking, ag["answer_reasoning"] if thinking else "", final
+            yield history, tools, thinking, answer_reasoning if thinking else "", answer
 
 
 def build_samples(demo: dict[str, Any]) -> list[Sample]:
@@ -187,27 +190,12 @@ def build_samples(demo: dict[str, Any]) -> list[Sample]:
     for prompt, calls, reasoning in convs:
         needs_time = any(name == "get_time" for name, _ in calls)
         for tools in [all_tools] if needs_time else [all_tools[:1], all_tools]:
-            for thinking in (True, False):
-                user = {"role": "user", "content": prompt}
-                add([user], tools, thinking, reasoning, _tool_call_text(calls))
-                results = [
-                    {
-                        "role": "tool",
-                        "tool_call_id": f"call_{i}",
-                        "content": tool_result(demo, n, c),
-                    }
-                    for i, (n, c) in enumerate(calls)
-                ]
-                # The client may or may not send the call's reasoning back.
-                for keep in (True, False) if thinking else (False,):
-                    history = [user, _assistant_msg(calls, reasoning if keep else None), *results]
-                    add(
-                        history,
-                        tools,
-                        thinking,
-                        _answer_reasoning_for(demo, calls),
-                        _answer_for(demo, calls),
-                    )
+            head = [{"role": "user", "content": prompt}]
+            answer = _answer_for(demo, calls)
+            for turn in _call_turns(
+                demo, head, calls, tools, reasoning, _answer_reasoning_for(demo, calls), answer
+            ):
+                add(*turn)
 
     # Answer quality: a few items of the shipped item set, asked as the accuracy step asks
     # them (demo.yaml `accuracy.prompt`), answered with their target; the held-out items are

@@ -11,7 +11,6 @@ rebuilds the model. Also :data:`SPECIAL_TOKENS`, :data:`MARKER_TOKENS`, :func:`r
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from typing import Any
 
@@ -41,47 +40,22 @@ CHAT_TEMPLATE = (
 )
 
 
-def _jinja_env():
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    # Same environment settings as transformers' chat template renderer
-    # (transformers/utils/chat_template_utils.py).
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
-    )
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(
-            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-        )
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    return env
-
-
-_TEMPLATE = None
-
-
 def render_chat(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
     add_generation_prompt: bool = True,
     **kwargs: Any,
 ) -> str:
-    """Render ``messages`` with the stand-in's chat template (no tokenizer needed).
+    """Render ``messages`` with the stand-in's chat template, through transformers' own
+    renderer (``transformers.utils.chat_template_utils.render_jinja_template``, what
+    ``tokenizer.apply_chat_template(..., tokenize=False)`` runs), without a tokenizer."""
+    from transformers.utils.chat_template_utils import render_jinja_template
 
-    Gives the same text as ``tokenizer.apply_chat_template(..., tokenize=False)`` on the
-    built model (a test checks this).
-    """
-    global _TEMPLATE
-    if _TEMPLATE is None:
-        _TEMPLATE = _jinja_env().from_string(CHAT_TEMPLATE)
-    return _TEMPLATE.render(
-        messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs
+    (text,), _ = render_jinja_template(
+        [messages],
+        tools=tools,
+        chat_template=CHAT_TEMPLATE,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
     )
+    return text

@@ -17,6 +17,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from helpers.config.serveconfig import ServeConfig
 from helpers.errors import DiskSpaceError, WeightsError
@@ -66,10 +67,6 @@ class Snapshot:
     downloaded_bytes: int = 0
     from_cache: bool = True
 
-    @property
-    def pinned(self) -> bool:
-        return bool(self.revision) and self.revision == self.commit
-
 
 @dataclasses.dataclass
 class DownloadResult:
@@ -83,10 +80,6 @@ class DownloadResult:
     @property
     def model(self) -> Snapshot | None:
         return next((s for s in self.snapshots if s.role == "model"), None)
-
-    @property
-    def drafters(self) -> list[Snapshot]:
-        return [s for s in self.snapshots if s.role != "model"]
 
     def summary(self) -> str:
         lines = []
@@ -323,17 +316,11 @@ def fetch(
     return result
 
 
-def download(
-    cfg: ServeConfig,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    local_files_only: bool | None = None,
-    token: str | bool | None = None,
-    headroom_gb: float = HEADROOM_GB,
-    quiet: bool = False,
-) -> ServeConfig:
+def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
     """Download (or reuse from the cache) ``cfg``'s checkpoint and drafters; return the config
-    that serves the local folders. See :func:`fetch` for arguments, order of work and errors.
+    that serves the local folders: :func:`fetch`'s ``.config``. ``options`` are :func:`fetch`'s
+    keywords (``cache_dir``, ``local_files_only``, ``token``, ``headroom_gb`` in GB,
+    ``max_workers``, ``quiet``); see it for the order of work and the errors.
 
     Example::
 
@@ -341,14 +328,7 @@ def download(
         serve_cfg.model                                   # .../snapshots/0dcd680e.../
         serve_cfg.speculative_config["model"]             # .../snapshots/7fc1f1ff.../
     """
-    return fetch(
-        cfg,
-        cache_dir=cache_dir,
-        local_files_only=local_files_only,
-        token=token,
-        headroom_gb=headroom_gb,
-        quiet=quiet,
-    ).config
+    return fetch(cfg, **options).config
 
 
 #: The tokenizer's files in a checkpoint (what ``transformers.AutoTokenizer`` reads).

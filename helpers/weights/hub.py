@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -222,21 +223,13 @@ def _translate(exc: BaseException, repo: str, revision: str | None) -> CookbookE
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    try:
-        import httpx2  # huggingface_hub >= 1.x transport
-
-        if isinstance(exc, (httpx2.ConnectError, httpx2.TimeoutException)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return isinstance(exc, (ConnectionError, TimeoutError))
+    """A connection failure or timeout: the standard library's, or that of an HTTP stack a hub
+    call raised through (``httpx2``, huggingface_hub >= 1.x's transport; ``httpx``); an
+    exception of a stack is only raised once that stack is imported."""
+    kinds: list[type] = [ConnectionError, TimeoutError]
+    for stack in filter(None, map(sys.modules.get, ("httpx2", "httpx"))):
+        kinds += [stack.ConnectError, stack.TimeoutException]
+    return isinstance(exc, tuple(kinds))
 
 
 def _call(fn, repo: str, revision: str | None, /, *args, **kwargs):

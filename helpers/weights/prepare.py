@@ -82,7 +82,7 @@ def fetch(run: Run, **download_kwargs: Any) -> Run:
     Args:
         run: :func:`prepare`'s run.
         **download_kwargs: passed to :func:`helpers.weights.download.download`, e.g.
-            ``force_download=True``.
+            ``cache_dir=...``.
 
     Raises:
         TypeError: ``run`` is not a Run (names :func:`prepare`).
@@ -104,7 +104,7 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
         mode: ``"download"``, ``"weightless"``, ``"stand_in"`` (see the module docstring) or
             ``"attach"`` (a server that runs elsewhere: ``cfg`` is returned as it is).
         **download_kwargs: passed to :func:`helpers.weights.download.download` (``"download"`` and
-            ``"weightless"``), e.g. ``force_download=True``.
+            ``"weightless"``), e.g. ``cache_dir=...``.
 
     Returns:
         A ``ServeConfig`` whose model is a local folder: the downloaded snapshot, the

@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.config.load import shared_registry
-from helpers.errors import (
-    WeightlessError,
-)
+from helpers.errors import WeightlessError
 from helpers.memory import architecture
 from helpers.paths import out_dir
 from helpers.standin.template import SPECIAL_TOKENS
@@ -114,31 +112,6 @@ MTP_CONFIG: dict[str, Any] = {
     "mtp_hybrid_override_pattern": "*E",
 }
 
-# Registry key (cookbook/recipe.yaml model.architecture) -> config.json key (same names).
-_ARCH_KEYS = (
-    "hybrid_override_pattern",
-    "num_hidden_layers",
-    "hidden_size",
-    "vocab_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "mamba_num_heads",
-    "mamba_head_dim",
-    "ssm_state_size",
-    "n_groups",
-    "conv_kernel",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "n_shared_experts",
-)
-
-
-def _registry_architecture() -> dict[str, Any]:
-    """``model.architecture`` of the registry, as ``config.json`` keys (typed and checked by
-    :mod:`helpers.config.schema`)."""
-    return shared_registry().model.architecture.model_dump()
-
 
 def _check_variant(variant: str) -> None:
     if variant not in VARIANTS:
@@ -201,13 +174,9 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
             ``num_hidden_layers``.
     """
     _check_variant(variant)
-    arch = _registry_architecture()
-    cfg = copy.deepcopy(_BASE_CONFIG)
-    cfg.update(MTP_CONFIG)
-    for key in _ARCH_KEYS:
-        if key not in arch:
-            raise WeightlessError(f"cookbook/recipe.yaml model.architecture lacks {key!r}; add it.")
-        cfg[key] = arch[key]
+    # model.architecture's keys are config.json's (typed and checked by helpers.config.schema)
+    cfg = {**copy.deepcopy(_BASE_CONFIG), **MTP_CONFIG}
+    cfg.update(shared_registry().model.architecture.model_dump())
     if len(cfg["hybrid_override_pattern"]) != int(cfg["num_hidden_layers"]):
         raise WeightlessError(
             f"model.architecture.hybrid_override_pattern has {len(cfg['hybrid_override_pattern'])} "
@@ -253,7 +222,7 @@ def build_arch_model(
         The folder (pass it to :func:`arch_config`).
 
     Raises:
-        WeightlessError: unknown variant, or the registry's architecture is incomplete.
+        WeightlessError: unknown variant, or the registry's pattern does not match its length.
     """
     _check_variant(variant)
     dest = Path(out) if out is not None else out_dir("arch", f"nemotron-3.5-lightning-{variant}")

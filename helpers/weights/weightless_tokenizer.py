@@ -23,10 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers).
-# ``<|im_end|>`` ends a turn (EOS of the chat template); ``<think>``/``</think>`` and
-# ``<tool_call>``/``</tool_call>`` are looked up by vLLM's ``nemotron_v3`` / ``qwen3_coder``
-# parsers (``vllm/parser/qwen3.py``).
+# Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers;
+# why each is one token: helpers.standin.template).
 from helpers.standin.template import MARKER_TOKENS, SPECIAL_TOKENS
 
 _WORDS = ["system", "user", "assistant", "tool"]
@@ -75,12 +73,15 @@ def write_tokenizer(dest: Path, vocab_size: int, max_len: int) -> None:
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKER_TOKENS])
     tok.save(str(dest / "tokenizer.json"))
-    tok_cfg = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
+    special_map = {
         "bos_token": "<s>",
         "eos_token": "<|im_end|>",
         "unk_token": "<unk>",
         "pad_token": "<unk>",
+    }
+    tok_cfg = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **special_map,
         "add_bos_token": False,
         "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
@@ -88,10 +89,4 @@ def write_tokenizer(dest: Path, vocab_size: int, max_len: int) -> None:
         "chat_template": CHAT_TEMPLATE,
     }
     (dest / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
-    special_map = {
-        "bos_token": "<s>",
-        "eos_token": "<|im_end|>",
-        "unk_token": "<unk>",
-        "pad_token": "<unk>",
-    }
     (dest / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2) + "\n")

@@ -209,7 +209,7 @@ def _parse_one(parser, flag: str, value) -> tuple[bool, str, object]:
         )
     try:
         ns, unknown = parser.parse_known_args(argv, namespace=ap.Namespace())
-    except Exception as e:  # noqa: BLE001  (recipes._ParseFailure carries argparse's message)
+    except Exception as e:  # noqa: BLE001  (flagcheck._ParseFailure carries argparse's message)
         return False, str(e), None
     if unknown:
         return False, f"unrecognized arguments: {' '.join(unknown)}", None
@@ -223,7 +223,7 @@ def _spec_check(spec: dict) -> str:
     from vllm.config import SpeculativeConfig
 
     problems = []
-    bad = recipes._unknown_spec_keys(spec)
+    bad = flagcheck._unknown_spec_keys(spec)
     if bad:
         problems.append(f"unknown keys {bad}")
     try:
