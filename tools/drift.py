@@ -19,13 +19,13 @@ default (old, ``model.default_vllm_version``: 0.32.0) and prints, as Markdown:
    ``from ... import`` and module names written as strings, e.g. ``python -m
    vllm.entrypoints.openai.api_server``): gone, moved (a module of the same name elsewhere),
    a deprecation shim, not runnable with ``python -m``, or a name the module no longer has.
-6.-9. **Behaviour** (:mod:`tools.drift_behaviour`, read from each release's source with
+6.-9. **Behaviour** (:mod:`tools.drift_behaviour` reads it from each release's source with
    ``ast``, or its committed ``docs/results/flags/behaviour-vllm-X.json``): the Nemotron-H model
    classes' interfaces and the MTP drafter's shared embedding / LM head, the chat completions,
    Responses, Messages and models API fields (those the helpers read marked) and the Responses
    streaming events, the speculative rejection methods (lossless or lossy, in the code's
    words), the ``vllm:*`` metrics (those the helpers scrape marked). A field or metric the
-   helpers read that the new release lacks breaks.
+   helpers read (:mod:`tools.drift_reads`, from their code) that the new release lacks breaks.
 
 ``python -m tools.drift OLD NEW`` names both sides (``python -m tools.drift 0.32.0 0.33.0``);
 ``python -m tools.drift NEW`` compares with the default (``--against OLD`` also names it).
@@ -66,7 +66,7 @@ from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
 from helpers.server import diagnose as failure_catalogue
 from helpers.server import vllm_log
-from tools import drift_behaviour, flagtables
+from tools import drift_behaviour, drift_reads, flagtables
 
 try:  # Python 3.11+: the regex parser moved under re
     import re._constants as _sre_c
@@ -842,7 +842,7 @@ class Report:
     names: dict[str, dict[str, list[str]]]
     wordings: list[WordingState] | None
     imports: list[ImportState]
-    behaviour: drift_behaviour.BehaviourDiff | None = None
+    behaviour: drift_reads.BehaviourDiff | None = None
 
     @property
     def breaking(self) -> list[str]:
@@ -891,6 +891,14 @@ class Report:
         ]
         if self.wordings is None:
             lines.append("- Log wordings: not checked (no source: `--tables`).")
+        if self.behaviour is not None:
+            gone = self.behaviour.missing
+            lines.append(
+                f"- {len(self.behaviour.reads)} reply fields and "
+                f"{len(self.behaviour.metric_names)} metrics the helpers read (sections 7, 9) "
+                f"checked against vLLM {n}'s: "
+                + (f"{len(gone)} missing." if gone else "none missing.")
+            )
         if self.behaviour is None:
             lines.append(
                 "- Behaviour (sections 6-9): not checked (no source and no committed behaviour "
@@ -1045,7 +1053,7 @@ def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO
     wordings = wording_states(old.source, new.source) if old.source and new.source else None
     bo, bn = behaviour_of(old), behaviour_of(new)
     behaviour = (
-        drift_behaviour.compare(old.version, new.version, bo, bn, root)
+        drift_reads.compare(old.version, new.version, bo, bn, root)
         if bo is not None and bn is not None
         else None
     )

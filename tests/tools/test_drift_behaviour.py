@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.config import load
-from tools import drift, drift_behaviour
+from tools import drift, drift_behaviour, drift_reads
 
 OLD, NEW = "0.32.0", "0.33.0"
 OFFERED = [str(v) for v in load.load_registry().model.offered_vllm_versions]
@@ -29,8 +29,8 @@ def tables():
 
 @pytest.fixture(scope="module")
 def helpers_read():
-    reads, strays = drift_behaviour.helper_reads()
-    return reads, strays, drift_behaviour.helper_metrics()
+    reads, strays = drift_reads.helper_reads()
+    return reads, strays, drift_reads.helper_metrics()
 
 
 # ------------------------------------------------------------- what the helpers read, per release
@@ -40,7 +40,7 @@ def test_every_field_and_metric_the_helpers_read_is_in_every_offered_release(tab
     reads, strays, metrics = helpers_read
     assert set(OFFERED) == {"0.28.0", "0.32.0", "0.33.0"}
     assert strays == []  # every _get(x, "field") in helpers/ is in a REPLY_READERS function
-    assert drift_behaviour.missing_reads(tables, reads, metrics) == {v: [] for v in OFFERED}
+    assert drift_reads.missing_reads(tables, reads, metrics) == {v: [] for v in OFFERED}
     for v, t in tables.items():
         assert t["vllm_version"] == v
         assert t["generated"]["by"] == "python -m tools.flagtables behaviour WHEEL"
@@ -55,14 +55,14 @@ def test_the_check_fails_when_a_name_the_helpers_read_is_taken_out_of_a_table(ta
         if "type" in model["fields"]:
             model["fields"]["type"] = [v for v in model["fields"]["type"] if v != "thinking"]
     del cut["metrics"]["names"]["vllm:prompt_tokens"]
-    missing = drift_behaviour.missing_reads({OLD: tables[OLD], NEW: cut}, reads, metrics)
+    missing = drift_reads.missing_reads({OLD: tables[OLD], NEW: cut}, reads, metrics)
     assert missing[OLD] == []
     said = " | ".join(missing[NEW])
     assert "chat completions field `reasoning` (helpers/chat/types.py:" in said
     assert "messages `type` value `thinking` (helpers/chat/apis.py:" in said
     assert "metric `vllm:prompt_tokens_total`" in said
     assert len(missing[NEW]) == 4  # reasoning, reasoning_content (its fallback), thinking, metric
-    diff = drift_behaviour.compare(OLD, NEW, tables[OLD], cut)
+    diff = drift_reads.compare(OLD, NEW, tables[OLD], cut)
     assert any("vllm:prompt_tokens_total" in b for b in diff.breaking)
     assert "| chat completions | `reasoning` (or `reasoning_content`) |" in "\n".join(
         diff.markdown()
@@ -106,12 +106,12 @@ def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_re
         "from helpers.chat.types import _get\nM = 'vllm:num_requests_running'\n"
         "def stray(x):\n    return _get(x, 'usage')\n"
     )
-    reads, strays = drift_behaviour.helper_reads(tmp_path)
+    reads, strays = drift_reads.helper_reads(tmp_path)
     by = {r.field: r for r in reads}
     assert by["type"].values == ["text", "thinking", "tool_use"]
     assert by["thinking"].alternatives == ["text"] and by["text"].alternatives == ["thinking"]
     assert strays == ["helpers/chat/other.py:4 in helpers.chat.other.stray"]
-    assert drift_behaviour.helper_metrics(tmp_path) == {
+    assert drift_reads.helper_metrics(tmp_path) == {
         "vllm:num_requests_running": ["helpers/chat/other.py:2"]
     }
 
@@ -121,7 +121,7 @@ def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_re
 
 @pytest.fixture(scope="module")
 def diff_032_033(tables):
-    return drift_behaviour.compare(OLD, NEW, tables[OLD], tables[NEW])
+    return drift_reads.compare(OLD, NEW, tables[OLD], tables[NEW])
 
 
 def test_033_drops_mamba_prefix_caching_from_nemotron_h_and_its_drafter_shares_weights(
