@@ -57,16 +57,19 @@ from helpers.errors import CookbookError
 MODEL_PREFIX = "nemotron_h"
 #: The modules an MTP drafter could build for itself rather than take from the target.
 SHARED_WEIGHTS = ("embed_tokens", "lm_head")
-#: Each API's root pydantic models; the fields of every vLLM model reachable from them are read.
-API_ROOTS: dict[str, tuple[str, ...]] = {
-    "chat completions": (
-        "ChatCompletionRequest",
-        "ChatCompletionResponse",
-        "ChatCompletionStreamResponse",
-    ),
-    "responses": ("ResponsesRequest", "ResponsesResponse"),
-    "messages": ("AnthropicMessagesRequest", "AnthropicMessagesResponse", "AnthropicStreamEvent"),
-    "models": ("ModelList",),
+#: Each API's root pydantic models, the request's and the reply's; the fields of every vLLM
+#: model reachable from them are read, and each model is marked with the sides that reach it.
+API_ROOTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "chat completions": {
+        "request": ("ChatCompletionRequest",),
+        "reply": ("ChatCompletionResponse", "ChatCompletionStreamResponse"),
+    },
+    "responses": {"request": ("ResponsesRequest",), "reply": ("ResponsesResponse",)},
+    "messages": {
+        "request": ("AnthropicMessagesRequest",),
+        "reply": ("AnthropicMessagesResponse", "AnthropicStreamEvent"),
+    },
+    "models": {"request": (), "reply": ("ModelList",)},
 }
 #: Words that make a rejection method lossy (checked first) or lossless; see
 #: :func:`rejection_methods`.
@@ -560,23 +563,48 @@ class _Walk:
         }
 
 
-def protocol(tree: VllmTree, roots: Mapping[str, Iterable[str]] = API_ROOTS) -> dict[str, Any]:
-    """Section 7's fields of one release: ``{api: {"roots": {root: module or None}, "models":
-    {class: {"module", "fields": {field: [Literal values]}, "sdk_bases": [...]}}, "sdk_types":
-    [...]}}``, each API's models being every vLLM class reachable from its roots (found under
-    ``vllm/entrypoints/``, a ``protocol.py`` first) through field annotations and bases."""
+def protocol(
+    tree: VllmTree, roots: Mapping[str, Mapping[str, Iterable[str]]] = API_ROOTS
+) -> dict[str, Any]:
+    """Section 7's fields of one release.
+
+    Args:
+        tree: the release's source.
+        roots: ``{api: {"request": [class], "reply": [class]}}`` (:data:`API_ROOTS`); each
+            class is looked for under ``vllm/entrypoints/`` (a ``protocol.py`` first: 0.33.0's
+            ``ChatCompletionRequest`` is in vllm/entrypoints/openai/chat_completion/protocol.py,
+            its ``ModelList`` in vllm/entrypoints/serve/engine/protocol.py).
+
+    Returns:
+        ``{api: {"roots": {root: module or None}, "models": {class: {"module", "sides":
+        ["reply", "request"], "fields": {field: [Literal values]}, "sdk_bases": [...]}},
+        "sdk_types": [...]}}``: every vLLM class reachable from the roots through field
+        annotations and bases; ``sides`` says which roots reach it.
+    """
     out = {}
-    for api, names in roots.items():
-        walk = _Walk(tree)
+    for api, sides in roots.items():
         found: dict[str, str | None] = {}
-        for root in names:
-            modules = tree.find_classes(root)
-            found[root] = modules[0] if modules else None
-            if modules:
-                got = tree.resolve(modules[0], root)
-                if got and got[0] == "class":
-                    walk.add(got[1], got[2])
-        out[api] = {"roots": found, **walk.run()}
+        models: dict[str, Any] = {}
+        sdk: set[str] = set()
+        for side, names in sides.items():
+            walk = _Walk(tree)
+            for root in names:
+                modules = tree.find_classes(root)
+                found[root] = modules[0] if modules else None
+                if modules:
+                    got = tree.resolve(modules[0], root)
+                    if got and got[0] == "class":
+                        walk.add(got[1], got[2])
+            part = walk.run()
+            sdk.update(part["sdk_types"])
+            for key, model in part["models"].items():
+                entry = models.setdefault(key, {**model, "sides": []})
+                entry["sides"].append(side)
+        out[api] = {
+            "roots": found,
+            "models": {k: models[k] for k in sorted(models)},
+            "sdk_types": sorted(sdk),
+        }
     return out
 
 

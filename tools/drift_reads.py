@@ -209,10 +209,13 @@ def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
 # --------------------------------------------------------------------------- checking a table
 
 
-def api_fields(table: Mapping[str, Any], api: str) -> dict[str, set[str]]:
-    """``{field: its Literal values}`` over every model of ``api`` in a behaviour table."""
+def api_fields(table: Mapping[str, Any], api: str, side: str = "reply") -> dict[str, set[str]]:
+    """``{field: its Literal values}`` over every model of ``api`` in a behaviour table that
+    the ``side`` (``"reply"``: what the helpers read; ``"request"``) reaches."""
     out: dict[str, set[str]] = {}
     for model in table.get("protocol", {}).get(api, {}).get("models", {}).values():
+        if side not in model.get("sides", [side]):
+            continue
         for field, literals in model.get("fields", {}).items():
             out.setdefault(field, set()).update(literals)
     return out
@@ -324,6 +327,73 @@ def _weight_words(w: Mapping[str, Any] | None, attr: str) -> str:
     if not bits:
         bits.append(f"no `{flag}`")
     return f"{said}; {', '.join(bits)}"
+
+
+def _api_lines(
+    api: str, x: Mapping[str, Any], y: Mapping[str, Any], read_by: set, n: str
+) -> list[str]:
+    """Section 7's lines of one API: its fields and models added and removed, by side, between
+    two releases' ``protocol[api]`` (``x`` old, ``y`` new)."""
+    lines: list[str] = []
+    ma, mb = x.get("models", {}), y.get("models", {})
+    roots = y.get("roots") or x.get("roots") or {}
+    where = sorted({m for m in roots.values() if m})
+    head = f"- **{api}** ({_codes(roots)} in {', '.join(where) or 'nowhere'}; {len(ma)} → {len(mb)} models)"
+    missing_roots = [r for r, m in (y.get("roots") or {}).items() if m is None]
+    if missing_roots:
+        head += f"; **no {_codes(missing_roots)} in {n}**"
+
+    def side(model: str) -> str:
+        sides = (mb.get(model) or ma.get(model) or {}).get("sides", [])
+        return sides[0] if len(sides) == 1 else "both"
+
+    def mark(field: str, model: str) -> str:
+        text = f"{model}.{field}"
+        read = (api, field) in read_by and side(model) != "request"
+        return f"**`{text}`**" if read else f"`{text}`"
+
+    def by_side(items: list[tuple[str, str]]) -> str:
+        groups: dict[str, list[str]] = {}
+        for model, text in items:
+            groups.setdefault(side(model), []).append(text)
+        return "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
+
+    added, removed, values = [], [], []
+    for model in sorted(set(ma) & set(mb)):
+        fa, fb = ma[model].get("fields", {}), mb[model].get("fields", {})
+        added += [(model, mark(f, model)) for f in sorted(set(fb) - set(fa))]
+        removed += [(model, mark(f, model)) for f in sorted(set(fa) - set(fb))]
+        for f in sorted(set(fa) & set(fb)):
+            plus = sorted(set(fb[f]) - set(fa[f]))
+            minus = sorted(set(fa[f]) - set(fb[f]))
+            if plus or minus:
+                values.append(f"{mark(f, model)}: added {_codes(plus)}; removed {_codes(minus)}")
+    new_models = sorted(set(mb) - set(ma))
+    gone_models = sorted(set(ma) - set(mb))
+    lines.append(head + ":")
+    lines.append(f"  - fields added: {by_side(added) or 'none'}")
+    lines.append(f"  - fields removed: {by_side(removed) or 'none'}")
+    if new_models:
+        shown = []
+        for m in new_models:
+            fields = list(mb[m].get("fields", {}))
+            more = f", +{len(fields) - 6}" if len(fields) > 6 else ""
+            shown.append(
+                (
+                    m,
+                    f"`{m}` ({', '.join(mark(f, m) for f in fields[:6]) or 'no fields'}{more})",
+                )
+            )
+        lines.append(f"  - models new: {by_side(shown)}")
+    if gone_models:
+        lines.append(f"  - models gone: {_codes(gone_models)}")
+    if values:
+        lines.append(f"  - `Literal` values: {'; '.join(values)}")
+    sdk_new = sorted(set(y.get("sdk_types", [])) - set(x.get("sdk_types", [])))
+    sdk_gone = sorted(set(x.get("sdk_types", [])) - set(y.get("sdk_types", [])))
+    if sdk_new or sdk_gone:
+        lines.append(f"  - SDK types used: added {_codes(sdk_new)}; removed {_codes(sdk_gone)}")
+    return lines
 
 
 @dataclasses.dataclass
@@ -455,58 +525,12 @@ class BehaviourDiff:
             "",
             "Fields of the pydantic models reachable from each API's root models through their "
             "annotations (wherever the release defines them under vllm/entrypoints/); "
-            "**bold**: a field the helpers read (`helpers.chat.types.REPLY_READERS`).",
+            "request / reply / both: the roots that reach a model; **bold**: a reply field the "
+            "helpers read (`helpers.chat.types.REPLY_READERS`).",
             "",
         ]
         for api in API_ROOTS:
-            x, y = pa.get(api, {}), pb.get(api, {})
-            ma, mb = x.get("models", {}), y.get("models", {})
-            roots = y.get("roots") or x.get("roots") or {}
-            where = sorted({m for m in roots.values() if m})
-            head = f"- **{api}** ({_codes(roots)} in {', '.join(where) or 'nowhere'}; {len(ma)} → {len(mb)} models)"
-            missing_roots = [r for r, m in (y.get("roots") or {}).items() if m is None]
-            if missing_roots:
-                head += f"; **no {_codes(missing_roots)} in {n}**"
-
-            def mark(field: str, model: str, api: str = api) -> str:
-                text = f"{model}.{field}"
-                return f"**`{text}`**" if (api, field) in read_by else f"`{text}`"
-
-            added, removed, values = [], [], []
-            for model in sorted(set(ma) & set(mb)):
-                fa, fb = ma[model].get("fields", {}), mb[model].get("fields", {})
-                added += [mark(f, model) for f in sorted(set(fb) - set(fa))]
-                removed += [mark(f, model) for f in sorted(set(fa) - set(fb))]
-                for f in sorted(set(fa) & set(fb)):
-                    plus = sorted(set(fb[f]) - set(fa[f]))
-                    minus = sorted(set(fa[f]) - set(fb[f]))
-                    if plus or minus:
-                        values.append(
-                            f"{mark(f, model)}: added {_codes(plus)}; removed {_codes(minus)}"
-                        )
-            new_models = sorted(set(mb) - set(ma))
-            gone_models = sorted(set(ma) - set(mb))
-            lines.append(head + ":")
-            lines.append(f"  - fields added: {', '.join(added) or 'none'}")
-            lines.append(f"  - fields removed: {', '.join(removed) or 'none'}")
-            if new_models:
-                lines.append(
-                    "  - models new: "
-                    + ", ".join(
-                        f"`{m}` ({', '.join(mark(f, m) for f in mb[m].get('fields', {})) or 'no fields'})"
-                        for m in new_models
-                    )
-                )
-            if gone_models:
-                lines.append(f"  - models gone: {_codes(gone_models)}")
-            if values:
-                lines.append(f"  - `Literal` values: {'; '.join(values)}")
-            sdk_new = sorted(set(y.get("sdk_types", [])) - set(x.get("sdk_types", [])))
-            sdk_gone = sorted(set(x.get("sdk_types", [])) - set(y.get("sdk_types", [])))
-            if sdk_new or sdk_gone:
-                lines.append(
-                    f"  - SDK types used: added {_codes(sdk_new)}; removed {_codes(sdk_gone)}"
-                )
+            lines += _api_lines(api, pa.get(api, {}), pb.get(api, {}), read_by, n)
         ea = self.old_table.get("responses_events", {})
         eb = self.new_table.get("responses_events", {})
         lines.append(

@@ -270,6 +270,10 @@ def test_each_reader_on_a_made_up_release(tmp_path):
         "incomplete",
     ]
     assert responses["models"]["Usage"]["fields"] == {"input_tokens": []}  # a string annotation
+    assert responses["models"]["ResponsesRequest"]["sides"] == ["request"]
+    assert responses["models"]["Usage"]["sides"] == ["reply"]
+    reply = drift_reads.api_fields(b, "responses")  # what a reply reader may find
+    assert "status" in reply and "input_tokens" in reply and "input" not in reply
     assert responses["sdk_types"] == ["openai.types.responses.ResponseOutputItem"]
     assert b["protocol"]["messages"]["roots"]["AnthropicMessagesRequest"] is None
     assert b["responses_events"] == {"response.incomplete": "vllm/entrypoints/openai/protocol.py"}
