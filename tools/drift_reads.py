@@ -43,18 +43,26 @@ GETTER = "_get"
 
 
 def helper_metrics(root: Path = REPO_ROOT) -> dict[str, list[str]]:
-    """``{"vllm:name": ["helpers/bench/metrics.py:29", ...]}``: every string constant of
-    ``helpers/**/*.py`` that is a whole metric name (a docstring naming one is not)."""
+    """``{"vllm:name": ["helpers/bench/metrics.py", "helpers/fleet/fleet.py::Fleet.requests"]}``:
+    every string constant of ``helpers/**/*.py`` that is a whole metric name (a docstring
+    naming one is not), where: the function or method reading it, else the module. Named, not
+    numbered, so the committed report does not move with every edit above the line."""
     out: dict[str, list[str]] = {}
     for path in sorted((Path(root) / HELPERS).rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if "vllm:" not in text:
             continue
         rel = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(text)):
+        tree = ast.parse(text)
+        owner = {id(n): qual.removeprefix("m.") for qual, fn in _functions(tree, "m")
+                 for n in ast.walk(fn)}  # fmt: skip
+        for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if METRIC_RE.fullmatch(node.value):
-                    out.setdefault(node.value, []).append(f"{rel}:{node.lineno}")
+                    fn = owner.get(id(node))
+                    where = f"{rel}::{fn}" if fn else rel
+                    if where not in out.get(node.value, []):
+                        out.setdefault(node.value, []).append(where)
     return dict(sorted(out.items()))
 
 
@@ -167,12 +175,13 @@ def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
                 field = _getter_field(node)
                 if field is None:
                     continue
-                where = f"{rel}:{node.lineno}"  # type: ignore[attr-defined]
+                where = f"{rel}::{qual.removeprefix(module + '.')}"  # named, not numbered
                 if api is None:
                     strays.append(f"{where} in {qual}")
                     continue
                 r = found.setdefault((api, field), Read(api, field, [], [], []))
-                r.where.append(where)
+                if where not in r.where:
+                    r.where.append(where)
             if api is None:
                 continue
             for node in ast.walk(fn):
