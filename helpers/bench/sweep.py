@@ -13,7 +13,7 @@ A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one ru
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shutil
 import uuid
@@ -26,6 +26,7 @@ import pandas as pd
 from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
+    _served_entries,
     acceptance_verdict,
     info_labels,
     parse_prometheus,
@@ -55,7 +56,6 @@ from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
-from helpers.server import httpio
 
 # --------------------------------------------------------------------------- what is measured
 
@@ -66,19 +66,6 @@ def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
     if isinstance(scenario, Mapping):
         return scenario.get(key, default)
     return getattr(scenario, key, default)
-
-
-def _served_root_model(root: str) -> tuple[str | None, str | None]:
-    """``(id, root)`` of the first model ``GET <root>/v1/models`` lists: the served name
-    and what vLLM loaded (a folder or hub id, its tokenizer too); Nones when unknown."""
-    try:
-        status, body = httpio.get(root + "/v1/models", timeout=10.0)
-        data = json.loads(body).get("data") or [] if status == 200 else []
-    except (ConnectionError, ValueError, AttributeError):
-        return None, None
-    if not data or not isinstance(data[0], Mapping):
-        return None, None
-    return data[0].get("id"), data[0].get("root")
 
 
 def _measured(
@@ -115,11 +102,13 @@ def _measured(
     root = server_root(base_url)
     cfg = getattr(server, "config", None)
     if model is None or tokenizer is None:
-        served_id, served_root = None, None
+        served: Mapping[str, Any] = {}
         if (model is None and getattr(cfg, "served_model_name", None) is None) or (
             tokenizer is None and not getattr(cfg, "model", None)
         ):
-            served_id, served_root = _served_root_model(root)
+            with contextlib.suppress(BenchError):
+                served = next(iter(_served_entries(root)), {})
+        served_id, served_root = served.get("id"), served.get("root")
         model = model or getattr(cfg, "served_model_name", None) or served_id
         tokenizer = tokenizer or (str(cfg.model) if getattr(cfg, "model", None) else served_root)
         if model is None or tokenizer is None:
@@ -198,17 +187,10 @@ def sweep(
 ) -> pd.DataFrame:
     """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
 
-    Around each point it scrapes ``<root>/metrics``; when vLLM's JSON lacks the
-    speculative-decoding keys (e.g. an older ``vllm bench serve``) but the counters moved,
-    it writes ``spec_decode_acceptance_rate`` / ``_length`` computed from the counter
-    deltas (:func:`helpers.bench.metrics.acceptance_from_counters`) with ``"spec_decode_source":
-    "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
-    vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
-    point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
-    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts. A
-    point whose prompts share a prefix (``prefix_len`` > 0) but hit nothing gets
-    ``cookbook_prefix_cache_warning`` saying why (:func:`helpers.bench.results.prefix_cache_warning`:
-    prefix caching off, or a prefix shorter than one KV block), printed once per sweep.
+    Around each point it scrapes ``<root>/metrics`` and writes what the scrapes add into the
+    point's sidecar (:func:`helpers.bench.results.annotate_point`: acceptance from the counter
+    deltas where vLLM's JSON lacks it, the prefix-cache hit rate, and why a shared prefix hit
+    nothing, that warning printed once per sweep).
 
     Args:
         server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
@@ -521,19 +503,10 @@ def repeat_point(
     concurrency: int | None = None,
     repeats: int = 3,
     *,
-    scenario: Mapping[str, Any] | Any | None = None,
-    input_len: int | None = None,
-    output_len: int | None = None,
-    prefix_len: int | None = None,
-    num_prompts: int | None = None,
     out_dir: str | Path | None = None,
     label: str = "default",
-    gpu_count: int | None = None,
     seed: int = 0,
-    num_warmups: int | None = None,
-    extra_args: Sequence[str] = (),
-    progress: bool = True,
-    seed_label: str | None = None,
+    **sweep_args: Any,
 ) -> pd.DataFrame:
     """Run the same point ``repeats`` times to measure its run-to-run spread.
 
@@ -548,7 +521,8 @@ def repeat_point(
             the model name and tokenizer).
         concurrency: ``--max-concurrency`` of the point.
         repeats: how many runs (at least 2 for a spread; 3 or more is better).
-        Others: as :func:`sweep`.
+        out_dir, label, seed, sweep_args: as :func:`sweep` (``scenario``, ``input_len``,
+            ``num_prompts``, ``gpu_count``, ``extra_args``, ``progress``, ...).
 
     Returns:
         :func:`load_results` rows, one per repeat, with a ``repeat`` column (0-based).
@@ -565,12 +539,7 @@ def repeat_point(
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
     frames = []
     for r in range(int(repeats)):
-        df = sweep(
-            server, model, tokenizer, [int(concurrency)],
-            scenario=scenario, input_len=input_len, output_len=output_len, prefix_len=prefix_len,
-            num_prompts=num_prompts, out_dir=folder / f"rep{r}", label=label, gpu_count=gpu_count,
-            seed=int(seed) + r, num_warmups=num_warmups, extra_args=extra_args, progress=progress,
-            seed_label=seed_label,
-        )  # fmt: skip
+        df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
+                   label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
         frames.append(df.assign(repeat=r))
     return pd.concat(frames, ignore_index=True)

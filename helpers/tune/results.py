@@ -349,24 +349,13 @@ class TuneResult:
         runs = pts["repeats"].fillna(1)
         return pts[runs >= runs.groupby(pts["candidate"]).transform("max")]
 
-    def frontier(self, workload: str | None = None) -> pd.DataFrame:
-        """Each configuration's frontier at ``workload`` (default: the first): the points no
-        other point of the same candidate beats on both throughput per GPU and per-user speed
-        (:func:`helpers.tune.slo.pareto_front`), with ``meets_slo``."""
-        pts = self._of(self._workload(workload))
-        if pts.empty:
-            return pts
-        return slos.pareto_front(pts, x=self.per_user_column, y="output_throughput_per_gpu")
-
-    def _run_scores(self, point: Mapping[str, Any], objective: str) -> list[float]:
+    def _run_scores(self, point: Mapping[str, Any], objective: str = "goodput") -> list[float]:
         """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
         runs = self.runs if not self.runs.empty else self.points
         mine = _where(runs, **{k: point[k] for k in noise.POINT_KEYS})
-        return [v for v in slos.scores(mine, objective, per_user=self.per_user_column) if v == v]
+        return [v for v in slos.scores(mine, objective) if v == v]
 
-    def recommended(
-        self, workload: str | None = None, objective: str = "goodput"
-    ) -> Recommendation | None:
+    def recommended(self, workload: str | None = None) -> Recommendation | None:
         """The recommendation at ``workload``: the best point under the SLO by the median over
         its repeats (:func:`helpers.tune.slo.choose`, among each candidate's most repeated
         points: :meth:`_decidable`), when it beats the recipe's best point
@@ -377,19 +366,13 @@ class TuneResult:
         pts = self._decidable(name)
         if pts.empty:
             return None
-        best = slos.choose(pts, self.slo, objective, per_user=self.per_user_column)
+        best = slos.choose(pts, self.slo)
         if best is None:
             return None
-        recipe = (
-            slos.choose(pts[pts["recipe"]], self.slo, objective, per_user=self.per_user_column)
-            if pts["recipe"].any()
-            else None
-        )
+        recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
         words, tied = None, None
         if recipe is not None and best["candidate"] != recipe["candidate"]:
-            v = noise.verdict(
-                self._run_scores(best, objective), self._run_scores(recipe, objective)
-            )
+            v = noise.verdict(self._run_scores(best), self._run_scores(recipe))
             words = v.text
             if v.tie:
                 best, tied = recipe, best["candidate"]
@@ -447,12 +430,11 @@ class TuneResult:
             if rec is not None:
                 picks.append(("recommended", rec.candidate, rec.concurrency))
             if not pts.empty and pts["recipe"].any():
-                r = slos.choose(pts[pts["recipe"]], self.slo, per_user=self.per_user_column)
+                r = slos.choose(pts[pts["recipe"]], self.slo)
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
             if rec is not None and rec.tied_with:
-                t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo,
-                                per_user=self.per_user_column)  # fmt: skip
+                t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo)
                 picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
             if not picks:
                 near = self.closest(w.name)
