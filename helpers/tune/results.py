@@ -158,11 +158,8 @@ class Recommendation:
         output_throughput_per_gpu: output tokens/s per GPU at that point.
         per_user: tokens/s one user sees (1000 / mean TPOT; end-to-end on the stand-in).
         goodput_tok_s_per_gpu: vLLM's goodput as output tokens/s per GPU (None without).
-        good_fraction: share of requests within every bound (0-1, None without goodput).
         cost_per_m_tokens_usd: US dollars per million output tokens at that point (None
             without a price).
-        vs_recipe: goodput (else throughput) per GPU over the recipe's best point under the
-            same SLO, medians over the repeats (None when the recipe has none).
         shell_command, docker_command: the target's command for the candidate.
         slo: the SLO it meets, in words.
         repeats: runs of the point (the figures above are their medians).
@@ -182,9 +179,7 @@ class Recommendation:
     output_throughput_per_gpu: float
     per_user: float | None
     goodput_tok_s_per_gpu: float | None
-    good_fraction: float | None
     cost_per_m_tokens_usd: float | None
-    vs_recipe: float | None
     shell_command: str
     docker_command: str | None
     slo: str
@@ -386,9 +381,7 @@ class TuneResult:
             output_throughput_per_gpu=float(best["output_throughput_per_gpu"]),
             per_user=_num(best.get(self.per_user_column)),
             goodput_tok_s_per_gpu=_num(best.get("goodput_tok_s_per_gpu")),
-            good_fraction=_num(best.get("good_fraction")),
             cost_per_m_tokens_usd=_num(best.get("cost_per_m_output_tokens_usd")),
-            vs_recipe=(best["score"] / recipe["score"]) if recipe and recipe["score"] else None,
             shell_command=cfg.shell_command(),
             docker_command=cfg.docker_command() if getattr(cfg, "docker_image", None) else None,
             slo=self.slo.describe(),
