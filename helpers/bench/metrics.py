@@ -73,11 +73,8 @@ class SpecDecodeCounters:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each sample of Prometheus text exposition over its label sets.
-
-    Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
-    library's own parser), so escaped label values, ``+Inf`` / ``NaN`` and
-    timestamps are handled as Prometheus defines them.
+    """Sum each sample of Prometheus text exposition over its label sets (escaped label
+    values, ``+Inf`` / ``NaN`` and timestamps as ``prometheus_client``'s parser reads them).
 
     Args:
         text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
@@ -105,8 +102,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 
 def _samples(text: str):
-    """Every sample of a ``/metrics`` scrape (``prometheus_client``'s parser; ValueError when
-    the text is not Prometheus exposition)."""
+    """Every sample of a ``/metrics`` scrape (ValueError when it is not Prometheus exposition)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     for family in text_string_to_metric_families(text or ""):

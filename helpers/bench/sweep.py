@@ -71,14 +71,8 @@ def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
 def _measured(
     server: Any, model: str | None, tokenizer: str | Path | None, gpu_count: int | None
 ) -> tuple[str, str, str | Path, int, Any]:
-    """``(root URL, model, tokenizer, gpu_count, config or None)`` of what a sweep measures.
-
-    ``server`` is a URL string (then ``model`` and ``tokenizer`` are required) or an object
-    with ``.base_url`` (a :class:`helpers.server.vllm_server.VLLMServer`, an attached server, a
-    :class:`helpers.fleet.fleet.Fleet`): its ``config`` (when it has one) gives the served model
-    name, the model folder as tokenizer and the GPU count; else ``GET /v1/models`` does.
-    Explicit arguments win.
-    """
+    """``(root URL, model, tokenizer, gpu_count, config or None)`` of what a sweep measures
+    (the arguments as :func:`sweep`'s; explicit ones win over the server's)."""
     if isinstance(server, (str, bytes)) or server is None:
         if isinstance(server, bytes) or not server:
             raise BenchError(
@@ -278,9 +272,7 @@ def sweep(
     points = _bound_concurrency(points, server, cfg, label)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
     existed = folder.exists()
-    # this run's points stay private until it ends (another run of the same label, in another
-    # notebook or terminal, may be writing beside it): then they replace the label's earlier
-    # points in one step, so the folder never mixes two runs
+    # private until the sweep ends (another run of the label may be writing beside it)
     stage = folder / f".partial-{_safe(label)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
 
@@ -289,12 +281,6 @@ def sweep(
     warned: set[str] = set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     dummy = serves_dummy_weights(server)
-
-    def say(level: str, c: int, text: str) -> None:
-        if text not in warned:  # once per sweep; every row keeps it
-            warned.add(text)
-            bar.write(f"{level} {label} concurrency {c}: {text}")
-
     try:
         for point in bar:
             c = point["concurrency"]
@@ -320,8 +306,9 @@ def sweep(
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
             for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
-                if notes.get(key):
-                    say("WARNING", c, notes[key])
+                if notes.get(key) and notes[key] not in warned:  # once a sweep; every row keeps it
+                    warned.add(notes[key])
+                    bar.write(f"WARNING {label} concurrency {c}: {notes[key]}")
     except BaseException as e:
         bar.close()
         try:
