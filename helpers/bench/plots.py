@@ -356,7 +356,6 @@ def plot_sweep(
     x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
     paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
     common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}
-    # on a CPU: no GPU to divide by, and no per-token timing worth a line (see above)
     y = "output_throughput" if stand_in else "output_throughput_per_gpu"
     pareto(results, x=x, y=y, path=paths[0], **common)
     metrics = ("ttft", "e2el") if stand_in else ("ttft", "tpot")

@@ -251,7 +251,6 @@ def results_table(
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
-    # one decimal for reading (tokens/s, ms); the DataFrame and the JSON keep full precision
     table = results[[c for c in columns if c in results.columns]].copy().round(1)
     if stand_in:
         for c in table.columns:

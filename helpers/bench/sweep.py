@@ -46,8 +46,6 @@ from helpers.bench.results import (
     read_point,
 )
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
-    OVERSUBSCRIPTION,
-    ConcurrencyCappedWarning,
     _bound_concurrency,
     default_num_prompts,
     default_num_warmups,
@@ -111,7 +109,6 @@ def _measured(
                 f"{root} (GET /v1/models lists none): pass model= and tokenizer=."
             )
     if gpu_count is None:
-        # a fleet knows its deployment's GPUs (replicas x GPUs each); one server its config's
         deployed = getattr(server, "gpu_count", None)
         gpu_count = (
             deployed
@@ -229,9 +226,9 @@ def sweep(
             concurrency) and keep the label's other points in ``out_dir``: for a caller that
             resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
 
-    A concurrency above :data:`OVERSUBSCRIPTION` x what the server runs at once (its
-    config's ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a
-    printed :class:`ConcurrencyCappedWarning`. Through a fleet (an object with
+    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x what the server runs at
+    once (its ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a printed
+    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet (an object with
     ``replica_states()``), each point records its replicas and those serving
     (``replicas`` / ``replicas_serving`` / ``replica_warning`` columns, the warning printed).
     The points are written to a private folder inside ``out_dir`` and replace the label's
@@ -315,7 +312,6 @@ def sweep(
             keep_failed_log(e, stage, folder)
             kept = publish(stage, folder, label, paths, keep_other_points) if paths else []
             if isinstance(e, BenchError) and kept:
-                # what finished before the failure is kept: on disk and on the error
                 e.results = load_results(kept)  # type: ignore[attr-defined]
                 e.args = (
                     f"{e} The {len(kept)} point(s) finished before it are kept in {folder} "

@@ -102,14 +102,8 @@ def collect(
                 )
         last = failures[-1] if failures else None
         expected = sum(len(w.concurrencies) for w in loads)
-        if n == expected:
-            status = "ok"
-        elif n:
-            status = "partial"
-        elif last:
-            status = "skipped" if last.get("stage") == "release" else "failed"
-        else:
-            status = "not run"
+        stopped = "skipped" if last and last.get("stage") == "release" else "failed"
+        status = "ok" if n == expected else "partial" if n else stopped if last else "not run"
         rows.append({
             "candidate": cand.name, "status": status, "points": n, "of": expected,
             "measured": f"{min(dates):%Y-%m-%d %H:%M}" if dates else None,
@@ -202,12 +196,9 @@ class Recommendation:
             if self.cost_per_m_tokens_usd is not None
             else ""
         )
+        ratio = f", {self.verdict}" if self.verdict else ""
         if self.tied_with:
             ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
-        elif self.verdict:
-            ratio = f", {self.verdict}"
-        else:
-            ratio = ""
         good = (
             f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
             if self.goodput_tok_s_per_gpu is not None
