@@ -84,7 +84,7 @@ class SLO(BaseModel):
         lacks counts as missed (``"p99 TTFT not measured"``). Empty: the point meets the SLO."""
         out = []
         for m, (p, bound) in self.bounds().items():
-            value = _num(point.get(_column(m, p)))
+            value = _num(point.get(f"{p}_{m}_ms"))
             if value is None:
                 out.append(f"{p} {_WORDS[m]} not measured")
             elif value > bound:
@@ -136,10 +136,6 @@ def _first_error(exc: Exception) -> str:
         where = ".".join(str(x) for x in e.get("loc", ())) or "slo"
         return f"{where}: {e.get('msg')}"
     return str(exc)
-
-
-def _column(metric: str, percentile: str) -> str:
-    return f"{percentile}_{metric}_ms"
 
 
 def _series(df: pd.DataFrame, column: str) -> pd.Series:

@@ -208,8 +208,7 @@ def tune(
         workload: a scenario name, a Scenario, a mapping of lengths, or a list of them
             (:func:`workloads`; names are scaled for the stand-in in ``mode="stand_in"``).
         slo: the bounds (:class:`helpers.tune.slo.SLO` or a mapping; None:
-            :data:`helpers.tune.slo.DEFAULT_SLO`, p50 TPOT <= 20 ms, p99 TTFT <= 2 s). Its
-            bounds go to vLLM as ``--goodput`` (so ``request_goodput`` is vLLM's own).
+            :data:`helpers.tune.slo.DEFAULT_SLO`), also sent to vLLM as ``--goodput``.
         candidates: more candidates (:func:`make_candidates`: :class:`Candidate` objects or
             spec mappings), after ``"recipe"``.
         mode: what is served (:func:`helpers.weights.prepare.served_config`): ``"download"``,
@@ -229,10 +228,8 @@ def tune(
             recorded failure and skip it), and rerun failed points.
         only: measure only these candidate names now (the others' saved points still count).
         remeasure: candidate names whose saved points are deleted and measured again now
-            (measured even when ``only`` leaves them out), e.g. ``["recipe"]`` beside a
-            candidate measured later: the summary names a pair measured more than
-            :data:`~helpers.tune.results.MEASURED_APART_S` (an hour) apart, on another host or
-            release, and which of the two to re-measure (:meth:`TuneResult.measured_apart`).
+            (even when ``only`` leaves them out), e.g. the older of a pair the summary names
+            as measured apart (:meth:`TuneResult.measured_apart`).
         progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
         startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
         bench_args: more ``vllm bench serve`` flags for every point.
