@@ -214,19 +214,10 @@ def run_point(
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
-    Equivalent command line (vLLM docs, "vllm bench serve")::
-
-        vllm bench serve --backend openai-chat --endpoint /v1/chat/completions \\
-          --base-url ROOT --model MODEL --tokenizer TOKENIZER \\
-          --dataset-name random --random-input-len IN --random-output-len OUT \\
-          --max-concurrency C --num-prompts N --num-warmups W --seed SEED \\
-          --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \\
-          --save-result --result-dir OUT_DIR --result-filename FILE --disable-tqdm ...
-
-    With the random dataset vLLM sets ``ignore_eos`` so every request generates exactly
-    ``output_len`` tokens. The warm-up requests (``--num-warmups``) repeat the point's
-    first prompt and are not counted; request rate is unbounded (``inf``), so
-    ``--max-concurrency`` alone sets the load.
+    The command line it ran is the first line of the point's ``.log``. With the random
+    dataset and ``--ignore-eos`` every request generates exactly ``output_len`` tokens. The
+    warm-up requests (``--num-warmups``) repeat the point's first prompt and are not counted;
+    request rate is unbounded (``inf``), so ``--max-concurrency`` alone sets the load.
 
     Args:
         base_url: server root ``http://host:port`` or ``http://host:port/v1``.
