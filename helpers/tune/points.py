@@ -1,8 +1,6 @@
-"""Where each run of a tuning point lives, and what :func:`helpers.tune.tune.tune` measures
-next from what is saved: the paths of the runs of a point (:func:`point_path`, repeat ``k`` as
-``<name>-r<k>-c<N>.json``) and of the SLO limit's probes (:func:`search_path`), the saved points
-as rows (:func:`points_frame`), each candidate's decision points (:func:`decision_concurrencies`)
-and its SLO limit (:func:`search_meets`, :func:`limit`). Reads files only; no server is touched.
+"""Where each run of a tuning point lives (:func:`point_path`, :func:`search_path`), the saved
+points as rows, and what :func:`helpers.tune.tune.tune` measures next from them (decision points,
+the SLO limit's probes). Reads files only; no server is touched.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The result of a tuning run (:class:`TuneResult`: points with the SLO check, goodput and
 cost; each candidate's status; the recommendation, its tables and its summary), built from a
-run's folder by :func:`collect`. No server is touched here; :mod:`helpers.tune.tune` runs the
-candidates; :mod:`helpers.tune.points` says where each run is saved; :mod:`helpers.tune.saved`
-is the ``tune.json`` form. Longer than 500 lines: the result, its tables and its summary's words
-change together.
+run's folder by :func:`collect`; no server is touched. Longer than 500 lines: the result, its
+tables and its summary's words change together.
 """
 
 from __future__ import annotations

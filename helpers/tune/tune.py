@@ -118,19 +118,15 @@ def _only_run_on(folder: Path):
     """
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(folder / ".tune.lock"))
     try:
-        lock.acquire(timeout=0)
+        with FileLock(str(folder / ".tune.lock"), timeout=0):
+            yield
     except Timeout:
         raise BenchError(
             f"Another tuning run is using {folder}: two runs on one out_dir would serve their "
             "candidates side by side and write the same points. Wait for it to finish, or pass "
             "another out_dir."
         ) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _host_of(url: str | None) -> str:
@@ -156,17 +152,12 @@ def _check_record(
     replace it (with its failures) when none were, e.g. a candidate refused for a misspelled
     flag and corrected under the same name."""
     have = _read_json(path)
-    if have is None:
-        if write:
-            _write_json(path, dict(want))
-        return
-    diff = sorted(k for k in want if have.get(k) != want[k])
-    if diff and not _measured(folder):
-        if write:
+    diff = sorted(k for k in want if have.get(k) != want[k]) if have is not None else []
+    if write and (have is None or (diff and not _measured(folder))):
+        if diff:
             (folder / "failures.json").unlink(missing_ok=True)
-            _write_json(path, dict(want))
-        return
-    if diff:
+        _write_json(path, dict(want))
+    elif diff and _measured(folder):
         raise BenchError(
             f"{path} holds {what} with other {', '.join(diff)} (saved: "
             f"{ {k: have.get(k) for k in diff} }, now: { {k: want[k] for k in diff} }): its points "
