@@ -134,21 +134,16 @@ class Scenario:
         base_url: str = "http://127.0.0.1:8000",
     ) -> str:
         """A ``vllm bench serve`` command line for a terminal (one point)."""
-        argv = [
-            "vllm",
-            "bench",
-            "serve",
-            "--backend",
-            "openai-chat",
-            "--endpoint",
-            "/v1/chat/completions",
-            "--base-url",
-            base_url,
-            "--model",
-            model,
+        from helpers.bench.point import CHAT_BACKEND, CHAT_ENDPOINT
+
+        return shlex.join([
+            "vllm", "bench", "serve",
+            "--backend", CHAT_BACKEND,
+            "--endpoint", CHAT_ENDPOINT,
+            "--base-url", base_url,
+            "--model", model,
             *self.bench_args(concurrency),
-        ]
-        return shlex.join(argv)
+        ])  # fmt: skip
 
     def expected_seconds(
         self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
