@@ -278,6 +278,7 @@ def sweep(
     warned: set[str] = set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     dummy = serves_dummy_weights(server)
+    failure: BaseException | None = None
     try:
         for point in bar:
             c = point["concurrency"]
@@ -307,29 +308,24 @@ def sweep(
                     warned.add(notes[key])
                     bar.write(f"WARNING {label} concurrency {c}: {notes[key]}")
     except BaseException as e:
+        failure = e
+        keep_failed_log(e, stage, folder)
+        raise
+    finally:
         bar.close()
         try:
-            keep_failed_log(e, stage, folder)
             kept = publish(stage, folder, label, paths, keep_other_points) if paths else []
-            if isinstance(e, BenchError) and kept:
-                e.results = load_results(kept)  # type: ignore[attr-defined]
-                e.args = (
-                    f"{e} The {len(kept)} point(s) finished before it are kept in {folder} "
+            if isinstance(failure, BenchError) and kept:
+                failure.results = load_results(kept)  # type: ignore[attr-defined]
+                failure.args = (
+                    f"{failure} The {len(kept)} point(s) finished before it are kept in {folder} "
                     "(this error's .results, or helpers.bench.results.load_results(folder)).",
                 )
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             if not existed and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
-        raise
-    bar.close()
-    try:
-        df = load_results(paths)
-        final = publish(stage, folder, label, paths, keep_other_points)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    df["path"] = df["path"].map(dict(zip(map(str, paths), map(str, final), strict=True)))
-    return df
+    return load_results(kept)
 
 
 def _replica_states(server: Any) -> list[tuple[int, bool, str]] | None:
