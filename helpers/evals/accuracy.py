@@ -215,17 +215,16 @@ def _prepare(
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "items.jsonl"
     data.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
-    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": opts.thinking}}
-    if opts.reasoning_budget is not None:
-        body["thinking_token_budget"] = opts.reasoning_budget
     max_tokens = opts.max_tokens or DEFAULT_MAX_TOKENS
-    gen = {
+    gen: dict[str, Any] = {
         "until": [],
         "max_gen_toks": max_tokens,
         "temperature": opts.temperature,
         "top_p": opts.top_p,
-        **body,
+        "chat_template_kwargs": {"enable_thinking": opts.thinking},
     }
+    if opts.reasoning_budget is not None:
+        gen["thinking_token_budget"] = opts.reasoning_budget
     key = json.dumps([label, [it["id"] for it in items], gen], sort_keys=True)
     task = f"cookbook_{item_set}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     tasks_dir = folder / "task"
