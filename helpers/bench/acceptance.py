@@ -5,18 +5,9 @@ The sweeps (:func:`helpers.bench.sweep.sweep`) send vLLM's random dataset with
 acceptance. A drafter predicts the target's next tokens; on random prompt tokens, and on
 answers forced past their end, there is little to predict, so the measured acceptance
 length is a **lower bound** (vllm-project/vllm #52536, #33497). vLLM's own acceptance
-regression test uses real prompts at temperature 0.
-
-:func:`measure_acceptance` does that through ``vllm bench serve`` itself: its ``custom``
-dataset (vLLM 0.32.0 ``vllm/benchmarks/datasets/datasets.py`` ``CustomDataset``: a JSON-lines
-file of ``{"prompt": ...}``), the questions of the item set shipped with the cookbook
-(:mod:`helpers.config.evalsets`, GSM8K test items), in demo.yaml's accuracy prompt, at
-temperature 0, **without** ``--ignore-eos`` (answers end where the model ends them, capped
-at ``output_len``), the chat template applied by the server (``--skip-chat-template``: the
-client sends the plain question). Acceptance comes from the server's own counters
-(``vllm:spec_decode_*``) before and after (:func:`helpers.bench.metrics.acceptance_from_counters`).
-The point's JSON carries ``dataset="real:<item set>"`` in its metadata, which
-:func:`helpers.bench.metrics.acceptance_verdict` reads: only there can it say "not paying off".
+regression test uses real prompts at temperature 0: :func:`measure_acceptance` does that through
+``vllm bench serve`` itself, and its point's ``dataset="real:<item set>"`` metadata is what lets
+:func:`helpers.bench.metrics.acceptance_verdict` say "not paying off".
 """
 
 from __future__ import annotations
@@ -94,9 +85,12 @@ def measure_acceptance(
 ) -> dict[str, Any]:
     """Acceptance of the server's drafter on the shipped item set's real prompts.
 
-    One ``vllm bench serve`` run: ``--dataset-name custom`` over :func:`real_prompts_file`,
-    ``--custom-output-len output_len`` (a cap: no ``--ignore-eos``), ``--temperature``
-    (default 0, greedy, as vLLM's acceptance test), ``--max-concurrency concurrency``.
+    One ``vllm bench serve`` run: ``--dataset-name custom`` (vLLM 0.32.0
+    ``vllm/benchmarks/datasets/datasets.py`` ``CustomDataset``) over :func:`real_prompts_file`,
+    ``--custom-output-len output_len`` (a cap: no ``--ignore-eos``), ``--skip-chat-template`` (the
+    server applies it), ``--temperature`` (default 0, greedy, as vLLM's acceptance test),
+    ``--max-concurrency concurrency``. Acceptance comes from the server's ``vllm:spec_decode_*``
+    counters before and after (:func:`helpers.bench.metrics.acceptance_from_counters`).
 
     Args:
         server: a server object with ``base_url`` and ``config`` (a launched or attached
@@ -175,6 +169,8 @@ def measure_acceptance(
         )
     point = read_point(json_path)
     counted = acceptance_from_counters(before, after) or {}
+    spec = ("spec_decode_acceptance_length", "spec_decode_acceptance_rate")
+    counts = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")
     row: dict[str, Any] = {
         "label": label,
         "dataset": dataset,
@@ -183,15 +179,8 @@ def measure_acceptance(
         "mean_output_tokens": (point.get("total_output_tokens") or 0)
         / max(point.get("completed") or 1, 1),
         "output_throughput": point.get("output_throughput"),
-        "spec_decode_acceptance_length": counted.get(
-            "spec_decode_acceptance_length", point.get("spec_decode_acceptance_length")
-        ),
-        "spec_decode_acceptance_rate": counted.get(
-            "spec_decode_acceptance_rate", point.get("spec_decode_acceptance_rate")
-        ),
-        "spec_decode_num_drafts": counted.get("spec_decode_num_drafts"),
-        "spec_decode_draft_tokens": counted.get("spec_decode_draft_tokens"),
-        "spec_decode_accepted_tokens": counted.get("spec_decode_accepted_tokens"),
+        **{k: counted.get(k, point.get(k)) for k in spec},  # the counters', else vLLM's own
+        **{k: counted.get(k) for k in counts},
         "path": str(json_path),
     }
     # a run that drafted nothing (no draft between the two scrapes, no figures in vLLM's

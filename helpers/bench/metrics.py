@@ -73,11 +73,8 @@ class SpecDecodeCounters:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each sample of Prometheus text exposition over its label sets.
-
-    Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
-    library's own parser), so escaped label values, ``+Inf`` / ``NaN`` and
-    timestamps are handled as Prometheus defines them.
+    """Sum each sample of Prometheus text exposition over its label sets (escaped label
+    values, ``+Inf`` / ``NaN`` and timestamps as ``prometheus_client``'s parser reads them).
 
     Args:
         text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
@@ -91,15 +88,10 @@ def parse_prometheus(text: str) -> dict[str, float]:
     Raises:
         BenchError: the text is not Prometheus exposition (names what to check).
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
     totals: dict[str, float] = {}
     try:
-        for family in text_string_to_metric_families(text or ""):
-            for sample in family.samples:
-                value = float(sample.value)
-                if math.isnan(value):
-                    continue
+        for sample in _samples(text):
+            if not math.isnan(value := float(sample.value)):
                 totals[sample.name] = totals.get(sample.name, 0.0) + value
     except ValueError as e:
         raise BenchError(
@@ -107,6 +99,14 @@ def parse_prometheus(text: str) -> dict[str, float]:
             "vLLM server root (http://host:port), not at another service."
         ) from e
     return totals
+
+
+def _samples(text: str):
+    """Every sample of a ``/metrics`` scrape (ValueError when it is not Prometheus exposition)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text or ""):
+        yield from family.samples
 
 
 #: vLLM's counter of finished requests by ``finished_reason`` (``stop``, ``length``, ``abort``,
@@ -118,19 +118,12 @@ def labeled_total(text: str, name: str, **labels: str) -> float | None:
     """The sum of ``name``'s samples whose labels include ``labels`` in a ``/metrics`` scrape,
     e.g. ``labeled_total(text, REQUEST_SUCCESS, finished_reason="length")``: requests that
     ended at ``max_tokens``. None when the scrape has no such sample (or is not Prometheus)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    total = None
     try:
-        for family in text_string_to_metric_families(text or ""):
-            for sample in family.samples:
-                if sample.name == name and all(
-                    sample.labels.get(k) == v for k, v in labels.items()
-                ):
-                    total = (total or 0.0) + float(sample.value)
+        values = [float(s.value) for s in _samples(text)
+                  if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
     except ValueError:
         return None
-    return total
+    return sum(values) if values else None
 
 
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
@@ -144,16 +137,10 @@ def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
         ``{label: value}`` as the server wrote them (strings: ``"True"``, ``"2128"``,
         ``"None"``); ``{}`` when the scrape has no such sample.
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
-        for family in text_string_to_metric_families(text or ""):
-            for sample in family.samples:
-                if sample.name == name:
-                    return dict(sample.labels)
+        return next((dict(s.labels) for s in _samples(text) if s.name == name), {})
     except ValueError:
         return {}
-    return {}
 
 
 def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
@@ -294,16 +281,14 @@ def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
     url = server_root(base_url) + "/metrics"
     try:
         status, body = httpio.get(url, timeout=timeout)
+        why: Any = None if status == 200 else f"HTTP {status}"
     except ConnectionError as e:
+        why = e
+    if why is not None:
         raise BenchError(
-            f"Could not read {url} ({e}). Is the server running? Start it with "
+            f"Could not read {url} ({why}). Is the server running? Start it with "
             "helpers.server.vllm_server.VLLMServer(...).start() and pass its base_url."
-        ) from e
-    if status != 200:
-        raise BenchError(
-            f"Could not read {url} (HTTP {status}). Is the server running? Start it with "
-            "helpers.server.vllm_server.VLLMServer(...).start() and pass its base_url."
-        )
+        ) from (why if isinstance(why, ConnectionError) else None)
     return body
 
 
@@ -315,20 +300,26 @@ def _healthy(root: str, timeout: float = 5.0) -> bool:
         return False
 
 
-def _served_models(root: str, timeout: float = 10.0) -> list[str]:
-    """The model ids ``GET <root>/v1/models`` lists."""
+def _served_entries(root: str, timeout: float = 10.0) -> list[Mapping[str, Any]]:
+    """The entries ``GET <root>/v1/models`` lists: ``id`` (the served name), ``root`` (what
+    vLLM loaded: a folder or hub id, its tokenizer too)."""
     url = root + "/v1/models"
     try:
         status, text = httpio.get(url, timeout=timeout)
         if status != 200:
             raise ValueError(f"HTTP {status}")
-        body = json.loads(text)
-    except (ConnectionError, ValueError) as e:
+        data = json.loads(text).get("data") or []
+    except (ConnectionError, ValueError, AttributeError) as e:
         raise BenchError(
             f"The server at {root} did not answer {url} ({e}). Start it first "
             "(helpers.server.vllm_server.VLLMServer(...).start()) and pass its base_url."
         ) from e
-    return [m.get("id") for m in body.get("data", [])]
+    return [m for m in data if isinstance(m, Mapping)]
+
+
+def _served_models(root: str, timeout: float = 10.0) -> list[str]:
+    """The model ids ``GET <root>/v1/models`` lists."""
+    return [m.get("id") for m in _served_entries(root, timeout)]
 
 
 # --------------------------------------------------------------------------- stalls

@@ -49,7 +49,6 @@ AXIS_LABELS = {
     "request_throughput": "Requests/s [req/s]",
     "request_goodput": "Requests/s meeting the SLOs [req/s]",
 }
-PERCENTILE_NAMES = {"mean": "mean", "median": "median", "p50": "p50", "p90": "p90", "p99": "p99"}
 
 
 def subtitle(
@@ -128,25 +127,28 @@ def pareto(
     """
     _require(df, [by, x, y, "concurrency"], "pareto()")
     fig, ax = plt.subplots(figsize=(7.5, 5))
+    _lines(ax, df, by, x, y, marker="o")
+    ax.legend(title=by)
+    return _finish(fig, title, target, variant, vllm_version, path)
+
+
+def _lines(ax, df: pd.DataFrame, by: str, x: str, y: str, **style: Any) -> list:
+    """One line of ``y`` against ``x`` per ``by`` value, each point annotated ``c=N``, on axes
+    labelled with units from 0; returns ``[(the group's rows, its colour)]``."""
+    drawn = []
     for name, group in df.groupby(by, sort=True):
         g = group.sort_values("concurrency")
-        (line,) = ax.plot(g[x], g[y], marker="o", label=str(name))
+        (line,) = ax.plot(g[x], g[y], label=str(name), **style)
+        drawn.append((g, line.get_color()))
         for _, row in g.iterrows():
-            ax.annotate(
-                f"c={int(row['concurrency'])}",
-                (row[x], row[y]),
-                textcoords="offset points",
-                xytext=(4, 4),
-                fontsize=8,
-                color=line.get_color(),
-            )
+            ax.annotate(f"c={int(row['concurrency'])}", (row[x], row[y]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=8, color=line.get_color())  # fmt: skip
     ax.set_xlabel(AXIS_LABELS.get(x, x))
     ax.set_ylabel(AXIS_LABELS.get(y, y))
     ax.grid(True, alpha=0.3)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    ax.legend(title=by)
-    return _finish(fig, title, target, variant, vllm_version, path)
+    return drawn
 
 
 def latency_vs_concurrency(
@@ -197,7 +199,7 @@ def latency_vs_concurrency(
                     marker="o",
                     linestyle=styles[j % len(styles)],
                     color=color,
-                    label=f"{name} {PERCENTILE_NAMES.get(pct, pct)}",
+                    label=f"{name} {pct}",
                 )
         if log_x:
             ax.set_xscale("log", base=2)
@@ -298,27 +300,16 @@ def tune_frontier(
     if df.empty:
         raise PlotError("tune_frontier(): no measured point to draw (every candidate failed?).")
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    for name, group in df.groupby(by, sort=True):
-        g = group.sort_values("concurrency")
-        (line,) = ax.plot(g[x], g[y], label=str(name))
-        color = line.get_color()
+    for g, color in _lines(ax, df, by, x, y):
         met = g["meets_slo"].astype(bool)
         ax.scatter(g[x][met], g[y][met], color=color, zorder=3)
         ax.scatter(g[x][~met], g[y][~met], facecolors="white", edgecolors=color, zorder=3)
-        for _, row in g.iterrows():
-            ax.annotate(f"c={int(row['concurrency'])}", (row[x], row[y]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=8, color=color)  # fmt: skip
     if recommended is not None:
         pick = df[(df[by] == recommended[0]) & (df["concurrency"] == recommended[1])]
         if not pick.empty:
             ax.scatter(pick[x], pick[y], marker="*", s=320, color="gold", edgecolors="black",
                        zorder=4, label=f"recommended: {recommended[0]}, c={recommended[1]}")  # fmt: skip
     ax.scatter([], [], facecolors="white", edgecolors="grey", label="misses the SLO")
-    ax.set_xlabel(AXIS_LABELS.get(x, x))
-    ax.set_ylabel(AXIS_LABELS.get(y, y))
-    ax.grid(True, alpha=0.3)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
     ax.legend(title=by, fontsize=8)
     return _finish(fig, title, target, None, vllm_version, path)
 
@@ -365,7 +356,6 @@ def plot_sweep(
     x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
     paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
     common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}
-    # on a CPU: no GPU to divide by, and no per-token timing worth a line (see above)
     y = "output_throughput" if stand_in else "output_throughput_per_gpu"
     pareto(results, x=x, y=y, path=paths[0], **common)
     metrics = ("ttft", "e2el") if stand_in else ("ttft", "tpot")

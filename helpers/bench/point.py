@@ -4,21 +4,13 @@ One *point* (:func:`run_point`) is one run of ``vllm bench serve`` (random datas
 endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-result``);
 :func:`helpers.bench.sweep.sweep` runs one per concurrency and loads them
 (:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
-``vllm.benchmarks.serve.add_cli_args`` + ``main``, called in a worker thread of this process
-(``_run_bench_main`` says why), because the CPU build's ``vllm`` console script is broken
-(``docs/CONVENTIONS.md``). A point whose engine stalls (requests wait, none runs) or hangs
-(requests run, no token is counted) behind a healthy API is cancelled
+``vllm.benchmarks.serve.add_cli_args`` + ``main`` in a worker thread of this process, because
+the CPU build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``) and a child process
+per point imports ``vllm.benchmarks.serve`` every time (7.4 s): a notebook's 3-point sweep took
+5.8x as long (measured 2026-12-01 on the 2-core CPU box, vLLM 0.32.0; the numbers are in
+``benchmarks/bench_point_modes.py``). A point whose engine stalls (requests wait, none runs) or
+hangs (requests run, no token is counted) behind a healthy API is cancelled
 (:class:`helpers.bench.metrics.StallDetector`).
-
-Thread, not a child process per point (``python -c`` calling ``add_cli_args`` + ``main``;
-``python -m vllm.entrypoints.cli.main`` fails on the ``vllm`` package metadata too): measured
-2026-12-01 on the 2-core CPU box, vLLM 0.32.0, ``benchmarks/bench_point_modes.py``. A child
-imports ``vllm.benchmarks.serve`` for every point (7.4 s); this process imports it once (its
-launch's flag check already imports vLLM; 0.2 s left). A notebook's 3-point sweep (concurrency
-1, 2, 4; 64 in / 32 out; 16 prompts; one stand-in server; 3 runs each, one process): thread
-3.6 / 3.2 / 3.8 s, child 20.0 / 20.6 / 20.4 s (5.8x); the bench tests (``test_bench``,
-``test_bench_stall``, ``test_interrupts``) 49 s against 74 s. Far over the ~10 % that the
-child's simpler mechanics (no event loop, stdout, RNG or GC handling; a group kill) are worth.
 """
 
 from __future__ import annotations
@@ -71,12 +63,8 @@ def _run_bench_main(
     stall_timeout: float | None = None,
     poll: float = STALL_POLL_S,
 ) -> dict[str, Any]:
-    """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop.
-
-    In-process because importing ``vllm.benchmarks.serve`` takes 7.4 s on the CPU box (paid
-    once per kernel, not once per point; measured in the module docstring); in a worker
-    thread because its own event loop lets ``asyncio.run`` inside ``main`` work from a Jupyter
-    cell, whose thread already runs one.
+    """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop
+    (``asyncio.run`` inside ``main`` then works from a Jupyter cell, whose thread runs one).
     The benchmark's side effects are undone: its console output goes to ``log_path``,
     ``gc.freeze()`` is reverted, the global ``random`` / numpy seeds are restored.
 
@@ -226,19 +214,10 @@ def run_point(
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
-    Equivalent command line (vLLM docs, "vllm bench serve")::
-
-        vllm bench serve --backend openai-chat --endpoint /v1/chat/completions \\
-          --base-url ROOT --model MODEL --tokenizer TOKENIZER \\
-          --dataset-name random --random-input-len IN --random-output-len OUT \\
-          --max-concurrency C --num-prompts N --num-warmups W --seed SEED \\
-          --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \\
-          --save-result --result-dir OUT_DIR --result-filename FILE --disable-tqdm ...
-
-    With the random dataset vLLM sets ``ignore_eos`` so every request generates exactly
-    ``output_len`` tokens. The warm-up requests (``--num-warmups``) repeat the point's
-    first prompt and are not counted; request rate is unbounded (``inf``), so
-    ``--max-concurrency`` alone sets the load.
+    The command line it ran is the first line of the point's ``.log``. With the random
+    dataset and ``--ignore-eos`` every request generates exactly ``output_len`` tokens. The
+    warm-up requests (``--num-warmups``) repeat the point's first prompt and are not counted;
+    request rate is unbounded (``inf``), so ``--max-concurrency`` alone sets the load.
 
     Args:
         base_url: server root ``http://host:port`` or ``http://host:port/v1``.

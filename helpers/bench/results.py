@@ -1,14 +1,11 @@
 """Benchmark results: the points ``vllm bench serve`` saved, loaded into pandas.
 
 Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file, written by
-vLLM and never rewritten: what the cookbook adds from its ``/metrics`` scrapes (speculative
-acceptance from counter deltas when vLLM's JSON lacks it, the prefix-cache hit rate) goes into
-a sidecar, ``<point>.json.annotations`` (:func:`annotate_point`). :func:`load_results` reads
-both into one DataFrame row per point; :func:`results_table` picks columns for display.
-Column names keep vLLM's terms: ``ttft`` (time to first token), ``tpot`` (time per output
-token after the first), ``itl`` (inter-token latency), ``e2el`` (end-to-end latency per
-request), all in milliseconds. The committed measurements a notebook quotes are read by
-:mod:`tools.results_pages`.
+vLLM and never rewritten; what the cookbook adds from its ``/metrics`` scrapes goes into a
+sidecar (:func:`annotate_point`). :func:`load_results` reads both into one DataFrame row per
+point (vLLM's terms: ``ttft``, ``tpot``, ``itl``, ``e2el``, in milliseconds);
+:func:`results_table` picks columns for display. The committed measurements a notebook quotes
+are read by :mod:`tools.results_pages`.
 """
 
 from __future__ import annotations
@@ -139,17 +136,17 @@ def annotate_point(
     cache_config: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write what two ``/metrics`` scrapes around a point add to it into its sidecar.
+    """Write what two ``/metrics`` scrapes around a point add to it into its sidecar
+    (:func:`sidecar_path`, JSON; none when there is nothing to add; vLLM's JSON is left as is).
 
-    vLLM's JSON is left as vLLM wrote it. The sidecar (:func:`sidecar_path`, JSON) gets,
-    when the counters moved: the speculative-decoding figures of
-    :func:`helpers.bench.metrics.acceptance_from_counters` that vLLM's JSON lacks (never one it
-    has), ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length,
-    the :func:`helpers.bench.metrics.acceptance_verdict` of the merged point; and
-    ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was
-    queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`) when the
-    point's prompts share a prefix (its ``prefix_len`` metadata) and nothing hit. No sidecar
-    is written when there is nothing to add.
+    It gets, when the counters moved, the figures of
+    :func:`helpers.bench.metrics.acceptance_from_counters` that vLLM's JSON lacks,
+    ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length, and the
+    :func:`helpers.bench.metrics.acceptance_verdict` of the merged point;
+    ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was queried
+    (``vllm:prefix_cache_*_total`` deltas: near 0, no point reused another's prompts); and
+    ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`) when the point's prompts
+    share a prefix and nothing hit.
 
     Args:
         path: the point's ``--save-result`` JSON.
@@ -254,7 +251,6 @@ def results_table(
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
-    # one decimal for reading (tokens/s, ms); the DataFrame and the JSON keep full precision
     table = results[[c for c in columns if c in results.columns]].copy().round(1)
     if stand_in:
         for c in table.columns:
@@ -286,54 +282,48 @@ def _json_paths(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
     return found
 
 
+#: Columns read as numbers from a point's JSON or its sidecar: ``{column: key}``.
+_NUMBERS = {
+    "input_len": "input_len", "output_len": "output_len", "duration_s": "duration",
+    "request_throughput": "request_throughput", "total_token_throughput": "total_token_throughput",
+    "request_goodput": "request_goodput",
+    "spec_decode_acceptance_rate": "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length": "spec_decode_acceptance_length",
+    "prefix_cache_hit_rate": "cookbook_prefix_cache_hit_rate",
+    **{f"{stat}_{m}_ms": f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS},
+}  # fmt: skip
+#: Columns read as they are: ``{column: key}``.
+_AS_IS = {
+    "concurrency": "max_concurrency", "num_prompts": "num_prompts", "completed": "completed",
+    "failed": "failed", "prefix_cache_warning": "cookbook_prefix_cache_warning",
+    "replicas": "cookbook_replicas", "replicas_serving": "cookbook_replicas_serving",
+    "replica_warning": "cookbook_replica_warning",
+}  # fmt: skip
+
+
 def _row(data: Mapping[str, Any], path: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
     gpu_count = _num(data.get("gpu_count")) or 1.0
-    output_throughput = _num(data.get("output_throughput"))
-    mean_tpot = _num(data.get("mean_tpot_ms"))
-    mean_e2el = _num(data.get("mean_e2el_ms"))
-    total_output = _num(data.get("total_output_tokens"))
-    completed = _num(data.get("completed"))
-    row: dict[str, Any] = {
-        "label": data.get("label") or path.parent.name,
-        "concurrency": data.get("max_concurrency"),
-        "num_prompts": data.get("num_prompts"),
-        "input_len": _num(data.get("input_len")),
-        "output_len": _num(data.get("output_len")),
-        "gpu_count": int(gpu_count),
-        "completed": data.get("completed"),
-        "failed": data.get("failed"),
-        "duration_s": _num(data.get("duration")),
-        "request_throughput": _num(data.get("request_throughput")),
-        "output_throughput": output_throughput,
-        "total_token_throughput": _num(data.get("total_token_throughput")),
-        "output_throughput_per_gpu": (
-            output_throughput / gpu_count if output_throughput is not None else None
-        ),
-        "tokens_per_s_per_user": 1000.0 / mean_tpot if mean_tpot else None,
-        "e2e_tokens_per_s_per_user": (
-            total_output / completed / (mean_e2el / 1000.0)
-            if total_output and completed and mean_e2el
-            else None
-        ),
-        "request_goodput": _num(data.get("request_goodput")),
-        "spec_decode_acceptance_rate": _num(data.get("spec_decode_acceptance_rate")),
-        "spec_decode_acceptance_length": _num(data.get("spec_decode_acceptance_length")),
-        "prefix_cache_hit_rate": _num(data.get("cookbook_prefix_cache_hit_rate")),
-        "prefix_cache_warning": data.get("cookbook_prefix_cache_warning"),
-        "replicas": data.get("cookbook_replicas"),
-        "replicas_serving": data.get("cookbook_replicas_serving"),
-        "replica_warning": data.get("cookbook_replica_warning"),
-        "path": str(path),
-    }
+    tput, tpot, e2el, total, done = (
+        _num(data.get(k))
+        for k in ("output_throughput", "mean_tpot_ms", "mean_e2el_ms", "total_output_tokens", "completed")
+    )  # fmt: skip
     verdict = acceptance_verdict(data)
-    row["spec_decode_level"] = verdict.get("spec_decode_level")
-    row["spec_decode_verdict"] = verdict.get("spec_decode_verdict")
-    for metric in _LATENCY_METRICS:
-        for stat in _LATENCY_STATS:
-            key = f"{stat}_{metric}_ms"
-            row[key] = _num(data.get(key))
-    row.update({k: data.get(k) for k in extra})
-    return row
+    return {
+        **{column: _num(data.get(key)) for column, key in _NUMBERS.items()},
+        **{column: data.get(key) for column, key in _AS_IS.items()},
+        "label": data.get("label") or path.parent.name,
+        "gpu_count": int(gpu_count),
+        "output_throughput": tput,
+        "output_throughput_per_gpu": tput / gpu_count if tput is not None else None,
+        "tokens_per_s_per_user": 1000.0 / tpot if tpot else None,
+        "e2e_tokens_per_s_per_user": total / done / (e2el / 1000.0)
+        if total and done and e2el
+        else None,
+        "spec_decode_level": verdict.get("spec_decode_level"),
+        "spec_decode_verdict": verdict.get("spec_decode_verdict"),
+        "path": str(path),
+        **{k: data.get(k) for k in extra},
+    }
 
 
 def load_results(

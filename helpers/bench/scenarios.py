@@ -2,12 +2,9 @@
 
 A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``scenario=``
 (token counts, prompts per point, ``name``) plus the concurrencies to sweep and where the
-shape comes from. Every scenario runs on ``vllm bench serve``'s random dataset: a prompt is
-``prefix_len`` tokens shared by every request of a point (``--random-prefix-len``), then
-``input_len`` tokens of its own; the answer is exactly ``output_len`` tokens (``--ignore-eos``).
-``scenario(name, srv)`` scales the shape down for the CPU stand-in (the YAML's
-``standin`` section, :func:`scale_for_standin`). Also :func:`load_scenarios`,
-:func:`list_scenarios`, :func:`scenarios_frame`.
+shape comes from; every scenario runs on ``vllm bench serve``'s random dataset.
+``scenario(name, srv)`` scales the shape down for the CPU stand-in (the YAML's ``standin``
+section, :func:`scale_for_standin`).
 """
 
 from __future__ import annotations
@@ -137,21 +134,16 @@ class Scenario:
         base_url: str = "http://127.0.0.1:8000",
     ) -> str:
         """A ``vllm bench serve`` command line for a terminal (one point)."""
-        argv = [
-            "vllm",
-            "bench",
-            "serve",
-            "--backend",
-            "openai-chat",
-            "--endpoint",
-            "/v1/chat/completions",
-            "--base-url",
-            base_url,
-            "--model",
-            model,
+        from helpers.bench.point import CHAT_BACKEND, CHAT_ENDPOINT
+
+        return shlex.join([
+            "vllm", "bench", "serve",
+            "--backend", CHAT_BACKEND,
+            "--endpoint", CHAT_ENDPOINT,
+            "--base-url", base_url,
+            "--model", model,
             *self.bench_args(concurrency),
-        ]
-        return shlex.join(argv)
+        ])  # fmt: skip
 
     def expected_seconds(
         self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0

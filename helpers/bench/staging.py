@@ -13,7 +13,8 @@ from helpers.bench.point import (
     _safe,
 )
 
-#: The lock file :func:`publish` holds in a results folder while it moves points in.
+#: The lock file :func:`publish` holds in a results folder while it moves points in (in the
+#: folder it guards, not the system's temp folder, where one empty file per folder piled up).
 PUBLISH_LOCK = ".publish.lock"
 
 
@@ -27,8 +28,6 @@ def publish(
 
     prefix = re.compile(rf"^{re.escape(_safe(label))}-c\d+\.(json|json\.annotations|log)$")
     folder.mkdir(parents=True, exist_ok=True)
-    # the lock lives in the folder it guards (one small PUBLISH_LOCK file there), not in the
-    # system's temp folder, where one empty file per results folder piled up
     with FileLock(str(folder / PUBLISH_LOCK)):
         measured = {src.name for src in stage.iterdir() if src.is_file()}
         for old in folder.iterdir():

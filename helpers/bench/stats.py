@@ -1,8 +1,5 @@
-"""Statistics over repeated benchmark points: run-to-run spread, and comparisons and
-rankings that call a difference inside that spread noise, not a win.
-
-``noise_pct`` is the range over the repeats divided by their mean: a heuristic for the
-noise of three or so runs, not a confidence interval.
+"""Statistics over repeated benchmark points: run-to-run spread (:class:`Spread`), and
+comparisons and rankings that call a difference inside that spread noise, not a win.
 """
 
 from __future__ import annotations
@@ -20,7 +17,8 @@ class Spread:
     """Run-to-run spread of one metric over repeats of one point.
 
     ``noise_pct`` = (max - min) / mean × 100: a difference between configurations smaller
-    than this is not distinguishable from repeating the same configuration.
+    than this is not distinguishable from repeating the same configuration (a heuristic for
+    the noise of three or so runs, not a confidence interval).
     """
 
     metric: str
@@ -83,8 +81,8 @@ class Comparison:
 
 
 def compare(
-    value_a: float | pd.DataFrame | Spread,
-    value_b: float | pd.DataFrame | Spread,
+    value_a: float,
+    value_b: float,
     *,
     metric: str = "output_throughput",
     noise: float | Spread | Sequence[Spread] | None = None,
@@ -93,12 +91,11 @@ def compare(
     """Compare two measurements of ``metric``; a difference inside the noise is no win.
 
     Args:
-        value_a, value_b: numbers, DataFrames (the mean of ``metric`` over their rows) or
-            :class:`Spread` objects (their mean; their own spread also counts as noise).
+        value_a, value_b: the two measurements (e.g. the mean of a :class:`Spread`).
         metric: the column compared; its direction comes from :func:`higher_is_better`.
         noise: run-to-run spread in percent, or :class:`Spread` (s) from :func:`spread`;
-            the largest applies. Without any (plain numbers, no ``noise``), every non-zero
-            difference counts, and the verdict says the noise is unknown.
+            the largest applies. Without it every non-zero difference counts, and the
+            verdict says the noise is unknown.
         names: labels for the verdict.
 
     Returns:
@@ -106,25 +103,13 @@ def compare(
         output_throughput (noise ±3.1%)"`` or ``"A vs B: 1.2% on output_throughput is
         noise, not a win (run-to-run spread 4.0%)"``.
     """
-    spreads = [v for v in (value_a, value_b) if isinstance(v, Spread)]
     if isinstance(noise, Spread):
-        spreads.append(noise)
-    elif isinstance(noise, Sequence) and not isinstance(noise, str):
-        spreads += list(noise)
-    noise_pct = max(
-        [s.noise_pct for s in spreads]
-        + ([float(noise)] if isinstance(noise, (int, float)) else []),
-        default=None,
-    )
-
-    def _value(v) -> float:
-        if isinstance(v, Spread):
-            return v.mean
-        if isinstance(v, pd.DataFrame):
-            return float(pd.to_numeric(v[metric], errors="coerce").mean())
-        return float(v)
-
-    a, b = _value(value_a), _value(value_b)
+        noise = [noise]
+    noise_pct = (
+        max(s.noise_pct for s in noise) if isinstance(noise, Sequence) and noise
+        else float(noise) if isinstance(noise, (int, float)) else None
+    )  # fmt: skip
+    a, b = float(value_a), float(value_b)
     base = abs(a) if a else abs(b) or 1.0
     delta = 100.0 * (b - a) / base
     better_b = (b > a) if higher_is_better(metric) else (b < a)
@@ -188,23 +173,11 @@ def rank(
     best_name, best = means.index[0], float(means.iloc[0])
     rows = []
     for name, value in means.items():
-        if name == best_name:
-            verdict, delta = "best", 0.0
-        else:
-            c = compare(
-                best, float(value), metric=metric, noise=noise, names=(str(best_name), str(name))
-            )
-            delta = c.delta_pct
-            verdict = "within noise of best" if c.winner is None else c.verdict
-        rows.append(
-            {
-                by: name,
-                "concurrency": int(concurrency),
-                metric: float(value),
-                "vs_best_pct": round(delta, 1),
-                "verdict": verdict,
-            }
-        )
+        c = compare(best, value, metric=metric, noise=noise, names=(str(best_name), str(name)))
+        verdict = "within noise of best" if c.winner is None else c.verdict
+        rows.append({by: name, "concurrency": int(concurrency), metric: float(value),
+                     "vs_best_pct": round(c.delta_pct, 1),
+                     "verdict": "best" if name == best_name else verdict})  # fmt: skip
     return pd.DataFrame(rows)
 
 

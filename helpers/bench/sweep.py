@@ -13,7 +13,7 @@ A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one ru
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shutil
 import uuid
@@ -26,6 +26,7 @@ import pandas as pd
 from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
+    _served_entries,
     acceptance_verdict,
     info_labels,
     parse_prometheus,
@@ -45,8 +46,6 @@ from helpers.bench.results import (
     read_point,
 )
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
-    OVERSUBSCRIPTION,
-    ConcurrencyCappedWarning,
     _bound_concurrency,
     default_num_prompts,
     default_num_warmups,
@@ -55,7 +54,6 @@ from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
-from helpers.server import httpio
 
 # --------------------------------------------------------------------------- what is measured
 
@@ -68,30 +66,11 @@ def _scenario_value(scenario: Any, key: str, default: Any = None) -> Any:
     return getattr(scenario, key, default)
 
 
-def _served_root_model(root: str) -> tuple[str | None, str | None]:
-    """``(id, root)`` of the first model ``GET <root>/v1/models`` lists: the served name
-    and what vLLM loaded (a folder or hub id, its tokenizer too); Nones when unknown."""
-    try:
-        status, body = httpio.get(root + "/v1/models", timeout=10.0)
-        data = json.loads(body).get("data") or [] if status == 200 else []
-    except (ConnectionError, ValueError, AttributeError):
-        return None, None
-    if not data or not isinstance(data[0], Mapping):
-        return None, None
-    return data[0].get("id"), data[0].get("root")
-
-
 def _measured(
     server: Any, model: str | None, tokenizer: str | Path | None, gpu_count: int | None
 ) -> tuple[str, str, str | Path, int, Any]:
-    """``(root URL, model, tokenizer, gpu_count, config or None)`` of what a sweep measures.
-
-    ``server`` is a URL string (then ``model`` and ``tokenizer`` are required) or an object
-    with ``.base_url`` (a :class:`helpers.server.vllm_server.VLLMServer`, an attached server, a
-    :class:`helpers.fleet.fleet.Fleet`): its ``config`` (when it has one) gives the served model
-    name, the model folder as tokenizer and the GPU count; else ``GET /v1/models`` does.
-    Explicit arguments win.
-    """
+    """``(root URL, model, tokenizer, gpu_count, config or None)`` of what a sweep measures
+    (the arguments as :func:`sweep`'s; explicit ones win over the server's)."""
     if isinstance(server, (str, bytes)) or server is None:
         if isinstance(server, bytes) or not server:
             raise BenchError(
@@ -115,11 +94,13 @@ def _measured(
     root = server_root(base_url)
     cfg = getattr(server, "config", None)
     if model is None or tokenizer is None:
-        served_id, served_root = None, None
+        served: Mapping[str, Any] = {}
         if (model is None and getattr(cfg, "served_model_name", None) is None) or (
             tokenizer is None and not getattr(cfg, "model", None)
         ):
-            served_id, served_root = _served_root_model(root)
+            with contextlib.suppress(BenchError):
+                served = next(iter(_served_entries(root)), {})
+        served_id, served_root = served.get("id"), served.get("root")
         model = model or getattr(cfg, "served_model_name", None) or served_id
         tokenizer = tokenizer or (str(cfg.model) if getattr(cfg, "model", None) else served_root)
         if model is None or tokenizer is None:
@@ -128,7 +109,6 @@ def _measured(
                 f"{root} (GET /v1/models lists none): pass model= and tokenizer=."
             )
     if gpu_count is None:
-        # a fleet knows its deployment's GPUs (replicas x GPUs each); one server its config's
         deployed = getattr(server, "gpu_count", None)
         gpu_count = (
             deployed
@@ -198,17 +178,10 @@ def sweep(
 ) -> pd.DataFrame:
     """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
 
-    Around each point it scrapes ``<root>/metrics``; when vLLM's JSON lacks the
-    speculative-decoding keys (e.g. an older ``vllm bench serve``) but the counters moved,
-    it writes ``spec_decode_acceptance_rate`` / ``_length`` computed from the counter
-    deltas (:func:`helpers.bench.metrics.acceptance_from_counters`) with ``"spec_decode_source":
-    "metrics_scrape"`` into the point's sidecar (:func:`helpers.bench.results.annotate_point`;
-    vLLM's JSON is not rewritten). The sidecar also gets the prefix-cache hit rate of the
-    point (``vllm:prefix_cache_hits_total`` / ``..._queries_total`` deltas) as
-    ``cookbook_prefix_cache_hit_rate``: near 0 shows no point reused another's prompts. A
-    point whose prompts share a prefix (``prefix_len`` > 0) but hit nothing gets
-    ``cookbook_prefix_cache_warning`` saying why (:func:`helpers.bench.results.prefix_cache_warning`:
-    prefix caching off, or a prefix shorter than one KV block), printed once per sweep.
+    Around each point it scrapes ``<root>/metrics`` and writes what the scrapes add into the
+    point's sidecar (:func:`helpers.bench.results.annotate_point`: acceptance from the counter
+    deltas where vLLM's JSON lacks it, the prefix-cache hit rate, and why a shared prefix hit
+    nothing, that warning printed once per sweep).
 
     Args:
         server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
@@ -253,9 +226,9 @@ def sweep(
             concurrency) and keep the label's other points in ``out_dir``: for a caller that
             resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
 
-    A concurrency above :data:`OVERSUBSCRIPTION` x what the server runs at once (its
-    config's ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a
-    printed :class:`ConcurrencyCappedWarning`. Through a fleet (an object with
+    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x what the server runs at
+    once (its ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a printed
+    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet (an object with
     ``replica_states()``), each point records its replicas and those serving
     (``replicas`` / ``replicas_serving`` / ``replica_warning`` columns, the warning printed).
     The points are written to a private folder inside ``out_dir`` and replace the label's
@@ -296,9 +269,7 @@ def sweep(
     points = _bound_concurrency(points, server, cfg, label)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
     existed = folder.exists()
-    # this run's points stay private until it ends (another run of the same label, in another
-    # notebook or terminal, may be writing beside it): then they replace the label's earlier
-    # points in one step, so the folder never mixes two runs
+    # private until the sweep ends (another run of the label may be writing beside it)
     stage = folder / f".partial-{_safe(label)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
 
@@ -307,12 +278,7 @@ def sweep(
     warned: set[str] = set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     dummy = serves_dummy_weights(server)
-
-    def say(level: str, c: int, text: str) -> None:
-        if text not in warned:  # once per sweep; every row keeps it
-            warned.add(text)
-            bar.write(f"{level} {label} concurrency {c}: {text}")
-
+    failure: BaseException | None = None
     try:
         for point in bar:
             c = point["concurrency"]
@@ -338,33 +304,28 @@ def sweep(
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
             for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
-                if notes.get(key):
-                    say("WARNING", c, notes[key])
+                if notes.get(key) and notes[key] not in warned:  # once a sweep; every row keeps it
+                    warned.add(notes[key])
+                    bar.write(f"WARNING {label} concurrency {c}: {notes[key]}")
     except BaseException as e:
+        failure = e
+        keep_failed_log(e, stage, folder)
+        raise
+    finally:
         bar.close()
         try:
-            keep_failed_log(e, stage, folder)
             kept = publish(stage, folder, label, paths, keep_other_points) if paths else []
-            if isinstance(e, BenchError) and kept:
-                # what finished before the failure is kept: on disk and on the error
-                e.results = load_results(kept)  # type: ignore[attr-defined]
-                e.args = (
-                    f"{e} The {len(kept)} point(s) finished before it are kept in {folder} "
+            if isinstance(failure, BenchError) and kept:
+                failure.results = load_results(kept)  # type: ignore[attr-defined]
+                failure.args = (
+                    f"{failure} The {len(kept)} point(s) finished before it are kept in {folder} "
                     "(this error's .results, or helpers.bench.results.load_results(folder)).",
                 )
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             if not existed and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
-        raise
-    bar.close()
-    try:
-        df = load_results(paths)
-        final = publish(stage, folder, label, paths, keep_other_points)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    df["path"] = df["path"].map(dict(zip(map(str, paths), map(str, final), strict=True)))
-    return df
+    return load_results(kept)
 
 
 def _replica_states(server: Any) -> list[tuple[int, bool, str]] | None:
@@ -521,19 +482,10 @@ def repeat_point(
     concurrency: int | None = None,
     repeats: int = 3,
     *,
-    scenario: Mapping[str, Any] | Any | None = None,
-    input_len: int | None = None,
-    output_len: int | None = None,
-    prefix_len: int | None = None,
-    num_prompts: int | None = None,
     out_dir: str | Path | None = None,
     label: str = "default",
-    gpu_count: int | None = None,
     seed: int = 0,
-    num_warmups: int | None = None,
-    extra_args: Sequence[str] = (),
-    progress: bool = True,
-    seed_label: str | None = None,
+    **sweep_args: Any,
 ) -> pd.DataFrame:
     """Run the same point ``repeats`` times to measure its run-to-run spread.
 
@@ -548,7 +500,8 @@ def repeat_point(
             the model name and tokenizer).
         concurrency: ``--max-concurrency`` of the point.
         repeats: how many runs (at least 2 for a spread; 3 or more is better).
-        Others: as :func:`sweep`.
+        out_dir, label, seed, sweep_args: as :func:`sweep` (``scenario``, ``input_len``,
+            ``num_prompts``, ``gpu_count``, ``extra_args``, ``progress``, ...).
 
     Returns:
         :func:`load_results` rows, one per repeat, with a ``repeat`` column (0-based).
@@ -565,12 +518,7 @@ def repeat_point(
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
     frames = []
     for r in range(int(repeats)):
-        df = sweep(
-            server, model, tokenizer, [int(concurrency)],
-            scenario=scenario, input_len=input_len, output_len=output_len, prefix_len=prefix_len,
-            num_prompts=num_prompts, out_dir=folder / f"rep{r}", label=label, gpu_count=gpu_count,
-            seed=int(seed) + r, num_warmups=num_warmups, extra_args=extra_args, progress=progress,
-            seed_label=seed_label,
-        )  # fmt: skip
+        df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
+                   label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
         frames.append(df.assign(repeat=r))
     return pd.concat(frames, ignore_index=True)

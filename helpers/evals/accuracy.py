@@ -8,10 +8,8 @@ reach vLLM) and scores only ``message.content`` (vLLM's reasoning parser keeps t
 apart), and a task is a YAML file over a local JSON-lines file: no hub at run time.
 
 The task: each item's question in demo.yaml's ``accuracy.prompt`` ("... give the final answer
-as: The answer is N."), the last number of the answer taken (lm-eval's GSM8K
-``flexible-extract`` filter), exact match against the item's target with commas, ``$`` and a
-final period ignored (GSM8K's own ``regexes_to_ignore``). Tokens spent come from the server's
-``vllm:generation_tokens_total`` counter (reasoning included), read before and after.
+as: The answer is N."), scored as lm-eval scores GSM8K (:data:`NUMBER_PATTERN`, :data:`IGNORE`:
+the answer's last number, exact match against the item's target).
 """
 
 from __future__ import annotations
@@ -58,9 +56,9 @@ REFERENCES = {
 #: 5-shot completions, not this step's chat items, so only a score wholly below it is a sign).
 REFERENCE_FLOORS = {"gsm8k": 0.69}
 
-#: lm-eval's GSM8K ``flexible-extract``: the last number in the answer.
+#: lm-eval's GSM8K ``flexible-extract`` filter: the last number in the answer.
 NUMBER_PATTERN = r"(-?[$0-9.,]{2,})|(-?[0-9]+)"
-#: GSM8K's ``regexes_to_ignore`` (lm-eval ``gsm8k.yaml``).
+#: GSM8K's ``regexes_to_ignore`` (lm-eval ``gsm8k.yaml``): commas, ``$``, a final period.
 IGNORE = [",", "\\$", "(?s).*#### ", "\\.$"]
 
 
@@ -217,17 +215,16 @@ def _prepare(
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "items.jsonl"
     data.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
-    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": opts.thinking}}
-    if opts.reasoning_budget is not None:
-        body["thinking_token_budget"] = opts.reasoning_budget
     max_tokens = opts.max_tokens or DEFAULT_MAX_TOKENS
-    gen = {
+    gen: dict[str, Any] = {
         "until": [],
         "max_gen_toks": max_tokens,
         "temperature": opts.temperature,
         "top_p": opts.top_p,
-        **body,
+        "chat_template_kwargs": {"enable_thinking": opts.thinking},
     }
+    if opts.reasoning_budget is not None:
+        gen["thinking_token_budget"] = opts.reasoning_budget
     key = json.dumps([label, [it["id"] for it in items], gen], sort_keys=True)
     task = f"cookbook_{item_set}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     tasks_dir = folder / "task"

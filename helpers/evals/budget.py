@@ -1,11 +1,10 @@
 """The reasoning-budget curve: accuracy and tokens spent against ``thinking_token_budget``.
 
 :func:`budget_curve` scores the same items at each budget (reasoning off, caps, no cap) on
-one running server; :func:`plot_budget_curve` draws accuracy (with its Wilson interval)
-against mean tokens generated per item. The budget is the server-side cap (vLLM's
-``thinking_token_budget``, enforced with ``--reasoning-parser``); where the server drafts, which
-may leave it unenforced (vllm #39573 / #54906), the curve uses the client's two-pass budget
-(``budget_method="auto"``, :mod:`helpers.evals.two_pass`).
+one running server, with the server-side cap (vLLM's ``thinking_token_budget``, enforced with
+``--reasoning-parser``) or, where the server drafts, the client's two passes;
+:func:`plot_budget_curve` draws accuracy (with its Wilson interval) against mean tokens
+generated per item.
 """
 
 from __future__ import annotations

@@ -216,10 +216,9 @@ def match(
         raise ValueError(
             f"compare the same prompts: {len(reference)} reference outputs, {len(other)} others"
         )
-    rows, agree_all, compared_all = [], 0, 0
+    rows = []
     for i, (r, o) in enumerate(zip(reference, other, strict=True)):
         n = min(len(r), len(o))
-        agree = sum(1 for a, b in zip(r[:n], o[:n], strict=True) if a == b)
         first = next((j for j in range(n) if r[j] != o[j]), None)
         tie = first is not None and _tie(r, o, first)
         if first is None and len(r) != len(o):
@@ -228,22 +227,18 @@ def match(
             {
                 "prompt": i,
                 "compared": n,
-                "agree": agree,
+                "agree": sum(1 for a, b in zip(r[:n], o[:n], strict=True) if a == b),
                 "first_divergence": first,
                 "tie": tie,
                 "reference_len": len(r),
                 "other_len": len(o),
             }
         )
-        agree_all += agree
-        compared_all += n
     table = pd.DataFrame(rows)
+    compared = int(table["compared"].sum())
+    rate = int(table["agree"].sum()) / compared if compared else 1.0
     identical = int(table["first_divergence"].isna().sum())
-    ties = int(table["tie"].sum()) if len(table) else 0
-    return Match(
-        agree_all / compared_all if compared_all else 1.0, identical, len(rows), table, accepted,
-        ties,
-    )  # fmt: skip
+    return Match(rate, identical, len(rows), table, accepted, int(table["tie"].sum()))
 
 
 def _tie(r: Sequence[int], o: Sequence[int], j: int) -> bool:

@@ -1,8 +1,6 @@
-"""The notebooks' answer-quality step: accuracy with its interval, then the budget curve.
-
-Notebook verb: :func:`quality_step`. It scores the run's items once, then the same or a
-smaller list at each reasoning budget; where the two lists are the same (the stand-in) the
-accuracy run is the budget curve's "no cap" point and everything runs in one lm-eval process.
+"""The notebooks' answer-quality step (:func:`quality_step`): accuracy with its interval, then
+the budget curve. Where the curve's items are the accuracy run's (the stand-in), that run is the
+curve's point at the same settings and everything runs in one lm-eval process.
 """
 
 from __future__ import annotations
@@ -67,13 +65,11 @@ def quality_step(
     Args:
         server: the running server (``base_url``, ``model_name``; its ``srv.run`` says the
             mode: what the figure can mean, the default sizes).
-        items: how many items (None: the mode's, :func:`helpers.config.run.run_defaults`:
-            200 on a GPU, 50 weightless, the stand-in's 16; 0 skips the step).
+        items: how many items (None: the mode's, :func:`helpers.config.run.run_defaults`;
+            0 skips the step).
         budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count
-            below ``max_tokens``, None for no cap); None: the mode's (off / 1024 / no cap on
-            a GPU, on its first 50 items; off / 64 / no cap weightless; off / 8 / no cap on
-            the stand-in; a cap above a quarter of ``options.max_tokens`` is lowered to
-            it); empty: no curve.
+            below ``max_tokens``, None for no cap); None: the mode's (``run_defaults``: its
+            budgets, on its first ``budget_items`` items); empty: no curve.
         options: the run's request settings; ``max_tokens`` per item.
         label: names the runs' folders ``out/evals/<label>*/``.
         concurrency: requests in flight (None: 4 on the stand-in, 32 on a GPU).

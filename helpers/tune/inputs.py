@@ -1,6 +1,5 @@
 """The tuning step's inputs: candidate configurations (:func:`candidate`, :func:`make_candidates`,
-:func:`default_candidates`) and workloads (:func:`workloads`). :func:`helpers.tune.tune.tune`
-measures them; its module re-exports these names.
+:func:`default_candidates`) and workloads (:func:`workloads`), re-exported by :mod:`helpers.tune.tune`.
 """
 
 from __future__ import annotations

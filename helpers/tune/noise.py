@@ -4,12 +4,9 @@ repeats (:func:`aggregate`), and the rule that calls a margin a win only beyond 
 
 **Why repeats.** One H200 measured the same command at 5,007 and 6,711 output tok/s at
 concurrency 256 on two days, and Marlin vs Humming at concurrency 1 flipped between two single
-runs (docs/DESIGN.md). vLLM's own sweep repeats every point: ``vllm bench sweep serve``'s
-``--num-runs`` defaults to 3 (vLLM 0.32.0 ``vllm/benchmarks/sweep/serve.py``: each run saved
-as ``run=<n>.json``, the runs of a combination in its ``summary.json``; ``sweep/plot.py`` draws
-their standard deviation as error bars). The cookbook repeats 3 times on a GPU too, each
-repeat with a seed of its own (:func:`helpers.bench.sizing.point_seed`), where vLLM sends the
-same prompts again and resets the prefix cache between runs.
+runs (docs/DESIGN.md). vLLM's own sweep repeats every point 3 times (``vllm bench sweep serve
+--num-runs``, vLLM 0.32.0 ``vllm/benchmarks/sweep/serve.py``; docs/DESIGN.md); the cookbook does
+too on a GPU, each repeat with a seed of its own (:func:`helpers.bench.sizing.point_seed`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
-"""Where each run of a tuning point lives, and what :func:`helpers.tune.tune.tune` measures
-next from what is saved: the paths of the runs of a point (:func:`point_path`, repeat ``k`` as
-``<name>-r<k>-c<N>.json``) and of the SLO limit's probes (:func:`search_path`), the saved points
-as rows (:func:`points_frame`), each candidate's decision points (:func:`decision_concurrencies`)
-and its SLO limit (:func:`search_meets`, :func:`limit`). Reads files only; no server is touched.
+"""Where each run of a tuning point lives (:func:`point_path`, :func:`search_path`), the saved
+points as rows, and what :func:`helpers.tune.tune.tune` measures next from them (decision points,
+the SLO limit's probes). Reads files only; no server is touched.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +146,8 @@ def limit(
     """One row of :attr:`TuneResult.limits`: the highest concurrency known to meet the SLO
     (``limit``), the lowest known to miss it (``misses_at``), the probes the bisection ran,
     and the goodput, throughput and cost at the limit (its first run, or its probe)."""
-    failed = _failed_probes(folder, name, w)
+    fails = _read_json(folder / name / "failures.json") or []
+    failed = [c for c, _, search in _failed(fails, w) if search]
     meets, probes = search_meets(folder, name, w, bounds, failed)
     low, high = slos.slo_limit(meets)
     row: dict[str, Any] = {"candidate": name, "workload": w.name, "limit": low,
@@ -169,7 +168,7 @@ def limit(
     return row
 
 
-def _failed_probes(folder: Path, name: str, w: Scenario) -> list[int]:
-    fails = _read_json(folder / name / "failures.json") or []
-    return [int(f["concurrency"]) for f in fails
-            if f.get("search") and f.get("workload") == w.name and f.get("concurrency")]  # fmt: skip
+def _failed(failures: Iterable[Mapping[str, Any]], w: Scenario) -> set[tuple[int, int, bool]]:
+    """``{(concurrency, repeat, is a search probe)}`` of the failed points of workload ``w``."""
+    return {(int(f["concurrency"]), int(f.get("repeat") or 0), bool(f.get("search")))
+            for f in failures if f.get("workload") == w.name and f.get("concurrency") is not None}  # fmt: skip

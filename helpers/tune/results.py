@@ -1,9 +1,7 @@
 """The result of a tuning run (:class:`TuneResult`: points with the SLO check, goodput and
 cost; each candidate's status; the recommendation, its tables and its summary), built from a
-run's folder by :func:`collect`. No server is touched here; :mod:`helpers.tune.tune` runs the
-candidates; :mod:`helpers.tune.points` says where each run is saved; :mod:`helpers.tune.saved`
-is the ``tune.json`` form. Longer than 500 lines: the result, its tables and its summary's words
-change together.
+run's folder by :func:`collect`; no server is touched. Longer than 500 lines: the result, its
+tables and its summary's words change together.
 """
 
 from __future__ import annotations
@@ -102,14 +100,8 @@ def collect(
                 )
         last = failures[-1] if failures else None
         expected = sum(len(w.concurrencies) for w in loads)
-        if n == expected:
-            status = "ok"
-        elif n:
-            status = "partial"
-        elif last:
-            status = "skipped" if last.get("stage") == "release" else "failed"
-        else:
-            status = "not run"
+        stopped = "skipped" if last and last.get("stage") == "release" else "failed"
+        status = "ok" if n == expected else "partial" if n else stopped if last else "not run"
         rows.append({
             "candidate": cand.name, "status": status, "points": n, "of": expected,
             "measured": f"{min(dates):%Y-%m-%d %H:%M}" if dates else None,
@@ -158,11 +150,8 @@ class Recommendation:
         output_throughput_per_gpu: output tokens/s per GPU at that point.
         per_user: tokens/s one user sees (1000 / mean TPOT; end-to-end on the stand-in).
         goodput_tok_s_per_gpu: vLLM's goodput as output tokens/s per GPU (None without).
-        good_fraction: share of requests within every bound (0-1, None without goodput).
         cost_per_m_tokens_usd: US dollars per million output tokens at that point (None
             without a price).
-        vs_recipe: goodput (else throughput) per GPU over the recipe's best point under the
-            same SLO, medians over the repeats (None when the recipe has none).
         shell_command, docker_command: the target's command for the candidate.
         slo: the SLO it meets, in words.
         repeats: runs of the point (the figures above are their medians).
@@ -182,9 +171,7 @@ class Recommendation:
     output_throughput_per_gpu: float
     per_user: float | None
     goodput_tok_s_per_gpu: float | None
-    good_fraction: float | None
     cost_per_m_tokens_usd: float | None
-    vs_recipe: float | None
     shell_command: str
     docker_command: str | None
     slo: str
@@ -207,12 +194,9 @@ class Recommendation:
             if self.cost_per_m_tokens_usd is not None
             else ""
         )
+        ratio = f", {self.verdict}" if self.verdict else ""
         if self.tied_with:
             ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
-        elif self.verdict:
-            ratio = f", {self.verdict}"
-        else:
-            ratio = ""
         good = (
             f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
             if self.goodput_tok_s_per_gpu is not None
@@ -349,24 +333,13 @@ class TuneResult:
         runs = pts["repeats"].fillna(1)
         return pts[runs >= runs.groupby(pts["candidate"]).transform("max")]
 
-    def frontier(self, workload: str | None = None) -> pd.DataFrame:
-        """Each configuration's frontier at ``workload`` (default: the first): the points no
-        other point of the same candidate beats on both throughput per GPU and per-user speed
-        (:func:`helpers.tune.slo.pareto_front`), with ``meets_slo``."""
-        pts = self._of(self._workload(workload))
-        if pts.empty:
-            return pts
-        return slos.pareto_front(pts, x=self.per_user_column, y="output_throughput_per_gpu")
-
-    def _run_scores(self, point: Mapping[str, Any], objective: str) -> list[float]:
+    def _run_scores(self, point: Mapping[str, Any], objective: str = "goodput") -> list[float]:
         """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
         runs = self.runs if not self.runs.empty else self.points
         mine = _where(runs, **{k: point[k] for k in noise.POINT_KEYS})
-        return [v for v in slos.scores(mine, objective, per_user=self.per_user_column) if v == v]
+        return [v for v in slos.scores(mine, objective) if v == v]
 
-    def recommended(
-        self, workload: str | None = None, objective: str = "goodput"
-    ) -> Recommendation | None:
+    def recommended(self, workload: str | None = None) -> Recommendation | None:
         """The recommendation at ``workload``: the best point under the SLO by the median over
         its repeats (:func:`helpers.tune.slo.choose`, among each candidate's most repeated
         points: :meth:`_decidable`), when it beats the recipe's best point
@@ -377,19 +350,13 @@ class TuneResult:
         pts = self._decidable(name)
         if pts.empty:
             return None
-        best = slos.choose(pts, self.slo, objective, per_user=self.per_user_column)
+        best = slos.choose(pts, self.slo)
         if best is None:
             return None
-        recipe = (
-            slos.choose(pts[pts["recipe"]], self.slo, objective, per_user=self.per_user_column)
-            if pts["recipe"].any()
-            else None
-        )
+        recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
         words, tied = None, None
         if recipe is not None and best["candidate"] != recipe["candidate"]:
-            v = noise.verdict(
-                self._run_scores(best, objective), self._run_scores(recipe, objective)
-            )
+            v = noise.verdict(self._run_scores(best), self._run_scores(recipe))
             words = v.text
             if v.tie:
                 best, tied = recipe, best["candidate"]
@@ -403,9 +370,7 @@ class TuneResult:
             output_throughput_per_gpu=float(best["output_throughput_per_gpu"]),
             per_user=_num(best.get(self.per_user_column)),
             goodput_tok_s_per_gpu=_num(best.get("goodput_tok_s_per_gpu")),
-            good_fraction=_num(best.get("good_fraction")),
             cost_per_m_tokens_usd=_num(best.get("cost_per_m_output_tokens_usd")),
-            vs_recipe=(best["score"] / recipe["score"]) if recipe and recipe["score"] else None,
             shell_command=cfg.shell_command(),
             docker_command=cfg.docker_command() if getattr(cfg, "docker_image", None) else None,
             slo=self.slo.describe(),
@@ -447,12 +412,11 @@ class TuneResult:
             if rec is not None:
                 picks.append(("recommended", rec.candidate, rec.concurrency))
             if not pts.empty and pts["recipe"].any():
-                r = slos.choose(pts[pts["recipe"]], self.slo, per_user=self.per_user_column)
+                r = slos.choose(pts[pts["recipe"]], self.slo)
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
             if rec is not None and rec.tied_with:
-                t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo,
-                                per_user=self.per_user_column)  # fmt: skip
+                t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo)
                 picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
             if not picks:
                 near = self.closest(w.name)

@@ -2,21 +2,11 @@
 frontier and the choice. Pure functions over the rows of a sweep (or of committed results).
 
 An :class:`SLO` states per-point latency bounds as a reader writes them: "p50 TPOT <= 20 ms,
-p99 TTFT <= 2 s" is ``SLO(tpot_ms=20, ttft_ms=2000)`` (percentiles default to p50 for TPOT and
-p99 for TTFT and end-to-end latency). Two figures come from it, on purpose different:
-
-- **meets the SLO** (:func:`with_slo`): the point's own percentiles, read from vLLM's saved
-  JSON (``p50_tpot_ms``, ``p99_ttft_ms``, ...; ``vllm bench serve --metric-percentiles
-  50,90,99``), are within the bounds. This is the statement a user makes about their service.
-- **goodput** (:func:`with_goodput`): vLLM's own ``request_goodput`` (``--goodput
-  ttft:2000 tpot:20``), the requests per second *each of which* met every bound (vLLM 0.32.0
-  ``vllm/benchmarks/serve.py`` ``calculate_metrics``: a request counts when its TTFT, its
-  TPOT = (latency - TTFT) / (output tokens - 1), and its latency are each at or under the
-  bound). Turned into output tokens/s per GPU here, it is what a configuration serves within
-  the SLO. :meth:`SLO.goodput_args` gives vLLM's argument.
-
-:func:`choose` picks, among the points that meet the SLO, the one with the most goodput per
-GPU (output tokens/s per GPU where a point was measured without ``--goodput``);
+p99 TTFT <= 2 s" is ``SLO(tpot_ms=20, ttft_ms=2000)``. Two figures come from it, on purpose
+different: a point *meets the SLO* when its own percentiles (vLLM's saved JSON) are within the
+bounds (:func:`with_slo`: the statement a user makes about their service); its *goodput* is
+vLLM's own ``request_goodput``, the requests each of which met every bound (:func:`with_goodput`).
+:func:`choose` picks, among the points that meet the SLO, the one with the most goodput per GPU;
 :func:`cost_per_million` prices a point from a GPU-hour price.
 """
 
@@ -94,7 +84,7 @@ class SLO(BaseModel):
         lacks counts as missed (``"p99 TTFT not measured"``). Empty: the point meets the SLO."""
         out = []
         for m, (p, bound) in self.bounds().items():
-            value = _num(point.get(_column(m, p)))
+            value = _num(point.get(f"{p}_{m}_ms"))
             if value is None:
                 out.append(f"{p} {_WORDS[m]} not measured")
             elif value > bound:
@@ -148,10 +138,6 @@ def _first_error(exc: Exception) -> str:
     return str(exc)
 
 
-def _column(metric: str, percentile: str) -> str:
-    return f"{percentile}_{metric}_ms"
-
-
 def _series(df: pd.DataFrame, column: str) -> pd.Series:
     """``df[column]`` as floats (NaN where not a number; all NaN when the column is absent)."""
     if column not in df:
@@ -173,7 +159,10 @@ def with_slo(points: pd.DataFrame, slo: SLO) -> pd.DataFrame:
 
 
 def with_goodput(points: pd.DataFrame) -> pd.DataFrame:
-    """``points`` with vLLM's goodput in output tokens (a copy).
+    """``points`` with vLLM's goodput in output tokens (a copy). vLLM counts a request as good
+    when its TTFT, its TPOT = (latency - TTFT) / (output tokens - 1) and its latency are each at
+    or under the ``--goodput`` bound (vLLM 0.32.0 ``vllm/benchmarks/serve.py``
+    ``calculate_metrics``; :meth:`SLO.goodput_args`).
 
     Added columns: ``good_fraction`` = ``request_goodput / request_throughput`` (the share of
     requests within every bound, 0-1), ``goodput_tok_s`` = ``good_fraction x

