@@ -177,7 +177,7 @@ def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
                     continue
                 where = f"{rel}::{qual.removeprefix(module + '.')}"  # named, not numbered
                 if api is None:
-                    strays.append(f"{where} in {qual}")
+                    strays.append(where)
                     continue
                 r = found.setdefault((api, field), Read(api, field, [], [], []))
                 if where not in r.where:

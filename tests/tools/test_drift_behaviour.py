@@ -79,7 +79,7 @@ def test_the_helpers_reads_come_from_their_code(helpers_read):
     assert by[("responses", "status")].values == ["incomplete"]
     assert ("models", "max_model_len") in by
     assert "vllm:prompt_tokens_total" in metrics and "vllm:spec_decode_num_drafts" in metrics
-    assert metrics["vllm:spec_decode_num_drafts"] == ["helpers/chat/drafting.py:34"]
+    assert metrics["vllm:spec_decode_num_drafts"] == ["helpers/chat/drafting.py"]  # a module constant
 
 
 def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_read(tmp_path):
@@ -110,9 +110,9 @@ def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_re
     by = {r.field: r for r in reads}
     assert by["type"].values == ["text", "thinking", "tool_use"]
     assert by["thinking"].alternatives == ["text"] and by["text"].alternatives == ["thinking"]
-    assert strays == ["helpers/chat/other.py:4 in helpers.chat.other.stray"]
+    assert strays == ["helpers/chat/other.py::stray"]
     assert drift_reads.helper_metrics(tmp_path) == {
-        "vllm:num_requests_running": ["helpers/chat/other.py:2"]
+        "vllm:num_requests_running": ["helpers/chat/other.py"]
     }
 
 
@@ -162,7 +162,7 @@ def test_fly_is_new_in_033_and_lossy_in_the_codes_own_words(diff_032_033, tables
 
 def test_metrics_section_names_what_the_helpers_scrape(diff_032_033):
     text = "\n".join(diff_032_033._metrics())
-    assert "| `vllm:prompt_tokens_total` | helpers/bench/metrics.py:" in text
+    assert "| `vllm:prompt_tokens_total` | helpers/bench/metrics.py" in text
     assert "yes (`vllm:prompt_tokens`)" in text
     assert "removed (0) none" in text and diff_032_033.breaking == []
 
