@@ -142,7 +142,7 @@ def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
 
     Returns:
         ``(reads, strays)``: one :class:`Read` per (api, field), sorted; ``strays`` the
-        ``"file:line in function"`` of each ``_get(x, "field")`` outside those functions (a
+        ``"file::function"`` of each ``_get(x, "field")`` outside those functions (a
         reader that is not checked: add it to ``REPLY_READERS``).
     """
     root = Path(root)

@@ -79,7 +79,9 @@ def test_the_helpers_reads_come_from_their_code(helpers_read):
     assert by[("responses", "status")].values == ["incomplete"]
     assert ("models", "max_model_len") in by
     assert "vllm:prompt_tokens_total" in metrics and "vllm:spec_decode_num_drafts" in metrics
-    assert metrics["vllm:spec_decode_num_drafts"] == ["helpers/chat/drafting.py"]  # a module constant
+    assert metrics["vllm:spec_decode_num_drafts"] == [
+        "helpers/chat/drafting.py"
+    ]  # a module constant
 
 
 def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_read(tmp_path):
