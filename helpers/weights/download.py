@@ -175,6 +175,7 @@ def fetch(
     headroom_gb: float = HEADROOM_GB,
     max_workers: int = 8,
     quiet: bool = False,
+    force_download: bool = False,
 ) -> DownloadResult:
     """Make ``cfg``'s checkpoint and drafters local; return what was done and the new config.
 
@@ -196,6 +197,9 @@ def fetch(
         headroom_gb: free space (GB) to leave beyond the download.
         max_workers: parallel file downloads (``snapshot_download``).
         quiet: print nothing (the hub's progress bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
+        force_download: fetch every file again even when the cache holds it (a damaged
+            checkpoint: the fix the start-up diagnosis names); ``snapshot_download``'s own
+            ``force_download``. Needs the network.
 
     Returns:
         :class:`DownloadResult`; ``.config`` serves the local folders with ``HF_HUB_OFFLINE=1``.
@@ -223,15 +227,20 @@ def fetch(
     snaps: list[Snapshot] = []
     missing: list[_Item] = []
 
-    # 1. The cache first: no network for what is already there.
+    # 1. The cache first: no network for what is already there (unless asked to fetch again).
     for item in _items(cfg):
-        path = _from_cache(item, cache)
+        path = None if force_download else _from_cache(item, cache)
         if path:
             snaps.append(Snapshot(item.role, item.repo, item.revision, Path(path).name, path))
         else:
             missing.append(item)
 
     # 2. Offline and missing: stop.
+    if missing and offline and force_download:
+        raise WeightsError(
+            "force_download=True fetches the checkpoint again, but downloads are off "
+            "(local_files_only / HF_HUB_OFFLINE=1): run it with network access (HF_HUB_OFFLINE=0)."
+        )
     if missing and offline:
         names = ", ".join(f"{m.repo}@{m.revision or 'main'}" for m in missing)
         raise WeightsError(
@@ -258,7 +267,9 @@ def fetch(
             )
             files = matching_files(info, item.allow_patterns)
             size = sum(files.values())
-            todo = size - _present_bytes(cache, item.repo, info.sha, files)
+            todo = (
+                size if force_download else size - _present_bytes(cache, item.repo, info.sha, files)
+            )
             plans.append((item, info.sha, size, todo))
             need += todo
         free = free_bytes(cache)
@@ -293,6 +304,7 @@ def fetch(
                 token=token,
                 endpoint=_endpoint(),
                 max_workers=max_workers,
+                force_download=force_download,
             )
             snaps.append(
                 Snapshot(

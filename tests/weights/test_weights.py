@@ -305,6 +305,25 @@ def test_partial_snapshot_is_completed_online(hub, cache):
     assert len(list(Path(snap.path).glob("*.safetensors"))) == 2
 
 
+def test_a_damaged_cached_file_is_fetched_again_with_force_download(hub, cache):
+    """The fix the start-up diagnosis gives for a damaged checkpoint (download it again with
+    force_download=True) works: the cache-first path keeps the damaged file, the forced one
+    replaces it from the hub; offline, forcing is refused with the fix."""
+    hub.add(NVFP4["model_id"], checkpoint_files(), commit=NVFP4["revision"])
+    cfg = recipes.resolve("h100")
+    (snap,) = weights.fetch(cfg, cache_dir=cache, quiet=True).snapshots
+    shard = sorted(Path(snap.path).glob("*.safetensors"))[0]
+    good = shard.read_bytes()
+    target = shard.resolve()  # the blob the snapshot links to
+    target.write_bytes(good[: len(good) // 2])  # truncated, as a cut copy leaves it
+    (again,) = weights.fetch(cfg, cache_dir=cache, quiet=True).snapshots
+    assert again.from_cache and shard.read_bytes() != good
+    (forced,) = weights.fetch(cfg, cache_dir=cache, quiet=True, force_download=True).snapshots
+    assert not forced.from_cache and shard.read_bytes() == good
+    with pytest.raises(WeightsError, match="HF_HUB_OFFLINE=0"):
+        weights.fetch(cfg, cache_dir=cache, quiet=True, force_download=True, local_files_only=True)
+
+
 def _fix_names_licence_and_token(msg: str):
     assert "accept the licence" in msg and "HF_TOKEN" in msg
     assert ". " not in msg and msg.endswith(".")  # one sentence
