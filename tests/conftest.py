@@ -33,6 +33,7 @@ SHARED_SERVERS = {
     "shared_kernel": "standin_server",
     "cpu_fleet": "cpu_fleet",
     "noise_server": "noise_server",
+    "noise_kernel": "noise_server",
 }
 
 
@@ -139,6 +140,17 @@ def shared_kernel():
     """One Jupyter kernel for the notebooks that attach to ``standin_server``
     (:class:`tests.support.shared_kernel.SharedKernel`: namespace emptied before each
     notebook, imports paid once); shut down at the end of the session."""
+    from tests.support.shared_kernel import SharedKernel
+
+    with SharedKernel() as kernel:
+        yield kernel
+
+
+@pytest.fixture(scope="session")
+def noise_kernel():
+    """One Jupyter kernel for the notebooks that attach to ``noise_server`` (as
+    ``shared_kernel`` for the stand-in's: each notebook starts from an empty namespace; the
+    helpers, pandas and vLLM's benchmark module are imported once); shut down at the end."""
     from tests.support.shared_kernel import SharedKernel
 
     with SharedKernel() as kernel:

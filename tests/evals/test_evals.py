@@ -152,23 +152,42 @@ def test_the_shipped_item_set_and_the_stand_ins_items():
 # --------------------------------------------------------------- the real stand-in server
 
 
-@pytest.mark.server
-def test_accuracy_follows_what_the_stand_in_learned(standin_server):
-    """Also: a run whose reasoning uses every one of its 8 tokens gets replies with
-    ``content: null``, which lm-eval scores as empty wrong answers; the result counts them,
-    names their ids, says why from the server's own counter, and keeps lm-eval's accuracy."""
-    with contextlib.redirect_stdout(io.StringIO()) as said_first:
-        trained, held, cut = evaluate_runs(
+@pytest.fixture(scope="module")
+def scored_runs(standin_server):
+    """The stand-in's 16 items scored in one lm-eval process, three ways: reasoning on
+    (``ci-trained``), reasoning off with a ``max_tokens`` above the server's max_model_len
+    (``ci-held-out``), and ``max_tokens=8`` (``ci-cut``); with what ``evaluate_runs`` printed.
+    Two tests read them: what the stand-in learned, and the paired comparison of two runs."""
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        runs = evaluate_runs(
             standin_server,
             [("ci-trained", GREEDY), ("ci-held-out", GREEDY.replace(thinking=False, max_tokens=4096)),
              ("ci-cut", GREEDY.replace(max_tokens=8))],
             items_by_id(ACC["trained"] + ACC["held_out"]),
         )  # fmt: skip
-    # above the stand-in's max_model_len: fitted before lm-eval starts, and said
-    assert (
-        "ci-held-out: max_tokens=4096 is above the server's max_model_len=2048"
-        in said_first.getvalue()
+    return (*runs, said.getvalue())
+
+
+@pytest.fixture(scope="module")
+def two_pass_curve(standin_server):
+    """The budget curve at 4 reasoning tokens on 3 trained items, in two passes (one lm-eval
+    process): the two-pass test reads it, the paired comparison scores it against 16 items."""
+    from helpers.evals.budget import budget_curve
+
+    items = items_by_id(ACC["trained"][:3])
+    return budget_curve(
+        standin_server, items, [4], options=GREEDY, label="ci-two-pass", budget_method="two_pass"
     )
+
+
+@pytest.mark.server
+def test_accuracy_follows_what_the_stand_in_learned(scored_runs):
+    """Also: a run whose reasoning uses every one of its 8 tokens gets replies with
+    ``content: null``, which lm-eval scores as empty wrong answers; the result counts them,
+    names their ids, says why from the server's own counter, and keeps lm-eval's accuracy."""
+    trained, held, cut, said_first = scored_runs
+    # above the stand-in's max_model_len: fitted before lm-eval starts, and said
+    assert "ci-held-out: max_tokens=4096 is above the server's max_model_len=2048" in said_first
     assert held.settings["max_tokens"] == 2048
     empty = cut.unanswered()
     assert len(empty) >= 12, cut.items  # the stand-in reasons for tens of tokens
@@ -197,23 +216,28 @@ def test_accuracy_follows_what_the_stand_in_learned(standin_server):
 
 
 @pytest.mark.server
-def test_paired_comparison_of_two_runs_on_the_same_items(standin_server):
+def test_paired_comparison_of_two_runs_on_the_same_items(scored_runs, two_pass_curve):
     """Two runs scored on the same items, paired: same items in the same order, the pair
-    counted from the per-item tables. Serving a second configuration for the comparison runs
-    in the h200 notebook's step 12 in CI (tests/notebooks/test_notebooks.py), so no second server
-    starts here."""
-    items = items_by_id(ACC["trained"][:4] + ACC["held_out"][:4])  # half of each: CI's time
-    a, b = (evaluate(standin_server, items, options=GREEDY, label=n) for n in ("first", "again"))
-    c = compare(a, b)
+    counted from the per-item tables. The runs are the reasoning-on and reasoning-off runs of
+    the 16 items (``scored_runs``: one lm-eval process scored both); serving a second
+    configuration for the comparison runs in the h200 notebook's step 12 in CI
+    (tests/notebooks/test_notebooks.py), so no second server starts here, and a run of 3 other
+    items (``two_pass_curve``) cannot be paired with them."""
+    first, again = scored_runs[:2]
+    items = items_by_id(ACC["trained"] + ACC["held_out"])
+    c = compare(first, again)
     assert list(c.a.items["id"]) == list(c.b.items["id"]) == [i["id"] for i in items]
     disagree = int((c.a.items["correct"] != c.b.items["correct"]).sum())
     assert c.test.only_a + c.test.only_b == disagree
     assert c.difference.low <= c.difference.difference <= c.difference.high
     assert c.a.accuracy.value >= 3 / 8 and c.b.accuracy.value >= 3 / 8  # the trained half
-    assert "McNemar exact p = " in c.summary() and "first" in c.summary() and "again" in c.summary()
-    assert set(c.table().columns) >= {"id", "first right", "again right"}
+    said = c.summary()
+    assert "McNemar exact p = " in said and "ci-trained" in said and "ci-held-out" in said
+    assert set(c.table().columns) >= {"id", "ci-trained right", "ci-held-out right"}
+    _, (three,) = two_pass_curve
+    assert len(three.items) == 3
     with pytest.raises(EvalError, match="different items"):
-        compare(c.a, evaluate(standin_server, items[:3], options=GREEDY, label="ci-three"))
+        compare(c.a, three)
 
 
 @pytest.mark.server
@@ -257,7 +281,7 @@ def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):
 
 
 @pytest.mark.server
-def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server):
+def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server, two_pass_curve):
     """The two-pass budget behind lm-eval (what the curve uses where the server drafts): each
     item's request became a first pass capped at the budget and, when cut, a second from the
     closed think block; lm-eval still scored the final content, so the trained answers stay
@@ -265,9 +289,7 @@ def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server):
     from helpers.evals.budget import budget_curve
 
     items = items_by_id(ACC["trained"][:3])
-    curve, runs = budget_curve(
-        standin_server, items, [4], options=GREEDY, label="ci-two-pass", budget_method="two_pass"
-    )
+    curve, runs = two_pass_curve
     assert list(curve["budget_method"]) == ["two_pass"]
     assert runs[0].settings["budget_method"] == "two_pass"
     assert runs[0].items["correct"].sum() >= 2, runs[0].items  # the answers survive the cut

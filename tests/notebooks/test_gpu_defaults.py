@@ -39,7 +39,9 @@ def _output_text(executed) -> str:
     )  # fmt: skip
 
 
-def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults(noise_server):
+def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults(
+    noise_server, noise_kernel
+):
     """notebooks/h200.ipynb (the target template; the other target notebooks differ only in
     registry data: test_committed_notebooks_match_the_template) with the weightless GPU
     defaults. What the CPU cannot carry is cut, and only that: the benchmark runs one point
@@ -59,6 +61,7 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
          "max_tokens": 32, "bench_concurrencies": [1], "bench_input_len": 32,
          "bench_output_len": 16, "quality": {"items": 6}},
         output=real_out_notebooks() / "h200-weightless-noise.ipynb", progress=False,
+        kernel=noise_kernel,
     )  # fmt: skip
     print(f"\nh200 notebook, weightless defaults on noise: {time.time() - started:.0f} s")
     text = executed.read_text()
@@ -75,7 +78,9 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
     assert_clean_outputs(executed, stand_in=False)
 
 
-def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(noise_server):
+def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(
+    noise_server, noise_kernel
+):
     """notebooks/agents.ipynb as on a GPU with ``weightless = True`` (greedy, 64 tokens, so the
     noise is the same on every run). Every cell completes; no schema request fails on the
     server (the weightless tokenizer spells JSON); what cannot complete on noise (a schema
@@ -87,6 +92,7 @@ def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(noise
         {"install": False, "stand_in": False, "weightless": True, "server_url": noise_server.url,
          "temperature": 0.0, "max_tokens": 64},
         output=real_out_notebooks() / "agents-noise.ipynb", progress=False,
+        kernel=noise_kernel,
     )  # fmt: skip
     assert noise_server.is_running()  # attached, left alone
     text = executed.read_text()

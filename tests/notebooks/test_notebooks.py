@@ -110,10 +110,16 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     assert not left, f"the notebook's server left processes behind: {left}"
     _assert_session_outputs(text, reasoning_parser=True, tool_calling=True)
     assert_clean_outputs(executed, stand_in=True)
-    # the accuracy step scored the stand-in's trained and held-out items through lm-eval
+    # the accuracy step scored the stand-in's trained and held-out items through lm-eval, beside
+    # the published reference, then the budget curve (off / 8 / no cap); the target notebooks'
+    # runs skip it or score two items (test_target_notebook_runs_in_stand_in_mode)
     assert "items the stand-in was trained on: 100.0% (8/8" in text
     assert "items the stand-in was never shown: 0.0% (0/8" in text
+    assert "Published reference: vLLM's CI floor" in text and "no cap" in text
+    assert "Reasoning-budget curve on 16 items" in text
     assert (out / "evals" / "h100-nvfp4-none-standin" / "items.csv").is_file()
+    # the benchmark step: its table and plots (the h100 notebook's attached run: one point)
+    assert "output_throughput" in text and "-standin-pareto.png" in text
     # the first reply is printed early (tests/notebooks/test_notebook_layout.py checks the same cell)
     first = next(
         i for i, c in enumerate(notebook_cells(executed))
@@ -155,12 +161,14 @@ def test_target_notebooks_share_the_quickstarts_launch_and_stop_cells():
             assert _cell_sources(path, marker) == expected, path.name
 
 
-#: The target notebook whose CI run executes the whole accuracy step.
+#: The target notebook whose CI run executes the accuracy step and step 12 (on two items: the
+#: quickstart runs the step in full, its 16 items and the budget curve, with the same cell).
 ACCURACY_NOTEBOOK = "h200"
-#: The target notebooks whose CI run executes the benchmark step (one point, its table and
-#: plots); the others skip it (``bench_concurrencies = []``) to keep CI's budget: the step's
-#: cell is the same in every notebook (the template's) and the quickstart runs it in full.
-SWEEP_NOTEBOOKS = {"h100", "jetson"}  # and h200 in GPU mode (tests/notebooks/test_gpu_defaults.py)
+#: The target notebook whose CI run executes the benchmark step attached to a stand-in (one
+#: point, its table and plots); the others skip it (``bench_concurrencies = []``) to keep CI's
+#: budget: the step's cell is the same in every notebook (the template's) and the quickstart
+#: runs it in full.
+SWEEP_NOTEBOOKS = {"h100"}  # and h200 in GPU mode (tests/notebooks/test_gpu_defaults.py)
 
 
 def _code_cells(path: Path) -> list[str]:
@@ -246,19 +254,23 @@ def test_target_notebook_runs_in_stand_in_mode(path, standin_server, shared_kern
         "bench_input_len": 16,
         "bench_output_len": 8,
     }
-    # the accuracy step (lm-eval over the stand-in's 16 items, then the budget curve) runs in
-    # the quickstart and in one target notebook; the others skip it to keep CI's budget
+    # the accuracy step in full (lm-eval over the stand-in's 16 items, the published reference,
+    # the budget curve) runs in the quickstart (test_quickstart_runs_end_to_end); one target
+    # notebook scores two items without a curve, for step 12; the others skip both
     full_accuracy = path.stem == ACCURACY_NOTEBOOK
     if full_accuracy:  # and step 12: the same stand-in in float32, served, scored, paired
-        params["quality"] = {"compare": {"extra_args": {"--dtype": "float32"}}}
+        params["quality"] = {
+            "items": 2,
+            "budgets": [],
+            "compare": {"extra_args": {"--dtype": "float32"}},
+        }
     else:
         params["quality"] = {"items": 0}
     executed = notebook_run.run_notebook(path, params, progress=False, kernel=shared_kernel)
     text = executed.read_text()
     if full_accuracy:
-        assert "items the stand-in was trained on: 100.0% (8/8" in text, "accuracy step"
-        assert "items the stand-in was never shown: 0.0% (0/8" in text
-        assert "Published reference: vLLM's CI floor" in text and "no cap" in text
+        assert "items the stand-in was trained on: 100.0% (2/2" in text, "accuracy step"
+        assert "Published reference: vLLM's CI floor" in text and "Reasoning-budget" not in text
         assert "McNemar exact p = " in text and "-vs-flags" in text, "step 12 did not compare"
         assert '"Step 12 skipped' not in text  # an output line (the source has print('Step 12 ...)
     else:
