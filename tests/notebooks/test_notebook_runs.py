@@ -92,7 +92,7 @@ def _sweeping_notebook(path: Path) -> Path:
         nbformat.v4.new_markdown_cell("## 1. Sweep"),
         nbformat.v4.new_code_cell(
             "from helpers.bench.sweep import sweep\n"
-            "sweep(url, model, tokenizer, [1, 2, 4], input_len=16, output_len=128, num_prompts=4,\n"
+            "sweep(url, model, tokenizer, [1, 2, 4], input_len=16, output_len=128, num_prompts=8,\n"
             "      num_warmups=0, label='intr', progress=False)"
         ),
     ]
