@@ -1,11 +1,4 @@
-"""The memory planner against the server's own start-up log: the same figures, read back.
-
-:func:`server_log_figures` reads what vLLM logs at start-up (KV cache tokens, maximum
-concurrency, Mamba padding, block size, KV budget, weights, the CUDA-graph memory estimate);
-:func:`compare_with_server` puts a :class:`~helpers.memory.plan.Plan` beside them, so a plan
-is checked by the server it planned, and :func:`kv_shortfall` says how much of a smaller KV
-budget vLLM's CUDA-graph estimate explains.
-"""
+"""The memory planner against the server's own start-up log: the same figures, read back."""
 
 from __future__ import annotations
 
@@ -94,13 +87,10 @@ SHORTFALL_TOLERANCE = 0.01
 def kv_shortfall(p: Plan, log: str | Path | dict[str, Any]) -> str | None:
     """Why the server's KV budget is below the plan's, as far as its log says; or None.
 
-    vLLM >= 0.21 reserves an estimate of CUDA-graph memory, scaled over the capture sizes,
-    before it sizes the KV cache (``determine_available_memory``,
-    ``vllm/v1/worker/gpu_worker.py``, vLLM 0.32.0), and logs the utilisation that would give
-    the old KV cache size. This sentence names that estimate's share of the shortfall, the
-    two ways back (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``, the estimate off: vLLM
-    warns the graphs may then not fit; or the utilisation vLLM suggests) and, when the log
-    has it, what the weights took beyond the plan's figure.
+    vLLM >= 0.21 reserves an estimate of CUDA-graph memory before it sizes the KV cache
+    (``determine_available_memory``, ``vllm/v1/worker/gpu_worker.py``, vLLM 0.32.0). The
+    sentence names that estimate's share, the two ways back (the estimate off, or the
+    utilisation vLLM suggests) and what the weights took beyond the plan's figure.
 
     Args:
         p: the plan of the configuration the server ran.
@@ -160,10 +150,8 @@ def compare_with_server(p: Plan, log: str | Path):
     """A DataFrame of the plan's figures next to the server log's, with the relative difference.
 
     Rows: KV cache budget (GiB, when the log names it), KV cache size (tokens), maximum
-    concurrency at max_model_len, Mamba page padding (%). When the server's budget is below
-    the plan's, ``attrs["shortfall"]`` (and the ``note`` column of the budget row) holds
-    :func:`kv_shortfall`'s sentence: how much of it vLLM's CUDA-graph estimate explains and
-    how to get it back.
+    concurrency at max_model_len, Mamba page padding (%). ``attrs["shortfall"]`` (and the
+    budget row's ``note``) holds :func:`kv_shortfall`'s sentence.
     """
     import pandas as pd
 
