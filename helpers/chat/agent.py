@@ -52,11 +52,8 @@ class AgentRun:
 
     Attributes:
         output: the validated answer (an instance of the agent's ``output_type``).
-        trace: pandas DataFrame, one row per message part: ``request`` (1-based model
-            request), ``side`` (``model`` / ``agent``), ``part`` (``reasoning``, ``text``,
-            ``tool call``, ``tool result``, ``retry``, ``system``, ``user``), ``tool``,
-            ``content`` (text, or the call's JSON arguments).
-        requests: model requests the run made (an int).
+        trace: pandas DataFrame, one row per message part (:func:`trace_table`).
+        requests: model requests the run made.
         input_tokens / output_tokens: summed over those requests (tokens).
         seconds: wall time of the run (seconds).
         messages: pydantic-ai's ``all_messages()``, to continue the conversation.
@@ -248,8 +245,9 @@ def demo_agent(
 
 
 def trace_table(messages: Sequence[Any]):
-    """pydantic-ai messages as a DataFrame, one row per part (columns: :class:`AgentRun`).
-    The instructions (sent as the system message of every request) appear once, first."""
+    """pydantic-ai messages as a DataFrame, one row per part: ``request`` (1-based), ``side``
+    (``model`` / ``agent``), ``part`` (``reasoning``, ``text``, ``tool call``, ``tool result``,
+    ``retry``, ``system``, ``user``), ``tool``, ``content``. The instructions appear once."""
     import pandas as pd
 
     readers = {

@@ -239,17 +239,14 @@ def parse_responses_reply(response: Any) -> ChatResult:
 # ─── Anthropic Messages API ───────────────────────────────────────────────────────────
 
 
-def make_anthropic_client(
-    base_url: str, api_key: str = "EMPTY", timeout: float = 600, max_retries: int = 0
-):
-    """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``.
+def make_anthropic_client(base_url: str, timeout: float = 600):
+    """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``, with no
+    retries (a failing server shows its error at once).
 
     Args:
         base_url: ``http://host:port`` or ``http://host:port/v1`` (the SDK adds ``/v1``
             itself, so a trailing ``/v1`` is dropped).
-        api_key: any key unless vLLM was launched with ``--api-key``.
         timeout: seconds per request.
-        max_retries: SDK retries; 0 so a failing server shows its error at once.
 
     Raises:
         TypeError: ``base_url`` is not a string.
@@ -269,9 +266,7 @@ def make_anthropic_client(
             "anthropic)."
         ) from None
     root = server_root(base_url.strip())
-    return anthropic.Anthropic(
-        base_url=root, api_key=api_key, timeout=timeout, max_retries=max_retries
-    )
+    return anthropic.Anthropic(base_url=root, api_key="EMPTY", timeout=timeout, max_retries=0)
 
 
 _STOP = {

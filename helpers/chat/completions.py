@@ -292,16 +292,12 @@ def chat(
 ) -> ChatResult:
     """Send one chat request and parse the reply.
 
-    ``chat(client, model, prompt, opts, thinking=False)``: ``options`` gives the settings
-    and keywords named like its fields override them for this call.
-
     Args:
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        options: a :class:`ChatOptions` (units, defaults and ranges there; its
-            ``max_tokens=None`` is fitted to the server's ``max_model_len``, read once from
-            ``GET /v1/models``); ``None``: its defaults.
+        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
+            defaults.
         budget_method: ``"server"`` sends ``thinking_token_budget`` (vLLM >= 0.32 with
             ``--reasoning-parser``; on the stand-in a budget of N gave N-1 reasoning tokens).
             ``"two_pass"``, for older servers: reason with ``max_tokens=reasoning_budget``,
@@ -316,8 +312,7 @@ def chat(
 
     Raises:
         TypeError / ValueError: an argument of the wrong type or range (the message names
-            it), a bad ``reasoning_budget`` or ``budget_method``; an unknown keyword
-            (TypeError from the ``openai`` SDK).
+            it); an unknown keyword (from the ``openai`` SDK).
         ServerConnectionError: nothing (or no vLLM server) answers at the client's URL.
         ResponseError: unparsed tool-call markup (names the tool-parser flags), a budget
             the server rejects (names ``--reasoning-parser nemotron_v3``), ``max_tokens``
@@ -327,10 +322,7 @@ def chat(
     Warns:
         ServerLimitUnknownWarning: ``GET /v1/models`` failed (vllm-router with a worker
             down): the default ``max_tokens`` is sent, and fitted if the server names a limit.
-        ReasoningTruncatedWarning: thinking on, ``finish_reason == "length"``, no answer.
-        ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
-        ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
-        ToolArgumentWarning: see each class.
+        The reply's warnings (:mod:`helpers.chat.types`), each with its flag on the result.
         helpers.chat.drafting.ReasoningBudgetUnenforcedWarning: a server budget asked of a
             server that drafts (vLLM may ignore it there; ``budget_method="two_pass"`` holds).
     """

@@ -63,9 +63,8 @@ class ServerEndpoint:
         return [m["id"] for m in data.get("data", [])]
 
     def served_model(self) -> dict[str, Any]:
-        """The first entry of ``GET /v1/models``: ``id`` (the served model name), ``root``
-        (what vLLM loaded: a hub id or a folder on the server's machine, its tokenizer too)
-        and ``max_model_len`` (tokens), as vLLM's ``ModelCard`` gives them.
+        """The first entry of ``GET /v1/models`` (vLLM's ``ModelCard``): ``id`` (the served
+        name), ``root`` (the hub id or folder vLLM loaded), ``max_model_len`` (tokens).
 
         Raises:
             CookbookError: the server answers no model.
@@ -137,9 +136,8 @@ class ServerEndpoint:
         return self._probed
 
     def serves(self, feature: str, needed_by: str) -> bool:
-        """True when the server runs with ``feature`` (and the config it was launched or
-        attached for, ``intended``, asks for it); else print which flags are missing and what
-        ``needed_by`` (a step's name) therefore skips, and return False.
+        """True when the server runs with ``feature`` (and its config asks for it); else print
+        which flags are missing and that ``needed_by`` (a step's name) skips, and return False.
 
         Raises:
             CookbookError: ``feature`` is not ``reasoning`` or ``tool_calling``.

@@ -149,12 +149,9 @@ class VLLMServer(ServerEndpoint):
     # ---- attach --------------------------------------------------------------------
     @classmethod
     def attach(cls, url: str, config: Any = None, *, check: bool = True) -> VLLMServer:
-        """A handle on a server that is already running; :meth:`stop` leaves it alone.
+        """A handle on the server already running at ``url`` (``http://host:port[/v1]``;
+        ``config`` optional); :meth:`stop` leaves it alone. ``check``: ``/health`` must be 200.
 
-        Args:
-            url: ``http://host:port`` or ``http://host:port/v1``.
-            config: the config it runs (optional, for error messages).
-            check: require ``/health`` to answer 200 now.
         Raises:
             CookbookError: ``check`` and the server does not answer (names the URL).
         """
@@ -180,12 +177,8 @@ class VLLMServer(ServerEndpoint):
         return self._proc.pid if self._proc is not None else None
 
     def is_running(self) -> bool:
-        """Owned: the API server process is alive. Attached: ``/health`` answers 200.
-
-        When the owned API server died without :meth:`stop`, the engine core and workers of
-        its group outlive it and keep their memory: they are ended here, and :attr:`crash`
-        (also in ``repr``) says what died, how, and what was ended (:meth:`survivors`).
-        """
+        """Owned: the API server process is alive (if it died without :meth:`stop`, the rest
+        of its group is ended here and :attr:`crash` says so). Attached: ``/health`` is 200."""
         if not self.owned:
             return self.healthy()
         if self._proc is None:
@@ -196,8 +189,7 @@ class VLLMServer(ServerEndpoint):
         return False
 
     def survivors(self) -> list[psutil.Process]:
-        """Live processes of this launch (API server, engine core, workers); [] when none
-        or attached. After a crash of the API server these are what still holds memory."""
+        """Live processes of this launch (API server, engine core, workers); [] when attached."""
         if not self.owned or self._record is None:
             return []
         return self._record.processes()
