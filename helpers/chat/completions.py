@@ -39,17 +39,15 @@ from helpers.server.request_failure import describe_server_error, error_words
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
-# Per client object, per base URL: {model id: max_model_len}. A new client (or a server
-# restarted behind a new client) reads it again.
+# Per client object, per base URL: {model id: max_model_len}.
 _LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def remember_max_model_len(client: Any, max_model_len: int, model: str | None = None) -> None:
-    """Tell the helpers this client's server limit, so :func:`chat` / :func:`stream_chat` do
-    not ask ``GET /v1/models`` for it (e.g. a :class:`helpers.fleet.fleet.Fleet` knows it from
-    its deployment; behind vllm-router that probe fails while a replica is down).
+    """Tell the helpers this client's server limit, so :func:`chat` does not ask ``GET
+    /v1/models`` (behind vllm-router that fails while a replica is down).
 
     Args:
         client: from :func:`~helpers.server.endpoint.make_client` (or ``Fleet.client()``).

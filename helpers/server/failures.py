@@ -25,10 +25,8 @@ class Diagnosis:
         cause: what went wrong, in the log's own numbers.
         fix: what to change, naming the flag / command / variable.
         evidence: the log line that matched (for the reader who wants to check).
-        level: ``"error"`` (the server failed or cannot do its job) or ``"warning"``
-            (it runs, but something is known to be wrong or wasted).
-        checked_releases: the releases whose source this entry's wording was read in
-            (e.g. ``("vllm 0.32.0", "vllm 0.28.0")``), copied from the catalogue entry.
+        level: ``"error"`` (failed) or ``"warning"`` (runs, but wrong or wasted).
+        checked_releases: the releases whose source the wording was read in.
     """
 
     name: str

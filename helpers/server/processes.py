@@ -244,18 +244,10 @@ def deferred_interrupts():
 
 @dataclasses.dataclass
 class ServerRecord:
-    """What ``out/run/vllm-<pid>.json`` says about one launched server.
-
-    Attributes:
-        pid, pgid: the API server process and its process group (= pid: own session).
-        port, host: where it listens.
-        log: its log file.
-        started: launch time (epoch seconds); pid_created: the pid's create time (guards
-            against pid reuse).
-        cmdline: the launch argv.
-        owner_pid, owner_created: the Python process that launched it.
-        path: the record file.
-    """
+    """What ``out/run/vllm-<pid>.json`` says about one launched server: its API server
+    ``pid`` and process group ``pgid`` (= pid), ``port``, ``host``, ``log``, ``started`` (epoch
+    seconds), ``pid_created`` (guards against pid reuse), ``cmdline``, the launching process
+    (``owner_pid``, ``owner_created``) and the record file ``path``."""
 
     pid: int
     pgid: int

@@ -53,16 +53,12 @@ class Wording:
 # start-up phases (helpers.server.vllm_server)
 # ---------------------------------------------------------------------------------------
 
-# (regex, phase) in start-up order; the latest matching line names the phase. Wording
-# checked in vLLM 0.32.0 (PHASES_CHECKED): api_utils.py (banner, non-default args), model.py ("Resolved
-# architecture"), v1/engine/core.py ("Initializing a V1 LLM engine", "init engine ...
-# took"), *_model_runner.py ("Starting to load model", "Model loading took", "Warming up
-# model"), model_loader/weight_utils.py (shard progress), default_loader.py ("Loading
-# weights took"), compilation/backends.py + monitor.py (torch.compile), utils/mem_utils.py
-# (profiling), gpu_worker.py ("Available KV cache memory"), kv_cache_utils.py (KV cache
-# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server); FlashInfer
-# 0.7.0.post1's flashinfer/jit/core.py ("flashinfer.jit: Building JIT module"; the build of
-# fused_moe_90 took ~29 min on 32 cores in docs/results/h200.md, the one live sign of it).
+# (regex, phase) in start-up order; the latest matching line names the phase. Checked in
+# vLLM 0.32.0 (PHASES_CHECKED): api_utils.py, model.py, v1/engine/core.py, *_model_runner.py,
+# model_loader/weight_utils.py, default_loader.py, compilation/backends.py + monitor.py,
+# utils/mem_utils.py, gpu_worker.py, kv_cache_utils.py, entry.py / uvicorn; FlashInfer
+# 0.7.0.post1's flashinfer/jit/core.py (fused_moe_90 built in ~29 min on 32 cores,
+# docs/results/h200.md).
 PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), template)
     for p, template in (
