@@ -293,9 +293,8 @@ def build_request(
         [, "tool_choice"][, "stream", "stream_options"], **create_kwargs, "extra_body"}``.
 
     Raises:
-        TypeError: ``options`` is not a :class:`ChatOptions`, a :class:`ChatOptions` field
-            is given as a keyword (use ``options.replace(...)``), or ``messages_or_prompt``
-            has the wrong shape.
+        TypeError: ``options`` is not a :class:`ChatOptions`, one of its fields given as a
+            keyword, or ``messages_or_prompt`` of the wrong shape.
     """
     if not isinstance(options, ChatOptions):
         raise TypeError(

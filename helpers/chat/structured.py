@@ -121,11 +121,8 @@ def response_format_for(schema: type, *, strict: bool = True) -> dict[str, Any]:
 
 
 def compact_grammar_for(schema: type) -> str:
-    """The schema as an xgrammar EBNF grammar with no optional whitespace (compact JSON:
-    ``{"a":1,"b":"x"}``), for vLLM's ``structured_outputs={"grammar": ...}``.
-
-    Args:
-        schema: a ``pydantic.BaseModel`` subclass.
+    """A ``pydantic.BaseModel`` subclass as an xgrammar EBNF grammar with no optional
+    whitespace (``{"a":1,"b":"x"}``), for vLLM's ``structured_outputs={"grammar": ...}``.
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class.
