@@ -342,10 +342,8 @@ def run_agent(
 
     Raises:
         AgentError: the run stopped (no valid answer within the retries, a refused request,
-            a usage limit); the message says what to change and what the model last did;
-            ``messages`` and ``trace`` hold the run so far. An exception raised by your own
-            tool or callback ends the run unchanged (raise ``pydantic_ai.ModelRetry`` in a
-            tool to ask the model again instead).
+            a usage limit); the message says what to change; ``messages`` and ``trace`` hold
+            the run so far. Your own tool's exception ends the run unchanged.
         CookbookError: pydantic-ai refused the agent's set-up (its ``UserError``), or
             pydantic-ai is not installed.
         TypeError: ``prompt`` not a non-empty string, ``agent`` not a pydantic-ai Agent.

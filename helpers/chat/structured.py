@@ -1,21 +1,14 @@
 """JSON-schema answers: vLLM's constrained decoding, validated with pydantic.
 
-:func:`structured_chat` constrains the answer to a pydantic model's JSON schema and validates
-the reply's ``content`` (the reasoning stays apart, in ``reasoning``) into an instance of that
-model. Two ways to send the schema (vLLM 0.32.0 source):
+Two ways to send the schema (vLLM 0.32.0 source):
 
-- ``compact=True`` (default): the schema compiled client-side by ``xgrammar`` into a grammar
-  with no optional whitespace (``Grammar.from_json_schema(..., any_whitespace=False,
-  separators=(",", ":"))``), sent as vLLM's ``structured_outputs={"grammar": ...}`` in
-  ``extra_body``. Why: xgrammar's JSON grammar otherwise allows unbounded whitespace
-  between tokens, and vLLM 0.32.0 turns it off only server-wide
-  (``--structured-outputs-config.disable_any_whitespace``; the xgrammar backend reads the
-  server config, ``vllm/v1/structured_output/backend_xgrammar.py``, and ignores the
-  request's ``structured_outputs.disable_any_whitespace``). Measured on the CPU stand-in,
-  greedy: ``response_format`` gave ``"{"`` then newlines to ``max_tokens``
-  (``finish_reason="length"``; ``tests/data/responses/structured_whitespace_runaway.json``),
-  the compact grammar a valid object in 17 tokens. A weak model needs this; a trained one
-  writes the JSON either way.
+- ``compact=True`` (default): compiled here by ``xgrammar`` with no optional whitespace and
+  sent as ``structured_outputs={"grammar": ...}``. Why: vLLM 0.32.0 turns xgrammar's unbounded
+  whitespace off only server-wide (``--structured-outputs-config.disable_any_whitespace``;
+  ``vllm/v1/structured_output/backend_xgrammar.py`` ignores the request's). On the stand-in,
+  greedy, ``response_format`` gave ``"{"`` then newlines to ``max_tokens``
+  (``tests/data/responses/structured_whitespace_runaway.json``), the grammar a valid object
+  in 17 tokens. A trained model writes the JSON either way.
 - ``compact=False``: the OpenAI ``response_format`` json_schema, which vLLM turns into the
   same ``StructuredOutputsParams(json=schema)`` (``structured_outputs_from_response_format``,
   ``vllm/entrypoints/generate/base/protocol.py``).
@@ -195,15 +188,11 @@ def structured_chat(
     """Ask for an answer constrained to ``schema`` and return it validated.
 
     Args:
-        client: from :func:`~helpers.server.endpoint.make_client`.
-        model: the served model name.
-        messages_or_prompt: a user prompt string, or OpenAI-format messages.
+        client, model, messages_or_prompt, options, **overrides: as in
+            :func:`~helpers.chat.completions.chat`; ``tools`` are refused (a schema answer is
+            the final answer).
         schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent (see
             ``compact``) and ``content`` is validated with ``schema.model_validate_json``.
-        options: a :class:`~helpers.chat.request.ChatOptions` (``thinking`` on or off,
-            ``max_tokens`` in tokens, sampling); keywords override its fields as in
-            :func:`~helpers.chat.completions.chat`. ``tools`` are refused: a schema answer
-            is the final answer.
         stream: stream the turn (:func:`~helpers.chat.stream.stream_chat`); the JSON is
             validated once the stream ends.
         compact: ``True`` sends :func:`compact_grammar_for` (needs ``xgrammar``); ``False``
@@ -211,7 +200,6 @@ def structured_chat(
         on_event: called with each :class:`~helpers.chat.types.StreamEvent` as it arrives
             (``stream=True`` only), e.g. to print the JSON as it is written.
         from_reasoning: as in :func:`validate_answer`.
-        **overrides: as in ``chat`` (``thinking=False``, ``max_tokens=...``, ``seed=...``).
 
     Returns:
         A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.

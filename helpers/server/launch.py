@@ -41,12 +41,9 @@ def launch_server(
     fleet it runs (as a whole), is stopped first (one GPU, one server). Every case is printed.
 
     Args:
-        config: the run :func:`helpers.weights.prepare.fetch` returned (its served config, its
-            ``server_url``; kept as ``srv.run``), or a
-            :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path;
-            ``srv.run`` is then derived from it, :meth:`helpers.config.run.Run.of_config`).
-        server_url: ``http://host:port`` of a running server to use instead of launching
-            (default: the run's).
+        config: the run :func:`helpers.weights.prepare.fetch` returned (kept as ``srv.run``),
+            or a :class:`helpers.config.serveconfig.ServeConfig` with a model.
+        server_url: ``http://host:port`` of a running server (default: the run's).
         reuse: reuse a running server of this process with the same command.
         **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
     Returns:

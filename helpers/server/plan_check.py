@@ -14,24 +14,15 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
     """The memory figures a vLLM server logs at start-up (a log path or its text).
 
     Returns:
-        Whichever were found: ``kv_cache_tokens`` and ``max_model_len`` (tokens) and
-        ``max_concurrency`` (requests) from "KV cache size: N tokens" and "Maximum
-        concurrency for X tokens per request: Yx" (one line in vLLM 0.32, two in 0.26);
-        ``mamba_padding_pct`` ("Padding mamba page size by P%");
-        ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
-        ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
-        ``dtype`` (the model dtype vLLM chose); ``weights_gib`` ("Model loading took N GiB
-        memory", GPU). Since vLLM 0.21 the KV budget is what is left after an *estimate* of
-        CUDA-graph memory (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, vllm/envs.py): the
-        estimate ``cudagraph_estimate_gib`` ("Estimated CUDA graph memory: N GiB total", the
-        V1 model runner; else the "(estimated)" figure of "CUDA graph pool memory: A GiB
-        (actual), E GiB (estimated)", which also gives ``cudagraph_actual_gib``), and from
-        "The current --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=V
-        without CUDA graph memory profiling ... increase --gpu-memory-utilization to S":
-        ``gpu_memory_utilization`` (U), ``utilization_without_estimate`` (V),
-        ``suggested_utilization`` (S); ``cudagraph_estimate`` is True there, False when the
-        log says the estimate is off. Pass ``kv_budget_gb=figures["kv_budget_gib"]`` to
-        :func:`helpers.memory.planner.plan` to re-plan with the measured budget.
+        Whichever were found (the wordings: :data:`helpers.server.vllm_log.SERVER_FIGURES`):
+        ``kv_cache_tokens``, ``max_model_len`` (tokens), ``max_concurrency`` (requests),
+        ``mamba_padding_pct``, ``block_size`` (tokens), ``kv_budget_gib``, ``dtype``,
+        ``weights_gib``; the CUDA-graph memory estimate reserved before the KV cache since
+        vLLM 0.21: ``cudagraph_estimate_gib``, ``cudagraph_actual_gib``,
+        ``gpu_memory_utilization``, ``utilization_without_estimate``,
+        ``suggested_utilization``, and ``cudagraph_estimate`` (False when the log says it is
+        off). ``kv_budget_gb=figures["kv_budget_gib"]`` re-plans with
+        :func:`helpers.memory.planner.plan`.
     """
     if isinstance(log, Path):
         text = log.read_text(errors="replace")
