@@ -30,10 +30,9 @@ class ChatOptions:
             ``chat_template_kwargs.enable_thinking`` (seed 004).
         max_tokens: cap on reasoning + answer tokens together (tokens, >= 1). ``None``:
             ``chat`` fits seed 004's 16000 to the server's ``max_model_len``.
-        reasoning_budget: cap on reasoning tokens (tokens, >= 0, below ``max_tokens``),
-            sent as vLLM's ``thinking_token_budget`` (vLLM >= 0.32, ``--reasoning-parser``)
-            or done in two requests (``chat(..., budget_method="two_pass")``). ``None``: no
-            cap.
+        reasoning_budget: cap on reasoning tokens (tokens, >= 0, below ``max_tokens``; None:
+            none), sent as vLLM's ``thinking_token_budget`` (vLLM >= 0.32,
+            ``--reasoning-parser``) or done in two requests (``budget_method="two_pass"``).
         temperature: sampling temperature, >= 0 (0 decodes greedily); seed 004's 1.0.
         top_p: the probability mass sampled from, in (0, 1] (1.0 keeps every token);
             seed 004's 0.95.
@@ -45,9 +44,8 @@ class ChatOptions:
             seed 004 advises it for coding agents.
         recover_tool_calls: a complete tool call at the end of unfinished reasoning
             becomes a tool call (off: a ``ToolCallInReasoningWarning`` only). Not sent.
-        noise_tolerant: weightless mode (random weights, the text is noise): a ``chat`` or
-            ``run_tool_loop`` that fails on the text prints what failed and returns None
-            instead of raising (:func:`helpers.chat.noise.noise_tolerant`). Not sent.
+        noise_tolerant: weightless mode: a turn that fails on noise text prints what failed
+            and returns None (:func:`helpers.chat.noise.noise_tolerant`). Not sent.
 
     Raises:
         TypeError: a field of the wrong type (the message names it and the shape expected).
