@@ -1,30 +1,15 @@
 """An agent from a maintained SDK, pydantic-ai, driving the served model through its tools.
 
-The cookbook's own tool loop (:func:`helpers.chat.tools.run_tool_loop`) shows the mechanics;
-users build agents with an SDK. This module points pydantic-ai (``pydantic-ai-slim[openai]``
-2.68.0, the ``agents`` extra) at a vLLM server and runs the demo task of
-``cookbook/demo.yaml`` ``agent``: look up the weather in two cities with a tool, compute the
-difference, answer in a schema (:class:`WarmerCity`). :func:`agent_model` makes the model
-object, :func:`demo_agent` the agent, :func:`run_agent` runs it (in a notebook too) and
-returns an :class:`AgentRun` whose ``trace`` is one row per part of every request and
-response.
+pydantic-ai (``pydantic-ai-slim[openai]`` 2.68.0, the ``agents`` extra) runs the demo task
+of ``cookbook/demo.yaml`` ``agent`` on a vLLM server: the weather in two cities by a tool,
+the answer in a schema (:class:`WarmerCity`).
 
-Why pydantic-ai: its default structured answer is an *output tool* (``final_result``, the
-schema as the tool's parameters), so the schema rides on tool calling, which the served
-model does natively (qwen3_coder blocks, read by ``--tool-call-parser``). The other choices
-do not fit vLLM 0.32.0 (``vllm/entrypoints/openai/chat_completion/protocol.py``):
-
-- ``openai-agents``' ``output_type`` sends ``response_format`` on every turn; vLLM then
-  constrains the whole answer to the schema, so no tool call can ever be made
-  (``check_structured_outputs_count`` only refuses a *named* ``tool_choice`` with it).
-- pydantic-ai's own default for an unknown model on vLLM is ``tool_choice="required"``
-  (``pydantic_ai/providers/vllm.py``: ``supports_forced_tool_choice``); vLLM then replaces the
-  model's own tool-call format with a JSON array its grammar forces. :func:`agent_model`
-  turns that off (``tool_choice="auto"``): the model calls tools as it was trained to, and
-  pydantic-ai asks again if it answers in text instead.
-
-pydantic-ai sends each turn's reasoning back in the assistant message's ``reasoning`` field
-(vLLM returns it there), which the chat template renders for the turns after the question.
+Why pydantic-ai: its structured answer is an *output tool*, so the schema rides on the
+model's native tool calling. In vLLM 0.32.0 (``vllm/entrypoints/openai/chat_completion/
+protocol.py``) ``openai-agents``' ``output_type`` sends ``response_format`` on every turn,
+which constrains the whole answer so no tool call can be made; and pydantic-ai's own vLLM
+default, ``tool_choice="required"`` (``pydantic_ai/providers/vllm.py``), makes vLLM's grammar
+replace the model's tool-call format with a JSON array: :func:`agent_model` sends ``"auto"``.
 """
 
 from __future__ import annotations
@@ -67,11 +52,8 @@ class AgentRun:
 
     Attributes:
         output: the validated answer (an instance of the agent's ``output_type``).
-        trace: pandas DataFrame, one row per message part: ``request`` (1-based model
-            request), ``side`` (``model`` / ``agent``), ``part`` (``reasoning``, ``text``,
-            ``tool call``, ``tool result``, ``retry``, ``system``, ``user``), ``tool``,
-            ``content`` (text, or the call's JSON arguments).
-        requests: model requests the run made (an int).
+        trace: pandas DataFrame, one row per message part (:func:`trace_table`).
+        requests: model requests the run made.
         input_tokens / output_tokens: summed over those requests (tokens).
         seconds: wall time of the run (seconds).
         messages: pydantic-ai's ``all_messages()``, to continue the conversation.
@@ -113,9 +95,7 @@ def agent_model(
     base_url: str,
     model: str,
     *,
-    api_key: str = "EMPTY",
     timeout: float = 120.0,
-    forced_tool_choice: bool = False,
     strict_tools: bool = False,
     on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
@@ -124,20 +104,12 @@ def agent_model(
     Args:
         base_url: the server's URL, with or without ``/v1`` (``http://127.0.0.1:8000``).
         model: the served model name (``--served-model-name``; ``server.models()[0]``).
-        api_key: the server's ``--api-key`` (any string when it has none).
         timeout: seconds per HTTP request.
-        forced_tool_choice: False (default) sends ``tool_choice="auto"`` on every turn, so the
-            model writes its own tool calls; True lets pydantic-ai send ``"required"`` when
-            only tools may answer, which on vLLM 0.32.0 makes the grammar write a JSON array
-            instead (module docstring).
-        strict_tools: False (default) sends the tools without ``"strict": true`` (pydantic-ai's
-            vLLM profile sends it on every tool), so vLLM does not constrain the arguments with
-            a grammar and an answer out of its schema's bounds reaches pydantic's validation,
-            which sends it back for another try: with strict tools vLLM 0.32.0 bent an answer
-            into range (``difference_c: int = Field(ge=100)`` came back 444 while the
-            reasoning said 4). True: the grammar keeps every call valid, right or not.
-        on_request: called with each request's JSON body before it is sent (what the SDK
-            sends: messages, tools, tool_choice), e.g. to show or record it.
+        strict_tools: False (default) drops pydantic-ai's ``"strict": true`` on the tools, so
+            an answer out of its schema's bounds reaches pydantic's validation and is sent
+            back: with strict tools vLLM 0.32.0's grammar bent one into range
+            (``Field(ge=100)`` came back 444 while the reasoning said 4).
+        on_request: called with each request's JSON body before it is sent.
 
     Returns:
         ``pydantic_ai.models.openai.OpenAIChatModel`` (through ``VLLMProvider``).
@@ -167,12 +139,12 @@ def agent_model(
         timeout=timeout, event_hooks=hooks, limits=httpx2.Limits(max_keepalive_connections=0)
     )
     provider = VLLMProvider(
-        base_url=f"{server_root(base_url)}/v1", api_key=api_key, http_client=http
+        base_url=f"{server_root(base_url)}/v1", api_key="EMPTY", http_client=http
     )
     profile = merge_profile(
         VLLMProvider.model_profile(model),
         OpenAIModelProfile(
-            supports_forced_tool_choice=forced_tool_choice,
+            supports_forced_tool_choice=False,
             openai_supports_strict_tool_definition=strict_tools,
         ),
     )
@@ -186,11 +158,9 @@ def model_settings(
     top_p: float | None = None,
     max_tokens: int | None = 1024,
 ) -> dict[str, Any]:
-    """pydantic-ai ``ModelSettings`` for the served model: sampling, ``max_tokens`` (tokens per
-    model request) and thinking on or off (``chat_template_kwargs.enable_thinking`` in the
-    request body, the Nemotron template's switch, as :func:`helpers.chat.completions.chat`
-    sends it). ``None`` leaves a field to the server's defaults (the checkpoint's
-    ``generation_config.json``).
+    """pydantic-ai ``ModelSettings``: sampling, ``max_tokens`` (tokens per model request) and
+    thinking (``chat_template_kwargs.enable_thinking``). ``None`` leaves a field to the
+    server's defaults (the checkpoint's ``generation_config.json``).
 
     Raises:
         TypeError, ValueError: ``thinking`` not a bool; ``temperature`` below 0, ``top_p`` not
@@ -215,21 +185,16 @@ def model_settings(
 def demo_agent(
     model: Any,
     *,
-    demo: dict[str, Any] | None = None,
     retries: int = 1,
     settings: dict[str, Any] | None = None,
     on_tool: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Any:
     """The demo agent: instructions and tool from ``cookbook/demo.yaml`` ``agent``, answer
-    :class:`WarmerCity`.
-
-    Its one tool, ``get_weather(city)``, answers from demo.yaml's ``weather.results`` (the same
-    fake backend the chat notebooks use), or says it knows no such city, which the model reads
-    and can act on.
+    :class:`WarmerCity`; its tool ``get_weather(city)`` answers from demo.yaml (or says it
+    knows no such city).
 
     Args:
         model: :func:`agent_model`'s result (or any pydantic-ai model).
-        demo: demo.yaml's content (default: loaded).
         retries: how often the agent may send the model's invalid answer or failed tool call
             back for another try (pydantic-ai's ``retries``, tools and output alike).
         settings: :func:`model_settings` (default: thinking on, server sampling).
@@ -252,7 +217,7 @@ def demo_agent(
         )
     from pydantic_ai.output import ToolOutput
 
-    demo = demo or load_demo()
+    demo = load_demo()
     ag = demo["agent"]
     weather = demo["tools"][0]["function"]
     agent = Agent(
@@ -280,8 +245,9 @@ def demo_agent(
 
 
 def trace_table(messages: Sequence[Any]):
-    """pydantic-ai messages as a DataFrame, one row per part (columns: :class:`AgentRun`).
-    The instructions (sent as the system message of every request) appear once, first."""
+    """pydantic-ai messages as a DataFrame, one row per part: ``request`` (1-based), ``side``
+    (``model`` / ``agent``), ``part`` (``reasoning``, ``text``, ``tool call``, ``tool result``,
+    ``retry``, ``system``, ``user``), ``tool``, ``content``. The instructions appear once."""
     import pandas as pd
 
     readers = {
@@ -331,9 +297,8 @@ def _check_text(fn: str, name: str, value: Any, what: str) -> None:
 
 
 def _run_in_own_loop(coro_fn: Callable[[], Any]) -> Any:
-    """Run ``coro_fn()`` to its end: here when no event loop runs in this thread, else (a
-    notebook) in a worker thread with its own loop, cancelled and joined on an interrupt,
-    so no thread is left behind."""
+    """Run ``coro_fn()`` to its end: here, or (an event loop runs: a notebook) in a worker
+    thread with its own loop, cancelled and joined on an interrupt."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -360,32 +325,25 @@ def run_agent(
     agent: Any,
     prompt: str | None = None,
     *,
-    demo: dict[str, Any] | None = None,
     message_history: Sequence[Any] | None = None,
     usage_limits: Any = None,
-    deps: Any = None,
 ) -> AgentRun:
-    """Run ``agent`` on ``prompt`` (default: demo.yaml ``agent.prompt``) to its answer.
-
-    Works in a script and in a notebook (where an event loop already runs).
+    """Run ``agent`` on ``prompt`` (default: demo.yaml ``agent.prompt``) to its answer, in a
+    script or a notebook (where an event loop already runs).
 
     Args:
         agent: a pydantic-ai ``Agent`` (:func:`demo_agent`, or your own on :func:`agent_model`).
-        prompt: the task as text; default demo.yaml ``agent.prompt``.
-        demo: demo.yaml's content (for the default prompt).
+        prompt: the task as text.
         message_history: an earlier run's ``AgentRun.messages``, to continue that conversation.
         usage_limits: ``pydantic_ai.usage.UsageLimits`` (e.g. ``request_limit``), passed on.
-        deps: the agent's dependencies (``RunContext.deps``), passed on.
 
     Returns:
         :class:`AgentRun`.
 
     Raises:
         AgentError: the run stopped (no valid answer within the retries, a refused request,
-            a usage limit); the message says what to change and what the model last did;
-            ``messages`` and ``trace`` hold the run so far. An exception raised by your own
-            tool or callback ends the run unchanged (raise ``pydantic_ai.ModelRetry`` in a
-            tool to ask the model again instead).
+            a usage limit); the message says what to change; ``messages`` and ``trace`` hold
+            the run so far. Your own tool's exception ends the run unchanged.
         CookbookError: pydantic-ai refused the agent's set-up (its ``UserError``), or
             pydantic-ai is not installed.
         TypeError: ``prompt`` not a non-empty string, ``agent`` not a pydantic-ai Agent.
@@ -395,7 +353,7 @@ def run_agent(
     from pydantic_ai.exceptions import AgentRunError, UserError
 
     if prompt is None:
-        prompt = (demo or load_demo())["agent"]["prompt"]
+        prompt = load_demo()["agent"]["prompt"]
     _check_text("run_agent", "prompt", prompt, "the task for the agent, as text")
     if not hasattr(agent, "run") or not hasattr(agent, "iter"):
         raise TypeError(
@@ -408,9 +366,7 @@ def run_agent(
         with capture_run_messages() as captured:
             try:
                 history = list(message_history) if message_history else None
-                run = agent.run(
-                    prompt, message_history=history, usage_limits=usage_limits, deps=deps
-                )
+                run = agent.run(prompt, message_history=history, usage_limits=usage_limits)
                 return await run, captured
             except AgentRunError as e:
                 e.__cookbook_messages__ = list(captured)

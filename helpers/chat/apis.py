@@ -3,30 +3,15 @@
 Coding agents and agent SDKs speak ``POST /v1/responses`` (the ``openai`` SDK's
 ``client.responses.create``) or ``POST /v1/messages`` (the ``anthropic`` SDK); vLLM 0.32.0
 serves both next to chat completions. :func:`responses_chat` and :func:`messages_chat`
-send one turn on each, from the same :class:`~helpers.chat.request.ChatOptions`, and read
-the reply into the :class:`~helpers.chat.types.ChatResult` that
-:func:`~helpers.chat.completions.chat` returns (``raw`` holds the SDK's own object).
-
-What each returns with ``--reasoning-parser nemotron_v3 --tool-call-parser qwen3_coder``
-(vLLM 0.32.0 source; measured on the CPU stand-in, ``tests/chat/test_apis.py``):
-
-- Responses (``vllm/entrypoints/openai/responses/serving.py``
-  ``_make_response_output_items``): the server's parser splits the text into a
-  ``{"type": "reasoning", "content": [{"type": "reasoning_text", ...}]}`` item, a
-  ``{"type": "message", "content": [{"type": "output_text", ...}]}`` item and one
-  ``{"type": "function_call", "call_id", "name", "arguments"}`` item per tool call;
-  ``usage.output_tokens_details.reasoning_tokens`` counts the reasoning; running out of
-  ``max_output_tokens`` gives ``status="incomplete"``. Thinking on or off is the request's
-  ``chat_template_kwargs.enable_thinking`` (a vLLM extension field, sent in ``extra_body``;
-  ``ResponsesRequest.build_chat_params`` also derives it from ``reasoning.effort``).
-- Messages (``vllm/entrypoints/anthropic/serving.py``): the request is converted to a chat
-  completion (same parsers), and the reply's reasoning comes back as a ``thinking`` block
-  (with a random ``signature``), the answer as a ``text`` block, each tool call as a
-  ``tool_use`` block with ``input`` already JSON-decoded; ``stop_reason`` is ``end_turn``,
-  ``max_tokens`` or ``tool_use``. ``usage`` has no reasoning count. ``max_tokens`` is
-  required by the API. Thinking on or off: ``chat_template_kwargs`` (vLLM accepts it on
-  ``AnthropicMessagesRequest``); ``thinking={"type": "disabled"}`` would instead send
-  ``reasoning_effort`` (``_handle_thinking``), which the Nemotron template does not read.
+send one turn on each, from the same :class:`~helpers.chat.request.ChatOptions`, read into
+the :class:`~helpers.chat.types.ChatResult` that :func:`~helpers.chat.completions.chat`
+returns. Reply shapes (vLLM 0.32.0 source, measured on the stand-in, ``tests/chat/test_apis.py``):
+Responses items are built in ``vllm/entrypoints/openai/responses/serving.py``
+(``_make_response_output_items``); Messages requests are converted to chat completions
+(``vllm/entrypoints/anthropic/serving.py``, same parsers). Thinking on or off is
+``chat_template_kwargs.enable_thinking`` on both (in ``extra_body``); Anthropic's
+``thinking={"type": "disabled"}`` would send ``reasoning_effort`` (``_handle_thinking``),
+which the Nemotron template does not read.
 """
 
 from __future__ import annotations
@@ -46,36 +31,29 @@ from helpers.server.request_failure import error_words
 # ─── tools in each API's shape ────────────────────────────────────────────────────────
 
 
-def _functions(tools: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
-    return [t["function"] for t in tools or []]
+def _flat_tools(tools: Iterable[Mapping[str, Any]] | None, schema_key: str, **extra: Any):
+    return [
+        {
+            **extra,
+            "name": t["function"]["name"],
+            "description": t["function"].get("description") or "",
+            schema_key: t["function"].get("parameters") or {"type": "object", "properties": {}},
+        }
+        for t in tools or []
+    ]
 
 
 def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """Chat-completions function tools (``[{"type": "function", "function": {...}}]``, as
     :func:`~helpers.chat.tools.tool_schema` builds them) in the Responses API's flat shape
     ``{"type": "function", "name", "description", "parameters"}``."""
-    return [
-        {
-            "type": "function",
-            "name": f["name"],
-            "description": f.get("description") or "",
-            "parameters": f.get("parameters") or {"type": "object", "properties": {}},
-        }
-        for f in _functions(tools)
-    ]
+    return _flat_tools(tools, "parameters", type="function")
 
 
 def messages_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """The same tools in the Anthropic Messages shape ``{"name", "description",
     "input_schema"}``."""
-    return [
-        {
-            "name": f["name"],
-            "description": f.get("description") or "",
-            "input_schema": f.get("parameters") or {"type": "object", "properties": {}},
-        }
-        for f in _functions(tools)
-    ]
+    return _flat_tools(tools, "input_schema")
 
 
 def _messages_of(fn: str, messages_or_prompt: Any) -> list[dict[str, Any]]:
@@ -118,23 +96,15 @@ def responses_chat(
             ``temperature``, ``top_p``, ``tools`` (converted by :func:`responses_tools`),
             ``tool_choice`` (strings only). Other ChatOptions fields are not sent.
         schema: a pydantic model class to constrain the answer to (validate it with
-            :func:`helpers.chat.structured.validate_answer`). ``compact=True`` sends the
-            whitespace-free grammar as ``structured_outputs`` (``ResponsesRequest`` has the
-            field in vLLM 0.32.0), ``False`` the API's ``text.format`` json_schema. On the
-            stand-in both kept the reasoning apart and constrained only the message; the
-            ``text.format`` answer ran on newlines to ``max_output_tokens``
-            (:mod:`helpers.chat.structured` says why). Before vLLM's PR #44084 (issue
-            #44012) ``text.format`` was not constrained at all with a reasoning parser; the
-            ``structured_outputs`` field is, in every release offered. A schema with forced
-            tools (``tool_choice="required"``) is refused before sending (vllm #32006).
-        compact: see ``schema``.
+            :func:`helpers.chat.structured.validate_answer`); refused with forced tools
+            (vllm #32006).
+        compact: ``True`` sends the whitespace-free grammar as ``structured_outputs``
+            (a ``ResponsesRequest`` field in vLLM 0.32.0), ``False`` the ``text.format``
+            json_schema, which ran on newlines on the stand-in (:mod:`helpers.chat.structured`)
+            and was unconstrained with a reasoning parser before vLLM PR #44084 (#44012).
 
     Returns:
-        A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from the reasoning items,
-        ``content`` from the ``output_text`` parts, ``tool_calls`` from the
-        ``function_call`` items (``id`` is the ``call_id``), ``finish_reason`` ``"length"``
-        (``status="incomplete"`` for ``max_output_tokens``), ``"tool_calls"`` or
-        ``"stop"``, ``usage`` (reasoning tokens included), ``raw`` the SDK ``Response``.
+        A :class:`~helpers.chat.types.ChatResult` (:func:`parse_responses_reply`).
 
     Raises:
         TypeError / ValueError: a bad argument (the message names it).
@@ -178,12 +148,9 @@ def _settings(
 ) -> tuple[ChatOptions, dict[str, Any], dict[str, Any]]:
     """``(options, the other keywords, extra_body with enable_thinking)`` of one turn, checked.
 
-    Refused before sending, by name: ``stream=True`` (the SDK would return an event stream
-    that the reply parser reads as an empty "successful" turn, content '' and 0 tokens, while
-    the server generates the whole answer), and a schema answer with forced tools
-    (``tool_choice="required"`` or a named tool: vLLM has crashed on that pair,
-    vllm-project/vllm #32006, and 0.32.0 refuses a schema with a named tool choice,
-    ``check_structured_outputs_count``).
+    Refused by name: ``stream=True`` (the parser would read the event stream as an empty
+    turn), and a schema with forced tools (vllm-project/vllm #32006; 0.32.0's
+    ``check_structured_outputs_count`` refuses a schema with a named tool choice).
     """
     _check_model(fn, model)
     opts, extra = _options_from(fn, options, overrides)
@@ -205,13 +172,9 @@ def _settings(
 
 
 def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str) -> ChatResult:
-    """``result``, with a :class:`~helpers.chat.types.ReasoningTruncatedWarning` (recorded on
-    ``result.warnings`` too) when the reply ended at the token limit with no answer and no tool
-    call: the reasoning used every token, as ``chat()`` says for chat completions.
-
-    Args:
-        result: the parsed reply; max_tokens: what the request sent (None: the server's
-            limit); field: the API's name for it (``max_output_tokens`` / ``max_tokens``).
+    """``result``, with a :class:`~helpers.chat.types.ReasoningTruncatedWarning` (also on
+    ``result.warnings``) when it ended at the token limit with no answer and no tool call.
+    ``max_tokens``: what was sent (None: the server's limit); ``field``: the API's name for it.
     """
     if result.finish_reason == "length" and not result.content.strip() and not result.tool_calls:
         limit = f"{field}={max_tokens}" if max_tokens is not None else "the server's token limit"
@@ -226,7 +189,11 @@ def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str
 
 
 def parse_responses_reply(response: Any) -> ChatResult:
-    """A Responses API ``Response`` (SDK object or its JSON dict) as a ChatResult."""
+    """A Responses API ``Response`` (SDK object or its JSON dict) as a ChatResult:
+    ``reasoning`` from the reasoning items, ``content`` from the ``output_text`` parts,
+    ``tool_calls`` from the ``function_call`` items (``id``: the ``call_id``),
+    ``finish_reason`` ``"length"`` (``status="incomplete"``), ``"tool_calls"`` or ``"stop"``,
+    ``usage`` with reasoning tokens, ``raw`` the response."""
     reasoning: list[str] = []
     content: list[str] = []
     calls: list[ToolCall] = []
@@ -272,17 +239,14 @@ def parse_responses_reply(response: Any) -> ChatResult:
 # ─── Anthropic Messages API ───────────────────────────────────────────────────────────
 
 
-def make_anthropic_client(
-    base_url: str, api_key: str = "EMPTY", timeout: float = 600, max_retries: int = 0
-):
-    """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``.
+def make_anthropic_client(base_url: str, timeout: float = 600):
+    """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``, with no
+    retries (a failing server shows its error at once).
 
     Args:
         base_url: ``http://host:port`` or ``http://host:port/v1`` (the SDK adds ``/v1``
             itself, so a trailing ``/v1`` is dropped).
-        api_key: any key unless vLLM was launched with ``--api-key``.
         timeout: seconds per request.
-        max_retries: SDK retries; 0 so a failing server shows its error at once.
 
     Raises:
         TypeError: ``base_url`` is not a string.
@@ -302,9 +266,7 @@ def make_anthropic_client(
             "anthropic)."
         ) from None
     root = server_root(base_url.strip())
-    return anthropic.Anthropic(
-        base_url=root, api_key=api_key, timeout=timeout, max_retries=max_retries
-    )
+    return anthropic.Anthropic(base_url=root, api_key="EMPTY", timeout=timeout, max_retries=0)
 
 
 _STOP = {
@@ -337,20 +299,14 @@ def messages_chat(
             ``temperature`` and ``top_p`` (in the body: the SDK's typed call lacks them),
             ``tools`` (:func:`messages_tools`), ``tool_choice``
             (``"auto"``, ``"required"`` -> ``any``, ``"none"``).
-        schema: a pydantic model class to constrain the answer to, sent as
-            ``output_config={"format": {"type": "json_schema", "schema": ...}}``, which vLLM
-            0.32.0 maps to ``response_format`` (``_handle_output_config``). There is no
-            compact mode: ``AnthropicMessagesRequest`` has no ``structured_outputs`` field and
-            a ``structured_outputs`` in the body is silently ignored (measured on the
-            stand-in: unconstrained text, HTTP 200). Validate with
+        schema: a pydantic model class, sent as ``output_config={"format": {"type":
+            "json_schema", ...}}`` (vLLM 0.32.0 ``_handle_output_config`` maps it to
+            ``response_format``). No compact mode: ``AnthropicMessagesRequest`` ignores a
+            ``structured_outputs`` field (measured: unconstrained, HTTP 200). Validate with
             :func:`helpers.chat.structured.validate_answer`.
 
     Returns:
-        A :class:`~helpers.chat.types.ChatResult`: ``reasoning`` from ``thinking`` blocks,
-        ``content`` from ``text`` blocks, ``tool_calls`` from ``tool_use`` blocks,
-        ``finish_reason`` ``"stop"`` / ``"length"`` / ``"tool_calls"`` (from
-        ``stop_reason``), ``usage`` (no reasoning count: the API has none), ``raw`` the
-        SDK ``Message``.
+        A :class:`~helpers.chat.types.ChatResult` (:func:`parse_messages_reply`).
 
     Raises:
         TypeError / ValueError: a bad argument, or no ``max_tokens``.
@@ -399,7 +355,10 @@ def messages_chat(
 
 
 def parse_messages_reply(message: Any) -> ChatResult:
-    """An Anthropic ``Message`` (SDK object or its JSON dict) as a ChatResult."""
+    """An Anthropic ``Message`` (SDK object or its JSON dict) as a ChatResult: ``reasoning``
+    from ``thinking`` blocks, ``content`` from ``text`` blocks, ``tool_calls`` from
+    ``tool_use`` blocks, ``finish_reason`` from ``stop_reason``, ``usage`` without a
+    reasoning count (the API has none), ``raw`` the message."""
     reasoning: list[str] = []
     content: list[str] = []
     calls: list[ToolCall] = []

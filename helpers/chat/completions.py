@@ -1,13 +1,5 @@
-"""Send chat requests to a vLLM server through the ``openai`` SDK and parse the replies.
-
-:func:`~helpers.server.endpoint.make_client` builds the SDK client; :func:`chat` sends one
-request (reasoning on or off, a reasoning budget sent to the server or done in two passes,
-tools) and returns a
-:class:`~helpers.chat.types.ChatResult`. HTTP failures come back as one sentence naming the
-URL and the fix (:class:`~helpers.errors.ServerConnectionError`,
-:class:`~helpers.errors.ResponseError`). Streaming is :mod:`helpers.chat.stream`; the tool
-loop :mod:`helpers.chat.tools`.
-"""
+"""Send chat requests to a vLLM server through the ``openai`` SDK and parse the replies;
+HTTP failures become one sentence naming the URL and the fix."""
 
 from __future__ import annotations
 
@@ -47,17 +39,15 @@ from helpers.server.request_failure import describe_server_error, error_words
 
 # ─── what the server allows (GET /v1/models) and how it fails ─────────────────────────
 
-# Per client object, per base URL: {model id: max_model_len}. A new client (or a server
-# restarted behind a new client) reads it again.
+# Per client object, per base URL: {model id: max_model_len}.
 _LIMITS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int | None]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def remember_max_model_len(client: Any, max_model_len: int, model: str | None = None) -> None:
-    """Tell the helpers this client's server limit, so :func:`chat` / :func:`stream_chat` do
-    not ask ``GET /v1/models`` for it (e.g. a :class:`helpers.fleet.fleet.Fleet` knows it from
-    its deployment; behind vllm-router that probe fails while a replica is down).
+    """Tell the helpers this client's server limit, so :func:`chat` does not ask ``GET
+    /v1/models`` (behind vllm-router that fails while a replica is down).
 
     Args:
         client: from :func:`~helpers.server.endpoint.make_client` (or ``Fleet.client()``).
@@ -78,11 +68,9 @@ def remember_max_model_len(client: Any, max_model_len: int, model: str | None = 
 
 
 def server_max_model_len(client: Any, model: str | None = None) -> int | None:
-    """The server's ``max_model_len`` (tokens, prompt + output) for ``model``.
-
-    vLLM lists it per model in ``GET /v1/models`` (``ModelCard.max_model_len``,
-    ``vllm/entrypoints/openai/models/serving.py``, vLLM 0.32.0). Read once per client and
-    base URL, then cached (:func:`remember_max_model_len` sets it without asking).
+    """The server's ``max_model_len`` (tokens, prompt + output) for ``model``, from ``GET
+    /v1/models`` (``ModelCard.max_model_len``, ``vllm/entrypoints/openai/models/serving.py``,
+    vLLM 0.32.0), cached per client and base URL.
 
     Args:
         client: from :func:`~helpers.server.endpoint.make_client`.
@@ -94,9 +82,8 @@ def server_max_model_len(client: Any, model: str | None = None) -> int | None:
         (then :class:`~helpers.chat.types.ServerLimitUnknownWarning`, once per client).
 
     Raises:
-        ServerConnectionError: nothing answers at the client's URL, it did not answer within
-            the client's timeout, or what answers is not an OpenAI-compatible server (the
-            message names the URL and the fix).
+        ServerConnectionError: nothing answers at the client's URL in time, or it is not an
+            OpenAI-compatible server (names the URL and the fix).
     """
     _check_client("server_max_model_len", client)
     cached = per_client(_LIMITS, client)
@@ -146,18 +133,13 @@ class _LimitNamed(Exception):
 def _fit_to_server(
     fn: str, client: Any, model: str, opts: ChatOptions
 ) -> tuple[ChatOptions, int | None, bool]:
-    """``opts`` with ``max_tokens`` fitted to the server and checked again (a budget must stay
-    below the fitted cap), the server's ``max_model_len`` (tokens; None when it does not say
-    or was not asked), and whether the default goes out unchecked (no limit known: ``GET
-    /v1/models`` failed or said nothing; a server that names a smaller one in its 400 is
-    remembered and the request sent again, fitted). ``chat`` and ``stream_chat``.
+    """``(opts with max_tokens fitted and checked again, the server's max_model_len in tokens
+    or None, whether the default goes out unchecked)``.
 
-    ``max_tokens=None`` means "the default that fits this server": seed 004's 16000 when
-    the server's ``max_model_len`` is larger, else nothing is sent and vLLM generates up to
-    the end of the context (``max_model_len`` minus the prompt; ``get_max_tokens`` in
+    ``max_tokens=None``: seed 004's 16000 when ``max_model_len`` is larger, else none is sent
+    and vLLM generates to the end of the context (``get_max_tokens``,
     ``vllm/entrypoints/serve/utils/api_utils.py``, vLLM 0.32.0). An explicit value is sent as
-    it is (vLLM 0.32 answers one above ``max_model_len`` with HTTP 400 "max_tokens=... cannot
-    be greater than max_model_len=...", which :func:`explain_bad_request` words).
+    it is (too large: HTTP 400, worded by :func:`explain_bad_request`).
     """
     if opts.max_tokens is not None:
         return opts, None, False
@@ -179,10 +161,8 @@ def _max_tokens_error(limit: int, asked: Any, said: str = "") -> ResponseError:
 def _translate_api_error(
     client: Any, e: Exception, what: str, model: str | None, sdk: Any = None
 ) -> Exception:
-    """One sentence naming the URL and the fix for HTTP-level failures (the wording of
-    ``helpers.server.vllm_server.VLLMServer.attach``); other errors come back unchanged.
-    ``sdk``: the module whose errors ``e`` is (``openai``, the default, or ``anthropic``:
-    the same classes)."""
+    """One sentence naming the URL and the fix for HTTP-level failures; other errors come
+    back unchanged. ``sdk``: ``e``'s module (``openai``, the default, or ``anthropic``)."""
     import openai
 
     sdk = sdk or openai
@@ -232,18 +212,14 @@ _MAX_TOKENS_400 = re.compile(
 
 
 def explain_bad_request(text: str) -> str | None:
-    """The cookbook's sentence (cause and fix, then the server's words) for a known HTTP 400
-    of vLLM 0.32.0, from the text of the reply; None for any other. Shared by :func:`chat`
-    and the accuracy step (:func:`helpers.evals.accuracy.evaluate`), so both give the same fix.
+    """The cookbook's sentence (cause, fix, the server's words) for a known HTTP 400 of vLLM
+    0.32.0 in ``text`` (the error's text); None for any other. Also used by
+    :func:`helpers.evals.accuracy.evaluate`.
 
     Known: ``max_tokens=N cannot be greater than max_model_len=M`` (``vllm/renderers/
-    params.py``), "maximum context length is N tokens" (the prompt does not fit),
-    ``thinking_token_budget is set but reasoning_config is not configured``
-    (``vllm/v1/engine/input_processor.py``; NeMo-RL PR #4220 met it) and tools sent to a
-    server without a tool parser (``vllm/renderers/online_renderer.py``).
-
-    Args:
-        text: the error's text (the SDK's message or the JSON body as text).
+    params.py``), "maximum context length is N tokens", ``thinking_token_budget is set but
+    reasoning_config is not configured`` (``vllm/v1/engine/input_processor.py``) and tools
+    without a tool parser (``vllm/renderers/online_renderer.py``).
     """
     m = _MAX_TOKENS_400.search(text)
     if m:
@@ -270,12 +246,10 @@ def explain_bad_request(text: str) -> str | None:
 
 
 def _create(client: Any, kwargs: dict[str, Any], *, unchecked: bool = False) -> Any:
-    """``client.chat.completions.create`` with vLLM's parser-missing 400s turned into
-    :class:`ResponseError` s naming the flags, a ``max_tokens`` above the server's
-    ``max_model_len`` into one naming the limit (``unchecked``: the default was sent
-    without a known limit, so :class:`_LimitNamed` instead, for the caller to fit and send
-    again), and connection failures or a non-vLLM server into
-    :class:`ServerConnectionError` naming the URL."""
+    """``client.chat.completions.create`` with known 400s as :class:`ResponseError`
+    (:func:`explain_bad_request`; ``unchecked``: a ``max_tokens`` 400 raises
+    :class:`_LimitNamed` to send again, fitted) and HTTP failures as
+    :func:`_translate_api_error` says them."""
     import openai
 
     try:
@@ -316,26 +290,17 @@ def chat(
 ) -> ChatResult:
     """Send one chat request and parse the reply.
 
-    ``chat(client, model, prompt, opts, thinking=False)``: ``options`` gives the settings
-    and keywords named like its fields override them for this call.
-
     Args:
         client: from :func:`~helpers.server.endpoint.make_client`.
         model: the served model name (the ``--model`` / ``--served-model-name`` value).
         messages_or_prompt: a user prompt string, or OpenAI-format messages.
-        options: a :class:`ChatOptions` (units, defaults and ranges there; its
-            ``max_tokens=None`` is fitted to the server's ``max_model_len``, read once from
-            ``GET /v1/models``); ``None``: its defaults.
-        budget_method: how ``reasoning_budget`` is applied. ``"server"`` sends
-            ``thinking_token_budget`` (vLLM >= 0.32 with ``--reasoning-parser``: the server
-            forces ``</think>`` itself; on the CPU stand-in a budget of N gave N-1
-            reasoning tokens, the forced end taking one). ``"two_pass"`` is for older
-            servers, which ignore that field: a first request reasons with
-            ``max_tokens=reasoning_budget``; if it was cut off, a second request continues
-            an assistant message holding the closed think block
-            (``continue_final_message=True``, ``add_generation_prompt=False``). It relies
-            on the chat template rendering a final assistant message's
-            ``<think>...</think>`` as given, which Qwen3/Nemotron-style templates do.
+        options: a :class:`ChatOptions` (units, defaults and ranges there); ``None``: its
+            defaults.
+        budget_method: ``"server"`` sends ``thinking_token_budget`` (vLLM >= 0.32 with
+            ``--reasoning-parser``; on the stand-in a budget of N gave N-1 reasoning tokens).
+            ``"two_pass"``, for older servers: reason with ``max_tokens=reasoning_budget``,
+            then, if cut off, continue an assistant message holding the closed think block
+            (``continue_final_message=True``; Qwen3/Nemotron templates render it as given).
         **overrides: :class:`ChatOptions` fields (``thinking=False``...), which win over
             ``options``; any other keyword (``extra_body=``, ``seed``, ``stop``...) goes to
             ``chat.completions.create``, which refuses a name it does not know.
@@ -345,8 +310,7 @@ def chat(
 
     Raises:
         TypeError / ValueError: an argument of the wrong type or range (the message names
-            it), a bad ``reasoning_budget`` or ``budget_method``; an unknown keyword
-            (TypeError from the ``openai`` SDK).
+            it); an unknown keyword (from the ``openai`` SDK).
         ServerConnectionError: nothing (or no vLLM server) answers at the client's URL.
         ResponseError: unparsed tool-call markup (names the tool-parser flags), a budget
             the server rejects (names ``--reasoning-parser nemotron_v3``), ``max_tokens``
@@ -354,14 +318,9 @@ def chat(
         openai.APIError: any other HTTP failure, unchanged.
 
     Warns:
-        ServerLimitUnknownWarning: ``GET /v1/models`` answered an HTTP error (vllm-router
-            with a worker down): the request is sent with the default ``max_tokens``; once
-            per client. When the server then names a smaller ``max_model_len`` the request
-            is sent again, fitted to it.
-        ReasoningTruncatedWarning: thinking on, ``finish_reason == "length"``, no answer.
-        ReasoningParserMissingWarning: reasoning found in ``content`` and split off.
-        ToolCallInReasoningWarning, ToolCallTruncatedWarning, ToolCallsMissingWarning,
-        ToolArgumentWarning: see each class.
+        ServerLimitUnknownWarning: ``GET /v1/models`` failed (vllm-router with a worker
+            down): the default ``max_tokens`` is sent, and fitted if the server names a limit.
+        The reply's warnings (:mod:`helpers.chat.types`), each with its flag on the result.
         helpers.chat.drafting.ReasoningBudgetUnenforcedWarning: a server budget asked of a
             server that drafts (vLLM may ignore it there; ``budget_method="two_pass"`` holds).
     """

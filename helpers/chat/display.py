@@ -92,20 +92,14 @@ def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = Fa
     Args:
         result: the reply to a request sent with ``reasoning_budget=budget``.
         budget: the ``thinking_token_budget`` it was sent with (tokens).
-        drafting: the server runs speculative decoding (a ServeConfig's ``speculative`` is
-            not ``"none"``, or :func:`helpers.chat.drafting.server_facts`): a budget overrun
-            is then put down to vLLM not applying the budget while drafting
-            (vllm-project/vllm #39573, #54906) and the line names the two-pass budget.
+        drafting: the server runs speculative decoding: an overrun is then put down to vLLM
+            not applying the budget while drafting (vllm-project/vllm #39573, #54906).
 
     Returns:
         ``"... N reasoning tokens (budget B), then an answer of M characters"`` when the
-        reasoning stayed within the budget (vLLM may let one token through: the forced
-        ``</think>``) and an answer followed; otherwise a line starting with ``"UNEXPECTED"``
-        that says which part failed, and why where the cause is known. Whenever the server
-        reported the count, the line gives it right after the budget (``"...=B: N reasoning
-        tokens ..."``), so a reply that never answered still shows whether the budget held.
-        The token count comes from ``usage.completion_tokens_details.reasoning_tokens`` (set
-        when the server runs a ``--reasoning-parser``).
+        reasoning stayed within B + 1 (the forced ``</think>``) and an answer followed; else
+        a line starting ``"UNEXPECTED"`` saying what failed (and why, where known). N is
+        ``usage.completion_tokens_details.reasoning_tokens`` (needs ``--reasoning-parser``).
     """
     if result is None:
         return f"thinking_token_budget={budget}: no reply to judge (weightless mode reported why)"

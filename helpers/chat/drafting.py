@@ -1,20 +1,12 @@
 """Does a server enforce ``thinking_token_budget`` while it drafts (speculative decoding)?
 
-Public reports say it may not: vllm-project/vllm #39573 (vLLM 0.19, MTP: "Thinking token
-budget not enforced with MTP speculative decoding") and #54906 (vLLM 0.28.1rc1.dev130, open:
-with Model Runner V2 and MTP the budget of 1 gave 32 reasoning tokens; V1 passed). In the code
-of the releases the cookbook offers, both runners reach the budget on the drafting path (V1:
-``RejectionSampler.apply_logits_processors`` in ``vllm/v1/sample/rejection_sampler.py`` calls
-``thinking_budget_state_holder.apply_to_logits(..., spec_token_ids=...)``; V2:
-``RejectionSampler._verify`` in ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py`` runs
-``Sampler.apply_sampling_params`` and so ``ThinkingBudgetState``, in 0.28.0 and 0.32.0), yet
-#54906 shows the V2 path failing at run time with that code in place. vLLM 0.32.0 picks V2 on
-a GPU for MTP, DFlash and DSpark (``VllmConfig.use_v2_model_runner``; DSpark is V2-only).
-
-So the helpers do not trust the server's budget while it drafts: :func:`warn_if_unenforced`
-warns, :func:`budget_method_for` picks the client-side two-pass budget (it holds on every
-release), and the notebooks *measure* the server budget on the drafting server
-(:func:`helpers.chat.display.budget_report`).
+Public reports say it may not: vllm-project/vllm #39573 (vLLM 0.19, MTP) and #54906 (vLLM
+0.28.1rc1.dev130, open: Model Runner V2 with MTP, a budget of 1 gave 32 reasoning tokens). In
+0.28.0 and 0.32.0 both runners reach the budget on the drafting path (V1
+``vllm/v1/sample/rejection_sampler.py``, V2 ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py``),
+yet #54906 shows V2 failing at run time; vLLM 0.32.0 picks V2 on a GPU for MTP, DFlash and
+DSpark (``VllmConfig.use_v2_model_runner``). So the helpers do not trust the server's budget
+while it drafts: they warn, and :func:`budget_method_for` picks the two-pass budget.
 """
 
 from __future__ import annotations
@@ -44,18 +36,9 @@ _FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
     """``{"url": root, "version": "0.32.0" or None, "drafting": True / False / None}`` of the
-    client's server.
-
-    Read once per client and URL (:func:`helpers.chat.types.per_client`), through
-    :mod:`helpers.server.httpio`: ``GET /version`` (vLLM's ``{"version": ...}``) and
-    ``GET /metrics`` (drafting when :data:`DRAFTING_METRIC` is exported). A server that does
-    not answer either gives ``None`` for that fact (an OpenAI-compatible server that is not
-    vLLM); nothing raises.
-
-    Args:
-        client: an ``openai.OpenAI`` client (``base_url`` ``http://host:port/v1``).
-        timeout: seconds per request.
-    """
+    client's server, from ``GET /version`` and ``GET /metrics`` (drafting when
+    :data:`DRAFTING_METRIC` is exported; ``timeout`` in seconds each), once per client and
+    URL. A fact the server does not answer is ``None``; nothing raises."""
     facts = per_client(_FACTS, client)
     if facts:
         return facts
@@ -75,16 +58,14 @@ def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
 
 
 def budget_method_for(client: Any) -> str:
-    """``"server"`` or ``"two_pass"``: how :func:`helpers.chat.completions.chat` should apply a
-    reasoning budget on this client's server: two passes when the server drafts (the server
-    budget may be ignored there: :data:`REPORTS`), the server's budget otherwise."""
+    """``"two_pass"`` when the client's server drafts (:data:`REPORTS`), else ``"server"``: the
+    ``budget_method`` for :func:`helpers.chat.completions.chat`."""
     return "two_pass" if server_facts(client)["drafting"] else "server"
 
 
 def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
-    """Warn ``category`` when the client's server drafts: "This server drafts (speculative
-    decoding; vLLM <release>)" then ``risk``, pointing at the first caller outside
-    ``helpers.chat``; return whether it warned."""
+    """Warn ``category`` ("This server drafts ..." then ``risk``) when the client's server
+    drafts; return whether it warned."""
     from helpers.chat.parse import warn_from_caller
 
     facts = server_facts(client)

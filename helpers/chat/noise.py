@@ -1,9 +1,4 @@
-"""Chat cells on noise text (weightless mode): report what failed instead of raising.
-
-With random weights (:attr:`helpers.config.run.Run.noise`) a tool call may not parse and an
-answer may be empty; the request, the server's parsers and the cell's code still ran. A
-server that failed (HTTP 5xx) or is gone is no noise: it raises whatever the weights.
-"""
+"""Chat cells on noise text (weightless mode): report what failed instead of raising."""
 
 from __future__ import annotations
 
@@ -20,8 +15,8 @@ NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
 @contextlib.contextmanager
 def noise_tolerant(noise: bool, what: str):
     """Run a chat / tool cell; when the text is noise (``noise``: weightless mode, random
-    weights: a tool call may not parse, an answer may be empty) report what failed instead of
-    raising. With real weights (``noise=False``) errors propagate unchanged.
+    weights) print what failed instead of raising :data:`NOISE_ERRORS`. A server that failed
+    (HTTP 5xx) or is gone raises whatever the weights; ``noise=False`` changes nothing.
 
     Example::
 

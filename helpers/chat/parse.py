@@ -1,14 +1,7 @@
 """Turn a vLLM chat reply (a ``ChatCompletion`` or its stream of chunks) into a
 :class:`~helpers.chat.types.ChatResult`, with the checks that tell a real answer from a
-truncated, misparsed or misplaced one.
-
-:func:`parse_response` parses a non-streamed reply; ``_finish`` holds the checks it shares
-with :mod:`helpers.chat.stream`: reasoning cut by ``max_tokens``, reasoning left in ``content``,
-a tool call kept in the reasoning, a reply cut inside a call, ``finish_reason="tool_calls"``
-with no call, and arguments fitted to the tool's schema (:mod:`helpers.chat.toolargs`). Each
-sets a flag on the result and warns (the warnings of :mod:`helpers.chat.types`). The facts
-come from vLLM 0.32's ``vllm/parser/nemotron_v3.py``, ``vllm/parser/qwen3.py`` and
-``vllm/entrypoints/openai/chat_completion/serving.py`` (listed in ``_finish``).
+truncated, misparsed or misplaced one (:data:`FINISH_CHECKS`, shared with
+:mod:`helpers.chat.stream`).
 """
 
 from __future__ import annotations
@@ -45,14 +38,12 @@ from helpers.errors import ResponseError
 
 _log = logging.getLogger("helpers.chat")
 
-# The chat modules a warning's stack walk skips, so it points at the notebook cell or test
-# that called them, however deep the helper chain was.
+# The chat modules a warning's stack walk skips (:func:`warn_from_caller`).
 _CHAT_MODULES = frozenset(str(f) for f in Path(__file__).parent.glob("*.py"))
 
 
 def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
-    """Record ``text`` on the result and warn, pointing at the first caller outside the
-    chat modules (the notebook cell or test), however deep the helper chain was."""
+    """Record ``text`` on the result and :func:`warn_from_caller`."""
     result.warnings.append(text)
     warn_from_caller(category, text)
 
@@ -370,8 +361,7 @@ def _cut_while_reasoning(result: ChatResult, turn: _Turn) -> bool:
     return True
 
 
-#: The checks of a finished turn, in the order they run; the first that returns True ends
-#: them (what it found is the turn's outcome). Each is one named function above.
+#: The checks of a finished turn, in order; the first that returns True ends them.
 FINISH_CHECKS = (
     _reasoning_left_in_content,
     _cut_inside_tool_call,
@@ -385,16 +375,14 @@ FINISH_CHECKS = (
 def _finish(result: ChatResult, turn: _Turn) -> ChatResult:
     """The checks shared by streamed and non-streamed turns.
 
-    What vLLM 0.32 does that they rely on: reasoning tokens count against ``max_tokens``
-    (cut while reasoning: ``finish_reason="length"``, empty content); with
-    ``enable_thinking=False`` or ``force_nonempty_content=True`` the nemotron_v3 parser moves
-    the reasoning into ``content`` when the answer would be empty; ``qwen3_coder`` converts
-    parameter values to the schema's types (untyped ones stay strings); the first content
-    after ``</think>`` keeps its leading newline (kept; :func:`helpers.chat.display.show`
-    trims it). A reply cut inside a call has three shapes, all flagged
-    ``truncated_in_tool_call``: ``"length"`` with the markup left in ``content``; not
-    streamed, the fragment parsed into a call with ``finish_reason="tool_calls"`` (told by the
-    token count); streamed, ``"length"`` with the call's arguments unfinished or held back.
+    What vLLM 0.32 does that they rely on (``vllm/parser/nemotron_v3.py``,
+    ``vllm/parser/qwen3.py``, ``vllm/entrypoints/openai/chat_completion/serving.py``):
+    reasoning tokens count against ``max_tokens``; with ``enable_thinking=False`` or
+    ``force_nonempty_content=True`` nemotron_v3 moves the reasoning into an otherwise empty
+    ``content``; the first content after ``</think>`` keeps its leading newline. A reply cut
+    inside a call comes as ``"length"`` with the markup in ``content``; not streamed, as a
+    parsed call with ``"tool_calls"`` (told by the token count); streamed, as ``"length"``
+    with the arguments unfinished or held back.
     """
     for check in FINISH_CHECKS:
         if check(result, turn):
@@ -445,17 +433,12 @@ def parse_response(response: Any, **asked: Any) -> ChatResult:
     """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
 
     Args:
-        **asked: what the request asked for (keywords, each optional):
-        thinking, force_nonempty_content, max_tokens: they decide the truncation checks and
-            their messages (defaults True, False, None).
-        tools_requested: the request offered tools (and not ``tool_choice="none"``);
-            only then is unparsed tool-call markup an error.
-        tool_schemas: the tools the request offered; each call's arguments are fitted to
-            its schema (:func:`helpers.chat.toolargs.coerce_arguments`).
-        recover_tool_calls: turn complete tool calls found at the end of unfinished
-            reasoning into ``tool_calls`` (see :class:`ToolCallInReasoningWarning`).
-        max_model_len: the server's limit (tokens), when the request sent no
-            ``max_tokens``; used to tell a reply cut at the end of the context.
+        **asked: what the request asked for, each optional: ``thinking``,
+            ``force_nonempty_content``, ``max_tokens`` (tokens; defaults True, False, None),
+            ``tools_requested`` (tools offered, not ``tool_choice="none"``: only then is
+            unparsed markup an error), ``tool_schemas`` (arguments fitted to them),
+            ``recover_tool_calls``, ``max_model_len`` (tokens; the server's limit when no
+            ``max_tokens`` was sent).
 
     Raises:
         ResponseError: tool-call markup in ``content`` with no ``tool_calls`` (the server
@@ -463,9 +446,7 @@ def parse_response(response: Any, **asked: Any) -> ChatResult:
             response with no choices.
 
     Warns:
-        ReasoningTruncatedWarning, ReasoningParserMissingWarning, ToolCallInReasoningWarning,
-        ToolCallTruncatedWarning, ToolCallsMissingWarning, ToolArgumentWarning (see their
-        docs; each sets a flag on the result too).
+        The warnings of :mod:`helpers.chat.types`; each sets a flag on the result too.
     """
     return _parse_reply(response, _Turn(**asked))
 

@@ -1,10 +1,5 @@
-"""The settings and the body of one chat request to vLLM, and the argument checks.
-
-:class:`ChatOptions` holds the sampling, reasoning and tool settings that ``chat``,
-``stream_chat`` and ``run_tool_loop`` share, with their defaults (seed 004), and checks them
-once when it is made; :func:`build_request` turns one into the keyword arguments of
-``client.chat.completions.create``. A wrong argument gets one sentence naming it and the
-shape expected.
+"""The settings and the body of one chat request to vLLM, and the argument checks at the
+boundary (a wrong argument gets one sentence naming it and the shape expected).
 """
 
 from __future__ import annotations
@@ -26,28 +21,18 @@ _TOOL_CHOICES = ("none", "auto", "required")
 
 @dataclass(frozen=True)
 class ChatOptions:
-    """The sampling, reasoning and tool settings of chat requests, checked once, when made.
-
-    :func:`~helpers.chat.completions.chat`, :func:`~helpers.chat.stream.stream_chat` and
-    :func:`~helpers.chat.tools.run_tool_loop` take one as ``options``; their keywords
-    override its fields for that call::
-
-        opts = ChatOptions(max_tokens=1024, temperature=0.0, top_p=1.0)
-        chat(llm, model, "prompt", opts, thinking=False)
-
-    :meth:`replace` derives another; :meth:`for_run` gives the notebooks' defaults.
+    """The sampling, reasoning and tool settings of chat requests, checked once, when made;
+    ``chat``, ``stream_chat`` and ``run_tool_loop`` take one as ``options``, and their keywords
+    override its fields: ``chat(llm, model, "prompt", opts, thinking=False)``.
 
     Attributes:
         thinking: reasoning on (default, as the model card) or off; sent as
             ``chat_template_kwargs.enable_thinking`` (seed 004).
-        max_tokens: cap on reasoning + answer tokens together (tokens, >= 1). ``None``
-            (default): ``chat``/``stream_chat`` send seed 004's 16000 when the server's
-            ``max_model_len`` is larger, else none, and vLLM generates up to the end of
-            the context; :func:`build_request` sends none.
-        reasoning_budget: cap on reasoning tokens (tokens, >= 0, below ``max_tokens``),
-            sent as vLLM's ``thinking_token_budget`` (vLLM >= 0.32, ``--reasoning-parser``)
-            or done in two requests (``chat(..., budget_method="two_pass")``). ``None``: no
-            cap.
+        max_tokens: cap on reasoning + answer tokens together (tokens, >= 1). ``None``:
+            ``chat`` fits seed 004's 16000 to the server's ``max_model_len``.
+        reasoning_budget: cap on reasoning tokens (tokens, >= 0, below ``max_tokens``; None:
+            none), sent as vLLM's ``thinking_token_budget`` (vLLM >= 0.32,
+            ``--reasoning-parser``) or done in two requests (``budget_method="two_pass"``).
         temperature: sampling temperature, >= 0 (0 decodes greedily); seed 004's 1.0.
         top_p: the probability mass sampled from, in (0, 1] (1.0 keeps every token);
             seed 004's 0.95.
@@ -59,9 +44,8 @@ class ChatOptions:
             seed 004 advises it for coding agents.
         recover_tool_calls: a complete tool call at the end of unfinished reasoning
             becomes a tool call (off: a ``ToolCallInReasoningWarning`` only). Not sent.
-        noise_tolerant: weightless mode (random weights, the text is noise): a ``chat`` or
-            ``run_tool_loop`` that fails on the text prints what failed and returns None
-            instead of raising (:func:`helpers.chat.noise.noise_tolerant`). Not sent.
+        noise_tolerant: weightless mode: a turn that fails on noise text prints what failed
+            and returns None (:func:`helpers.chat.noise.noise_tolerant`). Not sent.
 
     Raises:
         TypeError: a field of the wrong type (the message names it and the shape expected).
@@ -166,17 +150,12 @@ class ChatOptions:
     ) -> ChatOptions:
         """The notebooks' settings for this run; a value given (not ``None``) wins.
 
-        - On a GPU: the seeds' settings. Temperature 1.0 and top_p 0.95: seed 004
-          ("Recommended sampling settings are a temperature of 1.0 and top_p of 0.95"; the
-          examples of seeds 001 and 002 use them too). ``max_tokens`` 16000: every example
-          in seed 004; seed 001 warns that reasoning tokens count toward ``max_tokens``, so
-          long reasoning needs the room.
-        - The CPU stand-in decodes greedily: temperature 0.0, top_p 1.0, ``max_tokens`` 1024.
-          A tiny model trained on a few demo prompts reproduces them only at temperature 0
-          (stable cell output), and its ``max_model_len`` is 2048.
-        - Weightless mode on a GPU (random weights, the text is noise): ``max_tokens`` 256,
-          so the time goes to the benchmark; temperature and top_p as on a GPU; and
-          ``noise_tolerant``: a reply that fails on noise text says so instead of raising.
+        - On a GPU: temperature 1.0, top_p 0.95 (seed 004: "Recommended sampling settings
+          are a temperature of 1.0 and top_p of 0.95"), ``max_tokens`` 16000 (every example
+          in seed 004; reasoning tokens count toward it, seed 001).
+        - The CPU stand-in: greedy (temperature 0.0, top_p 1.0: its demo answers are stable
+          only there), ``max_tokens`` 1024 (its ``max_model_len`` is 2048).
+        - Weightless mode: ``max_tokens`` 256, GPU sampling, and ``noise_tolerant``.
 
         Args:
             run: the server (``srv``: its ``srv.run``), or a :class:`helpers.config.run.Run`
@@ -207,11 +186,8 @@ _DEFAULT_OPTIONS = ChatOptions()
 def _options_from(
     fn: str, options: Any, overrides: Mapping[str, Any]
 ) -> tuple[ChatOptions, dict[str, Any]]:
-    """``(options with the ChatOptions fields among overrides applied, the other keywords)``.
-
-    ``options=None`` starts from the defaults. A wrong value raises as :class:`ChatOptions`
-    does, with the message naming ``fn`` (the function the caller called) instead.
-    """
+    """``(options, None: the defaults, with the ChatOptions fields among overrides applied,
+    the other keywords)``; a wrong value raises as :class:`ChatOptions` does, naming ``fn``."""
     if options is None:
         options = _DEFAULT_OPTIONS
     elif not isinstance(options, ChatOptions):
@@ -302,9 +278,8 @@ def build_request(
         messages_or_prompt: a prompt string or OpenAI-format messages (:func:`as_messages`).
         options: the request's settings. ``thinking`` and ``force_nonempty_content`` go in
             ``extra_body.chat_template_kwargs``, ``reasoning_budget`` in
-            ``extra_body.thinking_token_budget``; ``max_tokens`` is sent as it is (``None``
-            sends none: ``chat`` fits it to the server before calling this), ``tools`` and
-            ``tool_choice`` when set. ``recover_tool_calls`` and ``noise_tolerant`` are not sent.
+            ``extra_body.thinking_token_budget``; ``max_tokens`` (``None`` sends none),
+            ``tools`` and ``tool_choice`` as they are, when set.
         stream: adds ``stream=True`` and ``stream_options.include_usage`` (usage arrives in
             a last chunk with no choices).
         extra_body: more vLLM request fields (``top_k``, ``min_p``...); its
@@ -316,9 +291,8 @@ def build_request(
         [, "tool_choice"][, "stream", "stream_options"], **create_kwargs, "extra_body"}``.
 
     Raises:
-        TypeError: ``options`` is not a :class:`ChatOptions`, a :class:`ChatOptions` field
-            is given as a keyword (use ``options.replace(...)``), or ``messages_or_prompt``
-            has the wrong shape.
+        TypeError: ``options`` is not a :class:`ChatOptions`, one of its fields given as a
+            keyword, or ``messages_or_prompt`` of the wrong shape.
     """
     if not isinstance(options, ChatOptions):
         raise TypeError(

@@ -120,15 +120,11 @@ def stream_chat(
 ) -> ChatStream:
     """Streaming :func:`~helpers.chat.completions.chat`: returns a :class:`ChatStream` of typed events.
 
-    ``for kind, data in stream_chat(...)`` gives ``("reasoning", text)``,
-    ``("content", text)`` and ``("tool_call", ToolCallDelta)`` as the server sends them;
-    ``.result`` (or :func:`collect_stream`) gives the assembled :class:`ChatResult`,
-    whose checks and warnings run when the stream ends. ``options`` and ``**overrides``
-    as in ``chat`` (a :class:`ChatOptions`, then keywords that override its fields or go
-    to ``chat.completions.create``); the budget is the server's ``thinking_token_budget``
-    (there is no two-pass stream, and no ``budget_method``). On a server without
-    ``--reasoning-parser`` the reasoning streams as ``"content"`` events; ``.result``
-    splits it at ``</think>`` as ``chat`` does.
+    ``for kind, data in stream_chat(...)`` gives ``("reasoning", text)``, ``("content",
+    text)`` and ``("tool_call", ToolCallDelta)`` as the server sends them; ``.result`` the
+    :class:`ChatResult`, checked when the stream ends. ``options`` and ``**overrides`` as in
+    ``chat``; the budget is always the server's (no two-pass stream). Without
+    ``--reasoning-parser`` the reasoning streams as ``"content"``; ``.result`` splits it.
 
     Raises:
         TypeError, ValueError, ServerConnectionError: as ``chat`` (at once).

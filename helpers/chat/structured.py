@@ -1,41 +1,26 @@
 """JSON-schema answers: vLLM's constrained decoding, validated with pydantic.
 
-:func:`structured_chat` constrains the answer to a pydantic model's JSON schema and validates
-the reply's ``content`` (the reasoning stays apart, in ``reasoning``) into an instance of that
-model. Two ways to send the schema (vLLM 0.32.0 source):
+Two ways to send the schema (vLLM 0.32.0 source):
 
-- ``compact=True`` (default): the schema compiled client-side by ``xgrammar`` into a grammar
-  with no optional whitespace (``Grammar.from_json_schema(..., any_whitespace=False,
-  separators=(",", ":"))``), sent as vLLM's ``structured_outputs={"grammar": ...}`` in
-  ``extra_body``. Why: xgrammar's JSON grammar otherwise allows unbounded whitespace
-  between tokens, and vLLM 0.32.0 turns it off only server-wide
-  (``--structured-outputs-config.disable_any_whitespace``; the xgrammar backend reads the
-  server config, ``vllm/v1/structured_output/backend_xgrammar.py``, and ignores the
-  request's ``structured_outputs.disable_any_whitespace``). Measured on the CPU stand-in,
-  greedy: ``response_format`` gave ``"{"`` then newlines to ``max_tokens``
-  (``finish_reason="length"``, reasoning on and off; ``tests/data/responses/
-  structured_whitespace_runaway.json``), the compact grammar a valid object in 17 tokens
-  (thinking off). A weak or untrained model (the stand-in, random weights) needs this; a
-  trained model writes the JSON either way.
-- ``compact=False``: the OpenAI ``response_format={"type": "json_schema", "json_schema":
-  {"name", "schema", "strict"}}``, which ``ChatCompletionRequest`` turns into the same
-  ``StructuredOutputsParams(json=schema)`` as ``structured_outputs={"json": ...}``
-  (``structured_outputs_from_response_format``, ``vllm/entrypoints/generate/base/protocol.py``):
-  the field every SDK and agent harness sends.
+- ``compact=True`` (default): compiled here by ``xgrammar`` with no optional whitespace and
+  sent as ``structured_outputs={"grammar": ...}``. Why: vLLM 0.32.0 turns xgrammar's unbounded
+  whitespace off only server-wide (``--structured-outputs-config.disable_any_whitespace``;
+  ``vllm/v1/structured_output/backend_xgrammar.py`` ignores the request's). On the stand-in,
+  greedy, ``response_format`` gave ``"{"`` then newlines to ``max_tokens``
+  (``tests/data/responses/structured_whitespace_runaway.json``), the grammar a valid object
+  in 17 tokens. A trained model writes the JSON either way.
+- ``compact=False``: the OpenAI ``response_format`` json_schema, which vLLM turns into the
+  same ``StructuredOutputsParams(json=schema)`` (``structured_outputs_from_response_format``,
+  ``vllm/entrypoints/generate/base/protocol.py``).
 
-Not ``guided_json``: it is gone in 0.32.0 (``_REMOVED_GUIDED_FIELDS`` in
-``vllm/entrypoints/serve/engine/protocol.py``): accepted as an unknown extra field and
-ignored, so a request using it gets HTTP 200 with *unconstrained* output and only a log
-warning on the server (vllm-project/vllm #53975).
+Not ``guided_json``: removed in 0.32.0 (``_REMOVED_GUIDED_FIELDS``,
+``vllm/entrypoints/serve/engine/protocol.py``) and ignored as an extra field: HTTP 200 with
+*unconstrained* output (vllm-project/vllm #53975).
 
-With a reasoning parser (``--reasoning-parser nemotron_v3``) vLLM applies the grammar only
-after the reasoning ends (``StructuredOutputsConfig.enable_in_reasoning`` is ``False`` by
-default, ``vllm/config/structured_outputs.py``): the model reasons freely, writes
-``</think>``, then the answer is constrained. So a reasoning that runs to ``max_tokens``
-leaves no answer at all (:class:`~helpers.errors.StructuredAnswerMissingError`).
-
-What goes wrong is named (:class:`~helpers.errors.StructuredOutputError` and its kinds):
-see :func:`structured_chat`'s Raises and Warns.
+With a reasoning parser vLLM applies the grammar only after ``</think>``
+(``StructuredOutputsConfig.enable_in_reasoning=False``, ``vllm/config/structured_outputs.py``),
+so a reasoning that runs to ``max_tokens`` leaves no answer
+(:class:`~helpers.errors.StructuredAnswerMissingError`).
 """
 
 from __future__ import annotations
@@ -64,41 +49,22 @@ DRAFTING_REPORTS = "vllm-project/vllm #34650, #44012, #47027, #48863"
 class StructuredOutputDraftingWarning(UserWarning):
     """A JSON-schema answer with reasoning on was asked of a server that drafts.
 
-    The combination that breaks: speculative decoding (MTP, EAGLE, a draft model, DFlash)
-    + a reasoning parser + structured outputs + a request that reasons. vLLM applies the
-    grammar only after the reasoning ends; when ``</think>`` lands inside one step's drafted
-    tokens, the drafts after it must be masked and checked against the grammar, and on
-    several releases they were not: #34650 (structured output under speculative decoding
-    running unconstrained with delta-sensitive reasoning parsers; fixes #44297, merged June
-    2026, masks the rest of the window, #44993 advances the grammar across the boundary,
-    and #48516 names the doubled ``{{`` of #48228 as the same boundary bug). #44012 is the
-    Responses API's ``text.format`` json_schema escaping into the unconstrained reasoning
-    channel when a reasoning parser is on. #47027 and #48863 are cited by the cookbook's
-    issue for the same combination; their threads were not in the tracker copy searched.
-
-    In the code of the releases the cookbook offers: 0.28.0 masks the rest of a window after
-    a mid-window reasoning end but only "tolerates rejection" of those drafts
-    (``StructuredOutputManager.grammar_bitmask``, ``vllm/v1/structured_output/__init__.py``);
-    0.32.0 and 0.33.0 validate them (``validate_tokens``: the longest grammar-valid prefix of
-    the drafts, from ``_get_constraint_bounds``). Neither is measured on a drafting GPU
-    server here, so the helper warns on every drafting server and still validates the
-    answer. With ``thinking=False`` the template closes the think block in the prompt, the
-    grammar applies from the first token (``_CONSTRAINED_FROM_START``) and there is no
-    boundary to cross: no warning.
+    Speculative decoding + a reasoning parser + structured outputs breaks when ``</think>``
+    lands inside one step's drafted tokens: the drafts after it must be checked against the
+    grammar, and on several releases were not (#34650; fixes #44297, #44993; #48516 on the
+    doubled ``{{`` of #48228; #44012 the Responses ``text.format`` variant). 0.28.0 only
+    "tolerates rejection" of those drafts (``StructuredOutputManager.grammar_bitmask``,
+    ``vllm/v1/structured_output/__init__.py``); 0.32.0 and 0.33.0 validate them
+    (``validate_tokens``). Not measured on a drafting GPU here, so every drafting server is
+    warned about. ``thinking=False`` constrains from the first token: no warning.
     """
 
 
 @dataclass
 class StructuredResult:
-    """A validated JSON-schema answer.
-
-    Attributes:
-        value: the pydantic model instance validated from ``chat.content``.
-        chat: the turn as :class:`~helpers.chat.types.ChatResult` (reasoning apart from the
-            JSON ``content``, finish reason, token usage, the raw reply).
-        events: the stream's :class:`~helpers.chat.types.StreamEvent` s when streamed
-            (``[]`` otherwise).
-    """
+    """A validated JSON-schema answer: ``value`` the pydantic instance validated from
+    ``chat.content``, ``chat`` the :class:`~helpers.chat.types.ChatResult`, ``events`` the
+    stream's :class:`~helpers.chat.types.StreamEvent` s (``[]`` when not streamed)."""
 
     value: Any
     chat: ChatResult
@@ -106,9 +72,7 @@ class StructuredResult:
 
 
 def json_schema_of(schema: type) -> dict[str, Any]:
-    """``schema.model_json_schema()``, or one :class:`~helpers.errors.StructuredOutputError`
-    naming pydantic's reason when pydantic cannot write it (a field type with no JSON schema,
-    a model not fully defined): before anything is compiled or sent, in both modes.
+    """``schema.model_json_schema()``, checked before anything is compiled or sent.
 
     Raises:
         StructuredOutputError: pydantic cannot render the schema (its words, the fix).
@@ -150,11 +114,8 @@ def response_format_for(schema: type, *, strict: bool = True) -> dict[str, Any]:
 
 
 def compact_grammar_for(schema: type) -> str:
-    """The schema as an xgrammar EBNF grammar with no optional whitespace (compact JSON:
-    ``{"a":1,"b":"x"}``), for vLLM's ``structured_outputs={"grammar": ...}``.
-
-    Args:
-        schema: a ``pydantic.BaseModel`` subclass.
+    """A ``pydantic.BaseModel`` subclass as an xgrammar EBNF grammar with no optional
+    whitespace (``{"a":1,"b":"x"}``), for vLLM's ``structured_outputs={"grammar": ...}``.
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class.
@@ -195,15 +156,9 @@ def _check_schema(fn: str, schema: Any) -> None:
 
 
 def warn_if_drafting(client: Any, thinking: bool) -> bool:
-    """Warn (:class:`StructuredOutputDraftingWarning`) when a reasoning request goes to a
-    server that drafts; return whether it warned. The server's facts come from
-    :func:`helpers.chat.drafting.server_facts` (``/metrics``, ``/version``; cached).
-
-    Args:
-        client: an ``openai.OpenAI`` client of the server.
-        thinking: whether the request reasons; ``False`` never warns (no reasoning
-            boundary inside the drafts).
-    """
+    """Warn (:class:`StructuredOutputDraftingWarning`) when a reasoning request
+    (``thinking``) goes to a server that drafts (:func:`helpers.chat.drafting.server_facts`);
+    return whether it warned."""
     from helpers.chat.drafting import warn_if_drafting as warn
 
     return thinking and warn(
@@ -233,45 +188,32 @@ def structured_chat(
     """Ask for an answer constrained to ``schema`` and return it validated.
 
     Args:
-        client: from :func:`~helpers.server.endpoint.make_client`.
-        model: the served model name.
-        messages_or_prompt: a user prompt string, or OpenAI-format messages.
+        client, model, messages_or_prompt, options, **overrides: as in
+            :func:`~helpers.chat.completions.chat`; ``tools`` are refused (a schema answer is
+            the final answer).
         schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent (see
             ``compact``) and ``content`` is validated with ``schema.model_validate_json``.
-        options: a :class:`~helpers.chat.request.ChatOptions` (``thinking`` on or off,
-            ``max_tokens`` in tokens, sampling); keywords override its fields as in
-            :func:`~helpers.chat.completions.chat`. ``tools`` are refused: a schema answer
-            is the final answer.
         stream: stream the turn (:func:`~helpers.chat.stream.stream_chat`); the JSON is
             validated once the stream ends.
-        compact: ``True`` sends :func:`compact_grammar_for` (no optional whitespace: needs
-            ``xgrammar`` here); ``False`` sends the OpenAI ``response_format``
-            (:func:`response_format_for`). See the module notes for why.
+        compact: ``True`` sends :func:`compact_grammar_for` (needs ``xgrammar``); ``False``
+            the OpenAI ``response_format`` (:func:`response_format_for`). Module notes: why.
         on_event: called with each :class:`~helpers.chat.types.StreamEvent` as it arrives
             (``stream=True`` only), e.g. to print the JSON as it is written.
-        from_reasoning: when ``content`` is empty and the JSON came back in ``reasoning``,
-            validate it from there (with a warning) instead of raising
-            :class:`~helpers.errors.StructuredAnswerInReasoningError` (:func:`validate_answer`).
-        **overrides: as in ``chat`` (``thinking=False``, ``max_tokens=...``, ``seed=...``).
+        from_reasoning: as in :func:`validate_answer`.
 
     Returns:
         A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
-        ``None`` in weightless mode (``noise_tolerant=True``) when the answer failed on
-        noise text: what failed is printed instead of raised
-        (:func:`helpers.chat.noise.noise_tolerant`).
+        ``None`` when ``noise_tolerant`` and the answer failed on noise text (printed,
+        :func:`helpers.chat.noise.noise_tolerant`).
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class, ``tools`` or
             ``response_format`` given (the helper sets it), ``on_event`` without ``stream``.
         StructuredOutputError: ``compact=True`` without ``xgrammar``, or xgrammar cannot
             compile the schema.
-        SchemaNotEnforcedError: the server answered HTTP 400 to the schema (the message
-            quotes it: a schema no structured-output backend compiles, a combination vLLM
-            rejects).
-        StructuredAnswerMissingError: ``finish_reason == "length"`` with no ``content``:
-            the reasoning used all of ``max_tokens`` before the constrained answer began.
-        StructuredOutputInvalidError: ``content`` is not JSON or does not validate against
-            ``schema`` (``.text`` holds it; ``.errors`` pydantic's errors).
+        SchemaNotEnforcedError: the server answered HTTP 400 to the schema (quoted).
+        StructuredAnswerInReasoningError, StructuredAnswerMissingError,
+            StructuredOutputInvalidError: as :func:`validate_answer`.
         ServerConnectionError, ResponseError: as ``chat``.
 
     Warns:
@@ -356,10 +298,8 @@ class StructuredAnswerNotReasonedWarning(UserWarning):
 
 def warn_unreasoned(result: ChatResult, schema: type) -> None:
     """Warn :class:`StructuredAnswerNotReasonedWarning` for a valid schema answer asked with
-    thinking on that has no reasoning. A server without ``--reasoning-parser`` reports no
-    ``reasoning_tokens`` (``usage.completion_tokens_details`` is null in vLLM 0.32.0) and
-    applies the grammar from the first token, so the model never reasons and nothing says so
-    (vllm-project/vllm #47027); with the parser, 0 reasoning tokens means the model skipped it."""
+    thinking on that has no reasoning (null ``reasoning_tokens`` in vLLM 0.32.0: no
+    ``--reasoning-parser``, vllm-project/vllm #47027; 0: the model skipped it)."""
     if result.usage.reasoning_tokens is None:
         why = (
             "the server reports no reasoning tokens, so it runs without a reasoning parser (or "

@@ -1,21 +1,10 @@
-"""Check a tool call's arguments against the tool's JSON schema, and coerce what can be
-coerced without losing anything, before the Python function runs (:func:`coerce_arguments`).
+"""Check a tool call's arguments against the tool's JSON schema (``jsonschema``) and coerce what
+can be coerced without losing anything (pydantic's lax validation) before the function runs.
 
-Why: vLLM 0.32.0's ``qwen3_coder`` tool parser (``vllm/tool_parsers/qwen3coder_tool_parser.py``)
-converts each ``<parameter=...>`` value to the schema's type, but when that fails it logs a
-warning and passes the *string* through: ``140.0`` for an ``integer`` arrives as
-``{"limit": "140.0"}`` and ``range(limit)`` fails. The check is `jsonschema
-<https://python-jsonschema.readthedocs.io>`_ (except that ``integer`` refuses ``140.0``); each
-wrong-typed value goes through `pydantic <https://docs.pydantic.dev>`_'s lax validation and
-is kept only if it then passes (``"140.0"`` -> ``140``); anything else (``"140.5"``, a missing
-argument) stays as it is, with a line naming it. A call is never dropped.
-
-Optional arguments written empty (:func:`drop_empty_optionals`): the qwen3_coder format has no
-null, so for an optional argument it cannot fill a model writes an empty parameter, ``null`` or
-``None``; vLLM 0.32.0's parser passes them on as ``""``, JSON null (``coerce_to_schema_type`` in
-``vllm/tool_parsers/utils.py`` ends in ``json.loads``, which reads ``null``) and ``"None"``, and
-the function would get them instead of its default (``range("")`` fails). They are left out
-when the parameter is optional and not a plain string, so the Python default applies.
+Why: vLLM 0.32.0's ``qwen3_coder`` parser (``vllm/tool_parsers/qwen3coder_tool_parser.py``)
+passes a value it cannot convert through as a *string* (``{"limit": "140.0"}`` for an
+``integer``), and empty optionals as ``""``, JSON null or ``"None"`` (``coerce_to_schema_type``,
+``vllm/tool_parsers/utils.py``; the format has no null). A call is never dropped.
 """
 
 from __future__ import annotations
@@ -61,12 +50,9 @@ def drop_empty_optionals(
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """Arguments without the optional ones the model wrote empty, so the function's defaults apply.
 
-    An argument counts as written empty when it is JSON null, ``""``, ``"null"`` or ``"None"``
-    (any case, blanks around). It is left out when its parameter is not in ``required`` and is
-    not a plain string (``{"type": "string"}`` without ``enum``: there ``"null"`` or ``""`` may be
-    meant, so it stays) and not an ``enum`` that lists the value. A required argument written
-    empty stays (the function gets it) with a problem line; parameters the schema does not list
-    are left to the signature check.
+    Written empty: JSON null or :data:`EMPTY_WORDS` (any case, blanks around). Left out when
+    the parameter is optional, not a plain string (where ``"null"`` or ``""`` may be meant) and
+    not an ``enum`` listing the value. A required one stays, with a problem line.
 
     Args:
         arguments: the parsed JSON arguments of one call, e.g. ``{"query": "GPUs", "limit": ""}``.
@@ -154,12 +140,10 @@ def coerce_arguments(
 ) -> tuple[dict[str, Any], list[str]]:
     """Arguments fitted to a tool's ``parameters`` JSON schema.
 
-    The validator is the class the schema's ``$schema`` names (default Draft 2020-12), with
-    ``integer`` refusing floats such as ``140.0`` (JSON Schema accepts them; a Python function
-    taking an ``int`` does not). Lax coercions: ``"140.0"`` and ``140.0`` -> ``140``, ``"2.5"``
-    -> ``2.5``, ``"true"`` -> ``True``, a string holding a JSON array / object -> parsed.
-    ``"140.5"`` or ``"abc"`` for an integer, a missing required argument or a value outside an
-    ``enum`` stay as they are, with a problem line naming the parameter, value and schema.
+    The validator is the schema's ``$schema`` class (default Draft 2020-12) with ``integer``
+    refusing ``140.0``. Coerced: ``"140.0"`` / ``140.0`` -> ``140``, ``"2.5"`` -> ``2.5``,
+    ``"true"`` -> ``True``, a JSON array / object string -> parsed. ``"140.5"`` for an integer,
+    a missing required argument or a value outside an ``enum`` stay, with a problem line.
 
     Args:
         arguments: the parsed JSON arguments of one call, e.g. ``{"limit": "140.0"}``.
@@ -168,9 +152,7 @@ def coerce_arguments(
 
     Returns:
         ``(arguments, problems)``: a new dict with every lossless coercion applied
-        (``{"limit": 140}``), and one sentence per value that still does not fit the
-        schema (left as it was) or per other schema violation. Coercions made are not
-        problems.
+        (``{"limit": 140}``), and one sentence per remaining schema violation.
 
     Raises:
         jsonschema.SchemaError: ``parameters`` is not a valid JSON schema (the tool's

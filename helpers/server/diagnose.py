@@ -1,15 +1,4 @@
-"""Read a vLLM server log and name the fix: a catalogue of known start-up failures.
-
-:class:`helpers.server.vllm_server.VLLMServer` calls :func:`diagnose` on the log whenever a
-server dies or times out during start-up and puts the result in
-:class:`helpers.errors.ServerStartError`; a notebook can call it on any log text
-(``print(diagnose(text, config=cfg))``: one sentence, what happened and what to change).
-:data:`CATALOGUE` is tried in order, specific kinds before broad ones; each kind is declared
-once, above the function that words its sentence (:func:`helpers.server.failures.failure`:
-its name, its place in the order, its log wording with the source file and the releases read).
-What a *running* server's log shows wrong is
-:func:`helpers.server.review.review`.
-"""
+"""Read a vLLM server log and name the fix: a catalogue of known start-up failures."""
 
 from __future__ import annotations
 
@@ -23,9 +12,7 @@ from helpers.server import failures_engine, failures_setup  # noqa: F401 - decla
 from helpers.server.failures import KINDS, Diagnosis, FailureKind
 from helpers.server.vllm_log import Wording, condense, last_error_line, read_tail
 
-#: Every known failure kind, in the order they are tried (each declared above its builder in
-#: :mod:`helpers.server.failures` or :mod:`helpers.server.failures_setup`, with its wording
-#: and its ``order``: specific before broad).
+#: Every known failure kind, in the order they are tried (specific before broad).
 CATALOGUE: tuple[FailureKind, ...] = tuple(sorted(KINDS.values(), key=lambda k: k.order))
 
 #: Each kind's wording by name, in the try-order (what ``python -m tools.drift`` checks

@@ -1,11 +1,8 @@
 """A vLLM OpenAI-compatible server at an address: what it serves, asked over HTTP.
 
-:class:`ServerEndpoint` is the part of a server handle that needs only ``host`` and
-``port``: the URLs, an ``openai`` client, ``/health``, ``/v1/models`` and which of the
-cookbook's features the server runs with (:meth:`ServerEndpoint.probe_features`). It is the
-same for a server we launched and one someone else runs:
-:class:`helpers.server.vllm_server.VLLMServer` (launch, wait, stop, crash) builds on it, and so does
-:class:`helpers.fleet.router.RouterServer` through it. HTTP goes through :mod:`helpers.server.httpio`.
+:class:`ServerEndpoint` is the part of a server handle that needs only ``host`` and ``port``,
+the same for a server we launched (:class:`helpers.server.vllm_server.VLLMServer`) and one
+someone else runs (:class:`helpers.fleet.router.RouterServer` builds on it too).
 """
 
 from __future__ import annotations
@@ -66,9 +63,8 @@ class ServerEndpoint:
         return [m["id"] for m in data.get("data", [])]
 
     def served_model(self) -> dict[str, Any]:
-        """The first entry of ``GET /v1/models``: ``id`` (the served model name), ``root``
-        (what vLLM loaded: a hub id or a folder on the server's machine, its tokenizer too)
-        and ``max_model_len`` (tokens), as vLLM's ``ModelCard`` gives them.
+        """The first entry of ``GET /v1/models`` (vLLM's ``ModelCard``): ``id`` (the served
+        name), ``root`` (the hub id or folder vLLM loaded), ``max_model_len`` (tokens).
 
         Raises:
             CookbookError: the server answers no model.
@@ -83,16 +79,12 @@ class ServerEndpoint:
 
     def probe_features(self, model: str | None = None, timeout: float = 60.0) -> tuple[str, ...]:
         """Which of the cookbook's features (``reasoning``, ``tool_calling``) this server
-        runs with, asked from the server itself (for a server we did not launch).
+        runs with, asked with two 4-token chat requests (``timeout`` in seconds each).
 
-        * ``tool_calling``: a chat request with a tool and ``tool_choice="auto"``; vLLM
-          answers HTTP 400 ("auto" tool choice requires --enable-auto-tool-choice and
-          --tool-call-parser) without those flags (vllm/entrypoints/openai/chat_completion).
-        * ``reasoning``: a 4-token chat request with thinking on; with ``--reasoning-parser``
-          the tokens come back in ``message.reasoning`` (``reasoning_content`` before vLLM
-          0.32), without it in ``content``.
-
-        Each probe generates at most 4 tokens.
+        * ``tool_calling``: a tool with ``tool_choice="auto"``; without the flags vLLM answers
+          HTTP 400 (vllm/entrypoints/openai/chat_completion).
+        * ``reasoning``: thinking on; with ``--reasoning-parser`` the tokens come back in
+          ``message.reasoning`` (``reasoning_content`` before vLLM 0.32).
         """
         model = model or self.served_model()["id"]
         base = {
@@ -144,9 +136,8 @@ class ServerEndpoint:
         return self._probed
 
     def serves(self, feature: str, needed_by: str) -> bool:
-        """True when the server runs with ``feature`` (and the config it was launched or
-        attached for, ``intended``, asks for it); else print which flags are missing and what
-        ``needed_by`` (a step's name) therefore skips, and return False.
+        """True when the server runs with ``feature`` (and its config asks for it); else print
+        which flags are missing and that ``needed_by`` (a step's name) skips, and return False.
 
         Raises:
             CookbookError: ``feature`` is not ``reasoning`` or ``tool_calling``.
@@ -174,9 +165,7 @@ class ServerEndpoint:
         return self._served_cache
 
     def _get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
-        """``GET path`` -> (status, body). Straight to the server, never through
-        ``$http_proxy``; one connection, closed by us, so the TIME_WAIT socket lands on our
-        side rather than on the server's port (:mod:`helpers.server.httpio`).
+        """``GET path`` -> (status, body) (:func:`helpers.server.httpio.request`).
 
         Raises:
             ConnectionError: nothing answered.

@@ -1,14 +1,7 @@
-"""How a known start-up failure is declared and what it says: :class:`Diagnosis` (what
-happened, in the log's own numbers, and what to change), :class:`FailureKind` and
-:func:`failure` (each kind declared once, above its builder: its name, its place in the
-try-order, the log wording it matches with that wording's source and the releases read), and
-the helpers the builders share. A kind whose sentence needs only the match's groups is
-declared with :func:`fixed_failure`, without a builder of its own.
-
-The builders themselves, one per kind: those about the engine's own start (memory, ports,
-flags, tokenizer, speculative decoding, kernels, a stall) in :mod:`helpers.server.failures_engine`,
-those about what the machine and the downloads set up in :mod:`helpers.server.failures_setup`.
-:mod:`helpers.server.diagnose` tries the kinds by order.
+"""How a known start-up failure is declared and what it says: :class:`Diagnosis`, and
+:func:`failure` / :func:`fixed_failure`, which declare each kind once, above its builder (in
+:mod:`helpers.server.failures_engine`, :mod:`helpers.server.failures_setup`), with its place
+in the try-order and its log wording; then the helpers the builders share.
 """
 
 from __future__ import annotations
@@ -32,10 +25,8 @@ class Diagnosis:
         cause: what went wrong, in the log's own numbers.
         fix: what to change, naming the flag / command / variable.
         evidence: the log line that matched (for the reader who wants to check).
-        level: ``"error"`` (the server failed or cannot do its job) or ``"warning"``
-            (it runs, but something is known to be wrong or wasted).
-        checked_releases: the releases whose source this entry's wording was read in
-            (e.g. ``("vllm 0.32.0", "vllm 0.28.0")``), copied from the catalogue entry.
+        level: ``"error"`` (failed) or ``"warning"`` (runs, but wrong or wasted).
+        checked_releases: the releases whose source the wording was read in.
     """
 
     name: str
@@ -78,8 +69,7 @@ Builder = Callable[["re.Match[str]", str, Any], "Diagnosis | None"]
 
 @dataclass(frozen=True)
 class FailureKind:
-    """One known start-up failure, declared once, above its builder (:func:`failure`): what
-    vLLM writes, where that wording comes from, the sentence, and its place in the try-order.
+    """One known start-up failure (:func:`failure`).
 
     Attributes:
         name: the :attr:`Diagnosis.name` it produces.
@@ -99,8 +89,7 @@ class FailureKind:
 
     @property
     def checked_releases(self) -> tuple[str, ...]:
-        """Releases whose source was read for the wording (``"vllm X.Y.Z"`` or
-        ``"<library> X.Y.Z"``; a test keeps every kind filled)."""
+        """Releases whose source was read for the wording (a test keeps every kind filled)."""
         return self.wording.checked
 
 

@@ -1,11 +1,5 @@
-"""The sentences for the start-up failures of the engine itself: KV cache and Mamba state
-memory, CUDA out of memory and memory other processes hold, ports in use, flags vLLM's parser
-refuses, tokenizer set-up, the speculative token budget, NVFP4 without a MoE kernel, a stalled
-engine and a ``max_model_len`` above the model's. Each builder is declared with
-:func:`~helpers.server.failures.failure` (or, where the sentence needs only the match,
-:func:`~helpers.server.failures.fixed_failure`; same contract as
-:mod:`helpers.server.failures_setup`);
-:mod:`helpers.server.diagnose` tries them by order.
+"""The sentences for the start-up failures of the engine itself (memory, ports, flags,
+tokenizer, speculative decoding, kernels, a stall), declared as :mod:`helpers.server.failures` says.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The sentences for start-up failures that come from what the machine and the downloads set
-up: hub access and disk space, a damaged checkpoint, the compile cache, CUDA and FlashInfer
-installs, kernels a GPU generation lacks. Same contract as :mod:`helpers.server.failures` (a
-builder gets the match, the log and the config, and returns a
-:class:`~helpers.server.failures.Diagnosis`), each declared above its builder with
-:func:`~helpers.server.failures.failure`, or with
-:func:`~helpers.server.failures.fixed_failure` where the sentence needs only the match.
+up (hub access, disk, checkpoint, compile cache, CUDA and FlashInfer installs), declared as
+:mod:`helpers.server.failures` says.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The helpers' one HTTP stack for talking to vLLM's own endpoints: ``httpx``, proxies off.
 
-``/health``, ``/metrics``, ``/v1/models`` and the feature probes go straight to the server,
-never through ``$http_proxy`` / ``$https_proxy`` (``trust_env=False``): a proxy that cannot
-reach ``127.0.0.1`` or a GPU box's private address would turn a running server into "no
-answer". Each call opens one connection and closes it from our side, so the socket's
-TIME_WAIT lands on this process, not on the server's port (which then binds again at once).
-Transport failures (refused, reset, timeout, DNS) are raised as :class:`ConnectionError` (an
-``OSError``) chained to the ``httpx`` exception, so callers catch one type. The chat API goes
-through the ``openai`` SDK (also ``httpx``).
+Never through ``$http_proxy`` (``trust_env=False``): a proxy that cannot reach ``127.0.0.1``
+would turn a running server into "no answer". One connection per call, closed from our side,
+so TIME_WAIT lands on this process, not on the server's port. The chat API goes through the
+``openai`` SDK.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The notebook verbs for one server: ``launch_server``, ``attach_server``, ``stop_server``.
-
-``launch_server(run)`` (or a config) starts a :class:`~helpers.server.vllm_server.VLLMServer` and waits
-for it, reusing the server this process already runs for the same command and stopping
-one launched for another (one GPU, one server), or a fleet this process runs (as a whole,
-with a message: one kernel serves one deployment); with ``server_url`` it attaches instead.
-The handle keeps the run (``srv.run``: the mode and its defaults, :class:`helpers.config.run.Run`).
-``running_servers()`` lists what this process launched and has not stopped.
-"""
+"""The notebook verbs for one server: ``launch_server``, ``attach_server``, ``stop_server``."""
 
 from __future__ import annotations
 
@@ -43,20 +35,15 @@ def launch_server(
 ) -> VLLMServer:
     """Start a vLLM server for ``config`` and wait until it is ready (one notebook line).
 
-    With ``server_url``, attach to the server running there instead (nothing is launched,
-    ``stop()`` leaves it running; what it serves is asked from the server itself). Re-running
-    the cell never starts a second server: one of this process with the same command (model,
-    flags, environment) is reused (``reuse=True``), any other it launched is stopped first
-    (one GPU, one server), and so is a fleet this process runs
-    (:func:`helpers.fleet.launch.launch_fleet`), as a whole. Every case is printed.
+    With ``server_url``, attach to the server running there instead (``stop()`` leaves it
+    running). Re-running the cell never starts a second server: one of this process with the
+    same model, flags and environment is reused (``reuse=True``); any other it launched, or a
+    fleet it runs (as a whole), is stopped first (one GPU, one server). Every case is printed.
 
     Args:
-        config: the run :func:`helpers.weights.prepare.fetch` returned (its served config, its
-            ``server_url``; kept as ``srv.run``), or a
-            :class:`helpers.config.serveconfig.ServeConfig` with a model (hub id or local path;
-            ``srv.run`` is then derived from it, :meth:`helpers.config.run.Run.of_config`).
-        server_url: ``http://host:port`` of a running server to use instead of launching
-            (default: the run's).
+        config: the run :func:`helpers.weights.prepare.fetch` returned (kept as ``srv.run``),
+            or a :class:`helpers.config.serveconfig.ServeConfig` with a model.
+        server_url: ``http://host:port`` of a running server (default: the run's).
         reuse: reuse a running server of this process with the same command.
         **kwargs: :class:`VLLMServer` options (``startup_timeout``, ``progress``, ...).
     Returns:

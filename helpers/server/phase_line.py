@@ -1,8 +1,5 @@
-"""The start-up progress of one server on the console: one line per kind of phase.
-
-A new line starts when the kind of phase changes; within one kind the line is rewritten in
-place (``\\r``), so "capturing CUDA graphs (n/51)" is one updating line. Used by
-:class:`helpers.server.vllm_server.VLLMServer` while it waits for ``/health``.
+"""The start-up progress of one server on the console: one line per kind of phase, rewritten
+in place (``\\r``) within a kind, so "capturing CUDA graphs (n/51)" is one updating line.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""The memory planner against the server's own start-up log: the same figures, read back.
-
-:func:`server_log_figures` reads what vLLM logs at start-up (KV cache tokens, maximum
-concurrency, Mamba padding, block size, KV budget, weights, the CUDA-graph memory estimate);
-:func:`compare_with_server` puts a :class:`~helpers.memory.plan.Plan` beside them, so a plan
-is checked by the server it planned, and :func:`kv_shortfall` says how much of a smaller KV
-budget vLLM's CUDA-graph estimate explains.
-"""
+"""The memory planner against the server's own start-up log: the same figures, read back."""
 
 from __future__ import annotations
 
@@ -21,24 +14,15 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
     """The memory figures a vLLM server logs at start-up (a log path or its text).
 
     Returns:
-        Whichever were found: ``kv_cache_tokens`` and ``max_model_len`` (tokens) and
-        ``max_concurrency`` (requests) from "KV cache size: N tokens" and "Maximum
-        concurrency for X tokens per request: Yx" (one line in vLLM 0.32, two in 0.26);
-        ``mamba_padding_pct`` ("Padding mamba page size by P%");
-        ``block_size`` ("Setting attention block size to N tokens", GPU); ``kv_budget_gib``
-        ("Available KV cache memory" on GPU, "Explicitly set" on the CPU build);
-        ``dtype`` (the model dtype vLLM chose); ``weights_gib`` ("Model loading took N GiB
-        memory", GPU). Since vLLM 0.21 the KV budget is what is left after an *estimate* of
-        CUDA-graph memory (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, vllm/envs.py): the
-        estimate ``cudagraph_estimate_gib`` ("Estimated CUDA graph memory: N GiB total", the
-        V1 model runner; else the "(estimated)" figure of "CUDA graph pool memory: A GiB
-        (actual), E GiB (estimated)", which also gives ``cudagraph_actual_gib``), and from
-        "The current --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=V
-        without CUDA graph memory profiling ... increase --gpu-memory-utilization to S":
-        ``gpu_memory_utilization`` (U), ``utilization_without_estimate`` (V),
-        ``suggested_utilization`` (S); ``cudagraph_estimate`` is True there, False when the
-        log says the estimate is off. Pass ``kv_budget_gb=figures["kv_budget_gib"]`` to
-        :func:`helpers.memory.planner.plan` to re-plan with the measured budget.
+        Whichever were found (the wordings: :data:`helpers.server.vllm_log.SERVER_FIGURES`):
+        ``kv_cache_tokens``, ``max_model_len`` (tokens), ``max_concurrency`` (requests),
+        ``mamba_padding_pct``, ``block_size`` (tokens), ``kv_budget_gib``, ``dtype``,
+        ``weights_gib``; the CUDA-graph memory estimate reserved before the KV cache since
+        vLLM 0.21: ``cudagraph_estimate_gib``, ``cudagraph_actual_gib``,
+        ``gpu_memory_utilization``, ``utilization_without_estimate``,
+        ``suggested_utilization``, and ``cudagraph_estimate`` (False when the log says it is
+        off). ``kv_budget_gb=figures["kv_budget_gib"]`` re-plans with
+        :func:`helpers.memory.planner.plan`.
     """
     if isinstance(log, Path):
         text = log.read_text(errors="replace")
@@ -94,13 +78,10 @@ SHORTFALL_TOLERANCE = 0.01
 def kv_shortfall(p: Plan, log: str | Path | dict[str, Any]) -> str | None:
     """Why the server's KV budget is below the plan's, as far as its log says; or None.
 
-    vLLM >= 0.21 reserves an estimate of CUDA-graph memory, scaled over the capture sizes,
-    before it sizes the KV cache (``determine_available_memory``,
-    ``vllm/v1/worker/gpu_worker.py``, vLLM 0.32.0), and logs the utilisation that would give
-    the old KV cache size. This sentence names that estimate's share of the shortfall, the
-    two ways back (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``, the estimate off: vLLM
-    warns the graphs may then not fit; or the utilisation vLLM suggests) and, when the log
-    has it, what the weights took beyond the plan's figure.
+    vLLM >= 0.21 reserves an estimate of CUDA-graph memory before it sizes the KV cache
+    (``determine_available_memory``, ``vllm/v1/worker/gpu_worker.py``, vLLM 0.32.0). The
+    sentence names that estimate's share, the two ways back (the estimate off, or the
+    utilisation vLLM suggests) and what the weights took beyond the plan's figure.
 
     Args:
         p: the plan of the configuration the server ran.
@@ -160,10 +141,8 @@ def compare_with_server(p: Plan, log: str | Path):
     """A DataFrame of the plan's figures next to the server log's, with the relative difference.
 
     Rows: KV cache budget (GiB, when the log names it), KV cache size (tokens), maximum
-    concurrency at max_model_len, Mamba page padding (%). When the server's budget is below
-    the plan's, ``attrs["shortfall"]`` (and the ``note`` column of the budget row) holds
-    :func:`kv_shortfall`'s sentence: how much of it vLLM's CUDA-graph estimate explains and
-    how to get it back.
+    concurrency at max_model_len, Mamba page padding (%). ``attrs["shortfall"]`` (and the
+    budget row's ``note``) holds :func:`kv_shortfall`'s sentence.
     """
     import pandas as pd
 

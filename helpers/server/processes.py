@@ -1,12 +1,8 @@
 """The processes of launched vLLM servers: ports, process groups, and records of every launch.
 
-A vLLM server is several processes (API server, engine core, workers, multiprocessing
-helpers) in one process group. Ending one cleanly means ending the group and checking that
-nothing of it is left (:func:`end_processes`); finding what a dead notebook kernel left
-running needs a record of each launch: ``out/run/vllm-<pid>.json`` (:class:`ServerRecord`),
-whose owner (the launching Python process) may be gone. :func:`find_leftovers` lists those,
-:func:`end_leftovers` ends them, :func:`describe_port` names who holds a port. Process
-scans use ``psutil``; nothing here imports vLLM or starts a server (:mod:`helpers.server.vllm_server`).
+A vLLM server is several processes (API server, engine core, workers) in one process group;
+each launch is recorded in ``out/run/vllm-<pid>.json`` (:class:`ServerRecord`) so what a dead
+kernel left running (a *leftover*) can be found and ended. Scans use ``psutil``.
 """
 
 from __future__ import annotations
@@ -84,11 +80,8 @@ def port_holder(port: int) -> tuple[int, str] | None:
 
 
 def describe_port(port: int | None) -> str:
-    """Words on who holds ``port``: one of our recorded vLLM servers, or another process.
-
-    Returns "" when nothing is known. Used by the start check and by
-    :mod:`helpers.server.diagnose` for "address already in use".
-    """
+    """Words on who holds ``port``: one of our recorded vLLM servers, or another process
+    ("" when nothing is known)."""
     if not port:
         return ""
     for rec in find_leftovers(include_owned=True):
@@ -226,14 +219,9 @@ def end_processes(
 
 @contextlib.contextmanager
 def deferred_interrupts():
-    """Hold Ctrl-C (SIGINT) back for a few lines that must run together, then deliver it.
-
-    Launching a server and saving its record (:class:`ServerRecord`) are one step: an
-    interrupt between them would leave a process nothing knows about. Inside the block a
-    SIGINT is noted, not raised; on leaving, the handler that was in place gets it (Python's
-    default raises KeyboardInterrupt there). Outside the main thread (where no signal
-    handler runs) the block does nothing.
-    """
+    """Hold Ctrl-C (SIGINT) back for a few lines that must run together (a launch and its
+    record), then hand it to the handler that was in place. Outside the main thread (no
+    signal handler runs there) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -256,18 +244,10 @@ def deferred_interrupts():
 
 @dataclasses.dataclass
 class ServerRecord:
-    """What ``out/run/vllm-<pid>.json`` says about one launched server.
-
-    Attributes:
-        pid, pgid: the API server process and its process group (= pid: own session).
-        port, host: where it listens.
-        log: its log file.
-        started: launch time (epoch seconds); pid_created: the pid's create time (guards
-            against pid reuse).
-        cmdline: the launch argv.
-        owner_pid, owner_created: the Python process that launched it.
-        path: the record file.
-    """
+    """What ``out/run/vllm-<pid>.json`` says about one launched server: its API server
+    ``pid`` and process group ``pgid`` (= pid), ``port``, ``host``, ``log``, ``started`` (epoch
+    seconds), ``pid_created`` (guards against pid reuse), ``cmdline``, the launching process
+    (``owner_pid``, ``owner_created``) and the record file ``path``."""
 
     pid: int
     pgid: int
@@ -343,16 +323,12 @@ def server_records() -> list[ServerRecord]:
 
 
 def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:
-    """Recorded vLLM servers that still run although their launching Python process is gone.
-
-    Records of servers that are no longer running are deleted on the way.
+    """Recorded vLLM servers that still run although their launching Python process is gone
+    (records of servers no longer running are deleted on the way).
 
     Args:
-        include_owned: also return running servers whose owner is alive (another notebook,
-            this process): for "who holds this port?" questions. These are never ended by
-            :func:`end_leftovers` unless passed to it explicitly.
-    Returns:
-        :class:`ServerRecord` list; ``str(rec)`` names pid, port, processes and log.
+        include_owned: also the running servers whose owner is alive (for "who holds this
+            port?"); :func:`end_leftovers` ends those only when passed them.
     """
     out = []
     for rec in server_records():
@@ -367,13 +343,10 @@ def find_leftovers(*, include_owned: bool = False) -> list[ServerRecord]:
 def end_leftovers(
     leftovers: Iterable[ServerRecord] | None = None,
     *,
-    grace_period: float = 10.0,
     verbose: bool = True,
 ) -> list[ServerRecord]:
-    """End leftover servers (default: all of :func:`find_leftovers`) and their engine cores.
-
-    SIGTERM to each process group and its recorded processes, SIGKILL after
-    ``grace_period`` seconds, then the record is removed.
+    """End leftover servers (default: all of :func:`find_leftovers`) and their engine cores:
+    SIGTERM, SIGKILL after 10 s, then the record is removed.
 
     Returns:
         The records that were ended.
@@ -385,7 +358,7 @@ def end_leftovers(
     for rec in recs:
         procs = rec.processes()
         if procs:
-            left = end_processes(rec.pgid, procs, grace_period)
+            left = end_processes(rec.pgid, procs, 10.0)
             if left:
                 raise CookbookError(
                     f"Leftover vLLM processes survived SIGKILL: {describe_procs(left)}; end them "
@@ -400,7 +373,7 @@ def end_leftovers(
     return ended
 
 
-def handle_leftovers(cleanup: bool, *, verbose: bool = True, stacklevel: int = 3) -> None:
+def handle_leftovers(cleanup: bool, *, verbose: bool = True) -> None:
     """Before a launch: end the servers an earlier Python process left running
     (``cleanup=True``, :func:`end_leftovers`), or warn with each of them
     (:class:`LeftoverServerWarning`, naming how to end them). Nothing when there are none."""
@@ -416,7 +389,7 @@ def handle_leftovers(cleanup: bool, *, verbose: bool = True, stacklevel: int = 3
         f"and hold memory:\n  {names}\nEnd them with helpers.server.processes.end_leftovers() or "
         "start with cleanup_leftovers=True.",
         LeftoverServerWarning,
-        stacklevel=stacklevel,
+        stacklevel=3,
     )
 
 

@@ -1,10 +1,5 @@
 """A request the server failed (HTTP 5xx), said in the cookbook's words: the server's own
-words, what its log says, and the cause when it is a known one.
-
-A 500 from vLLM carries little (``{"error": {"message": "Internal server error"}}``); the
-reason is in the server's log. For a server this machine launched (its launch record under
-``out/run/`` names the port and the log), :func:`describe_server_error` quotes the log's
-last error lines and names the cause; for any other server it says where to look.
+words, what its log says (for a server this machine launched), and the cause when known.
 """
 
 from __future__ import annotations
@@ -146,17 +141,12 @@ def log_of(base_url: str) -> Path | None:
 
 def describe_server_error(base_url: str, what: str, status: int, error: Exception) -> str:
     """One message for a request the server failed: ``what`` got HTTP ``status`` with the
-    server's words, then the cause (a known one from the log, :data:`KNOWN`), the log's last
-    error lines, and where the log is.
+    server's words, then the cause (:data:`KNOWN`), the log's last error lines, and the log.
 
-    A 500 whose body has an empty message is an exception raised without words: in vLLM
-    0.32.0 most often ``EngineGenerateError()``, which ``AsyncLLM.generate``
-    (``vllm/v1/engine/async_llm.py``) raises for any unexpected error while it adds or runs
-    the request, logging the cause only with ``--enable-log-requests`` ("Request ... failed
-    due to ...") and its stack only with ``--log-error-stack``
-    (``entrypoints/serve/exception_handling/handlers/vllm_error.py``). When the log names no
-    known cause and the server ran without those flags, the message says to restart with them
-    (the log's first line, the launcher's command, tells).
+    A 500 with an empty message is in vLLM 0.32.0 most often ``EngineGenerateError()``
+    (``AsyncLLM.generate``, ``vllm/v1/engine/async_llm.py``), whose cause is logged only with
+    :data:`DIAGNOSTIC_FLAGS`; without a known cause and those flags, the message says to
+    restart with them.
 
     Args:
         base_url: the server's URL (``http://host:port[/v1]``).
@@ -190,9 +180,8 @@ def _settled_tail(log: Path) -> str:
 def describe_with_log(
     base_url: str, what: str, status: int, said: str, kind: str | None, log: Path | None
 ) -> str:
-    """:func:`describe_server_error` once the body is read: ``said`` (the body's message,
-    ``""`` when empty) and ``kind`` (its error type), with ``log`` the server's log file
-    (None when this machine did not launch it)."""
+    """:func:`describe_server_error` once the body is read (``said`` its message, ``kind`` its
+    error type); ``log`` None when this machine did not launch the server."""
     head = f"The server at {base_url} failed {what} (HTTP {status}"
     if said:
         head += f"): {said.rstrip('.')}."

@@ -1,11 +1,4 @@
-"""After launch: what a *running* server's log says is wrong or wasted (warnings, not failures).
-
-:func:`review` reads the log for speculative decoding that accepts nothing or does not pay
-off (the periodic "SpecDecoding metrics" line, every wording since vLLM 0.8.5), an NVFP4 MoE
-backend known to give wrong output, an engine that stalls with requests waiting.
-``helpers.server.vllm_server`` warns about each (:class:`ServerFindingWarning`) once the server is
-ready. The log wordings are in :mod:`helpers.server.vllm_log`.
-"""
+"""After launch: what a *running* server's log says is wrong or wasted (warnings, not failures)."""
 
 from __future__ import annotations
 
@@ -28,18 +21,8 @@ PAYING_OFF_LENGTH = 1.5
 
 @dataclass(frozen=True)
 class SpecDecodeStats:
-    """One periodic speculative-decoding log line of a vLLM server, parsed.
-
-    Wordings (all handled, fields found by name so their order does not matter):
-    vLLM 0.26.0-0.32.0 ``vllm/v1/spec_decode/metrics.py``: "SpecDecoding metrics: Mean
-    acceptance length: 1.31, Accepted throughput: 13.40 tokens/s, Drafted throughput: 302.37
-    tokens/s, Accepted: N tokens, Drafted: N tokens, Per-position acceptance rate: 0.181, ...,
-    Avg Draft acceptance rate: 4.4%" (releases between 0.8.5 and 0.26.0 wrote it without the
-    Accepted / Drafted counts); 0.8.5's V1: "SpecDecoding metrics: Draft acceptance rate: 4.4%,
-    Mean acceptance length: 1.31, Accepted: ..., Drafted: ..., Per-position acceptance rate:
-    ..."; the pre-V1 engine (``vllm/engine/metrics.py``): "Speculative metrics: Draft
-    acceptance rate: 0.044, System efficiency: ..., Number of accepted tokens: N, Number of
-    draft tokens: N, ...".
+    """One periodic speculative-decoding log line of a vLLM server, parsed (every wording
+    since vLLM 0.8.5: :data:`helpers.server.vllm_log.SPEC_FIELDS`).
 
     Attributes:
         mean_acceptance_length: tokens per target step (1 + accepted / drafts); None in
@@ -122,11 +105,7 @@ def _num(pattern: str, line: str, conv=float):
 
 
 def parse_spec_decode_line(line: str) -> SpecDecodeStats | None:
-    """Parse one speculative-decoding metrics line (any wording in :class:`SpecDecodeStats`).
-
-    Returns:
-        The parsed line, or None when ``line`` is not one.
-    """
+    """One speculative-decoding metrics line, parsed; None when ``line`` is not one."""
     if not re.search(vllm_log.SPEC_LINE_START, line or ""):
         return None
     f = vllm_log.SPEC_FIELDS
@@ -176,10 +155,7 @@ def _compute_capability(config: Any) -> str | None:
 
 
 #: Backends known to give fluent but wrong output with Nemotron-H NVFP4 on compute
-#: capability 10.x (public report, 2026; the fix is pinning flashinfer_cutlass). The
-#: chosen backend is logged by select_nvfp4_moe_backend (vllm 0.26.0-0.32.0, read).
-
-
+#: capability 10.x (public report, 2026), and the one to pin instead.
 KNOWN_BAD_NVFP4_MOE = {"FLASHINFER_TRTLLM": "flashinfer_cutlass"}
 
 
@@ -188,11 +164,10 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
 
     Checks (each a :class:`Diagnosis` with ``level``):
 
-    - ``nvfp4_moe_backend`` (warning): the start-up line "Using 'FLASHINFER_TRTLLM' NvFp4 MoE
-      backend out of potential backends: [...]" with a Nemotron-H checkpoint on compute
-      capability 10.x (or an unknown GPU): a public report of fluent but wrong output; the
-      fix is ``--moe-backend flashinfer_cutlass`` (accepted by vLLM 0.28.0 and 0.32.0's
-      parsers, ``MoEBackend`` in ``vllm/config/kernel.py``).
+    - ``nvfp4_moe_backend`` (warning): a :data:`KNOWN_BAD_NVFP4_MOE` backend chosen for a
+      Nemotron-H checkpoint on compute capability 10.x (or an unknown GPU); the fix
+      ``--moe-backend flashinfer_cutlass`` (``MoEBackend``, ``vllm/config/kernel.py``, 0.28.0
+      and 0.32.0).
     - ``spec_decode`` (error when nothing was accepted, warning when not paying off): the
       last "SpecDecoding metrics" line (:func:`parse_spec_decode_line`).
     - ``engine_stalled`` (error): stats lines with requests waiting and none running for
@@ -258,14 +233,8 @@ class ServerFindingWarning(UserWarning):
 
 
 def warn_findings(log_text: str, config: Any = None) -> list[Diagnosis]:
-    """:func:`review` the log and issue one :class:`ServerFindingWarning` per finding.
-
-    ``helpers.server.vllm_server.VLLMServer`` calls it once the server is ready. Never raises: a
-    review that fails is no finding.
-
-    Returns:
-        The findings warned about.
-    """
+    """:func:`review` the log and issue one :class:`ServerFindingWarning` per finding; return
+    them. Never raises: a review that fails is no finding."""
     try:
         found = review(log_text, config)
     except Exception:  # noqa: BLE001 - a finding must never break a started server

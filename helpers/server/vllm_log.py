@@ -1,14 +1,9 @@
 """Every regex the helpers run over vLLM's own wording, each tagged with the releases whose
 source it was checked against.
 
-vLLM rewords its log lines (and ``vllm bench serve`` its output) between releases, and a
-pattern that silently stops matching turns a diagnosis into "no known failure" or a start-up
-phase into silence. So each wording lives here with the file that writes it and the releases
-read (:data:`REGISTRY_RELEASES`, :data:`INSTALLED`): start-up phases (:data:`PHASES`,
-:func:`startup_phase`) for :mod:`helpers.server.vllm_server`; known failures
-(:data:`FAILURES`) and periodic stats lines for :mod:`helpers.server.diagnose` and
-:mod:`helpers.server.review`; memory figures (:data:`SERVER_FIGURES`) for
-:mod:`helpers.server.plan_check`; ``vllm bench serve``'s errors for :mod:`helpers.bench.point`.
+vLLM rewords its log lines between releases, and a pattern that silently stops matching
+turns a diagnosis into "no known failure"; so each wording lives here with the file that
+writes it and the releases read, where ``python -m tools.drift`` checks them.
 """
 
 from __future__ import annotations
@@ -58,16 +53,12 @@ class Wording:
 # start-up phases (helpers.server.vllm_server)
 # ---------------------------------------------------------------------------------------
 
-# (regex, phase) in start-up order; the latest matching line names the phase. Wording
-# checked in vLLM 0.32.0 (PHASES_CHECKED): api_utils.py (banner, non-default args), model.py ("Resolved
-# architecture"), v1/engine/core.py ("Initializing a V1 LLM engine", "init engine ...
-# took"), *_model_runner.py ("Starting to load model", "Model loading took", "Warming up
-# model"), model_loader/weight_utils.py (shard progress), default_loader.py ("Loading
-# weights took"), compilation/backends.py + monitor.py (torch.compile), utils/mem_utils.py
-# (profiling), gpu_worker.py ("Available KV cache memory"), kv_cache_utils.py (KV cache
-# size), gpu_model_runner.py (CUDA graphs), entry.py / uvicorn (HTTP server); FlashInfer
-# 0.7.0.post1's flashinfer/jit/core.py ("flashinfer.jit: Building JIT module"; the build of
-# fused_moe_90 took ~29 min on 32 cores in docs/results/h200.md, the one live sign of it).
+# (regex, phase) in start-up order; the latest matching line names the phase. Checked in
+# vLLM 0.32.0 (PHASES_CHECKED): api_utils.py, model.py, v1/engine/core.py, *_model_runner.py,
+# model_loader/weight_utils.py, default_loader.py, compilation/backends.py + monitor.py,
+# utils/mem_utils.py, gpu_worker.py, kv_cache_utils.py, entry.py / uvicorn; FlashInfer
+# 0.7.0.post1's flashinfer/jit/core.py (fused_moe_90 built in ~29 min on 32 cores,
+# docs/results/h200.md).
 PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), template)
     for p, template in (
@@ -115,10 +106,8 @@ PHASES_CHECKED = INSTALLED + ("uvicorn",)
 
 
 def startup_phase(line: str) -> str | None:
-    """The start-up phase a vLLM log line announces, e.g. ``"loading weights (2/5 shards)"``.
-
-    Returns None for lines that announce no phase.
-    """
+    """The start-up phase a vLLM log line announces, e.g. ``"loading weights (2/5 shards)"``,
+    or None."""
     for pattern, template in PHASES:
         m = pattern.search(line)
         if m:
@@ -205,11 +194,8 @@ ERROR_LINE = re.compile(
 
 
 def last_error_line(log_text: str) -> str | None:
-    """The last ``SomeError: message`` (or argparse ``error:``) line of a log, or None.
-
-    Skips vLLM's generic wrappers ("Engine core initialization failed", "WorkerProc
-    initialization failed") when a more specific line comes before them.
-    """
+    """The last ``SomeError: message`` (or argparse ``error:``) line of a log, or None;
+    vLLM's generic wrappers ("Engine core initialization failed") only when nothing else."""
     generic = ("Engine core initialization failed", "WorkerProc initialization failed")
     lines = [m.group(1).strip() for m in ERROR_LINE.finditer(log_text or "")]
     specific = [line for line in lines if not any(g in line for g in generic)]
@@ -221,10 +207,7 @@ def last_error_line(log_text: str) -> str | None:
 # known failures (helpers.server.diagnose's catalogue), in catalogue order
 # ---------------------------------------------------------------------------------------
 
-#: The wordings of the known failures are :data:`helpers.server.diagnose.FAILURES`;
-#: the regexes their builders read besides them follow.
-
-# Wordings the catalogue's sentences read more numbers from.
+# The regexes the failure builders read besides their own wordings.
 #: api_utils.py's start-up line, ``non-default args: {...}`` (vLLM 0.26.0-0.32.0).
 NON_DEFAULT_ARGS = r"non-default args: (\{.*\})\s*$"
 NON_DEFAULT_PORT = r"non-default args: \{.*?'port': (\d+)"
@@ -313,13 +296,9 @@ STALL_SECONDS = 60.0
 
 
 def stalled_span(log_text: str) -> tuple[float, int, str] | None:
-    """The last run of stats lines in ``log_text`` saying "nothing runs, requests wait, no
-    throughput".
-
-    Returns:
-        ``(seconds, waiting requests, last line)`` when the log ends with (or contains) such
-        a run of at least :data:`STALL_SECONDS` (log time stamps), else None.
-    """
+    """``(seconds, waiting requests, last line)`` of the last run of stats lines saying
+    "nothing runs, requests wait, no throughput" for at least :data:`STALL_SECONDS` (log time
+    stamps), else None."""
     best = None
     start = last = None
     waiting = 0

@@ -1,13 +1,4 @@
-"""Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess.
-
-:class:`VLLMServer` is the life of one server process (launch, wait, fail, stop, crash,
-leftovers); the notebook verbs that use it (:func:`~helpers.server.launch.launch_server`,
-``attach_server``, ``stop_server``) are in :mod:`helpers.server.launch`. Its parts: argv and environment
-in :mod:`helpers.server.command`, the HTTP surface in :mod:`helpers.server.endpoint`, process
-groups and launch records in :mod:`helpers.server.processes`, the start-up's console line in
-:mod:`helpers.server.phase_line`, the log's wording in
-:mod:`helpers.server.vllm_log`, failure sentences in :mod:`helpers.server.diagnose`.
-"""
+"""Start, watch and stop a vLLM OpenAI-compatible server as a managed subprocess."""
 
 from __future__ import annotations
 
@@ -93,24 +84,19 @@ class VLLMServer(ServerEndpoint):
         log_path: the log file (default ``out/logs/vllm-<name>-<port>-<time>.log``).
         startup_timeout: seconds to wait for ``/health`` (:data:`DEFAULT_STARTUP_TIMEOUT`).
         grace_period: seconds between SIGTERM and SIGKILL on :meth:`stop`.
-        cache_dir: ``VLLM_CACHE_ROOT`` = ``<dir>/vllm``, ``TRITON_CACHE_DIR`` = ``<dir>/triton`` (a
-            second start skips the compile); default ``out/cache/<release>-<GPUs>``
-            (:func:`helpers.server.command.compile_cache_key`, e.g. ``out/cache/vllm-0.32.0-sm90``:
-            no artifact of another release or GPU is loaded), ``None`` vLLM's own; a
-            ``VLLM_CACHE_ROOT`` / ``TRITON_CACHE_DIR`` already set wins.
+        cache_dir: the compile caches' folder (:func:`helpers.server.command.launch_environment`);
+            default ``out/cache/<release>-<GPUs>`` (:func:`helpers.server.command.compile_cache_key`),
+            ``None`` vLLM's own.
         cleanup_leftovers: end leftovers (below) before starting (default: warn only).
         progress: True prints phase changes and a line every 30 s; False is silent; a
             callable gets ``(phase, seconds_since_launch)``.
         launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"`` (``python -m``).
         validate_flags: parse the flags with the installed vLLM's own parser first
-            (``config.validate()``, when the config has one and vLLM is importable here): a
-            misspelled flag fails by name with no process started.
-        check_model: check a local checkpoint folder first: ``config.json`` parses, each
-            ``*.safetensors`` is whole, and the stand-in's files match the sizes and SHA-256
-            recorded at build (:func:`helpers.standin.build.check_checkpoint`).
+            (``config.validate()``): a misspelled flag fails by name with no process started.
+        check_model: check a local checkpoint folder first
+            (:func:`helpers.standin.build.check_checkpoint`).
 
-    The constructor does no work; :meth:`start` (or ``with``) launches: own process group, log
-    under ``out/logs/``, record under ``out/run/`` (a record whose owner is gone: a *leftover*).
+    The constructor does no work; :meth:`start` (or ``with``) launches.
     """
 
     def __init__(
@@ -163,12 +149,9 @@ class VLLMServer(ServerEndpoint):
     # ---- attach --------------------------------------------------------------------
     @classmethod
     def attach(cls, url: str, config: Any = None, *, check: bool = True) -> VLLMServer:
-        """A handle on a server that is already running; :meth:`stop` leaves it alone.
+        """A handle on the server already running at ``url`` (``http://host:port[/v1]``;
+        ``config`` optional); :meth:`stop` leaves it alone. ``check``: ``/health`` must be 200.
 
-        Args:
-            url: ``http://host:port`` or ``http://host:port/v1``.
-            config: the config it runs (optional, for error messages).
-            check: require ``/health`` to answer 200 now.
         Raises:
             CookbookError: ``check`` and the server does not answer (names the URL).
         """
@@ -194,12 +177,8 @@ class VLLMServer(ServerEndpoint):
         return self._proc.pid if self._proc is not None else None
 
     def is_running(self) -> bool:
-        """Owned: the API server process is alive. Attached: ``/health`` answers 200.
-
-        When the owned API server died without :meth:`stop`, the engine core and workers of
-        its group outlive it and keep their memory: they are ended here, and :attr:`crash`
-        (also in ``repr``) says what died, how, and what was ended (:meth:`survivors`).
-        """
+        """Owned: the API server process is alive (if it died without :meth:`stop`, the rest
+        of its group is ended here and :attr:`crash` says so). Attached: ``/health`` is 200."""
         if not self.owned:
             return self.healthy()
         if self._proc is None:
@@ -210,8 +189,7 @@ class VLLMServer(ServerEndpoint):
         return False
 
     def survivors(self) -> list[psutil.Process]:
-        """Live processes of this launch (API server, engine core, workers); [] when none
-        or attached. After a crash of the API server these are what still holds memory."""
+        """Live processes of this launch (API server, engine core, workers); [] when attached."""
         if not self.owned or self._record is None:
             return []
         return self._record.processes()
@@ -374,10 +352,8 @@ class VLLMServer(ServerEndpoint):
         return self
 
     def _release(self) -> list[psutil.Process]:
-        """End what is left of a launch that will not serve (a failed or interrupted start;
-        an engine core can outlive a dead API server): a short grace, then SIGKILL (in early
-        init vLLM can sit on SIGTERM for the whole grace). Returns the processes that survived;
-        the launch record goes only when none did."""
+        """End what is left of a launch that will not serve (a failed or interrupted start): a
+        grace of at most 5 s, then SIGKILL. Returns the survivors; the record goes when none."""
         self._line.end()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         self._done(remove_record=not left)
@@ -406,11 +382,9 @@ class VLLMServer(ServerEndpoint):
         return self  # pragma: no cover - readiness() ends by returning True or raising
 
     def readiness(self, timeout: float | None = None):
-        """The readiness wait one look at a time: a generator that, each time it is advanced,
-        reads the new log lines, shows the phase, and yields False (not ready yet) or True
-        (``/health`` answered 200; it then ends). Several servers started together are
-        waited on together this way (:class:`helpers.fleet.fleet.Fleet`): a failure of any is
-        seen at its next look, not after another server is ready.
+        """The readiness wait one look at a time: each step reads the new log lines, shows the
+        phase, and yields False, or True once ``/health`` answers 200 (then it ends). A
+        :class:`helpers.fleet.fleet.Fleet` waits on several servers this way.
 
         Args:
             timeout: seconds from launch (default ``startup_timeout``).
@@ -514,10 +488,9 @@ class VLLMServer(ServerEndpoint):
         return left + [p for p in self.survivors() if p.pid not in {q.pid for q in left}]
 
     def stop(self, *, verbose: bool | None = None) -> None:
-        """End the server's whole process group and check that nothing is left.
-
-        SIGTERM, then SIGKILL after ``grace_period`` s; then every process of the launch must
-        be gone and the port bind again. Nothing for an attached or already stopped server.
+        """End the server's whole process group (SIGTERM, SIGKILL after ``grace_period`` s) and
+        check that nothing is left and the port binds again. Nothing for an attached or
+        already stopped server.
 
         Raises:
             CookbookError: a process survived SIGKILL, or the port stays taken (names pid / port).
