@@ -222,35 +222,6 @@ def with_cost(points: pd.DataFrame, gpu_hour_usd: float | None) -> pd.DataFrame:
     return out
 
 
-def pareto_front(
-    points: pd.DataFrame,
-    x: str = "tokens_per_s_per_user",
-    y: str = "output_throughput_per_gpu",
-    by: str | None = "candidate",
-) -> pd.DataFrame:
-    """The points no other point of the same ``by`` group beats on both ``x`` and ``y``
-    (higher is better on both): each configuration's frontier of throughput against per-user
-    speed. ``by=None`` takes all points together (the frontier across configurations).
-
-    Returns:
-        The frontier rows (a copy), sorted by group then ``x``; rows lacking ``x`` or ``y``
-        are left out.
-    """
-    keep = []
-    data = points.dropna(subset=[x, y])
-    groups = data.groupby(by, sort=True) if by else [(None, data)]
-    for _, g in groups:
-        xs, ys = g[x].astype(float), g[y].astype(float)
-        for idx in g.index:
-            dominated = (
-                (xs >= xs[idx]) & (ys >= ys[idx]) & ((xs > xs[idx]) | (ys > ys[idx]))
-            ).any()
-            if not dominated:
-                keep.append(idx)
-    front = data.loc[keep]
-    return front.sort_values([by, x] if by else [x], kind="stable").copy()
-
-
 #: What :func:`choose` maximises: goodput per GPU (vLLM's, where measured), output throughput
 #: per GPU, or the per-user speed (a latency workload).
 OBJECTIVES = ("goodput", "throughput", "per_user")
