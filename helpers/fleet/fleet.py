@@ -1,17 +1,10 @@
-"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router.
-
-Notebook verbs::
+"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router::
 
     dep = deployment.resolve_deployment("replicas", "h200", count=2)   # pure: render, validate
     with fleet.Fleet(dep) as fl:                # N servers + router, stopped on exit
         bench.sweep(fl, ...)                    # the client and sweep, unchanged
 
-:class:`Fleet` launches each server as a :class:`helpers.server.vllm_server.VLLMServer` and
-the router (:mod:`helpers.fleet.router`) through the same manager, waits on every server at
-once and then until the router's ``/readiness`` counts every worker healthy, and ends
-everything on ``stop()``, an exception or Ctrl-C (all processes together, with progress; a
-second Ctrl-C kills at once, still ending all of them). Also :func:`running_fleets` and
-:func:`metric_total`. The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
+The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
 """
 
 from __future__ import annotations
@@ -84,9 +77,7 @@ class Fleet:
         self.grace_period = float(grace_period)
         self.progress = progress
         self.router_binary = (
-            router
-            if router is not None
-            else (deployment.router.router if deployment.router else None)
+            router if router is not None else getattr(deployment.router, "router", None)
         )
         self.log_dir = Path(log_dir) if log_dir else None
         self.server_kwargs = server_kwargs
@@ -205,11 +196,8 @@ class Fleet:
                 (str(c.model), [str(f) for f in c.with_port(None).cli_flags()], dict(c.env))
                 for c in dep.servers
             ]
-            router = (
-                (dep.router.policy, dict(dep.router.args), dict(dep.router.env))
-                if dep.router
-                else None
-            )
+            r = dep.router
+            router = (r.policy, dict(r.args), dict(r.env)) if r else None
             return (dep.name, dep.layout, dep.count, servers, router)
 
         return key(self.deployment) == key(other)
@@ -338,10 +326,8 @@ class Fleet:
     def start_router(
         self, router: RouterConfig | None = None, *, timeout: float = 120.0
     ) -> RouterServer:
-        """Start the router in front of the running servers and wait for ``/readiness``.
-
-        :meth:`start` calls it; call it yourself to put a router in front of servers started
-        without one (e.g. benchmark one replica alone first, then the router).
+        """Start the router in front of the running servers (:meth:`start` calls it; call it
+        yourself to add one later) and wait for ``/readiness``.
 
         Args:
             router: the router config (default: the deployment's); its ``worker_urls`` are
@@ -409,9 +395,8 @@ class Fleet:
                     log_tail=self.router.log_tail(30),
                 )
             last = self.router.readiness()
-            if int(last.get("healthy_workers") or 0) >= want and last.get("total_workers") == len(
-                self.servers
-            ):
+            healthy = int(last.get("healthy_workers") or 0)
+            if healthy >= want and last.get("total_workers") == len(self.servers):
                 self._say(
                     f"router reports {last['healthy_workers']}/{last['total_workers']} workers healthy"
                 )

@@ -1,11 +1,6 @@
-"""vLLM's router (``vllm-router``): where it is, what its ``--help`` accepts, how it runs.
-
-``replicas`` deployments (:mod:`helpers.fleet.deployment`) put N copies of a target's
-``vllm serve`` behind ``vllm-router`` (PyPI ``vllm-router==0.1.17``, :data:`ROUTER_VERSION`,
-vLLM's own Rust router). This module finds the binary (:func:`find_router`), reads the options
-it accepts from its own ``--help`` (:func:`router_options`) and checks router flags against
-them (:func:`validate_router_argv`); :class:`RouterConfig` is one router process's settings
-and :class:`RouterServer` runs it under the server manager (:mod:`helpers.server.vllm_server`).
+"""vLLM's router (``vllm-router``, PyPI ``vllm-router==0.1.17``, vLLM's own Rust router) that
+``replicas`` deployments (:mod:`helpers.fleet.deployment`) put N copies of ``vllm serve`` behind:
+where it is, what its ``--help`` accepts, how it runs under the server manager.
 """
 
 from __future__ import annotations
@@ -133,37 +128,32 @@ def validate_router_argv(
     opts = router_options(router)
     problems: list[str] = []
     bad: list[str] = []
-    i = 0
     argv = [str(a) for a in argv]
+    i = 0
     while i < len(argv):
         flag = argv[i]
-        if not flag.startswith("--"):
-            bad.append(flag)
-            problems.append(f"{flag!r} is not a flag (a value without a flag before it)")
-            i += 1
-            continue
         j = i + 1
         while j < len(argv) and not argv[j].startswith("--"):
             j += 1
-        values = argv[i + 1 : j]
-        spec = opts.get(flag)
-        if spec is None:
-            bad.append(flag)
-            problems.append(f"{flag} is not an option of vllm-router")
+        values, spec = argv[i + 1 : j], opts.get(flag)
+        if not flag.startswith("--"):
+            problem = f"{flag!r} is not a flag (a value without a flag before it)"
+            j = i + 1
+        elif spec is None:
+            problem = f"{flag} is not an option of vllm-router"
         elif spec["takes"] == "none" and values:
-            bad.append(flag)
-            problems.append(f"{flag} is a switch but got {values}")
+            problem = f"{flag} is a switch but got {values}"
         elif spec["takes"] == "one" and len(values) != 1:
-            bad.append(flag)
-            problems.append(f"{flag} takes one value, got {values}")
+            problem = f"{flag} takes one value, got {values}"
         elif spec["takes"] == "many" and not values:
-            bad.append(flag)
-            problems.append(f"{flag} needs at least one value")
+            problem = f"{flag} needs at least one value"
         elif spec.get("choices") and any(v not in spec["choices"] for v in values):
+            problem = f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}"
+        else:
+            problem = ""
+        if problem:
             bad.append(flag)
-            problems.append(
-                f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}"
-            )
+            problems.append(problem)
         i = j
     if bad:
         raise FlagError(
@@ -215,12 +205,8 @@ class RouterConfig:
                 continue
             argv += [flag] if value is True else [flag, str(value)]
         if self.prometheus_port:
-            argv += [
-                "--prometheus-host",
-                "127.0.0.1",
-                "--prometheus-port",
-                str(self.prometheus_port),
-            ]
+            argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port"]
+            argv.append(str(self.prometheus_port))
         return argv
 
     def argv(self, program: Sequence[str] = ("vllm-router",)) -> list[str]:
