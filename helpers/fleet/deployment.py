@@ -1,11 +1,6 @@
-"""Deployments: N replicas behind vLLM's router, or one data + expert parallel server.
-
-A :class:`Deployment` is resolved from the ``deployments`` section of
-``cookbook/recipe.yaml`` on top of a target (:func:`resolve_deployment`; the target's own
-layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the commands
-(:meth:`Deployment.shell_commands`; compose and cluster files: :mod:`helpers.fleet.render`) and checks them
-(:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
-:class:`helpers.fleet.fleet.Fleet`'s job.
+"""Deployments: N replicas behind vLLM's router, or one data + expert parallel server,
+resolved from ``cookbook/recipe.yaml``'s ``deployments`` (:func:`resolve_deployment`). Pure:
+it renders and checks commands; :class:`helpers.fleet.fleet.Fleet` runs them.
 """
 
 from __future__ import annotations
@@ -173,11 +168,9 @@ def _check_ports(ports: Sequence[Any] | None, layout: str, n: int) -> list[int] 
             f"port{'s' if want != 1 else ''} "
             f"({'one per replica' if layout == 'replicas' else 'the one server'}), got {len(values)}."
         )
-    bad = [
-        v for v in values if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535
-    ]
-    if bad:
-        raise RecipeError(f"ports={values!r}: {bad[0]!r} is not a TCP port (1-65535).")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+            raise RecipeError(f"ports={values!r}: {v!r} is not a TCP port (1-65535).")
     dup = sorted({v for v in values if values.count(v) > 1})
     if dup:
         raise RecipeError(
@@ -303,12 +296,8 @@ def resolve_deployment(
                 env["VLLM_CPU_OMP_THREADS_BIND"] = groups[i]
             else:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(i * tp, (i + 1) * tp))
-            port = ports[i] if ports else None
-            servers.append(
-                base.with_args(layer, **env).with_port(
-                    port if port else (None if base.stand_in else 8000 + i)
-                )
-            )
+            port = ports[i] if ports else (None if base.stand_in else 8000 + i)
+            servers.append(base.with_args(layer, **env).with_port(port))
         r = d.router or Router(package=f"vllm-router=={ROUTER_VERSION}")
         router_cfg = RouterConfig(
             worker_urls=[
@@ -321,7 +310,7 @@ def resolve_deployment(
             router=router,
             target=base.target,
         )
-    elif layout == "dp_ep":
+    else:  # dp_ep (the schema's Layout allows only these two)
         env = dict(multi_gpu)
         local = n // nodes
         if not base.stand_in:
@@ -345,10 +334,6 @@ def resolve_deployment(
                 for k in range(1, nodes)
             ]
             nodes_out = {"head": head, "headless": headless}
-    else:  # pragma: no cover - registry shape
-        raise RecipeError(
-            f"Deployment {name!r} has unknown layout {layout!r}: use replicas or dp_ep."
-        )
     return Deployment(
         name=name,
         layout=layout,

@@ -1,21 +1,9 @@
-"""One command, rendered for the engines users scale out on, and read back for the flag check.
-
-From one :class:`~helpers.config.serveconfig.ServeConfig` (a target's recipe command or a
-tuned one) and a replica count:
-
-- :func:`compose`: docker compose, N replicas behind ``vllm-router`` (or the DP+EP server);
-- :func:`kserve`: a KServe ``LLMInferenceService`` (serving.kserve.io/v1alpha2), which runs
-  on llm-d's scheduler: this is also the llm-d rendering;
-- :func:`production_stack`: the vLLM production-stack Helm chart's ``values.yaml``.
-
-Each carries the same engine flags, byte for byte (``cfg.cli_flags(weights=False)``: the
-command's flags without the weights' name and revision, which each engine writes in a field of
-its own), the GPU count, host memory, model id, pinned revision and the speculative drafter
-(inside ``--speculative-config``). :func:`renderings` returns them with the config's own shell,
-docker and truss renderings, for :func:`helpers.config.flagtable.check_config`, which reads each
-back into the argv its engine runs (:func:`helpers.config.flagtable.served_argvs`) and checks it
-against the release's flag table. ``tests/fleet/test_renderings.py`` checks the compose and
-KServe files against their engines' published schemas (production-stack: :func:`production_stack`).
+"""One :class:`~helpers.config.serveconfig.ServeConfig` and a replica count, rendered for the
+engines users scale out on: docker compose, KServe (which is also llm-d's) and the vLLM
+production-stack chart. Each carries the same engine flags byte for byte
+(``cfg.cli_flags(weights=False)``), the GPU count, host memory, model id, revision and drafter;
+:func:`helpers.config.flagtable.check_config` reads each back and checks it against the
+release's flag table.
 """
 
 from __future__ import annotations
@@ -99,11 +87,8 @@ def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str =
         gpus = cfg.env.get("CUDA_VISIBLE_DEVICES")
         if gpus:
             devices = [{"driver": "nvidia", "device_ids": gpus.split(","), "capabilities": ["gpu"]}]
-            svc["deploy"] = {
-                "resources": {
-                    "reservations": {"memory": f"{_host_memory_gib(cfg)}g", "devices": devices}
-                }
-            }
+            reserve = {"memory": f"{_host_memory_gib(cfg)}g", "devices": devices}
+            svc["deploy"] = {"resources": {"reservations": reserve}}
         services[name] = svc
     if dep.router is not None:
         r = dataclasses.replace(
@@ -156,12 +141,8 @@ def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") 
     """
     _gpu_target(cfg)
     env = [{"name": k, "value": str(v)} for k, v in cfg.env.items()]
-    env.append(
-        {
-            "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": "token", "optional": True}},
-        }
-    )
+    secret = {"name": hf_secret, "key": "token", "optional": True}
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
     gpus = str(cfg.gpu_count)
     main = {
         "name": "main",
