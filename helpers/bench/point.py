@@ -83,9 +83,8 @@ def _run_bench_main(
 
     outcome: dict[str, Any] = {}
     buf = io.StringIO()
-    main_async = getattr(
-        vbs, "main_async", None
-    )  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+    # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+    main_async = getattr(vbs, "main_async", None)
 
     def target() -> None:
         if main_async is None:  # an older bench module: no way to cancel, run as is
@@ -165,9 +164,7 @@ def _run_bench_main(
     if "error" in outcome:
         e = outcome["error"]
         what = str(e)
-        if (
-            "Traceback (most recent call last)" in what
-        ):  # e.g. "Initial test run failed ... Error: <traceback>"
+        if "Traceback (most recent call last)" in what:  # "Initial test run failed ... Error: <tb>"
             head = what.split("Traceback (most recent call last)", 1)[0].strip()
             what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(
@@ -302,9 +299,8 @@ def run_point(
         )
     if not result.get("completed"):
         errors = _request_errors(log_path.read_text())
-        if not _healthy(root):
-            cause = SERVER_DIED
-        else:
+        cause = SERVER_DIED
+        if _healthy(root):
             cause = (
                 "check the server log; a request may exceed --max-model-len (prefix_len + "
                 f"input_len + output_len = {prefix_len + input_len + output_len} tokens plus "
@@ -361,14 +357,8 @@ def _check_tokenizer(tokenizer: Any) -> None:
     path = Path(text).expanduser()
     if path.exists():
         return
-    looks_local = (
-        isinstance(tokenizer, Path)
-        or path.is_absolute()
-        or text.startswith((".", "~"))
-        or "\\" in text
-        or text.count("/") != 1
-    )
-    if looks_local:
+    looks_local = isinstance(tokenizer, Path) or path.is_absolute() or "\\" in text
+    if looks_local or text.startswith((".", "~")) or text.count("/") != 1:
         raise BenchError(
             f"The tokenizer folder {text} does not exist: pass the folder the server serves "
             "(ServeConfig.model, e.g. helpers.standin.build.build_standin_model() for the stand-in, "

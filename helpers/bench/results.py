@@ -1,11 +1,6 @@
-"""Benchmark results: the points ``vllm bench serve`` saved, loaded into pandas.
-
-Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file, written by
-vLLM and never rewritten; what the cookbook adds from its ``/metrics`` scrapes goes into a
-sidecar (:func:`annotate_point`). :func:`load_results` reads both into one DataFrame row per
-point (vLLM's terms: ``ttft``, ``tpot``, ``itl``, ``e2el``, in milliseconds);
-:func:`results_table` picks columns for display. The committed measurements a notebook quotes
-are read by :mod:`tools.results_pages`.
+"""Benchmark results: the points ``vllm bench serve`` saved (``--save-result`` JSON, never
+rewritten) plus the cookbook's sidecar of ``/metrics`` notes (:func:`annotate_point`), loaded
+into pandas (:func:`load_results`; vLLM's terms ``ttft``, ``tpot``, ``itl``, ``e2el``, in ms).
 """
 
 from __future__ import annotations
@@ -139,14 +134,11 @@ def annotate_point(
     """Write what two ``/metrics`` scrapes around a point add to it into its sidecar
     (:func:`sidecar_path`, JSON; none when there is nothing to add; vLLM's JSON is left as is).
 
-    It gets, when the counters moved, the figures of
-    :func:`helpers.bench.metrics.acceptance_from_counters` that vLLM's JSON lacks,
-    ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length, and the
-    :func:`helpers.bench.metrics.acceptance_verdict` of the merged point;
-    ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was queried
-    (``vllm:prefix_cache_*_total`` deltas: near 0, no point reused another's prompts); and
-    ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`) when the point's prompts
-    share a prefix and nothing hit.
+    Written: the :func:`helpers.bench.metrics.acceptance_from_counters` figures vLLM's JSON
+    lacks (``"spec_decode_source": "metrics_scrape"`` when it had no acceptance length) and the
+    merged point's :func:`~helpers.bench.metrics.acceptance_verdict`;
+    ``cookbook_prefix_cache_hit_rate`` (0-1, ``vllm:prefix_cache_*_total`` deltas) when the
+    cache was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`).
 
     Args:
         path: the point's ``--save-result`` JSON.
@@ -171,14 +163,12 @@ def annotate_point(
                 notes[key] = value
         notes.update(acceptance_verdict({**data, **notes}))  # judged on what the row shows
     queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
+    hits = 0.0
     if queries > 0:
         hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
         notes["cookbook_prefix_cache_hit_rate"] = hits / queries
-    else:
-        hits = 0.0
-    warning = prefix_cache_warning(
-        int(_num(data.get("prefix_len")) or 0), queries, hits, cache_config
-    )
+    prefix_len = int(_num(data.get("prefix_len")) or 0)
+    warning = prefix_cache_warning(prefix_len, queries, hits, cache_config)
     if warning:
         notes["cookbook_prefix_cache_warning"] = warning
     notes.update({k: v for k, v in (extra or {}).items() if k not in data})
@@ -387,6 +377,3 @@ def load_results(
     for col in ("concurrency", "num_prompts", "completed", "failed"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df.sort_values(["label", "concurrency"], kind="stable").reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- committed references
