@@ -24,12 +24,7 @@ from helpers.bench.metrics import (
     server_root,
     spec_decode_counters,
 )
-from helpers.bench.point import (
-    _check_tokenizer,
-    _run_bench_main,
-    _safe,
-    chat_target_args,
-)
+from helpers.bench.point import _check_tokenizer, _run_bench_main, _safe, chat_target_args
 from helpers.bench.results import read_point
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import load_items

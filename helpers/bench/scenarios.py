@@ -1,10 +1,6 @@
-"""Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure.
-
-A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``scenario=``
-(token counts, prompts per point, ``name``) plus the concurrencies to sweep and where the
-shape comes from; every scenario runs on ``vllm bench serve``'s random dataset.
-``scenario(name, srv)`` scales the shape down for the CPU stand-in (the YAML's ``standin``
-section, :func:`scale_for_standin`).
+"""Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure
+(on ``vllm bench serve``'s random dataset), scaled down for the CPU stand-in by the YAML's
+``standin`` section (:func:`scale_for_standin`).
 """
 
 from __future__ import annotations
@@ -230,11 +226,6 @@ def load_scenarios(path: str | Path | None = None) -> dict[str, Scenario]:
     return {name: _from_entry(name, e) for name, e in data["scenarios"].items()}
 
 
-def list_scenarios(path: str | Path | None = None) -> list[str]:
-    """Scenario names in file order."""
-    return list(load_scenarios(path))
-
-
 def standin_settings(path: str | Path | None = None) -> dict[str, Any]:
     """The ``standin`` section: max_model_len, chat_template_tokens, token_budget, ..."""
     return dict(_load(str(Path(path or SCENARIOS_PATH))).get("standin") or {})
@@ -304,8 +295,7 @@ def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> S
             f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
         )
     s = all_[name]
-    stand_in = serves_standin(run)
-    return scale_for_standin(s, standin_settings(path)) if stand_in else s
+    return scale_for_standin(s, standin_settings(path)) if serves_standin(run) else s
 
 
 def scenarios_frame(run: Any = None, names: Sequence[str] | None = None):
@@ -314,7 +304,7 @@ def scenarios_frame(run: Any = None, names: Sequence[str] | None = None):
     import pandas as pd
 
     rows = []
-    for n in names or list_scenarios():
+    for n in names or load_scenarios():
         s = scenario(n, run)
         rows.append(
             {

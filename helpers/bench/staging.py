@@ -9,9 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from helpers.bench.point import (
-    _safe,
-)
+from helpers.bench.point import _safe
 
 #: The lock file :func:`publish` holds in a results folder while it moves points in (in the
 #: folder it guards, not the system's temp folder, where one empty file per folder piled up).

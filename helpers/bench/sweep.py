@@ -33,18 +33,8 @@ from helpers.bench.metrics import (
     scrape_metrics,
     server_root,
 )
-from helpers.bench.point import (
-    SERVER_DIED,
-    _check_tokenizer,
-    _request_errors,
-    _safe,
-    run_point,
-)
-from helpers.bench.results import (
-    annotate_point,
-    load_results,
-    read_point,
-)
+from helpers.bench.point import SERVER_DIED, _check_tokenizer, _request_errors, _safe, run_point
+from helpers.bench.results import annotate_point, load_results, read_point
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
     _bound_concurrency,
     default_num_prompts,

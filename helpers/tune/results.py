@@ -20,14 +20,7 @@ from helpers.config.run import serves_standin
 from helpers.errors import BenchError
 from helpers.tune import noise
 from helpers.tune import slo as slos
-from helpers.tune.points import (
-    _read_json,
-    _repeat_of,
-    _write_json,
-    limit,
-    point_runs,
-    points_frame,
-)
+from helpers.tune.points import _read_json, _repeat_of, _write_json, limit, point_runs, points_frame
 from helpers.tune.saved import RECIPE, _where, document
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the

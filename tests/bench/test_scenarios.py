@@ -59,7 +59,7 @@ def test_bench_args_are_vllm_bench_serve_flags():
     assert a.bench_command().startswith("vllm bench serve --backend openai-chat")
 
 
-@pytest.mark.parametrize("name", scenarios.list_scenarios())
+@pytest.mark.parametrize("name", list(scenarios.load_scenarios()))
 def test_standin_keeps_the_shape_and_fits(name):
     full = scenarios.scenario(name)
     small = scenarios.scenario(name, Run("stand_in"))
