@@ -1,19 +1,12 @@
 """Speculative decoding shown lossless: greedy outputs with drafting against without.
 
 Greedy decoding with a correct verifier is lossless: a drafted token is kept only where the
-target model would have produced it. :func:`greedy_tokens` asks a server for the generated
-token ids of each prompt (temperature 0, vLLM's ``return_token_ids``) and each position's
-top-5 token ids (``logprobs``, ``return_tokens_as_token_ids``); :func:`match` compares two
-runs prompt by prompt: the share of positions that agree (up to the shorter output) and the
-first position where they part.
-
-The verdict is vLLM's own rule (its CPU test ``tests/v1/e2e/test_cpu_spec_decode.py``, vLLM
-0.32.0): two greedy runs match when they are identical, or when at the first token where they
-differ each run's token is among the other's top-5 (a tie: two near-equal logits that batch
-shapes and kernels may order either way; after it the texts may part legitimately); and a
-run during which no drafted token was accepted proves nothing (:attr:`Match.vacuous`). A
-rejection method that is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is
-never called lossless.
+target would have produced it. The verdict is vLLM's own rule (its CPU test
+``tests/v1/e2e/test_cpu_spec_decode.py``, vLLM 0.32.0): two greedy runs match when identical,
+or when at the first token where they differ each run's token is among the other's top-5 (a
+tie: near-equal logits that batch shapes and kernels may order either way); a run during which
+no drafted token was accepted proves nothing (:attr:`Match.vacuous`). A rejection method that
+is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is never called lossless.
 """
 
 from __future__ import annotations

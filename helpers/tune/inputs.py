@@ -119,14 +119,9 @@ def candidate(
         cfg = base.with_args(extra) if extra else base
     chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
               "vllm_version": vllm_version, "extra_args": extra or None}  # fmt: skip
-    return Candidate(
-        name,
-        cfg,
-        extra,
-        dict(standin_args) if standin_args is not None else None,
-        note,
-        spec={k: v for k, v in chosen.items() if v is not None},
-    )
+    standin = dict(standin_args) if standin_args is not None else None
+    spec = {k: v for k, v in chosen.items() if v is not None}
+    return Candidate(name, cfg, extra, standin, note, spec=spec)
 
 
 def make_candidates(
@@ -138,11 +133,8 @@ def make_candidates(
     Raises:
         BenchError: an unknown spec key, a spec without a name, or two candidates of one name.
     """
-    out = (
-        [Candidate(RECIPE, base, note="the target's command", recipe=True)]
-        if include_recipe
-        else []
-    )
+    recipe = Candidate(RECIPE, base, note="the target's command", recipe=True)
+    out = [recipe] if include_recipe else []
     for spec in specs or ():
         if isinstance(spec, Candidate):
             out.append(spec)
@@ -238,10 +230,8 @@ def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
                 out.append(named_scenario(item, run))
             elif isinstance(item, Mapping):
                 fields = dict(item)
-                name = str(
-                    fields.pop("name", None)
-                    or f"{fields.get('input_len')}in-{fields.get('output_len')}out"
-                )
+                shape = f"{fields.get('input_len')}in-{fields.get('output_len')}out"
+                name = str(fields.pop("name", None) or shape)
                 if _safe(name) != name:
                     raise RecipeError(f"workload name {name!r}: use a plain name such as 'chat-1k'")
                 fields.setdefault("source", "caller")

@@ -160,11 +160,8 @@ def limit(
             pt = slos.with_goodput(points_frame([path])).iloc[0]
             row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
             row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
-            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
-                _num(pt.get("output_throughput")),
-                gpu_hour_usd,
-                _num(pt.get("gpu_count")) or 1,
-            )
+            tput, gpus = _num(pt.get("output_throughput")), _num(pt.get("gpu_count")) or 1
+            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(tput, gpu_hour_usd, gpus)
     return row
 
 

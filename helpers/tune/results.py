@@ -351,7 +351,7 @@ class TuneResult:
         if recipe is not None and best["candidate"] != recipe["candidate"]:
             v = noise.verdict(self._run_scores(best), self._run_scores(recipe))
             words = v.text
-            if v.tie:
+            if not v.beats:
                 best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]
         tput = _num(best.get("output_throughput"))

@@ -34,6 +34,7 @@ def document(result: Any, applies_to: Sequence[str] = ()) -> dict[str, Any]:
     from helpers.machine.gpus import detect_gpus
 
     gpus = [] if result.stand_in else detect_gpus().gpus
+    gpu = "CPU stand-in" if result.stand_in else gpus[0].name if gpus else None
     cands = []
     for row in result.candidates.to_dict("records"):
         name = row["candidate"]
@@ -54,9 +55,7 @@ def document(result: Any, applies_to: Sequence[str] = ()) -> dict[str, Any]:
         "schema": SCHEMA,
         "measured_on": {
             "target": result.target.target,
-            "gpu": "CPU stand-in"
-            if result.stand_in
-            else (gpus[0].name if gpus else result.target.gpu.get("name")),
+            "gpu": gpu or result.target.gpu.get("name"),
             "stand_in": result.stand_in,
         },
         "applies_to": list(applies_to),

@@ -1,13 +1,7 @@
-"""Service-level objectives over benchmark points: the filter, vLLM's goodput, the price, the
-frontier and the choice. Pure functions over the rows of a sweep (or of committed results).
-
-An :class:`SLO` states per-point latency bounds as a reader writes them: "p50 TPOT <= 20 ms,
-p99 TTFT <= 2 s" is ``SLO(tpot_ms=20, ttft_ms=2000)``. Two figures come from it, on purpose
-different: a point *meets the SLO* when its own percentiles (vLLM's saved JSON) are within the
-bounds (:func:`with_slo`: the statement a user makes about their service); its *goodput* is
-vLLM's own ``request_goodput``, the requests each of which met every bound (:func:`with_goodput`).
-:func:`choose` picks, among the points that meet the SLO, the one with the most goodput per GPU;
-:func:`cost_per_million` prices a point from a GPU-hour price.
+"""Service-level objectives over benchmark points (pure functions over sweep rows): the filter,
+vLLM's goodput, the price and the choice. Two figures, on purpose different: a point *meets the
+SLO* when its own percentiles are within the bounds (:func:`with_slo`); its *goodput* is vLLM's
+``request_goodput``, the requests each of which met every bound (:func:`with_goodput`).
 """
 
 from __future__ import annotations
@@ -358,9 +352,8 @@ class APIPrice(BaseModel):
         ``input_len`` tokens in and ``output_len`` out per request, its input tokens included
         (a self-hosted GPU reads the prompts in the same GPU time it prices):
         ``output_usd_per_m + input_usd_per_m x input_len / output_len``."""
-        return self.output_usd_per_m + self.input_usd_per_m * float(input_len) / max(
-            float(output_len), 1.0
-        )
+        ratio = float(input_len) / max(float(output_len), 1.0)
+        return self.output_usd_per_m + self.input_usd_per_m * ratio
 
     def describe(self) -> str:
         """``"Vercel: $0.04 in / $0.12 out per million tokens (read late 2026)"``."""
