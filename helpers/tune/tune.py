@@ -12,14 +12,10 @@ workload and an SLO, price it. Results are saved point by point, so a run resume
     result.recommendation_table()        # per workload: the recommended point and the recipe's
     print(result.recommended().shell_command)
 
-A *candidate* (:class:`~helpers.tune.inputs.Candidate`, from :func:`~helpers.tune.inputs.candidate`)
-is a name and the target's command with other registry choices or flags; the target's own
-command is always one of them, ``"recipe"``: the reference every other is measured against.
-Each candidate is prepared (:func:`helpers.weights.prepare.prepare`), launched
-(:class:`~helpers.server.vllm_server.VLLMServer`), swept (:func:`helpers.bench.sweep.sweep`, with
-vLLM's ``--goodput`` from the SLO) and stopped in a ``finally``; one that cannot start is
-recorded with the server's diagnosis and skipped, a failed point is recorded and the others
-still run. Why not ``vllm bench sweep serve`` (vLLM 0.32.0): docs/DESIGN.md.
+Each candidate (:class:`~helpers.tune.inputs.Candidate`; ``"recipe"``, the target's own
+command, is the reference) is launched, swept with vLLM's ``--goodput`` from the SLO and stopped
+in a ``finally``; a failed start or point is recorded with its diagnosis and the rest still run.
+Why not ``vllm bench sweep serve`` (vLLM 0.32.0): docs/DESIGN.md.
 
 **On disk** (default ``out/tune/<target>[-standin]/``)::
 
