@@ -1,15 +1,7 @@
-"""Read a vLLM server's Prometheus ``/metrics``: the counters and gauges the benchmark uses.
-
-Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
-library's own parser). Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
-``vllm/v1/metrics/loggers.py``; see docs/DESIGN.md). From them:
-
-- speculative decoding's acceptance rate and length between two scrapes
-  (:func:`acceptance_from_counters`) and a verdict on it (:func:`acceptance_verdict`);
-- a stalled engine, requests waiting and none running, or a hung one, requests running and
-  no token produced (:class:`StallDetector`).
-
-HTTP goes through :mod:`helpers.server.httpio` (``httpx``, proxies off).
+"""Read a vLLM server's Prometheus ``/metrics`` (``prometheus_client``'s own parser; HTTP
+through :mod:`helpers.server.httpio`): speculative decoding's acceptance between two scrapes and
+a stalled or hung engine. Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
+``vllm/v1/metrics/loggers.py``; docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -212,15 +204,11 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
             at least ``spec_decode_acceptance_length`` / ``_rate``.
 
     Returns:
-        ``{"spec_decode_level": "error", "spec_decode_verdict": "speculative decoding accepted
-        nothing (576 drafts, 4032 draft tokens, 0 accepted): ..."}`` when drafts were made
-        and none accepted; ``"lower bound"`` for any other point measured on random prompts
-        (the sweeps' dataset: its acceptance understates real text's, so it is never called
-        "not paying off"); for points on real prompts (``dataset`` ``"real:..."``,
-        :func:`helpers.bench.acceptance.measure_acceptance`) ``"warning"`` with "not paying
-        off: ..." when the mean acceptance length is below
-        :data:`helpers.server.review.PAYING_OFF_LENGTH`, ``"ok"`` otherwise; ``{}`` when the
-        point has no speculative-decoding figures.
+        ``{"spec_decode_level", "spec_decode_verdict"}``: ``"error"`` when drafts were made and
+        none accepted; ``"lower bound"`` for any other point on random prompts (the sweeps':
+        never called "not paying off"); on real prompts (``dataset`` ``"real:..."``)
+        ``"warning"`` ("not paying off: ...") below
+        :data:`helpers.server.review.PAYING_OFF_LENGTH`, else ``"ok"``; ``{}`` without figures.
     """
     from helpers.server.review import PAYING_OFF_LENGTH
 
@@ -326,9 +314,8 @@ def _served_models(root: str, timeout: float = 10.0) -> list[str]:
 
 
 class StallDetector:
-    """Watches ``/metrics`` observations for an engine that stopped making progress.
-
-    Two kinds, each for ``timeout`` seconds of observations while the API still answers:
+    """Watches ``/metrics`` for an engine that stopped making progress, for ``timeout`` seconds
+    while the API still answers:
 
     - *stalled*: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0
       (the scheduler admits nothing);
@@ -339,8 +326,7 @@ class StallDetector:
       (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``), so one prefill
       longer than ``timeout`` reads as a hang: keep ``timeout`` above the longest prefill.
 
-    An observation that breaks the pattern (a request admitted, a token counted, nothing
-    running) starts that kind's clock again.
+    An observation that breaks the pattern starts that kind's clock again.
 
     Args:
         timeout: seconds (default :data:`STALL_TIMEOUT_S`).

@@ -1,15 +1,10 @@
 """Run one benchmark point: vLLM's own load generator (``vllm bench serve``), in-process.
 
-One *point* (:func:`run_point`) is one run of ``vllm bench serve`` (random dataset, chat
-endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-result``);
-:func:`helpers.bench.sweep.sweep` runs one per concurrency and loads them
-(:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
-``vllm.benchmarks.serve.add_cli_args`` + ``main`` in a worker thread of this process, because
-the CPU build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``) and a child process
-per point imports ``vllm.benchmarks.serve`` every time (7.4 s): a notebook's 3-point sweep took
-5.8x as long (measured 2026-12-01 on the 2-core CPU box, vLLM 0.32.0; the numbers are in
-``benchmarks/bench_point_modes.py``). A point whose engine stalls (requests wait, none runs) or
-hangs (requests run, no token is counted) behind a healthy API is cancelled
+``vllm.benchmarks.serve.add_cli_args`` + ``main`` run in a worker thread of this process: the CPU
+build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``), and a child per point
+imports ``vllm.benchmarks.serve`` each time (7.4 s; a 3-point sweep took 5.8x as long, measured
+2026-12-01 on the 2-core CPU box, vLLM 0.32.0: ``benchmarks/bench_point_modes.py``). A point
+whose engine stalls or hangs behind a healthy API is cancelled
 (:class:`helpers.bench.metrics.StallDetector`).
 """
 
@@ -177,9 +172,7 @@ def _run_bench_main(
 
 def chat_target_args(root: str, model: str, tokenizer: str | Path) -> list[str]:
     """The ``vllm bench serve`` flags that aim it at a server's chat endpoint: backend,
-    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too) and the
-    ``tokenizer`` folder. Shared by :func:`run_point` and
-    :func:`helpers.bench.acceptance.measure_acceptance`."""
+    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too), ``tokenizer``."""
     return [
         "--backend", CHAT_BACKEND,
         "--endpoint", CHAT_ENDPOINT,

@@ -166,12 +166,6 @@ class Scenario:
             total += waves * (decode + prefill) + self.prefix_len / (H200_PREFILL_TPS * factor)
         return total
 
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (what ``bench.sweep(scenario=...)`` also accepts)."""
-        d = dataclasses.asdict(self)
-        d["concurrencies"] = list(self.concurrencies)
-        return d
-
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> dict:

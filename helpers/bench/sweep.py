@@ -1,14 +1,7 @@
-"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas.
+"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas::
 
-A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one run of
-``vllm bench serve`` (:func:`helpers.bench.point.run_point`), loaded into a
-:class:`pandas.DataFrame` (:func:`helpers.bench.results.load_results`)::
-
-    results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
-    results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
-
-:func:`sweep_points` and :func:`repeat_point` run given points and repeats (spread:
-:mod:`helpers.bench.stats`); ``/metrics`` scrapes around each point: :mod:`helpers.bench.metrics`.
+results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
+results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
 """
 
 from __future__ import annotations
@@ -239,12 +232,9 @@ def sweep(
     # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
     from tqdm.std import tqdm
 
-    if (
-        not isinstance(server, (str, bytes))
-        and isinstance(model, (list, tuple))
-        and concurrencies is None
-    ):
-        model, concurrencies = None, model  # sweep(srv, [1, 16, 64]): the server knows its model
+    if isinstance(model, (list, tuple)) and concurrencies is None:
+        if not isinstance(server, (str, bytes)):  # sweep(srv, [1, 16, 64]): it knows its model
+            model, concurrencies = None, model
     root, model, tokenizer, gpu_count, cfg = _measured(server, model, tokenizer, gpu_count)
     scenario = _scenario(scenario, cfg)
     if concurrencies is None:
@@ -451,8 +441,7 @@ def sweep_points(
 def check_repeats(repeats: Any) -> int:
     """``repeats`` as an int, checked: runs of one point that measure the run-to-run spread.
 
-    Call it before a server starts (a GPU start takes minutes), as the speculative-decoding
-    notebook does; :func:`repeat_point` calls it too.
+    Call it before a server starts (a GPU start takes minutes); :func:`repeat_point` does too.
 
     Raises:
         BenchError: not an int, or below 2 (one run has no spread).
@@ -479,11 +468,9 @@ def repeat_point(
 ) -> pd.DataFrame:
     """Run the same point ``repeats`` times to measure its run-to-run spread.
 
-    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and its own
-    seed (base ``seed + r``, hashed by :func:`point_seed`, so no repeat is served from another's
-    prefix cache), written to ``<out_dir>/rep<r>/``. Feed the result to
-    :func:`helpers.bench.stats.spread`, and the spread to :func:`helpers.bench.stats.compare` /
-    :func:`helpers.bench.stats.rank`.
+    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and seed
+    (``seed + r``, hashed by :func:`point_seed`: no repeat is served from another's prefix
+    cache), written to ``<out_dir>/rep<r>/``; :func:`helpers.bench.stats.spread` reads the result.
 
     Args:
         server, model, tokenizer: as :func:`sweep` (the server object, or its URL with

@@ -1,15 +1,9 @@
-"""The accuracy step: score a running server on a shipped item set through lm-eval.
-
-Notebook verb: :func:`evaluate`. Why lm-eval (``lm-eval[api]==0.4.13``) and not evalscope:
-it is what vLLM's own accuracy checks and SGLang's cookbook pages use against a served model
-(``--model local-completions`` / ``local-chat-completions``), its chat client sends the
-request fields we give it untouched (so ``chat_template_kwargs`` and ``thinking_token_budget``
-reach vLLM) and scores only ``message.content`` (vLLM's reasoning parser keeps the reasoning
-apart), and a task is a YAML file over a local JSON-lines file: no hub at run time.
-
-The task: each item's question in demo.yaml's ``accuracy.prompt`` ("... give the final answer
-as: The answer is N."), scored as lm-eval scores GSM8K (:data:`NUMBER_PATTERN`, :data:`IGNORE`:
-the answer's last number, exact match against the item's target).
+"""The accuracy step (:func:`evaluate`): score a running server on a shipped item set through
+lm-eval (``lm-eval[api]==0.4.13``), as vLLM's own accuracy checks and SGLang's cookbook do. Its
+chat client sends our request fields untouched (``chat_template_kwargs``,
+``thinking_token_budget``), scores only ``message.content``, and a task is a YAML file over a
+local JSON-lines file: no hub at run time. Items are scored as lm-eval scores GSM8K
+(:data:`NUMBER_PATTERN`, :data:`IGNORE`: the answer's last number, exact match).
 """
 
 from __future__ import annotations
@@ -371,8 +365,7 @@ def evaluate_runs(
     progress: bool = True,
     budget_method: str = "server",
 ) -> list[AccuracyResult]:
-    """Score several request settings on the same items, one after another, in one lm-eval
-    process (lm-eval is imported once for all of them).
+    """Score several request settings on the same items in one lm-eval process.
 
     Args:
         server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
@@ -456,13 +449,9 @@ def _answers(base: str) -> bool:
 def _run_lm_eval(
     base: str, model: str, runs: list[_Run], concurrency: int, progress: bool
 ) -> list[dict[str, Any]]:
-    """Score ``runs`` in one child process (:mod:`helpers.evals.lm_eval_child`) and return,
-    per run, ``{"samples", "seconds", "tokens_before", "tokens_after", "length_before",
-    "length_after"}``.
-
-    A child, not ``lm_eval.simple_evaluate`` here: lm-eval's API client runs its own
-    ``asyncio.run()``, which a Jupyter kernel's running loop refuses, and a child ends with
-    its requests when the cell is interrupted. Its progress bar (stderr) is forwarded.
+    """Score ``runs`` in a child process (:mod:`helpers.evals.lm_eval_child`: lm-eval's
+    ``asyncio.run()`` fails in a Jupyter kernel's loop, and a child ends with its requests when
+    the cell is interrupted); per run its ``done.json``. Its progress bar (stderr) is forwarded.
     """
     work = runs[0].folder
     spec = {

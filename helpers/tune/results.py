@@ -1,7 +1,5 @@
-"""The result of a tuning run (:class:`TuneResult`: points with the SLO check, goodput and
-cost; each candidate's status; the recommendation, its tables and its summary), built from a
-run's folder by :func:`collect`; no server is touched. Longer than 500 lines: the result, its
-tables and its summary's words change together.
+"""The result of a tuning run (:class:`TuneResult`), built from a run's folder by
+:func:`collect` (no server is touched): points, candidates' status, the recommendation and its words.
 """
 
 from __future__ import annotations
@@ -54,14 +52,11 @@ def collect(
     repeats: int = 1,
     api_prices: Any = None,
 ) -> TuneResult:
-    """What ``folder`` holds for these candidates (:class:`helpers.tune.tune.Candidate`) and workloads, as a :class:`TuneResult`
-    (no server is touched): every saved run of the points at the workloads' concurrencies
-    (``runs``), the points as medians over their repeats with their spread (``points``,
-    :func:`helpers.tune.noise.aggregate`), the SLO limits (``limits``), each candidate's
-    failures, the SLO check, goodput and cost columns; ``run`` (a
-    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them;
-    ``repeats`` is what the run asked for; ``api_prices`` (:meth:`helpers.tune.slo.APIPrice.coerce`)
-    the API prices the cost is set beside. A point meets the SLO when the median over its
+    """What ``folder`` holds for these candidates and workloads, as a :class:`TuneResult`:
+    every saved run (``runs``), the points as medians over their repeats with their spread
+    (``points``, :func:`helpers.tune.noise.aggregate`), the SLO limits, failures, SLO check,
+    goodput and cost. ``run`` (None: a GPU) says whether the stand-in played them; ``api_prices``
+    as :meth:`helpers.tune.slo.APIPrice.coerce`. A point meets the SLO when the median over its
     repeats of each bounded percentile does."""
     folder = Path(folder)
     frames, rows, limits, recorded = [], [], [], {}
@@ -263,14 +258,12 @@ class TuneResult:
     """What a tuning run measured (:func:`tune`, :func:`collect`).
 
     Attributes:
-        points: one row per candidate x workload x concurrency: :func:`load_results`'s columns
-            (``output_throughput_per_gpu``, ``tokens_per_s_per_user``, ...), vLLM's percentiles
-            (``p50_tpot_ms``, ``p99_ttft_ms``, ...), ``candidate``, ``workload``, ``recipe``,
-            ``vllm_version``, and :mod:`helpers.tune.slo`'s ``meets_slo``,
-            ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
+        points: one row per candidate x workload x concurrency, the median over its repeats
+            (``repeats``; ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`):
+            :func:`load_results`'s columns, vLLM's percentiles (``p50_tpot_ms``, ...),
+            ``candidate``, ``workload``, ``recipe``, ``vllm_version`` and :mod:`helpers.tune.slo`'s
+            ``meets_slo``, ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
             ``cost_per_m_output_tokens_usd``.
-            One row per point: the median over its repeats (``repeats``: how many), with
-            ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`.
         runs: the same columns, one row per run (``repeat``, 0-based): what the medians are of.
         limits: per candidate and workload, the SLO limit (:func:`helpers.tune.points.limit`: ``limit``,
             ``misses_at``, ``probes``, ``found``, goodput there).
@@ -390,13 +383,11 @@ class TuneResult:
         return ranked.iloc[0].drop(labels=["_n"]).to_dict()
 
     def recommendation_table(self) -> pd.DataFrame:
-        """Per workload, the recommended point, the recipe's best under the same SLO and, on a
-        tie, the candidate within the noise: one row each (``role``: recommended / recipe /
-        tie (within noise)), with throughput per GPU, per-user speed, goodput, the share of
-        good requests, p99 TTFT, p50 TPOT (medians over ``runs``; ``*_range``: min-max over
-        them, ``"one run"`` without repeats), the cost per million output tokens, the tie
-        rule's ``verdict`` and the candidate's changes against the recipe (``changes``). A
-        workload where nothing meets the SLO gets one row saying so."""
+        """Per workload, one row each (``role``) for the recommended point, the recipe's best
+        under the same SLO and, on a tie, the candidate within the noise: medians over ``runs``
+        (``*_range``: min-max, ``"one run"`` without repeats) of throughput per GPU, per-user
+        speed, goodput, good-request share, p99 TTFT, p50 TPOT; cost per million output tokens,
+        ``verdict`` and ``changes`` against the recipe. Nothing meets the SLO: one row saying so."""
         rows = []
         for w in self.workloads:
             pts = self._decidable(w.name)
