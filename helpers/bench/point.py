@@ -59,13 +59,10 @@ def _run_bench_main(
     poll: float = STALL_POLL_S,
 ) -> dict[str, Any]:
     """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop
-    (``asyncio.run`` inside ``main`` then works from a Jupyter cell, whose thread runs one).
-    The benchmark's side effects are undone: its console output goes to ``log_path``,
-    ``gc.freeze()`` is reverted, the global ``random`` / numpy seeds are restored.
-
-    With ``root`` and ``stall_timeout``, the calling thread scrapes ``<root>/metrics`` every
-    ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
-    (:class:`StallDetector`).
+    (``asyncio.run`` then works from a Jupyter cell). Its side effects are undone: console
+    output goes to ``log_path``, ``gc.freeze()`` is reverted, the ``random`` / numpy seeds
+    restored. With ``root`` and ``stall_timeout``, ``/metrics`` is scraped every ``poll``
+    seconds and a stalled engine cancels the benchmark (:class:`StallDetector`).
     """
 
     import numpy as np
@@ -204,10 +201,9 @@ def run_point(
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
-    The command line it ran is the first line of the point's ``.log``. With the random
-    dataset and ``--ignore-eos`` every request generates exactly ``output_len`` tokens. The
-    warm-up requests (``--num-warmups``) repeat the point's first prompt and are not counted;
-    request rate is unbounded (``inf``), so ``--max-concurrency`` alone sets the load.
+    Random dataset with ``--ignore-eos`` (every request generates ``output_len`` tokens),
+    unbounded request rate (``--max-concurrency`` alone sets the load); the command line is the
+    first line of the point's ``.log``.
 
     Args:
         base_url: server root ``http://host:port`` or ``http://host:port/v1``.

