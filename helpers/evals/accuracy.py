@@ -69,15 +69,14 @@ class AccuracyResult:
         item_set: the set's key (``"gsm8k"``).
         accuracy: right / scored, with its 95 % Wilson interval.
         items: one row per item: ``id``, ``target``, ``extracted``, ``correct``, ``response``.
-        generated_tokens: tokens the server generated for the run (reasoning + answers), from
-            its ``vllm:generation_tokens_total`` counter; None when the server has no metrics.
+        generated_tokens: tokens the server generated (reasoning + answers,
+            ``vllm:generation_tokens_total``); None without metrics.
         seconds: wall time of the run.
         settings: the request settings sent (thinking, budget, max_tokens, sampling).
         path: the folder the per-item table (``items.csv``) and ``result.json`` went to.
-        length_finished: requests the server ended at ``max_tokens`` during the run (its
-            ``vllm:request_success_total{finished_reason="length"}`` counter); None when the
-            server has no metrics or the run sent two requests per item (the two-pass budget
-            ends its first pass by length on purpose).
+        length_finished: requests the server ended at ``max_tokens``
+            (``vllm:request_success_total{finished_reason="length"}``); None without metrics or
+            with the two-pass budget (its first pass ends by length on purpose).
     """
 
     label: str

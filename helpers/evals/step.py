@@ -27,10 +27,9 @@ from helpers.evals.stats import wilson
 
 def below_the_floor(result: AccuracyResult, run: Any) -> str | None:
     """A warning when a real checkpoint's whole interval lies below the family's published
-    floor (:data:`~helpers.evals.accuracy.REFERENCE_FLOORS`): the sign of a checkpoint that
-    collapsed (vllm-project/vllm #36094, #33560) rather than of noise, with the usual causes
-    and the paired comparison that tells. None on the stand-in or random weights (their score
-    means nothing here), above the floor, or for a set without one.
+    floor (:data:`~helpers.evals.accuracy.REFERENCE_FLOORS`): a collapsed checkpoint
+    (vllm-project/vllm #36094, #33560), not noise. None on the stand-in or random weights,
+    above the floor, or for a set without one.
 
     Args:
         result: the accuracy run (its ``item_set`` and Wilson interval).

@@ -177,18 +177,13 @@ class Recommendation:
         return f"{value:,.0f} (median of {self.repeats}, {lo_hi[0]:,.0f}-{lo_hi[1]:,.0f})"
 
     def __str__(self) -> str:
-        cost = (
-            f", ${self.cost_per_m_tokens_usd:,.3f} per million output tokens"
-            if self.cost_per_m_tokens_usd is not None
-            else ""
-        )
+        usd, g = self.cost_per_m_tokens_usd, self.goodput_tok_s_per_gpu
+        cost = f", ${usd:,.3f} per million output tokens" if usd is not None else ""
         ratio = f", {self.verdict}" if self.verdict else ""
         if self.tied_with:
             ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
         good = (
-            f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
-            if self.goodput_tok_s_per_gpu is not None
-            else ""
+            "" if g is None else f", goodput {self._figure(g, 'goodput_tok_s_per_gpu')} tok/s/GPU"
         )
         runs = "" if self.repeats > 1 else " (one run)"
         tput = self._figure(self.output_throughput_per_gpu, "output_throughput_per_gpu")
