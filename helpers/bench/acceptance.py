@@ -78,14 +78,10 @@ def measure_acceptance(
     temperature: float = 0.0,
     extra_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Acceptance of the server's drafter on the shipped item set's real prompts.
-
-    One ``vllm bench serve`` run: ``--dataset-name custom`` (vLLM 0.32.0
-    ``vllm/benchmarks/datasets/datasets.py`` ``CustomDataset``) over :func:`real_prompts_file`,
-    ``--custom-output-len output_len`` (a cap: no ``--ignore-eos``), ``--skip-chat-template`` (the
-    server applies it), ``--temperature`` (default 0, greedy, as vLLM's acceptance test),
-    ``--max-concurrency concurrency``. Acceptance comes from the server's ``vllm:spec_decode_*``
-    counters before and after (:func:`helpers.bench.metrics.acceptance_from_counters`).
+    """Acceptance of the server's drafter on the shipped item set's real prompts: one ``vllm
+    bench serve`` run over :func:`real_prompts_file` (``--dataset-name custom``, vLLM 0.32.0
+    ``CustomDataset``; ``--custom-output-len`` a cap, no ``--ignore-eos``; greedy by default, as
+    vLLM's acceptance test), read from the ``vllm:spec_decode_*`` counters before and after.
 
     Args:
         server: a server object with ``base_url`` and ``config`` (a launched or attached

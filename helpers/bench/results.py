@@ -54,15 +54,11 @@ def sidecar_path(path: str | Path) -> Path:
 def prefix_cache_warning(
     prefix_len: int, queries: float, hits: float, cache_config: Mapping[str, str] | None = None
 ) -> str | None:
-    """Why a point whose prompts share a prefix got no prefix-cache hit, or None.
-
-    vLLM's prefix cache reuses whole KV blocks only (``vllm/v1/core/kv_cache_utils.py``: a
-    block's hash covers its tokens and every block before it), and for a hybrid Mamba model
-    vLLM 0.32.0 enlarges the attention block until its page holds a Mamba state
-    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``: 2,128 tokens for
-    the NVFP4 checkpoint on the H200, 1,072 for BF16; ``helpers.memory.planner.plan``'s
-    ``block_size``): a shared prefix shorter than one block never fills a block, so it never
-    hits.
+    """Why a point whose prompts share a prefix got no prefix-cache hit, or None. vLLM reuses
+    whole KV blocks only (``vllm/v1/core/kv_cache_utils.py``), and for a hybrid Mamba model
+    vLLM 0.32.0 enlarges the block to hold a Mamba state (``Platform._align_hybrid_block_size``,
+    ``vllm/platforms/interface.py``: 2,128 tokens for NVFP4 on the H200, 1,072 for BF16), so a
+    shared prefix shorter than one block never hits.
 
     Args:
         prefix_len: tokens every prompt of the point shares (``--random-prefix-len``).
@@ -209,14 +205,10 @@ TABLE_COLUMNS = (
 def results_table(
     results: pd.DataFrame, columns: Sequence[str] | None = None, *, run: Any = None
 ) -> pd.DataFrame:
-    """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
-    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), rounded to
-    one decimal for display (tokens/s, ms).
-
-    On the stand-in (``run``, a server, its ``srv.run`` or a
-    :class:`helpers.config.run.Run`, serves it; None: a GPU), per-token timing columns (TPOT, ITL, and
-    ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
-    instead of numbers that would read as measurements; end-to-end columns stay.
+    """The ``columns`` present of a results DataFrame (default :data:`TABLE_COLUMNS`), rounded
+    to 0.1 (tokens/s, ms). When ``run`` (a server, its ``srv.run`` or a
+    :class:`helpers.config.run.Run`; None: a GPU) serves the stand-in, the per-user speed is
+    end-to-end and per-token timing columns hold :data:`NOT_MEASURED_ON_STANDIN`.
     """
     stand_in = serves_standin(run)
     if columns is None:

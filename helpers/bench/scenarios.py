@@ -144,16 +144,11 @@ class Scenario:
     def expected_seconds(
         self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
     ) -> float:
-        """Estimated wall time of one sweep of this scenario on one GPU, without speculative
-        decoding (drafting only shortens it), server start not included.
-
-        Model: per point, ``(warm-ups + prompts) / c`` waves; each wave decodes
-        ``output_len`` tokens at the per-user speed measured at that concurrency and
-        prefills ``c x input_len`` tokens (the shared prefix once per point). Speeds are the
-        NVFP4 H200 reference (:data:`H200_PER_USER_TPS`, :data:`H200_PREFILL_TPS`),
-        interpolated log-log in concurrency, scaled by :data:`GPU_SPEED` (memory bandwidth).
-        ``repeats`` adds that many runs of the lowest and the highest point (the speculative
-        notebook's noise measurement).
+        """Estimated seconds of one sweep on one GPU, without drafting or server start: per point
+        ``(warm-ups + prompts) / c`` waves, each decoding ``output_len`` tokens at the measured
+        per-user speed (:data:`H200_PER_USER_TPS`) and prefilling ``c x input_len`` tokens
+        (:data:`H200_PREFILL_TPS`; the shared prefix once per point), scaled by
+        :data:`GPU_SPEED`. ``repeats`` adds that many runs of the lowest and highest point.
         """
         factor = GPU_SPEED[gpu.lower()]
         cs = list(concurrencies or self.concurrencies)
@@ -226,13 +221,10 @@ def standin_settings(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) -> Scenario:
-    """``s`` shrunk for the CPU stand-in, keeping its prefix : input : output ratios.
-
-    Every token count is multiplied by ``token_budget / (prefix + input + output)`` (never
-    above 1) and rounded, with at least ``min_tokens`` (a zero prefix stays zero);
-    concurrencies are capped at ``max_concurrency`` and de-duplicated; a fixed
-    ``num_prompts`` keeps its ratio to the largest concurrency, at least
-    ``min_prompts_per_concurrency`` x concurrency.
+    """``s`` shrunk for the CPU stand-in: token counts x ``token_budget / total`` (at most 1,
+    at least ``min_tokens``; a zero prefix stays zero), concurrencies capped at
+    ``max_concurrency``, a fixed ``num_prompts`` keeping its ratio to the largest concurrency
+    (at least ``min_prompts_per_concurrency`` x concurrency).
 
     Raises:
         RecipeError: the scaled request does not fit the stand-in's ``max_model_len``.
@@ -277,8 +269,6 @@ def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) ->
 def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> Scenario:
     """One scenario by name, scaled for the CPU stand-in when ``run`` (a server, its
     ``srv.run`` or a :class:`helpers.config.run.Run`; None: as written) serves the stand-in.
-
-    Pass it to ``bench.sweep(..., concurrencies=s.concurrencies, scenario=s)``.
 
     Raises:
         RecipeError: an unknown name (the message lists the valid ones).

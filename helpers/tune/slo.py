@@ -24,17 +24,10 @@ _WORDS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2EL"}
 
 
 class SLO(BaseModel):
-    """Latency bounds a point must meet, in milliseconds, each at a percentile.
-
-    Attributes:
-        ttft_ms: bound on time to first token (ms), at ``ttft_percentile`` (default p99).
-        tpot_ms: bound on time per output token after the first (ms), at ``tpot_percentile``
-            (default p50).
-        e2el_ms: bound on a request's end-to-end latency (ms), at ``e2el_percentile``
-            (default p99).
-
-    At least one bound is set. Percentiles are ``"mean"``, ``"p50"``, ``"p90"`` or ``"p99"``
-    (the ones :func:`helpers.bench.point.run_point` asks vLLM for).
+    """Latency bounds a point must meet (at least one), in ms, each at a percentile (``"mean"``,
+    ``"p50"``, ``"p90"``, ``"p99"``: what :func:`helpers.bench.point.run_point` asks vLLM for):
+    ``ttft_ms`` (time to first token, default p99), ``tpot_ms`` (time per output token after
+    the first, default p50), ``e2el_ms`` (end-to-end latency, default p99).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -153,16 +146,12 @@ def with_slo(points: pd.DataFrame, slo: SLO) -> pd.DataFrame:
 
 
 def with_goodput(points: pd.DataFrame) -> pd.DataFrame:
-    """``points`` with vLLM's goodput in output tokens (a copy). vLLM counts a request as good
-    when its TTFT, its TPOT = (latency - TTFT) / (output tokens - 1) and its latency are each at
-    or under the ``--goodput`` bound (vLLM 0.32.0 ``vllm/benchmarks/serve.py``
-    ``calculate_metrics``; :meth:`SLO.goodput_args`).
-
-    Added columns: ``good_fraction`` = ``request_goodput / request_throughput`` (the share of
-    requests within every bound, 0-1), ``goodput_tok_s`` = ``good_fraction x
-    output_throughput`` (tokens/s of the requests that met the SLO; with ``--ignore-eos`` every
-    request has the same output length), ``goodput_tok_s_per_gpu`` = that / ``gpu_count``.
-    NaN where the point was measured without ``--goodput`` (``request_goodput`` empty).
+    """``points`` (a copy) with vLLM's goodput in output tokens: a request is good when its TTFT,
+    TPOT and latency are each within the ``--goodput`` bound (vLLM 0.32.0
+    ``vllm/benchmarks/serve.py`` ``calculate_metrics``). Adds ``good_fraction`` =
+    ``request_goodput / request_throughput`` (0-1), ``goodput_tok_s`` = that x
+    ``output_throughput`` (tokens/s; ``--ignore-eos`` makes every output the same length) and
+    ``goodput_tok_s_per_gpu``; NaN where measured without ``--goodput``.
     """
     out = points.copy()
     good, rate = _series(out, "request_goodput"), _series(out, "request_throughput")
@@ -296,11 +285,9 @@ def choose(
 
 
 def slo_limit(meets: Mapping[int, bool]) -> tuple[int | None, int | None]:
-    """The highest concurrency known to meet the SLO and the lowest known to miss it, from
-    measured points ``{concurrency: meets the SLO}``.
-
-    ``high`` is the lowest concurrency that misses; ``low`` the highest that meets below it (so
-    a point that passes above a failing one, e.g. a noisy run, does not move the limit up).
+    """``(low, high)`` from measured points ``{concurrency: meets the SLO}``: ``high`` the lowest
+    concurrency that misses, ``low`` the highest that meets below it (a noisy pass above a
+    failing point does not move the limit up).
 
     Returns:
         ``(low, high)``: ``low`` None when nothing meets the SLO at or below ``high``; ``high``
@@ -317,8 +304,7 @@ def next_probe(meets: Mapping[int, bool]) -> int | None:
     of :func:`slo_limit`'s ``(low, high)``, or None when there is nothing to search (no point
     meets the SLO, every point meets it, or ``high - low <= 1``: the limit is found).
 
-    Each probe halves the gap, so ``k`` probes bound the limit to ``(high - low) / 2**k``
-    (between 64 and 256, two probes leave a gap of 48 requests).
+    ``k`` probes bound the limit to ``(high - low) / 2**k``.
     """
     low, high = slo_limit(meets)
     if low is None or high is None or high - low <= 1:
@@ -404,11 +390,8 @@ def break_even_utilization(
     gpu_count: int | float = 1,
 ) -> float | None:
     """The share of hours a self-hosted server must run at ``output_tok_s`` for its GPU time to
-    cost what the API charges for the same tokens: ``u`` in ``gpu_hour_usd x gpu_count /
-    (u x output_tok_s x 3600) = api_usd_per_m_output / 1e6``, i.e. :func:`cost_per_million`
-    at full use over the API's price. Below ``u`` the API is cheaper; above it, self-hosting.
-    A value above 1 means the API is cheaper even at 100 % use (the caller words it so);
-    the figure is returned unclamped so the reader sees by how much.
+    cost what the API charges for the same tokens: :func:`cost_per_million` at full use over the
+    API's price. Above 1 (returned unclamped): the API is cheaper even at 100 % use.
 
     Args:
         output_tok_s: the whole server's output tokens/s at the chosen point.
