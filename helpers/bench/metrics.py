@@ -54,10 +54,8 @@ def _num(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class SpecDecodeCounters:
-    """Speculative-decoding counters summed over engines, as read from one ``/metrics`` scrape.
-
-    All three are cumulative since server start (Prometheus counters), in drafts / tokens.
-    """
+    """Speculative-decoding counters of one ``/metrics`` scrape, summed over engines
+    (cumulative since server start, in drafts / tokens)."""
 
     num_drafts: float
     num_draft_tokens: float
@@ -72,10 +70,8 @@ def parse_prometheus(text: str) -> dict[str, float]:
         text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
 
     Returns:
-        ``{sample name: value summed over all label sets}``, e.g.
-        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. NaN samples are skipped;
-        histogram samples keep their ``_bucket`` / ``_sum`` / ``_count`` names (buckets
-        summed over ``le`` are meaningless and should not be read).
+        ``{sample name: value summed over all label sets}`` (NaN samples skipped; histogram
+        ``_bucket`` sums over ``le`` are meaningless and should not be read).
 
     Raises:
         BenchError: the text is not Prometheus exposition (names what to check).
@@ -155,12 +151,9 @@ def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounte
 def acceptance_from_counters(
     before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
 ) -> dict[str, float] | None:
-    """Acceptance rate and length over the requests served between two scrapes.
-
-    Same definitions as ``vllm bench serve`` (``vllm/benchmarks/serve.py``):
-    acceptance rate = accepted / draft tokens × 100 (percent); acceptance length =
-    1 + accepted / drafts (tokens emitted per target-model forward pass, the ``1`` being
-    the target's own token).
+    """Acceptance rate (accepted / draft tokens × 100, %) and length (1 + accepted / drafts:
+    tokens per target forward pass) between two scrapes, as ``vllm bench serve`` defines them
+    (``vllm/benchmarks/serve.py``).
 
     Args:
         before, after: counters scraped before and after the point.

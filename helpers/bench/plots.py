@@ -104,9 +104,8 @@ def pareto(
     Args:
         df: :func:`helpers.bench.results.load_results` output.
         by: column naming the configuration (default ``label``).
-        x, y: columns for the axes (defaults as above). On the CPU stand-in, whose
-            starved server streams tokens in bursts (TPOT near 0), pass
-            ``x="e2e_tokens_per_s_per_user"``.
+        x, y: columns for the axes (on the CPU stand-in, whose TPOT reads near 0,
+            ``x="e2e_tokens_per_s_per_user"``).
         title, target, variant, vllm_version: title and subtitle parts.
         path: PNG to write, optional.
 
@@ -204,10 +203,8 @@ def acceptance_length(
     vllm_version: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Bar chart of mean acceptance length per speculative mode (``by``), bars per concurrency.
-
-    Acceptance length = 1 + accepted / drafts: tokens emitted per target-model forward pass
-    (1.0 = no gain). Rows without speculative decoding are skipped.
+    """Bar chart of mean acceptance length (1 + accepted / drafts: tokens per target forward
+    pass, 1.0 = no gain) per speculative mode (``by``), bars per concurrency.
 
     Args:
         df: :func:`helpers.bench.results.load_results` output.
@@ -301,13 +298,10 @@ def plot_sweep(
     folder: str | Path | None = None,
 ) -> None:
     """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
-    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png`` and shown once each.
-
-    On the stand-in the x axis is output tokens / end-to-end time per user (tokens arrive in
-    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), the y axis the
-    whole server's output tokens/s, the latency panels TTFT and end-to-end latency (not TPOT),
-    and the titles say "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
-    attached to, the release its config names ("not checked").
+    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png``. On the stand-in (tokens
+    arrive in bursts on 2 shared cores, so 1000 / TPOT is no measurement) the axes are end-to-end
+    per-user speed, whole-server output tokens/s, TTFT and E2EL. The subtitle names the installed
+    vLLM, or an attached server's configured release ("not checked").
 
     Args:
         results: the DataFrame of :func:`helpers.bench.sweep.sweep`.

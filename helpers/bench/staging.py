@@ -1,6 +1,5 @@
-"""A sweep's private folder: its points are written to a stage inside ``out_dir`` and published
-in one step under a lock in that folder (:func:`publish`), so a folder never mixes two runs; a failed point's
-log is kept beside the published ones (:func:`keep_failed_log`).
+"""A sweep's private stage inside ``out_dir``, published in one step under a lock
+(:func:`publish`), so a folder never mixes two runs.
 """
 
 from __future__ import annotations

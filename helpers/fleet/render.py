@@ -48,12 +48,11 @@ def _gpu_target(cfg: ServeConfig) -> None:
 def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str = "~/.cache/huggingface") -> str:  # fmt: skip
     """A docker compose file: one service per replica (or the DP+EP server) + the router.
 
-    Every replica runs the same command (port :data:`PORT` inside its container, host port
-    ``8000 + i``); GPU replicas reserve their GPUs and host memory through
-    ``deploy.resources.reservations`` (Compose Specification, as docker-compose 1.29.2 ships
-    it in ``compose/config/compose_spec.json``); the router runs from a Python image that
-    installs the pinned ``vllm-router`` and waits for every replica's health check. The image's
-    entrypoint is ``vllm serve`` (``vllm/vllm-openai``), so ``command`` starts at the model.
+    Replicas run the same command (port :data:`PORT` inside, host port ``8000 + i``), reserving
+    GPUs and host memory through ``deploy.resources.reservations`` (Compose Specification,
+    docker-compose 1.29.2 ``compose/config/compose_spec.json``); the router, from a Python image
+    with the pinned ``vllm-router``, waits for their health checks. ``vllm/vllm-openai``'s
+    entrypoint is ``vllm serve``, so ``command`` starts at the model.
 
     Args:
         dep: a resolved deployment, or one config (then ``replicas`` copies of it behind the
@@ -239,10 +238,8 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
 
 def renderings(cfg: ServeConfig, replicas: int = 2) -> dict[str, str]:
     """All six renderings of ``cfg``, ``{rendering: text}`` in the order of
-    :data:`helpers.config.flagtable.RENDERINGS`: its own three
-    (:func:`helpers.config.flagtable.renderings`), then :func:`compose`, :func:`kserve` and
-    :func:`production_stack` with ``replicas`` copies; for
-    :func:`helpers.config.flagtable.check_config`.
+    :data:`helpers.config.flagtable.RENDERINGS`: its own three, then :func:`compose`,
+    :func:`kserve` and :func:`production_stack` with ``replicas`` copies.
 
     Raises:
         RecipeError: as the renderers (the stand-in has no cluster rendering).

@@ -30,12 +30,9 @@ ROUTER_MANAGED = ("--host", "--port", "--worker-urls", "--prometheus-port", "--p
 
 
 def find_router(binary: str | Path | Sequence[str] | None = None) -> list[str]:
-    """The argv prefix that runs ``vllm-router``.
-
-    Looked up in order: ``binary`` (a path, a command name, or an argv list); the
-    ``VLLM_ROUTER`` environment variable; ``vllm-router`` on ``PATH``; next to this Python
-    (a virtualenv's ``bin/`` that is not on ``PATH``); ``python -m vllm_router.launch_router``
-    when the package is importable (e.g. installed with ``pip --target`` onto ``PYTHONPATH``).
+    """The argv prefix that runs ``vllm-router``, looked up in order: ``binary`` (a path, a
+    command name, or an argv list); ``$VLLM_ROUTER``; ``vllm-router`` on ``PATH``; next to this
+    Python; ``python -m vllm_router.launch_router`` when the package is importable.
 
     Raises:
         CookbookError: not found; names the install command.
@@ -166,10 +163,8 @@ def validate_router_argv(
 
 @dataclasses.dataclass
 class RouterConfig:
-    """One ``vllm-router`` process: workers, policy, flags.
-
-    Duck-types the parts of a ServeConfig that :class:`helpers.server.vllm_server.VLLMServer` reads
-    (``host``, ``port``, ``env``, ``served_model_name``, ``validate()``).
+    """One ``vllm-router`` process: workers, policy, flags; duck-types what
+    :class:`helpers.server.vllm_server.VLLMServer` reads of a ServeConfig.
 
     Attributes:
         worker_urls: replica roots, ``http://host:port``.
@@ -223,12 +218,8 @@ class RouterConfig:
 
 
 class RouterServer(VLLMServer):
-    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``.
-
-    ``/health`` on the router answers 200 once it runs;
-    :meth:`helpers.fleet.fleet.Fleet.wait_workers` then waits for ``/readiness`` to count
-    every worker healthy.
-    """
+    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``
+    (:meth:`helpers.fleet.fleet.Fleet.wait_workers` waits for its workers)."""
 
     def _launch_argv(self) -> list[str]:
         cfg: RouterConfig = self.config

@@ -97,10 +97,8 @@ def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.Da
 
 def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> list[int]:
     """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
-    concurrency measured (concurrency 1 in the shipped workloads: the latency end) and the
-    candidate's best point under the SLO (:func:`helpers.tune.slo.choose`, most goodput per
-    GPU), both read from the first runs (repeat 0) so the choice is the same on resume. Empty
-    before any first run is saved."""
+    concurrency and the best under the SLO (:func:`helpers.tune.slo.choose`), both read from
+    the first runs (repeat 0, so the same on resume). Empty before any first run is saved."""
     pts = _first_runs(folder, name, w, bounds)
     if pts.empty:
         return []

@@ -1,7 +1,5 @@
-"""The saved form of a tuning run, ``tune.json`` (:data:`SCHEMA`): the document a
-:class:`~helpers.tune.results.TuneResult` is written as (:func:`document`), the per-point fields
-it keeps (:data:`ROW_COLUMNS`), and :func:`load_tune_rows`, which reads committed results (the
-files under ``docs/results/<target>/tune/`` that the Hopper notebooks' table is rendered from).
+"""The saved form of a tuning run, ``tune.json`` (:data:`SCHEMA`), also the committed results
+under ``docs/results/<target>/tune/`` that :func:`load_tune_rows` reads.
 """
 
 from __future__ import annotations
