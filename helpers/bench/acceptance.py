@@ -84,10 +84,7 @@ def measure_acceptance(
     vLLM's acceptance test), read from the ``vllm:spec_decode_*`` counters before and after.
 
     Args:
-        server: a server object with ``base_url`` and ``config`` (a launched or attached
-            :class:`helpers.server.vllm_server.VLLMServer`), or a URL with ``model`` and ``tokenizer``.
-        model: the served model name (default: the server config's).
-        tokenizer: the local tokenizer folder (default: the server config's model folder).
+        server, model, tokenizer: as :func:`helpers.bench.sweep.sweep`.
         num_prompts: requests (the first N items of ``item_set``; at most its size).
         output_len: the most tokens per answer (reasoning included).
         concurrency: requests in flight (1 measures what one user gets).

@@ -225,10 +225,8 @@ def run_point(
         gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
         prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
             of the point (0: none).
-        stall_timeout: seconds with requests waiting and none running, or requests running
-            and no prompt or generation token counted (``/metrics``, scraped every
-            :data:`STALL_POLL_S` s; :class:`helpers.bench.metrics.StallDetector`), after which
-            the point is aborted; None disables the watch.
+        stall_timeout: seconds of a stalled or hung engine (:class:`StallDetector`, ``/metrics``
+            every :data:`STALL_POLL_S` s) before the point is aborted; None disables the watch.
 
     Returns:
         Path of the JSON written by ``--save-result``.
@@ -320,9 +318,8 @@ def _request_errors(text: str) -> list[str]:
         if not m:
             continue
         body = block[m.end(1) + 2 :].strip()
-        first = body.splitlines()[0] if body else ""
-        line = first
-        if not first or first.startswith("Traceback"):
+        line = body.splitlines()[0] if body else ""
+        if not line or line.startswith("Traceback"):
             line = last_error_line(body) or (body.splitlines()[-1].strip() if body else "")
         line = f"Error {m.group(1)}: {line[:300]}"
         if line.split(": ", 1)[1] not in {o.split(": ", 1)[1] for o in out}:

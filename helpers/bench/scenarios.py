@@ -59,8 +59,7 @@ class Scenario:
         prefix_len: tokens of one prefix shared by every prompt of a point (``--random-prefix-len``).
         concurrencies: ``--max-concurrency`` values to sweep.
         num_prompts: fixed prompts per point, or None (see :meth:`num_prompts_for`).
-        prompts_per_concurrency: prompts per point = this x concurrency (e.g. the agentic
-            shape's rounds), or None.
+        prompts_per_concurrency: prompts per point = this x concurrency (agentic rounds), or None.
         reference: a seed's measured numbers for this shape, if any.
         stand_in: True when scaled down for the CPU stand-in; ``scale`` is the factor applied.
     """

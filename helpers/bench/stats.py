@@ -1,6 +1,6 @@
-"""Statistics over repeated benchmark points: run-to-run spread (:class:`Spread`), and
-comparisons and rankings that call a difference inside that spread noise, not a win.
-"""
+"""Run-to-run spread of repeated benchmark points, and rankings that call a difference inside
+it noise, not a win (the speculative-decoding notebook's; the tuning step's rule:
+:mod:`helpers.tune.noise`)."""
 
 from __future__ import annotations
 

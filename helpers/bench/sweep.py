@@ -174,11 +174,9 @@ def sweep(
             config's model folder, else the ``root`` ``/v1/models`` lists).
         concurrencies: ``--max-concurrency`` per point, run in this order; default the
             scenario's ``concurrencies``, else :data:`DEFAULT_CONCURRENCIES`.
-        scenario: a mapping or object with ``input_len``, ``output_len`` and optionally
-            ``prefix_len``, ``num_prompts``, ``prompts_per_concurrency``,
-            ``concurrencies``, ``name`` (e.g. ``helpers.bench.scenarios.scenario("chat")``), or a
-            scenario name (scaled for the stand-in when the server's config is the
-            stand-in's). Explicit keyword arguments win over it.
+        scenario: a :class:`~helpers.bench.scenarios.Scenario`, a mapping of its fields, or a
+            scenario name (scaled for the stand-in when the server serves it). Explicit
+            keyword arguments win over it.
         input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
             nor ``scenario`` give them).
         prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
@@ -187,23 +185,20 @@ def sweep(
             concurrency, at least 16).
         out_dir: default ``helpers.paths.out_dir("bench", label)``.
         label: configuration name (one line per label in the plots).
-        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: a
-            fleet's ``gpu_count``, its deployment's replicas x GPUs each; else the server
-            config's ``gpu_count``, at least 1; 1 with a URL).
+        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: the
+            server's or its config's ``gpu_count``, at least 1; 1 with a URL).
         slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
         seed: base seed; each point gets :func:`point_seed` of it.
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
             (``min(concurrency, 8)``).
         extra_args: more ``vllm bench serve`` flags for every point.
         progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
-        seed_label: the name hashed into each point's seed instead of ``label``; give
-            several configurations (on separate servers) the same ``seed_label`` to send
-            them the same prompts.
+        seed_label: the name hashed into each point's seed instead of ``label`` (the same for
+            several configurations sends them the same prompts).
         stall_timeout: abort a point whose engine has requests waiting and none running
             for this many seconds (see :func:`run_point`); None disables it.
-        keep_other_points: replace only the points this sweep measured (same label and
-            concurrency) and keep the label's other points in ``out_dir``: for a caller that
-            resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
+        keep_other_points: replace only the points this sweep measured and keep the label's
+            others in ``out_dir`` (a caller that resumes point by point: the tuning step).
 
     A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x the server's
     ``--max-num-seqs`` (summed over a fleet's replicas) is capped, with a printed

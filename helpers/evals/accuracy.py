@@ -407,14 +407,12 @@ def evaluate(
     """Score a running server on an item set, through lm-eval's ``local-chat-completions``.
 
     Args:
-        server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``: a
-            :class:`~helpers.server.vllm_server.VLLMServer`, an attached handle, a replica.
-        items: the items (dicts from :func:`helpers.config.evalsets.load_items`), or the first
-            N of the set (int), or None: the whole set (200 items).
+        server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
+        items: the items (:func:`helpers.config.evalsets.load_items` dicts), the first N of the
+            set (int), or None: the whole set (200 items).
         item_set: the set's key (:data:`helpers.config.evalsets.ITEM_SETS`).
-        options: thinking on/off, ``reasoning_budget`` (sent as ``thinking_token_budget``),
-            ``max_tokens`` (tokens per item, reasoning included; None: 16000), temperature
-            and top_p; default :class:`ChatOptions` (the seeds' sampling).
+        options: thinking, ``reasoning_budget`` (sent as ``thinking_token_budget``),
+            ``max_tokens`` (per item, reasoning included; None: 16000), sampling.
         label: names the run (and its folder ``out/evals/<label>/``).
         concurrency: requests in flight (lm-eval's ``num_concurrent``).
         progress: lm-eval's progress bar over the items (stderr).

@@ -369,10 +369,9 @@ class Fleet:
         return self.router
 
     def wait_workers(self, expected: int | None = None, timeout: float = 120.0) -> dict[str, Any]:
-        """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers healthy.
+        """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers
+        healthy; return its last answer.
 
-        Returns:
-            the last ``/readiness`` answer.
         Raises:
             ServerStartError: the router exited, or ``timeout`` seconds passed (names the
                 workers ``/workers`` reports unhealthy and the router log tail).
@@ -416,11 +415,8 @@ class Fleet:
         return [w["url"] for w in self.router.workers() if w.get("is_healthy")]
 
     def kill_replica(self, index: int) -> None:
-        """Stop replica ``index`` (its whole process group) while the rest keep serving.
-
-        For failure drills: the router notices through its health checks (the registry
-        sets them every 2 s, unhealthy after 2 failures).
-        """
+        """Stop replica ``index`` (its whole process group) while the rest keep serving (failure
+        drills: the router's health checks notice, every 2 s, unhealthy after 2 failures)."""
         self.servers[index].stop()
         self._say(f"replica {index} stopped")
 

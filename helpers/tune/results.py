@@ -304,10 +304,9 @@ class TuneResult:
         return _where(self.points, workload=workload)
 
     def _decidable(self, workload: str) -> pd.DataFrame:
-        """The points a recommendation may rest on at ``workload``: of each candidate, those
-        run as often as its most repeated point (its decision points, when it was repeated),
-        so a choice by medians never lands on a point of one run beside repeated ones (a
-        median can move a candidate's best to a concurrency its first run did not pick)."""
+        """The points a recommendation may rest on at ``workload``: of each candidate, those run
+        as often as its most repeated point, so a choice by medians never lands on a point of
+        one run beside repeated ones."""
         pts = self._of(workload)
         if pts.empty or "repeats" not in pts:
             return pts
@@ -321,12 +320,10 @@ class TuneResult:
         return [v for v in slos.scores(mine, objective) if v == v]
 
     def recommended(self, workload: str | None = None) -> Recommendation | None:
-        """The recommendation at ``workload``: the best point under the SLO by the median over
-        its repeats (:func:`helpers.tune.slo.choose`, among each candidate's most repeated
-        points: :meth:`_decidable`), when it beats the recipe's best point
-        beyond the noise (:func:`helpers.tune.noise.verdict`); else the recipe's point, with
-        the tie named (``tied_with``). None when no point meets the SLO (:meth:`closest`
-        says which came nearest)."""
+        """The best point under the SLO at ``workload`` by medians (:meth:`_decidable`,
+        :func:`helpers.tune.slo.choose`) when it beats the recipe's best beyond the noise
+        (:func:`helpers.tune.noise.verdict`), else the recipe's, the tie named in ``tied_with``.
+        None when no point meets the SLO (:meth:`closest` says which came nearest)."""
         name = self._workload(workload)
         pts = self._decidable(name)
         if pts.empty:
@@ -454,11 +451,9 @@ class TuneResult:
         return "\n".join(lines)
 
     def measured_apart(self, workload: str, candidate: str) -> list[str]:
-        """Why ``candidate``'s points at ``workload`` may not compare with the recipe's: they
-        were measured more than :data:`MEASURED_APART_S` apart (vLLM's ``date`` of each
-        point), on another host, or on another vLLM release (a resumed run mixes them). One
-        line, with the fix, or none.
-        """
+        """One line, with the fix, when ``candidate``'s points at ``workload`` may not compare
+        with the recipe's: measured more than :data:`MEASURED_APART_S` apart, on another host
+        or on another vLLM release (a resumed run mixes them); else none."""
         pts = self._of(workload)
         if pts.empty or candidate == RECIPE or not pts["recipe"].any():
             return []

@@ -366,10 +366,8 @@ def tune(
                         _say(progress, f"{head}: refused before launch: {exc}")
                         continue
                 version = installed if not url else _served_version(srv)
-                _write_json(
-                    cdir / "candidate.json",
-                    {**record, "vllm_version": version, "host": _host_of(url)},
-                )
+                record.update(vllm_version=version, host=_host_of(url))
+                _write_json(cdir / "candidate.json", record)
                 gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
                 for w in loads:
                     _run_steps(srv, cand.name, head, w, folder, bounds, gpus, bench_args,
