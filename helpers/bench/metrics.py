@@ -115,16 +115,8 @@ def labeled_total(text: str, name: str, **labels: str) -> float | None:
 
 
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
-    """The labels of an ``*_info`` gauge in a ``/metrics`` scrape (its first sample).
-
-    Args:
-        text: the body of ``GET /metrics``.
-        name: the sample name, default :data:`CACHE_CONFIG_INFO`.
-
-    Returns:
-        ``{label: value}`` as the server wrote them (strings: ``"True"``, ``"2128"``,
-        ``"None"``); ``{}`` when the scrape has no such sample.
-    """
+    """The labels of an ``*_info`` gauge's first sample in a ``/metrics`` scrape: ``{label:
+    value}`` as strings (``"True"``, ``"2128"``), ``{}`` when the scrape has none."""
     try:
         return next((dict(s.labels) for s in _samples(text) if s.name == name), {})
     except ValueError:
@@ -132,15 +124,8 @@ def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
 
 
 def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
-    """Read the three speculative-decoding counters from a ``/metrics`` scrape.
-
-    Args:
-        metrics: ``/metrics`` text, or the dict :func:`parse_prometheus` made of it.
-
-    Returns:
-        The counters, or ``None`` when the server exposes none of them (speculative
-        decoding off).
-    """
+    """The three speculative-decoding counters of a ``/metrics`` scrape (text, or
+    :func:`parse_prometheus` of it); None when the server exposes none (no drafting)."""
     values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
     names = (SPEC_DECODE_DRAFTS, SPEC_DECODE_DRAFT_TOKENS, SPEC_DECODE_ACCEPTED_TOKENS)
     if not any(n in values for n in names):
@@ -249,12 +234,8 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
 
 
 def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
-    """``GET <server root>/metrics`` and return the Prometheus text.
-
-    Args:
-        base_url: server root or ``.../v1`` (the ``/v1`` is dropped: ``/metrics`` sits at
-            the root).
-        timeout: seconds.
+    """``GET <server root>/metrics`` (``base_url``: the root or ``.../v1``; ``timeout`` in
+    seconds) and return the Prometheus text.
 
     Raises:
         BenchError: the server did not answer.

@@ -59,8 +59,7 @@ class Deployment:
         layout: ``"replicas"`` or ``"dp_ep"``.
         count: replicas, or data-parallel ranks.
         base: the target's resolved :class:`~helpers.config.serveconfig.ServeConfig` (one server).
-        servers: what runs: N replica configs (each with its GPUs or CPU cores in ``env``), or
-            one DP+EP config (on a single node).
+        servers: N replica configs (GPUs or CPU cores in ``env``), or one DP+EP config.
         router: the router (``replicas`` only).
         nodes: ``dp_ep`` across several nodes: ``{"head": ServeConfig, "headless": [...]}``.
         head_address: the head node's address in the multi-node commands.

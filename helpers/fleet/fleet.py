@@ -113,10 +113,9 @@ class Fleet:
         return self.entry.base_url
 
     def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for the entry point, told the deployment's
-        ``max_model_len`` (:attr:`max_model_len`) so ``chat()`` / ``stream_chat()`` need not
-        ask the router's ``GET /v1/models``, which vllm-router answers from its first worker
-        without a health check (HTTP 500 while that replica is down, vllm-project/router#135)."""
+        """An ``openai.OpenAI`` client for the entry point, told :attr:`max_model_len` so
+        ``chat()`` need not ask the router's ``GET /v1/models``, which vllm-router answers from
+        its first worker without a health check (HTTP 500 while it is down, vllm-project/router#135)."""
         from helpers.chat.completions import remember_max_model_len
 
         client = self.entry.client(**kwargs)

@@ -246,10 +246,7 @@ def choose(
         points: rows with ``output_throughput_per_gpu``, the SLO's percentile columns and,
             for ``"goodput"``, ``goodput_tok_s_per_gpu`` (:func:`with_goodput`).
         slo: the bounds a point must meet.
-        objective: ``"goodput"`` (most goodput tokens/s per GPU; a row measured without
-            ``--goodput`` counts its output tokens/s per GPU, so committed results taken
-            before the tuning step still rank), ``"throughput"`` (most output tokens/s per
-            GPU) or ``"per_user"`` (fastest for one user: the ``per_user`` column).
+        objective: as :func:`scores`.
         per_user: the per-user speed column (``e2e_tokens_per_s_per_user`` on the stand-in).
 
     Returns:
