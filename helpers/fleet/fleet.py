@@ -281,10 +281,9 @@ class Fleet:
         return self
 
     def server_options(self, index: int, stem: str | None = None) -> dict[str, Any]:
-        """The :class:`~helpers.server.vllm_server.VLLMServer` options server ``index`` is
-        started with: the fleet's timeouts and progress, ``server_kwargs``, and its cache folder
-        (``cache_dirs[index]``, else ``out/cache/<release>-<GPUs>/replica<index>`` when the
-        deployment runs several servers: :func:`replica_cache_root`)."""
+        """The :class:`~helpers.server.vllm_server.VLLMServer` options of server ``index``: the
+        fleet's timeouts and progress, ``server_kwargs`` and its cache folder (``cache_dirs``,
+        else :func:`replica_cache_root` ``/replica<index>`` when there are several servers)."""
         kw: dict[str, Any] = {
             "startup_timeout": self.startup_timeout,
             "grace_period": self.grace_period,

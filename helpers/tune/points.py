@@ -48,8 +48,7 @@ def point_path(
     folder: Path, name: str, workload: Scenario, concurrency: int, repeat: int = 0
 ) -> Path:
     """Where :func:`tune` keeps one run of a point: ``<folder>/<name>/<workload>/<name>-c<N>.json``
-    for repeat 0 (the form of single-run folders), ``<name>-r<k>-c<N>.json`` for repeat ``k``
-    (the sweep's file name of the label ``<name>-r<k>``)."""
+    for repeat 0, ``<name>-r<k>-c<N>.json`` (the sweep's label ``<name>-r<k>``) for repeat ``k``."""
     label = _safe(name) if not repeat else f"{_safe(name)}-r{int(repeat)}"
     return folder / name / workload.name / f"{label}-c{int(concurrency)}.json"
 
@@ -90,7 +89,7 @@ def point_done(path: Path) -> bool:
 # --------------------------------------------------------------------------- what to run next
 
 
-def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.DataFrame:
+def _first_runs(folder: Path, name: str, w: Scenario) -> pd.DataFrame:
     paths = [p for c in w.concurrencies if point_done(p := point_path(folder, name, w, c))]
     return slos.with_goodput(points_frame(paths)) if paths else pd.DataFrame()
 
@@ -99,7 +98,7 @@ def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SL
     """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
     concurrency and the best under the SLO (:func:`helpers.tune.slo.choose`), both read from
     the first runs (repeat 0, so the same on resume). Empty before any first run is saved."""
-    pts = _first_runs(folder, name, w, bounds)
+    pts = _first_runs(folder, name, w)
     if pts.empty:
         return []
     out = {int(pts["concurrency"].min())}
@@ -115,7 +114,7 @@ def search_meets(
     """``({concurrency: meets the SLO}, probes run)`` of candidate ``name`` at ``w``: its first
     runs at the grid's concurrencies and its bisection probes (a probe in ``failed``, which
     completed nothing, counts as a miss). :func:`helpers.tune.slo.next_probe` reads it."""
-    pts = _first_runs(folder, name, w, bounds)
+    pts = _first_runs(folder, name, w)
     meets = {int(r["concurrency"]): bounds.meets(r) for r in pts.to_dict("records")}
     probes = sorted((folder / name / w.name / SEARCH).glob(f"{_safe(name)}-c*.json"))
     probes = [p for p in probes if point_done(p)]

@@ -87,10 +87,8 @@ def _saved_row(point: Mapping[str, Any], columns: Sequence[str] = ROW_COLUMNS) -
 
 
 def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """The points of saved tuning results (``tune.json`` files, or a folder of them, e.g.
-    ``docs/results/h200/tune/``) as one flat DataFrame: the point's fields
-    (:data:`ROW_COLUMNS`) plus the candidate's ``candidate``, ``recipe``, ``variant``,
-    ``moe_backend``, ``command`` and ``measured_on`` / ``file`` (where it came from).
+    """The points of saved tuning results (``tune.json`` files or a folder of them) as one flat
+    DataFrame: :data:`ROW_COLUMNS` plus the candidate's fields and ``measured_on`` / ``file``.
 
     Raises:
         BenchError: a file that is not JSON or not of :data:`SCHEMA`; no file found.
