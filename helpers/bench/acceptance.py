@@ -24,12 +24,7 @@ from helpers.bench.metrics import (
     server_root,
     spec_decode_counters,
 )
-from helpers.bench.point import (
-    _check_tokenizer,
-    _run_bench_main,
-    _safe,
-    chat_target_args,
-)
+from helpers.bench.point import _check_tokenizer, _run_bench_main, _safe, chat_target_args
 from helpers.bench.results import read_point
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import load_items
@@ -83,20 +78,13 @@ def measure_acceptance(
     temperature: float = 0.0,
     extra_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Acceptance of the server's drafter on the shipped item set's real prompts.
-
-    One ``vllm bench serve`` run: ``--dataset-name custom`` (vLLM 0.32.0
-    ``vllm/benchmarks/datasets/datasets.py`` ``CustomDataset``) over :func:`real_prompts_file`,
-    ``--custom-output-len output_len`` (a cap: no ``--ignore-eos``), ``--skip-chat-template`` (the
-    server applies it), ``--temperature`` (default 0, greedy, as vLLM's acceptance test),
-    ``--max-concurrency concurrency``. Acceptance comes from the server's ``vllm:spec_decode_*``
-    counters before and after (:func:`helpers.bench.metrics.acceptance_from_counters`).
+    """Acceptance of the server's drafter on the shipped item set's real prompts: one ``vllm
+    bench serve`` run over :func:`real_prompts_file` (``--dataset-name custom``, vLLM 0.32.0
+    ``CustomDataset``; ``--custom-output-len`` a cap, no ``--ignore-eos``; greedy by default, as
+    vLLM's acceptance test), read from the ``vllm:spec_decode_*`` counters before and after.
 
     Args:
-        server: a server object with ``base_url`` and ``config`` (a launched or attached
-            :class:`helpers.server.vllm_server.VLLMServer`), or a URL with ``model`` and ``tokenizer``.
-        model: the served model name (default: the server config's).
-        tokenizer: the local tokenizer folder (default: the server config's model folder).
+        server, model, tokenizer: as :func:`helpers.bench.sweep.sweep`.
         num_prompts: requests (the first N items of ``item_set``; at most its size).
         output_len: the most tokens per answer (reasoning included).
         concurrency: requests in flight (1 measures what one user gets).

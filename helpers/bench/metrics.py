@@ -1,15 +1,7 @@
-"""Read a vLLM server's Prometheus ``/metrics``: the counters and gauges the benchmark uses.
-
-Parsed with ``prometheus_client.parser.text_string_to_metric_families`` (the client
-library's own parser). Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
-``vllm/v1/metrics/loggers.py``; see docs/DESIGN.md). From them:
-
-- speculative decoding's acceptance rate and length between two scrapes
-  (:func:`acceptance_from_counters`) and a verdict on it (:func:`acceptance_verdict`);
-- a stalled engine, requests waiting and none running, or a hung one, requests running and
-  no token produced (:class:`StallDetector`).
-
-HTTP goes through :mod:`helpers.server.httpio` (``httpx``, proxies off).
+"""Read a vLLM server's Prometheus ``/metrics`` (``prometheus_client``'s own parser; HTTP
+through :mod:`helpers.server.httpio`): speculative decoding's acceptance between two scrapes and
+a stalled or hung engine. Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
+``vllm/v1/metrics/loggers.py``; docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -62,10 +54,8 @@ def _num(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class SpecDecodeCounters:
-    """Speculative-decoding counters summed over engines, as read from one ``/metrics`` scrape.
-
-    All three are cumulative since server start (Prometheus counters), in drafts / tokens.
-    """
+    """Speculative-decoding counters of one ``/metrics`` scrape, summed over engines
+    (cumulative since server start, in drafts / tokens)."""
 
     num_drafts: float
     num_draft_tokens: float
@@ -80,10 +70,8 @@ def parse_prometheus(text: str) -> dict[str, float]:
         text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
 
     Returns:
-        ``{sample name: value summed over all label sets}``, e.g.
-        ``{"vllm:spec_decode_num_drafts_total": 41.0, ...}``. NaN samples are skipped;
-        histogram samples keep their ``_bucket`` / ``_sum`` / ``_count`` names (buckets
-        summed over ``le`` are meaningless and should not be read).
+        ``{sample name: value summed over all label sets}`` (NaN samples skipped; histogram
+        ``_bucket`` sums over ``le`` are meaningless and should not be read).
 
     Raises:
         BenchError: the text is not Prometheus exposition (names what to check).
@@ -127,16 +115,8 @@ def labeled_total(text: str, name: str, **labels: str) -> float | None:
 
 
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
-    """The labels of an ``*_info`` gauge in a ``/metrics`` scrape (its first sample).
-
-    Args:
-        text: the body of ``GET /metrics``.
-        name: the sample name, default :data:`CACHE_CONFIG_INFO`.
-
-    Returns:
-        ``{label: value}`` as the server wrote them (strings: ``"True"``, ``"2128"``,
-        ``"None"``); ``{}`` when the scrape has no such sample.
-    """
+    """The labels of an ``*_info`` gauge's first sample in a ``/metrics`` scrape: ``{label:
+    value}`` as strings (``"True"``, ``"2128"``), ``{}`` when the scrape has none."""
     try:
         return next((dict(s.labels) for s in _samples(text) if s.name == name), {})
     except ValueError:
@@ -144,15 +124,8 @@ def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:
 
 
 def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounters | None:
-    """Read the three speculative-decoding counters from a ``/metrics`` scrape.
-
-    Args:
-        metrics: ``/metrics`` text, or the dict :func:`parse_prometheus` made of it.
-
-    Returns:
-        The counters, or ``None`` when the server exposes none of them (speculative
-        decoding off).
-    """
+    """The three speculative-decoding counters of a ``/metrics`` scrape (text, or
+    :func:`parse_prometheus` of it); None when the server exposes none (no drafting)."""
     values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
     names = (SPEC_DECODE_DRAFTS, SPEC_DECODE_DRAFT_TOKENS, SPEC_DECODE_ACCEPTED_TOKENS)
     if not any(n in values for n in names):
@@ -163,12 +136,9 @@ def spec_decode_counters(metrics: str | Mapping[str, float]) -> SpecDecodeCounte
 def acceptance_from_counters(
     before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
 ) -> dict[str, float] | None:
-    """Acceptance rate and length over the requests served between two scrapes.
-
-    Same definitions as ``vllm bench serve`` (``vllm/benchmarks/serve.py``):
-    acceptance rate = accepted / draft tokens × 100 (percent); acceptance length =
-    1 + accepted / drafts (tokens emitted per target-model forward pass, the ``1`` being
-    the target's own token).
+    """Acceptance rate (accepted / draft tokens × 100, %) and length (1 + accepted / drafts:
+    tokens per target forward pass) between two scrapes, as ``vllm bench serve`` defines them
+    (``vllm/benchmarks/serve.py``).
 
     Args:
         before, after: counters scraped before and after the point.
@@ -212,15 +182,11 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
             at least ``spec_decode_acceptance_length`` / ``_rate``.
 
     Returns:
-        ``{"spec_decode_level": "error", "spec_decode_verdict": "speculative decoding accepted
-        nothing (576 drafts, 4032 draft tokens, 0 accepted): ..."}`` when drafts were made
-        and none accepted; ``"lower bound"`` for any other point measured on random prompts
-        (the sweeps' dataset: its acceptance understates real text's, so it is never called
-        "not paying off"); for points on real prompts (``dataset`` ``"real:..."``,
-        :func:`helpers.bench.acceptance.measure_acceptance`) ``"warning"`` with "not paying
-        off: ..." when the mean acceptance length is below
-        :data:`helpers.server.review.PAYING_OFF_LENGTH`, ``"ok"`` otherwise; ``{}`` when the
-        point has no speculative-decoding figures.
+        ``{"spec_decode_level", "spec_decode_verdict"}``: ``"error"`` when drafts were made and
+        none accepted; ``"lower bound"`` for any other point on random prompts (the sweeps':
+        never called "not paying off"); on real prompts (``dataset`` ``"real:..."``)
+        ``"warning"`` ("not paying off: ...") below
+        :data:`helpers.server.review.PAYING_OFF_LENGTH`, else ``"ok"``; ``{}`` without figures.
     """
     from helpers.server.review import PAYING_OFF_LENGTH
 
@@ -268,12 +234,8 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
 
 
 def scrape_metrics(base_url: str, timeout: float = 10.0) -> str:
-    """``GET <server root>/metrics`` and return the Prometheus text.
-
-    Args:
-        base_url: server root or ``.../v1`` (the ``/v1`` is dropped: ``/metrics`` sits at
-            the root).
-        timeout: seconds.
+    """``GET <server root>/metrics`` (``base_url``: the root or ``.../v1``; ``timeout`` in
+    seconds) and return the Prometheus text.
 
     Raises:
         BenchError: the server did not answer.
@@ -326,9 +288,8 @@ def _served_models(root: str, timeout: float = 10.0) -> list[str]:
 
 
 class StallDetector:
-    """Watches ``/metrics`` observations for an engine that stopped making progress.
-
-    Two kinds, each for ``timeout`` seconds of observations while the API still answers:
+    """Watches ``/metrics`` for an engine that stopped making progress, for ``timeout`` seconds
+    while the API still answers:
 
     - *stalled*: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0
       (the scheduler admits nothing);
@@ -339,8 +300,7 @@ class StallDetector:
       (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``), so one prefill
       longer than ``timeout`` reads as a hang: keep ``timeout`` above the longest prefill.
 
-    An observation that breaks the pattern (a request admitted, a token counted, nothing
-    running) starts that kind's clock again.
+    An observation that breaks the pattern starts that kind's clock again.
 
     Args:
         timeout: seconds (default :data:`STALL_TIMEOUT_S`).

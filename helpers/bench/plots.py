@@ -1,11 +1,6 @@
-"""Matplotlib figures of benchmark results (the DataFrame of :func:`helpers.bench.results.load_results`).
-
-Every function returns the :class:`matplotlib.figure.Figure` and, given ``path``, also
-writes it as PNG. Titles and axis labels carry units; ``target``, ``variant`` and
-``vllm_version``, when passed, become a subtitle so a saved PNG says what it measured.
-
-Without a display (CI, SSH) and outside Jupyter the Agg backend is selected on import;
-in a notebook the inline backend is left alone.
+"""Matplotlib figures of :func:`helpers.bench.results.load_results` DataFrames: each function
+returns the Figure and, given ``path``, writes a PNG whose subtitle (``target``, ``variant``,
+``vllm_version``) says what it measured. Without a display and outside Jupyter, Agg is selected.
 """
 
 from __future__ import annotations
@@ -84,14 +79,8 @@ def _finish(
     if path is not None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        # the title travels in the PNG's metadata too: a saved plot says what it measured
-        fig.savefig(
-            path,
-            format="png",
-            dpi=120,
-            bbox_inches="tight",
-            metadata={"Title": " · ".join(t for t in (title, sub) if t)},
-        )
+        meta = {"Title": " · ".join(t for t in (title, sub) if t)}  # travels with the PNG
+        fig.savefig(path, format="png", dpi=120, bbox_inches="tight", metadata=meta)
     return fig
 
 
@@ -109,16 +98,14 @@ def pareto(
 ) -> Figure:
     """Output tokens/s per GPU (y) against tokens/s per user (x), one line per ``by`` value.
 
-    Each point is one concurrency (annotated ``c=N``); moving along a line trades
-    per-user speed for total throughput, and the upper-right envelope across lines is the
-    Pareto front of the configurations.
+    Each point is one concurrency (annotated ``c=N``); the upper-right envelope across lines
+    is the Pareto front of the configurations.
 
     Args:
         df: :func:`helpers.bench.results.load_results` output.
         by: column naming the configuration (default ``label``).
-        x, y: columns for the axes (defaults as above). On the CPU stand-in, whose
-            starved server streams tokens in bursts (TPOT near 0), pass
-            ``x="e2e_tokens_per_s_per_user"``.
+        x, y: columns for the axes (on the CPU stand-in, whose TPOT reads near 0,
+            ``x="e2e_tokens_per_s_per_user"``).
         title, target, variant, vllm_version: title and subtitle parts.
         path: PNG to write, optional.
 
@@ -181,11 +168,8 @@ def latency_vs_concurrency(
     unknown = [m for m in metrics if m not in LATENCY_NAMES]
     if unknown:
         raise PlotError(f"Unknown latency metric(s) {unknown}; use {sorted(LATENCY_NAMES)}.")
-    _require(
-        df,
-        [by, "concurrency", *[f"{p}_{m}_ms" for m in metrics for p in percentiles]],
-        "latency_vs_concurrency()",
-    )
+    columns = [f"{p}_{m}_ms" for m in metrics for p in percentiles]
+    _require(df, [by, "concurrency", *columns], "latency_vs_concurrency()")
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.5), squeeze=False)
     styles = ["-", "--", ":", "-."]
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -193,14 +177,8 @@ def latency_vs_concurrency(
             g = group.sort_values("concurrency")
             color = f"C{i % 10}"
             for j, pct in enumerate(percentiles):
-                ax.plot(
-                    g["concurrency"],
-                    g[f"{pct}_{metric}_ms"],
-                    marker="o",
-                    linestyle=styles[j % len(styles)],
-                    color=color,
-                    label=f"{name} {pct}",
-                )
+                style = {"marker": "o", "linestyle": styles[j % len(styles)], "color": color}
+                ax.plot(g["concurrency"], g[f"{pct}_{metric}_ms"], label=f"{name} {pct}", **style)
         if log_x:
             ax.set_xscale("log", base=2)
             ticks = sorted({int(c) for c in df["concurrency"].dropna()})
@@ -225,10 +203,8 @@ def acceptance_length(
     vllm_version: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Bar chart of mean acceptance length per speculative mode (``by``), bars per concurrency.
-
-    Acceptance length = 1 + accepted / drafts: tokens emitted per target-model forward pass
-    (1.0 = no gain). Rows without speculative decoding are skipped.
+    """Bar chart of mean acceptance length (1 + accepted / drafts: tokens per target forward
+    pass, 1.0 = no gain) per speculative mode (``by``), bars per concurrency.
 
     Args:
         df: :func:`helpers.bench.results.load_results` output.
@@ -322,13 +298,10 @@ def plot_sweep(
     folder: str | Path | None = None,
 ) -> None:
     """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
-    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png`` and shown once each.
-
-    On the stand-in the x axis is output tokens / end-to-end time per user (tokens arrive in
-    bursts on 2 shared CPU cores, so 1000 / TPOT is no measurement there), the y axis the
-    whole server's output tokens/s, the latency panels TTFT and end-to-end latency (not TPOT),
-    and the titles say "(CPU stand-in)". The subtitle names the installed vLLM, or, for a server this notebook
-    attached to, the release its config names ("not checked").
+    saved as ``<folder>/<target>[-standin]-{pareto,latency}.png``. On the stand-in (tokens
+    arrive in bursts on 2 shared cores, so 1000 / TPOT is no measurement) the axes are end-to-end
+    per-user speed, whole-server output tokens/s, TTFT and E2EL. The subtitle names the installed
+    vLLM, or an attached server's configured release ("not checked").
 
     Args:
         results: the DataFrame of :func:`helpers.bench.sweep.sweep`.

@@ -1,15 +1,10 @@
 """Run one benchmark point: vLLM's own load generator (``vllm bench serve``), in-process.
 
-One *point* (:func:`run_point`) is one run of ``vllm bench serve`` (random dataset, chat
-endpoint, a fixed ``--max-concurrency``) that writes one JSON file (``--save-result``);
-:func:`helpers.bench.sweep.sweep` runs one per concurrency and loads them
-(:mod:`helpers.bench.results`). The load generator is vLLM's, never a hand-rolled loop:
-``vllm.benchmarks.serve.add_cli_args`` + ``main`` in a worker thread of this process, because
-the CPU build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``) and a child process
-per point imports ``vllm.benchmarks.serve`` every time (7.4 s): a notebook's 3-point sweep took
-5.8x as long (measured 2026-12-01 on the 2-core CPU box, vLLM 0.32.0; the numbers are in
-``benchmarks/bench_point_modes.py``). A point whose engine stalls (requests wait, none runs) or
-hangs (requests run, no token is counted) behind a healthy API is cancelled
+``vllm.benchmarks.serve.add_cli_args`` + ``main`` run in a worker thread of this process: the CPU
+build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``), and a child per point
+imports ``vllm.benchmarks.serve`` each time (7.4 s; a 3-point sweep took 5.8x as long, measured
+2026-12-01 on the 2-core CPU box, vLLM 0.32.0: ``benchmarks/bench_point_modes.py``). A point
+whose engine stalls or hangs behind a healthy API is cancelled
 (:class:`helpers.bench.metrics.StallDetector`).
 """
 
@@ -64,13 +59,10 @@ def _run_bench_main(
     poll: float = STALL_POLL_S,
 ) -> dict[str, Any]:
     """Parse ``argv`` with vLLM's bench parser and run it in a worker thread's own event loop
-    (``asyncio.run`` inside ``main`` then works from a Jupyter cell, whose thread runs one).
-    The benchmark's side effects are undone: its console output goes to ``log_path``,
-    ``gc.freeze()`` is reverted, the global ``random`` / numpy seeds are restored.
-
-    With ``root`` and ``stall_timeout``, the calling thread scrapes ``<root>/metrics`` every
-    ``poll`` seconds while the point runs and cancels the benchmark when the engine stalls
-    (:class:`StallDetector`).
+    (``asyncio.run`` then works from a Jupyter cell). Its side effects are undone: console
+    output goes to ``log_path``, ``gc.freeze()`` is reverted, the ``random`` / numpy seeds
+    restored. With ``root`` and ``stall_timeout``, ``/metrics`` is scraped every ``poll``
+    seconds and a stalled engine cancels the benchmark (:class:`StallDetector`).
     """
 
     import numpy as np
@@ -83,9 +75,8 @@ def _run_bench_main(
 
     outcome: dict[str, Any] = {}
     buf = io.StringIO()
-    main_async = getattr(
-        vbs, "main_async", None
-    )  # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+    # vLLM 0.32.0: main() = asyncio.run(main_async(args))
+    main_async = getattr(vbs, "main_async", None)
 
     def target() -> None:
         if main_async is None:  # an older bench module: no way to cancel, run as is
@@ -165,9 +156,7 @@ def _run_bench_main(
     if "error" in outcome:
         e = outcome["error"]
         what = str(e)
-        if (
-            "Traceback (most recent call last)" in what
-        ):  # e.g. "Initial test run failed ... Error: <traceback>"
+        if "Traceback (most recent call last)" in what:  # "Initial test run failed ... Error: <tb>"
             head = what.split("Traceback (most recent call last)", 1)[0].strip()
             what = f"{head} {last_error_line(what) or what.strip().splitlines()[-1]}"
         raise BenchError(
@@ -180,9 +169,7 @@ def _run_bench_main(
 
 def chat_target_args(root: str, model: str, tokenizer: str | Path) -> list[str]:
     """The ``vllm bench serve`` flags that aim it at a server's chat endpoint: backend,
-    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too) and the
-    ``tokenizer`` folder. Shared by :func:`run_point` and
-    :func:`helpers.bench.acceptance.measure_acceptance`."""
+    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too), ``tokenizer``."""
     return [
         "--backend", CHAT_BACKEND,
         "--endpoint", CHAT_ENDPOINT,
@@ -214,10 +201,9 @@ def run_point(
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
-    The command line it ran is the first line of the point's ``.log``. With the random
-    dataset and ``--ignore-eos`` every request generates exactly ``output_len`` tokens. The
-    warm-up requests (``--num-warmups``) repeat the point's first prompt and are not counted;
-    request rate is unbounded (``inf``), so ``--max-concurrency`` alone sets the load.
+    Random dataset with ``--ignore-eos`` (every request generates ``output_len`` tokens),
+    unbounded request rate (``--max-concurrency`` alone sets the load); the command line is the
+    first line of the point's ``.log``.
 
     Args:
         base_url: server root ``http://host:port`` or ``http://host:port/v1``.
@@ -239,10 +225,8 @@ def run_point(
         gpu_count: GPUs behind the server, stored as metadata for per-GPU throughput.
         prefix_len: ``--random-prefix-len``: tokens of one prefix shared by every prompt
             of the point (0: none).
-        stall_timeout: seconds with requests waiting and none running, or requests running
-            and no prompt or generation token counted (``/metrics``, scraped every
-            :data:`STALL_POLL_S` s; :class:`helpers.bench.metrics.StallDetector`), after which
-            the point is aborted; None disables the watch.
+        stall_timeout: seconds of a stalled or hung engine (:class:`StallDetector`, ``/metrics``
+            every :data:`STALL_POLL_S` s) before the point is aborted; None disables the watch.
 
     Returns:
         Path of the JSON written by ``--save-result``.
@@ -302,9 +286,8 @@ def run_point(
         )
     if not result.get("completed"):
         errors = _request_errors(log_path.read_text())
-        if not _healthy(root):
-            cause = SERVER_DIED
-        else:
+        cause = SERVER_DIED
+        if _healthy(root):
             cause = (
                 "check the server log; a request may exceed --max-model-len (prefix_len + "
                 f"input_len + output_len = {prefix_len + input_len + output_len} tokens plus "
@@ -335,9 +318,8 @@ def _request_errors(text: str) -> list[str]:
         if not m:
             continue
         body = block[m.end(1) + 2 :].strip()
-        first = body.splitlines()[0] if body else ""
-        line = first
-        if not first or first.startswith("Traceback"):
+        line = body.splitlines()[0] if body else ""
+        if not line or line.startswith("Traceback"):
             line = last_error_line(body) or (body.splitlines()[-1].strip() if body else "")
         line = f"Error {m.group(1)}: {line[:300]}"
         if line.split(": ", 1)[1] not in {o.split(": ", 1)[1] for o in out}:
@@ -361,14 +343,8 @@ def _check_tokenizer(tokenizer: Any) -> None:
     path = Path(text).expanduser()
     if path.exists():
         return
-    looks_local = (
-        isinstance(tokenizer, Path)
-        or path.is_absolute()
-        or text.startswith((".", "~"))
-        or "\\" in text
-        or text.count("/") != 1
-    )
-    if looks_local:
+    looks_local = isinstance(tokenizer, Path) or path.is_absolute() or "\\" in text
+    if looks_local or text.startswith((".", "~")) or text.count("/") != 1:
         raise BenchError(
             f"The tokenizer folder {text} does not exist: pass the folder the server serves "
             "(ServeConfig.model, e.g. helpers.standin.build.build_standin_model() for the stand-in, "

@@ -1,11 +1,6 @@
-"""Benchmark results: the points ``vllm bench serve`` saved, loaded into pandas.
-
-Each point of :func:`helpers.bench.sweep.sweep` is one ``--save-result`` JSON file, written by
-vLLM and never rewritten; what the cookbook adds from its ``/metrics`` scrapes goes into a
-sidecar (:func:`annotate_point`). :func:`load_results` reads both into one DataFrame row per
-point (vLLM's terms: ``ttft``, ``tpot``, ``itl``, ``e2el``, in milliseconds);
-:func:`results_table` picks columns for display. The committed measurements a notebook quotes
-are read by :mod:`tools.results_pages`.
+"""Benchmark results: the points ``vllm bench serve`` saved (``--save-result`` JSON, never
+rewritten) plus the cookbook's sidecar of ``/metrics`` notes (:func:`annotate_point`), loaded
+into pandas (:func:`load_results`; vLLM's terms ``ttft``, ``tpot``, ``itl``, ``e2el``, in ms).
 """
 
 from __future__ import annotations
@@ -33,33 +28,14 @@ _LATENCY_STATS = ("mean", "median", "p99")
 
 #: Column order of :func:`load_results`; optional columns appear only when some point has them.
 COLUMNS = [
-    "label",
-    "concurrency",
-    "num_prompts",
-    "input_len",
-    "output_len",
-    "gpu_count",
-    "completed",
-    "failed",
-    "duration_s",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "output_throughput_per_gpu",
-    "tokens_per_s_per_user",
-    "e2e_tokens_per_s_per_user",
-    "request_goodput",
+    *("label", "concurrency", "num_prompts", "input_len", "output_len", "gpu_count"),
+    *("completed", "failed", "duration_s", "request_throughput", "output_throughput"),
+    *("total_token_throughput", "output_throughput_per_gpu", "tokens_per_s_per_user"),
+    *("e2e_tokens_per_s_per_user", "request_goodput"),
     *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
-    "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length",
-    "spec_decode_level",
-    "spec_decode_verdict",
-    "prefix_cache_hit_rate",
-    "prefix_cache_warning",
-    "replicas",
-    "replicas_serving",
-    "replica_warning",
-    "path",
+    *("spec_decode_acceptance_rate", "spec_decode_acceptance_length"),
+    *("spec_decode_level", "spec_decode_verdict", "prefix_cache_hit_rate", "prefix_cache_warning"),
+    *("replicas", "replicas_serving", "replica_warning", "path"),
 ]
 #: Columns left out when no point has them: the goodput (measured with an SLO only) and every
 #: column after the latencies but ``path``.
@@ -78,15 +54,11 @@ def sidecar_path(path: str | Path) -> Path:
 def prefix_cache_warning(
     prefix_len: int, queries: float, hits: float, cache_config: Mapping[str, str] | None = None
 ) -> str | None:
-    """Why a point whose prompts share a prefix got no prefix-cache hit, or None.
-
-    vLLM's prefix cache reuses whole KV blocks only (``vllm/v1/core/kv_cache_utils.py``: a
-    block's hash covers its tokens and every block before it), and for a hybrid Mamba model
-    vLLM 0.32.0 enlarges the attention block until its page holds a Mamba state
-    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``: 2,128 tokens for
-    the NVFP4 checkpoint on the H200, 1,072 for BF16; ``helpers.memory.planner.plan``'s
-    ``block_size``): a shared prefix shorter than one block never fills a block, so it never
-    hits.
+    """Why a point whose prompts share a prefix got no prefix-cache hit, or None. vLLM reuses
+    whole KV blocks only (``vllm/v1/core/kv_cache_utils.py``), and for a hybrid Mamba model
+    vLLM 0.32.0 enlarges the block to hold a Mamba state (``Platform._align_hybrid_block_size``,
+    ``vllm/platforms/interface.py``: 2,128 tokens for NVFP4 on the H200, 1,072 for BF16), so a
+    shared prefix shorter than one block never hits.
 
     Args:
         prefix_len: tokens every prompt of the point shares (``--random-prefix-len``).
@@ -139,14 +111,11 @@ def annotate_point(
     """Write what two ``/metrics`` scrapes around a point add to it into its sidecar
     (:func:`sidecar_path`, JSON; none when there is nothing to add; vLLM's JSON is left as is).
 
-    It gets, when the counters moved, the figures of
-    :func:`helpers.bench.metrics.acceptance_from_counters` that vLLM's JSON lacks,
-    ``"spec_decode_source": "metrics_scrape"`` when vLLM gave no acceptance length, and the
-    :func:`helpers.bench.metrics.acceptance_verdict` of the merged point;
-    ``cookbook_prefix_cache_hit_rate`` (hits / queries, 0-1) when the prefix cache was queried
-    (``vllm:prefix_cache_*_total`` deltas: near 0, no point reused another's prompts); and
-    ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`) when the point's prompts
-    share a prefix and nothing hit.
+    Written: the :func:`helpers.bench.metrics.acceptance_from_counters` figures vLLM's JSON
+    lacks (``"spec_decode_source": "metrics_scrape"`` when it had no acceptance length) and the
+    merged point's :func:`~helpers.bench.metrics.acceptance_verdict`;
+    ``cookbook_prefix_cache_hit_rate`` (0-1, ``vllm:prefix_cache_*_total`` deltas) when the
+    cache was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`).
 
     Args:
         path: the point's ``--save-result`` JSON.
@@ -171,14 +140,12 @@ def annotate_point(
                 notes[key] = value
         notes.update(acceptance_verdict({**data, **notes}))  # judged on what the row shows
     queries = after.get(PREFIX_CACHE_QUERIES, 0.0) - before.get(PREFIX_CACHE_QUERIES, 0.0)
+    hits = 0.0
     if queries > 0:
         hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
         notes["cookbook_prefix_cache_hit_rate"] = hits / queries
-    else:
-        hits = 0.0
-    warning = prefix_cache_warning(
-        int(_num(data.get("prefix_len")) or 0), queries, hits, cache_config
-    )
+    prefix_len = int(_num(data.get("prefix_len")) or 0)
+    warning = prefix_cache_warning(prefix_len, queries, hits, cache_config)
     if warning:
         notes["cookbook_prefix_cache_warning"] = warning
     notes.update({k: v for k, v in (extra or {}).items() if k not in data})
@@ -238,14 +205,10 @@ TABLE_COLUMNS = (
 def results_table(
     results: pd.DataFrame, columns: Sequence[str] | None = None, *, run: Any = None
 ) -> pd.DataFrame:
-    """The ``columns`` of a results DataFrame (those present; default :data:`TABLE_COLUMNS`,
-    with ``e2e_tokens_per_s_per_user`` for the per-user speed on the stand-in), rounded to
-    one decimal for display (tokens/s, ms).
-
-    On the stand-in (``run``, a server, its ``srv.run`` or a
-    :class:`helpers.config.run.Run`, serves it; None: a GPU), per-token timing columns (TPOT, ITL, and
-    ``tokens_per_s_per_user`` = 1000 / mean TPOT) hold :data:`NOT_MEASURED_ON_STANDIN`
-    instead of numbers that would read as measurements; end-to-end columns stay.
+    """The ``columns`` present of a results DataFrame (default :data:`TABLE_COLUMNS`), rounded
+    to 0.1 (tokens/s, ms). When ``run`` (a server, its ``srv.run`` or a
+    :class:`helpers.config.run.Run`; None: a GPU) serves the stand-in, the per-user speed is
+    end-to-end and per-token timing columns hold :data:`NOT_MEASURED_ON_STANDIN`.
     """
     stand_in = serves_standin(run)
     if columns is None:
@@ -387,6 +350,3 @@ def load_results(
     for col in ("concurrency", "num_prompts", "completed", "failed"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df.sort_values(["label", "concurrency"], kind="stable").reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- committed references

@@ -1,10 +1,6 @@
-"""Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure.
-
-A :class:`Scenario` is what :func:`helpers.bench.sweep.sweep` reads through ``scenario=``
-(token counts, prompts per point, ``name``) plus the concurrencies to sweep and where the
-shape comes from; every scenario runs on ``vllm bench serve``'s random dataset.
-``scenario(name, srv)`` scales the shape down for the CPU stand-in (the YAML's ``standin``
-section, :func:`scale_for_standin`).
+"""Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure
+(on ``vllm bench serve``'s random dataset), scaled down for the CPU stand-in by the YAML's
+``standin`` section (:func:`scale_for_standin`).
 """
 
 from __future__ import annotations
@@ -63,8 +59,7 @@ class Scenario:
         prefix_len: tokens of one prefix shared by every prompt of a point (``--random-prefix-len``).
         concurrencies: ``--max-concurrency`` values to sweep.
         num_prompts: fixed prompts per point, or None (see :meth:`num_prompts_for`).
-        prompts_per_concurrency: prompts per point = this x concurrency (e.g. the agentic
-            shape's rounds), or None.
+        prompts_per_concurrency: prompts per point = this x concurrency (agentic rounds), or None.
         reference: a seed's measured numbers for this shape, if any.
         stand_in: True when scaled down for the CPU stand-in; ``scale`` is the factor applied.
     """
@@ -148,16 +143,11 @@ class Scenario:
     def expected_seconds(
         self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
     ) -> float:
-        """Estimated wall time of one sweep of this scenario on one GPU, without speculative
-        decoding (drafting only shortens it), server start not included.
-
-        Model: per point, ``(warm-ups + prompts) / c`` waves; each wave decodes
-        ``output_len`` tokens at the per-user speed measured at that concurrency and
-        prefills ``c x input_len`` tokens (the shared prefix once per point). Speeds are the
-        NVFP4 H200 reference (:data:`H200_PER_USER_TPS`, :data:`H200_PREFILL_TPS`),
-        interpolated log-log in concurrency, scaled by :data:`GPU_SPEED` (memory bandwidth).
-        ``repeats`` adds that many runs of the lowest and the highest point (the speculative
-        notebook's noise measurement).
+        """Estimated seconds of one sweep on one GPU, without drafting or server start: per point
+        ``(warm-ups + prompts) / c`` waves, each decoding ``output_len`` tokens at the measured
+        per-user speed (:data:`H200_PER_USER_TPS`) and prefilling ``c x input_len`` tokens
+        (:data:`H200_PREFILL_TPS`; the shared prefix once per point), scaled by
+        :data:`GPU_SPEED`. ``repeats`` adds that many runs of the lowest and highest point.
         """
         factor = GPU_SPEED[gpu.lower()]
         cs = list(concurrencies or self.concurrencies)
@@ -169,12 +159,6 @@ class Scenario:
             prefill = c * self.input_len / (H200_PREFILL_TPS * factor)
             total += waves * (decode + prefill) + self.prefix_len / (H200_PREFILL_TPS * factor)
         return total
-
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (what ``bench.sweep(scenario=...)`` also accepts)."""
-        d = dataclasses.asdict(self)
-        d["concurrencies"] = list(self.concurrencies)
-        return d
 
 
 @functools.lru_cache(maxsize=4)
@@ -230,24 +214,16 @@ def load_scenarios(path: str | Path | None = None) -> dict[str, Scenario]:
     return {name: _from_entry(name, e) for name, e in data["scenarios"].items()}
 
 
-def list_scenarios(path: str | Path | None = None) -> list[str]:
-    """Scenario names in file order."""
-    return list(load_scenarios(path))
-
-
 def standin_settings(path: str | Path | None = None) -> dict[str, Any]:
     """The ``standin`` section: max_model_len, chat_template_tokens, token_budget, ..."""
     return dict(_load(str(Path(path or SCENARIOS_PATH))).get("standin") or {})
 
 
 def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) -> Scenario:
-    """``s`` shrunk for the CPU stand-in, keeping its prefix : input : output ratios.
-
-    Every token count is multiplied by ``token_budget / (prefix + input + output)`` (never
-    above 1) and rounded, with at least ``min_tokens`` (a zero prefix stays zero);
-    concurrencies are capped at ``max_concurrency`` and de-duplicated; a fixed
-    ``num_prompts`` keeps its ratio to the largest concurrency, at least
-    ``min_prompts_per_concurrency`` x concurrency.
+    """``s`` shrunk for the CPU stand-in: token counts x ``token_budget / total`` (at most 1,
+    at least ``min_tokens``; a zero prefix stays zero), concurrencies capped at
+    ``max_concurrency``, a fixed ``num_prompts`` keeping its ratio to the largest concurrency
+    (at least ``min_prompts_per_concurrency`` x concurrency).
 
     Raises:
         RecipeError: the scaled request does not fit the stand-in's ``max_model_len``.
@@ -293,8 +269,6 @@ def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> S
     """One scenario by name, scaled for the CPU stand-in when ``run`` (a server, its
     ``srv.run`` or a :class:`helpers.config.run.Run`; None: as written) serves the stand-in.
 
-    Pass it to ``bench.sweep(..., concurrencies=s.concurrencies, scenario=s)``.
-
     Raises:
         RecipeError: an unknown name (the message lists the valid ones).
     """
@@ -304,8 +278,7 @@ def scenario(name: str, run: Any = None, *, path: str | Path | None = None) -> S
             f"Unknown scenario {name!r}. Valid scenarios: {', '.join(all_)} (cookbook/scenarios.yaml)."
         )
     s = all_[name]
-    stand_in = serves_standin(run)
-    return scale_for_standin(s, standin_settings(path)) if stand_in else s
+    return scale_for_standin(s, standin_settings(path)) if serves_standin(run) else s
 
 
 def scenarios_frame(run: Any = None, names: Sequence[str] | None = None):
@@ -314,7 +287,7 @@ def scenarios_frame(run: Any = None, names: Sequence[str] | None = None):
     import pandas as pd
 
     rows = []
-    for n in names or list_scenarios():
+    for n in names or load_scenarios():
         s = scenario(n, run)
         rows.append(
             {

@@ -65,12 +65,12 @@ def _max_num_seqs(server: Any, cfg: Any) -> tuple[int, str] | None:
 
         device = "cpu" if getattr(cfg, "stand_in", False) else "gpu"
         gpu = getattr(cfg, "gpu", None) or {}
-        seqs = default_max_num_seqs(
-            device, float(gpu.get("memory_gb") or 0), str(gpu.get("name", ""))
-        )
+        memory_gb = float(gpu.get("memory_gb") or 0)
+        seqs = default_max_num_seqs(device, memory_gb, str(gpu.get("name", "")))
         where = f"vLLM's default --max-num-seqs {seqs}"
-    replicas = int(getattr(getattr(server, "deployment", None), "count", 0) or 0)
-    if replicas > 1 and getattr(getattr(server, "deployment", None), "layout", "") == "replicas":
+    dep = getattr(server, "deployment", None)
+    replicas = int(getattr(dep, "count", 0) or 0)
+    if replicas > 1 and getattr(dep, "layout", "") == "replicas":
         return int(seqs) * replicas, f"{where} x {replicas} replicas"
     return int(seqs), where
 
@@ -97,11 +97,8 @@ def _bound_concurrency(points: list[dict[str, int]], server: Any, cfg: Any, labe
     out: list[dict[str, int]] = []
     for p in points:
         if p["concurrency"] > cap:
-            p = {
-                **p,
-                "concurrency": cap,
-                "num_prompts": min(p["num_prompts"], default_num_prompts(cap)),
-            }
+            n = min(p["num_prompts"], default_num_prompts(cap))
+            p = {**p, "concurrency": cap, "num_prompts": n}
         if all(q["concurrency"] != p["concurrency"] for q in out):
             out.append(p)
     return out

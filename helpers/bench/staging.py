@@ -1,6 +1,5 @@
-"""A sweep's private folder: its points are written to a stage inside ``out_dir`` and published
-in one step under a lock in that folder (:func:`publish`), so a folder never mixes two runs; a failed point's
-log is kept beside the published ones (:func:`keep_failed_log`).
+"""A sweep's private stage inside ``out_dir``, published in one step under a lock
+(:func:`publish`), so a folder never mixes two runs.
 """
 
 from __future__ import annotations
@@ -9,9 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from helpers.bench.point import (
-    _safe,
-)
+from helpers.bench.point import _safe
 
 #: The lock file :func:`publish` holds in a results folder while it moves points in (in the
 #: folder it guards, not the system's temp folder, where one empty file per folder piled up).

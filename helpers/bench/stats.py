@@ -1,6 +1,6 @@
-"""Statistics over repeated benchmark points: run-to-run spread (:class:`Spread`), and
-comparisons and rankings that call a difference inside that spread noise, not a win.
-"""
+"""Run-to-run spread of repeated benchmark points, and rankings that call a difference inside
+it noise, not a win (the speculative-decoding notebook's; the tuning step's rule:
+:mod:`helpers.tune.noise`)."""
 
 from __future__ import annotations
 
@@ -66,18 +66,9 @@ def higher_is_better(metric: str) -> bool:
 class Comparison:
     """The verdict of :func:`compare`: ``winner`` is None when the difference is noise."""
 
-    metric: str
-    a: str
-    b: str
-    value_a: float
-    value_b: float
     delta_pct: float
-    noise_pct: float
     winner: str | None
     verdict: str
-
-    def __str__(self) -> str:
-        return self.verdict
 
 
 def compare(
@@ -105,31 +96,26 @@ def compare(
     """
     if isinstance(noise, Spread):
         noise = [noise]
-    noise_pct = (
-        max(s.noise_pct for s in noise) if isinstance(noise, Sequence) and noise
-        else float(noise) if isinstance(noise, (int, float)) else None
-    )  # fmt: skip
+    if isinstance(noise, Sequence):
+        noise = max((s.noise_pct for s in noise), default=None)
     a, b = float(value_a), float(value_b)
-    base = abs(a) if a else abs(b) or 1.0
-    delta = 100.0 * (b - a) / base
-    better_b = (b > a) if higher_is_better(metric) else (b < a)
+    delta = 100.0 * (b - a) / (abs(a) if a else abs(b) or 1.0)
     n_a, n_b = names
-    if noise_pct is not None and abs(delta) <= noise_pct:
-        return Comparison(metric, n_a, n_b, a, b, delta, noise_pct, None,
-                          f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is noise, not a win "
-                          f"(run-to-run spread {noise_pct:.1f}%)")  # fmt: skip
+    if noise is not None and abs(delta) <= noise:
+        return Comparison(delta, None, f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is noise, "
+                          f"not a win (run-to-run spread {noise:.1f}%)")  # fmt: skip
     if a == b:
-        return Comparison(
-            metric, n_a, n_b, a, b, 0.0, noise_pct or 0.0, None, f"{n_a} and {n_b} tie on {metric}"
-        )
+        return Comparison(0.0, None, f"{n_a} and {n_b} tie on {metric}")
+    better_b = (b > a) if higher_is_better(metric) else (b < a)
     winner, loser = (n_b, n_a) if better_b else (n_a, n_b)
     note = (
-        f"noise ±{noise_pct / 2:.1f}%"
-        if noise_pct is not None
+        f"noise ±{noise / 2:.1f}%"
+        if noise is not None
         else "noise unknown: measure it with repeat_point"
     )
-    return Comparison(metric, n_a, n_b, a, b, delta, noise_pct if noise_pct is not None else float("nan"), winner,
-                      f"{winner} beats {loser} by {abs(delta):.1f}% on {metric} ({note})")  # fmt: skip
+    return Comparison(
+        delta, winner, f"{winner} beats {loser} by {abs(delta):.1f}% on {metric} ({note})"
+    )
 
 
 def rank(

@@ -1,14 +1,7 @@
-"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas.
+"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas::
 
-A *sweep* (:func:`sweep`) is a list of points at rising concurrency, each one run of
-``vllm bench serve`` (:func:`helpers.bench.point.run_point`), loaded into a
-:class:`pandas.DataFrame` (:func:`helpers.bench.results.load_results`)::
-
-    results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
-    results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
-
-:func:`sweep_points` and :func:`repeat_point` run given points and repeats (spread:
-:mod:`helpers.bench.stats`); ``/metrics`` scrapes around each point: :mod:`helpers.bench.metrics`.
+results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
+results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
 """
 
 from __future__ import annotations
@@ -33,18 +26,8 @@ from helpers.bench.metrics import (
     scrape_metrics,
     server_root,
 )
-from helpers.bench.point import (
-    SERVER_DIED,
-    _check_tokenizer,
-    _request_errors,
-    _safe,
-    run_point,
-)
-from helpers.bench.results import (
-    annotate_point,
-    load_results,
-    read_point,
-)
+from helpers.bench.point import SERVER_DIED, _check_tokenizer, _request_errors, _safe, run_point
+from helpers.bench.results import annotate_point, load_results, read_point
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
     _bound_concurrency,
     default_num_prompts,
@@ -176,30 +159,24 @@ def sweep(
     stall_timeout: float | None = STALL_TIMEOUT_S,
     keep_other_points: bool = False,
 ) -> pd.DataFrame:
-    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them.
-
-    Around each point it scrapes ``<root>/metrics`` and writes what the scrapes add into the
-    point's sidecar (:func:`helpers.bench.results.annotate_point`: acceptance from the counter
-    deltas where vLLM's JSON lacks it, the prefix-cache hit rate, and why a shared prefix hit
-    nothing, that warning printed once per sweep).
+    """Run one :func:`run_point` per concurrency and return :func:`load_results` of them, with
+    what ``/metrics`` scrapes around each point add (:func:`~helpers.bench.results.annotate_point`;
+    a warning printed once per sweep).
 
     Args:
-        server: the server it measures: a :class:`helpers.server.vllm_server.VLLMServer` (launched or
-            attached), a :class:`helpers.fleet.fleet.Fleet`, anything with ``.base_url``; its
-            config gives ``model``, ``tokenizer`` and ``gpu_count`` (else ``GET
-            /v1/models``). Or its URL string (server root or ``.../v1``), then with
-            ``model`` and ``tokenizer``.
+        server: what it measures: a :class:`~helpers.server.vllm_server.VLLMServer`, a
+            :class:`~helpers.fleet.fleet.Fleet`, anything with ``.base_url`` (its config, else
+            ``GET /v1/models``, gives ``model``, ``tokenizer``, ``gpu_count``); or its URL
+            string (server root or ``.../v1``) with ``model`` and ``tokenizer``.
         model: served model name (default: the server's). With a server object, a list
             here is taken as ``concurrencies`` (``sweep(srv, [1, 16, 64])``).
         tokenizer: local tokenizer folder matching the server's (default: the server
             config's model folder, else the ``root`` ``/v1/models`` lists).
         concurrencies: ``--max-concurrency`` per point, run in this order; default the
             scenario's ``concurrencies``, else :data:`DEFAULT_CONCURRENCIES`.
-        scenario: a mapping or object with ``input_len``, ``output_len`` and optionally
-            ``prefix_len``, ``num_prompts``, ``prompts_per_concurrency``,
-            ``concurrencies``, ``name`` (e.g. ``helpers.bench.scenarios.scenario("chat")``), or a
-            scenario name (scaled for the stand-in when the server's config is the
-            stand-in's). Explicit keyword arguments win over it.
+        scenario: a :class:`~helpers.bench.scenarios.Scenario`, a mapping of its fields, or a
+            scenario name (scaled for the stand-in when the server serves it). Explicit
+            keyword arguments win over it.
         input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
             nor ``scenario`` give them).
         prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
@@ -208,31 +185,26 @@ def sweep(
             concurrency, at least 16).
         out_dir: default ``helpers.paths.out_dir("bench", label)``.
         label: configuration name (one line per label in the plots).
-        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: a
-            fleet's ``gpu_count``, its deployment's replicas x GPUs each; else the server
-            config's ``gpu_count``, at least 1; 1 with a URL).
+        gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: the
+            server's or its config's ``gpu_count``, at least 1; 1 with a URL).
         slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
         seed: base seed; each point gets :func:`point_seed` of it.
         num_warmups: warm-up requests per point; default :func:`default_num_warmups`
             (``min(concurrency, 8)``).
         extra_args: more ``vllm bench serve`` flags for every point.
         progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
-        seed_label: the name hashed into each point's seed instead of ``label``; give
-            several configurations (on separate servers) the same ``seed_label`` to send
-            them the same prompts.
+        seed_label: the name hashed into each point's seed instead of ``label`` (the same for
+            several configurations sends them the same prompts).
         stall_timeout: abort a point whose engine has requests waiting and none running
             for this many seconds (see :func:`run_point`); None disables it.
-        keep_other_points: replace only the points this sweep measured (same label and
-            concurrency) and keep the label's other points in ``out_dir``: for a caller that
-            resumes a sweep point by point (:func:`helpers.tune.tune.tune`).
+        keep_other_points: replace only the points this sweep measured and keep the label's
+            others in ``out_dir`` (a caller that resumes point by point: the tuning step).
 
-    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x what the server runs at
-    once (its ``--max-num-seqs``, summed over a fleet's replicas) is capped there, with a printed
-    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet (an object with
-    ``replica_states()``), each point records its replicas and those serving
-    (``replicas`` / ``replicas_serving`` / ``replica_warning`` columns, the warning printed).
-    The points are written to a private folder inside ``out_dir`` and replace the label's
-    earlier points there only when the sweep ends, so a folder never mixes two runs.
+    A concurrency above :data:`~helpers.bench.sizing.OVERSUBSCRIPTION` x the server's
+    ``--max-num-seqs`` (summed over a fleet's replicas) is capped, with a printed
+    :class:`~helpers.bench.sizing.ConcurrencyCappedWarning`. Through a fleet each point records
+    its replicas serving (``replicas*`` columns). Points replace the label's earlier ones in
+    ``out_dir`` only when the sweep ends, so a folder never mixes two runs.
 
     Returns:
         The DataFrame of :func:`load_results`, one row per point, sorted by concurrency.
@@ -249,12 +221,9 @@ def sweep(
     # the text bar (not tqdm.auto's widget): an executed notebook saves its final state
     from tqdm.std import tqdm
 
-    if (
-        not isinstance(server, (str, bytes))
-        and isinstance(model, (list, tuple))
-        and concurrencies is None
-    ):
-        model, concurrencies = None, model  # sweep(srv, [1, 16, 64]): the server knows its model
+    if isinstance(model, (list, tuple)) and concurrencies is None:
+        if not isinstance(server, (str, bytes)):  # sweep(srv, [1, 16, 64]): it knows its model
+            model, concurrencies = None, model
     root, model, tokenizer, gpu_count, cfg = _measured(server, model, tokenizer, gpu_count)
     scenario = _scenario(scenario, cfg)
     if concurrencies is None:
@@ -461,8 +430,7 @@ def sweep_points(
 def check_repeats(repeats: Any) -> int:
     """``repeats`` as an int, checked: runs of one point that measure the run-to-run spread.
 
-    Call it before a server starts (a GPU start takes minutes), as the speculative-decoding
-    notebook does; :func:`repeat_point` calls it too.
+    Call it before a server starts (a GPU start takes minutes); :func:`repeat_point` does too.
 
     Raises:
         BenchError: not an int, or below 2 (one run has no spread).
@@ -489,11 +457,9 @@ def repeat_point(
 ) -> pd.DataFrame:
     """Run the same point ``repeats`` times to measure its run-to-run spread.
 
-    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and its own
-    seed (base ``seed + r``, hashed by :func:`point_seed`, so no repeat is served from another's
-    prefix cache), written to ``<out_dir>/rep<r>/``. Feed the result to
-    :func:`helpers.bench.stats.spread`, and the spread to :func:`helpers.bench.stats.compare` /
-    :func:`helpers.bench.stats.rank`.
+    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and seed
+    (``seed + r``, hashed by :func:`point_seed`: no repeat is served from another's prefix
+    cache), written to ``<out_dir>/rep<r>/``; :func:`helpers.bench.stats.spread` reads the result.
 
     Args:
         server, model, tokenizer: as :func:`sweep` (the server object, or its URL with

@@ -1,15 +1,9 @@
-"""The accuracy step: score a running server on a shipped item set through lm-eval.
-
-Notebook verb: :func:`evaluate`. Why lm-eval (``lm-eval[api]==0.4.13``) and not evalscope:
-it is what vLLM's own accuracy checks and SGLang's cookbook pages use against a served model
-(``--model local-completions`` / ``local-chat-completions``), its chat client sends the
-request fields we give it untouched (so ``chat_template_kwargs`` and ``thinking_token_budget``
-reach vLLM) and scores only ``message.content`` (vLLM's reasoning parser keeps the reasoning
-apart), and a task is a YAML file over a local JSON-lines file: no hub at run time.
-
-The task: each item's question in demo.yaml's ``accuracy.prompt`` ("... give the final answer
-as: The answer is N."), scored as lm-eval scores GSM8K (:data:`NUMBER_PATTERN`, :data:`IGNORE`:
-the answer's last number, exact match against the item's target).
+"""The accuracy step (:func:`evaluate`): score a running server on a shipped item set through
+lm-eval (``lm-eval[api]==0.4.13``), as vLLM's own accuracy checks and SGLang's cookbook do. Its
+chat client sends our request fields untouched (``chat_template_kwargs``,
+``thinking_token_budget``), scores only ``message.content``, and a task is a YAML file over a
+local JSON-lines file: no hub at run time. Items are scored as lm-eval scores GSM8K
+(:data:`NUMBER_PATTERN`, :data:`IGNORE`: the answer's last number, exact match).
 """
 
 from __future__ import annotations
@@ -75,15 +69,14 @@ class AccuracyResult:
         item_set: the set's key (``"gsm8k"``).
         accuracy: right / scored, with its 95 % Wilson interval.
         items: one row per item: ``id``, ``target``, ``extracted``, ``correct``, ``response``.
-        generated_tokens: tokens the server generated for the run (reasoning + answers), from
-            its ``vllm:generation_tokens_total`` counter; None when the server has no metrics.
+        generated_tokens: tokens the server generated (reasoning + answers,
+            ``vllm:generation_tokens_total``); None without metrics.
         seconds: wall time of the run.
         settings: the request settings sent (thinking, budget, max_tokens, sampling).
         path: the folder the per-item table (``items.csv``) and ``result.json`` went to.
-        length_finished: requests the server ended at ``max_tokens`` during the run (its
-            ``vllm:request_success_total{finished_reason="length"}`` counter); None when the
-            server has no metrics or the run sent two requests per item (the two-pass budget
-            ends its first pass by length on purpose).
+        length_finished: requests the server ended at ``max_tokens``
+            (``vllm:request_success_total{finished_reason="length"}``); None without metrics or
+            with the two-pass budget (its first pass ends by length on purpose).
     """
 
     label: str
@@ -371,8 +364,7 @@ def evaluate_runs(
     progress: bool = True,
     budget_method: str = "server",
 ) -> list[AccuracyResult]:
-    """Score several request settings on the same items, one after another, in one lm-eval
-    process (lm-eval is imported once for all of them).
+    """Score several request settings on the same items in one lm-eval process.
 
     Args:
         server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
@@ -415,14 +407,12 @@ def evaluate(
     """Score a running server on an item set, through lm-eval's ``local-chat-completions``.
 
     Args:
-        server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``: a
-            :class:`~helpers.server.vllm_server.VLLMServer`, an attached handle, a replica.
-        items: the items (dicts from :func:`helpers.config.evalsets.load_items`), or the first
-            N of the set (int), or None: the whole set (200 items).
+        server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
+        items: the items (:func:`helpers.config.evalsets.load_items` dicts), the first N of the
+            set (int), or None: the whole set (200 items).
         item_set: the set's key (:data:`helpers.config.evalsets.ITEM_SETS`).
-        options: thinking on/off, ``reasoning_budget`` (sent as ``thinking_token_budget``),
-            ``max_tokens`` (tokens per item, reasoning included; None: 16000), temperature
-            and top_p; default :class:`ChatOptions` (the seeds' sampling).
+        options: thinking, ``reasoning_budget`` (sent as ``thinking_token_budget``),
+            ``max_tokens`` (per item, reasoning included; None: 16000), sampling.
         label: names the run (and its folder ``out/evals/<label>/``).
         concurrency: requests in flight (lm-eval's ``num_concurrent``).
         progress: lm-eval's progress bar over the items (stderr).
@@ -456,13 +446,9 @@ def _answers(base: str) -> bool:
 def _run_lm_eval(
     base: str, model: str, runs: list[_Run], concurrency: int, progress: bool
 ) -> list[dict[str, Any]]:
-    """Score ``runs`` in one child process (:mod:`helpers.evals.lm_eval_child`) and return,
-    per run, ``{"samples", "seconds", "tokens_before", "tokens_after", "length_before",
-    "length_after"}``.
-
-    A child, not ``lm_eval.simple_evaluate`` here: lm-eval's API client runs its own
-    ``asyncio.run()``, which a Jupyter kernel's running loop refuses, and a child ends with
-    its requests when the cell is interrupted. Its progress bar (stderr) is forwarded.
+    """Score ``runs`` in a child process (:mod:`helpers.evals.lm_eval_child`: lm-eval's
+    ``asyncio.run()`` fails in a Jupyter kernel's loop, and a child ends with its requests when
+    the cell is interrupted); per run its ``done.json``. Its progress bar (stderr) is forwarded.
     """
     work = runs[0].folder
     spec = {

@@ -1,21 +1,15 @@
-"""The reasoning-budget curve: accuracy and tokens spent against ``thinking_token_budget``.
-
-:func:`budget_curve` scores the same items at each budget (reasoning off, caps, no cap) on
-one running server, with the server-side cap (vLLM's ``thinking_token_budget``, enforced with
-``--reasoning-parser``) or, where the server drafts, the client's two passes;
-:func:`plot_budget_curve` draws accuracy (with its Wilson interval) against mean tokens
-generated per item.
+"""The reasoning-budget curve: accuracy and tokens spent against ``thinking_token_budget``
+(reasoning off, caps, no cap), scored by :func:`helpers.evals.step.quality_step`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from helpers.chat.request import ChatOptions
-from helpers.evals.accuracy import AccuracyResult, evaluate_runs
+from helpers.evals.accuracy import AccuracyResult
 from helpers.paths import out_dir, slug
 
 
@@ -62,47 +56,6 @@ def curve_table(plan: list[tuple[str, ChatOptions]], runs: list[AccuracyResult])
             for (name, _), run in zip(plan, runs, strict=True)
         ]
     )
-
-
-def budget_curve(
-    server,
-    items: list[dict] | int | None,
-    budgets: Sequence[str | int | None] = ("off", 256, 1024, None),
-    *,
-    options: ChatOptions | None = None,
-    label: str = "budget",
-    concurrency: int = 4,
-    budget_method: str = "auto",
-) -> tuple[pd.DataFrame, list[AccuracyResult]]:
-    """Score ``items`` at each budget, in one lm-eval process; returns the table of
-    :func:`curve_table` (with a ``budget_method`` column) and the runs.
-
-    Args:
-        budget_method: ``"server"`` (vLLM's ``thinking_token_budget``), ``"two_pass"`` (the
-            client's two passes, :mod:`helpers.evals.two_pass`) or ``"auto"``: two passes where
-            the server drafts, whose budget vLLM may not enforce
-            (:func:`helpers.chat.drafting.budget_method_for`).
-
-    Raises:
-        ValueError: a budget that is not ``"off"``, None or an int >= 0.
-        helpers.evals.accuracy.EvalError: as :func:`~helpers.evals.accuracy.evaluate`.
-    """
-    plan = budget_plan(budgets, options or ChatOptions())
-    if budget_method == "auto":
-        from helpers.chat.drafting import budget_method_for
-        from helpers.server.endpoint import make_client
-
-        budget_method = budget_method_for(make_client(server.base_url))
-    runs = evaluate_runs(
-        server,
-        [(f"{label}-{name.replace(' ', '')}", opts) for name, opts in plan],
-        items,
-        concurrency=concurrency,
-        budget_method=budget_method,
-    )
-    table = curve_table(plan, runs)
-    table["budget_method"] = [r.settings.get("budget_method", "") for r in runs]
-    return table, runs
 
 
 def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None) -> Path:

@@ -1,8 +1,5 @@
-"""Two configurations on the same items, paired: what the 4-bit checkpoint (or a kernel, a
-Mamba-state dtype, a budget) costs on the user's own box.
-
-Notebook verb: :func:`compare` (two :class:`~helpers.evals.accuracy.AccuracyResult` already
-scored on the same items; the notebook's step 12 serves the second configuration).
+"""Two configurations scored on the same items, paired (:func:`compare`): what the 4-bit
+checkpoint (or a kernel, a Mamba-state dtype, a budget) costs on the user's own box.
 """
 
 from __future__ import annotations

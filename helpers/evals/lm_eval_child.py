@@ -2,14 +2,11 @@
 :func:`helpers.evals.accuracy.evaluate_runs` (imports lm-eval once for all its runs).
 
 SPEC (JSON): ``base_url``, ``model``, ``concurrency``, ``runs: [{"task", "folder",
-"two_pass"}]``; each run's task YAML is in ``<folder>/task/``; a ``two_pass`` run sends its
-requests through :func:`helpers.evals.two_pass.two_pass_endpoint` (the reasoning budget applied
-by the client). For each run, in order: the server's
-``vllm:generation_tokens_total`` and its requests ended by length
-(``vllm:request_success_total{finished_reason="length"}``) before and after, ``lm_eval.simple_evaluate`` with
-``local-chat-completions`` (only this run's task indexed: ``include_defaults=False`` saves
-about 4 s of indexing lm-eval's own tasks), then ``<folder>/done.json``. Exit status 1 on
-the first run that fails (its traceback on stderr).
+"two_pass"}]`` (task YAML in ``<folder>/task/``; ``two_pass``: requests go through
+:func:`helpers.evals.two_pass.two_pass_endpoint`). Per run: the server's generated tokens and
+requests ended by length before and after, ``lm_eval.simple_evaluate`` (only this run's task
+indexed: ``include_defaults=False`` saves about 4 s), then ``<folder>/done.json``. Exit status
+1 on the first run that fails (its traceback on stderr).
 """
 
 from __future__ import annotations
@@ -65,7 +62,23 @@ def main(argv: list[str] | None = None) -> int:
             url = base
             if run.get("two_pass"):  # the budget applied by the client in two passes
                 url = stack.enter_context(two_pass_endpoint(base, spec["model"]))
-            results = _evaluate(simple_evaluate, TaskManager, spec, run, folder, url)
+            results = simple_evaluate(
+                model="local-chat-completions",
+                model_args={
+                    "model": spec["model"],
+                    "base_url": f"{url}/chat/completions",
+                    "num_concurrent": spec["concurrency"],
+                    "max_retries": 1,
+                    "tokenized_requests": False,
+                    "timeout": 3600,
+                },
+                tasks=[run["task"]],
+                task_manager=TaskManager(include_defaults=False, include_path=str(folder / "task")),
+                apply_chat_template=True,
+                log_samples=True,
+                bootstrap_iters=0,
+                verbosity="ERROR",
+            )
         seconds = time.monotonic() - t0
         after = _counters(base)
         done = {
@@ -78,26 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         (folder / "done.json").write_text(json.dumps(done, default=str))
     return 0
-
-
-def _evaluate(simple_evaluate, TaskManager, spec, run, folder, url):  # noqa: N803 - lm-eval's names
-    return simple_evaluate(
-        model="local-chat-completions",
-        model_args={
-            "model": spec["model"],
-            "base_url": f"{url}/chat/completions",
-            "num_concurrent": spec["concurrency"],
-            "max_retries": 1,
-            "tokenized_requests": False,
-            "timeout": 3600,
-        },
-        tasks=[run["task"]],
-        task_manager=TaskManager(include_defaults=False, include_path=str(folder / "task")),
-        apply_chat_template=True,
-        log_samples=True,
-        bootstrap_iters=0,
-        verbosity="ERROR",
-    )
 
 
 if __name__ == "__main__":

@@ -1,19 +1,12 @@
 """Speculative decoding shown lossless: greedy outputs with drafting against without.
 
 Greedy decoding with a correct verifier is lossless: a drafted token is kept only where the
-target model would have produced it. :func:`greedy_tokens` asks a server for the generated
-token ids of each prompt (temperature 0, vLLM's ``return_token_ids``) and each position's
-top-5 token ids (``logprobs``, ``return_tokens_as_token_ids``); :func:`match` compares two
-runs prompt by prompt: the share of positions that agree (up to the shorter output) and the
-first position where they part.
-
-The verdict is vLLM's own rule (its CPU test ``tests/v1/e2e/test_cpu_spec_decode.py``, vLLM
-0.32.0): two greedy runs match when they are identical, or when at the first token where they
-differ each run's token is among the other's top-5 (a tie: two near-equal logits that batch
-shapes and kernels may order either way; after it the texts may part legitimately); and a
-run during which no drafted token was accepted proves nothing (:attr:`Match.vacuous`). A
-rejection method that is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is
-never called lossless.
+target would have produced it. The verdict is vLLM's own rule (its CPU test
+``tests/v1/e2e/test_cpu_spec_decode.py``, vLLM 0.32.0): two greedy runs match when identical,
+or when at the first token where they differ each run's token is among the other's top-5 (a
+tie: near-equal logits that batch shapes and kernels may order either way); a run during which
+no drafted token was accepted proves nothing (:attr:`Match.vacuous`). A rejection method that
+is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is never called lossless.
 """
 
 from __future__ import annotations
@@ -92,13 +85,10 @@ def greedy_tokens(
     top_logprobs: int = TIE_TOP_K,
 ) -> list[GreedyOutput]:
     """Token ids each prompt generates greedily on ``server`` (one request per prompt, in
-    order; ``temperature=0``; ``max_tokens`` tokens at most, reasoning included), each with the
-    ids of its ``top_logprobs`` most likely tokens per position (0: none asked).
-
-    A reply vLLM cannot write because a logprob is NaN (HTTP 400, :data:`NAN_LOGPROB_ERROR`;
-    seen on the CPU stand-in with n-gram drafting) is asked again without logprobs, with a
-    :class:`TopLogprobsUnreadableWarning`: that output's top-5 is unknown, so a difference
-    there counts as real, never as a tie.
+    order; ``max_tokens`` tokens at most, reasoning included), each with the ids of its
+    ``top_logprobs`` most likely tokens per position (0: none asked). A reply refused for a NaN
+    logprob (HTTP 400, :data:`NAN_LOGPROB_ERROR`; the CPU stand-in with n-gram drafting) is
+    asked again without logprobs, with a :class:`TopLogprobsUnreadableWarning`.
 
     Raises:
         helpers.errors.CookbookError: the server does not return token ids (vLLM before
@@ -151,11 +141,10 @@ class Match:
         prompts: prompts compared.
         per_prompt: one row per prompt: ``compared`` positions, ``agree``, ``first_divergence``
             (the first differing position, or None), and both lengths.
-        accepted: draft tokens the target accepted while ``other`` was generated (the
-            server's ``vllm:spec_decode_num_accepted_tokens_total`` before and after), or
-            None when not measured.
-        ties: prompts whose outputs first differ at a tie (``per_prompt``'s ``tie``): each
-            run's token is among the other's top-5 there (both runs' top-5 known).
+        accepted: draft tokens accepted while ``other`` was generated
+            (``vllm:spec_decode_num_accepted_tokens_total`` delta), or None when not measured.
+        ties: prompts whose outputs first differ at a tie (each run's token among the other's
+            top-5 there).
     """
 
     rate: float
@@ -173,9 +162,8 @@ class Match:
 
     @property
     def vacuous(self) -> bool:
-        """No drafted token was accepted during the compared requests, so the comparison
-        proves nothing either way (vLLM's own CPU test, ``tests/v1/e2e/test_cpu_spec_decode.py``
-        in 0.32.0, fails such a run)."""
+        """No drafted token was accepted during the compared requests: the comparison proves
+        nothing (vLLM's own CPU test fails such a run)."""
         return self.accepted == 0
 
     def summary(self, label: str = "drafting") -> str:

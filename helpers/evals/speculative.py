@@ -1,10 +1,5 @@
-"""The per-mode checks of the speculative-decoding notebook, on one running server.
-
-:func:`mode_checks` gathers what the notebook compares across modes, besides the speed sweep:
-greedy token ids of :data:`helpers.evals.lossless.LOSSLESS_PROMPTS` (the lossless check), and,
-for a drafting server, acceptance on real prompts (:func:`helpers.bench.acceptance.measure_acceptance`)
-and one reply to a server-side reasoning budget (does vLLM apply ``thinking_token_budget`` while
-it drafts? vllm-project/vllm #39573, #54906).
+"""The per-mode checks of the speculative-decoding notebook on one running server
+(:func:`mode_checks`), besides the speed sweep.
 """
 
 from __future__ import annotations

@@ -27,10 +27,9 @@ from helpers.evals.stats import wilson
 
 def below_the_floor(result: AccuracyResult, run: Any) -> str | None:
     """A warning when a real checkpoint's whole interval lies below the family's published
-    floor (:data:`~helpers.evals.accuracy.REFERENCE_FLOORS`): the sign of a checkpoint that
-    collapsed (vllm-project/vllm #36094, #33560) rather than of noise, with the usual causes
-    and the paired comparison that tells. None on the stand-in or random weights (their score
-    means nothing here), above the floor, or for a set without one.
+    floor (:data:`~helpers.evals.accuracy.REFERENCE_FLOORS`): a collapsed checkpoint
+    (vllm-project/vllm #36094, #33560), not noise. None on the stand-in or random weights,
+    above the floor, or for a set without one.
 
     Args:
         result: the accuracy run (its ``item_set`` and Wilson interval).
@@ -57,7 +56,6 @@ def quality_step(
     budgets: Sequence[str | int | None] | None = None,
     options: ChatOptions | None = None,
     label: str = "accuracy",
-    concurrency: int | None = None,
 ) -> tuple[AccuracyResult | None, pd.DataFrame | None]:
     """Score the run, print the accuracy with its interval, the published reference with its
     source and what the figure means on this run; then the budget curve.
@@ -72,7 +70,6 @@ def quality_step(
             budgets, on its first ``budget_items`` items); empty: no curve.
         options: the run's request settings; ``max_tokens`` per item.
         label: names the runs' folders ``out/evals/<label>*/``.
-        concurrency: requests in flight (None: 4 on the stand-in, 32 on a GPU).
 
     Raises:
         ValueError: a budget that is not ``"off"``, None or a token count below
@@ -93,7 +90,7 @@ def quality_step(
     budgets = list(budgets if budgets is not None else d.budgets)
     plan = budget_plan(budgets, opts)
     curve_items = chosen[: d.budget_items]
-    concurrency = concurrency or d.eval_concurrency
+    concurrency = d.eval_concurrency  # requests in flight: 4 on the stand-in, 32 on a GPU
     print(
         f"Scoring {len(chosen)} items through lm-eval; the item set: {ITEM_SETS['gsm8k'].source} ...",
         flush=True,

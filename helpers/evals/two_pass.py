@@ -1,14 +1,11 @@
 """The two-pass reasoning budget behind lm-eval: a local chat endpoint that answers each request
 with :func:`helpers.chat.completions.chat` (``budget_method="two_pass"``).
 
-lm-eval's ``local-chat-completions`` sends one request per item, so a budget it sends as
-``thinking_token_budget`` is the server's to enforce. Where the server drafts, vLLM may not
-enforce it (vllm-project/vllm #39573, #54906; :mod:`helpers.chat.drafting`). Then the accuracy
-step points lm-eval at this endpoint instead: each request becomes a first pass that reasons
-up to the budget and, when it was cut, a second that continues from the closed think block;
-lm-eval still does the scoring (its filters and metric), on the ``content`` of the final pass.
-The endpoint runs in the lm-eval child (:mod:`helpers.evals.lm_eval_child`), on 127.0.0.1, for
-the run only.
+Where the server drafts, vLLM may not enforce ``thinking_token_budget`` (vllm-project/vllm
+#39573, #54906; :mod:`helpers.chat.drafting`), so the accuracy step points lm-eval at this
+endpoint: each request becomes a first pass that reasons up to the budget and, when cut, a
+second from the closed think block; lm-eval still scores the final ``content``. It runs in the
+lm-eval child, on 127.0.0.1, for the run only.
 """
 
 from __future__ import annotations

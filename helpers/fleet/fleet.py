@@ -1,17 +1,10 @@
-"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router.
-
-Notebook verbs::
+"""Outgrow one server: run a :class:`~helpers.fleet.deployment.Deployment`'s servers and router::
 
     dep = deployment.resolve_deployment("replicas", "h200", count=2)   # pure: render, validate
     with fleet.Fleet(dep) as fl:                # N servers + router, stopped on exit
         bench.sweep(fl, ...)                    # the client and sweep, unchanged
 
-:class:`Fleet` launches each server as a :class:`helpers.server.vllm_server.VLLMServer` and
-the router (:mod:`helpers.fleet.router`) through the same manager, waits on every server at
-once and then until the router's ``/readiness`` counts every worker healthy, and ends
-everything on ``stop()``, an exception or Ctrl-C (all processes together, with progress; a
-second Ctrl-C kills at once, still ending all of them). Also :func:`running_fleets` and
-:func:`metric_total`. The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
+The notebook verbs (launch or reuse, attach) are in :mod:`helpers.fleet.launch`.
 """
 
 from __future__ import annotations
@@ -37,7 +30,8 @@ _FLEETS: weakref.WeakSet[Fleet] = weakref.WeakSet()
 
 
 class Fleet:
-    """The running processes of a :class:`Deployment`: servers (+ router).
+    """The running processes of a :class:`Deployment`: servers (+ router); a context manager
+    (everything stops on exit, on an exception or Ctrl-C), or :meth:`start` / :meth:`stop`.
 
     Args:
         deployment: from :func:`helpers.fleet.deployment.resolve_deployment`.
@@ -49,16 +43,12 @@ class Fleet:
             deployment's).
         log_dir: folder for the logs (default ``out/logs/``).
         cache_dirs: one compile/Triton cache folder per server (``VLLMServer(cache_dir=...)``);
-            default: replica ``i`` of several gets ``out/cache/<release>-<GPUs>/replica<i>``
-            (:func:`helpers.server.command.compile_cache_key`), so replicas started together
-            never write (or load half-written) artifacts in one cache root; each keeps its
-            own warm cache for the next start. A ``VLLM_CACHE_ROOT`` already set wins.
+            default: replica ``i`` of several gets ``out/cache/<release>-<GPUs>/replica<i>``, so
+            replicas started together never share (or load half-written) artifacts. A
+            ``VLLM_CACHE_ROOT`` already set wins.
         keep_ports: launch on the deployment's ports (the rendered 8000, 8001, ...); default:
             each server picks a free port and the router is given those.
         server_kwargs: more :class:`helpers.server.vllm_server.VLLMServer` options for the servers.
-
-    Use as a context manager (everything stops on exit, on an exception or Ctrl-C), or
-    call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(
@@ -84,9 +74,7 @@ class Fleet:
         self.grace_period = float(grace_period)
         self.progress = progress
         self.router_binary = (
-            router
-            if router is not None
-            else (deployment.router.router if deployment.router else None)
+            router if router is not None else getattr(deployment.router, "router", None)
         )
         self.log_dir = Path(log_dir) if log_dir else None
         self.server_kwargs = server_kwargs
@@ -125,10 +113,9 @@ class Fleet:
         return self.entry.base_url
 
     def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for the entry point, told the deployment's
-        ``max_model_len`` (:attr:`max_model_len`) so ``chat()`` / ``stream_chat()`` need not
-        ask the router's ``GET /v1/models``, which vllm-router answers from its first worker
-        without a health check (HTTP 500 while that replica is down, vllm-project/router#135)."""
+        """An ``openai.OpenAI`` client for the entry point, told :attr:`max_model_len` so
+        ``chat()`` need not ask the router's ``GET /v1/models``, which vllm-router answers from
+        its first worker without a health check (HTTP 500 while it is down, vllm-project/router#135)."""
         from helpers.chat.completions import remember_max_model_len
 
         client = self.entry.client(**kwargs)
@@ -205,11 +192,8 @@ class Fleet:
                 (str(c.model), [str(f) for f in c.with_port(None).cli_flags()], dict(c.env))
                 for c in dep.servers
             ]
-            router = (
-                (dep.router.policy, dict(dep.router.args), dict(dep.router.env))
-                if dep.router
-                else None
-            )
+            r = dep.router
+            router = (r.policy, dict(r.args), dict(r.env)) if r else None
             return (dep.name, dep.layout, dep.count, servers, router)
 
         return key(self.deployment) == key(other)
@@ -240,11 +224,9 @@ class Fleet:
         return show
 
     def start(self) -> Fleet:
-        """Launch every server (in parallel), wait for all their ``/health`` together, then
-        the router and its ``/readiness`` with every worker healthy.
-
-        Started again while it runs, it returns itself (saying so); a fleet that was stopped,
-        or one of whose processes ended, is stopped fully and starts clean.
+        """Launch every server (in parallel), wait for all their ``/health``, then the router
+        and its ``/readiness`` with every worker healthy. Running: returns itself; stopped or
+        with a process ended: stopped fully and started clean.
 
         Raises:
             FlagError: a flag rejected by vLLM's parser or the router's ``--help`` (nothing
@@ -299,10 +281,9 @@ class Fleet:
         return self
 
     def server_options(self, index: int, stem: str | None = None) -> dict[str, Any]:
-        """The :class:`~helpers.server.vllm_server.VLLMServer` options server ``index`` is
-        started with: the fleet's timeouts and progress, ``server_kwargs``, and its cache folder
-        (``cache_dirs[index]``, else ``out/cache/<release>-<GPUs>/replica<index>`` when the
-        deployment runs several servers: :func:`replica_cache_root`)."""
+        """The :class:`~helpers.server.vllm_server.VLLMServer` options of server ``index``: the
+        fleet's timeouts and progress, ``server_kwargs`` and its cache folder (``cache_dirs``,
+        else :func:`replica_cache_root` ``/replica<index>`` when there are several servers)."""
         kw: dict[str, Any] = {
             "startup_timeout": self.startup_timeout,
             "grace_period": self.grace_period,
@@ -338,10 +319,8 @@ class Fleet:
     def start_router(
         self, router: RouterConfig | None = None, *, timeout: float = 120.0
     ) -> RouterServer:
-        """Start the router in front of the running servers and wait for ``/readiness``.
-
-        :meth:`start` calls it; call it yourself to put a router in front of servers started
-        without one (e.g. benchmark one replica alone first, then the router).
+        """Start the router in front of the running servers (:meth:`start` calls it; call it
+        yourself to add one later) and wait for ``/readiness``.
 
         Args:
             router: the router config (default: the deployment's); its ``worker_urls`` are
@@ -388,10 +367,9 @@ class Fleet:
         return self.router
 
     def wait_workers(self, expected: int | None = None, timeout: float = 120.0) -> dict[str, Any]:
-        """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers healthy.
+        """Wait until the router's ``/readiness`` counts ``expected`` (default: all) workers
+        healthy; return its last answer.
 
-        Returns:
-            the last ``/readiness`` answer.
         Raises:
             ServerStartError: the router exited, or ``timeout`` seconds passed (names the
                 workers ``/workers`` reports unhealthy and the router log tail).
@@ -409,9 +387,8 @@ class Fleet:
                     log_tail=self.router.log_tail(30),
                 )
             last = self.router.readiness()
-            if int(last.get("healthy_workers") or 0) >= want and last.get("total_workers") == len(
-                self.servers
-            ):
+            healthy = int(last.get("healthy_workers") or 0)
+            if healthy >= want and last.get("total_workers") == len(self.servers):
                 self._say(
                     f"router reports {last['healthy_workers']}/{last['total_workers']} workers healthy"
                 )
@@ -436,11 +413,8 @@ class Fleet:
         return [w["url"] for w in self.router.workers() if w.get("is_healthy")]
 
     def kill_replica(self, index: int) -> None:
-        """Stop replica ``index`` (its whole process group) while the rest keep serving.
-
-        For failure drills: the router notices through its health checks (the registry
-        sets them every 2 s, unhealthy after 2 failures).
-        """
+        """Stop replica ``index`` (its whole process group) while the rest keep serving (failure
+        drills: the router's health checks notice, every 2 s, unhealthy after 2 failures)."""
         self.servers[index].stop()
         self._say(f"replica {index} stopped")
 
@@ -449,12 +423,9 @@ class Fleet:
         return self._names.get(id(proc), f"pid {proc.pid}")
 
     def stop(self, *, check: bool = True) -> None:
-        """Stop the router first (no new requests), then every server; idempotent.
-
-        Every process gets SIGTERM at once and the fleet waits for them together (each one
-        named as it ends), SIGKILL for what is left after ``grace_period``. A Ctrl-C while it
-        waits kills everything at once; either way no process of the fleet is left, then the
-        KeyboardInterrupt goes on.
+        """Stop the router first (no new requests), then every server; idempotent. All get
+        SIGTERM at once, SIGKILL after ``grace_period``; a Ctrl-C while waiting kills them all at
+        once, then the KeyboardInterrupt goes on.
 
         Raises:
             CookbookError: ``check`` and a process survived (names them); every process is

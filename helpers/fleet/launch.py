@@ -1,10 +1,5 @@
-"""The notebook verbs for a fleet: ``launch_fleet``, ``attach_fleet`` (``Fleet.stop`` stops it).
-
-:func:`launch_fleet` starts a :class:`~helpers.fleet.fleet.Fleet` and waits until it serves,
-reusing or stopping what this kernel already serves (a fleet or one server, with a message),
-as :func:`helpers.server.launch.launch_server` does for one server. :func:`attach_fleet` is a
-handle on a fleet that runs elsewhere (left running on stop).
-"""
+"""The notebook verbs for a fleet: :func:`launch_fleet`, :func:`attach_fleet` (``Fleet.stop``
+stops it)."""
 
 from __future__ import annotations
 

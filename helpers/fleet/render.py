@@ -1,21 +1,9 @@
-"""One command, rendered for the engines users scale out on, and read back for the flag check.
-
-From one :class:`~helpers.config.serveconfig.ServeConfig` (a target's recipe command or a
-tuned one) and a replica count:
-
-- :func:`compose`: docker compose, N replicas behind ``vllm-router`` (or the DP+EP server);
-- :func:`kserve`: a KServe ``LLMInferenceService`` (serving.kserve.io/v1alpha2), which runs
-  on llm-d's scheduler: this is also the llm-d rendering;
-- :func:`production_stack`: the vLLM production-stack Helm chart's ``values.yaml``.
-
-Each carries the same engine flags, byte for byte (``cfg.cli_flags(weights=False)``: the
-command's flags without the weights' name and revision, which each engine writes in a field of
-its own), the GPU count, host memory, model id, pinned revision and the speculative drafter
-(inside ``--speculative-config``). :func:`renderings` returns them with the config's own shell,
-docker and truss renderings, for :func:`helpers.config.flagtable.check_config`, which reads each
-back into the argv its engine runs (:func:`helpers.config.flagtable.served_argvs`) and checks it
-against the release's flag table. ``tests/fleet/test_renderings.py`` checks the compose and
-KServe files against their engines' published schemas (production-stack: :func:`production_stack`).
+"""One :class:`~helpers.config.serveconfig.ServeConfig` and a replica count, rendered for the
+engines users scale out on: docker compose, KServe (which is also llm-d's) and the vLLM
+production-stack chart. Each carries the same engine flags byte for byte
+(``cfg.cli_flags(weights=False)``), the GPU count, host memory, model id, revision and drafter;
+:func:`helpers.config.flagtable.check_config` reads each back and checks it against the
+release's flag table.
 """
 
 from __future__ import annotations
@@ -60,12 +48,11 @@ def _gpu_target(cfg: ServeConfig) -> None:
 def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str = "~/.cache/huggingface") -> str:  # fmt: skip
     """A docker compose file: one service per replica (or the DP+EP server) + the router.
 
-    Every replica runs the same command (port :data:`PORT` inside its container, host port
-    ``8000 + i``); GPU replicas reserve their GPUs and host memory through
-    ``deploy.resources.reservations`` (Compose Specification, as docker-compose 1.29.2 ships
-    it in ``compose/config/compose_spec.json``); the router runs from a Python image that
-    installs the pinned ``vllm-router`` and waits for every replica's health check. The image's
-    entrypoint is ``vllm serve`` (``vllm/vllm-openai``), so ``command`` starts at the model.
+    Replicas run the same command (port :data:`PORT` inside, host port ``8000 + i``), reserving
+    GPUs and host memory through ``deploy.resources.reservations`` (Compose Specification,
+    docker-compose 1.29.2 ``compose/config/compose_spec.json``); the router, from a Python image
+    with the pinned ``vllm-router``, waits for their health checks. ``vllm/vllm-openai``'s
+    entrypoint is ``vllm serve``, so ``command`` starts at the model.
 
     Args:
         dep: a resolved deployment, or one config (then ``replicas`` copies of it behind the
@@ -99,11 +86,8 @@ def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str =
         gpus = cfg.env.get("CUDA_VISIBLE_DEVICES")
         if gpus:
             devices = [{"driver": "nvidia", "device_ids": gpus.split(","), "capabilities": ["gpu"]}]
-            svc["deploy"] = {
-                "resources": {
-                    "reservations": {"memory": f"{_host_memory_gib(cfg)}g", "devices": devices}
-                }
-            }
+            reserve = {"memory": f"{_host_memory_gib(cfg)}g", "devices": devices}
+            svc["deploy"] = {"resources": {"reservations": reserve}}
         services[name] = svc
     if dep.router is not None:
         r = dataclasses.replace(
@@ -156,12 +140,8 @@ def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") 
     """
     _gpu_target(cfg)
     env = [{"name": k, "value": str(v)} for k, v in cfg.env.items()]
-    env.append(
-        {
-            "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": "token", "optional": True}},
-        }
-    )
+    secret = {"name": hf_secret, "key": "token", "optional": True}
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
     gpus = str(cfg.gpu_count)
     main = {
         "name": "main",
@@ -258,10 +238,8 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
 
 def renderings(cfg: ServeConfig, replicas: int = 2) -> dict[str, str]:
     """All six renderings of ``cfg``, ``{rendering: text}`` in the order of
-    :data:`helpers.config.flagtable.RENDERINGS`: its own three
-    (:func:`helpers.config.flagtable.renderings`), then :func:`compose`, :func:`kserve` and
-    :func:`production_stack` with ``replicas`` copies; for
-    :func:`helpers.config.flagtable.check_config`.
+    :data:`helpers.config.flagtable.RENDERINGS`: its own three, then :func:`compose`,
+    :func:`kserve` and :func:`production_stack` with ``replicas`` copies.
 
     Raises:
         RecipeError: as the renderers (the stand-in has no cluster rendering).

@@ -1,11 +1,6 @@
-"""vLLM's router (``vllm-router``): where it is, what its ``--help`` accepts, how it runs.
-
-``replicas`` deployments (:mod:`helpers.fleet.deployment`) put N copies of a target's
-``vllm serve`` behind ``vllm-router`` (PyPI ``vllm-router==0.1.17``, :data:`ROUTER_VERSION`,
-vLLM's own Rust router). This module finds the binary (:func:`find_router`), reads the options
-it accepts from its own ``--help`` (:func:`router_options`) and checks router flags against
-them (:func:`validate_router_argv`); :class:`RouterConfig` is one router process's settings
-and :class:`RouterServer` runs it under the server manager (:mod:`helpers.server.vllm_server`).
+"""vLLM's router (``vllm-router``, PyPI ``vllm-router==0.1.17``, vLLM's own Rust router) that
+``replicas`` deployments (:mod:`helpers.fleet.deployment`) put N copies of ``vllm serve`` behind:
+where it is, what its ``--help`` accepts, how it runs under the server manager.
 """
 
 from __future__ import annotations
@@ -35,12 +30,9 @@ ROUTER_MANAGED = ("--host", "--port", "--worker-urls", "--prometheus-port", "--p
 
 
 def find_router(binary: str | Path | Sequence[str] | None = None) -> list[str]:
-    """The argv prefix that runs ``vllm-router``.
-
-    Looked up in order: ``binary`` (a path, a command name, or an argv list); the
-    ``VLLM_ROUTER`` environment variable; ``vllm-router`` on ``PATH``; next to this Python
-    (a virtualenv's ``bin/`` that is not on ``PATH``); ``python -m vllm_router.launch_router``
-    when the package is importable (e.g. installed with ``pip --target`` onto ``PYTHONPATH``).
+    """The argv prefix that runs ``vllm-router``, looked up in order: ``binary`` (a path, a
+    command name, or an argv list); ``$VLLM_ROUTER``; ``vllm-router`` on ``PATH``; next to this
+    Python; ``python -m vllm_router.launch_router`` when the package is importable.
 
     Raises:
         CookbookError: not found; names the install command.
@@ -133,37 +125,32 @@ def validate_router_argv(
     opts = router_options(router)
     problems: list[str] = []
     bad: list[str] = []
-    i = 0
     argv = [str(a) for a in argv]
+    i = 0
     while i < len(argv):
         flag = argv[i]
-        if not flag.startswith("--"):
-            bad.append(flag)
-            problems.append(f"{flag!r} is not a flag (a value without a flag before it)")
-            i += 1
-            continue
         j = i + 1
         while j < len(argv) and not argv[j].startswith("--"):
             j += 1
-        values = argv[i + 1 : j]
-        spec = opts.get(flag)
-        if spec is None:
-            bad.append(flag)
-            problems.append(f"{flag} is not an option of vllm-router")
+        values, spec = argv[i + 1 : j], opts.get(flag)
+        if not flag.startswith("--"):
+            problem = f"{flag!r} is not a flag (a value without a flag before it)"
+            j = i + 1
+        elif spec is None:
+            problem = f"{flag} is not an option of vllm-router"
         elif spec["takes"] == "none" and values:
-            bad.append(flag)
-            problems.append(f"{flag} is a switch but got {values}")
+            problem = f"{flag} is a switch but got {values}"
         elif spec["takes"] == "one" and len(values) != 1:
-            bad.append(flag)
-            problems.append(f"{flag} takes one value, got {values}")
+            problem = f"{flag} takes one value, got {values}"
         elif spec["takes"] == "many" and not values:
-            bad.append(flag)
-            problems.append(f"{flag} needs at least one value")
+            problem = f"{flag} needs at least one value"
         elif spec.get("choices") and any(v not in spec["choices"] for v in values):
+            problem = f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}"
+        else:
+            problem = ""
+        if problem:
             bad.append(flag)
-            problems.append(
-                f"{flag} {' '.join(values)}: valid values are {', '.join(spec['choices'])}"
-            )
+            problems.append(problem)
         i = j
     if bad:
         raise FlagError(
@@ -176,10 +163,8 @@ def validate_router_argv(
 
 @dataclasses.dataclass
 class RouterConfig:
-    """One ``vllm-router`` process: workers, policy, flags.
-
-    Duck-types the parts of a ServeConfig that :class:`helpers.server.vllm_server.VLLMServer` reads
-    (``host``, ``port``, ``env``, ``served_model_name``, ``validate()``).
+    """One ``vllm-router`` process: workers, policy, flags; duck-types what
+    :class:`helpers.server.vllm_server.VLLMServer` reads of a ServeConfig.
 
     Attributes:
         worker_urls: replica roots, ``http://host:port``.
@@ -215,12 +200,8 @@ class RouterConfig:
                 continue
             argv += [flag] if value is True else [flag, str(value)]
         if self.prometheus_port:
-            argv += [
-                "--prometheus-host",
-                "127.0.0.1",
-                "--prometheus-port",
-                str(self.prometheus_port),
-            ]
+            argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port"]
+            argv.append(str(self.prometheus_port))
         return argv
 
     def argv(self, program: Sequence[str] = ("vllm-router",)) -> list[str]:
@@ -237,12 +218,8 @@ class RouterConfig:
 
 
 class RouterServer(VLLMServer):
-    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``.
-
-    ``/health`` on the router answers 200 once it runs;
-    :meth:`helpers.fleet.fleet.Fleet.wait_workers` then waits for ``/readiness`` to count
-    every worker healthy.
-    """
+    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``
+    (:meth:`helpers.fleet.fleet.Fleet.wait_workers` waits for its workers)."""
 
     def _launch_argv(self) -> list[str]:
         cfg: RouterConfig = self.config

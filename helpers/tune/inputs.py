@@ -51,12 +51,8 @@ class Candidate:
     spec: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def served(self, mode: str) -> Any:
-        """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`).
-
-        On the stand-in the CPU build serves the tiny model with the ``cpu`` target's flags
-        (:func:`helpers.config.resolve.standin_config`), plus ``standin_args`` when given, else
-        ``extra_args``: the scheduler flags (``--max-num-seqs``...) mean the same there.
-        """
+        """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`);
+        on the stand-in with ``standin_args`` when given, else ``extra_args``."""
         cfg = served_config(self.config, mode)
         if mode == "stand_in":
             args = self.extra_args if self.standin_args is None else self.standin_args
@@ -119,14 +115,9 @@ def candidate(
         cfg = base.with_args(extra) if extra else base
     chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
               "vllm_version": vllm_version, "extra_args": extra or None}  # fmt: skip
-    return Candidate(
-        name,
-        cfg,
-        extra,
-        dict(standin_args) if standin_args is not None else None,
-        note,
-        spec={k: v for k, v in chosen.items() if v is not None},
-    )
+    standin = dict(standin_args) if standin_args is not None else None
+    spec = {k: v for k, v in chosen.items() if v is not None}
+    return Candidate(name, cfg, extra, standin, note, spec=spec)
 
 
 def make_candidates(
@@ -138,11 +129,8 @@ def make_candidates(
     Raises:
         BenchError: an unknown spec key, a spec without a name, or two candidates of one name.
     """
-    out = (
-        [Candidate(RECIPE, base, note="the target's command", recipe=True)]
-        if include_recipe
-        else []
-    )
+    recipe = Candidate(RECIPE, base, note="the target's command", recipe=True)
+    out = [recipe] if include_recipe else []
     for spec in specs or ():
         if isinstance(spec, Candidate):
             out.append(spec)
@@ -171,15 +159,10 @@ def make_candidates(
 
 
 def default_candidates(base: Any, *, run: Any = None) -> list[dict[str, Any]]:
-    """A small default grid around ``base`` (specs for :func:`candidates`) for ``run`` (a
-    :class:`helpers.config.run.Run` or a server; None: a GPU).
-
-    On a GPU: Marlin MoE (when the recipe's NVFP4 uses another kernel), the BF16 variant (when
-    the target offers it and its weights fit), and ``--max-num-seqs 64`` (a smaller batch:
-    less queueing at high load, lower TTFT). On the CPU stand-in, two that run in seconds:
-    ``--max-num-seqs 2`` (the stand-in's recipe has 4), and the target on its seeds' vLLM
-    release, which this environment does not have (:func:`tune` records it as skipped: one
-    vLLM per environment).
+    """A small default grid of specs around ``base`` for ``run`` (a
+    :class:`helpers.config.run.Run` or a server; None: a GPU): on a GPU Marlin MoE, BF16 and
+    ``--max-num-seqs 64`` where they apply; on the stand-in ``--max-num-seqs 2`` and the target
+    on another offered vLLM release (skipped by :func:`tune` where not installed).
     """
     from helpers.config.load import shared_registry
 
@@ -238,10 +221,8 @@ def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
                 out.append(named_scenario(item, run))
             elif isinstance(item, Mapping):
                 fields = dict(item)
-                name = str(
-                    fields.pop("name", None)
-                    or f"{fields.get('input_len')}in-{fields.get('output_len')}out"
-                )
+                shape = f"{fields.get('input_len')}in-{fields.get('output_len')}out"
+                name = str(fields.pop("name", None) or shape)
                 if _safe(name) != name:
                     raise RecipeError(f"workload name {name!r}: use a plain name such as 'chat-1k'")
                 fields.setdefault("source", "caller")

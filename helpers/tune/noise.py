@@ -1,6 +1,4 @@
-"""Repeats of a point and the noise they measure: each point's median and spread over its
-repeats (:func:`aggregate`), and the rule that calls a margin a win only beyond that spread
-(:func:`verdict`). Pure functions over point rows; :mod:`helpers.tune.results` applies them.
+"""Repeats of a point and the noise they measure (pure functions over point rows).
 
 **Why repeats.** One H200 measured the same command at 5,007 and 6,711 output tok/s at
 concurrency 256 on two days, and Marlin vs Humming at concurrency 1 flipped between two single
@@ -84,14 +82,8 @@ class Verdict:
     runs: tuple[int, int]
     text: str
 
-    @property
-    def tie(self) -> bool:
-        return not self.beats
 
-
-def verdict(
-    candidate: Sequence[float], recipe: Sequence[float], *, single_run_tie: float = SINGLE_RUN_TIE
-) -> Verdict:
+def verdict(candidate: Sequence[float], recipe: Sequence[float]) -> Verdict:
     """The rule that lets a candidate replace the recipe: a margin beyond the noise.
 
     - **Repeated** (2 or more runs of each point): the candidate wins only when its worst run
@@ -100,13 +92,11 @@ def verdict(
       ``C(2n, n)`` orderings: 1 in 20 at 3 runs each (the exact one-sided Mann-Whitney test at
       5 %), 1 in 6 at 2 (the stand-in's CI rehearsal, not a GPU's choice).
     - **One run** of either: no spread was measured; the candidate wins only when its median is
-      more than ``single_run_tie`` (:data:`SINGLE_RUN_TIE`, 5 %) above the recipe's, and the
-      text says it was one run.
+      more than :data:`SINGLE_RUN_TIE` (5 %) above the recipe's, and the text says it was one run.
 
     Args:
         candidate, recipe: each run's score at the chosen point (higher is better, e.g.
             goodput tok/s per GPU: :func:`helpers.tune.slo.scores`).
-        single_run_tie: the tie threshold without repeats, a share (0.05 = 5 %).
 
     Returns:
         A :class:`Verdict`.
@@ -134,7 +124,7 @@ def verdict(
         return Verdict(False, ratio, runs, f"tie (within noise): {say} median, ranges overlap "
                        f"({each}: {ranges})")  # fmt: skip
     one = "one run each" if runs == (1, 1) else f"{runs[0]} run(s) vs {runs[1]}"
-    if ratio is not None and ratio > 1 + single_run_tie:
+    if ratio is not None and ratio > 1 + SINGLE_RUN_TIE:
         return Verdict(True, ratio, runs, f"{say} ({one}: no spread measured)")
     return Verdict(False, ratio, runs, f"tie (within noise): {say} ({one}: no spread measured, "
-                   f"under the {single_run_tie:.0%} a single run cannot tell apart)")  # fmt: skip
+                   f"under the {SINGLE_RUN_TIE:.0%} a single run cannot tell apart)")  # fmt: skip

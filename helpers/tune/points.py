@@ -48,8 +48,7 @@ def point_path(
     folder: Path, name: str, workload: Scenario, concurrency: int, repeat: int = 0
 ) -> Path:
     """Where :func:`tune` keeps one run of a point: ``<folder>/<name>/<workload>/<name>-c<N>.json``
-    for repeat 0 (the form of single-run folders), ``<name>-r<k>-c<N>.json`` for repeat ``k``
-    (the sweep's file name of the label ``<name>-r<k>``)."""
+    for repeat 0, ``<name>-r<k>-c<N>.json`` (the sweep's label ``<name>-r<k>``) for repeat ``k``."""
     label = _safe(name) if not repeat else f"{_safe(name)}-r{int(repeat)}"
     return folder / name / workload.name / f"{label}-c{int(concurrency)}.json"
 
@@ -90,18 +89,16 @@ def point_done(path: Path) -> bool:
 # --------------------------------------------------------------------------- what to run next
 
 
-def _first_runs(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> pd.DataFrame:
+def _first_runs(folder: Path, name: str, w: Scenario) -> pd.DataFrame:
     paths = [p for c in w.concurrencies if point_done(p := point_path(folder, name, w, c))]
     return slos.with_goodput(points_frame(paths)) if paths else pd.DataFrame()
 
 
 def decision_concurrencies(folder: Path, name: str, w: Scenario, bounds: slos.SLO) -> list[int]:
     """The points of candidate ``name`` at workload ``w`` that :func:`tune` repeats: the lowest
-    concurrency measured (concurrency 1 in the shipped workloads: the latency end) and the
-    candidate's best point under the SLO (:func:`helpers.tune.slo.choose`, most goodput per
-    GPU), both read from the first runs (repeat 0) so the choice is the same on resume. Empty
-    before any first run is saved."""
-    pts = _first_runs(folder, name, w, bounds)
+    concurrency and the best under the SLO (:func:`helpers.tune.slo.choose`), both read from
+    the first runs (repeat 0, so the same on resume). Empty before any first run is saved."""
+    pts = _first_runs(folder, name, w)
     if pts.empty:
         return []
     out = {int(pts["concurrency"].min())}
@@ -117,7 +114,7 @@ def search_meets(
     """``({concurrency: meets the SLO}, probes run)`` of candidate ``name`` at ``w``: its first
     runs at the grid's concurrencies and its bisection probes (a probe in ``failed``, which
     completed nothing, counts as a miss). :func:`helpers.tune.slo.next_probe` reads it."""
-    pts = _first_runs(folder, name, w, bounds)
+    pts = _first_runs(folder, name, w)
     meets = {int(r["concurrency"]): bounds.meets(r) for r in pts.to_dict("records")}
     probes = sorted((folder / name / w.name / SEARCH).glob(f"{_safe(name)}-c*.json"))
     probes = [p for p in probes if point_done(p)]
@@ -160,11 +157,8 @@ def limit(
             pt = slos.with_goodput(points_frame([path])).iloc[0]
             row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
             row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
-            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(
-                _num(pt.get("output_throughput")),
-                gpu_hour_usd,
-                _num(pt.get("gpu_count")) or 1,
-            )
+            tput, gpus = _num(pt.get("output_throughput")), _num(pt.get("gpu_count")) or 1
+            row["cost_per_m_output_tokens_usd"] = slos.cost_per_million(tput, gpu_hour_usd, gpus)
     return row
 
 

@@ -1,7 +1,5 @@
-"""The result of a tuning run (:class:`TuneResult`: points with the SLO check, goodput and
-cost; each candidate's status; the recommendation, its tables and its summary), built from a
-run's folder by :func:`collect`; no server is touched. Longer than 500 lines: the result, its
-tables and its summary's words change together.
+"""The result of a tuning run (:class:`TuneResult`), built from a run's folder by
+:func:`collect` (no server is touched): points, candidates' status, the recommendation and its words.
 """
 
 from __future__ import annotations
@@ -20,14 +18,7 @@ from helpers.config.run import serves_standin
 from helpers.errors import BenchError
 from helpers.tune import noise
 from helpers.tune import slo as slos
-from helpers.tune.points import (
-    _read_json,
-    _repeat_of,
-    _write_json,
-    limit,
-    point_runs,
-    points_frame,
-)
+from helpers.tune.points import _read_json, _repeat_of, _write_json, limit, point_runs, points_frame
 from helpers.tune.saved import RECIPE, _where, document
 
 #: Points of two candidates measured further apart than this (seconds) may not compare: the
@@ -61,14 +52,11 @@ def collect(
     repeats: int = 1,
     api_prices: Any = None,
 ) -> TuneResult:
-    """What ``folder`` holds for these candidates (:class:`helpers.tune.tune.Candidate`) and workloads, as a :class:`TuneResult`
-    (no server is touched): every saved run of the points at the workloads' concurrencies
-    (``runs``), the points as medians over their repeats with their spread (``points``,
-    :func:`helpers.tune.noise.aggregate`), the SLO limits (``limits``), each candidate's
-    failures, the SLO check, goodput and cost columns; ``run`` (a
-    :class:`helpers.config.run.Run`; None: a GPU) says whether the stand-in played them;
-    ``repeats`` is what the run asked for; ``api_prices`` (:meth:`helpers.tune.slo.APIPrice.coerce`)
-    the API prices the cost is set beside. A point meets the SLO when the median over its
+    """What ``folder`` holds for these candidates and workloads, as a :class:`TuneResult`:
+    every saved run (``runs``), the points as medians over their repeats with their spread
+    (``points``, :func:`helpers.tune.noise.aggregate`), the SLO limits, failures, SLO check,
+    goodput and cost. ``run`` (None: a GPU) says whether the stand-in played them; ``api_prices``
+    as :meth:`helpers.tune.slo.APIPrice.coerce`. A point meets the SLO when the median over its
     repeats of each bounded percentile does."""
     folder = Path(folder)
     frames, rows, limits, recorded = [], [], [], {}
@@ -189,18 +177,13 @@ class Recommendation:
         return f"{value:,.0f} (median of {self.repeats}, {lo_hi[0]:,.0f}-{lo_hi[1]:,.0f})"
 
     def __str__(self) -> str:
-        cost = (
-            f", ${self.cost_per_m_tokens_usd:,.3f} per million output tokens"
-            if self.cost_per_m_tokens_usd is not None
-            else ""
-        )
+        usd, g = self.cost_per_m_tokens_usd, self.goodput_tok_s_per_gpu
+        cost = f", ${usd:,.3f} per million output tokens" if usd is not None else ""
         ratio = f", {self.verdict}" if self.verdict else ""
         if self.tied_with:
             ratio = f"; {self.tied_with}: {self.verdict}, so the recipe stays"
         good = (
-            f", goodput {self._figure(self.goodput_tok_s_per_gpu, 'goodput_tok_s_per_gpu')} tok/s/GPU"
-            if self.goodput_tok_s_per_gpu is not None
-            else ""
+            "" if g is None else f", goodput {self._figure(g, 'goodput_tok_s_per_gpu')} tok/s/GPU"
         )
         runs = "" if self.repeats > 1 else " (one run)"
         tput = self._figure(self.output_throughput_per_gpu, "output_throughput_per_gpu")
@@ -270,14 +253,12 @@ class TuneResult:
     """What a tuning run measured (:func:`tune`, :func:`collect`).
 
     Attributes:
-        points: one row per candidate x workload x concurrency: :func:`load_results`'s columns
-            (``output_throughput_per_gpu``, ``tokens_per_s_per_user``, ...), vLLM's percentiles
-            (``p50_tpot_ms``, ``p99_ttft_ms``, ...), ``candidate``, ``workload``, ``recipe``,
-            ``vllm_version``, and :mod:`helpers.tune.slo`'s ``meets_slo``,
-            ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
+        points: one row per candidate x workload x concurrency, the median over its repeats
+            (``repeats``; ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`):
+            :func:`load_results`'s columns, vLLM's percentiles (``p50_tpot_ms``, ...),
+            ``candidate``, ``workload``, ``recipe``, ``vllm_version`` and :mod:`helpers.tune.slo`'s
+            ``meets_slo``, ``slo_violations``, ``good_fraction``, ``goodput_tok_s(_per_gpu)``,
             ``cost_per_m_output_tokens_usd``.
-            One row per point: the median over its repeats (``repeats``: how many), with
-            ``<metric>_min`` / ``_max`` of :data:`helpers.tune.noise.SPREAD_METRICS`.
         runs: the same columns, one row per run (``repeat``, 0-based): what the medians are of.
         limits: per candidate and workload, the SLO limit (:func:`helpers.tune.points.limit`: ``limit``,
             ``misses_at``, ``probes``, ``found``, goodput there).
@@ -323,10 +304,9 @@ class TuneResult:
         return _where(self.points, workload=workload)
 
     def _decidable(self, workload: str) -> pd.DataFrame:
-        """The points a recommendation may rest on at ``workload``: of each candidate, those
-        run as often as its most repeated point (its decision points, when it was repeated),
-        so a choice by medians never lands on a point of one run beside repeated ones (a
-        median can move a candidate's best to a concurrency its first run did not pick)."""
+        """The points a recommendation may rest on at ``workload``: of each candidate, those run
+        as often as its most repeated point, so a choice by medians never lands on a point of
+        one run beside repeated ones."""
         pts = self._of(workload)
         if pts.empty or "repeats" not in pts:
             return pts
@@ -340,12 +320,10 @@ class TuneResult:
         return [v for v in slos.scores(mine, objective) if v == v]
 
     def recommended(self, workload: str | None = None) -> Recommendation | None:
-        """The recommendation at ``workload``: the best point under the SLO by the median over
-        its repeats (:func:`helpers.tune.slo.choose`, among each candidate's most repeated
-        points: :meth:`_decidable`), when it beats the recipe's best point
-        beyond the noise (:func:`helpers.tune.noise.verdict`); else the recipe's point, with
-        the tie named (``tied_with``). None when no point meets the SLO (:meth:`closest`
-        says which came nearest)."""
+        """The best point under the SLO at ``workload`` by medians (:meth:`_decidable`,
+        :func:`helpers.tune.slo.choose`) when it beats the recipe's best beyond the noise
+        (:func:`helpers.tune.noise.verdict`), else the recipe's, the tie named in ``tied_with``.
+        None when no point meets the SLO (:meth:`closest` says which came nearest)."""
         name = self._workload(workload)
         pts = self._decidable(name)
         if pts.empty:
@@ -358,7 +336,7 @@ class TuneResult:
         if recipe is not None and best["candidate"] != recipe["candidate"]:
             v = noise.verdict(self._run_scores(best), self._run_scores(recipe))
             words = v.text
-            if v.tie:
+            if not v.beats:
                 best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]
         tput = _num(best.get("output_throughput"))
@@ -397,13 +375,11 @@ class TuneResult:
         return ranked.iloc[0].drop(labels=["_n"]).to_dict()
 
     def recommendation_table(self) -> pd.DataFrame:
-        """Per workload, the recommended point, the recipe's best under the same SLO and, on a
-        tie, the candidate within the noise: one row each (``role``: recommended / recipe /
-        tie (within noise)), with throughput per GPU, per-user speed, goodput, the share of
-        good requests, p99 TTFT, p50 TPOT (medians over ``runs``; ``*_range``: min-max over
-        them, ``"one run"`` without repeats), the cost per million output tokens, the tie
-        rule's ``verdict`` and the candidate's changes against the recipe (``changes``). A
-        workload where nothing meets the SLO gets one row saying so."""
+        """Per workload, one row each (``role``) for the recommended point, the recipe's best
+        under the same SLO and, on a tie, the candidate within the noise: medians over ``runs``
+        (``*_range``: min-max, ``"one run"`` without repeats) of throughput per GPU, per-user
+        speed, goodput, good-request share, p99 TTFT, p50 TPOT; cost per million output tokens,
+        ``verdict`` and ``changes`` against the recipe. Nothing meets the SLO: one row saying so."""
         rows = []
         for w in self.workloads:
             pts = self._decidable(w.name)
@@ -475,11 +451,9 @@ class TuneResult:
         return "\n".join(lines)
 
     def measured_apart(self, workload: str, candidate: str) -> list[str]:
-        """Why ``candidate``'s points at ``workload`` may not compare with the recipe's: they
-        were measured more than :data:`MEASURED_APART_S` apart (vLLM's ``date`` of each
-        point), on another host, or on another vLLM release (a resumed run mixes them). One
-        line, with the fix, or none.
-        """
+        """One line, with the fix, when ``candidate``'s points at ``workload`` may not compare
+        with the recipe's: measured more than :data:`MEASURED_APART_S` apart, on another host
+        or on another vLLM release (a resumed run mixes them); else none."""
         pts = self._of(workload)
         if pts.empty or candidate == RECIPE or not pts["recipe"].any():
             return []

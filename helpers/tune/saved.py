@@ -1,7 +1,5 @@
-"""The saved form of a tuning run, ``tune.json`` (:data:`SCHEMA`): the document a
-:class:`~helpers.tune.results.TuneResult` is written as (:func:`document`), the per-point fields
-it keeps (:data:`ROW_COLUMNS`), and :func:`load_tune_rows`, which reads committed results (the
-files under ``docs/results/<target>/tune/`` that the Hopper notebooks' table is rendered from).
+"""The saved form of a tuning run, ``tune.json`` (:data:`SCHEMA`), also the committed results
+under ``docs/results/<target>/tune/`` that :func:`load_tune_rows` reads.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ def document(result: Any, applies_to: Sequence[str] = ()) -> dict[str, Any]:
     from helpers.machine.gpus import detect_gpus
 
     gpus = [] if result.stand_in else detect_gpus().gpus
+    gpu = "CPU stand-in" if result.stand_in else gpus[0].name if gpus else None
     cands = []
     for row in result.candidates.to_dict("records"):
         name = row["candidate"]
@@ -54,9 +53,7 @@ def document(result: Any, applies_to: Sequence[str] = ()) -> dict[str, Any]:
         "schema": SCHEMA,
         "measured_on": {
             "target": result.target.target,
-            "gpu": "CPU stand-in"
-            if result.stand_in
-            else (gpus[0].name if gpus else result.target.gpu.get("name")),
+            "gpu": gpu or result.target.gpu.get("name"),
             "stand_in": result.stand_in,
         },
         "applies_to": list(applies_to),
@@ -90,10 +87,8 @@ def _saved_row(point: Mapping[str, Any], columns: Sequence[str] = ROW_COLUMNS) -
 
 
 def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """The points of saved tuning results (``tune.json`` files, or a folder of them, e.g.
-    ``docs/results/h200/tune/``) as one flat DataFrame: the point's fields
-    (:data:`ROW_COLUMNS`) plus the candidate's ``candidate``, ``recipe``, ``variant``,
-    ``moe_backend``, ``command`` and ``measured_on`` / ``file`` (where it came from).
+    """The points of saved tuning results (``tune.json`` files or a folder of them) as one flat
+    DataFrame: :data:`ROW_COLUMNS` plus the candidate's fields and ``measured_on`` / ``file``.
 
     Raises:
         BenchError: a file that is not JSON or not of :data:`SCHEMA`; no file found.

@@ -1,13 +1,7 @@
-"""Service-level objectives over benchmark points: the filter, vLLM's goodput, the price, the
-frontier and the choice. Pure functions over the rows of a sweep (or of committed results).
-
-An :class:`SLO` states per-point latency bounds as a reader writes them: "p50 TPOT <= 20 ms,
-p99 TTFT <= 2 s" is ``SLO(tpot_ms=20, ttft_ms=2000)``. Two figures come from it, on purpose
-different: a point *meets the SLO* when its own percentiles (vLLM's saved JSON) are within the
-bounds (:func:`with_slo`: the statement a user makes about their service); its *goodput* is
-vLLM's own ``request_goodput``, the requests each of which met every bound (:func:`with_goodput`).
-:func:`choose` picks, among the points that meet the SLO, the one with the most goodput per GPU;
-:func:`cost_per_million` prices a point from a GPU-hour price.
+"""Service-level objectives over benchmark points (pure functions over sweep rows): the filter,
+vLLM's goodput, the price and the choice. Two figures, on purpose different: a point *meets the
+SLO* when its own percentiles are within the bounds (:func:`with_slo`); its *goodput* is vLLM's
+``request_goodput``, the requests each of which met every bound (:func:`with_goodput`).
 """
 
 from __future__ import annotations
@@ -30,17 +24,10 @@ _WORDS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2EL"}
 
 
 class SLO(BaseModel):
-    """Latency bounds a point must meet, in milliseconds, each at a percentile.
-
-    Attributes:
-        ttft_ms: bound on time to first token (ms), at ``ttft_percentile`` (default p99).
-        tpot_ms: bound on time per output token after the first (ms), at ``tpot_percentile``
-            (default p50).
-        e2el_ms: bound on a request's end-to-end latency (ms), at ``e2el_percentile``
-            (default p99).
-
-    At least one bound is set. Percentiles are ``"mean"``, ``"p50"``, ``"p90"`` or ``"p99"``
-    (the ones :func:`helpers.bench.point.run_point` asks vLLM for).
+    """Latency bounds a point must meet (at least one), in ms, each at a percentile (``"mean"``,
+    ``"p50"``, ``"p90"``, ``"p99"``: what :func:`helpers.bench.point.run_point` asks vLLM for):
+    ``ttft_ms`` (time to first token, default p99), ``tpot_ms`` (time per output token after
+    the first, default p50), ``e2el_ms`` (end-to-end latency, default p99).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -159,16 +146,12 @@ def with_slo(points: pd.DataFrame, slo: SLO) -> pd.DataFrame:
 
 
 def with_goodput(points: pd.DataFrame) -> pd.DataFrame:
-    """``points`` with vLLM's goodput in output tokens (a copy). vLLM counts a request as good
-    when its TTFT, its TPOT = (latency - TTFT) / (output tokens - 1) and its latency are each at
-    or under the ``--goodput`` bound (vLLM 0.32.0 ``vllm/benchmarks/serve.py``
-    ``calculate_metrics``; :meth:`SLO.goodput_args`).
-
-    Added columns: ``good_fraction`` = ``request_goodput / request_throughput`` (the share of
-    requests within every bound, 0-1), ``goodput_tok_s`` = ``good_fraction x
-    output_throughput`` (tokens/s of the requests that met the SLO; with ``--ignore-eos`` every
-    request has the same output length), ``goodput_tok_s_per_gpu`` = that / ``gpu_count``.
-    NaN where the point was measured without ``--goodput`` (``request_goodput`` empty).
+    """``points`` (a copy) with vLLM's goodput in output tokens: a request is good when its TTFT,
+    TPOT and latency are each within the ``--goodput`` bound (vLLM 0.32.0
+    ``vllm/benchmarks/serve.py`` ``calculate_metrics``). Adds ``good_fraction`` =
+    ``request_goodput / request_throughput`` (0-1), ``goodput_tok_s`` = that x
+    ``output_throughput`` (tokens/s; ``--ignore-eos`` makes every output the same length) and
+    ``goodput_tok_s_per_gpu``; NaN where measured without ``--goodput``.
     """
     out = points.copy()
     good, rate = _series(out, "request_goodput"), _series(out, "request_throughput")
@@ -222,35 +205,6 @@ def with_cost(points: pd.DataFrame, gpu_hour_usd: float | None) -> pd.DataFrame:
     return out
 
 
-def pareto_front(
-    points: pd.DataFrame,
-    x: str = "tokens_per_s_per_user",
-    y: str = "output_throughput_per_gpu",
-    by: str | None = "candidate",
-) -> pd.DataFrame:
-    """The points no other point of the same ``by`` group beats on both ``x`` and ``y``
-    (higher is better on both): each configuration's frontier of throughput against per-user
-    speed. ``by=None`` takes all points together (the frontier across configurations).
-
-    Returns:
-        The frontier rows (a copy), sorted by group then ``x``; rows lacking ``x`` or ``y``
-        are left out.
-    """
-    keep = []
-    data = points.dropna(subset=[x, y])
-    groups = data.groupby(by, sort=True) if by else [(None, data)]
-    for _, g in groups:
-        xs, ys = g[x].astype(float), g[y].astype(float)
-        for idx in g.index:
-            dominated = (
-                (xs >= xs[idx]) & (ys >= ys[idx]) & ((xs > xs[idx]) | (ys > ys[idx]))
-            ).any()
-            if not dominated:
-                keep.append(idx)
-    front = data.loc[keep]
-    return front.sort_values([by, x] if by else [x], kind="stable").copy()
-
-
 #: What :func:`choose` maximises: goodput per GPU (vLLM's, where measured), output throughput
 #: per GPU, or the per-user speed (a latency workload).
 OBJECTIVES = ("goodput", "throughput", "per_user")
@@ -292,10 +246,7 @@ def choose(
         points: rows with ``output_throughput_per_gpu``, the SLO's percentile columns and,
             for ``"goodput"``, ``goodput_tok_s_per_gpu`` (:func:`with_goodput`).
         slo: the bounds a point must meet.
-        objective: ``"goodput"`` (most goodput tokens/s per GPU; a row measured without
-            ``--goodput`` counts its output tokens/s per GPU, so committed results taken
-            before the tuning step still rank), ``"throughput"`` (most output tokens/s per
-            GPU) or ``"per_user"`` (fastest for one user: the ``per_user`` column).
+        objective: as :func:`scores`.
         per_user: the per-user speed column (``e2e_tokens_per_s_per_user`` on the stand-in).
 
     Returns:
@@ -331,11 +282,9 @@ def choose(
 
 
 def slo_limit(meets: Mapping[int, bool]) -> tuple[int | None, int | None]:
-    """The highest concurrency known to meet the SLO and the lowest known to miss it, from
-    measured points ``{concurrency: meets the SLO}``.
-
-    ``high`` is the lowest concurrency that misses; ``low`` the highest that meets below it (so
-    a point that passes above a failing one, e.g. a noisy run, does not move the limit up).
+    """``(low, high)`` from measured points ``{concurrency: meets the SLO}``: ``high`` the lowest
+    concurrency that misses, ``low`` the highest that meets below it (a noisy pass above a
+    failing point does not move the limit up).
 
     Returns:
         ``(low, high)``: ``low`` None when nothing meets the SLO at or below ``high``; ``high``
@@ -352,8 +301,7 @@ def next_probe(meets: Mapping[int, bool]) -> int | None:
     of :func:`slo_limit`'s ``(low, high)``, or None when there is nothing to search (no point
     meets the SLO, every point meets it, or ``high - low <= 1``: the limit is found).
 
-    Each probe halves the gap, so ``k`` probes bound the limit to ``(high - low) / 2**k``
-    (between 64 and 256, two probes leave a gap of 48 requests).
+    ``k`` probes bound the limit to ``(high - low) / 2**k``.
     """
     low, high = slo_limit(meets)
     if low is None or high is None or high - low <= 1:
@@ -387,9 +335,8 @@ class APIPrice(BaseModel):
         ``input_len`` tokens in and ``output_len`` out per request, its input tokens included
         (a self-hosted GPU reads the prompts in the same GPU time it prices):
         ``output_usd_per_m + input_usd_per_m x input_len / output_len``."""
-        return self.output_usd_per_m + self.input_usd_per_m * float(input_len) / max(
-            float(output_len), 1.0
-        )
+        ratio = float(input_len) / max(float(output_len), 1.0)
+        return self.output_usd_per_m + self.input_usd_per_m * ratio
 
     def describe(self) -> str:
         """``"Vercel: $0.04 in / $0.12 out per million tokens (read late 2026)"``."""
@@ -440,11 +387,8 @@ def break_even_utilization(
     gpu_count: int | float = 1,
 ) -> float | None:
     """The share of hours a self-hosted server must run at ``output_tok_s`` for its GPU time to
-    cost what the API charges for the same tokens: ``u`` in ``gpu_hour_usd x gpu_count /
-    (u x output_tok_s x 3600) = api_usd_per_m_output / 1e6``, i.e. :func:`cost_per_million`
-    at full use over the API's price. Below ``u`` the API is cheaper; above it, self-hosting.
-    A value above 1 means the API is cheaper even at 100 % use (the caller words it so);
-    the figure is returned unclamped so the reader sees by how much.
+    cost what the API charges for the same tokens: :func:`cost_per_million` at full use over the
+    API's price. Above 1 (returned unclamped): the API is cheaper even at 100 % use.
 
     Args:
         output_tok_s: the whole server's output tokens/s at the chosen point.

@@ -12,14 +12,10 @@ workload and an SLO, price it. Results are saved point by point, so a run resume
     result.recommendation_table()        # per workload: the recommended point and the recipe's
     print(result.recommended().shell_command)
 
-A *candidate* (:class:`~helpers.tune.inputs.Candidate`, from :func:`~helpers.tune.inputs.candidate`)
-is a name and the target's command with other registry choices or flags; the target's own
-command is always one of them, ``"recipe"``: the reference every other is measured against.
-Each candidate is prepared (:func:`helpers.weights.prepare.prepare`), launched
-(:class:`~helpers.server.vllm_server.VLLMServer`), swept (:func:`helpers.bench.sweep.sweep`, with
-vLLM's ``--goodput`` from the SLO) and stopped in a ``finally``; one that cannot start is
-recorded with the server's diagnosis and skipped, a failed point is recorded and the others
-still run. Why not ``vllm bench sweep serve`` (vLLM 0.32.0): docs/DESIGN.md.
+Each candidate (:class:`~helpers.tune.inputs.Candidate`; ``"recipe"``, the target's own
+command, is the reference) is launched, swept with vLLM's ``--goodput`` from the SLO and stopped
+in a ``finally``; a failed start or point is recorded with its diagnosis and the rest still run.
+Why not ``vllm bench sweep serve`` (vLLM 0.32.0): docs/DESIGN.md.
 
 **On disk** (default ``out/tune/<target>[-standin]/``)::
 
@@ -148,9 +144,8 @@ def _check_record(
     path: Path, want: Mapping[str, Any], what: str, folder: Path, write: bool = True
 ) -> None:
     """Compare a saved record with what this run would write (writing it when there is none
-    and ``write``); raise on a difference when points were measured for the saved one, and
-    replace it (with its failures) when none were, e.g. a candidate refused for a misspelled
-    flag and corrected under the same name."""
+    and ``write``): a difference raises when points were measured for the saved one, else the
+    record (and its failures) is replaced."""
     have = _read_json(path)
     diff = sorted(k for k in want if have.get(k) != want[k]) if have is not None else []
     if write and (have is None or (diff and not _measured(folder))):
@@ -203,8 +198,7 @@ def tune(
         candidates: more candidates (:func:`make_candidates`: :class:`Candidate` objects or
             spec mappings), after ``"recipe"``.
         mode: what is served (:func:`helpers.weights.prepare.served_config`): ``"download"``,
-            ``"weightless"`` (real shapes and kernels, random weights) or ``"stand_in"``, or
-            the notebook's :class:`helpers.config.run.Run` (its ``weights``).
+            ``"weightless"`` or ``"stand_in"``, or a :class:`helpers.config.run.Run`.
         concurrencies: ``--max-concurrency`` values for every workload (default: each
             workload's own).
         num_prompts: requests per point for every workload (default: the workload's rule).
@@ -219,18 +213,15 @@ def tune(
             recorded failure and skip it), and rerun failed points.
         only: measure only these candidate names now (the others' saved points still count).
         remeasure: candidate names whose saved points are deleted and measured again now
-            (even when ``only`` leaves them out), e.g. the older of a pair the summary names
-            as measured apart (:meth:`TuneResult.measured_apart`).
+            (even when ``only`` leaves them out; :meth:`TuneResult.measured_apart`).
         progress: one line per candidate and step, the server's start-up phases, a bar per sweep.
         startup_timeout: seconds to wait for ``/health`` (default: the server manager's).
         bench_args: more ``vllm bench serve`` flags for every point.
         server_factory: ``config -> VLLMServer`` (not started) instead of
             ``VLLMServer(config, ...)``; a seam for process tests.
         repeats: runs of each candidate's decision points (the lowest concurrency and its
-            best under the SLO), each with its own seed; 1 runs every point once and the
-            summary says so. Default 3 on a GPU (vLLM's ``vllm bench sweep serve --num-runs``
-            default, 0.32.0 ``vllm/benchmarks/sweep/serve.py``), 2 on the stand-in (two runs
-            give a spread and keep CI short).
+            best under the SLO), each with its own seed. Default 3 on a GPU (``vllm bench sweep
+            serve --num-runs``'s, 0.32.0 ``vllm/benchmarks/sweep/serve.py``), 2 on the stand-in.
         slo_search: at most this many extra points per candidate and workload, bisecting
             between its highest concurrency that meets the SLO and the lowest that misses
             (:func:`helpers.tune.slo.next_probe`); 0: only the grid. One run each.
@@ -244,8 +235,7 @@ def tune(
         BenchError: bad arguments (named: ``repeats`` below 1, ``slo_search`` below 0, an API
             price without its fields), or a saved record of this folder that was measured
             for another command or workload (resume would mix them).
-        KeyboardInterrupt: the server of the candidate in progress was stopped first; the points
-            finished stay saved, and the next call resumes after them.
+        KeyboardInterrupt: the candidate's server was stopped first; finished points stay saved.
     """
     if isinstance(mode, Run):
         mode = mode.weights
@@ -376,10 +366,8 @@ def tune(
                         _say(progress, f"{head}: refused before launch: {exc}")
                         continue
                 version = installed if not url else _served_version(srv)
-                _write_json(
-                    cdir / "candidate.json",
-                    {**record, "vllm_version": version, "host": _host_of(url)},
-                )
+                record.update(vllm_version=version, host=_host_of(url))
+                _write_json(cdir / "candidate.json", record)
                 gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
                 for w in loads:
                     _run_steps(srv, cand.name, head, w, folder, bounds, gpus, bench_args,
@@ -452,11 +440,9 @@ def _run_steps(
     repeats: int,
     slo_search: int,
 ) -> None:
-    """Run :func:`_next_step` after step on ``srv`` until nothing is left (or the server died,
-    or a step would repeat itself: a point the sweep saved under another concurrency). Each
-    step's points are one sweep (repeat ``k``: label ``<name>-r<k>``, seed ``k``; the SLO
-    search's probes in ``search/``); a failed point is recorded and the others go on while the
-    server lives (a dead server ends the candidate: a ``crash`` record)."""
+    """Run :func:`_next_step` after step on ``srv`` until nothing is left, the server died (a
+    ``crash`` record) or a step would repeat itself. Each step is one sweep (repeat ``k``: label
+    ``<name>-r<k>``, seed ``k``); a failed point is recorded and the others go on."""
     from helpers.bench.sweep import sweep
 
     tried: set[tuple[str, int, tuple[int, ...]]] = set()

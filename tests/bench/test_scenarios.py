@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from helpers.bench import scenarios
@@ -59,7 +61,7 @@ def test_bench_args_are_vllm_bench_serve_flags():
     assert a.bench_command().startswith("vllm bench serve --backend openai-chat")
 
 
-@pytest.mark.parametrize("name", scenarios.list_scenarios())
+@pytest.mark.parametrize("name", list(scenarios.load_scenarios()))
 def test_standin_keeps_the_shape_and_fits(name):
     full = scenarios.scenario(name)
     small = scenarios.scenario(name, Run("stand_in"))
@@ -116,7 +118,7 @@ def test_sweep_reads_every_field_of_a_scenario():
         )
         assert p["num_prompts"] == expected
     # the same points from the scenario's dict form
-    assert bench.sweep_points(s.concurrencies, scenario=s.as_dict(), label="x") == points
+    assert bench.sweep_points(s.concurrencies, scenario=dataclasses.asdict(s), label="x") == points
     # explicit arguments win over the scenario
     mine = bench.sweep_points(
         [2], scenario=s, input_len=7, output_len=5, prefix_len=0, num_prompts=9, label="x"

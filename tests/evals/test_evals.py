@@ -170,14 +170,11 @@ def scored_runs(standin_server):
 
 @pytest.fixture(scope="module")
 def two_pass_curve(standin_server):
-    """The budget curve at 4 reasoning tokens on 3 trained items, in two passes (one lm-eval
-    process): the two-pass test reads it, the paired comparison scores it against 16 items."""
-    from helpers.evals.budget import budget_curve
-
+    """A budget of 4 reasoning tokens on 3 trained items, in two passes (one lm-eval process):
+    the two-pass test reads it, the paired comparison scores it against 16 items."""
     items = items_by_id(ACC["trained"][:3])
-    return budget_curve(
-        standin_server, items, [4], options=GREEDY, label="ci-two-pass", budget_method="two_pass"
-    )
+    opts = GREEDY.replace(thinking=True, reasoning_budget=4)
+    return evaluate_runs(standin_server, [("ci-two-pass-4", opts)], items, budget_method="two_pass")
 
 
 @pytest.mark.server
@@ -234,7 +231,7 @@ def test_paired_comparison_of_two_runs_on_the_same_items(scored_runs, two_pass_c
     said = c.summary()
     assert "McNemar exact p = " in said and "ci-trained" in said and "ci-held-out" in said
     assert set(c.table().columns) >= {"id", "ci-trained right", "ci-held-out right"}
-    _, (three,) = two_pass_curve
+    (three,) = two_pass_curve
     assert len(three.items) == 3
     with pytest.raises(EvalError, match="different items"):
         compare(c.a, three)
@@ -285,19 +282,16 @@ def test_budget_curve_in_two_passes_keeps_the_trained_answers(standin_server, tw
     """The two-pass budget behind lm-eval (what the curve uses where the server drafts): each
     item's request became a first pass capped at the budget and, when cut, a second from the
     closed think block; lm-eval still scored the final content, so the trained answers stay
-    right. Compared with the server's own budget on the same items."""
-    from helpers.evals.budget import budget_curve
+    right. The stand-in's server does not draft: "auto" picks the server's own budget there."""
+    from helpers.chat.drafting import budget_method_for
+    from helpers.server.endpoint import make_client
 
     items = items_by_id(ACC["trained"][:3])
-    curve, runs = two_pass_curve
-    assert list(curve["budget_method"]) == ["two_pass"]
+    runs = two_pass_curve
     assert runs[0].settings["budget_method"] == "two_pass"
     assert runs[0].items["correct"].sum() >= 2, runs[0].items  # the answers survive the cut
     assert runs[0].generated_tokens and runs[0].generated_tokens > 0  # counted at the server
-    server_curve, _ = budget_curve(
-        standin_server, items, [4], options=GREEDY, label="ci-server", budget_method="auto"
-    )
-    assert list(server_curve["budget_method"]) == ["server"]  # this server does not draft
+    assert budget_method_for(make_client(standin_server.base_url)) == "server"
     with pytest.raises(EvalError, match="budget_method='nope'"):
         evaluate_runs(standin_server, [("x", GREEDY)], items, budget_method="nope")
 

@@ -124,22 +124,6 @@ def test_the_choice_is_the_most_goodput_per_gpu_among_points_that_meet_the_slo()
     assert slos.choose(no_goodput, slo)["candidate"] == "marlin"
 
 
-def test_each_configurations_frontier_drops_dominated_points():
-    pts = pd.DataFrame([
-        _point("a", 1, 200, 100, 4), _point("a", 16, 2000, 300, 6),
-        _point("a", 32, 1900, 400, 8),  # slower and less throughput than c16: dominated
-        _point("b", 1, 250, 90, 3.5),
-    ])  # fmt: skip
-    front = slos.pareto_front(pts)
-    assert sorted(zip(front["candidate"], front["concurrency"], strict=True)) == [
-        ("a", 1),
-        ("a", 16),
-        ("b", 1),
-    ]
-    across = slos.pareto_front(pts, by=None)  # b's c1 beats a's c1 on both axes
-    assert sorted(across["concurrency"]) == [1, 16] and set(across["candidate"]) == {"a", "b"}
-
-
 # ------------------------------------------------------------------------------ candidates
 
 

@@ -35,10 +35,10 @@ def test_a_candidate_wins_only_when_its_worst_run_beats_the_recipes_best():
     assert won.text.startswith("1.08x the recipe's median (3 runs each; worst run above")
     # a higher median with overlapping ranges is a tie: the recipe stays
     tie = noise.verdict([5300, 5050, 5400], [4800, 5100, 4900])
-    assert tie.tie and tie.text.startswith("tie (within noise): 1.08x the recipe's median")
+    assert not tie.beats and tie.text.startswith("tie (within noise): 1.08x the recipe's median")
     assert "5,050-5,400 vs the recipe's 4,800-5,100" in tie.text
     # one run each: no spread; under the 5 % a single run cannot tell apart it is a tie
-    assert noise.verdict([103], [100]).tie
+    assert not noise.verdict([103], [100]).beats
     one = noise.verdict([120], [100])
     assert one.beats and one.text == "1.20x the recipe's (one run each: no spread measured)"
     assert "2 run(s) vs 1" in noise.verdict([120, 125], [100]).text  # a run of each is not enough
