@@ -1,14 +1,8 @@
 """Checkpoint and drafter downloads with ``huggingface_hub``, before the server starts.
 
 Notebook verb: ``serve_cfg = weights.download(cfg)`` (:func:`download`; :func:`fetch` also
-returns what was done). It fetches the variant's checkpoint (``cfg.model`` at
-``cfg.revision``, only the files matching ``cfg.allow_patterns``) and the speculative mode's
-drafters with ``snapshot_download``, and returns a config serving the local folders with
-``HF_HUB_OFFLINE=1``, so the server's readiness wait never includes a download. The stand-in
-is built locally instead (:func:`helpers.standin.build.build_standin_model`). Hub failures
-become :mod:`helpers.errors` types whose one sentence names the fix; the hub's cache, offline
-mode, sizes and error translation are in :mod:`helpers.weights.hub`. :func:`tokenizer_for`
-fetches only a checkpoint's tokenizer files.
+returns what was done). The hub's cache, offline mode, sizes and errors:
+:mod:`helpers.weights.hub`.
 """
 
 from __future__ import annotations
@@ -342,55 +336,3 @@ def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
     """
     return fetch(cfg, **options).config
 
-
-#: The tokenizer's files in a checkpoint (what ``transformers.AutoTokenizer`` reads).
-TOKENIZER_PATTERNS = [
-    "tokenizer*",
-    "special_tokens_map.json",
-    "*.jinja",
-    "config.json",
-    "generation_config.json",
-    "vocab*",
-    "merges.txt",
-]
-
-
-def tokenizer_for(
-    root: str,
-    *,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    local_files_only: bool | None = None,
-) -> str:
-    """A local folder with the tokenizer of the model a server serves (attach mode).
-
-    Args:
-        root: the ``root`` of the server's ``/v1/models`` entry: a folder (used as is when it
-            exists here, e.g. a server on this machine) or a hub id.
-        revision: hub revision (None: the default branch).
-
-    Returns:
-        The folder: ``root`` itself, or the hub snapshot holding only
-        :data:`TOKENIZER_PATTERNS` (a few MB, never the weights).
-
-    Raises:
-        WeightsError / HubAccessError: the hub id cannot be fetched (offline and not cached,
-            gated, unknown).
-    """
-    if Path(root).is_dir():
-        return str(root)
-    from huggingface_hub import snapshot_download
-
-    cache = resolve_cache_dir(cache_dir)
-    return str(
-        _call(
-            snapshot_download,
-            root,
-            revision,
-            repo_id=root,
-            revision=revision,
-            allow_patterns=TOKENIZER_PATTERNS,
-            cache_dir=str(cache),
-            local_files_only=offline_requested(local_files_only),
-        )
-    )

@@ -1,12 +1,7 @@
 """The Hugging Face hub, the parts a download needs: cache, offline mode, sizes, errors.
 
-:func:`resolve_cache_dir` and :func:`offline_requested` read the hub's settings now (so a
-notebook's ``os.environ`` change counts); :func:`matching_files` sizes a
-``model_info(..., files_metadata=True)`` answer the way ``snapshot_download`` filters it;
-:func:`free_bytes` is the room on the cache's filesystem; ``_looks_complete`` checks a cached
-snapshot. ``_call`` runs a hub call and turns its errors into :mod:`helpers.errors` types
-whose one sentence names the fix (``_translate``). :mod:`helpers.weights.download` downloads
-with them.
+Settings are read at call time (a notebook's ``os.environ`` change counts); ``_call`` turns a
+hub error into a :mod:`helpers.errors` type whose one sentence names the fix.
 """
 
 from __future__ import annotations
