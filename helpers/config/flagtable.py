@@ -1,11 +1,10 @@
 """The committed flag table of each vLLM release the registry offers, and checks against it.
 
-A rendered command (shell, docker, truss, compose, KServe, production-stack) runs on the
-release its target installs (``ServeConfig.vllm_version``), not on the vLLM installed where
-the notebook runs, so each command is read back from its text (:func:`served_argvs`) and
-checked (:func:`check_config`) against ``docs/results/flags/vllm-<version>.json``: every option string
-of that release's ``vllm serve`` parser, read from its own wheel (``python -m
-tools.flagtables generate WHEEL``). A misspelled or removed flag fails by name here.
+A rendered command runs on the release its target installs (``ServeConfig.vllm_version``), not
+on the vLLM installed here, so each command is read back from its text (:func:`served_argvs`)
+and checked (:func:`check_config`) against ``docs/results/flags/vllm-<version>.json``: every
+option string of that release's ``vllm serve`` parser (``python -m tools.flagtables generate
+WHEEL``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Resolve the recipe registry (``cookbook/recipe.yaml``) into a :class:`ServeConfig`.
 
-The registry is the only place a flag, model id or pinned revision is written.
-:func:`resolve` turns (target, variant, speculative mode, features) into one
-:class:`~helpers.config.serveconfig.ServeConfig`: the model, the ordered ``vllm serve`` flags,
-the environment, the served model name and port; :func:`check_rules` checks the seeds' rules
-before anything launches; :func:`standin_config` is the CPU stand-in's config. Where the rest
-lives: the schema in :mod:`helpers.config.schema`, loading in :mod:`helpers.config.load`, the
-config and its renderings in :mod:`helpers.config.serveconfig`, the flag checks with vLLM's own
-parser in :mod:`helpers.config.flagcheck`. Everything here is pure (no vLLM import).
+The registry is the only place a flag, model id or pinned revision is written. Everything here
+is pure (no vLLM import).
 """
 
 from __future__ import annotations

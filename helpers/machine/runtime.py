@@ -1,13 +1,8 @@
 """Which runtime a workshop notebook landed on, and where that runtime honestly routes.
 
-Notebook verb: :func:`route_runtime` (the workshop notebook's first step after the install).
-:func:`classify` names a Colab-style runtime (``cpu``, ``t4``, ``l4``, ``a100-40gb``,
-``a100-80gb``, ``h100``, ``g4`` or ``unknown``) from the GPU the driver reports
-(:func:`helpers.machine.gpus.detect_gpus`: NVML, else ``nvidia-smi``); :func:`route` maps it to
-a registry target with the memory planner's verdict, or to the CPU stand-in with the reason
-(the table is in its docstring). The T4's verdict rests on 17.2 GiB of NVFP4 weights as vLLM
-0.32.0 loads them (W4A16; ``docs/results/README.md#nvfp4-weight-size``), recorded in the
-registry (``targets.l4.planner``). :func:`colab_url` links a notebook into Colab.
+Notebook verb: :func:`route_runtime`. :func:`classify` names a Colab-style runtime from the GPU
+the driver reports; :func:`route` maps it to a registry target with the memory planner's
+verdict, or to the CPU stand-in with the reason.
 """
 
 from __future__ import annotations
@@ -144,6 +139,8 @@ def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = ""
 
 
 def _t4_reason(gpu: GPU, registry: Registry) -> str:
+    """17.2 GiB: the NVFP4 weights as vLLM 0.32.0 loads them (W4A16;
+    docs/results/README.md#nvfp4-weight-size), recorded as ``targets.l4.planner``."""
     l4 = registry.targets.get("l4")
     weights = float(
         (l4.planner.weights_gib if l4 is not None and l4.planner is not None else None) or 17.2

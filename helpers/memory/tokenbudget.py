@@ -2,9 +2,7 @@
 ``--max-num-batched-tokens`` once drafting takes its slots?
 
 Rules read in the vLLM 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels
-(``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``); the
-memory planner (:mod:`helpers.memory.planner`) attaches a :class:`TokenBudget` to every plan, and
-:mod:`helpers.server.diagnose` names it when a server refuses to start.
+(``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Training the stand-in: its recipe, tokenizer, model config and the training loop.
 
 :class:`Recipe` (:data:`RECIPE`, versioned by :data:`RECIPE_VERSION`) holds every setting that
-determines the stand-in's weights besides the demo data; ``_train_tokenizer`` learns a
-byte-level BPE vocabulary on the training sequences (:mod:`helpers.standin.data`),
-``_make_config`` sizes a ``NemotronHConfig``, ``_encode_samples`` turns the sequences into ids
-and labels, and ``_train`` runs AdamW with a cosine schedule on one CPU thread,
-deterministically. :mod:`helpers.standin.build` puts them together, saves and caches the
-checkpoint. torch, transformers and tokenizers are imported inside the functions: importing
-this module is cheap.
+determines the weights besides the demo data; ``_train`` runs AdamW with a cosine schedule on
+one CPU thread, deterministically. torch, transformers and tokenizers are imported inside the
+functions: importing this module is cheap.
 """
 
 from __future__ import annotations

@@ -335,4 +335,3 @@ def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
         serve_cfg.speculative_config["model"]             # .../snapshots/7fc1f1ff.../
     """
     return fetch(cfg, **options).config
-

@@ -1,19 +1,9 @@
-"""A notebook run in two verbs: ``prepare`` (the mode, from the notebook's parameters) and
-``fetch`` (what is served).
+"""A notebook run in two verbs: :func:`prepare` (the mode, from the notebook's parameters) and
+:func:`fetch` (the config actually served, :func:`served_config`).
 
-:func:`prepare` is the one function that reads a notebook's ``stand_in`` / ``weightless`` /
-``server_url`` parameters: it returns a :class:`helpers.config.run.Run` that carries the mode
-and everything that follows from it (sampling, ``max_tokens``, benchmark and eval sizes). The
-machine check and the install read it; :func:`fetch` then gets the config actually served, in
-one of four modes (:func:`served_config`): ``"download"`` (the checkpoint and a separate
-DFlash / DSpark drafter at their pinned revisions, :func:`helpers.weights.download.download`);
-``"weightless"`` (the exact architecture with random weights and ``--load-format dummy``,
-:mod:`helpers.weights.weightless`: real memory and speed, noise text; only a separate drafter
-is downloaded); ``"stand_in"`` (the tiny CPU stand-in,
-:func:`helpers.config.resolve.standin_config` on
-:func:`helpers.standin.build.build_standin_model`); ``"attach"`` (a server that runs
-elsewhere: nothing to prepare). :func:`helpers.server.launch.launch_server` keeps the run on
-the server handle (``srv.run``).
+:func:`prepare` is the one function that reads the ``stand_in`` / ``weightless`` /
+``server_url`` parameters; the :class:`helpers.config.run.Run` it returns carries the mode and
+every default that follows from it.
 """
 
 from __future__ import annotations

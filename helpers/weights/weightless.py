@@ -1,15 +1,10 @@
 """Weightless architecture mode: serve the model's exact shape with random weights.
 
 Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchmark a box with
-the architecture alone: :func:`build_arch_model` writes the real shape's ``config.json``
-(:func:`arch_hf_config`), a word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`)
-and a chat template into one folder; :func:`arch_config` points a resolved ServeConfig at it
-with ``--load-format dummy`` (vLLM fills every weight with random values). Memory and speed are
-real, the text is noise (what is and is not measured: :func:`arch_config`). The shape comes
-from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the public
-``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). Sizes:
-:func:`helpers.memory.architecture.param_counts` and ``weight_bytes`` of
-:func:`arch_hf_config`; chat cells on noise: :func:`noise_tolerant`.
+the architecture alone (:func:`build_arch_model`, :func:`arch_config`: ``--load-format
+dummy``). Memory and speed are real, the text is noise. The shape is the registry's
+``model.architecture`` plus the public ``config.json`` of
+``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``).
 """
 
 from __future__ import annotations
