@@ -1,11 +1,7 @@
 """A coroutine run to its end on an event loop of its own, as a worker thread's target.
 
-A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be called
-there; the benchmark point (:func:`helpers.bench.point.run_point`) and the SDK agent
-(:func:`helpers.chat.agent.run_agent`) each run their coroutine in a daemon worker thread on a
-loop of its own, cancel it from the caller's thread (a stall, Ctrl-C), and read its result or
-error back there. This module is that thread target, and :func:`stop_thread`, which ends a
-worker that will not finish (a point past its deadline, a tool past its timeout).
+A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be called there;
+the benchmark point and the SDK agent run their coroutine in a worker thread instead.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Flag checks before launch: numbers vLLM would refuse, and vLLM's own ``vllm serve`` parser.
 
-:data:`VALUE_BOUNDS` and :func:`derived_max_model_len` are pure (bounds from vLLM 0.32.0's
-config classes, the checkpoint's derived maximum length;
-:meth:`helpers.config.serveconfig.ServeConfig.check_values` applies them);
-:func:`validate_argv` and :func:`speculative_methods` import the installed vLLM.
-:meth:`helpers.config.serveconfig.ServeConfig.validate` runs both.
+:data:`VALUE_BOUNDS` and :func:`derived_max_model_len` are pure; :func:`validate_argv` and
+:func:`speculative_methods` import the installed vLLM.
 """
 
 from __future__ import annotations

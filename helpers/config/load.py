@@ -1,8 +1,6 @@
-"""Reading ``cookbook/recipe.yaml`` and ``cookbook/flags.yaml`` into the typed registry.
-
-The schema is :mod:`helpers.config.schema`; this module reads the YAML, validates it, turns
-pydantic's errors into one :class:`~helpers.errors.RegistryError` (file, key path, allowed
-values or closest key; one line per problem) and caches the result.
+"""Reading ``cookbook/recipe.yaml`` and ``cookbook/flags.yaml`` into the typed registry: one
+:class:`~helpers.errors.RegistryError` per failure (file, key path, allowed values or closest
+key), results cached.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What a notebook run's mode implies, in one table: sampling, ``max_tokens``, benchmark and
 eval sizes, the reasoning budgets, and what the outputs mean.
 
-A notebook runs on a GPU with the real checkpoint (``"download"``), on a GPU with random
-weights (``"weightless"``: real kernels, shapes and memory; noise text), or on the CPU
-stand-in (``"stand_in"``); attaching to a running server keeps the mode of the weights it
-serves. Every default that depends on the mode is here, derived together, so that one
-mode's defaults cannot contradict each other (a reasoning budget at or above ``max_tokens``
-failed the h200 notebook's step 10 on an H200, weightless, 2026-12-01). The chat options
-(:meth:`helpers.chat.request.ChatOptions.for_run`), the benchmark step and the quality step
-(:func:`helpers.evals.step.quality_step`) read it.
+Derived together so that one mode's defaults cannot contradict each other (a reasoning budget
+at or above ``max_tokens`` failed the h200 notebook's step 10 on an H200, weightless,
+2026-12-01).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``ServeConfig``: one resolved deployment, and its renderings.
-
-:func:`helpers.config.resolve.resolve` builds it from the registry; this module holds what a config
-does once it exists: the ``vllm serve`` argv, the shell / ``docker run`` / Baseten truss
-renderings, the flag reference table, copies with another model / port / flags, and
-:meth:`ServeConfig.validate` (with :mod:`helpers.config.flagcheck`, which imports vLLM).
+"""``ServeConfig``: one resolved deployment, and its renderings (``vllm serve`` argv, shell,
+``docker run``, Baseten truss, the flag reference table).
 """
 
 from __future__ import annotations

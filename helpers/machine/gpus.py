@@ -1,13 +1,9 @@
-"""Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
+"""Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback. Memory in GiB.
 
-:func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
-when NVML is missing or fails, ``nvidia-smi``'s CSV (:func:`parse_nvidia_smi`). Both give NVML-shaped
-records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
-output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
-framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so
-their capacity is :func:`system_memory_gib` and their memory held by others the per-process
-sum of ``nvidia-smi --query-compute-apps`` (:func:`parse_compute_apps`). What the GPUs can run
-is :mod:`helpers.machine.hardware`'s job.
+Unified-memory devices (DGX Spark GB10, Jetson Thor) report no framebuffer (NVML
+``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues): their capacity is
+:func:`system_memory_gib`, their memory held by others the per-process sum of
+``nvidia-smi --query-compute-apps``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Which registry targets this machine's GPUs match, and whether a config fits them.
 
 Notebook verb: :func:`check_machine` (step 2 of every notebook: before anything is installed,
-downloaded or launched). Memory is in GiB; the registry's ``memory_gb`` /
-``vram_minimum_gb`` are the vendors' "GB" (an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so
-the fit check allows :data:`MEMORY_TOLERANCE`.
+downloaded or launched). Memory is in GiB.
 """
 
 from __future__ import annotations

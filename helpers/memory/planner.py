@@ -1,14 +1,9 @@
 """Memory planner: how much KV cache and Mamba state a configuration gets, before launch.
 
 Nemotron 3.5 Lightning is a hybrid: of its 52 layers only the 6 attention layers keep a KV
-cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence
-(a convolution window and an SSM state); the 23 MoE layers keep nothing. :func:`plan`
-reproduces vLLM's own arithmetic for such a model in named steps (each names the vLLM source
-it follows), so a notebook can say, before any download, how many sequences fit at which
-context on the target GPU. The byte model is
-:class:`helpers.memory.architecture.Architecture`, the result :class:`helpers.memory.plan.Plan`,
-the speculative token budget :mod:`helpers.memory.tokenbudget`; the comparison with a
-server's log is :mod:`helpers.server.plan_check`.
+cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence;
+the 23 MoE layers keep nothing. :func:`plan` reproduces vLLM's arithmetic in named steps, each
+naming the vLLM source it follows.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """A tiny, locally trained Nemotron-H checkpoint that the CPU build of vLLM can serve.
 
-In CI and on laptops the notebooks run "as a stand-in": same client code, same vLLM parsers,
-the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM`` (Mamba-2,
-attention and MLP layers; no MoE: the CPU backend has no kernel for non-gated ReLU² experts,
-docs/DESIGN.md), trained for about two minutes on ``cookbook/demo.yaml`` so that, served with
-the registry's ``cpu`` target flags and greedy decoding, it reasons, answers, calls tools and
-respects a thinking budget on those prompts; it knows nothing else. This module builds,
-caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.build``),
-:func:`check_checkpoint`, :data:`STANDIN`, :func:`standin_summary`. Its parts:
-:mod:`helpers.standin.template`, :mod:`helpers.standin.data`, :mod:`helpers.standin.train`.
+In CI and on laptops the notebooks run "as a stand-in": same client code and vLLM parsers, the
+CPU build serving this model. A real ``NemotronHForCausalLM`` (Mamba-2, attention and MLP; no
+MoE: the CPU backend has no kernel for non-gated ReLU² experts, docs/DESIGN.md), trained for
+about two minutes on ``cookbook/demo.yaml``: with the ``cpu`` target's flags and greedy
+decoding it reasons, answers, calls tools and respects a thinking budget on those prompts; it
+knows nothing else.
 """
 
 from __future__ import annotations
