@@ -170,7 +170,7 @@ class ServeConfig:
         lines.append(command_lines(self.serve_argv()))
         return "\n".join(lines)
 
-    def docker_command(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
+    def docker_command(self) -> str:
         """A ``docker run`` command for the target's pinned image (recipe ``docker_command`` style).
 
         Raises:
@@ -180,7 +180,7 @@ class ServeConfig:
             raise RecipeError(f"Target {self.target!r} has no docker image; use shell_command().")
         head = [
             f"docker run --gpus all --ipc=host -p {self.port or 8000}:8000",
-            f"-v {hf_cache}:/root/.cache/huggingface",
+            "-v ~/.cache/huggingface:/root/.cache/huggingface",
             *(f"-e {shlex.quote(f'{k}={v}')}" for k, v in self.env.items()),
             "-e HF_TOKEN",
         ]

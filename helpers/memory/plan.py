@@ -295,13 +295,10 @@ class Plan:
             f"once (--max-num-seqs {self.max_num_seqs}; KV budget {self.kv_budget_gib:.1f} GiB)"
         )
 
-    def raise_if_unfit(self, *, allow_partial: bool = True) -> Plan:
+    def raise_if_unfit(self) -> Plan:
         """Raise :class:`~helpers.errors.RecipeError` when the server cannot start or its
-        speculative token budget is refused (or, with ``allow_partial=False``, when not every
-        sequence fits at once)."""
-        if self.status in ("no-start", "refused") or (
-            self.status == "partial" and not allow_partial
-        ):
+        speculative token budget is refused."""
+        if self.status in ("no-start", "refused"):
             raise RecipeError(f"{self.label}: " + " ".join(self.reasons))
         return self
 

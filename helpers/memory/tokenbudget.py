@@ -33,8 +33,6 @@ def drafting_slots(
     method: str | None,
     num_speculative_tokens: int,
     vllm_version: str | None = None,
-    *,
-    parallel_drafting: bool | None = None,
 ) -> int:
     """Extra token slots one decoding request takes for drafting (vLLM's
     ``SpeculativeConfig.max_num_new_slots_for_drafting``).
@@ -43,7 +41,6 @@ def drafting_slots(
         method: ``"dflash"``, ``"dspark"``, ``"mtp"``, ``"ngram"``, ``"eagle3"``, ``"draft_model"`` ...
         num_speculative_tokens: K.
         vllm_version: the serving release; None or unparsable means the newest rule.
-        parallel_drafting: override vLLM's choice (True for dflash / dspark).
 
     Returns:
         From vLLM 0.28.0 (``vllm/config/speculative.py``): DFlash K (one bonus query + K mask
@@ -53,9 +50,7 @@ def drafting_slots(
     """
     k = int(num_speculative_tokens or 0)
     m = (method or "").lower()
-    parallel = (
-        m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
-    )
+    parallel = m in PARALLEL_DRAFTING_METHODS
     if _before(vllm_version, DRAFT_SLOTS_PER_REQUEST_SINCE):
         return (k - 1 if parallel else 0) + (1 if m == "draft_model" else 0)
     if m == "dflash":

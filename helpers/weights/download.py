@@ -167,7 +167,6 @@ def fetch(
     local_files_only: bool | None = None,
     token: str | bool | None = None,
     headroom_gb: float = HEADROOM_GB,
-    max_workers: int = 8,
     quiet: bool = False,
     force_download: bool = False,
 ) -> DownloadResult:
@@ -189,7 +188,6 @@ def fetch(
         local_files_only: True: cache only, never the network; default ``HF_HUB_OFFLINE``.
         token: hub token (default: ``HF_TOKEN`` / the saved login).
         headroom_gb: free space (GB) to leave beyond the download.
-        max_workers: parallel file downloads (``snapshot_download``).
         quiet: print nothing (the hub's progress bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
         force_download: fetch every file again even when the cache holds it (a damaged
             checkpoint: the fix the start-up diagnosis names); ``snapshot_download``'s own
@@ -297,7 +295,6 @@ def fetch(
                 allow_patterns=item.allow_patterns or None,
                 token=token,
                 endpoint=_endpoint(),
-                max_workers=max_workers,
                 force_download=force_download,
             )
             snaps.append(
@@ -326,7 +323,7 @@ def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
     """Download (or reuse from the cache) ``cfg``'s checkpoint and drafters; return the config
     that serves the local folders: :func:`fetch`'s ``.config``. ``options`` are :func:`fetch`'s
     keywords (``cache_dir``, ``local_files_only``, ``token``, ``headroom_gb`` in GB,
-    ``max_workers``, ``quiet``); see it for the order of work and the errors.
+    ``quiet``); see it for the order of work and the errors.
 
     Example::
 
