@@ -25,7 +25,6 @@ from typing import Any
 import filelock
 
 from helpers.errors import CookbookError
-from helpers.memory.architecture import param_counts
 from helpers.paths import out_dir
 from helpers.standin.data import accuracy_items, build_samples, load_demo
 from helpers.standin.template import CHAT_TEMPLATE, MARKER_TOKENS, SPECIAL_TOKENS
@@ -56,24 +55,33 @@ class StandinInfo:
     knows: str
 
 
+def _count_params(r: Recipe) -> int:
+    h = r.hidden_size
+    n = 2 * r.vocab_size * h + h  # embeddings, lm_head, final norm
+    for kind in r.pattern:
+        n += h  # layer norm
+        if kind == "M":
+            inner = r.mamba_num_heads * r.mamba_head_dim
+            conv_dim = inner + 2 * r.n_groups * r.ssm_state_size
+            n += h * (inner + conv_dim + r.mamba_num_heads)  # in_proj
+            n += conv_dim * r.conv_kernel + conv_dim  # conv1d weight + bias
+            n += 3 * r.mamba_num_heads + inner  # dt_bias, A_log, D, gated norm
+            n += inner * h  # out_proj
+        elif kind == "*":
+            q = r.num_attention_heads * r.head_dim
+            kv = r.num_key_value_heads * r.head_dim
+            n += h * q + 2 * h * kv + q * h
+        elif kind == "-":
+            n += 2 * h * r.intermediate_size
+    return n
+
+
 STANDIN = StandinInfo(
     architecture="NemotronHForCausalLM",
     layer_pattern=RECIPE.pattern,
     hidden_size=RECIPE.hidden_size,
     vocab_size=RECIPE.vocab_size,
-    # no MoE layers: the expert sizes are 0
-    parameters=param_counts(
-        {**dataclasses.asdict(RECIPE), "hybrid_override_pattern": RECIPE.pattern}
-        | dict.fromkeys(
-            (
-                "n_routed_experts",
-                "num_experts_per_tok",
-                "moe_intermediate_size",
-                "moe_shared_expert_intermediate_size",
-            ),
-            0,
-        )
-    )["total"],
+    parameters=_count_params(RECIPE),
     trained_on=(
         "the scripted conversations in cookbook/demo.yaml (reasoning on and off, "
         "streaming, get_weather/get_time tool calls and their results, parallel calls, "
