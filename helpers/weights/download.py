@@ -172,15 +172,12 @@ def fetch(
 ) -> DownloadResult:
     """Make ``cfg``'s checkpoint and drafters local; return what was done and the new config.
 
-    Order of work, so a re-run needs no network and a doomed download never starts: (1) the
-    cache first: a complete snapshot at the pinned revision (or the cached ``refs/main`` of an
-    unpinned one) is used as is; (2) offline and not cached: stop, naming the fix; (3) the hub's
-    sizes of the missing files (``model_info(..., files_metadata=True)``) against the cache
-    folder's free space plus ``headroom_gb``: stop when they do not fit; (4)
-    ``snapshot_download`` at the pinned revision (its tqdm bars; the package requires
-    ``hf_xet>=1.5.2``, the release that fixed Xet downloads stalling with no error). An
-    unpinned revision resolves to a commit, printed so it can be pinned in
-    ``cookbook/recipe.yaml``.
+    Order, so a re-run needs no network and a doomed download never starts: (1) a complete cached
+    snapshot at the pin (or the cached ``refs/main``) is used as is; (2) offline and not cached:
+    stop; (3) the missing files' sizes (``model_info(..., files_metadata=True)``) against the free
+    space plus ``headroom_gb``; (4) ``snapshot_download`` at the pin (the package requires
+    ``hf_xet>=1.5.2``, which fixed Xet downloads stalling silently). An unpinned revision's commit
+    is printed so it can be pinned in ``cookbook/recipe.yaml``.
 
     Args:
         cfg: a resolved :class:`~helpers.config.serveconfig.ServeConfig`.
@@ -188,10 +185,8 @@ def fetch(
         local_files_only: True: cache only, never the network; default ``HF_HUB_OFFLINE``.
         token: hub token (default: ``HF_TOKEN`` / the saved login).
         headroom_gb: free space (GB) to leave beyond the download.
-        quiet: print nothing (the hub's progress bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
-        force_download: fetch every file again even when the cache holds it (a damaged
-            checkpoint: the fix the start-up diagnosis names); ``snapshot_download``'s own
-            ``force_download``. Needs the network.
+        quiet: print nothing (the hub's bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
+        force_download: fetch every file again (a damaged checkpoint); needs the network.
 
     Returns:
         :class:`DownloadResult`; ``.config`` serves the local folders with ``HF_HUB_OFFLINE=1``.
@@ -320,15 +315,12 @@ def fetch(
 
 
 def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
-    """Download (or reuse from the cache) ``cfg``'s checkpoint and drafters; return the config
-    that serves the local folders: :func:`fetch`'s ``.config``. ``options`` are :func:`fetch`'s
-    keywords (``cache_dir``, ``local_files_only``, ``token``, ``headroom_gb`` in GB,
-    ``quiet``); see it for the order of work and the errors.
+    """``fetch(cfg, **options).config``: the config serving the local folders (``options``: see
+    :func:`fetch`).
 
     Example::
 
         serve_cfg = weights.download(recipes.resolve("h100", speculative="dflash"))
         serve_cfg.model                                   # .../snapshots/0dcd680e.../
-        serve_cfg.speculative_config["model"]             # .../snapshots/7fc1f1ff.../
     """
     return fetch(cfg, **options).config
