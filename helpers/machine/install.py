@@ -497,15 +497,12 @@ def ensure_vllm(
     """Check the installed vLLM against the run's pin; print the install commands; run them if asked.
 
     Args:
-        run: the notebook's :class:`helpers.config.run.Run` (the stand-in: the CPU build), or
-            a resolved ``ServeConfig`` (see :func:`install_plan`).
-        install: run the commands here (``subprocess`` with this interpreter) when an install
-            is needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
-        method: see :func:`install_plan`.
+        run, method: see :func:`install_plan`.
+        install: run the commands here when an install is needed, then raise :class:`RestartNeeded`.
         quiet: print nothing (the plan is still returned).
 
     Returns:
-        The :class:`InstallPlan` (``plan.check.ok`` tells whether vLLM is usable as is).
+        The :class:`InstallPlan` (``plan.check.ok``: vLLM is usable as is).
 
     Raises:
         InstallError: ``install=True`` and a command failed, or the method is unavailable.

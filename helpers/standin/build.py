@@ -213,21 +213,17 @@ def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     """Check that a local checkpoint folder is whole before it is served.
 
-    Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
-    header parses and its size matches the tensors it describes (the safetensors library's
-    own check on opening it, the one vLLM's loader meets); and, for a stand-in
-    whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
-    recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
-    the headers of other checkpoints.
+    Checks: ``config.json`` is valid JSON; every ``*.safetensors`` opens with the safetensors
+    library (header and size, the check vLLM's loader meets); for a stand-in whose
+    ``standin.json`` records a manifest (:func:`file_manifest`), every file's size and SHA-256.
 
     Args:
         folder: the checkpoint folder.
-        fix: the remedy the error names, replacing the default one below.
+        fix: the remedy the error names, instead of the default (the stand-in: :data:`REBUILD`;
+            else download or copy the checkpoint again).
 
     Raises:
-        CookbookError: one sentence naming the damaged file and the fix (for the
-            stand-in: rebuild with ``build_standin_model(force=True)``; otherwise download
-            or copy the checkpoint again).
+        CookbookError: one sentence naming the damaged file and the fix.
     """
     folder = Path(folder)
     meta_path = folder / "standin.json"
