@@ -117,21 +117,18 @@ def compare_versions(
 ) -> VersionCheck:
     """Compare an installed vLLM with a target's pin.
 
+    A nightly target is satisfied by a pre-/dev release at least ``min_version`` (nightly wheels
+    are ``0.28.1rc1.dev130+g…``) or a stable release newer than ``stable_after_nightly``. A pinned
+    target is ``ok`` on the same public version (``0.28.0+cu129`` == ``0.28.0``), ``newer`` above
+    every ``offered`` release, ``different`` at or above the minimum, ``too_old`` below.
+
     Args:
         installed: from :func:`detect_vllm`.
         want: the pinned version (``"0.28.0"``) or ``"nightly"``.
-        min_version: the registry's ``model.min_vllm_version`` (``"0.27.1"``).
+        min_version: the registry's ``model.min_vllm_version``.
         build: ``"cuda"`` for GPU targets, ``"cpu"`` for the stand-in.
-        stable_after_nightly: for ``"nightly"``: the newest stable release known not to
-            have what the nightly adds (registry ``model.seed_vllm_version``); a stable
-            release newer than it counts as good as the nightly.
-        offered: the releases the cookbook offers (registry ``model.offered_vllm_versions``;
-            the stand-in: its CPU pin); a stable release newer than all of them is ``newer``.
-
-    Rules: a nightly target is satisfied by any pre-/dev release at least ``min_version``
-    (nightly wheels are versioned ``0.28.1rc1.dev130+g…``) or a stable release newer than
-    ``stable_after_nightly``. A pinned target is ``ok`` on the same public version
-    (``0.28.0+cu129`` == ``0.28.0``), ``different`` at or above the minimum, ``too_old`` below.
+        stable_after_nightly: registry ``model.seed_vllm_version``.
+        offered: registry ``model.offered_vllm_versions`` (the stand-in: its CPU pin).
     """
     want_dist = CUDA_DIST if build == "cuda" else CPU_DIST
     pin = "(nightly)" if want == NIGHTLY else want

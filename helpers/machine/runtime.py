@@ -158,22 +158,13 @@ def _t4_reason(gpu: GPU, registry: Registry) -> str:
 
 
 def route(runtime: Runtime, *, registry: Registry | Mapping | None = None) -> Route:
-    """Map a runtime to a registry target, or to the stand-in with the reason.
+    """Map a runtime (:func:`classify`) to a registry target, or to the stand-in with the reason.
 
-    ``cpu`` (no NVIDIA GPU) and ``t4`` ("Tesla T4", 15 GiB, cc 7.5: the NVFP4 weights do not
-    fit, and cc 7.5 is below the 8.0 vLLM's W4A16 / NVFP4 kernels need) go to the stand-in;
-    ``l4`` -> ``l4`` (NVFP4 as W4A16, short context), ``a100-40gb`` -> ``a100-40gb``,
-    ``a100-80gb`` -> ``a100``, ``h100`` -> ``h100``, ``g4`` (Colab's RTX PRO 6000 Blackwell) ->
-    ``rtx-pro-6000``; ``unknown``: the registry's name / compute-capability match
-    (:func:`helpers.machine.hardware.match_targets`), else the stand-in. A target whose plan
-    cannot start goes to the stand-in too, with the planner's reasons.
-
-    Args:
-        runtime: from :func:`classify`.
-        registry: an already loaded registry (tests).
-
-    Returns:
-        A :class:`Route`. Never raises for an unknown GPU: it routes to the stand-in and says why.
+    ``cpu`` and ``t4`` (15 GiB, cc 7.5: below the 8.0 vLLM's W4A16 / NVFP4 kernels need) go to the
+    stand-in; ``l4``, ``a100-40gb``, ``a100-80gb`` (``a100``), ``h100`` and ``g4`` (Colab's RTX PRO
+    6000 Blackwell: ``rtx-pro-6000``) to their targets; ``unknown`` by
+    :func:`helpers.machine.hardware.match_targets`, else the stand-in. A target whose plan cannot
+    start goes to the stand-in too, with the planner's reasons. Never raises for an unknown GPU.
     """
     from helpers.config import resolve as recipes
     from helpers.memory import planner
