@@ -192,23 +192,19 @@ def _split(text: str) -> list[str]:
 
 
 def served_argvs(rendering: str, text: str) -> list[list[str]]:
-    """The ``vllm serve`` argv (after ``vllm serve``: the model, then the flags) each server of a
-    rendering runs, read back from the rendered text as its engine builds it, so what is checked
-    is what a user copies.
+    """The ``vllm serve`` argv (the model, then the flags) each server of a rendering runs, read
+    back from the rendered text as its engine builds it, so what is checked is what a user copies.
 
-    - ``shell``: the command after the ``export`` lines; ``docker``: the words after the image
-      (every option ``docker_command`` writes before it takes a value: ``--gpus all``, ``-p``,
-      ``-v``, ``-e``; ``--ipc=host`` inline); ``truss``: ``docker_server.start_command``.
-    - ``compose``: each service's ``command`` but the router's (the image's entrypoint is
-      ``vllm serve``); ``kserve``: KServe's ``kserve-config-llm-template`` preset,
-      ``vllm serve /mnt/models --served-model-name NAME --port 8000`` + the container's
-      ``args``; ``production-stack``: the chart's template, ``vllm serve MODEL_URL --host
-      0.0.0.0 --port 8000``, the prefix-caching switch, ``vllmConfig.extraArgs``, then
-      ``--revision`` (see each renderer in :mod:`helpers.fleet.render`).
+    ``shell``: after the ``export`` lines; ``docker``: after the image; ``truss``:
+    ``docker_server.start_command``; ``compose``: each service's ``command`` but the router's;
+    ``kserve``: KServe's ``kserve-config-llm-template`` preset (``vllm serve /mnt/models
+    --served-model-name NAME --port 8000``) + the container's ``args``; ``production-stack``: the
+    chart's template (``vllm serve MODEL_URL --host 0.0.0.0 --port 8000``, the prefix-caching
+    switch, ``vllmConfig.extraArgs``, ``--revision``). The renderers: :mod:`helpers.fleet.render`.
 
     Args:
         rendering: one of :data:`RENDERINGS`.
-        text: that rendering's text (:func:`renderings`, :func:`helpers.fleet.render.renderings`).
+        text: that rendering's text.
 
     Raises:
         FlagError: an unknown rendering (names the valid ones).

@@ -60,16 +60,11 @@ def _example(name: str, annotation: str) -> str:
 def check_parameters(namespace: dict[str, Any]) -> None:
     """Check a notebook's parameters against the types its ``parameters`` cell declares.
 
-    Called in a notebook right after the parameters (and papermill's injected values) are
-    set, so a wrong type fails at once, naming the parameter, instead of many cells later.
-    The declarations are the parameters cell's annotations (``name: "Optional[list[int]]"
-    = None``), which papermill also shows in ``--help-notebook``; pydantic's strict mode
-    checks each value against its annotation (``str``, ``int``, ``float``, ``bool``,
-    ``None``, ``list[X]``, ``dict``, ``Optional[X]``, ``X | Y``; bool is not accepted as int).
-
-    A notebook with a ``quality`` parameter (the target notebooks: steps 10 and 12) also
-    gets it checked key by key (:func:`check_quality`), so a misspelled key fails here, before
-    anything is downloaded or launched, instead of being ignored.
+    Called right after the parameters (and papermill's injected values) are set, so a wrong type
+    fails at once, by name. The declarations are the cell's annotations (``name:
+    "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
+    strict mode (bool is not an int). A ``quality`` parameter is also checked key by key
+    (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:
         namespace: the notebook's globals (``globals()``).

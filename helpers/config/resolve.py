@@ -119,28 +119,22 @@ def resolve(
 
     Args:
         target: a key of ``targets`` in ``cookbook/recipe.yaml`` (e.g. ``"h100"``, ``"cpu"``).
-        variant: ``"nvfp4"`` / ``"bf16"`` (``"standin"`` on ``cpu``); default: the target's.
-        speculative: ``"none"``, ``"mtp"``, ``"dflash"``, ``"dspark"`` (``"ngram"``);
-            default: the target's.
-        features: feature names (``reasoning``, ``tool_calling``, ``fast_ssm_cache``,
-            ``long_context``); default: the target's list.
+        variant, speculative, features: names from the registry; default: the target's.
         extra_args: flags layered last (``{"--max-model-len": 8192}``; ``None`` removes).
         extra_env: environment variables layered last.
         port, host: where the API listens (``port=None``: chosen at launch).
         registry: an already loaded registry (tests); default: load ``cookbook/recipe.yaml``.
-        vllm_version: the vLLM release that will serve (``"0.32.0"``, ``"0.28.0"``, ...);
-            default: :func:`target_vllm_version` (the registry's ``default_vllm_version``,
-            0.32.0, for GPU targets; a nightly pin stays nightly). The docker image follows it.
-        moe_backend: a ``--moe-backend`` value to use instead of the recipe's (e.g.
-            ``"marlin"`` to compare MoE kernels); the same as that flag in ``extra_args``.
+        vllm_version: the vLLM release that will serve; default: :func:`target_vllm_version`.
+            The docker image follows it.
+        moe_backend: a ``--moe-backend`` value instead of the recipe's (e.g. ``"marlin"``).
 
     Returns:
-        A :class:`ServeConfig`. For the ``cpu`` stand-in, ``model`` is None until
-        :meth:`ServeConfig.with_model` sets the built stand-in folder.
+        A :class:`ServeConfig` (the ``cpu`` stand-in's ``model`` is None until
+        :meth:`ServeConfig.with_model`).
 
     Raises:
         RecipeError: unknown names (the message lists the valid ones) or a broken rule
-            (see :func:`check_rules`), each naming the fix.
+            (:func:`check_rules`), each naming the fix.
     """
     _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host)
     if moe_backend is not None:

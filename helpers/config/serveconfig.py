@@ -339,19 +339,14 @@ class ServeConfig:
                 )
 
     def validate(self) -> None:
-        """Parse the flags with the installed vLLM's own ``vllm serve`` argument parser.
-
-        Also checks ``--speculative-config`` keys and ``method`` against vLLM's
-        ``SpeculativeConfig``.
-
-        Before the parser, :meth:`check_values` rejects numbers vLLM would refuse at start-up
-        (negative lengths, a ``--max-model-len`` above the local checkpoint's derived maximum).
+        """Check the flags before launch: :meth:`check_values`, then the installed vLLM's own
+        ``vllm serve`` parser (:func:`helpers.config.flagcheck.validate_argv`, which also checks
+        ``--speculative-config`` keys and ``method`` against its ``SpeculativeConfig``).
 
         Raises:
             RecipeError: an impossible number (see :meth:`check_values`), naming the bound.
-            FlagError: names every rejected flag and where it came from (the caller's
-                ``extra_args`` or the registry), with a close match; the target's pinned
-                version is named only when it differs from the installed one.
+            FlagError: names every rejected flag, where it came from (``extra_args`` or the
+                registry) and a close match; the target's pin when it differs from the installed vLLM.
         """
         self.check_values()
         validate_argv(

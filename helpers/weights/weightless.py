@@ -118,22 +118,14 @@ def _check_variant(variant: str) -> None:
 def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ModelOpt NVFP4 ``quantization_config`` block of the NVFP4 checkpoint's shape.
 
-    W4A16 NVFP4 (4-bit E2M1 weights in blocks of 16 with an FP8-E4M3 scale per block and
-    an FP32 global scale; 16-bit activations) on the routed and the shared experts of
-    every MoE layer; everything else (embeddings, Mamba mixers, attention, routers,
-    ``lm_head``) stays BF16; FP8 KV cache. Source: the model overview's PTQ recipe
-    ("W4A16 applied to routed and shared experts") and the registry's precision note.
-
-    The block uses the keys vLLM's ModelOpt parser reads from ``config.json``
-    (``vllm/model_executor/layers/quantization/modelopt.py``,
-    ``ModelOptQuantConfigBase.from_config``): ``quant_method: modelopt``,
-    ``quant_algo: W4A16_NVFP4`` (selects ``ModelOptNvFp4Config``, i.e.
-    ``--quantization modelopt_fp4``, Marlin FP4 kernels on Hopper), ``group_size``,
-    ``kv_cache_scheme`` (8-bit float = FP8 KV) and ``ignore`` (ModelOpt wildcards over the
-    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``). The MTP
-    layers (vLLM module prefix ``mtp.``) stay BF16, as the training recipe keeps them
-    (``keep_mtp_spec_in_bf16``, :data:`MTP_CONFIG`); vLLM 0.32.0's ``is_layer_excluded`` also
-    matches an ``ignore`` entry as a substring of the prefix, so ``"mtp"`` covers them all.
+    W4A16 NVFP4 (E2M1 weights in blocks of 16, an FP8-E4M3 scale per block, an FP32 global
+    scale) on the routed and shared experts; everything else BF16; FP8 KV cache (the model
+    overview's PTQ recipe and the registry's precision note). The keys are those vLLM's ModelOpt
+    parser reads (``ModelOptQuantConfigBase.from_config``,
+    ``vllm/model_executor/layers/quantization/modelopt.py``): ``quant_algo: W4A16_NVFP4`` selects
+    ``--quantization modelopt_fp4``; ``ignore`` holds ModelOpt wildcards over ``backbone.*``
+    (vLLM maps ``backbone`` to ``model``). The MTP layers stay BF16 (``keep_mtp_spec_in_bf16``,
+    :data:`MTP_CONFIG`): vLLM 0.32.0's ``is_layer_excluded`` matches ``"mtp"`` as a substring.
 
     Args:
         config: the BF16 ``config.json`` mapping (for the layer pattern).
