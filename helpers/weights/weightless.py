@@ -253,13 +253,12 @@ def arch_config(
     cfg: Any,
     path: str | Path,
     *,
-    tokenizer: str | Path | None = None,
     allow_hub_drafter: bool = False,
 ) -> Any:
     """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
 
-    Sets the model to ``path`` (tokenizer from the same folder unless ``tokenizer``), adds
-    ``--load-format dummy`` and ``HF_HUB_OFFLINE=1``; every other flag and env of ``cfg`` is kept.
+    Sets the model (and tokenizer) to ``path``, adds ``--load-format dummy`` and
+    ``HF_HUB_OFFLINE=1`` (unless a hub drafter is still to fetch); every other flag and env of ``cfg`` is kept.
 
     Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing, KV cache, Mamba
     state, activations, CUDA graphs) and speed (same kernels, same shapes). Not real: the text,
@@ -268,7 +267,6 @@ def arch_config(
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
         path: a folder from :func:`build_arch_model`.
-        tokenizer: optional tokenizer folder or hub id (``--tokenizer``).
         allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
             DSpark); :func:`helpers.weights.download.download` then fetches only the drafter.
 
@@ -302,14 +300,10 @@ def arch_config(
             "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
             "layers are part of the architecture)."
         )
-    extra: dict[str, Any] = {"--load-format": "dummy"}
-    if tokenizer is not None:
-        extra["--tokenizer"] = str(tokenizer)
-    out = cfg.with_model(path).with_args(extra)
-    local_tokenizer = tokenizer is None or Path(str(tokenizer)).is_dir()
-    if local_tokenizer and not hub_drafter:
+    out = cfg.with_model(path).with_args({"--load-format": "dummy"})
+    if not hub_drafter:
         out = out.with_args(None, HF_HUB_OFFLINE="1")
-    if tokenizer is None and FAST_TOKENIZER_ENV in out.env:
+    if FAST_TOKENIZER_ENV in out.env:
         # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE
         # models only: "pre-tokenizer error: unsupported pre-tokenizer type:
         # WhitespaceSplit", vLLM 0.32.0's start-up on an H200, docs/results/h200.md). The
