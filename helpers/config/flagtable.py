@@ -245,26 +245,21 @@ def check_config(
     cfg: Any, texts: Mapping[str, str] | None = None, *, quiet: bool = False
 ) -> dict[str, list[list[str]]]:
     """Read every rendering of ``cfg`` back (:func:`served_argvs`) and check each argv against
-    the flag table of ``cfg.vllm_version`` (the release the target installs or the notebook
-    selected), not the installed vLLM.
-
-    A nightly has no table: it is reported and its argvs returned unchecked (its flags are
-    checked at launch by the installed parser,
-    :meth:`helpers.config.serveconfig.ServeConfig.validate`).
+    the flag table of ``cfg.vllm_version`` (the release the target installs), not the installed
+    vLLM. A nightly has no table: its argvs are returned unchecked (the installed parser checks
+    them at launch, :meth:`helpers.config.serveconfig.ServeConfig.validate`).
 
     Args:
         cfg: the :class:`~helpers.config.serveconfig.ServeConfig` rendered.
-        texts: ``{rendering: text}`` (keys of :data:`RENDERINGS`); None: :func:`renderings`
-            (shell, docker, truss).
+        texts: ``{rendering: text}`` (keys of :data:`RENDERINGS`); None: :func:`renderings`.
         quiet: no "flags checked" line.
 
     Returns:
         ``{rendering: [argv, ...]}`` as :func:`served_argvs` read them.
 
     Raises:
-        FlagError: a rendering uses a flag (or value) the release does not have; ``.flags``
-            names them; the message names each problem with the renderings that have it, the
-            release and the fix.
+        FlagError: a rendering uses a flag (or value) the release does not have (``.flags``);
+            the message names each problem, the renderings that have it, and the fix.
     """
     version = str(cfg.vllm_version)
     texts = renderings(cfg) if texts is None else texts

