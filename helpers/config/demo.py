@@ -8,7 +8,6 @@ The notebooks, the chat helpers and the evals read it here; the CPU stand-in
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,13 +20,13 @@ DEMO_PATH = COOKBOOK_DIR / "demo.yaml"
 # --------------------------------------------------------------------------- demo data
 
 
-def load_demo(path: Path | None = None) -> dict[str, Any]:
+def load_demo() -> dict[str, Any]:
     """Return ``cookbook/demo.yaml`` (the demo prompts, tool schemas and fake tool results).
 
     Raises:
         CookbookError: the file is missing or not a YAML mapping.
     """
-    path = Path(path or DEMO_PATH)
+    path = DEMO_PATH
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as e:

@@ -157,13 +157,9 @@ def serve_parser_factory():
 
 @functools.lru_cache(maxsize=1)
 def _serve_parser():
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise FlagError(
-            "vLLM is not installed, so flags cannot be checked: install it (see helpers.machine.install)."
-        ) from exc
-    make_arg_parser = serve_parser_factory()
+    make_arg_parser = serve_parser_factory()  # FlagError when vLLM is not installed
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
     def _error(message):

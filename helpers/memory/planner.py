@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from helpers.config.flagcheck import _number
-from helpers.config.versions import parse_version
 from helpers.errors import RecipeError
 from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.plan import Plan, judge
-from helpers.memory.tokenbudget import _arg, config_token_budget
+from helpers.memory.tokenbudget import _arg, _before, config_token_budget
 
 #: vLLM's default ``--gpu-memory-utilization`` (vllm/config/cache.py).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -71,8 +70,7 @@ def align_mamba_blocks(vllm_version: str | None) -> int:
         the prefill checkpoint). Measured: 2 on vLLM 0.26.0 (H200, "GPU KV cache size"
         exact, docs/results/h200.md), 3 on vLLM 0.32.0 (CPU stand-in, exact).
     """
-    v = parse_version(vllm_version)
-    if v is not None and v.release[:2] < PREFILL_CHECKPOINT_SINCE:
+    if _before(vllm_version, PREFILL_CHECKPOINT_SINCE):
         return ALIGN_MAMBA_BLOCKS - 1
     return ALIGN_MAMBA_BLOCKS
 
