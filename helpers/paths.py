@@ -36,9 +36,6 @@ def out_dir(*parts: str) -> Path:
     """
     env = os.environ.get("COOKBOOK_OUT")
     if env and not Path(env).expanduser().is_absolute():
-        # resolved once, against the folder this process runs in, and pinned: a later chdir
-        # (a notebook kernel runs in the notebook's folder) or a child process (a server, a
-        # kernel) then finds the same one folder, not a second relative to where it runs
         env = str((Path.cwd() / Path(env).expanduser()).resolve())
         os.environ["COOKBOOK_OUT"] = env
     default = REPO_ROOT / "out" if IN_CHECKOUT else Path.cwd() / "out"

@@ -58,12 +58,10 @@ def _number(value: Any) -> float | None:
 def derived_max_model_len(model: str | Path | None) -> tuple[int, str] | None:
     """The longest ``--max-model-len`` vLLM accepts for a local checkpoint, and its source.
 
-    Follows vLLM 0.32.0: the smallest of ``max_position_embeddings``, ``n_positions``,
-    ``max_seq_len``, ``seq_length``, ``model_max_length``, ``max_target_positions``,
-    ``max_sequence_length``, ``max_seq_length``, ``seq_len`` in ``config.json``
-    (``model_max_length`` wins when set), capped by ``tokenizer_config.json``'s
-    ``model_max_length`` (transformers_utils/model_arch_config_convertor.py
-    ``derive_max_model_len_and_key``; config/model.py ``_get_and_verify_max_len``).
+    Follows vLLM 0.32.0 (transformers_utils/model_arch_config_convertor.py
+    ``derive_max_model_len_and_key``; config/model.py ``_get_and_verify_max_len``): the smallest
+    of ``keys`` below in ``config.json`` (``model_max_length`` wins when set), capped by
+    ``tokenizer_config.json``'s ``model_max_length``.
 
     Returns:
         ``(tokens, "key in <folder>/config.json")``, or None when the model is not a local

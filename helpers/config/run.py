@@ -38,19 +38,15 @@ class RunDefaults:
     """The defaults of one mode (a notebook parameter left at None takes these).
 
     Attributes:
-        mode: ``"download"``, ``"weightless"`` or ``"stand_in"``.
         max_tokens: per chat request, reasoning included (tokens).
-        temperature, top_p: sampling (the stand-in decodes greedily: it reproduces its
-            training prompts only at temperature 0).
+        temperature, top_p: sampling (the stand-in reproduces its training prompts only at
+            temperature 0).
         bench_concurrencies: the benchmark's points (requests in flight).
         bench_input_len, bench_output_len: tokens per prompt / per answer in the benchmark.
-        eval_items: items the accuracy step scores (the stand-in: its 8 trained + 8 held out).
-        budget_items: items the budget curve scores (the first of the accuracy step's).
-        budgets: the curve's points: ``"off"``, a reasoning cap in tokens (below
-            ``max_tokens``), None for no cap.
+        eval_items, budget_items: items the accuracy step / the budget curve score.
+        budgets: the curve's points: ``"off"``, a reasoning cap (tokens), None for no cap.
         eval_concurrency: requests in flight during the evals.
-        noise: the text is noise by construction (random weights): answers, accuracy,
-            acceptance and schema answers prove the pipeline, not the model.
+        noise: the text is noise by construction (random weights).
     """
 
     mode: str

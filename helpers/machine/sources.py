@@ -227,18 +227,14 @@ def torch_source(
     sources: PackageSources | None = None,
     index: str | None = None,
 ) -> TorchSource:
-    """Decide where ``requirement`` (the CPU torch) comes from.
-
-    First the sources pip already has (``sources``, default :func:`pip_sources`), asked
-    through the installer that will install (``installer``: the argv that runs uv, e.g.
-    ``["/venv/bin/uv"]``; None or ending in anything else: pip); then the index (``index``,
-    default ``$TORCH_INDEX_URL`` or :data:`TORCH_CPU_INDEX`), probed once.
+    """Decide where ``requirement`` (the CPU torch) comes from: the sources pip already has
+    (``sources``, default :func:`pip_sources`), asked through ``installer`` (the argv that runs uv;
+    None: pip), else ``index`` (default ``$TORCH_INDEX_URL`` or :data:`TORCH_CPU_INDEX`), probed
+    once.
 
     Raises:
-        SourceError: neither has it: the message names the requirement, the sources tried,
-            why the index did not answer, and the fixes (make the index reachable, set
-            ``TORCH_INDEX_URL`` to a mirror, or put the wheel in a folder named by
-            ``PIP_FIND_LINKS``).
+        SourceError: neither has it: the message names the sources tried, why the index did not
+            answer, and the fixes (reach the index, ``TORCH_INDEX_URL``, ``PIP_FIND_LINKS``).
     """
     sources = pip_sources(python) if sources is None else sources
     installer = installer or ["pip"]

@@ -62,20 +62,14 @@ def drafting_slots(
 
 @dataclasses.dataclass(frozen=True)
 class TokenBudget:
-    """Does one decoding step of every sequence fit in ``--max-num-batched-tokens``?
+    """Does one decoding step of every sequence fit in ``--max-num-batched-tokens``? (tokens)
 
-    With speculative decoding each decoding sequence schedules its K draft tokens plus the
-    target's own token (1 + K) and takes ``slots`` more for the drafter
-    (:func:`drafting_slots`). vLLM 0.26-0.27 reserve ``slots x max_num_seqs`` up front
-    (``max_num_scheduled_tokens = max_num_batched_tokens - slots x max_num_seqs``, refusing
-    to start when that is <= 0: "max_num_scheduled_tokens is set to -1792 ... which does not
-    allow any tokens to be scheduled"); 0.28+ charge ``1 + K + slots`` per scheduled request
-    against ``max_num_batched_tokens`` (and refuse only when it is <= slots). Either way all
-    ``max_num_seqs`` decode in one step only when
-    ``max_num_batched_tokens >= max_num_seqs x (1 + K + slots)``; otherwise the rest wait a
-    step and drafting cannot pay off at full load.
-
-    Sizes are tokens; ``seqs_that_fit`` is sequences.
+    Each decoding sequence schedules 1 + K tokens and takes ``slots`` more for the drafter
+    (:func:`drafting_slots`). vLLM 0.26-0.27 reserve ``slots x max_num_seqs`` up front and refuse
+    to start when nothing is left ("max_num_scheduled_tokens is set to -1792 ... which does not
+    allow any tokens to be scheduled"); 0.28+ charge ``1 + K + slots`` per scheduled request.
+    Either way all ``max_num_seqs`` decode in one step only when ``max_num_batched_tokens >=
+    max_num_seqs x (1 + K + slots)``; otherwise drafting cannot pay off at full load.
     """
 
     method: str

@@ -27,18 +27,13 @@ RECIPE_VERSION = 3
 class Recipe:
     """Everything that determines the stand-in's weights besides the demo data.
 
-    Sizes are chosen so that the model overfits the demo conversations in about two
-    minutes on 2 CPU cores and so that the CPU build of vLLM 0.32 has a kernel for
-    every layer: Mamba-2 (``M``), attention with head_dim 64 (``*``; head_dim 16 has
-    no CPU attention kernel) and ReLU² MLP (``-``); no MoE (``E``).
-
-    Measured choices (teacher-forced greedy check of every training sequence, seeds
-    0-2): with 2 attention heads the lookup of the city from the prompt into the
-    reasoning and the tool call formed in only some seeds within the step budget; 8
-    heads got every sequence right in all three. One training thread: on a shared
-    2-core box, 2 threads ran 5x slower (spin-waiting), and a fixed thread count keeps
-    the weights identical on every machine. 300 steps of 32 sequences (~25 epochs)
-    take 100-180 s.
+    Sized to overfit the demo conversations in about two minutes on 2 CPU cores, with a CPU
+    kernel in vLLM 0.32 for every layer: Mamba-2 (``M``), attention with head_dim 64 (``*``;
+    head_dim 16 has none) and ReLU² MLP (``-``); no MoE. Measured (teacher-forced greedy check,
+    seeds 0-2): with 2 attention heads the city lookup formed in only some seeds, 8 heads got
+    every sequence right in all three. One thread: on a shared 2-core box 2 threads ran 5x slower,
+    and a fixed count keeps the weights identical everywhere. 300 steps of 32 sequences (~25
+    epochs) take 100-180 s.
     """
 
     pattern: str = "M*M-"
