@@ -73,18 +73,14 @@ class ServeConfig:
     """Everything needed to launch one vLLM server for one target.
 
     Attributes:
-        target, variant, speculative, features: what was resolved.
-        model: hub id (``nvidia/...``) or local folder path served by vLLM.
-        revision: pinned hub commit of ``model`` (None for local paths / unpinned).
+        model: hub id or local folder; revision: its pinned hub commit (None: local / unpinned).
         served_model_name: the name clients pass as ``model=``.
         args: ordered ``{flag: value}``; ``True`` is a bare switch, dicts are JSON.
         env: extra environment variables for the server process.
         host, port: where the API listens (``port=None``: the server manager picks one).
         gpu: the target's GPU record (name, memory_gb, compute_capability, arch, count).
         vllm_version, docker_image, pip: what to install on the target.
-        drafters: draft checkpoints the speculative mode needs.
         notes, sources: prose for the notebook (target notes, seed citations).
-        stand_in: True for the CPU stand-in target.
     """
 
     target: str

@@ -100,15 +100,14 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
 
 @dataclasses.dataclass
 class MachineReport:
-    """What :func:`check_machine` found.
+    """What :func:`check_machine` found (``gpus``, ``processes``, ``source``, ``detail``: see
+    :class:`Probe`).
 
     Attributes:
-        target: the notebook's target; matches: targets this machine can play.
-        gpus, processes, source, detail: see :class:`Probe`.
+        matches: targets this machine can play.
         memory_gib: capacity of the GPUs one server uses (per GPU x count), GiB.
         held_gib: memory already held on those GPUs by other processes, GiB.
         warnings: sentences, each naming what to do. errors: reasons the launch is refused.
-        stand_in: checked for stand-in mode (nothing refused).
     """
 
     target: str

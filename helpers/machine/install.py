@@ -64,15 +64,13 @@ class InstallPlan:
     """What :func:`ensure_vllm` found and would run.
 
     Attributes:
-        target, label: the config the plan is for (the ``cpu`` stand-in in stand-in mode).
         want: pinned version or ``"nightly"``; min_version: registry minimum.
-        installed: :class:`VllmInstall`; check: :class:`VersionCheck`.
         method: ``"uv"``, ``"pip"``, ``"docker"`` or ``"colab"``.
         commands: the commands as a user types them (shell, or ``%pip`` lines on Colab).
-        argv: the same commands as argv lists run with this interpreter (``run=True``).
-        alternatives: other ways (``{"docker": [...], "uv": [...]}``) for the printout.
+        argv: the same commands as argv lists for this interpreter.
+        alternatives: other ways (``{"docker": [...]}``) for the printout.
         notes: sentences for the user (restart the kernel, docker extras ...).
-        fixup_needed: stand-in only: torchvision/torchaudio/torchcodec are installed.
+        fixup_needed: stand-in only: :data:`TORCH_COMPANIONS` are installed.
     """
 
     target: str

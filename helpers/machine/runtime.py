@@ -51,12 +51,10 @@ class Runtime:
     """The runtime this kernel runs on.
 
     Attributes:
-        key: ``"cpu"``, ``"t4"``, ``"l4"``, ``"a100-40gb"``, ``"a100-80gb"``, ``"h100"``,
-            ``"g4"`` or ``"unknown"``.
+        key: a key of :data:`TARGET_OF`, or ``"unknown"``.
         label: for people, e.g. ``"L4 (24 GB, Ada)"``.
         gpu: the first GPU (None on ``cpu``); gpu_count: how many GPUs of any kind.
-        colab: True inside Google Colab (:func:`helpers.config.versions.is_colab`).
-        detail: why no GPU was found (``"nvidia-smi not found"``), or "".
+        colab: True inside Google Colab; detail: why no GPU was found, or "".
     """
 
     key: str
@@ -75,14 +73,9 @@ class Runtime:
 
 @dataclasses.dataclass
 class Route:
-    """Where a runtime goes.
-
-    Attributes:
-        runtime: the :class:`Runtime`.
-        target: the registry target to serve (``"cpu"`` for the stand-in).
-        stand_in: True when the stand-in is served instead of Nemotron 3.5 Lightning.
-        reason: one or two sentences: why this target, or why not the real model.
-        plan: the memory planner's verdict on ``target`` (None for the stand-in).
+    """Where a runtime goes: ``target`` (``"cpu"`` for the stand-in, then ``stand_in``), the
+    ``reason`` in one or two sentences, and the memory planner's ``plan`` of the target (None for
+    the stand-in).
     """
 
     runtime: Runtime

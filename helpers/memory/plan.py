@@ -25,14 +25,10 @@ _VERDICT_WORDS = {
 class Plan:
     """The memory plan of one configuration, per GPU. Sizes in bytes unless named ``*_gib``.
 
-    ``status`` is ``"fits"`` (``max_num_seqs`` sequences of ``context_len`` tokens are all
-    resident at once), ``"partial"`` (the server starts, but only ``seqs_at_context`` of
-    them fit at once; the rest wait or are preempted), ``"no-start"`` (weights or one
-    ``max_model_len`` request do not fit, or the speculative token budget is one vLLM
-    refuses: vLLM refuses to start) or ``"refused"`` (vLLM starts, but
-    ``--max-num-batched-tokens`` cannot hold one decoding step of ``max_num_seqs``
-    sequences with their draft tokens: :class:`TokenBudget`; the cookbook refuses it). ``fits`` is
-    ``status == "fits"``; ``reasons`` says why not, with the numbers and the fix.
+    ``status``: ``"fits"`` (``max_num_seqs`` sequences of ``context_len`` tokens all resident),
+    ``"partial"`` (starts; only ``seqs_at_context`` fit at once), ``"no-start"`` (vLLM refuses to
+    start) or ``"refused"`` (starts, but the speculative token budget, :class:`TokenBudget`, cannot
+    hold one decoding step: the cookbook refuses it). ``reasons`` says why not, with the fix.
     """
 
     label: str

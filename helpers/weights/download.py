@@ -40,16 +40,9 @@ GB = 1e9
 
 @dataclasses.dataclass
 class Snapshot:
-    """One repository made available locally.
-
-    Attributes:
-        role: ``"model"`` or ``"drafter (dflash)"`` style.
-        repo: hub id; revision: the pin asked for (None: the default branch).
-        commit: the resolved commit (the snapshot folder's name).
-        path: local snapshot folder.
-        size_bytes: bytes of the files matching ``allow_patterns`` (None when only the cache was read).
-        downloaded_bytes: bytes this call fetched (0 on a cache hit).
-        from_cache: True when nothing was fetched.
+    """One repository made available locally: ``revision`` is the pin asked for (None: the
+    default branch), ``commit`` the resolved one (the snapshot folder's name); ``size_bytes`` the
+    matching files (None when only the cache was read), ``downloaded_bytes`` what this call fetched.
     """
 
     role: str
