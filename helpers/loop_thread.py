@@ -13,17 +13,14 @@ from typing import Any
 
 
 def run_on_own_loop(make_coro: Callable[[], Awaitable[Any]], outcome: dict[str, Any]) -> None:
-    """Run ``make_coro()`` to its end on a new event loop in the calling (worker) thread.
+    """Run ``make_coro()`` to its end on a new event loop in the calling (worker) thread; tasks
+    it left running are cancelled and awaited and the loop closed before this returns.
 
     Args:
         make_coro: called once, in this thread, to make the coroutine.
-        outcome: filled in for the caller's thread: ``"cancel"`` (a callable that cancels the
-            task from any thread; a no-op once the loop is closed) as soon as the task exists,
-            then ``"result"`` (the coroutine's value) or ``"error"`` (whatever it raised,
-            ``BaseException`` included, to re-raise in the caller's thread).
-
-    Tasks the coroutine left running are cancelled and awaited, async generators shut down
-    and the loop closed before this returns, so the thread ends with nothing pending.
+        outcome: filled in for the caller's thread: ``"cancel"`` (cancels the task from any
+            thread; a no-op once the loop is closed) as soon as the task exists, then
+            ``"result"`` or ``"error"`` (whatever it raised, ``BaseException`` included).
     """
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -110,11 +110,10 @@ def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) ->
     """Cache key: sha256 (first 12 hex digits) of the training inputs: demo data, recipe,
     :data:`RECIPE_VERSION`, chat template, special tokens and the item-set items it learns.
 
-    The torch / transformers / tokenizers versions are recorded in ``standin.json`` but are
-    not part of the key: the checkpoint is a safetensors file, a ``config.json`` and a
-    ``tokenizer.json``, formats that do not change with those releases, so the copy shipped
-    with the package (:data:`SHIPPED`) serves under any release ``requirements-cpu.txt``
-    admits. Reads no library (cheap: it runs before every reuse)."""
+    Not the torch / transformers / tokenizers versions (recorded in ``standin.json``): the
+    checkpoint's formats (safetensors, ``config.json``, ``tokenizer.json``) do not change with
+    them, so :data:`SHIPPED` serves under any release ``requirements-cpu.txt`` admits.
+    """
     demo = load_demo() if demo is None else demo
     payload = {
         "recipe_version": RECIPE_VERSION,
@@ -327,11 +326,8 @@ def _put(tmp: Path, final: Path) -> Path:
 
 
 def ship_standin_model(dest: Path = SHIPPED, *, progress: bool = True) -> Path:
-    """Retrain the stand-in (``force=True``) and replace the shipped copy ``dest`` with it.
-
-    For maintainers after a change to the training inputs (``cookbook/demo.yaml``,
-    :data:`RECIPE`, the chat template); commit ``helpers/standin/shipped`` afterwards.
-    Returns ``dest``. About 2 minutes on 2 CPU cores.
+    """Retrain the stand-in and replace the shipped copy ``dest`` (:data:`SHIPPED`) with it;
+    returns ``dest``. Commit ``helpers/standin/shipped`` afterwards.
     """
     built = build_standin_model(force=True, progress=progress, use_shipped=False)
     dest = Path(dest)

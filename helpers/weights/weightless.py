@@ -87,21 +87,13 @@ _BASE_CONFIG: dict[str, Any] = {
     "use_mamba_kernels": True,
 }
 
-# The multi-token-prediction (MTP) block. The Nemotron 3 Nano export above has none, so vLLM
-# could not build MTP drafting on it. Source: NVIDIA-NeMo Megatron-Bridge's Lightning recipe
-# (``_apply_nemotron_3_5_lightning_defaults``, for the public checkpoint
+# The multi-token-prediction (MTP) block, which the Nemotron 3 Nano export above lacks. Source:
+# NVIDIA-NeMo Megatron-Bridge's ``_apply_nemotron_3_5_lightning_defaults`` (for
 # nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16 @ b3caaabed026): ``mtp_num_layers = 2``,
-# ``mtp_hybrid_override_pattern = "*E"`` (one attention layer, then one MoE layer),
-# ``mtp_use_repeated_layer = True`` (one set of MTP weights applied at depth 1 and 2) and
-# ``keep_mtp_spec_in_bf16 = True``. In the Hugging Face config a repeated block is one layer
-# set: ``num_nextn_predict_layers = 1``, the only count vLLM 0.32.0 builds
-# (``vllm/model_executor/models/nemotron_h_mtp.py``: "Only one MTP layer is supported for
-# NemotronH-MTP"; it reads ``num_nextn_predict_layers`` and ``mtp_hybrid_override_pattern``,
-# and ``mtp_n_routed_experts`` only for ``nemotron_h_puzzle`` configs, so the MTP MoE layer
-# has the main model's 128 experts). vLLM 0.32.0's ``vllm/config/speculative.py`` turns a
-# ``nemotron_h`` config with ``num_nextn_predict_layers > 0`` into the ``nemotron_h_mtp``
-# draft model when ``--speculative-config '{"method": "mtp", ...}'`` asks for it; served
-# without drafting, the keys are ignored.
+# ``mtp_hybrid_override_pattern = "*E"``, ``mtp_use_repeated_layer = True`` (one weight set at
+# depth 1 and 2: ``num_nextn_predict_layers = 1`` in the HF config, the only count vLLM 0.32.0's
+# ``nemotron_h_mtp.py`` builds; its MTP MoE layer has the main model's 128 experts) and
+# ``keep_mtp_spec_in_bf16 = True``. Used only with ``--speculative-config '{"method": "mtp"}'``.
 MTP_CONFIG: dict[str, Any] = {
     "num_nextn_predict_layers": 1,
     "mtp_hybrid_override_pattern": "*E",
