@@ -72,17 +72,12 @@ def is_colab() -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class VersionCheck:
-    """How the installed vLLM compares with what a target wants.
+    """How the installed vLLM compares with what a target wants (:func:`compare_versions`).
 
-    Attributes:
-        status: ``"ok"`` (the pinned version, or a nightly where one is wanted),
-            ``"different"`` (not the pin, but at least the registry minimum: probably works),
-            ``"newer"`` (a stable release newer than every one the cookbook offers: it may
-            work, but none of the cookbook's per-release checks was made for it),
-            ``"missing"``, ``"too_old"`` (below the minimum), ``"wrong_build"`` (CPU build
-            for a GPU target or the reverse), ``"not_nightly"`` (a stable release older
-            than what the nightly target needs), ``"unparsable"``.
-        message: one sentence.
+    ``status``: ``"ok"``, ``"different"`` (not the pin, but at least the minimum), ``"newer"``
+    (newer than every offered release: no per-release check was made for it), ``"missing"``,
+    ``"too_old"``, ``"wrong_build"`` (CPU build for a GPU target or the reverse),
+    ``"not_nightly"`` or ``"unparsable"``; ``message``: one sentence.
     """
 
     status: str

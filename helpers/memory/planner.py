@@ -293,16 +293,13 @@ class _Pages(NamedTuple):
 def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
     """Per-layer bytes and the page-aligned attention block.
 
-    KV per token per attention layer = 2 (K, V) x KV heads per GPU (``max(1, kv_heads // tp)``,
-    ``ModelConfig.get_num_kv_heads``) x head_dim x KV dtype bytes
-    (``FullAttentionSpec.page_size_bytes``, ``vllm/v1/kv_cache_interface.py``). Mamba state per
-    layer (``MambaStateShapeCalculator.mamba2_state_shape``,
-    ``vllm/model_executor/layers/mamba/mamba_utils.py``): the conv state in the conv dtype plus
-    the SSM state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32,
-    ``NemotronHForCausalLMConfig``). Every layer's page has one size
-    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
-    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens
-    (align: the kernel's granularity, :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
+    KV per token per attention layer: 2 x KV heads per GPU x head_dim x KV dtype bytes
+    (``ModelConfig.get_num_kv_heads``, ``FullAttentionSpec.page_size_bytes``). Mamba state per
+    layer (``MambaStateShapeCalculator.mamba2_state_shape``): conv state in the conv dtype plus SSM
+    state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32). Every layer's page has one
+    size (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
+    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens (align:
+    :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
     """
     kv_tok_layer = a.kv_bytes_per_token_per_layer(
         dtype_bytes(
@@ -345,13 +342,10 @@ class _Budget(NamedTuple):
 def _budget(
     cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
 ) -> _Budget:
-    """The KV-cache budget per GPU, and where it came from.
-
-    On a GPU ``memory x --gpu-memory-utilization - weights - drafter - activation reserve``
-    (weights split over tensor parallel ranks). vLLM measures the activation peak, CUDA graphs
-    and non-torch memory at start-up; the planner assumes a fixed reserve (calibrate it with
-    the log's "Available KV cache memory"). ``--kv-cache-memory-bytes`` and, on the CPU build,
-    ``VLLM_CPU_KVCACHE_SPACE`` (GiB) set the budget directly.
+    """The KV-cache budget per GPU, and where it came from: ``memory x
+    --gpu-memory-utilization - weights - drafter - activation reserve`` (weights split over tensor
+    parallel ranks; the reserve assumed, vLLM measures it at start-up), or
+    ``--kv-cache-memory-bytes``, or on the CPU build ``VLLM_CPU_KVCACHE_SPACE`` (GiB).
 
     Raises:
         RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.
