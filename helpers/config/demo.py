@@ -1,8 +1,5 @@
 """The cookbook's demo data (``cookbook/demo.yaml``): the prompts the notebooks send, the
-tool schemas and the fake tool results, and the accuracy items the stand-in was trained on.
-
-The notebooks, the chat helpers and the evals read it here; the CPU stand-in
-(:mod:`helpers.standin.data`) is trained on it, so that its answers follow the notebooks.
+tool schemas and fake tool results, and the accuracy items the stand-in was trained on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The item sets the accuracy step scores against, shipped in ``cookbook/evals/`` (no hub).
 
 ``gsm8k``: 200 items of GSM8K's test split (openai/grade-school-math, MIT licence; how they
-were drawn: ``cookbook/evals/README.md``). :func:`load_items` reads one; the stand-in's
-training (:mod:`helpers.standin.data`) and the accuracy step (:mod:`helpers.evals.accuracy`)
-both read it from here.
+were drawn: ``cookbook/evals/README.md``).
 """
 
 from __future__ import annotations
