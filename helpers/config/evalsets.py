@@ -18,12 +18,8 @@ EVALS_DIR = COOKBOOK_DIR / "evals"
 
 @dataclass(frozen=True)
 class ItemSet:
-    """One shipped item set.
-
-    Attributes:
-        name: the key (``"gsm8k"``).
-        path: its JSON-lines file.
-        source: where the items come from, with the licence, for a notebook to print.
+    """One shipped item set: its key (``"gsm8k"``), JSON-lines file, and ``source`` (where the
+    items come from, with the licence, for a notebook to print).
     """
 
     name: str

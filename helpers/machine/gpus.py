@@ -38,14 +38,10 @@ NVIDIA_SMI_APPS_QUERY = [
 
 @dataclasses.dataclass(frozen=True)
 class GPU:
-    """One GPU as the driver reports it.
+    """One GPU as the driver reports it (``name``: e.g. ``"NVIDIA H100 80GB HBM3"``).
 
-    Attributes:
-        index: NVML / nvidia-smi index.
-        name: the driver's product name, e.g. ``"NVIDIA H100 80GB HBM3"``.
-        memory_total_gib, memory_used_gib: framebuffer size and use in GiB; None on
-            unified-memory devices (GB10, Thor) where the driver reports ``[N/A]``.
-        compute_capability: ``"9.0"`` style, or None when unknown.
+    ``memory_total_gib`` / ``memory_used_gib`` are None on unified-memory devices (GB10, Thor:
+    the driver reports ``[N/A]``); ``compute_capability`` is ``"9.0"`` style or None.
     """
 
     index: int
@@ -94,12 +90,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
     """Turn NVML-shaped records into :class:`GPU` objects.
 
     Args:
-        records: one mapping per GPU, shaped like NVML's answers:
-            ``{"index": 0, "name": b"NVIDIA H200" | "NVIDIA H200",
-            "memory": {"total": bytes, "used": bytes} | None,
-            "cuda_compute_capability": (9, 0) | "9.0" | None}``.
-            ``memory`` is None where NVML raises ``NotSupported`` (unified memory).
-            :func:`parse_nvidia_smi` reads nvidia-smi's CSV into the same shape.
+        records: one mapping per GPU, as NVML answers: ``{"index": 0, "name": b"NVIDIA H200" |
+            str, "memory": {"total": bytes, "used": bytes} | None (NVML ``NotSupported``),
+            "cuda_compute_capability": (9, 0) | "9.0" | None}`` (:func:`parse_nvidia_smi` reads
+            nvidia-smi's CSV into the same shape).
     """
     gpus = []
     for i, rec in enumerate(records):

@@ -18,14 +18,9 @@ from helpers.errors import InstallError
 
 @dataclass(frozen=True)
 class Library:
-    """One library a later step imports.
-
-    Attributes:
-        requirement: the pip requirement (as in ``requirements.txt`` and the ``notebook``
-            extra of ``pyproject.toml``).
-        modules: what the step imports (all must import).
-        needed_by: the step, in a user's words.
-        skip: how to skip that step instead, or ``""``.
+    """One library a later step imports: its pip ``requirement`` (as in ``requirements.txt`` and
+    the ``notebook`` extra), the ``modules`` the step imports, the step (``needed_by``, in a user's
+    words) and how to ``skip`` that step instead (or ``""``).
     """
 
     requirement: str

@@ -43,14 +43,9 @@ class SourceError(RuntimeError):
 
 @dataclass(frozen=True)
 class PackageSources:
-    """Where pip looks for packages on this machine (from ``pip config list``, which also
-    reports the ``PIP_*`` environment variables).
-
-    Attributes:
-        index_url: pip's ``index-url`` when configured (else PyPI).
-        extra_index_urls: pip's ``extra-index-url`` entries, in order.
-        find_links: pip's ``find-links`` folders or pages.
-        constraints: pip's ``constraint`` files.
+    """Where pip looks for packages on this machine (``pip config list``, which also reports the
+    ``PIP_*`` environment variables): its ``index-url`` (None: PyPI), ``extra-index-url``
+    entries, ``find-links`` and ``constraint`` files.
     """
 
     index_url: str | None = None
