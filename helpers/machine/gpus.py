@@ -118,11 +118,8 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
 
 
 def parse_nvidia_smi(text: str) -> list[GPU]:
-    """GPUs from ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
-    --format=csv,noheader,nounits`` output (MiB; :data:`NVIDIA_SMI_QUERY`), read as
-    NVML-shaped records (bytes) by :func:`gpus_from_records`.
-
-    ``[N/A]`` / ``[Not Supported]`` memory fields (unified-memory devices) become ``memory: None``.
+    """GPUs from :data:`NVIDIA_SMI_QUERY`'s output (MiB), through :func:`gpus_from_records`;
+    ``[N/A]`` / ``[Not Supported]`` memory (unified memory) becomes ``memory: None``.
     """
     records = []
     for line in text.splitlines():
@@ -169,13 +166,9 @@ def parse_compute_apps(text: str) -> list[GPUProcess]:
 
 @dataclasses.dataclass
 class Probe:
-    """What :func:`detect_gpus` found and how.
-
-    Attributes:
-        gpus: the GPUs (after ``CUDA_VISIBLE_DEVICES`` when it lists indices).
-        processes: processes holding GPU memory (may be empty when unknown).
-        source: ``"nvml"``, ``"nvidia-smi"`` or None (no GPU found).
-        detail: why nothing was found (``"nvidia-smi not found"`` ...), or "".
+    """What :func:`detect_gpus` found (``gpus`` after ``CUDA_VISIBLE_DEVICES`` when it lists
+    indices; ``processes`` holding GPU memory, may be empty) and how: ``source`` ``"nvml"``,
+    ``"nvidia-smi"`` or None (no GPU), ``detail`` why nothing was found, or "".
     """
 
     gpus: list[GPU]
@@ -291,13 +284,9 @@ def detect_gpus(*, use_nvml: bool = True) -> Probe:
 
 @dataclasses.dataclass(frozen=True)
 class DriverInfo:
-    """This machine's NVIDIA driver.
-
-    Attributes:
-        version: the driver's version, e.g. ``"570.124.06"`` (None when unknown).
-        cuda: the newest CUDA it supports, e.g. ``(12, 8)`` (NVML ``nvmlSystemGetCudaDriverVersion``
-            12080; ``nvidia-smi``'s "CUDA Version: 12.8"), None when unknown.
-        source: ``"nvml"`` or ``"nvidia-smi"``.
+    """This machine's NVIDIA driver: ``version`` (e.g. ``"570.124.06"``), ``cuda`` the newest
+    CUDA it supports (e.g. ``(12, 8)``; None when unknown), ``source`` ``"nvml"`` or
+    ``"nvidia-smi"``.
     """
 
     version: str | None

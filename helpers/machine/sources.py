@@ -180,13 +180,9 @@ def index_error(url: str, timeout: float = 10.0) -> str | None:
 
 @dataclass
 class TorchSource:
-    """Where the install takes the CPU torch from (:func:`torch_source`).
-
-    Attributes:
-        requirement: e.g. ``"torch==2.13.0+cpu"``.
-        sources: the sources to install with (pip's own, plus the index when it was needed).
-        added_index: the index added for torch, or None when pip's own sources have it.
-        probes: what was asked, with the answers, in order (for the set-up log).
+    """Where the install takes the CPU torch from (:func:`torch_source`): the ``sources`` to
+    install with, the ``added_index`` (None when pip's own sources have it) and the ``probes``
+    asked, with their answers (for the set-up log).
     """
 
     requirement: str
