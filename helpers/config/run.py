@@ -64,15 +64,9 @@ class RunDefaults:
 
 
 def budget_points(nominal: int, max_tokens: int) -> tuple[str | int | None, ...]:
-    """The budget curve's points for a run of ``max_tokens``: reasoning off, capped, no cap.
-
-    The cap is ``nominal`` tokens, or a quarter of ``max_tokens`` when that is smaller, so
-    that it stays below ``max_tokens`` with room for the answer (``ChatOptions`` refuses a
-    budget at or above ``max_tokens``); below 4 ``max_tokens`` there is no capped point.
-
-    Args:
-        nominal: the cap the mode wants (tokens).
-        max_tokens: the run's ``max_tokens`` (tokens, >= 1).
+    """The budget curve's points for a run of ``max_tokens`` (tokens, >= 1): reasoning off,
+    capped at ``nominal`` tokens or a quarter of ``max_tokens`` if smaller (``ChatOptions``
+    refuses a budget at or above ``max_tokens``), no cap.
     """
     cap = min(nominal, max_tokens // 4)
     return ("off", cap, None) if cap >= 1 else ("off", None)  # under 4 tokens: no room for a cap
@@ -225,12 +219,9 @@ def serves_standin(source: Any) -> bool:
 
 
 def run_of(source: Any, caller: str = "run_of") -> Run:
-    """The :class:`Run` of ``source``: a ``Run`` itself, a server handle's (``srv.run``, or
-    derived from its ``config``), or a ``ServeConfig``'s (:meth:`Run.of_config`).
-
-    Args:
-        source: the server (``srv``), a fleet, ``srv.run``, or a ``ServeConfig``.
-        caller: the function the user called, for the error message.
+    """The :class:`Run` of ``source``: a ``Run``, a server or fleet (``srv.run``, or from its
+    ``config``), or a ``ServeConfig`` (:meth:`Run.of_config`); ``caller`` names the user's function
+    in the error.
 
     Raises:
         TypeError: anything else (None, a target name, a number): names what to pass.

@@ -100,16 +100,9 @@ class Route:
 
 
 def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = "") -> Runtime:
-    """Name the runtime from the GPUs the driver reports.
-
-    Args:
-        gpus: from :func:`helpers.machine.gpus.detect_gpus` or :func:`helpers.machine.gpus.parse_nvidia_smi`
-            (tests feed recorded output). Empty means a CPU runtime.
-        colab: override Colab detection (default :func:`helpers.config.versions.is_colab`).
-        detail: why no GPU was found, carried into the description.
-
-    Returns:
-        A :class:`Runtime`; an unlisted GPU gives ``key="unknown"``.
+    """Name the runtime from the GPUs the driver reports (empty: a CPU runtime; an unlisted GPU:
+    ``key="unknown"``). ``colab`` overrides Colab detection; ``detail`` (why no GPU was found) is
+    carried into the description.
     """
     colab = is_colab() if colab is None else bool(colab)
     if not gpus:

@@ -140,13 +140,9 @@ def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
-    """The ``config.json`` mapping :func:`build_arch_model` writes.
-
-    The registry's shape, the public Nemotron 3 Nano keys, and the MTP block
-    (:data:`MTP_CONFIG`).
-
-    Args:
-        variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
+    """The ``config.json`` mapping :func:`build_arch_model` writes: the registry's shape, the
+    public Nemotron 3 Nano keys and :data:`MTP_CONFIG`; for ``variant="nvfp4"`` also
+    :func:`nvfp4_quantization_config`.
 
     Raises:
         WeightlessError: unknown variant, or the registry's pattern does not match its
