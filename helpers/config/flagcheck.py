@@ -178,15 +178,13 @@ def _close_flag(name: str, known: Iterable[str]) -> str | None:
 def validate_argv(
     argv: list[str], *, target_version: str | None = None, extra_flags: Iterable[str] = ()
 ) -> None:
-    """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser.
-
-    Besides the parser itself, ``--speculative-config`` keys are checked against vLLM's
-    ``SpeculativeConfig`` fields and its ``method`` against :func:`speculative_methods`.
+    """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser, and check
+    ``--speculative-config`` keys against ``SpeculativeConfig`` and its ``method`` against
+    :func:`speculative_methods`.
 
     Raises:
-        FlagError: with ``.flags`` the rejected flag names; the message gives the installed
-            vLLM version and ``target_version`` so a flag newer than the install is clear
-            (and, for a bad speculative method, the method and the valid ones).
+        FlagError: ``.flags`` the rejected flag names; the message gives the installed vLLM and
+            ``target_version`` (a flag newer than the install is then clear).
     """
     parser = _serve_parser()
     import argparse

@@ -81,16 +81,10 @@ def _registry_problem(tab: Mapping[str, Any], flag: str, value: Any, version: st
 def check_argv(
     argv: Sequence[str], version: str, *, table: Mapping[str, Any] | None = None
 ) -> list[str]:
-    """Problems of ``[*flags]`` (``--flag value`` items, no program or model) on vLLM ``version``.
-
-    Checks: the option exists in the release; a value is given exactly when it takes one;
-    the value is one of its ``choices`` (when it has them) or of its registry
-    (:data:`REGISTRY_FLAGS`: reasoning and tool parsers, Mamba and attention backends);
-    ``--speculative-config`` keys, ``method``, ``moe_backend`` and ``attention_backend``
-    (JSON value, or ``--speculative-config.key value``) exist in the release.
-
-    Returns:
-        One sentence per problem ([] when the release accepts every flag).
+    """Problems of ``[*flags]`` (no program or model) on vLLM ``version``: an option the release
+    lacks, a missing or extra value, a value outside its ``choices`` or its registry
+    (:data:`REGISTRY_FLAGS`), ``--speculative-config`` keys, ``method``, ``moe_backend`` and
+    ``attention_backend`` the release lacks. One sentence per problem ([] when all pass).
     """
     tab = table or load_table(version)
     opts: dict[str, Any] = tab["options"]
