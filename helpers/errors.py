@@ -64,12 +64,9 @@ class ResponseError(CookbookError, RuntimeError):
 class StructuredOutputError(ResponseError):
     """A JSON-schema answer (:func:`helpers.chat.structured.structured_chat`) is not usable.
 
-    Attributes:
-        text: the reply's ``content`` exactly as the server sent it (``""`` when none).
-        reasoning: the reply's reasoning (``""`` when none).
-        finish_reason: the reply's ``finish_reason`` (``None`` when there was no reply).
-        errors: pydantic's validation errors (``[]`` unless the JSON did not validate).
-        server_message: the server's own error text (``""`` unless it refused the request).
+    Attributes (empty when there is none): ``text`` (the reply's ``content`` as sent),
+    ``reasoning``, ``finish_reason``, ``errors`` (pydantic's, when the JSON did not validate),
+    ``server_message`` (the server's error text when it refused the request).
     """
 
     def __init__(

@@ -1,11 +1,7 @@
 """A coroutine run to its end on an event loop of its own, as a worker thread's target.
 
-A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be called
-there; the benchmark point (:func:`helpers.bench.point.run_point`) and the SDK agent
-(:func:`helpers.chat.agent.run_agent`) each run their coroutine in a daemon worker thread on a
-loop of its own, cancel it from the caller's thread (a stall, Ctrl-C), and read its result or
-error back there. This module is that thread target, and :func:`stop_thread`, which ends a
-worker that will not finish (a point past its deadline, a tool past its timeout).
+A Jupyter cell's thread already runs an event loop, so ``asyncio.run`` cannot be called there;
+the benchmark point and the SDK agent run their coroutine in a worker thread instead.
 """
 
 from __future__ import annotations
@@ -17,17 +13,14 @@ from typing import Any
 
 
 def run_on_own_loop(make_coro: Callable[[], Awaitable[Any]], outcome: dict[str, Any]) -> None:
-    """Run ``make_coro()`` to its end on a new event loop in the calling (worker) thread.
+    """Run ``make_coro()`` to its end on a new event loop in the calling (worker) thread; tasks
+    it left running are cancelled and awaited and the loop closed before this returns.
 
     Args:
         make_coro: called once, in this thread, to make the coroutine.
-        outcome: filled in for the caller's thread: ``"cancel"`` (a callable that cancels the
-            task from any thread; a no-op once the loop is closed) as soon as the task exists,
-            then ``"result"`` (the coroutine's value) or ``"error"`` (whatever it raised,
-            ``BaseException`` included, to re-raise in the caller's thread).
-
-    Tasks the coroutine left running are cancelled and awaited, async generators shut down
-    and the loop closed before this returns, so the thread ends with nothing pending.
+        outcome: filled in for the caller's thread: ``"cancel"`` (cancels the task from any
+            thread; a no-op once the loop is closed) as soon as the task exists, then
+            ``"result"`` or ``"error"`` (whatever it raised, ``BaseException`` included).
     """
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -51,17 +44,15 @@ def stop_thread(thread: threading.Thread, timeout: float = 30.0, every: float = 
     """Stop a worker thread: raise ``KeyboardInterrupt`` inside it (CPython's
     ``PyThreadState_SetAsyncExc``) until it ends, as Ctrl-C would in a main thread.
 
-    The benchmark point's worker runs ``asyncio.run(...)`` (``vllm bench serve``): the
-    exception unwinds its event loop, whose ``asyncio.run`` cancels the in-flight request
-    tasks and closes their HTTP connections, so the server stops generating for them. A tool
-    the tool loop timed out (:func:`helpers.chat.tools.run_tool_loop`'s ``tool_timeout``) is
-    stopped the same way.
+    In the benchmark point's ``asyncio.run(...)`` the exception cancels the in-flight request
+    tasks and closes their connections, so the server stops generating for them; a tool past the
+    tool loop's ``tool_timeout`` is stopped the same way.
 
     Args:
-        timeout: seconds to keep trying (re-raised every ``every`` seconds, leaving a loop
-            time to cancel its tasks; the exception is delivered only when the thread runs
-            Python code, not while it blocks in C).
-        every: seconds between two tries.
+        timeout: seconds to keep trying (delivered only while the thread runs Python code, not
+            while it blocks in C).
+        every: seconds between two tries (time for a loop to cancel its tasks).
+
     Returns:
         True when the thread has ended.
     """

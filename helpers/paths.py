@@ -1,14 +1,8 @@
 """Where the cookbook reads its registry and writes what it generates.
 
-Everything generated (stand-in models, server logs, executed notebooks, benchmark JSON,
-plots) lands under one ignored folder, ``out/`` at the repository root, or the folder
-named by the ``COOKBOOK_OUT`` environment variable.
-
-Two layouts: a checkout (``helpers/`` next to ``cookbook/``: the registry is read from the
-checkout) and a pip-installed package (``pip install git+https://github.com/...``, as the
-workshop notebook does on Colab), where ``cookbook/`` ships inside the package as
-``helpers/cookbook`` (pyproject ``package-dir``) and outputs default to ``./out`` in the
-current folder, never into site-packages.
+Everything generated lands under ``out/`` at the repository root, or ``$COOKBOOK_OUT``. In a
+pip-installed package (the workshop on Colab) ``cookbook/`` ships as ``helpers/cookbook``
+(pyproject ``package-dir``) and outputs default to ``./out``, never into site-packages.
 """
 
 from __future__ import annotations
@@ -42,9 +36,6 @@ def out_dir(*parts: str) -> Path:
     """
     env = os.environ.get("COOKBOOK_OUT")
     if env and not Path(env).expanduser().is_absolute():
-        # resolved once, against the folder this process runs in, and pinned: a later chdir
-        # (a notebook kernel runs in the notebook's folder) or a child process (a server, a
-        # kernel) then finds the same one folder, not a second relative to where it runs
         env = str((Path.cwd() / Path(env).expanduser()).resolve())
         os.environ["COOKBOOK_OUT"] = env
     default = REPO_ROOT / "out" if IN_CHECKOUT else Path.cwd() / "out"

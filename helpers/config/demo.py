@@ -1,14 +1,10 @@
 """The cookbook's demo data (``cookbook/demo.yaml``): the prompts the notebooks send, the
-tool schemas and the fake tool results, and the accuracy items the stand-in was trained on.
-
-The notebooks, the chat helpers and the evals read it here; the CPU stand-in
-(:mod:`helpers.standin.data`) is trained on it, so that its answers follow the notebooks.
+tool schemas and fake tool results, and the accuracy items the stand-in was trained on.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,13 +17,13 @@ DEMO_PATH = COOKBOOK_DIR / "demo.yaml"
 # --------------------------------------------------------------------------- demo data
 
 
-def load_demo(path: Path | None = None) -> dict[str, Any]:
+def load_demo() -> dict[str, Any]:
     """Return ``cookbook/demo.yaml`` (the demo prompts, tool schemas and fake tool results).
 
     Raises:
         CookbookError: the file is missing or not a YAML mapping.
     """
-    path = Path(path or DEMO_PATH)
+    path = DEMO_PATH
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as e:

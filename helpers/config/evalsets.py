@@ -1,9 +1,7 @@
 """The item sets the accuracy step scores against, shipped in ``cookbook/evals/`` (no hub).
 
 ``gsm8k``: 200 items of GSM8K's test split (openai/grade-school-math, MIT licence; how they
-were drawn: ``cookbook/evals/README.md``). :func:`load_items` reads one; the stand-in's
-training (:mod:`helpers.standin.data`) and the accuracy step (:mod:`helpers.evals.accuracy`)
-both read it from here.
+were drawn: ``cookbook/evals/README.md``).
 """
 
 from __future__ import annotations
@@ -20,12 +18,8 @@ EVALS_DIR = COOKBOOK_DIR / "evals"
 
 @dataclass(frozen=True)
 class ItemSet:
-    """One shipped item set.
-
-    Attributes:
-        name: the key (``"gsm8k"``).
-        path: its JSON-lines file.
-        source: where the items come from, with the licence, for a notebook to print.
+    """One shipped item set: its key (``"gsm8k"``), JSON-lines file, and ``source`` (where the
+    items come from, with the licence, for a notebook to print).
     """
 
     name: str

@@ -1,10 +1,7 @@
 """Flag checks before launch: numbers vLLM would refuse, and vLLM's own ``vllm serve`` parser.
 
-:data:`VALUE_BOUNDS` and :func:`derived_max_model_len` are pure (bounds from vLLM 0.32.0's
-config classes, the checkpoint's derived maximum length;
-:meth:`helpers.config.serveconfig.ServeConfig.check_values` applies them);
-:func:`validate_argv` and :func:`speculative_methods` import the installed vLLM.
-:meth:`helpers.config.serveconfig.ServeConfig.validate` runs both.
+:data:`VALUE_BOUNDS` and :func:`derived_max_model_len` are pure; :func:`validate_argv` and
+:func:`speculative_methods` import the installed vLLM.
 """
 
 from __future__ import annotations
@@ -61,12 +58,10 @@ def _number(value: Any) -> float | None:
 def derived_max_model_len(model: str | Path | None) -> tuple[int, str] | None:
     """The longest ``--max-model-len`` vLLM accepts for a local checkpoint, and its source.
 
-    Follows vLLM 0.32.0: the smallest of ``max_position_embeddings``, ``n_positions``,
-    ``max_seq_len``, ``seq_length``, ``model_max_length``, ``max_target_positions``,
-    ``max_sequence_length``, ``max_seq_length``, ``seq_len`` in ``config.json``
-    (``model_max_length`` wins when set), capped by ``tokenizer_config.json``'s
-    ``model_max_length`` (transformers_utils/model_arch_config_convertor.py
-    ``derive_max_model_len_and_key``; config/model.py ``_get_and_verify_max_len``).
+    Follows vLLM 0.32.0 (transformers_utils/model_arch_config_convertor.py
+    ``derive_max_model_len_and_key``; config/model.py ``_get_and_verify_max_len``): the smallest
+    of ``keys`` below in ``config.json`` (``model_max_length`` wins when set), capped by
+    ``tokenizer_config.json``'s ``model_max_length``.
 
     Returns:
         ``(tokens, "key in <folder>/config.json")``, or None when the model is not a local
@@ -160,13 +155,9 @@ def serve_parser_factory():
 
 @functools.lru_cache(maxsize=1)
 def _serve_parser():
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise FlagError(
-            "vLLM is not installed, so flags cannot be checked: install it (see helpers.machine.install)."
-        ) from exc
-    make_arg_parser = serve_parser_factory()
+    make_arg_parser = serve_parser_factory()  # FlagError when vLLM is not installed
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
     def _error(message):
@@ -187,15 +178,13 @@ def _close_flag(name: str, known: Iterable[str]) -> str | None:
 def validate_argv(
     argv: list[str], *, target_version: str | None = None, extra_flags: Iterable[str] = ()
 ) -> None:
-    """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser.
-
-    Besides the parser itself, ``--speculative-config`` keys are checked against vLLM's
-    ``SpeculativeConfig`` fields and its ``method`` against :func:`speculative_methods`.
+    """Parse ``[MODEL, *flags]`` with the installed ``vllm serve`` parser, and check
+    ``--speculative-config`` keys against ``SpeculativeConfig`` and its ``method`` against
+    :func:`speculative_methods`.
 
     Raises:
-        FlagError: with ``.flags`` the rejected flag names; the message gives the installed
-            vLLM version and ``target_version`` so a flag newer than the install is clear
-            (and, for a bad speculative method, the method and the valid ones).
+        FlagError: ``.flags`` the rejected flag names; the message gives the installed vLLM and
+            ``target_version`` (a flag newer than the install is then clear).
     """
     parser = _serve_parser()
     import argparse

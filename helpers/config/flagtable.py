@@ -1,11 +1,10 @@
 """The committed flag table of each vLLM release the registry offers, and checks against it.
 
-A rendered command (shell, docker, truss, compose, KServe, production-stack) runs on the
-release its target installs (``ServeConfig.vllm_version``), not on the vLLM installed where
-the notebook runs, so each command is read back from its text (:func:`served_argvs`) and
-checked (:func:`check_config`) against ``docs/results/flags/vllm-<version>.json``: every option string
-of that release's ``vllm serve`` parser, read from its own wheel (``python -m
-tools.flagtables generate WHEEL``). A misspelled or removed flag fails by name here.
+A rendered command runs on the release its target installs (``ServeConfig.vllm_version``), not
+on the vLLM installed here, so each command is read back from its text (:func:`served_argvs`)
+and checked (:func:`check_config`) against ``docs/results/flags/vllm-<version>.json``: every
+option string of that release's ``vllm serve`` parser (``python -m tools.flagtables generate
+WHEEL``).
 """
 
 from __future__ import annotations
@@ -82,16 +81,10 @@ def _registry_problem(tab: Mapping[str, Any], flag: str, value: Any, version: st
 def check_argv(
     argv: Sequence[str], version: str, *, table: Mapping[str, Any] | None = None
 ) -> list[str]:
-    """Problems of ``[*flags]`` (``--flag value`` items, no program or model) on vLLM ``version``.
-
-    Checks: the option exists in the release; a value is given exactly when it takes one;
-    the value is one of its ``choices`` (when it has them) or of its registry
-    (:data:`REGISTRY_FLAGS`: reasoning and tool parsers, Mamba and attention backends);
-    ``--speculative-config`` keys, ``method``, ``moe_backend`` and ``attention_backend``
-    (JSON value, or ``--speculative-config.key value``) exist in the release.
-
-    Returns:
-        One sentence per problem ([] when the release accepts every flag).
+    """Problems of ``[*flags]`` (no program or model) on vLLM ``version``: an option the release
+    lacks, a missing or extra value, a value outside its ``choices`` or its registry
+    (:data:`REGISTRY_FLAGS`), ``--speculative-config`` keys, ``method``, ``moe_backend`` and
+    ``attention_backend`` the release lacks. One sentence per problem ([] when all pass).
     """
     tab = table or load_table(version)
     opts: dict[str, Any] = tab["options"]
@@ -193,23 +186,19 @@ def _split(text: str) -> list[str]:
 
 
 def served_argvs(rendering: str, text: str) -> list[list[str]]:
-    """The ``vllm serve`` argv (after ``vllm serve``: the model, then the flags) each server of a
-    rendering runs, read back from the rendered text as its engine builds it, so what is checked
-    is what a user copies.
+    """The ``vllm serve`` argv (the model, then the flags) each server of a rendering runs, read
+    back from the rendered text as its engine builds it, so what is checked is what a user copies.
 
-    - ``shell``: the command after the ``export`` lines; ``docker``: the words after the image
-      (every option ``docker_command`` writes before it takes a value: ``--gpus all``, ``-p``,
-      ``-v``, ``-e``; ``--ipc=host`` inline); ``truss``: ``docker_server.start_command``.
-    - ``compose``: each service's ``command`` but the router's (the image's entrypoint is
-      ``vllm serve``); ``kserve``: KServe's ``kserve-config-llm-template`` preset,
-      ``vllm serve /mnt/models --served-model-name NAME --port 8000`` + the container's
-      ``args``; ``production-stack``: the chart's template, ``vllm serve MODEL_URL --host
-      0.0.0.0 --port 8000``, the prefix-caching switch, ``vllmConfig.extraArgs``, then
-      ``--revision`` (see each renderer in :mod:`helpers.fleet.render`).
+    ``shell``: after the ``export`` lines; ``docker``: after the image; ``truss``:
+    ``docker_server.start_command``; ``compose``: each service's ``command`` but the router's;
+    ``kserve``: KServe's ``kserve-config-llm-template`` preset (``vllm serve /mnt/models
+    --served-model-name NAME --port 8000``) + the container's ``args``; ``production-stack``: the
+    chart's template (``vllm serve MODEL_URL --host 0.0.0.0 --port 8000``, the prefix-caching
+    switch, ``vllmConfig.extraArgs``, ``--revision``). The renderers: :mod:`helpers.fleet.render`.
 
     Args:
         rendering: one of :data:`RENDERINGS`.
-        text: that rendering's text (:func:`renderings`, :func:`helpers.fleet.render.renderings`).
+        text: that rendering's text.
 
     Raises:
         FlagError: an unknown rendering (names the valid ones).
@@ -250,26 +239,21 @@ def check_config(
     cfg: Any, texts: Mapping[str, str] | None = None, *, quiet: bool = False
 ) -> dict[str, list[list[str]]]:
     """Read every rendering of ``cfg`` back (:func:`served_argvs`) and check each argv against
-    the flag table of ``cfg.vllm_version`` (the release the target installs or the notebook
-    selected), not the installed vLLM.
-
-    A nightly has no table: it is reported and its argvs returned unchecked (its flags are
-    checked at launch by the installed parser,
-    :meth:`helpers.config.serveconfig.ServeConfig.validate`).
+    the flag table of ``cfg.vllm_version`` (the release the target installs), not the installed
+    vLLM. A nightly has no table: its argvs are returned unchecked (the installed parser checks
+    them at launch, :meth:`helpers.config.serveconfig.ServeConfig.validate`).
 
     Args:
         cfg: the :class:`~helpers.config.serveconfig.ServeConfig` rendered.
-        texts: ``{rendering: text}`` (keys of :data:`RENDERINGS`); None: :func:`renderings`
-            (shell, docker, truss).
+        texts: ``{rendering: text}`` (keys of :data:`RENDERINGS`); None: :func:`renderings`.
         quiet: no "flags checked" line.
 
     Returns:
         ``{rendering: [argv, ...]}`` as :func:`served_argvs` read them.
 
     Raises:
-        FlagError: a rendering uses a flag (or value) the release does not have; ``.flags``
-            names them; the message names each problem with the renderings that have it, the
-            release and the fix.
+        FlagError: a rendering uses a flag (or value) the release does not have (``.flags``);
+            the message names each problem, the renderings that have it, and the fix.
     """
     version = str(cfg.vllm_version)
     texts = renderings(cfg) if texts is None else texts

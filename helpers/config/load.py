@@ -1,8 +1,6 @@
-"""Reading ``cookbook/recipe.yaml`` and ``cookbook/flags.yaml`` into the typed registry.
-
-The schema is :mod:`helpers.config.schema`; this module reads the YAML, validates it, turns
-pydantic's errors into one :class:`~helpers.errors.RegistryError` (file, key path, allowed
-values or closest key; one line per problem) and caches the result.
+"""Reading ``cookbook/recipe.yaml`` and ``cookbook/flags.yaml`` into the typed registry: one
+:class:`~helpers.errors.RegistryError` per failure (file, key path, allowed values or closest
+key), results cached.
 """
 
 from __future__ import annotations
@@ -91,11 +89,8 @@ def _fail(source: str, lines: list[str]) -> RegistryError:
 
 
 def parse_registry(data: Any, source: str = "cookbook/recipe.yaml") -> Registry:
-    """Validate parsed registry YAML into a :class:`Registry`.
-
-    Args:
-        data: the mapping ``yaml.safe_load`` returned (or one built in a test).
-        source: the file name the error messages give.
+    """Validate parsed registry YAML (``data``) into a :class:`Registry`; ``source`` is the file
+    name the errors give.
 
     Raises:
         RegistryError: unknown keys (with the closest allowed key), out-of-vocabulary values
@@ -175,14 +170,11 @@ def shared_registry(path: str | Path | None = None) -> Registry:
 
 
 def load_registry(path: str | Path | None = None) -> Registry:
-    """The validated registry as a private copy (safe to change, e.g. in a test).
-
-    Args:
-        path: a registry YAML; default ``cookbook/recipe.yaml``.
+    """The validated registry (``path``, default ``cookbook/recipe.yaml``) as a private copy,
+    safe to change (e.g. in a test).
 
     Raises:
-        RegistryError: the file is missing, is not YAML, or does not match the schema
-            (each problem with its key path and the allowed values or closest key).
+        RegistryError: see :func:`read_registry`.
     """
     return shared_registry(path).model_copy(deep=True)
 

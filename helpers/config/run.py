@@ -1,14 +1,9 @@
 """What a notebook run's mode implies, in one table: sampling, ``max_tokens``, benchmark and
 eval sizes, the reasoning budgets, and what the outputs mean.
 
-A notebook runs on a GPU with the real checkpoint (``"download"``), on a GPU with random
-weights (``"weightless"``: real kernels, shapes and memory; noise text), or on the CPU
-stand-in (``"stand_in"``); attaching to a running server keeps the mode of the weights it
-serves. Every default that depends on the mode is here, derived together, so that one
-mode's defaults cannot contradict each other (a reasoning budget at or above ``max_tokens``
-failed the h200 notebook's step 10 on an H200, weightless, 2026-12-01). The chat options
-(:meth:`helpers.chat.request.ChatOptions.for_run`), the benchmark step and the quality step
-(:func:`helpers.evals.step.quality_step`) read it.
+Derived together so that one mode's defaults cannot contradict each other (a reasoning budget
+at or above ``max_tokens`` failed the h200 notebook's step 10 on an H200, weightless,
+2026-12-01).
 """
 
 from __future__ import annotations
@@ -43,19 +38,15 @@ class RunDefaults:
     """The defaults of one mode (a notebook parameter left at None takes these).
 
     Attributes:
-        mode: ``"download"``, ``"weightless"`` or ``"stand_in"``.
         max_tokens: per chat request, reasoning included (tokens).
-        temperature, top_p: sampling (the stand-in decodes greedily: it reproduces its
-            training prompts only at temperature 0).
+        temperature, top_p: sampling (the stand-in reproduces its training prompts only at
+            temperature 0).
         bench_concurrencies: the benchmark's points (requests in flight).
         bench_input_len, bench_output_len: tokens per prompt / per answer in the benchmark.
-        eval_items: items the accuracy step scores (the stand-in: its 8 trained + 8 held out).
-        budget_items: items the budget curve scores (the first of the accuracy step's).
-        budgets: the curve's points: ``"off"``, a reasoning cap in tokens (below
-            ``max_tokens``), None for no cap.
+        eval_items, budget_items: items the accuracy step / the budget curve score.
+        budgets: the curve's points: ``"off"``, a reasoning cap (tokens), None for no cap.
         eval_concurrency: requests in flight during the evals.
-        noise: the text is noise by construction (random weights): answers, accuracy,
-            acceptance and schema answers prove the pipeline, not the model.
+        noise: the text is noise by construction (random weights).
     """
 
     mode: str
@@ -73,33 +64,17 @@ class RunDefaults:
 
 
 def budget_points(nominal: int, max_tokens: int) -> tuple[str | int | None, ...]:
-    """The budget curve's points for a run of ``max_tokens``: reasoning off, capped, no cap.
-
-    The cap is ``nominal`` tokens, or a quarter of ``max_tokens`` when that is smaller, so
-    that it stays below ``max_tokens`` with room for the answer (``ChatOptions`` refuses a
-    budget at or above ``max_tokens``); below 4 ``max_tokens`` there is no capped point.
-
-    Args:
-        nominal: the cap the mode wants (tokens).
-        max_tokens: the run's ``max_tokens`` (tokens, >= 1).
+    """The budget curve's points for a run of ``max_tokens`` (tokens, >= 1): reasoning off,
+    capped at ``nominal`` tokens or a quarter of ``max_tokens`` if smaller (``ChatOptions``
+    refuses a budget at or above ``max_tokens``), no cap.
     """
     cap = min(nominal, max_tokens // 4)
     return ("off", cap, None) if cap >= 1 else ("off", None)  # under 4 tokens: no room for a cap
 
 
 def run_defaults(mode: str, max_tokens: int | None = None) -> RunDefaults:
-    """The defaults of ``mode``; ``max_tokens`` (a notebook's explicit value) sizes the
-    budgets instead of the mode's own.
-
-    - ``"download"`` (a GPU, real weights): seed 004's sampling and 16000 ``max_tokens``;
-      the benchmark at 1 / 16 / 64 / 256 with 1024 in / 256 out; 200 GSM8K items, the
-      budget curve (off / 1024 / no cap) on the first 50, 32 requests in flight.
-    - ``"weightless"`` (a GPU, random weights): the same sampling and benchmark (the speed is
-      real); 256 ``max_tokens`` (the text is noise, the time goes to the benchmark), 50 items
-      scored once per budget (off / 64 / no cap).
-    - ``"stand_in"`` (the CPU): greedy, 1024 ``max_tokens`` (its ``max_model_len`` is 2048),
-      the benchmark at 1 / 2 / 4 with 64 in / 32 out, its 16 items, off / 8 / no cap, 4 in
-      flight.
+    """The defaults of ``mode`` (the rows of ``_TABLE``); ``max_tokens`` (a notebook's explicit
+    value, tokens) sizes the budgets instead of the mode's own.
 
     Raises:
         ValueError: an unknown mode (names the three), or ``max_tokens`` < 1.
@@ -124,22 +99,18 @@ WEIGHTS = MODES
 class Run:
     """One notebook run: what it serves, where the server runs, and every default that follows.
 
-    :func:`helpers.weights.prepare.prepare` makes it from a notebook's parameters (the one
-    place the ``stand_in`` / ``weightless`` flags are read), :func:`helpers.weights.prepare.fetch`
-    adds the config actually served, and :func:`helpers.server.launch.launch_server` keeps it
-    on the server handle (``srv.run``); the chat options, the benchmark, the evals and the
-    tuning step read it from there (:func:`run_of`).
+    Made by :func:`helpers.weights.prepare.prepare`, completed by
+    :func:`helpers.weights.prepare.fetch`, kept on the server handle (``srv.run``) by
+    :func:`helpers.server.launch.launch_server`; later steps read it with :func:`run_of`.
 
     Attributes:
-        weights: ``"download"`` (a GPU, the real checkpoint), ``"weightless"`` (a GPU, the
-            exact architecture with random weights: real speed and memory, noise text) or
-            ``"stand_in"`` (the tiny CPU stand-in).
-        server_url: a server that runs elsewhere, attached to instead of launched (it keeps
-            the mode of the weights it serves: ``weights`` still says which).
+        weights: one of :data:`WEIGHTS`: ``"download"`` (the real checkpoint), ``"weightless"``
+            (random weights on a GPU) or ``"stand_in"`` (the CPU stand-in).
+        server_url: a server that runs elsewhere, attached to instead of launched (``weights``
+            still says what it serves).
         max_tokens: the notebook's explicit ``max_tokens`` (tokens; None: the mode's).
         target: the resolved GPU target (a ``ServeConfig``) the notebook names.
-        served: the config actually served, once fetched (None before
-            :func:`helpers.weights.prepare.fetch`).
+        served: the config actually served, once fetched (else None).
     """
 
     weights: str = "download"
@@ -248,12 +219,9 @@ def serves_standin(source: Any) -> bool:
 
 
 def run_of(source: Any, caller: str = "run_of") -> Run:
-    """The :class:`Run` of ``source``: a ``Run`` itself, a server handle's (``srv.run``, or
-    derived from its ``config``), or a ``ServeConfig``'s (:meth:`Run.of_config`).
-
-    Args:
-        source: the server (``srv``), a fleet, ``srv.run``, or a ``ServeConfig``.
-        caller: the function the user called, for the error message.
+    """The :class:`Run` of ``source``: a ``Run``, a server or fleet (``srv.run``, or from its
+    ``config``), or a ``ServeConfig`` (:meth:`Run.of_config`); ``caller`` names the user's function
+    in the error.
 
     Raises:
         TypeError: anything else (None, a target name, a number): names what to pass.

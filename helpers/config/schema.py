@@ -1,13 +1,8 @@
 """The schema of ``cookbook/recipe.yaml`` and ``cookbook/flags.yaml``: typed pydantic v2 models.
 
-Every mapping of the registry is a model with ``extra="forbid"``, so a misspelled key is an
-error, not a silently ignored setting. Closed vocabularies are ``Literal`` fields (hardware
-override keys, GPU architectures, deployment layouts, speculative-config keys); names the
-registry defines itself (variants, speculative modes, features) are checked by
-:meth:`Registry.reference_errors` against the registry's own keys, so each name is written
-once. Reading the files is :mod:`helpers.config.load`, which turns a validation failure into
-a :class:`~helpers.errors.RegistryError` naming the file, the key path
-(``targets.h100.gpu.arch``), and the allowed values or the closest key.
+Every mapping forbids extra keys, so a misspelled key is an error. Closed vocabularies are
+``Literal`` fields; names the registry defines itself (variants, modes, features) are checked
+by :meth:`Registry.reference_errors`, so each name is written once.
 """
 
 from __future__ import annotations

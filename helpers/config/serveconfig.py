@@ -1,9 +1,5 @@
-"""``ServeConfig``: one resolved deployment, and its renderings.
-
-:func:`helpers.config.resolve.resolve` builds it from the registry; this module holds what a config
-does once it exists: the ``vllm serve`` argv, the shell / ``docker run`` / Baseten truss
-renderings, the flag reference table, copies with another model / port / flags, and
-:meth:`ServeConfig.validate` (with :mod:`helpers.config.flagcheck`, which imports vLLM).
+"""``ServeConfig``: one resolved deployment, and its renderings (``vllm serve`` argv, shell,
+``docker run``, Baseten truss, the flag reference table).
 """
 
 from __future__ import annotations
@@ -77,18 +73,14 @@ class ServeConfig:
     """Everything needed to launch one vLLM server for one target.
 
     Attributes:
-        target, variant, speculative, features: what was resolved.
-        model: hub id (``nvidia/...``) or local folder path served by vLLM.
-        revision: pinned hub commit of ``model`` (None for local paths / unpinned).
+        model: hub id or local folder; revision: its pinned hub commit (None: local / unpinned).
         served_model_name: the name clients pass as ``model=``.
         args: ordered ``{flag: value}``; ``True`` is a bare switch, dicts are JSON.
         env: extra environment variables for the server process.
         host, port: where the API listens (``port=None``: the server manager picks one).
         gpu: the target's GPU record (name, memory_gb, compute_capability, arch, count).
         vllm_version, docker_image, pip: what to install on the target.
-        drafters: draft checkpoints the speculative mode needs.
         notes, sources: prose for the notebook (target notes, seed citations).
-        stand_in: True for the CPU stand-in target.
     """
 
     target: str
@@ -174,7 +166,7 @@ class ServeConfig:
         lines.append(command_lines(self.serve_argv()))
         return "\n".join(lines)
 
-    def docker_command(self, *, hf_cache: str = "~/.cache/huggingface") -> str:
+    def docker_command(self) -> str:
         """A ``docker run`` command for the target's pinned image (recipe ``docker_command`` style).
 
         Raises:
@@ -184,7 +176,7 @@ class ServeConfig:
             raise RecipeError(f"Target {self.target!r} has no docker image; use shell_command().")
         head = [
             f"docker run --gpus all --ipc=host -p {self.port or 8000}:8000",
-            f"-v {hf_cache}:/root/.cache/huggingface",
+            "-v ~/.cache/huggingface:/root/.cache/huggingface",
             *(f"-e {shlex.quote(f'{k}={v}')}" for k, v in self.env.items()),
             "-e HF_TOKEN",
         ]
@@ -343,19 +335,14 @@ class ServeConfig:
                 )
 
     def validate(self) -> None:
-        """Parse the flags with the installed vLLM's own ``vllm serve`` argument parser.
-
-        Also checks ``--speculative-config`` keys and ``method`` against vLLM's
-        ``SpeculativeConfig``.
-
-        Before the parser, :meth:`check_values` rejects numbers vLLM would refuse at start-up
-        (negative lengths, a ``--max-model-len`` above the local checkpoint's derived maximum).
+        """Check the flags before launch: :meth:`check_values`, then the installed vLLM's own
+        ``vllm serve`` parser (:func:`helpers.config.flagcheck.validate_argv`, which also checks
+        ``--speculative-config`` keys and ``method`` against its ``SpeculativeConfig``).
 
         Raises:
             RecipeError: an impossible number (see :meth:`check_values`), naming the bound.
-            FlagError: names every rejected flag and where it came from (the caller's
-                ``extra_args`` or the registry), with a close match; the target's pinned
-                version is named only when it differs from the installed one.
+            FlagError: names every rejected flag, where it came from (``extra_args`` or the
+                registry) and a close match; the target's pin when it differs from the installed vLLM.
         """
         self.check_values()
         validate_argv(

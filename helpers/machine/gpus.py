@@ -1,13 +1,9 @@
-"""Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback.
+"""Read this machine's NVIDIA GPUs: NVML first, ``nvidia-smi`` as the fallback. Memory in GiB.
 
-:func:`detect_gpus` (never raises) reads NVML (``nvidia-ml-py``, imported as ``pynvml``) and,
-when NVML is missing or fails, ``nvidia-smi``'s CSV (:func:`parse_nvidia_smi`). Both give NVML-shaped
-records that :func:`gpus_from_records` turns into :class:`GPU` objects (tests feed it recorded
-output); memory is in GiB. Unified-memory devices (DGX Spark GB10, Jetson Thor) report no
-framebuffer (NVML ``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues), so
-their capacity is :func:`system_memory_gib` and their memory held by others the per-process
-sum of ``nvidia-smi --query-compute-apps`` (:func:`parse_compute_apps`). What the GPUs can run
-is :mod:`helpers.machine.hardware`'s job.
+Unified-memory devices (DGX Spark GB10, Jetson Thor) report no framebuffer (NVML
+``NotSupported``, nvidia-smi ``[N/A]``: NVIDIA DGX Spark known issues): their capacity is
+:func:`system_memory_gib`, their memory held by others the per-process sum of
+``nvidia-smi --query-compute-apps``.
 """
 
 from __future__ import annotations
@@ -42,14 +38,10 @@ NVIDIA_SMI_APPS_QUERY = [
 
 @dataclasses.dataclass(frozen=True)
 class GPU:
-    """One GPU as the driver reports it.
+    """One GPU as the driver reports it (``name``: e.g. ``"NVIDIA H100 80GB HBM3"``).
 
-    Attributes:
-        index: NVML / nvidia-smi index.
-        name: the driver's product name, e.g. ``"NVIDIA H100 80GB HBM3"``.
-        memory_total_gib, memory_used_gib: framebuffer size and use in GiB; None on
-            unified-memory devices (GB10, Thor) where the driver reports ``[N/A]``.
-        compute_capability: ``"9.0"`` style, or None when unknown.
+    ``memory_total_gib`` / ``memory_used_gib`` are None on unified-memory devices (GB10, Thor:
+    the driver reports ``[N/A]``); ``compute_capability`` is ``"9.0"`` style or None.
     """
 
     index: int
@@ -98,12 +90,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
     """Turn NVML-shaped records into :class:`GPU` objects.
 
     Args:
-        records: one mapping per GPU, shaped like NVML's answers:
-            ``{"index": 0, "name": b"NVIDIA H200" | "NVIDIA H200",
-            "memory": {"total": bytes, "used": bytes} | None,
-            "cuda_compute_capability": (9, 0) | "9.0" | None}``.
-            ``memory`` is None where NVML raises ``NotSupported`` (unified memory).
-            :func:`parse_nvidia_smi` reads nvidia-smi's CSV into the same shape.
+        records: one mapping per GPU, as NVML answers: ``{"index": 0, "name": b"NVIDIA H200" |
+            str, "memory": {"total": bytes, "used": bytes} | None (NVML ``NotSupported``),
+            "cuda_compute_capability": (9, 0) | "9.0" | None}`` (:func:`parse_nvidia_smi` reads
+            nvidia-smi's CSV into the same shape).
     """
     gpus = []
     for i, rec in enumerate(records):
@@ -128,11 +118,8 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
 
 
 def parse_nvidia_smi(text: str) -> list[GPU]:
-    """GPUs from ``nvidia-smi --query-gpu=name,memory.total,compute_cap,memory.used
-    --format=csv,noheader,nounits`` output (MiB; :data:`NVIDIA_SMI_QUERY`), read as
-    NVML-shaped records (bytes) by :func:`gpus_from_records`.
-
-    ``[N/A]`` / ``[Not Supported]`` memory fields (unified-memory devices) become ``memory: None``.
+    """GPUs from :data:`NVIDIA_SMI_QUERY`'s output (MiB), through :func:`gpus_from_records`;
+    ``[N/A]`` / ``[Not Supported]`` memory (unified memory) becomes ``memory: None``.
     """
     records = []
     for line in text.splitlines():
@@ -179,13 +166,9 @@ def parse_compute_apps(text: str) -> list[GPUProcess]:
 
 @dataclasses.dataclass
 class Probe:
-    """What :func:`detect_gpus` found and how.
-
-    Attributes:
-        gpus: the GPUs (after ``CUDA_VISIBLE_DEVICES`` when it lists indices).
-        processes: processes holding GPU memory (may be empty when unknown).
-        source: ``"nvml"``, ``"nvidia-smi"`` or None (no GPU found).
-        detail: why nothing was found (``"nvidia-smi not found"`` ...), or "".
+    """What :func:`detect_gpus` found (``gpus`` after ``CUDA_VISIBLE_DEVICES`` when it lists
+    indices; ``processes`` holding GPU memory, may be empty) and how: ``source`` ``"nvml"``,
+    ``"nvidia-smi"`` or None (no GPU), ``detail`` why nothing was found, or "".
     """
 
     gpus: list[GPU]
@@ -301,13 +284,9 @@ def detect_gpus(*, use_nvml: bool = True) -> Probe:
 
 @dataclasses.dataclass(frozen=True)
 class DriverInfo:
-    """This machine's NVIDIA driver.
-
-    Attributes:
-        version: the driver's version, e.g. ``"570.124.06"`` (None when unknown).
-        cuda: the newest CUDA it supports, e.g. ``(12, 8)`` (NVML ``nvmlSystemGetCudaDriverVersion``
-            12080; ``nvidia-smi``'s "CUDA Version: 12.8"), None when unknown.
-        source: ``"nvml"`` or ``"nvidia-smi"``.
+    """This machine's NVIDIA driver: ``version`` (e.g. ``"570.124.06"``), ``cuda`` the newest
+    CUDA it supports (e.g. ``(12, 8)``; None when unknown), ``source`` ``"nvml"`` or
+    ``"nvidia-smi"``.
     """
 
     version: str | None

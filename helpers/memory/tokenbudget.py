@@ -2,9 +2,7 @@
 ``--max-num-batched-tokens`` once drafting takes its slots?
 
 Rules read in the vLLM 0.26.0, 0.27.0, 0.27.1, 0.28.0 and 0.32.0 wheels
-(``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``); the
-memory planner (:mod:`helpers.memory.planner`) attaches a :class:`TokenBudget` to every plan, and
-:mod:`helpers.server.diagnose` names it when a server refuses to start.
+(``vllm/config/speculative.py``, ``vllm/v1/core/sched/scheduler.py``, ``VllmConfig``).
 """
 
 from __future__ import annotations
@@ -35,8 +33,6 @@ def drafting_slots(
     method: str | None,
     num_speculative_tokens: int,
     vllm_version: str | None = None,
-    *,
-    parallel_drafting: bool | None = None,
 ) -> int:
     """Extra token slots one decoding request takes for drafting (vLLM's
     ``SpeculativeConfig.max_num_new_slots_for_drafting``).
@@ -45,7 +41,6 @@ def drafting_slots(
         method: ``"dflash"``, ``"dspark"``, ``"mtp"``, ``"ngram"``, ``"eagle3"``, ``"draft_model"`` ...
         num_speculative_tokens: K.
         vllm_version: the serving release; None or unparsable means the newest rule.
-        parallel_drafting: override vLLM's choice (True for dflash / dspark).
 
     Returns:
         From vLLM 0.28.0 (``vllm/config/speculative.py``): DFlash K (one bonus query + K mask
@@ -55,9 +50,7 @@ def drafting_slots(
     """
     k = int(num_speculative_tokens or 0)
     m = (method or "").lower()
-    parallel = (
-        m in PARALLEL_DRAFTING_METHODS if parallel_drafting is None else bool(parallel_drafting)
-    )
+    parallel = m in PARALLEL_DRAFTING_METHODS
     if _before(vllm_version, DRAFT_SLOTS_PER_REQUEST_SINCE):
         return (k - 1 if parallel else 0) + (1 if m == "draft_model" else 0)
     if m == "dflash":
@@ -69,20 +62,14 @@ def drafting_slots(
 
 @dataclasses.dataclass(frozen=True)
 class TokenBudget:
-    """Does one decoding step of every sequence fit in ``--max-num-batched-tokens``?
+    """Does one decoding step of every sequence fit in ``--max-num-batched-tokens``? (tokens)
 
-    With speculative decoding each decoding sequence schedules its K draft tokens plus the
-    target's own token (1 + K) and takes ``slots`` more for the drafter
-    (:func:`drafting_slots`). vLLM 0.26-0.27 reserve ``slots x max_num_seqs`` up front
-    (``max_num_scheduled_tokens = max_num_batched_tokens - slots x max_num_seqs``, refusing
-    to start when that is <= 0: "max_num_scheduled_tokens is set to -1792 ... which does not
-    allow any tokens to be scheduled"); 0.28+ charge ``1 + K + slots`` per scheduled request
-    against ``max_num_batched_tokens`` (and refuse only when it is <= slots). Either way all
-    ``max_num_seqs`` decode in one step only when
-    ``max_num_batched_tokens >= max_num_seqs x (1 + K + slots)``; otherwise the rest wait a
-    step and drafting cannot pay off at full load.
-
-    Sizes are tokens; ``seqs_that_fit`` is sequences.
+    Each decoding sequence schedules 1 + K tokens and takes ``slots`` more for the drafter
+    (:func:`drafting_slots`). vLLM 0.26-0.27 reserve ``slots x max_num_seqs`` up front and refuse
+    to start when nothing is left ("max_num_scheduled_tokens is set to -1792 ... which does not
+    allow any tokens to be scheduled"); 0.28+ charge ``1 + K + slots`` per scheduled request.
+    Either way all ``max_num_seqs`` decode in one step only when ``max_num_batched_tokens >=
+    max_num_seqs x (1 + K + slots)``; otherwise drafting cannot pay off at full load.
     """
 
     method: str

@@ -1,14 +1,11 @@
 """A tiny, locally trained Nemotron-H checkpoint that the CPU build of vLLM can serve.
 
-In CI and on laptops the notebooks run "as a stand-in": same client code, same vLLM parsers,
-the CPU build of vLLM serving this model. It is a real ``NemotronHForCausalLM`` (Mamba-2,
-attention and MLP layers; no MoE: the CPU backend has no kernel for non-gated ReLU² experts,
-docs/DESIGN.md), trained for about two minutes on ``cookbook/demo.yaml`` so that, served with
-the registry's ``cpu`` target flags and greedy decoding, it reasons, answers, calls tools and
-respects a thinking budget on those prompts; it knows nothing else. This module builds,
-caches and checks it: :func:`build_standin_model` (``python -m helpers.standin.build``),
-:func:`check_checkpoint`, :data:`STANDIN`, :func:`standin_summary`. Its parts:
-:mod:`helpers.standin.template`, :mod:`helpers.standin.data`, :mod:`helpers.standin.train`.
+In CI and on laptops the notebooks run "as a stand-in": same client code and vLLM parsers, the
+CPU build serving this model. A real ``NemotronHForCausalLM`` (Mamba-2, attention and MLP; no
+MoE: the CPU backend has no kernel for non-gated ReLU² experts, docs/DESIGN.md), trained for
+about two minutes on ``cookbook/demo.yaml``: with the ``cpu`` target's flags and greedy
+decoding it reasons, answers, calls tools and respects a thinking budget on those prompts; it
+knows nothing else.
 """
 
 from __future__ import annotations
@@ -113,11 +110,10 @@ def standin_hash(demo: dict[str, Any] | None = None, recipe: Recipe = RECIPE) ->
     """Cache key: sha256 (first 12 hex digits) of the training inputs: demo data, recipe,
     :data:`RECIPE_VERSION`, chat template, special tokens and the item-set items it learns.
 
-    The torch / transformers / tokenizers versions are recorded in ``standin.json`` but are
-    not part of the key: the checkpoint is a safetensors file, a ``config.json`` and a
-    ``tokenizer.json``, formats that do not change with those releases, so the copy shipped
-    with the package (:data:`SHIPPED`) serves under any release ``requirements-cpu.txt``
-    admits. Reads no library (cheap: it runs before every reuse)."""
+    Not the torch / transformers / tokenizers versions (recorded in ``standin.json``): the
+    checkpoint's formats (safetensors, ``config.json``, ``tokenizer.json``) do not change with
+    them, so :data:`SHIPPED` serves under any release ``requirements-cpu.txt`` admits.
+    """
     demo = load_demo() if demo is None else demo
     payload = {
         "recipe_version": RECIPE_VERSION,
@@ -216,21 +212,17 @@ def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     """Check that a local checkpoint folder is whole before it is served.
 
-    Checks: ``config.json`` exists and is valid JSON; every ``*.safetensors`` file's
-    header parses and its size matches the tensors it describes (the safetensors library's
-    own check on opening it, the one vLLM's loader meets); and, for a stand-in
-    whose ``standin.json`` records a manifest (:func:`file_manifest`), every file has the
-    recorded size and SHA-256. Reads the whole of a stand-in's files (a few MB) but only
-    the headers of other checkpoints.
+    Checks: ``config.json`` is valid JSON; every ``*.safetensors`` opens with the safetensors
+    library (header and size, the check vLLM's loader meets); for a stand-in whose
+    ``standin.json`` records a manifest (:func:`file_manifest`), every file's size and SHA-256.
 
     Args:
         folder: the checkpoint folder.
-        fix: the remedy the error names, replacing the default one below.
+        fix: the remedy the error names, instead of the default (the stand-in: :data:`REBUILD`;
+            else download or copy the checkpoint again).
 
     Raises:
-        CookbookError: one sentence naming the damaged file and the fix (for the
-            stand-in: rebuild with ``build_standin_model(force=True)``; otherwise download
-            or copy the checkpoint again).
+        CookbookError: one sentence naming the damaged file and the fix.
     """
     folder = Path(folder)
     meta_path = folder / "standin.json"
@@ -334,11 +326,8 @@ def _put(tmp: Path, final: Path) -> Path:
 
 
 def ship_standin_model(dest: Path = SHIPPED, *, progress: bool = True) -> Path:
-    """Retrain the stand-in (``force=True``) and replace the shipped copy ``dest`` with it.
-
-    For maintainers after a change to the training inputs (``cookbook/demo.yaml``,
-    :data:`RECIPE`, the chat template); commit ``helpers/standin/shipped`` afterwards.
-    Returns ``dest``. About 2 minutes on 2 CPU cores.
+    """Retrain the stand-in and replace the shipped copy ``dest`` (:data:`SHIPPED`) with it;
+    returns ``dest``. Commit ``helpers/standin/shipped`` afterwards.
     """
     built = build_standin_model(force=True, progress=progress, use_shipped=False)
     dest = Path(dest)
@@ -357,37 +346,25 @@ def build_standin_model(
     progress: bool = True,
     use_shipped: bool = True,
 ) -> Path:
-    """Build (or reuse) the stand-in checkpoint and return its folder.
+    """Build (or reuse) the stand-in checkpoint and return its folder ``<out>/standin-<hash>``.
 
-    The folder holds ``config.json``, ``model.safetensors``, ``generation_config.json``,
-    ``tokenizer.json`` / ``tokenizer_config.json`` (with ``chat_template``),
-    ``chat_template.jinja`` and ``standin.json`` (build metadata: hash, parameter count,
-    training seconds, final loss). Serve it with the registry's ``cpu`` target, e.g.
-    ``helpers.server.vllm_server.VLLMServer(helpers.config.resolve.resolve("cpu").with_model(path))``.
+    The hash is :func:`standin_hash`'s. A build takes about 2 minutes on 2 CPU cores, is
+    deterministic, and is written to a temporary folder renamed into place under a file lock, so
+    a crash or a concurrent caller never sees a half-written model. A cached copy is checked
+    (:func:`check_checkpoint`) before reuse.
 
     Args:
-        force: rebuild even when a cached copy with the same hash exists.
-        out: parent folder for the cache (default ``helpers.paths.out_dir("models")``);
-            the model lands in ``<out>/standin-<hash>``.
-        recipe: training recipe (default :data:`RECIPE`); e.g.
-            ``dataclasses.replace(RECIPE, seed=1)`` to check robustness across seeds.
+        force: retrain even when a cached or shipped copy with the same hash exists.
+        out: parent folder of the cache (default ``helpers.paths.out_dir("models")``).
+        recipe: training recipe (default :data:`RECIPE`).
         verbose: print training progress (a line every 25 steps).
-        progress: show a tqdm bar over the training steps (text, on stderr) when a build
-            runs (about 2 minutes); a cached model prints nothing.
-        use_shipped: when no cached copy exists, take the copy shipped with the package
-            (:data:`SHIPPED`) if it was built from the same training inputs (same hash),
-            after checking every file against its SHA-256; a few milliseconds instead of
-            training. ``force=True`` never takes it: it always retrains.
-
-    The hash is :func:`standin_hash`'s; a build takes about 2 minutes on 2 CPU cores and is
-    deterministic (fixed seed and thread count). It is written to a temporary folder and
-    renamed into place, under a file lock, so a crash or a concurrent caller never sees a
-    half-written model. A cached copy is checked (:func:`check_checkpoint`) before reuse.
+        progress: a tqdm bar (stderr) over the training steps when a build runs.
+        use_shipped: with no cached copy, take :data:`SHIPPED` when built from the same hash,
+            after checking every file's SHA-256 (milliseconds instead of training).
 
     Raises:
-        CookbookError: demo.yaml is missing or malformed, the build failed, the cached
-            copy is damaged (the message says to rebuild with ``force=True``), or the
-            shipped copy is damaged (the message says how to restore it or rebuild).
+        CookbookError: demo.yaml is missing or malformed, the build failed, or the cached or
+            shipped copy is damaged (the message says how to restore or rebuild).
     """
     demo = load_demo()
     recipe = recipe or RECIPE

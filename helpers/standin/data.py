@@ -1,10 +1,5 @@
-"""The stand-in's training data: ``cookbook/demo.yaml`` and the sequences made from it.
-
-``cookbook/demo.yaml`` holds the demo prompts, the tool schemas and the fake tool results
-the notebooks and the stand-in share (:func:`load_demo`, :func:`tool_result`).
-:func:`build_samples` turns it into training sequences in the served chat format
-(:mod:`helpers.standin.template`); :mod:`helpers.standin.train` tokenizes and trains on
-them.
+"""The stand-in's training data: ``cookbook/demo.yaml`` (the demo prompts, tool schemas and
+fake tool results the notebooks share) and the training sequences made from it.
 """
 
 from __future__ import annotations

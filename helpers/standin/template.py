@@ -1,12 +1,10 @@
 """The stand-in's chat format: its special tokens, its chat template and a renderer.
 
-The template (``chat_template.jinja``, package data next to this module, :data:`CHAT_TEMPLATE`)
-is Nemotron-3-style: ChatML turns, ``<think>\\n`` opens reasoning after the assistant header
-when thinking is on, ``<think></think>`` when it is off, tools listed in the system turn and
-called in qwen3_coder XML, tool results as ``<tool_response>`` blocks in a user turn. Unknown
-kwargs (``force_nonempty_content``, ...) are ignored. The stand-in's cache key
-(:func:`helpers.standin.build.standin_hash`) covers the template text, so editing the file
-rebuilds the model. Also :data:`SPECIAL_TOKENS`, :data:`MARKER_TOKENS`, :func:`render_chat`.
+The template (``chat_template.jinja``, package data) is Nemotron-3-style: ChatML turns,
+``<think>\n`` after the assistant header when thinking is on, ``<think></think>`` when off,
+tools in the system turn called in qwen3_coder XML, results as ``<tool_response>`` blocks.
+Unknown kwargs are ignored. :func:`helpers.standin.build.standin_hash` covers the template
+text, so editing it rebuilds the model.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Training the stand-in: its recipe, tokenizer, model config and the training loop.
 
 :class:`Recipe` (:data:`RECIPE`, versioned by :data:`RECIPE_VERSION`) holds every setting that
-determines the stand-in's weights besides the demo data; ``_train_tokenizer`` learns a
-byte-level BPE vocabulary on the training sequences (:mod:`helpers.standin.data`),
-``_make_config`` sizes a ``NemotronHConfig``, ``_encode_samples`` turns the sequences into ids
-and labels, and ``_train`` runs AdamW with a cosine schedule on one CPU thread,
-deterministically. :mod:`helpers.standin.build` puts them together, saves and caches the
-checkpoint. torch, transformers and tokenizers are imported inside the functions: importing
-this module is cheap.
+determines the weights besides the demo data; ``_train`` runs AdamW with a cosine schedule on
+one CPU thread, deterministically. torch, transformers and tokenizers are imported inside the
+functions: importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -31,18 +27,13 @@ RECIPE_VERSION = 3
 class Recipe:
     """Everything that determines the stand-in's weights besides the demo data.
 
-    Sizes are chosen so that the model overfits the demo conversations in about two
-    minutes on 2 CPU cores and so that the CPU build of vLLM 0.32 has a kernel for
-    every layer: Mamba-2 (``M``), attention with head_dim 64 (``*``; head_dim 16 has
-    no CPU attention kernel) and ReLU² MLP (``-``); no MoE (``E``).
-
-    Measured choices (teacher-forced greedy check of every training sequence, seeds
-    0-2): with 2 attention heads the lookup of the city from the prompt into the
-    reasoning and the tool call formed in only some seeds within the step budget; 8
-    heads got every sequence right in all three. One training thread: on a shared
-    2-core box, 2 threads ran 5x slower (spin-waiting), and a fixed thread count keeps
-    the weights identical on every machine. 300 steps of 32 sequences (~25 epochs)
-    take 100-180 s.
+    Sized to overfit the demo conversations in about two minutes on 2 CPU cores, with a CPU
+    kernel in vLLM 0.32 for every layer: Mamba-2 (``M``), attention with head_dim 64 (``*``;
+    head_dim 16 has none) and ReLU² MLP (``-``); no MoE. Measured (teacher-forced greedy check,
+    seeds 0-2): with 2 attention heads the city lookup formed in only some seeds, 8 heads got
+    every sequence right in all three. One thread: on a shared 2-core box 2 threads ran 5x slower,
+    and a fixed count keeps the weights identical everywhere. 300 steps of 32 sequences (~25
+    epochs) take 100-180 s.
     """
 
     pattern: str = "M*M-"

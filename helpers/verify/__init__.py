@@ -1,8 +1,7 @@
 """Check that any OpenAI-compatible endpoint serves this model the way the notebooks need it.
 
-``python -m helpers.verify URL`` (or :func:`verify` in a notebook) runs, against a server it did
-not start (a deployment behind a router, a cluster service, a colleague's box), the checks the
-notebooks make of their own server, and prints one line per check with the fix when it fails:
+``python -m helpers.verify URL`` (or :func:`verify`) runs, against a server it did not start,
+the checks the notebooks make of their own server, one line per check with the fix:
 
 - ``model``: ``/v1/models`` lists a model and vLLM's ``max_model_len`` for it;
 - ``reasoning on`` / ``reasoning off``: with thinking the reasoning comes back apart from the
@@ -14,10 +13,8 @@ notebooks make of their own server, and prints one line per check with the fix w
 - ``budget``: ``thinking_token_budget`` caps the reasoning;
 - ``metrics``: ``/metrics`` answers with vLLM's counters.
 
-The prompts are the cookbook's demo prompts (``cookbook/demo.yaml``): the CPU stand-in was
-trained on them, and the real model answers them. Greedy decoding, thinking off except where a
-check needs it, ``max_tokens`` 256 per request. The words of each failure are the helpers' own
-(the same diagnoses :func:`helpers.chat.completions.chat` gives).
+The prompts are ``cookbook/demo.yaml``'s (the stand-in was trained on them); greedy, thinking
+off except where a check needs it, ``max_tokens`` 256 per request.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Checkpoint and drafter downloads with ``huggingface_hub``, before the server starts.
 
 Notebook verb: ``serve_cfg = weights.download(cfg)`` (:func:`download`; :func:`fetch` also
-returns what was done). It fetches the variant's checkpoint (``cfg.model`` at
-``cfg.revision``, only the files matching ``cfg.allow_patterns``) and the speculative mode's
-drafters with ``snapshot_download``, and returns a config serving the local folders with
-``HF_HUB_OFFLINE=1``, so the server's readiness wait never includes a download. The stand-in
-is built locally instead (:func:`helpers.standin.build.build_standin_model`). Hub failures
-become :mod:`helpers.errors` types whose one sentence names the fix; the hub's cache, offline
-mode, sizes and error translation are in :mod:`helpers.weights.hub`. :func:`tokenizer_for`
-fetches only a checkpoint's tokenizer files.
+returns what was done). The hub's cache, offline mode, sizes and errors:
+:mod:`helpers.weights.hub`.
 """
 
 from __future__ import annotations
@@ -46,16 +40,9 @@ GB = 1e9
 
 @dataclasses.dataclass
 class Snapshot:
-    """One repository made available locally.
-
-    Attributes:
-        role: ``"model"`` or ``"drafter (dflash)"`` style.
-        repo: hub id; revision: the pin asked for (None: the default branch).
-        commit: the resolved commit (the snapshot folder's name).
-        path: local snapshot folder.
-        size_bytes: bytes of the files matching ``allow_patterns`` (None when only the cache was read).
-        downloaded_bytes: bytes this call fetched (0 on a cache hit).
-        from_cache: True when nothing was fetched.
+    """One repository made available locally: ``revision`` is the pin asked for (None: the
+    default branch), ``commit`` the resolved one (the snapshot folder's name); ``size_bytes`` the
+    matching files (None when only the cache was read), ``downloaded_bytes`` what this call fetched.
     """
 
     role: str
@@ -173,21 +160,17 @@ def fetch(
     local_files_only: bool | None = None,
     token: str | bool | None = None,
     headroom_gb: float = HEADROOM_GB,
-    max_workers: int = 8,
     quiet: bool = False,
     force_download: bool = False,
 ) -> DownloadResult:
     """Make ``cfg``'s checkpoint and drafters local; return what was done and the new config.
 
-    Order of work, so a re-run needs no network and a doomed download never starts: (1) the
-    cache first: a complete snapshot at the pinned revision (or the cached ``refs/main`` of an
-    unpinned one) is used as is; (2) offline and not cached: stop, naming the fix; (3) the hub's
-    sizes of the missing files (``model_info(..., files_metadata=True)``) against the cache
-    folder's free space plus ``headroom_gb``: stop when they do not fit; (4)
-    ``snapshot_download`` at the pinned revision (its tqdm bars; the package requires
-    ``hf_xet>=1.5.2``, the release that fixed Xet downloads stalling with no error). An
-    unpinned revision resolves to a commit, printed so it can be pinned in
-    ``cookbook/recipe.yaml``.
+    Order, so a re-run needs no network and a doomed download never starts: (1) a complete cached
+    snapshot at the pin (or the cached ``refs/main``) is used as is; (2) offline and not cached:
+    stop; (3) the missing files' sizes (``model_info(..., files_metadata=True)``) against the free
+    space plus ``headroom_gb``; (4) ``snapshot_download`` at the pin (the package requires
+    ``hf_xet>=1.5.2``, which fixed Xet downloads stalling silently). An unpinned revision's commit
+    is printed so it can be pinned in ``cookbook/recipe.yaml``.
 
     Args:
         cfg: a resolved :class:`~helpers.config.serveconfig.ServeConfig`.
@@ -195,11 +178,8 @@ def fetch(
         local_files_only: True: cache only, never the network; default ``HF_HUB_OFFLINE``.
         token: hub token (default: ``HF_TOKEN`` / the saved login).
         headroom_gb: free space (GB) to leave beyond the download.
-        max_workers: parallel file downloads (``snapshot_download``).
-        quiet: print nothing (the hub's progress bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
-        force_download: fetch every file again even when the cache holds it (a damaged
-            checkpoint: the fix the start-up diagnosis names); ``snapshot_download``'s own
-            ``force_download``. Needs the network.
+        quiet: print nothing (the hub's bars follow ``HF_HUB_DISABLE_PROGRESS_BARS``).
+        force_download: fetch every file again (a damaged checkpoint); needs the network.
 
     Returns:
         :class:`DownloadResult`; ``.config`` serves the local folders with ``HF_HUB_OFFLINE=1``.
@@ -303,7 +283,6 @@ def fetch(
                 allow_patterns=item.allow_patterns or None,
                 token=token,
                 endpoint=_endpoint(),
-                max_workers=max_workers,
                 force_download=force_download,
             )
             snaps.append(
@@ -329,68 +308,12 @@ def fetch(
 
 
 def download(cfg: ServeConfig, **options: Any) -> ServeConfig:
-    """Download (or reuse from the cache) ``cfg``'s checkpoint and drafters; return the config
-    that serves the local folders: :func:`fetch`'s ``.config``. ``options`` are :func:`fetch`'s
-    keywords (``cache_dir``, ``local_files_only``, ``token``, ``headroom_gb`` in GB,
-    ``max_workers``, ``quiet``); see it for the order of work and the errors.
+    """``fetch(cfg, **options).config``: the config serving the local folders (``options``: see
+    :func:`fetch`).
 
     Example::
 
         serve_cfg = weights.download(recipes.resolve("h100", speculative="dflash"))
         serve_cfg.model                                   # .../snapshots/0dcd680e.../
-        serve_cfg.speculative_config["model"]             # .../snapshots/7fc1f1ff.../
     """
     return fetch(cfg, **options).config
-
-
-#: The tokenizer's files in a checkpoint (what ``transformers.AutoTokenizer`` reads).
-TOKENIZER_PATTERNS = [
-    "tokenizer*",
-    "special_tokens_map.json",
-    "*.jinja",
-    "config.json",
-    "generation_config.json",
-    "vocab*",
-    "merges.txt",
-]
-
-
-def tokenizer_for(
-    root: str,
-    *,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    local_files_only: bool | None = None,
-) -> str:
-    """A local folder with the tokenizer of the model a server serves (attach mode).
-
-    Args:
-        root: the ``root`` of the server's ``/v1/models`` entry: a folder (used as is when it
-            exists here, e.g. a server on this machine) or a hub id.
-        revision: hub revision (None: the default branch).
-
-    Returns:
-        The folder: ``root`` itself, or the hub snapshot holding only
-        :data:`TOKENIZER_PATTERNS` (a few MB, never the weights).
-
-    Raises:
-        WeightsError / HubAccessError: the hub id cannot be fetched (offline and not cached,
-            gated, unknown).
-    """
-    if Path(root).is_dir():
-        return str(root)
-    from huggingface_hub import snapshot_download
-
-    cache = resolve_cache_dir(cache_dir)
-    return str(
-        _call(
-            snapshot_download,
-            root,
-            revision,
-            repo_id=root,
-            revision=revision,
-            allow_patterns=TOKENIZER_PATTERNS,
-            cache_dir=str(cache),
-            local_files_only=offline_requested(local_files_only),
-        )
-    )

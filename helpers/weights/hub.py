@@ -1,12 +1,7 @@
 """The Hugging Face hub, the parts a download needs: cache, offline mode, sizes, errors.
 
-:func:`resolve_cache_dir` and :func:`offline_requested` read the hub's settings now (so a
-notebook's ``os.environ`` change counts); :func:`matching_files` sizes a
-``model_info(..., files_metadata=True)`` answer the way ``snapshot_download`` filters it;
-:func:`free_bytes` is the room on the cache's filesystem; ``_looks_complete`` checks a cached
-snapshot. ``_call`` runs a hub call and turns its errors into :mod:`helpers.errors` types
-whose one sentence names the fix (``_translate``). :mod:`helpers.weights.download` downloads
-with them.
+Settings are read at call time (a notebook's ``os.environ`` change counts); ``_call`` turns a
+hub error into a :mod:`helpers.errors` type whose one sentence names the fix.
 """
 
 from __future__ import annotations
@@ -133,12 +128,11 @@ def registry_repos(registry: Any = None) -> list[str]:
 
 
 def missing_repo_words(repo: str | None, status: int | None) -> tuple[str, str]:
-    """``(cause, fix)`` for the hub's "Repository Not Found" (huggingface_hub's
-    ``RepositoryNotFoundError``), which is not a gated repo: the hub answers 401 without a token
-    and 404 with one, alike for a missing repo and a private one the token cannot see (a gated
-    repo gets ``GatedRepoError`` instead; huggingface_hub 2.4.0 ``utils/_http.py``
-    ``hf_raise_for_status``). The id is checked against the registry (:func:`registry_repos`):
-    not one of its ids means a misspelled or foreign id, and the closest registry id is named.
+    """``(cause, fix)`` for the hub's "Repository Not Found" (``RepositoryNotFoundError``): the
+    hub answers 401 without a token and 404 with one, alike for a missing repo and a private one
+    (a gated repo gets ``GatedRepoError``; huggingface_hub 2.4.0 ``utils/_http.py``
+    ``hf_raise_for_status``). An id the registry does not name (:func:`registry_repos`) is called
+    a misspelled or foreign id, with the closest registry id.
 
     Args:
         repo: the repo id (``owner/name``), or None when unknown.

@@ -1,19 +1,9 @@
-"""A notebook run in two verbs: ``prepare`` (the mode, from the notebook's parameters) and
-``fetch`` (what is served).
+"""A notebook run in two verbs: :func:`prepare` (the mode, from the notebook's parameters) and
+:func:`fetch` (the config actually served, :func:`served_config`).
 
-:func:`prepare` is the one function that reads a notebook's ``stand_in`` / ``weightless`` /
-``server_url`` parameters: it returns a :class:`helpers.config.run.Run` that carries the mode
-and everything that follows from it (sampling, ``max_tokens``, benchmark and eval sizes). The
-machine check and the install read it; :func:`fetch` then gets the config actually served, in
-one of four modes (:func:`served_config`): ``"download"`` (the checkpoint and a separate
-DFlash / DSpark drafter at their pinned revisions, :func:`helpers.weights.download.download`);
-``"weightless"`` (the exact architecture with random weights and ``--load-format dummy``,
-:mod:`helpers.weights.weightless`: real memory and speed, noise text; only a separate drafter
-is downloaded); ``"stand_in"`` (the tiny CPU stand-in,
-:func:`helpers.config.resolve.standin_config` on
-:func:`helpers.standin.build.build_standin_model`); ``"attach"`` (a server that runs
-elsewhere: nothing to prepare). :func:`helpers.server.launch.launch_server` keeps the run on
-the server handle (``srv.run``).
+:func:`prepare` is the one function that reads the ``stand_in`` / ``weightless`` /
+``server_url`` parameters; the :class:`helpers.config.run.Run` it returns carries the mode and
+every default that follows from it.
 """
 
 from __future__ import annotations
@@ -35,21 +25,14 @@ RUN_PARAMETERS = {"stand_in": False, "weightless": False, "server_url": None, "m
 def prepare(cfg: Any, parameters: Mapping[str, Any] | None = None, **given: Any) -> Run:
     """The run a notebook's parameters ask for: nothing is downloaded or launched yet.
 
-    A notebook passes its parameters (``prepare(cfg, globals())``), so that no cell after the
-    parameters cell names the mode flags; code passes them as keywords (which win).
+    A notebook passes ``prepare(cfg, globals())``, so no later cell names the mode flags; keywords win.
 
     Args:
         cfg: the resolved GPU target (``helpers.config.resolve.resolve``).
         parameters: a mapping holding some of :data:`RUN_PARAMETERS` (others are ignored).
-        **given: the same parameters as keywords (below).
-
-    Keyword Args:
-        stand_in: serve the tiny CPU stand-in instead (wins over ``weightless``: it is
-            random-free and CPU-sized).
-        weightless: serve the exact architecture with random weights (a GPU, no download).
-        server_url: use the server running there (``"attach"``: nothing to fetch; the flags
-            above still say what it serves).
-        max_tokens: the notebook's explicit ``max_tokens`` (tokens), None for the mode's.
+        **given: the same parameters as keywords: ``stand_in`` (the CPU stand-in; wins over
+            ``weightless``), ``weightless`` (the exact architecture, random weights),
+            ``server_url`` (attach to that server), ``max_tokens`` (tokens; None: the mode's).
 
     Returns:
         A :class:`~helpers.config.run.Run`; :func:`fetch` gets what it serves.
@@ -100,21 +83,16 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
     """The config to serve for ``cfg`` in ``mode`` (one of :data:`MODES`).
 
     Args:
-        cfg: a resolved ``ServeConfig`` of a GPU target (``helpers.config.resolve.resolve``).
-        mode: ``"download"``, ``"weightless"``, ``"stand_in"`` (see the module docstring) or
-            ``"attach"`` (a server that runs elsewhere: ``cfg`` is returned as it is).
-        **download_kwargs: passed to :func:`helpers.weights.download.download` (``"download"`` and
-            ``"weightless"``), e.g. ``cache_dir=...``.
-
-    Returns:
-        A ``ServeConfig`` whose model is a local folder: the downloaded snapshot, the
-        weightless architecture folder (written under ``out/arch``; about 1 s), or the
-        stand-in (the copy shipped with the package, hash-checked and copied into ``out/models``
-        on first use; retrained only when the training inputs changed).
+        cfg: a resolved ``ServeConfig`` of a GPU target.
+        mode: ``"download"`` (checkpoint and drafter at their pins), ``"weightless"`` (random
+            weights, ``out/arch``; only a separate drafter is downloaded), ``"stand_in"`` (the
+            shipped stand-in, hash-checked into ``out/models``; retrained only when its inputs
+            changed) or ``"attach"`` (``cfg`` as it is).
+        **download_kwargs: for :func:`helpers.weights.download.download`, e.g. ``cache_dir=...``.
 
     Raises:
         CookbookError: an unknown mode (names the four); whatever the mode's own step
-            raises (e.g. ``HubAccessError`` for a gated download, ``WeightlessError``).
+            raises (e.g. ``HubAccessError``, ``WeightlessError``).
     """
     if mode not in MODES:
         raise CookbookError(

@@ -1,15 +1,10 @@
 """Weightless architecture mode: serve the model's exact shape with random weights.
 
 Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchmark a box with
-the architecture alone: :func:`build_arch_model` writes the real shape's ``config.json``
-(:func:`arch_hf_config`), a word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`)
-and a chat template into one folder; :func:`arch_config` points a resolved ServeConfig at it
-with ``--load-format dummy`` (vLLM fills every weight with random values). Memory and speed are
-real, the text is noise (what is and is not measured: :func:`arch_config`). The shape comes
-from the registry's ``model.architecture`` (cookbook/recipe.yaml) plus the public
-``config.json`` of ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). Sizes:
-:func:`helpers.memory.architecture.param_counts` and ``weight_bytes`` of
-:func:`arch_hf_config`; chat cells on noise: :func:`noise_tolerant`.
+the architecture alone (:func:`build_arch_model`, :func:`arch_config`: ``--load-format
+dummy``). Memory and speed are real, the text is noise. The shape is the registry's
+``model.architecture`` plus the public ``config.json`` of
+``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``).
 """
 
 from __future__ import annotations
@@ -92,21 +87,13 @@ _BASE_CONFIG: dict[str, Any] = {
     "use_mamba_kernels": True,
 }
 
-# The multi-token-prediction (MTP) block. The Nemotron 3 Nano export above has none, so vLLM
-# could not build MTP drafting on it. Source: NVIDIA-NeMo Megatron-Bridge's Lightning recipe
-# (``_apply_nemotron_3_5_lightning_defaults``, for the public checkpoint
+# The multi-token-prediction (MTP) block, which the Nemotron 3 Nano export above lacks. Source:
+# NVIDIA-NeMo Megatron-Bridge's ``_apply_nemotron_3_5_lightning_defaults`` (for
 # nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16 @ b3caaabed026): ``mtp_num_layers = 2``,
-# ``mtp_hybrid_override_pattern = "*E"`` (one attention layer, then one MoE layer),
-# ``mtp_use_repeated_layer = True`` (one set of MTP weights applied at depth 1 and 2) and
-# ``keep_mtp_spec_in_bf16 = True``. In the Hugging Face config a repeated block is one layer
-# set: ``num_nextn_predict_layers = 1``, the only count vLLM 0.32.0 builds
-# (``vllm/model_executor/models/nemotron_h_mtp.py``: "Only one MTP layer is supported for
-# NemotronH-MTP"; it reads ``num_nextn_predict_layers`` and ``mtp_hybrid_override_pattern``,
-# and ``mtp_n_routed_experts`` only for ``nemotron_h_puzzle`` configs, so the MTP MoE layer
-# has the main model's 128 experts). vLLM 0.32.0's ``vllm/config/speculative.py`` turns a
-# ``nemotron_h`` config with ``num_nextn_predict_layers > 0`` into the ``nemotron_h_mtp``
-# draft model when ``--speculative-config '{"method": "mtp", ...}'`` asks for it; served
-# without drafting, the keys are ignored.
+# ``mtp_hybrid_override_pattern = "*E"``, ``mtp_use_repeated_layer = True`` (one weight set at
+# depth 1 and 2: ``num_nextn_predict_layers = 1`` in the HF config, the only count vLLM 0.32.0's
+# ``nemotron_h_mtp.py`` builds; its MTP MoE layer has the main model's 128 experts) and
+# ``keep_mtp_spec_in_bf16 = True``. Used only with ``--speculative-config '{"method": "mtp"}'``.
 MTP_CONFIG: dict[str, Any] = {
     "num_nextn_predict_layers": 1,
     "mtp_hybrid_override_pattern": "*E",
@@ -123,22 +110,14 @@ def _check_variant(variant: str) -> None:
 def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ModelOpt NVFP4 ``quantization_config`` block of the NVFP4 checkpoint's shape.
 
-    W4A16 NVFP4 (4-bit E2M1 weights in blocks of 16 with an FP8-E4M3 scale per block and
-    an FP32 global scale; 16-bit activations) on the routed and the shared experts of
-    every MoE layer; everything else (embeddings, Mamba mixers, attention, routers,
-    ``lm_head``) stays BF16; FP8 KV cache. Source: the model overview's PTQ recipe
-    ("W4A16 applied to routed and shared experts") and the registry's precision note.
-
-    The block uses the keys vLLM's ModelOpt parser reads from ``config.json``
-    (``vllm/model_executor/layers/quantization/modelopt.py``,
-    ``ModelOptQuantConfigBase.from_config``): ``quant_method: modelopt``,
-    ``quant_algo: W4A16_NVFP4`` (selects ``ModelOptNvFp4Config``, i.e.
-    ``--quantization modelopt_fp4``, Marlin FP4 kernels on Hopper), ``group_size``,
-    ``kv_cache_scheme`` (8-bit float = FP8 KV) and ``ignore`` (ModelOpt wildcards over the
-    checkpoint's module names, ``backbone.*``; vLLM maps ``backbone`` to ``model``). The MTP
-    layers (vLLM module prefix ``mtp.``) stay BF16, as the training recipe keeps them
-    (``keep_mtp_spec_in_bf16``, :data:`MTP_CONFIG`); vLLM 0.32.0's ``is_layer_excluded`` also
-    matches an ``ignore`` entry as a substring of the prefix, so ``"mtp"`` covers them all.
+    W4A16 NVFP4 (E2M1 weights in blocks of 16, an FP8-E4M3 scale per block, an FP32 global
+    scale) on the routed and shared experts; everything else BF16; FP8 KV cache (the model
+    overview's PTQ recipe and the registry's precision note). The keys are those vLLM's ModelOpt
+    parser reads (``ModelOptQuantConfigBase.from_config``,
+    ``vllm/model_executor/layers/quantization/modelopt.py``): ``quant_algo: W4A16_NVFP4`` selects
+    ``--quantization modelopt_fp4``; ``ignore`` holds ModelOpt wildcards over ``backbone.*``
+    (vLLM maps ``backbone`` to ``model``). The MTP layers stay BF16 (``keep_mtp_spec_in_bf16``,
+    :data:`MTP_CONFIG`): vLLM 0.32.0's ``is_layer_excluded`` matches ``"mtp"`` as a substring.
 
     Args:
         config: the BF16 ``config.json`` mapping (for the layer pattern).
@@ -161,13 +140,9 @@ def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
-    """The ``config.json`` mapping :func:`build_arch_model` writes.
-
-    The registry's shape, the public Nemotron 3 Nano keys, and the MTP block
-    (:data:`MTP_CONFIG`).
-
-    Args:
-        variant: ``"bf16"`` or ``"nvfp4"`` (adds :func:`nvfp4_quantization_config`).
+    """The ``config.json`` mapping :func:`build_arch_model` writes: the registry's shape, the
+    public Nemotron 3 Nano keys and :data:`MTP_CONFIG`; for ``variant="nvfp4"`` also
+    :func:`nvfp4_quantization_config`.
 
     Raises:
         WeightlessError: unknown variant, or the registry's pattern does not match its
@@ -206,15 +181,13 @@ def build_arch_model(
 ) -> Path:
     """Write a weightless Nemotron 3.5 Lightning folder vLLM serves with ``--load-format dummy``.
 
-    Files: ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``,
-    ``tokenizer.json`` + ``tokenizer_config.json`` + ``special_tokens_map.json`` (the
-    131072-entry word-level tokenizer of :mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
-    ``cookbook_arch.json`` (what this is). No weights: about 1 s to build, no download.
+    ``config.json`` (:func:`arch_hf_config`), ``generation_config.json``, the 131072-entry
+    word-level tokenizer (:mod:`helpers.weights.weightless_tokenizer`, ~2.5 MB) and
+    ``cookbook_arch.json``. No weights: about 1 s, no download.
 
     Args:
-        variant: ``"bf16"`` (the BF16 checkpoint's shape) or ``"nvfp4"`` (adds the
-            ModelOpt W4A16 NVFP4 ``quantization_config``; serve it with the NVFP4 recipe
-            flags, e.g. ``--quantization modelopt_fp4 --moe-backend marlin``).
+        variant: ``"bf16"`` or ``"nvfp4"`` (adds the ModelOpt W4A16 NVFP4
+            ``quantization_config``; serve with the NVFP4 recipe flags).
         out: destination folder; default ``out/arch/nemotron-3.5-lightning-<variant>``.
         force: rewrite even when the folder already holds this version and variant.
 
@@ -268,40 +241,28 @@ def arch_config(
     cfg: Any,
     path: str | Path,
     *,
-    tokenizer: str | Path | None = None,
     allow_hub_drafter: bool = False,
 ) -> Any:
     """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
 
-    Sets the model to ``path`` (no hub revision) and adds ``--load-format dummy``. The
-    tokenizer is read from the same folder; pass ``tokenizer`` to use another one
-    (``--tokenizer``). Every other flag and environment variable of ``cfg`` is kept, so
-    the server runs the target's real command on the real shapes. With everything local,
-    the server's environment gets ``HF_HUB_OFFLINE=1``: nothing is fetched inside the
-    readiness wait.
+    Sets the model (and tokenizer) to ``path``, adds ``--load-format dummy`` and
+    ``HF_HUB_OFFLINE=1`` (unless a hub drafter is still to fetch); every other flag and env of ``cfg`` is kept.
 
-    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing included,
-    KV cache, Mamba state, activations, CUDA graphs), hence the KV-cache size and concurrency
-    vLLM reports; and speed (the same kernels on the same shapes: throughput, TTFT, TPOT,
-    start-up compile). Not real: the text (noise; parsers only run), speculative acceptance
-    (near zero with random weights), quality, expert routing (random router weights pick
-    experts about uniformly), the checkpoint read (start-up is a little faster).
+    Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing, KV cache, Mamba
+    state, activations, CUDA graphs) and speed (same kernels, same shapes). Not real: the text,
+    speculative acceptance (near zero), quality, expert routing (about uniform), the checkpoint read.
 
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
         path: a folder from :func:`build_arch_model`.
-        tokenizer: optional tokenizer folder or hub id.
         allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
-            DSpark) instead of refusing it; pass the result to
-            :func:`helpers.weights.download.download`, which then fetches only the drafter (the model
-            is already local) and returns a config serving local folders.
+            DSpark); :func:`helpers.weights.download.download` then fetches only the drafter.
 
     Raises:
         WeightlessError: ``path`` is not an architecture folder; its variant does not match
-            ``cfg.variant`` (an NVFP4 config needs the NVFP4 folder: the quantization flags
-            must meet a quantized config, and BF16 flags an unquantized one); or the
-            speculative mode's draft model is a hub id (vLLM would download it during
-            start-up) and ``allow_hub_drafter`` is False.
+            ``cfg.variant`` (quantization flags need the NVFP4 folder, BF16 flags the BF16 one);
+            or the draft model is a hub id (vLLM would download it during start-up) and
+            ``allow_hub_drafter`` is False.
     """
     path = Path(path)
     meta = arch_metadata(path)
@@ -327,14 +288,10 @@ def arch_config(
             "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
             "layers are part of the architecture)."
         )
-    extra: dict[str, Any] = {"--load-format": "dummy"}
-    if tokenizer is not None:
-        extra["--tokenizer"] = str(tokenizer)
-    out = cfg.with_model(path).with_args(extra)
-    local_tokenizer = tokenizer is None or Path(str(tokenizer)).is_dir()
-    if local_tokenizer and not hub_drafter:
+    out = cfg.with_model(path).with_args({"--load-format": "dummy"})
+    if not hub_drafter:
         out = out.with_args(None, HF_HUB_OFFLINE="1")
-    if tokenizer is None and FAST_TOKENIZER_ENV in out.env:
+    if FAST_TOKENIZER_ENV in out.env:
         # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE
         # models only: "pre-tokenizer error: unsupported pre-tokenizer type:
         # WhitespaceSplit", vLLM 0.32.0's start-up on an H200, docs/results/h200.md). The

@@ -1,21 +1,14 @@
 """The weightless mode's tokenizer: a word-level vocabulary of exactly ``vocab_size`` ids.
 
-:func:`helpers.weights.weightless.build_arch_model` writes it next to the architecture's
-``config.json``: the special / marker tokens the parsers look up (``<|im_start|>``,
-``<|im_end|>``, ``<think>``, ``</think>``, ``<tool_call>``, ...), a few role words, the 94
-printable ASCII characters one token each, then ``w<id>`` for every other id, so every id
-decodes and decoded text re-encodes to the same ids (``vllm bench serve --dataset-name random``
-relies on it). Not the real tokenizer.
+The special / marker tokens the parsers look up, a few role words, the 94 printable ASCII
+characters one token each, then ``w<id>`` for every other id: every id decodes and decoded
+text re-encodes to the same ids (``vllm bench serve --dataset-name random`` relies on it).
 
-Why the characters: guided decoding (``response_format`` with a JSON schema, forced tool
-calls) builds its grammar's token mask from this vocabulary (xgrammar reads it as a raw
-vocabulary: no decoder). Without a token that spells ``{``, the mask at the first answer
-token allows nothing, vLLM 0.32.0's scheduler logs ``grammar rejected tokens [0] ...
-Terminating request`` and the API answers HTTP 500 (seen on an H200 with
-``notebooks/agents.ipynb``, 2026-12-01, and reproduced on the CPU build). With them the grammar
-can always be followed. The decoded text joins tokens with single spaces (no decoder), so a
-schema answer from random weights reads ``{ " c i t y " : ...}`` and fails validation: noise,
-as every weightless answer is.
+The characters are there for guided decoding: xgrammar builds its token mask from this raw
+vocabulary, and without a token that spells ``{`` vLLM 0.32.0 logs ``grammar rejected tokens
+[0] ... Terminating request`` and answers HTTP 500 (H200, ``notebooks/agents.ipynb``,
+2026-12-01; reproduced on the CPU build). Tokens decode joined by spaces, so a schema answer
+from random weights fails validation: noise, as every weightless answer is.
 """
 
 from __future__ import annotations
