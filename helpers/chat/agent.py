@@ -95,6 +95,7 @@ def agent_model(
     base_url: str,
     model: str,
     *,
+    api_key: str = "EMPTY",
     timeout: float = 120.0,
     strict_tools: bool = False,
     on_request: Callable[[dict[str, Any]], None] | None = None,
@@ -104,6 +105,7 @@ def agent_model(
     Args:
         base_url: the server's URL, with or without ``/v1`` (``http://127.0.0.1:8000``).
         model: the served model name (``--served-model-name``; ``server.models()[0]``).
+        api_key: the server's ``--api-key`` (any string when it was launched without one).
         timeout: seconds per HTTP request.
         strict_tools: False (default) drops pydantic-ai's ``"strict": true`` on the tools, so
             an answer out of its schema's bounds reaches pydantic's validation and is sent
@@ -139,7 +141,7 @@ def agent_model(
         timeout=timeout, event_hooks=hooks, limits=httpx2.Limits(max_keepalive_connections=0)
     )
     provider = VLLMProvider(
-        base_url=f"{server_root(base_url)}/v1", api_key="EMPTY", http_client=http
+        base_url=f"{server_root(base_url)}/v1", api_key=api_key, http_client=http
     )
     profile = merge_profile(
         VLLMProvider.model_profile(model),

@@ -239,7 +239,7 @@ def parse_responses_reply(response: Any) -> ChatResult:
 # ─── Anthropic Messages API ───────────────────────────────────────────────────────────
 
 
-def make_anthropic_client(base_url: str, timeout: float = 600):
+def make_anthropic_client(base_url: str, timeout: float = 600, api_key: str = "EMPTY"):
     """An ``anthropic.Anthropic`` client for a vLLM server's ``/v1/messages``, with no
     retries (a failing server shows its error at once).
 
@@ -247,6 +247,7 @@ def make_anthropic_client(base_url: str, timeout: float = 600):
         base_url: ``http://host:port`` or ``http://host:port/v1`` (the SDK adds ``/v1``
             itself, so a trailing ``/v1`` is dropped).
         timeout: seconds per request.
+        api_key: the server's ``--api-key`` (any string when it was launched without one).
 
     Raises:
         TypeError: ``base_url`` is not a string.
@@ -266,7 +267,7 @@ def make_anthropic_client(base_url: str, timeout: float = 600):
             "anthropic)."
         ) from None
     root = server_root(base_url.strip())
-    return anthropic.Anthropic(base_url=root, api_key="EMPTY", timeout=timeout, max_retries=0)
+    return anthropic.Anthropic(base_url=root, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 _STOP = {
@@ -356,9 +357,12 @@ def messages_chat(
 
 def parse_messages_reply(message: Any) -> ChatResult:
     """An Anthropic ``Message`` (SDK object or its JSON dict) as a ChatResult: ``reasoning``
-    from ``thinking`` blocks, ``content`` from ``text`` blocks, ``tool_calls`` from
-    ``tool_use`` blocks, ``finish_reason`` from ``stop_reason``, ``usage`` without a
-    reasoning count (the API has none), ``raw`` the message."""
+    from ``thinking`` blocks (vLLM 0.32.0 gives each a random ``signature``), ``content``
+    from ``text`` blocks, ``tool_calls`` from ``tool_use`` blocks (their ``input`` comes
+    JSON-decoded; it is re-encoded as ``arguments``), ``finish_reason`` from ``stop_reason``
+    (``end_turn`` -> ``"stop"``, ``max_tokens`` -> ``"length"``, ``tool_use`` ->
+    ``"tool_calls"``), ``usage`` without a reasoning count (the Messages API has none),
+    ``raw`` the message."""
     reasoning: list[str] = []
     content: list[str] = []
     calls: list[ToolCall] = []

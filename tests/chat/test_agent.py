@@ -290,6 +290,15 @@ def test_bad_arguments_are_named_before_anything_is_sent(call, error, words):
         call()
 
 
+def test_a_server_started_with_an_api_key_gets_that_key_from_both_sdk_clients():
+    from helpers.chat import apis
+
+    model = agents.agent_model("http://127.0.0.1:9", "m", api_key="s3cret")
+    assert model.client.api_key == "s3cret"
+    assert agents.agent_model("http://127.0.0.1:9", "m").client.api_key == "EMPTY"
+    assert apis.make_anthropic_client("http://127.0.0.1:9", api_key="s3cret").api_key == "s3cret"
+
+
 def test_an_empty_prompt_is_refused_with_what_to_pass():
     agent = agents.demo_agent(agents.agent_model("http://127.0.0.1:9", "m"))
     with pytest.raises(TypeError, match="`prompt` must be a non-empty string"):
