@@ -128,7 +128,7 @@ def measure_acceptance(
         "--dataset-name", "custom",
         "--dataset-path", str(data),
         "--custom-output-len", str(int(output_len)),
-        "--skip-chat-template",
+        "--skip-chat-template",  # the server applies it
         "--disable-shuffle",
         "--temperature", f"{float(temperature):g}",
         "--max-concurrency", str(int(concurrency)),

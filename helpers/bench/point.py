@@ -217,7 +217,7 @@ def run_point(
         out_dir: folder for ``<label>-c<concurrency>.json`` and its ``.log``.
         seed: ``--seed`` of the random dataset, used as is (see
             :func:`helpers.bench.sizing.point_seed`).
-        num_warmups: un-measured warm-up requests sent first.
+        num_warmups: un-measured warm-up requests sent first (they repeat the first prompt).
         goodput: SLOs in ms, e.g. ``{"ttft": 500, "tpot": 50}`` (keys ``ttft``, ``tpot``,
             ``e2el``); adds ``request_goodput`` (req/s meeting all SLOs) to the JSON.
         extra_args: more ``vllm bench serve`` flags, e.g. ``["--temperature", "0"]``.

@@ -9,7 +9,8 @@ model's native tool calling. In vLLM 0.32.0 (``vllm/entrypoints/openai/chat_comp
 protocol.py``) ``openai-agents``' ``output_type`` sends ``response_format`` on every turn,
 which constrains the whole answer so no tool call can be made; and pydantic-ai's own vLLM
 default, ``tool_choice="required"`` (``pydantic_ai/providers/vllm.py``), makes vLLM's grammar
-replace the model's tool-call format with a JSON array: :func:`agent_model` sends ``"auto"``.
+replace the model's tool-call format with a JSON array: :func:`agent_model` sends ``"auto"``
+(pydantic-ai asks again when the model answers in text instead).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def agent_model(
     *,
     api_key: str = "EMPTY",
     timeout: float = 120.0,
+    forced_tool_choice: bool = False,
     strict_tools: bool = False,
     on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
@@ -107,6 +109,8 @@ def agent_model(
         model: the served model name (``--served-model-name``; ``server.models()[0]``).
         api_key: the server's ``--api-key`` (any string when it was launched without one).
         timeout: seconds per HTTP request.
+        forced_tool_choice: True lets pydantic-ai send ``"required"`` when only tools may
+            answer (the JSON-array grammar of the module docstring); False sends ``"auto"``.
         strict_tools: False (default) drops pydantic-ai's ``"strict": true`` on the tools, so
             an answer out of its schema's bounds reaches pydantic's validation and is sent
             back: with strict tools vLLM 0.32.0's grammar bent one into range
@@ -146,7 +150,7 @@ def agent_model(
     profile = merge_profile(
         VLLMProvider.model_profile(model),
         OpenAIModelProfile(
-            supports_forced_tool_choice=False,
+            supports_forced_tool_choice=forced_tool_choice,
             openai_supports_strict_tool_definition=strict_tools,
         ),
     )
@@ -329,6 +333,7 @@ def run_agent(
     *,
     message_history: Sequence[Any] | None = None,
     usage_limits: Any = None,
+    deps: Any = None,
 ) -> AgentRun:
     """Run ``agent`` on ``prompt`` (default: demo.yaml ``agent.prompt``) to its answer, in a
     script or a notebook (where an event loop already runs).
@@ -338,6 +343,7 @@ def run_agent(
         prompt: the task as text.
         message_history: an earlier run's ``AgentRun.messages``, to continue that conversation.
         usage_limits: ``pydantic_ai.usage.UsageLimits`` (e.g. ``request_limit``), passed on.
+        deps: your agent's dependencies (``RunContext.deps``), passed on.
 
     Returns:
         :class:`AgentRun`.
@@ -368,7 +374,9 @@ def run_agent(
         with capture_run_messages() as captured:
             try:
                 history = list(message_history) if message_history else None
-                run = agent.run(prompt, message_history=history, usage_limits=usage_limits)
+                run = agent.run(
+                    prompt, message_history=history, usage_limits=usage_limits, deps=deps
+                )
                 return await run, captured
             except AgentRunError as e:
                 e.__cookbook_messages__ = list(captured)

@@ -9,7 +9,8 @@ returns. Reply shapes (vLLM 0.32.0 source, measured on the stand-in, ``tests/cha
 Responses items are built in ``vllm/entrypoints/openai/responses/serving.py``
 (``_make_response_output_items``); Messages requests are converted to chat completions
 (``vllm/entrypoints/anthropic/serving.py``, same parsers). Thinking on or off is
-``chat_template_kwargs.enable_thinking`` on both (in ``extra_body``); Anthropic's
+``chat_template_kwargs.enable_thinking`` on both (in ``extra_body``; Responses'
+``ResponsesRequest.build_chat_params`` also derives it from ``reasoning.effort``); Anthropic's
 ``thinking={"type": "disabled"}`` would send ``reasoning_effort`` (``_handle_thinking``),
 which the Nemotron template does not read.
 """

@@ -218,8 +218,8 @@ def explain_bad_request(text: str) -> str | None:
 
     Known: ``max_tokens=N cannot be greater than max_model_len=M`` (``vllm/renderers/
     params.py``), "maximum context length is N tokens", ``thinking_token_budget is set but
-    reasoning_config is not configured`` (``vllm/v1/engine/input_processor.py``) and tools
-    without a tool parser (``vllm/renderers/online_renderer.py``).
+    reasoning_config is not configured`` (``vllm/v1/engine/input_processor.py``; NeMo-RL PR
+    #4220 met it) and tools without a tool parser (``vllm/renderers/online_renderer.py``).
     """
     m = _MAX_TOKENS_400.search(text)
     if m:

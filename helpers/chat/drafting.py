@@ -1,12 +1,13 @@
 """Does a server enforce ``thinking_token_budget`` while it drafts (speculative decoding)?
 
 Public reports say it may not: vllm-project/vllm #39573 (vLLM 0.19, MTP) and #54906 (vLLM
-0.28.1rc1.dev130, open: Model Runner V2 with MTP, a budget of 1 gave 32 reasoning tokens). In
-0.28.0 and 0.32.0 both runners reach the budget on the drafting path (V1
-``vllm/v1/sample/rejection_sampler.py``, V2 ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py``),
-yet #54906 shows V2 failing at run time; vLLM 0.32.0 picks V2 on a GPU for MTP, DFlash and
-DSpark (``VllmConfig.use_v2_model_runner``). So the helpers do not trust the server's budget
-while it drafts: they warn, and :func:`budget_method_for` picks the two-pass budget.
+0.28.1rc1.dev130, open: Model Runner V2 with MTP, a budget of 1 gave 32 reasoning tokens; V1
+passed). In 0.28.0 and 0.32.0 both runners reach the budget on the drafting path (V1
+``RejectionSampler.apply_logits_processors``, ``vllm/v1/sample/rejection_sampler.py``; V2
+``RejectionSampler._verify``, ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py``), yet #54906
+shows V2 failing at run time; vLLM 0.32.0 picks V2 on a GPU for MTP, DFlash and DSpark
+(``VllmConfig.use_v2_model_runner``; DSpark is V2-only). So the helpers do not trust the server's
+budget while it drafts: they warn, and :func:`budget_method_for` picks the two-pass budget.
 """
 
 from __future__ import annotations

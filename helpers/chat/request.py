@@ -155,7 +155,8 @@ class ChatOptions:
           in seed 004; reasoning tokens count toward it, seed 001).
         - The CPU stand-in: greedy (temperature 0.0, top_p 1.0: its demo answers are stable
           only there), ``max_tokens`` 1024 (its ``max_model_len`` is 2048).
-        - Weightless mode: ``max_tokens`` 256, GPU sampling, and ``noise_tolerant``.
+        - Weightless mode: ``max_tokens`` 256 (the text is noise: the time goes to the
+          benchmark), GPU sampling, and ``noise_tolerant``.
 
         Args:
             run: the server (``srv``: its ``srv.run``), or a :class:`helpers.config.run.Run`

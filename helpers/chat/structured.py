@@ -49,14 +49,16 @@ DRAFTING_REPORTS = "vllm-project/vllm #34650, #44012, #47027, #48863"
 class StructuredOutputDraftingWarning(UserWarning):
     """A JSON-schema answer with reasoning on was asked of a server that drafts.
 
-    Speculative decoding + a reasoning parser + structured outputs breaks when ``</think>``
-    lands inside one step's drafted tokens: the drafts after it must be checked against the
-    grammar, and on several releases were not (#34650; fixes #44297, #44993; #48516 on the
-    doubled ``{{`` of #48228; #44012 the Responses ``text.format`` variant). 0.28.0 only
-    "tolerates rejection" of those drafts (``StructuredOutputManager.grammar_bitmask``,
-    ``vllm/v1/structured_output/__init__.py``); 0.32.0 and 0.33.0 validate them
-    (``validate_tokens``). Not measured on a drafting GPU here, so every drafting server is
-    warned about. ``thinking=False`` constrains from the first token: no warning.
+    Speculative decoding + a reasoning parser + structured outputs breaks when ``</think>`` lands
+    inside one step's drafted tokens: the drafts after it must be checked against the grammar, and
+    on several releases were not (#34650; fixes #44297, masking the rest of the window, and #44993,
+    advancing the grammar across the boundary; #48516 on the doubled ``{{`` of #48228; #44012 the
+    Responses ``text.format`` variant; #47027 and #48863 are cited by the cookbook's issue (threads
+    not read here)). 0.28.0 only "tolerates rejection" of those drafts
+    (``StructuredOutputManager.grammar_bitmask``, ``vllm/v1/structured_output/__init__.py``); 0.32.0
+    and 0.33.0 keep their longest grammar-valid prefix (``validate_tokens``). Not measured on a
+    drafting GPU here, so every drafting server is warned about. ``thinking=False`` constrains from
+    the first token: no warning.
     """
 
 

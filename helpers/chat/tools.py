@@ -36,6 +36,7 @@ def tool_schema(
     """An OpenAI function-tool schema from a Python function's signature: types from the
     annotations (:data:`_JSON_TYPES`; others untyped), required = no default, the description
     the docstring's first line, a parameter's its line under ``Args:`` (Google style).
+    qwen3_coder converts the model's values to these types; an untyped one stays a string.
 
     Args:
         fn: the function.

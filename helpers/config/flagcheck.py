@@ -156,7 +156,13 @@ def serve_parser_factory():
 @functools.lru_cache(maxsize=1)
 def _serve_parser():
     make_arg_parser = serve_parser_factory()  # FlagError when vLLM is not installed
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError as exc:  # a release that moved it: a FlagError still, naming the check
+        raise FlagError(
+            f"The installed vLLM {installed_vllm_version()} has no FlexibleArgumentParser in "
+            "vllm.utils.argparse_utils: run `python -m tools.drift VERSION` to see what moved."
+        ) from exc
 
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 

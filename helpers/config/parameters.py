@@ -63,8 +63,9 @@ def check_parameters(namespace: dict[str, Any]) -> None:
     Called right after the parameters (and papermill's injected values) are set, so a wrong type
     fails at once, by name. The declarations are the cell's annotations (``name:
     "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
-    strict mode (bool is not an int). A ``quality`` parameter is also checked key by key
-    (:func:`check_quality`), before anything is downloaded or launched.
+    strict mode (``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``dict``,
+    ``Optional[X]``, ``X | Y``; bool is not an int). A ``quality`` parameter is also checked key by
+    key (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:
         namespace: the notebook's globals (``globals()``).
@@ -114,8 +115,10 @@ def _unknown(where: str, key: Any, known: tuple[str, ...]) -> CookbookError:
 def check_quality(quality: Any, target: str, variant: str | None = None) -> None:
     """Check a notebook's ``quality`` parameter in step 1, before any download or launch.
 
-    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``; a
-    comparison that serves the run's own command is refused.
+    ``{"items": N, "budgets": [...], "compare": {"variant": V} or {"extra_args": {...}}}``:
+    every key known (a misspelling gets "did you mean"), ``items`` a whole number >= 0, each
+    budget ``"off"``, None or whole tokens >= 0, ``variant`` one of the target's, ``extra_args``
+    a mapping; a comparison that serves the run's own command is refused.
 
     Args:
         quality: the parameter's value (None: the defaults).

@@ -43,7 +43,8 @@ class RunDefaults:
             temperature 0).
         bench_concurrencies: the benchmark's points (requests in flight).
         bench_input_len, bench_output_len: tokens per prompt / per answer in the benchmark.
-        eval_items, budget_items: items the accuracy step / the budget curve score.
+        eval_items, budget_items: items the accuracy step scores (the stand-in: its 8 trained
+            + 8 held out) / the budget curve scores (the first of those).
         budgets: the curve's points: ``"off"``, a reasoning cap (tokens), None for no cap.
         eval_concurrency: requests in flight during the evals.
         noise: the text is noise by construction (random weights).

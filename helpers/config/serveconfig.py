@@ -73,6 +73,7 @@ class ServeConfig:
     """Everything needed to launch one vLLM server for one target.
 
     Attributes:
+        target, variant, speculative, features: what was resolved; stand_in: the CPU stand-in.
         model: hub id or local folder; revision: its pinned hub commit (None: local / unpinned).
         served_model_name: the name clients pass as ``model=``.
         args: ordered ``{flag: value}``; ``True`` is a bare switch, dicts are JSON.
@@ -80,6 +81,7 @@ class ServeConfig:
         host, port: where the API listens (``port=None``: the server manager picks one).
         gpu: the target's GPU record (name, memory_gb, compute_capability, arch, count).
         vllm_version, docker_image, pip: what to install on the target.
+        drafters: the draft checkpoints the speculative mode needs.
         notes, sources: prose for the notebook (target notes, seed citations).
     """
 

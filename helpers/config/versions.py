@@ -76,8 +76,9 @@ class VersionCheck:
 
     ``status``: ``"ok"``, ``"different"`` (not the pin, but at least the minimum), ``"newer"``
     (newer than every offered release: no per-release check was made for it), ``"missing"``,
-    ``"too_old"``, ``"wrong_build"`` (CPU build for a GPU target or the reverse),
-    ``"not_nightly"`` or ``"unparsable"``; ``message``: one sentence.
+    ``"too_old"`` (below the minimum), ``"wrong_build"`` (CPU build for a GPU target or the
+    reverse), ``"not_nightly"`` (a stable release older than the nightly target needs) or
+    ``"unparsable"``; ``message``: one sentence.
     """
 
     status: str

@@ -218,8 +218,9 @@ class RouterConfig:
 
 
 class RouterServer(VLLMServer):
-    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``
-    (:meth:`helpers.fleet.fleet.Fleet.wait_workers` waits for its workers)."""
+    """``vllm-router`` under the server manager: own process group, log, record, ``stop()``.
+    Its ``/health`` answers 200 once it runs, before any worker is healthy:
+    :meth:`helpers.fleet.fleet.Fleet.wait_workers` waits for ``/readiness``."""
 
     def _launch_argv(self) -> list[str]:
         cfg: RouterConfig = self.config

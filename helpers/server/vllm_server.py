@@ -92,7 +92,8 @@ class VLLMServer(ServerEndpoint):
             callable gets ``(phase, seconds_since_launch)``.
         launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"`` (``python -m``).
         validate_flags: parse the flags with the installed vLLM's own parser first
-            (``config.validate()``): a misspelled flag fails by name with no process started.
+            (``config.validate()``; skipped where vLLM is not importable): a misspelled flag
+            fails by name with no process started.
         check_model: check a local checkpoint folder first
             (:func:`helpers.standin.build.check_checkpoint`).
 
@@ -353,7 +354,8 @@ class VLLMServer(ServerEndpoint):
 
     def _release(self) -> list[psutil.Process]:
         """End what is left of a launch that will not serve (a failed or interrupted start): a
-        grace of at most 5 s, then SIGKILL. Returns the survivors; the record goes when none."""
+        grace of at most 5 s (in early init vLLM can sit on SIGTERM for the whole grace), then
+        SIGKILL. Returns the survivors; the record goes when none."""
         self._line.end()
         left = self._terminate(grace_period=min(self.grace_period, 5.0))
         self._done(remove_record=not left)

@@ -147,7 +147,8 @@ def with_slo(points: pd.DataFrame, slo: SLO) -> pd.DataFrame:
 
 def with_goodput(points: pd.DataFrame) -> pd.DataFrame:
     """``points`` (a copy) with vLLM's goodput in output tokens: a request is good when its TTFT,
-    TPOT and latency are each within the ``--goodput`` bound (vLLM 0.32.0
+    TPOT = (latency - TTFT) / (output tokens - 1) and latency are each within the ``--goodput``
+    bound (:meth:`SLO.goodput_args`; vLLM 0.32.0
     ``vllm/benchmarks/serve.py`` ``calculate_metrics``). Adds ``good_fraction`` =
     ``request_goodput / request_throughput`` (0-1), ``goodput_tok_s`` = that x
     ``output_throughput`` (tokens/s; ``--ignore-eos`` makes every output the same length) and

@@ -221,7 +221,8 @@ def tune(
             ``VLLMServer(config, ...)``; a seam for process tests.
         repeats: runs of each candidate's decision points (the lowest concurrency and its
             best under the SLO), each with its own seed. Default 3 on a GPU (``vllm bench sweep
-            serve --num-runs``'s, 0.32.0 ``vllm/benchmarks/sweep/serve.py``), 2 on the stand-in.
+            serve --num-runs``'s, 0.32.0 ``vllm/benchmarks/sweep/serve.py``), 2 on the stand-in
+            (a spread, and CI stays short).
         slo_search: at most this many extra points per candidate and workload, bisecting
             between its highest concurrency that meets the SLO and the lowest that misses
             (:func:`helpers.tune.slo.next_probe`); 0: only the grid. One run each.

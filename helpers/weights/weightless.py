@@ -90,10 +90,12 @@ _BASE_CONFIG: dict[str, Any] = {
 # The multi-token-prediction (MTP) block, which the Nemotron 3 Nano export above lacks. Source:
 # NVIDIA-NeMo Megatron-Bridge's ``_apply_nemotron_3_5_lightning_defaults`` (for
 # nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16 @ b3caaabed026): ``mtp_num_layers = 2``,
-# ``mtp_hybrid_override_pattern = "*E"``, ``mtp_use_repeated_layer = True`` (one weight set at
-# depth 1 and 2: ``num_nextn_predict_layers = 1`` in the HF config, the only count vLLM 0.32.0's
-# ``nemotron_h_mtp.py`` builds; its MTP MoE layer has the main model's 128 experts) and
-# ``keep_mtp_spec_in_bf16 = True``. Used only with ``--speculative-config '{"method": "mtp"}'``.
+# ``mtp_hybrid_override_pattern = "*E"`` (attention, then MoE), ``mtp_use_repeated_layer = True``
+# (one weight set at depth 1 and 2: ``num_nextn_predict_layers = 1`` in the HF config, the only
+# count vLLM 0.32.0's ``vllm/model_executor/models/nemotron_h_mtp.py`` builds; it reads
+# ``mtp_n_routed_experts`` only for ``nemotron_h_puzzle``, so its MTP MoE layer has the main
+# model's 128 experts) and ``keep_mtp_spec_in_bf16 = True``. ``vllm/config/speculative.py`` makes
+# it the ``nemotron_h_mtp`` drafter only for ``--speculative-config '{"method": "mtp"}'``.
 MTP_CONFIG: dict[str, Any] = {
     "num_nextn_predict_layers": 1,
     "mtp_hybrid_override_pattern": "*E",

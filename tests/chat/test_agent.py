@@ -299,6 +299,25 @@ def test_a_server_started_with_an_api_key_gets_that_key_from_both_sdk_clients():
     assert apis.make_anthropic_client("http://127.0.0.1:9", api_key="s3cret").api_key == "s3cret"
 
 
+def test_your_own_agents_deps_and_pydantic_ais_forced_tool_choice_stay_available():
+    """docs/agents.md: ``run_agent(..., deps=)`` passes the dependencies on;
+    ``agent_model(forced_tool_choice=True)`` gives pydantic-ai's own "required"."""
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.test import TestModel
+
+    own = Agent(TestModel(), deps_type=str)
+
+    def city(ctx) -> str:
+        return ctx.deps
+
+    city.__annotations__["ctx"] = RunContext[str]  # a local name: no string annotation
+    own.tool(city)
+    assert agents.run_agent(own, "q", deps="Tokyo").output == '{"city":"Tokyo"}'
+    forced = agents.agent_model("http://127.0.0.1:9", "m", forced_tool_choice=True).profile
+    assert forced["supports_forced_tool_choice"]
+    assert not agents.agent_model("http://127.0.0.1:9", "m").profile["supports_forced_tool_choice"]
+
+
 def test_an_empty_prompt_is_refused_with_what_to_pass():
     agent = agents.demo_agent(agents.agent_model("http://127.0.0.1:9", "m"))
     with pytest.raises(TypeError, match="`prompt` must be a non-empty string"):
