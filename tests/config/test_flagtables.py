@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -190,3 +191,15 @@ def test_an_installed_release_with_the_parser_elsewhere_names_the_drift_check(mo
     monkeypatch.setattr(flagcheck, "SERVE_PARSER_MODULES", ("vllm.entrypoints.nowhere.cli_args",))
     with pytest.raises(FlagError, match="python -m tools.drift VERSION"):
         flagcheck.serve_parser_factory()
+
+
+def test_an_installed_release_without_flexible_argument_parser_names_the_drift_check(monkeypatch):
+    """A release that moved ``FlexibleArgumentParser`` fails as a FlagError (which the tuning
+    step treats as one refused candidate), not as an ImportError that ends the run."""
+    monkeypatch.setitem(sys.modules, "vllm.utils.argparse_utils", None)  # import fails
+    flagcheck._serve_parser.cache_clear()
+    try:
+        with pytest.raises(FlagError, match="FlexibleArgumentParser.*python -m tools.drift"):
+            flagcheck._serve_parser()
+    finally:
+        flagcheck._serve_parser.cache_clear()
