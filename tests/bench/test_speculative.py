@@ -143,12 +143,10 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     assert none and ngram
     for data in points.values():
         assert data["completed"] > 0 and data.get("failed", 0) == 0
-    # the real server's speculative-decoding counters: n-gram drafted at every point, and some
-    # drafts were accepted over the run (one short point can accept none: length exactly 1.0)
+    # the real server's speculative-decoding counters: n-gram drafted and some drafts were accepted
     for name, data in ngram.items():
-        assert data["spec_decode_acceptance_length"] >= 1.0, name
-    assert max(d["spec_decode_acceptance_length"] for d in ngram.values()) > 1.0, ngram
-    assert max(d["spec_decode_acceptance_rate"] for d in ngram.values()) > 0.0, ngram
+        assert data["spec_decode_acceptance_length"] > 1.0, name
+        assert data["spec_decode_acceptance_rate"] > 0.0, name
     for data in none.values():
         assert data.get("spec_decode_acceptance_length") is None
     # the notebook prints the mean acceptance length per mode; it lies within the measured points
