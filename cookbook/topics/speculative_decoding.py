@@ -175,7 +175,8 @@ results = pd.concat(results, ignore_index=True)
 # (drafted tokens land together, so TPOT can read near zero), so there per-user speed is
 # output tokens / end-to-end latency. Acceptance length = 1 + accepted / drafts: tokens
 # emitted per target-model step (1.0 = drafting gained nothing). `spec_decode_verdict` judges
-# each point: an error when drafts were made and none accepted. The sweep's prompts are random
+# each point: an error when a point's draft tokens (90 or more) were all rejected; over fewer, zero
+# accepted is chance and the verdict says "too few drafts". The sweep's prompts are random
 # tokens and its answers are forced to full length (`--ignore-eos`): right for throughput,
 # but a drafter predicts little there, so its acceptance is a **lower bound** (vllm #52536,
 # #33497), never evidence that drafting does not pay off. The second table measures

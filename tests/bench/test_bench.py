@@ -363,6 +363,30 @@ def test_counters_with_nothing_accepted_give_an_error_verdict_on_the_row(tmp_pat
     assert row["spec_decode_acceptance_length"] == 1.0
 
 
+def test_nothing_accepted_over_too_few_draft_tokens_is_not_an_error():
+    """Zero accepted is an error only over enough draft tokens to rule out chance."""
+    few = metrics_mod.MIN_DRAFT_TOKENS_TO_JUDGE
+    # the recorded stand-in point: 7 drafts, 21 draft tokens, 0 accepted (2 prompts at c1)
+    small = {"spec_decode_num_drafts": 7, "spec_decode_draft_tokens": 21,
+             "spec_decode_accepted_tokens": 0, "spec_decode_acceptance_length": 1.0}  # fmt: skip
+    v = metrics_mod.acceptance_verdict(small)
+    assert v["spec_decode_level"] == "too few drafts"
+    assert v["spec_decode_verdict"].startswith("21 draft tokens, 0 accepted: too few to judge")
+    assert (
+        f"at least {few}" in v["spec_decode_verdict"]
+        and "measure_acceptance" in v["spec_decode_verdict"]
+    )
+    # at the threshold the same zero is an error, on random and on real prompts
+    for dataset in (None, "real:gsm8k"):
+        enough = {**small, "spec_decode_draft_tokens": few, "dataset": dataset}
+        assert metrics_mod.acceptance_verdict(enough)["spec_decode_level"] == "error"
+    # one accepted token over few drafts is measured, not judged an error
+    one = {**small, "spec_decode_accepted_tokens": 1, "spec_decode_acceptance_length": 1 + 1 / 7}
+    assert metrics_mod.acceptance_verdict(one)["spec_decode_level"] == "lower bound"
+    # the constant is the least draft count at which a 5 % drafter accepts none under 1 %
+    assert 0.95**few < 0.01 <= 0.95 ** (few - 1)
+
+
 def test_acceptance_verdict_from_vllm_json_alone():
     # vLLM's own keys with a 0 % rate and no counters: still an error
     assert (
@@ -479,12 +503,12 @@ def test_recorded_ngram_sweep_point_accepted_nothing():
         acc["spec_decode_draft_tokens"],
         acc["spec_decode_accepted_tokens"],
     ) == (48, 136, 0)
-    assert acc["spec_decode_level"] == "error"
+    assert acc["spec_decode_level"] == "error"  # 136 draft tokens: enough to judge
+    # vLLM's own counts for the measured requests (the warm-up drafted the rest): 86 draft
+    # tokens, below MIN_DRAFT_TOKENS_TO_JUDGE, so the row says too few rather than an error
     row = results.load_results(RUNTIME / "bench" / "ngram-standin-c8.json").iloc[0]
-    assert row["spec_decode_level"] == "error"
-    assert row["spec_decode_verdict"].startswith(
-        "speculative decoding accepted nothing (31 drafts, 86 draft tokens, 0 accepted)"
-    )  # vLLM's own counts for the measured requests (the warm-up drafted the rest)
+    assert row["spec_decode_level"] == "too few drafts"
+    assert row["spec_decode_verdict"].startswith("86 draft tokens, 0 accepted: too few to judge")
 
 
 def test_recorded_busy_scrape_has_both_gauges():

