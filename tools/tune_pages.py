@@ -67,7 +67,7 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
             for lim in cand.get("slo_limits") or []:
                 if lim.get("workload") == workload and lim.get("limit") is not None:
                     out.append({**lim, "variant": cand.get("variant"),
-                                "moe_backend": cand.get("moe_backend"),
+                                "moe_backend": cand.get("moe_backend"), "spec": cand.get("spec"),
                                 "recipe": bool(cand.get("recipe"))})  # fmt: skip
     return out
 
@@ -111,8 +111,14 @@ POINT = ("file", "candidate", "vllm_version", "workload", "concurrency")
 
 
 def _label(row: dict[str, Any]) -> str:
+    """``NVFP4, humming MoE``, with ``, 64 sequences`` when the candidate sets
+    ``--max-num-seqs`` (the grid measures each kernel at 256 and 64)."""
     kernel = row.get("moe_backend") or "default"
-    return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE"
+    spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+    seqs = (spec.get("extra_args") or {}).get("--max-num-seqs")
+    return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE" + (
+        f", {seqs} sequences" if seqs else ""
+    )
 
 
 def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> list[float]:
@@ -230,6 +236,13 @@ def _ratio(rec: dict[str, Any]) -> str:
     v = rec["verdict"]
     if v is None or rec["tied"] is not None:
         return "1.00x" if rec["ratio"] is not None else ""
+    return _verdict_ratio(rec)
+
+
+def _verdict_ratio(rec: dict[str, Any]) -> str:
+    """The measured configuration over the recipe (median ratio), with the lowest and highest
+    its runs allow when both were repeated."""
+    v = rec["verdict"]
     text = f"{v.ratio:.2f}x" if v.ratio is not None else ""
     if min(v.runs) > 1 and rec.get("ratio_range"):
         lo, hi = rec["ratio_range"]
@@ -338,7 +351,7 @@ def recommendation_markdown(
             )
             lines.append("| |" + _cells(recipe, ref, "1.00x"))  # fmt: skip
         if tied is not None:
-            lines.append("| |" + _cells(tied, "tie (within noise)", f"{rec['verdict'].ratio:.2f}x"))
+            lines.append("| |" + _cells(tied, "tie (within noise)", _verdict_ratio(rec)))
             notes.append(f"{goal.name}: {_label(tied)} on vLLM {tied['vllm_version']} measured "
                          f"{rec['verdict'].text}: the recipe stays")  # fmt: skip
         elif rec["verdict"] is not None:

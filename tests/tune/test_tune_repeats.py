@@ -425,7 +425,8 @@ def test_the_rendered_table_keeps_the_recipe_when_a_faster_median_is_within_the_
         "**recommended: the recipe's command** | NVFP4, humming MoE | 0.32.0 | 1 | 3 |" in rows[0]
     )
     tie = next(r for r in rows if "tie (within noise)" in r)
-    assert "NVFP4, marlin MoE" in tie and "| 1.06x |" in tie
+    # a tie's ratio carries the range its runs allow, as a recommendation's does
+    assert "NVFP4, marlin MoE" in tie and "| 1.06x (0.99-1.13) |" in tie, tie
     text = recommendation_markdown("h200", root)
     assert "the recipe stays" in text and "The recommended command for latency" not in text
 
@@ -440,3 +441,18 @@ def test_the_rendered_table_keeps_the_recipe_when_a_faster_median_is_within_the_
     assert "worst run above the recipe's best" in text
     block = text.split("The recommended command for latency")[1]
     assert "the recipe's with --moe-backend marlin" in block and "vllm serve" in block
+
+
+def test_table_labels_tell_the_grid_sequence_limits_apart():
+    """The grid measures each kernel at --max-num-seqs 256 and 64: the rows and SLO notes name
+    the limit a candidate sets, so two rows never read the same."""
+    from tools.tune_pages import _label, recommendation_markdown
+
+    base = {"variant": "bf16", "moe_backend": "triton"}
+    assert _label(base) == "BF16, triton MoE"
+    assert _label({**base, "spec": {"extra_args": {"--max-num-seqs": 64}}}) == (
+        "BF16, triton MoE, 64 sequences"
+    )
+    assert _label({**base, "spec": {"variant": "bf16"}}) == "BF16, triton MoE"
+    text = recommendation_markdown("h200")  # the committed H200 grid, as the notebooks show it
+    assert "BF16, triton MoE, 64 sequences" in text and "BF16, triton MoE, 256 sequences" in text

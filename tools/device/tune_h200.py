@@ -162,8 +162,9 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
                   "(run again with the same --out to resume)", flush=True)  # fmt: skip
             continue
         tuning.tune(
-            base, loads, slo, cand_specs, only=[cand], include_recipe=name == "grid", **common
-        )
+            base, loads, slo, cand_specs, only=[cand], include_recipe=name == "grid",
+            remeasure=[cand] if cand in args.remeasure else [], **common,
+        )  # fmt: skip
     result = tuning.tune(
         base, loads, slo, cand_specs, only=[], include_recipe=name == "grid", **common
     )
@@ -202,6 +203,13 @@ def main(argv=None) -> int:
     p.add_argument("--no-grid", action="store_true", help="skip the grid (e.g. --c1 only)")
     p.add_argument("--releases", nargs="*", default=[], help="more vLLM releases, e.g. 0.28.0")
     p.add_argument("--only", nargs="*", default=None, help="candidate names to run now")
+    p.add_argument(
+        "--remeasure",
+        nargs="*",
+        default=[],
+        help="candidates whose saved points are measured again now, beside the others of this "
+        "session (one host, one day: e.g. the recipe, measured on another day)",
+    )
     p.add_argument(
         "--candidate-s",
         type=float,
