@@ -92,3 +92,9 @@ def test_each_shared_server_group_runs_in_one_worker(tmp_path):
     }
     assert all(len(w) == 1 for w in workers.values()), workers
     assert {g for _, n, g in ran if n == "test_on_the_server"} == {"@standin_server"}
+
+
+def test_the_reference_loop_gives_one_cores_seconds_for_its_loop():
+    """The machine-speed figure printed beside the suite's time: finite, positive seconds."""
+    s = suite_time.reference_loop_s(repeats=2, n=10**5)
+    assert isinstance(s, float) and 0 < s < 60
