@@ -243,11 +243,17 @@ def _verdict_ratio(rec: dict[str, Any]) -> str:
     """The measured configuration over the recipe (median ratio), with the lowest and highest
     its runs allow when both were repeated."""
     v = rec["verdict"]
-    text = f"{v.ratio:.2f}x" if v.ratio is not None else ""
-    if min(v.runs) > 1 and rec.get("ratio_range"):
-        lo, hi = rec["ratio_range"]
-        text += f" ({lo:.2f}-{hi:.2f})"
-    return text
+    if v.ratio is None:
+        return ""
+    return _ratio_text(v.ratio, rec.get("ratio_range") if min(v.runs) > 1 else None)
+
+
+def _ratio_text(ratio: float, ratio_range: tuple[float, float] | None) -> str:
+    """``1.05x (0.95-1.18)``: a ratio over the recipe and, when both sides were repeated, the
+    lowest and highest its runs allow (None: one run, no range)."""
+    return f"{ratio:.2f}x" + (
+        f" ({ratio_range[0]:.2f}-{ratio_range[1]:.2f})" if ratio_range else ""
+    )
 
 
 def _cells(row: dict[str, Any], role: str, ratio: str) -> str:
@@ -360,8 +366,8 @@ def recommendation_markdown(
             )
         runner, rr = rec["runner_up"], rec["runner_vs_recipe"]
         if is_recipe and runner is not None and rr is not None:
-            spread = f" ({rr[1]:.2f}-{rr[2]:.2f})" if min(rr[3:]) > 1 else ""
-            lines.append("| |" + _cells(runner, "next best", f"{rr[0]:.2f}x{spread}"))
+            ratio = _ratio_text(rr[0], rr[1:3] if min(rr[3:]) > 1 else None)
+            lines.append("| |" + _cells(runner, "next best", ratio))
         if (tied is None and runner is not None and rec["gap_pct"] is not None
                 and rec["gap_pct"] < NOISE_PCT and most == 1):  # fmt: skip
             notes.append(

@@ -205,14 +205,14 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
     if drafts is None and length is None and rate is None:
         return {}
     counted = drafts is not None and draft_tokens is not None and accepted is not None
-    if counted and drafts > 0 and accepted == 0 and draft_tokens < MIN_DRAFT_TOKENS_TO_JUDGE:
-        return {
-            "spec_decode_level": "too few drafts",
-            "spec_decode_verdict": f"{int(draft_tokens)} draft tokens, 0 accepted: too few "
-            f"to judge (an error needs at least {MIN_DRAFT_TOKENS_TO_JUDGE}); run more or "
-            "longer requests, or measure on real text: helpers.bench.acceptance.measure_acceptance",
-        }
     if (counted and drafts > 0 and accepted == 0) or (not counted and rate == 0.0):
+        if counted and draft_tokens < MIN_DRAFT_TOKENS_TO_JUDGE:
+            return {
+                "spec_decode_level": "too few drafts",
+                "spec_decode_verdict": f"{int(draft_tokens)} draft tokens, 0 accepted: too few "
+                f"to judge (an error needs at least {MIN_DRAFT_TOKENS_TO_JUDGE}); run more or "
+                "longer requests, or measure on real text: helpers.bench.acceptance.measure_acceptance",
+            }
         what = (
             f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)"
             if counted
