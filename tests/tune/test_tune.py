@@ -601,3 +601,22 @@ def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
         '--compilation-config {"cudagraph_mode":"FULL_DECODE_ONLY"}' in said
         and "--no-async-scheduling" in said
     )
+
+
+def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
+    """tools/device/tune_h200.py --remeasure: a name that is no candidate, or one left out by
+    --only, is refused before any server starts (it would otherwise be silently ignored)."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    for argv in (["--remeasure", "no-such"], ["--only", "bf16-triton-64", "--remeasure", "recipe"]):
+        with pytest.raises(SystemExit) as e:
+            tune_h200.main(["--dry-run", *argv])
+        assert e.value.code == 2
+        assert "--remeasure" in capsys.readouterr().err
+    assert tune_h200.main(["--dry-run", "--only", "recipe", "--remeasure", "recipe"]) == 0

@@ -235,6 +235,10 @@ def main(argv=None) -> int:
     else:
         loads = ["tune-1k", "tune-8k"]
     loads = tuning.workloads(loads)
+    known = {tuning.RECIPE, *(s["name"] for s in grid + c1)}
+    if set(args.remeasure) - known or set(args.remeasure) - set(args.only or known):
+        p.error(f"--remeasure {' '.join(args.remeasure)}: name candidates of this run "
+                f"({', '.join(sorted(known))}), each also in --only when --only is given")  # fmt: skip
     if args.dry_run:
         dry_run(base, grid, c1)
         n_grid, n_c1 = len(grid) + 1, len(c1) if args.c1 else 0
