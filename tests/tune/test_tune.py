@@ -620,3 +620,30 @@ def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
         assert e.value.code == 2
         assert "--remeasure" in capsys.readouterr().err
     assert tune_h200.main(["--dry-run", "--only", "recipe", "--remeasure", "recipe"]) == 0
+
+
+def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
+    """tools/device/tune_h200.py: --candidate-s budgets every candidate, --c1-candidate-s a c1
+    one on its own (a batch that re-measures grid candidates, then fills its last minutes with
+    c1 ones); without either, CANDIDATE_S, and nothing on the stand-in."""
+    from argparse import Namespace
+
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+
+    def budget(part, **given):
+        args = {"candidate_s": None, "c1_candidate_s": None, "stand_in": False, **given}
+        return tune_h200.candidate_budget_s(part, Namespace(**args))
+
+    assert budget("grid") == tune_h200.CANDIDATE_S["grid"] and budget("c1") == 320
+    assert budget("grid", stand_in=True) == 0 == budget("c1", stand_in=True)
+    assert budget("grid", candidate_s=600) == 600 == budget("c1", candidate_s=600)
+    assert budget("grid", candidate_s=600, c1_candidate_s=250) == 600
+    assert budget("c1", candidate_s=600, c1_candidate_s=250) == 250
+    assert budget("c1", c1_candidate_s=250) == 250 and budget("grid", c1_candidate_s=250) == 900

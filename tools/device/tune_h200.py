@@ -139,6 +139,16 @@ def estimate_s(loads, concurrencies=None) -> float:
 CANDIDATE_S = {"grid": 900.0, "c1": 320.0}
 
 
+def candidate_budget_s(part: str, args) -> float:
+    """Seconds a candidate of ``part`` ("grid" or "c1") must have left before it starts:
+    ``--c1-candidate-s`` for a c1 one when given, else ``--candidate-s``, else
+    :data:`CANDIDATE_S` (0 on the stand-in, whose budget is the rehearsal's own)."""
+    for given in (args.c1_candidate_s if part == "c1" else None, args.candidate_s):
+        if given is not None:
+            return float(given)
+    return 0.0 if args.stand_in else CANDIDATE_S[part]
+
+
 def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) -> tuning.TuneResult:
     """Tune one candidate at a time, each only when its estimate fits the budget left."""
     start = time.monotonic()
@@ -152,11 +162,7 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
         if args.only and cand not in args.only:
             continue
         left = args.budget_s - (time.monotonic() - T0)
-        need = (
-            args.candidate_s
-            if args.candidate_s is not None
-            else (0.0 if args.stand_in else CANDIDATE_S[name])
-        )
+        need = candidate_budget_s(name, args)
         if args.budget_s and need > left:
             print(f"[{name}] {cand}: about {need:.0f} s, {left:.0f} s of budget left: not started "
                   "(run again with the same --out to resume)", flush=True)  # fmt: skip
@@ -215,6 +221,13 @@ def main(argv=None) -> int:
         type=float,
         default=None,
         help="seconds budgeted per candidate (default: CANDIDATE_S, 900 grid, 320 c1)",
+    )
+    p.add_argument(
+        "--c1-candidate-s",
+        type=float,
+        default=None,
+        help="seconds budgeted per c1 candidate when it differs from --candidate-s (a batch "
+        "that re-measures grid candidates and then fills its last minutes with c1 ones)",
     )
     p.add_argument("--gpu-hour-usd", type=float, default=3.5, help="example price per GPU hour")
     p.add_argument("--repeats", type=int, default=3, help="runs of each decision point")
