@@ -58,13 +58,19 @@ GOALS = (
 def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list[dict[str, Any]]:
     """The SLO limits the tuning step bisected (``slo_limits`` of each candidate in a tuning
     folder's ``tune.json``) for ``workload``, from the committed ``files`` (names as in the
-    ``file`` column: ``grid-0.32.0/tune.json``), with the candidate's row label fields."""
+    ``file`` column: ``grid-0.32.0/tune.json``), with the candidate's row label fields. A
+    candidate measured at one concurrency only (the concurrency-1 candidates) had no limit to
+    search: left out."""
     out = []
     for path in sorted(Path(results_dir or RESULTS_DIR).glob("*/tune/*/tune.json")):
         if f"{path.parent.name}/tune.json" not in files:
             continue
         for cand in json.loads(path.read_text()).get("candidates") or []:
+            levels = {p.get("concurrency") for p in cand.get("points") or []
+                      if p.get("workload") == workload}  # fmt: skip
             for lim in cand.get("slo_limits") or []:
+                if len(levels) < 2 and not lim.get("probes"):
+                    continue
                 if lim.get("workload") == workload and lim.get("limit") is not None:
                     out.append({**lim, "variant": cand.get("variant"),
                                 "moe_backend": cand.get("moe_backend"), "spec": cand.get("spec"),
@@ -101,9 +107,13 @@ def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
 
 def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """:func:`tune_runs` with one row per point: a repeated point is the median of its runs
-    (never its luckiest run), with ``repeats`` and the spread (``<metric>_min`` / ``_max``)."""
+    (never its luckiest run), with ``repeats`` and the spread (``<metric>_min`` / ``_max``).
+    Goodput is each run's (:func:`helpers.tune.slo.with_goodput`) before the median: a share
+    of medians taken from different runs is no run's goodput."""
     runs = tune_runs(target, results_dir)
-    return None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
+    if runs is None:
+        return None
+    return noise.aggregate(slos.with_goodput(runs), POINT).reset_index(drop=True)
 
 
 #: What names one point across the committed files.
@@ -112,24 +122,50 @@ POINT = ("file", "candidate", "vllm_version", "workload", "concurrency")
 
 def _label(row: dict[str, Any]) -> str:
     """``NVFP4, humming MoE``, with ``, 64 sequences`` when the candidate sets
-    ``--max-num-seqs`` (the grid measures each kernel at 256 and 64)."""
+    ``--max-num-seqs`` (the grid measures each kernel at 256 and 64) and each other flag it
+    sets (the concurrency-1 candidates): ``, --stream-interval 4``,
+    ``, --compilation-config {"cudagraph_mode": "FULL"}``."""
     kernel = row.get("moe_backend") or "default"
     spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
-    seqs = (spec.get("extra_args") or {}).get("--max-num-seqs")
-    return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE" + (
-        f", {seqs} sequences" if seqs else ""
+    extra = dict(spec.get("extra_args") or {})
+    seqs = extra.pop("--max-num-seqs", None)
+    flags = [
+        flag
+        if value is True
+        else f"{flag} {json.dumps(value) if isinstance(value, dict) else value}"
+        for flag, value in extra.items()
+        if value is not None and value is not False
+    ]
+    return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE" + "".join(
+        [f", {seqs} sequences"] * bool(seqs) + [f", {f}" for f in flags]
     )
+
+
+def _runs_at(runs: pd.DataFrame | None, row: dict[str, Any]) -> pd.DataFrame | None:
+    """The runs (one row each) of the point ``row`` names; None when the runs are not given
+    or hold none of it."""
+    if runs is None:
+        return None
+    mine = runs[[all(r[k] == row[k] for k in POINT) for r in runs.to_dict("records")]]
+    return None if mine.empty else mine
 
 
 def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> list[float]:
     """Each run's score (by ``goal``'s objective) at the point ``row`` names; the point's
     median alone when the runs are not given."""
-    if runs is None:
-        return [float(row["score"])]
-    mine = runs[[all(r[k] == row[k] for k in POINT) for r in runs.to_dict("records")]]
-    if mine.empty:
+    mine = _runs_at(runs, row)
+    if mine is None:
         return [float(row["score"])]
     return [float(v) for v in slos.scores(slos.with_goodput(mine), goal.objective)]
+
+
+def _apart(runs: pd.DataFrame | None, best: dict[str, Any], recipe: dict[str, Any]) -> list[str]:
+    """Why ``best``'s runs may not compare with the recipe's (:func:`helpers.tune.noise.apart`),
+    read from their runs, or from the two points when the runs are not given."""
+    mine, ref = _runs_at(runs, best), _runs_at(runs, recipe)
+    mine = pd.DataFrame([dict(best)]) if mine is None else mine
+    ref = pd.DataFrame([dict(recipe)]) if ref is None else ref
+    return noise.apart(mine, ref, best["candidate"])
 
 
 def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
@@ -141,6 +177,20 @@ def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
         return pts
     repeated = set(pts.loc[pts["repeats"] > 1, "file"])
     return pts[pts["file"].isin(repeated)] if repeated else pts
+
+
+def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
+    """The recipe's point ``best`` is compared with: the recipe's best point in ``best``'s own
+    file when it has one (the same tuning run: the c1 candidates' session measures the recipe
+    again as their anchor), else its best point in any file; None without a recipe point."""
+    if pts.empty or not pts["recipe"].any():
+        return None
+    mine = pts[pts["recipe"]]
+    if best is not None and (mine["file"] == best["file"]).any():
+        same = slos.choose(mine[mine["file"] == best["file"]], goal.slo, goal.objective)
+        if same is not None:
+            return same
+    return slos.choose(mine, goal.slo, goal.objective)
 
 
 def recommendations(
@@ -166,7 +216,8 @@ def recommendations(
         median ratio, lowest, highest, runs of each), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
         run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration).
     """
-    rows = slos.with_goodput(rows[rows["vllm_version"].astype(str).isin(offered)])
+    rows = rows[rows["vllm_version"].astype(str).isin(offered)]
+    rows = rows if "goodput_tok_s_per_gpu" in rows else slos.with_goodput(rows)
     out = []
     for goal in GOALS:
         pts = rows[rows["workload"] == goal.workload]
@@ -174,15 +225,11 @@ def recommendations(
             pts = pts[pts["concurrency"] == goal.concurrency]
         pts = _decision_points(pts)
         best = slos.choose(pts, goal.slo, goal.objective) if not pts.empty else None
-        recipe = (
-            slos.choose(pts[pts["recipe"]], goal.slo, goal.objective)
-            if not pts.empty and pts["recipe"].any()
-            else None
-        )
+        recipe = _recipe_for(pts, best, goal)
         tied, verdict, ratio_range = None, None, None
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
             a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
-            verdict = noise.verdict(a, b)
+            verdict = noise.verdict(a, b, _apart(runs, best, recipe))
             ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
             if not verdict.beats:
                 tied, best = best, recipe
@@ -308,6 +355,7 @@ def recommendation_markdown(
     runs = tune_runs(target, results_dir)
     if runs is None:
         return None
+    runs = slos.with_goodput(runs)  # each run's goodput, then the median (tune_rows)
     rows = noise.aggregate(runs, POINT).reset_index(drop=True)
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]
@@ -320,7 +368,7 @@ def recommendation_markdown(
         else f"the points a choice rests on run up to {most} times, each with its own seed: "
         "figures are the median with the runs' min-max in brackets, and a configuration "
         "replaces the recipe only when its worst run beats the recipe's best, else the row "
-        "says tie (within noise)"
+        "says tie (within noise), or tie (measured apart) when the two ran in different sessions"
     )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "
@@ -357,7 +405,7 @@ def recommendation_markdown(
             )
             lines.append("| |" + _cells(recipe, ref, "1.00x"))  # fmt: skip
         if tied is not None:
-            lines.append("| |" + _cells(tied, "tie (within noise)", _verdict_ratio(rec)))
+            lines.append("| |" + _cells(tied, rec["verdict"].tie, _verdict_ratio(rec)))
             notes.append(f"{goal.name}: {_label(tied)} on vLLM {tied['vllm_version']} measured "
                          f"{rec['verdict'].text}: the recipe stays")  # fmt: skip
         elif rec["verdict"] is not None:

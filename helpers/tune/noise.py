@@ -26,6 +26,15 @@ POINT_KEYS = ("candidate", "workload", "concurrency")
 #: docs/results/README.md: "One run per point unless said otherwise: treat differences under
 #: about 5 % as noise."
 SINGLE_RUN_TIE = 0.05
+#: Runs of two candidates measured further apart than this (seconds) do not decide between them:
+#: load and machine change in between (a resumed run measured the recipe under load and a
+#: candidate on idle cores: "17.74x the recipe's", the same speed measured side by side; the
+#: recipe's tune-1k point on two H200 machines, 2026-12-02 and -03: 5,143 and 4,684 output
+#: tok/s at concurrency 64, 244 and 212 at concurrency 1, each the median of 3 runs whose
+#: ranges do not overlap, docs/results/h200/tune/README.md).
+MEASURED_APART_S = 3600
+#: The format of the ``date`` vLLM's ``bench serve`` writes into each point's JSON.
+VLLM_DATE = "%Y%m%d-%H%M%S"
 
 
 def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFrame:
@@ -65,6 +74,36 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFr
         c for c in out.columns if c not in runs.columns and c not in keys]]]  # fmt: skip
 
 
+def apart(mine: pd.DataFrame, ref: pd.DataFrame, name: str) -> list[str]:
+    """Why the runs ``mine`` (of candidate ``name``) may not be compared with the recipe's runs
+    ``ref``: a median ``date`` (vLLM's, :data:`VLLM_DATE`) more than :data:`MEASURED_APART_S`
+    apart, or another ``host``; [] when measured together or when the rows do not say.
+
+    Args:
+        mine, ref: run rows (one per run) with ``date`` and, optionally, ``host`` columns.
+        name: the candidate, for the words.
+
+    Returns:
+        One phrase per reason: ``"measured 7.4 h apart (bf16: 2026-12-03 03:44; the recipe:
+        2026-12-03 11:10)"``, ``"on another host (bf16: box-b; the recipe: box-a)"``.
+    """
+    reasons = []
+    if "date" in mine and "date" in ref:
+        a = pd.to_datetime(mine["date"], format=VLLM_DATE, errors="coerce").dropna()
+        b = pd.to_datetime(ref["date"], format=VLLM_DATE, errors="coerce").dropna()
+        if len(a) and len(b):
+            gap = abs((a.median() - b.median()).total_seconds())
+            if gap > MEASURED_APART_S:
+                reasons.append(f"measured {gap / 3600:.1f} h apart ({name}: {a.min():%Y-%m-%d %H:%M}; "
+                               f"the recipe: {b.min():%Y-%m-%d %H:%M})")  # fmt: skip
+    if "host" in mine and "host" in ref:
+        a, b = set(mine["host"].dropna()), set(ref["host"].dropna())
+        if a and b and a != b:
+            reasons.append(f"on another host ({name}: {', '.join(map(str, sorted(a)))}; "
+                           f"the recipe: {', '.join(map(str, sorted(b)))})")  # fmt: skip
+    return reasons
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """Whether a candidate beats the recipe beyond the noise (:func:`verdict`).
@@ -74,7 +113,7 @@ class Verdict:
         ratio: the candidate's median over the recipe's median.
         runs: repeats of the candidate's point and of the recipe's.
         text: the words for the summary: ``"1.31x the recipe's median (3 runs each; ...)"``
-            or ``"tie (within noise): ..."``.
+            or ``"tie (within noise): ..."`` / ``"tie (measured apart): ..."``.
     """
 
     beats: bool
@@ -82,8 +121,16 @@ class Verdict:
     runs: tuple[int, int]
     text: str
 
+    @property
+    def tie(self) -> str | None:
+        """The kind of tie, as a table row names it: ``"tie (within noise)"`` or ``"tie
+        (measured apart)"``; None when the candidate beats the recipe."""
+        return None if self.beats else self.text.split(":", 1)[0]
 
-def verdict(candidate: Sequence[float], recipe: Sequence[float]) -> Verdict:
+
+def verdict(
+    candidate: Sequence[float], recipe: Sequence[float], measured_apart: Sequence[str] = ()
+) -> Verdict:
     """The rule that lets a candidate replace the recipe: a margin beyond the noise.
 
     - **Repeated** (2 or more runs of each point): the candidate wins only when its worst run
@@ -93,10 +140,16 @@ def verdict(candidate: Sequence[float], recipe: Sequence[float]) -> Verdict:
       5 %), 1 in 6 at 2 (the stand-in's CI rehearsal, not a GPU's choice).
     - **One run** of either: no spread was measured; the candidate wins only when its median is
       more than :data:`SINGLE_RUN_TIE` (5 %) above the recipe's, and the text says it was one run.
+    - **Measured apart** (``measured_apart`` gives reasons, :func:`apart`): never a win, a tie
+      until both are measured side by side. The runs' spread is one machine's within an hour;
+      between machines and days the same command moved more than any margin measured so far
+      (:data:`MEASURED_APART_S`).
 
     Args:
         candidate, recipe: each run's score at the chosen point (higher is better, e.g.
             goodput tok/s per GPU: :func:`helpers.tune.slo.scores`).
+        measured_apart: why the two sides may not compare (:func:`apart`); () when measured
+            together.
 
     Returns:
         A :class:`Verdict`.
@@ -118,12 +171,19 @@ def verdict(candidate: Sequence[float], recipe: Sequence[float]) -> Verdict:
     if min(runs) >= 2:
         each = f"{runs[0]} runs each" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]} runs"
         ranges = f"{min(a):,.0f}-{max(a):,.0f} vs the recipe's {min(b):,.0f}-{max(b):,.0f}"
+        if min(a) > max(b) and measured_apart:
+            return Verdict(False, ratio, runs, f"tie (measured apart): {say} median ({each}; "
+                           f"{ranges}), but {'; '.join(measured_apart)}: only runs side by side "
+                           "decide")  # fmt: skip
         if min(a) > max(b):
             return Verdict(True, ratio, runs, f"{say} median ({each}; worst run above the "
                            f"recipe's best: {ranges})")  # fmt: skip
         return Verdict(False, ratio, runs, f"tie (within noise): {say} median, ranges overlap "
                        f"({each}: {ranges})")  # fmt: skip
     one = "one run each" if runs == (1, 1) else f"{runs[0]} run(s) vs {runs[1]}"
+    if ratio is not None and ratio > 1 + SINGLE_RUN_TIE and measured_apart:
+        return Verdict(False, ratio, runs, f"tie (measured apart): {say} ({one}), but "
+                       f"{'; '.join(measured_apart)}: only runs side by side decide")  # fmt: skip
     if ratio is not None and ratio > 1 + SINGLE_RUN_TIE:
         return Verdict(True, ratio, runs, f"{say} ({one}: no spread measured)")
     return Verdict(False, ratio, runs, f"tie (within noise): {say} ({one}: no spread measured, "

@@ -21,13 +21,6 @@ from helpers.tune import slo as slos
 from helpers.tune.points import _read_json, _repeat_of, _write_json, limit, point_runs, points_frame
 from helpers.tune.saved import RECIPE, _where, document
 
-#: Points of two candidates measured further apart than this (seconds) may not compare: the
-#: machine's load changes (a resumed run measured the recipe under load and a candidate on
-#: idle cores: "17.74x the recipe's", the same speed measured side by side).
-MEASURED_APART_S = 3600
-#: The format of the ``date`` vLLM's ``bench serve`` writes into each point's JSON.
-VLLM_DATE = "%Y%m%d-%H%M%S"
-
 #: Decimals of :meth:`TuneResult.recommendation_table`'s columns, for reading (tok/s and ms to
 #: 0.1, the share of good requests to 0.01, dollars to 0.001); ``tune.json`` keeps full precision.
 TABLE_DECIMALS = {
@@ -84,7 +77,7 @@ def collect(
             n += int((df["repeat"] == 0).sum())
             if "date" in df:
                 dates += list(
-                    pd.to_datetime(df["date"], format=VLLM_DATE, errors="coerce").dropna()
+                    pd.to_datetime(df["date"], format=noise.VLLM_DATE, errors="coerce").dropna()
                 )
         last = failures[-1] if failures else None
         expected = sum(len(w.concurrencies) for w in loads)
@@ -169,6 +162,12 @@ class Recommendation:
     tied_with: str | None = None
     slo_limit: dict[str, Any] | None = None
     api: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def tie(self) -> str | None:
+        """``"tie (within noise)"`` or ``"tie (measured apart)"`` when ``tied_with`` did not
+        replace the recipe (:attr:`helpers.tune.noise.Verdict.tie`); else None."""
+        return self.verdict.split(":", 1)[0] if self.tied_with and self.verdict else None
 
     def _figure(self, value: float, metric: str) -> str:
         lo_hi = self.spread.get(metric)
@@ -313,11 +312,14 @@ class TuneResult:
         runs = pts["repeats"].fillna(1)
         return pts[runs >= runs.groupby(pts["candidate"]).transform("max")]
 
+    def _runs_at(self, point: Mapping[str, Any]) -> pd.DataFrame:
+        """The runs (one row each) of one point."""
+        runs = self.runs if not self.runs.empty else self.points
+        return _where(runs, **{k: point[k] for k in noise.POINT_KEYS})
+
     def _run_scores(self, point: Mapping[str, Any], objective: str = "goodput") -> list[float]:
         """Each run's score (:func:`helpers.tune.slo.scores`) at one point."""
-        runs = self.runs if not self.runs.empty else self.points
-        mine = _where(runs, **{k: point[k] for k in noise.POINT_KEYS})
-        return [v for v in slos.scores(mine, objective) if v == v]
+        return [v for v in slos.scores(self._runs_at(point), objective) if v == v]
 
     def recommended(self, workload: str | None = None) -> Recommendation | None:
         """The best point under the SLO at ``workload`` by medians (:meth:`_decidable`,
@@ -334,7 +336,11 @@ class TuneResult:
         recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
         words, tied = None, None
         if recipe is not None and best["candidate"] != recipe["candidate"]:
-            v = noise.verdict(self._run_scores(best), self._run_scores(recipe))
+            v = noise.verdict(
+                self._run_scores(best),
+                self._run_scores(recipe),
+                noise.apart(self._runs_at(best), self._runs_at(recipe), best["candidate"]),
+            )
             words = v.text
             if not v.beats:
                 best, tied = recipe, best["candidate"]
@@ -393,7 +399,7 @@ class TuneResult:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
             if rec is not None and rec.tied_with:
                 t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo)
-                picks.append(("tie (within noise)", rec.tied_with, int(t["concurrency"])))
+                picks.append((rec.tie, rec.tied_with, int(t["concurrency"])))
             if not picks:
                 near = self.closest(w.name)
                 rows.append({"workload": w.name, "role": "none meets the SLO",
@@ -452,28 +458,24 @@ class TuneResult:
 
     def measured_apart(self, workload: str, candidate: str) -> list[str]:
         """One line, with the fix, when ``candidate``'s points at ``workload`` may not compare
-        with the recipe's: measured more than :data:`MEASURED_APART_S` apart, on another host
-        or on another vLLM release (a resumed run mixes them); else none."""
+        with the recipe's: measured apart (:func:`helpers.tune.noise.apart`: more than
+        :data:`helpers.tune.noise.MEASURED_APART_S`, or on another host) or on another vLLM
+        release (a resumed run mixes them); else none."""
         pts = self._of(workload)
         if pts.empty or candidate == RECIPE or not pts["recipe"].any():
             return []
         mine, ref = _where(pts, candidate=candidate), pts[pts["recipe"]]
-        reasons, older = [], RECIPE
-        when = {n: pd.to_datetime(p["date"], format=VLLM_DATE, errors="coerce").dropna()
-                for n, p in (("mine", mine), ("ref", ref))} if "date" in pts else {}  # fmt: skip
-        if when and len(when["mine"]) and len(when["ref"]):
-            delta = (when["mine"].median() - when["ref"].median()).total_seconds()
-            gap, older = abs(delta), (RECIPE if delta > 0 else candidate)
-            if gap > MEASURED_APART_S:
-                reasons.append(
-                    f"measured {gap / 3600:.1f} h apart ({candidate}: "
-                    f"{when['mine'].min():%Y-%m-%d %H:%M}; the recipe: {when['ref'].min():%Y-%m-%d %H:%M})"
-                )
-        for col, what in (("host", "host"), ("vllm_version", "vLLM release")):
-            a = set(mine[col].dropna()) if col in pts else set()
-            b = set(ref[col].dropna()) if col in pts else set()
+        reasons = noise.apart(mine, ref, candidate)
+        older = RECIPE
+        if "date" in pts:
+            a, b = (pd.to_datetime(p["date"], format=noise.VLLM_DATE, errors="coerce").dropna()
+                    for p in (mine, ref))  # fmt: skip
+            if len(a) and len(b) and a.median() < b.median():
+                older = candidate
+        if "vllm_version" in pts:
+            a, b = set(mine["vllm_version"].dropna()), set(ref["vllm_version"].dropna())
             if a and b and a != b:
-                reasons.append(f"on another {what} ({candidate}: {', '.join(map(str, a))}; "
+                reasons.append(f"on another vLLM release ({candidate}: {', '.join(map(str, a))}; "
                                f"the recipe: {', '.join(map(str, b))})")  # fmt: skip
         if not reasons:
             return []

@@ -456,3 +456,160 @@ def test_table_labels_tell_the_grid_sequence_limits_apart():
     assert _label({**base, "spec": {"variant": "bf16"}}) == "BF16, triton MoE"
     text = recommendation_markdown("h200")  # the committed H200 grid, as the notebooks show it
     assert "BF16, triton MoE, 64 sequences" in text and "BF16, triton MoE, 256 sequences" in text
+
+
+def test_runs_measured_apart_never_replace_the_recipe():
+    """Two H200 machines measured the recipe's own command 9-13 % apart (docs/results/h200/
+    tune/README.md): a margin between runs of different sessions is a tie until both are
+    measured side by side, however clear it looks within each session's spread."""
+    dates = lambda *d: pd.DataFrame({"date": list(d)})  # noqa: E731
+    together = noise.apart(dates("20261203-111000", "20261203-111500"),
+                           dates("20261203-104500"), "fast")  # fmt: skip
+    assert together == []
+    reasons = noise.apart(dates("20261203-034400", "20261203-034700"),
+                          dates("20261203-111000", "20261203-111300"), "fast")  # fmt: skip
+    assert reasons == [
+        "measured 7.4 h apart (fast: 2026-12-03 03:44; the recipe: 2026-12-03 11:10)"
+    ]
+    hosts = noise.apart(pd.DataFrame({"host": ["box-b"]}), pd.DataFrame({"host": ["box-a"]}), "f")
+    assert hosts == ["on another host (f: box-b; the recipe: box-a)"]
+    assert noise.apart(pd.DataFrame({"x": [1]}), pd.DataFrame({"x": [2]}), "f") == []
+
+    beside = noise.verdict([5300, 5250, 5400], [4800, 5100, 4900])
+    assert beside.beats and beside.tie is None
+    apart = noise.verdict([5300, 5250, 5400], [4800, 5100, 4900], reasons)
+    assert not apart.beats and apart.tie == "tie (measured apart)"
+    assert apart.text.startswith("tie (measured apart): 1.08x the recipe's median (3 runs each; ")
+    assert "measured 7.4 h apart" in apart.text and "only runs side by side decide" in apart.text
+    one = noise.verdict([120], [100], reasons)  # one run each: the same rule
+    assert not one.beats and one.tie == "tie (measured apart)"
+    # within the noise it stays the tie it was: being apart adds nothing to explain
+    assert noise.verdict([5300, 5050, 5400], [4800, 5100, 4900], reasons).tie == (
+        "tie (within noise)"
+    )
+
+
+def test_the_tuning_summary_ties_a_winner_measured_in_another_session(tmp_path):
+    """The tuning step's own choice follows the same rule as the rendered table: a candidate
+    three runs above the recipe's best, measured 6 h later, is the tie row; measured beside
+    the recipe it is recommended. The runs are vLLM's own JSON (a stand-in point's rate and
+    date changed)."""
+    cands = tuning.make_candidates(
+        resolve("h200"), [{"name": "fast", "extra_args": {"--max-num-seqs": 64}}]
+    )
+    load = tuning.workloads({**TINY, "concurrencies": [1]})
+
+    def write(name, hour, speeds):
+        (tmp_path / name / "tiny").mkdir(parents=True, exist_ok=True)
+        for r, speed in enumerate(speeds):
+            tag = f"{name}-r{r}" if r else name
+            point = {**POINT, "date": f"20261203-{hour:02d}{r:02d}00", "output_throughput": speed}
+            (tmp_path / name / "tiny" / f"{tag}-c1.json").write_text(json.dumps(point))
+        (tmp_path / name / "candidate.json").write_text(json.dumps({"name": name}))
+
+    write("recipe", 9, [100.0, 104.0, 102.0])
+    write("fast", 15, [120.0, 125.0, 122.0])
+    apart = collect(tmp_path, resolve("h200"), cands, load, BOUNDS, run=Run("stand_in"))
+    rec = apart.recommended("tiny")
+    assert rec.candidate == "recipe" and rec.tied_with == "fast"
+    assert rec.tie == "tie (measured apart)"
+    roles = list(apart.recommendation_table()["role"])
+    assert roles == ["recommended", "recipe", "tie (measured apart)"], roles
+    assert "note: fast and the recipe were measured 6.0 h apart" in apart.summary()
+    write("fast", 9, [120.0, 125.0, 122.0])
+    beside = collect(tmp_path, resolve("h200"), cands, load, BOUNDS, run=Run("stand_in"))
+    assert beside.recommended("tiny").candidate == "fast" and beside.recommended("tiny").tie is None
+
+
+def test_the_rendered_goodput_is_each_runs_then_the_median(tmp_path):
+    """A point's goodput in the Hopper notebooks' table is the median of its runs' goodput:
+    vLLM's request_goodput can come back as text in a tune.json (an object column that a
+    median skips), and a share of medians taken from different runs is no run's goodput."""
+    from tools.tune_pages import tune_rows
+
+    root = _seeds_only_root(tmp_path)
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    cand = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    first = next(p for p in cand["points"] if p["workload"] == "tune-1k" and p["concurrency"] == 1)
+    rate = first["request_throughput"]
+    runs = [(0.5, 1.0), (1.0, 1.2), (0.9, 1.1)]  # (good share, output speed factor) per run
+    cand["points"] += [{**first, "repeat": 1}, {**first, "repeat": 2}]
+    mine = [p for p in cand["points"] if p["workload"] == "tune-1k" and p["concurrency"] == 1]
+    speed = first["output_throughput"]
+    for p, (good, f) in zip(mine, runs, strict=True):
+        p.update(request_goodput=str(good * rate), request_throughput=rate,
+                 output_throughput=speed * f, output_throughput_per_gpu=speed * f)  # fmt: skip
+    path.write_text(json.dumps(doc))
+    rows = tune_rows("h200", root)
+    row = rows[(rows["candidate"] == "nvfp4-marlin") & (rows["workload"] == "tune-1k")
+               & (rows["concurrency"] == 1)].iloc[0]  # fmt: skip
+    per_run = sorted(good * f * speed for good, f in runs)  # 0.5, 1.2, 0.99 of the speed
+    assert row["goodput_tok_s_per_gpu"] == pytest.approx(per_run[1])
+    assert (row["goodput_tok_s_per_gpu_min"], row["goodput_tok_s_per_gpu_max"]) == (
+        pytest.approx(per_run[0]), pytest.approx(per_run[2]))  # fmt: skip
+
+
+def _seeds_only_root(tmp_path):
+    import shutil
+
+    root = tmp_path / "results"
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    for run in (root / "h200" / "tune").glob("*/tune.json"):
+        shutil.rmtree(run.parent)
+    return root
+
+
+def test_concurrency_1_candidates_name_their_flags_and_claim_no_slo_limit():
+    """The c1 candidates (tools/device/tune_h200.py) differ from the grid's Marlin row by one
+    flag each: their table label says it; measured at concurrency 1 alone, no SLO limit was
+    searched, so the notes list none of theirs."""
+    from tools.tune_pages import _label, slo_limits
+
+    base = {"variant": "nvfp4", "moe_backend": "marlin"}
+    full = {"extra_args": {"--compilation-config": {"cudagraph_mode": "FULL"}}}
+    assert _label({**base, "spec": full}) == (
+        'NVFP4, marlin MoE, --compilation-config {"cudagraph_mode": "FULL"}'
+    )
+    no_async = {"extra_args": {"--async-scheduling": None, "--no-async-scheduling": True}}
+    assert _label({**base, "spec": no_async}) == "NVFP4, marlin MoE, --no-async-scheduling"
+    seqs = {"extra_args": {"--max-num-seqs": 64, "--stream-interval": 4}}
+    assert _label({**base, "spec": seqs}) == "NVFP4, marlin MoE, 64 sequences, --stream-interval 4"
+    files = {"grid-0.32.0/tune.json", "c1-0.32.0-2026-12-03/tune.json"}
+    limits = slo_limits(None, files, "tune-1k")
+    names = {lim["candidate"] for lim in limits}
+    assert "recipe" in names and not any(n.startswith("c1-") for n in names), names
+
+
+def test_a_concurrency_1_candidate_is_judged_against_its_own_sessions_recipe(tmp_path):
+    """The c1 candidates run in later sessions than the grid, each session measuring the
+    recipe's concurrency-1 point again as their anchor: the table compares a candidate with
+    that anchor (same file, same session), not with the grid's recipe measured on another
+    machine. The candidate's runs are the committed c1-marlin's, scaled."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = tmp_path / "results"
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    path = root / "h200" / "tune" / "c1-0.32.0-2026-12-03" / "tune.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "c1-marlin")
+    grid = json.loads((root / "h200" / "tune" / "grid-0.32.0" / "tune.json").read_text())
+    grid_recipe = next(c for c in grid["candidates"] if c["recipe"])
+    anchor = json.loads(json.dumps({**grid_recipe, "points": marlin["points"]}))
+    for p in anchor["points"]:  # this session's recipe: slower than the grid's (another day)
+        p["tokens_per_s_per_user"] *= 0.8
+    for p in marlin["points"]:  # the candidate: the fastest of all, 1.5x its session's recipe
+        p["tokens_per_s_per_user"] *= 1.2
+    doc["candidates"].insert(0, anchor)
+    path.write_text(json.dumps(doc))
+    text = recommendation_markdown("h200", root)
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| latency"))
+    assert "**recommended** | NVFP4, marlin MoE | 0.32.0 | 1 | 3 |" in lines[i], lines[i]
+    assert "`c1-0.32.0-2026-12-03/tune.json`" in lines[i] and "| 1.50x (1." in lines[i], lines[i]
+    assert (
+        "recipe's command (reference)" in lines[i + 1]
+        and "c1-0.32.0-2026-12-03/tune.json" in lines[i + 1]
+    )

@@ -10,7 +10,8 @@ Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 
 own seed, and its SLO limit is bisected with at most ``--slo-search`` extra points per workload
 (default 2): a candidate replaces the recipe only when its worst run beats the recipe's best
 (``helpers.tune.noise.verdict``). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
-``tune-1k``); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
+``tune-1k``), with the recipe's concurrency-1 point measured again in the same session as their
+anchor (list ``recipe`` in ``--only``: a candidate is compared only with runs of its own session); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
 (they run only in an environment with it; the same ``--out`` merges both).
 
 Output (``--out DIR``): ``DIR/grid/`` and ``DIR/c1/``, each a tuning folder (points, failures,
@@ -157,8 +158,10 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
     common = dict(mode=mode, concurrencies=concurrencies, gpu_hour_usd=args.gpu_hour_usd,
                   out_dir=folder, retry_failed=args.retry_failed, progress=True,
                   repeats=args.repeats, slo_search=args.slo_search)  # fmt: skip
-    names = [tuning.RECIPE if name == "grid" else None] + [s["name"] for s in cand_specs]
-    for cand in [n for n in names if n]:
+    # the recipe is every part's anchor: a c1 candidate is compared with the recipe measured in
+    # its own session (runs of different sessions never decide, helpers.tune.noise.apart)
+    names = [tuning.RECIPE] + [s["name"] for s in cand_specs]
+    for cand in names:
         if args.only and cand not in args.only:
             continue
         left = args.budget_s - (time.monotonic() - T0)
@@ -168,12 +171,10 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
                   "(run again with the same --out to resume)", flush=True)  # fmt: skip
             continue
         tuning.tune(
-            base, loads, slo, cand_specs, only=[cand], include_recipe=name == "grid",
+            base, loads, slo, cand_specs, only=[cand], include_recipe=True,
             remeasure=[cand] if cand in args.remeasure else [], **common,
         )  # fmt: skip
-    result = tuning.tune(
-        base, loads, slo, cand_specs, only=[], include_recipe=name == "grid", **common
-    )
+    result = tuning.tune(base, loads, slo, cand_specs, only=[], include_recipe=True, **common)
     result.save(applies_to=APPLIES_TO)
     for w in loads:
         if not result.points.empty and w.name in set(result.points["workload"]):
@@ -189,8 +190,8 @@ def dry_run(base, grid, c1) -> None:
     """Print each candidate's command and check it against its release's flag table (and the
     installed vLLM's parser where it is that release)."""
     installed = installed_vllm_version()
-    for part, cand_specs, include in (("grid", grid, True), ("c1", c1, False)):
-        for c in tuning.make_candidates(base, cand_specs, include_recipe=include):
+    for part, cand_specs in (("grid", grid), ("c1", c1)):
+        for c in tuning.make_candidates(base, cand_specs, include_recipe=part == "grid"):
             check_config(c.config, quiet=True)
             parsed = tuning._same_release(c.config.vllm_version, installed)
             if parsed:
