@@ -199,8 +199,9 @@ def recommendations(
     """Per goal of :data:`GOALS`, the tuning step's choice on the committed points.
 
     A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
-    with repeats, its worst run above the recipe's best; with one run, more than 5 %); else
-    the recipe stays recommended and the faster-by-median one is ``tied``.
+    with repeats, its worst run above the recipe's best; with one run, more than 5 %), and only
+    against the recipe measured in its session (:func:`_recipe_for`, :func:`helpers.tune.noise.apart`);
+    else the recipe stays recommended and the faster-by-median one is ``tied``.
 
     Args:
         rows: the points (:func:`tune_rows`, medians).

@@ -324,7 +324,8 @@ class TuneResult:
     def recommended(self, workload: str | None = None) -> Recommendation | None:
         """The best point under the SLO at ``workload`` by medians (:meth:`_decidable`,
         :func:`helpers.tune.slo.choose`) when it beats the recipe's best beyond the noise
-        (:func:`helpers.tune.noise.verdict`), else the recipe's, the tie named in ``tied_with``.
+        (:func:`helpers.tune.noise.verdict`) and was measured beside it
+        (:func:`helpers.tune.noise.apart`), else the recipe's, the tie named in ``tied_with``.
         None when no point meets the SLO (:meth:`closest` says which came nearest)."""
         name = self._workload(workload)
         pts = self._decidable(name)
