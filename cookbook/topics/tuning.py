@@ -30,6 +30,10 @@
 #   under the SLO) run `repeats` times, each run with prompts of its own (its own seed); the
 #   tables show the median and the range. A candidate replaces the recipe only when its worst
 #   run beats the recipe's best; otherwise it is a **tie (within noise)** and the recipe stays.
+#   Runs of different sessions (more than an hour apart, or on another host) never decide: the
+#   same command moved 9-13 % between two H200 machines, more than one session's spread
+#   shows, so such a margin is a **tie (measured apart)** until both run side by side
+#   (`remeasure=[...]`).
 # - **The SLO limit:** the highest concurrency that still meets the SLO, bisected between the
 #   grid's highest passing and lowest failing concurrency (`slo_search` extra points at most).
 # - **Nothing is left behind:** each server is stopped before the next starts; a candidate
@@ -192,8 +196,9 @@ if not result.points.empty:
 # Per workload: the point with the most goodput per GPU (median over its runs) among those
 # that meet the SLO, next to the recipe's best point under the same SLO. It replaces the recipe
 # only beyond the noise: its worst run above the recipe's best (with one run each, more than
-# 5 % ahead, and the line says it was one run); otherwise the row says `tie (within noise)` and
-# the recipe stays. Then the SLO limit (the highest concurrency that meets it, bisected), the
+# 5 % ahead, and the line says it was one run), and only when both were measured in one
+# session; otherwise the row says `tie (within noise)` or `tie (measured apart)` and the recipe
+# stays. Then the SLO limit (the highest concurrency that meets it, bisected), the
 # cost per million output tokens beside the hosted API's price for this workload, and the GPU
 # utilization at which self-hosting breaks even; then the recommended candidate's exact
 # command for the target, as a shell command and as `docker run`. When nothing meets the SLO,
