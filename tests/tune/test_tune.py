@@ -654,3 +654,25 @@ def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
     assert budget("grid", candidate_s=600, c1_candidate_s=250) == 600
     assert budget("c1", candidate_s=600, c1_candidate_s=250) == 250
     assert budget("c1", c1_candidate_s=250) == 250 and budget("grid", c1_candidate_s=250) == 900
+
+
+def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
+    """tools/device/tune_h200.py --dry-run: its device-time plan counts the candidates this
+    call runs (--no-grid, --c1, --only; the recipe heads the c1 part as its anchor) at the
+    budget each is given, so a session can size its batch from it."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    argv = ["--dry-run", "--no-grid", "--c1", "--c1-candidate-s", "200",
+            "--only", "recipe", "c1-cg-full", "c1-no-async"]  # fmt: skip
+    assert tune_h200.main(argv) == 0
+    plan = capsys.readouterr().out.splitlines()[-1]
+    assert plan.startswith("0 grid + 3 c1 candidates: about 10 min of device time"), plan
+    assert tune_h200.main(["--dry-run", "--only", "recipe", "bf16-triton-64"]) == 0
+    plan = capsys.readouterr().out.splitlines()[-1]
+    assert plan.startswith("2 grid + 0 c1 candidates: about 30 min"), plan

@@ -255,9 +255,13 @@ def main(argv=None) -> int:
                 f"({', '.join(sorted(known))}), each also in --only when --only is given")  # fmt: skip
     if args.dry_run:
         dry_run(base, grid, c1)
-        n_grid, n_c1 = len(grid) + 1, len(c1) if args.c1 else 0
+        # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)
+        picked = lambda names: [n for n in names if args.only is None or n in args.only]  # noqa: E731
+        recipe = [tuning.RECIPE]
+        n_grid = 0 if args.no_grid else len(picked(recipe + [s["name"] for s in grid]))
+        n_c1 = len(picked(recipe + [s["name"] for s in c1])) if args.c1 else 0
         bound = n_grid * estimate_s(loads) + n_c1 * estimate_s(loads[:1], [1])
-        budgeted = n_grid * CANDIDATE_S["grid"] + n_c1 * CANDIDATE_S["c1"]
+        budgeted = n_grid * candidate_budget_s("grid", args) + n_c1 * candidate_budget_s("c1", args)
         print(f"{n_grid} grid + {n_c1} c1 candidates: about {budgeted / 60:.0f} min of device time "
               f"as budgeted per candidate, at most {bound / 60:.0f} min by the scenario model")  # fmt: skip
         return 0
