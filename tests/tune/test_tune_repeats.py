@@ -315,8 +315,11 @@ def test_repeats_on_the_standin_run_with_their_own_seeds_and_resume(standin_serv
     assert len(seeds) == 2, "the two runs sent the same prompts"
     assert len(result.runs) == n_runs and set(result.points["repeats"]) <= {1, 2}
     rec = result.recommended()
-    best = slos.choose(result.points, result.slo)
-    ref = slos.choose(result.points[result.points["recipe"]], result.slo)
+    # the rule's own basis: the repeated points (a point run once, e.g. a candidate's second
+    # concurrency when its first runs chose its first, never decides beside repeated ones)
+    decidable = result._decidable(w.name)
+    best = slos.choose(decidable, result.slo)
+    ref = slos.choose(decidable[decidable["recipe"]], result.slo)
     if best["candidate"] == "same":  # the rule decides, on the runs measured here
         v = noise.verdict(result._run_scores(best, "goodput"), result._run_scores(ref, "goodput"))
         assert (rec.candidate, rec.tied_with) == (("same", None) if v.beats else ("recipe", "same"))
