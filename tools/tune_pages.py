@@ -80,8 +80,9 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
 
 def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """Every committed tuning run that applies to ``target`` (measured on it, or listed in its
-    file's ``applies_to``; never a CPU stand-in rehearsal), one row per run, or None when there
-    is none."""
+    file's ``applies_to``; never a CPU stand-in rehearsal), one row per run with its own goodput
+    (:func:`helpers.tune.slo.with_goodput`: a point's goodput is then the median of its runs',
+    never a share of medians taken from different runs), or None when there is none."""
     root = Path(results_dir or RESULTS_DIR)
     # a converted or single file (tune/<name>.json) or a tuning folder (tune/<run>/tune.json,
     # with its points and logs beside it, e.g. the H200 grid resumed across device sessions)
@@ -102,18 +103,14 @@ def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
     rows = rows[
         pd.Series(applies, index=rows.index) & ~rows["stand_in"].astype(bool)
     ]  # no CPU rehearsal
-    return None if rows.empty else rows.reset_index(drop=True)
+    return None if rows.empty else slos.with_goodput(rows).reset_index(drop=True)
 
 
 def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """:func:`tune_runs` with one row per point: a repeated point is the median of its runs
-    (never its luckiest run), with ``repeats`` and the spread (``<metric>_min`` / ``_max``).
-    Goodput is each run's (:func:`helpers.tune.slo.with_goodput`) before the median: a share
-    of medians taken from different runs is no run's goodput."""
+    (never its luckiest run), with ``repeats`` and the spread (``<metric>_min`` / ``_max``)."""
     runs = tune_runs(target, results_dir)
-    if runs is None:
-        return None
-    return noise.aggregate(slos.with_goodput(runs), POINT).reset_index(drop=True)
+    return None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
 
 
 #: What names one point across the committed files.
@@ -156,7 +153,7 @@ def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> l
     mine = _runs_at(runs, row)
     if mine is None:
         return [float(row["score"])]
-    return [float(v) for v in slos.scores(slos.with_goodput(mine), goal.objective)]
+    return [float(v) for v in slos.scores(mine, goal.objective)]
 
 
 def _apart(runs: pd.DataFrame | None, best: dict[str, Any], recipe: dict[str, Any]) -> list[str]:
@@ -218,7 +215,6 @@ def recommendations(
         run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration).
     """
     rows = rows[rows["vllm_version"].astype(str).isin(offered)]
-    rows = rows if "goodput_tok_s_per_gpu" in rows else slos.with_goodput(rows)
     out = []
     for goal in GOALS:
         pts = rows[rows["workload"] == goal.workload]
@@ -356,7 +352,6 @@ def recommendation_markdown(
     runs = tune_runs(target, results_dir)
     if runs is None:
         return None
-    runs = slos.with_goodput(runs)  # each run's goodput, then the median (tune_rows)
     rows = noise.aggregate(runs, POINT).reset_index(drop=True)
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]

@@ -74,6 +74,14 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFr
         c for c in out.columns if c not in runs.columns and c not in keys]]]  # fmt: skip
 
 
+def run_dates(rows: pd.DataFrame) -> pd.Series:
+    """When each row was measured: its ``date`` (vLLM's, :data:`VLLM_DATE`) as timestamps, rows
+    without a readable one left out; empty when the rows have no ``date`` column."""
+    if "date" not in rows:
+        return pd.Series(dtype="datetime64[ns]")
+    return pd.to_datetime(rows["date"], format=VLLM_DATE, errors="coerce").dropna()
+
+
 def apart(mine: pd.DataFrame, ref: pd.DataFrame, name: str) -> list[str]:
     """Why the runs ``mine`` (of candidate ``name``) may not be compared with the recipe's runs
     ``ref``: a median ``date`` (vLLM's, :data:`VLLM_DATE`) more than :data:`MEASURED_APART_S`
@@ -88,14 +96,12 @@ def apart(mine: pd.DataFrame, ref: pd.DataFrame, name: str) -> list[str]:
         2026-12-03 11:10)"``, ``"on another host (bf16: box-b; the recipe: box-a)"``.
     """
     reasons = []
-    if "date" in mine and "date" in ref:
-        a = pd.to_datetime(mine["date"], format=VLLM_DATE, errors="coerce").dropna()
-        b = pd.to_datetime(ref["date"], format=VLLM_DATE, errors="coerce").dropna()
-        if len(a) and len(b):
-            gap = abs((a.median() - b.median()).total_seconds())
-            if gap > MEASURED_APART_S:
-                reasons.append(f"measured {gap / 3600:.1f} h apart ({name}: {a.min():%Y-%m-%d %H:%M}; "
-                               f"the recipe: {b.min():%Y-%m-%d %H:%M})")  # fmt: skip
+    a, b = run_dates(mine), run_dates(ref)
+    if len(a) and len(b):
+        gap = abs((a.median() - b.median()).total_seconds())
+        if gap > MEASURED_APART_S:
+            reasons.append(f"measured {gap / 3600:.1f} h apart ({name}: {a.min():%Y-%m-%d %H:%M}; "
+                           f"the recipe: {b.min():%Y-%m-%d %H:%M})")  # fmt: skip
     if "host" in mine and "host" in ref:
         a, b = set(mine["host"].dropna()), set(ref["host"].dropna())
         if a and b and a != b:

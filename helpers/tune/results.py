@@ -75,10 +75,7 @@ def collect(
             df["host"] = record.get("host")
             frames.append(df)
             n += int((df["repeat"] == 0).sum())
-            if "date" in df:
-                dates += list(
-                    pd.to_datetime(df["date"], format=noise.VLLM_DATE, errors="coerce").dropna()
-                )
+            dates += list(noise.run_dates(df))
         last = failures[-1] if failures else None
         expected = sum(len(w.concurrencies) for w in loads)
         stopped = "skipped" if last and last.get("stage") == "release" else "failed"
@@ -467,12 +464,8 @@ class TuneResult:
             return []
         mine, ref = _where(pts, candidate=candidate), pts[pts["recipe"]]
         reasons = noise.apart(mine, ref, candidate)
-        older = RECIPE
-        if "date" in pts:
-            a, b = (pd.to_datetime(p["date"], format=noise.VLLM_DATE, errors="coerce").dropna()
-                    for p in (mine, ref))  # fmt: skip
-            if len(a) and len(b) and a.median() < b.median():
-                older = candidate
+        a, b = noise.run_dates(mine), noise.run_dates(ref)
+        older = candidate if len(a) and len(b) and a.median() < b.median() else RECIPE
         if "vllm_version" in pts:
             a, b = set(mine["vllm_version"].dropna()), set(ref["vllm_version"].dropna())
             if a and b and a != b:

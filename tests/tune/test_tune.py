@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,6 +23,7 @@ from helpers.tune import tune as tuning
 from tests.support.fake_vllm import make_fake_server
 from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
 from tests.support.proctools import group_left
+from tests.support.tune_results import copy_tune_results, seeds_only
 from tools import notebook_run
 
 LOGS = REPO_ROOT / "tests" / "data" / "logs"
@@ -472,31 +472,12 @@ def test_the_seeded_results_are_the_committed_sweeps_converted():
     }
 
 
-def _copy_results(tmp_path: Path) -> Path:
-    import shutil
-
-    root = tmp_path / "results"
-    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
-    return root
-
-
-def _seeds_only(tmp_path: Path) -> Path:
-    """The committed single-run seed files without the repeated H200 grid (which, once it has
-    a workload's points, alone decides that workload)."""
-    import shutil
-
-    root = _copy_results(tmp_path)
-    for run in (root / "h200" / "tune").glob("*/tune.json"):
-        shutil.rmtree(run.parent)
-    return root
-
-
 def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_path):
     """With the H200 grid committed (every candidate on one machine, repeated), a seed file's
     one-run point from another day, however fast, is no longer ranked against it."""
     from tools.tune_pages import recommendation_markdown
 
-    root = _copy_results(tmp_path)
+    root = copy_tune_results(tmp_path)
     grid = json.loads(next((root / "h200" / "tune").glob("*/tune.json")).read_text())
     assert any(c["points"] for c in grid["candidates"]), "the committed grid has points"
     path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
@@ -509,7 +490,7 @@ def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_p
     assert "9,999" not in text and "/tune.json` |" in latency
     # the bisected SLO limits of the repeated run are said for the goals with an SLO
     assert "throughput: the SLO limit, bisected" in text and "long prompt: the SLO limit" in text
-    seeds = recommendation_markdown("h200", _seeds_only(tmp_path / "seeds"))
+    seeds = recommendation_markdown("h200", seeds_only(tmp_path / "seeds"))
     assert "| latency" in seeds and "/tune.json" not in seeds
 
 
@@ -520,7 +501,7 @@ def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     measured beside it beats it."""
     from tools.tune_pages import recommendation_markdown
 
-    root = _seeds_only(tmp_path)
+    root = seeds_only(tmp_path)
     before = recommendation_markdown("h200", root)
     rows = before.splitlines()
     i = next(k for k, ln in enumerate(rows) if ln.startswith("| latency"))

@@ -18,6 +18,7 @@ from helpers.tune import noise
 from helpers.tune import slo as slos
 from helpers.tune import tune as tuning
 from helpers.tune.results import collect
+from tests.support.tune_results import copy_tune_results, seeds_only
 
 #: vLLM's own JSON of one stand-in point: the constructed folders below are copies of it.
 POINT = json.loads((REPO_ROOT / "tests" / "data" / "bench" / "standin-c1.json").read_text())
@@ -345,12 +346,10 @@ def test_repeats_on_the_standin_run_with_their_own_seeds_and_resume(standin_serv
 def test_committed_repeats_render_as_their_median_never_the_luckiest_run(tmp_path):
     """A tuning result with repeats, committed beside the seeds, reaches the Hopper notebooks'
     table as one row per point: the median of its runs, with how many."""
-    import shutil
 
     from tools.tune_pages import recommendation_markdown, tune_rows
 
-    root = tmp_path / "results"
-    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    root = copy_tune_results(tmp_path)
     path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
     doc = json.loads(path.read_text())
     marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
@@ -399,17 +398,12 @@ def test_the_rendered_table_keeps_the_recipe_when_a_faster_median_is_within_the_
     median is faster but whose runs overlap the recipe's is a tie, and the recipe's command
     stays the recommended row; once its worst run beats the recipe's best it is recommended,
     with the ratio's range over the runs and its exact command."""
-    import shutil
 
     from tools.tune_pages import recommendation_markdown
 
-    root = tmp_path / "results"
-    (root / "h200").mkdir(parents=True)
-    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    root = seeds_only(tmp_path)  # (the committed H200 grid would decide the workload)
     for other in (root / "h200" / "tune").glob("seed-vllm-0.2*.json"):
         other.unlink()  # the 0.32.0 seed alone: the recipe (Humming) against Marlin
-    for run in (root / "h200" / "tune").glob("*/tune.json"):
-        shutil.rmtree(run.parent)  # (the committed H200 grid would decide the workload)
     path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
     doc = json.loads(path.read_text())
     doc["candidates"] = [c for c in doc["candidates"] if c["name"] != "bf16-triton"]
@@ -530,7 +524,7 @@ def test_the_rendered_goodput_is_each_runs_then_the_median(tmp_path):
     median skips), and a share of medians taken from different runs is no run's goodput."""
     from tools.tune_pages import tune_rows
 
-    root = _seeds_only_root(tmp_path)
+    root = seeds_only(tmp_path)
     path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
     doc = json.loads(path.read_text())
     cand = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
@@ -551,16 +545,6 @@ def test_the_rendered_goodput_is_each_runs_then_the_median(tmp_path):
     assert row["goodput_tok_s_per_gpu"] == pytest.approx(per_run[1])
     assert (row["goodput_tok_s_per_gpu_min"], row["goodput_tok_s_per_gpu_max"]) == (
         pytest.approx(per_run[0]), pytest.approx(per_run[2]))  # fmt: skip
-
-
-def _seeds_only_root(tmp_path):
-    import shutil
-
-    root = tmp_path / "results"
-    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
-    for run in (root / "h200" / "tune").glob("*/tune.json"):
-        shutil.rmtree(run.parent)
-    return root
 
 
 def test_concurrency_1_candidates_name_their_flags_and_claim_no_slo_limit():
@@ -591,10 +575,7 @@ def test_a_concurrency_1_candidate_is_judged_against_its_own_sessions_recipe(tmp
     machine. The candidate's runs are the committed c1-marlin's, scaled."""
     from tools.tune_pages import recommendation_markdown
 
-    root = tmp_path / "results"
-    import shutil
-
-    shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    root = copy_tune_results(tmp_path)
     path = root / "h200" / "tune" / "c1-0.32.0-2026-12-03" / "tune.json"
     doc = json.loads(path.read_text())
     marlin = next(c for c in doc["candidates"] if c["name"] == "c1-marlin")
