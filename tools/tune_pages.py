@@ -176,6 +176,13 @@ def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
     return pts[pts["file"].isin(repeated)] if repeated else pts
 
 
+def _screened(pts: pd.DataFrame) -> int:
+    """How many configurations (the recipe's not counted) a goal's best was chosen from: each
+    (file, candidate, release) of ``pts`` (:func:`helpers.tune.noise.verdict`'s ``screened``)."""
+    others = pts[~pts["recipe"].astype(bool)]
+    return max(len(others.drop_duplicates(["file", "candidate", "vllm_version"])), 1)
+
+
 def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
     """The recipe's point ``best`` is compared with: the recipe's best point in ``best``'s own
     file when it has one (the same tuning run: the c1 candidates' session measures the recipe
@@ -196,7 +203,8 @@ def recommendations(
     """Per goal of :data:`GOALS`, the tuning step's choice on the committed points.
 
     A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
-    with repeats, its worst run above the recipe's best; with one run, more than 5 %), and only
+    with repeats, a lead that a configuration no faster has at most a 5 % chance of, over the
+    configurations screened (:func:`_screened`); with one run, more than 5 %), and only
     against the recipe measured in its session (:func:`_recipe_for`, :func:`helpers.tune.noise.apart`);
     else the recipe stays recommended and the faster-by-median one is ``tied``.
 
@@ -226,7 +234,7 @@ def recommendations(
         tied, verdict, ratio_range = None, None, None
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
             a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
-            verdict = noise.verdict(a, b, _apart(runs, best, recipe))
+            verdict = noise.verdict(a, b, _apart(runs, best, recipe), _screened(pts))
             ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
             if not verdict.beats:
                 tied, best = best, recipe
@@ -363,8 +371,11 @@ def recommendation_markdown(
         if most == 1
         else f"the points a choice rests on run up to {most} times, each with its own seed: "
         "figures are the median with the runs' min-max in brackets, and a configuration "
-        "replaces the recipe only when its worst run beats the recipe's best, else the row "
-        "says tie (within noise), or tie (measured apart) when the two ran in different sessions"
+        "replaces the recipe only when its runs lead the recipe's beyond chance (a one-sided "
+        "Mann-Whitney p of at most 5 % over the configurations screened: one candidate at 3 runs "
+        "each needs its worst run above the recipe's best, the best of 12 needs 5 runs each), "
+        "else the row says tie (within noise), or tie (measured apart) when the two ran in "
+        "different sessions"
     )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "

@@ -56,7 +56,7 @@ slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at m
 candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.tune.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
 api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means helpers.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
-repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default), 2 on the stand-in; 1 measures no spread
+repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default; the best of several candidates needs more to win, the summary says how many), 2 on the stand-in (a spread, but no win: 1 in 6); 1 measures no spread
 slo_search = 2  # extra points per candidate and workload that bisect its SLO limit (0: only the grid)
 concurrencies = None  # None means the workload's
 num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
@@ -68,14 +68,16 @@ retry_failed = False  # True: launch again a candidate whose start failed in an 
 import importlib.util
 
 if install and importlib.util.find_spec("helpers") is None:  # only when missing
-    %pip install -q -e ..
+    %pip install -q -e "..[notebook]"
 
 # %% [markdown]
 # ## 1. The target and the candidates
 #
 # `resolve` gives the target's command (the `recipe` candidate). Each candidate is the same
 # command with other registry choices or other flags; `changes` says what differs from the
-# recipe. Every flag is checked by vLLM's own parser before its server is launched.
+# recipe. Every flag is checked by vLLM's own parser before its server is launched. The
+# choice at the end needs scipy (its Mann-Whitney test): `check_libraries` names it now if
+# it is missing, not after the last server.
 #
 # **Expected:** the recipe's command, then one row per candidate with what it changes.
 
@@ -85,8 +87,10 @@ from IPython.display import display
 
 from helpers.tune import tune as tuning
 from helpers.config.resolve import resolve
+from helpers.machine.libraries import check_libraries
 from helpers.weights.prepare import prepare
 
+check_libraries("scipy")  # step 6's choice (helpers.tune.noise.verdict)
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
 run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
@@ -195,9 +199,12 @@ if not result.points.empty:
 #
 # Per workload: the point with the most goodput per GPU (median over its runs) among those
 # that meet the SLO, next to the recipe's best point under the same SLO. It replaces the recipe
-# only beyond the noise: its worst run above the recipe's best (with one run each, more than
-# 5 % ahead, and the line says it was one run), and only when both were measured in one
-# session; otherwise the row says `tie (within noise)` or `tie (measured apart)` and the recipe
+# only beyond the noise: when a configuration no faster than the recipe would lead this far
+# by chance at most 1 in 20 times (the exact one-sided Mann-Whitney test; at 3 runs each that
+# is every run above every one of the recipe's), and that 5 % is shared among the candidates
+# screened: the best of 2 needs 4 runs each, of 12 five (the text says how many; with one run
+# each, more than 5 % ahead, and the line says it was one run), and only when both were
+# measured in one session; otherwise the row says `tie (within noise)` or `tie (measured apart)` and the recipe
 # stays. Then the SLO limit (the highest concurrency that meets it, bisected), the
 # cost per million output tokens beside the hosted API's price for this workload, and the GPU
 # utilization at which self-hosting breaks even; then the recommended candidate's exact

@@ -44,8 +44,9 @@ LIBRARIES: dict[str, Library] = {
     "scipy": Library(
         "scipy>=1.11",
         ("scipy.stats",),
-        "the answer-quality steps (the interval and McNemar's test)",
-        'set quality = {"items": 0} to skip them',
+        "the answer-quality steps (the interval and McNemar's test) and the tuning step's "
+        "choice (the Mann-Whitney test, helpers.tune.noise)",
+        'in a target notebook, set quality = {"items": 0} to skip the answer-quality steps',
     ),
     "pydantic_ai": Library(
         "pydantic-ai-slim[openai]==2.68.0",

@@ -10,6 +10,7 @@ too on a GPU, each repeat with a seed of its own (:func:`helpers.bench.sizing.po
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -26,6 +27,9 @@ POINT_KEYS = ("candidate", "workload", "concurrency")
 #: docs/results/README.md: "One run per point unless said otherwise: treat differences under
 #: about 5 % as noise."
 SINGLE_RUN_TIE = 0.05
+#: The chance of a lead by luck a win may have (:func:`verdict`): 1 in 20, what 3 runs each give
+#: when every run of the candidate beats every run of the recipe (:func:`sweep_chance`).
+ALPHA = 0.05
 #: Runs of two candidates measured further apart than this (seconds) do not decide between them:
 #: load and machine change in between (a resumed run measured the recipe under load and a
 #: candidate on idle cores: "17.74x the recipe's", the same speed measured side by side; the
@@ -134,16 +138,57 @@ class Verdict:
         return None if self.beats else self.text.split(":", 1)[0]
 
 
+def sweep_chance(candidate: Sequence[float], recipe: Sequence[float]) -> float:
+    """The chance that a configuration no faster than the recipe leads it as far as
+    ``candidate``'s runs lead ``recipe``'s: the exact one-sided Mann-Whitney p-value
+    (``scipy.stats.mannwhitneyu(..., alternative="greater", method="exact")``). All ``n`` runs
+    of one side above all ``n`` of the other: ``1 / C(2n, n)``, 1 in 20 at 3 runs each, 1 in 6
+    at 2, 1 in 252 at 5.
+
+    Args:
+        candidate, recipe: each run's score (higher is better), at least one each.
+
+    Raises:
+        BenchError: scipy is missing (names the install line).
+    """
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:
+        raise BenchError(
+            "The tuning step's verdict needs scipy (the Mann-Whitney test): "
+            "%pip install 'scipy>=1.11' (or the cookbook with its notebook extra: "
+            "%pip install -e '..[notebook]'), then restart the kernel."
+        ) from None
+    return float(mannwhitneyu(candidate, recipe, alternative="greater", method="exact").pvalue)
+
+
+def runs_to_show(screened: int = 1, alpha: float = ALPHA) -> int:
+    """The fewest runs of each side whose clean sweep (every candidate run above every recipe
+    run) is a win when ``screened`` candidates were compared with the recipe: the smallest ``n``
+    with ``1 / C(2n, n) <= alpha / screened``; 3 for one candidate, 5 for up to 12."""
+    n = 1
+    while 1 / math.comb(2 * n, n) > alpha / max(screened, 1):
+        n += 1
+    return n
+
+
 def verdict(
-    candidate: Sequence[float], recipe: Sequence[float], measured_apart: Sequence[str] = ()
+    candidate: Sequence[float],
+    recipe: Sequence[float],
+    measured_apart: Sequence[str] = (),
+    screened: int = 1,
 ) -> Verdict:
     """The rule that lets a candidate replace the recipe: a margin beyond the noise.
 
-    - **Repeated** (2 or more runs of each point): the candidate wins only when its worst run
-      beats the recipe's best (their ranges do not overlap); else a tie. For two configurations
-      of equal speed, all ``n`` runs of one land above all ``n`` of the other by chance once in
-      ``C(2n, n)`` orderings: 1 in 20 at 3 runs each (the exact one-sided Mann-Whitney test at
-      5 %), 1 in 6 at 2 (the stand-in's CI rehearsal, not a GPU's choice).
+    - **Repeated** (2 or more runs of each point): the candidate wins only when a configuration
+      no faster than the recipe would lead this far by chance (:func:`sweep_chance`, the exact
+      one-sided Mann-Whitney test) at most :data:`ALPHA` (5 %) divided by ``screened``, the
+      candidates compared with the recipe to find this one (Bonferroni: the best of 12
+      configurations of equal speed sweeps the recipe's 3 runs with all 3 of its own by chance
+      nearly half the time, 1 - (19/20)^12). One candidate at 3 runs each wins only when its
+      worst run beats the recipe's best (1 in 20); at 2 runs each (the stand-in's CI
+      rehearsal) no margin shows a win (1 in 6); the best of 12 needs 5 runs each
+      (:func:`runs_to_show`); else a tie, and the text says how many runs would show it.
     - **One run** of either: no spread was measured; the candidate wins only when its median is
       more than :data:`SINGLE_RUN_TIE` (5 %) above the recipe's, and the text says it was one run.
     - **Measured apart** (``measured_apart`` gives reasons, :func:`apart`): never a win, a tie
@@ -156,12 +201,14 @@ def verdict(
             goodput tok/s per GPU: :func:`helpers.tune.slo.scores`).
         measured_apart: why the two sides may not compare (:func:`apart`); () when measured
             together.
+        screened: how many candidates (the recipe not counted) the choice of this one was made
+            from, at least 1.
 
     Returns:
         A :class:`Verdict`.
 
     Raises:
-        BenchError: no value on either side.
+        BenchError: no value on either side (or scipy missing, :func:`sweep_chance`).
     """
     a = [float(v) for v in candidate if v == v]
     b = [float(v) for v in recipe if v == v]
@@ -170,6 +217,7 @@ def verdict(
             "verdict: each side needs at least one measured value (the runs' scores); "
             f"got {len(a)} and {len(b)}."
         )
+    screened = max(int(screened), 1)
     med_a, med_b = statistics.median(a), statistics.median(b)
     ratio = med_a / med_b if med_b else None
     say = f"{ratio:.2f}x the recipe's" if ratio is not None else "the recipe's is 0"
@@ -177,13 +225,24 @@ def verdict(
     if min(runs) >= 2:
         each = f"{runs[0]} runs each" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]} runs"
         ranges = f"{min(a):,.0f}-{max(a):,.0f} vs the recipe's {min(b):,.0f}-{max(b):,.0f}"
-        if min(a) > max(b) and measured_apart:
+        p, need = sweep_chance(a, b), ALPHA / screened
+        if (p <= need or min(a) > max(b)) and measured_apart:
             return Verdict(False, ratio, runs, f"tie (measured apart): {say} median ({each}; "
                            f"{ranges}), but {'; '.join(measured_apart)}: only runs side by side "
                            "decide")  # fmt: skip
-        if min(a) > max(b):
-            return Verdict(True, ratio, runs, f"{say} median ({each}; worst run above the "
-                           f"recipe's best: {ranges})")  # fmt: skip
+        if p <= need:
+            sweep = "worst run above the recipe's best: " if min(a) > max(b) else ""
+            of = "" if sweep and screened == 1 else f"; one-sided Mann-Whitney p = {p:.2g}" + (
+                f", the best of {screened} candidates" if screened > 1 else "")  # fmt: skip
+            return Verdict(True, ratio, runs, f"{say} median ({each}; {sweep}{ranges}{of})")
+        if min(a) > max(b):  # a clean sweep that the runs or the screen cannot show
+            of = (f"the best of {screened} candidates: a lead this clean has a {p:.1%} chance "
+                  f"for a configuration no faster, a win needs {need:.2%} ({ALPHA:.0%} over "
+                  f"{screened})" if screened > 1 else f"a lead this clean has a {p:.1%} chance "
+                  f"for a configuration no faster, a win needs {ALPHA:.0%}")  # fmt: skip
+            return Verdict(False, ratio, runs, f"tie (within noise): {say} median ({each}: "
+                           f"{ranges}); {of}: {runs_to_show(screened)} runs of each can show "
+                           "it")  # fmt: skip
         return Verdict(False, ratio, runs, f"tie (within noise): {say} median, ranges overlap "
                        f"({each}: {ranges})")  # fmt: skip
     one = "one run each" if runs == (1, 1) else f"{runs[0]} run(s) vs {runs[1]}"

@@ -321,7 +321,8 @@ class TuneResult:
     def recommended(self, workload: str | None = None) -> Recommendation | None:
         """The best point under the SLO at ``workload`` by medians (:meth:`_decidable`,
         :func:`helpers.tune.slo.choose`) when it beats the recipe's best beyond the noise
-        (:func:`helpers.tune.noise.verdict`) and was measured beside it
+        (:func:`helpers.tune.noise.verdict`, the candidates screened at ``workload`` counted)
+        and was measured beside it
         (:func:`helpers.tune.noise.apart`), else the recipe's, the tie named in ``tied_with``.
         None when no point meets the SLO (:meth:`closest` says which came nearest)."""
         name = self._workload(workload)
@@ -338,6 +339,7 @@ class TuneResult:
                 self._run_scores(best),
                 self._run_scores(recipe),
                 noise.apart(self._runs_at(best), self._runs_at(recipe), best["candidate"]),
+                screened=int(pts.loc[~pts["recipe"].astype(bool), "candidate"].nunique()),
             )
             words = v.text
             if not v.beats:

@@ -162,3 +162,14 @@ def test_the_notebook_extra_is_the_evals_and_agents_extras_together():
 
     assert names(extra["notebook"]) == names(extra["evals"]) | names(extra["agents"])
     assert {"fleet", "evals", "agents", "standin"} <= set(extra)
+
+
+def test_the_tuning_verdict_without_scipy_names_the_install(monkeypatch):
+    import sys
+
+    from helpers.errors import BenchError
+    from helpers.tune import noise
+
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # import scipy.stats now fails
+    with pytest.raises(BenchError, match=r"needs scipy .*pip install 'scipy>=1.11'.*\[notebook\]"):
+        noise.verdict([3.0, 4.0, 5.0], [1.0, 2.0, 2.5])

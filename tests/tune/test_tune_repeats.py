@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -46,6 +47,33 @@ def test_a_candidate_wins_only_when_its_worst_run_beats_the_recipes_best():
     assert noise.verdict([120, float("nan")], [100]).runs == (1, 1)
     with pytest.raises(BenchError, match="at least one measured value"):
         noise.verdict([], [100])
+
+
+def test_the_best_of_several_candidates_needs_a_lead_beyond_the_screen():
+    """The 5 % a lucky lead may have is shared among the candidates the winner was picked
+    from: a clean sweep at 3 runs each (1 in 20) wins for one candidate, not for the best of 12
+    (H200, 2026-12-03: FULL_DECODE_ONLY CUDA graphs at c1 swept the recipe's runs by 0.01 tok/s,
+    the best of 12 configurations); 5 runs each can show it, and the text says so."""
+    fast, recipe = [285.0, 293.0, 257.1], [256.4, 257.0, 223.7]
+    assert noise.sweep_chance(fast, recipe) == pytest.approx(1 / 20)
+    assert noise.verdict(fast, recipe).beats  # one candidate: its worst run above the best
+    screen = noise.verdict(fast, recipe, screened=12)
+    assert not screen.beats and screen.tie == "tie (within noise)"
+    assert "the best of 12 candidates: a lead this clean has a 5.0% chance" in screen.text
+    assert "a win needs 0.42% (5% over 12): 5 runs of each can show it" in screen.text
+    assert [noise.runs_to_show(k) for k in (1, 2, 6, 12, 13, 50)] == [3, 4, 5, 5, 6, 7]
+    # 5 runs each sweeping: 1 in 252, under 5 % over 12
+    five = noise.verdict([*fast, 290.0, 288.0], [*recipe, 240.0, 250.0], screened=12)
+    assert five.beats and "one-sided Mann-Whitney p = 0.004, the best of 12 candidates" in five.text
+    # with 5 runs a lead with one overlap is a win for one candidate (2 in 252), named by its p
+    one_overlap = noise.verdict([*fast, 290.0, 256.5], [*recipe, 240.0, 251.0])
+    assert one_overlap.beats and "p = 0.0079" in one_overlap.text
+    # 2 runs each (the stand-in's rehearsal) cannot show a win: 1 in 6
+    two = noise.verdict([300.0, 310.0], [100.0, 110.0])
+    assert not two.beats and "16.7% chance" in two.text and "3 runs of each" in two.text
+    # a sweep measured apart stays "measured apart", whatever the screen
+    apart = noise.verdict(fast, recipe, ["measured 7.4 h apart"], screened=12)
+    assert apart.tie == "tie (measured apart)"
 
 
 def test_each_point_is_the_median_of_its_repeats_with_its_spread():
@@ -572,15 +600,23 @@ def test_a_concurrency_1_candidate_is_judged_against_its_own_sessions_recipe(tmp
     """The c1 candidates run in later sessions than the grid, each session measuring the
     recipe's concurrency-1 point again as their anchor: the table compares a candidate with
     that anchor (same file, same session), not with the grid's recipe measured on another
-    machine. The candidate's runs are the committed c1-marlin's, scaled."""
+    machine. The candidate's runs are the committed c1-marlin's, scaled. Its session and the
+    grid's recipe are all the data holds (the other candidates left out), so a clean sweep at 3
+    runs each is a win (the screen is this one candidate)."""
     from tools.tune_pages import recommendation_markdown
 
     root = copy_tune_results(tmp_path)
-    path = root / "h200" / "tune" / "c1-0.32.0-2026-12-03" / "tune.json"
+    tune = root / "h200" / "tune"
+    for run in tune.glob("*/tune.json"):  # the other c1 sessions
+        if run.parent.name not in ("c1-0.32.0-2026-12-03", "grid-0.32.0"):
+            shutil.rmtree(run.parent)
+    path = tune / "c1-0.32.0-2026-12-03" / "tune.json"
     doc = json.loads(path.read_text())
     marlin = next(c for c in doc["candidates"] if c["name"] == "c1-marlin")
-    grid = json.loads((root / "h200" / "tune" / "grid-0.32.0" / "tune.json").read_text())
+    grid = json.loads((tune / "grid-0.32.0" / "tune.json").read_text())
     grid_recipe = next(c for c in grid["candidates"] if c["recipe"])
+    grid["candidates"] = [grid_recipe]  # the grid's recipe alone: the anchor not to be used
+    (tune / "grid-0.32.0" / "tune.json").write_text(json.dumps(grid))
     anchor = json.loads(json.dumps({**grid_recipe, "points": marlin["points"]}))
     for p in anchor["points"]:  # this session's recipe: slower than the grid's (another day)
         p["tokens_per_s_per_user"] *= 0.8
