@@ -8,8 +8,9 @@ Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 
 <= 2 s). Each candidate's decision points (concurrency 1 and its best under the SLO) run
 ``--repeats`` times (default 3, vLLM's ``vllm bench sweep --num-runs`` default), each with its
 own seed, and its SLO limit is bisected with at most ``--slo-search`` extra points per workload
-(default 2): a candidate replaces the recipe only when its worst run beats the recipe's best
-(``helpers.tune.noise.verdict``). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
+(default 2): a candidate replaces the recipe only when its runs lead the recipe's beyond chance,
+shared among the candidates screened (``helpers.tune.noise.verdict``: one candidate at 3 runs
+needs its worst run above the recipe's best; the best of 12 needs 5 runs each). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
 ``tune-1k``), with the recipe's concurrency-1 point measured again in the same session as their
 anchor (list ``recipe`` in ``--only``: a candidate is compared only with runs of its own session); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
 (they run only in an environment with it; the same ``--out`` merges both).
