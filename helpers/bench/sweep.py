@@ -7,6 +7,7 @@ results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import shutil
 import uuid
@@ -37,6 +38,10 @@ from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
+
+#: The warnings already printed (a set of sentences) by the sweeps of one :func:`repeat_point`:
+#: its repeats share it, so a server without prefix caching is named once, not once a run.
+_WARNED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("warned", default=None)
 
 # --------------------------------------------------------------------------- what is measured
 
@@ -244,7 +249,7 @@ def sweep(
 
     paths: list[Path] = []
     cache_config: dict[str, str] | None = None
-    warned: set[str] = set()
+    warned: set[str] = _WARNED.get() if _WARNED.get() is not None else set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     dummy = serves_dummy_weights(server)
     failure: BaseException | None = None
@@ -273,7 +278,8 @@ def sweep(
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
             for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
-                if notes.get(key) and notes[key] not in warned:  # once a sweep; every row keeps it
+                # once a sweep (or a repeat_point's repeats); every row keeps it
+                if notes.get(key) and notes[key] not in warned:
                     warned.add(notes[key])
                     bar.write(f"WARNING {label} concurrency {c}: {notes[key]}")
     except BaseException as e:
@@ -460,6 +466,7 @@ def repeat_point(
     Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and seed
     (``seed + r``, hashed by :func:`point_seed`: no repeat is served from another's prefix
     cache), written to ``<out_dir>/rep<r>/``; :func:`helpers.bench.stats.spread` reads the result.
+    A warning the repeats share (no prefix-cache hit, a replica down) is printed once.
 
     Args:
         server, model, tokenizer: as :func:`sweep` (the server object, or its URL with
@@ -483,8 +490,12 @@ def repeat_point(
     check_repeats(repeats)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
     frames = []
-    for r in range(int(repeats)):
-        df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
-                   label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
-        frames.append(df.assign(repeat=r))
+    shared = _WARNED.set(set())  # a warning the repeats share is printed once
+    try:
+        for r in range(int(repeats)):
+            df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
+                       label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
+            frames.append(df.assign(repeat=r))
+    finally:
+        _WARNED.reset(shared)
     return pd.concat(frames, ignore_index=True)

@@ -219,3 +219,32 @@ def test_a_sweep_whose_engine_hangs_keeps_the_points_that_finished(
     assert sorted(p.name for p in folder.glob("*.json")) == ["default-c1.json"]
     assert err.value.log_path == folder / "default-c2.failed.log" and err.value.log_path.exists()
     assert not [p for p in folder.iterdir() if p.name.startswith(".partial")]
+
+
+@pytest.fixture
+def answers_all():
+    yield from _fake_engine(None, answer_first=1000)
+
+
+def test_repeats_of_a_point_name_a_shared_warning_once(
+    answers_all, tiny_tokenizer, tmp_path, capsys
+):
+    """A shared prefix that never hits the prefix cache is named once per repeat_point, not
+    once per run (the speculative notebook printed it for its sweep and again for each repeat); every run's row
+    still carries it."""
+    from helpers.bench import sweep as sweeps
+
+    url, _ = answers_all
+    df = sweeps.repeat_point(
+        url, "m", tiny_tokenizer, 1, 2, input_len=8, output_len=4, prefix_len=4, num_prompts=2,
+        num_warmups=0, out_dir=tmp_path / "rep", progress=False,
+    )  # fmt: skip
+    said = capsys.readouterr()
+    lines = [ln for ln in (said.out + said.err).splitlines() if ln.startswith("WARNING")]
+    assert len(lines) == 1 and "no prefix-cache block hit" in lines[0], lines
+    assert len(df) == 2 and df["prefix_cache_warning"].notna().all()
+    # a later sweep is a new sweep: it names it again
+    sweeps.sweep(url, "m", tiny_tokenizer, [1], input_len=8, output_len=4, prefix_len=4,
+                 num_prompts=2, num_warmups=0, out_dir=tmp_path / "again", progress=False)  # fmt: skip
+    said = capsys.readouterr()
+    assert sum(ln.startswith("WARNING") for ln in (said.out + said.err).splitlines()) == 1
