@@ -230,8 +230,8 @@ def test_repeats_of_a_point_name_a_shared_warning_once(
     answers_all, tiny_tokenizer, tmp_path, capsys
 ):
     """A shared prefix that never hits the prefix cache is named once per repeat_point, not
-    once per run (the speculative notebook printed it for its sweep and again for each repeat); every run's row
-    still carries it."""
+    once per run (the speculative notebook printed it for its sweep and again for each
+    repeat); every run's row still carries it."""
     from helpers.bench import sweep as sweeps
 
     url, _ = answers_all
@@ -245,6 +245,7 @@ def test_repeats_of_a_point_name_a_shared_warning_once(
     assert len(df) == 2 and df["prefix_cache_warning"].notna().all()
     # a later sweep is a new sweep: it names it again
     sweeps.sweep(url, "m", tiny_tokenizer, [1], input_len=8, output_len=4, prefix_len=4,
-                 num_prompts=2, num_warmups=0, out_dir=tmp_path / "again", progress=False)  # fmt: skip
+                 num_prompts=2, num_warmups=0, out_dir=tmp_path / "again",
+                 progress=False)  # fmt: skip
     said = capsys.readouterr()
     assert sum(ln.startswith("WARNING") for ln in (said.out + said.err).splitlines()) == 1
