@@ -176,13 +176,6 @@ def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
     return pts[pts["file"].isin(repeated)] if repeated else pts
 
 
-def _screened(pts: pd.DataFrame) -> int:
-    """How many configurations (the recipe's not counted) a goal's best was chosen from: each
-    (file, candidate, release) of ``pts`` (:func:`helpers.tune.noise.verdict`'s ``screened``)."""
-    others = pts[~pts["recipe"].astype(bool)]
-    return max(len(others.drop_duplicates(["file", "candidate", "vllm_version"])), 1)
-
-
 def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
     """The recipe's point ``best`` is compared with: the recipe's best point in ``best``'s own
     file when it has one (the same tuning run: the c1 candidates' session measures the recipe
@@ -204,8 +197,9 @@ def recommendations(
 
     A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
     with repeats, a lead that a configuration no faster has at most a 5 % chance of, over the
-    configurations screened (:func:`_screened`); with one run, more than 5 %), and only
-    against the recipe measured in its session (:func:`_recipe_for`, :func:`helpers.tune.noise.apart`);
+    configurations screened (:func:`helpers.tune.noise.screened_count`: each file, candidate
+    and release); with one run, more than 5 %), and only against the recipe measured in its
+    session (:func:`_recipe_for`, :func:`helpers.tune.noise.apart`);
     else the recipe stays recommended and the faster-by-median one is ``tied``.
 
     Args:
@@ -234,7 +228,12 @@ def recommendations(
         tied, verdict, ratio_range = None, None, None
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
             a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
-            verdict = noise.verdict(a, b, _apart(runs, best, recipe), _screened(pts))
+            verdict = noise.verdict(
+                a,
+                b,
+                _apart(runs, best, recipe),
+                noise.screened_count(pts, ("file", "candidate", "vllm_version")),
+            )
             ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
             if not verdict.beats:
                 tied, best = best, recipe

@@ -28,8 +28,10 @@
 # - **Repeats, and a win only beyond the noise:** one H200 measured the same command 34 % apart
 #   on two days. Each candidate's decision points (its lowest concurrency and its best point
 #   under the SLO) run `repeats` times, each run with prompts of its own (its own seed); the
-#   tables show the median and the range. A candidate replaces the recipe only when its worst
-#   run beats the recipe's best; otherwise it is a **tie (within noise)** and the recipe stays.
+#   tables show the median and the range. A candidate replaces the recipe only when its lead
+#   is beyond chance, shared among the candidates screened (one candidate at 3 runs each: its
+#   worst run above the recipe's best; the best of several needs more runs, step 6); otherwise
+#   it is a **tie (within noise)** and the recipe stays.
 #   Runs of different sessions (more than an hour apart, or on another host) never decide: the
 #   same command moved 9-13 % between two H200 machines, more than one session's spread
 #   shows, so such a margin is a **tie (measured apart)** until both run side by side
@@ -204,8 +206,9 @@ if not result.points.empty:
 # is every run above every one of the recipe's), and that 5 % is shared among the candidates
 # screened: the best of 2 needs 4 runs each, of 12 five (the text says how many; with one run
 # each, more than 5 % ahead, and the line says it was one run), and only when both were
-# measured in one session; otherwise the row says `tie (within noise)` or `tie (measured apart)` and the recipe
-# stays. Then the SLO limit (the highest concurrency that meets it, bisected), the
+# measured in one session; otherwise the row says `tie (within noise)` or
+# `tie (measured apart)` and the recipe stays. Then the SLO limit (the highest concurrency
+# that meets it, bisected), the
 # cost per million output tokens beside the hosted API's price for this workload, and the GPU
 # utilization at which self-hosting breaks even; then the recommended candidate's exact
 # command for the target, as a shell command and as `docker run`. When nothing meets the SLO,

@@ -249,7 +249,8 @@ def sweep(
 
     paths: list[Path] = []
     cache_config: dict[str, str] | None = None
-    warned: set[str] = _WARNED.get() if _WARNED.get() is not None else set()
+    shared = _WARNED.get()
+    warned: set[str] = shared if shared is not None else set()
     bar = tqdm(points, desc=f"bench {label}", unit="point", disable=not progress)
     dummy = serves_dummy_weights(server)
     failure: BaseException | None = None

@@ -162,6 +162,19 @@ def sweep_chance(candidate: Sequence[float], recipe: Sequence[float]) -> float:
     return float(mannwhitneyu(candidate, recipe, alternative="greater", method="exact").pvalue)
 
 
+def screened_count(points: pd.DataFrame, keys: Sequence[str] = ("candidate",)) -> int:
+    """How many configurations a choice among ``points`` was made from, the recipe's not
+    counted (:func:`verdict`'s ``screened``): the distinct ``keys`` of the rows whose ``recipe``
+    is false; at least 1.
+
+    Args:
+        points: point rows with a ``recipe`` column and ``keys``.
+        keys: what names a configuration (the notebooks' table: file, candidate, release).
+    """
+    others = points[~points["recipe"].astype(bool)]
+    return max(len(others.drop_duplicates(list(keys))), 1)
+
+
 def runs_to_show(screened: int = 1, alpha: float = ALPHA) -> int:
     """The fewest runs of each side whose clean sweep (every candidate run above every recipe
     run) is a win when ``screened`` candidates were compared with the recipe: the smallest ``n``
@@ -202,7 +215,7 @@ def verdict(
         measured_apart: why the two sides may not compare (:func:`apart`); () when measured
             together.
         screened: how many candidates (the recipe not counted) the choice of this one was made
-            from, at least 1.
+            from, at least 1 (:func:`screened_count`).
 
     Returns:
         A :class:`Verdict`.
@@ -236,13 +249,12 @@ def verdict(
                 f", the best of {screened} candidates" if screened > 1 else "")  # fmt: skip
             return Verdict(True, ratio, runs, f"{say} median ({each}; {sweep}{ranges}{of})")
         if min(a) > max(b):  # a clean sweep that the runs or the screen cannot show
-            of = (f"the best of {screened} candidates: a lead this clean has a {p:.1%} chance "
-                  f"for a configuration no faster, a win needs {need:.2%} ({ALPHA:.0%} over "
-                  f"{screened})" if screened > 1 else f"a lead this clean has a {p:.1%} chance "
-                  f"for a configuration no faster, a win needs {ALPHA:.0%}")  # fmt: skip
+            best_of = f"the best of {screened} candidates: " if screened > 1 else ""
+            share = f"{need:.2%} ({ALPHA:.0%} over {screened})" if screened > 1 else f"{ALPHA:.0%}"
             return Verdict(False, ratio, runs, f"tie (within noise): {say} median ({each}: "
-                           f"{ranges}); {of}: {runs_to_show(screened)} runs of each can show "
-                           "it")  # fmt: skip
+                           f"{ranges}); {best_of}a lead this clean has a {p:.1%} chance for a "
+                           f"configuration no faster, a win needs {share}: "
+                           f"{runs_to_show(screened)} runs of each can show it")  # fmt: skip
         return Verdict(False, ratio, runs, f"tie (within noise): {say} median, ranges overlap "
                        f"({each}: {ranges})")  # fmt: skip
     one = "one run each" if runs == (1, 1) else f"{runs[0]} run(s) vs {runs[1]}"

@@ -339,7 +339,7 @@ class TuneResult:
                 self._run_scores(best),
                 self._run_scores(recipe),
                 noise.apart(self._runs_at(best), self._runs_at(recipe), best["candidate"]),
-                screened=int(pts.loc[~pts["recipe"].astype(bool), "candidate"].nunique()),
+                screened=noise.screened_count(pts),
             )
             words = v.text
             if not v.beats:

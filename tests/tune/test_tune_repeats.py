@@ -74,6 +74,12 @@ def test_the_best_of_several_candidates_needs_a_lead_beyond_the_screen():
     # a sweep measured apart stays "measured apart", whatever the screen
     apart = noise.verdict(fast, recipe, ["measured 7.4 h apart"], screened=12)
     assert apart.tie == "tie (measured apart)"
+    # what counts as screened: each configuration other than the recipe, once
+    pts = pd.DataFrame({"candidate": ["recipe", "a", "a", "b", "a"], "file": ["x", "x", "x", "x", "y"],
+                        "recipe": [True, False, False, False, False]})  # fmt: skip
+    assert noise.screened_count(pts) == 2  # a and b (a at two concurrencies is one)
+    assert noise.screened_count(pts, ("file", "candidate")) == 3  # a measured in two sessions
+    assert noise.screened_count(pts[pts["recipe"]]) == 1  # none besides the recipe: at least 1
 
 
 def test_each_point_is_the_median_of_its_repeats_with_its_spread():
