@@ -176,6 +176,22 @@ def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
     return pts[pts["file"].isin(repeated)] if repeated else pts
 
 
+def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
+    """One measurement per configuration other than the recipe: where a candidate ran in
+    several sessions, the one with the most runs, the latest of those. A confirmation measured
+    again beside the recipe with more runs then replaces the screen that picked it, whatever
+    either showed, so a lucky screen is not the one a choice rests on and each configuration
+    has one chance to lead (:func:`helpers.tune.noise.screened_count` counts it once). The
+    recipe keeps its point in every file: each session's anchor (:func:`_recipe_for`)."""
+    if pts.empty or "repeats" not in pts:
+        return pts
+    others = pts[~pts["recipe"].astype(bool)]
+    last = others.sort_values(["repeats", "date"], kind="stable").drop_duplicates(
+        ["candidate", "vllm_version"], keep="last"
+    )
+    return pts[pts["recipe"].astype(bool) | pts.index.isin(last.index)]
+
+
 def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
     """The recipe's point ``best`` is compared with: the recipe's best point in ``best``'s own
     file when it has one (the same tuning run: the c1 candidates' session measures the recipe
@@ -197,9 +213,10 @@ def recommendations(
 
     A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
     with repeats, a lead that a configuration no faster has at most a 5 % chance of, over the
-    configurations screened (:func:`helpers.tune.noise.screened_count`: each file, candidate
-    and release); with one run, more than 5 %), and only against the recipe measured in its
-    session (:func:`_recipe_for`, :func:`helpers.tune.noise.apart`);
+    configurations screened (:func:`helpers.tune.noise.screened_count`: each candidate and
+    release, measured once: :func:`_one_measurement_each`); with one run, more than 5 %), and
+    only against the recipe measured in its session (:func:`_recipe_for`,
+    :func:`helpers.tune.noise.apart`);
     else the recipe stays recommended and the faster-by-median one is ``tied``.
 
     Args:
@@ -222,7 +239,7 @@ def recommendations(
         pts = rows[rows["workload"] == goal.workload]
         if goal.concurrency is not None:
             pts = pts[pts["concurrency"] == goal.concurrency]
-        pts = _decision_points(pts)
+        pts = _one_measurement_each(_decision_points(pts))
         best = slos.choose(pts, goal.slo, goal.objective) if not pts.empty else None
         recipe = _recipe_for(pts, best, goal)
         tied, verdict, ratio_range = None, None, None
@@ -232,7 +249,7 @@ def recommendations(
                 a,
                 b,
                 _apart(runs, best, recipe),
-                noise.screened_count(pts, ("file", "candidate", "vllm_version")),
+                noise.screened_count(pts, ("candidate", "vllm_version")),
             )
             ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
             if not verdict.beats:
