@@ -186,7 +186,8 @@ def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     if pts.empty or "repeats" not in pts:
         return pts
     others = pts[~pts["recipe"].astype(bool)]
-    last = others.sort_values(["repeats", "date"], kind="stable").drop_duplicates(
+    order = ["repeats"] + ["date"] * ("date" in others)  # undated rows count as the oldest
+    last = others.sort_values(order, kind="stable", na_position="first").drop_duplicates(
         ["candidate", "vllm_version"], keep="last"
     )
     return pts[pts["recipe"].astype(bool) | pts.index.isin(last.index)]

@@ -681,8 +681,12 @@ def test_a_confirmation_with_more_runs_replaces_the_screen_that_picked_it(tmp_pa
              "date": "20261203-1420", "file": "s1"},
             {"candidate": "recipe", "vllm_version": "0.32.0", "recipe": True, "repeats": 6,
              "date": "20261203-1701", "file": "s2"},
+            {"candidate": "b", "vllm_version": "0.32.0", "recipe": False, "repeats": 3,
+             "date": "20261203-0900", "file": "s0"},
+            {"candidate": "b", "vllm_version": "0.32.0", "recipe": False, "repeats": 3,
+             "date": None, "file": "s4"},  # undated: the oldest, not the latest
         ]
     )  # fmt: skip
     kept = _one_measurement_each(pts)
-    assert list(kept.index) == [0, 2, 3, 4]  # the recipe keeps every session's anchor
-    assert noise.screened_count(kept, ("candidate", "vllm_version")) == 2
+    assert list(kept.index) == [0, 2, 3, 4, 5]  # the recipe keeps every session's anchor
+    assert noise.screened_count(kept, ("candidate", "vllm_version")) == 3
