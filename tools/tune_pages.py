@@ -392,7 +392,8 @@ def recommendation_markdown(
         "Mann-Whitney p of at most 5 % over the configurations screened: one candidate at 3 runs "
         "each needs its worst run above the recipe's best, the best of 12 needs 5 runs each), "
         "else the row says tie (within noise), or tie (measured apart) when the two ran in "
-        "different sessions"
+        "different sessions; a configuration measured in several sessions counts once, by its "
+        "measurement with the most runs (a confirmation replaces the screen that picked it)"
     )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "
