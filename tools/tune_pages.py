@@ -115,6 +115,8 @@ def tune_rows(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
 
 #: What names one point across the committed files.
 POINT = ("file", "candidate", "vllm_version", "workload", "concurrency")
+#: What names one configuration across the committed files (measured in one or more sessions).
+CONFIGURATION = ("candidate", "vllm_version")
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -188,7 +190,7 @@ def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     others = pts[~pts["recipe"].astype(bool)]
     order = ["repeats"] + ["date"] * ("date" in others)  # undated rows count as the oldest
     last = others.sort_values(order, kind="stable", na_position="first").drop_duplicates(
-        ["candidate", "vllm_version"], keep="last"
+        list(CONFIGURATION), keep="last"
     )
     return pts[pts["recipe"].astype(bool) | pts.index.isin(last.index)]
 
@@ -250,7 +252,7 @@ def recommendations(
                 a,
                 b,
                 _apart(runs, best, recipe),
-                noise.screened_count(pts, ("candidate", "vllm_version")),
+                noise.screened_count(pts, CONFIGURATION),
             )
             ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
             if not verdict.beats:

@@ -169,7 +169,8 @@ def screened_count(points: pd.DataFrame, keys: Sequence[str] = ("candidate",)) -
 
     Args:
         points: point rows with a ``recipe`` column and ``keys``.
-        keys: what names a configuration (the notebooks' table: file, candidate, release).
+        keys: what names a configuration (the notebooks' table: candidate and release,
+            ``tools.tune_pages.CONFIGURATION``).
     """
     others = points[~points["recipe"].astype(bool)]
     return max(len(others.drop_duplicates(list(keys))), 1)
