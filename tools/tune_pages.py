@@ -209,10 +209,45 @@ def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
     return slos.choose(mine, goal.slo, goal.objective)
 
 
+def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
+    """The point of ``among`` (rows of ``pts``) that leads its own anchor most: among those that
+    meet ``goal``'s SLO, the highest score (``goal``'s objective) over the score of the recipe's
+    point it is compared with (:func:`_recipe_for`: its own session's). The same command moved
+    12 % between two H200 sessions of one afternoon (``docs/results/h200/tune/README.md``), so
+    a raw score ranks sessions, not configurations: a candidate from a slow session would hide
+    behind a recipe measured on a fast one. Ties (each session's recipe leads itself 1.00x) go
+    to the measurement with the most runs, then the latest; then as :func:`helpers.tune.slo.choose`.
+
+    Returns:
+        The row as :func:`helpers.tune.slo.choose` gives it (``score`` its own, not relative),
+        or None when no row of ``among`` meets the SLO.
+    """
+    rows = (
+        among if goal.slo is None else among[[goal.slo.meets(r) for r in among.to_dict("records")]]
+    )
+    if rows.empty:
+        return None
+    anchors: dict[str, float] = {}
+    for file in rows["file"].unique():
+        ref = _recipe_for(pts, {"file": file}, goal)
+        anchors[file] = float(ref["score"]) if ref is not None and ref["score"] else float("nan")
+    score = slos.scores(rows, goal.objective).astype(float)
+    lead = score / rows["file"].map(anchors).astype(float)
+    ranked = rows.assign(
+        _lead=lead.fillna(score),  # no recipe point at all: every row by its own score
+        _runs=rows["repeats"] if "repeats" in rows else 1,
+        _date=rows["date"].fillna("").astype(str) if "date" in rows else "",  # undated: oldest
+        _tput=slos.scores(rows, "throughput"),
+    ).sort_values(["_lead", "_runs", "_date", "_tput", "concurrency"],
+                  ascending=[False, False, False, False, True], kind="stable")  # fmt: skip
+    return slos.choose(pts.loc[[ranked.index[0]]], goal.slo, goal.objective)
+
+
 def recommendations(
     rows: pd.DataFrame, offered: list[str], runs: pd.DataFrame | None = None
 ) -> list[dict[str, Any]]:
-    """Per goal of :data:`GOALS`, the tuning step's choice on the committed points.
+    """Per goal of :data:`GOALS`, the tuning step's choice on the committed points: the
+    configuration that leads its own session's recipe most (:func:`_choose_anchored`).
 
     A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
     with repeats, a lead that a configuration no faster has at most a 5 % chance of, over the
@@ -234,7 +269,8 @@ def recommendations(
         None when the best is the recipe), ``ratio`` (recommended over recipe, by the goal's
         objective), ``runner_vs_recipe`` (the runner-up over the recipe when nothing tied:
         median ratio, lowest, highest, runs of each), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
-        run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration).
+        run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration, the runner-up compared with
+        its own session's recipe).
     """
     rows = rows[rows["vllm_version"].astype(str).isin(offered)]
     out = []
@@ -243,7 +279,7 @@ def recommendations(
         if goal.concurrency is not None:
             pts = pts[pts["concurrency"] == goal.concurrency]
         pts = _one_measurement_each(_decision_points(pts))
-        best = slos.choose(pts, goal.slo, goal.objective) if not pts.empty else None
+        best = _choose_anchored(pts, goal, pts) if not pts.empty else None
         recipe = _recipe_for(pts, best, goal)
         tied, verdict, ratio_range = None, None, None
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
@@ -263,13 +299,14 @@ def recommendations(
                 (pts["candidate"] != best["candidate"])
                 | (pts["vllm_version"] != best["vllm_version"])
             ]
-            runner = slos.choose(others, goal.slo, goal.objective) if not others.empty else None
+            runner = _choose_anchored(pts, goal, others) if not others.empty else None
             if runner is not None and best["score"]:
                 gap = 100.0 * (best["score"] - runner["score"]) / best["score"]
         ratio = best["score"] / recipe["score"] if best and recipe and recipe["score"] else None
         runner_vs_recipe = None
-        if runner is not None and recipe is not None and tied is None:
-            a, b = _run_scores(runs, runner, goal), _run_scores(runs, recipe, goal)
+        anchor = _recipe_for(pts, runner, goal) if runner is not None else None
+        if runner is not None and anchor is not None and tied is None:
+            a, b = _run_scores(runs, runner, goal), _run_scores(runs, anchor, goal)
             if min(b) > 0:
                 runner_vs_recipe = (statistics.median(a) / statistics.median(b),
                                     min(a) / max(b), max(a) / min(b), len(a), len(b))  # fmt: skip
@@ -395,7 +432,9 @@ def recommendation_markdown(
         "each needs its worst run above the recipe's best, the best of 12 needs 5 runs each), "
         "else the row says tie (within noise), or tie (measured apart) when the two ran in "
         "different sessions; a configuration measured in several sessions counts once, by its "
-        "measurement with the most runs (a confirmation replaces the screen that picked it)"
+        "measurement with the most runs (a confirmation replaces the screen that picked it); "
+        "configurations are ranked by their lead over the recipe measured in their own "
+        "session, since the same command moved 12 % between two sessions"
     )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "

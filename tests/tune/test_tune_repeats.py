@@ -690,3 +690,40 @@ def test_a_confirmation_with_more_runs_replaces_the_screen_that_picked_it(tmp_pa
     kept = _one_measurement_each(pts)
     assert list(kept.index) == [0, 2, 3, 4, 5]  # the recipe keeps every session's anchor
     assert noise.screened_count(kept, ("candidate", "vllm_version")) == 3
+
+
+def test_a_candidate_is_ranked_by_its_lead_over_its_own_sessions_recipe(tmp_path):
+    """The recipe's own c1 command measured 256 tok/s per user at 17:01 and 287 at 18:35 on
+    2026-12-03: a raw score ranks sessions. A candidate that beats its session's recipe beyond
+    the noise is recommended even when another session's recipe measured faster than it; the
+    reference row is its own session's recipe. The runs are the committed ones, scaled."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = copy_tune_results(tmp_path)
+    tune = root / "h200" / "tune"
+    keep = {"c1-0.32.0-2026-12-03-1701", "c1-0.32.0-2026-12-03-1835", "grid-0.32.0"}
+    for run in tune.glob("*/tune.json"):
+        if run.parent.name not in keep:
+            shutil.rmtree(run.parent)
+
+    def scale(session, name, factor):
+        path = tune / session / "tune.json"
+        doc = json.loads(path.read_text())
+        cand = next(c for c in doc["candidates"] if c["name"] == name)
+        for p in cand["points"]:
+            p["tokens_per_s_per_user"] *= factor
+        path.write_text(json.dumps(doc))
+
+    scale("c1-0.32.0-2026-12-03-1701", "c1-cg-full-decode", 1.12)  # every run above its recipe's
+    scale("c1-0.32.0-2026-12-03-1835", "recipe", 1.5)  # a fast session: the highest raw score
+    lines = recommendation_markdown("h200", root).splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| latency"))
+    assert "**recommended** |" in lines[i] and "FULL_DECODE_ONLY" in lines[i], lines[i]
+    assert "`c1-0.32.0-2026-12-03-1701/tune.json`" in lines[i] and "| 1.22x (1.01-" in lines[i]
+    assert "recipe's command (reference)" in lines[i + 1], lines[i + 1]
+    assert "`c1-0.32.0-2026-12-03-1701/tune.json`" in lines[i + 1], lines[i + 1]
+
+    scale("c1-0.32.0-2026-12-03-1701", "c1-cg-full-decode", 1 / 1.12)  # as measured: a tie
+    lines = recommendation_markdown("h200", root).splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| latency"))
+    assert "**recommended: the recipe's command**" in lines[i], lines[i]
