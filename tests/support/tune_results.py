@@ -9,10 +9,16 @@ from pathlib import Path
 from helpers.paths import REPO_ROOT
 
 
-def copy_tune_results(tmp_path: Path) -> Path:
-    """``tmp_path/results``, a results root holding a copy of ``docs/results/h200/tune/``."""
+def copy_tune_results(tmp_path: Path, sessions: set[str] | None = None) -> Path:
+    """``tmp_path/results``, a results root holding a copy of ``docs/results/h200/tune/``;
+    with ``sessions`` (folder names such as ``"grid-0.32.0"``), of those tuning folders alone
+    (the single-run seed files are kept)."""
     root = tmp_path / "results"
     shutil.copytree(REPO_ROOT / "docs" / "results" / "h200" / "tune", root / "h200" / "tune")
+    if sessions is not None:
+        for run in (root / "h200" / "tune").glob("*/tune.json"):
+            if run.parent.name not in sessions:
+                shutil.rmtree(run.parent)
     return root
 
 

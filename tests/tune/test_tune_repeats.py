@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pandas as pd
 import pytest
@@ -611,11 +610,8 @@ def test_a_concurrency_1_candidate_is_judged_against_its_own_sessions_recipe(tmp
     runs each is a win (the screen is this one candidate)."""
     from tools.tune_pages import recommendation_markdown
 
-    root = copy_tune_results(tmp_path)
+    root = copy_tune_results(tmp_path, {"c1-0.32.0-2026-12-03", "grid-0.32.0"})
     tune = root / "h200" / "tune"
-    for run in tune.glob("*/tune.json"):  # the other c1 sessions
-        if run.parent.name not in ("c1-0.32.0-2026-12-03", "grid-0.32.0"):
-            shutil.rmtree(run.parent)
     path = tune / "c1-0.32.0-2026-12-03" / "tune.json"
     doc = json.loads(path.read_text())
     marlin = next(c for c in doc["candidates"] if c["name"] == "c1-marlin")
@@ -648,12 +644,9 @@ def test_a_confirmation_with_more_runs_replaces_the_screen_that_picked_it(tmp_pa
     not on the luckier screen, and counts the configuration once."""
     from tools.tune_pages import _one_measurement_each, recommendation_markdown
 
-    root = copy_tune_results(tmp_path)
-    tune = root / "h200" / "tune"
     keep = {"c1-0.32.0-2026-12-03-1420", "c1-0.32.0-2026-12-03-1701", "grid-0.32.0"}
-    for run in tune.glob("*/tune.json"):
-        if run.parent.name not in keep:
-            shutil.rmtree(run.parent)
+    root = copy_tune_results(tmp_path, keep)
+    tune = root / "h200" / "tune"
     for name in keep:  # each session's recipe and FULL_DECODE_ONLY alone
         path = tune / name / "tune.json"
         doc = json.loads(path.read_text())
@@ -699,12 +692,9 @@ def test_a_candidate_is_ranked_by_its_lead_over_its_own_sessions_recipe(tmp_path
     reference row is its own session's recipe. The runs are the committed ones, scaled."""
     from tools.tune_pages import recommendation_markdown
 
-    root = copy_tune_results(tmp_path)
-    tune = root / "h200" / "tune"
     keep = {"c1-0.32.0-2026-12-03-1701", "c1-0.32.0-2026-12-03-1835", "grid-0.32.0"}
-    for run in tune.glob("*/tune.json"):
-        if run.parent.name not in keep:
-            shutil.rmtree(run.parent)
+    root = copy_tune_results(tmp_path, keep)
+    tune = root / "h200" / "tune"
 
     def scale(session, name, factor):
         path = tune / session / "tune.json"
