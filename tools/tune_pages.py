@@ -178,6 +178,15 @@ def _decision_points(pts: pd.DataFrame) -> pd.DataFrame:
     return pts[pts["file"].isin(repeated)] if repeated else pts
 
 
+def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
+    """Columns that order measurements by their weight, ascending: ``_runs`` (repeats; 1
+    without the column), then ``_date`` (its text; an undated row counts as the oldest)."""
+    return {
+        "_runs": rows["repeats"] if "repeats" in rows else 1,
+        "_date": rows["date"].fillna("").astype(str) if "date" in rows else "",
+    }
+
+
 def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     """One measurement per configuration other than the recipe: where a candidate ran in
     several sessions, the one with the most runs, the latest of those. A confirmation measured
@@ -188,9 +197,10 @@ def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     if pts.empty or "repeats" not in pts:
         return pts
     others = pts[~pts["recipe"].astype(bool)]
-    order = ["repeats"] + ["date"] * ("date" in others)  # undated rows count as the oldest
-    last = others.sort_values(order, kind="stable", na_position="first").drop_duplicates(
-        list(CONFIGURATION), keep="last"
+    last = (
+        others.assign(**_evidence(others))
+        .sort_values(["_runs", "_date"], kind="stable")
+        .drop_duplicates(list(CONFIGURATION), keep="last")
     )
     return pts[pts["recipe"].astype(bool) | pts.index.isin(last.index)]
 
@@ -220,11 +230,10 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
 
     Returns:
         The row as :func:`helpers.tune.slo.choose` gives it (``score`` its own, not relative),
-        or None when no row of ``among`` meets the SLO.
+        with ``lead`` (that score over its anchor's; its own score without a recipe point), or
+        None when no row of ``among`` meets the SLO.
     """
-    rows = (
-        among if goal.slo is None else among[[goal.slo.meets(r) for r in among.to_dict("records")]]
-    )
+    rows = among if goal.slo is None else goal.slo.meeting(among)
     if rows.empty:
         return None
     anchors: dict[str, float] = {}
@@ -235,12 +244,12 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     lead = score / rows["file"].map(anchors).astype(float)
     ranked = rows.assign(
         _lead=lead.fillna(score),  # no recipe point at all: every row by its own score
-        _runs=rows["repeats"] if "repeats" in rows else 1,
-        _date=rows["date"].fillna("").astype(str) if "date" in rows else "",  # undated: oldest
+        **_evidence(rows),
         _tput=slos.scores(rows, "throughput"),
     ).sort_values(["_lead", "_runs", "_date", "_tput", "concurrency"],
                   ascending=[False, False, False, False, True], kind="stable")  # fmt: skip
-    return slos.choose(pts.loc[[ranked.index[0]]], goal.slo, goal.objective)
+    chosen = slos.choose(pts.loc[[ranked.index[0]]], goal.slo, goal.objective)
+    return {**chosen, "lead": float(ranked.iloc[0]["_lead"])}
 
 
 def recommendations(
@@ -268,9 +277,10 @@ def recommendations(
         beyond the noise, else None), ``verdict`` (a :class:`helpers.tune.noise.Verdict`, or
         None when the best is the recipe), ``ratio`` (recommended over recipe, by the goal's
         objective), ``runner_vs_recipe`` (the runner-up over the recipe when nothing tied:
-        median ratio, lowest, highest, runs of each), ``ratio_range`` (its lowest and highest over the runs: the worst candidate
-        run over the best recipe run, and the other way), ``runner_up`` and ``gap_pct`` (the best other configuration, the runner-up compared with
-        its own session's recipe).
+        median ratio, lowest, highest, runs of each; the runner-up compared with its own
+        session's recipe), ``ratio_range`` (its lowest and highest over the runs: the worst
+        candidate run over the best recipe run, and the other way), ``runner_up`` (the best
+        other configuration) and ``gap_pct`` (how far its lead is below the best's, %).
     """
     rows = rows[rows["vllm_version"].astype(str).isin(offered)]
     out = []
@@ -300,8 +310,8 @@ def recommendations(
                 | (pts["vllm_version"] != best["vllm_version"])
             ]
             runner = _choose_anchored(pts, goal, others) if not others.empty else None
-            if runner is not None and best["score"]:
-                gap = 100.0 * (best["score"] - runner["score"]) / best["score"]
+            if runner is not None and best.get("lead"):  # by what ranked them
+                gap = 100.0 * (best["lead"] - runner["lead"]) / best["lead"]
         ratio = best["score"] / recipe["score"] if best and recipe and recipe["score"] else None
         runner_vs_recipe = None
         anchor = _recipe_for(pts, runner, goal) if runner is not None else None

@@ -82,6 +82,10 @@ class SLO(BaseModel):
         """True when ``point`` is within every bound (:meth:`violations` is empty)."""
         return not self.violations(point)
 
+    def meeting(self, points: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``points`` that meet every bound (:meth:`meets`), in their order."""
+        return points[[self.meets(r) for r in points.to_dict("records")]]
+
     @classmethod
     def coerce(cls, value: Any, default: SLO | None = None) -> SLO:
         """An SLO from an SLO, a mapping of its fields (``{"tpot_ms": 20, "ttft_ms": 2000}``),
@@ -259,7 +263,7 @@ def choose(
     """
     if objective not in OBJECTIVES:
         raise BenchError(f"objective={objective!r}: use one of {', '.join(OBJECTIVES)}.")
-    data = points if slo is None else points[[slo.meets(r) for r in points.to_dict("records")]]
+    data = points if slo is None else slo.meeting(points)
     if data.empty:
         return None
     tput = _series(data, "output_throughput_per_gpu")
