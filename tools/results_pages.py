@@ -159,3 +159,339 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
                 f"  - adapted: `{a['flag']} {a['value']}` {now} ({a.get('stage')}: {why[:160]})"
             )
     return "\n".join(lines + notebook)
+
+
+# --------------------------------------------------------------------------------------
+# vLLM releases side by side: every committed GPU sweep of a target notebook
+# --------------------------------------------------------------------------------------
+
+#: A point of a target notebook's own sweep: ``<target>-<variant>-none-c<N>.json`` (speculative
+#: mode none), wherever its folder lies under ``docs/results/<target>/``.
+_SWEEP_POINT = "{target}-*-none-c*.json"
+_ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
+_MOE_FLAG = re.compile(r"--moe-backend[ =]([a-z_]+)")
+#: The concurrencies every GPU sweep of the target notebooks measures (its default
+#: ``bench_concurrencies`` on a GPU).
+RELEASE_CONCURRENCIES = (1, 16, 64, 256)
+
+
+def _server_log(folder: Path) -> Path | None:
+    """The vLLM server log of a sweep folder: its own ``server.log``, else the one log under
+    ``../logs/`` (the layout of an executed notebook's outputs), else None."""
+    own = folder / "server.log"
+    if own.is_file():
+        return own
+    logs = sorted((folder.parent / "logs").glob("*.log"))
+    return logs[0] if len(logs) == 1 else None
+
+
+def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
+    """One row per point of every committed GPU sweep of ``target``'s notebook, whatever
+    release and session measured it.
+
+    A sweep is a folder of ``<target>-<variant>-none-c<N>.json`` files (``vllm bench serve
+    --save-result``, one per concurrency). Its vLLM release and MoE kernel come from its server
+    log (the engine's ``Initializing a V1 LLM engine (vX.Y.Z)`` line and the launch line's
+    ``--moe-backend``) and otherwise from a ``vllm-<release>/<variant>-<moe kernel>`` folder
+    name; both must agree where both exist.
+
+    Returns:
+        Columns ``release``, ``variant``, ``moe_backend``, ``folder`` (repo path),
+        ``session`` (the first folder under ``docs/results/<target>/``: one device session
+        writes one), ``time`` (the point's ``date``, UTC), ``concurrency``, ``num_prompts``,
+        ``input_len`` / ``output_len`` (tokens), ``output_throughput`` (tok/s),
+        ``median_ttft_ms``, ``median_tpot_ms``; sorted by release, variant, kernel, time.
+
+    Raises:
+        ValueError: a sweep whose release or kernel cannot be read, or whose log and folder
+            name disagree.
+    """
+    from helpers.tune.noise import VLLM_DATE
+
+    root = Path(results_dir or RESULTS_DIR) / target
+    frames = []
+    for folder in sorted({p.parent for p in root.rglob(_SWEEP_POINT.format(target=target))}):
+        rel = folder.relative_to(root).as_posix()
+        named = _NOTEBOOK_RUN.match(rel)
+        release = kernel = None
+        log = _server_log(folder)
+        if log is not None:
+            text = log.read_text(errors="replace")
+            found, flag = _ENGINE_RELEASE.search(text), _MOE_FLAG.search(text)
+            release, kernel = found and found.group(1), flag and flag.group(1)
+        if named:
+            if (release or named.group(1)) != named.group(1) or (kernel or named.group(3)) != (
+                named.group(3)
+            ):
+                raise ValueError(
+                    f"docs/results/{target}/{rel}: its server log says vLLM {release} with "
+                    f"--moe-backend {kernel}, its folder name {named.group(1)} / "
+                    f"{named.group(3)}; rename the folder."
+                )
+            release, kernel = named.group(1), named.group(3)
+        if not release or not kernel:
+            raise ValueError(
+                f"docs/results/{target}/{rel}: no server log names its vLLM release and "
+                "--moe-backend; add the run's server.log or name the folder "
+                "vllm-<release>/<variant>-<moe kernel>."
+            )
+        files = sorted(folder.glob(_SWEEP_POINT.format(target=target)))
+        points = load_results(files, extra=("date",))
+        variant = points["label"].str.split("-").str[1]
+        frames.append(
+            points.assign(
+                release=release,
+                variant=variant,
+                moe_backend=kernel,
+                folder=f"docs/results/{target}/{rel}",
+                session=rel.split("/")[0],
+                time=pd.to_datetime(points["date"], format=VLLM_DATE),
+            )
+        )
+    if not frames:
+        return pd.DataFrame()
+    columns = [
+        "release",
+        "variant",
+        "moe_backend",
+        "folder",
+        "session",
+        "time",
+        "concurrency",
+        "num_prompts",
+        "input_len",
+        "output_len",
+        "output_throughput",
+        "median_ttft_ms",
+        "median_tpot_ms",
+    ]
+    out = pd.concat(frames, ignore_index=True)[columns]
+    return out.sort_values(
+        ["release", "variant", "moe_backend", "time", "concurrency"]
+    ).reset_index(drop=True)
+
+
+def _release_key(release: str) -> list[int]:
+    return [int(x) for x in release.split(".")]
+
+
+def _cell(values: pd.Series, digits: int = 0) -> str:
+    """``212`` for one run, ``218 (212-231)`` for several: the median and range over runs."""
+    vals = sorted(values)
+
+    def f(v: float) -> str:
+        return f"{v:,.{digits}f}"
+
+    if len(vals) == 1:
+        return f(vals[0])
+    return f"{f(pd.Series(vals).median())} ({f(vals[0])}-{f(vals[-1])})"
+
+
+def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """Sweeps of two releases (same variant and MoE kernel) measured in one device session: the
+    same session folder and started within :data:`helpers.tune.noise.MEASURED_APART_S` of each
+    other. Each pair is (newer release, older release), each a frame of its points."""
+    from helpers.tune.noise import MEASURED_APART_S
+
+    pairs = []
+    sweeps = [g for _, g in runs.groupby("folder", sort=True)]
+    for a in sweeps:
+        for b in sweeps:
+            ka, kb = a.iloc[0], b.iloc[0]
+            if (ka["variant"], ka["moe_backend"], ka["session"]) != (
+                kb["variant"],
+                kb["moe_backend"],
+                kb["session"],
+            ) or _release_key(ka["release"]) <= _release_key(kb["release"]):
+                continue
+            if abs((a["time"].min() - b["time"].min()).total_seconds()) <= MEASURED_APART_S:
+                pairs.append((a, b))
+    return pairs
+
+
+def _verdict(ratio: float, noise: float) -> str:
+    if abs(ratio - 1) <= noise:
+        return "tie (within noise)"
+    return "faster" if ratio > 1 else "slower"
+
+
+def release_markdown(target: str, results_dir: Path | None = None) -> str | None:
+    """The Markdown page that sets the vLLM releases side by side on ``target`` (None when no
+    sweep of its notebook is committed): output tok/s and median TPOT per release, variant and
+    MoE kernel at each concurrency (median and range over the sessions that measured it), then
+    the ratios of each release pair measured in one session, a winner only beyond
+    :data:`helpers.tune.noise.SINGLE_RUN_TIE` (one run per point), and the ratios of medians
+    across sessions, a winner only beyond the larger of that and the spread between sessions.
+
+    Raises:
+        ValueError: sweeps of different workloads (prompt / answer lengths) are compared.
+    """
+    from helpers.tune.noise import SINGLE_RUN_TIE
+
+    runs = sweep_runs(target, results_dir)
+    if runs.empty:
+        return None
+    shapes = runs[["input_len", "output_len"]].drop_duplicates()
+    if len(shapes) != 1:
+        raise ValueError(
+            f"the {target} sweeps measure different workloads ({shapes.to_dict('records')}); "
+            "compare one workload."
+        )
+    default = _default_release()
+    cs = [c for c in RELEASE_CONCURRENCIES if c in set(runs["concurrency"])]
+    lines = [
+        f"# vLLM releases side by side on {target}",
+        "",
+        f"Generated by `python -m tools.results_pages releases {target}` from every committed "
+        f"sweep of `notebooks/{target}.ipynb` on the GPU (weightless: real kernels and shapes, "
+        f"noise text; {runs['input_len'].iloc[0]:.0f} prompt / {runs['output_len'].iloc[0]:.0f} "
+        "answer tokens, chat endpoint, `vllm bench serve` with 4 x c prompts per point, one run "
+        "per point in each session). Do not edit by hand.",
+        "",
+        "## Output tok/s",
+        "",
+        "The median over the sessions that measured it, the range in brackets when more than one "
+        "did; then p50 TPOT (ms) the same way.",
+        "",
+        "| variant, MoE kernel | vLLM | sessions | "
+        + " | ".join(f"c = {c}" for c in cs)
+        + " | "
+        + " | ".join(f"TPOT c = {c}" for c in cs)
+        + " |",
+        "|---|---|---" + "|---:" * (2 * len(cs)) + "|",
+    ]
+    order = sorted(
+        runs.groupby(["variant", "moe_backend", "release"]).groups,
+        key=lambda k: (k[0] != "nvfp4", k[1], k[2] != default, [-x for x in _release_key(k[2])]),
+    )
+    for variant, kernel, release in order:
+        g = runs[
+            (runs["variant"] == variant)
+            & (runs["moe_backend"] == kernel)
+            & (runs["release"] == release)
+        ]
+        dates = ", ".join(sorted({f"{t:%Y-%m-%d}" for t in g.groupby("folder")["time"].min()}))
+        tok = [_cell(g[g["concurrency"] == c]["output_throughput"]) for c in cs]
+        tpot = [_cell(g[g["concurrency"] == c]["median_tpot_ms"], 1) for c in cs]
+        mark = " (default)" if release == default else ""
+        lines.append(
+            f"| {variant.upper()}, {kernel} | {release}{mark} | {dates} | "
+            + " | ".join(tok + tpot)
+            + " |"
+        )
+    pairs = same_session_pairs(runs)
+    lines += [
+        "",
+        "## Within one session",
+        "",
+        f"Output tok/s of the newer release over the older, each point one run on the same "
+        f"machine; a difference within {SINGLE_RUN_TIE:.0%} is a tie (one run per point: "
+        "`helpers.tune.noise.SINGLE_RUN_TIE`).",
+        "",
+    ]
+    if not pairs:
+        lines.append("No two releases were measured in one session yet.")
+    else:
+        lines += [
+            "| variant, MoE kernel | session | releases | "
+            + " | ".join(f"c = {c}" for c in cs)
+            + " |",
+            "|---|---|---" + "|---" * len(cs) + "|",
+        ]
+        for new, old in pairs:
+            cells = []
+            for c in cs:
+                a = new[new["concurrency"] == c]["output_throughput"]
+                b = old[old["concurrency"] == c]["output_throughput"]
+                if a.empty or b.empty:
+                    cells.append("—")
+                    continue
+                r = float(a.iloc[0] / b.iloc[0])
+                cells.append(f"{r:.2f}x {_verdict(r, SINGLE_RUN_TIE)}")
+            k = new.iloc[0]
+            lines.append(
+                f"| {k['variant'].upper()}, {k['moe_backend']} | {k['session']} "
+                f"({new['time'].min():%Y-%m-%d %H:%M}) | {k['release']} / {old.iloc[0]['release']} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    lines += [
+        "",
+        f"## Across sessions, against the default release {default}",
+        "",
+        "The ratio of medians; a winner only when it passes the larger of "
+        f"{SINGLE_RUN_TIE:.0%} and the spread between sessions of either side "
+        "((max - min) / median; one machine measured the same command 5,007 and 6,417 tok/s at "
+        "c = 256 on two days).",
+        "",
+        "| variant, MoE kernel | vLLM / "
+        + default
+        + " | "
+        + " | ".join(f"c = {c}" for c in cs)
+        + " |",
+        "|---|---" + "|---" * len(cs) + "|",
+    ]
+    for variant, kernel, release in order:
+        if release == default:
+            continue
+        sel = (runs["variant"] == variant) & (runs["moe_backend"] == kernel)
+        mine, ref = (
+            runs[sel & (runs["release"] == release)],
+            runs[sel & (runs["release"] == default)],
+        )
+        if ref.empty:
+            continue
+        cells = []
+        for c in cs:
+            a = mine[mine["concurrency"] == c]["output_throughput"]
+            b = ref[ref["concurrency"] == c]["output_throughput"]
+            if a.empty or b.empty:
+                cells.append("—")
+                continue
+            noise = max(SINGLE_RUN_TIE, _spread(a), _spread(b))
+            r = float(a.median() / b.median())
+            cells.append(f"{r:.2f}x {_verdict(r, noise)} (noise {noise:.0%})")
+        lines.append(f"| {variant.upper()}, {kernel} | {release} | " + " | ".join(cells) + " |")
+    sources = sorted(set(runs["folder"]))
+    lines += ["", "Sources: " + ", ".join(f"`{s}/`" for s in sources) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _spread(values: pd.Series) -> float:
+    """(max - min) / median of a point's runs; 0 for one run."""
+    return float((values.max() - values.min()) / values.median()) if len(values) > 1 else 0.0
+
+
+def _default_release() -> str:
+    from helpers.config.load import shared_registry
+
+    return str(shared_registry().model.default_vllm_version)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.results_pages releases TARGET [--write]``: print the releases page of
+    TARGET, or with ``--write`` write it to ``docs/results/TARGET/releases.md``. Exit 2 when
+    nothing of TARGET's notebook was measured on a GPU."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m tools.results_pages")
+    parser.add_argument("page", choices=["releases"])
+    parser.add_argument("target")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    text = release_markdown(args.target)
+    if text is None:
+        print(f"no GPU sweep of notebooks/{args.target}.ipynb is committed", file=sys.stderr)
+        return 2
+    if args.write:
+        path = RESULTS_DIR / args.target / "releases.md"
+        path.write_text(text)
+        print(path.relative_to(REPO_ROOT))
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

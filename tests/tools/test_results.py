@@ -87,6 +87,85 @@ def test_notebook_runs_read_only_release_variant_kernel_folders(tmp_path):
     )
 
 
+H200 = REPO_ROOT / "docs" / "results" / "h200"
+
+
+def _copy_sweeps(dest, folders):
+    """Copies of committed h200 sweep folders (points and server logs) under ``dest/h200/``,
+    each at the path given: {source folder under docs/results/h200: path under dest/h200}."""
+    import shutil
+
+    for src, to in folders.items():
+        shutil.copytree(H200 / src, dest / "h200" / to)
+
+
+def test_the_releases_page_is_the_one_the_committed_sweeps_give():
+    page = (H200 / "releases.md").read_text()
+    assert page == results.release_markdown("h200"), (
+        "docs/results/h200/releases.md is stale: python -m tools.results_pages releases h200 --write"
+    )
+    runs = results.sweep_runs("h200")
+    assert {"0.28.0", "0.32.0"} <= set(runs["release"])
+    assert set(runs["concurrency"]) == {1, 16, 64, 256}
+    # every committed sweep of the notebook is a source, the 0.26.0 script runs are not
+    assert "vllm-0.32.0/nvfp4-marlin/`" in page and "/nvfp4/`" not in page
+
+
+def test_releases_across_sessions_win_only_beyond_the_spread_between_sessions(tmp_path):
+    """0.28.0 against the default 0.32.0, NVFP4 with Humming, from two 0.32.0 sessions
+    (2026-11-30 and 2026-12-01) and one 0.28.0 session: at c = 1 the 0.32.0 runs agree within
+    3 % and 0.28.0 is 16 % faster, a win; at c = 256 0.28.0 is 17 % faster than the 0.32.0 median,
+    but the two 0.32.0 runs differ by 25 %, so it is a tie."""
+    _copy_sweeps(
+        tmp_path,
+        {
+            "vllm-0.28.0/nvfp4-humming": "vllm-0.28.0/nvfp4-humming",
+            "vllm-0.32.0/nvfp4-humming": "vllm-0.32.0/nvfp4-humming",
+            "notebooks-2026-12-01/h200-nvfp4/h200-nvfp4-none": "s/h200-nvfp4/h200-nvfp4-none",
+            "notebooks-2026-12-01/h200-nvfp4/logs": "s/h200-nvfp4/logs",
+        },
+    )
+    page = results.release_markdown("h200", tmp_path)
+    across = page.split("## Across sessions")[1].splitlines()
+    row = next(line for line in across if line.startswith("| NVFP4, humming | 0.28.0 |"))
+    cells = row.split(" | ")
+    assert cells[2].startswith("1.16x faster") and "tie (within noise) (noise 25%)" in cells[5]
+    median = next(
+        line for line in page.splitlines() if line.startswith("| NVFP4, humming | 0.32.0 (default)")
+    )
+    assert "2026-11-30, 2026-12-01" in median and "5,712 (5,007-6,417)" in median
+    assert "No two releases were measured in one session yet." in page
+
+
+def test_two_releases_in_one_session_are_compared_point_by_point(tmp_path):
+    """BF16 with Triton on 0.32.0 (12:14 UTC) and 0.28.0 (12:35 UTC), put in one session folder:
+    paired, and every ratio within 5 % is a tie; in two session folders they are not paired."""
+    _copy_sweeps(
+        tmp_path,
+        {"vllm-0.32.0/bf16-triton": "s/a/bf16-x", "vllm-0.28.0/bf16-triton": "s/b/bf16-x"},
+    )
+    runs = results.sweep_runs("h200", tmp_path)
+    assert sorted(set(runs["release"])) == ["0.28.0", "0.32.0"]  # from the server logs
+    ((new, old),) = results.same_session_pairs(runs)
+    assert (new.iloc[0]["release"], old.iloc[0]["release"]) == ("0.32.0", "0.28.0")
+    page = results.release_markdown("h200", tmp_path)
+    row = next(line for line in page.splitlines() if "| 0.32.0 / 0.28.0 |" in line)
+    assert row.count("tie (within noise)") == 4 and "0.96x" in row
+    (tmp_path / "h200" / "t").mkdir()
+    (tmp_path / "h200" / "s" / "b").rename(tmp_path / "h200" / "t" / "b")
+    assert results.same_session_pairs(results.sweep_runs("h200", tmp_path)) == []
+
+
+def test_a_sweep_whose_server_log_contradicts_its_folder_name_is_refused(tmp_path):
+    _copy_sweeps(tmp_path, {"vllm-0.28.0/nvfp4-humming": "vllm-0.32.0/nvfp4-humming"})
+    with pytest.raises(ValueError, match="says vLLM 0.28.0 with --moe-backend humming.*rename"):
+        results.sweep_runs("h200", tmp_path)
+    (tmp_path / "h200" / "vllm-0.32.0" / "nvfp4-humming" / "server.log").unlink()
+    (tmp_path / "h200" / "vllm-0.32.0" / "nvfp4-humming").rename(tmp_path / "h200" / "x")
+    with pytest.raises(ValueError, match="no server log names its vLLM release"):
+        results.sweep_runs("h200", tmp_path)
+
+
 def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
     with noise.noise_tolerant(True, "tool loop"):
         raise ResponseError("The model called tool 'x!y', which is not in tools")
