@@ -365,7 +365,10 @@ def registry_flags(
                     "still accepted, but hidden from --help (an alias kept for old commands)"
                 )
             if n.get("deprecated") and not (o or {}).get("deprecated"):
-                notes.append("deprecated")
+                # its help text when the release says why (0.33.0: "... It has no effect")
+                notes.append(
+                    f"deprecated: {n['deprecation']}" if n.get("deprecation") else "deprecated"
+                )
             refused = sorted({p for v in vals for p in _accepts(new.table, flag, v, new.version)})
             if refused:
                 notes += refused
@@ -889,6 +892,16 @@ class Report:
             f" default and all features) checked against vLLM {n}'s flag table: "
             + (f"{len(self.command_failures)} fail." if self.command_failures else "all pass."),
         ]
+        deprecated = [u for u in self.flag_uses if u.new and u.new.get("deprecated")]
+        if deprecated:
+            lines.append(
+                f"- Deprecated on {n} and passed by the registry (accepted; the server warns): "
+                + "; ".join(
+                    f"`{u.flag}`"
+                    + (f" ({u.new['deprecation']})" if u.new.get("deprecation") else "")
+                    for u in deprecated
+                )
+            )
         if self.wordings is None:
             lines.append("- Log wordings: not checked (no source: `--tables`).")
         if self.behaviour is not None:

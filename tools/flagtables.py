@@ -62,6 +62,12 @@ for s, a in parser._option_string_actions.items():
         entry["hidden"] = True
     if a in deprecated or getattr(a, "deprecated", False):
         entry["deprecated"] = True
+    # a deprecation said only in the help text (0.33.0's --mamba-cache-mode: "deprecated ...
+    # It has no effect"), which the server repeats as a warning when the flag is passed
+    text = " ".join(str(a.help or "").split())
+    if "deprecated" in text.lower():
+        entry["deprecated"] = True
+        entry["deprecation"] = text
     options[s] = entry
 from vllm.config import SpeculativeConfig
 fields = getattr(SpeculativeConfig, "__dataclass_fields__", None) or getattr(SpeculativeConfig, "model_fields", {})

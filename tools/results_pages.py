@@ -118,6 +118,14 @@ def _notebook_lines(target: str, results_dir: Path | None) -> list[str]:
             f"  - vLLM {r['release']}, {r['variant'].upper()}, {r['moe_backend']} MoE: {tok} "
             f"(median TTFT {ttft} ms); source `{r['folder']}/`."
         )
+    page = Path(results_dir or RESULTS_DIR) / target / "releases.md"
+    if page.is_file():
+        lines.append(
+            f"  - These lines come from different sessions, and one machine measured the same "
+            f"command up to 30 % apart on two days: the releases compared on one machine and "
+            f"with the spread between sessions are in "
+            f"[docs/results/{target}/releases.md](../docs/results/{target}/releases.md)."
+        )
     return lines
 
 
@@ -165,9 +173,9 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
 # vLLM releases side by side: every committed GPU sweep of a target notebook
 # --------------------------------------------------------------------------------------
 
-#: A point of a target notebook's own sweep: ``<target>-<variant>-none-c<N>.json`` (speculative
+#: A point of a target notebook's own sweep: ``<target>-<variant>-none[-<moe kernel>]-c<N>.json`` (speculative
 #: mode none), wherever its folder lies under ``docs/results/<target>/``.
-_SWEEP_POINT = "{target}-*-none-c*.json"
+_SWEEP_POINT = "{target}-*-none*-c*.json"
 _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
 _MOE_FLAG = re.compile(r"--moe-backend[ =]([a-z_]+)")
 #: The concurrencies every GPU sweep of the target notebooks measures (its default
@@ -310,7 +318,9 @@ def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFr
 
 
 def _verdict(ratio: float, noise: float) -> str:
-    if abs(ratio - 1) <= noise:
+    """``faster`` / ``slower`` when the lead passes the noise in whole percent (as the page
+    shows both), else ``tie (within noise)``."""
+    if round(abs(ratio - 1) * 100) <= round(noise * 100):
         return "tie (within noise)"
     return "faster" if ratio > 1 else "slower"
 
@@ -320,8 +330,10 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     sweep of its notebook is committed): output tok/s and median TPOT per release, variant and
     MoE kernel at each concurrency (median and range over the sessions that measured it), then
     the ratios of each release pair measured in one session, a winner only beyond
-    :data:`helpers.tune.noise.SINGLE_RUN_TIE` (one run per point), and the ratios of medians
-    across sessions, a winner only beyond the larger of that and the spread between sessions.
+    :data:`helpers.tune.noise.SINGLE_RUN_TIE` (one run per point), and, for a release never
+    measured beside the default in one session, the ratios of medians across sessions, a winner
+    only beyond the larger of that and the spread between sessions (one machine measured the
+    same c = 1 point 212, 218 and 281 tok/s on three days).
 
     Raises:
         ValueError: sweeps of different workloads (prompt / answer lengths) are compared.
@@ -419,10 +431,9 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "",
         f"## Across sessions, against the default release {default}",
         "",
-        "The ratio of medians; a winner only when it passes the larger of "
-        f"{SINGLE_RUN_TIE:.0%} and the spread between sessions of either side "
-        "((max - min) / median; one machine measured the same command 5,007 and 6,417 tok/s at "
-        "c = 256 on two days).",
+        "For a release not measured beside the default in one session: the ratio of medians, a "
+        f"winner only when it passes the larger of {SINGLE_RUN_TIE:.0%} and the spread between "
+        "sessions of either side ((max - min) / median, in brackets).",
         "",
         "| variant, MoE kernel | vLLM / "
         + default
@@ -431,8 +442,19 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         + " |",
         "|---|---" + "|---" * len(cs) + "|",
     ]
+    beside = {
+        (new.iloc[0]["variant"], new.iloc[0]["moe_backend"], new.iloc[0]["release"])
+        for new, old in pairs
+        if old.iloc[0]["release"] == default
+    }
     for variant, kernel, release in order:
         if release == default:
+            continue
+        if (variant, kernel, release) in beside:
+            lines.append(
+                f"| {variant.upper()}, {kernel} | {release} | measured beside {default} in one "
+                "session: the table above decides |" + " |" * (len(cs) - 1)
+            )
             continue
         sel = (runs["variant"] == variant) & (runs["moe_backend"] == kernel)
         mine, ref = (

@@ -109,6 +109,14 @@ def test_the_releases_page_is_the_one_the_committed_sweeps_give():
     assert set(runs["concurrency"]) == {1, 16, 64, 256}
     # every committed sweep of the notebook is a source, the 0.26.0 script runs are not
     assert "vllm-0.32.0/nvfp4-marlin/`" in page and "/nvfp4/`" not in page
+    # 0.33.0 was measured beside a 0.32.0 anchor on one machine: that pair decides, not the
+    # medians of other sessions
+    within = page.split("## Within one session")[1].split("## Across")[0]
+    assert (
+        "| NVFP4, humming | vllm-0.33.0 (2026-12-04" in within and "| 0.33.0 / 0.32.0 |" in within
+    )
+    across = page.split("## Across sessions")[1]
+    assert "| NVFP4, humming | 0.33.0 | measured beside 0.32.0 in one session" in across
 
 
 def test_releases_across_sessions_win_only_beyond_the_spread_between_sessions(tmp_path):
