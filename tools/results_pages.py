@@ -411,15 +411,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             "|---|---|---" + "|---" * len(cs) + "|",
         ]
         for new, old in pairs:
-            cells = []
-            for c in cs:
-                a = new[new["concurrency"] == c]["output_throughput"]
-                b = old[old["concurrency"] == c]["output_throughput"]
-                if a.empty or b.empty:
-                    cells.append("—")
-                    continue
-                r = float(a.iloc[0] / b.iloc[0])
-                cells.append(f"{r:.2f}x {_verdict(r, SINGLE_RUN_TIE)}")
+            cells = _ratio_cells(new, old, cs, across=False)
             k = new.iloc[0]
             lines.append(
                 f"| {k['variant'].upper()}, {k['moe_backend']} | {k['session']} "
@@ -463,20 +455,31 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         )
         if ref.empty:
             continue
-        cells = []
-        for c in cs:
-            a = mine[mine["concurrency"] == c]["output_throughput"]
-            b = ref[ref["concurrency"] == c]["output_throughput"]
-            if a.empty or b.empty:
-                cells.append("—")
-                continue
-            noise = max(SINGLE_RUN_TIE, _spread(a), _spread(b))
-            r = float(a.median() / b.median())
-            cells.append(f"{r:.2f}x {_verdict(r, noise)} (noise {noise:.0%})")
+        cells = _ratio_cells(mine, ref, cs, across=True)
         lines.append(f"| {variant.upper()}, {kernel} | {release} | " + " | ".join(cells) + " |")
     sources = sorted(set(runs["folder"]))
     lines += ["", "Sources: " + ", ".join(f"`{s}/`" for s in sources) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _ratio_cells(new: pd.DataFrame, old: pd.DataFrame, cs: list[int], *, across: bool) -> list[str]:
+    """Per concurrency in ``cs``: the median output tok/s of ``new`` over ``old`` and its verdict
+    (``—`` where either lacks the point). Within one session (``across=False``) the noise is
+    :data:`helpers.tune.noise.SINGLE_RUN_TIE`; across sessions also the spread between
+    sessions of either side, shown in brackets."""
+    from helpers.tune.noise import SINGLE_RUN_TIE
+
+    cells = []
+    for c in cs:
+        a = new[new["concurrency"] == c]["output_throughput"]
+        b = old[old["concurrency"] == c]["output_throughput"]
+        if a.empty or b.empty:
+            cells.append("—")
+            continue
+        r = float(a.median() / b.median())
+        noise = max(SINGLE_RUN_TIE, _spread(a), _spread(b)) if across else SINGLE_RUN_TIE
+        cells.append(f"{r:.2f}x {_verdict(r, noise)}" + (f" (noise {noise:.0%})" if across else ""))
+    return cells
 
 
 def _spread(values: pd.Series) -> float:
