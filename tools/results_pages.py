@@ -121,9 +121,9 @@ def _notebook_lines(target: str, results_dir: Path | None) -> list[str]:
     page = Path(results_dir or RESULTS_DIR) / target / "releases.md"
     if page.is_file():
         lines.append(
-            f"  - These lines come from different sessions, and one machine measured the same "
-            f"command up to 30 % apart on two days: the releases compared on one machine and "
-            f"with the spread between sessions are in "
+            f"  - These lines come from different sessions, and the same command measures "
+            f"differently from one machine to the next: the releases compared on one machine, "
+            f"and with the spread between sessions, are in "
             f"[docs/results/{target}/releases.md](../docs/results/{target}/releases.md)."
         )
     return lines
@@ -173,8 +173,8 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
 # vLLM releases side by side: every committed GPU sweep of a target notebook
 # --------------------------------------------------------------------------------------
 
-#: A point of a target notebook's own sweep: ``<target>-<variant>-none[-<moe kernel>]-c<N>.json`` (speculative
-#: mode none), wherever its folder lies under ``docs/results/<target>/``.
+#: A point of a target notebook's own sweep, ``<target>-<variant>-none[-<moe kernel>]-c<N>.json``
+#: (speculative mode none), wherever its folder lies under ``docs/results/<target>/``.
 _SWEEP_POINT = "{target}-*-none*-c*.json"
 _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
 _MOE_FLAG = re.compile(r"--moe-backend[ =]([a-z_]+)")
@@ -197,7 +197,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     """One row per point of every committed GPU sweep of ``target``'s notebook, whatever
     release and session measured it.
 
-    A sweep is a folder of ``<target>-<variant>-none-c<N>.json`` files (``vllm bench serve
+    A sweep is a folder of ``<target>-<variant>-none[-<moe kernel>]-c<N>.json`` files (``vllm bench serve
     --save-result``, one per concurrency). Its vLLM release and MoE kernel come from its server
     log (the engine's ``Initializing a V1 LLM engine (vX.Y.Z)`` line and the launch line's
     ``--moe-backend``) and otherwise from a ``vllm-<release>/<variant>-<moe kernel>`` folder
