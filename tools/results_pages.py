@@ -62,10 +62,8 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
     (a DataFrame from :func:`load_results`: ``concurrency``, ``output_throughput`` tok/s,
     ``median_ttft_ms``, ``mean_tpot_ms``, ...). An empty list when there are none.
     """
-    from helpers.config.load import shared_registry
-
     root = Path(results_dir or RESULTS_DIR) / target
-    default = str(shared_registry().model.default_vllm_version)
+    default = _default_release()
     runs = []
     for folder in sorted(root.glob("vllm-*/*/")):
         m = _NOTEBOOK_RUN.match(folder.relative_to(root).as_posix())
@@ -89,7 +87,7 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
     runs.sort(
         key=lambda r: (
             r["release"] != default,
-            [-int(x) for x in r["release"].split(".")],  # newest release first
+            [-x for x in _release_key(r["release"])],  # newest release first
             r["variant"],
             r["moe_backend"],
         )
@@ -332,8 +330,8 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     the ratios of each release pair measured in one session, a winner only beyond
     :data:`helpers.tune.noise.SINGLE_RUN_TIE` (one run per point), and, for a release never
     measured beside the default in one session, the ratios of medians across sessions, a winner
-    only beyond the larger of that and the spread between sessions (one machine measured the
-    same c = 1 point 212, 218 and 281 tok/s on three days).
+    only beyond the larger of that and the spread between sessions (the same 0.32.0 command
+    measured 212, 218 and 281 tok/s at c = 1 on three machines).
 
     Raises:
         ValueError: sweeps of different workloads (prompt / answer lengths) are compared.
