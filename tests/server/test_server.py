@@ -337,6 +337,19 @@ def test_session_server_is_healthy_and_serves_the_model(standin_server, standin_
 
 
 @pytest.mark.server
+def test_the_standin_engine_runs_torch_on_one_thread(standin_server):
+    """The ``cpu`` target's ``OMP_NUM_THREADS=1`` reaches the engine core, so vLLM never
+    reduces torch's threads itself: it logs "Reducing Torch threads from N to 1" only when the
+    variable is missing, and on the CPU build that reduction is then skipped (the engine kept
+    a spinning OpenMP thread per core: benchmarks/standin_threads.py)."""
+    # the API server's environment (the engine core inherits it; its own is overwritten by
+    # setproctitle when it renames itself VLLM::EngineCore, so psutil reads it empty)
+    assert psutil.Process(standin_server.pid).environ().get("OMP_NUM_THREADS") == "1"
+    log = standin_server.log_path.read_text(errors="replace")
+    assert "Reducing Torch threads" not in log and "leaving Torch threads at" not in log
+
+
+@pytest.mark.server
 def test_attach_to_a_running_server_never_stops_it(standin_server):
     attached = attach_server(standin_server.base_url)  # .../v1 is accepted
     assert not attached.owned
