@@ -50,10 +50,19 @@ class SuiteTimer:
         self.group: dict[str, str] = {}
         self.seconds: dict[str, float] = defaultdict(float)
         self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.t0 = time.monotonic()
+        #: per pytest-xdist worker (``gw0``...; ``main`` without xdist): seconds of tests, and
+        #: when (seconds from the start) its last report came: the two workers' balance
+        self.worker_seconds: dict[str, float] = defaultdict(float)
+        self.worker_last: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report):
         g = self.group.setdefault(report.nodeid, group_of(markers_of(report)))
         self.seconds[g] += report.duration
+        node = getattr(report, "node", None)  # set by pytest-xdist on a worker's report
+        worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
+        self.worker_seconds[worker] += report.duration
+        self.worker_last[worker] = time.monotonic() - self.t0
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[g][report.outcome] += 1
 
@@ -71,6 +80,11 @@ class SuiteTimer:
             )
         lines.append(f"{'sum':<42}{total:>10.0f}")
         lines.append(f"{'wall':<42}{wall:>10.0f}  ({wall / 60:.1f} min, collection included)")
+        for w in sorted(self.worker_seconds):
+            lines.append(
+                f"{'worker ' + w:<42}{self.worker_seconds[w]:>10.0f}  (s of tests; its last "
+                f"ended {self.worker_last[w]:.0f} s in)"
+            )
         return "\n".join(lines)
 
 

@@ -14,14 +14,16 @@ suite_time = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(suite_time)
 
 
-def _report(nodeid, when, outcome, duration, *markers):
+def _report(nodeid, when, outcome, duration, *markers, worker="gw0"):
     # a TestReport's keywords: the test's name, its folders and module, and its markers' names;
-    # its user properties: tests/conftest.py's marker names
+    # its user properties: tests/conftest.py's marker names; pytest-xdist sets ``node`` (the
+    # worker it came from) on the controller's copy
     path, name = nodeid.split("::")
     keywords = {name: 1, **{part: 1 for part in path.split("/")}, **{m: 1 for m in markers}}
     return SimpleNamespace(
         nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords,
         user_properties=[("markers", sorted(markers))],
+        node=SimpleNamespace(gateway=SimpleNamespace(id=worker)),
     )  # fmt: skip
 
 
@@ -43,7 +45,7 @@ def test_the_table_adds_setup_call_and_teardown_per_group():
         _report("tests/server/t.py::a", "teardown", "passed", 1.0, "server"),
         _report("tests/notebooks/t.py::b", "call", "failed", 30.0, "notebook", "server"),
         _report("tests/server/t.py::c", "setup", "skipped", 0.0),
-        _report("tests/server/t.py::d", "call", "passed", 0.5),
+        _report("tests/server/t.py::d", "call", "passed", 0.5, worker="gw1"),
     ]:
         timer.pytest_runtest_logreport(r)
     assert timer.seconds == {"server": 63.0, "notebook": 30.0, "unit": 0.5}
@@ -52,7 +54,11 @@ def test_the_table_adds_setup_call_and_teardown_per_group():
     assert rows["unit"] == ["2", "1", "0", "1", "0"]
     assert rows["server"] == ["1", "1", "0", "0", "63"]
     assert rows["notebook"] == ["1", "0", "1", "0", "30"]
-    assert table[-1].split()[:2] == ["wall", "100"] and "1.7 min" in table[-1]
+    wall = next(line for line in table if line.startswith("wall"))
+    assert wall.split()[:2] == ["wall", "100"] and "1.7 min" in wall
+    # the balance of the two workers: each one's seconds of tests
+    workers = {line.split()[1]: line.split()[2] for line in table if line.startswith("worker")}
+    assert workers == {"gw0": "93", "gw1": "0"}
 
 
 def test_each_shared_server_group_runs_in_one_worker(tmp_path):
