@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 
 import psutil
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from helpers.errors import ServerStartError
 from helpers.fleet import deployment, fleet
 from helpers.fleet import launch as fleet_launch
-from helpers.server import launch, processes
+from helpers.server import launch, processes, vllm_server
 from helpers.server.vllm_server import VLLMServer
 from tests.support.fake_vllm import FAKE_SERVER
 
@@ -40,9 +41,17 @@ class FakeLaunch(VLLMServer):
 
 @pytest.fixture
 def fakes(monkeypatch, tmp_path):
+    """The fake fleets and servers of one test, in registries of their own: ``launch_server``
+    and ``launch_fleet`` stop every other server or fleet this process started (one kernel
+    serves one model), and a plain ``pytest`` run (no xdist) shares this process with the
+    session's stand-in server and the fleet module's replicas."""
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
     monkeypatch.setattr(fleet, "VLLMServer", FakeLaunch)
     monkeypatch.setattr(launch, "VLLMServer", FakeLaunch)
+    live = weakref.WeakSet()
+    monkeypatch.setattr(vllm_server, "_LIVE", live)
+    monkeypatch.setattr(launch, "_LIVE", live)
+    monkeypatch.setattr(fleet, "_FLEETS", weakref.WeakSet())
     BEHAVIOUR.clear()
     made: list[fleet.Fleet] = []
     yield made
