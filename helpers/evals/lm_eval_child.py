@@ -41,8 +41,14 @@ def _counters(base_url: str) -> dict[str, float | None]:
 
 def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    import lm_eval.evaluator
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    # lm-eval 0.4.13 adds torch's environment report to every result (evaluator.py calls
+    # loggers/utils.py add_env_info: torch.utils.collect_env runs `pip list` and `lsb_release`,
+    # 0.8 s a run on 2 cores); this child writes the samples only, so it is skipped
+    lm_eval.evaluator.add_env_info = lambda results: None
 
     from helpers.evals.two_pass import two_pass_endpoint
 

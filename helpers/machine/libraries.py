@@ -68,12 +68,23 @@ print(json.dumps(out))
 """
 
 
+#: ``(python, module)`` pairs a child of this process has imported: not probed again (each
+#: probe is a Python that imports lm-eval, scipy and pydantic-ai, about 2 CPU-seconds, and a
+#: kernel runs one per notebook). Only successes are kept: a library installed after a failed
+#: check is seen at the next one.
+_IMPORTED: set[tuple[str, str]] = set()
+
+
 def missing_modules(modules: list[str], python: str = sys.executable) -> dict[str, str]:
-    """``{module: why}`` for each of ``modules`` that does not import in a child ``python``.
+    """``{module: why}`` for each of ``modules`` that does not import in a child ``python``
+    (a module that imported there before, in this process, is not tried again).
 
     Raises:
         InstallError: the child Python could not run at all.
     """
+    modules = [m for m in modules if (python, m) not in _IMPORTED]
+    if not modules:
+        return {}
     try:
         done = subprocess.run(
             [python, "-c", _PROBE, *modules], capture_output=True, text=True, timeout=300
@@ -81,11 +92,13 @@ def missing_modules(modules: list[str], python: str = sys.executable) -> dict[st
     except (OSError, subprocess.TimeoutExpired) as e:
         raise InstallError(f"Could not run {python} to check the libraries: {e}") from None
     try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        failed = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise InstallError(
             f"Checking the libraries in {python} failed: {done.stderr.strip()[-500:]}"
         ) from None
+    _IMPORTED.update((python, m) for m in modules if m not in failed)
+    return failed
 
 
 def check_libraries(*names: str) -> None:

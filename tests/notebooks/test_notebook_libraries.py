@@ -151,6 +151,30 @@ def test_check_libraries_names_the_missing_one_and_the_fix(monkeypatch):
     }
 
 
+def test_a_module_that_imported_is_not_probed_again_and_a_missing_one_is(monkeypatch):
+    """A kernel checks step 1's libraries once per notebook: what imported in a child before
+    is not imported again (a child Python per probe); what failed is tried again, since it
+    may have been installed since."""
+    import subprocess
+
+    from helpers.machine import libraries
+
+    monkeypatch.setattr(libraries, "_IMPORTED", set())
+    probed: list[list[str]] = []
+    real_run = subprocess.run
+
+    def run(argv, **kwargs):
+        probed.append(list(argv[3:]))  # [python, "-c", probe, *modules]
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    missing = {"no_such_module_here": "ModuleNotFoundError: No module named 'no_such_module_here'"}
+    assert missing_modules(["json", "no_such_module_here"]) == missing
+    assert missing_modules(["json", "no_such_module_here"]) == missing
+    assert missing_modules(["json"]) == {}
+    assert probed == [["json", "no_such_module_here"], ["no_such_module_here"]]
+
+
 def test_the_notebook_extra_is_the_evals_and_agents_extras_together():
     """Each optional part has its extra (``evals``, ``agents``, ``fleet``); the notebooks'
     install cell takes ``notebook``, which must stay their union (markers aside)."""
