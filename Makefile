@@ -29,13 +29,14 @@ notebooks: setup
 # The suite (unit + real vLLM CPU server + notebooks), in two pytest-xdist workers: the tests of
 # the session's stand-in server in one, the rest spread over both (tests/conftest.py groups them).
 # The workshop notebook's bare-kernel run (several minutes of pip installs) is its own step:
-# `make workshop`; CI runs both (.ci/run).
+# `make workshop`; CI runs both (.ci/run). The suite runs notebooks through papermill, so nbmake's
+# pytest plugin (for `pytest --nbmake notebooks/`) is not loaded: 2 s of imports per pytest process.
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m helpers.standin.build
-	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop"
+	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop" -p no:nbmake
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
 workshop: setup
