@@ -157,11 +157,15 @@ def test_relaunching_the_same_command_reuses_the_running_server(standin_server, 
     """Re-running the launch cell returns the server this process already runs (no second one)."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     again = launch.launch_server(standin_server.config)
-    assert again is standin_server
-    assert "reusing the server this kernel already runs" in capsys.readouterr().out
-    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {
-        standin_server.pid
-    }
+    try:
+        assert again is standin_server
+        assert "reusing the server this kernel already runs" in capsys.readouterr().out
+        assert {p.pid for p in psutil.Process().children(recursive=True)} <= before | {
+            standin_server.pid
+        }
+    finally:  # a second server (the session's had died) is not left running
+        if again is not standin_server:
+            again.stop(verbose=False)
 
 
 @pytest.mark.server
