@@ -85,9 +85,9 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
     Args:
         cfg: a resolved ``ServeConfig`` of a GPU target.
         mode: ``"download"`` (checkpoint and drafter at their pins), ``"weightless"`` (random
-            weights, ``out/arch``; only a separate drafter is downloaded), ``"stand_in"`` (the
-            shipped stand-in, hash-checked into ``out/models``; retrained only when its inputs
-            changed) or ``"attach"`` (``cfg`` as it is).
+            weights, ``out/arch``, a DFlash / DSpark drafter's too: nothing is downloaded),
+            ``"stand_in"`` (the shipped stand-in, hash-checked into ``out/models``; retrained
+            only when its inputs changed) or ``"attach"`` (``cfg`` as it is).
         **download_kwargs: for :func:`helpers.weights.download.download`, e.g. ``cache_dir=...``.
 
     Raises:
@@ -112,9 +112,6 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
     if mode == "weightless":
         from helpers.weights.weightless import arch_config, build_arch_model
 
-        # the architecture folder is local: download() fetches only a separate drafter
-        return download(
-            arch_config(cfg, build_arch_model(cfg.variant), allow_hub_drafter=True),
-            **download_kwargs,
-        )
+        # the architecture folder and a DFlash / DSpark drafter's are local: nothing to fetch
+        return download(arch_config(cfg, build_arch_model(cfg.variant)), **download_kwargs)
     return download(cfg, **download_kwargs)

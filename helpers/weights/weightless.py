@@ -4,7 +4,8 @@ Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchma
 the architecture alone (:func:`build_arch_model`, :func:`arch_config`: ``--load-format
 dummy``). Memory and speed are real, the text is noise. The shape is the registry's
 ``model.architecture`` plus the public ``config.json`` of
-``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``).
+``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). DFlash and DSpark drafters
+get weightless folders of their own (:mod:`helpers.weights.drafters`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from helpers.errors import WeightlessError
 from helpers.memory import architecture
 from helpers.paths import out_dir
 from helpers.standin.template import SPECIAL_TOKENS
+from helpers.weights.drafters import METHODS as DRAFTER_METHODS
+from helpers.weights.drafters import build_drafter_model
 from helpers.weights.weightless_tokenizer import write_tokenizer
 
 #: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
@@ -249,6 +252,10 @@ def arch_config(
 
     Sets the model (and tokenizer) to ``path``, adds ``--load-format dummy`` and
     ``HF_HUB_OFFLINE=1`` (unless a hub drafter is still to fetch); every other flag and env of ``cfg`` is kept.
+    A DFlash or DSpark drafter becomes its weightless folder
+    (:func:`helpers.weights.drafters.build_drafter_model`, next to ``path``): the
+    ``--speculative-config`` keeps its method, ``num_speculative_tokens`` and every other key, its
+    ``model`` is the local folder, and nothing is downloaded.
 
     Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing, KV cache, Mamba
     state, activations, CUDA graphs) and speed (same kernels, same shapes). Not real: the text,
@@ -257,14 +264,16 @@ def arch_config(
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
         path: a folder from :func:`build_arch_model`.
-        allow_hub_drafter: keep a speculative mode whose draft model is a hub id (DFlash,
-            DSpark); :func:`helpers.weights.download.download` then fetches only the drafter.
+        allow_hub_drafter: keep a draft model that is a hub id (the real DFlash / DSpark
+            drafter, trained weights); :func:`helpers.weights.download.download` then fetches
+            only the drafter. False: a weightless drafter folder instead (DFlash, DSpark).
 
     Raises:
         WeightlessError: ``path`` is not an architecture folder; its variant does not match
             ``cfg.variant`` (quantization flags need the NVFP4 folder, BF16 flags the BF16 one);
-            or the draft model is a hub id (vLLM would download it during start-up) and
-            ``allow_hub_drafter`` is False.
+            the draft model is a hub id of a method without a weightless drafter (vLLM would
+            download it during start-up) and ``allow_hub_drafter`` is False; or the drafter
+            cannot be built (:func:`helpers.weights.drafters.build_drafter_model`).
     """
     path = Path(path)
     meta = arch_metadata(path)
@@ -282,16 +291,26 @@ def arch_config(
     spec = getattr(cfg, "speculative_config", None) or {}
     drafter = spec.get("model")
     hub_drafter = bool(drafter) and not Path(str(drafter)).is_dir()
-    if hub_drafter and not allow_hub_drafter:
+    local_drafter = hub_drafter and not allow_hub_drafter
+    if local_drafter and spec.get("method") not in DRAFTER_METHODS:
         raise WeightlessError(
             f"Speculative mode {cfg.speculative!r} drafts with {drafter}, a hub repository that vLLM "
-            "would download inside the readiness wait. Fetch it first: "
+            "would download inside the readiness wait, and no weightless drafter exists for "
+            f"method {spec.get('method')!r} (only {', '.join(DRAFTER_METHODS)}). Fetch it first: "
             "serve_cfg = weights.download(weightless.arch_config(cfg, path, allow_hub_drafter=True)) "
             "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
             "layers are part of the architecture)."
         )
     out = cfg.with_model(path).with_args({"--load-format": "dummy"})
-    if not hub_drafter:
+    if local_drafter:
+        method = spec["method"]
+        folder = build_drafter_model(
+            method, str(meta.get("variant")), path.parent / f"{path.name}-{method}"
+        )
+        out = out.with_drafter_path(folder)
+        local = [dataclasses.replace(d, local_path=str(folder)) for d in out.drafters]
+        out = dataclasses.replace(out, drafters=local)
+    if not hub_drafter or local_drafter:
         out = out.with_args(None, HF_HUB_OFFLINE="1")
     if FAST_TOKENIZER_ENV in out.env:
         # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE

@@ -465,17 +465,18 @@ def test_disk_space_counts_model_and_drafter_together(hub, cache):
     assert NVFP4["model_id"] in str(exc.value) and DFLASH["repo"] in str(exc.value)
 
 
-def test_weightless_mode_fetches_only_the_drafter_before_launch(cache, tmp_path):
-    """Weightless (``--load-format dummy``) with DFlash: the architecture folder is local, so
-    weights.download fetches only the drafter; the server then needs no hub at all."""
-    from helpers import errors
+def test_weightless_mode_with_the_real_drafter_fetches_only_the_drafter(cache, tmp_path):
+    """Weightless (``--load-format dummy``) with the real DFlash drafter (allow_hub_drafter):
+    the architecture folder is local, so weights.download fetches only the drafter; the server
+    then needs no hub at all. (By default the drafter is weightless too: test_drafters.py.)"""
     from helpers.weights import weightless
 
     arch = weightless.build_arch_model("nvfp4", tmp_path / "arch")
     cfg = recipes.resolve("h100", speculative="dflash")
-    # a hub drafter is refused by default: vLLM would download it inside the readiness wait
-    with pytest.raises(errors.WeightlessError, match="allow_hub_drafter=True"):
-        weightless.arch_config(cfg, arch)
+    # by default the drafter is a local weightless folder: nothing to fetch
+    local = weightless.arch_config(cfg, arch)
+    assert local.speculative_config["model"] == str(tmp_path / "arch-dflash")
+    assert weights.fetch(local, cache_dir=cache, local_files_only=True).snapshots == []
     draft_snap = write_cached_repo(cache, DFLASH["repo"], DFLASH["revision"], drafter_files())
     result = weights.fetch(
         weightless.arch_config(cfg, arch, allow_hub_drafter=True),
