@@ -34,6 +34,7 @@ SHARED_SERVERS = {
     "cpu_fleet": "cpu_fleet",
     "noise_server": "noise_server",
     "noise_kernel": "noise_server",
+    "prefix_server": "prefix_server",
 }
 
 
@@ -129,6 +130,24 @@ def noise_server(tmp_path_factory):
     srv = VLLMServer(resolve("cpu").with_model(folder))
     srv.start()
     print(f"\nnoise_server: ready in {srv.startup_seconds:.0f} s at {srv.base_url}")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def prefix_server(tmp_path_factory):
+    """A vLLM CPU server that caches prefixes, for the session (:mod:`tests.support.prefix_model`:
+    a tiny attention-only model, random weights, the stand-in's tokenizer and chat template,
+    ``--enable-prefix-caching --block-size 32``): the hybrid stand-in cannot. Never stop it."""
+    from helpers.server.vllm_server import VLLMServer
+    from tests.support.prefix_model import build_prefix_model, prefix_cache_config
+
+    folder = build_prefix_model(tmp_path_factory.mktemp("prefix-model"))
+    srv = VLLMServer(prefix_cache_config(folder))
+    srv.start()
+    print(f"\nprefix_server: ready in {srv.startup_seconds:.0f} s at {srv.base_url}")
     try:
         yield srv
     finally:

@@ -39,6 +39,12 @@ from helpers.server.vllm_log import last_error_line
 #: Chat endpoint and backend that ``vllm bench serve`` uses to talk to ``/v1/chat/completions``.
 CHAT_ENDPOINT = "/v1/chat/completions"
 CHAT_BACKEND = "openai-chat"
+#: Completions endpoint and backend: the prompt text is sent as is (vLLM 0.32.0
+#: ``async_request_openai_completions``, ``vllm/benchmarks/lib/endpoint_request_func.py``); a
+#: dataset whose prompts are rendered already is replayed there (the chat backend would wrap each
+#: one in a user message and the server's chat template would render it again).
+COMPLETIONS_ENDPOINT = "/v1/completions"
+COMPLETIONS_BACKEND = "openai"
 
 _BENCH_LOCK = threading.Lock()
 
@@ -167,16 +173,46 @@ def _run_bench_main(
     return outcome["result"]
 
 
-def chat_target_args(root: str, model: str, tokenizer: str | Path) -> list[str]:
-    """The ``vllm bench serve`` flags that aim it at a server's chat endpoint: backend,
-    endpoint, ``root`` URL, the served ``model`` name (sent as ``model`` too), ``tokenizer``."""
+def chat_target_args(
+    root: str, model: str, tokenizer: str | Path, *, completions: bool = False
+) -> list[str]:
+    """The ``vllm bench serve`` flags that aim it at a server's chat endpoint (with
+    ``completions``: its completions endpoint): backend, endpoint, ``root`` URL, the served
+    ``model`` name (sent as ``model`` too), ``tokenizer``."""
+    backend, endpoint = (
+        (COMPLETIONS_BACKEND, COMPLETIONS_ENDPOINT)
+        if completions
+        else (CHAT_BACKEND, CHAT_ENDPOINT)
+    )
     return [
-        "--backend", CHAT_BACKEND,
-        "--endpoint", CHAT_ENDPOINT,
+        "--backend", backend,
+        "--endpoint", endpoint,
         "--base-url", root,
         "--model", model,
         "--served-model-name", model,
         "--tokenizer", str(tokenizer),
+    ]  # fmt: skip
+
+
+def dataset_args(path: str | Path) -> list[str]:
+    """The ``vllm bench serve`` flags that replay a JSONL of ``{"prompt", "output_tokens"}``
+    lines (:func:`helpers.bench.agent_workload.write_agent_workload`) in file order, as written.
+
+    Checked in vLLM 0.32.0 ``vllm/benchmarks/``: ``--dataset-name custom`` is
+    ``CustomDataset`` (``datasets/datasets.py``), which shuffles the lines unless
+    ``--disable-shuffle`` and applies the tokenizer's chat template to each prompt as one user
+    message unless ``--skip-chat-template``; ``--custom-output-len`` (default 256) replaces every
+    line's ``output_tokens`` unless it is -1. ``--ready-check-timeout-sec 0`` skips the initial
+    test request (``serve.py`` ``benchmark()``: it sends line 1 once more, a prefix-cache hit
+    the point's counters would count); the caller has checked the server answers.
+    """
+    return [
+        "--dataset-name", "custom",
+        "--dataset-path", str(path),
+        "--disable-shuffle",
+        "--skip-chat-template",
+        "--custom-output-len", "-1",
+        "--ready-check-timeout-sec", "0",
     ]  # fmt: skip
 
 
@@ -198,12 +234,16 @@ def run_point(
     gpu_count: int = 1,
     prefix_len: int = 0,
     stall_timeout: float | None = STALL_TIMEOUT_S,
+    dataset: str | Path | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
     Random dataset with ``--ignore-eos`` (every request generates ``output_len`` tokens),
     unbounded request rate (``--max-concurrency`` alone sets the load); the command line is the
-    first line of the point's ``.log``.
+    first line of the point's ``.log``. With ``dataset``, a rendered JSONL instead, on the
+    completions endpoint (:func:`dataset_args`): ``input_len`` / ``output_len`` /
+    ``prefix_len`` are then only recorded (``--metadata``), each line says its output.
 
     Args:
         base_url: server root ``http://host:port`` or ``http://host:port/v1``.
@@ -227,6 +267,10 @@ def run_point(
             of the point (0: none).
         stall_timeout: seconds of a stalled or hung engine (:class:`StallDetector`, ``/metrics``
             every :data:`STALL_POLL_S` s) before the point is aborted; None disables the watch.
+        dataset: a JSONL of rendered prompts (:func:`dataset_args`), replayed on
+            :data:`COMPLETIONS_ENDPOINT` with :data:`COMPLETIONS_BACKEND`; None: random prompts.
+        metadata: more ``KEY=VALUE`` pairs stored in the JSON (``--metadata``), e.g. the
+            workload's name.
 
     Returns:
         Path of the JSON written by ``--save-result``.
@@ -250,12 +294,24 @@ def run_point(
     stem = f"{_safe(label)}-c{int(concurrency)}"
     json_path, log_path = out / f"{stem}.json", out / f"{stem}.log"
 
+    target = chat_target_args(root, model, tokenizer, completions=dataset is not None)
+    if dataset is None:
+        data = [
+            "--dataset-name", "random",
+            "--random-input-len", str(int(input_len)),
+            "--random-output-len", str(int(output_len)),
+            "--random-prefix-len", str(int(prefix_len)),
+        ]  # fmt: skip
+    else:
+        if not Path(dataset).is_file():
+            raise BenchError(
+                f"No dataset file at {dataset}: write it first "
+                "(helpers.bench.agent_workload.write_agent_workload) and pass its path."
+            )
+        data = dataset_args(dataset)
     argv = [
-        *chat_target_args(root, model, tokenizer),
-        "--dataset-name", "random",
-        "--random-input-len", str(int(input_len)),
-        "--random-output-len", str(int(output_len)),
-        "--random-prefix-len", str(int(prefix_len)),
+        *target,
+        *data,
         "--ignore-eos",
         "--max-concurrency", str(int(concurrency)),
         "--num-prompts", str(int(num_prompts)),
@@ -273,6 +329,7 @@ def run_point(
         f"input_len={int(input_len)}",
         f"output_len={int(output_len)}",
         f"prefix_len={int(prefix_len)}",
+        *(f"{k}={v}" for k, v in (metadata or {}).items()),
     ]  # fmt: skip
     if goodput:
         argv += ["--goodput", *(f"{k}:{float(v):g}" for k, v in goodput.items())]
@@ -292,6 +349,9 @@ def run_point(
                 "check the server log; a request may exceed --max-model-len (prefix_len + "
                 f"input_len + output_len = {prefix_len + input_len + output_len} tokens plus "
                 "the chat template)"
+                if dataset is None
+                else f"check the server log; a prompt of {dataset} plus its output_tokens may "
+                "exceed --max-model-len"
             )
         raise BenchError(
             f"All {num_prompts} requests of point {stem} failed against {root}: "

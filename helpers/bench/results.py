@@ -34,7 +34,8 @@ COLUMNS = [
     *("e2e_tokens_per_s_per_user", "request_goodput"),
     *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
     *("spec_decode_acceptance_rate", "spec_decode_acceptance_length"),
-    *("spec_decode_level", "spec_decode_verdict", "prefix_cache_hit_rate", "prefix_cache_warning"),
+    *("spec_decode_level", "spec_decode_verdict", "prefix_cache_hit_rate", "prefix_cache_hits"),
+    *("prefix_cache_queries", "prefix_cache_warning"),
     *("replicas", "replicas_serving", "replica_warning", "path"),
 ]
 #: Columns left out when no point has them: the goodput (measured with an SLO only) and every
@@ -78,9 +79,9 @@ def prefix_cache_warning(
     shared = f"the prompts share a {int(prefix_len):,}-token prefix but no prefix-cache block hit"
     if info.get("enable_prefix_caching") == "False" or (not info and queries <= 0):
         return (
-            f"{shared}: the server runs without prefix caching (--no-enable-prefix-caching, "
-            "or a build that turns it off), so every prompt is prefilled in full; serve with "
-            "--enable-prefix-caching to measure a cached prefix"
+            f"{shared}: no prefix caching on this server (it runs without prefix caching: "
+            "--no-enable-prefix-caching, or a build that turns it off), so every prompt is "
+            "prefilled in full; serve with --enable-prefix-caching to measure a cached prefix"
         )
     try:
         block = int(info.get("block_size", ""))
@@ -114,8 +115,11 @@ def annotate_point(
     Written: the :func:`helpers.bench.metrics.acceptance_from_counters` figures vLLM's JSON
     lacks (``"spec_decode_source": "metrics_scrape"`` when it had no acceptance length) and the
     merged point's :func:`~helpers.bench.metrics.acceptance_verdict`;
-    ``cookbook_prefix_cache_hit_rate`` (0-1, ``vllm:prefix_cache_*_total`` deltas) when the
-    cache was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`).
+    ``cookbook_prefix_cache_hit_rate`` (0-1) with ``cookbook_prefix_cache_hits`` and
+    ``..._queries`` (tokens: the ``vllm:prefix_cache_hits_total`` / ``..._queries_total``
+    deltas; vLLM 0.32.0 counts each new request's prompt tokens as queries and its cached
+    tokens as hits, ``PrefixCacheStats.record``, ``vllm/v1/metrics/stats.py``) when the cache
+    was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`).
 
     Args:
         path: the point's ``--save-result`` JSON.
@@ -144,6 +148,8 @@ def annotate_point(
     if queries > 0:
         hits = after.get(PREFIX_CACHE_HITS, 0.0) - before.get(PREFIX_CACHE_HITS, 0.0)
         notes["cookbook_prefix_cache_hit_rate"] = hits / queries
+        notes["cookbook_prefix_cache_hits"] = int(hits)
+        notes["cookbook_prefix_cache_queries"] = int(queries)
     prefix_len = int(_num(data.get("prefix_len")) or 0)
     warning = prefix_cache_warning(prefix_len, queries, hits, cache_config)
     if warning:
@@ -198,15 +204,17 @@ def _standin_unmeasurable(column: str) -> bool:
 TABLE_COLUMNS = (
     "concurrency", "completed", "failed", "output_throughput", "tokens_per_s_per_user",
     "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
-    "spec_decode_acceptance_length", "spec_decode_verdict",
+    "spec_decode_acceptance_length", "spec_decode_verdict", "prefix_cache_hit_rate",
 )  # fmt: skip
+#: Decimals :func:`results_table` keeps per column (others: 1, tokens/s and ms).
+_TABLE_DECIMALS = {"prefix_cache_hit_rate": 3}
 
 
 def results_table(
     results: pd.DataFrame, columns: Sequence[str] | None = None, *, run: Any = None
 ) -> pd.DataFrame:
     """The ``columns`` present of a results DataFrame (default :data:`TABLE_COLUMNS`), rounded
-    to 0.1 (tokens/s, ms). When ``run`` (a server, its ``srv.run`` or a
+    to 0.1 (tokens/s, ms; the prefix-cache hit rate, 0-1, to 0.001). When ``run`` (a server, its ``srv.run`` or a
     :class:`helpers.config.run.Run`; None: a GPU) serves the stand-in, the per-user speed is
     end-to-end and per-token timing columns hold :data:`NOT_MEASURED_ON_STANDIN`.
     """
@@ -214,7 +222,8 @@ def results_table(
     if columns is None:
         per_user = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
         columns = [per_user if c == "tokens_per_s_per_user" else c for c in TABLE_COLUMNS]
-    table = results[[c for c in columns if c in results.columns]].copy().round(1)
+    table = results[[c for c in columns if c in results.columns]].copy()
+    table = table.round({c: _TABLE_DECIMALS.get(c, 1) for c in table.columns})
     if stand_in:
         for c in table.columns:
             if _standin_unmeasurable(c):
@@ -253,6 +262,8 @@ _NUMBERS = {
     "spec_decode_acceptance_rate": "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length": "spec_decode_acceptance_length",
     "prefix_cache_hit_rate": "cookbook_prefix_cache_hit_rate",
+    "prefix_cache_hits": "cookbook_prefix_cache_hits",
+    "prefix_cache_queries": "cookbook_prefix_cache_queries",
     **{f"{stat}_{m}_ms": f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS},
 }  # fmt: skip
 #: Columns read as they are: ``{column: key}``.
@@ -325,8 +336,8 @@ def load_results(
         - ``{mean,median,p99}_{ttft,tpot,itl,e2el}_ms`` (ms);
         - ``spec_decode_acceptance_rate`` (%) and ``spec_decode_acceptance_length``
           (tokens per target forward pass), only when speculative decoding ran;
-        - ``prefix_cache_hit_rate`` (0–1, from :func:`helpers.bench.sweep.sweep`'s scrapes,
-          when measured);
+        - ``prefix_cache_hit_rate`` (0–1), ``prefix_cache_hits`` and ``prefix_cache_queries``
+          (tokens), from :func:`helpers.bench.sweep.sweep`'s scrapes, when measured;
         - ``prefix_cache_warning``: why a point whose prompts share a prefix got no hit
           (:func:`prefix_cache_warning`), when that happened;
         - ``replicas``, ``replicas_serving``, ``replica_warning``: through a fleet, its

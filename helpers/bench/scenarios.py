@@ -1,6 +1,7 @@
 """Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure
-(on ``vllm bench serve``'s random dataset), scaled down for the CPU stand-in by the YAML's
-``standin`` section (:func:`scale_for_standin`).
+(on ``vllm bench serve``'s random dataset) and the multi-turn agent workload (a custom dataset
+generated locally: :mod:`helpers.bench.agent_workload`), scaled down for the CPU stand-in by
+the YAML's ``standin`` section (:func:`scale_for_standin`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from helpers.bench.agent_workload import MIN_TOOL_TOKENS, AgentShape
 from helpers.config.run import serves_standin
 from helpers.errors import RecipeError
 from helpers.paths import COOKBOOK_DIR
@@ -62,6 +64,11 @@ class Scenario:
         prompts_per_concurrency: prompts per point = this x concurrency (agentic rounds), or None.
         reference: a seed's measured numbers for this shape, if any.
         stand_in: True when scaled down for the CPU stand-in; ``scale`` is the factor applied.
+        agent: a multi-turn agent workload's own fields (:data:`AGENT_FIELDS`: ``turns``,
+            ``tools``, ``system_len``, ``tool_result_len``, ``followup_len``,
+            ``sessions_per_concurrency``), or None (the random dataset). Then ``prefix_len`` is
+            the system prompt + tool schemas, ``input_len`` each session's first user message,
+            ``output_len`` the tokens generated per turn (:class:`AgentShape`).
     """
 
     name: str
@@ -77,11 +84,31 @@ class Scenario:
     reference: Mapping[str, Any] | None = None
     stand_in: bool = False
     scale: float = 1.0
+    agent: Mapping[str, int] | None = None
+
+    @property
+    def turn_growth(self) -> int:
+        """Tokens an agent session's prompt grows by per turn (the tool call, its result and the
+        follow-up); 0 without an agent workload."""
+        a = self.agent
+        return self.output_len + a["tool_result_len"] + a.get("followup_len", 0) if a else 0
 
     @property
     def total_len(self) -> int:
-        """prefix + input + output tokens of one request."""
-        return self.prefix_len + self.input_len + self.output_len
+        """prefix + input + output tokens of one request; an agent workload's last turn (its
+        history grown by :attr:`turn_growth` per turn). The chat template's markup comes on top."""
+        turns = int(self.agent["turns"]) if self.agent else 1
+        return self.prefix_len + self.input_len + (turns - 1) * self.turn_growth + self.output_len
+
+    def agent_shape(self, concurrency: int | None = None) -> AgentShape | None:
+        """The :class:`AgentShape` of one point (sessions from :meth:`num_prompts_for`), or None
+        without an agent workload."""
+        if not self.agent:
+            return None
+        c = int(concurrency or self.concurrencies[0])
+        point = {"prefix_len": self.prefix_len, "input_len": self.input_len,
+                 "output_len": self.output_len, "num_prompts": self.num_prompts_for(c)}  # fmt: skip
+        return AgentShape.for_point(self.agent, point)
 
     def num_prompts_for(self, concurrency: int, floor: int = 16) -> int:
         """Prompts at one point: ``num_prompts`` if fixed, else ``prompts_per_concurrency``
@@ -109,9 +136,22 @@ class Scenario:
             )
         return dataclasses.replace(self, num_prompts=num_prompts, prompts_per_concurrency=None)
 
-    def bench_args(self, concurrency: int | None = None) -> list[str]:
-        """The dataset and load flags of ``vllm bench serve`` for one point."""
+    def bench_args(
+        self, concurrency: int | None = None, dataset_path: str | None = None
+    ) -> list[str]:
+        """The dataset and load flags of ``vllm bench serve`` for one point. An agent workload
+        replays the JSONL :func:`helpers.bench.agent_workload.write_agent_workload` writes
+        (``dataset_path``, default ``<name>-c<concurrency>.jsonl``) with no warm-up: see
+        :func:`helpers.bench.point.dataset_args`."""
         c = int(concurrency or self.concurrencies[0])
+        if self.agent:
+            from helpers.bench.point import dataset_args
+
+            path = dataset_path or f"{self.name}-c{c}.jsonl"
+            return [
+                *dataset_args(path), "--ignore-eos", "--num-warmups", "0",
+                "--max-concurrency", str(c), "--num-prompts", str(self.num_prompts_for(c)),
+            ]  # fmt: skip
         return [
             "--dataset-name", "random",
             "--random-input-len", str(self.input_len),
@@ -127,18 +167,46 @@ class Scenario:
         model: str = "nemotron-3.5-lightning",
         concurrency: int | None = None,
         base_url: str = "http://127.0.0.1:8000",
+        floor: Any = None,
     ) -> str:
-        """A ``vllm bench serve`` command line for a terminal (one point)."""
-        from helpers.bench.point import CHAT_BACKEND, CHAT_ENDPOINT
+        """A ``vllm bench serve`` command line for a terminal (one point): the chat endpoint, or
+        for an agent workload the completions endpoint (its prompts are rendered already).
+        With ``floor`` (a :class:`~helpers.bench.prefix_floor.PrefixFloor`, e.g.
+        :func:`~helpers.bench.prefix_floor.read_prefix_floor` of the server, or its sentence), a
+        comment line stating the prefix cache's reuse floor comes first."""
+        from helpers.bench.point import (
+            CHAT_BACKEND,
+            CHAT_ENDPOINT,
+            COMPLETIONS_BACKEND,
+            COMPLETIONS_ENDPOINT,
+        )
 
-        return shlex.join([
+        backend, endpoint = (
+            (COMPLETIONS_BACKEND, COMPLETIONS_ENDPOINT)
+            if self.agent
+            else (CHAT_BACKEND, CHAT_ENDPOINT)
+        )
+        command = shlex.join([
             "vllm", "bench", "serve",
-            "--backend", CHAT_BACKEND,
-            "--endpoint", CHAT_ENDPOINT,
+            "--backend", backend,
+            "--endpoint", endpoint,
             "--base-url", base_url,
             "--model", model,
             *self.bench_args(concurrency),
         ])  # fmt: skip
+        if floor is None:
+            return command
+        return f"# {getattr(floor, 'sentence', floor)}\n{command}"
+
+    @property
+    def new_tokens_per_request(self) -> float:
+        """Prompt tokens a request brings beyond what an earlier request of its point holds:
+        ``input_len``, or an agent session's mean per turn (the first user message, then each
+        turn's growth)."""
+        if not self.agent:
+            return float(self.input_len)
+        turns = int(self.agent["turns"])
+        return (self.input_len + (turns - 1) * self.turn_growth) / turns
 
     def expected_seconds(
         self, gpu: str = "h100", concurrencies: Sequence[int] | None = None, repeats: int = 0
@@ -148,15 +216,17 @@ class Scenario:
         per-user speed (:data:`H200_PER_USER_TPS`) and prefilling ``c x input_len`` tokens
         (:data:`H200_PREFILL_TPS`; the shared prefix once per point), scaled by
         :data:`GPU_SPEED`. ``repeats`` adds that many runs of the lowest and highest point.
+        An agent workload has no warm-up and prefills :attr:`new_tokens_per_request` per request
+        (its history is served from the prefix cache).
         """
         factor = GPU_SPEED[gpu.lower()]
         cs = list(concurrencies or self.concurrencies)
         total = 0.0
         for c in cs + [min(cs), max(cs)] * int(repeats):
-            prompts = self.num_prompts_for(c) + min(int(c), 8)
+            prompts = self.num_prompts_for(c) + (0 if self.agent else min(int(c), 8))
             waves = math.ceil(prompts / c)
             decode = self.output_len / (per_user_tps(c) * factor)
-            prefill = c * self.input_len / (H200_PREFILL_TPS * factor)
+            prefill = c * self.new_tokens_per_request / (H200_PREFILL_TPS * factor)
             total += waves * (decode + prefill) + self.prefix_len / (H200_PREFILL_TPS * factor)
         return total
 
@@ -177,8 +247,40 @@ def _load(path: str) -> dict:
     return data
 
 
+#: The fields of a scenario's ``agent`` mapping (cookbook/scenarios.yaml), all whole numbers:
+#: requests per session, tool schemas, system-prompt tokens (of ``prefix_len``; the tools get the
+#: rest), tokens of each tool result and of each user follow-up (0: none), sessions per
+#: concurrency slot.
+AGENT_FIELDS = ("turns", "tools", "system_len", "tool_result_len", "followup_len",
+                "sessions_per_concurrency")  # fmt: skip
+
+
+def _agent_entry(name: str, raw: Any) -> dict[str, int] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != set(AGENT_FIELDS):
+        raise RecipeError(
+            f"Scenario {name!r}: its agent mapping must have exactly {', '.join(AGENT_FIELDS)} "
+            f"(got {sorted(raw) if isinstance(raw, Mapping) else raw!r}); fix cookbook/scenarios.yaml."
+        )
+    agent = {k: int(raw[k]) for k in AGENT_FIELDS}
+    if (
+        min(agent["turns"], agent["tools"], agent["sessions_per_concurrency"]) < 1
+        or min(agent.values()) < 0
+    ):
+        raise RecipeError(
+            f"Scenario {name!r}: agent turns, tools and sessions_per_concurrency must be at least 1 "
+            "and token counts at least 0; fix cookbook/scenarios.yaml."
+        )
+    return agent
+
+
 def _from_entry(name: str, e: Mapping[str, Any]) -> Scenario:
     try:
+        agent = _agent_entry(name, e.get("agent"))
+        rounds = e.get("rounds")
+        if agent:  # one prompt per turn of each session
+            rounds = agent["sessions_per_concurrency"] * agent["turns"]
         s = Scenario(
             name=name,
             label=str(e.get("label", name)),
@@ -189,8 +291,9 @@ def _from_entry(name: str, e: Mapping[str, Any]) -> Scenario:
             prefix_len=int(e.get("prefix_len") or 0),
             concurrencies=tuple(int(c) for c in (e.get("concurrencies") or [1])),
             num_prompts=int(e["num_prompts"]) if e.get("num_prompts") else None,
-            prompts_per_concurrency=int(e["rounds"]) if e.get("rounds") else None,
+            prompts_per_concurrency=int(rounds) if rounds else None,
             reference=dict(e["reference"]) if e.get("reference") else None,
+            agent=agent,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise RecipeError(
@@ -200,6 +303,11 @@ def _from_entry(name: str, e: Mapping[str, Any]) -> Scenario:
     if min(s.input_len, s.output_len) < 1 or s.prefix_len < 0 or min(s.concurrencies) < 1:
         raise RecipeError(
             f"Scenario {name!r}: token counts and concurrencies must be positive; fix cookbook/scenarios.yaml."
+        )
+    if agent and agent["system_len"] > s.prefix_len:
+        raise RecipeError(
+            f"Scenario {name!r}: agent system_len {agent['system_len']} exceeds prefix_len "
+            f"{s.prefix_len} (the system prompt + tool schemas); fix cookbook/scenarios.yaml."
         )
     return s
 
@@ -223,7 +331,10 @@ def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) ->
     """``s`` shrunk for the CPU stand-in: token counts x ``token_budget / total`` (at most 1,
     at least ``min_tokens``; a zero prefix stays zero), concurrencies capped at
     ``max_concurrency``, a fixed ``num_prompts`` keeping its ratio to the largest concurrency
-    (at least ``min_prompts_per_concurrency`` x concurrency).
+    (at least ``min_prompts_per_concurrency`` x concurrency). An agent workload's token fields
+    shrink by the same factor (its ``total`` is the last turn), and its tools to one per
+    :data:`~helpers.bench.agent_workload.MIN_TOOL_TOKENS` of the scaled tool schemas (at least
+    one); its turns and sessions stay.
 
     Raises:
         RecipeError: the scaled request does not fit the stand-in's ``max_model_len``.
@@ -233,28 +344,36 @@ def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) ->
     floor = int(st.get("min_tokens", 8))
     cap = int(st.get("max_concurrency", 4))
     per_c_min = int(st.get("min_prompts_per_concurrency", 4))
-    factor = min(1.0, budget / s.total_len)
-
-    def shrink(n: int) -> int:
-        return 0 if n == 0 else max(floor, round(n * factor))
-
     concs = tuple(dict.fromkeys(min(int(c), cap) for c in s.concurrencies))
     num_prompts = None
     if s.num_prompts:
         ratio = s.num_prompts / max(s.concurrencies)
         num_prompts = max(round(ratio * max(concs)), per_c_min * max(concs))
     per_c = max(s.prompts_per_concurrency, per_c_min) if s.prompts_per_concurrency else None
-    small = dataclasses.replace(
-        s,
-        input_len=shrink(s.input_len),
-        output_len=shrink(s.output_len),
-        prefix_len=shrink(s.prefix_len),
-        concurrencies=concs,
-        num_prompts=num_prompts,
-        prompts_per_concurrency=per_c,
-        stand_in=True,
-        scale=factor,
-    )
+
+    def scaled(factor: float) -> Scenario:
+        def shrink(n: int) -> int:
+            return 0 if n == 0 else max(floor, round(n * factor))
+
+        agent = None
+        if s.agent:
+            agent = dict(s.agent)
+            for key in ("system_len", "tool_result_len", "followup_len"):
+                agent[key] = shrink(agent[key])
+            agent["system_len"] = min(agent["system_len"], shrink(s.prefix_len))
+            tool_len = shrink(s.prefix_len) - agent["system_len"]
+            agent["tools"] = max(1, min(agent["tools"], tool_len // MIN_TOOL_TOKENS))
+        return dataclasses.replace(
+            s, input_len=shrink(s.input_len), output_len=shrink(s.output_len),
+            prefix_len=shrink(s.prefix_len), concurrencies=concs, num_prompts=num_prompts,
+            prompts_per_concurrency=per_c, stand_in=True, scale=factor, agent=agent,
+        )  # fmt: skip
+
+    small = scaled(min(1.0, budget / s.total_len))
+    for _ in range(8):  # an agent's floors add up over its turns: shrink until it fits
+        if small.total_len <= budget or not s.agent:
+            break
+        small = scaled(small.scale * budget / small.total_len * 0.98)
     limit = int(st.get("max_model_len", 2048)) - int(st.get("chat_template_tokens", 16))
     if small.total_len > limit:
         raise RecipeError(

@@ -19,11 +19,12 @@ def publish(
     stage: Path, folder: Path, label: str, paths: list[Path], keep_other_points: bool = False
 ) -> list[Path]:
     """Move this run's points from ``stage`` into ``folder``, replacing the label's earlier
-    points there (JSON, sidecar, log; with ``keep_other_points`` only those of the
-    concurrencies this run measured) in one step under a lock; returns the new paths."""
+    points there (JSON, sidecar, log, an agent workload's JSONL; with ``keep_other_points``
+    only those of the concurrencies this run measured) in one step under a lock; returns the
+    new paths."""
     from filelock import FileLock
 
-    prefix = re.compile(rf"^{re.escape(_safe(label))}-c\d+\.(json|json\.annotations|log)$")
+    prefix = re.compile(rf"^{re.escape(_safe(label))}-c\d+\.(json|json\.annotations|log|jsonl)$")
     folder.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder / PUBLISH_LOCK)):
         measured = {src.name for src in stage.iterdir() if src.is_file()}

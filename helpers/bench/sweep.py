@@ -1,4 +1,5 @@
-"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas::
+"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas
+(a sweep, its points and its repeats in one module of about 530 lines)::
 
 results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
 results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
@@ -17,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.bench.agent_workload import load_chat_tokenizer, write_point_workload
 from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
@@ -28,6 +30,7 @@ from helpers.bench.metrics import (
     server_root,
 )
 from helpers.bench.point import SERVER_DIED, _check_tokenizer, _request_errors, _safe, run_point
+from helpers.bench.prefix_floor import sweep_floor_line
 from helpers.bench.results import annotate_point, load_results, read_point
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
     _bound_concurrency,
@@ -181,7 +184,12 @@ def sweep(
             scenario's ``concurrencies``, else :data:`DEFAULT_CONCURRENCIES`.
         scenario: a :class:`~helpers.bench.scenarios.Scenario`, a mapping of its fields, or a
             scenario name (scaled for the stand-in when the server serves it). Explicit
-            keyword arguments win over it.
+            keyword arguments win over it. One with an ``agent`` workload (``"agent"``) gets,
+            per point, its own sessions written beside the point
+            (:func:`~helpers.bench.agent_workload.write_point_workload`, ``<label>-c<N>.jsonl``)
+            and replayed on the completions endpoint without warm-up; the sweep prints the
+            workload and the reuse floor read from the server's ``vllm:cache_config_info``
+            (:func:`~helpers.bench.prefix_floor.sweep_floor_line`; also for a shared prefix).
         input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
             nor ``scenario`` give them).
         prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
@@ -248,6 +256,8 @@ def sweep(
     stage.mkdir(parents=True)
 
     paths: list[Path] = []
+    agent = _scenario_value(scenario, "agent")
+    chat_tokenizer = None
     cache_config: dict[str, str] | None = None
     shared = _WARNED.get()
     warned: set[str] = shared if shared is not None else set()
@@ -263,8 +273,16 @@ def sweep(
             before = parse_prometheus(text)
             if cache_config is None:
                 cache_config = info_labels(text)  # block size, prefix caching: per server
+                if agent or any(p["prefix_len"] for p in points):  # the reuse floor, read back
+                    _say_once(bar, warned, sweep_floor_line(label, cache_config))
+            run_args: dict[str, Any] = dict(point)
+            if agent:  # the point's own sessions (seeded by the point: no shared cache)
+                chat_tokenizer = chat_tokenizer or load_chat_tokenizer(tokenizer)
+                work, more = write_point_workload(agent, point, chat_tokenizer, stage, label)
+                run_args.update(more)
+                _say_once(bar, warned, f"{label}: {work.summary()}")
             path = run_point(
-                root, model, tokenizer, **point, out_dir=stage, goodput=slo,
+                root, model, tokenizer, **run_args, out_dir=stage, goodput=slo,
                 extra_args=extra_args, label=label, gpu_count=gpu_count,
                 stall_timeout=stall_timeout,
             )  # fmt: skip
@@ -302,6 +320,13 @@ def sweep(
             if not existed and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()  # a sweep that wrote nothing leaves no empty folder behind
     return load_results(kept)
+
+
+def _say_once(bar: Any, said: set[str], line: str | None) -> None:
+    """Print ``line`` above the bar once a sweep (or a repeat_point's repeats)."""
+    if line and line not in said:
+        said.add(line)
+        bar.write(line)
 
 
 def _replica_states(server: Any) -> list[tuple[int, bool, str]] | None:
@@ -418,6 +443,9 @@ def sweep_points(
         else _scenario_value(scenario, "num_prompts")
     )
     per_c = _scenario_value(scenario, "prompts_per_concurrency")
+    # an agent workload has no warm-up: vLLM's repeat line 1, whose prefix-cache hits the
+    # point's counters would count (vllm/benchmarks/serve.py benchmark(), vLLM 0.32.0)
+    agent = bool(_scenario_value(scenario, "agent"))
     return [
         {
             "concurrency": int(c),
@@ -428,7 +456,9 @@ def sweep_points(
             "output_len": out_len,
             "prefix_len": int(pre_len or 0),
             "seed": point_seed(seed, seed_label or label, c, in_len, out_len),
-            "num_warmups": default_num_warmups(c) if num_warmups is None else int(num_warmups),
+            "num_warmups": (0 if agent else default_num_warmups(c))
+            if num_warmups is None
+            else int(num_warmups),
         }
         for c in concurrencies
     ]

@@ -75,6 +75,102 @@ def align_mamba_blocks(vllm_version: str | None) -> int:
     return ALIGN_MAMBA_BLOCKS
 
 
+class PrefixReuse(NamedTuple):
+    """Where prefix-cache hits can land on one server (:func:`prefix_reuse`). Tokens."""
+
+    block_size: int  #: the scheduler block (hybrid: the attention block enlarged to one Mamba page)
+    unit: int  #: the granularity hits land on: ``block_size``, or ``--prefix-match-unit``
+    floor: int  #: the shortest shared prefix that can hit (= ``unit``)
+    sentence: str  #: the floor and the granularity in words, with the vLLM source
+
+
+def prefix_reuse(
+    block_size: int,
+    *,
+    mamba_align: bool,
+    prefix_match_unit: int | None = None,
+    retention_interval: int | None = 0,
+) -> PrefixReuse:
+    """The reuse floor of prefix caching: the smallest shared prefix that can hit, and the
+    granularity of hits, as vLLM 0.32.0 resolves them.
+
+    ``resolve_kv_cache_block_sizes`` (``vllm/v1/core/kv_cache_utils.py``): prefix-cache keys
+    are hashed every ``--prefix-match-unit`` tokens (default: the block; with one KV cache group,
+    any other value is refused at start-up), and hits land on that unit only when
+    ``partial_hash_hits_enabled``: a Mamba group in ``align`` mode whose block is larger than
+    the unit; otherwise on whole scheduler blocks. A prompt hits at most its length - 1 tokens
+    (``KVCacheManager.get_computed_blocks``: the last token is recomputed for its logits).
+    A Mamba hit also needs the state stored at that boundary: ``align`` mode stores "the mamba
+    state of the last token of each scheduler step and when the token is at position
+    i * block_size" (``CacheConfig.mamba_cache_mode``, ``vllm/config/cache.py``), and with
+    ``--prefix-cache-retention-interval 0`` (the default) keeps only each prompt's replay
+    boundary (its length - 1: ``replay_boundaries``, ``vllm/v1/core/kv_cache_coordinator.py``)
+    and a shared-prefix junction a later request reaches (``MambaManager.reachable_block_mask``).
+
+    Args:
+        block_size: the scheduler block in tokens (``vllm:cache_config_info``'s ``block_size``;
+            :attr:`Plan.block_size`).
+        mamba_align: the server has Mamba layers in ``align`` cache mode (prefix caching on).
+        prefix_match_unit: ``--prefix-match-unit`` in tokens, or None (unset).
+        retention_interval: ``--prefix-cache-retention-interval`` in tokens (0: the default;
+            None: every stored Mamba state kept).
+
+    Returns:
+        A :class:`PrefixReuse`.
+
+    Raises:
+        RecipeError: a ``prefix_match_unit`` vLLM refuses (not a divisor of the block, or any
+            other value than the block without Mamba layers), naming the values it takes.
+    """
+    block = int(block_size)
+    unit = int(prefix_match_unit) if prefix_match_unit else None
+    if unit is not None and unit != block and (not mamba_align or block % unit):
+        raise RecipeError(
+            f"--prefix-match-unit {unit} is refused with a {block:,}-token block: "
+            + ("it must divide the block" if mamba_align else "without Mamba layers in align "
+               "mode prefix-cache hits land on the block")
+            + f"; unset it or pass a divisor of {block} (vLLM 0.32.0 "
+            "resolve_kv_cache_block_sizes, vllm/v1/core/kv_cache_utils.py)."
+        )  # fmt: skip
+    fine = unit if unit is not None and unit < block else None
+    where = "vLLM 0.32.0 resolve_kv_cache_block_sizes, vllm/v1/core/kv_cache_utils.py"
+    if fine is None:
+        sentence = (
+            f"prefix caching reuses whole {block:,}-token blocks: a shared prefix shorter than "
+            f"{block:,} tokens never hits, a longer one hits in multiples of {block:,} (at most "
+            f"the prompt's length - 1)"
+        )
+        if mamba_align:
+            sentence += (
+                f"; --prefix-match-unit U (a divisor of {block:,}) would hash every U tokens and "
+                "let hits land on U-token boundaries where a Mamba state is stored"
+            )
+    else:
+        sentence = (
+            f"--prefix-match-unit {fine} hashes every {fine} tokens: a hit can land on any "
+            f"{fine}-token boundary inside a {block:,}-token block where a Mamba state is stored, "
+            f"so a shared prefix shorter than {fine} tokens never hits"
+        )
+    if mamba_align:
+        kept = (
+            "each prompt's end (its length - 1) and a shared-prefix junction once a second "
+            "request reaches it"
+            if retention_interval == 0
+            else "all of them"
+            if retention_interval is None
+            else f"every {int(retention_interval):,} tokens, each prompt's end and shared-prefix "
+            "junctions"
+        )
+        sentence += (
+            f" (align mode stores Mamba states at block boundaries and each scheduler step's "
+            f"last token, and keeps those at {kept}: CacheConfig.mamba_cache_mode, "
+            f"MambaManager.reachable_block_mask; {where})"
+        )
+    else:
+        sentence += f" ({where})"
+    return PrefixReuse(block, fine or block, fine or block, sentence)
+
+
 # --------------------------------------------------------------------------------------
 # plan(): named steps
 # --------------------------------------------------------------------------------------
@@ -125,7 +221,8 @@ def plan(
             ``--mamba-ssm-cache-dtype``, ``--mamba-cache-mode``, ``--no-enable-prefix-caching``,
             ``--gpu-memory-utilization``, ``--tensor-parallel-size``, ``--block-size``,
             ``--kv-cache-memory-bytes``, ``--speculative-config``, ``--enforce-eager`` /
-            ``--compilation-config`` and env ``VLLM_CPU_KVCACHE_SPACE``.
+            ``--compilation-config``, ``--prefix-match-unit``,
+            ``--prefix-cache-retention-interval`` and env ``VLLM_CPU_KVCACHE_SPACE``.
         max_model_len: tokens per request; default the flag, else the checkpoint's
             ``max_position_embeddings`` (registry ``context_length_default``, 262144).
         max_num_seqs: sequences at once; default the flag, else :func:`default_max_num_seqs`.
@@ -140,14 +237,16 @@ def plan(
             the registry's ``model.architecture``.
         vllm_version: the serving vLLM (:func:`align_mamba_blocks`); default ``cfg.vllm_version``.
         shared_prefix: tokens every request shares (a scenario's ``prefix_len``): noted with
-            :meth:`Plan.prefix_cache_note`.
+            :meth:`Plan.prefix_cache_note`. With prefix caching on, a note states the reuse
+            floor and what ``--prefix-match-unit`` changes (:func:`prefix_reuse`).
 
     Returns:
         A :class:`Plan`; ``plan.raise_if_unfit()`` turns an unfit one into a ``RecipeError``.
 
     Raises:
-        RecipeError: an unknown dtype, a model without attention layers, or a number vLLM
-            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``).
+        RecipeError: an unknown dtype, a model without attention layers, a number vLLM
+            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``), or a
+            ``--prefix-match-unit`` it refuses (:func:`prefix_reuse`).
     """
     given = {
         f: v
@@ -199,6 +298,16 @@ def plan(
     prefix_note = p.prefix_cache_note(shared_prefix)
     if prefix_note:
         p.notes.append(prefix_note)
+    if p.prefix_caching:  # the reuse floor, and what --prefix-match-unit changes
+        retention = _arg(cfg, "--prefix-cache-retention-interval", 0)
+        p.notes.append(
+            prefix_reuse(
+                p.block_size,
+                mamba_align=mode == "align",
+                prefix_match_unit=_arg(cfg, "--prefix-match-unit", None),
+                retention_interval=None if retention in (None, "None") else int(retention),
+            ).sentence
+        )
     judge(p)
     return p
 

@@ -420,3 +420,29 @@ def test_token_budget_that_fits_and_the_registry_targets():
         for mode in t.speculative_modes or []:
             p = planner.plan(recipes.resolve(name, speculative=mode))
             assert p.token_budget is None or p.token_budget.fits, (name, mode, p.reasons)
+
+
+def test_the_plan_states_the_prefix_reuse_floor_and_what_prefix_match_unit_changes():
+    """vLLM 0.32.0 resolve_kv_cache_block_sizes: hits on whole blocks, or on --prefix-match-unit
+    boundaries (a divisor of the block) where a Mamba state is stored."""
+    cfg = recipes.resolve("h200")
+    p = planner.plan(cfg)
+    floor = next(n for n in p.notes if n.startswith("prefix caching reuses whole"))
+    assert floor.startswith(
+        "prefix caching reuses whole 2,128-token blocks: a shared prefix shorter than 2,128 "
+        "tokens never hits, a longer one hits in multiples of 2,128"
+    )
+    assert "--prefix-match-unit U (a divisor of 2,128) would hash every U tokens" in floor
+    assert f"note: {floor}" in p.summary()  # printed with the block
+    fine = planner.plan(cfg.with_args({"--prefix-match-unit": 16}))
+    note = next(n for n in fine.notes if "--prefix-match-unit 16" in n)
+    assert note.startswith("--prefix-match-unit 16 hashes every 16 tokens: a hit can land on any")
+    assert planner.prefix_reuse(2128, mamba_align=True, prefix_match_unit=16).floor == 16
+    # vLLM refuses a unit that does not divide the block, and any other unit without Mamba
+    with pytest.raises(RecipeError, match="--prefix-match-unit 100 is refused"):
+        planner.plan(cfg.with_args({"--prefix-match-unit": 100}))
+    with pytest.raises(RecipeError, match="divisor of 32"):
+        planner.prefix_reuse(32, mamba_align=False, prefix_match_unit=16)
+    # no prefix caching: no floor to state
+    off = planner.plan(cfg.with_args({"--no-enable-prefix-caching": True}))
+    assert not any("prefix caching reuses" in n for n in off.notes)

@@ -1,0 +1,171 @@
+"""The agent workload (generated sessions, rendered by the served model's chat template), the
+flags that replay it with ``vllm bench serve``, and the reuse floor read from
+``vllm:cache_config_info`` labels. No server: ``tests/bench/test_prefix_reuse.py`` replays it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from helpers.bench import agent_workload as aw
+from helpers.bench import metrics, scenarios
+from helpers.bench import sweep as bench
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor
+from helpers.config.run import Run
+from helpers.errors import BenchError
+from helpers.standin.build import SHIPPED
+from tests.support import DATA
+
+SHAPE = aw.AgentShape(
+    sessions=3, turns=3, system_len=60, tool_len=300, tools=2, user_len=20,
+    tool_result_len=40, followup_len=10, output_len=16,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return aw.load_chat_tokenizer(SHIPPED)
+
+
+def _lcp(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_sessions_share_the_system_prompt_and_tools_and_grow_turn_by_turn(tok, tmp_path):
+    work = aw.write_agent_workload(SHAPE, tok, tmp_path / "a.jsonl", seed=7)
+    lines = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert work.requests == len(lines) == SHAPE.sessions * SHAPE.turns
+    assert {x["output_tokens"] for x in lines} == {SHAPE.output_len}
+    ids = [tok(x["prompt"], add_special_tokens=False).input_ids for x in lines]
+    assert list(work.prompt_tokens) == [len(i) for i in ids]
+    # rendered by the model's own template: system prompt, then the tool schemas
+    first = lines[0]["prompt"]
+    assert first.startswith("<|im_start|>system\nYou are Atlas") and "<tools>" in first
+    assert work.shared_prefix_tokens == min(_lcp(ids[0], i) for i in ids[1:])
+    assert work.shared_prefix_tokens >= SHAPE.system_len + SHAPE.tool_len
+    # turn by turn: line s + t x sessions is session s's turn t, and holds its turn t - 1
+    n = SHAPE.sessions
+    for t in range(1, SHAPE.turns):
+        for s in range(n):
+            prev, cur = ids[(t - 1) * n + s], ids[t * n + s]
+            assert len(cur) > len(prev) and _lcp(prev, cur) >= len(prev) - 8
+            assert "<tool_response>" in lines[t * n + s]["prompt"]
+    growth = work.turn_prompt_tokens
+    assert all(
+        b - a >= SHAPE.output_len + SHAPE.tool_result_len
+        for a, b in zip(growth, growth[1:], strict=False)
+    )
+    assert "3 sessions x 3 turns = 9 requests" in work.summary()
+
+
+def test_predicted_hits_are_whole_blocks_of_the_longest_earlier_prefix(tok, tmp_path):
+    work = aw.write_agent_workload(SHAPE, tok, tmp_path / "a.jsonl", seed=7)
+    ids = work.token_ids
+    for block in (16, 32, 128):
+        want = sum(
+            min(max((_lcp(ids[i], e) for e in ids[:i]), default=0), len(ids[i]) - 1)
+            // block
+            * block
+            for i in range(len(ids))
+        )
+        assert work.predicted_hits(block) == want
+    assert work.predicted_hit_rate(32) > work.predicted_hit_rate(512) >= 0
+
+
+def test_another_seed_is_another_workload_the_same_seed_the_same(tok, tmp_path):
+    a = aw.write_agent_workload(SHAPE, tok, tmp_path / "a.jsonl", seed=1)
+    b = aw.write_agent_workload(SHAPE, tok, tmp_path / "b.jsonl", seed=1)
+    c = aw.write_agent_workload(SHAPE, tok, tmp_path / "c.jsonl", seed=2)
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    assert a.prompt_tokens == b.prompt_tokens
+    # two points never reuse each other's prefix: they part within the system prompt
+    assert _lcp(a.token_ids[0], c.token_ids[0]) < SHAPE.system_len
+
+
+def test_a_template_without_tools_or_a_tokenizer_without_one_is_refused(tmp_path):
+    from transformers import AutoTokenizer
+
+    plain = AutoTokenizer.from_pretrained(SHIPPED)
+    plain.chat_template = None
+    with pytest.raises(BenchError, match="no chat template"):
+        aw.write_agent_workload(SHAPE, plain, tmp_path / "x.jsonl")
+    plain.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with pytest.raises(BenchError, match="ignores tools="):
+        aw.write_agent_workload(SHAPE, plain, tmp_path / "x.jsonl")
+
+
+def test_a_point_s_shape_comes_from_the_scenario_and_bad_ones_name_the_fix():
+    agent = scenarios.scenario("agent")
+    (point,) = bench.sweep_points([4], scenario=agent, label="a")
+    assert point["num_warmups"] == 0  # warm-ups repeat line 1: hits the counters would count
+    shape = aw.AgentShape.for_point(agent.agent, point)
+    assert shape == agent.agent_shape(4)
+    assert (shape.sessions, shape.turns, shape.tools) == (8, 4, 16)
+    assert shape.system_len + shape.tool_len == agent.prefix_len == 5120
+    with pytest.raises(BenchError, match="system_len at most prefix_len"):
+        aw.AgentShape.for_point(agent.agent, {**point, "prefix_len": 100})
+
+
+def test_the_agent_scenario_replays_a_custom_dataset_vllm_s_parser_accepts():
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    agent = scenarios.scenario("agent")
+    command = agent.bench_command(concurrency=4)
+    assert (
+        command.startswith("vllm bench serve --backend openai --endpoint /v1/completions")
+        and "--dataset-path agent-c4.jsonl" in command
+    )
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    ns = parser.parse_args(["--model", "m", *agent.bench_args(4)])
+    assert (ns.dataset_name, ns.disable_shuffle, ns.skip_chat_template) == ("custom", True, True)
+    assert (ns.custom_output_len, ns.ready_check_timeout_sec, ns.num_warmups) == (-1, 0, 0)
+    assert ns.ignore_eos and (ns.max_concurrency, ns.num_prompts) == (4, 32)  # 2 sessions x 4 turns
+    # the floor goes where the command is shown
+    floor = prefix_floor(_labels(True, 2128, "align"))
+    shown = agent.bench_command(concurrency=4, floor=floor)
+    assert shown.splitlines() == [f"# {floor.sentence}", command]
+
+
+def test_the_scenario_on_the_standin_stays_an_agent_workload():
+    small = scenarios.scenario("agent", Run("stand_in"))
+    full = scenarios.scenario("agent")
+    assert small.agent["turns"] == full.agent["turns"] and small.agent["tools"] >= 1
+    assert small.total_len <= scenarios.standin_settings()["token_budget"]
+    assert small.agent["system_len"] < small.prefix_len
+
+
+def _labels(enabled: bool, block: int, mode: str, **more: str) -> dict[str, str]:
+    """Recorded ``vllm:cache_config_info`` labels (a CPU server's) with these values set."""
+    labels = metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text())
+    mamba = str(block) if mode == "align" else labels["mamba_block_size"]
+    return {**labels, "enable_prefix_caching": str(enabled), "block_size": str(block),
+            "effective_attention_block_size": str(block), "mamba_cache_mode": mode,
+            "mamba_block_size": mamba, **more}  # fmt: skip
+
+
+def test_the_floor_read_from_cache_config_labels():
+    # the recorded server: prefix caching off
+    off = prefix_floor(metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text()))
+    assert not off.enabled and off.floor is None and off.sentence.startswith(NO_PREFIX_CACHING)
+    # a hybrid on a GPU: whole 2,128-token blocks; --prefix-match-unit would go finer
+    gpu = prefix_floor(_labels(True, 2128, "align"))
+    assert (gpu.block_size, gpu.unit, gpu.floor) == (2128, 2128, 2128)
+    assert gpu.sentence.startswith("prefix caching reuses whole 2,128-token blocks")
+    assert "--prefix-match-unit U (a divisor of 2,128)" in gpu.sentence
+    assert "each prompt's end (its length - 1)" in gpu.sentence  # retention interval 0
+    # with --prefix-match-unit 16: hits on 16-token boundaries where a Mamba state is stored
+    fine = prefix_floor(_labels(True, 2128, "align", prefix_match_unit="16"))
+    assert (fine.block_size, fine.unit, fine.floor) == (2128, 16, 16)
+    assert re.match(r"--prefix-match-unit 16 hashes every 16 tokens", fine.sentence)
+    # attention only: the block, no Mamba words
+    attn = prefix_floor(_labels(True, 32, "none"))
+    assert attn.floor == 32 and "Mamba" not in attn.sentence
+    with pytest.raises(BenchError, match="cache_config_info"):
+        prefix_floor({"engine": "0"})
