@@ -3,9 +3,9 @@ model (the cookbook's stand-in: a tiny NemotronH) served with n-gram speculative
 different greedy outputs from the same server without it, though no drafted token is accepted.
 
 Two servers, one after the other, identical flags except ``--speculative-config``; the three
-lossless prompts of ``helpers.evals.lossless``, one request at a time (batch size 1),
+lossless prompts of ``lab.evals.lossless``, one request at a time (batch size 1),
 temperature 0, 64 tokens, top-5 logprobs; the speculative-decoding counters before and after;
-vLLM's own rule (``helpers.evals.lossless``: identical, or the first difference a top-5 tie;
+vLLM's own rule (``lab.evals.lossless``: identical, or the first difference a top-5 tie;
 nothing accepted proves nothing). Usage, from the repository root (about 2 minutes)::
 
     .venv/bin/python benchmarks/lossless_ngram.py [--batch-invariant]
@@ -22,9 +22,9 @@ from importlib.metadata import version
 
 from helpers.bench.metrics import scrape_metrics, spec_decode_counters
 from helpers.config.resolve import resolve, standin_config
-from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
 from helpers.server.vllm_server import VLLMServer
 from helpers.standin.build import build_standin_model
+from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
 
 
 def main() -> int:

@@ -316,8 +316,8 @@ else:
 # %%
 from IPython.display import Image
 
-from helpers.evals.budget import plot_budget_curve
-from helpers.evals.step import quality_step
+from lab.evals.budget import plot_budget_curve
+from lab.evals.step import quality_step
 
 run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
 quality = quality or {}
@@ -353,8 +353,8 @@ srv.stop()
 # accuracies, the difference with its interval and McNemar's p-value.
 
 # %%
-from helpers.evals.accuracy import evaluate
-from helpers.evals.compare import compare
+from lab.evals.accuracy import evaluate
+from lab.evals.compare import compare
 
 other = quality.get("compare") or {}
 if accuracy is None or not other:

@@ -1,12 +1,14 @@
-"""Serve NVIDIA Nemotron 3.5 Lightning with vLLM: the package the notebooks import.
+"""Serve NVIDIA Nemotron 3.5 Lightning with vLLM: the core the notebooks import.
 
-One sub-package per step of a notebook, in the order a reader meets them:
+One sub-package per step of a target notebook, in the order a reader meets them:
 
 ``config`` (registry -> :class:`~helpers.config.serveconfig.ServeConfig`) ->
 ``machine`` (GPUs, vLLM install) -> ``memory`` (will it fit) -> ``weights`` / ``standin``
 (what is served) -> ``server`` (one vLLM process) -> ``chat`` and ``bench`` (talk to it,
-measure it) -> ``fleet`` (replicas behind vLLM's router). A layer imports only layers
-before it (``lint-imports`` checks it). ``errors`` holds every exception type, ``paths``
+measure it). A layer imports only layers before it (``lint-imports`` checks it). The
+tuning step, answer quality, scale-out, endpoint verification and the agents are the lab
+(:mod:`lab`, built on this package; ``helpers`` never imports it), and each core
+sub-package keeps to its line budget (docs/CONVENTIONS.md, "Core and lab"). ``errors`` holds every exception type, ``paths``
 where files are read and written. Importing ``helpers`` never imports vLLM.
 """
 

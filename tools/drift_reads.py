@@ -2,9 +2,10 @@
 ``python -m tools.drift`` (:class:`BehaviourDiff`).
 
 What the helpers read comes from their code, not a list: the metric names are the
-``"vllm:..."`` string constants in ``helpers/`` (:func:`helper_metrics`); the reply fields are
-the ``_get(x, "field")`` calls in the functions :data:`helpers.chat.types.REPLY_READERS` names
-per API, with their ``or`` fallbacks and the values they compare a field with
+``"vllm:..."`` string constants in ``helpers/`` and ``lab/`` (:func:`helper_metrics`); the reply
+fields are the ``_get(x, "field")`` calls in the functions
+:data:`helpers.chat.types.REPLY_READERS` and :data:`lab.agents.apis.REPLY_READERS` name per
+API, with their ``or`` fallbacks and the values they compare a field with
 (:func:`helper_reads`). A field counts as defined by a release when any model of that API has
 it (the helpers' receivers are untyped SDK objects or dicts). :func:`missing_reads` is the check
 ``tests/tools/test_drift_behaviour.py`` runs on every offered release's behaviour table
@@ -37,18 +38,24 @@ EXPOSED_SUFFIXES = ("_total", "_created", "_bucket", "_sum", "_count")
 #: The helpers' folder; the function their reply readers' fields are read through.
 HELPERS = "helpers"
 GETTER = "_get"
+#: The folders whose code is read: the core and the lab built on it.
+READ_ROOTS = (HELPERS, "lab")
+#: The files that each define a ``REPLY_READERS`` table: the core's (chat completions, models)
+#: first, then the lab's (Responses, Messages); the lab's is left out of a tree without it.
+READER_TABLES = (f"{HELPERS}/chat/types.py", "lab/agents/apis.py")
 
 
 # --------------------------------------------------------------------------- what the helpers read
 
 
 def helper_metrics(root: Path = REPO_ROOT) -> dict[str, list[str]]:
-    """``{"vllm:name": ["helpers/bench/metrics.py", "helpers/fleet/fleet.py::Fleet.requests"]}``:
-    every string constant of ``helpers/**/*.py`` that is a whole metric name (a docstring
-    naming one is not), where: the function or method reading it, else the module. Named, not
-    numbered, so the committed report does not move with every edit above the line."""
+    """``{"vllm:name": ["helpers/bench/metrics.py", "lab/fleet/fleet.py::Fleet.requests"]}``:
+    every string constant of ``helpers/**/*.py`` and ``lab/**/*.py`` that is a whole metric
+    name (a docstring naming one is not), where: the function or method reading it, else the
+    module. Named, not numbered, so the committed report does not move with every edit above
+    the line."""
     out: dict[str, list[str]] = {}
-    for path in sorted((Path(root) / HELPERS).rglob("*.py")):
+    for path in _code_files(Path(root)):
         text = path.read_text(encoding="utf-8")
         if "vllm:" not in text:
             continue
@@ -87,9 +94,13 @@ class Read:
     values: list[str]
 
 
-def _readers(root: Path) -> dict[str, tuple[str, ...]]:
-    """:data:`helpers.chat.types.REPLY_READERS`, read from the file (``root`` may be a copy)."""
-    tree = ast.parse((Path(root) / HELPERS / "chat" / "types.py").read_text(encoding="utf-8"))
+def _code_files(root: Path) -> list[Path]:
+    """The ``*.py`` files of :data:`READ_ROOTS` under ``root``, sorted (a missing root: none)."""
+    return [p for folder in READ_ROOTS for p in sorted((root / folder).rglob("*.py"))]
+
+
+def _table(root: Path, rel: str) -> dict[str, tuple[str, ...]]:
+    tree = ast.parse((root / rel).read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and node.value is not None:
             target, value = node.target, node.value
@@ -99,7 +110,20 @@ def _readers(root: Path) -> dict[str, tuple[str, ...]]:
             continue
         if dotted_name(target) == "REPLY_READERS":
             return ast.literal_eval(value)
-    raise BehaviourError(f"{HELPERS}/chat/types.py defines no REPLY_READERS.")
+    raise BehaviourError(f"{rel} defines no REPLY_READERS.")
+
+
+def _readers(root: Path) -> dict[str, tuple[str, ...]]:
+    """:data:`helpers.chat.types.REPLY_READERS` and :data:`lab.agents.apis.REPLY_READERS`
+    (the files of :data:`READER_TABLES`), read from the files (``root`` may be a copy), merged
+    per API."""
+    out: dict[str, tuple[str, ...]] = {}
+    for rel in READER_TABLES:
+        if rel != READER_TABLES[0] and not (Path(root) / rel).is_file():
+            continue
+        for api, fns in _table(Path(root), rel).items():
+            out[api] = out.get(api, ()) + tuple(fns)
+    return out
 
 
 def _functions(tree: ast.Module, module: str) -> Iterator[tuple[str, ast.AST]]:
@@ -134,8 +158,9 @@ def _constants(node: ast.AST) -> list[str]:
 def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
     """The reply fields the helpers read, from their code.
 
-    Every ``_get(x, "field")`` call in ``helpers/**/*.py`` is read; its API is the key of
-    :data:`helpers.chat.types.REPLY_READERS` that names the function it is in.
+    Every ``_get(x, "field")`` call in ``helpers/**/*.py`` and ``lab/**/*.py`` is read; its API
+    is the key of :data:`helpers.chat.types.REPLY_READERS` or
+    :data:`lab.agents.apis.REPLY_READERS` that names the function it is in.
 
     Args:
         root: the checkout (default this one).
@@ -143,13 +168,13 @@ def helper_reads(root: Path = REPO_ROOT) -> tuple[list[Read], list[str]]:
     Returns:
         ``(reads, strays)``: one :class:`Read` per (api, field), sorted; ``strays`` the
         ``"file::function"`` of each ``_get(x, "field")`` outside those functions (a
-        reader that is not checked: add it to ``REPLY_READERS``).
+        reader that is not checked: add it to the ``REPLY_READERS`` of its root).
     """
     root = Path(root)
     api_of = {fn: api for api, fns in _readers(root).items() for fn in fns}
     found: dict[tuple[str, str], Read] = {}
     strays = []
-    for path in sorted((root / HELPERS).rglob("*.py")):
+    for path in _code_files(root):
         text = path.read_text(encoding="utf-8")
         if f"{GETTER}(" not in text:
             continue
@@ -535,7 +560,8 @@ class BehaviourDiff:
             "Fields of the pydantic models reachable from each API's root models through their "
             "annotations (wherever the release defines them under vllm/entrypoints/); "
             "request / reply / both: the roots that reach a model; **bold**: a reply field the "
-            "helpers read (`helpers.chat.types.REPLY_READERS`).",
+            "helpers read (`helpers.chat.types.REPLY_READERS`, "
+            "`lab.agents.apis.REPLY_READERS`).",
             "",
         ]
         for api in API_ROOTS:
@@ -693,10 +719,11 @@ def compare(
         old / new: the versions (``"0.32.0"``).
         old_table / new_table: their behaviour tables
             (:func:`tools.drift_behaviour.read_behaviour` or ``load_behaviour``).
-        root: the checkout whose ``helpers/`` is read.
+        root: the checkout whose ``helpers/`` and ``lab/`` are read.
 
     Raises:
-        BehaviourError: ``helpers/chat/types.py`` defines no ``REPLY_READERS``.
+        BehaviourError: ``helpers/chat/types.py`` (or ``lab/agents/apis.py``, when there is
+            one) defines no ``REPLY_READERS``.
     """
     reads, strays = helper_reads(root)
     return BehaviourDiff(

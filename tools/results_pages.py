@@ -212,7 +212,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         ValueError: a sweep whose release or kernel cannot be read, or whose log and folder
             name disagree.
     """
-    from helpers.tune.noise import VLLM_DATE
+    from lab.tune.noise import VLLM_DATE
 
     root = Path(results_dir or RESULTS_DIR) / target
     frames = []
@@ -295,9 +295,9 @@ def _cell(values: pd.Series, digits: int = 0) -> str:
 
 def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
     """Sweeps of two releases (same variant and MoE kernel) measured in one device session: the
-    same session folder and started within :data:`helpers.tune.noise.MEASURED_APART_S` of each
+    same session folder and started within :data:`lab.tune.noise.MEASURED_APART_S` of each
     other. Each pair is (newer release, older release), each a frame of its points."""
-    from helpers.tune.noise import MEASURED_APART_S
+    from lab.tune.noise import MEASURED_APART_S
 
     pairs = []
     sweeps = [g for _, g in runs.groupby("folder", sort=True)]
@@ -328,7 +328,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     sweep of its notebook is committed): output tok/s and median TPOT per release, variant and
     MoE kernel at each concurrency (median and range over the sessions that measured it), then
     the ratios of each release pair measured in one session, a winner only beyond
-    :data:`helpers.tune.noise.SINGLE_RUN_TIE` (one run per point), and, for a release never
+    :data:`lab.tune.noise.SINGLE_RUN_TIE` (one run per point), and, for a release never
     measured beside the default in one session, the ratios of medians across sessions, a winner
     only beyond the larger of that and the spread between sessions (the same 0.32.0 command
     measured 212, 218 and 281 tok/s at c = 1 on three machines).
@@ -336,7 +336,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     Raises:
         ValueError: sweeps of different workloads (prompt / answer lengths) are compared.
     """
-    from helpers.tune.noise import SINGLE_RUN_TIE
+    from lab.tune.noise import SINGLE_RUN_TIE
 
     runs = sweep_runs(target, results_dir)
     if runs.empty:
@@ -396,7 +396,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "",
         f"Output tok/s of the newer release over the older, each point one run on the same "
         f"machine; a difference within {SINGLE_RUN_TIE:.0%} is a tie (one run per point: "
-        "`helpers.tune.noise.SINGLE_RUN_TIE`).",
+        "`lab.tune.noise.SINGLE_RUN_TIE`).",
         "",
     ]
     if not pairs:
@@ -463,9 +463,9 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
 def _ratio_cells(new: pd.DataFrame, old: pd.DataFrame, cs: list[int], *, across: bool) -> list[str]:
     """Per concurrency in ``cs``: the median output tok/s of ``new`` over ``old`` and its verdict
     (``—`` where either lacks the point). Within one session (``across=False``) the noise is
-    :data:`helpers.tune.noise.SINGLE_RUN_TIE`; across sessions also the spread between
+    :data:`lab.tune.noise.SINGLE_RUN_TIE`; across sessions also the spread between
     sessions of either side, shown in brackets."""
-    from helpers.tune.noise import SINGLE_RUN_TIE
+    from lab.tune.noise import SINGLE_RUN_TIE
 
     cells = []
     for c in cs:

@@ -1,7 +1,7 @@
 """Convert the H200 sweeps committed before the tuning step into its result format.
 
-The tuning step (:mod:`helpers.tune.tune`) writes ``tune.json`` files (schema
-:data:`helpers.tune.tune.SCHEMA`); the Hopper notebooks render their "measured best"
+The tuning step (:mod:`lab.tune.tune`) writes ``tune.json`` files (schema
+:data:`lab.tune.tune.SCHEMA`); the Hopper notebooks render their "measured best"
 table from such files under ``docs/results/h200/tune/`` (:mod:`tools.tune_pages`). The sweeps
 measured before it existed are converted here, point by point, from the files they left, and
 nothing else: each point keeps its source file, its vLLM release (the one the run's notebook or
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.paths import REPO_ROOT
-from helpers.tune.points import points_frame
-from helpers.tune.saved import SCHEMA, _saved_row
+from lab.tune.points import points_frame
+from lab.tune.saved import SCHEMA, _saved_row
 
 H200 = REPO_ROOT / "docs" / "results" / "h200"
 OUT = H200 / "tune"

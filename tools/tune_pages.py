@@ -1,9 +1,9 @@
 """The "measured best" table of a Hopper notebook, rendered from committed tuning results.
 
-The tuning step (:mod:`helpers.tune.tune`) saves ``tune.json`` files; the ones committed under
+The tuning step (:mod:`lab.tune.tune`) saves ``tune.json`` files; the ones committed under
 ``docs/results/<gpu>/tune/`` (measured there, or converted from earlier sweeps by
 :mod:`tools.seed_tune_results`) are read here and, per workload goal (:data:`GOALS`), the best
-measured configuration is picked by the tuning step's own rule (:func:`helpers.tune.slo.choose`)
+measured configuration is picked by the tuning step's own rule (:func:`lab.tune.slo.choose`)
 and set next to the recipe's command, the reference row. Only releases the registry offers
 (``model.offered_vllm_versions``: a user can install them) are ranked. A target shows the table
 when a result was measured on it or lists it in ``applies_to``. Used when the notebooks are built
@@ -22,9 +22,9 @@ import pandas as pd
 
 from helpers.bench.metrics import _num
 from helpers.paths import REPO_ROOT
-from helpers.tune import noise
-from helpers.tune import slo as slos
-from helpers.tune.saved import load_tune_rows
+from lab.tune import noise
+from lab.tune import slo as slos
+from lab.tune.saved import load_tune_rows
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: One run per point: a gap under this between two configurations is noise
@@ -81,7 +81,7 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
 def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """Every committed tuning run that applies to ``target`` (measured on it, or listed in its
     file's ``applies_to``; never a CPU stand-in rehearsal), one row per run with its own goodput
-    (:func:`helpers.tune.slo.with_goodput`: a point's goodput is then the median of its runs',
+    (:func:`lab.tune.slo.with_goodput`: a point's goodput is then the median of its runs',
     never a share of medians taken from different runs), or None when there is none."""
     root = Path(results_dir or RESULTS_DIR)
     # a converted or single file (tune/<name>.json) or a tuning folder (tune/<run>/tune.json,
@@ -159,7 +159,7 @@ def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> l
 
 
 def _apart(runs: pd.DataFrame | None, best: dict[str, Any], recipe: dict[str, Any]) -> list[str]:
-    """Why ``best``'s runs may not compare with the recipe's (:func:`helpers.tune.noise.apart`),
+    """Why ``best``'s runs may not compare with the recipe's (:func:`lab.tune.noise.apart`),
     read from their runs, or from the two points when the runs are not given."""
     mine, ref = _runs_at(runs, best), _runs_at(runs, recipe)
     mine = pd.DataFrame([dict(best)]) if mine is None else mine
@@ -192,7 +192,7 @@ def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     several sessions, the one with the most runs, the latest of those. A confirmation measured
     again beside the recipe with more runs then replaces the screen that picked it, whatever
     either showed, so a lucky screen is not the one a choice rests on and each configuration
-    has one chance to lead (:func:`helpers.tune.noise.screened_count` counts it once). The
+    has one chance to lead (:func:`lab.tune.noise.screened_count` counts it once). The
     recipe keeps its point in every file: each session's anchor (:func:`_recipe_for`)."""
     if pts.empty or "repeats" not in pts:
         return pts
@@ -226,10 +226,10 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     12 % between two H200 sessions of one afternoon (``docs/results/h200/tune/README.md``), so
     a raw score ranks sessions, not configurations: a candidate from a slow session would hide
     behind a recipe measured on a fast one. Ties (each session's recipe leads itself 1.00x) go
-    to the measurement with the most runs, then the latest; then as :func:`helpers.tune.slo.choose`.
+    to the measurement with the most runs, then the latest; then as :func:`lab.tune.slo.choose`.
 
     Returns:
-        The row as :func:`helpers.tune.slo.choose` gives it (``score`` its own, not relative),
+        The row as :func:`lab.tune.slo.choose` gives it (``score`` its own, not relative),
         with ``lead`` (that score over its anchor's; its own score without a recipe point), or
         None when no row of ``among`` meets the SLO.
     """
@@ -258,12 +258,12 @@ def recommendations(
     """Per goal of :data:`GOALS`, the tuning step's choice on the committed points: the
     configuration that leads its own session's recipe most (:func:`_choose_anchored`).
 
-    A configuration replaces the recipe only beyond the noise (:func:`helpers.tune.noise.verdict`:
+    A configuration replaces the recipe only beyond the noise (:func:`lab.tune.noise.verdict`:
     with repeats, a lead that a configuration no faster has at most a 5 % chance of, over the
-    configurations screened (:func:`helpers.tune.noise.screened_count`: each candidate and
+    configurations screened (:func:`lab.tune.noise.screened_count`: each candidate and
     release, measured once: :func:`_one_measurement_each`); with one run, more than 5 %), and
     only against the recipe measured in its session (:func:`_recipe_for`,
-    :func:`helpers.tune.noise.apart`);
+    :func:`lab.tune.noise.apart`);
     else the recipe stays recommended and the faster-by-median one is ``tied``.
 
     Args:
@@ -274,7 +274,7 @@ def recommendations(
     Returns:
         One dict per goal: ``best`` (the recommended row, or None when the workload has no
         point), ``recipe``, ``tied`` (the faster-by-median row when it did not beat the recipe
-        beyond the noise, else None), ``verdict`` (a :class:`helpers.tune.noise.Verdict`, or
+        beyond the noise, else None), ``verdict`` (a :class:`lab.tune.noise.Verdict`, or
         None when the best is the recipe), ``ratio`` (recommended over recipe, by the goal's
         objective), ``runner_vs_recipe`` (the runner-up over the recipe when nothing tied:
         median ratio, lowest, highest, runs of each; the runner-up compared with its own
@@ -390,8 +390,8 @@ def command_for(target: str, row: dict[str, Any]) -> tuple[str, str]:
     words: ``"the recipe's with --moe-backend marlin"``, ``"the BF16 variant's command;
     vllm version 0.28.0"`` (``""`` for the recipe itself)."""
     from helpers.config.resolve import resolve
-    from helpers.tune.inputs import SPEC_KEYS, candidate
-    from helpers.tune.results import changes
+    from lab.tune.inputs import SPEC_KEYS, candidate
+    from lab.tune.results import changes
 
     base = resolve(target)
     keep = {k: v for k, v in (row.get("spec") or {}).items() if k in SPEC_KEYS[1:-2]}

@@ -17,11 +17,11 @@
 # launches the server, step 6 stops it):
 #
 # 2. **A JSON-schema answer**, reasoning on and off, streamed and not, validated with pydantic
-#    (`helpers.chat.structured`).
+#    (`lab.agents.structured`).
 # 3. **The same turn on the Responses and Messages APIs**: where reasoning, answer and tool
-#    calls come back on each (`helpers.chat.apis`).
+#    calls come back on each (`lab.agents.apis`).
 # 4. **An agent from a maintained SDK**, [pydantic-ai](https://ai.pydantic.dev): two tool
-#    lookups, a computation, an answer in a schema, with its trace (`helpers.chat.agent`).
+#    lookups, a computation, an answer in a schema, with its trace (`lab.agents.agent`).
 # 5. **What goes wrong, by name**: each failure kind raises an error that says what happened.
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): the tiny CPU stand-in learned exactly
@@ -101,7 +101,7 @@ import pandas as pd
 import pydantic
 from IPython.display import display
 
-from helpers.chat.structured import structured_chat
+from lab.agents.structured import structured_chat
 from helpers.config.demo import load_demo
 
 demo = load_demo()
@@ -134,7 +134,7 @@ print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t
 # weather question answered with a `get_weather(city='Santa Clara')` call.
 
 # %%
-from helpers.chat.apis import make_anthropic_client, messages_chat, responses_chat
+from lab.agents.apis import make_anthropic_client, messages_chat, responses_chat
 from helpers.chat.completions import chat
 from helpers.chat.noise import noise_tolerant
 
@@ -165,7 +165,7 @@ display(pd.DataFrame(rows))
 # Weightless: a line saying the agent did not complete on noise text.
 
 # %%
-from helpers.chat import agent as agents
+from lab.agents import agent as agents
 
 ag_model = agents.agent_model(srv.base_url, model)
 settings = agents.model_settings(thinking=opts.thinking, temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
@@ -193,7 +193,7 @@ with noise_tolerant(srv.run.noise, "agent"):
 #
 # Invalid JSON in `content` (`StructuredOutputInvalidError`, with the text) and a drafting
 # server (`StructuredOutputDraftingWarning`, vllm-project/vllm #34650, #44012, #47027, #48863)
-# are tested from recorded server replies (`tests/chat/test_structured.py`).
+# are tested from recorded server replies (`tests/lab/agents/test_structured.py`).
 #
 # **Expected:** three lines, each naming its error and what it says.
 

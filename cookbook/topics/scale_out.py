@@ -64,8 +64,8 @@ if install:
 from IPython.display import display
 
 from helpers.config.versions import installed_vllm_version
-from helpers.fleet import fleet
-from helpers.fleet.deployment import resolve_deployment
+from lab.fleet import fleet
+from lab.fleet.deployment import resolve_deployment
 from helpers.paths import out_dir
 
 replicas = resolve_deployment("replicas", target, count=count, policy=policy)
@@ -82,7 +82,7 @@ print(replicas.shell_commands())
 # installs the pinned `vllm-router`, and waits for every replica's health check):
 
 # %%
-from helpers.fleet import render
+from lab.fleet import render
 
 print(render.compose(replicas))
 print(render.compose(dp_ep))
@@ -123,7 +123,7 @@ print(two_nodes.shell_commands())
 
 # %%
 from helpers.config.resolve import resolve
-from helpers.fleet.launch import attach_fleet, launch_fleet
+from lab.fleet.launch import attach_fleet, launch_fleet
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import fetch, prepare
 
@@ -208,7 +208,7 @@ print("one run per point: the ratio carries no spread (repeat the sweeps to meas
 # %% [markdown]
 # ## 6. Check the deployment as its clients see it
 #
-# `python -m helpers.verify URL` runs the checks the notebooks make of their own server against
+# `python -m lab.verify URL` runs the checks the notebooks make of their own server against
 # any endpoint: the model and its `max_model_len`, reasoning apart from the answer with thinking
 # on and none with it off, a parsed tool call, streamed and non-streamed greedy answers equal, a
 # schema answer, the reasoning budget, `/metrics`. Each failure names the flag to fix. Here it
@@ -219,7 +219,7 @@ print("one run per point: the ratio carries no spread (repeat the sweeps to meas
 # the flag the replicas' command lacks.
 
 # %%
-from helpers.verify import verify
+from lab.verify import verify
 
 for check in verify(replica_fleet.base_url, layout.base.served_model_name):
     print(check.line())

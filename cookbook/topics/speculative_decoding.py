@@ -139,7 +139,7 @@ from helpers.bench.sweep import repeat_point, sweep
 from helpers.paths import out_dir
 from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
-from helpers.evals.speculative import mode_checks
+from lab.evals.speculative import mode_checks
 
 # %%
 model_path = build_standin_model() if run.stand_in else None
@@ -271,7 +271,7 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # upstream report). On a GPU it is the check to run before trusting a drafter's speed.
 
 # %%
-from helpers.evals.lossless import match
+from lab.evals.lossless import match
 
 greedy = {name: c.greedy for name, c in checks.items()}
 reference = greedy.get("none")
@@ -300,7 +300,7 @@ if reference is None:
 
 # %%
 from helpers.chat.display import budget_report
-from helpers.evals.speculative import CHECK_BUDGET
+from lab.evals.speculative import CHECK_BUDGET
 
 budget_checks = {name: c.budget for name, c in checks.items() if c.drafting}
 for name, result in budget_checks.items():

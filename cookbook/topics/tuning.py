@@ -55,9 +55,9 @@ install = True  # pip-install the cookbook's helpers first (%pip)
 weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
 workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
 slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
-candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means helpers.tune.tune.default_candidates
+candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means lab.tune.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
-api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means helpers.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
+api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means lab.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
 repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default; the best of several candidates needs more to win, the summary says how many), 2 on the stand-in (a spread, but no win: 1 in 6); 1 measures no spread
 slo_search = 2  # extra points per candidate and workload that bisect its SLO limit (0: only the grid)
 concurrencies = None  # None means the workload's
@@ -87,12 +87,12 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers.tune import tune as tuning
+from lab.tune import tune as tuning
 from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
 from helpers.weights.prepare import prepare
 
-check_libraries("scipy")  # step 6's choice (helpers.tune.noise.verdict)
+check_libraries("scipy")  # step 6's choice (lab.tune.noise.verdict)
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
 run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
@@ -113,7 +113,7 @@ display(pd.DataFrame([{"candidate": c.name, "changes": tuning.changes(c.config, 
 # **Expected:** the workload's lengths and concurrencies, and the SLO in words.
 
 # %%
-from helpers.tune.slo import SLO
+from lab.tune.slo import SLO
 
 if workload is None:
     workload = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [2, 4]} if run.stand_in else "tune-1k"

@@ -1,4 +1,4 @@
 """Measure a running server: ``vllm bench serve`` sweeps (``sweep``), one point (``point``),
 ``/metrics`` (``metrics``), results in pandas (``results``), spread and rankings (``stats``),
-request shapes (``scenarios``), figures (``plots``); the tuning step is :mod:`helpers.tune`.
+request shapes (``scenarios``), figures (``plots``); the tuning step is :mod:`lab.tune`.
 """

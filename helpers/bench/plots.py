@@ -261,7 +261,7 @@ def tune_frontier(
     points that meet the SLO filled, points that miss it hollow, the recommended one starred.
 
     Args:
-        df: :attr:`helpers.tune.tune.TuneResult.points` of one workload (columns ``by``,
+        df: :attr:`lab.tune.tune.TuneResult.points` of one workload (columns ``by``,
             ``x``, ``y``, ``concurrency``, ``meets_slo``).
         recommended: ``(candidate, concurrency)`` of the chosen point, or None.
         by, x, y: the configuration column and the axes (per-user speed, throughput per GPU;

@@ -1,6 +1,6 @@
 """Run-to-run spread of repeated benchmark points, and rankings that call a difference inside
 it noise, not a win (the speculative-decoding notebook's; the tuning step's rule:
-:mod:`helpers.tune.noise`)."""
+:mod:`lab.tune.noise`)."""
 
 from __future__ import annotations
 

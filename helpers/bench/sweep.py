@@ -80,7 +80,7 @@ def _measured(
     if not isinstance(base_url, str):
         raise BenchError(
             f"sweep: {type(server).__name__} has no .base_url: pass a server "
-            "(helpers.server.launch.launch_server / attach_server, a helpers.fleet.fleet.Fleet) or its URL string."
+            "(helpers.server.launch.launch_server / attach_server, a lab.fleet.fleet.Fleet) or its URL string."
         )
     root = server_root(base_url)
     cfg = getattr(server, "config", None)
@@ -173,7 +173,7 @@ def sweep(
 
     Args:
         server: what it measures: a :class:`~helpers.server.vllm_server.VLLMServer`, a
-            :class:`~helpers.fleet.fleet.Fleet`, anything with ``.base_url`` (its config, else
+            :class:`~lab.fleet.fleet.Fleet`, anything with ``.base_url`` (its config, else
             ``GET /v1/models``, gives ``model``, ``tokenizer``, ``gpu_count``); or its URL
             string (server root or ``.../v1``) with ``model`` and ``tokenizer``.
         model: served model name (default: the server's). With a server object, a list

@@ -214,7 +214,7 @@ _MAX_TOKENS_400 = re.compile(
 def explain_bad_request(text: str) -> str | None:
     """The cookbook's sentence (cause, fix, the server's words) for a known HTTP 400 of vLLM
     0.32.0 in ``text`` (the error's text); None for any other. Also used by
-    :func:`helpers.evals.accuracy.evaluate`.
+    :func:`lab.evals.accuracy.evaluate`.
 
     Known: ``max_tokens=N cannot be greater than max_model_len=M`` (``vllm/renderers/
     params.py``), "maximum context length is N tokens", ``thinking_token_budget is set but

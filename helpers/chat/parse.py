@@ -38,8 +38,16 @@ from helpers.errors import ResponseError
 
 _log = logging.getLogger("helpers.chat")
 
-# The chat modules a warning's stack walk skips (:func:`warn_from_caller`).
-_CHAT_MODULES = frozenset(str(f) for f in Path(__file__).parent.glob("*.py"))
+# The chat modules a warning's stack walk skips (:func:`warn_from_caller`), and the modules
+# built on them that ask to be skipped too (:func:`skip_in_warnings`).
+_CHAT_MODULES = {str(f) for f in Path(__file__).parent.glob("*.py")}
+
+
+def skip_in_warnings(module_file: str) -> None:
+    """Make the warnings the chat modules raise point past the module ``module_file`` (its
+    ``__file__``) too, at its caller: a module that wraps the chat helpers calls it once at
+    import (``lab.agents.structured``: a schema answer's warning points at the notebook cell)."""
+    _CHAT_MODULES.add(str(module_file))
 
 
 def _warn(result: ChatResult, category: type[Warning], text: str) -> None:

@@ -228,8 +228,9 @@ def _get(obj: Any, name: str) -> Any:
 #: The functions that read a vLLM reply with :func:`_get`, by the API whose reply they read:
 #: ``python -m tools.drift`` reads their code (each ``_get(x, "field")``, the ``or`` fallbacks,
 #: the values a field is compared with) and checks every offered vLLM release still defines
-#: those fields (``tools/drift_behaviour.py``; ``tests/tools/test_drift_behaviour.py`` fails on a
-#: ``_get(x, "field")`` call in ``helpers/`` outside these functions).
+#: those fields (``tools/drift_reads.py``; ``tests/tools/test_drift_behaviour.py`` fails on a
+#: ``_get(x, "field")`` call in ``helpers/`` or ``lab/`` outside these functions). The
+#: Responses and Messages readers are the lab's: ``lab.agents.apis.REPLY_READERS``.
 REPLY_READERS: dict[str, tuple[str, ...]] = {
     "chat completions": (
         "helpers.chat.parse._parse_reply",
@@ -237,8 +238,6 @@ REPLY_READERS: dict[str, tuple[str, ...]] = {
         "helpers.chat.types.Usage.from_raw",
         "helpers.chat.types._reasoning_of",
     ),
-    "responses": ("helpers.chat.apis.parse_responses_reply",),
-    "messages": ("helpers.chat.apis.parse_messages_reply",),
     "models": ("helpers.chat.completions.server_max_model_len",),
 }
 

@@ -163,7 +163,7 @@ def check_argv(
 
 #: The renderings :func:`served_argvs` reads: the three of
 #: :class:`~helpers.config.serveconfig.ServeConfig` (``shell_command``, ``docker_command``,
-#: ``truss_config``), then the cluster files of :mod:`helpers.fleet.render` (``compose``,
+#: ``truss_config``), then the cluster files of :mod:`lab.fleet.render` (``compose``,
 #: ``kserve``, ``production_stack``).
 RENDERINGS = ("shell", "docker", "truss", "compose", "kserve", "production-stack")
 #: Where a served ``vllm serve`` listens inside a container (each engine's default port).
@@ -173,7 +173,7 @@ PORT = 8000
 def renderings(cfg: Any) -> dict[str, str]:
     """``{"shell": text, "docker": text, "truss": text}``: the texts of ``cfg``'s own renderings
     (``docker`` and ``truss`` only when the target has a docker image); add the cluster files
-    (:func:`helpers.fleet.render.renderings`) to check all of :data:`RENDERINGS`."""
+    (:func:`lab.fleet.render.renderings`) to check all of :data:`RENDERINGS`."""
     out = {"shell": cfg.shell_command()}
     if cfg.docker_image:
         out.update(docker=cfg.docker_command(), truss=cfg.truss_config())
@@ -194,7 +194,7 @@ def served_argvs(rendering: str, text: str) -> list[list[str]]:
     ``kserve``: KServe's ``kserve-config-llm-template`` preset (``vllm serve /mnt/models
     --served-model-name NAME --port 8000``) + the container's ``args``; ``production-stack``: the
     chart's template (``vllm serve MODEL_URL --host 0.0.0.0 --port 8000``, the prefix-caching
-    switch, ``vllmConfig.extraArgs``, ``--revision``). The renderers: :mod:`helpers.fleet.render`.
+    switch, ``vllmConfig.extraArgs``, ``--revision``). The renderers: :mod:`lab.fleet.render`.
 
     Args:
         rendering: one of :data:`RENDERINGS`.

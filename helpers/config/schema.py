@@ -33,7 +33,7 @@ HardwareKey = Literal[
 ]
 #: ``targets.<t>.gpu.arch``: NVIDIA architecture families (``cpu`` for the stand-in).
 GpuArch = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
-#: ``deployments.<d>.layout`` (helpers.fleet.fleet): N replicas behind a router, or one DP+EP server.
+#: ``deployments.<d>.layout`` (lab.fleet.fleet): N replicas behind a router, or one DP+EP server.
 Layout = Literal["replicas", "dp_ep"]
 
 
@@ -287,7 +287,7 @@ class MultiNode(_Model):
 
 
 class DeploymentSpec(_Model):
-    """``deployments.<name>``: a layout over several servers (helpers.fleet.fleet)."""
+    """``deployments.<name>``: a layout over several servers (lab.fleet.fleet)."""
 
     label: str
     layout: Layout

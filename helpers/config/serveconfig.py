@@ -144,7 +144,7 @@ class ServeConfig:
         ``--served-model-name`` comes first; ``--revision`` follows when the model is a hub id
         with a pinned revision. ``weights=False``: without those two, the part every rendering
         carries byte for byte (KServe and production-stack name the weights in fields of their
-        own, :mod:`helpers.fleet.render`).
+        own, :mod:`lab.fleet.render`).
         """
         argv = ["--served-model-name", self.served_model_name] if weights else []
         if weights and self.revision and self.model and not Path(self.model).exists():

@@ -35,7 +35,7 @@ class Library:
 LIBRARIES: dict[str, Library] = {
     "lm_eval": Library(
         "lm-eval[api]==0.4.13",
-        # what helpers.evals.lm_eval_child imports: the evaluator, its tasks (datasets) and
+        # what lab.evals.lm_eval_child imports: the evaluator, its tasks (datasets) and
         # the local-chat-completions model (aiohttp, tenacity)
         ("lm_eval.evaluator", "lm_eval.tasks", "lm_eval.models.openai_completions"),
         "the answer-quality steps (lm-eval scores the answers)",
@@ -45,13 +45,13 @@ LIBRARIES: dict[str, Library] = {
         "scipy>=1.11",
         ("scipy.stats",),
         "the answer-quality steps (the interval and McNemar's test) and the tuning step's "
-        "choice (the Mann-Whitney test, helpers.tune.noise)",
+        "choice (the Mann-Whitney test, lab.tune.noise)",
         'in a target notebook, set quality = {"items": 0} to skip the answer-quality steps',
     ),
     "pydantic_ai": Library(
         "pydantic-ai-slim[openai]==2.68.0",
         ("pydantic_ai", "pydantic_ai.models.openai", "pydantic_ai.providers.vllm"),
-        "the agent section (helpers.chat.agent; Python 3.11+)",
+        "the agent section (lab.agents.agent; Python 3.11+)",
     ),
     "anthropic": Library("anthropic==2.15.0", ("anthropic",), "the Messages API section"),
 }

@@ -2,7 +2,7 @@
 
 :class:`ServerEndpoint` is the part of a server handle that needs only ``host`` and ``port``,
 the same for a server we launched (:class:`helpers.server.vllm_server.VLLMServer`) and one
-someone else runs (:class:`helpers.fleet.router.RouterServer` builds on it too).
+someone else runs (:class:`lab.fleet.router.RouterServer` builds on it too).
 """
 
 from __future__ import annotations

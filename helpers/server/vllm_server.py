@@ -143,7 +143,7 @@ class VLLMServer(ServerEndpoint):
         self._stopped = False
         #: after the API server died without stop(): what died, how, and what was ended
         self.crash: str | None = None
-        #: the fleet (helpers.fleet.fleet.Fleet) this server is part of, when one launched it:
+        #: the fleet (lab.fleet.fleet.Fleet) this server is part of, when one launched it:
         #: launch_server stops or reuses that fleet as a whole, never one replica of it
         self.part_of: Any = None
 
@@ -386,7 +386,7 @@ class VLLMServer(ServerEndpoint):
     def readiness(self, timeout: float | None = None):
         """The readiness wait one look at a time: each step reads the new log lines, shows the
         phase, and yields False, or True once ``/health`` answers 200 (then it ends). A
-        :class:`helpers.fleet.fleet.Fleet` waits on several servers this way.
+        :class:`lab.fleet.fleet.Fleet` waits on several servers this way.
 
         Args:
             timeout: seconds from launch (default ``startup_timeout``).

@@ -12,7 +12,7 @@ from helpers.bench import sizing
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.errors import BenchError, RecipeError
-from helpers.fleet import deployment
+from lab.fleet import deployment
 
 
 @pytest.mark.parametrize(

@@ -1,1 +1,2 @@
-"""helpers.chat: replies, streams, tool calls, structured answers, other APIs, the agent."""
+"""helpers.chat: replies, streams, tool calls (schema answers, other APIs, the agent:
+``tests/lab/agents/``)."""

@@ -8,7 +8,7 @@ import pytest
 
 from helpers.chat.request import ChatOptions
 from helpers.config.run import MODES, Run, run_defaults, run_of
-from helpers.evals.budget import budget_plan
+from lab.evals.budget import budget_plan
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -115,12 +115,13 @@ def test_launch_server_refuses_a_run_with_nothing_fetched():
 
 def _public_functions():
     """(module, qualified name, parameter names) of every public function and method of
-    ``helpers`` (a class's methods when the class is public)."""
+    ``helpers`` and ``lab`` (a class's methods when the class is public)."""
     import ast
 
     from helpers.paths import REPO_ROOT
 
-    for path in sorted((REPO_ROOT / "helpers").rglob("*.py")):
+    paths = [p for root in ("helpers", "lab") for p in sorted((REPO_ROOT / root).rglob("*.py"))]
+    for path in paths:
         module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
         tree = ast.parse(path.read_text())
         scopes = [("", tree)] + [

@@ -1,6 +1,6 @@
 """A stand-in for a vLLM server's HTTP surface (no model): /health, /v1/models, /metrics.
 
-Used by tests/fleet/test_fleet.py to check the router's process mechanics (readiness, a dead
+Used by tests/lab/fleet/test_fleet.py to check the router's process mechanics (readiness, a dead
 worker taken out, stop) without starting vLLM. Usage: python fake_worker.py PORT
 """
 

@@ -20,7 +20,7 @@ import pydantic
 import pytest
 
 from helpers.chat.request import ChatOptions
-from helpers.chat.structured import structured_chat
+from lab.agents.structured import structured_chat
 from helpers.config.run import Run, run_defaults
 from helpers.errors import ServerRequestError
 from helpers.paths import REPO_ROOT

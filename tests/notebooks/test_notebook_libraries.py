@@ -15,6 +15,9 @@ from helpers.errors import InstallError
 from helpers.machine.libraries import LIBRARIES, check_libraries, missing_modules
 from helpers.paths import REPO_ROOT as REPO
 
+#: The import roots whose modules a notebook imports and this scan follows: the core and the lab.
+PACKAGES = ("helpers", "lab")
+
 
 def _imports(tree: ast.AST) -> set[str]:
     """Every module an AST imports (also inside functions), as dotted names."""
@@ -40,10 +43,10 @@ def _module_file(name: str) -> Path | None:
 
 
 def _reached_libraries(roots: set[str]) -> set[str]:
-    """The optional libraries (keys of LIBRARIES) the helpers modules ``roots`` import,
-    directly or through other helpers modules (imports inside functions included)."""
+    """The optional libraries (keys of LIBRARIES) the helpers and lab modules ``roots``
+    import, directly or through other such modules (imports inside functions included)."""
     seen: set[str] = set()
-    todo = [r for r in roots if r.startswith("helpers")]
+    todo = [r for r in roots if r.split(".")[0] in PACKAGES]
     libs: set[str] = set()
     while todo:
         name = todo.pop()
@@ -55,7 +58,7 @@ def _reached_libraries(roots: set[str]) -> set[str]:
             top = imported.split(".")[0]
             if top in LIBRARIES:
                 libs.add(top)
-            elif top == "helpers":
+            elif top in PACKAGES:
                 todo.append(imported)
     return libs
 
@@ -192,7 +195,7 @@ def test_the_tuning_verdict_without_scipy_names_the_install(monkeypatch):
     import sys
 
     from helpers.errors import BenchError
-    from helpers.tune import noise
+    from lab.tune import noise
 
     monkeypatch.setitem(sys.modules, "scipy.stats", None)  # import scipy.stats now fails
     with pytest.raises(BenchError, match=r"needs scipy .*pip install 'scipy>=1.11'.*\[notebook\]"):

@@ -1,8 +1,9 @@
 """The layer contracts in ``pyproject.toml`` (import-linter), applied to small synthetic trees.
 
 ``make test`` runs ``lint-imports`` on the real package; these tests show that the same
-contracts refuse a lower step importing a higher one, a cycle inside a step, and helpers
-importing the project's tooling, so a kept contract means something.
+contracts refuse a lower step importing a higher one, a cycle inside a step, the core
+(``helpers``) importing the lab, and either importing the project's tooling, so a kept
+contract means something.
 """
 
 from __future__ import annotations
@@ -26,11 +27,9 @@ STEPS = [
     "server",
     "chat",
     "bench",
-    "fleet",
-    "evals",
-    "tune",
-    "verify",
 ]
+#: The lab's sub-packages (``lab``, the second import root, built on ``helpers``).
+LAB_STEPS = ["tune", "evals", "fleet", "verify", "agents"]
 
 #: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.
 TOP_LEVEL_MODULES = sorted(
@@ -39,10 +38,11 @@ TOP_LEVEL_MODULES = sorted(
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    """A copy of the package's shape (every step, the package's own top-level modules such as
-    ``errors`` and ``paths``, ``tools``) plus ``files``."""
+    """A copy of the packages' shape (every step, the package's own top-level modules such as
+    ``errors`` and ``paths``, the lab's sub-packages, ``tools``) plus ``files``."""
     root = tmp_path / "src"
-    for pkg in ["helpers", *(f"helpers/{s}" for s in STEPS), "tools"]:
+    core = ["helpers", *(f"helpers/{s}" for s in STEPS)]
+    for pkg in [*core, "lab", *(f"lab/{s}" for s in LAB_STEPS), "tools"]:
         (root / pkg).mkdir(parents=True, exist_ok=True)
         (root / pkg / "__init__.py").write_text("")
     for mod in TOP_LEVEL_MODULES:
@@ -80,8 +80,10 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
         {
             "helpers/config/resolve.py": "import helpers.errors\n",
             "helpers/server/launch.py": "import helpers.config.resolve\nimport helpers.memory\n",
-            "helpers/fleet/fleet.py": "import helpers.server.launch\nimport helpers.bench\n",
-            "tools/build.py": "import helpers.fleet.fleet\n",
+            "lab/fleet/fleet.py": "import helpers.server.launch\nimport helpers.bench\n",
+            "lab/agents/structured.py": "import helpers.chat\nimport helpers.server\n",
+            "lab/verify/check.py": "import lab.agents.structured\nimport helpers.bench\n",
+            "tools/build.py": "import lab.fleet.fleet\n",
         },
     )
     out = _lint(tmp_path, root)
@@ -102,12 +104,22 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
             "no import cycle",
         ),
         ({"helpers/chat/a.py": "import helpers.weights\n"}, "import neither weights nor standin"),
-        ({"helpers/evals/a.py": "import helpers.standin\n"}, "import neither weights nor standin"),
+        ({"lab/evals/a.py": "import helpers.standin\n"}, "import neither weights nor standin"),
+        ({"lab/agents/a.py": "import helpers.weights\n"}, "import neither weights nor standin"),
         ({"helpers/bench/plot.py": "import tools\n"}, "never imports the project's tooling"),
         (
             {"helpers/bench/plot.py": "from tests.support import shared_kernel\n"},
             "never imports the project's tooling",
         ),
+        ({"helpers/chat/a.py": "import lab.agents\n"}, "the core (helpers) never imports the lab"),
+        ({"helpers/config/a.py": "import lab.tune\n"}, "the core (helpers) never imports the lab"),
+        ({"lab/agents/a.py": "import lab.verify\n"}, "lab: the topic steps over the agents"),
+        (
+            {"lab/tune/a.py": "import lab.tune.b\n", "lab/tune/b.py": "import lab.tune.a\n"},
+            "no import cycle",
+        ),
+        ({"lab/agents/a.py": "import helpers.bench\n"}, "never import bench"),
+        ({"lab/tune/a.py": "import tools\n"}, "lab never imports the project's tooling"),
     ],
     ids=[
         "config-imports-server",
@@ -115,8 +127,15 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
         "cycle-in-chat",
         "chat-imports-weights",
         "evals-imports-standin",
+        "agents-import-weights",
         "tools",
         "tests-module",
+        "chat-imports-lab",
+        "config-imports-lab",
+        "agents-import-verify",
+        "cycle-in-tune",
+        "agents-import-bench",
+        "lab-imports-tools",
     ],  # fmt: skip
 )
 def test_a_contract_is_broken_by_an_import_against_it(tmp_path, files, names):

@@ -41,7 +41,7 @@ def _never_launched(srv: server.VLLMServer) -> None:
 
 # ---------------------------------------------------------------------------------------
 # 15.1 the handle lies after a crash. On a real stand-in server, killed with SIGKILL
-# mid-sweep: tests/fleet/test_fleet.py::test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real_error
+# mid-sweep: tests/lab/fleet/test_fleet.py::test_killed_api_server_mid_sweep_handle_ends_survivors_and_sweep_quotes_real_error
 # (replica 0 of that module's fleet, once the router tests are done with it: no start of its
 # own). Here: the same fault on a fake process group.
 # ---------------------------------------------------------------------------------------

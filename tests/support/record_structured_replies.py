@@ -1,4 +1,4 @@
-"""Record the two schema replies ``tests/chat/test_structured.py`` replays, from real launches of
+"""Record the two schema replies ``tests/lab/agents/test_structured.py`` replays, from real launches of
 the installed vLLM on the built stand-in: ``in_reasoning`` (``--structured-outputs-config
 '{"enable_in_reasoning": true}'``: the JSON comes back in ``reasoning``) and ``no_parser`` (no
 ``--reasoning-parser``: the grammar applies from the first token). Each: one greedy,
@@ -16,10 +16,10 @@ from typing import Literal
 import httpx
 import pydantic
 
-from helpers.chat.structured import compact_grammar_for
 from helpers.config.resolve import resolve
 from helpers.server.vllm_server import VLLMServer
 from helpers.standin.build import build_standin_model
+from lab.agents.structured import compact_grammar_for
 
 
 class Capital(pydantic.BaseModel):

@@ -3,7 +3,7 @@
 No network, no wheels: the offered releases' committed behaviour tables
 (``docs/results/flags/behaviour-vllm-X.json``, made from their wheels by ``python -m
 tools.flagtables behaviour WHEEL``), copies of them with a name taken out, and small hand-made
-``vllm/`` and ``helpers/`` trees.
+``vllm/``, ``helpers/`` and ``lab/`` trees.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def helpers_read():
 def test_every_field_and_metric_the_helpers_read_is_in_every_offered_release(tables, helpers_read):
     reads, strays, metrics = helpers_read
     assert set(OFFERED) == {"0.28.0", "0.32.0", "0.33.0"}
-    assert strays == []  # every _get(x, "field") in helpers/ is in a REPLY_READERS function
+    assert (
+        strays == []
+    )  # every _get(x, "field") in helpers/ and lab/ is in a REPLY_READERS function
     assert drift_reads.missing_reads(tables, reads, metrics) == {v: [] for v in OFFERED}
     for v, t in tables.items():
         assert t["vllm_version"] == v
@@ -59,7 +61,7 @@ def test_the_check_fails_when_a_name_the_helpers_read_is_taken_out_of_a_table(ta
     assert missing[OLD] == []
     said = " | ".join(missing[NEW])
     assert "chat completions field `reasoning` (helpers/chat/types.py:" in said
-    assert "messages `type` value `thinking` (helpers/chat/apis.py:" in said
+    assert "messages `type` value `thinking` (lab/agents/apis.py:" in said
     assert "metric `vllm:prompt_tokens_total`" in said
     assert len(missing[NEW]) == 4  # reasoning, reasoning_content (its fallback), thinking, metric
     diff = drift_reads.compare(OLD, NEW, tables[OLD], cut)
@@ -115,6 +117,33 @@ def test_a_reader_outside_reply_readers_is_named_and_fallbacks_and_values_are_re
     assert strays == ["helpers/chat/other.py::stray"]
     assert drift_reads.helper_metrics(tmp_path) == {
         "vllm:num_requests_running": ["helpers/chat/other.py"]
+    }
+
+
+def test_the_labs_reply_readers_and_metrics_are_read_beside_the_cores(tmp_path):
+    chat, agents = tmp_path / "helpers" / "chat", tmp_path / "lab" / "agents"
+    for folder in (chat, agents):
+        folder.mkdir(parents=True)
+    (chat / "types.py").write_text(
+        'REPLY_READERS = {"models": ("helpers.chat.types.size",)}\n'
+        "def _get(obj, name):\n    return obj.get(name)\n"
+        "def size(model):\n    return _get(model, 'max_model_len')\n"
+    )
+    (agents / "apis.py").write_text(
+        "from helpers.chat.types import _get\n"
+        'REPLY_READERS = {"messages": ("lab.agents.apis.read",)}\n'
+        "M = 'vllm:num_requests_running'\n"
+        "def read(block):\n    return _get(block, 'stop_reason')\n"
+        "def stray(x):\n    return _get(x, 'usage')\n"
+    )
+    reads, strays = drift_reads.helper_reads(tmp_path)
+    assert [(r.api, r.field, r.where) for r in reads] == [
+        ("messages", "stop_reason", ["lab/agents/apis.py::read"]),
+        ("models", "max_model_len", ["helpers/chat/types.py::size"]),
+    ]
+    assert strays == ["lab/agents/apis.py::stray"]
+    assert drift_reads.helper_metrics(tmp_path) == {
+        "vllm:num_requests_running": ["lab/agents/apis.py"]
     }
 
 

@@ -34,10 +34,10 @@ from helpers.bench import results
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config import versions
-from helpers.fleet import deployment, fleet, router
-from helpers.fleet import render as renderings
 from helpers.paths import out_dir
 from helpers.weights import weightless
+from lab.fleet import deployment, fleet, router
+from lab.fleet import render as renderings
 
 _spec = importlib.util.spec_from_file_location("run_h200", REPO / "tools/device/run_h200.py")
 run_h200 = importlib.util.module_from_spec(_spec)

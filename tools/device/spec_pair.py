@@ -39,10 +39,10 @@ def main() -> int:
     from helpers.chat.display import budget_report
     from helpers.chat.request import ChatOptions
     from helpers.config.resolve import resolve
-    from helpers.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
     from helpers.server.endpoint import make_client
     from helpers.server.vllm_server import VLLMServer
     from helpers.weights.prepare import served_config
+    from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
 
     share = {"--gpu-memory-utilization": str(args.memory_share)}
     servers = {}

@@ -1,6 +1,6 @@
 """The tuning step on one H200: the issue's grid, weightless, resumable across device sessions.
 
-Grid (``helpers.tune.tune``, target ``h200``, weightless architecture: real kernels and shapes,
+Grid (``lab.tune.tune``, target ``h200``, weightless architecture: real kernels and shapes,
 random weights, ``--load-format dummy``): NVFP4 x {Humming (the recipe), Marlin} and BF16 x
 Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 / 256 on the
 ``tune-1k`` (1024 in / 256 out) and ``tune-8k`` (8192 in / 256 out) workloads of
@@ -9,7 +9,7 @@ Triton, each at ``--max-num-seqs`` 256 and 64, swept at concurrency 1 / 16 / 64 
 ``--repeats`` times (default 3, vLLM's ``vllm bench sweep --num-runs`` default), each with its
 own seed, and its SLO limit is bisected with at most ``--slo-search`` extra points per workload
 (default 2): a candidate replaces the recipe only when its runs lead the recipe's beyond chance,
-shared among the candidates screened (``helpers.tune.noise.verdict``: one candidate at 3 runs
+shared among the candidates screened (``lab.tune.noise.verdict``: one candidate at 3 runs
 needs its worst run above the recipe's best; the best of 12 needs 5 runs each). ``--c1`` adds the decode-overhead candidates (:data:`C1_CANDIDATES`, concurrency 1 only,
 ``tune-1k``), with the recipe's concurrency-1 point measured again in the same session as their
 anchor (list ``recipe`` in ``--only``: a candidate is compared only with runs of its own session); ``--releases 0.28.0`` adds the grid's 256-sequence candidates on that release
@@ -50,7 +50,7 @@ from helpers.bench import scenarios
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
-from helpers.tune import tune as tuning
+from lab.tune import tune as tuning
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
 GRID = [
@@ -160,7 +160,7 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
                   out_dir=folder, retry_failed=args.retry_failed, progress=True,
                   repeats=args.repeats, slo_search=args.slo_search)  # fmt: skip
     # the recipe is every part's anchor: a c1 candidate is compared with the recipe measured in
-    # its own session (runs of different sessions never decide, helpers.tune.noise.apart)
+    # its own session (runs of different sessions never decide, lab.tune.noise.apart)
     names = [tuning.RECIPE] + [s["name"] for s in cand_specs]
     for cand in names:
         if args.only and cand not in args.only:

@@ -1,0 +1,7 @@
+"""The other ways of talking to the served model, on top of :mod:`helpers.chat`.
+
+- ``structured``   ``structured_chat()``: a JSON-schema answer, validated with pydantic
+- ``apis``         ``responses_chat()`` / ``messages_chat()``: the same turn on /v1/responses,
+  /v1/messages (and ``REPLY_READERS``: their reply readers, checked by ``python -m tools.drift``)
+- ``agent``        a pydantic-ai agent over chat completions (``notebooks/agents.ipynb``)
+"""

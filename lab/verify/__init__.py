@@ -1,0 +1,240 @@
+"""Check that any OpenAI-compatible endpoint serves this model the way the notebooks need it.
+
+``python -m lab.verify URL`` (or :func:`verify`) runs, against a server it did not start,
+the checks the notebooks make of their own server, one line per check with the fix:
+
+- ``model``: ``/v1/models`` lists a model and vLLM's ``max_model_len`` for it;
+- ``reasoning on`` / ``reasoning off``: with thinking the reasoning comes back apart from the
+  answer (``--reasoning-parser nemotron_v3``), without it none does;
+- ``tool call``: a weather question comes back as a parsed ``get_weather`` call
+  (``--enable-auto-tool-choice --tool-call-parser qwen3_coder``);
+- ``stream``: a streamed greedy answer equals the non-streamed one;
+- ``schema``: a JSON-schema answer validates (structured outputs);
+- ``budget``: ``thinking_token_budget`` caps the reasoning;
+- ``metrics``: ``/metrics`` answers with vLLM's counters.
+
+The prompts are ``cookbook/demo.yaml``'s (the stand-in was trained on them); greedy, thinking
+off except where a check needs it, ``max_tokens`` 256 per request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Literal
+
+import pydantic
+
+from helpers.bench.metrics import scrape_metrics
+from helpers.chat.completions import chat, server_max_model_len
+from helpers.chat.display import budget_report
+from helpers.chat.request import ChatOptions
+from helpers.chat.stream import stream_chat
+from helpers.chat.types import REASONING_PARSER_FLAGS, TOOL_PARSER_FLAGS
+from helpers.config.demo import load_demo
+from helpers.errors import CookbookError
+from helpers.server.endpoint import make_client
+from lab.agents.structured import structured_chat
+
+#: The checks, in the order they run (each is described in the module docstring).
+CHECKS = (
+    "model",
+    "reasoning on",
+    "reasoning off",
+    "tool call",
+    "stream",
+    "schema",
+    "budget",
+    "metrics",
+)
+
+#: Tokens per request: room for the stand-in's answers and a real model's short ones.
+VERIFY_MAX_TOKENS = 256
+
+
+class Capital(pydantic.BaseModel):
+    """The schema check's answer (the agents notebook's)."""
+
+    city: Literal["Tokyo", "Paris", "Other"]
+    sure: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One check's outcome: ``ok`` True (passed), False (failed: ``fix`` says what to change)
+    or None (not run: an earlier failure makes it meaningless)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """``PASS  name: detail``, ``FAIL  name: detail; fix: ...`` or ``SKIP  name: why``."""
+        mark = {True: "PASS", False: "FAIL", None: "SKIP"}[self.ok]
+        detail = self.detail.rstrip(".") if self.fix else self.detail
+        return f"{mark}  {self.name}: {detail}" + (f"; fix: {self.fix}" if self.fix else "")
+
+
+class _Failed(Exception):
+    """A check that failed: its detail (the message) and the ``fix``."""
+
+    def __init__(self, detail: str, fix: str = ""):
+        super().__init__(detail)
+        self.fix = fix
+
+
+def _said(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]
+
+
+def _run(name: str, fn) -> Check:
+    """``fn() -> detail`` as a passed check; :class:`_Failed` or any error raised (in the
+    helpers' words), or a warning the helpers issued, as a failed one."""
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            detail = fn()
+    except _Failed as f:
+        return Check(name, False, str(f), f.fix)
+    except (CookbookError, ValueError) as exc:
+        return Check(name, False, _said(exc), _fix_in(str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the SDK's errors: named, never a traceback
+        return Check(name, False, f"{type(exc).__name__}: {_said(exc)}", _fix_in(str(exc)))
+    if seen:  # passed, yet the helpers warned: say what
+        return Check(name, False, _said(seen[0].message), _fix_in(str(seen[0].message)))
+    return Check(name, True, detail)
+
+
+def _fix_in(text: str) -> str:
+    """The flags a failure's words point at (the helpers name them in their sentences)."""
+    if "reasoning parser" in text or "reasoning_config" in text or "reasoning-parser" in text:
+        return f"serve with {REASONING_PARSER_FLAGS}"
+    if "tool" in text and ("parser" in text or "auto-tool-choice" in text or "auto" in text):
+        return f"serve with {TOOL_PARSER_FLAGS}"
+    return ""
+
+
+def verify(
+    base_url: str,
+    model: str | None = None,
+    *,
+    max_tokens: int = VERIFY_MAX_TOKENS,
+    timeout: float = 120,
+) -> list[Check]:
+    """Run every check against the server at ``base_url`` (``http://host:port``).
+
+    Args:
+        base_url: the server's root or ``.../v1``.
+        model: the served model name (None: the first ``/v1/models`` lists).
+        max_tokens: tokens per request (reasoning included).
+        timeout: seconds per request.
+
+    Returns:
+        One :class:`Check` per name of :data:`CHECKS`, in that order; when ``model``
+        fails, the others are skipped.
+
+    Raises:
+        ValueError / TypeError: ``base_url`` is not an ``http(s)://`` URL string.
+    """
+    client = make_client(base_url, timeout=timeout)
+    demo = load_demo()
+    found: dict[str, Any] = {}
+
+    def served() -> str:
+        import openai
+
+        try:
+            names = [m.id for m in client.models.list().data]
+        except openai.APIConnectionError:
+            raise _Failed(f"nothing answers at {client.base_url}",
+                          "start the server, or check the host, the port and that it is reachable from here") from None  # fmt: skip
+        except openai.NotFoundError:
+            raise _Failed(f"{client.base_url}models is not found (HTTP 404)",
+                          "pass the server's root URL, http://host:port (or .../v1)") from None  # fmt: skip
+        if not names:
+            raise _Failed("/v1/models lists no model", "start vLLM with the model")
+        found["model"] = model or names[0]
+        if found["model"] not in names:
+            raise _Failed(f"{model!r} is not served (served: {names})", f"pass one of {names}")
+        limit = server_max_model_len(client, found["model"])
+        if limit is None:
+            raise _Failed(
+                f"{found['model']}: /v1/models gives no max_model_len",
+                "this is not a vLLM server, or not one the helpers know",
+            )
+        return f"{found['model']}, max_model_len {limit:,} tokens"
+
+    checks = [_run("model", served)]
+    if not checks[0].ok:
+        return checks + [Check(n, None, "the model check failed") for n in CHECKS[1:]]
+    name = found["model"]
+    greedy = ChatOptions(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
+
+    def reasoning_on() -> str:
+        r = chat(client, name, demo["reasoning"]["prompt"], greedy)
+        if not r.reasoning:
+            raise _Failed(
+                "no reasoning came back apart from the answer",
+                f"serve with {REASONING_PARSER_FLAGS}",
+            )
+        return f"{len(r.reasoning)} characters of reasoning, then {len(r.content)} of answer"
+
+    def reasoning_off() -> str:
+        r = chat(client, name, demo["reasoning"]["prompt"], greedy, thinking=False)
+        if r.reasoning:
+            raise _Failed(
+                "reasoning came back with thinking off",
+                "the chat template must honour enable_thinking=False",
+            )
+        return f"an answer of {len(r.content)} characters, no reasoning"
+
+    def tool_call() -> str:
+        prompt = demo["weather"]["prompt"].format(city="Santa Clara")
+        r = chat(client, name, prompt, greedy, tools=demo["tools"][:1], thinking=False)
+        calls = [c for c in r.tool_calls if c.name == "get_weather"]
+        if not calls:
+            raise _Failed(
+                f"no get_weather call parsed (finish_reason {r.finish_reason!r})",
+                f"serve with {TOOL_PARSER_FLAGS}",
+            )
+        return f"get_weather({calls[0].arguments})"
+
+    def streamed() -> str:
+        prompt = demo["streaming"]["prompt"]
+        whole = chat(client, name, prompt, greedy, thinking=False, max_tokens=64)
+        parts = stream_chat(client, name, prompt, greedy, thinking=False, max_tokens=64).result
+        if (whole.content, whole.reasoning) != (parts.content, parts.reasoning):
+            raise _Failed(
+                "the streamed greedy answer differs from the non-streamed one",
+                "compare the two with the same seed; a router or proxy may rewrite streams",
+            )
+        return f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters)"
+
+    def schema() -> str:
+        prompt = demo["structured"]["prompt"]
+        return repr(structured_chat(client, name, prompt, Capital, greedy, thinking=False).value)
+
+    def budget() -> str:
+        n = int(demo["budget"]["thinking_token_budget"])
+        said = budget_report(
+            chat(client, name, demo["budget"]["prompt"], greedy, reasoning_budget=n), n
+        )
+        if said.startswith("UNEXPECTED"):
+            raise _Failed(said, _fix_in(said) or "see the line above")
+        return said
+
+    def metrics() -> str:
+        text = scrape_metrics(base_url)
+        if "vllm:" not in text:
+            raise _Failed(
+                "/metrics answers without vLLM's counters",
+                "expose vLLM's /metrics (a router in front may hide it)",
+            )
+        return (
+            f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples"
+        )
+
+    later = (reasoning_on, reasoning_off, tool_call, streamed, schema, budget, metrics)
+    checks += [_run(n, fn) for n, fn in zip(CHECKS[1:], later, strict=True)]
+    return checks

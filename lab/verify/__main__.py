@@ -1,0 +1,43 @@
+"""``python -m lab.verify URL [--model NAME] [--max-tokens N]``: one line per check of
+:func:`lab.verify.verify`. Exit status 0 when every check passed, 1 when one failed, 2 for
+bad input or a server that does not answer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab.verify import VERIFY_MAX_TOKENS, verify
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.verify",
+        description="Check that an OpenAI-compatible endpoint serves Nemotron 3.5 Lightning the "
+        "way the cookbook's notebooks need it (parsers, streaming, schema answers, budget).",
+    )
+    parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", help="the served model name (default: the first listed)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=VERIFY_MAX_TOKENS, help="tokens per request"
+    )
+    args = parser.parse_args(argv)
+    try:
+        checks = verify(args.url, args.model, max_tokens=args.max_tokens)
+    except (TypeError, ValueError) as exc:
+        print(f"lab.verify: {exc}", file=sys.stderr)
+        return 2
+    for c in checks:
+        print(c.line(), flush=True)
+    if checks[0].ok is not True:
+        return 2
+    failed = [c.name for c in checks if c.ok is False]
+    print(
+        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

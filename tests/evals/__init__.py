@@ -1,1 +1,0 @@
-"""helpers.evals: answer quality and its statistics."""

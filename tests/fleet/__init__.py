@@ -1,1 +1,0 @@
-"""helpers.fleet: replicas behind vllm-router, DP+EP, and the deployment renderings."""

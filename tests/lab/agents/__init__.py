@@ -1,0 +1,1 @@
+"""lab.agents: structured answers, the Responses and Messages APIs, the agent."""

@@ -1,0 +1,1 @@
+"""lab.evals: answer quality and its statistics."""

@@ -1,0 +1,1 @@
+"""lab.fleet: replicas behind vllm-router, DP+EP, and the deployment renderings."""

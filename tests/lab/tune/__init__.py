@@ -1,0 +1,1 @@
+"""lab.tune: the tuning step."""

@@ -1,0 +1,659 @@
+"""The tuning step: the SLO filter, goodput and cost, the choice, the candidates; on the real
+CPU server, a failed candidate (recorded, skipped, nothing left running), resume after an
+interrupt, and the tuning notebook end to end on the stand-in."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pandas as pd
+import pytest
+
+from helpers.bench import sweep as bench_sweep
+from helpers.config.load import load_registry
+from helpers.config.resolve import resolve
+from helpers.config.run import Run
+from helpers.errors import BenchError, RecipeError
+from helpers.paths import REPO_ROOT
+from helpers.server.vllm_server import VLLMServer
+from lab.tune import slo as slos
+from lab.tune import tune as tuning
+from tests.support.fake_vllm import make_fake_server
+from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
+from tests.support.proctools import group_left
+from tests.support.tune_results import copy_tune_results, seeds_only
+from tools import notebook_run
+
+LOGS = REPO_ROOT / "tests" / "data" / "logs"
+NOTEBOOK = REPO_ROOT / "notebooks" / "tuning.ipynb"
+#: A workload the stand-in serves in a second or two a point.
+TINY = {"name": "tiny", "input_len": 16, "output_len": 8, "concurrencies": [1, 2]}
+
+#: The release the stand-in's default grid offers beside the target's (skipped here: not installed).
+OTHER_RELEASE = next(
+    str(v)
+    for v in load_registry().model.offered_vllm_versions
+    if str(v) != resolve("h200").vllm_version
+)
+
+
+def _point(candidate, c, tput, ttft, tpot, *, goodput=None, rate=1.0, recipe=False, gpus=1):
+    return {
+        "candidate": candidate, "workload": "w", "concurrency": c, "recipe": recipe,
+        "gpu_count": gpus, "output_throughput": tput * gpus, "output_throughput_per_gpu": tput,
+        "tokens_per_s_per_user": 1000.0 / tpot, "p99_ttft_ms": ttft, "p50_tpot_ms": tpot,
+        "request_throughput": rate, "request_goodput": goodput,
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ the SLO
+
+
+def test_the_slo_filter_reads_each_bound_at_its_percentile():
+    slo = slos.SLO(tpot_ms=20, ttft_ms=2000)
+    assert slo.describe() == "p99 TTFT <= 2,000 ms, p50 TPOT <= 20 ms"
+    assert slo.goodput_args() == {"ttft": 2000.0, "tpot": 20.0}  # vLLM's --goodput, per request
+    assert slo.meets({"p99_ttft_ms": 1999.0, "p50_tpot_ms": 20.0})
+    assert slo.violations({"p99_ttft_ms": 2561.0, "p50_tpot_ms": 9.0}) == [
+        "p99 TTFT 2,561 ms > 2,000 ms"
+    ]
+    # the percentile is the SLO's: a p90 bound reads p90, not p99; a missing figure is a miss
+    p90 = slos.SLO(ttft_ms=500, ttft_percentile="p90")
+    assert p90.meets({"p90_ttft_ms": 400.0, "p99_ttft_ms": 900.0})
+    assert p90.violations({"p99_ttft_ms": 100.0}) == ["p90 TTFT not measured"]
+    df = slos.with_slo(
+        pd.DataFrame([_point("a", 1, 200, 150, 4), _point("a", 256, 5000, 3600, 36)]), slo
+    )
+    assert list(df["meets_slo"]) == [True, False]
+    assert df["slo_violations"][1] == "p99 TTFT 3,600 ms > 2,000 ms; p50 TPOT 36 ms > 20 ms"
+
+
+@pytest.mark.parametrize(
+    "value, named",
+    [({"tpot": 20}, "tpot: Extra inputs"), ({"tpot_ms": -1}, "greater than 0"), ({}, "at least one"),
+     ({"ttft_ms": 1, "ttft_percentile": "p95"}, "ttft_percentile"), ("fast", "pass a mapping")],
+)  # fmt: skip
+def test_a_bad_slo_is_one_sentence_naming_the_fields(value, named):
+    with pytest.raises(BenchError, match=named) as err:
+        slos.SLO.coerce(value)
+    assert "tpot_ms" in str(err.value) and "Traceback" not in str(err.value)
+    assert slos.SLO.coerce(None) == slos.DEFAULT_SLO
+
+
+def test_goodput_and_cost_per_million_tokens():
+    # vLLM's goodput: 3 of 4 requests met every bound -> 3/4 of the output tokens are good
+    df = slos.with_goodput(pd.DataFrame([_point("a", 4, 1000, 100, 5, goodput=0.75, gpus=2)]))
+    assert df["good_fraction"][0] == pytest.approx(0.75)
+    assert df["goodput_tok_s"][0] == pytest.approx(1500.0)  # of 2,000 tok/s on 2 GPUs
+    assert df["goodput_tok_s_per_gpu"][0] == pytest.approx(750.0)
+    # $3.60 per GPU hour, 1,000 output tok/s on one GPU: 3.6 M tokens an hour -> $1.00 per M
+    assert slos.cost_per_million(1000.0, 3.6, 1) == pytest.approx(1.0)
+    assert slos.cost_per_million(1000.0, 3.6, 2) == pytest.approx(2.0)
+    assert slos.cost_per_million(None, 3.6) is None and slos.cost_per_million(0.0, 3.6) is None
+    priced = slos.with_cost(df, 3.6)
+    assert priced["cost_per_m_output_tokens_usd"][0] == pytest.approx(3.6 * 2 / (2000 * 3600) * 1e6)
+    assert priced["cost_per_m_good_tokens_usd"][0] == pytest.approx(3.6 * 2 / (1500 * 3600) * 1e6)
+    with pytest.raises(BenchError, match="cannot be negative"):
+        slos.cost_per_million(1000.0, -1.0)
+
+
+def test_the_choice_is_the_most_goodput_per_gpu_among_points_that_meet_the_slo():
+    slo = slos.SLO(tpot_ms=20, ttft_ms=2000)
+    pts = slos.with_goodput(pd.DataFrame([
+        _point("recipe", 1, 212, 145, 4.2, goodput=0.8, rate=0.8, recipe=True),
+        _point("recipe", 64, 4702, 1400, 12, goodput=17, rate=18.4, recipe=True),
+        _point("bf16", 64, 5643, 1100, 10, goodput=20, rate=22, recipe=False),
+        _point("bf16", 256, 5604, 3900, 40, goodput=1, rate=22, recipe=False),  # most tok/s: misses
+        _point("marlin", 64, 5900, 1500, 11, goodput=10, rate=23, recipe=False),  # half its requests late
+    ]))  # fmt: skip
+    best = slos.choose(pts, slo)
+    assert (best["candidate"], best["concurrency"]) == ("bf16", 64)
+    assert best["score"] == pytest.approx(5643 * 20 / 22)
+    # by throughput alone marlin wins; without an SLO the c256 point would
+    assert slos.choose(pts, slo, "throughput")["candidate"] == "marlin"
+    assert slos.choose(pts, None, "throughput")["concurrency"] == 64
+    assert slos.choose(pts, slo, "per_user")["concurrency"] == 1
+    # nothing meets a bound no point reaches
+    assert slos.choose(pts, slos.SLO(ttft_ms=10)) is None
+    with pytest.raises(BenchError, match="objective"):
+        slos.choose(pts, slo, "cheapest")
+    # without --goodput (committed results), a point's own throughput ranks it
+    no_goodput = pts.drop(columns=["goodput_tok_s_per_gpu"])
+    assert slos.choose(no_goodput, slo)["candidate"] == "marlin"
+
+
+# ------------------------------------------------------------------------------ candidates
+
+
+def test_candidates_are_drawn_from_the_registry_around_the_target():
+    base = resolve("h200")
+    cands = tuning.make_candidates(base, [
+        {"name": "marlin", "moe_backend": "marlin"},
+        {"name": "bf16", "variant": "bf16"},
+        {"name": "seqs-64", "extra_args": {"--max-num-seqs": 64}},
+        {"name": "v028", "vllm_version": "0.28.0"},
+    ])  # fmt: skip
+    by = {c.name: c for c in cands}
+    assert list(by) == ["recipe", "marlin", "bf16", "seqs-64", "v028"] and by["recipe"].recipe
+    assert by["marlin"].config.args["--moe-backend"] == "marlin"
+    assert tuning.changes(by["marlin"].config, base) == "--moe-backend marlin"
+    # BF16 on Hopper: the registry's Triton MoE and none of the NVFP4 flags
+    assert by["bf16"].config.args["--moe-backend"] == "triton"
+    assert "--quantization" not in by["bf16"].config.args
+    assert tuning.changes(by["bf16"].config, base).startswith("variant bf16; ")
+    assert tuning.changes(by["seqs-64"].config, base) == "--max-num-seqs 64"
+    assert by["v028"].config.docker_image == "vllm/vllm-openai:v0.28.0"
+    # a candidate resolved again keeps the flags the target got from extra_args
+    long = resolve("h200", extra_args={"--max-model-len": 8192})
+    assert tuning.candidate(long, "m", moe_backend="marlin").config.args["--max-model-len"] == 8192
+    # the stand-in plays the scheduler flags, and standin_args instead when given
+    seqs = tuning.candidate(base, "s2", extra_args={"--max-num-seqs": 2})
+    own = tuning.candidate(base, "k", moe_backend="marlin", standin_args={})
+    assert seqs.served("stand_in").args["--max-num-seqs"] == 2
+    assert own.served("stand_in").args["--max-num-seqs"] == 4  # the cpu target's own
+
+
+@pytest.mark.parametrize(
+    "specs, named",
+    [([{"name": "recipe"}], "two candidates are named"), ([{"moe_backend": "marlin"}], "with a 'name'"),
+     ([{"name": "x", "moe": "marlin"}], "unknown key"), ([{"name": "a b"}], "plain name")],
+)  # fmt: skip
+def test_a_bad_candidate_is_named_before_anything_runs(specs, named):
+    with pytest.raises(BenchError, match=named):
+        tuning.make_candidates(resolve("h200"), specs)
+
+
+def test_a_candidate_the_registry_refuses_names_the_rule():
+    with pytest.raises(RecipeError, match="published for nvfp4 only"):
+        tuning.candidate(resolve("h200"), "x", variant="bf16", speculative="dspark")
+
+
+def test_the_default_grids():
+    h200 = tuning.default_candidates(resolve("h200"))
+    assert [s["name"] for s in h200] == ["marlin", "bf16", "max-num-seqs-64"]
+    stand = tuning.default_candidates(resolve("h200"), run=Run("stand_in"))
+    other = OTHER_RELEASE  # the first offered release that is not the target's (registry order)
+    assert [s["name"] for s in stand] == ["max-num-seqs-2", f"vllm-{other}"]
+    l4 = [s["name"] for s in tuning.default_candidates(resolve("l4"))]
+    assert "bf16" not in l4  # 60 GB of BF16 weights do not fit an L4 (resolve's rule)
+
+
+def test_workloads_take_names_shapes_and_lists():
+    w = tuning.workloads(["tune-1k", {"input_len": 64, "output_len": 8}])
+    assert (w[0].input_len, w[0].output_len, w[0].concurrencies) == (1024, 256, (1, 16, 64, 256))
+    assert w[1].name == "64in-8out" and w[1].concurrencies == (1,)
+    assert tuning.workloads("tune-1k", run=Run("stand_in"))[
+        0
+    ].stand_in  # a name is scaled for the CPU
+    with pytest.raises(BenchError, match="Unknown scenario"):
+        tuning.workloads("chatty")
+    with pytest.raises(BenchError, match="each with a name of its own"):
+        tuning.workloads(["chat", "chat"])
+
+
+# ------------------------------------------------------------------------------ real server
+
+
+def _measured(result: tuning.TuneResult) -> list[tuple[str, int]]:
+    return sorted(zip(result.points["candidate"], result.points["concurrency"], strict=True))
+
+
+@pytest.mark.server
+def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(
+    standin_server, tmp_path, monkeypatch
+):
+    """An interrupt after the first point leaves that point saved and the session server
+    running; the second run measures only the missing point, the third nothing at all."""
+    base = resolve("h200")
+    real = bench_sweep.run_point
+    calls: list[int] = []
+
+    def interrupted(*args, concurrency, **kwargs):
+        calls.append(concurrency)
+        if concurrency == 2:
+            raise KeyboardInterrupt  # Jupyter's stop button, mid-sweep
+        return real(*args, concurrency=concurrency, **kwargs)
+
+    common = dict(mode="stand_in", servers={"recipe": standin_server.url}, out_dir=tmp_path,
+                  num_prompts=4, slo={"ttft_ms": 5000, "e2el_ms": 20000}, gpu_hour_usd=1.0,
+                  progress=False, repeats=1)  # fmt: skip
+    monkeypatch.setattr(bench_sweep, "run_point", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tuning.tune(base, TINY, **common)
+    w = tuning.workloads(TINY)[0]
+    first, second = (tuning.point_path(tmp_path, "recipe", w, c) for c in (1, 2))
+    assert tuning.point_done(first) and not second.exists() and calls == [1, 2]
+    assert standin_server.is_running()
+    stamp = first.stat().st_mtime_ns
+
+    calls.clear()
+    monkeypatch.setattr(
+        bench_sweep,
+        "run_point",
+        lambda *a, concurrency, **k: (
+            calls.append(concurrency) or real(*a, concurrency=concurrency, **k)
+        ),
+    )
+    result = tuning.tune(base, TINY, **common)
+    assert calls == [2], "the saved point ran again"
+    assert first.stat().st_mtime_ns == stamp
+    assert _measured(result) == [("recipe", 1), ("recipe", 2)]
+    assert set(result.candidates["status"]) == {"ok"}
+    calls.clear()
+    again = tuning.tune(base, TINY, **common)
+    assert calls == [] and _measured(again) == _measured(result)
+    # vLLM's goodput came with each point (--goodput from the SLO), and a price
+    pts = again.points
+    assert (
+        pts["good_fraction"].between(0, 1).all() and pts["cost_per_m_output_tokens_usd"].gt(0).all()
+    )
+    log = first.with_suffix(".log").read_text().splitlines()[0]
+    assert "--goodput ttft:5000 e2el:20000" in log
+    # the saved form reads back as the committed results do
+    rows = tuning.load_tune_rows(tmp_path / "tune.json")
+    assert sorted(rows["concurrency"]) == [1, 2] and set(rows["candidate"]) == {"recipe"}
+    # a saved candidate measured with another command is not mixed into this one
+    with pytest.raises(BenchError, match="other command"):
+        tuning.tune(resolve("h200", extra_args={"--max-num-seqs": 128}), TINY, **common)
+
+
+@pytest.mark.server
+def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(
+    standin_server, standin_model, tmp_path
+):
+    """Two candidates fail: one in vLLM's own start-up (the server replays what vLLM 0.32.0
+    printed for --max-model-len above the model's: tests/support/record_logs.py), one refused by vLLM's
+    parser before any process exists (a misspelled flag). Both are recorded with what to fix and
+    skipped, nothing of them is left running, the recipe is still measured, and the next run
+    does not launch them again (unless retry_failed)."""
+    launched: list[VLLMServer] = []
+
+    def factory(cfg):
+        if "--max-model-len" in cfg.extra_flags:  # vLLM itself refuses this one at start-up
+            srv = make_fake_server("--replay", str(LOGS / "max_model_len_too_long.log"),
+                                   model=str(cfg.model), progress=False)  # fmt: skip
+        else:
+            srv = VLLMServer(cfg, progress=False)
+        launched.append(srv)
+        return srv
+
+    specs = [
+        {"name": "too-long", "standin_args": {"--max-model-len": 4096}},
+        {"name": "misspelled", "standin_args": {"--max-num-seq": 2}},
+    ]
+    common = dict(mode="stand_in", servers={"recipe": standin_server.url}, out_dir=tmp_path,
+                  num_prompts=4, progress=False, server_factory=factory)  # fmt: skip
+    result = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, **common)
+    status = result.candidates.set_index("candidate")
+    assert status.loc["recipe", "status"] == "ok" and _measured(result) == [("recipe", 1)]
+    assert (
+        status.loc["too-long", "status"] == "failed"
+        and status.loc["misspelled", "status"] == "failed"
+    )
+    too_long = result.failures["too-long"][0]
+    assert (
+        too_long["stage"] == "start" and too_long["diagnosis"]["name"] == "max_model_len_too_long"
+    )
+    assert "--max-model-len" in status.loc["too-long", "reason"]
+    assert result.failures["misspelled"][0]["stage"] == "validate"
+    assert (
+        "--max-num-seq" in status.loc["misspelled", "reason"]
+        and "--max-num-seqs" in status.loc["misspelled", "reason"]
+    )
+    fake = launched[0]
+    assert fake.pid and not group_left(fake.pid), "the failed start left processes behind"
+    assert launched[1].pid is None  # refused before a process existed
+    assert json.loads((tmp_path / "too-long" / "failures.json").read_text())[0]["stage"] == "start"
+    assert standin_server.is_running()
+    doc = json.loads((tmp_path / "tune.json").read_text())
+    assert {c["name"]: c["status"] for c in doc["candidates"]} == {
+        "recipe": "ok",
+        "too-long": "failed",
+        "misspelled": "failed",
+    }
+
+    launched.clear()
+    again = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, **common)
+    assert launched == [] and set(again.candidates["status"]) == {"ok", "failed"}
+    tuning.tune(
+        resolve("h200"), {**TINY, "concurrencies": [1]}, None, specs, retry_failed=True, **common
+    )
+    assert len(launched) == 2 and not group_left(launched[0].pid)
+
+    # the misspelled flag corrected under the same name: nothing was measured for the refused
+    # command, so its record is replaced and the candidate measured (here on the running
+    # stand-in, attached), not refused as "measured for that, not this"
+    fixed = [{"name": "misspelled", "standin_args": {"--max-num-seqs": 2}}]
+    servers = {"recipe": standin_server.url, "misspelled": standin_server.url}
+    result = tuning.tune(resolve("h200"), {**TINY, "concurrencies": [1]}, None, fixed,
+                         **{**common, "servers": servers})  # fmt: skip
+    assert result.candidates.set_index("candidate").loc["misspelled", "status"] == "ok", (
+        result.failures
+    )
+    assert result.failures["misspelled"] == []
+
+
+def test_points_measured_apart_are_named_beside_the_ratio(tmp_path):
+    """A resumed run compares the recipe measured under load with a candidate measured later on
+    idle cores: the summary says when and where each was measured and how to re-measure; points
+    measured together on one host and release say nothing more. The points are vLLM's own JSON
+    (a stand-in point, its date and throughput changed)."""
+    from lab.tune.results import collect
+
+    base = json.loads((REPO_ROOT / "tests" / "data" / "bench" / "standin-c1.json").read_text())
+    cands = tuning.make_candidates(
+        resolve("h200"), [{"name": "fast", "extra_args": {"--max-num-seqs": 64}}]
+    )
+    load = tuning.workloads({**TINY, "concurrencies": [1]})
+
+    def write(name, date, speed, host):
+        (tmp_path / name / "tiny").mkdir(parents=True, exist_ok=True)
+        point = {**base, "date": date, "output_throughput": speed, "label": name}
+        (tmp_path / name / "tiny" / f"{name}-c1.json").write_text(json.dumps(point))
+        (tmp_path / name / "candidate.json").write_text(json.dumps(
+            {"name": name, "vllm_version": "0.32.0", "host": host}))  # fmt: skip
+
+    bounds = slos.SLO.coerce({"ttft_ms": 60_000, "e2el_ms": 60_000})
+    write("recipe", "20261201-090000", 100.0, "box-a")
+    write("fast", "20261201-093000", 150.0, "box-a")
+    together = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in"))
+    assert "fast at concurrency 1" in together.summary() and "note:" not in together.summary()
+    shown = together.candidates.set_index("candidate")
+    assert (
+        shown.loc["fast", "measured"] == "2026-12-01 09:30" and shown.loc["fast", "host"] == "box-a"
+    )
+    write("fast", "20261201-150000", 150.0, "box-b")
+    apart = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in")).summary()
+    assert "note: fast and the recipe were measured 6.0 h apart (fast: 2026-12-01 15:00" in apart
+    assert "on another host (fast: box-b; the recipe: box-a)" in apart
+    assert (
+        "Re-measure the older beside the other, on one host: tune(..., remeasure=['recipe'])"
+        in apart
+    )
+    write("fast", "20261130-090000", 150.0, "box-a")  # now the candidate is the older one
+    older = collect(tmp_path, resolve("h200"), cands, load, bounds, run=Run("stand_in")).summary()
+    assert "measured 24.0 h apart" in older and "remeasure=['fast']" in older
+    with pytest.raises(BenchError, match=r"remeasure name \['recpe'\]"):
+        tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
+                    remeasure=["recpe"], progress=False)  # fmt: skip
+
+
+def test_two_tuning_runs_on_one_out_dir_at_once_are_refused(tmp_path):
+    """The second run would serve its candidates beside the first's and write the same points:
+    it stops before anything is launched, naming the folder and the fix."""
+    from filelock import FileLock
+
+    held = FileLock(str(tmp_path / ".tune.lock"))
+    held.acquire()
+    try:
+        with pytest.raises(BenchError, match=r"Another tuning run is using .*pass another out_dir"):
+            tuning.tune(resolve("h200"), TINY, None, [], mode="stand_in", out_dir=tmp_path,
+                        include_recipe=True, progress=False)  # fmt: skip
+    finally:
+        held.release()
+    assert not (tmp_path / "recipe").exists()
+
+
+# ------------------------------------------------------------------------------ the notebook
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_path, monkeypatch):
+    """recipe (the session server, attached) vs --max-num-seqs 2 (launched and stopped) vs
+    another vLLM release (skipped): the frontier plot, the SLO table, the recommendation with
+    the target's command and its price, tune.json, and nothing left running."""
+    out = tmp_path / "out"
+    (out / "models").parent.mkdir(parents=True, exist_ok=True)
+    (out / "models").symlink_to(REPO_ROOT / "out" / "models", target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
+    started = time.time()
+    executed = notebook_run.run_notebook(
+        NOTEBOOK, {"install": False, "num_prompts": 4, "servers": {"recipe": standin_server.url}},
+        output=real_out_notebooks() / NOTEBOOK.name, progress=False, kernel=shared_kernel,
+    )  # fmt: skip
+    print(f"\ntuning notebook: {time.time() - started:.0f} s")
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "'recipe': measuring 2 point(s) on the server at" in text
+    assert "'max-num-seqs-2': launching, then 2 point(s)" in text
+    assert f"'vllm-{OTHER_RELEASE}': skipped, needs vLLM {OTHER_RELEASE}" in text
+    assert text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
+    pid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
+    assert not group_left(pid)
+    assert standin_server.is_running()  # attached, left alone
+    doc = json.loads((out / "tune" / "h200-standin" / "tune.json").read_text())
+    status = {c["name"]: c["status"] for c in doc["candidates"]}
+    assert status == {"recipe": "ok", "max-num-seqs-2": "ok", f"vllm-{OTHER_RELEASE}": "skipped"}
+    # the recommendation line agrees with the saved points
+    line = re.search(r"tiny: (recipe|max-num-seqs-2) at concurrency (\d)", text)
+    assert line, "no recommendation printed"
+    pts = tuning.load_tune_rows(out / "tune" / "h200-standin" / "tune.json")
+    assert len(pts[pts["repeat"] == 0]) == 4 and pts["completed"].gt(0).all()
+    assert "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4" in text
+    assert "per million output tokens" in text
+    # two runs of each decision point (the stand-in's default): a ratio is a win beyond the
+    # spread or a tie, never a bare "faster"
+    assert "; repeats: 2 runs of each decision point" in text
+    for ratio in re.findall(r"(?:tie \(within noise\): )?\d\.\d\dx the recipe's[^\"<]*", text):
+        assert "median (2 runs each; worst run above" in ratio or "tie (within noise)" in ratio, (
+            ratio
+        )
+    assert "SLO limit (" in text and "s API ($" in text and "utilization" in text
+    nb = json.loads(text)
+    table = next(c for c in nb["cells"] if "recommendation_table()" in "".join(c["source"]))
+    shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in table["outputs"])
+    assert "recommended" in shown and not re.search(r"\d\.\d{4,}", shown), shown
+    assert "runs" in shown and "output_tok_s_range" in shown
+    assert_clean_outputs(executed, stand_in=True)
+
+
+# ------------------------------------------------------------------------------ committed results
+
+
+def test_the_seeded_results_are_the_committed_sweeps_converted():
+    """docs/results/h200/tune/seed-*.json is what tools/seed_tune_results.py makes of the
+    committed point JSONs, each point naming its source file, release and command."""
+    from tools import seed_tune_results
+
+    assert seed_tune_results.main(["--check"]) == 0, "run python -m tools.seed_tune_results"
+    rows = tuning.load_tune_rows(REPO_ROOT / "docs" / "results" / "h200" / "tune")
+    assert len({(c, v) for c, v in zip(rows["candidate"], rows["vllm_version"], strict=True)}) >= 6
+    for row in rows.to_dict("records"):
+        source = json.loads((REPO_ROOT / row["source"]).read_text())
+        assert source["output_throughput"] == row["output_throughput"]
+        assert source["max_concurrency"] == row["concurrency"]
+        assert row["command"].startswith(("vllm serve", "export")) and row["vllm_version"]
+    recipe = rows[rows["recipe"]]
+    assert set(recipe["vllm_version"]) == {"0.32.0"} and set(recipe["candidate"]) == {
+        "nvfp4-humming"
+    }
+
+
+def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_path):
+    """With the H200 grid committed (every candidate on one machine, repeated), a seed file's
+    one-run point from another day, however fast, is no longer ranked against it."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = copy_tune_results(tmp_path)
+    grid = json.loads(next((root / "h200" / "tune").glob("*/tune.json")).read_text())
+    assert any(c["points"] for c in grid["candidates"]), "the committed grid has points"
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    marlin["points"][0]["tokens_per_s_per_user"] = 9999.0  # c=1, one run, another day
+    path.write_text(json.dumps(doc))
+    text = recommendation_markdown("h200", root)
+    latency = next(ln for ln in text.splitlines() if ln.startswith("| latency"))
+    assert "9,999" not in text and "/tune.json` |" in latency
+    # the bisected SLO limits of the repeated run are said for the goals with an SLO
+    assert "throughput: the SLO limit, bisected" in text and "long prompt: the SLO limit" in text
+    seeds = recommendation_markdown("h200", seeds_only(tmp_path / "seeds"))
+    assert "| latency" in seeds and "/tune.json" not in seeds
+
+
+def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
+    """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
+    the measured best changes; a workload gets a row once it has points. A faster point
+    measured hours from the recipe's (another session) is a tie, never a recommendation; one
+    measured beside it beats it."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = seeds_only(tmp_path)
+    before = recommendation_markdown("h200", root)
+    rows = before.splitlines()
+    i = next(k for k, ln in enumerate(rows) if ln.startswith("| latency"))
+    assert (
+        "**recommended: the recipe's command** | NVFP4, humming MoE | 0.32.0 | 1 | 1 |" in rows[i]
+    )
+    # BF16 on 0.28.0 is faster by its one run, but ran 6.5 h after the recipe's point
+    assert "| | tie (measured apart) | BF16, triton MoE | 0.28.0 | 1 | 1 |" in rows[i + 1]
+    assert "measured 6.5 h apart" in before and "only runs side by side decide" in before
+    assert "| long prompt: 8K in / 256 out" in before and "not measured yet" in before
+
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    marlin = next(c for c in doc["candidates"] if c["name"] == "nvfp4-marlin")
+    marlin["points"][0]["tokens_per_s_per_user"] = 400.0  # c=1: now clearly the fastest
+    long = dict(marlin["points"][2], workload="tune-8k", input_len=8192.0, concurrency=64)
+    marlin["points"].append(long)  # one 8K point meeting the SLO
+    path.write_text(json.dumps(doc))
+    after = recommendation_markdown("h200", root)
+    latency = next(ln for ln in after.splitlines() if ln.startswith("| latency"))
+    assert (
+        "**recommended** | NVFP4, marlin MoE | 0.32.0 | 1 | 1 |" in latency and "| 400 |" in latency
+    )
+    assert 'latency: the recommended row is this notebook with `moe_backend = "marlin"`' in after
+    assert "--moe-backend marlin" in after.split("The recommended command for latency")[1]
+    long_row = next(ln for ln in after.splitlines() if ln.startswith("| long prompt"))
+    assert "**recommended** | NVFP4, marlin MoE | 0.32.0 | 64 | 1 |" in long_row
+    # a CPU rehearsal's tune.json in the folder never becomes a GPU figure
+    fake = json.loads(path.read_text())
+    fake["measured_on"] = {"target": "h200", "gpu": "CPU stand-in", "stand_in": True}
+    fake["candidates"][0]["points"][0]["tokens_per_s_per_user"] = 9999.0
+    (root / "h200" / "tune" / "rehearsal.json").write_text(json.dumps(fake))
+    assert "9,999" not in recommendation_markdown("h200", root)
+    # an H100 notebook quotes the H200 data with its caveat; a target with no data gets none
+    assert "not on this H100" in recommendation_markdown("h100", root)
+    assert recommendation_markdown("a100", root) is None
+    assert recommendation_markdown("h200", tmp_path / "nothing") is None
+
+
+def test_the_rendered_table_is_in_the_hopper_notebooks():
+    from tools.tune_pages import recommendation_markdown
+
+    for stem, target in (("h200", "h200"), ("h100", "h100")):
+        text = "".join(
+            "".join(c["source"])
+            for c in json.loads((REPO_ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+        )
+        first = recommendation_markdown(target).splitlines()[0]
+        assert first in text, stem
+    a100 = (REPO_ROOT / "notebooks" / "a100.ipynb").read_text()
+    assert "Measured best per workload" not in a100
+
+
+def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
+    """tools/device/tune_h200.py: NVFP4 x {Humming, Marlin} and BF16 x Triton at 256 and 64
+    sequences; its dry run checks each command (and the c1 decode candidates) against the flag
+    table of its release and the installed vLLM's parser."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    base = resolve("h200")
+    cands = tuning.make_candidates(base, tune_h200.specs(tune_h200.GRID))
+    grid = {
+        (
+            c.config.variant,
+            c.config.args.get("--moe-backend"),
+            int(c.config.args.get("--max-num-seqs") or 0),
+        )
+        for c in cands
+    }
+    assert grid == {
+        (v, k, n)
+        for v, k in (("nvfp4", "humming"), ("nvfp4", "marlin"), ("bf16", "triton"))
+        for n in (256, 64)
+    }
+    assert tune_h200.main(["--dry-run", "--c1", "--releases", "0.28.0"]) == 0
+    said = capsys.readouterr().out
+    assert said.count("flags ok") == len(cands) + 2 + len(tune_h200.C1_CANDIDATES)
+    assert (
+        '--compilation-config {"cudagraph_mode":"FULL_DECODE_ONLY"}' in said
+        and "--no-async-scheduling" in said
+    )
+
+
+def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
+    """tools/device/tune_h200.py --remeasure: a name that is no candidate, or one left out by
+    --only, is refused before any server starts (it would otherwise be silently ignored)."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    for argv in (["--remeasure", "no-such"], ["--only", "bf16-triton-64", "--remeasure", "recipe"]):
+        with pytest.raises(SystemExit) as e:
+            tune_h200.main(["--dry-run", *argv])
+        assert e.value.code == 2
+        assert "--remeasure" in capsys.readouterr().err
+    assert tune_h200.main(["--dry-run", "--only", "recipe", "--remeasure", "recipe"]) == 0
+
+
+def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
+    """tools/device/tune_h200.py: --candidate-s budgets every candidate, --c1-candidate-s a c1
+    one on its own (a batch that re-measures grid candidates, then fills its last minutes with
+    c1 ones); without either, CANDIDATE_S, and nothing on the stand-in."""
+    from argparse import Namespace
+
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+
+    def budget(part, **given):
+        args = {"candidate_s": None, "c1_candidate_s": None, "stand_in": False, **given}
+        return tune_h200.candidate_budget_s(part, Namespace(**args))
+
+    assert budget("grid") == tune_h200.CANDIDATE_S["grid"] and budget("c1") == 320
+    assert budget("grid", stand_in=True) == 0 == budget("c1", stand_in=True)
+    assert budget("grid", candidate_s=600) == 600 == budget("c1", candidate_s=600)
+    assert budget("grid", candidate_s=600, c1_candidate_s=250) == 600
+    assert budget("c1", candidate_s=600, c1_candidate_s=250) == 250
+    assert budget("c1", c1_candidate_s=250) == 250 and budget("grid", c1_candidate_s=250) == 900
+
+
+def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
+    """tools/device/tune_h200.py --dry-run: its device-time plan counts the candidates this
+    call runs (--no-grid, --c1, --only; the recipe heads the c1 part as its anchor) at the
+    budget each is given, so a session can size its batch from it."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    argv = ["--dry-run", "--no-grid", "--c1", "--c1-candidate-s", "200",
+            "--only", "recipe", "c1-cg-full", "c1-no-async"]  # fmt: skip
+    assert tune_h200.main(argv) == 0
+    plan = capsys.readouterr().out.splitlines()[-1]
+    assert plan.startswith("0 grid + 3 c1 candidates: about 10 min of device time"), plan
+    assert tune_h200.main(["--dry-run", "--only", "recipe", "bf16-triton-64"]) == 0
+    plan = capsys.readouterr().out.splitlines()[-1]
+    assert plan.startswith("2 grid + 0 c1 candidates: about 30 min"), plan

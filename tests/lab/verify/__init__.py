@@ -1,0 +1,1 @@
+"""lab.verify: checking a served endpoint."""

@@ -1,0 +1,113 @@
+"""``python -m lab.verify URL``: every check passes on a correctly served stand-in, and a
+stand-in served without the reasoning and tool parsers gets each missing flag named; a URL
+where nothing answers is said in one line with exit status 2. Real vLLM CPU servers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from helpers.paths import REPO_ROOT
+
+CHECKS = [
+    "model",
+    "reasoning on",
+    "reasoning off",
+    "tool call",
+    "stream",
+    "schema",
+    "budget",
+    "metrics",
+]
+
+
+def _verify(url: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "lab.verify", url],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def _lines(out: str) -> dict[str, str]:
+    """``{check name: its line}`` of the verifier's output."""
+    found = {}
+    for line in out.splitlines():
+        for name in CHECKS:
+            if line[6:].startswith(f"{name}:"):
+                found[name] = line
+    return found
+
+
+@pytest.mark.server
+def test_every_check_passes_on_the_standin(standin_server):
+    run = _verify(standin_server.url)
+    print(run.stdout)  # the verifier's own report (pytest -s shows it)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = _lines(run.stdout)
+    assert list(lines) == CHECKS and all(line.startswith("PASS") for line in lines.values()), (
+        run.stdout
+    )
+    assert "max_model_len 2,048 tokens" in lines["model"]
+    assert "get_weather(" in lines["tool call"] and "Tokyo" in lines["schema"]
+    assert run.stdout.rstrip().endswith("8 of 8 checks passed")
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def parserless_server(standin_config):
+    """The stand-in served without ``--reasoning-parser`` and without tool calling."""
+    from helpers.server.vllm_server import VLLMServer
+
+    cfg = standin_config.with_args(
+        {"--reasoning-parser": None, "--enable-auto-tool-choice": None, "--tool-call-parser": None}
+    )
+    srv = VLLMServer(cfg, progress=False)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.mark.server
+def test_a_server_without_its_parsers_gets_each_missing_flag_named(parserless_server):
+    run = _verify(parserless_server.url)
+    print(run.stdout)
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = _lines(run.stdout)
+    assert list(lines) == CHECKS, run.stdout
+    assert lines["model"].startswith("PASS") and lines["metrics"].startswith("PASS")
+    assert lines["reasoning on"].startswith("FAIL")
+    assert "fix: serve with --reasoning-parser nemotron_v3" in lines["reasoning on"], run.stdout
+    assert lines["tool call"].startswith("FAIL")
+    assert (
+        "fix: serve with --enable-auto-tool-choice --tool-call-parser qwen3_coder"
+        in lines["tool call"]
+    )
+    assert "failed: " in run.stdout and "Traceback" not in run.stdout + run.stderr
+
+
+def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = _verify(f"http://127.0.0.1:{port}")
+    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
+    lines = _lines(run.stdout)
+    assert lines["model"].startswith(f"FAIL  model: nothing answers at http://127.0.0.1:{port}/v1")
+    assert "fix: start the server, or check the host, the port" in lines["model"]
+    assert all(lines[n].startswith("SKIP") for n in CHECKS[1:])
+    bad = _verify("localhost:8000")
+    assert bad.returncode == 2 and "is not a server URL: pass http://host:port" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -1,1 +1,0 @@
-"""helpers.tune: the tuning step."""

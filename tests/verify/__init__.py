@@ -1,1 +1,0 @@
-"""helpers.verify: checking a served endpoint."""
