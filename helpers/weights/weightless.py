@@ -30,7 +30,8 @@ from helpers.weights.weightless_tokenizer import write_tokenizer
 #: Bump when the files :func:`build_arch_model` writes change; older folders are rebuilt.
 #: 2: the MTP block (:data:`MTP_CONFIG`) added, so ``speculative="mtp"`` serves weightless.
 #: 3: the tokenizer spells every printable ASCII character, so guided decoding can follow a grammar.
-ARCH_VERSION = 3
+#: 4: the chat template lists tools and renders tool calls (the stand-in's Nemotron format).
+ARCH_VERSION = 4
 #: Checkpoint flavours this module can imitate.
 VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"

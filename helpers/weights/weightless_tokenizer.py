@@ -18,30 +18,19 @@ from pathlib import Path
 
 # Special and marker tokens, in id order: the stand-in's own (one list for both tokenizers;
 # why each is one token: helpers.standin.template).
+from helpers.standin.template import CHAT_TEMPLATE as STANDIN_CHAT_TEMPLATE
 from helpers.standin.template import MARKER_TOKENS, SPECIAL_TOKENS
 
 _WORDS = ["system", "user", "assistant", "tool"]
 #: One token per printable ASCII character (``!`` to ``~``): what a grammar needs to spell JSON.
 CHAR_TOKENS = [chr(c) for c in range(0x21, 0x7F)]
 
-# ChatML turns with Nemotron-style thinking: `<think>\n` opens reasoning after the
-# assistant header when thinking is on, `<think></think>` when off. Tools are not listed
-# (the model is noise); content parts of type text are concatenated.
-CHAT_TEMPLATE = (
-    "{%- set enable_thinking = enable_thinking if enable_thinking is defined else true -%}"
-    "{%- for m in messages -%}"
-    "{{- '<|im_start|>' + m['role'] + '\\n' -}}"
-    "{%- if m['content'] is string -%}{{- m['content'] -}}"
-    "{%- elif m['content'] -%}{%- for p in m['content'] -%}"
-    "{%- if p['type'] == 'text' -%}{{- p['text'] -}}{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking -%}{{- '<think>\\n' -}}{%- else -%}{{- '<think></think>' -}}{%- endif -%}"
-    "{%- endif -%}"
-)
+# The chat format of the stand-in (helpers/standin/chat_template.jinja): ChatML turns with
+# Nemotron-style thinking (`<think>\n` when on, `<think></think>` when off), tool schemas listed
+# in the system turn, tool calls in the qwen3_coder format, tool results as `<tool_response>`.
+# The model is noise; the format makes a prompt's tokens what a real agent request's are in
+# shape (an agent workload's shared system prompt and tools: helpers.bench.agent_workload).
+CHAT_TEMPLATE = STANDIN_CHAT_TEMPLATE
 
 
 def _tokenizer_vocab(vocab_size: int) -> dict[str, int]:

@@ -74,7 +74,7 @@ def mode_checks(
     Raises:
         BenchError, ResponseError: as :func:`measure_acceptance` and :func:`chat`.
     """
-    cfg = srv.config
+    cfg = getattr(srv, "intended", None) or srv.config  # attached: the config the notebook resolved
     drafting = getattr(cfg, "speculative", "none") != "none"
     before = _accepted(srv.base_url) if drafting else None
     out = ModeChecks(greedy_tokens(srv, LOSSLESS_PROMPTS, max_tokens=64), drafting)

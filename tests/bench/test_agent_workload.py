@@ -77,6 +77,28 @@ def test_predicted_hits_are_whole_blocks_of_the_longest_earlier_prefix(tok, tmp_
     assert work.predicted_hit_rate(32) > work.predicted_hit_rate(512) >= 0
 
 
+def test_on_the_weightless_word_level_vocabulary_sessions_stay_apart(tmp_path):
+    """The weightless tokenizer maps every English word to one unknown token: unspelled, every
+    session's task would be the same run of it, and the prefix cache would hit across sessions.
+    The words become the vocabulary's own, one per word: sessions part where their text does."""
+    from helpers.weights.weightless_tokenizer import write_tokenizer
+
+    write_tokenizer(tmp_path, 131072, 4096)
+    tok = aw.load_chat_tokenizer(tmp_path)
+    work = aw.write_agent_workload(SHAPE, tok, tmp_path / "w.jsonl", seed=3)
+    ids = work.token_ids
+    unk = sum(t.count(tok.unk_token_id) for t in ids) / sum(len(t) for t in ids)
+    assert unk < 0.2  # the template's fixed English only
+    first_turn = ids[: SHAPE.sessions]
+    shared = min(_lcp(first_turn[0], i) for i in first_turn[1:])
+    assert shared == work.shared_prefix_tokens < len(first_turn[0]) - SHAPE.user_len // 2
+    assert len(set(ids)) == len(ids)
+    # the byte-level stand-in tokenizer spells English: nothing is rewritten there
+    from helpers.bench.agent_text import speller
+
+    assert speller(tok) is not None and speller(aw.load_chat_tokenizer(SHIPPED)) is None
+
+
 def test_another_seed_is_another_workload_the_same_seed_the_same(tok, tmp_path):
     a = aw.write_agent_workload(SHAPE, tok, tmp_path / "a.jsonl", seed=1)
     b = aw.write_agent_workload(SHAPE, tok, tmp_path / "b.jsonl", seed=1)

@@ -234,15 +234,19 @@ def test_bf16_memory_minimum_per_replica():
     assert cfg.gpu_count == 2
 
 
-def test_dspark_draft_tokens_below_block_size_is_refused():
+def test_dspark_drafts_fewer_tokens_than_its_block():
+    """vLLM 0.32.0 reads the DSpark drafter's block_size only when num_speculative_tokens is
+    unset (vllm/config/speculative.py), and published configurations draft 1, 3 and 7 tokens
+    with a block of 8 (ai-dynamo/dynamo's Lightning recipes): no rule refuses them."""
     reg = load.load_registry()
+    assert reg.speculative["dspark"].drafter.block_size == 8
     reg.targets["h100"].speculative_overrides = {
         "dspark": registry.SpeculativeOverride(
-            config=registry.SpeculativeConfigLayer(num_speculative_tokens=2)
+            config=registry.SpeculativeConfigLayer(num_speculative_tokens=1)
         )
     }
-    with pytest.raises(RecipeError, match="at least 3"):
-        recipes.resolve("h100", speculative="dspark", registry=reg)
+    cfg = recipes.resolve("h100", speculative="dspark", registry=reg)
+    assert cfg.speculative_config["num_speculative_tokens"] == 1
 
 
 def test_misspelled_flag_is_reported_by_name_before_launch():

@@ -182,7 +182,21 @@ def test_transformers_reads_config_and_tokenizer(bf16_dir):
     text = tok.apply_chat_template(
         [{"role": "user", "content": "w100 w200"}], tokenize=False, add_generation_prompt=True
     )
-    assert text == "<|im_start|>user\nw100 w200<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    # the stand-in's Nemotron format: a system turn (empty here), then the user's
+    assert text == (
+        "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nw100 w200<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n"
+    )
+    # tool schemas are listed in the system turn (an agent workload's shared prefix)
+    tool = {"type": "function", "function": {"name": "get_order", "description": "w7",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}  # fmt: skip
+    with_tools = tok.apply_chat_template(
+        [{"role": "user", "content": "w100"}],
+        tools=[tool],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert "<name>get_order</name>" in with_tools.split("<|im_end|>")[0]
     off = tok.apply_chat_template(
         [{"role": "user", "content": "hi"}],
         tokenize=False,

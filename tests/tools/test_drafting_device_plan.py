@@ -1,0 +1,47 @@
+"""The H200 drafting session's plan (tools/device/drafting_h200.py): every command it would
+start is checked against vLLM 0.32.0's flag table, every drafting server names its synthetic
+acceptance and where that number comes from, and a wave-1 drafter that failed comes back first
+in wave 2 with the attention backend of ai-dynamo/dynamo's Lightning recipes."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from tests.support import TESTS
+
+REPO_ROOT = TESTS.parent
+
+
+def _plan():
+    spec = importlib.util.spec_from_file_location(
+        "drafting_h200", REPO_ROOT / "tools" / "device" / "drafting_h200.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
+    plan = _plan()
+    assert plan.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "wave 1 mtp: synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo" in out
+    assert "wave 1 dflash: synthetic acceptance 3.18 at K=5 (ai-dynamo/dynamo" in out
+    assert "wave 2 mtp-L1.5: synthetic acceptance 1.5 at K=7 (a chosen length" in out
+    assert out.count("--kv-cache-memory-bytes 4294967296") == len(plan.WAVE1) + len(
+        plan.wave2({"dspark"})
+    )
+
+
+def test_wave_two_retries_a_failed_drafter_beside_the_baseline_then_fills_its_slots():
+    plan = _plan()
+    assert list(plan.wave2(set())) == list(plan.WAVE2)
+    retry = plan.wave2({"dspark", "dflash"})
+    assert list(retry)[:3] == ["none", "dflash", "dspark"] and len(retry) == plan.SLOTS
+    cfg = plan.server_config(*retry["dspark"], weightless=False)
+    assert cfg.speculative_config["attention_backend"] == "TRITON_ATTN"
+    assert cfg.speculative_config["num_speculative_tokens"] == 7
+    nocache = plan.server_config(*plan.WAVE2["none-nocache"], weightless=False)
+    assert (
+        "--enable-prefix-caching" not in nocache.args and nocache.args["--no-enable-prefix-caching"]
+    )

@@ -1,0 +1,301 @@
+"""Drafting and prefix reuse on one H200, weightless, in one device session.
+
+What a GPU user of this agent model needs and the cookbook had not measured: drafting (MTP,
+DFlash, DSpark) at stated acceptance lengths, the break-even acceptance length, and an agent
+workload whose prefix reuse shows in vLLM's own counters. Drafting on random weights runs at a
+synthetic acceptance length (:mod:`helpers.config.acceptance`: vLLM 0.32.0's
+``rejection_sample_method: synthetic``): the speed is drafting's at that acceptance, the text is
+not the model's.
+
+**Co-tenant waves.** A cold start of this model takes 3-6 minutes, and one device session has
+30. So each wave starts its servers *together* on the one GPU, each with
+``--gpu-memory-utilization 0.2 --kv-cache-memory-bytes`` (:data:`KV_BYTES`: a fixed KV cache,
+so no server's size depends on what the others held while it profiled), then benchmarks them
+*one at a time* while the others sit idle. The weights, kernels and shapes are the recipe's;
+what differs from a server alone on the GPU is the KV cache (4 GiB here: room for the
+concurrencies below, not for the recipe's c=256) and idle neighbours' memory. The wave's own
+no-drafting server is the baseline of every ratio.
+
+Waves (:data:`WAVE1`, :func:`wave2`):
+
+1. ``none`` (the recipe), ``mtp`` K=7, ``dflash`` K=5, ``dspark`` K=7, each at the registry's
+   acceptance length: the speculative-decoding notebook attached to all four (papermill,
+   ``servers=``); the agent workload on ``none`` (prefix caching on, the recipe's); the
+   break-even points (``tune-1k`` shape, concurrency 1 and 16, 3 runs each) on ``none`` and
+   ``mtp``.
+2. ``mtp`` K=7 at acceptance 1.5 and 5.5 (break-even points), the recipe without prefix caching
+   and the recipe with ``--prefix-match-unit 16`` (the agent workload on each); a wave-1
+   drafter that failed to start takes the first slots, retried with ``TRITON_ATTN``.
+
+Usage, on the device after ``. tools/device/env.sh``::
+
+    python3 tools/device/drafting_h200.py --out /tmp/runs/draft/out --deadline EPOCH_S
+    python3 tools/device/drafting_h200.py --dry-run      # every command, checked, no GPU
+
+Writes under ``--out``: ``wave<i>/<server>/`` (its log, command, points), the executed
+notebook, ``summary.json`` (what ran, what was skipped and why, ready times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from helpers.config.acceptance import describe, with_synthetic_acceptance
+from helpers.config.flagtable import check_config
+from helpers.config.resolve import resolve
+
+TARGET = "h200"
+#: Each co-tenant server's KV cache (bytes): 4 GiB holds 1.3 M tokens of this model's FP8 KV,
+#: about 570 blocks of 2,288 tokens: the agent workload at concurrency 16 and the 1K / 256
+#: points at 16 need a few dozen.
+KV_BYTES = 4 * 1024**3
+#: Co-tenancy: vLLM refuses a start when less than utilization x total memory is free
+#: (``request_memory``, vllm/v1/worker/utils.py, 0.32.0): 0.2 of 139.8 GiB = 28 GiB.
+CO_TENANT = {"--gpu-memory-utilization": "0.2", "--kv-cache-memory-bytes": str(KV_BYTES)}
+#: Concurrencies and runs of the break-even points (``tune-1k``: 1024 in / 256 out).
+BREAK_EVEN_CONCURRENCIES = (1, 16)
+BREAK_EVEN_RUNS = 3
+#: The agent workload's concurrencies.
+AGENT_CONCURRENCIES = (4, 16)
+
+#: name -> (speculative mode, draft tokens K or None, acceptance length or None for the
+#: registry's, extra flags)
+WAVE1: dict[str, tuple] = {
+    "none": ("none", None, None, {}),
+    "mtp": ("mtp", 7, None, {}),
+    "dflash": ("dflash", 5, None, {}),
+    "dspark": ("dspark", 7, None, {}),
+}
+#: Wave 2 fills its slots in this order: a wave-1 drafter that failed to start comes back with
+#: the attention backend ai-dynamo/dynamo's Lightning recipes give DSpark / DFlash
+#: (``TRITON_ATTN``) beside the baseline, then the break-even and prefix-reuse servers.
+WAVE2: dict[str, tuple] = {
+    "mtp-L1.5": ("mtp", 7, 1.5, {}),
+    "mtp-L5.5": ("mtp", 7, 5.5, {}),
+    "none-nocache": (
+        "none",
+        None,
+        None,
+        {
+            "--enable-prefix-caching": None,
+            "--no-enable-prefix-caching": True,
+            "--mamba-cache-mode": None,
+        },
+    ),
+    "none-unit16": ("none", None, None, {"--prefix-match-unit": 16}),
+}
+SLOTS = 4
+#: What runs on which server of a wave besides the notebook: the agent workload, the
+#: break-even points.
+AGENT_ON = {"none", "none-nocache", "none-unit16"}
+BREAK_EVEN_ON = {"none", "mtp", "mtp-L1.5", "mtp-L5.5"}
+
+
+def wave2(failed: set[str]) -> dict[str, tuple]:
+    """Wave 2's servers: wave-1 drafters in ``failed`` again with ``TRITON_ATTN`` (and the
+    baseline beside them, for the notebook), then :data:`WAVE2`, :data:`SLOTS` at most."""
+    plan: dict[str, tuple] = {}
+    retry = [m for m in ("dflash", "dspark") if m in failed]
+    if retry:
+        plan["none"] = WAVE1["none"]
+        for m in retry:
+            mode, k, length, extra = WAVE1[m]
+            plan[m] = (mode, k, length, {**extra, "attention_backend": "TRITON_ATTN"})
+    for name, spec in WAVE2.items():
+        if len(plan) < SLOTS:
+            plan[name] = spec
+    return plan
+
+
+def server_config(
+    mode: str, k: int | None, length: float | None, extra: dict, *, weightless: bool = True
+):
+    """The served config of one co-tenant server: the recipe's h200 command with ``mode``,
+    ``K`` draft tokens, synthetic acceptance (registry's or ``length``), ``extra`` flags."""
+    cfg = resolve(TARGET, speculative=mode)
+    extra = dict(extra)
+    backend = extra.pop("attention_backend", None)  # a --speculative-config key, not a flag
+    if k is not None or backend:
+        spec = {**cfg.speculative_config, **({"num_speculative_tokens": k} if k else {})}
+        cfg = cfg.with_args(
+            {
+                "--speculative-config": {
+                    **spec,
+                    **({"attention_backend": backend} if backend else {}),
+                }
+            }
+        )
+    if weightless:
+        from helpers.weights.prepare import served_config
+
+        cfg = served_config(cfg, "weightless")
+    cfg = with_synthetic_acceptance(cfg, length) if mode != "none" else cfg
+    return cfg.with_args({**CO_TENANT, **extra})
+
+
+def dry_run() -> int:
+    for i, wave in enumerate((WAVE1, wave2({"dspark"})), 1):
+        for name, (mode, k, length, extra) in wave.items():
+            cfg = server_config(mode, k, length, extra, weightless=False)
+            check_config(cfg, quiet=True)
+            point = describe(cfg)
+            print(f"wave {i} {name}: {point.caption() if point else 'no drafting'}")
+            print("  " + cfg.shell_command().replace("\n", "\n  "))
+    return 0
+
+
+def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget_s: float) -> dict:
+    """The speculative-decoding notebook attached to the wave's servers (papermill), told the
+    draft tokens and attention backend each was started with."""
+    modes = [m for m in ("none", "mtp", "dflash", "dspark") if m in servers]
+    overrides = {}
+    for m in modes:
+        _, k, _, extra = wave[m]
+        layer = {"num_speculative_tokens": k} if k else {}
+        if extra.get("attention_backend"):
+            layer["attention_backend"] = extra["attention_backend"]
+        if layer:
+            overrides[m] = layer
+    nb = out / "speculative_decoding.ipynb"
+    cmd = [
+        sys.executable, "-m", "papermill", "notebooks/speculative_decoding.ipynb", str(nb), "-k", "python3",
+        "--cwd", "notebooks", "--log-output", "--execution-timeout", str(int(budget_s)),
+        "-p", "target", TARGET, "-p", "stand_in", "False", "-p", "weightless", "True", "-p", "install", "False",
+        "-y", json.dumps({"modes": modes, "servers": servers, "speculative_overrides": overrides,
+                          "concurrencies": [1, 16, 64], "repeats": 3, "acceptance_prompts": 0}),
+    ]  # fmt: skip
+    print("$", shlex.join(cmd), flush=True)
+    t = time.time()
+    with open(out / "papermill.log", "w") as log:
+        rc = subprocess.run(
+            cmd, stdout=log, stderr=subprocess.STDOUT, timeout=budget_s + 60, cwd=REPO
+        ).returncode
+    return {"rc": rc, "seconds": round(time.time() - t), "modes": modes}
+
+
+def _points(srv, name: str, out: Path, what: str) -> dict:
+    from helpers.bench.sweep import repeat_point, sweep
+
+    t = time.time()
+    if what == "agent":
+        df = sweep(
+            srv,
+            list(AGENT_CONCURRENCIES),
+            scenario="agent",
+            label=name,
+            out_dir=out / "agent",
+            progress=False,
+        )
+        cols = [c for c in ("concurrency", "prefix_cache_hit_rate", "median_ttft_ms", "p99_ttft_ms",
+                            "tokens_per_s_per_user", "output_throughput") if c in df]  # fmt: skip
+        print(df[cols].to_string(index=False), flush=True)
+    else:
+        for c in BREAK_EVEN_CONCURRENCIES:
+            repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario="tune-1k", label=name,
+                         out_dir=out / "break-even" / f"c{c}", progress=False, seed_label="tune-1k")  # fmt: skip
+    return {"seconds": round(time.time() - t)}
+
+
+def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> None:
+    from helpers.server.vllm_server import VLLMServer
+
+    folder = out / f"wave{i}"
+    folder.mkdir(parents=True, exist_ok=True)
+    servers: dict[str, VLLMServer] = {}
+    record = summary.setdefault("waves", {}).setdefault(str(i), {})
+    try:
+        for name, (mode, k, length, extra) in wave.items():
+            try:
+                cfg = server_config(mode, k, length, extra)
+            except Exception as e:  # noqa: BLE001 - recorded, the wave goes on without it
+                record[name] = {"error": f"config: {e}"}
+                continue
+            point = describe(cfg)
+            record[name] = {
+                "command": cfg.shell_command(),
+                "acceptance": point.caption() if point else None,
+            }
+            servers[name] = VLLMServer(cfg, startup_timeout=max(60, deadline - time.time() - 60))
+            servers[name].start(wait=False)
+        t0 = time.time()
+        for name, srv in list(servers.items()):
+            try:
+                srv.wait_ready()
+                record[name]["ready_s"] = round(time.time() - t0)
+            except Exception as e:  # noqa: BLE001
+                record[name]["error"] = f"start: {e}"[:4000]
+                servers.pop(name).stop()
+        print(json.dumps(record, indent=1)[:3000], flush=True)
+        modes = {n: s for n, s in servers.items() if n in WAVE1}
+        if len(modes) > 1 and deadline - time.time() > 420:
+            urls = {n: s.base_url.removesuffix("/v1") for n, s in modes.items()}
+            record["notebook"] = _notebook(
+                urls, wave, folder, min(900, deadline - time.time() - 300)
+            )
+        for name, srv in servers.items():
+            for what, on in (("agent", AGENT_ON), ("break-even", BREAK_EVEN_ON)):
+                if name not in on or (
+                    i > 1 and name in WAVE1
+                ):  # wave 2's baseline: the notebook only
+                    continue
+                if deadline - time.time() < 90:
+                    record[name][what] = "skipped: deadline"
+                    continue
+                try:
+                    record[name][what] = _points(srv, name, folder / name, what)
+                except Exception as e:  # noqa: BLE001
+                    record[name][what] = f"error: {e}"[:2000]
+                    traceback.print_exc()
+    finally:
+        for name, srv in servers.items():
+            try:
+                (folder / f"{name}.log.path").write_text(str(getattr(srv, "log_path", "")))
+            finally:
+                srv.stop()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path)
+    p.add_argument("--deadline", type=float, help="epoch seconds by which every server is stopped")
+    p.add_argument("--waves", default="1,2", help="which waves, e.g. 1 or 1,2")
+    p.add_argument("--dry-run", action="store_true")
+    args = p.parse_args(argv)
+    if args.dry_run:
+        return dry_run()
+    if args.out is None or args.deadline is None:
+        p.error("--out and --deadline are needed (or --dry-run)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kv_bytes": KV_BYTES,
+    }
+    try:
+        for i in (int(w) for w in args.waves.split(",")):
+            if args.deadline - time.time() < 300:
+                summary.setdefault("skipped", []).append(f"wave {i}: under 300 s left")
+                continue
+            first = summary.get("waves", {}).get("1", {})
+            failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
+            run_wave(i, WAVE1 if i == 1 else wave2(failed), args.out, args.deadline, summary)
+            (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    finally:
+        summary["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
