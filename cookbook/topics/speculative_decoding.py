@@ -274,8 +274,10 @@ version = installed_vllm_version()
 subtitle = dict(target=cfg.label + run.shown_as, variant=cfg.variant, vllm_version=version)
 pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
 pareto(results, x=per_user, title=f"Speculative decoding: {scn.label}", path=pareto_png, **subtitle)
-acceptance_length(results, path=acceptance_png, **subtitle)
-print("plots:", pareto_png, acceptance_png)
+drafted = "spec_decode_acceptance_length" in results and results["spec_decode_acceptance_length"].notna().any()
+if drafted:  # no drafting mode ran: no acceptance to plot
+    acceptance_length(results, path=acceptance_png, **subtitle)
+print("plots:", pareto_png, *([acceptance_png] if drafted else []))
 
 # %% [markdown]
 # ## 6. The measured answer, next to the seeds'

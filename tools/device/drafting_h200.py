@@ -20,9 +20,9 @@ Waves (:data:`WAVE1`, :func:`wave2`):
 
 1. ``none`` (the recipe), ``mtp`` K=7, ``dflash`` K=5, ``dspark`` K=7, each at the registry's
    acceptance length: the speculative-decoding notebook attached to all four (papermill,
-   ``servers=``); the agent workload on ``none`` (prefix caching on, the recipe's); the
-   break-even points (``tune-1k`` shape, concurrency 1 and 16, 3 runs each) on ``none`` and
-   ``mtp``.
+   ``servers=``; ``tune-1k`` shape, concurrency 1 and 16, 3 runs of each: the ``none`` and
+   ``mtp`` points of the break-even fit); the agent workload on ``none`` (prefix caching on,
+   the recipe's).
 2. ``mtp`` K=7 at acceptance 1.5 and 5.5 (break-even points), the recipe without prefix caching
    and the recipe with ``--prefix-match-unit 16`` (the agent workload on each); a wave-1
    drafter that failed to start takes the first slots, retried with ``TRITON_ATTN``.
@@ -66,6 +66,10 @@ CO_TENANT = {"--gpu-memory-utilization": "0.2", "--kv-cache-memory-bytes": str(K
 #: Concurrencies and runs of the break-even points (``tune-1k``: 1024 in / 256 out).
 BREAK_EVEN_CONCURRENCIES = (1, 16)
 BREAK_EVEN_RUNS = 3
+BREAK_EVEN_SCENARIO = "tune-1k"
+#: The notebook's seed for repeated points (cookbook/topics/speculative_decoding.py): the
+#: break-even points of wave 2 repeat its sends, so every point of the fit has the same prompts.
+REPEAT_SEED = 1000
 #: The agent workload's concurrencies.
 AGENT_CONCURRENCIES = (4, 16)
 
@@ -99,7 +103,8 @@ SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
-BREAK_EVEN_ON = {"none", "mtp", "mtp-L1.5", "mtp-L5.5"}
+#: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
+BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5"}
 
 
 def wave2(failed: set[str]) -> dict[str, tuple]:
@@ -118,11 +123,21 @@ def wave2(failed: set[str]) -> dict[str, tuple]:
     return plan
 
 
+#: ``--stand-in``: the control flow on the CPU stand-in (wave 1's baseline only: the CPU build
+#: serves neither synthetic acceptance nor this model's drafters), to rehearse a session.
+STAND_IN = False
+
+
 def server_config(
     mode: str, k: int | None, length: float | None, extra: dict, *, weightless: bool = True
 ):
     """The served config of one co-tenant server: the recipe's h200 command with ``mode``,
     ``K`` draft tokens, synthetic acceptance (registry's or ``length``), ``extra`` flags."""
+    if STAND_IN:
+        from helpers.config.resolve import standin_config
+        from helpers.standin.build import build_standin_model
+
+        return standin_config(resolve(TARGET), build_standin_model())
     cfg = resolve(TARGET, speculative=mode)
     extra = dict(extra)
     backend = extra.pop("attention_backend", None)  # a --speculative-config key, not a flag
@@ -171,9 +186,10 @@ def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget
     cmd = [
         sys.executable, "-m", "papermill", "notebooks/speculative_decoding.ipynb", str(nb), "-k", "python3",
         "--cwd", "notebooks", "--log-output", "--execution-timeout", str(int(budget_s)),
-        "-p", "target", TARGET, "-p", "stand_in", "False", "-p", "weightless", "True", "-p", "install", "False",
+        "-p", "target", TARGET, "-p", "stand_in", str(STAND_IN), "-p", "weightless", str(not STAND_IN), "-p", "install", "False",
         "-y", json.dumps({"modes": modes, "servers": servers, "speculative_overrides": overrides,
-                          "concurrencies": [1, 16, 64], "repeats": 3, "acceptance_prompts": 0}),
+                          "scenario_name": BREAK_EVEN_SCENARIO, "concurrencies": list(BREAK_EVEN_CONCURRENCIES),
+                          "repeats": BREAK_EVEN_RUNS, "acceptance_prompts": 0}),
     ]  # fmt: skip
     print("$", shlex.join(cmd), flush=True)
     t = time.time()
@@ -202,8 +218,10 @@ def _points(srv, name: str, out: Path, what: str) -> dict:
         print(df[cols].to_string(index=False), flush=True)
     else:
         for c in BREAK_EVEN_CONCURRENCIES:
-            repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario="tune-1k", label=name,
-                         out_dir=out / "break-even" / f"c{c}", progress=False, seed_label="tune-1k")  # fmt: skip
+            repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario=BREAK_EVEN_SCENARIO,
+                         label=name, out_dir=out / "break-even" / f"repeats-c{c}", seed=REPEAT_SEED,
+                         seed_label=BREAK_EVEN_SCENARIO, extra_args=["--temperature", "0.0"],
+                         progress=False)  # fmt: skip
     return {"seconds": round(time.time() - t)}
 
 
@@ -238,7 +256,7 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 servers.pop(name).stop()
         print(json.dumps(record, indent=1)[:3000], flush=True)
         modes = {n: s for n, s in servers.items() if n in WAVE1}
-        if len(modes) > 1 and deadline - time.time() > 420:
+        if modes and (len(modes) > 1 or STAND_IN) and deadline - time.time() > 420:
             urls = {n: s.base_url.removesuffix("/v1") for n, s in modes.items()}
             record["notebook"] = _notebook(
                 urls, wave, folder, min(900, deadline - time.time() - 300)
@@ -271,7 +289,15 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, help="epoch seconds by which every server is stopped")
     p.add_argument("--waves", default="1,2", help="which waves, e.g. 1 or 1,2")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument(
+        "--stand-in", action="store_true", help="rehearse wave 1's baseline on the CPU stand-in"
+    )
     args = p.parse_args(argv)
+    global STAND_IN, WAVE1
+    if args.stand_in:
+        STAND_IN, WAVE1 = True, {"none": WAVE1["none"]}
+        BREAK_EVEN_ON.add("none")
+        args.waves = "1"
     if args.dry_run:
         return dry_run()
     if args.out is None or args.deadline is None:

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Drafting and prefix reuse on one nvidia-h200 (tools/device/drafting_h200.py), weightless, in
+# one device session. Calls, each guarded (a call on a fresh machine exits 9 at once):
+#   bash tools/device/h200_drafting.sh wheels        # ALONE first: carry .whl; writes /tmp/t0
+#   sh tools/device/stack.sh chunk 0.32.0 K          # carry .gpu2/chunks-0.32.0/cK, all but the last
+#   bash tools/device/h200_drafting.sh start LAST BUDGET_S   # carry the last chunk and
+#        .gpu2/0.32.0/assemble.sh: joins and unpacks the bundle, starts the chain `draft` with
+#        every server stopped by /tmp/t0 + BUDGET_S, then waits until t0 + 560
+#   bash tools/device/h200_drafting.sh wait OFFSET   # until the chain ends or t0 + OFFSET; collect
+# BUDGET_S: the device seconds left after the wheels call, minus about 90 (the last collect).
+set -u
+J="bash tools/device/jobs.sh"
+R=/tmp/runs
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S | wait OFFSET}" in
+wheels)
+    date +%s > /tmp/t0
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/wheels .whl/*.whl && touch /tmp/wheels/.done && ls /tmp/wheels | wc -l
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ;;
+start)
+    [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
+    sh tools/device/stack.sh join 0.32.0 "${2:?LAST}" || exit 1
+    . tools/device/env.sh
+    deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
+    $J chain draft \
+        "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" \
+        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline"
+    $J until 560 draft
+    $J collect draft ;;
+wait)
+    [ -f /tmp/t0 ] && [ -d $R/draft ] || { echo "no chain draft on this machine"; exit 9; }
+    [ -f $R/draft/done ] || $J until "${2:?OFFSET}" draft
+    $J collect draft
+    du -sh $R/draft/cookbook/cache 2>/dev/null ;;
+esac
+nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader 2>/dev/null
