@@ -255,6 +255,7 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 record[name]["error"] = f"start: {e}"[:4000]
                 servers.pop(name).stop()
         print(json.dumps(record, indent=1)[:3000], flush=True)
+        (out / "summary.json").write_text(json.dumps(summary, indent=1))
         modes = {n: s for n, s in servers.items() if n in WAVE1}
         if modes and (len(modes) > 1 or STAND_IN) and deadline - time.time() > 420:
             urls = {n: s.base_url.removesuffix("/v1") for n, s in modes.items()}
@@ -275,6 +276,9 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 except Exception as e:  # noqa: BLE001
                     record[name][what] = f"error: {e}"[:2000]
                     traceback.print_exc()
+                (out / "summary.json").write_text(
+                    json.dumps(summary, indent=1)
+                )  # a cut run keeps it
     finally:
         for name, srv in servers.items():
             try:
