@@ -63,6 +63,13 @@ KV_BYTES = 4 * 1024**3
 #: Co-tenancy: vLLM refuses a start when less than utilization x total memory is free
 #: (``request_memory``, vllm/v1/worker/utils.py, 0.32.0): 0.2 of 139.8 GiB = 28 GiB.
 CO_TENANT = {"--gpu-memory-utilization": "0.2", "--kv-cache-memory-bytes": str(KV_BYTES)}
+#: Host memory is shared too (128 GiB on the H200 machine): each server's torch.compile would
+#: spawn a compile worker per core (16), four servers 64. Two each, and the starts staggered
+#: while the host keeps :data:`HOST_FLOOR_GIB` free (the 2026-12-04 21:39 session's machine
+#: stopped answering while a first, unstaggered wave of four was starting: cause not known).
+CO_TENANT_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "2"}
+STAGGER_S = 20
+HOST_FLOOR_GIB = 24
 #: Concurrencies and runs of the break-even points (``tune-1k``: 1024 in / 256 out).
 BREAK_EVEN_CONCURRENCIES = (1, 16)
 BREAK_EVEN_RUNS = 3
@@ -156,7 +163,25 @@ def server_config(
 
         cfg = served_config(cfg, "weightless")
     cfg = with_synthetic_acceptance(cfg, length) if mode != "none" else cfg
-    return cfg.with_args({**CO_TENANT, **extra})
+    return cfg.with_args({**CO_TENANT, **extra}, **CO_TENANT_ENV)
+
+
+def _host_free_gib() -> float:
+    import psutil
+
+    return psutil.virtual_memory().available / 1024**3
+
+
+def _watch_host(path: Path, stop) -> None:
+    """Every 10 s: host memory available (GiB) and GPU memory used, to ``path``."""
+    with open(path, "a") as fh:
+        while not stop.wait(10):
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader"],
+                                 capture_output=True, text=True).stdout.strip()  # fmt: skip
+            fh.write(
+                f"{time.strftime('%H:%M:%S')} host_free_gib={_host_free_gib():.1f} gpu_used={gpu}\n"
+            )
+            fh.flush()
 
 
 def dry_run() -> int:
@@ -244,6 +269,12 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 "command": cfg.shell_command(),
                 "acceptance": point.caption() if point else None,
             }
+            if servers:  # staggered, and only while the host has memory to spare
+                time.sleep(STAGGER_S)
+                free = _host_free_gib()
+                if free < HOST_FLOOR_GIB:
+                    record[name]["error"] = f"not started: {free:.0f} GiB of host memory free"
+                    continue
             servers[name] = VLLMServer(cfg, startup_timeout=max(60, deadline - time.time() - 60))
             servers[name].start(wait=False)
         t0 = time.time()
@@ -311,6 +342,12 @@ def main(argv=None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "kv_bytes": KV_BYTES,
     }
+    import threading
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_host, args=(args.out / "host.log", stop), daemon=True)
+    if not STAND_IN:
+        watcher.start()
     try:
         for i in (int(w) for w in args.waves.split(",")):
             if args.deadline - time.time() < 300:
@@ -321,6 +358,7 @@ def main(argv=None) -> int:
             run_wave(i, WAVE1 if i == 1 else wave2(failed), args.out, args.deadline, summary)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:
+        stop.set()
         summary["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0
