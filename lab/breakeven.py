@@ -40,10 +40,19 @@ def _acceptance(points: pd.DataFrame) -> pd.Series:
 
 
 def break_even(
-    points: pd.DataFrame, baseline: pd.DataFrame, metric: str = "output_throughput"
+    points: pd.DataFrame,
+    baseline: pd.DataFrame,
+    metric: str = "output_throughput",
+    *,
+    model: str = "line",
 ) -> pd.DataFrame:
     """One row per ``(num_speculative_tokens, concurrency)``: the least-squares line of
     ``metric`` against the acceptance length, and where it meets the baseline.
+
+    ``model="line"`` fits slope and intercept and needs two or more lengths per group;
+    ``model="origin"`` fits a line through the origin (speed proportional to ``L``, the
+    per-step cost independent of ``L``): an estimate from one timed length, said so by the
+    ``model`` column.
 
     Args:
         points: drafting points, a row per run (repeats included): columns ``concurrency``,
@@ -54,13 +63,14 @@ def break_even(
             ``metric``.
         metric: higher is better: ``output_throughput`` (tokens/s, the default) or
             ``tokens_per_s_per_user`` (1000 / mean TPOT).
+        model: ``"line"`` or ``"origin"`` (above).
 
     Returns:
         Columns ``num_speculative_tokens``, ``concurrency``, ``lengths`` (the distinct L
         measured, rounded to 0.01), ``runs``, ``slope`` (metric per unit of L), ``intercept``,
         ``baseline`` (median), ``baseline_min`` / ``baseline_max``, ``break_even_length``
         (L*, NaN when the line is flat or falls), ``break_even_low`` / ``break_even_high``
-        (L* at the baseline's min and max), ``extrapolated`` (L* outside the measured Ls).
+        (L* at the baseline's min and max), ``extrapolated`` (L* outside the measured Ls), ``model``.
 
     Raises:
         BenchError: a column is missing, a group has fewer than two distinct lengths (a line
@@ -79,7 +89,7 @@ def break_even(
         configured = (
             g["synthetic_acceptance_length"] if "synthetic_acceptance_length" in g else g["_L"]
         )
-        if configured.nunique() < 2:
+        if model == "line" and configured.nunique() < 2:
             raise BenchError(
                 f"break_even: K={k} at concurrency {c} was timed at one acceptance length "
                 f"({lengths}); time it at two or more (e.g. 1.5 and {k + 1 - 0.5:g})."
@@ -91,7 +101,11 @@ def break_even(
                 f"break_even: no baseline run at concurrency {c}: measure the command without "
                 "drafting at the same concurrencies."
             )
-        slope, intercept = np.polyfit(g["_L"].astype(float), g["_y"].astype(float), 1)
+        x, y = g["_L"].astype(float), g["_y"].astype(float)
+        if model == "origin":
+            slope, intercept = float((x * y).sum() / (x * x).sum()), 0.0
+        else:
+            slope, intercept = np.polyfit(x, y, 1)
 
         def at(level: float, slope=slope, intercept=intercept) -> float:
             return (level - intercept) / slope if slope > 0 else float("nan")
@@ -104,28 +118,35 @@ def break_even(
             "baseline_max": float(base.max()), "break_even_length": star,
             "break_even_low": at(float(base.min())), "break_even_high": at(float(base.max())),
             "extrapolated": bool(np.isfinite(star) and not lengths[0] <= star <= lengths[-1]),
+            "model": model,
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def summary(result: pd.DataFrame) -> list[str]:
     """One sentence per row of :func:`break_even`: ``K=7 at concurrency 16: drafting pays
-    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at 1.5-5.5)``."""
+    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at L = 1.5-5.5)``."""
     lines = []
     for r in result.itertuples():
-        measured = f"measured at L = {r.lengths[0]:g}-{r.lengths[-1]:g}"
+        lo_l, hi_l = r.lengths[0], r.lengths[-1]
+        measured = f"measured at L = {lo_l:g}" + (f"-{hi_l:g}" if hi_l > lo_l else "")
+        origin = getattr(r, "model", "line") == "origin"
+        head = f"K={r.num_speculative_tokens} at concurrency {r.concurrency}"
         if not np.isfinite(r.break_even_length):
-            lines.append(
-                f"K={r.num_speculative_tokens} at concurrency {r.concurrency}: no break-even "
-                f"(speed does not grow with L; {measured})"
-            )
+            lines.append(f"{head}: no break-even (speed does not grow with L; {measured})")
             continue
         lo, hi = sorted((r.break_even_low, r.break_even_high))
-        note = ", extrapolated" if r.extrapolated else ""
+        spread = (
+            f"{lo:.2f}-{hi:.2f} over the baseline's spread"
+            if hi - lo >= 0.005
+            else "one baseline run"
+        )
+        if origin:
+            note = ", assuming speed proportional to L"
+        else:
+            note = ", extrapolated" if r.extrapolated else ""
         lines.append(
-            f"K={r.num_speculative_tokens} at concurrency {r.concurrency}: drafting pays above "
-            f"L = {r.break_even_length:.2f} ({lo:.2f}-{hi:.2f} over the baseline's spread; "
-            f"{measured}{note})"
+            f"{head}: drafting pays above L = {r.break_even_length:.2f} ({spread}; {measured}{note})"
         )
     return lines
 
@@ -156,13 +177,15 @@ def plot_break_even(
     if result.empty:
         raise BenchError("plot_break_even: no break-even rows; run break_even(points, baseline).")
     concs = list(concurrencies or sorted(result["concurrency"].unique()))
-    fig, axes = plt.subplots(1, len(concs), figsize=(5 * len(concs), 4), squeeze=False)
+    ncols = min(len(concs), 2)
+    nrows = -(-len(concs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4 * nrows), squeeze=False)
     pts = points.assign(_L=_acceptance(points))
-    for ax, c in zip(axes[0], concs, strict=True):
+    for ax, c in zip(axes.flat, concs, strict=False):
         band = result[result["concurrency"] == c].iloc[0]
         ax.axhspan(band.baseline_min, band.baseline_max, color="0.85", label="no drafting (range)")
         ax.axhline(band.baseline, color="0.4", lw=1)
-        for r in result[result["concurrency"] == c].itertuples():
+        for n, r in enumerate(result[result["concurrency"] == c].itertuples()):
             sel = pts[
                 (pts["concurrency"] == c)
                 & (pts["num_speculative_tokens"] == r.num_speculative_tokens)
@@ -178,7 +201,7 @@ def plot_break_even(
             if np.isfinite(r.break_even_length):
                 ax.axvline(r.break_even_length, ls="--", lw=1)
                 ax.annotate(f"L* = {r.break_even_length:.2f}", (r.break_even_length, band.baseline),
-                            textcoords="offset points", xytext=(4, 6), fontsize=8)  # fmt: skip
+                            textcoords="offset points", xytext=(4, 6 + 12 * n), fontsize=8)  # fmt: skip
         ax.set_title(f"concurrency {c}")
         ax.set_xlabel("acceptance length L (tokens per target step)")
         ax.set_ylabel(metric.replace("_", " "))

@@ -64,3 +64,11 @@ def test_the_plot_is_written(tmp_path):
         pts, base, break_even(pts, base), tmp_path / "be.png", caption="synthetic acceptance ..."
     )
     assert path.stat().st_size > 10_000
+
+
+def test_one_length_gives_an_estimate_through_the_origin_that_says_so():
+    pts = _points({1: 6.1}, lengths=(3.69,))
+    result = break_even(pts, _baseline({1: (220.0,)}), model="origin")
+    assert result.loc[0, "model"] == "origin" and result.loc[0, "intercept"] == 0
+    assert result.loc[0, "break_even_length"] == pytest.approx(220 * 6.1 / 1000, rel=0.03)
+    assert "assuming speed proportional to L" in summary(result)[0]

@@ -1,0 +1,57 @@
+"""Every synthetic-acceptance number a reader meets says where it comes from.
+
+A drafting speed measured on random weights is drafting's *at a stated acceptance length*
+(:mod:`helpers.config.acceptance`): a number without its source reads like a measurement of the
+model. This scans the generated notebooks (their cells, committed without outputs) and every
+results page, and fails on a line that gives a synthetic acceptance length without naming its
+source in the same line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.support import TESTS
+
+REPO = TESTS.parent
+#: A synthetic acceptance length as the pages and notebooks write it.
+NUMBER = re.compile(
+    r"synthetic acceptance (?:length )?\d|synthetic_acceptance_length[\\\"']*\s*[:=]\s*\d|synthetic AL \d"
+)
+#: What names a source: the registry's (a public benchmark), a derivation, a choice, an assumption.
+SOURCE = re.compile(
+    r"ai-dynamo/dynamo|derived from|a chosen length|assumption|the notebook's parameter"
+)
+
+
+def _lines():
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for line in "".join(cell["source"]).splitlines():
+                yield path, line
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        for line in path.read_text().splitlines():
+            yield path, line
+
+
+def unsourced(lines) -> list[str]:
+    return [
+        f"{p.relative_to(REPO)}: {line.strip()[:160]}"
+        for p, line in lines
+        if NUMBER.search(line) and not SOURCE.search(line)
+    ]
+
+
+def test_every_synthetic_acceptance_number_names_its_source():
+    found = unsourced(_lines())
+    assert found == [], "a synthetic acceptance length without its source:\n" + "\n".join(found)
+
+
+def test_the_scan_catches_a_bare_number_and_passes_a_sourced_one():
+    assert len(unsourced([(REPO / "x.md", "| MTP, synthetic acceptance 3.69 | 455 |")])) == 1
+    assert len(unsourced([(REPO / "x.md", '{"synthetic_acceptance_length": 2.6}')])) == 1
+    sourced = (
+        "synthetic acceptance 3.69 at K=7 (ai-dynamo/dynamo recipes/...): speed at that acceptance"
+    )
+    assert unsourced([(REPO / "x.md", sourced)]) == []
