@@ -11,6 +11,7 @@ from typing import Any
 from helpers.bench.point import _safe
 from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
+from helpers.config.acceptance import with_synthetic_acceptance
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
 from helpers.weights.prepare import served_config
@@ -18,8 +19,8 @@ from lab.tune.saved import RECIPE
 
 #: Spec keys :func:`candidate` takes (a candidate given as a mapping).
 SPEC_KEYS = (
-    "name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args",
-    "standin_args", "note",
+    "name", "variant", "speculative", "speculative_tokens", "moe_backend", "vllm_version",
+    "extra_args", "standin_args", "note",
 )  # fmt: skip
 
 # --------------------------------------------------------------------------- candidates
@@ -52,8 +53,12 @@ class Candidate:
 
     def served(self, mode: str) -> Any:
         """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`);
-        on the stand-in with ``standin_args`` when given, else ``extra_args``."""
+        on the stand-in with ``standin_args`` when given, else ``extra_args``; weightless, a
+        drafting candidate drafts at the registry's synthetic acceptance for its number of draft
+        tokens (:func:`helpers.config.acceptance.with_synthetic_acceptance`)."""
         cfg = served_config(self.config, mode)
+        if mode == "weightless":
+            cfg = with_synthetic_acceptance(cfg)
         if mode == "stand_in":
             args = self.extra_args if self.standin_args is None else self.standin_args
             if args:
@@ -73,6 +78,7 @@ def candidate(
     *,
     variant: str | None = None,
     speculative: str | None = None,
+    speculative_tokens: int | None = None,
     moe_backend: str | None = None,
     vllm_version: str | None = None,
     extra_args: Mapping[str, Any] | None = None,
@@ -89,6 +95,8 @@ def candidate(
         base: the target's :class:`~helpers.config.serveconfig.ServeConfig`.
         name: the candidate's name (letters, digits, ``.``, ``-``, ``_``, ``+``).
         variant, speculative, moe_backend, vllm_version: registry choices (as ``resolve``).
+        speculative_tokens: draft tokens per step ``K`` (``num_speculative_tokens`` of the
+            drafting mode's ``--speculative-config``); None keeps the registry's.
         extra_args: flags on top (``{"--max-num-seqs": 64}``; None removes a flag).
         standin_args: flags for the CPU stand-in instead of ``extra_args`` (see :class:`Candidate`).
         note: one line on why.
@@ -113,8 +121,17 @@ def candidate(
         )  # fmt: skip
     else:
         cfg = base.with_args(extra) if extra else base
+    if speculative_tokens is not None:
+        if not cfg.speculative_config:
+            raise BenchError(
+                f"candidate {name!r}: speculative_tokens={speculative_tokens} needs a drafting "
+                "mode: add speculative='mtp' (or dflash / dspark)."
+            )
+        spec = {**cfg.speculative_config, "num_speculative_tokens": int(speculative_tokens)}
+        cfg = cfg.with_args({"--speculative-config": spec})
     chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
-              "vllm_version": vllm_version, "extra_args": extra or None}  # fmt: skip
+              "speculative_tokens": speculative_tokens, "vllm_version": vllm_version,
+              "extra_args": extra or None}  # fmt: skip
     standin = dict(standin_args) if standin_args is not None else None
     spec = {k: v for k, v in chosen.items() if v is not None}
     return Candidate(name, cfg, extra, standin, note, spec=spec)

@@ -141,6 +141,9 @@ class Recommendation:
         api: per API price (:data:`lab.tune.slo.API_PRICES`): ``provider``, the API's
             ``usd_per_m_output`` for this workload (input tokens included) and
             ``break_even_utilization`` (:func:`lab.tune.slo.break_even_utilization`).
+        drafting: for a candidate that drafted at a synthetic acceptance (a weightless run):
+            that acceptance with its source, the break-even acceptance length at this point
+            (:func:`drafting_words`) and how to measure one's own; None otherwise.
     """
 
     workload: str
@@ -159,6 +162,7 @@ class Recommendation:
     tied_with: str | None = None
     slo_limit: dict[str, Any] | None = None
     api: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    drafting: str | None = None
 
     @property
     def tie(self) -> str | None:
@@ -191,6 +195,8 @@ class Recommendation:
     def lines(self) -> list[str]:
         """:meth:`__str__`, then the SLO limit and the cost against each API price."""
         out = [str(self)]
+        if self.drafting:
+            out.append("  " + self.drafting)
         lim = self.slo_limit
         if lim is not None:
             out.append("  " + limit_words(lim))
@@ -208,6 +214,28 @@ class Recommendation:
                 f"tokens of this workload, its input tokens included; {a['price']}): {even}"
             )
         return out
+
+
+#: How a user measures their own acceptance length (what a synthetic point's verdict hinges on).
+OWN_ACCEPTANCE = (
+    "measure your own L with the real weights on your prompts: notebooks/speculative_decoding.ipynb "
+    "step 4, or vLLM's /metrics: 1 + vllm:spec_decode_num_accepted_tokens_total / "
+    "vllm:spec_decode_num_drafts_total"
+)
+
+
+def drafting_words(
+    caption: str, length: float | None, candidate_tput: float, recipe_tput: float | None
+) -> str:
+    """A drafting recommendation's condition: the acceptance it was timed at (``caption``), the
+    break-even acceptance length at the point (``length`` x ``recipe_tput`` / ``candidate_tput``:
+    speed taken as proportional to L, :func:`lab.breakeven.break_even`'s ``model="origin"``),
+    and how to measure one's own (:data:`OWN_ACCEPTANCE`)."""
+    even = ""
+    if length and recipe_tput and candidate_tput:
+        even = (f"; it beats the recipe here only above L = {length * recipe_tput / candidate_tput:.2f} "
+                "(the break-even acceptance length, speed taken as proportional to L)")  # fmt: skip
+    return f"drafting at {caption}{even}; {OWN_ACCEPTANCE}"
 
 
 def limit_words(lim: Mapping[str, Any]) -> str:
@@ -363,12 +391,27 @@ class TuneResult:
                     for m in noise.SPREAD_METRICS if _num(best.get(f"{m}_min")) is not None},
             verdict=words, tied_with=tied,
             slo_limit=lim.iloc[0].to_dict() if not lim.empty else None,
+            drafting=self._drafting(best, name),
             api=[{"provider": a.provider, "price": a.describe(),
                   "usd_per_m_output": a.per_m_output(w.input_len, w.output_len),
                   "break_even_utilization": slos.break_even_utilization(
                       tput, self.gpu_hour_usd, a.per_m_output(w.input_len, w.output_len), gpus)}
                  for a in self.api_prices],
         )  # fmt: skip
+
+    def _drafting(self, point: Mapping[str, Any], workload: str) -> str | None:
+        """:func:`drafting_words` for a point of a candidate that drafted at a synthetic
+        acceptance (its ``acceptance`` in :attr:`candidates`), else None."""
+        if self.candidates.empty or "acceptance" not in self.candidates:
+            return None
+        row = self.candidates[self.candidates["name"] == point["candidate"]]
+        caption = row["acceptance"].iloc[0] if not row.empty else None
+        if not isinstance(caption, str) or not caption:
+            return None
+        recipe = _where(self._of(workload), recipe=True, concurrency=point["concurrency"])
+        recipe_tput = _num(recipe["output_throughput"].iloc[0]) if not recipe.empty else None
+        return drafting_words(caption, _num(point.get("spec_decode_acceptance_length")),
+                              float(point["output_throughput"]), recipe_tput)  # fmt: skip
 
     def closest(self, workload: str | None = None) -> dict[str, Any] | None:
         """The point that missed the SLO by the least (the fewest bounds missed, then the

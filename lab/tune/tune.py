@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bench.scenarios import Scenario
+from helpers.config.acceptance import describe
 from helpers.config.run import Run
 from helpers.config.versions import installed_vllm_version, parse_version
 from helpers.errors import BenchError, CookbookError, ServerStartError
@@ -73,7 +74,7 @@ from lab.tune.points import (  # noqa: F401 - the tuning step's names, in one pl
     search_meets,
     search_path,
 )
-from lab.tune.results import TuneResult, changes, collect  # noqa: F401 - in one place
+from lab.tune.results import TuneResult, changes, collect, drafting_words  # noqa: F401 - in one place
 from lab.tune.saved import RECIPE, SCHEMA, load_tune_rows  # noqa: F401 - in one place
 
 
@@ -337,6 +338,8 @@ def tune(
                 _say(progress, f"{head}: could not prepare it: {exc}")
                 continue
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
+            point = describe(served)  # drafting on random weights: at a stated acceptance
+            record["acceptance"] = point.caption() if point else None
             n_points = sum(len(s[2]) for s in steps.values() if s and s[0] == "first")
             then = (
                 f"; repeats: {reps} runs of each decision point" if reps > 1 else "; one run each"

@@ -88,6 +88,22 @@ C1_CANDIDATES = [
     ("c1-ssu-vertical", {"extra_args": {"--mamba-ssu-algorithm": "vertical"}}),
     ("c1-stream-4", {"extra_args": {"--stream-interval": 4}}),
 ]  # fmt: skip
+#: What this model exists for, as candidates (``--drafting``): drafting at the registry's
+#: synthetic acceptance for each K (weightless: :mod:`helpers.config.acceptance`; MTP K=7,
+#: DFlash K=5 and DSpark K=7 at ai-dynamo/dynamo's published H200 lengths, K=1 and K=3 derived
+#: from K=7's), and BF16 with online FP8 (the 2026-12-04 H200 run's flags,
+#: docs/results/h200/drafting-2026-12-04/fp8.yaml), on ``tune-1k`` and the ``agent`` workload.
+DRAFTING_CANDIDATES = [
+    ("mtp-k1", {"speculative": "mtp", "speculative_tokens": 1}),
+    ("mtp-k3", {"speculative": "mtp", "speculative_tokens": 3}),
+    ("mtp-k7", {"speculative": "mtp", "speculative_tokens": 7}),
+    ("dflash-k5", {"speculative": "dflash", "speculative_tokens": 5}),
+    ("dspark-k7", {"speculative": "dspark", "speculative_tokens": 7}),
+    ("bf16-fp8", {"variant": "bf16", "extra_args": {
+        "--quantization": "fp8", "--kv-cache-dtype": "fp8", "--async-scheduling": True,
+        "--max-num-batched-tokens": 32768, "--max-num-seqs": 256}}),
+]  # fmt: skip
+DRAFTING_LOADS = ["tune-1k", "agent"]
 SLO = {"tpot_ms": 20, "ttft_ms": 2000}
 #: On the stand-in TPOT is no measurement (2 CPU cores stream in bursts): TTFT and E2EL instead.
 STANDIN_SLO = {"ttft_ms": 2000, "e2el_ms": 5000}
@@ -138,7 +154,7 @@ def estimate_s(loads, concurrencies=None) -> float:
 #: 150 s, the 8K sweep's prefill near 150 s), not from the model's upper bound; with 3 repeats
 #: of two decision points and 2 bisection probes, about 150 s more per workload (c1: two more
 #: runs of its one point, about 60 s).
-CANDIDATE_S = {"grid": 900.0, "c1": 320.0}
+CANDIDATE_S = {"grid": 900.0, "c1": 320.0, "drafting": 700.0}
 
 
 def candidate_budget_s(part: str, args) -> float:
@@ -187,11 +203,11 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
     return result
 
 
-def dry_run(base, grid, c1) -> None:
+def dry_run(base, grid, c1, drafting=()) -> None:
     """Print each candidate's command and check it against its release's flag table (and the
     installed vLLM's parser where it is that release)."""
     installed = installed_vllm_version()
-    for part, cand_specs in (("grid", grid), ("c1", c1)):
+    for part, cand_specs in (("grid", grid), ("c1", c1), ("drafting", list(drafting))):
         for c in tuning.make_candidates(base, cand_specs, include_recipe=part == "grid"):
             check_config(c.config, quiet=True)
             parsed = tuning._same_release(c.config.vllm_version, installed)
@@ -208,6 +224,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "out" / "tune-h200")
     p.add_argument("--budget-s", type=float, default=0, help="device seconds left (0: no limit)")
     p.add_argument("--c1", action="store_true", help="also the concurrency-1 decode candidates")
+    p.add_argument(
+        "--drafting",
+        action="store_true",
+        help="also drafting (MTP K 1/3/7, DFlash, DSpark) and BF16 + online FP8 on tune-1k and agent",
+    )
     p.add_argument("--no-grid", action="store_true", help="skip the grid (e.g. --c1 only)")
     p.add_argument("--releases", nargs="*", default=[], help="more vLLM releases, e.g. 0.28.0")
     p.add_argument("--only", nargs="*", default=None, help="candidate names to run now")
@@ -243,6 +264,9 @@ def main(argv=None) -> int:
     base = resolve("h200")
     grid = specs(GRID, releases=args.releases, stand_in=args.stand_in)
     c1 = specs(C1_CANDIDATES, base_moe="marlin", stand_in=args.stand_in)
+    drafting = specs(DRAFTING_CANDIDATES, stand_in=args.stand_in)
+    if args.stand_in:  # the CPU build drafts none of these: the stand-in plays the recipe
+        drafting = [{**d, "standin_args": {}} for d in drafting[:2]]
     if args.stand_in:
         tiny = {"input_len": 16, "output_len": 8, "concurrencies": [1, 2], "num_prompts": 4}
         loads = [{"name": "tune-1k", **tiny}, {"name": "tune-8k", **tiny, "input_len": 64}]
@@ -250,21 +274,25 @@ def main(argv=None) -> int:
     else:
         loads = ["tune-1k", "tune-8k"]
     loads = tuning.workloads(loads)
-    known = {tuning.RECIPE, *(s["name"] for s in grid + c1)}
+    known = {tuning.RECIPE, *(s["name"] for s in grid + c1 + drafting)}
     if set(args.remeasure) - known or set(args.remeasure) - set(args.only or known):
         p.error(f"--remeasure {' '.join(args.remeasure)}: name candidates of this run "
                 f"({', '.join(sorted(known))}), each also in --only when --only is given")  # fmt: skip
     if args.dry_run:
-        dry_run(base, grid, c1)
+        dry_run(base, grid, c1, drafting)
         # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)
         picked = lambda names: [n for n in names if args.only is None or n in args.only]  # noqa: E731
         recipe = [tuning.RECIPE]
         n_grid = 0 if args.no_grid else len(picked(recipe + [s["name"] for s in grid]))
         n_c1 = len(picked(recipe + [s["name"] for s in c1])) if args.c1 else 0
+        n_draft = len(picked(recipe + [s["name"] for s in drafting])) if args.drafting else 0
         bound = n_grid * estimate_s(loads) + n_c1 * estimate_s(loads[:1], [1])
         budgeted = n_grid * candidate_budget_s("grid", args) + n_c1 * candidate_budget_s("c1", args)
-        print(f"{n_grid} grid + {n_c1} c1 candidates: about {budgeted / 60:.0f} min of device time "
-              f"as budgeted per candidate, at most {bound / 60:.0f} min by the scenario model")  # fmt: skip
+        budgeted += n_draft * candidate_budget_s("drafting", args)
+        if n_draft:
+            bound += n_draft * estimate_s(tuning.workloads(DRAFTING_LOADS))
+        print(f"{n_grid} grid + {n_c1} c1 + {n_draft} drafting candidates: about {budgeted / 60:.0f} min of "
+              f"device time as budgeted per candidate, at most {bound / 60:.0f} min by the scenario model")  # fmt: skip
         return 0
     print(
         f"vLLM {installed_vllm_version()}; out: {args.out}; budget: {args.budget_s or 'none'} s",
@@ -274,6 +302,9 @@ def main(argv=None) -> int:
         run_part("grid", base, grid, loads, args.out / "grid", args)
     if args.c1:
         run_part("c1", base, c1, loads[:1], args.out / "c1", args, concurrencies=[1])
+    if args.drafting:
+        draft_loads = loads[:1] if args.stand_in else tuning.workloads(DRAFTING_LOADS)
+        run_part("drafting", base, drafting, draft_loads, args.out / "drafting", args)
     (args.out / "done.json").write_text(
         json.dumps({"seconds": round(time.monotonic() - T0)}) + "\n"
     )

@@ -155,6 +155,40 @@ def test_candidates_are_drawn_from_the_registry_around_the_target():
     assert own.served("stand_in").args["--max-num-seqs"] == 4  # the cpu target's own
 
 
+def test_a_drafting_candidate_sets_its_draft_tokens_and_drafts_at_a_sourced_acceptance_weightless(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
+    base = resolve("h200")
+    mtp7 = tuning.candidate(base, "mtp-k7", speculative="mtp", speculative_tokens=7)
+    assert mtp7.config.speculative_config["num_speculative_tokens"] == 7
+    assert mtp7.spec["speculative_tokens"] == 7
+    # the target's command keeps real acceptance; the weightless server drafts at a stated one
+    assert "rejection_sample_method" not in mtp7.config.speculative_config
+    served = mtp7.served("weightless").speculative_config
+    assert served["rejection_sample_method"] == "synthetic"
+    assert served["synthetic_acceptance_length"] == 3.687  # the registry's, published at K=7
+    assert tuning.candidate(base, "mtp-k3", speculative="mtp").served(
+        "weightless"
+    ).speculative_config["synthetic_acceptance_length"] == pytest.approx(
+        2.77, abs=0.01
+    )  # derived for K=3, said so in its caption
+    with pytest.raises(BenchError, match="needs a drafting mode"):
+        tuning.candidate(base, "k", speculative_tokens=3)
+
+
+def test_a_drafting_recommendation_states_its_acceptance_the_break_even_and_how_to_measure_yours():
+    words = tuning.drafting_words(
+        "synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo ...)", 3.69, 455.0, 220.0
+    )
+    assert words.startswith("drafting at synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo")
+    assert "only above L = 1.78" in words  # 3.69 x 220 / 455
+    assert (
+        "vllm:spec_decode_num_accepted_tokens_total" in words
+        and "speculative_decoding.ipynb" in words
+    )
+
+
 @pytest.mark.parametrize(
     "specs, named",
     [([{"name": "recipe"}], "two candidates are named"), ([{"moe_backend": "marlin"}], "with a 'name'"),
@@ -584,7 +618,11 @@ def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
     }
     assert tune_h200.main(["--dry-run", "--c1", "--releases", "0.28.0"]) == 0
     said = capsys.readouterr().out
-    assert said.count("flags ok") == len(cands) + 2 + len(tune_h200.C1_CANDIDATES)
+    drafting = len(tune_h200.DRAFTING_CANDIDATES)
+    assert said.count("flags ok") == len(cands) + 2 + len(tune_h200.C1_CANDIDATES) + drafting
+    # drafting candidates: their K in the command, each drafting mode's hardware override kept
+    assert '{"method":"mtp","num_speculative_tokens":7}' in said
+    assert "[drafting] bf16-fp8: variant bf16; --moe-backend triton; --quantization fp8" in said
     assert (
         '--compilation-config {"cudagraph_mode":"FULL_DECODE_ONLY"}' in said
         and "--no-async-scheduling" in said
@@ -653,7 +691,12 @@ def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
             "--only", "recipe", "c1-cg-full", "c1-no-async"]  # fmt: skip
     assert tune_h200.main(argv) == 0
     plan = capsys.readouterr().out.splitlines()[-1]
-    assert plan.startswith("0 grid + 3 c1 candidates: about 10 min of device time"), plan
+    assert plan.startswith("0 grid + 3 c1 + 0 drafting candidates: about 10 min of device time"), (
+        plan
+    )
     assert tune_h200.main(["--dry-run", "--only", "recipe", "bf16-triton-64"]) == 0
     plan = capsys.readouterr().out.splitlines()[-1]
-    assert plan.startswith("2 grid + 0 c1 candidates: about 30 min"), plan
+    assert plan.startswith("2 grid + 0 c1 + 0 drafting candidates: about 30 min"), plan
+    assert tune_h200.main(["--dry-run", "--no-grid", "--drafting"]) == 0
+    plan = capsys.readouterr().out.splitlines()[-1]
+    assert plan.startswith("0 grid + 0 c1 + 7 drafting candidates: about 82 min"), plan
