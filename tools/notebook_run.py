@@ -204,6 +204,31 @@ def resolve_notebook(notebook: str | Path) -> Path:
     )
 
 
+def check_parameters_declared(notebook: Path, parameters: dict[str, Any]) -> None:
+    """Refuse a parameter the notebook's ``parameters`` cell does not declare (papermill only
+    warns and runs with the default: ``-p gpu_hours_usd 1.2`` priced at the default).
+
+    Raises:
+        CookbookError: naming each unknown parameter, the closest declared name, and the list.
+    """
+    import difflib
+
+    import papermill
+
+    declared = list(papermill.inspect_notebook(str(notebook)))
+    unknown = [name for name in parameters if name not in declared]
+    if not unknown:
+        return
+    said = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+        said.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise CookbookError(
+        f"{notebook.name} declares no parameter {', '.join(said)}: nothing was run. Its "
+        f"parameters: {', '.join(declared)}."
+    )
+
+
 def run_notebook(
     notebook: str | Path,
     parameters: dict[str, Any] | None = None,
@@ -233,7 +258,8 @@ def run_notebook(
         The executed notebook's path.
 
     Raises:
-        CookbookError: no such notebook (lists them); a cell failed (names the cell and the
+        CookbookError: no such notebook (lists them); a parameter it does not declare
+            (:func:`check_parameters_declared`); a cell failed (names the cell and the
             executed copy with the error).
         NotebookInterrupted: Ctrl-C interrupted the running cell (the first Ctrl-C goes to
             the kernel as Jupyter's stop button does; a second stops the run at once, as
@@ -242,6 +268,7 @@ def run_notebook(
     import papermill
 
     src = resolve_notebook(notebook)
+    check_parameters_declared(src, parameters or {})
     _pin_output_folder()
     dest = Path(output).resolve() if output else out_dir("notebooks") / src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
