@@ -52,6 +52,7 @@ from helpers.config.versions import installed_vllm_version, parse_version
 from helpers.errors import BenchError, CookbookError, ServerStartError
 from helpers.paths import out_dir as _out_dir
 from helpers.server import httpio
+from helpers.server.endpoint import server_root
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights.prepare import MODES
 from lab.tune import slo as slos
@@ -82,6 +83,16 @@ from lab.tune.saved import RECIPE, SCHEMA, load_tune_rows  # noqa: F401 - in one
 def _same_release(want: str | None, have: str | None) -> bool:
     a, b = parse_version(want), parse_version(have)
     return a is None or b is None or a.release[:3] == b.release[:3]
+
+
+def _served_release(url: str) -> str | None:
+    """The vLLM release a running server reports (``GET /version``), or None when it does
+    not say (an older server, another engine)."""
+    try:
+        status, body = httpio.get(server_root(url) + "/version", timeout=5.0)
+        return json.loads(body).get("version") if status == 200 else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _failure(stage: str, exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -322,6 +333,16 @@ def tune(
                 _say(progress, f"{head}: every point saved, nothing to run")
                 continue
             url = servers.get(cand.name)
+            attached_release = _served_release(url) if url else None
+            if url and not _same_release(cand.config.vllm_version, attached_release):
+                reason = (
+                    f"the server at {url} runs vLLM {attached_release} (its /version), but this "
+                    f"candidate is vLLM {cand.config.vllm_version}: attach a server of that "
+                    "release, or name the candidate for what it serves"
+                )
+                skipped[cand.name] = {"stage": "release", "message": reason}
+                _say(progress, f"{head}: refused, {reason}")
+                continue
             if url is None and not _same_release(cand.config.vllm_version, installed):
                 reason = (
                     f"needs vLLM {cand.config.vllm_version}, this environment has {installed}: run it "

@@ -235,6 +235,22 @@ def _measured(result: tuning.TuneResult) -> list[tuple[str, int]]:
 
 
 @pytest.mark.server
+def test_an_attached_server_of_another_release_is_refused_for_its_candidate(
+    standin_server, tmp_path
+):
+    """servers={"vllm-0.33.0": URL} on a 0.32.0 server: refused by its /version, nothing saved."""
+    base = resolve("h200")
+    result = tuning.tune(
+        base, TINY, {"ttft_ms": 5000, "e2el_ms": 20000}, [{"name": "v033", "vllm_version": "0.33.0"}],
+        mode="stand_in", servers={"v033": standin_server.url}, only=["v033"], out_dir=tmp_path,
+        num_prompts=4, gpu_hour_usd=1.0, progress=False, repeats=1, include_recipe=False,
+    )  # fmt: skip
+    row = result.candidates.set_index("candidate").loc["v033"]
+    assert row["status"] != "ok" and "runs vLLM 0.32.0 (its /version)" in str(row["reason"])
+    assert result.points.empty or "v033" not in set(result.points["candidate"])
+
+
+@pytest.mark.server
 def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(
     standin_server, tmp_path, monkeypatch
 ):
