@@ -203,8 +203,11 @@ def verdict(
       worst run beats the recipe's best (1 in 20); at 2 runs each (the stand-in's CI
       rehearsal) no margin shows a win (1 in 6); the best of 12 needs 5 runs each
       (:func:`runs_to_show`); else a tie, and the text says how many runs would show it.
-    - **One run** of either: no spread was measured; the candidate wins only when its median is
+    - **One run** of each: no spread was measured; the candidate wins only when its median is
       more than :data:`SINGLE_RUN_TIE` (5 %) above the recipe's, and the text says it was one run.
+    - **One run against repeats** (one side repeated, the other not): never a win, "undecided",
+      naming the side to run again (a capped candidate's single run once beat three of the
+      recipe's inside their own range).
     - **Measured apart** (``measured_apart`` gives reasons, :func:`apart`): never a win, a tie
       until both are measured side by side. The runs' spread is one machine's within an hour;
       between machines and days the same command moved more than any margin measured so far
@@ -258,6 +261,11 @@ def verdict(
                            f"{runs_to_show(screened)} runs of each can show it")  # fmt: skip
         return Verdict(False, ratio, runs, f"tie (within noise): {say} median, ranges overlap "
                        f"({each}: {ranges})")  # fmt: skip
+    if max(runs) >= 2:  # one side repeated, the other not: no rule compares them
+        short = "candidate" if runs[0] < runs[1] else "recipe"
+        return Verdict(False, ratio, runs, f"undecided: {say} ({runs[0]} run(s) vs {runs[1]}): the "
+                       f"{short}'s point has no spread while the other's has; run it "
+                       f"{max(runs)} times before it can decide")  # fmt: skip
     one = "one run each" if runs == (1, 1) else f"{runs[0]} run(s) vs {runs[1]}"
     if ratio is not None and ratio > 1 + SINGLE_RUN_TIE and measured_apart:
         return Verdict(False, ratio, runs, f"tie (measured apart): {say} ({one}), but "

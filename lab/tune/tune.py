@@ -52,7 +52,6 @@ from helpers.config.versions import installed_vllm_version, parse_version
 from helpers.errors import BenchError, CookbookError, ServerStartError
 from helpers.paths import out_dir as _out_dir
 from helpers.server import httpio
-from helpers.server.endpoint import server_root
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights.prepare import MODES
 from lab.tune import slo as slos
@@ -83,16 +82,6 @@ from lab.tune.saved import RECIPE, SCHEMA, load_tune_rows  # noqa: F401 - in one
 def _same_release(want: str | None, have: str | None) -> bool:
     a, b = parse_version(want), parse_version(have)
     return a is None or b is None or a.release[:3] == b.release[:3]
-
-
-def _served_release(url: str) -> str | None:
-    """The vLLM release a running server reports (``GET /version``), or None when it does
-    not say (an older server, another engine)."""
-    try:
-        status, body = httpio.get(server_root(url) + "/version", timeout=5.0)
-        return json.loads(body).get("version") if status == 200 else None
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _failure(stage: str, exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -333,7 +322,7 @@ def tune(
                 _say(progress, f"{head}: every point saved, nothing to run")
                 continue
             url = servers.get(cand.name)
-            attached_release = _served_release(url) if url else None
+            attached_release = _served_version(VLLMServer.attach(url, check=False)) if url else None
             if url and not _same_release(cand.config.vllm_version, attached_release):
                 reason = (
                     f"the server at {url} runs vLLM {attached_release} (its /version), but this "
@@ -361,6 +350,9 @@ def tune(
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
             point = describe(served)  # drafting on random weights: at a stated acceptance
             record["acceptance"] = point.caption() if point else None
+            cand_loads = _within_cap(loads, served, head, progress)
+            steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
+                     for w in cand_loads}  # fmt: skip
             n_points = sum(len(s[2]) for s in steps.values() if s and s[0] == "first")
             then = (
                 f"; repeats: {reps} runs of each decision point" if reps > 1 else "; one run each"
@@ -394,7 +386,7 @@ def tune(
                 record.update(vllm_version=version, host=_host_of(url))
                 _write_json(cdir / "candidate.json", record)
                 gpus = gpu_count or max(int(getattr(served, "gpu_count", 1) or 1), 1)
-                for w in loads:
+                for w in cand_loads:
                     _run_steps(srv, cand.name, head, w, folder, bounds, gpus, bench_args,
                                progress, failures, reps, slo_search)  # fmt: skip
                     if failures and failures[-1].get("stage") == "crash":
@@ -407,6 +399,28 @@ def tune(
                          run=run, skipped=skipped, repeats=reps, api_prices=prices)  # fmt: skip
         result.save()
     return result
+
+
+def _within_cap(loads: Sequence[Scenario], cfg: Any, head: str, progress: bool) -> list[Scenario]:
+    """``loads`` without the concurrencies above what ``cfg`` serves at all
+    (:data:`helpers.bench.sizing.OVERSUBSCRIPTION` x its ``--max-num-seqs``: a sweep caps them,
+    so the point asked for is never saved and its repeats never run); said once each."""
+    from helpers.bench.sizing import OVERSUBSCRIPTION, _max_num_seqs
+
+    known = _max_num_seqs(None, cfg)
+    if known is None:
+        return list(loads)
+    cap = OVERSUBSCRIPTION * known[0]
+    out = []
+    for w in loads:
+        over = [c for c in w.concurrencies if c > cap]
+        if over:
+            _say(progress, f"{head} {w.name}: concurrency {', '.join(map(str, over))} not measured: "
+                 f"above {cap} ({OVERSUBSCRIPTION} x {known[1]}), where requests only queue")  # fmt: skip
+        kept = [c for c in w.concurrencies if c <= cap]
+        if kept:
+            out.append(dataclasses.replace(w, concurrencies=kept))
+    return out
 
 
 def _served_version(srv: Any) -> str | None:

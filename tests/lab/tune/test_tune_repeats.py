@@ -43,6 +43,11 @@ def test_a_candidate_wins_only_when_its_worst_run_beats_the_recipes_best():
     one = noise.verdict([120], [100])
     assert one.beats and one.text == "1.20x the recipe's (one run each: no spread measured)"
     assert "2 run(s) vs 1" in noise.verdict([120, 125], [100]).text  # a run of each is not enough
+    # one run against repeats never wins: the single run of a capped candidate inside the
+    # recipe's three once replaced it
+    lone = noise.verdict([5200], [4800, 5300, 4900])
+    assert not lone.beats and lone.text.startswith("undecided: 1.06x the recipe's (1 run(s) vs 3)")
+    assert "the candidate's point has no spread" in lone.text and "run it 3 times" in lone.text
     assert noise.verdict([120, float("nan")], [100]).runs == (1, 1)
     with pytest.raises(BenchError, match="at least one measured value"):
         noise.verdict([], [100])
@@ -321,6 +326,30 @@ def test_bad_repeats_and_search_are_refused_before_anything_runs(tmp_path):
 
 
 # ------------------------------------------------------------------------------ real server
+
+
+@pytest.mark.server
+def test_a_candidate_capped_below_a_concurrency_repeats_the_points_it_can_serve(
+    standin_server, tmp_path, monkeypatch
+):
+    """--max-num-seqs 2 serves at most 8 in flight (4 x 2): concurrency 16 is not measured for
+    it (said so), and its decision point runs as often as the recipe's, so the rule decides."""
+    capped = [{"name": "seqs-2", "extra_args": {"--max-num-seqs": 2}}]
+    load = {**TINY, "concurrencies": [1, 16]}
+    said: list[str] = []
+    common = dict(mode="stand_in", servers={"recipe": standin_server.url, "seqs-2": standin_server.url},
+                  out_dir=tmp_path, num_prompts=4, slo={"ttft_ms": 60_000, "e2el_ms": 60_000},
+                  gpu_hour_usd=1.0, progress=False, repeats=2)  # fmt: skip
+    monkeypatch.setattr(tuning, "_say", lambda progress, text: said.append(text))
+    result = tuning.tune(resolve("h200"), load, candidates=capped, **common)
+    w = tuning.workloads(load)[0]
+    assert any("concurrency 16 not measured: above 8 (4 x --max-num-seqs 2)" in t for t in said), (
+        said
+    )
+    assert not any("not saved as asked" in t for t in said)
+    assert len(tuning.point_runs(tmp_path, "seqs-2", w, 1)) == 2  # its repeats ran
+    assert not tuning.point_runs(tmp_path, "seqs-2", w, 16)
+    assert result.recommended() is not None
 
 
 @pytest.mark.server
