@@ -215,6 +215,12 @@ def default_candidates(base: Any, *, run: Any = None) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- workloads
 
+#: The keys a workload mapping takes (:func:`workloads`): a misspelled one is refused, not ignored.
+WORKLOAD_KEYS = (
+    "name", "input_len", "output_len", "prefix_len", "concurrencies", "num_prompts", "rounds",
+    "label", "description", "source", "agent",
+)  # fmt: skip
+
 
 def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
     """``workload`` as a list of :class:`~helpers.bench.scenarios.Scenario`.
@@ -238,6 +244,12 @@ def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
                 out.append(named_scenario(item, run))
             elif isinstance(item, Mapping):
                 fields = dict(item)
+                unknown = sorted(set(fields) - set(WORKLOAD_KEYS))
+                if unknown:
+                    raise RecipeError(
+                        f"workload {fields.get('name', item)!r}: unknown key(s) {unknown}; a "
+                        f"workload mapping takes {', '.join(WORKLOAD_KEYS)}."
+                    )
                 shape = f"{fields.get('input_len')}in-{fields.get('output_len')}out"
                 name = str(fields.pop("name", None) or shape)
                 if _safe(name) != name:

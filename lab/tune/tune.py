@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -258,6 +259,16 @@ def tune(
         raise BenchError(
             f"slo_search={slo_search!r}: pass an int of 0 or more (extra points of the SLO "
             "limit's bisection per candidate and workload; 0 measures only the grid)."
+        )
+    if gpu_hour_usd is not None and (
+        isinstance(gpu_hour_usd, bool)
+        or not isinstance(gpu_hour_usd, (int, float))
+        or not math.isfinite(gpu_hour_usd)
+        or gpu_hour_usd < 0
+    ):
+        raise BenchError(
+            f"gpu_hour_usd={gpu_hour_usd!r}: pass the price of one GPU hour in US dollars, a "
+            "number of 0 or more (e.g. 3.5), or None for no cost; checked before anything runs."
         )
     prices = slos.APIPrice.coerce(api_prices)
     bounds = slos.SLO.coerce(slo)

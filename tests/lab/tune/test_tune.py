@@ -225,6 +225,19 @@ def test_workloads_take_names_shapes_and_lists():
         tuning.workloads("chatty")
     with pytest.raises(BenchError, match="each with a name of its own"):
         tuning.workloads(["chat", "chat"])
+    # a misspelled key is refused, naming the keys a workload takes (it was ignored)
+    with pytest.raises(
+        BenchError, match=r"unknown key\(s\) \['concurency'\]; a workload mapping takes name"
+    ):
+        tuning.workloads({"input_len": 64, "output_len": 8, "concurency": [16]})
+
+
+@pytest.mark.parametrize("price", [-1.0, "3", float("nan"), True])
+def test_a_bad_gpu_price_is_refused_before_any_candidate_runs(price, tmp_path):
+    with pytest.raises(BenchError, match="gpu_hour_usd=.*checked before anything runs"):
+        tuning.tune(resolve("h200"), TINY, mode="stand_in", gpu_hour_usd=price, out_dir=tmp_path,
+                    progress=False)  # fmt: skip
+    assert not any(tmp_path.iterdir())  # nothing launched, nothing written
 
 
 # ------------------------------------------------------------------------------ real server
