@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from helpers.bench.acceptance import measure_acceptance
 from helpers.bench.metrics import scrape_metrics, spec_decode_counters
-from helpers.chat.completions import chat
-from helpers.chat.drafting import ReasoningBudgetUnenforcedWarning
-from helpers.chat.request import ChatOptions
+from helpers.chat.noise import noise_tolerant
+from helpers.chat.parse import check_reply
 from helpers.chat.types import ChatResult
 from helpers.config.run import run_of
 from helpers.server.endpoint import make_client
@@ -72,7 +70,8 @@ def mode_checks(
         out_dir: the acceptance run's folder.
 
     Raises:
-        BenchError, ResponseError: as :func:`measure_acceptance` and :func:`chat`.
+        BenchError: as :func:`measure_acceptance`.
+        ResponseError: as :func:`~helpers.chat.parse.check_reply` (not on weightless noise).
     """
     cfg = getattr(srv, "intended", None) or srv.config  # attached: the config the notebook resolved
     drafting = getattr(cfg, "speculative", "none") != "none"
@@ -88,11 +87,75 @@ def mode_checks(
             srv, num_prompts=real_prompts, output_len=128 if run_of(srv).stand_in else 256, label=label,
             out_dir=out_dir,
         )  # fmt: skip
-    opts = ChatOptions.for_run(srv, max_tokens=256, temperature=0.0)
-    with warnings.catch_warnings():  # asked on purpose: the check measures what it warns of
-        warnings.simplefilter("ignore", ReasoningBudgetUnenforcedWarning)
-        out.budget = chat(
-            make_client(srv.base_url), cfg.served_model_name, "Briefly explain: what is vLLM?",
-            opts, reasoning_budget=CHECK_BUDGET,
-        )  # fmt: skip
+    # the server's own budget, asked of a drafting server on purpose: the check measures it
+    budget = {"thinking_token_budget": CHECK_BUDGET}
+    reply = make_client(srv.base_url).chat.completions.create(
+        model=cfg.served_model_name, messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
+        max_tokens=256, temperature=0.0, extra_body=budget,
+    )  # fmt: skip
+    with noise_tolerant(run_of(srv).noise, "budget check"):  # weightless: said, not raised
+        out.budget = check_reply(reply, max_tokens=256, extra_body=budget)
     return out
+
+
+def check_mode_parameters(
+    modes: Any,
+    target_modes: list[str],
+    *,
+    servers: Any = None,
+    acceptance_prompts: Any = None,
+    temperature: Any = 0.0,
+) -> list[str]:
+    """The speculative-decoding notebook's parameters, checked before any server starts (a GPU
+    start takes minutes): returns the modes to serve.
+
+    Args:
+        modes: None (none and the target's drafter: DSpark where offered), ``"all"``, or a list
+            of mode names of ``target_modes``.
+        target_modes: the modes the target offers (``registry.target_modes(target)``).
+        servers: ``{mode: base URL}`` of servers to attach, or None; each key a mode served.
+        acceptance_prompts: None or a whole number of 0 or more (requests).
+        temperature: the benchmark's sampling temperature, 0 or more.
+
+    Raises:
+        ValueError: naming the parameter, what it got and what it takes.
+    """
+    if modes is None:
+        drafting = (
+            "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
+        )
+        chosen = ["none", drafting]
+    elif modes == "all":
+        chosen = list(target_modes)
+    elif isinstance(modes, (list, tuple)) and modes and all(isinstance(m, str) for m in modes):
+        chosen = list(modes)
+    else:
+        raise ValueError(
+            f"modes={modes!r}: pass None, 'all', or a list of this target's modes, e.g. "
+            f"{['none', *[m for m in target_modes if m != 'none'][:1]]}."
+        )
+    unknown = [m for m in chosen if m not in target_modes]
+    if unknown:
+        raise ValueError(f"modes: {unknown} not offered for this target; it offers {target_modes}.")
+    stray = sorted(set(servers or {}) - set(chosen))
+    if stray:
+        raise ValueError(
+            f"servers names {stray}, which this run does not serve (modes {chosen}): a server is "
+            "attached under the name of the mode it runs."
+        )
+    if acceptance_prompts is not None and (
+        isinstance(acceptance_prompts, bool)
+        or not isinstance(acceptance_prompts, int)
+        or acceptance_prompts < 0
+    ):
+        raise ValueError(
+            f"acceptance_prompts={acceptance_prompts!r}: pass None (the mode's default), 0 to skip "
+            "the acceptance step, or a whole number of real prompts."
+        )
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or temperature < 0
+    ):
+        raise ValueError(f"temperature={temperature!r}: pass a number of 0 (greedy) or more.")
+    return chosen
