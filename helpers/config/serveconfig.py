@@ -20,6 +20,8 @@ from helpers.errors import RecipeError
 
 # Flags the server manager owns; the registry never sets them.
 _MANAGED_FLAGS = ("--host", "--port", "--model")
+#: Flags the config holds as fields (``cli_flags`` renders them first): ``{flag: attribute}``.
+_FIELD_FLAGS = {"--served-model-name": "served_model_name", "--revision": "revision"}
 
 
 def _check_type(
@@ -123,6 +125,15 @@ class ServeConfig:
     #: flags that came from the caller's ``extra_args`` (resolve / with_args), not the
     #: registry: a rejected one is blamed on extra_args, not on cookbook/recipe.yaml.
     extra_flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a name or revision given as a flag (extra_args) replaces the config's own: rendered
+        # once, where cli_flags puts it (it was rendered twice, the registry's first)
+        for flag, attr in _FIELD_FLAGS.items():
+            if flag in self.args:
+                args = dict(self.args)
+                setattr(self, attr, str(args.pop(flag)))
+                self.args = args
 
     # ---- derived -------------------------------------------------------------------
     @property

@@ -406,3 +406,18 @@ def test_drafting_on_hopper_leaves_the_ssu_algorithm_to_flashinfer(target):
     # an explicit choice still wins (extra_args are layered last)
     cfg = recipes.resolve(target, speculative="mtp", extra_args={"--mamba-ssu-algorithm": "simple"})
     assert cfg.args["--mamba-ssu-algorithm"] == "simple"
+
+
+def test_a_served_name_or_revision_given_as_a_flag_replaces_the_registrys_once():
+    """extra_args={"--served-model-name": ...} rendered a second flag after the registry's."""
+    cfg = recipes.resolve(
+        "h200", extra_args={"--served-model-name": "lightning", "--revision": "abc123"}
+    )
+    argv = cfg.serve_argv()
+    assert argv.count("--served-model-name") == 1 and argv.count("--revision") == 1
+    assert (cfg.served_model_name, cfg.revision) == ("lightning", "abc123")
+    assert argv[argv.index("--served-model-name") + 1] == "lightning"
+    assert recipes.resolve("h200").with_args({"--served-model-name": "x"}).cli_flags()[:2] == [
+        "--served-model-name",
+        "x",
+    ]
