@@ -45,6 +45,19 @@ def _gpu_target(cfg: ServeConfig) -> None:
         )
 
 
+def _replicas(replicas: object) -> int:
+    """``replicas`` checked: a whole number of 1 or more (-1, 1.5, "2" and None were rendered).
+
+    Raises:
+        RecipeError: naming the value and what it takes.
+    """
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise RecipeError(
+            f"replicas={replicas!r}: pass a whole number of 1 or more (copies of the server)."
+        )
+    return replicas
+
+
 def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str = "~/.cache/huggingface") -> str:  # fmt: skip
     """A docker compose file: one service per replica (or the DP+EP server) + the router.
 
@@ -63,6 +76,7 @@ def compose(dep: Deployment | ServeConfig, replicas: int = 2, *, hf_cache: str =
     Raises:
         RecipeError: as :func:`lab.fleet.deployment.resolve_deployment` (a bad count).
     """
+    replicas = _replicas(replicas)
     if isinstance(dep, ServeConfig):
         dep = resolve_deployment("replicas", dep.target, base=dep, count=replicas)
     services: dict[str, Any] = {}
@@ -138,6 +152,7 @@ def kserve(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "hf-token") 
     Raises:
         RecipeError: ``cfg`` is the CPU stand-in (no image, no hub model).
     """
+    replicas = _replicas(replicas)
     _gpu_target(cfg)
     env = [{"name": k, "value": str(v)} for k, v in cfg.env.items()]
     secret = {"name": hf_secret, "key": "token", "optional": True}
@@ -202,6 +217,7 @@ def production_stack(cfg: ServeConfig, replicas: int = 2, *, hf_secret: str = "h
         RecipeError: ``cfg`` is the CPU stand-in, or its command sets neither prefix-caching
             switch (the chart would choose one for it).
     """
+    replicas = _replicas(replicas)
     _gpu_target(cfg)
     choice = [_PREFIX[f] for f in _PREFIX if cfg.args.get(f)]
     if len(choice) != 1:
@@ -244,6 +260,7 @@ def renderings(cfg: ServeConfig, replicas: int = 2) -> dict[str, str]:
     Raises:
         RecipeError: as the renderers (the stand-in has no cluster rendering).
     """
+    replicas = _replicas(replicas)
     return {
         **flagtable.renderings(cfg),
         "compose": compose(cfg, replicas),

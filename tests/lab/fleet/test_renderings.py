@@ -317,3 +317,13 @@ def test_the_stand_in_and_a_command_without_a_prefix_caching_choice_are_refused(
     cfg = recipes.resolve("h200", extra_args={"--enable-prefix-caching": None})
     with pytest.raises(RecipeError, match="production-stack chart always passes one"):
         render.production_stack(cfg)
+
+
+@pytest.mark.parametrize("replicas", [-1, 0, 1.5, "2", None, True])
+def test_a_replica_count_that_is_not_a_whole_number_of_one_or_more_is_refused(replicas):
+    from lab.fleet.render import compose, kserve, production_stack, renderings
+
+    cfg = recipes.resolve("h200")
+    for render in (renderings, compose, kserve, production_stack):
+        with pytest.raises(RecipeError, match=r"pass a whole number of 1 or more"):
+            render(cfg, replicas)
