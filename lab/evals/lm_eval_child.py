@@ -39,16 +39,26 @@ def _counters(base_url: str) -> dict[str, float | None]:
         return {"tokens": None, "length": None}
 
 
+def quiet(evaluator) -> None:
+    """What lm-eval 0.4.13's ``evaluator`` adds to every result that this child does not keep
+    (it writes the samples only), switched off:
+
+    - torch's environment report (``loggers/utils.py`` ``add_env_info``:
+      ``torch.utils.collect_env`` runs ``pip list`` and ``lsb_release``, 0.8 s a run on 2 cores);
+    - the git probe (``get_git_commit_hash``: ``git describe`` in the current folder), which
+      printed "fatal: not a git repository" on a GPU box running a copy without ``.git``.
+    """
+    evaluator.add_env_info = lambda results: None
+    evaluator.get_git_commit_hash = lambda: None
+
+
 def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     import lm_eval.evaluator
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    # lm-eval 0.4.13 adds torch's environment report to every result (evaluator.py calls
-    # loggers/utils.py add_env_info: torch.utils.collect_env runs `pip list` and `lsb_release`,
-    # 0.8 s a run on 2 cores); this child writes the samples only, so it is skipped
-    lm_eval.evaluator.add_env_info = lambda results: None
+    quiet(lm_eval.evaluator)
 
     from lab.evals.two_pass import two_pass_endpoint
 
