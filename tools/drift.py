@@ -28,7 +28,8 @@ default (old, ``model.default_vllm_version``: 0.32.0) and prints, as Markdown:
    helpers read (:mod:`tools.drift_reads`, from their code) that the new release lacks breaks.
 
 ``python -m tools.drift OLD NEW`` names both sides (``python -m tools.drift 0.32.0 0.33.0``);
-``python -m tools.drift NEW`` compares with the default (``--against OLD`` also names it).
+``python -m tools.drift NEW`` compares with the default (``--against OLD`` also names it);
+``--out PAGE`` also writes the page and keeps its hand-written section (:data:`BY_HAND`).
 Where the new release comes from: ``RELEASE`` is a version (its committed flag table
 ``docs/results/flags/vllm-X.json`` when there is one; its wheel from PyPI with ``pip download
 vllm==X --no-deps``, never installed, cached under ``out/cache/wheels/``), a wheel file, or a
@@ -1091,6 +1092,23 @@ def check(new: Release, old: Release, *, registry: Any = None, root: Path = REPO
     )
 
 
+#: The heading of a results page's one hand-written section (what a maintainer read in the new
+#: release's source for this model, with file references): ``--out`` keeps it, and everything
+#: below it, when it writes the page again.
+BY_HAND = "## Read by hand in the new release's source"
+
+
+def kept_by_hand(page: Path) -> str:
+    """The hand-written section of an existing results page (from :data:`BY_HAND` to its end,
+    with the blank line before it), or "" when the page or the section does not exist."""
+    try:
+        text = page.read_text()
+    except OSError:
+        return ""
+    at = text.find("\n" + BY_HAND)
+    return "" if at < 0 else text[at:]
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     """``python -m tools.drift``: 0 nothing breaks, 1 something does, 2 bad input."""
     ap = argparse.ArgumentParser(
@@ -1116,7 +1134,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument(
         "--wheels", type=Path, default=None, help="wheel cache (default out/cache/wheels)"
     )
-    ap.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the Markdown to this file (its hand-written section is kept)",
+    )
     args = ap.parse_args(list(argv) if argv is not None else None)
     if len(args.releases) > 2 or (len(args.releases) == 2 and args.against):
         print(
@@ -1148,7 +1171,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 2
     print(text, end="")
     if args.out:
-        args.out.write_text(text)
+        args.out.write_text(text + kept_by_hand(args.out))
     return 1 if report.breaking else 0
 
 

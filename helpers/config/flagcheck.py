@@ -113,7 +113,7 @@ class _ParseFailure(Exception):
 
 #: Where ``make_arg_parser`` (the ``vllm serve`` parser) lives, newest release first, each
 #: read in that release's wheel (``vllm/entrypoints/cli/serve.py`` imports it from there):
-#: ``vllm/entrypoints/common/cli_args.py`` in 0.33.0, ``vllm/entrypoints/launchers/cli_args.py``
+#: ``vllm/entrypoints/common/cli_args.py`` in 0.33.0-0.34.0, ``.../launchers/cli_args.py``
 #: in 0.32.0, ``vllm/entrypoints/openai/cli_args.py`` in 0.28.0 and older.
 SERVE_PARSER_MODULES = (
     "vllm.entrypoints.common.cli_args",

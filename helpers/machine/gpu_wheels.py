@@ -30,15 +30,15 @@ CUDA12_VARIANT = "cu129"
 CUDA13_DRIVER = "580"
 
 # ---- FlashInfer's prebuilt kernels ----------------------------------------------------------
-#: ``flashinfer-python`` each vLLM release pins (Requires-Dist of its PyPI wheel, read with
-#: ``pip install --dry-run --report`` for 0.27.0, 0.27.1, 0.28.0 and 0.33.0, and in the 0.32.0
-#: wheel's METADATA).
+#: ``flashinfer-python`` each vLLM release pins (its wheel's Requires-Dist: ``pip install --dry-run
+#: --report`` for 0.27.0, 0.27.1, 0.28.0 and 0.33.0; the METADATA of 0.32.0 and 0.34.0).
 FLASHINFER_PINS = {
     "0.27.0": "0.6.16.post3",
     "0.27.1": "0.6.16.post3",
     "0.28.0": "0.6.16.post3",
     "0.32.0": "0.7.0.post1",
     "0.33.0": "0.7.2.post1",
+    "0.34.0": "0.7.3",
 }
 #: Where FlashInfer publishes ``flashinfer-cubin`` (this index) and ``flashinfer-jit-cache``
 #: (``<index>/<cuda variant>``): flashinfer 0.7.0.post1's own installer

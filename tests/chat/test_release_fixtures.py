@@ -24,7 +24,7 @@ from tests.support import DATA as TEST_DATA
 
 DATA = TEST_DATA / "responses"
 INDEX = json.loads((DATA / "index.json").read_text())
-RELEASES = {v: DATA / f"vllm-{v}" for v in ("0.32.0", "0.33.0", "0.28.0")}
+RELEASES = {v: DATA / f"vllm-{v}" for v in ("0.32.0", "0.34.0", "0.33.0", "0.28.0")}
 
 
 def _load(folder: Path, name: str):
@@ -76,12 +76,15 @@ def test_the_client_tests_recordings_are_the_default_releases():
 )
 def test_the_client_reads_each_release_alike(name):
     """Same model text, same server flags: the client gets the same reasoning, answer,
-    tool calls and finish reason from 0.28.0's and 0.33.0's responses as from 0.32.0's."""
+    tool calls and finish reason from 0.28.0's, 0.33.0's and 0.34.0's responses as from
+    0.32.0's."""
     spec = INDEX[name]
     got = {v: _parse(_load(folder, name), spec) for v, folder in RELEASES.items()}
-    assert got["0.28.0"] == got["0.32.0"] == got["0.33.0"]
+    assert got["0.28.0"] == got["0.32.0"] == got["0.33.0"] == got["0.34.0"]
     if spec["server"].get("reasoning_parser") and "</think>" in spec["model_output"]:
-        assert got["0.28.0"][0] and got["0.33.0"][0], "the reasoning parser split nothing"
+        assert got["0.28.0"][0] and got["0.33.0"][0] and got["0.34.0"][0], (
+            "the reasoning parser split nothing"
+        )
 
 
 def test_0_33_recordings_differ_from_0_32_only_by_the_new_weight_versions_field():
@@ -101,6 +104,33 @@ def test_0_33_recordings_differ_from_0_32_only_by_the_new_weight_versions_field(
         added += json.dumps(new).count('"weight_versions"')
         assert strip(new) == _load(RELEASES["0.32.0"], name), name
     assert added > 10
+
+
+def test_0_34_recordings_differ_from_0_33_only_by_the_null_fields_it_leaves_out():
+    """0.34.0 leaves ``message.annotations`` and ``usage.prompt_tokens_details`` out of a reply
+    when they are null (``Field(exclude_if=lambda value: value is None)``:
+    ``ChatMessage.annotations`` in vllm/entrypoints/openai/chat_completion/protocol.py,
+    ``UsageInfo.prompt_tokens_details`` in vllm/entrypoints/serve/engine/protocol.py, read in
+    the 0.34.0 wheel); the client reads neither. Each 0.33.0 recording without those null
+    keys is 0.34.0's."""
+    dropped = ("annotations", "prompt_tokens_details")
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if not (k in dropped and v is None)}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    removed = 0
+    for name in INDEX:
+        old = _load(RELEASES["0.33.0"], name)
+        new = _load(RELEASES["0.34.0"], name)
+        removed += json.dumps(old).count('"annotations": null') - json.dumps(new).count(
+            '"annotations": null'
+        )
+        assert strip(old) == new, name
+    assert removed > 5
 
 
 def test_the_older_reasoning_field_name_is_read_too():

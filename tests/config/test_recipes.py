@@ -99,6 +99,10 @@ EXPECTED_REFUSALS = {
     ("b200", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
     ("b300", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
     ("b300", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("rtx-pro-6000", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("rtx-pro-6000", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
+    ("dgx-spark", "bf16", "dflash"): _NVFP4_ONLY_DRAFT,
+    ("dgx-spark", "bf16", "dspark"): _NVFP4_ONLY_DRAFT,
 }
 
 

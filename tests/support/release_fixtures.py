@@ -64,7 +64,9 @@ def build(wheel: str | Path) -> Path:
     them): 0.28.0 keeps ``DeltaMessage``/``ToolCall``/``UsageInfo``/``ErrorResponse`` in
     ``vllm.entrypoints.openai.engine.protocol``; 0.32.0 splits them into
     ``vllm.entrypoints.generate.base.protocol`` and ``vllm.entrypoints.serve.engine.protocol``;
-    0.33.0 keeps 0.32.0's layout (no alias used) and adds ``weight_versions`` to each choice.
+    0.33.0 keeps 0.32.0's layout (no alias used) and adds ``weight_versions`` to each choice;
+    0.34.0 keeps it too and leaves a null ``message.annotations`` and
+    ``usage.prompt_tokens_details`` out of a reply.
     Keyword arguments a release's pydantic model does not declare are dropped before it is
     built (its ``extra="allow"`` would otherwise serialise them).
     """

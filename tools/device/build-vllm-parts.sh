@@ -2,9 +2,9 @@
 # Build a newer vLLM for the offline H200 (sm_90) together with the torch it pins,
 # as a compressed bundle cut into parts that travel one per call.
 #
-# Usage: build-vllm-parts.sh VERSION OUTDIR      VERSION: 0.28.0, 0.32.0 or 0.33.0
+# Usage: build-vllm-parts.sh VERSION OUTDIR      VERSION: 0.28.0, 0.32.0, 0.33.0 or 0.34.0
 #
-# 0.28.0 and 0.32.0 pin torch==2.13.0, 0.33.0 pins torch==2.14.0; the target has torch
+# 0.28.0 and 0.32.0 pin torch==2.13.0, 0.33.0 and 0.34.0 torch==2.14.0; the target has torch
 # 2.11.0 and triton 3.6.0, so the bundle carries the pinned torch, its triton (3.7.1 /
 # 3.8.0), its NCCL (2.29.7 / 2.30.7: both torches call functions the target's 2.28.9
 # lacks), the torchvision built for it (0.28.0 / 0.29.0), vLLM, flashinfer,
@@ -40,7 +40,7 @@ OUTDIR=$2
 CACHE=${VLLM_BUNDLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-h200-bundle}
 WHEELS=$CACHE/wheels
 STAGE=$CACHE/stage-$VERSION
-case $VERSION in 0.33.0) TORCH=2.14.0 ;; *) TORCH=2.13.0 ;; esac
+case $VERSION in 0.33.0 | 0.34.0) TORCH=2.14.0 ;; *) TORCH=2.13.0 ;; esac
 TARBALL=$CACHE/vllm-$VERSION-torch-$TORCH-h200-site.tar.xz
 PART_BYTES=$((60 * 1024 * 1024))
 
@@ -144,7 +144,21 @@ oss_harmony-0.0.11-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl d877
 xgrammar-0.2.8-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 4045b096735bb2523e0d874039a55994c1b390620d547c4a0d4f43b9a106177b
 orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd314bd238f584fc229a4bbaf0e573597e7a026dec5429fbf29fd66c641
 " ;;
-*) die "unknown vLLM version $VERSION (known: 0.28.0, 0.32.0, 0.33.0)" ;;
+# 0.34.0 pins what 0.33.0 pins (torch 2.14.0, humming-kernels 0.1.19, apache-tvm-ffi 0.1.11,
+# xgrammar 0.2.8) except flashinfer-python==0.7.3, which PyPI does not have (its release list
+# goes 0.7.2.post1, 0.7.4; pypi.org/pypi/flashinfer-python/json, 2026-12-04): the bundle
+# carries 0.7.4, the nearest release after the pin, until a 0.7.3 wheel is found.  Its
+# Requires-Dist is 0.7.2.post1's but for nvidia-cudnn-frontend>=1.32 and
+# nvidia-cutlass-dsl>=4.8, neither carried for 0.33.0 either (its H200 runs did without).
+0.34.0) PER_VERSION="
+vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl 79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2
+flashinfer_python-0.7.4-py3-none-any.whl a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32
+humming_kernels-0.1.19-cp310-abi3-manylinux_2_28_x86_64.whl 16ad0c8e9c2d5a8db739bdb97bcc510cedc9dc4c4c111098cbb2d7ac9c1dd973
+oss_harmony-0.0.11-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl d877c6b526cdbdf55068bae8f05c60398e929c9e296c7f69a1d533339708be80
+xgrammar-0.2.8-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 4045b096735bb2523e0d874039a55994c1b390620d547c4a0d4f43b9a106177b
+orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd314bd238f584fc229a4bbaf0e573597e7a026dec5429fbf29fd66c641
+" ;;
+*) die "unknown vLLM version $VERSION (known: 0.28.0, 0.32.0, 0.33.0, 0.34.0)" ;;
 esac
 MANIFEST="$TORCH_STACK$COMMON$PER_VERSION"
 
