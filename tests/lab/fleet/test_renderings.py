@@ -324,6 +324,6 @@ def test_a_replica_count_that_is_not_a_whole_number_of_one_or_more_is_refused(re
     from lab.fleet.render import compose, kserve, production_stack, renderings
 
     cfg = recipes.resolve("h200")
-    for render in (renderings, compose, kserve, production_stack):
+    for rendering in (renderings, compose, kserve, production_stack):
         with pytest.raises(RecipeError, match=r"pass a whole number of 1 or more"):
-            render(cfg, replicas)
+            rendering(cfg, replicas)
