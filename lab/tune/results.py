@@ -89,6 +89,7 @@ def collect(
             "note": cand.note, "vllm_version": cand.config.vllm_version,
             "changes": changes(cand.config, target),
             "command": cand.config.shell_command(),
+            "acceptance": record.get("acceptance"),
         })  # fmt: skip
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     points = runs
@@ -361,6 +362,8 @@ class TuneResult:
         if best is None:
             return None
         recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
+        if recipe is None and not best.get("recipe") and self.unreferenced(name):
+            return None  # the recipe ran and left no point here: nothing to beat, no verdict
         words, tied = None, None
         if recipe is not None and best["candidate"] != recipe["candidate"]:
             v = noise.verdict(
@@ -404,7 +407,7 @@ class TuneResult:
         acceptance (its ``acceptance`` in :attr:`candidates`), else None."""
         if self.candidates.empty or "acceptance" not in self.candidates:
             return None
-        row = self.candidates[self.candidates["name"] == point["candidate"]]
+        row = self.candidates[self.candidates["candidate"] == point["candidate"]]
         caption = row["acceptance"].iloc[0] if not row.empty else None
         if not isinstance(caption, str) or not caption:
             return None
@@ -412,6 +415,27 @@ class TuneResult:
         recipe_tput = _num(recipe["output_throughput"].iloc[0]) if not recipe.empty else None
         return drafting_words(caption, _num(point.get("spec_decode_acceptance_length")),
                               float(point["output_throughput"]), recipe_tput)  # fmt: skip
+
+    def unreferenced(self, workload: str) -> str | None:
+        """Why no candidate can be judged at ``workload``: the recipe was among the candidates
+        but left no point there that meets the SLO (its server died mid-sweep, its points
+        failed); None when it has one or was not a candidate."""
+        rows = self.candidates
+        if rows.empty or "candidate" not in rows or not (rows["candidate"] == RECIPE).any():
+            return None
+        pts = self._of(workload)
+        if (
+            not pts.empty
+            and pts["recipe"].any()
+            and slos.choose(pts[pts["recipe"]], self.slo) is not None
+        ):
+            return None
+        status = rows.loc[rows["candidate"] == RECIPE].iloc[0].get("status", "")
+        return (
+            f"the recipe's command (status: {status}) has no point here that meets "
+            f"{self.slo.describe()}, so no candidate can be set against it: measure the recipe "
+            "again (remeasure=['recipe'])"
+        )
 
     def closest(self, workload: str | None = None) -> dict[str, Any] | None:
         """The point that missed the SLO by the least (the fewest bounds missed, then the
@@ -487,6 +511,10 @@ class TuneResult:
             if rec is not None:
                 lines += rec.lines()
                 lines += self.measured_apart(w.name, rec.tied_with or rec.candidate)
+                continue
+            missing = self.unreferenced(w.name)
+            if missing:
+                lines.append(f"{w.name}: no recommendation: {missing}")
                 continue
             near = self.closest(w.name)
             if near is None:

@@ -746,3 +746,47 @@ def test_a_candidate_is_ranked_by_its_lead_over_its_own_sessions_recipe(tmp_path
     lines = recommendation_markdown("h200", root).splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("| latency"))
     assert "**recommended: the recipe's command**" in lines[i], lines[i]
+
+
+def test_without_a_recipe_point_no_candidate_is_recommended_and_the_summary_says_why(
+    tmp_path, cands
+):
+    """The recipe's server died before its first point: 'fast' has nothing to be set against,
+    so it is not recommended (it was, with no reference)."""
+    for c in (1, 2):
+        for r in range(3):
+            _write(tmp_path, "fast", c, 300.0 * c, repeat=r)
+    result = _result(tmp_path, cands, repeats=3)
+    assert result.recommended() is None
+    assert result.summary().startswith(
+        "tiny: no recommendation: the recipe's command (status: not run)"
+    )
+    assert "remeasure=['recipe']" in result.summary()
+
+
+def test_a_drafting_candidate_s_recommendation_names_its_acceptance_and_break_even(tmp_path):
+    """A weightless drafting candidate's record carries its synthetic acceptance; the
+    recommendation states it, the break-even acceptance length at its point (its measured L x
+    the recipe's speed / its own) and how to measure one's own L."""
+    mtp = tuning.make_candidates(
+        resolve("h200"), [{"name": "mtp-k7", "speculative": "mtp", "speculative_tokens": 7}]
+    )
+    caption = "synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo ...): speed at that acceptance, text not the model's"
+    (tmp_path / "mtp-k7").mkdir()
+    (tmp_path / "mtp-k7" / "candidate.json").write_text(
+        json.dumps({"name": "mtp-k7", "acceptance": caption})
+    )
+    for c in (1, 2):
+        for r in range(3):
+            _write(tmp_path, "recipe", c, 200.0 * c + r, repeat=r)
+            _write(tmp_path, "mtp-k7", c, 400.0 * c + r, repeat=r)
+    for p in (tmp_path / "mtp-k7" / "tiny").glob("*.json"):  # vLLM's measured acceptance length
+        p.write_text(
+            json.dumps({**json.loads(p.read_text()), "spec_decode_acceptance_length": 3.6})
+        )
+    rec = _result(tmp_path, mtp, repeats=3).recommended()
+    assert rec.candidate == "mtp-k7"
+    assert rec.drafting.startswith(
+        f"drafting at {caption}; it beats the recipe here only above L = 1.80"
+    )
+    assert "vllm:spec_decode_num_drafts_total" in "\n".join(rec.lines())
