@@ -40,6 +40,11 @@ FLASHINFER_PINS = {
     "0.33.0": "0.7.2.post1",
     "0.34.0": "0.7.3",
 }
+#: A release that pins a package version PyPI does not host: ``{release: (package, pinned,
+#: the nearest one PyPI has)}``. vLLM 0.34.0's METADATA requires ``flashinfer-python==0.7.3``;
+#: PyPI goes from 0.7.2.post1 to 0.7.4 (``pip download flashinfer-python==0.7.3``: "No matching
+#: distribution", 2026-12-04), so ``pip install vllm==0.34.0`` cannot resolve.
+PYPI_MISSING_PINS = {"0.34.0": ("flashinfer-python", "0.7.3", "0.7.4")}
 #: Where FlashInfer publishes ``flashinfer-cubin`` (this index) and ``flashinfer-jit-cache``
 #: (``<index>/<cuda variant>``): flashinfer 0.7.0.post1's own installer
 #: (``flashinfer/__main__.py``: ``_build_cubin_index_url``, ``_build_jit_cache_index_url``,

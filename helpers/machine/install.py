@@ -35,6 +35,7 @@ from helpers.machine.gpu_wheels import (
     CUDA12_VARIANT,
     DEFAULT_CUDA_VARIANT,
     FLASHINFER_INDEX,
+    PYPI_MISSING_PINS,
     TORCH_VARIANT_INDEX,
     VLLM_VARIANT_INDEX,
     cuda_variant_for,
@@ -400,6 +401,14 @@ def install_plan(
         commands, argv, notes = _gpu_commands(cfg, chosen, cuda)
         if driver_note:
             notes.insert(0, driver_note)
+        if cfg.vllm_version in PYPI_MISSING_PINS:
+            pkg, pinned, near = PYPI_MISSING_PINS[cfg.vllm_version]
+            notes.append(
+                f"vLLM {cfg.vllm_version} pins {pkg}=={pinned}, which PyPI does not host, so the "
+                f"install above cannot resolve. uv can replace the pin: echo '{pkg}=={near}' > "
+                f"overrides.txt && uv pip install vllm=={cfg.vllm_version} --torch-backend auto "
+                f"--override overrides.txt ({near}: the next release on PyPI; not run on a GPU here)."
+            )
         check = compare_versions(
             installed,
             cfg.vllm_version,

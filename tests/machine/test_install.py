@@ -118,6 +118,20 @@ def test_bf16_adds_fastokens_extra(target):
     assert any("fastokens" in n and "inside the container" in n for n in docker.notes)
 
 
+def test_a_release_pinning_a_package_pypi_lacks_says_so_with_the_override():
+    """vLLM 0.34.0 pins flashinfer-python==0.7.3, absent from PyPI: the plain install cannot
+    resolve, and the plan names uv's override with the next release PyPI has."""
+    cfg = recipes.resolve("h200", vllm_version="0.34.0")
+    p = install.install_plan(cfg, method="pip", installed=CUDA_028, colab=False)
+    note = next(n for n in p.notes if "which PyPI does not host" in n)
+    assert (
+        "flashinfer-python==0.7.3" in note
+        and "echo 'flashinfer-python==0.7.4' > overrides.txt" in note
+    )
+    assert "uv pip install vllm==0.34.0 --torch-backend auto --override overrides.txt" in note
+    assert not any("PyPI does not host" in n for n in plan("h200").notes)  # 0.32.0 installs as is
+
+
 def test_nvfp4_has_no_extras():
     commands = plan("h100", "uv").commands
     assert commands[0] == "uv pip install vllm==0.32.0 --torch-backend auto"
