@@ -64,9 +64,18 @@ quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [..
 # %% [markdown]
 # ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
 #
+# **The command this notebook serves** on {{ t.label }}: `{{ target }}` in `cookbook/recipe.yaml`
+# with default parameters (the cell below prints it as yours resolve it){% if stand_in %};
+# `stand_in = True` serves the CPU stand-in instead, and step 2 says what that changes{% endif %}:
+#
+# ```sh
+# {{ t.shell_command | replace("\n", "\n# ") }}
+# ```
+#
 # `%pip` installs the helpers into this kernel with their `notebook` extra, the libraries
 # later steps import (lm-eval and scipy for answer quality); skipped when the helpers already
-# import, so this works offline. `check_libraries` then imports each library a later step
+# import, so this works offline. `check_parameters` checks each parameter, named one by one,
+# against the type its cell declares, and `check_libraries` imports each library a later step
 # needs and names the one missing, before anything is downloaded or launched. Then `resolve` turns the registry entry into the exact `vllm serve`
 # command, `check_config` checks every flag against the flag table of the vLLM release it
 # will run on (a misspelled or removed flag fails here, by name, before any download),
@@ -96,12 +105,17 @@ from helpers.machine.libraries import check_libraries
 from helpers.memory.planner import plan
 from helpers.weights.prepare import fetch, prepare
 
-check_parameters(globals())  # each parameter against the type its cell declares
+# each parameter, by name, against the type the parameters cell declares
+check_parameters(__annotations__, target=target, variant=variant, speculative=speculative, stand_in=stand_in,
+    weightless=weightless, install=install, vllm_version=vllm_version, install_vllm=install_vllm, moe_backend=moe_backend,
+    extra_args=extra_args, startup_timeout=startup_timeout, server_url=server_url, max_tokens=max_tokens,
+    temperature=temperature, top_p=top_p, bench_concurrencies=bench_concurrencies, bench_input_len=bench_input_len,
+    bench_output_len=bench_output_len, quality=quality)
 check_libraries(*([] if (quality or {}).get("items") == 0 else ["lm_eval", "scipy"]))  # steps 10 and 12
 cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
 print(cfg.shell_command())
 check_config(cfg)  # every flag against the flag table of the release it will run on
-run = prepare(cfg, globals())  # the mode, from the parameters above: stand_in, weightless, server_url, max_tokens
+run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens)
 check_machine(run)
 ensure_vllm(run, install=install_vllm)
 print(plan(cfg).verdict)
@@ -115,9 +129,13 @@ print(plan(cfg).verdict)
 # (`--load-format dummy`: real speed and memory, noise text). `launch_server` starts vLLM
 # in its own process group, waits for `/health` while watching the process (a crash raises
 # at once with the log tail and a diagnosis), and shows each start-up phase on one line.
-# Re-running the cell reuses the server; `server_url` attaches to one that runs elsewhere.
+# It prints the command as launched (the environment it sets, then the argv with its host and
+# port: a shell here starts the same server with it) and each difference from step 1's, with
+# its reason. Re-running the cell reuses the server; `server_url` attaches to one that runs
+# elsewhere.
 #
-# **Expected:** one line per start-up phase, then `ready: http://127.0.0.1:PORT/v1`
+# **Expected:** the command as launched and its differences from step 1's, one line per
+# start-up phase, then `ready: http://127.0.0.1:PORT/v1`
 # ({% if stand_in %}about 15-25 s on 2 CPU cores; the stand-in ships trained with the cookbook and
 # is hash-checked, then copied, in well under a second{% else %}a few minutes on a GPU: weights, compile, CUDA graphs;
 # the first run downloads the checkpoint first{% endif %}).

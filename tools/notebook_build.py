@@ -108,6 +108,8 @@ def render(spec: NotebookSpec, registry: RegistryLike = None):
     t["speculative_modes"] = reg.target_modes(spec.target)
     t["seed_vllm_version"] = str(t["vllm_version"] or reg.model.seed_vllm_version)
     t["vllm_version"] = recipes.target_vllm_version(spec.target, reg)
+    # the GPU command, in the markdown of step 1 (committed notebooks carry no outputs)
+    t["shell_command"] = recipes.resolve(spec.target, registry=reg).shell_command()
     from tools.results_pages import measured_reference
 
     # a measurement is quoted only in the notebook of the target it was taken on

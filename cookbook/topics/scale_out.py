@@ -127,7 +127,7 @@ from lab.fleet.launch import attach_fleet, launch_fleet
 from helpers.standin.build import build_standin_model
 from helpers.weights.prepare import fetch, prepare
 
-run = prepare(resolve(target), globals())  # the mode, from the parameters: stand_in
+run = prepare(resolve(target), stand_in=stand_in)
 if run.stand_in:
     model_path = build_standin_model()
     layout = resolve_deployment("replicas", "cpu", count=count, policy=policy, model=model_path)

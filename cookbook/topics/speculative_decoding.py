@@ -108,7 +108,7 @@ def synthetic_length(mode):
 
 
 cfg = resolve(target)
-run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
+run = prepare(cfg, stand_in=stand_in, weightless=weightless)
 reg = load_registry()
 target_modes = reg.target_modes(target)
 if modes is None:

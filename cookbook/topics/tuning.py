@@ -95,7 +95,7 @@ from helpers.weights.prepare import prepare
 check_libraries("scipy")  # step 6's choice (lab.tune.noise.verdict)
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
-run = prepare(cfg, globals())  # the mode, from the parameters: stand_in, weightless
+run = prepare(cfg, stand_in=stand_in, weightless=weightless)
 print(run.describe())
 print(cfg.shell_command())
 specs = tuning.default_candidates(cfg, run=run) if candidates is None else candidates

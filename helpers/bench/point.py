@@ -1,8 +1,8 @@
 """Run one benchmark point: vLLM's own load generator (``vllm bench serve``), in-process.
 
-``vllm.benchmarks.serve.add_cli_args`` + ``main`` run in a worker thread of this process: the CPU
-build's ``vllm`` console script is broken (``docs/CONVENTIONS.md``), and a child per point
-imports ``vllm.benchmarks.serve`` each time (7.4 s; a 3-point sweep took 5.8x as long, measured
+``vllm.benchmarks.serve.add_cli_args`` + ``main`` run in a worker thread of this process (each
+point prints its ``vllm bench serve`` line for a shell): a child per point would import
+``vllm.benchmarks.serve`` each time (7.4 s; a 3-point sweep took 5.8x as long, measured
 2026-12-01 on the 2-core CPU box, vLLM 0.32.0: ``benchmarks/bench_point_modes.py``). A point
 whose engine stalls or hangs behind a healthy API is cancelled
 (:class:`helpers.bench.metrics.StallDetector`).
@@ -16,11 +16,14 @@ import io
 import logging
 import random
 import re
+import shlex
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from tqdm.std import tqdm
 
 from helpers.bench.metrics import (
     STALL_POLL_S,
@@ -138,7 +141,7 @@ def _run_bench_main(
         gc.unfreeze()  # main() calls gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap)
         random.setstate(py_state)
         np.random.set_state(np_state)
-        log_path.write_text("vllm bench serve " + " ".join(argv) + "\n\n" + buf.getvalue())
+        log_path.write_text(shlex.join(["vllm", "bench", "serve", *argv]) + "\n\n" + buf.getvalue())
     if stalled:
         if detector.kind == "hung":
             advice = (
@@ -240,9 +243,9 @@ def run_point(
     """Run one ``vllm bench serve`` point against the chat endpoint; return its JSON path.
 
     Random dataset with ``--ignore-eos`` (every request generates ``output_len`` tokens),
-    unbounded request rate (``--max-concurrency`` alone sets the load); the command line is the
-    first line of the point's ``.log``. With ``dataset``, a rendered JSONL instead, on the
-    completions endpoint (:func:`dataset_args`): ``input_len`` / ``output_len`` /
+    unbounded request rate (``--max-concurrency`` alone sets the load); the ``vllm bench serve``
+    line a shell runs the same point with is printed, and is the first line of the point's
+    ``.log``. With ``dataset``, a rendered JSONL instead, on the completions endpoint (:func:`dataset_args`): ``input_len`` / ``output_len`` /
     ``prefix_len`` are then only recorded (``--metadata``), each line says its output.
 
     Args:
@@ -335,6 +338,7 @@ def run_point(
         argv += ["--goodput", *(f"{k}:{float(v):g}" for k, v in goodput.items())]
     argv += [str(a) for a in extra_args]
 
+    tqdm.write(shlex.join(["vllm", "bench", "serve", *argv]))  # above a sweep's progress bar
     result = _run_bench_main(argv, log_path, root=root, stall_timeout=stall_timeout)
     if not json_path.exists():
         raise BenchError(

@@ -8,6 +8,7 @@ in the first code cell, naming the parameter, the value and an example of the ri
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from pydantic import TypeAdapter, ValidationError
@@ -57,47 +58,48 @@ def _example(name: str, annotation: str) -> str:
     return f"-p {name} VALUE"
 
 
-def check_parameters(namespace: dict[str, Any]) -> None:
-    """Check a notebook's parameters against the types its ``parameters`` cell declares.
+def check_parameters(declared: Mapping[str, Any], **values: Any) -> None:
+    """Check a notebook's parameters, each passed by name, against the types its ``parameters``
+    cell declares: ``check_parameters(__annotations__, target=target, variant=variant, ...)``.
 
-    Called right after the parameters (and papermill's injected values) are set, so a wrong type
-    fails at once, by name. The declarations are the cell's annotations (``name:
+    Right after the parameters (and papermill's injected values), a wrong type fails at once,
+    by name. The declarations are the cell's annotations (``name:
     "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
     strict mode (``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``dict``,
     ``Optional[X]``, ``X | Y``; bool is not an int). A ``quality`` parameter is also checked key by
     key (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:
-        namespace: the notebook's globals (``globals()``).
+        declared: ``{name: annotation}``: the parameters cell's ``__annotations__``.
+        **values: every declared parameter, by its name.
 
     Raises:
-        CookbookError: one line per parameter of the wrong type, with the expected type
-            and how to pass it; the first problem of ``quality``.
+        CookbookError: a keyword the cell does not declare, or a declared parameter left out
+            (names them); one line per parameter of the wrong type, with the expected type and
+            how to pass it; the first problem of ``quality``.
     """
-    declared = namespace.get("__annotations__") or {}
+    extra, missing = sorted(set(values) - set(declared)), sorted(set(declared) - set(values))
+    if extra or missing:
+        raise CookbookError(
+            f"check_parameters: {', '.join(extra) or 'none'} undeclared, {', '.join(missing) or 'none'} "
+            f"not passed: pass by name each parameter the cell declares ({', '.join(declared)})."
+        )
     bad = []
     for name, annotation in declared.items():
-        if name not in namespace:
-            continue
-        ann = (
-            annotation
-            if isinstance(annotation, str)
-            else getattr(annotation, "__name__", str(annotation))
-        )
-        value = namespace[name]
-        why = _type_error(value, annotation)
+        ann = getattr(annotation, "__name__", str(annotation))  # a string has no __name__
+        why = _type_error(values[name], annotation)
         if why:
             bad.append(
-                f"{name} = {value!r} ({type(value).__name__}), but the parameters cell declares "
-                f"{ann} ({why}): pass e.g. {_example(name, ann)}"
+                f"{name} = {values[name]!r} ({type(values[name]).__name__}), but the parameters "
+                f"cell declares {ann} ({why}): pass e.g. {_example(name, ann)}"
             )
     if bad:
         raise CookbookError("Notebook parameter of the wrong type: " + "; ".join(bad) + ".")
-    if "quality" in declared and isinstance(namespace.get("target"), str):
-        target = namespace["target"]
+    target = values.get("target")
+    if "quality" in values and isinstance(target, str):
         targets = shared_registry().targets
         default = targets[target].variant if target in targets else None
-        check_quality(namespace.get("quality"), target, namespace.get("variant") or default)
+        check_quality(values["quality"], target, values.get("variant") or default)
 
 
 #: The keys of a notebook's ``quality`` parameter (steps 10 and 12) and of its ``compare``.

@@ -64,15 +64,16 @@ def launch_server(
         config = run.config
     else:
         run = Run.of_config(config, server_url)
-    srv = _launch(config, server_url=server_url, reuse=reuse, **kwargs)
-    srv.run = replace(run, server_url=server_url or None)
+    run = replace(run, server_url=server_url or None)
+    srv = _launch(config, run, reuse=reuse, **kwargs)
+    srv.run = run
     return srv
 
 
-def _launch(config: Any, *, server_url: str | None, reuse: bool, **kwargs: Any) -> VLLMServer:
-    """:func:`launch_server` on a config: attach, reuse, or start."""
-    if server_url:
-        srv = attach_server(server_url)
+def _launch(config: Any, run: Run, *, reuse: bool, **kwargs: Any) -> VLLMServer:
+    """:func:`launch_server` on a config: attach (``run.server_url``), reuse, or start."""
+    if run.server_url:
+        srv = attach_server(run.server_url)
         srv.intended = config  # the notebook's own config: serves() skips what it lacks
         srv.progress = True  # say what stop() leaves running
         print(f"[vllm] attached to {srv.base_url}: serving {srv.model_name}", flush=True)
@@ -91,7 +92,7 @@ def _launch(config: Any, *, server_url: str | None, reuse: bool, **kwargs: Any) 
         if reuse and _same_launch(old.config, config) and old.healthy():
             print(
                 f"[vllm] reusing the server this kernel already runs: pid {old.pid}, {old.base_url} "
-                "(same command; srv.stop() first to start afresh)",
+                f"(srv.stop() first to start afresh); the same command:\n{old.launched_command()}",
                 flush=True,
             )
             return old
@@ -101,7 +102,9 @@ def _launch(config: Any, *, server_url: str | None, reuse: bool, **kwargs: Any) 
             flush=True,
         )
         old.stop()
-    return VLLMServer(config, **kwargs).start()
+    srv = VLLMServer(config, **kwargs)
+    srv.run = run  # before start(): it prints how the launch differs from run.target's command
+    return srv.start()
 
 
 def attach_server(base_url: str, config: Any = None) -> VLLMServer:

@@ -19,7 +19,15 @@ import psutil
 from helpers.config.run import Run
 from helpers.errors import CookbookError, ServerStartError
 from helpers.paths import out_dir, slug
-from helpers.server.command import CACHE_VARS, compile_cache_key, launch_argv, launch_environment
+from helpers.server.command import (
+    CACHE_VARS,
+    compile_cache_key,
+    launch_argv,
+    launch_changes,
+    launch_environment,
+    launched_exports,
+    shell_text,
+)
 from helpers.server.diagnose import start_failure
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
@@ -90,7 +98,6 @@ class VLLMServer(ServerEndpoint):
         cleanup_leftovers: end leftovers (below) before starting (default: warn only).
         progress: True prints phase changes and a line every 30 s; False is silent; a
             callable gets ``(phase, seconds_since_launch)``.
-        launcher: ``"auto"``, ``"cli"`` (``vllm serve``) or ``"module"`` (``python -m``).
         validate_flags: parse the flags with the installed vLLM's own parser first
             (``config.validate()``; skipped where vLLM is not importable): a misspelled flag
             fails by name with no process started.
@@ -110,12 +117,9 @@ class VLLMServer(ServerEndpoint):
         cache_dir: Any = _DEFAULT,
         cleanup_leftovers: bool = False,
         progress: bool | ProgressFn = True,
-        launcher: str = "auto",
         validate_flags: bool = True,
         check_model: bool = True,
     ):
-        if launcher not in ("auto", "cli", "module"):
-            raise ValueError(f"launcher={launcher!r}: use 'auto', 'cli' or 'module'.")
         self.config = config
         #: the run this server serves (its mode and defaults; launch_server sets the notebook's)
         self.run: Run = Run.of_config(config)
@@ -127,7 +131,6 @@ class VLLMServer(ServerEndpoint):
         self.cache_dir = cache_dir
         self.cleanup_leftovers = cleanup_leftovers
         self.progress = progress
-        self.launcher = launcher
         self.validate_flags = validate_flags
         self.check_model = check_model
         self.owned = True
@@ -140,6 +143,7 @@ class VLLMServer(ServerEndpoint):
         self._log_fh = None
         self._record: ServerRecord | None = None
         self._launched_at: float | None = None
+        self._launched: tuple[list[str], dict[str, str]] | None = None  # argv, exports
         self._stopped = False
         #: after the API server died without stop(): what died, how, and what was ended
         self.crash: str | None = None
@@ -232,13 +236,24 @@ class VLLMServer(ServerEndpoint):
 
     # ---- launch --------------------------------------------------------------------
     def _launch_argv(self) -> list[str]:
-        return launch_argv(self.config, self.host, self.port, self.launcher)
+        return launch_argv(self.config, self.host, self.port)
 
     def command(self) -> list[str]:
         """The argv :meth:`start` runs (the port must be known: ``config.port`` or after start)."""
         if self.port is None:
             raise CookbookError("No port yet: set config.port or call start() first.")
-        return self._launch_argv()
+        return self._launched[0] if self._launched else self._launch_argv()
+
+    def launched_command(self) -> str:
+        """The command :meth:`start` ran as shell text (a shell starts the same server with it):
+        ``export`` lines (:func:`~helpers.server.command.launched_exports`), then the argv.
+
+        Raises:
+            CookbookError: nothing launched yet (or attached: launched elsewhere).
+        """
+        if self._launched is None:
+            raise CookbookError("Nothing launched by this handle: call start() first.")
+        return shell_text(*self._launched)
 
     def environment(self) -> dict[str, str]:
         """The server process's environment (:func:`helpers.server.command.launch_environment`):
@@ -272,12 +287,8 @@ class VLLMServer(ServerEndpoint):
             )
         if self._proc is not None and self._proc.poll() is None:
             return self
-        validate = getattr(self.config, "validate", None)
-        if (
-            self.validate_flags
-            and callable(validate)
-            and importlib.util.find_spec("vllm") is not None
-        ):
+        validate = getattr(self.config, "validate", None) if self.validate_flags else None
+        if callable(validate) and importlib.util.find_spec("vllm") is not None:
             validate()
         model = getattr(self.config, "model", None)
         if self.check_model and model and Path(str(model)).expanduser().is_dir():
@@ -302,6 +313,7 @@ class VLLMServer(ServerEndpoint):
             self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = self.environment()
+        self._launched = (argv, launched_exports(self.config, env))
         self._log_fh = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept for the child's life
         # its command, and the folders it really uses (a diagnosis of its compile cache names them)
         cache = " ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults"
@@ -339,8 +351,14 @@ class VLLMServer(ServerEndpoint):
             )
             self._record.save()
         if self._verbose:
+            changes = launch_changes(self.run.target, *self._launched, self.run.weights)
             print(
-                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}",
+                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}\n"
+                "[vllm] the command, as launched (a shell of this environment starts the same "
+                f"server with it):\n{self.launched_command()}",
+                *(["[vllm] how it differs from step 1's command, and why:"] if changes else []),
+                *(f"  - {line}" for line in changes),
+                sep="\n",
                 flush=True,
             )
         if wait:

@@ -9,7 +9,6 @@ every default that follows from it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from helpers.config.run import Run
@@ -18,39 +17,41 @@ from helpers.errors import CookbookError
 MODES = ("download", "weightless", "stand_in", "attach")
 
 
-#: The notebook parameters :func:`prepare` reads (their defaults: a GPU, launched here).
-RUN_PARAMETERS = {"stand_in": False, "weightless": False, "server_url": None, "max_tokens": None}
+#: The keywords :func:`prepare` takes (the notebook parameters that choose the run).
+RUN_PARAMETERS = ("stand_in", "weightless", "server_url", "max_tokens")
 
 
-def prepare(cfg: Any, parameters: Mapping[str, Any] | None = None, **given: Any) -> Run:
-    """The run a notebook's parameters ask for: nothing is downloaded or launched yet.
-
-    A notebook passes ``prepare(cfg, globals())``, so no later cell names the mode flags; keywords win.
+def prepare(
+    cfg: Any,
+    *,
+    stand_in: bool = False,
+    weightless: bool = False,
+    server_url: str | None = None,
+    max_tokens: int | None = None,
+    **unknown: Any,
+) -> Run:
+    """The run a notebook's parameters, passed by name, ask for: nothing is fetched or launched.
 
     Args:
         cfg: the resolved GPU target (``helpers.config.resolve.resolve``).
-        parameters: a mapping holding some of :data:`RUN_PARAMETERS` (others are ignored).
-        **given: the same parameters as keywords: ``stand_in`` (the CPU stand-in; wins over
-            ``weightless``), ``weightless`` (the exact architecture, random weights),
-            ``server_url`` (attach to that server), ``max_tokens`` (tokens; None: the mode's).
+        stand_in: serve the CPU stand-in (wins over ``weightless``).
+        weightless: serve the exact architecture with random weights (GPU sizing, no download).
+        server_url: ``http://host:port`` of a running server to attach to (None: launch one).
+        max_tokens: tokens per chat request; None: the mode's default.
 
     Returns:
         A :class:`~helpers.config.run.Run`; :func:`fetch` gets what it serves.
 
     Raises:
         TypeError: ``stand_in`` or ``weightless`` is not True/False; a keyword that is not
-            one of :data:`RUN_PARAMETERS`.
+            one of :data:`RUN_PARAMETERS` (the error names them).
         ValueError: ``max_tokens`` is not a whole number >= 1.
     """
-    unknown = sorted(set(given) - set(RUN_PARAMETERS))
     if unknown:
+        what = ", ".join(sorted(unknown))
         raise TypeError(
-            f"prepare: {', '.join(unknown)} is not a run parameter; pass "
-            f"{', '.join(RUN_PARAMETERS)}."
+            f"prepare: {what} is not a run parameter; pass {', '.join(RUN_PARAMETERS)}."
         )
-    values = {k: (parameters or {}).get(k, v) for k, v in RUN_PARAMETERS.items()} | given
-    stand_in, weightless = values["stand_in"], values["weightless"]
-    server_url, max_tokens = values["server_url"], values["max_tokens"]
     for name, flag in (("stand_in", stand_in), ("weightless", weightless)):
         if not isinstance(flag, bool):
             raise TypeError(f"prepare: `{name}` must be True or False; got {flag!r:.60}.")

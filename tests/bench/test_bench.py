@@ -318,12 +318,36 @@ def test_sweep_names_what_a_url_or_an_object_lacks():
 
 
 @pytest.mark.server
-def test_sweep_of_the_server_object(standin_server, standin_model, tmp_path):
-    """``sweep(srv)``: the same point as the URL form, with nothing but the server."""
+def test_sweep_of_the_server_object(standin_server, standin_model, tmp_path, capsys):
+    """``sweep(srv)``: the same point as the URL form, with nothing but the server. The point
+    prints its ``vllm bench serve`` line: vLLM's own parser reads from it the arguments the
+    point ran (the point's log, its saved JSON)."""
+    import shlex
+
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
     df = bench.sweep(standin_server, concurrencies=[1], input_len=16, output_len=4, num_prompts=2,
                      num_warmups=0, out_dir=tmp_path, label="object", progress=False)  # fmt: skip
     assert list(df["concurrency"]) == [1] and int(df.loc[0, "completed"]) == 2
     assert df.loc[0, "gpu_count"] == 1  # the stand-in config's 0 GPUs count as 1
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("vllm bench serve")]
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    printed = parser.parse_args(shlex.split(line)[3:])
+    ran = json.loads((tmp_path / "object-c1.json").read_text())
+    assert (printed.backend, printed.model, printed.tokenizer) == (
+        ran["backend"], ran["model_id"], ran["tokenizer_id"]
+    )  # fmt: skip
+    assert (printed.num_prompts, printed.max_concurrency, printed.label) == (2, 1, "object")
+    assert (printed.random_input_len, printed.random_output_len, printed.num_warmups) == (16, 4, 0)
+    assert printed.result_filename == "object-c1.json" and printed.save_result
+    assert printed.base_url == standin_server.url and printed.metadata[:2] == [
+        "gpu_count=1",
+        "input_len=16",
+    ]
+    logged = (tmp_path / "object-c1.log").read_text().splitlines()[0]
+    assert logged == line  # the point's log starts with the same line
 
 
 @pytest.mark.server

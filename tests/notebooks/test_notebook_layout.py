@@ -133,3 +133,17 @@ def test_the_prompts_written_in_the_cells_are_the_ones_the_stand_in_learned():
         assert json.dumps(namespace["get_weather"](city)) == tool_result(demo, "get_weather", city)
     for city in demo["time"]["results"]:
         assert json.dumps(namespace["get_time"](city)) == tool_result(demo, "get_time", city)
+
+
+@pytest.mark.parametrize("path", TEMPLATE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_target_notebook_shows_its_gpu_command_in_step_1(path):
+    """The committed notebooks carry no outputs: the target's `vllm serve` command is in the
+    markdown of step 1, rendered from the registry by `python -m tools.notebooks build`."""
+    import nbformat
+
+    from helpers.config.resolve import resolve
+
+    nb = nbformat.read(path, as_version=4)
+    target = nb.metadata["cookbook"]["target"]
+    step1 = next(c.source for c in nb.cells if c.source.startswith("## 1. "))
+    assert f"```sh\n{resolve(target).shell_command()}\n```" in step1

@@ -132,6 +132,11 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
         for o in c.get("outputs", [])
     )  # fmt: skip
     assert "\r" not in launch and len(re.findall(r"^\[vllm\s+\d+s\] ", launch, re.M)) >= 3
+    # the command as launched (a `vllm serve` line a shell pastes), then what it changes from
+    # step 1's command, each with its reason
+    assert re.search(r"^\S*/vllm serve \S*/models/standin-\w+ \\$", launch, re.M), launch
+    assert "[vllm] how it differs from step 1's command, and why:" in launch
+    assert "(step 1: nvidia/" in launch and ": the CPU stand-in" in launch
     # the terminal saw each section as it started, the server's phases, and the copy's path
     said = capsys.readouterr().out
     assert re.search(r"\[\s*\d+ s\] 2\. Launch the server", said)

@@ -389,11 +389,9 @@ def test_sweep_names_bad_concurrencies_before_any_request(concurrencies, named, 
 def test_check_parameters_reads_the_declared_types():
     from helpers.config.parameters import check_parameters
 
-    ns = {
-        "__annotations__": {"n": int, "xs": "Optional[list[int]]", "flag": bool, "name": "Optional[str]", "t": float, "q": "Optional[dict]", "u": "Union[int, str]"},
-        "n": 3, "xs": None, "flag": True, "name": "a", "t": 1, "q": {"items": 2}, "u": [],
-    }  # fmt: skip
-    check_parameters(ns)
+    declared = {"n": int, "xs": "Optional[list[int]]", "flag": bool, "name": "Optional[str]", "t": float, "q": "Optional[dict]", "u": "Union[int, str]"}  # fmt: skip
+    ok = {"n": 3, "xs": None, "flag": True, "name": "a", "t": 1, "q": {"items": 2}, "u": []}
+    check_parameters(declared, **ok)
     for key, bad in (
         ("n", "3"),
         ("n", True),
@@ -404,13 +402,19 @@ def test_check_parameters_reads_the_declared_types():
         ("q", "items=2"),
     ):
         with pytest.raises(CookbookError, match=rf"{key} = .* but the parameters cell declares"):
-            check_parameters({**ns, key: bad})
+            check_parameters(declared, **{**ok, key: bad})
     # the reason is pydantic's (strict mode: no conversion); an annotation naming anything
     # else (Union here) is not checked
     with pytest.raises(
         CookbookError, match=r"declares Optional\[list\[int\]\] \(Input should be a valid integer\)"
     ):
-        check_parameters({**ns, "xs": [1, "2"]})
+        check_parameters(declared, **{**ok, "xs": [1, "2"]})
+    # what it checks is named: a parameter left out, or one the cell does not declare, is refused
+    without_n = {k: v for k, v in ok.items() if k != "n"}
+    with pytest.raises(CookbookError, match=r"none undeclared, n not passed: .*\(n, xs, flag"):
+        check_parameters(declared, **without_n)
+    with pytest.raises(CookbookError, match=r"^check_parameters: nn undeclared, n not passed"):
+        check_parameters(declared, **without_n, nn=3)
 
 
 @pytest.mark.notebook
@@ -437,7 +441,7 @@ def test_notebook_parameter_of_the_wrong_type_fails_at_once():
         if c["cell_type"] == "code"
     ]
     imports = next(
-        i for i, c in enumerate(first_code) if "check_parameters(globals())" in "".join(c["source"])
+        i for i, c in enumerate(first_code) if "check_parameters(" in "".join(c["source"])
     )
     # papermill adds the injected-parameters cell; the failure is at the import cell
     assert f"in cell {imports + 2}" in text, text

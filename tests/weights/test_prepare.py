@@ -57,3 +57,15 @@ def test_weightless_serves_the_architecture_with_dummy_weights_and_downloads_not
     assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 52
     argv = served.cli_flags()
     assert argv[argv.index("--load-format") + 1] == "dummy"
+
+
+def test_prepare_takes_each_parameter_by_name_and_names_the_ones_it_takes():
+    cfg = recipes.resolve("h100")
+    with pytest.raises(
+        TypeError, match="standin is not a run parameter; pass stand_in, weightless, server_url"
+    ):
+        prepare.prepare(cfg, standin=True)
+    with pytest.raises(TypeError, match="`stand_in` must be True or False; got 'yes'"):
+        prepare.prepare(cfg, stand_in="yes")
+    with pytest.raises(TypeError):  # no namespace: prepare(cfg, globals()) is gone
+        prepare.prepare(cfg, {"stand_in": True})
