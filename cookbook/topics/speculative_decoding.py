@@ -90,6 +90,7 @@ from helpers.config.load import load_registry
 from helpers.config.resolve import resolve, standin_config
 from helpers.memory.planner import plan
 from helpers.weights.prepare import fetch, prepare
+from lab.evals.speculative import check_mode_parameters
 
 from helpers.config.acceptance import describe, with_synthetic_acceptance
 
@@ -111,12 +112,9 @@ cfg = resolve(target)
 run = prepare(cfg, stand_in=stand_in, weightless=weightless)
 reg = load_registry()
 target_modes = reg.target_modes(target)
-if modes is None:
-    drafting = "dspark" if "dspark" in target_modes else next(m for m in target_modes if m != "none")
-    modes = ["none", drafting]
-elif modes == "all":
-    modes = target_modes
-check_repeats(repeats)  # before any server starts: a GPU start takes minutes
+modes = check_mode_parameters(modes, target_modes, servers=servers, acceptance_prompts=acceptance_prompts,
+                              temperature=temperature)  # before any server starts: a GPU start takes minutes
+check_repeats(repeats)
 print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if run.stand_in else ""))
 plan(cfg)
 
