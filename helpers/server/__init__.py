@@ -8,5 +8,5 @@
 - ``httpio``       the one HTTP stack (``httpx``) for ``/health``, ``/metrics``, ``/v1/models``
 - ``vllm_log``     every regex over vLLM's log wording, with the releases it was read in
 - ``diagnose``     a failed start's log -> one sentence naming the fix; ``failures`` the sentences
-- ``review``       what a running server's log says is wrong; ``plan_check`` the planner vs the log
+- ``review``       what a running server's log says is wrong
 """

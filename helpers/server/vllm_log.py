@@ -355,7 +355,7 @@ NOTHING_RUNNING = r"Running: 0 reqs,"
 
 
 # ---------------------------------------------------------------------------------------
-# start-up memory figures (helpers.server.plan_check.server_log_figures)
+# start-up memory figures (lab.plan_check.server_log_figures)
 # ---------------------------------------------------------------------------------------
 
 #: Checked in vLLM 0.26.0 (recorded H200 logs), 0.28.0 (recorded H200 logs: the CUDA-graph

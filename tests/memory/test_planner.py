@@ -12,7 +12,7 @@ from helpers.config import load
 from helpers.config import resolve as recipes
 from helpers.errors import RecipeError
 from helpers.memory import architecture, planner, tokenbudget
-from helpers.server import plan_check
+from lab import plan_check
 from tests.support import DATA as TEST_DATA
 
 GiB = 2**30

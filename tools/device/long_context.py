@@ -6,7 +6,7 @@ flags plus the ``long_context`` feature (``--max-model-len 1048576``,
 time (``helpers.bench.point.run_point``: random prompts of exactly that many tokens, 16 output
 tokens, no warm-up, so no prompt is a prefix-cache hit) and reports TTFT and prefill
 throughput (input tokens / TTFT), and the planner's figures at 1M against the server's log
-(``helpers.server.plan_check.compare_with_server``). Run from the repository root with the vLLM
+(``lab.plan_check.compare_with_server``). Run from the repository root with the vLLM
 bundle on ``PYTHONPATH``: ``python3 tools/device/long_context.py --variant nvfp4 --out "$OUT"``
 (also ``--moe-backend``, ``--lengths``). Writes ``long_context.json``, row by row, and the
 server log into ``--out``.
@@ -28,9 +28,9 @@ from helpers.bench import point as bench
 from helpers.config import resolve as recipes
 from helpers.config import versions
 from helpers.memory import planner
-from helpers.server import plan_check
 from helpers.server import vllm_server as server
 from helpers.weights import weightless
+from lab import plan_check
 
 LENGTHS = (8192, 131072, 524288, 1048576)
 OUTPUT_TOKENS = 16

@@ -512,7 +512,7 @@ def table(df) -> list[dict]:
 def log_figures(log_path) -> dict:
     figs = {}
     try:
-        from helpers.server import plan_check
+        from lab import plan_check
 
         figs.update(plan_check.server_log_figures(Path(log_path)))
     except Exception as e:  # noqa: BLE001
@@ -539,7 +539,7 @@ def plan_vs_server(cfg, log_path) -> list | str:
     try:
         from helpers.config.versions import installed_vllm_version
         from helpers.memory import planner
-        from helpers.server import plan_check
+        from lab import plan_check
 
         # the serving vLLM (0.26.0 here), not the target's pin: it sets the Mamba blocks per request
         p = planner.plan(cfg, vllm_version=installed_vllm_version())

@@ -1,4 +1,4 @@
-"""The CUDA-graph memory estimate in the plan-vs-server comparison.
+"""lab.plan_check: the CUDA-graph memory estimate in the plan-vs-server comparison.
 
 Since vLLM 0.21 the KV cache is sized after an estimate of CUDA-graph memory is reserved.
 The logs are real H200 start-ups (excerpts in ``tests/data/runtime/h200_memory_*.log`` of the
@@ -18,8 +18,8 @@ import pytest
 
 from helpers.config import resolve as recipes
 from helpers.memory import planner
-from helpers.server import plan_check
 from helpers.server.vllm_log import CUDAGRAPH_ESTIMATE_ENV, SERVER_FIGURES
+from lab import plan_check
 from tests.support import DATA as TEST_DATA
 
 RUNTIME = TEST_DATA / "runtime"

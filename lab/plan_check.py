@@ -1,4 +1,8 @@
-"""The memory planner against the server's own start-up log: the same figures, read back."""
+"""The memory planner against the server's own start-up log: the same figures, read back.
+
+In the lab: no target notebook runs it; the GPU device scripts (``tools/device/run_h200.py``,
+``long_context.py``) and the planner's tests do. The log's wordings stay in
+:mod:`helpers.server.vllm_log` (``SERVER_FIGURES``)."""
 
 from __future__ import annotations
 
