@@ -87,26 +87,11 @@ from IPython.display import display
 from helpers.bench import scenarios, stats
 from helpers.bench.sweep import check_repeats
 from helpers.config.load import load_registry
-from helpers.config.resolve import resolve, standin_config
+from helpers.config.resolve import resolve
 from helpers.memory.planner import plan
-from helpers.weights.prepare import fetch, prepare
+from helpers.weights.prepare import prepare
+from lab.drafting import mode_config, mode_run
 from lab.evals.speculative import check_mode_parameters
-
-from helpers.config.acceptance import describe, with_synthetic_acceptance
-
-
-def mode_config(mode):
-    """The target's config for one mode, with this notebook's speculative_overrides."""
-    c = resolve(target, speculative=mode)
-    layer = (speculative_overrides or {}).get(mode)
-    return c.with_args({"--speculative-config": {**c.speculative_config, **layer}}) if layer and c.speculative_config else c
-
-
-def synthetic_length(mode):
-    """synthetic_acceptance_length for this mode (None: the registry's)."""
-    given = synthetic_acceptance_length
-    return given.get(mode) if isinstance(given, dict) else given
-
 
 cfg = resolve(target)
 run = prepare(cfg, stand_in=stand_in, weightless=weightless)
@@ -124,7 +109,7 @@ plan(cfg)
 # %%
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame([{"mode": m, "label": reg.speculative[m].label, "what": reg.speculative[m].description,
-                       "config": mode_config(m).speculative_config} for m in modes]))
+                       "config": mode_config(target, m, speculative_overrides).speculative_config} for m in modes]))
 for note in cfg.notes:
     print("note:", note)
 
@@ -137,10 +122,13 @@ for note in cfg.notes:
 # serves n-gram drafting instead.
 
 # %%
+from helpers.config.acceptance import describe, with_synthetic_acceptance
 from helpers.config.flagtable import check_config
 
 for m in modes:
-    weightless_cfg = with_synthetic_acceptance(mode_config(m), synthetic_length(m))
+    length = synthetic_acceptance_length
+    weightless_cfg = with_synthetic_acceptance(mode_config(target, m, speculative_overrides),
+                                               length.get(m) if isinstance(length, dict) else length)
     point = describe(weightless_cfg)
     if point is None:
         continue
@@ -188,23 +176,18 @@ from lab.evals.speculative import mode_checks
 model_path = build_standin_model() if run.stand_in else None
 n_real = acceptance_prompts if acceptance_prompts is not None else (4 if run.stand_in else 32)
 tag = target + run.tag
-results, repeated, checks = [], {}, {}  # checks: greedy outputs (step 7), real-prompt acceptance (5), the budget (8)
-synthetic = {}  # name -> the synthetic acceptance its server drafts at (weightless drafting)
+results, repeated, checks, synthetic = [], {}, {}, {}  # checks: steps 5, 7, 8; synthetic: weightless drafting
 for mode in modes:
-    mode_run = run.for_target(mode_config(mode))
-    mode_run = mode_run.serving(standin_config(mode_run.target, model_path, drafting=True).with_args(
-        {"--no-enable-prefix-caching": True})) if run.stand_in else fetch(mode_run)
-    if run.weightless:  # random drafters predict nothing: time drafting at a stated acceptance
-        mode_run = mode_run.serving(with_synthetic_acceptance(mode_run.served, synthetic_length(mode)))
-    serve_cfg = mode_run.served
-    name = mode if serve_cfg.speculative == mode else f"{serve_cfg.speculative} (for {mode})"
-    if describe(serve_cfg):
-        synthetic[name] = describe(serve_cfg)
-        print(f"{name}: {synthetic[name].caption()}")
+    served_run, name, acceptance = mode_run(run, target, mode, model_path=model_path, overrides=speculative_overrides,
+                                            length=synthetic_acceptance_length)
+    serve_cfg = served_run.served
+    if acceptance:  # weightless drafting: at a stated acceptance, named with its source
+        synthetic[name] = acceptance
+        print(f"{name}: {acceptance.caption()}")
     folder = out_dir("bench") / f"speculative-{tag}" / name.split()[0]  # created by the first point
     common = dict(scenario=scn, gpu_count=max(serve_cfg.gpu_count, 1), extra_args=bench_flags, seed_label=scn.name, progress=False)
     attached = (servers or {}).get(mode)  # a server of yours for this mode: attached, left running
-    srv = launch_server(mode_run, server_url=attached)
+    srv = launch_server(served_run, server_url=attached)
     try:
         where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
         checks[name] = mode_checks(srv, real_prompts=n_real,
