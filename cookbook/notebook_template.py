@@ -26,18 +26,13 @@
 # planner's verdict on this entry, at generation: {{ t.planner_verdict }}
 {%- endif %}
 #
-# Run it top to bottom. Every cell calls the tested `helpers` package; every flag, model id
-# and pinned revision comes from the registry (`cookbook/recipe.yaml`).
+# Run it top to bottom: requests are plain OpenAI SDK calls; the tested `helpers` check replies.
 {%- if stand_in %}
 #
 # **On a CPU, no GPU needed.** `stand_in = True` serves a tiny Nemotron-H model, trained on
-# this notebook's prompts, with the CPU build of vLLM. The notebook still resolves and
-# validates the real {{ t.label }} command. Everything after the launch (client, parsers,
-# tool calls, reasoning budget, benchmark, plots) is the same code against a real vLLM
-# server; only the numbers and the quality of the text differ.
-{%- else %}
-#
-# No GPU at hand? `stand_in = True` rehearses everything on a CPU with a tiny stand-in model.
+# this notebook's prompts, with vLLM's CPU build, and still validates the real {{ t.label }}
+# command. After the launch the code is the same against a real vLLM server; only the numbers
+# and the quality of the text differ.
 {%- endif %}
 
 # %% tags=["parameters"]
@@ -111,7 +106,7 @@ check_parameters(__annotations__, target=target, variant=variant, speculative=sp
     extra_args=extra_args, startup_timeout=startup_timeout, server_url=server_url, max_tokens=max_tokens,
     temperature=temperature, top_p=top_p, bench_concurrencies=bench_concurrencies, bench_input_len=bench_input_len,
     bench_output_len=bench_output_len, quality=quality)
-check_libraries(*([] if (quality or {}).get("items") == 0 else ["lm_eval", "scipy"]))  # steps 10 and 12
+check_libraries(*([] if (quality or {}).get("items") == 0 else ["lm_eval", "scipy"]))  # the accuracy step (10)
 cfg = resolve(target, variant, speculative, extra_args=extra_args, moe_backend=moe_backend, vllm_version=vllm_version)
 print(cfg.shell_command())
 check_config(cfg)  # every flag against the flag table of the release it will run on
@@ -150,77 +145,106 @@ print("base_url:", srv.base_url, "model:", model)
 # %% [markdown]
 # ## 3. The first reply
 #
-# Reasoning is on by default and comes back apart from the answer, in `message.reasoning`
-# (`--reasoning-parser nemotron_v3`). Reasoning tokens count against `max_tokens`: if the
-# answer comes back empty, the helper warns and names the fixes. `ChatOptions.for_run`
-# picks the seeds' sampling on a GPU (temperature 1.0, top_p 0.95) and greedy decoding on
-# the stand-in, which was trained on exactly the prompts of this notebook
-# (`cookbook/demo.yaml`) and answers little else.
+# The request is the SDK call your application would make; `show` prints and checks the reply.
+# Reasoning comes apart from the answer (`message.reasoning`) and counts against `max_tokens`:
+# a reply that spent every token reasoning gets a warning. Sampling is this mode's
+# (`srv.run.defaults`): the seeds' 1.0 / 0.95 on a GPU, greedy on the stand-in.
 #
-# **Expected:** a reasoning block, then a short answer about vLLM.
+# **Expected:** the sampling values, a reasoning block, then a short answer about vLLM.
 
 # %%
-from helpers.chat.completions import chat
 from helpers.chat.display import show
-from helpers.chat.request import ChatOptions
 
-opts = ChatOptions.for_run(srv, temperature=temperature, top_p=top_p)
-reply = chat(llm, model, "Briefly explain: what is vLLM?", opts)
-show(reply)
+sampling = srv.run.defaults  # this mode's values (helpers/config/run.py); the parameters cell's win
+max_tokens = max_tokens or sampling.max_tokens  # reasoning + answer tokens together
+temperature = sampling.temperature if temperature is None else temperature
+top_p = sampling.top_p if top_p is None else top_p
+print(f"max_tokens={max_tokens} temperature={temperature} top_p={top_p}")
+
+reply = llm.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
+    max_tokens=max_tokens,
+    temperature=temperature,
+    top_p=top_p,
+)
+answer = show(reply)  # reasoning apart from the answer; warns when max_tokens cut it short
 
 # %% [markdown]
 # ## 4. Reasoning off
 #
-# `thinking=False` sends `chat_template_kwargs={"enable_thinking": False}`: the model
-# answers directly.
+# `enable_thinking` is a chat-template argument, which the SDK passes through in `extra_body`;
+# `show` gets the same `extra_body`, so its checks know no reasoning was asked for.
 #
 # **Expected:** the answer only, no reasoning block.
 
 # %%
-show(chat(llm, model, "Briefly explain: what is vLLM?", opts, thinking=False))
+thinking_off = {"chat_template_kwargs": {"enable_thinking": False}}
+reply = llm.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
+    max_tokens=max_tokens,
+    temperature=temperature,
+    top_p=top_p,
+    extra_body=thinking_off,
+)
+answer = show(reply, extra_body=thinking_off)
 
 # %% [markdown]
 # ## 5. A reasoning budget
 #
-# `reasoning_budget` sends vLLM's `thinking_token_budget` request field (it needs
-# `--reasoning-parser`): vLLM ends the think block once the budget is spent and the model
-# goes on to answer. A server that drafts (speculative decoding) may not apply it
-# (vllm-project/vllm #39573, #54906), so there `budget_method_for` picks the client-side
-# two-pass budget: a first request reasons up to the budget, a second continues from the
-# closed think block.
+# vLLM's `thinking_token_budget` ends the reasoning once spent; the model then answers. A
+# drafting server may ignore it (vllm-project/vllm #39573, #54906): there `two_pass_budget`
+# keeps it in two plain requests, each printed.
 #
 # **Expected:** at most 8 reasoning tokens, then an answer; the report line says so.
 
 # %%
 from helpers.chat.display import budget_report
-from helpers.chat.drafting import budget_method_for
+from helpers.chat.drafting import budget_method_for, two_pass_budget
 
 if srv.serves("reasoning", needed_by="thinking_token_budget"):
     method = budget_method_for(llm)  # "two_pass" where the server drafts, else "server"
-    capped = chat(llm, model, "Briefly explain: what is vLLM?", opts, reasoning_budget=8, budget_method=method)
-    show(capped)
+    question = [{"role": "user", "content": "Briefly explain: what is vLLM?"}]
+    if method == "server":
+        budget = {"thinking_token_budget": 8}
+        reply = llm.chat.completions.create(
+            model=model, messages=question, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+            extra_body=budget,
+        )
+    else:  # the two requests are printed as they go
+        reply = two_pass_budget(llm, model, question, budget=8, max_tokens=max_tokens, echo=True,
+                                temperature=temperature, top_p=top_p)
+    capped = show(reply)
     print(f"budget applied by: {method};", budget_report(capped, 8, drafting=srv.run.config.speculative != "none"))
 
 # %% [markdown]
 # ## 6. Streaming
 #
-# Reasoning and answer arrive as separate event kinds, so a UI can show them apart.
+# `stream=True` returns chunks as they are generated (`stream_options`: token counts in the
+# last). Reasoning and answer come in separate fields; `show` prints them as they arrive.
 #
 # **Expected:** the reasoning, then the answer, printed as they arrive.
 
 # %%
-from helpers.chat.display import print_stream
-from helpers.chat.stream import stream_chat
-
-streamed = print_stream(stream_chat(llm, model, "Explain speculative decoding in two sentences.", opts))
+stream = llm.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "Explain speculative decoding in two sentences."}],
+    max_tokens=max_tokens,
+    temperature=temperature,
+    top_p=top_p,
+    stream=True,
+    stream_options={"include_usage": True},
+)
+streamed = show(stream)
 
 # %% [markdown]
 # ## 7. Tool calling
 #
-# The model calls `get_weather`, the Python function below runs, its result goes back as a
-# `tool` message, and the model answers from it. The server parses the calls
-# (`--enable-auto-tool-choice --tool-call-parser qwen3_coder`); each function's schema comes
-# from its signature and docstring (`tool_schema`).
+# The request offers the tools' schemas (`tool_schema`: from a signature and docstring); the
+# server parses the calls. Each runs here (`call_tool`: its JSON, or an error the model can
+# read) and goes back as a `tool` message with its `tool_call_id`. `show` warns about a call
+# swallowed by the reasoning or cut short.
 #
 # **Expected:** a call `get_weather(city='Santa Clara')`, its result, then an answer from it.
 
@@ -250,46 +274,60 @@ def get_time(city: str) -> dict:
 tools = {"get_weather": get_weather, "get_time": get_time}
 
 # %%
-from helpers.chat.tools import run_tool_loop
+from helpers.chat.tools import call_tool, tool_schema
 
 if srv.serves("tool_calling", needed_by="tool calling"):
-    show(run_tool_loop(llm, model, "What's the weather in Santa Clara?", tools, options=opts))
+    schemas = [tool_schema(fn) for fn in tools.values()]
+    messages = [{"role": "user", "content": "What's the weather in Santa Clara?"}]
+    for _ in range(3):  # a call, its result, the answer
+        reply = llm.chat.completions.create(
+            model=model, messages=messages, tools=schemas, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+        )
+        turn = show(reply, tools=schemas, max_tokens=max_tokens)
+        if not turn.tool_calls:
+            break
+        messages.append(turn.to_message())  # the assistant turn, with its tool_calls
+        for call in turn.tool_calls:
+            result = call_tool(tools, call)
+            print(f"── tool {call.name} returned ──\n{result}")
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 # %% [markdown]
 # ## 8. Parallel tool calls
 #
-# Two lookups in one turn come back as two tool calls in one reply; both run, and both
-# results go back before the model answers.
+# Two lookups come back as two calls in one reply; both results go back, one `tool` message
+# each, before the model answers.
 #
 # **Expected:** `get_weather` for Tokyo and for Paris in one reply, then one answer.
 
 # %%
 if srv.serves("tool_calling", needed_by="parallel tool calls"):
-    show(run_tool_loop(llm, model, "What's the weather in Tokyo and Paris?", tools, options=opts))
+    messages = [{"role": "user", "content": "What's the weather in Tokyo and Paris?"}]
+    for _ in range(3):
+        reply = llm.chat.completions.create(
+            model=model, messages=messages, tools=schemas, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+        )
+        turn = show(reply, tools=schemas, max_tokens=max_tokens)
+        if not turn.tool_calls:
+            break
+        messages.append(turn.to_message())
+        for call in turn.tool_calls:  # one tool message per call, in the order of the calls
+            result = call_tool(tools, call)
+            print(f"── tool {call.name} returned ──\n{result}")
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 # %% [markdown]
 # ## 9. Benchmark: throughput against per-user speed
 #
-# `vllm bench serve` (vLLM's own load generator) runs one point per concurrency, each with
-# warm-up requests and its own random seed, and saves one JSON per point. The table has
-# output tokens/s, per-user tokens/s, TTFT and TPOT (median and p99, ms) and failures; the
-# plots show the trade-off (every percentile is in the saved JSON).
+# `vllm bench serve`, vLLM's load generator, runs one point per concurrency (warm-up, its own
+# seed, one JSON each): output and per-user tokens/s, TTFT and TPOT (median, p99), failures.
 #
 # **Expected:** a progress bar that ends at 100 %, a table with one row per concurrency and
 # no failures, and two plots.{% if stand_in %} On 2 CPU cores per-token timings are no
 # measurement: the table says so.{% endif %}
-
 {%- if measured %}
 #
-{%- for line in measured.splitlines() %}
-# {{ line }}
-{%- endfor %}
-{%- endif %}
-{%- if recommended %}
-#
-{%- for line in recommended.splitlines() %}
-#{{ " " + line if line else "" }}
-{%- endfor %}
+# Measured on GPUs for this target: [docs/results/measured.md](../docs/results/measured.md#{{ target }}).
 {%- endif %}
 
 # %%
@@ -312,45 +350,35 @@ else:
     plot_sweep(results, cfg, run=srv)
 
 # %% [markdown]
-# ## 10. Answer quality: accuracy with an interval, and the reasoning-budget curve
+# ## 10. Answer quality, in short
 #
-# Speed is half the question; the other half is whether the answers are right with these
-# flags (a 4-bit checkpoint, a MoE kernel, FP16 Mamba state, drafting, a reasoning budget).
-# lm-eval's `local-chat-completions` sends GSM8K items shipped with the cookbook
-# (`cookbook/evals/`, 200 of the test split, MIT licence) to this server, scores the last
-# number of each answer's `content` (the reasoning is apart), and reports the accuracy with
-# its 95 % Wilson interval beside a published reference. The same items are then scored at
-# several `thinking_token_budget` values: accuracy against the tokens each budget spends.
-{%- if stand_in %}
-# On the stand-in the items are 8 it was trained on and 8 it never saw: the score follows what
-# it learned, which shows the scorer reads the model, not the real model's quality.
-{%- else %}
-# With `weightless = True` the answers are noise: the step shows the pipeline, not accuracy.
-{%- endif %}
+# Are the answers right with these flags? lm-eval scores {% if stand_in %}16 GSM8K items (8 the
+# stand-in learned, 8 it never saw){% else %}20 GSM8K items{% endif %}: accuracy with its 95 %
+# interval, beside a published floor; wide, but it catches a broken deployment.
+# `quality = {"items": 0}` skips it.
 #
-# **Expected:** an accuracy line with its interval (the per-item table saved under `out/evals/`),
-# the reference with its source, a table with one row per budget, and the budget plot.
+# **Expected:** an accuracy line with its interval, and the reference with its source.
+#
+# Budget curve, two configurations paired: [`quality.ipynb`](quality.ipynb).
+#
+# The best flags for your workload, measured: [`tuning.ipynb`](tuning.ipynb).
 
 # %%
-from IPython.display import Image
-
-from lab.evals.budget import plot_budget_curve
+from lab.evals.settings import RequestSettings
 from lab.evals.step import quality_step
 
-run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
 quality = quality or {}
-accuracy, curve = quality_step(srv, items=quality.get("items"), budgets=quality.get("budgets"), options=opts, label=run_label)
-if curve is not None:
-    display(curve)
-    budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + srv.run.shown_as)
-    print("plots:", budget_png)
-    display(Image(str(budget_png)))
+if quality.keys() - {"items"}:
+    print("budgets and compare run in notebooks/quality.ipynb; this step scores accuracy only.")
+settings = RequestSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p)  # step 3's values
+accuracy, _ = quality_step(srv, items=quality.get("items", min(20, sizes.eval_items)), budgets=[], options=settings,
+                           label=f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag)
 
 # %% [markdown]
 # ## 11. Stop the server
 #
-# `stop()` ends the whole process group (API server and engine core), then checks that no
-# process is left and the port is free. A server this notebook attached to is left running.
+# `stop()` ends the process group (API server, engine core) and checks the port is free; an
+# attached server is left running.
 #
 # **Expected:** `stopped pid ...; port ... is free`.
 
@@ -358,38 +386,9 @@ if curve is not None:
 srv.stop()
 
 # %% [markdown]
-# ## 12. Another configuration on the same items, paired (optional)
+# ## Appendix: the flags, other forms, the memory plan
 #
-# What does the 4-bit checkpoint cost on your workload, or a MoE kernel, or FP16 Mamba state?
-# Set `quality = {"compare": {"variant": "bf16"}}` or `{"compare": {"extra_args":
-# {"--moe-backend": "marlin"}}}`: the other configuration is served on this machine once the
-# first has stopped, scored on the same items, and the pair is tested: the accuracy
-# difference with a paired bootstrap interval and McNemar's exact test on the items the two
-# disagree on. A 200-item difference of a few points is within noise; the interval says so.
-#
-# **Expected:** with neither set, one line saying the step is skipped; otherwise both
-# accuracies, the difference with its interval and McNemar's p-value.
-
-# %%
-from lab.evals.accuracy import evaluate
-from lab.evals.compare import compare
-
-other = quality.get("compare") or {}
-if accuracy is None or not other:
-    print('Step 12 skipped: set quality = {"compare": {"variant": ...}} or {"compare": {"extra_args": {...}}}.')
-else:
-    other_cfg = resolve(target, other.get("variant", cfg.variant), speculative, moe_backend=moe_backend, vllm_version=vllm_version,
-                        extra_args={**(extra_args or {}), **other.get("extra_args", {})})
-    with launch_server(fetch(run.for_target(other_cfg)), startup_timeout=startup_timeout) as second:  # stopped when the block ends
-        b = evaluate(second, accuracy.scored_items(), options=opts, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
-    print(compare(accuracy, b).summary())
-
-# %% [markdown]
-# ## Appendix: the same deployment in other forms
-#
-# **The flags, and why each is there.** Step 1 checked the command against the flag table of
-# the vLLM release it will run on ({{ t.vllm_version }}, or your `vllm_version`), generated
-# from that release's own `vllm serve` parser (`docs/results/flags/`).
+# **Each flag and why it is there** (step 1 checked it against vLLM {{ t.vllm_version }}'s flag table).
 
 # %%
 import pandas as pd
@@ -398,7 +397,7 @@ pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(cfg.reference_table()))
 
 # %% [markdown]
-# **As a `docker run` command and as a Baseten truss `config.yaml`:**
+# **As `docker run` and a Baseten truss `config.yaml`:**
 
 # %%
 if cfg.docker_image:
@@ -406,10 +405,7 @@ if cfg.docker_image:
     print(cfg.truss_config())
 
 # %% [markdown]
-# **The whole memory plan.** From the architecture (23 Mamba-2, 23 MoE and 6 attention
-# layers; 2 KV heads of 128), the variant's weights, `--kv-cache-dtype`,
-# `--mamba-ssm-cache-dtype`, the GPU's memory and `--gpu-memory-utilization`: KV bytes per
-# token, Mamba state per sequence, and how many sequences of `max_model_len` tokens fit.
+# **The whole memory plan**: KV bytes per token, Mamba state per sequence, sequences that fit.
 
 # %%
 plan(cfg)

@@ -116,18 +116,6 @@ class ServerRequestError(CookbookError, RuntimeError):
     (:func:`helpers.server.request_failure.describe_server_error`)."""
 
 
-class ToolLoopError(ResponseError):
-    """:func:`helpers.chat.tools.run_tool_loop` stopped. ``messages``, ``turns`` and
-    ``tool_runs`` hold the conversation so far (the same attributes are set on any other
-    error the loop lets through), so nothing is lost."""
-
-    def __init__(self, message: str, messages=None, turns=None, tool_runs=None):
-        super().__init__(message)
-        self.messages = list(messages or [])
-        self.turns = list(turns or [])
-        self.tool_runs = list(tool_runs or [])
-
-
 class AgentError(ResponseError):
     """The agent's run stopped: the model never gave a valid answer within its retries, the
     server refused a request, or a usage limit was hit. ``messages`` holds pydantic-ai's

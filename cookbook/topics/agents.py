@@ -59,10 +59,10 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # registry's target command carries the flags, and each is checked against the flag table of
 # the vLLM release it runs on before the server starts.
 #
-# **Expected:** the three flags with their values, "flags checked", then `ready: http://...`.
+# **Expected:** the three flags with their values, "flags checked", `ready: http://...`, then
+# the sampling every request below sends (this mode's: greedy on the stand-in).
 
 # %%
-from helpers.chat.request import ChatOptions
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
@@ -77,7 +77,10 @@ check_config(cfg)
 run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens)
 srv = launch_server(fetch(run))  # srv.run: the mode and its defaults
 llm, model = srv.client(), srv.model_name
-opts = ChatOptions.for_run(srv, temperature=temperature)
+defaults = srv.run.defaults  # this mode's values (helpers/config/run.py); the parameters cell's win
+sampling = dict(max_tokens=max_tokens or defaults.max_tokens, temperature=defaults.temperature if temperature is None else temperature,
+                top_p=defaults.top_p)
+print(sampling)
 
 # %% [markdown]
 # ## 2. A JSON-schema answer, validated
@@ -115,7 +118,7 @@ class Capital(pydantic.BaseModel):
 rows = []
 for thinking in (True, False):
     for stream in (False, True):
-        r = structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, thinking=thinking, stream=stream)
+        r = structured_chat(llm, model, demo["structured"]["prompt"], Capital, thinking=thinking, stream=stream, noise_tolerant=srv.run.noise, **sampling)
         if r is not None:
             rows.append({"thinking": thinking, "streamed": stream, "value": repr(r.value), "content": r.chat.content, "reasoning": r.chat.reasoning})
 display(pd.DataFrame(rows))
@@ -125,27 +128,35 @@ print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t
 # ## 3. The same turn on the Responses and Messages APIs
 #
 # Coding agents and SDKs speak `POST /v1/responses` (OpenAI) or `POST /v1/messages`
-# (Anthropic); vLLM serves both from the same parsers. `responses_chat` and `messages_chat`
-# send one turn on each and read it into the same result as chat completions: reasoning
-# (a `reasoning` item / a `thinking` block), the answer (`output_text` / a `text` block) and
-# tool calls (`function_call` items / `tool_use` blocks).
+# (Anthropic); vLLM serves both from the same parsers. Chat completions is the SDK's own call,
+# checked by `check_reply`; `responses_chat` and `messages_chat` send one turn on each of the
+# others and read it into the same result: reasoning (a `reasoning` item / a `thinking`
+# block), the answer (`output_text` / a `text` block) and tool calls (`function_call` items /
+# `tool_use` blocks).
 #
 # **Expected:** for each API, the capital question answered with its reasoning apart, and the
 # weather question answered with a `get_weather(city='Santa Clara')` call.
 
 # %%
 from lab.agents.apis import make_anthropic_client, messages_chat, responses_chat
-from helpers.chat.completions import chat
 from helpers.chat.noise import noise_tolerant
+from helpers.chat.parse import check_reply
+
+
+def chat_completions(model, prompt, tools=None, **sampling):  # the SDK's call, then the reply checker
+    reply = llm.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                        **({"tools": tools} if tools else {}), **sampling)
+    return check_reply(reply, tools=tools, max_tokens=sampling["max_tokens"])
+
 
 claude_style = make_anthropic_client(srv.base_url)
 rows = []
-for api, send in (("chat completions", lambda *a, **k: chat(llm, *a, **k)),
+for api, send in (("chat completions", chat_completions),
                   ("responses", lambda *a, **k: responses_chat(llm, *a, **k)),
                   ("messages", lambda *a, **k: messages_chat(claude_style, *a, **k))):
     for prompt, tools in (("What is the capital of Japan?", None), ("What's the weather in Santa Clara?", demo["tools"][:1])):
         with noise_tolerant(srv.run.noise, f"{api} turn"):
-            r = send(model, prompt, opts, tools=tools)
+            r = send(model, prompt, tools=tools, **sampling)
             calls = [f"{c.name}({c.arguments})" for c in r.tool_calls]
             rows.append({"api": api, "prompt": prompt, "reasoning": r.reasoning, "content": r.content, "tool calls": calls, "finish": r.finish_reason})
 display(pd.DataFrame(rows))
@@ -168,7 +179,7 @@ display(pd.DataFrame(rows))
 from lab.agents import agent as agents
 
 ag_model = agents.agent_model(srv.base_url, model)
-settings = agents.model_settings(thinking=opts.thinking, temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+settings = agents.model_settings(thinking=True, **sampling)
 weather_agent = agents.demo_agent(ag_model, settings=settings, retries=agent_retries,
                                   on_tool=lambda name, args: print(f"tool {name}({args})"))  # fmt: skip
 with noise_tolerant(srv.run.noise, "agent"):
@@ -203,8 +214,9 @@ import warnings
 from helpers.errors import CookbookError
 
 trials = {
-    "schema + tools": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, tools=demo["tools"][:1]),
-    "reasoning swallows the answer": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, opts, max_tokens=8),
+    "schema + tools": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, tools=demo["tools"][:1], **sampling),
+    "reasoning swallows the answer": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital,
+                                                             noise_tolerant=srv.run.noise, **{**sampling, "max_tokens": 8}),
     "max_tokens spent on reasoning": lambda: agents.run_agent(agents.demo_agent(ag_model, settings={**settings, "max_tokens": 8})),
 }
 for name, trial in trials.items():

@@ -144,17 +144,22 @@ display(replica_fleet.router.workers())
 # %% [markdown]
 # ## 3. Talk to the model through the router
 #
-# The router speaks the OpenAI API, so the client is unchanged: the same `chat` as against
+# The router speaks the OpenAI API, so the request is unchanged: the same SDK call as against
 # one server. Reasoning and tool-call parsing happen in the replica that serves it.
 #
 # **Expected:** a reasoning block and an answer, as from one server.
 
 # %%
-from helpers.chat.completions import chat
 from helpers.chat.display import show
 
 llm = replica_fleet.client(timeout=120)
-show(chat(llm, layout.base.served_model_name, "Briefly explain: what is vLLM?", max_tokens=256, temperature=0))
+reply = llm.chat.completions.create(
+    model=layout.base.served_model_name,
+    messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
+    max_tokens=256,
+    temperature=0,
+)
+answer = show(reply)
 
 # %% [markdown]
 # ## 4. One replica against N, the same sweep

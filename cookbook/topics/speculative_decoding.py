@@ -329,10 +329,10 @@ if reference is None:
 # ## 8. The reasoning budget while drafting
 #
 # vLLM's `thinking_token_budget` has been reported ignored while drafting (vllm #39573 with
-# MTP; #54906 with MTP on Model Runner V2, open), so `chat()` warns when a server budget is
-# asked of a drafting server, and the target notebooks use the client-side two-pass budget
-# there (`helpers.chat.drafting.budget_method_for`). Step 4 asked each drafting server for a
-# budget of 8 reasoning tokens anyway; here is what it did.
+# MTP; #54906 with MTP on Model Runner V2, open), so the target notebooks keep the budget on
+# the client there, in two plain requests (`helpers.chat.drafting.two_pass_budget`, picked by
+# `budget_method_for`). Step 4 asked each drafting server for a budget of 8 reasoning tokens
+# anyway; here is what it did.
 #
 # **Expected:** one line per drafting mode: the server's budget held (at most 9 reasoning
 # tokens, then an answer) or an UNEXPECTED line naming the cause. On weightless noise the

@@ -16,7 +16,8 @@
 # notebook answers by measuring: it serves each candidate configuration in turn, runs the same
 # `vllm bench serve` sweep against each, keeps the points that meet your service-level
 # objective (SLO), and recommends the one that serves the most within it, with its exact
-# command and its price.
+# command and its price. What the committed H200 runs found, per target notebook (the tables
+# the target notebooks link), is in [docs/results/measured.md](../docs/results/measured.md).
 #
 # - **Candidates** come from the registry around the target's command (MoE kernel, variant,
 #   speculative mode, vLLM release) or add flags (`--max-num-seqs`, `--max-num-batched-tokens`,

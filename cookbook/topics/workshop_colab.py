@@ -148,28 +148,32 @@ print("base_url:", srv.base_url)
 # %% [markdown]
 # ## 7. Reasoning on and off
 #
-# With thinking on, the reasoning comes back apart from the answer (`message.reasoning`);
-# with it off, only the answer. Reasoning tokens count against `max_tokens`. The stand-in
-# was trained on exactly these prompts (`cookbook/demo.yaml`) and answers little else.
+# The requests are the OpenAI SDK's own calls; `show` prints each reply and checks it. With
+# thinking on, the reasoning comes back apart from the answer (`message.reasoning`); off
+# (`enable_thinking` in `extra_body`), only the answer. Reasoning tokens count against
+# `max_tokens`. The stand-in, greedy, knows only these prompts (`cookbook/demo.yaml`).
 #
 # **Expected:** a reasoning block and an answer about vLLM, then the answer alone.
 
 # %%
-from helpers.chat.completions import chat
 from helpers.chat.display import show
 
-show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=True, max_tokens=max_tokens, temperature=0))
-show(chat(llm, model, "Briefly explain: what is vLLM?", thinking=False, max_tokens=max_tokens, temperature=0))
+question = [{"role": "user", "content": "Briefly explain: what is vLLM?"}]
+reply = llm.chat.completions.create(model=model, messages=question, max_tokens=max_tokens, temperature=0)
+answer = show(reply)
+thinking_off = {"chat_template_kwargs": {"enable_thinking": False}}
+reply = llm.chat.completions.create(model=model, messages=question, max_tokens=max_tokens, temperature=0,
+                                    extra_body=thinking_off)
+answer = show(reply, extra_body=thinking_off)
 
 # %% [markdown]
 # ## 8. A tool call
 #
-# The model asks for `get_weather`, the Python function runs here, its result goes back as a
-# `tool` message, and the model answers from it (`--tool-call-parser qwen3_coder`).
+# The model asks for `get_weather`, the Python function runs here (`call_tool`), its result
+# goes back as a `tool` message with the call's `tool_call_id`, and the model answers from it
+# (`--tool-call-parser qwen3_coder`).
 
 # %%
-from helpers.chat.tools import run_tool_loop
-
 WEATHER = {"Santa Clara": {"city": "Santa Clara", "temperature_c": 22, "condition": "sunny"}}
 
 
@@ -192,7 +196,22 @@ def get_time(city: str) -> dict:
 
 
 tools = {"get_weather": get_weather, "get_time": get_time}
-show(run_tool_loop(llm, model, "What's the weather in Santa Clara?", tools, max_tokens=max_tokens, temperature=0))
+
+# %%
+from helpers.chat.tools import call_tool, tool_schema
+
+schemas = [tool_schema(fn) for fn in tools.values()]
+messages = [{"role": "user", "content": "What's the weather in Santa Clara?"}]
+for _ in range(3):  # a call, its result, the answer
+    reply = llm.chat.completions.create(model=model, messages=messages, tools=schemas, max_tokens=max_tokens, temperature=0)
+    turn = show(reply, tools=schemas, max_tokens=max_tokens)
+    if not turn.tool_calls:
+        break
+    messages.append(turn.to_message())
+    for call in turn.tool_calls:
+        result = call_tool(tools, call)
+        print(f"── tool {call.name} returned ──\n{result}")
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 # %% [markdown]
 # ## 9. Benchmark and plot (about 1 minute)

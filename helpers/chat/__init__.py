@@ -1,12 +1,15 @@
-"""Talk to the served model through the ``openai`` SDK: reasoning, budgets, streams, tools.
+"""Check what the served model sent back. The requests are the ``openai`` SDK's own
+(``client.chat.completions.create``); these modules read the replies and say what a cell
+cannot say in a line.
 
-- ``completions``  ``chat()``: one request, parsed into a :class:`ChatResult`
-- ``stream``       ``stream_chat()``: typed events as they arrive
-- ``tools``        ``tool_schema`` and ``run_tool_loop``; ``toolargs`` checks and coerces arguments
-- ``display``      ``show``, ``print_stream``, ``budget_report``
-- ``types``        the result types and the warnings a reply can raise
-- ``parse``        a reply -> :class:`ChatResult`, with the truncation and parser checks
-- ``request``      request bodies and the argument checks at the boundary
+- ``parse``    ``check_reply``: a reply -> :class:`ChatResult`, with the truncation, parser
+  and tool-call checks (``FINISH_CHECKS``)
+- ``stream``   ``check_stream``: the same for a stream, piece by piece
+- ``display``  ``show`` (check and print a reply or a stream), ``budget_report``
+- ``tools``    ``tool_schema`` and ``call_tool``; ``toolargs`` checks and coerces arguments
+- ``drafting`` whether a server drafts, and ``two_pass_budget`` for one that does
+- ``types``    the result types and the warnings a reply can raise
+- ``noise``    weightless mode: a cell on noise text reports instead of raising
 
 Schema answers, the Responses and Messages APIs and the agent build on it in :mod:`lab.agents`.
 """

@@ -1,6 +1,6 @@
-"""Print chat results in a notebook: :func:`show` (a turn or a whole tool loop, labelled),
-:func:`print_stream` (a stream as it arrives) and :func:`budget_report` (one line on a
-reasoning budget).
+"""Show a chat reply in a notebook: :func:`show` checks what ``client.chat.completions.create``
+returned (a reply or a stream, printed as it arrives) and prints it labelled; and
+:func:`budget_report` (one line on a reasoning budget).
 """
 
 from __future__ import annotations
@@ -9,36 +9,31 @@ import json
 import sys
 from typing import Any
 
-from helpers.chat.stream import ChatStream
-from helpers.chat.tools import ToolLoopResult
-from helpers.chat.types import ChatResult
+from helpers.chat.parse import check_reply
+from helpers.chat.stream import check_stream
+from helpers.chat.types import ChatResult, StreamEvent, _get
 
 
-def print_stream(stream: ChatStream, file: Any = None) -> ChatResult:
-    """Print a stream live, labelling where reasoning, answer and tool calls start;
-    return the assembled :class:`ChatResult`."""
-    out = file or sys.stdout
-    kind_now = None
-    calls_started = 0
-    for kind, data in stream:
-        if kind != kind_now:
+def _live_printer(out: Any):
+    """A ``check_stream`` callback that prints each piece, labelling where reasoning, answer
+    and tool calls start."""
+    state = {"kind": None, "calls": 0}
+
+    def on_piece(piece: StreamEvent) -> None:
+        kind, data = piece
+        if kind != state["kind"]:
             label = {"reasoning": "reasoning", "content": "answer", "tool_call": "tool calls"}[kind]
-            print(("\n" if kind_now else "") + f"── {label} ──", file=out, flush=True)
-            kind_now = kind
+            print(("\n" if state["kind"] else "") + f"── {label} ──", file=out, flush=True)
+            state["kind"] = kind
+        text = data
         if kind == "tool_call":
             text = data.arguments
             if data.name:  # the first piece of a call
-                text = ("\n" if calls_started else "") + f"[{data.index}] {data.name} " + text
-                calls_started += 1
-        else:
-            text = data
+                text = ("\n" if state["calls"] else "") + f"[{data.index}] {data.name} " + text
+                state["calls"] += 1
         print(text, end="", file=out, flush=True)
-    print(file=out, flush=True)
-    result = stream.result
-    print(f"── finish_reason={result.finish_reason} ──", file=out, flush=True)
-    for w in result.warnings:
-        print(f"!! {w}", file=out, flush=True)
-    return result
+
+    return on_piece
 
 
 def _show_turn(r: ChatResult, out: Any) -> None:
@@ -53,44 +48,64 @@ def _show_turn(r: ChatResult, out: Any) -> None:
             print(
                 f"{tc.name}({json.dumps(tc.arguments, ensure_ascii=False)})  id={tc.id}", file=out
             )
+
+
+def _footer(r: ChatResult, out: Any) -> None:
     print(
         f"── finish_reason={r.finish_reason} · prompt {r.usage.prompt_tokens} · "
         f"completion {r.usage.completion_tokens} tokens ──",
         file=out,
+        flush=True,
     )
     for w in r.warnings:
-        print(f"!! {w}", file=out)
+        print(f"!! {w}", file=out, flush=True)
 
 
-def show(result: ChatResult | ToolLoopResult | None, file: Any = None) -> None:
-    """Print a :class:`ChatResult` (reasoning, answer, tool calls, usage, warnings) or a
-    :class:`ToolLoopResult` (each turn and each tool reply), clearly labelled. None (a
-    weightless-mode reply that failed on noise text, already reported) prints nothing."""
+def show(reply: Any, *, file: Any = None, **asked: Any) -> ChatResult | None:
+    """Check a chat reply and print it: reasoning, answer, tool calls, token counts, and each
+    warning the checks gave (``!! ...``).
+
+    Args:
+        reply: what ``client.chat.completions.create`` returned: a ``ChatCompletion``
+            (checked by :func:`~helpers.chat.parse.check_reply`) or, sent with
+            ``stream=True``, its stream (printed as the chunks arrive, then checked by
+            :func:`~helpers.chat.stream.check_stream`); or a :class:`ChatResult` already
+            checked (printed as it is). None (a weightless reply that failed on noise text,
+            already reported) prints nothing.
+        file: where to print (default stdout).
+        **asked: what the request was sent with (``max_tokens``, ``tools``, ``tool_choice``,
+            ``extra_body``; ``recover_tool_calls``), as ``check_reply`` takes them.
+
+    Returns:
+        The checked :class:`ChatResult` (assign it: a cell's last expression is displayed).
+
+    Raises:
+        TypeError, ResponseError: as ``check_reply``.
+    """
     out = file or sys.stdout
-    if result is None:
-        return
-    if isinstance(result, ToolLoopResult):
-        runs = iter(result.tool_runs)
-        for i, turn in enumerate(result.turns, 1):
-            print(f"════ turn {i} ════", file=out)
-            _show_turn(turn, out)
-            for _ in turn.tool_calls:
-                run = next(runs, None)
-                if run is not None:
-                    print(
-                        f"── tool {run.call.name} returned ──\n{run.message['content']}", file=out
-                    )
-        if result.warning:
-            print(f"!! {result.warning}", file=out)
-        return
+    if reply is None:
+        return None
+    if isinstance(reply, ChatResult):
+        result = reply
+    elif _get(reply, "choices") is not None:
+        result = check_reply(reply, **asked)
+    else:
+        result = check_stream(reply, on_piece=_live_printer(out), **asked)
+        print(file=out, flush=True)
+        _footer(result, out)
+        return result
     _show_turn(result, out)
+    _footer(result, out)
+    return result
 
 
 def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = False) -> str:
     """One line saying whether a ``thinking_token_budget`` request behaved as it should.
 
     Args:
-        result: the reply to a request sent with ``reasoning_budget=budget``.
+        result: the checked reply to a request sent with
+            ``extra_body={"thinking_token_budget": budget}`` (or from
+            :func:`helpers.chat.drafting.two_pass_budget`).
         budget: the ``thinking_token_budget`` it was sent with (tokens).
         drafting: the server runs speculative decoding: an overrun is then put down to vLLM
             not applying the budget while drafting (vllm-project/vllm #39573, #54906).
@@ -113,7 +128,7 @@ def budget_report(result: ChatResult | None, budget: int, *, drafting: bool = Fa
             problems.append(
                 "cause: the server drafts (speculative decoding) and vLLM does not apply "
                 "thinking_token_budget on that path (vllm-project/vllm #39573, #54906); use "
-                "chat(..., budget_method='two_pass')"
+                "helpers.chat.drafting.two_pass_budget"
             )
     if not result.content.strip():
         held = (

@@ -7,16 +7,27 @@ passed). In 0.28.0 and 0.32.0 both runners reach the budget on the drafting path
 ``RejectionSampler._verify``, ``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py``), yet #54906
 shows V2 failing at run time; vLLM 0.32.0 picks V2 on a GPU for MTP, DFlash and DSpark
 (``VllmConfig.use_v2_model_runner``; DSpark is V2-only). So the helpers do not trust the server's
-budget while it drafts: they warn, and :func:`budget_method_for` picks the two-pass budget.
+budget while it drafts: :func:`budget_method_for` says so, and :func:`two_pass_budget` keeps the
+budget on the client in two plain requests.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
-from helpers.chat.types import _client_url, per_client
+from helpers.chat.parse import check_reply
+from helpers.chat.types import (
+    THINK_END,
+    THINK_START,
+    ChatResult,
+    ReasoningTruncatedWarning,
+    _client_url,
+    per_client,
+)
 from helpers.server import httpio
 from helpers.server.endpoint import server_root
 
@@ -25,11 +36,6 @@ REPORTS = "vllm-project/vllm #39573, #54906"
 #: A counter vLLM registers only when the server runs speculative decoding
 #: (``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingProm``, vLLM 0.32.0).
 DRAFTING_METRIC = "vllm:spec_decode_num_drafts"
-
-
-class ReasoningBudgetUnenforcedWarning(UserWarning):
-    """A server budget (``thinking_token_budget``) was asked of a server that drafts, where
-    vLLM may not enforce it (:data:`REPORTS`)."""
 
 
 _FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -59,15 +65,15 @@ def server_facts(client: Any, timeout: float = 5.0) -> dict[str, Any]:
 
 
 def budget_method_for(client: Any) -> str:
-    """``"two_pass"`` when the client's server drafts (:data:`REPORTS`), else ``"server"``: the
-    ``budget_method`` for :func:`helpers.chat.completions.chat`."""
+    """``"two_pass"`` when the client's server drafts (:data:`REPORTS`): keep the budget with
+    :func:`two_pass_budget`; else ``"server"``: send ``thinking_token_budget``."""
     return "two_pass" if server_facts(client)["drafting"] else "server"
 
 
 def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
     """Warn ``category`` ("This server drafts ..." then ``risk``) when the client's server
     drafts; return whether it warned."""
-    from helpers.chat.parse import warn_from_caller
+    from helpers.chat.types import warn_from_caller
 
     facts = server_facts(client)
     if facts["drafting"]:
@@ -78,14 +84,103 @@ def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
     return bool(facts["drafting"])
 
 
-def warn_if_unenforced(client: Any) -> bool:
-    """Warn (:class:`ReasoningBudgetUnenforcedWarning`) when a server budget is asked of a
-    server that drafts; return whether it warned."""
-    return warn_if_drafting(
-        client,
-        ReasoningBudgetUnenforcedWarning,
-        ", and vLLM may not apply thinking_token_budget while drafting "
-        f"({REPORTS}: the budget was ignored with MTP), so the reasoning may run past the budget. "
-        "Use chat(..., budget_method='two_pass') (helpers.chat.drafting.budget_method_for(client) "
-        "picks it), or serve without drafting.",
+def two_pass_budget(
+    client: Any,
+    model: str,
+    messages: list[dict[str, Any]],
+    budget: int,
+    *,
+    max_tokens: int,
+    echo: bool = False,
+    **create_kwargs: Any,
+) -> ChatResult:
+    """A reasoning budget kept by the client, for a server where ``thinking_token_budget`` may
+    not hold (one that drafts, :data:`REPORTS`; or one older than vLLM 0.32). Two plain
+    requests, the second only when the first was cut while still reasoning::
+
+        # 1. reason up to the budget
+        first = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=budget, **create_kwargs)
+        # 2. continue from the closed think block: the model writes the answer
+        client.chat.completions.create(
+            model=model,
+            messages=messages + [{"role": "assistant",
+                                  "content": "<think>\n" + reasoning + "\n</think>\n\n"}],
+            max_tokens=max_tokens - first.usage.completion_tokens,
+            extra_body={"continue_final_message": True, "add_generation_prompt": False},
+            **create_kwargs)
+
+    ``continue_final_message`` makes vLLM render the assistant message as the start of the reply
+    (``vllm/entrypoints/openai/chat_completion/protocol.py``); the Nemotron and Qwen3 templates
+    render it as given. On the stand-in the first pass gave ``budget`` reasoning tokens.
+
+    Args:
+        client: an ``openai.OpenAI`` client.
+        model: the served model name.
+        messages: the conversation (OpenAI message dicts).
+        budget: reasoning tokens allowed (>= 1): the first request's ``max_tokens``.
+        max_tokens: both requests together (tokens, above ``budget``).
+        echo: print each request's keywords before it is sent.
+        **create_kwargs: more ``create`` keywords for both (``temperature``, ``top_p``,
+            ``extra_body``: merged with the second request's, ``stop``, ``seed``...).
+
+    Returns:
+        The checked turn: the first request's reasoning, the second's answer, both usages
+        added (``raw``: both replies); the first alone when its reasoning ended in the budget.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: ``budget`` < 1, or not below ``max_tokens``.
+        openai.APIError: as ``create``.
+    """
+    from helpers.errors import check_number
+
+    check_number("two_pass_budget", "budget", budget, integer=True, minimum=1)
+    check_number("two_pass_budget", "max_tokens", max_tokens, integer=True, minimum=2)
+    if budget >= max_tokens:
+        raise ValueError(
+            f"two_pass_budget: budget={budget} is not below max_tokens={max_tokens}: the answer "
+            "needs room after the reasoning (raise max_tokens or lower the budget)."
+        )
+    extra = create_kwargs.pop("extra_body", None) or {}
+    if not isinstance(extra, Mapping):
+        raise TypeError(f"two_pass_budget: `extra_body` must be a dict; got {extra!r:.60}.")
+
+    def send(step: str, **kwargs: Any) -> Any:
+        if echo:
+            shown = {k: v for k, v in kwargs.items() if k != "messages"}
+            print(f"{step}: client.chat.completions.create(messages=[... {len(kwargs['messages'])}"
+                  f" messages], {', '.join(f'{k}={v!r}' for k, v in shown.items())})")  # fmt: skip
+        return client.chat.completions.create(model=model, **kwargs)
+
+    first_reply = send("1. reason up to the budget", messages=list(messages), max_tokens=budget,
+                       **({"extra_body": dict(extra)} if extra else {}), **create_kwargs)  # fmt: skip
+    with warnings.catch_warnings():  # running out at the budget is the point of pass 1
+        warnings.simplefilter("ignore", ReasoningTruncatedWarning)
+        first = check_reply(first_reply, max_tokens=budget)
+    if first.finish_reason != "length" or first.tool_calls or first.content.strip():
+        first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
+        first.truncated_in_reasoning = False
+        return first
+    prefix = f"{THINK_START}\n{first.reasoning.rstrip()}\n{THINK_END}\n\n"
+    rest = max(1, max_tokens - first.usage.completion_tokens)
+    second_reply = send(
+        "2. answer after the closed think block",
+        messages=[*messages, {"role": "assistant", "content": prefix}],
+        max_tokens=rest,
+        extra_body={**extra, "continue_final_message": True, "add_generation_prompt": False},
+        **create_kwargs,
+    )
+    off = {"chat_template_kwargs": {"enable_thinking": False}}  # the think block is closed
+    second = check_reply(second_reply, max_tokens=rest, extra_body=off)
+    return ChatResult(
+        reasoning=first.reasoning,
+        # all new text is the answer; a parser that still counts it as reasoning puts it there
+        content=second.content or second.reasoning,
+        tool_calls=second.tool_calls,
+        finish_reason=second.finish_reason,
+        usage=first.usage + second.usage,
+        raw=[first_reply, second_reply],
+        reasoning_parser_missing=first.reasoning_parser_missing,
+        warnings=first.warnings + second.warnings,
     )

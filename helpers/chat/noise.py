@@ -6,9 +6,9 @@ import contextlib
 
 from helpers.errors import CookbookError, ServerConnectionError, ServerRequestError
 
-#: What a chat cell may raise when the model's text is noise (weightless mode): the tool
-#: loop's ResponseError (unknown tool, arguments that are not JSON, no answer in time),
-#: a tool function called with nonsense values, a parsed value of the wrong type.
+#: What a chat cell may raise when the model's text is noise (weightless mode): the checker's
+#: ResponseError (tool-call markup the parser did not take), a schema answer that does not
+#: validate (the lab's StructuredOutputError), a parsed value of the wrong type.
 NOISE_ERRORS = (CookbookError, TypeError, ValueError, KeyError)
 
 
@@ -20,8 +20,8 @@ def noise_tolerant(noise: bool, what: str):
 
     Example::
 
-        with noise_tolerant(srv.run.noise, "tool loop"):
-            client.show(tools_mod.run_tool_loop(...))
+        with noise_tolerant(srv.run.noise, "schema answer"):
+            structured_chat(llm, model, prompt, Answer, max_tokens=256)
     """
     if not noise:
         yield

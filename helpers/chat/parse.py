@@ -1,21 +1,19 @@
-"""Turn a vLLM chat reply (a ``ChatCompletion`` or its stream of chunks) into a
+"""Check a vLLM chat reply (:func:`check_reply`: the ``ChatCompletion`` that
+``client.chat.completions.create`` returned) and read it into a
 :class:`~helpers.chat.types.ChatResult`, with the checks that tell a real answer from a
 truncated, misparsed or misplaced one (:data:`FINISH_CHECKS`, shared with
-:mod:`helpers.chat.stream`).
+:func:`helpers.chat.stream.check_stream`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-import sys
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from helpers.chat.toolargs import fit_calls
 from helpers.chat.types import (
     REASONING_PARSER_FLAGS,
     THINK_END,
@@ -23,9 +21,9 @@ from helpers.chat.types import (
     TOOL_MARKUP,
     TOOL_PARSER_FLAGS,
     ChatResult,
+    ForcedToolCallIgnoredWarning,
     ReasoningParserMissingWarning,
     ReasoningTruncatedWarning,
-    ToolArgumentWarning,
     ToolCall,
     ToolCallInReasoningWarning,
     ToolCallsMissingWarning,
@@ -33,37 +31,9 @@ from helpers.chat.types import (
     Usage,
     _get,
     _reasoning_of,
+    _warn,
 )
-from helpers.errors import ResponseError
-
-_log = logging.getLogger("helpers.chat")
-
-# The chat modules a warning's stack walk skips (:func:`warn_from_caller`), and the modules
-# built on them that ask to be skipped too (:func:`skip_in_warnings`).
-_CHAT_MODULES = {str(f) for f in Path(__file__).parent.glob("*.py")}
-
-
-def skip_in_warnings(module_file: str) -> None:
-    """Make the warnings the chat modules raise point past the module ``module_file`` (its
-    ``__file__``) too, at its caller: a module that wraps the chat helpers calls it once at
-    import (``lab.agents.structured``: a schema answer's warning points at the notebook cell)."""
-    _CHAT_MODULES.add(str(module_file))
-
-
-def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
-    """Record ``text`` on the result and :func:`warn_from_caller`."""
-    result.warnings.append(text)
-    warn_from_caller(category, text)
-
-
-def warn_from_caller(category: type[Warning], text: str) -> None:
-    """``warnings.warn(text, category)`` pointing at the first caller outside the chat
-    modules (the notebook cell or test), however deep the helper chain was."""
-    level, frame = 1, sys._getframe(0)
-    while frame.f_back is not None and frame.f_code.co_filename in _CHAT_MODULES:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(text, category, stacklevel=level)
-
+from helpers.errors import ResponseError, check_number
 
 # One qwen3_coder call: optional <tool_call> wrapper, <function=NAME> ... </function>, any
 # whitespace between tags (vllm/tool_parsers/qwen3coder_tool_parser.py's format).
@@ -159,24 +129,29 @@ def _calls_to_fragment(result: ChatResult) -> None:
 
 @dataclass(frozen=True)
 class _Turn:
-    """What a turn's checks read besides the result: what the request asked for (the
-    arguments of :func:`parse_response`) and the server's limit."""
+    """What a turn's checks read besides the reply: what the request asked for (the keywords
+    of :func:`check_reply`, read as ``chat.completions.create`` reads them)."""
 
     thinking: bool = True
     force_nonempty_content: bool = False
     max_tokens: int | None = None
-    tools_requested: bool = True
     tool_schemas: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
     recover_tool_calls: bool = False
     max_model_len: int | None = None
 
-    @classmethod
-    def of(cls, opts: Any, max_model_len: int | None) -> _Turn:
-        """The turn a :class:`~helpers.chat.request.ChatOptions` asks for (tools count as
-        requested when offered and ``tool_choice`` is not ``"none"``)."""
-        tools_requested = bool(opts.tools) and opts.tool_choice != "none"
-        return cls(opts.thinking, opts.force_nonempty_content, opts.max_tokens, tools_requested,
-                   opts.tools, opts.recover_tool_calls, max_model_len)  # fmt: skip
+    @property
+    def tools_requested(self) -> bool:
+        """Tools were offered and ``tool_choice`` is not ``"none"``: only then does the server
+        parse calls, so only then is unparsed markup an error."""
+        return bool(self.tool_schemas) and self.tool_choice != "none"
+
+    @property
+    def forces_tool_call(self) -> bool:
+        """Tools offered with ``tool_choice="required"`` or a named function."""
+        return bool(self.tool_schemas) and (
+            self.tool_choice == "required" or isinstance(self.tool_choice, Mapping)
+        )
 
     @property
     def limit(self) -> str:
@@ -186,6 +161,51 @@ class _Turn:
         if self.max_model_len is not None:
             return f"max_tokens (unset: the rest of max_model_len={self.max_model_len})"
         return "max_tokens"
+
+
+def asked_turn(
+    fn: str,
+    *,
+    max_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    recover_tool_calls: bool = False,
+    max_model_len: int | None = None,
+) -> _Turn:
+    """The turn a request asked for, from the keywords it was sent with (the names and shapes
+    of ``client.chat.completions.create``): thinking and ``force_nonempty_content`` from
+    ``extra_body["chat_template_kwargs"]`` (thinking on when unset, the model card's default).
+
+    Raises:
+        TypeError: a keyword of the wrong shape (the message names it and ``fn``).
+    """
+    check_number(fn, "max_tokens", max_tokens, integer=True, minimum=1, optional=True)
+    check_number(fn, "max_model_len", max_model_len, integer=True, minimum=1, optional=True)
+    if tools is not None and (
+        isinstance(tools, Mapping)
+        or not isinstance(tools, (list, tuple))
+        or not all(isinstance(t, Mapping) and "function" in t for t in tools)
+    ):
+        raise TypeError(
+            f"{fn}: `tools` must be the list of function-tool schemas the request sent "
+            '([{"type": "function", "function": {...}}], e.g. [tool_schema(fn)]); got '
+            f"{tools!r:.100}."
+        )
+    if extra_body is not None and not isinstance(extra_body, Mapping):
+        raise TypeError(
+            f"{fn}: `extra_body` must be the dict the request sent; got {extra_body!r:.80}."
+        )
+    template = (extra_body or {}).get("chat_template_kwargs") or {}
+    return _Turn(
+        thinking=bool(template.get("enable_thinking", True)),
+        force_nonempty_content=bool(template.get("force_nonempty_content", False)),
+        max_tokens=max_tokens,
+        tool_schemas=list(tools) if tools else None,
+        tool_choice=tool_choice,
+        recover_tool_calls=bool(recover_tool_calls),
+        max_model_len=max_model_len,
+    )
 
 
 def _reasoning_left_in_content(result: ChatResult, turn: _Turn) -> bool:
@@ -287,8 +307,8 @@ def _tool_call_in_reasoning(result: ChatResult, turn: _Turn) -> bool:
         said += " (no tool_calls). Recovered them as tool calls (recover_tool_calls=True). The "
         said += f"server-side fix: {fix}"
     else:
-        said += ", so the reply has no tool_calls and no answer. Pass recover_tool_calls=True "
-        said += f"to run them, or serve with {fix}"
+        said += ", so the reply has no tool_calls and no answer. Check it with "
+        said += f"recover_tool_calls=True to run them, or serve with {fix}"
     _warn(result, ToolCallInReasoningWarning, said)
     return True
 
@@ -354,7 +374,7 @@ def _cut_while_reasoning(result: ChatResult, turn: _Turn) -> bool:
         result.truncated_in_reasoning = True
         where = (
             "`content` holds the unfinished reasoning (the nemotron_v3 parser moves it "
-            "there when force_nonempty_content=True)"
+            "there when force_nonempty_content is set)"
             if moved
             else "`content` is empty"
         )
@@ -362,9 +382,9 @@ def _cut_while_reasoning(result: ChatResult, turn: _Turn) -> bool:
             result,
             ReasoningTruncatedWarning,
             f"The model used all {turn.limit} while still reasoning, so there is no answer: "
-            f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, "
-            "set reasoning_budget=N (sent as thinking_token_budget, N below max_tokens), "
-            "or pass thinking=False.",
+            f"{where}. Reasoning tokens count against max_tokens. Fix: raise max_tokens, cap "
+            'the reasoning (extra_body={"thinking_token_budget": N}, N below max_tokens), or '
+            'turn it off (extra_body={"chat_template_kwargs": {"enable_thinking": False}}).',
         )
     return True
 
@@ -378,6 +398,23 @@ FINISH_CHECKS = (
     _unparsed_tool_markup,
     _cut_while_reasoning,
 )
+
+
+def _forced_call_ignored(result: ChatResult, turn: _Turn) -> None:
+    """A forced tool call (``tool_choice="required"`` or a named tool) answered with text and no
+    call: vLLM with ``qwen3_coder`` has done it with ``finish_reason="stop"``
+    (vllm-project/vllm #54808; PRs #35936, #44447; #49712). Run after :data:`FINISH_CHECKS`."""
+    if turn.forces_tool_call and not result.tool_calls and not result.tool_calls_missing:
+        result.forced_call_ignored = True
+        _warn(
+            result,
+            ForcedToolCallIgnoredWarning,
+            f"The request forced a tool call (tool_choice={turn.tool_choice!r}) but the server "
+            f"answered with text (finish_reason={result.finish_reason!r}) and no call: vLLM "
+            "with the qwen3_coder parser has ignored forced tool choices (vllm-project/vllm "
+            "#54808). The text is not the call that was asked for; use tool_choice='auto' (the "
+            "model calls tools as it was trained to), or retry.",
+        )
 
 
 def _finish(result: ChatResult, turn: _Turn) -> ChatResult:
@@ -395,73 +432,42 @@ def _finish(result: ChatResult, turn: _Turn) -> ChatResult:
     for check in FINISH_CHECKS:
         if check(result, turn):
             break
-    return _coerce_calls(result, turn.tool_schemas)
-
-
-def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> Any:
-    for t in tool_schemas or []:
-        fn = t.get("function") if isinstance(t, Mapping) else None
-        if isinstance(fn, Mapping) and fn.get("name") == name:
-            return fn.get("parameters")
-    return None
-
-
-def _coerce_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
-    """Fit each call's arguments to its tool's JSON schema (:mod:`helpers.chat.toolargs`):
-    optional arguments written empty left out (one info line per call, also in
-    ``result.notes``), then the lossless coercions."""
-    from helpers.chat.toolargs import coerce_arguments, drop_empty_optionals
-
-    for call in result.tool_calls:
-        params = _schema_parameters(tool_schemas, call.name)
-        if call.error is not None or not params:
-            continue
-        call.arguments, dropped, empty_required = drop_empty_optionals(call.arguments, params)
-        if dropped:
-            note = (
-                f"Tool {call.name!r}: left out {', '.join(dropped)}, written empty for optional "
-                "parameters (qwen3_coder has no null), so the function's defaults apply."
-            )
-            result.notes.append(note)
-            _log.info(note)
-        call.arguments, problems = coerce_arguments(call.arguments, params)
-        said = tuple(f"{p.split('=', 1)[0]}=" for p in empty_required)  # one line per argument
-        problems = empty_required + [p for p in problems if not p.startswith(said or ("\0",))]
-        for p in problems:
-            _warn(
-                result,
-                ToolArgumentWarning,
-                f"Tool {call.name!r}: {p}. The function gets the value as the model wrote it; "
-                "check the tool's schema or the function's handling of it.",
-            )
+    fit_calls(result, turn.tool_schemas)
+    _forced_call_ignored(result, turn)
     return result
 
 
-def parse_response(response: Any, **asked: Any) -> ChatResult:
-    """Turn a ``ChatCompletion`` (SDK object or its JSON dict) into a :class:`ChatResult`.
+def check_reply(reply: Any, **asked: Any) -> ChatResult:
+    """Check a ``client.chat.completions.create`` reply and read it into a :class:`ChatResult`:
+    the reasoning apart from the answer, the tool calls with their arguments fitted to the
+    tools' schemas, and a warning for each way the reply is no real answer.
 
     Args:
-        **asked: what the request asked for, each optional: ``thinking``,
-            ``force_nonempty_content``, ``max_tokens`` (tokens; defaults True, False, None),
-            ``tools_requested`` (tools offered, not ``tool_choice="none"``: only then is
-            unparsed markup an error), ``tool_schemas`` (arguments fitted to them),
-            ``recover_tool_calls``, ``max_model_len`` (tokens; the server's limit when no
-            ``max_tokens`` was sent).
+        reply: the ``ChatCompletion`` (SDK object or its JSON dict).
+        **asked: what the request was sent with, by ``create``'s names, each optional:
+            ``max_tokens`` (tokens; a call cut at it is told by the token count),
+            ``tools`` (the schemas sent: calls are checked and fitted to them),
+            ``tool_choice``, ``extra_body`` (its ``chat_template_kwargs``: thinking off,
+            ``force_nonempty_content``); and the checker's own ``recover_tool_calls`` (a
+            complete call left at the end of the reasoning becomes a call) and
+            ``max_model_len`` (tokens; the server's limit when no ``max_tokens`` was sent).
+
+    Returns:
+        The checked :class:`ChatResult`; each warning also sets its flag on it.
 
     Raises:
-        ResponseError: tool-call markup in ``content`` with no ``tool_calls`` (the server
-            lacks ``--enable-auto-tool-choice --tool-call-parser qwen3_coder``), or a
-            response with no choices.
+        TypeError: a keyword of the wrong shape, or an unknown one.
+        ResponseError: tool-call markup in ``content`` with no ``tool_calls`` while tools
+            were offered (the server lacks ``--enable-auto-tool-choice --tool-call-parser
+            qwen3_coder``), or a reply with no choices.
 
     Warns:
-        The warnings of :mod:`helpers.chat.types`; each sets a flag on the result too.
+        The warnings of :mod:`helpers.chat.types` (:data:`FINISH_CHECKS`, then a forced
+        tool choice answered with text; :class:`ToolArgumentWarning` per argument that does
+        not fit its schema).
     """
-    return _parse_reply(response, _Turn(**asked))
-
-
-def _parse_reply(response: Any, turn: _Turn) -> ChatResult:
-    """:func:`parse_response` for a turn already described."""
-    choices = _get(response, "choices") or []
+    turn = asked_turn("check_reply", **asked)
+    choices = _get(reply, "choices") or []
     if not choices:
         raise ResponseError(
             "The server's response has no choices; check the server log for the error "
@@ -482,7 +488,7 @@ def _parse_reply(response: Any, turn: _Turn) -> ChatResult:
         content=_get(message, "content") or "",
         tool_calls=tool_calls,
         finish_reason=_get(choice, "finish_reason"),
-        usage=Usage.from_raw(_get(response, "usage")),
-        raw=response,
+        usage=Usage.from_raw(_get(reply, "usage")),
+        raw=reply,
     )
     return _finish(result, turn)

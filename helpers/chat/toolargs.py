@@ -10,8 +10,13 @@ passes a value it cannot convert through as a *string* (``{"limit": "140.0"}`` f
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from typing import Any
+
+from helpers.chat.types import ChatResult, ToolArgumentWarning, _warn
+
+_log = logging.getLogger("helpers.chat")
 
 # JSON-schema type name -> Python type pydantic validates (lax mode) into.
 _PY_TYPES: dict[str, type] = {
@@ -203,3 +208,42 @@ def coerce_arguments(
         else:
             problems.append(f"{_where(path)}: {err.message} (schema rule {err.validator!r})")
     return args, problems
+
+
+def _schema_parameters(tool_schemas: list[dict[str, Any]] | None, name: str) -> Any:
+    for t in tool_schemas or []:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if isinstance(fn, Mapping) and fn.get("name") == name:
+            return fn.get("parameters")
+    return None
+
+
+def fit_calls(result: ChatResult, tool_schemas: list[dict[str, Any]] | None) -> ChatResult:
+    """Fit each call of a checked turn to its tool's JSON schema, in place: optional arguments
+    written empty left out (one info line per call, also in ``result.notes``), then the
+    lossless coercions; an argument that still does not fit warns
+    (:class:`~helpers.chat.types.ToolArgumentWarning`) and is passed on as written."""
+
+    for call in result.tool_calls:
+        params = _schema_parameters(tool_schemas, call.name)
+        if call.error is not None or not params:
+            continue
+        call.arguments, dropped, empty_required = drop_empty_optionals(call.arguments, params)
+        if dropped:
+            note = (
+                f"Tool {call.name!r}: left out {', '.join(dropped)}, written empty for optional "
+                "parameters (qwen3_coder has no null), so the function's defaults apply."
+            )
+            result.notes.append(note)
+            _log.info(note)
+        call.arguments, problems = coerce_arguments(call.arguments, params)
+        said = tuple(f"{p.split('=', 1)[0]}=" for p in empty_required)  # one line per argument
+        problems = empty_required + [p for p in problems if not p.startswith(said or ("\0",))]
+        for p in problems:
+            _warn(
+                result,
+                ToolArgumentWarning,
+                f"Tool {call.name!r}: {p}. The function gets the value as the model wrote it; "
+                "check the tool's schema or the function's handling of it.",
+            )
+    return result

@@ -1,14 +1,17 @@
-"""What a vLLM chat reply is, as the helpers hand it back: the result types (the same for
-streamed and non-streamed turns), the warnings a reply can raise, and reading fields off the
-``openai`` SDK's objects or their JSON dicts.
+"""What a vLLM chat reply is once checked: the result types (the same for streamed and
+non-streamed turns), the warnings a reply can raise, and reading fields off the ``openai``
+SDK's objects or their JSON dicts.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 # Server flags named in error and warning messages (seeds 002/004, vLLM 0.32 parser names).
@@ -32,7 +35,7 @@ class ReasoningParserMissingWarning(UserWarning):
 class ToolCallInReasoningWarning(UserWarning):
     """A complete tool call sits at the end of the reasoning (the model never wrote
     ``</think>``) and the server returned no ``tool_calls``: its reasoning parser kept the
-    call as reasoning. ``recover_tool_calls=True`` turns it into a call."""
+    call as reasoning. The checker's ``recover_tool_calls=True`` turns it into a call."""
 
 
 class ToolCallTruncatedWarning(UserWarning):
@@ -49,13 +52,6 @@ class ForcedToolCallIgnoredWarning(UserWarning):
 
 class ToolArgumentWarning(UserWarning):
     """A tool-call argument does not fit the tool's JSON schema and could not be coerced."""
-
-
-class ServerLimitUnknownWarning(UserWarning):
-    """``GET /v1/models`` answered an HTTP error, so the server's ``max_model_len`` is unknown:
-    the request is sent with the default ``max_tokens`` unchecked (warned once per client).
-    vllm-router answers it from its first registered worker without a health check, so one
-    replica down gives HTTP 500 there while chats still route (vllm-project/router#135)."""
 
 
 # ─── results ──────────────────────────────────────────────────────────────────────────
@@ -142,7 +138,8 @@ class Usage:
 
 @dataclass
 class ChatResult:
-    """One assistant turn, parsed.
+    """One assistant turn, checked (:func:`helpers.chat.parse.check_reply`,
+    :func:`helpers.chat.stream.check_stream`).
 
     Attributes:
         reasoning: the model's thinking (``""`` when off or absent).
@@ -150,7 +147,8 @@ class ChatResult:
         tool_calls: parsed tool calls, in the order the model made them.
         finish_reason: ``"stop"``, ``"length"`` (hit ``max_tokens``), ``"tool_calls"``...
         usage: token counts.
-        raw: the SDK response object (a ``ChatCompletion``), or the list of stream chunks.
+        raw: the SDK response object (a ``ChatCompletion``), the list of stream chunks, or
+            the two replies of :func:`helpers.chat.drafting.two_pass_budget`.
         truncated_in_reasoning, reasoning_parser_missing, tool_call_in_reasoning,
             truncated_in_tool_call, tool_calls_missing, forced_call_ignored: set with the
             warning of the same name (:class:`ReasoningTruncatedWarning`...): ``content`` is
@@ -233,12 +231,12 @@ def _get(obj: Any, name: str) -> Any:
 #: Responses and Messages readers are the lab's: ``lab.agents.apis.REPLY_READERS``.
 REPLY_READERS: dict[str, tuple[str, ...]] = {
     "chat completions": (
-        "helpers.chat.parse._parse_reply",
-        "helpers.chat.stream.ChatStream.__iter__",
+        "helpers.chat.display.show",
+        "helpers.chat.parse.check_reply",
+        "helpers.chat.stream.check_stream",
         "helpers.chat.types.Usage.from_raw",
         "helpers.chat.types._reasoning_of",
     ),
-    "models": ("helpers.chat.completions.server_max_model_len",),
 }
 
 
@@ -258,3 +256,32 @@ def per_client(cache: weakref.WeakKeyDictionary, client: Any) -> dict[str, Any]:
         return cache.setdefault(client, {}).setdefault(_client_url(client), {})
     except TypeError:
         return {}
+
+
+# ─── warnings that point at the notebook cell ────────────────────────────────────────
+
+# The chat modules a warning's stack walk skips (:func:`warn_from_caller`), and the modules
+# built on them that ask to be skipped too (:func:`skip_in_warnings`).
+_CHAT_MODULES = {str(f) for f in Path(__file__).parent.glob("*.py")}
+
+
+def skip_in_warnings(module_file: str) -> None:
+    """Make the warnings the chat modules raise point past the module ``module_file`` (its
+    ``__file__``) too, at its caller: a module that wraps the chat helpers calls it once at
+    import (``lab.agents.structured``: a schema answer's warning points at the notebook cell)."""
+    _CHAT_MODULES.add(str(module_file))
+
+
+def _warn(result: ChatResult, category: type[Warning], text: str) -> None:
+    """Record ``text`` on the result and :func:`warn_from_caller`."""
+    result.warnings.append(text)
+    warn_from_caller(category, text)
+
+
+def warn_from_caller(category: type[Warning], text: str) -> None:
+    """``warnings.warn(text, category)`` pointing at the first caller outside the chat
+    modules (the notebook cell or test), however deep the helper chain was."""
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_code.co_filename in _CHAT_MODULES:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level)

@@ -66,7 +66,7 @@ class RunDefaults:
 
 def budget_points(nominal: int, max_tokens: int) -> tuple[str | int | None, ...]:
     """The budget curve's points for a run of ``max_tokens`` (tokens, >= 1): reasoning off,
-    capped at ``nominal`` tokens or a quarter of ``max_tokens`` if smaller (``ChatOptions``
+    capped at ``nominal`` tokens or a quarter of ``max_tokens`` if smaller (``RequestSettings``
     refuses a budget at or above ``max_tokens``), no cap.
     """
     cap = min(nominal, max_tokens // 4)

@@ -3,10 +3,10 @@
 Coding agents and agent SDKs speak ``POST /v1/responses`` (the ``openai`` SDK's
 ``client.responses.create``) or ``POST /v1/messages`` (the ``anthropic`` SDK); vLLM 0.32.0
 serves both next to chat completions. :func:`responses_chat` and :func:`messages_chat`
-send one turn on each, from the same :class:`~helpers.chat.request.ChatOptions`, read into
-the :class:`~helpers.chat.types.ChatResult` that :func:`~helpers.chat.completions.chat`
-returns. Reply shapes (vLLM 0.32.0 source, measured on the stand-in, ``tests/lab/agents/test_apis.py``):
-Responses items are built in ``vllm/entrypoints/openai/responses/serving.py``
+send one turn on each, with the same keywords (``thinking``, ``max_tokens``, ``temperature``,
+``top_p``, ``tools``, ``tool_choice``), read into the :class:`~helpers.chat.types.ChatResult`
+that :func:`~helpers.chat.parse.check_reply` gives a chat completion. Reply shapes (vLLM
+0.32.0 source, measured on the stand-in, ``tests/lab/agents/test_apis.py``): Responses items are built in ``vllm/entrypoints/openai/responses/serving.py``
 (``_make_response_output_items``); Messages requests are converted to chat completions
 (``vllm/entrypoints/anthropic/serving.py``, same parsers). Thinking on or off is
 ``chat_template_kwargs.enable_thinking`` on both (in ``extra_body``; Responses'
@@ -21,13 +21,18 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from helpers.chat.completions import _translate_api_error
-from helpers.chat.parse import _warn, skip_in_warnings
-from helpers.chat.request import ChatOptions, _check_client, _check_model, _options_from
-from helpers.chat.types import ChatResult, ReasoningTruncatedWarning, ToolCall, Usage, _get
+from helpers.chat.types import (
+    ChatResult,
+    ReasoningTruncatedWarning,
+    ToolCall,
+    Usage,
+    _get,
+    _warn,
+    skip_in_warnings,
+)
 from helpers.errors import ResponseError
 from helpers.server.endpoint import server_root
-from helpers.server.request_failure import error_words
+from lab.agents.send import send
 
 #: The functions here that read a vLLM reply with :func:`~helpers.chat.types._get`, by API: the
 #: lab's part of :data:`helpers.chat.types.REPLY_READERS` (``python -m tools.drift`` reads both
@@ -35,6 +40,7 @@ from helpers.server.request_failure import error_words
 REPLY_READERS: dict[str, tuple[str, ...]] = {
     "responses": ("lab.agents.apis.parse_responses_reply",),
     "messages": ("lab.agents.apis.parse_messages_reply",),
+    "models": ("lab.verify.served_max_model_len",),  # the endpoint check's read of /v1/models
 }
 
 skip_in_warnings(__file__)  # a reply's warning points at the caller, as the chat modules' do
@@ -77,7 +83,7 @@ def _messages_of(fn: str, messages_or_prompt: Any) -> list[dict[str, Any]]:
         ):
             raise TypeError(
                 f"{fn}: each message must be {{'role': 'system'|'user'|'assistant', 'content': "
-                f"str}}; got {m!r:.100}. Tool turns differ per API: continue those with chat()."
+                f"str}}; got {m!r:.100}. Tool turns differ per API: continue those on chat completions."
             )
     return messages
 
@@ -89,11 +95,16 @@ def responses_chat(
     client: Any,
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
-    options: ChatOptions | None = None,
     *,
+    thinking: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | None = None,
     schema: type | None = None,
     compact: bool = True,
-    **overrides: Any,
+    **create_kwargs: Any,
 ) -> ChatResult:
     """One turn on the Responses API (``client.responses.create``), read into a ChatResult.
 
@@ -101,11 +112,12 @@ def responses_chat(
         client: an ``openai.OpenAI`` client (:func:`~helpers.server.endpoint.make_client`).
         model: the served model name.
         messages_or_prompt: a prompt string, or ``{"role", "content": str}`` messages.
-        options: :class:`~helpers.chat.request.ChatOptions`; keywords override its fields.
-            Sent: ``thinking`` (``chat_template_kwargs.enable_thinking``), ``max_tokens``
-            (as ``max_output_tokens``, tokens; ``None`` sends none: the server's limit),
-            ``temperature``, ``top_p``, ``tools`` (converted by :func:`responses_tools`),
-            ``tool_choice`` (strings only). Other ChatOptions fields are not sent.
+        thinking: sent as ``chat_template_kwargs.enable_thinking`` (in ``extra_body``).
+        max_tokens: sent as ``max_output_tokens`` (tokens; ``None`` sends none: the
+            server's limit).
+        temperature, top_p: sampling (``None``: not sent, the server's default).
+        tools: chat-completions function tools, converted by :func:`responses_tools`.
+        tool_choice: ``"auto"``, ``"none"`` or ``"required"``.
         schema: a pydantic model class to constrain the answer to (validate it with
             :func:`lab.agents.structured.validate_answer`); refused with forced tools
             (vllm #32006).
@@ -113,31 +125,41 @@ def responses_chat(
             (a ``ResponsesRequest`` field in vLLM 0.32.0), ``False`` the ``text.format``
             json_schema, which ran on newlines on the stand-in (:mod:`lab.agents.structured`)
             and was unconstrained with a reasoning parser before vLLM PR #44084 (#44012).
+        **create_kwargs: more ``client.responses.create`` keywords (``extra_body`` merged).
 
     Returns:
         A :class:`~helpers.chat.types.ChatResult` (:func:`parse_responses_reply`).
 
     Raises:
-        TypeError / ValueError: a bad argument (the message names it).
+        TypeError: a bad argument (the message names it).
         ServerConnectionError: nothing answers at the client's URL.
+        ServerRequestError: the server failed the request (HTTP 5xx).
         ResponseError: the server refused the request (HTTP 4xx; its words quoted).
     """
     import openai
 
-    _check_client("responses_chat", client)
-    opts, extra, extra_body = _settings("responses_chat", model, options, overrides, schema)
-    kwargs: dict[str, Any] = dict(
-        model=model,
-        input=_messages_of("responses_chat", messages_or_prompt),
-        temperature=opts.temperature,
-        top_p=opts.top_p,
+    if not hasattr(getattr(client, "responses", None), "create"):
+        raise TypeError(
+            "responses_chat: `client` must be an openai.OpenAI client (make_client(url) or "
+            f"srv.client()); got {type(client).__name__}."
+        )
+    extra_body = _settings(
+        "responses_chat", model, thinking, tools, tool_choice, create_kwargs, schema
     )
-    if opts.max_tokens is not None:
-        kwargs["max_output_tokens"] = opts.max_tokens
-    if opts.tools:
-        kwargs["tools"] = responses_tools(opts.tools)
-    if isinstance(opts.tool_choice, str):
-        kwargs["tool_choice"] = opts.tool_choice
+    kwargs: dict[str, Any] = dict(
+        model=model, input=_messages_of("responses_chat", messages_or_prompt)
+    )
+    for name, value in (
+        ("temperature", temperature),
+        ("top_p", top_p),
+        ("max_output_tokens", max_tokens),
+    ):
+        if value is not None:
+            kwargs[name] = value
+    if tools:
+        kwargs["tools"] = responses_tools(tools)
+    if isinstance(tool_choice, str):
+        kwargs["tool_choice"] = tool_choice
     if schema is not None:
         from lab.agents.structured import compact_grammar_for, response_format_for
 
@@ -147,39 +169,48 @@ def responses_chat(
             fmt = response_format_for(schema)["json_schema"]
             kwargs["text"] = {"format": {"type": "json_schema", **fmt}}
     kwargs["extra_body"] = extra_body
-    kwargs.update(extra)
-    response = _send(openai, client, client.responses.create, "/v1/responses", kwargs)
-    return warn_if_reasoning_cut(
-        parse_responses_reply(response), opts.max_tokens, "max_output_tokens"
-    )
+    kwargs.update(create_kwargs)
+    response = send(openai, client, client.responses.create, "/v1/responses", kwargs)
+    return warn_if_reasoning_cut(parse_responses_reply(response), max_tokens, "max_output_tokens")
 
 
 def _settings(
-    fn: str, model: Any, options: Any, overrides: dict[str, Any], schema: Any
-) -> tuple[ChatOptions, dict[str, Any], dict[str, Any]]:
-    """``(options, the other keywords, extra_body with enable_thinking)`` of one turn, checked.
+    fn: str,
+    model: Any,
+    thinking: Any,
+    tools: Any,
+    tool_choice: Any,
+    create_kwargs: dict[str, Any],
+    schema: Any,
+) -> dict[str, Any]:
+    """``extra_body`` with ``enable_thinking`` for one turn (popped from ``create_kwargs``),
+    after the checks.
 
     Refused by name: ``stream=True`` (the parser would read the event stream as an empty
     turn), and a schema with forced tools (vllm-project/vllm #32006; 0.32.0's
     ``check_structured_outputs_count`` refuses a schema with a named tool choice).
     """
-    _check_model(fn, model)
-    opts, extra = _options_from(fn, options, overrides)
-    if schema is not None and opts.forces_tool_call:
+    if not isinstance(model, str) or not model:
+        raise TypeError(f"{fn}: `model` must be the served model name; got {model!r:.60}.")
+    if not isinstance(thinking, bool):
+        raise TypeError(f"{fn}: `thinking` must be True or False; got {thinking!r:.60}.")
+    forced = bool(tools) and (tool_choice == "required" or isinstance(tool_choice, Mapping))
+    if schema is not None and forced:
         raise TypeError(
-            f"{fn}: a `schema` answer with tool_choice={opts.tool_choice!r} is not sent: vLLM "
+            f"{fn}: a `schema` answer with tool_choice={tool_choice!r} is not sent: vLLM "
             "has crashed on structured outputs with forced tools (vllm-project/vllm #32006). "
             "Run the tools first (tool_choice='auto'), then ask for the schema answer."
         )
-    if extra.get("stream"):
+    if create_kwargs.get("stream"):
         raise TypeError(
             f"{fn}: stream=True is not supported here (the reply would read as empty while the "
             "server generates the whole answer). Send without stream, or stream on chat "
-            "completions with helpers.chat.stream.stream_chat."
+            "completions (client.chat.completions.create(..., stream=True), checked by "
+            "helpers.chat.stream.check_stream)."
         )
-    extra_body = dict(extra.pop("extra_body", None) or {})
-    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = opts.thinking
-    return opts, extra, extra_body
+    extra_body = dict(create_kwargs.pop("extra_body", None) or {})
+    extra_body.setdefault("chat_template_kwargs", {})["enable_thinking"] = thinking
+    return extra_body
 
 
 def warn_if_reasoning_cut(result: ChatResult, max_tokens: int | None, field: str) -> ChatResult:
@@ -293,10 +324,15 @@ def messages_chat(
     client: Any,
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
-    options: ChatOptions | None = None,
     *,
+    max_tokens: int | None = None,
+    thinking: bool = True,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | None = None,
     schema: type | None = None,
-    **overrides: Any,
+    **create_kwargs: Any,
 ) -> ChatResult:
     """One turn on the Anthropic Messages API (``client.messages.create``), as a ChatResult.
 
@@ -305,17 +341,18 @@ def messages_chat(
         model: the served model name.
         messages_or_prompt: a prompt string, or ``{"role", "content": str}`` messages (a
             ``system`` message becomes the top-level ``system``).
-        options: :class:`~helpers.chat.request.ChatOptions`; keywords override its fields.
-            ``max_tokens`` (tokens) is required here: the Messages API has no default.
-            Sent as well: ``thinking`` (``chat_template_kwargs.enable_thinking``),
-            ``temperature`` and ``top_p`` (in the body: the SDK's typed call lacks them),
-            ``tools`` (:func:`messages_tools`), ``tool_choice``
-            (``"auto"``, ``"required"`` -> ``any``, ``"none"``).
+        max_tokens: tokens, required: the Messages API has no default.
+        thinking: sent as ``chat_template_kwargs.enable_thinking``.
+        temperature, top_p: sampling, sent in the body (the SDK's typed call lacks them;
+            ``None``: not sent).
+        tools: chat-completions function tools (:func:`messages_tools`).
+        tool_choice: ``"auto"``, ``"required"`` (sent as ``any``) or ``"none"``.
         schema: a pydantic model class, sent as ``output_config={"format": {"type":
             "json_schema", ...}}`` (vLLM 0.32.0 ``_handle_output_config`` maps it to
             ``response_format``). No compact mode: ``AnthropicMessagesRequest`` ignores a
             ``structured_outputs`` field (measured: unconstrained, HTTP 200). Validate with
             :func:`lab.agents.structured.validate_answer`.
+        **create_kwargs: more ``client.messages.create`` keywords (``extra_body`` merged).
 
     Returns:
         A :class:`~helpers.chat.types.ChatResult` (:func:`parse_messages_reply`).
@@ -323,6 +360,7 @@ def messages_chat(
     Raises:
         TypeError / ValueError: a bad argument, or no ``max_tokens``.
         ServerConnectionError: nothing answers at the client's URL.
+        ServerRequestError: the server failed the request (HTTP 5xx).
         ResponseError: the server refused the request (HTTP 4xx; its words quoted).
     """
     import anthropic
@@ -332,8 +370,10 @@ def messages_chat(
             "messages_chat: `client` must be an anthropic.Anthropic client: "
             f"make_anthropic_client(url); got {type(client).__name__}."
         )
-    opts, extra, extra_body = _settings("messages_chat", model, options, overrides, schema)
-    if opts.max_tokens is None:
+    extra_body = _settings(
+        "messages_chat", model, thinking, tools, tool_choice, create_kwargs, schema
+    )
+    if max_tokens is None:
         raise ValueError(
             "messages_chat: the Messages API requires max_tokens (tokens): pass max_tokens=..."
         )
@@ -341,7 +381,7 @@ def messages_chat(
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     kwargs: dict[str, Any] = dict(
         model=model,
-        max_tokens=opts.max_tokens,
+        max_tokens=max_tokens,
         messages=[m for m in messages if m["role"] != "system"],
     )
     if system:
@@ -351,19 +391,19 @@ def messages_chat(
 
         fmt = response_format_for(schema)["json_schema"]["schema"]
         kwargs["output_config"] = {"format": {"type": "json_schema", "schema": fmt}}
-    if opts.tools:
-        kwargs["tools"] = messages_tools(opts.tools)
-    choice = opts.tool_choice
-    if isinstance(choice, str):
-        kwargs["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
+    if tools:
+        kwargs["tools"] = messages_tools(tools)
+    if isinstance(tool_choice, str):
+        kwargs["tool_choice"] = {"type": {"required": "any"}.get(tool_choice, tool_choice)}
     # anthropic 2.15's typed Messages.create has no temperature / top_p; vLLM 0.32.0's
     # AnthropicMessagesRequest still reads both, so they go in the body.
-    extra_body.setdefault("temperature", opts.temperature)
-    extra_body.setdefault("top_p", opts.top_p)
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if value is not None:
+            extra_body.setdefault(name, value)
     kwargs["extra_body"] = extra_body
-    kwargs.update(extra)
-    message = _send(anthropic, client, client.messages.create, "/v1/messages", kwargs)
-    return warn_if_reasoning_cut(parse_messages_reply(message), opts.max_tokens, "max_tokens")
+    kwargs.update(create_kwargs)
+    message = send(anthropic, client, client.messages.create, "/v1/messages", kwargs)
+    return warn_if_reasoning_cut(parse_messages_reply(message), max_tokens, "max_tokens")
 
 
 def parse_messages_reply(message: Any) -> ChatResult:
@@ -400,23 +440,3 @@ def parse_messages_reply(message: Any) -> ChatResult:
         ),
         raw=message,
     )
-
-
-def _send(sdk: Any, client: Any, create: Any, path: str, kwargs: dict[str, Any]) -> Any:
-    """``create(**kwargs)``, with the SDK's errors (``openai`` or ``anthropic``) said as
-    ``chat()`` says them (:func:`~helpers.chat.completions._translate_api_error`).
-
-    Raises:
-        ServerConnectionError: nothing (or no vLLM server) answers ``client.base_url``.
-        ServerRequestError: the server failed ``POST path`` (HTTP 5xx).
-        ResponseError: the server refused ``POST path`` (its status and words).
-    """
-    try:
-        return create(**kwargs)
-    except sdk.APIError as e:
-        err = _translate_api_error(client, e, f"POST {path}", kwargs.get("model"), sdk)
-        if err is e and isinstance(e, sdk.APIStatusError):
-            err = ResponseError(
-                f"The server refused POST {path} (HTTP {e.status_code}): {error_words(e)}"
-            )
-        raise err from None

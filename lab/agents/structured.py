@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.chat.parse import skip_in_warnings, warn_from_caller
-from helpers.chat.request import ChatOptions, _options_from
-from helpers.chat.types import ChatResult, StreamEvent
+from helpers.chat.parse import check_reply
+from helpers.chat.stream import check_stream
+from helpers.chat.types import ChatResult, StreamEvent, skip_in_warnings, warn_from_caller
 from helpers.errors import (
     SchemaNotEnforcedError,
     StructuredAnswerInReasoningError,
@@ -41,6 +41,7 @@ from helpers.errors import (
     StructuredOutputInvalidError,
 )
 from helpers.server.request_failure import error_words
+from lab.agents.send import send
 
 skip_in_warnings(__file__)  # a schema answer's warning points at the caller, as chat's do
 
@@ -181,34 +182,43 @@ def structured_chat(
     model: str,
     messages_or_prompt: str | Iterable[Mapping[str, Any]],
     schema: type,
-    options: ChatOptions | None = None,
     *,
+    thinking: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
     stream: bool = False,
     compact: bool = True,
     on_event: Callable[[StreamEvent], None] | None = None,
     from_reasoning: bool = False,
-    **overrides: Any,
+    noise_tolerant: bool = False,
+    **create_kwargs: Any,
 ) -> StructuredResult | None:
-    """Ask for an answer constrained to ``schema`` and return it validated.
+    """Ask for an answer constrained to ``schema`` and return it validated: one
+    ``client.chat.completions.create`` with the schema in the body, checked by
+    :func:`~helpers.chat.parse.check_reply` (or :func:`~helpers.chat.stream.check_stream`).
 
     Args:
-        client, model, messages_or_prompt, options, **overrides: as in
-            :func:`~helpers.chat.completions.chat`; ``tools`` are refused (a schema answer is
-            the final answer).
+        client, model: an ``openai.OpenAI`` client and the served model name.
+        messages_or_prompt: a user prompt string, or OpenAI-format messages.
         schema: a ``pydantic.BaseModel`` subclass: its JSON schema is sent (see
             ``compact``) and ``content`` is validated with ``schema.model_validate_json``.
-        stream: stream the turn (:func:`~helpers.chat.stream.stream_chat`); the JSON is
-            validated once the stream ends.
+        thinking: sent as ``chat_template_kwargs.enable_thinking``.
+        max_tokens, temperature, top_p: sent when not None (tokens; sampling).
+        stream: stream the turn; the JSON is validated once the stream ends.
         compact: ``True`` sends :func:`compact_grammar_for` (needs ``xgrammar``); ``False``
             the OpenAI ``response_format`` (:func:`response_format_for`). Module notes: why.
         on_event: called with each :class:`~helpers.chat.types.StreamEvent` as it arrives
             (``stream=True`` only), e.g. to print the JSON as it is written.
         from_reasoning: as in :func:`validate_answer`.
+        noise_tolerant: weightless mode (``srv.run.noise``): an answer that fails on noise
+            text is printed and None returned (:func:`helpers.chat.noise.noise_tolerant`).
+        **create_kwargs: more ``create`` keywords (``extra_body`` merged, ``seed``...);
+            ``tools`` are refused (a schema answer is the final answer).
 
     Returns:
-        A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn.
-        ``None`` when ``noise_tolerant`` and the answer failed on noise text (printed,
-        :func:`helpers.chat.noise.noise_tolerant`).
+        A :class:`StructuredResult`: ``.value`` the validated instance, ``.chat`` the turn;
+        ``None`` as ``noise_tolerant`` says.
 
     Raises:
         TypeError: ``schema`` is not a pydantic model class, ``tools`` or
@@ -218,80 +228,88 @@ def structured_chat(
         SchemaNotEnforcedError: the server answered HTTP 400 to the schema (quoted).
         StructuredAnswerInReasoningError, StructuredAnswerMissingError,
             StructuredOutputInvalidError: as :func:`validate_answer`.
-        ServerConnectionError, ResponseError: as ``chat``.
+        ServerConnectionError, ServerRequestError: as :func:`lab.agents.send.send`.
 
     Warns:
         StructuredOutputDraftingWarning: reasoning on and the server drafts
             (:data:`DRAFTING_REPORTS`).
-        ReasoningTruncatedWarning: as ``chat`` (before the missing-answer error).
+        ReasoningTruncatedWarning: as ``check_reply`` (before the missing-answer error).
     """
     import openai
 
     _check_schema("structured_chat", schema)
-    if "response_format" in overrides:
+    if "response_format" in create_kwargs:
         raise TypeError(
             "structured_chat: pass the answer's shape as `schema` (a pydantic model class), "
             "not `response_format`: the helper builds it."
         )
     if on_event is not None and not stream:
         raise TypeError("structured_chat: `on_event` needs stream=True.")
-    merged, _ = _options_from("structured_chat", options, overrides)  # checks the arguments
-    opts = options if options is not None else ChatOptions()
-    if merged.tools:
+    if not isinstance(thinking, bool):
+        raise TypeError(f"structured_chat: `thinking` must be True or False; got {thinking!r:.60}.")
+    if create_kwargs.get("tools"):
         raise TypeError(
             "structured_chat: `tools` are not sent with a schema answer (vLLM 0.32 refuses "
-            "structured outputs with a named tool_choice). Run the tools first "
-            "(run_tool_loop), then ask for the schema answer."
+            "structured outputs with a named tool_choice). Run the tools first, then ask for "
+            "the schema answer."
         )
-    if merged.noise_tolerant:  # weightless: report, not raise
-        from helpers.chat.noise import noise_tolerant
+    if noise_tolerant:  # weightless: report, not raise
+        from helpers.chat.noise import noise_tolerant as tolerant
 
-        overrides["noise_tolerant"] = False
-        with noise_tolerant(True, "schema answer"):
+        with tolerant(True, "schema answer"):
             return structured_chat(
-                client,
-                model,
-                messages_or_prompt,
-                schema,
-                opts,
-                stream=stream,
-                compact=compact,
-                on_event=on_event,
-                from_reasoning=from_reasoning,
-                **overrides,
-            )
+                client, model, messages_or_prompt, schema, thinking=thinking,
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, stream=stream,
+                compact=compact, on_event=on_event, from_reasoning=from_reasoning,
+                **create_kwargs,
+            )  # fmt: skip
         return None
-    warn_if_drafting(client, merged.thinking)
+    warn_if_drafting(client, thinking)
+    extra_body = dict(create_kwargs.pop("extra_body", None) or {})
+    extra_body["chat_template_kwargs"] = {
+        **(extra_body.get("chat_template_kwargs") or {}),
+        "enable_thinking": thinking,
+    }
     if compact:
-        extra_body = dict(overrides.pop("extra_body", None) or {})
         extra_body["structured_outputs"] = {"grammar": compact_grammar_for(schema)}
-        overrides["extra_body"] = extra_body
     else:
-        overrides["response_format"] = response_format_for(schema)
-    events: list[StreamEvent] = []
-    try:
-        if stream:
-            from helpers.chat.stream import stream_chat
+        create_kwargs["response_format"] = response_format_for(schema)
+    messages = (
+        [{"role": "user", "content": messages_or_prompt}]
+        if isinstance(messages_or_prompt, str)
+        else [dict(m) for m in messages_or_prompt]
+    )
+    kwargs: dict[str, Any] = dict(model=model, messages=messages, extra_body=extra_body)
+    for name, value in (("max_tokens", max_tokens), ("temperature", temperature), ("top_p", top_p)):
+        if value is not None:
+            kwargs[name] = value
+    if stream:
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+    kwargs.update(create_kwargs)
 
-            chat_stream = stream_chat(client, model, messages_or_prompt, opts, **overrides)
-            for event in chat_stream:
-                events.append(event)
-                if on_event is not None:
-                    on_event(event)
-            result = chat_stream.result
-        else:
-            from helpers.chat.completions import chat
-
-            result = chat(client, model, messages_or_prompt, opts, **overrides)
-    except openai.BadRequestError as e:
-        raise SchemaNotEnforcedError(
+    def refused(e: Exception) -> Exception | None:
+        if not isinstance(e, openai.BadRequestError):
+            return None
+        return SchemaNotEnforcedError(
             f"The server refused to enforce the schema {schema.__name__} (HTTP 400): "
             f"{error_words(e)} Simplify the schema (drop features the backend lacks), or "
             "send it without tools / structured_outputs alongside.",
             server_message=error_words(e),
-        ) from None
+        )
+
+    reply = send(openai, client, client.chat.completions.create, "/v1/chat/completions", kwargs,
+                 refused=refused)  # fmt: skip
+    events: list[StreamEvent] = []
+
+    def seen(event: StreamEvent) -> None:
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    asked = dict(max_tokens=max_tokens, extra_body=extra_body)
+    result = check_stream(reply, on_piece=seen, **asked) if stream else check_reply(reply, **asked)
     value = validate_answer(result, schema, from_reasoning=from_reasoning)
-    if merged.thinking and not (result.reasoning or "").strip():
+    if thinking and not (result.reasoning or "").strip():
         warn_unreasoned(result, schema)
     return StructuredResult(value=value, chat=result, events=events)
 
@@ -346,7 +364,8 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
     ``content`` is empty and holds a JSON object (the answer put in the wrong field).
 
     Args:
-        result: a turn from ``chat`` / ``stream_chat`` (or :func:`structured_chat`'s ``.chat``).
+        result: a checked turn (:func:`~helpers.chat.parse.check_reply`, or
+            :func:`structured_chat`'s ``.chat``).
         schema: a ``pydantic.BaseModel`` subclass.
         from_reasoning: validate a JSON object found in ``reasoning`` when ``content`` is empty
             (warns :class:`StructuredAnswerRecoveredWarning`) instead of raising
@@ -390,8 +409,8 @@ def validate_answer(result: ChatResult, schema: type, *, from_reasoning: bool = 
                 f"No answer: max_tokens ran out after {result.usage.completion_tokens} tokens "
                 f"while the model was still reasoning ({len(result.reasoning)} characters of "
                 "reasoning, empty content), and vLLM constrains only the answer after the "
-                "reasoning ends. Raise max_tokens, set a reasoning_budget, or pass "
-                "thinking=False.",
+                "reasoning ends. Raise max_tokens, cap the reasoning (thinking_token_budget), "
+                "or pass thinking=False.",
                 **reply,
             )
         raise StructuredOutputInvalidError(

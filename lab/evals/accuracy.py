@@ -25,15 +25,15 @@ from typing import Any
 import httpx
 import pandas as pd
 
-from helpers.chat.completions import explain_bad_request
-from helpers.chat.request import DEFAULT_MAX_TOKENS, ChatOptions
+from helpers.chat.types import REASONING_PARSER_FLAGS, TOOL_PARSER_FLAGS
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
-from helpers.config.run import run_of
+from helpers.config.run import GPU_MAX_TOKENS, run_of
 from helpers.errors import CookbookError
 from helpers.machine.libraries import LIBRARIES
 from helpers.paths import out_dir
 from helpers.server.endpoint import server_root
+from lab.evals.settings import RequestSettings
 from lab.evals.stats import Proportion, wilson
 
 #: Published figures a notebook prints beside its own (source named; none is for Lightning on
@@ -200,7 +200,11 @@ class _Run:
 
 
 def _prepare(
-    label: str, items: list[dict], opts: ChatOptions, item_set: str, budget_method: str = "server"
+    label: str,
+    items: list[dict],
+    opts: RequestSettings,
+    item_set: str,
+    budget_method: str = "server",
 ) -> _Run:
     """Write the run's items and its lm-eval task under ``out/evals/<label>/``."""
     prompt = load_demo()["accuracy"]["prompt"]
@@ -208,7 +212,7 @@ def _prepare(
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "items.jsonl"
     data.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
-    max_tokens = opts.max_tokens or DEFAULT_MAX_TOKENS
+    max_tokens = opts.max_tokens or GPU_MAX_TOKENS
     gen: dict[str, Any] = {
         "until": [],
         "max_gen_toks": max_tokens,
@@ -300,7 +304,7 @@ def _served_max_model_len(base: str) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _fit_max_tokens(label: str, opts: ChatOptions, limit: int | None) -> ChatOptions:
+def _fit_max_tokens(label: str, opts: RequestSettings, limit: int | None) -> RequestSettings:
     """``opts`` with ``max_tokens`` fitted to the server's ``max_model_len`` (said in one
     line): vLLM 0.32.0 refuses ``max_tokens`` above ``max_model_len`` with HTTP 400
     (``vllm/renderers/params.py``) and gives each reply what its prompt leaves of the rest
@@ -309,7 +313,7 @@ def _fit_max_tokens(label: str, opts: ChatOptions, limit: int | None) -> ChatOpt
     Raises:
         EvalError: a reasoning budget that the fitted ``max_tokens`` cannot hold (names both).
     """
-    asked = opts.max_tokens or DEFAULT_MAX_TOKENS
+    asked = opts.max_tokens or GPU_MAX_TOKENS
     if limit is None or asked <= limit:
         return opts
     if opts.reasoning_budget is not None and opts.reasoning_budget >= limit:
@@ -323,6 +327,50 @@ def _fit_max_tokens(label: str, opts: ChatOptions, limit: int | None) -> ChatOpt
         f"is sent with max_tokens={limit} (vLLM gives a reply what its prompt leaves of it)."
     )
     return opts.replace(max_tokens=limit)
+
+
+#: vLLM 0.32.0's 400 for a max_tokens above max_model_len (``vllm/renderers/params.py``).
+_MAX_TOKENS_400 = re.compile(
+    r"max_(?:completion_)?tokens=(\d+) cannot be greater than max_model_len=(\d+)"
+)
+
+
+def explain_bad_request(text: str) -> str | None:
+    """The cookbook's sentence (cause, fix, the server's words) for a known HTTP 400 of vLLM
+    0.32.0 in ``text`` (the error's text, as lm-eval logged it); None for any other.
+
+    Known: ``max_tokens=N cannot be greater than max_model_len=M`` (``vllm/renderers/
+    params.py``), "maximum context length is N tokens", ``thinking_token_budget is set but
+    reasoning_config is not configured`` (``vllm/v1/engine/input_processor.py``; NeMo-RL PR
+    #4220 met it) and tools without a tool parser (``vllm/renderers/online_renderer.py``).
+    """
+    m = _MAX_TOKENS_400.search(text)
+    if m:
+        limit = m.group(2)
+        return (
+            f"max_tokens={m.group(1)} does not fit this server: its max_model_len is {limit} "
+            f"tokens (prompt + output). Pass max_tokens below {limit}, or restart vLLM with a "
+            f"larger --max-model-len. Server said: {text}"
+        )
+    m = re.search(r"maximum context length is (\d+) tokens", text)
+    if m:  # the prompt (plus output, older releases) exceeds max_model_len
+        return (
+            f"The request does not fit the server's max_model_len of {m.group(1)} tokens: "
+            "shorten the conversation, lower max_tokens, or restart vLLM with a larger "
+            "--max-model-len. Server said: " + text
+        )
+    if "thinking_token_budget" in text:
+        return (
+            "The server rejected `thinking_token_budget`: it was launched without a reasoning "
+            f"parser. Restart vLLM with `{REASONING_PARSER_FLAGS}`, or score with "
+            "budget_method='two_pass'. Server said: " + text
+        )
+    if "tool choice requires" in text or "requires --tool-call-parser" in text:
+        return (
+            "The server refused the tools: it was launched without tool calling. "
+            f"Restart vLLM with `{TOOL_PARSER_FLAGS}`. Server said: " + text
+        )
+    return None
 
 
 #: lm-eval 0.4.13 logs the body of a failed request before it retries and raises a bare
@@ -356,7 +404,7 @@ def _server_words(tail: str) -> tuple[int | None, str] | None:
 
 def evaluate_runs(
     server,
-    runs: list[tuple[str, ChatOptions]],
+    runs: list[tuple[str, RequestSettings]],
     items: list[dict] | int | None = None,
     *,
     item_set: str = "gsm8k",
@@ -399,7 +447,7 @@ def evaluate(
     items: list[dict] | int | None = None,
     *,
     item_set: str = "gsm8k",
-    options: ChatOptions | None = None,
+    options: RequestSettings | None = None,
     label: str = "accuracy",
     concurrency: int = 4,
     progress: bool = True,
@@ -426,7 +474,7 @@ def evaluate(
     """
     return evaluate_runs(
         server,
-        [(label, options or ChatOptions())],
+        [(label, options or RequestSettings())],
         items,
         item_set=item_set,
         concurrency=concurrency,

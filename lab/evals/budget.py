@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.chat.request import ChatOptions
 from helpers.paths import out_dir, slug
 from lab.evals.accuracy import AccuracyResult
+from lab.evals.settings import RequestSettings
 
 
-def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
+def budget_plan(budgets, base: RequestSettings) -> list[tuple[str, RequestSettings]]:
     """``[(name, options)]`` for budgets ``"off"`` (reasoning off), an int (the cap in
     tokens) or None (reasoning on, no cap).
 
@@ -40,7 +40,9 @@ def budget_plan(budgets, base: ChatOptions) -> list[tuple[str, ChatOptions]]:
     return plan
 
 
-def curve_table(plan: list[tuple[str, ChatOptions]], runs: list[AccuracyResult]) -> pd.DataFrame:
+def curve_table(
+    plan: list[tuple[str, RequestSettings]], runs: list[AccuracyResult]
+) -> pd.DataFrame:
     """One row per budget: ``budget``, ``accuracy``, ``low``, ``high`` (95 % Wilson,
     fractions), ``mean_tokens`` (generated per item, reasoning included), ``seconds``."""
     return pd.DataFrame(

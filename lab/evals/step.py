@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.chat.request import ChatOptions
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS
 from helpers.config.run import run_defaults, run_of
@@ -22,6 +21,7 @@ from lab.evals.accuracy import (
     evaluate_runs,
 )
 from lab.evals.budget import budget_plan, curve_table
+from lab.evals.settings import RequestSettings
 from lab.evals.stats import wilson
 
 
@@ -44,8 +44,8 @@ def below_the_floor(result: AccuracyResult, run: Any) -> str | None:
         "noise: the checkpoint may be broken on this stack. Usual causes: the MoE or linear kernel "
         "(--moe-backend), the KV cache dtype (--kv-cache-dtype), the Mamba state dtype "
         "(--mamba-ssm-cache-dtype). Score the BF16 checkpoint on the same items, paired: "
-        'quality = {"compare": {"variant": "bf16"}} (step 12), or {"compare": {"extra_args": '
-        '{"--moe-backend": "marlin"}}} for the kernel.'
+        'notebooks/quality.ipynb with quality = {"compare": {"variant": "bf16"}}, or '
+        '{"compare": {"extra_args": {"--moe-backend": "marlin"}}} for the kernel.'
     )
 
 
@@ -54,7 +54,7 @@ def quality_step(
     *,
     items: int | None = None,
     budgets: Sequence[str | int | None] | None = None,
-    options: ChatOptions | None = None,
+    options: RequestSettings | None = None,
     label: str = "accuracy",
 ) -> tuple[AccuracyResult | None, pd.DataFrame | None]:
     """Score the run, print the accuracy with its interval, the published reference with its
@@ -68,7 +68,8 @@ def quality_step(
         budgets: ``thinking_token_budget`` values for the curve (``"off"``, a token count
             below ``max_tokens``, None for no cap); None: the mode's (``run_defaults``: its
             budgets, on its first ``budget_items`` items); empty: no curve.
-        options: the run's request settings; ``max_tokens`` per item.
+        options: the request settings of every item (None: the run's,
+            :meth:`~lab.evals.settings.RequestSettings.for_run`); ``max_tokens`` per item.
         label: names the runs' folders ``out/evals/<label>*/``.
 
     Raises:
@@ -83,7 +84,7 @@ def quality_step(
     if items == 0:
         print("Accuracy step skipped (quality items = 0).")
         return None, None
-    opts = options or ChatOptions()
+    opts = options or RequestSettings.for_run(server)
     run = run_of(server)
     d = run_defaults(run.weights, opts.max_tokens)
     chosen = default_items(run, items if items is not None or run.stand_in else d.eval_items)
@@ -96,7 +97,7 @@ def quality_step(
         flush=True,
     )
 
-    def same(o: ChatOptions) -> bool:
+    def same(o: RequestSettings) -> bool:
         return (o.thinking, o.reasoning_budget) == (opts.thinking, opts.reasoning_budget)
 
     shared = curve_items == chosen

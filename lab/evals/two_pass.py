@@ -1,5 +1,5 @@
 """The two-pass reasoning budget behind lm-eval: a local chat endpoint that answers each request
-with :func:`helpers.chat.completions.chat` (``budget_method="two_pass"``).
+with :func:`helpers.chat.drafting.two_pass_budget` (a plain request when no budget is asked).
 
 Where the server drafts, vLLM may not enforce ``thinking_token_budget`` (vllm-project/vllm
 #39573, #54906; :mod:`helpers.chat.drafting`), so the accuracy step points lm-eval at this
@@ -20,27 +20,33 @@ from typing import Any
 
 
 def _answer(client: Any, model: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The chat-completion JSON of one lm-eval request, through the two-pass client."""
-    from helpers.chat.completions import chat
-    from helpers.chat.request import ChatOptions
+    """The chat-completion JSON of one lm-eval request: the two-pass budget when the body asks
+    for ``thinking_token_budget`` with thinking on, else the body sent as it is."""
+    from helpers.chat.drafting import two_pass_budget
+    from helpers.chat.parse import check_reply
 
-    kwargs = body.get("chat_template_kwargs") or {}
-    thinking = bool(kwargs.get("enable_thinking", True))
+    thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", True))
     budget = body.get("thinking_token_budget")
-    opts = ChatOptions(
-        thinking=thinking,
-        reasoning_budget=budget if thinking else None,
-        max_tokens=body.get("max_tokens"),
-        temperature=float(body.get("temperature", 1.0)),
-        top_p=float(body.get("top_p", 1.0)),
-    )
-    extra: dict[str, Any] = {}
+    create: dict[str, Any] = {
+        "temperature": float(body.get("temperature", 1.0)),
+        "top_p": float(body.get("top_p", 1.0)),
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}},
+    }
     stop = [s for s in (body.get("stop") or []) if s]
     if stop:
-        extra["stop"] = stop
+        create["stop"] = stop
     if body.get("seed") is not None:
-        extra["seed"] = body["seed"]
-    r = chat(client, model, body["messages"], opts, budget_method="two_pass", **extra)
+        create["seed"] = body["seed"]
+    max_tokens = body.get("max_tokens")
+    if budget is not None and thinking:
+        r = two_pass_budget(
+            client, model, body["messages"], budget, max_tokens=max_tokens, **create
+        )
+    else:
+        reply = client.chat.completions.create(
+            model=model, messages=body["messages"], max_tokens=max_tokens, **create
+        )
+        r = check_reply(reply, max_tokens=max_tokens, extra_body=create["extra_body"])
     return {
         "id": f"two-pass-{time.time_ns()}",
         "object": "chat.completion",

@@ -113,15 +113,11 @@ class Fleet:
         return self.entry.base_url
 
     def client(self, **kwargs):
-        """An ``openai.OpenAI`` client for the entry point, told :attr:`max_model_len` so
-        ``chat()`` need not ask the router's ``GET /v1/models``, which vllm-router answers from
-        its first worker without a health check (HTTP 500 while it is down, vllm-project/router#135)."""
-        from helpers.chat.completions import remember_max_model_len
-
-        client = self.entry.client(**kwargs)
-        if self.max_model_len:
-            remember_max_model_len(client, self.max_model_len, self.served_model_name)
-        return client
+        """An ``openai.OpenAI`` client for the entry point (``kwargs``: the client's, e.g.
+        ``timeout``). Send ``max_tokens`` with each request: the router's ``GET /v1/models``
+        is no guide, vllm-router answers it from its first worker without a health check
+        (HTTP 500 while that worker is down, vllm-project/router#135)."""
+        return self.entry.client(**kwargs)
 
     @property
     def max_model_len(self) -> int | None:

@@ -26,11 +26,10 @@ from typing import Any, Literal
 import pydantic
 
 from helpers.bench.metrics import scrape_metrics
-from helpers.chat.completions import chat, server_max_model_len
 from helpers.chat.display import budget_report
-from helpers.chat.request import ChatOptions
-from helpers.chat.stream import stream_chat
-from helpers.chat.types import REASONING_PARSER_FLAGS, TOOL_PARSER_FLAGS
+from helpers.chat.parse import check_reply
+from helpers.chat.stream import check_stream
+from helpers.chat.types import REASONING_PARSER_FLAGS, TOOL_PARSER_FLAGS, ChatResult, _get
 from helpers.config.demo import load_demo
 from helpers.errors import CookbookError
 from helpers.server.endpoint import make_client
@@ -115,6 +114,17 @@ def _fix_in(text: str) -> str:
     return ""
 
 
+def served_max_model_len(listed: Any, model: str) -> int | None:
+    """``max_model_len`` (tokens) of ``model`` in a ``GET /v1/models`` answer (the SDK's
+    ``client.models.list()``; vLLM's ``ModelCard.max_model_len``,
+    ``vllm/entrypoints/openai/models/serving.py``, 0.32.0), or None when it says none."""
+    for card in _get(listed, "data") or []:
+        if _get(card, "id") == model:
+            value = _get(card, "max_model_len")
+            return int(value) if isinstance(value, (int, float)) else None
+    return None
+
+
 def verify(
     base_url: str,
     model: str | None = None,
@@ -145,7 +155,8 @@ def verify(
         import openai
 
         try:
-            names = [m.id for m in client.models.list().data]
+            listed = client.models.list()
+            names = [m.id for m in listed.data]
         except openai.APIConnectionError:
             raise _Failed(f"nothing answers at {client.base_url}",
                           "start the server, or check the host, the port and that it is reachable from here") from None  # fmt: skip
@@ -157,7 +168,7 @@ def verify(
         found["model"] = model or names[0]
         if found["model"] not in names:
             raise _Failed(f"{model!r} is not served (served: {names})", f"pass one of {names}")
-        limit = server_max_model_len(client, found["model"])
+        limit = served_max_model_len(listed, found["model"])
         if limit is None:
             raise _Failed(
                 f"{found['model']}: /v1/models gives no max_model_len",
@@ -169,10 +180,24 @@ def verify(
     if not checks[0].ok:
         return checks + [Check(n, None, "the model check failed") for n in CHECKS[1:]]
     name = found["model"]
-    greedy = ChatOptions(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+
+    def ask(
+        prompt: str, *, stream: bool = False, tokens: int = max_tokens, **create: Any
+    ) -> ChatResult:
+        """One greedy request, checked: the SDK's call, then the helpers' reply checker."""
+        reply = client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": prompt}], max_tokens=tokens,
+            temperature=0.0, top_p=1.0, **create,
+            **({"stream": True, "stream_options": {"include_usage": True}} if stream else {}),
+        )  # fmt: skip
+        asked = {k: create[k] for k in ("tools", "extra_body") if k in create}
+        if stream:
+            return check_stream(reply, max_tokens=tokens, **asked)
+        return check_reply(reply, max_tokens=tokens, **asked)
 
     def reasoning_on() -> str:
-        r = chat(client, name, demo["reasoning"]["prompt"], greedy)
+        r = ask(demo["reasoning"]["prompt"])
         if not r.reasoning:
             raise _Failed(
                 "no reasoning came back apart from the answer",
@@ -181,7 +206,7 @@ def verify(
         return f"{len(r.reasoning)} characters of reasoning, then {len(r.content)} of answer"
 
     def reasoning_off() -> str:
-        r = chat(client, name, demo["reasoning"]["prompt"], greedy, thinking=False)
+        r = ask(demo["reasoning"]["prompt"], extra_body=off)
         if r.reasoning:
             raise _Failed(
                 "reasoning came back with thinking off",
@@ -191,7 +216,7 @@ def verify(
 
     def tool_call() -> str:
         prompt = demo["weather"]["prompt"].format(city="Santa Clara")
-        r = chat(client, name, prompt, greedy, tools=demo["tools"][:1], thinking=False)
+        r = ask(prompt, tools=demo["tools"][:1], extra_body=off)
         calls = [c for c in r.tool_calls if c.name == "get_weather"]
         if not calls:
             raise _Failed(
@@ -202,8 +227,8 @@ def verify(
 
     def streamed() -> str:
         prompt = demo["streaming"]["prompt"]
-        whole = chat(client, name, prompt, greedy, thinking=False, max_tokens=64)
-        parts = stream_chat(client, name, prompt, greedy, thinking=False, max_tokens=64).result
+        whole = ask(prompt, tokens=64, extra_body=off)
+        parts = ask(prompt, tokens=64, extra_body=off, stream=True)
         if (whole.content, whole.reasoning) != (parts.content, parts.reasoning):
             raise _Failed(
                 "the streamed greedy answer differs from the non-streamed one",
@@ -213,12 +238,15 @@ def verify(
 
     def schema() -> str:
         prompt = demo["structured"]["prompt"]
-        return repr(structured_chat(client, name, prompt, Capital, greedy, thinking=False).value)
+        return repr(
+            structured_chat(client, name, prompt, Capital, thinking=False, max_tokens=max_tokens,
+                            temperature=0.0, top_p=1.0).value
+        )  # fmt: skip
 
     def budget() -> str:
         n = int(demo["budget"]["thinking_token_budget"])
         said = budget_report(
-            chat(client, name, demo["budget"]["prompt"], greedy, reasoning_budget=n), n
+            ask(demo["budget"]["prompt"], extra_body={"thinking_token_budget": n}), n
         )
         if said.startswith("UNEXPECTED"):
             raise _Failed(said, _fix_in(said) or "see the line above")

@@ -1,6 +1,8 @@
-"""Chat replies parsed from recorded vLLM 0.32 responses (non-streamed and streamed), the tool
-loop on them, printing, and the recordings checked against the installed vLLM's own parser
-(the replay layer: tests/support/chat_replay.py).
+"""Chat replies checked from recorded vLLM 0.32 responses (non-streamed and streamed): the
+request is the ``openai`` SDK's own call, as a notebook cell sends it; :func:`check_reply`,
+:func:`check_stream` and :func:`show` read what came back; the tool loop as the cells write it;
+the two-pass budget; and the recordings checked against the installed vLLM's own parser (the
+replay layer: tests/support/chat_replay.py).
 """
 
 from __future__ import annotations
@@ -10,10 +12,7 @@ import warnings
 
 import pytest
 
-from helpers.chat import completions as hc
-from helpers.chat import display, parse, types
-from helpers.chat import request as request_mod
-from helpers.chat import stream as stream_mod
+from helpers.chat import display, drafting, parse, stream, types
 from helpers.chat import tools as tools_mod
 from helpers.errors import ResponseError
 from helpers.server import endpoint
@@ -21,11 +20,14 @@ from tests.support.chat_replay import (
     DATA,
     MODEL,
     TOOLS,
+    WEATHER_TOOLS,
     _shape,
+    ask,
     build_all_fixtures,
     get_time,
     get_weather,
     load,
+    tool_loop,
 )
 
 # ─── non-streaming ────────────────────────────────────────────────────────────────────
@@ -44,12 +46,15 @@ def test_reasoning_field_is_read(rec, client):
     rec.queue("thinking_on")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = hc.chat(client, MODEL, "What is the capital of France?")
+        r = ask(client, "What is the capital of France?")
     assert r.reasoning.startswith("The user asks for the capital of France")
     assert r.content.strip() == "The capital of France is Paris."
     assert r.finish_reason == "stop" and r.tool_calls == [] and r.warnings == []
     assert r.usage.reasoning_tokens and r.usage.completion_tokens > r.usage.reasoning_tokens
     assert not r.truncated_in_reasoning and not r.reasoning_parser_missing
+    assert rec.bodies[0] == {
+        "model": MODEL, "messages": [{"role": "user", "content": "What is the capital of France?"}]
+    }  # fmt: skip
 
 
 def test_reasoning_content_is_read_from_older_servers(rec, client):
@@ -57,67 +62,32 @@ def test_reasoning_content_is_read_from_older_servers(rec, client):
     msg = old["choices"][0]["message"]
     msg["reasoning_content"] = msg.pop("reasoning")
     rec.queue(old)
-    r = hc.chat(client, MODEL, "What is the capital of France?")
+    r = ask(client, "What is the capital of France?")
     assert r.reasoning == load("thinking_on")["choices"][0]["message"]["reasoning"]
     assert r.content.strip() == "The capital of France is Paris."
 
 
-def test_request_body_carries_thinking_force_nonempty_and_budget(rec, client):
-    rec.queue("thinking_on")
-    hc.chat(
-        client,
-        MODEL,
-        "hi",
-        max_tokens=2048,
-        reasoning_budget=256,
-        force_nonempty_content=True,
-        seed=7,
-    )
-    body = rec.bodies[0]
-    assert rec.requests[0]["path"] == "/v1/chat/completions"
-    assert body["chat_template_kwargs"] == {"enable_thinking": True, "force_nonempty_content": True}
-    assert body["thinking_token_budget"] == 256
-    assert body["max_tokens"] == 2048 and body["temperature"] == 1.0 and body["top_p"] == 0.95
-    assert body["seed"] == 7 and body["model"] == MODEL
-    assert body["messages"] == [{"role": "user", "content": "hi"}]
-    assert "stream" not in body and "tools" not in body
-
-
-def test_thinking_off_request_and_reply_without_tags_is_all_content(rec, client):
+def test_thinking_off_reply_without_tags_is_all_content(rec, client):
     rec.queue("thinking_off")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = hc.chat(
-            client, MODEL, [{"role": "user", "content": "Capital of Japan?"}], thinking=False
-        )
-    assert rec.bodies[0]["chat_template_kwargs"] == {"enable_thinking": False}
-    assert "force_nonempty_content" not in rec.bodies[0]["chat_template_kwargs"]
+        r = ask(client, "Capital of Japan?", thinking=False)
+    assert rec.bodies[0]["chat_template_kwargs"] == {"enable_thinking": False}  # the SDK sent it
     assert (r.reasoning, r.content) == ("", "The capital of Japan is Tokyo.")
     assert r.warnings == []
-
-
-def test_user_extra_body_is_merged(rec, client):
-    rec.queue("thinking_on")
-    hc.chat(
-        client,
-        MODEL,
-        "hi",
-        extra_body={"top_k": 20, "chat_template_kwargs": {"truncate_history_thinking": False}},
-    )
-    body = rec.bodies[0]
-    assert body["top_k"] == 20
-    assert body["chat_template_kwargs"] == {
-        "truncate_history_thinking": False,
-        "enable_thinking": True,
-    }
 
 
 def test_length_exhausted_in_reasoning_warns_with_fixes(rec, client):
     rec.queue("length_in_reasoning")
     with pytest.warns(types.ReasoningTruncatedWarning) as caught:
-        r = hc.chat(client, MODEL, "Prove there are infinitely many primes", max_tokens=22)
+        r = ask(client, "Prove there are infinitely many primes", max_tokens=22)
     text = str(caught[0].message)
-    for fix in ("raise max_tokens", "reasoning_budget", "thinking=False", "max_tokens=22"):
+    for fix in (
+        "raise max_tokens",
+        "thinking_token_budget",
+        '"enable_thinking": False',
+        "max_tokens=22",
+    ):
         assert fix in text
     assert r.truncated_in_reasoning and r.content == "" and r.reasoning
     assert r.finish_reason == "length" and r.warnings == [text]
@@ -127,7 +97,7 @@ def test_length_exhausted_in_reasoning_warns_with_fixes(rec, client):
 def test_length_exhausted_with_force_nonempty_content_is_flagged(rec, client):
     rec.queue("length_in_reasoning_force_nonempty")
     with pytest.warns(types.ReasoningTruncatedWarning, match="unfinished reasoning"):
-        r = hc.chat(client, MODEL, "Prove it", max_tokens=22, force_nonempty_content=True)
+        r = ask(client, "Prove it", max_tokens=22, force_nonempty_content=True)
     # vLLM moved the reasoning into content; the flag says it is not an answer.
     assert (
         r.truncated_in_reasoning
@@ -140,14 +110,14 @@ def test_length_with_thinking_off_does_not_warn(rec, client):
     rec.queue("length_in_reasoning_force_nonempty")  # content set, finish_reason=length
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = hc.chat(client, MODEL, "Prove it", thinking=False, max_tokens=22)
+        r = ask(client, "Prove it", thinking=False, max_tokens=22)
     assert not r.truncated_in_reasoning and r.finish_reason == "length"
 
 
 def test_lone_think_end_is_split_and_warns_about_parser(rec, client):
     rec.queue("no_reasoning_parser")
     with pytest.warns(types.ReasoningParserMissingWarning, match="--reasoning-parser nemotron_v3"):
-        r = hc.chat(client, MODEL, "What is the capital of France?")
+        r = ask(client, "What is the capital of France?")
     assert (
         r.reasoning
         == "The user asks for the capital of France. It is Paris; answer in one sentence."
@@ -172,7 +142,7 @@ def test_think_tags_in_content_variants(content, reasoning, answer):
         "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
     }
     with pytest.warns(types.ReasoningParserMissingWarning):
-        r = parse.parse_response(resp)
+        r = parse.check_reply(resp)
     assert (r.reasoning, r.content) == (reasoning, answer)
 
 
@@ -189,13 +159,29 @@ def test_cut_before_think_end_without_parser_is_reasoning():
         pytest.warns(types.ReasoningParserMissingWarning),
         pytest.warns(types.ReasoningTruncatedWarning),
     ):
-        r = parse.parse_response(resp, max_tokens=3)
+        r = parse.check_reply(resp, max_tokens=3)
     assert (r.reasoning, r.content) == ("The user", "")
     assert r.reasoning_parser_missing and r.truncated_in_reasoning
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        off = parse.parse_response(resp, thinking=False)  # thinking off: it is the answer
+        warnings.simplefilter("error")  # thinking off: it is the answer
+        off = parse.check_reply(
+            resp, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+        )
     assert off.content == "The user " and not off.truncated_in_reasoning
+
+
+def test_the_checker_names_a_keyword_of_the_wrong_shape():
+    reply = load("thinking_on")
+    with pytest.raises(TypeError, match="check_reply: `tools` must be the list of function-tool"):
+        parse.check_reply(reply, tools={"get_weather": get_weather})
+    with pytest.raises(TypeError, match="check_reply: `extra_body` must be the dict"):
+        parse.check_reply(reply, extra_body="enable_thinking=False")
+    with pytest.raises(TypeError, match="check_reply: `max_tokens` must be an integer"):
+        parse.check_reply(reply, max_tokens="256")
+    with pytest.raises(TypeError):
+        parse.check_reply(reply, thinking=False)  # create has no such keyword: nor the checker
+    with pytest.raises(ResponseError, match="no choices"):
+        parse.check_reply({"choices": []})
 
 
 def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
@@ -203,55 +189,41 @@ def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
     with pytest.raises(
         ResponseError, match="--enable-auto-tool-choice --tool-call-parser qwen3_coder"
     ) as ei:
-        hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
+        ask(client, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
     assert "<tool_call>" in ei.value.result.content
     assert rec.bodies[0]["tools"] == TOOLS
 
 
-def test_weightless_options_report_a_reply_that_fails_on_noise_instead_of_raising(
+def test_a_weightless_cell_reports_a_reply_that_fails_on_noise_instead_of_raising(
     rec, client, capsys
 ):
-    """ChatOptions.for_run of a weightless run: the same failure prints what failed and gives
-    None (show and budget_report take it); the real model's options still raise."""
-    from helpers.config.run import Run
+    """``noise_tolerant(srv.run.noise, ...)`` around a checked turn: on noise text (weightless
+    mode) the failure prints what failed; with real weights it raises."""
+    from helpers.chat.noise import noise_tolerant
 
-    opts = request_mod.ChatOptions.for_run(Run("weightless"))
-    assert (
-        opts.noise_tolerant and not request_mod.ChatOptions.for_run(Run("download")).noise_tolerant
-    )
-    rec.queue("wrong_tool_parser")
-    r = hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", opts, tools=TOOLS)
+    rec.queue("wrong_tool_parser", "wrong_tool_parser")
+    with noise_tolerant(True, "chat"):
+        ask(client, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
     said = capsys.readouterr().out
-    assert r is None and "weightless mode: the chat did not complete" in said
+    assert "weightless mode: the chat did not complete" in said
     assert "ResponseError" in said and "--tool-call-parser" in said
-    display.show(r)
-    assert capsys.readouterr().out == ""
-    assert "no reply to judge" in display.budget_report(r, 8)
-    rec.queue("wrong_tool_parser")
-    with pytest.raises(ResponseError):
-        hc.chat(client, MODEL, "q", opts.replace(noise_tolerant=False), tools=TOOLS)
-    assert "noise_tolerant" not in rec.bodies[0] and "noise_tolerant" not in str(rec.bodies[0])
+    assert display.show(None) is None and capsys.readouterr().out == ""
+    assert "no reply to judge" in display.budget_report(None, 8)
+    with pytest.raises(ResponseError), noise_tolerant(False, "chat"):
+        ask(client, "q", tools=TOOLS)
 
 
 def test_tool_markup_without_tools_offered_is_left_in_content(rec, client):
     rec.queue("wrong_tool_parser", "wrong_tool_parser")
-    r = hc.chat(client, MODEL, "q")  # no tools: vLLM parses no calls, by design
+    r = ask(client, "q")  # no tools: vLLM parses no calls, by design
     assert "<tool_call>" in r.content and r.tool_calls == []
-    r = hc.chat(client, MODEL, "q", tools=TOOLS, tool_choice="none")
+    r = ask(client, "q", tools=TOOLS, tool_choice="none")
     assert "<tool_call>" in r.content and rec.bodies[1]["tool_choice"] == "none"
-
-
-def test_tools_refused_by_a_server_without_tool_calling_names_flags(rec, client):
-    rec.queue("error_auto_tool_choice_without_parser", status=400)
-    with pytest.raises(
-        ResponseError, match="--enable-auto-tool-choice --tool-call-parser qwen3_coder"
-    ):
-        hc.chat(client, MODEL, "q", tools=TOOLS)
 
 
 def test_parallel_tool_calls_are_parsed(rec, client):
     rec.queue("tool_calls_parallel")
-    r = hc.chat(client, MODEL, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
+    r = ask(client, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
     assert r.finish_reason == "tool_calls" and r.content == ""
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
         ("get_weather", {"city": "Santa Clara", "days": 2}),  # qwen3_coder: int by schema
@@ -265,46 +237,26 @@ def test_parallel_tool_calls_are_parsed(rec, client):
     ]
 
 
-def test_budget_rejected_by_server_names_reasoning_parser(rec, client):
-    rec.queue("error_budget_without_reasoning_parser", status=400)
-    with pytest.raises(ResponseError, match="--reasoning-parser nemotron_v3"):
-        hc.chat(client, MODEL, "hi", max_tokens=1024, reasoning_budget=128)
+# ─── the two-pass budget (a server that drafts) ───────────────────────────────────────
 
 
-def test_budget_must_leave_room_for_the_answer(rec, client):
-    with pytest.raises(
-        ValueError, match="ChatOptions: reasoning_budget=100 is not below max_tokens"
-    ):
-        request_mod.ChatOptions(max_tokens=100, reasoning_budget=100)
-    with pytest.raises(ValueError, match="chat: reasoning_budget=100 is not below max_tokens"):
-        hc.chat(client, MODEL, "hi", max_tokens=100, reasoning_budget=100)
-    # max_tokens=None is fitted to the server (16000 here), then checked against the budget.
-    with pytest.raises(ValueError, match="stream_chat: reasoning_budget=16000 is not below"):
-        stream_mod.stream_chat(client, MODEL, "hi", reasoning_budget=16000)
-    assert rec.requests == []
-
-
-def test_two_pass_budget_for_older_servers(rec, client):
+def test_two_pass_budget_sends_the_two_requests_its_docstring_shows(rec, client, capsys):
     second = load("thinking_off")  # the continuation: the answer only
     rec.queue("length_in_reasoning", second)
+    question = [{"role": "user", "content": "Prove it"}]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = hc.chat(
-            client,
-            MODEL,
-            "Prove it",
-            max_tokens=1000,
-            reasoning_budget=22,
-            budget_method="two_pass",
+        r = drafting.two_pass_budget(
+            client, MODEL, question, 22, max_tokens=1000, echo=True, temperature=0.0, seed=7
         )
     first_body, second_body = rec.bodies
-    assert first_body["max_tokens"] == 22 and "thinking_token_budget" not in first_body
+    assert first_body == {"model": MODEL, "messages": question, "max_tokens": 22,
+                          "temperature": 0.0, "seed": 7}  # fmt: skip
     first_usage = load("length_in_reasoning")["usage"]
     assert second_body["max_tokens"] == 1000 - first_usage["completion_tokens"]
-    assert (
-        second_body["continue_final_message"] is True
-        and second_body["add_generation_prompt"] is False
-    )
+    assert second_body["continue_final_message"] is True
+    assert second_body["add_generation_prompt"] is False
+    assert second_body["temperature"] == 0.0 and second_body["seed"] == 7
     last = second_body["messages"][-1]
     reasoning = load("length_in_reasoning")["choices"][0]["message"]["reasoning"]
     assert last == {"role": "assistant", "content": f"<think>\n{reasoning}\n</think>\n\n"}
@@ -315,14 +267,27 @@ def test_two_pass_budget_for_older_servers(rec, client):
         == first_usage["completion_tokens"] + second["usage"]["completion_tokens"]
     )
     assert not r.truncated_in_reasoning and len(r.raw) == 2
+    printed = capsys.readouterr().out.splitlines()  # echo: each request before it is sent
+    assert printed[0].startswith("1. reason up to the budget: client.chat.completions.create(")
+    assert "max_tokens=22" in printed[0] and "2. answer after the closed think block" in printed[1]
+    assert "'continue_final_message': True" in printed[1]
 
 
 def test_two_pass_budget_stops_after_one_pass_when_reasoning_fits(rec, client):
     rec.queue("thinking_on")
-    r = hc.chat(
-        client, MODEL, "hi", max_tokens=1000, reasoning_budget=500, budget_method="two_pass"
+    r = drafting.two_pass_budget(
+        client, MODEL, [{"role": "user", "content": "hi"}], 500, max_tokens=1000
     )
     assert len(rec.requests) == 1 and r.content.strip() == "The capital of France is Paris."
+
+
+def test_two_pass_budget_must_leave_room_for_the_answer(rec, client):
+    question = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError, match="budget=100 is not below max_tokens=100"):
+        drafting.two_pass_budget(client, MODEL, question, 100, max_tokens=100)
+    with pytest.raises(ValueError, match="`budget`=0 must be >= 1"):
+        drafting.two_pass_budget(client, MODEL, question, 0, max_tokens=100)
+    assert rec.requests == []
 
 
 # ─── streaming ────────────────────────────────────────────────────────────────────────
@@ -342,12 +307,21 @@ def test_two_pass_budget_stops_after_one_pass_when_reasoning_fits(rec, client):
 )
 def test_stream_reassembles_to_the_non_stream_shape(rec, client, stream_name, plain_name, kwargs):
     rec.queue(plain_name, stream_name)
+    events = []
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        plain = hc.chat(client, MODEL, "q", **kwargs)
-        stream = stream_mod.stream_chat(client, MODEL, "q", **kwargs)
-        events = list(stream)
-        streamed = stream_mod.collect_stream(stream)
+        plain = ask(client, "q", **kwargs)
+        extra = (
+            {"chat_template_kwargs": {"force_nonempty_content": True}}
+            if "force_nonempty_content" in kwargs
+            else None
+        )
+        chunks = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "q"}], stream=True,
+            stream_options={"include_usage": True}, **({"extra_body": extra} if extra else {}),
+        )  # fmt: skip
+        asked = {k: v for k, v in kwargs.items() if k in ("tools", "max_tokens")}
+        streamed = stream.check_stream(chunks, on_piece=events.append, extra_body=extra, **asked)
     assert _shape(streamed) == _shape(plain)
     assert streamed.warnings == plain.warnings
     body = rec.bodies[1]
@@ -366,35 +340,47 @@ def test_stream_reassembles_to_the_non_stream_shape(rec, client, stream_name, pl
         )
 
 
-def test_collect_stream_accepts_raw_chunk_dicts():
-    r = stream_mod.collect_stream(load("stream_thinking_on"))
+def test_check_stream_accepts_raw_chunk_dicts():
+    r = stream.check_stream(load("stream_thinking_on"))
     assert (
         r.reasoning.startswith("The user asks")
         and r.content.strip() == "The capital of France is Paris."
     )
-    assert r.usage.prompt_tokens == 24 and r.finish_reason == "stop"
+    assert r.usage.prompt_tokens == 24 and r.finish_reason == "stop" and isinstance(r.raw, list)
 
 
-def test_print_stream_labels_parts(rec, client, capsys):
+def test_show_prints_a_stream_as_it_arrives_with_its_parts_labelled(rec, client, capsys):
     rec.queue("stream_thinking_on")
-    r = display.print_stream(stream_mod.stream_chat(client, MODEL, "q"))
+    chunks = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "q"}], stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    r = display.show(chunks)
     out = capsys.readouterr().out
     assert out.index("── reasoning ──") < out.index("── answer ──")
     assert "The capital of France is Paris." in out and r.finish_reason == "stop"
-    assert out.rstrip().endswith("── finish_reason=stop ──")
+    usage = load("stream_thinking_on")[-1]["usage"]  # the last chunk's counts
+    assert out.rstrip().endswith(
+        f"── finish_reason=stop · prompt {usage['prompt_tokens']} · "
+        f"completion {usage['completion_tokens']} tokens ──"
+    )
 
 
-def test_print_stream_tool_calls(rec, client, capsys):
+def test_show_prints_streamed_tool_calls(rec, client, capsys):
     rec.queue("stream_tool_calls_parallel")
-    display.print_stream(stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS))
+    chunks = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "q"}], tools=TOOLS, stream=True
+    )
+    r = display.show(chunks, tools=TOOLS)
     out = capsys.readouterr().out
     assert (
         '── tool calls ──\n[0] get_weather {"city": "Santa Clara", "days": 2}\n[1] get_time {"city": "Tokyo"}'
         in out
     )
+    assert [c.name for c in r.tool_calls] == ["get_weather", "get_time"]
 
 
-# ─── tool loop ────────────────────────────────────────────────────────────────────────
+# ─── the tool loop, as the notebook cells write it ────────────────────────────────────
 
 
 def test_tool_schema_from_signature():
@@ -425,7 +411,7 @@ def test_tool_schema_reads_parameter_descriptions_from_the_docstring():
     }
 
 
-def test_tool_loop_runs_two_parallel_calls(rec, client):
+def test_the_tool_loop_runs_two_parallel_calls_and_sends_each_result_with_its_id(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
     calls = []
 
@@ -437,151 +423,106 @@ def test_tool_loop_runs_two_parallel_calls(rec, client):
         calls.append(("get_time", kw))
         return get_time(**kw)
 
-    loop = tools_mod.run_tool_loop(
-        client,
-        MODEL,
-        "Weather in Santa Clara for 2 days, and the time in Tokyo?",
-        {"get_weather": weather, "get_time": time_},
-        TOOLS,
-        max_tokens=4096,
-    )
+    messages, turns, outputs = tool_loop(
+        client, "Weather in Santa Clara for 2 days, and the time in Tokyo?",
+        {"get_weather": weather, "get_time": time_}, max_tokens=4096,
+    )  # fmt: skip
     assert calls == [
         ("get_weather", {"city": "Santa Clara", "days": 2}),
         ("get_time", {"city": "Tokyo"}),
     ]
-    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
-    assert len(loop.turns) == 2 and len(loop.tool_runs) == 2
+    assert turns[-1].content.strip().startswith("Santa Clara will be sunny") and len(turns) == 2
     # The second request carries the whole transcript.
     second = rec.bodies[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "tool", "tool"]
     ids = [tc["id"] for tc in second[1]["tool_calls"]]
     assert [m["tool_call_id"] for m in second[2:]] == ids
-    assert json.loads(second[2]["content"]) == get_weather("Santa Clara", 2)
+    assert (
+        json.loads(second[2]["content"]) == get_weather("Santa Clara", 2) == json.loads(outputs[0])
+    )
     assert second[3]["content"] == "09:30 in Tokyo"
     assert second[1]["reasoning"].startswith("The user wants the weather")
     assert rec.bodies[1]["tools"] == TOOLS and rec.bodies[1]["max_tokens"] == 4096
-    assert [m["role"] for m in loop.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
 
 
-def test_tool_loop_builds_schemas_from_functions(rec, client):
+def test_an_invented_tool_goes_back_to_the_model_as_an_error(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = tools_mod.run_tool_loop(
-        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}
-    )
-    assert rec.bodies[0]["tools"] == TOOLS
-    assert [run.output for run in loop.tool_runs] == [
-        get_weather("Santa Clara", 2),
-        "09:30 in Tokyo",
-    ]
-
-
-def test_tool_loop_unknown_tool_is_a_clear_error(rec, client):
-    rec.queue("tool_calls_parallel")
-    with pytest.raises(ResponseError, match="no tool named 'get_time'") as ei:
-        tools_mod.run_tool_loop(
-            client, MODEL, "q", {"get_weather": get_weather}, TOOLS, on_tool_error="raise"
-        )
-    assert "Pass a function under that name in `tools`" in str(ei.value)
-    # The conversation so far travels with the error: the turn and the call that ran.
-    assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool"]
-    assert len(ei.value.turns) == 1 and ei.value.tool_runs[0].output == get_weather(
-        "Santa Clara", 2
-    )
-
-
-def test_tool_loop_invented_tool_goes_back_to_the_model(rec, client):
-    rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = tools_mod.run_tool_loop(client, MODEL, "q", {"get_weather": get_weather}, TOOLS)
+    _, turns, outputs = tool_loop(client, "q", {"get_weather": get_weather})
     sent = rec.bodies[1]["messages"]
-    assert sent[3]["role"] == "tool" and sent[3]["content"] == (
+    assert sent[3]["role"] == "tool" and sent[3]["content"] == outputs[1] == (
         "Error: no tool named 'get_time'; the tools are ['get_weather']"
     )
-    assert loop.tool_runs[1].error and loop.tool_runs[1].output is None
-    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
+    assert turns[-1].content.strip().startswith("Santa Clara will be sunny")
 
 
-def test_tool_loop_bad_json_arguments_is_a_clear_error(rec, client):
+def test_arguments_that_are_not_json_or_do_not_fit_go_back_as_errors(rec, client):
     bad = load("tool_calls_parallel")
     bad["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": "Santa'
-    rec.queue(bad)
-    with pytest.raises(ResponseError, match="not valid JSON"):
-        tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": get_weather, "get_time": get_time},
-            TOOLS,
-            on_tool_error="raise",
-        )
     rec.queue(bad, "tool_final_answer")
-    loop = tools_mod.run_tool_loop(
-        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
+    _, _, outputs = tool_loop(client, "q", WEATHER_TOOLS)
+    assert outputs[0].startswith(
+        "Error: the arguments for get_weather cannot be used: arguments are not valid JSON"
     )
-    assert (
-        loop.tool_runs[0]
-        .message["content"]
-        .startswith(
-            "Error: the arguments for get_weather cannot be used: arguments are not valid JSON"
-        )
-    )
-    assert loop.tool_runs[1].message["content"] == "09:30 in Tokyo"
-
-
-def test_tool_loop_arguments_that_do_not_fit_the_function(rec, client):
-    rec.queue("tool_calls_parallel")
+    assert outputs[1] == "09:30 in Tokyo"
 
     def weather_city_only(city: str) -> str:
         return "sunny"
 
-    with pytest.raises(ResponseError, match="does not fit the function's signature"):
-        tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": weather_city_only, "get_time": get_time},
-            TOOLS,
-            on_tool_error="raise",
-        )
+    rec.queue("tool_calls_parallel")
+    _, _, outputs = tool_loop(
+        client, "q", {**WEATHER_TOOLS, "get_weather": weather_city_only}, rounds=1
+    )
+    assert "does not fit the function's signature" in outputs[0]
 
 
-def test_tool_loop_gives_up_after_max_rounds(rec, client):
-    rec.queue("tool_calls_parallel", "tool_calls_parallel")
-    with pytest.raises(ResponseError, match="max_rounds=2"):
-        tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": get_weather, "get_time": get_time},
-            TOOLS,
-            max_rounds=2,
-        )
+def test_call_tool_takes_the_sdks_own_tool_call_and_words_a_raised_error():
+    from openai.types.chat import ChatCompletionMessageToolCall
+
+    sdk_call = ChatCompletionMessageToolCall.model_validate(
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    )
+    assert json.loads(tools_mod.call_tool(WEATHER_TOOLS, sdk_call)) == get_weather("Paris")
+
+    def broken(city: str) -> str:
+        raise RuntimeError("station offline")
+
+    said = tools_mod.call_tool({"get_weather": broken}, sdk_call)
+    assert said == "Error: get_weather raised RuntimeError: station offline"
+    with pytest.raises(TypeError, match="`tools` must be a dict"):
+        tools_mod.call_tool([get_weather], sdk_call)
+    with pytest.raises(TypeError, match="`call` must be a tool call"):
+        tools_mod.call_tool(WEATHER_TOOLS, {"name": "get_weather"})
 
 
 # ─── printing ─────────────────────────────────────────────────────────────────────────
 
 
-def test_show_labels_reasoning_and_answer(capsys):
-    r = parse.parse_response(load("thinking_on"))
-    display.show(r)
+def test_show_checks_a_reply_prints_it_labelled_and_returns_it(rec, client, capsys):
+    rec.queue("thinking_on")
+    reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "q"}])
+    r = display.show(reply)
     out = capsys.readouterr().out
     assert "── reasoning (" in out and "── answer ──\nThe capital of France is Paris." in out
-    assert "finish_reason=stop" in out
+    assert "finish_reason=stop" in out and isinstance(r, types.ChatResult)
+    display.show(r)  # a checked turn prints as it is
+    assert capsys.readouterr().out == out
 
 
-def test_show_tool_loop(rec, client, capsys):
-    rec.queue("tool_calls_parallel", "tool_final_answer")
-    display.show(
-        tools_mod.run_tool_loop(
-            client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
-        )
+def test_show_prints_each_warning_the_checks_gave(rec, client, capsys):
+    rec.queue("length_in_reasoning")
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "q"}], max_tokens=22
     )
+    with pytest.warns(types.ReasoningTruncatedWarning):
+        r = display.show(reply, max_tokens=22)
     out = capsys.readouterr().out
-    assert (
-        "turn 1" in out
-        and "turn 2" in out
-        and "── tool get_time returned ──\n09:30 in Tokyo" in out
-    )
-    assert 'get_weather({"city": "Santa Clara", "days": 2})' in out
+    assert r.truncated_in_reasoning and "── answer ──\n(empty)" in out
+    assert "!! The model used all max_tokens=22 while still reasoning" in out
 
 
 # ─── the recordings are what vLLM produces ────────────────────────────────────────────

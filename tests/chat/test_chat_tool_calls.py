@@ -1,7 +1,7 @@
 """Tool calls the server left in the reasoning, cut inside a call, or reported wrongly; arguments
-fitted to the tool's JSON schema; max_tokens defaults that fit the server; a failing tool
-that keeps the conversation; wrong types named at the boundary (recorded replies:
-tests/support/chat_replay.py).
+fitted to the tool's JSON schema; a failing tool that goes back to the model; wrong types named
+at the boundary. Requests are the SDK's own calls, checked by the helpers' checker (recorded
+replies: tests/support/chat_replay.py).
 """
 
 from __future__ import annotations
@@ -12,22 +12,17 @@ import warnings
 
 import pytest
 
-from helpers import errors as errors_mod
-from helpers.chat import completions as hc
 from helpers.chat import parse, types
-from helpers.chat import stream as stream_mod
 from helpers.chat import tools as tools_mod
-from helpers.errors import ResponseError
 from helpers.server import endpoint
 from tests.support.chat_replay import (
     DATA,
-    MODEL,
     TOOLS,
     WEATHER_TOOLS,
-    RecordingServer,
+    ask,
     get_time,
-    get_weather,
     load,
+    tool_loop,
 )
 
 # ─── tool calls the server left in the reasoning, cut, or reported wrongly ────────────
@@ -45,11 +40,8 @@ def _with_reasoning(text: str) -> dict:
 @pytest.mark.parametrize("name", ["tool_call_in_reasoning", "stream_tool_call_in_reasoning"])
 def test_tool_call_in_reasoning_warns_without_opt_in(rec, client, name):
     rec.queue(name)
-    call = stream_mod.stream_chat if name.startswith("stream") else hc.chat
     with pytest.warns(types.ToolCallInReasoningWarning) as caught:
-        r = call(client, MODEL, "Weather in Santa Clara?", tools=TOOLS)
-        if name.startswith("stream"):
-            r = r.result
+        r = ask(client, "Weather in Santa Clara?", tools=TOOLS, stream=name.startswith("stream"))
     text = str(caught[0].message)
     assert 'get_weather({"city": "Santa Clara"})' in text
     assert "without closing </think>" in text and "recover_tool_calls=True" in text
@@ -62,11 +54,9 @@ def test_tool_call_in_reasoning_recovered_on_opt_in(rec, client, name):
     rec.queue(name)
     with pytest.warns(types.ToolCallInReasoningWarning, match="Recovered"):
         if name.startswith("stream"):
-            r = stream_mod.stream_chat(
-                client, MODEL, "q", tools=TOOLS, recover_tool_calls=True
-            ).result
+            r = ask(client, "q", stream=True, tools=TOOLS, recover_tool_calls=True)
         else:
-            r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
+            r = ask(client, "q", tools=TOOLS, recover_tool_calls=True)
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
         ("get_weather", {"city": "Santa Clara"})
     ]
@@ -79,7 +69,7 @@ def test_tool_call_in_reasoning_recovered_on_opt_in(rec, client, name):
 def test_tool_call_in_reasoning_compact_two_calls(rec, client):
     rec.queue("tool_call_in_reasoning_compact")
     with pytest.warns(types.ToolCallInReasoningWarning):
-        r = hc.chat(client, MODEL, "q", tools=TOOLS, recover_tool_calls=True)
+        r = ask(client, "q", tools=TOOLS, recover_tool_calls=True)
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == [
         ("get_weather", {"city": "Santa Clara", "days": 2}),  # "2" fitted to the integer schema
         ("get_time", {"city": "Tokyo"}),
@@ -110,9 +100,7 @@ def test_tool_call_in_reasoning_compact_two_calls(rec, client):
 )
 def test_tool_call_in_reasoning_wordings(reasoning, calls):
     with pytest.warns(types.ToolCallInReasoningWarning):
-        r = parse.parse_response(
-            _with_reasoning(reasoning), tool_schemas=TOOLS, recover_tool_calls=True
-        )
+        r = parse.check_reply(_with_reasoning(reasoning), tools=TOOLS, recover_tool_calls=True)
     assert [(tc.name, tc.arguments) for tc in r.tool_calls] == calls
 
 
@@ -123,31 +111,25 @@ def test_reasoning_that_goes_on_after_a_tool_call_is_left_alone():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error", types.ToolCallInReasoningWarning)
-        r = parse.parse_response(_with_reasoning(text), tool_schemas=TOOLS, recover_tool_calls=True)
+        r = parse.check_reply(_with_reasoning(text), tools=TOOLS, recover_tool_calls=True)
     assert r.tool_calls == [] and not r.tool_call_in_reasoning
 
 
-def test_tool_loop_does_not_end_silently_on_a_tool_call_in_reasoning(rec, client):
+def test_the_tool_loop_ends_on_a_tool_call_in_reasoning_with_the_warning(rec, client):
+    """The notebooks' loop: no call in the turn ends it; the warning says why there is no
+    answer. Checked with ``recover_tool_calls=True`` the call runs and goes back."""
     rec.queue("tool_call_in_reasoning")
-    with (
-        pytest.warns(types.ToolCallInReasoningWarning),
-        pytest.raises(errors_mod.ToolLoopError, match="recover_tool_calls=True") as ei,
-    ):
-        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
-    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
+    with pytest.warns(types.ToolCallInReasoningWarning, match="recover_tool_calls=True"):
+        messages, turns, outputs = tool_loop(client, "q", WEATHER_TOOLS)
+    assert len(turns) == 1 and outputs == [] and turns[0].tool_call_in_reasoning
+    assert [m["role"] for m in messages] == ["user"]
     calls = []
     rec.queue("tool_call_in_reasoning", "tool_final_answer")
+    tools = {"get_weather": lambda **kw: calls.append(kw) or "sunny", "get_time": get_time}
     with pytest.warns(types.ToolCallInReasoningWarning):
-        loop = tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": lambda **kw: calls.append(kw) or "sunny", "get_time": get_time},
-            TOOLS,
-            recover_tool_calls=True,
-        )
+        _, turns, _ = tool_loop(client, "q", tools, recover_tool_calls=True)
     assert calls == [{"city": "Santa Clara"}]
-    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
+    assert turns[-1].content.strip().startswith("Santa Clara will be sunny")
     sent = rec.bodies[-1]["messages"]
     assert sent[1]["tool_calls"][0]["function"]["name"] == "get_weather"
     assert sent[2] == {
@@ -165,7 +147,7 @@ def test_cut_inside_a_tool_call_with_markup_in_content(rec, client):
     rec.queue("length_in_tool_call")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=20)
+        r = ask(client, "q", tools=TOOLS, max_tokens=20)
     texts = [str(w.message) for w in caught]
     assert len(texts) == 1 and re.match(TRUNCATED, texts[0]) and "max_tokens=20" in texts[0]
     assert r.truncated_in_tool_call and r.tool_calls == []
@@ -180,10 +162,10 @@ def test_cut_inside_a_tool_call_that_vllm_reports_as_a_call(rec, client):
     rec.queue(resp)
     used = resp["usage"]["completion_tokens"]
     with pytest.warns(types.ToolCallTruncatedWarning, match=TRUNCATED):
-        r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=used)
+        r = ask(client, "q", tools=TOOLS, max_tokens=used)
     assert r.truncated_in_tool_call and r.tool_calls == [] and "get_weather" in r.tool_call_fragment
     rec.queue(resp)  # the same reply under a larger max_tokens is a call, not a cut
-    r = hc.chat(client, MODEL, "q", tools=TOOLS, max_tokens=used + 100)
+    r = ask(client, "q", tools=TOOLS, max_tokens=used + 100)
     assert not r.truncated_in_tool_call and r.tool_calls[0].name == "get_weather"
 
 
@@ -192,7 +174,7 @@ def test_cut_inside_a_tool_call_streamed(rec, client, name):
     rec.queue(name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS, max_tokens=30).result
+        r = ask(client, "q", stream=True, tools=TOOLS, max_tokens=30)
     kinds = [w.category for w in caught]
     assert kinds == [types.ToolCallTruncatedWarning], [str(w.message) for w in caught]
     assert re.match(TRUNCATED, str(caught[0].message))
@@ -200,17 +182,14 @@ def test_cut_inside_a_tool_call_streamed(rec, client, name):
     assert r.content.strip() == "" and not r.truncated_in_reasoning
 
 
-def test_tool_loop_runs_nothing_when_cut_inside_a_tool_call(rec, client):
+def test_the_tool_loop_runs_nothing_when_cut_inside_a_tool_call(rec, client):
     rec.queue("length_in_tool_call")
     ran = []
-    with (
-        pytest.warns(types.ToolCallTruncatedWarning),
-        pytest.raises(errors_mod.ToolLoopError, match=TRUNCATED) as ei,
-    ):
-        tools_mod.run_tool_loop(
-            client, MODEL, "q", {"get_weather": lambda **kw: ran.append(kw)}, TOOLS, max_tokens=20
+    with pytest.warns(types.ToolCallTruncatedWarning, match=TRUNCATED):
+        _, turns, outputs = tool_loop(
+            client, "q", {"get_weather": lambda **kw: ran.append(kw)}, max_tokens=20
         )
-    assert ran == [] and ei.value.tool_runs == [] and len(ei.value.turns) == 1
+    assert ran == [] and outputs == [] and len(turns) == 1 and turns[0].truncated_in_tool_call
 
 
 def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
@@ -222,21 +201,19 @@ def test_finish_reason_tool_calls_without_a_call_is_flagged(rec, client):
     last["choices"][0]["finish_reason"] = "tool_calls"  # the streamed form of the report
     rec.queue(resp, stream)
     with pytest.warns(types.ToolCallsMissingWarning, match="no tool call"):
-        r = hc.chat(client, MODEL, "q", tools=TOOLS, tool_choice="required")
+        r = ask(client, "q", tools=TOOLS, tool_choice="required")
     with pytest.warns(types.ToolCallsMissingWarning, match="not a final answer"):
-        s = stream_mod.stream_chat(client, MODEL, "q", tools=TOOLS, tool_choice="required").result
+        s = ask(client, "q", stream=True, tools=TOOLS, tool_choice="required")
     for x in (r, s):
         assert x.tool_calls_missing and x.tool_calls == [] and x.finish_reason == "tool_calls"
 
 
-def test_tool_loop_does_not_take_tool_calls_without_a_call_as_the_answer(rec, client):
+def test_the_tool_loop_ends_on_tool_calls_without_a_call_with_the_warning(rec, client):
     rec.queue("tool_calls_finish_without_call")
-    with (
-        pytest.warns(types.ToolCallsMissingWarning),
-        pytest.raises(errors_mod.ToolLoopError, match="not an answer") as ei,
-    ):
-        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS, tool_choice="required")
-    assert ei.value.turns[0].content.strip() == "It is sunny."
+    with pytest.warns(types.ToolCallsMissingWarning, match="not a final answer"):
+        _, turns, outputs = tool_loop(client, "q", WEATHER_TOOLS, tool_choice="required")
+    assert turns[0].content.strip() == "It is sunny." and turns[0].tool_calls_missing
+    assert outputs == []
 
 
 # ─── arguments fitted to the tool's JSON schema ─────────────────────────────────────────
@@ -266,19 +243,13 @@ def test_integer_written_as_a_float_is_coerced_before_the_tool_runs(rec, client,
     rec.queue(payload, "tool_final_answer")
     with warnings.catch_warnings():
         warnings.simplefilter("error", types.ToolArgumentWarning)
-        loop = (
-            tools_mod.run_tool_loop(
-                client, MODEL, "q", {"search": search}, SEARCH_TOOLS, stream=False
-            )
-            if not reply.startswith("stream")
-            else None
-        )
-    if reply.startswith("stream"):  # the streamed turn assembles to the same fitted call
-        r = stream_mod.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
-        assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": 140}
-        assert type(r.tool_calls[0].arguments["limit"]) is int
-        return
-    assert seen == [140] and type(seen[0]) is int and len(loop.tool_runs) == 1
+        if reply.startswith("stream"):  # the streamed turn assembles to the same fitted call
+            r = ask(client, "q", stream=True, tools=SEARCH_TOOLS)
+            assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": 140}
+            assert type(r.tool_calls[0].arguments["limit"]) is int
+            return
+        _, _, outputs = tool_loop(client, "q", {"search": search}, SEARCH_TOOLS)
+    assert seen == [140] and type(seen[0]) is int and outputs == ["ok"]
 
 
 @pytest.mark.parametrize(
@@ -296,10 +267,8 @@ def test_integer_that_cannot_be_coerced_stays_and_warns(rec, client, payload, va
         payload = _as_string_limit("integer_as_fraction", "140.5")
     rec.queue(payload)
     with pytest.warns(types.ToolArgumentWarning, match=r"limit=.* is not of type 'integer'"):
-        if isinstance(payload, str) and payload.startswith("stream"):
-            r = stream_mod.stream_chat(client, MODEL, "q", tools=SEARCH_TOOLS).result
-        else:
-            r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
+        stream = isinstance(payload, str) and payload.startswith("stream")
+        r = ask(client, "q", stream=stream, tools=SEARCH_TOOLS)
     assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": value}  # never dropped
 
 
@@ -307,12 +276,8 @@ def test_tool_loop_runs_a_call_whose_argument_does_not_fit(rec, client):
     seen = []
     rec.queue("integer_as_word", "tool_final_answer")
     with pytest.warns(types.ToolArgumentWarning):
-        tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"search": lambda query, limit: seen.append(limit) or "ok"},
-            SEARCH_TOOLS,
+        tool_loop(
+            client, "q", {"search": lambda query, limit: seen.append(limit) or "ok"}, SEARCH_TOOLS
         )
     assert seen == ["abc"]
 
@@ -364,12 +329,12 @@ def test_optional_arguments_written_empty_are_left_out_so_defaults_apply(
     with warnings.catch_warnings():
         warnings.simplefilter("error", types.ToolArgumentWarning)
         if reply.startswith("stream"):  # the streamed turn assembles to the same call
-            turn = stream_mod.stream_chat(client, MODEL, "q", tools=CATALOGUE_TOOLS).result
+            turn = ask(client, "q", stream=True, tools=CATALOGUE_TOOLS)
         else:
-            loop = tools_mod.run_tool_loop(
-                client, MODEL, "q", {"search_catalogue": search_catalogue}, CATALOGUE_TOOLS
+            _, turns, _ = tool_loop(
+                client, "q", {"search_catalogue": search_catalogue}, CATALOGUE_TOOLS
             )
-            turn = loop.turns[0]
+            turn = turns[0]
             # the function got only what the model filled in, plus the plain string's "null"
             assert received == [
                 {"query": "GPUs", "limit": 10, "tags": None, "filters": None, "order": "asc",
@@ -389,7 +354,7 @@ def test_required_argument_written_empty_stays_and_warns(rec, client):
     with pytest.warns(
         types.ToolArgumentWarning, match=r"limit='' is required but was written empty"
     ):
-        r = hc.chat(client, MODEL, "q", tools=SEARCH_TOOLS)
+        r = ask(client, "q", tools=SEARCH_TOOLS)
     assert r.tool_calls[0].arguments == {"query": "GPUs", "limit": ""} and r.notes == []
     assert len(r.warnings) == 1  # one line for the argument, not a second for its type
 
@@ -442,160 +407,33 @@ def test_coerce_arguments_against_json_schema():
     assert args == {} and "'limit' is a required property" in problems[0]
 
 
-# ─── max_tokens defaults that fit the server ─────────────────────────────────────────────
-
-
-def test_default_max_tokens_on_a_server_with_a_small_context():
-    server = RecordingServer(models="models_small")  # max_model_len 2048, as the stand-in
-    try:
-        client = endpoint.make_client(server.base_url, timeout=10)
-        server.queue("thinking_on", "thinking_on", "stream_thinking_on")
-        r = hc.chat(client, MODEL, "hi")
-        hc.chat(client, MODEL, "hi again")
-        _ = stream_mod.stream_chat(client, MODEL, "hi").result  # the property runs the stream
-        assert r.content.strip() == "The capital of France is Paris."
-        # Nothing above 2048 is sent: vLLM then generates up to the end of the context.
-        assert all("max_tokens" not in b for b in server.bodies)
-        assert server.gets == ["/v1/models"]  # read once per client
-        assert hc.server_max_model_len(client, MODEL) == 2048
-    finally:
-        server.close()
-
-
-def test_default_max_tokens_on_a_big_server_is_the_seed_value(rec, client):
-    rec.queue("thinking_on")
-    hc.chat(client, MODEL, "hi")
-    assert rec.bodies[0]["max_tokens"] == 16000 and rec.gets == ["/v1/models"]
-
-
-def test_max_tokens_above_the_servers_limit_names_the_limit(rec, client):
-    rec.queue("error_max_tokens_over_max_model_len", status=400)
-    with pytest.raises(ResponseError, match="max_model_len is 2048 tokens") as ei:
-        hc.chat(client, MODEL, "hi", max_tokens=16000)
-    assert "Pass max_tokens below 2048" in str(ei.value)
-
-
 # ─── a failing tool does not lose the conversation ───────────────────────────────────────
 
 
-def test_failing_tool_goes_back_to_the_model_by_default(rec, client):
+def test_failing_tool_goes_back_to_the_model(rec, client):
     def get_weather(city: str, days: int = 1) -> dict:
         raise ValueError(f"no station near {city}")
 
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    loop = tools_mod.run_tool_loop(
-        client, MODEL, "q", {"get_weather": get_weather, "get_time": get_time}, TOOLS
-    )
+    _, turns, outputs = tool_loop(client, "q", {"get_weather": get_weather, "get_time": get_time})
     sent = rec.bodies[1]["messages"]
     assert sent[2]["content"] == "Error: get_weather raised ValueError: no station near Santa Clara"
-    assert sent[3]["content"] == "09:30 in Tokyo"
-    assert loop.final.content.strip().startswith("Santa Clara will be sunny")
-    assert loop.tool_runs[0].error and loop.tool_runs[0].output is None
+    assert sent[3]["content"] == "09:30 in Tokyo" == outputs[1]
+    assert turns[-1].content.strip().startswith("Santa Clara will be sunny")
 
 
-def test_failing_tool_raises_with_the_transcript_when_asked(rec, client):
-    def get_weather(city: str, days: int = 1) -> dict:
-        raise ValueError("station offline")
-
-    rec.queue("tool_calls_parallel")
-    with pytest.raises(
-        errors_mod.ToolLoopError, match="get_weather raised ValueError: station offline"
-    ) as ei:
-        tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": get_weather, "get_time": get_time},
-            TOOLS,
-            on_tool_error="raise",
-        )
-    assert isinstance(ei.value.__cause__, ValueError)
-    assert [m["role"] for m in ei.value.messages] == ["user", "assistant"]
-    assert ei.value.turns[0].tool_calls[0].name == "get_weather"
-
-
-def test_server_error_mid_loop_carries_the_transcript(rec, client):
-    from helpers.errors import ServerRequestError
-
-    rec.queue("tool_calls_parallel")  # the second request gets the recording server's 500
-    with pytest.raises(
-        ServerRequestError, match=r"failed POST /v1/chat/completions \(HTTP 500\)"
-    ) as ei:
-        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, TOOLS)
-    assert "The reason is in the server's log" in str(ei.value)  # not a server of this machine's
-    assert [m["role"] for m in ei.value.messages] == ["user", "assistant", "tool", "tool"]
-    assert len(ei.value.tool_runs) == 2
-
-
-def test_schema_is_named_after_its_key_not_the_function(rec, client):
-    rec.queue("tool_calls_parallel", "tool_final_answer")
-    tools_mod.run_tool_loop(
-        client,
-        MODEL,
-        "q",
-        {"get_weather": lambda city, days=1: "sunny", "get_time": get_time},
-    )
-    assert [t["function"]["name"] for t in rec.bodies[0]["tools"]] == ["get_weather", "get_time"]
+def test_a_schema_takes_the_name_it_is_given():
     assert tools_mod.tool_schema(lambda x: x, name="echo")["function"]["name"] == "echo"
+    assert tools_mod.tool_schema(lambda x: x)["function"]["name"] == "<lambda>"
 
 
-# ─── wrong types are named at the boundary ──────────────────────────────────────────────
-
-
-@pytest.mark.parametrize(
-    "call, match",
-    [
-        (
-            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", [get_weather]),
-            r"`tools` must be a dict \{name: function\}.*\{f.__name__: f for f in tools\}",
-        ),
-        (
-            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", TOOLS),
-            r"`tools` must be a dict.*Schemas go in `tool_schemas`",
-        ),
-        (
-            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, WEATHER_TOOLS),
-            r"`tool_schemas` must be None or a list",
-        ),
-        (
-            lambda c: tools_mod.run_tool_loop(c, MODEL, "q", WEATHER_TOOLS, max_rounds="3"),
-            r"`max_rounds` must be an integer",
-        ),
-        (
-            lambda c: hc.chat(c, MODEL, "q", max_tokens="100"),
-            r"chat: `max_tokens` must be an integer",
-        ),
-        (lambda c: hc.chat(c, MODEL, "q", max_tokens=True), r"`max_tokens` must be an integer"),
-        (lambda c: hc.chat(c, MODEL, "q", thinking="yes"), r"`thinking` must be True or False"),
-        (
-            lambda c: hc.chat(c, MODEL, "q", tools=WEATHER_TOOLS),
-            r"`tools` must be a list of OpenAI function-tool schemas.*run_tool_loop",
-        ),
-        (lambda c: hc.chat(c, MODEL, 42), r"`messages_or_prompt` must be a prompt string"),
-        (lambda c: hc.chat(c, MODEL, [{"content": "no role"}]), r"`messages_or_prompt`.*item 0"),
-        (lambda c: hc.chat(c, 7, "q"), r"`model` must be the served model name"),
-        (
-            lambda c: hc.chat("http://127.0.0.1:8000", MODEL, "q"),
-            r"`client` must be an OpenAI client.*make_client",
-        ),
-        (
-            lambda c: stream_mod.stream_chat(c, MODEL, "q", temperature="hot"),
-            r"stream_chat: `temperature` must be a number",
-        ),
-        (lambda c: endpoint.make_client(8000), r"make_client: `base_url` must be a URL string"),
-    ],
-)
-def test_wrong_argument_types_name_the_argument(rec, client, call, match):
-    with pytest.raises(TypeError, match=match):
-        call(client)
-    assert rec.requests == []  # nothing was sent
-
-
-def test_value_errors_at_the_boundary(rec, client):
-    with pytest.raises(ValueError, match="`max_tokens`=0 must be >= 1"):
-        hc.chat(client, MODEL, "q", max_tokens=0)
-    with pytest.raises(ValueError, match="on_tool_error"):
-        tools_mod.run_tool_loop(client, MODEL, "q", WEATHER_TOOLS, on_tool_error="ignore")
+def test_wrong_argument_types_name_the_argument(rec, client):
+    with pytest.raises(TypeError, match=r"make_client: `base_url` must be a URL string"):
+        endpoint.make_client(8000)
     with pytest.raises(ValueError, match="is not a server URL"):
         endpoint.make_client("localhost:8000")
-    assert rec.requests == []
+    with pytest.raises(ValueError, match="`max_tokens`=0 must be >= 1"):
+        parse.check_reply(load("thinking_on"), max_tokens=0)
+    with pytest.raises(ValueError, match="`timeout`=0 must be > 0"):
+        tools_mod.call_tool(WEATHER_TOOLS, parse.check_reply(load("tool_calls_parallel"), tools=TOOLS).tool_calls[0], timeout=0)  # fmt: skip
+    assert rec.requests == []  # nothing was sent

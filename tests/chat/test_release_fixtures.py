@@ -32,20 +32,17 @@ def _load(folder: Path, name: str):
 
 
 def _parse(obj, spec):
-    kw = dict(
-        thinking=spec["request"]["chat_template_kwargs"].get("enable_thinking", True),
-        force_nonempty_content=bool(
-            spec["request"]["chat_template_kwargs"].get("force_nonempty_content")
-        ),
-        tools_requested=bool(spec["request"].get("tools")),
+    kw = dict(  # what the recorded request sent, as check_reply takes it
+        extra_body={"chat_template_kwargs": spec["request"]["chat_template_kwargs"]},
+        tools=spec["request"].get("tools") or None,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation warnings are the point of some recordings
         try:
             r = (
-                stream_mod.collect_stream(obj, **kw)
+                stream_mod.check_stream(obj, **kw)
                 if isinstance(obj, list)
-                else hc.parse_response(obj, **kw)
+                else hc.check_reply(obj, **kw)
             )
         except errors.ResponseError as e:  # a recording the client refuses (wrong tool parser)
             return ("error", str(e).split(":")[0])
@@ -143,7 +140,7 @@ def test_the_older_reasoning_field_name_is_read_too():
     msg = old["choices"][0]["message"]
     msg["reasoning_content"] = msg.pop("reasoning")
     assert "reasoning" not in msg and msg["reasoning_content"]
-    assert hc.parse_response(old).reasoning == hc.parse_response(full).reasoning != ""
+    assert hc.check_reply(old).reasoning == hc.check_reply(full).reasoning != ""
     stream = _load(RELEASES["0.28.0"], "stream_thinking_on")
     renamed = copy.deepcopy(stream)
     for chunk in renamed:
@@ -151,7 +148,7 @@ def test_the_older_reasoning_field_name_is_read_too():
             if "reasoning" in ch.get("delta", {}):
                 ch["delta"]["reasoning_content"] = ch["delta"].pop("reasoning")
     assert (
-        stream_mod.collect_stream(renamed).reasoning
-        == stream_mod.collect_stream(stream).reasoning
+        stream_mod.check_stream(renamed).reasoning
+        == stream_mod.check_stream(stream).reasoning
         != ""
     )

@@ -1,118 +1,87 @@
-"""A tool loop in which every call failed returns a result that says so.
+"""A tool call that fails goes back to the model as an error it can read, and a forced tool
+choice answered with text is no call.
 
 The model's turns are recorded replies of the real stand-in server (``tests/data/responses``,
-replayed by ``tests/support/chat_replay.py``'s local recording server): two parallel tool calls, then
-an answer. The tools raise, so the answer rests on nothing but error messages.
+replayed by ``tests/support/chat_replay.py``'s local recording server): two parallel tool calls,
+then an answer; the loop is the notebooks' (``tool_loop``: the SDK's request, ``call_tool``, one
+``tool`` message per call).
 """
 
 from __future__ import annotations
 
-import io
+import threading
+import time
 import warnings
 
 import pytest
 
 from helpers.chat import tools as tools_mod
-from helpers.chat.display import show
-from tests.support.chat_replay import MODEL, TOOLS, get_time, get_weather
+from helpers.chat.types import ForcedToolCallIgnoredWarning
+from tests.support.chat_replay import ask, get_time, get_weather, tool_loop
 
 
 def _broken(**kw):
     raise ConnectionError("weather service unreachable")
 
 
-def test_every_call_failed_is_said_on_the_result(rec, client):
+def test_every_failed_call_goes_back_as_its_error(rec, client):
     rec.queue("tool_calls_parallel", "tool_final_answer")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loop = tools_mod.run_tool_loop(
-            client, MODEL, "q", {"get_weather": _broken, "get_time": _broken}, TOOLS
-        )
-    assert loop.final.content.strip()  # the model answered anyway
-    assert loop.all_calls_failed and len(loop.failed_runs) == len(loop.tool_runs) == 2
-    assert loop.warning.startswith(
-        "every tool call failed (2 of 2): get_weather: get_weather raised ConnectionError: weather service unreachable"
-    )
-    assert "not on any tool's output" in loop.warning
-    assert [
-        w.category for w in caught if issubclass(w.category, tools_mod.ToolCallsFailedWarning)
-    ] == [tools_mod.ToolCallsFailedWarning]
-    out = io.StringIO()
-    show(loop, file=out)
-    assert f"!! {loop.warning}" in out.getvalue()
+    _, turns, outputs = tool_loop(client, "q", {"get_weather": _broken, "get_time": _broken})
+    assert turns[-1].content.strip()  # the model answered anyway, from the two errors
+    assert outputs == [
+        "Error: get_weather raised ConnectionError: weather service unreachable",
+        "Error: get_time raised ConnectionError: weather service unreachable",
+    ]
+    sent = [m["content"] for m in rec.bodies[1]["messages"] if m["role"] == "tool"]
+    assert sent == outputs
 
 
-def test_one_call_that_ran_is_no_such_warning(rec, client):
-    rec.queue("tool_calls_parallel", "tool_final_answer")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tools_mod.ToolCallsFailedWarning)
-        loop = tools_mod.run_tool_loop(
-            client, MODEL, "q", {"get_weather": get_weather, "get_time": _broken}, TOOLS
-        )
-    assert len(loop.failed_runs) == 1 and not loop.all_calls_failed and loop.warning is None
-    rec.queue("tool_final_answer")  # no tool call at all: nothing failed
-    assert (
-        tools_mod.run_tool_loop(client, MODEL, "q", {"get_time": get_time}, TOOLS).warning is None
-    )
-
-
-def test_a_forced_tool_choice_answered_with_text_is_never_the_loops_answer(rec, client):
+def test_a_forced_tool_choice_answered_with_text_is_flagged(rec, client):
     """vllm #54808: with qwen3_coder a forced ``tool_choice`` can come back as prose with
     ``finish_reason="stop"`` (replayed: the stand-in's recorded prose answer, as the reply to
-    a request that forced a call). ``chat`` marks and warns; the loop refuses it as an answer."""
-    import pytest
-
-    from helpers.chat.completions import chat
-    from helpers.chat.types import ForcedToolCallIgnoredWarning
-
+    a request that forced a call). The checker marks and warns; the loop runs nothing."""
     rec.queue("tool_final_answer")
     with pytest.warns(ForcedToolCallIgnoredWarning, match=r"tool_choice='required'.*#54808"):
-        r = chat(client, MODEL, "q", tools=TOOLS, tool_choice="required")
+        r = ask(client, "q", tools=[tools_mod.tool_schema(get_weather)], tool_choice="required")
     assert r.forced_call_ignored and not r.tool_calls and r.finish_reason == "stop"
     rec.queue("tool_final_answer")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ForcedToolCallIgnoredWarning)
-        with pytest.raises(tools_mod.ToolLoopError, match="neither a call nor the loop's answer"):
-            tools_mod.run_tool_loop(
-                client, MODEL, "q", {"get_weather": get_weather}, TOOLS, tool_choice="required"
-            )
+    with pytest.warns(ForcedToolCallIgnoredWarning):
+        _, turns, outputs = tool_loop(
+            client, "q", {"get_weather": get_weather}, tool_choice="required"
+        )
+    assert turns[0].forced_call_ignored and outputs == []
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    rec.queue("tool_final_answer")
+    with pytest.warns(ForcedToolCallIgnoredWarning):
+        assert ask(
+            client, "q", tools=[tools_mod.tool_schema(get_weather)], tool_choice=named
+        ).forced_call_ignored
     rec.queue("tool_final_answer")
     with warnings.catch_warnings():
         warnings.simplefilter("error", ForcedToolCallIgnoredWarning)
-        assert not chat(client, MODEL, "q", tools=TOOLS, tool_choice="auto").forced_call_ignored
+        assert not ask(
+            client, "q", tools=[tools_mod.tool_schema(get_weather)], tool_choice="auto"
+        ).forced_call_ignored
 
 
-def test_a_tool_that_hangs_is_stopped_at_tool_timeout_and_the_model_is_told(rec, client):
-    """A hanging tool never ended the loop before; with ``tool_timeout`` it is stopped (its
-    thread ends) and its call fails like one that raised, the error going back to the model."""
-    import threading
-    import time
+def test_a_tool_that_hangs_is_stopped_at_its_timeout_and_the_model_is_told(rec, client):
+    """A hanging tool is stopped at ``timeout`` (its thread ends) and its call fails like one
+    that raised, the error going back to the model."""
 
     def hangs(city: str, days: int = 1) -> dict:
         while True:  # a tool stuck waiting, in Python code
             time.sleep(0.01)
 
-    rec.queue("tool_calls_parallel", "tool_final_answer")
+    rec.queue("tool_calls_parallel")
+    (turn,) = [ask(client, "q", tools=[tools_mod.tool_schema(hangs, name="get_weather")])]
     started = time.monotonic()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tools_mod.ToolCallsFailedWarning)
-        loop = tools_mod.run_tool_loop(
-            client,
-            MODEL,
-            "q",
-            {"get_weather": hangs, "get_time": get_time},
-            TOOLS,
-            tool_timeout=0.3,
-        )
-    assert time.monotonic() - started < 10
-    failed = loop.failed_runs
-    assert len(failed) == 1 and failed[0].call.name == "get_weather"
-    assert (
-        "get_weather it did not return within tool_timeout=0.3 s; it was stopped" in failed[0].error
+    said = tools_mod.call_tool(
+        {"get_weather": hangs, "get_time": get_time}, turn.tool_calls[0], timeout=0.3
     )
-    sent = [m for m in rec.bodies[1]["messages"] if m["role"] == "tool"]
-    assert any("did not return within tool_timeout=0.3 s" in m["content"] for m in sent)
-    assert loop.final.content.strip()
+    assert time.monotonic() - started < 10
+    assert said == "Error: get_weather did not return within timeout=0.3 s; it was stopped"
     assert not [t for t in threading.enumerate() if t.name.startswith("tool-")]
-    with pytest.raises(ValueError, match="tool_timeout"):
-        tools_mod.run_tool_loop(client, MODEL, "q", {"get_time": get_time}, TOOLS, tool_timeout=0)
+    assert (
+        tools_mod.call_tool({"get_time": get_time}, turn.tool_calls[1], timeout=5)
+        == "09:30 in Tokyo"
+    )

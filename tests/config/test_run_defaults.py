@@ -1,14 +1,14 @@
 """Each mode's defaults in one table (helpers.config.run): consistent with each other, and
-what the notebooks and ChatOptions read; the run object that carries the mode from the
+what the notebooks and the evals read; the run object that carries the mode from the
 notebook's parameters to every step, and the rule that nothing else takes the mode flags."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.chat.request import ChatOptions
 from helpers.config.run import MODES, Run, run_defaults, run_of
 from lab.evals.budget import budget_plan
+from lab.evals.settings import RequestSettings
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -18,7 +18,7 @@ def test_every_budget_of_every_mode_fits_its_max_tokens(mode, max_tokens):
     come back: each mode's curve builds under its own ``max_tokens`` or the user's."""
     d = run_defaults(mode, max_tokens)
     tokens = max_tokens or d.max_tokens
-    plan = budget_plan(d.budgets, ChatOptions(max_tokens=tokens))  # raises on a bad budget
+    plan = budget_plan(d.budgets, RequestSettings(max_tokens=tokens))  # raises on a bad budget
     if tokens < 4:  # no room for a cap: off and no cap only
         assert [name for name, _ in plan] == ["off", "no cap"]
     else:
@@ -47,8 +47,8 @@ def test_the_modes_defaults_are_the_seeds_and_the_notebooks():
         (1, 2, 4),
     )
     assert weightless.noise and not gpu.noise and not standin.noise
-    opts = ChatOptions.for_run(Run("weightless"))
-    assert (opts.max_tokens, opts.temperature, opts.noise_tolerant) == (256, 1.0, True)
+    opts = RequestSettings.for_run(Run("weightless"))
+    assert (opts.max_tokens, opts.temperature, Run("weightless").noise) == (256, 1.0, True)
 
 
 def test_prepare_reads_the_notebooks_parameters_into_one_run():
@@ -71,7 +71,8 @@ def test_prepare_reads_the_notebooks_parameters_into_one_run():
     assert attached.defaults == run_defaults("weightless") and attached.noise
     sized = prepare(cfg, max_tokens=64)
     assert (
-        sized.defaults.budgets == ("off", 16, None) and ChatOptions.for_run(sized).max_tokens == 64
+        sized.defaults.budgets == ("off", 16, None)
+        and RequestSettings.for_run(sized).max_tokens == 64
     )
     other = sized.for_target(resolve("h100-bf16"))
     assert (other.weights, other.max_tokens, other.served, other.server_url) == (
@@ -140,7 +141,7 @@ def _public_functions():
 def test_no_public_signature_but_prepare_takes_the_mode_flags():
     """The mode travels as one run object (srv.run), not as stand_in= / weightless= flags."""
     seen = list(_public_functions())
-    assert any(name == "ChatOptions.for_run" for _, name, _ in seen)  # methods are scanned
+    assert any(name == "RequestSettings.for_run" for _, name, _ in seen)  # methods are scanned
     takers = [
         f"{m}.{name}" for m, name, params in seen
         if {"stand_in", "weightless"} & set(params) and f"{m}.{name}" != "helpers.weights.prepare.prepare"
@@ -191,7 +192,7 @@ def test_a_budget_at_max_tokens_is_refused_by_name_with_the_fix():
     with pytest.raises(
         ValueError, match=r"budget 256 is not below max_tokens=256.*'budgets': \['off', 64, None\]"
     ):
-        budget_plan(["off", 256, None], ChatOptions(max_tokens=256))
+        budget_plan(["off", 256, None], RequestSettings(max_tokens=256))
     with pytest.raises(ValueError, match="is not one of download, weightless, stand_in"):
         run_defaults("gpu")
 

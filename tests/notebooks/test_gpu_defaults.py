@@ -19,11 +19,10 @@ from typing import Literal
 import pydantic
 import pytest
 
-from helpers.chat.request import ChatOptions
-from lab.agents.structured import structured_chat
 from helpers.config.run import Run, run_defaults
 from helpers.errors import ServerRequestError
 from helpers.paths import REPO_ROOT
+from lab.agents.structured import structured_chat
 from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
 from tools import notebook_run
 
@@ -46,10 +45,8 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
     registry data: test_committed_notebooks_match_the_template) with the weightless GPU
     defaults. What the CPU cannot carry is cut, and only that: the benchmark runs one point
     (concurrency 1, 32 in / 16 out) instead of 1 / 16 / 64 / 256 at 1024 / 256, the accuracy
-    step 6 items instead of 50, and each reply 32 tokens instead of 256 (a noise token costs
-    25-80 ms here). The sampling (1.0 / 0.95), the eval's concurrency (32) and the rule that
-    sizes the budget curve from ``max_tokens`` (off / 64 / no cap at 256, off / 8 / no cap at
-    32: a budget of 1024 against either failed step 10 on an H200) stay the GPU's."""
+    step 6 items instead of 20, and each reply 32 tokens instead of 256 (a noise token costs
+    25-80 ms here). The sampling (1.0 / 0.95) and the eval's concurrency (32) stay the GPU's."""
     gpu = run_defaults("weightless")
     assert (gpu.max_tokens, gpu.temperature, gpu.budgets) == (256, 1.0, ("off", 64, None))
     assert run_defaults("weightless", max_tokens=32).budgets == ("off", 8, None)
@@ -68,14 +65,38 @@ def test_the_target_template_runs_top_to_bottom_with_the_weightless_gpu_defaults
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "libraries for the later steps: lm_eval, scipy import" in text  # step 1
     assert "attach mode: the server runs elsewhere" in text
-    assert "Scoring 6 items through lm-eval" in text  # step 10 ran with the GPU's budgets
+    assert "max_tokens=32 temperature=1.0 top_p=0.95" in text  # step 3: the GPU's sampling
+    assert "Scoring 6 items through lm-eval" in text  # step 10: accuracy only
+    assert "Weightless run (random weights): the answers are noise" in text
+    assert "Reasoning-budget curve" not in text  # the curve is the quality notebook's
+    assert noise_server.is_running()  # attached, left alone
+    assert_clean_outputs(executed, stand_in=False)
+
+
+def test_the_quality_notebook_sizes_its_budget_curve_from_the_weightless_max_tokens(
+    noise_server, noise_kernel
+):
+    """notebooks/quality.ipynb with the weightless GPU defaults, on noise: the rule that sizes
+    the budget curve from ``max_tokens`` (off / 64 / no cap at 256, off / 8 / no cap at 32: a
+    budget of 1024 against either failed the h200 notebook on an H200, 2026-12-01) stays the
+    GPU's; 6 items instead of 50, each reply 32 tokens."""
+    book = REPO_ROOT / "notebooks" / "quality.ipynb"
+    executed = notebook_run.run_notebook(
+        book,
+        {"install": False, "stand_in": False, "weightless": True, "server_url": noise_server.url,
+         "max_tokens": 32, "quality": {"items": 6}},
+        output=real_out_notebooks() / "quality-weightless-noise.ipynb", progress=False,
+        kernel=noise_kernel,
+    )  # fmt: skip
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "Weightless run (random weights): the answers are noise" in text
     assert "Reasoning-budget curve on 6 items" in text
     for budget in ("off", "8", "no cap"):
         assert re.search(rf"\\n\s*\d+\s+{budget}\s", text) or f">{budget}<" in text, budget
-    assert '"Step 12 skipped' in text
+    assert '"Step 4 skipped' in text
     assert noise_server.is_running()  # attached, left alone
-    assert_clean_outputs(executed, stand_in=False)
+    assert_clean_outputs(executed, stand_in=False, benchmarks=False)
 
 
 def test_the_agents_notebook_on_noise_text_completes_and_says_what_did_not(
@@ -129,10 +150,11 @@ def test_a_server_500_is_the_helpers_error_with_the_servers_words_and_its_log(no
     their own ``ServerRequestError`` with the server's words, the cause and the log's lines,
     never the SDK's traceback; weightless mode does not pass it off as noise."""
     client = noise_server.client()
-    for opts in (ChatOptions(max_tokens=32, temperature=0.0, thinking=False),
-                 ChatOptions.for_run(Run("weightless"), max_tokens=32).replace(thinking=False)):  # fmt: skip
+    weightless = Run("weightless")
+    for noise in (False, weightless.noise):  # weightless mode does not pass it off as noise
         with pytest.raises(ServerRequestError) as e:
-            structured_chat(client, noise_server.model_name, "Say café.", Accent, opts)
+            structured_chat(client, noise_server.model_name, "Say café.", Accent, thinking=False,
+                            max_tokens=32, temperature=0.0, noise_tolerant=noise)  # fmt: skip
         said = str(e.value)
         assert (
             f"The server at {noise_server.base_url} failed POST /v1/chat/completions (HTTP 500)"

@@ -52,8 +52,11 @@ def test_the_layout_check_counts_lines_and_finds_the_reply_cell():
     cells = [
         {"cell_type": "code", "source": ["x = 1\n", "\n", "# a comment\n", "y = 2"]},
         {"cell_type": "markdown", "source": ["## 1. Step"]},
-        {"cell_type": "code", "source": ["r = chat(llm, m, 'hi')"]},
-        {"cell_type": "code", "source": ["show(chat(llm, m, 'hi'))"]},
+        {"cell_type": "code", "source": ["r = llm.chat.completions.create(model=m, messages=[])"]},
+        {
+            "cell_type": "code",
+            "source": ["show(llm.chat.completions.create(model=m, messages=[]))"],
+        },
     ]
     assert code_lines(cell_source(cells[0])) == 2
     assert first_reply_cell(cells) == 3
@@ -106,15 +109,19 @@ def test_the_prompts_written_in_the_cells_are_the_ones_the_stand_in_learned():
     notebook cell sends, the tool backends' results and the reasoning budget must match it."""
     demo = load_demo()
     trained = _trained_prompts(demo)
-    sent = []
+    sent, budgets = [], []
     for tree in _template_code():
-        for call in calls(tree, "chat", "stream_chat", "run_tool_loop"):
-            prompt = call.args[2]
-            assert isinstance(prompt, ast.Constant), ast.unparse(call)
-            sent.append(prompt.value)
-            for kw in call.keywords:
-                if kw.arg == "reasoning_budget":
-                    assert kw.value.value == demo["budget"]["thinking_token_budget"]
+        for node in ast.walk(tree):  # each {"role": "user", "content": "..."} message written
+            if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
+                d = dict(zip([k.value for k in node.keys], node.values, strict=True))
+                if getattr(d.get("role"), "value", None) == "user":
+                    assert isinstance(d.get("content"), ast.Constant), ast.unparse(node)
+                    sent.append(d["content"].value)
+                if "thinking_token_budget" in d:
+                    budgets.append(d["thinking_token_budget"].value)
+        for call in calls(tree, "two_pass_budget"):
+            budgets += [kw.value.value for kw in call.keywords if kw.arg == "budget"]
+    assert budgets and set(budgets) == {demo["budget"]["thinking_token_budget"]}
     assert len(sent) >= 6
     assert not set(sent) - trained, set(sent) - trained
     # the tool functions of the tool-calling cell, run as the notebook defines them

@@ -424,5 +424,82 @@ def get_time(city: str) -> str:
 WEATHER_TOOLS = {"get_weather": get_weather, "get_time": get_time}
 
 
+# ─── requests as the notebook cells write them ────────────────────────────────────────
+
+types.skip_in_warnings(__file__)  # a checker's warning points at the test that asked
+
+
+def ask(
+    client: Any,
+    prompt: Any = "q",
+    *,
+    model: str = MODEL,
+    stream: bool = False,
+    thinking: bool = True,
+    force_nonempty_content: bool = False,
+    max_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    recover_tool_calls: bool = False,
+    **create: Any,
+) -> types.ChatResult:
+    """One request as a notebook cell sends it (``client.chat.completions.create`` with the
+    model card's fields in ``extra_body``), checked by the helpers' checker with what was sent."""
+    from helpers.chat.parse import check_reply
+    from helpers.chat.stream import check_stream
+
+    template: dict[str, Any] = {}
+    if not thinking:
+        template["enable_thinking"] = False
+    if force_nonempty_content:
+        template["force_nonempty_content"] = True
+    extra_body = {"chat_template_kwargs": template} if template else None
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    sent = {
+        "max_tokens": max_tokens,
+        "tools": tools,
+        "tool_choice": tool_choice,
+        "extra_body": extra_body,
+    }
+    kwargs = {"model": model, "messages": messages, **create}
+    kwargs.update({k: v for k, v in sent.items() if v is not None})
+    if stream:
+        chunks = client.chat.completions.create(
+            stream=True, stream_options={"include_usage": True}, **kwargs
+        )
+        return check_stream(chunks, recover_tool_calls=recover_tool_calls, **sent)
+    reply = client.chat.completions.create(**kwargs)
+    return check_reply(reply, recover_tool_calls=recover_tool_calls, **sent)
+
+
+def tool_loop(
+    client: Any,
+    prompt: str,
+    tools: dict[str, Any],
+    schemas: list[dict[str, Any]] | None = None,
+    *,
+    rounds: int = 3,
+    **asked: Any,
+) -> tuple[list[dict[str, Any]], list[types.ChatResult], list[str]]:
+    """The notebooks' tool cell: ask, run each call (``call_tool``), send each result back as a
+    ``tool`` message with its ``tool_call_id``, until a turn has no call or ``rounds`` ran out.
+    Returns ``(messages, turns, tool message contents)``."""
+    from helpers.chat.tools import call_tool
+
+    schemas = schemas if schemas is not None else TOOLS
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    turns, outputs = [], []
+    for _ in range(rounds):
+        turn = ask(client, messages, tools=schemas, **asked)
+        turns.append(turn)
+        if not turn.tool_calls:
+            break
+        messages.append(turn.to_message())
+        for call in turn.tool_calls:
+            outputs.append(call_tool(tools, call))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outputs[-1]})
+    return messages, turns, outputs
+
+
 if __name__ == "__main__" and "--write-fixtures" in sys.argv:
     write_fixtures()

@@ -39,13 +39,12 @@ def calls(tree: ast.AST, *names: str) -> list[ast.Call]:
 
 
 def first_reply_cell(cells: list[dict]) -> int:
-    """Index of the first code cell that sends a chat request and shows the reply."""
+    """Index of the first code cell that sends a chat request (the SDK's
+    ``chat.completions.create``) and shows the reply."""
     for i, cell in enumerate(cells):
         if cell["cell_type"] == "code":
             tree = cell_python(cell_source(cell))
-            if calls(tree, "chat", "stream_chat", "run_tool_loop") and calls(
-                tree, "show", "print_stream"
-            ):
+            if calls(tree, "create") and calls(tree, "show"):
                 return i
     raise AssertionError("no cell sends a chat request and shows its reply")
 

@@ -1,4 +1,6 @@
-"""What a notebook quotes from docs/results, and the weightless mode's noise tolerance."""
+"""What the results page each target notebook links quotes from docs/results
+(``docs/results/measured.md``, one section per target), and the weightless mode's noise
+tolerance."""
 
 from __future__ import annotations
 
@@ -15,23 +17,26 @@ from tools import results_pages as results
 NB = REPO_ROOT / "notebooks"
 
 
-def _text(name: str) -> str:
+def _notebook(name: str) -> str:
     return "".join(
         "".join(c["source"]) for c in json.loads((NB / f"{name}.ipynb").read_text())["cells"]
     )
 
 
-def test_the_measured_reference_is_only_in_the_notebook_of_its_target():
+def _text(target: str) -> str:
+    """The target's section of docs/results/measured.md ("" when it has none)."""
+    page = (REPO_ROOT / "docs" / "results" / "measured.md").read_text()
+    sections = {part.split("\n", 1)[0]: part for part in page.split("\n## ")[1:]}
+    return sections.get(target, "")
+
+
+def test_the_measured_reference_is_only_in_the_section_of_its_target():
     assert "Measured reference" in _text("h200")
-    for other in (
-        "h100",
-        "h100_bf16",
-        "h100_baseten_throughput",
-        "h100x8_bf16",
-        "b200",
-        "quickstart_cpu_standin",
-    ):
+    assert "../docs/results/measured.md#h200" in _notebook("h200")  # one line links it
+    assert "Measured best per workload" in _text("h100")  # the H200 tuning data applies there
+    for other in ("h100", "h100-bf16", "h100-baseten-throughput", "h100x8-bf16", "b200"):
         assert "Measured reference" not in _text(other), other
+    assert "measured.md" not in _notebook("quickstart_cpu_standin")
 
 
 def test_the_reference_paragraph_is_rendered_from_the_summary_json():

@@ -453,17 +453,17 @@ def adapt(cfg):
 
 
 def chat_once(srv, model: str) -> dict:
-    from helpers.chat import completions as client
+    from helpers.chat.parse import check_reply
 
     t = time.monotonic()
     try:
-        r = client.chat(
-            srv.client(),
-            model,
-            "Reply with exactly: deployment healthy",
+        reply = srv.client().chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "Reply with exactly: deployment healthy"}],
             max_tokens=32,
             temperature=0.0,
         )
+        r = check_reply(reply, max_tokens=32)
         return {
             "ok": True,
             "seconds": round(time.monotonic() - t, 3),

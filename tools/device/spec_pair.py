@@ -35,9 +35,9 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     from helpers.bench.acceptance import measure_acceptance
-    from helpers.chat.completions import chat
     from helpers.chat.display import budget_report
-    from helpers.chat.request import ChatOptions
+    from helpers.chat.drafting import two_pass_budget
+    from helpers.chat.parse import check_reply
     from helpers.config.resolve import resolve
     from helpers.server.endpoint import make_client
     from helpers.server.vllm_server import VLLMServer
@@ -75,19 +75,21 @@ def main() -> int:
             out_dir=args.out / "acceptance",
         )
         llm = make_client(mtp.base_url)
-        opts = ChatOptions.for_run(mtp, max_tokens=256, temperature=0.0)
+        question = [{"role": "user", "content": "Briefly explain: what is vLLM?"}]
+        name = mtp.config.served_model_name
         budget = {}
         for method in ("server", "two_pass"):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                r = chat(
-                    llm,
-                    mtp.config.served_model_name,
-                    "Briefly explain: what is vLLM?",
-                    opts,
-                    reasoning_budget=8,
-                    budget_method=method,
-                )
+                if method == "server":
+                    asked = {"thinking_token_budget": 8}
+                    reply = llm.chat.completions.create(
+                        model=name, messages=question, max_tokens=256, temperature=0.0,
+                        extra_body=asked,
+                    )  # fmt: skip
+                    r = check_reply(reply, max_tokens=256, extra_body=asked)
+                else:
+                    r = two_pass_budget(llm, name, question, 8, max_tokens=256, temperature=0.0)
             budget[method] = {
                 "report": budget_report(r, 8, drafting=True),
                 "reasoning_tokens": None if r is None else r.usage.reasoning_tokens,

@@ -154,7 +154,7 @@ def test_a_schema_with_forced_tools_and_a_stream_are_refused_before_sending(api)
 
     with pytest.raises(TypeError, match=r"tool_choice='required' is not sent.*#32006"):
         send(schema=Answer, tools=tools, tool_choice="required")
-    with pytest.raises(TypeError, match=r"stream=True is not supported here .*stream_chat"):
+    with pytest.raises(TypeError, match=r"stream=True is not supported here .*check_stream"):
         send(stream=True)  # an empty "successful" reply otherwise (the breaker's finding)
 
 

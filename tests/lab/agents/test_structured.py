@@ -160,7 +160,7 @@ def test_feature_combination_the_server_rejects_is_named(rec, client):
     rec.queue("error_structured_outputs_with_named_tool", status=400)
     with pytest.raises(SchemaNotEnforcedError, match="or tools, not both"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, max_tokens=9)
-    with pytest.raises(TypeError, match="run_tool_loop"):  # refused before sending
+    with pytest.raises(TypeError, match="Run the tools first"):  # refused before sending
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, tools=tc.TOOLS)
     assert len(rec.requests) == 1
 
@@ -225,8 +225,8 @@ def test_bad_arguments_name_the_fix(client):
         structured.structured_chat(client, tc.MODEL, PROMPT, {"type": "object"})
     with pytest.raises(TypeError, match="not `response_format`"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, response_format={})
-    with pytest.raises(TypeError, match="structured_chat: `options` must be"):
-        structured.structured_chat(client, tc.MODEL, PROMPT, Capital, {"thinking": False})
+    with pytest.raises(TypeError, match="structured_chat: `thinking` must be True or False"):
+        structured.structured_chat(client, tc.MODEL, PROMPT, Capital, thinking="off")
     with pytest.raises(TypeError, match="needs stream=True"):
         structured.structured_chat(client, tc.MODEL, PROMPT, Capital, on_event=print)
     assert issubclass(StructuredOutputInvalidError, StructuredOutputError)

@@ -14,7 +14,6 @@ import json
 
 import pytest
 
-from helpers.chat.request import ChatOptions
 from helpers.config.demo import load_demo
 from helpers.config.evalsets import ITEM_SETS, items_by_id, load_items
 from helpers.errors import CookbookError
@@ -22,9 +21,10 @@ from lab.evals import stats
 from lab.evals.accuracy import EvalError, default_items, evaluate, evaluate_runs
 from lab.evals.compare import compare
 from lab.evals.lossless import match
+from lab.evals.settings import RequestSettings
 
 ACC = load_demo()["accuracy"]
-GREEDY = ChatOptions(temperature=0.0, top_p=1.0, max_tokens=256)
+GREEDY = RequestSettings(temperature=0.0, top_p=1.0, max_tokens=256)
 
 
 # ------------------------------------------------------------------ statistics, no server
@@ -243,7 +243,7 @@ def test_a_budget_that_cannot_fit_is_refused_and_a_400_is_said_in_vllms_words(st
     refused before lm-eval starts, naming both numbers; a 400 that still reaches lm-eval (its
     task written with ``max_tokens`` 4096, past the fit that ``evaluate`` does: see
     test_accuracy_follows_what_the_stand_in_learned) is quoted in vLLM 0.32.0's words with
-    chat()'s fix, not as aiohttp's "Bad Request"."""
+    the cookbook's fix, not as aiohttp's "Bad Request"."""
     from lab.evals import accuracy
 
     items = items_by_id(ACC["trained"][:1])
@@ -315,6 +315,7 @@ def test_a_real_checkpoint_wholly_below_the_familys_floor_is_named_with_the_pair
         "WARNING: 10.0% (20/200; 95 % Wilson interval 6.6%-14.9%) lies wholly below 69%"
     )
     assert "--moe-backend" in said and '{"compare": {"variant": "bf16"}}' in said
+    assert "notebooks/quality.ipynb" in said  # where the paired comparison runs
     assert below_the_floor(scored(130), Run("download")) is None  # 65 %: its interval reaches 69 %
     assert below_the_floor(scored(180), Run("download")) is None
     assert below_the_floor(scored(0, 16), Run("stand_in")) is None
@@ -344,3 +345,86 @@ def test_budget_plots_of_runs_whose_titles_differ_only_at_the_end_get_their_own_
         with Image.open(path) as im:
             assert im.text.get("Title") == title  # each file keeps its own figure
     assert slug("h200 nvfp4") == "h200-nvfp4" and slug("") == "out"  # short names as before
+
+
+@pytest.mark.parametrize(
+    "run, expected",
+    [
+        ({"stand_in": True}, (1024, 0.0, 1.0)),
+        ({"stand_in": True, "weightless": True}, (1024, 0.0, 1.0)),
+        ({"stand_in": False}, (16000, 1.0, 0.95)),
+        ({"stand_in": False, "weightless": True}, (256, 1.0, 0.95)),
+        # A value given wins over the run's default, a falsy one too.
+        ({"stand_in": True, "max_tokens": 64, "temperature": 0.7, "top_p": 0.9}, (64, 0.7, 0.9)),
+        ({"stand_in": False, "temperature": 0.0}, (16000, 0.0, 0.95)),
+        ({"stand_in": False, "weightless": True, "run_max_tokens": 2000}, (2000, 1.0, 0.95)),
+    ],
+)
+def test_request_settings_take_the_runs_defaults_and_a_value_given_wins(run, expected):
+    """An eval's settings are the run's (``srv.run.defaults``: the seeds' sampling on a GPU,
+    greedy on the stand-in); the run's own max_tokens next; a value given wins."""
+    from helpers.config.run import Run
+
+    weights = (
+        "stand_in" if run["stand_in"] else "weightless" if run.get("weightless") else "download"
+    )
+    the_run = Run(weights, None, run.get("run_max_tokens"))
+    given = {k: v for k, v in run.items() if k in ("max_tokens", "temperature", "top_p")}
+    settings = RequestSettings.for_run(the_run, **given)
+    assert (settings.max_tokens, settings.temperature, settings.top_p) == expected
+    srv = type("Srv", (), {"base_url": "http://127.0.0.1:1", "run": the_run})()
+    assert RequestSettings.for_run(srv, **given) == settings  # a server handle carries its run
+    with pytest.raises(TypeError, match=r"RequestSettings.for_run: pass the server"):
+        RequestSettings.for_run("h100")
+    with pytest.raises(ValueError, match="reasoning_budget=100 is not below max_tokens=100"):
+        settings.replace(max_tokens=100, reasoning_budget=100)
+    with pytest.raises(TypeError, match="`thinking` must be True or False"):
+        RequestSettings(thinking="no")
+
+
+# ------------------------------------------------------------------------------ the notebook
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_the_quality_notebook_on_the_standin(standin_server, shared_kernel, tmp_path, monkeypatch):
+    """notebooks/quality.ipynb attached to the session's stand-in (left running): accuracy with
+    its interval on the stand-in's 16 items (8 trained, 8 never shown), the published reference,
+    the budget curve (off / 8 / no cap) with its plot; then the same stand-in in float32,
+    launched, scored on the same items, paired with the first run, and stopped."""
+    import re
+    import time
+
+    from helpers.paths import REPO_ROOT
+    from tests.support.notebook_checks import assert_clean_outputs, real_out_notebooks
+    from tests.support.proctools import group_left
+    from tools import notebook_run
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "models").symlink_to(REPO_ROOT / "out" / "models", target_is_directory=True)
+    monkeypatch.setenv("COOKBOOK_OUT", str(out))
+    book = REPO_ROOT / "notebooks" / "quality.ipynb"
+    started = time.time()
+    executed = notebook_run.run_notebook(
+        book,
+        {"install": False, "server_url": standin_server.url,
+         "quality": {"compare": {"extra_args": {"--dtype": "float32"}}}},
+        output=real_out_notebooks() / book.name, progress=False, kernel=shared_kernel,
+    )  # fmt: skip
+    print(f"\nquality notebook: {time.time() - started:.0f} s")
+    text = executed.read_text()
+    assert "Traceback" not in text and '"output_type": "error"' not in text
+    assert "each item: max_tokens=1024 temperature=0.0 top_p=1.0" in text  # the stand-in's
+    assert "items the stand-in was trained on: 100.0% (8/8" in text
+    assert "items the stand-in was never shown: 0.0% (0/8" in text
+    assert "Published reference: vLLM's CI floor" in text
+    assert "Reasoning-budget curve on 16 items" in text and "no cap" in text
+    assert list((out / "evals").glob("h200-*-standin/items.csv"))
+    assert "McNemar exact p = " in text and "-vs-flags" in text, "step 4 did not compare"
+    assert '"Step 4 skipped' not in text  # an output line (the source has print('Step 4 ...)
+    assert text.count("[vllm] launched pid") == 1
+    pid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
+    assert not group_left(pid)  # the comparison's server stopped with its block
+    assert standin_server.is_running()  # attached, left alone
+    assert_clean_outputs(executed, stand_in=True, benchmarks=False)

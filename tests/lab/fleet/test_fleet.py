@@ -23,8 +23,6 @@ import yaml
 from helpers import errors as errors_mod
 from helpers.bench import metrics, point
 from helpers.bench import sweep as bench
-from helpers.chat import completions as hc
-from helpers.chat import tools
 from helpers.config import load
 from helpers.config import resolve as recipes
 from helpers.errors import CookbookError, FlagError, RecipeError
@@ -32,6 +30,7 @@ from helpers.paths import REPO_ROOT
 from helpers.server import endpoint, processes
 from helpers.server import vllm_server as server
 from lab.fleet import deployment, fleet, render, router
+from tests.support.chat_replay import ask, tool_loop
 from tests.support.proctools import assert_nothing_left
 from tools import notebook_run as notebooks
 
@@ -207,7 +206,7 @@ def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
         cpu_fleet.served_model_name,
     )
     before = _served(cpu_fleet)
-    r = hc.chat(client, model, demo["reasoning"]["prompt"], max_tokens=256, temperature=0)
+    r = ask(client, demo["reasoning"]["prompt"], model=model, max_tokens=256, temperature=0)
     assert r.reasoning.strip() and r.content.strip() and r.finish_reason == "stop"
 
     def get_weather(city: str) -> dict:
@@ -216,15 +215,15 @@ def test_reasoning_and_tool_calls_round_trip_through_the_router(cpu_fleet):
     def get_time(city: str) -> dict:
         return demo["time"]["results"].get(city, {"city": city, "local_time": "12:00"})
 
-    loop = tools.run_tool_loop(
-        client, model, demo["weather"]["prompt"].format(city="Santa Clara"),
+    _, turns, outputs = tool_loop(
+        client, demo["weather"]["prompt"].format(city="Santa Clara"),
         {"get_weather": get_weather, "get_time": get_time}, demo["tools"],
-        max_tokens=256, temperature=0,
+        model=model, max_tokens=256, temperature=0,
     )  # fmt: skip
-    assert loop.tool_runs and loop.turns[0].finish_reason == "tool_calls"
-    assert all(isinstance(run.call.arguments, dict) and run.call.id for run in loop.tool_runs)
-    assert loop.final.content.strip() and not loop.final.tool_calls
-    expected = 1 + len(loop.turns)  # the chat, then one request per tool-loop turn
+    assert outputs and turns[0].finish_reason == "tool_calls"
+    assert all(isinstance(c.arguments, dict) and c.id for t in turns for c in t.tool_calls)
+    assert turns[-1].content.strip() and not turns[-1].tool_calls
+    expected = 1 + len(turns)  # the chat, then one request per tool-loop turn
     after = _served_after(cpu_fleet, sum(before) + expected)
     assert sum(after) - sum(before) == expected  # every request reached a replica, once
 
@@ -327,7 +326,7 @@ def test_killing_a_replica_mid_sweep_loses_no_request_silently(cpu_fleet, standi
     before = fleet.metric_total(cpu_fleet.servers[0].url)
     client = endpoint.make_client(cpu_fleet.base_url, timeout=120)
     for _ in range(4):
-        r = hc.chat(client, cpu_fleet.served_model_name, "Hi", max_tokens=4, temperature=0)
+        r = ask(client, "Hi", model=cpu_fleet.served_model_name, max_tokens=4, temperature=0)
         assert r.finish_reason in ("stop", "length")
     t0 = time.monotonic()
     while fleet.metric_total(cpu_fleet.servers[0].url) - before < 4 and time.monotonic() - t0 < 10:
@@ -541,22 +540,17 @@ def test_router_process_mechanics_with_fake_workers():
 
 
 @pytest.mark.server
-def test_chat_through_a_router_whose_first_worker_is_down_warns_once_and_is_answered(
+def test_chat_through_a_router_whose_first_worker_is_down_is_answered(
     standin_server,
 ):
     """vllm-router 0.1.17 answers GET /v1/models from the first worker it lists, without a
     health check: with that worker down it answers HTTP 500 ("Request failed: error sending
     request for url (http://127.0.0.1:P/v1/models)", recorded here) while chats still route to
-    the live one (vllm-project/router#135). The limit is then unknown: one warning, the request
-    is sent, and the server's own 400 names the stand-in's max_model_len (2048), so the
-    default is fitted and sent again. A Fleet client knows the limit and asks nothing."""
+    the live one (vllm-project/router#135). The SDK's request, with its own max_tokens, asks
+    nothing of /v1/models: it is answered, streamed and not, through the Fleet's client too."""
     import dataclasses
     import subprocess
     import sys
-    import warnings
-
-    from helpers.chat import stream as stream_mod
-    from helpers.chat.types import ServerLimitUnknownWarning
 
     port = processes.free_port()
     fake = subprocess.Popen(
@@ -593,22 +587,13 @@ def test_chat_through_a_router_whose_first_worker_is_down_warns_once_and_is_answ
         from helpers.config.demo import load_demo
 
         model, prompt = standin_server.models()[0], load_demo()["reasoning"]["prompt"]
-        with pytest.warns(ServerLimitUnknownWarning) as said:
-            first = hc.chat(plain, model, prompt, temperature=0)
-            streamed = stream_mod.stream_chat(plain, model, prompt, temperature=0).result
-        assert len(said) == 1  # once per client
-        assert str(said[0].message).startswith(
-            f"GET /v1/models at {fl.router.base_url} answered HTTP 500"
-        )
-        assert "error sending request for url" in str(said[0].message)
-        assert "Fleet.client()" in str(said[0].message)
+        asked = dict(model=model, max_tokens=256, temperature=0)
+        first = ask(plain, prompt, **asked)
+        streamed = ask(plain, prompt, stream=True, **asked)
         assert first.finish_reason == "stop" and first.content.strip()
-        assert streamed.content.strip() and hc.server_max_model_len(plain, model) == 2048
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", ServerLimitUnknownWarning)
-            fleet_client = fl.client()
-            assert fl.max_model_len == 2048  # the cpu target's --max-model-len
-            assert hc.chat(fleet_client, model, prompt, temperature=0).content == first.content
+        assert streamed.content == first.content  # greedy: the same answer, streamed
+        assert fl.max_model_len == 2048  # the cpu target's --max-model-len
+        assert ask(fl.client(), prompt, **asked).content == first.content
     finally:
         if fl is not None:
             fl.stop(check=False)

@@ -604,18 +604,23 @@ def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     assert recommendation_markdown("h200", tmp_path / "nothing") is None
 
 
-def test_the_rendered_table_is_in_the_hopper_notebooks():
+def test_the_rendered_table_is_on_the_results_page_the_hopper_notebooks_link():
+    """The measured best per workload is in docs/results/measured.md, one section per target
+    it applies to; the target notebook links its section in one line, the table stays out."""
     from tools.tune_pages import recommendation_markdown
 
+    page = (REPO_ROOT / "docs" / "results" / "measured.md").read_text()
     for stem, target in (("h200", "h200"), ("h100", "h100")):
         text = "".join(
             "".join(c["source"])
             for c in json.loads((REPO_ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
         )
         first = recommendation_markdown(target).splitlines()[0]
-        assert first in text, stem
+        section = page[page.index(f"\n## {target}\n") :]
+        assert first in section.split("\n## ")[1], target
+        assert first not in text and f"../docs/results/measured.md#{target}" in text, stem
     a100 = (REPO_ROOT / "notebooks" / "a100.ipynb").read_text()
-    assert "Measured best per workload" not in a100
+    assert "Measured best per workload" not in a100 and "\n## a100\n" not in page
 
 
 def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
