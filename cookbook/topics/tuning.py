@@ -36,7 +36,7 @@
 #   Runs of different sessions (more than an hour apart, or on another host) never decide: the
 #   same command moved 9-13 % between two H200 machines, more than one session's spread
 #   shows, so such a margin is a **tie (measured apart)** until both run side by side
-#   (`remeasure=[...]`).
+#   (`tuning.tune(..., remeasure=[...])` measures named candidates again in this session).
 # - **The SLO limit:** the highest concurrency that still meets the SLO, bisected between the
 #   grid's highest passing and lowest failing concurrency (`slo_search` extra points at most).
 # - **Nothing is left behind:** each server is stopped before the next starts; a candidate
