@@ -11,7 +11,10 @@ the checks the notebooks make of their own server, one line per check with the f
 - ``stream``: a streamed greedy answer equals the non-streamed one;
 - ``schema``: a JSON-schema answer validates (structured outputs);
 - ``budget``: ``thinking_token_budget`` caps the reasoning;
-- ``metrics``: ``/metrics`` answers with vLLM's counters.
+- ``metrics``: ``/metrics`` answers with vLLM's counters;
+- ``prefix reuse``: a prompt sent twice, longer than the server's reuse floor (its
+  ``vllm:cache_config_info``), is served from the prefix cache the second time
+  (``vllm:prefix_cache_hits_total`` grows); skipped, said so, on a server without prefix caching.
 
 The prompts are ``cookbook/demo.yaml``'s (the stand-in was trained on them); greedy, thinking
 off except where a check needs it, ``max_tokens`` 256 per request.
@@ -25,7 +28,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from helpers.bench.metrics import scrape_metrics
+from helpers.bench.metrics import PREFIX_CACHE_HITS, info_labels, parse_prometheus, scrape_metrics
+from helpers.bench.prefix_floor import prefix_floor
 from helpers.chat.display import budget_report
 from helpers.chat.parse import check_reply
 from helpers.chat.stream import check_stream
@@ -45,6 +49,7 @@ CHECKS = (
     "schema",
     "budget",
     "metrics",
+    "prefix reuse",
 )
 
 #: Tokens per request: room for the stand-in's answers and a real model's short ones.
@@ -75,6 +80,10 @@ class Check:
         return f"{mark}  {self.name}: {detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
+class _Skipped(Exception):
+    """A check that cannot apply to this server: its reason (the message)."""
+
+
 class _Failed(Exception):
     """A check that failed: its detail (the message) and the ``fix``."""
 
@@ -96,6 +105,8 @@ def _run(name: str, fn) -> Check:
             detail = fn()
     except _Failed as f:
         return Check(name, False, str(f), f.fix)
+    except _Skipped as s:
+        return Check(name, None, str(s))
     except (CookbookError, ValueError) as exc:
         return Check(name, False, _said(exc), _fix_in(str(exc)))
     except Exception as exc:  # noqa: BLE001 - the SDK's errors: named, never a traceback
@@ -263,6 +274,53 @@ def verify(
             f"/metrics: {sum(line.startswith('vllm:') for line in text.splitlines())} vLLM samples"
         )
 
-    later = (reasoning_on, reasoning_off, tool_call, streamed, schema, budget, metrics)
+    def prefix_reuse() -> str:
+        floor = prefix_floor(info_labels(scrape_metrics(base_url)))
+        if not floor.enabled or not floor.floor:
+            raise _Skipped(floor.sentence)
+
+        def hits() -> float:
+            return parse_prometheus(scrape_metrics(base_url)).get(PREFIX_CACHE_HITS, 0.0)
+
+        words = floor.floor  # at least a token each: one prompt past the floor
+        for _ in range(3):
+            prompt = "Repeat nothing. " + " ".join(f"part {i}," for i in range(words))
+            first = client.chat.completions.create(
+                model=name,
+                messages=[{"role": "user", "content": prompt}],
+                max_tokens=1,
+                temperature=0.0,
+            )
+            tokens = int(first.usage.prompt_tokens) if first.usage else 0
+            if tokens > floor.floor:
+                break
+            words *= 2
+        before = hits()
+        client.chat.completions.create(
+            model=name,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=1,
+            temperature=0.0,
+        )
+        reused = hits() - before
+        if reused <= 0:
+            raise _Failed(
+                f"a {tokens:,}-token prompt sent twice reused nothing ({floor.sentence})",
+                "check --enable-prefix-caching, and for this hybrid model --mamba-cache-mode align",
+            )
+        return (
+            f"a {tokens:,}-token prompt sent twice reused {reused:,.0f} tokens ({floor.sentence})"
+        )
+
+    later = (
+        reasoning_on,
+        reasoning_off,
+        tool_call,
+        streamed,
+        schema,
+        budget,
+        metrics,
+        prefix_reuse,
+    )
     checks += [_run(n, fn) for n, fn in zip(CHECKS[1:], later, strict=True)]
     return checks

@@ -30,8 +30,9 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 FIRST_REPLY_NOTEBOOKS = ["quickstart_cpu_standin", "h100"]
 MAX_CODE_LINES_BEFORE = (
     # the parameters cell counts, one line each (22 since the accuracy step's `quality`); 43
-    # since step 1 checks the later steps' libraries before the launch (import + call)
-    43
+    # since step 1 checks the later steps' libraries before the launch (import + call); 47
+    # since step 1 names each parameter it checks (check_parameters by keyword, no globals())
+    47
 )
 TEMPLATE_NOTEBOOKS = sorted(
     p
