@@ -10,7 +10,7 @@ The points come from servers drafting at a synthetic acceptance length (on rando
 command without drafting, measured in the same session. :func:`break_even` fits one line per
 ``(K, concurrency)`` and reads ``L*`` off it, with the range that the baseline's run-to-run
 spread gives; :func:`plot_break_even` draws it. A user with real weights reads their own ``L``
-from ``/metrics`` on real prompts (``helpers.bench.acceptance.measure_acceptance``) and
+from ``/metrics`` on real prompts (``lab.bench.acceptance.measure_acceptance``) and
 compares it with ``L*``.
 """
 

@@ -84,12 +84,13 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers.bench import scenarios, stats
-from helpers.bench.sweep import check_repeats
+from helpers.bench import scenarios
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
 from helpers.memory.planner import plan
 from helpers.weights.prepare import prepare
+from lab.bench import stats
+from lab.bench.repeats import check_repeats
 from lab.drafting import mode_config, mode_run
 from lab.evals.speculative import check_mode_parameters
 
@@ -166,10 +167,11 @@ display(scenarios.scenarios_frame(run, names=[scenario_name]))
 # state copies speculative decoding needs (the engine fails on the first request).
 
 # %%
-from helpers.bench.sweep import repeat_point, sweep
+from helpers.bench.sweep import sweep
 from helpers.paths import out_dir
 from helpers.server.launch import launch_server
 from helpers.standin.build import build_standin_model
+from lab.bench.repeats import repeat_point
 from lab.evals.speculative import mode_checks
 
 # %%
@@ -247,8 +249,9 @@ for (m, c), d in repeated.items():
     print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
 
 # %%
-from helpers.bench.plots import acceptance_length, pareto
+from helpers.bench.plots import pareto
 from helpers.config.versions import installed_vllm_version
+from lab.bench.plots import acceptance_length
 
 figs = out_dir("plots")
 version = installed_vllm_version()

@@ -1,4 +1,5 @@
 """Measure a running server: ``vllm bench serve`` sweeps (``sweep``), one point (``point``),
-``/metrics`` (``metrics``), results in pandas (``results``), spread and rankings (``stats``),
-request shapes (``scenarios``), figures (``plots``); the tuning step is :mod:`lab.tune`.
+``/metrics`` (``metrics``), results in pandas (``results``), request shapes (``scenarios``),
+figures (``plots``); repeats, their spread and real-prompt acceptance are :mod:`lab.bench`, the
+tuning step :mod:`lab.tune`.
 """

@@ -211,7 +211,7 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
                 "spec_decode_level": "too few drafts",
                 "spec_decode_verdict": f"{int(draft_tokens)} draft tokens, 0 accepted: too few "
                 f"to judge (an error needs at least {MIN_DRAFT_TOKENS_TO_JUDGE}); run more or "
-                "longer requests, or measure on real text: helpers.bench.acceptance.measure_acceptance",
+                "longer requests, or measure on real text: lab.bench.acceptance.measure_acceptance",
             }
         what = (
             f" ({int(drafts)} drafts, {int(draft_tokens)} draft tokens, 0 accepted)"
@@ -233,7 +233,7 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
             "spec_decode_level": "lower bound",
             "spec_decode_verdict": f"{length:.2f} tokens per target step on random prompts "
             f"({LOWER_BOUND}; measure it on real text: "
-            "helpers.bench.acceptance.measure_acceptance)",
+            "lab.bench.acceptance.measure_acceptance)",
         }
     if length < PAYING_OFF_LENGTH:
         return {

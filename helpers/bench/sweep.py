@@ -42,8 +42,9 @@ from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
 
-#: The warnings already printed (a set of sentences) by the sweeps of one :func:`repeat_point`:
-#: its repeats share it, so a server without prefix caching is named once, not once a run.
+#: The warnings already printed (a set of sentences) by the sweeps of one
+#: :func:`lab.bench.repeats.repeat_point`: its repeats share it, so a server without prefix
+#: caching is named once, not once a run.
 _WARNED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("warned", default=None)
 
 # --------------------------------------------------------------------------- what is measured
@@ -462,71 +463,3 @@ def sweep_points(
         }
         for c in concurrencies
     ]
-
-
-def check_repeats(repeats: Any) -> int:
-    """``repeats`` as an int, checked: runs of one point that measure the run-to-run spread.
-
-    Call it before a server starts (a GPU start takes minutes); :func:`repeat_point` does too.
-
-    Raises:
-        BenchError: not an int, or below 2 (one run has no spread).
-    """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
-        raise BenchError(
-            f"repeats={repeats!r}: pass an int of 2 or more (repeat_point needs two runs to "
-            "measure a spread; 3 is the notebooks' default)."
-        )
-    return repeats
-
-
-def repeat_point(
-    server: Any,
-    model: str | None = None,
-    tokenizer: str | Path | None = None,
-    concurrency: int | None = None,
-    repeats: int = 3,
-    *,
-    out_dir: str | Path | None = None,
-    label: str = "default",
-    seed: int = 0,
-    **sweep_args: Any,
-) -> pd.DataFrame:
-    """Run the same point ``repeats`` times to measure its run-to-run spread.
-
-    Each repeat is one :func:`sweep` of a single concurrency, with its own warm-up and seed
-    (``seed + r``, hashed by :func:`point_seed`: no repeat is served from another's prefix
-    cache), written to ``<out_dir>/rep<r>/``; :func:`helpers.bench.stats.spread` reads the result.
-    A warning the repeats share (no prefix-cache hit, a replica down) is printed once.
-
-    Args:
-        server, model, tokenizer: as :func:`sweep` (the server object, or its URL with
-            the model name and tokenizer).
-        concurrency: ``--max-concurrency`` of the point.
-        repeats: how many runs (at least 2 for a spread; 3 or more is better).
-        out_dir, label, seed, sweep_args: as :func:`sweep` (``scenario``, ``input_len``,
-            ``num_prompts``, ``gpu_count``, ``extra_args``, ``progress``, ...).
-
-    Returns:
-        :func:`load_results` rows, one per repeat, with a ``repeat`` column (0-based).
-
-    Raises:
-        BenchError: see :func:`run_point`; ``repeats < 2``; no ``concurrency``.
-    """
-    if concurrency is None or isinstance(concurrency, bool) or not isinstance(concurrency, int):
-        raise BenchError(
-            f"repeat_point: concurrency={concurrency!r}: pass the point's --max-concurrency "
-            "as an int, e.g. repeat_point(srv, concurrency=4)."
-        )
-    check_repeats(repeats)
-    folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
-    frames = []
-    shared = _WARNED.set(set())  # a warning the repeats share is printed once
-    try:
-        for r in range(int(repeats)):
-            df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
-                       label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
-            frames.append(df.assign(repeat=r))
-    finally:
-        _WARNED.reset(shared)
-    return pd.concat(frames, ignore_index=True)

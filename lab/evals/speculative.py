@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.bench.acceptance import measure_acceptance
 from helpers.bench.metrics import scrape_metrics, spec_decode_counters
 from helpers.chat.noise import noise_tolerant
 from helpers.chat.parse import check_reply
 from helpers.chat.types import ChatResult
 from helpers.config.run import run_of
 from helpers.server.endpoint import make_client
+from lab.bench.acceptance import measure_acceptance
 from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
 
 #: The reasoning budget the budget check asks for (tokens).
@@ -30,7 +30,7 @@ class ModeChecks:
         drafting: the server runs speculative decoding.
         greedy_accepted: draft tokens accepted during the greedy requests (the server's
             counter before and after; drafting only, None when it has no such counter).
-        acceptance: :func:`~helpers.bench.acceptance.measure_acceptance`'s row (drafting only).
+        acceptance: :func:`~lab.bench.acceptance.measure_acceptance`'s row (drafting only).
         budget: the reply to a request with a server budget of :data:`CHECK_BUDGET` reasoning
             tokens (drafting only; None on weightless noise that could not be parsed).
     """

@@ -553,8 +553,8 @@ class TuneResult:
         ]
 
     def plot(self, path: str | Path | None = None, workload: str | None = None):
-        """The frontier plot of ``workload`` (:func:`helpers.bench.plots.tune_frontier`)."""
-        from helpers.bench.plots import tune_frontier
+        """The frontier plot of ``workload`` (:func:`lab.bench.plots.tune_frontier`)."""
+        from lab.bench.plots import tune_frontier
 
         name = self._workload(workload)
         rec = self.recommended(name)

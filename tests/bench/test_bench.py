@@ -313,8 +313,6 @@ def test_sweep_names_what_a_url_or_an_object_lacks():
         bench.sweep("http://127.0.0.1:9/v1", concurrencies=[1])
     with pytest.raises(errors.BenchError, match="has no .base_url"):
         bench.sweep(object(), concurrencies=[1])
-    with pytest.raises(errors.BenchError, match="concurrency=None"):
-        bench.repeat_point("http://127.0.0.1:9", "m", "t")
 
 
 @pytest.mark.server
@@ -539,19 +537,6 @@ def test_recorded_busy_scrape_has_both_gauges():
     values = metrics_mod.parse_prometheus((RUNTIME / "metrics_busy.txt").read_text())
     assert values[metrics_mod.NUM_RUNNING] == 4.0 and values[metrics_mod.NUM_WAITING] == 4.0
     assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled
-
-
-@pytest.mark.server
-def test_an_acceptance_run_that_drafted_nothing_still_has_a_verdict(standin_server, tmp_path):
-    """A real-prompt acceptance run during which nothing was drafted (here: a server without
-    --speculative-config; on a loaded CI machine a drafting run once did the same) has the
-    same columns as any other row, with a verdict saying so (the speculative notebook's table
-    selects ``spec_decode_verdict``: it raised KeyError on a976314)."""
-    from helpers.bench.acceptance import DRAFTED_NOTHING, measure_acceptance
-
-    row = measure_acceptance(standin_server, num_prompts=2, output_len=8, out_dir=tmp_path)
-    assert row["completed"] == 2
-    assert row["spec_decode_level"] == "warning" and row["spec_decode_verdict"] == DRAFTED_NOTHING
 
 
 def test_publishing_points_leaves_no_lock_file_in_the_temp_folder(tmp_path, monkeypatch):

@@ -233,9 +233,10 @@ def test_repeats_of_a_point_name_a_shared_warning_once(
     once per run (the speculative notebook printed it for its sweep and again for each
     repeat); every run's row still carries it."""
     from helpers.bench import sweep as sweeps
+    from lab.bench.repeats import repeat_point
 
     url, _ = answers_all
-    df = sweeps.repeat_point(
+    df = repeat_point(
         url, "m", tiny_tokenizer, 1, 2, input_len=8, output_len=4, prefix_len=4, num_prompts=2,
         num_warmups=0, out_dir=tmp_path / "rep", progress=False,
     )  # fmt: skip

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
-import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
@@ -91,34 +90,3 @@ def test_latency_vs_concurrency_rejects_unknown_metric(df):
         plots.latency_vs_concurrency(df, metrics=("ttfb",))
     with pytest.raises(errors.PlotError, match="needs column"):
         plots.latency_vs_concurrency(df, percentiles=("p95",))
-
-
-def test_acceptance_length_bars_and_png(df, tmp_path):
-    out = tmp_path / "acc.png"
-    fig = plots.acceptance_length(df, vllm_version="0.32.0", path=out)
-    ax = fig.axes[0]
-    assert ax.get_ylabel() == "Acceptance length [tokens per target step]"
-    assert ax.get_xlabel() == "Speculative mode"
-    # only the speculative rows: one mode (ngram) at one concurrency -> one bar
-    assert len(ax.patches) == 1
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["ngram"]
-    assert ax.patches[0].get_height() == pytest.approx(df["spec_decode_acceptance_length"].max())
-    _png_ok(out)
-
-
-def test_acceptance_length_groups_concurrencies(df):
-    extra = df[df["label"] == "ngram"].assign(
-        concurrency=4, spec_decode_acceptance_length=2.5
-    )  # a second concurrency of the same mode
-    other = extra.assign(label="mtp", concurrency=2, spec_decode_acceptance_length=3.4)
-    fig = plots.acceptance_length(pd.concat([df, extra, other], ignore_index=True))
-    ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["mtp", "ngram"]
-    assert len(ax.patches) == 3  # mtp@2, ngram@2, ngram@4 (mtp was not run at 4)
-    assert sorted(round(p.get_height(), 2) for p in ax.patches) == [1.21, 2.5, 3.4]
-
-
-def test_acceptance_length_without_spec_decode_names_the_fix(df):
-    with pytest.raises(errors.PlotError, match="speculative"):
-        plots.acceptance_length(df[df["label"] == "standin"].drop(
-            columns=["spec_decode_acceptance_length"]))  # fmt: skip

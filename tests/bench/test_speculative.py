@@ -8,11 +8,9 @@ import re
 import shlex
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from helpers import errors
-from helpers.bench import metrics, stats
+from helpers.bench import metrics
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config.evalsets import load_items
@@ -21,45 +19,6 @@ from tests.support.notebook_checks import real_out_notebooks
 from tools import notebook_run as notebooks
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
-
-
-# ------------------------------------------------------------------------------ noise helpers
-
-
-def test_spread_and_compare_call_small_differences_noise():
-    runs = pd.DataFrame({"output_throughput": [100.0, 104.0, 98.0]})
-    s = stats.spread(runs)
-    assert (s.n, s.min, s.max) == (3, 98.0, 104.0)
-    assert s.noise_pct == pytest.approx(600 / (302 / 3))  # (104 - 98) / mean x 100 = 5.96 %
-    small = stats.compare(100.0, 103.0, noise=s, names=("none", "ngram"))
-    assert small.winner is None and "noise, not a win" in small.verdict
-    big = stats.compare(100.0, 120.0, noise=s, names=("none", "ngram"))
-    assert big.winner == "ngram" and "beats none by 20.0%" in big.verdict
-    # latency: lower is better
-    tpot = stats.compare(10.0, 8.0, metric="median_tpot_ms", noise=5.0, names=("none", "dspark"))
-    assert tpot.winner == "dspark"
-    unknown = stats.compare(1.0, 2.0)
-    assert unknown.winner == "B" and "noise unknown" in unknown.verdict
-    with pytest.raises(errors.BenchError):
-        stats.spread(pd.DataFrame({"output_throughput": [1.0]}))
-
-
-def test_rank_and_winner():
-    df = pd.DataFrame(
-        {
-            "label": ["none", "none", "ngram", "ngram", "mtp", "mtp"],
-            "concurrency": [1, 8, 1, 8, 1, 8],
-            "tokens_per_s_per_user": [50.0, 30.0, 80.0, 20.0, 78.0, 25.0],
-            "output_throughput_per_gpu": [50.0, 240.0, 80.0, 160.0, 78.0, 200.0],
-        }
-    )
-    lat = stats.rank(df, "tokens_per_s_per_user", concurrency=1, noise=5.0)
-    assert list(lat["label"]) == ["ngram", "mtp", "none"]
-    assert lat.iloc[1]["verdict"] == "within noise of best"
-    assert stats.winner(lat).startswith("no clear winner: ngram, mtp")
-    thr = stats.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
-    assert thr.iloc[0]["label"] == "none" and thr.iloc[0]["concurrency"] == 8
-    assert stats.winner(thr).startswith("none — none beats mtp by")
 
 
 def test_every_point_warms_up_runs_long_and_has_its_own_seed():
@@ -253,15 +212,3 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
         text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
     )  # n-gram's only
     assert standin_server.is_running()  # the attached none-mode server was left alone
-
-
-def test_repeats_below_two_are_refused_before_any_server_starts():
-    """The notebook checks ``repeats`` in its first code step: a value that cannot measure a
-    spread fails there, not after a GPU server start of minutes (seen on the H200: the first
-    run with repeats=1 failed only after the 261 s start of the first mode)."""
-    assert bench.check_repeats(2) == 2
-    for bad in (1, 0, True, 2.5, "3"):
-        with pytest.raises(errors.BenchError, match="repeats=.*2 or more"):
-            bench.check_repeats(bad)
-    source = NOTEBOOK.read_text()
-    assert source.index("check_repeats(repeats)") < source.index("launch_server(")

@@ -29,7 +29,7 @@ STEPS = [
     "bench",
 ]
 #: The lab's sub-packages (``lab``, the second import root, built on ``helpers``).
-LAB_STEPS = ["tune", "evals", "fleet", "verify", "agents"]
+LAB_STEPS = ["tune", "evals", "fleet", "verify", "agents", "bench"]
 
 #: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.
 TOP_LEVEL_MODULES = sorted(
@@ -119,6 +119,7 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
             "no import cycle",
         ),
         ({"lab/agents/a.py": "import helpers.bench\n"}, "never import bench"),
+        ({"lab/bench/a.py": "import lab.tune\n"}, "lab: the topic steps over the agents"),
         ({"lab/tune/a.py": "import tools\n"}, "lab never imports the project's tooling"),
     ],
     ids=[
@@ -135,6 +136,7 @@ def test_the_package_shape_with_imports_in_layer_order_is_kept(tmp_path):
         "agents-import-verify",
         "cycle-in-tune",
         "agents-import-bench",
+        "lab-bench-imports-tune",
         "lab-imports-tools",
     ],  # fmt: skip
 )

@@ -226,7 +226,8 @@ def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget
 
 
 def _points(srv, name: str, out: Path, what: str) -> dict:
-    from helpers.bench.sweep import repeat_point, sweep
+    from helpers.bench.sweep import sweep
+    from lab.bench.repeats import repeat_point
 
     t = time.time()
     if what == "agent":

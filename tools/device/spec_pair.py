@@ -34,7 +34,6 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from helpers.bench.acceptance import measure_acceptance
     from helpers.chat.display import budget_report
     from helpers.chat.drafting import two_pass_budget
     from helpers.chat.parse import check_reply
@@ -42,6 +41,7 @@ def main() -> int:
     from helpers.server.endpoint import make_client
     from helpers.server.vllm_server import VLLMServer
     from helpers.weights.prepare import served_config
+    from lab.bench.acceptance import measure_acceptance
     from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens, match
 
     share = {"--gpu-memory-utilization": str(args.memory_share)}

@@ -41,7 +41,7 @@ class Spread:
 
 def spread(df: pd.DataFrame, metric: str = "output_throughput") -> Spread:
     """The spread of ``metric`` over the rows of ``df`` (e.g. the output of
-    :func:`helpers.bench.sweep.repeat_point`).
+    :func:`lab.bench.repeats.repeat_point`).
 
     Raises:
         BenchError: ``metric`` is not a column or has fewer than 2 values.

@@ -1,0 +1,1 @@
+"""lab.bench: real-prompt acceptance, spread and rankings, the lab's figures."""
