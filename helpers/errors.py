@@ -113,7 +113,7 @@ class ServerConnectionError(CookbookError, ConnectionError):
 class ServerRequestError(CookbookError, RuntimeError):
     """The server failed a request (HTTP 5xx). The message has the server's words, the cause
     when its log names a known one, and the log's last error lines
-    (:func:`helpers.server.request_failure.describe_server_error`)."""
+    (:func:`lab.agents.request_failure.describe_server_error`)."""
 
 
 class AgentError(ResponseError):

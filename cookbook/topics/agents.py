@@ -139,7 +139,7 @@ print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t
 
 # %%
 from lab.agents.apis import make_anthropic_client, messages_chat, responses_chat
-from helpers.chat.noise import noise_tolerant
+from lab.agents.noise import noise_tolerant
 from helpers.chat.parse import check_reply
 
 

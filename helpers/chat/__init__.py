@@ -9,7 +9,6 @@ cannot say in a line.
 - ``tools``    ``tool_schema`` and ``call_tool``; ``toolargs`` checks and coerces arguments
 - ``drafting`` whether a server drafts, and ``two_pass_budget`` for one that does
 - ``types``    the result types and the warnings a reply can raise
-- ``noise``    weightless mode: a cell on noise text reports instead of raising
 
 Schema answers, the Responses and Messages APIs and the agent build on it in :mod:`lab.agents`.
 """

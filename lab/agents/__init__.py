@@ -4,4 +4,6 @@
 - ``apis``         ``responses_chat()`` / ``messages_chat()``: the same turn on /v1/responses,
   /v1/messages (and ``REPLY_READERS``: their reply readers, checked by ``python -m tools.drift``)
 - ``agent``        a pydantic-ai agent over chat completions (``notebooks/agents.ipynb``)
+- ``request_failure`` a request the server failed (HTTP 5xx) in the cookbook's words, with its log
+- ``noise``        weightless mode: a cell on noise text reports instead of raising
 """

@@ -10,7 +10,7 @@ from typing import Any
 
 from helpers.chat.types import _client_url
 from helpers.errors import ResponseError, ServerConnectionError, ServerRequestError
-from helpers.server.request_failure import describe_server_error, error_words
+from lab.agents.request_failure import describe_server_error, error_words
 
 
 def send(

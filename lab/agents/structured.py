@@ -40,7 +40,7 @@ from helpers.errors import (
     StructuredOutputError,
     StructuredOutputInvalidError,
 )
-from helpers.server.request_failure import error_words
+from lab.agents.request_failure import error_words
 from lab.agents.send import send
 
 skip_in_warnings(__file__)  # a schema answer's warning points at the caller, as chat's do
@@ -212,7 +212,7 @@ def structured_chat(
             (``stream=True`` only), e.g. to print the JSON as it is written.
         from_reasoning: as in :func:`validate_answer`.
         noise_tolerant: weightless mode (``srv.run.noise``): an answer that fails on noise
-            text is printed and None returned (:func:`helpers.chat.noise.noise_tolerant`).
+            text is printed and None returned (:func:`lab.agents.noise.noise_tolerant`).
         **create_kwargs: more ``create`` keywords (``extra_body`` merged, ``seed``...);
             ``tools`` are refused (a schema answer is the final answer).
 
@@ -254,7 +254,7 @@ def structured_chat(
             "the schema answer."
         )
     if noise_tolerant:  # weightless: report, not raise
-        from helpers.chat.noise import noise_tolerant as tolerant
+        from lab.agents.noise import noise_tolerant as tolerant
 
         with tolerant(True, "schema answer"):
             return structured_chat(

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bench.metrics import scrape_metrics, spec_decode_counters
-from helpers.chat.noise import noise_tolerant
 from helpers.chat.parse import check_reply
 from helpers.chat.types import ChatResult
 from helpers.config.run import run_of
 from helpers.server.endpoint import make_client
+from lab.agents.noise import noise_tolerant
 from lab.bench.acceptance import measure_acceptance
 from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
 

@@ -194,23 +194,12 @@ def test_tool_markup_with_the_wrong_tool_parser_raises(rec, client):
     assert rec.bodies[0]["tools"] == TOOLS
 
 
-def test_a_weightless_cell_reports_a_reply_that_fails_on_noise_instead_of_raising(
-    rec, client, capsys
-):
-    """``noise_tolerant(srv.run.noise, ...)`` around a checked turn: on noise text (weightless
-    mode) the failure prints what failed; with real weights it raises."""
-    from helpers.chat.noise import noise_tolerant
-
-    rec.queue("wrong_tool_parser", "wrong_tool_parser")
-    with noise_tolerant(True, "chat"):
-        ask(client, "Weather in Santa Clara and time in Tokyo?", tools=TOOLS)
-    said = capsys.readouterr().out
-    assert "weightless mode: the chat did not complete" in said
-    assert "ResponseError" in said and "--tool-call-parser" in said
+def test_show_and_the_budget_report_take_the_none_a_tolerated_cell_leaves(capsys):
+    """A weightless cell whose turn failed on noise text
+    (:func:`lab.agents.noise.noise_tolerant`) leaves None: printing it prints nothing, and the
+    budget report says there is no reply to judge."""
     assert display.show(None) is None and capsys.readouterr().out == ""
     assert "no reply to judge" in display.budget_report(None, 8)
-    with pytest.raises(ResponseError), noise_tolerant(False, "chat"):
-        ask(client, "q", tools=TOOLS)
 
 
 def test_tool_markup_without_tools_offered_is_left_in_content(rec, client):

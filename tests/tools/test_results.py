@@ -1,6 +1,5 @@
 """What the results page each target notebook links quotes from docs/results
-(``docs/results/measured.md``, one section per target), and the weightless mode's noise
-tolerance."""
+(``docs/results/measured.md``, one section per target)."""
 
 from __future__ import annotations
 
@@ -8,9 +7,7 @@ import json
 
 import pytest
 
-from helpers.chat import noise
 from helpers.config.run import Run
-from helpers.errors import ResponseError
 from helpers.paths import REPO_ROOT
 from tools import results_pages as results
 
@@ -177,21 +174,6 @@ def test_a_sweep_whose_server_log_contradicts_its_folder_name_is_refused(tmp_pat
     (tmp_path / "h200" / "vllm-0.32.0" / "nvfp4-humming").rename(tmp_path / "h200" / "x")
     with pytest.raises(ValueError, match="no server log names its vLLM release"):
         results.sweep_runs("h200", tmp_path)
-
-
-def test_noise_tolerant_reports_in_weightless_mode_and_raises_otherwise(capsys):
-    with noise.noise_tolerant(True, "tool loop"):
-        raise ResponseError("The model called tool 'x!y', which is not in tools")
-    out = capsys.readouterr().out
-    assert "weightless mode: the tool loop did not complete because the text is noise" in out
-    assert "ResponseError" in out
-    with noise.noise_tolerant(True, "schema answer"):
-        raise ResponseError("No answer: raise max_tokens.")
-    assert "raise max_tokens. The request, the server's parsers" in capsys.readouterr().out
-    with pytest.raises(ResponseError), noise.noise_tolerant(False, "tool loop"):
-        raise ResponseError("real weights: an error")
-    with pytest.raises(KeyboardInterrupt), noise.noise_tolerant(True, "tool loop"):
-        raise KeyboardInterrupt
 
 
 def test_gpu_notebook_parameters_for_the_gpu_path():

@@ -1,5 +1,5 @@
 """A request the server failed (HTTP 5xx), said in the cookbook's words
-(:mod:`helpers.server.request_failure`); the live cases (a real vLLM 500 with its log) are in
+(:mod:`lab.agents.request_failure`); the live cases (a real vLLM 500 with its log) are in
 tests/notebooks/test_gpu_defaults.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from helpers.paths import REPO_ROOT
-from helpers.server.request_failure import _ERROR, KNOWN, describe_server_error, describe_with_log
+from lab.agents.request_failure import _ERROR, KNOWN, describe_server_error, describe_with_log
 
 H200_AGENTS_LOG = next(
     (REPO_ROOT / "docs/results/h200/notebooks-2026-12-02/agents-failed/logs").glob("*.log")
