@@ -6,7 +6,7 @@ length. So, at one concurrency, speed grows about linearly in ``L`` for a fixed 
 break-even ``L*`` is where that line meets the speed of the same server without drafting.
 
 The points come from servers drafting at a synthetic acceptance length (on random weights:
-:mod:`helpers.config.acceptance`), each timed at several lengths; the baseline from the same
+:mod:`lab.synthetic_acceptance`), each timed at several lengths; the baseline from the same
 command without drafting, measured in the same session. :func:`break_even` fits one line per
 ``(K, concurrency)`` and reads ``L*`` off it, with the range that the baseline's run-to-run
 spread gives; :func:`plot_break_even` draws it. A user with real weights reads their own ``L``
@@ -163,7 +163,7 @@ def plot_break_even(
 ) -> Path:
     """One panel per concurrency: each run's ``metric`` against its acceptance length, the
     fitted line per K, the baseline's range as a band, ``L*`` marked. ``caption`` (the
-    synthetic-acceptance provenance, :meth:`helpers.config.acceptance.SyntheticAcceptance.caption`)
+    synthetic-acceptance provenance, :meth:`lab.synthetic_acceptance.SyntheticAcceptance.caption`)
     goes under the figure. Writes a PNG and returns its path.
 
     Raises:

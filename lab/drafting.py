@@ -34,7 +34,7 @@ def mode_run(run: Any, target: str, mode: str, *, model_path: Any = None, overri
     with; prefix caching off: the CPU build's aligned Mamba cache has no kernel for the state
     copies drafting needs); on a GPU the checkpoint or the weightless architecture
     (:func:`helpers.weights.prepare.fetch`), weightless drafting at a synthetic acceptance
-    (:func:`helpers.config.acceptance.with_synthetic_acceptance`; ``length``: a number, a
+    (:func:`lab.synthetic_acceptance.with_synthetic_acceptance`; ``length``: a number, a
     ``{mode: L}`` mapping, or None for the registry's).
 
     Args:
@@ -46,11 +46,11 @@ def mode_run(run: Any, target: str, mode: str, *, model_path: Any = None, overri
 
     Returns:
         The run serving it, its name (``"ngram (for mtp)"`` when the stand-in serves another
-        mode), and its :class:`~helpers.config.acceptance.SyntheticAcceptance` or None.
+        mode), and its :class:`~lab.synthetic_acceptance.SyntheticAcceptance` or None.
     """
-    from helpers.config.acceptance import describe, with_synthetic_acceptance
     from helpers.config.resolve import standin_config
     from helpers.weights.prepare import fetch
+    from lab.synthetic_acceptance import describe, with_synthetic_acceptance
 
     this = run.for_target(mode_config(target, mode, overrides))
     if run.stand_in:

@@ -123,8 +123,8 @@ for note in cfg.notes:
 # serves n-gram drafting instead.
 
 # %%
-from helpers.config.acceptance import describe, with_synthetic_acceptance
 from helpers.config.flagtable import check_config
+from lab.synthetic_acceptance import describe, with_synthetic_acceptance
 
 for m in modes:
     length = synthetic_acceptance_length

@@ -11,10 +11,10 @@ from typing import Any
 from helpers.bench.point import _safe
 from helpers.bench.scenarios import Scenario, _from_entry
 from helpers.bench.scenarios import scenario as named_scenario
-from helpers.config.acceptance import with_synthetic_acceptance
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
 from helpers.weights.prepare import served_config
+from lab.synthetic_acceptance import with_synthetic_acceptance
 from lab.tune.saved import RECIPE
 
 #: Spec keys :func:`candidate` takes (a candidate given as a mapping).
@@ -55,7 +55,7 @@ class Candidate:
         """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`);
         on the stand-in with ``standin_args`` when given, else ``extra_args``; weightless, a
         drafting candidate drafts at the registry's synthetic acceptance for its number of draft
-        tokens (:func:`helpers.config.acceptance.with_synthetic_acceptance`)."""
+        tokens (:func:`lab.synthetic_acceptance.with_synthetic_acceptance`)."""
         cfg = served_config(self.config, mode)
         if mode == "weightless":
             cfg = with_synthetic_acceptance(cfg)

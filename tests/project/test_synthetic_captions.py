@@ -1,7 +1,7 @@
 """Every synthetic-acceptance number a reader meets says where it comes from.
 
 A drafting speed measured on random weights is drafting's *at a stated acceptance length*
-(:mod:`helpers.config.acceptance`): a number without its source reads like a measurement of the
+(:mod:`lab.synthetic_acceptance`): a number without its source reads like a measurement of the
 model. This scans the generated notebooks (their cells, committed without outputs) and every
 results page, and fails on a line that gives a synthetic acceptance length without naming its
 source in the same line.

@@ -3,7 +3,7 @@
 What a GPU user of this agent model needs and the cookbook had not measured: drafting (MTP,
 DFlash, DSpark) at stated acceptance lengths, the break-even acceptance length, and an agent
 workload whose prefix reuse shows in vLLM's own counters. Drafting on random weights runs at a
-synthetic acceptance length (:mod:`helpers.config.acceptance`: vLLM 0.32.0's
+synthetic acceptance length (:mod:`lab.synthetic_acceptance`: vLLM 0.32.0's
 ``rejection_sample_method: synthetic``): the speed is drafting's at that acceptance, the text is
 not the model's.
 
@@ -51,9 +51,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from helpers.config.acceptance import describe, with_synthetic_acceptance
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
+from lab.synthetic_acceptance import describe, with_synthetic_acceptance
 
 TARGET = "h200"
 #: Each co-tenant server's KV cache (bytes): 4 GiB holds 1.3 M tokens of this model's FP8 KV,

@@ -89,7 +89,7 @@ C1_CANDIDATES = [
     ("c1-stream-4", {"extra_args": {"--stream-interval": 4}}),
 ]  # fmt: skip
 #: What this model exists for, as candidates (``--drafting``): drafting at the registry's
-#: synthetic acceptance for each K (weightless: :mod:`helpers.config.acceptance`; MTP K=7,
+#: synthetic acceptance for each K (weightless: :mod:`lab.synthetic_acceptance`; MTP K=7,
 #: DFlash K=5 and DSpark K=7 at ai-dynamo/dynamo's published H200 lengths, K=1 and K=3 derived
 #: from K=7's), and BF16 with online FP8 (the 2026-12-04 H200 run's flags,
 #: docs/results/h200/drafting-2026-12-04/fp8.yaml), on ``tune-1k`` and the ``agent`` workload.

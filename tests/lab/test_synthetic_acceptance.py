@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.config import acceptance
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
 from helpers.errors import RecipeError
+from lab import synthetic_acceptance as acceptance
 
 
 def test_each_drafting_method_states_a_published_length_and_its_source():
