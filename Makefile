@@ -16,7 +16,7 @@ setup: $(STAMP)
 
 # tools/setup_venv.py: venv, installer, where torch 2.13.0+cpu comes from (pip's own sources,
 # else PyTorch's CPU index), requirements, the mismatched torch companions removed, this package
-$(STAMP): requirements.txt requirements-cpu.txt requirements-schemas.txt pyproject.toml tools/setup_venv.py helpers/machine/sources.py
+$(STAMP): requirements.txt requirements-cpu.txt requirements-schemas.txt pyproject.toml tools/setup_venv.py helpers/machine/sources.py lab/workshop/cpu_torch.py
 	$(PY) tools/setup_venv.py --venv $(VENV) --installer $(INSTALLER)
 	touch $(STAMP)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from helpers.errors import CookbookError
-from helpers.machine.runtime import colab_url, repository
 from helpers.paths import COOKBOOK_DIR, REPO_ROOT
+from lab.workshop.runtime import colab_url, repository
 
 if TYPE_CHECKING:
     from helpers.config.resolve import RegistryLike

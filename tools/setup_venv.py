@@ -8,11 +8,11 @@ Phases, each timed and printed (and saved to ``<venv>/.cookbook-setup.json``, wh
 ``tools/first_run.py`` reads):
 
 1. ``venv``: ``python -m venv`` when the folder has no interpreter yet.
-2. ``installer``: uv (:data:`helpers.machine.sources.UV_REQUIREMENT`, installed into the venv
+2. ``installer``: uv (:data:`lab.workshop.cpu_torch.UV_REQUIREMENT`, installed into the venv
    with pip, about 1 s) unless ``--installer pip``; ``auto`` falls back to pip when uv cannot
    be installed. Measured here: the CPU environment in 9 s with uv, 91 s with pip.
 3. ``torch source``: where ``torch==2.13.0+cpu`` comes from
-   (:func:`helpers.machine.sources.torch_source`: pip's own sources, else PyTorch's CPU
+   (:func:`lab.workshop.cpu_torch.torch_source`: pip's own sources, else PyTorch's CPU
    index, else a clear error before anything is installed).
 4. ``requirements``: ``requirements.txt`` + ``requirements-cpu.txt``, with the sources pip is
    configured with (uv is given them: it does not read pip's configuration). If uv fails,
@@ -53,15 +53,17 @@ sys.path.insert(0, str(REPO))
 
 from helpers.machine.sources import (  # noqa: E402 - after the path set-up above
     TORCH_COMPANIONS,
-    UV_REQUIREMENT,
-    SourceError,
-    TorchSource,
     install_argv,
-    pip_sources,
-    torch_source,
     uninstall_argv,
 )
 from helpers.server.command import SHIM_MARKER  # noqa: E402 - stdlib only at import
+from lab.workshop.cpu_torch import (  # noqa: E402 - after the path set-up above
+    UV_REQUIREMENT,
+    SourceError,
+    TorchSource,
+    pip_sources,
+    torch_source,
+)
 
 REQUIREMENTS = ("requirements.txt", "requirements-cpu.txt")
 

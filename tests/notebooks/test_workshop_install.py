@@ -13,7 +13,7 @@ import json
 import pytest
 
 from helpers.errors import CookbookError
-from helpers.machine.runtime import repository
+from lab.workshop.runtime import repository
 from helpers.paths import REPO_ROOT
 from tools import notebook_run
 

