@@ -84,12 +84,11 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 import pandas as pd
 from IPython.display import display
 
-from helpers.bench import scenarios
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
 from helpers.memory.planner import plan
 from helpers.weights.prepare import prepare
-from lab.bench import stats
+from lab.bench import scenarios, stats
 from lab.bench.repeats import check_repeats
 from lab.drafting import mode_config, mode_run
 from lab.evals.speculative import check_mode_parameters

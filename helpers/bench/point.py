@@ -199,7 +199,7 @@ def chat_target_args(
 
 def dataset_args(path: str | Path) -> list[str]:
     """The ``vllm bench serve`` flags that replay a JSONL of ``{"prompt", "output_tokens"}``
-    lines (:func:`helpers.bench.agent_workload.write_agent_workload`) in file order, as written.
+    lines (:func:`lab.bench.agent_workload.write_agent_workload`) in file order, as written.
 
     Checked in vLLM 0.32.0 ``vllm/benchmarks/``: ``--dataset-name custom`` is
     ``CustomDataset`` (``datasets/datasets.py``), which shuffles the lines unless
@@ -309,7 +309,7 @@ def run_point(
         if not Path(dataset).is_file():
             raise BenchError(
                 f"No dataset file at {dataset}: write it first "
-                "(helpers.bench.agent_workload.write_agent_workload) and pass its path."
+                "(lab.bench.agent_workload.write_agent_workload) and pass its path."
             )
         data = dataset_args(dataset)
     argv = [

@@ -1,8 +1,8 @@
-"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas
-(a sweep, its points and its repeats in one module of about 530 lines)::
+"""Benchmark a running vLLM server: a sweep of ``vllm bench serve`` points, loaded into pandas::
 
-results = bench.sweep(srv, scenario=scenarios.scenario("chat"))   # the server it measures
-results = bench.sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
+results = sweep(srv, [1, 4, 16], input_len=1024, output_len=256)   # the server it measures
+results = sweep(srv.base_url, model, tokenizer, [1, 4, 16])   # or its URL
+results = sweep(srv, scenario=lab.bench.scenarios.scenario("chat", srv))   # a named shape
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.bench.agent_workload import load_chat_tokenizer, write_point_workload
 from helpers.bench.metrics import (
     STALL_TIMEOUT_S,
     _healthy,
@@ -110,14 +109,26 @@ def _measured(
     return root, str(model), tokenizer, int(gpu_count), cfg
 
 
-def _scenario(scenario: Any, cfg: Any) -> Any:
-    """A scenario name becomes :func:`helpers.bench.scenarios.scenario` of it, scaled for the
-    CPU stand-in when the server's config serves the stand-in (``cfg.stand_in``)."""
-    if isinstance(scenario, str):
-        from helpers.bench.scenarios import scenario as named
-        from helpers.config.run import Run
+def _check_scenario(scenario: Any) -> Any:
+    """``scenario`` as :func:`sweep` takes it: an object or a mapping of the request shape.
 
-        return named(scenario, Run("stand_in") if getattr(cfg, "stand_in", False) else None)
+    Raises:
+        BenchError: a name (the catalogue of named shapes is the lab's), or an ``agent``
+            workload without the ``point_writer`` that writes its sessions (a mapping).
+    """
+    if isinstance(scenario, (str, bytes)):
+        raise BenchError(
+            f"sweep(scenario={scenario!r}): pass the scenario itself, not its name: "
+            f"lab.bench.scenarios.scenario({scenario!r}, srv) reads it from "
+            "cookbook/scenarios.yaml (scaled for the stand-in when srv serves it), or pass a "
+            "mapping such as {'input_len': 1024, 'output_len': 256}."
+        )
+    if _scenario_value(scenario, "agent") and not callable(getattr(scenario, "point_writer", None)):
+        raise BenchError(
+            "sweep: a scenario with an agent workload writes each point's sessions itself "
+            "(its point_writer): pass lab.bench.scenarios.scenario('agent', srv) or another "
+            "lab.bench.scenarios.Scenario, not a mapping of its fields."
+        )
     return scenario
 
 
@@ -183,13 +194,16 @@ def sweep(
             config's model folder, else the ``root`` ``/v1/models`` lists).
         concurrencies: ``--max-concurrency`` per point, run in this order; default the
             scenario's ``concurrencies``, else :data:`DEFAULT_CONCURRENCIES`.
-        scenario: a :class:`~helpers.bench.scenarios.Scenario`, a mapping of its fields, or a
-            scenario name (scaled for the stand-in when the server serves it). Explicit
-            keyword arguments win over it. One with an ``agent`` workload (``"agent"``) gets,
-            per point, its own sessions written beside the point
-            (:func:`~helpers.bench.agent_workload.write_point_workload`, ``<label>-c<N>.jsonl``)
-            and replayed on the completions endpoint without warm-up; the sweep prints the
-            workload and the reuse floor read from the server's ``vllm:cache_config_info``
+        scenario: the request shape: an object or a mapping with any of ``input_len``,
+            ``output_len``, ``prefix_len``, ``num_prompts``, ``prompts_per_concurrency``,
+            ``concurrencies`` (a :class:`lab.bench.scenarios.Scenario`, the lab's named
+            shapes). Explicit keyword arguments win over it. One with an ``agent`` workload
+            writes, per point, its own sessions beside the point: the sweep calls its
+            ``point_writer(tokenizer)`` once, then the function it returns with ``(point,
+            folder, label)`` for ``(summary line, run_point arguments)``
+            (:meth:`lab.bench.scenarios.Scenario.point_writer`); they are replayed on the
+            completions endpoint without warm-up. The sweep prints the workload and the reuse
+            floor read from the server's ``vllm:cache_config_info``
             (:func:`~helpers.bench.prefix_floor.sweep_floor_line`; also for a shared prefix).
         input_len, output_len: tokens per request (defaults 1024 / 128 when neither these
             nor ``scenario`` give them).
@@ -227,7 +241,8 @@ def sweep(
 
     Raises:
         BenchError: see :func:`run_point` and :func:`sweep_points`; a URL without ``model``
-            / ``tokenizer``, or an object without ``.base_url``. The points finished before
+            / ``tokenizer``, an object without ``.base_url``, a scenario name or an agent
+            workload given as a mapping. The points finished before
             a failure or an interrupt replace the label's earlier points in ``out_dir`` and,
             on a BenchError, are its ``.results`` (the failed point's log is kept as
             ``<label>-c<N>.failed.log``).
@@ -239,7 +254,7 @@ def sweep(
         if not isinstance(server, (str, bytes)):  # sweep(srv, [1, 16, 64]): it knows its model
             model, concurrencies = None, model
     root, model, tokenizer, gpu_count, cfg = _measured(server, model, tokenizer, gpu_count)
-    scenario = _scenario(scenario, cfg)
+    scenario = _check_scenario(scenario)
     if concurrencies is None:
         concurrencies = _scenario_value(scenario, "concurrencies") or DEFAULT_CONCURRENCIES
     concurrencies = _check_concurrencies(concurrencies)
@@ -258,7 +273,7 @@ def sweep(
 
     paths: list[Path] = []
     agent = _scenario_value(scenario, "agent")
-    chat_tokenizer = None
+    write_point = None
     cache_config: dict[str, str] | None = None
     shared = _WARNED.get()
     warned: set[str] = shared if shared is not None else set()
@@ -278,10 +293,10 @@ def sweep(
                     _say_once(bar, warned, sweep_floor_line(label, cache_config))
             run_args: dict[str, Any] = dict(point)
             if agent:  # the point's own sessions (seeded by the point: no shared cache)
-                chat_tokenizer = chat_tokenizer or load_chat_tokenizer(tokenizer)
-                work, more = write_point_workload(agent, point, chat_tokenizer, stage, label)
+                write_point = write_point or scenario.point_writer(tokenizer)
+                summary, more = write_point(point, stage, label)
                 run_args.update(more)
-                _say_once(bar, warned, f"{label}: {work.summary()}")
+                _say_once(bar, warned, f"{label}: {summary}")
             path = run_point(
                 root, model, tokenizer, **run_args, out_dir=stage, goodput=slo,
                 extra_args=extra_args, label=label, gpu_count=gpu_count,

@@ -29,7 +29,7 @@ CHAR_TOKENS = [chr(c) for c in range(0x21, 0x7F)]
 # Nemotron-style thinking (`<think>\n` when on, `<think></think>` when off), tool schemas listed
 # in the system turn, tool calls in the qwen3_coder format, tool results as `<tool_response>`.
 # The model is noise; the format makes a prompt's tokens what a real agent request's are in
-# shape (an agent workload's shared system prompt and tools: helpers.bench.agent_workload).
+# shape (an agent workload's shared system prompt and tools: lab.bench.agent_workload).
 CHAT_TEMPLATE = STANDIN_CHAT_TEMPLATE
 
 

@@ -1,4 +1,6 @@
-"""Measurements beyond a target notebook's sweep, built on :mod:`helpers.bench`: acceptance on
-real prompts (``acceptance``), the run-to-run spread and rankings of repeated points
-(``stats``), and the speculative-decoding and tuning figures (``plots``).
+"""Measurements beyond a target notebook's sweep, built on :mod:`helpers.bench`: the request
+shapes of ``cookbook/scenarios.yaml`` (``scenarios``) and the multi-turn agent workload
+(``agent_workload``, ``agent_text``), repeated points (``repeats``) and their spread and
+rankings (``stats``), acceptance on real prompts (``acceptance``), and the speculative-decoding
+and tuning figures (``plots``).
 """

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from helpers.bench.point import _safe
-from helpers.bench.scenarios import Scenario, _from_entry
-from helpers.bench.scenarios import scenario as named_scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
 from helpers.weights.prepare import served_config
+from lab.bench.scenarios import Scenario, _from_entry
+from lab.bench.scenarios import scenario as named_scenario
 from lab.synthetic_acceptance import with_synthetic_acceptance
 from lab.tune.saved import RECIPE
 
@@ -223,7 +223,7 @@ WORKLOAD_KEYS = (
 
 
 def workloads(workload: Any, *, run: Any = None) -> list[Scenario]:
-    """``workload`` as a list of :class:`~helpers.bench.scenarios.Scenario`.
+    """``workload`` as a list of :class:`~lab.bench.scenarios.Scenario`.
 
     Args:
         workload: a scenario name of ``cookbook/scenarios.yaml`` (scaled for the stand-in when

@@ -16,8 +16,8 @@ import pandas as pd
 from helpers.bench.metrics import _num
 from helpers.bench.point import _safe
 from helpers.bench.results import load_results, read_point
-from helpers.bench.scenarios import Scenario
 from helpers.errors import BenchError
+from lab.bench.scenarios import Scenario
 from lab.tune import slo as slos
 
 #: The folder of a workload that holds the SLO limit's bisection probes (one run each).

@@ -13,9 +13,9 @@ import pandas as pd
 
 from helpers.bench.metrics import _num
 from helpers.bench.results import NOT_MEASURED_ON_STANDIN
-from helpers.bench.scenarios import Scenario
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError
+from lab.bench.scenarios import Scenario
 from lab.tune import noise
 from lab.tune import slo as slos
 from lab.tune.points import _read_json, _repeat_of, _write_json, limit, point_runs, points_frame

@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.bench.scenarios import Scenario
 from helpers.config.run import Run
 from helpers.config.versions import installed_vllm_version, parse_version
 from helpers.errors import BenchError, CookbookError, ServerStartError
@@ -54,6 +53,7 @@ from helpers.paths import out_dir as _out_dir
 from helpers.server import httpio
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights.prepare import MODES
+from lab.bench.scenarios import Scenario
 from lab.synthetic_acceptance import describe
 from lab.tune import slo as slos
 from lab.tune.inputs import (  # noqa: F401 - the tuning step's names, in one place

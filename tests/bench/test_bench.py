@@ -286,8 +286,6 @@ def test_sweep_takes_the_server_it_measures(fake_vllm, tmp_path):
     # explicit arguments win; the URL form keeps working as before
     assert bench._measured(srv, "m", str(tmp_path), 4)[1:4] == ("m", str(tmp_path), 4)
     assert bench._measured(srv.base_url, "m", "t", None)[:4] == (srv.url, "m", "t", 1)
-    # a scenario name resolves through helpers.bench.scenarios
-    assert bench._scenario("chat", srv.config).name == "chat"
 
 
 def test_http_to_the_server_ignores_proxy_settings(fake_vllm, monkeypatch):
@@ -313,6 +311,17 @@ def test_sweep_names_what_a_url_or_an_object_lacks():
         bench.sweep("http://127.0.0.1:9/v1", concurrencies=[1])
     with pytest.raises(errors.BenchError, match="has no .base_url"):
         bench.sweep(object(), concurrencies=[1])
+
+
+def test_a_scenario_name_or_an_agent_mapping_is_refused_with_the_labs_call():
+    """The core reads no scenario catalogue: a name is refused naming the lab's lookup, and an
+    agent workload needs the scenario object that writes its sessions (its point_writer)."""
+    with pytest.raises(errors.BenchError, match=r"lab\.bench\.scenarios\.scenario\('chat', srv\)"):
+        bench._check_scenario("chat")
+    with pytest.raises(errors.BenchError, match="writes each point's sessions itself"):
+        bench._check_scenario({"input_len": 8, "output_len": 4, "agent": {"turns": 2}})
+    shape = {"input_len": 8, "output_len": 4}
+    assert bench._check_scenario(shape) is shape and bench._check_scenario(None) is None
 
 
 @pytest.mark.server

@@ -20,9 +20,9 @@ import pytest
 
 from helpers.bench import metrics, results
 from helpers.bench import sweep as bench
-from helpers.bench.scenarios import scenario
 from helpers.config import resolve as recipes
 from helpers.memory import planner
+from lab.bench.scenarios import scenario
 from tests.support import DATA as TEST_DATA
 
 DATA = TEST_DATA

@@ -24,7 +24,7 @@ from helpers.bench.metrics import scrape_metrics as scrape
 from helpers.bench.point import run_point
 from helpers.bench.prefix_floor import NO_PREFIX_CACHING, read_prefix_floor
 from helpers.bench.results import annotate_point, load_results, results_table
-from helpers.bench.scenarios import scenario
+from lab.bench.scenarios import scenario
 from tests.support.prefix_model import BLOCK_SIZE
 
 pytestmark = pytest.mark.server
@@ -153,7 +153,12 @@ def test_the_agent_workload_on_the_hybrid_standin_says_it_has_no_prefix_caching(
     standin_server, tmp_path, capsys
 ):
     df = bench.sweep(
-        standin_server, [1], scenario="agent", num_prompts=4, out_dir=tmp_path, label="agent"
+        standin_server,
+        [1],
+        scenario=scenario("agent", standin_server),
+        num_prompts=4,
+        out_dir=tmp_path,
+        label="agent",
     )
     row = df.iloc[0]
     assert row["completed"] == 4 and row["failed"] == 0

@@ -228,13 +228,14 @@ def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget
 def _points(srv, name: str, out: Path, what: str) -> dict:
     from helpers.bench.sweep import sweep
     from lab.bench.repeats import repeat_point
+    from lab.bench.scenarios import scenario
 
     t = time.time()
     if what == "agent":
         df = sweep(
             srv,
             list(AGENT_CONCURRENCIES),
-            scenario="agent",
+            scenario=scenario("agent", srv),
             label=name,
             out_dir=out / "agent",
             progress=False,
@@ -244,7 +245,7 @@ def _points(srv, name: str, out: Path, what: str) -> dict:
         print(df[cols].to_string(index=False), flush=True)
     else:
         for c in BREAK_EVEN_CONCURRENCIES:
-            repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario=BREAK_EVEN_SCENARIO,
+            repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario=scenario(BREAK_EVEN_SCENARIO, srv),
                          label=name, out_dir=out / "break-even" / f"repeats-c{c}", seed=REPEAT_SEED,
                          seed_label=BREAK_EVEN_SCENARIO, extra_args=["--temperature", "0.0"],
                          progress=False)  # fmt: skip

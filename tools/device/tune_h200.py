@@ -46,10 +46,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from helpers.bench import scenarios
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
+from lab.bench import scenarios
 from lab.tune import tune as tuning
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
@@ -141,7 +141,7 @@ def specs(
 
 
 def estimate_s(loads, concurrencies=None) -> float:
-    """One candidate by helpers.bench.scenarios' H200 model: a 300 s cold start plus its sweeps
+    """One candidate by lab.bench.scenarios' H200 model: a 300 s cold start plus its sweeps
     at 20K prefill tok/s. An upper bound: cold starts measured 155-250 s, prefill 34-39K tok/s
     at 8K-131K tokens (docs/results/README.md#cold-starts-on-an-h200, long_context.json)."""
     sweep = sum(w.expected_seconds("h200", concurrencies or w.concurrencies) for w in loads)

@@ -1,6 +1,6 @@
 """Benchmark scenarios from ``cookbook/scenarios.yaml``: the request shapes the seeds measure
 (on ``vllm bench serve``'s random dataset) and the multi-turn agent workload (a custom dataset
-generated locally: :mod:`helpers.bench.agent_workload`), scaled down for the CPU stand-in by
+generated locally: :mod:`lab.bench.agent_workload`), scaled down for the CPU stand-in by
 the YAML's ``standin`` section (:func:`scale_for_standin`).
 """
 
@@ -10,16 +10,21 @@ import dataclasses
 import functools
 import math
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from helpers.bench.agent_workload import MIN_TOOL_TOKENS, AgentShape
 from helpers.config.run import serves_standin
-from helpers.errors import RecipeError
+from helpers.errors import BenchError, RecipeError
 from helpers.paths import COOKBOOK_DIR
+from lab.bench.agent_workload import (
+    MIN_TOOL_TOKENS,
+    AgentShape,
+    load_chat_tokenizer,
+    write_point_workload,
+)
 
 SCENARIOS_PATH = COOKBOOK_DIR / "scenarios.yaml"
 
@@ -110,6 +115,32 @@ class Scenario:
                  "output_len": self.output_len, "num_prompts": self.num_prompts_for(c)}  # fmt: skip
         return AgentShape.for_point(self.agent, point)
 
+    def point_writer(
+        self, tokenizer: Any
+    ) -> Callable[[Mapping[str, Any], Path, str], tuple[str, dict[str, Any]]]:
+        """What :func:`helpers.bench.sweep.sweep` calls to write each point's own sessions of
+        this agent workload: loads the served model's chat tokenizer (``tokenizer``: its folder
+        or a loaded one) once, and returns ``write(point, folder, label)``, which writes the
+        point's sessions beside it (:func:`~lab.bench.agent_workload.write_point_workload`,
+        seeded by the point) and returns ``(one line on the workload, the run_point arguments
+        that replay it)``.
+
+        Raises:
+            BenchError: the scenario has no agent workload, or the tokenizer no chat template.
+        """
+        if not self.agent:
+            raise BenchError(
+                f"scenario {self.name!r} has no agent workload: its points are vLLM's random "
+                "dataset, which the sweep generates itself."
+            )
+        tok, agent = load_chat_tokenizer(tokenizer), self.agent
+
+        def write(point: Mapping[str, Any], folder: Path, label: str):
+            work, run_args = write_point_workload(agent, point, tok, folder, label)
+            return work.summary(), run_args
+
+        return write
+
     def num_prompts_for(self, concurrency: int, floor: int = 16) -> int:
         """Prompts at one point: ``num_prompts`` if fixed, else ``prompts_per_concurrency``
         x concurrency, else ``max(4 x concurrency, floor)`` (:func:`helpers.bench.sizing.default_num_prompts`)."""
@@ -140,7 +171,7 @@ class Scenario:
         self, concurrency: int | None = None, dataset_path: str | None = None
     ) -> list[str]:
         """The dataset and load flags of ``vllm bench serve`` for one point. An agent workload
-        replays the JSONL :func:`helpers.bench.agent_workload.write_agent_workload` writes
+        replays the JSONL :func:`lab.bench.agent_workload.write_agent_workload` writes
         (``dataset_path``, default ``<name>-c<concurrency>.jsonl``) with no warm-up: see
         :func:`helpers.bench.point.dataset_args`."""
         c = int(concurrency or self.concurrencies[0])
@@ -333,7 +364,7 @@ def scale_for_standin(s: Scenario, settings: Mapping[str, Any] | None = None) ->
     ``max_concurrency``, a fixed ``num_prompts`` keeping its ratio to the largest concurrency
     (at least ``min_prompts_per_concurrency`` x concurrency). An agent workload's token fields
     shrink by the same factor (its ``total`` is the last turn), and its tools to one per
-    :data:`~helpers.bench.agent_workload.MIN_TOOL_TOKENS` of the scaled tool schemas (at least
+    :data:`~lab.bench.agent_workload.MIN_TOOL_TOKENS` of the scaled tool schemas (at least
     one); its turns and sessions stay.
 
     Raises:

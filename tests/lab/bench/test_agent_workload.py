@@ -1,22 +1,21 @@
-"""The agent workload (generated sessions, rendered by the served model's chat template), the
-flags that replay it with ``vllm bench serve``, and the reuse floor read from
-``vllm:cache_config_info`` labels. No server: ``tests/bench/test_prefix_reuse.py`` replays it."""
+"""The agent workload (generated sessions, rendered by the served model's chat template) and the
+flags that replay it with ``vllm bench serve``. No server: ``tests/bench/test_prefix_reuse.py``
+replays it."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from helpers.bench import agent_workload as aw
-from helpers.bench import metrics, scenarios
 from helpers.bench import sweep as bench
-from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor
+from helpers.bench.prefix_floor import prefix_floor
 from helpers.config.run import Run
 from helpers.errors import BenchError
 from helpers.standin.build import SHIPPED
-from tests.support import DATA
+from lab.bench import agent_workload as aw
+from lab.bench import scenarios
+from tests.support.cache_labels import cache_config_labels
 
 SHAPE = aw.AgentShape(
     sessions=3, turns=3, system_len=60, tool_len=300, tools=2, user_len=20,
@@ -94,7 +93,7 @@ def test_on_the_weightless_word_level_vocabulary_sessions_stay_apart(tmp_path):
     assert shared == work.shared_prefix_tokens < len(first_turn[0]) - SHAPE.user_len // 2
     assert len(set(ids)) == len(ids)
     # the byte-level stand-in tokenizer spells English: nothing is rewritten there
-    from helpers.bench.agent_text import speller
+    from lab.bench.agent_text import speller
 
     assert speller(tok) is not None and speller(aw.load_chat_tokenizer(SHIPPED)) is None
 
@@ -150,7 +149,7 @@ def test_the_agent_scenario_replays_a_custom_dataset_vllm_s_parser_accepts():
     assert (ns.custom_output_len, ns.ready_check_timeout_sec, ns.num_warmups) == (-1, 0, 0)
     assert ns.ignore_eos and (ns.max_concurrency, ns.num_prompts) == (4, 32)  # 2 sessions x 4 turns
     # the floor goes where the command is shown
-    floor = prefix_floor(_labels(True, 2128, "align"))
+    floor = prefix_floor(cache_config_labels(True, 2128, "align"))
     shown = agent.bench_command(concurrency=4, floor=floor)
     assert shown.splitlines() == [f"# {floor.sentence}", command]
 
@@ -163,31 +162,13 @@ def test_the_scenario_on_the_standin_stays_an_agent_workload():
     assert small.agent["system_len"] < small.prefix_len
 
 
-def _labels(enabled: bool, block: int, mode: str, **more: str) -> dict[str, str]:
-    """Recorded ``vllm:cache_config_info`` labels (a CPU server's) with these values set."""
-    labels = metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text())
-    mamba = str(block) if mode == "align" else labels["mamba_block_size"]
-    return {**labels, "enable_prefix_caching": str(enabled), "block_size": str(block),
-            "effective_attention_block_size": str(block), "mamba_cache_mode": mode,
-            "mamba_block_size": mamba, **more}  # fmt: skip
-
-
-def test_the_floor_read_from_cache_config_labels():
-    # the recorded server: prefix caching off
-    off = prefix_floor(metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text()))
-    assert not off.enabled and off.floor is None and off.sentence.startswith(NO_PREFIX_CACHING)
-    # a hybrid on a GPU: whole 2,128-token blocks; --prefix-match-unit would go finer
-    gpu = prefix_floor(_labels(True, 2128, "align"))
-    assert (gpu.block_size, gpu.unit, gpu.floor) == (2128, 2128, 2128)
-    assert gpu.sentence.startswith("prefix caching reuses whole 2,128-token blocks")
-    assert "--prefix-match-unit U (a divisor of 2,128)" in gpu.sentence
-    assert "each prompt's end (its length - 1)" in gpu.sentence  # retention interval 0
-    # with --prefix-match-unit 16: hits on 16-token boundaries where a Mamba state is stored
-    fine = prefix_floor(_labels(True, 2128, "align", prefix_match_unit="16"))
-    assert (fine.block_size, fine.unit, fine.floor) == (2128, 16, 16)
-    assert re.match(r"--prefix-match-unit 16 hashes every 16 tokens", fine.sentence)
-    # attention only: the block, no Mamba words
-    attn = prefix_floor(_labels(True, 32, "none"))
-    assert attn.floor == 32 and "Mamba" not in attn.sentence
-    with pytest.raises(BenchError, match="cache_config_info"):
-        prefix_floor({"engine": "0"})
+def test_the_agent_scenario_writes_each_points_sessions_for_the_sweep(tmp_path):
+    """What the sweep calls (Scenario.point_writer): the tokenizer loaded once, then one point's
+    sessions written beside it, with the run_point arguments that replay them."""
+    agent = scenarios.scenario("agent", Run("stand_in"))
+    (point,) = bench.sweep_points([1], scenario=agent, label="a")
+    summary, run_args = agent.point_writer(SHIPPED)(point, tmp_path, "a")
+    assert run_args["dataset"] == tmp_path / "a-c1.jsonl" and run_args["dataset"].is_file()
+    assert run_args["metadata"]["workload"] == "agent" and "sessions" in summary
+    with pytest.raises(BenchError, match="no agent workload"):
+        scenarios.scenario("chat").point_writer(SHIPPED)

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from helpers.bench import scenarios
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config.run import Run
 from helpers.errors import RecipeError
+from lab.bench import scenarios
 
 
 def test_the_seeds_shapes_are_there():

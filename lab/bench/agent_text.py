@@ -1,4 +1,4 @@
-"""The text of a generated agent workload (:mod:`helpers.bench.agent_workload`): a system
+"""The text of a generated agent workload (:mod:`lab.bench.agent_workload`): a system
 prompt, tool schemas, tasks, tool calls, tool results and follow-ups of a retailer's operations
 agent, from a small seeded vocabulary. Sizes are tokens of the served tokenizer.
 """
@@ -61,7 +61,7 @@ def prose(rng: random.Random, tok, n: int, start: str = "") -> str:
 
 def tool_schemas(rng: random.Random, tok, count: int, total: int) -> list[dict[str, Any]]:
     """``count`` OpenAI-style function schemas of about ``total / count`` tokens each (as JSON; a
-    schema's skeleton may be longer: :data:`helpers.bench.agent_workload.MIN_TOOL_TOKENS`)."""
+    schema's skeleton may be longer: :data:`lab.bench.agent_workload.MIN_TOOL_TOKENS`)."""
     names = [f"{v}_{n}" for v in _VERBS for n in _NOUNS]
     rng.shuffle(names)
     out = []
@@ -120,7 +120,7 @@ def _result(rng: random.Random, tok, n: int) -> str:
 def session_turns(rng: random.Random, tok, shape: Any, tools, s: int) -> list[list[dict]]:
     """The messages (after the system prompt) of each turn of session ``s``: the user's task,
     then per turn the assistant's tool call (about ``output_len`` tokens), the tool's result and
-    the user's follow-up (``shape``: a :class:`helpers.bench.agent_workload.AgentShape`)."""
+    the user's follow-up (``shape``: a :class:`lab.bench.agent_workload.AgentShape`)."""
     task = prose(rng, tok, shape.user_len, f"Ticket {s}: a customer needs help.")
     history: list[dict[str, Any]] = [{"role": "user", "content": task}]
     turns = [list(history)]

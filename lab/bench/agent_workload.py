@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.bench.agent_text import prose, session_turns, speller, tool_schemas
 from helpers.errors import BenchError
+from lab.bench.agent_text import prose, session_turns, speller, tool_schemas
 
-#: Tokens of tool schema per tool below which :func:`helpers.bench.scenarios.scale_for_standin`
+#: Tokens of tool schema per tool below which :func:`lab.bench.scenarios.scale_for_standin`
 #: drops tools: a schema's skeleton (name, four described parameters) is about 640 characters of
 #: JSON, 278-302 tokens on the stand-in's 1,536-token byte-level vocabulary (measured).
 MIN_TOOL_TOKENS = 150

@@ -1,0 +1,35 @@
+"""The prefix cache's reuse floor read from ``vllm:cache_config_info`` labels
+(:mod:`helpers.bench.prefix_floor`); read back from a live server: tests/bench/test_prefix_reuse.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers.bench import metrics
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor
+from helpers.errors import BenchError
+from tests.support import DATA
+from tests.support.cache_labels import cache_config_labels
+
+
+def test_the_floor_read_from_cache_config_labels():
+    # the recorded server: prefix caching off
+    off = prefix_floor(metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text()))
+    assert not off.enabled and off.floor is None and off.sentence.startswith(NO_PREFIX_CACHING)
+    # a hybrid on a GPU: whole 2,128-token blocks; --prefix-match-unit would go finer
+    gpu = prefix_floor(cache_config_labels(True, 2128, "align"))
+    assert (gpu.block_size, gpu.unit, gpu.floor) == (2128, 2128, 2128)
+    assert gpu.sentence.startswith("prefix caching reuses whole 2,128-token blocks")
+    assert "--prefix-match-unit U (a divisor of 2,128)" in gpu.sentence
+    assert "each prompt's end (its length - 1)" in gpu.sentence  # retention interval 0
+    # with --prefix-match-unit 16: hits on 16-token boundaries where a Mamba state is stored
+    fine = prefix_floor(cache_config_labels(True, 2128, "align", prefix_match_unit="16"))
+    assert (fine.block_size, fine.unit, fine.floor) == (2128, 16, 16)
+    assert re.match(r"--prefix-match-unit 16 hashes every 16 tokens", fine.sentence)
+    # attention only: the block, no Mamba words
+    attn = prefix_floor(cache_config_labels(True, 32, "none"))
+    assert attn.floor == 32 and "Mamba" not in attn.sentence
+    with pytest.raises(BenchError, match="cache_config_info"):
+        prefix_floor({"engine": "0"})
