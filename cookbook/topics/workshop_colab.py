@@ -125,7 +125,8 @@ print(plan(cfg).summary())
 
 # %%
 from helpers.config.resolve import standin_config
-from helpers.standin.build import build_standin_model, standin_summary
+from helpers.standin.build import build_standin_model
+from lab.workshop.standin import standin_summary
 
 print(standin_summary())
 serve_cfg = standin_config(cfg, build_standin_model(verbose=True))

@@ -98,20 +98,9 @@ def _samples(text: str):
 
 
 #: vLLM's counter of finished requests by ``finished_reason`` (``stop``, ``length``, ``abort``,
-#: ...; ``vllm/v1/metrics/loggers.py``, vLLM 0.32.0).
+#: ...; ``vllm/v1/metrics/loggers.py``, vLLM 0.32.0): the lab's quality step reads it
+#: (:func:`lab.evals.lm_eval_child.labeled_total`).
 REQUEST_SUCCESS = "vllm:request_success_total"
-
-
-def labeled_total(text: str, name: str, **labels: str) -> float | None:
-    """The sum of ``name``'s samples whose labels include ``labels`` in a ``/metrics`` scrape,
-    e.g. ``labeled_total(text, REQUEST_SUCCESS, finished_reason="length")``: requests that
-    ended at ``max_tokens``. None when the scrape has no such sample (or is not Prometheus)."""
-    try:
-        values = [float(s.value) for s in _samples(text)
-                  if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
-    except ValueError:
-        return None
-    return sum(values) if values else None
 
 
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from helpers.bench.metrics import CACHE_CONFIG_INFO, info_labels, scrape_metrics, server_root
+from helpers.bench.metrics import CACHE_CONFIG_INFO
 from helpers.errors import BenchError
 from helpers.memory.planner import prefix_reuse
 
@@ -104,20 +104,6 @@ def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
         True, reuse.block_size, reuse.unit, reuse.floor,
         f"{reuse.sentence}; read from the server's {CACHE_CONFIG_INFO}", dict(labels),
     )  # fmt: skip
-
-
-def read_prefix_floor(server: Any, timeout: float = 10.0) -> PrefixFloor:
-    """:func:`prefix_floor` of a running server's ``/metrics``.
-
-    Args:
-        server: the server (anything with ``.base_url``) or its URL (root or ``.../v1``).
-        timeout: seconds to wait for ``/metrics``.
-
-    Raises:
-        BenchError: the server does not answer, or reports no cache configuration.
-    """
-    url = getattr(server, "base_url", server)
-    return prefix_floor(info_labels(scrape_metrics(server_root(str(url)), timeout=timeout)))
 
 
 def sweep_floor_line(label: str, labels: Mapping[str, str]) -> str | None:

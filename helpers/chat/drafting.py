@@ -70,20 +70,6 @@ def budget_method_for(client: Any) -> str:
     return "two_pass" if server_facts(client)["drafting"] else "server"
 
 
-def warn_if_drafting(client: Any, category: type[Warning], risk: str) -> bool:
-    """Warn ``category`` ("This server drafts ..." then ``risk``) when the client's server
-    drafts; return whether it warned."""
-    from helpers.chat.types import warn_from_caller
-
-    facts = server_facts(client)
-    if facts["drafting"]:
-        release = facts["version"] or "an unknown release"
-        warn_from_caller(
-            category, f"This server drafts (speculative decoding; vLLM {release}){risk}"
-        )
-    return bool(facts["drafting"])
-
-
 def two_pass_budget(
     client: Any,
     model: str,

@@ -164,17 +164,21 @@ def warn_if_drafting(client: Any, thinking: bool) -> bool:
     """Warn (:class:`StructuredOutputDraftingWarning`) when a reasoning request
     (``thinking``) goes to a server that drafts (:func:`helpers.chat.drafting.server_facts`);
     return whether it warned."""
-    from helpers.chat.drafting import warn_if_drafting as warn
+    from helpers.chat.drafting import server_facts
 
-    return thinking and warn(
-        client,
-        StructuredOutputDraftingWarning,
-        " and constrained decoding with a reasoning parser is reported broken there when the "
-        f"reasoning end (</think>) lands inside drafted tokens ({DRAFTING_REPORTS}): the answer "
-        "may ignore the schema or be invalid JSON. It is still validated here "
-        "(StructuredOutputInvalidError if it breaks); to avoid the combination pass "
-        "thinking=False, or serve without --speculative-config.",
-    )
+    facts = server_facts(client) if thinking else {"drafting": False}
+    if facts["drafting"]:
+        release = facts["version"] or "an unknown release"
+        warn_from_caller(
+            StructuredOutputDraftingWarning,
+            f"This server drafts (speculative decoding; vLLM {release}) and constrained "
+            "decoding with a reasoning parser is reported broken there when the reasoning end "
+            f"(</think>) lands inside drafted tokens ({DRAFTING_REPORTS}): the answer may "
+            "ignore the schema or be invalid JSON. It is still validated here "
+            "(StructuredOutputInvalidError if it breaks); to avoid the combination pass "
+            "thinking=False, or serve without --speculative-config.",
+        )
+    return bool(facts["drafting"])
 
 
 def structured_chat(

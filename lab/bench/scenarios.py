@@ -203,8 +203,8 @@ class Scenario:
         """A ``vllm bench serve`` command line for a terminal (one point): the chat endpoint, or
         for an agent workload the completions endpoint (its prompts are rendered already).
         With ``floor`` (a :class:`~helpers.bench.prefix_floor.PrefixFloor`, e.g.
-        :func:`~helpers.bench.prefix_floor.read_prefix_floor` of the server, or its sentence), a
-        comment line stating the prefix cache's reuse floor comes first."""
+        :func:`~helpers.bench.prefix_floor.prefix_floor` of the server's ``/metrics`` labels, or
+        its sentence), a comment line stating the prefix cache's reuse floor comes first."""
         from helpers.bench.point import (
             CHAT_BACKEND,
             CHAT_ENDPOINT,

@@ -19,15 +19,24 @@ import time
 from pathlib import Path
 
 
+def labeled_total(text: str, name: str, **labels: str) -> float | None:
+    """The sum of ``name``'s samples whose labels include ``labels`` in a ``/metrics`` scrape,
+    e.g. ``labeled_total(text, REQUEST_SUCCESS, finished_reason="length")``: requests that
+    ended at ``max_tokens``. None when the scrape has no such sample (or is not Prometheus)."""
+    from helpers.bench.metrics import _samples
+
+    try:
+        values = [float(s.value) for s in _samples(text)
+                  if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
+    except ValueError:
+        return None
+    return sum(values) if values else None
+
+
 def _counters(base_url: str) -> dict[str, float | None]:
     """The server's generated tokens and its requests ended by length, from ``/metrics``
     (None each when the server has none)."""
-    from helpers.bench.metrics import (
-        REQUEST_SUCCESS,
-        labeled_total,
-        parse_prometheus,
-        scrape_metrics,
-    )
+    from helpers.bench.metrics import REQUEST_SUCCESS, parse_prometheus, scrape_metrics
 
     try:
         text = scrape_metrics(base_url)

@@ -19,10 +19,15 @@ import re
 import pytest
 
 from helpers.bench import sweep as bench
-from helpers.bench.metrics import PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES, parse_prometheus
+from helpers.bench.metrics import (
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    info_labels,
+    parse_prometheus,
+)
 from helpers.bench.metrics import scrape_metrics as scrape
 from helpers.bench.point import run_point
-from helpers.bench.prefix_floor import NO_PREFIX_CACHING, read_prefix_floor
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor
 from helpers.bench.results import annotate_point, load_results, results_table
 from lab.bench.scenarios import scenario
 from tests.support.prefix_model import BLOCK_SIZE
@@ -75,7 +80,7 @@ def _words(seed: int, n: int) -> str:
 
 
 def test_the_floor_read_back_from_the_server_is_its_block(prefix_server):
-    floor = read_prefix_floor(prefix_server)
+    floor = prefix_floor(info_labels(scrape(prefix_server.url)))
     assert floor.enabled and floor.block_size == floor.unit == floor.floor == BLOCK_SIZE
     assert floor.labels["block_size"] == str(BLOCK_SIZE)
     assert floor.sentence.startswith(

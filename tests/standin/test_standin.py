@@ -268,17 +268,6 @@ def test_config_is_nemotron_h(built):
     assert cfg["hybrid_override_pattern"] == train.RECIPE.pattern
     assert "E" not in train.RECIPE.pattern  # no CPU kernel for the ReLU² MoE (docs/DESIGN.md)
     assert cfg["head_dim"] == 64  # no CPU attention kernel for head_dim 16 (docs/DESIGN.md)
-    assert standin_summary_mentions_params()
-
-
-def standin_summary_mentions_params() -> bool:
-    text = standin.standin_summary()
-    return "stand-in" in text and f"{standin.STANDIN.parameters / 1e6:.2f}M" in text
-
-
-def test_standin_info_matches_checkpoint(built):
-    meta = standin.standin_metadata(built)
-    assert meta["parameters"] == standin.STANDIN.parameters
 
 
 def test_hash_follows_training_data():
@@ -362,7 +351,9 @@ def test_training_from_scratch_lowers_the_loss_and_writes_a_checked_checkpoint(t
     meta = standin.standin_metadata(path)
     assert meta["hash"] == standin_hash(recipe=recipe) != standin.shipped_hash()
     assert meta["final_loss"] < meta["first_loss"] / 2, meta
-    assert meta["parameters"] == standin.STANDIN.parameters
+    # the recipe's model, as shipped: the same parameters (the workshop's summary counts them
+    # from the recipe, tests/lab/workshop/test_standin.py)
+    assert meta["parameters"] == standin.standin_metadata(standin.SHIPPED)["parameters"]
     standin.check_checkpoint(path)
     # force=True rebuilds even over a good cached copy (shown on an untrained recipe: the
     # rebuild path is the same, without paying for the training twice)
