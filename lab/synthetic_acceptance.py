@@ -12,8 +12,10 @@ design), so such a point never enters a lossless or quality check.
 
 The registry (``speculative.<mode>.synthetic_acceptance``) states, per drafting method, the
 acceptance length a public benchmark configuration uses, at its number of draft tokens ``K``.
-A server drafting another ``K`` gets a length derived from it (:func:`derived_length`) and says
-so; a notebook parameter overrides either.
+A server drafting another ``K`` gets a length derived from it
+(:func:`helpers.config.resolve.derived_length`: what a weightless server runs by default,
+:func:`helpers.config.resolve.synthetic_drafting`) and says so; a notebook parameter overrides
+either.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from helpers.config.resolve import derived_length, per_position_rate
 from helpers.errors import RecipeError
 
 #: The words every synthetic-acceptance figure carries (:meth:`SyntheticAcceptance.caption`);
@@ -28,44 +31,6 @@ from helpers.errors import RecipeError
 CAPTION_WORDS = "synthetic acceptance"
 #: The ``--speculative-config`` keys this module adds (vLLM 0.32.0 ``SpeculativeConfig``).
 SYNTHETIC_KEYS = ("rejection_sample_method", "synthetic_acceptance_length")
-
-
-def per_position_rate(length: float, k: int) -> float:
-    """The constant per-position acceptance ``a`` (0 <= a <= 1) that gives a mean acceptance
-    length of ``length`` tokens per step with ``k`` draft tokens, under the model that draft
-    ``i`` is kept with probability ``a`` once drafts ``1..i-1`` were: ``length = 1 + a + ... +
-    a**k``. Bisection to 1e-9.
-
-    Raises:
-        RecipeError: ``length`` outside ``[1, k + 1]`` (vLLM's own bound) or ``k < 1``.
-    """
-    if k < 1 or not 1.0 <= length <= k + 1:
-        raise RecipeError(
-            f"An acceptance length of {length} with {k} draft tokens is impossible: it lies in "
-            f"[1, {k + 1}] (1 + the drafts kept per step). Pass a length in that range."
-        )
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if sum(mid**i for i in range(k + 1)) < length:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def derived_length(length: float, k: int, k_new: int) -> float:
-    """The acceptance length at ``k_new`` draft tokens of a drafter measured at ``length`` with
-    ``k`` (same constant per-position acceptance, :func:`per_position_rate`); rounded to 2
-    decimals. E.g. 3.69 at K=7 gives 2.77 at K=3: fewer drafts, fewer kept.
-
-    Raises:
-        RecipeError: as :func:`per_position_rate`, or ``k_new < 1``.
-    """
-    if k_new < 1:
-        raise RecipeError(f"num_speculative_tokens={k_new}: draft at least 1 token.")
-    a = per_position_rate(length, k)
-    return round(sum(a**i for i in range(k_new + 1)), 2)
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,53 @@ def _speculative_layer(
 DOCKER_IMAGE = "vllm/vllm-openai:v{version}"  # vLLM docs "Using Docker": one tag per release
 
 
+def per_position_rate(length: float, k: int) -> float:
+    """The constant per-position acceptance ``a`` that gives a mean acceptance length of
+    ``length`` tokens per step with ``k`` draft tokens (``length = 1 + a + ... + a**k``: draft
+    ``i`` kept with probability ``a`` once drafts ``1..i-1`` were), by bisection.
+
+    Raises:
+        RecipeError: ``length`` outside ``[1, k + 1]`` (vLLM's own bound) or ``k < 1``.
+    """
+    if k < 1 or not 1.0 <= length <= k + 1:
+        raise RecipeError(f"An acceptance length of {length} with {k} draft tokens is impossible: "
+                          f"pass one in [1, {k + 1}] (1 + the drafts kept per step), K >= 1.")  # fmt: skip
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        a = (lo + hi) / 2
+        lo, hi = (a, hi) if sum(a**i for i in range(k + 1)) < length else (lo, a)
+    return lo
+
+
+def derived_length(length: float, k: int, k_new: int) -> float:
+    """The acceptance length at ``k_new`` draft tokens of a drafter stated at ``length`` with
+    ``k`` (:func:`per_position_rate`), rounded to 2 decimals: 3.69 at K=7 gives 2.77 at K=3.
+
+    Raises:
+        RecipeError: as :func:`per_position_rate`, or ``k_new < 1``.
+    """
+    if k_new < 1:
+        raise RecipeError(f"num_speculative_tokens={k_new}: draft at least 1 token.")
+    return round(sum(per_position_rate(length, k) ** i for i in range(k_new + 1)), 2)
+
+
+def synthetic_drafting(cfg: ServeConfig, registry: RegistryLike = None) -> ServeConfig:
+    """``cfg`` drafting at the registry's synthetic acceptance (``speculative.<mode>.
+    synthetic_acceptance``; for another K, :func:`derived_length` of it): what a weightless
+    server runs, whose random drafter would keep nothing (vLLM 0.32.0 ``rejection_sample_method:
+    synthetic``: speed at that acceptance, text not the model's). Unchanged without drafting or
+    without a stated acceptance (n-gram); ``lab.synthetic_acceptance`` captions it."""
+    spec, reg = cfg.speculative_config, as_registry(registry)
+    mode = reg.speculative.get(cfg.speculative) if spec else None
+    stated = mode.synthetic_acceptance if mode else None
+    if stated is None:
+        return cfg
+    k, base = int(spec.get("num_speculative_tokens") or 1), stated.num_speculative_tokens
+    length = stated.length if k == base else derived_length(stated.length, base, k)
+    synthetic = {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": length}
+    return cfg.with_args({"--speculative-config": {**spec, **synthetic}})
+
+
 def offered_vllm_versions(registry: RegistryLike = None) -> list[str]:
     """The vLLM releases the registry offers for GPU targets (``model.offered_vllm_versions``),
     default first; each has a flag table in ``docs/results/flags/`` (see :mod:`tools.flagtables`)."""

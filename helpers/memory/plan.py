@@ -278,14 +278,21 @@ class Plan:
     @property
     def verdict(self) -> str:
         """One line a notebook prints before launch: the verdict, then the sequences that fit
-        at once at ``context_len`` (or, when it does not start, the first reason). The whole
-        plan: :meth:`summary`."""
+        at once at ``context_len`` and the prefix cache's reuse floor (or, when it does not
+        start, the first reason). The whole plan: :meth:`summary`."""
         head = self._headline()
         if self.status in ("no-start", "refused"):
             return f"{head}: {self.reasons[0] if self.reasons else ''}".rstrip(": ")
+        floor = (
+            f"; prefix caching reuses whole {self.block_size:,}-token blocks (a shorter shared "
+            "prefix never hits)"
+            if self.prefix_caching
+            else "; no prefix caching"
+        )
         return (
             f"{head}: {self.seqs_at_context} sequences of {self.context_len:,} tokens fit at "
             f"once (--max-num-seqs {self.max_num_seqs}; KV budget {self.kv_budget_gib:.1f} GiB)"
+            + floor
         )
 
     def raise_if_unfit(self) -> Plan:

@@ -165,7 +165,8 @@ _WHY = {
         "weightless",
         "model",
     ): "the architecture folder: the checkpoint's config and tokenizer, no weights",
-    "weightless": "weightless mode: random weights, local drafter folders, nothing downloaded",
+    "weightless": "weightless mode: random weights, local drafter folders, nothing downloaded; "
+    "a drafter at the registry's synthetic acceptance (speed at it, text not the model's)",
     ("download", "model"): "the pinned revision's local snapshot, downloaded before the launch",
     "download": "the drafter's local snapshot, downloaded before the launch",
     "where": "this notebook's own server: 127.0.0.1 answers this machine only; the port was free",

@@ -111,8 +111,11 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
     from helpers.weights.download import download
 
     if mode == "weightless":
+        from helpers.config.resolve import synthetic_drafting
         from helpers.weights.weightless import arch_config, build_arch_model
 
-        # the architecture folder and a DFlash / DSpark drafter's are local: nothing to fetch
-        return download(arch_config(cfg, build_arch_model(cfg.variant)), **download_kwargs)
+        # the architecture folder and a DFlash / DSpark drafter's are local: nothing to fetch;
+        # a random drafter keeps nothing, so drafting runs at the registry's stated acceptance
+        served = download(arch_config(cfg, build_arch_model(cfg.variant)), **download_kwargs)
+        return synthetic_drafting(served)
     return download(cfg, **download_kwargs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.config.load import load_registry
-from helpers.config.resolve import resolve
+from helpers.config.resolve import derived_length, resolve, synthetic_drafting
 from helpers.errors import RecipeError
 from lab import synthetic_acceptance as acceptance
 
@@ -32,8 +32,8 @@ def test_another_number_of_draft_tokens_gets_a_derived_length_that_says_so():
     # 1 + a + a^2 + a^3 with 1 + a + ... + a^7 = 3.687: a = 0.759
     assert fewer.length == pytest.approx(2.77, abs=0.01)
     assert "derived from 3.687 at K=7" in fewer.source and "0.76" in fewer.source
-    assert acceptance.derived_length(3.18, 5, 5) == 3.18
-    assert acceptance.derived_length(3.69, 7, 1) < 2  # one draft: at most 2 tokens a step
+    assert derived_length(3.18, 5, 5) == 3.18
+    assert derived_length(3.69, 7, 1) < 2  # one draft: at most 2 tokens a step
 
 
 def test_an_impossible_length_is_refused_with_its_range():
@@ -71,3 +71,22 @@ def test_vllm_resolves_the_served_lengths_to_its_acceptance_schedule():
     for k, length in ((7, 3.687), (5, 3.18), (3, 2.77)):
         rates = SpeculativeConfig._resolve_synthetic_acceptance_rates(k, None, length)
         assert len(rates) == k and sum(rates) == pytest.approx(length - 1)
+
+
+def test_a_weightless_server_drafts_at_the_registrys_acceptance_by_default(tmp_path, monkeypatch):
+    """What the core serves weightless (a target notebook with weightless = True): a drafting
+    mode at the registry's stated acceptance (random drafters keep nothing), n-gram and no
+    drafting unchanged."""
+    from helpers.weights.prepare import served_config
+
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path))
+    b200 = served_config(resolve("b200"), "weightless").speculative_config  # MTP K=3 by default
+    assert (b200["rejection_sample_method"], b200["synthetic_acceptance_length"]) == (
+        "synthetic",
+        2.77,
+    )
+    assert served_config(resolve("h200"), "weightless").speculative_config is None
+    assert synthetic_drafting(resolve("h200", speculative="mtp")).speculative_config[
+        "synthetic_acceptance_length"
+    ] == pytest.approx(2.77)
+    assert "rejection_sample_method" not in resolve("b200").speculative_config  # the target's own

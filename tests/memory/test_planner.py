@@ -446,3 +446,15 @@ def test_the_plan_states_the_prefix_reuse_floor_and_what_prefix_match_unit_chang
     # no prefix caching: no floor to state
     off = planner.plan(cfg.with_args({"--no-enable-prefix-caching": True}))
     assert not any("prefix caching reuses" in n for n in off.notes)
+
+
+def test_the_line_step_1_prints_names_the_prefix_caches_reuse_floor():
+    """Step 1 prints the verdict: the hybrid's enlarged block is the shortest shared prefix the
+    prefix cache can reuse (2,128 tokens for the H200 recipe); the stand-in caches nothing."""
+    from helpers.config.resolve import resolve as resolve_target
+    from helpers.memory.planner import plan as plan_target
+
+    assert plan_target(resolve_target("h200")).verdict.endswith(
+        "; prefix caching reuses whole 2,128-token blocks (a shorter shared prefix never hits)"
+    )
+    assert plan_target(resolve_target("cpu")).verdict.endswith("; no prefix caching")
