@@ -238,6 +238,9 @@ def tune(
         BenchError: bad arguments (named: ``repeats`` below 1, ``slo_search`` below 0, an API
             price without its fields), or a saved record of this folder that was measured
             for another command or workload (resume would mix them).
+        HardwareError: a GPU candidate is to be launched here and this machine cannot run the
+            target (no GPU, too few, too small; :func:`_check_gpu_here`), before anything is
+            downloaded or launched.
         KeyboardInterrupt: the candidate's server was stopped first; finished points stay saved.
     """
     if isinstance(mode, Run):
@@ -294,6 +297,7 @@ def tune(
     with _only_run_on(folder):
         installed = installed_vllm_version()
         skipped: dict[str, dict[str, Any]] = {}
+        gpu_checked = False
         for i, cand in enumerate(cands, 1):
             head = f"{i}/{len(cands)} {cand.name!r}"
             cdir = folder / cand.name
@@ -351,6 +355,9 @@ def tune(
                 skipped[cand.name] = {"stage": "release", "message": reason}
                 _say(progress, f"{head}: skipped, {reason}")
                 continue
+            if url is None and not stand_in and not gpu_checked:
+                _check_gpu_here(run, servers)  # before a download or a doomed launch
+                gpu_checked = True
             try:
                 served = cand.served("stand_in" if stand_in else ("attach" if url else mode))
             except CookbookError as exc:
@@ -410,6 +417,28 @@ def tune(
                          run=run, skipped=skipped, repeats=reps, api_prices=prices)  # fmt: skip
         result.save()
     return result
+
+
+def _check_gpu_here(run: Run, servers: Mapping[str, str]) -> None:
+    """Refuse to launch a GPU candidate on a machine that cannot run the target
+    (:func:`helpers.machine.hardware.check_machine`: no GPU, too few, too small), so no
+    checkpoint is downloaded and no server launched only to fail.
+
+    Raises:
+        HardwareError: check_machine's refusal, with the tuning step's ways out added.
+    """
+    from helpers.errors import HardwareError
+    from helpers.machine.hardware import check_machine
+
+    try:
+        check_machine(run, quiet=True)
+    except HardwareError as exc:
+        attached = f" (given now: {', '.join(servers)})" if servers else ""
+        raise HardwareError(
+            f"{exc} Tuning launched nothing. To measure GPU servers that run elsewhere, pass "
+            f"servers={{candidate name: URL}} for every candidate{attached}.",
+            report=exc.report,
+        ) from None
 
 
 def _within_cap(loads: Sequence[Scenario], cfg: Any, head: str, progress: bool) -> list[Scenario]:

@@ -240,6 +240,28 @@ def test_a_bad_gpu_price_is_refused_before_any_candidate_runs(price, tmp_path):
     assert not any(tmp_path.iterdir())  # nothing launched, nothing written
 
 
+def test_a_gpu_run_on_a_machine_without_a_gpu_stops_before_anything_is_fetched_or_launched(
+    tmp_path,
+):
+    """tuning.ipynb with stand_in=False on a CPU machine launched four doomed servers and
+    exited 0; now the first candidate to launch stops the run with check_machine's refusal."""
+    from helpers.errors import HardwareError
+    from helpers.machine.gpus import detect_gpus
+
+    if detect_gpus().gpus:
+        pytest.skip("this machine has a GPU: the refusal is for one without")
+    launched: list = []
+    with pytest.raises(HardwareError) as e:
+        tuning.tune(resolve("h200"), TINY, mode="weightless", out_dir=tmp_path, progress=False,
+                    server_factory=launched.append)  # fmt: skip
+    assert re.search(
+        r"No NVIDIA GPU found .*run the notebook with stand_in=True.* Tuning launched nothing\. "
+        r"To measure GPU servers that run elsewhere, pass servers=\{candidate name: URL\}",
+        str(e.value),
+    )
+    assert launched == [] and not list(tmp_path.glob("*/failures.json"))
+
+
 # ------------------------------------------------------------------------------ real server
 
 
