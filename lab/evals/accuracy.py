@@ -383,10 +383,12 @@ _FAILED_REQUEST = re.compile(
 )
 
 
-def _server_words(tail: str) -> tuple[int | None, str] | None:
+def _server_words(log: str) -> tuple[int | None, str] | None:
     """``(HTTP status or None, vLLM's message)`` of the last request lm-eval logged as
-    failed, or None. The status comes from lm-eval's line, else from vLLM's body (``code``)."""
-    found = list(_FAILED_REQUEST.finditer(tail))
+    failed in ``log`` (its whole output: with every request refused, lm-eval 0.4.13 logs the
+    bodies near the top and then tens of KB of aiohttp tracebacks), or None. The status comes
+    from lm-eval's line, else from vLLM's body (``code``)."""
+    found = list(_FAILED_REQUEST.finditer(log))
     if not found:
         return None
     status, body = found[-1].group("status"), found[-1].group("body")
@@ -533,8 +535,8 @@ def _run_lm_eval(
             proc.wait()
             raise
     missing = [r for r in runs if not (r.folder / "done.json").is_file()]
-    if rc != 0 or missing:
-        said = _server_words(tail.decode(errors="replace"))
+    if rc != 0 or missing:  # the whole log: a long traceback pushes lm-eval's line out of the tail
+        said = _server_words(log.read_text(errors="replace"))
         if said is not None:
             status, message = said
             raise EvalError(

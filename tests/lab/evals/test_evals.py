@@ -266,6 +266,33 @@ def test_a_budget_that_cannot_fit_is_refused_and_a_400_is_said_in_vllms_words(st
     assert "Bad Request" not in said.split(" (lm-eval's whole output")[0]
 
 
+@pytest.mark.server
+def test_every_request_refused_is_said_in_vllms_words_however_long_lm_evals_log(standin_server):
+    """Every one of 16 requests refused (max_tokens 4096 past the stand-in's max_model_len of
+    2048, sent unfitted at concurrency 4): lm-eval 0.4.13 logs vLLM's body near the top of its
+    output and then tens of KB of aiohttp tracebacks ("Session is closed"); the user still gets
+    vLLM's own words with the fix, never the traceback's last lines (main read only the last
+    8,000 bytes, where no body is left)."""
+    from lab.evals import accuracy
+
+    items = load_items("gsm8k")[:16]
+    run = accuracy._prepare("ci-400-long", items, GREEDY.replace(max_tokens=4096), "gsm8k")
+    base = standin_server.base_url.rstrip("/")
+    with pytest.raises(EvalError) as err:
+        accuracy._run_lm_eval(base, standin_server.model_name, [run], 4, False)
+    said = str(err.value)
+    log = (run.folder / "lm_eval.log").read_text(errors="replace")
+    last = log.rfind("API request failed")
+    assert last != -1 and len(log.encode()) - last > 8000  # the body is out of the last 8 KB
+    assert said.startswith(
+        f"lm-eval's requests to {base} failed with HTTP 400: max_tokens=4096 does not fit this "
+        "server: its max_model_len is 2048 tokens (prompt + output). Pass max_tokens below 2048"
+    )
+    assert "Server said: max_tokens=4096 cannot be greater than max_model_len=2048" in said
+    shown = said.split(" (lm-eval's whole output")[0]
+    assert not any(w in shown for w in ("Bad Request", "Traceback", "Session is closed", "File "))
+
+
 def test_an_unreachable_server_is_named_and_nothing_is_left(tmp_path):
     class Gone:
         base_url, model_name = "http://127.0.0.1:9/v1", "m"
