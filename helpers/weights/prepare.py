@@ -43,9 +43,10 @@ def prepare(
         A :class:`~helpers.config.run.Run`; :func:`fetch` gets what it serves.
 
     Raises:
-        TypeError: ``stand_in`` or ``weightless`` is not True/False; a keyword that is not
-            one of :data:`RUN_PARAMETERS` (the error names them).
-        ValueError: ``max_tokens`` is not a whole number >= 1.
+        TypeError: ``cfg`` is not a resolved target (a target's name: names ``resolve``);
+            ``stand_in`` or ``weightless`` is not True/False; ``server_url`` not a string; a
+            keyword that is not one of :data:`RUN_PARAMETERS` (the error names them).
+        ValueError: ``max_tokens`` is not a whole number >= 1; ``server_url`` not ``http(s)://``.
     """
     if unknown:
         what = ", ".join(sorted(unknown))
@@ -55,6 +56,13 @@ def prepare(
     for name, flag in (("stand_in", stand_in), ("weightless", weightless)):
         if not isinstance(flag, bool):
             raise TypeError(f"prepare: `{name}` must be True or False; got {flag!r:.60}.")
+    if not callable(getattr(cfg, "cli_flags", None)):
+        raise TypeError(f"prepare: pass the resolved target, cfg = resolve({cfg!r:.40}) "
+                        f"(helpers.config.resolve); got {type(cfg).__name__} {cfg!r:.60}.")  # fmt: skip
+    if server_url and not str(server_url).startswith(("http://", "https://")):
+        err = ValueError if isinstance(server_url, str) else TypeError
+        raise err(f"prepare: `server_url` must be a URL like 'http://127.0.0.1:8000' (or None "
+                  f"to launch one); got {server_url!r:.60}.")  # fmt: skip
     weights = "stand_in" if stand_in else "weightless" if weightless else "download"
     return Run(weights, server_url or None, max_tokens, cfg)
 

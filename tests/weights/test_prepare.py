@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,24 @@ def test_prepare_takes_each_parameter_by_name_and_names_the_ones_it_takes():
         prepare.prepare(cfg, stand_in="yes")
     with pytest.raises(TypeError):  # no namespace: prepare(cfg, globals()) is gone
         prepare.prepare(cfg, {"stand_in": True})
+
+
+@pytest.mark.parametrize(
+    "cfg, kwargs, error, words",
+    [
+        ("h200", {"stand_in": True}, TypeError,
+         "prepare: pass the resolved target, cfg = resolve('h200') (helpers.config.resolve); got str"),
+        (None, {}, TypeError, "pass the resolved target, cfg = resolve(None)"),
+        ("cfg", {"server_url": 8000}, TypeError,
+         "`server_url` must be a URL like 'http://127.0.0.1:8000' (or None to launch one); got 8000"),
+        ("cfg", {"server_url": "localhost:8000"}, ValueError,
+         "(or None to launch one); got 'localhost:8000'"),
+        ("cfg", {"stand_in": 1}, TypeError, "`stand_in` must be True or False; got 1"),
+    ],
+)  # fmt: skip
+def test_wrong_types_are_refused_with_what_to_pass(cfg, kwargs, error, words):
+    """prepare("h200", stand_in=True) returned a run that failed later in AttributeError."""
+    cfg = recipes.resolve("h200") if cfg == "cfg" else cfg
+    with pytest.raises(error, match=re.escape(words)):
+        prepare.prepare(cfg, **kwargs)
+    assert prepare.prepare(recipes.resolve("h200"), server_url="").server_url is None
