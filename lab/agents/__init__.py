@@ -5,5 +5,6 @@
   /v1/messages (and ``REPLY_READERS``: their reply readers, checked by ``python -m tools.drift``)
 - ``agent``        a pydantic-ai agent over chat completions (``notebooks/agents.ipynb``)
 - ``request_failure`` a request the server failed (HTTP 5xx) in the cookbook's words, with its log
+- ``tool_loop``    the notebooks' tool loop in one call, stopping when the model repeats a call
 - ``noise``        weightless mode: a cell on noise text reports instead of raising
 """
