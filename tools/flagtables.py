@@ -21,6 +21,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -375,9 +376,85 @@ def generate(wheel: str | Path, *, out: Path | None = None, python: str | None =
         },
         "imported_version": data.pop("vllm_version"),
         **data,
+        **_extras_or_none(wheel),
     }
     path = out or table_path(version)
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def read_extras(source: str | Path) -> tuple[str, dict[str, Any]]:
+    """A release's ``Requires-Dist`` read from its metadata: ``(version, {"requires": [the
+    requirements every install gets], "extras": {extra: [its requirements]}})``, each
+    requirement as the metadata writes it (``fastsafetensors>=0.3.3``, markers but the
+    ``extra == "..."`` one kept).
+
+    Args:
+        source: a wheel (its ``*.dist-info/METADATA``), a ``METADATA`` file, or the JSON of
+            ``pip install --dry-run --no-deps --ignore-installed --report FILE vllm==X`` (its
+            ``metadata.requires_dist``: PyPI serves the metadata alone, no wheel download).
+
+    Raises:
+        FlagError: no metadata of a vLLM release in ``source``.
+    """
+    path = Path(source)
+    if path.suffix == ".whl":
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+            if not names:
+                raise FlagError(f"{source}: the wheel has no *.dist-info/METADATA", flags=[])
+            text = z.read(names[0]).decode()
+    else:
+        text = path.read_text()
+    if path.suffix == ".json":
+        meta = next(
+            (i["metadata"] for i in json.loads(text)["install"] if i["metadata"]["name"] == "vllm"),
+            None,
+        )
+        if meta is None:
+            raise FlagError(f"{source}: the report installs no vllm", flags=[])
+        version, reqs = meta["version"], meta.get("requires_dist", [])
+    else:
+        found = re.search(r"^Version: (\S+)$", text, re.M)
+        if found is None:
+            raise FlagError(f"{source}: no Version: line (not a METADATA file)", flags=[])
+        version = found.group(1)
+        reqs = re.findall(r"^Requires-Dist: (.+)$", text, re.M)
+    out: dict[str, Any] = {"requires": [], "extras": {}}
+    for req in reqs:
+        extra = re.search(r"""(?:^|;|\band\b)\s*extra == ["']([\w.-]+)["']""", req)
+        if extra is None:
+            out["requires"].append(req.strip())
+            continue
+        rest = (req[: extra.start()] + req[extra.end() :]).strip().rstrip(";").strip()
+        out["extras"].setdefault(extra.group(1), []).append(re.sub(r"\s*;\s*$", "", rest))
+    return version, out
+
+
+def _extras_or_none(wheel: Path) -> dict[str, Any]:
+    """:func:`read_extras` of a wheel, or {} for one without metadata (a test's synthetic wheel)."""
+    try:
+        return read_extras(wheel)[1]
+    except FlagError:
+        return {}
+
+
+def write_extras(source: str | Path) -> Path:
+    """Write the ``requires`` and ``extras`` of :func:`read_extras` into the committed table of
+    the release ``source`` names (the rest of the table is kept as it is).
+
+    Raises:
+        FlagError: see :func:`read_extras`; no table for that release.
+    """
+    version, extras = read_extras(source)
+    path = table_path(version)
+    doc = load_table(version)
+    doc.update(extras)
+    src = Path(source)
+    doc.setdefault("generated", {})["extras_from"] = (
+        f"{src.parent.name}/{src.name}" if src.name == "METADATA" else src.name
+    )
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -399,6 +476,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         "interfaces, API fields and events, rejection methods, metrics; tools/drift_behaviour.py)",
     )
     b.add_argument("wheel", nargs="+")
+    e = sub.add_parser(
+        "extras",
+        help="write the release's Requires-Dist (requires, extras) into its committed table, "
+        "from a wheel, a METADATA file or a `pip install --dry-run --report` JSON",
+    )
+    e.add_argument("source", nargs="+")
     d = sub.add_parser("diff", help="options only in one of two releases")
     d.add_argument("a")
     d.add_argument("b")
@@ -406,6 +489,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.cmd == "generate":
         for w in args.wheel:
             print(generate(w))
+    elif args.cmd == "extras":
+        for source in args.source:
+            print(write_extras(source))
     elif args.cmd == "behaviour":
         for w in args.wheel:
             print(drift_behaviour.generate(w))

@@ -6,6 +6,12 @@ Used by :func:`helpers.machine.install.install_plan` (the install commands) and 
 
 from __future__ import annotations
 
+import importlib.metadata
+import mmap
+import os
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from helpers.config.serveconfig import ServeConfig
@@ -99,6 +105,73 @@ def flashinfer_kernel_specs(
     if pin is None or cuda_variant not in FLASHINFER_JIT_VARIANTS:
         return None
     return f"flashinfer-cubin=={pin}", f"flashinfer-jit-cache=={pin}+{cuda_variant}"
+
+
+def flashinfer_drift(path: list[str] | None = None, cache: str | Path | None = None) -> list[str]:
+    """What is stale among the installed FlashInfer parts, one sentence each with its fix
+    (pinned to the installed ``flashinfer-python`` and torch's CUDA); [] when they agree or
+    FlashInfer is absent.
+
+    ``flashinfer-cubin`` and ``flashinfer-jit-cache`` of another version than
+    ``flashinfer-python`` are ignored with a warning (flashinfer 0.7.2.post1
+    ``flashinfer/jit/env.py``: ``_check_cubin_version``, ``_check_jit_cache_version``), so their
+    kernels are fetched or compiled again; a jit-cache wheel of another CUDA (``+cu129``) than
+    torch's (``torch/version.py``'s ``cuda``) is stale too. A module FlashInfer compiled lives in
+    ``<cache>/<flashinfer version>/<archs>/cached_ops/<module>/<module>.so`` (``env.py``:
+    ``FLASHINFER_JIT_DIR``; cache ``$FLASHINFER_WORKSPACE_BASE`` or home, ``/.cache/flashinfer``),
+    linked with ``-lcudart`` (``cpp_ext.py``): its ``libcudart.so.<major>`` names the toolkit
+    that built it, and another major than torch's fails to load (flashinfer-ai/flashinfer#5145).
+
+    Args:
+        path: folders the packages are read from (default ``sys.path``).
+        cache: FlashInfer's cache folder (default: where FlashInfer puts it).
+    """
+    dists = importlib.metadata.distributions
+    have = {n: next(iter(dists(name=n, path=path or sys.path)), None) for n in _FLASHINFER_PARTS}
+    if have["flashinfer-python"] is None:
+        return []
+    want, torch = have["flashinfer-python"].version, have["torch"]
+    f = torch and Path(torch.locate_file("torch/version.py"))
+    m = f and f.is_file() and re.search(r"^cuda\b.*'(\d+)\.(\d)", f.read_text(), re.M)
+    m = m or (torch and re.search(r"\+cu(\d+)(\d)$", torch.version))
+    cuda = f"cu{m.group(1)}{m.group(2)}" if m else None
+    out, cubin, jit = [], have["flashinfer-cubin"], have["flashinfer-jit-cache"]
+    if cubin and cubin.version != want:
+        out.append(
+            f"flashinfer-cubin {cubin.version} is not flashinfer-python {want}'s, so FlashInfer "
+            f"ignores it: pip install --no-deps --index-url {FLASHINFER_INDEX} "
+            f"flashinfer-cubin=={want}"
+        )
+    base, _, built = jit.version.partition("+") if jit else ("", "", "")
+    if jit and (base != want or (cuda and built != cuda)):
+        v = cuda or built
+        out.append(
+            f"flashinfer-jit-cache {jit.version} is not built for flashinfer-python {want} on "
+            f"{cuda or built} (torch's CUDA), so FlashInfer ignores it: pip install --index-url "
+            f"{FLASHINFER_INDEX}/{v} flashinfer-jit-cache=={want}+{v}"
+        )
+    home = Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or Path.home())
+    root = Path(cache or home / ".cache" / "flashinfer") / want
+    stale = {}
+    for so in sorted(root.glob("*/cached_ops/*/*.so")) if cuda else []:
+        if not so.stat().st_size:
+            continue
+        with open(so, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            lib = re.search(rb"libcudart\.so\.(\d+)", mm)
+            major = lib.group(1).decode() if lib else cuda[2:-1]
+        if major != cuda[2:-1]:
+            stale.setdefault(major, []).append(so.parent)
+    for major, dirs in stale.items():
+        out.append(
+            f"{len(dirs)} FlashInfer JIT module(s) in {root} were built by CUDA {major} "
+            f"(libcudart.so.{major}) and torch here is {cuda}, so they fail to load: rm -rf "
+            f"{' '.join(str(d) for d in dirs)} (FlashInfer rebuilds them at first use with the nvcc "
+            f"on PATH, which must be CUDA {cuda[2:-1]})"
+        )
+    return out
+
+
+_FLASHINFER_PARTS = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "torch")
 
 
 def cuda_variant_for(driver: Any) -> tuple[str, str | None]:

@@ -31,6 +31,7 @@ from helpers.config.versions import (
     parse_version,
 )
 from helpers.errors import InstallError, RestartNeeded
+from helpers.machine.extras import flag_requirements
 from helpers.machine.gpu_wheels import (
     CUDA12_VARIANT,
     DEFAULT_CUDA_VARIANT,
@@ -39,6 +40,7 @@ from helpers.machine.gpu_wheels import (
     TORCH_VARIANT_INDEX,
     VLLM_VARIANT_INDEX,
     cuda_variant_for,
+    flashinfer_drift,
     flashinfer_kernel_specs,
     flashinfer_uses,
 )
@@ -144,6 +146,8 @@ def _gpu_commands(
     """Commands installing the CUDA build ``cuda`` (+ the variant's extras and FlashInfer's
     prebuilt kernels) by ``method``."""
     notes: list[str] = []
+    needs = flag_requirements(cfg)
+    extras = [*cfg.pip_extras, *(r for _, _, r in needs)]
     if method == "docker":
         if not cfg.docker_image:
             raise InstallError(
@@ -151,25 +155,31 @@ def _gpu_commands(
             )
         cmds = [f"docker pull {cfg.docker_image}"]
         argv = [["docker", "pull", cfg.docker_image]]
-        if cfg.pip_extras:
+        if extras:
             notes.append(
-                f"The image does not bundle {', '.join(cfg.pip_extras)} (vllm-project/vllm#47859): "
+                f"The image may not bundle {', '.join(extras)} (fastokens: vllm-project/vllm#47859): "
                 f"install it inside the container before `vllm serve` "
-                f"(pip install {' '.join(map(shlex.quote, cfg.pip_extras))}), or build an image FROM "
+                f"(pip install {' '.join(map(shlex.quote, extras))}), or build an image FROM "
                 f"{cfg.docker_image} that does."
             )
         return cmds, argv, notes
     uv, colab = method == "uv", method == "colab"
     text, argv0 = _vllm_commands(cfg.vllm_version, cuda, uv=uv, colab=colab)
     cmds, argv = [text], [argv0]
-    if cfg.pip_extras:
-        t, a = _pip_cmds(list(cfg.pip_extras), [], uv=uv, colab=colab)
+    if extras:
+        t, a = _pip_cmds(extras, [], uv=uv, colab=colab)
         cmds.append(t)
         argv.append(a)
+    if cfg.pip_extras:
         notes.append(
             f"{', '.join(cfg.pip_extras)}: the {cfg.variant} variant sets "
             f"{', '.join(k for k in cfg.env if 'FASTOKENS' in k) or 'an env flag'} and vLLM does not bundle it (seed 001)."
         )
+    notes += [
+        f"{req}: {flag} loads weights through it, and vLLM {cfg.vllm_version} installs it only "
+        f"with its [{extra}] extra (the floor is that release's METADATA)."
+        for flag, extra, req in needs
+    ]
     uses = flashinfer_uses(cfg)
     specs = flashinfer_kernel_specs(cfg.vllm_version, cuda) if uses else None
     if specs:
@@ -399,6 +409,7 @@ def install_plan(
                 ),
             )
         commands, argv, notes = _gpu_commands(cfg, chosen, cuda)
+        notes += [f"STALE: {d}." for d in flashinfer_drift()]
         if driver_note:
             notes.insert(0, driver_note)
         if cfg.vllm_version in PYPI_MISSING_PINS:

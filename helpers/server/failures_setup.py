@@ -12,9 +12,11 @@ from helpers.config.versions import _dist_version
 from helpers.server import vllm_log
 from helpers.server.failures import (
     Diagnosis,
+    _flag_value,
     _installed_vllm,
     _is_standin,
     _line_of,
+    _non_default_args,
     _spec_settings,
     failure,
     fixed_failure,
@@ -412,3 +414,76 @@ def _cuda_version_mismatch(m: re.Match[str], text: str, config: Any) -> Diagnosi
         "or newer (CUDA 13) and keep the default wheel"
     )
     return Diagnosis("cuda_version_mismatch", cause, fix, _line_of(m, text))
+
+
+@failure(
+    "loader_package",
+    87,
+    Wording(
+        (
+            r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+            r"Please install (?P<module>\w+) via `pip install vllm\[\w+\]`",
+            r"TypeError: (?P<call>[\w.]+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'",
+        ),
+        "vllm/model_executor/model_loader/weight_utils.py (fastsafetensors_weights_iterator, "
+        "instanttensor_weights_iterator: the import, and instanttensor.safe_open(copy=True, "
+        "tensor_filter=...) which instanttensor 0.1.9 refuses with this TypeError); recorded "
+        "from vLLM 0.32.0 with the package missing and with fastsafetensors 0.1.15",
+        ("vllm 0.32.0 (recorded log)", "instanttensor 0.1.9"),
+    ),
+)
+def _loader_package(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
+    from helpers.machine.extras import package_requirement
+
+    module = m.groupdict().get("module")
+    if module is None:  # a TypeError counts only inside a weight loader of a package
+        frame = re.findall(r"in (\w+)_weights_iterator", text[max(0, m.start() - 4000) : m.start()])
+        module = frame[-1] if frame else ""
+    version = _spec_settings(text, config)[4] or _installed_vllm()
+    found = package_requirement(module, version) if module else None
+    if found is None:
+        return None
+    req, extra, release = found
+    dist = re.match(r"[\w.-]+", req).group(0)
+    fmt = _flag_value(config, "--load-format") or _non_default_args(text).get("load_format")
+    need = f"--load-format {fmt} needs" if fmt else f"vLLM {release} needs"
+    floor = f"{req}, vLLM {release}'s floor" + (f" in its [{extra}] extra" if extra else "")
+    if m.groupdict().get("kw") or "." in module:
+        cause = f"{need} {dist} ({floor}) and the installed one is older: {m.group(0)}"
+    else:
+        cause = f"{need} the {dist} package ({floor}), which is not installed here"
+    fix = (
+        f"install it with pip install -U '{req}' (helpers.machine.install plans it from the "
+        "command's flags) and start again"
+    )
+    if fmt:
+        fix += ", or drop the flag (extra_args={'--load-format': None}: vLLM's own loader)"
+    return Diagnosis("loader_package", cause, fix, _line_of(m, text))
+
+
+@failure(
+    "humming_unified_memory_nvml",
+    33,
+    Wording(
+        (r"NVMLError_NotSupported: Not Supported",),
+        "humming-kernels 0.1.10 / 0.1.11 humming/utils/device.py (calculate_gpu_bandwidth: "
+        "pynvml.nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM), which a GB10 without a "
+        "memory clock refuses), reached from vllm/model_executor/layers/fused_moe/experts/"
+        "fused_humming_moe.py (init_humming_moe); the exception's text is nvidia-ml-py's",
+        ("humming-kernels 0.1.11", "humming-kernels 0.1.12", "nvidia-ml-py 13.615.71"),
+    ),
+)
+def _humming_unified_memory(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
+    trace = text[max(0, m.start() - 6000) : m.start()]
+    if "humming" not in trace[trace.rfind("Traceback (most recent call last)") :]:
+        return None
+    return Diagnosis(
+        "humming_unified_memory_nvml",
+        "the humming MoE kernel (--moe-backend humming) asked NVML for the GPU's memory clock "
+        "to size its tiles, and a unified-memory GPU (GB10, DGX Spark) has none: NVML answers "
+        "Not Supported (humming-kernels 0.1.11 and older; vLLM 0.26.0-0.27.1 pin 0.1.10)",
+        "serve with --moe-backend marlin (the registry's GB10 and SM12x choice), or install "
+        "vLLM 0.28.0 or newer, which pins humming-kernels 0.1.12: it uses GB10's 273 GB/s "
+        "without asking NVML (inclusionAI/humming#49)",
+        _line_of(m, text),
+    )

@@ -28,6 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "tests" / "data" / "logs"
+#: A fastsafetensors older than vLLM 0.32.0's floor (0.3.3) and without the
+#: ``fastsafetensors.parallel_loader`` module 0.32.0's loader imports (added in 0.2.0).
+OLD_FASTSAFETENSORS = "0.1.15"
 
 #: name -> (what was launched, ServeConfig extra args, VLLMServer options, damage to a copy):
 #: vLLM's own argument parser exits with code 2 on ``--bogus-flag``; ModelConfig refuses a
@@ -60,6 +63,28 @@ FAILURES = {
         {"--enforce-eager": None},
         {},
         "compile_cache",
+    ),
+    # --load-format fastsafetensors / instanttensor need vLLM's extras of the same name
+    # (0.32.0's METADATA: fastsafetensors>=0.3.3, instanttensor>=0.2.2); the CPU build reaches
+    # their import in model_loader/weight_utils.py before any CUDA call
+    "load_format_missing_fastsafetensors": (
+        "--load-format fastsafetensors on the stand-in, fastsafetensors not installed",
+        {"--load-format": "fastsafetensors"},
+        {},
+        None,
+    ),
+    "load_format_missing_instanttensor": (
+        "--load-format instanttensor on the stand-in, instanttensor not installed",
+        {"--load-format": "instanttensor"},
+        {},
+        None,
+    ),
+    "load_format_old_fastsafetensors": (
+        f"--load-format fastsafetensors on the stand-in with fastsafetensors {OLD_FASTSAFETENSORS} "
+        "(no parallel_loader module) on PYTHONPATH",
+        {"--load-format": "fastsafetensors"},
+        {},
+        "old_fastsafetensors",
     ),
 }
 
@@ -140,6 +165,16 @@ def damaged_compile_cache(cfg, cache: Path):
     return cfg.with_args({}, VLLM_FORCE_AOT_LOAD="1")
 
 
+def old_package(site_dir: Path, spec: str = f"fastsafetensors=={OLD_FASTSAFETENSORS}") -> str:
+    """Install ``spec`` (no dependencies: typer, its one, is in the venv) into ``site_dir``,
+    for the server's PYTHONPATH; returns the folder."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary", ":all:"]
+    subprocess.run([*argv, "--target", str(site_dir), spec], check=True)
+    return str(site_dir)
+
+
 def exit_code(text: str) -> int | None:
     """The exit code a recorded log's header names (``# exit code: N``), or None."""
     m = _EXIT.search(text)
@@ -200,9 +235,11 @@ def record(name: str) -> Path:
         else:
             what, extra, options, damage = FAILURES[name]
             model = Path(build_standin_model())
-            if damage and damage != "compile_cache":
+            if damage in ("truncated_safetensors", "broken_config", "flipped_byte"):
                 model = damaged_copy(model, tmp, damage)
             cfg = recipes.resolve("cpu").with_model(str(model)).with_args(extra)
+            if damage == "old_fastsafetensors":
+                cfg = cfg.with_args({}, PYTHONPATH=old_package(tmp / "site"))
             if damage == "compile_cache":
                 cfg = damaged_compile_cache(cfg, tmp / "cache")
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
