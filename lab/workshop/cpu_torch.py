@@ -22,7 +22,54 @@ import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from helpers.machine.sources import PackageSources
+
+@dataclass(frozen=True)
+class PackageSources:
+    """Where pip looks for packages on this machine (``pip config list``, which also reports the
+    ``PIP_*`` environment variables): its ``index-url`` (None: PyPI), ``extra-index-url``
+    entries, ``find-links`` and ``constraint`` files.
+    """
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+
+    def uv_args(self) -> list[str]:
+        """The same sources as ``uv pip install`` options. ``--index-strategy
+        unsafe-best-match`` makes uv choose across all indexes as pip does (uv's default takes
+        a package from the first index that has it)."""
+        args: list[str] = []
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for link in self.find_links:
+            args += ["--find-links", link]
+        for c in self.constraints:
+            args += ["--constraint", c]
+        if self.extra_index_urls:
+            args += ["--index-strategy", "unsafe-best-match"]
+        return args
+
+    def pip_args(self, base: PackageSources | None = None) -> list[str]:
+        """``pip install`` options for what these sources add to ``base`` (pip reads its
+        own configuration: only the additions are passed)."""
+        base = base or PackageSources()
+        return [
+            a
+            for url in self.extra_index_urls
+            if url not in base.extra_index_urls
+            for a in ("--extra-index-url", url)
+        ]
+
+    def describe(self) -> str:
+        """One line: the sources beyond PyPI, or that there are none."""
+        parts = [f"index {self.index_url}"] if self.index_url else []
+        parts += [f"extra index {u}" for u in self.extra_index_urls]
+        parts += [f"find-links {u}" for u in self.find_links]
+        return "; ".join(parts) or "PyPI only"
+
 
 #: The PyTorch CPU wheel index (pytorch.org "Get started": ``--index-url .../whl/cpu``).
 #: ``TORCH_INDEX_URL`` in the environment replaces it (a mirror).

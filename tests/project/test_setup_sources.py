@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.machine.sources import PackageSources
 from helpers.paths import REPO_ROOT
 from lab.workshop import cpu_torch
+from lab.workshop.cpu_torch import PackageSources
 
 REQ = "torch==2.13.0+cpu"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
