@@ -95,15 +95,20 @@ def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
     if align and mamba:
         block = math.lcm(block, mamba)
     unit = _int(labels, "cache_hit_alignment_tokens") or _int(labels, "prefix_match_unit")
-    retention: Any = labels.get("prefix_cache_retention_interval", "0")
-    retention = None if retention == "None" else int(retention)
+    kept = labels.get("prefix_cache_retention_interval", "0")
+    retention: Any = None if kept == "None" else int(kept)
     reuse = prefix_reuse(
         block, mamba_align=align, prefix_match_unit=unit, retention_interval=retention
     )
-    return PrefixFloor(
-        True, reuse.block_size, reuse.unit, reuse.floor,
-        f"{reuse.sentence}; read from the server's {CACHE_CONFIG_INFO}", dict(labels),
-    )  # fmt: skip
+    said = f"{reuse.sentence}; read from the server's {CACHE_CONFIG_INFO}"
+    if align:  # vLLM 0.32.0-0.34.0 default it to 0 (CacheConfig, vllm/config/cache.py)
+        said += f", prefix_cache_retention_interval={kept}" + (
+            " (vLLM's default in 0.32.0-0.34.0: a prompt sharing only part of an earlier one "
+            "misses until a second such prompt pins the junction; --prefix-cache-retention-"
+            f"interval N, a multiple of {reuse.block_size:,}, also keeps a state every N tokens, "
+            "None keeps all, holding more cache)" if kept == "0" else ""
+        )  # fmt: skip
+    return PrefixFloor(True, reuse.block_size, reuse.unit, reuse.floor, said, dict(labels))
 
 
 def sweep_floor_line(label: str, labels: Mapping[str, str]) -> str | None:

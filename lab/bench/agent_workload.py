@@ -118,7 +118,14 @@ class AgentWorkload:
         land on ``block``-token boundaries and that evicts nothing: each prompt hits its leading
         whole blocks that an earlier prompt holds, at most its length - 1 tokens (vLLM 0.32.0
         ``KVCacheManager.get_computed_blocks``). Requests in flight together cannot reuse each
-        other, so a higher concurrency hits at most this."""
+        other, so a higher concurrency hits at most this. It counts every block boundary as a
+        place a hit can end, as on an attention-only model or a hybrid served with
+        ``--prefix-cache-retention-interval None``; a hybrid at vLLM's default
+        ``prefix_cache_retention_interval`` 0 (0.32.0-0.34.0, ``CacheConfig``, vllm/config/
+        cache.py) keeps Mamba states only at each prompt's end and at shared-prefix junctions
+        a second request has pinned: there the second session's first prompt misses the shared
+        system prompt and tools (it pins that junction for the sessions after it), and the
+        measured hits fall below this (the sweep's reuse-floor line names the server's value)."""
         seen: set[int] = set()
         hits = 0
         for ids in self.token_ids:

@@ -24,6 +24,19 @@ def test_the_floor_read_from_cache_config_labels():
     assert gpu.sentence.startswith("prefix caching reuses whole 2,128-token blocks")
     assert "--prefix-match-unit U (a divisor of 2,128)" in gpu.sentence
     assert "each prompt's end (its length - 1)" in gpu.sentence  # retention interval 0
+    # which setting limits it, by vLLM's name, with its default and the flag that changes it
+    # (the recorded real server reports 0, CacheConfig's default in vLLM 0.32.0)
+    assert off.labels["prefix_cache_retention_interval"] == "0"
+    assert "vllm:cache_config_info, prefix_cache_retention_interval=0 (vLLM's default in " in (
+        gpu.sentence
+    )
+    assert "--prefix-cache-retention-interval N, a multiple of 2,128, also keeps a state" in (
+        gpu.sentence
+    )
+    dense = prefix_floor(
+        cache_config_labels(True, 2128, "align", prefix_cache_retention_interval="None")
+    )
+    assert dense.sentence.endswith("prefix_cache_retention_interval=None")
     # with --prefix-match-unit 16: hits on 16-token boundaries where a Mamba state is stored
     fine = prefix_floor(cache_config_labels(True, 2128, "align", prefix_match_unit="16"))
     assert (fine.block_size, fine.unit, fine.floor) == (2128, 16, 16)
@@ -31,5 +44,6 @@ def test_the_floor_read_from_cache_config_labels():
     # attention only: the block, no Mamba words
     attn = prefix_floor(cache_config_labels(True, 32, "none"))
     assert attn.floor == 32 and "Mamba" not in attn.sentence
+    assert "retention" not in attn.sentence  # it applies to Mamba and sliding-window groups only
     with pytest.raises(BenchError, match="cache_config_info"):
         prefix_floor({"engine": "0"})
