@@ -64,7 +64,7 @@ slo_search = 2  # extra points per candidate and workload that bisect its SLO li
 concurrencies = None  # None means the workload's
 num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
 servers = None  # {candidate name: base URL} of servers you already run: measured there, never launched or stopped
-out_dir = None  # None means out/tune/<target>[-standin]; the same folder resumes an interrupted run
+out_dir = None  # None means out/tune/<target>[-standin] (a relative folder is under out/); the same folder resumes an interrupted run
 retry_failed = False  # True: launch again a candidate whose start failed in an earlier run
 
 # %%

@@ -208,6 +208,8 @@ def tune(
         gpu_count: GPUs behind each server (default: each config's, at least 1; the stand-in
             counts as 1).
         out_dir: the run's folder (default ``out/tune/<target>[-standin]``); reused to resume.
+            A relative one is under the cookbook's ``out/`` wherever this runs
+            (:func:`run_folder`).
         servers: ``{candidate name: base URL}`` of servers already running that candidate:
             measured there, never launched or stopped.
         include_recipe: measure the target's own command as ``"recipe"``.
@@ -292,7 +294,7 @@ def tune(
             f"{[c.name for c in cands]}."
         )
     tag = f"{target.target}{'-standin' if stand_in else ''}"
-    folder = Path(out_dir) if out_dir is not None else _out_dir("tune", tag)
+    folder = run_folder(out_dir, tag)
     folder.mkdir(parents=True, exist_ok=True)
     with _only_run_on(folder):
         installed = installed_vllm_version()
@@ -417,6 +419,21 @@ def tune(
                          run=run, skipped=skipped, repeats=reps, api_prices=prices)  # fmt: skip
         result.save()
     return result
+
+
+def run_folder(out_dir: str | Path | None, tag: str) -> Path:
+    """The tuning run's folder, absolute: ``out_dir`` as given when absolute; a relative one
+    under the cookbook's ``out/`` (:func:`helpers.paths.out_dir`, ``$COOKBOOK_OUT`` if set),
+    a leading ``out/`` read as that folder, so ``"out/tune/mine"`` and ``"tune/mine"`` are
+    both ``<out>/tune/mine`` from a notebook (which runs in ``notebooks/``), a script or a
+    shell alike; None: ``<out>/tune/<tag>``."""
+    if out_dir is None:
+        return _out_dir("tune", tag)
+    path = Path(out_dir).expanduser()
+    if path.is_absolute():
+        return path
+    parts = path.parts[1:] if path.parts[:1] == ("out",) else path.parts
+    return _out_dir(*parts)
 
 
 def _check_gpu_here(run: Run, servers: Mapping[str, str]) -> None:

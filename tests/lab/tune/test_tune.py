@@ -262,6 +262,26 @@ def test_a_gpu_run_on_a_machine_without_a_gpu_stops_before_anything_is_fetched_o
     assert launched == [] and not list(tmp_path.glob("*/failures.json"))
 
 
+@pytest.mark.parametrize("given", ["out/tune/mine", "tune/mine"])
+def test_a_relative_out_dir_is_under_the_cookbooks_out_wherever_the_run_starts(
+    given, tmp_path, monkeypatch
+):
+    """A notebook runs in notebooks/: out_dir="out/tune/mine" landed in notebooks/out/tune/mine
+    while the output said out/tune/mine. Now it is <out>/tune/mine, and the result says so."""
+    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "out"))
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    result = tuning.tune(resolve("h200"), TINY, mode="stand_in", only=[], out_dir=given,
+                         progress=False)  # fmt: skip
+    assert result.folder == tmp_path / "out" / "tune" / "mine" and result.folder.is_absolute()
+    assert (tmp_path / "out" / "tune" / "mine" / "tune.json").is_file()
+    assert (
+        not (tmp_path / "notebooks" / "out").exists()
+        and not (tmp_path / "notebooks" / "tune").exists()
+    )
+    assert tuning.run_folder(tmp_path / "abs", "h200") == tmp_path / "abs"
+
+
 # ------------------------------------------------------------------------------ real server
 
 
