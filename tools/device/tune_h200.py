@@ -221,7 +221,8 @@ def main(argv=None) -> int:
     global T0
     T0 = time.monotonic()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=REPO / "out" / "tune-h200")
+    # resolved here: a shell's relative DIR is from its folder (tune() puts a relative one under out/)
+    p.add_argument("--out", type=lambda s: Path(s).resolve(), default=REPO / "out" / "tune-h200")
     p.add_argument("--budget-s", type=float, default=0, help="device seconds left (0: no limit)")
     p.add_argument("--c1", action="store_true", help="also the concurrency-1 decode candidates")
     p.add_argument(
