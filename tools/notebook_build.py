@@ -114,8 +114,7 @@ def render(spec: NotebookSpec, registry: RegistryLike = None):
     t["shell_command"] = recipes.resolve(spec.target, registry=reg).shell_command()
     # what was measured for the target (its GPU runs, the tuning step's best per workload) is on
     # the results page (:func:`measured_page`); the notebook links its section
-    sections = {} if spec.stand_in else _measured_sections(reg)
-    measured = spec.target in sections
+    measured = not spec.stand_in and _measured_section(spec.target, reg) is not None
     if t["colab_runtime"]:
         from helpers.memory import planner
 
@@ -174,29 +173,36 @@ def render_topic(path: Path):
 MEASURED_PAGE = REPO_ROOT / "docs" / "results" / "measured.md"
 
 
-def _measured_sections(registry: RegistryLike = None) -> dict[str, str]:
-    """``{target: markdown}`` for each GPU target with a measurement (a notebook run on it,
-    ``tools.results_pages.measured_reference``) or a tuning result that applies to it
-    (``tools.tune_pages.recommendation_markdown``), in registry order."""
-    from helpers.config import load
+def _measured_section(name: str, reg) -> str | None:
+    """The markdown of target ``name``'s section of the results page, or None when nothing was
+    measured for it: its notebook's runs on that GPU (``tools.results_pages.measured_reference``)
+    and the tuning step's results that apply to it (``tools.tune_pages.recommendation_markdown``)."""
     from tools.results_pages import measured_reference
     from tools.tune_pages import recommendation_markdown
 
+    t = reg.targets[name]
+    if t.stand_in:
+        return None
+    parts = [measured_reference(name), recommendation_markdown(name, registry=reg)]
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    # the paragraphs link as from notebooks/; the page lies in docs/results/
+    text = "\n\n".join(parts).replace("](../docs/results/", "](")
+    nb = name.replace("-", "_")
+    return (
+        f"## {name}\n\n{t.label}: [`notebooks/{nb}.ipynb`](../../notebooks/{nb}.ipynb)\n\n{text}\n"
+    )
+
+
+def _measured_sections(registry: RegistryLike = None) -> dict[str, str]:
+    """``{target: markdown}`` for each GPU target with a measurement (:func:`_measured_section`),
+    in registry order."""
+    from helpers.config import load
+
     reg = load.as_registry(registry)
-    out = {}
-    for name, t in reg.targets.items():
-        if t.stand_in:
-            continue
-        parts = [measured_reference(name), recommendation_markdown(name, registry=reg)]
-        parts = [p for p in parts if p]
-        if parts:
-            # the paragraphs link as from notebooks/; the page lies in docs/results/
-            text = "\n\n".join(parts).replace("](../docs/results/", "](")
-            nb = name.replace("-", "_")
-            out[name] = (
-                f"## {name}\n\n{t.label}: [`notebooks/{nb}.ipynb`](../../notebooks/{nb}.ipynb)\n\n{text}\n"
-            )
-    return out
+    sections = {name: _measured_section(name, reg) for name in reg.targets}
+    return {name: text for name, text in sections.items() if text}
 
 
 def measured_page(registry: RegistryLike = None) -> str:
