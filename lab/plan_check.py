@@ -56,11 +56,11 @@ def server_log_figures(log: str | Path) -> dict[str, Any]:
     pool = re.findall(SERVER_FIGURES["cudagraph_pool_gib"], text)
     if pool:
         out["cudagraph_actual_gib"] = float(pool[-1][0])
-    estimate = re.findall(SERVER_FIGURES["cudagraph_estimate_gib"], text)
+    # the V1 runner's estimate line, else the pool line's "(estimated)" (the V2 runner's)
+    found = re.findall(SERVER_FIGURES["cudagraph_estimate_gib"], text)
+    estimate = [a for a, _ in found if a] or [b for _, b in found]
     if estimate:
         out["cudagraph_estimate_gib"] = float(estimate[-1])
-    elif pool:
-        out["cudagraph_estimate_gib"] = float(pool[-1][1])
     util = re.findall(SERVER_FIGURES["cudagraph_utilization"], text)
     if util:
         u, v, sug = (float(x) for x in util[-1])

@@ -9,6 +9,7 @@ naming the vLLM source it follows.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,8 +19,20 @@ from helpers.memory.architecture import Architecture, GiB, _cdiv, dtype_bytes
 from helpers.memory.plan import Plan, judge
 from helpers.memory.tokenbudget import _arg, _before, config_token_budget
 
-#: vLLM's default ``--gpu-memory-utilization`` (vllm/config/cache.py).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: vLLM's unset ``--gpu-memory-utilization``: 0.92 (vllm/config/cache.py, 0.28.0-0.33.0); 1.0
+#: from 0.34.0 on CUDA, its extensible KV cache on (``resolved_gpu_memory_utilization``).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+EXTENSIBLE_KV_CACHE_SINCE = (0, 34)
+#: GiB outside vLLM's share under which CUDA-graph capture after the KV cache ran out of memory:
+#: 0.45 failed, 0.67 ran on 22.4 GiB (vllm #57475); 1.37 past the share (vllm PR #51590's thread).
+CAPTURE_HEADROOM_GIB = 2.0
+
+
+def default_gpu_memory_utilization(vllm_version: str | None) -> float:
+    """vLLM's unset ``--gpu-memory-utilization`` on a GPU for ``vllm_version`` ("0.32.0"; None: newest)."""
+    return 1.0 if not _before(vllm_version, EXTENSIBLE_KV_CACHE_SINCE) else 0.92
+
+
 #: Assumed GiB for vLLM's profiled activation peak + CUDA graphs + non-torch memory per GPU
 #: (not measured here: read "Available KV cache memory" in the server log and pass
 #: ``kv_budget_gb`` to plan with the real figure).
@@ -270,7 +283,7 @@ def plan(
     tp = shape.tensor_parallel
     pages = _pages(cfg, a, device, tp, num_spec, dtypes)
     group_size, attn_groups, mamba_groups = _layer_groups(a)
-    budget = _budget(cfg, device, tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb)
+    budget = _budget(cfg, device, tp, gpu_memory_gb, activation_reserve_gb, kv_budget_gb, version)
     p = Plan(
         label=cfg.label or cfg.target,
         arch=a,
@@ -309,6 +322,18 @@ def plan(
             ).sentence
         )
     judge(p)
+    headroom = p.gpu_memory_gib * (1 - p.gpu_memory_utilization)
+    sized_first = _before(version, EXTENSIBLE_KV_CACHE_SINCE) or cfg.args.get(
+        "--no-enable-extensible-kv-cache") or cfg.args.get("--disable-extensible-kv-cache")  # fmt: skip
+    if device == "gpu" and not _eager(cfg) and sized_first and headroom < CAPTURE_HEADROOM_GIB:
+        p.reasons.append(
+            f"CUDA graphs are captured after the KV cache is sized, in the {headroom:.2f} GiB "
+            f"that --gpu-memory-utilization {p.gpu_memory_utilization:g} leaves of "
+            f"{p.gpu_memory_gib:g} GiB; under {CAPTURE_HEADROOM_GIB:g} GiB, starts have run out "
+            f"of memory at capture (vllm #57475): if this one does, lower "
+            f"--gpu-memory-utilization to {math.floor(100 - CAPTURE_HEADROOM_GIB / p.gpu_memory_gib * 100) / 100:g}, or capture fewer graphs "
+            "(--max-cudagraph-capture-size) or none (--enforce-eager)."
+        )
     return p
 
 
@@ -456,7 +481,7 @@ class _Budget(NamedTuple):
 
 
 def _budget(
-    cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb
+    cfg, device: str, tp: int, gpu_memory_gb, activation_reserve_gb, kv_budget_gb, version=None
 ) -> _Budget:
     """The KV-cache budget per GPU, and where it came from: ``memory x
     --gpu-memory-utilization - weights - drafter - activation reserve`` (weights split over tensor
@@ -466,7 +491,7 @@ def _budget(
     Raises:
         RecipeError: a CPU config without ``VLLM_CPU_KVCACHE_SPACE``.
     """
-    util = float(_arg(cfg, "--gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    util = float(_arg(cfg, "--gpu-memory-utilization", default_gpu_memory_utilization(version)))
     mem = float(
         gpu_memory_gb if gpu_memory_gb is not None else (cfg.gpu or {}).get("memory_gb") or 0
     )

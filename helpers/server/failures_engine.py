@@ -4,6 +4,8 @@ tokenizer, speculative decoding, kernels, a stall), declared as :mod:`helpers.se
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from typing import Any
 
@@ -60,11 +62,12 @@ def _kv_too_small(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         to = f"lower --max-model-len to {fits}"
     else:
         to = f"lower --max-model-len to {est.group(1)}" if est else "lower --max-model-len"
+    graphs, knobs = _graph_reserve(text)
     return Diagnosis(
         "kv_cache_too_small",
         f"one sequence of --max-model-len {max_len} tokens needs more KV cache than is left "
-        "after loading the weights",
-        f"{to}, raise --gpu-memory-utilization, or serve the smaller NVFP4 variant",
+        f"after loading the weights{graphs}",
+        f"{to}, raise --gpu-memory-utilization, {knobs}or serve the smaller NVFP4 variant",
         _line_of(m, text),
     )
 
@@ -81,14 +84,38 @@ def _kv_too_small(m: re.Match[str], text: str, config: Any) -> Diagnosis:
 def _no_cache_memory(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     util = _flag_value(config, "--gpu-memory-utilization")
     now = f" (now {util})" if util else ""
+    graphs, knobs = _graph_reserve(text)
     return Diagnosis(
         "no_cache_memory",
         "the weights and activations used all the memory vLLM may take, so none is left "
-        "for the cache blocks",
-        f"raise --gpu-memory-utilization{now}, lower --max-model-len / --max-num-seqs, or "
+        f"for the cache blocks{graphs}",
+        f"raise --gpu-memory-utilization{now}, lower --max-model-len / --max-num-seqs, {knobs}or "
         "serve the smaller NVFP4 variant",
         _line_of(m, text),
     )
+
+
+def _graph_reserve(text: str) -> tuple[str, str]:
+    """``(cause, knobs)`` words for the CUDA-graph memory vLLM reserved before sizing the KV
+    cache (vllm/v1/worker/gpu_worker.py determine_available_memory, vLLM 0.32.0-0.34.0), or
+    ``("", "")`` when the log shows no estimate."""
+    fig = vllm_log.memory_figures(text)
+    if not fig.get("estimate"):
+        return "", ""
+    left = f", leaving {fig['available']:g} GiB" if "available" in fig else ""
+    return (
+        f" (vLLM reserved {fig['estimate']:.2f} GiB of it for CUDA graphs{left})",
+        f"shrink that reserve with --max-cudagraph-capture-size {_fewer_graphs(fig)} or "
+        f"--enforce-eager, or stop reserving it ({vllm_log.CUDAGRAPH_ESTIMATE_ENV}=0, at the "
+        "risk of running out of memory at capture), ",
+    )
+
+
+def _fewer_graphs(fig: dict[str, float]) -> str:
+    """A smaller ``--max-cudagraph-capture-size``: half the logged one (vLLM 0.32.0's default
+    is min(2 x max_num_seqs x decode tokens, 512): vllm/config/vllm.py _set_cudagraph_sizes)."""
+    size = int(fig.get("capture_size") or 0)
+    return f"{max(size // 2, 1)} (now {size})" if size > 1 else "N (fewer decode batch sizes)"
 
 
 @failure(
@@ -107,20 +134,63 @@ def _no_cache_memory(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     ),
 )
 def _cuda_oom(m: re.Match[str], text: str, config: Any) -> Diagnosis:
-    phase = "while profiling or capturing CUDA graphs"
+    """Loading the weights; capturing CUDA graphs after the KV cache was sized (the log's
+    "Available KV cache memory" / "KV cache size" before the error: vllm #57475); or profiling.
+    The utilization step is the allocation's shortfall (torch's "Tried to allocate ... of
+    which ... is free") as a share of the GPU, plus one point."""
     if re.search(vllm_log.LOAD_STARTED, text) and not re.search(vllm_log.LOAD_FINISHED, text):
-        phase = "while loading the weights"
-    if phase == "while loading the weights":
-        fix = (
+        return Diagnosis(
+            "out_of_memory",
+            "the GPU ran out of memory while loading the weights",
             "serve the smaller NVFP4 variant or more GPUs (--tensor-parallel-size), "
-            "and check nothing else holds GPU memory (nvidia-smi)"
+            "and check nothing else holds GPU memory (nvidia-smi)",
+            _line_of(m, text),
         )
-    else:
-        fix = (
-            "lower --gpu-memory-utilization (e.g. 0.85) and --max-model-len / --max-num-seqs, "
-            "or serve the smaller NVFP4 variant"
+    fig = vllm_log.memory_figures(text)
+    flag = _flag_value(config, "--gpu-memory-utilization")
+    util = float(flag) if flag else fig.get("util")
+    graphs = (
+        f"capture fewer CUDA graphs (--max-cudagraph-capture-size {_fewer_graphs(fig)}, or a "
+        "short --cudagraph-capture-sizes list) or none (--enforce-eager: slower decoding)"
+    )
+    before = text[: m.start()]
+    f = vllm_log.SERVER_FIGURES
+    if not (re.search(f["available_gib"], before) or re.search(f["kv_tokens"], before)):
+        return Diagnosis(
+            "out_of_memory",
+            "the GPU ran out of memory while profiling (the dummy batch or the CUDA-graph "
+            "estimate, before the KV cache is sized)",
+            f"lower --max-num-batched-tokens (the profiled batch) and --max-model-len / "
+            f"--max-num-seqs, {graphs}, or serve the smaller NVFP4 variant",
+            _line_of(m, text),
         )
-    return Diagnosis("out_of_memory", f"the GPU ran out of memory {phase}", fix, _line_of(m, text))
+    short = fig["want"] - fig["free"] if "want" in fig else None
+    lower = "lower --gpu-memory-utilization" + (f" below {util:g}" if util else "")
+    if util and short is not None and fig.get("total"):
+        step = (math.ceil(short / fig["total"] * 100) + 1) / 100
+        lower = (
+            f"lower --gpu-memory-utilization to {util - step:.2f} (the allocation was "
+            f"{short:.2f} GiB short of {fig['total']:.1f} GiB: {step:.2f} of the GPU)"
+        )
+    at = f" at --gpu-memory-utilization {util:g}" if util else ""
+    took = f" took {fig['available']:g} GiB" if "available" in fig else " was sized"
+    reserved = (
+        f"; vLLM had reserved {fig['estimate']:.2f} GiB for the graphs"
+        if fig.get("estimate")
+        else ""
+    )
+    unset = ""
+    if re.search(f["cudagraph_profiling_off"], text):
+        reserved = (
+            f"; {vllm_log.CUDAGRAPH_ESTIMATE_ENV}=0 is set, so none was reserved for the graphs"
+        )
+        unset = f"unset {vllm_log.CUDAGRAPH_ESTIMATE_ENV} (vLLM then reserves the graphs' memory before sizing the cache), "
+    return Diagnosis(
+        "out_of_memory",
+        f"the GPU ran out of memory capturing CUDA graphs after the KV cache{took}{at}{reserved}",
+        f"{unset}{lower}, or {graphs}",
+        _line_of(m, text),
+    )
 
 
 @failure(
@@ -430,7 +500,7 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
     "engine_stalled",
     110,
     Wording(
-        (r"Running: 0 reqs,",),
+        (r"Running: \d+ reqs,",),
         "vllm/v1/metrics/loggers.py (LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL s)",
         REGISTRY_RELEASES + OLDER_RELEASES,
     ),
@@ -438,7 +508,8 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
 def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | None:
     found = stalled_span(text)
     if found is None:
-        return None
+        hung = stalled_span(text, running=True)
+        return engine_hung(hung[0], hung[1], config, evidence=hung[2]) if hung else None
     seconds, waiting, line = found
     return Diagnosis(
         "engine_stalled",
@@ -478,3 +549,62 @@ def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "produce NaNs)",
         _line_of(m, text),
     )
+
+
+def _gpus(config: Any) -> tuple[bool, bool, bool]:
+    """(several GPUs, data + expert parallel, NCCL's NVLS left on) for ``config``'s command."""
+    argv = list(config.cli_flags()) if hasattr(config, "cli_flags") else []
+    tp, dp = (int(_flag_value(config, f"--{k}-parallel-size") or 1) for k in ("tensor", "data"))
+    env = {**os.environ, **(getattr(config, "env", None) or {})}
+    nvls = env.get("NCCL_NVLS_ENABLE") != "0"
+    return tp * dp > 1, dp > 1 and "--enable-expert-parallel" in argv, nvls
+
+
+def engine_hung(
+    seconds: float, running: int, config: Any, evidence: str = "", silent: float | None = None
+) -> Diagnosis:
+    """The sentence of an engine whose token counters stop with ``running`` requests running
+    for ``seconds`` (the log's stats lines, or ``/metrics``: VLLMServer.progress_check), the
+    log silent for ``silent`` seconds when known, and the public report it matches: a data +
+    expert parallel engine (vllm #43547), several GPUs with NCCL's NVLS path on (NVIDIA/nccl
+    #2167), else an engine blocked in a kernel or a CUDA synchronisation (vllm #52682)."""
+    several, dp_ep, nvls = _gpus(config)
+    if dp_ep:
+        kind = "the data + expert parallel engine stall of vllm #43547"
+        fix = (
+            "restart the server; to confirm, run the same load with --data-parallel-size 1 "
+            "(tensor parallel) or without --enable-expert-parallel"
+        )
+    elif several and nvls:
+        kind = "NCCL's NVLS hang on several GPUs (NVIDIA/nccl #2167)"
+        fix = "restart with NCCL_NVLS_ENABLE=0 (the registry's multi-GPU commands set it)"
+    else:
+        kind = "an engine blocked in a kernel or a CUDA synchronisation (vllm #52682)"
+        fix = "restart the server; py-spy dump --pid <VLLM::EngineCore pid> shows where it waits"
+    quiet = f", its log silent for {silent:.0f} s" if silent else ""
+    return Diagnosis(
+        "engine_stalled",
+        f"engine hung: {running} requests running, no token counted for {seconds:.0f} s"
+        f"{quiet}, while the API answers; this matches {kind}",
+        fix,
+        evidence,
+    )
+
+
+def silent_phase(phase: str | None, config: Any) -> str:
+    """What to try when a start-up logs nothing in ``phase`` (a
+    :func:`helpers.server.vllm_log.startup_phase` text) for minutes."""
+    kind = vllm_log.phase_kind(phase)
+    several, _, nvls = _gpus(config)
+    nccl = "; on several GPUs NCCL_NVLS_ENABLE=0 (NVIDIA/nccl #2167)" if several and nvls else ""
+    if kind == "loading weights" and nccl:
+        return "several GPUs silent at weight load match NCCL's NVLS hang (NVIDIA/nccl #2167): restart with NCCL_NVLS_ENABLE=0"
+    return {
+        "capturing CUDA graphs": "capture fewer CUDA graphs (--max-cudagraph-capture-size, "
+        "--cudagraph-capture-sizes) or none (--enforce-eager)" + nccl,
+        "compiling (torch.compile)": "a cold compile can be silent for minutes: wait (raise "
+        "startup_timeout), or skip it with --enforce-eager",
+        "building FlashInfer kernels": "the first build is silent for up to ~30 min: raise "
+        "startup_timeout and wait",
+        "loading weights": "check the disk or network the weights come from",
+    }.get(kind, "py-spy dump --pid <VLLM::EngineCore pid> shows where it waits" + nccl)

@@ -170,8 +170,9 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
       and 0.32.0).
     - ``spec_decode`` (error when nothing was accepted, warning when not paying off): the
       last "SpecDecoding metrics" line (:func:`parse_spec_decode_line`).
-    - ``engine_stalled`` (error): stats lines with requests waiting and none running for
-      :data:`helpers.server.vllm_log.STALL_SECONDS` (:func:`helpers.server.vllm_log.stalled_span`).
+    - ``engine_stalled`` (error): stats lines with requests waiting and none running, or
+      running with no throughput, for :data:`helpers.server.vllm_log.STALL_SECONDS`
+      (:func:`helpers.server.vllm_log.stalled_span`).
 
     Args:
         log_text: the server log.
@@ -218,7 +219,7 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
                 checked_releases=REGISTRY_RELEASES + OLDER_RELEASES,
             )  # fmt: skip
         )
-    stall = re.search(vllm_log.NOTHING_RUNNING, text)
+    stall = vllm_log.STATS_LINE.search(text)
     if stall:
         d = _engine_stalled(stall, text, config)
         if d is not None:

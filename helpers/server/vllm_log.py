@@ -65,7 +65,7 @@ PHASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"non-default args:", "parsing arguments"),
         (r"Resolved architecture:", "reading the model config"),
         (r"Initializing a V1 LLM engine", "starting the engine core"),
-        (r"Starting to load model", "loading weights"),
+        (r"Starting to load model|Loading model from scratch", "loading weights"),
         (
             r"Loading (?:safetensors )?checkpoint shards:\s+\d+% Completed \| (\d+/\d+)",
             "loading weights ({} shards)",
@@ -213,8 +213,11 @@ NON_DEFAULT_ARGS = r"non-default args: (\{.*\})\s*$"
 NON_DEFAULT_PORT = r"non-default args: \{.*?'port': (\d+)"
 #: vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory), REGISTRY_RELEASES.
 ESTIMATED_MAX_LEN = r"estimated maximum model length is (\d+)"
-#: *_model_runner.py / default_loader.py (vLLM 0.32.0): weight loading began / ended.
-LOAD_STARTED = r"Starting to load model"
+#: Weight loading began: the V1 runners (gpu_model_runner.py, cpu_model_runner.py; vLLM
+#: 0.32.0, 0.33.0), the V2 runner (v1/worker/gpu/model_runner.py; 0.32.0-0.34.0, the only GPU
+#: runner of 0.34.0) and 0.34.0's CPU runner (v1/worker/cpu/standalone_model_runner.py); ended:
+#: default_loader.py and the runners' "Model loading took" (0.32.0-0.34.0).
+LOAD_STARTED = r"Starting to load model|Loading model from scratch"
 LOAD_FINISHED = r"Model loading took|Loading weights took"
 #: v1/engine/core.py "Initializing a V1 LLM engine (v0.32.0)"; older: "version X.Y.Z".
 ENGINE_VERSION = (r"Initializing a V1 LLM engine \(v?([\w.+-]+)\)", r"version (\d+\.\d+\.\d+\S*)")
@@ -295,19 +298,19 @@ STATS_LINE = re.compile(
 STALL_SECONDS = 60.0
 
 
-def stalled_span(log_text: str) -> tuple[float, int, str] | None:
-    """``(seconds, waiting requests, last line)`` of the last run of stats lines saying
-    "nothing runs, requests wait, no throughput" for at least :data:`STALL_SECONDS` (log time
-    stamps), else None."""
+def stalled_span(log_text: str, running: bool = False) -> tuple[float, int, str] | None:
+    """``(seconds, requests, last line)`` of the last run of stats lines saying "nothing runs,
+    requests wait, no throughput" (``running``: "requests run, no throughput", the requests
+    counted are the running ones) for at least :data:`STALL_SECONDS` (log time stamps), else None."""
     best = None
     start = last = None
     waiting = 0
     line = ""
     for m in STATS_LINE.finditer(log_text or ""):
-        w = int(m.group("waiting") or m.group("pending") or 0)
+        run = int(m.group("running"))
+        w = run if running else int(m.group("waiting") or m.group("pending") or 0)
         stalled = (
-            int(m.group("running")) == 0
-            and w > 0
+            (run > 0 if running else run == 0 and w > 0)
             and float(m.group("prompt")) == 0.0
             and float(m.group("gen")) == 0.0
         )
@@ -347,11 +350,12 @@ SPEC_FIELDS = {
     "drafted_throughput": r"Drafted throughput: ([\d.]+) tokens/s",
 }
 SPEC_CHECKED = REGISTRY_RELEASES + OLDER_RELEASES
-#: The NVFP4 MoE backend vLLM chose (select_nvfp4_moe_backend,
-#: vllm/model_executor/layers/fused_moe/oracle/nvfp4.py; vLLM 0.26.0-0.32.0, read).
-NVFP4_MOE_CHOSEN = r"Using '(?P<backend>\w+)' NvFp4 MoE backend out of potential backends"
-#: The stats line with nothing running (the stall check's cheap first look).
-NOTHING_RUNNING = r"Running: 0 reqs,"
+#: The NVFP4 MoE backend vLLM chose: quoted by select_nvfp4_moe_backend
+#: (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py; vLLM 0.26.0-0.33.0, read), unquoted
+#: by 0.34.0's oracle/base.py make_log_backend ("Using MARLIN NvFp4 MoE backend out of ...").
+NVFP4_MOE_CHOSEN = (
+    r"Using '?(?P<backend>\w+)'? NvFp4 MoE (?:LoRA )?backend out of potential backends"
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -359,8 +363,8 @@ NOTHING_RUNNING = r"Running: 0 reqs,"
 # ---------------------------------------------------------------------------------------
 
 #: Checked in vLLM 0.26.0 (recorded H200 logs), 0.28.0 (recorded H200 logs: the CUDA-graph
-#: lines) and 0.32.0 (source, recorded H200 logs and the stand-in's log).
-SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.28.0", "vllm 0.32.0")
+#: lines), 0.32.0 (source, recorded H200 logs and the stand-in's log), 0.33.0 and 0.34.0 (source).
+SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.28.0", "vllm 0.32.0", "vllm 0.33.0", "vllm 0.34.0")
 SERVER_FIGURES = {
     # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
     # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
@@ -371,16 +375,20 @@ SERVER_FIGURES = {
     "padding": r"Padding mamba page size by ([\d.]+)%",
     "block_size": r"Setting attention block size to (\d+) tokens",
     # vllm/v1/worker/gpu_worker.py (GPU) / cpu_worker.py (CPU)
-    "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
+    "available_gib": r"Available KV cache memory: ([-\d.]+) GiB",
     "cpu_explicit_gib": r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache",
     "dtype": r"Initializing a V1 LLM engine .*? dtype=torch\.(\w+)",
-    # the CUDA-graph memory estimate reserved before the KV cache is sized (vLLM >= 0.21):
-    # vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory (the V1 runner; recorded by
-    # vLLM 0.28.0 on the H200), the V2 runner (vllm/v1/worker/gpu/, vLLM 0.32.0's default on
-    # the H200) logs no such line, only the pool line after capture (gpu_worker.py)
-    "cudagraph_estimate_gib": r"Estimated CUDA graph memory: ([\d.]+) GiB total",
+    # the CUDA-graph memory estimate reserved before the KV cache is sized (vLLM >= 0.21): the
+    # V1 runner's line (vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory; 0.28.0
+    # recorded on the H200, 0.32.0, 0.33.0); the V2 runner (vllm/v1/worker/gpu/, 0.32.0's
+    # default on the H200, 0.34.0's only one) logs it in the pool line after capture
+    # (gpu_worker.py, 0.32.0-0.34.0), and before capture only as the utilization shift below
+    "cudagraph_estimate_gib": (
+        r"Estimated CUDA graph memory: ([\d.]+) GiB total|"
+        r"CUDA graph pool memory: [\d.]+ GiB \(actual\), ([\d.]+) GiB \(estimated\)"
+    ),
     "cudagraph_pool_gib": r"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)",
-    # vllm/v1/worker/gpu_worker.py (determine_available_memory), vLLM 0.28.0 and 0.32.0
+    # vllm/v1/worker/gpu_worker.py (determine_available_memory), vLLM 0.28.0, 0.32.0-0.34.0
     "cudagraph_utilization": (
         r"CUDA graph memory profiling is enabled \(default since v[\d.]+\)\. The current "
         r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+) "
@@ -393,9 +401,47 @@ SERVER_FIGURES = {
     # vllm/v1/worker/gpu_model_runner.py and vllm/v1/worker/gpu/model_runner.py (load_model)
     "weights_gib": r"Model loading took ([\d.]+) GiB memory",
 }
-#: The environment variable that turns the CUDA-graph estimate off (vllm/envs.py, vLLM 0.32.0;
-#: default "1" since vLLM 0.21.0).
+#: The environment variable that turns the CUDA-graph estimate off (vllm/envs.py, vLLM 0.32.0,
+#: 0.33.0, 0.34.0; default "1" since vLLM 0.21.0).
 CUDAGRAPH_ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+#: torch's CUDA out-of-memory sizes (c10/cuda/CUDACachingAllocator.cpp; torch 2.13.0 keeps the
+#: text in libc10_cuda, not in the CPU wheel: read in tests/data/logs/out_of_memory_profiling.log
+#: and in vllm #57475's quoted log, "Tried to allocate 136.00 MiB ... of which 120.88 MiB is free").
+TORCH_OOM_SIZES = (
+    r"Tried to allocate (?P<want>[\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of "
+    r"(?P<total>[\d.]+ [KMG]iB) of which (?P<free>[\d.]+ [KMG]iB) is free"
+)
+#: "non-default args" (api_utils.py) and the engine's config line (v1/engine/core.py), 0.32.0-0.34.0.
+LOGGED_UTILIZATION = r"'gpu_memory_utilization': ([\d.]+)"
+CAPTURE_SIZE = r"'max_cudagraph_capture_size': (\d+)"
+
+
+def memory_figures(text: str) -> dict[str, float]:
+    """The start-up's memory figures in GiB (the last of each), as the diagnosis reads them:
+    ``available`` (KV cache), ``estimate`` (CUDA graphs; vLLM 0.34.0 logs it only as the
+    utilization shift, turned into GiB with ``total``), ``util`` / ``util_without`` (the
+    utilization and its equivalent without the estimate), ``want`` / ``total`` / ``free`` (an
+    out-of-memory error's sizes), ``capture_size`` (graphs); absent keys were not logged."""
+    out: dict[str, float] = {}
+    f = SERVER_FIGURES
+    for key, pattern in (("available", f["available_gib"]), ("util", LOGGED_UTILIZATION),
+                         ("capture_size", CAPTURE_SIZE)):  # fmt: skip
+        found = re.findall(pattern, text)
+        if found:
+            out[key] = float(found[-1])
+    found = re.findall(f["cudagraph_estimate_gib"], text)
+    if found:
+        out["estimate"] = float(found[-1][0] or found[-1][1])
+    shift = re.findall(f["cudagraph_utilization"], text)
+    if shift:
+        out["util"], out["util_without"] = float(shift[-1][0]), float(shift[-1][1])
+    oom = re.search(TORCH_OOM_SIZES, text)
+    for key, size in (oom.groupdict() if oom else {}).items():
+        number, unit = size.split()
+        out[key] = float(number) * {"KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0}[unit]
+    if "estimate" not in out and "util_without" in out and "total" in out:
+        out["estimate"] = (out["util"] - out["util_without"]) * out["total"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------

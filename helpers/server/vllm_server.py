@@ -31,6 +31,7 @@ from helpers.server.command import (
 from helpers.server.diagnose import start_failure
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
+from helpers.server.failures_engine import engine_hung, silent_phase
 from helpers.server.phase_line import PhaseLine
 from helpers.server.processes import (
     ServerRecord,
@@ -65,6 +66,9 @@ DEFAULT_GRACE_PERIOD = 30.0
 HEARTBEAT_S = 30.0
 #: Seconds between looks at the log and ``/health`` while waiting for the start.
 POLL_S = 0.5
+#: Seconds without a log line after which the start wait's heartbeat says the phase went
+#: silent, with what to try (:func:`helpers.server.failures_engine.silent_phase`).
+SILENT_S = 120.0
 _DEFAULT = object()
 
 ProgressFn = Callable[[str, float], None]
@@ -418,11 +422,11 @@ class VLLMServer(ServerEndpoint):
         follower = LogFollower(self.log_path)
         t0 = self._launched_at or time.monotonic()
         last_said, said_phase, last_line = 0.0, None, ""
-        phase_since = 0.0
+        phase_since = heard = 0.0
         while True:
             for line in follower.new_lines():
                 if not line.startswith("# helpers.server.vllm_server"):
-                    last_line = line
+                    last_line, heard = line, time.monotonic() - t0
                 ph = startup_phase(line)
                 if ph:
                     if phase_kind(ph) != phase_kind(self.phase):
@@ -456,23 +460,76 @@ class VLLMServer(ServerEndpoint):
                 warn_findings(self.log_tail(5000), self.config)  # what the running log shows wrong
                 yield True
                 return
+            quiet = elapsed - heard
+            silent = (
+                f"; no log line for {quiet:.0f} s: {silent_phase(self.phase, self.config)}"
+                if quiet >= SILENT_S
+                else ""
+            )
             if elapsed > timeout:
                 self._fail(
                     f"vLLM did not answer /health within {timeout:.0f} s; it was "
-                    f"'{self.phase}' since {phase_since:.0f} s (last log line: {last_line[:200]!r}). "
-                    "If the start is just slow (first download, cold compile), raise "
-                    "startup_timeout; otherwise read the log",
+                    f"'{self.phase}' since {phase_since:.0f} s{silent} (last log line: "
+                    f"{last_line[:200]!r}). If the start is just slow (first download, cold "
+                    "compile), raise startup_timeout; otherwise read the log",
                     elapsed,
                 )
             if elapsed - last_said >= HEARTBEAT_S:
                 self._line.say(
                     self.progress,
-                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase)",
+                    f"still {self.phase} ({elapsed - phase_since:.0f} s in this phase{silent})",
                     elapsed,
                     kind=phase_kind(self.phase),
                 )
                 last_said = elapsed
             yield False
+
+    def engine_counters(self) -> dict[str, float]:
+        """``{"running", "waiting", "tokens"}`` from ``GET /metrics`` now: the request gauges and
+        prompt + generation tokens counted since start (vLLM's ``vllm:num_requests_running``,
+        ``vllm:num_requests_waiting``, ``vllm:prompt_tokens_total``,
+        ``vllm:generation_tokens_total``: vllm/v1/metrics/loggers.py, 0.32.0-0.34.0), summed
+        over engines.
+
+        Raises:
+            CookbookError: ``/metrics`` does not answer 200 (names the URL).
+        """
+        from prometheus_client.parser import text_string_to_metric_families
+
+        status, body = self._get("/metrics", timeout=10)
+        if status != 200:
+            raise CookbookError(f"{self.url}/metrics answered HTTP {status}: is it a vLLM server?")
+        names = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+                 "vllm:prompt_tokens_total": "tokens", "vllm:generation_tokens_total": "tokens"}  # fmt: skip
+        out = dict.fromkeys(names.values(), 0.0)
+        for family in text_string_to_metric_families(body):
+            for sample in family.samples:
+                if sample.name in names:
+                    out[names[sample.name]] += sample.value
+        return out
+
+    def progress_check(self, seconds: float = 60.0, poll: float = 2.0) -> Diagnosis | None:
+        """Watch :meth:`engine_counters` for ``seconds`` (a look every ``poll`` s): a
+        :class:`~helpers.server.failures.Diagnosis` when requests run all along and no token is
+        counted (:func:`helpers.server.failures_engine.engine_hung` names the kind it matches,
+        and how long the log has been silent), None as soon as one moves or nothing runs.
+        Keep ``seconds`` above the longest prefill: vLLM counts a prompt when its prefill ends.
+
+        Raises:
+            CookbookError: as :meth:`engine_counters`.
+        """
+        first = self.engine_counters()
+        end = time.monotonic() + seconds
+        while True:
+            now = self.engine_counters()
+            if not now["running"] or now["tokens"] != first["tokens"]:
+                return None
+            if time.monotonic() >= end:
+                break
+            time.sleep(poll)
+        log = Path(self.log_path) if self.log_path else None
+        quiet = time.time() - log.stat().st_mtime if log and log.exists() else None
+        return engine_hung(seconds, int(now["running"]), self.config, self.log_tail(1), quiet)
 
     def _stranger_on_port(self) -> str | None:
         """Who listens on our port when it is not our process group (None: ours, or unseen)."""

@@ -40,7 +40,10 @@ def test_architecture_from_the_registry():
 
 def test_h100_nvfp4_byte_counts_by_hand():  # on the seeds' pin, 0.28.0 (2 Mamba blocks per request)
     """1x H100, NVFP4, --kv-cache-dtype fp8, --mamba-ssm-cache-dtype float16 (fast_ssm_cache)."""
-    cfg = recipes.resolve("h100", vllm_version="0.28.0")
+    # the arithmetic at 0.9 (unset, vLLM's default is 0.92: test_the_default_utilization_is_the_release_s)
+    cfg = recipes.resolve(
+        "h100", vllm_version="0.28.0", extra_args={"--gpu-memory-utilization": 0.9}
+    )
     assert (
         cfg.args["--kv-cache-dtype"] == "fp8" and cfg.args["--mamba-ssm-cache-dtype"] == "float16"
     )
@@ -89,7 +92,9 @@ def test_h100_nvfp4_byte_counts_by_hand():  # on the seeds' pin, 0.28.0 (2 Mamba
 
 def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
     """vendor 003: 32000 in / 2000 out at concurrency 256 on 1x H100 NVFP4, fp8 KV, recipe flags."""
-    cfg = recipes.resolve("h100", vllm_version="0.28.0")
+    cfg = recipes.resolve(
+        "h100", vllm_version="0.28.0", extra_args={"--gpu-memory-utilization": 0.9}
+    )
     assert int(cfg.args["--max-num-seqs"]) == 256
     p = planner.plan(cfg, max_model_len=34_048)
     # ceil(34048 / 2128) = 16 attention blocks + 8 Mamba blocks = 24 -> 8212 // 24 = 342 >= 256
@@ -106,7 +111,11 @@ def test_seed_config_256_seqs_on_one_h100_nvfp4_fits():
 
 def test_bf16_on_one_h100_leaves_little_room():
     """launch post: BF16 on 1x H100 (60 GB of weights on 80 GB)."""
-    p = planner.plan(recipes.resolve("h100-bf16", vllm_version="0.27.1"))
+    p = planner.plan(
+        recipes.resolve(
+            "h100-bf16", vllm_version="0.27.1", extra_args={"--gpu-memory-utilization": 0.9}
+        )
+    )
     # KV dtype auto = bf16: 2 x 2 x 128 x 2 B = 1024 B per token per layer, 6144 B per token
     assert p.kv_bytes_per_token == 6144
     # block = 16 x ceil(1085440 / (16 x 1024)) = 16 x 67 = 1072 tokens; page 1,097,728 B
@@ -458,3 +467,33 @@ def test_the_line_step_1_prints_names_the_prefix_caches_reuse_floor():
         "; prefix caching reuses whole 2,128-token blocks (a shorter shared prefix never hits)"
     )
     assert plan_target(resolve_target("cpu")).verdict.endswith("; no prefix caching")
+
+
+def test_the_default_utilization_is_the_release_s():
+    """An unset --gpu-memory-utilization is 0.92 up to vLLM 0.33.0 and 1.0 from 0.34.0 on CUDA
+    (vllm/config/cache.py CacheConfig.gpu_memory_utilization, resolved_gpu_memory_utilization)."""
+    h200 = recipes.resolve("h200")
+    assert "--gpu-memory-utilization" not in h200.args
+    for version, util in (("0.28.0", 0.92), ("0.32.0", 0.92), ("0.33.0", 0.92), ("0.34.0", 1.0)):
+        p = planner.plan(recipes.resolve("h200", vllm_version=version))
+        assert p.gpu_memory_utilization == util, version
+        assert f"141 GiB x {util:g} utilization" in p.summary()
+    assert planner.default_gpu_memory_utilization("nightly") == 1.0
+
+
+def test_a_small_gpu_at_high_utilization_with_cuda_graphs_is_warned():
+    """The l4 target: 22.5 GiB at 0.95 leaves 1.13 GiB for the graphs captured after the KV
+    cache is sized (vllm #57475); --enforce-eager, a roomier utilization or 0.34.0's extensible
+    KV cache (sized after capture) clear it."""
+    l4 = recipes.resolve("l4")
+    p = planner.plan(l4)
+    warned = [r for r in p.reasons if "CUDA graphs are captured after the KV cache" in r]
+    assert warned and "1.13 GiB" in warned[0] and "--gpu-memory-utilization to 0.91" in warned[0]
+    assert "--enforce-eager" in warned[0] and p.status == "fits"
+    for cleared in (
+        recipes.resolve("l4", extra_args={"--enforce-eager": True}),
+        recipes.resolve("l4", extra_args={"--gpu-memory-utilization": 0.9}),
+        recipes.resolve("l4", vllm_version="0.34.0"),
+        recipes.resolve("h200"),
+    ):
+        assert not any("captured after the KV cache" in r for r in planner.plan(cleared).reasons)

@@ -57,6 +57,7 @@ def _engine_core() -> None:
 class _Handler(http.server.BaseHTTPRequestHandler):
     model = "fake"
     root = "fake"  # vLLM's ModelCard.root: what --model loaded
+    running = 0  # --running: requests vLLM's gauge says run, with token counters that never move
 
     def do_GET(self):  # noqa: N802 - http.server's name
         if self.path == "/health":
@@ -68,6 +69,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         "object": "list",
                         "data": [{"id": self.model, "object": "model", "root": self.root}],
                     }
+                ).encode(),
+                200,
+            )
+        elif self.path == "/metrics":  # vLLM's names and types (vllm/v1/metrics/loggers.py)
+            body, status = (
+                (
+                    "# TYPE vllm:num_requests_running gauge\n"
+                    f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} {self.running}\n'
+                    "# TYPE vllm:num_requests_waiting gauge\n"
+                    f'vllm:num_requests_waiting{{engine="0",model_name="{self.model}"}} 0.0\n'
+                    "# TYPE vllm:prompt_tokens counter\n"
+                    f'vllm:prompt_tokens_total{{engine="0",model_name="{self.model}"}} 120.0\n'
+                    "# TYPE vllm:generation_tokens counter\n"
+                    f'vllm:generation_tokens_total{{engine="0",model_name="{self.model}"}} 37.0\n'
                 ).encode(),
                 200,
             )
@@ -101,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     header lines left out) and exits with the code its header names, as vLLM did (no engine
     child: those failures end the API server before it spawns one); ``--exit-after S`` exits
     with code 3 after S seconds of start-up (its engine child left running);
-    ``--ignore-sigterm`` ignores SIGTERM until ready. Any other flag (every vLLM flag the
+    ``--ignore-sigterm`` ignores SIGTERM until ready; ``--silent-capturing`` logs the start
+    of CUDA-graph capture after the weights and then nothing (a capture that never ends);
+    ``--running N`` serves ``/metrics`` saying N requests run while the token counters never
+    move (a hung engine). Any other flag (every vLLM flag the
     config carries) is accepted and ignored.
     """
     parser = argparse.ArgumentParser()
@@ -114,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", default=None)
     parser.add_argument("--exit-after", type=float, default=None)
     parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--silent-capturing", action="store_true")
+    parser.add_argument("--running", type=int, default=0)
     args, _ = parser.parse_known_args(argv)
     if args.ignore_sigterm:  # a start-up that sits on SIGTERM (vLLM in early init can)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -141,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(3)
     time.sleep(args.ready_after)
     _log("Worker", me, "[default_loader.py:501] Loading weights took 0.01 seconds")
+    if args.silent_capturing:  # vLLM 0.32.0's tqdm text (v1/worker/gpu/cudagraph_utils.py)
+        print("Capturing CUDA graphs (FULL):   0%|          | 0/35 [00:00<?, ?it/s]", flush=True)
+        while True:
+            time.sleep(3600)
     _log(
         "EngineCore",
         me,
@@ -153,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     _Handler.model = args.served_model_name or args.model
     _Handler.root = args.model
+    _Handler.running = args.running
     httpd = http.server.ThreadingHTTPServer((args.host, args.port), _Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _log("APIServer", me, f"[entry.py:140] Starting vLLM server on http://{args.host}:{args.port}")
