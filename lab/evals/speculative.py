@@ -15,7 +15,7 @@ from helpers.config.run import run_of
 from helpers.server.endpoint import make_client
 from lab.agents.noise import noise_tolerant
 from lab.bench.acceptance import measure_acceptance
-from lab.evals.lossless import LOSSLESS_PROMPTS, greedy_tokens
+from lab.evals.lossless import LOSSLESS_CONCURRENCY, LOSSLESS_PROMPTS, greedy_tokens
 
 #: The reasoning budget the budget check asks for (tokens).
 CHECK_BUDGET = 8
@@ -26,10 +26,16 @@ class ModeChecks:
     """What :func:`mode_checks` measured on one mode's server.
 
     Attributes:
-        greedy: token ids per lossless prompt (greedy, 64 tokens at most each).
+        greedy: token ids per lossless prompt (greedy, 64 tokens at most each), one request at
+            a time.
         drafting: the server runs speculative decoding.
         greedy_accepted: draft tokens accepted during the greedy requests (the server's
             counter before and after; drafting only, None when it has no such counter).
+        concurrent: drafting only: the lossless prompts twice over, sent
+            :data:`~lab.evals.lossless.LOSSLESS_CONCURRENCY` at a time (a
+            :class:`~lab.evals.lossless.GreedyOutputs`, ``in_flight`` measured): requests
+            joining and leaving the batch while others draft (vllm #53912).
+        concurrent_accepted: draft tokens accepted during those requests (as ``greedy_accepted``).
         acceptance: :func:`~lab.bench.acceptance.measure_acceptance`'s row (drafting only).
         budget: the reply to a request with a server budget of :data:`CHECK_BUDGET` reasoning
             tokens (drafting only; None on weightless noise that could not be parsed).
@@ -38,6 +44,8 @@ class ModeChecks:
     greedy: list[list[int]]
     drafting: bool = False
     greedy_accepted: int | None = None
+    concurrent: list[list[int]] | None = None
+    concurrent_accepted: int | None = None
     acceptance: dict[str, Any] | None = None
     budget: ChatResult | None = None
 
@@ -58,8 +66,10 @@ def mode_checks(
     label: str = "mode",
     out_dir: str | Path | None = None,
 ) -> ModeChecks:
-    """Greedy outputs for the lossless check, and for a drafting server its acceptance on
-    ``real_prompts`` real prompts (0 skips it) and one server-budget reply.
+    """Greedy outputs for the lossless check (one request at a time; a drafting server also
+    at :data:`~lab.evals.lossless.LOSSLESS_CONCURRENCY` requests at a time), and for a drafting
+    server its acceptance on ``real_prompts`` real prompts (0 skips it) and one server-budget
+    reply.
 
     Args:
         srv: a running server with ``base_url`` and ``config`` (its ``speculative`` says
@@ -82,6 +92,12 @@ def mode_checks(
     after = _accepted(srv.base_url)
     if before is not None and after is not None:
         out.greedy_accepted = int(after - before)
+    out.concurrent = greedy_tokens(
+        srv, LOSSLESS_PROMPTS * 2, max_tokens=64, concurrency=LOSSLESS_CONCURRENCY
+    )
+    later = _accepted(srv.base_url)
+    if after is not None and later is not None:
+        out.concurrent_accepted = int(later - after)
     if real_prompts:
         out.acceptance = measure_acceptance(
             srv, num_prompts=real_prompts, output_len=128 if run_of(srv).stand_in else 256, label=label,

@@ -30,7 +30,26 @@ def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     assert "wave 2 mtp-L1.5: synthetic acceptance 1.5 at K=7 (a chosen length" in out
     assert out.count("--kv-cache-memory-bytes 4294967296") == len(plan.WAVE1) + len(
         plan.wave2({"dspark"})
-    )
+    ) + len(plan.WAVE3)
+
+
+def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
+    """The cost of --no-async-scheduling (the registry's drafting notes name it for vllm
+    #53912) is planned, not invented: MTP with and without async scheduling, on vLLM's default
+    V2 runner and on the V1 runner where the race is, each measured at the break-even points."""
+    plan = _plan()
+    assert plan.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    commands = {}
+    for block in out.split("\nwave ")[1:]:
+        head, _, command = block.partition("\n")
+        commands[head.split(":")[0]] = command
+    assert set(plan.WAVE3) <= set(plan.BREAK_EVEN_ON)
+    for name in plan.WAVE3:
+        command = commands[f"3 {name}"]
+        assert "--speculative-config" in command and '"method":"mtp"' in command, name
+        assert ("--no-async-scheduling" in command) is ("no-async" in name), name
+        assert ("VLLM_USE_V2_MODEL_RUNNER=0" in command) is ("-v1-" in name), name
 
 
 def test_wave_two_retries_a_failed_drafter_beside_the_baseline_then_fills_its_slots():

@@ -26,6 +26,13 @@ Waves (:data:`WAVE1`, :func:`wave2`):
 2. ``mtp`` K=7 at acceptance 1.5 and 5.5 (break-even points), the recipe without prefix caching
    and the recipe with ``--prefix-match-unit 16`` (the agent workload on each); a wave-1
    drafter that failed to start takes the first slots, retried with ``TRITON_ATTN``.
+3. (``--waves 3``, a session of its own) the cost of ``--no-async-scheduling``, the correctness
+   switch the registry's drafting notes name (vllm #53912: vLLM 0.32.0 and 0.33.0's V1 model
+   runner can hand one request another's accepted-token count with async scheduling;
+   ``lab/evals/lossless.py`` says where it was read): ``mtp`` K=7 at the registry's acceptance
+   with async scheduling (vLLM's default) and without, each on the V2 runner (the registry's
+   command as rendered) and on the V1 runner (``VLLM_USE_V2_MODEL_RUNNER=0``, where the switch
+   matters), the break-even points on each (:data:`WAVE3`).
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -106,12 +113,26 @@ WAVE2: dict[str, tuple] = {
     ),
     "none-unit16": ("none", None, None, {"--prefix-match-unit": 16}),
 }
+#: Wave 3: the cost of the correctness switch ``--no-async-scheduling`` (async scheduling is
+#: vLLM's default while drafting, ``VllmConfig``, vllm/config/vllm.py, 0.32.0); ``env`` is popped
+#: into the server's environment.
+WAVE3: dict[str, tuple] = {
+    "mtp-async": ("mtp", 7, None, {}),
+    "mtp-no-async": ("mtp", 7, None, {"--no-async-scheduling": True}),
+    "mtp-v1-async": ("mtp", 7, None, {"env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}),
+    "mtp-v1-no-async": (
+        "mtp",
+        7,
+        None,
+        {"--no-async-scheduling": True, "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}},
+    ),
+}
 SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
 #: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
-BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5"}
+BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", *WAVE3}
 
 
 def wave2(failed: set[str]) -> dict[str, tuple]:
@@ -148,6 +169,7 @@ def server_config(
     cfg = resolve(TARGET, speculative=mode)
     extra = dict(extra)
     backend = extra.pop("attention_backend", None)  # a --speculative-config key, not a flag
+    env = extra.pop("env", {})  # the server's environment, not a flag
     if k is not None or backend:
         spec = {**cfg.speculative_config, **({"num_speculative_tokens": k} if k else {})}
         cfg = cfg.with_args(
@@ -163,7 +185,7 @@ def server_config(
 
         cfg = served_config(cfg, "weightless")
     cfg = with_synthetic_acceptance(cfg, length) if mode != "none" else cfg
-    return cfg.with_args({**CO_TENANT, **extra}, **CO_TENANT_ENV)
+    return cfg.with_args({**CO_TENANT, **extra}, **CO_TENANT_ENV, **env)
 
 
 def _host_free_gib() -> float:
@@ -185,7 +207,7 @@ def _watch_host(path: Path, stop) -> None:
 
 
 def dry_run() -> int:
-    for i, wave in enumerate((WAVE1, wave2({"dspark"})), 1):
+    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3), 1):
         for name, (mode, k, length, extra) in wave.items():
             cfg = server_config(mode, k, length, extra, weightless=False)
             check_config(cfg, quiet=True)
@@ -324,7 +346,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path)
     p.add_argument("--deadline", type=float, help="epoch seconds by which every server is stopped")
-    p.add_argument("--waves", default="1,2", help="which waves, e.g. 1 or 1,2")
+    p.add_argument("--waves", default="1,2", help="which waves, e.g. 1 or 1,2; 3 on its own")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument(
         "--stand-in", action="store_true", help="rehearse wave 1's baseline on the CPU stand-in"
@@ -357,7 +379,8 @@ def main(argv=None) -> int:
                 continue
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
-            run_wave(i, WAVE1 if i == 1 else wave2(failed), args.out, args.deadline, summary)
+            wave = WAVE1 if i == 1 else WAVE3 if i == 3 else wave2(failed)
+            run_wave(i, wave, args.out, args.deadline, summary)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:
         stop.set()
