@@ -152,11 +152,11 @@ class ServerEndpoint:
         wanted = cfg is None or getattr(cfg, "features", None) is None or feature in cfg.features
         if wanted and feature in self.features:
             return True
-        who = getattr(cfg, "label", None) or f"the server at {self.url}"
-        print(
-            f"skipped: {who} serves without {_FEATURE_FLAGS[feature]}, which {needed_by} needs "
-            f"(add the {feature!r} feature: resolve(target, features=[..., {feature!r}]))"
-        )
+        flags, who = _FEATURE_FLAGS[feature], getattr(cfg, "label", None)  # wanted: attached
+        fix = (f"restart it with {flags}" + (f" as in {who}'s command (step 1 prints it)" if who else "")
+               if wanted else f"add the {feature!r} feature: resolve(target, features=[..., {feature!r}])")  # fmt: skip
+        print(f"skipped: {f'the server at {self.url}' if wanted else who} serves without {flags}, "
+              f"which {needed_by} needs ({fix})")  # fmt: skip
         return False
 
     def _served(self) -> dict[str, Any]:

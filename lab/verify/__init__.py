@@ -54,6 +54,10 @@ CHECKS = (
 
 #: Tokens per request: room for the stand-in's answers and a real model's short ones.
 VERIFY_MAX_TOKENS = 256
+#: Seconds the model check waits for ``GET /v1/models``: a live vLLM server answers it from
+#: memory (``vllm/entrypoints/openai/models/serving.py``, 0.32.0), so a longer wait is a host
+#: that drops packets or a server still starting, never a slow answer.
+MODELS_TIMEOUT = 10.0
 
 
 class Capital(pydantic.BaseModel):
@@ -125,6 +129,20 @@ def _fix_in(text: str) -> str:
     return ""
 
 
+def _cut_short(r: ChatResult, tokens: int) -> str | None:
+    """Why reply ``r`` says nothing about the server's flags: it used every one of its
+    ``tokens`` (``max_tokens``), so a missing answer, call or reasoning is the budget's, not a
+    parser's; None when it ended on its own."""
+    if r.finish_reason != "length" and not r.truncated_in_tool_call:
+        if r.usage.completion_tokens < tokens:
+            return None
+    return f"the reply used all max_tokens={tokens} (finish_reason {r.finish_reason!r})"
+
+
+def _more_tokens(tokens: int) -> str:
+    return f"raise --max-tokens (this run: {tokens}; the default, {VERIFY_MAX_TOKENS}, fits the checks)"
+
+
 def served_max_model_len(listed: Any, model: str) -> int | None:
     """``max_model_len`` (tokens) of ``model`` in a ``GET /v1/models`` answer (the SDK's
     ``client.models.list()``; vLLM's ``ModelCard.max_model_len``,
@@ -149,7 +167,8 @@ def verify(
         base_url: the server's root or ``.../v1``.
         model: the served model name (None: the first ``/v1/models`` lists).
         max_tokens: tokens per request (reasoning included).
-        timeout: seconds per request.
+        timeout: seconds per request; the model check, first, waits at most
+            :data:`MODELS_TIMEOUT` (nothing answering is said then, not after ``timeout``).
 
     Returns:
         One :class:`Check` per name of :data:`CHECKS`, in that order; when ``model``
@@ -165,9 +184,14 @@ def verify(
     def served() -> str:
         import openai
 
+        wait = min(timeout, MODELS_TIMEOUT)
         try:
-            listed = client.models.list()
+            listed = client.with_options(timeout=wait).models.list()
             names = [m.id for m in listed.data]
+        except openai.APITimeoutError:
+            raise _Failed(f"nothing answered at {client.base_url} within {wait:g} s",
+                          "check that the server finished starting (GET /health answers 200), "
+                          "the host and the port") from None  # fmt: skip
         except openai.APIConnectionError:
             raise _Failed(f"nothing answers at {client.base_url}",
                           "start the server, or check the host, the port and that it is reachable from here") from None  # fmt: skip
@@ -209,6 +233,8 @@ def verify(
 
     def reasoning_on() -> str:
         r = ask(demo["reasoning"]["prompt"])
+        if not r.reasoning and (cut := _cut_short(r, max_tokens)):
+            raise _Failed(f"no reasoning came back: {cut}", _more_tokens(max_tokens))
         if not r.reasoning:
             raise _Failed(
                 "no reasoning came back apart from the answer",
@@ -229,6 +255,8 @@ def verify(
         prompt = demo["weather"]["prompt"].format(city="Santa Clara")
         r = ask(prompt, tools=demo["tools"][:1], extra_body=off)
         calls = [c for c in r.tool_calls if c.name == "get_weather"]
+        if not calls and (cut := _cut_short(r, max_tokens)):
+            raise _Failed(f"no get_weather call came back whole: {cut}", _more_tokens(max_tokens))
         if not calls:
             raise _Failed(
                 f"no get_weather call parsed (finish_reason {r.finish_reason!r})",
@@ -256,9 +284,10 @@ def verify(
 
     def budget() -> str:
         n = int(demo["budget"]["thinking_token_budget"])
-        said = budget_report(
-            ask(demo["budget"]["prompt"], extra_body={"thinking_token_budget": n}), n
-        )
+        r = ask(demo["budget"]["prompt"], extra_body={"thinking_token_budget": n})
+        said = budget_report(r, n)
+        if said.startswith("UNEXPECTED") and _cut_short(r, max_tokens):
+            raise _Failed(said, f"{_more_tokens(max_tokens)}: the budget, {n}, leaves no room")
         if said.startswith("UNEXPECTED"):
             raise _Failed(said, _fix_in(said) or "see the line above")
         return said

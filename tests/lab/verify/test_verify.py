@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,6 +78,24 @@ def test_a_prefix_caching_server_shows_its_reuse_and_the_floor(prefix_server):
     assert "prompt sent twice reused" in check.detail and "32" in check.detail
 
 
+@pytest.mark.server
+def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server):
+    """--max-tokens 8 cuts the tool call and the budget's answer: the lines name --max-tokens
+    (they blamed the tool parser flags, and said 'see the line above')."""
+    from lab.verify import verify
+
+    lines = {c.name: c.line() for c in verify(standin_server.url, max_tokens=8)}
+    for name in ("tool call", "budget"):
+        assert lines[name].startswith("FAIL"), lines[name]
+        assert (
+            "fix: raise --max-tokens (this run: 8; the default, 256, fits the checks)"
+            in lines[name]
+        ), lines[name]
+        assert "--tool-call-parser" not in lines[name] and "see the line above" not in lines[name]
+    assert "the reply used all max_tokens=8" in lines["tool call"]
+    assert lines["model"].startswith("PASS") and lines["stream"].startswith("PASS")
+
+
 @pytest.fixture(scope="module")
 def parserless_server(standin_config):
     """The stand-in served without ``--reasoning-parser`` and without tool calling."""
@@ -111,6 +130,34 @@ def test_a_server_without_its_parsers_gets_each_missing_flag_named(parserless_se
     assert "failed: " in run.stdout and "Traceback" not in run.stdout + run.stderr
 
 
+@pytest.mark.server
+def test_an_attached_server_without_its_parsers_is_told_to_restart_not_the_target(
+    parserless_server, capsys
+):
+    """A target notebook attached (server_url) to a server that lacks the parsers its target
+    serves with: the step is skipped naming the server and its restart (it named the target,
+    whose command has them, and told the user to add the feature to it). Here for the module's
+    parserless server (helpers.server.endpoint.ServerEndpoint.serves)."""
+    from helpers.config.resolve import resolve
+    from helpers.server.launch import launch_server
+    from helpers.weights.prepare import fetch, prepare
+
+    cfg = resolve("h200")
+    srv = launch_server(fetch(prepare(cfg, server_url=parserless_server.url)))
+    capsys.readouterr()
+    assert not srv.serves("reasoning", needed_by="thinking_token_budget")
+    assert not srv.serves("tool_calling", needed_by="tool calling")
+    out = capsys.readouterr().out
+    url = parserless_server.url
+    assert (
+        f"skipped: the server at {url} serves without --reasoning-parser, which "
+        f"thinking_token_budget needs (restart it with --reasoning-parser as in {cfg.label}'s "
+        "command (step 1 prints it))"
+    ) in out, out
+    assert f"skipped: the server at {url} serves without --enable-auto-tool-choice" in out
+    assert "resolve(target, features" not in out
+
+
 def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -124,3 +171,24 @@ def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
     bad = _verify("localhost:8000")
     assert bad.returncode == 2 and "is not a server URL: pass http://host:port" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_port_that_accepts_but_never_answers_is_said_within_seconds():
+    """A socket that takes connections and sends nothing (a server still starting, a host that
+    drops packets): the model check says so after MODELS_TIMEOUT, not after 121 s of silence."""
+    from lab.verify import MODELS_TIMEOUT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)  # connections complete in the backlog; nothing ever reads or answers
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
+        run = _verify(f"http://127.0.0.1:{port}")
+        took = time.monotonic() - t0
+    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
+    line = _lines(run.stdout)["model"]
+    assert line.startswith(
+        f"FAIL  model: nothing answered at http://127.0.0.1:{port}/v1/ within {MODELS_TIMEOUT:g} s"
+    ), run.stdout
+    assert "fix: check that the server finished starting (GET /health answers 200)" in line
+    assert took < MODELS_TIMEOUT + 30, f"{took:.0f} s before the verdict"
