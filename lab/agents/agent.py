@@ -466,9 +466,17 @@ def _explain(e: Exception, trace) -> str:
         )
     if isinstance(e, UnexpectedModelBehavior):
         tool_retries = str(e).startswith("Tool ")
+        # pydantic-ai 2.68.0 (pydantic_ai/tool_manager.py, _resolve_tool): a call of a tool the
+        # agent lacks is retried with "Unknown tool name: 'x'. Available tools: ...", the cause
+        # of the "exceeded max retries" error
+        unknown = str(e.__cause__ or "").startswith("Unknown tool name:")
         fix = (
-            "its calls of that tool kept failing validation or raising ModelRetry: check the "
-            "tool's parameters and description, or give it more retries"
+            f"it kept calling a tool this agent does not have ({e.__cause__}): give the agent "
+            "that tool, or instructions that name the tools it has (a model tuned on other "
+            "tools keeps calling those)"
+            if unknown
+            else "its calls of that tool kept failing validation or raising ModelRetry: check "
+            "the tool's parameters and description, or give it more retries"
             if tool_retries
             else "it answered in text or with an invalid answer instead of calling the output "
             "tool: give more retries (demo_agent(retries=...)) or clearer instructions"

@@ -152,9 +152,10 @@ def test_a_refused_parameter_names_the_parameter_not_the_tool_flags(standin_serv
 
 
 @pytest.mark.server
-def test_a_tool_the_model_cannot_call_stops_with_the_tool_named(standin_server):
-    """Your own agent on the stand-in (which learned only the demo trajectory): its calls of
-    `add` fail validation until the retries are spent; the error names the tool and the fix."""
+def test_a_tool_the_agent_does_not_have_is_named_as_missing(standin_server):
+    """Your own agent on the stand-in (which learned only the demo trajectory): it calls
+    get_weather, which this agent lacks, until the retries are spent; the error says the tool is
+    not the agent's and names the ones it has (it said its calls 'kept failing validation')."""
     import pydantic
     from pydantic_ai import Agent
     from pydantic_ai.output import ToolOutput
@@ -178,8 +179,12 @@ def test_a_tool_the_model_cannot_call_stops_with_the_tool_named(standin_server):
     with pytest.raises(AgentError, match="no valid answer within the agent's retries") as e:
         agents.run_agent(agent, "What is 2 plus 3?")
     msg = str(e.value)
-    assert "check the tool's parameters" in msg or "calling the output tool" in msg
-    assert "tool call" in msg  # the model's last words, with the tool it called
+    assert (
+        "it kept calling a tool this agent does not have (Unknown tool name: 'get_weather'. "
+        "Available tools: 'add', 'final_result'): give the agent that tool, or instructions"
+    ) in msg, msg
+    assert "failing validation" not in msg
+    assert "tool call get_weather" in msg  # the model's last words, with the tool it called
 
 
 @pytest.mark.server
