@@ -418,7 +418,8 @@ def evaluate_runs(
 
     Args:
         server: anything with ``base_url`` (``http://host:port/v1``) and ``model_name``.
-        runs: ``[(label, options)]``: each label names a folder ``out/evals/<label>/``.
+        runs: ``[(label, options)]``: each label names a folder ``out/evals/<label>/``; one
+            another process is scoring into is waited for, said in one line (:func:`_only_scorer`).
         items, item_set, concurrency, progress: as :func:`evaluate`.
         budget_method: how a run's ``reasoning_budget`` is applied: ``"server"`` (vLLM's
             ``thinking_token_budget``) or ``"two_pass"`` (lm-eval's requests go through
@@ -439,9 +440,35 @@ def evaluate_runs(
     base = server.base_url.rstrip("/")
     limit = _served_max_model_len(base)
     runs = [(label, _fit_max_tokens(label, opts, limit)) for label, opts in runs]
-    prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
-    done = _run_lm_eval(base, server.model_name, prepared, concurrency, progress)
-    return [_result(run, item_set, d) for run, d in zip(prepared, done, strict=True)]
+    with contextlib.ExitStack() as held:  # sorted: two runs never hold one folder each
+        for folder in sorted({out_dir("evals", label) for label, _ in runs}):
+            held.enter_context(_only_scorer(folder))
+        prepared = [_prepare(label, items, opts, item_set, budget_method) for label, opts in runs]
+        done = _run_lm_eval(base, server.model_name, prepared, concurrency, progress)
+        return [_result(run, item_set, d) for run, d in zip(prepared, done, strict=True)]
+
+
+@contextlib.contextmanager
+def _only_scorer(folder: Path):
+    """Hold ``out/evals/<label>/`` while one run scores into it (a lock file, ``filelock``):
+    two notebooks on one ``out/`` (two quickstarts) rewrote each other's items, task and
+    ``done.json``, and one failed in lm-eval's KeyError. The second waits, saying so."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(folder / ".scoring.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(
+            f"[evals] another run is scoring into {folder}: waiting for it to end (runs on one "
+            "out/ share out/evals/<label>; COOKBOOK_OUT gives a run a folder of its own)",
+            flush=True,
+        )
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def evaluate(
