@@ -511,6 +511,7 @@ class TuneResult:
             if rec is not None:
                 lines += rec.lines()
                 lines += self.measured_apart(w.name, rec.tied_with or rec.candidate)
+                lines += self.probes_ahead(w, rec)
                 continue
             missing = self.unreferenced(w.name)
             if missing:
@@ -526,6 +527,28 @@ class TuneResult:
                 "candidates (a smaller --max-num-seqs, another kernel)."
             )
         return "\n".join(lines)
+
+    def probes_ahead(self, w: Scenario, rec: Recommendation) -> list[str]:
+        """One line per candidate whose SLO limit lies between the grid's concurrencies (a
+        bisection probe, one run) with more goodput per GPU than ``rec``: the pick rests on the
+        grid's repeated points, so the probe cannot decide it, and the line says how to measure
+        that concurrency as the rule requires (in the grid: its runs repeat); else none."""
+        if rec.goodput_tok_s_per_gpu is None or self.limits.empty:
+            return []
+        out = []
+        for row in _where(self.limits, workload=w.name).to_dict("records"):
+            good, at = _num(row.get("goodput_tok_s_per_gpu")), row.get("limit")
+            if good is None or at is None or at != at or int(at) in w.concurrencies:
+                continue
+            if good > rec.goodput_tok_s_per_gpu:
+                grid = sorted({*w.concurrencies, int(at)})
+                out.append(
+                    f"  note: {row['candidate']} met the SLO at concurrency {int(at)} (its SLO "
+                    f"limit, a bisection probe of one run) with {good:,.0f} goodput tok/s/GPU, "
+                    f"more than this pick's {rec.goodput_tok_s_per_gpu:,.0f}; one run decides "
+                    f"nothing: measure it with repeats, tune(..., concurrencies={grid})."
+                )
+        return out
 
     def measured_apart(self, workload: str, candidate: str) -> list[str]:
         """One line, with the fix, when ``candidate``'s points at ``workload`` may not compare

@@ -790,3 +790,30 @@ def test_a_drafting_candidate_s_recommendation_names_its_acceptance_and_break_ev
         f"drafting at {caption}; it beats the recipe here only above L = 1.80"
     )
     assert "vllm:spec_decode_num_drafts_total" in "\n".join(rec.lines())
+
+
+def test_a_probe_beyond_the_pick_is_named_with_how_to_measure_it(tmp_path, cands):
+    """'fast' met the SLO at concurrency 10, its limit's bisection probe, with more goodput than
+    the recommended grid point: the summary ignored it; now a note names it, its one run, and
+    the grid that repeats it. A probe below the pick says nothing."""
+    w = {**TINY, "concurrencies": [1, 4, 16]}
+    for name in ("recipe", "fast"):
+        for r in range(3):
+            _write(tmp_path, name, 1, 100.0 + r, repeat=r)
+            _write(tmp_path, name, 4, 400.0 + r, repeat=r)
+        _write(tmp_path, name, 16, 900.0, e2el=5000.0)  # misses the 1 s E2EL bound
+    _write(tmp_path, "recipe", 10, 300.0, search=True)  # met, below the pick: no note
+    _write(tmp_path, "fast", 10, 1600.0, search=True)
+    load = tuning.workloads(w)
+    result = collect(tmp_path, resolve("h200"), cands, load, BOUNDS, run=Run("stand_in"),
+                     gpu_hour_usd=3.6, repeats=3)  # fmt: skip
+    rec = result.recommended()
+    assert rec.concurrency == 4
+    notes = [ln for ln in result.summary().splitlines() if "bisection probe" in ln]
+    assert len(notes) == 1, result.summary()
+    assert notes[0].startswith(
+        "  note: fast met the SLO at concurrency 10 (its SLO limit, a bisection probe of one run) with "
+    )
+    assert notes[0].endswith(
+        "one run decides nothing: measure it with repeats, tune(..., concurrencies=[1, 4, 10, 16])."
+    )
