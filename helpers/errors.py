@@ -105,6 +105,10 @@ class StructuredAnswerInReasoningError(StructuredOutputError):
     ``structured_chat(..., from_reasoning=True)`` validates it from there instead."""
 
 
+class AdapterError(CookbookError, ValueError):
+    """A LoRA adapter cannot be served as asked: rank, modules, shapes or LoRA flags (lab.adapters)."""
+
+
 class ServerConnectionError(CookbookError, ConnectionError):
     """No vLLM OpenAI-compatible server answers at the client's URL (closed port, wrong
     URL, another HTTP server, timeout). The message names the URL and what to do."""

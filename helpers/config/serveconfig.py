@@ -78,7 +78,7 @@ class ServeConfig:
         target, variant, speculative, features: what was resolved; stand_in: the CPU stand-in.
         model: hub id or local folder; revision: its pinned hub commit (None: local / unpinned).
         served_model_name: the name clients pass as ``model=``.
-        args: ordered ``{flag: value}``; ``True`` is a bare switch, dicts are JSON.
+        args: ordered ``{flag: value}``; ``True`` is a bare switch, dicts are JSON, lists several values.
         env: extra environment variables for the server process.
         host, port: where the API listens (``port=None``: the server manager picks one).
         gpu: the target's GPU record (name, memory_gb, compute_capability, arch, count).
@@ -392,6 +392,8 @@ def _flag_argv(flag: str, value: Any) -> list[str]:
         return []
     if isinstance(value, Mapping):
         return [flag, json.dumps(value, separators=(",", ":"))]
+    if isinstance(value, (list, tuple)):  # a flag of several values: --lora-modules a=P b=Q
+        return [flag, *map(str, value)]
     return [flag, str(value)]
 
 

@@ -29,7 +29,7 @@ STEPS = [
     "bench",
 ]
 #: The lab's sub-packages (``lab``, the second import root, built on ``helpers``).
-LAB_STEPS = ["tune", "evals", "fleet", "verify", "agents", "bench", "workshop"]
+LAB_STEPS = ["tune", "evals", "fleet", "verify", "agents", "bench", "workshop", "adapters"]
 
 #: helpers' modules outside the steps (``errors``, ``paths``, ``loop_thread``): layers too.
 TOP_LEVEL_MODULES = sorted(

@@ -1,0 +1,146 @@
+"""The adapters' registry, ``cookbook/adapters.yaml``: the serve flags of a LoRA deployment,
+the runtime-update switch, and the stand-in's adapters with the examples each is trained on.
+
+:func:`load_adapters` validates it (pydantic, every model ``extra="forbid"``, one message per
+problem); :func:`lora_config` adds its flags to a target's :class:`ServeConfig`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from helpers.errors import RegistryError
+from helpers.paths import COOKBOOK_DIR
+
+ADAPTERS_FILE = COOKBOOK_DIR / "adapters.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Example(_Strict):
+    """One training conversation: the user's ``prompt``, the ``reasoning`` and the ``answer``."""
+
+    prompt: str
+    reasoning: str
+    answer: str
+
+
+class StandinAdapter(_Strict):
+    """An adapter trained on the stand-in: its served ``name``, what it ``teaches``, its examples."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    teaches: str
+    examples: list[Example] = Field(min_length=1)
+
+
+class Recipe(_Strict):
+    """peft's ``LoraConfig`` (``rank``, ``alpha``, ``target_modules``) and the training loop."""
+
+    rank: int = Field(gt=0)
+    alpha: float = Field(gt=0)
+    target_modules: list[str] = Field(min_length=1)
+    steps: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    seed: int = 0
+
+
+class AdapterRegistry(_Strict):
+    """``cookbook/adapters.yaml`` as typed attributes."""
+
+    serve: dict[str, dict[str, Any]]
+    runtime_env: dict[str, str]
+    recipe: Recipe
+    standin: list[StandinAdapter] = Field(min_length=1)
+
+    def adapter(self, name: str) -> StandinAdapter:
+        """The stand-in adapter called ``name``.
+
+        Raises:
+            RegistryError: no such adapter (the message lists the names there are).
+        """
+        for a in self.standin:
+            if a.name == name:
+                return a
+        names = ", ".join(a.name for a in self.standin)
+        raise RegistryError(
+            f"cookbook/adapters.yaml has no stand-in adapter {name!r}: pick one of {names}."
+        )
+
+
+@lru_cache(maxsize=4)
+def load_adapters(path: Path = ADAPTERS_FILE) -> AdapterRegistry:
+    """Read and validate ``cookbook/adapters.yaml`` (cached per path).
+
+    Raises:
+        RegistryError: the file is missing, not YAML, or breaks the schema (one line per
+            problem, each with its key path).
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise RegistryError(f"{path}: cannot read it ({e}); restore it from git.") from e
+    try:
+        return AdapterRegistry.model_validate(raw)
+    except ValidationError as e:
+        lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise RegistryError(
+            f"{path} does not match its schema (lab.adapters.spec); fix:\n" + "\n".join(lines)
+        ) from e
+
+
+def lora_config(
+    cfg: Any,
+    modules: dict[str, str | Path] | None = None,
+    *,
+    runtime_updates: bool = True,
+    registry: AdapterRegistry | None = None,
+) -> Any:
+    """``cfg`` (a :class:`helpers.config.serveconfig.ServeConfig`) with the LoRA flags of
+    ``cookbook/adapters.yaml`` added: ``serve.standin`` for a stand-in target, else
+    ``serve.gpu``; ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
+    (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``.
+
+    Args:
+        cfg: the target's ServeConfig (``resolve(target, ...)``).
+        modules: ``{served name: adapter folder}`` loaded at start-up (None: none).
+        runtime_updates: allow ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``.
+        registry: default :func:`load_adapters`.
+    Returns:
+        A new ServeConfig; the flags count as ``extra_args`` (a rejected one is blamed there).
+    """
+    reg = registry or load_adapters()
+    flags = dict(reg.serve["standin" if getattr(cfg, "stand_in", False) else "gpu"])
+    if modules:
+        flags["--lora-modules"] = [f"{name}={path}" for name, path in modules.items()]
+    env = dict(reg.runtime_env) if runtime_updates else {}
+    return cfg.with_args(flags, **env)
+
+
+def check_lora_flags(cfg: Any) -> None:
+    """Before a launch: the LoRA flags of ``cfg`` (a ServeConfig) hang together.
+
+    vLLM 0.32.0 needs ``--enable-lora`` for ``--lora-modules`` (without it the start fails in
+    ``init_static_loras``: "LoRA is not enabled. Use --enable-lora to enable LoRA.",
+    ``vllm/v1/worker/lora_model_runner_mixin.py``), and ignores ``--max-loras`` and
+    ``--max-lora-rank`` without it.
+
+    Raises:
+        AdapterError: a LoRA flag without ``--enable-lora``, naming the fix.
+    """
+    from helpers.errors import AdapterError
+
+    args = dict(getattr(cfg, "args", {}) or {})
+    given = [f for f in ("--lora-modules", "--max-loras", "--max-lora-rank") if args.get(f)]
+    if given and not args.get("--enable-lora"):
+        raise AdapterError(
+            f"{', '.join(given)} given without --enable-lora: vLLM serves no adapter without it "
+            "(with --lora-modules the start fails: 'LoRA is not enabled. Use --enable-lora to "
+            "enable LoRA.'); fix: add --enable-lora, e.g. lab.adapters.spec.lora_config(cfg, ...)."
+        )
