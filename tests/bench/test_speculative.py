@@ -140,6 +140,38 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     rate, identical = float(verdict.group(2)), int(verdict.group(3))
     assert verdict.group(1) != "lossless" or identical == 3 or "at a tie (top-5" in text
     assert 0.0 <= rate <= 100.0 and (rate == 100.0) == (identical == 3)
+    # and again with requests in flight together (one at a time cannot show vllm #53912): the
+    # prompts twice over against the same reference, the overlap measured
+    together = re.search(
+        r"ngram \(for dspark\), (\d+) requests in flight, vs no drafting, greedy: .*?(\d+)/6 "
+        r"outputs identical",
+        text,
+    )
+    assert together, "the notebook did not report the concurrent greedy match"
+    assert 2 <= int(together.group(1)) <= 4
+    # the registry's note follows each drafting mode's command (DSpark's here)
+    assert "note: vLLM 0.32.0 and 0.33.0, drafting with prefix caching" in text
+    assert "add --no-async-scheduling, the correctness switch" in text
+
+    # each ranked figure (step 6) is the mean of the runs its printed spread is over: the
+    # sweep's and the repeats (the sweep's lone point was ranked, outside that spread)
+    nb = json.loads(text)
+    noise_cell = next(c for c in nb["cells"] if "runs = {(m, c)" in "".join(c["source"]))
+    spreads = {}
+    for line in "".join("".join(o.get("text", "")) for o in noise_cell["outputs"]).splitlines():
+        mode = re.match(r"(none|ngram \(for dspark\)) at concurrency \d+:", line)
+        for m in re.finditer(
+            rf"(\w+): mean [\d.e+]+ over {1 + REPEATS} runs, range ([\d.e+]+)–([\d.e+]+)", line
+        ):
+            spreads[mode.group(1), m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    ranked = next(c for c in nb["cells"] if "stats.rank(every_run" in "".join(c["source"]))
+    tables = ["".join(o["data"]["text/plain"]) for o in ranked["outputs"] if "data" in o][:2]
+    for table in tables:
+        metric = table.split()[2]  # label, concurrency, the metric ranked
+        for m in re.finditer(r"^\d+\s+(none|ngram \(for dspark\))\s+\d+\s+([\d.]+)", table, re.M):
+            low, high = spreads[m.group(1), metric]
+            assert low * 0.999 <= float(m.group(2)) <= high * 1.001, (m.group(0), low, high)
+    assert len(tables) == 2 and len(spreads) == 4, (tables, spreads)
 
     # the sweep's acceptance is labelled a lower bound (random prompts), never "not paying off";
     # a sweep point that accepted none of its few drafts says "too few to judge" instead
