@@ -32,9 +32,7 @@ class LeftoverServerWarning(UserWarning):
     """A vLLM server from an earlier Python process is still running (see find_leftovers)."""
 
 
-# ---------------------------------------------------------------------------------------
-# ports
-# ---------------------------------------------------------------------------------------
+# ---- ports --------------------------------------------------------------------------
 
 
 def connect_host(host: str) -> str:
@@ -86,11 +84,8 @@ def describe_port(port: int | None) -> str:
         return ""
     for rec in find_leftovers(include_owned=True):
         if rec.port == port:
-            state = (
-                "a leftover whose Python process is gone"
-                if rec.orphaned
-                else f"still owned by the running Python process {rec.owner_pid}"
-            )
+            state = f"still owned by the running Python process {rec.owner_pid}"
+            state = "a leftover whose Python process is gone" if rec.orphaned else state
             return (
                 f" (it is our vLLM server pid {rec.pid} started {rec.started_text}, {state}; "
                 f"log {rec.log}; end it with helpers.server.processes.end_leftovers())"
@@ -101,9 +96,7 @@ def describe_port(port: int | None) -> str:
     return ""
 
 
-# ---------------------------------------------------------------------------------------
-# records of launched servers, and leftovers
-# ---------------------------------------------------------------------------------------
+# ---- records of launched servers, and leftovers -------------------------------------
 
 
 def create_time(pid: int) -> float | None:
@@ -276,10 +269,14 @@ class ServerRecord:
         path = Path(self.path) if self.path else out_dir("run") / f"vllm-{self.pid}.json"
         self.path = str(path)
         tmp = path.with_suffix(".tmp")
-        data = dataclasses.asdict(self)
-        data.pop("path")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "path"}
+        try:
+            tmp.write_text(json.dumps(data, indent=1))
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk: no half-written record left behind
+            tmp.unlink(missing_ok=True)
+            raise CookbookError(f"Cannot write {path} ({exc.strerror or exc}): free space on its "
+                                "disk, or set COOKBOOK_OUT to a folder on a disk with room.") from None  # fmt: skip
 
     def remove(self) -> None:
         if self.path:
@@ -365,9 +362,7 @@ def end_leftovers(
                     "as their owner (`kill -9 PID`) or check for an uninterruptible GPU driver call."
                 )
             if verbose:
-                print(
-                    f"ended leftover {rec.pid} (port {rec.port}, {len(procs)} processes); log {rec.log}"
-                )
+                print(f"ended leftover {rec.pid} (port {rec.port}, {len(procs)} processes); log {rec.log}")  # fmt: skip
         rec.remove()
         ended.append(rec)
     return ended

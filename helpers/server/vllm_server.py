@@ -280,7 +280,8 @@ class VLLMServer(ServerEndpoint):
             FlagError: a flag the installed vLLM does not accept (``validate_flags``), by name.
             RecipeError: a flag value vLLM would refuse (``ServeConfig.check_values``).
             CookbookError: a damaged local checkpoint (``check_model``, naming the rebuild), an
-                attached server, no model in the config, vLLM not installed.
+                attached server, no model in the config, vLLM not installed, no room for the
+                launch record (a full disk: the launched process is ended, nothing left behind).
             ServerStartError: the port is taken (names the holder), the process exited during
                 start-up, or ``startup_timeout`` passed (names the phase), with the log tail and,
                 when the log matches :mod:`helpers.server.diagnose`, the fix.
@@ -353,7 +354,11 @@ class VLLMServer(ServerEndpoint):
                 owner_created=me.create_time(),
                 pid_created=create_time(self._proc.pid),
             )
-            self._record.save()
+            try:
+                self._record.save()
+            except CookbookError:  # a launch no record tracks must not live on
+                self._abandon("its launch record could not be written")
+                raise
         if self._verbose:
             changes = launch_changes(self.run.target, *self._launched, self.run.weights)
             print(
