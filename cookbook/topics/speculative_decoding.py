@@ -244,13 +244,17 @@ if real_acceptance:
                                            "spec_decode_acceptance_rate", "spec_decode_verdict"]])
 
 # %% [markdown]
-# Run-to-run noise: the lowest and highest concurrency repeated with fresh seeds. A
-# difference between modes smaller than this spread is noise, not a win.
+# Run-to-run noise: the lowest and highest concurrency repeated with fresh seeds. Each
+# point's runs are the sweep's and its repeats: the spread below is over all of them, and
+# step 6 ranks their mean, so every ranked figure lies inside its own spread. A difference
+# between modes smaller than this spread is noise, not a win.
 
 # %%
-noise = [stats.spread(d, "output_throughput_per_gpu") for (m, c), d in repeated.items() if c == max(concs)]
-noise_user = [stats.spread(d, per_user) for (m, c), d in repeated.items() if c == min(concs)]
-for (m, c), d in repeated.items():
+runs = {(m, c): pd.concat([results[(results["label"] == m) & (results["concurrency"] == c)], d], ignore_index=True)
+        for (m, c), d in repeated.items()}
+noise = [stats.spread(d, "output_throughput_per_gpu") for (m, c), d in runs.items() if c == max(concs)]
+noise_user = [stats.spread(d, per_user) for (m, c), d in runs.items() if c == min(concs)]
+for (m, c), d in runs.items():
     print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
 
 # %%
@@ -272,12 +276,14 @@ print("plots:", pareto_png, *([acceptance_png] if drafted else []))
 # ## 6. The measured answer, next to the seeds'
 #
 # Throughput: the highest output tokens/s per GPU at the highest concurrency. Latency: the
-# highest tokens/s per user at concurrency 1 (lowest load). Each mode is compared with the
+# highest tokens/s per user at concurrency 1 (lowest load). Each mode's figure is the mean of
+# its runs there (the sweep's and the repeats: the spread above) and is compared with the
 # best; a gap inside the run-to-run spread is called noise.
 
 # %%
-throughput = stats.rank(results, "output_throughput_per_gpu", concurrency=max(concs), noise=noise)
-latency = stats.rank(results, per_user, concurrency=min(concs), noise=noise_user)
+every_run = pd.concat([results, *repeated.values()], ignore_index=True)  # rank() takes each mode's mean
+throughput = stats.rank(every_run, "output_throughput_per_gpu", concurrency=max(concs), noise=noise)
+latency = stats.rank(every_run, per_user, concurrency=min(concs), noise=noise_user)
 display(throughput, latency)
 answer = pd.DataFrame([
     {"goal": "maximum throughput", "seeds say": "no speculative decoding (recipe guide, overview)", "measured here": stats.winner(throughput)},
