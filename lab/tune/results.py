@@ -1,5 +1,8 @@
 """The result of a tuning run (:class:`TuneResult`), built from a run's folder by
 :func:`collect` (no server is touched): points, candidates' status, the recommendation and its words.
+
+Over 500 lines: the recommendation, its table and the summary's notes (measured apart, an SLO
+limit's probe beyond the pick, no reference) read one result object and stay beside it.
 """
 
 from __future__ import annotations
