@@ -35,6 +35,7 @@ SHARED_SERVERS = {
     "noise_server": "noise_server",
     "noise_kernel": "noise_server",
     "prefix_server": "prefix_server",
+    "lora_server": "lora_server",  # tests/lab/adapters/conftest.py: the stand-in with --enable-lora
 }
 
 

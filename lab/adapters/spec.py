@@ -144,3 +144,13 @@ def check_lora_flags(cfg: Any) -> None:
             "(with --lora-modules the start fails: 'LoRA is not enabled. Use --enable-lora to "
             "enable LoRA.'); fix: add --enable-lora, e.g. lab.adapters.spec.lora_config(cfg, ...)."
         )
+
+
+def trained_answer(name: str, prompt: str, registry: AdapterRegistry | None = None) -> str | None:
+    """The answer the stand-in adapter ``name`` was trained to give to ``prompt``
+    (``cookbook/adapters.yaml``), or None: not one of its prompts, or not a stand-in adapter."""
+    reg = registry or load_adapters()
+    for adapter in reg.standin:
+        if adapter.name == name:
+            return next((ex.answer for ex in adapter.examples if ex.prompt == prompt), None)
+    return None

@@ -1,0 +1,257 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Fine-tuned adapters on Nemotron 3.5 Lightning: LoRA served by vLLM, switched per request
+#
+# Lightning is meant to be customised: an organisation's terms, policies and tools taught by a
+# small fine-tune. A LoRA adapter is that fine-tune in a few megabytes, and vLLM serves several
+# beside one copy of the base model: each request names the adapter it wants in `model=`. This
+# notebook (step 3 launches the server, step 8 stops it):
+#
+# 1. **What an adapter may target on this hybrid**, read in vLLM 0.32.0's code.
+# 2. **The adapters, checked before the launch**: rank, target modules and every tensor's shape
+#    against the base (`lab.adapters.check`).
+# 3. **The server with `--enable-lora`** and the registry's adapter flags
+#    (`cookbook/adapters.yaml`: `--max-loras`, `--max-lora-rank`, `--lora-modules NAME=PATH`).
+# 4. **What it serves**: `/v1/models` lists the base and each adapter.
+# 5. **The same prompt to the base and to each adapter**: the SDK's own call, `model=<adapter>`.
+# 6. **Unloading and loading at run time** (`/v1/unload_lora_adapter`, `/v1/load_lora_adapter`).
+# 7. **What goes wrong, by name**, each with vLLM's own words and the fix.
+#
+# **Stand-in mode** (`stand_in = True`, what CI runs): two adapters are trained with peft on the
+# tiny CPU stand-in in seconds each: `terse` answers with the city alone, `glossary` knows a
+# fact the base was never told. The CPU build of vLLM serves them; the table in step 5 shows
+# each adapter answering as trained and the base not. **On a GPU** pass your own adapters
+# (`adapters = {"name": "/path/to/peft/folder"}`); **weightless** (`weightless = True`), or with
+# none given, two adapters of the model's real shapes with random weights (ranks 8 and 32)
+# are served: the flags, the listing and the switching are real, the text is noise.
+
+# %% tags=["parameters"]
+target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the base model
+stand_in = True  # True: the CPU stand-in; False: the target's GPU
+weightless = False  # True (GPU): the exact architecture with random weights, adapters of its shapes with random weights
+install = True  # pip-install the cookbook's helpers with the `adapters` extra first (%pip): peft
+server_url = None  # attach to an already running vLLM server started with the adapter flags instead of launching one
+extra_args = None  # more serve flags, e.g. {"--max-loras": 4}
+adapters = None  # {served name: peft folder}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
+max_tokens = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
+temperature = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
+startup_timeout = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s)
+
+# %%
+import importlib.util
+
+if install and (importlib.util.find_spec("helpers") is None or importlib.util.find_spec("peft") is None):
+    %pip install -q -e "..[adapters]"
+
+# %% [markdown]
+# ## 1. What an adapter may target on Nemotron-H (vLLM 0.32.0)
+#
+# `NemotronHForCausalLM` declares `SupportsLoRA`. vLLM accepts an adapter's module when its
+# last name is a Linear layer of the model (or `embed_tokens` / `lm_head`); `q_proj`, `k_proj`,
+# `v_proj` are packed into one `qkv_proj`; the MTP drafter's layers (`mtp.`) are skipped. Two
+# traps the code shows: the Mamba `conv1d` is accepted by name but never applied (the mixer
+# reads its weight into the conv kernel), and peft 0.21 refuses to *train* the Mamba
+# `out_proj` although vLLM serves it. The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
+#
+# **Expected:** one row per module: its layer, vLLM's layer class, and what its LoRA does.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from lab.adapters.check import NEMOTRON_H_TARGETS
+
+pd.set_option("display.max_colwidth", 120)
+display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": what}
+                      for m, (layer, cls, what) in NEMOTRON_H_TARGETS.items()]))
+
+# %% [markdown]
+# ## 2. The adapters, checked before the launch
+#
+# On the stand-in, `build_adapters` trains each adapter of `cookbook/adapters.yaml` with peft
+# (rank 8 on the attention, Mamba `in_proj` and MLP projections; a few seconds each, cached
+# under `out/adapters/` by the hash of what it learned). Every adapter is then checked against
+# the base's `config.json` and the server's `--max-lora-rank`: a rank too high, a module vLLM
+# cannot serve for this model, or a tensor of another model's width is refused here, naming
+# the fix, before vLLM loads it.
+#
+# **Expected:** on the stand-in, two lines of training (loss falling to near 0), then one
+# `OK` line per adapter with its rank and target modules.
+
+# %%
+from helpers.config.resolve import resolve
+from helpers.weights.prepare import fetch, prepare
+from lab.adapters.check import check_adapter
+from lab.adapters.prepare import base_folder, run_adapters
+from lab.adapters.spec import load_adapters
+
+registry = load_adapters()
+cfg = resolve(target, extra_args=extra_args)
+run = fetch(prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens))
+base_dir = base_folder(run)  # the served checkpoint's folder (an attached server's: its /v1/models root)
+rank_limit = registry.serve["standin" if run.stand_in else "gpu"]["--max-lora-rank"]
+adapters = run_adapters(run, base_dir, adapters)  # the stand-in: trained now (cached); a GPU: yours, or random of the real shapes
+for name, folder in adapters.items():
+    print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
+
+# %% [markdown]
+# ## 3. The server with `--enable-lora`
+#
+# `lora_config` adds the registry's adapter flags to the target's command: `--enable-lora`,
+# `--max-loras` (how many adapters one batch may mix), `--max-lora-rank` (the largest rank it
+# loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
+# start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
+# of step 6 (vLLM says to use it for local development only). The flags are checked against
+# the release's flag table, like every registry flag, before the server starts.
+#
+# **Expected:** the serve command with the LoRA flags, "flags checked", `ready: http://...`.
+
+# %%
+from helpers.config.flagtable import check_config
+from helpers.server.launch import launch_server
+from lab.adapters.spec import check_lora_flags, lora_config
+
+served_cfg = lora_config(run.config, adapters)
+check_lora_flags(served_cfg)
+print(served_cfg.shell_command())
+check_config(served_cfg)
+srv = launch_server(run.serving(served_cfg), startup_timeout=startup_timeout)
+llm, model = srv.client(), srv.model_name
+defaults = srv.run.defaults  # this mode's values (helpers/config/run.py); the parameters cell's win
+sampling = dict(max_tokens=max_tokens or defaults.max_tokens, temperature=defaults.temperature if temperature is None else temperature,
+                top_p=defaults.top_p)
+
+# %% [markdown]
+# ## 4. What the server serves
+#
+# `/v1/models` lists the base model and every adapter loaded, each adapter with the base as its
+# `parent` and its folder as `root`. A request may name any of them.
+#
+# **Expected:** the base (no parent) and one row per adapter.
+
+# %%
+from lab.adapters.serving import served
+
+display(pd.DataFrame(served(srv)))
+
+# %% [markdown]
+# ## 5. The same prompt to the base and to each adapter
+#
+# The request is the SDK's own; only `model=` changes: the base's name, or an adapter's, and
+# vLLM applies that adapter to this request alone (requests for different adapters share a
+# batch, up to `--max-loras` adapters at once). `check_reply` reads each reply (the reasoning
+# apart from the answer); "as trained" compares the answer with what the adapter learned
+# (`cookbook/adapters.yaml`).
+#
+# **Expected:** on the stand-in, `terse` answers the capital question with `Tokyo.` alone and
+# `glossary` the server question with `The server is in Berlin.`, both "as trained: yes";
+# the base answers the first with a sentence and does not know the second.
+
+# %%
+from helpers.chat.parse import check_reply
+from lab.adapters.spec import trained_answer
+
+rows = []
+for prompt in ["What is the capital of Japan?", "Which city is our server in?"]:
+    for name in [model, *adapters]:
+        reply = llm.chat.completions.create(
+            model=name,  # the base, or an adapter by its served name
+            messages=[{"role": "user", "content": prompt}],
+            **sampling,
+        )
+        turn = check_reply(reply, max_tokens=sampling["max_tokens"])
+        expected = trained_answer(name, prompt, registry)
+        rows.append({"prompt": prompt, "model": name, "answer": turn.content.strip(),
+                     "as trained": "" if expected is None else ("yes" if turn.content.strip() == expected else "NO")})
+answers = pd.DataFrame(rows)
+display(answers)
+for name in adapters:
+    mine = answers[(answers.model == name) & (answers["as trained"] != "")]
+    for _, row in mine.iterrows():
+        base_said = answers[(answers.model == model) & (answers.prompt == row.prompt)].answer.iloc[0]
+        print(f"{name}: {'as trained' if row['as trained'] == 'yes' else 'NOT as trained'} on {row.prompt!r}; "
+              f"the base {'says the same' if base_said == row.answer else 'answers otherwise'}")
+
+# %% [markdown]
+# ## 6. Unloading and loading at run time
+#
+# With `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, `POST /v1/unload_lora_adapter` removes an
+# adapter and `POST /v1/load_lora_adapter` loads one from a folder on the server's machine,
+# without a restart. `load_adapter` checks the adapter against the base first (step 2's check);
+# a request for an adapter that is not loaded gets vLLM's 404, quoted with its fix.
+#
+# **Expected:** the unload's success line, the 404 for the unloaded adapter with its fix, the
+# load's success line, and the adapter answering again.
+
+# %%
+from lab.adapters.serving import explain_error, load_adapter, unload_adapter
+
+name, folder = list(adapters.items())[-1]
+print(unload_adapter(srv, name))
+try:
+    llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
+except Exception as err:  # noqa: BLE001 - the SDK's NotFoundError, shown with its fix
+    print(explain_error(err))
+print(load_adapter(srv, name, folder, base=base_dir, max_lora_rank=rank_limit))
+reply = llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
+print(f"{name} again: {check_reply(reply, max_tokens=sampling['max_tokens']).content.strip()!r}")
+
+# %% [markdown]
+# ## 7. What goes wrong, by name
+#
+# Three adapters broken on purpose from a good one (`lab.adapters.faults`): a rank above
+# `--max-lora-rank`, a module this model does not have (`gate_proj`, a gated MLP's), and an
+# adapter trained for another base (wider, and narrower). Each is first refused by the check
+# before the request; then each is sent to vLLM unchecked, to show what the server itself
+# says. vLLM 0.32.0 refuses the first three with HTTP 500 and its reason, but loads the
+# narrower one without a word (it copies each tensor into the corner of a buffer sized for
+# this model) and would answer nonsense: only the check catches that one. Last, the flags:
+# `--lora-modules` without `--enable-lora`, and vLLM's reply when runtime updates are off.
+#
+# **Expected:** one `AdapterError` per broken adapter from the check; vLLM's own replies, each
+# with its kind and fix, and `loaded without a word` for the narrower one; then the two flag
+# errors.
+
+# %%
+from helpers.errors import AdapterError
+from helpers.paths import out_dir
+from lab.adapters.faults import FAULTS, faulty_adapter
+from lab.adapters.serving import refusal
+
+good = next(iter(adapters.values()))
+for kind, what in FAULTS.items():
+    broken = faulty_adapter(good, kind, out_dir("adapters", "faults", kind))
+    print(f"--- {kind}: {what}")
+    try:
+        check_adapter(broken, base_dir, max_lora_rank=rank_limit, name=f"broken-{kind}")
+    except AdapterError as err:
+        print(f"before the request: {err}")
+    try:
+        said = load_adapter(srv, f"broken-{kind}", broken)  # unchecked: what vLLM itself does
+        print(f"vLLM: {said} -> loaded without a word; unloading it: {unload_adapter(srv, f'broken-{kind}')}")
+    except AdapterError as err:
+        print(f"vLLM's reply: {err}")
+try:
+    check_lora_flags(resolve("cpu").with_args({"--lora-modules": ["terse=/path/to/adapter"]}))
+except AdapterError as err:
+    print(f"--- --enable-lora missing: {err}")
+no_route = '{"detail":"Not Found"}'  # FastAPI's reply: no /v1/load_lora_adapter route on the server
+print(f"--- runtime updates disabled: {refusal('loading an adapter', 404, no_route)}")
+
+# %% [markdown]
+# ## 8. Stop the server
+#
+# `stop()` ends the whole process group and checks the port is free. A server this notebook
+# attached to is left running (its adapters as step 6 left them).
+#
+# **Expected:** `stopped pid ...; port ... is free` (or nothing when attached).
+
+# %%
+srv.stop()

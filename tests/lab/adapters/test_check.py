@@ -1,0 +1,171 @@
+"""lab.adapters without a server: the registry, the flags a launch gets, the trained adapters'
+cache, and the check of an adapter before the launch (each broken kind refused with its fix).
+
+The adapters are the real ones (trained with peft on the stand-in, cached under
+``out/adapters``: about 5 s each the first time); the broken ones are made from them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from helpers.errors import AdapterError, CookbookError, RegistryError
+from lab.adapters import spec, train
+from lab.adapters.check import check_adapter, expected_shape, modules_of
+from lab.adapters.faults import FAULTS, faulty_adapter
+from lab.adapters.synthetic import random_adapter
+
+
+def _config(standin_model) -> dict:
+    return json.loads((standin_model / "config.json").read_text())
+
+
+def test_the_trained_adapters_pass_the_check_at_the_stand_ins_rank(lora_adapters, standin_model):
+    for name, folder in lora_adapters.items():
+        report = check_adapter(folder, standin_model, max_lora_rank=8, name=name)
+        assert report.rank == 8 and report.tensors == 16
+        assert set(report.target_modules) == set(spec.load_adapters().recipe.target_modules)
+        assert report.line().endswith(": OK")
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("rank", "rank 16 is above the server's --max-lora-rank 8"),
+        ("target", "target module 'gate_proj' is not a module vLLM 0.32.0 can adapt"),
+        ("base", "lora_A.weight is (8, 256), this base's layer 0 needs (8, 128)"),
+        ("base-narrow", "lora_A.weight is (8, 64), this base's layer 0 needs (8, 128)"),
+    ],
+)
+def test_each_broken_adapter_is_refused_before_the_launch_with_its_fix(
+    lora_adapters, standin_model, tmp_path, kind, said
+):
+    broken = faulty_adapter(lora_adapters["terse"], kind, tmp_path / kind)
+    with pytest.raises(AdapterError) as err:
+        check_adapter(broken, standin_model, max_lora_rank=8)
+    assert said in str(err.value) and "; fix: " in str(err.value)
+    assert set(FAULTS) == {"rank", "target", "base", "base-narrow"}
+
+
+def test_the_rank_fix_names_the_next_rank_vllm_accepts(lora_adapters, standin_model, tmp_path):
+    broken = faulty_adapter(lora_adapters["terse"], "rank", tmp_path / "r16")
+    check_adapter(broken, standin_model, max_lora_rank=16)  # fits a server sized for it
+    with pytest.raises(
+        AdapterError, match=r"serve with --max-lora-rank 16 .* or retrain with r <= 8"
+    ):
+        check_adapter(broken, standin_model, max_lora_rank=8)
+
+
+def test_conv1d_is_refused_although_vllm_accepts_its_name(lora_adapters, standin_model, tmp_path):
+    """vLLM 0.32.0 lists conv1d among the stand-in's modules (a ColumnParallelLinear) but the
+    Mamba mixer only reads its weight: a LoRA there would change nothing."""
+    folder = tmp_path / "conv"
+    shutil.copytree(lora_adapters["terse"], folder)
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    cfg["target_modules"] = [*cfg["target_modules"], "conv1d"]
+    (folder / "adapter_config.json").write_text(json.dumps(cfg))
+    assert "conv1d" in modules_of(_config(standin_model))
+    with pytest.raises(AdapterError, match="conv1d.*never applied.*retrain without it"):
+        check_adapter(folder, standin_model)
+
+
+def test_a_folder_without_adapter_config_names_what_to_point_at(tmp_path, standin_model):
+    with pytest.raises(AdapterError, match="no readable adapter_config.json.*save_pretrained"):
+        check_adapter(tmp_path, standin_model)
+
+
+def test_the_shapes_follow_the_base_config_for_every_block_kind(standin_model):
+    """Attention, Mamba and MLP from the stand-in's config; a MoE layer's shared and routed
+    experts from a config with one (the stand-in's widths, the real model's MoE keys)."""
+    c = _config(standin_model)
+    assert expected_shape(c, 1, "q_proj") == (128, 8 * 64)
+    assert expected_shape(c, 0, "in_proj") == (128, 2 * 128 + 2 * 16 + 4)
+    assert expected_shape(c, 2, "out_proj") == (128, 128)
+    assert expected_shape(c, 3, "down_proj") == (256, 128)
+    assert expected_shape(c, 0, "q_proj") is None  # a Mamba layer has no attention
+    moe = {**c, "hybrid_override_pattern": "M*E", "moe_latent_size": None}
+    assert expected_shape(moe, 2, "shared_experts.up_proj") == (128, 7688)
+    assert expected_shape(moe, 2, "experts.3.down_proj") == (7688, 128)
+    assert {"experts", "gate"} <= set(modules_of(moe)) and "experts" not in modules_of(c)
+
+
+def test_a_random_adapter_of_a_moe_base_has_its_real_shapes(standin_model, tmp_path):
+    """What the GPU's weightless mode serves: every tensor of the base's widths, the shared
+    experts' projections in a MoE layer, at ranks 8 and 32."""
+    moe = {**_config(standin_model), "hybrid_override_pattern": "M*E"}
+    for rank in (8, 32):
+        folder = random_adapter(moe, tmp_path / f"r{rank}", rank=rank)
+        report = check_adapter(folder, moe, max_lora_rank=32)
+        assert report.rank == rank and report.tensors == 2 * (2 + 4 + 2)
+    with pytest.raises(ValueError, match="not LoRA targets of this base"):
+        random_adapter(_config(standin_model), tmp_path / "x", target_modules=("experts",))
+
+
+def test_lora_config_adds_the_registry_flags_and_one_value_per_adapter(standin_config, tmp_path):
+    cfg = spec.lora_config(standin_config, {"terse": tmp_path / "a", "glossary": tmp_path / "b"})
+    argv = cfg.serve_argv()
+    i = argv.index("--lora-modules")
+    assert argv[i + 1 : i + 3] == [f"terse={tmp_path / 'a'}", f"glossary={tmp_path / 'b'}"]
+    for flag, value in spec.load_adapters().serve["standin"].items():
+        assert flag in argv and (value is True or argv[argv.index(flag) + 1] == str(value))
+    assert cfg.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    cfg.validate()  # vLLM 0.32.0's own parser takes the flags, the several values included
+    assert (
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+        not in spec.lora_config(standin_config, runtime_updates=False).env
+    )
+
+
+def test_lora_flags_without_enable_lora_are_refused_before_the_launch(standin_config):
+    spec.check_lora_flags(spec.lora_config(standin_config, {"terse": "/x"}))
+    with pytest.raises(AdapterError, match="--lora-modules given without --enable-lora.*fix: add"):
+        spec.check_lora_flags(standin_config.with_args({"--lora-modules": ["terse=/x"]}))
+
+
+def test_a_broken_registry_is_named_key_by_key(tmp_path):
+    path = tmp_path / "adapters.yaml"
+    raw = spec.ADAPTERS_FILE.read_text().replace("  rank: 8\n", "  rank: 0\n  ranks: 8\n")
+    path.write_text(raw)
+    with pytest.raises(RegistryError) as err:
+        spec.load_adapters(path)
+    assert "recipe.rank" in str(err.value) and "recipe.ranks" in str(err.value)
+    with pytest.raises(
+        RegistryError, match="no stand-in adapter 'nope': pick one of terse, glossary"
+    ):
+        spec.load_adapters().adapter("nope")
+
+
+def test_the_cache_key_follows_what_the_adapter_learns(standin_model):
+    reg = spec.load_adapters()
+    terse = reg.adapter("terse")
+    changed = terse.model_copy(update={"teaches": "something else"})
+    assert train.adapter_hash(terse, reg.recipe, standin_model) != train.adapter_hash(
+        changed, reg.recipe, standin_model
+    )
+    assert train.adapter_hash(terse, reg.recipe, standin_model) != train.adapter_hash(
+        terse, reg.recipe.model_copy(update={"steps": 1}), standin_model
+    )
+
+
+def test_a_damaged_cached_adapter_is_refused_with_the_retrain_command(lora_adapters, tmp_path):
+    folder = tmp_path / "terse"
+    shutil.copytree(lora_adapters["terse"], folder)
+    train.check_adapter_files(folder)
+    blob = bytearray((folder / "adapter_model.safetensors").read_bytes())
+    blob[-1] ^= 0xFF
+    (folder / "adapter_model.safetensors").write_bytes(bytes(blob))
+    with pytest.raises(
+        CookbookError, match=r"adapter_model.safetensors.*python -m lab.adapters.train --force"
+    ):
+        train.check_adapter_files(folder)
+
+
+def test_training_learns_the_examples_and_records_what_it_did(lora_adapters):
+    for name, folder in lora_adapters.items():
+        meta = json.loads((folder / "adapter.json").read_text())
+        assert meta["name"] == name and meta["final_loss"] < 0.05 < meta["first_loss"]
+        assert set(meta["files"]) == {"adapter_config.json", "adapter_model.safetensors"}
+        assert meta["versions"]["peft"] == "0.21.2"
