@@ -25,11 +25,14 @@ from helpers.server import httpio
 
 @dataclass(frozen=True)
 class Reply:
-    """One kind of vLLM reply about adapters: ``name``, a regex over the reply's text, the fix."""
+    """One kind of vLLM reply about adapters: ``name``, a regex over the reply's text, the fix,
+    and ``source``: the file of vLLM 0.32.0 (under ``vllm/``; ``torch/`` for torch's own
+    message) and the words in it that the regex matches (a test checks they are there)."""
 
     name: str
     pattern: str
     fix: str
+    source: tuple[str, str] = ("", "")
 
 
 #: vLLM 0.32.0's replies about adapters, tried in order (files: this module's docstring).
@@ -38,26 +41,33 @@ REPLIES = (
           "the server was started without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, so it has no "
           "/v1/load_lora_adapter route: restart it with that variable "
           "(lab.adapters.spec.lora_config(..., runtime_updates=True)), or list the adapter in "
-          "--lora-modules NAME=PATH at start-up"),
+          "--lora-modules NAME=PATH at start-up",
+          source=('entrypoints/serve/lora/api_router.py', 'if not envs.VLLM_ALLOW_RUNTIME_LORA_UPDATING')),
     Reply("--enable-lora missing", r"LoRA is not enabled",
           "the server was started without --enable-lora: restart it with the LoRA flags "
-          "(lab.adapters.spec.lora_config adds --enable-lora --max-loras --max-lora-rank)"),
+          "(lab.adapters.spec.lora_config adds --enable-lora --max-loras --max-lora-rank)",
+          source=('v1/worker/lora_model_runner_mixin.py', 'LoRA is not enabled. Use --enable-lora to enable LoRA.')),
     Reply("rank above --max-lora-rank", r"LoRA rank (\d+) is greater than max_lora_rank (\d+)",
           "restart with a --max-lora-rank at least the adapter's rank (cookbook/adapters.yaml "
-          "serve), or retrain the adapter at a lower r"),
+          "serve), or retrain the adapter at a lower r",
+          source=('lora/peft_helper.py', 'is greater than max_lora_rank')),
     Reply("target module vLLM cannot serve", r"expected target modules in .* but received",
           "retrain without the modules named after 'received' (the ones this model has are "
-          "listed after 'expected'; lab.adapters.check.NEMOTRON_H_TARGETS says what each does)"),
+          "listed after 'expected'; lab.adapters.check.NEMOTRON_H_TARGETS says what each does)",
+          source=('lora/lora_model.py', 'f" target modules in {expected_lora_modules}"')),
     Reply("adapter for another base", r"The size of tensor a \(\d+\) must match",
           "the adapter's tensors have another model's widths: train it on this base "
-          "(lab.adapters.check.check_adapter names the first tensor that differs)"),
+          "(lab.adapters.check.check_adapter names the first tensor that differs)",
+          source=('lora/layers/base_linear.py', '.copy_(')),
     Reply("adapter folder not found", r"No adapter found for",
           "lora_path must be a folder on the server's machine holding adapter_config.json and "
-          "adapter_model.safetensors"),
+          "adapter_model.safetensors",
+          source=('exceptions.py', 'failed: No adapter found for')),
     Reply("adapter not loaded", r"The model `[^`]+` does not exist|The lora adapter '[^']+' cannot be found",
           "the name is not served: load it (POST /v1/load_lora_adapter, lab.adapters.serving."
           "load_adapter) or start the server with --lora-modules NAME=PATH; /v1/models lists "
-          "what is served"),
+          "what is served",
+          source=('entrypoints/serve/engine/serving.py', 'f"Valid aliases: {served_names}."')),
 )  # fmt: skip
 
 

