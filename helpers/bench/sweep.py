@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from helpers.bench.metrics import (
-    STALL_TIMEOUT_S,
     _healthy,
     _served_entries,
     acceptance_verdict,
@@ -40,6 +39,7 @@ from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.paths import out_dir as _out_dir
+from helpers.server.stall import STALL_TIMEOUT_S
 
 #: The warnings already printed (a set of sentences) by the sweeps of one
 #: :func:`lab.bench.repeats.repeat_point`: its repeats share it, so a server without prefix

@@ -9,4 +9,5 @@
 - ``vllm_log``     every regex over vLLM's log wording, with the releases it was read in
 - ``diagnose``     a failed start's log -> one sentence naming the fix; ``failures`` the sentences
 - ``review``       what a running server's log says is wrong
+- ``stall``        a running engine that stopped making progress, from ``/metrics``
 """

@@ -49,6 +49,7 @@ from helpers.server.processes import (
     port_is_free,
 )
 from helpers.server.review import warn_findings
+from helpers.server.stall import StallDetector, engine_counters
 from helpers.server.vllm_log import (
     LogFollower,
     phase_kind,
@@ -490,46 +491,33 @@ class VLLMServer(ServerEndpoint):
             yield False
 
     def engine_counters(self) -> dict[str, float]:
-        """``{"running", "waiting", "tokens"}`` from ``GET /metrics`` now: the request gauges and
-        prompt + generation tokens counted since start (vLLM's ``vllm:num_requests_running``,
-        ``vllm:num_requests_waiting``, ``vllm:prompt_tokens_total``,
-        ``vllm:generation_tokens_total``: vllm/v1/metrics/loggers.py, 0.32.0-0.34.0), summed
-        over engines.
+        """:func:`helpers.server.stall.engine_counters` of ``GET /metrics`` now (``running``,
+        ``waiting``, ``tokens``; 0 where the scrape lacks one).
 
         Raises:
             CookbookError: ``/metrics`` does not answer 200 (names the URL).
         """
-        from prometheus_client.parser import text_string_to_metric_families
-
         status, body = self._get("/metrics", timeout=10)
         if status != 200:
             raise CookbookError(f"{self.url}/metrics answered HTTP {status}: is it a vLLM server?")
-        names = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
-                 "vllm:prompt_tokens_total": "tokens", "vllm:generation_tokens_total": "tokens"}  # fmt: skip
-        out = dict.fromkeys(names.values(), 0.0)
-        for family in text_string_to_metric_families(body):
-            for sample in family.samples:
-                if sample.name in names:
-                    out[names[sample.name]] += sample.value
-        return out
+        return {k: v or 0.0 for k, v in engine_counters(body).items()}
 
     def progress_check(self, seconds: float = 60.0, poll: float = 2.0) -> Diagnosis | None:
-        """Watch :meth:`engine_counters` for ``seconds`` (a look every ``poll`` s): a
+        """Watch :meth:`engine_counters` for ``seconds`` (a look every ``poll`` s) with a
+        :class:`~helpers.server.stall.StallDetector` (``seconds`` above the longest prefill): a
         :class:`~helpers.server.failures.Diagnosis` when requests run all along and no token is
         counted (:func:`helpers.server.failures_engine.engine_hung` names the kind it matches,
         and how long the log has been silent), None as soon as one moves or nothing runs.
-        Keep ``seconds`` above the longest prefill: vLLM counts a prompt when its prefill ends.
 
         Raises:
             CookbookError: as :meth:`engine_counters`.
         """
-        first = self.engine_counters()
-        end = time.monotonic() + seconds
+        watch, first = StallDetector(seconds), self.engine_counters()
         while True:
             now = self.engine_counters()
             if not now["running"] or now["tokens"] != first["tokens"]:
                 return None
-            if time.monotonic() >= end:
+            if watch.observe(time.monotonic(), **now):
                 break
             time.sleep(poll)
         log = Path(self.log_path) if self.log_path else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 
 import pandas as pd
@@ -20,6 +19,7 @@ from helpers.bench import metrics as metrics_mod
 from helpers.bench import point, results
 from helpers.bench import sweep as bench
 from helpers.errors import CookbookError
+from helpers.server import stall
 from tests.support import DATA as TEST_DATA
 
 #: Served through ``helpers.server.vllm_server.VLLMServer`` with the ``cpu`` target plus
@@ -450,79 +450,6 @@ def test_acceptance_verdict_from_vllm_json_alone():
     assert "spec_decode_verdict" not in results.load_results(DATA / "standin-c1.json").columns
 
 
-# ---------------------------------------------------------------- stalled engine
-
-
-def _scrape(running: int, waiting: int) -> str:
-    """A real CPU server's scrape taken mid-sweep (tests/data/runtime/metrics_busy.txt,
-    benchmarks/record_runtime.py) with the two gauges set.
-
-    The recorded scrape has both gauge families with vLLM's labels; only their values change
-    (the stall itself is simulated at the data level).
-    """
-    text = (RUNTIME / "metrics_busy.txt").read_text()
-    assert "vllm:num_requests_running{" in text and "vllm:num_requests_waiting{" in text
-    import re as _re
-
-    text = _re.sub(
-        r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\1 {running}.0", text, flags=_re.M
-    )
-    return _re.sub(
-        r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", rf"\1 {waiting}.0", text, flags=_re.M
-    )
-
-
-def test_stall_detector_on_recorded_metrics():
-    d = metrics_mod.StallDetector(timeout=60)
-    # busy, then waiting with nothing running for 58 s: not yet
-    assert not d.observe_metrics(0, _scrape(running=2, waiting=1))
-    for t in range(2, 62, 2):
-        stalled = d.observe_metrics(t, _scrape(running=0, waiting=3))
-    assert d.seconds == 58 and not stalled
-    assert d.observe_metrics(62, _scrape(running=0, waiting=3))  # over a minute
-    assert d.message.startswith("engine stalled: requests waiting, none running")
-    assert "3 waiting" in d.message
-    # a running request resets the clock; an idle server (nothing waiting) is not a stall
-    d2 = metrics_mod.StallDetector(timeout=60)
-    d2.observe_metrics(0, _scrape(0, 3))
-    d2.observe_metrics(50, _scrape(1, 3))
-    assert not d2.observe_metrics(100, _scrape(0, 3))
-    assert not metrics_mod.StallDetector(timeout=1).observe_metrics(100, _scrape(0, 0))
-    # a scrape without the gauges never counts
-    assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, "vllm:other 1\n")
-
-
-def _counters(text: str, prompt: float, generation: float) -> str:
-    text = re.sub(r"^(vllm:prompt_tokens_total\{[^}]*\}) \S+$", rf"\1 {prompt}", text, flags=re.M)
-    return re.sub(
-        r"^(vllm:generation_tokens_total\{[^}]*\}) \S+$", rf"\1 {generation}", text, flags=re.M
-    )
-
-
-def test_stall_detector_names_a_hung_engine_from_recorded_metrics():
-    """Requests running while the token counters stand still for the timeout: hung. Tokens
-    that move, or nothing running, start the clock again."""
-    d = metrics_mod.StallDetector(timeout=60)
-    busy = _scrape(running=3, waiting=0)
-    assert "vllm:prompt_tokens_total{" in busy and "vllm:generation_tokens_total{" in busy
-    # generating: the counters move every scrape, never hung
-    for t in range(0, 200, 2):
-        assert not d.observe_metrics(t, _counters(busy, 324, 73 + t))
-    # then nothing moves: hung once a minute has passed with no token
-    frozen = _counters(busy, 324, 400)
-    hung = [d.observe_metrics(t, frozen) for t in range(200, 264, 2)]
-    assert not any(hung[:30]) and hung[-1], hung
-    assert d.kind == "hung"
-    assert d.message.startswith("engine hung with 3 requests running (no tokens for 6")
-    # a prompt finishing its prefill counts as progress; an idle server is no hang
-    d2 = metrics_mod.StallDetector(timeout=60)
-    d2.observe_metrics(0, frozen)
-    d2.observe_metrics(50, _counters(busy, 500, 400))
-    assert not d2.observe_metrics(100, _counters(busy, 500, 400))
-    idle = _counters(_scrape(running=0, waiting=0), 500, 400)
-    assert not metrics_mod.StallDetector(timeout=1).observe_metrics(100, idle)
-
-
 def test_recorded_ngram_sweep_point_accepted_nothing():
     """A real point: the stand-in (vLLM 0.32.0 CPU) with n-gram drafting on random prompts
     (benchmarks/record_runtime.py) drafted and accepted nothing; the row says so."""
@@ -544,8 +471,8 @@ def test_recorded_ngram_sweep_point_accepted_nothing():
 
 def test_recorded_busy_scrape_has_both_gauges():
     values = metrics_mod.parse_prometheus((RUNTIME / "metrics_busy.txt").read_text())
-    assert values[metrics_mod.NUM_RUNNING] == 4.0 and values[metrics_mod.NUM_WAITING] == 4.0
-    assert not metrics_mod.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled
+    assert values[stall.NUM_RUNNING] == 4.0 and values[stall.NUM_WAITING] == 4.0
+    assert not stall.StallDetector(timeout=0).observe_metrics(0, values)  # busy, not stalled
 
 
 def test_publishing_points_leaves_no_lock_file_in_the_temp_folder(tmp_path, monkeypatch):
