@@ -278,7 +278,7 @@ NEMOTRON_H_ARCH = r"Resolved architecture: NemotronH"
 
 
 # ---------------------------------------------------------------------------------------
-# a running server's periodic lines (helpers.server.review)
+# a running server's periodic lines (helpers.server.review, lab.bench.spec_log)
 # ---------------------------------------------------------------------------------------
 
 #: vLLM's periodic stats line (``vllm/v1/metrics/loggers.py`` LoggingStatLogger.log; V0:
