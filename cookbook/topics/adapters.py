@@ -58,7 +58,10 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # `v_proj` are packed into one `qkv_proj`; the MTP drafter's layers (`mtp.`) are skipped. Two
 # traps the code shows: the Mamba `conv1d` is accepted by name but never applied (the mixer
 # reads its weight into the conv kernel), and peft 0.21 refuses to *train* the Mamba
-# `out_proj` although vLLM serves it. The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
+# `out_proj` although vLLM serves it. The MoE layers' routed experts take a LoRA through vLLM's
+# fused-MoE LoRA path, which the GPU has and the CPU build lacks (the stand-in has no MoE
+# layer; its MLP is the `up_proj` / `down_proj` the shared experts also have). The table is
+# `lab.adapters.check.NEMOTRON_H_TARGETS`.
 #
 # **Expected:** one row per module: its layer, vLLM's layer class, and what its LoRA does.
 

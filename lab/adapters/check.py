@@ -17,6 +17,10 @@ Read in vLLM 0.32.0's code (``vllm/model_executor/models/nemotron_h.py``,
   (``lora/layers/base_linear.py``): an adapter of a *narrower* base loads without a word and
   answers nonsense; a *wider* one fails with torch's "The size of tensor a ... must match".
   Only a check of the shapes before the launch tells the two apart from a good adapter.
+- The routed experts' LoRA runs through ``add_lora_fused_moe``, which
+  ``lora/punica_wrapper/punica_gpu.py`` (and ``punica_xpu.py``) implement and ``punica_cpu.py``
+  does not (``punica_base.py`` raises NotImplementedError): a MoE adapter is a GPU matter (the
+  stand-in has no MoE layer anyway).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ NEMOTRON_H_TARGETS: dict[str, tuple[str, str, str]] = {
     "experts": (
         "MoE routed experts",
         "FusedMoE (FusedMoEWithLoRA)",
-        "served on GPU (fused MoE LoRA kernels)",
+        "served on GPU (punica_gpu.py add_lora_fused_moe); the CPU build's punica_cpu.py has no MoE LoRA",
     ),
     "gate": (
         "MoE router",
