@@ -16,7 +16,7 @@ from typing import Any
 
 from helpers.config.serveconfig import ServeConfig
 
-# ---- CUDA 12 drivers: the +cu129 build ----------------------------------------------------
+# ---- CUDA 12 drivers: the +cu129 build ------------------------------------------------
 #: vLLM's per-release wheel index of one CUDA variant (``/<release>/<variant>``; the nightly
 #: ``/nightly/<variant>``), the form of vLLM's install docs (``wheels.vllm.ai/${VLLM_VERSION}/cpu``
 #: for the CPU wheel, ``nightly/<variant>`` with ``cu129``, ``cu130``). Not reachable from this
@@ -35,7 +35,7 @@ CUDA12_VARIANT = "cu129"
 #: The oldest Linux driver branch with CUDA 13.0 (NVIDIA CUDA 13.0 release notes: 580.65.06).
 CUDA13_DRIVER = "580"
 
-# ---- FlashInfer's prebuilt kernels ----------------------------------------------------------
+# ---- FlashInfer's prebuilt kernels ----------------------------------------------------
 #: ``flashinfer-python`` each vLLM release pins (its wheel's Requires-Dist: ``pip install --dry-run
 #: --report`` for 0.27.0, 0.27.1, 0.28.0 and 0.33.0; the METADATA of 0.32.0 and 0.34.0).
 FLASHINFER_PINS = {

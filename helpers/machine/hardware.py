@@ -45,9 +45,7 @@ _NAME_PATTERNS: dict[str, str] = {
 }
 
 
-# --------------------------------------------------------------------------------------
-# Matching GPUs to registry targets
-# --------------------------------------------------------------------------------------
+# ---- Matching GPUs to registry targets ------------------------------------------------
 
 
 def _name_pattern(registry_name: str) -> re.Pattern:
@@ -93,9 +91,7 @@ def match_targets(gpus: Sequence[GPU], registry: Registry | Mapping | None = Non
     return [n for n, t in enough.items() if _cc_tuple(t.gpu.compute_capability) == cc and fits(t)]
 
 
-# --------------------------------------------------------------------------------------
-# check_machine
-# --------------------------------------------------------------------------------------
+# ---- check_machine --------------------------------------------------------------------
 
 
 @dataclasses.dataclass

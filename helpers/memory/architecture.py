@@ -192,9 +192,7 @@ class Architecture:
         ) + self.mamba_ssm_elements(tp) * self.cache_dtype_bytes(ssm_dtype)
 
 
-# --------------------------------------------------------------------------------------
-# Parameters and weight bytes of a config.json
-# --------------------------------------------------------------------------------------
+# ---- Parameters and weight bytes of a config.json -------------------------------------
 
 
 def _layer_kinds(config: Mapping[str, Any]) -> dict[str, int]:

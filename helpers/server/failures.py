@@ -132,9 +132,7 @@ def fixed_failure(name: str, order: int, wording: vllm_log.Wording, cause: str, 
     failure(name, order, wording)(build)
 
 
-# ---------------------------------------------------------------------------------------
-# helpers for the builders
-# ---------------------------------------------------------------------------------------
+# ---- helpers for the builders ---------------------------------------------------------
 
 
 def _line_of(match: re.Match[str], text: str) -> str:

@@ -32,7 +32,7 @@ class LeftoverServerWarning(UserWarning):
     """A vLLM server from an earlier Python process is still running (see find_leftovers)."""
 
 
-# ---- ports --------------------------------------------------------------------------
+# ---- ports ----------------------------------------------------------------------------
 
 
 def connect_host(host: str) -> str:
@@ -96,7 +96,7 @@ def describe_port(port: int | None) -> str:
     return ""
 
 
-# ---- records of launched servers, and leftovers -------------------------------------
+# ---- records of launched servers, and leftovers ---------------------------------------
 
 
 def create_time(pid: int) -> float | None:

@@ -1,8 +1,6 @@
-"""An engine that stopped making progress while its API still answers, read from ``GET
-/metrics``: vLLM's request gauges and token counters (``vllm/v1/metrics/loggers.py``,
-0.32.0-0.34.0), summed over engines. One watcher, :class:`StallDetector`, for a benchmark point
-(:mod:`helpers.bench.point`) and :meth:`helpers.server.vllm_server.VLLMServer.progress_check`.
-"""
+"""An engine that stopped making progress while its API still answers, from ``GET /metrics``
+(vLLM's request gauges and token counters, ``vllm/v1/metrics/loggers.py``, 0.32.0-0.34.0): one
+watcher for a benchmark point (:mod:`helpers.bench.point`) and ``VLLMServer.progress_check``."""
 
 from __future__ import annotations
 
@@ -12,21 +10,17 @@ NUM_RUNNING = "vllm:num_requests_running"
 NUM_WAITING = "vllm:num_requests_waiting"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
-#: Seconds a point may sit with requests waiting and none running before it is aborted as
-#: a stalled engine (over a minute); the client timeout would wait hours.
+#: Seconds of no progress before a point is aborted (the client timeout would wait hours).
 STALL_TIMEOUT_S = 60.0
-#: Seconds between the ``/metrics`` scrapes that watch a running point.
-STALL_POLL_S = 2.0
-#: What a stalled point's error and the diagnosis say.
+STALL_POLL_S = 2.0  #: seconds between the ``/metrics`` scrapes that watch a running point
 ENGINE_STALLED = "engine stalled: requests waiting, none running"
-#: What a hung point's error says (requests running, no token counted).
 ENGINE_HUNG = "engine hung"
 
 
 def engine_counters(metrics: str | Mapping[str, float]) -> dict[str, float | None]:
-    """``{"running", "waiting", "tokens"}`` of one ``/metrics`` scrape (its text, or
-    :func:`helpers.bench.metrics.parse_prometheus` of it): the two request gauges and prompt +
-    generation tokens counted since start, each None where the scrape lacks it.
+    """``{"running", "waiting", "tokens"}`` of one ``/metrics`` scrape (text, or parsed by
+    :func:`helpers.bench.metrics.parse_prometheus`), summed over engines: the request gauges and
+    prompt + generation tokens counted since start, None where the scrape lacks one.
 
     Raises:
         ValueError: the text is not Prometheus exposition (``prometheus_client``'s parser).
@@ -47,22 +41,13 @@ def engine_counters(metrics: str | Mapping[str, float]) -> dict[str, float | Non
 
 
 class StallDetector:
-    """Watches ``/metrics`` for an engine that stopped making progress, for ``timeout`` seconds
-    while the API still answers:
-
-    - *stalled*: ``vllm:num_requests_waiting`` > 0 and ``vllm:num_requests_running`` == 0
-      (the scheduler admits nothing);
-    - *hung*: ``vllm:num_requests_running`` > 0 and neither ``vllm:prompt_tokens_total``
-      nor ``vllm:generation_tokens_total`` moved (a deadlocked kernel leaves requests
-      "running" with no token produced; ``vllm bench serve`` has no per-request timeout
-      below aiohttp's 6 hours). vLLM 0.32.0 counts a prompt's tokens when its prefill ends
-      (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``), so one prefill
-      longer than ``timeout`` reads as a hang: keep ``timeout`` above the longest prefill.
-
-    An observation that breaks the pattern starts that kind's clock again.
-
-    Args:
-        timeout: seconds (default :data:`STALL_TIMEOUT_S`).
+    """Watches ``/metrics`` for an engine that made no progress for ``timeout`` seconds
+    (default :data:`STALL_TIMEOUT_S`) while the API still answers: *stalled*, requests waiting
+    and none running (the scheduler admits nothing); *hung*, requests running and neither token
+    counter moving (a deadlocked kernel; ``vllm bench serve`` has no per-request timeout below
+    aiohttp's 6 hours). vLLM 0.32.0 counts a prompt's tokens when its prefill ends
+    (``IterationStats.update_from_output``, ``vllm/v1/metrics/stats.py``): keep ``timeout``
+    above the longest prefill. An observation that breaks the pattern starts its clock again.
 
     Attributes:
         kind: ``"stalled"`` or ``"hung"`` once :meth:`observe` returned True, else None.

@@ -49,9 +49,7 @@ class Wording:
         return None
 
 
-# ---------------------------------------------------------------------------------------
-# start-up phases (helpers.server.vllm_server)
-# ---------------------------------------------------------------------------------------
+# ---- start-up phases (helpers.server.vllm_server) -------------------------------------
 
 # (regex, phase) in start-up order; the latest matching line names the phase. Checked in
 # vLLM 0.32.0 (PHASES_CHECKED): api_utils.py, model.py, v1/engine/core.py, *_model_runner.py,
@@ -120,9 +118,7 @@ def phase_kind(phase: str | None) -> str:
     return re.split(r" \(| in ", phase or "")[0]
 
 
-# ---------------------------------------------------------------------------------------
-# reading a growing log
-# ---------------------------------------------------------------------------------------
+# ---- reading a growing log ------------------------------------------------------------
 
 
 class LogFollower:
@@ -180,9 +176,7 @@ def read_tail(path: Path | None, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
-# ---------------------------------------------------------------------------------------
-# the last error line
-# ---------------------------------------------------------------------------------------
+# ---- the last error line --------------------------------------------------------------
 
 #: ``SomeError: message`` lines (a worker's ``(Name pid=N) ERROR ...]`` prefix allowed) and
 #: argparse's ``prog: error: ...``; checked in vLLM 0.32.0's log format (vllm/logger.py).
@@ -203,9 +197,7 @@ def last_error_line(log_text: str) -> str | None:
     return pick[-1][:400] if pick else None
 
 
-# ---------------------------------------------------------------------------------------
-# known failures (helpers.server.diagnose's catalogue), in catalogue order
-# ---------------------------------------------------------------------------------------
+# ---- known failures (helpers.server.diagnose's catalogue), in catalogue order ---------
 
 # The regexes the failure builders read besides their own wordings.
 #: api_utils.py's start-up line, ``non-default args: {...}`` (vLLM 0.26.0-0.32.0).
@@ -277,9 +269,7 @@ VLLM_DEFAULT_CACHE_ROOT = "~/.cache/vllm"
 NEMOTRON_H_ARCH = r"Resolved architecture: NemotronH"
 
 
-# ---------------------------------------------------------------------------------------
-# a running server's periodic lines (helpers.server.review, lab.bench.spec_log)
-# ---------------------------------------------------------------------------------------
+# ---- a running server's periodic lines (helpers.server.review, lab.bench.spec_log) ----
 
 #: vLLM's periodic stats line (``vllm/v1/metrics/loggers.py`` LoggingStatLogger.log; V0:
 #: ``vllm/engine/metrics.py``), with the time stamp of its log prefix.
@@ -358,9 +348,7 @@ NVFP4_MOE_CHOSEN = (
 )
 
 
-# ---------------------------------------------------------------------------------------
-# start-up memory figures (lab.plan_check.server_log_figures)
-# ---------------------------------------------------------------------------------------
+# ---- start-up memory figures (lab.plan_check.server_log_figures) ----------------------
 
 #: Checked in vLLM 0.26.0 (recorded H200 logs), 0.28.0 (recorded H200 logs: the CUDA-graph
 #: lines), 0.32.0 (source, recorded H200 logs and the stand-in's log), 0.33.0 and 0.34.0 (source).
@@ -444,9 +432,7 @@ def memory_figures(text: str) -> dict[str, float]:
     return out
 
 
-# ---------------------------------------------------------------------------------------
-# vllm bench serve's console output (helpers.bench.point)
-# ---------------------------------------------------------------------------------------
+# ---- vllm bench serve's console output (helpers.bench.point) --------------------------
 
 #: vllm/benchmarks/serve.py (vLLM 0.32.0) prints ``Error {i}: {err.error}`` per failed
 #: request; the error of a request that raised is a whole traceback.

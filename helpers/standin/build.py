@@ -118,9 +118,7 @@ def _build(
     return meta
 
 
-# ---------------------------------------------------------------------------------------
-# is the checkpoint whole? (checked before every reuse and every launch)
-# ---------------------------------------------------------------------------------------
+# ---- is the checkpoint whole? (checked before every reuse and every launch) -----------
 
 REBUILD = "rebuild with `build_standin_model(force=True)`"
 

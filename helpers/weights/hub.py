@@ -109,9 +109,7 @@ def _looks_complete(folder: Path, allow_patterns: Sequence[str] | None) -> bool:
     return not wants_st or any(folder.glob("*.safetensors"))
 
 
-# --------------------------------------------------------------------------------------
-# Hub errors -> one sentence naming the fix
-# --------------------------------------------------------------------------------------
+# ---- Hub errors -> one sentence naming the fix ----------------------------------------
 
 #: The hub's token page (huggingface_hub's docs, "User access tokens").
 TOKENS_PAGE = "https://huggingface.co/settings/tokens"

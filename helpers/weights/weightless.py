@@ -37,9 +37,7 @@ VARIANTS = ("bf16", "nvfp4")
 METADATA_FILE = "cookbook_arch.json"
 
 
-# --------------------------------------------------------------------------------------
-# config.json
-# --------------------------------------------------------------------------------------
+# ---- config.json ----------------------------------------------------------------------
 
 # Public config.json of nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (transformers 4.55
 # export), minus the registry's architecture numbers, which are filled in from
@@ -168,9 +166,7 @@ def arch_hf_config(variant: str = "bf16") -> dict[str, Any]:
     return dict(sorted(cfg.items()))
 
 
-# --------------------------------------------------------------------------------------
-# build / metadata / ServeConfig
-# --------------------------------------------------------------------------------------
+# ---- build / metadata / ServeConfig ---------------------------------------------------
 
 
 def arch_metadata(path: str | Path) -> dict[str, Any] | None:
