@@ -425,3 +425,14 @@ def test_a_served_name_or_revision_given_as_a_flag_replaces_the_registrys_once()
         "--served-model-name",
         "x",
     ]
+
+
+def test_a_flag_of_several_values_renders_each_as_its_own_argument():
+    """``--lora-modules a=P b=Q`` (nargs='+' in vLLM's parser): a list value is several argv
+    items after one flag, in the argv and the shell command (vLLM's parser takes them:
+    tests/lab/adapters/test_check.py)."""
+    cfg = recipes.resolve("cpu").with_args({"--lora-modules": ["a=/p/a", "b=/p b"]})
+    argv = cfg.serve_argv()
+    i = argv.index("--lora-modules")
+    assert argv[i + 1 : i + 3] == ["a=/p/a", "b=/p b"]
+    assert "--lora-modules a=/p/a 'b=/p b'" in cfg.shell_command()
