@@ -80,6 +80,10 @@ def _cc_tuple(cc: Any) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+#: NVML's key for the compute capability in the records :func:`gpus_from_records` reads.
+_CC = "cuda_compute_capability"
+
+
 def _na(value: Any) -> bool:
     return value is None or str(value).strip().strip("[]").lower() in ("n/a", "not supported", "")
 
@@ -102,16 +106,10 @@ def gpus_from_records(records: Iterable[Mapping[str, Any]]) -> list[GPU]:
         total, used = (
             None if mem.get(k) is None else float(mem[k]) / 2**30 for k in ("total", "used")
         )
-        cc = _cc_tuple(rec.get("cuda_compute_capability"))
-        gpus.append(
-            GPU(
-                index=int(rec.get("index", i)),
-                name=str(name or "unknown GPU").strip(),
-                memory_total_gib=total,
-                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-                memory_used_gib=used,
-            )
-        )
+        cc = _cc_tuple(rec.get(_CC))
+        cc_text = f"{cc[0]}.{cc[1]}" if cc else None
+        name = str(name or "unknown GPU").strip()
+        gpus.append(GPU(int(rec.get("index", i)), name, total, cc_text, memory_used_gib=used))
     return gpus
 
 
@@ -127,20 +125,11 @@ def parse_nvidia_smi(text: str) -> list[GPU]:
         # Names never contain commas today; keep it robust if one ever does.
         name = ",".join(fields[: len(fields) - 3]).strip()
         total, cc, used = fields[-3:]
-        memory = None
+        memory, mib = None, 2**20
         if not _na(total):
-            memory = {
-                "total": float(total) * 2**20,
-                "used": None if _na(used) else float(used) * 2**20,
-            }
-        records.append(
-            {
-                "index": len(records),
-                "name": name,
-                "memory": memory,
-                "cuda_compute_capability": None if _na(cc) else cc,
-            }
-        )
+            memory = {"total": float(total) * mib, "used": None if _na(used) else float(used) * mib}
+        cc = None if _na(cc) else cc
+        records.append({"index": len(records), "name": name, "memory": memory, _CC: cc})
     return gpus_from_records(records)
 
 
@@ -205,14 +194,8 @@ def _read_nvml() -> tuple[list[dict[str, Any]], list[GPUProcess]]:
             cc = None
             with contextlib.suppress(pynvml.NVMLError):
                 cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            records.append(
-                {
-                    "index": i,
-                    "name": pynvml.nvmlDeviceGetName(h),
-                    "memory": memory,
-                    "cuda_compute_capability": cc,
-                }
-            )
+            name = pynvml.nvmlDeviceGetName(h)
+            records.append({"index": i, "name": name, "memory": memory, _CC: cc})
             with contextlib.suppress(pynvml.NVMLError):
                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
                     used = getattr(p, "usedGpuMemory", None)

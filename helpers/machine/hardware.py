@@ -198,15 +198,8 @@ def check_machine(
         probe = Probe(list(gpus), list(processes or []), "given", "" if gpus else "no GPU given")
     if processes is not None:
         probe.processes = list(processes)
-    report = MachineReport(
-        target=cfg.target,
-        gpus=probe.gpus,
-        matches=match_targets(probe.gpus, reg),
-        processes=probe.processes,
-        source=probe.source,
-        detail=probe.detail,
-        stand_in=stand_in,
-    )
+    report = MachineReport(cfg.target, probe.gpus, match_targets(probe.gpus, reg), probe.processes,
+                           probe.source, probe.detail, stand_in=stand_in)  # fmt: skip
     problems: list[str] = []
     warnings = report.warnings
 

@@ -451,20 +451,9 @@ def install_plan(
     elif (check.needs_install or fixup) and chosen != "docker":
         notes.append("After installing, restart the Python kernel so the new vLLM is imported.")
     return InstallPlan(
-        target=plan_cfg.target,
-        label=plan_cfg.label,
-        want=plan_cfg.vllm_version,
-        min_version=min_version,
-        installed=installed,
-        check=check,
-        method=chosen,
-        commands=commands,
-        argv=argv,
-        alternatives=alternatives,
-        notes=notes,
-        fixup_needed=fixup,
-        stand_in=stand_in,
-    )
+        plan_cfg.target, plan_cfg.label, plan_cfg.vllm_version, min_version, installed, check,
+        chosen, commands, argv, alternatives, notes, fixup_needed=fixup, stand_in=stand_in,
+    )  # fmt: skip
 
 
 def run_plan(plan: InstallPlan, *, echo: bool = True) -> None:

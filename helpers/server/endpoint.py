@@ -101,14 +101,9 @@ class ServerEndpoint:
             msg = (json.loads(body).get("choices") or [{}])[0].get("message") or {}
             if msg.get("reasoning") or msg.get("reasoning_content"):
                 feats.append("reasoning")
-        tool = {
-            "type": "function",
-            "function": {
-                "name": "noop",
-                "description": "no-op",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
+        empty = {"type": "object", "properties": {}}
+        noop = {"name": "noop", "description": "no-op", "parameters": empty}
+        tool = {"type": "function", "function": noop}
         with_tool = {**base, "tools": [tool], "tool_choice": "auto"}
         status, body = httpio.request("POST", chat, timeout=timeout, json_body=with_tool)
         if status == 200:

@@ -54,37 +54,29 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
     """
     found: list[Diagnosis] = []
     text = log_text or ""
-    for m in re.finditer(vllm_log.NVFP4_MOE_CHOSEN, text):
+    chosen = re.finditer(vllm_log.NVFP4_MOE_CHOSEN, text)
+    m = next((m for m in chosen if m.group("backend") in KNOWN_BAD_NVFP4_MOE), None)
+    cc = _compute_capability(config)
+    if m and (cc is None or cc.startswith("10")) and _is_nemotron_h(text, config):
         backend = m.group("backend")
-        cc = _compute_capability(config)
-        if (
-            backend in KNOWN_BAD_NVFP4_MOE
-            and (cc is None or cc.startswith("10"))
-            and _is_nemotron_h(text, config)
-        ):
-            fix = KNOWN_BAD_NVFP4_MOE[backend]
-            found.append(
-                Diagnosis(
-                    "nvfp4_moe_backend",
-                    f"vLLM chose the {backend} NvFp4 MoE backend"
-                    + (f" on compute capability {cc}" if cc else "")
-                    + ", which gives fluent but wrong output with Nemotron-H NVFP4 checkpoints "
-                    "(public report)",
-                    f"restart with --moe-backend {fix} (pinned for the b200 / b300 targets in "
-                    "cookbook/recipe.yaml) and check answers before benchmarking",
-                    _line_of(m, text),
-                    level="warning",
-                    checked_releases=REGISTRY_RELEASES,
-                )
+        found.append(
+            Diagnosis(
+                "nvfp4_moe_backend",
+                f"vLLM chose the {backend} NvFp4 MoE backend"
+                + (f" on compute capability {cc}" if cc else "")
+                + ", which gives fluent but wrong output with Nemotron-H NVFP4 checkpoints "
+                "(public report)",
+                f"restart with --moe-backend {KNOWN_BAD_NVFP4_MOE[backend]} (pinned for the b200 "
+                "/ b300 targets in cookbook/recipe.yaml) and check answers before benchmarking",
+                _line_of(m, text),
+                level="warning",
+                checked_releases=REGISTRY_RELEASES,
             )
-            break
+        )
     stall = vllm_log.STATS_LINE.search(text)
-    if stall:
-        d = _engine_stalled(stall, text, config)
-        if d is not None:
-            found.append(
-                dataclasses.replace(d, checked_releases=REGISTRY_RELEASES + OLDER_RELEASES)
-            )
+    d = _engine_stalled(stall, text, config) if stall else None
+    if d is not None:
+        found.append(dataclasses.replace(d, checked_releases=REGISTRY_RELEASES + OLDER_RELEASES))
     return sorted(found, key=lambda d: d.level != "error")
 
 

@@ -72,8 +72,6 @@ POLL_S = 0.5
 SILENT_S = 120.0
 _DEFAULT = object()
 
-ProgressFn = Callable[[str, float], None]
-
 
 # ---------------------------------------------------------------------------- the server
 
@@ -121,7 +119,7 @@ class VLLMServer(ServerEndpoint):
         grace_period: float = DEFAULT_GRACE_PERIOD,
         cache_dir: Any = _DEFAULT,
         cleanup_leftovers: bool = False,
-        progress: bool | ProgressFn = True,
+        progress: bool | Callable[[str, float], None] = True,
         validate_flags: bool = True,
         check_model: bool = True,
     ):
@@ -131,13 +129,11 @@ class VLLMServer(ServerEndpoint):
         self.host: str = getattr(config, "host", None) or "127.0.0.1"
         self.port: int | None = getattr(config, "port", None)
         self.log_path: Path | None = Path(log_path) if log_path else None
-        self.startup_timeout = float(startup_timeout)
-        self.grace_period = float(grace_period)
+        self.startup_timeout, self.grace_period = float(startup_timeout), float(grace_period)
         self.cache_dir = cache_dir
         self.cleanup_leftovers = cleanup_leftovers
         self.progress = progress
-        self.validate_flags = validate_flags
-        self.check_model = check_model
+        self.validate_flags, self.check_model = validate_flags, check_model
         self.owned = True
         self.intended: Any = None  # attached: the config the caller resolved (serves())
         self.phase: str | None = None
@@ -211,11 +207,7 @@ class VLLMServer(ServerEndpoint):
         rc = self._proc.returncode
         others = [p for p in self.survivors() if p.pid != self._proc.pid]
         names = describe_procs(others)
-        left = (
-            self._terminate(grace_period=min(self.grace_period, 5.0))
-            if others
-            else self.survivors()
-        )
+        left = self._terminate(min(self.grace_period, 5.0)) if others else self.survivors()
         what = f"the API server pid {self._proc.pid} exited {exit_words(rc)} without stop()"
         if left:
             self.crash = (
@@ -325,9 +317,7 @@ class VLLMServer(ServerEndpoint):
         cache = " ".join(f"{k}={env[k]}" for k in CACHE_VARS if env.get(k)) or "vLLM's defaults"
         for what, text in (("launch", subprocess.list2cmdline(argv)), ("cache", cache)):
             self._log_fh.write(f"# helpers.server.vllm_server {what}: {text}\n".encode())
-        self._stopped = False
-        self.crash = None
-        self.phase = "launching"
+        self._stopped, self.crash, self.phase = False, None, "launching"
         self._launched_at = time.monotonic()
         started = time.time()
         me = psutil.Process()
@@ -343,18 +333,11 @@ class VLLMServer(ServerEndpoint):
                 start_new_session=True,
             )
             _LIVE.add(self)
+            pid = self._proc.pid
             self._record = ServerRecord(
-                pid=self._proc.pid,
-                pgid=self._proc.pid,
-                port=self.port,
-                host=self.host,
-                log=str(self.log_path),
-                started=started,
-                cmdline=argv,
-                owner_pid=me.pid,
-                owner_created=me.create_time(),
-                pid_created=create_time(self._proc.pid),
-            )
+                pid, pid, self.port, self.host, str(self.log_path), started, argv, me.pid,
+                owner_created=me.create_time(), pid_created=create_time(pid),
+            )  # fmt: skip
             try:
                 self._record.save()
             except CookbookError:  # a launch no record tracks must not live on
@@ -603,16 +586,9 @@ class VLLMServer(ServerEndpoint):
         self.stop()
 
     def __repr__(self) -> str:
-        state = (
-            "attached"
-            if not self.owned
-            else "running"
-            if self.is_running()
-            else f"crashed ({self.crash})"
-            if self.crash
-            else "stopped"
-            if self._proc
-            else "new"
-        )
+        if not self.owned or self.is_running():
+            state = "running" if self.owned else "attached"
+        else:
+            state = f"crashed ({self.crash})" if self.crash else "stopped" if self._proc else "new"
         where = f"{connect_host(self.host)}:{self.port}" if self.port else "no port yet"
         return f"<VLLMServer {state} {where} log={self.log_path}>"

@@ -149,23 +149,14 @@ def _make_hf_tokenizer(tok):
 def _make_config(recipe: Recipe, tok):
     from transformers import NemotronHConfig
 
+    same = ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+            "intermediate_size", "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
+            "conv_kernel", "chunk_size", "max_position_embeddings")  # fmt: skip
     return NemotronHConfig(
-        vocab_size=recipe.vocab_size,
-        hidden_size=recipe.hidden_size,
+        **{key: getattr(recipe, key) for key in same},
         hybrid_override_pattern=recipe.pattern,
-        num_attention_heads=recipe.num_attention_heads,
-        num_key_value_heads=recipe.num_key_value_heads,
-        head_dim=recipe.head_dim,
-        intermediate_size=recipe.intermediate_size,
         mlp_hidden_act="relu2",
-        mamba_num_heads=recipe.mamba_num_heads,
-        mamba_head_dim=recipe.mamba_head_dim,
-        ssm_state_size=recipe.ssm_state_size,
-        n_groups=recipe.n_groups,
-        conv_kernel=recipe.conv_kernel,
-        chunk_size=recipe.chunk_size,
         expand=2,
-        max_position_embeddings=recipe.max_position_embeddings,
         tie_word_embeddings=False,
         pad_token_id=tok.token_to_id("<unk>"),
         bos_token_id=tok.token_to_id("<s>"),
