@@ -1,15 +1,9 @@
-"""Serve NVIDIA Nemotron 3.5 Lightning with vLLM: the core the notebooks import.
-
-One sub-package per step of a target notebook, in the order a reader meets them:
-
-``config`` (registry -> :class:`~helpers.config.serveconfig.ServeConfig`) ->
-``machine`` (GPUs, vLLM install) -> ``memory`` (will it fit) -> ``weights`` / ``standin``
-(what is served) -> ``server`` (one vLLM process) -> ``chat`` and ``bench`` (talk to it,
-measure it). A layer imports only layers before it (``lint-imports`` checks it). The
-tuning step, answer quality, scale-out, endpoint verification and the agents are the lab
-(:mod:`lab`, built on this package; ``helpers`` never imports it), and each core
-sub-package keeps to its line budget (docs/CONVENTIONS.md, "Core and lab"). ``errors`` holds every exception type, ``paths``
-where files are read and written. Importing ``helpers`` never imports vLLM.
+"""Serve NVIDIA Nemotron 3.5 Lightning with vLLM: the core the notebooks import, one
+sub-package per step of a target notebook (``config``, ``machine``, ``memory``, ``weights`` /
+``standin``, ``server``, ``chat`` and ``bench``), ``errors`` for every exception type and
+``paths`` for where files are read and written. Its layers, the lab (:mod:`lab`, which it never
+imports) and each sub-package's line budget: docs/CONVENTIONS.md, "Core and lab". Importing
+``helpers`` never imports vLLM.
 """
 
 import logging

@@ -281,18 +281,8 @@ def fetch(
                 endpoint=_endpoint(),
                 force_download=force_download,
             )
-            snaps.append(
-                Snapshot(
-                    item.role,
-                    item.repo,
-                    item.revision,
-                    Path(path).name,
-                    path,
-                    size,
-                    todo,
-                    from_cache=False,
-                )
-            )
+            snap = Snapshot(item.role, item.repo, item.revision, Path(path).name, path, size, todo)
+            snaps.append(dataclasses.replace(snap, from_cache=False))
 
     # Keep the model first, then drafters, as in the config.
     order = {it.repo: i for i, it in enumerate(_items(cfg))}
