@@ -69,18 +69,10 @@ Builder = Callable[["re.Match[str]", str, Any], "Diagnosis | None"]
 
 @dataclass(frozen=True)
 class FailureKind:
-    """One known start-up failure (:func:`failure`).
-
-    Attributes:
-        name: the :attr:`Diagnosis.name` it produces.
-        order: its place among the kinds (lower first: specific before broad, e.g. the Mamba
-            cache-block check before the generic out-of-memory one).
-        wording: the regexes on the log (multiline, case-sensitive, tried in order), their
-            source file and the releases read for them (``python -m tools.drift`` checks them
-            against a new release).
-        build: ``build(match, log_text, config) -> Diagnosis`` (or None: the match does not
-            count, e.g. a stall shorter than the threshold; the next pattern is tried).
-    """
+    """One known start-up failure, as :func:`failure` declares it: the :attr:`Diagnosis.name`
+    it produces, its ``order`` among the kinds (lower first: specific before broad, e.g. the
+    Mamba cache-block check before the generic out-of-memory one), its log ``wording`` and its
+    :data:`Builder` (None from it: the match does not count, the next pattern is tried)."""
 
     name: str
     order: int

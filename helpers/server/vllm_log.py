@@ -1,9 +1,6 @@
-"""Every regex the helpers run over vLLM's own wording, each tagged with the releases whose
-source it was checked against.
-
-vLLM rewords its log lines between releases, and a pattern that silently stops matching
-turns a diagnosis into "no known failure"; so each wording lives here with the file that
-writes it and the releases read, where ``python -m tools.drift`` checks them.
+"""Every regex the helpers run over vLLM's own wording, with the file that writes it and the
+releases whose source was read for it: a pattern that silently stops matching turns a diagnosis
+into "no known failure", so ``python -m tools.drift`` checks each one here against a release.
 """
 
 from __future__ import annotations

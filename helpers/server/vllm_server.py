@@ -437,8 +437,7 @@ class VLLMServer(ServerEndpoint):
                         "picked; start again (a new free port is picked)",
                         elapsed,
                     )
-                self.startup_seconds = elapsed
-                self.phase = "ready"
+                self.startup_seconds, self.phase = elapsed, "ready"
                 self._line.say(
                     self.progress,
                     f"ready: {self.base_url} ({elapsed:.0f} s)",
