@@ -27,22 +27,24 @@
 # **Stand-in mode** (`stand_in = True`, what CI runs): two adapters are trained with peft on the
 # tiny CPU stand-in in seconds each: `terse` answers with the city alone, `glossary` knows a
 # fact the base was never told. The CPU build of vLLM serves them; the table in step 5 shows
-# each adapter answering as trained and the base not. **On a GPU** pass your own adapters
+# each adapter answering its own prompt as trained and the base not (they are tiny and
+# overfit: each also changes the answer to the other prompt, a demonstration of serving, not of
+# training quality). **On a GPU** pass your own adapters
 # (`adapters = {"name": "/path/to/peft/folder"}`); **weightless** (`weightless = True`), or with
 # none given, two adapters of the model's real shapes with random weights (ranks 8 and 32)
 # are served: the flags, the listing and the switching are real, the text is noise.
 
 # %% tags=["parameters"]
-target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the base model
-stand_in = True  # True: the CPU stand-in; False: the target's GPU
-weightless = False  # True (GPU): the exact architecture with random weights, adapters of its shapes with random weights
-install = True  # pip-install the cookbook's helpers with the `adapters` extra first (%pip): peft
-server_url = None  # attach to an already running vLLM server started with the adapter flags instead of launching one
-extra_args = None  # more serve flags, e.g. {"--max-loras": 4}
-adapters = None  # {served name: peft folder}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
-max_tokens = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
-temperature = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
-startup_timeout = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s)
+target: str = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the base model
+stand_in: bool = True  # True: the CPU stand-in; False: the target's GPU
+weightless: bool = False  # True (GPU): the exact architecture with random weights, adapters of its shapes with random weights
+install: bool = True  # pip-install the cookbook's helpers with the `adapters` extra first (%pip): peft
+server_url: "Optional[str]" = None  # attach to an already running vLLM server started with the adapter flags instead of launching one
+extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-loras": 4, "--max-lora-rank": 16}: they win over cookbook/adapters.yaml (on the stand-in its LoRA flags apply)
+adapters: "Optional[dict]" = None  # {served name: peft folder}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
+max_tokens: "Optional[int]" = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
+temperature: "Optional[float]" = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
+startup_timeout: float = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s)
 
 # %%
 import importlib.util
@@ -78,28 +80,40 @@ display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": w
 # %% [markdown]
 # ## 2. The adapters, checked before the launch
 #
-# On the stand-in, `build_adapters` trains each adapter of `cookbook/adapters.yaml` with peft
+# First each parameter is checked against the type its cell declares (`check_parameters`) and
+# `adapters` against its shape, before anything is built or launched. On the stand-in,
+# `build_adapters` trains each adapter of `cookbook/adapters.yaml` with peft
 # (rank 8 on the attention, Mamba `in_proj` and MLP projections; a few seconds each, cached
 # under `out/adapters/` by the hash of what it learned). Every adapter is then checked against
-# the base's `config.json` and the server's `--max-lora-rank`: a rank too high, a module vLLM
-# cannot serve for this model, or a tensor of another model's width is refused here, naming
-# the fix, before vLLM loads it.
+# the base's `config.json` and the `--max-lora-rank` the server is given (the registry's, or
+# yours from `extra_args`): a peft feature vLLM does not serve (DoRA, a head in
+# `modules_to_save`, bias), a rank too high, a module vLLM cannot serve for this model, tensors
+# whose rank is not the config's, or a tensor of another model's width is refused here, naming
+# the fix, before vLLM loads it. An attached server whose base is not a folder on this machine
+# gets the config checks only (a line says so).
 #
 # **Expected:** on the stand-in, two lines of training (loss falling to near 0), then one
 # `OK` line per adapter with its rank and target modules.
 
 # %%
+from helpers.config.parameters import check_parameters
 from helpers.config.resolve import resolve
 from helpers.weights.prepare import fetch, prepare
 from lab.adapters.check import check_adapter
-from lab.adapters.prepare import base_folder, run_adapters
-from lab.adapters.spec import load_adapters
+from lab.adapters.prepare import base_folder, check_adapters_parameter, run_adapters
+from lab.adapters.spec import load_adapters, lora_config, max_lora_rank
 
+# each parameter, by name, against the type the parameters cell declares
+check_parameters(__annotations__, target=target, stand_in=stand_in, weightless=weightless, install=install,
+    server_url=server_url, extra_args=extra_args, adapters=adapters, max_tokens=max_tokens, temperature=temperature,
+    startup_timeout=startup_timeout)
+check_adapters_parameter(adapters)
 registry = load_adapters()
 cfg = resolve(target, extra_args=extra_args)
 run = fetch(prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens))
-base_dir = base_folder(run)  # the served checkpoint's folder (an attached server's: its /v1/models root)
-rank_limit = registry.serve["standin" if run.stand_in else "gpu"]["--max-lora-rank"]
+base_dir = base_folder(run)  # the served checkpoint's folder (an attached server's /v1/models root; None: not on this machine)
+rank_limit = max_lora_rank(lora_config(run.config, extra_args=extra_args, stand_in=run.stand_in))  # the --max-lora-rank step 3 serves
+print(f"--max-lora-rank {rank_limit}")
 adapters = run_adapters(run, base_dir, adapters)  # the stand-in: trained now (cached); a GPU: yours, or random of the real shapes
 for name, folder in adapters.items():
     print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
@@ -107,7 +121,8 @@ for name, folder in adapters.items():
 # %% [markdown]
 # ## 3. The server with `--enable-lora`
 #
-# `lora_config` adds the registry's adapter flags to the target's command: `--enable-lora`,
+# `lora_config` adds the registry's adapter flags to the target's command (a LoRA flag you
+# pass in `extra_args` wins over the registry's): `--enable-lora`,
 # `--max-loras` (how many adapters one batch may mix), `--max-lora-rank` (the largest rank it
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
@@ -121,7 +136,7 @@ from helpers.config.flagtable import check_config
 from helpers.server.launch import launch_server
 from lab.adapters.spec import check_lora_flags, lora_config
 
-served_cfg = lora_config(run.config, adapters)
+served_cfg = lora_config(run.config, adapters, extra_args=extra_args, stand_in=run.stand_in)
 check_lora_flags(served_cfg)
 print(served_cfg.shell_command())
 check_config(served_cfg)
@@ -134,15 +149,17 @@ sampling = dict(max_tokens=max_tokens or defaults.max_tokens, temperature=defaul
 # %% [markdown]
 # ## 4. What the server serves
 #
-# `/v1/models` lists the base model and every adapter loaded, each adapter with the base as its
-# `parent` and its folder as `root`. A request may name any of them.
+# `llm.models.list()` (the SDK's call of `GET /v1/models`) lists the base model and every
+# adapter loaded. vLLM adds two fields the OpenAI schema does not have, so the SDK keeps them in
+# `model_extra`: an adapter's `parent` is the base's name and its `root` the adapter's folder;
+# the base has no parent (shown as "—"). A request may name any of them.
 #
-# **Expected:** the base (no parent) and one row per adapter.
+# **Expected:** the base (parent "—") and one row per adapter.
 
 # %%
-from lab.adapters.serving import served
-
-display(pd.DataFrame(served(srv)))
+cards = llm.models.list().data
+display(pd.DataFrame([{"id": card.id, "parent": card.model_extra.get("parent") or "—", "root": card.model_extra.get("root")}
+                      for card in cards]))
 
 # %% [markdown]
 # ## 5. The same prompt to the base and to each adapter
@@ -151,11 +168,20 @@ display(pd.DataFrame(served(srv)))
 # vLLM applies that adapter to this request alone (requests for different adapters share a
 # batch, up to `--max-loras` adapters at once). `check_reply` reads each reply (the reasoning
 # apart from the answer); "as trained" compares the answer with what the adapter learned
-# (`cookbook/adapters.yaml`).
+# (`cookbook/adapters.yaml`). When a reply has no answer (the model stopped after its reasoning),
+# the table shows the reasoning instead.
+#
+# **What the stand-in's adapters do:** they are tiny (rank 8, two examples each, 60 steps) and
+# overfit: each answers *every* question with what it learned, so `glossary` says `The server
+# is in Berlin.` to the capital question too and `terse` says `Tokyo.` to the server question.
+# That shows vLLM applying each adapter to its own requests, beside the base; it is a
+# demonstration of serving, not of training quality (a real fine-tune trains on many examples).
 #
 # **Expected:** on the stand-in, `terse` answers the capital question with `Tokyo.` alone and
-# `glossary` the server question with `The server is in Berlin.`, both "as trained: yes";
-# the base answers the first with a sentence and does not know the second.
+# `glossary` the server question with `The server is in Berlin.`, both "as trained: yes"; each
+# also changes its answer to the other prompt, as said above. The base answers the first with a
+# sentence; to the second it gives no answer: its reasoning (shown) wanders off (it was never
+# told where the server is) and it stops there.
 
 # %%
 from helpers.chat.parse import check_reply
@@ -171,8 +197,9 @@ for prompt in ["What is the capital of Japan?", "Which city is our server in?"]:
         )
         turn = check_reply(reply, max_tokens=sampling["max_tokens"])
         expected = trained_answer(name, prompt, registry)
-        rows.append({"prompt": prompt, "model": name, "answer": turn.content.strip(),
-                     "as trained": "" if expected is None else ("yes" if turn.content.strip() == expected else "NO")})
+        said = turn.content.strip() or f"(no answer, {turn.finish_reason}; reasoning: {turn.reasoning.strip()})"
+        rows.append({"prompt": prompt, "model": name, "answer": said,
+                     "as trained": "" if expected is None else ("yes" if said == expected else "NO")})
 answers = pd.DataFrame(rows)
 display(answers)
 for name in adapters:
@@ -187,43 +214,63 @@ for name in adapters:
 #
 # With `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, `POST /v1/unload_lora_adapter` removes an
 # adapter and `POST /v1/load_lora_adapter` loads one from a folder on the server's machine,
-# without a restart. `load_adapter` checks the adapter against the base first (step 2's check);
-# a request for an adapter that is not loaded gets vLLM's 404, quoted with its fix.
+# without a restart. The cell sends both requests itself (`httpx.post`, the bodies printed):
+# `{"lora_name": ...}` to unload, `{"lora_name": ..., "lora_path": ...}` to load, after step 2's
+# check of the folder. A request for an adapter that is not loaded gets vLLM's 404, quoted with
+# its fix. Loading a name already loaded is refused (HTTP 400) unless the body says
+# `"load_inplace": true` (vLLM 0.32.0's `LoadLoRAAdapterRequest`), which replaces it in place:
+# `load_adapter(..., load_inplace=True)` sends that.
 #
-# **Expected:** the unload's success line, the 404 for the unloaded adapter with its fix, the
-# load's success line, and the adapter answering again.
+# **Expected:** the unload's body and success line, the 404 for the unloaded adapter with its
+# fix, the load's body and success line, the adapter answering again; then the same load again,
+# refused as `adapter name already loaded`, and accepted with `load_inplace=True`.
 
 # %%
+import httpx
+
+from helpers.errors import AdapterError
 from lab.adapters.serving import explain_error, load_adapter, unload_adapter
 
+root = srv.base_url.removesuffix("/v1")
 name, folder = list(adapters.items())[-1]
-print(unload_adapter(srv, name))
+body = {"lora_name": name}
+print(f"POST /v1/unload_lora_adapter {body}: {httpx.post(f'{root}/v1/unload_lora_adapter', json=body, timeout=60).text}")
 try:
     llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
 except Exception as err:  # noqa: BLE001 - the SDK's NotFoundError, shown with its fix
     print(explain_error(err))
-print(load_adapter(srv, name, folder, base=base_dir, max_lora_rank=rank_limit))
+print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
+body = {"lora_name": name, "lora_path": str(folder)}
+print(f"POST /v1/load_lora_adapter {body}: {httpx.post(f'{root}/v1/load_lora_adapter', json=body, timeout=120).text}")
 reply = llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
 print(f"{name} again: {check_reply(reply, max_tokens=sampling['max_tokens']).content.strip()!r}")
+try:
+    load_adapter(srv, name, folder)  # the same name again, without load_inplace
+except AdapterError as err:
+    print(err)
+print(f"with load_inplace=True: {load_adapter(srv, name, folder, load_inplace=True)}")
 
 # %% [markdown]
 # ## 7. What goes wrong, by name
 #
-# Three adapters broken on purpose from a good one (`lab.adapters.faults`): a rank above
-# `--max-lora-rank`, a module this model does not have (`gate_proj`, a gated MLP's), and an
-# adapter trained for another base (wider, and narrower). Each is first refused by the check
-# before the request; then each is sent to vLLM unchecked, to show what the server itself
-# says. vLLM 0.32.0 refuses the first three with HTTP 500 and its reason, but loads the
-# narrower one without a word (it copies each tensor into the corner of a buffer sized for
-# this model) and would answer nonsense: only the check catches that one. Last, the flags:
-# `--lora-modules` without `--enable-lora`, and vLLM's reply when runtime updates are off.
+# Adapters broken on purpose from a good one (`lab.adapters.faults`): a rank above
+# `--max-lora-rank`, a module this model does not have (`gate_proj`, a gated MLP's), an
+# adapter trained for another base (wider, and narrower), a DoRA adapter, and one with
+# `modules_to_save: ["lm_head"]`. Each is first refused by the check before the request; then
+# each is sent to vLLM unchecked, to show what the server itself says. vLLM 0.32.0 refuses all
+# but one with HTTP 500 and its reason; it loads the narrower one without a word (it copies
+# each tensor into the corner of a buffer sized for this model) and would answer nonsense:
+# only the check catches that one. Last, two errors this server cannot show, each labelled as
+# such: `--lora-modules` without `--enable-lora` (the cookbook's check of a command before a
+# launch: no server is started), and the reply of a server started without
+# `VLLM_ALLOW_RUNTIME_LORA_UPDATING` (simulated: FastAPI's 404 body, named as the test suite
+# gets it from a real server without the variable).
 #
 # **Expected:** one `AdapterError` per broken adapter from the check; vLLM's own replies, each
-# with its kind and fix, and `loaded without a word` for the narrower one; then the two flag
-# errors.
+# with its kind and fix, and `loaded without a word` for the narrower one; then the two
+# labelled errors.
 
 # %%
-from helpers.errors import AdapterError
 from helpers.paths import out_dir
 from lab.adapters.faults import FAULTS, faulty_adapter
 from lab.adapters.serving import refusal
@@ -244,9 +291,9 @@ for kind, what in FAULTS.items():
 try:
     check_lora_flags(resolve("cpu").with_args({"--lora-modules": ["terse=/path/to/adapter"]}))
 except AdapterError as err:
-    print(f"--- --enable-lora missing: {err}")
+    print(f"--- --enable-lora missing (the cookbook's check of a command, no server started): {err}")
 no_route = '{"detail":"Not Found"}'  # FastAPI's reply: no /v1/load_lora_adapter route on the server
-print(f"--- runtime updates disabled: {refusal('loading an adapter', 404, no_route)}")
+print(f"--- runtime updates disabled (simulated: FastAPI's 404 body, not a request): {refusal('loading an adapter', 404, no_route)}")
 
 # %% [markdown]
 # ## 8. Stop the server

@@ -84,19 +84,27 @@ _KEY = re.compile(r"(?:^|\.)(?:model|backbone)\.layers\.(\d+)\.mixer\.(.+)\.lora
 @dataclass(frozen=True)
 class AdapterReport:
     """What :func:`check_adapter` read: ``name``, ``rank`` (largest of ``r`` and
-    ``rank_pattern``), ``target_modules``, ``base`` (``base_model_name_or_path``), ``tensors``."""
+    ``rank_pattern``), ``target_modules``, ``base`` (``base_model_name_or_path``), ``tensors``,
+    and whether the modules and shapes were checked against a base config."""
 
     name: str
     rank: int
     target_modules: tuple[str, ...]
     base: str
     tensors: int
+    shapes_checked: bool = True
 
     def line(self) -> str:
-        """One line: the adapter's rank, targets and tensor count."""
+        """One line: the adapter's rank, targets and tensor count; ``OK``, or what was not
+        checked (no base config here: the modules and shapes)."""
+        verdict = (
+            "OK"
+            if self.shapes_checked
+            else ("config OK; modules and shapes not checked (no base config.json on this machine)")
+        )
         return (
             f"{self.name}: rank {self.rank}, {self.tensors} tensors on "
-            f"{', '.join(self.target_modules)} (trained on {self.base or 'an unnamed base'}): OK"
+            f"{', '.join(self.target_modules)} (trained on {self.base or 'an unnamed base'}): {verdict}"
         )
 
 
@@ -165,74 +173,157 @@ def _fail(name: str, what: str, fix: str) -> AdapterError:
     return AdapterError(f"adapter {name!r}: {what}; fix: {fix}.")
 
 
-def check_adapter(
-    folder: str | Path,
-    base: str | Path | dict[str, Any],
-    *,
-    max_lora_rank: int | None = None,
-    name: str | None = None,
-) -> AdapterReport:
-    """Check a peft LoRA folder against the base model and the server's ``--max-lora-rank``
-    before it is served (``--lora-modules``) or loaded (``/v1/load_lora_adapter``).
+#: peft features vLLM 0.32.0 refuses at load (``vllm/lora/peft_helper.py``
+#: ``PEFTHelper._validate_features`` and ``validate_legal``): adapter_config.json key ->
+#: (is it set, vLLM's words, the fix). ``modules_to_save`` may hold only "classifier" / "score".
+_INITS = ("gaussian", "eva", "orthogonal", "mica", "lora_ga")
+UNSUPPORTED: dict[str, tuple[Any, str, str]] = {
+    "use_dora": (bool, "vLLM does not yet support DoRA.",
+                 "retrain with LoraConfig(use_dora=False), or merge the adapter into the base "
+                 "(peft's merge_and_unload) and serve the merged model"),
+    "modules_to_save": (lambda v: bool(v) and any(m not in ("classifier", "score") for m in v),
+                        'vLLM only supports modules_to_save being either None or ["classifier", '
+                        '"score"] for classification models.',
+                        "retrain with modules_to_save=None (to adapt lm_head or embed_tokens, "
+                        "put them in target_modules: vLLM serves a LoRA on both), or merge the "
+                        "adapter into the base and serve the merged model"),
+    "lora_bias": (bool, "vLLM does not support LoRA bias (lora_bias).",
+                  "retrain with LoraConfig(lora_bias=False)"),
+    "bias": (lambda v: v not in (None, "none"), "Adapter bias is not supported.",
+             "retrain with LoraConfig(bias='none')"),
+    "init_lora_weights": (lambda v: isinstance(v, str) and v.lower() not in _INITS,
+                          "vLLM does not support init_lora_weights=...",
+                          "convert it to a plain LoRA with peft's "
+                          "path_initial_model_for_weight_conversion"),
+    "alora_invocation_tokens": (bool, "vLLM does not support Activated LoRA (aLoRA).",
+                                "retrain as a plain LoRA"),
+    "layer_replication": (bool, "vLLM does not support layer_replication.",
+                          "retrain without layer_replication"),
+    "use_bdlora": (bool, "vLLM does not support block-diagonal LoRA (BD-LoRA).",
+                   "retrain as a plain LoRA"),
+    "use_qalora": (bool, "vLLM does not support QALoRA.", "retrain as a plain LoRA"),
+}  # fmt: skip
 
-    Checks, in order: ``adapter_config.json`` and ``adapter_model.safetensors`` are there and
-    readable, ``peft_type`` is LORA without bias; ``r`` (and ``rank_pattern``) <=
-    ``max_lora_rank``; every module in ``target_modules`` and in the tensors is one vLLM 0.32.0
-    applies to Nemotron-H (:data:`NEMOTRON_H_TARGETS`, minus :data:`NEVER_APPLIED`); every
-    ``lora_A`` is ``(r, in_features)`` and every ``lora_B`` ``(out_features, r)`` of the base
-    (:func:`expected_shape`). Reads the safetensors header only.
 
-    Args:
-        folder: the adapter folder.
-        base: the base's folder (its ``config.json``), or that config as a dict.
-        max_lora_rank: the server's ``--max-lora-rank`` (None: not checked).
-        name: the name it is served under (default: the folder's name).
-    Returns:
-        An :class:`AdapterReport`.
-    Raises:
-        AdapterError: the first problem, with what vLLM 0.32.0 would do and the fix.
-    """
+def _base_config(base: str | Path | dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    if base is None or isinstance(base, dict):
+        return base
+    try:
+        return json.loads((Path(base) / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise _fail(name, f"the base {str(base)!r} has no readable config.json on this machine "
+                    f"({type(e).__name__}: {e})", "pass the base's local folder (the one holding "
+                    "config.json), its config.json as a dict, or base=None to skip the module and "
+                    "shape checks") from e  # fmt: skip
+
+
+def _module_paths(config: dict[str, Any]) -> list[str]:
+    """Every module path of the Nemotron-H of ``config`` an adapter's regex may match, under
+    both of the names Hugging Face gives the layers (``model.layers.N.mixer.X``,
+    ``backbone.layers.N.mixer.X``), plus the embedding and the head."""
+    paths = ["model.embed_tokens", "backbone.embeddings", "lm_head"]
+    for layer, kind in enumerate(_block_types(config)):
+        for leaf in _KIND_MODULES.get(kind, ()):
+            for root in ("model", "backbone"):
+                paths.append(f"{root}.layers.{layer}.mixer.{leaf}")
+    return paths
+
+
+def _read_tensors(folder: Path, name: str) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from ``adapter_model.safetensors`` (its header only), else from
+    ``adapter_model.bin`` / ``.pt`` (vLLM 0.32.0 ``lora_model.py`` loads the three)."""
     from safetensors import SafetensorError, safe_open
 
-    folder = Path(folder)
-    name = name or folder.name
-    try:
-        cfg = json.loads((folder / "adapter_config.json").read_text())
-    except (OSError, ValueError) as e:
-        raise _fail(name, f"no readable adapter_config.json in {folder} ({e})",
-                    "point at the folder peft's save_pretrained wrote") from e  # fmt: skip
-    if isinstance(base, dict):
-        base_cfg = base
-    else:
-        base_cfg = json.loads((Path(base) / "config.json").read_text())
-    if str(cfg.get("peft_type", "LORA")).upper() != "LORA" or cfg.get("bias", "none") != "none":
-        raise _fail(name, f"peft_type {cfg.get('peft_type')!r}, bias {cfg.get('bias')!r}: vLLM "
-                    "serves LoRA without bias only (lora/peft_helper.py)",
-                    "retrain with LoraConfig(bias='none')")  # fmt: skip
-    rank = max([int(cfg.get("r", 0)), *map(int, (cfg.get("rank_pattern") or {}).values())])
+    st = folder / "adapter_model.safetensors"
+    if st.is_file():
+        try:
+            with safe_open(st, framework="numpy") as f:
+                return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+        except (OSError, SafetensorError) as e:
+            raise _fail(name, f"adapter_model.safetensors in {folder} does not open ({e})",
+                        "save the adapter again with peft's save_pretrained") from e  # fmt: skip
+    for file in ("adapter_model.bin", "adapter_model.pt"):
+        if (folder / file).is_file():
+            import torch
+
+            try:
+                tensors = torch.load(folder / file, map_location="cpu", weights_only=True)
+            except Exception as e:  # noqa: BLE001 - torch's unpickling errors have no one type
+                raise _fail(name, f"{file} in {folder} does not load with torch.load("
+                            f"weights_only=True), as vLLM 0.32.0 loads it ({e})",
+                            "save the adapter again with peft's save_pretrained "
+                            "(safe_serialization=True writes adapter_model.safetensors)") from e  # fmt: skip
+            return {k: tuple(v.shape) for k, v in tensors.items()}
+    raise _fail(name, f"{folder} holds no adapter_model.safetensors (nor .bin / .pt): vLLM 0.32.0 "
+                "refuses it ('... doesn't contain tensors')",
+                "save the adapter with peft's save_pretrained into that folder")  # fmt: skip
+
+
+def _check_config(cfg: dict[str, Any], name: str, max_lora_rank: int | None) -> int:
+    """The adapter_config.json checks vLLM 0.32.0 makes at load; returns the largest rank."""
+    peft_type = str(cfg.get("peft_type", "LORA")).upper()
+    missing = sorted({"r", "lora_alpha", "target_modules"} - set(cfg))
+    if peft_type != "LORA" or missing:
+        raise _fail(name, f"peft_type {cfg.get('peft_type')!r} is not LoRA: vLLM serves LoRA "
+                    "adapters only (vllm/lora/peft_helper.py reads r, lora_alpha and "
+                    "target_modules; without them it refuses the load: 'Missing required "
+                    f"configuration fields: {set(missing) or '...'}')",
+                    "retrain it as a LoRA (peft's LoraConfig), or merge it into the base "
+                    "(peft's merge_and_unload) and serve the merged model")  # fmt: skip
+    said = [(key, words, fix) for key, (bad, words, fix) in UNSUPPORTED.items()
+            if cfg.get(key) is not None and bad(cfg[key])]  # fmt: skip
+    if said:
+        raise _fail(name, "; ".join(f"{key}={cfg[key]!r}: vLLM 0.32.0 refuses it ('{words}', "
+                                    "vllm/lora/peft_helper.py)" for key, words, _ in said),
+                    "; ".join(fix for _, _, fix in said))  # fmt: skip
+    ranks = [cfg["r"], *(cfg.get("rank_pattern") or {}).values()]
+    if any(not isinstance(r, int) or isinstance(r, bool) or r <= 0 for r in ranks):
+        raise _fail(name, f"r {cfg['r']!r} / rank_pattern {cfg.get('rank_pattern')!r}: vLLM "
+                    "0.32.0 needs each a positive whole number ('LoRA rank `r` must be a "
+                    "positive integer')", "save the adapter again with peft's save_pretrained")  # fmt: skip
+    rank = max(ranks)
     if max_lora_rank is not None and rank > max_lora_rank:
         bigger = next((r for r in MAX_LORA_RANKS if r >= rank), None)
+        serve = (f'serve with a larger --max-lora-rank: extra_args={{"--max-lora-rank": {bigger}}} '
+                 "(the notebook's parameter, or lab.adapters.spec.lora_config(cfg, extra_args="
+                 "...)), or " if bigger else "")  # fmt: skip
         raise _fail(name, f"rank {rank} is above the server's --max-lora-rank {max_lora_rank} "
                     f"(vLLM 0.32.0 refuses it: 'LoRA rank {rank} is greater than max_lora_rank "
-                    f"{max_lora_rank}.')",
-                    f"serve with --max-lora-rank {bigger} (cookbook/adapters.yaml serve), or "
-                    f"retrain with r <= {max_lora_rank}")  # fmt: skip
-    targets = cfg.get("target_modules") or []
-    targets = [targets] if isinstance(targets, str) else list(targets)
-    try:
-        with safe_open(folder / "adapter_model.safetensors", framework="numpy") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
-    except (OSError, SafetensorError) as e:
-        raise _fail(name, f"adapter_model.safetensors in {folder} does not open ({e})",
-                    "save the adapter again with peft's save_pretrained") from e  # fmt: skip
-    used = set()
-    for (
-        key
-    ) in shapes:  # the module after "mixer.": q_proj, shared_experts.up_proj, experts.3.up_proj
-        path = key.split(".lora_")[0].rsplit("mixer.", 1)[-1]
-        used.add("experts" if path.startswith("experts.") else path.rsplit(".", 1)[-1])
+                    f"{max_lora_rank}.')", f"{serve}retrain with r <= {max_lora_rank}")  # fmt: skip
+    return rank
+
+
+def _module_rank(cfg: dict[str, Any], module: str) -> int:
+    """The rank peft gives ``module`` (a path without ``base_model.model.``): the first
+    ``rank_pattern`` key matching its end, else ``r`` (vLLM 0.32.0 ``PEFTHelper._match_pattern``)."""
+    for key, rank in (cfg.get("rank_pattern") or {}).items():
+        if re.match(rf"(.*\.)?({key})$", module):
+            return int(rank)
+    return int(cfg["r"])
+
+
+def _check_targets(cfg: dict[str, Any], name: str, base_cfg: dict[str, Any]) -> None:
+    """``target_modules`` as peft saved it: a list of names, ``"all-linear"``, or a regex that
+    peft matched in full against module paths (``re.fullmatch``). vLLM 0.32.0 reads the tensors'
+    names, not this field (``lora_model.py`` ``check_unexpected_modules``); a list naming a
+    module vLLM cannot adapt, or a regex matching nothing in this base, is still refused here."""
     servable = sorted(set(modules_of(base_cfg)) - set(NEVER_APPLIED))
-    for module in sorted({*targets, *used}):
+    targets = cfg.get("target_modules") or []
+    if isinstance(targets, str):
+        if targets == "all-linear":
+            return
+        try:
+            hits = [p for p in _module_paths(base_cfg) if re.fullmatch(targets, p)]
+        except re.error as e:
+            raise _fail(name, f"target_modules {targets!r} is not a regular expression ({e})",
+                        f"retrain with target_modules a list from {servable}") from e  # fmt: skip
+        if not hits:
+            raise _fail(name, f"target_modules {targets!r} (a regular expression, matched in "
+                        "full as peft does) matches no module of this base, e.g. "
+                        f"{_module_paths(base_cfg)[3]!r}: it was trained on another model",
+                        f"retrain on this base, with target_modules from {servable}")  # fmt: skip
+        return
+    for module in sorted(set(targets)):
         if module in NEVER_APPLIED:
             raise _fail(name, f"target module {module!r}: {NEMOTRON_H_TARGETS[module][2]}",
                         f"retrain without it (target_modules from {servable})")  # fmt: skip
@@ -241,14 +332,96 @@ def check_adapter(
                         "in this Nemotron-H (it refuses the load: 'expected target modules in {...} "
                         "but received [...]')",
                         f"retrain with target_modules from {servable}")  # fmt: skip
+
+
+def check_adapter(
+    folder: str | Path,
+    base: str | Path | dict[str, Any] | None,
+    *,
+    max_lora_rank: int | None = None,
+    name: str | None = None,
+) -> AdapterReport:
+    """Check a peft LoRA folder against the base model and the server's ``--max-lora-rank``
+    before it is served (``--lora-modules``) or loaded (``/v1/load_lora_adapter``).
+
+    Checks, in order, what vLLM 0.32.0 checks at load (``vllm/lora/peft_helper.py``,
+    ``vllm/lora/lora_model.py``) and what it does not: ``adapter_config.json`` is there and
+    readable; it is a LoRA (``peft_type``; ``r``, ``lora_alpha``, ``target_modules``); no peft
+    feature vLLM refuses (:data:`UNSUPPORTED`: DoRA, ``modules_to_save`` other than a
+    classifier's, bias, ...); ``r`` (and ``rank_pattern``) <= ``max_lora_rank``; then, with a
+    base: ``target_modules`` (a list, ``"all-linear"`` or a regex) names modules this base has;
+    the tensors (``adapter_model.safetensors``, its header only, or ``.bin`` / ``.pt``) are on
+    modules vLLM applies to Nemotron-H (:data:`NEMOTRON_H_TARGETS` minus
+    :data:`NEVER_APPLIED`); each ``lora_A`` is ``(rank, in_features)`` and each ``lora_B``
+    ``(out_features, rank)``, with ``rank`` the config's for that module (``r`` or
+    ``rank_pattern``) and the widths the base's (:func:`expected_shape`).
+
+    Args:
+        folder: the adapter folder.
+        base: the base's folder (its ``config.json``), that config as a dict, or None: the
+            module and shape checks are skipped (the report says so), e.g. for an attached
+            server whose base is a Hugging Face id or a path on another machine.
+        max_lora_rank: the server's ``--max-lora-rank`` (None: not checked).
+        name: the name it is served under (default: the folder's name).
+    Returns:
+        An :class:`AdapterReport`.
+    Raises:
+        AdapterError: the first problem, with what vLLM 0.32.0 would do and the fix; a ``base``
+            path without a readable ``config.json``.
+    """
+    folder = Path(folder)
+    name = name or folder.name
+    try:
+        cfg = json.loads((folder / "adapter_config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise _fail(name, f"no readable adapter_config.json in {folder} ({e})",
+                    "point at the folder peft's save_pretrained wrote") from e  # fmt: skip
+    base_cfg = _base_config(base, name)
+    rank = _check_config(cfg, name, max_lora_rank)
+    targets = cfg.get("target_modules")
+    targets = (targets,) if isinstance(targets, str) else tuple(targets or ())
+    shapes = _read_tensors(folder, name)
+    report = AdapterReport(name, rank, targets, str(cfg.get("base_model_name_or_path") or ""),
+                           len(shapes), shapes_checked=base_cfg is not None)  # fmt: skip
+    if base_cfg is None:
+        return report
+    _check_targets(cfg, name, base_cfg)
+    servable = sorted(set(modules_of(base_cfg)) - set(NEVER_APPLIED))
+    for key in sorted(shapes):  # the module after "mixer.": q_proj, shared_experts.up_proj, ...
+        path = key.split(".lora_")[0].rsplit("mixer.", 1)[-1]
+        module = "experts" if path.startswith("experts.") else path.rsplit(".", 1)[-1]
+        if module in NEVER_APPLIED:
+            raise _fail(name, f"tensor {key} is on {module!r}: {NEMOTRON_H_TARGETS[module][2]}",
+                        f"retrain without it (target_modules from {servable})")  # fmt: skip
+        if module not in servable:
+            raise _fail(name, f"tensor {key} is on {module!r}, not a module vLLM 0.32.0 can adapt "
+                        "in this Nemotron-H (it refuses the load: 'expected target modules in {...} "
+                        "but received [...]')",
+                        f"retrain with target_modules from {servable}")  # fmt: skip
     for key, shape in sorted(shapes.items()):
         m = _KEY.search(key)
         if not m:
             continue
+        module_path = key.split(".lora_")[0].removeprefix("base_model.model.")
+        r = _module_rank(cfg, module_path)
+        got = shape[0] if m.group(3) == "A" else shape[-1]
+        other = shapes.get(
+            key.replace(f"lora_{m.group(3)}", "lora_B" if m.group(3) == "A" else "lora_A")
+        )
+        if other is not None and m.group(3) == "A" and other[-1] != got:
+            raise _fail(name, f"{key} has rank {got} but its lora_B has rank {other[-1]}: the "
+                        "pair does not multiply (vLLM 0.32.0 loads it without a word and the "
+                        "layer's LoRA is garbage)", "save the adapter again with peft's "
+                        "save_pretrained from the trained model")  # fmt: skip
+        if got != r:
+            raise _fail(name, f"{key} has rank {got} but adapter_config.json says r {r} for "
+                        f"this module: vLLM 0.32.0 sizes the LoRA by the config (a larger tensor "
+                        "fails: 'The size of tensor a ... must match'; a smaller one loads with "
+                        "the wrong scaling alpha / r)", "save the adapter again with peft's "
+                        "save_pretrained, or set r (rank_pattern) to the tensors' rank")  # fmt: skip
         want = expected_shape(base_cfg, int(m.group(1)), m.group(2))
         if want is None:
             continue
-        r = shape[0] if m.group(3) == "A" else shape[-1]
         expect = (r, want[0]) if m.group(3) == "A" else (want[1], r)
         if tuple(shape) != expect:
             raise _fail(name, f"{key} is {tuple(shape)}, this base's layer {m.group(1)} needs "
@@ -257,6 +430,4 @@ def check_adapter(
                         "a narrower one without a word and answers nonsense, and refuses a wider "
                         "one ('The size of tensor a ... must match')",
                         "train the adapter on this base model (or serve the base it was trained on)")  # fmt: skip
-    return AdapterReport(
-        name, rank, tuple(targets), str(cfg.get("base_model_name_or_path") or ""), len(shapes)
-    )
+    return report

@@ -1,6 +1,7 @@
 """Adapters made wrong on purpose, each from a good peft folder, for the failures the notebook
 and the tests name: a rank above ``--max-lora-rank``, a target module this model lacks, and
-an adapter trained for another base (other tensor shapes). Real peft folders
+an adapter trained for another base (other tensor shapes), and two peft features vLLM does
+not serve (DoRA, a head in ``modules_to_save``). Real peft folders
 (``adapter_config.json`` + ``adapter_model.safetensors``) that vLLM loads or refuses as it
 would a user's.
 """
@@ -17,6 +18,8 @@ FAULTS = {
     "target": "a LoRA on gate_proj, a gated-MLP projection Nemotron-H does not have (its MLP is up/down)",
     "base": "trained for a wider base (hidden size 256): every lora_A / lora_B has twice the width",
     "base-narrow": "trained for a narrower base (hidden size 64): every lora_A / lora_B has half the width",
+    "dora": "a DoRA adapter (use_dora: true in adapter_config.json), which vLLM 0.32.0 does not serve",
+    "head-saved": 'modules_to_save: ["lm_head"] (a whole head saved beside the LoRA), which vLLM 0.32.0 refuses',
 }
 
 
@@ -60,6 +63,8 @@ def faulty_adapter(good: str | Path, kind: str, dest: str | Path) -> Path:
         b = up.replace("lora_A", "lora_B")
         tensors[b.replace("up_proj", "gate_proj")] = rand(tensors[b].shape[0], r)
         config["target_modules"] = sorted({*config["target_modules"], "gate_proj"})
+    elif kind in ("dora", "head-saved"):  # the tensors stay; adapter_config.json says it
+        config.update({"use_dora": True} if kind == "dora" else {"modules_to_save": ["lm_head"]})
     else:  # another base: the same names, every width (not the rank) doubled or halved
         wider = kind == "base"
         config["base_model_name_or_path"] = f"another-nemotron-h-hidden-{256 if wider else 64}"

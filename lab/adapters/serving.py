@@ -48,17 +48,45 @@ REPLIES = (
           "(lab.adapters.spec.lora_config adds --enable-lora --max-loras --max-lora-rank)",
           source=('v1/worker/lora_model_runner_mixin.py', 'LoRA is not enabled. Use --enable-lora to enable LoRA.')),
     Reply("rank above --max-lora-rank", r"LoRA rank (\d+) is greater than max_lora_rank (\d+)",
-          "restart with a --max-lora-rank at least the adapter's rank (cookbook/adapters.yaml "
-          "serve), or retrain the adapter at a lower r",
+          "restart with a --max-lora-rank at least the adapter's rank (extra_args="
+          "{\"--max-lora-rank\": N}, N one of 8, 16, 32, 64, 128, 256, 320, 512), or retrain the "
+          "adapter at a lower r",
           source=('lora/peft_helper.py', 'is greater than max_lora_rank')),
     Reply("target module vLLM cannot serve", r"expected target modules in .* but received",
           "retrain without the modules named after 'received' (the ones this model has are "
           "listed after 'expected'; lab.adapters.check.NEMOTRON_H_TARGETS says what each does)",
           source=('lora/lora_model.py', 'f" target modules in {expected_lora_modules}"')),
-    Reply("adapter for another base", r"The size of tensor a \(\d+\) must match",
-          "the adapter's tensors have another model's widths: train it on this base "
-          "(lab.adapters.check.check_adapter names the first tensor that differs)",
+    Reply("tensor shapes the server cannot take", r"The size of tensor a \(\d+\) must match",
+          "the adapter's tensors do not fit the buffers vLLM sized for them: another base's "
+          "widths, or a rank other than adapter_config.json's r (lab.adapters.check."
+          "check_adapter names the first tensor that differs and which it is): train it on this "
+          "base, or save it again with peft's save_pretrained",
           source=('lora/layers/base_linear.py', '.copy_(')),
+    Reply("LoRA feature vLLM does not serve",
+          r"vLLM (does not yet support DoRA|does not support|only supports modules_to_save)"
+          r"|Adapter bias is not supported",
+          "the adapter uses a peft feature vLLM 0.32.0 refuses (named in its reply): retrain it "
+          "as a plain LoRA (use_dora=False, modules_to_save=None, bias='none', lora_bias=False; "
+          "lm_head goes in target_modules, not modules_to_save), or merge it into the base "
+          "(peft's merge_and_unload) and serve the merged model; lab.adapters.check."
+          "check_adapter names it before the launch",
+          source=('lora/peft_helper.py', 'vLLM does not yet support DoRA.')),
+    Reply("not a LoRA adapter", r"Missing required configuration fields",
+          "vLLM serves LoRA adapters only (adapter_config.json needs r, lora_alpha and "
+          "target_modules): an IA3, prompt-tuning or other peft adapter cannot be served; "
+          "retrain it as a LoRA (peft's LoraConfig), or merge it into the base (peft's "
+          "merge_and_unload) and serve the merged model",
+          source=('lora/peft_helper.py', 'Missing required configuration fields')),
+    Reply("adapter folder without tensors", r"doesn't contain tensors",
+          "the folder has adapter_config.json but no adapter_model.safetensors (nor .bin / .pt): "
+          "save the adapter there with peft's save_pretrained",
+          source=('lora/lora_model.py', "doesn't contain tensors")),
+    Reply("adapter name already loaded", r"has already been loaded",
+          "the name is taken: reload it in place with lab.adapters.serving.load_adapter(..., "
+          "load_inplace=True) (the request's load_inplace: true, vLLM 0.32.0 "
+          "LoadLoRAAdapterRequest), unload it first (POST /v1/unload_lora_adapter), or load the "
+          "new one under another name",
+          source=('entrypoints/openai/models/serving.py', "has already been ")),
     Reply("adapter folder not found", r"No adapter found for",
           "lora_path must be a folder on the server's machine holding adapter_config.json and "
           "adapter_model.safetensors",
@@ -124,12 +152,22 @@ def load_adapter(
     *,
     base: str | Path | dict[str, Any] | None = None,
     max_lora_rank: int | None = None,
+    load_inplace: bool = False,
 ) -> str:
     """Load the adapter at ``path`` as ``name`` into a running server (``POST
     /v1/load_lora_adapter``, vLLM 0.32.0), after :func:`lab.adapters.check.check_adapter`
     when ``base`` is given (the base's folder or config: a wrong adapter is refused here,
-    before vLLM loads a narrower one silently).
+    before vLLM loads a narrower one silently). The request's body is
+    ``{"lora_name": name, "lora_path": path}``, plus ``"load_inplace": true`` when asked.
 
+    Args:
+        server: a VLLMServer or its URL.
+        name: the served name (``model=name`` in a request).
+        path: the adapter folder, on the server's machine.
+        base, max_lora_rank: for :func:`lab.adapters.check.check_adapter` (None: no check).
+        load_inplace: replace an adapter already loaded under ``name`` (vLLM 0.32.0
+            ``LoadLoRAAdapterRequest.load_inplace``, ``entrypoints/serve/lora/protocol.py``);
+            without it vLLM refuses a taken name with HTTP 400.
     Returns:
         vLLM's reply, e.g. "Success: LoRA adapter 'terse' added successfully."
     Raises:
@@ -139,7 +177,11 @@ def load_adapter(
         from lab.adapters.check import check_adapter
 
         check_adapter(path, base, max_lora_rank=max_lora_rank, name=name)
-    body = {"lora_name": name, "lora_path": str(path)}
+    body = {
+        "lora_name": name,
+        "lora_path": str(path),
+        **({"load_inplace": True} if load_inplace else {}),
+    }
     status, text = httpio.request(
         "POST", _root(server) + "/v1/load_lora_adapter", timeout=120, json_body=body
     )

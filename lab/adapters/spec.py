@@ -95,32 +95,61 @@ def load_adapters(path: Path = ADAPTERS_FILE) -> AdapterRegistry:
         ) from e
 
 
+def lora_flags(extra_args: Any) -> dict[str, Any]:
+    """The LoRA flags of ``extra_args`` (a notebook's ``{flag: value}`` or None): every flag
+    whose name says ``lora`` (``--enable-lora``, ``--max-loras``, ``--max-lora-rank``,
+    ``--lora-modules``, ``--max-cpu-loras``, ``--fully-sharded-loras``, ...)."""
+    return {f: v for f, v in dict(extra_args or {}).items() if "lora" in str(f)}
+
+
 def lora_config(
     cfg: Any,
     modules: dict[str, str | Path] | None = None,
     *,
+    extra_args: Any = None,
+    stand_in: bool | None = None,
     runtime_updates: bool = True,
     registry: AdapterRegistry | None = None,
 ) -> Any:
     """``cfg`` (a :class:`helpers.config.serveconfig.ServeConfig`) with the LoRA flags of
-    ``cookbook/adapters.yaml`` added: ``serve.standin`` for a stand-in target, else
-    ``serve.gpu``; ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
+    ``cookbook/adapters.yaml`` added: ``serve.standin`` for a stand-in, else ``serve.gpu``;
+    ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
     (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``.
 
+    The user's values win over the registry's: a flag ``cfg`` already has (from
+    ``resolve(target, extra_args=...)``) is kept, and the LoRA flags of ``extra_args``
+    (:func:`lora_flags`) are layered last, so they reach the stand-in too (whose config is the
+    CPU target's, without the GPU target's ``extra_args``).
+
     Args:
-        cfg: the target's ServeConfig (``resolve(target, ...)``).
+        cfg: the target's ServeConfig (``resolve(target, ...)``, or the run's ``run.config``).
         modules: ``{served name: adapter folder}`` loaded at start-up (None: none).
+        extra_args: the notebook's ``extra_args`` (``{flag: value}``; only its LoRA flags are
+            read here), e.g. ``{"--max-lora-rank": 16}``.
+        stand_in: which ``serve`` section (None: ``cfg.stand_in``; an attached run's config is
+            the GPU target's, so the notebook passes ``run.stand_in``).
         runtime_updates: allow ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``.
         registry: default :func:`load_adapters`.
     Returns:
         A new ServeConfig; the flags count as ``extra_args`` (a rejected one is blamed there).
     """
     reg = registry or load_adapters()
-    flags = dict(reg.serve["standin" if getattr(cfg, "stand_in", False) else "gpu"])
+    if stand_in is None:
+        stand_in = bool(getattr(cfg, "stand_in", False))
+    given = dict(getattr(cfg, "args", {}) or {})
+    flags = {f: v for f, v in reg.serve["standin" if stand_in else "gpu"].items() if f not in given}
     if modules:
         flags["--lora-modules"] = [f"{name}={path}" for name, path in modules.items()]
+    flags.update(lora_flags(extra_args))
     env = dict(reg.runtime_env) if runtime_updates else {}
     return cfg.with_args(flags, **env)
+
+
+def max_lora_rank(cfg: Any) -> int:
+    """The ``--max-lora-rank`` ``cfg`` (a ServeConfig) serves with: its flag, else vLLM
+    0.32.0's default 16 (``vllm/config/lora.py`` ``LoRAConfig.max_lora_rank``)."""
+    value = (getattr(cfg, "args", {}) or {}).get("--max-lora-rank")
+    return 16 if value in (None, False) else int(value)
 
 
 def check_lora_flags(cfg: Any) -> None:

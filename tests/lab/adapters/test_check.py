@@ -18,6 +18,7 @@ from helpers.errors import AdapterError, CookbookError, RegistryError
 from lab.adapters import spec, train
 from lab.adapters.check import check_adapter, expected_shape, modules_of
 from lab.adapters.faults import FAULTS, faulty_adapter
+from lab.adapters.prepare import check_adapters_parameter
 from lab.adapters.serving import REPLIES, explain
 from lab.adapters.synthetic import random_adapter
 
@@ -41,6 +42,8 @@ def test_the_trained_adapters_pass_the_check_at_the_stand_ins_rank(lora_adapters
         ("target", "target module 'gate_proj' is not a module vLLM 0.32.0 can adapt"),
         ("base", "lora_A.weight is (8, 256), this base's layer 0 needs (8, 128)"),
         ("base-narrow", "lora_A.weight is (8, 64), this base's layer 0 needs (8, 128)"),
+        ("dora", "use_dora=True: vLLM 0.32.0 refuses it ('vLLM does not yet support DoRA.'"),
+        ("head-saved", "modules_to_save=['lm_head']: vLLM 0.32.0 refuses it"),
     ],
 )
 def test_each_broken_adapter_is_refused_before_the_launch_with_its_fix(
@@ -50,14 +53,14 @@ def test_each_broken_adapter_is_refused_before_the_launch_with_its_fix(
     with pytest.raises(AdapterError) as err:
         check_adapter(broken, standin_model, max_lora_rank=8)
     assert said in str(err.value) and "; fix: " in str(err.value)
-    assert set(FAULTS) == {"rank", "target", "base", "base-narrow"}
+    assert set(FAULTS) == {"rank", "target", "base", "base-narrow", "dora", "head-saved"}
 
 
 def test_the_rank_fix_names_the_next_rank_vllm_accepts(lora_adapters, standin_model, tmp_path):
     broken = faulty_adapter(lora_adapters["terse"], "rank", tmp_path / "r16")
     check_adapter(broken, standin_model, max_lora_rank=16)  # fits a server sized for it
     with pytest.raises(
-        AdapterError, match=r"serve with --max-lora-rank 16 .* or retrain with r <= 8"
+        AdapterError, match=r'extra_args=\{"--max-lora-rank": 16\}.* or retrain with r <= 8'
     ):
         check_adapter(broken, standin_model, max_lora_rank=8)
 
@@ -184,3 +187,142 @@ def test_each_named_reply_is_worded_where_vllm_writes_it():
         assert words in (root / where).read_text(), f"{reply.name}: {words!r} not in vllm/{where}"
     assert explain('{"detail":"Not Found"}').name == "runtime updates disabled"
     assert explain("something vLLM never says") is None
+
+
+def _edit(good, dest, config=None, tensors=None, drop=()):
+    """A copy of the adapter ``good`` at ``dest`` with ``config`` keys set (None deletes one),
+    its tensors passed through ``tensors``, and the files in ``drop`` removed."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(good, dest)
+    cfg = json.loads((dest / "adapter_config.json").read_text())
+    for key, value in (config or {}).items():
+        cfg.pop(key) if value is None else cfg.__setitem__(key, value)
+    (dest / "adapter_config.json").write_text(json.dumps(cfg))
+    if tensors:
+        save_file(tensors(load_file(dest / "adapter_model.safetensors")),
+                  dest / "adapter_model.safetensors")  # fmt: skip
+    for name in drop:
+        (dest / name).unlink()
+    return dest
+
+
+def _rank16(tensors):
+    import torch
+
+    return {k: torch.zeros(16, v.shape[1]) if ".lora_A." in k else torch.zeros(v.shape[0], 16)
+            for k, v in tensors.items()}  # fmt: skip
+
+
+def test_extra_args_win_over_the_registrys_lora_flags(standin_config):
+    """The user's --max-loras / --max-lora-rank (resolve's extra_args, or the notebook's
+    extra_args on the stand-in, whose config is the CPU target's) are served, and the check's
+    limit is the served one."""
+    from helpers.config.resolve import resolve
+
+    mine = {"--max-loras": 4, "--max-lora-rank": 16}
+    gpu = spec.lora_config(resolve("h200", extra_args=mine))
+    assert gpu.args["--max-lora-rank"] == 16 and gpu.args["--max-loras"] == 4
+    assert spec.max_lora_rank(gpu) == 16
+    cpu = spec.lora_config(standin_config, extra_args={**mine, "--kv-cache-dtype": "fp8"})
+    assert cpu.args["--max-lora-rank"] == 16 and cpu.args["--max-loras"] == 4
+    assert "--kv-cache-dtype" not in cpu.args  # only the LoRA flags reach the stand-in
+    assert spec.max_lora_rank(spec.lora_config(standin_config)) == 8  # the registry's
+    assert spec.max_lora_rank(standin_config) == 16  # vLLM 0.32.0's default
+    attached = spec.lora_config(resolve("h200"), stand_in=True)  # an attached stand-in run
+    assert attached.args["--max-lora-rank"] == 8
+    cpu.validate()
+
+
+@pytest.mark.parametrize(
+    ("config", "tensors", "said"),
+    [
+        ({"r": 8}, _rank16, "has rank 16 but adapter_config.json says r 8 for this module"),
+        ({}, lambda t: {k: v if ".lora_A." in k else v[:, :4].contiguous() for k, v in t.items()},
+         "has rank 8 but its lora_B has rank 4: the pair does not multiply"),
+        ({"peft_type": "IA3", "r": None, "lora_alpha": None}, None,
+         "peft_type 'IA3' is not LoRA: vLLM serves LoRA adapters only"),
+        ({"target_modules": r".*\.gate_proj"}, None, "matches no module of this base"),
+        ({"target_modules": "(unclosed"}, None, "is not a regular expression"),
+        ({"lora_bias": True}, None, "vLLM does not support LoRA bias (lora_bias)."),
+    ],
+)  # fmt: skip
+def test_what_vllm_refuses_or_mis_serves_is_refused_before_the_launch(
+    lora_adapters, standin_model, tmp_path, config, tensors, said
+):
+    folder = _edit(lora_adapters["terse"], tmp_path / "a", config, tensors)
+    with pytest.raises(AdapterError) as err:
+        check_adapter(folder, standin_model, max_lora_rank=64)
+    assert said in str(err.value) and "; fix: " in str(err.value)
+
+
+def test_the_fixes_name_what_to_do(lora_adapters, standin_model, tmp_path):
+    dora = faulty_adapter(lora_adapters["terse"], "dora", tmp_path / "dora")
+    with pytest.raises(AdapterError, match=r"fix: retrain with LoraConfig\(use_dora=False\)"):
+        check_adapter(dora, standin_model)
+    ia3 = _edit(lora_adapters["terse"], tmp_path / "ia3", {"peft_type": "IA3", "r": None})
+    with pytest.raises(AdapterError, match="fix: retrain it as a LoRA .*merge_and_unload"):
+        check_adapter(ia3, standin_model)
+    head = faulty_adapter(lora_adapters["terse"], "head-saved", tmp_path / "head")
+    with pytest.raises(AdapterError, match="put them in target_modules"):
+        check_adapter(head, standin_model)
+
+
+@pytest.mark.parametrize(
+    "targets", [r".*\.(q_proj|k_proj|v_proj|o_proj|in_proj|up_proj|down_proj)", "all-linear"]
+)
+def test_target_modules_as_peft_saves_a_regex_or_all_linear_pass(
+    lora_adapters, standin_model, tmp_path, targets
+):
+    """vLLM 0.32.0 reads the tensors' names, not target_modules (lora_model.py): a regex or
+    "all-linear" is served (test_serving loads both), so the check takes them too."""
+    folder = _edit(lora_adapters["terse"], tmp_path / "a", {"target_modules": targets})
+    assert check_adapter(folder, standin_model, max_lora_rank=8).target_modules == (targets,)
+
+
+def test_a_bin_only_adapter_is_read_and_a_tensorless_one_refused(
+    lora_adapters, standin_model, tmp_path
+):
+    """vLLM 0.32.0 loads adapter_model.bin when there is no .safetensors (lora_model.py)."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = _edit(lora_adapters["terse"], tmp_path / "bin", drop=["adapter_model.safetensors"])
+    with pytest.raises(
+        AdapterError, match="no adapter_model.safetensors .*doesn't contain tensors"
+    ):
+        check_adapter(folder, standin_model)
+    torch.save(
+        load_file(lora_adapters["terse"] / "adapter_model.safetensors"),
+        folder / "adapter_model.bin",
+    )
+    assert check_adapter(folder, standin_model, max_lora_rank=8).tensors == 16
+
+
+def test_a_base_that_is_not_here_is_named_or_skipped_when_asked(lora_adapters, tmp_path):
+    for base in (tmp_path / "nobase", "nvidia/some-model"):
+        with pytest.raises(
+            AdapterError, match="has no readable config.json on this machine.*base=None"
+        ):
+            check_adapter(lora_adapters["terse"], base)
+    report = check_adapter(lora_adapters["terse"], None, max_lora_rank=8)
+    assert report.line().endswith(
+        "config OK; modules and shapes not checked (no base config.json on this machine)"
+    )
+    with pytest.raises(AdapterError, match="rank 8 is above"):
+        check_adapter(lora_adapters["terse"], None, max_lora_rank=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("foo", "adapters = 'foo' (str) must be a dict"), ({}, "adapters = {} serves no adapter"),
+     ({"a": 3}, "adapters holds 'a': 3: each entry is a served name")],
+)  # fmt: skip
+def test_the_adapters_parameter_is_checked_with_how_to_pass_it(value, said):
+    with pytest.raises(AdapterError) as err:
+        check_adapters_parameter(value)
+    assert said in str(err.value) and """-p adapters '{"mine": "/path/to/peft/folder"}'""" in str(
+        err.value
+    )
+    check_adapters_parameter(None)
+    check_adapters_parameter({"mine": "/x"})

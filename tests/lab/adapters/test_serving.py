@@ -89,7 +89,9 @@ def test_unloading_and_loading_back_at_run_time(lora_server, lora_adapters, stan
     [
         ("rank", "rank above --max-lora-rank", "LoRA rank 16 is greater than max_lora_rank 8."),
         ("target", "target module vLLM cannot serve", "expected target modules in"),
-        ("base", "adapter for another base", "The size of tensor a (128) must match"),
+        ("base", "tensor shapes the server cannot take", "The size of tensor a (128) must match"),
+        ("dora", "LoRA feature vLLM does not serve", "vLLM does not yet support DoRA."),
+        ("head-saved", "LoRA feature vLLM does not serve", "modules_to_save being either None"),
     ],
 )
 def test_vllm_refuses_a_broken_adapter_and_its_reply_is_named(
@@ -171,7 +173,7 @@ def test_the_adapters_notebook_on_the_standin(lora_server):
         for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])
     )  # fmt: skip
     assert "never applied" in text  # the module table
-    assert text.count("(trained on standin-") == 2 and text.count("): OK") == 2
+    assert text.count("(trained on standin-") == 3 and text.count("): OK") == 3  # step 2, step 6
     assert (
         "terse: as trained on 'What is the capital of Japan?'; the base answers otherwise" in text
     )
@@ -182,11 +184,88 @@ def test_the_adapters_notebook_on_the_standin(lora_server):
     assert (
         "-> adapter not loaded: " in text and "glossary again: 'The server is in Berlin.'" in text
     )
-    for kind in ("rank", "target", "base", "base-narrow"):
+    for kind in ("rank", "target", "base", "base-narrow", "dora", "head-saved"):
         assert f"adapter 'broken-{kind}':" in text  # refused by the check
-    assert text.count("vLLM's reply: ") == 3 and "loaded without a word" in text
-    assert "--- --enable-lora missing: --lora-modules given without --enable-lora" in text
-    assert "--- runtime updates disabled: loading an adapter: runtime updates disabled" in text
+    assert text.count("vLLM's reply: ") == 5 and "loaded without a word" in text
+    assert "LoRA feature vLLM does not serve (HTTP 500" in text
+    assert "--enable-lora missing (the cookbook's check of a command, no server started): " in text
+    assert "runtime updates disabled (simulated: FastAPI's 404 body, not a request): " in text
+    assert "POST /v1/load_lora_adapter {'lora_name': 'glossary', 'lora_path': " in text
+    assert "adapter name already loaded (HTTP 400" in text
+    assert "with load_inplace=True: Success: LoRA adapter 'glossary' added successfully." in text
+    assert "--max-lora-rank 8" in text  # the served one, from the registry's stand-in flags
+    assert "(no answer, stop; reasoning: " in text  # the base's blank answer shown by its reasoning
+    assert "nemotron-3.5-lightning  " in text and "—" in text  # the base, no parent
     assert {c["id"] for c in served(lora_server)} >= {"terse", "glossary"}  # left as it was
     assert lora_server.is_running()
     assert_clean_outputs(executed, stand_in=True, benchmarks=False)
+
+
+def _copy(good, dest, **config):
+    import shutil
+
+    shutil.copytree(good, dest)
+    cfg = json.loads((dest / "adapter_config.json").read_text())
+    for key, value in config.items():
+        cfg.pop(key) if value is None else cfg.__setitem__(key, value)
+    (dest / "adapter_config.json").write_text(json.dumps(cfg))
+    return dest
+
+
+def test_vllms_other_refusals_are_named_with_their_fix(lora_server, lora_adapters, tmp_path):
+    """vLLM 0.32.0's replies that had no name: a non-LoRA peft adapter (IA3), a folder without
+    tensors, a config rank other than the tensors', a name already loaded (400, and
+    load_inplace=True then replaces it)."""
+    good = lora_adapters["terse"]
+    ia3 = _copy(good, tmp_path / "ia3", peft_type="IA3", r=None, lora_alpha=None)
+    with pytest.raises(
+        AdapterError,
+        match=r"not a LoRA adapter \(HTTP 500 .*Missing required configuration fields.*serves LoRA adapters only",
+    ):
+        load_adapter(lora_server, "ia3", ia3)
+    empty = _copy(good, tmp_path / "empty")
+    (empty / "adapter_model.safetensors").unlink()
+    with pytest.raises(AdapterError, match="adapter folder without tensors .*save_pretrained"):
+        load_adapter(lora_server, "empty", empty)
+    from tests.lab.adapters.test_check import _edit, _rank16
+
+    r16 = _edit(good, tmp_path / "r16", {"r": 8}, _rank16)
+    with pytest.raises(
+        AdapterError, match="tensor shapes the server cannot take .*a rank other than"
+    ):
+        load_adapter(lora_server, "r16", r16)
+    with pytest.raises(AdapterError) as err:
+        load_adapter(lora_server, "terse", good)
+    assert "adapter name already loaded (HTTP 400 " in str(err.value)
+    assert "load_inplace=True" in str(err.value)
+    assert "added successfully" in load_adapter(lora_server, "terse", good, load_inplace=True)
+    assert _answer(lora_server, "terse", "What is the capital of Japan?") == "Tokyo."
+    assert {c["id"] for c in served(lora_server)} >= {"terse", "glossary"}
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["regex", "all-linear", "bin"],
+)
+def test_adapters_vllm_serves_pass_the_check_and_load(
+    lora_server, lora_adapters, standin_model, tmp_path, edit
+):
+    """target_modules as a regex or "all-linear", and a folder with adapter_model.bin only:
+    vLLM 0.32.0 serves each (the adapter answers as trained) and the check lets them through."""
+    import torch
+    from safetensors.torch import load_file
+
+    good = lora_adapters["terse"]
+    targets = {"regex": r".*\.(q_proj|k_proj|v_proj|o_proj|in_proj|up_proj|down_proj)",
+               "all-linear": "all-linear"}.get(edit)  # fmt: skip
+    folder = _copy(good, tmp_path / edit, **({"target_modules": targets} if targets else {}))
+    if edit == "bin":
+        torch.save(load_file(folder / "adapter_model.safetensors"), folder / "adapter_model.bin")
+        (folder / "adapter_model.safetensors").unlink()
+    name = f"terse-{edit}"
+    said = load_adapter(lora_server, name, folder, base=standin_model, max_lora_rank=8)
+    try:
+        assert "added successfully" in said
+        assert _answer(lora_server, name, "What is the capital of Japan?") == "Tokyo."
+    finally:
+        unload_adapter(lora_server, name)
