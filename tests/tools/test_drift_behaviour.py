@@ -193,7 +193,7 @@ def test_fly_is_new_in_033_and_lossy_in_the_codes_own_words(diff_032_033, tables
 
 def test_metrics_section_names_what_the_helpers_scrape(diff_032_033):
     text = "\n".join(diff_032_033._metrics())
-    assert "| `vllm:prompt_tokens_total` | helpers/bench/metrics.py" in text
+    assert "| `vllm:prompt_tokens_total` | helpers/server/stall.py" in text
     assert "yes (`vllm:prompt_tokens`)" in text
     assert "removed (0) none" in text and diff_032_033.breaking == []
 
