@@ -112,7 +112,7 @@ registry = load_adapters()
 cfg = resolve(target, extra_args=extra_args)
 run = fetch(prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens))
 base_dir = base_folder(run)  # the served checkpoint's folder (an attached server's /v1/models root; None: not on this machine)
-rank_limit = max_lora_rank(lora_config(run.config, extra_args=extra_args, stand_in=run.stand_in))  # the --max-lora-rank step 3 serves
+rank_limit = max_lora_rank(lora_config(run, extra_args=extra_args))  # the --max-lora-rank step 3 serves
 print(f"--max-lora-rank {rank_limit}")
 adapters = run_adapters(run, base_dir, adapters)  # the stand-in: trained now (cached); a GPU: yours, or random of the real shapes
 for name, folder in adapters.items():
@@ -136,7 +136,7 @@ from helpers.config.flagtable import check_config
 from helpers.server.launch import launch_server
 from lab.adapters.spec import check_lora_flags, lora_config
 
-served_cfg = lora_config(run.config, adapters, extra_args=extra_args, stand_in=run.stand_in)
+served_cfg = lora_config(run, adapters, extra_args=extra_args)
 check_lora_flags(served_cfg)
 print(served_cfg.shell_command())
 check_config(served_cfg)

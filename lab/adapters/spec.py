@@ -103,16 +103,15 @@ def lora_flags(extra_args: Any) -> dict[str, Any]:
 
 
 def lora_config(
-    cfg: Any,
+    source: Any,
     modules: dict[str, str | Path] | None = None,
     *,
     extra_args: Any = None,
-    stand_in: bool | None = None,
     runtime_updates: bool = True,
     registry: AdapterRegistry | None = None,
 ) -> Any:
-    """``cfg`` (a :class:`helpers.config.serveconfig.ServeConfig`) with the LoRA flags of
-    ``cookbook/adapters.yaml`` added: ``serve.standin`` for a stand-in, else ``serve.gpu``;
+    """The config ``source`` serves with the LoRA flags of ``cookbook/adapters.yaml`` added:
+    ``serve.standin`` when the run serves the stand-in, else ``serve.gpu``;
     ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
     (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``.
 
@@ -122,20 +121,25 @@ def lora_config(
     CPU target's, without the GPU target's ``extra_args``).
 
     Args:
-        cfg: the target's ServeConfig (``resolve(target, ...)``, or the run's ``run.config``).
+        source: the notebook's run (:class:`helpers.config.run.Run`: its config, and whether
+            it serves the stand-in: an attached stand-in run's config is the GPU target's), or a
+            ServeConfig (``resolve(target, ...)``; the stand-in when ``cfg.stand_in``).
         modules: ``{served name: adapter folder}`` loaded at start-up (None: none).
         extra_args: the notebook's ``extra_args`` (``{flag: value}``; only its LoRA flags are
             read here), e.g. ``{"--max-lora-rank": 16}``.
-        stand_in: which ``serve`` section (None: ``cfg.stand_in``; an attached run's config is
-            the GPU target's, so the notebook passes ``run.stand_in``).
         runtime_updates: allow ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``.
         registry: default :func:`load_adapters`.
     Returns:
         A new ServeConfig; the flags count as ``extra_args`` (a rejected one is blamed there).
+
+    Raises:
+        TypeError: ``source`` is neither a run nor a ServeConfig (``helpers.config.run.run_of``).
     """
+    from helpers.config.run import run_of
+
     reg = registry or load_adapters()
-    if stand_in is None:
-        stand_in = bool(getattr(cfg, "stand_in", False))
+    run = run_of(source, "lora_config")
+    cfg, stand_in = run.config, run.stand_in
     given = dict(getattr(cfg, "args", {}) or {})
     flags = {f: v for f, v in reg.serve["standin" if stand_in else "gpu"].items() if f not in given}
     if modules:

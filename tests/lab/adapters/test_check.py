@@ -229,7 +229,10 @@ def test_extra_args_win_over_the_registrys_lora_flags(standin_config):
     assert "--kv-cache-dtype" not in cpu.args  # only the LoRA flags reach the stand-in
     assert spec.max_lora_rank(spec.lora_config(standin_config)) == 8  # the registry's
     assert spec.max_lora_rank(standin_config) == 16  # vLLM 0.32.0's default
-    attached = spec.lora_config(resolve("h200"), stand_in=True)  # an attached stand-in run
+    from helpers.config.run import Run
+
+    attached_run = Run("stand_in", "http://127.0.0.1:8000", None, resolve("h200"))
+    attached = spec.lora_config(attached_run)  # an attached stand-in run: the h200 config
     assert attached.args["--max-lora-rank"] == 8
     cpu.validate()
 
