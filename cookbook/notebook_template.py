@@ -244,7 +244,9 @@ streamed = show(stream)
 # The request offers the tools' schemas (`tool_schema`: from a signature and docstring); the
 # server parses the calls. Each runs here (`call_tool`: its JSON, or an error the model can
 # read) and goes back as a `tool` message with its `tool_call_id`. `show` warns about a call
-# swallowed by the reasoning or cut short.
+# swallowed by the reasoning or cut short. The loop stops when the model asks again for a call
+# whose result it already has: Lightning is thinking-first, and with thinking off it repeats the
+# same call every turn (Avarok atlas PR #566); the tiny stand-in repeats it too.
 #
 # **Expected:** a call `get_weather(city='Santa Clara')`, its result, then an answer from it.
 
@@ -274,18 +276,25 @@ def get_time(city: str) -> dict:
 tools = {"get_weather": get_weather, "get_time": get_time}
 
 # %%
+import json
+
 from helpers.chat.tools import call_tool, tool_schema
 
 if srv.serves("tool_calling", needed_by="tool calling"):
     schemas = [tool_schema(fn) for fn in tools.values()]
     messages = [{"role": "user", "content": "What's the weather in Santa Clara?"}]
+    done = set()  # (name, arguments) of the calls already run
     for _ in range(3):  # a call, its result, the answer
         reply = llm.chat.completions.create(
             model=model, messages=messages, tools=schemas, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
         )
         turn = show(reply, tools=schemas, max_tokens=max_tokens)
-        if not turn.tool_calls:
+        calls = {(c.name, json.dumps(c.arguments, sort_keys=True)) for c in turn.tool_calls}
+        if calls and calls <= done:
+            print("── the same call again, its result already sent: stopped (a repeat loop, not an answer) ──")
+        if not calls or calls <= done:
             break
+        done |= calls
         messages.append(turn.to_message())  # the assistant turn, with its tool_calls
         for call in turn.tool_calls:
             result = call_tool(tools, call)
@@ -303,13 +312,18 @@ if srv.serves("tool_calling", needed_by="tool calling"):
 # %%
 if srv.serves("tool_calling", needed_by="parallel tool calls"):
     messages = [{"role": "user", "content": "What's the weather in Tokyo and Paris?"}]
+    done = set()
     for _ in range(3):
         reply = llm.chat.completions.create(
             model=model, messages=messages, tools=schemas, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
         )
         turn = show(reply, tools=schemas, max_tokens=max_tokens)
-        if not turn.tool_calls:
+        calls = {(c.name, json.dumps(c.arguments, sort_keys=True)) for c in turn.tool_calls}
+        if calls and calls <= done:
+            print("── the same calls again, their results already sent: stopped ──")
+        if not calls or calls <= done:
             break
+        done |= calls
         messages.append(turn.to_message())
         for call in turn.tool_calls:  # one tool message per call, in the order of the calls
             result = call_tool(tools, call)
