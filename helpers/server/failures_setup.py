@@ -170,6 +170,20 @@ fixed_failure(
 )
 
 
+fixed_failure(
+    "lora_adapter_refused",
+    45,
+    Wording(
+        (r"Call to add_lora method failed: (.+)",),
+        "vllm/v1/engine/core.py (a failed utility call's failure_message), raised from vllm/lora/",
+        tuple(f"vllm {v}" for v in ("0.27.0", "0.27.1", "0.28.0", "0.32.0", "0.33.0", "0.34.0")),
+    ),
+    "vLLM could not load a LoRA adapter named in --lora-modules, so the start ended: {0}",
+    "fix the adapter or drop it from --lora-modules; lab.adapters.check.check_adapter(folder, "
+    "base) names what vLLM refuses before a launch (rank, modules, DoRA, shapes)",
+)
+
+
 @failure(
     "disk_space",
     80,

@@ -96,3 +96,14 @@ def test_an_nvml_refusal_outside_humming_is_not_blamed_on_it():
     text = (LOGS / "humming_unified_memory_nvml.log").read_text().replace("humming", "other")
     d = diagnose(text)
     assert d is None or d.name != "humming_unified_memory_nvml"
+
+
+def test_an_adapter_vllm_refuses_at_start_up_is_named_with_the_check_that_catches_it():
+    """``lora_start_dora`` (recorded, vLLM 0.32.0 CPU build): the stand-in started with
+    ``--lora-modules dora=<a DoRA adapter>``; the engine's add_lora fails and the start ends.
+    The diagnosis quotes vLLM's reason and names the pre-launch check (not "no known failure")."""
+    d = _diagnose("lora_start_dora")
+    assert d.name == "lora_adapter_refused"
+    assert d.cause.endswith("so the start ended: vLLM does not yet support DoRA.")
+    assert "drop it from --lora-modules" in d.fix and "check_adapter(folder, base)" in d.fix
+    assert d.evidence.startswith("ValueError: Call to add_lora method failed")

@@ -86,6 +86,15 @@ FAILURES = {
         {},
         "old_fastsafetensors",
     ),
+    # an adapter vLLM 0.32.0 refuses, named at start-up with --lora-modules: the engine's
+    # add_lora fails inside the LoRA manager (lora/peft_helper.py) and the start ends
+    "lora_start_dora": (
+        "the stand-in with --enable-lora --max-lora-rank 8 --lora-modules dora=<a DoRA adapter "
+        "of the stand-in> (lab.adapters.faults 'dora')",
+        {"--enable-lora": True, "--max-loras": 1, "--max-lora-rank": 8},
+        {},
+        "dora_adapter",
+    ),
 }
 
 #: name -> (what was launched, repo id served, HF_TOKEN (None: no token), how the fake hub
@@ -242,6 +251,13 @@ def record(name: str) -> Path:
                 cfg = cfg.with_args({}, PYTHONPATH=old_package(tmp / "site"))
             if damage == "compile_cache":
                 cfg = damaged_compile_cache(cfg, tmp / "cache")
+            if damage == "dora_adapter":
+                from lab.adapters.faults import faulty_adapter
+                from lab.adapters.train import build_adapters
+
+                good = next(iter(build_adapters().values()))
+                dora = faulty_adapter(good, "dora", tmp / "dora")
+                cfg = cfg.with_args({"--lora-modules": [f"dora={dora}"]})
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
         try:
             srv.start()
