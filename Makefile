@@ -26,8 +26,9 @@ quickstart: setup
 notebooks: setup
 	$(BIN)/python -m tools.notebooks build
 
-# The suite (unit + real vLLM CPU server + notebooks), in two pytest-xdist workers: the tests of
-# the session's stand-in server in one, the rest spread over both (tests/conftest.py groups them).
+# The suite (unit + real vLLM CPU server + notebooks), in three pytest-xdist workers on CI's two
+# cores (most tests wait on a server process, so a third worker fills the waits): each shared
+# server's tests in one worker, the rest spread over the three (tests/conftest.py groups them).
 # The workshop notebook's bare-kernel run (several minutes of pip installs) is its own step:
 # `make workshop`; CI runs both (.ci/run). The suite runs notebooks through papermill, so nbmake's
 # pytest plugin (for `pytest --nbmake notebooks/`) is not loaded: 2 s of imports per pytest process.
@@ -36,7 +37,7 @@ test: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m helpers.standin.build
-	$(BIN)/python benchmarks/suite_time.py -n 2 --dist loadgroup --durations=20 -m "not workshop" -p no:nbmake
+	$(BIN)/python benchmarks/suite_time.py -n 3 --dist loadgroup --durations=20 -m "not workshop" -p no:nbmake
 
 # The workshop notebook from a bare kernel (fresh venv + ipykernel; the notebook installs the rest)
 workshop: setup

@@ -52,7 +52,7 @@ class SuiteTimer:
         self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.t0 = time.monotonic()
         #: per pytest-xdist worker (``gw0``...; ``main`` without xdist): seconds of tests, and
-        #: when (seconds from the start) its last report came: the two workers' balance
+        #: when (seconds from the start) its last report came: the workers' balance
         self.worker_seconds: dict[str, float] = defaultdict(float)
         self.worker_last: dict[str, float] = {}
 

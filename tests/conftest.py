@@ -27,7 +27,7 @@ VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
 
 #: Session-long servers, and the group (``pytest-xdist --dist loadgroup``) of the tests that
 #: use one: a group runs in one worker, so each is started once per run (``make test`` runs
-#: two workers: the stand-in server's tests in one, everything else spread over both).
+#: three workers: each shared server's tests in one, everything else spread over them).
 SHARED_SERVERS = {
     "standin_server": "standin_server",
     "shared_kernel": "standin_server",

@@ -62,7 +62,7 @@ def test_the_table_adds_setup_call_and_teardown_per_group():
 
 
 def test_each_shared_server_group_runs_in_one_worker(tmp_path):
-    """``make test``'s distribution (``-n 2 --dist loadgroup``) with tests/conftest.py's hook:
+    """``make test``'s distribution (``-n 3 --dist loadgroup``) with tests/conftest.py's hook:
     the tests of one shared server land in one worker, so it starts once. (pytest 9.2 with
     pytest-xdist 3.8 silently drops the groups: pytest-dev/pytest-xdist#1386.)"""
     import os
@@ -86,7 +86,7 @@ def test_each_shared_server_group_runs_in_one_worker(tmp_path):
     )
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # only xdist: a faster start
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup", "-v", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
