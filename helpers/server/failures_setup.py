@@ -174,7 +174,7 @@ fixed_failure(
     "lora_adapter_refused",
     45,
     Wording(
-        (r"Call to add_lora method failed: (.+)",),
+        (r"Call to add_lora method failed: (.+?)\.?$",),
         "vllm/v1/engine/core.py (a failed utility call's failure_message), raised from vllm/lora/",
         tuple(f"vllm {v}" for v in ("0.27.0", "0.27.1", "0.28.0", "0.32.0", "0.33.0", "0.34.0")),
     ),
@@ -467,8 +467,8 @@ def _loader_package(m: re.Match[str], text: str, config: Any) -> Diagnosis | Non
     else:
         cause = f"{need} the {dist} package ({floor}), which is not installed here"
     fix = (
-        f"install it with pip install -U '{req}' (helpers.machine.install plans it from the "
-        "command's flags) and start again"
+        f"install it with pip install -U '{req}' (a --no-deps install or another image can "
+        "lack it; helpers.machine.install adds it where the release leaves it to an extra)"
     )
     if fmt:
         fix += ", or drop the flag (extra_args={'--load-format': None}: vLLM's own loader)"
@@ -497,7 +497,7 @@ def _humming_unified_memory(m: re.Match[str], text: str, config: Any) -> Diagnos
         "to size its tiles, and a unified-memory GPU (GB10, DGX Spark) has none: NVML answers "
         "Not Supported (humming-kernels 0.1.11 and older; vLLM 0.26.0-0.27.1 pin 0.1.10)",
         "serve with --moe-backend marlin (the registry's GB10 and SM12x choice), or install "
-        "vLLM 0.28.0 or newer, which pins humming-kernels 0.1.12: it uses GB10's 273 GB/s "
+        "vLLM 0.28.0 or newer, which pins humming-kernels 0.1.12 or newer: it uses GB10's 273 GB/s "
         "without asking NVML (inclusionAI/humming#49)",
         _line_of(m, text),
     )

@@ -10,6 +10,17 @@ import sys
 from lab.verify import VERIFY_MAX_TOKENS, verify
 
 
+def _positive(text: str) -> int:
+    """``--max-tokens``: a whole number of tokens, at least 1 (argparse says the rest)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens: pass 1 or more")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lab.verify",
@@ -19,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="the served model name (default: the first listed)")
     parser.add_argument(
-        "--max-tokens", type=int, default=VERIFY_MAX_TOKENS, help="tokens per request"
+        "--max-tokens",
+        type=_positive,
+        default=VERIFY_MAX_TOKENS,
+        help=f"tokens per request (default {VERIFY_MAX_TOKENS})",
     )
     args = parser.parse_args(argv)
     try:
@@ -32,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     if checks[0].ok is not True:
         return 2
     failed = [c.name for c in checks if c.ok is False]
+    skipped = sum(c.ok is None for c in checks)
     print(
-        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
+        f"{sum(c.ok is True for c in checks)} of {len(checks)} checks passed"
+        + (f", {skipped} skipped" if skipped else "")
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0

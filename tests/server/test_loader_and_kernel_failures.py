@@ -104,6 +104,7 @@ def test_an_adapter_vllm_refuses_at_start_up_is_named_with_the_check_that_catche
     The diagnosis quotes vLLM's reason and names the pre-launch check (not "no known failure")."""
     d = _diagnose("lora_start_dora")
     assert d.name == "lora_adapter_refused"
-    assert d.cause.endswith("so the start ended: vLLM does not yet support DoRA.")
+    assert d.cause.endswith("so the start ended: vLLM does not yet support DoRA")
+    assert "DoRA: fix the adapter" in d.message  # the reason's own full stop is not kept: no ".:"
     assert "drop it from --lora-modules" in d.fix and "check_adapter(folder, base)" in d.fix
     assert d.evidence.startswith("ValueError: Call to add_lora method failed")

@@ -63,7 +63,8 @@ def test_every_check_passes_on_the_standin(standin_server):
     assert lines["prefix reuse"].startswith("SKIP  prefix reuse: no prefix caching on this server")
     assert "max_model_len 2,048 tokens" in lines["model"]
     assert "get_weather(" in lines["tool call"] and "Tokyo" in lines["schema"]
-    assert run.stdout.rstrip().endswith("9 of 9 checks passed")  # a skip is no failure
+    # a skip is no failure (exit 0), and no pass either
+    assert run.stdout.rstrip().endswith("8 of 9 checks passed, 1 skipped")
     assert "Traceback" not in run.stdout + run.stderr
 
 
@@ -192,3 +193,13 @@ def test_a_port_that_accepts_but_never_answers_is_said_within_seconds():
     ), run.stdout
     assert "fix: check that the server finished starting (GET /health answers 200)" in line
     assert took < MODELS_TIMEOUT + 30, f"{took:.0f} s before the verdict"
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "many"])
+def test_max_tokens_below_one_is_refused_before_any_request(bad, capsys):
+    from lab.verify.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["http://127.0.0.1:9", "--max-tokens", bad])
+    assert exit_.value.code == 2
+    assert f"'{bad}' is not a number of tokens: pass 1 or more" in capsys.readouterr().err
