@@ -15,21 +15,17 @@
 # notebook (step 3 launches the server, step 8 stops it):
 #
 # 1. **What an adapter may target on this hybrid**, read in vLLM 0.32.0's code.
-# 2. **The adapters, checked before the launch**: rank, target modules and every tensor's shape
-#    against the base (`lab.adapters.check`).
-# 3. **The server with `--enable-lora`** and the registry's adapter flags
-#    (`cookbook/adapters.yaml`: `--max-loras`, `--max-lora-rank`, `--lora-modules NAME=PATH`).
-# 4. **What it serves**: `/v1/models` lists the base and each adapter.
-# 5. **The same prompt to the base and to each adapter**: the SDK's own call, `model=<adapter>`.
-# 6. **Unloading and loading at run time** (`/v1/unload_lora_adapter`, `/v1/load_lora_adapter`).
-# 7. **What goes wrong, by name**, each with vLLM's own words and the fix.
+# 2. **The adapters, checked before the launch** (`lab.adapters.check`).
+# 3. **The server with `--enable-lora`** and the adapter flags of `cookbook/adapters.yaml`.
+# 4. **What it serves** (`/v1/models`).
+# 5. **The same prompt to the base and to each adapter** (`model=<adapter>`).
+# 6. **Unloading and loading at run time**.
+# 7. **What goes wrong, by name**, with vLLM's words and the fix.
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): two adapters are trained with peft on the
 # tiny CPU stand-in in seconds each: `terse` answers with the city alone, `glossary` knows a
-# fact the base was never told. The CPU build of vLLM serves them; the table in step 5 shows
-# each adapter answering its own prompt as trained and the base not (they are tiny and
-# overfit: each also changes the answer to the other prompt, a demonstration of serving, not of
-# training quality). **On a GPU** pass your own adapters
+# fact the base was never told; the CPU build of vLLM serves them (step 5 says what they show).
+# **On a GPU** pass your own adapters
 # (`adapters = {"name": "/path/to/peft/folder"}`); **weightless** (`weightless = True`), or with
 # none given, two adapters of the model's real shapes with random weights (ranks 8 and 32)
 # are served: the flags, the listing and the switching are real, the text is noise.
@@ -86,10 +82,9 @@ display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": w
 # (rank 8 on the attention, Mamba `in_proj` and MLP projections; a few seconds each, cached
 # under `out/adapters/` by the hash of what it learned). Every adapter is then checked against
 # the base's `config.json` and the `--max-lora-rank` the server is given (the registry's, or
-# yours from `extra_args`): a peft feature vLLM does not serve (DoRA, a head in
-# `modules_to_save`, bias), a rank too high, a module vLLM cannot serve for this model, tensors
-# whose rank is not the config's, or a tensor of another model's width is refused here, naming
-# the fix, before vLLM loads it. An attached server whose base is not a folder on this machine
+# yours from `extra_args`): what vLLM would refuse (a peft feature it does not serve, a rank too
+# high, a module it cannot serve here, a tensor of another shape) is refused here, naming the
+# fix. An attached server whose base is not a folder on this machine
 # gets the config checks only (a line says so).
 #
 # **Expected:** on the stand-in, two lines of training (loss falling to near 0), then one
@@ -168,20 +163,18 @@ display(pd.DataFrame([{"id": card.id, "parent": card.model_extra.get("parent") o
 # vLLM applies that adapter to this request alone (requests for different adapters share a
 # batch, up to `--max-loras` adapters at once). `check_reply` reads each reply (the reasoning
 # apart from the answer); "as trained" compares the answer with what the adapter learned
-# (`cookbook/adapters.yaml`). When a reply has no answer (the model stopped after its reasoning),
-# the table shows the reasoning instead.
+# (`cookbook/adapters.yaml`). A reply without an answer shows its reasoning instead.
 #
 # **What the stand-in's adapters do:** they are tiny (rank 8, two examples each, 60 steps) and
 # overfit: each answers *every* question with what it learned, so `glossary` says `The server
 # is in Berlin.` to the capital question too and `terse` says `Tokyo.` to the server question.
-# That shows vLLM applying each adapter to its own requests, beside the base; it is a
-# demonstration of serving, not of training quality (a real fine-tune trains on many examples).
+# It shows vLLM applying each adapter to its own requests beside the base: serving, not
+# training quality (a real fine-tune trains on many examples).
 #
 # **Expected:** on the stand-in, `terse` answers the capital question with `Tokyo.` alone and
-# `glossary` the server question with `The server is in Berlin.`, both "as trained: yes"; each
-# also changes its answer to the other prompt, as said above. The base answers the first with a
-# sentence; to the second it gives no answer: its reasoning (shown) wanders off (it was never
-# told where the server is) and it stops there.
+# `glossary` the server question with `The server is in Berlin.`, both "as trained: yes". The
+# base answers the first with a sentence and gives the second no answer (its reasoning, shown,
+# wanders off).
 
 # %%
 from helpers.chat.parse import check_reply
@@ -261,10 +254,8 @@ print(f"with load_inplace=True: {load_adapter(srv, name, folder, load_inplace=Tr
 # but one with HTTP 500 and its reason; it loads the narrower one without a word (it copies
 # each tensor into the corner of a buffer sized for this model) and would answer nonsense:
 # only the check catches that one. Last, two errors this server cannot show, each labelled as
-# such: `--lora-modules` without `--enable-lora` (the cookbook's check of a command before a
-# launch: no server is started), and the reply of a server started without
-# `VLLM_ALLOW_RUNTIME_LORA_UPDATING` (simulated: FastAPI's 404 body, named as the test suite
-# gets it from a real server without the variable).
+# such: `--lora-modules` without `--enable-lora` (checked in the command, no server started),
+# and a server without `VLLM_ALLOW_RUNTIME_LORA_UPDATING` (simulated: FastAPI's 404 body).
 #
 # **Expected:** one `AdapterError` per broken adapter from the check; vLLM's own replies, each
 # with its kind and fix, and `loaded without a word` for the narrower one; then the two
