@@ -31,6 +31,7 @@ VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
 SHARED_SERVERS = {
     "standin_server": "standin_server",
     "shared_kernel": "standin_server",
+    "ngram_server": "standin_server",  # the stand-in's drafting server: in the same worker
     "cpu_fleet": "cpu_fleet",
     "noise_server": "noise_server",
     "noise_kernel": "noise_server",
@@ -117,6 +118,30 @@ def standin_server(standin_config):
     finally:
         srv.stop()
         print(f"\nstandin_server: stopped in {srv.stop_seconds or 0:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def ngram_server(standin_model):
+    """The speculative notebook's stand-in drafting server, for the session: on the CPU build
+    every drafting mode of a target runs as one n-gram config (:func:`lab.drafting.mode_run`;
+    the ``h100`` target's ``dspark`` here), so the notebook and the lossless check attach to
+    this one instead of starting their own. Started as ``standin_server`` is (not through
+    ``launch_server``, which stops any other server its process launched)."""
+    from helpers.config.resolve import resolve
+    from helpers.server.vllm_server import VLLMServer
+    from helpers.weights.prepare import prepare
+    from lab.drafting import mode_run
+
+    served, _, _ = mode_run(
+        prepare(resolve("h100"), stand_in=True), "h100", "dspark", model_path=standin_model
+    )
+    srv = VLLMServer(served.served)
+    srv.start()
+    print(f"\nngram_server: ready in {srv.startup_seconds:.0f} s at {srv.base_url}")
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 @pytest.fixture(scope="session")

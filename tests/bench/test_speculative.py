@@ -54,18 +54,33 @@ CONCURRENCIES, REPEATS, NUM_PROMPTS = [1], 2, 2
 
 @pytest.mark.notebook
 @pytest.mark.server
-def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_server, shared_kernel):
+def test_speculative_notebook_on_the_standin(
+    tmp_path, monkeypatch, standin_server, ngram_server, shared_kernel
+):
     """none vs n-gram on real CPU servers: non-zero acceptance, hygiene, plots, verdicts.
 
-    The "none" mode's stand-in launch is exactly the session server's (the ``cpu`` target,
-    reasoning + tool parsers, no drafting, no prefix caching), so the notebook attaches to it
-    (``servers``) and launches (and stops) only the n-gram server. It runs in the kernel the
-    target notebooks share (``shared_kernel``: vLLM's benchmark module imported once)."""
+    Each mode's stand-in launch is exactly a session server's: "none" the ``cpu`` target's
+    (reasoning + tool parsers, no drafting, no prefix caching), "dspark" the n-gram server's, so
+    the notebook attaches to both (``servers``); that a notebook launches and stops its own
+    server is every target notebook's test. It runs in the kernel the target notebooks share
+    (``shared_kernel``: vLLM's benchmark module imported once)."""
     h100_none = recipes.standin_config(
         recipes.resolve("h100"), standin_server.config.model, drafting=True
     )
     assert h100_none.cli_flags() == standin_server.config.cli_flags(), (
         "the session server is not the none-mode launch"
+    )
+    from helpers.weights.prepare import prepare
+    from lab.drafting import mode_run
+
+    dspark, _, _ = mode_run(
+        prepare(recipes.resolve("h100"), stand_in=True),
+        "h100",
+        "dspark",
+        model_path=standin_server.config.model,
+    )
+    assert dspark.served.cli_flags() == ngram_server.config.cli_flags(), (
+        "the n-gram session server is not the dspark-mode launch"
     )
     out = tmp_path / "out"
     out.mkdir()
@@ -86,7 +101,7 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
             "concurrencies": CONCURRENCIES,
             "repeats": REPEATS,
             "num_prompts": NUM_PROMPTS,
-            "servers": {"none": standin_server.url},
+            "servers": {"none": standin_server.url, "dspark": ngram_server.url},
         },
         output=real_out_notebooks() / NOTEBOOK.name,
         progress=False,
@@ -240,7 +255,6 @@ def test_speculative_notebook_on_the_standin(tmp_path, monkeypatch, standin_serv
     ]
     assert "no speculative decoding (recipe guide, overview)" in text and "measured here" in text
     assert re.search(r"(noise, not a win|within noise|beats)", text)
-    assert (
-        text.count("[vllm] launched pid") == 1 and text.count("[vllm] stopped pid") == 1
-    )  # n-gram's only
-    assert standin_server.is_running()  # the attached none-mode server was left alone
+    # both modes attached: nothing launched or stopped, both servers left running
+    assert "[vllm] launched pid" not in text and "[vllm] stopped pid" not in text
+    assert standin_server.is_running() and ngram_server.is_running()
