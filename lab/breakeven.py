@@ -164,7 +164,9 @@ def plot_break_even(
     """One panel per concurrency: each run's ``metric`` against its acceptance length, the
     fitted line per K, the baseline's range as a band, ``L*`` marked. ``caption`` (the
     synthetic-acceptance provenance, :meth:`lab.synthetic_acceptance.SyntheticAcceptance.caption`)
-    goes under the figure. Writes a PNG and returns its path.
+    goes under the figure. Writes a PNG and returns its path. When ``result`` and ``points``
+    both have a ``series`` column (two drafters of one K: MTP and DSpark at K=7), a line and its
+    runs are those of one series, labelled by it, instead of one K.
 
     Raises:
         BenchError: nothing to plot (``result`` empty).
@@ -185,30 +187,38 @@ def plot_break_even(
         band = result[result["concurrency"] == c].iloc[0]
         ax.axhspan(band.baseline_min, band.baseline_max, color="0.85", label="no drafting (range)")
         ax.axhline(band.baseline, color="0.4", lw=1)
+        by_series = "series" in result and "series" in pts
         for n, r in enumerate(result[result["concurrency"] == c].itertuples()):
-            sel = pts[
-                (pts["concurrency"] == c)
-                & (pts["num_speculative_tokens"] == r.num_speculative_tokens)
-            ]
-            ax.scatter(sel["_L"], sel[metric], s=18, label=f"K={r.num_speculative_tokens} runs")
+            key, value = (
+                ("series", r.series)
+                if by_series
+                else ("num_speculative_tokens", r.num_speculative_tokens)
+            )
+            sel = pts[(pts["concurrency"] == c) & (pts[key] == value)]
+            name = r.series if by_series else f"K={r.num_speculative_tokens}"
+            color = f"C{n}"
+            ax.scatter(sel["_L"], sel[metric], s=18, color=color, label=f"{name} runs")
             xs = np.linspace(
                 1.0,
                 max(r.lengths[-1], r.break_even_length if np.isfinite(r.break_even_length) else 1.0)
                 + 0.3,
                 20,
             )
-            ax.plot(xs, r.slope * xs + r.intercept, lw=1)
+            ax.plot(xs, r.slope * xs + r.intercept, lw=1, color=color)
             if np.isfinite(r.break_even_length):
-                ax.axvline(r.break_even_length, ls="--", lw=1)
+                ax.axvline(r.break_even_length, ls="--", lw=1, color=color)
                 ax.annotate(f"L* = {r.break_even_length:.2f}", (r.break_even_length, band.baseline),
-                            textcoords="offset points", xytext=(4, 6 + 12 * n), fontsize=8)  # fmt: skip
+                            textcoords="offset points", xytext=(4, 6 + 12 * n), fontsize=8,
+                            color=color)  # fmt: skip
         ax.set_title(f"concurrency {c}")
         ax.set_xlabel("acceptance length L (tokens per target step)")
         ax.set_ylabel(metric.replace("_", " "))
         ax.legend(fontsize=7)
-    if caption:
+    bottom = 0.0
+    if caption:  # about 190 characters a line at this width and size
+        bottom = min(0.4, (len(caption) // 190 + 1) * 0.045 / nrows)
         fig.text(0.01, 0.005, caption, fontsize=7, wrap=True)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

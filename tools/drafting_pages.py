@@ -23,6 +23,7 @@ import pandas as pd
 
 from helpers.bench.results import load_results
 from helpers.paths import REPO_ROOT
+from lab.bench.stats import compare, spread
 from lab.breakeven import break_even, plot_break_even, summary
 
 #: Ratios within this fraction of 1 are called a tie (one run per point).
@@ -60,72 +61,148 @@ def load_session(session: Path) -> tuple[dict, pd.DataFrame]:
     return manifest, pd.concat(frames, ignore_index=True)
 
 
-def _ratio(value: float, base: float) -> str:
+def _ratio(value: float, base: float, runs: pd.DataFrame, base_runs: pd.DataFrame) -> str:
+    """``1.95x``, or ``0.87x, tie``: one run a side, a ratio within :data:`TIE` of 1 is a tie;
+    repeats on both sides, one within the larger run-to-run spread of the two points
+    (:func:`lab.bench.stats.compare`, the notebooks' rule)."""
     r = value / base
-    return f"{r:.2f}x" + (", tie" if abs(r - 1) < TIE else "")
+    if len(runs) > 1 and len(base_runs) > 1:
+        noise = [spread(d, "output_throughput") for d in (runs, base_runs)]
+        tie = compare(base, value, noise=noise).winner is None
+    else:
+        tie = abs(r - 1) < TIE
+    return f"{r:.2f}x" + (", tie" if tie else "")
+
+
+def _plot_caption(drafting: list[dict]) -> str:
+    """The plot's provenance line: each source once, with the lengths taken from it."""
+    by_source: dict[str, list[str]] = {}
+    for r in drafting:
+        by_source.setdefault(r["source"], []).append(
+            f"{r['synthetic_acceptance_length']:g} ({r.get('fit') or r['label']})"
+        )
+    said = "; ".join(f"{', '.join(v)}: {k}" for k, v in by_source.items())
+    return f"Synthetic acceptance {said}. Speed at that acceptance, text not the model's."
+
+
+def _fits(runs: dict, points: pd.DataFrame) -> list[tuple[str, list[dict], pd.DataFrame]]:
+    """The break-even fits: runs sharing a manifest ``fit`` name are one line (several
+    acceptance lengths of one K), every other drafting run its own (through the origin)."""
+    fits: dict[str, list[dict]] = {}
+    for r in runs.values():
+        if r.get("num_speculative_tokens"):
+            fits.setdefault(r.get("fit") or r["label"], []).append(r)
+    return [(name, rs, points[points["run"].isin([r["folder"] for r in rs])])
+            for name, rs in fits.items()]  # fmt: skip
+
+
+def _agent_lines(session: Path, agent: dict) -> list[str]:
+    """The agent workload's table: one row per server and concurrency (one run each)."""
+    lines = ["", f"**{agent['title']}** {agent['about']}", "",
+             "| server | concurrency | prefix-cache hit rate | TTFT p50 (ms) | TTFT p99 (ms) | "
+             "output tokens/s per user | output tokens/s |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for run in agent["runs"]:
+        df = load_results(session / run["folder"])
+        for row in df.sort_values("concurrency").itertuples():
+            rate = getattr(row, "prefix_cache_hit_rate", float("nan"))
+            hit = f"{rate:.0%}" if pd.notna(rate) else "caching off"
+            lines.append(
+                f"| {run['label']} | {row.concurrency} | {hit} | {row.median_ttft_ms:,.0f} | "
+                f"{row.p99_ttft_ms:,.0f} | {row.tokens_per_s_per_user:,.0f} | "
+                f"{row.output_throughput:,.0f} |"
+            )
+    return lines
 
 
 def drafting_markdown(session: Path, *, plot: bool = False) -> str:
-    """The session's page (and, with ``plot``, its break-even plot beside it)."""
+    """The session's page (and, with ``plot``, its break-even plot beside it).
+
+    A point measured more than once (a sweep point and its repeats) shows the mean of its
+    runs with their range; ratios are of means. The manifest may add, per run, ``fit`` (runs
+    of one K at several acceptance lengths fitted as one line), and ``agent`` (a table of the
+    agent workload: ``title``, ``about``, ``runs`` of ``folder`` and ``label``) and
+    ``notes`` (paragraphs after the break-even lines)."""
     manifest, points = load_session(session)
     runs = {r["folder"]: r for r in manifest["runs"]}
     base_name = manifest["baseline"]
-    base = points[points["run"] == base_name].set_index("concurrency")
+    base_all = points[points["run"] == base_name]
+    base = base_all.groupby("concurrency").mean(numeric_only=True)
     concs = sorted(int(c) for c in base.index)
+    repeated = int(points.groupby(["run", "concurrency"]).size().max()) > 1
     lines = [f"# {manifest['title']}", "", manifest["about"], ""]
     head = (
         "| configuration | "
         + " | ".join(f"c={c}" for c in concs)
         + " | TPOT c=1 (ms) | acceptance measured |"
     )
-    lines += ["Output tokens/s per concurrency (one run per point), and the ratio to the first row:", "", head,
-              "|---|" + "---:|" * (len(concs) + 2)]  # fmt: skip
+    if repeated:
+        said = ("Output tokens/s per concurrency, the mean of each point's runs (their range in brackets), and "
+                "the ratio of means to the first row: a ratio inside the larger run-to-run spread of the two "
+                "points is a tie:")  # fmt: skip
+    else:
+        said = (
+            "Output tokens/s per concurrency (one run per point), and the ratio to the first row:"
+        )
+    lines += [said, "", head, "|---|" + "---:|" * (len(concs) + 2)]
     for name, run in runs.items():
-        df = points[points["run"] == name].set_index("concurrency")
+        df = points[points["run"] == name]
         cells = []
         for c in concs:
-            v = float(df.loc[c, "output_throughput"])
-            cells.append(
-                f"{v:,.0f}"
-                + (
-                    ""
-                    if name == base_name
-                    else f" ({_ratio(v, float(base.loc[c, 'output_throughput']))})"
-                )
-            )
+            here = df[df["concurrency"] == c]
+            v = float(here["output_throughput"].mean())
+            lo, hi = here["output_throughput"].min(), here["output_throughput"].max()
+            text = f"{v:,.0f}" + (f" [{lo:,.0f}-{hi:,.0f}]" if len(here) > 1 else "")
+            if name != base_name:
+                ref = base_all[base_all["concurrency"] == c]
+                text += f" ({_ratio(v, float(base.loc[c, 'output_throughput']), here, ref)})"
+            cells.append(text)
         acc = (
             df["spec_decode_acceptance_length"]
             if "spec_decode_acceptance_length" in df
             else pd.Series(dtype=float)
         )
         measured = f"{acc.min():.2f}-{acc.max():.2f}" if acc.notna().any() else "no drafting"
-        lines.append(
-            f"| {run['label']} | "
-            + " | ".join(cells)
-            + f" | {float(df.loc[concs[0], 'median_tpot_ms']):.2f} | {measured} |"
-        )
+        tpot = float(df.loc[df["concurrency"] == concs[0], "median_tpot_ms"].mean())
+        lines.append(f"| {run['label']} | " + " | ".join(cells) + f" | {tpot:.2f} | {measured} |")
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     if drafting:
         lines += ["", "Where each drafting row's acceptance comes from:", ""]
         lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
-        pts = points[points["run"].isin([r["folder"] for r in drafting])]
-        result = pd.concat(
-            [break_even(pts[pts["run"] == r["folder"]], base.reset_index(),
-                        model="line" if len(r.get("lengths", [1])) > 1 else "origin").assign(run=r["folder"])
-             for r in drafting], ignore_index=True)  # fmt: skip
+        fits = _fits(runs, points)
+        results = []
+        for name, rs, pts in fits:
+            lengths = {r["synthetic_acceptance_length"] for r in rs}
+            model = "line" if len(lengths) > 1 or len(rs[0].get("lengths", [1])) > 1 else "origin"
+            results.append(break_even(pts, base_all, model=model).assign(run=name, series=name))
+        result = pd.concat(results, ignore_index=True)
         lines += ["", "**Break-even acceptance length** (below it, drafting is slower than the first row at that "
                   "concurrency; `lab.breakeven`):", ""]  # fmt: skip
-        for r in drafting:
-            for line in summary(result[result["run"] == r["folder"]]):
-                lines.append(f"- {r['label']}: {line}")
+        for name, _, _ in fits:
+            for line in summary(result[result["run"] == name]):
+                lines.append(f"- {name}: {line}")
         if plot:
-            plot_break_even(pts, base.reset_index(), result, session / PLOT,
-                            caption="; ".join(_caption(r) for r in drafting))  # fmt: skip
+            series = pd.concat(
+                [pts.assign(series=name) for name, _, pts in fits], ignore_index=True
+            )
+            plot_break_even(
+                series, base_all, result, session / PLOT, caption=_plot_caption(drafting)
+            )
         lines += ["", f"![break-even acceptance length]({PLOT})"]
+    for note in manifest.get("notes", []):
+        lines += ["", note]
+    if manifest.get("agent"):
+        lines += _agent_lines(session, manifest["agent"])
     if manifest.get("reading"):
         lines += ["", f"**Reading it.** {manifest['reading']}"]
-    lines += ["", "Records: " + ", ".join(f"`{r['folder']}/`" + (f" (`{r['notebook']}`)" if r.get("notebook") else "")
-                                       for r in runs.values()) + "; papermill logs in `logs/`.", ""]  # fmt: skip
+    records = [f"`{r['folder']}/`" + (f" (`{r['notebook']}`)" if r.get("notebook") else "")
+               for r in [*runs.values(), *manifest.get("agent", {}).get("runs", [])]]  # fmt: skip
+    lines += [
+        "",
+        "Records: "
+        + ", ".join(records)
+        + f"; {manifest.get('logs', 'papermill logs in `logs/`')}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
