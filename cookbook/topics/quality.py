@@ -54,7 +54,8 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # is checked key by key before anything starts (a misspelled key would silently score the
 # defaults). Each item's request is the run's: its `max_tokens` and sampling, reasoning on.
 #
-# **Expected:** the serve command, "flags checked", `ready: http://...`, then the settings.
+# **Expected:** the serve command, "flags checked", `ready: http://...`, then the settings, and
+# the first item's reply with its reference answer.
 
 # %%
 from helpers.config.flagtable import check_config
@@ -74,6 +75,31 @@ run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_u
 srv = launch_server(fetch(run), startup_timeout=startup_timeout)  # srv.run: the mode and its defaults
 settings = RequestSettings.for_run(srv, max_tokens=max_tokens, temperature=temperature)
 print(f"each item: max_tokens={settings.max_tokens} temperature={settings.temperature} top_p={settings.top_p}")
+
+# %% [markdown]
+# Each item goes out as this request (lm-eval's `local-chat-completions` sends it; the prompt is
+# the item set's template with the question filled in); `show` splits the reasoning from the
+# answer and warns when `max_tokens` cut the reasoning short, which scores as a wrong answer.
+
+# %%
+from helpers.chat.display import show
+from helpers.config.demo import load_demo
+from helpers.config.evalsets import load_items
+
+item = load_items("gsm8k")[0]
+llm, model = srv.client(), srv.model_name
+prompt = load_demo()["accuracy"]["prompt"].replace("{question}", item["question"])
+reasoning_on = {"chat_template_kwargs": {"enable_thinking": settings.thinking}}
+reply = llm.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": prompt}],
+    max_tokens=settings.max_tokens,
+    temperature=settings.temperature,
+    top_p=settings.top_p,
+    extra_body=reasoning_on,
+)
+answer = show(reply, max_tokens=settings.max_tokens, extra_body=reasoning_on)
+print("reference answer:", item["target"])
 
 # %% [markdown]
 # ## 2. Accuracy with its interval, and the reasoning-budget curve

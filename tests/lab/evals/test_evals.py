@@ -443,6 +443,11 @@ def test_the_quality_notebook_on_the_standin(standin_server, shared_kernel, tmp_
     text = executed.read_text()
     assert "Traceback" not in text and '"output_type": "error"' not in text
     assert "each item: max_tokens=1024 temperature=0.0 top_p=1.0" in text  # the stand-in's
+    # the request each item is sent as, in the cell as the SDK call, its reply checked by show
+    nb = json.loads(text)
+    sdk = next(c for c in nb["cells"] if "llm.chat.completions.create(" in "".join(c["source"]))
+    said = "".join("".join(o.get("text", "")) for o in sdk["outputs"])
+    assert "reference answer: 70000" in said and "show(reply, max_tokens=" in "".join(sdk["source"])
     assert "items the stand-in was trained on: 100.0% (8/8" in text
     assert "items the stand-in was never shown: 0.0% (0/8" in text
     assert "Published reference: vLLM's CI floor" in text
