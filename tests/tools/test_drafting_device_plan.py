@@ -30,7 +30,7 @@ def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     assert "wave 2 mtp-L1.5: synthetic acceptance 1.5 at K=7 (a chosen length" in out
     assert out.count("--kv-cache-memory-bytes 4294967296") == len(plan.WAVE1) + len(
         plan.wave2({"dspark"})
-    ) + len(plan.WAVE3)
+    ) + len(plan.WAVE3) + len(plan.WAVE4)
 
 
 def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
@@ -49,6 +49,9 @@ def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
         command = commands[f"3 {name}"]
         assert "--speculative-config" in command and '"method":"mtp"' in command, name
         assert ("--no-async-scheduling" in command) is ("no-async" in name), name
+        assert ("--async-scheduling " in command) is ("no-async" not in name), (
+            name
+        )  # one or the other
         assert ("VLLM_USE_V2_MODEL_RUNNER=0" in command) is ("-v1-" in name), name
 
 
@@ -64,3 +67,23 @@ def test_wave_two_retries_a_failed_drafter_beside_the_baseline_then_fills_its_sl
     assert (
         "--enable-prefix-caching" not in nocache.args and nocache.args["--no-enable-prefix-caching"]
     )
+
+
+def test_wave_four_times_dflash_with_vllms_own_attention_backend(capsys):
+    """The recipe's DFlash ``attention_backend: FLASHINFER`` dropped spec decode to piecewise CUDA
+    graphs on the H200; wave 4 lets vLLM choose (no key) beside the baseline and DSpark."""
+    plan = _plan()
+    assert list(plan.WAVE4)[:3] == ["none", "dflash", "dspark"]
+    for name in ("dflash", "dflash-k3"):
+        cfg = plan.server_config(*plan.WAVE4[name], weightless=False)
+        assert "attention_backend" not in cfg.speculative_config, name
+        assert cfg.speculative_config["method"] == "dflash", name
+    assert (
+        plan.server_config(*plan.WAVE4["dflash-k3"], weightless=False).speculative_config[
+            "num_speculative_tokens"
+        ]
+        == 3
+    )
+    assert "dflash-k3" in plan.BREAK_EVEN_ON
+    assert plan.main(["--dry-run"]) == 0
+    assert "wave 4 dflash-k3: synthetic acceptance" in capsys.readouterr().out

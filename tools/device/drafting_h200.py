@@ -33,6 +33,10 @@ Waves (:data:`WAVE1`, :func:`wave2`):
    with async scheduling (vLLM's default) and without, each on the V2 runner (the registry's
    command as rendered) and on the V1 runner (``VLLM_USE_V2_MODEL_RUNNER=0``, where the switch
    matters), the break-even points on each (:data:`WAVE3`).
+4. (``--waves 4``) DFlash with vLLM's own choice of attention backend instead of the
+   registry's FLASHINFER, which dropped spec decode to piecewise CUDA graphs on the H200
+   (2026-12-05): the notebook on none, DFlash K=5 and DSpark K=7, and DFlash at K=3's
+   break-even points (:data:`WAVE4`).
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -116,23 +120,40 @@ WAVE2: dict[str, tuple] = {
 #: Wave 3: the cost of the correctness switch ``--no-async-scheduling`` (async scheduling is
 #: vLLM's default while drafting, ``VllmConfig``, vllm/config/vllm.py, 0.32.0); ``env`` is popped
 #: into the server's environment.
+NO_ASYNC = {
+    "--async-scheduling": None,
+    "--no-async-scheduling": True,
+}  # the Hopper command's flag out
 WAVE3: dict[str, tuple] = {
     "mtp-async": ("mtp", 7, None, {}),
-    "mtp-no-async": ("mtp", 7, None, {"--no-async-scheduling": True}),
+    "mtp-no-async": ("mtp", 7, None, NO_ASYNC),
     "mtp-v1-async": ("mtp", 7, None, {"env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}),
     "mtp-v1-no-async": (
         "mtp",
         7,
         None,
-        {"--no-async-scheduling": True, "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}},
+        {**NO_ASYNC, "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}},
     ),
+}
+#: Wave 4 (``--waves 4``): DFlash with vLLM's own choice of attention backend. With the
+#: registry's ``attention_backend: FLASHINFER`` on the H200 (2026-12-05) vLLM 0.32.0 logged
+#: "FULL_AND_PIECEWISE is not supported with spec-decode for attention backend FlashInferBackend
+#: ... setting cudagraph_mode=PIECEWISE" and DFlash K=5 ran at 0.67x no drafting at c=1.
+#: ``attention_backend: None`` drops the key: vLLM 0.32.0 then selects the backend itself
+#: (``SpeculativeConfig.attention_backend`` None, vllm/config/speculative.py). Beside it the
+#: baseline and DSpark (the notebook's modes), and DFlash at the recipe's K=3 (break-even points).
+WAVE4: dict[str, tuple] = {
+    "none": WAVE1["none"],
+    "dflash": ("dflash", 5, None, {"attention_backend": None}),
+    "dspark": WAVE1["dspark"],
+    "dflash-k3": ("dflash", 3, None, {"attention_backend": None}),
 }
 SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
 #: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
-BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", *WAVE3}
+BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3}
 
 
 def wave2(failed: set[str]) -> dict[str, tuple]:
@@ -168,10 +189,13 @@ def server_config(
         return standin_config(resolve(TARGET), build_standin_model())
     cfg = resolve(TARGET, speculative=mode)
     extra = dict(extra)
+    drop_backend = "attention_backend" in extra and extra["attention_backend"] is None
     backend = extra.pop("attention_backend", None)  # a --speculative-config key, not a flag
     env = extra.pop("env", {})  # the server's environment, not a flag
-    if k is not None or backend:
+    if k is not None or backend or drop_backend:
         spec = {**cfg.speculative_config, **({"num_speculative_tokens": k} if k else {})}
+        if drop_backend:  # vLLM's own choice (SpeculativeConfig.attention_backend None)
+            spec.pop("attention_backend", None)
         cfg = cfg.with_args(
             {
                 "--speculative-config": {
@@ -207,7 +231,7 @@ def _watch_host(path: Path, stop) -> None:
 
 
 def dry_run() -> int:
-    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3), 1):
+    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3, WAVE4), 1):
         for name, (mode, k, length, extra) in wave.items():
             cfg = server_config(mode, k, length, extra, weightless=False)
             check_config(cfg, quiet=True)
@@ -225,7 +249,7 @@ def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget
     for m in modes:
         _, k, _, extra = wave[m]
         layer = {"num_speculative_tokens": k} if k else {}
-        if extra.get("attention_backend"):
+        if "attention_backend" in extra:  # None: vLLM's own choice, shown as null
             layer["attention_backend"] = extra["attention_backend"]
         if layer:
             overrides[m] = layer
@@ -346,7 +370,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path)
     p.add_argument("--deadline", type=float, help="epoch seconds by which every server is stopped")
-    p.add_argument("--waves", default="1,2", help="which waves, e.g. 1 or 1,2; 3 on its own")
+    p.add_argument(
+        "--waves", default="1,2", help="which waves, e.g. 1 or 1,2; 3 and 4 a session of their own"
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument(
         "--stand-in", action="store_true", help="rehearse wave 1's baseline on the CPU stand-in"
@@ -379,7 +405,7 @@ def main(argv=None) -> int:
                 continue
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
-            wave = WAVE1 if i == 1 else WAVE3 if i == 3 else wave2(failed)
+            wave = {1: WAVE1, 3: WAVE3, 4: WAVE4}.get(i) or wave2(failed)
             run_wave(i, wave, args.out, args.deadline, summary)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:

@@ -3,15 +3,16 @@
 # one device session. Calls, each guarded (a call on a fresh machine exits 9 at once):
 #   bash tools/device/h200_drafting.sh wheels        # ALONE first: carry .whl; writes /tmp/t0
 #   sh tools/device/stack.sh chunk 0.32.0 K          # carry .gpu2/chunks-0.32.0/cK, all but the last
-#   bash tools/device/h200_drafting.sh start LAST BUDGET_S   # carry the last chunk and
+#   bash tools/device/h200_drafting.sh start LAST BUDGET_S [WAVES]   # carry the last chunk and
 #        .gpu2/0.32.0/assemble.sh: joins and unpacks the bundle, starts the chain `draft` with
 #        every server stopped by /tmp/t0 + BUDGET_S, then waits until t0 + 560
 #   bash tools/device/h200_drafting.sh wait OFFSET   # until the chain ends or t0 + OFFSET; collect
 # BUDGET_S: the device seconds left after the wheels call, minus about 90 (the last collect).
+# WAVES: drafting_h200.py --waves (default 1,2, run 2026-12-05; the next session: 4,3).
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -24,7 +25,7 @@ start)
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
     $J chain draft \
         "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" \
-        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline"
+        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline --waves ${4:-1,2}"
     $J until 560 draft
     $J collect draft ;;
 wait)
