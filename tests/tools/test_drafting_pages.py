@@ -35,3 +35,32 @@ def test_ratios_are_to_the_same_session_baseline_and_a_small_one_is_a_tie(tmp_pa
     manifest["runs"] = [r for r in manifest["runs"] if not r.get("num_speculative_tokens")]
     (session / "runs.json").write_text(json.dumps(manifest))
     assert "Break-even" not in drafting_markdown(session)
+
+
+def test_repeated_points_show_their_mean_and_range_and_one_k_at_several_lengths_is_one_line(
+    tmp_path,
+):
+    """A session with repeats (2026-12-05): each cell is the mean of its runs with their range,
+    a ratio inside the larger spread of the two points is a tie, MTP K=7's three lengths are
+    fitted as one line (not through the origin), and the agent table carries vLLM's hit rate."""
+    session = next(s for s in SESSIONS if s.name == "drafting-2026-12-05")
+    page = drafting_markdown(session)
+    assert "| + MTP K=7 | 414 [373-449] (1.95x) | 2,090 [1,799-2,364] (0.87x, tie) |" in page
+    assert "| + DSpark K=7 | 587 [553-618] (2.76x) | 3,290 [2,746-3,513] (1.36x) |" in page
+    fitted = [line for line in page.splitlines() if line.startswith("- MTP K=7: K=7 at")]
+    assert len(fitted) == 2 and all(
+        "measured at L = 1.49-5.5" in s or "1.5-5.53" in s for s in fitted
+    )
+    assert not any("proportional to L" in s for s in fitted)
+    assert "- DSpark K=7: K=7 at concurrency 1:" in page  # its own fit, not merged with MTP's K=7
+    assert "| recipe (prefix caching on, align mode) | 4 | 70% | 200 |" in page
+    assert "| `--no-enable-prefix-caching` | 16 | caching off | 1,004 |" in page
+    # without the fit names each drafting run is its own estimate through the origin
+    copy = tmp_path / "drafting-y"
+    shutil.copytree(session, copy)
+    manifest = json.loads((copy / "runs.json").read_text())
+    for run in manifest["runs"]:
+        run.pop("fit", None)
+    (copy / "runs.json").write_text(json.dumps(manifest))
+    apart = drafting_markdown(copy)
+    assert apart.count("assuming speed proportional to L") == 2 * 5
