@@ -114,22 +114,35 @@ def _agent_lines(session: Path, agent: dict) -> list[str]:
     return lines
 
 
-def drafting_markdown(session: Path, *, plot: bool = False) -> str:
-    """The session's page (and, with ``plot``, its break-even plot beside it).
+BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slower than the first row at "
+                   "that concurrency; `lab.breakeven`):")  # fmt: skip
 
-    A point measured more than once (a sweep point and its repeats) shows the mean of its
-    runs with their range; ratios are of means. The manifest may add, per run, ``fit`` (runs
-    of one K at several acceptance lengths fitted as one line), and ``agent`` (a table of the
-    agent workload: ``title``, ``about``, ``runs`` of ``folder`` and ``label``) and
-    ``notes`` (paragraphs after the break-even lines)."""
-    manifest, points = load_session(session)
-    runs = {r["folder"]: r for r in manifest["runs"]}
-    base_name = manifest["baseline"]
+
+def _break_even(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
+    """``(fits, result)``: :func:`_fits` and one :func:`lab.breakeven.break_even` table for all
+    of them (a ``run`` / ``series`` column names the fit); a fit of one length is through the
+    origin."""
+    fits = _fits(runs, points)
+    results = []
+    for name, rs, pts in fits:
+        lengths = {r["synthetic_acceptance_length"] for r in rs}
+        model = "line" if len(lengths) > 1 or len(rs[0].get("lengths", [1])) > 1 else "origin"
+        results.append(break_even(pts, base_all, model=model).assign(run=name, series=name))
+    return fits, pd.concat(results, ignore_index=True)
+
+
+def _break_even_lines(fits, result: pd.DataFrame) -> list[str]:
+    return [f"- {name}: {line}" for name, _, _ in fits
+            for line in summary(result[result["run"] == name])]  # fmt: skip
+
+
+def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
+    """The output tokens/s table: a row per run, a column per concurrency of the baseline."""
     base_all = points[points["run"] == base_name]
     base = base_all.groupby("concurrency").mean(numeric_only=True)
     concs = sorted(int(c) for c in base.index)
     repeated = int(points.groupby(["run", "concurrency"]).size().max()) > 1
-    lines = [f"# {manifest['title']}", "", manifest["about"], ""]
+    lines = []
     head = (
         "| configuration | "
         + " | ".join(f"c={c}" for c in concs)
@@ -164,22 +177,29 @@ def drafting_markdown(session: Path, *, plot: bool = False) -> str:
         measured = f"{acc.min():.2f}-{acc.max():.2f}" if acc.notna().any() else "no drafting"
         tpot = float(df.loc[df["concurrency"] == concs[0], "median_tpot_ms"].mean())
         lines.append(f"| {run['label']} | " + " | ".join(cells) + f" | {tpot:.2f} | {measured} |")
+    return lines
+
+
+def drafting_markdown(session: Path, *, plot: bool = False) -> str:
+    """The session's page (and, with ``plot``, its break-even plot beside it).
+
+    A point measured more than once (a sweep point and its repeats) shows the mean of its
+    runs with their range; ratios are of means. The manifest may add, per run, ``fit`` (runs
+    of one K at several acceptance lengths fitted as one line), and ``agent`` (a table of the
+    agent workload: ``title``, ``about``, ``runs`` of ``folder`` and ``label``) and
+    ``notes`` (paragraphs after the break-even lines)."""
+    manifest, points = load_session(session)
+    runs = {r["folder"]: r for r in manifest["runs"]}
+    base_name = manifest["baseline"]
+    base_all = points[points["run"] == base_name]
+    lines = [f"# {manifest['title']}", "", manifest["about"], ""]
+    lines += _table(runs, points, base_name)
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     if drafting:
         lines += ["", "Where each drafting row's acceptance comes from:", ""]
         lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
-        fits = _fits(runs, points)
-        results = []
-        for name, rs, pts in fits:
-            lengths = {r["synthetic_acceptance_length"] for r in rs}
-            model = "line" if len(lengths) > 1 or len(rs[0].get("lengths", [1])) > 1 else "origin"
-            results.append(break_even(pts, base_all, model=model).assign(run=name, series=name))
-        result = pd.concat(results, ignore_index=True)
-        lines += ["", "**Break-even acceptance length** (below it, drafting is slower than the first row at that "
-                  "concurrency; `lab.breakeven`):", ""]  # fmt: skip
-        for name, _, _ in fits:
-            for line in summary(result[result["run"] == name]):
-                lines.append(f"- {name}: {line}")
+        fits, result = _break_even(runs, points, base_all)
+        lines += ["", BREAK_EVEN_HEAD, ""] + _break_even_lines(fits, result)
         if plot:
             series = pd.concat(
                 [pts.assign(series=name) for name, _, pts in fits], ignore_index=True
@@ -203,6 +223,35 @@ def drafting_markdown(session: Path, *, plot: bool = False) -> str:
         + f"; {manifest.get('logs', 'papermill logs in `logs/`')}.",
         "",
     ]
+    return "\n".join(lines)
+
+
+def measured_drafting(target: str, results_dir: Path | None = None) -> str | None:
+    """The "drafting, measured" paragraph of ``target``'s section of ``docs/results/measured.md``
+    (links as from ``notebooks/``): the newest session whose manifest lists ``target`` under
+    ``targets``, its table, where each synthetic acceptance comes from and the break-even
+    lengths; a target other than the session's ``measured_on`` is told so. None when no
+    session applies."""
+    root = results_dir or REPO_ROOT / "docs" / "results"
+    sessions = [s for s in sorted(root.glob("*/drafting-*/"))
+                if target in json.loads((s / "runs.json").read_text()).get("targets", [])]  # fmt: skip
+    if not sessions:
+        return None
+    session = sessions[-1]
+    manifest, points = load_session(session)
+    runs = {r["folder"]: r for r in manifest["runs"]}
+    base_all = points[points["run"] == manifest["baseline"]]
+    link = f"../docs/results/{session.relative_to(root).as_posix()}/README.md"
+    elsewhere = manifest["measured_on"] != target
+    lines = [f"**Drafting, measured** ([{session.name}]({link}): {manifest['summary']})"
+             + (f" Measured on {manifest['measured_on']}, not on this GPU: the same Hopper kernels, "
+                "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
+    lines += _table(runs, points, manifest["baseline"])
+    drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
+    lines += ["", "Where each drafting row's acceptance comes from:", ""]
+    lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
+    fits, result = _break_even(runs, points, base_all)
+    lines += ["", BREAK_EVEN_HEAD, ""] + _break_even_lines(fits, result)
     return "\n".join(lines)
 
 

@@ -175,15 +175,18 @@ MEASURED_PAGE = REPO_ROOT / "docs" / "results" / "measured.md"
 
 def _measured_section(name: str, reg) -> str | None:
     """The markdown of target ``name``'s section of the results page, or None when nothing was
-    measured for it: its notebook's runs on that GPU (``tools.results_pages.measured_reference``)
-    and the tuning step's results that apply to it (``tools.tune_pages.recommendation_markdown``)."""
+    measured for it: its notebook's runs on that GPU (``tools.results_pages.measured_reference``),
+    the tuning step's results that apply to it (``tools.tune_pages.recommendation_markdown``) and
+    the newest drafting session that applies (``tools.drafting_pages.measured_drafting``)."""
+    from tools.drafting_pages import measured_drafting
     from tools.results_pages import measured_reference
     from tools.tune_pages import recommendation_markdown
 
     t = reg.targets[name]
     if t.stand_in:
         return None
-    parts = [measured_reference(name), recommendation_markdown(name, registry=reg)]
+    parts = [measured_reference(name), recommendation_markdown(name, registry=reg),
+             measured_drafting(name)]  # fmt: skip
     parts = [p for p in parts if p]
     if not parts:
         return None

@@ -64,3 +64,15 @@ def test_repeated_points_show_their_mean_and_range_and_one_k_at_several_lengths_
     (copy / "runs.json").write_text(json.dumps(manifest))
     apart = drafting_markdown(copy)
     assert apart.count("assuming speed proportional to L") == 2 * 5
+
+
+def test_the_measured_page_gives_each_listed_target_the_newest_session():
+    from tools.drafting_pages import measured_drafting
+
+    h200, h100 = measured_drafting("h200"), measured_drafting("h100")
+    assert "drafting-2026-12-05/README.md" in h200 and "not on this GPU" not in h200
+    assert "Measured on h200, not on this GPU" in h100
+    assert "| + DSpark K=7 | 587 [553-618] (2.76x)" in h100
+    assert measured_drafting("rtx_pro_6000") is None  # not listed under the session's targets
+    measured = (TESTS.parent / "docs" / "results" / "measured.md").read_text()
+    assert h200.replace("](../docs/results/", "](") in measured
