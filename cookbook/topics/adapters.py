@@ -122,17 +122,29 @@ for name, folder in adapters.items():
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
 # of step 6 (vLLM says to use it for local development only). The flags are checked against
-# the release's flag table, like every registry flag, before the server starts.
+# the release's flag table, like every registry flag, before the server starts. vLLM sets
+# aside `--max-loras` slots of `--max-lora-rank` for every module it can adapt, used or not, before
+# it sizes the KV cache: on this model the routed experts take most of it (about 6.4 GiB at 4 x
+# rank 32), so the memory plan counts it.
 #
-# **Expected:** the serve command with the LoRA flags, "flags checked", `ready: http://...`.
+# **Expected:** the LoRA slots' memory (and on a GPU the memory plan with it), the serve command
+# with the LoRA flags, "flags checked", `ready: http://...`.
 
 # %%
 from helpers.config.flagtable import check_config
+from helpers.memory.planner import DEFAULT_ACTIVATION_RESERVE_GB, plan
 from helpers.server.launch import launch_server
+from lab.adapters.check import lora_buffers
 from lab.adapters.spec import check_lora_flags, lora_config
 
 served_cfg = lora_config(run, adapters, extra_args=extra_args)
 check_lora_flags(served_cfg)
+if base_dir is not None:  # the base's config.json sizes vLLM's LoRA slots (lab.adapters.check.lora_buffers)
+    slots = lora_buffers(base_dir, int(served_cfg.args.get("--max-loras") or 1), rank_limit)
+    print(slots.line())
+    if not run.stand_in:  # the KV budget after the slots (the plan's reserve carries them)
+        reserve = served_cfg.activation_reserve_gib or DEFAULT_ACTIVATION_RESERVE_GB
+        print(plan(served_cfg, activation_reserve_gb=round(reserve + slots.gib, 2)).summary())
 print(served_cfg.shell_command())
 check_config(served_cfg)
 srv = launch_server(run.serving(served_cfg), startup_timeout=startup_timeout)

@@ -17,6 +17,9 @@ Read in vLLM 0.32.0's code (``vllm/model_executor/models/nemotron_h.py``,
   (``lora/layers/base_linear.py``): an adapter of a *narrower* base loads without a word and
   answers nonsense; a *wider* one fails with torch's "The size of tensor a ... must match".
   Only a check of the shapes before the launch tells the two apart from a good adapter.
+- ``LoRAModelManager._create_lora_modules`` (``lora/model_manager.py``) skips ``mixer.gate``
+  of a non-gated MoE (``NemotronHForCausalLM.is_non_gated_moe = True``): the router takes no
+  LoRA though its name is accepted.
 - The routed experts' LoRA runs through ``add_lora_fused_moe``, which
   ``lora/punica_wrapper/punica_gpu.py`` (and ``punica_xpu.py``) implement and ``punica_cpu.py``
   does not (``punica_base.py`` raises NotImplementedError): a MoE adapter is a GPU matter (the
@@ -61,7 +64,7 @@ NEMOTRON_H_TARGETS: dict[str, tuple[str, str, str]] = {
     "gate": (
         "MoE router",
         "GateLinear (a ReplicatedLinear)",
-        "accepted by name (ReplicatedLinearWithLoRA)",
+        "accepted by name, never applied: vLLM skips the router of a non-gated MoE such as this one (lora/model_manager.py)",
     ),
     "fc1_latent_proj": ("latent MoE", "ReplicatedLinear", "served when moe_latent_size is set"),
     "fc2_latent_proj": ("latent MoE", "ReplicatedLinear", "served when moe_latent_size is set"),
@@ -70,7 +73,7 @@ NEMOTRON_H_TARGETS: dict[str, tuple[str, str, str]] = {
 }
 
 #: Modules named but never applied (see :data:`NEMOTRON_H_TARGETS`): refused by the check.
-NEVER_APPLIED = ("conv1d",)
+NEVER_APPLIED = ("conv1d", "gate")
 
 #: ``--max-lora-rank`` values vLLM 0.32.0 accepts (``vllm/config/lora.py`` ``MaxLoRARanks``).
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -431,3 +434,109 @@ def check_adapter(
                         "one ('The size of tensor a ... must match')",
                         "train the adapter on this base model (or serve the base it was trained on)")  # fmt: skip
     return report
+
+
+@dataclass(frozen=True)
+class LoraBuffers:
+    """The GPU memory a vLLM 0.32.0 server with ``--enable-lora`` sets aside for adapter slots,
+    whatever adapters it loads: ``bytes_by_part`` (bytes per part of the model), for
+    ``max_loras`` slots of rank ``max_lora_rank`` in the model's dtype (``dtype_bytes``), at
+    tensor parallel 1. It is taken before vLLM sizes the KV cache, so the KV cache shrinks by it."""
+
+    max_loras: int
+    max_lora_rank: int
+    dtype_bytes: int
+    bytes_by_part: dict[str, int]
+
+    @property
+    def gib(self) -> float:
+        """The total, GiB."""
+        return sum(self.bytes_by_part.values()) / 2**30
+
+    def line(self) -> str:
+        """``LoRA slots (--max-loras 4 --max-lora-rank 32): 6.71 GiB of memory set aside at
+        start-up, before the KV cache (routed experts 6.38 GiB, ...)``."""
+
+        def size(n: float) -> str:
+            return f"{n / 2**30:.2f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
+
+        parts = ", ".join(f"{k} {size(v)}" for k, v in
+                          sorted(self.bytes_by_part.items(), key=lambda kv: -kv[1]) if v)  # fmt: skip
+        return (f"LoRA slots (--max-loras {self.max_loras} --max-lora-rank {self.max_lora_rank}): "
+                f"{size(self.gib * 2**30)} of memory set aside at start-up, before the KV cache ({parts})")  # fmt: skip
+
+
+def lora_buffers(
+    config: dict[str, Any] | str | Path, max_loras: int, max_lora_rank: int, *, dtype_bytes: int = 2
+) -> LoraBuffers:
+    """What vLLM 0.32.0 allocates for LoRA in the Nemotron-H of ``config`` (``config.json`` as a
+    dict), per GPU at tensor parallel 1: every module it can adapt gets ``max_loras`` zeroed
+    slots of rank ``max_lora_rank`` at start-up, used or not (``LoRAConfig.target_modules``
+    unset, the default).
+
+    Read in vLLM 0.32.0: ``lora/layers/base_linear.py`` and ``column_parallel_linear.py``
+    (``lora_a`` ``(slots, 1, rank, in)`` per output slice, ``lora_b`` ``(slots, 1, out, rank)``;
+    the fused ``qkv_proj`` has 3 slices, the Mamba ``in_proj`` 5), ``lora/layers/fused_moe.py``
+    (``FusedMoEWithLoRA``, one w13 slice for a non-gated MoE: ``(slots, experts, rank, hidden)``
+    and ``(slots, experts, intermediate, rank)`` for w13, the same transposed for w2),
+    ``vocab_parallel_embedding.py`` and ``logits_processor.py`` (``embed_tokens``, ``lm_head``);
+    ``lora/model_manager.py`` skips the non-gated router and the ``mtp.`` layers; the dtype is the
+    model's (``LoRAConfig.lora_dtype`` "auto": BF16 for this model, 2 bytes). Not counted: the
+    punica wrapper's index buffers (a few MiB) and ``--max-cpu-loras`` (host memory).
+
+    Args:
+        config: the base's ``config.json`` as a dict, or the folder holding it.
+        max_loras, max_lora_rank: ``--max-loras`` (slots), ``--max-lora-rank`` (tokens of rank).
+        dtype_bytes: bytes per LoRA weight (2: BF16 / FP16).
+
+    Returns:
+        A :class:`LoraBuffers`.
+
+    Raises:
+        AdapterError: a folder without a readable ``config.json`` (names what to pass).
+    """
+    config = _base_config(config, "lora_buffers")
+    h, r = int(config["hidden_size"]), int(max_lora_rank)
+    kinds = _block_types(config)
+    count = {k: kinds.count(k) for k in ("attention", "mamba", "mlp", "moe")}
+
+    def linear(shape: tuple[int, int] | None, slices: int = 1) -> int:  # a + b elements, one slot
+        return 0 if shape is None else r * (slices * shape[0] + shape[1])
+
+    def first(kind: str) -> int:
+        return kinds.index(kind) if kind in kinds else 0
+
+    at, mb, ml, me = first("attention"), first("mamba"), first("mlp"), first("moe")
+    q, k = expected_shape(config, at, "q_proj"), expected_shape(config, at, "k_proj")
+    parts = {
+        "attention": count["attention"]
+        * (
+            (r * (3 * h + q[1] + 2 * k[1]) if q else 0)
+            + linear(expected_shape(config, at, "o_proj"))
+        ),
+        "Mamba": count["mamba"]
+        * (
+            linear(expected_shape(config, mb, "in_proj"), slices=5)
+            + linear(expected_shape(config, mb, "out_proj"))
+        ),
+        "MLP": count["mlp"]
+        * (
+            linear(expected_shape(config, ml, "up_proj"))
+            + linear(expected_shape(config, ml, "down_proj"))
+        ),  # fmt: skip
+        "shared experts": count["moe"]
+        * (
+            linear(expected_shape(config, me, "shared_experts.up_proj"))
+            + linear(expected_shape(config, me, "shared_experts.down_proj"))
+        ),
+        "routed experts": count["moe"]
+        * int(config.get("n_routed_experts") or 0)
+        * 2
+        * r
+        * (sum(expected_shape(config, me, "experts.0.up_proj") or (0, 0))),
+        "embed_tokens and lm_head": 2 * r * (int(config["vocab_size"]) + h),
+    }
+    scale = int(max_loras) * int(dtype_bytes)
+    return LoraBuffers(
+        int(max_loras), r, int(dtype_bytes), {k: v * scale for k, v in parts.items()}
+    )

@@ -3,7 +3,8 @@
 The measurement ``notebooks/adapters.ipynb`` cannot make on the CPU: output tok/s and TPOT of
 the h200 target's command (NVFP4) with 0, 1 and 4 adapters active at concurrency 1, 16 and 64,
 against the same command without ``--enable-lora``, at adapter ranks 8 and 32; and the GPU
-memory ``--max-loras`` takes (the KV cache the server reports, with and without LoRA).
+memory ``--max-loras`` takes (the KV cache the server reports, with and without LoRA, beside
+:func:`lab.adapters.check.lora_buffers`'s count of vLLM's slots).
 
 No Lightning adapter is published, and the architecture is served with random weights
 (``helpers.weights.weightless``), so each adapter is one of the real shapes with random
@@ -47,6 +48,7 @@ sys.path.insert(0, str(REPO))
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.weights import weightless
+from lab.adapters.check import lora_buffers
 from lab.adapters.spec import load_adapters
 from lab.adapters.synthetic import random_adapter
 
@@ -107,7 +109,13 @@ def plan(arch: Path, adapters_dir: Path, variant: str) -> list[dict]:
             for n in ((0,) if name == "base" else ACTIVE)
             for c in CONCURRENCIES
         ]
-        rows.append({"server": name, "command": cfg.shell_command(), "points": points})
+        row = {"server": name, "command": cfg.shell_command(), "points": points}
+        if name != "base":  # what the slots should cost (lab.adapters.check.lora_buffers)
+            buffers = lora_buffers(json.loads((arch / "config.json").read_text()), ADAPTERS,
+                                   int(name.removeprefix("lora-r")))  # fmt: skip
+            row["lora_buffers_gib"] = round(buffers.gib, 3)
+            row["lora_buffers"] = buffers.line()
+        rows.append(row)
     return rows
 
 
@@ -139,9 +147,27 @@ def run(rows: list[dict], arch: Path, adapters_dir: Path, variant: str, out: Pat
         finally:
             srv.stop()
             done["log"] = str(getattr(srv, "log_path", ""))
+            done.update(kv_cache_from_log(Path(done["log"])) if done["log"] else {})
+            done["lora_buffers_gib"] = row.get("lora_buffers_gib")
         summary["servers"][row["server"]] = done
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def kv_cache_from_log(log: Path) -> dict:
+    """What the server's log says of its KV cache: ``available_kv_gib`` ("Available KV cache
+    memory: X GiB", vllm/v1/worker/gpu_worker.py) and ``kv_cache_tokens`` ("GPU KV cache size: N
+    tokens", vllm/v1/core/kv_cache_utils.py), both vLLM 0.32.0; the base's minus a LoRA server's
+    is what ``--max-loras`` took, to set beside :func:`lab.adapters.check.lora_buffers`."""
+    import re
+
+    text = log.read_text(errors="replace") if log.exists() else ""
+    gib = re.search(r"Available KV cache memory: ([\d.]+) GiB", text)
+    tokens = re.search(r"KV cache size: ([\d,]+) tokens", text)
+    return {
+        "available_kv_gib": float(gib.group(1)) if gib else None,
+        "kv_cache_tokens": int(tokens.group(1).replace(",", "")) if tokens else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -157,6 +183,8 @@ def main(argv=None) -> int:
     rows = plan(arch, adapters_dir, args.variant)
     for row in rows:
         print(f"server {row['server']}:\n  " + row["command"].replace("\n", "\n  "))
+        if row.get("lora_buffers"):
+            print(f"  {row['lora_buffers']}")
         for pt in row["points"]:
             print(f"  point: {pt['active']} adapters active, c={pt['concurrency']}, "
                   f"model={pt['model'] or 'the base'} {' '.join(pt['extra'])}".rstrip())  # fmt: skip

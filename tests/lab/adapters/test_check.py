@@ -78,6 +78,41 @@ def test_conv1d_is_refused_although_vllm_accepts_its_name(lora_adapters, standin
         check_adapter(folder, standin_model)
 
 
+def test_the_moe_router_is_refused_although_vllm_accepts_its_name(
+    lora_adapters, standin_model, tmp_path
+):
+    """vLLM 0.32.0 skips ``mixer.gate`` of a non-gated MoE (lora/model_manager.py), Nemotron-H's
+    kind: an adapter's router LoRA would be dropped without a word."""
+    moe = {**_config(standin_model), "hybrid_override_pattern": "M*E"}
+    folder = tmp_path / "gate"
+    shutil.copytree(lora_adapters["terse"], folder)
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    cfg["target_modules"] = ["in_proj", "gate"]
+    (folder / "adapter_config.json").write_text(json.dumps(cfg))
+    assert "gate" in modules_of(moe)
+    with pytest.raises(AdapterError, match="'gate'.*never applied.*non-gated MoE.*retrain without"):
+        check_adapter(folder, moe)
+
+
+def test_the_lora_slots_are_counted_as_vllm_allocates_them():
+    """vLLM 0.32.0's LoRA buffers for Lightning's shape: every adaptable module gets --max-loras
+    slots of --max-lora-rank at start-up; the routed experts (FusedMoEWithLoRA: w13 and w2,
+    lora_a and lora_b, per expert) are nearly all of it, and the non-gated router none."""
+    from helpers.weights.weightless import arch_hf_config
+    from lab.adapters.check import lora_buffers
+
+    c = arch_hf_config("nvfp4")
+    b = lora_buffers(c, 4, 32)
+    moe_layers = c["hybrid_override_pattern"].count("E")
+    experts = moe_layers * 128 * 2 * 32 * (2688 + 1856) * 4 * 2  # slots x BF16 bytes
+    assert b.bytes_by_part["routed experts"] == experts  # 6.38 GiB
+    mamba = c["hybrid_override_pattern"].count("M") * 32 * (5 * 2688 + 10304 + 4096 + 2688) * 8
+    assert b.bytes_by_part["Mamba"] == mamba  # in_proj: 5 output slices, each its own lora_a
+    assert 6.6 < b.gib < 6.8 and "router" not in " ".join(b.bytes_by_part)
+    assert lora_buffers(c, 1, 8).gib == pytest.approx(b.gib / 16)  # linear in slots and rank
+    assert b.line().startswith("LoRA slots (--max-loras 4 --max-lora-rank 32): 6.71 GiB")
+
+
 def test_a_folder_without_adapter_config_names_what_to_point_at(tmp_path, standin_model):
     with pytest.raises(AdapterError, match="no readable adapter_config.json.*save_pretrained"):
         check_adapter(tmp_path, standin_model)
@@ -329,3 +364,19 @@ def test_the_adapters_parameter_is_checked_with_how_to_pass_it(value, said):
     )
     check_adapters_parameter(None)
     check_adapters_parameter({"mine": "/x"})
+
+
+def test_the_h200_lora_command_plans_its_kv_cache_after_the_slots():
+    """What the adapters notebook's step 3 prints on a GPU: the memory plan of the LoRA command
+    with the slots carried by the reserve, so the KV budget is the slots' size smaller."""
+    from helpers.config.resolve import resolve
+    from helpers.memory.planner import DEFAULT_ACTIVATION_RESERVE_GB, plan
+    from helpers.weights.weightless import arch_hf_config
+    from lab.adapters.check import lora_buffers
+
+    cfg = spec.lora_config(resolve("h200"))
+    slots = lora_buffers(arch_hf_config("nvfp4"), int(cfg.args["--max-loras"]), 32)
+    reserve = cfg.activation_reserve_gib or DEFAULT_ACTIVATION_RESERVE_GB
+    without, with_slots = plan(cfg), plan(cfg, activation_reserve_gb=round(reserve + slots.gib, 2))
+    assert without.kv_budget_gib - with_slots.kv_budget_gib == pytest.approx(slots.gib, abs=0.01)
+    assert with_slots.kv_cache_tokens < without.kv_cache_tokens

@@ -194,6 +194,7 @@ def test_the_adapters_notebook_on_the_standin(lora_server):
     assert "adapter name already loaded (HTTP 400" in text
     assert "with load_inplace=True: Success: LoRA adapter 'glossary' added successfully." in text
     assert "--max-lora-rank 8" in text  # the served one, from the registry's stand-in flags
+    assert "LoRA slots (--max-loras 2 --max-lora-rank 8): " in text  # counted before the launch
     assert "(no answer, stop; reasoning: " in text  # the base's blank answer shown by its reasoning
     assert "nemotron-3.5-lightning  " in text and "—" in text  # the base, no parent
     assert {c["id"] for c in served(lora_server)} >= {"terse", "glossary"}  # left as it was
