@@ -55,6 +55,10 @@ class SuiteTimer:
         #: when (seconds from the start) its last report came: the workers' balance
         self.worker_seconds: dict[str, float] = defaultdict(float)
         self.worker_last: dict[str, float] = {}
+        #: per shared-server group (tests/conftest.py SHARED_SERVERS: one worker runs all of a
+        #: group's tests): seconds and tests, so the longest group, the suite's floor, shows
+        self.server_group_seconds: dict[str, float] = defaultdict(float)
+        self.server_group_tests: dict[str, set[str]] = defaultdict(set)
 
     def pytest_runtest_logreport(self, report):
         g = self.group.setdefault(report.nodeid, group_of(markers_of(report)))
@@ -63,6 +67,10 @@ class SuiteTimer:
         worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
         self.worker_seconds[worker] += report.duration
         self.worker_last[worker] = time.monotonic() - self.t0
+        shared = dict(getattr(report, "user_properties", ())).get("server_group")
+        if shared:
+            self.server_group_seconds[shared] += report.duration
+            self.server_group_tests[shared].add(report.nodeid)
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[g][report.outcome] += 1
 
@@ -85,6 +93,9 @@ class SuiteTimer:
                 f"{'worker ' + w:<42}{self.worker_seconds[w]:>10.0f}  (s of tests; its last "
                 f"ended {self.worker_last[w]:.0f} s in)"
             )
+        for g, sec in sorted(self.server_group_seconds.items(), key=lambda kv: -kv[1]):
+            n = len(self.server_group_tests[g])
+            lines.append(f"{'server group ' + g:<42}{sec:>10.0f}  (s of its {n} tests, one worker)")
         return "\n".join(lines)
 
 

@@ -69,7 +69,9 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid} uses two shared servers ({sorted(groups)}): one per test"
             )
         if groups:
-            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+            group = groups.pop()
+            item.add_marker(pytest.mark.xdist_group(group))
+            item.user_properties.append(("server_group", group))  # benchmarks/suite_time.py
         # the suite's timing table (benchmarks/suite_time.py) groups a report by its markers;
         # a report's keywords hold its folders' names too (tests/server/ is not @server)
         item.user_properties.append(("markers", sorted({m.name for m in item.iter_markers()})))

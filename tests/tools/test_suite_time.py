@@ -14,7 +14,7 @@ suite_time = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(suite_time)
 
 
-def _report(nodeid, when, outcome, duration, *markers, worker="gw0"):
+def _report(nodeid, when, outcome, duration, *markers, worker="gw0", group=None):
     # a TestReport's keywords: the test's name, its folders and module, and its markers' names;
     # its user properties: tests/conftest.py's marker names; pytest-xdist sets ``node`` (the
     # worker it came from) on the controller's copy
@@ -22,7 +22,7 @@ def _report(nodeid, when, outcome, duration, *markers, worker="gw0"):
     keywords = {name: 1, **{part: 1 for part in path.split("/")}, **{m: 1 for m in markers}}
     return SimpleNamespace(
         nodeid=nodeid, when=when, outcome=outcome, duration=duration, keywords=keywords,
-        user_properties=[("markers", sorted(markers))],
+        user_properties=[("markers", sorted(markers))] + ([("server_group", group)] if group else []),
         node=SimpleNamespace(gateway=SimpleNamespace(id=worker)),
     )  # fmt: skip
 
@@ -40,9 +40,11 @@ def test_groups_come_from_the_reports_markers():
 def test_the_table_adds_setup_call_and_teardown_per_group():
     timer = suite_time.SuiteTimer()
     for r in [
-        _report("tests/server/t.py::a", "setup", "passed", 60.0, "server"),  # a session server
-        _report("tests/server/t.py::a", "call", "passed", 2.0, "server"),
-        _report("tests/server/t.py::a", "teardown", "passed", 1.0, "server"),
+        _report("tests/server/t.py::a", "setup", "passed", 60.0, "server", group="standin_server"),
+        _report("tests/server/t.py::a", "call", "passed", 2.0, "server", group="standin_server"),
+        _report(
+            "tests/server/t.py::a", "teardown", "passed", 1.0, "server", group="standin_server"
+        ),
         _report("tests/notebooks/t.py::b", "call", "failed", 30.0, "notebook", "server"),
         _report("tests/server/t.py::c", "setup", "skipped", 0.0),
         _report("tests/server/t.py::d", "call", "passed", 0.5, worker="gw1"),
@@ -59,6 +61,9 @@ def test_the_table_adds_setup_call_and_teardown_per_group():
     # the balance of the two workers: each one's seconds of tests
     workers = {line.split()[1]: line.split()[2] for line in table if line.startswith("worker")}
     assert workers == {"gw0": "93", "gw1": "0"}
+    # each shared server's group: its tests' seconds (the floor of the suite's wall time)
+    group = next(line for line in table if line.startswith("server group"))
+    assert group.split()[2:4] == ["standin_server", "63"] and "its 1 tests" in group
 
 
 def test_each_shared_server_group_runs_in_one_worker(tmp_path):
