@@ -37,8 +37,6 @@ SHARED_SERVERS = {
     "noise_kernel": "noise_server",
     "prefix_server": "prefix_server",
     "lora_server": "lora_server",  # tests/lab/adapters/conftest.py: the stand-in with --enable-lora
-    # tests/lab/verify: the stand-in without its parsers (module scope: one worker, one start)
-    "parserless_server": "parserless_server",
 }
 
 

@@ -62,7 +62,11 @@ def build_prefix_model(parent: Path) -> Path:
 
 def prefix_cache_config(folder: Path):
     """The ``cpu`` target's ServeConfig serving ``folder`` with prefix caching on, blocks of
-    :data:`BLOCK_SIZE` tokens and random weights (``--load-format dummy``)."""
+    :data:`BLOCK_SIZE` tokens and random weights (``--load-format dummy``), and without the
+    reasoning and tool parsers (``--reasoning-parser``, ``--enable-auto-tool-choice``,
+    ``--tool-call-parser``): the prefix tests send completions and need none, and the tests of a
+    server that lacks them (``lab.verify``, an attached notebook) use this one rather than
+    starting another."""
     from helpers.config.resolve import resolve
 
     return (
@@ -73,5 +77,8 @@ def prefix_cache_config(folder: Path):
             "--enable-prefix-caching": True,
             "--block-size": BLOCK_SIZE,
             "--load-format": "dummy",
+            "--reasoning-parser": None,
+            "--enable-auto-tool-choice": None,
+            "--tool-call-parser": None,
         })
     )  # fmt: skip

@@ -97,25 +97,11 @@ def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server):
     assert lines["model"].startswith("PASS") and lines["stream"].startswith("PASS")
 
 
-@pytest.fixture(scope="module")
-def parserless_server(standin_config):
-    """The stand-in served without ``--reasoning-parser`` and without tool calling."""
-    from helpers.server.vllm_server import VLLMServer
-
-    cfg = standin_config.with_args(
-        {"--reasoning-parser": None, "--enable-auto-tool-choice": None, "--tool-call-parser": None}
-    )
-    srv = VLLMServer(cfg, progress=False)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
 @pytest.mark.server
-def test_a_server_without_its_parsers_gets_each_missing_flag_named(parserless_server):
-    run = _verify(parserless_server.url)
+def test_a_server_without_its_parsers_gets_each_missing_flag_named(prefix_server):
+    """The session's prefix-caching server runs without the reasoning and tool parsers
+    (tests/support/prefix_model.py): each missing flag is named."""
+    run = _verify(prefix_server.url)
     print(run.stdout)
     assert run.returncode == 1, run.stdout + run.stderr
     lines = _lines(run.stdout)
@@ -133,23 +119,23 @@ def test_a_server_without_its_parsers_gets_each_missing_flag_named(parserless_se
 
 @pytest.mark.server
 def test_an_attached_server_without_its_parsers_is_told_to_restart_not_the_target(
-    parserless_server, capsys
+    prefix_server, capsys
 ):
     """A target notebook attached (server_url) to a server that lacks the parsers its target
     serves with: the step is skipped naming the server and its restart (it named the target,
-    whose command has them, and told the user to add the feature to it). Here for the module's
-    parserless server (helpers.server.endpoint.ServerEndpoint.serves)."""
+    whose command has them, and told the user to add the feature to it). Here for the session's
+    parserless prefix server (helpers.server.endpoint.ServerEndpoint.serves)."""
     from helpers.config.resolve import resolve
     from helpers.server.launch import launch_server
     from helpers.weights.prepare import fetch, prepare
 
     cfg = resolve("h200")
-    srv = launch_server(fetch(prepare(cfg, server_url=parserless_server.url)))
+    srv = launch_server(fetch(prepare(cfg, server_url=prefix_server.url)))
     capsys.readouterr()
     assert not srv.serves("reasoning", needed_by="thinking_token_budget")
     assert not srv.serves("tool_calling", needed_by="tool calling")
     out = capsys.readouterr().out
-    url = parserless_server.url
+    url = prefix_server.url
     assert (
         f"skipped: the server at {url} serves without --reasoning-parser, which "
         f"thinking_token_budget needs (restart it with --reasoning-parser as in {cfg.label}'s "
