@@ -414,16 +414,21 @@ def test_the_printed_command_is_the_launched_process(standin_server):
 
 @pytest.mark.server
 def test_the_printed_vllm_serve_line_pasted_into_a_shell_serves_the_notebook(
-    noise_server, tmp_path
+    standin_config, tmp_path
 ):
-    """The stand-in's printed command, pasted into bash in this environment (on a free port:
-    the session server holds its own), starts a server the notebook attaches to and chats with.
-    The session's weightless stand-in's (the ``cpu`` target's command and set-up environment,
-    the stand-in architecture with random weights): the command, not the text, is tested."""
-    text = noise_server.launched_command()
-    assert re.search(r"^\S*/vllm serve ", text, re.MULTILINE)  # `make setup`'s console script
+    """The stand-in's printed command, pasted into bash in this environment, starts a server the
+    notebook attaches to and chats with. The text is the one a launch prints, rendered by the
+    functions :meth:`VLLMServer.start` prints it with (``launch_argv``, ``launched_exports``,
+    ``shell_text``; that the printed command is the process's argv is its own test), so the test
+    needs no session server and runs beside the others."""
+    from helpers.server.command import launch_argv, launched_exports, shell_text
+
     port = free_port()
-    text = text.replace(f"--port {noise_server.port}", f"--port {port}")
+    env = VLLMServer(standin_config).environment()
+    text = shell_text(
+        launch_argv(standin_config, "127.0.0.1", port), launched_exports(standin_config, env)
+    )
+    assert re.search(r"^\S*/vllm serve ", text, re.MULTILINE)  # `make setup`'s console script
     with open(tmp_path / "pasted.log", "wb") as log:
         shell = subprocess.Popen(["bash", "-c", text], stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
@@ -437,7 +442,7 @@ def test_the_printed_vllm_serve_line_pasted_into_a_shell_serves_the_notebook(
         tail = (tmp_path / "pasted.log").read_text(errors="replace")[-2000:]
         assert srv is not None, f"no /health within {time.monotonic() - t0:.0f} s: {tail}"
         print(f"\npasted command: ready in {time.monotonic() - t0:.0f} s")
-        assert srv.models() == noise_server.models()
+        assert srv.models() == [standin_config.served_model_name]
         reply = srv.client().chat.completions.create(
             model=srv.model_name, max_tokens=8, temperature=0,
             messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],
