@@ -124,9 +124,11 @@ def standin_server(standin_config):
 def ngram_server(standin_model):
     """The speculative notebook's stand-in drafting server, for the session: on the CPU build
     every drafting mode of a target runs as one n-gram config (:func:`lab.drafting.mode_run`;
-    the ``h100`` target's ``dspark`` here), so the notebook and the lossless check attach to
-    this one instead of starting their own. Started as ``standin_server`` is (not through
-    ``launch_server``, which stops any other server its process launched)."""
+    the ``h100`` target's ``dspark`` here), so the speculative notebook attaches to this one
+    instead of starting its own. Started as ``standin_server`` is (not through
+    ``launch_server``, which stops any other server its process launched). The concurrent
+    lossless test starts its own: on a server the notebook has used, the check's prompts drew
+    no draft at all in one CI run (2026-12-05), and that test asserts the server drafted."""
     from helpers.config.resolve import resolve
     from helpers.server.vllm_server import VLLMServer
     from helpers.weights.prepare import prepare

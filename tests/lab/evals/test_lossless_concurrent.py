@@ -21,8 +21,9 @@ from lab.evals.lossless import LOSSLESS_CONCURRENCY, LOSSLESS_PROMPTS, match
 pytestmark = pytest.mark.server
 
 
-def test_the_lossless_check_also_runs_with_requests_in_flight_together(standin_model, ngram_server):
+def test_the_lossless_check_also_runs_with_requests_in_flight_together(standin_model):
     from helpers.config.resolve import resolve
+    from helpers.server.launch import launch_server
     from helpers.weights.prepare import prepare
     from lab.drafting import mode_run
     from lab.evals.speculative import mode_checks
@@ -30,12 +31,13 @@ def test_the_lossless_check_also_runs_with_requests_in_flight_together(standin_m
     run = prepare(resolve("h100"), stand_in=True)
     served, name, _ = mode_run(run, "h100", "mtp", model_path=standin_model)
     assert name == "ngram (for mtp)"
-    # the mtp mode's stand-in launch is the session's n-gram server (every drafting mode's is)
-    assert served.served.cli_flags() == ngram_server.config.cli_flags()
-    srv = ngram_server
-    before = spec_decode_counters(scrape_metrics(srv.base_url))
-    checks = mode_checks(srv, real_prompts=0, label="ngram")
-    after = spec_decode_counters(scrape_metrics(srv.base_url))
+    srv = launch_server(served, reuse=False)
+    try:
+        before = spec_decode_counters(scrape_metrics(srv.base_url))
+        checks = mode_checks(srv, real_prompts=0, label="ngram")
+        after = spec_decode_counters(scrape_metrics(srv.base_url))
+    finally:
+        srv.stop()
     assert checks.drafting and len(checks.greedy) == len(LOSSLESS_PROMPTS)
     together = checks.concurrent
     assert together is not None and len(together) == 2 * len(LOSSLESS_PROMPTS)
