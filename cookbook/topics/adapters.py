@@ -53,13 +53,12 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 #
 # `NemotronHForCausalLM` declares `SupportsLoRA`. vLLM accepts an adapter's module when its
 # last name is a Linear layer of the model (or `embed_tokens` / `lm_head`); `q_proj`, `k_proj`,
-# `v_proj` are packed into one `qkv_proj`; the MTP drafter's layers (`mtp.`) are skipped. Two
-# traps the code shows: the Mamba `conv1d` is accepted by name but never applied (the mixer
-# reads its weight into the conv kernel), and peft 0.21 refuses to *train* the Mamba
-# `out_proj` although vLLM serves it. The MoE layers' routed experts take a LoRA through vLLM's
-# fused-MoE LoRA path, which the GPU has and the CPU build lacks (the stand-in has no MoE
-# layer; its MLP is the `up_proj` / `down_proj` the shared experts also have). The table is
-# `lab.adapters.check.NEMOTRON_H_TARGETS`.
+# `v_proj` are packed into one `qkv_proj`; the MTP drafter's layers (`mtp.`) are skipped. Traps
+# the code shows: the Mamba `conv1d` and the MoE router `gate` are accepted by name but never
+# applied (the mixer reads the conv weight directly; vLLM skips a non-gated MoE's router), and
+# peft 0.21 refuses to *train* the Mamba `out_proj` although vLLM serves it. The routed experts
+# take a LoRA through vLLM's fused-MoE path, which the GPU has and the CPU build lacks (the
+# stand-in has no MoE layer). The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
 #
 # **Expected:** one row per module: its layer, vLLM's layer class, and what its LoRA does.
 
@@ -76,16 +75,14 @@ display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": w
 # %% [markdown]
 # ## 2. The adapters, checked before the launch
 #
-# First each parameter is checked against the type its cell declares (`check_parameters`) and
-# `adapters` against its shape, before anything is built or launched. On the stand-in,
-# `build_adapters` trains each adapter of `cookbook/adapters.yaml` with peft
-# (rank 8 on the attention, Mamba `in_proj` and MLP projections; a few seconds each, cached
-# under `out/adapters/` by the hash of what it learned). Every adapter is then checked against
+# The parameters are checked first (`check_parameters`), before anything is built or launched.
+# On the stand-in, each adapter of `cookbook/adapters.yaml` is trained with peft (rank 8 on the
+# attention, Mamba `in_proj` and MLP projections; seconds each, cached under `out/adapters/` by
+# the hash of what it learned). Every adapter is then checked against
 # the base's `config.json` and the `--max-lora-rank` the server is given (the registry's, or
 # yours from `extra_args`): what vLLM would refuse (a peft feature it does not serve, a rank too
 # high, a module it cannot serve here, a tensor of another shape) is refused here, naming the
-# fix. An attached server whose base is not a folder on this machine
-# gets the config checks only (a line says so).
+# fix; an attached server's base not on this machine gets the config checks only.
 #
 # **Expected:** on the stand-in, two lines of training (loss falling to near 0), then one
 # `OK` line per adapter with its rank and target modules.
@@ -122,13 +119,12 @@ for name, folder in adapters.items():
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
 # of step 6 (vLLM says to use it for local development only). The flags are checked against
-# the release's flag table, like every registry flag, before the server starts. vLLM sets
-# aside `--max-loras` slots of `--max-lora-rank` for every module it can adapt, used or not, before
-# it sizes the KV cache: on this model the routed experts take most of it (about 6.4 GiB at 4 x
-# rank 32), so the memory plan counts it.
+# the release's flag table before the server starts. The slots
+# vLLM reserves for every adaptable module come out of the KV cache (6.7 GiB at 4 x rank 32 here,
+# mostly the routed experts): the memory plan counts them.
 #
-# **Expected:** the LoRA slots' memory (and on a GPU the memory plan with it), the serve command
-# with the LoRA flags, "flags checked", `ready: http://...`.
+# **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
+# "flags checked", `ready: http://...`.
 
 # %%
 from helpers.config.flagtable import check_config
