@@ -305,12 +305,30 @@ def _module_rank(cfg: dict[str, Any], module: str) -> int:
     return int(cfg["r"])
 
 
+def servable_modules(config: dict[str, Any]) -> list[str]:
+    """The module names an adapter of the Nemotron-H of ``config`` may target and vLLM 0.32.0
+    applies: :func:`modules_of` minus :data:`NEVER_APPLIED`, sorted."""
+    return sorted(set(modules_of(config)) - set(NEVER_APPLIED))
+
+
+def _refuse_module(name: str, module: str, what: str, servable: list[str]) -> None:
+    """Raise for ``module`` (``what`` names where it was found: ``target module 'x'``) when it
+    is accepted by name but never applied, or not a module vLLM can adapt here."""
+    if module in NEVER_APPLIED:
+        raise _fail(name, f"{what}: {NEMOTRON_H_TARGETS[module][2]}",
+                    f"retrain without it (target_modules from {servable})")  # fmt: skip
+    if module not in servable:
+        raise _fail(name, f"{what} is not a module vLLM 0.32.0 can adapt in this Nemotron-H (it "
+                    "refuses the load: 'expected target modules in {...} but received [...]')",
+                    f"retrain with target_modules from {servable}")  # fmt: skip
+
+
 def _check_targets(cfg: dict[str, Any], name: str, base_cfg: dict[str, Any]) -> None:
     """``target_modules`` as peft saved it: a list of names, ``"all-linear"``, or a regex that
     peft matched in full against module paths (``re.fullmatch``). vLLM 0.32.0 reads the tensors'
     names, not this field (``lora_model.py`` ``check_unexpected_modules``); a list naming a
     module vLLM cannot adapt, or a regex matching nothing in this base, is still refused here."""
-    servable = sorted(set(modules_of(base_cfg)) - set(NEVER_APPLIED))
+    servable = servable_modules(base_cfg)
     targets = cfg.get("target_modules") or []
     if isinstance(targets, str):
         if targets == "all-linear":
@@ -327,14 +345,7 @@ def _check_targets(cfg: dict[str, Any], name: str, base_cfg: dict[str, Any]) -> 
                         f"retrain on this base, with target_modules from {servable}")  # fmt: skip
         return
     for module in sorted(set(targets)):
-        if module in NEVER_APPLIED:
-            raise _fail(name, f"target module {module!r}: {NEMOTRON_H_TARGETS[module][2]}",
-                        f"retrain without it (target_modules from {servable})")  # fmt: skip
-        if module not in servable:
-            raise _fail(name, f"target module {module!r} is not a module vLLM 0.32.0 can adapt "
-                        "in this Nemotron-H (it refuses the load: 'expected target modules in {...} "
-                        "but received [...]')",
-                        f"retrain with target_modules from {servable}")  # fmt: skip
+        _refuse_module(name, module, f"target module {module!r}", servable)
 
 
 def check_adapter(
@@ -389,18 +400,11 @@ def check_adapter(
     if base_cfg is None:
         return report
     _check_targets(cfg, name, base_cfg)
-    servable = sorted(set(modules_of(base_cfg)) - set(NEVER_APPLIED))
+    servable = servable_modules(base_cfg)
     for key in sorted(shapes):  # the module after "mixer.": q_proj, shared_experts.up_proj, ...
         path = key.split(".lora_")[0].rsplit("mixer.", 1)[-1]
         module = "experts" if path.startswith("experts.") else path.rsplit(".", 1)[-1]
-        if module in NEVER_APPLIED:
-            raise _fail(name, f"tensor {key} is on {module!r}: {NEMOTRON_H_TARGETS[module][2]}",
-                        f"retrain without it (target_modules from {servable})")  # fmt: skip
-        if module not in servable:
-            raise _fail(name, f"tensor {key} is on {module!r}, not a module vLLM 0.32.0 can adapt "
-                        "in this Nemotron-H (it refuses the load: 'expected target modules in {...} "
-                        "but received [...]')",
-                        f"retrain with target_modules from {servable}")  # fmt: skip
+        _refuse_module(name, module, f"tensor {key}'s module {module!r}", servable)
     for key, shape in sorted(shapes.items()):
         m = _KEY.search(key)
         if not m:

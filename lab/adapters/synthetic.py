@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lab.adapters.check import NEVER_APPLIED, _block_types, expected_shape, modules_of
+from lab.adapters.check import _block_types, expected_shape, modules_of, servable_modules
 
 #: The default targets: every projection vLLM 0.32.0 applies a LoRA to in the attention,
 #: Mamba and MLP / shared-expert layers (lab.adapters.check.NEMOTRON_H_TARGETS).
@@ -53,7 +53,7 @@ def random_adapter(
     config = (
         base if isinstance(base, dict) else json.loads((Path(base) / "config.json").read_text())
     )
-    bad = sorted(set(target_modules) - (set(modules_of(config)) - set(NEVER_APPLIED)))
+    bad = sorted(set(target_modules) - set(servable_modules(config)))
     if bad:
         raise ValueError(
             f"random_adapter: {bad} are not LoRA targets of this base; use {modules_of(config)}."
