@@ -118,22 +118,25 @@ BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slow
                    "that concurrency; `lab.breakeven`):")  # fmt: skip
 
 
-def _break_even(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
-    """``(fits, result)``: :func:`_fits` and one :func:`lab.breakeven.break_even` table for all
-    of them (a ``run`` / ``series`` column names the fit); a fit of one length is through the
-    origin."""
+def _drafting_lines(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
+    """``(lines, fits, result)`` for the session's drafting runs: where each acceptance comes
+    from and the break-even lengths (``lines``), :func:`_fits`, and one
+    :func:`lab.breakeven.break_even` table for all of them (its ``series`` column names the
+    fit; a fit of one length is through the origin)."""
+    drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
+    lines = ["", "Where each drafting row's acceptance comes from:", ""]
+    lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
     fits = _fits(runs, points)
     results = []
     for name, rs, pts in fits:
         lengths = {r["synthetic_acceptance_length"] for r in rs}
         model = "line" if len(lengths) > 1 or len(rs[0].get("lengths", [1])) > 1 else "origin"
-        results.append(break_even(pts, base_all, model=model).assign(run=name, series=name))
-    return fits, pd.concat(results, ignore_index=True)
-
-
-def _break_even_lines(fits, result: pd.DataFrame) -> list[str]:
-    return [f"- {name}: {line}" for name, _, _ in fits
-            for line in summary(result[result["run"] == name])]  # fmt: skip
+        results.append(break_even(pts, base_all, model=model).assign(series=name))
+    result = pd.concat(results, ignore_index=True)
+    lines += ["", BREAK_EVEN_HEAD, ""]
+    lines += [f"- {name}: {line}" for name, _, _ in fits
+              for line in summary(result[result["series"] == name])]  # fmt: skip
+    return lines, fits, result
 
 
 def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
@@ -196,10 +199,8 @@ def drafting_markdown(session: Path, *, plot: bool = False) -> str:
     lines += _table(runs, points, base_name)
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     if drafting:
-        lines += ["", "Where each drafting row's acceptance comes from:", ""]
-        lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
-        fits, result = _break_even(runs, points, base_all)
-        lines += ["", BREAK_EVEN_HEAD, ""] + _break_even_lines(fits, result)
+        said, fits, result = _drafting_lines(runs, points, base_all)
+        lines += said
         if plot:
             series = pd.concat(
                 [pts.assign(series=name) for name, _, pts in fits], ignore_index=True
@@ -247,11 +248,7 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
              + (f" Measured on {manifest['measured_on']}, not on this GPU: the same Hopper kernels, "
                 "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
     lines += _table(runs, points, manifest["baseline"])
-    drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
-    lines += ["", "Where each drafting row's acceptance comes from:", ""]
-    lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
-    fits, result = _break_even(runs, points, base_all)
-    lines += ["", BREAK_EVEN_HEAD, ""] + _break_even_lines(fits, result)
+    lines += _drafting_lines(runs, points, base_all)[0]
     return "\n".join(lines)
 
 
