@@ -189,21 +189,14 @@ def server_config(
         return standin_config(resolve(TARGET), build_standin_model())
     cfg = resolve(TARGET, speculative=mode)
     extra = dict(extra)
-    drop_backend = "attention_backend" in extra and extra["attention_backend"] is None
-    backend = extra.pop("attention_backend", None)  # a --speculative-config key, not a flag
     env = extra.pop("env", {})  # the server's environment, not a flag
-    if k is not None or backend or drop_backend:
+    if k is not None or "attention_backend" in extra:  # --speculative-config keys, not flags
         spec = {**cfg.speculative_config, **({"num_speculative_tokens": k} if k else {})}
-        if drop_backend:  # vLLM's own choice (SpeculativeConfig.attention_backend None)
-            spec.pop("attention_backend", None)
-        cfg = cfg.with_args(
-            {
-                "--speculative-config": {
-                    **spec,
-                    **({"attention_backend": backend} if backend else {}),
-                }
-            }
-        )
+        if "attention_backend" in extra:  # None: vLLM's own choice (the key dropped)
+            spec["attention_backend"] = extra.pop("attention_backend")
+            if spec["attention_backend"] is None:
+                del spec["attention_backend"]
+        cfg = cfg.with_args({"--speculative-config": spec})
     if weightless:
         from helpers.weights.prepare import served_config
 
