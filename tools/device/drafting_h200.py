@@ -291,30 +291,29 @@ def _points(srv, name: str, out: Path, what: str) -> dict:
     return {"seconds": round(time.time() - t)}
 
 
-def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> None:
+def start_co_tenants(configs: dict, deadline: float, record: dict) -> dict:
+    """Start ``configs`` (``{name: served config}``) together on the one GPU and wait for each.
+
+    Staggered by :data:`STAGGER_S`, and a server is not started while the host has less than
+    :data:`HOST_FLOOR_GIB` free. Writes each server's ``command``, ``ready_s`` (seconds from
+    the last start to ``/health``) or ``error`` into ``record[name]`` (a dict each).
+
+    Returns:
+        ``{name: VLLMServer}`` of the servers that are ready; a server that failed is stopped
+        and its error recorded, never raised.
+    """
     from helpers.server.vllm_server import VLLMServer
 
-    folder = out / f"wave{i}"
-    folder.mkdir(parents=True, exist_ok=True)
-    servers: dict[str, VLLMServer] = {}
-    record = summary.setdefault("waves", {}).setdefault(str(i), {})
+    servers: dict = {}
     try:
-        for name, (mode, k, length, extra) in wave.items():
-            try:
-                cfg = server_config(mode, k, length, extra)
-            except Exception as e:  # noqa: BLE001 - recorded, the wave goes on without it
-                record[name] = {"error": f"config: {e}"}
-                continue
-            point = describe(cfg)
-            record[name] = {
-                "command": cfg.shell_command(),
-                "acceptance": point.caption() if point else None,
-            }
+        for name, cfg in configs.items():
+            entry = record.setdefault(name, {})
+            entry["command"] = cfg.shell_command()
             if servers:  # staggered, and only while the host has memory to spare
                 time.sleep(STAGGER_S)
                 free = _host_free_gib()
                 if free < HOST_FLOOR_GIB:
-                    record[name]["error"] = f"not started: {free:.0f} GiB of host memory free"
+                    entry["error"] = f"not started: {free:.0f} GiB of host memory free"
                     continue
             servers[name] = VLLMServer(cfg, startup_timeout=max(60, deadline - time.time() - 60))
             servers[name].start(wait=False)
@@ -323,9 +322,32 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
             try:
                 srv.wait_ready()
                 record[name]["ready_s"] = round(time.time() - t0)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - recorded, the others go on without it
                 record[name]["error"] = f"start: {e}"[:4000]
                 servers.pop(name).stop()
+    except BaseException:  # interrupted while starting: nothing is left running
+        for srv in servers.values():
+            srv.stop()
+        raise
+    return servers
+
+
+def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> None:
+    folder = out / f"wave{i}"
+    folder.mkdir(parents=True, exist_ok=True)
+    servers: dict = {}
+    record = summary.setdefault("waves", {}).setdefault(str(i), {})
+    try:
+        configs = {}
+        for name, (mode, k, length, extra) in wave.items():
+            try:
+                configs[name] = cfg = server_config(mode, k, length, extra)
+            except Exception as e:  # noqa: BLE001 - recorded, the wave goes on without it
+                record[name] = {"error": f"config: {e}"}
+                continue
+            point = describe(cfg)
+            record[name] = {"acceptance": point.caption() if point else None}
+        servers = start_co_tenants(configs, deadline, record)
         print(json.dumps(record, indent=1)[:3000], flush=True)
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         modes = {n: s for n, s in servers.items() if n in WAVE1}

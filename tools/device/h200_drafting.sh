@@ -8,7 +8,9 @@
 #        every server stopped by /tmp/t0 + BUDGET_S, then waits until t0 + 560
 #   bash tools/device/h200_drafting.sh wait OFFSET   # until the chain ends or t0 + OFFSET; collect
 # BUDGET_S: the device seconds left after the wheels call, minus about 90 (the last collect).
-# WAVES: drafting_h200.py --waves (default 1,2, run 2026-12-05; the next session: 4,3).
+# WAVES: drafting_h200.py --waves (default 1,2, run 2026-12-05; the next session: 4,3), or
+#   `tune [tune_h200.py args]`: the tuning step's drafting candidates, co-tenant
+#   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...).
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
@@ -23,9 +25,14 @@ start)
     sh tools/device/stack.sh join 0.32.0 "${2:?LAST}" || exit 1
     . tools/device/env.sh
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
+    if [ "${4:-}" = tune ]; then  # the tuning step's drafting part, co-tenant (tune_h200.py)
+        shift 4
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( $deadline - \$(date +%s) )) $*"
+    else
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline --waves ${4:-1,2}"
+    fi
     $J chain draft \
-        "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" \
-        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline --waves ${4:-1,2}"
+        "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" "$run"
     $J until 560 draft
     $J collect draft ;;
 wait)

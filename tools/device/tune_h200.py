@@ -28,7 +28,14 @@ Usage, on the device after ``. tools/device/env.sh`` (or through ``h200_tune.sh`
 
     python3 tools/device/tune_h200.py --out /tmp/runs/tune/out --budget-s 1500 [--c1]
     python3 tools/device/tune_h200.py --dry-run [--c1]      # the plan, every command checked
+    python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out DIR --budget-s 1300
     python3 tools/device/tune_h200.py --stand-in --out /tmp/tune-rehearsal   # CPU rehearsal
+
+``--drafting --co-tenant`` fits the drafting part into one session: its servers start together
+on the GPU in waves of four (a BF16 one counts two) with a 4 GiB KV cache each, and each is
+measured in turn while the others sit idle (:func:`run_co_tenant`), at the latency workload
+(``tune-1k``, concurrency 1) and the agent workload (4 and 16 sessions): what a 4 GiB cache
+holds. ``DIR/drafting/co-tenant.json`` has each server's command as started.
 
 ``--stand-in`` runs the same control flow on the CPU stand-in with tiny settings: 16 in / 8
 out at concurrency 1 and 2, ``--max-num-seqs`` 64 / 256 played as 2 / 4, the GPU-only flags
@@ -38,6 +45,7 @@ out at concurrency 1 and 2, ``--max-num-seqs`` 64 / 256 played as 2 / 4, the GPU
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -104,6 +112,21 @@ DRAFTING_CANDIDATES = [
         "--max-num-batched-tokens": 32768, "--max-num-seqs": 256}}),
 ]  # fmt: skip
 DRAFTING_LOADS = ["tune-1k", "agent"]
+#: ``--co-tenant`` (the drafting part in one session): the candidates' servers start together
+#: on the one GPU, as ``drafting_h200.py``'s waves do (each at ``--gpu-memory-utilization 0.2``
+#: and a fixed 4 GiB KV cache: ``drafting_h200.CO_TENANT``), and are measured one at a time
+#: while the others sit idle. A 4 GiB cache holds about 16 requests of these shapes, so each
+#: workload runs at the concurrencies below: the latency workload (one user) and the agent
+#: workload at 4 and 16 sessions; the throughput points (64, 256) need a server alone.
+CO_TENANT_CONCURRENCIES = {"tune-1k": [1], "agent": [4, 16]}
+#: Servers per wave (NVFP4 ones: four fit 137.8 of 143.8 GiB with their caches on 2026-12-05);
+#: a BF16 candidate (30.2 GiB of FP8 weights with online FP8, 2026-12-04) takes two slots.
+CO_TENANT_SLOTS = 4
+#: Seconds a wave's cold starts take (four at once: ready in 169-382 s on 2026-12-05) and one
+#: candidate's points (9 points of 15-35 s each with vllm bench serve's start): a wave starts
+#: only when both fit the budget left, a candidate is measured only when its points do.
+CO_TENANT_START_S = 420.0
+CO_TENANT_MEASURE_S = 240.0
 SLO = {"tpot_ms": 20, "ttft_ms": 2000}
 #: On the stand-in TPOT is no measurement (2 CPU cores stream in bursts): TTFT and E2EL instead.
 STANDIN_SLO = {"ttft_ms": 2000, "e2el_ms": 5000}
@@ -203,6 +226,99 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
     return result
 
 
+def co_tenant_order(names: list[str], only: list[str] | None) -> list[str]:
+    """The candidates a co-tenant run starts, in order: the recipe first (every ratio's
+    anchor), then ``only``'s order (its priority when the budget ends), else ``names``'."""
+    rest = [n for n in (only if only is not None else names) if n in names and n != tuning.RECIPE]
+    return ([tuning.RECIPE] if only is None or tuning.RECIPE in only else []) + rest
+
+
+def co_tenant_waves(
+    names: list[str], specs_by_name: dict[str, dict], slots: int
+) -> list[list[str]]:
+    """``names`` in order, packed into waves of at most ``slots`` (a BF16 candidate takes two)."""
+    waves: list[list[str]] = [[]]
+    used = 0
+    for name in names:
+        need = 2 if specs_by_name.get(name, {}).get("variant") == "bf16" else 1
+        if waves[-1] and used + need > slots:
+            waves.append([])
+            used = 0
+        waves[-1].append(name)
+        used += need
+    return [w for w in waves if w]
+
+
+def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
+    """The part's candidates in co-tenant waves (:data:`CO_TENANT_SLOTS`), each candidate
+    measured by ``lab.tune.tune`` on its attached server; the recipe heads the first wave.
+    Writes ``folder/co-tenant.json``: each server's command as started (the co-tenant flags
+    beside the candidate's), its ready time or error, and what was skipped for the budget."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "drafting_h200", Path(__file__).with_name("drafting_h200.py")
+    )
+    co = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(co)
+    co.STAND_IN = args.stand_in
+    if args.stand_in:  # a 24 GiB CI-sized host: the stand-in servers are small
+        co.HOST_FLOOR_GIB = 2
+    mode = "stand_in" if args.stand_in else "weightless"
+    slo = STANDIN_SLO if args.stand_in else SLO
+    common = dict(mode=mode, gpu_hour_usd=args.gpu_hour_usd, out_dir=folder, progress=True,
+                  repeats=args.repeats, slo_search=args.slo_search)  # fmt: skip
+    cands = {c.name: c for c in tuning.make_candidates(base, cand_specs)}
+    by_name = {s["name"]: s for s in cand_specs}
+    names = co_tenant_order(list(cands), args.only)
+    slots = 2 if args.stand_in else CO_TENANT_SLOTS
+    start_s, measure_s = (0.0, 0.0) if args.stand_in else (CO_TENANT_START_S, CO_TENANT_MEASURE_S)
+    left = lambda: (args.budget_s - (time.monotonic() - T0)) if args.budget_s else float("inf")  # noqa: E731
+    folder.mkdir(parents=True, exist_ok=True)
+    record: dict = {"co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
+                    "concurrencies": {w.name: list(w.concurrencies) for w in loads}, "waves": []}  # fmt: skip
+    save = lambda: (folder / "co-tenant.json").write_text(json.dumps(record, indent=1) + "\n")  # noqa: E731
+    for wave in co_tenant_waves(names, by_name, slots):
+        if left() < start_s + measure_s:
+            record.setdefault("skipped", []).append(
+                f"wave {wave}: {left():.0f} s left, a wave needs about {start_s + measure_s:.0f}"
+            )
+            save()
+            continue
+        configs = {}
+        for n in wave:
+            cfg = cands[n].served(mode)
+            configs[n] = (
+                cfg if args.stand_in else cfg.with_args(dict(co.CO_TENANT), **co.CO_TENANT_ENV)
+            )
+        wave_record: dict = {}
+        record["waves"].append(wave_record)
+        servers: dict = {}
+        try:
+            servers = co.start_co_tenants(configs, time.time() + left() - 60, wave_record)
+            save()
+            for n, srv in servers.items():
+                if left() < measure_s:
+                    wave_record[n]["measured"] = f"skipped: {left():.0f} s of budget left"
+                    continue
+                t = time.monotonic()
+                tuning.tune(base, loads, slo, cand_specs, only=[n], include_recipe=True,
+                            servers={n: srv.base_url.removesuffix("/v1")}, **common)  # fmt: skip
+                wave_record[n]["measured_s"] = round(time.monotonic() - t)
+                save()
+        finally:
+            for srv in servers.values():
+                srv.stop()
+            save()
+    result = tuning.tune(base, loads, slo, cand_specs, only=[], include_recipe=True, **common)
+    result.save(applies_to=APPLIES_TO)
+    for w in loads:
+        if not result.points.empty and w.name in set(result.points["workload"]):
+            result.plot(folder / f"{w.name}.png", workload=w.name)
+    print(f"[co-tenant]\n{result.summary()}", flush=True)
+    return result
+
+
 def dry_run(base, grid, c1, drafting=()) -> None:
     """Print each candidate's command and check it against its release's flag table (and the
     installed vLLM's parser where it is that release)."""
@@ -229,6 +345,12 @@ def main(argv=None) -> int:
         "--drafting",
         action="store_true",
         help="also drafting (MTP K 1/3/7, DFlash, DSpark) and BF16 + online FP8 on tune-1k and agent",
+    )
+    p.add_argument(
+        "--co-tenant",
+        action="store_true",
+        help="the drafting part's servers started together on the one GPU (4 GiB KV cache "
+        "each), measured one at a time: tune-1k at c=1, agent at 4 and 16",
     )
     p.add_argument("--no-grid", action="store_true", help="skip the grid (e.g. --c1 only)")
     p.add_argument("--releases", nargs="*", default=[], help="more vLLM releases, e.g. 0.28.0")
@@ -281,6 +403,12 @@ def main(argv=None) -> int:
                 f"({', '.join(sorted(known))}), each also in --only when --only is given")  # fmt: skip
     if args.dry_run:
         dry_run(base, grid, c1, drafting)
+        if args.drafting and args.co_tenant:
+            names = co_tenant_order([tuning.RECIPE, *(d["name"] for d in drafting)], args.only)
+            waves = co_tenant_waves(names, {d["name"]: d for d in drafting}, CO_TENANT_SLOTS)
+            print(f"co-tenant waves: {waves}; concurrencies {CO_TENANT_CONCURRENCIES}; about "
+                  f"{CO_TENANT_START_S:.0f} s of cold starts a wave and {CO_TENANT_MEASURE_S:.0f} s "
+                  "a candidate")  # fmt: skip
         # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)
         picked = lambda names: [n for n in names if args.only is None or n in args.only]  # noqa: E731
         recipe = [tuning.RECIPE]
@@ -303,7 +431,17 @@ def main(argv=None) -> int:
         run_part("grid", base, grid, loads, args.out / "grid", args)
     if args.c1:
         run_part("c1", base, c1, loads[:1], args.out / "c1", args, concurrencies=[1])
-    if args.drafting:
+    if args.drafting and args.co_tenant:
+        if args.stand_in:  # the agent workload scaled to the stand-in (attached, as on the GPU)
+            from helpers.config.run import Run
+
+            draft_loads = loads[:1] + tuning.workloads("agent", run=Run("stand_in", target=base))
+            draft_loads = [dataclasses.replace(w, concurrencies=(1, 2)) for w in draft_loads]
+        else:
+            draft_loads = [dataclasses.replace(w, concurrencies=tuple(CO_TENANT_CONCURRENCIES[w.name]))
+                           for w in tuning.workloads(DRAFTING_LOADS)]  # fmt: skip
+        run_co_tenant(base, drafting, draft_loads, args.out / "drafting", args)
+    elif args.drafting:
         draft_loads = loads[:1] if args.stand_in else tuning.workloads(DRAFTING_LOADS)
         run_part("drafting", base, drafting, draft_loads, args.out / "drafting", args)
     (args.out / "done.json").write_text(

@@ -724,6 +724,41 @@ def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
     assert tune_h200.main(["--dry-run", "--only", "recipe", "--remeasure", "recipe"]) == 0
 
 
+def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_two(capsys):
+    """tools/device/tune_h200.py --drafting --co-tenant: the recipe heads the first wave (every
+    ratio's anchor), --only's order is the priority, a BF16 candidate takes two of a wave's
+    four slots, and the dry run prints the waves with the concurrencies a 4 GiB cache holds."""
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    names = ["recipe", "mtp-k1", "mtp-k3", "mtp-k7", "dflash-k5", "dspark-k7", "bf16-fp8"]
+    only = ["mtp-k7", "dspark-k7", "recipe", "mtp-k3", "bf16-fp8", "mtp-k1"]
+    order = tune_h200.co_tenant_order(names, only)
+    assert order == ["recipe", "mtp-k7", "dspark-k7", "mtp-k3", "bf16-fp8", "mtp-k1"]
+    assert tune_h200.co_tenant_order(names, ["mtp-k7"]) == ["mtp-k7"]  # no recipe asked, none
+    specs = {s["name"]: s for s in tune_h200.specs(tune_h200.DRAFTING_CANDIDATES)}
+    assert tune_h200.co_tenant_waves(order, specs, 4) == [
+        ["recipe", "mtp-k7", "dspark-k7", "mtp-k3"],
+        ["bf16-fp8", "mtp-k1"],
+    ]
+    assert tune_h200.co_tenant_waves(["bf16-fp8", "recipe", "mtp-k1", "mtp-k3"], specs, 4) == [
+        ["bf16-fp8", "recipe", "mtp-k1"],
+        ["mtp-k3"],
+    ]
+    argv = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", *only]
+    assert tune_h200.main(argv) == 0
+    said = capsys.readouterr().out
+    assert (
+        "co-tenant waves: [['recipe', 'mtp-k7', 'dspark-k7', 'mtp-k3'], ['bf16-fp8', 'mtp-k1']]; "
+        "concurrencies {'tune-1k': [1], 'agent': [4, 16]}" in said
+    )
+
+
 def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
     """tools/device/tune_h200.py: --candidate-s budgets every candidate, --c1-candidate-s a c1
     one on its own (a batch that re-measures grid candidates, then fills its last minutes with
