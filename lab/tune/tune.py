@@ -368,7 +368,9 @@ def tune(
                 _say(progress, f"{head}: could not prepare it: {exc}")
                 continue
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
-            point = describe(served)  # drafting on random weights: at a stated acceptance
+            # drafting on random weights: at a stated acceptance (an attached server of a
+            # weightless run was started with it: the candidate's weightless command says which)
+            point = describe(cand.served(mode) if url and mode == "weightless" else served)
             record["acceptance"] = point.caption() if point else None
             cand_loads = _within_cap(loads, served, head, progress)
             steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
