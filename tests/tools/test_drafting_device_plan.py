@@ -30,7 +30,7 @@ def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     assert "wave 2 mtp-L1.5: synthetic acceptance 1.5 at K=7 (a chosen length" in out
     assert out.count("--kv-cache-memory-bytes 4294967296") == len(plan.WAVE1) + len(
         plan.wave2({"dspark"})
-    ) + len(plan.WAVE3) + len(plan.WAVE4)
+    ) + len(plan.WAVE3) + len(plan.WAVE4) + len(plan.WAVE5) + len(plan.WAVE6)
 
 
 def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
@@ -87,3 +87,32 @@ def test_wave_four_times_dflash_with_vllms_own_attention_backend(capsys):
     assert "dflash-k3" in plan.BREAK_EVEN_ON
     assert plan.main(["--dry-run"]) == 0
     assert "wave 4 dflash-k3: synthetic acceptance" in capsys.readouterr().out
+
+
+def test_wave_five_holds_moe_routing_equal_and_wave_six_on_another_release(capsys):
+    """Weightless speed depends on where the router sends tokens (vLLM 0.32.0's dummy norms
+    shrink activations; 0.33.0 and 0.34.0 set them to 1.0): wave 5 sets vLLM's own uniform
+    routing simulation beside the recipe as loaded, MTP included; wave 6 repeats the baseline
+    pair for ``--release``, each command checked against that release's flag table."""
+    plan = _plan()
+    assert plan.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    commands = {}
+    for block in out.split("\nwave ")[1:]:
+        head, _, command = block.partition("\n")
+        commands[head.split(":")[0]] = command
+    for wave, names in ((5, plan.WAVE5), (6, plan.WAVE6)):
+        for name in names:
+            uniform = (
+                "export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random"
+                in commands[f"{wave} {name}"]
+            )
+            assert uniform is name.endswith("-uniform"), name
+            assert name in plan.BREAK_EVEN_ON, name
+    assert '"method":"mtp","num_speculative_tokens":7' in commands["5 mtp-uniform"].replace(" ", "")
+    assert plan.main(["--dry-run", "--release", "0.34.0"]) == 0
+    assert plan.RELEASE == "0.34.0"
+    assert (
+        plan.server_config(*plan.WAVE6["none-uniform"], weightless=False).vllm_version == "0.34.0"
+    )
+    plan.RELEASE = None

@@ -38,6 +38,11 @@ Waves (:data:`WAVE1`, :func:`wave2`):
    (2026-12-05): the notebook on none, DFlash K=5 and DSpark K=7, and DFlash at K=3's
    break-even points (:data:`WAVE4`).
 
+5. (``--waves 5``) the recipe as loaded, the recipe and MTP K=7 with vLLM's uniform routing
+   simulation (:data:`WAVE5`: how much weightless speed comes from dummy weights' MoE routing).
+6. (``--waves 6 --release R``, in release R's environment) the recipe as loaded and with
+   uniform routing on R (:data:`WAVE6`): releases compared with routing held equal.
+
 Usage, on the device after ``. tools/device/env.sh``::
 
     python3 tools/device/drafting_h200.py --out /tmp/runs/draft/out --deadline EPOCH_S
@@ -148,12 +153,42 @@ WAVE4: dict[str, tuple] = {
     "dspark": WAVE1["dspark"],
     "dflash-k3": ("dflash", 3, None, {"attention_backend": None}),
 }
+#: Wave 5 (``--waves 5``): how much of the weightless speed comes from where the MoE router
+#: sends tokens. vLLM 0.32.0 fills every float weight of a ``--load-format dummy`` model,
+#: norms included, with uniform(-1e-3, 1e-3) (``initialize_single_dummy_weight``,
+#: model_executor/model_loader/weight_utils.py): activations shrink, router logits are near
+#: zero beside the random ``e_score_correction_bias``, and tokens can all pick the same experts,
+#: so a decode step reads fewer experts' weights than a real model's would. 0.33.0 and 0.34.0
+#: set dummy norm weights to 1.0 ("random ones would shrink every activation and skew
+#: data-dependent kernels (e.g. sparse top-k)", model_executor/layers/layernorm.py:70), the
+#: prime suspect of 0.33.0's slowdown at 16-64 requests (docs/results/h200/releases.md).
+#: ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` (vllm/envs.py, 0.32.0-0.34.0;
+#: ``RoutingSimulatorRouter``, fused_moe/router/router_factory.py) routes every token to
+#: uniformly random experts instead: the same routing on every release, and closer to a trained
+#: router's load-balanced spread. The recipe as loaded beside it with uniform routing, and MTP
+#: K=7 with uniform routing (does drafting's gain survive realistic routing?).
+ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
+UNIFORM_ROUTING = {"env": {ROUTING_ENV: "uniform_random"}}
+WAVE5: dict[str, tuple] = {
+    "none-as-loaded": ("none", None, None, {}),
+    "none-uniform": ("none", None, None, UNIFORM_ROUTING),
+    "mtp-uniform": ("mtp", 7, None, UNIFORM_ROUTING),
+}
+#: Wave 6 (``--waves 6 --release 0.34.0``, run in that release's environment): the same
+#: baseline pair on another release, so releases compare with routing held equal.
+WAVE6: dict[str, tuple] = {
+    "none-as-loaded": WAVE5["none-as-loaded"],
+    "none-uniform": WAVE5["none-uniform"],
+}
 SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
 #: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
-BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3}
+BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3, *WAVE5, *WAVE6}
+#: ``--release``: the vLLM release every server of this run is resolved for (None: the
+#: registry's default); the run itself must be in that release's environment.
+RELEASE: str | None = None
 
 
 def wave2(failed: set[str]) -> dict[str, tuple]:
@@ -187,7 +222,7 @@ def server_config(
         from helpers.standin.build import build_standin_model
 
         return standin_config(resolve(TARGET), build_standin_model())
-    cfg = resolve(TARGET, speculative=mode)
+    cfg = resolve(TARGET, speculative=mode, vllm_version=RELEASE)
     extra = dict(extra)
     env = extra.pop("env", {})  # the server's environment, not a flag
     if k is not None or "attention_backend" in extra:  # --speculative-config keys, not flags
@@ -224,7 +259,7 @@ def _watch_host(path: Path, stop) -> None:
 
 
 def dry_run() -> int:
-    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3, WAVE4), 1):
+    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6), 1):
         for name, (mode, k, length, extra) in wave.items():
             cfg = server_config(mode, k, length, extra, weightless=False)
             check_config(cfg, quiet=True)
@@ -388,12 +423,18 @@ def main(argv=None) -> int:
     p.add_argument(
         "--waves", default="1,2", help="which waves, e.g. 1 or 1,2; 3 and 4 a session of their own"
     )
+    p.add_argument(
+        "--release",
+        default=None,
+        help="resolve every server for this vLLM release (run in its environment), e.g. 0.34.0",
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument(
         "--stand-in", action="store_true", help="rehearse wave 1's baseline on the CPU stand-in"
     )
     args = p.parse_args(argv)
-    global STAND_IN, WAVE1
+    global STAND_IN, WAVE1, RELEASE
+    RELEASE = args.release
     if args.stand_in:
         STAND_IN, WAVE1 = True, {"none": WAVE1["none"]}
         BREAK_EVEN_ON.add("none")
@@ -420,7 +461,7 @@ def main(argv=None) -> int:
                 continue
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
-            wave = {1: WAVE1, 3: WAVE3, 4: WAVE4}.get(i) or wave2(failed)
+            wave = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6}.get(i) or wave2(failed)
             run_wave(i, wave, args.out, args.deadline, summary)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:

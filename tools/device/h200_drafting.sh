@@ -8,13 +8,15 @@
 #        every server stopped by /tmp/t0 + BUDGET_S, then waits until t0 + 560
 #   bash tools/device/h200_drafting.sh wait OFFSET   # until the chain ends or t0 + OFFSET; collect
 # BUDGET_S: the device seconds left after the wheels call, minus about 90 (the last collect).
-# WAVES: drafting_h200.py --waves (default 1,2, run 2026-12-05; the next session: 4,3), or
+# WAVES: drafting_h200.py --waves (default 1,2, run 2026-12-05; then 4,3 or 5), then optionally
+#   RELEASE:WAVES (e.g. 0.34.0:6) in that release's stack, after `sh tools/device/stack.sh join
+#   RELEASE N` (its chunks and .gpu2/RELEASE/assemble.sh carried in calls before `start`), or
 #   `tune [tune_h200.py args]`: the tuning step's drafting candidates, co-tenant
 #   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...).
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES] | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES]] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,7 +31,14 @@ start)
         shift 4
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( $deadline - \$(date +%s) )) $*"
     else
-        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $deadline --waves ${4:-1,2}"
+        # RELEASE:WAVES runs after WAVES, with the last RELEASE_S (default 540) of the budget
+        first=$deadline; [ -n "${5:-}" ] && first=$(( deadline - ${RELEASE_S:-540} ))
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $first --waves ${4:-1,2}"
+        if [ -n "${5:-}" ]; then  # RELEASE:WAVES next, in that release's stack (joined before)
+            rel=${5%%:*}
+            [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
+            run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${5#*:} --release $rel"
+        fi
     fi
     $J chain draft \
         "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" "$run"
