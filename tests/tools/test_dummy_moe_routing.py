@@ -1,0 +1,39 @@
+"""benchmarks/dummy_moe_routing.py: on vLLM 0.32.0's dummy weights every token picks the same
+experts (the reason a 0.32.0 weightless step of many requests reads few expert weights), and
+norms of 1.0 (0.33.0 / 0.34.0's dummy norms) spread the same tokens over many experts."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+from tests.support import TESTS
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location(
+        "dummy_moe_routing", TESTS.parent / "benchmarks" / "dummy_moe_routing.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_installed_vllms_dummy_fill_routes_every_token_to_the_same_experts():
+    from vllm.model_executor.model_loader.weight_utils import initialize_single_dummy_weight
+
+    bench = _bench()
+    hidden, experts, k = 2688, 128, 6  # Lightning's router (weightless config.json)
+    embed = torch.empty(512, hidden, dtype=torch.bfloat16)
+    gate_w = torch.empty(experts, hidden, dtype=torch.bfloat16)
+    bias = torch.empty(experts, dtype=torch.float32)
+    norm = torch.empty(hidden, dtype=torch.bfloat16)
+    for t in (embed, gate_w, bias, norm):
+        initialize_single_dummy_weight(t)
+    assert float(norm.abs().max()) <= 1e-3  # 0.32.0 fills norms like any other weight
+    tokens = embed[torch.arange(0, 512, 32)]  # 16 different tokens
+    as_loaded = bench.route(tokens, norm, gate_w, bias, 1e-5, k)
+    assert len(torch.unique(as_loaded)) == k  # all 16 on the same 6 experts
+    spread = bench.route(tokens, torch.ones(hidden, dtype=torch.bfloat16), gate_w, bias, 1e-5, k)
+    assert len(torch.unique(spread)) > 4 * k
