@@ -358,6 +358,8 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "answer tokens, chat endpoint, `vllm bench serve` with 4 x c prompts per point, one run "
         "per point in each session). Do not edit by hand.",
         "",
+        ROUTING_NOTE,
+        "",
         "## Output tok/s",
         "",
         "The median over the sessions that measured it, the range in brackets when more than one "
@@ -483,6 +485,21 @@ def _ratio_cells(new: pd.DataFrame, old: pd.DataFrame, cs: list[int], *, across:
 def _spread(values: pd.Series) -> float:
     """(max - min) / median of a point's runs; 0 for one run."""
     return float((values.max() - values.min()) / values.median()) if len(values) > 1 else 0.0
+
+
+#: What the releases' dummy weights do to MoE routing (read in each wheel; the numbers from
+#: benchmarks/dummy_moe_routing.py): said on the page before any ratio.
+ROUTING_NOTE = (
+    "**The releases' weightless rows above one request are not the same experiment.** vLLM "
+    "0.28.0 and 0.32.0 fill a dummy model's norm weights with uniform(-1e-3, 1e-3), so every "
+    "token of a step picks the same 6 of Lightning's 128 experts; 0.33.0 and 0.34.0 set them "
+    "to 1.0 (`model_executor/layers/layernorm.py:70`), and 16 / 64 / 256 tokens pick about 60 "
+    "/ 100 / 125 experts (`benchmarks/dummy_moe_routing.py`), as a trained router spreads them. "
+    "A step of many requests then reads several times the expert weights it reads on 0.32.0: "
+    "the prime suspect of 0.33.0's ratios at c = 16-64 below. Releases compare with routing "
+    "held equal (vLLM's `VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) in the next "
+    "H200 session (tools/device/README.md); c = 1 (6 experts on every release) compares now."
+)
 
 
 def _default_release() -> str:
