@@ -26,6 +26,16 @@ from helpers.paths import REPO_ROOT
 from lab.bench.stats import compare, spread
 from lab.breakeven import break_even, plot_break_even, summary
 
+#: Said under every table of a session whose manifest has no ``"routing": "uniform"``: the
+#: MoE routing of vLLM 0.32.0's dummy weights (benchmarks/dummy_moe_routing.py).
+DUMMY_ROUTING_NOTE = (
+    "**MoE routing on these dummy weights.** vLLM 0.32.0's dummy norm weights send every token "
+    "of a step to the same 6 of Lightning's 128 experts (`benchmarks/dummy_moe_routing.py`); a "
+    "trained router spreads them. A drafting step verifies K+1 tokens per request, so with real "
+    "routing it reads more expert weights than here, and these drafting ratios may be "
+    "optimistic, more at K=7 than at K=3 and at 16 requests than at 1. The next H200 session "
+    "measures them with vLLM's uniform routing simulation (`tools/device/README.md`)."
+)
 #: Ratios within this fraction of 1 are called a tie (one run per point).
 TIE = 0.05
 PLOT = "break-even.png"
@@ -118,6 +128,12 @@ BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slow
                    "that concurrency; `lab.breakeven`):")  # fmt: skip
 
 
+def _routing_lines(manifest: dict) -> list[str]:
+    """:data:`DUMMY_ROUTING_NOTE` unless the manifest says ``"routing": "uniform"`` (every
+    server ran ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random``)."""
+    return [] if manifest.get("routing") == "uniform" else ["", DUMMY_ROUTING_NOTE]
+
+
 def _drafting_lines(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
     """``(lines, fits, result)`` for the session's drafting runs: where each acceptance comes
     from and the break-even lengths (``lines``), :func:`_fits`, and one
@@ -197,6 +213,7 @@ def drafting_markdown(session: Path, *, plot: bool = False) -> str:
     base_all = points[points["run"] == base_name]
     lines = [f"# {manifest['title']}", "", manifest["about"], ""]
     lines += _table(runs, points, base_name)
+    lines += _routing_lines(manifest)
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     if drafting:
         said, fits, result = _drafting_lines(runs, points, base_all)
@@ -248,6 +265,7 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
              + (f" Measured on {manifest['measured_on']}, not on this GPU: the same Hopper kernels, "
                 "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
     lines += _table(runs, points, manifest["baseline"])
+    lines += _routing_lines(manifest)
     lines += _drafting_lines(runs, points, base_all)[0]
     return "\n".join(lines)
 

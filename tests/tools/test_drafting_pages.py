@@ -76,3 +76,15 @@ def test_the_measured_page_gives_each_listed_target_the_newest_session():
     assert measured_drafting("rtx_pro_6000") is None  # not listed under the session's targets
     measured = (TESTS.parent / "docs" / "results" / "measured.md").read_text()
     assert h200.replace("](../docs/results/", "](") in measured
+
+
+def test_a_session_on_dummy_routing_says_so_and_one_with_uniform_routing_does_not(tmp_path):
+    """vLLM 0.32.0's dummy weights send every token to the same experts: a page of such a
+    session (every committed one so far) says its drafting ratios may be optimistic; a session
+    whose servers all ran vLLM's uniform routing simulation (``"routing": "uniform"``) does not."""
+    session = tmp_path / "drafting-x"
+    shutil.copytree(SESSIONS[0], session)
+    assert "**MoE routing on these dummy weights.**" in drafting_markdown(session)
+    manifest = json.loads((session / "runs.json").read_text())
+    (session / "runs.json").write_text(json.dumps({**manifest, "routing": "uniform"}))
+    assert "MoE routing on these dummy weights" not in drafting_markdown(session)
