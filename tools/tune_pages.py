@@ -27,6 +27,27 @@ from lab.tune import slo as slos
 from lab.tune.saved import load_tune_rows
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
+#: Said when a point ran on a release whose dummy norms are random (vLLM before 0.33.0: every
+#: token of a step on the same experts, benchmarks/dummy_moe_routing.py).
+DUMMY_ROUTING_NOTE = (
+    ". Points on vLLM 0.32.0 and earlier ran on dummy weights that send every token of a step "
+    "to the same 6 of 128 experts (`benchmarks/dummy_moe_routing.py`; a trained router spreads "
+    "them): above one user such a step reads less expert weight than a trained model's, which "
+    "flatters throughput at high concurrency and the configurations whose experts weigh more "
+    "(BF16); the next H200 session measures it with vLLM's uniform routing simulation"
+)
+
+
+def _dummy_routing(rows: pd.DataFrame) -> bool:
+    """Whether any point ran on a release before 0.33.0 (dummy norms of +-1e-3)."""
+    from helpers.config.versions import parse_version
+
+    return any(
+        (v := parse_version(str(r))) is not None and v < parse_version("0.33.0")
+        for r in rows["vllm_version"].dropna().unique()
+    )
+
+
 #: One run per point: a gap under this between two configurations is noise
 #: (docs/results/README.md: "treat differences under about 5 % as noise").
 NOISE_PCT = 5.0
@@ -455,7 +476,8 @@ def recommendation_markdown(
            f"{reg.targets[target].gpu.name}: the same Hopper kernels, so expect the ranking to hold, not "
            "the figures (BF16's 59 GiB of weights leave an 80 GB card little KV cache: see the memory plan)")
         + ". The configuration is the registry's command with the changes the data file records"
-          " (`moe_backend`, `variant`, `vllm_version` are this notebook's parameters):",
+          " (`moe_backend`, `variant`, `vllm_version` are this notebook's parameters)"
+        + (DUMMY_ROUTING_NOTE if _dummy_routing(rows) else "") + ":",
         "",
         "| workload | row | configuration | vLLM | c | runs | output tok/s/GPU | tok/s per user | "
         "p99 TTFT ms | p50 TPOT ms | vs recipe | data |",

@@ -620,6 +620,25 @@ def test_a_repeated_tuning_run_decides_its_workloads_over_single_run_seeds(tmp_p
     assert "| latency" in seeds and "/tune.json" not in seeds
 
 
+def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
+    """Points of vLLM 0.32.0 and earlier ran on dummy weights that route every token of a step
+    to the same experts (benchmarks/dummy_moe_routing.py): the table's paragraph says so; with
+    only 0.33.0 points it does not."""
+    from tools.tune_pages import DUMMY_ROUTING_NOTE, recommendation_markdown
+
+    root = seeds_only(tmp_path)
+    assert DUMMY_ROUTING_NOTE in recommendation_markdown("h200", root)
+    for path in (root / "h200" / "tune").glob("*.json"):
+        path.write_text(
+            path.read_text()
+            .replace('"0.32.0"', '"0.33.0"')
+            .replace('"0.28.0"', '"0.33.0"')
+            .replace('"0.26.0"', '"0.33.0"')
+        )
+    text = recommendation_markdown("h200", root)
+    assert text is not None and DUMMY_ROUTING_NOTE not in text
+
+
 def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
     the measured best changes; a workload gets a row once it has points. A faster point
