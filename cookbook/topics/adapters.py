@@ -57,8 +57,8 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # the code shows: the Mamba `conv1d` and the MoE router `gate` are accepted by name but never
 # applied (the mixer reads the conv weight directly; vLLM skips a non-gated MoE's router), and
 # peft 0.21 refuses to *train* the Mamba `out_proj` although vLLM serves it. The routed experts
-# take a LoRA through vLLM's fused-MoE path, which the GPU has and the CPU build lacks (the
-# stand-in has no MoE layer). The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
+# take a LoRA only on a GPU, through a MoE kernel that takes LoRA (Marlin or Triton, not the
+# recipe's Humming). The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
 #
 # **Expected:** one row per module: its layer, vLLM's layer class, and what its LoRA does.
 
@@ -118,10 +118,10 @@ for name, folder in adapters.items():
 # `--max-loras` (how many adapters one batch may mix), `--max-lora-rank` (the largest rank it
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
-# of step 6 (vLLM says to use it for local development only). The flags are checked against
-# the release's flag table before the server starts. The slots
-# vLLM reserves for every adaptable module come out of the KV cache (6.7 GiB at 4 x rank 32 here,
-# mostly the routed experts): the memory plan counts them.
+# of step 6 (vLLM says to use it for local development only). The release's flag table checks
+# them first. The slots vLLM reserves per adapted module come out of the KV cache; on a GPU
+# `--lora-target-modules` leaves out the routed experts, which Humming cannot adapt (0.33 GiB at
+# 4 x rank 32, not 6.7): the plan counts them.
 #
 # **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
 # "flags checked", `ready: http://...`.
@@ -136,7 +136,8 @@ from lab.adapters.spec import check_lora_flags, lora_config
 served_cfg = lora_config(run, adapters, extra_args=extra_args)
 check_lora_flags(served_cfg)
 if base_dir is not None:  # the base's config.json sizes vLLM's LoRA slots (lab.adapters.check.lora_buffers)
-    slots = lora_buffers(base_dir, int(served_cfg.args.get("--max-loras") or 1), rank_limit)
+    slots = lora_buffers(base_dir, int(served_cfg.args.get("--max-loras") or 1), rank_limit,
+                         target_modules=served_cfg.args.get("--lora-target-modules"))
     print(slots.line())
     if not run.stand_in:  # the KV budget after the slots (the plan's reserve carries them)
         reserve = served_cfg.activation_reserve_gib or DEFAULT_ACTIVATION_RESERVE_GB

@@ -59,7 +59,7 @@ NEMOTRON_H_TARGETS: dict[str, tuple[str, str, str]] = {
     "experts": (
         "MoE routed experts",
         "FusedMoE (FusedMoEWithLoRA)",
-        "served on GPU (punica_gpu.py add_lora_fused_moe); the CPU build's punica_cpu.py has no MoE LoRA",
+        "served on GPU (punica_gpu.py add_lora_fused_moe) by a MoE kernel that takes LoRA (Marlin, Triton; not the Hopper recipe's Humming: moe_lora_flags); the CPU build's punica_cpu.py has no MoE LoRA",
     ),
     "gate": (
         "MoE router",
@@ -470,8 +470,73 @@ class LoraBuffers:
                 f"{size(self.gib * 2**30)} of memory set aside at start-up, before the KV cache ({parts})")  # fmt: skip
 
 
+#: ``--moe-backend`` values whose routed experts take LoRA in vLLM 0.32.0-0.34.0 (None and
+#: "auto" pick Marlin for this NVFP4 checkpoint and Triton for BF16 when LoRA is on): their
+#: experts mix in ``LoRAExpertsMixin`` (``model_executor/layers/fused_moe/experts/triton_moe.py``
+#: ``TritonExperts``, ``marlin_moe.py`` ``MarlinExperts``). ``HummingExpertsBase``
+#: (``fused_humming_moe.py``, the NVFP4 Hopper recipe's kernel) does not, and
+#: ``lora/layers/fused_moe.py`` asserts ``moe_kernel.supports_lora()`` when it wraps a MoE
+#: layer, which it does for every MoE layer unless ``--lora-target-modules`` leaves "experts"
+#: out (``lora/model_manager.py`` ``_create_lora_modules``): the start fails with
+#: "HummingIndexedExperts does not support LoRA".
+MOE_LORA_BACKENDS = (None, "auto", "triton", "marlin")
+#: ``--lora-target-modules`` without the routed experts: every module vLLM 0.32.0 wraps in a
+#: Nemotron-H by default but ``experts`` (suffixes, ``lora/utils.py`` ``is_in_target_modules``;
+#: ``qkv_proj`` is the fused q / k / v the adapters' ``q_proj`` ... load into).
+NON_EXPERT_LORA_MODULES = (
+    "qkv_proj", "o_proj", "in_proj", "out_proj", "up_proj", "down_proj", "embed_tokens", "lm_head",
+)  # fmt: skip
+
+
+def adapts_routed_experts(folder: str | Path, name: str = "adapter") -> bool:
+    """Whether the adapter in ``folder`` has LoRA tensors for the routed experts
+    (``...mixer.experts.N...``), read from its tensors' names.
+
+    Raises:
+        AdapterError: no readable adapter tensors in ``folder`` (names the fix).
+    """
+    return any(".experts." in key for key in _read_tensors(Path(folder), name))
+
+
+def moe_lora_flags(
+    args: dict[str, Any], adapters: dict[str, str | Path] | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """The flags a LoRA server of this MoE model needs beside ``args`` (the command's flags,
+    ``{flag: value}``) so that it starts, and why: none when the MoE kernel takes LoRA
+    (:data:`MOE_LORA_BACKENDS`) or ``--lora-target-modules`` is set; else, when an adapter of
+    ``adapters`` (``{name: folder}``) adapts the routed experts, ``--moe-backend marlin`` (the
+    W4A16 kernel that takes LoRA); otherwise ``--lora-target-modules``
+    (:data:`NON_EXPERT_LORA_MODULES`), which keeps the recipe's kernel and sets aside no slots
+    for the experts.
+
+    Returns:
+        ``(flags, reason)``; ``({}, None)`` when nothing is needed.
+    """
+    backend = args.get("--moe-backend")
+    if backend in MOE_LORA_BACKENDS or args.get("--lora-target-modules"):
+        return {}, None
+    why = (f"--moe-backend {backend}'s MoE kernel takes no LoRA in vLLM 0.32.0-0.34.0 (its "
+           "experts lack LoRAExpertsMixin; a LoRA server that wraps the routed experts stops at "
+           "start with 'does not support LoRA')")  # fmt: skip
+    expert_adapters = [n for n, f in (adapters or {}).items() if adapts_routed_experts(f, n)]
+    if expert_adapters:
+        return {"--moe-backend": "marlin"}, (
+            f"{why}; {', '.join(expert_adapters)} adapt the routed experts, so the MoE kernel is "
+            "Marlin (whose experts take LoRA; the same NVFP4 weights)"
+        )
+    return {"--lora-target-modules": list(NON_EXPERT_LORA_MODULES)}, (
+        f"{why}; no adapter here adapts them, so --lora-target-modules leaves the routed experts "
+        "out: the recipe's kernel stays, and no LoRA slots are set aside for the experts"
+    )
+
+
 def lora_buffers(
-    config: dict[str, Any] | str | Path, max_loras: int, max_lora_rank: int, *, dtype_bytes: int = 2
+    config: dict[str, Any] | str | Path,
+    max_loras: int,
+    max_lora_rank: int,
+    *,
+    dtype_bytes: int = 2,
+    target_modules: list[str] | tuple[str, ...] | None = None,
 ) -> LoraBuffers:
     """What vLLM 0.32.0 allocates for LoRA in the Nemotron-H of ``config`` (``config.json`` as a
     dict), per GPU at tensor parallel 1: every module it can adapt gets ``max_loras`` zeroed
@@ -492,6 +557,9 @@ def lora_buffers(
         config: the base's ``config.json`` as a dict, or the folder holding it.
         max_loras, max_lora_rank: ``--max-loras`` (slots), ``--max-lora-rank`` (tokens of rank).
         dtype_bytes: bytes per LoRA weight (2: BF16 / FP16).
+        target_modules: ``--lora-target-modules`` (module suffixes; None: every module): a
+            part none of whose modules it names gets no slots; one it names in part counts
+            whole (an upper bound).
 
     Returns:
         A :class:`LoraBuffers`.
@@ -540,6 +608,14 @@ def lora_buffers(
         * (sum(expected_shape(config, me, "experts.0.up_proj") or (0, 0))),
         "embed_tokens and lm_head": 2 * r * (int(config["vocab_size"]) + h),
     }
+    if target_modules is not None:  # the parts whose module suffixes the list names
+        named = set(target_modules) | (
+            {"qkv_proj"} if {"q_proj", "k_proj", "v_proj"} & set(target_modules) else set()
+        )
+        suffixes = {"attention": {"qkv_proj", "o_proj"}, "Mamba": {"in_proj", "out_proj"},
+                    "MLP": {"up_proj", "down_proj"}, "shared experts": {"up_proj", "down_proj"},
+                    "routed experts": {"experts"}, "embed_tokens and lm_head": {"embed_tokens", "lm_head"}}  # fmt: skip
+        parts = {k: v if suffixes[k] & named else 0 for k, v in parts.items()}
     scale = int(max_loras) * int(dtype_bytes)
     return LoraBuffers(
         int(max_loras), r, int(dtype_bytes), {k: v * scale for k, v in parts.items()}

@@ -113,7 +113,11 @@ def lora_config(
     """The config ``source`` serves with the LoRA flags of ``cookbook/adapters.yaml`` added:
     ``serve.standin`` when the run serves the stand-in, else ``serve.gpu``;
     ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
-    (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``.
+    (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``. On a GPU, when the
+    command's MoE kernel takes no LoRA (the NVFP4 Hopper recipe's Humming), what
+    :func:`lab.adapters.check.moe_lora_flags` adds so the server starts: ``--lora-target-modules``
+    without the routed experts, or ``--moe-backend marlin`` when an adapter adapts them (the
+    reason is printed when ``modules`` is given).
 
     The user's values win over the registry's: a flag ``cfg`` already has (from
     ``resolve(target, extra_args=...)``) is kept, and the LoRA flags of ``extra_args``
@@ -145,6 +149,13 @@ def lora_config(
     if modules:
         flags["--lora-modules"] = [f"{name}={path}" for name, path in modules.items()]
     flags.update(lora_flags(extra_args))
+    if not stand_in:  # a MoE kernel without LoRA: leave the experts out, or take Marlin's
+        from lab.adapters.check import moe_lora_flags
+
+        moe, reason = moe_lora_flags({**given, **flags}, modules)
+        flags.update(moe)
+        if reason and modules is not None:
+            print(f"LoRA on this MoE model: {reason}.")
     env = dict(reg.runtime_env) if runtime_updates else {}
     return cfg.with_args(flags, **env)
 

@@ -20,10 +20,15 @@ round-robin over ``a1``..``a4`` (4: vLLM 0.32.0 ``vllm bench serve --lora-module
 --lora-assignment round-robin``, ``vllm/benchmarks/serve.py``). Shape: 1024 tokens in, 256 out
 (the ``tune-1k`` scenario), :data:`CONCURRENCIES`.
 
-A risk the plan names before the device minutes are spent: LoRA on a MoE model wraps every
-``FusedMoE`` layer in vLLM's fused-MoE LoRA (``vllm/lora/layers/fused_moe.py``), and whether
-that runs with the NVFP4 checkpoint's ``--moe-backend humming`` was not read in the code. A
-refused start is recorded with vLLM's error; ``--variant bf16`` then measures the BF16 command.
+Read in vLLM 0.32.0 before the device minutes are spent: LoRA wraps every MoE layer in
+vLLM's fused-MoE LoRA unless ``--lora-target-modules`` leaves ``experts`` out
+(``lora/model_manager.py``), and that layer asserts the MoE kernel takes LoRA
+(``lora/layers/fused_moe.py``), which the recipe's Humming kernel does not (no
+``LoRAExpertsMixin``; Marlin and Triton have it). These adapters leave the routed experts
+out, so each LoRA server gets ``--lora-target-modules`` without them
+(:func:`lab.adapters.check.moe_lora_flags`, what the adapters notebook adds too) and keeps the
+recipe's kernel. A refused start is recorded with vLLM's error; ``--variant bf16`` measures
+the BF16 command.
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -48,7 +53,7 @@ sys.path.insert(0, str(REPO))
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from helpers.weights import weightless
-from lab.adapters.check import lora_buffers
+from lab.adapters.check import lora_buffers, moe_lora_flags
 from lab.adapters.spec import load_adapters
 from lab.adapters.synthetic import random_adapter
 
@@ -79,7 +84,12 @@ def server_config(name: str, arch: Path, adapters_dir: Path, variant: str):
     rank = int(name.removeprefix("lora-r"))
     flags = dict(load_adapters().serve["gpu"])
     flags.update({"--max-lora-rank": rank, "--max-loras": ADAPTERS})
-    flags["--lora-modules"] = [f"{a}={adapters_dir / f'r{rank}' / a}" for a in adapter_names()]
+    modules = {a: adapters_dir / f"r{rank}" / a for a in adapter_names()}
+    flags["--lora-modules"] = [f"{a}={folder}" for a, folder in modules.items()]
+    # the recipe's MoE kernel takes no LoRA: leave the routed experts out (read in the adapters
+    # when they exist, as on the device; the dry run's are not written yet)
+    flags.update(moe_lora_flags({**cfg.args, **flags},
+                                modules if all(f.is_dir() for f in modules.values()) else {})[0])  # fmt: skip
     return cfg.with_args(flags)
 
 
@@ -112,7 +122,8 @@ def plan(arch: Path, adapters_dir: Path, variant: str) -> list[dict]:
         row = {"server": name, "command": cfg.shell_command(), "points": points}
         if name != "base":  # what the slots should cost (lab.adapters.check.lora_buffers)
             buffers = lora_buffers(json.loads((arch / "config.json").read_text()), ADAPTERS,
-                                   int(name.removeprefix("lora-r")))  # fmt: skip
+                                   int(name.removeprefix("lora-r")),
+                                   target_modules=cfg.args.get("--lora-target-modules"))  # fmt: skip
             row["lora_buffers_gib"] = round(buffers.gib, 3)
             row["lora_buffers"] = buffers.line()
         rows.append(row)

@@ -380,3 +380,38 @@ def test_the_h200_lora_command_plans_its_kv_cache_after_the_slots():
     without, with_slots = plan(cfg), plan(cfg, activation_reserve_gb=round(reserve + slots.gib, 2))
     assert without.kv_budget_gib - with_slots.kv_budget_gib == pytest.approx(slots.gib, abs=0.01)
     assert with_slots.kv_cache_tokens < without.kv_cache_tokens
+
+
+def test_a_gpu_lora_command_leaves_the_routed_experts_out_of_a_kernel_without_lora(tmp_path):
+    """vLLM 0.32.0-0.34.0 wrap every MoE layer for LoRA unless --lora-target-modules leaves
+    "experts" out, and the recipe's Humming MoE kernel takes no LoRA (the start would stop with
+    "HummingIndexedExperts does not support LoRA"): the h200 command gets the target list and
+    keeps Humming, an adapter of the routed experts moves it to Marlin, a kernel that takes
+    LoRA (BF16's Triton) or the user's own list changes nothing, and the slots follow."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from helpers.config.flagtable import check_config
+    from helpers.config.resolve import resolve
+    from helpers.weights.weightless import arch_hf_config
+    from lab.adapters.check import NON_EXPERT_LORA_MODULES, lora_buffers, moe_lora_flags
+
+    cfg = spec.lora_config(resolve("h200"), {})
+    assert cfg.args["--lora-target-modules"] == list(NON_EXPERT_LORA_MODULES)
+    assert cfg.args["--moe-backend"] == "humming"
+    for release in ("0.32.0", "0.33.0", "0.34.0"):  # each release's flag table takes the list
+        check_config(spec.lora_config(resolve("h200", vllm_version=release), {}), quiet=True)
+    cfg.validate()  # the installed vLLM's own parser
+    experts = tmp_path / "experts"
+    experts.mkdir()
+    save_file({"base_model.model.backbone.layers.1.mixer.experts.0.up_proj.lora_A.weight":
+               np.zeros((8, 2688), np.float32)}, str(experts / "adapter_model.safetensors"))  # fmt: skip
+    flags, reason = moe_lora_flags(resolve("h200").args, {"moe-adapter": experts})
+    assert flags == {"--moe-backend": "marlin"} and "moe-adapter adapt the routed experts" in reason
+    assert moe_lora_flags(resolve("h200", variant="bf16").args, {}) == ({}, None)  # Triton
+    own = spec.lora_config(resolve("h200"), {}, extra_args={"--lora-target-modules": ["o_proj"]})
+    assert own.args["--lora-target-modules"] == ["o_proj"]
+    c = arch_hf_config("nvfp4")
+    left_out = lora_buffers(c, 4, 32, target_modules=cfg.args["--lora-target-modules"])
+    assert left_out.bytes_by_part["routed experts"] == 0
+    assert left_out.gib == pytest.approx(lora_buffers(c, 4, 32).gib - 6.38, abs=0.01)
