@@ -57,7 +57,7 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # the code shows: the Mamba `conv1d` and the MoE router `gate` are accepted by name but never
 # applied (the mixer reads the conv weight directly; vLLM skips a non-gated MoE's router), and
 # peft 0.21 refuses to *train* the Mamba `out_proj` although vLLM serves it. The routed experts
-# take a LoRA only on a GPU, through a MoE kernel that takes LoRA (Marlin or Triton, not the
+# take a LoRA only on a GPU, through a MoE kernel that takes it (Marlin or Triton, not the
 # recipe's Humming). The table is `lab.adapters.check.NEMOTRON_H_TARGETS`.
 #
 # **Expected:** one row per module: its layer, vLLM's layer class, and what its LoRA does.
@@ -118,10 +118,10 @@ for name, folder in adapters.items():
 # `--max-loras` (how many adapters one batch may mix), `--max-lora-rank` (the largest rank it
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
-# of step 6 (vLLM says to use it for local development only). The release's flag table checks
-# them first. The slots vLLM reserves per adapted module come out of the KV cache; on a GPU
-# `--lora-target-modules` leaves out the routed experts, which Humming cannot adapt (0.33 GiB at
-# 4 x rank 32, not 6.7): the plan counts them.
+# of step 6 (for local development only, vLLM says). The release's flag table checks them
+# first. With LoRA on, vLLM serves NVFP4 experts only with Marlin: a GPU command gets
+# `--moe-backend marlin`. The slots vLLM reserves come out of the KV cache (6.7 GiB at 4 x rank
+# 32, mostly the routed experts): the plan counts them.
 #
 # **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
 # "flags checked", `ready: http://...`.

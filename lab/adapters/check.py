@@ -470,63 +470,35 @@ class LoraBuffers:
                 f"{size(self.gib * 2**30)} of memory set aside at start-up, before the KV cache ({parts})")  # fmt: skip
 
 
-#: ``--moe-backend`` values whose routed experts take LoRA in vLLM 0.32.0-0.34.0 (None and
-#: "auto" pick Marlin for this NVFP4 checkpoint and Triton for BF16 when LoRA is on): their
-#: experts mix in ``LoRAExpertsMixin`` (``model_executor/layers/fused_moe/experts/triton_moe.py``
-#: ``TritonExperts``, ``marlin_moe.py`` ``MarlinExperts``). ``HummingExpertsBase``
-#: (``fused_humming_moe.py``, the NVFP4 Hopper recipe's kernel) does not, and
-#: ``lora/layers/fused_moe.py`` asserts ``moe_kernel.supports_lora()`` when it wraps a MoE
-#: layer, which it does for every MoE layer unless ``--lora-target-modules`` leaves "experts"
-#: out (``lora/model_manager.py`` ``_create_lora_modules``): the start fails with
-#: "HummingIndexedExperts does not support LoRA".
-MOE_LORA_BACKENDS = (None, "auto", "triton", "marlin")
-#: ``--lora-target-modules`` without the routed experts: every module vLLM 0.32.0 wraps in a
-#: Nemotron-H by default but ``experts`` (suffixes, ``lora/utils.py`` ``is_in_target_modules``;
-#: ``qkv_proj`` is the fused q / k / v the adapters' ``q_proj`` ... load into).
-NON_EXPERT_LORA_MODULES = (
-    "qkv_proj", "o_proj", "in_proj", "out_proj", "up_proj", "down_proj", "embed_tokens", "lm_head",
-)  # fmt: skip
+#: ``--moe-backend`` values that serve this NVFP4 checkpoint's experts with LoRA on, in vLLM
+#: 0.32.0-0.34.0. With ``--enable-lora`` every MoE layer is built with ``is_lora_enabled``
+#: (``model_executor/layers/fused_moe/layer.py``), kernel selection drops a kernel whose experts
+#: lack ``LoRAExpertsMixin`` (``modular_kernel.py`` ``is_supported_config``: "LoRA"), and an
+#: explicit one is refused at start ("NvFp4 MoE backend 'HUMMING' does not support the deployment
+#: configuration since kernel does not support LoRA", ``oracle/nvfp4.py``). Of the NVFP4
+#: kernels only Marlin's ``MarlinExperts`` has the mixin, and auto (None) picks it; BF16 needs
+#: nothing (``oracle/unquantized.py`` picks Triton or TRT-LLM's LoRA experts itself).
+NVFP4_LORA_BACKENDS = (None, "auto", "marlin")
 
 
-def adapts_routed_experts(folder: str | Path, name: str = "adapter") -> bool:
-    """Whether the adapter in ``folder`` has LoRA tensors for the routed experts
-    (``...mixer.experts.N...``), read from its tensors' names.
-
-    Raises:
-        AdapterError: no readable adapter tensors in ``folder`` (names the fix).
-    """
-    return any(".experts." in key for key in _read_tensors(Path(folder), name))
-
-
-def moe_lora_flags(
-    args: dict[str, Any], adapters: dict[str, str | Path] | None = None
-) -> tuple[dict[str, Any], str | None]:
+def moe_lora_flags(args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The flags a LoRA server of this MoE model needs beside ``args`` (the command's flags,
-    ``{flag: value}``) so that it starts, and why: none when the MoE kernel takes LoRA
-    (:data:`MOE_LORA_BACKENDS`) or ``--lora-target-modules`` is set; else, when an adapter of
-    ``adapters`` (``{name: folder}``) adapts the routed experts, ``--moe-backend marlin`` (the
-    W4A16 kernel that takes LoRA); otherwise ``--lora-target-modules``
-    (:data:`NON_EXPERT_LORA_MODULES`), which keeps the recipe's kernel and sets aside no slots
-    for the experts.
+    ``{flag: value}``) so that it starts, and why: ``--moe-backend marlin`` when the command
+    serves the NVFP4 checkpoint (``--quantization modelopt_fp4``) with a MoE kernel outside
+    :data:`NVFP4_LORA_BACKENDS` (the Hopper recipe's Humming); nothing otherwise.
 
     Returns:
         ``(flags, reason)``; ``({}, None)`` when nothing is needed.
     """
     backend = args.get("--moe-backend")
-    if backend in MOE_LORA_BACKENDS or args.get("--lora-target-modules"):
+    if args.get("--quantization") != "modelopt_fp4" or backend in NVFP4_LORA_BACKENDS:
         return {}, None
-    why = (f"--moe-backend {backend}'s MoE kernel takes no LoRA in vLLM 0.32.0-0.34.0 (its "
-           "experts lack LoRAExpertsMixin; a LoRA server that wraps the routed experts stops at "
-           "start with 'does not support LoRA')")  # fmt: skip
-    expert_adapters = [n for n, f in (adapters or {}).items() if adapts_routed_experts(f, n)]
-    if expert_adapters:
-        return {"--moe-backend": "marlin"}, (
-            f"{why}; {', '.join(expert_adapters)} adapt the routed experts, so the MoE kernel is "
-            "Marlin (whose experts take LoRA; the same NVFP4 weights)"
-        )
-    return {"--lora-target-modules": list(NON_EXPERT_LORA_MODULES)}, (
-        f"{why}; no adapter here adapts them, so --lora-target-modules leaves the routed experts "
-        "out: the recipe's kernel stays, and no LoRA slots are set aside for the experts"
+    return {"--moe-backend": "marlin"}, (
+        f"with --enable-lora, vLLM 0.32.0-0.34.0 serve this NVFP4 checkpoint's experts only with "
+        f"a MoE kernel that takes LoRA, and --moe-backend {backend} does not (the start would stop: "
+        f"\"NvFp4 MoE backend '{str(backend).upper()}' does not support the deployment configuration "
+        'since kernel does not support LoRA"), so the MoE kernel is Marlin (the same weights; '
+        "the tuning step times both kernels: docs/results/h200/tune/)"
     )
 
 

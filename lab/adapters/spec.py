@@ -114,10 +114,9 @@ def lora_config(
     ``serve.standin`` when the run serves the stand-in, else ``serve.gpu``;
     ``--lora-modules NAME=PATH ...`` for ``modules``; and ``runtime_env``
     (``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) when ``runtime_updates``. On a GPU, when the
-    command's MoE kernel takes no LoRA (the NVFP4 Hopper recipe's Humming), what
-    :func:`lab.adapters.check.moe_lora_flags` adds so the server starts: ``--lora-target-modules``
-    without the routed experts, or ``--moe-backend marlin`` when an adapter adapts them (the
-    reason is printed when ``modules`` is given).
+    command serves the NVFP4 experts with a kernel that takes no LoRA (the Hopper recipe's
+    Humming), ``--moe-backend marlin`` (:func:`lab.adapters.check.moe_lora_flags`; the reason
+    is printed when ``modules`` is given).
 
     The user's values win over the registry's: a flag ``cfg`` already has (from
     ``resolve(target, extra_args=...)``) is kept, and the LoRA flags of ``extra_args``
@@ -149,10 +148,10 @@ def lora_config(
     if modules:
         flags["--lora-modules"] = [f"{name}={path}" for name, path in modules.items()]
     flags.update(lora_flags(extra_args))
-    if not stand_in:  # a MoE kernel without LoRA: leave the experts out, or take Marlin's
+    if not stand_in:  # an NVFP4 MoE kernel without LoRA: Marlin's instead
         from lab.adapters.check import moe_lora_flags
 
-        moe, reason = moe_lora_flags({**given, **flags}, modules)
+        moe, reason = moe_lora_flags({**given, **flags})
         flags.update(moe)
         if reason and modules is not None:
             print(f"LoRA on this MoE model: {reason}.")

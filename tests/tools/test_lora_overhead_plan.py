@@ -28,11 +28,18 @@ def test_the_dry_run_checks_every_command_and_lists_each_point(capsys):
     assert plan.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
     blocks = {b.split(":")[0]: b for b in out.split("server ")[1:]}
-    assert set(blocks) == {"base", "lora-r8", "lora-r32"}
-    assert "--enable-lora" not in blocks["base"] and "--lora-modules" not in blocks["base"]
+    assert set(blocks) == {"base", "base-marlin", "lora-r8", "lora-r32"}
+    for base in ("base", "base-marlin"):
+        assert "--enable-lora" not in blocks[base] and "--lora-modules" not in blocks[base]
+    # LoRA servers run the Marlin MoE kernel (Humming takes no LoRA); base-marlin is their anchor
+    assert (
+        "--moe-backend humming" in blocks["base"]
+        and "--moe-backend marlin" in blocks["base-marlin"]
+    )
     for rank in plan.RANKS:
         block = blocks[f"lora-r{rank}"]
         assert f"--max-lora-rank {rank}" in block and "--max-loras 4" in block
+        assert "--moe-backend marlin" in block and "--moe-backend humming" not in block
         assert all(f"{a}=" in block and f"r{rank}/{a}" in block for a in plan.adapter_names())
         assert block.count("point: ") == len(plan.ACTIVE) * len(plan.CONCURRENCIES)
         assert (
@@ -40,6 +47,7 @@ def test_the_dry_run_checks_every_command_and_lists_each_point(capsys):
             in block
         )
     assert blocks["base"].count("point: 0 adapters active") == len(plan.CONCURRENCIES)
+    assert blocks["base-marlin"].count("point: 0 adapters active") == len(plan.CONCURRENCIES)
 
 
 def test_the_adapters_it_serves_have_the_real_architectures_shapes(tmp_path):

@@ -12,7 +12,7 @@ weights (:func:`lab.adapters.synthetic.random_adapter`: attention, Mamba ``in_pr
 ``out_proj``, MLP and shared-expert projections; the routed experts are left out). The speed is
 a real adapter's at that rank; the text is noise.
 
-Servers, one at a time (:data:`SERVERS`): ``base`` (the target's command), ``lora-r8`` and
+Servers, one at a time (:data:`SERVERS`): ``base`` (the target's command), ``base-marlin``, ``lora-r8`` and
 ``lora-r32`` (the same plus ``--enable-lora --max-loras 4 --max-lora-rank R --lora-modules
 a1=... a4=...``, the four adapters of rank R). Points on each LoRA server (:data:`ACTIVE`):
 ``model=`` the base (0 adapters active), every request to ``a1`` (1), requests spread
@@ -20,15 +20,14 @@ round-robin over ``a1``..``a4`` (4: vLLM 0.32.0 ``vllm bench serve --lora-module
 --lora-assignment round-robin``, ``vllm/benchmarks/serve.py``). Shape: 1024 tokens in, 256 out
 (the ``tune-1k`` scenario), :data:`CONCURRENCIES`.
 
-Read in vLLM 0.32.0 before the device minutes are spent: LoRA wraps every MoE layer in
-vLLM's fused-MoE LoRA unless ``--lora-target-modules`` leaves ``experts`` out
-(``lora/model_manager.py``), and that layer asserts the MoE kernel takes LoRA
-(``lora/layers/fused_moe.py``), which the recipe's Humming kernel does not (no
-``LoRAExpertsMixin``; Marlin and Triton have it). These adapters leave the routed experts
-out, so each LoRA server gets ``--lora-target-modules`` without them
-(:func:`lab.adapters.check.moe_lora_flags`, what the adapters notebook adds too) and keeps the
-recipe's kernel. A refused start is recorded with vLLM's error; ``--variant bf16`` measures
-the BF16 command.
+Read in vLLM 0.32.0 before the device minutes are spent: with ``--enable-lora`` every MoE
+layer is built for LoRA and an NVFP4 MoE kernel that takes none is refused at start ("NvFp4 MoE
+backend 'HUMMING' does not support the deployment configuration since kernel does not support
+LoRA", ``oracle/nvfp4.py``); Marlin's experts take LoRA. So each LoRA server runs the Marlin MoE
+kernel (:func:`lab.adapters.check.moe_lora_flags`, what the adapters notebook adds too), and
+``base-marlin`` (the recipe with Marlin, no LoRA) sits beside ``base``: LoRA's cost is read
+against ``base-marlin``, the kernel's against ``base``. A refused start is recorded with vLLM's
+error; ``--variant bf16`` measures the BF16 command (Triton's experts take LoRA).
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -81,19 +80,17 @@ def server_config(name: str, arch: Path, adapters_dir: Path, variant: str):
     cfg = weightless.arch_config(resolve(TARGET, variant), arch)
     if name == "base":
         return cfg
+    if name == "base-marlin":  # the LoRA servers' MoE kernel, without LoRA
+        return cfg.with_args(moe_lora_flags(cfg.args)[0])
     rank = int(name.removeprefix("lora-r"))
     flags = dict(load_adapters().serve["gpu"])
     flags.update({"--max-lora-rank": rank, "--max-loras": ADAPTERS})
-    modules = {a: adapters_dir / f"r{rank}" / a for a in adapter_names()}
-    flags["--lora-modules"] = [f"{a}={folder}" for a, folder in modules.items()]
-    # the recipe's MoE kernel takes no LoRA: leave the routed experts out (read in the adapters
-    # when they exist, as on the device; the dry run's are not written yet)
-    flags.update(moe_lora_flags({**cfg.args, **flags},
-                                modules if all(f.is_dir() for f in modules.values()) else {})[0])  # fmt: skip
+    flags["--lora-modules"] = [f"{a}={adapters_dir / f'r{rank}' / a}" for a in adapter_names()]
+    flags.update(moe_lora_flags({**cfg.args, **flags})[0])  # Humming takes no LoRA: Marlin
     return cfg.with_args(flags)
 
 
-SERVERS = ("base", *(f"lora-r{r}" for r in RANKS))
+SERVERS = ("base", "base-marlin", *(f"lora-r{r}" for r in RANKS))
 
 
 def bench_args(active: int) -> tuple[str | None, list[str]]:
@@ -116,11 +113,13 @@ def plan(arch: Path, adapters_dir: Path, variant: str) -> list[dict]:
         check_config(cfg, quiet=True)
         points = [
             {"active": n, "concurrency": c, "model": bench_args(n)[0], "extra": bench_args(n)[1]}
-            for n in ((0,) if name == "base" else ACTIVE)
+            for n in ((0,) if name.startswith("base") else ACTIVE)
             for c in CONCURRENCIES
         ]
         row = {"server": name, "command": cfg.shell_command(), "points": points}
-        if name != "base":  # what the slots should cost (lab.adapters.check.lora_buffers)
+        if not name.startswith(
+            "base"
+        ):  # what the slots should cost (lab.adapters.check.lora_buffers)
             buffers = lora_buffers(json.loads((arch / "config.json").read_text()), ADAPTERS,
                                    int(name.removeprefix("lora-r")),
                                    target_modules=cfg.args.get("--lora-target-modules"))  # fmt: skip

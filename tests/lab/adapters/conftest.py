@@ -19,17 +19,11 @@ def lora_adapters(standin_model):
 @pytest.fixture(scope="session")
 def lora_server(standin_config, lora_adapters):
     """One vLLM CPU server of the stand-in serving both adapters, for the session; never stop
-    it. A test that unloads an adapter loads it back before it ends. It serves with the
-    ``--lora-target-modules`` a GPU command gets when its MoE kernel takes no LoRA
-    (``lab.adapters.check.NON_EXPERT_LORA_MODULES``; the stand-in has no MoE, so it wraps the
-    same modules but ``conv1d``, which no adapter may target): every adapter test also proves
-    vLLM 0.32.0 starts with that list and serves these adapters under it."""
+    it. A test that unloads an adapter loads it back before it ends."""
     from helpers.server.vllm_server import VLLMServer
-    from lab.adapters.check import NON_EXPERT_LORA_MODULES
     from lab.adapters.spec import lora_config
 
-    targets = {"--lora-target-modules": list(NON_EXPERT_LORA_MODULES)}
-    srv = VLLMServer(lora_config(standin_config, lora_adapters, extra_args=targets))
+    srv = VLLMServer(lora_config(standin_config, lora_adapters))
     srv.start()
     print(f"\nlora_server: ready in {srv.startup_seconds:.0f} s at {srv.base_url}")
     try:

@@ -382,36 +382,33 @@ def test_the_h200_lora_command_plans_its_kv_cache_after_the_slots():
     assert with_slots.kv_cache_tokens < without.kv_cache_tokens
 
 
-def test_a_gpu_lora_command_leaves_the_routed_experts_out_of_a_kernel_without_lora(tmp_path):
-    """vLLM 0.32.0-0.34.0 wrap every MoE layer for LoRA unless --lora-target-modules leaves
-    "experts" out, and the recipe's Humming MoE kernel takes no LoRA (the start would stop with
-    "HummingIndexedExperts does not support LoRA"): the h200 command gets the target list and
-    keeps Humming, an adapter of the routed experts moves it to Marlin, a kernel that takes
-    LoRA (BF16's Triton) or the user's own list changes nothing, and the slots follow."""
-    import numpy as np
-    from safetensors.numpy import save_file
-
+def test_a_gpu_lora_command_serves_nvfp4_experts_with_a_kernel_that_takes_lora():
+    """With --enable-lora, vLLM 0.32.0-0.34.0 build every MoE layer for LoRA and refuse an NVFP4
+    MoE kernel without it at start ("NvFp4 MoE backend 'HUMMING' does not support the
+    deployment configuration since kernel does not support LoRA"): the h200 recipe's Humming
+    becomes Marlin, saying why; BF16 (vLLM picks Triton itself under LoRA), a command already on
+    Marlin, and the stand-in change nothing; the flags pass each release's flag table and the
+    installed vLLM's parser. The slots count follows --lora-target-modules when one is given."""
     from helpers.config.flagtable import check_config
     from helpers.config.resolve import resolve
     from helpers.weights.weightless import arch_hf_config
-    from lab.adapters.check import NON_EXPERT_LORA_MODULES, lora_buffers, moe_lora_flags
+    from lab.adapters.check import lora_buffers, moe_lora_flags
 
     cfg = spec.lora_config(resolve("h200"), {})
-    assert cfg.args["--lora-target-modules"] == list(NON_EXPERT_LORA_MODULES)
-    assert cfg.args["--moe-backend"] == "humming"
-    for release in ("0.32.0", "0.33.0", "0.34.0"):  # each release's flag table takes the list
+    assert cfg.args["--moe-backend"] == "marlin" and cfg.args["--enable-lora"]
+    flags, reason = moe_lora_flags(resolve("h200").args)
+    assert flags == {"--moe-backend": "marlin"}
+    assert "NvFp4 MoE backend 'HUMMING' does not support the deployment configuration" in reason
+    for release in ("0.32.0", "0.33.0", "0.34.0"):
         check_config(spec.lora_config(resolve("h200", vllm_version=release), {}), quiet=True)
     cfg.validate()  # the installed vLLM's own parser
-    experts = tmp_path / "experts"
-    experts.mkdir()
-    save_file({"base_model.model.backbone.layers.1.mixer.experts.0.up_proj.lora_A.weight":
-               np.zeros((8, 2688), np.float32)}, str(experts / "adapter_model.safetensors"))  # fmt: skip
-    flags, reason = moe_lora_flags(resolve("h200").args, {"moe-adapter": experts})
-    assert flags == {"--moe-backend": "marlin"} and "moe-adapter adapt the routed experts" in reason
-    assert moe_lora_flags(resolve("h200", variant="bf16").args, {}) == ({}, None)  # Triton
-    own = spec.lora_config(resolve("h200"), {}, extra_args={"--lora-target-modules": ["o_proj"]})
-    assert own.args["--lora-target-modules"] == ["o_proj"]
+    assert moe_lora_flags(resolve("h200", variant="bf16").args) == ({}, None)
+    assert moe_lora_flags(resolve("h200", moe_backend="marlin").args) == ({}, None)
+    own = spec.lora_config(resolve("h200", extra_args={"--moe-backend": "humming"}), {})
+    assert own.args["--moe-backend"] == "marlin"  # an impossible choice is replaced, with why
     c = arch_hf_config("nvfp4")
-    left_out = lora_buffers(c, 4, 32, target_modules=cfg.args["--lora-target-modules"])
-    assert left_out.bytes_by_part["routed experts"] == 0
-    assert left_out.gib == pytest.approx(lora_buffers(c, 4, 32).gib - 6.38, abs=0.01)
+    attention_only = lora_buffers(c, 4, 32, target_modules=["qkv_proj", "o_proj"])
+    assert set(k for k, v in attention_only.bytes_by_part.items() if v) == {"attention"}
+    no_experts = lora_buffers(c, 4, 32, target_modules=["qkv_proj", "o_proj", "in_proj", "out_proj",
+                                                        "up_proj", "down_proj", "embed_tokens", "lm_head"])  # fmt: skip
+    assert no_experts.gib == pytest.approx(lora_buffers(c, 4, 32).gib - 6.38, abs=0.01)
