@@ -54,7 +54,7 @@ from helpers.server import httpio
 from helpers.server.vllm_server import VLLMServer
 from helpers.weights.prepare import MODES
 from lab.bench.scenarios import Scenario
-from lab.synthetic_acceptance import describe
+from lab.synthetic_acceptance import describe, with_synthetic_acceptance
 from lab.tune import slo as slos
 from lab.tune.inputs import (  # noqa: F401 - the tuning step's names, in one place
     Candidate,
@@ -369,8 +369,9 @@ def tune(
                 continue
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
             # drafting on random weights: at a stated acceptance (an attached server of a
-            # weightless run was started with it: the candidate's weightless command says which)
-            point = describe(cand.served(mode) if url and mode == "weightless" else served)
+            # weightless run was started with it: the candidate's command says which)
+            weightless = url and mode == "weightless"
+            point = describe(with_synthetic_acceptance(cand.config) if weightless else served)
             record["acceptance"] = point.caption() if point else None
             cand_loads = _within_cap(loads, served, head, progress)
             steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)

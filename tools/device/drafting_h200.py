@@ -327,7 +327,8 @@ def _points(srv, name: str, out: Path, what: str) -> dict:
 
 
 def start_co_tenants(configs: dict, deadline: float, record: dict) -> dict:
-    """Start ``configs`` (``{name: served config}``) together on the one GPU and wait for each.
+    """Start ``configs`` (``{name: served config}``) together on the one GPU and wait for each,
+    at most until ``deadline`` (epoch seconds, ``time.time()``'s clock).
 
     Staggered by :data:`STAGGER_S`, and a server is not started while the host has less than
     :data:`HOST_FLOOR_GIB` free. Writes each server's ``command``, ``ready_s`` (seconds from

@@ -16,7 +16,7 @@
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES]] | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS...] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,12 +29,15 @@ start)
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
     if [ "${4:-}" = tune ]; then  # the tuning step's drafting part, co-tenant (tune_h200.py)
         shift 4
-        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( $deadline - \$(date +%s) )) $*"
+        extra=$(printf '%q ' "$@")  # tune_h200.py's own arguments, quoted for the chain's bash -c
+        # the budget left when the job starts, at least 1 s (0 would mean "no limit")
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( (left = $deadline - \$(date +%s)) > 1 ? left : 1 )) $extra"
     else
         # RELEASE:WAVES runs after WAVES, with the last RELEASE_S (default 540) of the budget
         first=$deadline; [ -n "${5:-}" ] && first=$(( deadline - ${RELEASE_S:-540} ))
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $first --waves ${4:-1,2}"
         if [ -n "${5:-}" ]; then  # RELEASE:WAVES next, in that release's stack (joined before)
+            case "$5" in *?:?*) ;; *) echo "RELEASE:WAVES, e.g. 0.34.0:6 (got '$5')"; exit 2 ;; esac
             rel=${5%%:*}
             [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
             run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${5#*:} --release $rel"

@@ -127,6 +127,8 @@ CO_TENANT_SLOTS = 4
 #: only when both fit the budget left, a candidate is measured only when its points do.
 CO_TENANT_START_S = 420.0
 CO_TENANT_MEASURE_S = 240.0
+#: Seconds kept after the last candidate for the final summary, plots and the device's collect.
+CO_TENANT_COLLECT_S = 90.0
 SLO = {"tpot_ms": 20, "ttft_ms": 2000}
 #: On the stand-in TPOT is no measurement (2 CPU cores stream in bursts): TTFT and E2EL instead.
 STANDIN_SLO = {"ttft_ms": 2000, "e2el_ms": 5000}
@@ -236,7 +238,9 @@ def co_tenant_order(names: list[str], only: list[str] | None) -> list[str]:
 def co_tenant_waves(
     names: list[str], specs_by_name: dict[str, dict], slots: int
 ) -> list[list[str]]:
-    """``names`` in order, packed into waves of at most ``slots`` (a BF16 candidate takes two)."""
+    """``names`` in order, packed into waves of at most ``slots`` servers started together (a
+    slot: one NVFP4 server's share of the GPU; a BF16 candidate, ``variant: bf16`` in
+    ``specs_by_name``, takes two)."""
     waves: list[list[str]] = [[]]
     used = 0
     for name in names:
@@ -253,7 +257,15 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     """The part's candidates in co-tenant waves (:data:`CO_TENANT_SLOTS`), each candidate
     measured by ``lab.tune.tune`` on its attached server; the recipe heads the first wave.
     Writes ``folder/co-tenant.json``: each server's command as started (the co-tenant flags
-    beside the candidate's), its ready time or error, and what was skipped for the budget."""
+    beside the candidate's), its ready time (s) or error, and what was skipped for the budget
+    (``args.budget_s``, device seconds from the script's start).
+
+    Returns:
+        The :class:`lab.tune.tune.TuneResult` of every candidate measured into ``folder`` (this
+        run's and an earlier one's), saved with its plots.
+
+    A candidate whose config, start or measurement fails is recorded and skipped; every server
+    of a wave is stopped before the next wave starts, also on an interrupt."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -285,25 +297,32 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
             )
             save()
             continue
+        wave_record: dict = {}
+        record["waves"].append(wave_record)
         configs = {}
         for n in wave:
-            cfg = cands[n].served(mode)
+            try:
+                cfg = cands[n].served(mode)
+            except Exception as e:  # noqa: BLE001 - recorded; the wave goes on without it
+                wave_record[n] = {"error": f"config: {e}"[:2000]}
+                continue
             configs[n] = (
                 cfg if args.stand_in else cfg.with_args(dict(co.CO_TENANT), **co.CO_TENANT_ENV)
             )
-        wave_record: dict = {}
-        record["waves"].append(wave_record)
         servers: dict = {}
         try:
             servers = co.start_co_tenants(configs, time.time() + left() - 60, wave_record)
             save()
             for n, srv in servers.items():
-                if left() < measure_s:
+                if left() < measure_s + (0 if args.stand_in else CO_TENANT_COLLECT_S):
                     wave_record[n]["measured"] = f"skipped: {left():.0f} s of budget left"
                     continue
                 t = time.monotonic()
-                tuning.tune(base, loads, slo, cand_specs, only=[n], include_recipe=True,
-                            servers={n: srv.base_url.removesuffix("/v1")}, **common)  # fmt: skip
+                try:
+                    tuning.tune(base, loads, slo, cand_specs, only=[n], include_recipe=True,
+                                servers={n: srv.base_url.removesuffix("/v1")}, **common)  # fmt: skip
+                except Exception as e:  # noqa: BLE001 - recorded; the next candidate runs
+                    wave_record[n]["error"] = f"tune: {type(e).__name__}: {e}"[:2000]
                 wave_record[n]["measured_s"] = round(time.monotonic() - t)
                 save()
         finally:
@@ -384,6 +403,8 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
     p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")
     args = p.parse_args(argv)
+    if args.co_tenant and not args.drafting:
+        p.error("--co-tenant serves the drafting part's candidates together: pass --drafting too")
     base = resolve("h200")
     grid = specs(GRID, releases=args.releases, stand_in=args.stand_in)
     c1 = specs(C1_CANDIDATES, base_moe="marlin", stand_in=args.stand_in)
