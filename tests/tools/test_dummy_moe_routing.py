@@ -28,9 +28,9 @@ def test_the_installed_vllms_dummy_fill_routes_every_token_to_the_same_experts()
     embed = torch.empty(512, hidden, dtype=torch.bfloat16)
     gate_w = torch.empty(experts, hidden, dtype=torch.bfloat16)
     bias = torch.empty(experts, dtype=torch.float32)
-    norm = torch.empty(hidden, dtype=torch.bfloat16)
-    for t in (embed, gate_w, bias, norm):
+    for t in (embed, gate_w, bias):
         initialize_single_dummy_weight(t)
+    norm = bench.installed_rmsnorm_weight(hidden, 1e-5, torch.bfloat16)  # vLLM's RMSNorm, filled
     assert float(norm.abs().max()) <= 1e-3  # 0.32.0 fills norms like any other weight
     tokens = embed[torch.arange(0, 512, 32)]  # 16 different tokens
     as_loaded = bench.route(tokens, norm, gate_w, bias, 1e-5, k)
