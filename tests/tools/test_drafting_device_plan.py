@@ -115,4 +115,4 @@ def test_wave_five_holds_moe_routing_equal_and_wave_six_on_another_release(capsy
     assert (
         plan.server_config(*plan.WAVE6["none-uniform"], weightless=False).vllm_version == "0.34.0"
     )
-    plan.RELEASE = None
+    # (each test loads its own copy of the script: the RELEASE set here goes with it)
