@@ -25,16 +25,15 @@ from helpers.bench.results import load_results
 from helpers.paths import REPO_ROOT
 from lab.bench.stats import compare, spread
 from lab.breakeven import break_even, plot_break_even, summary
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT
 
 #: Said under every table of a session whose manifest has no ``"routing": "uniform"``: the
 #: MoE routing of vLLM 0.32.0's dummy weights (benchmarks/dummy_moe_routing.py).
 DUMMY_ROUTING_NOTE = (
-    "**MoE routing on these dummy weights.** vLLM 0.32.0's dummy norm weights send every token "
-    "of a step to the same 6 of Lightning's 128 experts (`benchmarks/dummy_moe_routing.py`); a "
-    "trained router spreads them. A drafting step verifies K+1 tokens per request, so with real "
-    "routing it reads more expert weights than here, and these drafting ratios may be "
-    "optimistic, more at K=7 than at K=3 and at 16 requests than at 1. The next H200 session "
-    "measures them with vLLM's uniform routing simulation (`tools/device/README.md`)."
+    f"**MoE routing on these dummy weights.** {DUMMY_ROUTING}. A drafting step verifies K+1 "
+    "tokens per request, so with real routing it reads more expert weights than on 0.32.0's "
+    "dummy weights, and these drafting ratios may be optimistic, more at K=7 than at K=3 and "
+    f"at 16 requests than at 1; {MEASURED_NEXT}."
 )
 #: Ratios within this fraction of 1 are called a tie (one run per point).
 TIE = 0.05

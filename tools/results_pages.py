@@ -18,6 +18,7 @@ import pandas as pd
 
 from helpers.bench.results import load_results
 from helpers.paths import REPO_ROOT
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 
@@ -487,18 +488,12 @@ def _spread(values: pd.Series) -> float:
     return float((values.max() - values.min()) / values.median()) if len(values) > 1 else 0.0
 
 
-#: What the releases' dummy weights do to MoE routing (read in each wheel; the numbers from
-#: benchmarks/dummy_moe_routing.py): said on the page before any ratio.
+#: Said on the page before any ratio (tools.weightless_routing).
 ROUTING_NOTE = (
-    "**The releases' weightless rows above one request are not the same experiment.** vLLM "
-    "0.28.0 and 0.32.0 fill a dummy model's norm weights with uniform(-1e-3, 1e-3), so every "
-    "token of a step picks the same 6 of Lightning's 128 experts; 0.33.0 and 0.34.0 set them "
-    "to 1.0 (`model_executor/layers/layernorm.py:70`), and 16 / 64 / 256 tokens pick about 60 "
-    "/ 100 / 125 experts (`benchmarks/dummy_moe_routing.py`), as a trained router spreads them. "
-    "A step of many requests then reads several times the expert weights it reads on 0.32.0: "
-    "the prime suspect of 0.33.0's ratios at c = 16-64 below. Releases compare with routing "
-    "held equal (vLLM's `VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) in the next "
-    "H200 session (tools/device/README.md); c = 1 (6 experts on every release) compares now."
+    "**The releases' weightless rows above one request are not the same experiment.** "
+    f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
+    "it reads on 0.32.0: the prime suspect of 0.33.0's ratios at c = 16-64 below; "
+    f"{MEASURED_NEXT}. c = 1 (6 experts on every release) compares now."
 )
 
 

@@ -25,16 +25,16 @@ from helpers.paths import REPO_ROOT
 from lab.tune import noise
 from lab.tune import slo as slos
 from lab.tune.saved import load_tune_rows
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: Said when a point ran on a release whose dummy norms are random (vLLM before 0.33.0: every
 #: token of a step on the same experts, benchmarks/dummy_moe_routing.py).
 DUMMY_ROUTING_NOTE = (
-    ". Points on vLLM 0.32.0 and earlier ran on dummy weights that send every token of a step "
-    "to the same 6 of 128 experts (`benchmarks/dummy_moe_routing.py`; a trained router spreads "
-    "them): above one user such a step reads less expert weight than a trained model's, which "
-    "flatters throughput at high concurrency and the configurations whose experts weigh more "
-    "(BF16); the next H200 session measures it with vLLM's uniform routing simulation"
+    f". Points on vLLM 0.32.0 and earlier ran on such dummy weights: {DUMMY_ROUTING}; so above "
+    "one user such a step reads less expert weight than a trained model's, which flatters "
+    f"throughput at high concurrency and the configurations whose experts weigh more (BF16); "
+    f"{MEASURED_NEXT}"
 )
 
 
