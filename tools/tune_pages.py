@@ -73,6 +73,9 @@ GOALS = (
          f"within {slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
     Goal("long prompt", "tune-8k", "8K in / 256 out: the most output tokens/s per GPU within "
          f"{slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
+    Goal("agent", "agent", "agent sessions (a 5K shared system prompt and tools, 4 turns): the "
+         f"most output tokens/s per GPU within {slos.DEFAULT_SLO.describe()}", "goodput",
+         slo=slos.DEFAULT_SLO),
 )  # fmt: skip
 
 

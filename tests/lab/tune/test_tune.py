@@ -640,6 +640,27 @@ def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
     assert text is not None and DUMMY_ROUTING_NOTE not in text
 
 
+def test_the_agent_workload_gets_its_row_once_it_has_points(tmp_path):
+    """The measured-best table names the agent workload (the tuning step's drafting part
+    measures it): "not measured yet" until a committed file has its points, then its best
+    configuration within the SLO, from those points alone."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = seeds_only(tmp_path)
+    row = lambda text: next(ln for ln in text.splitlines() if ln.startswith("| agent"))  # noqa: E731
+    assert "not measured yet" in row(recommendation_markdown("h200", root))
+    path = root / "h200" / "tune" / "seed-vllm-0.32.0.json"
+    doc = json.loads(path.read_text())
+    for cand in doc["candidates"]:  # the file's 1K points relabelled as the agent workload
+        cand["points"] += [
+            {**pt, "workload": "agent"} for pt in cand["points"] if pt["workload"] == "tune-1k"
+        ]
+    doc["workloads"] = [*doc["workloads"], {**doc["workloads"][0], "name": "agent"}]
+    path.write_text(json.dumps(doc))
+    agent = row(recommendation_markdown("h200", root))
+    assert "not measured yet" not in agent and "seed-vllm-0.32.0.json" in agent
+
+
 def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
     the measured best changes; a workload gets a row once it has points. A faster point
