@@ -21,6 +21,16 @@ def _plan():
     return mod
 
 
+def _dry_run_commands(plan, capsys) -> dict[str, str]:
+    """``{"<wave> <server>": command}`` of the plan's dry run."""
+    assert plan.main(["--dry-run"]) == 0
+    commands = {}
+    for block in capsys.readouterr().out.split("\nwave ")[1:]:
+        head, _, command = block.partition("\n")
+        commands[head.split(":")[0]] = command
+    return commands
+
+
 def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     plan = _plan()
     assert plan.main(["--dry-run"]) == 0
@@ -38,12 +48,7 @@ def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
     #53912) is planned, not invented: MTP with and without async scheduling, on vLLM's default
     V2 runner and on the V1 runner where the race is, each measured at the break-even points."""
     plan = _plan()
-    assert plan.main(["--dry-run"]) == 0
-    out = capsys.readouterr().out
-    commands = {}
-    for block in out.split("\nwave ")[1:]:
-        head, _, command = block.partition("\n")
-        commands[head.split(":")[0]] = command
+    commands = _dry_run_commands(plan, capsys)
     assert set(plan.WAVE3) <= set(plan.BREAK_EVEN_ON)
     for name in plan.WAVE3:
         command = commands[f"3 {name}"]
@@ -95,12 +100,7 @@ def test_wave_five_holds_moe_routing_equal_and_wave_six_on_another_release(capsy
     routing simulation beside the recipe as loaded, MTP included; wave 6 repeats the baseline
     pair for ``--release``, each command checked against that release's flag table."""
     plan = _plan()
-    assert plan.main(["--dry-run"]) == 0
-    out = capsys.readouterr().out
-    commands = {}
-    for block in out.split("\nwave ")[1:]:
-        head, _, command = block.partition("\n")
-        commands[head.split(":")[0]] = command
+    commands = _dry_run_commands(plan, capsys)
     for wave, names in ((5, plan.WAVE5), (6, plan.WAVE6)):
         for name in names:
             uniform = (

@@ -192,6 +192,17 @@ def candidate_budget_s(part: str, args) -> float:
     return 0.0 if args.stand_in else CANDIDATE_S[part]
 
 
+def save_part(base, loads, slo, cand_specs, folder, common) -> tuning.TuneResult:
+    """Every candidate's saved points in ``folder`` collected (nothing measured), saved with
+    ``applies_to`` :data:`APPLIES_TO`, and one plot per workload that has points."""
+    result = tuning.tune(base, loads, slo, cand_specs, only=[], include_recipe=True, **common)
+    result.save(applies_to=APPLIES_TO)
+    for w in loads:
+        if not result.points.empty and w.name in set(result.points["workload"]):
+            result.plot(folder / f"{w.name}.png", workload=w.name)
+    return result
+
+
 def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) -> tuning.TuneResult:
     """Tune one candidate at a time, each only when its estimate fits the budget left."""
     start = time.monotonic()
@@ -216,11 +227,7 @@ def run_part(name, base, cand_specs, loads, folder, args, concurrencies=None) ->
             base, loads, slo, cand_specs, only=[cand], include_recipe=True,
             remeasure=[cand] if cand in args.remeasure else [], **common,
         )  # fmt: skip
-    result = tuning.tune(base, loads, slo, cand_specs, only=[], include_recipe=True, **common)
-    result.save(applies_to=APPLIES_TO)
-    for w in loads:
-        if not result.points.empty and w.name in set(result.points["workload"]):
-            result.plot(folder / f"{w.name}.png", workload=w.name)
+    result = save_part(base, loads, slo, cand_specs, folder, common)
     print(f"[{name}] {time.monotonic() - start:.0f} s\n{result.summary()}", flush=True)
     print(
         result.candidates[["candidate", "status", "points", "of", "reason"]].to_string(), flush=True
@@ -329,11 +336,7 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
             for srv in servers.values():
                 srv.stop()
             save()
-    result = tuning.tune(base, loads, slo, cand_specs, only=[], include_recipe=True, **common)
-    result.save(applies_to=APPLIES_TO)
-    for w in loads:
-        if not result.points.empty and w.name in set(result.points["workload"]):
-            result.plot(folder / f"{w.name}.png", workload=w.name)
+    result = save_part(base, loads, slo, cand_specs, folder, common)
     print(f"[co-tenant]\n{result.summary()}", flush=True)
     return result
 
