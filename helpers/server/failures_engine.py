@@ -465,7 +465,7 @@ def _spec_token_budget(m: re.Match[str], text: str, config: Any) -> Diagnosis:
 def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis:
     backend = (m.groupdict().get("backend") or "").strip()
     why = (m.groupdict().get("why") or "").strip()
-    gpu = (getattr(config, "gpu", None) or {}) if config is not None else {}
+    gpu = getattr(config, "gpu", None) or {}
     where = ""
     if gpu.get("name"):
         cc = gpu.get("compute_capability")
@@ -477,11 +477,8 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
         cause = f"the requested NVFP4 MoE backend {backend.lower()} cannot run{where} with {rel}{because}"
     else:
         cause = f"{rel} has no NVFP4 MoE kernel for this GPU{where}{because}"
-    notes = []
-    target = getattr(config, "target", None) if config is not None else None
-    for note in (getattr(config, "notes", None) or []) if config is not None else []:
-        if "MoE" in str(note) or "NVFP4" in str(note):
-            notes.append(str(note))
+    target, notes = getattr(config, "target", None), getattr(config, "notes", None) or []
+    notes = [str(n) for n in notes if "MoE" in str(n) or "NVFP4" in str(n)]
     first = re.split(r"(?<=\.)\s", notes[0])[0].rstrip(".") if notes else ""
     see = (
         f" (cookbook/recipe.yaml, target {target!r}: {first})"
@@ -493,6 +490,11 @@ def _nvfp4_no_moe_backend(m: re.Match[str], text: str, config: Any) -> Diagnosis
         "or serve the BF16 checkpoint (variant bf16), or install a vLLM release whose NVFP4 MoE "
         f"kernels cover this GPU{see}"
     )
+    if why.endswith("support LoRA"):  # modular_kernel.py is_supported_config, 0.32.0-0.34.0
+        fix = (
+            "--enable-lora builds every MoE layer for LoRA and only Marlin's NVFP4 experts take "
+            "it: add --moe-backend marlin (lab.adapters.check.moe_lora_flags), or drop --enable-lora"
+        )
     return Diagnosis("nvfp4_no_moe_backend", cause, fix, _line_of(m, text))
 
 

@@ -374,6 +374,21 @@ def test_nvfp4_without_moe_kernel_names_the_alternatives_and_the_target_notes():
     assert explicit.name == "nvfp4_no_moe_backend" and "flashinfer_cutlass" in explicit.cause
 
 
+def test_nvfp4_humming_under_lora_names_marlin_as_the_fix():
+    # vLLM 0.32.0-0.34.0: --enable-lora marks every MoE layer is_lora_enabled, and
+    # modular_kernel.py is_supported_config refuses a kernel without LoRA ("kernel does not
+    # support LoRA"); select_nvfp4_moe_backend raises it for an explicit --moe-backend
+    d = diagnose(
+        "ValueError: NvFp4 MoE backend 'HUMMING' does not support the deployment "
+        "configuration since kernel does not support LoRA.",
+        recipes.resolve("h200"),
+    )
+    assert d.name == "nvfp4_no_moe_backend" and "humming" in d.cause and "LoRA" in d.cause
+    assert "--moe-backend marlin" in d.fix and "--enable-lora" in d.fix
+    assert "release" not in d.fix  # not the missing-kernel advice: no release fixes this
+    _one_sentence(d)
+
+
 def test_disk_full_during_download_names_both_figures():
     # a full disk: huggingface_hub 2.4.0 file_download._check_disk_space
     d = diagnose(_log("disk_space"))
