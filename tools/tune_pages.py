@@ -25,7 +25,7 @@ from helpers.paths import REPO_ROOT
 from lab.tune import noise
 from lab.tune import slo as slos
 from lab.tune.saved import load_tune_rows
-from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT, uniform_routing
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: Said when a point ran on a release whose dummy norms are random (vLLM before 0.33.0: every
@@ -39,12 +39,16 @@ DUMMY_ROUTING_NOTE = (
 
 
 def _dummy_routing(rows: pd.DataFrame) -> bool:
-    """Whether any point ran on a release before 0.33.0 (dummy norms of +-1e-3)."""
+    """Whether any point ran on a release before 0.33.0 (dummy norms of +-1e-3) with its
+    routing as loaded (a command that exports the uniform routing simulation did not)."""
     from helpers.config.versions import parse_version
 
+    old = lambda r: (v := parse_version(str(r))) is not None and v < parse_version("0.33.0")  # noqa: E731
+    commands = rows["command"] if "command" in rows else pd.Series([None] * len(rows))
     return any(
-        (v := parse_version(str(r))) is not None and v < parse_version("0.33.0")
-        for r in rows["vllm_version"].dropna().unique()
+        old(r) and not uniform_routing(c)
+        for r, c in zip(rows["vllm_version"], commands, strict=True)
+        if r is not None and r == r
     )
 
 

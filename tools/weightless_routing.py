@@ -9,6 +9,19 @@ which adds what it means for its own table.
 
 from __future__ import annotations
 
+#: vLLM's uniform routing simulation (vllm/envs.py ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY``,
+#: ``RoutingSimulatorRouter`` in fused_moe/router/router_factory.py, 0.32.0-0.34.0): every
+#: token's top-k experts drawn uniformly at random, the same routing on every release.
+ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
+UNIFORM_ROUTING_ENV = {ROUTING_ENV: "uniform_random"}
+
+
+def uniform_routing(command: str | None) -> bool:
+    """Whether a saved ``vllm serve`` command (``ServeConfig.shell_command``: env exported
+    first) ran with :data:`UNIFORM_ROUTING_ENV`."""
+    return f"{ROUTING_ENV}=uniform_random" in (command or "")
+
+
 #: What vLLM's dummy weights do to Lightning's MoE routing, per release.
 DUMMY_ROUTING = (
     "vLLM 0.28.0 and 0.32.0 fill a dummy model's norm weights with uniform(-1e-3, 1e-3), so "

@@ -20,7 +20,7 @@ from lab.tune.saved import RECIPE
 #: Spec keys :func:`candidate` takes (a candidate given as a mapping).
 SPEC_KEYS = (
     "name", "variant", "speculative", "speculative_tokens", "moe_backend", "vllm_version",
-    "extra_args", "standin_args", "note",
+    "extra_args", "standin_args", "env", "note",
 )  # fmt: skip
 
 # --------------------------------------------------------------------------- candidates
@@ -83,6 +83,7 @@ def candidate(
     vllm_version: str | None = None,
     extra_args: Mapping[str, Any] | None = None,
     standin_args: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
     note: str = "",
 ) -> Candidate:
     """A candidate drawn from the registry around ``base`` (the target's resolved config).
@@ -99,6 +100,9 @@ def candidate(
             drafting mode's ``--speculative-config``); None keeps the registry's.
         extra_args: flags on top (``{"--max-num-seqs": 64}``; None removes a flag).
         standin_args: flags for the CPU stand-in instead of ``extra_args`` (see :class:`Candidate`).
+        env: environment variables the server starts with, on top of the target's (e.g. vLLM's
+            uniform routing simulation for weightless MoE timing); its command exports them. A
+            GPU setting: the CPU stand-in plays its own config with ``standin_args`` only.
         note: one line on why.
 
     Raises:
@@ -129,9 +133,11 @@ def candidate(
             )
         spec = {**cfg.speculative_config, "num_speculative_tokens": int(speculative_tokens)}
         cfg = cfg.with_args({"--speculative-config": spec})
+    if env:
+        cfg = cfg.with_args({}, **{str(k): str(v) for k, v in env.items()})
     chosen = {"variant": variant, "speculative": speculative, "moe_backend": moe_backend,
               "speculative_tokens": speculative_tokens, "vllm_version": vllm_version,
-              "extra_args": extra or None}  # fmt: skip
+              "extra_args": extra or None, "env": dict(env or {}) or None}  # fmt: skip
     standin = dict(standin_args) if standin_args is not None else None
     spec = {k: v for k, v in chosen.items() if v is not None}
     return Candidate(name, cfg, extra, standin, note, spec=spec)

@@ -70,6 +70,7 @@ sys.path.insert(0, str(REPO))
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from lab.synthetic_acceptance import describe, with_synthetic_acceptance
+from tools.weightless_routing import UNIFORM_ROUTING_ENV
 
 TARGET = "h200"
 #: Each co-tenant server's KV cache (bytes): 4 GiB holds 1.3 M tokens of this model's FP8 KV,
@@ -167,8 +168,7 @@ WAVE4: dict[str, tuple] = {
 #: uniformly random experts instead: the same routing on every release, and closer to a trained
 #: router's load-balanced spread. The recipe as loaded beside it with uniform routing, and MTP
 #: K=7 with uniform routing (does drafting's gain survive realistic routing?).
-ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
-UNIFORM_ROUTING = {"env": {ROUTING_ENV: "uniform_random"}}
+UNIFORM_ROUTING = {"env": UNIFORM_ROUTING_ENV}
 WAVE5: dict[str, tuple] = {
     "none-as-loaded": ("none", None, None, {}),
     "none-uniform": ("none", None, None, UNIFORM_ROUTING),

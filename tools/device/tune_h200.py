@@ -37,6 +37,12 @@ measured in turn while the others sit idle (:func:`run_co_tenant`), at the laten
 (``tune-1k``, concurrency 1) and the agent workload (4 and 16 sessions): what a 4 GiB cache
 holds. ``DIR/drafting/co-tenant.json`` has each server's command as started.
 
+``--routing uniform`` starts every server (the recipe's too) with vLLM's uniform routing
+simulation (``tools.weightless_routing.UNIFORM_ROUTING_ENV``): vLLM 0.32.0's dummy weights send
+every token of a step to the same 6 of 128 experts, a trained router spreads them; each saved
+command exports the variable, so the results pages know which points ran with it (a GPU
+setting: the stand-in rehearsal plays none of it, as it plays no MoE kernel flag).
+
 ``--stand-in`` runs the same control flow on the CPU stand-in with tiny settings: 16 in / 8
 out at concurrency 1 and 2, ``--max-num-seqs`` 64 / 256 played as 2 / 4, the GPU-only flags
 (MoE kernel, compilation and Mamba settings) not played.
@@ -59,6 +65,7 @@ from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
 from lab.bench import scenarios
 from lab.tune import tune as tuning
+from tools.weightless_routing import UNIFORM_ROUTING_ENV, uniform_routing
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
 GRID = [
@@ -351,8 +358,10 @@ def dry_run(base, grid, c1, drafting=()) -> None:
             parsed = tuning._same_release(c.config.vllm_version, installed)
             if parsed:
                 c.config.validate()
+            routing = "; uniform routing" if uniform_routing(c.config.shell_command()) else ""
             print(f"[{part}] {c.name}: {tuning.changes(c.config, base) or '(the recipe)'}; flags ok "
-                  f"(table {c.config.vllm_version}{', parser ' + str(installed) if parsed else ''})")  # fmt: skip
+                  f"(table {c.config.vllm_version}{', parser ' + str(installed) if parsed else ''})"
+                  f"{routing}")  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -402,6 +411,13 @@ def main(argv=None) -> int:
     p.add_argument(
         "--slo-search", type=int, default=2, help="bisection points of the SLO limit (0: none)"
     )
+    p.add_argument(
+        "--routing",
+        choices=("as-loaded", "uniform"),
+        default="as-loaded",
+        help="uniform: every server (the recipe too) routes MoE tokens with vLLM's uniform "
+        "routing simulation, as a trained router spreads them; each saved command exports it",
+    )
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
     p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")
@@ -414,6 +430,10 @@ def main(argv=None) -> int:
     drafting = specs(DRAFTING_CANDIDATES, stand_in=args.stand_in)
     if args.stand_in:  # the CPU build drafts none of these: the stand-in plays the recipe
         drafting = [{**d, "standin_args": {}} for d in drafting[:2]]
+    if args.routing == "uniform":  # the recipe is base itself; a candidate resolved anew: its spec
+        base = base.with_args({}, **UNIFORM_ROUTING_ENV)
+        grid, c1, drafting = ([{**s, "env": UNIFORM_ROUTING_ENV} for s in part]
+                              for part in (grid, c1, drafting))  # fmt: skip
     if args.stand_in:
         tiny = {"input_len": 16, "output_len": 8, "concurrencies": [1, 2], "num_prompts": 4}
         loads = [{"name": "tune-1k", **tiny}, {"name": "tune-8k", **tiny, "input_len": 64}]

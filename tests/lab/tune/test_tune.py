@@ -204,6 +204,22 @@ def test_a_candidate_the_registry_refuses_names_the_rule():
         tuning.candidate(resolve("h200"), "x", variant="bf16", speculative="dspark")
 
 
+def test_a_candidates_env_is_exported_by_its_command_and_kept_in_its_spec():
+    """``env`` (e.g. vLLM's uniform routing simulation): the candidate's server starts with it,
+    after the registry resolves the candidate anew (a BF16 candidate drops the base's env), and
+    its spec says so; the weightless launch keeps it."""
+    from tools.weightless_routing import UNIFORM_ROUTING_ENV, uniform_routing
+
+    base = resolve("h200")
+    bf16 = tuning.candidate(base, "bf16-u", variant="bf16", env=UNIFORM_ROUTING_ENV)
+    assert bf16.config.env["VLLM_MOE_ROUTING_SIMULATION_STRATEGY"] == "uniform_random"
+    assert uniform_routing(bf16.config.shell_command()) and bf16.spec["env"] == UNIFORM_ROUTING_ENV
+    plain = tuning.candidate(base, "bf16", variant="bf16")
+    assert not uniform_routing(plain.config.shell_command()) and "env" not in plain.spec
+    flags = tuning.candidate(base, "seqs", extra_args={"--max-num-seqs": 64}, env={"A": "1"})
+    assert flags.config.env["A"] == "1" and flags.config.args["--max-num-seqs"] == 64
+
+
 def test_the_default_grids():
     h200 = tuning.default_candidates(resolve("h200"))
     assert [s["name"] for s in h200] == ["marlin", "bf16", "max-num-seqs-64"]
@@ -638,6 +654,22 @@ def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
         )
     text = recommendation_markdown("h200", root)
     assert text is not None and DUMMY_ROUTING_NOTE not in text
+    # 0.32.0 points whose commands export the uniform routing simulation (tune_h200.py
+    # --routing uniform) ran with a trained router's spread: no note; one without it: the note
+    root = seeds_only(tmp_path / "uniform")
+    files = sorted((root / "h200" / "tune").glob("*.json"))
+    for path in files:
+        doc = json.loads(path.read_text())
+        for cand in doc["candidates"]:
+            cand["command"] = (
+                f"export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random\n{cand['command']}"
+            )
+        path.write_text(json.dumps(doc))
+    assert DUMMY_ROUTING_NOTE not in recommendation_markdown("h200", root)
+    doc = json.loads(files[0].read_text())
+    doc["candidates"][0]["command"] = doc["candidates"][0]["command"].split("\n", 1)[1]
+    files[0].write_text(json.dumps(doc))
+    assert DUMMY_ROUTING_NOTE in recommendation_markdown("h200", root)
 
 
 def test_the_agent_workload_gets_its_row_once_it_has_points(tmp_path):
@@ -819,6 +851,11 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
         "co-tenant waves: [['recipe', 'mtp-k7', 'dspark-k7', 'mtp-k3'], ['bf16-fp8', 'mtp-k1']]; "
         "concurrencies {'tune-1k': [1], 'agent': [4, 16]}" in said
     )
+    # --routing uniform: every candidate's command exports vLLM's uniform routing simulation
+    assert "uniform routing" not in said
+    assert tune_h200.main([*argv, "--routing", "uniform"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+    assert len(lines) > 6 and all(ln.endswith("; uniform routing") for ln in lines)
 
 
 def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
