@@ -128,16 +128,25 @@ BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slow
 
 
 def _routing_lines(manifest: dict) -> list[str]:
-    """:data:`DUMMY_ROUTING_NOTE` unless the manifest says ``"routing": "uniform"`` (every
-    server ran ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random``)."""
-    return [] if manifest.get("routing") == "uniform" else ["", DUMMY_ROUTING_NOTE]
+    """:data:`DUMMY_ROUTING_NOTE` unless every run ran with uniform routing
+    (``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random``): ``"routing": "uniform"`` on the
+    manifest (every server), or on each run of it."""
+    uniform = all(r.get("routing", manifest.get("routing")) == "uniform" for r in manifest["runs"])
+    return [] if uniform else ["", DUMMY_ROUTING_NOTE]
 
 
-def _drafting_lines(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
+def _reference(run: dict, base_name: str) -> str:
+    """The run a row's ratios and break-even are against: its ``versus`` (e.g. MTP with uniform
+    routing against the recipe with uniform routing), else the session's baseline."""
+    return run.get("versus") or base_name
+
+
+def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
     """``(lines, fits, result)`` for the session's drafting runs: where each acceptance comes
     from and the break-even lengths (``lines``), :func:`_fits`, and one
     :func:`lab.breakeven.break_even` table for all of them (its ``series`` column names the
-    fit; a fit of one length is through the origin)."""
+    fit; a fit of one length is through the origin; each against its runs' reference,
+    :func:`_reference`)."""
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     lines = ["", "Where each drafting row's acceptance comes from:", ""]
     lines += [f"- {r['label']}: {_caption(r)}." for r in drafting]
@@ -146,7 +155,8 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
     for name, rs, pts in fits:
         lengths = {r["synthetic_acceptance_length"] for r in rs}
         model = "line" if len(lengths) > 1 or len(rs[0].get("lengths", [1])) > 1 else "origin"
-        results.append(break_even(pts, base_all, model=model).assign(series=name))
+        ref = points[points["run"] == _reference(rs[0], base_name)]
+        results.append(break_even(pts, ref, model=model).assign(series=name))
     result = pd.concat(results, ignore_index=True)
     lines += ["", BREAK_EVEN_HEAD, ""]
     lines += [f"- {name}: {line}" for name, _, _ in fits
@@ -155,10 +165,9 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_all: pd.DataFrame):
 
 
 def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
-    """The output tokens/s table: a row per run, a column per concurrency of the baseline."""
-    base_all = points[points["run"] == base_name]
-    base = base_all.groupby("concurrency").mean(numeric_only=True)
-    concs = sorted(int(c) for c in base.index)
+    """The output tokens/s table: a row per run, a column per concurrency of the baseline;
+    a row's ratio is to the baseline, or to its ``versus`` run (named in the cell)."""
+    concs = sorted(int(c) for c in points.loc[points["run"] == base_name, "concurrency"].unique())
     repeated = int(points.groupby(["run", "concurrency"]).size().max()) > 1
     lines = []
     head = (
@@ -183,9 +192,11 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
             v = float(here["output_throughput"].mean())
             lo, hi = here["output_throughput"].min(), here["output_throughput"].max()
             text = f"{v:,.0f}" + (f" [{lo:,.0f}-{hi:,.0f}]" if len(here) > 1 else "")
+            ref_name = _reference(run, base_name)
             if name != base_name:
-                ref = base_all[base_all["concurrency"] == c]
-                text += f" ({_ratio(v, float(base.loc[c, 'output_throughput']), here, ref)})"
+                ref = points[(points["run"] == ref_name) & (points["concurrency"] == c)]
+                vs = "" if ref_name == base_name else f" of {runs[ref_name]['label']}"
+                text += f" ({_ratio(v, float(ref['output_throughput'].mean()), here, ref)}{vs})"
             cells.append(text)
         acc = (
             df["spec_decode_acceptance_length"]
@@ -203,27 +214,30 @@ def drafting_markdown(session: Path, *, plot: bool = False) -> str:
 
     A point measured more than once (a sweep point and its repeats) shows the mean of its
     runs with their range; ratios are of means. The manifest may add, per run, ``fit`` (runs
-    of one K at several acceptance lengths fitted as one line), and ``agent`` (a table of the
+    of one K at several acceptance lengths fitted as one line), ``versus`` (the run its ratios
+    and break-even are against instead of the baseline) and ``routing: uniform`` (it ran vLLM's
+    uniform routing simulation; on the manifest: every run did), and ``agent`` (a table of the
     agent workload: ``title``, ``about``, ``runs`` of ``folder`` and ``label``) and
     ``notes`` (paragraphs after the break-even lines)."""
     manifest, points = load_session(session)
     runs = {r["folder"]: r for r in manifest["runs"]}
     base_name = manifest["baseline"]
-    base_all = points[points["run"] == base_name]
     lines = [f"# {manifest['title']}", "", manifest["about"], ""]
     lines += _table(runs, points, base_name)
     lines += _routing_lines(manifest)
     drafting = [r for r in runs.values() if r.get("num_speculative_tokens")]
     if drafting:
-        said, fits, result = _drafting_lines(runs, points, base_all)
+        said, fits, result = _drafting_lines(runs, points, base_name)
         lines += said
-        if plot:
-            series = pd.concat(
-                [pts.assign(series=name) for name, _, pts in fits], ignore_index=True
-            )
+        if plot:  # the fits against the first fit's reference: one baseline band a panel
+            ref = _reference(fits[0][1][0], base_name)
+            shown = [f for f in fits if _reference(f[1][0], base_name) == ref]
+            series = pd.concat([pts.assign(series=n) for n, _, pts in shown], ignore_index=True)
             plot_break_even(
-                series, base_all, result, session / PLOT, caption=_plot_caption(drafting)
-            )
+                series, points[points["run"] == ref],
+                result[result["series"].isin([n for n, _, _ in shown])], session / PLOT,
+                caption=_plot_caption([r for _, rs, _ in shown for r in rs]),
+            )  # fmt: skip
         lines += ["", f"![break-even acceptance length]({PLOT})"]
     for note in manifest.get("notes", []):
         lines += ["", note]
@@ -257,7 +271,6 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
     session = sessions[-1]
     manifest, points = load_session(session)
     runs = {r["folder"]: r for r in manifest["runs"]}
-    base_all = points[points["run"] == manifest["baseline"]]
     link = f"../docs/results/{session.relative_to(root).as_posix()}/README.md"
     elsewhere = manifest["measured_on"] != target
     lines = [f"**Drafting, measured** ([{session.name}]({link}): {manifest['summary']})"
@@ -265,7 +278,7 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
                 "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
     lines += _table(runs, points, manifest["baseline"])
     lines += _routing_lines(manifest)
-    lines += _drafting_lines(runs, points, base_all)[0]
+    lines += _drafting_lines(runs, points, manifest["baseline"])[0]
     return "\n".join(lines)
 
 

@@ -88,3 +88,40 @@ def test_a_session_on_dummy_routing_says_so_and_one_with_uniform_routing_does_no
     manifest = json.loads((session / "runs.json").read_text())
     (session / "runs.json").write_text(json.dumps({**manifest, "routing": "uniform"}))
     assert "MoE routing on these dummy weights" not in drafting_markdown(session)
+    # per run: the note stays while one run routed as loaded, goes when each run says uniform
+    runs = [{**r, "routing": "uniform"} for r in manifest["runs"]]
+    (session / "runs.json").write_text(json.dumps({**manifest, "runs": runs[:-1] + manifest["runs"][-1:]}))  # fmt: skip
+    assert "MoE routing on these dummy weights" in drafting_markdown(session)
+    (session / "runs.json").write_text(json.dumps({**manifest, "runs": runs}))
+    assert "MoE routing on these dummy weights" not in drafting_markdown(session)
+
+
+def test_a_row_with_versus_is_compared_with_that_run_and_its_break_even_too(tmp_path):
+    """A routing session pairs rows other than with the baseline (MTP with uniform routing
+    against the recipe with uniform routing; a release against another at equal routing):
+    ``versus`` names the run a row's ratios and its break-even fit are against."""
+    session = tmp_path / "drafting-v"
+    shutil.copytree(next(s for s in SESSIONS if s.name == "drafting-2026-12-05"), session)
+    manifest = json.loads((session / "runs.json").read_text())
+    runs = {r["folder"]: r for r in manifest["runs"]}
+    before = drafting_markdown(session)
+    row = next(ln for ln in before.splitlines() if ln.startswith("| + DSpark K=7 |"))
+    assert "(2.76x)" in row  # against the recipe, no drafting
+    runs["dspark"]["versus"] = "mtp"  # DSpark K=7 against MTP K=7 (587 vs 414 at c=1)
+    (session / "runs.json").write_text(json.dumps({**manifest, "runs": list(runs.values())}))
+    page = drafting_markdown(session, plot=True)
+    row = next(ln for ln in page.splitlines() if ln.startswith("| + DSpark K=7 |"))
+    assert "587 [553-618] (1.42x of + MTP K=7)" in row
+
+    # its break-even is against MTP's speed now: a higher L than against no drafting
+    def dspark_c1(text):
+        line = next(
+            ln for ln in text.splitlines() if ln.startswith("- DSpark K=7: K=7 at concurrency 1")
+        )
+        return float(line.split("L = ")[1].split()[0].rstrip(",;:"))
+
+    assert dspark_c1(page) > dspark_c1(before)
+    # the others keep the session's baseline; the plot shows the fits of one reference
+    assert (
+        "| + MTP K=7 | 414 [373-449] (1.95x) |" in page and (session / "break-even.png").is_file()
+    )
