@@ -48,13 +48,13 @@ moe_backend: "Optional[str]" = None  # None keeps the recipe's --moe-backend; e.
 extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-model-len": 8192}; a None value removes a flag
 startup_timeout: float = 1800  # seconds to wait for /health (cold on an H200: 190-260 s; BF16 on FlashInfer's CUTLASS MoE first builds its kernels: ~510 s on vLLM 0.28.0, ~30 min on 0.32.0)
 server_url: "Optional[str]" = None  # attach to an already running vLLM server instead of launching one
-max_tokens: "Optional[int]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
-temperature: "Optional[float]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
+max_tokens: "Optional[PositiveInt]" = None  # per chat request (reasoning counts too); None means 16000 on a GPU (seeds 001/004), 256 weightless, 1024 on the stand-in
+temperature: "Optional[NonNegativeFloat]" = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
 top_p: "Optional[float]" = None  # None means 0.95 on a GPU (seed 004) and 1.0 on the stand-in
-bench_concurrencies: "Optional[list[int]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU; [] skips the benchmark
-bench_input_len: "Optional[int]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
-bench_output_len: "Optional[int]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
-quality: "Optional[dict]" = None  # steps 10 and 12: {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (weightless 50, the stand-in's 16), budgets off / 1024 / no cap (weightless: off / 64 / no cap; stand-in: off / 8 / no cap; a cap stays below max_tokens), no comparison; {"items": 0} skips them
+bench_concurrencies: "Optional[list[PositiveInt]]" = None  # a list of concurrencies; None means 1 2 4 on the stand-in and 1 16 64 256 on a GPU; [] skips the benchmark
+bench_input_len: "Optional[PositiveInt]" = None  # tokens per prompt; None means 64 on the stand-in and 1024 on a GPU
+bench_output_len: "Optional[PositiveInt]" = None  # tokens per answer; None means 32 on the stand-in and 256 on a GPU
+quality: "Optional[dict]" = None  # step 10: {"items": N}; None means 200 items on a GPU (weightless 50, the stand-in's 16); {"items": 0} skips it; the budget curve ("budgets") and a paired second configuration ("compare") run in quality.ipynb
 
 # %% [markdown]
 # ## 1. Set up: the helpers, the deployment, this machine, the right vLLM
@@ -336,7 +336,7 @@ if srv.serves("tool_calling", needed_by="parallel tool calls"):
 # `vllm bench serve`, vLLM's load generator, runs one point per concurrency (warm-up, its own
 # seed, one JSON each): output and per-user tokens/s, TTFT and TPOT (median, p99), failures.
 #
-# **Expected:** a progress bar that ends at 100 %, a table with one row per concurrency and
+# **Expected:** a progress bar that ends at 100 %, a table with one run per concurrency and
 # no failures, and two plots.{% if stand_in %} On 2 CPU cores per-token timings are no
 # measurement: the table says so.{% endif %}
 {%- if measured %}
@@ -361,6 +361,9 @@ else:
                     label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
                     + srv.run.tag)
     display(results_table(results, run=srv))
+    print("One run per point: " + ("on shared CPU cores one point's runs differ by tens of percent"
+          if srv.run.stand_in else "read a gap under about 5 % as noise (docs/results/README.md)")
+          + "; tuning.ipynb repeats the points that decide.")
     plot_sweep(results, cfg, run=srv)
 
 # %% [markdown]

@@ -87,15 +87,26 @@ class _ServerLines:
     ``[vllm ...]`` lines (server start-up phases and heartbeats) to the terminal."""
 
     def __init__(self, progress: _Progress):
-        self.progress, self.buf = progress, ""
+        self.progress, self.buf, self.heading = progress, "", None
 
     def write(self, text: str) -> None:
-        # a phase line updated in place (\r) shows each update on a line of its own here
+        # a phase line updated in place (\r) shows each update on a line of its own here; a
+        # heading ("...:") is said only with its "  - " items (the launch's differences), so a
+        # heading whose body is a multi-line command is left to the notebook
         self.buf += text
         *lines, self.buf = re.split(r"[\r\n]", self.buf)
         for line in lines:
             if line.startswith("[vllm"):
-                self.progress.say("  " + line.strip())
+                self.heading = line.strip() if line.rstrip().endswith(":") else None
+                if self.heading is None:
+                    self.progress.say("  " + line.strip())
+            elif self.heading is not None and line.startswith("  - "):
+                if self.heading:
+                    self.progress.say("  " + self.heading)
+                    self.heading = ""
+                self.progress.say("  " + line.rstrip())
+            elif line.strip():
+                self.heading = None
 
     def flush(self) -> None:
         pass
@@ -346,10 +357,16 @@ def kernel_config(folder: Path | None = None):
 def _pin_output_folder() -> None:
     """A relative ``COOKBOOK_OUT`` becomes absolute (against this process's folder) before the
     kernel inherits it: the kernel runs in the notebook's folder, where the same relative path
-    would name another folder (:func:`helpers.paths.out_dir` does the same in-process)."""
+    would name another folder (:func:`helpers.paths.out_dir` does the same in-process); unset,
+    it is set to the default (``out/``), which a notebook's own default (the workshop's
+    ``out_folder``, for Colab) would otherwise replace with a folder beside the notebook."""
     value = os.environ.get("COOKBOOK_OUT")
     if value and not Path(value).expanduser().is_absolute():
         os.environ["COOKBOOK_OUT"] = str((Path.cwd() / Path(value).expanduser()).resolve())
+    elif not value:  # named, so a notebook with a folder of its own (the workshop's) uses out/ too
+        from helpers.paths import out_dir
+
+        os.environ["COOKBOOK_OUT"] = str(out_dir())
 
 
 #: Environment variables a shared kernel (tests/support/shared_kernel.py) takes from its caller before

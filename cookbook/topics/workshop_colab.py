@@ -137,12 +137,14 @@ print("serving:", serve_cfg.model)
 #
 # `launch_server` starts `vllm serve` in its own process group (never `!vllm serve &`), follows
 # its log to show start-up progress, and waits for `/health` with a deadline, failing at once
-# with the log tail if the process dies.
+# with the log tail if the process dies. It prints the command as launched and how it differs
+# from step 4's, and why.
 
 # %%
+from helpers.config.run import Run
 from helpers.server.launch import launch_server
 
-srv = launch_server(serve_cfg)
+srv = launch_server(Run("stand_in", target=cfg, served=serve_cfg))
 llm, model = srv.client(), srv.model_name
 print("base_url:", srv.base_url)
 

@@ -203,8 +203,8 @@ def plot_sweep(
     """A notebook's two figures of one sweep: :func:`pareto` and :func:`latency_vs_concurrency`,
     saved as ``<folder>/<target>[-standin]-{pareto,latency}.png``. On the stand-in (tokens
     arrive in bursts on 2 shared cores, so 1000 / TPOT is no measurement) the axes are end-to-end
-    per-user speed, whole-server output tokens/s, TTFT and E2EL. The subtitle names the installed
-    vLLM, or an attached server's configured release ("not checked").
+    per-user speed, whole-server output tokens/s, TTFT and E2EL. The subtitle says one run per
+    point and names the installed vLLM, or an attached server's release ("not checked").
 
     Args:
         results: the DataFrame of :func:`helpers.bench.sweep.sweep`.
@@ -228,7 +228,7 @@ def plot_sweep(
     version = (
         f"{cfg.vllm_version} (attached; not checked)" if attached else installed_vllm_version()
     )
-    shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "")
+    shown_as = cfg.label + (" (CPU stand-in)" if stand_in else "") + ", one run per point"
     x = "e2e_tokens_per_s_per_user" if stand_in else "tokens_per_s_per_user"
     paths = [figs / f"{tag}-pareto.png", figs / f"{tag}-latency.png"]
     common = {"target": shown_as, "variant": cfg.variant, "vllm_version": version}

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import NonNegativeFloat, PositiveInt, TypeAdapter, ValidationError
 
 from helpers.config.load import shared_registry
 from helpers.config.schema import _closest
@@ -20,6 +20,7 @@ from helpers.errors import CookbookError
 #: The names a parameters cell's annotation strings may use (evaluated with no builtins).
 _NAMES = {"Optional": Optional, "List": list, "list": list, "dict": dict, "None": None}
 _NAMES.update({t.__name__: t for t in (str, int, float, bool)})
+_NAMES.update(PositiveInt=PositiveInt, NonNegativeFloat=NonNegativeFloat)  # bounds said early
 
 
 def _type_error(value: Any, annotation: Any) -> str | None:
@@ -43,7 +44,7 @@ def _example(name: str, annotation: str) -> str:
     """How to pass a right value: the cookbook's runner (``python -m tools.notebooks run``,
     ``make quickstart``) and papermill both take ``-p NAME VALUE``; a list needs papermill's
     ``-y``."""
-    text = annotation.replace(" ", "")
+    text = annotation.replace(" ", "").replace("PositiveInt", "int").replace("NonNegativeF", "f")
     if "list[int]" in text:
         return (
             f"-p {name} '[1, 2, 4]' (python -m tools.notebooks run; papermill: -y "
@@ -66,7 +67,8 @@ def check_parameters(declared: Mapping[str, Any], **values: Any) -> None:
     by name. The declarations are the cell's annotations (``name:
     "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
     strict mode (``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``dict``,
-    ``Optional[X]``, ``X | Y``; bool is not an int). A ``quality`` parameter is also checked key by
+    ``Optional[X]``, ``X | Y``, pydantic's ``PositiveInt`` and ``NonNegativeFloat``; bool is
+    not an int). A ``quality`` parameter is also checked key by
     key (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:
@@ -94,7 +96,7 @@ def check_parameters(declared: Mapping[str, Any], **values: Any) -> None:
                 f"cell declares {ann} ({why}): pass e.g. {_example(name, ann)}"
             )
     if bad:
-        raise CookbookError("Notebook parameter of the wrong type: " + "; ".join(bad) + ".")
+        raise CookbookError(f"Notebook parameter of the wrong type or range: {'; '.join(bad)}.")
     target = values.get("target")
     if "quality" in values and isinstance(target, str):
         targets = shared_registry().targets
@@ -102,7 +104,7 @@ def check_parameters(declared: Mapping[str, Any], **values: Any) -> None:
         check_quality(values["quality"], target, values.get("variant") or default)
 
 
-#: The keys of a notebook's ``quality`` parameter (steps 10 and 12) and of its ``compare``.
+#: The keys of a notebook's ``quality`` parameter (quality.ipynb; step 10's) and its ``compare``.
 QUALITY_KEYS = ("items", "budgets", "compare")
 COMPARE_KEYS = ("variant", "extra_args")
 

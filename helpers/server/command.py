@@ -179,11 +179,11 @@ _KIND |= dict.fromkeys(CACHE_VARS, "launcher")
 def launch_changes(
     intended: Any, argv: Sequence[str], exports: Mapping[str, str], mode: str
 ) -> list[str]:
-    """How a launch differs from ``intended.shell_command()`` (the command step 1 prints): one
+    """How a launch differs from ``intended.shell_command()`` (the target's command): one
     line per reason, naming what it drops, adds and changes (flags, model, environment).
 
     Args:
-        intended: the target's :class:`~helpers.config.serveconfig.ServeConfig` (step 1's; a
+        intended: the target's :class:`~helpers.config.serveconfig.ServeConfig` (printed; a
             config without ``serve_argv()`` gets ``[]``).
         argv: the argv launched (:func:`launch_argv`); exports: :func:`launched_exports`.
         mode: the run's weights: ``"download"``, ``"weightless"`` or ``"stand_in"``.
@@ -210,7 +210,7 @@ def launch_changes(
         what = _KIND.get(key) or ((mode, "model") if key in ("model", "--revision") else mode)
         parts = groups.setdefault(_WHY.get(what) or _WHY[mode], [[], [], []])
         parts[0 if b is None else 1 if a is None else 2].append(
-            text + (f" (step 1: {a})" if a is not None and b is not None else "")
+            text + (f" (target: {a})" if a is not None and b is not None else "")
         )
     for why, parts in groups.items():
         said = [w + ", ".join(p) for w, p in zip(("drops ", "adds ", ""), parts, strict=True) if p]

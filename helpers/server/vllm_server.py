@@ -349,7 +349,7 @@ class VLLMServer(ServerEndpoint):
                 f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}\n"
                 "[vllm] the command, as launched (a shell of this environment starts the same "
                 f"server with it):\n{self.launched_command()}",
-                *(["[vllm] how it differs from step 1's command, and why:"] if changes else []),
+                *(["[vllm] how it differs from the target's command, and why:"] if changes else []),
                 *(f"  - {line}" for line in changes),
                 sep="\n",
                 flush=True,

@@ -49,10 +49,8 @@ def prepare(
         ValueError: ``max_tokens`` is not a whole number >= 1; ``server_url`` not ``http(s)://``.
     """
     if unknown:
-        what = ", ".join(sorted(unknown))
-        raise TypeError(
-            f"prepare: {what} is not a run parameter; pass {', '.join(RUN_PARAMETERS)}."
-        )
+        raise TypeError(f"prepare: {', '.join(sorted(unknown))} is not a run parameter; "
+                        f"pass {', '.join(RUN_PARAMETERS)}.")  # fmt: skip
     for name, flag in (("stand_in", stand_in), ("weightless", weightless)):
         if not isinstance(flag, bool):
             raise TypeError(f"prepare: `{name}` must be True or False; got {flag!r:.60}.")
@@ -63,6 +61,8 @@ def prepare(
         err = ValueError if isinstance(server_url, str) else TypeError
         raise err(f"prepare: `server_url` must be a URL like 'http://127.0.0.1:8000' (or None "
                   f"to launch one); got {server_url!r:.60}.")  # fmt: skip
+    if stand_in and weightless:  # say it: a rehearsal that looks weightless but is not
+        print("weightless=True is not played: stand_in=True serves the CPU stand-in instead")
     weights = "stand_in" if stand_in else "weightless" if weightless else "download"
     return Run(weights, server_url or None, max_tokens, cfg)
 

@@ -393,6 +393,8 @@ def tune(
                     else VLLMServer(served, progress=progress, **(
                         {"startup_timeout": startup_timeout} if startup_timeout else {}))
                 )  # fmt: skip
+                # its launch line says how it differs from the candidate's command
+                srv.run = dataclasses.replace(srv.run, target=cand.config)
             try:
                 if not url:
                     try:

@@ -135,8 +135,8 @@ def test_quickstart_runs_end_to_end(capsys, tmp_path, monkeypatch):
     # the command as launched (a `vllm serve` line a shell pastes), then what it changes from
     # step 1's command, each with its reason
     assert re.search(r"^\S*/vllm serve \S*/models/standin-\w+ \\$", launch, re.M), launch
-    assert "[vllm] how it differs from step 1's command, and why:" in launch
-    assert "(step 1: nvidia/" in launch and ": the CPU stand-in" in launch
+    assert "[vllm] how it differs from the target's command, and why:" in launch
+    assert "(target: nvidia/" in launch and ": the CPU stand-in" in launch
     # the terminal saw each section as it started, the server's phases, and the copy's path
     said = capsys.readouterr().out
     assert re.search(r"\[\s*\d+ s\] 2\. Launch the server", said)
@@ -233,6 +233,38 @@ def test_each_talk_step_shows_the_sdk_call_it_exercises(path):
     code = "\n".join(steps.values())
     for gone in ("chat(llm", "stream_chat(", "run_tool_loop(", "ChatOptions"):
         assert gone not in code, f"{path.name}: {gone} sends the request for the user"
+
+
+#: A topic notebook's talk steps and what their cells must show: each SDK's own call (the
+#: OpenAI SDK's chat completions and Responses, the Anthropic SDK's Messages), then the checker
+#: of its reply.
+TOPIC_SDK_CALLS = {
+    "agents": {
+        "2. A JSON-schema answer, validated": (
+            "llm.chat.completions.create(", "extra_body=", '"structured_outputs"',
+            '"enable_thinking"', '"stream": True', "check_reply(", "Capital.model_validate_json(",
+            "check_structured(",
+        ),
+        "3. The same turn on the Responses and Messages APIs": (
+            "llm.chat.completions.create(", "llm.responses.create(", "claude_style.messages.create(",
+            "check_reply(", "check_responses_reply(", "check_messages_reply(",
+        ),
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stem", sorted(TOPIC_SDK_CALLS))
+def test_each_topic_talk_step_shows_the_sdk_call_it_exercises(stem):
+    """As for the target notebooks: the request in the cell, a helper only checks the reply
+    (the agents notebook's steps 2-3 once sent theirs through structured_chat / responses_chat /
+    messages_chat)."""
+    steps = step_code(REPO_ROOT / "notebooks" / f"{stem}.ipynb")
+    for step, needles in TOPIC_SDK_CALLS[stem].items():
+        assert step in steps, f"{stem}.ipynb: no step {step!r}"
+        missing = [n for n in needles if n not in steps[step]]
+        assert missing == [], f"{stem}.ipynb step {step!r} does not show {missing}"
+        for sender in ("structured_chat(", "responses_chat(", "messages_chat("):
+            assert sender not in steps[step], f"{stem}.ipynb step {step!r}: {sender} sends it"
 
 
 #: The target notebook whose CI run executes the short accuracy step (on two items: the

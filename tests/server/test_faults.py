@@ -409,6 +409,17 @@ def test_check_parameters_reads_the_declared_types():
         CookbookError, match=r"declares Optional\[list\[int\]\] \(Input should be a valid integer\)"
     ):
         check_parameters(declared, **{**ok, "xs": [1, "2"]})
+    # pydantic's bounds by name (a concurrency of 0, a negative temperature), with an example
+    bounded = {"c": "Optional[list[PositiveInt]]", "temp": "Optional[NonNegativeFloat]"}
+    check_parameters(bounded, c=[1, 16], temp=0)
+    with pytest.raises(
+        CookbookError, match=r"c = \[1, 0\] .* \(Input should be greater than 0\).*'\[1, 2, 4\]'"
+    ):
+        check_parameters(bounded, c=[1, 0], temp=None)
+    with pytest.raises(
+        CookbookError, match=r"temp = -0.5 .*greater than or equal to 0.*-p temp 0.5"
+    ):
+        check_parameters(bounded, c=None, temp=-0.5)
     # what it checks is named: a parameter left out, or one the cell does not declare, is refused
     without_n = {k: v for k, v in ok.items() if k != "n"}
     with pytest.raises(CookbookError, match=r"none undeclared, n not passed: .*\(n, xs, flag"):
@@ -427,14 +438,15 @@ def test_notebook_parameter_of_the_wrong_type_fails_at_once():
     with pytest.raises(CookbookError) as err:
         notebooks.run_notebook(
             "notebooks/quickstart_cpu_standin.ipynb",
-            {"bench_concurrencies": "abc", "install": False},
+            {"bench_concurrencies": [0], "temperature": -1.0, "install": False},
             timeout=120,
         )
-    text = str(err.value)
+    text = str(err.value)  # a range, not only a type: before the launch, not at step 9
     assert (
-        "bench_concurrencies = 'abc' (str), but the parameters cell declares Optional[list[int]]"
-        in text
+        "bench_concurrencies = [0] (list), but the parameters cell declares "
+        "Optional[list[PositiveInt]] (Input should be greater than 0)" in text
     )
+    assert "temperature = -1.0 (float)" in text and "pass e.g. -p temperature 0.5" in text
     first_code = [
         c
         for c in json.loads(Path("notebooks/quickstart_cpu_standin.ipynb").read_text())["cells"]

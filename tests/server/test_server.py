@@ -231,16 +231,16 @@ def test_a_launch_names_each_difference_from_the_targets_command_with_its_reason
     assert said[0].startswith("vllm is ") and "console script" in said[0]
     model, flags, where, launcher = said[1:]
     assert model.startswith(
-        f"drops --revision {h100.revision}; model /models/standin (step 1: {h100.model}): the CPU stand-in"
+        f"drops --revision {h100.revision}; model /models/standin (target: {h100.model}): the CPU stand-in"
     )
     assert "drops --mamba-backend flashinfer, " in flags and "--kv-cache-dtype fp8" in flags
     assert (
         "adds --max-model-len 2048, --no-enable-prefix-caching, --enforce-eager, VLLM_CPU_KVCACHE_SPACE=1"
         in flags
     )
-    assert "--max-num-seqs 4 (step 1: 256)" in flags and flags.endswith("sizes on a CPU")
+    assert "--max-num-seqs 4 (target: 256)" in flags and flags.endswith("sizes on a CPU")
     assert where.startswith(
-        "--host 127.0.0.1 (step 1: 0.0.0.0), --port 4321 (step 1: 8000): this notebook's own server"
+        "--host 127.0.0.1 (target: 0.0.0.0), --port 4321 (target: 8000): this notebook's own server"
     )
     assert launcher.startswith("adds VLLM_CACHE_ROOT=/c/vllm: the launcher's")
     # weightless: the architecture folder and --load-format dummy; a config without a `vllm

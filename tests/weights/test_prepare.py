@@ -14,11 +14,14 @@ from helpers.errors import CookbookError
 from helpers.weights import prepare
 
 
-def test_the_notebook_parameters_pick_the_mode():
+def test_the_notebook_parameters_pick_the_mode(capsys):
     cfg = recipes.resolve("h100")
     assert prepare.prepare(cfg).mode == "download"
     assert prepare.prepare(cfg, weightless=True).mode == "weightless"
+    assert capsys.readouterr().out == ""
+    # the stand-in wins, and says that weightless is not played
     assert prepare.prepare(cfg, stand_in=True, weightless=True).mode == "stand_in"
+    assert "weightless=True is not played" in capsys.readouterr().out
     assert prepare.prepare(cfg, stand_in=True, server_url="http://127.0.0.1:8000").mode == "attach"
     assert set(prepare.MODES) == {"download", "weightless", "stand_in", "attach"}
 
