@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from helpers.config.schema import _closest
 from helpers.errors import FlagError
 from helpers.paths import REPO_ROOT
 
@@ -100,7 +101,8 @@ def check_argv(
         base, dot, sub = name.partition(".")
         opt = opts.get(base) or opts.get(base.replace("_", "-"))
         if opt is None:
-            problems.append(f"{base} does not exist in vLLM {version}")
+            # a typo's letters, not another release's flag (--max-num-active-seqs: 0.8)
+            problems.append(f"{base} does not exist in vLLM {version}{_closest(base, opts, 0.85)}")
             continue
         value = inline if eq else None
         if (
@@ -260,9 +262,7 @@ def check_config(
     found = {r: served_argvs(r, t) for r, t in texts.items()}
     if version == "nightly":
         if not quiet:
-            print(
-                "flag table: none for a nightly; the installed vLLM's parser checks the flags at launch"
-            )
+            print("flag table: none for a nightly; vLLM's own parser checks them at launch")
         return found
     table = load_table(version)
     where: dict[str, list[str]] = {}
@@ -277,7 +277,7 @@ def check_config(
             f"docs/results/flags/vllm-{version}.json): "
             + "; ".join(f"{p} ({', '.join(rs)})" for p, rs in sorted(where.items()))
             + ". Select a release that has them (vllm_version=...), or change the flag in "
-            "cookbook/recipe.yaml / extra_args.",
+            "cookbook/recipe.yaml, or a notebook's extra_args / moe_backend parameter.",
             flags=flags,
         )
     if not quiet:

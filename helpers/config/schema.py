@@ -66,8 +66,8 @@ Version = StrictStr
 GB = Annotated[Any, AfterValidator(_size)]
 
 
-def _closest(name: Any, valid: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+def _closest(name: Any, valid: Iterable[str], cutoff: float = 0.6) -> str:
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

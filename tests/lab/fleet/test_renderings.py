@@ -242,7 +242,8 @@ def test_a_corrupt_flag_fails_the_check_naming_it_in_every_engine():
         flagtable.check_config(cfg, render.renderings(cfg))
     assert err.value.flags == ["--max-num-seq"]
     every = ", ".join(flagtable.RENDERINGS)
-    assert f"--max-num-seq does not exist in vLLM 0.32.0 ({every})" in str(err.value)
+    said = "--max-num-seq does not exist in vLLM 0.32.0 (did you mean '--max-num-seqs'?)"
+    assert f"{said} ({every})" in str(err.value)
     # what is checked is what the file says: corrupt one rendered text itself
     ok = recipes.resolve("h200")
     for engine, text in render.renderings(ok).items():
@@ -251,7 +252,8 @@ def test_a_corrupt_flag_fails_the_check_naming_it_in_every_engine():
         with pytest.raises(FlagError) as err:
             flagtable.check_config(ok, texts, quiet=True)
         assert err.value.flags == ["--max-num-batched-tokenz"]
-        assert f"--max-num-batched-tokenz does not exist in vLLM 0.32.0 ({engine})." in str(err.value)  # fmt: skip
+        said = "--max-num-batched-tokenz does not exist in vLLM 0.32.0 (did you mean '--max-num-batched-tokens'?)"
+        assert f"{said} ({engine})." in str(err.value)  # fmt: skip
     with pytest.raises(FlagError, match="Unknown rendering 'helm': one of shell, docker"):
         flagtable.served_argvs("helm", "")
 
