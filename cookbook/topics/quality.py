@@ -162,3 +162,6 @@ else:
     with launch_server(fetch(run.for_target(other_cfg)), startup_timeout=startup_timeout) as second:  # stopped when the block ends
         b = evaluate(second, accuracy.scored_items(), options=settings, label=f"{run_label}-vs-{other.get('variant', 'flags')}")
     print(compare(accuracy, b).summary())
+    if second.run.served.cli_flags() == srv.run.served.cli_flags():  # the stand-in plays no variant
+        print("Both sides served the same command (the stand-in plays neither a variant nor a GPU "
+              "flag), so this shows the method, not a difference; on a GPU the two differ.")
