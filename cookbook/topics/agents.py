@@ -13,13 +13,14 @@
 # server beside chat: answers that follow a JSON schema, the APIs the harnesses speak
 # (OpenAI's `/v1/responses`, Anthropic's `/v1/messages`), and tool calls that an SDK can
 # drive through a multi-step task. This notebook serves the model with the registry's flags
-# and shows each against the running server, validated, with what goes wrong named (step 1
-# launches the server, step 6 stops it):
+# and shows each against the running server: the request as the SDK call you would write,
+# then a check of the reply, with what goes wrong named (step 1 launches the server, step 6
+# stops it):
 #
 # 2. **A JSON-schema answer**, reasoning on and off, streamed and not, validated with pydantic
-#    (`lab.agents.structured`).
+#    (the checks: `lab.agents.structured`).
 # 3. **The same turn on the Responses and Messages APIs**: where reasoning, answer and tool
-#    calls come back on each (`lab.agents.apis`).
+#    calls come back on each (the readers: `lab.agents.apis`).
 # 4. **An agent from a maintained SDK**, [pydantic-ai](https://ai.pydantic.dev): two tool
 #    lookups, a computation, an answer in a schema, with its trace (`lab.agents.agent`).
 # 5. **What goes wrong, by name**: each failure kind raises an error that says what happened.
@@ -30,8 +31,9 @@
 # architecture with random weights. Guided decoding still follows the schema on noise, but
 # the weightless tokenizer joins its tokens with spaces, so the answer does not validate; a
 # cell that cannot complete on noise text (that answer, the agent's tool calls) says so
-# instead of failing. A request the server fails (HTTP 5xx) is no noise: it raises
-# `ServerRequestError` with the server's words and its log's error lines.
+# instead of failing. A request the server fails (HTTP 5xx) is no noise: the SDK's error in
+# steps 2-3; the helpers of steps 4-5 raise `ServerRequestError` with the server's words and
+# its log's error lines.
 
 # %% tags=["parameters"]
 target = "h200"  # a key of cookbook/recipe.yaml `targets`: its flags serve the model
@@ -85,41 +87,71 @@ print(sampling)
 # %% [markdown]
 # ## 2. A JSON-schema answer, validated
 #
-# `structured_chat` sends the schema and validates `content` with pydantic. By default it
-# sends the schema as a grammar without optional whitespace (vLLM's `structured_outputs`),
-# because with `response_format` the small stand-in wrote `{` and then newlines until it ran
-# out of tokens; `compact=False` sends the OpenAI `response_format` that SDKs send. With the
-# reasoning parser, the grammar starts after `</think>`: the reasoning stays free text.
+# The request is the SDK's chat completions call with the schema in `extra_body`: vLLM's
+# `structured_outputs`, as a grammar `compact_grammar_for` compiles from `Capital` with no
+# optional whitespace. Why not the OpenAI `response_format` (`{"type": "json_schema", ...}`,
+# what SDKs send)? With it the small stand-in wrote `{` and then newlines until it ran out of
+# tokens. Thinking is the template's `enable_thinking`; with the reasoning parser the grammar
+# starts after `</think>`, so the reasoning stays free text. `check_reply` reads the reply
+# (reasoning apart, a warning when `max_tokens` cut it), pydantic validates `content`, and
+# when it does not, `validate_answer` raises the error that says why (reasoning that spent
+# `max_tokens`, the answer left in the reasoning, JSON that does not fit).
 #
-# **Expected:** four rows (thinking on and off, streamed and not), each `Capital(city='Tokyo',
-# sure=True)` on the stand-in; the reasoning column empty with thinking off. Weightless: the
-# two thinking-off rows are still valid objects (the grammar holds on noise text); with
-# thinking on, noise rarely closes its reasoning, so those two report that `max_tokens` ran
-# out first (measured on CPU with an untrained stand-in: 2 of 2 off, 0 of 2 on).
+# **Expected:** the reasoning, then `Capital(city='Tokyo', sure=True)` on the stand-in.
+# Weightless: noise rarely closes its reasoning, so a line says `max_tokens` ran out first.
 
 # %%
 from typing import Literal
 
-import pandas as pd
 import pydantic
-from IPython.display import display
 
-from lab.agents.structured import structured_chat
+from helpers.chat.parse import check_reply
 from helpers.config.demo import load_demo
-
-demo = load_demo()
-
+from lab.agents.noise import noise_tolerant
+from lab.agents.structured import compact_grammar_for, validate_answer, warn_if_drafting
 
 class Capital(pydantic.BaseModel):
     city: Literal["Tokyo", "Paris", "Other"]
     sure: bool
 
+demo = load_demo()
+question = [{"role": "user", "content": demo["structured"]["prompt"]}]
+schema_body = {"structured_outputs": {"grammar": compact_grammar_for(Capital)}, "chat_template_kwargs": {"enable_thinking": True}}
+warn_if_drafting(llm, thinking=True)  # a server that drafts can break the grammar after </think>: says so
+reply = llm.chat.completions.create(model=model, messages=question, extra_body=schema_body, **sampling)
+with noise_tolerant(srv.run.noise, "schema answer"):
+    turn = check_reply(reply, max_tokens=sampling["max_tokens"], extra_body=schema_body)
+    print("reasoning:", turn.reasoning.strip())
+    try:
+        print("answer:", repr(Capital.model_validate_json(turn.content)))
+    except pydantic.ValidationError:
+        validate_answer(turn, Capital)  # raises the error that says why
+
+# %% [markdown]
+# The same request with thinking on and off, streamed and not (`stream=True` with
+# `stream_options`, as in the chat notebooks). `check_structured` does what the cell above did,
+# for a reply or a stream: read it, validate `content` with pydantic, name what failed.
+#
+# **Expected:** four rows, each `Capital(city='Tokyo', sure=True)` on the stand-in; the
+# reasoning column empty with thinking off. Weightless: the grammar holds on noise text, but
+# the weightless tokenizer spells the object with spaces (`{ " c i t y " ...`), so the
+# thinking-off rows report invalid JSON, and the thinking-on rows that `max_tokens` ran out
+# first (on the tests' CPU noise server, 64 tokens: 0 of 2 off, 0 of 2 on).
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from lab.agents.structured import check_structured
 
 rows = []
 for thinking in (True, False):
     for stream in (False, True):
-        r = structured_chat(llm, model, demo["structured"]["prompt"], Capital, thinking=thinking, stream=stream, noise_tolerant=srv.run.noise, **sampling)
-        if r is not None:
+        body = {**schema_body, "chat_template_kwargs": {"enable_thinking": thinking}}
+        streaming = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+        reply = llm.chat.completions.create(model=model, messages=question, extra_body=body, **sampling, **streaming)
+        with noise_tolerant(srv.run.noise, "schema answer"):
+            r = check_structured(reply, Capital, max_tokens=sampling["max_tokens"], extra_body=body)
             rows.append({"thinking": thinking, "streamed": stream, "value": repr(r.value), "content": r.chat.content, "reasoning": r.chat.reasoning})
 display(pd.DataFrame(rows))
 print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t else 'off'} {sum(r['thinking'] == t for r in rows)} of 2" for t in (False, True)))
@@ -128,38 +160,43 @@ print("schema answers validated with pydantic:", ", ".join(f"thinking {'on' if t
 # ## 3. The same turn on the Responses and Messages APIs
 #
 # Coding agents and SDKs speak `POST /v1/responses` (OpenAI) or `POST /v1/messages`
-# (Anthropic); vLLM serves both from the same parsers. Chat completions is the SDK's own call,
-# checked by `check_reply`; `responses_chat` and `messages_chat` send one turn on each of the
-# others and read it into the same result: reasoning (a `reasoning` item / a `thinking`
-# block), the answer (`output_text` / a `text` block) and tool calls (`function_call` items /
-# `tool_use` blocks).
+# (Anthropic); vLLM serves both from the same parsers. Each question goes out as each SDK's
+# own call: `llm.chat.completions.create`, `llm.responses.create` (the turn as `input`, the
+# limit as `max_output_tokens`) and `claude_style.messages.create` (an `anthropic.Anthropic`
+# client on the same server; `max_tokens` is required, and the typed call has no
+# `temperature` / `top_p`, so they go in `extra_body`). Thinking is the same
+# `chat_template_kwargs` on all three; `responses_tools` and `messages_tools` give the tool
+# each API's shape. `check_reply`, `check_responses_reply` and `check_messages_reply` read the
+# replies into one result: reasoning (a `reasoning` item / a `thinking` block), the answer
+# (`output_text` / a `text` block) and tool calls (`function_call` items / `tool_use` blocks),
+# with a warning when the token limit cut the reasoning.
 #
 # **Expected:** for each API, the capital question answered with its reasoning apart, and the
-# weather question answered with a `get_weather(city='Santa Clara')` call.
+# weather question answered with a `get_weather({'city': 'Santa Clara'})` call.
 
 # %%
-from lab.agents.apis import make_anthropic_client, messages_chat, responses_chat
-from lab.agents.noise import noise_tolerant
-from helpers.chat.parse import check_reply
+from lab.agents.apis import check_messages_reply, check_responses_reply, make_anthropic_client, messages_tools, responses_tools
 
-
-def chat_completions(model, prompt, tools=None, **sampling):  # the SDK's call, then the reply checker
-    reply = llm.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
-                                        **({"tools": tools} if tools else {}), **sampling)
-    return check_reply(reply, tools=tools, max_tokens=sampling["max_tokens"])
-
-
-claude_style = make_anthropic_client(srv.base_url)
-rows = []
-for api, send in (("chat completions", chat_completions),
-                  ("responses", lambda *a, **k: responses_chat(llm, *a, **k)),
-                  ("messages", lambda *a, **k: messages_chat(claude_style, *a, **k))):
-    for prompt, tools in (("What is the capital of Japan?", None), ("What's the weather in Santa Clara?", demo["tools"][:1])):
-        with noise_tolerant(srv.run.noise, f"{api} turn"):
-            r = send(model, prompt, tools=tools, **sampling)
-            calls = [f"{c.name}({c.arguments})" for c in r.tool_calls]
-            rows.append({"api": api, "prompt": prompt, "reasoning": r.reasoning, "content": r.content, "tool calls": calls, "finish": r.finish_reason})
-display(pd.DataFrame(rows))
+claude_style = make_anthropic_client(srv.base_url)  # anthropic.Anthropic at the server's root, no retries
+thinking_on = {"chat_template_kwargs": {"enable_thinking": True}}
+limit, temperature, top_p = sampling["max_tokens"], sampling["temperature"], sampling["top_p"]
+turns = []  # (api, prompt, the checked reply)
+for prompt, tools in (("What is the capital of Japan?", []), ("What's the weather in Santa Clara?", demo["tools"][:1])):
+    question = [{"role": "user", "content": prompt}]
+    with noise_tolerant(srv.run.noise, "chat completions turn"):
+        reply = llm.chat.completions.create(model=model, messages=question, max_tokens=limit, temperature=temperature, top_p=top_p,
+                                            extra_body=thinking_on, **({"tools": tools} if tools else {}))  # fmt: skip
+        turns.append(("chat completions", prompt, check_reply(reply, tools=tools, max_tokens=limit, extra_body=thinking_on)))
+    with noise_tolerant(srv.run.noise, "responses turn"):
+        response = llm.responses.create(model=model, input=question, max_output_tokens=limit, temperature=temperature, top_p=top_p,
+                                        extra_body=thinking_on, **({"tools": responses_tools(tools)} if tools else {}))  # fmt: skip
+        turns.append(("responses", prompt, check_responses_reply(response, max_output_tokens=limit)))
+    with noise_tolerant(srv.run.noise, "messages turn"):
+        message = claude_style.messages.create(model=model, messages=question, max_tokens=limit, **({"tools": messages_tools(tools)} if tools else {}),
+                                               extra_body={**thinking_on, "temperature": temperature, "top_p": top_p})  # fmt: skip
+        turns.append(("messages", prompt, check_messages_reply(message, max_tokens=limit)))
+display(pd.DataFrame([{"api": api, "prompt": prompt, "reasoning": r.reasoning, "content": r.content, "finish": r.finish_reason,
+                       "tool calls": [f"{c.name}({c.arguments})" for c in r.tool_calls]} for api, prompt, r in turns]))
 
 # %% [markdown]
 # ## 4. An agent from a maintained SDK: pydantic-ai
@@ -190,17 +227,20 @@ with noise_tolerant(srv.run.noise, "agent"):
 # %% [markdown]
 # ## 5. What goes wrong, by name
 #
-# Each failure kind is an error that says what happened and keeps what came back:
+# Each failure kind is an error that says what happened and keeps what came back. The trials
+# go through the helpers, which send step 2's and step 4's requests and name the failure:
 #
-# - a schema and tools on the same turn: vLLM 0.32.0 refuses a schema with a named tool
-#   choice (HTTP 400, "You can only either use constraints for structured outputs or tools,
-#   not both"), and with `tool_choice="auto"` the grammar leaves no room for a tool call, so
-#   the helper refuses the pair before sending (`TypeError`: run the tools first);
-# - reasoning that spends `max_tokens` before the answer (`StructuredAnswerMissingError`, with
-#   the reasoning kept);
-# - an agent whose model spends `max_tokens` on reasoning before any tool call or answer
-#   (`AgentError`, with the run's trace; a text answer instead of the `final_result` call,
-#   after the agent's retries, gives the same error).
+# - a schema and tools on the same turn (step 2's request with `tools=[get_weather]`): vLLM
+#   0.32.0 refuses a schema with a named tool choice (HTTP 400, "You can only either use
+#   constraints for structured outputs or tools, not both"), and with `tool_choice="auto"`
+#   the grammar leaves no room for a tool call, so `structured_chat` refuses the pair and
+#   sends nothing (`TypeError`: run the tools first);
+# - reasoning that spends `max_tokens` before the answer: step 2's request, thinking on, with
+#   `max_tokens=8` (`StructuredAnswerMissingError`, with the reasoning kept);
+# - an agent whose model spends `max_tokens` on reasoning before any tool call or answer: the
+#   agent's chat completions request (`get_weather` and `final_result` as tools) with
+#   `max_tokens=8` (`AgentError`, with the run's trace; a text answer instead of the
+#   `final_result` call, after the agent's retries, gives the same error).
 #
 # Invalid JSON in `content` (`StructuredOutputInvalidError`, with the text) and a drafting
 # server (`StructuredOutputDraftingWarning`, vllm-project/vllm #34650, #44012, #47027, #48863)
@@ -212,6 +252,7 @@ with noise_tolerant(srv.run.noise, "agent"):
 import warnings
 
 from helpers.errors import CookbookError
+from lab.agents.structured import structured_chat
 
 trials = {
     "schema + tools": lambda: structured_chat(llm, model, demo["structured"]["prompt"], Capital, tools=demo["tools"][:1], **sampling),

@@ -2,10 +2,12 @@
 
 Coding agents and agent SDKs speak ``POST /v1/responses`` (the ``openai`` SDK's
 ``client.responses.create``) or ``POST /v1/messages`` (the ``anthropic`` SDK); vLLM 0.32.0
-serves both next to chat completions. :func:`responses_chat` and :func:`messages_chat`
-send one turn on each, with the same keywords (``thinking``, ``max_tokens``, ``temperature``,
-``top_p``, ``tools``, ``tool_choice``), read into the :class:`~helpers.chat.types.ChatResult`
-that :func:`~helpers.chat.parse.check_reply` gives a chat completion. Reply shapes (vLLM
+serves both next to chat completions. :func:`check_responses_reply` and
+:func:`check_messages_reply` read what each SDK call returned (the calls are written in
+``notebooks/agents.ipynb``) into the :class:`~helpers.chat.types.ChatResult` that
+:func:`~helpers.chat.parse.check_reply` gives a chat completion; :func:`responses_chat` and
+:func:`messages_chat` send one turn on each with the same keywords (``thinking``,
+``max_tokens``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``, ``schema``). Reply shapes (vLLM
 0.32.0 source, measured on the stand-in, ``tests/lab/agents/test_apis.py``): Responses items are built in ``vllm/entrypoints/openai/responses/serving.py``
 (``_make_response_output_items``); Messages requests are converted to chat completions
 (``vllm/entrypoints/anthropic/serving.py``, same parsers). Thinking on or off is
@@ -171,7 +173,14 @@ def responses_chat(
     kwargs["extra_body"] = extra_body
     kwargs.update(create_kwargs)
     response = send(openai, client, client.responses.create, "/v1/responses", kwargs)
-    return warn_if_reasoning_cut(parse_responses_reply(response), max_tokens, "max_output_tokens")
+    return check_responses_reply(response, max_output_tokens=max_tokens)
+
+
+def check_responses_reply(response: Any, *, max_output_tokens: int | None = None) -> ChatResult:
+    """What ``client.responses.create`` returned, read (:func:`parse_responses_reply`) and
+    checked (:func:`warn_if_reasoning_cut`; ``max_output_tokens``: what was sent, tokens)."""
+    result = parse_responses_reply(response)
+    return warn_if_reasoning_cut(result, max_output_tokens, "max_output_tokens")
 
 
 def _settings(
@@ -403,6 +412,12 @@ def messages_chat(
     kwargs["extra_body"] = extra_body
     kwargs.update(create_kwargs)
     message = send(anthropic, client, client.messages.create, "/v1/messages", kwargs)
+    return check_messages_reply(message, max_tokens=max_tokens)
+
+
+def check_messages_reply(message: Any, *, max_tokens: int | None = None) -> ChatResult:
+    """What ``client.messages.create`` returned, read (:func:`parse_messages_reply`) and
+    checked (:func:`warn_if_reasoning_cut`; ``max_tokens``: what was sent, tokens)."""
     return warn_if_reasoning_cut(parse_messages_reply(message), max_tokens, "max_tokens")
 
 

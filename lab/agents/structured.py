@@ -303,6 +303,39 @@ def structured_chat(
 
     reply = send(openai, client, client.chat.completions.create, "/v1/chat/completions", kwargs,
                  refused=refused)  # fmt: skip
+    return check_structured(reply, schema, on_event=on_event, from_reasoning=from_reasoning,
+                            max_tokens=max_tokens, extra_body=extra_body)  # fmt: skip
+
+
+def check_structured(
+    reply: Any,
+    schema: type,
+    *,
+    on_event: Callable[[StreamEvent], None] | None = None,
+    from_reasoning: bool = False,
+    **asked: Any,
+) -> StructuredResult:
+    """Check and validate what ``client.chat.completions.create`` returned for a schema request:
+    :func:`~helpers.chat.parse.check_reply` (a stream: :func:`~helpers.chat.stream.check_stream`),
+    then :func:`validate_answer`, then :func:`warn_unreasoned` when thinking was on and no
+    reasoning came back.
+
+    Args:
+        reply: the ``ChatCompletion``, or the stream ``stream=True`` returned.
+        schema: the ``pydantic.BaseModel`` subclass the request's schema came from.
+        on_event: called with each stream event as it arrives (a stream only).
+        from_reasoning: as in :func:`validate_answer`.
+        **asked: what the request was sent with, as ``check_reply`` takes it (``max_tokens``,
+            ``extra_body``: its ``chat_template_kwargs.enable_thinking``, on when unset).
+
+    Returns:
+        A :class:`StructuredResult` (``events``: the stream's, ``[]`` for a reply).
+
+    Raises:
+        TypeError, ResponseError: as ``check_reply``.
+        StructuredAnswerInReasoningError, StructuredAnswerMissingError,
+            StructuredOutputInvalidError: as :func:`validate_answer`.
+    """
     events: list[StreamEvent] = []
 
     def seen(event: StreamEvent) -> None:
@@ -310,10 +343,13 @@ def structured_chat(
         if on_event is not None:
             on_event(event)
 
-    asked = dict(max_tokens=max_tokens, extra_body=extra_body)
-    result = check_stream(reply, on_piece=seen, **asked) if stream else check_reply(reply, **asked)
+    if isinstance(reply, Mapping) or hasattr(reply, "choices"):  # a ChatCompletion or its dict
+        result = check_reply(reply, **asked)
+    else:
+        result = check_stream(reply, on_piece=seen, **asked)
     value = validate_answer(result, schema, from_reasoning=from_reasoning)
-    if thinking and not (result.reasoning or "").strip():
+    template = (asked.get("extra_body") or {}).get("chat_template_kwargs") or {}
+    if template.get("enable_thinking", True) and not (result.reasoning or "").strip():
         warn_unreasoned(result, schema)
     return StructuredResult(value=value, chat=result, events=events)
 

@@ -217,19 +217,17 @@ def verify(
     name = found["model"]
     off = {"chat_template_kwargs": {"enable_thinking": False}}
 
-    def ask(
-        prompt: str, *, stream: bool = False, tokens: int = max_tokens, **create: Any
-    ) -> ChatResult:
+    def ask(prompt: str, *, stream: bool = False, **create: Any) -> ChatResult:
         """One greedy request, checked: the SDK's call, then the helpers' reply checker."""
         reply = client.chat.completions.create(
-            model=name, messages=[{"role": "user", "content": prompt}], max_tokens=tokens,
+            model=name, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
             temperature=0.0, top_p=1.0, **create,
             **({"stream": True, "stream_options": {"include_usage": True}} if stream else {}),
         )  # fmt: skip
         asked = {k: create[k] for k in ("tools", "extra_body") if k in create}
         if stream:
-            return check_stream(reply, max_tokens=tokens, **asked)
-        return check_reply(reply, max_tokens=tokens, **asked)
+            return check_stream(reply, max_tokens=max_tokens, **asked)
+        return check_reply(reply, max_tokens=max_tokens, **asked)
 
     def reasoning_on() -> str:
         r = ask(demo["reasoning"]["prompt"])
@@ -266,14 +264,17 @@ def verify(
 
     def streamed() -> str:
         prompt = demo["streaming"]["prompt"]
-        whole = ask(prompt, tokens=64, extra_body=off)
-        parts = ask(prompt, tokens=64, extra_body=off, stream=True)
+        whole = ask(prompt, extra_body=off)
+        parts = ask(prompt, extra_body=off, stream=True)
         if (whole.content, whole.reasoning) != (parts.content, parts.reasoning):
             raise _Failed(
                 "the streamed greedy answer differs from the non-streamed one",
                 "compare the two with the same seed; a router or proxy may rewrite streams",
             )
-        return f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters)"
+        return (
+            f"streamed and non-streamed greedy answers equal ({len(whole.content)} characters, "
+            f"{parts.usage.completion_tokens} tokens of max_tokens {max_tokens})"
+        )
 
     def schema() -> str:
         prompt = demo["structured"]["prompt"]

@@ -81,6 +81,38 @@ def test_live_max_tokens_in_reasoning_reads_as_length(live, api):
     assert r.warnings and f"raise {field}" in r.warnings[0]
 
 
+@pytest.mark.server
+def test_live_the_sdks_own_calls_are_read_by_the_checkers(live):
+    """The notebook's way: client.responses.create and the Anthropic SDK's
+    client.messages.create written out, then check_responses_reply / check_messages_reply."""
+    from helpers.chat.types import ReasoningTruncatedWarning
+
+    openai_client, anthropic_client, model = live
+    question = [{"role": "user", "content": WEATHER}]
+    on = {"chat_template_kwargs": {"enable_thinking": True}}
+    response = openai_client.responses.create(
+        model=model, input=question, max_output_tokens=256, temperature=0, extra_body=on,
+        tools=apis.responses_tools(tc.TOOLS[:1]),
+    )  # fmt: skip
+    message = anthropic_client.messages.create(
+        model=model, messages=question, max_tokens=256, extra_body={**on, "temperature": 0},
+        tools=apis.messages_tools(tc.TOOLS[:1]),
+    )  # fmt: skip
+    for r in (
+        apis.check_responses_reply(response, max_output_tokens=256),
+        apis.check_messages_reply(message, max_tokens=256),
+    ):
+        assert [(c.name, c.arguments) for c in r.tool_calls] == [
+            ("get_weather", {"city": "Santa Clara"})
+        ]
+        assert r.finish_reason == "tool_calls" and r.reasoning
+    cut = openai_client.responses.create(
+        model=model, input=PROMPT, max_output_tokens=5, temperature=0
+    )
+    with pytest.warns(ReasoningTruncatedWarning, match="used all max_output_tokens=5"):
+        assert apis.check_responses_reply(cut, max_output_tokens=5).finish_reason == "length"
+
+
 class Capital(pydantic.BaseModel):
     city: Literal["Tokyo", "Paris", "Other"]
     sure: bool

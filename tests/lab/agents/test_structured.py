@@ -110,7 +110,49 @@ def test_live_the_learned_schema_answer_is_the_object_itself(live, thinking, str
     assert ("Tokyo" in r.chat.reasoning) == thinking
 
 
+@pytest.mark.server
+def test_live_a_stream_the_sdk_returned_is_checked_and_validated(live):
+    """The notebook's way: the SDK's own call with the grammar in extra_body, then
+    check_structured on the stream it returned."""
+    client, model = live
+    body = {"structured_outputs": {"grammar": structured.compact_grammar_for(Capital)}}
+    stream = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": PROMPT}], max_tokens=256,
+        temperature=0, stream=True, stream_options={"include_usage": True}, extra_body=body,
+    )  # fmt: skip
+    seen = []
+    r = structured.check_structured(
+        stream, Capital, on_event=seen.append, max_tokens=256, extra_body=body
+    )
+    assert isinstance(r.value, Capital) and seen == r.events and r.chat.reasoning
+    assert "".join(e.data for e in seen if e.kind == "content") == r.chat.content
+
+
 # ─── failure kinds, from recorded real replies ────────────────────────────────────────
+
+
+def test_check_structured_reads_a_reply_and_says_what_it_lacks():
+    """A recorded reply checked as the notebook checks the SDK's: validated, no warning with
+    reasoning there; thinking on without reasoning warns; reasoning cut at max_tokens raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = structured.check_structured(tc.load("structured_compact_thinking_on"), Capital)
+    assert r.value == Capital(city="Paris", sure=False) and r.events == []
+    with pytest.warns(structured.StructuredAnswerNotReasonedWarning, match="did not reason"):
+        structured.check_structured(tc.load("structured_no_reasoning_parser"), Capital)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", structured.StructuredAnswerNotReasonedWarning)
+        off = {"chat_template_kwargs": {"enable_thinking": False}}  # none asked: no warning
+        structured.check_structured(
+            tc.load("structured_no_reasoning_parser"), Capital, extra_body=off
+        )
+    with (
+        pytest.warns(ReasoningTruncatedWarning),
+        pytest.raises(StructuredAnswerMissingError, match="still reasoning"),
+    ):
+        structured.check_structured(
+            tc.load("structured_length_in_reasoning"), Capital, max_tokens=8
+        )
 
 
 @pytest.fixture

@@ -80,12 +80,14 @@ def test_a_prefix_caching_server_shows_its_reuse_and_the_floor(prefix_server):
 
 
 @pytest.mark.server
-def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server):
+def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server, capsys):
     """--max-tokens 8 cuts the tool call and the budget's answer: the lines name --max-tokens
-    (they blamed the tool parser flags, and said 'see the line above')."""
-    from lab.verify import verify
+    (they blamed the tool parser flags, and said 'see the line above'). The stream check sends
+    it too (it sent 64 tokens whatever --max-tokens said)."""
+    from lab.verify.__main__ import main
 
-    lines = {c.name: c.line() for c in verify(standin_server.url, max_tokens=8)}
+    assert main([standin_server.url, "--max-tokens", "8"]) == 1
+    lines = _lines(capsys.readouterr().out)
     for name in ("tool call", "budget"):
         assert lines[name].startswith("FAIL"), lines[name]
         assert (
@@ -95,6 +97,7 @@ def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server):
         assert "--tool-call-parser" not in lines[name] and "see the line above" not in lines[name]
     assert "the reply used all max_tokens=8" in lines["tool call"]
     assert lines["model"].startswith("PASS") and lines["stream"].startswith("PASS")
+    assert "8 tokens of max_tokens 8)" in lines["stream"], lines["stream"]  # cut at 8, both ways
 
 
 @pytest.mark.server
