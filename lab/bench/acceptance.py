@@ -2,9 +2,10 @@
 
 The sweeps (:func:`helpers.bench.sweep.sweep`) send vLLM's random dataset with
 ``--ignore-eos``: right for throughput (every answer has the same length), wrong for
-acceptance. A drafter predicts the target's next tokens; on random prompt tokens, and on
-answers forced past their end, there is little to predict, so the measured acceptance
-length is a **lower bound** (vllm-project/vllm #52536, #33497). vLLM's own acceptance
+acceptance. A drafter predicts the target's next tokens: a learned drafter predicts random
+prompt tokens worse than real text (vllm-project/vllm #52536, #33497), while an answer forced
+past its end can repeat itself, which n-gram lookup drafts, so the sweeps' acceptance length is
+the load's, neither real text's nor a bound on it. vLLM's own acceptance
 regression test uses real prompts at temperature 0: :func:`measure_acceptance` does that through
 ``vllm bench serve`` itself, and its point's ``dataset="real:<item set>"`` metadata is what lets
 :func:`helpers.bench.metrics.acceptance_verdict` say "not paying off".
