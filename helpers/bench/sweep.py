@@ -28,7 +28,7 @@ from helpers.bench.metrics import (
     server_root,
 )
 from helpers.bench.point import SERVER_DIED, _check_tokenizer, _request_errors, _safe, run_point
-from helpers.bench.prefix_floor import sweep_floor_line
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING, sweep_floor_line
 from helpers.bench.results import annotate_point, load_results, read_point
 from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
     _bound_concurrency,
@@ -313,10 +313,12 @@ def sweep(
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
             for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
-                # once a sweep (or a repeat_point's repeats); every row keeps it
-                if notes.get(key) and notes[key] not in warned:
-                    warned.add(notes[key])
-                    bar.write(f"WARNING {label} concurrency {c}: {notes[key]}")
+                # once a sweep (or repeat_point's repeats; every row keeps it); no prefix caching
+                # not at all: the floor line, said once, said so and named the fix
+                note, off = notes.get(key), any(NO_PREFIX_CACHING in w for w in warned)
+                if note and note not in warned and not (off and NO_PREFIX_CACHING in note):
+                    warned.add(note)
+                    bar.write(f"WARNING {label} concurrency {c}: {note}")
     except BaseException as e:
         failure = e
         keep_failed_log(e, stage, folder)

@@ -1,9 +1,12 @@
 """The same benchmark point run several times: its run-to-run spread
-(:func:`lab.bench.stats.spread` reads the result), with a warning the repeats share printed once.
+(:func:`lab.bench.stats.spread` reads the result), with a warning the repeats share printed once
+(and, inside :func:`said_once`, once for every sweep and repeat of one server).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +75,23 @@ def repeat_point(
     check_repeats(repeats)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench", _safe(label) + "-repeats")
     frames = []
-    shared = _WARNED.set(set())  # a warning the repeats share is printed once
-    try:
+    with said_once():  # a warning the repeats share is printed once
         for r in range(int(repeats)):
             df = sweep(server, model, tokenizer, [int(concurrency)], out_dir=folder / f"rep{r}",
                        label=label, seed=int(seed) + r, **sweep_args)  # fmt: skip
             frames.append(df.assign(repeat=r))
-    finally:
-        _WARNED.reset(shared)
     return pd.concat(frames, ignore_index=True)
+
+
+@contextlib.contextmanager
+def said_once() -> Iterator[None]:
+    """Inside it, a line each :func:`~helpers.bench.sweep.sweep` prints once (the prefix cache's
+    floor read from the server, a warning: no prefix-cache hit, a replica down) is printed once
+    for every sweep and :func:`repeat_point` in it: wrap one server's sweep and repeats. Nested,
+    the outer one counts. Every row still keeps its own warning."""
+    token = _WARNED.set(set()) if _WARNED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _WARNED.reset(token)

@@ -226,27 +226,71 @@ def answers_all():
     yield from _fake_engine(None, answer_first=1000)
 
 
-def test_repeats_of_a_point_name_a_shared_warning_once(
+def _no_caching_lines(capsys) -> tuple[list[str], list[str]]:
+    """The printed lines naming a server without prefix caching, and the WARNING lines."""
+    from helpers.bench.prefix_floor import NO_PREFIX_CACHING
+
+    said = capsys.readouterr()
+    lines = (said.out + said.err).splitlines()
+    return [ln for ln in lines if NO_PREFIX_CACHING in ln], [
+        ln for ln in lines if ln.startswith("WARNING")
+    ]
+
+
+#: A point of the fake engine's: a shared prefix, so the sweep reads the prefix cache's floor.
+_POINT = dict(input_len=8, output_len=4, prefix_len=4, num_prompts=2, num_warmups=0)
+
+
+def test_a_server_without_prefix_caching_is_named_once_not_warned_per_point(
     answers_all, tiny_tokenizer, tmp_path, capsys
 ):
-    """A shared prefix that never hits the prefix cache is named once per repeat_point, not
-    once per run (the speculative notebook printed it for its sweep and again for each
-    repeat); every run's row still carries it."""
+    """A shared prefix on a server that runs without prefix caching (the recorded scrape's
+    ``enable_prefix_caching="False"``, as the CPU stand-in) is named once per sweep, by the
+    floor line read from the server, with no WARNING per point; every run's row still carries
+    the warning. Inside ``said_once`` a sweep and the repeats of its points name it once in
+    all: the speculative notebook printed 6 floor lines and 6 WARNINGs for its two servers."""
     from helpers.bench import sweep as sweeps
-    from lab.bench.repeats import repeat_point
+    from lab.bench.repeats import repeat_point, said_once
 
     url, _ = answers_all
-    df = repeat_point(
-        url, "m", tiny_tokenizer, 1, 2, input_len=8, output_len=4, prefix_len=4, num_prompts=2,
-        num_warmups=0, out_dir=tmp_path / "rep", progress=False,
-    )  # fmt: skip
-    said = capsys.readouterr()
-    lines = [ln for ln in (said.out + said.err).splitlines() if ln.startswith("WARNING")]
-    assert len(lines) == 1 and "no prefix-cache block hit" in lines[0], lines
+    df = repeat_point(url, "m", tiny_tokenizer, 1, 2, out_dir=tmp_path / "rep", progress=False,
+                      **_POINT)  # fmt: skip
+    named, warned = _no_caching_lines(capsys)
+    assert len(named) == 1 and named[0].startswith("prefix cache default: no prefix caching"), named
+    assert warned == [], warned
     assert len(df) == 2 and df["prefix_cache_warning"].notna().all()
     # a later sweep is a new sweep: it names it again
-    sweeps.sweep(url, "m", tiny_tokenizer, [1], input_len=8, output_len=4, prefix_len=4,
-                 num_prompts=2, num_warmups=0, out_dir=tmp_path / "again",
-                 progress=False)  # fmt: skip
-    said = capsys.readouterr()
-    assert sum(ln.startswith("WARNING") for ln in (said.out + said.err).splitlines()) == 1
+    sweeps.sweep(url, "m", tiny_tokenizer, [1, 2], out_dir=tmp_path / "again", progress=False,
+                 **_POINT)  # fmt: skip
+    named, warned = _no_caching_lines(capsys)
+    assert len(named) == 1 and warned == [], (named, warned)
+    # one server's sweep and its repeats inside said_once: named once in all
+    with said_once():
+        sweeps.sweep(url, "m", tiny_tokenizer, [1, 2], out_dir=tmp_path / "s", progress=False,
+                     **_POINT)  # fmt: skip
+        for c in (1, 2):
+            repeat_point(url, "m", tiny_tokenizer, c, 2, out_dir=tmp_path / f"r{c}",
+                         progress=False, **_POINT)  # fmt: skip
+    named, warned = _no_caching_lines(capsys)
+    assert len(named) == 1 and warned == [], (named, warned)
+
+
+@pytest.fixture
+def answers_all_without_cache_config():
+    """``answers_all`` whose ``/metrics`` has no ``vllm:cache_config_info`` (e.g. a router's)."""
+    text = re.sub(r"^vllm:cache_config_info\{.*$", "", _gauges(0, 0), flags=re.M)
+    yield from _fake_engine(text, answer_first=1000)
+
+
+def test_a_missed_prefix_nothing_else_explained_is_still_a_warning_once_a_sweep(
+    answers_all_without_cache_config, tiny_tokenizer, tmp_path, capsys
+):
+    """No floor line to say it (no cache configuration in ``/metrics``): the sweep's WARNING
+    names the missed prefix, once for its points."""
+    from helpers.bench import sweep as sweeps
+
+    url, _ = answers_all_without_cache_config
+    sweeps.sweep(url, "m", tiny_tokenizer, [1, 2], out_dir=tmp_path, progress=False, **_POINT)
+    named, warned = _no_caching_lines(capsys)
+    assert len(warned) == 1 and "no prefix-cache block hit" in warned[0], warned
+    assert named == warned

@@ -20,6 +20,7 @@ import pytest
 
 from helpers.bench import metrics, results
 from helpers.bench import sweep as bench
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING
 from helpers.config import resolve as recipes
 from helpers.memory import planner
 from lab.bench.scenarios import scenario
@@ -98,9 +99,11 @@ def test_a_point_sharing_a_prefix_below_one_block_with_no_hit_says_why(tmp_path)
 
 
 @pytest.mark.server
-def test_sweep_with_a_shared_prefix_on_a_server_without_prefix_caching_warns(
+def test_sweep_with_a_shared_prefix_on_a_server_without_prefix_caching_says_so_once(
     standin_server, tmp_path, capsys
 ):
+    """The row keeps the warning; the sweep says it once, in the floor line read from the
+    server's ``/metrics`` (with the fix), not again as a WARNING per point."""
     df = bench.sweep(
         standin_server, [1], input_len=16, output_len=4, prefix_len=16, num_prompts=4,
         num_warmups=0, out_dir=tmp_path, label="prefix", progress=True,
@@ -109,5 +112,6 @@ def test_sweep_with_a_shared_prefix_on_a_server_without_prefix_caching_warns(
     assert warning.startswith("the prompts share a 16-token prefix but no prefix-cache block hit")
     assert "without prefix caching" in warning
     printed = capsys.readouterr()
-    assert f"WARNING prefix concurrency 1: {warning}" in printed.out + printed.err
+    said = [ln for ln in (printed.out + printed.err).splitlines() if NO_PREFIX_CACHING in ln]
+    assert len(said) == 1 and said[0].startswith(f"prefix cache prefix: {NO_PREFIX_CACHING}"), said
     shutil.rmtree(tmp_path, ignore_errors=True)
