@@ -92,6 +92,21 @@ class Scenario:
     agent: Mapping[str, int] | None = None
 
     @property
+    def title(self) -> str:
+        """The shapes this scenario runs, for a figure's title: its ``label`` as written; scaled
+        for the stand-in, its name and the scaled token counts (the label states the full
+        scenario's), e.g. ``"agentic scaled for the stand-in: 279-token shared prefix, 17 in /
+        87 out tokens"``."""
+        if not self.stand_in:
+            return self.label
+        shared = f"{self.prefix_len:,}-token shared prefix, " if self.prefix_len else ""
+        per = " per turn" if self.agent else ""
+        return (
+            f"{self.name} scaled for the stand-in: {shared}{self.input_len:,} in / "
+            f"{self.output_len:,} out tokens{per}"
+        )
+
+    @property
     def turn_growth(self) -> int:
         """Tokens an agent session's prompt grows by per turn (the tool call, its result and the
         follow-up); 0 without an agent workload."""

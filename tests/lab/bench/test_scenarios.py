@@ -93,6 +93,26 @@ def test_standin_keeps_the_shape_and_fits(name):
     assert small.stand_in and 0 < small.scale <= 1
 
 
+def test_a_scenarios_title_states_the_shapes_it_runs():
+    """The speculative notebook's Pareto plot was titled "32K shared prefix, 2K in / 10K out"
+    over the stand-in's 279 / 17 / 87-token run: a scaled scenario's title gives its own."""
+    full = scenarios.scenario("agentic")
+    assert full.title == full.label == "Agentic (32K shared prefix, 2K in / 10K out per round)"
+    small = scenarios.scenario("agentic", Run("stand_in"))
+    assert small.title == (
+        f"agentic scaled for the stand-in: {small.prefix_len:,}-token shared prefix, "
+        f"{small.input_len:,} in / {small.output_len:,} out tokens"
+    )
+    assert "32K" not in small.title and str(small.output_len) in small.title
+    chat = scenarios.scenario("chat", Run("stand_in"))  # no shared prefix: none named
+    assert (
+        chat.title
+        == f"chat scaled for the stand-in: {chat.input_len} in / {chat.output_len} out tokens"
+    )
+    agent = scenarios.scenario("agent", Run("stand_in"))
+    assert agent.title.endswith("out tokens per turn")
+
+
 def test_unknown_scenario_names_the_valid_ones():
     with pytest.raises(RecipeError, match="chat"):
         scenarios.scenario("nope")
