@@ -357,16 +357,10 @@ def kernel_config(folder: Path | None = None):
 def _pin_output_folder() -> None:
     """A relative ``COOKBOOK_OUT`` becomes absolute (against this process's folder) before the
     kernel inherits it: the kernel runs in the notebook's folder, where the same relative path
-    would name another folder (:func:`helpers.paths.out_dir` does the same in-process); unset,
-    it is set to the default (``out/``), which a notebook's own default (the workshop's
-    ``out_folder``, for Colab) would otherwise replace with a folder beside the notebook."""
+    would name another folder (:func:`helpers.paths.out_dir` does the same in-process)."""
     value = os.environ.get("COOKBOOK_OUT")
     if value and not Path(value).expanduser().is_absolute():
         os.environ["COOKBOOK_OUT"] = str((Path.cwd() / Path(value).expanduser()).resolve())
-    elif not value:  # named, so a notebook with a folder of its own (the workshop's) uses out/ too
-        from helpers.paths import out_dir
-
-        os.environ["COOKBOOK_OUT"] = str(out_dir())
 
 
 #: Environment variables a shared kernel (tests/support/shared_kernel.py) takes from its caller before

@@ -28,7 +28,7 @@ cookbook_source = "git+https://github.com/__REPOSITORY__"  # where pip gets the 
 install = True  # install the cookbook and vLLM's CPU build (False: both already installed)
 torch_index_url = "auto"  # where torch 2.13.0+cpu comes from; "auto": pip's own sources, else PyTorch's CPU index (Colab); a URL: that index; None: pip's own sources only
 rehearse_on_gpu = False  # on an L4 / A100 / H100 runtime, run this CPU rehearsal anyway
-out_folder = "cookbook-out"  # where models, logs, benchmark JSON and plots go
+out_folder = None  # where models, logs, benchmark JSON and plots go; None means ./cookbook-out (Colab), or out/ when run from a clone of the cookbook
 max_tokens = 512  # per chat request: reasoning + answer tokens
 bench_concurrencies = [1, 2, 4]  # benchmark points (requests in flight)
 bench_input_len = 64  # tokens per benchmark prompt
@@ -72,7 +72,10 @@ if install:
 # %%
 import os
 
-os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder))
+from helpers.paths import IN_CHECKOUT
+
+if out_folder or not IN_CHECKOUT:  # a clone keeps its out/ (helpers.paths.out_dir)
+    os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder or "cookbook-out"))
 from lab.workshop.runtime import route_runtime
 from lab.workshop.install import install_cpu_vllm
 

@@ -1,14 +1,11 @@
 """The notebook runner (tools/notebook_run.py): its terminal echo of a server's launch (each
-``[vllm ...]`` line, a heading only with the items under it), and the output folder its kernel
-inherits."""
+``[vllm ...]`` line, a heading only with the items under it)."""
 
 from __future__ import annotations
 
 import io
-import os
 
-from helpers.paths import REPO_ROOT
-from tools.notebook_run import _pin_output_folder, _Progress, _ServerLines
+from tools.notebook_run import _Progress, _ServerLines
 
 
 def test_a_launch_heading_is_echoed_with_its_items_and_never_empty():
@@ -31,21 +28,3 @@ def test_a_launch_heading_is_echoed_with_its_items_and_never_empty():
         "    - adds X=1: the launcher's",
         "  [vllm    17s] ready: http://127.0.0.1:2",
     ]
-
-
-def test_the_kernel_inherits_an_absolute_output_folder_and_out_when_none_is_set(
-    monkeypatch, tmp_path
-):
-    """Unset, COOKBOOK_OUT is named as out/ (the workshop's own default, a folder beside the
-    notebook for Colab, would otherwise put its files in notebooks/); relative, it is resolved
-    against the runner's folder; absolute, it is kept."""
-    monkeypatch.delenv("COOKBOOK_OUT", raising=False)
-    _pin_output_folder()
-    assert os.environ["COOKBOOK_OUT"] == str(REPO_ROOT / "out")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COOKBOOK_OUT", "mine")
-    _pin_output_folder()
-    assert os.environ["COOKBOOK_OUT"] == str(tmp_path.resolve() / "mine")
-    monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "abs"))
-    _pin_output_folder()
-    assert os.environ["COOKBOOK_OUT"] == str(tmp_path / "abs")

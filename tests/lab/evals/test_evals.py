@@ -456,7 +456,8 @@ def test_the_quality_notebook_on_the_standin(standin_server, shared_kernel, tmp_
     assert "McNemar exact p = " in text and "-vs-flags" in text, "step 4 did not compare"
     # --dtype float32 is played on the CPU: two commands, so no "same command" note (a variant
     # is not played there: both sides would be one command, and the note says so)
-    assert "Both sides served the same command" not in text
+    outputs = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    assert "McNemar exact p = " in outputs and "Both sides served the same command" not in outputs
     assert '"Step 4 skipped' not in text  # an output line (the source has print('Step 4 ...)
     assert text.count("[vllm] launched pid") == 1
     pid = int(re.search(r"\[vllm\] launched pid (\d+)", text).group(1))
