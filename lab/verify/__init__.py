@@ -196,8 +196,9 @@ def verify(
             raise _Failed(f"nothing answers at {client.base_url}",
                           "start the server, or check the host, the port and that it is reachable from here") from None  # fmt: skip
         except openai.NotFoundError:
-            raise _Failed(f"{client.base_url}models is not found (HTTP 404)",
-                          "pass the server's root URL, http://host:port (or .../v1)") from None  # fmt: skip
+            raise _Failed(f"{client.base_url}models is not found (HTTP 404): no OpenAI-compatible "
+                          "server answers there", "pass the root URL of a vLLM server, http://host:port "
+                          "(or .../v1); is something else listening on that port?") from None  # fmt: skip
         if not names:
             raise _Failed("/v1/models lists no model", "start vLLM with the model")
         found["model"] = model or names[0]

@@ -163,6 +163,26 @@ def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
     assert "Traceback" not in bad.stderr
 
 
+def test_a_web_server_that_is_not_vllm_is_named_so(tmp_path):
+    """Something else on the port (a plain web server, 404 for /v1/models): the line says no
+    OpenAI-compatible server answers there, not only "pass the root URL" (already passed)."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        try:
+            run = _verify(f"http://127.0.0.1:{web.server_address[1]}")
+        finally:
+            web.shutdown()
+    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
+    line = _lines(run.stdout)["model"]
+    assert "models is not found (HTTP 404): no OpenAI-compatible server answers there" in line
+    assert "is something else listening on that port?" in line
+
+
 def test_a_port_that_accepts_but_never_answers_is_said_within_seconds():
     """A socket that takes connections and sends nothing (a server still starting, a host that
     drops packets): the model check says so after MODELS_TIMEOUT, not after 121 s of silence."""
