@@ -72,11 +72,17 @@ def _train(dest: Path, adapter: StandinAdapter, recipe: Recipe, base: Path, dige
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     t0 = time.perf_counter()
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)  # the stand-in's rule: one thread, the same weights everywhere
     torch.use_deterministic_algorithms(True, warn_only=True)
+    # a notebook shows the adapters' check lines, not transformers' loading bars and its notes
+    # that the tiny stand-in's Mamba runs the reference PyTorch path (mamba_ssm is GPU-only)
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     try:
         torch.manual_seed(recipe.seed)
         tok = AutoTokenizer.from_pretrained(base)
@@ -117,6 +123,9 @@ def _train(dest: Path, adapter: StandinAdapter, recipe: Recipe, base: Path, dige
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     import peft
 
     cfg_path = dest / "adapter_config.json"
