@@ -366,6 +366,6 @@ from lab.evals.speculative import CHECK_BUDGET, budget_finding
 
 budget_checks = {name: c.budget for name, c in checks.items() if c.drafting}
 for name, result in budget_checks.items():
-    print(f"{name}:", budget_finding(result, CHECK_BUDGET, stand_in=run.stand_in))
+    print(f"{name}:", budget_finding(result, CHECK_BUDGET, run))
 if not budget_checks:
     print("no drafting mode ran: nothing to check")

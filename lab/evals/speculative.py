@@ -123,7 +123,7 @@ STANDIN_EMPTY_ANSWER = (
 )
 
 
-def budget_finding(result: ChatResult | None, budget: int, *, stand_in: bool = False) -> str:
+def budget_finding(result: ChatResult | None, budget: int, source: Any = None) -> str:
     """One line on a drafting server's reply to a ``thinking_token_budget`` request:
     :func:`helpers.chat.display.budget_report` (``drafting=True``), except on the CPU stand-in
     when the budget held (at most ``budget`` + 1 reasoning tokens) and no answer followed: its
@@ -135,8 +135,10 @@ def budget_finding(result: ChatResult | None, budget: int, *, stand_in: bool = F
     Args:
         result: :attr:`ModeChecks.budget`.
         budget: the ``thinking_token_budget`` sent (tokens).
-        stand_in: the server is the CPU stand-in's (``srv.run.stand_in``).
+        source: the server that replied, its ``srv.run`` or a ``Run`` (:func:`run_of`); None:
+            a GPU's.
     """
+    stand_in = source is not None and run_of(source).stand_in
     n = result.usage.reasoning_tokens if result is not None else None
     if stand_in and n is not None and n <= budget + 1 and not result.content.strip():
         held = f"{n} reasoning tokens (budget {budget})"
