@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh machine (Python 3.10+ with venv):
+# Two commands do everything on a fresh machine (Python 3.11+ with venv):
 #   make quickstart   build the env, run the quickstart notebook end to end on the CPU stand-in
 #   make test         build the env, run the test suite (unit + real vLLM server + notebooks)
 # Outputs land in out/ (ignored by git).

