@@ -63,11 +63,15 @@ if install:
 # %%
 from IPython.display import display
 
+from helpers.config.parameters import check_parameters
 from helpers.config.versions import installed_vllm_version
 from lab.fleet import fleet
 from lab.fleet.deployment import resolve_deployment
 from helpers.paths import out_dir
 
+# the sweep's sizes checked now, not after the fleet's launch (step 4)
+check_parameters({"concurrencies": "Optional[list[PositiveInt]]", "input_len": "Optional[PositiveInt]",
+                  "output_len": "Optional[PositiveInt]"}, concurrencies=concurrencies, input_len=input_len, output_len=output_len)
 replicas = resolve_deployment("replicas", target, count=count, policy=policy)
 dp_ep = resolve_deployment("dp_ep", target, count=count)
 for dep in (replicas, dp_ep):
@@ -183,7 +187,8 @@ one = sweep(replica_fleet.servers[0].base_url, layout.base.served_model_name, mo
                   label="1 replica", gpu_count=gpus, out_dir=folder, **common)
 before = [fleet.metric_total(s.url) for s in replica_fleet.servers]
 many = sweep(replica_fleet, concs, label=f"{count} replicas + router", out_dir=folder, **common)
-print(f"GPUs counted for per-GPU throughput: {int(many['gpu_count'].iloc[0])} (the deployment's)",
+print(f"{'slots (the stand-in has no GPU)' if run.stand_in else 'GPUs'} counted for per-GPU throughput: "
+      f"{int(many['gpu_count'].iloc[0])} (the deployment's)",
       "; replicas serving:", list(many["replicas_serving"]))
 split = [fleet.metric_total(s.url) - b for s, b in zip(replica_fleet.servers, before)]
 print("requests served per replica during the router sweep:", split)
@@ -259,6 +264,7 @@ else:
 # **Reading it.** With replicas, throughput at high concurrency should approach N times one
 # replica's (each replica runs its own batch), while per-user speed at low concurrency stays
 # one replica's: a request still runs on one GPU. When the load does not fill N replicas, the
-# router only spreads a small batch thinner. On the 2-core CPU stand-in, the two replicas share
-# the machine's memory bandwidth, so the ratio says nothing about GPUs; the procedure is the one
-# to run on them. Measured on 2x H200: `docs/results/h200x2/`.
+# router only spreads a small batch thinner. On the 2-core CPU stand-in the two replicas, the
+# router and the benchmark client share two cores and their memory bandwidth, so N replicas can
+# measure slower than one and the ratio moves by about 0.2 between runs: it says nothing about
+# GPUs; the procedure is the one to run on them. Measured on 2x H200: `docs/results/h200x2/`.

@@ -155,7 +155,8 @@ def validate_router_argv(
     if bad:
         raise FlagError(
             f"vllm-router rejects {', '.join(dict.fromkeys(bad))} ({'; '.join(problems)}): fix the "
-            "router args in cookbook/recipe.yaml (deployments.replicas.router), or install "
+            "scale-out notebook's policy parameter (or resolve_deployment's policy=), the router "
+            "args in cookbook/recipe.yaml (deployments.replicas.router), or install "
             f"vllm-router=={ROUTER_VERSION}.",
             flags=list(dict.fromkeys(bad)),
         )
