@@ -513,6 +513,9 @@ class TuneResult:
             rec = self.recommended(w.name)
             if rec is not None:
                 lines += rec.lines()
+                if self.stand_in and rec.api:  # the cost lines price a CPU's speed at a GPU's rate
+                    lines.append("  (stand-in: a CPU's speed at the example GPU price: the "
+                                 "arithmetic of a GPU run, not a verdict on one)")  # fmt: skip
                 lines += self.measured_apart(w.name, rec.tied_with or rec.candidate)
                 lines += self.probes_ahead(w, rec)
                 continue
@@ -585,13 +588,15 @@ class TuneResult:
         name = self._workload(workload)
         rec = self.recommended(name)
         pts = self._of(name)
+        wl = next((w for w in self.workloads if w.name == name), None)
+        shape = f", {wl.input_len:,} in / {wl.output_len:,} out tokens" if wl else ""
         versions = sorted({str(v) for v in pts.get("vllm_version", []) if v})
         return tune_frontier(
             pts, recommended=(rec.candidate, rec.concurrency) if rec else None,
             vllm_version=", ".join(versions) or None,
             x=self.per_user_column,
             y="output_throughput" if self.stand_in else "output_throughput_per_gpu",
-            title=f"Tuning: {name} ({self.slo.describe()})",
+            title=f"Tuning: {name}{shape} ({self.slo.describe()})",
             target=getattr(self.target, "label", None) + (" (CPU stand-in)" if self.stand_in else ""),
             path=path,
         )  # fmt: skip

@@ -336,7 +336,8 @@ def tune(
             steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
                      for w in loads}  # fmt: skip
             if not any(steps.values()):
-                _say(progress, f"{head}: every point saved, nothing to run")
+                _say(progress, f"{head}: every point saved, nothing to run (saved runs are "
+                     "kept: another out_dir, or remeasure=[...], measures anew)")  # fmt: skip
                 continue
             url = servers.get(cand.name)
             attached_release = _served_version(VLLMServer.attach(url, check=False)) if url else None

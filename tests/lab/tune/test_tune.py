@@ -585,6 +585,7 @@ def test_the_tuning_notebook_on_the_standin(standin_server, shared_kernel, tmp_p
             ratio
         )
     assert "SLO limit (" in text and "s API ($" in text and "utilization" in text
+    assert "(stand-in: a CPU's speed at the example GPU price" in text  # the cost lines' caveat
     nb = json.loads(text)
     table = next(c for c in nb["cells"] if "recommendation_table()" in "".join(c["source"]))
     shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in table["outputs"])
