@@ -406,7 +406,7 @@ def _cells(row: dict[str, Any], role: str, ratio: str) -> str:
     runs = int(_num(row.get("repeats")) or 1)
     return (
         f" {role} | {_label(row)} | {row['vllm_version']} | {int(row['concurrency'])} | {runs} | "
-        f"{_spread(row, 'output_throughput_per_gpu')} | {_fmt(row['tokens_per_s_per_user'])} | "
+        f"{_spread(row, 'output_throughput_per_gpu')} | {_spread(row, 'tokens_per_s_per_user')} | "
         f"{_fmt(row.get('p99_ttft_ms'))} | {_spread(row, 'p50_tpot_ms', 1)} | {ratio} | "
         f"`{row['file']}` |"
     )
@@ -422,7 +422,10 @@ def command_for(target: str, row: dict[str, Any]) -> tuple[str, str]:
     from lab.tune.results import changes
 
     base = resolve(target)
-    keep = {k: v for k, v in (row.get("spec") or {}).items() if k in SPEC_KEYS[1:-2]}
+    # the registry choices and flags; not the stand-in's flags, nor a measurement's env (the
+    # uniform routing simulation of a weightless run is no part of a user's command)
+    drop = ("name", "standin_args", "env", "note")
+    keep = {k: v for k, v in (row.get("spec") or {}).items() if k in SPEC_KEYS and k not in drop}
     if not keep:
         return base.shell_command(), ""
     cfg = candidate(base, str(row["candidate"]), **keep).config

@@ -20,7 +20,9 @@ from helpers.errors import BenchError
 
 #: The figures whose spread over repeats the tables show beside the median (``<name>_min``,
 #: ``<name>_max``): output tok/s per GPU, goodput tok/s per GPU, p50 TPOT (ms).
-SPREAD_METRICS = ("output_throughput_per_gpu", "goodput_tok_s_per_gpu", "p50_tpot_ms")
+SPREAD_METRICS = (
+    "output_throughput_per_gpu", "goodput_tok_s_per_gpu", "p50_tpot_ms", "tokens_per_s_per_user",
+)  # fmt: skip
 #: What names one point: its repeats are the rows that share these.
 POINT_KEYS = ("candidate", "workload", "concurrency")
 #: With one run of either side no spread is measured: a margin under this share is a tie.

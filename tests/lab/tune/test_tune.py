@@ -694,6 +694,22 @@ def test_the_agent_workload_gets_its_row_once_it_has_points(tmp_path):
     assert "not measured yet" not in agent and "seed-vllm-0.32.0.json" in agent
 
 
+def test_a_repeated_row_shows_the_range_of_both_speeds_its_verdict_may_rest_on():
+    """The latency goal decides on per-user speed, the throughput goals on output tokens/s:
+    a row of repeated points shows the min-max of both, so a "tie" is read from the column it
+    rests on (the committed H200 results)."""
+    from tools.tune_pages import recommendation_markdown
+
+    text = recommendation_markdown("h200")
+    rows = [ln.split(" | ") for ln in text.splitlines() if ln.startswith("| ") and " | 0.3" in ln]
+    repeated = [r for r in rows if r[5].strip().isdigit() and int(r[5]) > 1]
+    assert repeated, "no repeated row in the committed results"
+    for r in repeated:
+        assert re.fullmatch(r"[\d,]+ \([\d,]+-[\d,]+\)", r[6]) and re.fullmatch(
+            r"[\d,]+ \([\d,]+-[\d,]+\)", r[7]
+        ), r
+
+
 def test_the_hopper_notebooks_recommendation_follows_the_data(tmp_path):
     """The table the h100 / h200 notebooks show comes from the committed rows: change a row and
     the measured best changes; a workload gets a row once it has points. A faster point
