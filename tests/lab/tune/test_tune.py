@@ -218,6 +218,11 @@ def test_a_candidates_env_is_exported_by_its_command_and_kept_in_its_spec():
     assert not uniform_routing(plain.config.shell_command()) and "env" not in plain.spec
     flags = tuning.candidate(base, "seqs", extra_args={"--max-num-seqs": 64}, env={"A": "1"})
     assert flags.config.env["A"] == "1" and flags.config.args["--max-num-seqs"] == 64
+    # the command a results page renders for such a row is the user's: no measurement env
+    from tools.tune_pages import command_for
+
+    shown, said = command_for("h200", {"candidate": "bf16-u", "spec": bf16.spec})
+    assert not uniform_routing(shown) and said.startswith("the BF16 variant's command")
 
 
 def test_the_default_grids():
