@@ -12,9 +12,8 @@
 # Nemotron 3.5 Lightning ships three ways to draft tokens for the model to verify in one
 # forward pass: **MTP** (multi-token-prediction heads built into the checkpoint), **DFlash**
 # (a diffusion drafter proposing a whole block) and **DSpark** (hybrid autoregressive +
-# diffusion drafter). Drafting trades compute for fewer sequential steps: it pays at low
-# concurrency, where the GPU has compute to spare, and costs at high concurrency, where that
-# compute already serves other requests.
+# diffusion drafter). Drafting trades spare compute for fewer sequential steps: it pays at
+# low concurrency and costs at high, where that compute serves other requests.
 #
 # **What the seeds say.** The vLLM recipe: *"DSpark gives the best latency on H100 and DGX
 # Spark; for maximum throughput, serve without speculative decoding"* (on DGX Station it
@@ -40,9 +39,8 @@
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): the CPU build of vLLM has no MTP /
 # DFlash / DSpark, so drafting becomes **n-gram prompt lookup**, with real acceptance counters.
-# Its speeds say nothing about a GPU; the procedure and the code are the GPU's. Measured: on
-# the CPU build, n-gram drafting with this Mamba-2 model changes greedy answers, so the
-# stand-in checks the pipeline, not a speed-up.
+# Its speeds say nothing about a GPU, and on the CPU build it changes greedy answers (step 7):
+# the stand-in checks the procedure and the code, which are the GPU's.
 
 # %% tags=["parameters"]
 target = "h100"  # a key of cookbook/recipe.yaml `targets`
@@ -160,13 +158,11 @@ display(scenarios.scenarios_frame(run, names=[scenario_name]))
 #
 # Each server is launched, benchmarked and stopped before the next starts (one GPU, one
 # server). Then the lowest and the highest concurrency are each repeated `repeats` times with
-# fresh seeds: that spread is the noise any difference has to beat. On the stand-in, prefix
-# caching is off for every mode: the CPU build's aligned Mamba cache has no kernel for the
-# state copies speculative decoding needs (the engine fails on the first request).
+# fresh seeds: the noise any difference has to beat. On the stand-in, prefix caching is off:
+# the CPU build has no kernel for the Mamba state copies drafting needs (the engine fails).
 #
-# **Expected:** per server, its launch, then one line on its prefix cache read from its
-# `/metrics`, once for its sweep and repeats (on the stand-in: "no prefix caching on this
-# server", as said above, and no warning per point), then one `vllm bench serve` line per point.
+# **Expected:** per server, its launch, one line on its prefix cache (once per server), then
+# one `vllm bench serve` line per point.
 
 # %%
 from helpers.bench.sweep import sweep
@@ -209,18 +205,12 @@ results = pd.concat(results, ignore_index=True)
 # Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, and
 # output tokens / end-to-end latency on the 2-core stand-in (tokens arrive in bursts there). Acceptance length = 1 + accepted / drafts: tokens
 # emitted per target-model step (1.0 = drafting gained nothing); acceptance rate = accepted /
-# draft tokens, in percent (vLLM 0.32.0's `vllm bench serve` definition). `spec_decode_verdict`
-# calls 90 or more draft tokens all rejected an error, fewer "too few drafts".
-#
-# The two tables measure different things. The sweep's acceptance is the benchmark load's:
-# random prompt tokens, answers forced to length (`--ignore-eos`). It is neither real text's
-# nor a bound on it: a learned drafter (MTP, DFlash, DSpark) predicts random tokens worse than
-# real text (vllm #52536, #33497), while an answer forced past its end can repeat itself, which
-# n-gram lookup drafts. The second table measures it as vLLM's acceptance test does: real
-# prompts (the shipped GSM8K questions), temperature 0, answers ending freely; only there is a
-# length below 1.5 "not paying off". On the stand-in those answers are short (its
-# `mean_output_tokens`), so n-gram drafts a handful of tokens there: "too few to judge", not
-# a figure to set against the sweep's.
+# draft tokens, in percent. `spec_decode_verdict` calls 90 or more draft tokens all rejected
+# an error, fewer "too few drafts". The sweep's acceptance is its load's (random prompts,
+# answers forced to length): not real text's, nor a bound on it (vllm #52536, #33497). The
+# second table measures it as vLLM's acceptance test does: real prompts (the shipped GSM8K
+# questions), temperature 0, answers ending freely; only there is a length below 1.5 "not
+# paying off" (the stand-in's short answers: "too few to judge").
 
 # %%
 from helpers.bench.results import results_table
@@ -244,10 +234,8 @@ if real_acceptance:
                                            "spec_decode_acceptance_rate", "spec_decode_verdict"]].rename(columns=pct))
 
 # %% [markdown]
-# Run-to-run noise: the lowest and highest concurrency repeated with fresh seeds. Each
-# point's runs are the sweep's and its repeats: the spread below is over all of them, and
-# step 6 ranks their mean, so every ranked figure lies inside its own spread. A difference
-# between modes smaller than this spread is noise, not a win.
+# Run-to-run noise: each point's runs are the sweep's and its repeats; the spread below is
+# over all of them, and step 6 ranks their mean. A gap between modes inside it is noise.
 
 # %%
 runs = {(m, c): pd.concat([results[(results["label"] == m) & (results["concurrency"] == c)], d], ignore_index=True)
@@ -276,9 +264,9 @@ print("plots:", pareto_png, *([acceptance_png] if drafted else []))
 # ## 6. The measured answer, next to the seeds'
 #
 # Throughput: the highest output tokens/s per GPU at the highest concurrency. Latency: the
-# highest tokens/s per user at concurrency 1 (lowest load). Each mode's figure is the mean of
-# its runs there (the sweep's and the repeats: the spread above) and is compared with the
-# best; a gap inside the run-to-run spread is called noise.
+# highest tokens/s per user at concurrency 1. Each mode's figure is the mean of its runs
+# there (the sweep's and the repeats: the spread above), compared with the best; a gap
+# inside the spread is noise.
 
 # %%
 every_run = pd.concat([results, *repeated.values()], ignore_index=True)  # rank() takes each mode's mean
@@ -299,11 +287,9 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # **Reading it.** On a GPU, the answer moves with concurrency: drafting wins at concurrency 1
 # when its acceptance length is well above 1, and loses at high concurrency where the batch
 # already keeps the GPU busy. On the stand-in, the n-gram drafter's acceptance is real but
-# its speed on a 2-core CPU is not a GPU's, and it is noisy: the engine, its HTTP server and
-# the benchmark client share the two cores, so one point's runs can differ several-fold (step
-# 5's spread; n-gram's has measured ±50-90 %). A gap inside that spread is a tie, so "no clear
-# winner" is the right call there, even where one mode's mean is half the other's or less: the
-# stand-in checks the procedure, not the verdict.
+# its speed on a 2-core CPU is not a GPU's: engine, HTTP server and benchmark client share two
+# cores, so runs of one point differ by ±50-90 % and a gap inside that is a tie. The stand-in
+# checks the procedure, not the verdict.
 # Each server was stopped after its sweep; nothing is left running.
 
 # %% [markdown]
@@ -315,10 +301,9 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # token by token, by vLLM's own rule (its CPU spec-decode test): identical, or parting at a
 # tie (each run's token among the other's top-5).
 #
-# Each drafting server also answered the prompts twice over, `LOSSLESS_CONCURRENCY` at a time:
-# one request at a time cannot show a server handing one request another's accepted-token
-# count (vllm #53912: vLLM 0.32.0 and 0.33.0's V1 runner with async scheduling; the registry's
-# drafting notes name `--no-async-scheduling`).
+# Each drafting server also answered them `LOSSLESS_CONCURRENCY` at a time: only concurrent
+# requests show a server handing one request another's accepted-token count (vllm #53912:
+# vLLM 0.32.0 and 0.33.0 with async scheduling; the fix: `--no-async-scheduling`).
 #
 # **Expected:** two lines per drafting mode (one at a time, then concurrent, with how many were
 # in flight); "lossless" where the path is. A mode that kept no drafted token proves nothing
@@ -357,9 +342,7 @@ if reference is None:
 #
 # **Expected:** one line per drafting mode: the budget held (at most 9 reasoning tokens, then
 # an answer) or an UNEXPECTED line naming the cause; on weightless noise the reasoning count
-# still shows it. On the stand-in the answer may be missing: its drafting path changes and
-# shortens outputs (step 7), so the line says the budget held and the empty answer is expected
-# there.
+# still shows it. On the stand-in an empty answer after a held budget is expected (step 7).
 
 # %%
 from lab.evals.speculative import CHECK_BUDGET, budget_finding
