@@ -43,13 +43,11 @@ def _dummy_routing(rows: pd.DataFrame) -> bool:
     routing as loaded (a command that exports the uniform routing simulation did not)."""
     from helpers.config.versions import parse_version
 
-    old = lambda r: (v := parse_version(str(r))) is not None and v < parse_version("0.33.0")  # noqa: E731
-    commands = rows["command"] if "command" in rows else pd.Series([None] * len(rows))
-    return any(
-        old(r) and not uniform_routing(c)
-        for r, c in zip(rows["vllm_version"], commands, strict=True)
-        if r is not None and r == r
-    )
+    def as_loaded(version: Any, command: str | None) -> bool:
+        v = parse_version(str(version))  # None for a missing one
+        return v is not None and v < parse_version("0.33.0") and not uniform_routing(command)
+
+    return any(map(as_loaded, rows["vllm_version"], rows["command"]))
 
 
 #: One run per point: a gap under this between two configurations is noise

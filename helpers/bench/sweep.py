@@ -313,8 +313,8 @@ def sweep(
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
             for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
-                # once a sweep (or repeat_point's repeats; every row keeps it); no prefix caching
-                # not at all: the floor line, said once, said so and named the fix
+                # once a sweep (or repeat_point's repeats; every row keeps it); none on a server
+                # the floor line already named as without prefix caching (with the fix)
                 note, off = notes.get(key), any(NO_PREFIX_CACHING in w for w in warned)
                 if note and note not in warned and not (off and NO_PREFIX_CACHING in note):
                     warned.add(note)
