@@ -116,3 +116,18 @@ def test_wave_five_holds_moe_routing_equal_and_wave_six_on_another_release(capsy
         plan.server_config(*plan.WAVE6["none-uniform"], weightless=False).vllm_version == "0.34.0"
     )
     # (each test loads its own copy of the script: the RELEASE set here goes with it)
+
+
+def test_only_keeps_the_named_servers_of_each_wave_and_rejects_an_unknown_name():
+    """``--only`` (``DRAFT_ONLY`` in h200_drafting.sh) fits a wave to a GPU that holds fewer
+    co-tenants; a misspelled name stops the run instead of skipping every wave."""
+    import pytest
+
+    plan = _plan()
+    pair = plan.only(plan.WAVE5, "none-as-loaded,none-uniform")
+    assert list(pair) == ["none-as-loaded", "none-uniform"]
+    assert plan.only(plan.WAVE6, "none-as-loaded,none-uniform") == plan.WAVE6
+    assert plan.only(plan.WAVE1, "none-as-loaded,none-uniform") == {}
+    assert plan.only(plan.WAVE5, None) == plan.WAVE5
+    with pytest.raises(SystemExit, match="none-unifrom"):
+        plan.only(plan.WAVE5, "none-unifrom")

@@ -258,6 +258,20 @@ def _watch_host(path: Path, stop) -> None:
             fh.flush()
 
 
+def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
+    """The servers of ``wave`` named in ``names`` (comma-separated; None: all of them).
+
+    Raises:
+        SystemExit: a name that is in no wave (a typo would otherwise skip every wave)."""
+    if names is None:
+        return wave
+    wanted = set(names.split(","))
+    known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6) for n in w} | {"none"}
+    if wanted - known:
+        raise SystemExit(f"--only: no server named {sorted(wanted - known)}; known: {sorted(known)}")
+    return {n: spec for n, spec in wave.items() if n in wanted}
+
+
 def dry_run() -> int:
     for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6), 1):
         for name, (mode, k, length, extra) in wave.items():
@@ -429,6 +443,12 @@ def main(argv=None) -> int:
         default=None,
         help="resolve every server for this vLLM release (run in its environment), e.g. 0.34.0",
     )
+    p.add_argument(
+        "--only",
+        default=None,
+        help="start only these servers of each wave, comma-separated (e.g. none-as-loaded,"
+        "none-uniform: two co-tenants where a GPU of 80 GB holds no more)",
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument(
         "--stand-in", action="store_true", help="rehearse wave 1's baseline on the CPU stand-in"
@@ -463,6 +483,10 @@ def main(argv=None) -> int:
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
             wave = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6}.get(i) or wave2(failed)
+            wave = only(wave, args.only)
+            if not wave:
+                summary.setdefault("skipped", []).append(f"wave {i}: none of --only {args.only}")
+                continue
             run_wave(i, wave, args.out, args.deadline, summary)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:

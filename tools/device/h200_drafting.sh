@@ -13,6 +13,8 @@
 #   RELEASE N` (its chunks and .gpu2/RELEASE/assemble.sh carried in calls before `start`), or
 #   `tune [tune_h200.py args]`: the tuning step's drafting candidates, co-tenant
 #   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...).
+# DRAFT_ONLY=a,b (environment): start only these servers of each wave (drafting_h200.py --only),
+#   e.g. DRAFT_ONLY=none-as-loaded,none-uniform on an 80 GB GPU, which holds two co-tenants.
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
@@ -35,12 +37,12 @@ start)
     else
         # RELEASE:WAVES runs after WAVES, with the last RELEASE_S (default 540) of the budget
         first=$deadline; [ -n "${5:-}" ] && first=$(( deadline - ${RELEASE_S:-540} ))
-        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $first --waves ${4:-1,2}"
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out --deadline $first --waves ${4:-1,2}${DRAFT_ONLY:+ --only $DRAFT_ONLY}"
         if [ -n "${5:-}" ]; then  # RELEASE:WAVES next, in that release's stack (joined before)
             case "$5" in *?:?*) ;; *) echo "RELEASE:WAVES, e.g. 0.34.0:6 (got '$5')"; exit 2 ;; esac
             rel=${5%%:*}
             [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
-            run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${5#*:} --release $rel"
+            run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${5#*:} --release $rel${DRAFT_ONLY:+ --only $DRAFT_ONLY}"
         fi
     fi
     $J chain draft \
