@@ -268,7 +268,9 @@ def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
     wanted = set(names.split(","))
     known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6) for n in w} | {"none"}
     if wanted - known:
-        raise SystemExit(f"--only: no server named {sorted(wanted - known)}; known: {sorted(known)}")
+        raise SystemExit(
+            f"--only: no server named {sorted(wanted - known)}; known: {sorted(known)}"
+        )
     return {n: spec for n, spec in wave.items() if n in wanted}
 
 
