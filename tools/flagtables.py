@@ -55,7 +55,8 @@ for s, a in parser._option_string_actions.items():
     choices = None
     if a.choices is not None:
         try:
-            choices = sorted(str(c) for c in a.choices)
+            # numbers in numeric order (--max-lora-rank: 1, 8, 16, ...), words alphabetically
+            choices = sorted((str(c) for c in a.choices), key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
         except TypeError:
             choices = None
     entry = {"dest": a.dest, "takes_value": a.nargs != 0, "nargs": a.nargs if isinstance(a.nargs, (str, type(None))) else int(a.nargs), "choices": choices}

@@ -37,7 +37,7 @@ weightless: bool = False  # True (GPU): the exact architecture with random weigh
 install: bool = True  # pip-install the cookbook's helpers with the `adapters` extra first (%pip): peft
 server_url: "Optional[str]" = None  # attach to an already running vLLM server started with the adapter flags instead of launching one
 extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-loras": 4, "--max-lora-rank": 16}: they win over cookbook/adapters.yaml (on the stand-in its LoRA flags apply)
-adapters: "Optional[dict]" = None  # {served name: peft folder}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
+adapters: "Optional[dict]" = None  # {served name: peft folder (absolute, or relative to notebooks/)}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
 max_tokens: "Optional[int]" = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
 temperature: "Optional[float]" = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
 startup_timeout: float = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s)
@@ -68,7 +68,7 @@ from IPython.display import display
 
 from lab.adapters.check import NEMOTRON_H_TARGETS
 
-pd.set_option("display.max_colwidth", 120)
+pd.set_option("display.max_colwidth", None)  # the LoRA column whole (the CPU build's limits are at its end)
 display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": what}
                       for m, (layer, cls, what) in NEMOTRON_H_TARGETS.items()]))
 
@@ -121,7 +121,8 @@ for name, folder in adapters.items():
 # of step 6 (for local development only, vLLM says). The release's flag table checks them
 # first. With LoRA on, vLLM serves NVFP4 experts only with Marlin: a GPU command gets
 # `--moe-backend marlin`. The slots vLLM reserves come out of the KV cache (6.7 GiB at 4 x rank
-# 32, mostly the routed experts): the plan counts them.
+# 32, mostly the routed experts, computed from vLLM 0.32.0's code by `lora_buffers`, not
+# measured on a GPU yet): the plan counts them.
 #
 # **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
 # "flags checked", `ready: http://...`.
@@ -219,19 +220,20 @@ for name in adapters:
 # without a restart. The cell sends both requests itself (`httpx.post`, the bodies printed):
 # `{"lora_name": ...}` to unload, `{"lora_name": ..., "lora_path": ...}` to load, after step 2's
 # check of the folder. A request for an adapter that is not loaded gets vLLM's 404, quoted with
-# its fix. Loading a name already loaded is refused (HTTP 400) unless the body says
+# its fix; vLLM's "Valid aliases" there name the base alone, so `check_served` reads
+# `/v1/models` to say what is loaded. Loading a name already loaded is refused (HTTP 400) unless the body says
 # `"load_inplace": true` (vLLM 0.32.0's `LoadLoRAAdapterRequest`), which replaces it in place:
 # `load_adapter(..., load_inplace=True)` sends that.
 #
 # **Expected:** the unload's body and success line, the 404 for the unloaded adapter with its
-# fix, the load's body and success line, the adapter answering again; then the same load again,
+# fix and what is loaded, the load's body and success line, the adapter answering again; then the same load again,
 # refused as `adapter name already loaded`, and accepted with `load_inplace=True`.
 
 # %%
 import httpx
 
 from helpers.errors import AdapterError
-from lab.adapters.serving import explain_error, load_adapter, unload_adapter
+from lab.adapters.serving import check_served, explain_error, load_adapter, unload_adapter
 
 root = srv.base_url.removesuffix("/v1")
 name, folder = list(adapters.items())[-1]
@@ -241,11 +243,16 @@ try:
     llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
 except Exception as err:  # noqa: BLE001 - the SDK's NotFoundError, shown with its fix
     print(explain_error(err))
+    try:
+        check_served(srv, name)  # what /v1/models says is loaded
+    except AdapterError as served_now:
+        print(f"  /v1/models: {served_now}")
 print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
 body = {"lora_name": name, "lora_path": str(folder)}
 print(f"POST /v1/load_lora_adapter {body}: {httpx.post(f'{root}/v1/load_lora_adapter', json=body, timeout=120).text}")
 reply = llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
-print(f"{name} again: {check_reply(reply, max_tokens=sampling['max_tokens']).content.strip()!r}")
+turn = check_reply(reply, max_tokens=sampling["max_tokens"])
+print(f"{name} again: {turn.content.strip() or f'(no answer, {turn.finish_reason}; reasoning: {turn.reasoning.strip()})'!r}")
 try:
     load_adapter(srv, name, folder)  # the same name again, without load_inplace
 except AdapterError as err:
@@ -272,13 +279,13 @@ print(f"with load_inplace=True: {load_adapter(srv, name, folder, load_inplace=Tr
 
 # %%
 from helpers.paths import out_dir
-from lab.adapters.faults import FAULTS, faulty_adapter
+from lab.adapters.faults import FAULTS, faulty_adapter, rank_above
 from lab.adapters.serving import refusal
 
 good = next(iter(adapters.values()))
-for kind, what in FAULTS.items():
-    broken = faulty_adapter(good, kind, out_dir("adapters", "faults", kind))
-    print(f"--- {kind}: {what}")
+for kind, what in FAULTS.items():  # the rank fault: the next rank vLLM takes above the served limit
+    broken = faulty_adapter(good, kind, out_dir("adapters", "faults", kind), rank=rank_above(rank_limit))
+    print(f"--- {kind}: {what}" + (f" (r={rank_above(rank_limit)}, the limit {rank_limit})" if kind == "rank" else ""))
     try:
         check_adapter(broken, base_dir, max_lora_rank=rank_limit, name=f"broken-{kind}")
     except AdapterError as err:

@@ -170,7 +170,7 @@ fixed_failure(
 )
 
 
-fixed_failure(
+@failure(
     "lora_adapter_refused",
     45,
     Wording(
@@ -178,10 +178,13 @@ fixed_failure(
         "vllm/v1/engine/core.py (a failed utility call's failure_message), raised from vllm/lora/",
         tuple(f"vllm {v}" for v in ("0.27.0", "0.27.1", "0.28.0", "0.32.0", "0.33.0", "0.34.0")),
     ),
-    "vLLM could not load a LoRA adapter named in --lora-modules, so the start ended: {0}",
-    "fix the adapter or drop it from --lora-modules; lab.adapters.check.check_adapter(folder, "
-    "base) names what vLLM refuses before a launch (rank, modules, DoRA, shapes)",
 )
+def _lora_refused(m: re.Match[str], text: str, config: Any) -> Diagnosis:
+    fix = "fix the adapter or drop it from --lora-modules; lab.adapters.check.check_adapter(folder, base) names what vLLM refuses before a launch (rank, modules, DoRA, shapes)"
+    if m.group(1).startswith("LoRA is not enabled"):  # v1/worker/lora_model_runner_mixin.py
+        fix = "add --enable-lora (lab.adapters.spec.lora_config adds it) or drop --lora-modules"
+    cause = f"vLLM could not load a LoRA adapter named in --lora-modules, so the start ended: {m.group(1)}"
+    return Diagnosis("lora_adapter_refused", cause, fix, _line_of(m, text))
 
 
 @failure(

@@ -388,8 +388,13 @@ def check_adapter(
     try:
         cfg = json.loads((folder / "adapter_config.json").read_text())
     except (OSError, ValueError) as e:
-        raise _fail(name, f"no readable adapter_config.json in {folder} ({e})",
-                    "point at the folder peft's save_pretrained wrote") from e  # fmt: skip
+        where = (
+            ""
+            if folder.is_absolute()
+            else f" (a relative path, read from {Path.cwd()}: a notebook's is notebooks/)"
+        )
+        raise _fail(name, f"no readable adapter_config.json in {folder}{where} ({e})",
+                    "point at the folder peft's save_pretrained wrote, best by its absolute path") from e  # fmt: skip
     base_cfg = _base_config(base, name)
     rank = _check_config(cfg, name, max_lora_rank)
     targets = cfg.get("target_modules")

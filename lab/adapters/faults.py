@@ -14,7 +14,7 @@ from pathlib import Path
 
 #: The kinds :func:`faulty_adapter` makes, with what is wrong in each.
 FAULTS = {
-    "rank": "rank 16 (r in adapter_config.json and every tensor), above the stand-in's --max-lora-rank 8",
+    "rank": "a rank above the served --max-lora-rank (r in adapter_config.json and every tensor)",
     "target": "a LoRA on gate_proj, a gated-MLP projection Nemotron-H does not have (its MLP is up/down)",
     "base": "trained for a wider base (hidden size 256): every lora_A / lora_B has twice the width",
     "base-narrow": "trained for a narrower base (hidden size 64): every lora_A / lora_B has half the width",
@@ -23,13 +23,15 @@ FAULTS = {
 }
 
 
-def faulty_adapter(good: str | Path, kind: str, dest: str | Path) -> Path:
+def faulty_adapter(good: str | Path, kind: str, dest: str | Path, *, rank: int = 16) -> Path:
     """Copy the adapter ``good`` to ``dest`` and break it as :data:`FAULTS` ``[kind]`` says.
 
     Args:
         good: a peft LoRA folder (e.g. :func:`lab.adapters.train.build_adapter`'s).
         kind: a key of :data:`FAULTS`.
         dest: the new folder (replaced when it exists).
+        rank: the ``rank`` fault's r, above the served ``--max-lora-rank`` (16: above the
+            stand-in's 8; :func:`rank_above` gives the next value vLLM accepts).
     Returns:
         ``dest``.
     Raises:
@@ -51,9 +53,9 @@ def faulty_adapter(good: str | Path, kind: str, dest: str | Path) -> Path:
         return (torch.randn(*shape, generator=gen) * 0.01).to(torch.float32)
 
     if kind == "rank":
-        config["r"] = 16
+        config["r"] = rank
         tensors = {
-            k: rand(16, v.shape[1]) if ".lora_A." in k else rand(v.shape[0], 16)
+            k: rand(rank, v.shape[1]) if ".lora_A." in k else rand(v.shape[0], rank)
             for k, v in tensors.items()
         }
     elif kind == "target":
@@ -75,3 +77,12 @@ def faulty_adapter(good: str | Path, kind: str, dest: str | Path) -> Path:
     save_file(tensors, dest / "adapter_model.safetensors")
     (dest / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     return dest
+
+
+def rank_above(max_lora_rank: int) -> int:
+    """The next ``--max-lora-rank`` vLLM accepts above ``max_lora_rank`` (the ``rank`` fault's
+    r: a rank the served limit refuses on any target, 64 on a GPU's 32), or twice it above
+    the largest (:data:`lab.adapters.check.MAX_LORA_RANKS`)."""
+    from lab.adapters.check import MAX_LORA_RANKS
+
+    return next((r for r in MAX_LORA_RANKS if r > max_lora_rank), 2 * max_lora_rank)

@@ -39,7 +39,7 @@ class Reply:
 REPLIES = (
     Reply("runtime updates disabled", r'^\{"detail":"Not Found"\}$',
           "the server was started without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, so it has no "
-          "/v1/load_lora_adapter route: restart it with that variable "
+          "/v1/load_lora_adapter or /v1/unload_lora_adapter route: restart it with that variable "
           "(lab.adapters.spec.lora_config(..., runtime_updates=True)), or list the adapter in "
           "--lora-modules NAME=PATH at start-up",
           source=('entrypoints/serve/lora/api_router.py', 'if not envs.VLLM_ALLOW_RUNTIME_LORA_UPDATING')),

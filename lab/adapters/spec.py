@@ -161,9 +161,25 @@ def lora_config(
 
 def max_lora_rank(cfg: Any) -> int:
     """The ``--max-lora-rank`` ``cfg`` (a ServeConfig) serves with: its flag, else vLLM
-    0.32.0's default 16 (``vllm/config/lora.py`` ``LoRAConfig.max_lora_rank``)."""
+    0.32.0's default 16 (``vllm/config/lora.py`` ``LoRAConfig.max_lora_rank``).
+
+    Raises:
+        AdapterError: a value vLLM does not accept (it takes only
+            :data:`lab.adapters.check.MAX_LORA_RANKS`), naming the ones it does.
+    """
+    from helpers.errors import AdapterError
+    from lab.adapters.check import MAX_LORA_RANKS
+
     value = (getattr(cfg, "args", {}) or {}).get("--max-lora-rank")
-    return 16 if value in (None, False) else int(value)
+    rank = 16 if value in (None, False) else int(value) if str(value).isdigit() else value
+    if rank not in MAX_LORA_RANKS:
+        allowed = ", ".join(map(str, MAX_LORA_RANKS))
+        raise AdapterError(
+            f"--max-lora-rank {value!r}: vLLM 0.32.0-0.34.0 accept only {allowed} "
+            '(vllm/config/lora.py MaxLoRARanks); fix: extra_args={"--max-lora-rank": N} with N '
+            "one of them, at least your adapters' largest r"
+        )
+    return rank
 
 
 def check_lora_flags(cfg: Any) -> None:

@@ -126,6 +126,17 @@ def test_flags_and_names_only_in_033_fail_on_032():
         assert err.value.flags == [bad] and "vLLM 0.32.0" in str(err.value)
 
 
+@pytest.mark.parametrize("version", ["0.28.0", "0.32.0", "0.33.0", "0.34.0"])
+def test_a_numeric_choice_is_listed_in_numeric_order(version):
+    """A refused --max-lora-rank lists what vLLM accepts as numbers count, not as strings sort
+    ("1, 8, 16, 32", not "1, 128, 16, 256")."""
+    cfg = recipes.resolve("h200", vllm_version=version, extra_args={"--max-lora-rank": 12})
+    with pytest.raises(
+        FlagError, match=r"--max-lora-rank 12: vLLM \S+ accepts 1, 8, 16, 32, 64, 128"
+    ):
+        flagtable.check_config(cfg, quiet=True)
+
+
 def test_033_accepts_the_old_negative_switch_spelling():
     """0.33.0 spells --no-enable-prefix-caching --disable-prefix-caching and keeps the old
     string registered but hidden (EnableDisableAction, vllm/utils/argparse_utils.py): the

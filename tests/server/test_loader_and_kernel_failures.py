@@ -108,3 +108,13 @@ def test_an_adapter_vllm_refuses_at_start_up_is_named_with_the_check_that_catche
     assert "DoRA: fix the adapter" in d.message  # the reason's own full stop is not kept: no ".:"
     assert "drop it from --lora-modules" in d.fix and "check_adapter(folder, base)" in d.fix
     assert d.evidence.startswith("ValueError: Call to add_lora method failed")
+
+
+def test_adapters_named_without_enable_lora_get_add_enable_lora_as_the_fix():
+    """``lora_start_not_enabled`` (recorded, vLLM 0.32.0 CPU build): a good adapter in
+    ``--lora-modules`` on a command without ``--enable-lora``. The fix is the missing flag, not
+    "fix the adapter"."""
+    d = _diagnose("lora_start_not_enabled")
+    assert d.name == "lora_adapter_refused"
+    assert d.cause.endswith("LoRA is not enabled. Use --enable-lora to enable LoRA")
+    assert d.fix.startswith("add --enable-lora") and "fix the adapter" not in d.fix

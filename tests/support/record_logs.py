@@ -95,6 +95,15 @@ FAILURES = {
         {},
         "dora_adapter",
     ),
+    # a good adapter named in --lora-modules on a command without --enable-lora: the engine's
+    # add_lora refuses (vllm/v1/worker/lora_model_runner_mixin.py) and the start ends
+    "lora_start_not_enabled": (
+        "the stand-in with --lora-modules terse=<a good adapter of the stand-in> and no "
+        "--enable-lora",
+        {},
+        {},
+        "adapter_without_enable_lora",
+    ),
 }
 
 #: name -> (what was launched, repo id served, HF_TOKEN (None: no token), how the fake hub
@@ -258,6 +267,11 @@ def record(name: str) -> Path:
                 good = next(iter(build_adapters().values()))
                 dora = faulty_adapter(good, "dora", tmp / "dora")
                 cfg = cfg.with_args({"--lora-modules": [f"dora={dora}"]})
+            if damage == "adapter_without_enable_lora":
+                from lab.adapters.train import build_adapters
+
+                good = next(iter(build_adapters().values()))
+                cfg = cfg.with_args({"--lora-modules": [f"terse={good}"]})
         srv = VLLMServer(cfg, progress=False, startup_timeout=300, **options)
         try:
             srv.start()

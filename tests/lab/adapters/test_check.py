@@ -65,6 +65,23 @@ def test_the_rank_fix_names_the_next_rank_vllm_accepts(lora_adapters, standin_mo
         check_adapter(broken, standin_model, max_lora_rank=8)
 
 
+@pytest.mark.parametrize("served", [8, 16, 32])
+def test_the_rank_fault_stays_a_fault_at_any_served_limit(
+    lora_adapters, standin_model, tmp_path, served
+):
+    """The notebook's rank fault takes the next rank above the limit it serves (a GPU's
+    --max-lora-rank 32, or a user's 16): a rank the server takes would load "without a word"."""
+    from lab.adapters.faults import rank_above
+
+    assert rank_above(served) == {8: 16, 16: 32, 32: 64}[served]
+    broken = faulty_adapter(lora_adapters["terse"], "rank", tmp_path / "r", rank=rank_above(served))
+    with pytest.raises(
+        AdapterError,
+        match=f"rank {rank_above(served)} is above the server's --max-lora-rank {served}",
+    ):
+        check_adapter(broken, standin_model, max_lora_rank=served)
+
+
 def test_conv1d_is_refused_although_vllm_accepts_its_name(lora_adapters, standin_model, tmp_path):
     """vLLM 0.32.0 lists conv1d among the stand-in's modules (a ColumnParallelLinear) but the
     Mamba mixer only reads its weight: a LoRA there would change nothing."""
@@ -270,6 +287,21 @@ def test_extra_args_win_over_the_registrys_lora_flags(standin_config):
     attached = spec.lora_config(attached_run)  # an attached stand-in run: the h200 config
     assert attached.args["--max-lora-rank"] == 8
     cpu.validate()
+
+
+@pytest.mark.parametrize("value", [4, 12, "12", 1024])
+def test_a_max_lora_rank_vllm_does_not_take_is_refused_with_the_values_it_does(
+    standin_config, value
+):
+    """vLLM takes only 1, 8, 16, ..., 512 (``MaxLoRARanks``, 0.32.0-0.34.0): "retrain with
+    r <= 4" would send the user to a value the server then refuses."""
+    cfg = spec.lora_config(standin_config, extra_args={"--max-lora-rank": value})
+    with pytest.raises(AdapterError, match=r"accept only 1, 8, 16, 32, 64, 128, 256, 320, 512"):
+        spec.max_lora_rank(cfg)
+    assert (
+        spec.max_lora_rank(spec.lora_config(standin_config, extra_args={"--max-lora-rank": "32"}))
+        == 32
+    )
 
 
 @pytest.mark.parametrize(
