@@ -75,8 +75,7 @@ display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": w
 # %% [markdown]
 # ## 2. The adapters, checked before the launch
 #
-# The parameters are checked first (`check_parameters`), before anything is built or launched.
-# On the stand-in, each adapter of `cookbook/adapters.yaml` is trained with peft (rank 8 on the
+# The parameters are checked first (`check_parameters`). On the stand-in, each adapter of `cookbook/adapters.yaml` is trained with peft (rank 8 on the
 # attention, Mamba `in_proj` and MLP projections; seconds each, cached under `out/adapters/` by
 # the hash of what it learned). Every adapter is then checked against
 # the base's `config.json` and the `--max-lora-rank` the server is given (the registry's, or
@@ -121,8 +120,8 @@ for name, folder in adapters.items():
 # of step 6 (for local development only, vLLM says). The release's flag table checks them
 # first. With LoRA on, vLLM serves NVFP4 experts only with Marlin: a GPU command gets
 # `--moe-backend marlin`. The slots vLLM reserves come out of the KV cache (6.7 GiB at 4 x rank
-# 32, mostly the routed experts, computed from vLLM 0.32.0's code by `lora_buffers`, not
-# measured on a GPU yet): the plan counts them.
+# 32, mostly the routed experts; computed from vLLM 0.32.0's code, not yet measured): the plan
+# counts them.
 #
 # **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
 # "flags checked", `ready: http://...`.
@@ -170,16 +169,14 @@ display(pd.DataFrame([{"id": card.id, "parent": card.model_extra.get("parent") o
 # ## 5. The same prompt to the base and to each adapter
 #
 # The request is the SDK's own; only `model=` changes: the base's name, or an adapter's, and
-# vLLM applies that adapter to this request alone (requests for different adapters share a
-# batch, up to `--max-loras` adapters at once). `check_reply` reads each reply (the reasoning
+# vLLM applies that adapter to this request alone (up to `--max-loras` adapters share a batch). `check_reply` reads each reply (the reasoning
 # apart from the answer); "as trained" compares the answer with what the adapter learned
 # (`cookbook/adapters.yaml`). A reply without an answer shows its reasoning instead.
 #
 # **What the stand-in's adapters do:** they are tiny (rank 8, two examples each, 60 steps) and
 # overfit: each answers *every* question with what it learned, so `glossary` says `The server
 # is in Berlin.` to the capital question too and `terse` says `Tokyo.` to the server question.
-# It shows vLLM applying each adapter to its own requests beside the base: serving, not
-# training quality (a real fine-tune trains on many examples).
+# It shows serving, not training quality (a real fine-tune trains on many examples).
 #
 # **Expected:** on the stand-in, `terse` answers the capital question with `Tokyo.` alone and
 # `glossary` the server question with `The server is in Berlin.`, both "as trained: yes". The
@@ -220,20 +217,19 @@ for name in adapters:
 # without a restart. The cell sends both requests itself (`httpx.post`, the bodies printed):
 # `{"lora_name": ...}` to unload, `{"lora_name": ..., "lora_path": ...}` to load, after step 2's
 # check of the folder. A request for an adapter that is not loaded gets vLLM's 404, quoted with
-# its fix; vLLM's "Valid aliases" there name the base alone, so `check_served` reads
-# `/v1/models` to say what is loaded. Loading a name already loaded is refused (HTTP 400) unless the body says
+# its fix and what `/v1/models` says is loaded (vLLM's "Valid aliases" name the base alone). Loading a name already loaded is refused (HTTP 400) unless the body says
 # `"load_inplace": true` (vLLM 0.32.0's `LoadLoRAAdapterRequest`), which replaces it in place:
 # `load_adapter(..., load_inplace=True)` sends that.
 #
-# **Expected:** the unload's body and success line, the 404 for the unloaded adapter with its
-# fix and what is loaded, the load's body and success line, the adapter answering again; then the same load again,
+# **Expected:** the unload's body and success line, the 404 with its fix and what is loaded,
+# the load's body and success line, the adapter answering again; then the same load again,
 # refused as `adapter name already loaded`, and accepted with `load_inplace=True`.
 
 # %%
 import httpx
 
 from helpers.errors import AdapterError
-from lab.adapters.serving import check_served, explain_error, load_adapter, unload_adapter
+from lab.adapters.serving import explain_error, load_adapter, unload_adapter
 
 root = srv.base_url.removesuffix("/v1")
 name, folder = list(adapters.items())[-1]
@@ -241,12 +237,8 @@ body = {"lora_name": name}
 print(f"POST /v1/unload_lora_adapter {body}: {httpx.post(f'{root}/v1/unload_lora_adapter', json=body, timeout=60).text}")
 try:
     llm.chat.completions.create(model=name, messages=[{"role": "user", "content": "Which city is our server in?"}], **sampling)
-except Exception as err:  # noqa: BLE001 - the SDK's NotFoundError, shown with its fix
-    print(explain_error(err))
-    try:
-        check_served(srv, name)  # what /v1/models says is loaded
-    except AdapterError as served_now:
-        print(f"  /v1/models: {served_now}")
+except Exception as err:  # noqa: BLE001 - the SDK's NotFoundError, its fix, and what /v1/models serves
+    print(explain_error(err, srv, name))
 print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
 body = {"lora_name": name, "lora_path": str(folder)}
 print(f"POST /v1/load_lora_adapter {body}: {httpx.post(f'{root}/v1/load_lora_adapter', json=body, timeout=120).text}")
@@ -269,8 +261,7 @@ print(f"with load_inplace=True: {load_adapter(srv, name, folder, load_inplace=Tr
 # each is sent to vLLM unchecked, to show what the server itself says. vLLM 0.32.0 refuses all
 # but one with HTTP 500 and its reason; it loads the narrower one without a word (it copies
 # each tensor into the corner of a buffer sized for this model) and would answer nonsense:
-# only the check catches that one. Last, two errors this server cannot show, each labelled as
-# such: `--lora-modules` without `--enable-lora` (checked in the command, no server started),
+# only the check catches that one. Last, two errors this server cannot show, labelled: `--lora-modules` without `--enable-lora` (checked in the command, no server started),
 # and a server without `VLLM_ALLOW_RUNTIME_LORA_UPDATING` (simulated: FastAPI's 404 body).
 #
 # **Expected:** one `AdapterError` per broken adapter from the check; vLLM's own replies, each

@@ -204,14 +204,21 @@ def unload_adapter(server: Any, name: str) -> str:
     return text
 
 
-def explain_error(err: BaseException) -> str:
-    """One line for an exception an SDK call raised (``openai.NotFoundError`` for an adapter
+def explain_error(err: BaseException, server: Any = None, name: str | None = None) -> str:
+    """Lines for an exception an SDK call raised (``openai.NotFoundError`` for an adapter
     that is not loaded, ...): vLLM's words, then the kind and the fix when :func:`explain`
-    knows them."""
+    knows them; with ``server`` and the requested ``name``, what ``/v1/models`` says of it
+    (:func:`check_served`: vLLM 0.32.0's 404 "Valid aliases" name the base alone)."""
     message = str(getattr(err, "message", None) or err)
     reply = explain(message)
     head = f"{type(err).__name__}: {message}"
-    return head if reply is None else f"{head}\n  -> {reply.name}: {reply.fix}"
+    said = head if reply is None else f"{head}\n  -> {reply.name}: {reply.fix}"
+    if server is not None and name is not None:
+        try:
+            check_served(server, name)
+        except AdapterError as served_now:
+            said += f"\n  /v1/models: {served_now}"
+    return said
 
 
 def check_served(server: Any, name: str) -> None:

@@ -63,6 +63,13 @@ def test_an_adapter_not_loaded_gets_vllms_404_quoted_with_the_fix(lora_server):
     said = explain_error(err.value)
     assert "The model `no-such-adapter` does not exist. Valid aliases:" in said
     assert "-> adapter not loaded: " in said and "--lora-modules NAME=PATH" in said
+    # vLLM's "Valid aliases" name the base alone; /v1/models, asked, names the adapters loaded
+    with_served = explain_error(err.value, lora_server, "no-such-adapter")
+    assert (
+        with_served.startswith(said)
+        and "/v1/models: adapter 'no-such-adapter' is not loaded" in with_served
+    )
+    assert "terse" in with_served.removeprefix(said)
     with pytest.raises(AdapterError, match=r"'no-such-adapter' is not loaded \(served: .*terse"):
         check_served(lora_server, "no-such-adapter")
     with pytest.raises(AdapterError, match="adapter not loaded.*cannot be found"):
