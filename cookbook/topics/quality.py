@@ -39,7 +39,7 @@ extra_args = None  # more serve flags, e.g. {"--moe-backend": "marlin"}
 max_tokens = None  # per item (reasoning counts too); None means 16000 on a GPU, 256 weightless, 1024 on the stand-in
 temperature = None  # None means 1.0 on a GPU (seed 004) and 0 (greedy) on the stand-in
 quality = None  # {"items": N, "budgets": [...], "compare": {"variant": "bf16"} or {"extra_args": {...}}}; None means 200 items on a GPU (weightless 50, the stand-in's 16), budgets off / 1024 / no cap (the stand-in: off / 8 / no cap), no comparison
-startup_timeout = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s)
+startup_timeout = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s over the recipe runs of docs/results/h200.md)
 
 # %%
 import importlib.util
