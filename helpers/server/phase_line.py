@@ -1,9 +1,11 @@
 """The start-up progress of one server on the console: one line per kind of phase, rewritten
-in place (``\\r``) within a kind, so "capturing CUDA graphs (n/51)" is one updating line.
+in place (``\\r``) within a kind in a terminal or a notebook, so "capturing CUDA graphs (n/51)"
+is one updating line; a pipe or a file, which shows ``\\r`` as is, gets a line per phase.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from helpers.server.vllm_log import phase_kind
@@ -23,8 +25,7 @@ class PhaseLine:
         kind: str | None = None,
     ) -> None:
         """Show ``phase`` at ``elapsed`` seconds: to ``progress`` when it is a callable, printed
-        when it is True, nowhere when False. ``kind`` defaults to the phase's kind
-        (:func:`helpers.server.vllm_log.phase_kind`)."""
+        when True, nowhere when False; ``kind`` defaults to :func:`~.vllm_log.phase_kind`'s."""
         if callable(progress):
             progress(phase, elapsed)
             return
@@ -32,7 +33,8 @@ class PhaseLine:
             return
         kind = kind or phase_kind(phase)
         text = f"[vllm {elapsed:5.0f}s] {phase}"
-        if self.open_kind is not None and kind == self.open_kind:
+        inplace = sys.stdout.isatty() or "ipykernel" in sys.modules
+        if self.open_kind is not None and kind == self.open_kind and inplace:
             print("\r" + text, end="", flush=True)
         else:
             self.end()

@@ -143,11 +143,7 @@ def test_gpu_phase_lines():
     assert startup_phase("(APIServer pid=1) INFO 11-29 [api_server.py:1] hello") is None
 
 
-def test_a_phase_that_repeats_updates_its_own_line(capsys):
-    """Start-up progress: one line per phase; "capturing CUDA graphs (n/67)" and the
-    heartbeat of a phase rewrite that line in place (\\r), so an executed notebook, whose
-    streams are saved coalesced, keeps one line per phase instead of one per update."""
-    srv = server_mod.VLLMServer(recipes.resolve("cpu"), progress=True)
+def _say_a_start(srv) -> None:
     for phase, t in [
         ("loading weights (1/2 shards)", 5),
         ("loading weights (2/2 shards)", 6),
@@ -162,6 +158,15 @@ def test_a_phase_that_repeats_updates_its_own_line(capsys):
     )
     srv._line.say(srv.progress, "ready: http://127.0.0.1:1/v1 (91 s)", 91, kind="ready")
     srv._line.end()
+
+
+def test_a_phase_that_repeats_updates_its_own_line(capsys, monkeypatch):
+    """Start-up progress: one line per phase; "capturing CUDA graphs (n/67)" and the
+    heartbeat of a phase rewrite that line in place (\\r) in a terminal or a notebook, so an
+    executed notebook, whose streams are saved coalesced, keeps one line per phase instead of
+    one per update."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # a terminal
+    _say_a_start(server_mod.VLLMServer(recipes.resolve("cpu"), progress=True))
     out = capsys.readouterr().out
     lines = out.split("\n")
     assert len(lines) == 4 and lines[-1] == "", lines  # three phases, each ended once
@@ -175,6 +180,22 @@ def test_a_phase_that_repeats_updates_its_own_line(capsys):
         "[vllm    90s] still capturing CUDA graphs (67/67) (40 s in this phase)",
         "[vllm    91s] ready: http://127.0.0.1:1/v1 (91 s)",
     ]
+
+
+def test_a_pipe_gets_a_line_per_phase_update_without_carriage_returns(capsys, monkeypatch):
+    """Piped to a file (``make quickstart > log``, CI), a \\r shows as is: "ready[vllm 37s]
+    ready: http://..." ran together on one line. Outside a terminal and a notebook each update
+    is its own line."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    _say_a_start(server_mod.VLLMServer(recipes.resolve("cpu"), progress=True))
+    out = capsys.readouterr().out
+    assert "\r" not in out
+    lines = out.splitlines()
+    assert (
+        len(lines) == 2 + 67 + 1 + 1
+        and lines[-1] == "[vllm    91s] ready: http://127.0.0.1:1/v1 (91 s)"
+    )
 
 
 def test_flashinfer_jit_build_is_its_own_phase_in_the_recorded_h200_bf16_start():
