@@ -462,6 +462,7 @@ def main(argv=None) -> int:
         STAND_IN, WAVE1 = True, {"none": WAVE1["none"]}
         BREAK_EVEN_ON.add("none")
         args.waves = "1"
+    only({}, args.only)  # a misspelled name stops here, before any server starts
     if args.dry_run:
         return dry_run()
     if args.out is None or args.deadline is None:

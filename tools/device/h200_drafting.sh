@@ -13,12 +13,15 @@
 #   RELEASE N` (its chunks and .gpu2/RELEASE/assemble.sh carried in calls before `start`), or
 #   `tune [tune_h200.py args]`: the tuning step's drafting candidates, co-tenant
 #   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...).
+#   bash tools/device/h200_drafting.sh release RELEASE BUDGET_S [WAVES]   # RELEASE alone (default
+#        wave 6), after `sh tools/device/stack.sh join RELEASE N`: e.g. a new release's first start
+#        when the budget left holds one stack, not two
 # DRAFT_ONLY=a,b (environment): start only these servers of each wave (drafting_h200.py --only),
 #   e.g. DRAFT_ONLY=none-as-loaded,none-uniform on an 80 GB GPU, which holds two co-tenants.
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS...] | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -47,6 +50,16 @@ start)
     fi
     $J chain draft \
         "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode done" "$run"
+    $J until 560 draft
+    $J collect draft ;;
+release)  # RELEASE alone, its chunks joined before (stack.sh join RELEASE N): no 0.32.0 stack
+    [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
+    rel=${2:?RELEASE, e.g. 0.34.0}
+    [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
+    deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
+    STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh
+    $J chain draft "python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; echo bytecode done" \
+        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${4:-6} --release $rel${DRAFT_ONLY:+ --only $DRAFT_ONLY}"
     $J until 560 draft
     $J collect draft ;;
 wait)
