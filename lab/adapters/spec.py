@@ -198,10 +198,16 @@ def check_lora_flags(cfg: Any) -> None:
     args = dict(getattr(cfg, "args", {}) or {})
     given = [f for f in ("--lora-modules", "--max-loras", "--max-lora-rank") if args.get(f)]
     if given and not args.get("--enable-lora"):
+        off = "--enable-lora" in args  # set to False or None, e.g. by the notebook's extra_args
         raise AdapterError(
             f"{', '.join(given)} given without --enable-lora: vLLM serves no adapter without it "
             "(with --lora-modules the start fails: 'LoRA is not enabled. Use --enable-lora to "
-            "enable LoRA.'); fix: add --enable-lora, e.g. lab.adapters.spec.lora_config(cfg, ...)."
+            "enable LoRA.'); fix: "
+            + (
+                f"drop '--enable-lora': {args['--enable-lora']!r} from extra_args (this notebook serves adapters)."
+                if off
+                else "add --enable-lora, e.g. lab.adapters.spec.lora_config(cfg, ...)."
+            )
         )
 
 

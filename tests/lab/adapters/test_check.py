@@ -181,6 +181,10 @@ def test_lora_flags_without_enable_lora_are_refused_before_the_launch(standin_co
     spec.check_lora_flags(spec.lora_config(standin_config, {"terse": "/x"}))
     with pytest.raises(AdapterError, match="--lora-modules given without --enable-lora.*fix: add"):
         spec.check_lora_flags(standin_config.with_args({"--lora-modules": ["terse=/x"]}))
+    # turned off by the user's extra_args: the fix is to drop that entry, not to add the flag
+    off = spec.lora_config(standin_config, {"terse": "/x"}, extra_args={"--enable-lora": False})
+    with pytest.raises(AdapterError, match="fix: drop '--enable-lora': False from extra_args"):
+        spec.check_lora_flags(off)
 
 
 def test_a_broken_registry_is_named_key_by_key(tmp_path):
