@@ -10,7 +10,8 @@
 # # Scale out Nemotron 3.5 Lightning: replicas behind vllm-router, or data + expert parallel
 #
 # **When one server is not enough.** One H200 serving Nemotron 3.5 Lightning (3B active
-# parameters) tops out at a few thousand output tokens/s; past that, requests queue and
+# parameters) delivered 7,900 output tokens/s at 256 concurrent 1K / 256 requests and was still
+# gaining (`docs/results/h200x2.md`); past its `--max-num-seqs`, requests queue and
 # time-to-first-token climbs. More GPUs help in two ways, both run by vLLM's own engines:
 #
 # * **Replicas behind a router.** N independent `vllm serve` processes, one per GPU (or per
@@ -37,7 +38,7 @@
 
 # %% tags=["parameters"]
 target = "h200"  # a key of cookbook/recipe.yaml `targets`: the command each replica / rank runs
-count = 2  # replicas, and data-parallel ranks
+count = 2  # replicas, and data-parallel ranks (1 measures one server directly and through the router: the noise, not a scale-out)
 policy = None  # router policy; None means the registry's (round_robin)
 stand_in = True  # True: CPU stand-in replicas; False: the target's GPUs (one replica per GPU group)
 run_dp_ep = False  # also launch and sweep the DP+EP server (GPU only: the stand-in has no MoE layers)
@@ -225,8 +226,8 @@ print("one run per point: the ratio carries no spread (repeat the sweeps to meas
 # runs through the router, as a client of the deployment would.
 #
 # **Expected:** one line per check, eight `PASS` lines on the stand-in replicas (measured here:
-# `vllm-router` 0.1.17 answers `/metrics` with a replica's vLLM counters). A `FAIL` line names
-# the flag the replicas' command lacks.
+# `vllm-router` 0.1.17 answers `/metrics` with a replica's vLLM counters) and `SKIP prefix reuse`
+# (the stand-in serves without prefix caching). A `FAIL` line names the flag the replicas' command lacks.
 
 # %%
 from lab.verify import verify
@@ -258,11 +259,14 @@ if run_dp_ep and not run.stand_in:
     results = pd.concat([results, dp], ignore_index=True)
     pareto(results, x=per_user, y="output_throughput", title="Replicas vs DP+EP", path=png.with_name(png.stem + "-dp-ep.png"))
 else:
-    print("skipped: DP+EP needs GPUs (and MoE layers, which the CPU stand-in does not have)")
+    print("skipped: DP+EP needs GPUs and MoE layers (the CPU stand-in has neither)" if run.stand_in
+          else "skipped: run_dp_ep = False (pass -p run_dp_ep True to launch and sweep DP+EP too)")
 
 # %% [markdown]
-# **Reading it.** With replicas, throughput at high concurrency should approach N times one
-# replica's (each replica runs its own batch), while per-user speed at low concurrency stays
+# **Reading it.** N replicas at concurrency c are N servers at c/N each, so they approach N
+# times one server's throughput only where one server stops gaining from more requests: on 2x
+# H200 at 16 / 64 / 256 they measured 0.94x / 1.48x / 1.60x one GPU (one run a point), not 2x.
+# Per-user speed at low concurrency stays
 # one replica's: a request still runs on one GPU. When the load does not fill N replicas, the
 # router only spreads a small batch thinner. On the 2-core CPU stand-in the two replicas, the
 # router and the benchmark client share two cores and their memory bandwidth, so N replicas can

@@ -9,9 +9,9 @@
 # %% [markdown]
 # # Tuning Nemotron 3.5 Lightning: the best configuration for your workload, by measurement
 #
-# The registry renders the seeds' commands, but the cookbook's own H200 sweeps show they are
-# not the best for every workload (`docs/results/h200/tune/`: on vLLM 0.32.0 Marlin MoE beats
-# the recipe's Humming for one user, BF16 beats NVFP4 on Hopper where its weights fit). Which
+# The registry renders the seeds' commands. On the cookbook's own H200 sweeps the recipe stays
+# for every workload measured (`docs/results/h200/tune/`: Marlin's and BF16's leads were ties,
+# within the noise or measured apart), but your GPU, release and traffic are not those. Which
 # flags are best for *your* traffic, and what does a million tokens cost with them? This
 # notebook answers by measuring: it serves each candidate configuration in turn, runs the same
 # `vllm bench serve` sweep against each, keeps the points that meet your service-level
@@ -53,7 +53,7 @@ install = True  # pip-install the cookbook's helpers first (%pip)
 weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
 workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
 slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
-candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args", "standin_args", "note"}; None means lab.tune.tune.default_candidates
+candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args" (a dict: {"--max-num-seqs": 64}), "standin_args", "note"}; None means lab.tune.tune.default_candidates
 gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
 api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means lab.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
 repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default; the best of several candidates needs more to win, the summary says how many), 2 on the stand-in (a spread, but no win: 1 in 6); 1 measures no spread
@@ -202,12 +202,12 @@ if not result.points.empty:
 # only beyond the noise: when a configuration no faster than the recipe would lead this far
 # by chance at most 1 in 20 times (the exact one-sided Mann-Whitney test; at 3 runs each that
 # is every run above every one of the recipe's), and that 5 % is shared among the candidates
-# screened: the best of 2 needs 4 runs each, of 12 five (the text says how many; with one run
-# each, more than 5 % ahead, and the line says it was one run), and only when both were
+# screened: the best of 2 needs 4 runs each, of 12 five (with one run each: more than 5 %
+# ahead, said as one run), and only when both were
 # measured in one session; otherwise the row says `tie (within noise)` or
 # `tie (measured apart)` and the recipe stays. Then the SLO limit (the highest concurrency
-# that meets it, bisected), the
-# cost per million output tokens beside the hosted API's price for this workload, and the GPU
+# that meets it, bisected; its goodput and cost are one run, the first or the bisection's, so
+# they differ from the median above), the cost per million output tokens beside the hosted API's price for this workload, and the GPU
 # utilization at which self-hosting breaks even; then the recommended candidate's exact
 # command for the target, as a shell command and as `docker run`. When nothing meets the SLO,
 # the closest point is named instead.
@@ -234,5 +234,4 @@ if best is not None:
 # margin inside the spread of the runs is a tie, not a win; with `repeats = 1` no spread is
 # measured and the text says one run. The break-even utilization compares GPU time only (no
 # idle, staff or egress) with the API's list price on its date. The committed H200 results the Hopper notebooks quote are this step's output
-# (`docs/results/h200/tune/`, produced by `tools/device/tune_h200.py`). Every server was
-# stopped after its sweep; nothing is left running.
+# (`docs/results/h200/tune/`, produced by `tools/device/tune_h200.py`).

@@ -125,7 +125,13 @@ class Deployment:
             )
         if self.router is not None:
             blocks.append(
-                "# router (waits for the replicas' /health)\n" + self.router.shell_command()
+                "# router (waits for the replicas' /health"
+                + (
+                    f"; it listens on {self.router.host} only: --host 0.0.0.0 serves other machines)\n"
+                    if self.router.host in ("127.0.0.1", "localhost")
+                    else ")\n"
+                )
+                + self.router.shell_command()
             )
         return "\n\n".join(blocks)
 

@@ -106,7 +106,8 @@ def candidate(
         note: one line on why.
 
     Raises:
-        BenchError: a name that is empty or not a plain word.
+        BenchError: a name that is empty or not a plain word; ``extra_args`` or
+            ``standin_args`` not a dict.
         RecipeError: what ``resolve`` refuses (an unknown variant, a rule broken), by name.
     """
     if not isinstance(name, str) or not name or _safe(name) != name:
@@ -114,6 +115,12 @@ def candidate(
             f"candidate name {name!r}: use a short plain name (letters, digits, '.', '-', '_', "
             f"'+'), e.g. 'max-num-seqs-64'; it names the candidate's folder."
         )
+    for what, given in (("extra_args", extra_args), ("standin_args", standin_args)):
+        if given is not None and not isinstance(given, Mapping):
+            raise BenchError(
+                f"candidate {name!r}: {what} {given!r:.80} is a {type(given).__name__}; it takes a "
+                'dict of flag to value, e.g. {"--max-num-seqs": 64} (None as a value removes a flag).'
+            )
     extra = dict(extra_args or {})
     if any(v is not None for v in (variant, speculative, moe_backend, vllm_version)):
         from helpers.config.resolve import resolve

@@ -507,7 +507,8 @@ class TuneResult:
         return pd.DataFrame(rows).round(TABLE_DECIMALS)
 
     def summary(self) -> str:
-        """One line per workload: the recommendation (:class:`Recommendation`), or why none."""
+        """One line per workload: the recommendation (:class:`Recommendation`), or why none;
+        then one line per candidate that failed (it is in no comparison), with its reason."""
         lines = []
         for w in self.workloads:
             rec = self.recommended(w.name)
@@ -532,6 +533,10 @@ class TuneResult:
                 f"c={near['concurrency']} ({near['slo_violations']}). Relax the SLO, or add "
                 "candidates (a smaller --max-num-seqs, another kernel)."
             )
+        if "status" in self.candidates:  # a candidate that never ran is not in any pick above
+            for row in self.candidates[self.candidates["status"] == "failed"].to_dict("records"):
+                lines.append(f"not compared: {row['candidate']} failed ({row.get('stage')}): "
+                             f"{str(row.get('reason') or '')[:300]}")  # fmt: skip
         return "\n".join(lines)
 
     def probes_ahead(self, w: Scenario, rec: Recommendation) -> list[str]:

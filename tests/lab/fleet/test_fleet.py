@@ -78,6 +78,18 @@ def test_dp_ep_single_node_and_multi_node_commands():
     assert text.count("--headless") == 1 and "--data-parallel-start-rank 4" in text
 
 
+def test_the_shell_form_says_the_router_listens_locally_while_the_replicas_do_not():
+    """The replicas' recipe lines bind 0.0.0.0; the router's default host is 127.0.0.1, so a
+    user copying the shell form would get a router other machines cannot reach: it says so."""
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
+    text = dep.shell_commands()
+    replicas, _, router_block = text.partition("# router")
+    assert replicas.count("0.0.0.0") == 2 and "--host 127.0.0.1" in router_block
+    assert "listens on 127.0.0.1 only: --host 0.0.0.0 serves other machines" in text
+    dep.router.host = "0.0.0.0"
+    assert "listens on" not in dep.shell_commands()
+
+
 def test_every_rendered_line_is_valid_for_vllm_and_the_router():
     for dep in (
         deployment.resolve_deployment("replicas", "h200", count=2),

@@ -192,7 +192,8 @@ def test_a_drafting_recommendation_states_its_acceptance_the_break_even_and_how_
 @pytest.mark.parametrize(
     "specs, named",
     [([{"name": "recipe"}], "two candidates are named"), ([{"moe_backend": "marlin"}], "with a 'name'"),
-     ([{"name": "x", "moe": "marlin"}], "unknown key"), ([{"name": "a b"}], "plain name")],
+     ([{"name": "x", "moe": "marlin"}], "unknown key"), ([{"name": "a b"}], "plain name"),
+     ([{"name": "mns8", "extra_args": ["--max-num-seqs", "8"]}], r"extra_args .* is a list; it takes a dict")],
 )  # fmt: skip
 def test_a_bad_candidate_is_named_before_anything_runs(specs, named):
     with pytest.raises(BenchError, match=named):
@@ -446,6 +447,9 @@ def test_a_candidate_that_fails_is_recorded_with_its_diagnosis_and_skipped(
     )
     assert "--max-model-len" in status.loc["too-long", "reason"]
     assert result.failures["misspelled"][0]["stage"] == "validate"
+    said = result.summary()  # the summary, not only the status table, says they were not compared
+    assert "not compared: too-long failed (start): " in said
+    assert "not compared: misspelled failed (validate): " in said and "--max-num-seqs" in said
     assert (
         "--max-num-seq" in status.loc["misspelled", "reason"]
         and "--max-num-seqs" in status.loc["misspelled", "reason"]
