@@ -153,7 +153,8 @@ print("saved:", result.folder / "tune.json")
 # recommendation. Per-user speed is 1000 / mean TPOT on a GPU; on the stand-in, output tokens
 # over end-to-end latency (and the y axis is the whole CPU server's output tokens/s).
 #
-# **Expected:** one plot per workload, a line per measured candidate.
+# **Expected:** one plot per workload, a line per measured candidate, bars spanning each
+# repeated point's runs.
 
 # %%
 import matplotlib.pyplot as plt

@@ -81,7 +81,8 @@ def tune_frontier(
     path: str | Path | None = None,
 ) -> Figure:
     """Each candidate's frontier of a tuning run: ``y`` against ``x``, a line per ``by`` value,
-    points that meet the SLO filled, points that miss it hollow, the recommended one starred.
+    points that meet the SLO filled, points that miss it hollow, the recommended one starred,
+    and the range of a point's runs as bars where ``df`` has ``<x or y>_min`` / ``_max``.
 
     Args:
         df: :attr:`lab.tune.tune.TuneResult.points` of one workload (columns ``by``,
@@ -99,15 +100,31 @@ def tune_frontier(
     if df.empty:
         raise PlotError("tune_frontier(): no measured point to draw (every candidate failed?).")
     fig, ax = plt.subplots(figsize=(7.5, 5))
+    ranged = False
     for g, color in _lines(ax, df, by, x, y):
         met = g["meets_slo"].astype(bool)
         ax.scatter(g[x][met], g[y][met], color=color, zorder=3)
         ax.scatter(g[x][~met], g[y][~met], facecolors="white", edgecolors=color, zorder=3)
+        err = {}  # the runs' range (min-max) where the frame carries it: none at one run
+        for axis, col in (("xerr", x), ("yerr", y)):
+            if f"{col}_min" in g and f"{col}_max" in g:
+                err[axis] = [
+                    (g[col] - g[f"{col}_min"]).fillna(0),
+                    (g[f"{col}_max"] - g[col]).fillna(0),
+                ]
+        if err:
+            ranged = True
+            ax.errorbar(g[x], g[y], fmt="none", ecolor=color, alpha=0.5, capsize=3, zorder=2, **err)
     if recommended is not None:
         pick = df[(df[by] == recommended[0]) & (df["concurrency"] == recommended[1])]
         if not pick.empty:
             ax.scatter(pick[x], pick[y], marker="*", s=320, color="gold", edgecolors="black",
                        zorder=4, label=f"recommended: {recommended[0]}, c={recommended[1]}")  # fmt: skip
     ax.scatter([], [], facecolors="white", edgecolors="grey", label="misses the SLO")
+    if ranged:
+        ax.errorbar([], [], xerr=[], yerr=[], fmt="none", ecolor="grey", label="range of the runs")
+        ax.autoscale()  # the axes were fixed at 0 before the bars: fit them, still from 0
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
     ax.legend(title=by, fontsize=8)
     return _finish(fig, title, target, None, vllm_version, path)

@@ -587,7 +587,8 @@ class TuneResult:
         ]
 
     def plot(self, path: str | Path | None = None, workload: str | None = None):
-        """The frontier plot of ``workload`` (:func:`lab.bench.plots.tune_frontier`)."""
+        """The frontier plot of ``workload`` (:func:`lab.bench.plots.tune_frontier`), each
+        repeated point with the range of its runs."""
         from lab.bench.plots import tune_frontier
 
         name = self._workload(workload)
@@ -596,11 +597,21 @@ class TuneResult:
         wl = next((w for w in self.workloads if w.name == name), None)
         shape = f", {wl.input_len:,} in / {wl.output_len:,} out tokens" if wl else ""
         versions = sorted({str(v) for v in pts.get("vllm_version", []) if v})
+        x, y = (
+            self.per_user_column,
+            "output_throughput" if self.stand_in else "output_throughput_per_gpu",
+        )
+        runs = self.runs[self.runs["workload"] == name] if "workload" in self.runs else self.runs
+        if not runs.empty and {x, y} <= set(runs):  # each point's range over its runs: the bars
+            spread = runs.groupby(["candidate", "concurrency"])[[x, y]].agg(["min", "max"])
+            spread.columns = [f"{c}_{s}" for c, s in spread.columns]
+            pts = pts.drop(columns=[c for c in spread.columns if c in pts])
+            pts = pts.merge(spread.reset_index(), on=["candidate", "concurrency"], how="left")
         return tune_frontier(
             pts, recommended=(rec.candidate, rec.concurrency) if rec else None,
             vllm_version=", ".join(versions) or None,
-            x=self.per_user_column,
-            y="output_throughput" if self.stand_in else "output_throughput_per_gpu",
+            x=x,
+            y=y,
             title=f"Tuning: {name}{shape} ({self.slo.describe()})",
             target=getattr(self.target, "label", None) + (" (CPU stand-in)" if self.stand_in else ""),
             path=path,

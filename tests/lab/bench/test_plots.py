@@ -73,3 +73,35 @@ def test_acceptance_length_without_spec_decode_names_the_fix(df):
     with pytest.raises(errors.PlotError, match="speculative"):
         lab_plots.acceptance_length(df[df["label"] == "standin"].drop(
             columns=["spec_decode_acceptance_length"]))  # fmt: skip
+
+
+def _frontier_points(with_range: bool) -> pd.DataFrame:
+    rows = pd.DataFrame({
+        "candidate": ["recipe", "recipe", "mns-2", "mns-2"],
+        "concurrency": [1, 2, 1, 2],
+        "tokens_per_s_per_user": [100.0, 90.0, 98.0, 95.0],
+        "output_throughput": [100.0, 180.0, 98.0, 190.0],
+        "meets_slo": [True, True, True, True],
+    })  # fmt: skip
+    if with_range:  # the repeated points' runs: min-max around the median
+        rows["output_throughput_min"] = rows["output_throughput"] - [5, 20, 5, 40]
+        rows["output_throughput_max"] = rows["output_throughput"] + [5, 30, 5, 10]
+    return rows
+
+
+def test_a_tuning_frontier_draws_the_runs_range_where_it_has_one():
+    """The frontier plot showed medians alone, so a candidate tied with the recipe (its runs
+    overlapping) looked ahead of it; the runs' range is drawn as bars and named in the legend."""
+    from matplotlib.container import ErrorbarContainer
+
+    fig = lab_plots.tune_frontier(_frontier_points(True), y="output_throughput")
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) >= 2  # one per candidate
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "range of the runs" in labels
+    segments = bars[0].lines[2][0].get_segments()  # the y bars of the first candidate drawn
+    assert sorted(round(seg[1][1] - seg[0][1]) for seg in segments) == [10, 50]
+    plain = lab_plots.tune_frontier(_frontier_points(False), y="output_throughput")
+    assert not [c for c in plain.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    assert "range of the runs" not in [t.get_text() for t in plain.axes[0].get_legend().get_texts()]
