@@ -143,6 +143,8 @@ else:
 for i, s in enumerate(layout.servers):
     print(f"replica {i}:", {k: v for k, v in s.env.items() if k in ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND")})
 replica_fleet = attach_fleet(fleet_url, layout) if fleet_url else launch_fleet(layout)
+for proc in [] if fleet_url else [*replica_fleet.servers, replica_fleet.router]:
+    print(proc.launched_command(), "\n")  # each process as launched here (step 1: the target's)
 print("router:", replica_fleet.base_url, replica_fleet.router.readiness())
 display(replica_fleet.router.workers())
 
@@ -150,14 +152,16 @@ display(replica_fleet.router.workers())
 # ## 3. Talk to the model through the router
 #
 # The router speaks the OpenAI API, so the request is unchanged: the same SDK call as against
-# one server. Reasoning and tool-call parsing happen in the replica that serves it.
+# one server, with the router's URL as `base_url`. Reasoning and tool-call parsing happen in the replica that serves it.
 #
 # **Expected:** a reasoning block and an answer, as from one server.
 
 # %%
+from openai import OpenAI
+
 from helpers.chat.display import show
 
-llm = replica_fleet.client(timeout=120)
+llm = OpenAI(base_url=replica_fleet.base_url, api_key="EMPTY", timeout=120)  # the router's http://host:port/v1
 reply = llm.chat.completions.create(
     model=layout.base.served_model_name,
     messages=[{"role": "user", "content": "Briefly explain: what is vLLM?"}],

@@ -117,7 +117,11 @@ class Deployment:
     def shell_commands(self) -> str:
         """Shell commands, one block per process, each with its own environment."""
         blocks = [f"# {self.label}: {self.count} x {self.base.label}"]
-        for what, cfg in self._labelled():
+        for i, (what, cfg) in enumerate(self._labelled()):
+            if (
+                cfg.port is None and self.layout == "replicas"
+            ):  # picked at launch: as the router's URLs
+                cfg = cfg.with_port(8000 + i)
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cfg.env.items())
             argv = cfg.serve_argv(with_host_port=not cfg.args.get("--headless"))
             blocks.append(

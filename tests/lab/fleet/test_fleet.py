@@ -88,6 +88,11 @@ def test_the_shell_form_says_the_router_listens_locally_while_the_replicas_do_no
     assert "listens on 127.0.0.1 only: --host 0.0.0.0 serves other machines" in text
     dep.router.host = "0.0.0.0"
     assert "listens on" not in dep.shell_commands()
+    # replicas whose ports are picked at launch (the stand-in's) render the ports the router's
+    # worker URLs name, not 8000 twice
+    cpu = deployment.resolve_deployment("replicas", "cpu", count=2, model="/m", cpu_cores=[0, 1])
+    assert re.findall(r"--port (\d+)", cpu.shell_commands())[:2] == ["8000", "8001"]
+    assert "--worker-urls http://127.0.0.1:8000 http://127.0.0.1:8001" in cpu.shell_commands()
 
 
 def test_every_rendered_line_is_valid_for_vllm_and_the_router():
