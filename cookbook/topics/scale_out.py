@@ -34,7 +34,8 @@
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): two CPU stand-in replicas, each pinned
 # to its own cores, behind the real `vllm-router`. The GPU commands are still rendered and
-# validated; the speeds are a 2-core CPU's, the procedure is the GPU's.
+# validated; the speeds are a 2-core CPU's, the procedure is the GPU's. On a GPU box, install the
+# target's vLLM first: its hardware notebook's step 1 does (`install_vllm = True`).
 
 # %% tags=["parameters"]
 target = "h200"  # a key of cookbook/recipe.yaml `targets`: the command each replica / rank runs

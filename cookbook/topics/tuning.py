@@ -181,7 +181,7 @@ for png in pngs:
 # point's throughput: the GPU time only.
 #
 # Each row is the median over the point's runs (`repeats`), with the range of the throughput
-# beside it; a point with one run has no range.
+# beside it (one run: min = max).
 #
 # **Expected:** one row per candidate and concurrency; the misses say which bound and by how much.
 
