@@ -150,6 +150,12 @@ orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd
 # carries 0.7.4, the nearest release after the pin, until a 0.7.3 wheel is found.  Its
 # Requires-Dist is 0.7.2.post1's but for nvidia-cudnn-frontend>=1.32 and
 # nvidia-cutlass-dsl>=4.8, neither carried for 0.33.0 either (its H200 runs did without).
+# 0.34.0 cannot do without nvidia-cutlass-dsl: its kernel warm-up imports the MiniMax M3 MSA
+# warm-up on every CUDA platform (model_executor/warmup/kernel_warmup.py), which imports
+# `cutlass`, and the start stops there (H200, 2026-12-05: docs/results/h200/vllm-0.34.0/
+# first-start-2026-12-05/). To add before the next 0.34.0 build: nvidia-cutlass-dsl 4.8.0 and
+# its nvidia-cutlass-dsl-libs-base and -libs-cu13 4.8.0 wheels (vLLM's Requires-Dist:
+# nvidia-cutlass-dsl[cu13]==4.8.0), with their sha256s.
 0.34.0) PER_VERSION="
 vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl 79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2
 flashinfer_python-0.7.4-py3-none-any.whl a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32
