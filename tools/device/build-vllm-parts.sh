@@ -153,9 +153,10 @@ orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd
 # 0.34.0 cannot do without nvidia-cutlass-dsl: its kernel warm-up imports the MiniMax M3 MSA
 # warm-up on every CUDA platform (model_executor/warmup/kernel_warmup.py), which imports
 # `cutlass`, and the start stops there (H200, 2026-12-05: docs/results/h200/vllm-0.34.0/
-# first-start-2026-12-05/). To add before the next 0.34.0 build: nvidia-cutlass-dsl 4.8.0 and
-# its nvidia-cutlass-dsl-libs-base and -libs-cu13 4.8.0 wheels (vLLM's Requires-Dist:
-# nvidia-cutlass-dsl[cu13]==4.8.0), with their sha256s.
+# first-start-2026-12-05/). So 0.34.0 carries nvidia-cutlass-dsl[cu13]==4.8.0 (vLLM's
+# Requires-Dist): the package and its libs-base, libs-core (which holds `cutlass`) and
+# libs-cu13 wheels; their cuda-bindings and protobuf are on the image (h200-image-packages.txt).
+# libs-cu12, which the package names without a marker, is left out: this stack is CUDA 13.
 0.34.0) PER_VERSION="
 vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl 79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2
 flashinfer_python-0.7.4-py3-none-any.whl a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32
@@ -163,6 +164,10 @@ humming_kernels-0.1.19-cp310-abi3-manylinux_2_28_x86_64.whl 16ad0c8e9c2d5a8db739
 oss_harmony-0.0.11-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl d877c6b526cdbdf55068bae8f05c60398e929c9e296c7f69a1d533339708be80
 xgrammar-0.2.8-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 4045b096735bb2523e0d874039a55994c1b390620d547c4a0d4f43b9a106177b
 orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd314bd238f584fc229a4bbaf0e573597e7a026dec5429fbf29fd66c641
+nvidia_cutlass_dsl-4.8.0-py3-none-any.whl 24f996e0e5fa88c8b417f4893e615af135bdfdfdbdbed7e239faf36a88df711b
+nvidia_cutlass_dsl_libs_base-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl 5bdc80989b0fbbac3d58960057e74e2ce8676fafa76b852d9422b9c4b9b74bdd
+nvidia_cutlass_dsl_libs_core-4.8.0-py3-none-any.whl b32716d2ed10c185cdbbb6b5c6fca26a3113a60e6e2fe4e2f0cb15966422b621
+nvidia_cutlass_dsl_libs_cu13-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl 463cd7f0c452ffeeecb530a15aeb1b10cbbd2c8da6c5aa2fecf65f836258a732
 " ;;
 *) die "unknown vLLM version $VERSION (known: 0.28.0, 0.32.0, 0.33.0, 0.34.0)" ;;
 esac
