@@ -21,6 +21,10 @@
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
+# RELEASE's stack must be joined before anything runs in it
+need_stack() { [ -f "/tmp/stack-env-$1.sh" ] || { echo "no /tmp/stack-env-$1.sh: join vLLM $1's chunks first (stack.sh join $1 N)"; exit 1; }; }
+# the drafting run in RELEASE's stack: release_run RELEASE DEADLINE WAVES
+release_run() { echo "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$1 --deadline $2 --waves $3 --release $1${DRAFT_ONLY:+ --only $DRAFT_ONLY}"; }
 case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
@@ -44,8 +48,8 @@ start)
         if [ -n "${5:-}" ]; then  # RELEASE:WAVES next, in that release's stack (joined before)
             case "$5" in *?:?*) ;; *) echo "RELEASE:WAVES, e.g. 0.34.0:6 (got '$5')"; exit 2 ;; esac
             rel=${5%%:*}
-            [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
-            run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${5#*:} --release $rel${DRAFT_ONLY:+ --only $DRAFT_ONLY}"
+            need_stack "$rel"
+            run="$run; STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; $(release_run "$rel" "$deadline" "${5#*:}")"
         fi
     fi
     $J chain draft \
@@ -55,11 +59,11 @@ start)
 release)  # RELEASE alone, its chunks joined before (stack.sh join RELEASE N): no 0.32.0 stack
     [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
     rel=${2:?RELEASE, e.g. 0.34.0}
-    [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: join vLLM $rel's chunks first (stack.sh join $rel N)"; exit 1; }
+    need_stack "$rel"
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
     STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh
     $J chain draft "python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; echo bytecode done" \
-        "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$rel --deadline $deadline --waves ${4:-6} --release $rel${DRAFT_ONLY:+ --only $DRAFT_ONLY}"
+        "$(release_run "$rel" "$deadline" "${4:-6}")"
     $J until 560 draft
     $J collect draft ;;
 wait)
