@@ -601,11 +601,13 @@ class TuneResult:
             self.per_user_column,
             "output_throughput" if self.stand_in else "output_throughput_per_gpu",
         )
+        # each point's range over its runs, the bars: noise.aggregate has it for SPREAD_METRICS
+        # (a GPU's axes); the stand-in's axes are not among them
         runs = self.runs[self.runs["workload"] == name] if "workload" in self.runs else self.runs
-        if not runs.empty and {x, y} <= set(runs):  # each point's range over its runs: the bars
-            spread = runs.groupby(["candidate", "concurrency"])[[x, y]].agg(["min", "max"])
+        missing = [c for c in (x, y) if f"{c}_min" not in pts and c in runs]
+        if missing and not runs.empty:
+            spread = runs.groupby(["candidate", "concurrency"])[missing].agg(["min", "max"])
             spread.columns = [f"{c}_{s}" for c, s in spread.columns]
-            pts = pts.drop(columns=[c for c in spread.columns if c in pts])
             pts = pts.merge(spread.reset_index(), on=["candidate", "concurrency"], how="left")
         return tune_frontier(
             pts, recommended=(rec.candidate, rec.concurrency) if rec else None,
