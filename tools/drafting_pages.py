@@ -25,15 +25,14 @@ from helpers.bench.results import load_results
 from helpers.paths import REPO_ROOT
 from lab.bench.stats import compare, spread
 from lab.breakeven import break_even, plot_break_even, summary
-from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED
 
 #: Said under every table of a session whose manifest has no ``"routing": "uniform"``: the
 #: MoE routing of vLLM 0.32.0's dummy weights (benchmarks/dummy_moe_routing.py).
 DUMMY_ROUTING_NOTE = (
     f"**MoE routing on these dummy weights.** {DUMMY_ROUTING}. A drafting step verifies K+1 "
-    "tokens per request, so with real routing it reads more expert weights than on 0.32.0's "
-    "dummy weights, and these drafting ratios may be optimistic, more at K=7 than at K=3 and "
-    f"at 16 requests than at 1; {MEASURED_NEXT}."
+    "tokens per request, which read more expert weights with real routing than on 0.32.0's "
+    f"dummy weights: these drafting ratios are optimistic, more at K=7 than at K=3, {MEASURED}."
 )
 #: Ratios within this fraction of 1 are called a tie (one run per point).
 TIE = 0.05
@@ -130,9 +129,10 @@ BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slow
 def _routing_lines(manifest: dict) -> list[str]:
     """:data:`DUMMY_ROUTING_NOTE` unless every run ran with uniform routing
     (``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random``): ``"routing": "uniform"`` on the
-    manifest (every server), or on each run of it."""
+    manifest (every server), or on each run of it; or the session compares the two routings
+    (``"routing": "compared"``: its page is what the note cites)."""
     uniform = all(r.get("routing", manifest.get("routing")) == "uniform" for r in manifest["runs"])
-    return [] if uniform else ["", DUMMY_ROUTING_NOTE]
+    return [] if uniform or manifest.get("routing") == "compared" else ["", DUMMY_ROUTING_NOTE]
 
 
 def _reference(run: dict, base_name: str) -> str:

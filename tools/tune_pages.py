@@ -25,7 +25,7 @@ from helpers.paths import REPO_ROOT
 from lab.tune import noise
 from lab.tune import slo as slos
 from lab.tune.saved import load_tune_rows
-from tools.weightless_routing import DUMMY_ROUTING, MEASURED_NEXT, uniform_routing
+from tools.weightless_routing import DUMMY_ROUTING, MEASURED, uniform_routing
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 #: Said when a point ran on a release whose dummy norms are random (vLLM before 0.33.0: every
@@ -34,7 +34,7 @@ DUMMY_ROUTING_NOTE = (
     f". Points on vLLM 0.32.0 and earlier ran on such dummy weights: {DUMMY_ROUTING}; so above "
     "one user such a step reads less expert weight than a trained model's, which flatters "
     f"throughput at high concurrency and the configurations whose experts weigh more (BF16); "
-    f"{MEASURED_NEXT}"
+    f"{MEASURED}"
 )
 
 

@@ -9,11 +9,12 @@ which adds what it means for its own table.
 
 from __future__ import annotations
 
-#: vLLM's uniform routing simulation (vllm/envs.py ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY``,
-#: ``RoutingSimulatorRouter`` in fused_moe/router/router_factory.py, 0.32.0-0.34.0): every
-#: token's top-k experts drawn uniformly at random, the same routing on every release.
-ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
-UNIFORM_ROUTING_ENV = {ROUTING_ENV: "uniform_random"}
+# vLLM's uniform routing simulation (``RoutingSimulatorRouter``, fused_moe/router/
+# router_factory.py): every weightless server sets it (helpers.weights.weightless.arch_config);
+# ``AS_LOADED_ENV`` keeps the dummy weights' own routing, for a comparison with it.
+from helpers.weights.weightless import ROUTING_ENV, UNIFORM_ROUTING_ENV  # noqa: F401
+
+AS_LOADED_ENV = {ROUTING_ENV: ""}
 
 
 def uniform_routing(command: str | None) -> bool:
@@ -29,8 +30,15 @@ DUMMY_ROUTING = (
     "them to 1.0, and 16 / 64 / 256 tokens pick 59.5 / 101.5 / 124.9 experts (uniform routing: "
     "68.6 / 122.1 / 128), as a trained router spreads them (`benchmarks/dummy_moe_routing.py`)"
 )
-#: Where the effect on speed is measured.
-MEASURED_NEXT = (
-    "the next H200 session measures it with vLLM's uniform routing simulation "
-    "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`, tools/device/README.md)"
+#: The session that measured the effect (tests/tools/test_dummy_moe_routing.py checks these
+#: figures against its committed points).
+ROUTING_SESSION = "docs/results/h200/routing-2026-12-05"
+#: What that session measured, said after each page's own reading of it.
+MEASURED = (
+    "measured on one H200 with vLLM 0.32.0, 3 runs a point "
+    f"(`{ROUTING_SESSION}/`): with vLLM's uniform routing simulation "
+    "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) the recipe ties at one request "
+    "(0.98x) and runs 0.79x at 16 (each of its runs below each run as loaded; a tie by the 27 % "
+    "spread of the runs as loaded), and MTP K=7 at acceptance 3.69 gives 1.49x the recipe at "
+    "one user at equal routing (1.95x as loaded, 2026-12-05) and ties at 16 (0.95x)"
 )

@@ -11,11 +11,13 @@ from tests.support import TESTS
 from tools.drafting_pages import drafting_markdown
 
 SESSIONS = sorted((TESTS.parent / "docs" / "results").glob("*/drafting-*/"))
+#: Every page tools.drafting_pages writes: the drafting sessions and the routing one.
+PAGES = [*SESSIONS, *sorted((TESTS.parent / "docs" / "results").glob("*/routing-*/"))]
 
 
 def test_each_committed_drafting_page_is_the_one_its_records_give():
-    assert SESSIONS, "no drafting session is committed"
-    for session in SESSIONS:
+    assert SESSIONS and len(PAGES) > len(SESSIONS), "no drafting or routing session is committed"
+    for session in PAGES:
         assert (session / "README.md").read_text() == drafting_markdown(session), (
             f"{session} is stale: python -m tools.drafting_pages {session.relative_to(TESTS.parent)} --write"
         )
@@ -93,6 +95,9 @@ def test_a_session_on_dummy_routing_says_so_and_one_with_uniform_routing_does_no
     (session / "runs.json").write_text(json.dumps({**manifest, "runs": runs[:-1] + manifest["runs"][-1:]}))  # fmt: skip
     assert "MoE routing on these dummy weights" in drafting_markdown(session)
     (session / "runs.json").write_text(json.dumps({**manifest, "runs": runs}))
+    assert "MoE routing on these dummy weights" not in drafting_markdown(session)
+    # a session comparing the two routings (the page the note cites) does not repeat it
+    (session / "runs.json").write_text(json.dumps({**manifest, "routing": "compared"}))
     assert "MoE routing on these dummy weights" not in drafting_markdown(session)
 
 

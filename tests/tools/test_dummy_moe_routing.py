@@ -37,3 +37,27 @@ def test_the_installed_vllms_dummy_fill_routes_every_token_to_the_same_experts()
     assert len(torch.unique(as_loaded)) == k  # all 16 on the same 6 experts
     spread = bench.route(tokens, torch.ones(hidden, dtype=torch.bfloat16), gate_w, bias, 1e-5, k)
     assert len(torch.unique(spread)) > 4 * k
+
+
+def test_the_routing_sentence_says_what_the_committed_routing_session_measured():
+    """Every results page repeats :data:`tools.weightless_routing.MEASURED`; its ratios and
+    spread are the committed session's means (3 runs a point), so a re-measured session that
+    moved them fails here until the sentence is rewritten."""
+    from helpers.bench.results import load_results
+    from tools.weightless_routing import MEASURED, ROUTING_SESSION
+
+    def runs(folder: str, c: int) -> list[float]:
+        df = load_results(TESTS.parent / ROUTING_SESSION / f"0.32.0-{folder}")
+        return sorted(df.loc[df["concurrency"] == c, "output_throughput"])
+
+    def ratio(a: str, b: str, c: int) -> str:
+        x, y = runs(a, c), runs(b, c)
+        return f"{(sum(x) / len(x)) / (sum(y) / len(y)):.2f}x"
+
+    assert f"ties at one request ({ratio('none-uniform', 'none-as-loaded', 1)})" in MEASURED
+    assert f"runs {ratio('none-uniform', 'none-as-loaded', 16)} at 16" in MEASURED
+    loaded, uniform = runs("none-as-loaded", 16), runs("none-uniform", 16)
+    assert max(uniform) < min(loaded)  # "each of its runs below each run as loaded"
+    assert f"by the {100 * (loaded[-1] - loaded[0]) / (sum(loaded) / 3):.0f} % spread" in MEASURED
+    assert f"gives {ratio('mtp-uniform', 'none-uniform', 1)} the recipe at" in MEASURED
+    assert f"ties at 16 ({ratio('mtp-uniform', 'none-uniform', 16)})" in MEASURED
