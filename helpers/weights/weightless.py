@@ -1,8 +1,8 @@
 """Weightless architecture mode: serve the model's exact shape with random weights.
 
 Before downloading an 18 GB (NVFP4) or 60 GB (BF16) checkpoint, size and benchmark a box with
-the architecture alone (:func:`build_arch_model`, :func:`arch_config`: ``--load-format
-dummy``). Memory and speed are real, the text is noise. The shape is the registry's
+the architecture alone (:func:`build_arch_model`, :func:`arch_config`: ``--load-format dummy``,
+uniform MoE routing). Memory and speed are real, the text is noise. The shape is the registry's
 ``model.architecture`` plus the public ``config.json`` of
 ``nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16`` (``_BASE_CONFIG``). DFlash and DSpark drafters
 get weightless folders of their own (:mod:`helpers.weights.drafters`).
@@ -106,9 +106,7 @@ MTP_CONFIG: dict[str, Any] = {
 
 def _check_variant(variant: str) -> None:
     if variant not in VARIANTS:
-        raise WeightlessError(
-            f"Unknown variant {variant!r}. Valid variants: {', '.join(VARIANTS)}."
-        )
+        raise WeightlessError(f"Unknown variant {variant!r}; pass one of {', '.join(VARIANTS)}.")
 
 
 def nvfp4_quantization_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,6 +235,11 @@ def build_arch_model(
 
 #: The BF16 recipe's fast-tokenizer switch (recipe variants.bf16 env; vllm/tokenizers/fastokens.py).
 FAST_TOKENIZER_ENV = "VLLM_USE_FASTOKENS"
+#: vLLM's MoE routing simulation (vllm/envs.py, 0.28.0-0.34.0): each token's top-k experts drawn
+#: uniformly, as a trained router spreads them. Random norms (0.28.0, 0.32.0) send every token of
+#: a step to the same 6 experts: 1.27x the speed at 16 requests (docs/results/h200/routing-*).
+ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
+UNIFORM_ROUTING_ENV = {ROUTING_ENV: "uniform_random"}
 
 
 def arch_config(
@@ -247,8 +250,9 @@ def arch_config(
 ) -> Any:
     """A copy of ``cfg`` serving the architecture folder ``path`` with random weights.
 
-    Sets the model (and tokenizer) to ``path``, adds ``--load-format dummy`` and
-    ``HF_HUB_OFFLINE=1`` (unless a hub drafter is still to fetch); every other flag and env of ``cfg`` is kept.
+    Sets the model (and tokenizer) to ``path``, adds ``--load-format dummy``, ``HF_HUB_OFFLINE=1``
+    (unless a hub drafter is still to fetch) and :data:`UNIFORM_ROUTING_ENV` (unless ``cfg``
+    sets :data:`ROUTING_ENV`: ``""`` keeps the dummy weights' routing); the rest of ``cfg`` is kept.
     A DFlash or DSpark drafter becomes its weightless folder
     (:func:`helpers.weights.drafters.build_drafter_model`, next to ``path``): the
     ``--speculative-config`` keeps its method, ``num_speculative_tokens`` and every other key, its
@@ -256,7 +260,7 @@ def arch_config(
 
     Real: GPU memory (weights of the checkpoint's shapes and dtypes, NVFP4 packing, KV cache, Mamba
     state, activations, CUDA graphs) and speed (same kernels, same shapes). Not real: the text,
-    speculative acceptance (near zero), quality, expert routing (about uniform), the checkpoint read.
+    speculative acceptance (near zero), quality, expert routing (simulated), the checkpoint read.
 
     Args:
         cfg: a :class:`helpers.config.serveconfig.ServeConfig` (e.g. ``resolve("h200", "nvfp4")``).
@@ -298,7 +302,8 @@ def arch_config(
             "(only the drafter is downloaded), or use speculative='none' / 'mtp' (MTP's draft "
             "layers are part of the architecture)."
         )
-    out = cfg.with_model(path).with_args({"--load-format": "dummy"})
+    routing = {} if ROUTING_ENV in cfg.env else UNIFORM_ROUTING_ENV
+    out = cfg.with_model(path).with_args({"--load-format": "dummy"}, **routing)
     if local_drafter:
         method = spec["method"]
         folder = build_drafter_model(
@@ -310,10 +315,8 @@ def arch_config(
     if not hub_drafter or local_drafter:
         out = out.with_args(None, HF_HUB_OFFLINE="1")
     if FAST_TOKENIZER_ENV in out.env:
-        # The folder's word-level tokenizer is one fastokens cannot load (0.3.5 takes BPE
-        # models only: "pre-tokenizer error: unsupported pre-tokenizer type:
-        # WhitespaceSplit", vLLM 0.32.0's start-up on an H200, docs/results/h200.md). The
-        # fast tokenizer speeds up tokenization only, so the served path stays the recipe's.
+        # fastokens 0.3.5 loads BPE models only, not this word-level tokenizer ("unsupported
+        # pre-tokenizer type: WhitespaceSplit", an H200 start, docs/results/h200.md).
         env = {k: v for k, v in out.env.items() if k != FAST_TOKENIZER_ENV}
         out = dataclasses.replace(out, env=env)
         warnings.warn(

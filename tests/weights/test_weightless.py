@@ -65,7 +65,7 @@ def test_config_has_the_registry_shape(variant):
 
 
 def test_unknown_variant_names_the_valid_ones():
-    with pytest.raises(errors.WeightlessError, match="bf16, nvfp4"):
+    with pytest.raises(errors.WeightlessError, match="pass one of bf16, nvfp4"):
         weightless.arch_hf_config("fp8")
 
 
@@ -218,9 +218,11 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
     # everything is local: the server may not ask the hub during start-up
     # every variable kept but the fast tokenizer (it cannot load the folder's tokenizer)
+    # and vLLM's uniform MoE routing simulation, as a trained router spreads tokens
     assert cfg.env == {
         **{k: v for k, v in base.env.items() if k != weightless.FAST_TOKENIZER_ENV},
         "HF_HUB_OFFLINE": "1",
+        "VLLM_MOE_ROUTING_SIMULATION_STRATEGY": "uniform_random",
     }
     flags = cfg.cli_flags()
     assert flags[flags.index("--load-format") + 1] == "dummy"
@@ -232,6 +234,21 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
         weightless.arch_config(resolve("h200", "nvfp4"), bf16_dir)
     with pytest.raises(errors.WeightlessError, match="not an architecture folder"):
         weightless.arch_config(base, bf16_dir.parent)
+
+
+def test_weightless_routes_moe_tokens_uniformly_unless_the_config_says_otherwise(nvfp4_dir):
+    """vLLM 0.32.0's dummy weights send every token of a step to the same 6 experts, 1.27x the
+    speed of uniform routing at 16 requests on an H200 (docs/results/h200/routing-2026-12-05/):
+    a weightless server routes uniformly (vLLM's RoutingSimulatorRouter, read from the installed
+    vLLM's envs.py), and a config's own choice ("" keeps the dummy routing) is kept."""
+    from vllm import envs
+
+    assert weightless.ROUTING_ENV in envs.environment_variables
+    served = weightless.arch_config(resolve("h200", "nvfp4"), nvfp4_dir)
+    assert served.env[weightless.ROUTING_ENV] == "uniform_random"
+    assert "export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random" in served.shell_command()
+    as_loaded = resolve("h200", "nvfp4").with_args({}, **{weightless.ROUTING_ENV: ""})
+    assert weightless.arch_config(as_loaded, nvfp4_dir).env[weightless.ROUTING_ENV] == ""
 
 
 # ----------------------------------------------------------------- vLLM's own parsing

@@ -70,7 +70,7 @@ sys.path.insert(0, str(REPO))
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
 from lab.synthetic_acceptance import describe, with_synthetic_acceptance
-from tools.weightless_routing import UNIFORM_ROUTING_ENV
+from tools.weightless_routing import AS_LOADED_ENV, UNIFORM_ROUTING_ENV
 
 TARGET = "h200"
 #: Each co-tenant server's KV cache (bytes): 4 GiB holds 1.3 M tokens of this model's FP8 KV,
@@ -167,10 +167,12 @@ WAVE4: dict[str, tuple] = {
 #: ``RoutingSimulatorRouter``, fused_moe/router/router_factory.py) routes every token to
 #: uniformly random experts instead: the same routing on every release, and closer to a trained
 #: router's load-balanced spread. The recipe as loaded beside it with uniform routing, and MTP
-#: K=7 with uniform routing (does drafting's gain survive realistic routing?).
+#: K=7 with uniform routing (does drafting's gain survive realistic routing?). Since
+#: 2026-12-05 every weightless server routes uniformly (helpers.weights.weightless.arch_config),
+#: so "as loaded" sets the variable empty (vLLM's "off"); measured: docs/results/h200/routing-*.
 UNIFORM_ROUTING = {"env": UNIFORM_ROUTING_ENV}
 WAVE5: dict[str, tuple] = {
-    "none-as-loaded": ("none", None, None, {}),
+    "none-as-loaded": ("none", None, None, {"env": AS_LOADED_ENV}),
     "none-uniform": ("none", None, None, UNIFORM_ROUTING),
     "mtp-uniform": ("mtp", 7, None, UNIFORM_ROUTING),
 }

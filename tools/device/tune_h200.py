@@ -37,11 +37,13 @@ measured in turn while the others sit idle (:func:`run_co_tenant`), at the laten
 (``tune-1k``, concurrency 1) and the agent workload (4 and 16 sessions): what a 4 GiB cache
 holds. ``DIR/drafting/co-tenant.json`` has each server's command as started.
 
-``--routing uniform`` starts every server (the recipe's too) with vLLM's uniform routing
-simulation (``tools.weightless_routing.UNIFORM_ROUTING_ENV``): vLLM 0.32.0's dummy weights send
-every token of a step to the same 6 of 128 experts, a trained router spreads them; each saved
-command exports the variable, so the results pages know which points ran with it (a GPU
-setting: the stand-in rehearsal plays none of it, as it plays no MoE kernel flag).
+``--routing uniform`` (the default, as every weightless server since 2026-12-05) starts every
+server (the recipe's too) with vLLM's uniform routing simulation
+(``tools.weightless_routing.UNIFORM_ROUTING_ENV``): vLLM 0.32.0's dummy weights send every token
+of a step to the same 6 of 128 experts, a trained router spreads them (measured:
+docs/results/h200/routing-2026-12-05/); ``--routing as-loaded`` keeps the dummy weights' own.
+Each saved command exports the variable, so the results pages know which points ran with it (a
+GPU setting: the stand-in rehearsal plays none of it, as it plays no MoE kernel flag).
 
 ``--stand-in`` runs the same control flow on the CPU stand-in with tiny settings: 16 in / 8
 out at concurrency 1 and 2, ``--max-num-seqs`` 64 / 256 played as 2 / 4, the GPU-only flags
@@ -65,7 +67,7 @@ from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
 from lab.bench import scenarios
 from lab.tune import tune as tuning
-from tools.weightless_routing import UNIFORM_ROUTING_ENV, uniform_routing
+from tools.weightless_routing import AS_LOADED_ENV, UNIFORM_ROUTING_ENV, uniform_routing
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
 GRID = [
@@ -414,9 +416,10 @@ def main(argv=None) -> int:
     p.add_argument(
         "--routing",
         choices=("as-loaded", "uniform"),
-        default="as-loaded",
-        help="uniform: every server (the recipe too) routes MoE tokens with vLLM's uniform "
-        "routing simulation, as a trained router spreads them; each saved command exports it",
+        default="uniform",
+        help="uniform (the weightless default since 2026-12-05): every server (the recipe too) "
+        "routes MoE tokens with vLLM's uniform routing simulation, as a trained router spreads "
+        "them; as-loaded: the dummy weights' own routing; each saved command exports which",
     )
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
@@ -430,10 +433,11 @@ def main(argv=None) -> int:
     drafting = specs(DRAFTING_CANDIDATES, stand_in=args.stand_in)
     if args.stand_in:  # the CPU build drafts none of these: the stand-in plays the recipe
         drafting = [{**d, "standin_args": {}} for d in drafting[:2]]
-    if args.routing == "uniform":  # the recipe is base itself; a candidate resolved anew: its spec
-        base = base.with_args({}, **UNIFORM_ROUTING_ENV)
-        grid, c1, drafting = ([{**s, "env": UNIFORM_ROUTING_ENV} for s in part]
-                              for part in (grid, c1, drafting))  # fmt: skip
+    # the recipe is base itself; a candidate resolved anew: its spec
+    routing = UNIFORM_ROUTING_ENV if args.routing == "uniform" else AS_LOADED_ENV
+    base = base.with_args({}, **routing)
+    grid, c1, drafting = ([{**s, "env": {**s.get("env", {}), **routing}} for s in part]
+                          for part in (grid, c1, drafting))  # fmt: skip
     if args.stand_in:
         tiny = {"input_len": 16, "output_len": 8, "concurrencies": [1, 2], "num_prompts": 4}
         loads = [{"name": "tune-1k", **tiny}, {"name": "tune-8k", **tiny, "input_len": 64}]

@@ -877,11 +877,12 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
         "co-tenant waves: [['recipe', 'mtp-k7', 'dspark-k7', 'mtp-k3'], ['bf16-fp8', 'mtp-k1']]; "
         "concurrencies {'tune-1k': [1], 'agent': [4, 16]}" in said
     )
-    # --routing uniform: every candidate's command exports vLLM's uniform routing simulation
-    assert "uniform routing" not in said
-    assert tune_h200.main([*argv, "--routing", "uniform"]) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+    # --routing uniform (the default): every candidate's command exports vLLM's uniform
+    # routing simulation; --routing as-loaded: none does (the variable set empty, vLLM's off)
+    lines = [ln for ln in said.splitlines() if ln.startswith("[")]
     assert len(lines) > 6 and all(ln.endswith("; uniform routing") for ln in lines)
+    assert tune_h200.main([*argv, "--routing", "as-loaded"]) == 0
+    assert "uniform routing" not in capsys.readouterr().out
 
 
 def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
