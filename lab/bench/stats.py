@@ -4,7 +4,7 @@ it noise, not a win (the speculative-decoding notebook's; the tuning step's rule
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -124,7 +124,7 @@ def rank(
     *,
     concurrency: int | None = None,
     by: str = "label",
-    noise: float | Spread | Sequence[Spread] | None = None,
+    noise: float | Spread | Sequence[Spread] | Mapping[str, Spread] | None = None,
 ) -> pd.DataFrame:
     """Rank configurations on ``metric`` at one concurrency, each against the best, with noise.
 
@@ -134,7 +134,10 @@ def rank(
         metric: e.g. ``output_throughput_per_gpu`` (throughput) or ``tokens_per_s_per_user``
             / ``median_tpot_ms`` (latency).
         concurrency: the point compared (default: the largest concurrency every configuration has).
-        noise: as :func:`compare`.
+        noise: as :func:`compare` (the largest spread given judges every pair), or
+            ``{configuration: Spread}``: each configuration against the best with the larger
+            of their two spreads (the results pages' rule, ``tools/drafting_pages.py``); one
+            without a spread is judged with the best's alone.
 
     Returns:
         DataFrame sorted best first: ``by``, ``concurrency``, ``metric``, ``vs_best_pct``,
@@ -159,7 +162,10 @@ def rank(
     best_name, best = means.index[0], float(means.iloc[0])
     rows = []
     for name, value in means.items():
-        c = compare(best, value, metric=metric, noise=noise, names=(str(best_name), str(name)))
+        pair = noise
+        if isinstance(noise, Mapping):
+            pair = [noise[n] for n in (best_name, name) if n in noise] or None
+        c = compare(best, value, metric=metric, noise=pair, names=(str(best_name), str(name)))
         verdict = "within noise of best" if c.winner is None else c.verdict
         rows.append({by: name, "concurrency": int(concurrency), metric: float(value),
                      "vs_best_pct": round(c.delta_pct, 1),

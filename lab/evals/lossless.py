@@ -204,6 +204,8 @@ class Match:
             (``vllm:spec_decode_num_accepted_tokens_total`` delta), or None when not measured.
         ties: prompts whose outputs first differ at a tie (each run's token among the other's
             top-5 there).
+        unknown: prompts whose outputs first differ where a run's top-5 was not read (no
+            ``top``, or vLLM could not write it): a tie there can be neither shown nor ruled out.
     """
 
     rate: float
@@ -212,6 +214,7 @@ class Match:
     per_prompt: pd.DataFrame
     accepted: int | None = None
     ties: int = 0
+    unknown: int = 0
 
     @property
     def lossless(self) -> bool:
@@ -230,9 +233,15 @@ class Match:
         firsts = [int(x) for x in self.per_prompt["first_divergence"].dropna()]
         where = f"; first divergence at token {min(firsts)}" if firsts else ""
         verdict = "lossless" if self.lossless else "NOT lossless"
+        if not self.lossless and self.unknown:  # a part where no tie could be checked
+            beyond = self.prompts - self.identical - self.ties - self.unknown
+            verdict = (f"NOT lossless ({beyond} part beyond a tie; {self.unknown} more where "
+                       f"the top-{TIE_TOP_K} was not read)" if beyond else "not shown lossless: "
+                       f"{self.unknown} of {self.prompts} outputs part where the top-{TIE_TOP_K} "
+                       "was not read, so a tie there is unknown")  # fmt: skip
         if self.vacuous:
             verdict = "proves nothing (no drafted token was accepted during these requests)"
-            beyond = self.prompts - self.identical - self.ties
+            beyond = self.prompts - self.identical - self.ties - self.unknown
             if beyond:  # nothing kept, yet the outputs differ: the drafting path changed them
                 verdict += (
                     f", yet {beyond} of {self.prompts} outputs part beyond a tie: the drafting "
@@ -267,9 +276,9 @@ def match(
     for i, (r, o) in enumerate(zip(reference, other, strict=True)):
         n = min(len(r), len(o))
         first = next((j for j in range(n) if r[j] != o[j]), None)
-        tie = first is not None and _tie(r, o, first)
-        if first is None and len(r) != len(o):
-            first = n
+        tie = None if first is None else _tie(r, o, first)
+        if first is None and len(r) != len(o):  # one stopped first: a difference, not a tie
+            first, tie = n, False
         rows.append(
             {
                 "prompt": i,
@@ -285,12 +294,15 @@ def match(
     compared = int(table["compared"].sum())
     rate = int(table["agree"].sum()) / compared if compared else 1.0
     identical = int(table["first_divergence"].isna().sum())
-    return Match(rate, identical, len(rows), table, accepted, int(table["tie"].sum()))
+    ties = int((table["tie"] == True).sum())  # noqa: E712 - None (unknown) is neither
+    unknown = int(table["tie"].isna().sum() - identical)
+    return Match(rate, identical, len(rows), table, accepted, ties, unknown)
 
 
-def _tie(r: Sequence[int], o: Sequence[int], j: int) -> bool:
-    """vLLM's tie at position ``j``: each run's token among the other's top-5 there."""
+def _tie(r: Sequence[int], o: Sequence[int], j: int) -> bool | None:
+    """vLLM's tie at position ``j``: each run's token among the other's top-5 there; None when
+    a run's top-5 there is unknown (neither shown nor ruled out)."""
     rt, ot = getattr(r, "top", None), getattr(o, "top", None)
     if not rt or not ot or j >= len(rt) or j >= len(ot):
-        return False  # top-5 unknown: no tie can be shown
+        return None
     return r[j] in ot[j] and o[j] in rt[j]

@@ -145,7 +145,9 @@ def test_speculative_notebook_on_the_standin(
     # and says so) while 2 of 3 outputs part beyond a tie (docs/results/lossless-ngram-cpu-
     # 0.32.0.md); the test asserts that the check measured and reported it, not a verdict.
     verdict = re.search(
-        r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless|proves nothing "
+        r"ngram \(for dspark\) vs no drafting, greedy: (lossless|NOT lossless(?: \(\d part beyond a "
+        r"tie; \d more where the top-5 was not read\))?|not shown lossless: \d of 3 outputs part "
+        r"where the top-5 was not read, so a tie there is unknown|proves nothing "
         r"\(no drafted token was accepted during these requests\)(?:, yet \d of 3 outputs part "
         r"beyond a tie: the drafting path changed the outputs without keeping a drafted token)?)"
         r": (\d+\.\d)% of token positions agree, (\d+)/3 outputs identical",

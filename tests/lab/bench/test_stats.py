@@ -44,3 +44,24 @@ def test_rank_and_winner():
     thr = stats.rank(df, "output_throughput_per_gpu", noise=5.0)  # highest common concurrency: 8
     assert thr.iloc[0]["label"] == "none" and thr.iloc[0]["concurrency"] == 8
     assert stats.winner(thr).startswith("none — none beats mtp by")
+
+
+def test_rank_judges_each_pair_by_its_own_spreads_when_given_per_configuration():
+    """With one spread per configuration, a mode is judged against the best with the larger
+    of their two spreads (the results pages' rule), not with the widest of every mode: a noisy
+    third mode no longer turns a clear lead into a tie."""
+    df = pd.DataFrame({"label": ["dspark", "none", "dflash"], "concurrency": [16] * 3,
+                       "output_throughput_per_gpu": [3290.0, 2414.0, 1665.0]})  # fmt: skip
+
+    def runs(lo: float, hi: float) -> stats.Spread:
+        mid = (lo + hi) / 2
+        return stats.spread(pd.DataFrame({"output_throughput_per_gpu": [lo, mid, hi]}),
+                            "output_throughput_per_gpu")  # fmt: skip
+
+    spreads = {"dspark": runs(2746, 3513), "none": runs(2293, 2532), "dflash": runs(1137, 2045)}
+    widest = stats.rank(df, "output_throughput_per_gpu", noise=list(spreads.values()))
+    assert widest.set_index("label").loc["none", "verdict"] == "within noise of best"
+    paired = stats.rank(df, "output_throughput_per_gpu", noise=spreads)
+    assert paired.set_index("label").loc["none", "verdict"].startswith("dspark beats none by 26.6%")
+    # DFlash's own runs spread 55 %: its gap to the best is inside them, as on the page (a tie)
+    assert paired.set_index("label").loc["dflash", "verdict"] == "within noise of best"

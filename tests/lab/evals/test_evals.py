@@ -70,6 +70,9 @@ def test_greedy_match_finds_the_first_divergence():
     assert not m.lossless and m.identical == 0
     assert list(m.per_prompt["first_divergence"]) == [2, 2]  # a changed token; a longer output
     assert m.rate == pytest.approx(5 / 6) and "NOT lossless" in m.summary("ngram")
+    # bare token ids carry no top-5: the changed token's tie is unknown, the longer output not
+    assert list(m.per_prompt["tie"]) == [None, False] and m.unknown == 1
+    assert "(1 part beyond a tie; 1 more where the top-5 was not read)" in m.summary("ngram")
     with pytest.raises(ValueError, match="same prompts"):
         match([[1]], [])
 
@@ -88,7 +91,11 @@ def test_a_first_difference_within_each_runs_top_5_is_a_tie_as_in_vllms_own_test
     ) and "1 part first at a tie (top-5, vLLM's rule)" in m.summary("ngram")
     beyond = GreedyOutput([1, 8, 3], top)  # 8 is not in the reference's top-5 at position 1
     assert not match([ref], [beyond]).lossless
-    assert not match([[1, 2, 3]], [[1, 9, 7]]).lossless  # no top-5 known: no tie
+    unread = match([[1, 2, 3]], [[1, 9, 7]])  # no top-5 known: a tie neither shown nor ruled out
+    assert not unread.lossless and unread.unknown == 1 and unread.ties == 0
+    assert "greedy: not shown lossless: 1 of 1 outputs part where the top-5 was not read" in (
+        unread.summary("ngram")
+    )
     vacuous = match([ref], [beyond], accepted=0)
     said = vacuous.summary("ngram")
     assert said.startswith("ngram vs no drafting, greedy: proves nothing")
