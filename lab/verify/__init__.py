@@ -114,10 +114,23 @@ def _run(name: str, fn) -> Check:
     except (CookbookError, ValueError) as exc:
         return Check(name, False, _said(exc), _fix_in(str(exc)))
     except Exception as exc:  # noqa: BLE001 - the SDK's errors: named, never a traceback
-        return Check(name, False, f"{type(exc).__name__}: {_said(exc)}", _fix_in(str(exc)))
+        fix = _fix_in(str(exc)) or _status_fix(exc)
+        return Check(name, False, f"{type(exc).__name__}: {_said(exc)}", fix)
     if seen:  # passed, yet the helpers warned: say what
         return Check(name, False, _said(seen[0].message), _fix_in(str(seen[0].message)))
     return Check(name, True, detail)
+
+
+def _status_fix(exc: BaseException) -> str:
+    """The fix an HTTP error status points at (the SDK's ``APIStatusError.status_code``)."""
+    code = getattr(exc, "status_code", None)
+    if code == 401:
+        return (f"the server was started with --api-key: pass --api-key KEY (or set "
+                f"{API_KEY_ENV}) with that key")  # fmt: skip
+    if isinstance(code, int) and code >= 500:
+        return ("the server failed on this request: its own log says why (vLLM's \"stack trace "
+                "above\" is in the server's log, not here)")  # fmt: skip
+    return ""
 
 
 def _fix_in(text: str) -> str:
@@ -154,12 +167,17 @@ def served_max_model_len(listed: Any, model: str) -> int | None:
     return None
 
 
+#: Where the CLI reads a key when ``--api-key`` is not passed (vLLM's ``--api-key`` reads the same).
+API_KEY_ENV = "VLLM_API_KEY"
+
+
 def verify(
     base_url: str,
     model: str | None = None,
     *,
     max_tokens: int = VERIFY_MAX_TOKENS,
     timeout: float = 120,
+    api_key: str = "EMPTY",
 ) -> list[Check]:
     """Run every check against the server at ``base_url`` (``http://host:port``).
 
@@ -169,6 +187,7 @@ def verify(
         max_tokens: tokens per request (reasoning included).
         timeout: seconds per request; the model check, first, waits at most
             :data:`MODELS_TIMEOUT` (nothing answering is said then, not after ``timeout``).
+        api_key: the key of a server started with ``--api-key`` (any other takes any key).
 
     Returns:
         One :class:`Check` per name of :data:`CHECKS`, in that order; when ``model``
@@ -177,7 +196,7 @@ def verify(
     Raises:
         ValueError / TypeError: ``base_url`` is not an ``http(s)://`` URL string.
     """
-    client = make_client(base_url, timeout=timeout)
+    client = make_client(base_url, api_key=api_key, timeout=timeout)
     demo = load_demo()
     found: dict[str, Any] = {}
 
@@ -199,6 +218,13 @@ def verify(
             raise _Failed(f"{client.base_url}models is not found (HTTP 404): no OpenAI-compatible "
                           "server answers there", "pass the root URL of a vLLM server, http://host:port "
                           "(or .../v1); is something else listening on that port?") from None  # fmt: skip
+        except openai.APIStatusError as exc:
+            raise _Failed(f"{client.base_url}models answered HTTP {exc.status_code}: {_said(exc)}",
+                          _status_fix(exc) or "check the server's log") from None  # fmt: skip
+        except (AttributeError, TypeError, ValueError) as exc:  # a page, not the SDK's JSON
+            raise _Failed(f"{client.base_url}models did not answer with a model list ({type(exc).__name__}): "
+                          "no OpenAI-compatible server answers there (a proxy or login page?)",
+                          "pass the root URL of a vLLM server, http://host:port (or .../v1)") from None  # fmt: skip
         if not names:
             raise _Failed("/v1/models lists no model", "start vLLM with the model")
         found["model"] = model or names[0]

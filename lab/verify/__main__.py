@@ -1,13 +1,14 @@
-"""``python -m lab.verify URL [--model NAME] [--max-tokens N]``: one line per check of
+"""``python -m lab.verify URL [--model NAME] [--max-tokens N] [--api-key KEY]``: one line per check of
 :func:`lab.verify.verify`. Exit status 0 when every check passed, 1 when one failed, 2 for
 bad input or a server that does not answer."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from lab.verify import VERIFY_MAX_TOKENS, verify
+from lab.verify import API_KEY_ENV, VERIFY_MAX_TOKENS, verify
 
 
 def _positive(text: str) -> int:
@@ -35,15 +36,21 @@ def main(argv: list[str] | None = None) -> int:
         default=VERIFY_MAX_TOKENS,
         help=f"tokens per request (default {VERIFY_MAX_TOKENS})",
     )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV, "EMPTY"),
+        help=f"the key of a server started with --api-key (default: ${API_KEY_ENV}, else any)",
+    )
     args = parser.parse_args(argv)
     try:
-        checks = verify(args.url, args.model, max_tokens=args.max_tokens)
+        checks = verify(args.url, args.model, max_tokens=args.max_tokens, api_key=args.api_key)
     except (TypeError, ValueError) as exc:
-        print(f"lab.verify: {exc}", file=sys.stderr)
+        print(f"lab.verify: {str(exc).removeprefix('make_client: ')}", file=sys.stderr)
         return 2
     for c in checks:
         print(c.line(), flush=True)
     if checks[0].ok is not True:
+        print("0 checks passed: the model check failed, so nothing else was asked")
         return 2
     failed = [c.name for c in checks if c.ok is False]
     skipped = sum(c.ok is None for c in checks)

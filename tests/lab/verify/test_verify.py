@@ -27,13 +27,14 @@ CHECKS = [
 ]
 
 
-def _verify(url: str) -> subprocess.CompletedProcess:
+def _verify(url: str, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
     }
     return subprocess.run(
-        [sys.executable, "-m", "lab.verify", url],
+        [sys.executable, "-m", "lab.verify", url, *extra],
         capture_output=True,
         text=True,
         timeout=600,
@@ -160,6 +161,7 @@ def test_a_url_where_nothing_answers_is_one_line_and_exit_2():
     assert all(lines[n].startswith("SKIP") for n in CHECKS[1:])
     bad = _verify("localhost:8000")
     assert bad.returncode == 2 and "is not a server URL: pass http://host:port" in bad.stderr
+    assert bad.stderr.startswith("lab.verify: `base_url`=")  # no helper's name in front
     assert "Traceback" not in bad.stderr
 
 
@@ -181,6 +183,63 @@ def test_a_web_server_that_is_not_vllm_is_named_so(tmp_path):
     line = _lines(run.stdout)["model"]
     assert "models is not found (HTTP 404): no OpenAI-compatible server answers there" in line
     assert "is something else listening on that port?" in line
+
+
+def _answering(status: int, body: bytes, content_type: str, seen: list):
+    """A web server (not vLLM: process mechanics only) whose every GET answers ``status`` with
+    ``body``, recording each request's Authorization header in ``seen``."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    return web
+
+
+@pytest.mark.parametrize(
+    "status, body, kind, said, fix",
+    [
+        (401, b'{"error": "Unauthorized"}', "application/json", "answered HTTP 401",
+         "the server was started with --api-key: pass --api-key KEY (or set VLLM_API_KEY)"),
+        (500, b'{"error": "boom"}', "application/json", "answered HTTP 500",
+         "the server failed on this request: its own log says why"),
+        (200, b"<html><body>Sign in</body></html>", "text/html", "did not answer with a model list",
+         "pass the root URL of a vLLM server"),
+    ],
+)  # fmt: skip
+def test_an_error_status_or_a_page_at_v1_models_is_named_with_its_fix(
+    status, body, kind, said, fix
+):
+    """A server behind a key (401), one failing (500) or a login page where /v1/models should
+    be: one line naming what answered and the fix, never the SDK's exception alone; the key
+    passed with --api-key (or VLLM_API_KEY) is the one sent."""
+    seen: list = []
+    web = _answering(status, body, kind, seen)
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}"
+        run = _verify(url, "--api-key", "sk-test")
+        by_env = _verify(url, env={"VLLM_API_KEY": "sk-env"})
+    finally:
+        web.shutdown()
+        web.server_close()
+    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
+    line = _lines(run.stdout)["model"]
+    assert said in line and f"fix: {fix}" in line, line
+    assert "0 checks passed: the model check failed" in run.stdout
+    assert by_env.returncode == 2 and "0 checks passed" in by_env.stdout
+    assert seen[0] == "Bearer sk-test" and seen[-1] == "Bearer sk-env"
 
 
 def test_a_port_that_accepts_but_never_answers_is_said_within_seconds():
