@@ -166,17 +166,37 @@ display(scenarios.scenarios_frame(run, names=[scenario_name]))
 #
 # **Expected:** per server, its launch, one line on its prefix cache (once per server), then
 # one `vllm bench serve` line per point.
+#
+# First, the request itself. Drafting happens inside the server, so the call a user writes is
+# the same for every mode: here it goes to the first mode's server (the loop below reuses
+# it), with vLLM's reasoning cap in `extra_body` (step 8 asks every drafting server for it).
+
+# %%
+from helpers.chat.display import show
+from helpers.server.launch import launch_server
+from helpers.standin.build import build_standin_model
+
+model_path = build_standin_model() if run.stand_in else None
+first, _, _ = mode_run(run, target, modes[0], model_path=model_path, overrides=speculative_overrides,
+                       length=synthetic_acceptance_length)
+srv = launch_server(first, server_url=(servers or {}).get(modes[0]))
+budget = {"thinking_token_budget": 8}  # reasoning tokens before vLLM ends the thinking
+reply = srv.client().chat.completions.create(
+    model=srv.model_name,
+    messages=[{"role": "user", "content": "What is 17 * 23? Answer with the number."}],
+    max_tokens=256,
+    temperature=0.0,
+    extra_body=budget,
+)
+show(reply, max_tokens=256, extra_body=budget)
 
 # %%
 from helpers.bench.sweep import sweep
 from helpers.paths import out_dir
-from helpers.server.launch import launch_server
-from helpers.standin.build import build_standin_model
 from lab.bench.repeats import repeat_point, said_once
 from lab.evals.speculative import mode_checks
 
 # %%
-model_path = build_standin_model() if run.stand_in else None
 n_real = acceptance_prompts if acceptance_prompts is not None else (4 if run.stand_in else 32)
 tag = target + run.tag
 results, repeated, checks, synthetic = [], {}, {}, {}  # checks: steps 5, 7, 8; synthetic: weightless drafting
@@ -205,7 +225,8 @@ results = pd.concat(results, ignore_index=True)
 # %% [markdown]
 # ## 5. Results
 #
-# Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, and
+# The first table and the plots are the sweep: one run per point (the repeats and their
+# spread come next, and step 6 ranks on all runs). Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, and
 # output tokens / end-to-end latency on the 2-core stand-in (tokens arrive in bursts there). Acceptance length = 1 + accepted / drafts: tokens
 # emitted per target-model step (1.0 = drafting gained nothing); acceptance rate = accepted /
 # draft tokens, in percent. `spec_decode_verdict` calls 90 or more draft tokens all rejected
@@ -285,7 +306,8 @@ answer = pd.DataFrame([
 display(answer)
 for name, point in synthetic.items():
     print(f"{name}: {point.caption()}")
-print("acceptance length:", results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()
+print("acceptance length (the sweep's, mean over its concurrencies):",
+      results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()
       if "spec_decode_acceptance_length" in results else "no drafting mode ran")
 
 # %% [markdown]

@@ -134,7 +134,10 @@ def test_speculative_notebook_on_the_standin(
     for data in none.values():
         assert data.get("spec_decode_acceptance_length") is None
     # the notebook prints the mean acceptance length per mode; it lies within the measured points
-    printed = re.search(r"acceptance length: \{'ngram \(for dspark\)': (\d+\.\d+)", text)
+    printed = re.search(
+        r"acceptance length \(the sweep's, mean over its concurrencies\): \{'ngram \(for dspark\)': (\d+\.\d+)",
+        text,
+    )
     assert printed, "the notebook did not print the n-gram acceptance length"
     lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
     assert 1.0 <= float(printed.group(1))
