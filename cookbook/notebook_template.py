@@ -121,7 +121,7 @@ print(plan(cfg).verdict)
 # `fetch` gets what the run serves: the checkpoint{% if t.speculative in ("dflash", "dspark") %} and the {{ t.speculative }} drafter{% endif %} at
 # their pinned revisions (downloaded before the launch, never inside the readiness wait),
 # the stand-in, or, with `weightless = True`, the exact architecture with random weights
-# (`--load-format dummy`: real speed and memory, noise text). `launch_server` starts vLLM
+# (`--load-format dummy`, uniform routing: real speed and memory, noise text). `launch_server` starts vLLM
 # in its own process group, waits for `/health` while watching the process (a crash raises
 # at once with the log tail and a diagnosis), and shows each start-up phase on one line.
 # It prints the command as launched (the environment it sets, then the argv with its host and

