@@ -493,8 +493,8 @@ ROUTING_NOTE = (
     "**The releases' weightless rows above one request are not the same experiment.** "
     f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
     "it reads on 0.32.0: the prime suspect of 0.33.0's ratios at c = 16-64 below, "
-    f"{MEASURED}. So most of 0.33.0's 0.71x at c = 16 is likely the experiment, not the "
-    "release; a release beside 0.32.0 with uniform routing on both, in one session, decides. "
+    f"{MEASURED}. So routing may explain much of 0.33.0's 0.71x at c = 16, not yet all (BF16's "
+    "0.52x is larger); a release beside 0.32.0 with uniform routing on both, in one session, decides. "
     "c = 1 (6 experts on every release) compares now."
 )
 

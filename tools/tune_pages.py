@@ -38,6 +38,15 @@ DUMMY_ROUTING_NOTE = (
 )
 
 
+#: Said when a point's command exports vLLM's uniform routing simulation (tune_h200.py's
+#: default since 2026-12-05).
+UNIFORM_ROUTING_NOTE = (
+    ". Points whose command exports `VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random` ran "
+    "vLLM's uniform routing simulation: each token's experts drawn uniformly, so a step reads "
+    "at least as many experts as a trained router's (a pessimistic lean above one user)"
+)
+
+
 def _dummy_routing(rows: pd.DataFrame) -> bool:
     """Whether any point ran on a release before 0.33.0 (dummy norms of +-1e-3) with its
     routing as loaded (a command that exports the uniform routing simulation did not)."""
@@ -485,7 +494,8 @@ def recommendation_markdown(
            "the figures (BF16's 59 GiB of weights leave an 80 GB card little KV cache: see the memory plan)")
         + ". The configuration is the registry's command with the changes the data file records"
           " (`moe_backend`, `variant`, `vllm_version` are this notebook's parameters)"
-        + (DUMMY_ROUTING_NOTE if _dummy_routing(rows) else "") + ":",
+        + (DUMMY_ROUTING_NOTE if _dummy_routing(rows) else "")
+        + (UNIFORM_ROUTING_NOTE if any(map(uniform_routing, rows["command"])) else "") + ":",
         "",
         "| workload | row | configuration | vLLM | c | runs | output tok/s/GPU | tok/s per user | "
         "p99 TTFT ms | p50 TPOT ms | vs recipe | data |",

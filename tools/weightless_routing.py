@@ -28,7 +28,8 @@ DUMMY_ROUTING = (
     "vLLM 0.28.0 and 0.32.0 fill a dummy model's norm weights with uniform(-1e-3, 1e-3), so "
     "every token of a step picks the same 6 of Lightning's 128 experts; 0.33.0 and 0.34.0 set "
     "them to 1.0, and 16 / 64 / 256 tokens pick 59.5 / 101.5 / 124.9 experts (uniform routing: "
-    "68.6 / 122.1 / 128), as a trained router spreads them (`benchmarks/dummy_moe_routing.py`)"
+    "68.6 / 122.1 / 128), spread over many experts as a trained router's are "
+    "(`benchmarks/dummy_moe_routing.py`)"
 )
 #: The session that measured the effect (tests/tools/test_dummy_moe_routing.py checks these
 #: figures against its committed points).
@@ -38,7 +39,8 @@ MEASURED = (
     "measured on one H200 with vLLM 0.32.0, 3 runs a point "
     f"(`{ROUTING_SESSION}/`): with vLLM's uniform routing simulation "
     "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) the recipe ties at one request "
-    "(0.98x) and runs 0.79x at 16 (each of its runs below each run as loaded; a tie by the 27 % "
-    "spread of the runs as loaded), and MTP K=7 at acceptance 3.69 gives 1.49x the recipe at "
-    "one user at equal routing (1.95x as loaded, 2026-12-05) and ties at 16 (0.95x)"
+    "(0.98x) and ran 0.79x at 16 (a tie by the 27 % spread of the runs as loaded, though each "
+    "uniform run was below each run as loaded), and MTP K=7 at acceptance 3.69 gives 1.49x the "
+    "recipe at one user at equal routing (the drafting session's 1.95x as loaded was against "
+    "another session's recipe) and ties at 16 (0.95x, at 15 requests in flight)"
 )

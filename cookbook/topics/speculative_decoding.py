@@ -28,7 +28,7 @@
 #
 # **Weightless mode** (`weightless = True` on a GPU): the exact architecture, MTP heads
 # included, and the DFlash / DSpark drafters built locally from their published configs, all
-# with random weights (`--load-format dummy`, MoE tokens routed uniformly as a trained router's):
+# with random weights (`--load-format dummy`, MoE tokens routed to uniformly drawn experts):
 # no download. Random drafters predict nothing, so every drafting mode runs at a **synthetic
 # acceptance length** `L` (vLLM's `"rejection_sample_method": "synthetic"`), a published
 # benchmark's (ai-dynamo/dynamo's Lightning recipe: MTP K=7 at 3.687, DSpark K=7 at 3.69, DFlash
@@ -223,8 +223,8 @@ results = pd.concat(results, ignore_index=True)
 # is its load's (random prompts, forced lengths), not real text's (vllm #52536, #33497). The
 # second table measures it as vLLM's acceptance test does: the shipped GSM8K questions,
 # temperature 0; only there is a length below 1.5 "not paying off". Above 1.5 it must still
-# beat the break-even at your concurrency: on one H200, MTP K=7 paid from about 2.5 at one user
-# and 3.9 at 16 (docs/results/h200/routing-2026-12-05/).
+# beat the break-even at your concurrency: on one H200, estimated at about 2.5 at one user and
+# 3.9 at 16 for MTP K=7 (from one timed length: docs/results/h200/routing-2026-12-05/).
 
 # %%
 from helpers.bench.results import results_table

@@ -236,8 +236,8 @@ def build_arch_model(
 #: The BF16 recipe's fast-tokenizer switch (recipe variants.bf16 env; vllm/tokenizers/fastokens.py).
 FAST_TOKENIZER_ENV = "VLLM_USE_FASTOKENS"
 #: vLLM's MoE routing simulation (vllm/envs.py, 0.28.0-0.34.0): each token's top-k experts drawn
-#: uniformly, as a trained router spreads them. Random norms (0.28.0, 0.32.0) send every token of
-#: a step to the same 6 experts: 1.27x the speed at 16 requests (docs/results/h200/routing-*).
+#: uniformly (at least as many experts a step as a trained router reads). Random norms (0.28.0,
+#: 0.32.0) send every token of a step to the same 6 experts (docs/results/h200/routing-*).
 ROUTING_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
 UNIFORM_ROUTING_ENV = {ROUTING_ENV: "uniform_random"}
 

@@ -82,7 +82,7 @@ def test_the_measured_page_gives_each_listed_target_the_newest_session():
 
 def test_a_session_on_dummy_routing_says_so_and_one_with_uniform_routing_does_not(tmp_path):
     """vLLM 0.32.0's dummy weights send every token to the same experts: a page of such a
-    session (every committed one so far) says its drafting ratios may be optimistic; a session
+    session (every drafting one so far) says its drafting ratios are optimistic; a session
     whose servers all ran vLLM's uniform routing simulation (``"routing": "uniform"``) does not."""
     session = tmp_path / "drafting-x"
     shutil.copytree(SESSIONS[0], session)

@@ -218,7 +218,7 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
     assert {k: v for k, v in cfg.args.items() if k != "--load-format"} == base.args
     # everything is local: the server may not ask the hub during start-up
     # every variable kept but the fast tokenizer (it cannot load the folder's tokenizer)
-    # and vLLM's uniform MoE routing simulation, as a trained router spreads tokens
+    # and vLLM's uniform MoE routing simulation (not the dummy weights' 6 experts a step)
     assert cfg.env == {
         **{k: v for k, v in base.env.items() if k != weightless.FAST_TOKENIZER_ENV},
         "HF_HUB_OFFLINE": "1",
@@ -237,8 +237,8 @@ def test_arch_config_adds_dummy_load_and_keeps_the_command(bf16_dir, nvfp4_dir):
 
 
 def test_weightless_routes_moe_tokens_uniformly_unless_the_config_says_otherwise(nvfp4_dir):
-    """vLLM 0.32.0's dummy weights send every token of a step to the same 6 experts, 1.27x the
-    speed of uniform routing at 16 requests on an H200 (docs/results/h200/routing-2026-12-05/):
+    """vLLM 0.32.0's dummy weights send every token of a step to the same 6 experts (at 16
+    requests on an H200, uniform routing ran 0.79x of that, docs/results/h200/routing-2026-12-05/):
     a weightless server routes uniformly (vLLM's RoutingSimulatorRouter, read from the installed
     vLLM's envs.py), and a config's own choice ("" keeps the dummy routing) is kept."""
     from vllm import envs

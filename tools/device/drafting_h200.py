@@ -163,7 +163,7 @@ WAVE4: dict[str, tuple] = {
 #: set dummy norm weights to 1.0 ("random ones would shrink every activation and skew
 #: data-dependent kernels (e.g. sparse top-k)", model_executor/layers/layernorm.py:70), the
 #: prime suspect of 0.33.0's slowdown at 16-64 requests (docs/results/h200/releases.md).
-#: ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` (vllm/envs.py, 0.32.0-0.34.0;
+#: ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` (vllm/envs.py, 0.28.0-0.34.0;
 #: ``RoutingSimulatorRouter``, fused_moe/router/router_factory.py) routes every token to
 #: uniformly random experts instead: the same routing on every release, and closer to a trained
 #: router's load-balanced spread. The recipe as loaded beside it with uniform routing, and MTP

@@ -418,8 +418,9 @@ def main(argv=None) -> int:
         choices=("as-loaded", "uniform"),
         default="uniform",
         help="uniform (the weightless default since 2026-12-05): every server (the recipe too) "
-        "routes MoE tokens with vLLM's uniform routing simulation, as a trained router spreads "
-        "them; as-loaded: the dummy weights' own routing; each saved command exports which",
+        "routes MoE tokens with vLLM's uniform routing simulation (many experts a step, as a "
+        "trained router's; the dummy weights' own send a step to 6); as-loaded: the dummy "
+        "weights' own routing; each saved command exports which",
     )
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")

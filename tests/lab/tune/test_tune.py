@@ -651,10 +651,11 @@ def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
     """Points of vLLM 0.32.0 and earlier ran on dummy weights that route every token of a step
     to the same experts (benchmarks/dummy_moe_routing.py): the table's paragraph says so; with
     only 0.33.0 points it does not."""
-    from tools.tune_pages import DUMMY_ROUTING_NOTE, recommendation_markdown
+    from tools.tune_pages import DUMMY_ROUTING_NOTE, UNIFORM_ROUTING_NOTE, recommendation_markdown
 
     root = seeds_only(tmp_path)
     assert DUMMY_ROUTING_NOTE in recommendation_markdown("h200", root)
+    assert UNIFORM_ROUTING_NOTE not in recommendation_markdown("h200", root)
     for path in (root / "h200" / "tune").glob("*.json"):
         path.write_text(
             path.read_text()
@@ -665,7 +666,8 @@ def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
     text = recommendation_markdown("h200", root)
     assert text is not None and DUMMY_ROUTING_NOTE not in text
     # 0.32.0 points whose commands export the uniform routing simulation (tune_h200.py
-    # --routing uniform) ran with a trained router's spread: no note; one without it: the note
+    # --routing uniform) did not run the dummy routing: its note goes, the simulation's comes;
+    # one point without it: the dummy note again
     root = seeds_only(tmp_path / "uniform")
     files = sorted((root / "h200" / "tune").glob("*.json"))
     for path in files:
@@ -676,6 +678,7 @@ def test_the_measured_best_says_when_its_points_ran_on_dummy_routing(tmp_path):
             )
         path.write_text(json.dumps(doc))
     assert DUMMY_ROUTING_NOTE not in recommendation_markdown("h200", root)
+    assert UNIFORM_ROUTING_NOTE in recommendation_markdown("h200", root)
     doc = json.loads(files[0].read_text())
     doc["candidates"][0]["command"] = doc["candidates"][0]["command"].split("\n", 1)[1]
     files[0].write_text(json.dumps(doc))
