@@ -140,9 +140,11 @@ def test_the_device_kit_carries_what_lm_eval_needs_beyond_the_machine(dist):
 def test_the_0_34_bundle_carries_the_cute_dsl_its_kernel_warm_up_imports():
     """vLLM 0.34.0's kernel warm-up imports ``cutlass`` on every CUDA platform (the MiniMax M3
     MSA warm-up): its H200 start stopped on "No module named 'cutlass'" without it
-    (docs/results/h200/vllm-0.34.0/first-start-2026-12-05/). 0.32.0's bundle needs none."""
+    (docs/results/h200/vllm-0.34.0/first-start-2026-12-05/), and with it on "No module named
+    'quack'" in the router GEMM's warm-up (docs/results/h200/routing-2026-12-05/). 0.32.0's
+    bundle needs none of them."""
     cute = {"nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core",
-            "nvidia-cutlass-dsl-libs-cu13"}  # fmt: skip
+            "nvidia-cutlass-dsl-libs-cu13", "quack-kernels"}  # fmt: skip
     assert cute <= _bundle("0.34.0", "2.14.0")
     assert {"cuda-bindings", "protobuf"} <= _image()  # what the CuTe DSL's libs-base requires
     assert not cute & _bundle()

@@ -157,6 +157,14 @@ orjson-3.13.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl bceadfd
 # Requires-Dist): the package and its libs-base, libs-core (which holds `cutlass`) and
 # libs-cu13 wheels; their cuda-bindings and protobuf are on the image (h200-image-packages.txt).
 # libs-cu12, which the package names without a marker, is left out: this stack is CUDA 13.
+# The second H200 start (2026-12-05: docs/results/h200/routing-2026-12-05/) imported `cutlass`
+# and stopped later, in the warm-up of the ll_bf16 router GEMM that serves this model's router
+# (kernel_warmup.py:162, shape (2688, 128)): "No module named 'quack'". So 0.34.0 also carries
+# quack-kernels==0.6.5 (vLLM's Requires-Dist; pure Python, imported at the top of 59 of vLLM's
+# modules). Its own needs are cutlass-dsl, torch, apache-tvm-ffi (all carried), einops (on the
+# image) and torch-c-dlpack-ext, which no quack module imports. The other 0.34.0 requirements
+# the bundle lacks (tilelang, tokenspeed-mla, instanttensor, fastsafetensors, nvtx, numba, ...)
+# are imported inside functions only, not at the top of any vLLM module (grep of the wheel).
 0.34.0) PER_VERSION="
 vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl 79ca4b3cd74aec08c4bf476bdf0cb15735b605ae5368526a2faae1e30f044ca2
 flashinfer_python-0.7.4-py3-none-any.whl a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32
@@ -168,6 +176,7 @@ nvidia_cutlass_dsl-4.8.0-py3-none-any.whl 24f996e0e5fa88c8b417f4893e615af135bdfd
 nvidia_cutlass_dsl_libs_base-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl 5bdc80989b0fbbac3d58960057e74e2ce8676fafa76b852d9422b9c4b9b74bdd
 nvidia_cutlass_dsl_libs_core-4.8.0-py3-none-any.whl b32716d2ed10c185cdbbb6b5c6fca26a3113a60e6e2fe4e2f0cb15966422b621
 nvidia_cutlass_dsl_libs_cu13-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl 463cd7f0c452ffeeecb530a15aeb1b10cbbd2c8da6c5aa2fecf65f836258a732
+quack_kernels-0.6.5-py3-none-any.whl df1ddd31366c82eb9692fe087c671209189dcbde53c909c81a865d4ee66b158d
 " ;;
 *) die "unknown vLLM version $VERSION (known: 0.28.0, 0.32.0, 0.33.0, 0.34.0)" ;;
 esac
@@ -384,7 +393,10 @@ if os.path.isdir(dest):
 os.rename(tmp, dest)
 print(f"unpacked into {dest}; start with: python3 -m vllm.entrypoints.cli.main serve ...")
 PY
-[ \$mode = check ] || echo "export PYTHONPATH=\$dest HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0 PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1"
+# nvidia-cutlass-dsl puts its cutlass package in nvidia_cutlass_dsl/dsl_packages and adds that folder
+# with a .pth file, which Python reads in site folders only, never on PYTHONPATH: name it.
+extra=""; [ -d "\$dest/nvidia_cutlass_dsl/dsl_packages" ] && extra=":\$dest/nvidia_cutlass_dsl/dsl_packages"
+[ \$mode = check ] || echo "export PYTHONPATH=\$dest\$extra HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0 PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1"
 EOF
 chmod +x "$OUTDIR/assemble.sh"
 
