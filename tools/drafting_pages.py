@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -122,8 +123,9 @@ def _agent_lines(session: Path, agent: dict) -> list[str]:
     return lines
 
 
-BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slower than the first row at "
-                   "that concurrency; `lab.breakeven`):")  # fmt: skip
+BREAK_EVEN_HEAD = ("**Break-even acceptance length** (below it, drafting is slower than the median run of "
+                   "the row it is compared with at that concurrency, its first row unless named; "
+                   "`lab.breakeven`):")  # fmt: skip
 
 
 def _routing_lines(manifest: dict) -> list[str]:
@@ -139,6 +141,13 @@ def _reference(run: dict, base_name: str) -> str:
     """The run a row's ratios and break-even are against: its ``versus`` (e.g. MTP with uniform
     routing against the recipe with uniform routing), else the session's baseline."""
     return run.get("versus") or base_name
+
+
+def _unrepeated(name: str, line: str) -> str:
+    """``: line``, or ``, line`` without its leading ``K=7`` when the fit's ``name`` says it."""
+    k, rest = line.split(" ", 1)
+    said = k.startswith("K=") and re.search(rf"(?<![\w=]){re.escape(k)}(?!\d)", name)
+    return f", {rest}" if said else f": {line}"
 
 
 def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
@@ -159,7 +168,7 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
         results.append(break_even(pts, ref, model=model).assign(series=name))
     result = pd.concat(results, ignore_index=True)
     lines += ["", BREAK_EVEN_HEAD, ""]
-    lines += [f"- {name}: {line}" for name, _, _ in fits
+    lines += [f"- {name}{_unrepeated(name, line)}" for name, _, _ in fits
               for line in summary(result[result["series"] == name])]  # fmt: skip
     return lines, fits, result
 

@@ -49,12 +49,12 @@ def test_repeated_points_show_their_mean_and_range_and_one_k_at_several_lengths_
     page = drafting_markdown(session)
     assert "| + MTP K=7 | 414 [373-449] (1.95x) | 2,090 [1,799-2,364] (0.87x, tie) |" in page
     assert "| + DSpark K=7 | 587 [553-618] (2.76x) | 3,290 [2,746-3,513] (1.36x) |" in page
-    fitted = [line for line in page.splitlines() if line.startswith("- MTP K=7: K=7 at")]
+    fitted = [line for line in page.splitlines() if line.startswith("- MTP K=7, at")]
     assert len(fitted) == 2 and all(
         "measured at L = 1.49-5.5" in s or "1.5-5.53" in s for s in fitted
     )
     assert not any("proportional to L" in s for s in fitted)
-    assert "- DSpark K=7: K=7 at concurrency 1:" in page  # its own fit, not merged with MTP's K=7
+    assert "- DSpark K=7, at concurrency 1:" in page  # its own fit, not merged with MTP's K=7
     assert "| recipe (prefix caching on, align mode) | 4 | 70% | 200 |" in page
     assert "| `--no-enable-prefix-caching` | 16 | caching off | 1,004 |" in page
     # without the fit names each drafting run is its own estimate through the origin
@@ -121,7 +121,7 @@ def test_a_row_with_versus_is_compared_with_that_run_and_its_break_even_too(tmp_
     # its break-even is against MTP's speed now: a higher L than against no drafting
     def dspark_c1(text):
         line = next(
-            ln for ln in text.splitlines() if ln.startswith("- DSpark K=7: K=7 at concurrency 1")
+            ln for ln in text.splitlines() if ln.startswith("- DSpark K=7, at concurrency 1")
         )
         return float(line.split("L = ")[1].split()[0].rstrip(",;:"))
 
