@@ -206,7 +206,8 @@ for mode in modes:
         with said_once():  # a line every sweep says (the prefix cache's), once for this server
             where = (srv.base_url, serve_cfg.served_model_name, serve_cfg.model)
             checks[name] = mode_checks(srv, real_prompts=n_real, label=name.split()[0], out_dir=out_dir("bench") / f"speculative-{tag}-acceptance")
-            results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode))
+            k = (serve_cfg.speculative_config or {}).get("num_speculative_tokens")  # draft tokens a step
+            results.append(sweep(*where, concs, label=name, out_dir=folder, **common).assign(mode=mode, num_speculative_tokens=k))
             for c in sorted({min(concs), max(concs)}):
                 repeated[name, c] = repeat_point(*where, c, repeats, label=name, out_dir=folder / f"repeats-c{c}", seed=1000, **common)
     finally:
@@ -297,6 +298,26 @@ for name, point in synthetic.items():
 print("acceptance length (the sweep's, mean over its concurrencies):",
       results.groupby("label")["spec_decode_acceptance_length"].mean().dropna().round(3).to_dict()
       if "spec_decode_acceptance_length" in results else "no drafting mode ran")
+
+# %% [markdown]
+# **Break-even acceptance length** per drafting mode and concurrency: below it, drafting loses
+# to no drafting's median run (`lab.breakeven`; speed taken as proportional to the measured
+# length, an estimate).
+
+# %%
+from lab.breakeven import break_even, summary
+
+k_of = results.dropna(subset=["num_speculative_tokens"]).groupby("label")["num_speculative_tokens"].first()
+base = every_run[every_run["label"].isin(results.loc[results["mode"] == "none", "label"])]
+for name, k in k_of.items():
+    drafted = every_run[every_run["label"] == name].assign(num_speculative_tokens=int(k))
+    if base.empty or drafted.get("spec_decode_acceptance_length", pd.Series(dtype=float)).isna().all():
+        print(f"{name}: no break-even (no 'none' mode ran, or no acceptance was measured)")
+        continue
+    for line in summary(break_even(drafted, base, model="origin")):
+        print(f"{name}, {line}")
+if k_of.empty:
+    print("no drafting mode ran: no break-even")
 
 # %% [markdown]
 # **Reading it.** On a GPU, the answer moves with concurrency: drafting wins at concurrency 1

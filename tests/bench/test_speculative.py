@@ -139,6 +139,14 @@ def test_speculative_notebook_on_the_standin(
         text,
     )
     assert printed, "the notebook did not print the n-gram acceptance length"
+    # the break-even acceptance length per concurrency, from the n-gram runs against none's
+    even = re.findall(
+        r"ngram \(for dspark\), K=\d+ at concurrency (\d+): (?:drafting pays above L = ([\d.]+)"
+        r"|no break-even)",
+        text,
+    )
+    assert {int(c) for c, _ in even} == set(CONCURRENCIES), "the notebook printed no break-even"
+    assert all(float(length) >= 1.0 for _, length in even if length)
     lengths = [d["spec_decode_acceptance_length"] for d in ngram.values()]
     assert 1.0 <= float(printed.group(1))
     assert min(lengths) - 1e-3 <= float(printed.group(1)) <= max(lengths) + 1e-3

@@ -271,7 +271,11 @@ def test_a_launch_names_each_difference_from_the_targets_command_with_its_reason
     dummy = arch_config(h100, build_arch_model("nvfp4", tmp_path / "arch"))
     said = launch_changes(h100, launch_argv(dummy, "127.0.0.1", 4321), dummy.env, "weightless")
     assert any(
-        s.startswith("adds --load-format dummy, HF_HUB_OFFLINE=1: weightless mode") for s in said
+        s.startswith(
+            "adds --load-format dummy, VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random, "
+            "HF_HUB_OFFLINE=1: weightless mode: random weights routed uniformly"
+        )
+        for s in said
     )
     assert launch_changes(None, launch_argv(dummy, "127.0.0.1", 1), {}, "weightless") == []
 
