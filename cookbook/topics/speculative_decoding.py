@@ -267,7 +267,7 @@ from lab.bench.plots import acceptance_length
 
 figs = out_dir("plots")
 version = installed_vllm_version()
-subtitle = dict(target=cfg.label + run.shown_as, variant=cfg.variant, vllm_version=version)
+subtitle = dict(target=cfg.label + run.shown_as, variant=None if run.stand_in else cfg.variant, vllm_version=version)
 pareto_png, acceptance_png = figs / f"speculative-{tag}-pareto.png", figs / f"speculative-{tag}-acceptance.png"
 pareto(results, x=per_user, title=f"Speculative decoding: {scn.title}", path=pareto_png, **subtitle)  # the shapes run
 drafted = "spec_decode_acceptance_length" in results and results["spec_decode_acceptance_length"].notna().any()
