@@ -67,11 +67,13 @@ if install and (importlib.util.find_spec("helpers") is None or importlib.util.fi
 # %%
 from helpers.config.flagtable import check_config
 from helpers.config.resolve import resolve
+from helpers.errors import check_number
 from helpers.machine.libraries import check_libraries
 from helpers.server.launch import launch_server
 from helpers.weights.prepare import fetch, prepare
 
 check_libraries("pydantic_ai", "anthropic")  # the agent and Messages sections, before the launch
+check_number("agents notebook", "agent_retries", agent_retries, integer=True, minimum=0)
 cfg = resolve(target, extra_args=extra_args)
 for flag in ("--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"):
     print(f"{flag}: {cfg.args.get(flag, 'MISSING')}")
@@ -267,7 +269,7 @@ for name, trial in trials.items():
             answered = trial()  # None: weightless mode reported a failure on noise text above
         print(f"{name}: " + ("no error (this model answered)" if answered is not None else "reported above"))
     except (CookbookError, TypeError) as e:
-        print(f"{name}: {type(e).__name__}: {str(e)[:420]}")
+        print(f"{name}: {type(e).__name__}: {e}")
 
 # %% [markdown]
 # ## 6. Stop the server

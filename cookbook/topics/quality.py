@@ -11,7 +11,7 @@
 #
 # Speed is half the question; the other half is whether the answers are right with the flags a
 # deployment picks: a 4-bit checkpoint, a MoE kernel, FP16 Mamba state, drafting, a reasoning
-# budget. The target notebooks score 20 items as a smoke check; this notebook measures:
+# budget. The target notebooks score accuracy alone (200 items on a GPU); this notebook measures:
 #
 # 2. **Accuracy with its interval, and the reasoning-budget curve.** lm-eval's
 #    `local-chat-completions` sends GSM8K items shipped with the cookbook (`cookbook/evals/`,
@@ -64,6 +64,7 @@ from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
 from helpers.server.launch import launch_server
 from helpers.weights.prepare import fetch, prepare
+from lab.evals.budget import check_budgets
 from lab.evals.settings import RequestSettings
 
 check_libraries("lm_eval", "scipy")  # lm-eval scores, scipy gives the intervals: before the launch
@@ -72,6 +73,7 @@ check_quality(quality, target, cfg.variant)
 print(cfg.shell_command())
 check_config(cfg)
 run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens)
+check_budgets((quality or {}).get("budgets"), run.defaults.max_tokens)  # before the launch
 srv = launch_server(fetch(run), startup_timeout=startup_timeout)  # srv.run: the mode and its defaults
 settings = RequestSettings.for_run(srv, max_tokens=max_tokens, temperature=temperature)
 print(f"each item: max_tokens={settings.max_tokens} temperature={settings.temperature} top_p={settings.top_p}")
@@ -104,9 +106,9 @@ print("reference answer:", item["target"])
 # %% [markdown]
 # ## 2. Accuracy with its interval, and the reasoning-budget curve
 #
-# One lm-eval process scores every setting on the same items: reasoning on at the run's
-# `max_tokens`, then each budget (`"off"`: reasoning off; a number: `thinking_token_budget`
-# reasoning tokens; None: no cap). Each point is one run: its interval is the spread of those
+# lm-eval scores reasoning on at the run's `max_tokens` on every item, then each budget
+# (`"off"`: reasoning off; a number: `thinking_token_budget` reasoning tokens; None: no cap)
+# on the first 50 of them (on the stand-in all 16, in the same lm-eval process). Each point is one run: its interval is the spread of those
 # items, not of a rerun. A real checkpoint whose whole interval lies below the published floor
 # is named: a broken kernel or cache dtype, not noise.
 #
@@ -124,7 +126,7 @@ run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
 accuracy, curve = quality_step(srv, items=quality.get("items"), budgets=quality.get("budgets"), options=settings, label=run_label)
 if curve is not None:
     display(curve)
-    budget_png = plot_budget_curve(curve, f"{cfg.label}: accuracy against reasoning budget" + srv.run.shown_as)
+    budget_png = plot_budget_curve(curve, f"{cfg.label}{srv.run.shown_as}: accuracy against reasoning budget")
     print("plots:", budget_png)
     display(Image(str(budget_png)))
 

@@ -145,8 +145,8 @@ def check_quality(quality: Any, target: str, variant: str | None = None) -> None
     items = quality.get("items")
     if items is not None and (isinstance(items, bool) or not isinstance(items, int) or items < 0):
         raise CookbookError(
-            f"quality['items']={items!r} must be a whole number of items >= 0 (0 skips steps 10 "
-            "and 12), e.g. {'items': 50}."
+            f"quality['items']={items!r} must be a whole number of items >= 0 (0 skips the "
+            "quality steps), e.g. {'items': 50}."
         )
     budgets = quality.get("budgets")
     if budgets is not None:

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -27,17 +29,37 @@ def budget_plan(budgets, base: RequestSettings) -> list[tuple[str, RequestSettin
         elif b is None:
             opts = base.replace(thinking=True, reasoning_budget=None)
         elif isinstance(b, int) and not isinstance(b, bool) and b >= 0:
-            if base.max_tokens is not None and b >= base.max_tokens:
-                raise ValueError(
-                    f"budget {b} is not below max_tokens={base.max_tokens}: the reasoning cap "
-                    "must leave room for the answer. Lower the budget (quality={'budgets': "
-                    f"['off', {max(base.max_tokens // 4, 1)}, None]}}) or raise max_tokens."
-                )
+            check_budgets([b], base.max_tokens)
             opts = base.replace(thinking=True, reasoning_budget=b)
         else:
             raise ValueError(f"budget {b!r}: use 'off', None (no cap) or a token count >= 0")
         plan.append(("off" if b == "off" else ("no cap" if b is None else str(b)), opts))
     return plan
+
+
+def check_budgets(budgets: Any, max_tokens: int | None) -> None:
+    """Refuse a reasoning cap that leaves the answer no room, before a launch (step 1: the
+    notebook's ``max_tokens`` or its mode's; :func:`budget_plan` checks again as served).
+
+    Args:
+        budgets: the ``quality["budgets"]`` list (None: the defaults, nothing to check).
+        max_tokens: tokens per request, reasoning included (None: no limit to check).
+
+    Raises:
+        ValueError: a cap (tokens) at or above ``max_tokens``, naming a budget that fits.
+    """
+    for b in budgets or []:
+        if (
+            isinstance(b, int)
+            and not isinstance(b, bool)
+            and max_tokens is not None
+            and b >= max_tokens
+        ):
+            raise ValueError(
+                f"budget {b} is not below max_tokens={max_tokens}: the reasoning cap must leave "
+                "room for the answer. Lower the budget (quality={'budgets': "
+                f"['off', {max(max_tokens // 4, 1)}, None]}}) or raise max_tokens."
+            )
 
 
 def curve_table(
@@ -78,7 +100,7 @@ def plot_budget_curve(curve: pd.DataFrame, title: str, path: Path | None = None)
     ax.set_xlabel("mean tokens generated per item (reasoning + answer)")
     ax.set_ylabel("accuracy (95 % Wilson interval)")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_title(title)
+    ax.set_title(textwrap.fill(title, 58), fontsize=10)  # whole, on a 6-inch figure
     ax.grid(alpha=0.3)
     path = path or out_dir("plots") / f"{slug(title.lower(), 'accuracy')}-budget.png"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -28,8 +28,12 @@ class Comparison:
     difference: PairedDifference
 
     def summary(self) -> str:
-        """Three lines: each accuracy with its interval, then the paired difference and test."""
+        """Four lines: each accuracy with its interval, the paired difference and test, then the
+        verdict: a tie unless the difference's interval excludes 0."""
         d = self.difference
+        better = self.b.label if d.low > 0 else self.a.label if d.high < 0 else None
+        verdict = (f"verdict: {better} is more accurate (the interval excludes 0)" if better else
+                   "verdict: a tie (the interval includes 0: these items cannot tell them apart)")  # fmt: skip
         return "\n".join(
             [
                 self.a.summary(),
@@ -38,6 +42,7 @@ class Comparison:
                 f"{d.low:+.1%} to {d.high:+.1%}); they disagree on {self.test.only_a + self.test.only_b} "
                 f"items ({self.test.only_a} only {self.a.label} right, {self.test.only_b} only "
                 f"{self.b.label} right), McNemar exact p = {self.test.p_value:.3g}",
+                verdict,
             ]
         )
 

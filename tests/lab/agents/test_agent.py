@@ -366,3 +366,14 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
     assert "max_tokens spent on reasoning: AgentError: the model ran out of max_tokens" in text
     assert standin_server.is_running()  # attached, left alone
     assert_clean_outputs(executed, stand_in=True, benchmarks=False)
+
+
+def test_a_bad_agent_retries_is_refused_in_step_one_by_its_parameter_name():
+    """``agent_retries`` is checked with the other parameters, before the launch, and the error
+    names the parameter (not the helper's ``retries`` a step later)."""
+    from helpers.errors import check_number
+
+    source = (REPO_ROOT / "cookbook" / "topics" / "agents.py").read_text()
+    assert source.index('"agent_retries", agent_retries') < source.index("launch_server(")
+    with pytest.raises(ValueError, match="`agent_retries`=-1 must be >= 0"):
+        check_number("agents notebook", "agent_retries", -1, integer=True, minimum=0)

@@ -237,6 +237,9 @@ def test_paired_comparison_of_two_runs_on_the_same_items(scored_runs, two_pass_c
     assert c.a.accuracy.value >= 3 / 8 and c.b.accuracy.value >= 3 / 8  # the trained half
     said = c.summary()
     assert "McNemar exact p = " in said and "ci-trained" in said and "ci-held-out" in said
+    # the verdict follows the interval: a tie unless it excludes 0
+    tie = c.difference.low <= 0 <= c.difference.high
+    assert said.splitlines()[-1].startswith("verdict: a tie" if tie else "verdict: ci-")
     assert set(c.table().columns) >= {"id", "ci-trained right", "ci-held-out right"}
     (three,) = two_pass_curve
     assert len(three.items) == 3
@@ -471,3 +474,42 @@ def test_the_quality_notebook_on_the_standin(standin_server, shared_kernel, tmp_
     assert not group_left(pid)  # the comparison's server stopped with its block
     assert standin_server.is_running()  # attached, left alone
     assert_clean_outputs(executed, stand_in=True, benchmarks=False)
+
+
+@pytest.mark.parametrize(
+    "low, high, verdict",
+    [
+        (-0.05, 0.20, "verdict: a tie (the interval includes 0"),
+        (0.02, 0.30, "verdict: nvfp4 is more accurate"),
+        (-0.30, -0.02, "verdict: bf16 is more accurate"),
+    ],
+)
+def test_a_paired_comparison_names_a_winner_only_when_its_interval_excludes_zero(
+    low, high, verdict
+):
+    from types import SimpleNamespace
+
+    from lab.evals.compare import Comparison
+    from lab.evals.stats import McNemar, PairedDifference
+
+    side = lambda label: SimpleNamespace(label=label, summary=lambda: f"{label}: ...")  # noqa: E731
+    c = Comparison(side("bf16"), side("nvfp4"), McNemar(3, 5, 0.73),
+                   PairedDifference((low + high) / 2, low, high, 1000))  # fmt: skip
+    assert c.summary().splitlines()[-1].startswith(verdict)
+
+
+def test_a_reasoning_cap_that_leaves_no_answer_room_is_refused_before_the_launch():
+    """quality.ipynb step 1 checks ``quality["budgets"]`` against the run's ``max_tokens``
+    (before a download and a start of minutes), with the message budget_plan gives later."""
+    from helpers.paths import REPO_ROOT
+    from lab.evals.budget import check_budgets
+
+    check_budgets(None, 1024)
+    check_budgets(["off", 8, None], 1024)
+    check_budgets([4096], None)
+    with pytest.raises(
+        ValueError, match=r"budget 4096 is not below max_tokens=1024: .*'off', 256, None"
+    ):
+        check_budgets(["off", 4096], 1024)
+    source = (REPO_ROOT / "cookbook" / "topics" / "quality.py").read_text()
+    assert source.index("check_budgets(") < source.index("launch_server(")
