@@ -15,6 +15,7 @@ from typing import Any
 from helpers.errors import BenchError
 from helpers.server import httpio
 from helpers.server.endpoint import server_root  # noqa: F401 - the bench's name for it
+from helpers.server.stall import _samples, parse_prometheus  # noqa: F401 - the one parser
 
 #: Prometheus counters of speculative decoding (``vllm/v1/spec_decode/metrics.py``).
 SPEC_DECODE_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -46,41 +47,6 @@ class SpecDecodeCounters:
     num_drafts: float
     num_draft_tokens: float
     num_accepted_tokens: float
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each sample of Prometheus text exposition over its label sets (escaped label
-    values, ``+Inf`` / ``NaN`` and timestamps as ``prometheus_client``'s parser reads them).
-
-    Args:
-        text: the body of ``GET /metrics`` (Prometheus text format 0.0.4).
-
-    Returns:
-        ``{sample name: value summed over all label sets}`` (NaN samples skipped; histogram
-        ``_bucket`` sums over ``le`` are meaningless and should not be read).
-
-    Raises:
-        BenchError: the text is not Prometheus exposition (names what to check).
-    """
-    totals: dict[str, float] = {}
-    try:
-        for sample in _samples(text):
-            if not math.isnan(value := float(sample.value)):
-                totals[sample.name] = totals.get(sample.name, 0.0) + value
-    except ValueError as e:
-        raise BenchError(
-            f"The /metrics text is not Prometheus exposition ({e}); check the URL points at a "
-            "vLLM server root (http://host:port), not at another service."
-        ) from e
-    return totals
-
-
-def _samples(text: str):
-    """Every sample of a ``/metrics`` scrape (ValueError when it is not Prometheus exposition)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    for family in text_string_to_metric_families(text or ""):
-        yield from family.samples
 
 
 #: vLLM's counter of finished requests by ``finished_reason`` (``stop``, ``length``, ``abort``,

@@ -5,7 +5,6 @@ tokenizer, speculative decoding, kernels, a stall), declared as :mod:`helpers.se
 from __future__ import annotations
 
 import math
-import os
 import re
 from typing import Any
 
@@ -22,6 +21,7 @@ from helpers.server.failures import (
     failure,
     fixed_failure,
 )
+from helpers.server.stall import ENGINE_STALLED, engine_hung
 from helpers.server.vllm_log import OLDER_RELEASES, REGISTRY_RELEASES, Wording, stalled_span
 
 fixed_failure(
@@ -515,7 +515,7 @@ def _engine_stalled(m: re.Match[str], text: str, config: Any) -> Diagnosis | Non
     seconds, waiting, line = found
     return Diagnosis(
         "engine_stalled",
-        f"engine stalled: requests waiting, none running ({waiting} waiting, 0 running, no "
+        f"{ENGINE_STALLED} ({waiting} waiting, 0 running, no "
         f"prompt or generation throughput for {seconds:.0f} s) while the API still answers",
         "the scheduler cannot admit them: check that one request fits the KV cache and "
         "--max-num-batched-tokens (helpers.memory.planner.plan), look for an engine error or a "
@@ -551,62 +551,3 @@ def _max_len_too_long(m: re.Match[str], text: str, config: Any) -> Diagnosis:
         "produce NaNs)",
         _line_of(m, text),
     )
-
-
-def _gpus(config: Any) -> tuple[bool, bool, bool]:
-    """(several GPUs, data + expert parallel, NCCL's NVLS left on) for ``config``'s command."""
-    argv = list(config.cli_flags()) if hasattr(config, "cli_flags") else []
-    tp, dp = (int(_flag_value(config, f"--{k}-parallel-size") or 1) for k in ("tensor", "data"))
-    env = {**os.environ, **(getattr(config, "env", None) or {})}
-    nvls = env.get("NCCL_NVLS_ENABLE") != "0"
-    return tp * dp > 1, dp > 1 and "--enable-expert-parallel" in argv, nvls
-
-
-def engine_hung(
-    seconds: float, running: int, config: Any, evidence: str = "", silent: float | None = None
-) -> Diagnosis:
-    """The sentence of an engine whose token counters stop with ``running`` requests running
-    for ``seconds`` (the log's stats lines, or ``/metrics``: VLLMServer.progress_check), the
-    log silent for ``silent`` seconds when known, and the public report it matches: a data +
-    expert parallel engine (vllm #43547), several GPUs with NCCL's NVLS path on (NVIDIA/nccl
-    #2167), else an engine blocked in a kernel or a CUDA synchronisation (vllm #52682)."""
-    several, dp_ep, nvls = _gpus(config)
-    if dp_ep:
-        kind = "the data + expert parallel engine stall of vllm #43547"
-        fix = (
-            "restart the server; to confirm, run the same load with --data-parallel-size 1 "
-            "(tensor parallel) or without --enable-expert-parallel"
-        )
-    elif several and nvls:
-        kind = "NCCL's NVLS hang on several GPUs (NVIDIA/nccl #2167)"
-        fix = "restart with NCCL_NVLS_ENABLE=0 (the registry's multi-GPU commands set it)"
-    else:
-        kind = "an engine blocked in a kernel or a CUDA synchronisation (vllm #52682)"
-        fix = "restart the server; py-spy dump --pid <VLLM::EngineCore pid> shows where it waits"
-    quiet = f", its log silent for {silent:.0f} s" if silent else ""
-    return Diagnosis(
-        "engine_stalled",
-        f"engine hung: {running} requests running, no token counted for {seconds:.0f} s"
-        f"{quiet}, while the API answers; this matches {kind}",
-        fix,
-        evidence,
-    )
-
-
-def silent_phase(phase: str | None, config: Any) -> str:
-    """What to try when a start-up logs nothing in ``phase`` (a
-    :func:`helpers.server.vllm_log.startup_phase` text) for minutes."""
-    kind = vllm_log.phase_kind(phase)
-    several, _, nvls = _gpus(config)
-    nccl = "; on several GPUs NCCL_NVLS_ENABLE=0 (NVIDIA/nccl #2167)" if several and nvls else ""
-    if kind == "loading weights" and nccl:
-        return "several GPUs silent at weight load match NCCL's NVLS hang (NVIDIA/nccl #2167): restart with NCCL_NVLS_ENABLE=0"
-    return {
-        "capturing CUDA graphs": "capture fewer CUDA graphs (--max-cudagraph-capture-size, "
-        "--cudagraph-capture-sizes) or none (--enforce-eager)" + nccl,
-        "compiling (torch.compile)": "a cold compile can be silent for minutes: wait (raise "
-        "startup_timeout), or skip it with --enforce-eager",
-        "building FlashInfer kernels": "the first build is silent for up to ~30 min: raise "
-        "startup_timeout and wait",
-        "loading weights": "check the disk or network the weights come from",
-    }.get(kind, "py-spy dump --pid <VLLM::EngineCore pid> shows where it waits" + nccl)

@@ -31,7 +31,6 @@ from helpers.server.command import (
 from helpers.server.diagnose import start_failure
 from helpers.server.endpoint import ServerEndpoint
 from helpers.server.failures import Diagnosis
-from helpers.server.failures_engine import engine_hung, silent_phase
 from helpers.server.phase_line import PhaseLine
 from helpers.server.processes import (
     ServerRecord,
@@ -49,7 +48,7 @@ from helpers.server.processes import (
     port_is_free,
 )
 from helpers.server.review import warn_findings
-from helpers.server.stall import StallDetector, engine_counters
+from helpers.server.stall import StallDetector, engine_counters, engine_hung, silent_phase
 from helpers.server.vllm_log import (
     LogFollower,
     phase_kind,
@@ -67,8 +66,7 @@ DEFAULT_GRACE_PERIOD = 30.0
 HEARTBEAT_S = 30.0
 #: Seconds between looks at the log and ``/health`` while waiting for the start.
 POLL_S = 0.5
-#: Seconds without a log line after which the start wait's heartbeat says the phase went
-#: silent, with what to try (:func:`helpers.server.failures_engine.silent_phase`).
+#: Seconds without a log line before the start wait calls its phase silent (stall.silent_phase).
 SILENT_S = 120.0
 _DEFAULT = object()
 
@@ -488,7 +486,7 @@ class VLLMServer(ServerEndpoint):
         """Watch :meth:`engine_counters` for ``seconds`` (a look every ``poll`` s) with a
         :class:`~helpers.server.stall.StallDetector` (``seconds`` above the longest prefill): a
         :class:`~helpers.server.failures.Diagnosis` when requests run all along and no token is
-        counted (:func:`helpers.server.failures_engine.engine_hung` names the kind it matches,
+        counted (:func:`helpers.server.stall.engine_hung` names the kind it matches,
         and how long the log has been silent), None as soon as one moves or nothing runs.
 
         Raises:

@@ -1,6 +1,6 @@
 """An engine that stops: a start-up whose log goes silent in one phase, and a running engine
 whose token counters stop with requests running (helpers.server.vllm_server: the start wait,
-``engine_counters``, ``progress_check``; helpers.server.failures_engine: ``engine_hung``,
+``engine_counters``, ``progress_check``; helpers.server.stall: ``engine_hung``,
 ``silent_phase``).
 
 The counters are read from the real CPU server; the decision logic from the fake server
@@ -17,7 +17,7 @@ import pytest
 from helpers.config import resolve as recipes
 from helpers.errors import ServerStartError
 from helpers.server import vllm_server as server_mod
-from helpers.server.failures_engine import engine_hung, silent_phase
+from helpers.server.stall import engine_hung, silent_phase
 
 
 def test_a_start_silent_in_graph_capture_says_which_phase_how_long_and_what_to_try(
