@@ -123,15 +123,18 @@ def break_even(
     return pd.DataFrame(rows)
 
 
-def summary(result: pd.DataFrame) -> list[str]:
+def summary(result: pd.DataFrame, *, with_k: bool = True) -> list[str]:
     """One sentence per row of :func:`break_even`: ``K=7 at concurrency 16: drafting pays
-    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at L = 1.5-5.5)``."""
+    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at L = 1.5-5.5)``; without
+    ``with_k`` (a caller whose label already names K), ``at concurrency 16: ...``."""
     lines = []
     for r in result.itertuples():
         lo_l, hi_l = r.lengths[0], r.lengths[-1]
         measured = f"measured at L = {lo_l:g}" + (f"-{hi_l:g}" if hi_l > lo_l else "")
         origin = getattr(r, "model", "line") == "origin"
-        head = f"K={r.num_speculative_tokens} at concurrency {r.concurrency}"
+        head = (
+            f"K={r.num_speculative_tokens} " if with_k else ""
+        ) + f"at concurrency {r.concurrency}"
         if not np.isfinite(r.break_even_length):
             lines.append(f"{head}: no break-even (speed does not grow with L; {measured})")
             continue

@@ -143,11 +143,9 @@ def _reference(run: dict, base_name: str) -> str:
     return run.get("versus") or base_name
 
 
-def _unrepeated(name: str, line: str) -> str:
-    """``: line``, or ``, line`` without its leading ``K=7`` when the fit's ``name`` says it."""
-    k, rest = line.split(" ", 1)
-    said = k.startswith("K=") and re.search(rf"(?<![\w=]){re.escape(k)}(?!\d)", name)
-    return f", {rest}" if said else f": {line}"
+def _names_k(name: str, runs: list[dict]) -> bool:
+    """Whether a fit's ``name`` already says its ``K=7`` (its lines then leave it out)."""
+    return bool(re.search(rf"(?<![\w=])K={runs[0]['num_speculative_tokens']}(?!\d)", name))
 
 
 def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
@@ -168,8 +166,12 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
         results.append(break_even(pts, ref, model=model).assign(series=name))
     result = pd.concat(results, ignore_index=True)
     lines += ["", BREAK_EVEN_HEAD, ""]
-    lines += [f"- {name}{_unrepeated(name, line)}" for name, _, _ in fits
-              for line in summary(result[result["series"] == name])]  # fmt: skip
+    for name, rs, _ in fits:
+        named = _names_k(name, rs)  # "MTP K=7": its lines say "at concurrency 1", not "K=7 at ..."
+        lines += [
+            f"- {name}{', ' if named else ': '}{line}"
+            for line in summary(result[result["series"] == name], with_k=not named)
+        ]
     return lines, fits, result
 
 
