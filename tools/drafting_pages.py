@@ -83,6 +83,34 @@ def _ratio(value: float, base: float, runs: pd.DataFrame, base_runs: pd.DataFram
     return f"{r:.2f}x" + (", tie" if tie else "")
 
 
+def release_pairs(session: Path) -> list[dict]:
+    """The pairs of one session that set two vLLM releases side by side: each run whose
+    manifest names its ``release`` against its reference (:func:`_reference`) of another
+    release. One dict per pair: ``new`` and ``old`` (the two labels), ``releases``
+    (``"0.34.0 / 0.32.0"``), ``routing`` (``"uniform"`` or ``"as loaded"``) and ``cells``
+    (per concurrency of the baseline, ``{c: "0.99x, tie"}``: ratio of means, a tie inside the
+    larger run-to-run spread, :func:`_ratio`)."""
+    manifest, points = load_session(session)
+    runs = {r["folder"]: r for r in manifest["runs"]}
+    base = manifest["baseline"]
+    concs = sorted(int(c) for c in points.loc[points["run"] == base, "concurrency"].unique())
+    pairs = []
+    for name, run in runs.items():
+        ref = runs.get(_reference(run, base))
+        if name == base or not run.get("release") or ref.get("release") in (None, run["release"]):
+            continue
+        cells = {}
+        for c in concs:
+            here = points[(points["run"] == name) & (points["concurrency"] == c)]
+            there = points[(points["run"] == ref["folder"]) & (points["concurrency"] == c)]
+            mean = float(there["output_throughput"].mean())
+            cells[c] = _ratio(float(here["output_throughput"].mean()), mean, here, there)
+        pairs.append({"new": run["label"], "old": ref["label"], "cells": cells,
+                      "releases": f"{run['release']} / {ref['release']}",
+                      "routing": "uniform" if run.get("routing") == "uniform" else "as loaded"})  # fmt: skip
+    return pairs
+
+
 def _plot_caption(drafting: list[dict]) -> str:
     """The plot's provenance line: each source once, with the lengths taken from it."""
     by_source: dict[str, list[str]] = {}

@@ -420,6 +420,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
                 + " | ".join(cells)
                 + " |"
             )
+    lines += equal_routing_lines(results_dir)
     lines += [
         "",
         f"## Across sessions, against the default release {default}",
@@ -463,6 +464,45 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     return "\n".join(lines) + "\n"
 
 
+def equal_routing_lines(results_dir: Path | None = None) -> list[str]:
+    """The section "At equal MoE routing": every routing session on any GPU
+    (``docs/results/<gpu>/routing-<date>/``, :func:`tools.drafting_pages.release_pairs`) that
+    ran two releases, a row per pair: the newer release over the older at each concurrency,
+    3 runs a point, a tie inside the larger run-to-run spread. Empty when none did."""
+    from tools.drafting_pages import release_pairs
+
+    root = results_dir or REPO_ROOT / "docs" / "results"
+    rows = []
+    for session in sorted(root.glob("*/routing-*/")):
+        gpu = session.parent.name.upper()
+        rows += [(gpu, session, pair) for pair in release_pairs(session)]
+    if not rows:
+        return []
+    cs = sorted({c for _, _, pair in rows for c in pair["cells"]})
+    lines = [
+        "",
+        "## At equal MoE routing, within one session",
+        "",
+        "Output tok/s of the newer release over the older: the recipe's NVFP4 command with "
+        "Humming on the weightless architecture, a fixed 4 GiB KV cache, 3 runs per point "
+        "(`tools/device/drafting_h200.py`); a ratio inside the larger run-to-run spread of its "
+        "two points is a tie. With uniform routing (`VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
+        "uniform_random`) both releases route alike, so the row compares their code; as loaded "
+        "it compares their dummy fills as well.",
+        "",
+        "| GPU | session | releases | MoE routing | " + " | ".join(f"c = {c}" for c in cs) + " |",
+        "|---|---|---|---" + "|---" * len(cs) + "|",
+    ]
+    for gpu, session, pair in rows:
+        where = session.relative_to(root).as_posix()
+        lines.append(
+            f"| {gpu} | [{where}](../{where}/README.md) | {pair['releases']} | {pair['routing']} | "
+            + " | ".join(pair["cells"].get(c, "—") for c in cs)
+            + " |"
+        )
+    return lines
+
+
 def _ratio_cells(new: pd.DataFrame, old: pd.DataFrame, cs: list[int], *, across: bool) -> list[str]:
     """Per concurrency in ``cs``: the median output tok/s of ``new`` over ``old`` and its verdict
     (``—`` where either lacks the point). Within one session (``across=False``) the noise is
@@ -492,10 +532,11 @@ def _spread(values: pd.Series) -> float:
 ROUTING_NOTE = (
     "**The releases' weightless rows above one request are not the same experiment.** "
     f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
-    "it reads on 0.32.0: the prime suspect of 0.33.0's ratios at c = 16-64 below, "
-    f"{MEASURED}. So routing may explain much of 0.33.0's 0.71x at c = 16, not yet all (BF16's "
-    "0.52x is larger); a release beside 0.32.0 with uniform routing on both, in one session, decides. "
-    "c = 1 (6 experts on every release) compares now."
+    "it reads on 0.32.0, and that, not its code, made 0.33.0 measure slower at c = 16-64 below "
+    "(shown on 0.34.0, which keeps 0.33.0's fill), "
+    f"{MEASURED}. So above one request the rows below compare two dummy fills, not two "
+    'releases\' code; the section "At equal MoE routing" compares the code. c = 1 (6 experts '
+    "on every release) compares as it stands."
 )
 
 

@@ -31,16 +31,20 @@ DUMMY_ROUTING = (
     "68.6 / 122.1 / 128), spread over many experts as a trained router's are "
     "(`benchmarks/dummy_moe_routing.py`)"
 )
-#: The session that measured the effect (tests/tools/test_dummy_moe_routing.py checks these
-#: figures against its committed points).
+#: The sessions that measured the effect (tests/tools/test_dummy_moe_routing.py checks these
+#: figures against their committed points): the two releases side by side at each routing
+#: (H100), and MTP K=7 at equal routing (H200).
+RELEASES_SESSION = "docs/results/h100/routing-2026-12-05"
 ROUTING_SESSION = "docs/results/h200/routing-2026-12-05"
-#: What that session measured, said after each page's own reading of it.
+#: What those sessions measured, said after each page's own reading of it.
 MEASURED = (
-    "measured on one H200 with vLLM 0.32.0, 3 runs a point "
-    f"(`{ROUTING_SESSION}/`): with vLLM's uniform routing simulation "
-    "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) the recipe ties at one request "
-    "(0.98x) and ran 0.79x at 16 (a tie by the 27 % spread of the runs as loaded, though each "
-    "uniform run was below each run as loaded), and MTP K=7 at acceptance 3.69 gives 1.49x the "
+    "measured with 3 runs a point: on one H100 "
+    f"(`{RELEASES_SESSION}/`), vLLM's uniform routing simulation "
+    "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) slowed 0.32.0's recipe to 0.68x at "
+    "16 requests (0.98x, a tie, at one), and 0.34.0 ran 0.72x of 0.32.0 at 16 with each "
+    "release's own dummy routing but tied with uniform routing on both (1.03x at one request, "
+    "0.99x at 16): the newer releases' slowdown above one request is the dummy routing, not the "
+    f"engine; on one H200 (`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
     "recipe at one user at equal routing (the drafting session's 1.95x as loaded was against "
     "another session's recipe) and ties at 16 (0.95x, at 15 requests in flight)"
 )

@@ -130,3 +130,31 @@ def test_a_row_with_versus_is_compared_with_that_run_and_its_break_even_too(tmp_
     assert (
         "| + MTP K=7 | 414 [373-449] (1.95x) |" in page and (session / "break-even.png").is_file()
     )
+
+
+def test_two_releases_at_equal_routing_tie_inside_their_spread_and_differ_beyond_it(tmp_path):
+    """The H100 routing session: 0.34.0 against 0.32.0, each at its own routing; with uniform
+    routing on both the ratios sit inside the runs' spread (a tie), as loaded 0.34.0 is 0.72x at
+    16. Slowing 0.34.0's uniform runs by a fifth makes that pair a loss, not a tie."""
+    from tools.drafting_pages import release_pairs
+    from tools.results_pages import equal_routing_lines
+
+    session = TESTS.parent / "docs" / "results" / "h100" / "routing-2026-12-05"
+    pairs = {p["routing"]: p for p in release_pairs(session)}
+    assert set(pairs) == {"uniform", "as loaded"}
+    assert pairs["uniform"]["releases"] == "0.34.0 / 0.32.0"
+    assert pairs["uniform"]["cells"] == {1: "1.03x, tie", 16: "0.99x, tie"}
+    assert pairs["as loaded"]["cells"][16] == "0.72x"
+    copy = tmp_path / "h100" / "routing-x"
+    shutil.copytree(session, copy)
+    for point in (copy / "0.34.0-none-uniform").rglob("*.json"):
+        data = json.loads(point.read_text())
+        data["output_throughput"] *= 0.8
+        point.write_text(json.dumps(data))
+    slower = {p["routing"]: p for p in release_pairs(copy)}["uniform"]["cells"]
+    assert slower == {1: "0.82x", 16: "0.79x"}
+    section = "\n".join(equal_routing_lines(tmp_path))
+    assert (
+        "| H100 | [h100/routing-x](../h100/routing-x/README.md) | 0.34.0 / 0.32.0 | uniform | 0.82x | 0.79x |"
+        in section
+    )

@@ -39,25 +39,38 @@ def test_the_installed_vllms_dummy_fill_routes_every_token_to_the_same_experts()
     assert len(torch.unique(spread)) > 4 * k
 
 
-def test_the_routing_sentence_says_what_the_committed_routing_session_measured():
-    """Every results page repeats :data:`tools.weightless_routing.MEASURED`; its ratios and
-    spread are the committed session's means (3 runs a point), so a re-measured session that
-    moved them fails here until the sentence is rewritten."""
+def test_the_routing_sentence_says_what_the_committed_routing_sessions_measured():
+    """Every results page repeats :data:`tools.weightless_routing.MEASURED`; its ratios are the
+    committed sessions' means (3 runs a point), so a re-measured session that moved them fails
+    here until the sentence is rewritten."""
     from helpers.bench.results import load_results
-    from tools.weightless_routing import MEASURED, ROUTING_SESSION
+    from tools.weightless_routing import MEASURED, RELEASES_SESSION, ROUTING_SESSION
 
-    def runs(folder: str, c: int) -> list[float]:
-        df = load_results(TESTS.parent / ROUTING_SESSION / f"0.32.0-{folder}")
+    def runs(session: str, folder: str, c: int) -> list[float]:
+        df = load_results(TESTS.parent / session / folder)
         return sorted(df.loc[df["concurrency"] == c, "output_throughput"])
 
-    def ratio(a: str, b: str, c: int) -> str:
-        x, y = runs(a, c), runs(b, c)
+    def ratio(session: str, a: str, b: str, c: int) -> str:
+        x, y = runs(session, a, c), runs(session, b, c)
         return f"{(sum(x) / len(x)) / (sum(y) / len(y)):.2f}x"
 
-    assert f"ties at one request ({ratio('none-uniform', 'none-as-loaded', 1)})" in MEASURED
-    assert f"ran {ratio('none-uniform', 'none-as-loaded', 16)} at 16" in MEASURED
-    loaded, uniform = runs("none-as-loaded", 16), runs("none-uniform", 16)
-    assert max(uniform) < min(loaded)  # "each uniform run was below each run as loaded"
-    assert f"by the {100 * (loaded[-1] - loaded[0]) / (sum(loaded) / 3):.0f} % spread" in MEASURED
-    assert f"gives {ratio('mtp-uniform', 'none-uniform', 1)} the recipe at" in MEASURED
-    assert f"ties at 16 ({ratio('mtp-uniform', 'none-uniform', 16)}, at 15" in MEASURED
+    h100 = lambda a, b, c: ratio(RELEASES_SESSION, a, b, c)  # noqa: E731
+    assert f"to {h100('0.32.0-none-uniform', '0.32.0-none-as-loaded', 16)} at 16" in MEASURED
+    assert f"({h100('0.32.0-none-uniform', '0.32.0-none-as-loaded', 1)}, a tie, at one)" in MEASURED
+    assert (
+        f"0.34.0 ran {h100('0.34.0-none-as-loaded', '0.32.0-none-as-loaded', 16)} of 0.32.0"
+        in MEASURED
+    )
+    assert (f"({h100('0.34.0-none-uniform', '0.32.0-none-uniform', 1)} at one request, "
+            f"{h100('0.34.0-none-uniform', '0.32.0-none-uniform', 16)} at 16)") in MEASURED  # fmt: skip
+    # "tied": each uniform ratio inside the larger spread of its two points
+    for c in (1, 16):
+        new, old = (
+            runs(RELEASES_SESSION, "0.34.0-none-uniform", c),
+            runs(RELEASES_SESSION, "0.32.0-none-uniform", c),
+        )
+        noise = max((max(v) - min(v)) / (sum(v) / 3) for v in (new, old))
+        assert abs((sum(new) / sum(old)) - 1) < noise
+    h200 = lambda a, b, c: ratio(ROUTING_SESSION, f"0.32.0-{a}", f"0.32.0-{b}", c)  # noqa: E731
+    assert f"gives {h200('mtp-uniform', 'none-uniform', 1)} the recipe at" in MEASURED
+    assert f"ties at 16 ({h200('mtp-uniform', 'none-uniform', 16)}, at 15" in MEASURED

@@ -162,7 +162,7 @@ WAVE4: dict[str, tuple] = {
 #: so a decode step reads fewer experts' weights than a real model's would. 0.33.0 and 0.34.0
 #: set dummy norm weights to 1.0 ("random ones would shrink every activation and skew
 #: data-dependent kernels (e.g. sparse top-k)", model_executor/layers/layernorm.py:70), the
-#: prime suspect of 0.33.0's slowdown at 16-64 requests (docs/results/h200/releases.md).
+#: cause of 0.33.0's slowdown at 16-64 requests (confirmed: docs/results/h100/routing-2026-12-05/).
 #: ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` (vllm/envs.py, 0.28.0-0.34.0;
 #: ``RoutingSimulatorRouter``, fused_moe/router/router_factory.py) routes every token to
 #: uniformly random experts instead: the same routing on every release, and closer to a trained

@@ -128,9 +128,38 @@ DRAFTING_LOADS = ["tune-1k", "agent"]
 #: workload runs at the concurrencies below: the latency workload (one user) and the agent
 #: workload at 4 and 16 sessions; the throughput points (64, 256) need a server alone.
 CO_TENANT_CONCURRENCIES = {"tune-1k": [1], "agent": [4, 16]}
-#: Servers per wave (NVFP4 ones: four fit 137.8 of 143.8 GiB with their caches on 2026-12-05);
-#: a BF16 candidate (30.2 GiB of FP8 weights with online FP8, 2026-12-04) takes two slots.
+#: Servers per wave at most (NVFP4 ones: four fit 137.8 of 143.8 GiB with their caches on an
+#: H200, 2026-12-05); a BF16 candidate (30.2 GiB of FP8 weights with online FP8, 2026-12-04)
+#: takes two slots.
 CO_TENANT_SLOTS = 4
+#: GiB one slot takes: an NVFP4 co-tenant server with its 4 GiB KV cache (four took 137.8 GiB on
+#: an H200; two took 58.0 GiB on an H100 80GB, 2026-12-05, docs/results/h100/routing-2026-12-05/),
+#: with the drafters' room: 34.5 GiB, so an H100 holds two and an H200 four.
+CO_TENANT_SLOT_GIB = 34.5
+
+
+def co_tenant_slots(total_gib: float | None) -> int:
+    """Slots of one wave on a GPU of ``total_gib`` GiB (None: unknown, :data:`CO_TENANT_SLOTS`):
+    as many :data:`CO_TENANT_SLOT_GIB` shares as fit, 1 to :data:`CO_TENANT_SLOTS`. The lender
+    may answer an ``nvidia-h200`` call with an H100 80GB, where four servers would not start."""
+    if not total_gib:
+        return CO_TENANT_SLOTS
+    return max(1, min(CO_TENANT_SLOTS, int(total_gib // CO_TENANT_SLOT_GIB)))
+
+
+def gpu_slots() -> int:
+    """:func:`co_tenant_slots` of this machine's first GPU (``helpers.machine.gpus``; NVML,
+    then ``nvidia-smi``), printed with the GPU's name."""
+    from helpers.machine.gpus import detect_gpus
+
+    gpus = detect_gpus().gpus
+    total = gpus[0].memory_total_gib if gpus else None
+    slots = co_tenant_slots(total)
+    name = f"{gpus[0].name}, {total:.1f} GiB" if gpus and total else "no GPU read"
+    print(f"[co-tenant] {slots} servers a wave ({name})", flush=True)
+    return slots
+
+
 #: Seconds a wave's cold starts take (four at once: ready in 169-382 s on 2026-12-05) and one
 #: candidate's points (9 points of 15-35 s each with vllm bench serve's start): a wave starts
 #: only when both fit the budget left, a candidate is measured only when its points do.
@@ -299,11 +328,11 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     cands = {c.name: c for c in tuning.make_candidates(base, cand_specs)}
     by_name = {s["name"]: s for s in cand_specs}
     names = co_tenant_order(list(cands), args.only)
-    slots = 2 if args.stand_in else CO_TENANT_SLOTS
+    slots = 2 if args.stand_in else (args.slots or gpu_slots())
     start_s, measure_s = (0.0, 0.0) if args.stand_in else (CO_TENANT_START_S, CO_TENANT_MEASURE_S)
     left = lambda: (args.budget_s - (time.monotonic() - T0)) if args.budget_s else float("inf")  # noqa: E731
     folder.mkdir(parents=True, exist_ok=True)
-    record: dict = {"co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
+    record: dict = {"slots": slots, "co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
                     "concurrencies": {w.name: list(w.concurrencies) for w in loads}, "waves": []}  # fmt: skip
     save = lambda: (folder / "co-tenant.json").write_text(json.dumps(record, indent=1) + "\n")  # noqa: E731
     for wave in co_tenant_waves(names, by_name, slots):
@@ -389,6 +418,13 @@ def main(argv=None) -> int:
     p.add_argument("--releases", nargs="*", default=[], help="more vLLM releases, e.g. 0.28.0")
     p.add_argument("--only", nargs="*", default=None, help="candidate names to run now")
     p.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="--co-tenant: servers a wave (default: as many as the GPU's memory holds, "
+        f"{CO_TENANT_SLOT_GIB} GiB each, at most {CO_TENANT_SLOTS})",
+    )
+    p.add_argument(
         "--remeasure",
         nargs="*",
         default=[],
@@ -454,8 +490,10 @@ def main(argv=None) -> int:
         dry_run(base, grid, c1, drafting)
         if args.drafting and args.co_tenant:
             names = co_tenant_order([tuning.RECIPE, *(d["name"] for d in drafting)], args.only)
-            waves = co_tenant_waves(names, {d["name"]: d for d in drafting}, CO_TENANT_SLOTS)
-            print(f"co-tenant waves: {waves}; concurrencies {CO_TENANT_CONCURRENCIES}; about "
+            slots = args.slots or CO_TENANT_SLOTS
+            waves = co_tenant_waves(names, {d["name"]: d for d in drafting}, slots)
+            print(f"co-tenant waves of {slots} slots (--slots; on a GPU, as many as its memory holds: "
+                  f"{co_tenant_slots(79.6)} on an H100 80GB): {waves}; concurrencies {CO_TENANT_CONCURRENCIES}; about "
                   f"{CO_TENANT_START_S:.0f} s of cold starts a wave and {CO_TENANT_MEASURE_S:.0f} s "
                   "a candidate")  # fmt: skip
         # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)

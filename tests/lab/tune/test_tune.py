@@ -877,8 +877,16 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
     assert tune_h200.main(argv) == 0
     said = capsys.readouterr().out
     assert (
-        "co-tenant waves: [['recipe', 'mtp-k7', 'dspark-k7', 'mtp-k3'], ['bf16-fp8', 'mtp-k1']]; "
+        "co-tenant waves of 4 slots (--slots; on a GPU, as many as its memory holds: 2 on an H100 "
+        "80GB): [['recipe', 'mtp-k7', 'dspark-k7', 'mtp-k3'], ['bf16-fp8', 'mtp-k1']]; "
         "concurrencies {'tune-1k': [1], 'agent': [4, 16]}" in said
+    )
+    # a wave holds what the GPU's memory does: four on an H200 (143.8 GiB), two on an H100
+    # 80GB (79.6 GiB), four when the memory is unknown; --slots overrides
+    assert [tune_h200.co_tenant_slots(g) for g in (143.8, 79.6, 30.0, None)] == [4, 2, 1, 4]
+    assert tune_h200.main([*argv, "--slots", "2"]) == 0
+    assert "[['recipe', 'mtp-k7'], ['dspark-k7', 'mtp-k3'], ['bf16-fp8'], ['mtp-k1']]" in (
+        capsys.readouterr().out
     )
     # --routing uniform (the default): every candidate's command exports vLLM's uniform
     # routing simulation; --routing as-loaded: none does (the variable set empty, vLLM's off)
