@@ -64,6 +64,7 @@ from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
 from helpers.server.launch import launch_server
 from helpers.weights.prepare import fetch, prepare
+from lab.evals.accuracy import check_items
 from lab.evals.budget import check_budgets
 from lab.evals.settings import RequestSettings
 
@@ -74,6 +75,7 @@ print(cfg.shell_command())
 check_config(cfg)
 run = prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens)
 check_budgets((quality or {}).get("budgets"), run.defaults.max_tokens)  # before the launch
+check_items((quality or {}).get("items"))  # at most the shipped item set
 srv = launch_server(fetch(run), startup_timeout=startup_timeout)  # srv.run: the mode and its defaults
 settings = RequestSettings.for_run(srv, max_tokens=max_tokens, temperature=temperature)
 print(f"each item: max_tokens={settings.max_tokens} temperature={settings.temperature} top_p={settings.top_p}")

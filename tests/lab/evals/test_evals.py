@@ -513,3 +513,24 @@ def test_a_reasoning_cap_that_leaves_no_answer_room_is_refused_before_the_launch
         check_budgets(["off", 4096], 1024)
     source = (REPO_ROOT / "cookbook" / "topics" / "quality.py").read_text()
     assert source.index("check_budgets(") < source.index("launch_server(")
+
+
+def test_more_items_than_the_shipped_set_holds_are_refused_before_the_launch():
+    """quality={'items': 500} used to be cut to the 200 shipped GSM8K items without a word:
+    step 1 refuses it, naming the set's size and source; the GPU item list refuses it too."""
+    from helpers.config.resolve import resolve
+    from helpers.paths import REPO_ROOT
+    from lab.evals.accuracy import check_items, default_items
+
+    check_items(None)
+    check_items(200)
+    with pytest.raises(
+        ValueError, match=r"items=500: the shipped gsm8k set holds 200 items \(GSM8K"
+    ):
+        check_items(500)
+    gpu = resolve("h200", "nvfp4")  # a GPU target's command: no stand-in
+    assert len(default_items(gpu, 200)) == 200
+    with pytest.raises(ValueError, match="quality=\\{'items': 200\\}"):
+        default_items(gpu, 201)
+    source = (REPO_ROOT / "cookbook" / "topics" / "quality.py").read_text()
+    assert source.index("check_items(") < source.index("launch_server(")
