@@ -532,8 +532,9 @@ def _spread(values: pd.Series) -> float:
 ROUTING_NOTE = (
     "**The releases' weightless rows above one request are not the same experiment.** "
     f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
-    "it reads on 0.32.0, and that, not its code, made 0.33.0 measure slower at c = 16-64 below "
-    "(shown on 0.34.0, which keeps 0.33.0's fill), "
+    "it reads on 0.32.0, and that, not its code, made 0.33.0 measure slower at c = 16 below "
+    "(shown on 0.34.0, which keeps 0.33.0's fill; c = 64 and 256 are not re-measured at equal "
+    "routing), "
     f"{MEASURED}. So above one request the rows below compare two dummy fills, not two "
     'releases\' code; the section "At equal MoE routing" compares the code. c = 1 (6 experts '
     "on every release) compares as it stands."

@@ -43,8 +43,8 @@ MEASURED = (
     "(`VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`) slowed 0.32.0's recipe to 0.68x at "
     "16 requests (0.98x, a tie, at one), and 0.34.0 ran 0.72x of 0.32.0 at 16 with each "
     "release's own dummy routing but tied with uniform routing on both (1.03x at one request, "
-    "0.99x at 16): the newer releases' slowdown above one request is the dummy routing, not the "
-    f"engine; on one H200 (`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
+    "0.99x at 16; runs not interleaved): at 16 requests the newer releases' slowdown is the "
+    f"dummy routing, not the engine (64 and 256 not re-measured); on one H200 (`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
     "recipe at one user at equal routing (the drafting session's 1.95x as loaded was against "
     "another session's recipe) and ties at 16 (0.95x, at 15 requests in flight)"
 )

@@ -62,7 +62,7 @@ def test_the_routing_sentence_says_what_the_committed_routing_sessions_measured(
         in MEASURED
     )
     assert (f"({h100('0.34.0-none-uniform', '0.32.0-none-uniform', 1)} at one request, "
-            f"{h100('0.34.0-none-uniform', '0.32.0-none-uniform', 16)} at 16)") in MEASURED  # fmt: skip
+            f"{h100('0.34.0-none-uniform', '0.32.0-none-uniform', 16)} at 16;") in MEASURED  # fmt: skip
     # "tied": each uniform ratio inside the larger spread of its two points
     for c in (1, 16):
         new, old = (
