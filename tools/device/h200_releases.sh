@@ -19,10 +19,19 @@
 # The chain precompiles each bundle's bytecode first (compileall, 16 processes: a start imports
 # vLLM in two processes, each ~10 s faster with it), waits for the 0.32.0 unpack only before
 # its own run, and writes /tmp/runs/<run>/ per notebook (jobs.sh `nb`).
+#
+# A newer release beside 0.32.0 with a drafting point, interleaved (`pair RELEASE`, after
+# `stack.sh join RELEASE K` and `anchor-join K`): the GPU's own target notebook (h100.ipynb on an
+# H100, which the lender may give for an nvidia-h200 call; else h200.ipynb) four times, NVFP4 on RELEASE,
+# NVFP4 on 0.32.0, MTP (the registry's K and synthetic acceptance) on RELEASE, MTP on 0.32.0,
+# each without the quality step; every weightless server routes MoE tokens uniformly
+# (helpers.weights.weightless), so the releases compare on their code at every concurrency.
+#   sh tools/device/stack.sh join 0.34.0 K && bash tools/device/h200_releases.sh pair 0.34.0
+#   bash tools/device/jobs.sh until OFFSET rel; bash tools/device/h200_releases.sh collect 0.34.0
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_releases.sh anchor-join K | start | collect}" in
+case "${1:?usage: h200_releases.sh anchor-join K | start | pair RELEASE | collect [RELEASE]}" in
 anchor-join)
     [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
     # the chunk is copied to /tmp first (stack.sh), so the unpack does not depend on the tree
@@ -41,8 +50,30 @@ start)
         "STACK_ENV=/tmp/stack-env.sh . tools/device/env.sh" \
         "python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode 0.32.0 done" \
         "nb nv32 0 -y 'quality: {items: 0}'" ;;
+pair)
+    [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
+    rel=${2:?RELEASE, e.g. 0.34.0}; tag=$(echo "$rel" | cut -d. -f2)
+    [ -f "/tmp/stack-env-$rel.sh" ] || { echo "no /tmp/stack-env-$rel.sh: stack.sh join $rel K first"; exit 1; }
+    new="STACK_ENV=/tmp/stack-env-$rel.sh . tools/device/env.sh"
+    old="STACK_ENV=/tmp/stack-env.sh . tools/device/env.sh"
+    skip="-y 'quality: {items: 0}'"
+    book=h200; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && book=h100
+    echo "target notebook: $book.ipynb"
+    $J chain rel \
+        "$new; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; echo bytecode $rel done" \
+        "$new; nbx $book nv$tag 0 -p vllm_version $rel $skip" \
+        "until [ -f /tmp/join-0.32.0.rc ]; do sleep 5; done; cat /tmp/join-0.32.0.log" \
+        "$old; python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode 0.32.0 done" \
+        "$old; nbx $book nv32 0 $skip" \
+        "$new; nbx $book mtp$tag 0 -p speculative mtp -p vllm_version $rel $skip" \
+        "$old; nbx $book mtp32 0 -p speculative mtp $skip" ;;
 collect)
     [ -d $R/rel ] || { echo "no chain rel on this machine"; exit 9; }
-    $J collect rel nv33 bf33 nv32 ;;
+    if [ -n "${2:-}" ]; then
+        tag=$(echo "$2" | cut -d. -f2)
+        $J collect rel "nv$tag" nv32 "mtp$tag" mtp32
+    else
+        $J collect rel nv33 bf33 nv32
+    fi ;;
 esac
 nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader 2>/dev/null
