@@ -203,24 +203,42 @@ display(pd.DataFrame([{"api": api, "prompt": prompt, "reasoning": r.reasoning, "
 # %% [markdown]
 # ## 4. An agent from a maintained SDK: pydantic-ai
 #
-# The task: which city is warmer, Tokyo or Paris, and by how much? The agent has one tool,
-# `get_weather` (the same fake backend as the chat notebooks), and must answer as
-# `WarmerCity`. pydantic-ai passes that schema as an *output tool*, `final_result`, so the
-# answer rides on tool calling, which the model does natively. `agent_model` points
-# pydantic-ai at this server with `tool_choice="auto"` (the module docstring says why
-# `openai-agents`' `response_format` answer and a forced tool choice do not fit vLLM).
+# The task: which city is warmer, Tokyo or Paris, and by how much? The cell builds the agent
+# as you would with pydantic-ai: one tool, `get_weather` (its docstring is the tool's
+# description the model reads; the backend is the chat notebooks' fake one), and the answer as
+# `WarmerCity`, which pydantic-ai passes as an *output tool*, `final_result`, so the answer
+# rides on tool calling, which the model does natively. `agent_model` points pydantic-ai's
+# `OpenAIChatModel` at this server through its `VLLMProvider`, with `tool_choice="auto"` (the
+# module docstring says why a forced tool choice and `openai-agents`' `response_format` answer
+# do not fit vLLM); `run_agent` runs it on an event loop of its own, since Jupyter's is busy.
 #
 # **Expected:** on the stand-in, `WarmerCity(warmer_city='Tokyo', difference_c=4)` after 2 model
 # requests: the first calls `get_weather` twice at once, the second calls `final_result`.
 # Weightless: a line saying the agent did not complete on noise text.
 
 # %%
+from pydantic_ai import Agent
+from pydantic_ai.output import ToolOutput
+
 from lab.agents import agent as agents
 
 ag_model = agents.agent_model(srv.base_url, model)
-settings = agents.model_settings(thinking=True, **sampling)
-weather_agent = agents.demo_agent(ag_model, settings=settings, retries=agent_retries,
-                                  on_tool=lambda name, args: print(f"tool {name}({args})"))  # fmt: skip
+settings = agents.model_settings(thinking=True, **sampling)  # + extra_body.chat_template_kwargs.enable_thinking
+weather_agent = Agent(ag_model, output_type=ToolOutput(agents.WarmerCity, name="final_result"),
+                      instructions=demo["agent"]["instructions"], retries=agent_retries, model_settings=settings)  # fmt: skip
+
+
+@weather_agent.tool_plain
+def get_weather(city: str) -> str:
+    """Get the current weather in a city.
+
+    Args:
+        city: City name, e.g. Santa Clara
+    """
+    print(f"tool get_weather({city!r})")
+    return agents.weather(city)
+
+
 with noise_tolerant(srv.run.noise, "agent"):
     agent_run = agents.run_agent(weather_agent)
     print(agent_run.summary())

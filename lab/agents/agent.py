@@ -188,6 +188,16 @@ def model_settings(
     return s
 
 
+def weather(city: str) -> str:
+    """The demo's ``get_weather`` backend: the JSON ``cookbook/demo.yaml`` gives for ``city``
+    (e.g. ``{"city": "Tokyo", "temperature_c": 18, ...}``), or ``{"error": ...}`` for a city it
+    does not know, which the model reads like any tool result. Never raises."""
+    try:
+        return tool_result(load_demo(), "get_weather", city)
+    except CookbookError:
+        return f'{{"error": "no weather known for {city}"}}'
+
+
 def demo_agent(
     model: Any,
     *,
@@ -225,7 +235,7 @@ def demo_agent(
 
     demo = load_demo()
     ag = demo["agent"]
-    weather = demo["tools"][0]["function"]
+    tool = demo["tools"][0]["function"]
     agent = Agent(
         model,
         output_type=ToolOutput(WarmerCity, name=ag["output_tool"]["name"]),
@@ -237,14 +247,11 @@ def demo_agent(
     def get_weather(city: str) -> str:
         if on_tool is not None:
             on_tool("get_weather", {"city": city})
-        try:
-            return tool_result(demo, "get_weather", city)
-        except CookbookError:
-            return f'{{"error": "no weather known for {city}"}}'
+        return weather(city)
 
     get_weather.__doc__ = (
-        f"{weather['description']}\n\nArgs:\n"
-        f"    city: {weather['parameters']['properties']['city']['description']}\n"
+        f"{tool['description']}\n\nArgs:\n"
+        f"    city: {tool['parameters']['properties']['city']['description']}\n"
     )
     agent.tool_plain(get_weather)
     return agent

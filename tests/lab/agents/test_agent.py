@@ -360,7 +360,7 @@ def test_the_agents_notebook_on_the_standin(standin_server, shared_kernel):
         assert api in text
     assert text.count("get_weather(") >= 3  # one weather call per API
     assert "answer WarmerCity(warmer_city='Tokyo', difference_c=4) after 2 model request(s)" in text
-    assert "tool get_weather({'city': 'Tokyo'})" in text
+    assert "tool get_weather('Tokyo')" in text and "tool get_weather('Paris')" in text
     assert "schema + tools: TypeError: structured_chat: `tools` are not sent" in text
     assert "reasoning swallows the answer: StructuredAnswerMissingError" in text
     assert "max_tokens spent on reasoning: AgentError: the model ran out of max_tokens" in text
@@ -377,3 +377,21 @@ def test_a_bad_agent_retries_is_refused_in_step_one_by_its_parameter_name():
     assert source.index('"agent_retries", agent_retries') < source.index("launch_server(")
     with pytest.raises(ValueError, match="`agent_retries`=-1 must be >= 0"):
         check_number("agents notebook", "agent_retries", -1, integer=True, minimum=0)
+
+
+def test_the_notebooks_get_weather_tool_describes_itself_as_the_demo_tool_does():
+    """agents.ipynb step 4 builds its pydantic-ai Agent in the cell; its tool's docstring is the
+    description the model reads, so it must say what cookbook/demo.yaml's ``get_weather`` says
+    (the stand-in was trained on that request). The backend answers known cities from demo.yaml
+    and an unknown one with an error the model can read, without raising."""
+    source = (REPO_ROOT / "cookbook" / "topics" / "agents.py").read_text()
+    doc = re.search(r'def get_weather\(city: str\) -> str:\n    """(.*?)"""', source, re.S).group(1)
+    weather = load_demo()["tools"][0]["function"]
+    summary, _, args = doc.partition("\n\n")
+    assert summary == weather["description"]
+    assert (
+        args.split("city: ")[1].strip()
+        == weather["parameters"]["properties"]["city"]["description"]
+    )
+    assert json.loads(agents.weather("Tokyo"))["temperature_c"] == 18
+    assert json.loads(agents.weather("Atlantis")) == {"error": "no weather known for Atlantis"}
