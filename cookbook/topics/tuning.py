@@ -47,22 +47,22 @@
 # so TPOT is no measurement there: the stand-in's SLO bounds TTFT and end-to-end latency.
 
 # %% tags=["parameters"]
-target = "h200"  # a key of cookbook/recipe.yaml `targets`: its command is the `recipe` candidate
-stand_in = True  # True: the CPU stand-in plays each candidate; False: the target's GPU
-install = True  # pip-install the cookbook's helpers first (%pip)
-weightless = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
-workload = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
-slo = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
-candidates = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args" (a dict: {"--max-num-seqs": 64}), "standin_args", "note"}; None means lab.tune.tune.default_candidates
-gpu_hour_usd = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
-api_prices = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means lab.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
-repeats = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default; the best of several candidates needs more to win, the summary says how many), 2 on the stand-in (a spread, but no win: 1 in 6); 1 measures no spread
-slo_search = 2  # extra points per candidate and workload that bisect its SLO limit (0: only the grid)
-concurrencies = None  # None means the workload's
-num_prompts = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
-servers = None  # {candidate name: base URL} of servers you already run: measured there, never launched or stopped
-out_dir = None  # None means out/tune/<target>[-standin] (a relative folder is under out/); the same folder resumes an interrupted run
-retry_failed = False  # True: launch again a candidate whose start failed in an earlier run
+target: str = "h200"  # a key of cookbook/recipe.yaml `targets`: its command is the `recipe` candidate
+stand_in: bool = True  # True: the CPU stand-in plays each candidate; False: the target's GPU
+install: bool = True  # pip-install the cookbook's helpers first (%pip)
+weightless: bool = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
+workload: "Optional[str | dict | list[str | dict]]" = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
+slo: "Optional[dict]" = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
+candidates: "Optional[list[dict]]" = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args" (a dict: {"--max-num-seqs": 64}), "standin_args", "note"}; None means lab.tune.tune.default_candidates
+gpu_hour_usd: "Optional[NonNegativeFloat]" = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
+api_prices: "Optional[list[dict]]" = None  # the hosted API's price to compare with, e.g. [{"provider": "Vercel", "input_usd_per_m": 0.04, "output_usd_per_m": 0.12, "source": "...", "date": "late 2026"}]; None means lab.tune.slo.API_PRICES (Vercel and W&B, as read in late 2026)
+repeats: "Optional[PositiveInt]" = None  # runs of each candidate's decision points, each with its own seed; None means 3 on a GPU (vLLM's `vllm bench sweep` default; the best of several candidates needs more to win, the summary says how many), 2 on the stand-in (a spread, but no win: 1 in 6); 1 measures no spread
+slo_search: int = 2  # extra points per candidate and workload that bisect its SLO limit (0: only the grid)
+concurrencies: "Optional[list[PositiveInt]]" = None  # None means the workload's
+num_prompts: "Optional[PositiveInt]" = None  # requests per point; None means the workload's (4 x concurrency, at least 16)
+servers: "Optional[dict]" = None  # {candidate name: base URL} of servers you already run: measured there, never launched or stopped
+out_dir: "Optional[str]" = None  # None means out/tune/<target>[-standin] (a relative folder is under out/); the same folder resumes an interrupted run
+retry_failed: bool = False  # True: launch again a candidate whose start failed in an earlier run
 
 # %%
 import importlib.util
@@ -75,7 +75,8 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 #
 # `resolve` gives the target's command (the `recipe` candidate). Each candidate is the same
 # command with other registry choices or other flags; `changes` says what differs from the
-# recipe. Every flag is checked by vLLM's own parser before its server is launched. The
+# recipe. Every candidate's flags are checked here against its release's flag table (vLLM's own
+# parser, recorded), so a typo stops step 1, not a sweep later. The
 # choice at the end needs scipy (its Mann-Whitney test): `check_libraries` names it now if
 # it is missing, not after the last server.
 #
@@ -86,10 +87,15 @@ import pandas as pd
 from IPython.display import display
 
 from lab.tune import tune as tuning
+from helpers.config.parameters import check_parameters
 from helpers.config.resolve import resolve
 from helpers.machine.libraries import check_libraries
 from helpers.weights.prepare import prepare
 
+# each parameter, by name, against the type the parameters cell declares
+check_parameters(__annotations__, target=target, stand_in=stand_in, install=install, weightless=weightless, workload=workload,
+    slo=slo, candidates=candidates, gpu_hour_usd=gpu_hour_usd, api_prices=api_prices, repeats=repeats, slo_search=slo_search,
+    concurrencies=concurrencies, num_prompts=num_prompts, servers=servers, out_dir=out_dir, retry_failed=retry_failed)  # fmt: skip
 check_libraries("scipy")  # step 6's choice (lab.tune.noise.verdict)
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
@@ -98,6 +104,7 @@ print(run.describe())
 print(cfg.shell_command())
 specs = tuning.default_candidates(cfg, run=run) if candidates is None else candidates
 cands = tuning.make_candidates(cfg, specs)
+tuning.check_candidates(cands)  # each command against its release's flag table, before any launch
 display(pd.DataFrame([{"candidate": c.name, "changes": tuning.changes(c.config, cfg) or "(the recipe's command)",
                        "vLLM": c.config.vllm_version, "why": c.note} for c in cands]))
 

@@ -50,12 +50,10 @@ def _example(name: str, annotation: str) -> str:
             f"-p {name} '[1, 2, 4]' (python -m tools.notebooks run; papermill: -y "
             f"'{name}: [1, 2, 4]'; Python: parameters={{{name!r}: [1, 2, 4]}})"
         )
-    if re.search(r"\bint\b", text):
-        return f"-p {name} 64"
-    if re.search(r"\bfloat\b", text):
-        return f"-p {name} 0.5"
-    if "bool" in text:
-        return f"-p {name} True"
+    examples = {"int": "64", "float": "0.5", "bool": "True", "dict": """'{"key": "value"}'"""}
+    for kind, value in examples.items():
+        if re.search(rf"\b{kind}\b", text):
+            return f"-p {name} {value}"
     return f"-p {name} VALUE"
 
 

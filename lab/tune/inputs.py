@@ -188,6 +188,25 @@ def make_candidates(
     return out
 
 
+def check_candidates(cands: Iterable[Candidate]) -> None:
+    """Read every candidate's command back against the flag table of its own release
+    (:func:`helpers.config.flagtable.check_config`), all before the first launch: a typo in the
+    last candidate's ``extra_args`` is named in step 1, not after the others' sweeps.
+
+    Raises:
+        BenchError: the first candidate with a flag or value its release does not have,
+            naming the candidate and the flag table's problem and fix.
+    """
+    from helpers.config.flagtable import check_config
+    from helpers.errors import FlagError
+
+    for cand in cands:
+        try:
+            check_config(cand.config, quiet=True)
+        except FlagError as exc:
+            raise BenchError(f"candidate {cand.name!r}: {exc}") from None
+
+
 def default_candidates(base: Any, *, run: Any = None) -> list[dict[str, Any]]:
     """A small default grid of specs around ``base`` for ``run`` (a
     :class:`helpers.config.run.Run` or a server; None: a GPU): on a GPU Marlin MoE, BF16 and

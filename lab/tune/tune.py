@@ -59,6 +59,7 @@ from lab.tune import slo as slos
 from lab.tune.inputs import (  # noqa: F401 - the tuning step's names, in one place
     Candidate,
     candidate,
+    check_candidates,
     default_candidates,
     make_candidates,
     workloads,
@@ -149,7 +150,8 @@ def _check_record(
     and ``write``): a difference raises when points were measured for the saved one, else the
     record (and its failures) is replaced."""
     have = _read_json(path)
-    diff = sorted(k for k in want if have.get(k) != want[k]) if have is not None else []
+    # a record saved before num_prompts was recorded (2026-12-05) does not differ in it
+    diff = sorted(k for k in want if have.get(k, want[k] if k == "num_prompts" else None) != want[k]) if have is not None else []  # fmt: skip
     if write and (have is None or (diff and not _measured(folder))):
         if diff:
             (folder / "failures.json").unlink(missing_ok=True)
@@ -313,7 +315,8 @@ def tune(
             )
             for w in loads:
                 shape = {"input_len": w.input_len, "output_len": w.output_len,
-                         "prefix_len": w.prefix_len, "goodput": bounds.goodput_args()}  # fmt: skip
+                         "prefix_len": w.prefix_len, "goodput": bounds.goodput_args(),
+                         "num_prompts": {str(c): w.num_prompts_for(c) for c in w.concurrencies}}  # fmt: skip
                 _check_record(cdir / w.name / "workload.json", shape, f"workload {w.name!r}",
                               cdir / w.name, measuring)  # fmt: skip
             if not measuring:
@@ -336,8 +339,13 @@ def tune(
             steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
                      for w in loads}  # fmt: skip
             if not any(steps.values()):
+                unused = (
+                    f"; the server at {servers[cand.name]} was not contacted"
+                    if cand.name in servers
+                    else ""
+                )
                 _say(progress, f"{head}: every point saved, nothing to run (saved runs are "
-                     "kept: another out_dir, or remeasure=[...], measures anew)")  # fmt: skip
+                     f"kept: another out_dir, or remeasure=[...], measures anew){unused}")  # fmt: skip
                 continue
             url = servers.get(cand.name)
             attached_release = _served_version(VLLMServer.attach(url, check=False)) if url else None

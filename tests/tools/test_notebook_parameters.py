@@ -34,3 +34,23 @@ def test_every_parameter_the_cli_documents_is_declared_by_the_target_notebooks()
 
     for name in ("h100.ipynb", "quickstart_cpu_standin.ipynb", "speculative_decoding.ipynb"):
         check_parameters_declared(NOTEBOOKS / name, {"stand_in": True})
+
+
+def test_a_parameter_of_the_wrong_type_is_shown_how_to_pass_the_right_one():
+    """The wrong-type error ends with an example of the declared type: a JSON mapping for a
+    dict (``-p adapters '["terse"]'`` used to be told ``-p adapters VALUE``), a number, True."""
+    import pytest
+
+    from helpers.config.parameters import check_parameters
+    from helpers.errors import CookbookError
+
+    declared = {
+        "adapters": "Optional[dict]",
+        "repeats": "Optional[PositiveInt]",
+        "stand_in": "bool",
+    }
+    with pytest.raises(CookbookError) as err:
+        check_parameters(declared, adapters=["terse"], repeats=0, stand_in="yes")
+    text = str(err.value)
+    assert """pass e.g. -p adapters '{"key": "value"}'""" in text
+    assert "pass e.g. -p repeats 64" in text and "pass e.g. -p stand_in True" in text

@@ -4,6 +4,8 @@ interrupt, and the tuning notebook end to end on the stand-in."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import time
@@ -393,6 +395,17 @@ def test_a_run_interrupted_mid_sweep_resumes_where_it_stopped(
     calls.clear()
     again = tuning.tune(base, TINY, **common)
     assert calls == [] and _measured(again) == _measured(result)
+    # other prompts per point are another measurement: refused, never the saved points reused
+    with pytest.raises(BenchError, match=r"other num_prompts \(saved: \{'num_prompts': \{'1': 4"):
+        tuning.tune(base, TINY, **{**common, "num_prompts": 8})
+    # a server named for a candidate whose points are all saved: said not to be contacted
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        tuning.tune(base, TINY, **{**common, "progress": True})
+    assert (
+        f"nothing to run (saved runs are kept: another out_dir, or remeasure=[...], measures anew); the server at {standin_server.url} was not contacted"
+        in said.getvalue()
+    )
     # vLLM's goodput came with each point (--goodput from the SLO), and a price
     pts = again.points
     assert (
@@ -948,3 +961,17 @@ def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
     assert tune_h200.main(["--dry-run", "--no-grid", "--drafting"]) == 0
     plan = capsys.readouterr().out.splitlines()[-1]
     assert plan.startswith("0 grid + 0 c1 + 7 drafting candidates: about 82 min"), plan
+
+
+def test_a_misspelled_flag_in_any_candidate_is_refused_in_step_1_before_any_launch():
+    """tuning.ipynb step 1 reads every candidate's command back against its release's flag
+    table: a typo in the last candidate is named with the candidate, not found after the
+    earlier candidates' sweeps."""
+    base = resolve("h200")
+    cands = tuning.make_candidates(base, [{"name": "seqs64", "extra_args": {"--max-num-seqs": 64}},
+                                          {"name": "seqs8", "extra_args": {"--max-num-seq": 8}}])  # fmt: skip
+    with pytest.raises(BenchError, match=r"candidate 'seqs8': .*--max-num-seq\b.*--max-num-seqs"):
+        tuning.check_candidates(cands)
+    tuning.check_candidates(cands[:2])  # the recipe and a good one pass
+    source = (REPO_ROOT / "cookbook" / "topics" / "tuning.py").read_text()
+    assert source.index("check_candidates(") < source.index("result = tuning.tune(")
