@@ -103,11 +103,13 @@ registry = load_adapters()
 cfg = resolve(target, extra_args=extra_args)
 run = fetch(prepare(cfg, stand_in=stand_in, weightless=weightless, server_url=server_url, max_tokens=max_tokens))
 base_dir = base_folder(run)  # the served checkpoint's folder (an attached server's /v1/models root; None: not on this machine)
-rank_limit = max_lora_rank(lora_config(run, extra_args=extra_args))  # the --max-lora-rank step 3 serves
+lora_cfg = lora_config(run, extra_args=extra_args)  # the LoRA flags step 3 serves
+rank_limit, deployed = max_lora_rank(lora_cfg), lora_cfg.args.get("--lora-target-modules")
 print(f"--max-lora-rank {rank_limit}")
 adapters = run_adapters(run, base_dir, adapters)  # the stand-in: trained now (cached); a GPU: yours, or random of the real shapes
 for name, folder in adapters.items():
-    print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name).line())
+    print(check_adapter(folder, base_dir, max_lora_rank=rank_limit, name=name, base_name=lora_cfg.served_model_name,
+                        lora_target_modules=deployed).line())  # fmt: skip
 
 # %% [markdown]
 # ## 3. The server with `--enable-lora`

@@ -348,12 +348,40 @@ def _check_targets(cfg: dict[str, Any], name: str, base_cfg: dict[str, Any]) -> 
         _refuse_module(name, module, f"target module {module!r}", servable)
 
 
+def _tensor_module(key: str) -> str:
+    """The module of a LoRA tensor's key, after ``mixer.``: ``q_proj``, ``up_proj`` (of
+    ``shared_experts.up_proj`` too), ``experts``."""
+    path = key.split(".lora_")[0].rsplit("mixer.", 1)[-1]
+    return "experts" if path.startswith("experts.") else path.rsplit(".", 1)[-1]
+
+
+def _check_deployed(name: str, modules: set[str], wanted: Any, base_cfg: dict | None) -> None:
+    """Refuse ``--lora-target-modules`` (``wanted``) naming a module this base lacks, or
+    leaving none of the adapter's ``modules`` adapted (vLLM 0.32.0 ``is_in_target_modules``:
+    a runtime module passes by its suffix; the packed ``qkv_proj`` passes when it or one of
+    ``q_proj`` / ``k_proj`` / ``v_proj`` is named)."""
+    wanted = {wanted} if isinstance(wanted, str) else set(wanted)
+    known = set(servable_modules(base_cfg)) | {"qkv_proj"} if base_cfg is not None else None
+    if known is not None and wanted - known:
+        raise _fail(name, f"--lora-target-modules names {sorted(wanted - known)}, which this "
+                    "Nemotron-H has no module of (vLLM matches module suffixes)",
+                    f"name modules from {sorted(known)}, or drop the flag")  # fmt: skip
+    qkv = {"q_proj", "k_proj", "v_proj"}
+    kept = {m for m in modules if m in wanted or (m in qkv and wanted & (qkv | {"qkv_proj"}))}
+    if modules and not kept:
+        raise _fail(name, f"its modules {sorted(modules)} are all outside --lora-target-modules "
+                    f"{sorted(wanted)}: vLLM loads it and applies none of it, so it changes "
+                    "nothing", "add its modules to --lora-target-modules, or drop the flag")  # fmt: skip
+
+
 def check_adapter(
     folder: str | Path,
     base: str | Path | dict[str, Any] | None,
     *,
     max_lora_rank: int | None = None,
     name: str | None = None,
+    base_name: str | None = None,
+    lora_target_modules: Any = None,
 ) -> AdapterReport:
     """Check a peft LoRA folder against the base model and the server's ``--max-lora-rank``
     before it is served (``--lora-modules``) or loaded (``/v1/load_lora_adapter``).
@@ -377,6 +405,14 @@ def check_adapter(
             server whose base is a Hugging Face id or a path on another machine.
         max_lora_rank: the server's ``--max-lora-rank`` (None: not checked).
         name: the name it is served under (default: the folder's name).
+        base_name: the base's ``--served-model-name``: an adapter of that name is refused
+            (vLLM 0.32.0: "conflicts with a served base model",
+            ``entrypoints/openai/models/serving.py``; under ``--lora-modules`` the start fails).
+        lora_target_modules: the server's ``--lora-target-modules`` (module suffixes, a list or
+            one name; None: every module): each must be a module of this base, and the
+            adapter must have one inside it, else vLLM loads it and applies none of it
+            (``lora/utils.py`` ``is_in_target_modules``, ``q_proj`` / ``k_proj`` / ``v_proj``
+            packed as ``qkv_proj``).
     Returns:
         An :class:`AdapterReport`.
     Raises:
@@ -385,6 +421,10 @@ def check_adapter(
     """
     folder = Path(folder)
     name = name or folder.name
+    if base_name is not None and name == base_name:
+        raise _fail(name, "the name is the base model's served name: vLLM 0.32.0 refuses it ('The "
+                    "lora adapter ... conflicts with a served base model'; under --lora-modules "
+                    "the server stops at start-up)", "serve the adapter under another name")  # fmt: skip
     try:
         cfg = json.loads((folder / "adapter_config.json").read_text())
     except (OSError, ValueError) as e:
@@ -402,13 +442,15 @@ def check_adapter(
     shapes = _read_tensors(folder, name)
     report = AdapterReport(name, rank, targets, str(cfg.get("base_model_name_or_path") or ""),
                            len(shapes), shapes_checked=base_cfg is not None)  # fmt: skip
+    modules = {_tensor_module(key) for key in shapes}
+    if lora_target_modules is not None:
+        _check_deployed(name, modules, lora_target_modules, base_cfg)
     if base_cfg is None:
         return report
     _check_targets(cfg, name, base_cfg)
     servable = servable_modules(base_cfg)
-    for key in sorted(shapes):  # the module after "mixer.": q_proj, shared_experts.up_proj, ...
-        path = key.split(".lora_")[0].rsplit("mixer.", 1)[-1]
-        module = "experts" if path.startswith("experts.") else path.rsplit(".", 1)[-1]
+    for key in sorted(shapes):
+        module = _tensor_module(key)
         _refuse_module(name, module, f"tensor {key}'s module {module!r}", servable)
     for key, shape in sorted(shapes.items()):
         m = _KEY.search(key)

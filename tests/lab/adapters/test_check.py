@@ -448,3 +448,35 @@ def test_a_gpu_lora_command_serves_nvfp4_experts_with_a_kernel_that_takes_lora()
     no_experts = lora_buffers(c, 4, 32, target_modules=["qkv_proj", "o_proj", "in_proj", "out_proj",
                                                         "up_proj", "down_proj", "embed_tokens", "lm_head"])  # fmt: skip
     assert no_experts.gib == pytest.approx(lora_buffers(c, 4, 32).gib - 6.38, abs=0.01)
+
+
+def test_an_adapter_named_as_the_base_or_outside_the_deployed_modules_is_refused(
+    lora_adapters, standin_model
+):
+    """Two mistakes vLLM 0.32.0 does not name well, caught in step 2: an adapter served under
+    the base's own name (the start stops: "conflicts with a served base model"), and a
+    ``--lora-target-modules`` that names a module this base lacks, or leaves out every module
+    the adapter trained (it loads and changes nothing). The packed ``qkv_proj`` covers the
+    adapter's ``q_proj`` / ``k_proj`` / ``v_proj``."""
+    name, folder = next(iter(lora_adapters.items()))
+    with pytest.raises(
+        AdapterError, match=r"the base model's served name.*serve the adapter under another name"
+    ):
+        check_adapter(
+            folder, standin_model, name="nemotron-3.5-lightning", base_name="nemotron-3.5-lightning"
+        )
+    with pytest.raises(
+        AdapterError,
+        match=r"--lora-target-modules names \['gate_proj'\], which this Nemotron-H has no",
+    ):
+        check_adapter(folder, standin_model, name=name, lora_target_modules=["gate_proj"])
+    with pytest.raises(
+        AdapterError, match=r"all outside --lora-target-modules \['out_proj'\].*changes nothing"
+    ):
+        check_adapter(folder, standin_model, name=name, lora_target_modules=["out_proj"])
+    assert (
+        check_adapter(folder, standin_model, name=name, lora_target_modules="qkv_proj")
+        .line()
+        .endswith(": OK")
+    )
+    assert check_adapter(folder, None, name=name, lora_target_modules=["in_proj"]).tensors == 16
