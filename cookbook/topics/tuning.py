@@ -99,7 +99,7 @@ check_parameters(__annotations__, target=target, stand_in=stand_in, install=inst
 check_libraries("scipy")  # step 6's choice (lab.tune.noise.verdict)
 pd.set_option("display.max_colwidth", 120)
 cfg = resolve(target)
-run = prepare(cfg, stand_in=stand_in, weightless=weightless)
+run = prepare(cfg, stand_in=stand_in, weightless=weightless and not stand_in)  # weightless: a GPU run's choice
 print(run.describe())
 print(cfg.shell_command())
 specs = tuning.default_candidates(cfg, run=run) if candidates is None else candidates

@@ -122,7 +122,15 @@ def tune_frontier(
                        zorder=4, label=f"recommended: {recommended[0]}, c={recommended[1]}")  # fmt: skip
     ax.scatter([], [], facecolors="white", edgecolors="grey", label="misses the SLO")
     if ranged:
-        ax.errorbar([], [], xerr=[], yerr=[], fmt="none", ecolor="grey", label="range of the runs")
+        ax.errorbar(
+            [],
+            [],
+            xerr=[],
+            yerr=[],
+            fmt="none",
+            ecolor="grey",
+            label="range of the runs (no bar: one run)",
+        )
         ax.autoscale()  # the axes were fixed at 0 before the bars: fit them, still from 0
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)

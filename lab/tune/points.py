@@ -155,6 +155,7 @@ def limit(
         path = at if point_done(at) else point_path(folder, name, w, low)
         if point_done(path):
             pt = slos.with_goodput(points_frame([path])).iloc[0]
+            row["runs"] = 1  # the figures below are of one run: the first, or the probe
             row["goodput_tok_s_per_gpu"] = _num(pt.get("goodput_tok_s_per_gpu"))
             row["output_throughput_per_gpu"] = _num(pt.get("output_throughput_per_gpu"))
             tput, gpus = _num(pt.get("output_throughput")), _num(pt.get("gpu_count")) or 1

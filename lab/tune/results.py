@@ -250,7 +250,7 @@ def limit_words(lim: Mapping[str, Any]) -> str:
     how = f"bisection, {probes} extra point(s), one run each" if probes else "the grid's points"
     if low is None:
         return f"SLO limit ({who}): no measured concurrency meets the SLO (misses from {high:.0f})"
-    at = f"; goodput {good:,.0f} tok/s/GPU there" if good is not None else ""
+    at = f"; goodput {good:,.0f} tok/s/GPU there, one run" if good is not None else ""
     if high is None:
         return (f"SLO limit ({who}): every measured concurrency meets it, up to {low:.0f}: the "
                 f"limit is {low:.0f} or more ({how}){at}")  # fmt: skip

@@ -308,9 +308,10 @@ def test_the_next_step_repeats_the_decision_points_then_bisects_the_slo_limit(tm
     result = collect(tmp_path, resolve("h200"), cands, [w], BOUNDS, run=Run("stand_in"), repeats=3)
     lim = result.limits.set_index("candidate").loc["recipe"]
     assert (lim["limit"], lim["misses_at"], lim["probes"]) == (10, 13, 2)
-    assert lim["output_throughput_per_gpu"] == 800.0  # the probe's own run
+    assert lim["output_throughput_per_gpu"] == 800.0 and lim["runs"] == 1  # the probe's own run
     assert "SLO limit (recipe): concurrency 10 meets it, 13 misses (between 10 and 13; bisection, " \
            "2 extra point(s), one run each); goodput" in result.summary()  # fmt: skip
+    assert re.search(r"goodput [\d,]+ tok/s/GPU there, one run", result.summary())
     # the probes never enter the grid's points, nor the choice
     assert sorted(set(result.points["concurrency"])) == [1, 4, 16]
 
