@@ -219,7 +219,6 @@ display(pd.DataFrame([{"api": api, "prompt": prompt, "reasoning": r.reasoning, "
 # %%
 from pydantic_ai import Agent
 from pydantic_ai.output import ToolOutput
-
 from lab.agents import agent as agents
 
 ag_model = agents.agent_model(srv.base_url, model)

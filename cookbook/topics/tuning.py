@@ -51,7 +51,7 @@ target: str = "h200"  # a key of cookbook/recipe.yaml `targets`: its command is 
 stand_in: bool = True  # True: the CPU stand-in plays each candidate; False: the target's GPU
 install: bool = True  # pip-install the cookbook's helpers first (%pip)
 weightless: bool = True  # on a GPU: the exact architecture with random weights (real speed and memory, no download)
-workload: "Optional[str | dict | list[str | dict]]" = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
+workload: "Optional[Union[str, dict, list]]" = None  # a scenario of cookbook/scenarios.yaml or {"input_len": .., "output_len": .., "concurrencies": [..]}, or a list; None means "tune-1k" on a GPU, 16 in / 8 out at concurrency 2 and 4 on the stand-in
 slo: "Optional[dict]" = None  # bounds in ms, e.g. {"tpot_ms": 20, "ttft_ms": 2000}: p50 TPOT at most 20 ms, p99 TTFT at most 2 s (None: that on a GPU; p99 TTFT 2 s and p99 E2EL 5 s on the stand-in)
 candidates: "Optional[list[dict]]" = None  # specs {"name", "variant", "speculative", "moe_backend", "vllm_version", "extra_args" (a dict: {"--max-num-seqs": 64}), "standin_args", "note"}; None means lab.tune.tune.default_candidates
 gpu_hour_usd: "Optional[NonNegativeFloat]" = 3.5  # US dollars per GPU hour (an example price: set yours) for the cost per million output tokens
@@ -75,10 +75,8 @@ if install and importlib.util.find_spec("helpers") is None:  # only when missing
 #
 # `resolve` gives the target's command (the `recipe` candidate). Each candidate is the same
 # command with other registry choices or other flags; `changes` says what differs from the
-# recipe. Every candidate's flags are checked here against its release's flag table (vLLM's own
-# parser, recorded), so a typo stops step 1, not a sweep later. The
-# choice at the end needs scipy (its Mann-Whitney test): `check_libraries` names it now if
-# it is missing, not after the last server.
+# recipe. Every candidate's flags are checked now against its release's flag table, so a typo
+# stops step 1, not a sweep. The choice at the end needs scipy (`check_libraries` names it now).
 #
 # **Expected:** the recipe's command, then one row per candidate with what it changes.
 

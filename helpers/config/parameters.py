@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from pydantic import NonNegativeFloat, PositiveInt, TypeAdapter, ValidationError
 
@@ -18,8 +18,8 @@ from helpers.config.schema import _closest
 from helpers.errors import CookbookError
 
 #: The names a parameters cell's annotation strings may use (evaluated with no builtins).
-_NAMES = {"Optional": Optional, "List": list, "list": list, "dict": dict, "None": None}
-_NAMES.update({t.__name__: t for t in (str, int, float, bool)})
+_NAMES = {"Optional": Optional, "Union": Union, "List": list, "list": list, "dict": dict}
+_NAMES.update({t.__name__: t for t in (str, int, float, bool)} | {"None": None})
 _NAMES.update(PositiveInt=PositiveInt, NonNegativeFloat=NonNegativeFloat)  # bounds said early
 
 

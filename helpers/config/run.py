@@ -123,11 +123,11 @@ class Run:
     def __post_init__(self) -> None:
         if self.weights not in WEIGHTS:
             raise ValueError(f"Run: weights={self.weights!r} is not one of {', '.join(WEIGHTS)}.")
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
-            or self.max_tokens < 1
-        ):  # fmt: skip
-            raise ValueError(f"Run: max_tokens={self.max_tokens!r} must be a whole number >= 1.")
+        n, mml = self.max_tokens, (getattr(self.served, "args", None) or {}).get("--max-model-len")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"max_tokens={n!r}: pass a whole number of tokens >= 1 per request, or None (the mode's).")  # fmt: skip
+        if n and type(mml) is int and n >= mml:  # vLLM would answer 400
+            raise ValueError(f"max_tokens={n} is not below the served --max-model-len {mml} (prompt and answer share it): pass max_tokens below {mml}, or on a GPU a larger --max-model-len in extra_args.")  # fmt: skip
 
     @property
     def mode(self) -> str:

@@ -82,8 +82,25 @@ def test_prepare_reads_the_notebooks_parameters_into_one_run():
         None,
     )
     assert "random weights" in prepare(cfg, weightless=True).describe()
-    with pytest.raises(ValueError, match="max_tokens=0 must be a whole number >= 1"):
+    with pytest.raises(ValueError, match=r"max_tokens=0: pass a whole number of tokens >= 1"):
         prepare(cfg, max_tokens=0)
+
+
+def test_max_tokens_at_or_above_the_served_context_is_refused_when_the_run_is_fetched():
+    """The stand-in serves --max-model-len 2048: max_tokens=5000 used to reach vLLM and come
+    back as the SDK's BadRequestError (400) after the launch; fetch() names it with the fix."""
+    from helpers.config.resolve import resolve
+    from helpers.weights.prepare import fetch, prepare
+
+    ask = lambda n: fetch(prepare(resolve("h200"), stand_in=True, max_tokens=n))  # noqa: E731
+    with pytest.raises(
+        ValueError,
+        match=r"max_tokens=5000 is not below the served --max-model-len 2048 .*pass max_tokens below 2048",
+    ):
+        ask(5000)
+    with pytest.raises(ValueError, match="--max-model-len 2048"):
+        ask(2048)
+    assert ask(1024).max_tokens == 1024
 
 
 def test_a_server_without_a_prepared_run_gets_one_from_what_it_serves():
