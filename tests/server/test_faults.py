@@ -389,8 +389,18 @@ def test_sweep_names_bad_concurrencies_before_any_request(concurrencies, named, 
 def test_check_parameters_reads_the_declared_types():
     from helpers.config.parameters import check_parameters
 
-    declared = {"n": int, "xs": "Optional[list[int]]", "flag": bool, "name": "Optional[str]", "t": float, "q": "Optional[dict]", "u": "Union[int, str]"}  # fmt: skip
-    ok = {"n": 3, "xs": None, "flag": True, "name": "a", "t": 1, "q": {"items": 2}, "u": []}
+    declared = {"n": int, "xs": "Optional[list[int]]", "flag": bool, "name": "Optional[str]", "t": float, "q": "Optional[dict]",
+                "u": "Tuple[int]", "w": "Optional[Union[str, dict, list]]"}  # fmt: skip
+    ok = {
+        "n": 3,
+        "xs": None,
+        "flag": True,
+        "name": "a",
+        "t": 1,
+        "q": {"items": 2},
+        "u": [],
+        "w": "tune-1k",
+    }
     check_parameters(declared, **ok)
     for key, bad in (
         ("n", "3"),
@@ -400,11 +410,12 @@ def test_check_parameters_reads_the_declared_types():
         ("flag", "yes"),
         ("name", 1),
         ("q", "items=2"),
+        ("w", 5),  # Union, as tuning.ipynb's workload declares (papermill cannot read "|")
     ):
         with pytest.raises(CookbookError, match=rf"{key} = .* but the parameters cell declares"):
             check_parameters(declared, **{**ok, key: bad})
     # the reason is pydantic's (strict mode: no conversion); an annotation naming anything
-    # else (Union here) is not checked
+    # else (Tuple here) is not checked
     with pytest.raises(
         CookbookError, match=r"declares Optional\[list\[int\]\] \(Input should be a valid integer\)"
     ):
