@@ -24,15 +24,15 @@
 # session* and *Run all* again; the install cells then find everything in place and skip.
 
 # %% tags=["parameters"]
-cookbook_source = "git+https://github.com/__REPOSITORY__"  # where pip gets the cookbook (a git URL, or a local path)
-install = True  # install the cookbook and vLLM's CPU build (False: both already installed)
-torch_index_url = "auto"  # where torch 2.13.0+cpu comes from; "auto": pip's own sources, else PyTorch's CPU index (Colab); a URL: that index; None: pip's own sources only
-rehearse_on_gpu = False  # on an L4 / A100 / H100 runtime, run this CPU rehearsal anyway
-out_folder = None  # where models, logs, benchmark JSON and plots go; None means ./cookbook-out (Colab), or out/ when run from a clone of the cookbook
-max_tokens = 512  # per chat request: reasoning + answer tokens
-bench_concurrencies = [1, 2, 4]  # benchmark points (requests in flight)
-bench_input_len = 64  # tokens per benchmark prompt
-bench_output_len = 32  # tokens per benchmark answer
+cookbook_source: str = "git+https://github.com/__REPOSITORY__"  # where pip gets the cookbook (a git URL, or a local path)
+install: bool = True  # install the cookbook and vLLM's CPU build (False: both already installed)
+torch_index_url: "Optional[str]" = "auto"  # where torch 2.13.0+cpu comes from; "auto": pip's own sources, else PyTorch's CPU index (Colab); a URL: that index; None: pip's own sources only
+rehearse_on_gpu: bool = False  # on an L4 / A100 / H100 runtime, run this CPU rehearsal anyway
+out_folder: "Optional[str]" = None  # where models, logs, benchmark JSON and plots go; None means ./cookbook-out (Colab), or out/ when run from a clone of the cookbook
+max_tokens: "PositiveInt" = 512  # per chat request: reasoning + answer tokens
+bench_concurrencies: "list[PositiveInt]" = [1, 2, 4]  # benchmark points (requests in flight)
+bench_input_len: "PositiveInt" = 64  # tokens per benchmark prompt
+bench_output_len: "PositiveInt" = 32  # tokens per benchmark answer
 
 # %% [markdown]
 # ## 1. Install the cookbook (about 15 s)
@@ -44,6 +44,8 @@ bench_output_len = 32  # tokens per benchmark answer
 # URL or a local path). A failed install stops the notebook here, saying what to set.
 
 # %%
+import os
+
 if install:
     if "github.com/OWNER/" in cookbook_source:
         raise RuntimeError(
@@ -56,23 +58,28 @@ if install:
     if _exit_code != 0:  # set by %pip: the installer's exit status
         raise RuntimeError(
             f"pip could not install the cookbook from {cookbook_source!r} (exit status "
-            f"{_exit_code}; its output is above). Set cookbook_source in the parameters cell to a "
+            f"{_exit_code}; its output is above, in the notebook). Set cookbook_source in the parameters cell to a "
             "git URL pip can reach (git+https://github.com/<owner>/<repo>) or a local path, "
-            "then run the notebook again."
+            f"read from this kernel's folder {os.getcwd()} (an absolute path is safest), then run the notebook again."
         )
     print("pip's restart note is generic: a restart is needed only if this kernel already ran the cells below.")
 
 # %% [markdown]
 # ## 2. Which runtime is this, and where does it route?
 #
-# The GPU the driver reports (NVML, else `nvidia-smi`) names the runtime: CPU, T4, L4,
-# A100 40 GB, H100, RTX PRO 6000 ("G4") or unknown. Each maps to a registry target with the
-# memory planner's verdict, or to the CPU stand-in with the reason.
+# The parameters are checked first, now that the helpers are installed: a wrong value stops
+# here, not after the launch. The GPU the driver reports (NVML, else `nvidia-smi`) names the
+# runtime: CPU, T4, L4, A100 40 GB, H100, RTX PRO 6000 ("G4") or unknown. Each maps to a
+# registry target with the memory planner's verdict, or to the CPU stand-in with the reason.
 
 # %%
-import os
-
+from helpers.config.parameters import check_parameters
 from helpers.paths import IN_CHECKOUT
+
+# each parameter, by name, against the type the parameters cell declares
+check_parameters(__annotations__, cookbook_source=cookbook_source, install=install, torch_index_url=torch_index_url,
+                 rehearse_on_gpu=rehearse_on_gpu, out_folder=out_folder, max_tokens=max_tokens, bench_concurrencies=bench_concurrencies,
+                 bench_input_len=bench_input_len, bench_output_len=bench_output_len)  # fmt: skip
 
 if out_folder or not IN_CHECKOUT:  # a clone keeps its out/ (helpers.paths.out_dir)
     os.environ.setdefault("COOKBOOK_OUT", os.path.abspath(out_folder or "cookbook-out"))
@@ -105,7 +112,7 @@ if install:
 
 # %%
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from helpers.config.resolve import resolve
 from helpers.memory.planner import plan
@@ -223,7 +230,9 @@ for _ in range(3):  # a call, its result, the answer
 # ## 9. Benchmark and plot (about 1 minute)
 #
 # `vllm bench serve` (vLLM's own load generator) at each concurrency, then throughput against
-# per-user speed. On 2 shared CPU cores per-user speed is output tokens / end-to-end time.
+# per-user speed. On 2 shared CPU cores per-user speed is output tokens / end-to-end time. One
+# run per point: on shared CPU cores runs of one point differ by tens of percent, so read the
+# shape, not a winner.
 
 # %%
 from helpers.bench.plots import pareto
@@ -232,11 +241,11 @@ from helpers.config.versions import installed_vllm_version
 from helpers.paths import out_dir
 
 results = sweep(srv, bench_concurrencies, input_len=bench_input_len, output_len=bench_output_len, label="workshop-standin")
-display(results[["concurrency", "completed", "failed", "output_throughput", "e2e_tokens_per_s_per_user", "median_ttft_ms"]])
+display(results[["concurrency", "completed", "failed", "output_throughput", "e2e_tokens_per_s_per_user", "median_ttft_ms"]].round(1))
 png = out_dir("plots") / "workshop-standin-pareto.png"
-pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in)", variant="standin",
-             vllm_version=installed_vllm_version(), path=png)
-display(Image(filename=str(png)))
+pareto(results, x="e2e_tokens_per_s_per_user", target=f"{cfg.label} rehearsal (CPU stand-in, one run per point)", variant="standin",
+       vllm_version=installed_vllm_version(), path=png)  # fmt: skip
+print(f"one run per point; the plot is saved as {png}")
 
 # %% [markdown]
 # ## 10. Stop the server

@@ -29,7 +29,14 @@ def attach_fleet(url: str, deployment: Deployment, *, progress: bool = True) -> 
     """
     root = server_root(url.strip())
     fl = Fleet(deployment, progress=progress)
-    fl.router = RouterServer.attach(root)
+    try:
+        fl.router = RouterServer.attach(root)
+    except CookbookError:
+        raise CookbookError(
+            f"No router answers {root}/health: check fleet_url (the router of a fleet you started, "
+            "http://host:port) and that the port is reachable from here, or set fleet_url = None "
+            "to launch a fleet (in code: launch_fleet(deployment))."
+        ) from None
     workers = fl.router.workers()
     if not workers:
         raise CookbookError(

@@ -155,6 +155,7 @@ def test_workshop_notebook_runs_from_a_bare_kernel(tmp_path, monkeypatch):
     assert len(points) >= 3 and all(d["completed"] > 0 and d.get("failed", 0) == 0 for d in points)
     png = out / "plots" / "workshop-standin-pareto.png"
     assert png.is_file() and png.stat().st_size > 1000
+    assert "one run per point; the plot is saved as" in text  # shown once (pareto draws it), said one run
 
     # nothing left running: the server's process group is gone and its port is free
     port = int(re.search(r"base_url: http://127\.0\.0\.1:(\d+)", text).group(1))

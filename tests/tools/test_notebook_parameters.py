@@ -54,3 +54,25 @@ def test_a_parameter_of_the_wrong_type_is_shown_how_to_pass_the_right_one():
     text = str(err.value)
     assert """pass e.g. -p adapters '{"key": "value"}'""" in text
     assert "pass e.g. -p repeats 64" in text and "pass e.g. -p stand_in True" in text
+
+
+def test_the_workshop_checks_its_parameters_before_the_cpu_build_and_the_launch(tmp_path):
+    """workshop_colab.ipynb checks every parameter in step 2, right after its own install (the
+    helpers are not importable before it): a concurrency of 0 used to fail at step 9, after
+    the launch, under the library's own name; max_tokens=0 as the SDK's 400."""
+    out = tmp_path / "workshop.ipynb"
+    with pytest.raises(CookbookError) as err:
+        run_notebook(
+            NOTEBOOKS / "workshop_colab.ipynb",
+            {"install": False, "bench_concurrencies": [0], "max_tokens": 0},
+            output=out,
+            progress=False,
+            timeout=180,
+        )
+    said = str(err.value)
+    assert (
+        "bench_concurrencies = [0] (list), but the parameters cell declares list[PositiveInt]"
+        in said
+    )
+    assert "max_tokens = 0 (int), but the parameters cell declares PositiveInt" in said
+    assert "launched pid" not in said and "in cell" in said  # stopped in step 2, before a launch

@@ -291,6 +291,8 @@ def test_scale_out_notebook_runs_on_the_cpu_replicas(cpu_fleet, tmp_path, monkey
     assert split and all(float(x) > 0 for x in split.group(1).split(","))  # both replicas served
     png = out / "plots" / "scale-out-standin.png"
     assert png.exists() and png.stat().st_size > 1000
+    # one run a point: the ratio's verdict is a tie unless it passes the stand-in's noise
+    assert "one run per point: a ratio within 20% of 1 is a tie" in text and "verdict" in text
     # the notebook's stop cell left the fixture's fleet running, and it served the sweeps
     assert "attached fleet: left running" in text and "processes left: []" in text
     assert "[vllm] launched pid" not in text
@@ -644,3 +646,23 @@ def test_replicas_started_together_get_their_own_compile_cache(monkeypatch, tmp_
     assert server.VLLMServer(one.deployment.servers[0]).environment()["VLLM_CACHE_ROOT"] == str(
         keyed / "vllm"
     )
+
+
+def test_attaching_to_no_router_names_fleet_url_not_a_vllm_server():
+    """scale_out.ipynb's fleet_url pointing at nothing: the error is about the router and the
+    notebook's own parameter, not vLLM's server_url (which this notebook has no use for)."""
+    import socket
+
+    from helpers.errors import CookbookError
+    from lab.fleet.launch import attach_fleet
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nothing listens there
+    dep = deployment.resolve_deployment("replicas", "h200", count=2)
+    with pytest.raises(
+        CookbookError,
+        match=rf"No router answers http://127.0.0.1:{port}/health: check fleet_url.*fleet_url = None",
+    ) as err:
+        attach_fleet(f"http://127.0.0.1:{port}", dep, progress=False)
+    assert "server_url" not in str(err.value)
