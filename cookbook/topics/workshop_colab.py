@@ -44,8 +44,6 @@ bench_output_len: "PositiveInt" = 32  # tokens per benchmark answer
 # URL or a local path). A failed install stops the notebook here, saying what to set.
 
 # %%
-import os
-
 if install:
     if "github.com/OWNER/" in cookbook_source:
         raise RuntimeError(
@@ -56,6 +54,8 @@ if install:
         )
     %pip install {cookbook_source}
     if _exit_code != 0:  # set by %pip: the installer's exit status
+        import os
+
         raise RuntimeError(
             f"pip could not install the cookbook from {cookbook_source!r} (exit status "
             f"{_exit_code}; its output is above, in the notebook). Set cookbook_source in the parameters cell to a "
@@ -73,6 +73,8 @@ if install:
 # registry target with the memory planner's verdict, or to the CPU stand-in with the reason.
 
 # %%
+import os
+
 from helpers.config.parameters import check_parameters
 from helpers.paths import IN_CHECKOUT
 

@@ -95,7 +95,7 @@ def test_workshop_source_default_comes_from_the_registry_repository():
     ]
     params = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     repo = load.load_registry().repository
-    assert f'cookbook_source = "git+https://github.com/{repo}"' in "".join(params["source"])
+    assert f'cookbook_source: str = "git+https://github.com/{repo}"' in "".join(params["source"])
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

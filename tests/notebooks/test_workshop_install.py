@@ -51,7 +51,7 @@ def test_a_failed_cookbook_install_stops_the_workshop_at_once(source, says, tmp_
     assert "Set cookbook_source in the parameters cell" in str(err.value)
     ran = _ran(tmp_path / "w.failed.ipynb")
     assert ran[-1] == "if install:", ran  # nothing after the install cell ran
-    assert not any(line.startswith("import os") for line in ran)
+    assert not any(line.startswith("import os") for line in ran)  # step 2
 
 
 def test_readme_says_what_the_placeholder_badges_need():
