@@ -26,6 +26,7 @@ from helpers.bench.results import load_results
 from helpers.paths import REPO_ROOT
 from lab.bench.stats import compare, spread
 from lab.breakeven import break_even, plot_break_even, summary
+from lab.tune.noise import SINGLE_RUN_TIE
 from tools.weightless_routing import DUMMY_ROUTING, MEASURED
 
 #: Said under every table of a session whose manifest has no ``"routing": "uniform"``: the
@@ -35,8 +36,8 @@ DUMMY_ROUTING_NOTE = (
     "tokens per request, which read more expert weights with real routing than on 0.32.0's "
     f"dummy weights: these drafting ratios are optimistic, more at K=7 than at K=3, {MEASURED}."
 )
-#: Ratios within this fraction of 1 are called a tie (one run per point).
-TIE = 0.05
+#: Ratios within this fraction of 1 are called a tie (one run per point): the tuning step's.
+TIE = SINGLE_RUN_TIE
 PLOT = "break-even.png"
 
 
@@ -83,13 +84,22 @@ def _ratio(value: float, base: float, runs: pd.DataFrame, base_runs: pd.DataFram
     return f"{r:.2f}x" + (", tie" if tie else "")
 
 
+def _ratio_at(points: pd.DataFrame, name: str, ref_name: str, c: int) -> str:
+    """:func:`_ratio` of run ``name``'s mean output tok/s over run ``ref_name``'s at
+    concurrency ``c``."""
+    here = points[(points["run"] == name) & (points["concurrency"] == c)]
+    there = points[(points["run"] == ref_name) & (points["concurrency"] == c)]
+    return _ratio(float(here["output_throughput"].mean()), float(there["output_throughput"].mean()),
+                  here, there)  # fmt: skip
+
+
 def release_pairs(session: Path) -> list[dict]:
     """The pairs of one session that set two vLLM releases side by side: each run whose
     manifest names its ``release`` against its reference (:func:`_reference`) of another
-    release. One dict per pair: ``new`` and ``old`` (the two labels), ``releases``
-    (``"0.34.0 / 0.32.0"``), ``routing`` (``"uniform"`` or ``"as loaded"``) and ``cells``
-    (per concurrency of the baseline, ``{c: "0.99x, tie"}``: ratio of means, a tie inside the
-    larger run-to-run spread, :func:`_ratio`)."""
+    release. One dict per pair: ``releases`` (``"0.34.0 / 0.32.0"``), ``routing``
+    (``"uniform"`` or ``"as loaded"``) and ``cells`` (per concurrency of the baseline,
+    ``{c: "0.99x, tie"}``: ratio of means, a tie inside the larger run-to-run spread,
+    :func:`_ratio_at`)."""
     manifest, points = load_session(session)
     runs = {r["folder"]: r for r in manifest["runs"]}
     base = manifest["baseline"]
@@ -99,13 +109,7 @@ def release_pairs(session: Path) -> list[dict]:
         ref = runs.get(_reference(run, base))
         if name == base or not run.get("release") or ref.get("release") in (None, run["release"]):
             continue
-        cells = {}
-        for c in concs:
-            here = points[(points["run"] == name) & (points["concurrency"] == c)]
-            there = points[(points["run"] == ref["folder"]) & (points["concurrency"] == c)]
-            mean = float(there["output_throughput"].mean())
-            cells[c] = _ratio(float(here["output_throughput"].mean()), mean, here, there)
-        pairs.append({"new": run["label"], "old": ref["label"], "cells": cells,
+        pairs.append({"cells": {c: _ratio_at(points, name, ref["folder"], c) for c in concs},
                       "releases": f"{run['release']} / {ref['release']}",
                       "routing": "uniform" if run.get("routing") == "uniform" else "as loaded"})  # fmt: skip
     return pairs
@@ -233,9 +237,8 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
             text = f"{v:,.0f}" + (f" [{lo:,.0f}-{hi:,.0f}]" if len(here) > 1 else "")
             ref_name = _reference(run, base_name)
             if name != base_name:
-                ref = points[(points["run"] == ref_name) & (points["concurrency"] == c)]
                 vs = "" if ref_name == base_name else f" of {runs[ref_name]['label']}"
-                text += f" ({_ratio(v, float(ref['output_throughput'].mean()), here, ref)}{vs})"
+                text += f" ({_ratio_at(points, name, ref_name, c)}{vs})"
             cells.append(text)
         acc = (
             df["spec_decode_acceptance_length"]

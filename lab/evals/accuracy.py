@@ -600,21 +600,24 @@ def default_items(run: Any, n: int | None = None, item_set: str = "gsm8k") -> li
         acc = load_demo()["accuracy"]
         chosen = items_by_id([*acc["trained"], *acc["held_out"]], item_set)
         return chosen if n is None else chosen[:n]
-    check_items(n, item_set)
-    return load_items(item_set)[: GPU_ITEMS if n is None else n]
+    return check_items(n, item_set)[: GPU_ITEMS if n is None else n]
 
 
-def check_items(n: int | None, item_set: str = "gsm8k") -> None:
+def check_items(n: int | None, item_set: str = "gsm8k") -> list[dict]:
     """Refuse more items than the shipped ``item_set`` holds (GSM8K: 200 of its 1,319 test
     items, ``helpers.config.evalsets.ITEM_SETS``), in step 1 before a launch; None: the default.
 
+    Returns:
+        The set's items (:func:`helpers.config.evalsets.load_items`), read once for the check.
     Raises:
         ValueError: ``n`` above the set's size, naming the size and where the set comes from.
     """
-    size = len(load_items(item_set))
+    items = load_items(item_set)
+    size = len(items)
     if n is not None and n > size:
         raise ValueError(
             f"quality items={n}: the shipped {item_set} set holds {size} items "
             f"({ITEM_SETS[item_set].source}). Ask for at most {size} (quality={{'items': {size}}}), "
             "or score more with lm-eval's own task on the full set."
         )
+    return items

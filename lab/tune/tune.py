@@ -143,6 +143,10 @@ def _measured(folder: Path) -> bool:
     return any(point_done(p) for p in folder.rglob("*-c*.json"))
 
 
+#: Record keys added after records were saved: ``num_prompts`` (per concurrency, 2026-12-05).
+LATER_KEYS = ("num_prompts",)
+
+
 def _check_record(
     path: Path, want: Mapping[str, Any], what: str, folder: Path, write: bool = True
 ) -> None:
@@ -150,8 +154,11 @@ def _check_record(
     and ``write``): a difference raises when points were measured for the saved one, else the
     record (and its failures) is replaced."""
     have = _read_json(path)
-    # a record saved before num_prompts was recorded (2026-12-05) does not differ in it
-    diff = sorted(k for k in want if have.get(k, want[k] if k == "num_prompts" else None) != want[k]) if have is not None else []  # fmt: skip
+    diff = []
+    if have is not None:  # a key added to records later: a record saved without it matches
+        diff = sorted(
+            k for k in want if have.get(k, want[k] if k in LATER_KEYS else None) != want[k]
+        )
     if write and (have is None or (diff and not _measured(folder))):
         if diff:
             (folder / "failures.json").unlink(missing_ok=True)
