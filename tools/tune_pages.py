@@ -12,6 +12,7 @@ when a result was measured on it or lists it in ``applies_to``. Used when the no
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from helpers.bench.metrics import _num
 from helpers.paths import REPO_ROOT
 from lab.tune import noise
 from lab.tune import slo as slos
+from lab.tune.results import drafting_words
 from lab.tune.saved import load_tune_rows
 from tools.weightless_routing import DUMMY_ROUTING, MEASURED, uniform_routing
 
@@ -75,13 +77,17 @@ class Goal:
     objective: str
     concurrency: int | None = None
     slo: slos.SLO | None = None
+    #: the lowest concurrency a point may be read at ("many users": not a one-user point,
+    #: whose lead over its recipe says nothing about throughput)
+    min_concurrency: int = 1
 
 
 GOALS = (
     Goal("latency", "tune-1k", "1024 in / 256 out, one user: the fastest decode",
          "per_user", concurrency=1),
     Goal("throughput", "tune-1k", f"1024 in / 256 out, many users: the most output tokens/s per GPU "
-         f"within {slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
+         f"within {slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO,
+         min_concurrency=2),
     Goal("long prompt", "tune-8k", "8K in / 256 out: the most output tokens/s per GPU within "
          f"{slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
     Goal("agent", "agent", "agent sessions (a 5K shared system prompt and tools, 4 turns): the "
@@ -171,8 +177,34 @@ def _label(row: dict[str, Any]) -> str:
         if value is not None and value is not False
     ]
     return f"{str(row.get('variant') or '?').upper()}, {kernel} MoE" + "".join(
-        [f", {seqs} sequences"] * bool(seqs) + [f", {f}" for f in flags]
+        [f", {seqs} sequences"] * bool(seqs) + [f", {f}" for f in flags] + [_drafting(row)]
     )
+
+
+@functools.cache
+def _drafter_labels() -> dict[str, str]:
+    """The registry's name of each drafting mode (``mtp``: ``MTP``, ``dspark``: ``DSpark``)."""
+    from helpers.config.load import as_registry
+
+    return {name: mode.label for name, mode in as_registry(None).speculative.items()}
+
+
+def _drafting(row: dict[str, Any]) -> str:
+    """``, MTP K=7 drafting at synthetic acceptance 3.687 (ai-dynamo/dynamo; below)`` for a
+    candidate that drafted (its acceptance caption, :mod:`lab.synthetic_acceptance`, is the
+    note under the table), ``, MTP K=7 drafting`` without a caption (real weights), else ""."""
+    spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+    mode = spec.get("speculative")
+    if not mode or mode == "none":
+        return ""
+    said = f", {_drafter_labels().get(mode, mode)} K={spec.get('speculative_tokens', '?')} drafting"
+    caption = row.get("acceptance")
+    if not isinstance(caption, str) or "(" not in caption:
+        return said
+    length, source = caption.split(" at K=")[0], caption.split("(", 1)[1]
+    name = "ai-dynamo/dynamo" if "ai-dynamo/dynamo" in source else source.split(",")[0]
+    derived = "derived from " if source.startswith("derived from") else ""
+    return f"{said} at {length} ({derived}{name}; below)"
 
 
 def _runs_at(runs: pd.DataFrame | None, row: dict[str, Any]) -> pd.DataFrame | None:
@@ -287,6 +319,52 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     return {**chosen, "lead": float(ranked.iloc[0]["_lead"])}
 
 
+def runs_needed(
+    planned: dict[str, list[int]],
+    names: list[str],
+    target: str = "h200",
+    results_dir: Path | None = None,
+) -> list[tuple[str, int, int]]:
+    """Before a tuning session: per goal a planned candidate would join, how many
+    configurations its choice would then be made from (the committed ones at the goal's
+    decision points, :func:`recommendations`' count, plus the planned ones not among them) and
+    the runs of each side a win needs over that many (:func:`lab.tune.noise.runs_to_show`).
+
+    Args:
+        planned: workload name -> the concurrencies the session measures it at.
+        names: the planned candidates (the recipe not counted).
+        target: whose committed results count (``applies_to`` included).
+        results_dir: the results root (default ``docs/results``).
+
+    Returns:
+        ``(goal name, configurations screened, runs needed)`` per goal the plan reaches.
+    """
+    runs = tune_runs(target, results_dir)
+    rows = None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
+    out = []
+    for goal in GOALS:
+        at = [c for c in planned.get(goal.workload, []) if c >= goal.min_concurrency
+              and (goal.concurrency is None or c == goal.concurrency)]  # fmt: skip
+        if not at or not names:
+            continue
+        seen: set[tuple[str, str]] = set()
+        if rows is not None:
+            pts = rows[rows["workload"] == goal.workload]
+            if goal.concurrency is not None:
+                pts = pts[pts["concurrency"] == goal.concurrency]
+            pts = _one_measurement_each(
+                _decision_points(pts[pts["concurrency"] >= goal.min_concurrency])
+            )
+            others = pts[~pts["recipe"].astype(bool)]
+            seen = {
+                (str(c), str(v))
+                for c, v in zip(others["candidate"], others["vllm_version"], strict=True)
+            }
+        count = len({c for c, _ in seen} | set(names))
+        out.append((goal.name, count, noise.runs_to_show(count)))
+    return out
+
+
 def recommendations(
     rows: pd.DataFrame, offered: list[str], runs: pd.DataFrame | None = None
 ) -> list[dict[str, Any]]:
@@ -315,7 +393,8 @@ def recommendations(
         median ratio, lowest, highest, runs of each; the runner-up compared with its own
         session's recipe), ``ratio_range`` (its lowest and highest over the runs: the worst
         candidate run over the best recipe run, and the other way), ``runner_up`` (the best
-        other configuration) and ``gap_pct`` (how far its lead is below the best's, %).
+        other configuration), ``runner_anchor`` (the recipe's point it is compared with) and
+        ``gap_pct`` (how far its lead is below the best's, %).
     """
     rows = rows[rows["vllm_version"].astype(str).isin(offered)]
     out = []
@@ -323,6 +402,7 @@ def recommendations(
         pts = rows[rows["workload"] == goal.workload]
         if goal.concurrency is not None:
             pts = pts[pts["concurrency"] == goal.concurrency]
+        pts = pts[pts["concurrency"] >= goal.min_concurrency]
         pts = _one_measurement_each(_decision_points(pts))
         best = _choose_anchored(pts, goal, pts) if not pts.empty else None
         recipe = _recipe_for(pts, best, goal)
@@ -357,7 +437,8 @@ def recommendations(
                                     min(a) / max(b), max(a) / min(b), len(a), len(b))  # fmt: skip
         out.append({"goal": goal, "best": best, "recipe": recipe, "tied": tied,
                     "verdict": verdict, "ratio_range": ratio_range, "runner_up": runner, "gap_pct": gap,
-                    "runner_vs_recipe": runner_vs_recipe, "ratio": ratio})  # fmt: skip
+                    "runner_vs_recipe": runner_vs_recipe, "runner_anchor": anchor,
+                    "ratio": ratio})  # fmt: skip
     return out
 
 
@@ -409,14 +490,35 @@ def _ratio_text(ratio: float, ratio_range: tuple[float, float] | None) -> str:
     )
 
 
-def _cells(row: dict[str, Any], role: str, ratio: str) -> str:
+def _gpu(row: dict[str, Any]) -> str:
+    """The GPU a row was measured on, as its file names it: ``H100 80GB HBM3``, ``H200``."""
+    return str(row.get("measured_on") or "?").split(" (")[0].removeprefix("NVIDIA ")
+
+
+def _cells(row: dict[str, Any], role: str, ratio: str, here: str = "") -> str:
+    """One table row's cells after the workload's; the data cell names the GPU when it is not
+    ``here`` (the notebook's GPU, ``H100``)."""
     runs = int(_num(row.get("repeats")) or 1)
+    where = "" if here and here in _gpu(row) else f", on {_gpu(row)}"
     return (
         f" {role} | {_label(row)} | {row['vllm_version']} | {int(row['concurrency'])} | {runs} | "
         f"{_spread(row, 'output_throughput_per_gpu')} | {_spread(row, 'tokens_per_s_per_user')} | "
         f"{_fmt(row.get('p99_ttft_ms'))} | {_spread(row, 'p50_tpot_ms', 1)} | {ratio} | "
-        f"`{row['file']}` |"
+        f"`{row['file']}`{where} |"
     )
+
+
+def _drafting_note(goal: Goal, row: dict[str, Any], recipe: dict[str, Any] | None) -> str | None:
+    """What a drafting row's speed rests on (:func:`lab.tune.results.drafting_words`): the
+    acceptance it drafted at with its source, the break-even acceptance length against the
+    recipe's row, how to measure one's own; None for a row that did not draft at a caption."""
+    caption = row.get("acceptance")
+    if not isinstance(caption, str) or not caption or recipe is None:
+        return None
+    words = drafting_words(caption, _num(row.get("spec_decode_acceptance_length")),
+                           float(row["output_throughput_per_gpu"]),
+                           _num(recipe.get("output_throughput_per_gpu")))  # fmt: skip
+    return f"{goal.name}: {_label({**row, 'acceptance': None})}: {words}"
 
 
 def command_for(target: str, row: dict[str, Any]) -> tuple[str, str]:
@@ -468,7 +570,9 @@ def recommendation_markdown(
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]
     gpus = sorted({str(g).split(" (")[0] for g in rows["measured_on"] if g})
-    measured_here = bool((rows["target"] == target).any())
+    here = reg.targets[target].gpu.name
+    measured_here = any(here in _gpu({"measured_on": g}) for g in rows["measured_on"])
+    elsewhere = sorted({_gpu({"measured_on": g}) for g in rows["measured_on"]} - {""})
     most = int(rows["repeats"].max())
     how = (
         f"one run per point: a gap under {NOISE_PCT:.0f} % is a tie"
@@ -484,14 +588,25 @@ def recommendation_markdown(
         "configurations are ranked by their lead over the recipe measured in their own "
         "session, since the same command moved 12 % between two sessions"
     )
+    # vllm bench serve's backend per workload: openai-chat (the chat endpoint) or openai (the
+    # completions endpoint: the agent workload's turns are sent as text, and vLLM 0.26.0's seeds)
+    ranked = rows[rows["vllm_version"].astype(str).isin(offered)]
+    text_only = sorted(set(ranked.loc[ranked["endpoint_type"] == "openai", "workload"]))
+    endpoint = "chat endpoint" + (
+        f" (completions endpoint for {', '.join(text_only)})" if text_only else ""
+    )
     lines = [
         f"**Measured best per workload** (rendered from the committed tuning results, "
         f"`docs/results/*/tune/`, by `tools/tune_pages.py`; {', '.join(gpus)}, weightless "
-        f"architecture, chat endpoint; {how}; "
+        f"architecture, {endpoint}; {how}; "
         f"vLLM {' and '.join(offered)}, the releases this notebook installs with `vllm_version`)"
-        + ("" if measured_here else f". Measured on {' and '.join(sorted(set(rows['target'])))}, not on this "
-           f"{reg.targets[target].gpu.name}: the same Hopper kernels, so expect the ranking to hold, not "
-           "the figures (BF16's 59 GiB of weights leave an 80 GB card little KV cache: see the memory plan)")
+        + (f". A data cell that names another GPU ({', '.join(g for g in elsewhere if here not in g)}) "
+           f"was measured there, not on this {here}" if measured_here and len(elsewhere) > 1 else
+           "" if measured_here else f". Measured on {' and '.join(elsewhere)}, not on this {here}")
+        + ("" if measured_here and len(elsewhere) == 1 else
+           ": the same Hopper kernels, so expect the ranking to hold, not the figures"
+           + (" (BF16's 59 GiB of weights leave an 80 GB card little KV cache: see the memory plan)"
+              if reg.targets[target].gpu.memory_gb < 100 else ""))
         + ". The configuration is the registry's command with the changes the data file records"
           " (`moe_backend`, `variant`, `vllm_version` are this notebook's parameters)"
         + (DUMMY_ROUTING_NOTE if _dummy_routing(rows) else "")
@@ -512,16 +627,16 @@ def recommendation_markdown(
             continue
         is_recipe = recipe is not None and all(best[k] == recipe[k] for k in POINT)
         role = "**recommended: the recipe's command**" if is_recipe else "**recommended**"
-        lines.append(head + _cells(best, role, _ratio(rec)))
+        lines.append(head + _cells(best, role, _ratio(rec), here))
         if recipe is not None and not is_recipe:
             ref = (
                 "recipe's command (reference)"
                 if measured_here
                 else f"{recipe['target']} recipe's command (reference)"
             )
-            lines.append("| |" + _cells(recipe, ref, "1.00x"))  # fmt: skip
+            lines.append("| |" + _cells(recipe, ref, "1.00x", here))  # fmt: skip
         if tied is not None:
-            lines.append("| |" + _cells(tied, rec["verdict"].tie, _verdict_ratio(rec)))
+            lines.append("| |" + _cells(tied, rec["verdict"].tie, _verdict_ratio(rec), here))
             notes.append(f"{goal.name}: {_label(tied)} on vLLM {tied['vllm_version']} measured "
                          f"{rec['verdict'].text}: the recipe stays")  # fmt: skip
         elif rec["verdict"] is not None:
@@ -531,7 +646,10 @@ def recommendation_markdown(
         runner, rr = rec["runner_up"], rec["runner_vs_recipe"]
         if is_recipe and runner is not None and rr is not None:
             ratio = _ratio_text(rr[0], rr[1:3] if min(rr[3:]) > 1 else None)
-            lines.append("| |" + _cells(runner, "next best", ratio))
+            lines.append("| |" + _cells(runner, "next best", ratio, here))
+        shown = [(best, recipe)] * (not is_recipe) + [(tied, recipe)] * (tied is not None)
+        shown += [(runner, rec["runner_anchor"])] * bool(is_recipe and runner is not None and rr)
+        notes += [n for n in (_drafting_note(goal, r, ref) for r, ref in shown) if n]
         if (tied is None and runner is not None and rec["gap_pct"] is not None
                 and rec["gap_pct"] < NOISE_PCT and most == 1):  # fmt: skip
             notes.append(

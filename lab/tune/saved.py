@@ -43,7 +43,7 @@ def document(result: Any, applies_to: Sequence[str] = ()) -> dict[str, Any]:
             "variant": cfg.variant, "speculative": cfg.speculative,
             "moe_backend": cfg.args.get("--moe-backend"), "vllm_version": cfg.vllm_version,
             "command": cfg.shell_command(), "changes": row["changes"], "note": row["note"],
-            "spec": result.specs.get(name, {}),
+            "acceptance": row.get("acceptance"), "spec": result.specs.get(name, {}),
             "failures": result.failures.get(name, []),
             "points": [{**_saved_row(p), "repeat": int(p.get("repeat") or 0)}
                        for p in pts.to_dict("records")],
@@ -75,7 +75,7 @@ ROW_COLUMNS = (
     "completed", "failed", "duration_s", "request_throughput", "request_goodput",
     "output_throughput", "output_throughput_per_gpu", "tokens_per_s_per_user",
     "e2e_tokens_per_s_per_user", *PERCENTILE_COLUMNS, "vllm_version", "endpoint_type", "date",
-    "source",
+    "spec_decode_acceptance_length", "prefix_cache_hit_rate", "source",
 )  # fmt: skip
 
 
@@ -114,7 +114,8 @@ def load_tune_rows(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                     "vllm_version": point.get("vllm_version") or cand.get("vllm_version"),
                     "command": cand.get("command"), "changes": cand.get("changes", ""),
                     "spec": cand.get("spec") or {},
-                    "note": cand.get("note", ""), "measured_on": where.get("gpu"),
+                    "note": cand.get("note", ""), "acceptance": cand.get("acceptance"),
+                    "measured_on": where.get("gpu"),
                     "stand_in": bool(where.get("stand_in")),
                     "target": where.get("target"), "applies_to": list(doc.get("applies_to") or []),
                     "file": f.name,

@@ -67,6 +67,7 @@ from helpers.config.resolve import resolve
 from helpers.config.versions import installed_vllm_version
 from lab.bench import scenarios
 from lab.tune import tune as tuning
+from tools.tune_pages import runs_needed
 from tools.weightless_routing import AS_LOADED_ENV, UNIFORM_ROUTING_ENV, uniform_routing
 
 #: The grid of the issue: (name, spec). The recipe (NVFP4, Humming, 256 sequences) is "recipe".
@@ -161,8 +162,9 @@ def gpu_slots() -> int:
 
 
 #: Seconds a wave's cold starts take (four at once: ready in 169-382 s on 2026-12-05) and one
-#: candidate's points (9 points of 15-35 s each with vllm bench serve's start): a wave starts
-#: only when both fit the budget left, a candidate is measured only when its points do.
+#: candidate's points at 3 runs each (9 points of 15-35 s each with vllm bench serve's start;
+#: 134-189 s on an H100, 2026-12-05; scaled by ``--repeats`` / 3): a wave starts only when both
+#: fit the budget left, a candidate is measured only when its points do.
 CO_TENANT_START_S = 420.0
 CO_TENANT_MEASURE_S = 240.0
 #: Seconds kept after the last candidate for the final summary, plots and the device's collect.
@@ -329,7 +331,8 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     by_name = {s["name"]: s for s in cand_specs}
     names = co_tenant_order(list(cands), args.only)
     slots = 2 if args.stand_in else (args.slots or gpu_slots())
-    start_s, measure_s = (0.0, 0.0) if args.stand_in else (CO_TENANT_START_S, CO_TENANT_MEASURE_S)
+    start_s, measure_s = ((0.0, 0.0) if args.stand_in else
+                          (CO_TENANT_START_S, CO_TENANT_MEASURE_S * max(args.repeats, 1) / 3))  # fmt: skip
     left = lambda: (args.budget_s - (time.monotonic() - T0)) if args.budget_s else float("inf")  # noqa: E731
     folder.mkdir(parents=True, exist_ok=True)
     record: dict = {"slots": slots, "co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
@@ -377,6 +380,34 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     result = save_part(base, loads, slo, cand_specs, folder, common)
     print(f"[co-tenant]\n{result.summary()}", flush=True)
     return result
+
+
+def runs_needed_line(args, grid, c1, drafting, loads) -> str:
+    """What ``--repeats`` can decide: per goal this call's candidates join, the configurations
+    its choice is then made from (committed ones included, ``tools.tune_pages.runs_needed``) and
+    the runs a win needs. Fewer repeats make the call a screen: its best is confirmed later
+    beside the recipe with that many runs (a confirmation replaces the screen)."""
+    planned: dict[str, set[int]] = {}
+    names: list[str] = []
+    parts = [(not args.no_grid, grid, {w.name: list(w.concurrencies) for w in loads}),
+             (args.c1, c1, {"tune-1k": [1]}),
+             (args.drafting, drafting, CO_TENANT_CONCURRENCIES if args.co_tenant else
+              {w.name: list(w.concurrencies) for w in tuning.workloads(DRAFTING_LOADS)})]  # fmt: skip
+    for on, specs_, at in parts:
+        picked = [s["name"] for s in specs_ if on and (args.only is None or s["name"] in args.only)]
+        names += picked
+        for w, cs in at.items() if picked else ():
+            planned.setdefault(w, set()).update(cs)
+    need = runs_needed({w: sorted(cs) for w, cs in planned.items()}, names)
+    said = "; ".join(f"{g}: {n} configurations, {r} runs" for g, n, r in need)
+    short = [g for g, _, r in need if r > args.repeats]
+    verdict = (
+        f"--repeats {args.repeats} is a screen for {', '.join(short)}: confirm its best "
+        "beside the recipe with the runs named"
+        if short
+        else f"--repeats {args.repeats} can show a win"
+    )
+    return f"runs a win needs (5 % over the configurations screened, committed ones included): {said or 'none'}; {verdict}"
 
 
 def dry_run(base, grid, c1, drafting=()) -> None:
@@ -509,11 +540,13 @@ def main(argv=None) -> int:
             bound += n_draft * estimate_s(tuning.workloads(DRAFTING_LOADS))
         print(f"{n_grid} grid + {n_c1} c1 + {n_draft} drafting candidates: about {budgeted / 60:.0f} min of "
               f"device time as budgeted per candidate, at most {bound / 60:.0f} min by the scenario model")  # fmt: skip
+        print(runs_needed_line(args, grid, c1, drafting, loads))
         return 0
     print(
         f"vLLM {installed_vllm_version()}; out: {args.out}; budget: {args.budget_s or 'none'} s",
         flush=True,
     )
+    print(runs_needed_line(args, grid, c1, drafting, loads), flush=True)
     if not args.no_grid:
         run_part("grid", base, grid, loads, args.out / "grid", args)
     if args.c1:

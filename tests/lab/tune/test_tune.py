@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 import time
 
 import pandas as pd
@@ -349,6 +350,14 @@ def test_a_weightless_drafting_candidate_measured_attached_names_its_synthetic_a
     assert record["acceptance"].startswith("synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo")
     assert record["acceptance"].endswith("speed at that acceptance, text not the model's")
     assert not result.points.empty
+    # the saved form keeps the acceptance it drafted at, and each point's counters
+    saved = json.loads((tmp_path / "tune.json").read_text())["candidates"]
+    assert [c["acceptance"] for c in saved] == [record["acceptance"]]
+    point = saved[0]["points"][0]
+    assert {"spec_decode_acceptance_length", "prefix_cache_hit_rate"} <= set(point)
+    assert 0 <= point["prefix_cache_hit_rate"] <= 1  # vLLM's counters, read around the point
+    rows = tuning.load_tune_rows(tmp_path / "tune.json")
+    assert set(rows["acceptance"]) == {record["acceptance"]}
 
 
 @pytest.mark.server
@@ -719,6 +728,33 @@ def test_the_agent_workload_gets_its_row_once_it_has_points(tmp_path):
     assert "not measured yet" not in agent and "seed-vllm-0.32.0.json" in agent
 
 
+def test_a_drafting_session_s_rows_name_their_acceptance_and_gpu_and_do_not_decide_throughput(
+    tmp_path,
+):
+    """The co-tenant drafting session (an H100, 2026-12-05: tune-1k at one user, the agent
+    workload at 4 and 16): its drafting rows name the drafter, K, the synthetic acceptance and
+    its source, with the break-even length under the table; its one-user points stay out of the
+    many-users throughput goal (a lead at c=1 says nothing about it); a row measured on
+    another GPU than the notebook's says which."""
+    from tools.tune_pages import recommendation_markdown
+
+    root = copy_tune_results(tmp_path)
+    shutil.copytree(REPO_ROOT / "docs" / "results" / "h100" / "tune", root / "h100" / "tune")
+    text = recommendation_markdown("h200", root)
+    rows = {ln.split(" | ")[0].split(":")[0].lstrip("| "): ln for ln in text.splitlines()
+            if ln.startswith("| ") and ln[2:3] != "-" and ":" in ln.split(" | ")[0]}  # fmt: skip
+    throughput = rows["throughput"].split(" | ")
+    assert int(throughput[4]) > 1 and "drafting" not in rows["throughput"], throughput
+    drafting = [ln for ln in text.splitlines() if "DSpark K=7 drafting at synthetic" in ln]
+    assert drafting and all("synthetic acceptance 3.69 (ai-dynamo/dynamo" in ln for ln in drafting)
+    assert all(ln.endswith(", on H100 80GB HBM3 |") for ln in drafting if ln.startswith("| "))
+    assert re.search(r"DSpark K=7 drafting: drafting at synthetic acceptance 3\.69 at K=7 "
+                     r"\(ai-dynamo/dynamo recipes/.*only above L = \d\.\d\d", text)  # fmt: skip
+    # on the H100's notebook the H200 rows say where they ran, the H100's do not
+    h100 = recommendation_markdown("h100", root)
+    assert ", on H200 |" in h100 and ", on H100" not in h100
+
+
 def test_a_repeated_row_shows_the_range_of_both_speeds_its_verdict_may_rest_on():
     """The latency goal decides on per-user speed, the throughput goals on output tokens/s:
     a row of repeated points shows the min-max of both, so a "tie" is read from the column it
@@ -951,16 +987,51 @@ def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
     argv = ["--dry-run", "--no-grid", "--c1", "--c1-candidate-s", "200",
             "--only", "recipe", "c1-cg-full", "c1-no-async"]  # fmt: skip
     assert tune_h200.main(argv) == 0
-    plan = capsys.readouterr().out.splitlines()[-1]
+    plan = capsys.readouterr().out.splitlines()[-2]
     assert plan.startswith("0 grid + 3 c1 + 0 drafting candidates: about 10 min of device time"), (
         plan
     )
     assert tune_h200.main(["--dry-run", "--only", "recipe", "bf16-triton-64"]) == 0
-    plan = capsys.readouterr().out.splitlines()[-1]
+    plan = capsys.readouterr().out.splitlines()[-2]
     assert plan.startswith("2 grid + 0 c1 + 0 drafting candidates: about 30 min"), plan
     assert tune_h200.main(["--dry-run", "--no-grid", "--drafting"]) == 0
-    plan = capsys.readouterr().out.splitlines()[-1]
+    plan = capsys.readouterr().out.splitlines()[-2]
     assert plan.startswith("0 grid + 0 c1 + 7 drafting candidates: about 82 min"), plan
+
+
+def test_the_device_plan_says_how_many_runs_a_win_needs_over_everything_screened(capsys):
+    """A session's candidates join the configurations already screened for a goal (the
+    committed results): the plan says how many runs of each a win then needs, so a session
+    whose repeats cannot show one is known to be a screen before it spends device time (the
+    H100 drafting screen of 2026-12-05, 3 runs, could not make DSpark's 1.64x a win)."""
+    from lab.tune.noise import runs_to_show
+    from tools.tune_pages import runs_needed
+
+    committed = dict((g, n) for g, n, _ in runs_needed({"tune-1k": [1], "agent": [16]}, ["x"]))
+    # a candidate already screened counts once; a new one adds one; one-user points
+    # do not reach the many-users goal
+    again = runs_needed({"tune-1k": [1], "agent": [16]}, ["x", "dspark-k7", "mtp-k7"])
+    assert [(g, n) for g, n, _ in again] == [(g, n) for g, n in committed.items()]
+    assert [g for g, _, _ in again] == ["latency", "agent"]
+    assert all(r == runs_to_show(n) for _, n, r in again)
+    wider = dict((g, n) for g, n, _ in runs_needed({"agent": [16]}, ["x", "y"]))
+    assert wider == {"agent": committed["agent"] + 1}
+    sys_path = str(REPO_ROOT / "tools" / "device")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import tune_h200
+    finally:
+        sys.path.remove(sys_path)
+    base = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", "recipe", "dspark-k7"]
+    assert tune_h200.main([*base, "--repeats", "3"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    n = committed["latency"] - 1  # without "x": DSpark K=7 is among the committed
+    assert f"latency: {n} configurations, {runs_to_show(n)} runs" in line
+    assert "--repeats 3 is a screen for latency" in line, line
+    assert tune_h200.main([*base, "--repeats", "6"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("--repeats 6 can show a win")
 
 
 def test_a_misspelled_flag_in_any_candidate_is_refused_in_step_1_before_any_launch():
