@@ -93,7 +93,7 @@ class PrefixReuse(NamedTuple):
 
     block_size: int  #: the scheduler block (hybrid: the attention block enlarged to one Mamba page)
     unit: int  #: the granularity hits land on: ``block_size``, or ``--prefix-match-unit``
-    floor: int  #: the shortest shared prefix that can hit (= ``unit``)
+    floor: int  #: the shortest shared prefix that can hit (``unit``; two with a drafter)
     sentence: str  #: the floor and the granularity in words, with the vLLM source
 
 
@@ -103,6 +103,7 @@ def prefix_reuse(
     mamba_align: bool,
     prefix_match_unit: int | None = None,
     retention_interval: int | None = 0,
+    drafter: bool = False,
 ) -> PrefixReuse:
     """The reuse floor of prefix caching: the smallest shared prefix that can hit, and the
     granularity of hits, as vLLM 0.32.0 resolves them.
@@ -127,6 +128,8 @@ def prefix_reuse(
         prefix_match_unit: ``--prefix-match-unit`` in tokens, or None (unset).
         retention_interval: ``--prefix-cache-retention-interval`` in tokens (0: the default;
             None: every stored Mamba state kept).
+        drafter: MTP, DFlash or DSpark drafts (vLLM's ``use_eagle``): the last matched unit of a hit
+            is recomputed for the drafter (``find_longest_cache_hit``), so a hit needs two units.
 
     Returns:
         A :class:`PrefixReuse`.
@@ -165,15 +168,9 @@ def prefix_reuse(
             f"so a shared prefix shorter than {fine} tokens never hits"
         )
     if mamba_align:
-        kept = (
-            "each prompt's end (its length - 1) and a shared-prefix junction once a second "
-            "request reaches it"
-            if retention_interval == 0
-            else "all of them"
-            if retention_interval is None
-            else f"every {int(retention_interval):,} tokens, each prompt's end and shared-prefix "
-            "junctions"
-        )
+        kept = {0: "each prompt's end (its length - 1) and a shared-prefix junction once a second "
+                "request reaches it", None: "all of them"}.get(retention_interval, f"every "
+                f"{retention_interval or 0:,} tokens, each prompt's end and shared-prefix junctions")  # fmt: skip
         sentence += (
             f" (align mode stores Mamba states at block boundaries and each scheduler step's "
             f"last token, and keeps those at {kept}: CacheConfig.mamba_cache_mode, "
@@ -181,7 +178,9 @@ def prefix_reuse(
         )
     else:
         sentence += f" ({where})"
-    return PrefixReuse(block, fine or block, fine or block, sentence)
+    if drafter:  # an H100's counters, agent workload 2026-12-05: one block less a request
+        sentence += f"; a drafter recomputes the last {fine or block:,} tokens of each hit: the floor is {2 * (fine or block):,}"
+    return PrefixReuse(block, fine or block, (fine or block) * (1 + drafter), sentence)
 
 
 # ---- plan(): named steps --------------------------------------------------------------
@@ -317,6 +316,7 @@ def plan(
                 mamba_align=mode == "align",
                 prefix_match_unit=_arg(cfg, "--prefix-match-unit", None),
                 retention_interval=None if retention in (None, "None") else int(retention),
+                drafter=cfg.speculative in ("mtp", "dflash", "dspark"),
             ).sentence
         )
     judge(p)

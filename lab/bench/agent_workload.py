@@ -113,7 +113,7 @@ class AgentWorkload:
         """Lines of the JSONL (sessions x turns)."""
         return len(self.prompt_tokens)
 
-    def predicted_hits(self, block: int) -> int:
+    def predicted_hits(self, block: int, drafter: bool = False) -> int:
         """Prefix-cache hit tokens of one replay at concurrency 1 on a fresh server whose hits
         land on ``block``-token boundaries and that evicts nothing: each prompt hits its leading
         whole blocks that an earlier prompt holds, at most its length - 1 tokens (vLLM 0.32.0
@@ -125,7 +125,16 @@ class AgentWorkload:
         cache.py) keeps Mamba states only at each prompt's end and at shared-prefix junctions
         a second request has pinned: there the second session's first prompt misses the shared
         system prompt and tools (it pins that junction for the sessions after it), and the
-        measured hits fall below this (the sweep's reuse-floor line names the server's value)."""
+        measured hits fall below this (the sweep's reuse-floor line names the server's value).
+
+        ``drafter``: the server drafts with MTP, DFlash or DSpark (vLLM's ``use_eagle``), which
+        recomputes the last matched block of every hit for the drafter's hidden states
+        (``find_longest_cache_hit``, ``vllm/v1/core/single_type_kv_cache_manager.py``, 0.32.0):
+        each hit is one block shorter. On one H100 (vLLM 0.32.0, align mode, retention 0,
+        2026-12-05, ``docs/results/h100/tune/drafting-0.32.0-2026-12-05/``) vLLM's counters
+        equalled this to the token at 4 and 16 sessions without drafting and with MTP K=3, and
+        at 4 sessions with MTP K=7 and DSpark K=7; at 16 those two fell 20 % short, their 4 GiB
+        KV cache full."""
         seen: set[int] = set()
         hits = 0
         for ids in self.token_ids:
@@ -137,12 +146,12 @@ class AgentWorkload:
                 else:
                     chain = False
                 seen.add(h)
-            hits += found * block
+            hits += max(found - drafter, 0) * block
         return hits
 
-    def predicted_hit_rate(self, block: int) -> float:
+    def predicted_hit_rate(self, block: int, drafter: bool = False) -> float:
         """:meth:`predicted_hits` / all prompt tokens (0-1)."""
-        return self.predicted_hits(block) / max(sum(self.prompt_tokens), 1)
+        return self.predicted_hits(block, drafter) / max(sum(self.prompt_tokens), 1)
 
     def summary(self) -> str:
         """One line: requests, the shared prefix and how each turn's prompt grows."""

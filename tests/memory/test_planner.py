@@ -452,6 +452,18 @@ def test_the_plan_states_the_prefix_reuse_floor_and_what_prefix_match_unit_chang
         planner.plan(cfg.with_args({"--prefix-match-unit": 100}))
     with pytest.raises(RecipeError, match="divisor of 32"):
         planner.prefix_reuse(32, mamba_align=False, prefix_match_unit=16)
+    # a drafter (MTP, DFlash, DSpark) has the last matched unit of every hit recomputed for its
+    # hidden states (find_longest_cache_hit): a hit needs two units (an H100's counters agree,
+    # tests/lab/bench/test_agent_workload.py)
+    assert planner.prefix_reuse(2128, mamba_align=True, drafter=True).floor == 4256
+    assert (
+        planner.prefix_reuse(2128, mamba_align=True, prefix_match_unit=16, drafter=True).floor == 32
+    )
+    mtp = planner.plan(recipes.resolve("h200", speculative="mtp"))
+    said = next(n for n in mtp.notes if n.startswith("prefix caching reuses whole"))
+    assert said.endswith(f"a drafter recomputes the last {mtp.block_size:,} tokens of each hit: "
+                         f"the floor is {2 * mtp.block_size:,}")  # fmt: skip
+    assert not floor.count("drafter")
     # no prefix caching: no floor to state
     off = planner.plan(cfg.with_args({"--no-enable-prefix-caching": True}))
     assert not any("prefix caching reuses" in n for n in off.notes)

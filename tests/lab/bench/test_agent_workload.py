@@ -5,6 +5,7 @@ replays it."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from helpers.bench import sweep as bench
 from helpers.bench.prefix_floor import prefix_floor
 from helpers.config.run import Run
 from helpers.errors import BenchError
+from helpers.paths import REPO_ROOT
 from helpers.standin.build import SHIPPED
 from lab.bench import agent_workload as aw
 from lab.bench import scenarios
@@ -172,3 +174,69 @@ def test_the_agent_scenario_writes_each_points_sessions_for_the_sweep(tmp_path):
     assert run_args["metadata"]["workload"] == "agent" and "sessions" in summary
     with pytest.raises(BenchError, match="no agent workload"):
         scenarios.scenario("chat").point_writer(SHIPPED)
+
+
+def test_predicted_hits_with_a_drafter_drop_the_last_block_of_every_hit(tok, tmp_path):
+    work = aw.write_agent_workload(SHAPE, tok, tmp_path / "a.jsonl", seed=7)
+    for block in (16, 32):
+        plain = [0] + [  # each prompt's hit in blocks, as predicted_hits counts it
+            aw.AgentWorkload(**{**work.__dict__, "token_ids": work.token_ids[: i + 1]}).predicted_hits(block) // block
+            for i in range(len(work.token_ids))
+        ]  # fmt: skip
+        per_prompt = [b - a for a, b in zip(plain, plain[1:], strict=False)]
+        want = sum(max(n - 1, 0) for n in per_prompt) * block
+        assert work.predicted_hits(block, drafter=True) == want < work.predicted_hits(block)
+
+
+RECORD = REPO_ROOT / "docs" / "results" / "h100" / "tune" / "drafting-0.32.0-2026-12-05"
+
+
+def _blocks_by_candidate() -> dict[str, int]:
+    """Each server's scheduler block, from its vLLM log ("Setting attention block size")."""
+    out = {}
+    for log in (RECORD / "logs").glob("*.log"):
+        text = log.read_text()
+        spec = re.search(
+            r"'speculative_config': \{'method': '(\w+)'.*?'num_speculative_tokens': (\d+)", text
+        )
+        name = f"{spec.group(1)}-k{spec.group(2)}" if spec else "recipe"
+        out[name] = int(re.search(r"Setting attention block size to (\d+) tokens", text).group(1))
+    return out
+
+
+def test_predicted_hits_are_vllms_counters_on_the_h100_agent_points(tmp_path):
+    """The H100's agent points (vLLM 0.32.0, align mode, 2026-12-05), regenerated here from
+    their seeds with the weightless architecture's tokenizer: vLLM's hit counters equal the
+    prediction to the token without drafting and, one block less a hit, with MTP and DSpark,
+    wherever the 4 GiB KV cache had room; the two K=7 servers at 16 sessions, their cache full
+    (83-99 % in their logs), hit less. Fails when the workload, the predictor or the drafter
+    rule drifts from what vLLM counted."""
+    from helpers.weights.weightless import build_arch_model
+
+    tok = aw.load_chat_tokenizer(build_arch_model("nvfp4", tmp_path / "arch"))
+    agent = scenarios.scenario("agent").agent
+    shape = json.loads((RECORD / "recipe" / "agent" / "workload.json").read_text())
+    blocks = _blocks_by_candidate()
+    assert blocks == {"recipe": 2128, "mtp-k3": 2192, "mtp-k7": 2288, "dspark-k7": 2288}
+    for c, n in shape["num_prompts"].items():
+        seed = int(
+            re.search(
+                r"--seed (\d+)", (RECORD / "recipe" / "agent" / f"recipe-c{c}.log").read_text()
+            ).group(1)
+        )
+        point = {**shape, "num_prompts": n, "seed": seed, "concurrency": int(c)}
+        work = aw.write_agent_workload(
+            aw.AgentShape.for_point(agent, point), tok, tmp_path / f"c{c}.jsonl", seed=seed
+        )
+        for name, block in blocks.items():
+            folder = RECORD / name / "agent"
+            assert (
+                f"--seed {seed} " in (folder / f"{name}-c{c}.log").read_text()
+            )  # the same prompts
+            notes = json.loads((folder / f"{name}-c{c}.json.annotations").read_text())
+            assert notes["cookbook_prefix_cache_queries"] == sum(work.prompt_tokens)
+            want = work.predicted_hits(block, drafter=name != "recipe")
+            if name.endswith("k7") and c == "16":
+                assert notes["cookbook_prefix_cache_hits"] < 0.85 * want, (name, c)
+            else:
+                assert notes["cookbook_prefix_cache_hits"] == want, (name, c)
