@@ -8,7 +8,10 @@ reference the notebook uses.
 
 What the stand-in's outputs are is not asserted (n-gram drafting is not lossless on this CPU
 build, docs/results/lossless-ngram-cpu-0.32.0.md): that the concurrent run happened, overlapped,
-was measured by the server's counters and is compared prompt by prompt.
+was measured by the server's counters and is compared prompt by prompt. Nor whether the check's
+own prompts draw drafts: the stand-in's replies to them vary from call to call with n-gram
+drafting on (three identical rounds of the three prompts, 2026-12-05: 10, 1 and 0 drafts; two
+fresh-clone CI runs saw 0), so the server is first shown to draft on a prompt that repeats itself.
 """
 
 from __future__ import annotations
@@ -33,20 +36,29 @@ def test_the_lossless_check_also_runs_with_requests_in_flight_together(standin_m
     assert name == "ngram (for mtp)"
     srv = launch_server(served, reuse=False)
     try:
-        before = spec_decode_counters(scrape_metrics(srv.base_url))
+        start = spec_decode_counters(scrape_metrics(srv.base_url))
+        # a prompt whose word pairs recur: the drafter proposes as soon as the reply repeats one
+        # (it did in 5 of 6 tries of 16 tokens here; up to 5 tries of 32)
+        for _ in range(5):
+            srv.client().completions.create(
+                model=srv.model_name, prompt="one two three " * 40, max_tokens=32, temperature=0
+            )
+            before = spec_decode_counters(scrape_metrics(srv.base_url))
+            if before is not None and start is not None and before.num_drafts > start.num_drafts:
+                break
         checks = mode_checks(srv, real_prompts=0, label="ngram")
         after = spec_decode_counters(scrape_metrics(srv.base_url))
     finally:
         srv.stop()
+    assert start is not None and before is not None and before.num_drafts > start.num_drafts
     assert checks.drafting and len(checks.greedy) == len(LOSSLESS_PROMPTS)
     together = checks.concurrent
     assert together is not None and len(together) == 2 * len(LOSSLESS_PROMPTS)
     # the requests overlapped at the server (measured at the client), up to the asked number
     assert 2 <= together.in_flight <= LOSSLESS_CONCURRENCY
     assert all(len(ids) > 0 for ids in together)
-    # the server drafted during the check and the concurrent run's accepted count is its own
-    assert before is not None and after is not None
-    assert after.num_drafts > before.num_drafts
+    # the server's counters cover the check, and the concurrent run's accepted count is its own
+    assert after is not None and after.num_drafts >= before.num_drafts
     assert checks.concurrent_accepted is not None and checks.concurrent_accepted >= 0
     assert checks.greedy_accepted is not None
     assert checks.greedy_accepted + checks.concurrent_accepted <= int(
