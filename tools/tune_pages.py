@@ -89,10 +89,10 @@ GOALS = (
          f"within {slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO,
          min_concurrency=2),
     Goal("long prompt", "tune-8k", "8K in / 256 out: the most output tokens/s per GPU within "
-         f"{slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO),
+         f"{slos.DEFAULT_SLO.describe()}", "goodput", slo=slos.DEFAULT_SLO, min_concurrency=2),
     Goal("agent", "agent", "agent sessions (a 5K shared system prompt and tools, 4 turns): the "
          f"most output tokens/s per GPU within {slos.DEFAULT_SLO.describe()}", "goodput",
-         slo=slos.DEFAULT_SLO),
+         slo=slos.DEFAULT_SLO, min_concurrency=2),
 )  # fmt: skip
 
 
@@ -199,12 +199,14 @@ def _drafting(row: dict[str, Any]) -> str:
         return ""
     said = f", {_drafter_labels().get(mode, mode)} K={spec.get('speculative_tokens', '?')} drafting"
     caption = row.get("acceptance")
-    if not isinstance(caption, str) or "(" not in caption:
+    if not isinstance(caption, str) or "(" not in caption or "): speed" not in caption:
         return said
-    length, source = caption.split(" at K=")[0], caption.split("(", 1)[1]
-    name = "ai-dynamo/dynamo" if "ai-dynamo/dynamo" in source else source.split(",")[0]
-    derived = "derived from " if source.startswith("derived from") else ""
-    return f"{said} at {length} ({derived}{name}; below)"
+    length = caption.split(" at K=")[0]
+    source = caption[caption.index("(") + 1 : caption.rindex("): speed")]
+    derived = source.startswith("derived from")
+    base = source.split(", ", 1)[1] if derived and ", " in source else source
+    name = "ai-dynamo/dynamo" if "ai-dynamo/dynamo" in base else base
+    return f"{said} at {length} ({'derived from ' * derived}{name}; below)"
 
 
 def _runs_at(runs: pd.DataFrame | None, row: dict[str, Any]) -> pd.DataFrame | None:
@@ -319,49 +321,67 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     return {**chosen, "lead": float(ranked.iloc[0]["_lead"])}
 
 
+def _goal_points(rows: pd.DataFrame, goal: Goal, offered: list[str]) -> pd.DataFrame:
+    """The points ``goal`` is decided on (:func:`recommendations`): its workload, at its
+    concurrency or from its lowest, of an offered release, the repeated files only, one
+    measurement per configuration."""
+    pts = rows[(rows["workload"] == goal.workload) & rows["vllm_version"].astype(str).isin(offered)]
+    if goal.concurrency is not None:
+        pts = pts[pts["concurrency"] == goal.concurrency]
+    return _one_measurement_each(_decision_points(pts[pts["concurrency"] >= goal.min_concurrency]))
+
+
 def runs_needed(
-    planned: dict[str, list[int]],
-    names: list[str],
+    planned: dict[str, tuple[list[int], list[str]]],
     target: str = "h200",
     results_dir: Path | None = None,
+    registry: Any = None,
 ) -> list[tuple[str, int, int]]:
     """Before a tuning session: per goal a planned candidate would join, how many
     configurations its choice would then be made from (the committed ones at the goal's
-    decision points, :func:`recommendations`' count, plus the planned ones not among them) and
-    the runs of each side a win needs over that many (:func:`lab.tune.noise.runs_to_show`).
+    decision points, counted as :func:`recommendations` counts them, plus the planned ones not
+    among them) and the runs of each side a win needs over that many
+    (:func:`lab.tune.noise.runs_to_show`).
 
     Args:
-        planned: workload name -> the concurrencies the session measures it at.
-        names: the planned candidates (the recipe not counted).
+        planned: workload name -> (the concurrencies the session measures it at, the
+            candidates measured on it, the recipe not counted); the planned candidates run on
+            the registry's default release.
         target: whose committed results count (``applies_to`` included).
         results_dir: the results root (default ``docs/results``).
+        registry: a loaded registry (default ``cookbook/recipe.yaml``): the offered releases.
 
     Returns:
-        ``(goal name, configurations screened, runs needed)`` per goal the plan reaches.
+        ``(goal name, configurations screened, runs needed)`` per goal the plan reaches (a
+        goal none of whose workload's concurrencies qualifies, or with no candidate, is left
+        out).
+
+    Raises:
+        BenchError: a committed tuning file that is not one (:func:`lab.tune.saved.load_tune_rows`).
     """
+    from helpers.config.load import as_registry
+
+    reg = as_registry(registry)
+    offered = [str(v) for v in reg.model.offered_vllm_versions]
     runs = tune_runs(target, results_dir)
     rows = None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
     out = []
     for goal in GOALS:
-        at = [c for c in planned.get(goal.workload, []) if c >= goal.min_concurrency
+        concurrencies, names = planned.get(goal.workload, ([], []))
+        at = [c for c in concurrencies if c >= goal.min_concurrency
               and (goal.concurrency is None or c == goal.concurrency)]  # fmt: skip
         if not at or not names:
             continue
-        seen: set[tuple[str, str]] = set()
+        seen = {(n, str(reg.model.default_vllm_version)) for n in names}
         if rows is not None:
-            pts = rows[rows["workload"] == goal.workload]
-            if goal.concurrency is not None:
-                pts = pts[pts["concurrency"] == goal.concurrency]
-            pts = _one_measurement_each(
-                _decision_points(pts[pts["concurrency"] >= goal.min_concurrency])
+            others = _goal_points(rows, goal, offered)
+            others = others[~others["recipe"].astype(bool)]
+            seen |= set(
+                zip(
+                    others["candidate"].astype(str), others["vllm_version"].astype(str), strict=True
+                )
             )
-            others = pts[~pts["recipe"].astype(bool)]
-            seen = {
-                (str(c), str(v))
-                for c, v in zip(others["candidate"], others["vllm_version"], strict=True)
-            }
-        count = len({c for c, _ in seen} | set(names))
-        out.append((goal.name, count, noise.runs_to_show(count)))
+        out.append((goal.name, len(seen), noise.runs_to_show(len(seen))))
     return out
 
 
@@ -396,14 +416,9 @@ def recommendations(
         other configuration), ``runner_anchor`` (the recipe's point it is compared with) and
         ``gap_pct`` (how far its lead is below the best's, %).
     """
-    rows = rows[rows["vllm_version"].astype(str).isin(offered)]
     out = []
     for goal in GOALS:
-        pts = rows[rows["workload"] == goal.workload]
-        if goal.concurrency is not None:
-            pts = pts[pts["concurrency"] == goal.concurrency]
-        pts = pts[pts["concurrency"] >= goal.min_concurrency]
-        pts = _one_measurement_each(_decision_points(pts))
+        pts = _goal_points(rows, goal, offered)
         best = _choose_anchored(pts, goal, pts) if not pts.empty else None
         recipe = _recipe_for(pts, best, goal)
         tied, verdict, ratio_range = None, None, None
@@ -491,15 +506,22 @@ def _ratio_text(ratio: float, ratio_range: tuple[float, float] | None) -> str:
 
 
 def _gpu(row: dict[str, Any]) -> str:
-    """The GPU a row was measured on, as its file names it: ``H100 80GB HBM3``, ``H200``."""
-    return str(row.get("measured_on") or "?").split(" (")[0].removeprefix("NVIDIA ")
+    """The GPU a row was measured on, as its file names it: ``H100 80GB HBM3``, ``H200``;
+    ``?`` when the file names none."""
+    gpu = row.get("measured_on")
+    return gpu.split(" (")[0].removeprefix("NVIDIA ") if isinstance(gpu, str) and gpu else "?"
+
+
+def _measured_on(row: dict[str, Any], here: str) -> bool:
+    """Whether ``row`` ran on the GPU a notebook's target names (``H100``: its first word)."""
+    return _gpu(row).split()[0] == here
 
 
 def _cells(row: dict[str, Any], role: str, ratio: str, here: str = "") -> str:
     """One table row's cells after the workload's; the data cell names the GPU when it is not
     ``here`` (the notebook's GPU, ``H100``)."""
     runs = int(_num(row.get("repeats")) or 1)
-    where = "" if here and here in _gpu(row) else f", on {_gpu(row)}"
+    where = "" if here and _measured_on(row, here) else f", on {_gpu(row)}"
     return (
         f" {role} | {_label(row)} | {row['vllm_version']} | {int(row['concurrency'])} | {runs} | "
         f"{_spread(row, 'output_throughput_per_gpu')} | {_spread(row, 'tokens_per_s_per_user')} | "
@@ -515,9 +537,9 @@ def _drafting_note(goal: Goal, row: dict[str, Any], recipe: dict[str, Any] | Non
     caption = row.get("acceptance")
     if not isinstance(caption, str) or not caption or recipe is None:
         return None
+    # the goal's own measure (the score: per-user speed at one user, output tokens/s above)
     words = drafting_words(caption, _num(row.get("spec_decode_acceptance_length")),
-                           float(row["output_throughput_per_gpu"]),
-                           _num(recipe.get("output_throughput_per_gpu")))  # fmt: skip
+                           float(row["score"]), _num(recipe.get("score")))  # fmt: skip
     return f"{goal.name}: {_label({**row, 'acceptance': None})}: {words}"
 
 
@@ -571,8 +593,8 @@ def recommendation_markdown(
     offered = [str(v) for v in reg.model.offered_vllm_versions]
     gpus = sorted({str(g).split(" (")[0] for g in rows["measured_on"] if g})
     here = reg.targets[target].gpu.name
-    measured_here = any(here in _gpu({"measured_on": g}) for g in rows["measured_on"])
-    elsewhere = sorted({_gpu({"measured_on": g}) for g in rows["measured_on"]} - {""})
+    measured_here = any(_measured_on({"measured_on": g}, here) for g in rows["measured_on"])
+    elsewhere = sorted({_gpu({"measured_on": g}) for g in rows["measured_on"]})
     most = int(rows["repeats"].max())
     how = (
         f"one run per point: a gap under {NOISE_PCT:.0f} % is a tie"
@@ -600,7 +622,7 @@ def recommendation_markdown(
         f"`docs/results/*/tune/`, by `tools/tune_pages.py`; {', '.join(gpus)}, weightless "
         f"architecture, {endpoint}; {how}; "
         f"vLLM {' and '.join(offered)}, the releases this notebook installs with `vllm_version`)"
-        + (f". A data cell that names another GPU ({', '.join(g for g in elsewhere if here not in g)}) "
+        + (f". A data cell that names another GPU ({', '.join(g for g in elsewhere if g.split()[0] != here)}) "
            f"was measured there, not on this {here}" if measured_here and len(elsewhere) > 1 else
            "" if measured_here else f". Measured on {' and '.join(elsewhere)}, not on this {here}")
         + ("" if measured_here and len(elsewhere) == 1 else
@@ -665,7 +687,8 @@ def recommendation_markdown(
     for goal in GOALS:
         if goal.slo is None:
             continue
-        decided = set(rows.loc[(rows["workload"] == goal.workload) & (rows["repeats"] > 1), "file"])
+        # the repeated files the goal is decided on (its concurrencies: not a one-user screen)
+        decided = set(_goal_points(rows, goal, offered).query("repeats > 1")["file"])
         lims = slo_limits(results_dir, decided, goal.workload)
         if lims:
             said = "; ".join(

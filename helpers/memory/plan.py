@@ -207,47 +207,45 @@ class Plan:
 
         return pd.DataFrame(self.rows())
 
-    def prefix_cache_note(self, shared_prefix: int | None = None) -> str | None:
+    def prefix_cache_note(
+        self, shared_prefix: int | None = None, drafter: bool = False
+    ) -> str | None:
         """What prefix caching can reuse of a workload's shared prefix, or None.
 
         vLLM's prefix cache reuses whole blocks of :attr:`block_size` tokens, and for this hybrid the
         attention block is enlarged to one Mamba state page (``Platform._align_hybrid_block_size``,
         ``vllm/platforms/interface.py``, vLLM 0.32.0; 2,128 tokens for NVFP4 on the H200): a shorter
         shared prefix never hits, a longer one hits its whole blocks only, and below a
-        ``max_model_len`` of one block nothing hits.
+        ``max_model_len`` of one block nothing hits. With ``drafter`` (MTP, DFlash, DSpark) the last
+        matched block of a hit is recomputed for the drafter (``find_longest_cache_hit``,
+        :func:`helpers.memory.planner.prefix_reuse`): one block fewer.
 
         Args:
             shared_prefix: tokens every request shares (a scenario's ``prefix_len``); None or 0:
                 only the ``max_model_len`` check.
+            drafter: the server drafts from the target's hidden states.
 
         Returns:
             One sentence, or None when prefix caching is off or there is nothing to note.
         """
         if not self.prefix_caching:
             return None
-        block = self.block_size
+        block, why = self.block_size, "(the attention block enlarged to one Mamba page)"
         if self.max_model_len < block:
-            return (
-                f"prefix caching never hits here: --max-model-len {self.max_model_len:,} is "
-                f"below the {block:,}-token block (the attention block enlarged to one Mamba "
-                "page), and prefix caching reuses whole blocks only"
-            )
+            return (f"prefix caching never hits here: --max-model-len {self.max_model_len:,} is below "
+                    f"the {block:,}-token block {why}, and prefix caching reuses whole blocks only")  # fmt: skip
         if not shared_prefix or shared_prefix <= 0:
             return None
-        if shared_prefix < block:
-            return (
-                f"the workload's {shared_prefix:,}-token shared prefix is shorter than one "
-                f"{block:,}-token block (the attention block enlarged to one Mamba page), and "
-                "prefix caching reuses whole blocks only: it never hits; expect a 0 % prefix "
-                "cache hit rate"
-            )
-        whole = shared_prefix // block * block
+        whole = max(shared_prefix // block - drafter, 0) * block
+        less = ", one fewer with a drafter (recomputed for it)" if drafter else ""
+        if not whole:
+            return (f"the workload's {shared_prefix:,}-token shared prefix is shorter than "
+                    f"{'two' if drafter else 'one'} {block:,}-token block{'s' * drafter} {why}{less}, and "
+                    "prefix caching reuses whole blocks only: it never hits; expect a 0 % prefix cache hit rate")  # fmt: skip
         if whole < shared_prefix:
-            return (
-                f"of the workload's {shared_prefix:,}-token shared prefix, prefix caching can "
-                f"reuse {whole:,} tokens ({whole // block} whole blocks of {block:,}); the "
-                f"last {shared_prefix - whole:,} are prefilled for every request"
-            )
+            return (f"of the workload's {shared_prefix:,}-token shared prefix, prefix caching can reuse "
+                    f"{whole:,} tokens ({whole // block} whole blocks of {block:,}{less}); the last "
+                    f"{shared_prefix - whole:,} are prefilled for every request")  # fmt: skip
         return None
 
     def _headline(self) -> str:

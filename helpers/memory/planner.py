@@ -170,7 +170,7 @@ def prefix_reuse(
     if mamba_align:
         kept = {0: "each prompt's end (its length - 1) and a shared-prefix junction once a second "
                 "request reaches it", None: "all of them"}.get(retention_interval, f"every "
-                f"{retention_interval or 0:,} tokens, each prompt's end and shared-prefix junctions")  # fmt: skip
+                f"{int(retention_interval or 0):,} tokens, each prompt's end and shared-prefix junctions")  # fmt: skip
         sentence += (
             f" (align mode stores Mamba states at block boundaries and each scheduler step's "
             f"last token, and keeps those at {kept}: CacheConfig.mamba_cache_mode, "
@@ -179,7 +179,7 @@ def prefix_reuse(
     else:
         sentence += f" ({where})"
     if drafter:  # an H100's counters, agent workload 2026-12-05: one block less a request
-        sentence += f"; a drafter recomputes the last {fine or block:,} tokens of each hit: the floor is {2 * (fine or block):,}"
+        sentence += f"; with this drafter the last {fine or block:,} tokens of each hit are recomputed for it, so a shared prefix needs {2 * (fine or block):,}"
     return PrefixReuse(block, fine or block, (fine or block) * (1 + drafter), sentence)
 
 
@@ -305,7 +305,8 @@ def plan(
         **budget._asdict(),
     )
     _approximation_notes(p, cfg, kv_budget_gb)
-    prefix_note = p.prefix_cache_note(shared_prefix)
+    drafter = cfg.speculative in ("mtp", "dflash", "dspark")  # vLLM's use_eagle modes here
+    prefix_note = p.prefix_cache_note(shared_prefix, drafter)
     if prefix_note:
         p.notes.append(prefix_note)
     if p.prefix_caching:  # the reuse floor, and what --prefix-match-unit changes
@@ -316,7 +317,7 @@ def plan(
                 mamba_align=mode == "align",
                 prefix_match_unit=_arg(cfg, "--prefix-match-unit", None),
                 retention_interval=None if retention in (None, "None") else int(retention),
-                drafter=cfg.speculative in ("mtp", "dflash", "dspark"),
+                drafter=drafter,
             ).sentence
         )
     judge(p)

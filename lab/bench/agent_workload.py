@@ -141,7 +141,9 @@ class AgentWorkload:
             h, found, chain = 0, 0, True
             for i in range(len(ids) // block):
                 h = hash((h, ids[i * block : (i + 1) * block]))
-                if chain and h in seen and (i + 1) * block <= len(ids) - 1:
+                # a hit ends at the prompt's length - 1 (its last token's logits); a drafter's
+                # may reach the whole prompt, then loses its last block (find_longest_cache_hit)
+                if chain and h in seen and (i + 1) * block <= len(ids) - (not drafter):
                     found = i + 1
                 else:
                     chain = False
@@ -150,7 +152,8 @@ class AgentWorkload:
         return hits
 
     def predicted_hit_rate(self, block: int, drafter: bool = False) -> float:
-        """:meth:`predicted_hits` / all prompt tokens (0-1)."""
+        """:meth:`predicted_hits` (``block`` tokens, ``drafter`` as there) / all prompt tokens
+        (0-1)."""
         return self.predicted_hits(block, drafter) / max(sum(self.prompt_tokens), 1)
 
     def summary(self) -> str:

@@ -461,9 +461,24 @@ def test_the_plan_states_the_prefix_reuse_floor_and_what_prefix_match_unit_chang
     )
     mtp = planner.plan(recipes.resolve("h200", speculative="mtp"))
     said = next(n for n in mtp.notes if n.startswith("prefix caching reuses whole"))
-    assert said.endswith(f"a drafter recomputes the last {mtp.block_size:,} tokens of each hit: "
-                         f"the floor is {2 * mtp.block_size:,}")  # fmt: skip
+    assert said.endswith(f"with this drafter the last {mtp.block_size:,} tokens of each hit are "
+                         f"recomputed for it, so a shared prefix needs {2 * mtp.block_size:,}")  # fmt: skip
     assert not floor.count("drafter")
+    # the n-gram drafter reads no hidden states: no block recomputed (vLLM's use_eagle)
+    ngram = recipes.resolve("cpu", speculative="ngram").with_args(
+        {"--no-enable-prefix-caching": None}
+    )
+    assert ngram.speculative == "ngram" and not any(
+        "drafter" in n for n in planner.plan(ngram).notes
+    )
+    # what a shared prefix keeps: one block fewer with a drafter
+    assert "2,192 tokens (1 whole blocks of 2,192, one fewer with a drafter" in planner.plan(
+        recipes.resolve("h200", speculative="mtp"), shared_prefix=5000
+    ).prefix_cache_note(5000, drafter=True)
+    # the Mamba states kept, as --prefix-cache-retention-interval says
+    kept = lambda r: planner.prefix_reuse(2128, mamba_align=True, retention_interval=r).sentence  # noqa: E731
+    assert "keeps those at all of them" in kept(None) and "at every 4,256 tokens," in kept(4256)
+    assert "at each prompt's end" in kept(0)
     # no prefix caching: no floor to state
     off = planner.plan(cfg.with_args({"--no-enable-prefix-caching": True}))
     assert not any("prefix caching reuses" in n for n in off.notes)

@@ -383,31 +383,37 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
 
 
 def runs_needed_line(args, grid, c1, drafting, loads) -> str:
-    """What ``--repeats`` can decide: per goal this call's candidates join, the configurations
-    its choice is then made from (committed ones included, ``tools.tune_pages.runs_needed``) and
-    the runs a win needs. Fewer repeats make the call a screen: its best is confirmed later
-    beside the recipe with that many runs (a confirmation replaces the screen)."""
-    planned: dict[str, set[int]] = {}
-    names: list[str] = []
+    """What ``--repeats`` can decide, in one line: per goal this call's candidates join, the
+    configurations its choice is then made from (committed ones included,
+    ``tools.tune_pages.runs_needed``) and the runs a win needs. Fewer repeats make the call a
+    screen: its best is confirmed later beside the recipe with that many runs (a confirmation
+    replaces the screen).
+
+    Args:
+        args: this script's parsed arguments (``--no-grid``, ``--c1``, ``--drafting``,
+            ``--co-tenant``, ``--only``, ``--repeats``).
+        grid, c1, drafting: the parts' candidate specs (dicts with ``name``).
+        loads: the grid's workloads (``lab.tune.tune.workloads``).
+    """
+    planned: dict[str, tuple[set[int], list[str]]] = {}
+    draft_at = CO_TENANT_CONCURRENCIES if args.co_tenant else {
+        w.name: list(w.concurrencies) for w in tuning.workloads(DRAFTING_LOADS)}  # fmt: skip
     parts = [(not args.no_grid, grid, {w.name: list(w.concurrencies) for w in loads}),
-             (args.c1, c1, {"tune-1k": [1]}),
-             (args.drafting, drafting, CO_TENANT_CONCURRENCIES if args.co_tenant else
-              {w.name: list(w.concurrencies) for w in tuning.workloads(DRAFTING_LOADS)})]  # fmt: skip
+             (args.c1, c1, {"tune-1k": [1]}), (args.drafting, drafting, draft_at)]  # fmt: skip
     for on, specs_, at in parts:
-        picked = [s["name"] for s in specs_ if on and (args.only is None or s["name"] in args.only)]
-        names += picked
+        picked = [s["name"] for s in specs_ if on and s["name"] != tuning.RECIPE
+                  and (args.only is None or s["name"] in args.only)]  # fmt: skip
         for w, cs in at.items() if picked else ():
-            planned.setdefault(w, set()).update(cs)
-    need = runs_needed({w: sorted(cs) for w, cs in planned.items()}, names)
+            planned.setdefault(w, (set(), []))[0].update(cs)
+            planned[w][1].extend(picked)
+    need = runs_needed({w: (sorted(cs), names) for w, (cs, names) in planned.items()})
+    if not need:
+        return "runs a win needs: nothing to compare (no candidate beside the recipe)"
     said = "; ".join(f"{g}: {n} configurations, {r} runs" for g, n, r in need)
     short = [g for g, _, r in need if r > args.repeats]
-    verdict = (
-        f"--repeats {args.repeats} is a screen for {', '.join(short)}: confirm its best "
-        "beside the recipe with the runs named"
-        if short
-        else f"--repeats {args.repeats} can show a win"
-    )
-    return f"runs a win needs (5 % over the configurations screened, committed ones included): {said or 'none'}; {verdict}"
+    verdict = (f"--repeats {args.repeats} is a screen for {', '.join(short)}: confirm its best "
+               "beside the recipe with the runs named" if short else f"--repeats {args.repeats} can show a win")  # fmt: skip
+    return f"runs a win needs (5 % over the configurations screened, committed ones included): {said}; {verdict}"
 
 
 def dry_run(base, grid, c1, drafting=()) -> None:
