@@ -119,6 +119,21 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
     return out
 
 
+def co_tenancy(folder: Path) -> str | None:
+    """How a tuning folder's servers shared their GPU (``tools/device/tune_h200.py --co-tenant``
+    writes ``co-tenant.json`` beside ``tune.json``): ``"2 servers at a time on the GPU, each
+    with --gpu-memory-utilization 0.2 --kv-cache-memory-bytes 4294967296"``; None for a server
+    that had its GPU alone."""
+    path = folder / "co-tenant.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    flags = " ".join(f"{k} {v}" for k, v in (record.get("co_tenant_flags") or {}).items())
+    return f"{record.get('slots', '?')} servers at a time on the GPU" + (
+        f", each with {flags}" if flags else ""
+    )
+
+
 def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | None:
     """Every committed tuning run that applies to ``target`` (measured on it, or listed in its
     file's ``applies_to``; never a CPU stand-in rehearsal), one row per run with its own goodput
@@ -131,7 +146,8 @@ def tune_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame | No
     if not files:
         return None
     rows = pd.concat(
-        [load_tune_rows(f).assign(file=str(f.relative_to(f.parents[1]).as_posix()))
+        [load_tune_rows(f).assign(file=str(f.relative_to(f.parents[1]).as_posix()),
+                                  co_tenant=co_tenancy(f.parent))
          if f.name == "tune.json" else load_tune_rows(f) for f in files],
         ignore_index=True,
     )  # fmt: skip
@@ -699,6 +715,12 @@ def recommendation_markdown(
                 for lim in sorted(lims, key=lambda x: -(x.get("goodput_tok_s_per_gpu") or 0))
             )  # fmt: skip
             notes.append(f"{goal.name}: the SLO limit, bisected (one run per probe): {said}")
+    shown = "\n".join(lines)
+    if "co_tenant" in rows:  # a file whose servers shared the GPU: not a server with it alone
+        for file, how in sorted({(f, h) for f, h in zip(rows["file"], rows["co_tenant"], strict=True)
+                                 if isinstance(h, str) and f"`{f}`" in shown}):  # fmt: skip
+            notes.append(f"rows from `{file}` ran as {how}: each server a small KV cache, its "
+                         "figures not those of a server with the GPU alone")  # fmt: skip
     not_ranked = sorted({str(v) for v in rows["vllm_version"]} - set(offered))
     if not_ranked:
         notes.append(

@@ -273,7 +273,8 @@ class VLLMServer(ServerEndpoint):
             CookbookError: a damaged local checkpoint (``check_model``, naming the rebuild), an
                 attached server, no model in the config, vLLM not installed, no room for the
                 launch record (a full disk: the launched process is ended, nothing left behind).
-            ServerStartError: the port is taken (names the holder), the process exited during
+            ServerStartError: the port is taken (names the holder; a port picked here that another
+                process takes during start-up is picked again, once), the process exited during
                 start-up, or ``startup_timeout`` passed (names the phase), with the log tail and,
                 when the log matches :mod:`helpers.server.diagnose`, the fix.
         """
@@ -292,15 +293,14 @@ class VLLMServer(ServerEndpoint):
 
             check_checkpoint(Path(str(model)).expanduser())
         handle_leftovers(self.cleanup_leftovers, verbose=self._verbose)  # warns at start's caller
-        if self.port is None:
+        picked = self.port is None  # a port picked here is picked again if another process takes it
+        if picked:
             self.port = free_port(self.host)
         elif not port_is_free(self.port, self.host) or any(
             r.port == self.port for r in find_leftovers(include_owned=True)
         ):
-            msg = (
-                f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop "
-                "that server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked."
-            )
+            msg = (f"Port {self.port} on {self.host} is already in use{describe_port(self.port)}: stop that "
+                   "server, or pass port=None (ServeConfig.with_port(None)) so a free port is picked.")  # fmt: skip
             raise ServerStartError(msg, log_tail="", diagnosis=Diagnosis("port_in_use", msg, ""))
         argv = self._launch_argv()
         if self.log_path is None:
@@ -343,15 +343,11 @@ class VLLMServer(ServerEndpoint):
                 raise
         if self._verbose:
             changes = launch_changes(self.run.target, *self._launched, self.run.weights)
-            print(
-                f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}\n"
-                "[vllm] the command, as launched (a shell of this environment starts the same "
-                f"server with it):\n{self.launched_command()}",
-                *(["[vllm] how it differs from the target's command, and why:"] if changes else []),
-                *(f"  - {line}" for line in changes),
-                sep="\n",
-                flush=True,
-            )
+            print(f"[vllm] launched pid {self._proc.pid} on port {self.port}; log: {self.log_path}\n"
+                  "[vllm] the command, as launched (a shell of this environment starts the same "
+                  f"server with it):\n{self.launched_command()}",
+                  *(["[vllm] how it differs from the target's command, and why:"] if changes else []),
+                  *(f"  - {line}" for line in changes), sep="\n", flush=True)  # fmt: skip
         if wait:
             try:
                 self.wait_ready()
@@ -359,6 +355,12 @@ class VLLMServer(ServerEndpoint):
                 # Jupyter's stop button (SIGINT): a starting server must not outlive the cell
                 self._abandon("interrupted during start-up")
                 raise
+            except ServerStartError:  # the picked port taken before vLLM bound it: once more
+                if not (picked and self.phase == "port taken") or getattr(self, "_retried", False):
+                    raise
+                print(f"[vllm] port {self.port} was taken while vLLM started; starting again on another", flush=True)  # fmt: skip
+                self._retried, self.port, self.log_path, self._proc = True, None, None, None
+                return self.start(wait=wait)
         return self
 
     def _release(self) -> list[psutil.Process]:
@@ -374,11 +376,8 @@ class VLLMServer(ServerEndpoint):
         """End a launch that will not be used (interrupt during start-up); say so."""
         left = self._release()
         if self._verbose:
-            print(
-                f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} "
-                f"(port {self.port}){'; left: ' + describe_procs(left) if left else ''}",
-                flush=True,
-            )
+            print(f"[vllm] {why}: ended pid {self._proc.pid if self._proc else '?'} (port {self.port})"
+                  f"{'; left: ' + describe_procs(left) if left else ''}", flush=True)  # fmt: skip
 
     def wait_ready(self, timeout: float | None = None) -> VLLMServer:
         """Block until ``/health`` is 200, showing the start-up phase; raises as :meth:`start`.
@@ -429,6 +428,7 @@ class VLLMServer(ServerEndpoint):
             if self.healthy():
                 stranger = self._stranger_on_port()
                 if stranger:
+                    self.phase = "port taken"  # start() picks another port once
                     self._fail(
                         f"another process answers /health on port {self.port}, which this "
                         f"server was to listen on ({stranger}): it took the port after it was "

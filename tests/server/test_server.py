@@ -628,6 +628,43 @@ def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vl
         stranger.server_close()
 
 
+def test_a_picked_port_taken_before_vllm_binds_it_is_picked_again_once(
+    fake_vllm, monkeypatch, capsys
+):
+    """The same race on a port the launcher picked itself (a CI run of 2026-12-05: another
+    worker's router took it): the start ends that launch and starts once more on another free
+    port, saying so; nothing of the first launch is left."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    taken = stranger.server_address[1]
+    picks = iter([taken])
+    real = server_mod.free_port
+    monkeypatch.setattr(server_mod, "free_port", lambda host: next(picks, None) or real(host))
+    try:
+        srv = fake_vllm("--ready-after", "3", startup_timeout=30, progress=True)
+        srv.start()
+        out = capsys.readouterr().out
+        first, second = (int(p) for p in re.findall(r"\[vllm\] launched pid (\d+)", out))
+        assert f"[vllm] port {taken} was taken while vLLM started; starting again on another" in out
+        assert srv.port != taken and srv.healthy() and srv.pid == second
+        assert _group_left(first) == []
+        srv.stop()
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
+
+
 def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypatch):
     monkeypatch.setattr(server_mod, "HEARTBEAT_S", 1.0)  # a long phase is re-announced
     seen: list[tuple[str, float]] = []

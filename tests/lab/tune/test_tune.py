@@ -767,6 +767,12 @@ def test_a_drafting_session_s_rows_name_their_acceptance_and_gpu_and_do_not_deci
     assert set(even) == set(ratio) == {"latency", "agent"}
     for goal in even:  # L x recipe / candidate, the measured L about 3.69
         assert abs(float(even[goal]) * float(ratio[goal]) - 3.69) < 0.03, (goal, even, ratio)
+    # its servers shared the GPU (co-tenant.json beside tune.json): said under the table
+    assert (
+        "rows from `drafting-0.32.0-2026-12-05/tune.json` ran as 2 servers at a time on the GPU, "
+        "each with --gpu-memory-utilization 0.2 --kv-cache-memory-bytes 4294967296" in text
+    )
+    assert "ran as" not in recommendation_markdown("h200", copy_tune_results(tmp_path / "alone"))
     # on the H100's notebook the H200 rows say where they ran, the H100's do not
     h100 = recommendation_markdown("h100", root)
     assert ", on H200 |" in h100 and ", on H100" not in h100
