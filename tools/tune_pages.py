@@ -81,6 +81,10 @@ class Goal:
     #: whose lead over its recipe says nothing about throughput)
     min_concurrency: int = 1
 
+    def reads(self, concurrency: int) -> bool:
+        """Whether a point at ``concurrency`` (requests in flight) can decide this goal."""
+        return concurrency >= self.min_concurrency and self.concurrency in (None, concurrency)
+
 
 GOALS = (
     Goal("latency", "tune-1k", "1024 in / 256 out, one user: the fastest decode",
@@ -342,9 +346,10 @@ def _goal_points(rows: pd.DataFrame, goal: Goal, offered: list[str]) -> pd.DataF
     concurrency or from its lowest, of an offered release, the repeated files only, one
     measurement per configuration."""
     pts = rows[(rows["workload"] == goal.workload) & rows["vllm_version"].astype(str).isin(offered)]
-    if goal.concurrency is not None:
-        pts = pts[pts["concurrency"] == goal.concurrency]
-    return _one_measurement_each(_decision_points(pts[pts["concurrency"] >= goal.min_concurrency]))
+    reads = (
+        pts["concurrency"].map(goal.reads).astype(bool)
+    )  # bool even when empty: rows, not columns
+    return _one_measurement_each(_decision_points(pts.loc[reads]))
 
 
 def runs_needed(
@@ -379,14 +384,11 @@ def runs_needed(
 
     reg = as_registry(registry)
     offered = [str(v) for v in reg.model.offered_vllm_versions]
-    runs = tune_runs(target, results_dir)
-    rows = None if runs is None else noise.aggregate(runs, POINT).reset_index(drop=True)
+    rows = tune_rows(target, results_dir)
     out = []
     for goal in GOALS:
         concurrencies, names = planned.get(goal.workload, ([], []))
-        at = [c for c in concurrencies if c >= goal.min_concurrency
-              and (goal.concurrency is None or c == goal.concurrency)]  # fmt: skip
-        if not at or not names:
+        if not names or not any(map(goal.reads, concurrencies)):
             continue
         seen = {(n, str(reg.model.default_vllm_version)) for n in names}
         if rows is not None:
@@ -715,10 +717,10 @@ def recommendation_markdown(
                 for lim in sorted(lims, key=lambda x: -(x.get("goodput_tok_s_per_gpu") or 0))
             )  # fmt: skip
             notes.append(f"{goal.name}: the SLO limit, bisected (one run per probe): {said}")
-    shown = "\n".join(lines)
+    table = "\n".join(lines)
     if "co_tenant" in rows:  # a file whose servers shared the GPU: not a server with it alone
         for file, how in sorted({(f, h) for f, h in zip(rows["file"], rows["co_tenant"], strict=True)
-                                 if isinstance(h, str) and f"`{f}`" in shown}):  # fmt: skip
+                                 if isinstance(h, str) and f"`{f}`" in table}):  # fmt: skip
             notes.append(f"rows from `{file}` ran as {how}: each server a small KV cache, its "
                          "figures not those of a server with the GPU alone")  # fmt: skip
     not_ranked = sorted({str(v) for v in rows["vllm_version"]} - set(offered))

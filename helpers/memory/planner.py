@@ -57,6 +57,7 @@ def default_max_num_seqs(device: str, memory_gib: float = 0.0, gpu_name: str = "
 #: of 32, default block size 128 (``vllm/platforms/cpu.py``).
 KERNEL_BLOCK = {"gpu": 16, "cpu": 32}
 DEFAULT_BLOCK_SIZE = {"gpu": 16, "cpu": 128}
+DRAFTERS = ("mtp", "dflash", "dspark")  #: drafting from the target's hidden states (use_eagle)
 
 
 #: the last block-boundary state (prefix caching), and, from vLLM 0.32.0, the prefill
@@ -305,7 +306,7 @@ def plan(
         **budget._asdict(),
     )
     _approximation_notes(p, cfg, kv_budget_gb)
-    drafter = cfg.speculative in ("mtp", "dflash", "dspark")  # vLLM's use_eagle modes here
+    drafter = cfg.speculative in DRAFTERS
     prefix_note = p.prefix_cache_note(shared_prefix, drafter)
     if prefix_note:
         p.notes.append(prefix_note)
@@ -541,7 +542,7 @@ def _approximation_notes(p: Plan, cfg, kv_budget_gb) -> None:
         p.notes.append(
             "GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)"
         )
-    if p.num_speculative_tokens and cfg.speculative in ("mtp", "dflash", "dspark"):
+    if p.num_speculative_tokens and cfg.speculative in DRAFTERS:
         p.notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
     layers = p.arch.num_attention_layers + p.arch.num_mamba_layers
     padding = p.group_size * (p.attention_groups + p.mamba_groups) - layers

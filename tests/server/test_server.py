@@ -599,9 +599,10 @@ def test_the_fake_server_is_a_vllm_lookalike(fake_vllm):
     assert _group_left(srv.pid) == [] and port_is_free(srv.port)
 
 
-def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vllm, monkeypatch):
-    """Between picking a free port and vLLM binding it another process can take it (two
-    test workers, two notebooks): its /health 200 must not make the start look ready."""
+def _stranger_answering_health():
+    """Another process's server on a free port of 127.0.0.1 whose ``/health`` answers 200, as
+    a port taken between the launcher's pick and vLLM's bind looks; ``shutdown()`` and
+    ``server_close()`` end it."""
     import http.server
     import threading
 
@@ -615,6 +616,13 @@ def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vl
 
     stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    return stranger
+
+
+def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vllm, monkeypatch):
+    """Between picking a free port and vLLM binding it another process can take it (two
+    test workers, two notebooks): its /health 200 must not make the start look ready."""
+    stranger = _stranger_answering_health()
     try:
         # the port was free when it was picked; the stranger took it after
         monkeypatch.setattr(server_mod, "port_is_free", lambda *a, **k: True)
@@ -634,19 +642,7 @@ def test_a_picked_port_taken_before_vllm_binds_it_is_picked_again_once(
     """The same race on a port the launcher picked itself (a CI run of 2026-12-05: another
     worker's router took it): the start ends that launch and starts once more on another free
     port, saying so; nothing of the first launch is left."""
-    import http.server
-    import threading
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    stranger = _stranger_answering_health()
     taken = stranger.server_address[1]
     picks = iter([taken])
     real = server_mod.free_port

@@ -889,18 +889,24 @@ def test_the_rendered_table_is_on_the_results_page_the_hopper_notebooks_link():
     assert "Measured best per workload" not in a100 and "\n## a100\n" not in page
 
 
+def _tune_h200():
+    """``tools/device/tune_h200.py`` imported as a module (it is a script beside its shell
+    wrappers, not a package member)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT / "tools" / "device"))
+    try:
+        return importlib.import_module("tune_h200")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "tools" / "device"))
+
+
 def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
     """tools/device/tune_h200.py: NVFP4 x {Humming, Marlin} and BF16 x Triton at 256 and 64
     sequences; its dry run checks each command (and the c1 decode candidates) against the flag
     table of its release and the installed vLLM's parser."""
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
     base = resolve("h200")
     cands = tuning.make_candidates(base, tune_h200.specs(tune_h200.GRID))
     grid = {
@@ -932,14 +938,7 @@ def test_the_device_grid_is_the_issues_and_every_command_parses(capsys):
 def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
     """tools/device/tune_h200.py --remeasure: a name that is no candidate, or one left out by
     --only, is refused before any server starts (it would otherwise be silently ignored)."""
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
     for argv in (["--remeasure", "no-such"], ["--only", "bf16-triton-64", "--remeasure", "recipe"]):
         with pytest.raises(SystemExit) as e:
             tune_h200.main(["--dry-run", *argv])
@@ -952,14 +951,7 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
     """tools/device/tune_h200.py --drafting --co-tenant: the recipe heads the first wave (every
     ratio's anchor), --only's order is the priority, a BF16 candidate takes two of a wave's
     four slots, and the dry run prints the waves with the concurrencies a 4 GiB cache holds."""
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
     names = ["recipe", "mtp-k1", "mtp-k3", "mtp-k7", "dflash-k5", "dspark-k7", "bf16-fp8"]
     only = ["mtp-k7", "dspark-k7", "recipe", "mtp-k3", "bf16-fp8", "mtp-k1"]
     order = tune_h200.co_tenant_order(names, only)
@@ -1003,14 +995,7 @@ def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
     c1 ones); without either, CANDIDATE_S, and nothing on the stand-in."""
     from argparse import Namespace
 
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
 
     def budget(part, **given):
         args = {"candidate_s": None, "c1_candidate_s": None, "stand_in": False, **given}
@@ -1028,14 +1013,7 @@ def test_the_device_dry_run_plans_what_the_call_would_run(capsys):
     """tools/device/tune_h200.py --dry-run: its device-time plan counts the candidates this
     call runs (--no-grid, --c1, --only; the recipe heads the c1 part as its anchor) at the
     budget each is given, so a session can size its batch from it."""
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
     argv = ["--dry-run", "--no-grid", "--c1", "--c1-candidate-s", "200",
             "--only", "recipe", "c1-cg-full", "c1-no-async"]  # fmt: skip
     assert tune_h200.main(argv) == 0
@@ -1074,14 +1052,7 @@ def test_the_device_plan_says_how_many_runs_a_win_needs_over_everything_screened
         dict((g, n) for g, n, _ in runs_needed({"tune-1k": ([1], ["x"]), "agent": ([16], ["y"])}))
         == committed
     )
-    sys_path = str(REPO_ROOT / "tools" / "device")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        import tune_h200
-    finally:
-        sys.path.remove(sys_path)
+    tune_h200 = _tune_h200()
     base = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", "recipe", "dspark-k7"]
     assert tune_h200.main([*base, "--repeats", "3"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
