@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from helpers.bench.metrics import CACHE_CONFIG_INFO
 from helpers.errors import BenchError
@@ -56,7 +55,7 @@ def _int(labels: Mapping[str, str], key: str) -> int | None:
     return value if value > 0 else None
 
 
-def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
+def prefix_floor(labels: Mapping[str, str], *, drafter: bool = False) -> PrefixFloor:
     """The reuse floor that ``vllm:cache_config_info``'s labels describe (a pure function).
 
     The scheduler block is the LCM of the attention block (``effective_attention_block_size``,
@@ -66,6 +65,8 @@ def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
 
     Args:
         labels: :func:`helpers.bench.metrics.info_labels` of a scrape.
+        drafter: the server drafts with MTP, DFlash or DSpark (its ``--speculative-config``;
+            the labels do not say): a hit needs two units (:func:`prefix_reuse`).
 
     Returns:
         A :class:`PrefixFloor`; ``enabled`` False (and :data:`NO_PREFIX_CACHING` in the
@@ -96,10 +97,8 @@ def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
         block = math.lcm(block, mamba)
     unit = _int(labels, "cache_hit_alignment_tokens") or _int(labels, "prefix_match_unit")
     kept = labels.get("prefix_cache_retention_interval", "0")
-    retention: Any = None if kept == "None" else int(kept)
-    reuse = prefix_reuse(
-        block, mamba_align=align, prefix_match_unit=unit, retention_interval=retention
-    )
+    reuse = prefix_reuse(block, mamba_align=align, prefix_match_unit=unit, drafter=drafter,
+                         retention_interval=None if kept == "None" else int(kept))  # fmt: skip
     said = f"{reuse.sentence}; read from the server's {CACHE_CONFIG_INFO}"
     if align:  # vLLM 0.32.0-0.34.0 default it to 0 (CacheConfig, vllm/config/cache.py)
         said += f", prefix_cache_retention_interval={kept}" + (
@@ -111,11 +110,11 @@ def prefix_floor(labels: Mapping[str, str]) -> PrefixFloor:
     return PrefixFloor(True, reuse.block_size, reuse.unit, reuse.floor, said, dict(labels))
 
 
-def sweep_floor_line(label: str, labels: Mapping[str, str]) -> str | None:
+def sweep_floor_line(label: str, labels: Mapping[str, str], drafter: bool = False) -> str | None:
     """The line a sweep prints before a point whose prompts share a prefix: the floor read from
-    the server's ``vllm:cache_config_info`` labels; None when the server reports none (e.g. a
-    router's ``/metrics``)."""
+    the server's ``vllm:cache_config_info`` labels (``drafter`` as :func:`prefix_floor`'s);
+    None when the server reports none (e.g. a router's ``/metrics``)."""
     try:
-        return f"prefix cache {label}: {prefix_floor(labels).sentence}"
+        return f"prefix cache {label}: {prefix_floor(labels, drafter=drafter).sentence}"
     except BenchError:
         return None

@@ -38,6 +38,7 @@ from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here
 )
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
+from helpers.memory.planner import DRAFTERS
 from helpers.paths import out_dir as _out_dir
 from helpers.server.stall import STALL_TIMEOUT_S
 
@@ -101,11 +102,8 @@ def _measured(
             )
     if gpu_count is None:
         deployed = getattr(server, "gpu_count", None)
-        gpu_count = (
-            deployed
-            if isinstance(deployed, int) and not isinstance(deployed, bool) and deployed > 0
-            else max(int(getattr(cfg, "gpu_count", 1) or 1), 1)
-        )
+        ok = isinstance(deployed, int) and not isinstance(deployed, bool) and deployed > 0
+        gpu_count = deployed if ok else max(int(getattr(cfg, "gpu_count", 1) or 1), 1)
     return root, str(model), tokenizer, int(gpu_count), cfg
 
 
@@ -290,7 +288,8 @@ def sweep(
             if cache_config is None:
                 cache_config = info_labels(text)  # block size, prefix caching: per server
                 if agent or any(p["prefix_len"] for p in points):  # the reuse floor, read back
-                    _say_once(bar, warned, sweep_floor_line(label, cache_config))
+                    drafter = getattr(cfg, "speculative", None) in DRAFTERS
+                    _say_once(bar, warned, sweep_floor_line(label, cache_config, drafter))
             run_args: dict[str, Any] = dict(point)
             if agent:  # the point's own sessions (seeded by the point: no shared cache)
                 write_point = write_point or scenario.point_writer(tokenizer)

@@ -12,8 +12,9 @@ the checks the notebooks make of their own server, one line per check with the f
 - ``schema``: a JSON-schema answer validates (structured outputs);
 - ``budget``: ``thinking_token_budget`` caps the reasoning;
 - ``metrics``: ``/metrics`` answers with vLLM's counters;
-- ``prefix reuse``: a prompt sent twice, longer than the server's reuse floor (its
-  ``vllm:cache_config_info``), is served from the prefix cache the second time
+- ``prefix reuse``: a prompt sent twice, longer than twice the server's reuse unit (its
+  ``vllm:cache_config_info``; an MTP, DFlash or DSpark drafter recomputes the last unit of a
+  hit), is served from the prefix cache the second time
   (``vllm:prefix_cache_hits_total`` grows); skipped, said so, on a server without prefix caching.
 
 The prompts are ``cookbook/demo.yaml``'s (the stand-in was trained on them); greedy, thinking
@@ -28,7 +29,13 @@ from typing import Any, Literal
 
 import pydantic
 
-from helpers.bench.metrics import PREFIX_CACHE_HITS, info_labels, parse_prometheus, scrape_metrics
+from helpers.bench.metrics import (
+    PREFIX_CACHE_HITS,
+    SPEC_DECODE_DRAFTS,
+    info_labels,
+    parse_prometheus,
+    scrape_metrics,
+)
 from helpers.bench.prefix_floor import prefix_floor
 from helpers.chat.display import budget_report
 from helpers.chat.parse import check_reply
@@ -332,14 +339,21 @@ def verify(
         )
 
     def prefix_reuse() -> str:
-        floor = prefix_floor(info_labels(scrape_metrics(base_url)))
+        text = scrape_metrics(base_url)
+        drafts = SPEC_DECODE_DRAFTS in text  # /metrics does not name the drafter
+        floor = prefix_floor(info_labels(text), drafter=drafts)
         if not floor.enabled or not floor.floor:
             raise _Skipped(floor.sentence)
+        said = floor.sentence + (
+            f" (this server drafts, {SPEC_DECODE_DRAFTS}: counted as MTP, DFlash or DSpark; "
+            f"an n-gram drafter's hits need {floor.unit:,} tokens)" if drafts else ""
+        )  # fmt: skip
 
         def hits() -> float:
             return parse_prometheus(scrape_metrics(base_url)).get(PREFIX_CACHE_HITS, 0.0)
 
-        words = floor.floor  # at least a token each: one prompt past the floor
+        # past two units: a hit with or without an MTP / DFlash / DSpark drafter
+        words = 2 * floor.unit  # at least a token each
         for _ in range(3):
             prompt = "Repeat nothing. " + " ".join(f"part {i}," for i in range(words))
             first = client.chat.completions.create(
@@ -349,7 +363,7 @@ def verify(
                 temperature=0.0,
             )
             tokens = int(first.usage.prompt_tokens) if first.usage else 0
-            if tokens > floor.floor:
+            if tokens > 2 * floor.unit:
                 break
             words *= 2
         before = hits()
@@ -362,12 +376,10 @@ def verify(
         reused = hits() - before
         if reused <= 0:
             raise _Failed(
-                f"a {tokens:,}-token prompt sent twice reused nothing ({floor.sentence})",
+                f"a {tokens:,}-token prompt sent twice reused nothing ({said})",
                 "check --enable-prefix-caching, and for this hybrid model --mamba-cache-mode align",
             )
-        return (
-            f"a {tokens:,}-token prompt sent twice reused {reused:,.0f} tokens ({floor.sentence})"
-        )
+        return f"a {tokens:,}-token prompt sent twice reused {reused:,.0f} tokens ({said})"
 
     later = (
         reasoning_on,

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from helpers.bench import metrics
-from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor
+from helpers.bench.prefix_floor import NO_PREFIX_CACHING, prefix_floor, sweep_floor_line
 from helpers.errors import BenchError
 from tests.support import DATA
 from tests.support.cache_labels import cache_config_labels
@@ -47,3 +47,19 @@ def test_the_floor_read_from_cache_config_labels():
     assert "retention" not in attn.sentence  # it applies to Mamba and sliding-window groups only
     with pytest.raises(BenchError, match="cache_config_info"):
         prefix_floor({"engine": "0"})
+
+
+def test_a_drafting_servers_floor_is_two_units_where_the_sweep_says_it():
+    """An MTP, DFlash or DSpark drafter recomputes the last matched unit of every hit (vLLM 0.32.0
+    find_longest_cache_hit; the H100 agent points hit one block less a request): the floor the
+    sweep prints for such a server is two units, one without a drafter."""
+    labels = cache_config_labels(True, 2128, "align")
+    drafted = prefix_floor(labels, drafter=True)
+    assert (drafted.unit, drafted.floor) == (2128, 4256)
+    assert "a shared prefix needs 4,256" in drafted.sentence
+    assert sweep_floor_line("mtp", labels, drafter=True).endswith(drafted.sentence)
+    assert "4,256" not in sweep_floor_line("recipe", labels)
+    fine = prefix_floor(
+        cache_config_labels(True, 2128, "align", prefix_match_unit="16"), drafter=True
+    )
+    assert (fine.unit, fine.floor) == (16, 32)

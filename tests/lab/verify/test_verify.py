@@ -5,6 +5,7 @@ where nothing answers is said in one line with exit status 2. Real vLLM CPU serv
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -78,6 +79,9 @@ def test_a_prefix_caching_server_shows_its_reuse_and_the_floor(prefix_server):
     check = next(c for c in verify(prefix_server.url, max_tokens=8) if c.name == "prefix reuse")
     assert check.ok is True, check.line()
     assert "prompt sent twice reused" in check.detail and "32" in check.detail
+    # past two blocks, so that a server with an MTP / DFlash / DSpark drafter hits too
+    assert int(re.search(r"a ([\d,]+)-token prompt", check.detail)[1].replace(",", "")) > 64
+    assert "this server drafts" not in check.detail  # no vllm:spec_decode_* counters here
 
 
 @pytest.mark.server
