@@ -20,6 +20,7 @@ either.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,11 @@ from helpers.errors import RecipeError
 CAPTION_WORDS = "synthetic acceptance"
 #: The ``--speculative-config`` keys this module adds (vLLM 0.32.0 ``SpeculativeConfig``).
 SYNTHETIC_KEYS = ("rejection_sample_method", "synthetic_acceptance_length")
+#: :meth:`SyntheticAcceptance.caption`'s words as a pattern (its inverse, ``from_caption``).
+_CAPTION = (
+    rf"{CAPTION_WORDS} (?P<length>[\d.e+-]+) at K=(?P<k>\d+) \((?P<source>.*)\): "
+    "speed at that acceptance, text not the model's"
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,16 @@ class SyntheticAcceptance:
             f"{CAPTION_WORDS} {self.length:g} at K={self.num_speculative_tokens} "
             f"({self.source}): speed at that acceptance, text not the model's"
         )
+
+    @classmethod
+    def from_caption(cls, caption: Any, mode: str = "") -> SyntheticAcceptance | None:
+        """The point a :meth:`caption` describes (a saved record keeps the caption), or None
+        for anything else (no caption: a candidate that did not draft, or drafted on real
+        weights)."""
+        found = re.fullmatch(_CAPTION, caption) if isinstance(caption, str) else None
+        if found is None:
+            return None
+        return cls(mode, int(found["k"]), float(found["length"]), found["source"])
 
     def speculative_config(self, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` (a ``--speculative-config`` mapping) drafting at this acceptance."""

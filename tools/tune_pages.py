@@ -23,6 +23,7 @@ import pandas as pd
 
 from helpers.bench.metrics import _num
 from helpers.paths import REPO_ROOT
+from lab.synthetic_acceptance import CAPTION_WORDS, SyntheticAcceptance
 from lab.tune import noise
 from lab.tune import slo as slos
 from lab.tune.results import drafting_words
@@ -218,15 +219,13 @@ def _drafting(row: dict[str, Any]) -> str:
     if not mode or mode == "none":
         return ""
     said = f", {_drafter_labels().get(mode, mode)} K={spec.get('speculative_tokens', '?')} drafting"
-    caption = row.get("acceptance")
-    if not isinstance(caption, str) or "(" not in caption or "): speed" not in caption:
+    point = SyntheticAcceptance.from_caption(row.get("acceptance"))
+    if point is None:
         return said
-    length = caption.split(" at K=")[0]
-    source = caption[caption.index("(") + 1 : caption.rindex("): speed")]
-    derived = source.startswith("derived from")
-    base = source.split(", ", 1)[1] if derived and ", " in source else source
+    derived = point.source.startswith("derived from")
+    base = point.source.split(", ", 1)[1] if derived and ", " in point.source else point.source
     name = "ai-dynamo/dynamo" if "ai-dynamo/dynamo" in base else base
-    return f"{said} at {length} ({'derived from ' * derived}{name}; below)"
+    return f"{said} at {CAPTION_WORDS} {point.length:g} ({'derived from ' * derived}{name}; below)"
 
 
 def _runs_at(runs: pd.DataFrame | None, row: dict[str, Any]) -> pd.DataFrame | None:

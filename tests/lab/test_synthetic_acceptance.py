@@ -90,3 +90,18 @@ def test_a_weightless_server_drafts_at_the_registrys_acceptance_by_default(tmp_p
         "synthetic_acceptance_length"
     ] == pytest.approx(2.77)
     assert "rejection_sample_method" not in resolve("b200").speculative_config  # the target's own
+
+
+def test_a_saved_caption_reads_back_as_the_point_it_describes():
+    """tune.json keeps each candidate's caption; the pages read length, K and source back from
+    it (the inverse of the caption, beside it), derived sources and chosen lengths included."""
+    reg = load_registry()
+    for point in (
+        acceptance.synthetic_acceptance(reg, "dspark", 7),
+        acceptance.synthetic_acceptance(reg, "mtp", 3),  # derived: its source holds ", " and "("
+        acceptance.synthetic_acceptance(reg, "mtp", 7, length=2.5),
+    ):
+        back = acceptance.SyntheticAcceptance.from_caption(point.caption(), point.mode)
+        assert back == point
+    assert acceptance.SyntheticAcceptance.from_caption(None) is None
+    assert acceptance.SyntheticAcceptance.from_caption("MTP K=7 on real weights") is None
