@@ -262,7 +262,7 @@ class VLLMServer(ServerEndpoint):
     def _verbose(self) -> bool:
         return self.progress is True
 
-    def start(self, *, wait: bool = True) -> VLLMServer:
+    def start(self, *, wait: bool = True, _repick: bool = True) -> VLLMServer:
         """Launch the server and (``wait=True``) block until ``/health`` answers 200.
 
         Returns:
@@ -356,11 +356,11 @@ class VLLMServer(ServerEndpoint):
                 self._abandon("interrupted during start-up")
                 raise
             except ServerStartError:  # the picked port taken before vLLM bound it: once more
-                if not (picked and self.phase == "port taken") or getattr(self, "_retried", False):
+                if not (picked and _repick and self.phase == "port taken"):
                     raise
                 print(f"[vllm] port {self.port} was taken while vLLM started; starting again on another", flush=True)  # fmt: skip
-                self._retried, self.port, self.log_path, self._proc = True, None, None, None
-                return self.start(wait=wait)
+                self.port, self.log_path, self._proc = None, None, None
+                return self.start(wait=wait, _repick=False)
         return self
 
     def _release(self) -> list[psutil.Process]:

@@ -230,7 +230,9 @@ class Fleet:
             CookbookError: an attached fleet (it belongs to whoever launched it).
             ServerStartError: a server or the router failed to start (everything already
                 launched is stopped first; the message names which one and carries its log);
-                a server that dies is reported at once, whichever it is.
+                a server that dies is reported at once, whichever it is. A port the fleet
+                picked that another process takes before vLLM binds it is picked again, once
+                a server (not with ``keep_ports``).
             KeyboardInterrupt: interrupted; every process launched so far was ended first.
         """
         if self.attached:
@@ -297,11 +299,23 @@ class Fleet:
         whichever server, ends the wait."""
         left = max(1.0, self.startup_timeout - (time.monotonic() - t0))
         pending = {i: srv.readiness(timeout=left) for i, srv in enumerate(self.servers)}
+        again: set[int] = set()
         while pending:
             for i, look in list(pending.items()):
                 try:
                     ready = next(look)
                 except ServerStartError as e:
+                    srv = self.servers[i]
+                    # a port picked here and taken before vLLM bound it: once more, as
+                    # VLLMServer.start does for a server of its own
+                    if srv.phase == "port taken" and not self.keep_ports and i not in again:
+                        again.add(i)
+                        self._say(f"{self._names[id(srv)]}: port {srv.port} was taken while "
+                                  "vLLM started; starting again on another")  # fmt: skip
+                        srv.port = None
+                        srv.start(wait=False)
+                        pending[i] = srv.readiness(timeout=left)
+                        continue
                     raise ServerStartError(
                         f"Server {i} of the {self.deployment.label} deployment failed to start. {e}",
                         log_tail=e.log_tail,

@@ -45,6 +45,7 @@ from helpers.server.processes import (
 from helpers.server.vllm_log import phase_kind, startup_phase
 from helpers.server.vllm_server import VLLMServer
 from tests.support import DATA as TEST_DATA
+from tests.support.fake_vllm import stranger_answering_health
 
 LOGS = TEST_DATA / "logs"
 
@@ -599,30 +600,10 @@ def test_the_fake_server_is_a_vllm_lookalike(fake_vllm):
     assert _group_left(srv.pid) == [] and port_is_free(srv.port)
 
 
-def _stranger_answering_health():
-    """Another process's server on a free port of 127.0.0.1 whose ``/health`` answers 200, as
-    a port taken between the launcher's pick and vLLM's bind looks; ``shutdown()`` and
-    ``server_close()`` end it."""
-    import http.server
-    import threading
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=stranger.serve_forever, daemon=True).start()
-    return stranger
-
-
 def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vllm, monkeypatch):
     """Between picking a free port and vLLM binding it another process can take it (two
     test workers, two notebooks): its /health 200 must not make the start look ready."""
-    stranger = _stranger_answering_health()
+    stranger = stranger_answering_health()
     try:
         # the port was free when it was picked; the stranger took it after
         monkeypatch.setattr(server_mod, "port_is_free", lambda *a, **k: True)
@@ -642,7 +623,7 @@ def test_a_picked_port_taken_before_vllm_binds_it_is_picked_again_once(
     """The same race on a port the launcher picked itself (a CI run of 2026-12-05: another
     worker's router took it): the start ends that launch and starts once more on another free
     port, saying so; nothing of the first launch is left."""
-    stranger = _stranger_answering_health()
+    stranger = stranger_answering_health()
     taken = stranger.server_address[1]
     picks = iter([taken])
     real = server_mod.free_port

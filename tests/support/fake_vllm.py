@@ -45,3 +45,23 @@ def make_fake_server(*flags: str, port: int | None = None, model: str = FakeConf
     srv = VLLMServer(FakeConfig(model, port=port, flags=list(flags)), cache_dir=None, **kwargs)
     srv._launch_argv = lambda: fake_argv(srv)  # the one seam: the argv, everything else real
     return srv
+
+
+def stranger_answering_health():
+    """Another process's server on a free port of 127.0.0.1 whose ``/health`` answers 200, as
+    a port taken between the launcher's pick and vLLM's bind looks; ``shutdown()`` and
+    ``server_close()`` end it."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    return stranger

@@ -22,7 +22,7 @@ from helpers.server import launch, processes, vllm_server
 from helpers.server.vllm_server import VLLMServer
 from lab.fleet import deployment, fleet
 from lab.fleet import launch as fleet_launch
-from tests.support.fake_vllm import FAKE_SERVER
+from tests.support.fake_vllm import FAKE_SERVER, stranger_answering_health
 
 #: fake-server flags per replica, by the CPU cores the deployment gave it (replica i: core i)
 BEHAVIOUR: dict[str, list[str]] = {}
@@ -123,6 +123,34 @@ def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, ca
     fakes.append(fl2)
     assert "[fleet] stopping the server this kernel started" in capsys.readouterr().out
     assert not srv.is_running() and fl2.is_running()
+
+
+def test_a_replicas_picked_port_taken_during_start_up_is_picked_again_once(
+    fakes, monkeypatch, capsys
+):
+    """Another process takes the port the fleet picked for replica 0 before it binds (two test
+    workers, a notebook's router): that replica starts again on another port, said; the fleet
+    comes up whole and the first launch leaves nothing."""
+    stranger = stranger_answering_health()
+    taken = stranger.server_address[1]
+    picks = iter([taken])
+    real = vllm_server.free_port
+    monkeypatch.setattr(vllm_server, "free_port", lambda host: next(picks, None) or real(host))
+    BEHAVIOUR["0"] = ["--ready-after", "2"]  # it binds late: the stranger answers /health first
+    try:
+        fl = fleet.Fleet(_dep(2), startup_timeout=60, progress=True)
+        fakes.append(fl)
+        fl.start()
+        out = capsys.readouterr().out
+        assert (
+            f"replica0: port {taken} was taken while vLLM started; starting again on another" in out
+        )
+        assert all(s.healthy() for s in fl.servers) and taken not in [s.port for s in fl.servers]
+        fl.stop()
+        _nothing_left(fl)
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
 
 
 def test_a_replica_that_dies_is_reported_at_once_not_after_the_others(fakes):
