@@ -125,7 +125,8 @@ def break_even(
 
 def summary(result: pd.DataFrame, *, with_k: bool = True) -> list[str]:
     """One sentence per row of :func:`break_even`: ``K=7 at concurrency 16: drafting pays
-    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at L = 1.5-5.5)``; without
+    above L = 2.9 (2.8-3.0 over the baseline's spread; measured at L = 1.5-5.5)``, or "cannot
+    pay" where that L is above K + 1 (the most a step accepts); without
     ``with_k`` (a caller whose label already names K), ``at concurrency 16: ...``."""
     lines = []
     for r in result.itertuples():
@@ -148,6 +149,11 @@ def summary(result: pd.DataFrame, *, with_k: bool = True) -> list[str]:
             note = ", assuming speed proportional to L"
         else:
             note = ", extrapolated" if r.extrapolated else ""
+        k = int(r.num_speculative_tokens)
+        if r.break_even_length > k + 1:  # a step keeps at most its K drafts and one token more
+            lines.append(f"{head}: drafting cannot pay: its break-even L = {r.break_even_length:.2f} "
+                         f"is above K + 1 = {k + 1}, the most a step can accept ({spread}; {measured}{note})")  # fmt: skip
+            continue
         lines.append(
             f"{head}: drafting pays above L = {r.break_even_length:.2f} ({spread}; {measured}{note})"
         )

@@ -73,8 +73,8 @@ def load_session(session: Path) -> tuple[dict, pd.DataFrame]:
 
 def _ratio(value: float, base: float, runs: pd.DataFrame, base_runs: pd.DataFrame) -> str:
     """``1.95x``, or ``0.87x, tie``: one run a side, a ratio within :data:`TIE` of 1 is a tie;
-    repeats on both sides, one within the larger run-to-run spread of the two points
-    (:func:`lab.bench.stats.compare`, the notebooks' rule)."""
+    repeats on both sides, one whose two points' runs overlap (:func:`lab.bench.stats.compare`,
+    the notebooks' rule and the tuning step's)."""
     r = value / base
     if len(runs) > 1 and len(base_runs) > 1:
         noise = [spread(d, "output_throughput") for d in (runs, base_runs)]
@@ -98,7 +98,7 @@ def release_pairs(session: Path) -> list[dict]:
     manifest names its ``release`` against its reference (:func:`_reference`) of another
     release. One dict per pair: ``releases`` (``"0.34.0 / 0.32.0"``), ``routing``
     (``"uniform"`` or ``"as loaded"``) and ``cells`` (per concurrency of the baseline,
-    ``{c: "0.99x, tie"}``: ratio of means, a tie inside the larger run-to-run spread,
+    ``{c: "0.99x, tie"}``: ratio of means, a tie where the two points' runs overlap,
     :func:`_ratio_at`)."""
     manifest, points = load_session(session)
     runs = {r["folder"]: r for r in manifest["runs"]}
@@ -220,8 +220,8 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
     )
     if repeated:
         said = ("Output tokens/s per concurrency, the mean of each point's runs (their range in brackets), and "
-                "the ratio of means to the first row: a ratio inside the larger run-to-run spread of the two "
-                "points is a tie:")  # fmt: skip
+                "the ratio of means to the first row: a ratio whose two points' runs overlap is a tie (every run "
+                "of one beyond every run of the other, or no win):")  # fmt: skip
     else:
         said = (
             "Output tokens/s per concurrency (one run per point), and the ratio to the first row:"

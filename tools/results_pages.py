@@ -468,7 +468,7 @@ def equal_routing_lines(results_dir: Path | None = None) -> list[str]:
     """The section "At equal MoE routing": every routing session on any GPU
     (``docs/results/<gpu>/routing-<date>/``, :func:`tools.drafting_pages.release_pairs`) that
     ran two releases, a row per pair: the newer release over the older at each concurrency,
-    3 runs a point, a tie inside the larger run-to-run spread. Empty when none did."""
+    3 runs a point, a tie where the two points' runs overlap. Empty when none did."""
     from tools.drafting_pages import release_pairs
 
     root = results_dir or REPO_ROOT / "docs" / "results"
@@ -485,8 +485,8 @@ def equal_routing_lines(results_dir: Path | None = None) -> list[str]:
         "",
         "Output tok/s of the newer release over the older: the recipe's NVFP4 command with "
         "Humming on the weightless architecture, a fixed 4 GiB KV cache, 3 runs per point "
-        "(`tools/device/drafting_h200.py`); a ratio inside the larger run-to-run spread of its "
-        "two points is a tie. With uniform routing (`VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
+        "(`tools/device/drafting_h200.py`); a ratio whose two points' runs overlap is a "
+        "tie. With uniform routing (`VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
         "uniform_random`) both releases route alike, so the row compares their code; as loaded "
         "it compares their dummy fills as well.",
         "",

@@ -281,7 +281,7 @@ print("plots:", pareto_png, *([acceptance_png] if drafted else []))
 # Throughput: the highest output tokens/s per GPU at the highest concurrency. Latency: the
 # highest tokens/s per user at concurrency 1. Each mode's figure is the mean of its runs
 # there (the sweep's and the repeats: the spread above), compared with the best; a gap
-# inside the larger spread of the two is noise (the results pages' rule).
+# where the two modes' runs overlap is noise (the tuning step's rule).
 
 # %%
 every_run = pd.concat([results, *repeated.values()], ignore_index=True)  # rank() takes each mode's mean

@@ -84,38 +84,54 @@ def compare(
     Args:
         value_a, value_b: the two measurements (e.g. the mean of a :class:`Spread`).
         metric: the column compared; its direction comes from :func:`higher_is_better`.
-        noise: run-to-run spread in percent, or :class:`Spread` (s) from :func:`spread`;
-            the largest applies. Without it every non-zero difference counts, and the
-            verdict says the noise is unknown.
+        noise: run-to-run spread in percent, or :class:`Spread` (s) from :func:`spread`:
+            the largest applies; two spreads, one a side: a win needs every run of one
+            beyond every run of the other (their ranges apart, the tuning step's rule for one
+            candidate, :mod:`lab.tune.noise`). Without it every non-zero difference counts,
+            and the verdict says the noise is unknown.
         names: labels for the verdict.
 
     Returns:
-        A :class:`Comparison`; ``verdict`` reads e.g. ``"B beats A by 12.0% on
-        output_throughput (noise ±3.1%)"`` or ``"A vs B: 1.2% on output_throughput is
+        A :class:`Comparison`; ``verdict`` reads e.g. ``"B beats A on output_throughput:
+        1.12x (noise ±3.1%)"`` or ``"A vs B: 1.2% on output_throughput is
         noise, not a win (run-to-run spread 4.0%)"``.
     """
     if isinstance(noise, Spread):
         noise = [noise]
-    if isinstance(noise, Sequence):
-        noise = max((s.noise_pct for s in noise), default=None)
     a, b = float(value_a), float(value_b)
     delta = 100.0 * (b - a) / (abs(a) if a else abs(b) or 1.0)
     n_a, n_b = names
+    if isinstance(noise, Sequence) and len(noise) == 2:  # both sides' runs: the tuning rule
+        lo, hi = max(s.min for s in noise), min(s.max for s in noise)
+        if lo <= hi:
+            return Comparison(delta, None, f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is "
+                              "noise, not a win (their runs' ranges overlap)")  # fmt: skip
+        noise = max(s.noise_pct for s in noise)
+        return _won(a, b, delta, metric, names, f"every run apart; noise ±{noise / 2:.1f}%")
+    if isinstance(noise, Sequence):
+        noise = max((s.noise_pct for s in noise), default=None)
     if noise is not None and abs(delta) <= noise:
         return Comparison(delta, None, f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is noise, "
                           f"not a win (run-to-run spread {noise:.1f}%)")  # fmt: skip
     if a == b:
         return Comparison(0.0, None, f"{n_a} and {n_b} tie on {metric}")
+    note = "noise unknown: measure it with repeat_point"
+    return _won(
+        a, b, delta, metric, names, f"noise ±{noise / 2:.1f}%" if noise is not None else note
+    )
+
+
+def _won(
+    a: float, b: float, delta: float, metric: str, names: tuple[str, str], note: str
+) -> Comparison:
+    """The winning :class:`Comparison` of :func:`compare`: its verdict gives the ratio of the
+    better to the worse (``2.10x``; for a latency, ``2.10x lower``)."""
     better_b = (b > a) if higher_is_better(metric) else (b < a)
-    winner, loser = (n_b, n_a) if better_b else (n_a, n_b)
-    note = (
-        f"noise ±{noise / 2:.1f}%"
-        if noise is not None
-        else "noise unknown: measure it with repeat_point"
-    )
-    return Comparison(
-        delta, winner, f"{winner} beats {loser} by {abs(delta):.1f}% on {metric} ({note})"
-    )
+    (winner, loser), (w, lo) = ((names[1], names[0]), (b, a)) if better_b else (names, (a, b))
+    times = (w / lo if higher_is_better(metric) else lo / w) if w and lo else float("inf")
+    lower = "" if higher_is_better(metric) else " lower"
+    return Comparison(delta, winner, f"{winner} beats {loser} on {metric}: {times:.2f}x{lower} "
+                      f"({note})")  # fmt: skip
 
 
 def rank(

@@ -72,3 +72,15 @@ def test_one_length_gives_an_estimate_through_the_origin_that_says_so():
     assert result.loc[0, "model"] == "origin" and result.loc[0, "intercept"] == 0
     assert result.loc[0, "break_even_length"] == pytest.approx(220 * 6.1 / 1000, rel=0.03)
     assert "assuming speed proportional to L" in summary(result)[0]
+
+
+def test_a_break_even_above_k_plus_one_says_drafting_cannot_pay():
+    """A step accepts at most its K drafts and one token more: a break-even L above K + 1
+    (the stand-in's n-gram at one request: 11.6 at K=3) is said as "cannot pay", not as a
+    length to aim for."""
+    pts = _points({1: 6.1}, lengths=(3.69,)).assign(num_speculative_tokens=3)
+    result = break_even(pts, _baseline({1: (1900.0,)}), model="origin")
+    assert result.loc[0, "break_even_length"] > 4
+    line = summary(result)[0]
+    assert line.startswith("K=3 at concurrency 1: drafting cannot pay: its break-even L = 11.")
+    assert "is above K + 1 = 4, the most a step can accept" in line and "pays above" not in line

@@ -4,7 +4,8 @@ A drafting speed measured on random weights is drafting's *at a stated acceptanc
 (:mod:`lab.synthetic_acceptance`): a number without its source reads like a measurement of the
 model. This scans the generated notebooks (their cells, committed without outputs) and every
 results page, and fails on a line that gives a synthetic acceptance length without naming its
-source in the same line.
+source in the same line; and the README, whose drafting speed-ups (a drafter and a ratio in
+one line) must name the synthetic acceptance they were timed at and its source.
 """
 
 from __future__ import annotations
@@ -41,6 +42,28 @@ def unsourced(lines) -> list[str]:
         for p, line in lines
         if NUMBER.search(line) and not SOURCE.search(line)
     ]
+
+
+#: A drafting speed-up as the README states one: a drafter, then a ratio (``DSpark K=7 1.64x``).
+SPEEDUP = re.compile(r"\b(?:MTP|DSpark|DFlash) K=\d[^.|]*?\b\d+\.\d+x")
+
+
+def unsourced_speedups(text: str) -> list[str]:
+    """The lines of ``text`` with a drafting speed-up and no synthetic acceptance source."""
+    return [
+        line.strip()[:160]
+        for line in text.splitlines()
+        if SPEEDUP.search(line) and not ("synthetic acceptance" in line and SOURCE.search(line))
+    ]
+
+
+def test_the_readmes_drafting_speedups_name_their_acceptance_and_source():
+    found = unsourced_speedups((REPO / "README.md").read_text())
+    assert found == [], "a drafting speed-up without its synthetic acceptance:\n" + "\n".join(found)
+    assert unsourced_speedups("DSpark K=7 2.76x the recipe at one user") != []
+    assert (
+        unsourced_speedups("DSpark K=7 2.76x (synthetic acceptance 3.69, ai-dynamo/dynamo)") == []
+    )
 
 
 def test_every_synthetic_acceptance_number_names_its_source():

@@ -43,7 +43,7 @@ def test_repeated_points_show_their_mean_and_range_and_one_k_at_several_lengths_
     tmp_path,
 ):
     """A session with repeats (2026-12-05): each cell is the mean of its runs with their range,
-    a ratio inside the larger spread of the two points is a tie, MTP K=7's three lengths are
+    a ratio whose two points' runs overlap is a tie, MTP K=7's three lengths are
     fitted as one line (not through the origin), and the agent table carries vLLM's hit rate."""
     session = next(s for s in SESSIONS if s.name == "drafting-2026-12-05")
     page = drafting_markdown(session)

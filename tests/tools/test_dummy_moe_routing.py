@@ -63,14 +63,13 @@ def test_the_routing_sentence_says_what_the_committed_routing_sessions_measured(
     )
     assert (f"({h100('0.34.0-none-uniform', '0.32.0-none-uniform', 1)} at one request, "
             f"{h100('0.34.0-none-uniform', '0.32.0-none-uniform', 16)} at 16;") in MEASURED  # fmt: skip
-    # "tied": each uniform ratio inside the larger spread of its two points
+    # "tied": at each concurrency the two uniform points' runs overlap (lab.bench.stats.compare)
     for c in (1, 16):
         new, old = (
             runs(RELEASES_SESSION, "0.34.0-none-uniform", c),
             runs(RELEASES_SESSION, "0.32.0-none-uniform", c),
         )
-        noise = max((max(v) - min(v)) / (sum(v) / 3) for v in (new, old))
-        assert abs((sum(new) / sum(old)) - 1) < noise
+        assert max(min(new), min(old)) <= min(max(new), max(old))
     h200 = lambda a, b, c: ratio(ROUTING_SESSION, f"0.32.0-{a}", f"0.32.0-{b}", c)  # noqa: E731
     assert f"gives {h200('mtp-uniform', 'none-uniform', 1)} the recipe at" in MEASURED
     assert f"ties at 16 ({h200('mtp-uniform', 'none-uniform', 16)}, at 15" in MEASURED
