@@ -75,7 +75,7 @@ from IPython.display import display
 
 from helpers.config.load import load_registry
 from helpers.config.resolve import resolve
-from helpers.memory.planner import plan
+from helpers.memory.planner import DRAFTERS, plan, prefix_reuse
 from helpers.weights.prepare import prepare
 from lab.bench import scenarios, stats
 from lab.bench.repeats import check_repeats
@@ -90,7 +90,19 @@ modes = check_mode_parameters(modes, target_modes, servers=servers, acceptance_p
                               temperature=temperature)  # before any server starts: a GPU start takes minutes
 check_repeats(repeats)
 print(f"{cfg.label}: modes {modes}" + (" (stand-in: drafting modes run as n-gram)" if run.stand_in else ""))
-plan(cfg)
+display(plan(cfg))
+
+# %%
+# the prefix cache per mode on the GPU: a drafter changes the block, and each hit loses one
+# block to it (vLLM 0.32.0 find_longest_cache_hit), so a shared prefix needs two
+reuse = []
+for m in modes:
+    mode_cfg = mode_config(target, m)
+    mode_plan = plan(mode_cfg)
+    floor = prefix_reuse(mode_plan.block_size, mamba_align=mode_cfg.args.get("--mamba-cache-mode") == "align",
+                         drafter=m in DRAFTERS).floor if mode_plan.prefix_caching else "prefix caching off"
+    reuse.append({"mode": m, "block (tokens)": mode_plan.block_size, "shortest shared prefix that hits (tokens)": floor})
+display(pd.DataFrame(reuse))
 
 # %% [markdown]
 # ## 2. The modes, in the seeds' words

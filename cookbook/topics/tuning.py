@@ -124,8 +124,12 @@ if slo is None and run.stand_in:  # TPOT is no measurement on 2 CPU cores: bound
     slo = {"ttft_ms": 2000, "e2el_ms": 5000}
 slo = SLO.coerce(slo)
 loads = tuning.workloads(workload, run=run)
-display(pd.DataFrame([{"workload": w.name, "input_len": w.input_len, "output_len": w.output_len,
+display(pd.DataFrame([{"workload": w.name, "prefix_len": w.prefix_len, "input_len": w.input_len,
+                       "output_len": w.output_len, "turns": w.agent["turns"] if w.agent else 1,
                        "concurrencies": list(concurrencies or w.concurrencies)} for w in loads]))
+if any(w.agent for w in loads):  # the table's counts are the shape's, before the chat template
+    print("agent: tokens per turn before the chat template renders the tool schemas and markup; "
+          "each point prints its rendered prompts' token counts")
 print("SLO:", slo.describe(), "| vLLM --goodput", " ".join(f"{k}:{v:g}" for k, v in slo.goodput_args().items()))
 
 # %% [markdown]
