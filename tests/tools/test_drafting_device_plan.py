@@ -40,7 +40,9 @@ def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     assert "wave 2 mtp-L1.5: synthetic acceptance 1.5 at K=7 (a chosen length" in out
     assert out.count("--kv-cache-memory-bytes 4294967296") == len(plan.WAVE1) + len(
         plan.wave2({"dspark"})
-    ) + len(plan.WAVE3) + len(plan.WAVE4) + len(plan.WAVE5) + len(plan.WAVE6)
+    ) + sum(
+        len(w) for w in (plan.WAVE3, plan.WAVE4, plan.WAVE5, plan.WAVE6, plan.WAVE7, plan.WAVE8)
+    )
 
 
 def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
@@ -116,6 +118,24 @@ def test_wave_five_holds_moe_routing_equal_and_wave_six_on_another_release(capsy
         plan.server_config(*plan.WAVE6["none-uniform"], weightless=False).vllm_version == "0.34.0"
     )
     # (each test loads its own copy of the script: the RELEASE set here goes with it)
+
+
+def test_waves_seven_and_eight_fit_the_break_even_line_at_64_requests_with_uniform_routing(capsys):
+    """The break-even line at 1, 16 and 64 requests, every server routing uniformly: the recipe
+    and MTP K=7 at the registry's 3.687, then at 1.5 and 5.5 (two co-tenants a wave: an H100
+    holds two), each server's points at the three concurrencies."""
+    plan = _plan()
+    commands = _dry_run_commands(plan, capsys)
+    for wave, names in ((7, plan.WAVE7), (8, plan.WAVE8)):
+        assert len(names) == 2
+        for name in names:
+            assert (
+                "VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random" in commands[f"{wave} {name}"]
+            )
+            assert name in plan.BREAK_EVEN_ON
+    lengths = [plan.WAVE8[n][2] for n in plan.WAVE8]
+    assert lengths == [1.5, 5.5] and plan.WAVE7["mtp-uniform"][2] is None  # None: the registry's
+    assert plan.WIDE_CONCURRENCIES == (1, 16, 64)
 
 
 def test_only_keeps_the_named_servers_of_each_wave_and_rejects_an_unknown_name():

@@ -42,6 +42,8 @@ Waves (:data:`WAVE1`, :func:`wave2`):
    simulation (:data:`WAVE5`: how much weightless speed comes from dummy weights' MoE routing).
 6. (``--waves 6 --release R``, in release R's environment) the recipe as loaded and with
    uniform routing on R (:data:`WAVE6`): releases compared with routing held equal.
+7. and 8. (``--waves 7,8``) the break-even line at 1, 16 and 64 requests with uniform routing
+   (:data:`WAVE7`, :data:`WAVE8`): the recipe and MTP K=7 at three acceptance lengths.
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -182,12 +184,26 @@ WAVE6: dict[str, tuple] = {
     "none-as-loaded": WAVE5["none-as-loaded"],
     "none-uniform": WAVE5["none-uniform"],
 }
+#: Waves 7 and 8 (``--waves 7,8``, two co-tenants each: an H100 holds two): the break-even
+#: line at 1, 16 and 64 requests with uniform routing, the routing every weightless number uses
+#: since 2026-12-05 (the H200 drafting session's line was as loaded, at 1 and 16): the recipe
+#: and MTP K=7 at the registry's acceptance, then MTP K=7 at 1.5 and 5.5, the fit's ends.
+WAVE7: dict[str, tuple] = {
+    "none-uniform": WAVE5["none-uniform"],
+    "mtp-uniform": WAVE5["mtp-uniform"],
+}
+WAVE8: dict[str, tuple] = {
+    "mtp-L1.5-uniform": ("mtp", 7, 1.5, UNIFORM_ROUTING),
+    "mtp-L5.5-uniform": ("mtp", 7, 5.5, UNIFORM_ROUTING),
+}
+#: The concurrencies of waves 7 and 8's break-even points (``tune-1k``: 256 prompts at 64).
+WIDE_CONCURRENCIES = (1, 16, 64)
 SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
 #: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
-BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3, *WAVE5, *WAVE6}
+BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3, *WAVE5, *WAVE6, *WAVE7, *WAVE8}
 #: ``--release``: the vLLM release every server of this run is resolved for (None: the
 #: registry's default); the run itself must be in that release's environment.
 RELEASE: str | None = None
@@ -268,7 +284,7 @@ def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
     if names is None:
         return wave
     wanted = set(names.split(","))
-    known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6) for n in w} | {"none"}
+    known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8) for n in w}
     if wanted - known:
         raise SystemExit(
             f"--only: no server named {sorted(wanted - known)}; known: {sorted(known)}"
@@ -277,7 +293,9 @@ def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
 
 
 def dry_run() -> int:
-    for i, wave in enumerate((WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6), 1):
+    for i, wave in enumerate(
+        (WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8), 1
+    ):
         for name, (mode, k, length, extra) in wave.items():
             cfg = server_config(mode, k, length, extra, weightless=False)
             check_config(cfg, quiet=True)
@@ -317,7 +335,7 @@ def _notebook(servers: dict[str, str], wave: dict[str, tuple], out: Path, budget
     return {"rc": rc, "seconds": round(time.time() - t), "modes": modes}
 
 
-def _points(srv, name: str, out: Path, what: str) -> dict:
+def _points(srv, name: str, out: Path, what: str, concurrencies=BREAK_EVEN_CONCURRENCIES) -> dict:
     from helpers.bench.sweep import sweep
     from lab.bench.repeats import repeat_point
     from lab.bench.scenarios import scenario
@@ -336,7 +354,7 @@ def _points(srv, name: str, out: Path, what: str) -> dict:
                             "tokens_per_s_per_user", "output_throughput") if c in df]  # fmt: skip
         print(df[cols].to_string(index=False), flush=True)
     else:
-        for c in BREAK_EVEN_CONCURRENCIES:
+        for c in concurrencies:
             repeat_point(srv, concurrency=c, repeats=BREAK_EVEN_RUNS, scenario=scenario(BREAK_EVEN_SCENARIO, srv),
                          label=name, out_dir=out / "break-even" / f"repeats-c{c}", seed=REPEAT_SEED,
                          seed_label=BREAK_EVEN_SCENARIO, extra_args=["--temperature", "0.0"],
@@ -420,7 +438,8 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                     record[name][what] = "skipped: deadline"
                     continue
                 try:
-                    record[name][what] = _points(srv, name, folder / name, what)
+                    wide = WIDE_CONCURRENCIES if i in (7, 8) else BREAK_EVEN_CONCURRENCIES
+                    record[name][what] = _points(srv, name, folder / name, what, wide)
                 except Exception as e:  # noqa: BLE001
                     record[name][what] = f"error: {e}"[:2000]
                     traceback.print_exc()
@@ -487,7 +506,8 @@ def main(argv=None) -> int:
                 continue
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
-            wave = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6}.get(i) or wave2(failed)
+            waves = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6, 7: WAVE7, 8: WAVE8}
+            wave = waves.get(i) or wave2(failed)
             wave = only(wave, args.only)
             if not wave:
                 summary.setdefault("skipped", []).append(f"wave {i}: none of --only {args.only}")
