@@ -49,6 +49,8 @@ class _Progress:
         self.heartbeat = HEARTBEAT_S if heartbeat is None else heartbeat
         self.t0 = self.last = time.monotonic()
         self.step, self.step_t0 = "start", self.t0
+        #: what stopped the run ("Ctrl-C", "SIGTERM", "SIGHUP"; None while it goes on)
+        self.stopped_by: str | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name="notebook-heartbeat")
@@ -121,7 +123,11 @@ class NotebookInterrupted(CookbookError):
 def _forward_interrupts(client, report: _Progress):
     """While a notebook runs, the first Ctrl-C interrupts the kernel's running cell (SIGINT to
     the kernel, Jupyter's stop button: the cell's own clean-up runs, a benchmark cancels its
-    point) instead of tearing the runner down mid-cell; a second one stops the runner at once."""
+    point) instead of tearing the runner down mid-cell; a second one stops the runner at once.
+    SIGTERM and SIGHUP (a CI job's timeout or cancel, ``timeout``, a closed terminal) do the
+    same: they reach the runner alone, and a kernel whose runner dies exits without its
+    clean-up (ipykernel's parent poller: ``os._exit``), leaving its vLLM server running. One
+    between two cells stops the run before the next (:attr:`_Progress.stopped_by`)."""
     import signal
     import threading
 
@@ -132,18 +138,22 @@ def _forward_interrupts(client, report: _Progress):
 
     def handler(signum, frame):
         pressed["n"] += 1
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        report.stopped_by = report.stopped_by or name
         proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
         if pressed["n"] > 1 or proc is None:
             raise KeyboardInterrupt
-        report.say("Ctrl-C: interrupting the running cell (press it again to stop at once)")
+        report.say(f"{name}: interrupting the running cell (again: stop at once)")
         with contextlib.suppress(OSError):
             proc.send_signal(signal.SIGINT)
 
-    old = signal.signal(signal.SIGINT, handler)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s in stops:
+            signal.signal(s, old[s])
 
 
 def _engine():
@@ -160,6 +170,11 @@ def _engine():
                 start = nb_man.cell_start
 
                 def cell_start(cell, cell_index=None, **kw):
+                    if cookbook_progress.stopped_by:  # a stop between two cells
+                        raise NotebookInterrupted(
+                            f"interrupted: {cookbook_progress.name} stopped before its next cell "
+                            f"({cookbook_progress.stopped_by})"
+                        )
                     cookbook_progress.cell_start(cell)
                     return start(cell, cell_index, **kw)
 
@@ -321,8 +336,8 @@ def run_notebook(
         running.replace(failed)
         if exc.ename == "KeyboardInterrupt":
             raise NotebookInterrupted(
-                f"interrupted: {src.name} stopped in cell {exc.exec_count} (Ctrl-C); the "
-                f"executed copy up to there is {failed}"
+                f"interrupted: {src.name} stopped in cell {exc.exec_count} "
+                f"({report.stopped_by or 'Ctrl-C'}); the executed copy up to there is {failed}"
             ) from None
         raise CookbookError(
             f"{src.name} failed in cell {exc.exec_count} ({exc.ename}: {exc.evalue}); "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import psutil
 
 from helpers.bench.metrics import (
     _healthy,
@@ -131,7 +132,7 @@ def _check_scenario(scenario: Any) -> Any:
 
 
 def _check_concurrencies(concurrencies: Any) -> list[int]:
-    """``concurrencies`` as a list of positive ints, or a BenchError naming the argument."""
+    """``concurrencies`` as a list of positive ints, each once, or a BenchError naming it."""
     example = "e.g. concurrencies=[1, 2, 4]"
     if isinstance(concurrencies, (str, bytes, Mapping)) or not isinstance(concurrencies, Iterable):
         raise BenchError(
@@ -141,13 +142,10 @@ def _check_concurrencies(concurrencies: Any) -> list[int]:
     values = list(concurrencies)
     bad = [c for c in values if isinstance(c, bool) or not isinstance(c, int) or c < 1]
     if bad or not values:
-        raise BenchError(
-            f"concurrencies={values!r}: every concurrency must be a positive int (requests in "
-            f"flight), not {bad[0]!r} ({type(bad[0]).__name__}), {example}."
-            if bad
-            else f"concurrencies=[] has no points: pass at least one, {example}."
-        )
-    return values
+        raise BenchError(f"concurrencies={values!r}: every concurrency must be a positive int (requests in "
+                         f"flight), not {bad[0]!r} ({type(bad[0]).__name__}), {example}." if bad
+                         else f"concurrencies=[] has no points: pass at least one, {example}.")  # fmt: skip
+    return list(dict.fromkeys(values))  # [2, 2] is one point (repeats: lab.bench.repeats)
 
 
 #: Concurrencies of a sweep when neither the call nor the scenario gives any.
@@ -265,6 +263,11 @@ def sweep(
     points = _bound_concurrency(points, server, cfg, label)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
     existed = folder.exists()
+    for old in folder.glob(f".partial-{_safe(label)}-*"):  # a killed run's stage: its pid is gone
+        if not psutil.pid_exists(int(old.name.rsplit("-", 2)[1])):
+            shutil.rmtree(old, ignore_errors=True)
+    for old in folder.glob(f"{_safe(label)}-c*.failed.log"):  # an earlier run's failed point
+        old.unlink(missing_ok=True)
     # private until the sweep ends (another run of the label may be writing beside it)
     stage = folder / f".partial-{_safe(label)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)

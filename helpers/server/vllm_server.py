@@ -288,10 +288,11 @@ class VLLMServer(ServerEndpoint):
         if callable(validate) and importlib.util.find_spec("vllm") is not None:
             validate()
         model = getattr(self.config, "model", None)
-        if self.check_model and model and Path(str(model)).expanduser().is_dir():
+        local = Path(str(model)).expanduser() if model else None  # a folder, or a path to none
+        if self.check_model and local and (local.is_dir() or str(model)[:1] in "/.~"):
             from helpers.standin.build import check_checkpoint
 
-            check_checkpoint(Path(str(model)).expanduser())
+            check_checkpoint(local)
         handle_leftovers(self.cleanup_leftovers, verbose=self._verbose)  # warns at start's caller
         picked = self.port is None  # a port picked here is picked again if another process takes it
         if picked:
@@ -305,8 +306,7 @@ class VLLMServer(ServerEndpoint):
         argv = self._launch_argv()
         if self.log_path is None:
             name = slug(getattr(self.config, "served_model_name", "") or "server", "server")
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{stamp}.log"
+            self.log_path = out_dir("logs") / f"vllm-{name}-{self.port}-{time.strftime('%Y%m%d-%H%M%S')}.log"  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = self.environment()
         self._launched = (argv, launched_exports(self.config, env))

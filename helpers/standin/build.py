@@ -169,7 +169,7 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
     problems: list[str] = []
     config = folder / "config.json"
     if not config.is_file():
-        problems.append("config.json is missing")
+        problems.append("config.json is missing" if folder.is_dir() else "no such folder")
     else:
         try:
             json.loads(config.read_text(encoding="utf-8"))
@@ -200,7 +200,7 @@ def check_checkpoint(folder: str | Path, *, fix: str | None = None) -> None:
             elif rec.get("sha256") and _sha256(p) != rec["sha256"]:
                 problems.append(f"{name} does not match the SHA-256 recorded at build")
     if problems:
-        raise CookbookError(f"The {what} at {folder} is damaged ({'; '.join(problems)}): {fix}.")
+        raise CookbookError(f"The {what} at {folder} is {'damaged' if folder.is_dir() else 'missing'} ({'; '.join(problems)}): {fix}.")  # fmt: skip
 
 
 #: The trained stand-in shipped with the package (package data, about 1.8 MB): the files of

@@ -294,3 +294,32 @@ def test_a_missed_prefix_nothing_else_explained_is_still_a_warning_once_a_sweep(
     named, warned = _no_caching_lines(capsys)
     assert len(warned) == 1 and "no prefix-cache block hit" in warned[0], warned
     assert named == warned
+
+
+def test_a_killed_runs_stage_and_an_earlier_failed_log_go_a_live_runs_stage_stays(
+    answers_all, tiny_tokenizer, tmp_path
+):
+    """A run killed mid-sweep (SIGKILL: nothing of it runs again) leaves its private stage; the
+    next sweep of the label removes it when its pid is gone, and keeps another live run's.
+    An earlier run's failed point's log goes with that run's points ("a folder never mixes two
+    runs"). A concurrency given twice is one point (it overwrote itself)."""
+    import subprocess
+    import sys
+
+    from helpers.bench import sweep as sweeps
+
+    url, _ = answers_all
+    folder = tmp_path / "bench"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    dead = folder / f".partial-default-{gone}-0123abcd"
+    live = folder / f".partial-default-{psutil.Process().ppid()}-4567ef01"
+    for stage in (dead, live):
+        stage.mkdir(parents=True)
+        (stage / "default-c1.json").write_text("{}")
+    (folder / "default-c2.failed.log").write_text("an earlier run's failure")
+    df = sweeps.sweep(url, "m", tiny_tokenizer, [2, 2], out_dir=folder, progress=False, **_POINT)
+    assert list(df["concurrency"]) == [2]
+    assert not dead.exists() and live.exists()
+    assert not (folder / "default-c2.failed.log").exists()
+    assert sorted(p.name for p in folder.glob("*.json")) == ["default-c2.json"]

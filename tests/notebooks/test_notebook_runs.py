@@ -171,3 +171,71 @@ def test_a_relative_cookbook_out_is_pinned_to_one_absolute_folder(tmp_path, monk
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # a kernel's chdir into the notebook's folder
     assert out_dir("x") == first
+
+
+def _serving_notebook(path: Path) -> Path:
+    """A notebook whose second cell starts a server (the fake vLLM: process mechanics) and then
+    waits, as a notebook's benchmark would."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("nap = 120.0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_markdown_cell("## 1. Serve"),
+        nbformat.v4.new_code_cell(
+            "import time\nfrom tests.support.fake_vllm import make_fake_server\n"
+            "srv = make_fake_server(startup_timeout=60).start()\ntime.sleep(nap)"
+        ),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path.write_text(nbformat.writes(nb))
+    return path
+
+
+@pytest.mark.notebook
+def test_sigterm_to_the_runner_stops_the_notebooks_server_as_ctrl_c_does(tmp_path):
+    """A CI timeout, `timeout`, `kill` send SIGTERM to the runner alone; its kernel, whose parent
+    dies, exits without clean-up (ipykernel's parent poller), which left the notebook's vLLM
+    server running with nothing to say so. The runner takes SIGTERM as Ctrl-C: the running cell
+    is interrupted, the kernel shut down, the server ended; one line, exit 130."""
+    import json
+    import signal
+    import time
+
+    import psutil
+
+    _serving_notebook(tmp_path / "serve.ipynb")
+    out = tmp_path / "out"
+    env = {**os.environ, "COOKBOOK_OUT": str(out)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tools.notebooks", "run", "serve.ipynb"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list((out / "run").glob("*.json")) and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.2)
+    (record,) = list((out / "run").glob("*.json"))
+    pid = json.loads(record.read_text())["pid"]
+    assert psutil.pid_exists(pid)
+    time.sleep(1.0)  # the cell is in its wait
+    run.send_signal(signal.SIGTERM)
+    stdout, err = run.communicate(timeout=120)
+    assert run.returncode == 130, stdout + err
+    assert "SIGTERM: interrupting the running cell" in stdout
+    last = err.strip().splitlines()[-1]
+    assert last[last.find("interrupted: ") :].startswith(
+        "interrupted: serve.ipynb stopped in cell"
+    ), err
+    assert "(SIGTERM)" in last
+    gone = time.monotonic() + 15
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
+        assert time.monotonic() < gone, f"the notebook's server (pid {pid}) outlived the run"
+        time.sleep(0.2)
+    assert not list((out / "run").glob("*.json"))  # no record of a server left behind
+    assert not list((out / "notebooks").glob(".serve.running-*"))
