@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from helpers.errors import CookbookError
 from helpers.paths import out_dir
 from tools.notebook_build import NOTEBOOK_DIR
@@ -298,7 +300,11 @@ def run_notebook(
     _pin_output_folder()
     dest = Path(output).resolve() if output else out_dir("notebooks") / src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
-    # this run's own copy: another run of the same notebook may be writing its own next to it
+    # this run's own copy: another run of the same notebook may be writing its own next to it;
+    # a killed run's (SIGKILL: nothing of it ran again) goes once its pid is gone
+    for stale in dest.parent.glob(f".{dest.stem}.running-*.ipynb"):
+        if not psutil.pid_exists(int(stale.name.rsplit(".running-", 1)[1].split("-")[0])):
+            stale.unlink(missing_ok=True)
     running = dest.with_name(f".{dest.stem}.running-{os.getpid()}-{uuid.uuid4().hex[:8]}.ipynb")
     failed = dest.with_name(f"{dest.stem}.failed.ipynb")
     report = _Progress(src.name, out=sys.stdout if progress else io.StringIO())
