@@ -256,15 +256,16 @@ def plan(
 
     Raises:
         RecipeError: an unknown dtype, a model without attention layers, a number vLLM
-            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``), or a
+            would refuse (``ServeConfig.check_values``: e.g. ``--max-model-len -5``), an argument
+            out of range (0 GiB, NaN, ``context_len`` above ``max_model_len``), or a
             ``--prefix-match-unit`` it refuses (:func:`prefix_reuse`).
     """
-    given = {
-        f: v
-        for f, v in (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
-        if v is not None
-    }
-    cfg.with_args(given).check_values()  # impossible numbers: an error, not a plan
+    given = (("--max-model-len", max_model_len), ("--max-num-seqs", max_num_seqs))
+    cfg.with_args({f: v for f, v in given if v is not None}).check_values()  # an error, not a plan
+    for name, v, least in (("context_len", context_len, 1), ("gpu_memory_gb", gpu_memory_gb, 1e-9), ("kv_budget_gb", kv_budget_gb, 1e-9),
+                           ("activation_reserve_gb", activation_reserve_gb, 0), ("shared_prefix", shared_prefix, 0)):  # fmt: skip
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= least):
+            raise RecipeError(f"plan({name}={v!r}): pass a finite number {'above 0' if least else '0 or more'} ({'GiB' if name.endswith('_gb') else 'tokens'}), or None for the default.")  # fmt: skip
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
@@ -359,18 +360,14 @@ class _Shape(NamedTuple):
 def _shape(cfg, a: Architecture, device: str, max_model_len, max_num_seqs, context_len) -> _Shape:
     """Tensor parallel size, tokens per request, sequences at once, the workload's length."""
     tp = int(_arg(cfg, "--tensor-parallel-size", 1) or 1)
-    mml = int(
-        max_model_len
-        or _arg(cfg, "--max-model-len", 0)
-        or a.max_position_embeddings
-        or cfg.context_length_default
-    )
+    mml = int(max_model_len or _arg(cfg, "--max-model-len", 0) or a.max_position_embeddings
+              or cfg.context_length_default)  # fmt: skip
     gpu = cfg.gpu or {}
-    seqs = int(
-        max_num_seqs
-        or _arg(cfg, "--max-num-seqs", 0)
-        or default_max_num_seqs(device, float(gpu.get("memory_gb") or 0), str(gpu.get("name", "")))
-    )
+    seqs = int(max_num_seqs or _arg(cfg, "--max-num-seqs", 0)
+               or default_max_num_seqs(device, float(gpu.get("memory_gb") or 0), str(gpu.get("name", ""))))  # fmt: skip
+    if context_len and context_len > mml:  # a workload longer than any request may be
+        raise RecipeError(f"plan(context_len={context_len:,}): longer than a request may be (max_model_len "
+                          f"{mml:,} tokens): lower it to {mml:,} or less, or raise max_model_len.")  # fmt: skip
     return _Shape(tp, mml, seqs, int(context_len or mml))
 
 
