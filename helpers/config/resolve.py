@@ -354,7 +354,8 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
     Rules (seed in brackets):
       * DFlash / DSpark only on NVFP4 [recipe: "the only one the drafts are published for"]
         (checked in :func:`resolve`).
-      * Tensor parallel 8 without expert parallel is unsupported on NVFP4 [vendor note].
+      * Tensor parallel 8 without expert parallel is unsupported on NVFP4 [vendor note]; the
+        tensor-parallel size divides the attention heads [vLLM 0.32.0 config/model.py].
       * The variant's ``vram_minimum_gb`` (BF16: 72 GB) must fit one replica's GPU memory
         (``memory_gb`` x tensor-parallel size) [recipe].
       * ``--quantization modelopt_fp4`` only where NVFP4 is not auto-detected (Ampere, Ada,
@@ -377,10 +378,12 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
     arch = cfg.gpu.get("arch")
     tp = int(cfg.args.get("--tensor-parallel-size") or 1)
     if cfg.variant == "nvfp4" and tp >= 8 and not cfg.args.get("--enable-expert-parallel"):
-        raise RecipeError(
-            f"Tensor parallel {tp} without expert parallel is not supported on the NVFP4 checkpoint "
-            "(vendor note): add --enable-expert-parallel, or use the BF16 variant."
-        )
+        raise RecipeError(f"Tensor parallel {tp} without expert parallel is not supported on the NVFP4 checkpoint "
+                          "(vendor note): add --enable-expert-parallel, or use the BF16 variant.")  # fmt: skip
+    heads = int(getattr(cfg.architecture, "num_attention_heads", 0) or 0)
+    if heads and heads % tp:  # vLLM 0.32.0 ModelConfig.verify_with_parallel_config, config/model.py
+        raise RecipeError(f"--tensor-parallel-size {tp} does not divide the model's {heads} attention heads (vLLM "
+                          f"refuses it at start-up): use one of {[d for d in (1, 2, 4, 8) if heads % d == 0]}.")  # fmt: skip
     if not cfg.stand_in:
         replica_gb = float(cfg.gpu.get("memory_gb") or 0) * tp
         need = float(variant.vram_minimum_gb or 0)
@@ -398,10 +401,8 @@ def check_rules(cfg: ServeConfig, registry: RegistryLike = None) -> None:
             f"(extra_args={{'--quantization': None}}), or use variant='nvfp4'."
         )
     if quant == "modelopt_fp4" and arch == "blackwell":
-        raise RecipeError(
-            "--quantization modelopt_fp4 is only for GPUs where NVFP4 is not auto-detected "
-            "(Hopper, Ampere, Ada); on Blackwell remove it (extra_args={'--quantization': None})."
-        )
+        raise RecipeError("--quantization modelopt_fp4 is only for GPUs where NVFP4 is not auto-detected (Hopper, "
+                          "Ampere, Ada); on Blackwell remove it (extra_args={'--quantization': None}).")  # fmt: skip
     if (
         cfg.args.get("--enable-mamba-cache-stochastic-rounding")
         and arch not in ("blackwell", "cpu")
