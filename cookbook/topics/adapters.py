@@ -40,7 +40,7 @@ extra_args: "Optional[dict]" = None  # more serve flags, e.g. {"--max-loras": 4,
 adapters: "Optional[dict]" = None  # {served name: peft folder (absolute, or relative to notebooks/)}; None: the stand-in's trained adapters, or random ones of the real shapes on a GPU
 max_tokens: "Optional[int]" = None  # per request (reasoning counts too); None means 1024 on the stand-in, 256 weightless, 16000 on a GPU
 temperature: "Optional[float]" = None  # None means 0 (greedy) on the stand-in and 1.0 on a GPU (seed 004)
-startup_timeout: float = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s over the recipe runs of docs/results/h200.md)
+startup_timeout: "PositiveFloat" = 1800.0  # seconds to wait for /health (cold on an H200: 190-260 s over the recipe runs of docs/results/h200.md)
 
 # %%
 import importlib.util

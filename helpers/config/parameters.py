@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
-from pydantic import NonNegativeFloat, PositiveInt, TypeAdapter, ValidationError
+from pydantic import NonNegativeFloat, PositiveFloat, PositiveInt, TypeAdapter, ValidationError
 
 from helpers.config.load import shared_registry
 from helpers.config.schema import _closest
@@ -20,7 +20,7 @@ from helpers.errors import CookbookError
 #: The names a parameters cell's annotation strings may use (evaluated with no builtins).
 _NAMES = {"Optional": Optional, "Union": Union, "List": list, "list": list, "dict": dict}
 _NAMES.update({t.__name__: t for t in (str, int, float, bool)} | {"None": None})
-_NAMES.update(PositiveInt=PositiveInt, NonNegativeFloat=NonNegativeFloat)  # bounds said early
+_NAMES.update(PositiveInt=PositiveInt, NonNegativeFloat=NonNegativeFloat, PositiveFloat=PositiveFloat)  # fmt: skip
 
 
 def _type_error(value: Any, annotation: Any) -> str | None:
@@ -44,7 +44,7 @@ def _example(name: str, annotation: str) -> str:
     """How to pass a right value: the cookbook's runner (``python -m tools.notebooks run``,
     ``make quickstart``) and papermill both take ``-p NAME VALUE``; a list needs papermill's
     ``-y``."""
-    text = annotation.replace(" ", "").replace("PositiveInt", "int").replace("NonNegativeF", "f")
+    text = annotation.replace(" ", "").replace("PositiveInt", "int").replace("NonNegativeF", "f").replace("PositiveF", "f")  # fmt: skip
     if "list[int]" in text:
         return (
             f"-p {name} '[1, 2, 4]' (python -m tools.notebooks run; papermill: -y "
@@ -65,8 +65,8 @@ def check_parameters(declared: Mapping[str, Any], **values: Any) -> None:
     by name. The declarations are the cell's annotations (``name:
     "Optional[list[int]]" = None``, also papermill's ``--help-notebook``), checked in pydantic's
     strict mode (``str``, ``int``, ``float``, ``bool``, ``None``, ``list[X]``, ``dict``,
-    ``Optional[X]``, ``X | Y``, pydantic's ``PositiveInt`` and ``NonNegativeFloat``; bool is
-    not an int). A ``quality`` parameter is also checked key by
+    ``Optional[X]``, ``X | Y``, pydantic's ``PositiveInt``, ``PositiveFloat`` and
+    ``NonNegativeFloat``; bool is not an int). A ``quality`` parameter is also checked key by
     key (:func:`check_quality`), before anything is downloaded or launched.
 
     Args:

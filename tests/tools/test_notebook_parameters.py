@@ -48,12 +48,18 @@ def test_a_parameter_of_the_wrong_type_is_shown_how_to_pass_the_right_one():
         "adapters": "Optional[dict]",
         "repeats": "Optional[PositiveInt]",
         "stand_in": "bool",
+        "startup_timeout": "PositiveFloat",  # -1 launched vLLM, then "no /health within -1 s"
     }
     with pytest.raises(CookbookError) as err:
-        check_parameters(declared, adapters=["terse"], repeats=0, stand_in="yes")
+        check_parameters(
+            declared, adapters=["terse"], repeats=0, stand_in="yes", startup_timeout=-1
+        )
     text = str(err.value)
     assert """pass e.g. -p adapters '{"key": "value"}'""" in text
     assert "pass e.g. -p repeats 64" in text and "pass e.g. -p stand_in True" in text
+    assert "startup_timeout = -1 (int), but the parameters cell declares PositiveFloat" in text
+    assert "pass e.g. -p startup_timeout 0.5" in text
+    check_parameters(declared, adapters=None, repeats=None, stand_in=True, startup_timeout=1800)
 
 
 def test_the_workshop_checks_its_parameters_before_the_cpu_build_and_the_launch(tmp_path):
