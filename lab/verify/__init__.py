@@ -243,10 +243,17 @@ def verify(
                 f"{found['model']}: /v1/models gives no max_model_len",
                 "this is not a vLLM server, or not one the helpers know",
             )
+        found["limit"] = limit
         return f"{found['model']}, max_model_len {limit:,} tokens"
 
     checks = [_run("model", served)]
     if not checks[0].ok:
+        return checks + [Check(n, None, "the model check failed") for n in CHECKS[1:]]
+    if max_tokens >= found["limit"]:  # every request would get the same 400: said once
+        said = (f"--max-tokens {max_tokens:,} leaves no room for a prompt in max_model_len "
+                f"{found['limit']:,}")  # fmt: skip
+        checks[0] = Check("model", False, said, f"pass --max-tokens below {found['limit']:,} "
+                          f"(the default, {VERIFY_MAX_TOKENS}, fits the checks)")  # fmt: skip
         return checks + [Check(n, None, "the model check failed") for n in CHECKS[1:]]
     name = found["model"]
     off = {"chat_template_kwargs": {"enable_thinking": False}}

@@ -29,7 +29,11 @@ BEHAVIOUR: dict[str, list[str]] = {}
 
 
 class FakeLaunch(VLLMServer):
-    """A VLLMServer whose process is the fake server (the argv is the only difference)."""
+    """A VLLMServer whose process is the fake server (the argv is the only difference; no
+    checkpoint folder to check before the launch: the fake serves ``/fake/model``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "check_model": False})
 
     def _launch_argv(self) -> list[str]:
         cfg = self.config

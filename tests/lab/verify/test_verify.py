@@ -106,6 +106,25 @@ def test_a_small_max_tokens_is_named_not_the_parser_flags(standin_server, capsys
 
 
 @pytest.mark.server
+def test_a_max_tokens_past_the_servers_length_is_said_once_by_the_model_check(
+    standin_server, capsys
+):
+    """--max-tokens at or above the served max_model_len (2,048 on the stand-in): every request
+    would come back with the same HTTP 400, which verify printed six times; the model check,
+    which reads the length, says it once and the rest are not run."""
+    from lab.verify.__main__ import main
+
+    assert main([standin_server.url, "--max-tokens", "100000"]) == 2  # bad input
+    lines = _lines(capsys.readouterr().out)
+    assert lines["model"].startswith("FAIL"), lines["model"]
+    assert (
+        "--max-tokens 100,000 leaves no room for a prompt in max_model_len 2,048" in lines["model"]
+    )
+    assert "fix: pass --max-tokens below 2,048" in lines["model"]
+    assert all("400" not in line for line in lines.values())
+
+
+@pytest.mark.server
 def test_a_server_without_its_parsers_gets_each_missing_flag_named(prefix_server):
     """The session's prefix-caching server runs without the reasoning and tool parsers
     (tests/support/prefix_model.py): each missing flag is named."""
