@@ -358,7 +358,7 @@ else:
     results = sweep(srv, bench_concurrencies or list(sizes.bench_concurrencies),
                     input_len=bench_input_len or sizes.bench_input_len,
                     output_len=bench_output_len or sizes.bench_output_len,
-                    label=f"{target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
+                    label=f"{cfg.target}-{cfg.variant}-{cfg.speculative}" + (f"-{moe_backend}" if moe_backend else "")
                     + srv.run.tag)
     display(results_table(results, run=srv))
     print("One run per point: " + ("on shared CPU cores one point's runs differ by tens of percent"
@@ -389,7 +389,7 @@ if quality.keys() - {"items"}:
     print("budgets and compare run in notebooks/quality.ipynb; this step scores accuracy only.")
 settings = RequestSettings(max_tokens=max_tokens, temperature=temperature, top_p=top_p)  # step 3's values
 accuracy, _ = quality_step(srv, items=quality.get("items", min(20, sizes.eval_items)), budgets=[], options=settings,
-                           label=f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag)
+                           label=f"{cfg.target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag)
 
 # %% [markdown]
 # ## 11. Stop the server

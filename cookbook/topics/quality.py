@@ -124,7 +124,7 @@ from lab.evals.budget import plot_budget_curve
 from lab.evals.step import quality_step
 
 quality = quality or {}
-run_label = f"{target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
+run_label = f"{cfg.target}-{cfg.variant}-{cfg.speculative}" + srv.run.tag
 accuracy, curve = quality_step(srv, items=quality.get("items"), budgets=quality.get("budgets"), options=settings, label=run_label)
 if curve is not None:
     display(curve)
