@@ -77,8 +77,8 @@ def _ratio(value: float, base: float, runs: pd.DataFrame, base_runs: pd.DataFram
     the notebooks' rule and the tuning step's)."""
     r = value / base
     if len(runs) > 1 and len(base_runs) > 1:
-        noise = [spread(d, "output_throughput") for d in (runs, base_runs)]
-        tie = compare(base, value, noise=noise).winner is None
+        sides = (spread(base_runs, "output_throughput"), spread(runs, "output_throughput"))
+        tie = compare(base, value, sides=sides).winner is None
     else:
         tie = abs(r - 1) < TIE
     return f"{r:.2f}x" + (", tie" if tie else "")

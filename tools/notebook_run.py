@@ -145,11 +145,17 @@ def _forward_interrupts(client, report: _Progress):
         proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
         if pressed["n"] > 1 or proc is None:
             raise KeyboardInterrupt
-        report.say(f"{name}: interrupting the running cell (again: stop at once)")
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # the kernel first: the line below may fail
             proc.send_signal(signal.SIGINT)
+        # not report.say: its lock may be held by the code this handler interrupted, and a
+        # hung-up terminal refuses the write
+        with contextlib.suppress(OSError, ValueError):
+            print(f"[{time.monotonic() - report.t0:5.0f} s] {name}: interrupting the running cell "
+                  "(again: stop at once)", file=report.out, flush=True)  # fmt: skip
 
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    # a signal ignored where the run started stays ignored (nohup's SIGHUP)
+    stops = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+             if signal.getsignal(s) is not signal.SIG_IGN]  # fmt: skip
     old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield

@@ -262,7 +262,7 @@ if real_acceptance:
 
 # %% [markdown]
 # Run-to-run noise: each point's runs are the sweep's and its repeats; the spread below is
-# over all of them, and step 6 ranks their mean. A gap between modes inside it is noise.
+# over all of them, and step 6 ranks their mean. Modes whose runs overlap are a tie.
 
 # %%
 runs = {(m, c): pd.concat([results[(results["label"] == m) & (results["concurrency"] == c)], d], ignore_index=True)

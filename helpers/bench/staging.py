@@ -32,6 +32,8 @@ def publish(
             if old.is_file() and prefix.match(old.name):
                 if not keep_other_points or old.name in measured:
                     old.unlink()
+            elif old.name.removesuffix(".failed.log") + ".json" in measured:  # fixed since
+                old.unlink()  # an earlier run's failure at a concurrency this run measured
         for src in stage.iterdir():
             if src.is_file():
                 os.replace(src, folder / src.name)

@@ -20,6 +20,7 @@ import pandas as pd
 import psutil
 
 from helpers.bench.metrics import (
+    SPEC_DECODE_DRAFTS,
     _healthy,
     _served_entries,
     acceptance_verdict,
@@ -266,8 +267,6 @@ def sweep(
     for old in folder.glob(f".partial-{_safe(label)}-*"):  # a killed run's stage: its pid is gone
         if not psutil.pid_exists(int(old.name.rsplit("-", 2)[1])):
             shutil.rmtree(old, ignore_errors=True)
-    for old in folder.glob(f"{_safe(label)}-c*.failed.log"):  # an earlier run's failed point
-        old.unlink(missing_ok=True)
     # private until the sweep ends (another run of the label may be writing beside it)
     stage = folder / f".partial-{_safe(label)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
@@ -291,7 +290,7 @@ def sweep(
             if cache_config is None:
                 cache_config = info_labels(text)  # block size, prefix caching: per server
                 if agent or any(p["prefix_len"] for p in points):  # the reuse floor, read back
-                    drafter = getattr(cfg, "speculative", None) in DRAFTERS
+                    drafter = getattr(cfg, "speculative", None) in DRAFTERS or (cfg is None and SPEC_DECODE_DRAFTS in text)  # fmt: skip
                     _say_once(bar, warned, sweep_floor_line(label, cache_config, drafter))
             run_args: dict[str, Any] = dict(point)
             if agent:  # the point's own sessions (seeded by the point: no shared cache)

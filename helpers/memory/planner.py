@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from pathlib import Path
 from typing import NamedTuple
 
@@ -264,7 +265,7 @@ def plan(
     cfg.with_args({f: v for f, v in given if v is not None}).check_values()  # an error, not a plan
     for name, v, least in (("context_len", context_len, 1), ("gpu_memory_gb", gpu_memory_gb, 1e-9), ("kv_budget_gb", kv_budget_gb, 1e-9),
                            ("activation_reserve_gb", activation_reserve_gb, 0), ("shared_prefix", shared_prefix, 0)):  # fmt: skip
-        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= least):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < least):  # fmt: skip
             raise RecipeError(f"plan({name}={v!r}): pass a finite number {'above 0' if least else '0 or more'} ({'GiB' if name.endswith('_gb') else 'tokens'}), or None for the default.")  # fmt: skip
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg)

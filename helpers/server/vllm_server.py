@@ -288,8 +288,8 @@ class VLLMServer(ServerEndpoint):
         if callable(validate) and importlib.util.find_spec("vllm") is not None:
             validate()
         model = getattr(self.config, "model", None)
-        local = Path(str(model)).expanduser() if model else None  # a folder, or a path to none
-        if self.check_model and local and (local.is_dir() or str(model)[:1] in "/.~"):
+        local = Path(str(model)).expanduser() if model else None  # a hub id has one "/" at most
+        if self.check_model and local and (local.is_dir() or str(model)[:1] in "/.~" or str(model).count("/") > 1):  # fmt: skip
             from helpers.standin.build import check_checkpoint
 
             check_checkpoint(local)

@@ -78,6 +78,7 @@ def compare(
     metric: str = "output_throughput",
     noise: float | Spread | Sequence[Spread] | None = None,
     names: tuple[str, str] = ("A", "B"),
+    sides: tuple[Spread, Spread] | None = None,
 ) -> Comparison:
     """Compare two measurements of ``metric``; a difference inside the noise is no win.
 
@@ -85,11 +86,12 @@ def compare(
         value_a, value_b: the two measurements (e.g. the mean of a :class:`Spread`).
         metric: the column compared; its direction comes from :func:`higher_is_better`.
         noise: run-to-run spread in percent, or :class:`Spread` (s) from :func:`spread`:
-            the largest applies; two spreads, one a side: a win needs every run of one
-            beyond every run of the other (their ranges apart, the tuning step's rule for one
-            candidate, :mod:`lab.tune.noise`). Without it every non-zero difference counts,
-            and the verdict says the noise is unknown.
+            the largest applies. Without it (and without ``sides``) every non-zero difference
+            counts, and the verdict says the noise is unknown.
         names: labels for the verdict.
+        sides: the runs of ``value_a`` and of ``value_b`` (a :class:`Spread` each), instead
+            of ``noise``: a win needs every run of one beyond every run of the other (their
+            ranges apart, the tuning step's rule for one candidate, :mod:`lab.tune.noise`).
 
     Returns:
         A :class:`Comparison`; ``verdict`` reads e.g. ``"B beats A on output_throughput:
@@ -101,13 +103,13 @@ def compare(
     a, b = float(value_a), float(value_b)
     delta = 100.0 * (b - a) / (abs(a) if a else abs(b) or 1.0)
     n_a, n_b = names
-    if isinstance(noise, Sequence) and len(noise) == 2:  # both sides' runs: the tuning rule
-        lo, hi = max(s.min for s in noise), min(s.max for s in noise)
+    if sides is not None:  # both sides' runs: the tuning step's rule
+        lo, hi = max(s.min for s in sides), min(s.max for s in sides)
         if lo <= hi:
             return Comparison(delta, None, f"{n_a} vs {n_b}: {abs(delta):.1f}% on {metric} is "
                               "noise, not a win (their runs' ranges overlap)")  # fmt: skip
-        noise = max(s.noise_pct for s in noise)
-        return _won(a, b, delta, metric, names, f"every run apart; noise ±{noise / 2:.1f}%")
+        widest = max(s.noise_pct for s in sides)
+        return _won(a, b, delta, metric, names, f"every run apart; noise ±{widest / 2:.1f}%")
     if isinstance(noise, Sequence):
         noise = max((s.noise_pct for s in noise), default=None)
     if noise is not None and abs(delta) <= noise:
@@ -128,10 +130,13 @@ def _won(
     better to the worse (``2.10x``; for a latency, ``2.10x lower``)."""
     better_b = (b > a) if higher_is_better(metric) else (b < a)
     (winner, loser), (w, lo) = ((names[1], names[0]), (b, a)) if better_b else (names, (a, b))
-    times = (w / lo if higher_is_better(metric) else lo / w) if w and lo else float("inf")
-    lower = "" if higher_is_better(metric) else " lower"
-    return Comparison(delta, winner, f"{winner} beats {loser} on {metric}: {times:.2f}x{lower} "
-                      f"({note})")  # fmt: skip
+    if w > 0 and lo > 0:  # a ratio of positive figures; else the difference in percent
+        by = f"{w / lo if higher_is_better(metric) else lo / w:.2f}x" + (
+            "" if higher_is_better(metric) else " lower"
+        )
+    else:
+        by = f"{abs(delta):.1f}%"
+    return Comparison(delta, winner, f"{winner} beats {loser} on {metric}: {by} ({note})")
 
 
 def rank(
@@ -151,9 +156,10 @@ def rank(
             / ``median_tpot_ms`` (latency).
         concurrency: the point compared (default: the largest concurrency every configuration has).
         noise: as :func:`compare` (the largest spread given judges every pair), or
-            ``{configuration: Spread}``: each configuration against the best with the larger
-            of their two spreads (the results pages' rule, ``tools/drafting_pages.py``); one
-            without a spread is judged with the best's alone.
+            ``{configuration: Spread}``: each configuration against the best by their runs,
+            a win only when the two ranges are apart (``compare``'s ``sides``: the tuning
+            step's rule, the results pages' too, ``tools/drafting_pages.py``); one without a
+            spread is judged with the best's alone.
 
     Returns:
         DataFrame sorted best first: ``by``, ``concurrency``, ``metric``, ``vs_best_pct``,
@@ -178,10 +184,12 @@ def rank(
     best_name, best = means.index[0], float(means.iloc[0])
     rows = []
     for name, value in means.items():
-        pair = noise
-        if isinstance(noise, Mapping):
+        pair, sides = noise, None
+        if isinstance(noise, Mapping):  # each configuration's own runs
             pair = [noise[n] for n in (best_name, name) if n in noise] or None
-        c = compare(best, value, metric=metric, noise=pair, names=(str(best_name), str(name)))
+            sides = (noise[best_name], noise[name]) if pair and len(pair) == 2 else None
+        c = compare(best, value, metric=metric, noise=pair, names=(str(best_name), str(name)),
+                    sides=sides)  # fmt: skip
         verdict = "within noise of best" if c.winner is None else c.verdict
         rows.append({by: name, "concurrency": int(concurrency), metric: float(value),
                      "vs_best_pct": round(c.delta_pct, 1),

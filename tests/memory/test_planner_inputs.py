@@ -34,6 +34,12 @@ def test_an_argument_out_of_range_is_refused_naming_it(kwargs, named):
 
 
 def test_the_edges_of_the_ranges_still_plan():
+    import numpy as np
+
     cfg = resolve("l4")
     assert plan(cfg, activation_reserve_gb=0, shared_prefix=0).num_blocks > 0
     assert plan(cfg, max_model_len=4096, context_len=4096).context_len == 4096
+    # numbers as pandas hands them out are numbers; a bool is not
+    assert plan(cfg, context_len=np.int64(4096), gpu_memory_gb=np.float32(24)).num_blocks > 0
+    with pytest.raises(RecipeError, match=r"plan\(context_len=True\)"):
+        plan(cfg, context_len=True)

@@ -210,6 +210,11 @@ def test_sigterm_to_the_runner_stops_the_notebooks_server_as_ctrl_c_does(tmp_pat
 
     _serving_notebook(tmp_path / "serve.ipynb")
     out = tmp_path / "out"
+    # a runner killed outright (SIGKILL) left its running copy: the next run removes it
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (out / "notebooks").mkdir(parents=True)
+    (out / "notebooks" / f".serve.running-{gone}-0123abcd.ipynb").write_text("{}")
     env = {**os.environ, "COOKBOOK_OUT": str(out)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     run = subprocess.Popen(

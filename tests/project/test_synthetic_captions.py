@@ -49,11 +49,15 @@ SPEEDUP = re.compile(r"\b(?:MTP|DSpark|DFlash) K=\d[^.|]*?\b\d+\.\d+x")
 
 
 def unsourced_speedups(text: str) -> list[str]:
-    """The lines of ``text`` with a drafting speed-up and no synthetic acceptance source."""
+    """The sentences of ``text`` with a drafting speed-up and no synthetic acceptance source
+    (a README paragraph is one line: sentence by sentence, each figure's own words count)."""
+    sentences = (
+        s for line in text.splitlines() for s in re.split(r"(?<=\.)\s+(?=[A-Z\[(*])", line)
+    )
     return [
-        line.strip()[:160]
-        for line in text.splitlines()
-        if SPEEDUP.search(line) and not ("synthetic acceptance" in line and SOURCE.search(line))
+        s.strip()[:160]
+        for s in sentences
+        if SPEEDUP.search(s) and not ("synthetic acceptance" in s and SOURCE.search(s))
     ]
 
 
@@ -64,6 +68,11 @@ def test_the_readmes_drafting_speedups_name_their_acceptance_and_source():
     assert (
         unsourced_speedups("DSpark K=7 2.76x (synthetic acceptance 3.69, ai-dynamo/dynamo)") == []
     )
+    # one line, two sentences: the second's figure has no source of its own
+    two = (
+        "DSpark K=7 2.76x (synthetic acceptance 3.69, ai-dynamo/dynamo). MTP K=3 1.57x at one user."
+    )
+    assert unsourced_speedups(two) == ["MTP K=3 1.57x at one user."]
 
 
 def test_every_synthetic_acceptance_number_names_its_source():

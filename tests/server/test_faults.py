@@ -143,7 +143,7 @@ def test_a_model_path_with_no_folder_is_refused_before_launch(standin_config, tm
     """A local path that names no folder (a typo, a model not built yet) is refused before the
     launch, naming it: vLLM took it for a hub id and failed 30 s later with "Repo id must be
     in the form 'repo_name' or 'namespace/repo_name'" and no diagnosis."""
-    for missing in (tmp_path / "no" / "such" / "model", "./not-built-yet"):
+    for missing in (tmp_path / "no" / "such" / "model", "./not-built-yet", "out/models/standin-x"):
         srv = server.VLLMServer(standin_config.with_model(str(missing)), progress=False)
         with pytest.raises(CookbookError, match=r"is missing \(no such folder\)") as err:
             srv.start()
