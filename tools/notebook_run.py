@@ -153,9 +153,10 @@ def _forward_interrupts(client, report: _Progress):
             print(f"[{time.monotonic() - report.t0:5.0f} s] {name}: interrupting the running cell "
                   "(again: stop at once)", file=report.out, flush=True)  # fmt: skip
 
-    # a signal ignored where the run started stays ignored (nohup's SIGHUP)
-    stops = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-             if signal.getsignal(s) is not signal.SIG_IGN]  # fmt: skip
+    # SIGHUP ignored where the run started stays ignored (nohup); SIGINT is taken even when
+    # ignored (a pytest-xdist worker's child starts with it ignored, and Ctrl-C is asked for)
+    stops = [signal.SIGINT, signal.SIGTERM]
+    stops += [signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else []
     old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
