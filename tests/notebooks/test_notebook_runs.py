@@ -17,28 +17,17 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import REPO_ROOT
+from tests.support.notebook_checks import write_notebook
 
 
 def _marking_notebook(path: Path) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("tag = 'x'\nnap = 0.0", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_markdown_cell("## 1. Mark"),
-        nbformat.v4.new_code_cell(
-            "import time\nfrom helpers.paths import out_dir\ntime.sleep(nap)\n"
-            "(out_dir('marks') / f'{tag}.txt').write_text(tag)\nprint('marked', tag)"
-        ),
-    ]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(nbformat.writes(nb))
-    return path
+    return write_notebook(
+        path,
+        "tag = 'x'\nnap = 0.0",
+        "## 1. Mark",
+        "import time\nfrom helpers.paths import out_dir\ntime.sleep(nap)\n"
+        "(out_dir('marks') / f'{tag}.txt').write_text(tag)\nprint('marked', tag)",
+    )
 
 
 @pytest.mark.notebook
@@ -82,27 +71,14 @@ def test_two_runs_at_once_both_succeed_in_one_output_folder(tmp_path):
 
 
 def _sweeping_notebook(path: Path) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "url = ''\nmodel = ''\ntokenizer = ''", metadata={"tags": ["parameters"]}
-        ),
-        nbformat.v4.new_markdown_cell("## 1. Sweep"),
-        nbformat.v4.new_code_cell(
-            "from helpers.bench.sweep import sweep\n"
-            "sweep(url, model, tokenizer, [1, 2, 4], input_len=16, output_len=128, num_prompts=8,\n"
-            "      num_warmups=0, label='intr', progress=False)"
-        ),
-    ]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    path.write_text(nbformat.writes(nb))
-    return path
+    return write_notebook(
+        path,
+        "url = ''\nmodel = ''\ntokenizer = ''",
+        "## 1. Sweep",
+        "from helpers.bench.sweep import sweep\n"
+        "sweep(url, model, tokenizer, [1, 2, 4], input_len=16, output_len=128, num_prompts=8,\n"
+        "      num_warmups=0, label='intr', progress=False)",
+    )
 
 
 @pytest.mark.server
@@ -176,24 +152,13 @@ def test_a_relative_cookbook_out_is_pinned_to_one_absolute_folder(tmp_path, monk
 def _serving_notebook(path: Path) -> Path:
     """A notebook whose second cell starts a server (the fake vLLM: process mechanics) and then
     waits, as a notebook's benchmark would."""
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("nap = 120.0", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_markdown_cell("## 1. Serve"),
-        nbformat.v4.new_code_cell(
-            "import time\nfrom tests.support.fake_vllm import make_fake_server\n"
-            "srv = make_fake_server(startup_timeout=60).start()\ntime.sleep(nap)"
-        ),
-    ]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    path.write_text(nbformat.writes(nb))
-    return path
+    return write_notebook(
+        path,
+        "nap = 120.0",
+        "## 1. Serve",
+        "import time\nfrom tests.support.fake_vllm import make_fake_server\n"
+        "srv = make_fake_server(startup_timeout=60).start()\ntime.sleep(nap)",
+    )
 
 
 @pytest.mark.notebook

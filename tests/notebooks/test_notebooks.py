@@ -22,6 +22,7 @@ from tests.support.notebook_checks import (
     cell_source,
     first_reply_cell,
     notebook_cells,
+    write_notebook,
 )
 from tests.support.proctools import group_left, vllm_processes
 from tests.support.shared_kernel import SharedKernel
@@ -439,25 +440,14 @@ def test_every_parameter_is_visible_to_papermill(path):
 
 
 def _tiny_notebook(path: Path) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("fail = False\nnap = 0.0", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_markdown_cell("## 1. First step\n\nprose"),
-        nbformat.v4.new_code_cell(
-            "import time\ntime.sleep(nap)\nprint('[vllm    1s] ready: fake')"
-        ),
-        nbformat.v4.new_markdown_cell("## 2. Second step"),
-        nbformat.v4.new_code_cell("assert not fail, 'asked to fail'\nprint('second ok')"),
-    ]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    path.write_text(nbformat.writes(nb))
-    return path
+    return write_notebook(
+        path,
+        "fail = False\nnap = 0.0",
+        "## 1. First step\n\nprose",
+        "import time\ntime.sleep(nap)\nprint('[vllm    1s] ready: fake')",
+        "## 2. Second step",
+        "assert not fail, 'asked to fail'\nprint('second ok')",
+    )
 
 
 @pytest.mark.notebook
@@ -465,25 +455,15 @@ def test_a_shared_kernel_starts_each_notebook_from_an_empty_namespace(tmp_path, 
     """Notebooks run one after another in one SharedKernel see none of each other's
     variables, run in their own folder, write where the caller's COOKBOOK_OUT says at that
     moment (set, changed, unset), and the kernel process ends with the block."""
-    import nbformat
-
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir(), second.mkdir()
     for folder in (first, second):
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [
-            nbformat.v4.new_code_cell("value = 0", metadata={"tags": ["parameters"]}),
-            nbformat.v4.new_code_cell(
-                "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value\n"
-                "print('out:', os.environ.get('COOKBOOK_OUT'))"
-            ),
-        ]
-        nb.metadata["kernelspec"] = {
-            "name": "python3",
-            "display_name": "Python 3",
-            "language": "python",
-        }
-        (folder / "nb.ipynb").write_text(nbformat.writes(nb))
+        write_notebook(
+            folder / "nb.ipynb",
+            "value = 0",
+            "import os\nprint('cwd:', os.getcwd())\nprint('left over:', 'kept' in globals())\nkept = value\n"
+            "print('out:', os.environ.get('COOKBOOK_OUT'))",
+        )
     texts = []
     with SharedKernel() as kernel:
         pid = kernel.km.provisioner.process.pid

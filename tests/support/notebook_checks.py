@@ -117,3 +117,24 @@ def _png_title(path: Path) -> str:
 
     with Image.open(path) as im:
         return im.text.get("Title", "")
+
+
+def write_notebook(path: Path, parameters: str, *cells: str) -> Path:
+    """A small notebook for the runner's tests at ``path`` (its folder made): a ``parameters``
+    cell with ``parameters``, then ``cells`` (a source starting with ``## `` is a markdown
+    heading, the rest code), on the ``python3`` kernel."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]})] + [
+        nbformat.v4.new_markdown_cell(c) if c.startswith("## ") else nbformat.v4.new_code_cell(c)
+        for c in cells
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nbformat.writes(nb))
+    return path
