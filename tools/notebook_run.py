@@ -57,11 +57,14 @@ class _Progress:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name="notebook-heartbeat")
 
+    def line(self, text: str) -> str:
+        """``text`` stamped with the seconds since the run began, as every progress line is."""
+        return f"[{time.monotonic() - self.t0:5.0f} s] {text}"
+
     def say(self, text: str) -> None:
         with self._lock:
-            now = time.monotonic()
-            print(f"[{now - self.t0:5.0f} s] {text}", file=self.out, flush=True)
-            self.last = now
+            print(self.line(text), file=self.out, flush=True)
+            self.last = time.monotonic()
 
     def cell_start(self, cell) -> None:
         if cell.get("cell_type") != "markdown":
@@ -150,8 +153,8 @@ def _forward_interrupts(client, report: _Progress):
         # not report.say: its lock may be held by the code this handler interrupted, and a
         # hung-up terminal refuses the write
         with contextlib.suppress(OSError, ValueError):
-            print(f"[{time.monotonic() - report.t0:5.0f} s] {name}: interrupting the running cell "
-                  "(again: stop at once)", file=report.out, flush=True)  # fmt: skip
+            print(report.line(f"{name}: interrupting the running cell (again: stop at once)"),
+                  file=report.out, flush=True)  # fmt: skip
 
     # SIGHUP ignored where the run started stays ignored (nohup); SIGINT is taken even when
     # ignored (a pytest-xdist worker's child starts with it ignored, and Ctrl-C is asked for)
