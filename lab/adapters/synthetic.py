@@ -1,6 +1,6 @@
 """A LoRA adapter of a base's real shapes with random weights: what the GPU's weightless mode
 serves (no adapter of Lightning is published) and what the overhead measurement loads
-(``tools/device/lora_overhead.py``). Its answers are noise; its cost is a real adapter's.
+(``tools/device/lora_overhead_h200.py``). Its answers are noise; its cost is a real adapter's.
 """
 
 from __future__ import annotations

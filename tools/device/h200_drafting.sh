@@ -12,7 +12,9 @@
 #   RELEASE:WAVES (e.g. 0.34.0:6) in that release's stack, after `sh tools/device/stack.sh join
 #   RELEASE N` (its chunks and .gpu2/RELEASE/assemble.sh carried in calls before `start`), or
 #   `tune [tune_h200.py args]`: the tuning step's drafting candidates, co-tenant
-#   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...).
+#   (tune_h200.py --no-grid --drafting --co-tenant, e.g. --only recipe mtp-k7 dspark-k7 ...), or
+#   `lora [lora_overhead_h200.py args]`: LoRA adapters' overhead, two co-tenant waves of two
+#   (base + base-marlin, then lora-r8 + lora-r32), every server stopped by the deadline.
 #   bash tools/device/h200_drafting.sh release RELEASE BUDGET_S [WAVES]   # RELEASE alone (default
 #        wave 6), after `sh tools/device/stack.sh join RELEASE N`: e.g. a new release's first start
 #        when the budget left holds one stack, not two
@@ -25,7 +27,7 @@ R=/tmp/runs
 need_stack() { [ -f "/tmp/stack-env-$1.sh" ] || { echo "no /tmp/stack-env-$1.sh: join vLLM $1's chunks first (stack.sh join $1 N)"; exit 1; }; }
 # the drafting run in RELEASE's stack: release_run RELEASE DEADLINE WAVES
 release_run() { echo "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$1 --deadline $2 --waves $3 --release $1${DRAFT_ONLY:+ --only $DRAFT_ONLY}"; }
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS... | lora ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
 wheels)
     date +%s > /tmp/t0
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -41,6 +43,10 @@ start)
         extra=$(printf '%q ' "$@")  # tune_h200.py's own arguments, quoted for the chain's bash -c
         # the budget left when the job starts, at least 1 s (0 would mean "no limit")
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( (left = $deadline - \$(date +%s)) > 1 ? left : 1 )) $extra"
+    elif [ "${4:-}" = lora ]; then  # LoRA adapters' overhead, co-tenant (lora_overhead_h200.py)
+        shift 4
+        extra=""; [ $# -gt 0 ] && extra=$(printf '%q ' "$@")  # its own arguments (--variant bf16)
+        run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/lora_overhead_h200.py --out $R/draft/out --deadline $deadline $extra"
     else
         # RELEASE:WAVES runs after WAVES, with the last RELEASE_S (default 540) of the budget
         first=$deadline; [ -n "${5:-}" ] && first=$(( deadline - ${RELEASE_S:-540} ))
