@@ -129,6 +129,26 @@ DRAFTING_LOADS = ["tune-1k", "agent"]
 #: workload runs at the concurrencies below: the latency workload (one user) and the agent
 #: workload at 4 and 16 sessions; the throughput points (64, 256) need a server alone.
 CO_TENANT_CONCURRENCIES = {"tune-1k": [1], "agent": [4, 16]}
+
+
+def co_tenant_points(given: list[str] | None) -> dict[str, list[int]]:
+    """``--points`` (``["tune-1k:1", "agent:16"]``, workload:concurrency[,concurrency]) over
+    :data:`CO_TENANT_CONCURRENCIES`: a session short of device time measures fewer points.
+
+    Raises:
+        SystemExit: a workload that is not one of the drafting part's, or a concurrency that is
+            not a positive integer.
+    """
+    out = {k: list(v) for k, v in CO_TENANT_CONCURRENCIES.items()}
+    for item in given or []:
+        name, _, cs = item.partition(":")
+        if name not in out or not cs or not all(c.isdigit() and int(c) > 0 for c in cs.split(",")):
+            raise SystemExit(f"--points {item!r}: give WORKLOAD:C[,C] with WORKLOAD one of "
+                             f"{sorted(out)} and C positive integers, e.g. agent:16")  # fmt: skip
+        out[name] = [int(c) for c in cs.split(",")]
+    return out
+
+
 #: Servers per wave at most (NVFP4 ones: four fit 137.8 of 143.8 GiB with their caches on an
 #: H200, 2026-12-05); a BF16 candidate (30.2 GiB of FP8 weights with online FP8, 2026-12-04)
 #: takes two slots.
@@ -332,8 +352,9 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     by_name = {s["name"]: s for s in cand_specs}
     names = co_tenant_order(list(cands), args.only)
     slots = 2 if args.stand_in else (args.slots or gpu_slots())
+    points = sum(len(w.concurrencies) for w in loads)  # CO_TENANT_MEASURE_S is for 3 points
     start_s, measure_s = ((0.0, 0.0) if args.stand_in else
-                          (CO_TENANT_START_S, CO_TENANT_MEASURE_S * max(args.repeats, 1) / 3))  # fmt: skip
+                          (CO_TENANT_START_S, CO_TENANT_MEASURE_S * max(args.repeats, 1) / 3 * points / 3))  # fmt: skip
     left = lambda: (args.budget_s - (time.monotonic() - T0)) if args.budget_s else float("inf")  # noqa: E731
     folder.mkdir(parents=True, exist_ok=True)
     record: dict = {"slots": slots, "co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
@@ -397,7 +418,7 @@ def runs_needed_line(args, grid, c1, drafting, loads) -> str:
         loads: the grid's workloads (``lab.tune.tune.workloads``).
     """
     planned: dict[str, tuple[set[int], list[str]]] = {}
-    draft_at = CO_TENANT_CONCURRENCIES if args.co_tenant else {
+    draft_at = co_tenant_points(args.points) if args.co_tenant else {
         w.name: list(w.concurrencies) for w in tuning.workloads(DRAFTING_LOADS)}  # fmt: skip
     parts = [(not args.no_grid, grid, {w.name: list(w.concurrencies) for w in loads}),
              (args.c1, c1, {"tune-1k": [1]}), (args.drafting, drafting, draft_at)]  # fmt: skip
@@ -496,12 +517,20 @@ def main(argv=None) -> int:
         "trained router's; the dummy weights' own send a step to 6); as-loaded: the dummy "
         "weights' own routing; each saved command exports which",
     )
+    p.add_argument(
+        "--points",
+        nargs="*",
+        default=None,
+        help="--co-tenant: WORKLOAD:C[,C] replacing a workload's concurrencies (default "
+        f"{CO_TENANT_CONCURRENCIES}), e.g. agent:16 when the session is short of device time",
+    )
     p.add_argument("--retry-failed", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
     p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")
     args = p.parse_args(argv)
     if args.co_tenant and not args.drafting:
         p.error("--co-tenant serves the drafting part's candidates together: pass --drafting too")
+    co_tenant_points(args.points)  # a bad --points stops here, before any server starts
     base = resolve("h200")
     grid = specs(GRID, releases=args.releases, stand_in=args.stand_in)
     c1 = specs(C1_CANDIDATES, base_moe="marlin", stand_in=args.stand_in)
@@ -531,7 +560,7 @@ def main(argv=None) -> int:
             slots = args.slots or CO_TENANT_SLOTS
             waves = co_tenant_waves(names, {d["name"]: d for d in drafting}, slots)
             print(f"co-tenant waves of {slots} slots (--slots; on a GPU, as many as its memory holds: "
-                  f"{co_tenant_slots(79.6)} on an H100 80GB): {waves}; concurrencies {CO_TENANT_CONCURRENCIES}; about "
+                  f"{co_tenant_slots(79.6)} on an H100 80GB): {waves}; concurrencies {co_tenant_points(args.points)}; about "
                   f"{CO_TENANT_START_S:.0f} s of cold starts a wave and {CO_TENANT_MEASURE_S:.0f} s "
                   "a candidate")  # fmt: skip
         # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)
@@ -565,7 +594,7 @@ def main(argv=None) -> int:
             draft_loads = loads[:1] + tuning.workloads("agent", run=Run("stand_in", target=base))
             draft_loads = [dataclasses.replace(w, concurrencies=(1, 2)) for w in draft_loads]
         else:
-            draft_loads = [dataclasses.replace(w, concurrencies=tuple(CO_TENANT_CONCURRENCIES[w.name]))
+            draft_loads = [dataclasses.replace(w, concurrencies=tuple(co_tenant_points(args.points)[w.name]))
                            for w in tuning.workloads(DRAFTING_LOADS)]  # fmt: skip
         run_co_tenant(base, drafting, draft_loads, args.out / "drafting", args)
     elif args.drafting:

@@ -1077,6 +1077,21 @@ def test_the_device_plan_says_how_many_runs_a_win_needs_over_everything_screened
     assert capsys.readouterr().out.splitlines()[-1].endswith("--repeats 6 can show a win")
 
 
+def test_the_co_tenant_points_can_be_narrowed_and_a_bad_one_stops_before_any_server(capsys):
+    """tools/device/tune_h200.py --points: a session short of device time measures a workload
+    at fewer concurrencies (the agent workload at 16 only); a misspelled workload or a bad
+    concurrency is refused before any server starts, naming the form."""
+    tune_h200 = _tune_h200()
+    assert tune_h200.co_tenant_points(["agent:16"]) == {"tune-1k": [1], "agent": [16]}
+    assert tune_h200.co_tenant_points(None) == tune_h200.CO_TENANT_CONCURRENCIES
+    base = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", "recipe", "dspark-k7"]
+    assert tune_h200.main([*base, "--points", "agent:16"]) == 0
+    assert "concurrencies {'tune-1k': [1], 'agent': [16]}" in capsys.readouterr().out
+    for bad in ("agnt:16", "agent:0", "agent:", "agent:x"):
+        with pytest.raises(SystemExit, match="WORKLOAD:C"):
+            tune_h200.main([*base, "--points", bad])
+
+
 def test_a_misspelled_flag_in_any_candidate_is_refused_in_step_1_before_any_launch():
     """tuning.ipynb step 1 reads every candidate's command back against its release's flag
     table: a typo in the last candidate is named with the candidate, not found after the
