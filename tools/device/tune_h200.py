@@ -132,8 +132,9 @@ CO_TENANT_CONCURRENCIES = {"tune-1k": [1], "agent": [4, 16]}
 
 
 def co_tenant_points(given: list[str] | None) -> dict[str, list[int]]:
-    """``--points`` (``["tune-1k:1", "agent:16"]``, workload:concurrency[,concurrency]) over
-    :data:`CO_TENANT_CONCURRENCIES`: a session short of device time measures fewer points.
+    """``--points`` (``["tune-1k:1", "agent:16"]``, workload:concurrency[,concurrency], or
+    ``agent:none`` to leave a workload out) over :data:`CO_TENANT_CONCURRENCIES`: a session
+    short of device time measures fewer points.
 
     Raises:
         SystemExit: a workload that is not one of the drafting part's, or a concurrency that is
@@ -142,10 +143,15 @@ def co_tenant_points(given: list[str] | None) -> dict[str, list[int]]:
     out = {k: list(v) for k, v in CO_TENANT_CONCURRENCIES.items()}
     for item in given or []:
         name, _, cs = item.partition(":")
+        if name in out and cs == "none":
+            out[name] = []
+            continue
         if name not in out or not cs or not all(c.isdigit() and int(c) > 0 for c in cs.split(",")):
             raise SystemExit(f"--points {item!r}: give WORKLOAD:C[,C] with WORKLOAD one of "
-                             f"{sorted(out)} and C positive integers, e.g. agent:16")  # fmt: skip
+                             f"{sorted(out)} and C positive integers, e.g. agent:16 (or agent:none)")  # fmt: skip
         out[name] = [int(c) for c in cs.split(",")]
+    if not any(out.values()):
+        raise SystemExit("--points leaves no workload to measure")
     return out
 
 
@@ -426,6 +432,8 @@ def runs_needed_line(args, grid, c1, drafting, loads) -> str:
         picked = [s["name"] for s in specs_ if on and s["name"] != tuning.RECIPE
                   and (args.only is None or s["name"] in args.only)]  # fmt: skip
         for w, cs in at.items() if picked else ():
+            if not cs:  # left out (--points agent:none)
+                continue
             planned.setdefault(w, (set(), []))[0].update(cs)
             planned[w][1].extend(picked)
     need = runs_needed({w: (sorted(cs), names) for w, (cs, names) in planned.items()})
@@ -592,10 +600,12 @@ def main(argv=None) -> int:
             from helpers.config.run import Run
 
             draft_loads = loads[:1] + tuning.workloads("agent", run=Run("stand_in", target=base))
-            draft_loads = [dataclasses.replace(w, concurrencies=(1, 2)) for w in draft_loads]
+            draft_loads = [dataclasses.replace(w, concurrencies=(1, 2)) for w in draft_loads
+                           if co_tenant_points(args.points)[w.name]]  # fmt: skip
         else:
-            draft_loads = [dataclasses.replace(w, concurrencies=tuple(co_tenant_points(args.points)[w.name]))
-                           for w in tuning.workloads(DRAFTING_LOADS)]  # fmt: skip
+            at = co_tenant_points(args.points)
+            draft_loads = [dataclasses.replace(w, concurrencies=tuple(at[w.name]))
+                           for w in tuning.workloads([n for n in DRAFTING_LOADS if at[n]])]  # fmt: skip
         run_co_tenant(base, drafting, draft_loads, args.out / "drafting", args)
     elif args.drafting:
         draft_loads = loads[:1] if args.stand_in else tuning.workloads(DRAFTING_LOADS)

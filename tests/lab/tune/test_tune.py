@@ -1087,6 +1087,9 @@ def test_the_co_tenant_points_can_be_narrowed_and_a_bad_one_stops_before_any_ser
     base = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", "recipe", "dspark-k7"]
     assert tune_h200.main([*base, "--points", "agent:16"]) == 0
     assert "concurrencies {'tune-1k': [1], 'agent': [16]}" in capsys.readouterr().out
+    assert tune_h200.co_tenant_points(["agent:none"]) == {"tune-1k": [1], "agent": []}
+    with pytest.raises(SystemExit, match="no workload"):
+        tune_h200.co_tenant_points(["agent:none", "tune-1k:none"])
     for bad in ("agnt:16", "agent:0", "agent:", "agent:x"):
         with pytest.raises(SystemExit, match="WORKLOAD:C"):
             tune_h200.main([*base, "--points", bad])
