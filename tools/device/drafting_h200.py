@@ -368,7 +368,8 @@ def start_co_tenants(configs: dict, deadline: float, record: dict) -> dict:
 
     Staggered by :data:`STAGGER_S`, and a server is not started while the host has less than
     :data:`HOST_FLOOR_GIB` free. Writes each server's ``command``, ``ready_s`` (seconds from
-    the last start to ``/health``) or ``error`` into ``record[name]`` (a dict each).
+    the last start to ``/health``) or ``error`` and ``log_path`` (its vLLM log, kept by the
+    caller) into ``record[name]`` (a dict each).
 
     Returns:
         ``{name: VLLMServer}`` of the servers that are ready; a server that failed is stopped
@@ -396,6 +397,7 @@ def start_co_tenants(configs: dict, deadline: float, record: dict) -> dict:
                 record[name]["ready_s"] = round(time.time() - t0)
             except Exception as e:  # noqa: BLE001 - recorded, the others go on without it
                 record[name]["error"] = f"start: {e}"[:4000]
+                record[name]["log_path"] = str(getattr(srv, "log_path", "") or "")
                 servers.pop(name).stop()
     except BaseException:  # interrupted while starting: nothing is left running
         for srv in servers.values():

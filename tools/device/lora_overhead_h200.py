@@ -34,6 +34,18 @@ request to ``a1`` (1), requests spread round-robin over ``a1``..``a4`` (4: vLLM 
 out, :func:`Shape.num_prompts` requests. The order of the points (:func:`point_order`) puts the
 most informative first, so that a run cut by ``--deadline`` keeps them.
 
+How to read the numbers (vLLM 0.32.0, read in its source): the adapters leave the routed
+experts out, so vLLM marks them off for the MoE layers (``adapter_enabled`` 0,
+``lora/layers/fused_moe.py``) and the MoE LoRA kernels return at once: the cost measured is the
+attention, Mamba, MLP and shared-expert projections' LoRA, while the slots of the experts are
+still allocated (6.4 of the 6.7 GiB at rank 32). A request without an adapter runs the CUDA
+graphs captured without LoRA (``cudagraph_specialize_lora``, on by default), so the 0-active
+points measure ``--enable-lora`` with its kernels skipped; 1 and 4 active both run the graphs
+captured for all slots (``lora/utils.py``, ``specialize_active_lora`` off), so expect them to
+tie. On an H100 80 GB wave 2 is tight: two LoRA servers of about 33 and 38 GiB (weights, slots,
+4 GiB of KV cache, two sets of CUDA graphs) in 79.6 GiB; a server that does not fit is recorded
+with vLLM's error and its log, and the other is measured.
+
 Read in vLLM 0.32.0 before the device minutes are spent: with ``--enable-lora`` every MoE
 layer is built for LoRA and an NVFP4 MoE kernel that takes none is refused at start ("NvFp4 MoE
 backend 'HUMMING' does not support the deployment configuration since kernel does not support
@@ -123,7 +135,7 @@ STOP_S = 30
 class Shape(NamedTuple):
     """The points' shape: ``concurrencies``, ``runs`` per point, tokens in and out, and the
     time estimate's figures (seconds): ``wave_start_s`` (a wave of two, from the first start to
-    both ready), ``run_s`` (one run on a server without LoRA, by concurrency, warm-up and
+    both ready), ``lora_start_s`` (the same for a wave of LoRA servers), ``run_s`` (one run on a server without LoRA, by concurrency, warm-up and
     overheads included), ``lora_factor`` (a LoRA server's runs over that)."""
 
     concurrencies: tuple[int, ...]
@@ -133,6 +145,13 @@ class Shape(NamedTuple):
     wave_start_s: float
     run_s: dict[int, float]
     lora_factor: float
+    lora_start_s: float = 0.0
+
+    def start_s(self, names) -> float:
+        """The start estimate (s) of a wave of servers ``names``: :attr:`lora_start_s` when one
+        of them serves adapters."""
+        lora = any(str(n).startswith("lora-") for n in names)
+        return max(self.wave_start_s, self.lora_start_s) if lora else self.wave_start_s
 
     def num_prompts(self, concurrency: int) -> int:
         """Requests of one run: two full rounds of ``concurrency`` requests, at least 8 (one
@@ -157,7 +176,8 @@ class Shape(NamedTuple):
 # 1,060 s; about 1,520 s in all, inside the ~1,550 s a session leaves the job after the wheels,
 # the chunks and the bundle's unpacking. Short of that, the last points (point_order) are skipped.
 DEVICE = Shape(concurrencies=(1, 16, 64), runs=3, input_len=1024, output_len=256,
-               wave_start_s=250, run_s={1: 12.5, 16: 8.6, 64: 13.5}, lora_factor=1.3)  # fmt: skip
+               wave_start_s=250, run_s={1: 12.5, 16: 8.6, 64: 13.5}, lora_factor=1.3,
+               lora_start_s=330)  # fmt: skip
 #: ``--stand-in``: small points on the CPU stand-in (its --max-num-seqs is 4), 2 runs each.
 STAND_IN = Shape(concurrencies=(1, 2), runs=2, input_len=256, output_len=16,
                  wave_start_s=60, run_s={1: 4.0, 2: 4.0}, lora_factor=1.0)  # fmt: skip
@@ -263,16 +283,17 @@ def plan(base: Path, adapters_dir: Path, variant: str, shape: Shape = DEVICE, *,
                 row["lora_buffers"] = buffers.line()
             servers.append(row)
         points = point_order(names, shape)
-        estimate = shape.wave_start_s + sum(p["estimate_s"] for p in points)
+        estimate = shape.start_s(names) + sum(p["estimate_s"] for p in points)
         waves.append({"wave": i, "servers": servers, "points": points, "estimate_s": estimate})
     return waves
 
 
 def estimate_line(waves: list[dict], shape: Shape) -> str:
     """The session's time estimate in one line (seconds)."""
+    starts = {w["wave"]: shape.start_s(s["server"] for s in w["servers"]) for w in waves}
     parts = [
-        f"wave {w['wave']} ~{shape.wave_start_s:.0f} s to start + {sum(p['runs'] for p in w['points'])} "
-        f"runs ~{w['estimate_s'] - shape.wave_start_s:,.0f} s"
+        f"wave {w['wave']} ~{starts[w['wave']]:.0f} s to start + {sum(p['runs'] for p in w['points'])} "
+        f"runs ~{w['estimate_s'] - starts[w['wave']]:,.0f} s"
         for w in waves
     ]
     total = sum(w["estimate_s"] for w in waves)
@@ -405,7 +426,7 @@ def run(waves: list[dict], out: Path, deadline: float, shape: Shape, *, clock=ti
         points = [dict(p) for p in wave["points"]]  # with its estimate, to set beside its seconds
         summary["points"].extend(points)
         left = deadline - clock()
-        need = shape.wave_start_s + wave["points"][0]["estimate_s"] + STOP_S
+        need = shape.start_s(names) + wave["points"][0]["estimate_s"] + STOP_S
         if left < need:
             record["status"] = f"skipped: {left:.0f} s left, a wave needs about {need:.0f}"
             for p in points:
@@ -419,8 +440,17 @@ def run(waves: list[dict], out: Path, deadline: float, shape: Shape, *, clock=ti
         servers: dict = {}
         timer = None
         try:
-            servers = start(configs, deadline, summary["servers"])
+            try:
+                servers = start(configs, deadline, summary["servers"])
+            except Exception as e:  # noqa: BLE001 - the next wave may still start
+                record["status"] = f"error: start: {type(e).__name__}: {e}"[:2000]
+                for p in points:
+                    p["status"] = "skipped: its wave's start failed"
+                traceback.print_exc()
+                continue  # the finally below keeps the logs and saves
             record["start_s"] = round(clock() - t0)
+            if not servers:
+                record["status"] = "no server of the wave started"
             timer = _stopper(deadline, clock, servers, lock)
             save()
             for p in points:
@@ -450,19 +480,24 @@ def run(waves: list[dict], out: Path, deadline: float, shape: Shape, *, clock=ti
             if timer is not None:
                 timer.cancel()
             with lock:
-                for name, srv in servers.items():
+                for srv in servers.values():
                     with contextlib.suppress(Exception):
                         srv.stop()
-                    _keep_log(srv, out / name, summary["servers"][name])
+            for name in configs:  # a server that failed to start left its log path too
+                with contextlib.suppress(Exception):
+                    rec = summary["servers"][name]
+                    log = getattr(servers.get(name), "log_path", None) or rec.get("log_path")
+                    _keep_log(log, out / name, rec)
             record["seconds"] = round(clock() - t0)
             summary["memory"] = memory_summary(summary["servers"])
             save()
     return summary
 
 
-def _keep_log(srv, folder: Path, rec: dict) -> None:
-    """Copy the server's log into ``folder/vllm.log`` and read its memory lines into ``rec``."""
-    log = Path(getattr(srv, "log_path", None) or "")
+def _keep_log(log_path, folder: Path, rec: dict) -> None:
+    """Copy the server's log (``log_path``, a path or None) into ``folder/vllm.log`` and read
+    its memory lines into ``rec``."""
+    log = Path(log_path or "")
     if log.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, folder / "vllm.log")
