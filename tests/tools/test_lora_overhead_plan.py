@@ -337,7 +337,7 @@ def test_the_memory_line_is_read_from_vllms_own_log_with_the_slots_inside_it(pla
 def test_the_shell_entry_starts_the_lora_run_with_the_sessions_deadline(tmp_path):
     """`h200_drafting.sh start LAST BUDGET_S lora [args]` (stubs for the stack and the jobs;
     its /tmp/t0 moved into tmp_path): the chain's job is the LoRA run with --deadline t0 +
-    BUDGET_S, its own arguments passed through, none when none is given."""
+    BUDGET_S, its own arguments passed through, none when none is given; `tune [args]` too."""
     device = tmp_path / "tools" / "device"
     device.mkdir(parents=True)
     script = (REPO_ROOT / "tools/device/h200_drafting.sh").read_text()
@@ -347,15 +347,24 @@ def test_the_shell_entry_starts_the_lora_run_with_the_sessions_deadline(tmp_path
     (device / "jobs.sh").write_text('printf "jobs:"; for a in "$@"; do printf " <%s>" "$a"; done; echo\n')  # fmt: skip
     (tmp_path / "t0").write_text("1000\n")
 
-    def start(*extra):
+    def start(*extra, what="lora"):
         return subprocess.run(["bash", "tools/device/h200_drafting.sh", "start", "8", "1500",
-                               "lora", *extra], cwd=tmp_path, capture_output=True, text=True).stdout  # fmt: skip
+                               what, *extra], cwd=tmp_path, capture_output=True, text=True).stdout  # fmt: skip
 
     job = ("<COOKBOOK_OUT=/tmp/runs/draft/cookbook python3 tools/device/lora_overhead_h200.py "
            "--out /tmp/runs/draft/out --deadline 2500 ")  # fmt: skip
     assert "stack join 0.32.0 8" in start()
     assert job + ">" in start()
     assert job + "--variant bf16 >" in start("--variant", "bf16")
+    # the tuning entry the same way: no argument given passes none (not an empty '')
+    budget = "--budget-s $(( (left = 2500 - $(date +%s)) > 1 ? left : 1 ))"
+    assert (
+        f"tune_h200.py --no-grid --drafting --co-tenant --out /tmp/runs/draft/out {budget} >"
+        in start(what="tune")
+    )
+    assert f"{budget} --only recipe dspark-k7 >" in start(
+        "--only", "recipe", "dspark-k7", what="tune"
+    )
 
 
 def test_the_adapters_it_serves_have_the_real_architectures_shapes(tmp_path):

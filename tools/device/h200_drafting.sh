@@ -40,7 +40,7 @@ start)
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
     if [ "${4:-}" = tune ]; then  # the tuning step's drafting part, co-tenant (tune_h200.py)
         shift 4
-        extra=$(printf '%q ' "$@")  # tune_h200.py's own arguments, quoted for the chain's bash -c
+        extra=""; [ $# -gt 0 ] && extra=$(printf '%q ' "$@")  # tune_h200.py's own arguments, quoted for the chain's bash -c (none: nothing, not '')
         # the budget left when the job starts, at least 1 s (0 would mean "no limit")
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( (left = $deadline - \$(date +%s)) > 1 ? left : 1 )) $extra"
     elif [ "${4:-}" = lora ]; then  # LoRA adapters' overhead, co-tenant (lora_overhead_h200.py)
