@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from helpers.bench.point import _safe
 from helpers.config.resolve import standin_config
 from helpers.config.run import serves_standin
 from helpers.errors import BenchError, RecipeError
+from helpers.memory.planner import DRAFTERS
 from helpers.weights.prepare import served_config
 from lab.bench.scenarios import Scenario, _from_entry
 from lab.bench.scenarios import scenario as named_scenario
@@ -121,7 +123,8 @@ def candidate(
 
     Raises:
         BenchError: a name that is empty or not a plain word; ``extra_args`` or
-            ``standin_args`` not a dict.
+            ``standin_args`` not a dict; ``extra_args`` drafting with MTP, DFlash or DSpark
+            through ``--speculative-config`` (``speculative=`` is the way).
         RecipeError: what ``resolve`` refuses (an unknown variant, a rule broken), by name.
     """
     if not isinstance(name, str) or not name or _safe(name) != name:
@@ -136,6 +139,15 @@ def candidate(
                 'dict of flag to value, e.g. {"--max-num-seqs": 64} (None as a value removes a flag).'
             )
     extra = dict(extra_args or {})
+    drafter = _drafter_in(extra.get("--speculative-config"))
+    if drafter in DRAFTERS:  # the registry's mode, not a bare flag: see the error
+        raise BenchError(
+            f"candidate {name!r}: extra_args sets --speculative-config with method {drafter!r}; pass "
+            f"speculative={drafter!r} (and speculative_tokens=K) instead: the registry's mode carries "
+            "its GPU overrides, a weightless run's synthetic acceptance and the CPU stand-in's "
+            "n-gram in its place (a bare flag would launch the drafter on the stand-in, which "
+            "cannot run it)."
+        )
     if any(v is not None for v in (variant, speculative, moe_backend, vllm_version)):
         from helpers.config.resolve import resolve
 
@@ -162,6 +174,16 @@ def candidate(
     standin = dict(standin_args) if standin_args is not None else None
     spec = {k: v for k, v in chosen.items() if v is not None}
     return Candidate(name, cfg, extra, standin, note, spec=spec)
+
+
+def _drafter_in(spec: Any) -> str | None:
+    """The ``method`` of a ``--speculative-config`` value (a dict or its JSON), else None."""
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            return None
+    return spec.get("method") if isinstance(spec, Mapping) else None
 
 
 def make_candidates(

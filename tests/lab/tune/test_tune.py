@@ -192,6 +192,15 @@ def test_a_drafting_candidate_drafts_with_ngram_on_the_stand_in_and_says_so():
     assert "--no-enable-prefix-caching" in served.args  # the CPU build's hybrid cannot cache
     plain = tuning.candidate(base, "b", extra_args={"--max-num-seqs": 2})
     assert plain.standin_drafting is None and plain.served("stand_in").speculative == "none"
+    # a drafter given as a bare flag would launch it on the stand-in: refused, naming the way
+    for spec in ({"method": "mtp", "num_speculative_tokens": 3}, '{"method": "dspark"}'):
+        with pytest.raises(
+            BenchError, match=r"speculative='(mtp|dspark)' \(and speculative_tokens"
+        ):
+            tuning.candidate(base, "mine", extra_args={"--speculative-config": spec})
+    ngram = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    own = tuning.candidate(base, "ng", extra_args={"--speculative-config": ngram})
+    assert own.served("stand_in").args["--speculative-config"] == ngram  # the CPU build drafts it
 
 
 def test_a_drafting_recommendation_states_its_acceptance_the_break_even_and_how_to_measure_yours():
