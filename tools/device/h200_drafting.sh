@@ -38,14 +38,14 @@ start)
     sh tools/device/stack.sh join 0.32.0 "${2:?LAST}" || exit 1
     . tools/device/env.sh
     deadline=$(( $(cat /tmp/t0) + ${3:?BUDGET_S} ))
-    if [ "${4:-}" = tune ]; then  # the tuning step's drafting part, co-tenant (tune_h200.py)
-        shift 4
-        extra=""; [ $# -gt 0 ] && extra=$(printf '%q ' "$@")  # tune_h200.py's own arguments, quoted for the chain's bash -c (none: nothing, not '')
+    what=${4:-}
+    case "$what" in tune|lora)  # the script's own arguments, quoted for the chain's bash -c
+        shift 4; extra=""; [ $# -gt 0 ] && extra=$(printf '%q ' "$@") ;;  # none: nothing, not ''
+    esac
+    if [ "$what" = tune ]; then  # the tuning step's drafting part, co-tenant (tune_h200.py)
         # the budget left when the job starts, at least 1 s (0 would mean "no limit")
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/tune_h200.py --no-grid --drafting --co-tenant --out $R/draft/out --budget-s \$(( (left = $deadline - \$(date +%s)) > 1 ? left : 1 )) $extra"
-    elif [ "${4:-}" = lora ]; then  # LoRA adapters' overhead, co-tenant (lora_overhead_h200.py)
-        shift 4
-        extra=""; [ $# -gt 0 ] && extra=$(printf '%q ' "$@")  # its own arguments (--variant bf16)
+    elif [ "$what" = lora ]; then  # LoRA adapters' overhead, co-tenant (lora_overhead_h200.py; e.g. --variant bf16)
         run="COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/lora_overhead_h200.py --out $R/draft/out --deadline $deadline $extra"
     else
         # RELEASE:WAVES runs after WAVES, with the last RELEASE_S (default 540) of the budget

@@ -145,13 +145,13 @@ class Shape(NamedTuple):
     wave_start_s: float
     run_s: dict[int, float]
     lora_factor: float
-    lora_start_s: float = 0.0
+    lora_start_s: float
 
     def start_s(self, names) -> float:
         """The start estimate (s) of a wave of servers ``names``: :attr:`lora_start_s` when one
         of them serves adapters."""
         lora = any(str(n).startswith("lora-") for n in names)
-        return max(self.wave_start_s, self.lora_start_s) if lora else self.wave_start_s
+        return self.lora_start_s if lora else self.wave_start_s
 
     def num_prompts(self, concurrency: int) -> int:
         """Requests of one run: two full rounds of ``concurrency`` requests, at least 8 (one
@@ -172,15 +172,17 @@ class Shape(NamedTuple):
 # routing's 0.7x) scaled to this run's two rounds, plus 4 s of warm-up, prompts and /metrics:
 # c=1 8 requests 12.5 s, c=16 32 requests 8.6 s, c=64 128 requests 13.5 s. LoRA servers 1.3x
 # (assumed: punica's kernels on every adapted projection and the Marlin experts' LoRA path;
-# what this run measures). Wave 1: 250 + 2 x 3 x 34.6 = 458 s; wave 2: 250 + 3 x 2 x 3 x 45.0 =
-# 1,060 s; about 1,520 s in all, inside the ~1,550 s a session leaves the job after the wheels,
-# the chunks and the bundle's unpacking. Short of that, the last points (point_order) are skipped.
+# what this run measures). A wave of LoRA servers starts in about 330 s (a fresh compile, CUDA
+# graphs captured with and without LoRA, the LoRA kernels built on first use: read in 0.32.0,
+# not measured). Wave 1: 250 + 2 x 3 x 34.6 = 458 s; wave 2: 330 + 3 x 2 x 3 x 45.0 = 1,140 s;
+# about 1,600 s in all, about what a session leaves the job when its machine started at once
+# (B about 1,620). Short of that, the last points (point_order) are skipped.
 DEVICE = Shape(concurrencies=(1, 16, 64), runs=3, input_len=1024, output_len=256,
                wave_start_s=250, run_s={1: 12.5, 16: 8.6, 64: 13.5}, lora_factor=1.3,
                lora_start_s=330)  # fmt: skip
 #: ``--stand-in``: small points on the CPU stand-in (its --max-num-seqs is 4), 2 runs each.
 STAND_IN = Shape(concurrencies=(1, 2), runs=2, input_len=256, output_len=16,
-                 wave_start_s=60, run_s={1: 4.0, 2: 4.0}, lora_factor=1.0)  # fmt: skip
+                 wave_start_s=60, run_s={1: 4.0, 2: 4.0}, lora_factor=1.0, lora_start_s=60)  # fmt: skip
 
 
 def adapter_names() -> list[str]:

@@ -419,12 +419,13 @@ def runs_needed_line(args, grid, c1, drafting, loads) -> str:
 
     Args:
         args: this script's parsed arguments (``--no-grid``, ``--c1``, ``--drafting``,
-            ``--co-tenant``, ``--only``, ``--repeats``).
+            ``--co-tenant``, ``--only``, ``--repeats``, and ``--points`` as
+            :func:`co_tenant_points` made it).
         grid, c1, drafting: the parts' candidate specs (dicts with ``name``).
         loads: the grid's workloads (``lab.tune.tune.workloads``).
     """
     planned: dict[str, tuple[set[int], list[str]]] = {}
-    draft_at = co_tenant_points(args.points) if args.co_tenant else {
+    draft_at = args.points if args.co_tenant else {
         w.name: list(w.concurrencies) for w in tuning.workloads(DRAFTING_LOADS)}  # fmt: skip
     parts = [(not args.no_grid, grid, {w.name: list(w.concurrencies) for w in loads}),
              (args.c1, c1, {"tune-1k": [1]}), (args.drafting, drafting, draft_at)]  # fmt: skip
@@ -538,7 +539,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.co_tenant and not args.drafting:
         p.error("--co-tenant serves the drafting part's candidates together: pass --drafting too")
-    co_tenant_points(args.points)  # a bad --points stops here, before any server starts
+    args.points = co_tenant_points(args.points)  # {workload: concurrencies}; a bad one stops here
     base = resolve("h200")
     grid = specs(GRID, releases=args.releases, stand_in=args.stand_in)
     c1 = specs(C1_CANDIDATES, base_moe="marlin", stand_in=args.stand_in)
@@ -568,7 +569,7 @@ def main(argv=None) -> int:
             slots = args.slots or CO_TENANT_SLOTS
             waves = co_tenant_waves(names, {d["name"]: d for d in drafting}, slots)
             print(f"co-tenant waves of {slots} slots (--slots; on a GPU, as many as its memory holds: "
-                  f"{co_tenant_slots(79.6)} on an H100 80GB): {waves}; concurrencies {co_tenant_points(args.points)}; about "
+                  f"{co_tenant_slots(79.6)} on an H100 80GB): {waves}; concurrencies {args.points}; about "
                   f"{CO_TENANT_START_S:.0f} s of cold starts a wave and {CO_TENANT_MEASURE_S:.0f} s "
                   "a candidate")  # fmt: skip
         # what this call would run: --no-grid, --c1 and --only as given (the recipe heads each part)
@@ -601,11 +602,10 @@ def main(argv=None) -> int:
 
             draft_loads = loads[:1] + tuning.workloads("agent", run=Run("stand_in", target=base))
             draft_loads = [dataclasses.replace(w, concurrencies=(1, 2)) for w in draft_loads
-                           if co_tenant_points(args.points)[w.name]]  # fmt: skip
+                           if args.points[w.name]]  # fmt: skip
         else:
-            at = co_tenant_points(args.points)
-            draft_loads = [dataclasses.replace(w, concurrencies=tuple(at[w.name]))
-                           for w in tuning.workloads([n for n in DRAFTING_LOADS if at[n]])]  # fmt: skip
+            draft_loads = [dataclasses.replace(w, concurrencies=tuple(args.points[w.name]))
+                           for w in tuning.workloads([n for n in DRAFTING_LOADS if args.points[n]])]  # fmt: skip
         run_co_tenant(base, drafting, draft_loads, args.out / "drafting", args)
     elif args.drafting:
         draft_loads = loads[:1] if args.stand_in else tuning.workloads(DRAFTING_LOADS)
