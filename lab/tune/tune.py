@@ -398,16 +398,15 @@ def tune(
             steps = {w.name: _next_step(folder, cand.name, w, bounds, reps, slo_search, failures)
                      for w in cand_loads}  # fmt: skip
             n_points = sum(len(s[2]) for s in steps.values() if s and s[0] == "first")
+            what = f"{n_points} point(s)" if n_points else "the saved points' next runs"
             then = (
                 f"; repeats: {reps} runs of each decision point" if reps > 1 else "; one run each"
             )
             if url:
-                _say(
-                    progress, f"{head}: measuring {n_points} point(s) on the server at {url}{then}"
-                )
+                _say(progress, f"{head}: measuring {what} on the server at {url}{then}")
                 srv = VLLMServer.attach(url)
             else:
-                _say(progress, f"{head}: launching, then {n_points} point(s){then}")
+                _say(progress, f"{head}: launching, then {what}{then}")
                 srv = (
                     server_factory(served)
                     if server_factory is not None

@@ -32,8 +32,9 @@ Usage, on the device after ``. tools/device/env.sh`` (or through ``h200_tune.sh`
     python3 tools/device/tune_h200.py --stand-in --out /tmp/tune-rehearsal   # CPU rehearsal
 
 ``--drafting --co-tenant`` fits the drafting part into one session: its servers start together
-on the GPU in waves of four (a BF16 one counts two) with a 4 GiB KV cache each, and each is
-measured in turn while the others sit idle (:func:`run_co_tenant`), at the latency workload
+on the GPU in waves of four (a BF16 one counts two) with a 4 GiB KV cache each, and they are
+measured in rounds, one run of each in turn while the others sit idle (:func:`run_co_tenant`,
+:func:`measure_in_rounds`: a budget cut leaves each the same number of runs), at the latency workload
 (``tune-1k``, concurrency 1) and the agent workload (4 and 16 sessions): what a 4 GiB cache
 holds. ``DIR/drafting/co-tenant.json`` has each server's command as started.
 
@@ -327,9 +328,41 @@ def co_tenant_waves(
     return [w for w in waves if w]
 
 
+def measure_in_rounds(names, repeats, measure, left, round_s, keep_s) -> dict[str, tuple[int, str]]:
+    """Run ``measure(name, k)`` for k = 1..``repeats`` in rounds: round k takes every name's
+    k-th run in turn, so co-tenants are measured through the same minutes (drift falls on both
+    sides) and a budget cut leaves each with as many runs as the others (a pair to compare;
+    run one after another, the 2026-12-06 H200 session measured the recipe 6 times and left
+    DSpark none). A round starts only when ``round_s`` (seconds, one name's run) times the
+    names still measured, plus ``keep_s``, fits in ``left()`` (seconds).
+
+    Returns:
+        ``{name: (runs measured, why it stopped)}``: why is ``""`` after all ``repeats``,
+        ``"k of N runs: S s of budget left"`` at a cut, ``"tune: Error: ..."`` when its
+        ``measure`` raised (that name sits out the later rounds; the others go on)."""
+    done = {n: (0, "") for n in names}
+    active = list(names)
+    for k in range(1, repeats + 1):
+        if not active:
+            break
+        if left() < round_s * len(active) + keep_s:
+            for n in active:
+                done[n] = (k - 1, f"{k - 1} of {repeats} runs: {left():.0f} s of budget left")
+            break
+        for n in list(active):
+            try:
+                measure(n, k)
+                done[n] = (k, "")
+            except Exception as e:  # noqa: BLE001 - recorded; the others go on
+                done[n] = (k - 1, f"tune: {type(e).__name__}: {e}"[:2000])
+                active.remove(n)
+    return done
+
+
 def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
-    """The part's candidates in co-tenant waves (:data:`CO_TENANT_SLOTS`), each candidate
-    measured by ``lab.tune.tune`` on its attached server; the recipe heads the first wave.
+    """The part's candidates in co-tenant waves (:data:`CO_TENANT_SLOTS`), measured by
+    ``lab.tune.tune`` on their attached servers in rounds of one run each
+    (:func:`measure_in_rounds`; the SLO search in the last); the recipe heads the first wave.
     Writes ``folder/co-tenant.json``: each server's command as started (the co-tenant flags
     beside the candidate's), its ready time (s) or error, and what was skipped for the budget
     (``args.budget_s``, device seconds from the script's start).
@@ -389,18 +422,26 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
         try:
             servers = co.start_co_tenants(configs, time.time() + left() - 60, wave_record)
             save()
-            for n, srv in servers.items():
-                if left() < measure_s + (0 if args.stand_in else CO_TENANT_COLLECT_S):
-                    wave_record[n]["measured"] = f"skipped: {left():.0f} s of budget left"
-                    continue
+
+            def measure(n: str, k: int, servers=servers, wave_record=wave_record) -> None:
+                # run k of candidate n; the SLO search in the last round
                 t = time.monotonic()
                 try:
                     tuning.tune(base, loads, slo, cand_specs, only=[n], include_recipe=True,
-                                servers={n: srv.base_url.removesuffix("/v1")}, **common)  # fmt: skip
-                except Exception as e:  # noqa: BLE001 - recorded; the next candidate runs
-                    wave_record[n]["error"] = f"tune: {type(e).__name__}: {e}"[:2000]
-                wave_record[n]["measured_s"] = round(time.monotonic() - t)
-                save()
+                                servers={n: servers[n].base_url.removesuffix("/v1")},
+                                **{**common, "repeats": k, "slo_search": args.slo_search if k == args.repeats else 0})  # fmt: skip
+                finally:
+                    wave_record[n]["measured_s"] = wave_record[n].get("measured_s", 0) + round(time.monotonic() - t)  # fmt: skip
+                    save()
+
+            keep_s = 0 if args.stand_in else CO_TENANT_COLLECT_S
+            runs = measure_in_rounds(list(servers), max(args.repeats, 1), measure, left,
+                                     measure_s / max(args.repeats, 1), keep_s)  # fmt: skip
+            for n, (k, why) in runs.items():
+                wave_record[n]["runs"] = k
+                if why:
+                    wave_record[n]["error" if why.startswith("tune: ") else "measured"] = why
+            save()
         finally:
             for srv in servers.values():
                 srv.stop()
