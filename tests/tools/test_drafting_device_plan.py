@@ -138,6 +138,23 @@ def test_waves_seven_and_eight_fit_the_break_even_line_at_64_requests_with_unifo
     assert plan.WIDE_CONCURRENCIES == (1, 16, 64)
 
 
+def test_a_waves_break_even_points_alternate_between_its_servers_so_a_cut_keeps_pairs():
+    """Wave 7's two servers take the break-even points by concurrency, in turn (recipe at 1,
+    MTP at 1, recipe at 16, ...), so a deadline after any point leaves the two with the same
+    concurrencies measured, or one more on the first; the agent sweep runs once per server
+    first; wave 2 and later measure no baseline of wave 1."""
+    plan = _plan()
+    order = plan.measure_order(list(plan.WAVE7), 7, plan.WIDE_CONCURRENCIES)
+    assert order == [(n, "break-even", c) for c in (1, 16, 64) for n in plan.WAVE7]
+    for cut in range(len(order) + 1):
+        done = [sum(1 for n, _, _ in order[:cut] if n == name) for name in plan.WAVE7]
+        assert max(done) - min(done) <= 1
+    wave1 = plan.measure_order(["none", "mtp", "mtp-L1.5"], 1, (1, 16))
+    assert wave1 == [("none", "agent", None), ("mtp-L1.5", "break-even", 1),
+                     ("mtp-L1.5", "break-even", 16)]  # fmt: skip
+    assert plan.measure_order(["none", "mtp-L5.5"], 2, (1,)) == [("mtp-L5.5", "break-even", 1)]
+
+
 def test_only_keeps_the_named_servers_of_each_wave_and_rejects_an_unknown_name():
     """``--only`` (``DRAFT_ONLY`` in h200_drafting.sh) fits a wave to a GPU that holds fewer
     co-tenants; a misspelled name stops the run instead of skipping every wave."""

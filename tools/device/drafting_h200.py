@@ -406,6 +406,21 @@ def start_co_tenants(configs: dict, deadline: float, record: dict) -> dict:
     return servers
 
 
+def measure_order(names: list[str], wave: int, concurrencies) -> list[tuple[str, str, int | None]]:
+    """What wave ``wave`` measures on its ready servers ``names``, in order: ``(server,
+    "agent" or "break-even", concurrency)``; the agent workload's sweep once per server (its
+    concurrencies, None), then the break-even points by ``concurrencies``, the servers in turn
+    at each, so a deadline that cuts the wave leaves pairs (a server's points one after another
+    left the recipe measured and the drafter not, in the tuning step's 2026-12-06 session).
+    Wave 2 and later measure no baseline of wave 1 (its notebook only)."""
+
+    def on(n: str, group: set) -> bool:
+        return n in group and not (wave > 1 and n in WAVE1)
+
+    agent = [(n, "agent", None) for n in names if on(n, AGENT_ON)]
+    return agent + [(n, "break-even", c) for c in concurrencies for n in names if on(n, BREAK_EVEN_ON)]  # fmt: skip
+
+
 def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> None:
     folder = out / f"wave{i}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -430,24 +445,20 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
             record["notebook"] = _notebook(
                 urls, wave, folder, min(900, deadline - time.time() - 300)
             )
-        for name, srv in servers.items():
-            for what, on in (("agent", AGENT_ON), ("break-even", BREAK_EVEN_ON)):
-                if name not in on or (
-                    i > 1 and name in WAVE1
-                ):  # wave 2's baseline: the notebook only
-                    continue
-                if deadline - time.time() < 90:
-                    record[name][what] = "skipped: deadline"
-                    continue
-                try:
-                    wide = WIDE_CONCURRENCIES if i in (7, 8) else BREAK_EVEN_CONCURRENCIES
-                    record[name][what] = _points(srv, name, folder / name, what, wide)
-                except Exception as e:  # noqa: BLE001
-                    record[name][what] = f"error: {e}"[:2000]
-                    traceback.print_exc()
-                (out / "summary.json").write_text(
-                    json.dumps(summary, indent=1)
-                )  # a cut run keeps it
+        wide = WIDE_CONCURRENCIES if i in (7, 8) else BREAK_EVEN_CONCURRENCIES
+        for name, what, c in measure_order(list(servers), i, wide):
+            rec = record[name].setdefault(what, {"seconds": 0, "concurrencies": []})
+            if deadline - time.time() < 90:
+                rec.setdefault("skipped", []).append(c)  # the deadline
+                continue
+            try:
+                t = _points(servers[name], name, folder / name, what, [c] if c else wide)
+                rec["seconds"] += t["seconds"]
+                rec["concurrencies"].append(c)
+            except Exception as e:  # noqa: BLE001
+                rec.setdefault("errors", []).append(f"{c}: {e}"[:2000])
+                traceback.print_exc()
+            (out / "summary.json").write_text(json.dumps(summary, indent=1))  # a cut run keeps it
     finally:
         for name, srv in servers.items():
             try:
