@@ -448,15 +448,16 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
         wide = WIDE_CONCURRENCIES if i in (7, 8) else BREAK_EVEN_CONCURRENCIES
         for name, what, c in measure_order(list(servers), i, wide):
             rec = record[name].setdefault(what, {"seconds": 0, "concurrencies": []})
+            cs = [c] if c else list(AGENT_CONCURRENCIES)  # the agent sweep: all of its own
             if deadline - time.time() < 90:
-                rec.setdefault("skipped", []).append(c)  # the deadline
+                rec.setdefault("skipped", []).extend(cs)  # the deadline
                 continue
             try:
                 t = _points(servers[name], name, folder / name, what, [c] if c else wide)
                 rec["seconds"] += t["seconds"]
-                rec["concurrencies"].append(c)
+                rec["concurrencies"].extend(cs)
             except Exception as e:  # noqa: BLE001
-                rec.setdefault("errors", []).append(f"{c}: {e}"[:2000])
+                rec.setdefault("errors", []).append(f"{cs}: {e}"[:2000])
                 traceback.print_exc()
             (out / "summary.json").write_text(json.dumps(summary, indent=1))  # a cut run keeps it
     finally:

@@ -191,12 +191,15 @@ def gpu_slots() -> int:
 #: Seconds a wave's cold starts take (four at once: ready in 169-382 s on 2026-12-05) and one
 #: candidate's points at 3 runs each (9 points of 15-35 s each with vllm bench serve's start;
 #: 134-189 s on an H100, 2026-12-05, --slo-search 1 included, so the most of them; scaled by
-#: ``--repeats`` / 3): a wave starts only when both fit the budget left, a candidate is measured
-#: only when its points do.
+#: ``--repeats`` / 3, a run of each a round of :func:`measure_in_rounds`): a wave starts only
+#: when its cold start and one round fit the budget left, a round only when it fits.
 CO_TENANT_START_S = 420.0
 CO_TENANT_MEASURE_S = 190.0
 #: Seconds kept after the last candidate for the final summary, plots and the device's collect.
 CO_TENANT_COLLECT_S = 90.0
+#: Seconds one SLO-search probe takes (one run at a concurrency between two grid points: the
+#: H100 screen's agent points took 15-35 s with vllm bench serve's start, 2026-12-05).
+SEARCH_PROBE_S = 35.0
 SLO = {"tpot_ms": 20, "ttft_ms": 2000}
 #: On the stand-in TPOT is no measurement (2 CPU cores stream in bursts): TTFT and E2EL instead.
 STANDIN_SLO = {"ttft_ms": 2000, "e2el_ms": 5000}
@@ -328,33 +331,37 @@ def co_tenant_waves(
     return [w for w in waves if w]
 
 
-def measure_in_rounds(names, repeats, measure, left, round_s, keep_s) -> dict[str, tuple[int, str]]:
-    """Run ``measure(name, k)`` for k = 1..``repeats`` in rounds: round k takes every name's
-    k-th run in turn, so co-tenants are measured through the same minutes (drift falls on both
-    sides) and a budget cut leaves each with as many runs as the others (a pair to compare;
-    run one after another, the 2026-12-06 H200 session measured the recipe 6 times and left
-    DSpark none). A round starts only when ``round_s`` (seconds, one name's run) times the
-    names still measured, plus ``keep_s``, fits in ``left()`` (seconds).
+def measure_in_rounds(names, rounds, measure, left, keep_s) -> dict[str, tuple[list, str]]:
+    """Run ``measure(name, key)`` round by round, every name in turn within a round: with
+    ``rounds`` ``[(1, s), (2, s), ..., ("search", s)]`` round k takes every name's k-th run, so
+    co-tenants are measured through the same minutes (drift falls on both sides) and a budget
+    cut leaves each with as many runs as the others (a pair to compare; run one after another,
+    the 2026-12-06 H200 session measured the recipe 6 times and left DSpark none). A round
+    ``(key, s)`` starts only when ``s`` (seconds, one name's step) times the names still
+    measured, plus ``keep_s``, fits in ``left()`` (seconds).
 
     Returns:
-        ``{name: (runs measured, why it stopped)}``: why is ``""`` after all ``repeats``,
-        ``"k of N runs: S s of budget left"`` at a cut, ``"tune: Error: ..."`` when its
-        ``measure`` raised (that name sits out the later rounds; the others go on)."""
-    done = {n: (0, "") for n in names}
+        ``{name: (the keys of the rounds it completed, why it stopped)}``: why is ``""`` after
+        every round, ``"k of N rounds: S s of budget left"`` at a cut, ``"tune: Error: ..."``
+        when its ``measure`` raised (that name sits out the later rounds; the others go on)."""
+    done: dict[str, tuple[list, str]] = {n: ([], "") for n in names}
     active = list(names)
-    for k in range(1, repeats + 1):
+    for i, (key, step_s) in enumerate(rounds):
         if not active:
             break
-        if left() < round_s * len(active) + keep_s:
+        if left() < step_s * len(active) + keep_s:
             for n in active:
-                done[n] = (k - 1, f"{k - 1} of {repeats} runs: {left():.0f} s of budget left")
+                done[n] = (
+                    done[n][0],
+                    f"{i} of {len(rounds)} rounds: {left():.0f} s of budget left",
+                )
             break
         for n in list(active):
             try:
-                measure(n, k)
-                done[n] = (k, "")
+                measure(n, key)
+                done[n][0].append(key)
             except Exception as e:  # noqa: BLE001 - recorded; the others go on
-                done[n] = (k - 1, f"tune: {type(e).__name__}: {e}"[:2000])
+                done[n] = (done[n][0], f"tune: {type(e).__name__}: {e}"[:2000])
                 active.remove(n)
     return done
 
@@ -399,10 +406,15 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     record: dict = {"slots": slots, "co_tenant_flags": {} if args.stand_in else co.CO_TENANT, "env": co.CO_TENANT_ENV,
                     "concurrencies": {w.name: list(w.concurrencies) for w in loads}, "waves": []}  # fmt: skip
     save = lambda: (folder / "co-tenant.json").write_text(json.dumps(record, indent=1) + "\n")  # noqa: E731
+    keep_s = 0 if args.stand_in else CO_TENANT_COLLECT_S
+    run_s = measure_s / args.repeats  # one run of a candidate's points (the search's share in it)
+    search_s = 0 if args.stand_in else SEARCH_PROBE_S * args.slo_search * len(loads)
+    rounds = [(k, run_s) for k in range(1, args.repeats + 1)] + ([("search", search_s)] if args.slo_search else [])  # fmt: skip
     for wave in co_tenant_waves(names, by_name, slots):
-        if left() < start_s + measure_s:
+        need = start_s + len(wave) * run_s + keep_s  # its cold start and one run of each
+        if left() < need:
             record.setdefault("skipped", []).append(
-                f"wave {wave}: {left():.0f} s left, a wave needs about {start_s + measure_s:.0f}"
+                f"wave {wave}: {left():.0f} s left, a wave needs about {need:.0f}"
             )
             save()
             continue
@@ -423,22 +435,22 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
             servers = co.start_co_tenants(configs, time.time() + left() - 60, wave_record)
             save()
 
-            def measure(n: str, k: int, servers=servers, wave_record=wave_record) -> None:
-                # run k of candidate n; the SLO search in the last round
+            def measure(n: str, key, servers=servers, wave_record=wave_record) -> None:
+                # run `key` of candidate n, or the SLO search (it reads the first runs only)
                 t = time.monotonic()
+                steps = {"repeats": args.repeats, "slo_search": args.slo_search} if key == "search" else {
+                    "repeats": key, "slo_search": 0}  # fmt: skip
                 try:
                     tuning.tune(base, loads, slo, cand_specs, only=[n], include_recipe=True,
-                                servers={n: servers[n].base_url.removesuffix("/v1")},
-                                **{**common, "repeats": k, "slo_search": args.slo_search if k == args.repeats else 0})  # fmt: skip
+                                servers={n: servers[n].base_url.removesuffix("/v1")}, **{**common, **steps})  # fmt: skip
                 finally:
                     wave_record[n]["measured_s"] = wave_record[n].get("measured_s", 0) + round(time.monotonic() - t)  # fmt: skip
                     save()
 
-            keep_s = 0 if args.stand_in else CO_TENANT_COLLECT_S
-            runs = measure_in_rounds(list(servers), max(args.repeats, 1), measure, left,
-                                     measure_s / max(args.repeats, 1), keep_s)  # fmt: skip
-            for n, (k, why) in runs.items():
-                wave_record[n]["runs"] = k
+            for n, (keys, why) in measure_in_rounds(list(servers), rounds, measure, left, keep_s).items():  # fmt: skip
+                wave_record[n]["rounds"] = (
+                    keys  # the runs tune() was asked for; the points say what saved
+                )
                 if why:
                     wave_record[n]["error" if why.startswith("tune: ") else "measured"] = why
             save()
@@ -578,6 +590,10 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print and check the plan only")
     p.add_argument("--stand-in", action="store_true", help="rehearse on the CPU stand-in")
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(
+            f"--repeats {args.repeats}: 1 or more (runs of each decision point; 3 is vLLM's sweep default)"
+        )
     if args.co_tenant and not args.drafting:
         p.error("--co-tenant serves the drafting part's candidates together: pass --drafting too")
     args.points = co_tenant_points(args.points)  # {workload: concurrencies}; a bad one stops here

@@ -1012,39 +1012,46 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
     assert "uniform routing" not in capsys.readouterr().out
 
 
-def test_co_tenants_are_measured_in_rounds_so_a_budget_cut_leaves_pairs():
+def test_co_tenants_are_measured_in_rounds_so_a_budget_cut_leaves_pairs(capsys):
     """tools/device/tune_h200.py: co-tenant candidates take one run each in turn (round k is
-    every candidate's k-th run), so a budget that ends early leaves the recipe and a drafter
-    with the same number of runs; run one after another, the 2026-12-06 H200 session measured
-    the recipe 6 times and DSpark none. A candidate whose measurement fails sits out the later
-    rounds; the others go on."""
+    every candidate's k-th run), then the SLO search as a round of its own, so a budget that
+    ends early leaves the recipe and a drafter with the same number of runs; run one after
+    another, the 2026-12-06 H200 session measured the recipe 6 times and DSpark none. A
+    candidate whose measurement fails sits out the later rounds; the others go on."""
     tune_h200 = _tune_h200()
-    order: list[tuple[str, int]] = []
+    order: list[tuple[str, object]] = []
     clock = {"left": 1000.0}
 
-    def measure(name, k):
-        order.append((name, k))
-        clock["left"] -= 20  # one run: 20 s
+    def measure(name, key):
+        order.append((name, key))
+        clock["left"] -= 20  # one step: 20 s
         if name == "broken":
             raise RuntimeError("server died")
 
-    def run(names, left_s, repeats=6):
+    def run(names, left_s, repeats=6, search=False):
         order.clear()
         clock["left"] = left_s
-        return tune_h200.measure_in_rounds(names, repeats, measure, lambda: clock["left"], 20, 90)
+        rounds = [(k, 20) for k in range(1, repeats + 1)] + ([("search", 35)] if search else [])
+        return tune_h200.measure_in_rounds(names, rounds, measure, lambda: clock["left"], 90)
 
-    done = run(["recipe", "dspark-k7"], 1000)
-    assert order == [(n, k) for k in range(1, 7) for n in ("recipe", "dspark-k7")]
-    assert done == {"recipe": (6, ""), "dspark-k7": (6, "")}
+    done = run(["recipe", "dspark-k7"], 1000, search=True)
+    assert order == [(n, k) for k in [*range(1, 7), "search"] for n in ("recipe", "dspark-k7")]
+    assert done == {n: ([1, 2, 3, 4, 5, 6, "search"], "") for n in ("recipe", "dspark-k7")}
     # 230 s: a round of two (40 s) plus the 90 s kept fits three times, then the cut
     done = run(["recipe", "dspark-k7"], 230)
     assert order == [(n, k) for k in (1, 2, 3) for n in ("recipe", "dspark-k7")]
-    assert done["recipe"] == done["dspark-k7"] == (3, "3 of 6 runs: 110 s of budget left")
+    assert done["recipe"] == done["dspark-k7"] == ([1, 2, 3], "3 of 6 rounds: 110 s of budget left")
+    # the search is budgeted at its own cost: 6 runs fit, the two probes (70 s + 90 s) do not
+    done = run(["recipe", "dspark-k7"], 90 + 6 * 40 + 69, search=True)
+    assert order[-1] == ("dspark-k7", 6) and done["recipe"][1].startswith("6 of 7 rounds")
     done = run(["recipe", "broken", "mtp-k7"], 1000, repeats=3)
     assert ("broken", 2) not in order and ("mtp-k7", 3) in order
-    assert done["broken"] == (0, "tune: RuntimeError: server died")
-    assert done["recipe"] == done["mtp-k7"] == (3, "")
-    assert run(["recipe"], 100) == {"recipe": (0, "0 of 6 runs: 100 s of budget left")}
+    assert done["broken"] == ([], "tune: RuntimeError: server died")
+    assert done["recipe"] == done["mtp-k7"] == ([1, 2, 3], "")
+    assert run(["recipe"], 100) == {"recipe": ([], "0 of 6 rounds: 100 s of budget left")}
+    with pytest.raises(SystemExit):
+        tune_h200.main(["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--repeats", "0"])
+    assert "--repeats 0: 1 or more" in capsys.readouterr().err
 
 
 def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
