@@ -453,7 +453,7 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 rec.setdefault("skipped", []).extend(cs)  # the deadline
                 continue
             try:
-                t = _points(servers[name], name, folder / name, what, [c] if c else wide)
+                t = _points(servers[name], name, folder / name, what, cs)
                 rec["seconds"] += t["seconds"]
                 rec["concurrencies"].extend(cs)
             except Exception as e:  # noqa: BLE001

@@ -344,26 +344,23 @@ def measure_in_rounds(names, rounds, measure, left, keep_s) -> dict[str, tuple[l
         ``{name: (the keys of the rounds it completed, why it stopped)}``: why is ``""`` after
         every round, ``"k of N rounds: S s of budget left"`` at a cut, ``"tune: Error: ..."``
         when its ``measure`` raised (that name sits out the later rounds; the others go on)."""
-    done: dict[str, tuple[list, str]] = {n: ([], "") for n in names}
+    keys: dict[str, list] = {n: [] for n in names}
+    why = dict.fromkeys(names, "")
     active = list(names)
     for i, (key, step_s) in enumerate(rounds):
         if not active:
             break
         if left() < step_s * len(active) + keep_s:
-            for n in active:
-                done[n] = (
-                    done[n][0],
-                    f"{i} of {len(rounds)} rounds: {left():.0f} s of budget left",
-                )
+            why.update(dict.fromkeys(active, f"{i} of {len(rounds)} rounds: {left():.0f} s of budget left"))  # fmt: skip
             break
         for n in list(active):
             try:
                 measure(n, key)
-                done[n][0].append(key)
+                keys[n].append(key)
             except Exception as e:  # noqa: BLE001 - recorded; the others go on
-                done[n] = (done[n][0], f"tune: {type(e).__name__}: {e}"[:2000])
+                why[n] = f"tune: {type(e).__name__}: {e}"[:2000]
                 active.remove(n)
-    return done
+    return {n: (keys[n], why[n]) for n in names}
 
 
 def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
@@ -447,10 +444,9 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
                     wave_record[n]["measured_s"] = wave_record[n].get("measured_s", 0) + round(time.monotonic() - t)  # fmt: skip
                     save()
 
+            # "rounds": the runs tune() was asked for; the points say what saved
             for n, (keys, why) in measure_in_rounds(list(servers), rounds, measure, left, keep_s).items():  # fmt: skip
-                wave_record[n]["rounds"] = (
-                    keys  # the runs tune() was asked for; the points say what saved
-                )
+                wave_record[n]["rounds"] = keys
                 if why:
                     wave_record[n]["error" if why.startswith("tune: ") else "measured"] = why
             save()
