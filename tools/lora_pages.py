@@ -9,9 +9,10 @@ p50 TPOT, and a ratio of medians: a LoRA server's against ``base-marlin`` at tha
 (LoRA's cost), ``base-marlin``'s against ``base`` (the Marlin MoE kernel's cost, the kernel
 every LoRA server needs). A ratio whose two points' runs overlap is a tie
 (:func:`lab.bench.stats.compare` with ``sides=``, the tuning step's and the drafting pages'
-rule); otherwise every run of one is beyond every run of the other ("apart"). Under it, each
-server's GPU memory at load (vLLM's "Model loading took": weights plus LoRA slots) beside
-:func:`lab.adapters.check.lora_buffers`'s prediction.
+rule); otherwise every run of one is beyond every run of the other ("apart"); with one run on
+either side, a ratio within 5 % of 1 is a tie (:data:`lab.tune.noise.SINGLE_RUN_TIE`). Under
+it, each server's GPU memory at load (vLLM's "Model loading took": weights plus LoRA slots)
+beside :func:`lab.adapters.check.lora_buffers`'s prediction.
 
     python -m tools.lora_pages OUT [--write]     # --write: OUT/README.md
 """
@@ -27,6 +28,7 @@ import pandas as pd
 
 from helpers.bench.results import NOT_MEASURED_ON_STANDIN, load_results
 from lab.bench.stats import compare, spread
+from lab.tune.noise import SINGLE_RUN_TIE
 
 #: The reference of each server's ratio: LoRA's cost against the Marlin base, the kernel's cost
 #: against the recipe.
@@ -61,14 +63,18 @@ def _runs(runs: pd.DataFrame, server: str, active: int, concurrency: int) -> pd.
 def ratio_cell(here: pd.DataFrame, ref: pd.DataFrame, ref_name: str) -> str:
     """``0.87x of base-marlin, apart`` / ``0.98x of base-marlin, tie``: the ratio of the two
     points' median output tok/s, a tie when their runs' ranges overlap
-    (:func:`lab.bench.stats.compare`, ``sides=``); ``one run a side: no verdict`` when a point
-    has a single run; an empty string when either point is missing."""
+    (:func:`lab.bench.stats.compare`, ``sides=``); with a single run on either side no spread
+    is measured, so a ratio within :data:`lab.tune.noise.SINGLE_RUN_TIE` of 1 is a tie, the
+    project's one-run rule (``1.12x of base-marlin, one run a side`` /
+    ``0.98x of base-marlin, tie (one run a side)``); an empty string when either point is
+    missing."""
     if here.empty or ref.empty:
         return ""
     a, b = ref["output_throughput"].astype(float), here["output_throughput"].astype(float)
     text = f"{b.median() / a.median():.2f}x of {ref_name}"
     if len(a) < 2 or len(b) < 2:
-        return text + ", one run a side: no verdict"
+        tie = abs(b.median() / a.median() - 1) < SINGLE_RUN_TIE
+        return text + (", tie (one run a side)" if tie else ", one run a side")
     sides = (spread(ref, "output_throughput"), spread(here, "output_throughput"))
     tie = compare(a.median(), b.median(), sides=sides).winner is None
     return text + (", tie" if tie else ", apart")

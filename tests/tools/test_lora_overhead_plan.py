@@ -455,3 +455,24 @@ def test_the_recorded_rehearsal_holds_no_machine_path():
         if path.is_file():
             text = path.read_text()
             assert str(REPO_ROOT) not in text and "/tmp/" not in text, path
+
+
+@pytest.mark.parametrize(
+    ("here", "ref", "cell"),
+    [
+        ([112.0], [100.0], "1.12x of base-marlin, one run a side"),
+        ([103.0], [100.0], "1.03x of base-marlin, tie (one run a side)"),
+        ([97.0, 99.0], [100.0], "0.98x of base-marlin, tie (one run a side)"),
+        ([80.0], [100.0, 101.0], "0.80x of base-marlin, one run a side"),
+    ],
+)
+def test_a_single_run_ratio_follows_the_projects_one_run_rule(here, ref, cell):
+    """One run on either side: no spread, so a ratio within SINGLE_RUN_TIE (5 %) of 1 is a
+    tie, as the tuning step's and the drafting pages' single runs; beyond it the cell says
+    it rests on one run a side."""
+    import pandas as pd
+
+    from tools.lora_pages import ratio_cell
+
+    frame = lambda v: pd.DataFrame({"output_throughput": v})  # noqa: E731
+    assert ratio_cell(frame(here), frame(ref), "base-marlin") == cell
