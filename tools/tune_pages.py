@@ -12,6 +12,7 @@ when a result was measured on it or lists it in ``applies_to``. Used when the no
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import statistics
@@ -293,15 +294,23 @@ def _one_measurement_each(pts: pd.DataFrame) -> pd.DataFrame:
     return pts[pts["recipe"].astype(bool) | pts.index.isin(last.index)]
 
 
-def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal) -> Any:
+def _recipe_for(pts: pd.DataFrame, best: Any, goal: Goal, *, beside: bool = True) -> Any:
     """The recipe's point ``best`` is compared with: the recipe's best point in ``best``'s own
     file when it has one (the same tuning run: the c1 candidates' session measures the recipe
-    again as their anchor), else its best point in any file; None without a recipe point."""
+    again as their anchor); when none there meets the SLO, its point in that file at ``best``'s
+    concurrency (:func:`lab.tune.slo.reference_beside`: runs side by side, its ``over_slo``
+    saying what it missed; ``beside=False`` skips it); else its best point in any file; None
+    without a recipe point."""
     if pts.empty or not pts["recipe"].any():
         return None
     mine = pts[pts["recipe"]]
     if best is not None and (mine["file"] == best["file"]).any():
-        same = slos.choose(mine[mine["file"] == best["file"]], goal.slo, goal.objective)
+        here = mine[mine["file"] == best["file"]]
+        same = slos.choose(here, goal.slo, goal.objective)
+        if same is not None:
+            return same
+        at = best.get("concurrency") if beside else None
+        same = slos.reference_beside(here, at, goal.slo, goal.objective) if at else None
         if same is not None:
             return same
     return slos.choose(mine, goal.slo, goal.objective)
@@ -324,12 +333,12 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     rows = among if goal.slo is None else goal.slo.meeting(among)
     if rows.empty:
         return None
-    anchors: dict[str, float] = {}
-    for file in rows["file"].unique():
-        ref = _recipe_for(pts, {"file": file}, goal)
-        anchors[file] = float(ref["score"]) if ref is not None and ref["score"] else float("nan")
+    anchor = []
+    for file, c in zip(rows["file"], rows["concurrency"], strict=True):
+        ref = _recipe_for(pts, {"file": file, "concurrency": c}, goal)
+        anchor.append(float(ref["score"]) if ref is not None and ref["score"] else float("nan"))
     score = slos.scores(rows, goal.objective).astype(float)
-    lead = score / rows["file"].map(anchors).astype(float)
+    lead = score / pd.Series(anchor, index=rows.index)
     ranked = rows.assign(
         _lead=lead.fillna(score),  # no recipe point at all: every row by its own score
         **_evidence(rows),
@@ -440,14 +449,10 @@ def recommendations(
         recipe = _recipe_for(pts, best, goal)
         tied, verdict, ratio_range = None, None, None
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
-            a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
-            verdict = noise.verdict(
-                a,
-                b,
-                _apart(runs, best, recipe),
-                noise.screened_count(pts, CONFIGURATION),
-            )
-            ratio_range = (min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None
+            verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
+            if not verdict.beats and recipe.get("over_slo"):  # a recipe over the SLO can't stay
+                recipe = _recipe_for(pts, best, goal, beside=False)
+                verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
             if not verdict.beats:
                 tied, best = best, recipe
         runner, gap = None, None
@@ -472,6 +477,21 @@ def recommendations(
                     "runner_vs_recipe": runner_vs_recipe, "runner_anchor": anchor,
                     "ratio": ratio})  # fmt: skip
     return out
+
+
+def _verdict(
+    pts: pd.DataFrame, runs: pd.DataFrame | None, best: Any, recipe: Any, goal: Goal
+) -> tuple[noise.Verdict, tuple[float, float] | None]:
+    """:func:`lab.tune.noise.verdict` of ``best``'s runs against ``recipe``'s, and the range
+    of their ratio (the worst run of ``best`` over the best of ``recipe``, and the other way;
+    None when a recipe run scored 0). A recipe point over the SLO
+    (:func:`lab.tune.slo.reference_beside`) adds :func:`lab.tune.slo.over_slo_words` to the
+    verdict's text."""
+    a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
+    v = noise.verdict(a, b, _apart(runs, best, recipe), noise.screened_count(pts, CONFIGURATION))
+    if recipe.get("over_slo"):
+        v = dataclasses.replace(v, text=f"{v.text}; {slos.over_slo_words(recipe)}")
+    return v, ((min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None)
 
 
 def _parameters(spec: dict[str, Any]) -> str:

@@ -150,6 +150,8 @@ class Recommendation:
         drafting: for a candidate that drafted at a synthetic acceptance (a weightless run):
             that acceptance with its source, the break-even acceptance length at this point
             (:func:`drafting_words`) and how to measure one's own; None otherwise.
+        reference_over_slo: when no recipe point met the SLO, what its point at this
+            concurrency (the reference, :func:`lab.tune.slo.reference_beside`) missed; else None.
     """
 
     workload: str
@@ -169,6 +171,7 @@ class Recommendation:
     slo_limit: dict[str, Any] | None = None
     api: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     drafting: str | None = None
+    reference_over_slo: str | None = None
 
     @property
     def tie(self) -> str | None:
@@ -358,7 +361,10 @@ class TuneResult:
         (:func:`lab.tune.noise.verdict`, the candidates screened at ``workload`` counted)
         and was measured beside it
         (:func:`lab.tune.noise.apart`), else the recipe's, the tie named in ``tied_with``.
-        None when no point meets the SLO (:meth:`closest` says which came nearest)."""
+        When no recipe point meets the SLO, the best is compared with the recipe's own point at
+        its concurrency (:func:`lab.tune.slo.reference_beside`) and recommended only when it
+        beats it. None when no point meets the SLO (:meth:`closest` says which came nearest),
+        or the recipe has none and nothing beats it where it was measured."""
         name = self._workload(workload)
         pts = self._decidable(name)
         if pts.empty:
@@ -367,8 +373,14 @@ class TuneResult:
         if best is None:
             return None
         recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
-        if recipe is None and not best.get("recipe") and self.unreferenced(name):
-            return None  # the recipe ran and left no point here: nothing to beat, no verdict
+        beside = (
+            None  # the recipe's own point at the best's load, when none of its points meets the SLO
+        )
+        if recipe is None and not best.get("recipe"):
+            beside = slos.reference_beside(pts[pts["recipe"]], best["concurrency"], self.slo)
+            if beside is None and self.unreferenced(name):
+                return None  # the recipe ran and left no point here: nothing to beat, no verdict
+            recipe = beside
         words, tied = None, None
         if recipe is not None and best["candidate"] != recipe["candidate"]:
             v = noise.verdict(
@@ -378,6 +390,10 @@ class TuneResult:
                 screened=noise.screened_count(pts),
             )
             words = v.text
+            if beside is not None and not v.beats:
+                return None  # a recipe over the SLO cannot stay recommended: no verdict
+            if beside is not None:
+                words = f"{words}; {slos.over_slo_words(beside)}"
             if not v.beats:
                 best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]
@@ -397,7 +413,7 @@ class TuneResult:
             repeats=int(best.get("repeats") or 1),
             spread={m: (float(best[f"{m}_min"]), float(best[f"{m}_max"]))
                     for m in noise.SPREAD_METRICS if _num(best.get(f"{m}_min")) is not None},
-            verdict=words, tied_with=tied,
+            verdict=words, tied_with=tied, reference_over_slo=beside["over_slo"] if beside else None,
             slo_limit=lim.iloc[0].to_dict() if not lim.empty else None,
             drafting=self._drafting(best, name),
             api=[{"provider": a.provider, "price": a.describe(),
@@ -467,6 +483,8 @@ class TuneResult:
                 picks.append(("recommended", rec.candidate, rec.concurrency))
             if not pts.empty and pts["recipe"].any():
                 r = slos.choose(pts[pts["recipe"]], self.slo)
+                if r is None and rec is not None and rec.reference_over_slo:
+                    r = slos.reference_beside(pts[pts["recipe"]], rec.concurrency, self.slo)
                 if r is not None:
                     picks.append(("recipe", r["candidate"], int(r["concurrency"])))
             if rec is not None and rec.tied_with:

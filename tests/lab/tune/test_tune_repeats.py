@@ -765,6 +765,40 @@ def test_without_a_recipe_point_no_candidate_is_recommended_and_the_summary_says
     assert "remeasure=['recipe']" in result.summary()
 
 
+def test_a_candidate_that_meets_the_slo_where_the_recipe_misses_it_is_set_against_that_point(
+    tmp_path, cands
+):
+    """The H100 confirmation of 2026-12-06 at 16 agent sessions: the recipe served the load
+    but missed the SLO in its median, the candidate met it with every run faster. The recipe's
+    point at that concurrency is the reference (within the SLO it delivers at most that), so
+    the candidate is recommended, and the words say the recipe missed; within the noise of
+    that point, nothing is recommended (a recipe over the SLO cannot stay)."""
+    for c in (1, 2):
+        for r in range(3):
+            _write(tmp_path, "recipe", c, 100.0 * c + r, repeat=r, e2el=1_500.0)
+            _write(tmp_path, "fast", c, 170.0 * c + r, repeat=r)
+    result = _result(tmp_path, cands, repeats=3)
+    rec = result.recommended()
+    assert (rec.candidate, rec.concurrency, rec.tied_with) == ("fast", 2, None)
+    assert rec.reference_over_slo == "p99 E2EL 1,500 ms > 1,000 ms"
+    assert "1.70x the recipe's median" in rec.verdict
+    assert rec.verdict.endswith(
+        "; the recipe misses the SLO there (p99 E2EL 1,500 ms > 1,000 ms): within it, it "
+        "delivers at most this speed, so the ratio understates the lead"
+    )
+    table = result.recommendation_table().set_index("role")
+    assert table.loc["recipe", "candidate"] == "recipe"
+    assert table.loc["recipe", "concurrency"] == 2
+    assert "no recommendation" not in result.summary()
+
+    for c in (1, 2):  # the same speed as the recipe's: no verdict, and the summary says why
+        for r in range(3):
+            _write(tmp_path, "fast", c, 100.0 * c + 1 - r, repeat=r)
+    result = _result(tmp_path, cands, repeats=3)
+    assert result.recommended() is None
+    assert "tiny: no recommendation: the recipe's command (status: ok)" in result.summary()
+
+
 def test_a_drafting_candidate_s_recommendation_names_its_acceptance_and_break_even(tmp_path):
     """A weightless drafting candidate's record carries its synthetic acceptance; the
     recommendation states it, the break-even acceptance length at its point (its measured L x
