@@ -107,7 +107,7 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
     folder's ``tune.json``) for ``workload``, from the committed ``files`` (names as in the
     ``file`` column: ``grid-0.32.0/tune.json``), with the candidate's row label fields. A
     candidate measured at one concurrency only (the concurrency-1 candidates) had no limit to
-    search: left out."""
+    search: left out. Each limit names its ``file``."""
     out = []
     for path in sorted(Path(results_dir or RESULTS_DIR).glob("*/tune/*/tune.json")):
         if f"{path.parent.name}/tune.json" not in files:
@@ -121,7 +121,8 @@ def slo_limits(results_dir: Path | None, files: set[str], workload: str) -> list
                 if lim.get("workload") == workload and lim.get("limit") is not None:
                     out.append({**lim, "variant": cand.get("variant"),
                                 "moe_backend": cand.get("moe_backend"), "spec": cand.get("spec"),
-                                "recipe": bool(cand.get("recipe"))})  # fmt: skip
+                                "recipe": bool(cand.get("recipe")),
+                                "file": f"{path.parent.name}/tune.json"})  # fmt: skip
     return out
 
 
@@ -244,7 +245,8 @@ def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> l
     mine = _runs_at(runs, row)
     if mine is None:
         return [float(row["score"])]
-    return [float(v) for v in slos.scores(mine, goal.objective)]
+    objective = "throughput" if row.get("over_slo") else goal.objective  # reference_beside's
+    return [float(v) for v in slos.scores(mine, objective)]
 
 
 def _apart(runs: pd.DataFrame | None, best: dict[str, Any], recipe: dict[str, Any]) -> list[str]:
@@ -333,12 +335,13 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     rows = among if goal.slo is None else goal.slo.meeting(among)
     if rows.empty:
         return None
-    anchor = []
+    anchor = []  # NaN: no recipe point at all; inf lead over a recipe point that scored 0
     for file, c in zip(rows["file"], rows["concurrency"], strict=True):
         ref = _recipe_for(pts, {"file": file, "concurrency": c}, goal)
-        anchor.append(float(ref["score"]) if ref is not None and ref["score"] else float("nan"))
+        anchor.append(float("nan") if ref is None else float(ref["score"]))
     score = slos.scores(rows, goal.objective).astype(float)
-    lead = score / pd.Series(anchor, index=rows.index)
+    base = pd.Series(anchor, index=rows.index)
+    lead = (score / base.where(base != 0)).mask(base == 0, float("inf"))
     ranked = rows.assign(
         _lead=lead.fillna(score),  # no recipe point at all: every row by its own score
         **_evidence(rows),
@@ -440,7 +443,10 @@ def recommendations(
         session's recipe), ``ratio_range`` (its lowest and highest over the runs: the worst
         candidate run over the best recipe run, and the other way), ``runner_up`` (the best
         other configuration), ``runner_anchor`` (the recipe's point it is compared with) and
-        ``gap_pct`` (how far its lead is below the best's, %).
+        ``gap_pct`` (how far its lead is below the best's, %). Where the recipe's only
+        reference was over the SLO (:func:`lab.tune.slo.reference_beside`), the best tied with
+        it and no session's recipe met the SLO: ``best`` None, ``recipe`` that point, ``tied``
+        the candidate, and ``none_reason`` what the recipe missed.
     """
     out = []
     for goal in GOALS:
@@ -451,7 +457,13 @@ def recommendations(
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
             verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
             if not verdict.beats and recipe.get("over_slo"):  # a recipe over the SLO can't stay
-                recipe = _recipe_for(pts, best, goal, beside=False)
+                over, recipe = recipe, _recipe_for(pts, best, goal, beside=False)
+                if recipe is None:  # nor is there another session's within it: no verdict
+                    out.append({"goal": goal, "best": None, "recipe": over, "tied": best,
+                                "verdict": verdict, "ratio_range": ratio_range, "ratio": None,
+                                "runner_up": None, "gap_pct": None, "runner_vs_recipe": None,
+                                "runner_anchor": None, "none_reason": over["over_slo"]})  # fmt: skip
+                    continue
                 verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
             if not verdict.beats:
                 tied, best = best, recipe
@@ -679,6 +691,15 @@ def recommendation_markdown(
     for rec in recommendations(rows, offered, runs):
         goal, best, recipe, tied = rec["goal"], rec["best"], rec["recipe"], rec["tied"]
         head = f"| {goal.name}: {goal.what} |"
+        if best is None and rec.get("none_reason"):  # every recipe point over the SLO, a tie
+            lines.append(head + " no recommendation | | | | | | | | | | |")
+            lines.append("| |" + _cells(recipe, "recipe's command (over the SLO)", "1.00x", here))
+            lines.append("| |" + _cells(tied, rec["verdict"].tie, _verdict_ratio(rec), here))
+            notes.append(f"{goal.name}: no recommendation: the recipe missed the SLO at every "
+                         f"point of its session ({rec['none_reason']}) and {_label(tied)} "
+                         f"measured {rec['verdict'].text}: measure both again with more runs, "
+                         "or the recipe at a lower concurrency")  # fmt: skip
+            continue
         if best is None:
             lines.append(
                 head + " not measured yet | | | | | | | | | | `tools/device/tune_h200.py` |"
@@ -732,7 +753,8 @@ def recommendation_markdown(
                 f"{'the recipe' if lim['recipe'] else _label(lim)} meets it at concurrency "
                 f"{lim['limit']}" + (f", misses at {lim['misses_at']}" if lim.get("misses_at") else
                                      " (the highest probed)")
-                + f" ({_fmt(lim.get('goodput_tok_s_per_gpu'))} goodput tok/s/GPU there)"
+                + f" ({_fmt(lim.get('goodput_tok_s_per_gpu'))} goodput tok/s/GPU there, "
+                f"`{lim['file']}`)"
                 for lim in sorted(lims, key=lambda x: -(x.get("goodput_tok_s_per_gpu") or 0))
             )  # fmt: skip
             notes.append(f"{goal.name}: the SLO limit, bisected (one run per probe): {said}")

@@ -274,9 +274,9 @@ class VLLMServer(ServerEndpoint):
                 attached server, no model in the config, vLLM not installed, no room for the
                 launch record (a full disk: the launched process is ended, nothing left behind).
             ServerStartError: the port is taken (names the holder; a port picked here that another
-                process takes during start-up is picked again, once), the process exited during
-                start-up, or ``startup_timeout`` passed (names the phase), with the log tail and,
-                when the log matches :mod:`helpers.server.diagnose`, the fix.
+                process takes before vLLM binds it, or answers on, is picked again, once), the
+                process exited during start-up, or ``startup_timeout`` passed (names the phase),
+                with the log tail and, when the log matches :mod:`helpers.server.diagnose`, the fix.
         """
         if not self.owned:
             raise CookbookError(
@@ -355,8 +355,8 @@ class VLLMServer(ServerEndpoint):
                 # Jupyter's stop button (SIGINT): a starting server must not outlive the cell
                 self._abandon("interrupted during start-up")
                 raise
-            except ServerStartError:  # the picked port taken before vLLM bound it: once more
-                if not (picked and _repick and self.phase == "port taken"):
+            except ServerStartError as e:  # the picked port taken before vLLM bound it: once more
+                if not (picked and _repick and (self.phase == "port taken" or getattr(e.diagnosis, "name", "") == "port_in_use")):  # fmt: skip
                     raise
                 print(f"[vllm] port {self.port} was taken while vLLM started; starting again on another", flush=True)  # fmt: skip
                 self.port, self.log_path, self._proc = None, None, None

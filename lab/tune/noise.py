@@ -45,7 +45,8 @@ VLLM_DATE = "%Y%m%d-%H%M%S"
 
 def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFrame:
     """One row per point from one row per run: the median over its repeats of every numeric
-    column, the first repeat's value of the others (path, date, flags), ``repeats`` (how many
+    column (a column of numbers and None counts as numeric: the median of its numbers), the
+    first repeat's value of the others (path, date, flags), ``repeats`` (how many
     runs) and ``<metric>_min`` / ``<metric>_max`` of :data:`SPREAD_METRICS` (and of
     ``score`` when the rows have it).
 
@@ -65,6 +66,13 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFr
     missing = [k for k in keys if k not in runs]
     if missing:
         raise BenchError(f"aggregate: the rows lack {missing}; pass point rows with {list(keys)}.")
+    runs = runs.copy()  # numbers beside None (a drafter's acceptance length, the recipe's None)
+    for c in runs.columns.difference(list(keys)):
+        values = runs[c].dropna() if pd.api.types.is_object_dtype(runs[c]) else ()
+        if len(values) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in values
+        ):
+            runs[c] = runs[c].astype(float)
     numeric = [c for c in runs.select_dtypes("number").columns if c not in keys and c != "repeat"]
     others = [c for c in runs.columns if c not in numeric and c not in keys and c != "repeat"]
     groups = runs.groupby(list(keys), sort=False, dropna=False)

@@ -385,7 +385,7 @@ class TuneResult:
         if recipe is not None and best["candidate"] != recipe["candidate"]:
             v = noise.verdict(
                 self._run_scores(best),
-                self._run_scores(recipe),
+                self._run_scores(recipe, recipe.get("objective", "goodput")),
                 noise.apart(self._runs_at(best), self._runs_at(recipe), best["candidate"]),
                 screened=noise.screened_count(pts),
             )
@@ -439,8 +439,10 @@ class TuneResult:
 
     def unreferenced(self, workload: str) -> str | None:
         """Why no candidate can be judged at ``workload``: the recipe was among the candidates
-        but left no point there that meets the SLO (its server died mid-sweep, its points
-        failed); None when it has one or was not a candidate."""
+        but left no point there that meets the SLO: none at all (its server died mid-sweep, its
+        points failed), or points that all miss it (each concurrency's misses are named) with
+        no candidate beating the recipe's point at its concurrency
+        (:func:`lab.tune.slo.reference_beside`); None when it has one or was not a candidate."""
         rows = self.candidates
         if rows.empty or "candidate" not in rows or not (rows["candidate"] == RECIPE).any():
             return None
@@ -452,6 +454,16 @@ class TuneResult:
         ):
             return None
         status = rows.loc[rows["candidate"] == RECIPE].iloc[0].get("status", "")
+        mine = pts[pts["recipe"]] if not pts.empty else pts
+        if not mine.empty:  # it served the load and missed the SLO at every concurrency
+            missed = "; ".join(f"c={int(r['concurrency'])}: {'; '.join(self.slo.violations(r))}"
+                               for r in mine.sort_values("concurrency").to_dict("records"))  # fmt: skip
+            return (
+                f"the recipe's command (status: {status}) misses {self.slo.describe()} at every "
+                f"concurrency measured here ({missed}), and no candidate that meets it leads the "
+                "recipe's point at its own concurrency beyond the noise: measure the recipe at a "
+                "lower concurrency, or both with more runs (remeasure=['recipe'])"
+            )
         return (
             f"the recipe's command (status: {status}) has no point here that meets "
             f"{self.slo.describe()}, so no candidate can be set against it: measure the recipe "
@@ -490,6 +502,10 @@ class TuneResult:
             if rec is not None and rec.tied_with:
                 t = slos.choose(_where(pts, candidate=rec.tied_with), self.slo)
                 picks.append((rec.tie, rec.tied_with, int(t["concurrency"])))
+            missing = self.unreferenced(w.name) if not picks else None
+            if missing:  # the recipe left no point within the SLO to set anything against
+                rows.append({"workload": w.name, "role": "no recommendation", "misses": missing})
+                continue
             if not picks:
                 near = self.closest(w.name)
                 rows.append({"workload": w.name, "role": "none meets the SLO",

@@ -642,6 +642,31 @@ def test_a_picked_port_taken_before_vllm_binds_it_is_picked_again_once(
         stranger.server_close()
 
 
+def test_a_picked_port_held_when_vllm_binds_it_is_picked_again_once(fake_vllm, monkeypatch, capsys):
+    """The other side of that race (a fresh-clone CI run of 2026-12-06: another server's engine
+    held the picked port when vLLM bound it, so vLLM exited with "Address already in use"
+    before any /health): a port picked here is picked again, once, as when a stranger answers
+    on it; nothing of the first launch is left."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()  # holds the port, answers no HTTP
+    taken = holder.getsockname()[1]
+    picks = iter([taken])
+    real = server_mod.free_port
+    monkeypatch.setattr(server_mod, "free_port", lambda host: next(picks, None) or real(host))
+    try:
+        srv = fake_vllm("--ready-after", "0.5", startup_timeout=30, progress=True)
+        srv.start()
+        out = capsys.readouterr().out
+        first, second = (int(p) for p in re.findall(r"\[vllm\] launched pid (\d+)", out))
+        assert f"[vllm] port {taken} was taken while vLLM started; starting again on another" in out
+        assert srv.port != taken and srv.healthy() and srv.pid == second
+        assert _group_left(first) == []
+        srv.stop()
+    finally:
+        holder.close()
+
+
 def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypatch):
     monkeypatch.setattr(server_mod, "HEARTBEAT_S", 1.0)  # a long phase is re-announced
     seen: list[tuple[str, float]] = []

@@ -815,7 +815,8 @@ def test_where_the_recipe_missed_the_slo_beside_a_candidate_its_point_there_is_t
     measured apart) and says the recipe missed. Scaled to within the noise of that point, the
     recipe over the SLO cannot stay recommended beside it: DSpark (ahead by the median, its
     runs overlapping the recipe's) is compared with the
-    screen's recipe (2026-12-05), which met the SLO, and ties with it, so that recipe stays."""
+    screen's recipe (2026-12-05), which met the SLO, and ties with it, so that recipe stays;
+    without that session, the page says there is no recommendation and why."""
     from tools.tune_pages import recommendation_markdown
 
     root = copy_tune_results(tmp_path)
@@ -833,6 +834,7 @@ def test_where_the_recipe_missed_the_slo_beside_a_candidate_its_point_there_is_t
     assert "recipe's command (reference)" in ref and "| 16 | 6 |" in ref and "| 2,236 |" in ref
     assert "drafting-0.32.0-2026-12-06-confirm/tune.json" in ref
     assert "the recipe misses the SLO there (p99 TTFT 2,236 ms > 2,000 ms)" in text
+    assert "| 1.76x (1.54-2.01) |" in best  # its output tok/s there: a lower bound
 
     path = root / "h100" / "tune" / "drafting-0.32.0-2026-12-06-confirm" / "tune.json"
     doc = json.loads(path.read_text())
@@ -853,6 +855,18 @@ def test_where_the_recipe_missed_the_slo_beside_a_candidate_its_point_there_is_t
     assert "drafting-0.32.0-2026-12-05/tune.json" in best
     assert "| tie (within noise) | NVFP4, humming MoE, DSpark K=7" in tied, tied
     assert "misses the SLO there" not in text
+
+    shutil.rmtree(screen.parent)  # no session's recipe met the SLO: no recommendation
+    lines = recommendation_markdown("h100", root).splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| agent:"))
+    assert "| no recommendation |" in lines[i], lines[i]
+    assert "| recipe's command (over the SLO) |" in lines[i + 1] and "| 2,236 |" in lines[i + 1]
+    assert "| tie (within noise) | NVFP4, humming MoE, DSpark K=7" in lines[i + 2], lines[i + 2]
+    assert any(
+        ln.startswith("- agent: no recommendation: the recipe missed the SLO at every point of "
+                      "its session (p99 TTFT 2,236 ms > 2,000 ms) and NVFP4, humming MoE, DSpark")
+        for ln in lines
+    )  # fmt: skip
 
 
 DYNAMO = "ai-dynamo/dynamo recipes/nemotron-3.5-lightning/perf/README.md @ 182ecdfc (2026), its H200 aggregated benchmark"
