@@ -341,7 +341,7 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
         anchor.append(float("nan") if ref is None else float(ref["score"]))
     score = slos.scores(rows, goal.objective).astype(float)
     base = pd.Series(anchor, index=rows.index)
-    lead = (score / base.where(base != 0)).mask(base == 0, float("inf"))
+    lead = (score / base.where(base != 0)).mask((base == 0) & (score > 0), float("inf"))
     ranked = rows.assign(
         _lead=lead.fillna(score),  # no recipe point at all: every row by its own score
         **_evidence(rows),
@@ -693,10 +693,13 @@ def recommendation_markdown(
         head = f"| {goal.name}: {goal.what} |"
         if best is None and rec.get("none_reason"):  # every recipe point over the SLO, a tie
             lines.append(head + " no recommendation | | | | | | | | | | |")
-            lines.append("| |" + _cells(recipe, "recipe's command (over the SLO)", "1.00x", here))
+            over = "recipe's command (over the SLO)"
+            over = over if measured_here else f"{recipe['target']} {over}"
+            lines.append("| |" + _cells(recipe, over, "1.00x", here))
             lines.append("| |" + _cells(tied, rec["verdict"].tie, _verdict_ratio(rec), here))
             notes.append(f"{goal.name}: no recommendation: the recipe missed the SLO at every "
-                         f"point of its session ({rec['none_reason']}) and {_label(tied)} "
+                         f"point of its session this goal reads (at concurrency "
+                         f"{recipe['concurrency']}: {rec['none_reason']}) and {_label(tied)} "
                          f"measured {rec['verdict'].text}: measure both again with more runs, "
                          "or the recipe at a lower concurrency")  # fmt: skip
             continue

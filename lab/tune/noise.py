@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import statistics
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from helpers.errors import BenchError
@@ -70,7 +72,7 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str] = POINT_KEYS) -> pd.DataFr
     for c in runs.columns.difference(list(keys)):
         values = runs[c].dropna() if pd.api.types.is_object_dtype(runs[c]) else ()
         if len(values) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in values
+            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_) for v in values
         ):
             runs[c] = runs[c].astype(float)
     numeric = [c for c in runs.select_dtypes("number").columns if c not in keys and c != "repeat"]

@@ -440,9 +440,10 @@ class TuneResult:
     def unreferenced(self, workload: str) -> str | None:
         """Why no candidate can be judged at ``workload``: the recipe was among the candidates
         but left no point there that meets the SLO: none at all (its server died mid-sweep, its
-        points failed), or points that all miss it (each concurrency's misses are named) with
-        no candidate beating the recipe's point at its concurrency
-        (:func:`lab.tune.slo.reference_beside`); None when it has one or was not a candidate."""
+        points failed), or points that all miss it (each concurrency's misses are named) while
+        a candidate meets it but does not beat the recipe's point at its concurrency
+        (:func:`lab.tune.slo.reference_beside`); None when the recipe has such a point, was not
+        a candidate, or neither it nor any candidate meets the SLO (:meth:`closest`)."""
         rows = self.candidates
         if rows.empty or "candidate" not in rows or not (rows["candidate"] == RECIPE).any():
             return None
@@ -455,14 +456,17 @@ class TuneResult:
             return None
         status = rows.loc[rows["candidate"] == RECIPE].iloc[0].get("status", "")
         mine = pts[pts["recipe"]] if not pts.empty else pts
+        if not mine.empty and self.slo.meeting(pts[~pts["recipe"]]).empty:
+            return None  # nothing meets the SLO: closest() says which point came nearest
         if not mine.empty:  # it served the load and missed the SLO at every concurrency
             missed = "; ".join(f"c={int(r['concurrency'])}: {'; '.join(self.slo.violations(r))}"
                                for r in mine.sort_values("concurrency").to_dict("records"))  # fmt: skip
             return (
                 f"the recipe's command (status: {status}) misses {self.slo.describe()} at every "
                 f"concurrency measured here ({missed}), and no candidate that meets it leads the "
-                "recipe's point at its own concurrency beyond the noise: measure the recipe at a "
-                "lower concurrency, or both with more runs (remeasure=['recipe'])"
+                "recipe's point at the candidate's concurrency beyond the noise (or the recipe "
+                "has none there): measure the recipe at a lower concurrency, or both with more "
+                "runs (remeasure=['recipe'])"
             )
         return (
             f"the recipe's command (status: {status}) has no point here that meets "

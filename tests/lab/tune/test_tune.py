@@ -864,7 +864,8 @@ def test_where_the_recipe_missed_the_slo_beside_a_candidate_its_point_there_is_t
     assert "| tie (within noise) | NVFP4, humming MoE, DSpark K=7" in lines[i + 2], lines[i + 2]
     assert any(
         ln.startswith("- agent: no recommendation: the recipe missed the SLO at every point of "
-                      "its session (p99 TTFT 2,236 ms > 2,000 ms) and NVFP4, humming MoE, DSpark")
+                      "its session this goal reads (at concurrency 16: p99 TTFT 2,236 ms > 2,000 "
+                      "ms) and NVFP4, humming MoE, DSpark")
         for ln in lines
     )  # fmt: skip
 

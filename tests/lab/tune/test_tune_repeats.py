@@ -111,6 +111,8 @@ def test_each_point_is_the_median_of_its_repeats_with_its_spread():
     pts = noise.aggregate(runs).set_index("concurrency")
     assert pts.loc[1, "spec_decode_acceptance_length"] == 3.69
     assert pd.isna(pts.loc[4, "spec_decode_acceptance_length"])
+    runs["flag"] = pd.Series([True, None, False, None], dtype=object)  # text, not numbers
+    assert noise.aggregate(runs).set_index("concurrency").loc[1, "flag"] is True
 
 
 # ------------------------------------------------------------------------------ the SLO limit
@@ -811,6 +813,21 @@ def test_a_candidate_that_meets_the_slo_where_the_recipe_misses_it_is_set_agains
         "ms, p99 E2EL <= 1,000 ms at every concurrency measured here (c=1: p99 E2EL 1,500 ms > "
         "1,000 ms; c=2: p99 E2EL 1,500 ms > 1,000 ms), and no candidate that meets it leads"
     ) in result.summary()
+
+
+def test_when_nothing_meets_the_slo_the_closest_point_is_named_not_a_comparison(tmp_path, cands):
+    """The recipe and the candidate both miss the SLO at every concurrency: no comparison was
+    made, so the table and the summary name the point that came nearest."""
+    for c in (1, 2):
+        for r in range(3):
+            _write(tmp_path, "recipe", c, 100.0 * c + r, repeat=r, e2el=1_500.0)
+            _write(tmp_path, "fast", c, 170.0 * c + r, repeat=r, e2el=1_200.0)
+    result = _result(tmp_path, cands, repeats=3)
+    assert result.recommended() is None
+    table = result.recommendation_table()
+    assert list(table["role"]) == ["none meets the SLO"] and table["candidate"].iloc[0] == "fast"
+    assert "tiny: no point meets" in result.summary() and "closest: fast" in result.summary()
+    assert "no recommendation" not in result.summary()
 
 
 def test_a_drafting_candidate_s_recommendation_names_its_acceptance_and_break_even(tmp_path):
