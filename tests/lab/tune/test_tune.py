@@ -1042,7 +1042,7 @@ def test_the_device_grid_refuses_a_remeasure_name_it_would_not_run(capsys):
 def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_two(capsys):
     """tools/device/tune_h200.py --drafting --co-tenant: the recipe heads the first wave (every
     ratio's anchor), --only's order is the priority, a BF16 candidate takes two of a wave's
-    four slots, and the dry run prints the waves with the concurrencies a 4 GiB cache holds."""
+    four slots (each candidate in the first wave with room), and the dry run prints the waves with the concurrencies a 4 GiB cache holds."""
     tune_h200 = _tune_h200()
     names = ["recipe", "mtp-k1", "mtp-k3", "mtp-k7", "dflash-k5", "dspark-k7", "bf16-fp8"]
     only = ["mtp-k7", "dspark-k7", "recipe", "mtp-k3", "bf16-fp8", "mtp-k1"]
@@ -1057,6 +1057,12 @@ def test_the_co_tenant_drafting_part_starts_the_recipe_first_and_packs_bf16_as_t
     assert tune_h200.co_tenant_waves(["bf16-fp8", "recipe", "mtp-k1", "mtp-k3"], specs, 4) == [
         ["bf16-fp8", "recipe", "mtp-k1"],
         ["mtp-k3"],
+    ]
+    # an 80 GB H100's two slots: a later candidate joins the first wave with room (two cold
+    # starts, not three)
+    assert tune_h200.co_tenant_waves(["recipe", "bf16-fp8", "mtp-k1"], specs, 2) == [
+        ["recipe", "mtp-k1"],
+        ["bf16-fp8"],
     ]
     argv = ["--dry-run", "--no-grid", "--drafting", "--co-tenant", "--only", *only]
     assert tune_h200.main(argv) == 0
