@@ -617,45 +617,48 @@ def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vl
         stranger.server_close()
 
 
-def test_a_picked_port_taken_before_vllm_binds_it_is_picked_again_once(
-    fake_vllm, monkeypatch, capsys
-):
-    """The same race on a port the launcher picked itself (a CI run of 2026-12-05: another
-    worker's router took it): the start ends that launch and starts once more on another free
-    port, saying so; nothing of the first launch is left."""
+@contextlib.contextmanager
+def _answering_health():
+    """A stranger that takes the port and answers ``/health`` on it (another worker's router)."""
     stranger = stranger_answering_health()
-    taken = stranger.server_address[1]
-    picks = iter([taken])
-    real = server_mod.free_port
-    monkeypatch.setattr(server_mod, "free_port", lambda host: next(picks, None) or real(host))
     try:
-        srv = fake_vllm("--ready-after", "3", startup_timeout=30, progress=True)
-        srv.start()
-        out = capsys.readouterr().out
-        first, second = (int(p) for p in re.findall(r"\[vllm\] launched pid (\d+)", out))
-        assert f"[vllm] port {taken} was taken while vLLM started; starting again on another" in out
-        assert srv.port != taken and srv.healthy() and srv.pid == second
-        assert _group_left(first) == []
-        srv.stop()
+        yield stranger.server_address[1]
     finally:
         stranger.shutdown()
         stranger.server_close()
 
 
-def test_a_picked_port_held_when_vllm_binds_it_is_picked_again_once(fake_vllm, monkeypatch, capsys):
-    """The other side of that race (a fresh-clone CI run of 2026-12-06: another server's engine
-    held the picked port when vLLM bound it, so vLLM exited with "Address already in use"
-    before any /health): a port picked here is picked again, once, as when a stranger answers
-    on it; nothing of the first launch is left."""
+@contextlib.contextmanager
+def _holding_the_port():
+    """A socket that listens on the port and answers nothing: vLLM's own bind fails."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
-    holder.listen()  # holds the port, answers no HTTP
-    taken = holder.getsockname()[1]
-    picks = iter([taken])
-    real = server_mod.free_port
-    monkeypatch.setattr(server_mod, "free_port", lambda host: next(picks, None) or real(host))
+    holder.listen()
     try:
-        srv = fake_vllm("--ready-after", "0.5", startup_timeout=30, progress=True)
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
+
+
+@pytest.mark.parametrize(
+    ("taker", "ready_after"),
+    [(_answering_health, "3"), (_holding_the_port, "0.5")],
+    ids=["a-stranger-answers-health", "vllm-finds-it-held-when-binding"],
+)
+def test_a_picked_port_taken_during_start_up_is_picked_again_once(
+    taker, ready_after, fake_vllm, monkeypatch, capsys
+):
+    """The same race on a port the launcher picked itself, both ways it shows: another
+    worker's router took the port and answers /health on it (a CI run of 2026-12-05), or
+    another server's engine holds it when vLLM binds, so vLLM exits with "Address already in
+    use" before any /health (a fresh-clone CI run of 2026-12-06). The start ends that launch
+    and starts once more on another free port, saying so; nothing of the first launch is
+    left."""
+    with taker() as taken:
+        picks = iter([taken])
+        real = server_mod.free_port
+        monkeypatch.setattr(server_mod, "free_port", lambda host: next(picks, None) or real(host))
+        srv = fake_vllm("--ready-after", ready_after, startup_timeout=30, progress=True)
         srv.start()
         out = capsys.readouterr().out
         first, second = (int(p) for p in re.findall(r"\[vllm\] launched pid (\d+)", out))
@@ -663,8 +666,6 @@ def test_a_picked_port_held_when_vllm_binds_it_is_picked_again_once(fake_vllm, m
         assert srv.port != taken and srv.healthy() and srv.pid == second
         assert _group_left(first) == []
         srv.stop()
-    finally:
-        holder.close()
 
 
 def test_a_start_timeout_names_the_phase_and_ends_the_group(fake_vllm, monkeypatch):
