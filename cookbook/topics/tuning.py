@@ -9,19 +9,15 @@
 # %% [markdown]
 # # Tuning Nemotron 3.5 Lightning: the best configuration for your workload, by measurement
 #
-# The registry renders the seeds' commands. On the cookbook's own GPU runs the recipe stays
-# for many users and long prompts (`docs/results/h200/tune/`: Marlin's and BF16's leads were
-# ties, within the noise or measured apart), and DSpark K=7 drafting replaces it for one user
-# and for agent sessions at the published acceptance length 3.69 (ai-dynamo/dynamo; one H100,
-# 6 runs each beside the recipe: 2.35x its tokens/s per user, and at 16 agent sessions at
-# least 1.76x its output tokens/s where the recipe missed the SLO;
-# `docs/results/h100/tune/drafting-0.32.0-2026-12-06-confirm/`). Your GPU, release, traffic
-# and acceptance length are not those. Which flags are best for *your* traffic, and what does
-# a million tokens cost with them? This notebook answers by measuring: it serves each
-# candidate configuration in turn, runs the same `vllm bench serve` sweep against each, keeps
-# the points that meet your service-level objective (SLO), and recommends the one that serves
-# the most within it, with its exact command and its price. What the committed GPU runs found,
-# per target notebook (the tables the target notebooks link), is in
+# On the cookbook's own GPU runs the recipe stays for many users and long prompts
+# (`docs/results/h200/tune/`), and DSpark K=7 drafting replaces it for one user and agent
+# sessions at acceptance length 3.69 (ai-dynamo/dynamo's published length; one H100, 6 runs
+# each: `docs/results/h100/tune/drafting-0.32.0-2026-12-06-confirm/`). Your GPU, release,
+# traffic and acceptance length differ. Which flags are best for *your* traffic, at what price
+# per million tokens? This notebook measures: it serves each candidate configuration in turn,
+# runs the same `vllm bench serve` sweep against each, keeps the points that meet your
+# service-level objective (SLO), and recommends the one that serves the most within it, with
+# its exact command and price. The committed runs per target notebook:
 # [docs/results/measured.md](../docs/results/measured.md).
 #
 # - **Candidates** come from the registry around the target's command (MoE kernel, variant,
