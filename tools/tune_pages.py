@@ -245,8 +245,8 @@ def _run_scores(runs: pd.DataFrame | None, row: dict[str, Any], goal: Goal) -> l
     mine = _runs_at(runs, row)
     if mine is None:
         return [float(row["score"])]
-    objective = "throughput" if row.get("over_slo") else goal.objective  # reference_beside's
-    return [float(v) for v in slos.scores(mine, objective)]
+    # by the objective the point was chosen by (reference_beside's: throughput)
+    return [float(v) for v in slos.scores(mine, row.get("objective") or goal.objective)]
 
 
 def _apart(runs: pd.DataFrame | None, best: dict[str, Any], recipe: dict[str, Any]) -> list[str]:
@@ -335,10 +335,10 @@ def _choose_anchored(pts: pd.DataFrame, goal: Goal, among: pd.DataFrame) -> Any:
     rows = among if goal.slo is None else goal.slo.meeting(among)
     if rows.empty:
         return None
-    anchor = []  # NaN: no recipe point at all; inf lead over a recipe point that scored 0
-    for file, c in zip(rows["file"], rows["concurrency"], strict=True):
-        ref = _recipe_for(pts, {"file": file, "concurrency": c}, goal)
-        anchor.append(float("nan") if ref is None else float(ref["score"]))
+    at = list(zip(rows["file"], rows["concurrency"], strict=True))
+    refs = {(f, c): _recipe_for(pts, {"file": f, "concurrency": c}, goal) for f, c in set(at)}
+    # NaN: no recipe point at all; an inf lead over a recipe point that scored 0
+    anchor = [float("nan") if refs[k] is None else float(refs[k]["score"]) for k in at]
     score = slos.scores(rows, goal.objective).astype(float)
     base = pd.Series(anchor, index=rows.index)
     lead = (score / base.where(base != 0)).mask((base == 0) & (score > 0), float("inf"))
@@ -446,7 +446,7 @@ def recommendations(
         ``gap_pct`` (how far its lead is below the best's, %). Where the recipe's only
         reference was over the SLO (:func:`lab.tune.slo.reference_beside`), the best tied with
         it and no session's recipe met the SLO: ``best`` None, ``recipe`` that point, ``tied``
-        the candidate, and ``none_reason`` what the recipe missed.
+        the candidate, and ``none_reason`` what the recipe missed (else None).
     """
     out = []
     for goal in GOALS:
@@ -457,16 +457,12 @@ def recommendations(
         if best is not None and recipe is not None and any(best[k] != recipe[k] for k in POINT):
             verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
             if not verdict.beats and recipe.get("over_slo"):  # a recipe over the SLO can't stay
-                over, recipe = recipe, _recipe_for(pts, best, goal, beside=False)
-                if recipe is None:  # nor is there another session's within it: no verdict
-                    out.append({"goal": goal, "best": None, "recipe": over, "tied": best,
-                                "verdict": verdict, "ratio_range": ratio_range, "ratio": None,
-                                "runner_up": None, "gap_pct": None, "runner_vs_recipe": None,
-                                "runner_anchor": None, "none_reason": over["over_slo"]})  # fmt: skip
-                    continue
-                verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
-            if not verdict.beats:
-                tied, best = best, recipe
+                within = _recipe_for(pts, best, goal, beside=False)  # another session's
+                if within is not None:
+                    recipe = within
+                    verdict, ratio_range = _verdict(pts, runs, best, recipe, goal)
+            if not verdict.beats:  # over the SLO still: no session's recipe within it, no verdict
+                tied, best = best, (None if recipe.get("over_slo") else recipe)
         runner, gap = None, None
         if best is not None:
             others = pts[
@@ -484,7 +480,8 @@ def recommendations(
             if min(b) > 0:
                 runner_vs_recipe = (statistics.median(a) / statistics.median(b),
                                     min(a) / max(b), max(a) / min(b), len(a), len(b))  # fmt: skip
-        out.append({"goal": goal, "best": best, "recipe": recipe, "tied": tied,
+        none_reason = recipe["over_slo"] if best is None and tied is not None else None
+        out.append({"goal": goal, "best": best, "recipe": recipe, "tied": tied, "none_reason": none_reason,
                     "verdict": verdict, "ratio_range": ratio_range, "runner_up": runner, "gap_pct": gap,
                     "runner_vs_recipe": runner_vs_recipe, "runner_anchor": anchor,
                     "ratio": ratio})  # fmt: skip
@@ -497,12 +494,11 @@ def _verdict(
     """:func:`lab.tune.noise.verdict` of ``best``'s runs against ``recipe``'s, and the range
     of their ratio (the worst run of ``best`` over the best of ``recipe``, and the other way;
     None when a recipe run scored 0). A recipe point over the SLO
-    (:func:`lab.tune.slo.reference_beside`) adds :func:`lab.tune.slo.over_slo_words` to the
-    verdict's text."""
+    (:func:`lab.tune.slo.reference_beside`) says so in the verdict's text
+    (:func:`lab.tune.slo.with_over_slo`)."""
     a, b = _run_scores(runs, best, goal), _run_scores(runs, recipe, goal)
     v = noise.verdict(a, b, _apart(runs, best, recipe), noise.screened_count(pts, CONFIGURATION))
-    if recipe.get("over_slo"):
-        v = dataclasses.replace(v, text=f"{v.text}; {slos.over_slo_words(recipe)}")
+    v = dataclasses.replace(v, text=slos.with_over_slo(v.text, recipe))
     return v, ((min(a) / max(b), max(a) / min(b)) if min(b) > 0 else None)
 
 

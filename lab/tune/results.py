@@ -373,9 +373,8 @@ class TuneResult:
         if best is None:
             return None
         recipe = slos.choose(pts[pts["recipe"]], self.slo) if pts["recipe"].any() else None
-        beside = (
-            None  # the recipe's own point at the best's load, when none of its points meets the SLO
-        )
+        # the recipe's own point at the best's load, when none of its points meets the SLO
+        beside = None
         if recipe is None and not best.get("recipe"):
             beside = slos.reference_beside(pts[pts["recipe"]], best["concurrency"], self.slo)
             if beside is None and self.unreferenced(name):
@@ -389,11 +388,9 @@ class TuneResult:
                 noise.apart(self._runs_at(best), self._runs_at(recipe), best["candidate"]),
                 screened=noise.screened_count(pts),
             )
-            words = v.text
             if beside is not None and not v.beats:
                 return None  # a recipe over the SLO cannot stay recommended: no verdict
-            if beside is not None:
-                words = f"{words}; {slos.over_slo_words(beside)}"
+            words = slos.with_over_slo(v.text, recipe)
             if not v.beats:
                 best, tied = recipe, best["candidate"]
         cfg = self.configs[best["candidate"]]

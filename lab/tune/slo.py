@@ -321,15 +321,18 @@ def reference_beside(
     return None if point is None else {**point, "over_slo": "; ".join(slo.violations(point))}
 
 
-def over_slo_words(reference: Mapping[str, Any]) -> str:
-    """What a comparison with :func:`reference_beside`'s point says: ``"the recipe misses the
+def with_over_slo(text: str, reference: Mapping[str, Any]) -> str:
+    """A verdict's ``text`` against the recipe's point ``reference``, with what that says when
+    the point is :func:`reference_beside`'s (its ``over_slo``): ``"...; the recipe misses the
     SLO there (p99 TTFT 2,236 ms > 2,000 ms): set against its output tok/s there, more than it
     delivers within the SLO if its throughput rises with load, so the ratio is a lower
-    bound"``."""
+    bound"``; ``text`` as it is otherwise."""
+    if not reference.get("over_slo"):
+        return text
     return (
-        f"the recipe misses the SLO there ({reference['over_slo']}): set against its output "
-        "tok/s there, more than it delivers within the SLO if its throughput rises with load, "
-        "so the ratio is a lower bound"
+        f"{text}; the recipe misses the SLO there ({reference['over_slo']}): set against its "
+        "output tok/s there, more than it delivers within the SLO if its throughput rises with "
+        "load, so the ratio is a lower bound"
     )
 
 
