@@ -118,6 +118,79 @@ def memory_line(summary: dict) -> str:
             f"shows them): {'; '.join(parts)}.{why}")  # fmt: skip
 
 
+def provenance(out: Path, summary: dict) -> str:
+    """Where and when: ``device.txt``'s lines (the GPU as ``nvidia-smi`` named it, the vLLM
+    release), the run's start and end (UTC, ``summary.json``) and each wave's time to ready;
+    an empty string for a folder with neither (the stand-in rehearsal)."""
+    device = Path(out) / "device.txt"
+    said = (
+        [line.strip() for line in device.read_text().splitlines() if line.strip()]
+        if device.is_file()
+        else []
+    )
+    start, end = summary.get("started", ""), summary.get("ended", "")
+    if start:
+        said.append(f"run {start[:10]} {start[11:16]}-{end[11:16] or '?'} UTC")
+    waves = [f"wave {w['wave']} ({' + '.join(w['servers'])}) ready {w['start_s']} s after its start"
+             for w in summary.get("waves", []) if w.get("start_s") is not None]  # fmt: skip
+    if not said:
+        return ""
+    return ("**Run:** " + "; ".join(said + waves) + ". Records here: `summary.json`, each server's "
+            "`command.sh` and `vllm.log`, one folder of `vllm bench serve` JSONs per point, `run.log`.")  # fmt: skip
+
+
+def ratio(here: pd.DataFrame, ref: pd.DataFrame) -> float | None:
+    """The ratio of two points' median output tok/s; None when either is missing."""
+    if here.empty or ref.empty:
+        return None
+    return float(
+        here["output_throughput"].astype(float).median()
+        / ref["output_throughput"].astype(float).median()
+    )
+
+
+def reading(summary: dict, runs: pd.DataFrame) -> list[str]:
+    """What the table says, computed from it: per adapters active, the range of the LoRA
+    servers' ratios to ``base-marlin`` and how many are ties; ``base-marlin`` against ``base``
+    (the kernel's cost); then four adapters against one
+    on the same server (vLLM 0.32.0 runs both through the same CUDA graphs, every slot
+    allocated, so a gap is the per-request mixing of adapters). Empty when nothing compares."""
+    lora = [s for s in summary.get("servers", {}) if s.startswith("lora-")]
+    points = {(p["server"], p["active"], p["concurrency"]) for p in summary.get("points", [])
+              if p.get("status") == "measured"}  # fmt: skip
+    lines, cs = [], sorted({c for _, _, c in points})
+    for active, what in ((0, "`--enable-lora`, no adapter in the batch"), (1, "one adapter active"),
+                         (4, "four adapters active, round-robin")):  # fmt: skip
+        cells = [(ratio(_runs(runs, s, active, c), _runs(runs, "base-marlin", 0, c)),
+                  ratio_cell(_runs(runs, s, active, c), _runs(runs, "base-marlin", 0, c), "base-marlin"))
+                 for s in lora for c in cs if (s, active, c) in points]  # fmt: skip
+        cells = [(r, cell) for r, cell in cells if r is not None]
+        if cells:
+            lo, hi = min(r for r, _ in cells), max(r for r, _ in cells)
+            ties = sum(cell.endswith("tie") or "tie (" in cell for _, cell in cells)
+            lines.append(
+                f"- {what}: {lo:.2f}x-{hi:.2f}x of base-marlin over {len(cells)} points, {ties} of them ties."
+            )
+    kernel = [f"c={c} {ratio_cell(_runs(runs, 'base-marlin', 0, c), _runs(runs, 'base', 0, c), 'base')}"
+              for c in cs if ("base-marlin", 0, c) in points and ("base", 0, c) in points]  # fmt: skip
+    if kernel:
+        lines.append("- Marlin's MoE kernel (what `--enable-lora` needs for NVFP4 experts) against the recipe's, "
+                     "no LoRA: " + "; ".join(kernel).replace(" of base", "") + ".")  # fmt: skip
+    pairs = [f"{s} c={c} {ratio_cell(_runs(runs, s, 4, c), _runs(runs, s, 1, c), 'one').replace(' of one', '')}"
+             for s in lora for c in cs if (s, 4, c) in points and (s, 1, c) in points]  # fmt: skip
+    if pairs:
+        lines.append(
+            "- four adapters against one on the same server (output tok/s): "
+            + "; ".join(pairs)
+            + "."
+        )
+    return (
+        (["**Reading** (ratios of medians; a tie where the runs overlap):", ""] + lines)
+        if lines
+        else []
+    )
+
+
 def lora_markdown(out: Path) -> str:
     """The session's page: provenance, the table (one row per server, adapters active and
     concurrency, in the summary's order of servers), what was skipped, the memory line.
@@ -132,6 +205,8 @@ def lora_markdown(out: Path) -> str:
     flags = " ".join(f"{k} {v}" for k, v in co.get("flags", {}).items())
     title = "LoRA adapters' overhead" + (" (CPU stand-in rehearsal)" if stand_in else "")
     lines = [f"# {title}", ""]
+    measured = provenance(out, summary)
+    lines += [measured, ""] if measured else []
     if stand_in:
         lines += ["The control flow rehearsed on the CPU stand-in with adapters of its shapes: "
                   "not a measurement of LoRA's cost.", ""]  # fmt: skip
@@ -171,6 +246,8 @@ def lora_markdown(out: Path) -> str:
                for w in summary.get("waves", []) if w.get("status") != "started"]  # fmt: skip
     if skipped:
         lines += ["", "Not started: " + "; ".join(skipped) + "."]
+    said = reading(summary, runs)
+    lines += ["", *said] if said else []
     lines += ["", memory_line(summary), ""]
     return "\n".join(lines)
 

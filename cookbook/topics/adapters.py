@@ -75,7 +75,7 @@ display(pd.DataFrame([{"module": m, "layer": layer, "vLLM layer": cls, "LoRA": w
 # %% [markdown]
 # ## 2. The adapters, checked before the launch
 #
-# The parameters are checked first (`check_parameters`). On the stand-in, each adapter of `cookbook/adapters.yaml` is trained with peft (rank 8 on the
+# On the stand-in, each adapter of `cookbook/adapters.yaml` is trained with peft (rank 8 on the
 # attention, Mamba `in_proj` and MLP projections; seconds each, cached under `out/adapters/` by
 # the hash of what it learned). Every adapter is then checked against
 # the base's `config.json` and the `--max-lora-rank` the server is given (the registry's, or
@@ -119,11 +119,13 @@ for name, folder in adapters.items():
 # `--max-loras` (how many adapters one batch may mix), `--max-lora-rank` (the largest rank it
 # loads; each adapter slot is sized for it), `--lora-modules NAME=PATH ...` (loaded at
 # start-up), and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which opens the load / unload routes
-# of step 6 (for local development only, vLLM says). The release's flag table checks them
+# of step 6 (local development only, vLLM says). The release's flag table checks them
 # first. With LoRA on, vLLM serves NVFP4 experts only with Marlin: a GPU command gets
-# `--moe-backend marlin`. The slots vLLM reserves come out of the KV cache (6.7 GiB at 4 x rank
-# 32, mostly the routed experts; computed from vLLM 0.32.0's code, not yet measured): the plan
-# counts them.
+# `--moe-backend marlin`. The slots vLLM reserves come out of the KV cache, and the plan counts
+# them: 6.71 GiB at 4 x rank 32 by vLLM 0.32.0's code, mostly routed experts; an H100
+# measured 6.74. **Speed** (weightless, 3 runs a point,
+# `docs/results/h100/lora-2026-12-06/`): `--enable-lora` alone tied the Marlin base (c = 1-64);
+# one adapter active gave 0.77x-0.89x its output tok/s, four 0.77x-0.85x.
 #
 # **Expected:** the LoRA slots' memory (on a GPU, the plan with it), the serve command,
 # "flags checked", `ready: http://...`.
@@ -178,11 +180,10 @@ display(pd.DataFrame([{"id": card.id, "parent": card.model_extra.get("parent") o
 # **What the stand-in's adapters do:** they are tiny (rank 8, two examples each, 60 steps) and
 # overfit: each answers *every* question with what it learned, so `glossary` says `The server
 # is in Berlin.` to the capital question too and `terse` says `Tokyo.` to the server question.
-# It shows serving, not training quality (a real fine-tune trains on many examples).
 #
 # **Expected:** on the stand-in, `terse` answers the capital question with `Tokyo.` alone and
 # `glossary` the server question with `The server is in Berlin.`, both "as trained: yes". The
-# base answers the first with a sentence and gives the second no answer (its reasoning, shown,
+# base answers the first with a sentence and gives the second no answer (its reasoning
 # wanders off).
 
 # %%

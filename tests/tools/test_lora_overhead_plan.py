@@ -476,3 +476,58 @@ def test_a_single_run_ratio_follows_the_projects_one_run_rule(here, ref, cell):
 
     frame = lambda v: pd.DataFrame({"output_throughput": v})  # noqa: E731
     assert ratio_cell(frame(here), frame(ref), "base-marlin") == cell
+
+
+H100_RUN = REPO_ROOT / "docs" / "results" / "h100" / "lora-2026-12-06"
+
+
+def test_the_committed_gpu_page_regenerates_from_its_records():
+    """docs/results/h100/lora-2026-12-06/README.md is what ``lora_markdown`` makes of the
+    records beside it: a change to the page builder or the records shows here."""
+    assert (H100_RUN / "README.md").read_text() == _page(H100_RUN)
+
+
+def test_the_reading_gives_each_adapter_counts_range_and_ties_from_the_runs():
+    """The reading's ranges are the LoRA servers' ratios to base-marlin at each concurrency,
+    min and max over both ranks, and its tie count is the table's; four against one compares
+    the same server's points."""
+    from tools.lora_pages import load_runs
+
+    summary, runs = load_runs(H100_RUN)
+    page = _page(H100_RUN)
+
+    def med(server, active, c):
+        pick = (runs.server == server) & (runs.active == active) & (runs.concurrency == c)
+        return runs[pick]["output_throughput"].median()
+
+    rows = [line for line in page.splitlines() if re.match(r"\| lora", line)]
+    for active, what in ((0, "no adapter in the batch"), (1, "one adapter active"), (4, "four")):
+        ratios = [med(s, active, c) / med("base-marlin", 0, c)
+                  for s in ("lora-r8", "lora-r32") for c in (1, 16, 64)]  # fmt: skip
+        ties = sum(r.split("|")[2].strip() == str(active) and r.rstrip().endswith("tie |")
+                   for r in rows)  # fmt: skip
+        line = next(x for x in page.splitlines() if x.startswith("- ") and what in x)
+        assert f"{min(ratios):.2f}x-{max(ratios):.2f}x of base-marlin over 6 points" in line
+        assert f"{ties} of them ties" in line
+    four = next(x for x in page.splitlines() if x.startswith("- four adapters against one"))
+    for s in ("lora-r8", "lora-r32"):
+        for c in (1, 16, 64):
+            assert f"{s} c={c} {med(s, 4, c) / med(s, 1, c):.2f}x" in four
+    assert "**Run:** NVIDIA H100 80GB HBM3" in page and "vLLM 0.32.0" in page
+    assert f"ready {summary['waves'][1]['start_s']} s after its start" in page
+
+
+def test_a_rehearsal_without_device_record_still_says_when_it_ran(tmp_path):
+    """No device.txt (the stand-in rehearsal): the provenance line gives the run's times and
+    the waves only; with one, its lines come first."""
+    from tools.lora_pages import provenance
+
+    summary = json.loads((REHEARSAL / "summary.json").read_text())
+    line = provenance(REHEARSAL, summary)
+    assert line.startswith(f"**Run:** run {summary['started'][:10]}") and "wave 1 (" in line
+    (tmp_path / "device.txt").write_text("A GPU, 80 GiB\nvLLM 9.9\n")
+    assert provenance(tmp_path, summary).startswith("**Run:** A GPU, 80 GiB; vLLM 9.9; run ")
+    assert provenance(tmp_path, {}) == "**Run:** A GPU, 80 GiB; vLLM 9.9. Records here: " + (
+        "`summary.json`, each server's `command.sh` and `vllm.log`, one folder of `vllm bench "
+        "serve` JSONs per point, `run.log`."
+    )

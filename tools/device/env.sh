@@ -1,5 +1,5 @@
 # Source on the device machine (bash) after stack.sh assemble: installs the carried wheels
-# (.whl: papermill, ipykernel and their needs, vllm-router) once and sets the environment.
+# (.whl and .whl-b: papermill, ipykernel and their needs, vllm-router) once and sets the environment.
 # The answer-quality steps' wheels (lm-eval and its needs, tools/device/
 # notebook-kernel-requirements.txt) travel in a call of their own as .whl-eval and go to
 # /tmp/wheels-eval:
@@ -7,7 +7,7 @@
 #       --target /tmp/wheels-eval .whl-eval/*.whl
 if [ ! -f /tmp/wheels/.done ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/wheels .whl/*.whl && touch /tmp/wheels/.done
+        --target /tmp/wheels $(ls .whl/*.whl .whl-b/*.whl 2>/dev/null) && touch /tmp/wheels/.done
 fi
 . "${STACK_ENV:-/tmp/stack-env.sh}"
 export PYTHONPATH="$PYTHONPATH:/tmp/wheels:/tmp/wheels-eval:$(pwd)" PATH="/tmp/wheels/bin:$PATH"

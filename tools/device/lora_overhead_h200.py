@@ -41,10 +41,12 @@ attention, Mamba, MLP and shared-expert projections' LoRA, while the slots of th
 still allocated (6.4 of the 6.7 GiB at rank 32). A request without an adapter runs the CUDA
 graphs captured without LoRA (``cudagraph_specialize_lora``, on by default), so the 0-active
 points measure ``--enable-lora`` with its kernels skipped; 1 and 4 active both run the graphs
-captured for all slots (``lora/utils.py``, ``specialize_active_lora`` off), so expect them to
-tie. On an H100 80 GB wave 2 is tight: two LoRA servers of about 33 and 38 GiB (weights, slots,
-4 GiB of KV cache, two sets of CUDA graphs) in 79.6 GiB; a server that does not fit is recorded
-with vLLM's error and its log, and the other is measured.
+captured for all slots (``lora/utils.py``, ``specialize_active_lora`` off), so the graphs are
+the same; measured on an H100 (2026-12-06, ``docs/results/h100/lora-2026-12-06/``) four active
+ran 0.93x-0.99x of one, three of six points apart: mixing adapters in a batch costs a little
+beyond the graphs. Wave 2 fitted an H100 80 GB (75.1 GiB of the card in use at the peak, both LoRA
+servers up); a server that does not fit is recorded with vLLM's error and its log, and the
+other is measured.
 
 Read in vLLM 0.32.0 before the device minutes are spent: with ``--enable-lora`` every MoE
 layer is built for LoRA and an NVFP4 MoE kernel that takes none is refused at start ("NvFp4 MoE

@@ -5,12 +5,15 @@
 # wheels). Files under /tmp stay only while the machine is held.
 #
 # A 60 MiB part travels beside the working tree only while the tree is under 4 MiB. Once it is
-# larger, cut the same bytes into chunks that fit (here, before the session):
+# larger, cut the same bytes into chunks that fit (here, before the session). The limit is on
+# the tree and the carry as a tar (about 36 MiB of tree on 2026-12-06: a 25 MB chunk leaves
+# room for the tree to grow; 30 MB ones stopped fitting):
 #   V=0.32.0; mkdir -p .gpu2/chunks-$V && cat .gpu2/$V/part-* |
-#     split -b 59473291 -d -a 1 - .gpu2/chunks-$V/c
+#     split -b 25000000 -d -a 2 - .gpu2/chunks-$V/c
+#   (git ls-files; echo .gpu2/chunks-$V/c00) | tar -cf - -T - | wc -c   # under 67108864
 # and carry one chunk per call:
-#   sh tools/device/stack.sh chunk 0.32.0 0   # calls 1..N-1: carry .gpu2/chunks-V/cK
-#   sh tools/device/stack.sh join 0.32.0 4    # call N: last chunk, back into the parts, unpack
+#   sh tools/device/stack.sh chunk 0.32.0 00  # calls 1..N-1: carry .gpu2/chunks-V/cK
+#   sh tools/device/stack.sh join 0.32.0 11   # call N: last chunk, back into the parts, unpack
 # or, with a small tree, the parts themselves:
 #   sh tools/device/stack.sh part 00          # calls 1-4: carry .gpu2/0.32.0/part-0K
 #   sh tools/device/stack.sh assemble 04      # call 5: last part, unpack
