@@ -1,6 +1,8 @@
 #!/bin/bash
 # Drafting and prefix reuse on one nvidia-h200 (tools/device/drafting_h200.py), weightless, in
-# one device session. Calls, each guarded (a call on a fresh machine exits 9 at once):
+# one device session. Here first, `bash tools/device/h200_drafting.sh sizes`: every carry below
+# must fit 64 MiB with the tree (exit 1 if one does not). Calls, each guarded (a call on a
+# fresh machine exits 9 at once):
 #   bash tools/device/h200_drafting.sh wheels        # ALONE first: carry .whl; writes /tmp/t0
 #   bash tools/device/h200_drafting.sh wheels        # first of the batch: carry .whl-b (the
 #        wheels that do not fit beside the tree in the first call's 64 MiB); keeps /tmp/t0
@@ -29,7 +31,7 @@ R=/tmp/runs
 need_stack() { [ -f "/tmp/stack-env-$1.sh" ] || { echo "no /tmp/stack-env-$1.sh: join vLLM $1's chunks first (stack.sh join $1 N)"; exit 1; }; }
 # the drafting run in RELEASE's stack: release_run RELEASE DEADLINE WAVES
 release_run() { echo "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$1 --deadline $2 --waves $3 --release $1${DRAFT_ONLY:+ --only $DRAFT_ONLY}"; }
-case "${1:?usage: h200_drafting.sh wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS... | lora ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
+case "${1:?usage: h200_drafting.sh sizes | wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS... | lora ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
 wheels)  # twice: carry .whl alone first, then .whl-b (tree + carry must stay under 64 MiB)
     [ -f /tmp/t0 ] || date +%s > /tmp/t0  # the first call's time: the second keeps it
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -75,6 +77,15 @@ release)  # RELEASE alone, its chunks joined before (stack.sh join RELEASE N): n
         "$(release_run "$rel" "$deadline" "${4:-6}")"
     $J until 560 draft
     $J collect draft ;;
+sizes)  # HERE, before a session: each carry beside the tree as the lender counts it (a tar)
+    over=0
+    for c in .whl .whl-b .gpu2/chunks-*/c*; do
+        [ -e "$c" ] || continue
+        n=$( (git ls-files; find "$c" -type f) | tar -cf - -T - 2>/dev/null | wc -c)
+        [ "$n" -gt 67108864 ] && over=1
+        printf '%-28s %3d MiB%s\n' "$c" $((n >> 20)) "$([ "$n" -gt 67108864 ] && echo ': over 64 MiB, the call is refused; cut smaller (stack.sh)')"
+    done
+    exit $over ;;
 wait)
     [ -f /tmp/t0 ] && [ -d $R/draft ] || { echo "no chain draft on this machine"; exit 9; }
     [ -f $R/draft/done ] || $J until "${2:?OFFSET}" draft
