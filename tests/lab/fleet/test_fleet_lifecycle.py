@@ -7,8 +7,10 @@ one seam is the argv each server launches. Every flag is still checked by vLLM's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -129,19 +131,46 @@ def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, ca
     assert not srv.is_running() and fl2.is_running()
 
 
+@contextlib.contextmanager
+def _answering_health():
+    """A stranger that takes the port and answers ``/health`` on it (another worker's router)."""
+    stranger = stranger_answering_health()
+    try:
+        yield stranger.server_address[1]
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
+
+
+@contextlib.contextmanager
+def _holding_the_port():
+    """A socket that listens on the port and answers nothing: vLLM's own bind fails."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
+
+
+@pytest.mark.parametrize(
+    ("taker", "ready_after"),
+    [(_answering_health, "2"), (_holding_the_port, "0.5")],
+    ids=["a-stranger-answers-health", "vllm-finds-it-held-when-binding"],
+)
 def test_a_replicas_picked_port_taken_during_start_up_is_picked_again_once(
-    fakes, monkeypatch, capsys
+    taker, ready_after, fakes, monkeypatch, capsys
 ):
     """Another process takes the port the fleet picked for replica 0 before it binds (two test
-    workers, a notebook's router): that replica starts again on another port, said; the fleet
-    comes up whole and the first launch leaves nothing."""
-    stranger = stranger_answering_health()
-    taken = stranger.server_address[1]
-    picks = iter([taken])
-    real = vllm_server.free_port
-    monkeypatch.setattr(vllm_server, "free_port", lambda host: next(picks, None) or real(host))
-    BEHAVIOUR["0"] = ["--ready-after", "2"]  # it binds late: the stranger answers /health first
-    try:
+    workers, a notebook's router answering /health on it, or another server's engine holding
+    it so vLLM exits with "Address already in use"): that replica starts again on another
+    port, said; the fleet comes up whole and the first launch leaves nothing."""
+    with taker() as taken:
+        picks = iter([taken])
+        real = vllm_server.free_port
+        monkeypatch.setattr(vllm_server, "free_port", lambda host: next(picks, None) or real(host))
+        BEHAVIOUR["0"] = ["--ready-after", ready_after]  # it binds late: a stranger answers first
         fl = fleet.Fleet(_dep(2), startup_timeout=60, progress=True)
         fakes.append(fl)
         fl.start()
@@ -152,9 +181,6 @@ def test_a_replicas_picked_port_taken_during_start_up_is_picked_again_once(
         assert all(s.healthy() for s in fl.servers) and taken not in [s.port for s in fl.servers]
         fl.stop()
         _nothing_left(fl)
-    finally:
-        stranger.shutdown()
-        stranger.server_close()
 
 
 def test_a_replica_that_dies_is_reported_at_once_not_after_the_others(fakes):
