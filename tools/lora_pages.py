@@ -120,23 +120,29 @@ def memory_line(summary: dict) -> str:
 
 def provenance(out: Path, summary: dict) -> str:
     """Where and when: ``device.txt``'s lines (the GPU as ``nvidia-smi`` named it, the vLLM
-    release), the run's start and end (UTC, ``summary.json``) and each wave's time to ready;
-    an empty string for a folder with neither (the stand-in rehearsal)."""
-    device = Path(out) / "device.txt"
+    release), the run's start and end (UTC, ``summary.json``), each wave's time to ready, and
+    the records the folder holds; an empty string when it says none of these."""
+    out = Path(out)
+    device = out / "device.txt"
     said = (
-        [line.strip() for line in device.read_text().splitlines() if line.strip()]
+        [x.strip() for x in device.read_text().splitlines() if x.strip()]
         if device.is_file()
         else []
     )
     start, end = summary.get("started", ""), summary.get("ended", "")
     if start:
         said.append(f"run {start[:10]} {start[11:16]}-{end[11:16] or '?'} UTC")
-    waves = [f"wave {w['wave']} ({' + '.join(w['servers'])}) ready {w['start_s']} s after its start"
+    said += [f"wave {w['wave']} ({' + '.join(w['servers'])}) ready {w['start_s']} s after its start"
              for w in summary.get("waves", []) if w.get("start_s") is not None]  # fmt: skip
     if not said:
         return ""
-    return ("**Run:** " + "; ".join(said + waves) + ". Records here: `summary.json`, each server's "
-            "`command.sh` and `vllm.log`, one folder of `vllm bench serve` JSONs per point, `run.log`.")  # fmt: skip
+    per_server = " and ".join(
+        f"`{n}`" for n in ("command.sh", "vllm.log") if any(out.glob(f"*/{n}"))
+    )
+    records = ["`summary.json`", *([f"each server's {per_server}"] if per_server else []),
+               "one folder of `vllm bench serve` JSONs per point",
+               *(f"`{n}`" for n in ("run.log", "host.log", "device.txt") if (out / n).is_file())]  # fmt: skip
+    return "**Run:** " + "; ".join(said) + ". Records here: " + ", ".join(records) + "."
 
 
 def ratio(here: pd.DataFrame, ref: pd.DataFrame) -> float | None:
@@ -184,11 +190,8 @@ def reading(summary: dict, runs: pd.DataFrame) -> list[str]:
             + "; ".join(pairs)
             + "."
         )
-    return (
-        (["**Reading** (ratios of medians; a tie where the runs overlap):", ""] + lines)
-        if lines
-        else []
-    )
+    head = "**Reading** (ratios of medians; a tie where the runs overlap, or within 5 % with one run a side):"
+    return [head, "", *lines] if lines else []
 
 
 def lora_markdown(out: Path) -> str:
@@ -205,11 +208,11 @@ def lora_markdown(out: Path) -> str:
     flags = " ".join(f"{k} {v}" for k, v in co.get("flags", {}).items())
     title = "LoRA adapters' overhead" + (" (CPU stand-in rehearsal)" if stand_in else "")
     lines = [f"# {title}", ""]
-    measured = provenance(out, summary)
-    lines += [measured, ""] if measured else []
     if stand_in:
         lines += ["The control flow rehearsed on the CPU stand-in with adapters of its shapes: "
                   "not a measurement of LoRA's cost.", ""]  # fmt: skip
+    measured = provenance(out, summary)
+    lines += [measured, ""] if measured else []
     routing = " ".join(f"{k}={v}" for k, v in summary.get("routing_env", {}).items())
     lines += [
         f"Co-tenant waves of two on one device ({flags or 'the CPU build'}; "

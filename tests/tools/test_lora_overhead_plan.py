@@ -90,20 +90,20 @@ def test_the_dry_run_prints_two_co_tenant_waves_each_command_checked(plan, dry_r
 def test_the_dry_run_lists_every_point_with_3_runs_and_an_estimate_within_a_whole_session(
     plan, dry_run
 ):
-    """24 points of 3 runs; the estimate, with a LoRA wave's longer start, within the ~1,620 s
-    a session leaves the job when its machine started at once (the last points are cut
-    otherwise: point_order puts them last)."""
+    """24 points of 3 runs; the estimate, from the H100 session's own times (2026-12-06), within
+    the 1,300 s that run needed, well inside the ~1,620 s a session leaves the job when its
+    machine started at once (the last points are cut otherwise: point_order puts them last)."""
     points = re.findall(r"point \d+: (\S+), (\d) adapters active, c=(\d+), (\d) runs", dry_run)
     assert len(points) == 2 * 3 + 2 * 3 * 3  # 24 points
     assert {int(r) for *_, r in points} == {3}
     assert (
-        "lora-r32, 4 adapters active, c=64, 3 runs x 128 requests, ~53 s, model=a1 "
+        "lora-r32, 4 adapters active, c=64, 3 runs x 128 requests, ~40 s, model=a1 "
         "--lora-modules a1 a2 a3 a4 --lora-assignment round-robin" in dry_run
     )
     assert "(1024 in / 256 out)" in dry_run
-    total = re.search(r"time: wave 1 ~250 s to start \+ 18 runs .*; wave 2 ~330 s to start \+ "
+    total = re.search(r"time: wave 1 ~270 s to start \+ 18 runs .*; wave 2 ~170 s to start \+ "
                       r"54 runs .*; ~([\d,]+) s in all", dry_run)  # fmt: skip
-    assert total and int(total.group(1).replace(",", "")) <= 1620
+    assert total and int(total.group(1).replace(",", "")) <= 1300  # the H100 run took 1,252 s
 
 
 def test_wave_two_measures_four_active_then_none_then_one_alternating_the_ranks(plan):
@@ -179,8 +179,9 @@ def _fake_waves(plan, shape):
 def test_a_deadline_skips_what_cannot_fit_and_the_summary_follows_every_point(plan, tmp_path):
     """Fake clock: each point takes its estimate. The deadline leaves wave 2 its start and four
     points: the rest is recorded as skipped, never started; summary.json is on disk after each
-    point, and every server is stopped."""
-    shape = plan.DEVICE
+    point, and every server is stopped. The shape's LoRA wave starts slower than the plain one
+    (the estimate before the H100 session measured it), so the gate is LoRA's start."""
+    shape = _gated(plan)
     now = [0.0]
     started, measured, servers = [], [], {}
 
@@ -220,8 +221,15 @@ def test_a_deadline_skips_what_cannot_fit_and_the_summary_follows_every_point(pl
     assert (tmp_path / "lora-r32" / "command.sh").read_text() == "vllm serve lora-r32\n"
 
 
+def _gated(plan):
+    """The device shape as estimated before its H100 session: a LoRA wave's start (330 s)
+    above a plain one's (250 s), runs of 12.5 / 8.6 / 13.5 s, LoRA 1.3x."""
+    return plan.DEVICE._replace(wave_start_s=250, run_s={1: 12.5, 16: 8.6, 64: 13.5},
+                                lora_factor=1.3, lora_start_s=330)  # fmt: skip
+
+
 def test_a_wave_that_cannot_fit_is_not_started_and_a_failed_server_skips_its_points(plan, tmp_path):
-    shape = plan.DEVICE
+    shape = _gated(plan)
     now = [0.0]
     started = []
 
@@ -348,12 +356,12 @@ def test_the_shell_entry_starts_the_lora_run_with_the_sessions_deadline(tmp_path
     (tmp_path / "t0").write_text("1000\n")
 
     def start(*extra, what="lora"):
-        return subprocess.run(["bash", "tools/device/h200_drafting.sh", "start", "8", "1500",
+        return subprocess.run(["bash", "tools/device/h200_drafting.sh", "start", "11", "1500",
                                what, *extra], cwd=tmp_path, capture_output=True, text=True).stdout  # fmt: skip
 
     job = ("<COOKBOOK_OUT=/tmp/runs/draft/cookbook python3 tools/device/lora_overhead_h200.py "
            "--out /tmp/runs/draft/out --deadline 2500 ")  # fmt: skip
-    assert "stack join 0.32.0 8" in start()
+    assert "stack join 0.32.0 11" in start()  # the last of twelve 25 MB chunks, c11
     assert job + ">" in start()
     assert job + "--variant bf16 >" in start("--variant", "bf16")
     # the tuning entry the same way: no argument given passes none (not an empty '')
@@ -519,7 +527,7 @@ def test_the_reading_gives_each_adapter_counts_range_and_ties_from_the_runs():
 
 def test_a_rehearsal_without_device_record_still_says_when_it_ran(tmp_path):
     """No device.txt (the stand-in rehearsal): the provenance line gives the run's times and
-    the waves only; with one, its lines come first."""
+    the waves only; with one, its lines come first; the records named are those present."""
     from tools.lora_pages import provenance
 
     summary = json.loads((REHEARSAL / "summary.json").read_text())
@@ -527,7 +535,15 @@ def test_a_rehearsal_without_device_record_still_says_when_it_ran(tmp_path):
     assert line.startswith(f"**Run:** run {summary['started'][:10]}") and "wave 1 (" in line
     (tmp_path / "device.txt").write_text("A GPU, 80 GiB\nvLLM 9.9\n")
     assert provenance(tmp_path, summary).startswith("**Run:** A GPU, 80 GiB; vLLM 9.9; run ")
-    assert provenance(tmp_path, {}) == "**Run:** A GPU, 80 GiB; vLLM 9.9. Records here: " + (
-        "`summary.json`, each server's `command.sh` and `vllm.log`, one folder of `vllm bench "
-        "serve` JSONs per point, `run.log`."
+    assert provenance(tmp_path, {}) == (
+        "**Run:** A GPU, 80 GiB; vLLM 9.9. Records here: `summary.json`, one folder of `vllm "
+        "bench serve` JSONs per point, `device.txt`."
     )
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "vllm.log").write_text("")
+    (tmp_path / "run.log").write_text("")
+    assert provenance(tmp_path, {}).endswith(
+        "`summary.json`, each server's `vllm.log`, one folder of `vllm bench serve` JSONs per "
+        "point, `run.log`, `device.txt`."
+    )
+    assert provenance(tmp_path / "nothing", {}) == ""

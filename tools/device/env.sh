@@ -1,14 +1,11 @@
 # Source on the device machine (bash) after stack.sh assemble: installs the carried wheels
-# (.whl and .whl-b: papermill, ipykernel and their needs, vllm-router) once and sets the environment.
+# (.whl and .whl-b: papermill, ipykernel and their needs, vllm-router) once each and sets the environment.
 # The answer-quality steps' wheels (lm-eval and its needs, tools/device/
 # notebook-kernel-requirements.txt) travel in a call of their own as .whl-eval and go to
 # /tmp/wheels-eval:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
 #       --target /tmp/wheels-eval .whl-eval/*.whl
-if [ ! -f /tmp/wheels/.done ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/wheels $(ls .whl/*.whl .whl-b/*.whl 2>/dev/null) && touch /tmp/wheels/.done
-fi
+sh tools/device/wheels.sh .whl .whl-b  # each carried folder not installed yet (wheels.sh)
 . "${STACK_ENV:-/tmp/stack-env.sh}"
 export PYTHONPATH="$PYTHONPATH:/tmp/wheels:/tmp/wheels-eval:$(pwd)" PATH="/tmp/wheels/bin:$PATH"
 # NVLink multicast stays off on these machines (device KINDS.md).

@@ -4,8 +4,8 @@
 # must fit 64 MiB with the tree (exit 1 if one does not). Calls, each guarded (a call on a
 # fresh machine exits 9 at once):
 #   bash tools/device/h200_drafting.sh wheels        # ALONE first: carry .whl; writes /tmp/t0
-#   bash tools/device/h200_drafting.sh wheels        # first of the batch: carry .whl-b (the
-#        wheels that do not fit beside the tree in the first call's 64 MiB); keeps /tmp/t0
+#   bash tools/device/h200_drafting.sh wheels-b      # first of the batch: carry .whl-b (the
+#        wheels that do not fit beside the tree in the first call's 64 MiB)
 #   sh tools/device/stack.sh chunk 0.32.0 K          # carry .gpu2/chunks-0.32.0/cK, all but the last
 #   bash tools/device/h200_drafting.sh start LAST BUDGET_S [WAVES]   # carry the last chunk and
 #        .gpu2/0.32.0/assemble.sh: joins and unpacks the bundle, starts the chain `draft` with
@@ -31,13 +31,14 @@ R=/tmp/runs
 need_stack() { [ -f "/tmp/stack-env-$1.sh" ] || { echo "no /tmp/stack-env-$1.sh: join vLLM $1's chunks first (stack.sh join $1 N)"; exit 1; }; }
 # the drafting run in RELEASE's stack: release_run RELEASE DEADLINE WAVES
 release_run() { echo "COOKBOOK_OUT=$R/draft/cookbook python3 tools/device/drafting_h200.py --out $R/draft/out-$1 --deadline $2 --waves $3 --release $1${DRAFT_ONLY:+ --only $DRAFT_ONLY}"; }
-case "${1:?usage: h200_drafting.sh sizes | wheels | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS... | lora ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
-wheels)  # twice: carry .whl alone first, then .whl-b (tree + carry must stay under 64 MiB)
-    [ -f /tmp/t0 ] || date +%s > /tmp/t0  # the first call's time: the second keeps it
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/wheels $(ls .whl/*.whl .whl-b/*.whl 2>/dev/null) && touch /tmp/wheels/.done &&
-        ls /tmp/wheels | wc -l
+case "${1:?usage: h200_drafting.sh sizes | wheels | wheels-b | start LAST BUDGET_S [WAVES [RELEASE:WAVES] | tune ARGS... | lora ARGS...] | release RELEASE BUDGET_S [WAVES] | wait OFFSET}" in
+wheels)  # ALONE, the session's first call: carry .whl (tree + carry under 64 MiB: `sizes`)
+    date +%s > /tmp/t0
+    sh tools/device/wheels.sh .whl && ls /tmp/wheels | wc -l
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ;;
+wheels-b)  # the batch's first call: carry .whl-b, the rest of the kit
+    [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
+    sh tools/device/wheels.sh .whl-b && ls /tmp/wheels | wc -l ;;
 start)
     [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
     sh tools/device/stack.sh join 0.32.0 "${2:?LAST}" || exit 1

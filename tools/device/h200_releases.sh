@@ -6,7 +6,8 @@
 # three sweeps share the machine and the releases are compared within one session
 # (tools/results_pages.py, `python -m tools.results_pages releases h200`).
 #
-# Calls, after the wheels (.whl, which writes /tmp/t0) and the eval wheels (.whl-eval):
+# Calls, after the wheels (h200_drafting.sh wheels carrying .whl, which writes /tmp/t0, then
+# wheels-b carrying .whl-b) and the eval wheels (.whl-eval):
 #   sh tools/device/stack.sh chunk 0.33.0 K         # carry .gpu2/chunks-0.33.0/cK, all but the last
 #   sh tools/device/stack.sh chunk 0.32.0 K         # the same for 0.32.0
 #   bash tools/device/h200_releases.sh anchor-join K    # carry 0.32.0's last chunk cK and

@@ -3,7 +3,8 @@
 # that outlasts one 10-minute device call; resumable across sessions. After the 0.32.0 stack
 # is unpacked (stack.sh chunk/join 0.32.0), each call is one of:
 #
-#   bash tools/device/h200_tune.sh start BUDGET_LEFT_S [tune_h200.py args...]   # carry .whl
+#   bash tools/device/h200_tune.sh start BUDGET_LEFT_S [tune_h200.py args...]   # after the
+#        wheels calls (h200_drafting.sh wheels carrying .whl, then wheels-b carrying .whl-b)
 #        (carry out/tune-h200 too when an earlier session measured part of it: it resumes)
 #   bash tools/device/h200_tune.sh wait [SECS]      # until the job ends (default 540 s)
 #   bash tools/device/h200_tune.sh collect          # $OUT/tune.tar.gz: points, tune.json, plots

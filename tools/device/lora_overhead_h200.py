@@ -166,22 +166,18 @@ class Shape(NamedTuple):
         return self.runs * self.run_s[concurrency] * factor
 
 
-# How the device estimate is made. A cold wave of two: ready 196-283 s after the first start in
-# the H100 / H200 sessions (docs/results/h100/routing-2026-12-05, tools/device/README.md), plus
-# the 20 s stagger: 250 s. A run, from recorded 0.32.0 points of the recipe with uniform routing
-# (docs/results/h100/routing-2026-12-05: 16 requests at c=1 in 16.9 s, 64 at c=16 in 9.1 s; c=64:
-# 256 in 12-15 s as loaded on the H200, docs/results/h200/nvfp4/, about 19 s with uniform
-# routing's 0.7x) scaled to this run's two rounds, plus 4 s of warm-up, prompts and /metrics:
-# c=1 8 requests 12.5 s, c=16 32 requests 8.6 s, c=64 128 requests 13.5 s. LoRA servers 1.3x
-# (assumed: punica's kernels on every adapted projection and the Marlin experts' LoRA path;
-# what this run measures). A wave of LoRA servers starts in about 330 s (a fresh compile, CUDA
-# graphs captured with and without LoRA, the LoRA kernels built on first use: read in 0.32.0,
-# not measured). Wave 1: 250 + 2 x 3 x 34.6 = 458 s; wave 2: 330 + 3 x 2 x 3 x 45.0 = 1,140 s;
-# about 1,600 s in all, about what a session leaves the job when its machine started at once
-# (B about 1,620). Short of that, the last points (point_order) are skipped.
+# How the device estimate is made: from this run's own session on one H100, 2026-12-06
+# (docs/results/h100/lora-2026-12-06/summary.json). Wave 1 was ready 266 s after its start (a
+# cold wave of two and the 20 s stagger; 196-283 s in earlier H100 / H200 sessions), wave 2
+# 163 s (each LoRA server compiles afresh, but wave 1 had built FlashInfer's kernels); a run of
+# the plain servers took 11.8 s at c=1 (8 requests), 7.5 s at 16 (32), 11.7 s at 64 (128),
+# warm-up and /metrics included, and the LoRA servers' 1.13x that. Rounded up: 270 s, 170 s,
+# 1.15x. Wave 1: 270 + 2 x 3 x 31.0 = 456 s; wave 2: 170 + 3 x 2 x 3 x 35.6 = 811 s; about
+# 1,270 s in all (the session's took 1,252), so B of about 1,300 measures every point; short
+# of that, the last points (point_order) are skipped.
 DEVICE = Shape(concurrencies=(1, 16, 64), runs=3, input_len=1024, output_len=256,
-               wave_start_s=250, run_s={1: 12.5, 16: 8.6, 64: 13.5}, lora_factor=1.3,
-               lora_start_s=330)  # fmt: skip
+               wave_start_s=270, run_s={1: 11.8, 16: 7.5, 64: 11.7}, lora_factor=1.15,
+               lora_start_s=170)  # fmt: skip
 #: ``--stand-in``: small points on the CPU stand-in (its --max-num-seqs is 4), 2 runs each.
 STAND_IN = Shape(concurrencies=(1, 2), runs=2, input_len=256, output_len=16,
                  wave_start_s=60, run_s={1: 4.0, 2: 4.0}, lora_factor=1.0, lora_start_s=60)  # fmt: skip

@@ -6,7 +6,7 @@
 #
 # A 60 MiB part travels beside the working tree only while the tree is under 4 MiB. Once it is
 # larger, cut the same bytes into chunks that fit (here, before the session). The limit is on
-# the tree and the carry as a tar (about 36 MiB of tree on 2026-12-06: a 25 MB chunk leaves
+# the tree and the carry as a tar (about 35 MiB of tree on 2026-12-06: a 25 MB chunk leaves
 # room for the tree to grow; 30 MB ones stopped fitting):
 #   V=0.32.0; mkdir -p .gpu2/chunks-$V && cat .gpu2/$V/part-* |
 #     split -b 25000000 -d -a 2 - .gpu2/chunks-$V/c
