@@ -45,7 +45,7 @@ from helpers.server.processes import (
 from helpers.server.vllm_log import phase_kind, startup_phase
 from helpers.server.vllm_server import VLLMServer
 from tests.support import DATA as TEST_DATA
-from tests.support.fake_vllm import stranger_answering_health
+from tests.support.fake_vllm import answering_health, holding_the_port, stranger_answering_health
 
 LOGS = TEST_DATA / "logs"
 
@@ -617,32 +617,9 @@ def test_a_stranger_answering_on_the_servers_port_is_not_taken_for_ready(fake_vl
         stranger.server_close()
 
 
-@contextlib.contextmanager
-def _answering_health():
-    """A stranger that takes the port and answers ``/health`` on it (another worker's router)."""
-    stranger = stranger_answering_health()
-    try:
-        yield stranger.server_address[1]
-    finally:
-        stranger.shutdown()
-        stranger.server_close()
-
-
-@contextlib.contextmanager
-def _holding_the_port():
-    """A socket that listens on the port and answers nothing: vLLM's own bind fails."""
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    try:
-        yield holder.getsockname()[1]
-    finally:
-        holder.close()
-
-
 @pytest.mark.parametrize(
     ("taker", "ready_after"),
-    [(_answering_health, "3"), (_holding_the_port, "0.5")],
+    [(answering_health, "3"), (holding_the_port, "0.5")],
     ids=["a-stranger-answers-health", "vllm-finds-it-held-when-binding"],
 )
 def test_a_picked_port_taken_during_start_up_is_picked_again_once(

@@ -6,6 +6,8 @@ makes one directly."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,3 +67,28 @@ def stranger_answering_health():
     stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=stranger.serve_forever, daemon=True).start()
     return stranger
+
+
+@contextlib.contextmanager
+def answering_health():
+    """A port taken by a stranger that answers ``/health`` on it (another worker's router);
+    yields the port."""
+    stranger = stranger_answering_health()
+    try:
+        yield stranger.server_address[1]
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
+
+
+@contextlib.contextmanager
+def holding_the_port():
+    """A port held by a socket that listens and answers nothing, so vLLM's own bind fails
+    ("Address already in use"); yields the port."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()

@@ -7,10 +7,8 @@ one seam is the argv each server launches. Every flag is still checked by vLLM's
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -24,7 +22,7 @@ from helpers.server import launch, processes, vllm_server
 from helpers.server.vllm_server import VLLMServer
 from lab.fleet import deployment, fleet
 from lab.fleet import launch as fleet_launch
-from tests.support.fake_vllm import FAKE_SERVER, stranger_answering_health
+from tests.support.fake_vllm import FAKE_SERVER, answering_health, holding_the_port
 
 #: fake-server flags per replica, by the CPU cores the deployment gave it (replica i: core i)
 BEHAVIOUR: dict[str, list[str]] = {}
@@ -131,32 +129,9 @@ def test_relaunching_reuses_the_fleet_and_launch_server_stops_it_whole(fakes, ca
     assert not srv.is_running() and fl2.is_running()
 
 
-@contextlib.contextmanager
-def _answering_health():
-    """A stranger that takes the port and answers ``/health`` on it (another worker's router)."""
-    stranger = stranger_answering_health()
-    try:
-        yield stranger.server_address[1]
-    finally:
-        stranger.shutdown()
-        stranger.server_close()
-
-
-@contextlib.contextmanager
-def _holding_the_port():
-    """A socket that listens on the port and answers nothing: vLLM's own bind fails."""
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    try:
-        yield holder.getsockname()[1]
-    finally:
-        holder.close()
-
-
 @pytest.mark.parametrize(
     ("taker", "ready_after"),
-    [(_answering_health, "2"), (_holding_the_port, "0.5")],
+    [(answering_health, "2"), (holding_the_port, "0.5")],
     ids=["a-stranger-answers-health", "vllm-finds-it-held-when-binding"],
 )
 def test_a_replicas_picked_port_taken_during_start_up_is_picked_again_once(
