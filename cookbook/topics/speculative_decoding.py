@@ -15,12 +15,14 @@
 # diffusion drafter). Drafting trades spare compute for fewer sequential steps: it pays at
 # low concurrency and costs at high, where that compute serves other requests.
 #
-# **What the seeds say.** The vLLM recipe: *"DSpark gives the best latency on H100 and DGX
-# Spark; for maximum throughput, serve without speculative decoding"* (on DGX Station it
-# prefers MTP). The model overview: *"1x H100 for max throughput (no speculative decoding for
-# max batching)"*, DSpark *"for DGX Spark and low-concurrency data center deployments"*. The
-# launch post compares the modes on an agentic shape (32K shared prefix, rounds of 2K in / 10K
-# out): `scenario_name = "agentic"` (hours on a GPU; the stand-in's default, scaled down).
+# **What the seeds say, and what was measured.** The vLLM recipe: *"DSpark gives the best
+# latency on H100 and DGX Spark; for maximum throughput, serve without speculative decoding"*
+# (on DGX Station, MTP); the model overview agrees. On one H100 (weightless, 6 runs each),
+# DSpark K=7 at synthetic acceptance 3.69 (ai-dynamo/dynamo) gave 2.35x the recipe's tokens/s
+# per user at one user, at least 1.76x its throughput at 16 agent sessions, p = 0.0011 each
+# (`docs/results/h100/tune/drafting-0.32.0-2026-12-06-confirm/`). The launch post's agentic
+# shape (32K shared prefix, rounds of 2K in / 10K out) is `scenario_name = "agentic"` (hours
+# on a GPU; the stand-in's default, scaled down).
 #
 # This notebook serves each mode in turn, runs the same sweep against each (same prompts,
 # warm-up first), repeats points for the noise, measures acceptance on real prompts, checks
@@ -335,8 +337,7 @@ if k_of.empty:
 # **Reading it.** On a GPU, the answer moves with concurrency: drafting wins at concurrency 1
 # when its acceptance length is well above 1, and loses where the batch already keeps the GPU
 # busy. On the stand-in, engine, server and client share two cores: the spread above says how
-# far runs of one point differ, and the stand-in checks the procedure, not the verdict. Each
-# server this notebook launched was stopped; servers passed in `servers` keep running.
+# far runs of one point differ, and the stand-in checks the procedure, not the verdict.
 
 # %% [markdown]
 # ## 7. Lossless? Greedy outputs with drafting against without
