@@ -45,6 +45,18 @@ def test_the_dry_run_checks_every_command_and_names_each_acceptance(capsys):
     )
 
 
+def test_the_dry_run_prints_only_the_waves_asked_for(capsys):
+    """--dry-run --waves 7,8 prints the break-even line's four servers, no other wave's; without
+    --waves, every wave (as above)."""
+    plan = _plan()
+    assert plan.main(["--dry-run", "--waves", "7,8"]) == 0
+    heads = [
+        ln.split(":")[0] for ln in capsys.readouterr().out.splitlines() if ln.startswith("wave ")
+    ]
+    assert heads == [f"wave 7 {n}" for n in plan.WAVE7] + [f"wave 8 {n}" for n in plan.WAVE8]
+    assert len(heads) == 4
+
+
 def test_wave_three_prices_the_correctness_switch_on_both_model_runners(capsys):
     """The cost of --no-async-scheduling (the registry's drafting notes name it for vllm
     #53912) is planned, not invented: MTP with and without async scheduling, on vLLM's default

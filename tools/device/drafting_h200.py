@@ -292,10 +292,14 @@ def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
     return {n: spec for n, spec in wave.items() if n in wanted}
 
 
-def dry_run() -> int:
+def dry_run(waves: set[int] | None = None) -> int:
+    """Print each wave's commands (``waves``: their numbers; None: every wave), each checked
+    against the release's flag table; 0."""
     for i, wave in enumerate(
         (WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8), 1
     ):
+        if waves is not None and i not in waves:
+            continue
         for name, (mode, k, length, extra) in wave.items():
             cfg = server_config(mode, k, length, extra, weightless=False)
             check_config(cfg, quiet=True)
@@ -473,8 +477,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--deadline", type=float, help="epoch seconds by which every server is stopped")
     p.add_argument(
-        "--waves", default="1,2", help="which waves, e.g. 1 or 1,2; 3 and 4 a session of their own"
-    )
+        "--waves", default=None,
+        help="which waves, e.g. 1 or 1,2 (default 1,2; with --dry-run, every wave); 3 and 4 a session of their own",
+    )  # fmt: skip
     p.add_argument(
         "--release",
         default=None,
@@ -498,10 +503,11 @@ def main(argv=None) -> int:
     if args.stand_in:  # wave 1's baseline, or waves 7 and 8 (their points) when asked for
         STAND_IN, WAVE1 = True, {"none": WAVE1["none"]}
         BREAK_EVEN_ON.add("none")
-        args.waves = args.waves if set(args.waves.split(",")) <= {"7", "8"} else "1"
+        args.waves = args.waves if set((args.waves or "").split(",")) <= {"7", "8"} else "1"
     only({}, args.only)  # a misspelled name stops here, before any server starts
-    if args.dry_run:
-        return dry_run()
+    if args.dry_run:  # the waves asked for, or every wave
+        return dry_run({int(w) for w in args.waves.split(",")} if args.waves else None)
+    args.waves = args.waves or "1,2"
     if args.out is None or args.deadline is None:
         p.error("--out and --deadline are needed (or --dry-run)")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,7 @@ case "$1" in
 chain)
     name=$2; shift 2; mkdir -p "$RUNS/$name"; rm -f "$RUNS/$name/done"
     tree=/tmp/tree-$name; rm -rf "$tree"; mkdir -p "$tree"
-    tar cf - --exclude=./.gpu2 --exclude=./.whl --exclude=./.whl-eval --exclude=./.venv --exclude=./out . |
+    tar cf - --exclude=./.gpu2 --exclude=./.whl --exclude=./.whl-b --exclude=./.whl-eval --exclude=./.venv --exclude=./out . |
         tar xf - -C "$tree" || { echo "could not copy the tree to $tree"; exit 1; }
     script="cd $tree && export PYTHONPATH=$tree:\$PYTHONPATH; "
     for c in "$@"; do script="$script$c; "; done

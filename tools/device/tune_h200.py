@@ -366,6 +366,21 @@ def measure_in_rounds(names, rounds, measure, left, keep_s) -> dict[str, tuple[l
     return {n: (keys[n], why[n]) for n in names}
 
 
+def co_tenant_rounds(
+    loads, repeats: int, slo_search: int, run_s: float, search_s: float
+) -> list[tuple]:
+    """The rounds :func:`measure_in_rounds` takes: ``(k, run_s)`` for runs 1..``repeats``, then
+    ``("search", search_s)`` when ``slo_search`` probes are asked for and some workload of
+    ``loads`` has two or more concurrencies. A search bisects between a concurrency that meets
+    the SLO and one that misses it (:func:`lab.tune.slo.next_probe`): with one concurrency a
+    workload (``--points agent:16``) it has nothing to bisect, so its round would only hold
+    budget back."""
+    searchable = slo_search and any(len(w.concurrencies) > 1 for w in loads)
+    return [(k, run_s) for k in range(1, repeats + 1)] + (
+        [("search", search_s)] if searchable else []
+    )
+
+
 def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     """The part's candidates in co-tenant waves (:data:`CO_TENANT_SLOTS`), measured by
     ``lab.tune.tune`` on their attached servers in rounds of one run each
@@ -409,7 +424,7 @@ def run_co_tenant(base, cand_specs, loads, folder, args) -> tuning.TuneResult:
     keep_s = 0 if args.stand_in else CO_TENANT_COLLECT_S
     run_s = measure_s / args.repeats  # one run of a candidate's points (the search's share in it)
     search_s = 0 if args.stand_in else SEARCH_PROBE_S * args.slo_search * len(loads)
-    rounds = [(k, run_s) for k in range(1, args.repeats + 1)] + ([("search", search_s)] if args.slo_search else [])  # fmt: skip
+    rounds = co_tenant_rounds(loads, args.repeats, args.slo_search, run_s, search_s)
     for wave in co_tenant_waves(names, by_name, slots):
         need = start_s + len(wave) * run_s + keep_s  # its cold start and one run of each
         if left() < need:

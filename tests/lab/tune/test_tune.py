@@ -1129,6 +1129,28 @@ def test_co_tenants_are_measured_in_rounds_so_a_budget_cut_leaves_pairs(capsys):
     assert "--repeats 0: 1 or more" in capsys.readouterr().err
 
 
+def test_a_search_round_only_where_a_workload_has_concurrencies_to_bisect():
+    """tools/device/tune_h200.py: --slo-search adds a round after the runs only when some
+    workload has two or more concurrencies; with --points agent:16 (one each) the search
+    could bisect nothing, and its round would only hold budget back."""
+    from types import SimpleNamespace as W
+
+    tune_h200 = _tune_h200()
+    one_each = [W(concurrencies=(1,)), W(concurrencies=(16,))]
+    assert tune_h200.co_tenant_rounds(one_each, 3, 2, 40.0, 70.0) == [
+        (1, 40.0),
+        (2, 40.0),
+        (3, 40.0),
+    ]
+    two = [W(concurrencies=(1,)), W(concurrencies=(4, 16))]
+    assert tune_h200.co_tenant_rounds(two, 2, 2, 40.0, 70.0) == [
+        (1, 40.0),
+        (2, 40.0),
+        ("search", 70.0),
+    ]
+    assert tune_h200.co_tenant_rounds(two, 2, 0, 40.0, 70.0) == [(1, 40.0), (2, 40.0)]
+
+
 def test_the_device_grid_budgets_grid_and_c1_candidates_apart():
     """tools/device/tune_h200.py: --candidate-s budgets every candidate, --c1-candidate-s a c1
     one on its own (a batch that re-measures grid candidates, then fills its last minutes with
