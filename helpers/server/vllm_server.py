@@ -355,8 +355,8 @@ class VLLMServer(ServerEndpoint):
                 # Jupyter's stop button (SIGINT): a starting server must not outlive the cell
                 self._abandon("interrupted during start-up")
                 raise
-            except ServerStartError as e:  # the picked port taken before vLLM bound it: once more
-                if not (picked and _repick and (self.phase == "port taken" or getattr(e.diagnosis, "name", "") == "port_in_use")):  # fmt: skip
+            except ServerStartError:  # the picked port taken before vLLM bound it: once more
+                if not (picked and _repick and self.phase == "port taken"):
                     raise
                 print(f"[vllm] port {self.port} was taken while vLLM started; starting again on another", flush=True)  # fmt: skip
                 self.port, self.log_path, self._proc = None, None, None
@@ -519,7 +519,9 @@ class VLLMServer(ServerEndpoint):
     def _fail(self, what: str, elapsed: float) -> None:
         self._release()
         time.sleep(0.2)
-        raise start_failure(what, self.phase, elapsed, self.log_path, self.config)
+        err = start_failure(what, self.phase, elapsed, self.log_path, self.config)
+        self.phase = "port taken" if getattr(err.diagnosis, "name", "") == "port_in_use" else self.phase  # vLLM's bind found it held: start() and a fleet pick another port once  # fmt: skip
+        raise err
 
     # ---- stop ----------------------------------------------------------------------
     def _terminate(self, grace_period: float | None = None) -> list[psutil.Process]:

@@ -308,11 +308,7 @@ class Fleet:
                     srv = self.servers[i]
                     # a port picked here and taken before vLLM bound it (a stranger answers on
                     # it, or vLLM's bind finds it held): once more, as VLLMServer.start does
-                    taken = (
-                        srv.phase == "port taken"
-                        or getattr(e.diagnosis, "name", "") == "port_in_use"
-                    )
-                    if taken and not self.keep_ports and i not in again:
+                    if srv.phase == "port taken" and not self.keep_ports and i not in again:
                         again.add(i)
                         self._say(f"{self._names[id(srv)]}: port {srv.port} was taken while "
                                   "vLLM started; starting again on another")  # fmt: skip
