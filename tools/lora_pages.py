@@ -60,24 +60,33 @@ def _runs(runs: pd.DataFrame, server: str, active: int, concurrency: int) -> pd.
     return runs[pick & (runs["concurrency"] == concurrency)]
 
 
-def ratio_cell(here: pd.DataFrame, ref: pd.DataFrame, ref_name: str) -> str:
-    """``0.87x of base-marlin, apart`` / ``0.98x of base-marlin, tie``: the ratio of the two
-    points' median output tok/s, a tie when their runs' ranges overlap
-    (:func:`lab.bench.stats.compare`, ``sides=``); with a single run on either side no spread
-    is measured, so a ratio within :data:`lab.tune.noise.SINGLE_RUN_TIE` of 1 is a tie, the
-    project's one-run rule (``1.12x of base-marlin, one run a side`` /
-    ``0.98x of base-marlin, tie (one run a side)``); an empty string when either point is
-    missing."""
+def ratio(here: pd.DataFrame, ref: pd.DataFrame) -> tuple[float, bool, bool] | None:
+    """``(ratio, tie, one_run)``: the ratio of two points' median output tok/s, whether it is a
+    tie (their runs' ranges overlap, :func:`lab.bench.stats.compare` with ``sides=``; with a
+    single run on either side no spread is measured, so within
+    :data:`lab.tune.noise.SINGLE_RUN_TIE` of 1, the project's one-run rule) and whether a side
+    had one run; None when either point is missing."""
     if here.empty or ref.empty:
-        return ""
+        return None
     a, b = ref["output_throughput"].astype(float), here["output_throughput"].astype(float)
-    text = f"{b.median() / a.median():.2f}x of {ref_name}"
+    r = float(b.median() / a.median())
     if len(a) < 2 or len(b) < 2:
-        tie = abs(b.median() / a.median() - 1) < SINGLE_RUN_TIE
-        return text + (", tie (one run a side)" if tie else ", one run a side")
+        return r, abs(r - 1) < SINGLE_RUN_TIE, True
     sides = (spread(ref, "output_throughput"), spread(here, "output_throughput"))
-    tie = compare(a.median(), b.median(), sides=sides).winner is None
-    return text + (", tie" if tie else ", apart")
+    return r, compare(a.median(), b.median(), sides=sides).winner is None, False
+
+
+def ratio_cell(here: pd.DataFrame, ref: pd.DataFrame, ref_name: str) -> str:
+    """:func:`ratio` in words: ``0.87x of base-marlin, apart`` / ``0.98x of base-marlin, tie``,
+    with one run a side ``1.12x of base-marlin, one run a side`` / ``0.98x of base-marlin, tie
+    (one run a side)``; an empty string when either point is missing."""
+    got = ratio(here, ref)
+    if got is None:
+        return ""
+    r, tie, one_run = got
+    if one_run:
+        return f"{r:.2f}x of {ref_name}" + (", tie (one run a side)" if tie else ", one run a side")
+    return f"{r:.2f}x of {ref_name}" + (", tie" if tie else ", apart")
 
 
 def _tok_s(here: pd.DataFrame) -> str:
@@ -145,16 +154,6 @@ def provenance(out: Path, summary: dict) -> str:
     return "**Run:** " + "; ".join(said) + ". Records here: " + ", ".join(records) + "."
 
 
-def ratio(here: pd.DataFrame, ref: pd.DataFrame) -> float | None:
-    """The ratio of two points' median output tok/s; None when either is missing."""
-    if here.empty or ref.empty:
-        return None
-    return float(
-        here["output_throughput"].astype(float).median()
-        / ref["output_throughput"].astype(float).median()
-    )
-
-
 def reading(summary: dict, runs: pd.DataFrame) -> list[str]:
     """What the table says, computed from it: per adapters active, the range of the LoRA
     servers' ratios to ``base-marlin`` and how many are ties; ``base-marlin`` against ``base``
@@ -167,13 +166,12 @@ def reading(summary: dict, runs: pd.DataFrame) -> list[str]:
     lines, cs = [], sorted({c for _, _, c in points})
     for active, what in ((0, "`--enable-lora`, no adapter in the batch"), (1, "one adapter active"),
                          (4, "four adapters active, round-robin")):  # fmt: skip
-        cells = [(ratio(_runs(runs, s, active, c), _runs(runs, "base-marlin", 0, c)),
-                  ratio_cell(_runs(runs, s, active, c), _runs(runs, "base-marlin", 0, c), "base-marlin"))
+        cells = [ratio(_runs(runs, s, active, c), _runs(runs, "base-marlin", 0, c))
                  for s in lora for c in cs if (s, active, c) in points]  # fmt: skip
-        cells = [(r, cell) for r, cell in cells if r is not None]
+        cells = [cell for cell in cells if cell is not None]
         if cells:
-            lo, hi = min(r for r, _ in cells), max(r for r, _ in cells)
-            ties = sum(cell.endswith("tie") or "tie (" in cell for _, cell in cells)
+            lo, hi = min(r for r, _, _ in cells), max(r for r, _, _ in cells)
+            ties = sum(tie for _, tie, _ in cells)
             lines.append(
                 f"- {what}: {lo:.2f}x-{hi:.2f}x of base-marlin over {len(cells)} points, {ties} of them ties."
             )
