@@ -38,6 +38,7 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
       Nemotron-H checkpoint on compute capability 10.x (or an unknown GPU); the fix
       ``--moe-backend flashinfer_cutlass`` (``MoEBackend``, ``vllm/config/kernel.py``, 0.28.0
       and 0.32.0).
+    - ``moe_config_default`` (warning): no tuned Triton MoE file (:data:`.vllm_log.MOE_CONFIG_DEFAULT`).
     - ``engine_stalled`` (error): stats lines with requests waiting and none running, or
       running with no throughput, for :data:`helpers.server.vllm_log.STALL_SECONDS`
       (:func:`helpers.server.vllm_log.stalled_span`).
@@ -73,6 +74,10 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
                 checked_releases=REGISTRY_RELEASES,
             )
         )
+    moe = re.search(vllm_log.MOE_CONFIG_DEFAULT, text)
+    if moe:  # docs/results/h100/tune/drafting-0.32.0-2026-12-06: BF16 + FP8 on an H100
+        found.append(Diagnosis("moe_config_default", f"vLLM has no tuned Triton MoE config for this GPU and shape ({moe['file']}) and runs default tiles, so the MoE layers may be slower than they can be",
+            "tune that file on this GPU (vLLM's source tree, not its wheel, has benchmarks/kernels/benchmark_moe.py) and set VLLM_TUNED_CONFIG_FOLDER to its folder (vllm/envs.py), or serve the NVFP4 variant, whose MoE kernels need no such file", _line_of(moe, text), level="warning", checked_releases=("vllm 0.32.0", "vllm 0.34.0")))  # fmt: skip
     stall = vllm_log.STATS_LINE.search(text)
     d = _engine_stalled(stall, text, config) if stall else None
     if d is not None:

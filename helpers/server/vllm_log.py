@@ -343,13 +343,14 @@ SPEC_CHECKED = REGISTRY_RELEASES + OLDER_RELEASES
 NVFP4_MOE_CHOSEN = (
     r"Using '?(?P<backend>\w+)'? NvFp4 MoE (?:LoRA )?backend out of potential backends"
 )
+#: No tuned Triton MoE file for the GPU, shape, dtype (fused_moe.py get_moe_configs; 0.32.0, 0.34.0 read)
+MOE_CONFIG_DEFAULT = r"Using default MoE config\. Performance might be sub-optimal! Config file not found at (?:\S*/)?(?P<file>E=\S+?\.json)"
 
 
 # ---- start-up memory figures (lab.plan_check.server_log_figures) ----------------------
 
 #: Checked in vLLM 0.26.0 (recorded H200 logs), 0.28.0 (recorded H200 logs: the CUDA-graph
 #: lines), 0.32.0 (source, recorded H200 logs and the stand-in's log), 0.33.0 and 0.34.0 (source).
-SERVER_FIGURES_CHECKED = ("vllm 0.26.0", "vllm 0.28.0", "vllm 0.32.0", "vllm 0.33.0", "vllm 0.34.0")
 SERVER_FIGURES = {
     # vllm/v1/core/kv_cache_utils.py: one line in 0.32.0 ("CPU KV cache size: N tokens,
     # Maximum concurrency for X tokens per request: Yx"), two lines in 0.26.0 ("GPU KV cache
@@ -435,4 +436,3 @@ def memory_figures(text: str) -> dict[str, float]:
 #: request; the error of a request that raised is a whole traceback.
 BENCH_ERROR_START = r"(?m)^(?=Error \d+: )"
 BENCH_ERROR = r"Error (\d+): (.*)"
-BENCH_CHECKED = INSTALLED

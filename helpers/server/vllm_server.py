@@ -49,12 +49,7 @@ from helpers.server.processes import (
 )
 from helpers.server.review import warn_findings
 from helpers.server.stall import StallDetector, engine_counters, engine_hung, silent_phase
-from helpers.server.vllm_log import (
-    LogFollower,
-    phase_kind,
-    read_tail,
-    startup_phase,
-)
+from helpers.server.vllm_log import LogFollower, phase_kind, read_tail, startup_phase
 
 #: Seconds to wait for ``/health``: a cold 30 GB BF16 start from a network disk (read,
 #: torch.compile, CUDA graphs) takes 5-15 min; 30 leave room without hiding a real hang.

@@ -20,6 +20,7 @@ from helpers.server.diagnose import CATALOGUE, diagnose
 from helpers.server.failures import Diagnosis
 from helpers.server.vllm_log import last_error_line
 from tests.support import DATA as TEST_DATA
+from tests.support import TESTS
 
 
 def review(*args, **kwargs):
@@ -733,3 +734,22 @@ def test_cuda_13_wheel_on_a_cuda_12_driver_names_the_cu129_build_or_a_new_driver
     )
     assert "update the NVIDIA driver to 580 or newer" in d.fix
     _one_sentence(d)
+
+
+#: Three vLLM 0.32.0 servers on one H100 (2026-12-06): the NVFP4 recipe, MTP K=1 (its MTP block
+#: reads the H100's unquantized Triton file) and BF16 + online FP8 (no H100 FP8 file in 0.32.0).
+H100_SCREEN = (
+    TESTS / ".." / "docs" / "results" / "h100" / "tune" / "drafting-0.32.0-2026-12-06" / "logs"
+)
+
+
+def test_default_moe_tiles_are_named_with_the_missing_file_and_the_tuned_config_folder():
+    logs = {p.name.split("-")[4]: p.read_text() for p in H100_SCREEN.glob("vllm-*.log")}
+    assert set(logs) == {"52027", "45829", "49865"}
+    (d,) = review(logs["49865"])  # BF16 + --quantization fp8
+    assert d.name == "moe_config_default" and d.level == "warning"
+    assert "E=128,N=1856,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json" in d.cause
+    assert "VLLM_TUNED_CONFIG_FOLDER" in d.fix and "Using default MoE config" in d.evidence
+    # a server that found its file ("Using configuration from ...") or runs no Triton MoE: none
+    assert "Using configuration from" in logs["45829"]
+    assert review(logs["45829"]) == [] and review(logs["52027"]) == []
