@@ -753,3 +753,8 @@ def test_default_moe_tiles_are_named_with_the_missing_file_and_the_tuned_config_
     # a server that found its file ("Using configuration from ...") or runs no Triton MoE: none
     assert "Using configuration from" in logs["45829"]
     assert review(logs["45829"]) == [] and review(logs["52027"]) == []
+    # the H200 has an FP8 file but no BF16 one: its BF16 record ran default tiles too
+    bf16 = (
+        H100_SCREEN.parents[3] / "h200" / "vllm-0.32.0" / "bf16-triton" / "server.log"
+    ).read_text()
+    assert "E=128,N=1856,device_name=NVIDIA_H200.json" in review(bf16)[0].cause
