@@ -74,10 +74,10 @@ def review(log_text: str, config: Any = None) -> list[Diagnosis]:
                 checked_releases=REGISTRY_RELEASES,
             )
         )
-    moe = re.search(vllm_log.MOE_CONFIG_DEFAULT, text)
+    moe = list(re.finditer(vllm_log.MOE_CONFIG_DEFAULT, text))  # vLLM logs each file once
     if moe:  # e.g. docs/results/h100/tune/drafting-0.32.0-2026-12-06 (BF16 + FP8 on an H100)
-        found.append(Diagnosis("moe_config_default", f"vLLM has no tuned Triton MoE config for this GPU and shape ({moe['file']}) and runs default tiles in the kernels that read it (BF16 or online-FP8 experts, an NVFP4 checkpoint's unquantized MTP block, LoRA's MoE kernels: all seen in docs/results), so they may be slower than they can be",
-            "tune that file on this GPU (vLLM's source tree, not its wheel, has benchmarks/kernels/benchmark_moe.py) and set VLLM_TUNED_CONFIG_FOLDER to its folder (vllm/envs.py); vLLM 0.32.0 ships this model's one-GPU shape (E=128,N=1856) for the H100, L40S and B200 (BF16) and the H200 (FP8 only)", _line_of(moe, text), level="warning", checked_releases=("vllm 0.32.0", "vllm 0.34.0")))  # fmt: skip
+        found.append(Diagnosis("moe_config_default", f"vLLM has no tuned Triton MoE config for this GPU, shape and dtype ({', '.join(dict.fromkeys(m['file'] for m in moe))}) and runs default tiles in the kernels that read it (BF16 or online-FP8 experts, an NVFP4 checkpoint's unquantized MTP block, LoRA's MoE kernels: all seen in docs/results), so they may be slower than they can be",
+            "tune each such file on this GPU (vLLM's source tree, not its wheel, has benchmarks/kernels/benchmark_moe.py) and set VLLM_TUNED_CONFIG_FOLDER to their folder (vllm/envs.py: read before the files vLLM ships in fused_moe/configs/)", _line_of(moe[0], text), level="warning", checked_releases=("vllm 0.32.0", "vllm 0.34.0")))  # fmt: skip
     stall = vllm_log.STATS_LINE.search(text)
     d = _engine_stalled(stall, text, config) if stall else None
     if d is not None:

@@ -758,3 +758,7 @@ def test_default_moe_tiles_are_named_with_the_missing_file_and_the_tuned_config_
         H100_SCREEN.parents[3] / "h200" / "vllm-0.32.0" / "bf16-triton" / "server.log"
     ).read_text()
     assert "E=128,N=1856,device_name=NVIDIA_H200.json" in review(bf16)[0].cause
+    # two files missing (BF16 experts and a LoRA kernel's): one finding naming both
+    lora = (H100_SCREEN.parents[2] / "lora-2026-12-06" / "lora-r8" / "vllm.log").read_text()
+    (both,) = review(bf16 + lora)
+    assert "NVIDIA_H200.json, E=128,N=5376,device_name=NVIDIA_H100_80GB_HBM3.json" in both.cause
