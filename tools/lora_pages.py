@@ -76,17 +76,21 @@ def ratio(here: pd.DataFrame, ref: pd.DataFrame) -> tuple[float, bool, bool] | N
     return r, compare(a.median(), b.median(), sides=sides).winner is None, False
 
 
-def ratio_cell(here: pd.DataFrame, ref: pd.DataFrame, ref_name: str) -> str:
+def ratio_cell(here: pd.DataFrame, ref: pd.DataFrame, ref_name: str | None) -> str:
     """:func:`ratio` in words: ``0.87x of base-marlin, apart`` / ``0.98x of base-marlin, tie``,
     with one run a side ``1.12x of base-marlin, one run a side`` / ``0.98x of base-marlin, tie
-    (one run a side)``; an empty string when either point is missing."""
+    (one run a side)``; ``ref_name`` None leaves out ``of ...`` (``0.87x, apart``); an empty
+    string when either point is missing."""
     got = ratio(here, ref)
     if got is None:
         return ""
     r, tie, one_run = got
-    if one_run:
-        return f"{r:.2f}x of {ref_name}" + (", tie (one run a side)" if tie else ", one run a side")
-    return f"{r:.2f}x of {ref_name}" + (", tie" if tie else ", apart")
+    said = (
+        ("tie (one run a side)" if tie else "one run a side")
+        if one_run
+        else ("tie" if tie else "apart")
+    )
+    return f"{r:.2f}x" + (f" of {ref_name}" if ref_name else "") + f", {said}"
 
 
 def _tok_s(here: pd.DataFrame) -> str:
@@ -175,12 +179,12 @@ def reading(summary: dict, runs: pd.DataFrame) -> list[str]:
             lines.append(
                 f"- {what}: {lo:.2f}x-{hi:.2f}x of base-marlin over {len(cells)} points, {ties} of them ties."
             )
-    kernel = [f"c={c} {ratio_cell(_runs(runs, 'base-marlin', 0, c), _runs(runs, 'base', 0, c), 'base')}"
+    kernel = [f"c={c} {ratio_cell(_runs(runs, 'base-marlin', 0, c), _runs(runs, 'base', 0, c), None)}"
               for c in cs if ("base-marlin", 0, c) in points and ("base", 0, c) in points]  # fmt: skip
     if kernel:
         lines.append("- Marlin's MoE kernel (what `--enable-lora` needs for NVFP4 experts) against the recipe's, "
-                     "no LoRA: " + "; ".join(kernel).replace(" of base", "") + ".")  # fmt: skip
-    pairs = [f"{s} c={c} {ratio_cell(_runs(runs, s, 4, c), _runs(runs, s, 1, c), 'one').replace(' of one', '')}"
+                     "no LoRA: " + "; ".join(kernel) + ".")  # fmt: skip
+    pairs = [f"{s} c={c} {ratio_cell(_runs(runs, s, 4, c), _runs(runs, s, 1, c), None)}"
              for s in lora for c in cs if (s, 4, c) in points and (s, 1, c) in points]  # fmt: skip
     if pairs:
         lines.append(
