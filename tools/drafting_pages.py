@@ -126,14 +126,33 @@ def _plot_caption(drafting: list[dict]) -> str:
     return f"Synthetic acceptance {said}. Speed at that acceptance, text not the model's."
 
 
+def _in_flight(run: dict, c: int) -> int | None:
+    """The most requests ``run``'s server ran at once at concurrency ``c`` when its KV cache
+    held fewer than ``c`` (manifest ``in_flight``, e.g. ``{"64": 15}``, read from the server
+    log's ``Running: N reqs`` lines), else None."""
+    n = run.get("in_flight", {}).get(str(c))
+    return n if n is not None and n < c else None
+
+
+def _queued(run: dict, c: int) -> bool:
+    """Whether ``run``'s point at ``c`` measured a queue rather than ``c`` requests: its
+    server ran fewer than half of them at once (:func:`_in_flight`). Such a point is shown,
+    marked, and left out of the break-even fit."""
+    n = _in_flight(run, c)
+    return n is not None and n < c / 2
+
+
 def _fits(runs: dict, points: pd.DataFrame) -> list[tuple[str, list[dict], pd.DataFrame]]:
     """The break-even fits: runs sharing a manifest ``fit`` name are one line (several
-    acceptance lengths of one K), every other drafting run its own (through the origin)."""
+    acceptance lengths of one K), every other drafting run its own (through the origin); a
+    queued point (:func:`_queued`) is left out."""
     fits: dict[str, list[dict]] = {}
     for r in runs.values():
         if r.get("num_speculative_tokens"):
             fits.setdefault(r.get("fit") or r["label"], []).append(r)
-    return [(name, rs, points[points["run"].isin([r["folder"] for r in rs])])
+    kept = points[[not _queued(runs[r], int(c)) if r in runs else True
+                   for r, c in zip(points["run"], points["concurrency"], strict=True)]]  # fmt: skip
+    return [(name, rs, kept[kept["run"].isin([r["folder"] for r in rs])])
             for name, rs in fits.items()]  # fmt: skip
 
 
@@ -200,10 +219,17 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
     lines += ["", BREAK_EVEN_HEAD, ""]
     for name, rs, _ in fits:
         named = _names_k(name, rs)  # "MTP K=7": its lines say "at concurrency 1", not "K=7 at ..."
-        lines += [
-            f"- {name}{', ' if named else ': '}{line}"
-            for line in summary(result[result["series"] == name], with_k=not named)
-        ]
+        for line in summary(result[result["series"] == name], with_k=not named):
+            c = int(re.search(r"at concurrency (\d+)", line).group(1))
+            fewer = sorted({n for r in rs if (n := _in_flight(r, c))})
+            said = f" (the drafting servers ran at most {fewer[-1]} at once)" if fewer else ""
+            lines.append(f"- {name}{', ' if named else ': '}{line}{said}")
+        queued = sorted({(c, _in_flight(r, c)) for r in rs for c in map(int, r.get("in_flight", {}))
+                         if _queued(r, c)})  # fmt: skip
+        head = f"- {name}, " if named else f"- {name}: K={rs[0]['num_speculative_tokens']} "
+        lines += [f"{head}at concurrency {c}: not fitted: the drafting servers ran at most {n} requests at "
+                  f"once (the rest waited for KV cache), so their points measure a queue, not {c} requests"
+                  for c, n in queued]  # fmt: skip
     return lines, fits, result
 
 
@@ -238,6 +264,8 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
             ref_name = _reference(run, base_name)
             if name != base_name:
                 vs = "" if ref_name == base_name else f" of {runs[ref_name]['label']}"
+                n = _in_flight(run, c)
+                vs += f", {n} in flight" if n else ""
                 text += f" ({_ratio_at(points, name, ref_name, c)}{vs})"
             cells.append(text)
         acc = (

@@ -11,6 +11,8 @@ from tests.support import TESTS
 from tools.drafting_pages import drafting_markdown
 
 SESSIONS = sorted((TESTS.parent / "docs" / "results").glob("*/drafting-*/"))
+#: The first drafting session (H200, 2026-12-04: one run per point, routing as loaded).
+FIRST = next(s for s in SESSIONS if s.as_posix().endswith("h200/drafting-2026-12-04"))
 #: Every page tools.drafting_pages writes: the drafting sessions and the routing one.
 PAGES = [*SESSIONS, *sorted((TESTS.parent / "docs" / "results").glob("*/routing-*/"))]
 
@@ -25,7 +27,7 @@ def test_each_committed_drafting_page_is_the_one_its_records_give():
 
 def test_ratios_are_to_the_same_session_baseline_and_a_small_one_is_a_tie(tmp_path):
     session = tmp_path / "drafting-x"
-    shutil.copytree(SESSIONS[0], session)
+    shutil.copytree(FIRST, session)
     page = drafting_markdown(session)
     assert "455 (2.06x)" in page and "2,541 (1.05x, tie)" in page
     # the baseline row carries no ratio; each drafting row's source is named once
@@ -85,7 +87,7 @@ def test_a_session_on_dummy_routing_says_so_and_one_with_uniform_routing_does_no
     session (every drafting one so far) says its drafting ratios are optimistic; a session
     whose servers all ran vLLM's uniform routing simulation (``"routing": "uniform"``) does not."""
     session = tmp_path / "drafting-x"
-    shutil.copytree(SESSIONS[0], session)
+    shutil.copytree(FIRST, session)
     assert "**MoE routing on these dummy weights.**" in drafting_markdown(session)
     manifest = json.loads((session / "runs.json").read_text())
     (session / "runs.json").write_text(json.dumps({**manifest, "routing": "uniform"}))
@@ -158,3 +160,33 @@ def test_two_releases_at_equal_routing_tie_inside_their_spread_and_differ_beyond
         "| H100 | [h100/routing-x](../h100/routing-x/README.md) | 0.34.0 / 0.32.0 | uniform | 0.82x | 0.79x |"
         in section
     )
+
+
+def test_a_point_whose_server_queued_most_requests_is_marked_and_left_out_of_the_fit(tmp_path):
+    """The H100 session of 2026-12-06: the MTP servers' 4 GiB caches held 15 requests, so
+    their c=16 cells say "15 in flight" and stay in the fit (said on its line), and their c=64
+    points, a queue of 49, are shown but not fitted; without the manifest's ``in_flight`` the
+    same records would give a "cannot pay" verdict at 64."""
+    session = tmp_path / "drafting-q"
+    shutil.copytree(
+        next(s for s in SESSIONS if s.as_posix().endswith("h100/drafting-2026-12-06")), session
+    )
+    page = drafting_markdown(session)
+    row = next(ln for ln in page.splitlines() if ln.startswith("| + MTP K=7 |"))
+    assert "(0.96x, 15 in flight)" in row and "(0.45x, 15 in flight)" in row and "(1.51x)" in row
+    lines = [ln for ln in page.splitlines() if ln.startswith("- MTP K=7, at concurrency")]
+    assert lines[1].startswith("- MTP K=7, at concurrency 16: drafting pays above L = 3.80")
+    assert lines[1].endswith("(the drafting servers ran at most 15 at once)")
+    assert lines[2].startswith(
+        "- MTP K=7, at concurrency 64: not fitted: the drafting servers ran at most 15"
+    )
+    assert "cannot pay" not in page
+    manifest = json.loads((session / "runs.json").read_text())
+    for run in manifest["runs"]:
+        run.pop("in_flight", None)
+    (session / "runs.json").write_text(json.dumps(manifest))
+    unmarked = drafting_markdown(session)
+    row = next(ln for ln in unmarked.splitlines() if ln.startswith("| + MTP K=7 |"))
+    fitted = [ln for ln in unmarked.splitlines() if ln.startswith("- MTP K=7, at concurrency")]
+    assert "in flight" not in row and not any("at once" in ln for ln in fitted)
+    assert fitted[2].startswith("- MTP K=7, at concurrency 64: drafting cannot pay")
