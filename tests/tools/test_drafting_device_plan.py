@@ -6,6 +6,7 @@ in wave 2 with the attention backend of ai-dynamo/dynamo's Lightning recipes."""
 from __future__ import annotations
 
 import importlib.util
+import time
 
 from tests.support import TESTS
 
@@ -180,3 +181,29 @@ def test_only_keeps_the_named_servers_of_each_wave_and_rejects_an_unknown_name()
     assert plan.only(plan.WAVE5, None) == plan.WAVE5
     with pytest.raises(SystemExit, match="none-unifrom"):
         plan.only(plan.WAVE5, "none-unifrom")
+
+
+def test_wave_nine_runs_each_server_alone_with_room_for_64_requests(capsys, monkeypatch, tmp_path):
+    """Waves 7 and 8's MTP servers ran 15 requests at once in a 4 GiB cache; wave 9 has the same
+    four servers (uniform routing, MTP K=7 at 3.687, 5.5 and 1.5) each with a 24 GiB cache, runs
+    them one at a time in that order (a cut keeps the recipe and the registry's length) and
+    measures 16 and 64 requests."""
+    plan = _plan()
+    commands = _dry_run_commands(plan, capsys)
+    assert list(plan.WAVE9) == ["none-solo", "mtp-solo", "mtp-L5.5-solo", "mtp-L1.5-solo"]
+    for name in plan.WAVE9:
+        command = commands[f"9 {name}"]
+        assert "--kv-cache-memory-bytes 25769803776" in command
+        assert "--kv-cache-memory-bytes 4294967296" not in command
+        assert "VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random" in command
+    assert [plan.WAVE9[n][2] for n in plan.WAVE9] == [None, None, 5.5, 1.5]
+    assert plan.measure_order(["none-solo"], 9, plan.SOLO_CONCURRENCIES) == [
+        ("none-solo", "break-even", 16),
+        ("none-solo", "break-even", 64),
+    ]
+    started = []  # the servers each run_wave call gets: one at a time
+    monkeypatch.setattr(plan, "run_wave", lambda i, wave, *a: started.append((i, list(wave))))
+    monkeypatch.setattr(plan, "STAND_IN", True)  # no host-memory watcher thread
+    deadline = str(time.time() + 3600)
+    assert plan.main(["--out", str(tmp_path), "--deadline", deadline, "--waves", "9"]) == 0
+    assert started == [(9, [n]) for n in plan.WAVE9]

@@ -44,6 +44,8 @@ Waves (:data:`WAVE1`, :func:`wave2`):
    uniform routing on R (:data:`WAVE6`): releases compared with routing held equal.
 7. and 8. (``--waves 7,8``) the break-even line at 1, 16 and 64 requests with uniform routing
    (:data:`WAVE7`, :data:`WAVE8`): the recipe and MTP K=7 at three acceptance lengths.
+9. (``--waves 9``) the same line at 16 and 64 requests with room for them (:data:`WAVE9`): each
+   server alone on the GPU, one after another, with a KV cache of :data:`SOLO_KV_BYTES`.
 
 Usage, on the device after ``. tools/device/env.sh``::
 
@@ -198,12 +200,39 @@ WAVE8: dict[str, tuple] = {
 }
 #: The concurrencies of waves 7 and 8's break-even points (``tune-1k``: 256 prompts at 64).
 WIDE_CONCURRENCIES = (1, 16, 64)
+#: Wave 9 (``--waves 9``): waves 7 and 8's servers, each alone on the GPU (:data:`SOLO_WAVES`)
+#: with a KV cache for 64 requests. With 4 GiB the MTP K=7 servers ran 15 requests at once and
+#: queued the rest (docs/results/h100/drafting-2026-12-06/: one 1,280-token request took 6.3 %
+#: of the cache, since align mode keeps 2 + K Mamba state blocks of a request resident), so 64
+#: need about 16 GiB; 24 GiB holds about 95. Two such servers do not fit an 80 GB H100 at once.
+SOLO_KV_BYTES = 24 * 1024**3
+SOLO = {**UNIFORM_ROUTING, "--kv-cache-memory-bytes": str(SOLO_KV_BYTES)}
+WAVE9: dict[str, tuple] = {  # in this order: a cut keeps the recipe and the registry's length
+    "none-solo": ("none", None, None, SOLO),
+    "mtp-solo": ("mtp", 7, None, SOLO),
+    "mtp-L5.5-solo": ("mtp", 7, 5.5, SOLO),
+    "mtp-L1.5-solo": ("mtp", 7, 1.5, SOLO),
+}
+#: Waves whose servers run one at a time (started, measured, stopped), and their concurrencies
+#: (wave 7 and 8 measured 1 with 4 GiB: a single request fits).
+SOLO_WAVES = {9}
+SOLO_CONCURRENCIES = (16, 64)
 SLOTS = 4
 #: What runs on which server of a wave besides the notebook: the agent workload, the
 #: break-even points.
 AGENT_ON = {"none", "none-nocache", "none-unit16"}
 #: (wave 1's ``none`` and ``mtp`` points of the fit are the notebook's repeated points)
-BREAK_EVEN_ON = {"mtp-L1.5", "mtp-L5.5", "dflash-k3", *WAVE3, *WAVE5, *WAVE6, *WAVE7, *WAVE8}
+BREAK_EVEN_ON = {
+    "mtp-L1.5",
+    "mtp-L5.5",
+    "dflash-k3",
+    *WAVE3,
+    *WAVE5,
+    *WAVE6,
+    *WAVE7,
+    *WAVE8,
+    *WAVE9,
+}
 #: ``--release``: the vLLM release every server of this run is resolved for (None: the
 #: registry's default); the run itself must be in that release's environment.
 RELEASE: str | None = None
@@ -284,7 +313,7 @@ def only(wave: dict[str, tuple], names: str | None) -> dict[str, tuple]:
     if names is None:
         return wave
     wanted = set(names.split(","))
-    known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8) for n in w}
+    known = {n for w in (WAVE1, WAVE2, WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8, WAVE9) for n in w}
     if wanted - known:
         raise SystemExit(
             f"--only: no server named {sorted(wanted - known)}; known: {sorted(known)}"
@@ -296,7 +325,7 @@ def dry_run(waves: set[int] | None = None) -> int:
     """Print each wave's commands (``waves``: their numbers; None: every wave), each checked
     against the release's flag table; 0."""
     for i, wave in enumerate(
-        (WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8), 1
+        (WAVE1, wave2({"dspark"}), WAVE3, WAVE4, WAVE5, WAVE6, WAVE7, WAVE8, WAVE9), 1
     ):
         if waves is not None and i not in waves:
             continue
@@ -450,6 +479,7 @@ def run_wave(i: int, wave: dict, out: Path, deadline: float, summary: dict) -> N
                 urls, wave, folder, min(900, deadline - time.time() - 300)
             )
         wide = WIDE_CONCURRENCIES if i in (7, 8) else BREAK_EVEN_CONCURRENCIES
+        wide = SOLO_CONCURRENCIES if i in SOLO_WAVES else wide
         for name, what, c in measure_order(list(servers), i, wide):
             rec = record[name].setdefault(what, {"seconds": 0, "concurrencies": []})
             cs = [c] if c else list(AGENT_CONCURRENCIES)  # the agent sweep: all of its own
@@ -495,15 +525,15 @@ def main(argv=None) -> int:
     p.add_argument(
         "--stand-in",
         action="store_true",
-        help="rehearse wave 1's baseline (or --waves 7 / 8) on the CPU stand-in",
+        help="rehearse wave 1's baseline (or --waves 7 / 8 / 9) on the CPU stand-in",
     )
     args = p.parse_args(argv)
     global STAND_IN, WAVE1, RELEASE
     RELEASE = args.release
-    if args.stand_in:  # wave 1's baseline, or waves 7 and 8 (their points) when asked for
+    if args.stand_in:  # wave 1's baseline, or waves 7 to 9 (their points) when asked for
         STAND_IN, WAVE1 = True, {"none": WAVE1["none"]}
         BREAK_EVEN_ON.add("none")
-        args.waves = args.waves if set((args.waves or "").split(",")) <= {"7", "8"} else "1"
+        args.waves = args.waves if set((args.waves or "").split(",")) <= {"7", "8", "9"} else "1"
     only({}, args.only)  # a misspelled name stops here, before any server starts
     if args.dry_run:  # the waves asked for, or every wave
         return dry_run({int(w) for w in args.waves.split(",")} if args.waves else None)
@@ -528,13 +558,14 @@ def main(argv=None) -> int:
                 continue
             first = summary.get("waves", {}).get("1", {})
             failed = {n for n, r in first.items() if isinstance(r, dict) and "error" in r}
-            waves = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6, 7: WAVE7, 8: WAVE8}
+            waves = {1: WAVE1, 3: WAVE3, 4: WAVE4, 5: WAVE5, 6: WAVE6, 7: WAVE7, 8: WAVE8, 9: WAVE9}
             wave = waves.get(i) or wave2(failed)
             wave = only(wave, args.only)
             if not wave:
                 summary.setdefault("skipped", []).append(f"wave {i}: none of --only {args.only}")
                 continue
-            run_wave(i, wave, args.out, args.deadline, summary)
+            for part in [{n: w} for n, w in wave.items()] if i in SOLO_WAVES else [wave]:
+                run_wave(i, part, args.out, args.deadline, summary)  # a solo wave: one at a time
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     finally:
         stop.set()
