@@ -40,10 +40,8 @@ Layout = Literal["replicas", "dp_ep"]
 def _flag_value(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str, dict)):
         return value
-    raise ValueError(
-        "a flag value must be true (a bare switch), a number, a string, a mapping (passed as "
-        "JSON) or null (removes the flag)"
-    )
+    raise ValueError("a flag value must be true (a bare switch), a number, a string, a mapping (passed as JSON) "
+                     "or null (removes the flag)")  # fmt: skip
 
 
 def _size(value: Any) -> Any:
@@ -104,6 +102,7 @@ class ArchitectureSpec(_Model):
     n_routed_experts: StrictInt
     num_experts_per_tok: StrictInt
     n_shared_experts: StrictInt
+    mtp_hybrid_override_pattern: Annotated[str, StringConstraints(pattern=r"^[ME*-]*$")] = ""
 
 
 class FlagRealityCheck(_Model):

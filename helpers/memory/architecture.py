@@ -37,9 +37,7 @@ def dtype_bytes(name: str) -> int:
     """
     key = str(name).lower().replace("torch.", "")
     if key not in DTYPE_BYTES:
-        raise RecipeError(
-            f"Unknown dtype {name!r} for the memory planner; use one of {sorted(DTYPE_BYTES)}."
-        )
+        raise RecipeError(f"Unknown dtype {name!r} for the memory planner; use one of {sorted(DTYPE_BYTES)}.")  # fmt: skip
     return DTYPE_BYTES[key]
 
 
@@ -59,7 +57,8 @@ class Architecture:
     """The numbers of a Nemotron-H model that size its caches.
 
     ``pattern`` is ``hybrid_override_pattern``: one character per layer, ``M`` Mamba-2,
-    ``*`` attention, ``E`` MoE, ``-`` MLP.
+    ``*`` attention, ``E`` MoE, ``-`` MLP; ``mtp_attention_layers`` the MTP block's
+    (``mtp_hybrid_override_pattern``'s ``*`` x ``num_nextn_predict_layers``).
     """
 
     pattern: str
@@ -75,6 +74,7 @@ class Architecture:
     mamba_ssm_cache_dtype: str | None = None
     max_position_embeddings: int | None = None
     source: str = ""
+    mtp_attention_layers: int = 0
 
     @property
     def num_attention_layers(self) -> int:
@@ -127,9 +127,7 @@ class Architecture:
             try:
                 config = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
-                raise RecipeError(
-                    f"Cannot read {path} ({exc}); pass a model folder with a config.json."
-                ) from exc
+                raise RecipeError(f"Cannot read {path} ({exc}); pass a model folder with a config.json.") from exc  # fmt: skip
             src = str(path)
         c = config
         pattern = c.get("hybrid_override_pattern")
@@ -138,6 +136,7 @@ class Architecture:
         if not pattern:
             raise RecipeError(f"{src} has no hybrid_override_pattern: not a Nemotron-H config.")
         num_heads = int(c.get("num_attention_heads") or 1)
+        mtp_attention = str(c.get("mtp_hybrid_override_pattern") or "").count("*") * int(c.get("num_nextn_predict_layers", 1) or 0)  # fmt: skip
         return cls(
             pattern=pattern,
             hidden_size=int(c["hidden_size"]),
@@ -152,6 +151,7 @@ class Architecture:
             mamba_ssm_cache_dtype=c.get("mamba_ssm_cache_dtype"),
             max_position_embeddings=c.get("max_position_embeddings"),
             source=src,
+            mtp_attention_layers=mtp_attention,
         )
 
     # ---- per-layer byte counts (per GPU) -----------------------------------------------

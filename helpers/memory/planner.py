@@ -8,6 +8,7 @@ naming the vLLM source it follows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numbers
@@ -270,14 +271,13 @@ def plan(
     device = "cpu" if cfg.stand_in or (cfg.gpu or {}).get("arch") == "cpu" else "gpu"
     a = architecture or _architecture(cfg)
     if a.num_attention_layers == 0 or a.num_mamba_layers == 0:
-        raise RecipeError(
-            "The planner models hybrid Mamba + attention models; this pattern lacks one of them."
-        )
+        raise RecipeError("The planner models hybrid Mamba + attention models; this pattern lacks one of them.")  # fmt: skip
     notes: list[str] = []
+    num_spec = int((cfg.speculative_config or {}).get("num_speculative_tokens") or 0)
+    if num_spec and cfg.speculative == "mtp":  # its attention joins the target's KV cache groups
+        a = dataclasses.replace(a, pattern=a.pattern + "*" * a.mtp_attention_layers, mtp_attention_layers=0)  # fmt: skip
     shape = _shape(cfg, a, device, max_model_len, max_num_seqs, context_len)
     dtypes = _dtypes(cfg, a, device, notes)
-    spec = cfg.speculative_config or {}
-    num_spec = int(spec.get("num_speculative_tokens") or 0)
     version = str(vllm_version or getattr(cfg, "vllm_version", "") or "")
     mode, mamba_blocks = _mamba_cache_mode(cfg, version, num_spec, notes)
     tp = shape.tensor_parallel
@@ -519,10 +519,8 @@ def _budget(
     elif device == "cpu":
         space = (cfg.env or {}).get("VLLM_CPU_KVCACHE_SPACE")
         if not space:
-            raise RecipeError(
-                "The CPU build sizes the KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); the config "
-                "sets none: add it to the cpu target's env in cookbook/recipe.yaml, or pass kv_budget_gb."
-            )
+            raise RecipeError("The CPU build sizes the KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); the config sets none: "
+                              "add it to the cpu target's env in cookbook/recipe.yaml, or pass kv_budget_gb.")  # fmt: skip
         budget, how = int(space) * GiB, f"VLLM_CPU_KVCACHE_SPACE={space} GiB"
     else:
         budget = int((mem * util - weights - drafter - reserve) * GiB)
@@ -540,8 +538,8 @@ def _approximation_notes(p: Plan, cfg, kv_budget_gb) -> None:
         p.notes.append(
             "GPU memory read as GiB; CUDA sees slightly less (an 80 GB H100 shows ~79.2 GiB)"
         )
-    if p.num_speculative_tokens and cfg.speculative in DRAFTERS:
-        p.notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted")
+    if p.num_speculative_tokens and cfg.speculative in DRAFTERS:  # MTP's: counted, exact on an H100
+        p.notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted" if cfg.speculative != "mtp" else "the MTP block's attention layers counted with the target's")  # fmt: skip
     layers = p.arch.num_attention_layers + p.arch.num_mamba_layers
     padding = p.group_size * (p.attention_groups + p.mamba_groups) - layers
     if padding > 0:

@@ -14,6 +14,7 @@ from helpers.errors import RecipeError
 from helpers.memory import architecture, planner, tokenbudget
 from lab import plan_check
 from tests.support import DATA as TEST_DATA
+from tests.support import TESTS
 
 GiB = 2**30
 
@@ -524,3 +525,34 @@ def test_a_small_gpu_at_high_utilization_with_cuda_graphs_is_warned():
         recipes.resolve("h200"),
     ):
         assert not any("captured after the KV cache" in r for r in planner.plan(cleared).reasons)
+
+
+#: One H100, vLLM 0.32.0, 2026-12-06 (docs/results/h100/drafting-2026-12-06/): co-tenant servers
+#: with a 4 GiB KV cache, the recipe and MTP K=7; their logs as committed.
+H100_DRAFTING_LOGS = TESTS.parent / "docs" / "results" / "h100" / "drafting-2026-12-06" / "logs"
+
+
+@pytest.mark.parametrize(
+    ("speculative", "log"), [("none", "server-none.log"), ("mtp", "server-mtp.log")]
+)
+def test_planner_counts_the_mtp_blocks_attention_with_the_targets(speculative, log):
+    """vLLM groups the MTP block's attention layer with the target's six (seven to a group, so a
+    block holds 7 layers' pages): the planner's KV tokens match both servers' logs exactly
+    (1,266,386 and 884,524); without that layer it gave 1,033,354 for MTP, 17 % high."""
+    from helpers.weights import weightless
+
+    text = (H100_DRAFTING_LOGS / log).read_text()
+    figures = plan_check.server_log_figures(text)
+    cfg = recipes.resolve("h200", speculative=speculative).with_args(
+        {"--kv-cache-memory-bytes": str(4 * 1024**3)}
+    )
+    if speculative == "mtp":
+        spec = {**cfg.speculative_config, "num_speculative_tokens": 7}
+        cfg = cfg.with_args({"--speculative-config": spec})
+    arch = architecture.Architecture.from_hf_config(weightless.arch_hf_config("nvfp4"))
+    p = planner.plan(cfg, architecture=arch, vllm_version="0.32.0")
+    assert p.block_size == figures["block_size"] and p.kv_cache_tokens == figures["kv_cache_tokens"]
+    assert p.arch.num_attention_layers == (7 if speculative == "mtp" else 6)
+    assert ("the MTP block's attention layers counted with the target's" in p.notes) == (
+        speculative == "mtp"
+    )

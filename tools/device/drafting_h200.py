@@ -203,7 +203,7 @@ WIDE_CONCURRENCIES = (1, 16, 64)
 #: Wave 9 (``--waves 9``): waves 7 and 8's servers, each alone on the GPU (:data:`SOLO_WAVES`)
 #: with a KV cache for 64 requests. With 4 GiB the MTP K=7 servers ran 15 requests at once and
 #: queued the rest (docs/results/h100/drafting-2026-12-06/: one 1,280-token request took 6.3 %
-#: of the cache, since align mode keeps 2 + K Mamba state blocks of a request resident), so 64
+#: of the cache: 1 + K blocks in each of its four Mamba groups in align mode, 33 of 523), so 64
 #: need about 16 GiB; 24 GiB holds about 95. Two such servers do not fit an 80 GB H100 at once.
 SOLO_KV_BYTES = 24 * 1024**3
 SOLO = {**UNIFORM_ROUTING, "--kv-cache-memory-bytes": str(SOLO_KV_BYTES)}
