@@ -24,6 +24,9 @@ SPEC_DECODE_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 #: Prefix-cache counters (``vllm/v1/metrics/loggers.py``), used to show points do not share a cache.
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+#: Seconds requests spent waiting to be scheduled and in all (histogram sums over requests that
+#: finished, ``vllm/v1/metrics/loggers.py``, 0.32.0-0.34.0): :func:`queue_share`.
+QUEUE_TIME_SUM, E2E_TIME_SUM = "vllm:request_queue_time_seconds_sum", "vllm:e2e_request_latency_seconds_sum"  # fmt: skip
 #: The cache configuration as labels of one gauge (``CacheConfig.metrics_info()``,
 #: ``vllm/v1/metrics/loggers.py`` ``log_metrics_info("cache_config", ...)``, vLLM 0.32.0): its
 #: ``block_size`` (after the hybrid alignment), ``enable_prefix_caching``, ``mamba_cache_mode``.
@@ -53,6 +56,19 @@ class SpecDecodeCounters:
 #: ...; ``vllm/v1/metrics/loggers.py``, vLLM 0.32.0): the lab's quality step reads it
 #: (:func:`lab.evals.lm_eval_child.labeled_total`).
 REQUEST_SUCCESS = "vllm:request_success_total"
+
+
+def queue_share(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """The share (0-1) of its requests' time a point spent in vLLM's waiting queue, from two
+    :func:`parse_prometheus` scrapes around it: the :data:`QUEUE_TIME_SUM` delta over the
+    :data:`E2E_TIME_SUM` delta (None when no request finished between them). At a closed-loop
+    concurrency C at most about C x (1 - share) requests ran at once on average (Little's law;
+    fewer are outstanding while a point ramps and drains): a server whose KV cache or
+    ``--max-num-seqs`` holds fewer queues the rest (0.32.0's MTP K=7 in a 4 GiB cache ran 15 of
+    64, docs/results/h100/drafting-2026-12-06/)."""
+    e2e = after.get(E2E_TIME_SUM, 0.0) - before.get(E2E_TIME_SUM, 0.0)
+    queued = after.get(QUEUE_TIME_SUM, 0.0) - before.get(QUEUE_TIME_SUM, 0.0)
+    return None if e2e <= 0 else min(max(queued / e2e, 0.0), 1.0)
 
 
 def info_labels(text: str, name: str = CACHE_CONFIG_INFO) -> dict[str, str]:

@@ -18,6 +18,7 @@ from helpers.bench.metrics import (
     _num,
     acceptance_from_counters,
     acceptance_verdict,
+    queue_share,
     spec_decode_counters,
 )
 from helpers.config.run import serves_standin
@@ -35,7 +36,7 @@ COLUMNS = [
     *[f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS],
     *("spec_decode_acceptance_rate", "spec_decode_acceptance_length"),
     *("spec_decode_level", "spec_decode_verdict", "prefix_cache_hit_rate", "prefix_cache_hits"),
-    *("prefix_cache_queries", "prefix_cache_warning"),
+    *("prefix_cache_queries", "prefix_cache_warning", "queue_share", "queue_warning"),
     *("replicas", "replicas_serving", "replica_warning", "path"),
 ]
 #: Columns left out when no point has them: the goodput (measured with an SLO only) and every
@@ -119,7 +120,9 @@ def annotate_point(
     ``..._queries`` (tokens: the ``vllm:prefix_cache_hits_total`` / ``..._queries_total``
     deltas; vLLM 0.32.0 counts each new request's prompt tokens as queries and its cached
     tokens as hits, ``PrefixCacheStats.record``, ``vllm/v1/metrics/stats.py``) when the cache
-    was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`).
+    was queried; ``cookbook_prefix_cache_warning`` (:func:`prefix_cache_warning`);
+    ``cookbook_queue_share`` (:func:`~helpers.bench.metrics.queue_share`) and, above one half,
+    ``cookbook_queue_warning``.
 
     Args:
         path: the point's ``--save-result`` JSON.
@@ -154,6 +157,11 @@ def annotate_point(
     warning = prefix_cache_warning(prefix_len, queries, hits, cache_config)
     if warning:
         notes["cookbook_prefix_cache_warning"] = warning
+    share, c = queue_share(before, after), _num(data.get("max_concurrency"))
+    if share is not None:  # more than half the requests' time waiting: a queue, not c in flight
+        notes["cookbook_queue_share"] = round(share, 3)
+    if share is not None and c and share > 0.5:
+        notes["cookbook_queue_warning"] = f"requests spent {share:.0%} of their time in vLLM's waiting queue: on average at most about {c * (1 - share):.0f} ran at once, not {c:.0f}, so this point measures a queue; the server's KV cache or --max-num-seqs holds fewer (raise --kv-cache-memory-bytes / --gpu-memory-utilization, or lower the concurrency)"  # fmt: skip
     notes.update({k: v for k, v in (extra or {}).items() if k not in data})
     if notes:
         sidecar_path(path).write_text(json.dumps(notes, indent=1))
@@ -263,7 +271,7 @@ _NUMBERS = {
     "spec_decode_acceptance_length": "spec_decode_acceptance_length",
     "prefix_cache_hit_rate": "cookbook_prefix_cache_hit_rate",
     "prefix_cache_hits": "cookbook_prefix_cache_hits",
-    "prefix_cache_queries": "cookbook_prefix_cache_queries",
+    "prefix_cache_queries": "cookbook_prefix_cache_queries", "queue_share": "cookbook_queue_share",
     **{f"{stat}_{m}_ms": f"{stat}_{m}_ms" for m in _LATENCY_METRICS for stat in _LATENCY_STATS},
 }  # fmt: skip
 #: Columns read as they are: ``{column: key}``.
@@ -271,7 +279,7 @@ _AS_IS = {
     "concurrency": "max_concurrency", "num_prompts": "num_prompts", "completed": "completed",
     "failed": "failed", "prefix_cache_warning": "cookbook_prefix_cache_warning",
     "replicas": "cookbook_replicas", "replicas_serving": "cookbook_replicas_serving",
-    "replica_warning": "cookbook_replica_warning",
+    "replica_warning": "cookbook_replica_warning", "queue_warning": "cookbook_queue_warning",
 }  # fmt: skip
 
 
@@ -340,6 +348,8 @@ def load_results(
           (tokens), from :func:`helpers.bench.sweep.sweep`'s scrapes, when measured;
         - ``prefix_cache_warning``: why a point whose prompts share a prefix got no hit
           (:func:`prefix_cache_warning`), when that happened;
+        - ``queue_share`` (0-1: of the requests' time, in vLLM's waiting queue) and
+          ``queue_warning`` (above one half: the point measured a queue), when scraped;
         - ``replicas``, ``replicas_serving``, ``replica_warning``: through a fleet, its
           replicas and those serving during the point (a dead one is named);
         - ``path`` (the JSON file).

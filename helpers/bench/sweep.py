@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import psutil
 
+from helpers.bench import sizing
 from helpers.bench.metrics import (
     SPEC_DECODE_DRAFTS,
     _healthy,
@@ -32,12 +33,6 @@ from helpers.bench.metrics import (
 from helpers.bench.point import SERVER_DIED, _check_tokenizer, _request_errors, _safe, run_point
 from helpers.bench.prefix_floor import NO_PREFIX_CACHING, sweep_floor_line
 from helpers.bench.results import annotate_point, load_results, read_point
-from helpers.bench.sizing import (  # noqa: F401 - the sweep's sizes, named here as before
-    _bound_concurrency,
-    default_num_prompts,
-    default_num_warmups,
-    point_seed,
-)
 from helpers.bench.staging import keep_failed_log, publish
 from helpers.errors import BenchError
 from helpers.memory.planner import DRAFTERS
@@ -206,16 +201,16 @@ def sweep(
             nor ``scenario`` give them).
         prefix_len: shared-prefix tokens per point (``--random-prefix-len``), default 0.
         num_prompts: requests per point; default the scenario's ``num_prompts``, else its
-            ``prompts_per_concurrency`` × concurrency, else :func:`default_num_prompts` (4 ×
-            concurrency, at least 16).
+            ``prompts_per_concurrency`` × concurrency, else
+            :func:`~helpers.bench.sizing.default_num_prompts` (4 × concurrency, at least 16).
         out_dir: default ``helpers.paths.out_dir("bench", label)``.
         label: configuration name (one line per label in the plots).
         gpu_count: GPUs behind the server, for ``output_throughput_per_gpu`` (default: the
             server's or its config's ``gpu_count``, at least 1; 1 with a URL).
         slo: goodput SLOs in ms, e.g. ``{"ttft": 2000, "tpot": 50}``.
-        seed: base seed; each point gets :func:`point_seed` of it.
-        num_warmups: warm-up requests per point; default :func:`default_num_warmups`
-            (``min(concurrency, 8)``).
+        seed: base seed; each point gets :func:`~helpers.bench.sizing.point_seed` of it.
+        num_warmups: warm-up requests per point; default ``min(concurrency, 8)``
+            (:func:`~helpers.bench.sizing.default_num_warmups`).
         extra_args: more ``vllm bench serve`` flags for every point.
         progress: show a tqdm bar across points (text, on stderr; it ends at N/N, 100%).
         seed_label: the name hashed into each point's seed instead of ``label`` (the same for
@@ -261,7 +256,7 @@ def sweep(
         prefix_len=prefix_len, num_prompts=num_prompts, label=label, seed=seed,
         num_warmups=num_warmups, seed_label=seed_label,
     )  # fmt: skip
-    points = _bound_concurrency(points, server, cfg, label)
+    points = sizing._bound_concurrency(points, server, cfg, label)
     folder = Path(out_dir) if out_dir is not None else _out_dir("bench") / _safe(label)
     existed = folder.exists()
     for old in folder.glob(f".partial-{_safe(label)}-*"):  # a killed run's stage: its pid is gone
@@ -313,7 +308,7 @@ def sweep(
                 # weights (--load-format dummy) a drafter has nothing to predict
                 level = "expected on dummy weights:" if dummy else "ERROR"
                 bar.write(f"{level} {label} concurrency {c}: {verdict['spec_decode_verdict']}")
-            for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning"):
+            for key in ("cookbook_prefix_cache_warning", "cookbook_replica_warning", "cookbook_queue_warning"):  # fmt: skip
                 # once a sweep (or repeat_point's repeats; every row keeps it); none on a server
                 # the floor line already named as without prefix caching (with the fix)
                 note, off = notes.get(key), any(NO_PREFIX_CACHING in w for w in warned)
@@ -366,10 +361,7 @@ def _replica_notes(before, after) -> dict[str, Any]:
     states = after if after is not None else before
     serving_before = {i for i, ok, _ in (before or states) if ok}
     down = [(i, why) for i, ok, why in states if not ok or i not in serving_before]
-    notes: dict[str, Any] = {
-        "cookbook_replicas": len(states),
-        "cookbook_replicas_serving": len(states) - len(down),
-    }
+    notes: dict[str, Any] = {"cookbook_replicas": len(states), "cookbook_replicas_serving": len(states) - len(down)}  # fmt: skip
     if down:
         what = "; ".join(f"replica {i}: {why or 'not serving'}" for i, why in down)
         notes["cookbook_replica_warning"] = (
@@ -405,12 +397,7 @@ def _tokens(name: str, given: Any, default: Any, minimum: int) -> int:
     """``given`` (else ``default``) as an int of at least ``minimum``; a BenchError naming the
     argument and the limit otherwise (a 0 is refused, never replaced by the default)."""
     value = given if given is not None else default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or int(value) != value
-        or value < minimum
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < minimum:  # fmt: skip
         what = "tokens" if name.endswith("_len") else "requests"
         raise BenchError(
             f"{name}={value!r}: must be a whole number of {what}, at least {minimum} "
@@ -456,28 +443,13 @@ def sweep_points(
     in_len = _tokens("input_len", input_len, _scenario_value(scenario, "input_len", 1024), 1)
     out_len = _tokens("output_len", output_len, _scenario_value(scenario, "output_len", 128), 1)
     pre_len = _tokens("prefix_len", prefix_len, _scenario_value(scenario, "prefix_len", 0), 0)
-    n_fixed = (
-        _tokens("num_prompts", num_prompts, None, 1)
-        if num_prompts is not None
-        else _scenario_value(scenario, "num_prompts")
-    )
+    n_fixed = _tokens("num_prompts", num_prompts, None, 1) if num_prompts is not None else _scenario_value(scenario, "num_prompts")  # fmt: skip
     per_c = _scenario_value(scenario, "prompts_per_concurrency")
     # an agent workload has no warm-up: vLLM's repeat line 1, whose prefix-cache hits the
     # point's counters would count (vllm/benchmarks/serve.py benchmark(), vLLM 0.32.0)
     agent = bool(_scenario_value(scenario, "agent"))
-    return [
-        {
-            "concurrency": int(c),
-            "num_prompts": int(
-                n_fixed or (int(per_c) * int(c) if per_c else default_num_prompts(c))
-            ),
-            "input_len": in_len,
-            "output_len": out_len,
-            "prefix_len": int(pre_len or 0),
-            "seed": point_seed(seed, seed_label or label, c, in_len, out_len),
-            "num_warmups": (0 if agent else default_num_warmups(c))
-            if num_warmups is None
-            else int(num_warmups),
-        }
-        for c in concurrencies
-    ]
+    return [{"concurrency": int(c), "num_prompts": int(n_fixed or (int(per_c) * int(c) if per_c else sizing.default_num_prompts(c))),
+             "input_len": in_len, "output_len": out_len, "prefix_len": int(pre_len or 0),
+             "seed": sizing.point_seed(seed, seed_label or label, c, in_len, out_len),
+             "num_warmups": (0 if agent else sizing.default_num_warmups(c)) if num_warmups is None else int(num_warmups)}
+            for c in concurrencies]  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import errors
 from helpers.bench import metrics as metrics_mod
-from helpers.bench import point, results
+from helpers.bench import point, results, sizing
 from helpers.bench import sweep as bench
 from helpers.errors import CookbookError
 from helpers.server import stall
@@ -187,6 +187,34 @@ def test_annotate_prefix_cache_hit_rate(tmp_path):
     ]
 
 
+def test_a_point_whose_requests_mostly_waited_in_vllms_queue_is_named_a_queue(tmp_path):
+    """vLLM's histograms of queue time and end-to-end latency around a point give the share of
+    request time spent waiting; above one half the point measured a queue (the H100 MTP K=7
+    server of 2026-12-06 ran 15 of 64: 49 / 64 of the time waiting), and the sidecar says how
+    many ran at once; a server that kept up gets the share and no warning."""
+    data = json.loads((DATA / "standin-c1.json").read_text())
+    queued, e2e = metrics_mod.QUEUE_TIME_SUM, metrics_mod.E2E_TIME_SUM
+    for c, waited, said in (
+        (64, 49 / 64, "at most about 15 ran at once, not 64"),
+        (16, 0.05, None),
+    ):
+        path = tmp_path / f"p{c}.json"
+        path.write_text(json.dumps({**data, "max_concurrency": c}))
+        notes = results.annotate_point(
+            path, {queued: 5.0, e2e: 40.0}, {queued: 5.0 + 100 * waited, e2e: 140.0}
+        )
+        assert notes["cookbook_queue_share"] == pytest.approx(waited, abs=0.001)
+        assert (
+            (said in notes["cookbook_queue_warning"])
+            if said
+            else "cookbook_queue_warning" not in notes
+        )
+        row = results.load_results(path).iloc[0]
+        assert row["queue_share"] == pytest.approx(waited, abs=0.001)
+    # no request finished between the scrapes: nothing to say
+    assert metrics_mod.queue_share({e2e: 3.0}, {e2e: 3.0}) is None
+
+
 def test_annotate_keeps_vllm_numbers(tmp_path):
     path = tmp_path / "p.json"
     shutil.copy(DATA / "ngram-c2.json", path)
@@ -212,13 +240,13 @@ def test_annotate_keeps_vllm_numbers(tmp_path):
 def test_server_root_and_seeds():
     assert metrics_mod.server_root("http://h:1/v1/") == "http://h:1"
     assert metrics_mod.server_root("http://h:1") == "http://h:1"
-    seeds = {bench.point_seed(0, "a", c, 128, 64) for c in (1, 2, 4, 8)}
-    seeds.add(bench.point_seed(0, "b", 1, 128, 64))
-    seeds.add(bench.point_seed(0, "a", 1, 256, 64))
+    seeds = {sizing.point_seed(0, "a", c, 128, 64) for c in (1, 2, 4, 8)}
+    seeds.add(sizing.point_seed(0, "b", 1, 128, 64))
+    seeds.add(sizing.point_seed(0, "a", 1, 256, 64))
     assert len(seeds) == 6  # every point its own dataset seed
-    assert bench.point_seed(3, "a", 1, 1, 1) == bench.point_seed(3, "a", 1, 1, 1)
-    assert bench.default_num_prompts(1) == 16
-    assert bench.default_num_prompts(64) == 256 > 2 * 64
+    assert sizing.point_seed(3, "a", 1, 1, 1) == sizing.point_seed(3, "a", 1, 1, 1)
+    assert sizing.default_num_prompts(1) == 16
+    assert sizing.default_num_prompts(64) == 256 > 2 * 64
 
 
 def test_unreachable_server_raises_bench_error():
@@ -268,6 +296,25 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
     )
     again = results.load_results(tmp_path)
     pd.testing.assert_frame_equal(again, df)
+    # at most 2 in flight on a server of 4 slots: requests hardly waited, no queue warning
+    assert (df["queue_share"] < 0.5).all() and "queue_warning" not in df.columns
+
+
+def test_a_sweep_beyond_the_servers_slots_warns_that_it_measured_a_queue(
+    standin_server, standin_model, tmp_path, capsys
+):
+    """The stand-in runs 4 requests at once (--max-num-seqs 4): at 16 in flight vLLM's own
+    queue-time histogram shows most of the requests' time spent waiting, and the sweep says the
+    point measured a queue: on average at most about N running (4 in steady state; more is
+    counted while the point ramps up and drains), not 16."""
+    df = bench.sweep(standin_server, [16], input_len=24, output_len=8, num_prompts=64,
+                     out_dir=tmp_path, label="queued", progress=False)  # fmt: skip
+    row = df.iloc[0]
+    assert row["queue_share"] > 0.5, row["queue_share"]
+    ran = round(16 * (1 - row["queue_share"]))
+    assert 4 <= ran <= 8 and f"at most about {ran} ran at once, not 16" in row["queue_warning"]
+    said = capsys.readouterr()
+    assert "WARNING queued concurrency 16: requests spent" in said.out + said.err
     assert not math.isnan(df.loc[0, "duration_s"])
 
 

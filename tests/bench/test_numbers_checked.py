@@ -52,7 +52,7 @@ def test_a_concurrency_far_above_max_num_seqs_is_capped_with_a_message(capsys):
         warnings.simplefilter("always")
         bounded = sizing._bound_concurrency(points, _Server(cfg), cfg, "l4")
     assert [p["concurrency"] for p in bounded] == [1, 16]
-    assert bounded[1]["num_prompts"] == bench.default_num_prompts(16)
+    assert bounded[1]["num_prompts"] == sizing.default_num_prompts(16)
     msg = capsys.readouterr().out
     assert (
         "concurrency 64, 10000 is far above what the server runs at once (--max-num-seqs 4)" in msg

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.bench import metrics
-from helpers.bench import sweep as bench
+from helpers.bench import metrics, sizing
 from helpers.config import resolve as recipes
 from helpers.config.evalsets import load_items
 from helpers.paths import REPO_ROOT
@@ -24,11 +23,19 @@ NOTEBOOK = REPO_ROOT / "notebooks" / "speculative_decoding.ipynb"
 def test_every_point_warms_up_runs_long_and_has_its_own_seed():
     """bench.sweep's defaults: warm-up min(c, 8) >= 1, prompts >= 4 x c (>= 16), seeds per point."""
     for c in (1, 2, 4, 64, 256):
-        assert bench.default_num_prompts(c) >= max(2 * c, 16)
-    seeds = {bench.point_seed(0, "x", c, 128, 32) for c in (1, 2, 4, 8)}
+        assert sizing.default_num_prompts(c) >= max(2 * c, 16)
+    seeds = {sizing.point_seed(0, "x", c, 128, 32) for c in (1, 2, 4, 8)}
     assert len(seeds) == 4
-    assert bench.point_seed(0, "x", 4, 128, 32) != bench.point_seed(1, "x", 4, 128, 32)
-    assert [bench.default_num_warmups(c) for c in (0, 1, 2, 4, 8, 64, 256)] == [1, 1, 2, 4, 8, 8, 8]
+    assert sizing.point_seed(0, "x", 4, 128, 32) != sizing.point_seed(1, "x", 4, 128, 32)
+    assert [sizing.default_num_warmups(c) for c in (0, 1, 2, 4, 8, 64, 256)] == [
+        1,
+        1,
+        2,
+        4,
+        8,
+        8,
+        8,
+    ]
 
 
 # ------------------------------------------------------------------------------ the notebook

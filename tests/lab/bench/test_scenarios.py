@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from helpers.bench import sizing
 from helpers.bench import sweep as bench
 from helpers.config import resolve as recipes
 from helpers.config.run import Run
@@ -134,7 +135,7 @@ def test_sweep_reads_every_field_of_a_scenario():
         expected = s.num_prompts or (
             s.prompts_per_concurrency * c
             if s.prompts_per_concurrency
-            else bench.default_num_prompts(c)
+            else sizing.default_num_prompts(c)
         )
         assert p["num_prompts"] == expected
     # the same points from the scenario's dict form
