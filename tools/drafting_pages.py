@@ -38,6 +38,9 @@ DUMMY_ROUTING_NOTE = (
 )
 #: Ratios within this fraction of 1 are called a tie (one run per point): the tuning step's.
 TIE = SINGLE_RUN_TIE
+#: A point whose requests spent more than this share of their time in vLLM's waiting queue
+#: (``queue_share``) ran fewer than its concurrency at once, and is marked so.
+QUEUED_SHARE = 0.05
 PLOT = "break-even.png"
 
 
@@ -126,19 +129,24 @@ def _plot_caption(drafting: list[dict]) -> str:
     return f"Synthetic acceptance {said}. Speed at that acceptance, text not the model's."
 
 
-def _in_flight(run: dict, c: int) -> int | None:
-    """The most requests ``run``'s server ran at once at concurrency ``c`` when its KV cache
-    held fewer than ``c`` (manifest ``in_flight``, e.g. ``{"64": 15}``, read from the server
-    log's ``Running: N reqs`` lines), else None."""
+def _in_flight(run: dict, c: int, points: pd.DataFrame) -> int | None:
+    """The most requests ``run``'s server ran at once at concurrency ``c`` when it held fewer
+    than ``c``, else None: the manifest's ``in_flight`` (e.g. ``{"64": 15}``, read from the
+    server log's ``Running: N reqs`` lines), else from the points' ``queue_share`` (vLLM's
+    queue-time share, :func:`helpers.bench.metrics.queue_share`) above :data:`QUEUED_SHARE`:
+    ``c x (1 - share)`` of the run that waited most."""
     n = run.get("in_flight", {}).get(str(c))
+    if n is None and "queue_share" in points:
+        share = points.loc[(points["run"] == run["folder"]) & (points["concurrency"] == c), "queue_share"].max()  # fmt: skip
+        n = round(c * (1 - share)) if pd.notna(share) and share > QUEUED_SHARE else None
     return n if n is not None and n < c else None
 
 
-def _queued(run: dict, c: int) -> bool:
+def _queued(run: dict, c: int, points: pd.DataFrame) -> bool:
     """Whether ``run``'s point at ``c`` measured a queue rather than ``c`` requests: its
     server ran fewer than half of them at once (:func:`_in_flight`). Such a point is shown,
     marked, and left out of the break-even fit."""
-    n = _in_flight(run, c)
+    n = _in_flight(run, c, points)
     return n is not None and n < c / 2
 
 
@@ -150,7 +158,7 @@ def _fits(runs: dict, points: pd.DataFrame) -> list[tuple[str, list[dict], pd.Da
     for r in runs.values():
         if r.get("num_speculative_tokens"):
             fits.setdefault(r.get("fit") or r["label"], []).append(r)
-    kept = points[[not _queued(runs[r], int(c)) if r in runs else True
+    kept = points[[not _queued(runs[r], int(c), points) if r in runs else True
                    for r, c in zip(points["run"], points["concurrency"], strict=True)]]  # fmt: skip
     return [(name, rs, kept[kept["run"].isin([r["folder"] for r in rs])])
             for name, rs in fits.items()]  # fmt: skip
@@ -221,11 +229,12 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
         named = _names_k(name, rs)  # "MTP K=7": its lines say "at concurrency 1", not "K=7 at ..."
         for line in summary(result[result["series"] == name], with_k=not named):
             c = int(re.search(r"at concurrency (\d+)", line).group(1))
-            fewer = sorted({n for r in rs if (n := _in_flight(r, c))})
+            fewer = sorted({n for r in rs if (n := _in_flight(r, c, points))})
             said = f" (the drafting servers ran at most {fewer[-1]} at once)" if fewer else ""
             lines.append(f"- {name}{', ' if named else ': '}{line}{said}")
-        queued = sorted({(c, _in_flight(r, c)) for r in rs for c in map(int, r.get("in_flight", {}))
-                         if _queued(r, c)})  # fmt: skip
+        queued = sorted({(int(c), _in_flight(r, int(c), points)) for r in rs
+                         for c in points.loc[points["run"] == r["folder"], "concurrency"].unique()
+                         if _queued(r, int(c), points)})  # fmt: skip
         head = f"- {name}, " if named else f"- {name}: K={rs[0]['num_speculative_tokens']} "
         lines += [f"{head}at concurrency {c}: not fitted: the drafting servers ran at most {n} requests at "
                   f"once (the rest waited for KV cache), so their points measure a queue, not {c} requests"
@@ -264,7 +273,7 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
             ref_name = _reference(run, base_name)
             if name != base_name:
                 vs = "" if ref_name == base_name else f" of {runs[ref_name]['label']}"
-                n = _in_flight(run, c)
+                n = _in_flight(run, c, points)
                 vs += f", {n} in flight" if n else ""
                 text += f" ({_ratio_at(points, name, ref_name, c)}{vs})"
             cells.append(text)

@@ -190,3 +190,25 @@ def test_a_point_whose_server_queued_most_requests_is_marked_and_left_out_of_the
     fitted = [ln for ln in unmarked.splitlines() if ln.startswith("- MTP K=7, at concurrency")]
     assert "in flight" not in row and not any("at once" in ln for ln in fitted)
     assert fitted[2].startswith("- MTP K=7, at concurrency 64: drafting cannot pay")
+
+
+def test_points_that_carry_vllms_queue_share_are_marked_without_a_hand_written_in_flight(tmp_path):
+    """Records with vLLM's queue share in their sidecars (every sweep point since 2026-12-06)
+    need no ``in_flight`` in the manifest: the H100 session's MTP points annotated with the
+    shares that 15 running of 16 and of 64 give (1/16 and 49/64) give the same page as its
+    manifest's hand-read 15; the recipe's points, which did not wait, are not marked."""
+    from helpers.bench.results import sidecar_path
+
+    source = next(s for s in SESSIONS if s.as_posix().endswith("h100/drafting-2026-12-06"))
+    session = tmp_path / "drafting-s"
+    shutil.copytree(source, session)
+    manifest = json.loads((session / "runs.json").read_text())
+    for run in manifest["runs"]:
+        waited = {16: 1 / 16, 64: 49 / 64} if run.pop("in_flight", None) else {}
+        for point in (session / run["folder"]).rglob("*-c*.json"):
+            c = json.loads(point.read_text())["max_concurrency"]
+            side = sidecar_path(point)
+            notes = json.loads(side.read_text()) if side.is_file() else {}
+            side.write_text(json.dumps({**notes, "cookbook_queue_share": waited.get(c, 0.0)}))
+    (session / "runs.json").write_text(json.dumps(manifest))
+    assert drafting_markdown(session) == drafting_markdown(source)
