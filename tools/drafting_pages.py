@@ -340,25 +340,32 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
     """The "drafting, measured" paragraph of ``target``'s section of ``docs/results/measured.md``
     (links as from ``notebooks/``): the newest session whose manifest lists ``target`` under
     ``targets``, its table, where each synthetic acceptance comes from and the break-even
-    lengths; a target other than the session's ``measured_on`` is told so. None when no
-    session applies."""
+    lengths; a target other than the session's ``measured_on`` is told so. Then the same for
+    the newest session that lists ``target`` under ``line_for`` (a break-even line measured
+    again, e.g. with uniform routing). None when no session applies."""
     root = results_dir or REPO_ROOT / "docs" / "results"
-    sessions = [s for s in sorted(root.glob("*/drafting-*/"))
-                if target in json.loads((s / "runs.json").read_text()).get("targets", [])]  # fmt: skip
-    if not sessions:
-        return None
-    session = sessions[-1]
-    manifest, points = load_session(session)
-    runs = {r["folder"]: r for r in manifest["runs"]}
-    link = f"../docs/results/{session.relative_to(root).as_posix()}/README.md"
-    elsewhere = manifest["measured_on"] != target
-    lines = [f"**Drafting, measured** ([{session.name}]({link}): {manifest['summary']})"
-             + (f" Measured on {manifest['measured_on']}, not on this GPU: the same Hopper kernels, "
-                "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
-    lines += _table(runs, points, manifest["baseline"])
-    lines += _routing_lines(manifest)
-    lines += _drafting_lines(runs, points, manifest["baseline"])[0]
-    return "\n".join(lines)
+
+    def newest(key: str) -> Path | None:
+        listed = [s for s in root.glob("*/drafting-*/")
+                  if target in json.loads((s / "runs.json").read_text()).get(key, [])]  # fmt: skip
+        return max(listed, key=lambda s: (s.name, s.parent.name), default=None)
+
+    said = []
+    for session, head in ((newest("targets"), "Drafting, measured"), (newest("line_for"), "The break-even line, measured again")):  # fmt: skip
+        if session is None:
+            continue
+        manifest, points = load_session(session)
+        runs = {r["folder"]: r for r in manifest["runs"]}
+        link = f"../docs/results/{session.relative_to(root).as_posix()}/README.md"
+        elsewhere = manifest["measured_on"] != target
+        lines = [f"**{head}** ([{session.name}]({link}): {manifest['summary']})"
+                 + (f" Measured on {manifest['measured_on']}, not on this GPU: the same Hopper kernels, "
+                    "so expect the ranking to hold, not the figures." if elsewhere else ""), ""]  # fmt: skip
+        lines += _table(runs, points, manifest["baseline"])
+        lines += _routing_lines(manifest)
+        lines += _drafting_lines(runs, points, manifest["baseline"])[0]
+        said.append("\n".join(lines))
+    return "\n\n".join(said) or None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,10 +74,17 @@ def test_the_measured_page_gives_each_listed_target_the_newest_session():
     from tools.drafting_pages import measured_drafting
 
     h200, h100 = measured_drafting("h200"), measured_drafting("h100")
-    assert "drafting-2026-12-05/README.md" in h200 and "not on this GPU" not in h200
+    first = h200.split("**The break-even line, measured again**")[0]
+    assert "drafting-2026-12-05/README.md" in first and "not on this GPU" not in first
     assert "Measured on h200, not on this GPU" in h100
     assert "| + DSpark K=7 | 587 [553-618] (2.76x)" in h100
     assert measured_drafting("rtx_pro_6000") is None  # not listed under the session's targets
+    # a session that lists the target under line_for follows: the line with uniform routing
+    for text in (h100, h200):
+        again = text[text.index("**The break-even line, measured again** ([drafting-2026-12-06]") :]
+        assert ("Measured on h100, not on this GPU" in again) == (text is h200)
+        assert "- MTP K=7, at concurrency 1: drafting pays above L = 2.30" in again
+        assert "at concurrency 64: not fitted" in again
     measured = (TESTS.parent / "docs" / "results" / "measured.md").read_text()
     assert h200.replace("](../docs/results/", "](") in measured
 
