@@ -307,7 +307,7 @@ def test_a_sweep_beyond_the_servers_slots_warns_that_it_measured_a_queue(
     queue-time histogram shows most of the requests' time spent waiting, and the sweep says the
     point measured a queue: on average at most about N running (4 in steady state; more is
     counted while the point ramps up and drains), not 16."""
-    df = bench.sweep(standin_server, [16], input_len=24, output_len=8, num_prompts=64,
+    df = bench.sweep(standin_server, [16], input_len=24, output_len=64, num_prompts=64,
                      out_dir=tmp_path, label="queued", progress=False)  # fmt: skip
     row = df.iloc[0]
     assert row["queue_share"] > 0.5, row["queue_share"]

@@ -556,3 +556,11 @@ def test_planner_counts_the_mtp_blocks_attention_with_the_targets(speculative, l
     assert ("the MTP block's attention layers counted with the target's" in p.notes) == (
         speculative == "mtp"
     )
+    # requests of 1,280 tokens (one block) at once: 1 + K Mamba blocks a group, as the log ran
+    # them (MTP: 15 running while 49 waited; the recipe: 64 running filled 48.8 %, so 131 fit)
+    plan_short = planner.plan(cfg, architecture=arch, vllm_version="0.32.0", context_len=1280)
+    note = next(n for n in plan_short.notes if n.startswith("a request of at most one"))
+    runs = [(int(r), float(u)) for r, u in re.findall(r"Running: (\d+) reqs, Waiting: \d+ reqs, GPU KV cache usage: ([\d.]+)%", text)]  # fmt: skip
+    ran, usage = max(runs)
+    fit = ran if speculative == "mtp" else int(ran / (usage / 100))
+    assert f"about {fit} such requests run at once" in note
