@@ -65,7 +65,8 @@ def queue_share(before: Mapping[str, float], after: Mapping[str, float]) -> floa
     concurrency C at most about C x (1 - share) requests ran at once on average (Little's law;
     fewer are outstanding while a point ramps and drains): a server whose KV cache or
     ``--max-num-seqs`` holds fewer queues the rest (0.32.0's MTP K=7 in a 4 GiB cache ran 15 of
-    64, docs/results/h100/drafting-2026-12-06/)."""
+    64, docs/results/h100/drafting-2026-12-06/). The frontend's time (templating, streaming) is in
+    neither sum's queue part, so a starved CPU lowers the share: it errs toward no warning."""
     e2e = after.get(E2E_TIME_SUM, 0.0) - before.get(E2E_TIME_SUM, 0.0)
     queued = after.get(QUEUE_TIME_SUM, 0.0) - before.get(QUEUE_TIME_SUM, 0.0)
     return None if e2e <= 0 else min(max(queued / e2e, 0.0), 1.0)
