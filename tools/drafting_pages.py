@@ -232,13 +232,15 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
             fewer = sorted({n for r in rs if (n := _in_flight(r, c, points))})
             said = f" (the drafting servers ran at most {fewer[-1]} at once)" if fewer else ""
             lines.append(f"- {name}{', ' if named else ': '}{line}{said}")
-        queued = sorted({(int(c), _in_flight(r, int(c), points)) for r in rs
-                         for c in points.loc[points["run"] == r["folder"], "concurrency"].unique()
-                         if _queued(r, int(c), points)})  # fmt: skip
+        queued: dict[int, int] = {}  # concurrency -> the most any of the fit's servers ran
+        for r in rs:
+            for c in map(int, points.loc[points["run"] == r["folder"], "concurrency"].unique()):
+                if _queued(r, c, points):
+                    queued[c] = max(queued.get(c, 0), _in_flight(r, c, points))
         head = f"- {name}, " if named else f"- {name}: K={rs[0]['num_speculative_tokens']} "
         lines += [f"{head}at concurrency {c}: not fitted: the drafting servers ran at most {n} requests at "
-                  f"once (the rest waited for KV cache), so their points measure a queue, not {c} requests"
-                  for c, n in queued]  # fmt: skip
+                  f"once (the rest waited in vLLM's queue), so their points measure a queue, not {c} requests"
+                  for c, n in sorted(queued.items())]  # fmt: skip
     return lines, fits, result
 
 

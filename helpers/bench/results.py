@@ -158,9 +158,9 @@ def annotate_point(
     if warning:
         notes["cookbook_prefix_cache_warning"] = warning
     share, c = queue_share(before, after), _num(data.get("max_concurrency"))
-    if share is not None:  # more than half the requests' time waiting: a queue, not c in flight
+    if share is not None:
         notes["cookbook_queue_share"] = round(share, 3)
-    if share is not None and c and share > 0.5:
+    if share is not None and c and share > 0.5:  # most of the requests' time waiting: a queue
         notes["cookbook_queue_warning"] = f"requests spent {share:.0%} of their time in vLLM's waiting queue: on average at most about {c * (1 - share):.0f} ran at once, not {c:.0f}, so this point measures a queue; the server's KV cache or --max-num-seqs holds fewer (raise --kv-cache-memory-bytes / --gpu-memory-utilization, or lower the concurrency)"  # fmt: skip
     notes.update({k: v for k, v in (extra or {}).items() if k not in data})
     if notes:
