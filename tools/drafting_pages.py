@@ -253,7 +253,7 @@ def _table(runs: dict, points: pd.DataFrame, base_name: str) -> list[str]:
     head = (
         "| configuration | "
         + " | ".join(f"c={c}" for c in concs)
-        + " | TPOT c=1 (ms) | acceptance measured |"
+        + f" | TPOT c={concs[0]} (ms) | acceptance measured |"
     )
     if repeated:
         said = ("Output tokens/s per concurrency, the mean of each point's runs (their range in brackets), and "
@@ -343,19 +343,19 @@ def measured_drafting(target: str, results_dir: Path | None = None) -> str | Non
     (links as from ``notebooks/``): the newest session whose manifest lists ``target`` under
     ``targets``, its table, where each synthetic acceptance comes from and the break-even
     lengths; a target other than the session's ``measured_on`` is told so. Then the same for
-    the newest session that lists ``target`` under ``line_for`` (a break-even line measured
-    again, e.g. with uniform routing). None when no session applies."""
+    every session that lists ``target`` under ``line_for`` (a break-even line measured again,
+    e.g. with uniform routing, or at other concurrencies), oldest first. None when no session
+    applies."""
     root = results_dir or REPO_ROOT / "docs" / "results"
 
-    def newest(key: str) -> Path | None:
-        listed = [s for s in root.glob("*/drafting-*/")
-                  if target in json.loads((s / "runs.json").read_text()).get(key, [])]  # fmt: skip
-        return max(listed, key=lambda s: (s.name, s.parent.name), default=None)
+    def listing(key: str) -> list[Path]:  # oldest first: the folder names start with the date
+        return sorted((s for s in root.glob("*/drafting-*/")
+                       if target in json.loads((s / "runs.json").read_text()).get(key, [])),
+                      key=lambda s: (s.name, s.parent.name))  # fmt: skip
 
     said = []
-    for session, head in ((newest("targets"), "Drafting, measured"), (newest("line_for"), "The break-even line, measured again")):  # fmt: skip
-        if session is None:
-            continue
+    for session, head in [*((s, "Drafting, measured") for s in listing("targets")[-1:]),
+                          *((s, "The break-even line, measured again") for s in listing("line_for"))]:  # fmt: skip
         manifest, points = load_session(session)
         runs = {r["folder"]: r for r in manifest["runs"]}
         link = f"../docs/results/{session.relative_to(root).as_posix()}/README.md"

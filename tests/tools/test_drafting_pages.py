@@ -85,6 +85,10 @@ def test_the_measured_page_gives_each_listed_target_the_newest_session():
         assert ("Measured on h100, not on this GPU" in again) == (text is h200)
         assert "- MTP K=7, at concurrency 1: drafting pays above L = 2.30" in again
         assert "at concurrency 64: not fitted" in again
+        # every session listing it follows, oldest first: the line with room for 64 comes next
+        alone = again.index("**The break-even line, measured again** ([drafting-2026-12-06-alone]")
+        assert "- MTP K=7, at concurrency 64: drafting pays above L = 3.11" in again[alone:]
+        assert "- MTP K=7, at concurrency 64: drafting pays above L" not in again[:alone]
     measured = (TESTS.parent / "docs" / "results" / "measured.md").read_text()
     assert h200.replace("](../docs/results/", "](") in measured
 
@@ -219,3 +223,21 @@ def test_points_that_carry_vllms_queue_share_are_marked_without_a_hand_written_i
             side.write_text(json.dumps({**notes, "cookbook_queue_share": waited.get(c, 0.0)}))
     (session / "runs.json").write_text(json.dumps(manifest))
     assert drafting_markdown(session) == drafting_markdown(source)
+
+
+def test_servers_alone_with_room_for_every_request_fit_the_line_at_16_and_64():
+    """The H100 session of 2026-12-06 with each server alone and a 24 GiB KV cache: every
+    request ran at once (queue share at most 0.019 in the sidecars), so no cell says "in
+    flight", both concurrencies are fitted, and the TPOT column names the lowest concurrency
+    measured (16), not 1."""
+    session = next(s for s in SESSIONS if s.as_posix().endswith("h100/drafting-2026-12-06-alone"))
+    page = drafting_markdown(session)
+    rows = [ln for ln in page.splitlines() if ln.startswith("| + MTP")]
+    lines = [ln for ln in page.splitlines() if ln.startswith("- MTP K=7, at concurrency")]
+    assert len(rows) == 3 and not any("in flight" in ln for ln in rows)
+    assert not any("at once" in ln or "not fitted" in ln for ln in lines)
+    assert [ln.split(":")[0] for ln in lines] == ["- MTP K=7, at concurrency 16", "- MTP K=7, at concurrency 64"]  # fmt: skip
+    assert lines[0].startswith("- MTP K=7, at concurrency 16: drafting pays above L = 3.03")
+    assert "| configuration | c=16 | c=64 | TPOT c=16 (ms) |" in page
+    row = next(ln for ln in page.splitlines() if ln.startswith("| + MTP K=7 |"))
+    assert "(1.22x)" in row and "(1.19x)" in row  # every run beyond the recipe's: not a tie
