@@ -238,8 +238,8 @@ results = pd.concat(results, ignore_index=True)
 # is its load's (random prompts, forced lengths), not real text's (vllm #52536, #33497). The
 # second table measures it as vLLM's acceptance test does: the shipped GSM8K questions,
 # temperature 0; only there is a length below 1.5 "not paying off". Above 1.5 it must still
-# beat the break-even at your concurrency: on one H200, estimated at about 2.5 at one user and
-# 3.9 at 16 for MTP K=7 (from one timed length: docs/results/h200/routing-2026-12-05/).
+# beat the break-even at your concurrency: for MTP K=7 on one H100, 2.30 at one user, 3.03 at
+# 16 and 3.11 at 64 requests (docs/results/h100/drafting-2026-12-06-alone/).
 
 # %%
 from helpers.bench.results import results_table

@@ -541,7 +541,7 @@ def _approximation_notes(p: Plan, cfg, kv_budget_gb) -> None:
     if p.num_speculative_tokens and cfg.speculative in DRAFTERS:  # MTP's: counted, exact on an H100
         p.notes.append(f"the {cfg.speculative} drafter's own attention KV cache is not counted" if cfg.speculative != "mtp" else "the MTP block's attention layers counted with the target's")  # fmt: skip
     if p.mamba_cache_mode == "align" and p.context_len <= p.block_size:
-        p.notes.append(f"a request of at most one {p.block_size:,}-token block holds 1 + {p.num_speculative_tokens} Mamba blocks a group, not the {p.mamba_blocks_per_group} counted (vLLM's worst case; MambaManager, vLLM 0.32.0): about {p.num_blocks // (p.attention_groups + p.mamba_groups * (1 + p.num_speculative_tokens))} such requests run at once (as two H100 servers did: docs/results/h100/drafting-2026-12-06)")  # fmt: skip
+        p.notes.append(f"a request of at most one {p.block_size:,}-token block holds 1 + {p.num_speculative_tokens} Mamba blocks a group, not the {p.mamba_blocks_per_group} counted (vLLM's worst case; MambaManager, vLLM 0.32.0): about {p.num_blocks // (p.attention_groups + p.mamba_groups * (1 + p.num_speculative_tokens))} such requests run at once (as H100 servers did: docs/results/h100/drafting-2026-12-06 and -alone)")  # fmt: skip
     layers = p.arch.num_attention_layers + p.arch.num_mamba_layers
     padding = p.group_size * (p.attention_groups + p.mamba_groups) - layers
     if padding > 0:

@@ -34,9 +34,9 @@ Sources (every number here is one of them; the repositories are public GitHub on
   ``lm_head`` (the target's), no confidence head.
 
 Assumed (:data:`ASSUMED`): the DFlash ``quantization_config``, taken to be the DSpark one
-without its Markov-head exclusion. The registry's ``speculative.dspark.drafter.block_size: 3``
-is not the published ``block_size: 8``; vLLM 0.32.0 reads ``block_size`` only when
-``num_speculative_tokens`` is unset, so the folder keeps 8 and the served 3 tokens stand.
+without its Markov-head exclusion. The registry's ``speculative.dspark.drafter.block_size`` is
+the published 8; vLLM 0.32.0 reads ``block_size`` only when ``num_speculative_tokens`` is
+unset, so the recipe's K=3 (and the K=7 measured) are what a server drafts.
 """
 
 from __future__ import annotations

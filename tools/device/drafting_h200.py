@@ -204,7 +204,8 @@ WIDE_CONCURRENCIES = (1, 16, 64)
 #: with a KV cache for 64 requests. With 4 GiB the MTP K=7 servers ran 15 requests at once and
 #: queued the rest (docs/results/h100/drafting-2026-12-06/: one 1,280-token request took 6.3 %
 #: of the cache: 1 + K blocks in each of its four Mamba groups in align mode, 33 of 523), so 64
-#: need about 16 GiB; 24 GiB holds about 95. Two such servers do not fit an 80 GB H100 at once.
+#: need about 16 GiB; 24 GiB holds about 95 (so it ran: docs/results/h100/drafting-2026-12-06-alone/,
+#: all 64 at once, 67.2 % of the cache). Two such servers do not fit an 80 GB H100 at once.
 SOLO_KV_BYTES = 24 * 1024**3
 SOLO = {**UNIFORM_ROUTING, "--kv-cache-memory-bytes": str(SOLO_KV_BYTES)}
 WAVE9: dict[str, tuple] = {  # in this order: a cut keeps the recipe and the registry's length
@@ -543,7 +544,9 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "kv_bytes": KV_BYTES,
+        "kv_bytes": {
+            w: SOLO_KV_BYTES if int(w) in SOLO_WAVES else KV_BYTES for w in args.waves.split(",")
+        },
     }
     import threading
 
