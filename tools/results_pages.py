@@ -44,6 +44,8 @@ def summaries(target: str, results_dir: Path | None = None) -> list[dict]:
 #: Where an executed target notebook's sweep is committed: ``vllm-<release>/<variant>-<moe kernel>``
 #: under ``docs/results/<target>/`` (e.g. ``vllm-0.32.0/nvfp4-humming``).
 _NOTEBOOK_RUN = re.compile(r"^vllm-(\d+\.\d+\.\d+)/(nvfp4|bf16)-([a-z_]+)$")
+#: The same-session anchor of a newer release's run: ``vllm-<new>/anchor-vllm-<release>/...``.
+_ANCHOR_RUN = re.compile(r"^vllm-[\d.]+/anchor-vllm-(\d+\.\d+\.\d+)/(nvfp4|bf16)-([a-z_]+)$")
 
 
 def _first(points: pd.DataFrame, column: str) -> Any:
@@ -54,20 +56,23 @@ def _first(points: pd.DataFrame, column: str) -> Any:
 
 def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
     """The target notebook's own sweeps executed on the GPU and committed under
-    ``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/`` (one
+    ``docs/results/<target>/vllm-<release>/<variant>-<moe kernel>/``, or as a newer release's
+    same-session anchor under ``vllm-<newer>/anchor-vllm-<release>/`` (one
     ``vllm bench serve --save-result`` JSON per concurrency).
 
     Returns one dict per run, the default vLLM release first (then newest first), variant
     and kernel in name order: ``release``, ``variant``, ``moe_backend``, ``folder`` (repo
-    path), ``date`` (``YYYY-MM-DD``), ``input_len`` / ``output_len`` (tokens) and ``points``
+    path), ``date`` (``YYYY-MM-DD``), ``uniform`` (the server log shows vLLM's uniform MoE
+    routing simulation), ``input_len`` / ``output_len`` (tokens) and ``points``
     (a DataFrame from :func:`load_results`: ``concurrency``, ``output_throughput`` tok/s,
     ``median_ttft_ms``, ``mean_tpot_ms``, ...). An empty list when there are none.
     """
     root = Path(results_dir or RESULTS_DIR) / target
     default = _default_release()
     runs = []
-    for folder in sorted(root.glob("vllm-*/*/")):
-        m = _NOTEBOOK_RUN.match(folder.relative_to(root).as_posix())
+    for folder in sorted([*root.glob("vllm-*/*/"), *root.glob("vllm-*/anchor-vllm-*/*/")]):
+        rel = folder.relative_to(root).as_posix()
+        m = _NOTEBOOK_RUN.match(rel) or _ANCHOR_RUN.match(rel)
         files = sorted(folder.glob("*-c*.json"))
         if not m or not files:
             continue
@@ -80,6 +85,8 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
                 "moe_backend": m.group(3),
                 "folder": f"docs/results/{target}/{folder.relative_to(root).as_posix()}",
                 "date": f"{date[:4]}-{date[4:6]}-{date[6:8]}" if len(date) >= 8 else "",
+                "uniform": (log := _server_log(folder)) is not None
+                and _UNIFORM_ROUTING in log.read_text(errors="replace"),
                 "input_len": _first(points, "input_len"),
                 "output_len": _first(points, "output_len"),
                 "points": points.sort_values("concurrency").reset_index(drop=True),
@@ -91,6 +98,7 @@ def notebook_runs(target: str, results_dir: Path | None = None) -> list[dict]:
             [-x for x in _release_key(r["release"])],  # newest release first
             r["variant"],
             r["moe_backend"],
+            r["folder"],
         )
     )
     return runs
@@ -113,15 +121,16 @@ def _notebook_lines(target: str, results_dir: Path | None) -> list[str]:
         p = r["points"]
         tok = " / ".join(_fmt(v) for v in p["output_throughput"])
         ttft = " / ".join(_fmt(v) for v in p["median_ttft_ms"])
+        routing = ", uniform MoE routing" if r["uniform"] else ""
         lines.append(
-            f"  - vLLM {r['release']}, {r['variant'].upper()}, {r['moe_backend']} MoE: {tok} "
-            f"(median TTFT {ttft} ms); source `{r['folder']}/`."
+            f"  - vLLM {r['release']}, {r['variant'].upper()}, {r['moe_backend']} MoE{routing}, "
+            f"{r['date']}: {tok} (median TTFT {ttft} ms); source `{r['folder']}/`."
         )
     page = Path(results_dir or RESULTS_DIR) / target / "releases.md"
     if page.is_file():
         lines.append(
-            f"  - These lines come from different sessions, and the same command measures "
-            f"differently from one machine to the next: the releases compared on one machine, "
+            f"  - Lines of different sessions do not compare: the same command measures "
+            f"differently from one machine to the next. The releases compared on one machine, "
             f"and with the spread between sessions, are in "
             f"[docs/results/{target}/releases.md](../docs/results/{target}/releases.md)."
         )
@@ -140,7 +149,10 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     notebook = _notebook_lines(target, results_dir)
     if not runs and not notebook:
         return None
-    head = f"**Measured reference** ([docs/results/{target}.md](../docs/results/{target}.md))"
+    page = f"{target}.md" if (Path(results_dir or RESULTS_DIR) / f"{target}.md").is_file() else (
+        f"{target}/releases.md"
+    )  # fmt: skip
+    head = f"**Measured reference** ([docs/results/{page}](../docs/results/{page}))"
     if runs:
         gpu = runs[0]["versions"].get("gpu", target).split(",")[0]
         head += f", the weightless architecture on {gpu}"
@@ -176,6 +188,10 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
 #: (speculative mode none), wherever its folder lies under ``docs/results/<target>/``.
 _SWEEP_POINT = "{target}-*-none*-c*.json"
 _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
+#: What vLLM logs when ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` is set
+#: (``routing_simulator_router.py`` in 0.32.0 and 0.34.0): the helpers' weightless servers set it
+#: since 2026-12-05, so such a sweep routes alike on every release.
+_UNIFORM_ROUTING = "Simulating MoE routing using a uniform_random strategy"
 _MOE_FLAG = re.compile(r"--moe-backend[ =]([a-z_]+)")
 #: The concurrencies every GPU sweep of the target notebooks measures (its default
 #: ``bench_concurrencies`` on a GPU).
@@ -203,7 +219,9 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     name; both must agree where both exist.
 
     Returns:
-        Columns ``release``, ``variant``, ``moe_backend``, ``folder`` (repo path),
+        Columns ``release``, ``variant``, ``moe_backend``, ``routing`` (``"uniform"`` when the
+        server log shows vLLM's uniform routing simulation, else ``"as loaded"``: the dummy
+        weights' own), ``folder`` (repo path),
         ``session`` (the first folder under ``docs/results/<target>/``: one device session
         writes one), ``time`` (the point's ``date``, UTC), ``concurrency``, ``num_prompts``,
         ``input_len`` / ``output_len`` (tokens), ``output_throughput`` (tok/s),
@@ -221,10 +239,12 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         rel = folder.relative_to(root).as_posix()
         named = _NOTEBOOK_RUN.match(rel)
         release = kernel = None
+        routing = "as loaded"
         log = _server_log(folder)
         if log is not None:
             text = log.read_text(errors="replace")
             found, flag = _ENGINE_RELEASE.search(text), _MOE_FLAG.search(text)
+            routing = "uniform" if _UNIFORM_ROUTING in text else routing
             release, kernel = found and found.group(1), flag and flag.group(1)
         if named:
             if (release or named.group(1)) != named.group(1) or (kernel or named.group(3)) != (
@@ -250,6 +270,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
                 release=release,
                 variant=variant,
                 moe_backend=kernel,
+                routing=routing,
                 folder=f"docs/results/{target}/{rel}",
                 session=rel.split("/")[0],
                 time=pd.to_datetime(points["date"], format=VLLM_DATE),
@@ -261,6 +282,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         "release",
         "variant",
         "moe_backend",
+        "routing",
         "folder",
         "session",
         "time",
@@ -295,7 +317,7 @@ def _cell(values: pd.Series, digits: int = 0) -> str:
 
 
 def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
-    """Sweeps of two releases (same variant and MoE kernel) measured in one device session: the
+    """Sweeps of two releases (same variant, MoE kernel and routing) measured in one device session: the
     same session folder and started within :data:`lab.tune.noise.MEASURED_APART_S` of each
     other. Each pair is (newer release, older release), each a frame of its points."""
     from lab.tune.noise import MEASURED_APART_S
@@ -305,11 +327,10 @@ def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFr
     for a in sweeps:
         for b in sweeps:
             ka, kb = a.iloc[0], b.iloc[0]
-            if (ka["variant"], ka["moe_backend"], ka["session"]) != (
-                kb["variant"],
-                kb["moe_backend"],
-                kb["session"],
-            ) or _release_key(ka["release"]) <= _release_key(kb["release"]):
+            same = ("variant", "moe_backend", "routing", "session")
+            if [ka[k] for k in same] != [kb[k] for k in same] or _release_key(
+                ka["release"]
+            ) <= _release_key(kb["release"]):
                 continue
             if abs((a["time"].min() - b["time"].min()).total_seconds()) <= MEASURED_APART_S:
                 pairs.append((a, b))
@@ -366,29 +387,36 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "The median over the sessions that measured it, the range in brackets when more than one "
         "did; then p50 TPOT (ms) the same way.",
         "",
-        "| variant, MoE kernel | vLLM | sessions | "
+        "| variant, MoE kernel | vLLM | MoE routing | sessions | "
         + " | ".join(f"c = {c}" for c in cs)
         + " | "
         + " | ".join(f"TPOT c = {c}" for c in cs)
         + " |",
-        "|---|---|---" + "|---:" * (2 * len(cs)) + "|",
+        "|---|---|---|---" + "|---:" * (2 * len(cs)) + "|",
     ]
     order = sorted(
-        runs.groupby(["variant", "moe_backend", "release"]).groups,
-        key=lambda k: (k[0] != "nvfp4", k[1], k[2] != default, [-x for x in _release_key(k[2])]),
+        runs.groupby(["variant", "moe_backend", "release", "routing"]).groups,
+        key=lambda k: (
+            k[3],
+            k[0] != "nvfp4",
+            k[1],
+            k[2] != default,
+            [-x for x in _release_key(k[2])],
+        ),
     )
-    for variant, kernel, release in order:
+    for variant, kernel, release, routing in order:
         g = runs[
             (runs["variant"] == variant)
             & (runs["moe_backend"] == kernel)
             & (runs["release"] == release)
+            & (runs["routing"] == routing)
         ]
         dates = ", ".join(sorted({f"{t:%Y-%m-%d}" for t in g.groupby("folder")["time"].min()}))
         tok = [_cell(g[g["concurrency"] == c]["output_throughput"]) for c in cs]
         tpot = [_cell(g[g["concurrency"] == c]["median_tpot_ms"], 1) for c in cs]
         mark = " (default)" if release == default else ""
         lines.append(
-            f"| {variant.upper()}, {kernel} | {release}{mark} | {dates} | "
+            f"| {variant.upper()}, {kernel} | {release}{mark} | {routing} | {dates} | "
             + " | ".join(tok + tpot)
             + " |"
         )
@@ -406,10 +434,10 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         lines.append("No two releases were measured in one session yet.")
     else:
         lines += [
-            "| variant, MoE kernel | session | releases | "
+            "| variant, MoE kernel | session | releases | MoE routing | "
             + " | ".join(f"c = {c}" for c in cs)
             + " |",
-            "|---|---|---" + "|---" * len(cs) + "|",
+            "|---|---|---|---" + "|---" * len(cs) + "|",
         ]
         for new, old in pairs:
             cells = _ratio_cells(new, old, cs, across=False)
@@ -417,8 +445,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             lines.append(
                 f"| {k['variant'].upper()}, {k['moe_backend']} | {k['session']} "
                 f"({new['time'].min():%Y-%m-%d %H:%M}) | {k['release']} / {old.iloc[0]['release']} | "
-                + " | ".join(cells)
-                + " |"
+                f"{k['routing']} | " + " | ".join(cells) + " |"
             )
     lines += equal_routing_lines(results_dir)
     lines += [
@@ -431,26 +458,28 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "",
         "| variant, MoE kernel | vLLM / "
         + default
-        + " | "
+        + " | MoE routing | "
         + " | ".join(f"c = {c}" for c in cs)
         + " |",
-        "|---|---" + "|---" * len(cs) + "|",
+        "|---|---|---" + "|---" * len(cs) + "|",
     ]
-    beside = {
-        (new.iloc[0]["variant"], new.iloc[0]["moe_backend"], new.iloc[0]["release"])
-        for new, old in pairs
-        if old.iloc[0]["release"] == default
-    }
-    for variant, kernel, release in order:
+    key = ["variant", "moe_backend", "release", "routing"]
+    beside = {tuple(new.iloc[0][key]) for new, old in pairs if old.iloc[0]["release"] == default}
+    for variant, kernel, release, routing in order:
         if release == default:
             continue
-        if (variant, kernel, release) in beside:
+        head = f"| {variant.upper()}, {kernel} | {release} | {routing} | "
+        if (variant, kernel, release, routing) in beside:
             lines.append(
-                f"| {variant.upper()}, {kernel} | {release} | measured beside {default} in one "
-                "session: the table above decides |" + " |" * (len(cs) - 1)
-            )
+                head + f"measured beside {default} in one session: the table above decides |"
+                + " |" * (len(cs) - 1)
+            )  # fmt: skip
             continue
-        sel = (runs["variant"] == variant) & (runs["moe_backend"] == kernel)
+        sel = (
+            (runs["variant"] == variant)
+            & (runs["moe_backend"] == kernel)
+            & (runs["routing"] == routing)
+        )
         mine, ref = (
             runs[sel & (runs["release"] == release)],
             runs[sel & (runs["release"] == default)],
@@ -458,7 +487,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         if ref.empty:
             continue
         cells = _ratio_cells(mine, ref, cs, across=True)
-        lines.append(f"| {variant.upper()}, {kernel} | {release} | " + " | ".join(cells) + " |")
+        lines.append(head + " | ".join(cells) + " |")
     sources = sorted(set(runs["folder"]))
     lines += ["", "Sources: " + ", ".join(f"`{s}/`" for s in sources) + "."]
     return "\n".join(lines) + "\n"
@@ -533,11 +562,11 @@ ROUTING_NOTE = (
     "**The releases' weightless rows above one request are not the same experiment.** "
     f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
     "it reads on 0.32.0, and that, not its code, made 0.33.0 measure slower at c = 16 below "
-    "(shown on 0.34.0, which keeps 0.33.0's fill; c = 64 and 256 are not re-measured at equal "
-    "routing), "
-    f"{MEASURED}. So above one request the rows below compare two dummy fills, not two "
-    'releases\' code; the section "At equal MoE routing" compares the code. c = 1 (6 experts '
-    "on every release) compares as it stands."
+    "(shown on 0.34.0, which keeps 0.33.0's fill), "
+    f"{MEASURED}. So above one request the rows routed as loaded compare two dummy fills, not "
+    "two releases' code; the rows with uniform MoE routing (vLLM's simulation, which the "
+    'weightless servers set since 2026-12-05) and the section "At equal MoE routing" compare '
+    "the code. c = 1 (6 experts on every release) compares as it stands."
 )
 
 

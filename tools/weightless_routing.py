@@ -36,6 +36,8 @@ DUMMY_ROUTING = (
 #: (H100), and MTP K=7 at equal routing (H200).
 RELEASES_SESSION = "docs/results/h100/routing-2026-12-05"
 ROUTING_SESSION = "docs/results/h200/routing-2026-12-05"
+#: The notebook's own sweep of both releases in one session, uniform routing on both (H100).
+SWEEP_SESSION = "docs/results/h100/vllm-0.34.0"
 #: What those sessions measured, said after each page's own reading of it.
 MEASURED = (
     "measured with 3 runs a point: on one H100 "
@@ -44,7 +46,10 @@ MEASURED = (
     "16 requests (0.98x, a tie, at one), and 0.34.0 ran 0.72x of 0.32.0 at 16 with each "
     "release's own dummy routing but tied with uniform routing on both (1.03x at one request, "
     "0.99x at 16; runs not interleaved): at 16 requests the newer releases' slowdown is the "
-    f"dummy routing, not the engine (64 and 256 not re-measured); on one H200 (`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
+    "dummy routing, not the engine, and in the H100 notebook's sweep of both releases in one "
+    f"session (`{SWEEP_SESSION}/`, uniform routing, one run a point) 0.34.0 ties at 64 and "
+    "256 too (0.97x, 0.96x); on one H200 "
+    f"(`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
     "recipe at one user at equal routing (the drafting session's 1.95x as loaded was against "
     "another session's recipe) and ties at 16 (0.95x, at 15 requests in flight)"
 )

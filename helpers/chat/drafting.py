@@ -91,14 +91,14 @@ def two_pass_budget(
         client.chat.completions.create(
             model=model,
             messages=messages + [{"role": "assistant",
-                                  "content": "<think>\n" + reasoning + "\n</think>\n\n"}],
+                                  "content": "<think>\n" + reasoning.strip() + "\n</think>\n\n"}],
             max_tokens=max_tokens - first.usage.completion_tokens,
             extra_body={"continue_final_message": True, "add_generation_prompt": False},
             **create_kwargs)
 
     ``continue_final_message`` makes vLLM render the assistant message as the start of the reply
-    (``vllm/entrypoints/openai/chat_completion/protocol.py``); the Nemotron and Qwen3 templates
-    render it as given. On the stand-in the first pass gave ``budget`` reasoning tokens.
+    (``vllm/entrypoints/openai/chat_completion/protocol.py``); the reasoning goes in stripped as the
+    template renders it, else transformers' check answers HTTP 400 (a leading space, H100 12-06).
 
     Args:
         client: an ``openai.OpenAI`` client.
@@ -148,7 +148,7 @@ def two_pass_budget(
         first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
         first.truncated_in_reasoning = False
         return first
-    prefix = f"{THINK_START}\n{first.reasoning.rstrip()}\n{THINK_END}\n\n"
+    prefix = f"{THINK_START}\n{first.reasoning.strip()}\n{THINK_END}\n\n"
     rest = max(1, max_tokens - first.usage.completion_tokens)
     second_reply = send(
         "2. answer after the closed think block",

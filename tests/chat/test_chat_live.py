@@ -12,7 +12,7 @@ import pytest
 
 from helpers.chat import display, drafting, stream, types
 from helpers.server import endpoint
-from tests.support.chat_replay import DATA, ask, tool_loop
+from tests.support.chat_replay import DATA, MODEL, ask, load, tool_loop
 
 # ─── against the real vLLM CPU server (stand-in model) ────────────────────────────────
 #
@@ -136,6 +136,27 @@ def test_live_two_pass_budget(live):
     assert r.reasoning.strip() and r.content.strip()
     assert isinstance(r.raw, list) and len(r.raw) == 2  # the reasoning was cut: two passes
     assert "</think>" not in r.content and not r.truncated_in_reasoning
+
+
+@pytest.mark.server
+def test_live_server_takes_the_second_pass_when_the_reasoning_has_edge_spaces(rec, client, live):
+    """The second request as two_pass_budget builds it, after a first pass whose reasoning
+    starts with a space and ends with a newline (as the weightless tokenizer's did on the
+    H100, 2026-12-06), is accepted by the real vLLM server: its template renders the
+    reasoning stripped, and an unstripped one answered HTTP 400 there."""
+    first = load("length_in_reasoning")
+    first["choices"][0]["message"]["reasoning"] = " w76704 w11498\n"
+    rec.queue(first, "thinking_off")
+    question = [{"role": "user", "content": "Briefly explain: what is vLLM?"}]
+    drafting.two_pass_budget(client, MODEL, question, 8, max_tokens=64)
+    second = rec.bodies[1]
+    assert second["messages"][-1]["content"] == "<think>\nw76704 w11498\n</think>\n\n"
+    live_client, model, _ = live
+    reply = live_client.chat.completions.create(
+        model=model, messages=second["messages"], max_tokens=1, temperature=0,
+        extra_body={"continue_final_message": True, "add_generation_prompt": False},
+    )  # fmt: skip
+    assert reply.usage.prompt_tokens > 0 and reply.choices[0].finish_reason in ("length", "stop")
 
 
 @pytest.mark.server

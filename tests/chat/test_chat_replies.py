@@ -248,7 +248,7 @@ def test_two_pass_budget_sends_the_two_requests_its_docstring_shows(rec, client,
     assert second_body["temperature"] == 0.0 and second_body["seed"] == 7
     last = second_body["messages"][-1]
     reasoning = load("length_in_reasoning")["choices"][0]["message"]["reasoning"]
-    assert last == {"role": "assistant", "content": f"<think>\n{reasoning}\n</think>\n\n"}
+    assert last == {"role": "assistant", "content": f"<think>\n{reasoning.strip()}\n</think>\n\n"}
     assert second_body["messages"][:-1] == first_body["messages"]
     assert r.reasoning == reasoning and r.content == "The capital of Japan is Tokyo."
     assert (

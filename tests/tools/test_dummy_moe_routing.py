@@ -44,7 +44,7 @@ def test_the_routing_sentence_says_what_the_committed_routing_sessions_measured(
     committed sessions' means (3 runs a point), so a re-measured session that moved them fails
     here until the sentence is rewritten."""
     from helpers.bench.results import load_results
-    from tools.weightless_routing import MEASURED, RELEASES_SESSION, ROUTING_SESSION
+    from tools.weightless_routing import MEASURED, RELEASES_SESSION, ROUTING_SESSION, SWEEP_SESSION
 
     def runs(session: str, folder: str, c: int) -> list[float]:
         df = load_results(TESTS.parent / session / folder)
@@ -70,6 +70,10 @@ def test_the_routing_sentence_says_what_the_committed_routing_sessions_measured(
             runs(RELEASES_SESSION, "0.32.0-none-uniform", c),
         )
         assert max(min(new), min(old)) <= min(max(new), max(old))
+    # the notebook's sweep of both releases, one run a point: a tie is within 5 % (SINGLE_RUN_TIE)
+    sweep = lambda c: ratio(SWEEP_SESSION, "nvfp4-humming", "anchor-vllm-0.32.0/nvfp4-humming", c)  # noqa: E731
+    assert f"ties at 64 and 256 too ({sweep(64)}, {sweep(256)})" in MEASURED
+    assert all(abs(float(sweep(c)[:-1]) - 1) <= 0.05 for c in (64, 256))
     h200 = lambda a, b, c: ratio(ROUTING_SESSION, f"0.32.0-{a}", f"0.32.0-{b}", c)  # noqa: E731
     assert f"gives {h200('mtp-uniform', 'none-uniform', 1)} the recipe at" in MEASURED
     assert f"ties at 16 ({h200('mtp-uniform', 'none-uniform', 16)}, at 15" in MEASURED

@@ -29,10 +29,12 @@
 # (helpers.weights.weightless), so the releases compare on their code at every concurrency.
 #   sh tools/device/stack.sh join 0.34.0 K && bash tools/device/h200_releases.sh pair 0.34.0
 #   bash tools/device/jobs.sh until OFFSET rel; bash tools/device/h200_releases.sh collect 0.34.0
+# `pair RELEASE mtp` runs only the two MTP notebooks (RELEASE, then 0.32.0): the drafting point
+# of a session whose NVFP4 pair is already committed.
 set -u
 J="bash tools/device/jobs.sh"
 R=/tmp/runs
-case "${1:?usage: h200_releases.sh anchor-join K | start | pair RELEASE | collect [RELEASE]}" in
+case "${1:?usage: h200_releases.sh anchor-join K | start | pair RELEASE [mtp] | collect [RELEASE]}" in
 anchor-join)
     [ -f /tmp/t0 ] || { echo "no /tmp/t0: the wheels call did not run on this machine"; exit 9; }
     # the chunk is copied to /tmp first (stack.sh), so the unpack does not depend on the tree
@@ -60,12 +62,15 @@ pair)
     skip="-y 'quality: {items: 0}'"
     book=h200; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && book=h100
     echo "target notebook: $book.ipynb"
+    nv_new="$new; nbx $book nv$tag 0 -p vllm_version $rel $skip"
+    nv_old="$old; nbx $book nv32 0 $skip"
+    if [ "${3:-}" = mtp ]; then nv_new="echo NVFP4 pair skipped"; nv_old="echo NVFP4 anchor skipped"; fi
     $J chain rel \
         "$new; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; echo bytecode $rel done" \
-        "$new; nbx $book nv$tag 0 -p vllm_version $rel $skip" \
+        "$nv_new" \
         "until [ -f /tmp/join-0.32.0.rc ]; do sleep 5; done; cat /tmp/join-0.32.0.log" \
         "$old; python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode 0.32.0 done" \
-        "$old; nbx $book nv32 0 $skip" \
+        "$nv_old" \
         "$new; nbx $book mtp$tag 0 -p speculative mtp -p vllm_version $rel $skip" \
         "$old; nbx $book mtp32 0 -p speculative mtp $skip" ;;
 collect)
