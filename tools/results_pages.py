@@ -111,8 +111,10 @@ def _notebook_lines(target: str, results_dir: Path | None) -> list[str]:
         return []
     first = runs[0]
     cs = " / ".join(str(c) for c in first["points"]["concurrency"])
+    dates = sorted({r["date"] for r in runs})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     lines = [
-        f"- This notebook itself, executed by papermill on the GPU ({first['date']}; weightless, "
+        f"- This notebook itself, executed by papermill on the GPU ({when}; weightless, "
         f"the recipe's command with the kernel named; {first['input_len']:.0f} in / "
         f"{first['output_len']:.0f} out, chat endpoint, one run per point), output tok/s at "
         f"concurrency {cs}:"
@@ -149,10 +151,13 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
     notebook = _notebook_lines(target, results_dir)
     if not runs and not notebook:
         return None
-    page = f"{target}.md" if (Path(results_dir or RESULTS_DIR) / f"{target}.md").is_file() else (
-        f"{target}/releases.md"
-    )  # fmt: skip
-    head = f"**Measured reference** ([docs/results/{page}](../docs/results/{page}))"
+    root = Path(results_dir or RESULTS_DIR)
+    page = next(
+        (p for p in (f"{target}.md", f"{target}/releases.md") if (root / p).is_file()), None
+    )
+    head = "**Measured reference**" + (
+        f" ([docs/results/{page}](../docs/results/{page}))" if page else ""
+    )
     if runs:
         gpu = runs[0]["versions"].get("gpu", target).split(",")[0]
         head += f", the weightless architecture on {gpu}"
@@ -192,6 +197,8 @@ _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)
 #: (``routing_simulator_router.py`` in 0.32.0 and 0.34.0): the helpers' weightless servers set it
 #: since 2026-12-05, so such a sweep routes alike on every release.
 _UNIFORM_ROUTING = "Simulating MoE routing using a uniform_random strategy"
+#: When the helpers' weightless servers began to route uniformly (commit ae69928, UTC).
+UNIFORM_SINCE = pd.Timestamp("2026-12-05 14:23")
 _MOE_FLAG = re.compile(r"--moe-backend[ =]([a-z_]+)")
 #: The concurrencies every GPU sweep of the target notebooks measures (its default
 #: ``bench_concurrencies`` on a GPU).
@@ -220,8 +227,9 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
 
     Returns:
         Columns ``release``, ``variant``, ``moe_backend``, ``routing`` (``"uniform"`` when the
-        server log shows vLLM's uniform routing simulation, else ``"as loaded"``: the dummy
-        weights' own), ``folder`` (repo path),
+        server log shows vLLM's uniform routing simulation, ``"as loaded"`` (the dummy weights'
+        own) when it does not; without a log, as loaded before :data:`UNIFORM_SINCE`, else
+        ``"unknown"``), ``folder`` (repo path),
         ``session`` (the first folder under ``docs/results/<target>/``: one device session
         writes one), ``time`` (the point's ``date``, UTC), ``concurrency``, ``num_prompts``,
         ``input_len`` / ``output_len`` (tokens), ``output_throughput`` (tok/s),
@@ -237,14 +245,14 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     frames = []
     for folder in sorted({p.parent for p in root.rglob(_SWEEP_POINT.format(target=target))}):
         rel = folder.relative_to(root).as_posix()
-        named = _NOTEBOOK_RUN.match(rel)
+        named = _NOTEBOOK_RUN.match(rel) or _ANCHOR_RUN.match(rel)
         release = kernel = None
-        routing = "as loaded"
+        routing = None  # read from the server log, else from the date
         log = _server_log(folder)
         if log is not None:
             text = log.read_text(errors="replace")
             found, flag = _ENGINE_RELEASE.search(text), _MOE_FLAG.search(text)
-            routing = "uniform" if _UNIFORM_ROUTING in text else routing
+            routing = "uniform" if _UNIFORM_ROUTING in text else "as loaded"
             release, kernel = found and found.group(1), flag and flag.group(1)
         if named:
             if (release or named.group(1)) != named.group(1) or (kernel or named.group(3)) != (
@@ -265,6 +273,9 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         files = sorted(folder.glob(_SWEEP_POINT.format(target=target)))
         points = load_results(files, extra=("date",))
         variant = points["label"].str.split("-").str[1]
+        time = pd.to_datetime(points["date"], format=VLLM_DATE)
+        if routing is None:  # no log: before the helpers routed uniformly, as loaded
+            routing = "as loaded" if time.max() < UNIFORM_SINCE else "unknown"
         frames.append(
             points.assign(
                 release=release,
@@ -273,7 +284,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
                 routing=routing,
                 folder=f"docs/results/{target}/{rel}",
                 session=rel.split("/")[0],
-                time=pd.to_datetime(points["date"], format=VLLM_DATE),
+                time=time,
             )
         )
     if not frames:
@@ -562,7 +573,8 @@ ROUTING_NOTE = (
     "**The releases' weightless rows above one request are not the same experiment.** "
     f"{DUMMY_ROUTING}. A step of many requests on 0.33.0 reads several times the expert weights "
     "it reads on 0.32.0, and that, not its code, made 0.33.0 measure slower at c = 16 below "
-    "(shown on 0.34.0, which keeps 0.33.0's fill), "
+    "(shown on 0.34.0, which keeps 0.33.0's fill; 0.33.0 itself was not re-run, and its c = 64 "
+    "and 256 as loaded are not explained by routing alone), "
     f"{MEASURED}. So above one request the rows routed as loaded compare two dummy fills, not "
     "two releases' code; the rows with uniform MoE routing (vLLM's simulation, which the "
     'weightless servers set since 2026-12-05) and the section "At equal MoE routing" compare '

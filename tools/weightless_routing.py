@@ -48,7 +48,7 @@ MEASURED = (
     "0.99x at 16; runs not interleaved): at 16 requests the newer releases' slowdown is the "
     "dummy routing, not the engine, and in the H100 notebook's sweep of both releases in one "
     f"session (`{SWEEP_SESSION}/`, uniform routing, one run a point) 0.34.0 ties at 64 and "
-    "256 too (0.97x, 0.96x); on one H200 "
+    "256 too (0.97x, 0.96x: within the 5 % a single run allows); on one H200 "
     f"(`{ROUTING_SESSION}/`), MTP K=7 at acceptance 3.69 gives 1.49x the "
     "recipe at one user at equal routing (the drafting session's 1.95x as loaded was against "
     "another session's recipe) and ties at 16 (0.95x, at 15 requests in flight)"

@@ -148,15 +148,13 @@ def two_pass_budget(
         first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
         first.truncated_in_reasoning = False
         return first
-    prefix = f"{THINK_START}\n{first.reasoning.strip()}\n{THINK_END}\n\n"
+    r = first.reasoning.strip()  # as rendered; an empty think block is rendered closed
+    prefix = f"{THINK_START}\n{r}\n{THINK_END}\n\n" if r else f"{THINK_START}{THINK_END}"
     rest = max(1, max_tokens - first.usage.completion_tokens)
-    second_reply = send(
-        "2. answer after the closed think block",
-        messages=[*messages, {"role": "assistant", "content": prefix}],
-        max_tokens=rest,
-        extra_body={**extra, "continue_final_message": True, "add_generation_prompt": False},
-        **create_kwargs,
-    )
+    second_reply = send("2. answer after the closed think block", max_tokens=rest,
+                        messages=[*messages, {"role": "assistant", "content": prefix}],
+                        extra_body={**extra, "continue_final_message": True, "add_generation_prompt": False},
+                        **create_kwargs)  # fmt: skip
     off = {"chat_template_kwargs": {"enable_thinking": False}}  # the think block is closed
     second = check_reply(second_reply, max_tokens=rest, extra_body=off)
     return ChatResult(

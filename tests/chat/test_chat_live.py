@@ -139,24 +139,41 @@ def test_live_two_pass_budget(live):
 
 
 @pytest.mark.server
-def test_live_server_takes_the_second_pass_when_the_reasoning_has_edge_spaces(rec, client, live):
+@pytest.mark.parametrize(
+    ("reasoning", "sent"),
+    [(" w76704 w11498\n", "<think>\nw76704 w11498\n</think>\n\n"), ("\n ", "<think></think>")],
+)
+def test_live_server_takes_the_second_pass_whatever_spaces_the_reasoning_has(
+    rec, client, live, reasoning, sent
+):
     """The second request as two_pass_budget builds it, after a first pass whose reasoning
     starts with a space and ends with a newline (as the weightless tokenizer's did on the
-    H100, 2026-12-06), is accepted by the real vLLM server: its template renders the
-    reasoning stripped, and an unstripped one answered HTTP 400 there."""
+    H100, 2026-12-06) or is only whitespace, is accepted by the real vLLM server: its template
+    renders the reasoning stripped, and the same request with the reasoning as given answers
+    HTTP 400 (transformers' continue_final_message check)."""
+    import openai
+
     first = load("length_in_reasoning")
-    first["choices"][0]["message"]["reasoning"] = " w76704 w11498\n"
+    first["choices"][0]["message"]["reasoning"] = reasoning
     rec.queue(first, "thinking_off")
     question = [{"role": "user", "content": "Briefly explain: what is vLLM?"}]
     drafting.two_pass_budget(client, MODEL, question, 8, max_tokens=64)
-    second = rec.bodies[1]
-    assert second["messages"][-1]["content"] == "<think>\nw76704 w11498\n</think>\n\n"
+    messages = rec.bodies[1]["messages"]
+    assert messages[-1]["content"] == sent
     live_client, model, _ = live
+    continuation = {"continue_final_message": True, "add_generation_prompt": False}
     reply = live_client.chat.completions.create(
-        model=model, messages=second["messages"], max_tokens=1, temperature=0,
-        extra_body={"continue_final_message": True, "add_generation_prompt": False},
-    )  # fmt: skip
+        model=model, messages=messages, max_tokens=1, temperature=0, extra_body=continuation
+    )
     assert reply.usage.prompt_tokens > 0 and reply.choices[0].finish_reason in ("length", "stop")
+    as_given = [
+        *messages[:-1],
+        {"role": "assistant", "content": f"<think>\n{reasoning}\n</think>\n\n"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="does not appear in the chat"):
+        live_client.chat.completions.create(
+            model=model, messages=as_given, max_tokens=1, temperature=0, extra_body=continuation
+        )
 
 
 @pytest.mark.server

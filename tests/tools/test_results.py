@@ -133,6 +133,22 @@ def test_the_releases_page_is_the_one_the_committed_sweeps_give():
     assert "| NVFP4, humming | 0.33.0 | as loaded | measured beside 0.32.0 in one session" in across
 
 
+def test_the_h100_releases_page_compares_uniform_routing_within_one_session():
+    """The H100's pair (0.34.0, then its 0.32.0 anchor, both with vLLM's uniform routing
+    simulation in their server logs) is one session's pair at uniform routing, and its page is
+    the one the folders give."""
+    page = (REPO_ROOT / "docs" / "results" / "h100" / "releases.md").read_text()
+    assert page == results.release_markdown("h100"), (
+        "docs/results/h100/releases.md is stale: python -m tools.results_pages releases h100 --write"
+    )
+    runs = results.sweep_runs("h100")
+    assert set(runs["routing"]) == {"uniform"} and set(runs["release"]) == {"0.32.0", "0.34.0"}
+    ((new, old),) = results.same_session_pairs(runs)
+    assert (new.iloc[0]["release"], old.iloc[0]["release"]) == ("0.34.0", "0.32.0")
+    row = next(line for line in page.splitlines() if "| 0.34.0 / 0.32.0 | uniform |" in line)
+    assert row.count("tie (within noise)") == 4
+
+
 def test_releases_across_sessions_win_only_beyond_the_spread_between_sessions(tmp_path):
     """0.28.0 against the default 0.32.0, NVFP4 with Humming, from two 0.32.0 sessions
     (2026-11-30 and 2026-12-01) and one 0.28.0 session: at c = 1 the 0.32.0 runs agree within

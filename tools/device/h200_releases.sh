@@ -62,16 +62,22 @@ pair)
     skip="-y 'quality: {items: 0}'"
     book=h200; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && book=h100
     echo "target notebook: $book.ipynb"
-    nv_new="$new; nbx $book nv$tag 0 -p vllm_version $rel $skip"
+    first="$new; nbx $book nv$tag 0 -p vllm_version $rel $skip"
     nv_old="$old; nbx $book nv32 0 $skip"
-    if [ "${3:-}" = mtp ]; then nv_new="echo NVFP4 pair skipped"; nv_old="echo NVFP4 anchor skipped"; fi
+    mtp_new="$new; nbx $book mtp$tag 0 -p speculative mtp -p vllm_version $rel $skip"
+    case "${3:-all}" in
+    all) ;;
+    mtp) first=$mtp_new; mtp_new="echo MTP on $rel ran first"; nv_old="echo NVFP4 pair skipped" ;;
+    *) echo "pair RELEASE [mtp]: unknown mode '$3' (mtp runs only the MTP pair)"; exit 2 ;;
+    esac
+    # the newer release runs while 0.32.0 still unpacks in the background
     $J chain rel \
         "$new; python3 -m compileall -q -j 16 /tmp/site-$rel > /dev/null 2>&1; echo bytecode $rel done" \
-        "$nv_new" \
+        "$first" \
         "until [ -f /tmp/join-0.32.0.rc ]; do sleep 5; done; cat /tmp/join-0.32.0.log" \
         "$old; python3 -m compileall -q -j 16 /tmp/site2 > /dev/null 2>&1; echo bytecode 0.32.0 done" \
         "$nv_old" \
-        "$new; nbx $book mtp$tag 0 -p speculative mtp -p vllm_version $rel $skip" \
+        "$mtp_new" \
         "$old; nbx $book mtp32 0 -p speculative mtp $skip" ;;
 collect)
     [ -d $R/rel ] || { echo "no chain rel on this machine"; exit 9; }
