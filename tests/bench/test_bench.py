@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 
 import pandas as pd
 import pytest
@@ -300,6 +301,19 @@ def test_sweep_against_standin_server(standin_server, standin_model, tmp_path):
     assert (df["queue_share"] < 0.5).all() and "queue_warning" not in df.columns
 
 
+def _wait_until_idle(base_url: str, timeout: float = 120.0) -> None:
+    """Until the shared stand-in server runs and queues no request: a request an earlier test
+    left running would finish inside the point and add its long latency, with no queue time,
+    to the share's denominator (a CI run read 0.463 against 0.67-0.70 here)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = stall.parse_prometheus(metrics_mod.scrape_metrics(base_url))
+        if m.get(stall.NUM_RUNNING, 1) == 0 and m.get(stall.NUM_WAITING, 1) == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the stand-in server at {base_url} stayed busy for {timeout:.0f} s")
+
+
 def test_a_sweep_beyond_the_servers_slots_warns_that_it_measured_a_queue(
     standin_server, standin_model, tmp_path, capsys
 ):
@@ -307,6 +321,7 @@ def test_a_sweep_beyond_the_servers_slots_warns_that_it_measured_a_queue(
     queue-time histogram shows most of the requests' time spent waiting, and the sweep says the
     point measured a queue: on average at most about N running (4 in steady state; more is
     counted while the point ramps up and drains), not 16."""
+    _wait_until_idle(standin_server.base_url)
     df = bench.sweep(standin_server, [16], input_len=24, output_len=64, num_prompts=64,
                      out_dir=tmp_path, label="queued", progress=False)  # fmt: skip
     row = df.iloc[0]
