@@ -227,8 +227,8 @@ def _drafting_lines(runs: dict, points: pd.DataFrame, base_name: str):
     lines += ["", BREAK_EVEN_HEAD, ""]
     for name, rs, _ in fits:
         named = _names_k(name, rs)  # "MTP K=7": its lines say "at concurrency 1", not "K=7 at ..."
-        for line in summary(result[result["series"] == name], with_k=not named):
-            c = int(re.search(r"at concurrency (\d+)", line).group(1))
+        fit = result[result["series"] == name]  # summary says one line per row, in order
+        for c, line in zip(fit["concurrency"], summary(fit, with_k=not named), strict=True):
             fewer = sorted({n for r in rs if (n := _in_flight(r, c, points))})
             said = f" (the drafting servers ran at most {fewer[-1]} at once)" if fewer else ""
             lines.append(f"- {name}{', ' if named else ': '}{line}{said}")

@@ -405,8 +405,9 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         + " |",
         "|---|---|---|---" + "|---:" * (2 * len(cs)) + "|",
     ]
+    key = ["variant", "moe_backend", "release", "routing"]  # one row per sweep kind
     order = sorted(
-        runs.groupby(["variant", "moe_backend", "release", "routing"]).groups,
+        runs.groupby(key).groups,
         key=lambda k: (
             k[3],
             k[0] != "nvfp4",
@@ -474,7 +475,6 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         + " |",
         "|---|---|---" + "|---" * len(cs) + "|",
     ]
-    key = ["variant", "moe_backend", "release", "routing"]
     beside = {tuple(new.iloc[0][key]) for new, old in pairs if old.iloc[0]["release"] == default}
     for variant, kernel, release, routing in order:
         if release == default:
