@@ -17,6 +17,7 @@ import json
 import warnings
 import weakref
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from helpers.chat.parse import check_reply
@@ -111,8 +112,8 @@ def two_pass_budget(
             ``extra_body``: merged with the second request's, ``stop``, ``seed``...).
 
     Returns:
-        The checked turn: the first request's reasoning, the second's answer, both usages
-        added (``raw``: both replies); the first alone when its reasoning ended in the budget.
+        The checked turn: the first request's reasoning, the second's answer, both usages added
+        but reasoning tokens (the first's; ``raw``: both replies); the first alone if it fit.
 
     Raises:
         TypeError: an argument of the wrong type.
@@ -159,11 +160,12 @@ def two_pass_budget(
     second = check_reply(second_reply, max_tokens=rest, extra_body=off)
     return ChatResult(
         reasoning=first.reasoning,
-        # all new text is the answer; a parser that still counts it as reasoning puts it there
+        # all new text is the answer, though vLLM 0.32.0's parser, blind to the prompt's closed
+        # think block, returns it as reasoning and counts it in usage (H100 2026-12-06, 0.34.0 not)
         content=second.content or second.reasoning,
         tool_calls=second.tool_calls,
         finish_reason=second.finish_reason,
-        usage=first.usage + second.usage,
+        usage=first.usage + replace(second.usage, reasoning_tokens=None),
         raw=[first_reply, second_reply],
         reasoning_parser_missing=first.reasoning_parser_missing,
         warnings=first.warnings + second.warnings,
