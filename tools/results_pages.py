@@ -192,6 +192,9 @@ def measured_reference(target: str, results_dir: Path | None = None) -> str | No
 #: A point of a target notebook's own sweep, ``<target>-<variant>-none[-<moe kernel>]-c<N>.json``
 #: (speculative mode none), wherever its folder lies under ``docs/results/<target>/``.
 _SWEEP_POINT = "{target}-*-none*-c*.json"
+#: A drafting sweep of the same notebook (``speculative = "mtp"``), kept in an ``mtp/`` folder
+#: beside the release run it pairs with: ``vllm-<release>[/anchor-vllm-<release>]/mtp/<variant>-<moe kernel>/``.
+_DRAFTING_POINT = "{target}-*-mtp-c*.json"
 _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
 #: What vLLM logs when ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` is set
 #: (``routing_simulator_router.py`` in 0.32.0 and 0.34.0): the helpers' weightless servers set it
@@ -220,20 +223,23 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     release and session measured it.
 
     A sweep is a folder of ``<target>-<variant>-none[-<moe kernel>]-c<N>.json`` files (``vllm bench serve
-    --save-result``, one per concurrency). Its vLLM release and MoE kernel come from its server
+    --save-result``, one per concurrency), or of ``<target>-<variant>-mtp-c<N>.json`` files in
+    an ``mtp/`` folder beside a release run (the notebook with ``speculative = "mtp"``). Its vLLM release and MoE kernel come from its server
     log (the engine's ``Initializing a V1 LLM engine (vX.Y.Z)`` line and the launch line's
     ``--moe-backend``) and otherwise from a ``vllm-<release>/<variant>-<moe kernel>`` folder
     name; both must agree where both exist.
 
     Returns:
-        Columns ``release``, ``variant``, ``moe_backend``, ``routing`` (``"uniform"`` when the
+        Columns ``release``, ``variant``, ``speculative`` (``"none"`` or ``"mtp"``),
+        ``moe_backend``, ``routing`` (``"uniform"`` when the
         server log shows vLLM's uniform routing simulation, ``"as loaded"`` (the dummy weights'
         own) when it does not; without a log, as loaded before :data:`UNIFORM_SINCE`, else
         ``"unknown"``), ``folder`` (repo path),
         ``session`` (the first folder under ``docs/results/<target>/``: one device session
         writes one), ``time`` (the point's ``date``, UTC), ``concurrency``, ``num_prompts``,
         ``input_len`` / ``output_len`` (tokens), ``output_throughput`` (tok/s),
-        ``median_ttft_ms``, ``median_tpot_ms``; sorted by release, variant, kernel, time.
+        ``median_ttft_ms``, ``median_tpot_ms``, ``spec_decode_acceptance_length`` (tokens per
+        target step; NaN without drafting); sorted by release, variant, kernel, time.
 
     Raises:
         ValueError: a sweep whose release or kernel cannot be read, or whose log and folder
@@ -243,9 +249,12 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
 
     root = Path(results_dir or RESULTS_DIR) / target
     frames = []
-    for folder in sorted({p.parent for p in root.rglob(_SWEEP_POINT.format(target=target))}):
+    found = {p.parent: _SWEEP_POINT for p in root.rglob(_SWEEP_POINT.format(target=target))}
+    found |= {p.parent: _DRAFTING_POINT for p in root.rglob("mtp/*/" + _DRAFTING_POINT.format(target=target))}  # fmt: skip
+    for folder, pattern in sorted(found.items()):
         rel = folder.relative_to(root).as_posix()
-        named = _NOTEBOOK_RUN.match(rel) or _ANCHOR_RUN.match(rel)
+        name = rel.replace("/mtp/", "/")  # a drafting sweep is named as the run it pairs with
+        named = _NOTEBOOK_RUN.match(name) or _ANCHOR_RUN.match(name)
         release = kernel = None
         routing = None  # read from the server log, else from the date
         log = _server_log(folder)
@@ -270,9 +279,10 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
                 "--moe-backend; add the run's server.log or name the folder "
                 "vllm-<release>/<variant>-<moe kernel>."
             )
-        files = sorted(folder.glob(_SWEEP_POINT.format(target=target)))
-        points = load_results(files, extra=("date",))
+        files = sorted(folder.glob(pattern.format(target=target)))
+        points = load_results(files, extra=("date", "spec_decode_acceptance_length"))
         variant = points["label"].str.split("-").str[1]
+        speculative = points["label"].str.split("-").str[2]
         time = pd.to_datetime(points["date"], format=VLLM_DATE)
         if routing is None:  # no log: before the helpers routed uniformly, as loaded
             routing = "as loaded" if time.max() < UNIFORM_SINCE else "unknown"
@@ -280,6 +290,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
             points.assign(
                 release=release,
                 variant=variant,
+                speculative=speculative,
                 moe_backend=kernel,
                 routing=routing,
                 folder=f"docs/results/{target}/{rel}",
@@ -292,6 +303,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     columns = [
         "release",
         "variant",
+        "speculative",
         "moe_backend",
         "routing",
         "folder",
@@ -304,11 +316,32 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         "output_throughput",
         "median_ttft_ms",
         "median_tpot_ms",
+        "spec_decode_acceptance_length",
     ]
     out = pd.concat(frames, ignore_index=True)[columns]
     return out.sort_values(
-        ["release", "variant", "moe_backend", "time", "concurrency"]
+        ["release", "variant", "speculative", "moe_backend", "time", "concurrency"]
     ).reset_index(drop=True)
+
+
+def _drafting_note(runs: pd.DataFrame) -> list[str]:
+    """The paragraph (and a blank line) that says what a drafting row measured, none without."""
+    drafted = runs[runs["speculative"] != "none"]["spec_decode_acceptance_length"]
+    if drafted.empty:
+        return []
+    return [
+        'Rows marked `+ MTP` run the same notebook with `speculative = "mtp"`: the registry\'s '
+        "MTP command with vLLM's synthetic rejection sampler (`rejection_sample_method: "
+        "synthetic`), which accepts drafts at a set rate whatever the weights, so every release "
+        f"drafts alike: {drafted.min():.2f}-{drafted.max():.2f} tokens per target step on every "
+        "drafting point here (`spec_decode_acceptance_length`).",
+        "",
+    ]
+
+
+def _kind(variant: str, speculative: str) -> str:
+    """``NVFP4`` for the recipe's sweep, ``NVFP4 + MTP`` for its drafting one."""
+    return variant.upper() + ("" if speculative == "none" else f" + {speculative.upper()}")
 
 
 def _release_key(release: str) -> list[int]:
@@ -338,7 +371,7 @@ def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFr
     for a in sweeps:
         for b in sweeps:
             ka, kb = a.iloc[0], b.iloc[0]
-            same = ("variant", "moe_backend", "routing", "session")
+            same = ("variant", "speculative", "moe_backend", "routing", "session")
             if [ka[k] for k in same] != [kb[k] for k in same] or _release_key(
                 ka["release"]
             ) <= _release_key(kb["release"]):
@@ -393,6 +426,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "",
         ROUTING_NOTE,
         "",
+        *_drafting_note(runs),
         "## Output tok/s",
         "",
         "The median over the sessions that measured it, the range in brackets when more than one "
@@ -405,20 +439,22 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         + " |",
         "|---|---|---|---" + "|---:" * (2 * len(cs)) + "|",
     ]
-    key = ["variant", "moe_backend", "release", "routing"]  # one row per sweep kind
+    key = ["variant", "speculative", "moe_backend", "release", "routing"]  # a row per sweep kind
     order = sorted(
         runs.groupby(key).groups,
         key=lambda k: (
-            k[3],
+            k[4],
             k[0] != "nvfp4",
-            k[1],
-            k[2] != default,
-            [-x for x in _release_key(k[2])],
+            k[1] != "none",
+            k[2],
+            k[3] != default,
+            [-x for x in _release_key(k[3])],
         ),
     )
-    for variant, kernel, release, routing in order:
+    for variant, spec, kernel, release, routing in order:
         g = runs[
             (runs["variant"] == variant)
+            & (runs["speculative"] == spec)
             & (runs["moe_backend"] == kernel)
             & (runs["release"] == release)
             & (runs["routing"] == routing)
@@ -428,11 +464,11 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         tpot = [_cell(g[g["concurrency"] == c]["median_tpot_ms"], 1) for c in cs]
         mark = " (default)" if release == default else ""
         lines.append(
-            f"| {variant.upper()}, {kernel} | {release}{mark} | {routing} | {dates} | "
+            f"| {_kind(variant, spec)}, {kernel} | {release}{mark} | {routing} | {dates} | "
             + " | ".join(tok + tpot)
             + " |"
         )
-    pairs = same_session_pairs(runs)
+    pairs = sorted(same_session_pairs(runs), key=lambda p: p[0].iloc[0]["speculative"] != "none")
     lines += [
         "",
         "## Within one session",
@@ -455,7 +491,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             cells = _ratio_cells(new, old, cs, across=False)
             k = new.iloc[0]
             lines.append(
-                f"| {k['variant'].upper()}, {k['moe_backend']} | {k['session']} "
+                f"| {_kind(k['variant'], k['speculative'])}, {k['moe_backend']} | {k['session']} "
                 f"({new['time'].min():%Y-%m-%d %H:%M}) | {k['release']} / {old.iloc[0]['release']} | "
                 f"{k['routing']} | " + " | ".join(cells) + " |"
             )
@@ -476,11 +512,11 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "|---|---|---" + "|---" * len(cs) + "|",
     ]
     beside = {tuple(new.iloc[0][key]) for new, old in pairs if old.iloc[0]["release"] == default}
-    for variant, kernel, release, routing in order:
+    for variant, spec, kernel, release, routing in order:
         if release == default:
             continue
-        head = f"| {variant.upper()}, {kernel} | {release} | {routing} | "
-        if (variant, kernel, release, routing) in beside:
+        head = f"| {_kind(variant, spec)}, {kernel} | {release} | {routing} | "
+        if (variant, spec, kernel, release, routing) in beside:
             lines.append(
                 head + f"measured beside {default} in one session: the table above decides |"
                 + " |" * (len(cs) - 1)
@@ -488,6 +524,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             continue
         sel = (
             (runs["variant"] == variant)
+            & (runs["speculative"] == spec)
             & (runs["moe_backend"] == kernel)
             & (runs["routing"] == routing)
         )

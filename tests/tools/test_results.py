@@ -143,10 +143,35 @@ def test_the_h100_releases_page_compares_uniform_routing_within_one_session():
     )
     runs = results.sweep_runs("h100")
     assert set(runs["routing"]) == {"uniform"} and set(runs["release"]) == {"0.32.0", "0.34.0"}
-    ((new, old),) = results.same_session_pairs(runs)
-    assert (new.iloc[0]["release"], old.iloc[0]["release"]) == ("0.34.0", "0.32.0")
-    row = next(line for line in page.splitlines() if "| 0.34.0 / 0.32.0 | uniform |" in line)
-    assert row.count("tie (within noise)") == 4
+    pairs = results.same_session_pairs(runs)
+    assert sorted((n.iloc[0]["speculative"], n.iloc[0]["release"], o.iloc[0]["release"])
+                  for n, o in pairs) == [("mtp", "0.34.0", "0.32.0"), ("none", "0.34.0", "0.32.0")]  # fmt: skip
+    within = page.split("## Within one session")[1].split("## At equal")[0].splitlines()
+    recipe, mtp = (line for line in within if "| 0.34.0 / 0.32.0 | uniform |" in line)
+    assert recipe.startswith("| NVFP4, humming |") and recipe.count("tie (within noise)") == 4
+    # the drafting pair: MTP with synthetic acceptance, which both releases accepted alike
+    assert mtp.startswith("| NVFP4 + MTP, humming |")
+    drafted = runs[runs["speculative"] == "mtp"]
+    assert drafted["spec_decode_acceptance_length"].between(2.7, 2.8).all()
+    assert runs[runs["speculative"] == "none"]["spec_decode_acceptance_length"].isna().all()
+    assert "2.76-2.78 tokens per target step" in page
+
+
+def test_only_drafting_sweeps_beside_a_release_run_are_read(tmp_path):
+    """A drafting sweep (``-mtp-c<N>.json``) counts as a release's when it lies in an ``mtp/``
+    folder beside the run it pairs with; a drafting session's folder of them is not a release
+    sweep (it has its own page)."""
+    import shutil
+
+    h100 = REPO_ROOT / "docs" / "results" / "h100" / "vllm-0.34.0"
+    shutil.copytree(
+        h100 / "mtp" / "nvfp4-humming", tmp_path / "h100" / "vllm-0.34.0" / "mtp" / "nvfp4-humming"
+    )
+    shutil.copytree(h100 / "mtp" / "nvfp4-humming", tmp_path / "h100" / "drafting" / "mtp-k3")
+    runs = results.sweep_runs("h100", tmp_path)
+    assert set(runs["folder"]) == {"docs/results/h100/vllm-0.34.0/mtp/nvfp4-humming"}
+    assert set(runs["speculative"]) == {"mtp"} and list(runs["concurrency"]) == [1, 16, 64, 256]
+    assert "tokens per target step" in results.release_markdown("h100", tmp_path)
 
 
 def test_releases_across_sessions_win_only_beyond_the_spread_between_sessions(tmp_path):
