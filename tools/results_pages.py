@@ -195,6 +195,8 @@ _SWEEP_POINT = "{target}-*-none*-c*.json"
 #: A drafting sweep of the same notebook (``speculative = "mtp"``), kept in an ``mtp/`` folder
 #: beside the release run it pairs with: ``vllm-<release>[/anchor-vllm-<release>]/mtp/<variant>-<moe kernel>/``.
 _DRAFTING_POINT = "{target}-*-mtp-c*.json"
+#: The launch line's drafting configuration, as vLLM's server log writes it (quotes escaped).
+_SPEC_CONFIG = re.compile(r"--speculative-config[ =](\{[^}]*\})")
 _ENGINE_RELEASE = re.compile(r"Initializing a V1 LLM engine \(v(\d+\.\d+\.\d+)\)")
 #: What vLLM logs when ``VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random`` is set
 #: (``routing_simulator_router.py`` in 0.32.0 and 0.34.0): the helpers' weightless servers set it
@@ -231,6 +233,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
 
     Returns:
         Columns ``release``, ``variant``, ``speculative`` (``"none"`` or ``"mtp"``),
+        ``drafting`` (``""``, or the drafting configuration: :func:`_drafting_label`),
         ``moe_backend``, ``routing`` (``"uniform"`` when the
         server log shows vLLM's uniform routing simulation, ``"as loaded"`` (the dummy weights'
         own) when it does not; without a log, as loaded before :data:`UNIFORM_SINCE`, else
@@ -239,7 +242,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         writes one), ``time`` (the point's ``date``, UTC), ``concurrency``, ``num_prompts``,
         ``input_len`` / ``output_len`` (tokens), ``output_throughput`` (tok/s),
         ``median_ttft_ms``, ``median_tpot_ms``, ``spec_decode_acceptance_length`` (tokens per
-        target step; NaN without drafting); sorted by release, variant, kernel, time.
+        target step; NaN without drafting); sorted by release, variant, speculative, kernel, time.
 
     Raises:
         ValueError: a sweep whose release or kernel cannot be read, or whose log and folder
@@ -249,20 +252,23 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
 
     root = Path(results_dir or RESULTS_DIR) / target
     frames = []
-    found = {p.parent: _SWEEP_POINT for p in root.rglob(_SWEEP_POINT.format(target=target))}
-    found |= {p.parent: _DRAFTING_POINT for p in root.rglob("mtp/*/" + _DRAFTING_POINT.format(target=target))}  # fmt: skip
-    for folder, pattern in sorted(found.items()):
+    sweeps = {(p.parent, _SWEEP_POINT) for p in root.rglob(_SWEEP_POINT.format(target=target))}
+    sweeps |= {(p.parent, _DRAFTING_POINT) for p in root.rglob("mtp/*/" + _DRAFTING_POINT.format(target=target))}  # fmt: skip
+    for folder, pattern in sorted(sweeps):
         rel = folder.relative_to(root).as_posix()
-        name = rel.replace("/mtp/", "/")  # a drafting sweep is named as the run it pairs with
+        drafted = pattern == _DRAFTING_POINT
+        name = rel.replace("/mtp/", "/") if drafted else rel  # named as the run it pairs with
         named = _NOTEBOOK_RUN.match(name) or _ANCHOR_RUN.match(name)
+        if drafted and (not named or "/mtp/" not in rel):
+            continue  # an mtp/ folder of a drafting session: its own page reads it
         release = kernel = None
         routing = None  # read from the server log, else from the date
-        log = _server_log(folder)
+        text, log = "", _server_log(folder)
         if log is not None:
             text = log.read_text(errors="replace")
-            found, flag = _ENGINE_RELEASE.search(text), _MOE_FLAG.search(text)
+            engine, flag = _ENGINE_RELEASE.search(text), _MOE_FLAG.search(text)
             routing = "uniform" if _UNIFORM_ROUTING in text else "as loaded"
-            release, kernel = found and found.group(1), flag and flag.group(1)
+            release, kernel = engine and engine.group(1), flag and flag.group(1)
         if named:
             if (release or named.group(1)) != named.group(1) or (kernel or named.group(3)) != (
                 named.group(3)
@@ -283,6 +289,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         points = load_results(files, extra=("date", "spec_decode_acceptance_length"))
         variant = points["label"].str.split("-").str[1]
         speculative = points["label"].str.split("-").str[2]
+        drafting = _drafting_label(text) if drafted else ""
         time = pd.to_datetime(points["date"], format=VLLM_DATE)
         if routing is None:  # no log: before the helpers routed uniformly, as loaded
             routing = "as loaded" if time.max() < UNIFORM_SINCE else "unknown"
@@ -291,6 +298,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
                 release=release,
                 variant=variant,
                 speculative=speculative,
+                drafting=drafting,
                 moe_backend=kernel,
                 routing=routing,
                 folder=f"docs/results/{target}/{rel}",
@@ -304,6 +312,7 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
         "release",
         "variant",
         "speculative",
+        "drafting",
         "moe_backend",
         "routing",
         "folder",
@@ -324,24 +333,46 @@ def sweep_runs(target: str, results_dir: Path | None = None) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+def _drafting_label(log_text: str) -> str:
+    """``MTP K=3 at L = 2.77 (synthetic)`` from a server log's ``--speculative-config`` (the
+    method, draft tokens K, and the acceptance length L of vLLM's synthetic rejection sampler
+    when it ran); ``MTP (config not logged)`` without one."""
+    found = _SPEC_CONFIG.search(log_text)
+    if not found:
+        return "MTP (config not logged)"
+    cfg = json.loads(found.group(1).replace('\\"', '"'))
+    label = f"{cfg.get('method', 'mtp').upper()} K={cfg.get('num_speculative_tokens', '?')}"
+    if cfg.get("rejection_sample_method") == "synthetic":
+        label += f" at L = {cfg.get('synthetic_acceptance_length')} (synthetic)"
+    return label
+
+
 def _drafting_note(runs: pd.DataFrame) -> list[str]:
     """The paragraph (and a blank line) that says what a drafting row measured, none without."""
-    drafted = runs[runs["speculative"] != "none"]["spec_decode_acceptance_length"]
+    drafted = runs[runs["drafting"] != ""]
     if drafted.empty:
         return []
+    measured = drafted["spec_decode_acceptance_length"].dropna()
+    span = (
+        f" Measured: {measured.min():.2f}-{measured.max():.2f} tokens per target step "
+        "(`spec_decode_acceptance_length`)."
+        if not measured.empty
+        else ""
+    )
     return [
-        'Rows marked `+ MTP` run the same notebook with `speculative = "mtp"`: the registry\'s '
-        "MTP command with vLLM's synthetic rejection sampler (`rejection_sample_method: "
-        "synthetic`), which accepts drafts at a set rate whatever the weights, so every release "
-        f"drafts alike: {drafted.min():.2f}-{drafted.max():.2f} tokens per target step on every "
-        "drafting point here (`spec_decode_acceptance_length`).",
+        'Rows marked `+ MTP` run the same notebook with `speculative = "mtp"`, the registry\'s '
+        "MTP command as its server log gives it: K draft tokens, and where marked synthetic, "
+        "vLLM's synthetic rejection sampler, which accepts drafts at the set mean length L "
+        "whatever the weights (the registry's L for that K; `lab.synthetic_acceptance` names its "
+        "source), so every release drafts alike." + span,
         "",
     ]
 
 
-def _kind(variant: str, speculative: str) -> str:
-    """``NVFP4`` for the recipe's sweep, ``NVFP4 + MTP`` for its drafting one."""
-    return variant.upper() + ("" if speculative == "none" else f" + {speculative.upper()}")
+def _kind(variant: str, drafting: str) -> str:
+    """``NVFP4`` for the recipe's sweep, ``NVFP4 + MTP K=3 at L = 2.77 (synthetic)`` for a
+    drafting one (its :func:`_drafting_label`)."""
+    return variant.upper() + (f" + {drafting}" if drafting else "")
 
 
 def _release_key(release: str) -> list[int]:
@@ -371,7 +402,7 @@ def same_session_pairs(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFr
     for a in sweeps:
         for b in sweeps:
             ka, kb = a.iloc[0], b.iloc[0]
-            same = ("variant", "speculative", "moe_backend", "routing", "session")
+            same = ("variant", "drafting", "moe_backend", "routing", "session")
             if [ka[k] for k in same] != [kb[k] for k in same] or _release_key(
                 ka["release"]
             ) <= _release_key(kb["release"]):
@@ -439,13 +470,13 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         + " |",
         "|---|---|---|---" + "|---:" * (2 * len(cs)) + "|",
     ]
-    key = ["variant", "speculative", "moe_backend", "release", "routing"]  # a row per sweep kind
+    key = ["variant", "drafting", "moe_backend", "release", "routing"]  # a row per sweep kind
     order = sorted(
         runs.groupby(key).groups,
         key=lambda k: (
             k[4],
             k[0] != "nvfp4",
-            k[1] != "none",
+            k[1] != "",
             k[2],
             k[3] != default,
             [-x for x in _release_key(k[3])],
@@ -454,7 +485,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
     for variant, spec, kernel, release, routing in order:
         g = runs[
             (runs["variant"] == variant)
-            & (runs["speculative"] == spec)
+            & (runs["drafting"] == spec)
             & (runs["moe_backend"] == kernel)
             & (runs["release"] == release)
             & (runs["routing"] == routing)
@@ -468,7 +499,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             + " | ".join(tok + tpot)
             + " |"
         )
-    pairs = sorted(same_session_pairs(runs), key=lambda p: p[0].iloc[0]["speculative"] != "none")
+    pairs = sorted(same_session_pairs(runs), key=lambda p: p[0].iloc[0]["drafting"] != "")
     lines += [
         "",
         "## Within one session",
@@ -491,7 +522,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             cells = _ratio_cells(new, old, cs, across=False)
             k = new.iloc[0]
             lines.append(
-                f"| {_kind(k['variant'], k['speculative'])}, {k['moe_backend']} | {k['session']} "
+                f"| {_kind(k['variant'], k['drafting'])}, {k['moe_backend']} | {k['session']} "
                 f"({new['time'].min():%Y-%m-%d %H:%M}) | {k['release']} / {old.iloc[0]['release']} | "
                 f"{k['routing']} | " + " | ".join(cells) + " |"
             )
@@ -524,7 +555,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
             continue
         sel = (
             (runs["variant"] == variant)
-            & (runs["speculative"] == spec)
+            & (runs["drafting"] == spec)
             & (runs["moe_backend"] == kernel)
             & (runs["routing"] == routing)
         )

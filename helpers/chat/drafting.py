@@ -168,5 +168,5 @@ def two_pass_budget(
         usage=first.usage + replace(second.usage, reasoning_tokens=None),
         raw=[first_reply, second_reply],
         reasoning_parser_missing=first.reasoning_parser_missing,
-        warnings=first.warnings + second.warnings,
+        warnings=[w for w in first.warnings if "while still reasoning" not in w] + second.warnings,
     )

@@ -231,6 +231,8 @@ def test_parallel_tool_calls_are_parsed(rec, client):
 
 def test_two_pass_budget_sends_the_two_requests_its_docstring_shows(rec, client, capsys):
     second = load("thinking_off")  # the continuation: the answer only
+    # as vLLM 0.32.0's parser counts it: the answer after the closed think block as reasoning
+    second["usage"]["completion_tokens_details"] = {"reasoning_tokens": 6}
     rec.queue("length_in_reasoning", second)
     question = [{"role": "user", "content": "Prove it"}]
     with warnings.catch_warnings():
@@ -256,6 +258,8 @@ def test_two_pass_budget_sends_the_two_requests_its_docstring_shows(rec, client,
         == first_usage["completion_tokens"] + second["usage"]["completion_tokens"]
     )
     assert not r.truncated_in_reasoning and len(r.raw) == 2
+    assert r.usage.reasoning_tokens == 22  # the first pass's alone
+    assert not any("while still reasoning" in w for w in r.warnings)  # the answer followed
     printed = capsys.readouterr().out.splitlines()  # echo: each request before it is sent
     assert printed[0].startswith("1. reason up to the budget: client.chat.completions.create(")
     assert "max_tokens=22" in printed[0] and "2. answer after the closed think block" in printed[1]

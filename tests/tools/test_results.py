@@ -150,28 +150,48 @@ def test_the_h100_releases_page_compares_uniform_routing_within_one_session():
     recipe, mtp = (line for line in within if "| 0.34.0 / 0.32.0 | uniform |" in line)
     assert recipe.startswith("| NVFP4, humming |") and recipe.count("tie (within noise)") == 4
     # the drafting pair: MTP with synthetic acceptance, which both releases accepted alike
-    assert mtp.startswith("| NVFP4 + MTP, humming |")
+    assert mtp.startswith("| NVFP4 + MTP K=3 at L = 2.77 (synthetic), humming |")
+    cells = mtp.split(" | ")[-4:]
+    assert cells[0].startswith("1.07x faster") and cells[3].startswith("1.12x faster")
+    assert "tie (within noise)" in cells[1] and "tie (within noise)" in cells[2]
     drafted = runs[runs["speculative"] == "mtp"]
+    assert set(drafted["drafting"]) == {"MTP K=3 at L = 2.77 (synthetic)"}
     assert drafted["spec_decode_acceptance_length"].between(2.7, 2.8).all()
+    assert set(runs[runs["speculative"] == "none"]["drafting"]) == {""}
     assert runs[runs["speculative"] == "none"]["spec_decode_acceptance_length"].isna().all()
-    assert "2.76-2.78 tokens per target step" in page
+    assert "Measured: 2.76-2.78 tokens per target step" in page
 
 
 def test_only_drafting_sweeps_beside_a_release_run_are_read(tmp_path):
     """A drafting sweep (``-mtp-c<N>.json``) counts as a release's when it lies in an ``mtp/``
-    folder beside the run it pairs with; a drafting session's folder of them is not a release
-    sweep (it has its own page)."""
+    folder beside the run it pairs with; an ``mtp/`` folder of a drafting session is not a
+    release sweep (that session's page reads it), and a drafting sweep whose server log lacks
+    its ``--speculative-config`` is shown as such, without a measured range when its points
+    have no acceptance length."""
+    import json
     import shutil
 
-    h100 = REPO_ROOT / "docs" / "results" / "h100" / "vllm-0.34.0"
-    shutil.copytree(
-        h100 / "mtp" / "nvfp4-humming", tmp_path / "h100" / "vllm-0.34.0" / "mtp" / "nvfp4-humming"
-    )
-    shutil.copytree(h100 / "mtp" / "nvfp4-humming", tmp_path / "h100" / "drafting" / "mtp-k3")
+    src = REPO_ROOT / "docs" / "results" / "h100" / "vllm-0.34.0" / "mtp" / "nvfp4-humming"
+    h100 = tmp_path / "h100"
+    shutil.copytree(src, h100 / "vllm-0.34.0" / "mtp" / "nvfp4-humming")
+    shutil.copytree(src, h100 / "drafting-2026-12-09" / "mtp" / "k3")  # a session's own folder
+    shutil.copytree(src, h100 / "vllm-0.34.0" / "nvfp4-humming")  # not in mtp/: not read
     runs = results.sweep_runs("h100", tmp_path)
     assert set(runs["folder"]) == {"docs/results/h100/vllm-0.34.0/mtp/nvfp4-humming"}
     assert set(runs["speculative"]) == {"mtp"} and list(runs["concurrency"]) == [1, 16, 64, 256]
-    assert "tokens per target step" in results.release_markdown("h100", tmp_path)
+    assert "Measured: 2.76-2.78 tokens per target step" in results.release_markdown(
+        "h100", tmp_path
+    )
+    folder = h100 / "vllm-0.34.0" / "mtp" / "nvfp4-humming"
+    log = folder / "server.log"
+    log.write_text(log.read_text().replace("--speculative-config", "--no-such-flag"))
+    for p in folder.glob("*.json"):
+        point = json.loads(p.read_text())
+        point.pop("spec_decode_acceptance_length")
+        p.write_text(json.dumps(point))
+    page = results.release_markdown("h100", tmp_path)
+    assert "| NVFP4 + MTP (config not logged), humming | 0.34.0 |" in page
+    assert "tokens per target step" not in page and "nan" not in page
 
 
 def test_releases_across_sessions_win_only_beyond_the_spread_between_sessions(tmp_path):
