@@ -340,11 +340,12 @@ def _drafting_label(log_text: str) -> str:
     found = _SPEC_CONFIG.search(log_text)
     if not found:
         return "MTP (config not logged)"
+    from lab.synthetic_acceptance import of_config
+
     cfg = json.loads(found.group(1).replace('\\"', '"'))
     label = f"{cfg.get('method', 'mtp').upper()} K={cfg.get('num_speculative_tokens', '?')}"
-    if cfg.get("rejection_sample_method") == "synthetic":
-        label += f" at L = {cfg.get('synthetic_acceptance_length')} (synthetic)"
-    return label
+    synthetic = of_config(cfg)
+    return label + (f" at L = {synthetic.length:g} (synthetic)" if synthetic else "")
 
 
 def _drafting_note(runs: pd.DataFrame) -> list[str]:
@@ -471,8 +472,9 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         "|---|---|---|---" + "|---:" * (2 * len(cs)) + "|",
     ]
     key = ["variant", "drafting", "moe_backend", "release", "routing"]  # a row per sweep kind
+    sweeps = dict(list(runs.groupby(key)))
     order = sorted(
-        runs.groupby(key).groups,
+        sweeps,
         key=lambda k: (
             k[4],
             k[0] != "nvfp4",
@@ -483,13 +485,7 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
         ),
     )
     for variant, spec, kernel, release, routing in order:
-        g = runs[
-            (runs["variant"] == variant)
-            & (runs["drafting"] == spec)
-            & (runs["moe_backend"] == kernel)
-            & (runs["release"] == release)
-            & (runs["routing"] == routing)
-        ]
+        g = sweeps[variant, spec, kernel, release, routing]
         dates = ", ".join(sorted({f"{t:%Y-%m-%d}" for t in g.groupby("folder")["time"].min()}))
         tok = [_cell(g[g["concurrency"] == c]["output_throughput"]) for c in cs]
         tpot = [_cell(g[g["concurrency"] == c]["median_tpot_ms"], 1) for c in cs]
@@ -553,19 +549,10 @@ def release_markdown(target: str, results_dir: Path | None = None) -> str | None
                 + " |" * (len(cs) - 1)
             )  # fmt: skip
             continue
-        sel = (
-            (runs["variant"] == variant)
-            & (runs["drafting"] == spec)
-            & (runs["moe_backend"] == kernel)
-            & (runs["routing"] == routing)
-        )
-        mine, ref = (
-            runs[sel & (runs["release"] == release)],
-            runs[sel & (runs["release"] == default)],
-        )
-        if ref.empty:
+        ref = sweeps.get((variant, spec, kernel, default, routing))
+        if ref is None:
             continue
-        cells = _ratio_cells(mine, ref, cs, across=True)
+        cells = _ratio_cells(sweeps[variant, spec, kernel, release, routing], ref, cs, across=True)
         lines.append(head + " | ".join(cells) + " |")
     sources = sorted(set(runs["folder"]))
     lines += ["", "Sources: " + ", ".join(f"`{s}/`" for s in sources) + "."]

@@ -142,11 +142,11 @@ def two_pass_budget(
 
     first_reply = send("1. reason up to the budget", messages=list(messages), max_tokens=budget,
                        **({"extra_body": dict(extra)} if extra else {}), **create_kwargs)  # fmt: skip
-    with warnings.catch_warnings():  # running out at the budget is the point of pass 1
+    with warnings.catch_warnings():  # running out at the budget is the point of pass 1: no warning
         warnings.simplefilter("ignore", ReasoningTruncatedWarning)
         first = check_reply(first_reply, max_tokens=budget)
+    first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
     if first.finish_reason != "length" or first.tool_calls or first.content.strip():
-        first.warnings = [w for w in first.warnings if "while still reasoning" not in w]
         first.truncated_in_reasoning = False
         return first
     r = first.reasoning.strip()  # as rendered; an empty think block is rendered closed
@@ -168,5 +168,5 @@ def two_pass_budget(
         usage=first.usage + replace(second.usage, reasoning_tokens=None),
         raw=[first_reply, second_reply],
         reasoning_parser_missing=first.reasoning_parser_missing,
-        warnings=[w for w in first.warnings if "while still reasoning" not in w] + second.warnings,
+        warnings=first.warnings + second.warnings,
     )
